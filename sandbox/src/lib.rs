@@ -1,0 +1,1 @@
+//! loopexec-sandbox: launches one command in a zone described by a policy.

@@ -1,0 +1,241 @@
+//! The hash-chained, append-only JSONL receipt log.
+//!
+//! Line format: one JSON object per line with, first, `seq` (0-based, contiguous), `prev` (the
+//! lowercase hex sha256 of the previous line's bytes without its newline; 64 zeros for line 0),
+//! `ts` (RFC 3339 UTC) and `type` (the event type), followed by the event's own fields. Each append
+//! is one `write` of the whole line followed by `fsync`. A final line without its newline is a torn
+//! write from a crash: it was never acknowledged, so opening for append cuts it off and `verify`
+//! reports it.
+
+use crate::safefs::{SafeDir, SafeFsError};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+use std::fs::File;
+use std::io::{Seek, SeekFrom, Write};
+
+/// The `prev` of the first line.
+pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// Receipts larger than this are refused as malformed (a zone cannot write here, so this only
+/// bounds damage from a corrupted disk).
+pub const MAX_RECEIPT_BYTES: u64 = 256 * 1024 * 1024;
+
+/// Why a receipt log does not verify. `line` is 1-based.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ChainError {
+    #[error("receipt line {line}: not a JSON object: {detail}")]
+    NotJson { line: usize, detail: String },
+    #[error("receipt line {line}: missing or malformed field `{field}`")]
+    Field { line: usize, field: &'static str },
+    #[error("receipt line {line}: seq is {found}, expected {expected} (lines removed, duplicated or reordered)")]
+    Seq { line: usize, expected: u64, found: u64 },
+    #[error("receipt line {line}: prev hash does not match line {prev_line} (the receipt was edited)")]
+    Broken { line: usize, prev_line: usize },
+    #[error("receipt line {line}: torn final line without newline (interrupted write)")]
+    Torn { line: usize },
+    #[error("receipt is empty")]
+    Empty,
+}
+
+/// sha256 of a line's bytes (without the newline), lowercase hex.
+pub fn line_hash(line: &[u8]) -> String {
+    hex::encode(Sha256::digest(line))
+}
+
+/// A verified receipt: its events in order and the hash of its last line.
+#[derive(Debug, Clone)]
+pub struct VerifiedChain {
+    pub events: Vec<Map<String, Value>>,
+    /// sha256 of the last line (the chain head), or GENESIS when empty.
+    pub head: String,
+    /// sha256 of the whole file's bytes.
+    pub file_sha256: String,
+}
+
+/// Verify the whole chain of a receipt's bytes.
+pub fn verify(bytes: &[u8]) -> Result<VerifiedChain, ChainError> {
+    if bytes.is_empty() {
+        return Err(ChainError::Empty);
+    }
+    let mut events = Vec::new();
+    let mut prev = GENESIS.to_string();
+    let lines: Vec<&[u8]> = bytes.split(|b| *b == b'\n').collect();
+    // split yields a final empty slice when the file ends with a newline.
+    let (complete, tail) = lines.split_at(lines.len() - 1);
+    if !tail[0].is_empty() {
+        return Err(ChainError::Torn { line: lines.len() });
+    }
+    for (i, line) in complete.iter().enumerate() {
+        let n = i + 1;
+        let value: Value = serde_json::from_slice(line)
+            .map_err(|e| ChainError::NotJson { line: n, detail: e.to_string() })?;
+        let Value::Object(obj) = value else {
+            return Err(ChainError::NotJson { line: n, detail: "not an object".into() });
+        };
+        let seq = obj.get("seq").and_then(Value::as_u64).ok_or(ChainError::Field { line: n, field: "seq" })?;
+        if seq != i as u64 {
+            return Err(ChainError::Seq { line: n, expected: i as u64, found: seq });
+        }
+        let p = obj.get("prev").and_then(Value::as_str).ok_or(ChainError::Field { line: n, field: "prev" })?;
+        if p != prev {
+            return Err(ChainError::Broken { line: n, prev_line: i });
+        }
+        obj.get("type").and_then(Value::as_str).ok_or(ChainError::Field { line: n, field: "type" })?;
+        obj.get("ts").and_then(Value::as_str).ok_or(ChainError::Field { line: n, field: "ts" })?;
+        prev = line_hash(line);
+        events.push(obj);
+    }
+    Ok(VerifiedChain { events, head: prev, file_sha256: hex::encode(Sha256::digest(bytes)) })
+}
+
+/// An open receipt log positioned for appending.
+#[derive(Debug)]
+pub struct ReceiptLog {
+    file: File,
+    next_seq: u64,
+    head: String,
+}
+
+/// Errors opening or appending to a receipt log.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    #[error(transparent)]
+    Fs(#[from] SafeFsError),
+    #[error("receipt does not verify: {0}")]
+    Chain(#[from] ChainError),
+    #[error("receipt write failed: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// The current time as RFC 3339 UTC with nanoseconds.
+pub fn now_rfc3339() -> String {
+    let now = time::OffsetDateTime::now_utc();
+    now.format(&time::format_description::well_known::Rfc3339).unwrap_or_else(|_| now.unix_timestamp().to_string())
+}
+
+impl ReceiptLog {
+    /// Create a new, empty receipt `name` in `dir` (fails if it exists).
+    pub fn create(dir: &SafeDir, name: &str) -> Result<ReceiptLog, LogError> {
+        let file = dir.create_new(name, 0o600)?;
+        dir.sync()?;
+        Ok(ReceiptLog { file, next_seq: 0, head: GENESIS.to_string() })
+    }
+
+    /// Open an existing receipt for appending: verify it, cut off a torn final line.
+    /// Returns the log and the verified events.
+    pub fn open(dir: &SafeDir, name: &str) -> Result<(ReceiptLog, Vec<Map<String, Value>>), LogError> {
+        let mut bytes = dir.read(name, MAX_RECEIPT_BYTES)?;
+        let mut file = dir.open_rw(name)?;
+        if !bytes.is_empty() && !bytes.ends_with(b"\n") {
+            let keep = bytes.iter().rposition(|b| *b == b'\n').map(|p| p + 1).unwrap_or(0);
+            bytes.truncate(keep);
+            file.set_len(keep as u64)?;
+            file.sync_all()?;
+        }
+        let (events, head) = if bytes.is_empty() {
+            (Vec::new(), GENESIS.to_string())
+        } else {
+            let chain = verify(&bytes)?;
+            (chain.events, chain.head)
+        };
+        file.seek(SeekFrom::End(0))?;
+        Ok((ReceiptLog { file, next_seq: events.len() as u64, head }, events))
+    }
+
+    /// Append one event (`type` plus fields) durably; returns the new line's hash.
+    pub fn append(&mut self, event_type: &str, fields: Map<String, Value>) -> Result<String, LogError> {
+        let mut obj = Map::new();
+        obj.insert("seq".into(), Value::from(self.next_seq));
+        obj.insert("prev".into(), Value::String(self.head.clone()));
+        obj.insert("ts".into(), Value::String(now_rfc3339()));
+        obj.insert("type".into(), Value::String(event_type.into()));
+        for (k, v) in fields {
+            if !matches!(k.as_str(), "seq" | "prev" | "ts" | "type") {
+                obj.insert(k, v);
+            }
+        }
+        let line = serde_json::to_vec(&Value::Object(obj)).map_err(std::io::Error::other)?;
+        let hash = line_hash(&line);
+        let mut buf = line;
+        buf.push(b'\n');
+        self.file.write_all(&buf)?;
+        self.file.sync_data()?;
+        self.head = hash.clone();
+        self.next_seq += 1;
+        Ok(hash)
+    }
+
+    pub fn head(&self) -> &str {
+        &self.head
+    }
+
+    pub fn len(&self) -> u64 {
+        self.next_seq
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.next_seq == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields(v: Value) -> Map<String, Value> {
+        match v {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        }
+    }
+
+    fn sample(dir: &SafeDir) -> Vec<u8> {
+        let mut log = ReceiptLog::create(dir, "r.jsonl").unwrap();
+        log.append("run_start", fields(serde_json::json!({"run_id": "a"}))).unwrap();
+        log.append("iteration_start", fields(serde_json::json!({"iteration": 1}))).unwrap();
+        log.append("halt", fields(serde_json::json!({"halt_reason": "success_condition_met"}))).unwrap();
+        dir.read("r.jsonl", 1 << 20).unwrap()
+    }
+
+    #[test]
+    fn an_untouched_chain_verifies() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = SafeDir::open(tmp.path()).unwrap();
+        let chain = verify(&sample(&dir)).unwrap();
+        assert_eq!(chain.events.len(), 3);
+    }
+
+    #[test]
+    fn an_edited_line_breaks_the_chain_at_the_next_line() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = SafeDir::open(tmp.path()).unwrap();
+        let text = String::from_utf8(sample(&dir)).unwrap().replace("\"iteration\":1", "\"iteration\":2");
+        assert_eq!(verify(text.as_bytes()).unwrap_err(), ChainError::Broken { line: 3, prev_line: 2 });
+    }
+
+    #[test]
+    fn swapped_lines_are_detected() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = SafeDir::open(tmp.path()).unwrap();
+        let text = String::from_utf8(sample(&dir)).unwrap();
+        let mut lines: Vec<&str> = text.lines().collect();
+        lines.swap(1, 2);
+        let swapped = lines.join("\n") + "\n";
+        assert_eq!(verify(swapped.as_bytes()).unwrap_err(), ChainError::Seq { line: 2, expected: 1, found: 2 });
+    }
+
+    #[test]
+    fn reopening_cuts_a_torn_tail_and_continues_the_chain() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = SafeDir::open(tmp.path()).unwrap();
+        let mut bytes = sample(&dir);
+        bytes.extend_from_slice(b"{\"seq\":3,\"pr");
+        std::fs::write(tmp.path().join("r.jsonl"), &bytes).unwrap();
+        assert_eq!(verify(&bytes).unwrap_err(), ChainError::Torn { line: 4 });
+        let (mut log, events) = ReceiptLog::open(&dir, "r.jsonl").unwrap();
+        assert_eq!(events.len(), 3);
+        log.append("resume", Map::new()).unwrap();
+        let chain = verify(&dir.read("r.jsonl", 1 << 20).unwrap()).unwrap();
+        assert_eq!(chain.events.len(), 4);
+    }
+}
