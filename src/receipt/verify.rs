@@ -1,0 +1,323 @@
+//! Offline verification of a sealed run: needs only the run directory and the operator's public
+//! key. No agent, no check, no network.
+//!
+//! Checks, in order: the receipt's hash chain; every `run_key` event is endorsed by the operator key
+//! over the line before it; the envelope is a DSSE envelope of an in-toto Statement; it carries a
+//! valid signature by the last endorsed run key; the receipt subject's digest is the receipt's;
+//! the predicate equals the one recomputed from the receipt; every other signature is a valid
+//! operator attestation by the given key (a signature by any other key fails verification).
+
+use super::chain;
+use super::dsse::{Envelope, IN_TOTO_PAYLOAD_TYPE};
+use super::keys;
+use super::seal::{operator_keyid, run_keyid, ENVELOPE_FILE, ENVELOPE_MAX_BYTES, RECEIPT_FILE};
+use super::statement::{self, PREDICATE_TYPE, STATEMENT_TYPE};
+use crate::safefs::SafeDir;
+use ed25519_dalek::VerifyingKey;
+use serde::Serialize;
+use serde_json::Value;
+
+/// One named verification step and its result.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Check {
+    pub name: &'static str,
+    pub ok: bool,
+    pub detail: String,
+}
+
+/// The result of verifying a run.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct Verification {
+    pub checks: Vec<Check>,
+    pub run_id: Option<String>,
+    pub halt_reason: Option<String>,
+    pub operator_key: Option<String>,
+    pub attested: bool,
+}
+
+impl Verification {
+    pub fn ok(&self) -> bool {
+        !self.checks.is_empty() && self.checks.iter().all(|c| c.ok)
+    }
+
+    fn pass(&mut self, name: &'static str, detail: impl Into<String>) {
+        self.checks.push(Check { name, ok: true, detail: detail.into() });
+    }
+
+    fn fail(&mut self, name: &'static str, detail: impl Into<String>) -> &mut Self {
+        self.checks.push(Check { name, ok: false, detail: detail.into() });
+        self
+    }
+}
+
+/// Verify the sealed run in `run_dir` against the operator's public key.
+pub fn verify_run(run_dir: &SafeDir, operator: &VerifyingKey) -> Verification {
+    let mut v = Verification { operator_key: Some(keys::fingerprint(operator)), ..Default::default() };
+
+    // 1. The hash chain.
+    let receipt = match run_dir.read(RECEIPT_FILE, chain::MAX_RECEIPT_BYTES) {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            v.fail("receipt_chain", e.to_string());
+            return v;
+        }
+    };
+    let verified = match chain::verify(&receipt) {
+        Ok(c) => c,
+        Err(e) => {
+            v.fail("receipt_chain", e.to_string());
+            return v;
+        }
+    };
+    v.pass("receipt_chain", format!("{} events, head {}", verified.events.len(), verified.head));
+    v.run_id = verified.events.first().and_then(|e| e.get("run_id")).and_then(Value::as_str).map(str::to_string);
+    v.halt_reason = verified
+        .events
+        .iter()
+        .rev()
+        .find(|e| e.get("type").and_then(Value::as_str) == Some("halt"))
+        .and_then(|e| e.get("halt_reason"))
+        .and_then(Value::as_str)
+        .map(str::to_string);
+
+    // 2. Endorsements of every run key. The endorsed message binds the line before the event.
+    let lines: Vec<&[u8]> = receipt.split(|b| *b == b'\n').filter(|l| !l.is_empty()).collect();
+    let run_id = v.run_id.clone().unwrap_or_default();
+    let mut last_run_key: Option<VerifyingKey> = None;
+    let mut endorsement_ok = true;
+    let mut endorsements = 0;
+    for (i, event) in verified.events.iter().enumerate() {
+        if event.get("type").and_then(Value::as_str) != Some("run_key") {
+            continue;
+        }
+        endorsements += 1;
+        let key = event.get("public_key").and_then(Value::as_str).and_then(keys::public_key_from_hex);
+        let sig = event.get("endorsement").and_then(Value::as_str).unwrap_or("");
+        let prev = if i == 0 { chain::GENESIS.to_string() } else { chain::line_hash(lines[i - 1]) };
+        match key {
+            Some(key) if keys::verify_b64(operator, &keys::endorsement_message(&run_id, &key, &prev), sig) => {
+                last_run_key = Some(key);
+            }
+            Some(_) => {
+                endorsement_ok = false;
+                v.fail("run_key_endorsement", format!("receipt line {}: run key not endorsed by operator key {}", i + 1, keys::fingerprint(operator)));
+            }
+            None => {
+                endorsement_ok = false;
+                v.fail("run_key_endorsement", format!("receipt line {}: malformed run public key", i + 1));
+            }
+        }
+    }
+    if endorsements == 0 {
+        v.fail("run_key_endorsement", "receipt has no run_key event");
+        return v;
+    }
+    if !endorsement_ok {
+        return v;
+    }
+    v.pass("run_key_endorsement", format!("{endorsements} run key(s) endorsed by operator key"));
+    let Some(run_key) = last_run_key else {
+        return v;
+    };
+
+    // 3. The envelope.
+    let envelope: Envelope = match run_dir.read(ENVELOPE_FILE, ENVELOPE_MAX_BYTES).map_err(|e| e.to_string()).and_then(|b| {
+        serde_json::from_slice(&b).map_err(|e| format!("{ENVELOPE_FILE}: not a DSSE envelope: {e}"))
+    }) {
+        Ok(env) => env,
+        Err(e) => {
+            v.fail("envelope_format", e);
+            return v;
+        }
+    };
+    if envelope.payload_type != IN_TOTO_PAYLOAD_TYPE {
+        v.fail("envelope_format", format!("payloadType is {:?}, expected {IN_TOTO_PAYLOAD_TYPE}", envelope.payload_type));
+        return v;
+    }
+    let (Some(payload), Some(signed)) = (envelope.payload_bytes(), envelope.signed_bytes()) else {
+        v.fail("envelope_format", "payload is not valid base64");
+        return v;
+    };
+    let stmt: Value = match serde_json::from_slice(&payload) {
+        Ok(s) => s,
+        Err(e) => {
+            v.fail("envelope_format", format!("payload is not JSON: {e}"));
+            return v;
+        }
+    };
+    if stmt.get("_type").and_then(Value::as_str) != Some(STATEMENT_TYPE)
+        || stmt.get("predicateType").and_then(Value::as_str) != Some(PREDICATE_TYPE)
+    {
+        v.fail("envelope_format", "payload is not a loopexec in-toto Statement v1");
+        return v;
+    }
+    v.pass("envelope_format", "DSSE envelope of an in-toto Statement v1");
+
+    // 4. Signatures: the run key's, and any operator attestations.
+    let run_id_key = run_keyid(&run_key);
+    let op_id = operator_keyid(operator);
+    let mut run_signed = false;
+    for sig in &envelope.signatures {
+        if sig.keyid == run_id_key {
+            if keys::verify_b64(&run_key, &signed, &sig.sig) {
+                run_signed = true;
+            } else {
+                v.fail("envelope_signature", "run key signature does not verify");
+                return v;
+            }
+        } else if sig.keyid == op_id {
+            if keys::verify_b64(operator, &signed, &sig.sig) {
+                v.attested = true;
+            } else {
+                v.fail("operator_attestation", "operator signature does not verify");
+                return v;
+            }
+        } else {
+            v.fail("envelope_signature", format!("signature by an unknown key {:?}", sig.keyid));
+            return v;
+        }
+    }
+    if !run_signed {
+        v.fail("envelope_signature", "no signature by the receipt's last endorsed run key (swapped envelope?)");
+        return v;
+    }
+    v.pass("envelope_signature", format!("signed by run key {}", hex::encode(run_key.as_bytes())));
+
+    // 5. Subjects and predicate against the log.
+    let receipt_subject = stmt.get("subject").and_then(Value::as_array).and_then(|subjects| {
+        subjects.iter().find(|s| s.get("name").and_then(Value::as_str) == Some(RECEIPT_FILE))
+    });
+    let digest = receipt_subject.and_then(|s| s.pointer("/digest/sha256")).and_then(Value::as_str);
+    if digest != Some(verified.file_sha256.as_str()) {
+        v.fail("subject_digest", format!("receipt subject digest {:?} is not the receipt's sha256 {}", digest, verified.file_sha256));
+        return v;
+    }
+    v.pass("subject_digest", format!("receipt sha256 {}", verified.file_sha256));
+    match statement::predicate_from_events(&verified.events) {
+        Ok(expected) if Some(&expected) == stmt.get("predicate") => v.pass("predicate_matches_log", "predicate recomputed from the receipt matches"),
+        Ok(_) => {
+            v.fail("predicate_matches_log", "the envelope's predicate differs from the one recomputed from the receipt");
+        }
+        Err(e) => {
+            v.fail("predicate_matches_log", e.to_string());
+        }
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::receipt::chain::ReceiptLog;
+    use crate::receipt::keys::{generate_operator_key, OperatorKey, RunKey};
+    use crate::receipt::seal::{attest_run, endorse_run_key, seal_run};
+    use serde_json::json;
+
+    fn obj(v: Value) -> serde_json::Map<String, Value> {
+        match v {
+            Value::Object(m) => m,
+            _ => serde_json::Map::new(),
+        }
+    }
+
+    struct Fixture {
+        _tmp: tempfile::TempDir,
+        run_dir: SafeDir,
+        operator: OperatorKey,
+    }
+
+    /// A finished, sealed run of two iterations.
+    fn sealed_run(name: &str) -> Fixture {
+        let tmp = tempfile::tempdir().unwrap();
+        let keydir = tmp.path().join("keys");
+        let generated = generate_operator_key(&keydir, false).unwrap();
+        let operator = OperatorKey::load(&generated.private_key).unwrap();
+        let run_path = tmp.path().join(name);
+        std::fs::create_dir(&run_path).unwrap();
+        let run_dir = SafeDir::open(&run_path).unwrap();
+        let mut log = ReceiptLog::create(&run_dir, RECEIPT_FILE).unwrap();
+        log.append("run_start", obj(json!({"run_id": name, "mode": "check_fixpoint"}))).unwrap();
+        let run_key = RunKey::mint();
+        endorse_run_key(&mut log, name, &run_key, &operator).unwrap();
+        for i in 1..=2 {
+            log.append("iteration_start", obj(json!({"iteration": i}))).unwrap();
+            log.append("exec_result", obj(json!({"iteration": i, "ending": {"kind": "exited", "code": 0}}))).unwrap();
+            log.append("check_result", obj(json!({"iteration": i, "check_exit": if i == 2 {0} else {1}}))).unwrap();
+        }
+        log.append("halt", obj(json!({"halt_reason": "success_condition_met", "exit_code": 10, "iteration": 2}))).unwrap();
+        seal_run(&run_dir, run_key, vec![]).unwrap();
+        Fixture { _tmp: tmp, run_dir, operator }
+    }
+
+    fn failed(v: &Verification) -> Vec<&'static str> {
+        v.checks.iter().filter(|c| !c.ok).map(|c| c.name).collect()
+    }
+
+    #[test]
+    fn an_untouched_sealed_run_verifies() {
+        let f = sealed_run("r1");
+        let v = verify_run(&f.run_dir, &f.operator.verifying_key());
+        assert!(v.ok(), "{:?}", v.checks);
+        assert_eq!(v.halt_reason.as_deref(), Some("success_condition_met"));
+        assert!(!v.attested);
+    }
+
+    #[test]
+    fn a_tampered_receipt_line_fails_the_chain() {
+        let f = sealed_run("r1");
+        let path = f.run_dir.path().join(RECEIPT_FILE);
+        let text = std::fs::read_to_string(&path).unwrap().replace("\"check_exit\":1", "\"check_exit\":0");
+        std::fs::write(&path, text).unwrap();
+        assert_eq!(failed(&verify_run(&f.run_dir, &f.operator.verifying_key())), vec!["receipt_chain"]);
+    }
+
+    #[test]
+    fn a_rewritten_and_rechained_receipt_fails_on_the_subject_digest() {
+        let f = sealed_run("r1");
+        let path = f.run_dir.path().join(RECEIPT_FILE);
+        // Rebuild a consistent chain with an appended event: the chain verifies, the seal does not.
+        let text = std::fs::read(&path).unwrap();
+        let dir = SafeDir::open(f.run_dir.path()).unwrap();
+        let (mut log, _) = ReceiptLog::open(&dir, RECEIPT_FILE).unwrap();
+        log.append("note", serde_json::Map::new()).unwrap();
+        assert_ne!(std::fs::read(&path).unwrap(), text);
+        assert_eq!(failed(&verify_run(&f.run_dir, &f.operator.verifying_key())), vec!["subject_digest"]);
+    }
+
+    #[test]
+    fn an_envelope_from_another_run_is_refused() {
+        let a = sealed_run("a");
+        let b = sealed_run("b");
+        std::fs::copy(b.run_dir.path().join(ENVELOPE_FILE), a.run_dir.path().join(ENVELOPE_FILE)).unwrap();
+        assert_eq!(failed(&verify_run(&a.run_dir, &a.operator.verifying_key())), vec!["envelope_signature"]);
+    }
+
+    #[test]
+    fn a_run_endorsed_by_another_operator_fails() {
+        let a = sealed_run("a");
+        let b = sealed_run("b");
+        assert_eq!(failed(&verify_run(&a.run_dir, &b.operator.verifying_key())), vec!["run_key_endorsement"]);
+    }
+
+    #[test]
+    fn attest_adds_a_verifying_operator_signature() {
+        let f = sealed_run("r1");
+        let v = attest_run(&f.run_dir, &f.operator).unwrap();
+        assert!(v.ok() && v.attested, "{:?}", v.checks);
+    }
+
+    #[test]
+    fn attest_refuses_a_run_of_another_operator() {
+        let a = sealed_run("a");
+        let b = sealed_run("b");
+        assert!(attest_run(&a.run_dir, &b.operator).is_err());
+    }
+
+    #[test]
+    fn a_malformed_envelope_is_named() {
+        let f = sealed_run("r1");
+        std::fs::write(f.run_dir.path().join(ENVELOPE_FILE), b"{not json").unwrap();
+        let v = verify_run(&f.run_dir, &f.operator.verifying_key());
+        assert_eq!(failed(&v), vec!["envelope_format"]);
+    }
+}
