@@ -11,7 +11,6 @@
 use crate::safefs::{SafeDir, SafeFsError};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
@@ -56,11 +55,12 @@ pub enum CaptureError {
     ReaderPanicked,
 }
 
-/// The bounded in-memory view of one stream plus its digest.
+/// The bounded in-memory view of one stream plus its digest. The tail is kept in a buffer of at
+/// most `2 * TAIL_BYTES` that is compacted (one memmove) when full, so each byte costs O(1).
 #[derive(Debug, Default)]
 struct StreamTap {
     head: Vec<u8>,
-    tail: VecDeque<u8>,
+    tail: Vec<u8>,
     total: u64,
     hasher: Sha256,
 }
@@ -79,17 +79,24 @@ impl StreamTap {
         }
         if chunk.len() >= TAIL_BYTES {
             self.tail.clear();
-            self.tail.extend(&chunk[chunk.len() - TAIL_BYTES..]);
+            self.tail.extend_from_slice(&chunk[chunk.len() - TAIL_BYTES..]);
             return;
         }
-        let overflow = (self.tail.len() + chunk.len()).saturating_sub(TAIL_BYTES);
-        self.tail.drain(..overflow);
-        self.tail.extend(chunk);
+        if self.tail.len() + chunk.len() > 2 * TAIL_BYTES {
+            let keep_from = self.tail.len() - (TAIL_BYTES - chunk.len());
+            self.tail.drain(..keep_from);
+        }
+        self.tail.extend_from_slice(chunk);
+    }
+
+    /// The kept end of the stream (at most `TAIL_BYTES`).
+    fn tail(&self) -> &[u8] {
+        &self.tail[self.tail.len().saturating_sub(TAIL_BYTES)..]
     }
 
     /// Bytes of the stream that are in neither the head nor the tail.
     fn omitted(&self) -> u64 {
-        self.total - self.head.len() as u64 - self.tail.len() as u64
+        self.total - self.head.len() as u64 - self.tail().len() as u64
     }
 }
 
@@ -143,9 +150,7 @@ impl<'a> ArtifactSink<'a> {
             let marker = format!("\n[loopexec: {} bytes omitted of {} total]\n", tap.omitted(), tap.total);
             file.write_all(marker.as_bytes()).map_err(io)?;
         }
-        let (a, b) = tap.tail.as_slices();
-        file.write_all(a).map_err(io)?;
-        file.write_all(b).map_err(io)?;
+        file.write_all(tap.tail()).map_err(io)?;
         Ok(StreamRecord {
             bytes: tap.total,
             sha256,
@@ -186,7 +191,7 @@ mod tests {
         tap.feed(b"hello ");
         tap.feed(b"world");
         assert_eq!(tap.head, b"hello world");
-        assert!(tap.tail.is_empty());
+        assert!(tap.tail().is_empty());
         assert_eq!(tap.omitted(), 0);
     }
 
@@ -199,7 +204,7 @@ mod tests {
         }
         assert_eq!(tap.total, data.len() as u64);
         assert_eq!(tap.head, &data[..HEAD_BYTES]);
-        assert_eq!(tap.tail.iter().copied().collect::<Vec<u8>>(), &data[data.len() - TAIL_BYTES..]);
+        assert_eq!(tap.tail(), &data[data.len() - TAIL_BYTES..]);
         assert_eq!(tap.omitted(), 1000);
         assert_eq!(hex::encode(tap.hasher.finalize()), hex::encode(Sha256::digest(&data)));
     }

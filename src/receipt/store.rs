@@ -44,6 +44,20 @@ pub fn log_failure(err: LogError) -> Failure {
     }
 }
 
+/// Refuse when one of `names` directly in `dir` is a symlink. Files that are replaced by rename
+/// (state.json, latest) would otherwise silently replace a planted link instead of refusing it.
+fn refuse_links(dir: &SafeDir, names: &[&str]) -> Result<(), Failure> {
+    use nix::sys::stat::{fstatat, SFlag};
+    for name in names {
+        if let Ok(st) = fstatat(Some(dir.fd().as_raw_fd()), *name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW) {
+            if SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) == SFlag::S_IFLNK {
+                return Err(fs_failure(SafeFsError::Symlink { path: dir.path().join(name) }));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// `<workdir>/.loopexec/`.
 #[derive(Debug)]
 pub struct StateDir {
@@ -55,7 +69,10 @@ impl StateDir {
     pub fn open(workdir: &Path) -> Result<StateDir, Failure> {
         let path = workdir.join(STATE_DIR);
         match SafeDir::open(&path) {
-            Ok(root) => Ok(StateDir { root }),
+            Ok(root) => {
+                refuse_links(&root, &[RUNS, LATEST, STATE_FILE])?;
+                Ok(StateDir { root })
+            }
             Err(e) if e.is_not_found() => Err(Failure::workspace(format!(
                 "{}: no state directory",
                 path.display()
@@ -68,6 +85,7 @@ impl StateDir {
     /// Open the state dir, creating it and `runs/` when missing.
     pub fn open_or_create(workdir: &Path) -> Result<StateDir, Failure> {
         let root = SafeDir::open_or_create(&workdir.join(STATE_DIR)).map_err(fs_failure)?;
+        refuse_links(&root, &[RUNS, LATEST, STATE_FILE])?;
         root.subdir_or_create(RUNS).map_err(fs_failure)?;
         Ok(StateDir { root })
     }
@@ -101,7 +119,10 @@ impl StateDir {
     pub fn open_run(&self, id: &RunId) -> Result<RunDir, Failure> {
         let runs = self.runs()?;
         match runs.subdir(id.as_str()) {
-            Ok(dir) => Ok(RunDir { dir, id: id.clone() }),
+            Ok(dir) => {
+                refuse_links(&dir, &[RECEIPT, STATE_FILE, LOCK, ARTIFACTS])?;
+                Ok(RunDir { dir, id: id.clone() })
+            }
             Err(e) if e.is_not_found() => Err(Failure::workspace(format!("no run {id} in {}", runs.path().display()))
                 .with_hint("`loopexec status` names the latest run; `ls .loopexec/runs` lists them")),
             Err(e) => Err(fs_failure(e)),
