@@ -1,14 +1,28 @@
 //! loopexec: a deterministic, sandbox-first runtime for loop engineering.
 //!
 //! The binary (`src/main.rs`) is a thin shell over this library. Module map:
+//! - `cli`: argument parsing and one module per command; renders one [`output::Outcome`].
+//! - `engine`: the iteration lifecycle, the loop configuration and the halt decision.
 //! - `halt`: the halt taxonomy and exit classes (the integration contract).
 //! - `error`, `output`: typed failures and the one-JSON-object output contract.
 //! - `safefs`: symlink-proof file access beneath supervisor-owned directories.
-//! - `receipt`: the hash-chained receipt log.
-//! - `zones`: where commands run (host, native sandbox, container engine).
+//! - `receipt`: the hash-chained receipt log, state files and the `.loopexec/` layout.
+//! - `capture`: bounded capture of a command's stdout/stderr into artifacts.
+//! - `zones`: where commands run (host today; native sandbox and container engine plug in).
+//! - `oracle`: what is read out of a check besides its exit code (the failing set).
+//! - `progress`: the failing-set trend behind `explain-halt`.
+//! - `interrupt`: SIGINT/SIGTERM handling.
+//! - `run_id`: run id validation and generation.
+pub mod capture;
+pub mod cli;
+pub mod engine;
 pub mod error;
 pub mod halt;
+pub mod interrupt;
+pub mod oracle;
 pub mod output;
+pub mod progress;
 pub mod receipt;
+pub mod run_id;
 pub mod safefs;
 pub mod zones;

@@ -19,6 +19,8 @@ pub struct Outcome {
     pub fields: Map<String, Value>,
     pub errors: Vec<ErrorEntry>,
     pub human: String,
+    /// An exit code outside the halt classes: 128 + signal for a run interrupted by SIGINT/SIGTERM.
+    pub exit_code_override: Option<i32>,
 }
 
 impl Outcome {
@@ -31,7 +33,21 @@ impl Outcome {
             fields: Map::new(),
             errors: Vec::new(),
             human: String::new(),
+            exit_code_override: None,
         }
+    }
+
+    /// A run stopped by an operator signal: not a halt, resumable; exits 128 + signal.
+    pub fn interrupted(command: &str, exit_code: i32) -> Self {
+        let mut out = Outcome::ok(command);
+        out.status = "interrupted";
+        out.exit_code_override = Some(exit_code);
+        out
+    }
+
+    /// The process exit code of this outcome.
+    pub fn exit_code(&self) -> i32 {
+        self.exit_code_override.unwrap_or(self.exit.code())
     }
 
     /// A computed halt: exit with the reason's class, no error text.
@@ -73,7 +89,7 @@ impl Outcome {
         obj.insert("version".into(), Value::String(env!("CARGO_PKG_VERSION").into()));
         obj.insert("command".into(), Value::String(self.command.clone()));
         obj.insert("status".into(), Value::String(self.status.into()));
-        obj.insert("exit_code".into(), Value::from(self.exit.code()));
+        obj.insert("exit_code".into(), Value::from(self.exit_code()));
         obj.insert(
             "errors".into(),
             serde_json::to_value(&self.errors).unwrap_or_else(|_| Value::Array(Vec::new())),
@@ -111,7 +127,7 @@ impl Outcome {
             }
         }
         let _ = out.flush();
-        self.exit.code()
+        self.exit_code()
     }
 }
 

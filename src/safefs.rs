@@ -168,6 +168,12 @@ impl SafeDir {
         Ok(File::from(fd))
     }
 
+    /// Create `rel` (mode `mode`) or truncate it if it exists, for writing.
+    pub fn create_truncate(&self, rel: &str, mode: u32) -> Result<File, SafeFsError> {
+        let fd = self.open_beneath(rel, OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_TRUNC, mode)?;
+        Ok(File::from(fd))
+    }
+
     /// Replace `rel` atomically with `bytes`: temp file, fsync, rename, fsync of the directory.
     pub fn write_atomic(&self, rel: &str, bytes: &[u8]) -> Result<(), SafeFsError> {
         let tmp = format!(".{rel}.tmp-{}", std::process::id());

@@ -66,3 +66,70 @@ impl Ending {
         }
     }
 }
+
+pub mod host;
+pub mod reap;
+
+use crate::capture::{ArtifactSink, CaptureError, CapturedOutput};
+
+/// The isolation an operator chose for a run (`--isolation`, or `isolation` in loop.toml).
+/// There is deliberately no default: running an agent unsandboxed must be a visible choice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum Isolation {
+    /// No isolation: commands run on the host as the operator's user (process-group + subreaper
+    /// tree control only).
+    None,
+}
+
+impl Isolation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Isolation::None => "none",
+        }
+    }
+}
+
+/// How one command went, as observed by the zone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ZoneRun {
+    pub ending: Ending,
+    pub duration: Duration,
+    pub output: CapturedOutput,
+}
+
+/// Why a zone could not run a command at all (distinct from a command that ran and failed).
+#[derive(Debug, thiserror::Error)]
+pub enum ZoneError {
+    #[error("zone setup failed: {0}")]
+    Setup(String),
+    #[error("creating pipes for the command's output: {0}")]
+    Pipe(std::io::Error),
+    #[error(transparent)]
+    Capture(#[from] CaptureError),
+    #[error("could not remove every process of the command: {0}")]
+    Reap(String),
+}
+
+/// A place where commands run. The engine only talks to this trait.
+///
+/// Contract for implementors: `run` executes `/bin/sh -c <command_line>` with exactly `cmd.env`
+/// in `cmd.cwd`, hands the read ends of its stdout/stderr pipes to `capture.start`, enforces
+/// `cmd.timeout` on the whole process tree, reacts to [`crate::interrupt::pending`] by killing the
+/// tree and returning [`Ending::Interrupted`], and returns only when no process it started is
+/// left (then calls `finish` on the capture).
+pub trait Zone {
+    /// Backend name, e.g. `host`.
+    fn name(&self) -> &str;
+    /// The isolation recorded in the receipt, e.g. `none`.
+    fn isolation(&self) -> &str;
+    /// Run one command to completion (or timeout / interrupt).
+    fn run(&mut self, cmd: &ZoneCommand, capture: &ArtifactSink<'_>) -> Result<ZoneRun, ZoneError>;
+}
+
+/// Open the zone backend for an isolation choice.
+pub fn open_zone(isolation: Isolation) -> Result<Box<dyn Zone>, ZoneError> {
+    match isolation {
+        Isolation::None => Ok(Box::new(host::HostZone::new()?)),
+    }
+}

@@ -1,0 +1,168 @@
+//! `loopexec check`: state hygiene of `.loopexec/` (not the oracle). Every problem is listed:
+//! symlinks anywhere, state files that do not parse, receipt chains that do not verify, a
+//! `latest` that names no run. Exit 0 when clean, 30 otherwise.
+
+use crate::error::{CmdResult, ErrorEntry};
+use crate::halt::{ExitClass, HaltReason};
+use crate::output::{aligned, Outcome};
+use crate::receipt::chain::{verify, MAX_RECEIPT_BYTES};
+use crate::receipt::state::{RunState, MAX_STATE_BYTES};
+use crate::receipt::store::{StateDir, ARTIFACTS, LATEST, RECEIPT, RUNS, STATE_FILE};
+use crate::run_id::RunId;
+use crate::safefs::SafeDir;
+use nix::fcntl::AtFlags;
+use nix::sys::stat::{fstatat, SFlag};
+use serde_json::json;
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Directory holding .loopexec/.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub workdir: PathBuf,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Kind {
+    Dir,
+    File,
+    Link,
+    Other,
+}
+
+fn kind(dir: &SafeDir, name: &str) -> Option<Kind> {
+    let st = fstatat(Some(dir.fd().as_raw_fd()), name, AtFlags::AT_SYMLINK_NOFOLLOW).ok()?;
+    let fmt = SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits());
+    Some(match fmt {
+        SFlag::S_IFDIR => Kind::Dir,
+        SFlag::S_IFREG => Kind::File,
+        SFlag::S_IFLNK => Kind::Link,
+        _ => Kind::Other,
+    })
+}
+
+struct Problems(Vec<ErrorEntry>);
+
+impl Problems {
+    fn add(&mut self, message: String) {
+        self.0.push(ErrorEntry { code: HaltReason::WorkspaceInvalid.as_str().into(), message, hint: None });
+    }
+
+    /// Flag every symlink or special file directly in `dir`.
+    fn scan_entries(&mut self, dir: &SafeDir) -> Vec<String> {
+        let names = match dir.list() {
+            Ok(names) => names,
+            Err(e) => {
+                self.add(e.to_string());
+                return Vec::new();
+            }
+        };
+        for name in &names {
+            match kind(dir, name) {
+                Some(Kind::Link) => self.add(format!("{}: is a symlink (planted?)", dir.path().join(name).display())),
+                Some(Kind::Other) => self.add(format!("{}: is not a regular file or directory", dir.path().join(name).display())),
+                _ => {}
+            }
+        }
+        names
+    }
+}
+
+fn check_run(problems: &mut Problems, runs: &SafeDir, name: &str) -> u64 {
+    let path = runs.path().join(name);
+    if RunId::parse(name).is_err() {
+        problems.add(format!("{}: not a valid run id", path.display()));
+        return 0;
+    }
+    if kind(runs, name) != Some(Kind::Dir) {
+        if kind(runs, name) == Some(Kind::File) {
+            problems.add(format!("{}: not a directory", path.display()));
+        }
+        return 0;
+    }
+    let dir = match runs.subdir(name) {
+        Ok(dir) => dir,
+        Err(e) => {
+            problems.add(e.to_string());
+            return 0;
+        }
+    };
+    problems.scan_entries(&dir);
+    let mut events = 0;
+    match dir.read(RECEIPT, MAX_RECEIPT_BYTES) {
+        Ok(bytes) => match verify(&bytes) {
+            Ok(chain) => events = chain.events.len() as u64,
+            Err(e) => problems.add(format!("{}: receipt does not verify: {e}", path.join(RECEIPT).display())),
+        },
+        Err(e) if e.is_not_found() => problems.add(format!("{}: missing", path.join(RECEIPT).display())),
+        Err(e) => problems.add(e.to_string()),
+    }
+    match dir.read(STATE_FILE, MAX_STATE_BYTES) {
+        Ok(bytes) => match RunState::from_bytes(&bytes) {
+            Ok(state) if state.run_id != name => problems.add(format!(
+                "{}: names run {:?}, not {name:?}",
+                path.join(STATE_FILE).display(),
+                state.run_id
+            )),
+            Ok(_) => {}
+            Err(e) => problems.add(format!("{}: does not parse: {e}", path.join(STATE_FILE).display())),
+        },
+        Err(e) if e.is_not_found() => problems.add(format!("{}: missing", path.join(STATE_FILE).display())),
+        Err(e) => problems.add(e.to_string()),
+    }
+    if kind(&dir, ARTIFACTS) == Some(Kind::Dir) {
+        if let Ok(artifacts) = dir.subdir(ARTIFACTS) {
+            problems.scan_entries(&artifacts);
+        }
+    }
+    events
+}
+
+pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
+    let statedir = StateDir::open(&super::run::absolute_workdir(&args.workdir)?)?;
+    let root = statedir.root();
+    let mut problems = Problems(Vec::new());
+    problems.scan_entries(root);
+    let mut runs_checked = 0u64;
+    let mut events = 0u64;
+    let mut run_names = Vec::new();
+    if kind(root, RUNS) == Some(Kind::Dir) {
+        match root.subdir(RUNS) {
+            Ok(runs) => {
+                run_names = problems.scan_entries(&runs);
+                for name in &run_names {
+                    events += check_run(&mut problems, &runs, name);
+                    runs_checked += 1;
+                }
+            }
+            Err(e) => problems.add(e.to_string()),
+        }
+    }
+    if kind(root, LATEST) == Some(Kind::File) {
+        match statedir.latest() {
+            Ok(Some(id)) if !run_names.iter().any(|n| n == id.as_str()) => {
+                problems.add(format!("{}/latest: names run {id}, which does not exist", statedir.path().display()))
+            }
+            Ok(_) => {}
+            Err(f) => problems.add(f.message),
+        }
+    }
+    if kind(root, STATE_FILE) == Some(Kind::File) {
+        if let Err(f) = statedir.read_summary() {
+            problems.add(f.message);
+        }
+    }
+    let state_dir = statedir.path().to_string_lossy().into_owned();
+    let checked = json!({"state_dir": state_dir, "runs": runs_checked, "events": events, "problems": problems.0.len()});
+    if problems.0.is_empty() {
+        let human = aligned(&[("state_dir", state_dir), ("runs", runs_checked.to_string()), ("result", "clean".into())]);
+        return Ok(Outcome::ok("check").field("checked", checked).human(human));
+    }
+    let mut out = Outcome::ok("check").field("checked", checked);
+    out.status = "error";
+    out.exit = ExitClass::Workspace;
+    out.human = format!("{} problem(s) in {state_dir}\n", problems.0.len());
+    out.errors = problems.0;
+    Ok(out)
+}

@@ -1,0 +1,76 @@
+//! `loopexec explain-halt`: why a run stopped, in one paragraph; for an iteration cap, whether
+//! the failing set was still shrinking (raise the limit) or stalled.
+
+use super::receipt_source::{self, ReceiptArgs};
+use super::report::iterations;
+use crate::error::CmdResult;
+use crate::output::{aligned, Outcome};
+use crate::progress::{trend, Trend};
+use crate::receipt::events::{self, type_of};
+use serde_json::{json, Value};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    pub source: ReceiptArgs,
+}
+
+fn summary(reason: &str, detail: &str, trend: &Trend) -> String {
+    match reason {
+        "success_condition_met" => format!("converged: {detail}."),
+        "max_iterations_reached" => format!("iteration cap: {detail}. Progress: {}.", trend.sentence()),
+        "execution_failure" => format!("a command did not complete: {detail}. Fix the command or its timeout, then start a new run."),
+        "workspace_invalid" => format!("the workspace or state is unusable: {detail}."),
+        other => format!("{other}: {detail}."),
+    }
+}
+
+pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
+    let loaded = receipt_source::load(&args.source)?;
+    let events = &loaded.chain.events;
+    let run_id = events
+        .iter()
+        .find(|e| type_of(e) == events::RUN_START)
+        .and_then(|e| e.get("run_id").and_then(Value::as_str))
+        .unwrap_or("")
+        .to_string();
+    let digests = iterations(events);
+    let counts: Vec<Option<usize>> = digests.iter().filter(|d| d.check.is_some()).map(|d| d.failing_count()).collect();
+    let trend = trend(&counts);
+    let receipt = loaded.path.to_string_lossy().into_owned();
+    let last_exit = digests.iter().rev().find_map(|d| d.check_exit());
+    let out = Outcome::ok("explain-halt").field("run_id", run_id.clone()).field("receipt", receipt).field("check_exit", json!(last_exit));
+    let Some(halt) = events.iter().find(|e| type_of(e) == events::HALT) else {
+        let interrupted = events.iter().rev().find(|e| matches!(type_of(e), events::RUN_INTERRUPTED | events::RUN_RESUMED));
+        let why = match interrupted.map(|e| type_of(e)) {
+            Some(events::RUN_INTERRUPTED) => "interrupted by the operator; resumable",
+            _ => "paused or still running; resumable",
+        };
+        return Ok(out
+            .field("halt_reason", Value::Null)
+            .field("iteration", digests.last().map(|d| d.iteration).unwrap_or(0))
+            .field("explanation", json!({"halted": false, "summary": format!("not halted: {why}"), "progress": trend}))
+            .human(format!("run {run_id} has not halted: {why} (loopexec run --resume {run_id})\n")));
+    };
+    let reason = halt.get("halt_reason").and_then(Value::as_str).unwrap_or("?").to_string();
+    let detail = halt.get("detail").and_then(Value::as_str).unwrap_or("").to_string();
+    let iteration = halt.get("iteration").and_then(Value::as_u64).unwrap_or(0);
+    let text = summary(&reason, &detail, &trend);
+    let mut rows = vec![("run_id", run_id.clone()), ("halt_reason", reason.clone()), ("iteration", iteration.to_string())];
+    rows.push(("why", text.clone()));
+    Ok(out
+        .field("halt_reason", reason.clone())
+        .field("iteration", iteration)
+        .field(
+            "explanation",
+            json!({
+                "halted": true,
+                "exit_code": halt.get("exit_code"),
+                "detail": detail,
+                "summary": text,
+                "progress": trend,
+                "failing_counts": counts,
+            }),
+        )
+        .human(aligned(&rows)))
+}

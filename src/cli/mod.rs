@@ -1,0 +1,166 @@
+//! The command line: clap definitions, the global `--json` flag, and dispatch to one module per
+//! command. Every command returns a `CmdResult<Outcome>`; this module renders exactly one outcome
+//! (one JSON object under `--json`), including for usage errors (exit 20) and panics (exit 50).
+//!
+//! Adding a command: a module exposing `Args` and `pub fn run(args, json) -> CmdResult<Outcome>`,
+//! a variant of [`Command`], and one arm in [`Command::dispatch`].
+
+pub mod check;
+pub mod explain_halt;
+pub mod init;
+pub mod receipt_source;
+pub mod report;
+pub mod run;
+pub mod status;
+
+use crate::error::{CmdResult, Failure};
+use crate::output::Outcome;
+use clap::{Parser, Subcommand};
+use std::ffi::OsString;
+
+const EXAMPLES: &str = "\
+Examples:
+  loopexec init --check 'sh ./check.sh' --exec 'sh ./agent.sh' --isolation none
+  loopexec run                                  # run what loop.toml says
+  loopexec run --check 'cargo test' --exec './agent' --isolation none --max-iterations 5
+  loopexec run --once --json                    # one iteration, then pause
+  loopexec run --resume <RUN_ID>                # continue a paused, interrupted or crashed run
+  loopexec status --json
+  loopexec explain-halt
+  loopexec report <RUN_ID>
+  loopexec check                                # state hygiene of .loopexec/
+
+Exit codes: 0 ok, 10 converged, 12 iteration cap, 20 bad usage, 30 workspace, 40 execution
+failure, 50 internal; 130/143 interrupted by SIGINT/SIGTERM (resumable). See SPEC.md.";
+
+/// loopexec: run an agent against an external check until a computed halt, with a receipt.
+#[derive(Debug, Parser)]
+#[command(name = "loopexec", version, about, after_help = EXAMPLES, propagate_version = true)]
+pub struct Cli {
+    /// Print exactly one JSON object on stdout.
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create .loopexec/ and a commented loop.toml in the workdir.
+    Init(init::Args),
+    /// Run the check_fixpoint loop (exec, then check, until a computed halt).
+    Run(run::Args),
+    /// Run one iteration (alias of `run --once`).
+    Step(run::Args),
+    /// Show the live or last state of a run.
+    Status(status::Args),
+    /// Validate the state directory and receipt chains (state hygiene, not the oracle).
+    Check(check::Args),
+    /// A digest of a run's receipt.
+    Report(report::Args),
+    /// Why a run stopped; for an iteration cap, whether it was still improving.
+    ExplainHalt(explain_halt::Args),
+}
+
+impl Command {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::Init(_) => "init",
+            Command::Run(_) => "run",
+            Command::Step(_) => "step",
+            Command::Status(_) => "status",
+            Command::Check(_) => "check",
+            Command::Report(_) => "report",
+            Command::ExplainHalt(_) => "explain-halt",
+        }
+    }
+
+    pub fn dispatch(self, json: bool) -> CmdResult<Outcome> {
+        match self {
+            Command::Init(args) => init::run(args, json),
+            Command::Run(args) => run::run(args, json),
+            Command::Step(mut args) => {
+                args.once = true;
+                run::run(args, json).map(|mut o| {
+                    o.command = "step".into();
+                    o
+                })
+            }
+            Command::Status(args) => status::run(args, json),
+            Command::Check(args) => check::run(args, json),
+            Command::Report(args) => report::run(args, json),
+            Command::ExplainHalt(args) => explain_halt::run(args, json),
+        }
+    }
+}
+
+/// Whether `--json` appears on the command line (before any `--`), decided before parsing so that
+/// even a usage error is rendered as JSON.
+fn wants_json(args: &[OsString]) -> bool {
+    args.iter().skip(1).take_while(|a| a.as_os_str() != "--").any(|a| a.as_os_str() == "--json")
+}
+
+/// The subcommand the user typed, for the `command` field of a usage error.
+fn typed_command(args: &[OsString]) -> String {
+    args.iter()
+        .skip(1)
+        .filter_map(|a| a.to_str())
+        .find(|a| !a.starts_with('-'))
+        .unwrap_or("loopexec")
+        .to_string()
+}
+
+fn usage_error(err: clap::Error, json: bool, args: &[OsString]) -> i32 {
+    use clap::error::ErrorKind;
+    if matches!(err.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        let _ = err.print();
+        return 0;
+    }
+    if matches!(err.kind(), ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand) && !json {
+        let _ = err.print();
+        return Failure::usage("").class.code();
+    }
+    let rendered = err.render().to_string();
+    let message = rendered.lines().find(|l| !l.trim().is_empty()).unwrap_or("invalid usage").trim();
+    let message = message.strip_prefix("error: ").unwrap_or(message).to_string();
+    let failure = Failure::usage(message).with_hint("see `loopexec --help`");
+    if json {
+        Outcome::failed(&typed_command(args), &failure).emit(true)
+    } else {
+        let _ = err.print();
+        failure.class.code()
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("LOOPEXEC_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_string())
+}
+
+/// Parse the command line, run the command, print its one outcome; returns the exit code.
+pub fn main_entry() -> i32 {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    let json = wants_json(&args);
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        Err(err) => return usage_error(err, json, &args),
+    };
+    init_tracing();
+    let name = cli.command.name();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cli.command.dispatch(json)));
+    let outcome = match result {
+        Ok(Ok(outcome)) => outcome,
+        Ok(Err(failure)) => Outcome::failed(name, &failure),
+        Err(payload) => Outcome::failed(name, &Failure::internal(format!("internal error: {}", panic_message(payload.as_ref())))),
+    };
+    outcome.emit(json)
+}

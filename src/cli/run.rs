@@ -1,0 +1,214 @@
+//! `loopexec run` (and `step` = `run --once`): start a run from flags over loop.toml, or continue
+//! one with `--resume <id>`, and report how it stopped.
+
+use crate::engine::config::{ConfigInput, LoopConfig, ModelPins, SamplingPins};
+use crate::engine::{self, loopfile, LoopEnd, RunOutcome};
+use crate::error::{CmdResult, Failure};
+use crate::interrupt;
+use crate::output::{aligned, Outcome};
+use crate::receipt::store::StateDir;
+use crate::run_id::RunId;
+use crate::safefs::SafeDir;
+use crate::zones::Isolation;
+use serde_json::json;
+use std::path::{Path, PathBuf};
+
+const CONFIG_FLAGS: [&str; 16] = [
+    "check",
+    "exec",
+    "isolation",
+    "max_iterations",
+    "exec_timeout",
+    "check_timeout",
+    "junit",
+    "run_id",
+    "model_provider",
+    "model_id",
+    "model_version",
+    "temperature",
+    "seed",
+    "max_tokens",
+    "context_file",
+    "cost_usd",
+];
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The external check; exit 0 means done. Run as `/bin/sh -c` in the workdir.
+    #[arg(long, value_name = "CMD")]
+    pub check: Option<String>,
+    /// The agent command, run before each check.
+    #[arg(long, value_name = "CMD")]
+    pub exec: Option<String>,
+    /// Where commands run. Required (here or in loop.toml); `none` runs them on the host.
+    #[arg(long, value_enum)]
+    pub isolation: Option<Isolation>,
+    /// Iteration cap (default 10).
+    #[arg(long, value_name = "N")]
+    pub max_iterations: Option<u64>,
+    /// Seconds before the agent's process tree is killed (default 1800).
+    #[arg(long, value_name = "SECS")]
+    pub exec_timeout: Option<f64>,
+    /// Seconds before the check's process tree is killed (default 600).
+    #[arg(long, value_name = "SECS")]
+    pub check_timeout: Option<f64>,
+    /// Run one iteration, then stop (resumable unless it halted).
+    #[arg(long)]
+    pub once: bool,
+    /// Name of the new run (1-64 of A-Za-z0-9._-); generated when absent.
+    #[arg(long, value_name = "ID")]
+    pub run_id: Option<String>,
+    /// Continue a paused, interrupted or crashed run with its pinned configuration.
+    #[arg(long, value_name = "RUN_ID", conflicts_with_all = CONFIG_FLAGS)]
+    pub resume: Option<String>,
+    /// Directory the commands run in; holds loop.toml and .loopexec/.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub workdir: PathBuf,
+    /// JUnit XML report the check writes (relative to the workdir): gives the failing set.
+    #[arg(long, value_name = "PATH")]
+    pub junit: Option<String>,
+    /// Model provider, recorded in the receipt.
+    #[arg(long)]
+    pub model_provider: Option<String>,
+    /// Model id, recorded in the receipt.
+    #[arg(long)]
+    pub model_id: Option<String>,
+    /// Model version, recorded in the receipt.
+    #[arg(long)]
+    pub model_version: Option<String>,
+    /// Sampling temperature, recorded in the receipt.
+    #[arg(long)]
+    pub temperature: Option<f64>,
+    /// Sampling seed, recorded in the receipt.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Token limit, recorded in the receipt.
+    #[arg(long)]
+    pub max_tokens: Option<u64>,
+    /// A file given to the agent, pinned by sha256 (repeatable).
+    #[arg(long = "context-file", value_name = "PATH")]
+    pub context_file: Vec<String>,
+    /// Declared cost in USD of one agent invocation, recorded in the receipt.
+    #[arg(long, value_name = "USD")]
+    pub cost_usd: Option<f64>,
+}
+
+impl Args {
+    fn flag_input(&self) -> ConfigInput {
+        ConfigInput {
+            check: self.check.clone(),
+            exec: self.exec.clone(),
+            isolation: self.isolation,
+            max_iterations: self.max_iterations,
+            exec_timeout_secs: self.exec_timeout,
+            check_timeout_secs: self.check_timeout,
+            junit: self.junit.clone(),
+            model: ModelPins {
+                provider: self.model_provider.clone(),
+                id: self.model_id.clone(),
+                version: self.model_version.clone(),
+            },
+            sampling: SamplingPins { temperature: self.temperature, seed: self.seed, max_tokens: self.max_tokens },
+            context_files: self.context_file.clone(),
+            cost_usd: self.cost_usd,
+        }
+    }
+}
+
+/// The absolute workdir, which must be an existing directory.
+pub fn absolute_workdir(raw: &Path) -> CmdResult<PathBuf> {
+    let abs = std::path::absolute(raw).map_err(|e| Failure::io(raw, &e))?;
+    match std::fs::metadata(&abs) {
+        Ok(m) if m.is_dir() => Ok(abs),
+        Ok(_) => Err(Failure::workspace(format!("workdir {}: not a directory", abs.display()))),
+        Err(e) => Err(Failure::workspace(format!("workdir {}: {e}", abs.display())).with_hint("check --workdir")),
+    }
+}
+
+fn progress_printer(json: bool) -> impl FnMut(&str) {
+    move |line: &str| {
+        if !json {
+            eprintln!("loopexec: {line}");
+        }
+    }
+}
+
+pub fn run(args: Args, json: bool) -> CmdResult<Outcome> {
+    let workdir = absolute_workdir(&args.workdir)?;
+    interrupt::install().map_err(|e| Failure::internal(format!("installing signal handlers: {e}")))?;
+    let mut progress = progress_printer(json);
+    let outcome = if let Some(raw) = &args.resume {
+        let id = RunId::parse(raw)?;
+        let statedir = StateDir::open(&workdir)?;
+        engine::resume(&statedir, id, args.once, &mut progress)?
+    } else {
+        let run_id = match &args.run_id {
+            Some(raw) => RunId::parse(raw)?,
+            None => RunId::generate(),
+        };
+        let wd = SafeDir::open(&workdir).map_err(|e| Failure::workspace(format!("workdir: {e}")))?;
+        let (input, loop_ref) = match loopfile::load(&wd)? {
+            Some((file_input, reference)) => (args.flag_input().over(file_input), Some(reference)),
+            None => (args.flag_input(), None),
+        };
+        let cfg = LoopConfig::resolve(input, &workdir, loop_ref)?;
+        let statedir = StateDir::open_or_create(&workdir)?;
+        engine::start(&statedir, run_id, cfg, args.once, &mut progress)?
+    };
+    Ok(render(outcome))
+}
+
+fn render(run: RunOutcome) -> Outcome {
+    let receipt = run.receipt.to_string_lossy().into_owned();
+    let (mut out, headline, detail) = match &run.end {
+        LoopEnd::Halted { reason, detail } => (
+            Outcome::halted("run", *reason),
+            format!("halted      {reason}"),
+            Some(detail.clone()),
+        ),
+        LoopEnd::Paused => (
+            Outcome::ok("run"),
+            format!("paused      after iteration {}; continue with: loopexec run --resume {} --once", run.iteration, run.run_id),
+            None,
+        ),
+        LoopEnd::Interrupted { signal } => (
+            Outcome::interrupted("run", interrupt::exit_code(*signal)),
+            format!(
+                "interrupted by {} during iteration {}; continue with: loopexec run --resume {}",
+                interrupt::signal_name(*signal),
+                run.iteration,
+                run.run_id
+            ),
+            None,
+        ),
+    };
+    out.set("run_id", run.run_id.clone());
+    out.set("iteration", run.iteration);
+    out.set("check_exit", json!(run.check_exit));
+    out.set("receipt", receipt.clone());
+    out.set("state", run.state.as_str());
+    out.set(
+        "run",
+        json!({
+            "mode": crate::engine::config::MODE_CHECK_FIXPOINT,
+            "isolation": run.isolation,
+            "max_iterations": run.max_iterations,
+            "failing_count": run.failing_count,
+            "resumed": run.resumed,
+            "detail": detail,
+            "signal": match run.end { LoopEnd::Interrupted { signal } => json!(interrupt::signal_name(signal)), _ => json!(null) },
+        }),
+    );
+    let mut rows = vec![
+        ("run_id", run.run_id.clone()),
+        ("iteration", format!("{} of {}", run.iteration, run.max_iterations)),
+        ("check_exit", run.check_exit.map(|c| c.to_string()).unwrap_or_else(|| "-".into())),
+        ("isolation", run.isolation.clone()),
+        ("receipt", receipt),
+    ];
+    if let Some(d) = detail {
+        rows.insert(0, ("detail", d));
+    }
+    out.human = format!("{headline}\n{}", aligned(&rows));
+    out
+}

@@ -1,0 +1,69 @@
+//! `loopexec status`: the live or last state of a run (default: the latest).
+
+use crate::error::CmdResult;
+use crate::output::{aligned, Outcome};
+use crate::receipt::state::RunPhase;
+use crate::receipt::store::StateDir;
+use serde_json::json;
+use std::path::PathBuf;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The run (default: the latest run).
+    #[arg(value_name = "RUN_ID")]
+    pub run_id: Option<String>,
+    /// Directory holding .loopexec/.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub workdir: PathBuf,
+}
+
+pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
+    let statedir = StateDir::open(&super::run::absolute_workdir(&args.workdir)?)?;
+    let run = statedir.resolve(args.run_id.as_deref())?;
+    let state = run.read_state()?;
+    // A run whose lock we can take is driven by no process.
+    let active = match state.state {
+        RunPhase::Running => run.lock().is_err(),
+        _ => false,
+    };
+    let resumable = state.state != RunPhase::Halted && !active;
+    let shown = match (state.state, active) {
+        (RunPhase::Running, false) => "running (stale: its loopexec process is gone)".to_string(),
+        (phase, _) => phase.as_str().to_string(),
+    };
+    let mut rows = vec![
+        ("run_id", state.run_id.clone()),
+        ("state", shown),
+        ("iteration", format!("{} of {}", state.iteration, state.max_iterations)),
+    ];
+    if let Some(reason) = &state.halt_reason {
+        rows.push(("halt_reason", reason.clone()));
+    }
+    if resumable {
+        rows.push(("resume", format!("loopexec run --resume {}", state.run_id)));
+    }
+    let receipt = run.receipt_path().to_string_lossy().into_owned();
+    rows.push(("receipt", receipt.clone()));
+    Ok(Outcome::ok("status")
+        .field("run_id", state.run_id.clone())
+        .field("state", state.state.as_str())
+        .field("iteration", state.iteration)
+        .field("halt_reason", json!(state.halt_reason))
+        .field("receipt", receipt)
+        .field(
+            "run",
+            json!({
+                "active": active,
+                "resumable": resumable,
+                "mode": state.mode,
+                "isolation": state.isolation,
+                "max_iterations": state.max_iterations,
+                "halt_exit_code": state.exit_code,
+                "receipt_events": state.receipt_events,
+                "receipt_head": state.receipt_head,
+                "updated_at": state.updated_at,
+                "pid": state.pid,
+            }),
+        )
+        .human(aligned(&rows)))
+}

@@ -1,0 +1,213 @@
+//! The pinned configuration of a run: everything that decides what the loop does, resolved from
+//! flags over `loop.toml` over defaults, validated once, and recorded whole in `run_start`.
+//! `run --resume` reads it back from the receipt, so a resumed run cannot drift from its start.
+
+use crate::error::Failure;
+use crate::zones::Isolation;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::io::Read;
+use std::path::Path;
+
+pub const DEFAULT_MAX_ITERATIONS: u64 = 10;
+pub const DEFAULT_EXEC_TIMEOUT_SECS: f64 = 1800.0;
+pub const DEFAULT_CHECK_TIMEOUT_SECS: f64 = 600.0;
+/// Largest context file pinned by sha256.
+pub const MAX_CONTEXT_FILE_BYTES: u64 = 256 * 1024 * 1024;
+
+/// The loop mode recorded in every receipt.
+pub const MODE_CHECK_FIXPOINT: &str = "check_fixpoint";
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelPins {
+    pub provider: Option<String>,
+    pub id: Option<String>,
+    pub version: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SamplingPins {
+    pub temperature: Option<f64>,
+    pub seed: Option<u64>,
+    pub max_tokens: Option<u64>,
+}
+
+/// A context file the agent is given, pinned by content hash.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContextFile {
+    pub path: String,
+    pub sha256: String,
+    pub bytes: u64,
+}
+
+/// The loop file a run was configured from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoopFileRef {
+    pub path: String,
+    pub sha256: String,
+}
+
+/// Everything that decides what a run does. Serialised as `config` in `run_start`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoopConfig {
+    pub check: String,
+    pub exec: String,
+    /// Absolute working directory of both commands.
+    pub workdir: String,
+    pub isolation: Isolation,
+    pub max_iterations: u64,
+    pub exec_timeout_ms: u64,
+    pub check_timeout_ms: u64,
+    /// JUnit XML report the check writes, relative to the workdir.
+    pub junit: Option<String>,
+    pub model: ModelPins,
+    pub sampling: SamplingPins,
+    pub context_files: Vec<ContextFile>,
+    pub cost_usd: Option<f64>,
+    pub loop_file: Option<LoopFileRef>,
+}
+
+/// One setting as given by a flag or the loop file, before defaults.
+#[derive(Debug, Clone, Default)]
+pub struct ConfigInput {
+    pub check: Option<String>,
+    pub exec: Option<String>,
+    pub isolation: Option<Isolation>,
+    pub max_iterations: Option<u64>,
+    pub exec_timeout_secs: Option<f64>,
+    pub check_timeout_secs: Option<f64>,
+    pub junit: Option<String>,
+    pub model: ModelPins,
+    pub sampling: SamplingPins,
+    pub context_files: Vec<String>,
+    pub cost_usd: Option<f64>,
+}
+
+impl ConfigInput {
+    /// `self` (flags) over `file` (loop.toml): a flag that is given wins.
+    pub fn over(self, file: ConfigInput) -> ConfigInput {
+        ConfigInput {
+            check: self.check.or(file.check),
+            exec: self.exec.or(file.exec),
+            isolation: self.isolation.or(file.isolation),
+            max_iterations: self.max_iterations.or(file.max_iterations),
+            exec_timeout_secs: self.exec_timeout_secs.or(file.exec_timeout_secs),
+            check_timeout_secs: self.check_timeout_secs.or(file.check_timeout_secs),
+            junit: self.junit.or(file.junit),
+            model: ModelPins {
+                provider: self.model.provider.or(file.model.provider),
+                id: self.model.id.or(file.model.id),
+                version: self.model.version.or(file.model.version),
+            },
+            sampling: SamplingPins {
+                temperature: self.sampling.temperature.or(file.sampling.temperature),
+                seed: self.sampling.seed.or(file.sampling.seed),
+                max_tokens: self.sampling.max_tokens.or(file.sampling.max_tokens),
+            },
+            context_files: if self.context_files.is_empty() { file.context_files } else { self.context_files },
+            cost_usd: self.cost_usd.or(file.cost_usd),
+        }
+    }
+}
+
+fn timeout_ms(name: &str, secs: Option<f64>, default: f64) -> Result<u64, Failure> {
+    let secs = secs.unwrap_or(default);
+    if !secs.is_finite() || secs <= 0.0 || secs > 30.0 * 86400.0 {
+        return Err(Failure::usage(format!("{name} must be a number of seconds in (0, 2592000], got {secs}")));
+    }
+    Ok(((secs * 1000.0).round() as u64).max(1))
+}
+
+/// sha256 and size of a context file (read through `O_NOFOLLOW` on the last component).
+fn pin_context_file(workdir: &Path, raw: &str) -> Result<ContextFile, Failure> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = workdir.join(raw);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&path)
+        .map_err(|e| Failure::invalid_input(format!("--context-file {raw}: {e}")))?;
+    let mut hasher = Sha256::new();
+    let mut reader = file.take(MAX_CONTEXT_FILE_BYTES + 1);
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut total = 0u64;
+    loop {
+        let n = reader.read(&mut buf).map_err(|e| Failure::invalid_input(format!("--context-file {raw}: {e}")))?;
+        if n == 0 {
+            break;
+        }
+        total += n as u64;
+        hasher.update(&buf[..n]);
+    }
+    if total > MAX_CONTEXT_FILE_BYTES {
+        return Err(Failure::invalid_input(format!("--context-file {raw}: larger than {MAX_CONTEXT_FILE_BYTES} bytes")));
+    }
+    Ok(ContextFile { path: raw.to_string(), sha256: hex::encode(hasher.finalize()), bytes: total })
+}
+
+/// Validate a relative path inside the workdir (for `junit`).
+fn relative_inside(name: &str, raw: &str) -> Result<String, Failure> {
+    let p = Path::new(raw);
+    let ok = !raw.is_empty()
+        && p.is_relative()
+        && p.components().all(|c| matches!(c, std::path::Component::Normal(_) | std::path::Component::CurDir));
+    if ok {
+        Ok(raw.to_string())
+    } else {
+        Err(Failure::usage(format!("{name} {raw:?} must be a relative path inside the workdir (no `..`)")))
+    }
+}
+
+impl LoopConfig {
+    /// Resolve and validate. `workdir` must be absolute.
+    pub fn resolve(input: ConfigInput, workdir: &Path, loop_file: Option<LoopFileRef>) -> Result<LoopConfig, Failure> {
+        let check = input.check.filter(|c| !c.trim().is_empty()).ok_or_else(|| {
+            Failure::workspace("no check configured: no check, no loop")
+                .with_hint("give --check '<command>' or set `check = \"...\"` in loop.toml")
+        })?;
+        let exec = input.exec.filter(|c| !c.trim().is_empty()).ok_or_else(|| {
+            Failure::usage("no agent command configured")
+                .with_hint("give --exec '<command>' or set `exec = \"...\"` in loop.toml")
+        })?;
+        let isolation = input.isolation.ok_or_else(|| {
+            Failure::new(
+                crate::halt::ExitClass::Invariant,
+                "isolation_required",
+                "no isolation chosen: this build can only run commands on the host, unsandboxed",
+            )
+            .with_hint("pass --isolation none (or set `isolation = \"none\"` in loop.toml) to accept running on the host")
+        })?;
+        let max_iterations = input.max_iterations.unwrap_or(DEFAULT_MAX_ITERATIONS);
+        if max_iterations == 0 {
+            return Err(Failure::usage("max_iterations must be at least 1"));
+        }
+        if let Some(t) = input.sampling.temperature {
+            if !t.is_finite() || t < 0.0 {
+                return Err(Failure::usage(format!("temperature must be a finite number >= 0, got {t}")));
+            }
+        }
+        if let Some(c) = input.cost_usd {
+            if !c.is_finite() || c < 0.0 {
+                return Err(Failure::usage(format!("cost_usd must be a finite number >= 0, got {c}")));
+            }
+        }
+        let junit = input.junit.map(|j| relative_inside("junit", &j)).transpose()?;
+        let context_files =
+            input.context_files.iter().map(|raw| pin_context_file(workdir, raw)).collect::<Result<Vec<_>, _>>()?;
+        Ok(LoopConfig {
+            check,
+            exec,
+            workdir: workdir.to_string_lossy().into_owned(),
+            isolation,
+            max_iterations,
+            exec_timeout_ms: timeout_ms("exec_timeout", input.exec_timeout_secs, DEFAULT_EXEC_TIMEOUT_SECS)?,
+            check_timeout_ms: timeout_ms("check_timeout", input.check_timeout_secs, DEFAULT_CHECK_TIMEOUT_SECS)?,
+            junit,
+            model: input.model,
+            sampling: input.sampling,
+            context_files,
+            cost_usd: input.cost_usd,
+            loop_file,
+        })
+    }
+}

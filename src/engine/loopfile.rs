@@ -1,0 +1,159 @@
+//! `loop.toml`: the loop described in a file, so that `loopexec run` needs no flags.
+//!
+//! Unknown keys and wrong types are refused with the line they are on (exit 20). `init` writes a
+//! commented template ([`TEMPLATE`]); flags given to `run` override what the file says.
+
+use super::config::{ConfigInput, LoopFileRef, ModelPins, SamplingPins};
+use crate::error::Failure;
+use crate::safefs::SafeDir;
+use crate::zones::Isolation;
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+
+pub const LOOP_FILE: &str = "loop.toml";
+const MAX_LOOP_FILE_BYTES: u64 = 1024 * 1024;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ModelSection {
+    provider: Option<String>,
+    id: Option<String>,
+    version: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SamplingSection {
+    temperature: Option<f64>,
+    seed: Option<u64>,
+    max_tokens: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LoopFile {
+    check: Option<String>,
+    exec: Option<String>,
+    isolation: Option<Isolation>,
+    max_iterations: Option<u64>,
+    exec_timeout: Option<f64>,
+    check_timeout: Option<f64>,
+    junit: Option<String>,
+    context_files: Option<Vec<String>>,
+    cost_usd: Option<f64>,
+    model: Option<ModelSection>,
+    sampling: Option<SamplingSection>,
+}
+
+/// Parse loop file text. Errors name the file and the line.
+pub fn parse(text: &str, name: &str) -> Result<ConfigInput, Failure> {
+    let file: LoopFile = toml::from_str(text).map_err(|e| {
+        let line = e.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+        let msg = e.message().trim().to_string();
+        match line {
+            Some(line) => Failure::invalid_input(format!("{name} line {line}: {msg}")),
+            None => Failure::invalid_input(format!("{name}: {msg}")),
+        }
+    })?;
+    let model = file.model.map(|m| ModelPins { provider: m.provider, id: m.id, version: m.version }).unwrap_or_default();
+    let sampling = file
+        .sampling
+        .map(|s| SamplingPins { temperature: s.temperature, seed: s.seed, max_tokens: s.max_tokens })
+        .unwrap_or_default();
+    Ok(ConfigInput {
+        check: file.check,
+        exec: file.exec,
+        isolation: file.isolation,
+        max_iterations: file.max_iterations,
+        exec_timeout_secs: file.exec_timeout,
+        check_timeout_secs: file.check_timeout,
+        junit: file.junit,
+        model,
+        sampling,
+        context_files: file.context_files.unwrap_or_default(),
+        cost_usd: file.cost_usd,
+    })
+}
+
+/// Read `loop.toml` from the workdir (no symlink followed) if it exists.
+pub fn load(workdir: &SafeDir) -> Result<Option<(ConfigInput, LoopFileRef)>, Failure> {
+    let bytes = match workdir.read(LOOP_FILE, MAX_LOOP_FILE_BYTES) {
+        Ok(bytes) => bytes,
+        Err(e) if e.is_not_found() => return Ok(None),
+        Err(e) => return Err(Failure::invalid_input(format!("{LOOP_FILE}: {e}"))),
+    };
+    let text = String::from_utf8(bytes.clone())
+        .map_err(|_| Failure::invalid_input(format!("{LOOP_FILE}: not valid UTF-8")))?;
+    let input = parse(&text, LOOP_FILE)?;
+    let reference = LoopFileRef {
+        path: workdir.path().join(LOOP_FILE).to_string_lossy().into_owned(),
+        sha256: hex::encode(Sha256::digest(&bytes)),
+    };
+    Ok(Some((input, reference)))
+}
+
+/// Quote a string as a TOML basic string.
+fn toml_string(s: &str) -> String {
+    toml::Value::String(s.to_string()).to_string()
+}
+
+/// The commented loop file `init` writes. Given values are filled in; others stay commented.
+pub fn template(check: Option<&str>, exec: Option<&str>, isolation: Option<Isolation>) -> String {
+    let line = |key: &str, value: Option<String>, example: &str| match value {
+        Some(v) => format!("{key} = {v}\n"),
+        None => format!("# {key} = {example}\n"),
+    };
+    let mut t = String::new();
+    t.push_str("# loop.toml: the loop `loopexec run` runs when given no flags (flags override it).\n");
+    t.push_str("# Each iteration runs `exec` (the agent), then `check`; the loop halts when the check\n");
+    t.push_str("# exits 0 (success_condition_met), at max_iterations (max_iterations_reached), or when a\n");
+    t.push_str("# command cannot run, times out, or the agent exits non-zero (execution_failure).\n\n");
+    t.push_str("# The external check: exit 0 means done. Required: no check, no loop.\n");
+    t.push_str(&line("check", check.map(toml_string), "\"sh ./check.sh\""));
+    t.push_str("# The agent command, run through /bin/sh -c in this directory.\n");
+    t.push_str(&line("exec", exec.map(toml_string), "\"sh ./agent.sh\""));
+    t.push_str("# Where commands run. Must be chosen explicitly. \"none\" = on the host, unsandboxed.\n");
+    t.push_str(&line("isolation", isolation.map(|i| toml_string(i.as_str())), "\"none\""));
+    t.push_str("\n# Limits. Timeouts are seconds; on expiry the whole process tree is killed.\n");
+    t.push_str("max_iterations = 10\n");
+    t.push_str("exec_timeout = 1800\n");
+    t.push_str("check_timeout = 600\n\n");
+    t.push_str("# JUnit XML report the check writes (relative path): gives the failing set per iteration.\n");
+    t.push_str("# junit = \"report.xml\"\n\n");
+    t.push_str("# Files given to the agent, pinned by sha256 in the receipt.\n");
+    t.push_str("# context_files = [\"PROMPT.md\"]\n\n");
+    t.push_str("# Declared cost of one agent invocation, recorded in the receipt.\n");
+    t.push_str("# cost_usd = 0.0\n\n");
+    t.push_str("# Model identity, recorded in the receipt.\n[model]\n");
+    t.push_str("# provider = \"example\"\n# id = \"example-model\"\n# version = \"2026-01-01\"\n\n");
+    t.push_str("# Sampling pins, recorded in the receipt.\n[sampling]\n");
+    t.push_str("# temperature = 0.0\n# seed = 42\n# max_tokens = 4096\n");
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_template_parses_and_carries_given_values() {
+        let input = parse(&template(Some("make test"), Some("agent \"go\""), Some(Isolation::None)), "t").unwrap();
+        assert_eq!(input.check.as_deref(), Some("make test"));
+        assert_eq!(input.exec.as_deref(), Some("agent \"go\""));
+        assert_eq!(input.isolation, Some(Isolation::None));
+        assert_eq!(input.max_iterations, Some(10));
+    }
+
+    #[test]
+    fn an_unknown_key_is_refused_with_its_line() {
+        let err = parse("check = \"x\"\n\nmax_iteration = 3\n", "loop.toml").unwrap_err();
+        assert!(err.message.starts_with("loop.toml line 3:"), "{}", err.message);
+        assert_eq!(err.class.code(), 20);
+    }
+
+    #[test]
+    fn a_wrong_type_is_refused_with_its_line() {
+        let err = parse("check = \"x\"\nmax_iterations = \"ten\"\n", "loop.toml").unwrap_err();
+        assert!(err.message.starts_with("loop.toml line 2:"), "{}", err.message);
+    }
+}

@@ -1,0 +1,452 @@
+//! The loop engine: the iteration lifecycle of a `check_fixpoint` run and its durable record.
+//!
+//! One iteration flows one way: `iteration_start` -> agent in its zone -> `exec_result` -> check
+//! in its zone -> failing set -> `check_result` -> halt decision (`decide`). Every event is
+//! appended (fsync'd) to the hash-chained receipt before the next step starts; `state.json` is
+//! replaced atomically at each iteration start and whenever the run stops. A run stops in one of
+//! three ways: a computed halt (final), a pause after `--once`, or an operator interrupt
+//! (SIGINT/SIGTERM). Paused, interrupted and crashed runs continue with [`resume`].
+
+pub mod config;
+pub mod decide;
+pub mod loopfile;
+
+use crate::capture::ArtifactSink;
+use crate::error::{CmdResult, Failure};
+use crate::halt::HaltReason;
+use crate::interrupt;
+use crate::oracle::junit;
+use crate::receipt::chain::ReceiptLog;
+use crate::receipt::events::{self, fields, iteration_of, stream_value, type_of};
+use crate::receipt::state::{RunPhase, RunState};
+use crate::receipt::store::{fs_failure, log_failure, RunDir, RunLock, StateDir, ARTIFACTS};
+use crate::run_id::RunId;
+use crate::safefs::SafeDir;
+use crate::zones::{open_zone, Role, Zone, ZoneCommand, ZoneError, ZoneRun};
+use config::{LoopConfig, MODE_CHECK_FIXPOINT};
+use decide::Step;
+use serde_json::{json, Map, Value};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How a call to the engine ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LoopEnd {
+    /// A computed halt; the run is final.
+    Halted { reason: HaltReason, detail: String },
+    /// `--once` finished an iteration without a halt; resumable.
+    Paused,
+    /// Stopped by SIGINT/SIGTERM; resumable.
+    Interrupted { signal: i32 },
+}
+
+/// What the CLI reports about a run after the engine returns.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    pub run_id: String,
+    pub end: LoopEnd,
+    /// The last iteration started.
+    pub iteration: u64,
+    pub max_iterations: u64,
+    /// Exit code of the last check that exited.
+    pub check_exit: Option<i32>,
+    /// Size of the last known failing set.
+    pub failing_count: Option<usize>,
+    pub receipt: PathBuf,
+    pub state: RunPhase,
+    pub isolation: String,
+    pub resumed: bool,
+}
+
+/// Per-iteration progress lines for human mode (the CLI decides where they go).
+pub type Progress<'a> = &'a mut dyn FnMut(&str);
+
+struct ActiveRun<'a> {
+    statedir: &'a StateDir,
+    run: RunDir,
+    _lock: RunLock,
+    log: ReceiptLog,
+    cfg: LoopConfig,
+    artifacts: SafeDir,
+    workdir: SafeDir,
+    state: RunState,
+    env: Vec<(String, String)>,
+    check_exit: Option<i32>,
+    failing_count: Option<usize>,
+    resumed: bool,
+}
+
+fn zone_failure(err: ZoneError) -> Failure {
+    match err {
+        ZoneError::Setup(msg) => Failure::isolation(msg),
+        ZoneError::Capture(crate::capture::CaptureError::Artifact(e)) => fs_failure(e),
+        other => Failure::internal(other.to_string()),
+    }
+}
+
+fn base_env() -> Vec<(String, String)> {
+    std::env::vars().filter(|(k, _)| !k.starts_with("LOOPEXEC_")).collect()
+}
+
+fn open_workdir(cfg: &LoopConfig) -> CmdResult<SafeDir> {
+    SafeDir::open(std::path::Path::new(&cfg.workdir)).map_err(|e| {
+        Failure::workspace(format!("workdir {}: {e}", cfg.workdir)).with_hint("check --workdir")
+    })
+}
+
+/// Start a new run and drive it (one iteration with `once`).
+pub fn start(
+    statedir: &StateDir,
+    run_id: RunId,
+    cfg: LoopConfig,
+    once: bool,
+    progress: Progress<'_>,
+) -> CmdResult<RunOutcome> {
+    let workdir = open_workdir(&cfg)?;
+    let mut zone = open_zone(cfg.isolation).map_err(zone_failure)?;
+    let run = statedir.create_run(&run_id)?;
+    let lock = run.lock()?;
+    let mut log = run.create_receipt()?;
+    let artifacts = run.artifacts()?;
+    log.append(
+        events::RUN_START,
+        fields(json!({
+            "run_id": run_id.as_str(),
+            "mode": MODE_CHECK_FIXPOINT,
+            "isolation": zone.isolation(),
+            "zone": zone.name(),
+            "loopexec_version": env!("CARGO_PKG_VERSION"),
+            "pid": std::process::id(),
+            "config": serde_json::to_value(&cfg).map_err(|e| Failure::internal(e.to_string()))?,
+        })),
+    )
+    .map_err(log_failure)?;
+    let state = RunState {
+        run_id: run_id.to_string(),
+        state: RunPhase::Running,
+        mode: MODE_CHECK_FIXPOINT.into(),
+        isolation: zone.isolation().into(),
+        iteration: 0,
+        max_iterations: cfg.max_iterations,
+        halt_reason: None,
+        exit_code: None,
+        receipt: run.receipt_rel(),
+        receipt_events: 0,
+        receipt_head: String::new(),
+        pid: std::process::id(),
+        updated_at: String::new(),
+    };
+    let mut active = ActiveRun {
+        statedir,
+        run,
+        _lock: lock,
+        log,
+        cfg,
+        artifacts,
+        workdir,
+        state,
+        env: base_env(),
+        check_exit: None,
+        failing_count: None,
+        resumed: false,
+    };
+    active.save_state(true)?;
+    active.drive(zone.as_mut(), once, progress)
+}
+
+/// Where a receipt left off: the pinned config, the last iteration started, whether it was left
+/// unfinished, and the last check result.
+struct ReceiptPosition {
+    cfg: LoopConfig,
+    isolation: String,
+    last_started: u64,
+    unfinished: bool,
+    halted: Option<String>,
+    check_exit: Option<i32>,
+    failing_count: Option<usize>,
+}
+
+fn read_position(run: &RunDir, events: &[Map<String, Value>]) -> CmdResult<ReceiptPosition> {
+    let broken = |what: &str| Failure::workspace(format!("{}: {what}", run.receipt_path().display()));
+    let first = events.first().ok_or_else(|| broken("the receipt is empty (the run never started)"))?;
+    if type_of(first) != events::RUN_START {
+        return Err(broken("the first event is not run_start"));
+    }
+    let cfg: LoopConfig = first
+        .get("config")
+        .cloned()
+        .and_then(|v| serde_json::from_value(v).ok())
+        .ok_or_else(|| broken("run_start carries no readable config"))?;
+    let isolation = first.get("isolation").and_then(Value::as_str).unwrap_or("").to_string();
+    let mut pos = ReceiptPosition {
+        cfg,
+        isolation,
+        last_started: 0,
+        unfinished: false,
+        halted: None,
+        check_exit: None,
+        failing_count: None,
+    };
+    for event in events {
+        match type_of(event) {
+            events::ITERATION_START => {
+                pos.last_started = iteration_of(event).unwrap_or(pos.last_started);
+                pos.unfinished = true;
+            }
+            events::CHECK_RESULT => {
+                pos.unfinished = false;
+                pos.check_exit = event.get("check_exit").and_then(Value::as_i64).map(|c| c as i32);
+                pos.failing_count = event.get("failing_count").and_then(Value::as_u64).map(|c| c as usize);
+            }
+            events::ITERATION_INTERRUPTED => pos.unfinished = false,
+            events::HALT => {
+                pos.halted = Some(event.get("halt_reason").and_then(Value::as_str).unwrap_or("?").to_string());
+            }
+            _ => {}
+        }
+    }
+    Ok(pos)
+}
+
+/// Continue a paused, interrupted or crashed run from its durable state.
+pub fn resume(statedir: &StateDir, run_id: RunId, once: bool, progress: Progress<'_>) -> CmdResult<RunOutcome> {
+    let run = statedir.open_run(&run_id)?;
+    let lock = run.lock()?;
+    let previous = run.read_state().ok().map(|s| s.state.as_str().to_string());
+    let (mut log, events) = run.open_receipt()?;
+    let pos = read_position(&run, &events)?;
+    if let Some(reason) = pos.halted {
+        return Err(Failure::new(
+            crate::halt::ExitClass::Invariant,
+            "run_already_halted",
+            format!("run {run_id} already halted with {reason}; a halted run is final"),
+        )
+        .with_hint("start a new run (loopexec run); `loopexec explain-halt` says why it stopped"));
+    }
+    let workdir = open_workdir(&pos.cfg)?;
+    let mut zone = open_zone(pos.cfg.isolation).map_err(zone_failure)?;
+    let artifacts = run.artifacts()?;
+    if pos.unfinished {
+        log.append(
+            events::ITERATION_INTERRUPTED,
+            fields(json!({"iteration": pos.last_started, "cause": "supervisor_lost"})),
+        )
+        .map_err(log_failure)?;
+    }
+    log.append(
+        events::RUN_RESUMED,
+        fields(json!({
+            "run_id": run_id.as_str(),
+            "previous_state": previous,
+            "last_iteration": pos.last_started,
+            "next_iteration": pos.last_started + 1,
+            "pid": std::process::id(),
+        })),
+    )
+    .map_err(log_failure)?;
+    let state = RunState {
+        run_id: run_id.to_string(),
+        state: RunPhase::Running,
+        mode: MODE_CHECK_FIXPOINT.into(),
+        isolation: pos.isolation,
+        iteration: pos.last_started,
+        max_iterations: pos.cfg.max_iterations,
+        halt_reason: None,
+        exit_code: None,
+        receipt: run.receipt_rel(),
+        receipt_events: 0,
+        receipt_head: String::new(),
+        pid: std::process::id(),
+        updated_at: String::new(),
+    };
+    let mut active = ActiveRun {
+        statedir,
+        run,
+        _lock: lock,
+        log,
+        cfg: pos.cfg,
+        artifacts,
+        workdir,
+        state,
+        env: base_env(),
+        check_exit: pos.check_exit,
+        failing_count: pos.failing_count,
+        resumed: true,
+    };
+    active.save_state(true)?;
+    active.drive(zone.as_mut(), once, progress)
+}
+
+impl ActiveRun<'_> {
+    fn append(&mut self, event_type: &str, value: Value) -> CmdResult<()> {
+        self.log.append(event_type, fields(value)).map(|_| ()).map_err(log_failure)
+    }
+
+    /// Write the run's state.json (and, with `publish`, `latest` and `.loopexec/state.json`).
+    fn save_state(&mut self, publish: bool) -> CmdResult<()> {
+        self.state.receipt_events = self.log.len();
+        self.state.receipt_head = self.log.head().to_string();
+        self.state.updated_at = crate::receipt::chain::now_rfc3339();
+        self.run.write_state(&self.state)?;
+        if publish {
+            self.statedir.publish_latest(&self.state)?;
+        }
+        Ok(())
+    }
+
+    fn run_command(&mut self, zone: &mut dyn Zone, role: Role, iteration: u64) -> CmdResult<ZoneRun> {
+        let (line, timeout_ms, stem) = match role {
+            Role::Agent => (self.cfg.exec.clone(), self.cfg.exec_timeout_ms, format!("{iteration:04}-exec")),
+            Role::Check => (self.cfg.check.clone(), self.cfg.check_timeout_ms, format!("{iteration:04}-check")),
+        };
+        let mut env = self.env.clone();
+        env.push(("LOOPEXEC_RUN_ID".into(), self.state.run_id.clone()));
+        env.push(("LOOPEXEC_ITERATION".into(), iteration.to_string()));
+        env.push(("LOOPEXEC_ROLE".into(), role.as_str().into()));
+        let cmd = ZoneCommand {
+            role,
+            command_line: line,
+            cwd: PathBuf::from(&self.cfg.workdir),
+            env,
+            timeout: Some(Duration::from_millis(timeout_ms)),
+        };
+        let sink = ArtifactSink::new(&self.artifacts, ARTIFACTS, &stem);
+        zone.run(&cmd, &sink).map_err(zone_failure)
+    }
+
+    fn outcome(&self, end: LoopEnd) -> RunOutcome {
+        RunOutcome {
+            run_id: self.state.run_id.clone(),
+            end,
+            iteration: self.state.iteration,
+            max_iterations: self.cfg.max_iterations,
+            check_exit: self.check_exit,
+            failing_count: self.failing_count,
+            receipt: self.run.receipt_path(),
+            state: self.state.state,
+            isolation: self.state.isolation.clone(),
+            resumed: self.resumed,
+        }
+    }
+
+    fn halt(&mut self, reason: HaltReason, detail: String) -> CmdResult<RunOutcome> {
+        self.append(
+            events::HALT,
+            json!({
+                "halt_reason": reason.as_str(),
+                "exit_code": reason.class().code(),
+                "iteration": self.state.iteration,
+                "detail": detail,
+            }),
+        )?;
+        self.state.state = RunPhase::Halted;
+        self.state.halt_reason = Some(reason.as_str().into());
+        self.state.exit_code = Some(reason.class().code());
+        self.save_state(true)?;
+        Ok(self.outcome(LoopEnd::Halted { reason, detail }))
+    }
+
+    fn interrupted(&mut self, signal: i32, in_flight: Option<u64>) -> CmdResult<RunOutcome> {
+        let name = interrupt::signal_name(signal);
+        if let Some(iteration) = in_flight {
+            self.append(events::ITERATION_INTERRUPTED, json!({"iteration": iteration, "cause": name}))?;
+        }
+        self.append(events::RUN_INTERRUPTED, json!({"signal": name, "iteration": self.state.iteration}))?;
+        self.state.state = RunPhase::Interrupted;
+        self.save_state(true)?;
+        Ok(self.outcome(LoopEnd::Interrupted { signal }))
+    }
+
+    fn drive(&mut self, zone: &mut dyn Zone, once: bool, progress: Progress<'_>) -> CmdResult<RunOutcome> {
+        loop {
+            if let Some(sig) = interrupt::pending() {
+                return self.interrupted(sig, None);
+            }
+            let n = self.state.iteration + 1;
+            if n > self.cfg.max_iterations {
+                let max = self.cfg.max_iterations;
+                return self.halt(
+                    HaltReason::MaxIterationsReached,
+                    format!("the check still fails after {max} of {max} iterations"),
+                );
+            }
+            self.append(events::ITERATION_START, json!({"iteration": n}))?;
+            self.state.iteration = n;
+            self.state.state = RunPhase::Running;
+            self.save_state(false)?;
+
+            let exec = self.run_command(zone, Role::Agent, n)?;
+            self.append(
+                events::EXEC_RESULT,
+                json!({
+                    "iteration": n,
+                    "ending": events::ending_value(&exec.ending),
+                    "exit_code": exec.ending.exit_code(),
+                    "duration_ms": exec.duration.as_millis() as u64,
+                    "stdout": stream_value(&exec.output.stdout),
+                    "stderr": stream_value(&exec.output.stderr),
+                }),
+            )?;
+            match decide::after_exec(&exec.ending) {
+                Step::Continue => {}
+                Step::Interrupted(sig) => return self.interrupted(sig, Some(n)),
+                Step::Halt(reason, detail) => {
+                    progress(&format!("iteration {n}: {detail}"));
+                    return self.halt(reason, detail);
+                }
+            }
+            if let Some(sig) = interrupt::pending() {
+                return self.interrupted(sig, Some(n));
+            }
+
+            let check = self.run_command(zone, Role::Check, n)?;
+            let check_exit = check.ending.exit_code();
+            let mut result = json!({
+                "iteration": n,
+                "ending": events::ending_value(&check.ending),
+                "check_exit": check_exit,
+                "duration_ms": check.duration.as_millis() as u64,
+                "stdout": stream_value(&check.output.stdout),
+                "stderr": stream_value(&check.output.stderr),
+                "failing_set": Value::Null,
+                "failing_count": Value::Null,
+            });
+            let mut failing_count = None;
+            if let (Some(rel), Some(_)) = (self.cfg.junit.clone(), check_exit) {
+                match junit::failing_set(&self.workdir, &rel) {
+                    Ok(set) => {
+                        failing_count = Some(set.len());
+                        result["failing_count"] = json!(set.len());
+                        result["failing_set"] = json!(set);
+                    }
+                    Err(e) => result["junit_error"] = json!(e.to_string()),
+                }
+            }
+            self.append(events::CHECK_RESULT, result)?;
+            if check_exit.is_some() {
+                self.check_exit = check_exit;
+                self.failing_count = failing_count;
+            }
+            let step = decide::after_check(&check.ending, n, self.cfg.max_iterations);
+            let failing = failing_count.map(|c| format!(", {c} failing")).unwrap_or_default();
+            match &check.ending {
+                crate::zones::Ending::Exited { code } => progress(&format!(
+                    "iteration {n}: exec ok ({} ms), check exit {code} ({} ms){failing}",
+                    exec.duration.as_millis(),
+                    check.duration.as_millis()
+                )),
+                _ => {}
+            }
+            match step {
+                Step::Continue => {}
+                Step::Interrupted(sig) => return self.interrupted(sig, Some(n)),
+                Step::Halt(reason, detail) => return self.halt(reason, detail),
+            }
+            if once {
+                self.state.state = RunPhase::Paused;
+                self.save_state(true)?;
+                return Ok(self.outcome(LoopEnd::Paused));
+            }
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! The host backend (`--isolation none`): commands run on the host as the operator's user.
+//!
+//! There is no sandbox here, only process control: each command runs as `/bin/sh -c` in its own
+//! process group, dies with loopexec (`PR_SET_PDEATHSIG`), and loopexec is the child subreaper of
+//! everything it starts. On exit, timeout or interrupt the process group is killed, then every
+//! re-parented descendant (a `setsid` double-fork included) until none remains.
+
+use super::{reap, Ending, Zone, ZoneCommand, ZoneError, ZoneRun};
+use crate::capture::ArtifactSink;
+use crate::interrupt;
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The `--isolation none` zone.
+#[derive(Debug)]
+pub struct HostZone {
+    supervisor_pid: i32,
+}
+
+impl HostZone {
+    /// Prepare the host zone: loopexec becomes the subreaper of its descendants.
+    pub fn new() -> Result<HostZone, ZoneError> {
+        reap::become_subreaper().map_err(|e| ZoneError::Setup(format!("PR_SET_CHILD_SUBREAPER: {e}")))?;
+        Ok(HostZone { supervisor_pid: std::process::id() as i32 })
+    }
+}
+
+fn pipe() -> Result<(OwnedFd, OwnedFd), ZoneError> {
+    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| ZoneError::Pipe(e.into()))
+}
+
+fn pidfd_open(pid: i32) -> Option<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// Wait until a descriptor is readable or `timeout` passes (EINTR counts as a wake-up).
+fn wait_readable(fds: &[i32], timeout: Duration) {
+    let mut polls: Vec<libc::pollfd> =
+        fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    // SAFETY: `polls` is a valid array of pollfd for the duration of the call.
+    unsafe { libc::poll(polls.as_mut_ptr(), polls.len() as libc::nfds_t, ms.max(1)) };
+}
+
+fn ending_of(status: WaitStatus) -> Option<Ending> {
+    match status {
+        WaitStatus::Exited(_, code) => Some(Ending::Exited { code }),
+        WaitStatus::Signaled(_, sig, _) => Some(Ending::Signaled { signal: sig as i32 }),
+        _ => None,
+    }
+}
+
+fn try_reap(pid: Pid) -> Option<Ending> {
+    loop {
+        match waitpid(pid, Some(WaitPidFlag::WNOHANG)) {
+            Ok(status) => return ending_of(status),
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return Some(Ending::Exited { code: -1 }),
+        }
+    }
+}
+
+fn reap_blocking(pid: Pid) {
+    loop {
+        match waitpid(pid, None) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            Ok(WaitStatus::Exited(..)) | Ok(WaitStatus::Signaled(..)) | Err(_) => return,
+            Ok(_) => continue,
+        }
+    }
+}
+
+impl Zone for HostZone {
+    fn name(&self) -> &str {
+        "host"
+    }
+
+    fn isolation(&self) -> &str {
+        "none"
+    }
+
+    fn run(&mut self, cmd: &ZoneCommand, capture: &ArtifactSink<'_>) -> Result<ZoneRun, ZoneError> {
+        let (out_r, out_w) = pipe()?;
+        let (err_r, err_w) = pipe()?;
+        let parent = self.supervisor_pid;
+        let mut command = Command::new("/bin/sh");
+        command
+            .arg("-c")
+            .arg(&cmd.command_line)
+            .env_clear()
+            .envs(cmd.env.iter().map(|(k, v)| (k, v)))
+            .current_dir(&cmd.cwd)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(out_w))
+            .stderr(Stdio::from(err_w));
+        // SAFETY: only async-signal-safe calls (setpgid, prctl, getppid, kill) between fork and exec.
+        unsafe {
+            command.pre_exec(move || {
+                if libc::setpgid(0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // loopexec died between fork and prctl: do not outlive it.
+                if libc::getppid() != parent {
+                    libc::kill(libc::getpid(), libc::SIGKILL);
+                }
+                Ok(())
+            });
+        }
+        let started = Instant::now();
+        let spawned = command.spawn();
+        drop(command); // closes our copies of the write ends
+        let child = match spawned {
+            Ok(child) => child,
+            Err(e) => {
+                drop((out_r, err_r));
+                let empty_r = pipe()?;
+                let empty_e = pipe()?;
+                drop((empty_r.1, empty_e.1));
+                let output = capture.start(empty_r.0, empty_e.0).finish()?;
+                return Ok(ZoneRun {
+                    ending: Ending::FailedToStart { reason: e.to_string() },
+                    duration: started.elapsed(),
+                    output,
+                });
+            }
+        };
+        let running = capture.start(out_r, err_r);
+        let pid = Pid::from_raw(child.id() as i32);
+        let pidfd = pidfd_open(pid.as_raw());
+        let deadline = cmd.timeout.map(|t| started + t);
+        let mut fds: Vec<i32> = Vec::new();
+        if let Some(fd) = &pidfd {
+            fds.push(fd.as_raw_fd());
+        }
+        if let Some(fd) = interrupt::wake_fd() {
+            fds.push(fd.as_raw_fd());
+        }
+        let ending = loop {
+            if let Some(ending) = try_reap(pid) {
+                break ending;
+            }
+            if let Some(sig) = interrupt::pending() {
+                reap::kill_group(pid.as_raw());
+                reap_blocking(pid);
+                break Ending::Interrupted { signal: sig };
+            }
+            let now = Instant::now();
+            if let Some(deadline) = deadline {
+                if now >= deadline {
+                    reap::kill_group(pid.as_raw());
+                    reap_blocking(pid);
+                    break Ending::TimedOut { after_ms: started.elapsed().as_millis() as u64 };
+                }
+            }
+            let slice = if pidfd.is_some() { Duration::from_secs(3600) } else { Duration::from_millis(2) };
+            let wait = deadline.map(|d| d.saturating_duration_since(now).min(slice)).unwrap_or(slice);
+            wait_readable(&fds, wait);
+        };
+        let duration = started.elapsed();
+        reap::kill_group(pid.as_raw());
+        reap::kill_remaining_descendants().map_err(ZoneError::Reap)?;
+        let output = running.finish()?;
+        Ok(ZoneRun { ending, duration, output })
+    }
+}

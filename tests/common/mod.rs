@@ -1,0 +1,107 @@
+//! Shared helpers for the black-box tests of the `loopexec` binary.
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_loopexec")
+}
+
+/// One finished invocation.
+#[derive(Debug)]
+pub struct Ran {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Ran {
+    /// The single JSON object on stdout (panics unless stdout is exactly one object).
+    pub fn json(&self) -> Value {
+        let trimmed = self.stdout.trim_end_matches('\n');
+        assert!(!trimmed.contains('\n'), "stdout must be one line of JSON, got:\n{}", self.stdout);
+        let v: Value = serde_json::from_str(trimmed).unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", self.stdout));
+        assert!(v.is_object(), "not an object: {v}");
+        for key in ["tool", "version", "status", "errors"] {
+            assert!(v.get(key).is_some(), "missing {key} in {v}");
+        }
+        assert!(v["errors"].is_array(), "errors must be an array: {v}");
+        v
+    }
+}
+
+fn from_output(out: Output) -> Ran {
+    Ran {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Run loopexec in `dir` with `args`.
+pub fn loopexec(dir: &Path, args: &[&str]) -> Ran {
+    let out = Command::new(bin()).current_dir(dir).args(args).output().expect("spawn loopexec");
+    from_output(out)
+}
+
+/// A temporary workdir.
+pub fn workdir() -> tempfile::TempDir {
+    tempfile::tempdir().expect("tempdir")
+}
+
+/// The verified events of a run's receipt, via `loopexec report --json`.
+pub fn events(dir: &Path, run_id: &str) -> Vec<Value> {
+    let bytes = std::fs::read(dir.join(".loopexec/runs").join(run_id).join("receipt.jsonl")).expect("receipt");
+    let text = String::from_utf8(bytes).expect("utf8");
+    text.lines().map(|l| serde_json::from_str(l).expect("event json")).collect()
+}
+
+/// Event types of a run, in order.
+pub fn event_types(dir: &Path, run_id: &str) -> Vec<String> {
+    events(dir, run_id).iter().map(|e| e["type"].as_str().unwrap_or("").to_string()).collect()
+}
+
+/// Whether a process exists and is not a zombie.
+pub fn pid_alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().next().map(str::to_string));
+            state.as_deref() != Some("Z")
+        }
+        Err(_) => false,
+    }
+}
+
+/// Wait until `path` exists (or panic after `limit`).
+pub fn wait_for_file(path: &Path, limit: Duration) {
+    let start = Instant::now();
+    while !path.exists() {
+        assert!(start.elapsed() < limit, "{} did not appear", path.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Read a pid written by a test command.
+pub fn read_pid(path: &Path) -> i32 {
+    wait_for_file(path, Duration::from_secs(10));
+    let start = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if let Ok(pid) = text.trim().parse() {
+            return pid;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "no pid in {}", path.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+pub fn path_str(p: &Path) -> String {
+    p.to_string_lossy().into_owned()
+}
+
+pub fn run_dir(dir: &Path, run_id: &str) -> PathBuf {
+    dir.join(".loopexec/runs").join(run_id)
+}

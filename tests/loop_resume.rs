@@ -1,0 +1,110 @@
+//! Crash and interrupt: SIGKILL of loopexec mid-iteration then `run --resume`, and SIGTERM /
+//! SIGINT recorded as `run_interrupted` with a resumable run.
+mod common;
+use common::*;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// Iteration 1 of the agent records its pid and blocks; later iterations succeed at once.
+const AGENT: &str = "if [ \"$LOOPEXEC_ITERATION\" = 1 ]; then echo $$ > agent.pid; exec sleep 300; fi";
+
+fn spawn_run(dir: &std::path::Path, run_id: &str) -> Child {
+    Command::new(bin())
+        .current_dir(dir)
+        .args(["run", "--json", "--isolation", "none", "--run-id", run_id, "--exec", AGENT, "--check", "test \"$LOOPEXEC_ITERATION\" -ge 2"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn loopexec")
+}
+
+fn wait_gone(pid: i32) {
+    for _ in 0..250 {
+        if !pid_alive(pid) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("process {pid} is still alive");
+}
+
+#[test]
+fn sigkill_mid_iteration_then_resume_records_the_interrupted_iteration_and_continues() {
+    let dir = workdir();
+    let mut child = spawn_run(dir.path(), "crash");
+    let agent = read_pid(&dir.path().join("agent.pid"));
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    wait_gone(agent); // PR_SET_PDEATHSIG took the agent down with loopexec
+
+    let status = loopexec(dir.path(), &["status", "--json", "crash"]).json();
+    assert_eq!(status["state"], "running");
+    assert_eq!(status["run"]["active"], false, "no process drives the crashed run");
+
+    let resumed = loopexec(dir.path(), &["run", "--json", "--resume", "crash"]);
+    assert_eq!(resumed.code, 10, "{resumed:?}");
+    let v = resumed.json();
+    assert_eq!((v["iteration"].as_u64(), v["halt_reason"].as_str()), (Some(2), Some("success_condition_met")));
+    assert_eq!(
+        event_types(dir.path(), "crash"),
+        ["run_start", "iteration_start", "iteration_interrupted", "run_resumed", "iteration_start", "exec_result", "check_result", "halt"]
+    );
+    let ev = events(dir.path(), "crash");
+    assert_eq!((ev[2]["iteration"].as_u64(), ev[2]["cause"].as_str()), (Some(1), Some("supervisor_lost")));
+    assert_eq!(ev[4]["iteration"], 2);
+    let check = loopexec(dir.path(), &["check", "--json"]);
+    assert_eq!(check.code, 0, "the chain verifies after the crash: {check:?}");
+}
+
+#[test]
+fn an_interrupted_iteration_counts_toward_the_cap() {
+    let dir = workdir();
+    let mut child = Command::new(bin())
+        .current_dir(dir.path())
+        .args(["run", "--json", "--isolation", "none", "--run-id", "cap", "--max-iterations", "1", "--exec", AGENT, "--check", "true"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    read_pid(&dir.path().join("agent.pid"));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let resumed = loopexec(dir.path(), &["run", "--json", "--resume", "cap"]);
+    assert_eq!(resumed.code, 12, "{resumed:?}");
+    assert_eq!(resumed.json()["halt_reason"], "max_iterations_reached");
+    assert_eq!(
+        event_types(dir.path(), "cap"),
+        ["run_start", "iteration_start", "iteration_interrupted", "run_resumed", "halt"]
+    );
+}
+
+fn interrupt_with(signal: i32, expected_code: i32, name: &str) {
+    let dir = workdir();
+    let child = spawn_run(dir.path(), "int");
+    let agent = read_pid(&dir.path().join("agent.pid"));
+    unsafe { libc::kill(child.id() as i32, signal) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(expected_code));
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((v["status"].as_str(), v["state"].as_str()), (Some("interrupted"), Some("interrupted")));
+    assert_eq!(v["run"]["signal"], name);
+    assert!(!pid_alive(agent), "the agent was killed with its tree");
+    let ev = events(dir.path(), "int");
+    let types: Vec<&str> = ev.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(types, ["run_start", "iteration_start", "exec_result", "iteration_interrupted", "run_interrupted"]);
+    assert_eq!(ev[4]["signal"], name);
+    assert_eq!(loopexec(dir.path(), &["status", "--json"]).json()["state"], "interrupted");
+    let resumed = loopexec(dir.path(), &["run", "--json", "--resume", "int"]);
+    assert_eq!(resumed.code, 10, "{resumed:?}");
+    assert_eq!(loopexec(dir.path(), &["check", "--json"]).code, 0);
+}
+
+#[test]
+fn sigterm_records_run_interrupted_and_exits_143() {
+    interrupt_with(libc::SIGTERM, 143, "SIGTERM");
+}
+
+#[test]
+fn sigint_records_run_interrupted_and_exits_130() {
+    interrupt_with(libc::SIGINT, 130, "SIGINT");
+}
