@@ -5,13 +5,17 @@
 //! Adding a command: a module exposing `Args` and `pub fn run(args, json) -> CmdResult<Outcome>`,
 //! a variant of [`Command`], and one arm in [`Command::dispatch`].
 
+pub mod attest;
 pub mod check;
 pub mod explain_halt;
 pub mod init;
+pub mod keygen;
 pub mod receipt_source;
 pub mod report;
 pub mod run;
+pub mod sealed_run;
 pub mod status;
+pub mod verify;
 
 use crate::error::{CmdResult, Failure};
 use crate::output::Outcome;
@@ -60,6 +64,12 @@ pub enum Command {
     Report(report::Args),
     /// Why a run stopped; for an iteration cap, whether it was still improving.
     ExplainHalt(explain_halt::Args),
+    /// Create the operator's Ed25519 key pair (signs each run's key).
+    Keygen(keygen::Args),
+    /// Verify a sealed run offline: hash chain, key endorsement, envelope, predicate.
+    Verify(verify::Args),
+    /// Add the operator's signature to a sealed run that verifies against that key.
+    Attest(attest::Args),
 }
 
 impl Command {
@@ -72,6 +82,9 @@ impl Command {
             Command::Check(_) => "check",
             Command::Report(_) => "report",
             Command::ExplainHalt(_) => "explain-halt",
+            Command::Keygen(_) => "keygen",
+            Command::Verify(_) => "verify",
+            Command::Attest(_) => "attest",
         }
     }
 
@@ -90,6 +103,9 @@ impl Command {
             Command::Check(args) => check::run(args, json),
             Command::Report(args) => report::run(args, json),
             Command::ExplainHalt(args) => explain_halt::run(args, json),
+            Command::Keygen(args) => keygen::run(args, json),
+            Command::Verify(args) => verify::run(args, json),
+            Command::Attest(args) => attest::run(args, json),
         }
     }
 }

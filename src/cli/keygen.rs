@@ -1,0 +1,49 @@
+//! `loopexec keygen`: create the operator's long-lived Ed25519 key pair.
+
+use crate::error::{CmdResult, Failure};
+use crate::output::{aligned, Outcome};
+use crate::receipt::keys::{default_key_dir, generate_operator_key, KeyError};
+use std::path::PathBuf;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Directory for operator.key / operator.pub (default: $LOOPEXEC_CONFIG_DIR,
+    /// $XDG_CONFIG_HOME/loopexec or ~/.config/loopexec).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// Replace an existing key pair.
+    #[arg(long)]
+    pub force: bool,
+}
+
+pub fn key_failure(err: KeyError) -> Failure {
+    match err {
+        KeyError::Exists { .. } => Failure::usage(err.to_string()),
+        KeyError::NoConfigDir => Failure::usage(err.to_string()).with_hint("pass --dir"),
+        KeyError::Permissions { .. } | KeyError::Malformed { .. } => Failure::invalid_input(err.to_string()),
+        other => Failure::workspace(other.to_string()),
+    }
+}
+
+pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
+    let dir = match args.dir {
+        Some(d) => d,
+        None => default_key_dir().map_err(key_failure)?,
+    };
+    let generated = generate_operator_key(&dir, args.force).map_err(key_failure)?;
+    let human = aligned(&[
+        ("private key", generated.private_key.display().to_string()),
+        ("public key", generated.public_key.display().to_string()),
+        ("fingerprint", generated.fingerprint.clone()),
+    ]);
+    Ok(Outcome::ok("keygen")
+        .field(
+            "keygen",
+            serde_json::json!({
+                "private_key": generated.private_key,
+                "public_key": generated.public_key,
+                "fingerprint": generated.fingerprint,
+            }),
+        )
+        .human(human))
+}

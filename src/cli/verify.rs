@@ -1,0 +1,54 @@
+//! `loopexec verify`: offline verification of a sealed run against the operator's public key.
+
+use crate::error::CmdResult;
+use crate::halt::ExitClass;
+use crate::output::Outcome;
+use crate::receipt::keys::load_public_key;
+use crate::receipt::verify::verify_run;
+use std::path::PathBuf;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// A run id of the workdir, or the path of a run directory (e.g. .loopexec/runs/<id>).
+    #[arg(value_name = "RUN")]
+    pub run: String,
+    /// The operator's public key (operator.pub). Required: there is no default key.
+    #[arg(long, value_name = "FILE")]
+    pub pubkey: PathBuf,
+    /// Directory holding .loopexec/ (for a run id).
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub workdir: PathBuf,
+}
+
+pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
+    let operator = load_public_key(&args.pubkey).map_err(super::keygen::key_failure)?;
+    let run_dir = super::sealed_run::open(&args.run, &args.workdir)?;
+    let verification = verify_run(&run_dir, &operator);
+    let mut human = String::new();
+    for check in &verification.checks {
+        human.push_str(&format!("{:<4} {:<22} {}\n", if check.ok { "ok" } else { "FAIL" }, check.name, check.detail));
+    }
+    let ok = verification.ok();
+    human.push_str(if ok { "verified\n" } else { "NOT verified\n" });
+    let mut out = Outcome::ok("verify").human(human);
+    if let Some(id) = &verification.run_id {
+        out.set("run_id", id.clone());
+    }
+    if let Some(reason) = &verification.halt_reason {
+        out.set("halt_reason", reason.clone());
+    }
+    out.set("verify", serde_json::to_value(&verification).unwrap_or_default());
+    out.set("verified", ok);
+    if !ok {
+        out.status = "failed";
+        out.exit = ExitClass::Integrity;
+        for check in verification.checks.iter().filter(|c| !c.ok) {
+            out.errors.push(crate::error::ErrorEntry {
+                code: format!("verify_{}", check.name),
+                message: check.detail.clone(),
+                hint: None,
+            });
+        }
+    }
+    Ok(out)
+}
