@@ -7,12 +7,15 @@
 
 pub mod attest;
 pub mod check;
+pub mod doctor;
 pub mod explain_halt;
 pub mod init;
 pub mod keygen;
+pub mod policy;
 pub mod receipt_source;
 pub mod report;
 pub mod run;
+pub mod sandbox;
 pub mod sealed_run;
 pub mod status;
 pub mod verify;
@@ -64,6 +67,12 @@ pub enum Command {
     Report(report::Args),
     /// Why a run stopped; for an iteration cap, whether it was still improving.
     ExplainHalt(explain_halt::Args),
+    /// Run one command in a zone (namespaces, Landlock, seccomp, cgroup) and exit with its code.
+    Sandbox(sandbox::SandboxArgs),
+    /// Validate, show and compare zone policies.
+    Policy(policy::PolicyArgs),
+    /// Check which isolation layers this host offers and whether a policy can run.
+    Doctor(doctor::DoctorArgs),
     /// Create the operator's Ed25519 key pair (signs each run's key).
     Keygen(keygen::Args),
     /// Verify a sealed run offline: hash chain, key endorsement, envelope, predicate.
@@ -82,6 +91,9 @@ impl Command {
             Command::Check(_) => "check",
             Command::Report(_) => "report",
             Command::ExplainHalt(_) => "explain-halt",
+            Command::Sandbox(_) => "sandbox",
+            Command::Policy(_) => "policy",
+            Command::Doctor(_) => "doctor",
             Command::Keygen(_) => "keygen",
             Command::Verify(_) => "verify",
             Command::Attest(_) => "attest",
@@ -103,6 +115,9 @@ impl Command {
             Command::Check(args) => check::run(args, json),
             Command::Report(args) => report::run(args, json),
             Command::ExplainHalt(args) => explain_halt::run(args, json),
+            Command::Sandbox(args) => sandbox::run(args, json),
+            Command::Policy(args) => policy::run(args, json),
+            Command::Doctor(args) => doctor::run(args, json),
             Command::Keygen(args) => keygen::run(args, json),
             Command::Verify(args) => verify::run(args, json),
             Command::Attest(args) => attest::run(args, json),
