@@ -6,6 +6,8 @@
 //! - `safefs`: symlink-proof file access beneath supervisor-owned directories.
 //! - `receipt`: the hash-chained receipt log.
 //! - `zones`: where commands run (host, native sandbox, container engine).
+//! - `egress`: the agent zone's allowlist proxy and its audit log.
+pub mod egress;
 pub mod error;
 pub mod halt;
 pub mod output;

@@ -1,0 +1,165 @@
+//! Relaying an established connection in both directions, counting bytes against the zone's
+//! byte budget.
+//!
+//! Each direction is a blocking copy loop with a large buffer on its own thread. End-of-stream in
+//! one direction is passed on as a half-close (`shutdown(Write)`), so request/response protocols
+//! finish normally. When the zone's byte budget would be exceeded, nothing more is written and
+//! both sockets are shut down.
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// Size of each direction's copy buffer.
+pub const RELAY_BUFFER: usize = 256 * 1024;
+
+/// The zone-wide allowance of relayed bytes (both directions, all connections).
+#[derive(Debug)]
+pub struct ByteBudget {
+    max: u64,
+    used: AtomicU64,
+}
+
+impl ByteBudget {
+    pub fn new(max: u64) -> Self {
+        ByteBudget { max, used: AtomicU64::new(0) }
+    }
+
+    /// Reserve `n` bytes; false (and nothing reserved) if that would exceed the budget.
+    pub fn take(&self, n: u64) -> bool {
+        let mut current = self.used.load(Ordering::Relaxed);
+        loop {
+            let Some(next) = current.checked_add(n).filter(|next| *next <= self.max) else {
+                return false;
+            };
+            match self.used.compare_exchange_weak(current, next, Ordering::AcqRel, Ordering::Relaxed) {
+                Ok(_) => return true,
+                Err(actual) => current = actual,
+            }
+        }
+    }
+
+    pub fn used(&self) -> u64 {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    pub fn spent(&self) -> bool {
+        self.used() >= self.max
+    }
+}
+
+/// How a relayed connection ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RelayEnd {
+    /// Both sides closed.
+    Closed,
+    /// The zone's byte budget ran out; the connection was cut.
+    ByteCap,
+    /// The proxy was stopped (the zone ended).
+    Stopped,
+    /// A socket error, e.g. a reset.
+    Error(String),
+}
+
+impl RelayEnd {
+    pub fn label(&self) -> String {
+        match self {
+            RelayEnd::Closed => "closed".into(),
+            RelayEnd::ByteCap => "byte_cap".into(),
+            RelayEnd::Stopped => "stopped".into(),
+            RelayEnd::Error(e) => format!("error: {e}"),
+        }
+    }
+}
+
+/// Bytes moved and how it ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RelayOutcome {
+    pub bytes_up: u64,
+    pub bytes_down: u64,
+    pub end: RelayEnd,
+}
+
+enum PumpEnd {
+    Eof,
+    Cap,
+    Error(String),
+}
+
+/// Relay until both directions are done. `first_up` is sent to the server and `first_down` to the
+/// client before anything else (bytes that arrived with the request head / the upstream's answer).
+pub fn relay(
+    client: &TcpStream,
+    server: &TcpStream,
+    first_up: &[u8],
+    first_down: &[u8],
+    budget: &ByteBudget,
+    stopping: &AtomicBool,
+) -> RelayOutcome {
+    let up = AtomicU64::new(0);
+    let down = AtomicU64::new(0);
+    let (up_end, down_end) = std::thread::scope(|scope| {
+        let down_thread = scope.spawn(|| pump(server, client, first_down, budget, &down));
+        let up_end = pump(client, server, first_up, budget, &up);
+        let down_end = down_thread.join().unwrap_or_else(|_| PumpEnd::Error("relay thread panicked".into()));
+        (up_end, down_end)
+    });
+    let end = match (up_end, down_end) {
+        (PumpEnd::Cap, _) | (_, PumpEnd::Cap) => RelayEnd::ByteCap,
+        _ if stopping.load(Ordering::Relaxed) => RelayEnd::Stopped,
+        (PumpEnd::Error(e), _) | (_, PumpEnd::Error(e)) => RelayEnd::Error(e),
+        (PumpEnd::Eof, PumpEnd::Eof) => RelayEnd::Closed,
+    };
+    RelayOutcome { bytes_up: up.into_inner(), bytes_down: down.into_inner(), end }
+}
+
+fn pump(from: &TcpStream, to: &TcpStream, first: &[u8], budget: &ByteBudget, counter: &AtomicU64) -> PumpEnd {
+    let cut = |end: PumpEnd| {
+        let _ = from.shutdown(Shutdown::Both);
+        let _ = to.shutdown(Shutdown::Both);
+        end
+    };
+    if !first.is_empty() {
+        if !budget.take(first.len() as u64) {
+            return cut(PumpEnd::Cap);
+        }
+        if let Err(e) = (&*to).write_all(first) {
+            return cut(PumpEnd::Error(e.to_string()));
+        }
+        counter.fetch_add(first.len() as u64, Ordering::Relaxed);
+    }
+    let mut buf = vec![0u8; RELAY_BUFFER];
+    loop {
+        let n = match (&*from).read(&mut buf) {
+            Ok(0) => {
+                let _ = to.shutdown(Shutdown::Write);
+                return PumpEnd::Eof;
+            }
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return cut(PumpEnd::Error(e.to_string())),
+        };
+        if !budget.take(n as u64) {
+            return cut(PumpEnd::Cap);
+        }
+        if let Err(e) = (&*to).write_all(&buf[..n]) {
+            return cut(PumpEnd::Error(e.to_string()));
+        }
+        counter.fetch_add(n as u64, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_budget_refuses_what_would_exceed_it_and_reserves_nothing_then() {
+        let budget = ByteBudget::new(10);
+        assert!(budget.take(6));
+        assert!(!budget.take(5));
+        assert_eq!(budget.used(), 6);
+        assert!(budget.take(4));
+        assert!(budget.spent());
+    }
+}
