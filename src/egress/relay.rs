@@ -3,8 +3,8 @@
 //!
 //! Each direction is a blocking copy loop with a large buffer on its own thread. End-of-stream in
 //! one direction is passed on as a half-close (`shutdown(Write)`), so request/response protocols
-//! finish normally. When the zone's byte budget would be exceeded, nothing more is written and
-//! both sockets are shut down.
+//! finish normally. When the zone's byte budget runs out, the bytes still within it are written,
+//! then both sockets are shut down: the total relayed never exceeds the budget.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};
@@ -25,15 +25,17 @@ impl ByteBudget {
         ByteBudget { max, used: AtomicU64::new(0) }
     }
 
-    /// Reserve `n` bytes; false (and nothing reserved) if that would exceed the budget.
-    pub fn take(&self, n: u64) -> bool {
+    /// Reserve up to `n` bytes; returns how many were granted (fewer than `n` once the budget
+    /// runs out).
+    pub fn take_up_to(&self, n: u64) -> u64 {
         let mut current = self.used.load(Ordering::Relaxed);
         loop {
-            let Some(next) = current.checked_add(n).filter(|next| *next <= self.max) else {
-                return false;
-            };
-            match self.used.compare_exchange_weak(current, next, Ordering::AcqRel, Ordering::Relaxed) {
-                Ok(_) => return true,
+            let grant = n.min(self.max.saturating_sub(current));
+            if grant == 0 {
+                return 0;
+            }
+            match self.used.compare_exchange_weak(current, current + grant, Ordering::AcqRel, Ordering::Relaxed) {
+                Ok(_) => return grant,
                 Err(actual) => current = actual,
             }
         }
@@ -119,14 +121,8 @@ fn pump(from: &TcpStream, to: &TcpStream, first: &[u8], budget: &ByteBudget, cou
         let _ = to.shutdown(Shutdown::Both);
         end
     };
-    if !first.is_empty() {
-        if !budget.take(first.len() as u64) {
-            return cut(PumpEnd::Cap);
-        }
-        if let Err(e) = (&*to).write_all(first) {
-            return cut(PumpEnd::Error(e.to_string()));
-        }
-        counter.fetch_add(first.len() as u64, Ordering::Relaxed);
+    if let Some(end) = forward(first, to, budget, counter) {
+        return cut(end);
     }
     let mut buf = vec![0u8; RELAY_BUFFER];
     loop {
@@ -139,14 +135,23 @@ fn pump(from: &TcpStream, to: &TcpStream, first: &[u8], budget: &ByteBudget, cou
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return cut(PumpEnd::Error(e.to_string())),
         };
-        if !budget.take(n as u64) {
-            return cut(PumpEnd::Cap);
+        if let Some(end) = forward(&buf[..n], to, budget, counter) {
+            return cut(end);
         }
-        if let Err(e) = (&*to).write_all(&buf[..n]) {
-            return cut(PumpEnd::Error(e.to_string()));
-        }
-        counter.fetch_add(n as u64, Ordering::Relaxed);
     }
+}
+
+/// Write as much of `data` as the budget grants; `Some` when the connection must end.
+fn forward(data: &[u8], to: &TcpStream, budget: &ByteBudget, counter: &AtomicU64) -> Option<PumpEnd> {
+    if data.is_empty() {
+        return None;
+    }
+    let granted = budget.take_up_to(data.len() as u64) as usize;
+    if let Err(e) = (&*to).write_all(&data[..granted]) {
+        return Some(PumpEnd::Error(e.to_string()));
+    }
+    counter.fetch_add(granted as u64, Ordering::Relaxed);
+    (granted < data.len()).then_some(PumpEnd::Cap)
 }
 
 #[cfg(test)]
@@ -154,12 +159,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_budget_refuses_what_would_exceed_it_and_reserves_nothing_then() {
+    fn the_budget_grants_at_most_what_is_left() {
         let budget = ByteBudget::new(10);
-        assert!(budget.take(6));
-        assert!(!budget.take(5));
-        assert_eq!(budget.used(), 6);
-        assert!(budget.take(4));
+        assert_eq!(budget.take_up_to(6), 6);
+        assert_eq!(budget.take_up_to(5), 4);
         assert!(budget.spent());
+        assert_eq!(budget.take_up_to(1), 0);
+        assert_eq!(budget.used(), 10);
     }
 }

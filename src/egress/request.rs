@@ -122,7 +122,7 @@ pub fn parse_head(head: &[u8]) -> Result<ProxyRequest, HeadError> {
 /// Parse `host:port` (CONNECT) or `host[:port]` (URI authority, with `default_port`).
 fn parse_authority(text: &str, default_port: Option<u16>) -> Result<(Host, u16), HeadError> {
     let bad = |why: &str| HeadError::Malformed(format!("bad authority `{}`: {why}", printable(text)));
-    if text.is_empty() || text.bytes().any(|b| b <= b' ' || b >= 0x7f || b"/?#@\\%".contains(&b)) {
+    if text.is_empty() || text.bytes().any(|b| b <= b' ' || b == 0x7f || b"/?#@\\%".contains(&b)) {
         return Err(bad("empty or contains characters not allowed in host:port"));
     }
     let (host, port) = if text.starts_with('[') {
