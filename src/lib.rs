@@ -13,8 +13,10 @@
 //! - `progress`: the failing-set trend behind `explain-halt`.
 //! - `interrupt`: SIGINT/SIGTERM handling.
 //! - `run_id`: run id validation and generation.
+//! - `egress`: the agent zone's allowlist proxy and its audit log.
 pub mod capture;
 pub mod cli;
+pub mod egress;
 pub mod engine;
 pub mod error;
 pub mod halt;

@@ -1,0 +1,33 @@
+//! Egress for the agent zone: an allowlist proxy that runs in the oracle zone (the loopexec
+//! process) and serves a TCP listener the sandbox created inside the agent zone's network
+//! namespace. See docs/egress.md for the design and the policy syntax.
+//!
+//! - `rule`: allowlist entries and host-name normalisation (IDNA, case, trailing dot).
+//! - `addr`: which addresses are public; private, loopback, metadata... are refused by default.
+//! - `resolve`: the `Resolver` trait, system and fixed resolvers, `--resolve` pins.
+//! - `config`: `EgressConfig` built from the policy and the command line.
+//! - `decision`: allowlist -> resolution -> address check, for one destination.
+//! - `request`: reading and parsing a bounded proxy request head.
+//! - `relay`: copying bytes both ways under the zone's byte budget.
+//! - `upstream`: chaining through the operator's proxy.
+//! - `proxy`: the accept loop, per-connection handling, caps, stop.
+//! - `audit`: the JSONL audit log, its digest and summary.
+//! - `args`: `--allow-host`, `--resolve`, `--egress-proxy` for clap.
+pub mod addr;
+pub mod args;
+pub mod audit;
+pub mod config;
+pub mod decision;
+pub mod proxy;
+pub mod relay;
+pub mod request;
+pub mod resolve;
+pub mod rule;
+pub mod upstream;
+
+pub use args::EgressArgs;
+pub use audit::{AuditLog, AuditRecord, Decision, EgressSummary};
+pub use config::{EgressConfig, EgressError};
+pub use proxy::{Proxy, ProxyHandle, ProxyStats};
+pub use resolve::{FixedResolver, Resolver, SystemResolver};
+pub use rule::AllowRule;

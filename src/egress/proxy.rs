@@ -1,0 +1,437 @@
+//! The egress proxy: accepts connections on the listener the sandbox created inside the agent
+//! zone's network namespace, decides each request, relays what is allowed, answers what is not,
+//! and writes one audit line per decision.
+//!
+//! Threads: one accept thread; one thread per connection (plus one per relayed direction). Caps
+//! are checked at accept time (concurrent connections, the zone's byte budget, a writable audit
+//! log) so an over-cap client costs no thread. `ProxyHandle::stop` stops accepting, cuts every
+//! open connection, joins all threads and returns the totals.
+
+use super::audit::{now_rfc3339, AuditLog, AuditRecord, Decision};
+use super::config::EgressConfig;
+use super::decision::{decide, Denial};
+use super::relay::{relay, ByteBudget, RelayEnd};
+use super::request::{parse_head, printable, read_head, HeadError, RequestKind};
+use super::upstream::open_tunnel;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use std::collections::HashMap;
+use std::io::Write;
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How often the accept loop looks at the stop flag while idle.
+const ACCEPT_POLL: u16 = 100;
+/// How long writing a refusal to a client may block.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Totals over the proxy's life.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ProxyStats {
+    pub allowed: u64,
+    pub denied: u64,
+    pub bytes_up: u64,
+    pub bytes_down: u64,
+    /// Connections cut because the zone's byte budget ran out.
+    pub byte_cap_hits: u64,
+    /// Audit lines that could not be written (the proxy refuses new connections after the first).
+    pub audit_errors: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    allowed: AtomicU64,
+    denied: AtomicU64,
+    bytes_up: AtomicU64,
+    bytes_down: AtomicU64,
+    byte_cap_hits: AtomicU64,
+    audit_errors: AtomicU64,
+}
+
+struct Shared {
+    config: EgressConfig,
+    audit: AuditLog,
+    zone: String,
+    budget: ByteBudget,
+    active: AtomicUsize,
+    stopping: AtomicBool,
+    audit_broken: AtomicBool,
+    counters: Counters,
+    /// Clones of every open socket, so `stop` can cut them.
+    open: Mutex<HashMap<u64, Vec<TcpStream>>>,
+    workers: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// The proxy entry point.
+pub struct Proxy;
+
+/// A running proxy.
+pub struct ProxyHandle {
+    shared: Arc<Shared>,
+    accept: Option<JoinHandle<()>>,
+    local_addr: SocketAddr,
+}
+
+impl Proxy {
+    /// Start serving `listener` (normally the one `RunningZone::take_listener` returned) in
+    /// background threads. Audit lines name `zone`.
+    pub fn start(config: EgressConfig, listener: TcpListener, audit: AuditLog, zone: &str) -> std::io::Result<ProxyHandle> {
+        listener.set_nonblocking(true)?;
+        let local_addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            budget: ByteBudget::new(config.max_bytes),
+            config,
+            audit,
+            zone: zone.to_string(),
+            active: AtomicUsize::new(0),
+            stopping: AtomicBool::new(false),
+            audit_broken: AtomicBool::new(false),
+            counters: Counters::default(),
+            open: Mutex::new(HashMap::new()),
+            workers: Mutex::new(Vec::new()),
+        });
+        let accept_shared = Arc::clone(&shared);
+        let accept = std::thread::Builder::new()
+            .name("egress-accept".into())
+            .spawn(move || accept_loop(&accept_shared, &listener))?;
+        Ok(ProxyHandle { shared, accept: Some(accept), local_addr })
+    }
+}
+
+impl ProxyHandle {
+    /// The listener's address (inside the zone's namespace).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Totals so far.
+    pub fn stats(&self) -> ProxyStats {
+        snapshot(&self.shared.counters)
+    }
+
+    /// Stop accepting, cut open connections, join every thread, return the totals.
+    pub fn stop(mut self) -> ProxyStats {
+        self.shutdown();
+        self.stats()
+    }
+
+    fn shutdown(&mut self) {
+        self.shared.stopping.store(true, Ordering::SeqCst);
+        if let Some(accept) = self.accept.take() {
+            let _ = accept.join();
+        }
+        for sockets in lock(&self.shared.open).values() {
+            for s in sockets {
+                let _ = s.shutdown(Shutdown::Both);
+            }
+        }
+        let workers = std::mem::take(&mut *lock(&self.shared.workers));
+        for w in workers {
+            let _ = w.join();
+        }
+    }
+}
+
+impl Drop for ProxyHandle {
+    fn drop(&mut self) {
+        if self.accept.is_some() {
+            self.shutdown();
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn snapshot(c: &Counters) -> ProxyStats {
+    ProxyStats {
+        allowed: c.allowed.load(Ordering::Relaxed),
+        denied: c.denied.load(Ordering::Relaxed),
+        bytes_up: c.bytes_up.load(Ordering::Relaxed),
+        bytes_down: c.bytes_down.load(Ordering::Relaxed),
+        byte_cap_hits: c.byte_cap_hits.load(Ordering::Relaxed),
+        audit_errors: c.audit_errors.load(Ordering::Relaxed),
+    }
+}
+
+fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
+    let mut next_id: u64 = 0;
+    while !shared.stopping.load(Ordering::SeqCst) {
+        let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::from(ACCEPT_POLL)) {
+            Ok(0) => continue,
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => {
+                tracing::error!("egress proxy: poll on the listener failed: {e}");
+                return;
+            }
+        }
+        let (stream, _) = match listener.accept() {
+            Ok(pair) => pair,
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted) => continue,
+            Err(e) => {
+                // EMFILE and friends: back off instead of spinning.
+                tracing::warn!("egress proxy: accept failed: {e}");
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+        };
+        if stream.set_nonblocking(false).is_err() {
+            continue;
+        }
+        if let Some(denial) = refusal_at_accept(shared) {
+            let started = Instant::now();
+            answer(&stream, &denial, "X-Loopexec-Denied");
+            audit_denied(shared, None, &denial, started);
+            continue;
+        }
+        shared.active.fetch_add(1, Ordering::SeqCst);
+        next_id += 1;
+        let id = next_id;
+        let worker_shared = Arc::clone(shared);
+        let spawned = std::thread::Builder::new().name("egress-conn".into()).spawn(move || {
+            handle_connection(&worker_shared, id, stream);
+            lock(&worker_shared.open).remove(&id);
+            worker_shared.active.fetch_sub(1, Ordering::SeqCst);
+        });
+        let mut workers = lock(&shared.workers);
+        workers.retain(|w| !w.is_finished());
+        match spawned {
+            Ok(handle) => workers.push(handle),
+            Err(e) => {
+                shared.active.fetch_sub(1, Ordering::SeqCst);
+                tracing::warn!("egress proxy: could not start a connection thread: {e}");
+            }
+        }
+    }
+}
+
+/// Refusals decided before reading anything: caps and a broken audit log.
+fn refusal_at_accept(shared: &Shared) -> Option<Denial> {
+    if shared.audit_broken.load(Ordering::SeqCst) {
+        return Some(Denial::new(503, "audit_unavailable", "the egress audit log cannot be written"));
+    }
+    let active = shared.active.load(Ordering::SeqCst);
+    if active >= shared.config.max_connections {
+        return Some(Denial::new(
+            503,
+            "connection_cap",
+            format!("{active} connections open, the zone's cap is {}", shared.config.max_connections),
+        ));
+    }
+    if shared.budget.spent() {
+        return Some(Denial::new(503, "byte_cap", format!("the zone's {} byte budget is spent", shared.config.max_bytes)));
+    }
+    None
+}
+
+/// What the audit line says about the request, as far as it was understood.
+#[derive(Default)]
+struct Seen {
+    method: Option<String>,
+    host: Option<String>,
+    port: Option<u16>,
+}
+
+fn handle_connection(shared: &Shared, id: u64, client: TcpStream) {
+    let started = Instant::now();
+    if let Ok(clone) = client.try_clone() {
+        lock(&shared.open).insert(id, vec![clone]);
+    }
+    if shared.stopping.load(Ordering::SeqCst) {
+        return;
+    }
+    let (head, early) = match read_head(&client, shared.config.head_timeout) {
+        Ok(pair) => pair,
+        Err(e) => {
+            let denial = head_denial(e);
+            if denial.status != 0 {
+                answer(&client, &denial, "X-Loopexec-Denied");
+            }
+            audit_denied(shared, None, &denial, started);
+            return;
+        }
+    };
+    let request = match parse_head(&head) {
+        Ok(r) => r,
+        Err(e) => {
+            let denial = head_denial(e);
+            answer(&client, &denial, "X-Loopexec-Denied");
+            audit_denied(shared, None, &denial, started);
+            return;
+        }
+    };
+    let seen = Seen { method: Some(request.method.clone()), host: Some(request.host.to_string()), port: Some(request.port) };
+    let permit = match decide(&shared.config, &request.host, request.port) {
+        Ok(p) => p,
+        Err(denial) => {
+            answer(&client, &denial, "X-Loopexec-Denied");
+            audit_denied(shared, Some(seen), &denial, started);
+            return;
+        }
+    };
+    let mut record = base_record(shared, Some(seen), Decision::Allowed);
+    record.rule = Some(permit.rule.clone());
+    record.via = permit.via.clone();
+
+    // Connect to exactly the checked addresses, in order.
+    let mut last_error = String::from("no address");
+    let mut server = None;
+    for addr in &permit.addrs {
+        match TcpStream::connect_timeout(addr, shared.config.connect_timeout) {
+            Ok(s) => {
+                record.address = Some(addr.to_string());
+                server = Some(s);
+                break;
+            }
+            Err(e) => last_error = format!("{addr}: {e}"),
+        }
+    }
+    let Some(server) = server else {
+        let failure = Denial::new(502, "connect_failed", last_error);
+        answer(&client, &failure, "X-Loopexec-Error");
+        finish_failed(shared, record, &failure, started);
+        return;
+    };
+    if let Ok(clone) = server.try_clone() {
+        lock(&shared.open).entry(id).or_default().push(clone);
+    }
+    let _ = server.set_nodelay(true);
+    let _ = client.set_nodelay(true);
+
+    let mut first_down = Vec::new();
+    if permit.via.is_some() {
+        match open_tunnel(&server, &request.host.authority(request.port), shared.config.connect_timeout) {
+            Ok(extra) => first_down = extra,
+            Err(problem) => {
+                let failure = Denial::new(502, "upstream_refused", problem);
+                answer(&client, &failure, "X-Loopexec-Error");
+                finish_failed(shared, record, &failure, started);
+                return;
+            }
+        }
+    }
+    let first_up = match request.kind {
+        RequestKind::Connect => {
+            if let Err(e) = (&client).write_all(b"HTTP/1.1 200 Connection established\r\n\r\n") {
+                record.end = Some(format!("error: {e}"));
+                finish(shared, record, started);
+                return;
+            }
+            record.status = Some(200);
+            early
+        }
+        RequestKind::Forward { mut head } => {
+            head.extend_from_slice(&early);
+            head
+        }
+    };
+    let outcome = relay(&client, &server, &first_up, &first_down, &shared.budget, &shared.stopping);
+    if outcome.end == RelayEnd::ByteCap {
+        shared.counters.byte_cap_hits.fetch_add(1, Ordering::Relaxed);
+    }
+    shared.counters.bytes_up.fetch_add(outcome.bytes_up, Ordering::Relaxed);
+    shared.counters.bytes_down.fetch_add(outcome.bytes_down, Ordering::Relaxed);
+    record.bytes_up = outcome.bytes_up;
+    record.bytes_down = outcome.bytes_down;
+    record.end = Some(outcome.end.label());
+    finish(shared, record, started);
+}
+
+fn head_denial(e: HeadError) -> Denial {
+    match e {
+        HeadError::Closed => Denial::new(0, "closed_before_request", "the client closed before sending a request"),
+        HeadError::Timeout => Denial::new(408, "head_timeout", "the request head did not arrive in time"),
+        HeadError::TooLarge(why) => Denial::new(431, "head_too_large", why),
+        HeadError::Malformed(why) => Denial::new(400, "malformed", why),
+        HeadError::Unsupported(why) => Denial::new(400, "unsupported", why),
+        HeadError::Io(e) => Denial::new(0, "client_error", e.to_string()),
+    }
+}
+
+fn reason_phrase(status: u16) -> &'static str {
+    match status {
+        400 => "Bad Request",
+        403 => "Forbidden",
+        408 => "Request Timeout",
+        431 => "Request Header Fields Too Large",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        _ => "Error",
+    }
+}
+
+/// Write the proxy's own refusal: status, a header naming the reason, a one-line body.
+fn answer(client: &TcpStream, denial: &Denial, header: &str) {
+    let value = printable(&format!("{}: {}", denial.reason, denial.detail));
+    let body = format!("loopexec egress: {value}\n");
+    let response = format!(
+        "HTTP/1.1 {} {}\r\n{header}: {value}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        denial.status,
+        reason_phrase(denial.status),
+        body.len()
+    );
+    let _ = client.set_write_timeout(Some(ANSWER_TIMEOUT));
+    let _ = (&*client).write_all(response.as_bytes());
+    let _ = client.shutdown(Shutdown::Write);
+}
+
+fn base_record(shared: &Shared, seen: Option<Seen>, decision: Decision) -> AuditRecord {
+    let seen = seen.unwrap_or_default();
+    AuditRecord {
+        ts: now_rfc3339(),
+        zone: shared.zone.clone(),
+        method: seen.method,
+        host: seen.host,
+        port: seen.port,
+        address: None,
+        via: None,
+        decision,
+        rule: None,
+        reason: None,
+        detail: None,
+        status: None,
+        end: None,
+        bytes_up: 0,
+        bytes_down: 0,
+        duration_ms: 0,
+    }
+}
+
+fn audit_denied(shared: &Shared, seen: Option<Seen>, denial: &Denial, started: Instant) {
+    shared.counters.denied.fetch_add(1, Ordering::Relaxed);
+    let mut record = base_record(shared, seen, Decision::Denied);
+    record.reason = Some(denial.reason.to_string());
+    record.detail = Some(printable(&denial.detail));
+    record.status = (denial.status != 0).then_some(denial.status);
+    record.address = denial.address.clone();
+    write_record(shared, record, started);
+}
+
+/// An allowed connection that could not be established.
+fn finish_failed(shared: &Shared, mut record: AuditRecord, failure: &Denial, started: Instant) {
+    record.reason = Some(failure.reason.to_string());
+    record.detail = Some(printable(&failure.detail));
+    record.status = Some(failure.status);
+    record.end = Some(failure.reason.to_string());
+    finish(shared, record, started);
+}
+
+fn finish(shared: &Shared, record: AuditRecord, started: Instant) {
+    shared.counters.allowed.fetch_add(1, Ordering::Relaxed);
+    write_record(shared, record, started);
+}
+
+fn write_record(shared: &Shared, mut record: AuditRecord, started: Instant) {
+    record.duration_ms = started.elapsed().as_millis().min(u64::MAX as u128) as u64;
+    if let Err(e) = shared.audit.record(&record) {
+        shared.counters.audit_errors.fetch_add(1, Ordering::Relaxed);
+        shared.audit_broken.store(true, Ordering::SeqCst);
+        tracing::error!("egress proxy: {e}; refusing new connections");
+    }
+}

@@ -1,0 +1,694 @@
+//! The egress proxy end to end, against servers started on loopback by each test: a plain HTTP
+//! server, a TLS server with a certificate generated here, and a fixed resolver table. Loopback
+//! destinations are reached the way an operator would reach them: with `--resolve` pins or
+//! `allow_addresses`; everything else about the decision is the production path.
+
+use loopexec::egress::{AuditLog, AuditRecord, Decision, EgressConfig, FixedResolver, Proxy, ProxyHandle, ProxyStats};
+use loopexec::safefs::SafeDir;
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::sync::mpsc::{channel, Receiver};
+use std::sync::Arc;
+use std::time::Duration;
+
+const HOST: &str = "api.example.test";
+
+// ---------------------------------------------------------------- harness
+
+struct Harness {
+    proxy: ProxyHandle,
+    addr: SocketAddr,
+    dir: tempfile::TempDir,
+}
+
+impl Harness {
+    fn stop(self) -> (ProxyStats, Vec<AuditRecord>) {
+        let stats = self.proxy.stop();
+        let bytes = std::fs::read(self.dir.path().join("egress.jsonl")).unwrap();
+        let records = bytes
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| serde_json::from_slice(l).unwrap())
+            .collect();
+        (stats, records)
+    }
+}
+
+struct Setup<'a> {
+    allow: &'a [String],
+    addresses: &'a [&'a str],
+    pins: &'a [String],
+    upstream: Option<&'a str>,
+    max_connections: usize,
+    max_bytes: u64,
+    table: FixedResolver,
+    head_timeout: Duration,
+}
+
+impl Default for Setup<'_> {
+    fn default() -> Self {
+        Setup {
+            allow: &[],
+            addresses: &[],
+            pins: &[],
+            upstream: None,
+            max_connections: 16,
+            max_bytes: 1 << 30,
+            table: FixedResolver::new(),
+            head_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+fn start(setup: Setup<'_>) -> Harness {
+    let addresses: Vec<String> = setup.addresses.iter().map(|s| s.to_string()).collect();
+    let config = EgressConfig::from_parts(
+        setup.allow,
+        &addresses,
+        setup.pins,
+        setup.upstream,
+        setup.max_connections,
+        setup.max_bytes,
+    )
+    .unwrap()
+    .with_resolver(Arc::new(setup.table))
+    .with_head_timeout(setup.head_timeout);
+    let dir = tempfile::tempdir().unwrap();
+    let audit = AuditLog::open(&SafeDir::open(dir.path()).unwrap(), "egress.jsonl").unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let proxy = Proxy::start(config, listener, audit, "agent").unwrap();
+    let addr = proxy.local_addr();
+    Harness { proxy, addr, dir }
+}
+
+fn ip(text: &str) -> IpAddr {
+    text.parse().unwrap()
+}
+
+/// A response as the client saw it.
+struct Response {
+    status: u16,
+    headers: HashMap<String, String>,
+    body: Vec<u8>,
+}
+
+/// Read a response head (and, if `to_eof`, the rest of the stream as body).
+fn read_response(stream: &mut TcpStream, to_eof: bool) -> Response {
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        match stream.read(&mut byte) {
+            Ok(0) => break,
+            Ok(_) => buf.push(byte[0]),
+            Err(e) => panic!("reading response head: {e}"),
+        }
+    }
+    let text = String::from_utf8_lossy(&buf).to_string();
+    let mut lines = text.split("\r\n");
+    let status_line = lines.next().unwrap_or_default();
+    let status = status_line.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let headers = lines
+        .filter_map(|l| l.split_once(": "))
+        .map(|(k, v)| (k.to_ascii_lowercase(), v.to_string()))
+        .collect();
+    let mut body = Vec::new();
+    if to_eof {
+        let _ = stream.read_to_end(&mut body);
+    }
+    Response { status, headers, body }
+}
+
+/// Send a raw request to the proxy and read the whole answer.
+fn ask(proxy: SocketAddr, request: &str) -> Response {
+    let mut stream = TcpStream::connect(proxy).unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    read_response(&mut stream, true)
+}
+
+fn connect_request(authority: &str) -> String {
+    format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n")
+}
+
+fn denied(response: &Response) -> &str {
+    response.headers.get("x-loopexec-denied").map(String::as_str).unwrap_or("")
+}
+
+// ---------------------------------------------------------------- servers
+
+/// An HTTP/1.1 origin: records each request (head + body, framed by Content-Length or chunked)
+/// and answers `reply` bytes with Content-Length and Connection: close.
+fn http_server(reply: Vec<u8>) -> (u16, Receiver<Vec<u8>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            let tx = tx.clone();
+            let reply = reply.clone();
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut request = Vec::new();
+                let mut content_length = 0usize;
+                let mut chunked = false;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let lower = line.to_ascii_lowercase();
+                    if let Some(v) = lower.strip_prefix("content-length:") {
+                        content_length = v.trim().parse().unwrap();
+                    }
+                    if lower.starts_with("transfer-encoding:") && lower.contains("chunked") {
+                        chunked = true;
+                    }
+                    request.extend_from_slice(line.as_bytes());
+                    if line == "\r\n" {
+                        break;
+                    }
+                }
+                if chunked {
+                    while !request.ends_with(b"\r\n0\r\n\r\n") {
+                        let mut b = [0u8; 1];
+                        if reader.read(&mut b).unwrap_or(0) == 0 {
+                            break;
+                        }
+                        request.push(b[0]);
+                    }
+                } else {
+                    let mut body = vec![0u8; content_length];
+                    let _ = reader.read_exact(&mut body);
+                    request.extend_from_slice(&body);
+                }
+                let _ = tx.send(request);
+                let mut out = stream;
+                let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", reply.len());
+                let _ = out.write_all(head.as_bytes());
+                let _ = out.write_all(&reply);
+            });
+        }
+    });
+    (port, rx)
+}
+
+/// A line echo server: answers every line with `echo: <line>`.
+fn echo_server() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut out = stream;
+                let mut line = String::new();
+                while reader.read_line(&mut line).unwrap_or(0) > 0 {
+                    if out.write_all(format!("echo: {line}").as_bytes()).is_err() {
+                        return;
+                    }
+                    line.clear();
+                }
+            });
+        }
+    });
+    port
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// A TLS server for `HOST` with a certificate generated now; answers `ping\n` with `pong\n`.
+/// Returns its port and the certificate for the client's trust store.
+fn tls_server() -> (u16, rustls::pki_types::CertificateDer<'static>) {
+    let certified = rcgen::generate_simple_self_signed(vec![HOST.to_string()]).unwrap();
+    let cert = certified.cert.der().clone();
+    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(certified.key_pair.serialize_der().into());
+    let config = rustls::ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![cert.clone()], key)
+        .unwrap();
+    let config = Arc::new(config);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            let config = Arc::clone(&config);
+            std::thread::spawn(move || {
+                let conn = rustls::ServerConnection::new(config).unwrap();
+                let mut tls = rustls::StreamOwned::new(conn, stream);
+                let mut line = [0u8; 5];
+                if tls.read_exact(&mut line).is_ok() && &line == b"ping\n" {
+                    let _ = tls.write_all(b"pong\n");
+                    let _ = tls.flush();
+                }
+            });
+        }
+    });
+    (port, cert)
+}
+
+// ---------------------------------------------------------------- allowed traffic
+
+#[test]
+fn an_absolute_uri_request_to_an_allowed_host_is_forwarded_in_origin_form() {
+    let (port, requests) = http_server(b"hello from origin".to_vec());
+    let allow = [format!("{HOST}:{port}")];
+    let pins = [format!("{HOST}:{port}:127.0.0.1")];
+    let h = start(Setup { allow: &allow, pins: &pins, ..Setup::default() });
+    let r = ask(
+        h.addr,
+        &format!(
+            "GET http://{HOST}:{port}/v1/models?x=1 HTTP/1.1\r\nHost: {HOST}:{port}\r\n\
+             Proxy-Authorization: Basic c2VjcmV0\r\nProxy-Connection: keep-alive\r\nAccept: */*\r\n\r\n"
+        ),
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body, b"hello from origin");
+    let seen = String::from_utf8(requests.recv_timeout(Duration::from_secs(5)).unwrap()).unwrap();
+    assert_eq!(
+        seen,
+        format!("GET /v1/models?x=1 HTTP/1.1\r\nHost: {HOST}:{port}\r\nAccept: */*\r\nConnection: close\r\n\r\n")
+    );
+    let (stats, records) = h.stop();
+    assert_eq!((stats.allowed, stats.denied), (1, 0));
+    assert_eq!(records[0].address.as_deref(), Some(format!("127.0.0.1:{port}").as_str()));
+}
+
+#[test]
+fn request_bodies_with_content_length_and_chunked_framing_arrive_intact() {
+    let (port, requests) = http_server(b"ok".to_vec());
+    let allow = [format!("{HOST}:{port}")];
+    let pins = [format!("{HOST}:{port}:127.0.0.1")];
+    let h = start(Setup { allow: &allow, pins: &pins, ..Setup::default() });
+
+    let r = ask(h.addr, &format!("POST http://{HOST}:{port}/a HTTP/1.1\r\nContent-Length: 11\r\n\r\nhello world"));
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"ok"[..]));
+    let seen = requests.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert!(seen.ends_with(b"Content-Length: 11\r\nConnection: close\r\n\r\nhello world"), "{}", String::from_utf8_lossy(&seen));
+
+    let chunked = "5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n";
+    let r = ask(h.addr, &format!("POST http://{HOST}:{port}/b HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n{chunked}"));
+    assert_eq!(r.status, 200);
+    let seen = String::from_utf8(requests.recv_timeout(Duration::from_secs(5)).unwrap()).unwrap();
+    assert!(seen.ends_with(&format!("Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n{chunked}")), "{seen}");
+}
+
+#[test]
+fn connect_to_an_allowed_host_completes_a_tls_handshake() {
+    let (port, cert) = tls_server();
+    let allow = [format!("{HOST}:{port}")];
+    let pins = [format!("{HOST}:{port}:127.0.0.1")];
+    let h = start(Setup { allow: &allow, pins: &pins, ..Setup::default() });
+
+    let mut tcp = TcpStream::connect(h.addr).unwrap();
+    tcp.write_all(connect_request(&format!("{HOST}:{port}")).as_bytes()).unwrap();
+    let r = read_response(&mut tcp, false);
+    assert_eq!(r.status, 200);
+
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert).unwrap();
+    let config = rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::try_from(HOST).unwrap();
+    let conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    tls.write_all(b"ping\n").unwrap();
+    let mut answer = [0u8; 5];
+    tls.read_exact(&mut answer).unwrap();
+    assert_eq!(&answer, b"pong\n");
+    assert!(tls.conn.negotiated_cipher_suite().is_some());
+    drop(tls);
+
+    let (stats, records) = h.stop();
+    assert_eq!(stats.allowed, 1);
+    assert_eq!(records[0].method.as_deref(), Some("CONNECT"));
+    assert_eq!(records[0].status, Some(200));
+    assert!(records[0].bytes_up > 0 && records[0].bytes_down > 0);
+}
+
+#[test]
+fn mixed_case_and_a_trailing_dot_are_normalised_and_allowed() {
+    let port = echo_server();
+    let allow = [format!("{HOST}:{port}")];
+    let pins = [format!("{HOST}:{port}:127.0.0.1")];
+    let h = start(Setup { allow: &allow, pins: &pins, ..Setup::default() });
+    let mut tcp = TcpStream::connect(h.addr).unwrap();
+    tcp.write_all(connect_request(&format!("API.Example.TEST.:{port}")).as_bytes()).unwrap();
+    assert_eq!(read_response(&mut tcp, false).status, 200);
+    tcp.write_all(b"hi\n").unwrap();
+    let mut line = String::new();
+    BufReader::new(&tcp).read_line(&mut line).unwrap();
+    assert_eq!(line, "echo: hi\n");
+    drop(tcp);
+    let (_, records) = h.stop();
+    assert_eq!(records[0].host.as_deref(), Some(HOST));
+}
+
+#[test]
+fn a_subdomain_of_a_wildcard_entry_is_allowed() {
+    let port = echo_server();
+    let allow = [format!("*.example.test:{port}")];
+    let pins = [format!("eu.api.example.test:{port}:127.0.0.1")];
+    let h = start(Setup { allow: &allow, pins: &pins, ..Setup::default() });
+    let mut tcp = TcpStream::connect(h.addr).unwrap();
+    tcp.write_all(connect_request(&format!("eu.api.example.test:{port}")).as_bytes()).unwrap();
+    assert_eq!(read_response(&mut tcp, false).status, 200);
+}
+
+// ---------------------------------------------------------------- refusals by the allowlist
+
+#[test]
+fn a_host_no_entry_allows_is_refused_with_403_naming_the_reason() {
+    let allow = [format!("{HOST}:443")];
+    let h = start(Setup { allow: &allow, ..Setup::default() });
+    let r = ask(h.addr, &connect_request("other.example.test:443"));
+    assert_eq!(r.status, 403);
+    assert_eq!(denied(&r), "no_matching_rule: no allow entry matches other.example.test:443");
+    assert_eq!(r.body, b"loopexec egress: no_matching_rule: no allow entry matches other.example.test:443\n");
+    let r = ask(h.addr, "GET http://other.example.test/ HTTP/1.1\r\n\r\n");
+    assert_eq!(r.status, 403);
+    assert!(denied(&r).starts_with("no_matching_rule"));
+}
+
+#[test]
+fn an_allowed_host_on_another_port_is_refused() {
+    let allow = [HOST.to_string()];
+    let h = start(Setup { allow: &allow, ..Setup::default() });
+    let r = ask(h.addr, &connect_request(&format!("{HOST}:8443")));
+    assert_eq!(r.status, 403);
+    assert_eq!(denied(&r), format!("port_not_allowed: {HOST} is allowed only on port 443"));
+    let r = ask(h.addr, &format!("GET http://{HOST}/ HTTP/1.1\r\n\r\n"));
+    assert!(denied(&r).starts_with("port_not_allowed"), "port 80 by default");
+}
+
+#[test]
+fn an_ip_literal_is_refused_unless_listed_and_its_address_allowed() {
+    let port = echo_server();
+    let h = start(Setup { allow: &[HOST.to_string()], ..Setup::default() });
+    let r = ask(h.addr, &connect_request(&format!("127.0.0.1:{port}")));
+    assert_eq!(r.status, 403);
+    assert!(denied(&r).starts_with("ip_literal_not_listed"), "{}", denied(&r));
+    let r = ask(h.addr, &connect_request(&format!("[::1]:{port}")));
+    assert!(denied(&r).starts_with("ip_literal_not_listed"));
+    h.stop();
+
+    // Listed but loopback: the address check still refuses ...
+    let allow = [format!("127.0.0.1:{port}")];
+    let h = start(Setup { allow: &allow, ..Setup::default() });
+    let r = ask(h.addr, &connect_request(&format!("127.0.0.1:{port}")));
+    assert!(denied(&r).starts_with("address_refused"), "{}", denied(&r));
+    h.stop();
+
+    // ... until the operator also allows the address.
+    let h = start(Setup { allow: &allow, addresses: &["127.0.0.1"], ..Setup::default() });
+    let mut tcp = TcpStream::connect(h.addr).unwrap();
+    tcp.write_all(connect_request(&format!("127.0.0.1:{port}")).as_bytes()).unwrap();
+    assert_eq!(read_response(&mut tcp, false).status, 200);
+}
+
+#[test]
+fn a_wildcard_look_alike_is_refused() {
+    let h = start(Setup { allow: &["*.example.com".to_string()], ..Setup::default() });
+    let r = ask(h.addr, &connect_request("evil-example.com:443"));
+    assert_eq!((r.status, denied(&r)), (403, "no_matching_rule: no allow entry matches evil-example.com:443"));
+    let r = ask(h.addr, &connect_request("example.com.evil.net:443"));
+    assert_eq!(r.status, 403);
+}
+
+#[test]
+fn the_bare_domain_is_not_covered_by_its_wildcard() {
+    let h = start(Setup { allow: &["*.example.com".to_string()], ..Setup::default() });
+    let r = ask(h.addr, &connect_request("example.com:443"));
+    assert_eq!((r.status, denied(&r)), (403, "no_matching_rule: no allow entry matches example.com:443"));
+}
+
+#[test]
+fn a_punycode_homograph_of_an_allowed_name_is_refused() {
+    let table = FixedResolver::new().with("xn--xample-2of.com", &[ip("93.184.216.34")]);
+    let h = start(Setup { allow: &["example.com".to_string()], table, ..Setup::default() });
+    // Cyrillic "е" (U+0435) in place of the Latin "e", sent raw and as its A-label.
+    let r = ask(h.addr, &connect_request("\u{0435}xample.com:443"));
+    assert_eq!((r.status, denied(&r)), (403, "no_matching_rule: no allow entry matches xn--xample-2of.com:443"));
+    let r = ask(h.addr, &connect_request("xn--xample-2of.com:443"));
+    assert_eq!(r.status, 403);
+    let (_, records) = h.stop();
+    assert!(records.iter().all(|r| r.host.as_deref() == Some("xn--xample-2of.com")));
+}
+
+// ---------------------------------------------------------------- refusals by the address check
+
+#[test]
+fn an_allowed_name_resolving_to_private_loopback_or_metadata_is_refused_without_a_pin() {
+    for (answer, class) in [
+        ("10.1.2.3", "private"),
+        ("192.168.0.10", "private"),
+        ("127.0.0.1", "loopback"),
+        ("169.254.169.254", "cloud-metadata"),
+        ("100.64.1.1", "cgnat"),
+        ("fd00:ec2::254", "cloud-metadata"),
+        ("::ffff:127.0.0.1", "loopback"),
+    ] {
+        let table = FixedResolver::new().with(HOST, &[ip(answer)]);
+        let h = start(Setup { allow: &[HOST.to_string()], table, ..Setup::default() });
+        let r = ask(h.addr, &connect_request(&format!("{HOST}:443")));
+        assert_eq!(r.status, 403, "{answer}");
+        let header = denied(&r);
+        assert!(header.starts_with("address_refused"), "{answer}: {header}");
+        assert!(header.contains(&format!("a {class} address")), "{answer}: {header}");
+        let (stats, records) = h.stop();
+        assert_eq!(stats.denied, 1);
+        assert_eq!(records[0].address.as_deref(), Some(SocketAddr::new(ip(answer), 443).to_string().as_str()));
+    }
+}
+
+#[test]
+fn the_same_name_pinned_with_resolve_is_allowed() {
+    let port = echo_server();
+    let allow = [format!("{HOST}:{port}")];
+    let pins = [format!("{HOST}:{port}:127.0.0.1")];
+    // The resolver would say "metadata"; the operator's pin wins and is not re-resolved.
+    let table = FixedResolver::new().with(HOST, &[ip("169.254.169.254")]);
+    let h = start(Setup { allow: &allow, pins: &pins, table, ..Setup::default() });
+    let mut tcp = TcpStream::connect(h.addr).unwrap();
+    tcp.write_all(connect_request(&format!("{HOST}:{port}")).as_bytes()).unwrap();
+    assert_eq!(read_response(&mut tcp, false).status, 200);
+}
+
+#[test]
+fn ipv4_mapped_ipv6_loopback_is_refused_as_a_literal_and_as_an_answer() {
+    let allow = ["[::ffff:127.0.0.1]:443".to_string(), HOST.to_string()];
+    let table = FixedResolver::new().with(HOST, &[ip("::ffff:7f00:1")]);
+    let h = start(Setup { allow: &allow, table, ..Setup::default() });
+    let r = ask(h.addr, &connect_request("[::ffff:127.0.0.1]:443"));
+    assert!(denied(&r).contains("a loopback address"), "{}", denied(&r));
+    let r = ask(h.addr, &connect_request(&format!("{HOST}:443")));
+    assert!(denied(&r).contains("a loopback address"), "{}", denied(&r));
+}
+
+// ---------------------------------------------------------------- caps and malformed input
+
+#[test]
+fn connections_over_the_cap_get_503() {
+    let port = echo_server();
+    let allow = [format!("{HOST}:{port}")];
+    let pins = [format!("{HOST}:{port}:127.0.0.1")];
+    let h = start(Setup { allow: &allow, pins: &pins, max_connections: 1, ..Setup::default() });
+    let mut first = TcpStream::connect(h.addr).unwrap();
+    first.write_all(connect_request(&format!("{HOST}:{port}")).as_bytes()).unwrap();
+    assert_eq!(read_response(&mut first, false).status, 200);
+
+    let r = ask(h.addr, &connect_request(&format!("{HOST}:{port}")));
+    assert_eq!(r.status, 503);
+    assert_eq!(denied(&r), "connection_cap: 1 connections open, the zone's cap is 1");
+    drop(first);
+    let (stats, records) = h.stop();
+    assert_eq!((stats.allowed, stats.denied), (1, 1));
+    assert_eq!(records.iter().filter(|r| r.reason.as_deref() == Some("connection_cap")).count(), 1);
+}
+
+#[test]
+fn the_byte_cap_cuts_the_connection_and_is_recorded() {
+    let (port, _requests) = http_server(vec![b'x'; 256 * 1024]);
+    let allow = [format!("{HOST}:{port}")];
+    let pins = [format!("{HOST}:{port}:127.0.0.1")];
+    let h = start(Setup { allow: &allow, pins: &pins, max_bytes: 8192, ..Setup::default() });
+    let r = ask(h.addr, &format!("GET http://{HOST}:{port}/big HTTP/1.1\r\n\r\n"));
+    assert_eq!(r.status, 200);
+    assert!(!r.body.is_empty() && r.body.len() < 8192, "received {} bytes", r.body.len());
+    // The budget is spent: the next connection is refused at once.
+    let r = ask(h.addr, &format!("GET http://{HOST}:{port}/big HTTP/1.1\r\n\r\n"));
+    assert_eq!(r.status, 503);
+    assert!(denied(&r).starts_with("byte_cap"));
+    let (stats, records) = h.stop();
+    assert_eq!(stats.byte_cap_hits, 1);
+    assert_eq!(stats.bytes_up + stats.bytes_down, 8192);
+    let cut = records.iter().find(|r| r.decision == Decision::Allowed).unwrap();
+    assert_eq!(cut.end.as_deref(), Some("byte_cap"));
+    assert_eq!(cut.bytes_up + cut.bytes_down, 8192);
+}
+
+#[test]
+fn malformed_oversized_and_slow_request_heads_are_refused() {
+    let h = start(Setup { allow: &[HOST.to_string()], head_timeout: Duration::from_millis(300), ..Setup::default() });
+    assert_eq!(ask(h.addr, "NONSENSE\r\n\r\n").status, 400);
+    assert_eq!(ask(h.addr, &format!("CONNECT {HOST} HTTP/1.1\r\n\r\n")).status, 400);
+    assert_eq!(ask(h.addr, "GET /relative HTTP/1.1\r\nHost: x\r\n\r\n").status, 400);
+    let huge = format!("CONNECT {HOST}:443 HTTP/1.1\r\nX-Pad: {}\r\n\r\n", "a".repeat(20_000));
+    let mut tcp = TcpStream::connect(h.addr).unwrap();
+    let _ = tcp.write_all(huge.as_bytes());
+    assert_eq!(read_response(&mut tcp, false).status, 431);
+
+    let mut slow = TcpStream::connect(h.addr).unwrap();
+    slow.write_all(b"CONNECT api.exa").unwrap();
+    let r = read_response(&mut slow, true);
+    assert_eq!((r.status, denied(&r)), (408, "head_timeout: the request head did not arrive in time"));
+    let (stats, records) = h.stop();
+    assert_eq!(stats.denied, 5);
+    let reasons: Vec<_> = records.iter().filter_map(|r| r.reason.clone()).collect();
+    assert_eq!(reasons.iter().filter(|r| *r == "malformed").count(), 2);
+    assert_eq!(reasons.iter().filter(|r| *r == "unsupported").count(), 1);
+    assert!(reasons.contains(&"head_too_large".to_string()) && reasons.contains(&"head_timeout".to_string()));
+}
+
+// ---------------------------------------------------------------- the audit log
+
+#[test]
+fn the_audit_log_has_exactly_one_line_per_decision_with_its_fields() {
+    let port = echo_server();
+    let allow = [format!("{HOST}:{port}")];
+    let pins = [format!("{HOST}:{port}:127.0.0.1")];
+    let h = start(Setup { allow: &allow, pins: &pins, ..Setup::default() });
+
+    let mut tcp = TcpStream::connect(h.addr).unwrap();
+    tcp.write_all(connect_request(&format!("{HOST}:{port}")).as_bytes()).unwrap();
+    assert_eq!(read_response(&mut tcp, false).status, 200);
+    tcp.write_all(b"abc\n").unwrap();
+    let mut line = String::new();
+    BufReader::new(&tcp).read_line(&mut line).unwrap();
+    drop(tcp);
+    assert_eq!(ask(h.addr, &connect_request("nope.example.test:443")).status, 403);
+    assert_eq!(ask(h.addr, "garbage\r\n\r\n").status, 400);
+    // Wait for the allowed connection to close and be recorded.
+    for _ in 0..100 {
+        if h.proxy.stats().allowed == 1 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (stats, mut records) = h.stop();
+    assert_eq!(records.len(), 3);
+    assert_eq!((stats.allowed, stats.denied), (1, 2));
+    records.sort_by_key(|r| r.reason.clone());
+
+    let allowed = records.iter().find(|r| r.decision == Decision::Allowed).unwrap();
+    assert_eq!(allowed.zone, "agent");
+    assert_eq!(allowed.method.as_deref(), Some("CONNECT"));
+    assert_eq!((allowed.host.as_deref(), allowed.port), (Some(HOST), Some(port)));
+    assert_eq!(allowed.address.as_deref(), Some(format!("127.0.0.1:{port}").as_str()));
+    assert_eq!(allowed.rule.as_deref(), Some(format!("{HOST}:{port}").as_str()));
+    assert_eq!((allowed.bytes_up, allowed.bytes_down), (4, 10));
+    assert_eq!(allowed.end.as_deref(), Some("closed"));
+    assert!(allowed.ts.ends_with('Z') && allowed.ts.len() == 24, "{}", allowed.ts);
+
+    let no_rule = records.iter().find(|r| r.reason.as_deref() == Some("no_matching_rule")).unwrap();
+    assert_eq!((no_rule.decision, no_rule.status, no_rule.host.as_deref()), (Decision::Denied, Some(403), Some("nope.example.test")));
+    assert_eq!(no_rule.rule, None);
+    let malformed = records.iter().find(|r| r.reason.as_deref() == Some("malformed")).unwrap();
+    assert_eq!((malformed.status, malformed.host.as_deref()), (Some(400), None));
+}
+
+// ---------------------------------------------------------------- chaining and stopping
+
+#[test]
+fn allowed_connections_are_chained_through_the_upstream_proxy_after_the_allowlist() {
+    let port = echo_server();
+    let allow = [format!("{HOST}:{port}")];
+    let pins = [format!("{HOST}:{port}:127.0.0.1")];
+    // The operator's proxy: another instance with its own allowlist and audit log.
+    let upstream = start(Setup { allow: &allow, pins: &pins, ..Setup::default() });
+    let url = format!("http://{}", upstream.addr);
+    let h = start(Setup {
+        allow: &[allow[0].clone(), "other.example.test".to_string()],
+        addresses: &["127.0.0.1"],
+        upstream: Some(&url),
+        ..Setup::default()
+    });
+
+    let mut tcp = TcpStream::connect(h.addr).unwrap();
+    tcp.write_all(connect_request(&format!("{HOST}:{port}")).as_bytes()).unwrap();
+    assert_eq!(read_response(&mut tcp, false).status, 200);
+    tcp.write_all(b"via\n").unwrap();
+    let mut line = String::new();
+    BufReader::new(&tcp).read_line(&mut line).unwrap();
+    assert_eq!(line, "echo: via\n");
+    drop(tcp);
+
+    // Not allowed here: refused without asking the upstream.
+    let r = ask(h.addr, &connect_request("evil.example.test:443"));
+    assert!(denied(&r).starts_with("no_matching_rule"));
+    // Allowed here but not by the upstream: its refusal comes back as a 502.
+    let r = ask(h.addr, &connect_request("other.example.test:443"));
+    assert_eq!(r.status, 502);
+    assert!(r.headers["x-loopexec-error"].contains("answered 403"), "{:?}", r.headers);
+
+    let (_, records) = h.stop();
+    let chained = records.iter().find(|r| r.host.as_deref() == Some(HOST)).unwrap();
+    assert_eq!(chained.via.as_deref(), Some(url.as_str()));
+    assert_eq!(chained.address.as_deref(), Some(upstream.addr.to_string().as_str()));
+    let (_, upstream_records) = upstream.stop();
+    let hosts: Vec<_> = upstream_records.iter().filter_map(|r| r.host.clone()).collect();
+    assert_eq!(hosts.len(), 2);
+    assert!(!hosts.contains(&"evil.example.test".to_string()));
+}
+
+#[test]
+fn an_upstream_proxy_on_a_loopback_address_must_be_allowed_explicitly() {
+    let h = start(Setup { allow: &[HOST.to_string()], upstream: Some("http://127.0.0.1:9"), ..Setup::default() });
+    let r = ask(h.addr, &connect_request(&format!("{HOST}:443")));
+    assert_eq!(r.status, 403);
+    assert!(denied(&r).contains("the upstream proxy 127.0.0.1 resolves to 127.0.0.1:9, a loopback address"), "{}", denied(&r));
+}
+
+#[test]
+fn stop_cuts_open_tunnels_and_returns_the_totals() {
+    let port = echo_server();
+    let allow = [format!("{HOST}:{port}")];
+    let pins = [format!("{HOST}:{port}:127.0.0.1")];
+    let h = start(Setup { allow: &allow, pins: &pins, ..Setup::default() });
+    let mut tcp = TcpStream::connect(h.addr).unwrap();
+    tcp.write_all(connect_request(&format!("{HOST}:{port}")).as_bytes()).unwrap();
+    assert_eq!(read_response(&mut tcp, false).status, 200);
+    let (stats, records) = h.stop();
+    assert_eq!(stats.allowed, 1);
+    assert_eq!(records[0].end.as_deref(), Some("stopped"));
+    let mut rest = Vec::new();
+    assert_eq!(tcp.read_to_end(&mut rest).unwrap_or(0), 0, "the client sees the tunnel closed");
+}
+
+#[test]
+fn the_summary_and_digest_cover_the_written_log() {
+    let h = start(Setup { allow: &[HOST.to_string()], ..Setup::default() });
+    ask(h.addr, &connect_request("a.example.test:443"));
+    ask(h.addr, &connect_request("a.example.test:443"));
+    ask(h.addr, &connect_request(&format!("{HOST}:80")));
+    let stats = h.proxy.stop();
+    let bytes = std::fs::read(h.dir.path().join("egress.jsonl")).unwrap();
+    let summary = loopexec::egress::audit::summarize(&bytes).unwrap();
+    assert_eq!((summary.allowed, summary.denied), (0, 3));
+    assert_eq!(summary.denied, stats.denied);
+    assert_eq!(summary.hosts["a.example.test:443"].denied, 2);
+    assert_eq!(summary.hosts[&format!("{HOST}:80")].denied, 1);
+    let dir = SafeDir::open(h.dir.path()).unwrap();
+    let digest = loopexec::egress::audit::file_sha256(&dir, "egress.jsonl").unwrap();
+    assert_eq!(digest.len(), 64);
+}
