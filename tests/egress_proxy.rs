@@ -355,6 +355,22 @@ fn mixed_case_and_a_trailing_dot_are_normalised_and_allowed() {
 }
 
 #[test]
+fn bytes_sent_together_with_the_connect_head_reach_the_destination_first() {
+    let port = echo_server();
+    let allow = [format!("{HOST}:{port}")];
+    let pins = [format!("{HOST}:{port}:127.0.0.1")];
+    let h = start(Setup { allow: &allow, pins: &pins, ..Setup::default() });
+    let mut tcp = TcpStream::connect(h.addr).unwrap();
+    let mut request = connect_request(&format!("{HOST}:{port}"));
+    request.push_str("early\n");
+    tcp.write_all(request.as_bytes()).unwrap();
+    assert_eq!(read_response(&mut tcp, false).status, 200);
+    let mut line = String::new();
+    BufReader::new(&tcp).read_line(&mut line).unwrap();
+    assert_eq!(line, "echo: early\n");
+}
+
+#[test]
 fn a_subdomain_of_a_wildcard_entry_is_allowed() {
     let port = echo_server();
     let allow = [format!("*.example.test:{port}")];

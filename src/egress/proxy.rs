@@ -244,6 +244,9 @@ fn handle_connection(shared: &Shared, id: u64, client: TcpStream) {
         lock(&shared.open).insert(id, vec![clone]);
     }
     if shared.stopping.load(Ordering::SeqCst) {
+        let denial = Denial::new(503, "stopping", "the zone is ending");
+        answer(&client, &denial, "X-Loopexec-Denied");
+        audit_denied(shared, None, &denial, started);
         return;
     }
     let (head, early) = match read_head(&client, shared.config.head_timeout) {
