@@ -185,9 +185,9 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
             continue;
         }
         if let Some(denial) = refusal_at_accept(shared) {
-            let started = Instant::now();
+            let started = Accepted::now();
             answer(&stream, &denial, "X-Loopexec-Denied");
-            audit_denied(shared, None, &denial, started);
+            audit_denied(shared, None, &denial, &started);
             continue;
         }
         shared.active.fetch_add(1, Ordering::SeqCst);
@@ -230,6 +230,18 @@ fn refusal_at_accept(shared: &Shared) -> Option<Denial> {
     None
 }
 
+/// When a connection was accepted: for the audit line's `ts` and `duration_ms`.
+struct Accepted {
+    at: Instant,
+    ts: String,
+}
+
+impl Accepted {
+    fn now() -> Accepted {
+        Accepted { at: Instant::now(), ts: now_rfc3339() }
+    }
+}
+
 /// What the audit line says about the request, as far as it was understood.
 #[derive(Default)]
 struct Seen {
@@ -239,14 +251,14 @@ struct Seen {
 }
 
 fn handle_connection(shared: &Shared, id: u64, client: TcpStream) {
-    let started = Instant::now();
+    let started = Accepted::now();
     if let Ok(clone) = client.try_clone() {
         lock(&shared.open).insert(id, vec![clone]);
     }
     if shared.stopping.load(Ordering::SeqCst) {
         let denial = Denial::new(503, "stopping", "the zone is ending");
         answer(&client, &denial, "X-Loopexec-Denied");
-        audit_denied(shared, None, &denial, started);
+        audit_denied(shared, None, &denial, &started);
         return;
     }
     let (head, early) = match read_head(&client, shared.config.head_timeout) {
@@ -256,7 +268,7 @@ fn handle_connection(shared: &Shared, id: u64, client: TcpStream) {
             if denial.status != 0 {
                 answer(&client, &denial, "X-Loopexec-Denied");
             }
-            audit_denied(shared, None, &denial, started);
+            audit_denied(shared, None, &denial, &started);
             return;
         }
     };
@@ -265,7 +277,7 @@ fn handle_connection(shared: &Shared, id: u64, client: TcpStream) {
         Err(e) => {
             let denial = head_denial(e);
             answer(&client, &denial, "X-Loopexec-Denied");
-            audit_denied(shared, None, &denial, started);
+            audit_denied(shared, None, &denial, &started);
             return;
         }
     };
@@ -274,11 +286,11 @@ fn handle_connection(shared: &Shared, id: u64, client: TcpStream) {
         Ok(p) => p,
         Err(denial) => {
             answer(&client, &denial, "X-Loopexec-Denied");
-            audit_denied(shared, Some(seen), &denial, started);
+            audit_denied(shared, Some(seen), &denial, &started);
             return;
         }
     };
-    let mut record = base_record(shared, Some(seen), Decision::Allowed);
+    let mut record = base_record(shared, Some(seen), Decision::Allowed, &started);
     record.rule = Some(permit.rule.clone());
     record.via = permit.via.clone();
 
@@ -298,7 +310,7 @@ fn handle_connection(shared: &Shared, id: u64, client: TcpStream) {
     let Some(server) = server else {
         let failure = Denial::new(502, "connect_failed", last_error);
         answer(&client, &failure, "X-Loopexec-Error");
-        finish_failed(shared, record, &failure, started);
+        finish_failed(shared, record, &failure, &started);
         return;
     };
     if let Ok(clone) = server.try_clone() {
@@ -314,7 +326,7 @@ fn handle_connection(shared: &Shared, id: u64, client: TcpStream) {
             Err(problem) => {
                 let failure = Denial::new(502, "upstream_refused", problem);
                 answer(&client, &failure, "X-Loopexec-Error");
-                finish_failed(shared, record, &failure, started);
+                finish_failed(shared, record, &failure, &started);
                 return;
             }
         }
@@ -323,7 +335,7 @@ fn handle_connection(shared: &Shared, id: u64, client: TcpStream) {
         RequestKind::Connect => {
             if let Err(e) = (&client).write_all(b"HTTP/1.1 200 Connection established\r\n\r\n") {
                 record.end = Some(format!("error: {e}"));
-                finish(shared, record, started);
+                finish(shared, record, &started);
                 return;
             }
             record.status = Some(200);
@@ -343,7 +355,7 @@ fn handle_connection(shared: &Shared, id: u64, client: TcpStream) {
     record.bytes_up = outcome.bytes_up;
     record.bytes_down = outcome.bytes_down;
     record.end = Some(outcome.end.label());
-    finish(shared, record, started);
+    finish(shared, record, &started);
 }
 
 fn head_denial(e: HeadError) -> Denial {
@@ -384,10 +396,10 @@ fn answer(client: &TcpStream, denial: &Denial, header: &str) {
     let _ = client.shutdown(Shutdown::Write);
 }
 
-fn base_record(shared: &Shared, seen: Option<Seen>, decision: Decision) -> AuditRecord {
+fn base_record(shared: &Shared, seen: Option<Seen>, decision: Decision, accepted: &Accepted) -> AuditRecord {
     let seen = seen.unwrap_or_default();
     AuditRecord {
-        ts: now_rfc3339(),
+        ts: accepted.ts.clone(),
         zone: shared.zone.clone(),
         method: seen.method,
         host: seen.host,
@@ -406,9 +418,9 @@ fn base_record(shared: &Shared, seen: Option<Seen>, decision: Decision) -> Audit
     }
 }
 
-fn audit_denied(shared: &Shared, seen: Option<Seen>, denial: &Denial, started: Instant) {
+fn audit_denied(shared: &Shared, seen: Option<Seen>, denial: &Denial, started: &Accepted) {
     shared.counters.denied.fetch_add(1, Ordering::Relaxed);
-    let mut record = base_record(shared, seen, Decision::Denied);
+    let mut record = base_record(shared, seen, Decision::Denied, started);
     record.reason = Some(denial.reason.to_string());
     record.detail = Some(printable(&denial.detail));
     record.status = (denial.status != 0).then_some(denial.status);
@@ -417,7 +429,7 @@ fn audit_denied(shared: &Shared, seen: Option<Seen>, denial: &Denial, started: I
 }
 
 /// An allowed connection that could not be established.
-fn finish_failed(shared: &Shared, mut record: AuditRecord, failure: &Denial, started: Instant) {
+fn finish_failed(shared: &Shared, mut record: AuditRecord, failure: &Denial, started: &Accepted) {
     record.reason = Some(failure.reason.to_string());
     record.detail = Some(printable(&failure.detail));
     record.status = Some(failure.status);
@@ -425,13 +437,13 @@ fn finish_failed(shared: &Shared, mut record: AuditRecord, failure: &Denial, sta
     finish(shared, record, started);
 }
 
-fn finish(shared: &Shared, record: AuditRecord, started: Instant) {
+fn finish(shared: &Shared, record: AuditRecord, started: &Accepted) {
     shared.counters.allowed.fetch_add(1, Ordering::Relaxed);
     write_record(shared, record, started);
 }
 
-fn write_record(shared: &Shared, mut record: AuditRecord, started: Instant) {
-    record.duration_ms = started.elapsed().as_millis().min(u64::MAX as u128) as u64;
+fn write_record(shared: &Shared, mut record: AuditRecord, started: &Accepted) {
+    record.duration_ms = started.at.elapsed().as_millis().min(u64::MAX as u128) as u64;
     if let Err(e) = shared.audit.record(&record) {
         shared.counters.audit_errors.fetch_add(1, Ordering::Relaxed);
         shared.audit_broken.store(true, Ordering::SeqCst);
