@@ -1,19 +1,24 @@
 //! Relaying an established connection in both directions, counting bytes against the zone's
 //! byte budget.
 //!
-//! Each direction is a blocking read/write loop with a large buffer on its own thread. (splice(2)
-//! through a pipe was measured too: on loopback it cost as much CPU per GiB as the copy, so the
-//! simpler loop stays; see docs/egress.md.) End-of-stream in
-//! one direction is passed on as a half-close (`shutdown(Write)`), so request/response protocols
+//! Each direction runs on its own thread and moves bytes with splice(2) through a pipe, without
+//! copying them through user space (measured: about 20% less CPU per GiB than a read/write loop on
+//! loopback; see docs/egress.md). If no pipe can be made, a read/write loop with a large buffer is
+//! used instead. SPLICE_F_MORE is deliberately not passed: it corks small writes, which added
+//! 200 ms to the first byte of every connection. End-of-stream in one direction is passed on as a half-close (`shutdown(Write)`), so request/response protocols
 //! finish normally. When the zone's byte budget runs out, the bytes still within it are written,
 //! then both sockets are shut down: the total relayed never exceeds the budget.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-/// Size of each direction's copy buffer (two per connection).
-pub const RELAY_BUFFER: usize = 256 * 1024;
+/// Size asked for each direction's splice pipe (1 MiB is the default unprivileged maximum), and
+/// the most one splice call moves.
+pub const PIPE_SIZE: usize = 1024 * 1024;
+/// Size of each direction's buffer on the read/write fallback path.
+pub const COPY_BUFFER: usize = 256 * 1024;
 
 /// The zone-wide allowance of relayed bytes (both directions, all connections).
 #[derive(Debug)]
@@ -126,7 +131,10 @@ fn pump(from: &TcpStream, to: &TcpStream, first: &[u8], budget: &ByteBudget, cou
     if let Some(end) = forward(first, to, budget, counter) {
         return cut(end);
     }
-    let result = copy_pump(from, to, budget, counter);
+    let result = match SplicePipe::new() {
+        Ok(pipe) => pipe.pump(from, to, budget, counter),
+        Err(_) => copy_pump(from, to, budget, counter),
+    };
     match result {
         PumpEnd::Eof => {
             let _ = to.shutdown(Shutdown::Write);
@@ -136,9 +144,9 @@ fn pump(from: &TcpStream, to: &TcpStream, first: &[u8], budget: &ByteBudget, cou
     }
 }
 
-/// Read into a buffer, write it out, until end-of-stream, an error or the budget ends it.
+/// The fallback path: read into a buffer, write it out, until end-of-stream, an error or the budget.
 fn copy_pump(from: &TcpStream, to: &TcpStream, budget: &ByteBudget, counter: &AtomicU64) -> PumpEnd {
-    let mut buf = vec![0u8; RELAY_BUFFER];
+    let mut buf = vec![0u8; COPY_BUFFER];
     loop {
         let n = match (&*from).read(&mut buf) {
             Ok(0) => return PumpEnd::Eof,
@@ -148,6 +156,62 @@ fn copy_pump(from: &TcpStream, to: &TcpStream, budget: &ByteBudget, counter: &At
         };
         if let Some(end) = forward(&buf[..n], to, budget, counter) {
             return end;
+        }
+    }
+}
+
+/// A pipe for splice(2): socket -> pipe -> socket without copying through user space.
+struct SplicePipe {
+    read: OwnedFd,
+    write: OwnedFd,
+}
+
+impl SplicePipe {
+    fn new() -> std::io::Result<SplicePipe> {
+        let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(std::io::Error::from)?;
+        // A larger pipe moves more per call; the default maximum for unprivileged users is 1 MiB.
+        let _ = nix::fcntl::fcntl(write.as_raw_fd(), nix::fcntl::FcntlArg::F_SETPIPE_SZ(PIPE_SIZE as i32));
+        Ok(SplicePipe { read, write })
+    }
+
+    fn pump(&self, from: &TcpStream, to: &TcpStream, budget: &ByteBudget, counter: &AtomicU64) -> PumpEnd {
+        loop {
+            let n = match splice(from.as_raw_fd(), self.write.as_raw_fd(), PIPE_SIZE) {
+                Ok(0) => return PumpEnd::Eof,
+                Ok(n) => n,
+                Err(e) => return PumpEnd::Error(e.to_string()),
+            };
+            let granted = budget.take_up_to(n as u64) as usize;
+            let mut left = granted;
+            while left > 0 {
+                match splice(self.read.as_raw_fd(), to.as_raw_fd(), left) {
+                    Ok(0) => return PumpEnd::Error("splice wrote nothing".into()),
+                    Ok(m) => left -= m,
+                    Err(e) => return PumpEnd::Error(e.to_string()),
+                }
+            }
+            counter.fetch_add(granted as u64, Ordering::Relaxed);
+            if granted < n {
+                return PumpEnd::Cap;
+            }
+        }
+    }
+}
+
+/// One blocking splice(2) call, retried on EINTR.
+fn splice(from: RawFd, to: RawFd, len: usize) -> std::io::Result<usize> {
+    loop {
+        // SAFETY: both descriptors are open for the duration of the call (borrowed from live
+        // owners); null offsets are required for pipes and sockets.
+        let n = unsafe {
+            libc::splice(from, std::ptr::null_mut(), to, std::ptr::null_mut(), len, libc::SPLICE_F_MOVE)
+        };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let err = std::io::Error::last_os_error();
+        if err.kind() != std::io::ErrorKind::Interrupted {
+            return Err(err);
         }
     }
 }
@@ -168,6 +232,55 @@ fn forward(data: &[u8], to: &TcpStream, budget: &ByteBudget, counter: &AtomicU64
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::TcpListener;
+
+    /// A connected pair of loopback sockets.
+    fn pair() -> (TcpStream, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let a = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (b, _) = listener.accept().unwrap();
+        (a, b)
+    }
+
+    /// Send `data` into a pump (source closed afterwards) and return what came out the other side.
+    fn run_pump(data: Vec<u8>, pump: impl Fn(&TcpStream, &TcpStream, &AtomicU64) -> PumpEnd) -> (Vec<u8>, bool) {
+        let (mut writer, from) = pair();
+        let (to, mut reader) = pair();
+        let feeder = std::thread::spawn(move || {
+            let _ = writer.write_all(&data);
+        });
+        let counter = AtomicU64::new(0);
+        let end = pump(&from, &to, &counter);
+        drop(to);
+        let mut out = Vec::new();
+        reader.read_to_end(&mut out).unwrap();
+        feeder.join().unwrap();
+        assert_eq!(counter.load(Ordering::Relaxed), out.len() as u64);
+        (out, matches!(end, PumpEnd::Cap))
+    }
+
+    #[test]
+    fn both_pump_paths_move_every_byte_in_order() {
+        let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+        let budget = ByteBudget::new(u64::MAX);
+        let (out, capped) = run_pump(data.clone(), |f, t, c| copy_pump(f, t, &budget, c));
+        assert!(!capped && out == data);
+        let pipe = SplicePipe::new().unwrap();
+        let (out, capped) = run_pump(data.clone(), |f, t, c| pipe.pump(f, t, &budget, c));
+        assert!(!capped && out == data);
+    }
+
+    #[test]
+    fn both_pump_paths_stop_exactly_at_the_budget() {
+        let data = vec![7u8; 100_000];
+        let budget = ByteBudget::new(12_345);
+        let (out, capped) = run_pump(data.clone(), |f, t, c| copy_pump(f, t, &budget, c));
+        assert!(capped && out.len() == 12_345);
+        let budget = ByteBudget::new(12_345);
+        let pipe = SplicePipe::new().unwrap();
+        let (out, capped) = run_pump(data, |f, t, c| pipe.pump(f, t, &budget, c));
+        assert!(capped && out.len() == 12_345);
+    }
 
     #[test]
     fn the_budget_grants_at_most_what_is_left() {
