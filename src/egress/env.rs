@@ -23,7 +23,14 @@ mod tests {
     fn every_proxy_variable_points_at_the_loopback_listener() {
         let vars = proxy_env(3128);
         let get = |k: &str| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
-        for name in ["HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"] {
+        for name in [
+            "HTTP_PROXY",
+            "http_proxy",
+            "HTTPS_PROXY",
+            "https_proxy",
+            "ALL_PROXY",
+            "all_proxy",
+        ] {
             assert_eq!(get(name), Some("http://127.0.0.1:3128"), "{name}");
         }
         assert_eq!(get("NO_PROXY"), Some("localhost,127.0.0.1,::1"));

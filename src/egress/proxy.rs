@@ -78,7 +78,12 @@ pub struct ProxyHandle {
 impl Proxy {
     /// Start serving `listener` (normally the one `RunningZone::take_listener` returned) in
     /// background threads. Audit lines name `zone`.
-    pub fn start(config: EgressConfig, listener: TcpListener, audit: AuditLog, zone: &str) -> std::io::Result<ProxyHandle> {
+    pub fn start(
+        config: EgressConfig,
+        listener: TcpListener,
+        audit: AuditLog,
+        zone: &str,
+    ) -> std::io::Result<ProxyHandle> {
         listener.set_nonblocking(true)?;
         let local_addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
@@ -97,7 +102,11 @@ impl Proxy {
         let accept = std::thread::Builder::new()
             .name("egress-accept".into())
             .spawn(move || accept_loop(&accept_shared, &listener))?;
-        Ok(ProxyHandle { shared, accept: Some(accept), local_addr })
+        Ok(ProxyHandle {
+            shared,
+            accept: Some(accept),
+            local_addr,
+        })
     }
 }
 
@@ -173,7 +182,14 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
         }
         let (stream, _) = match listener.accept() {
             Ok(pair) => pair,
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted) => continue,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+                ) =>
+            {
+                continue
+            }
             Err(e) => {
                 // EMFILE and friends: back off instead of spinning.
                 tracing::warn!("egress proxy: accept failed: {e}");
@@ -194,11 +210,13 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
         next_id += 1;
         let id = next_id;
         let worker_shared = Arc::clone(shared);
-        let spawned = std::thread::Builder::new().name("egress-conn".into()).spawn(move || {
-            handle_connection(&worker_shared, id, stream);
-            lock(&worker_shared.open).remove(&id);
-            worker_shared.active.fetch_sub(1, Ordering::SeqCst);
-        });
+        let spawned = std::thread::Builder::new()
+            .name("egress-conn".into())
+            .spawn(move || {
+                handle_connection(&worker_shared, id, stream);
+                lock(&worker_shared.open).remove(&id);
+                worker_shared.active.fetch_sub(1, Ordering::SeqCst);
+            });
         let mut workers = lock(&shared.workers);
         workers.retain(|w| !w.is_finished());
         match spawned {
@@ -214,18 +232,32 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
 /// Refusals decided before reading anything: caps and a broken audit log.
 fn refusal_at_accept(shared: &Shared) -> Option<Denial> {
     if shared.audit_broken.load(Ordering::SeqCst) {
-        return Some(Denial::new(503, "audit_unavailable", "the egress audit log cannot be written"));
+        return Some(Denial::new(
+            503,
+            "audit_unavailable",
+            "the egress audit log cannot be written",
+        ));
     }
     let active = shared.active.load(Ordering::SeqCst);
     if active >= shared.config.max_connections {
         return Some(Denial::new(
             503,
             "connection_cap",
-            format!("{active} connections open, the zone's cap is {}", shared.config.max_connections),
+            format!(
+                "{active} connections open, the zone's cap is {}",
+                shared.config.max_connections
+            ),
         ));
     }
     if shared.budget.spent() {
-        return Some(Denial::new(503, "byte_cap", format!("the zone's {} byte budget is spent", shared.config.max_bytes)));
+        return Some(Denial::new(
+            503,
+            "byte_cap",
+            format!(
+                "the zone's {} byte budget is spent",
+                shared.config.max_bytes
+            ),
+        ));
     }
     None
 }
@@ -238,7 +270,10 @@ struct Accepted {
 
 impl Accepted {
     fn now() -> Accepted {
-        Accepted { at: Instant::now(), ts: now_rfc3339() }
+        Accepted {
+            at: Instant::now(),
+            ts: now_rfc3339(),
+        }
     }
 }
 
@@ -281,7 +316,11 @@ fn handle_connection(shared: &Shared, id: u64, client: TcpStream) {
             return;
         }
     };
-    let seen = Seen { method: Some(request.method.clone()), host: Some(request.host.to_string()), port: Some(request.port) };
+    let seen = Seen {
+        method: Some(request.method.clone()),
+        host: Some(request.host.to_string()),
+        port: Some(request.port),
+    };
     let permit = match decide(&shared.config, &request.host, request.port) {
         Ok(p) => p,
         Err(denial) => {
@@ -321,7 +360,11 @@ fn handle_connection(shared: &Shared, id: u64, client: TcpStream) {
 
     let mut first_down = Vec::new();
     if permit.via.is_some() {
-        match open_tunnel(&server, &request.host.authority(request.port), shared.config.connect_timeout) {
+        match open_tunnel(
+            &server,
+            &request.host.authority(request.port),
+            shared.config.connect_timeout,
+        ) {
             Ok(extra) => first_down = extra,
             Err(problem) => {
                 let failure = Denial::new(502, "upstream_refused", problem);
@@ -346,12 +389,28 @@ fn handle_connection(shared: &Shared, id: u64, client: TcpStream) {
             head
         }
     };
-    let outcome = relay(&client, &server, &first_up, &first_down, &shared.budget, &shared.stopping);
+    let outcome = relay(
+        &client,
+        &server,
+        &first_up,
+        &first_down,
+        &shared.budget,
+        &shared.stopping,
+    );
     if outcome.end == RelayEnd::ByteCap {
-        shared.counters.byte_cap_hits.fetch_add(1, Ordering::Relaxed);
+        shared
+            .counters
+            .byte_cap_hits
+            .fetch_add(1, Ordering::Relaxed);
     }
-    shared.counters.bytes_up.fetch_add(outcome.bytes_up, Ordering::Relaxed);
-    shared.counters.bytes_down.fetch_add(outcome.bytes_down, Ordering::Relaxed);
+    shared
+        .counters
+        .bytes_up
+        .fetch_add(outcome.bytes_up, Ordering::Relaxed);
+    shared
+        .counters
+        .bytes_down
+        .fetch_add(outcome.bytes_down, Ordering::Relaxed);
     record.bytes_up = outcome.bytes_up;
     record.bytes_down = outcome.bytes_down;
     record.end = Some(outcome.end.label());
@@ -360,8 +419,16 @@ fn handle_connection(shared: &Shared, id: u64, client: TcpStream) {
 
 fn head_denial(e: HeadError) -> Denial {
     match e {
-        HeadError::Closed => Denial::new(0, "closed_before_request", "the client closed before sending a request"),
-        HeadError::Timeout => Denial::new(408, "head_timeout", "the request head did not arrive in time"),
+        HeadError::Closed => Denial::new(
+            0,
+            "closed_before_request",
+            "the client closed before sending a request",
+        ),
+        HeadError::Timeout => Denial::new(
+            408,
+            "head_timeout",
+            "the request head did not arrive in time",
+        ),
         HeadError::TooLarge(why) => Denial::new(431, "head_too_large", why),
         HeadError::Malformed(why) => Denial::new(400, "malformed", why),
         HeadError::Unsupported(why) => Denial::new(400, "unsupported", why),
@@ -396,7 +463,12 @@ fn answer(client: &TcpStream, denial: &Denial, header: &str) {
     let _ = client.shutdown(Shutdown::Write);
 }
 
-fn base_record(shared: &Shared, seen: Option<Seen>, decision: Decision, accepted: &Accepted) -> AuditRecord {
+fn base_record(
+    shared: &Shared,
+    seen: Option<Seen>,
+    decision: Decision,
+    accepted: &Accepted,
+) -> AuditRecord {
     let seen = seen.unwrap_or_default();
     AuditRecord {
         ts: accepted.ts.clone(),

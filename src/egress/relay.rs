@@ -29,7 +29,10 @@ pub struct ByteBudget {
 
 impl ByteBudget {
     pub fn new(max: u64) -> Self {
-        ByteBudget { max, used: AtomicU64::new(0) }
+        ByteBudget {
+            max,
+            used: AtomicU64::new(0),
+        }
     }
 
     /// Reserve up to `n` bytes; returns how many were granted (fewer than `n` once the budget
@@ -41,7 +44,12 @@ impl ByteBudget {
             if grant == 0 {
                 return 0;
             }
-            match self.used.compare_exchange_weak(current, current + grant, Ordering::AcqRel, Ordering::Relaxed) {
+            match self.used.compare_exchange_weak(
+                current,
+                current + grant,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
                 Ok(_) => return grant,
                 Err(actual) => current = actual,
             }
@@ -110,7 +118,9 @@ pub fn relay(
     let (up_end, down_end) = std::thread::scope(|scope| {
         let down_thread = scope.spawn(|| pump(server, client, first_down, budget, &down));
         let up_end = pump(client, server, first_up, budget, &up);
-        let down_end = down_thread.join().unwrap_or_else(|_| PumpEnd::Error("relay thread panicked".into()));
+        let down_end = down_thread
+            .join()
+            .unwrap_or_else(|_| PumpEnd::Error("relay thread panicked".into()));
         (up_end, down_end)
     });
     let end = match (up_end, down_end) {
@@ -119,10 +129,20 @@ pub fn relay(
         (PumpEnd::Error(e), _) | (_, PumpEnd::Error(e)) => RelayEnd::Error(e),
         (PumpEnd::Eof, PumpEnd::Eof) => RelayEnd::Closed,
     };
-    RelayOutcome { bytes_up: up.into_inner(), bytes_down: down.into_inner(), end }
+    RelayOutcome {
+        bytes_up: up.into_inner(),
+        bytes_down: down.into_inner(),
+        end,
+    }
 }
 
-fn pump(from: &TcpStream, to: &TcpStream, first: &[u8], budget: &ByteBudget, counter: &AtomicU64) -> PumpEnd {
+fn pump(
+    from: &TcpStream,
+    to: &TcpStream,
+    first: &[u8],
+    budget: &ByteBudget,
+    counter: &AtomicU64,
+) -> PumpEnd {
     let cut = |end: PumpEnd| {
         let _ = from.shutdown(Shutdown::Both);
         let _ = to.shutdown(Shutdown::Both);
@@ -145,7 +165,12 @@ fn pump(from: &TcpStream, to: &TcpStream, first: &[u8], budget: &ByteBudget, cou
 }
 
 /// The fallback path: read into a buffer, write it out, until end-of-stream, an error or the budget.
-fn copy_pump(from: &TcpStream, to: &TcpStream, budget: &ByteBudget, counter: &AtomicU64) -> PumpEnd {
+fn copy_pump(
+    from: &TcpStream,
+    to: &TcpStream,
+    budget: &ByteBudget,
+    counter: &AtomicU64,
+) -> PumpEnd {
     let mut buf = vec![0u8; COPY_BUFFER];
     loop {
         let n = match (&*from).read(&mut buf) {
@@ -168,13 +193,23 @@ struct SplicePipe {
 
 impl SplicePipe {
     fn new() -> std::io::Result<SplicePipe> {
-        let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(std::io::Error::from)?;
+        let (read, write) =
+            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(std::io::Error::from)?;
         // A larger pipe moves more per call; the default maximum for unprivileged users is 1 MiB.
-        let _ = nix::fcntl::fcntl(write.as_raw_fd(), nix::fcntl::FcntlArg::F_SETPIPE_SZ(PIPE_SIZE as i32));
+        let _ = nix::fcntl::fcntl(
+            write.as_raw_fd(),
+            nix::fcntl::FcntlArg::F_SETPIPE_SZ(PIPE_SIZE as i32),
+        );
         Ok(SplicePipe { read, write })
     }
 
-    fn pump(&self, from: &TcpStream, to: &TcpStream, budget: &ByteBudget, counter: &AtomicU64) -> PumpEnd {
+    fn pump(
+        &self,
+        from: &TcpStream,
+        to: &TcpStream,
+        budget: &ByteBudget,
+        counter: &AtomicU64,
+    ) -> PumpEnd {
         loop {
             let n = match splice(from.as_raw_fd(), self.write.as_raw_fd(), PIPE_SIZE) {
                 Ok(0) => return PumpEnd::Eof,
@@ -204,7 +239,14 @@ fn splice(from: RawFd, to: RawFd, len: usize) -> std::io::Result<usize> {
         // SAFETY: both descriptors are open for the duration of the call (borrowed from live
         // owners); null offsets are required for pipes and sockets.
         let n = unsafe {
-            libc::splice(from, std::ptr::null_mut(), to, std::ptr::null_mut(), len, libc::SPLICE_F_MOVE)
+            libc::splice(
+                from,
+                std::ptr::null_mut(),
+                to,
+                std::ptr::null_mut(),
+                len,
+                libc::SPLICE_F_MOVE,
+            )
         };
         if n >= 0 {
             return Ok(n as usize);
@@ -217,7 +259,12 @@ fn splice(from: RawFd, to: RawFd, len: usize) -> std::io::Result<usize> {
 }
 
 /// Write as much of `data` as the budget grants; `Some` when the connection must end.
-fn forward(data: &[u8], to: &TcpStream, budget: &ByteBudget, counter: &AtomicU64) -> Option<PumpEnd> {
+fn forward(
+    data: &[u8],
+    to: &TcpStream,
+    budget: &ByteBudget,
+    counter: &AtomicU64,
+) -> Option<PumpEnd> {
     if data.is_empty() {
         return None;
     }
@@ -243,7 +290,10 @@ mod tests {
     }
 
     /// Send `data` into a pump (source closed afterwards) and return what came out the other side.
-    fn run_pump(data: Vec<u8>, pump: impl Fn(&TcpStream, &TcpStream, &AtomicU64) -> PumpEnd) -> (Vec<u8>, bool) {
+    fn run_pump(
+        data: Vec<u8>,
+        pump: impl Fn(&TcpStream, &TcpStream, &AtomicU64) -> PumpEnd,
+    ) -> (Vec<u8>, bool) {
         let (mut writer, from) = pair();
         let (to, mut reader) = pair();
         let feeder = std::thread::spawn(move || {
