@@ -213,9 +213,11 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
         let spawned = std::thread::Builder::new()
             .name("egress-conn".into())
             .spawn(move || {
+                let _slot = Slot {
+                    shared: &worker_shared,
+                    id,
+                };
                 handle_connection(&worker_shared, id, stream);
-                lock(&worker_shared.open).remove(&id);
-                worker_shared.active.fetch_sub(1, Ordering::SeqCst);
             });
         let mut workers = lock(&shared.workers);
         workers.retain(|w| !w.is_finished());
@@ -223,9 +225,28 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
             Ok(handle) => workers.push(handle),
             Err(e) => {
                 shared.active.fetch_sub(1, Ordering::SeqCst);
-                tracing::warn!("egress proxy: could not start a connection thread: {e}");
+                let denial = Denial::new(
+                    0,
+                    "no_thread",
+                    format!("could not start a connection thread: {e}"),
+                );
+                audit_denied(shared, None, &denial, &Accepted::now());
             }
         }
+    }
+}
+
+/// A connection's place in the caps and in the list of open sockets, given back when its thread
+/// ends (also by unwinding).
+struct Slot<'a> {
+    shared: &'a Shared,
+    id: u64,
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        lock(&self.shared.open).remove(&self.id);
+        self.shared.active.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
