@@ -924,6 +924,39 @@ fn allowed_connections_are_chained_through_the_upstream_proxy_after_the_allowlis
 }
 
 #[test]
+fn a_plain_http_request_is_sent_in_origin_form_inside_the_upstream_tunnel() {
+    let (port, requests) = http_server(b"chained".to_vec());
+    let allow = [format!("{HOST}:{port}")];
+    let pins = [format!("{HOST}:{port}:127.0.0.1")];
+    let upstream = start(Setup {
+        allow: &allow,
+        pins: &pins,
+        ..Setup::default()
+    });
+    let url = format!("http://{}", upstream.addr);
+    let h = start(Setup {
+        allow: &allow,
+        addresses: &["127.0.0.1"],
+        upstream: Some(&url),
+        ..Setup::default()
+    });
+    let r = ask(
+        h.addr,
+        &format!("GET http://{HOST}:{port}/x HTTP/1.1\r\nAccept: */*\r\n\r\n"),
+    );
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"chained"[..]));
+    let seen = String::from_utf8(requests.recv_timeout(Duration::from_secs(5)).unwrap()).unwrap();
+    assert_eq!(
+        seen,
+        format!(
+            "GET /x HTTP/1.1\r\nHost: {HOST}:{port}\r\nAccept: */*\r\nConnection: close\r\n\r\n"
+        )
+    );
+    let (_, upstream_records) = upstream.stop();
+    assert_eq!(upstream_records[0].method.as_deref(), Some("CONNECT"));
+}
+
+#[test]
 fn an_upstream_proxy_on_a_loopback_address_must_be_allowed_explicitly() {
     let h = start(Setup {
         allow: &[HOST.to_string()],
