@@ -4,6 +4,7 @@
 # 200). Prints numbers and ratios against the targets (ratio >= 0.8, added latency < 1 ms); it
 # does not fail on them: timings depend on the machine.
 #   LOOPEXEC_BENCH_BYTES=...        transfer size (default 1073741824)
+#   LOOPEXEC_BENCH_ROUNDS=...       alternating direct/proxied rounds, best kept (default 3)
 #   LOOPEXEC_BENCH_CONNECTIONS=...  latency samples (default 200)
 set -euo pipefail
 cd "$(dirname "$0")/.."

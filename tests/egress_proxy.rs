@@ -3,7 +3,9 @@
 //! destinations are reached the way an operator would reach them: with `--resolve` pins or
 //! `allow_addresses`; everything else about the decision is the production path.
 
-use loopexec::egress::{AuditLog, AuditRecord, Decision, EgressConfig, FixedResolver, Proxy, ProxyHandle, ProxyStats};
+use loopexec::egress::{
+    AuditLog, AuditRecord, Decision, EgressConfig, FixedResolver, Proxy, ProxyHandle, ProxyStats,
+};
 use loopexec::safefs::SafeDir;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -95,7 +97,9 @@ struct Response {
 
 /// Read a response head (and, if `to_eof`, the rest of the stream as body).
 fn read_response(stream: &mut TcpStream, to_eof: bool) -> Response {
-    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
     let mut buf = Vec::new();
     let mut byte = [0u8; 1];
     while !buf.ends_with(b"\r\n\r\n") {
@@ -108,7 +112,11 @@ fn read_response(stream: &mut TcpStream, to_eof: bool) -> Response {
     let text = String::from_utf8_lossy(&buf).to_string();
     let mut lines = text.split("\r\n");
     let status_line = lines.next().unwrap_or_default();
-    let status = status_line.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let status = status_line
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
     let headers = lines
         .filter_map(|l| l.split_once(": "))
         .map(|(k, v)| (k.to_ascii_lowercase(), v.to_string()))
@@ -117,7 +125,11 @@ fn read_response(stream: &mut TcpStream, to_eof: bool) -> Response {
     if to_eof {
         let _ = stream.read_to_end(&mut body);
     }
-    Response { status, headers, body }
+    Response {
+        status,
+        headers,
+        body,
+    }
 }
 
 /// Send a raw request to the proxy and read the whole answer.
@@ -132,7 +144,11 @@ fn connect_request(authority: &str) -> String {
 }
 
 fn denied(response: &Response) -> &str {
-    response.headers.get("x-loopexec-denied").map(String::as_str).unwrap_or("")
+    response
+        .headers
+        .get("x-loopexec-denied")
+        .map(String::as_str)
+        .unwrap_or("")
 }
 
 // ---------------------------------------------------------------- servers
@@ -185,7 +201,10 @@ fn http_server(reply: Vec<u8>) -> (u16, Receiver<Vec<u8>>) {
                 }
                 let _ = tx.send(request);
                 let mut out = stream;
-                let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", reply.len());
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    reply.len()
+                );
                 let _ = out.write_all(head.as_bytes());
                 let _ = out.write_all(&reply);
             });
@@ -261,7 +280,11 @@ fn an_absolute_uri_request_to_an_allowed_host_is_forwarded_in_origin_form() {
     let (port, requests) = http_server(b"hello from origin".to_vec());
     let allow = [format!("{HOST}:{port}")];
     let pins = [format!("{HOST}:{port}:127.0.0.1")];
-    let h = start(Setup { allow: &allow, pins: &pins, ..Setup::default() });
+    let h = start(Setup {
+        allow: &allow,
+        pins: &pins,
+        ..Setup::default()
+    });
     let r = ask(
         h.addr,
         &format!(
@@ -278,7 +301,10 @@ fn an_absolute_uri_request_to_an_allowed_host_is_forwarded_in_origin_form() {
     );
     let (stats, records) = h.stop();
     assert_eq!((stats.allowed, stats.denied), (1, 0));
-    assert_eq!(records[0].address.as_deref(), Some(format!("127.0.0.1:{port}").as_str()));
+    assert_eq!(
+        records[0].address.as_deref(),
+        Some(format!("127.0.0.1:{port}").as_str())
+    );
 }
 
 #[test]
@@ -286,18 +312,39 @@ fn request_bodies_with_content_length_and_chunked_framing_arrive_intact() {
     let (port, requests) = http_server(b"ok".to_vec());
     let allow = [format!("{HOST}:{port}")];
     let pins = [format!("{HOST}:{port}:127.0.0.1")];
-    let h = start(Setup { allow: &allow, pins: &pins, ..Setup::default() });
+    let h = start(Setup {
+        allow: &allow,
+        pins: &pins,
+        ..Setup::default()
+    });
 
-    let r = ask(h.addr, &format!("POST http://{HOST}:{port}/a HTTP/1.1\r\nContent-Length: 11\r\n\r\nhello world"));
+    let r = ask(
+        h.addr,
+        &format!("POST http://{HOST}:{port}/a HTTP/1.1\r\nContent-Length: 11\r\n\r\nhello world"),
+    );
     assert_eq!((r.status, r.body.as_slice()), (200, &b"ok"[..]));
     let seen = requests.recv_timeout(Duration::from_secs(5)).unwrap();
-    assert!(seen.ends_with(b"Content-Length: 11\r\nConnection: close\r\n\r\nhello world"), "{}", String::from_utf8_lossy(&seen));
+    assert!(
+        seen.ends_with(b"Content-Length: 11\r\nConnection: close\r\n\r\nhello world"),
+        "{}",
+        String::from_utf8_lossy(&seen)
+    );
 
     let chunked = "5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n";
-    let r = ask(h.addr, &format!("POST http://{HOST}:{port}/b HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n{chunked}"));
+    let r = ask(
+        h.addr,
+        &format!(
+            "POST http://{HOST}:{port}/b HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n{chunked}"
+        ),
+    );
     assert_eq!(r.status, 200);
     let seen = String::from_utf8(requests.recv_timeout(Duration::from_secs(5)).unwrap()).unwrap();
-    assert!(seen.ends_with(&format!("Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n{chunked}")), "{seen}");
+    assert!(
+        seen.ends_with(&format!(
+            "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n{chunked}"
+        )),
+        "{seen}"
+    );
 }
 
 #[test]
@@ -305,10 +352,15 @@ fn connect_to_an_allowed_host_completes_a_tls_handshake() {
     let (port, cert) = tls_server();
     let allow = [format!("{HOST}:{port}")];
     let pins = [format!("{HOST}:{port}:127.0.0.1")];
-    let h = start(Setup { allow: &allow, pins: &pins, ..Setup::default() });
+    let h = start(Setup {
+        allow: &allow,
+        pins: &pins,
+        ..Setup::default()
+    });
 
     let mut tcp = TcpStream::connect(h.addr).unwrap();
-    tcp.write_all(connect_request(&format!("{HOST}:{port}")).as_bytes()).unwrap();
+    tcp.write_all(connect_request(&format!("{HOST}:{port}")).as_bytes())
+        .unwrap();
     let r = read_response(&mut tcp, false);
     assert_eq!(r.status, 200);
 
@@ -341,9 +393,14 @@ fn mixed_case_and_a_trailing_dot_are_normalised_and_allowed() {
     let port = echo_server();
     let allow = [format!("{HOST}:{port}")];
     let pins = [format!("{HOST}:{port}:127.0.0.1")];
-    let h = start(Setup { allow: &allow, pins: &pins, ..Setup::default() });
+    let h = start(Setup {
+        allow: &allow,
+        pins: &pins,
+        ..Setup::default()
+    });
     let mut tcp = TcpStream::connect(h.addr).unwrap();
-    tcp.write_all(connect_request(&format!("API.Example.TEST.:{port}")).as_bytes()).unwrap();
+    tcp.write_all(connect_request(&format!("API.Example.TEST.:{port}")).as_bytes())
+        .unwrap();
     assert_eq!(read_response(&mut tcp, false).status, 200);
     tcp.write_all(b"hi\n").unwrap();
     let mut line = String::new();
@@ -355,13 +412,38 @@ fn mixed_case_and_a_trailing_dot_are_normalised_and_allowed() {
 }
 
 #[test]
+fn bytes_sent_together_with_the_connect_head_reach_the_destination_first() {
+    let port = echo_server();
+    let allow = [format!("{HOST}:{port}")];
+    let pins = [format!("{HOST}:{port}:127.0.0.1")];
+    let h = start(Setup {
+        allow: &allow,
+        pins: &pins,
+        ..Setup::default()
+    });
+    let mut tcp = TcpStream::connect(h.addr).unwrap();
+    let mut request = connect_request(&format!("{HOST}:{port}"));
+    request.push_str("early\n");
+    tcp.write_all(request.as_bytes()).unwrap();
+    assert_eq!(read_response(&mut tcp, false).status, 200);
+    let mut line = String::new();
+    BufReader::new(&tcp).read_line(&mut line).unwrap();
+    assert_eq!(line, "echo: early\n");
+}
+
+#[test]
 fn a_subdomain_of_a_wildcard_entry_is_allowed() {
     let port = echo_server();
     let allow = [format!("*.example.test:{port}")];
     let pins = [format!("eu.api.example.test:{port}:127.0.0.1")];
-    let h = start(Setup { allow: &allow, pins: &pins, ..Setup::default() });
+    let h = start(Setup {
+        allow: &allow,
+        pins: &pins,
+        ..Setup::default()
+    });
     let mut tcp = TcpStream::connect(h.addr).unwrap();
-    tcp.write_all(connect_request(&format!("eu.api.example.test:{port}")).as_bytes()).unwrap();
+    tcp.write_all(connect_request(&format!("eu.api.example.test:{port}")).as_bytes())
+        .unwrap();
     assert_eq!(read_response(&mut tcp, false).status, 200);
 }
 
@@ -370,11 +452,20 @@ fn a_subdomain_of_a_wildcard_entry_is_allowed() {
 #[test]
 fn a_host_no_entry_allows_is_refused_with_403_naming_the_reason() {
     let allow = [format!("{HOST}:443")];
-    let h = start(Setup { allow: &allow, ..Setup::default() });
+    let h = start(Setup {
+        allow: &allow,
+        ..Setup::default()
+    });
     let r = ask(h.addr, &connect_request("other.example.test:443"));
     assert_eq!(r.status, 403);
-    assert_eq!(denied(&r), "no_matching_rule: no allow entry matches other.example.test:443");
-    assert_eq!(r.body, b"loopexec egress: no_matching_rule: no allow entry matches other.example.test:443\n");
+    assert_eq!(
+        denied(&r),
+        "no_matching_rule: no allow entry matches other.example.test:443"
+    );
+    assert_eq!(
+        r.body,
+        b"loopexec egress: no_matching_rule: no allow entry matches other.example.test:443\n"
+    );
     let r = ask(h.addr, "GET http://other.example.test/ HTTP/1.1\r\n\r\n");
     assert_eq!(r.status, 403);
     assert!(denied(&r).starts_with("no_matching_rule"));
@@ -383,66 +474,120 @@ fn a_host_no_entry_allows_is_refused_with_403_naming_the_reason() {
 #[test]
 fn an_allowed_host_on_another_port_is_refused() {
     let allow = [HOST.to_string()];
-    let h = start(Setup { allow: &allow, ..Setup::default() });
+    let h = start(Setup {
+        allow: &allow,
+        ..Setup::default()
+    });
     let r = ask(h.addr, &connect_request(&format!("{HOST}:8443")));
     assert_eq!(r.status, 403);
-    assert_eq!(denied(&r), format!("port_not_allowed: {HOST} is allowed only on port 443"));
+    assert_eq!(
+        denied(&r),
+        format!("port_not_allowed: {HOST} is allowed only on port 443")
+    );
     let r = ask(h.addr, &format!("GET http://{HOST}/ HTTP/1.1\r\n\r\n"));
-    assert!(denied(&r).starts_with("port_not_allowed"), "port 80 by default");
+    assert!(
+        denied(&r).starts_with("port_not_allowed"),
+        "port 80 by default"
+    );
 }
 
 #[test]
 fn an_ip_literal_is_refused_unless_listed_and_its_address_allowed() {
     let port = echo_server();
-    let h = start(Setup { allow: &[HOST.to_string()], ..Setup::default() });
+    let h = start(Setup {
+        allow: &[HOST.to_string()],
+        ..Setup::default()
+    });
     let r = ask(h.addr, &connect_request(&format!("127.0.0.1:{port}")));
     assert_eq!(r.status, 403);
-    assert!(denied(&r).starts_with("ip_literal_not_listed"), "{}", denied(&r));
+    assert!(
+        denied(&r).starts_with("ip_literal_not_listed"),
+        "{}",
+        denied(&r)
+    );
     let r = ask(h.addr, &connect_request(&format!("[::1]:{port}")));
     assert!(denied(&r).starts_with("ip_literal_not_listed"));
     h.stop();
 
     // Listed but loopback: the address check still refuses ...
     let allow = [format!("127.0.0.1:{port}")];
-    let h = start(Setup { allow: &allow, ..Setup::default() });
+    let h = start(Setup {
+        allow: &allow,
+        ..Setup::default()
+    });
     let r = ask(h.addr, &connect_request(&format!("127.0.0.1:{port}")));
     assert!(denied(&r).starts_with("address_refused"), "{}", denied(&r));
     h.stop();
 
     // ... until the operator also allows the address.
-    let h = start(Setup { allow: &allow, addresses: &["127.0.0.1"], ..Setup::default() });
+    let h = start(Setup {
+        allow: &allow,
+        addresses: &["127.0.0.1"],
+        ..Setup::default()
+    });
     let mut tcp = TcpStream::connect(h.addr).unwrap();
-    tcp.write_all(connect_request(&format!("127.0.0.1:{port}")).as_bytes()).unwrap();
+    tcp.write_all(connect_request(&format!("127.0.0.1:{port}")).as_bytes())
+        .unwrap();
     assert_eq!(read_response(&mut tcp, false).status, 200);
 }
 
 #[test]
 fn a_wildcard_look_alike_is_refused() {
-    let h = start(Setup { allow: &["*.example.com".to_string()], ..Setup::default() });
+    let h = start(Setup {
+        allow: &["*.example.com".to_string()],
+        ..Setup::default()
+    });
     let r = ask(h.addr, &connect_request("evil-example.com:443"));
-    assert_eq!((r.status, denied(&r)), (403, "no_matching_rule: no allow entry matches evil-example.com:443"));
+    assert_eq!(
+        (r.status, denied(&r)),
+        (
+            403,
+            "no_matching_rule: no allow entry matches evil-example.com:443"
+        )
+    );
     let r = ask(h.addr, &connect_request("example.com.evil.net:443"));
     assert_eq!(r.status, 403);
 }
 
 #[test]
 fn the_bare_domain_is_not_covered_by_its_wildcard() {
-    let h = start(Setup { allow: &["*.example.com".to_string()], ..Setup::default() });
+    let h = start(Setup {
+        allow: &["*.example.com".to_string()],
+        ..Setup::default()
+    });
     let r = ask(h.addr, &connect_request("example.com:443"));
-    assert_eq!((r.status, denied(&r)), (403, "no_matching_rule: no allow entry matches example.com:443"));
+    assert_eq!(
+        (r.status, denied(&r)),
+        (
+            403,
+            "no_matching_rule: no allow entry matches example.com:443"
+        )
+    );
 }
 
 #[test]
 fn a_punycode_homograph_of_an_allowed_name_is_refused() {
     let table = FixedResolver::new().with("xn--xample-2of.com", &[ip("93.184.216.34")]);
-    let h = start(Setup { allow: &["example.com".to_string()], table, ..Setup::default() });
+    let h = start(Setup {
+        allow: &["example.com".to_string()],
+        table,
+        ..Setup::default()
+    });
     // Cyrillic "е" (U+0435) in place of the Latin "e", sent raw and as its A-label.
     let r = ask(h.addr, &connect_request("\u{0435}xample.com:443"));
-    assert_eq!((r.status, denied(&r)), (403, "no_matching_rule: no allow entry matches xn--xample-2of.com:443"));
+    assert_eq!(
+        (r.status, denied(&r)),
+        (
+            403,
+            "no_matching_rule: no allow entry matches xn--xample-2of.com:443"
+        )
+    );
     let r = ask(h.addr, &connect_request("xn--xample-2of.com:443"));
     assert_eq!(r.status, 403);
     let (_, records) = h.stop();
-    assert!(records.iter().all(|r| r.host.as_deref() == Some("xn--xample-2of.com")));
+    assert!(records
+        .iter()
+        .all(|r| r.host.as_deref() == Some("xn--xample-2of.com")));
 }
 
 // ---------------------------------------------------------------- refusals by the address check
@@ -459,15 +604,25 @@ fn an_allowed_name_resolving_to_private_loopback_or_metadata_is_refused_without_
         ("::ffff:127.0.0.1", "loopback"),
     ] {
         let table = FixedResolver::new().with(HOST, &[ip(answer)]);
-        let h = start(Setup { allow: &[HOST.to_string()], table, ..Setup::default() });
+        let h = start(Setup {
+            allow: &[HOST.to_string()],
+            table,
+            ..Setup::default()
+        });
         let r = ask(h.addr, &connect_request(&format!("{HOST}:443")));
         assert_eq!(r.status, 403, "{answer}");
         let header = denied(&r);
         assert!(header.starts_with("address_refused"), "{answer}: {header}");
-        assert!(header.contains(&format!("a {class} address")), "{answer}: {header}");
+        assert!(
+            header.contains(&format!("a {class} address")),
+            "{answer}: {header}"
+        );
         let (stats, records) = h.stop();
         assert_eq!(stats.denied, 1);
-        assert_eq!(records[0].address.as_deref(), Some(SocketAddr::new(ip(answer), 443).to_string().as_str()));
+        assert_eq!(
+            records[0].address.as_deref(),
+            Some(SocketAddr::new(ip(answer), 443).to_string().as_str())
+        );
     }
 }
 
@@ -478,9 +633,15 @@ fn the_same_name_pinned_with_resolve_is_allowed() {
     let pins = [format!("{HOST}:{port}:127.0.0.1")];
     // The resolver would say "metadata"; the operator's pin wins and is not re-resolved.
     let table = FixedResolver::new().with(HOST, &[ip("169.254.169.254")]);
-    let h = start(Setup { allow: &allow, pins: &pins, table, ..Setup::default() });
+    let h = start(Setup {
+        allow: &allow,
+        pins: &pins,
+        table,
+        ..Setup::default()
+    });
     let mut tcp = TcpStream::connect(h.addr).unwrap();
-    tcp.write_all(connect_request(&format!("{HOST}:{port}")).as_bytes()).unwrap();
+    tcp.write_all(connect_request(&format!("{HOST}:{port}")).as_bytes())
+        .unwrap();
     assert_eq!(read_response(&mut tcp, false).status, 200);
 }
 
@@ -488,7 +649,11 @@ fn the_same_name_pinned_with_resolve_is_allowed() {
 fn ipv4_mapped_ipv6_loopback_is_refused_as_a_literal_and_as_an_answer() {
     let allow = ["[::ffff:127.0.0.1]:443".to_string(), HOST.to_string()];
     let table = FixedResolver::new().with(HOST, &[ip("::ffff:7f00:1")]);
-    let h = start(Setup { allow: &allow, table, ..Setup::default() });
+    let h = start(Setup {
+        allow: &allow,
+        table,
+        ..Setup::default()
+    });
     let r = ask(h.addr, &connect_request("[::ffff:127.0.0.1]:443"));
     assert!(denied(&r).contains("a loopback address"), "{}", denied(&r));
     let r = ask(h.addr, &connect_request(&format!("{HOST}:443")));
@@ -502,18 +667,34 @@ fn connections_over_the_cap_get_503() {
     let port = echo_server();
     let allow = [format!("{HOST}:{port}")];
     let pins = [format!("{HOST}:{port}:127.0.0.1")];
-    let h = start(Setup { allow: &allow, pins: &pins, max_connections: 1, ..Setup::default() });
+    let h = start(Setup {
+        allow: &allow,
+        pins: &pins,
+        max_connections: 1,
+        ..Setup::default()
+    });
     let mut first = TcpStream::connect(h.addr).unwrap();
-    first.write_all(connect_request(&format!("{HOST}:{port}")).as_bytes()).unwrap();
+    first
+        .write_all(connect_request(&format!("{HOST}:{port}")).as_bytes())
+        .unwrap();
     assert_eq!(read_response(&mut first, false).status, 200);
 
     let r = ask(h.addr, &connect_request(&format!("{HOST}:{port}")));
     assert_eq!(r.status, 503);
-    assert_eq!(denied(&r), "connection_cap: 1 connections open, the zone's cap is 1");
+    assert_eq!(
+        denied(&r),
+        "connection_cap: 1 connections open, the zone's cap is 1"
+    );
     drop(first);
     let (stats, records) = h.stop();
     assert_eq!((stats.allowed, stats.denied), (1, 1));
-    assert_eq!(records.iter().filter(|r| r.reason.as_deref() == Some("connection_cap")).count(), 1);
+    assert_eq!(
+        records
+            .iter()
+            .filter(|r| r.reason.as_deref() == Some("connection_cap"))
+            .count(),
+        1
+    );
 }
 
 #[test]
@@ -521,29 +702,60 @@ fn the_byte_cap_cuts_the_connection_and_is_recorded() {
     let (port, _requests) = http_server(vec![b'x'; 256 * 1024]);
     let allow = [format!("{HOST}:{port}")];
     let pins = [format!("{HOST}:{port}:127.0.0.1")];
-    let h = start(Setup { allow: &allow, pins: &pins, max_bytes: 8192, ..Setup::default() });
-    let r = ask(h.addr, &format!("GET http://{HOST}:{port}/big HTTP/1.1\r\n\r\n"));
+    let h = start(Setup {
+        allow: &allow,
+        pins: &pins,
+        max_bytes: 8192,
+        ..Setup::default()
+    });
+    let r = ask(
+        h.addr,
+        &format!("GET http://{HOST}:{port}/big HTTP/1.1\r\n\r\n"),
+    );
     assert_eq!(r.status, 200);
-    assert!(!r.body.is_empty() && r.body.len() < 8192, "received {} bytes", r.body.len());
+    assert!(
+        !r.body.is_empty() && r.body.len() < 8192,
+        "received {} bytes",
+        r.body.len()
+    );
     // The budget is spent: the next connection is refused at once.
-    let r = ask(h.addr, &format!("GET http://{HOST}:{port}/big HTTP/1.1\r\n\r\n"));
+    let r = ask(
+        h.addr,
+        &format!("GET http://{HOST}:{port}/big HTTP/1.1\r\n\r\n"),
+    );
     assert_eq!(r.status, 503);
     assert!(denied(&r).starts_with("byte_cap"));
     let (stats, records) = h.stop();
     assert_eq!(stats.byte_cap_hits, 1);
     assert_eq!(stats.bytes_up + stats.bytes_down, 8192);
-    let cut = records.iter().find(|r| r.decision == Decision::Allowed).unwrap();
+    let cut = records
+        .iter()
+        .find(|r| r.decision == Decision::Allowed)
+        .unwrap();
     assert_eq!(cut.end.as_deref(), Some("byte_cap"));
     assert_eq!(cut.bytes_up + cut.bytes_down, 8192);
 }
 
 #[test]
 fn malformed_oversized_and_slow_request_heads_are_refused() {
-    let h = start(Setup { allow: &[HOST.to_string()], head_timeout: Duration::from_millis(300), ..Setup::default() });
+    let h = start(Setup {
+        allow: &[HOST.to_string()],
+        head_timeout: Duration::from_millis(300),
+        ..Setup::default()
+    });
     assert_eq!(ask(h.addr, "NONSENSE\r\n\r\n").status, 400);
-    assert_eq!(ask(h.addr, &format!("CONNECT {HOST} HTTP/1.1\r\n\r\n")).status, 400);
-    assert_eq!(ask(h.addr, "GET /relative HTTP/1.1\r\nHost: x\r\n\r\n").status, 400);
-    let huge = format!("CONNECT {HOST}:443 HTTP/1.1\r\nX-Pad: {}\r\n\r\n", "a".repeat(20_000));
+    assert_eq!(
+        ask(h.addr, &format!("CONNECT {HOST} HTTP/1.1\r\n\r\n")).status,
+        400
+    );
+    assert_eq!(
+        ask(h.addr, "GET /relative HTTP/1.1\r\nHost: x\r\n\r\n").status,
+        400
+    );
+    let huge = format!(
+        "CONNECT {HOST}:443 HTTP/1.1\r\nX-Pad: {}\r\n\r\n",
+        "a".repeat(20_000)
+    );
     let mut tcp = TcpStream::connect(h.addr).unwrap();
     let _ = tcp.write_all(huge.as_bytes());
     assert_eq!(read_response(&mut tcp, false).status, 431);
@@ -551,13 +763,19 @@ fn malformed_oversized_and_slow_request_heads_are_refused() {
     let mut slow = TcpStream::connect(h.addr).unwrap();
     slow.write_all(b"CONNECT api.exa").unwrap();
     let r = read_response(&mut slow, true);
-    assert_eq!((r.status, denied(&r)), (408, "head_timeout: the request head did not arrive in time"));
+    assert_eq!(
+        (r.status, denied(&r)),
+        (408, "head_timeout: the request head did not arrive in time")
+    );
     let (stats, records) = h.stop();
     assert_eq!(stats.denied, 5);
     let reasons: Vec<_> = records.iter().filter_map(|r| r.reason.clone()).collect();
     assert_eq!(reasons.iter().filter(|r| *r == "malformed").count(), 2);
     assert_eq!(reasons.iter().filter(|r| *r == "unsupported").count(), 1);
-    assert!(reasons.contains(&"head_too_large".to_string()) && reasons.contains(&"head_timeout".to_string()));
+    assert!(
+        reasons.contains(&"head_too_large".to_string())
+            && reasons.contains(&"head_timeout".to_string())
+    );
 }
 
 // ---------------------------------------------------------------- the audit log
@@ -567,16 +785,24 @@ fn the_audit_log_has_exactly_one_line_per_decision_with_its_fields() {
     let port = echo_server();
     let allow = [format!("{HOST}:{port}")];
     let pins = [format!("{HOST}:{port}:127.0.0.1")];
-    let h = start(Setup { allow: &allow, pins: &pins, ..Setup::default() });
+    let h = start(Setup {
+        allow: &allow,
+        pins: &pins,
+        ..Setup::default()
+    });
 
     let mut tcp = TcpStream::connect(h.addr).unwrap();
-    tcp.write_all(connect_request(&format!("{HOST}:{port}")).as_bytes()).unwrap();
+    tcp.write_all(connect_request(&format!("{HOST}:{port}")).as_bytes())
+        .unwrap();
     assert_eq!(read_response(&mut tcp, false).status, 200);
     tcp.write_all(b"abc\n").unwrap();
     let mut line = String::new();
     BufReader::new(&tcp).read_line(&mut line).unwrap();
     drop(tcp);
-    assert_eq!(ask(h.addr, &connect_request("nope.example.test:443")).status, 403);
+    assert_eq!(
+        ask(h.addr, &connect_request("nope.example.test:443")).status,
+        403
+    );
     assert_eq!(ask(h.addr, "garbage\r\n\r\n").status, 400);
     // Wait for the allowed connection to close and be recorded.
     for _ in 0..100 {
@@ -590,21 +816,49 @@ fn the_audit_log_has_exactly_one_line_per_decision_with_its_fields() {
     assert_eq!((stats.allowed, stats.denied), (1, 2));
     records.sort_by_key(|r| r.reason.clone());
 
-    let allowed = records.iter().find(|r| r.decision == Decision::Allowed).unwrap();
+    let allowed = records
+        .iter()
+        .find(|r| r.decision == Decision::Allowed)
+        .unwrap();
     assert_eq!(allowed.zone, "agent");
     assert_eq!(allowed.method.as_deref(), Some("CONNECT"));
-    assert_eq!((allowed.host.as_deref(), allowed.port), (Some(HOST), Some(port)));
-    assert_eq!(allowed.address.as_deref(), Some(format!("127.0.0.1:{port}").as_str()));
-    assert_eq!(allowed.rule.as_deref(), Some(format!("{HOST}:{port}").as_str()));
+    assert_eq!(
+        (allowed.host.as_deref(), allowed.port),
+        (Some(HOST), Some(port))
+    );
+    assert_eq!(
+        allowed.address.as_deref(),
+        Some(format!("127.0.0.1:{port}").as_str())
+    );
+    assert_eq!(
+        allowed.rule.as_deref(),
+        Some(format!("{HOST}:{port}").as_str())
+    );
     assert_eq!((allowed.bytes_up, allowed.bytes_down), (4, 10));
     assert_eq!(allowed.end.as_deref(), Some("closed"));
-    assert!(allowed.ts.ends_with('Z') && allowed.ts.len() == 24, "{}", allowed.ts);
+    assert!(
+        allowed.ts.ends_with('Z') && allowed.ts.len() == 24,
+        "{}",
+        allowed.ts
+    );
 
-    let no_rule = records.iter().find(|r| r.reason.as_deref() == Some("no_matching_rule")).unwrap();
-    assert_eq!((no_rule.decision, no_rule.status, no_rule.host.as_deref()), (Decision::Denied, Some(403), Some("nope.example.test")));
+    let no_rule = records
+        .iter()
+        .find(|r| r.reason.as_deref() == Some("no_matching_rule"))
+        .unwrap();
+    assert_eq!(
+        (no_rule.decision, no_rule.status, no_rule.host.as_deref()),
+        (Decision::Denied, Some(403), Some("nope.example.test"))
+    );
     assert_eq!(no_rule.rule, None);
-    let malformed = records.iter().find(|r| r.reason.as_deref() == Some("malformed")).unwrap();
-    assert_eq!((malformed.status, malformed.host.as_deref()), (Some(400), None));
+    let malformed = records
+        .iter()
+        .find(|r| r.reason.as_deref() == Some("malformed"))
+        .unwrap();
+    assert_eq!(
+        (malformed.status, malformed.host.as_deref()),
+        (Some(400), None)
+    );
 }
 
 // ---------------------------------------------------------------- chaining and stopping
@@ -615,7 +869,11 @@ fn allowed_connections_are_chained_through_the_upstream_proxy_after_the_allowlis
     let allow = [format!("{HOST}:{port}")];
     let pins = [format!("{HOST}:{port}:127.0.0.1")];
     // The operator's proxy: another instance with its own allowlist and audit log.
-    let upstream = start(Setup { allow: &allow, pins: &pins, ..Setup::default() });
+    let upstream = start(Setup {
+        allow: &allow,
+        pins: &pins,
+        ..Setup::default()
+    });
     let url = format!("http://{}", upstream.addr);
     let h = start(Setup {
         allow: &[allow[0].clone(), "other.example.test".to_string()],
@@ -625,7 +883,8 @@ fn allowed_connections_are_chained_through_the_upstream_proxy_after_the_allowlis
     });
 
     let mut tcp = TcpStream::connect(h.addr).unwrap();
-    tcp.write_all(connect_request(&format!("{HOST}:{port}")).as_bytes()).unwrap();
+    tcp.write_all(connect_request(&format!("{HOST}:{port}")).as_bytes())
+        .unwrap();
     assert_eq!(read_response(&mut tcp, false).status, 200);
     tcp.write_all(b"via\n").unwrap();
     let mut line = String::new();
@@ -639,24 +898,79 @@ fn allowed_connections_are_chained_through_the_upstream_proxy_after_the_allowlis
     // Allowed here but not by the upstream: its refusal comes back as a 502.
     let r = ask(h.addr, &connect_request("other.example.test:443"));
     assert_eq!(r.status, 502);
-    assert!(r.headers["x-loopexec-error"].contains("answered 403"), "{:?}", r.headers);
+    assert!(
+        r.headers["x-loopexec-error"].contains("answered 403"),
+        "{:?}",
+        r.headers
+    );
 
     let (_, records) = h.stop();
-    let chained = records.iter().find(|r| r.host.as_deref() == Some(HOST)).unwrap();
+    let chained = records
+        .iter()
+        .find(|r| r.host.as_deref() == Some(HOST))
+        .unwrap();
     assert_eq!(chained.via.as_deref(), Some(url.as_str()));
-    assert_eq!(chained.address.as_deref(), Some(upstream.addr.to_string().as_str()));
+    assert_eq!(
+        chained.address.as_deref(),
+        Some(upstream.addr.to_string().as_str())
+    );
     let (_, upstream_records) = upstream.stop();
-    let hosts: Vec<_> = upstream_records.iter().filter_map(|r| r.host.clone()).collect();
+    let hosts: Vec<_> = upstream_records
+        .iter()
+        .filter_map(|r| r.host.clone())
+        .collect();
     assert_eq!(hosts.len(), 2);
     assert!(!hosts.contains(&"evil.example.test".to_string()));
 }
 
 #[test]
+fn a_plain_http_request_is_sent_in_origin_form_inside_the_upstream_tunnel() {
+    let (port, requests) = http_server(b"chained".to_vec());
+    let allow = [format!("{HOST}:{port}")];
+    let pins = [format!("{HOST}:{port}:127.0.0.1")];
+    let upstream = start(Setup {
+        allow: &allow,
+        pins: &pins,
+        ..Setup::default()
+    });
+    let url = format!("http://{}", upstream.addr);
+    let h = start(Setup {
+        allow: &allow,
+        addresses: &["127.0.0.1"],
+        upstream: Some(&url),
+        ..Setup::default()
+    });
+    let r = ask(
+        h.addr,
+        &format!("GET http://{HOST}:{port}/x HTTP/1.1\r\nAccept: */*\r\n\r\n"),
+    );
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"chained"[..]));
+    let seen = String::from_utf8(requests.recv_timeout(Duration::from_secs(5)).unwrap()).unwrap();
+    assert_eq!(
+        seen,
+        format!(
+            "GET /x HTTP/1.1\r\nHost: {HOST}:{port}\r\nAccept: */*\r\nConnection: close\r\n\r\n"
+        )
+    );
+    let (_, upstream_records) = upstream.stop();
+    assert_eq!(upstream_records[0].method.as_deref(), Some("CONNECT"));
+}
+
+#[test]
 fn an_upstream_proxy_on_a_loopback_address_must_be_allowed_explicitly() {
-    let h = start(Setup { allow: &[HOST.to_string()], upstream: Some("http://127.0.0.1:9"), ..Setup::default() });
+    let h = start(Setup {
+        allow: &[HOST.to_string()],
+        upstream: Some("http://127.0.0.1:9"),
+        ..Setup::default()
+    });
     let r = ask(h.addr, &connect_request(&format!("{HOST}:443")));
     assert_eq!(r.status, 403);
-    assert!(denied(&r).contains("the upstream proxy 127.0.0.1 resolves to 127.0.0.1:9, a loopback address"), "{}", denied(&r));
+    assert!(
+        denied(&r)
+            .contains("the upstream proxy 127.0.0.1 resolves to 127.0.0.1:9, a loopback address"),
+        "{}",
+        denied(&r)
+    );
 }
 
 #[test]
@@ -664,20 +978,32 @@ fn stop_cuts_open_tunnels_and_returns_the_totals() {
     let port = echo_server();
     let allow = [format!("{HOST}:{port}")];
     let pins = [format!("{HOST}:{port}:127.0.0.1")];
-    let h = start(Setup { allow: &allow, pins: &pins, ..Setup::default() });
+    let h = start(Setup {
+        allow: &allow,
+        pins: &pins,
+        ..Setup::default()
+    });
     let mut tcp = TcpStream::connect(h.addr).unwrap();
-    tcp.write_all(connect_request(&format!("{HOST}:{port}")).as_bytes()).unwrap();
+    tcp.write_all(connect_request(&format!("{HOST}:{port}")).as_bytes())
+        .unwrap();
     assert_eq!(read_response(&mut tcp, false).status, 200);
     let (stats, records) = h.stop();
     assert_eq!(stats.allowed, 1);
     assert_eq!(records[0].end.as_deref(), Some("stopped"));
     let mut rest = Vec::new();
-    assert_eq!(tcp.read_to_end(&mut rest).unwrap_or(0), 0, "the client sees the tunnel closed");
+    assert_eq!(
+        tcp.read_to_end(&mut rest).unwrap_or(0),
+        0,
+        "the client sees the tunnel closed"
+    );
 }
 
 #[test]
 fn the_summary_and_digest_cover_the_written_log() {
-    let h = start(Setup { allow: &[HOST.to_string()], ..Setup::default() });
+    let h = start(Setup {
+        allow: &[HOST.to_string()],
+        ..Setup::default()
+    });
     ask(h.addr, &connect_request("a.example.test:443"));
     ask(h.addr, &connect_request("a.example.test:443"));
     ask(h.addr, &connect_request(&format!("{HOST}:80")));

@@ -77,14 +77,33 @@ pub fn classify(ip: IpAddr) -> AddressClass {
 }
 
 fn in_v4(ip: Ipv4Addr, net: [u8; 4], prefix: u32) -> bool {
-    let mask = if prefix == 0 { 0 } else { u32::MAX << (32 - prefix) };
+    let mask = if prefix == 0 {
+        0
+    } else {
+        u32::MAX << (32 - prefix)
+    };
     (u32::from(ip) & mask) == (u32::from(Ipv4Addr::from(net)) & mask)
 }
 
 fn in_v6(ip: Ipv6Addr, net: Ipv6Addr, prefix: u32) -> bool {
-    let mask = if prefix == 0 { 0 } else { u128::MAX << (128 - prefix) };
+    let mask = if prefix == 0 {
+        0
+    } else {
+        u128::MAX << (128 - prefix)
+    };
     (u128::from(ip) & mask) == (u128::from(net) & mask)
 }
+
+/// Special-purpose IPv4 ranges that are not reachable destinations (besides 240/4).
+const RESERVED_V4: [([u8; 4], u32); 7] = [
+    ([0, 0, 0, 0], 8),       // "this network"
+    ([192, 0, 0, 0], 24),    // IETF protocol assignments
+    ([192, 0, 2, 0], 24),    // TEST-NET-1
+    ([198, 51, 100, 0], 24), // TEST-NET-2
+    ([203, 0, 113, 0], 24),  // TEST-NET-3
+    ([198, 18, 0, 0], 15),   // benchmarking
+    ([192, 88, 99, 0], 24),  // deprecated 6to4 relay anycast
+];
 
 pub fn classify_v4(ip: Ipv4Addr) -> AddressClass {
     if METADATA_V4.contains(&ip) {
@@ -105,15 +124,10 @@ pub fn classify_v4(ip: Ipv4Addr) -> AddressClass {
         AddressClass::Broadcast
     } else if ip.is_multicast() {
         AddressClass::Multicast
-    } else if o[0] == 0                                  // "this network" 0/8
-        || in_v4(ip, [192, 0, 0, 0], 24)                // IETF protocol assignments
-        || in_v4(ip, [192, 0, 2, 0], 24)                 // TEST-NET-1
-        || in_v4(ip, [198, 51, 100, 0], 24)              // TEST-NET-2
-        || in_v4(ip, [203, 0, 113, 0], 24)               // TEST-NET-3
-        || in_v4(ip, [198, 18, 0, 0], 15)                // benchmarking
-        || in_v4(ip, [192, 88, 99, 0], 24)               // deprecated 6to4 relay anycast
+    } else if RESERVED_V4
+        .iter()
+        .any(|(net, prefix)| in_v4(ip, *net, *prefix))
         || o[0] >= 240
-    // reserved 240/4
     {
         AddressClass::Reserved
     } else {
@@ -139,10 +153,22 @@ pub fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
         return Some(low);
     }
     if s[0] == 0x2002 {
-        return Some(Ipv4Addr::new((s[1] >> 8) as u8, s[1] as u8, (s[2] >> 8) as u8, s[2] as u8));
+        return Some(Ipv4Addr::new(
+            (s[1] >> 8) as u8,
+            s[1] as u8,
+            (s[2] >> 8) as u8,
+            s[2] as u8,
+        ));
     }
     None
 }
+
+/// Special-purpose ranges inside global unicast 2000::/3 (everything outside it is reserved too).
+const RESERVED_V6: [(Ipv6Addr, u32); 3] = [
+    (Ipv6Addr::new(0x2001, 0x0db8, 0, 0, 0, 0, 0, 0), 32), // documentation
+    (Ipv6Addr::new(0x0100, 0, 0, 0, 0, 0, 0, 0), 64),      // discard-only
+    (Ipv6Addr::new(0x2001, 0, 0, 0, 0, 0, 0, 0), 23),      // IETF assignments, incl. Teredo
+];
 
 pub fn classify_v6(ip: Ipv6Addr) -> AddressClass {
     if METADATA_V6.contains(&ip) {
@@ -169,11 +195,10 @@ pub fn classify_v6(ip: Ipv6Addr) -> AddressClass {
         AddressClass::LinkLocal
     } else if in_v6(ip, Ipv6Addr::new(0xfec0, 0, 0, 0, 0, 0, 0, 0), 10) {
         AddressClass::Private // deprecated site-local
-    } else if in_v6(ip, Ipv6Addr::new(0x2001, 0x0db8, 0, 0, 0, 0, 0, 0), 32)  // documentation
-        || in_v6(ip, Ipv6Addr::new(0x0100, 0, 0, 0, 0, 0, 0, 0), 64)          // discard-only
-        || in_v6(ip, Ipv6Addr::new(0x2001, 0, 0, 0, 0, 0, 0, 0), 23)          // IETF protocol assignments (incl. Teredo)
+    } else if RESERVED_V6
+        .iter()
+        .any(|(net, prefix)| in_v6(ip, *net, *prefix))
         || !in_v6(ip, Ipv6Addr::new(0x2000, 0, 0, 0, 0, 0, 0, 0), 3)
-    // outside global unicast 2000::/3
     {
         AddressClass::Reserved
     } else {

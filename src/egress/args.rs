@@ -27,11 +27,15 @@ pub struct EgressArgs {
 }
 
 fn allow_host_value(text: &str) -> Result<String, String> {
-    AllowRule::parse(text).map(|_| text.to_string()).map_err(|e| e.problem)
+    AllowRule::parse(text)
+        .map(|_| text.to_string())
+        .map_err(|e| e.problem)
 }
 
 fn resolve_value(text: &str) -> Result<String, String> {
-    ResolvePin::parse(text).map(|_| text.to_string()).map_err(|e| e.problem)
+    ResolvePin::parse(text)
+        .map(|_| text.to_string())
+        .map_err(|e| e.problem)
 }
 
 fn egress_proxy_value(text: &str) -> Result<String, String> {
@@ -52,13 +56,26 @@ mod tests {
     #[test]
     fn repeated_flags_collect_in_order() {
         let cli = Cli::try_parse_from([
-            "x", "--allow-host", "api.example.com", "--allow-host", "*.example.org:8443",
-            "--resolve", "api.example.com:443:127.0.0.1", "--egress-proxy", "http://127.0.0.1:3128",
+            "x",
+            "--allow-host",
+            "api.example.com",
+            "--allow-host",
+            "*.example.org:8443",
+            "--resolve",
+            "api.example.com:443:127.0.0.1",
+            "--egress-proxy",
+            "http://127.0.0.1:3128",
         ])
         .unwrap();
-        assert_eq!(cli.egress.allow_host, vec!["api.example.com", "*.example.org:8443"]);
+        assert_eq!(
+            cli.egress.allow_host,
+            vec!["api.example.com", "*.example.org:8443"]
+        );
         assert_eq!(cli.egress.resolve, vec!["api.example.com:443:127.0.0.1"]);
-        assert_eq!(cli.egress.egress_proxy.as_deref(), Some("http://127.0.0.1:3128"));
+        assert_eq!(
+            cli.egress.egress_proxy.as_deref(),
+            Some("http://127.0.0.1:3128")
+        );
     }
 
     #[test]

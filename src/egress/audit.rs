@@ -52,7 +52,10 @@ pub enum AuditError {
     #[error("egress audit log: {0}")]
     Fs(#[from] SafeFsError),
     #[error("egress audit log {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("egress audit log line {line}: {problem}")]
     Malformed { line: usize, problem: String },
 }
@@ -68,7 +71,10 @@ impl AuditLog {
     /// Open (creating, mode 0600) `rel` beneath `dir` for appending; symlinks are refused.
     pub fn open(dir: &SafeDir, rel: &str) -> Result<AuditLog, AuditError> {
         let file = dir.open_append(rel)?;
-        Ok(AuditLog { file: Mutex::new(file), path: dir.path().join(rel) })
+        Ok(AuditLog {
+            file: Mutex::new(file),
+            path: dir.path().join(rel),
+        })
     }
 
     pub fn path(&self) -> &std::path::Path {
@@ -77,11 +83,19 @@ impl AuditLog {
 
     /// Append one record as one line (a single `write` on an O_APPEND file) and fsync it.
     pub fn record(&self, record: &AuditRecord) -> Result<(), AuditError> {
-        let mut line = serde_json::to_vec(record)
-            .map_err(|e| AuditError::Io { path: self.path.clone(), source: std::io::Error::other(e) })?;
+        let mut line = serde_json::to_vec(record).map_err(|e| AuditError::Io {
+            path: self.path.clone(),
+            source: std::io::Error::other(e),
+        })?;
         line.push(b'\n');
-        let io = |source| AuditError::Io { path: self.path.clone(), source };
-        let mut file = self.file.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let io = |source| AuditError::Io {
+            path: self.path.clone(),
+            source,
+        };
+        let mut file = self
+            .file
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         file.write_all(&line).map_err(io)?;
         file.sync_data().map_err(io)
     }
@@ -93,7 +107,8 @@ pub fn now_rfc3339() -> String {
     let format = time::macros::format_description!(
         "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
     );
-    now.format(format).unwrap_or_else(|_| now.unix_timestamp().to_string())
+    now.format(format)
+        .unwrap_or_else(|_| now.unix_timestamp().to_string())
 }
 
 /// sha256 (hex) of the audit file's current bytes, for the receipt.
@@ -102,7 +117,10 @@ pub fn file_sha256(dir: &SafeDir, rel: &str) -> Result<String, AuditError> {
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 64 * 1024];
     loop {
-        let n = file.read(&mut buf).map_err(|source| AuditError::Io { path: dir.path().join(rel), source })?;
+        let n = file.read(&mut buf).map_err(|source| AuditError::Io {
+            path: dir.path().join(rel),
+            source,
+        })?;
         if n == 0 {
             break;
         }
@@ -138,8 +156,11 @@ pub fn summarize(bytes: &[u8]) -> Result<EgressSummary, AuditError> {
         if line.is_empty() {
             continue;
         }
-        let record: AuditRecord = serde_json::from_slice(line)
-            .map_err(|e| AuditError::Malformed { line: index + 1, problem: e.to_string() })?;
+        let record: AuditRecord =
+            serde_json::from_slice(line).map_err(|e| AuditError::Malformed {
+                line: index + 1,
+                problem: e.to_string(),
+            })?;
         let key = match (&record.host, record.port) {
             (Some(h), Some(p)) => format!("{h}:{p}"),
             (Some(h), None) => h.clone(),
@@ -194,14 +215,28 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dir = SafeDir::open(tmp.path()).unwrap();
         let log = AuditLog::open(&dir, "egress.jsonl").unwrap();
-        log.record(&record("a.example", Decision::Allowed, 10)).unwrap();
-        log.record(&record("a.example", Decision::Denied, 0)).unwrap();
-        log.record(&record("b.example", Decision::Denied, 0)).unwrap();
+        log.record(&record("a.example", Decision::Allowed, 10))
+            .unwrap();
+        log.record(&record("a.example", Decision::Denied, 0))
+            .unwrap();
+        log.record(&record("b.example", Decision::Denied, 0))
+            .unwrap();
         let bytes = std::fs::read(tmp.path().join("egress.jsonl")).unwrap();
         assert_eq!(bytes.iter().filter(|b| **b == b'\n').count(), 3);
         let summary = summarize(&bytes).unwrap();
-        assert_eq!((summary.allowed, summary.denied, summary.bytes_up), (1, 2, 10));
-        assert_eq!(summary.hosts["a.example:443"], HostSummary { allowed: 1, denied: 1, bytes_up: 10, bytes_down: 0 });
+        assert_eq!(
+            (summary.allowed, summary.denied, summary.bytes_up),
+            (1, 2, 10)
+        );
+        assert_eq!(
+            summary.hosts["a.example:443"],
+            HostSummary {
+                allowed: 1,
+                denied: 1,
+                bytes_up: 10,
+                bytes_down: 0
+            }
+        );
         assert_eq!(summary.hosts["b.example:443"].denied, 1);
     }
 
@@ -210,23 +245,37 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dir = SafeDir::open(tmp.path()).unwrap();
         let log = AuditLog::open(&dir, "egress.jsonl").unwrap();
-        log.record(&record("a.example", Decision::Allowed, 1)).unwrap();
+        log.record(&record("a.example", Decision::Allowed, 1))
+            .unwrap();
         let bytes = std::fs::read(tmp.path().join("egress.jsonl")).unwrap();
-        assert_eq!(file_sha256(&dir, "egress.jsonl").unwrap(), hex::encode(Sha256::digest(&bytes)));
+        assert_eq!(
+            file_sha256(&dir, "egress.jsonl").unwrap(),
+            hex::encode(Sha256::digest(&bytes))
+        );
     }
 
     #[test]
     fn a_malformed_line_is_named() {
         let err = summarize(b"{\"bad\":1}\n").unwrap_err();
-        assert!(matches!(err, AuditError::Malformed { line: 1, .. }), "{err}");
+        assert!(
+            matches!(err, AuditError::Malformed { line: 1, .. }),
+            "{err}"
+        );
     }
 
     #[test]
     fn a_symlinked_audit_file_is_refused() {
         let tmp = tempfile::tempdir().unwrap();
         std::fs::write(tmp.path().join("elsewhere"), b"").unwrap();
-        std::os::unix::fs::symlink(tmp.path().join("elsewhere"), tmp.path().join("egress.jsonl")).unwrap();
+        std::os::unix::fs::symlink(
+            tmp.path().join("elsewhere"),
+            tmp.path().join("egress.jsonl"),
+        )
+        .unwrap();
         let dir = SafeDir::open(tmp.path()).unwrap();
-        assert!(matches!(AuditLog::open(&dir, "egress.jsonl"), Err(AuditError::Fs(SafeFsError::Symlink { .. }))));
+        assert!(matches!(
+            AuditLog::open(&dir, "egress.jsonl"),
+            Err(AuditError::Fs(SafeFsError::Symlink { .. }))
+        ));
     }
 }

@@ -25,7 +25,11 @@ pub enum EgressError {
     #[error("allow_addresses entry `{entry}`: not an IP address (write one exact address, no port or range)")]
     Address { entry: String },
     #[error("--resolve `{entry}`: {host}:{port} is not allowed by any allow entry; add --allow-host {host}:{port}")]
-    PinNotAllowed { entry: String, host: String, port: u16 },
+    PinNotAllowed {
+        entry: String,
+        host: String,
+        port: u16,
+    },
     #[error("egress proxy `{url}`: {problem}")]
     Upstream { url: String, problem: String },
     #[error("egress limit {name} = {value}: must be at least 1")]
@@ -77,35 +81,60 @@ impl EgressConfig {
         max_connections: usize,
         max_bytes: u64,
     ) -> Result<EgressConfig, EgressError> {
-        let rules = allow.iter().map(|e| AllowRule::parse(e)).collect::<Result<Vec<_>, _>>()?;
+        let rules = allow
+            .iter()
+            .map(|e| AllowRule::parse(e))
+            .collect::<Result<Vec<_>, _>>()?;
         let allow_addresses = allow_addresses
             .iter()
             .map(|e| {
                 let bare = e.trim().trim_start_matches('[').trim_end_matches(']');
-                bare.parse::<IpAddr>().map_err(|_| EgressError::Address { entry: e.clone() })
+                bare.parse::<IpAddr>()
+                    .map_err(|_| EgressError::Address { entry: e.clone() })
             })
             .collect::<Result<Vec<_>, _>>()?;
         let upstream = match upstream.map(str::trim).filter(|u| !u.is_empty()) {
-            Some(url) => Some(
-                UpstreamProxy::parse(url).map_err(|problem| EgressError::Upstream { url: url.to_string(), problem })?,
-            ),
+            Some(url) => {
+                Some(
+                    UpstreamProxy::parse(url).map_err(|problem| EgressError::Upstream {
+                        url: url.to_string(),
+                        problem,
+                    })?,
+                )
+            }
             None => None,
         };
-        let pins = resolve_pins.iter().map(|e| ResolvePin::parse(e)).collect::<Result<Vec<_>, _>>()?;
+        let pins = resolve_pins
+            .iter()
+            .map(|e| ResolvePin::parse(e))
+            .collect::<Result<Vec<_>, _>>()?;
         for pin in &pins {
             let is_upstream = upstream
                 .as_ref()
                 .is_some_and(|u| u.host == Host::Name(pin.host.clone()) && u.port == pin.port);
-            let allowed = matches!(match_rules(&rules, &Host::Name(pin.host.clone()), pin.port), RuleMatch::Allowed(_));
+            let allowed = matches!(
+                match_rules(&rules, &Host::Name(pin.host.clone()), pin.port),
+                RuleMatch::Allowed(_)
+            );
             if !allowed && !is_upstream {
-                return Err(EgressError::PinNotAllowed { entry: pin.source.clone(), host: pin.host.clone(), port: pin.port });
+                return Err(EgressError::PinNotAllowed {
+                    entry: pin.source.clone(),
+                    host: pin.host.clone(),
+                    port: pin.port,
+                });
             }
         }
         if max_connections == 0 {
-            return Err(EgressError::Limit { name: "max_connections", value: 0 });
+            return Err(EgressError::Limit {
+                name: "max_connections",
+                value: 0,
+            });
         }
         if max_bytes == 0 {
-            return Err(EgressError::Limit { name: "max_bytes", value: 0 });
+            return Err(EgressError::Limit {
+                name: "max_bytes",
+                value: 0,
+            });
         }
         Ok(EgressConfig {
             rules,
@@ -163,15 +192,33 @@ mod tests {
 
     #[test]
     fn a_bad_allow_entry_is_named() {
-        let err = EgressConfig::from_parts(&strings(&["ok.example", "bad*.example"]), &[], &[], None, 1, 1).unwrap_err();
+        let err = EgressConfig::from_parts(
+            &strings(&["ok.example", "bad*.example"]),
+            &[],
+            &[],
+            None,
+            1,
+            1,
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("`bad*.example`"), "{err}");
     }
 
     #[test]
     fn a_pin_for_a_host_no_entry_allows_is_refused() {
-        let err = EgressConfig::from_parts(&strings(&["a.example"]), &[], &strings(&["b.example:443:1.2.3.4"]), None, 1, 1)
-            .unwrap_err();
-        assert!(matches!(err, EgressError::PinNotAllowed { ref host, port: 443, .. } if host == "b.example"), "{err}");
+        let err = EgressConfig::from_parts(
+            &strings(&["a.example"]),
+            &[],
+            &strings(&["b.example:443:1.2.3.4"]),
+            None,
+            1,
+            1,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(err, EgressError::PinNotAllowed { ref host, port: 443, .. } if host == "b.example"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -197,7 +244,13 @@ mod tests {
             EgressConfig::from_parts(&[], &[], &[], Some("https://p.example"), 1, 1),
             Err(EgressError::Upstream { .. })
         ));
-        assert!(matches!(EgressConfig::from_parts(&[], &[], &[], None, 0, 1), Err(EgressError::Limit { .. })));
-        assert!(matches!(EgressConfig::from_parts(&[], &[], &[], None, 1, 0), Err(EgressError::Limit { .. })));
+        assert!(matches!(
+            EgressConfig::from_parts(&[], &[], &[], None, 0, 1),
+            Err(EgressError::Limit { .. })
+        ));
+        assert!(matches!(
+            EgressConfig::from_parts(&[], &[], &[], None, 1, 0),
+            Err(EgressError::Limit { .. })
+        ));
     }
 }

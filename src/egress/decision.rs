@@ -31,7 +31,12 @@ pub struct Denial {
 
 impl Denial {
     pub fn new(status: u16, reason: &'static str, detail: impl Into<String>) -> Self {
-        Denial { status, reason, detail: detail.into(), address: None }
+        Denial {
+            status,
+            reason,
+            detail: detail.into(),
+            address: None,
+        }
     }
 }
 
@@ -49,8 +54,16 @@ pub fn decide(config: &EgressConfig, host: &Host, port: u16) -> Result<Permit, D
         }
         RuleMatch::NoRule => {
             return Err(match host {
-                Host::Ip(_) => Denial::new(403, "ip_literal_not_listed", format!("{} is an IP literal no entry lists", host.authority(port))),
-                Host::Name(_) => Denial::new(403, "no_matching_rule", format!("no allow entry matches {}", host.authority(port))),
+                Host::Ip(_) => Denial::new(
+                    403,
+                    "ip_literal_not_listed",
+                    format!("{} is an IP literal no entry lists", host.authority(port)),
+                ),
+                Host::Name(_) => Denial::new(
+                    403,
+                    "no_matching_rule",
+                    format!("no allow entry matches {}", host.authority(port)),
+                ),
             })
         }
     };
@@ -63,7 +76,11 @@ pub fn decide(config: &EgressConfig, host: &Host, port: u16) -> Result<Permit, D
         let explicitly_allowed = pinned || config.allow_addresses.contains(ip);
         let class = classify(*ip);
         if !explicitly_allowed && !class.is_public() {
-            let what = if via.is_some() { "the upstream proxy" } else { "the destination" };
+            let what = if via.is_some() {
+                "the upstream proxy"
+            } else {
+                "the destination"
+            };
             let address = SocketAddr::new(*ip, target_port).to_string();
             return Err(Denial {
                 status: 403,
@@ -76,7 +93,14 @@ pub fn decide(config: &EgressConfig, host: &Host, port: u16) -> Result<Permit, D
             });
         }
     }
-    Ok(Permit { rule, addrs: ips.into_iter().map(|ip| SocketAddr::new(ip, target_port)).collect(), via })
+    Ok(Permit {
+        rule,
+        addrs: ips
+            .into_iter()
+            .map(|ip| SocketAddr::new(ip, target_port))
+            .collect(),
+        via,
+    })
 }
 
 /// Addresses for a host, and whether they came from an operator's pin.
@@ -89,7 +113,11 @@ fn resolve(config: &EgressConfig, host: &Host, port: u16) -> Result<(Vec<IpAddr>
             }
             match config.resolver.resolve(name, port) {
                 Ok(ips) if !ips.is_empty() => Ok((ips, false)),
-                Ok(_) => Err(Denial::new(502, "resolve_failed", format!("{name}: no addresses"))),
+                Ok(_) => Err(Denial::new(
+                    502,
+                    "resolve_failed",
+                    format!("{name}: no addresses"),
+                )),
                 Err(e) => Err(Denial::new(502, "resolve_failed", format!("{name}: {e}"))),
             }
         }
@@ -115,7 +143,12 @@ mod tests {
 
     #[test]
     fn an_allowed_name_with_a_public_address_is_permitted_on_that_address() {
-        let c = config(&["api.example.com"], &[], &[], FixedResolver::new().with("api.example.com", &[ip("93.184.216.34")]));
+        let c = config(
+            &["api.example.com"],
+            &[],
+            &[],
+            FixedResolver::new().with("api.example.com", &[ip("93.184.216.34")]),
+        );
         let p = decide(&c, &Host::parse("api.example.com").unwrap(), 443).unwrap();
         assert_eq!(p.rule, "api.example.com:443");
         assert_eq!(p.addrs, vec!["93.184.216.34:443".parse().unwrap()]);
@@ -123,9 +156,17 @@ mod tests {
 
     #[test]
     fn a_private_answer_is_refused_even_when_mixed_with_a_public_one() {
-        let c = config(&["api.example.com"], &[], &[], FixedResolver::new().with("api.example.com", &[ip("93.184.216.34"), ip("10.0.0.1")]));
+        let c = config(
+            &["api.example.com"],
+            &[],
+            &[],
+            FixedResolver::new().with("api.example.com", &[ip("93.184.216.34"), ip("10.0.0.1")]),
+        );
         let d = decide(&c, &Host::parse("api.example.com").unwrap(), 443).unwrap_err();
-        assert_eq!((d.status, d.reason, d.address.as_deref()), (403, "address_refused", Some("10.0.0.1:443")));
+        assert_eq!(
+            (d.status, d.reason, d.address.as_deref()),
+            (403, "address_refused", Some("10.0.0.1:443"))
+        );
     }
 
     #[test]
@@ -139,7 +180,12 @@ mod tests {
 
     #[test]
     fn a_pin_replaces_resolution_and_is_trusted() {
-        let c = config(&["api.example.com"], &[], &["api.example.com:443:127.0.0.1"], FixedResolver::new());
+        let c = config(
+            &["api.example.com"],
+            &[],
+            &["api.example.com:443:127.0.0.1"],
+            FixedResolver::new(),
+        );
         let p = decide(&c, &Host::parse("api.example.com").unwrap(), 443).unwrap();
         assert_eq!(p.addrs, vec!["127.0.0.1:443".parse().unwrap()]);
     }

@@ -13,11 +13,13 @@
 //! - `proxy`: the accept loop, per-connection handling, caps, stop.
 //! - `audit`: the JSONL audit log, its digest and summary.
 //! - `args`: `--allow-host`, `--resolve`, `--egress-proxy` for clap.
+//! - `env`: the proxy variables a zone's environment gets.
 pub mod addr;
 pub mod args;
 pub mod audit;
 pub mod config;
 pub mod decision;
+pub mod env;
 pub mod proxy;
 pub mod relay;
 pub mod request;
@@ -28,6 +30,7 @@ pub mod upstream;
 pub use args::EgressArgs;
 pub use audit::{AuditLog, AuditRecord, Decision, EgressSummary};
 pub use config::{EgressConfig, EgressError};
+pub use env::proxy_env;
 pub use proxy::{Proxy, ProxyHandle, ProxyStats};
 pub use resolve::{FixedResolver, Resolver, SystemResolver};
 pub use rule::AllowRule;

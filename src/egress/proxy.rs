@@ -78,7 +78,12 @@ pub struct ProxyHandle {
 impl Proxy {
     /// Start serving `listener` (normally the one `RunningZone::take_listener` returned) in
     /// background threads. Audit lines name `zone`.
-    pub fn start(config: EgressConfig, listener: TcpListener, audit: AuditLog, zone: &str) -> std::io::Result<ProxyHandle> {
+    pub fn start(
+        config: EgressConfig,
+        listener: TcpListener,
+        audit: AuditLog,
+        zone: &str,
+    ) -> std::io::Result<ProxyHandle> {
         listener.set_nonblocking(true)?;
         let local_addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
@@ -97,7 +102,11 @@ impl Proxy {
         let accept = std::thread::Builder::new()
             .name("egress-accept".into())
             .spawn(move || accept_loop(&accept_shared, &listener))?;
-        Ok(ProxyHandle { shared, accept: Some(accept), local_addr })
+        Ok(ProxyHandle {
+            shared,
+            accept: Some(accept),
+            local_addr,
+        })
     }
 }
 
@@ -173,7 +182,14 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
         }
         let (stream, _) = match listener.accept() {
             Ok(pair) => pair,
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted) => continue,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+                ) =>
+            {
+                continue
+            }
             Err(e) => {
                 // EMFILE and friends: back off instead of spinning.
                 tracing::warn!("egress proxy: accept failed: {e}");
@@ -185,49 +201,101 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
             continue;
         }
         if let Some(denial) = refusal_at_accept(shared) {
-            let started = Instant::now();
+            let started = Accepted::now();
             answer(&stream, &denial, "X-Loopexec-Denied");
-            audit_denied(shared, None, &denial, started);
+            audit_denied(shared, None, &denial, &started);
             continue;
         }
         shared.active.fetch_add(1, Ordering::SeqCst);
         next_id += 1;
         let id = next_id;
         let worker_shared = Arc::clone(shared);
-        let spawned = std::thread::Builder::new().name("egress-conn".into()).spawn(move || {
-            handle_connection(&worker_shared, id, stream);
-            lock(&worker_shared.open).remove(&id);
-            worker_shared.active.fetch_sub(1, Ordering::SeqCst);
-        });
+        let spawned = std::thread::Builder::new()
+            .name("egress-conn".into())
+            .spawn(move || {
+                let _slot = Slot {
+                    shared: &worker_shared,
+                    id,
+                };
+                handle_connection(&worker_shared, id, stream);
+            });
         let mut workers = lock(&shared.workers);
         workers.retain(|w| !w.is_finished());
         match spawned {
             Ok(handle) => workers.push(handle),
             Err(e) => {
                 shared.active.fetch_sub(1, Ordering::SeqCst);
-                tracing::warn!("egress proxy: could not start a connection thread: {e}");
+                let denial = Denial::new(
+                    0,
+                    "no_thread",
+                    format!("could not start a connection thread: {e}"),
+                );
+                audit_denied(shared, None, &denial, &Accepted::now());
             }
         }
+    }
+}
+
+/// A connection's place in the caps and in the list of open sockets, given back when its thread
+/// ends (also by unwinding).
+struct Slot<'a> {
+    shared: &'a Shared,
+    id: u64,
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        lock(&self.shared.open).remove(&self.id);
+        self.shared.active.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
 /// Refusals decided before reading anything: caps and a broken audit log.
 fn refusal_at_accept(shared: &Shared) -> Option<Denial> {
     if shared.audit_broken.load(Ordering::SeqCst) {
-        return Some(Denial::new(503, "audit_unavailable", "the egress audit log cannot be written"));
+        return Some(Denial::new(
+            503,
+            "audit_unavailable",
+            "the egress audit log cannot be written",
+        ));
     }
     let active = shared.active.load(Ordering::SeqCst);
     if active >= shared.config.max_connections {
         return Some(Denial::new(
             503,
             "connection_cap",
-            format!("{active} connections open, the zone's cap is {}", shared.config.max_connections),
+            format!(
+                "{active} connections open, the zone's cap is {}",
+                shared.config.max_connections
+            ),
         ));
     }
     if shared.budget.spent() {
-        return Some(Denial::new(503, "byte_cap", format!("the zone's {} byte budget is spent", shared.config.max_bytes)));
+        return Some(Denial::new(
+            503,
+            "byte_cap",
+            format!(
+                "the zone's {} byte budget is spent",
+                shared.config.max_bytes
+            ),
+        ));
     }
     None
+}
+
+/// When a connection was accepted: for the audit line's `ts` and `duration_ms`.
+struct Accepted {
+    at: Instant,
+    ts: String,
+}
+
+impl Accepted {
+    fn now() -> Accepted {
+        Accepted {
+            at: Instant::now(),
+            ts: now_rfc3339(),
+        }
+    }
 }
 
 /// What the audit line says about the request, as far as it was understood.
@@ -239,11 +307,14 @@ struct Seen {
 }
 
 fn handle_connection(shared: &Shared, id: u64, client: TcpStream) {
-    let started = Instant::now();
+    let started = Accepted::now();
     if let Ok(clone) = client.try_clone() {
         lock(&shared.open).insert(id, vec![clone]);
     }
     if shared.stopping.load(Ordering::SeqCst) {
+        let denial = Denial::new(503, "stopping", "the zone is ending");
+        answer(&client, &denial, "X-Loopexec-Denied");
+        audit_denied(shared, None, &denial, &started);
         return;
     }
     let (head, early) = match read_head(&client, shared.config.head_timeout) {
@@ -253,7 +324,7 @@ fn handle_connection(shared: &Shared, id: u64, client: TcpStream) {
             if denial.status != 0 {
                 answer(&client, &denial, "X-Loopexec-Denied");
             }
-            audit_denied(shared, None, &denial, started);
+            audit_denied(shared, None, &denial, &started);
             return;
         }
     };
@@ -262,20 +333,24 @@ fn handle_connection(shared: &Shared, id: u64, client: TcpStream) {
         Err(e) => {
             let denial = head_denial(e);
             answer(&client, &denial, "X-Loopexec-Denied");
-            audit_denied(shared, None, &denial, started);
+            audit_denied(shared, None, &denial, &started);
             return;
         }
     };
-    let seen = Seen { method: Some(request.method.clone()), host: Some(request.host.to_string()), port: Some(request.port) };
+    let seen = Seen {
+        method: Some(request.method.clone()),
+        host: Some(request.host.to_string()),
+        port: Some(request.port),
+    };
     let permit = match decide(&shared.config, &request.host, request.port) {
         Ok(p) => p,
         Err(denial) => {
             answer(&client, &denial, "X-Loopexec-Denied");
-            audit_denied(shared, Some(seen), &denial, started);
+            audit_denied(shared, Some(seen), &denial, &started);
             return;
         }
     };
-    let mut record = base_record(shared, Some(seen), Decision::Allowed);
+    let mut record = base_record(shared, Some(seen), Decision::Allowed, &started);
     record.rule = Some(permit.rule.clone());
     record.via = permit.via.clone();
 
@@ -295,7 +370,7 @@ fn handle_connection(shared: &Shared, id: u64, client: TcpStream) {
     let Some(server) = server else {
         let failure = Denial::new(502, "connect_failed", last_error);
         answer(&client, &failure, "X-Loopexec-Error");
-        finish_failed(shared, record, &failure, started);
+        finish_failed(shared, record, &failure, &started);
         return;
     };
     if let Ok(clone) = server.try_clone() {
@@ -306,12 +381,16 @@ fn handle_connection(shared: &Shared, id: u64, client: TcpStream) {
 
     let mut first_down = Vec::new();
     if permit.via.is_some() {
-        match open_tunnel(&server, &request.host.authority(request.port), shared.config.connect_timeout) {
+        match open_tunnel(
+            &server,
+            &request.host.authority(request.port),
+            shared.config.connect_timeout,
+        ) {
             Ok(extra) => first_down = extra,
             Err(problem) => {
                 let failure = Denial::new(502, "upstream_refused", problem);
                 answer(&client, &failure, "X-Loopexec-Error");
-                finish_failed(shared, record, &failure, started);
+                finish_failed(shared, record, &failure, &started);
                 return;
             }
         }
@@ -320,7 +399,7 @@ fn handle_connection(shared: &Shared, id: u64, client: TcpStream) {
         RequestKind::Connect => {
             if let Err(e) = (&client).write_all(b"HTTP/1.1 200 Connection established\r\n\r\n") {
                 record.end = Some(format!("error: {e}"));
-                finish(shared, record, started);
+                finish(shared, record, &started);
                 return;
             }
             record.status = Some(200);
@@ -331,22 +410,46 @@ fn handle_connection(shared: &Shared, id: u64, client: TcpStream) {
             head
         }
     };
-    let outcome = relay(&client, &server, &first_up, &first_down, &shared.budget, &shared.stopping);
+    let outcome = relay(
+        &client,
+        &server,
+        &first_up,
+        &first_down,
+        &shared.budget,
+        &shared.stopping,
+    );
     if outcome.end == RelayEnd::ByteCap {
-        shared.counters.byte_cap_hits.fetch_add(1, Ordering::Relaxed);
+        shared
+            .counters
+            .byte_cap_hits
+            .fetch_add(1, Ordering::Relaxed);
     }
-    shared.counters.bytes_up.fetch_add(outcome.bytes_up, Ordering::Relaxed);
-    shared.counters.bytes_down.fetch_add(outcome.bytes_down, Ordering::Relaxed);
+    shared
+        .counters
+        .bytes_up
+        .fetch_add(outcome.bytes_up, Ordering::Relaxed);
+    shared
+        .counters
+        .bytes_down
+        .fetch_add(outcome.bytes_down, Ordering::Relaxed);
     record.bytes_up = outcome.bytes_up;
     record.bytes_down = outcome.bytes_down;
     record.end = Some(outcome.end.label());
-    finish(shared, record, started);
+    finish(shared, record, &started);
 }
 
 fn head_denial(e: HeadError) -> Denial {
     match e {
-        HeadError::Closed => Denial::new(0, "closed_before_request", "the client closed before sending a request"),
-        HeadError::Timeout => Denial::new(408, "head_timeout", "the request head did not arrive in time"),
+        HeadError::Closed => Denial::new(
+            0,
+            "closed_before_request",
+            "the client closed before sending a request",
+        ),
+        HeadError::Timeout => Denial::new(
+            408,
+            "head_timeout",
+            "the request head did not arrive in time",
+        ),
         HeadError::TooLarge(why) => Denial::new(431, "head_too_large", why),
         HeadError::Malformed(why) => Denial::new(400, "malformed", why),
         HeadError::Unsupported(why) => Denial::new(400, "unsupported", why),
@@ -381,10 +484,15 @@ fn answer(client: &TcpStream, denial: &Denial, header: &str) {
     let _ = client.shutdown(Shutdown::Write);
 }
 
-fn base_record(shared: &Shared, seen: Option<Seen>, decision: Decision) -> AuditRecord {
+fn base_record(
+    shared: &Shared,
+    seen: Option<Seen>,
+    decision: Decision,
+    accepted: &Accepted,
+) -> AuditRecord {
     let seen = seen.unwrap_or_default();
     AuditRecord {
-        ts: now_rfc3339(),
+        ts: accepted.ts.clone(),
         zone: shared.zone.clone(),
         method: seen.method,
         host: seen.host,
@@ -403,9 +511,9 @@ fn base_record(shared: &Shared, seen: Option<Seen>, decision: Decision) -> Audit
     }
 }
 
-fn audit_denied(shared: &Shared, seen: Option<Seen>, denial: &Denial, started: Instant) {
+fn audit_denied(shared: &Shared, seen: Option<Seen>, denial: &Denial, started: &Accepted) {
     shared.counters.denied.fetch_add(1, Ordering::Relaxed);
-    let mut record = base_record(shared, seen, Decision::Denied);
+    let mut record = base_record(shared, seen, Decision::Denied, started);
     record.reason = Some(denial.reason.to_string());
     record.detail = Some(printable(&denial.detail));
     record.status = (denial.status != 0).then_some(denial.status);
@@ -414,7 +522,7 @@ fn audit_denied(shared: &Shared, seen: Option<Seen>, denial: &Denial, started: I
 }
 
 /// An allowed connection that could not be established.
-fn finish_failed(shared: &Shared, mut record: AuditRecord, failure: &Denial, started: Instant) {
+fn finish_failed(shared: &Shared, mut record: AuditRecord, failure: &Denial, started: &Accepted) {
     record.reason = Some(failure.reason.to_string());
     record.detail = Some(printable(&failure.detail));
     record.status = Some(failure.status);
@@ -422,13 +530,13 @@ fn finish_failed(shared: &Shared, mut record: AuditRecord, failure: &Denial, sta
     finish(shared, record, started);
 }
 
-fn finish(shared: &Shared, record: AuditRecord, started: Instant) {
+fn finish(shared: &Shared, record: AuditRecord, started: &Accepted) {
     shared.counters.allowed.fetch_add(1, Ordering::Relaxed);
     write_record(shared, record, started);
 }
 
-fn write_record(shared: &Shared, mut record: AuditRecord, started: Instant) {
-    record.duration_ms = started.elapsed().as_millis().min(u64::MAX as u128) as u64;
+fn write_record(shared: &Shared, mut record: AuditRecord, started: &Accepted) {
+    record.duration_ms = started.at.elapsed().as_millis().min(u64::MAX as u128) as u64;
     if let Err(e) = shared.audit.record(&record) {
         shared.counters.audit_errors.fetch_add(1, Ordering::Relaxed);
         shared.audit_broken.store(true, Ordering::SeqCst);

@@ -1,9 +1,11 @@
 //! Relaying an established connection in both directions, counting bytes against the zone's
 //! byte budget.
 //!
-//! Each direction runs on its own thread and moves bytes with splice(2) through a pipe (no copy
-//! through user space; a read/write loop with a large buffer if a pipe cannot be made). End-of-stream in
-//! one direction is passed on as a half-close (`shutdown(Write)`), so request/response protocols
+//! Each direction runs on its own thread and moves bytes with splice(2) through a pipe, without
+//! copying them through user space (measured: about 20% less CPU per GiB than a read/write loop on
+//! loopback; see docs/egress.md). If no pipe can be made, a read/write loop with a large buffer is
+//! used instead. SPLICE_F_MORE is deliberately not passed: it corks small writes, which added
+//! 200 ms to the first byte of every connection. End-of-stream in one direction is passed on as a half-close (`shutdown(Write)`), so request/response protocols
 //! finish normally. When the zone's byte budget runs out, the bytes still within it are written,
 //! then both sockets are shut down: the total relayed never exceeds the budget.
 
@@ -12,8 +14,11 @@ use std::net::{Shutdown, TcpStream};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-/// Size of each direction's copy buffer.
-pub const RELAY_BUFFER: usize = 256 * 1024;
+/// Size asked for each direction's splice pipe (1 MiB is the default unprivileged maximum), and
+/// the most one splice call moves.
+pub const PIPE_SIZE: usize = 1024 * 1024;
+/// Size of each direction's buffer on the read/write fallback path.
+pub const COPY_BUFFER: usize = 256 * 1024;
 
 /// The zone-wide allowance of relayed bytes (both directions, all connections).
 #[derive(Debug)]
@@ -24,7 +29,10 @@ pub struct ByteBudget {
 
 impl ByteBudget {
     pub fn new(max: u64) -> Self {
-        ByteBudget { max, used: AtomicU64::new(0) }
+        ByteBudget {
+            max,
+            used: AtomicU64::new(0),
+        }
     }
 
     /// Reserve up to `n` bytes; returns how many were granted (fewer than `n` once the budget
@@ -36,7 +44,12 @@ impl ByteBudget {
             if grant == 0 {
                 return 0;
             }
-            match self.used.compare_exchange_weak(current, current + grant, Ordering::AcqRel, Ordering::Relaxed) {
+            match self.used.compare_exchange_weak(
+                current,
+                current + grant,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
                 Ok(_) => return grant,
                 Err(actual) => current = actual,
             }
@@ -105,7 +118,9 @@ pub fn relay(
     let (up_end, down_end) = std::thread::scope(|scope| {
         let down_thread = scope.spawn(|| pump(server, client, first_down, budget, &down));
         let up_end = pump(client, server, first_up, budget, &up);
-        let down_end = down_thread.join().unwrap_or_else(|_| PumpEnd::Error("relay thread panicked".into()));
+        let down_end = down_thread
+            .join()
+            .unwrap_or_else(|_| PumpEnd::Error("relay thread panicked".into()));
         (up_end, down_end)
     });
     let end = match (up_end, down_end) {
@@ -114,10 +129,20 @@ pub fn relay(
         (PumpEnd::Error(e), _) | (_, PumpEnd::Error(e)) => RelayEnd::Error(e),
         (PumpEnd::Eof, PumpEnd::Eof) => RelayEnd::Closed,
     };
-    RelayOutcome { bytes_up: up.into_inner(), bytes_down: down.into_inner(), end }
+    RelayOutcome {
+        bytes_up: up.into_inner(),
+        bytes_down: down.into_inner(),
+        end,
+    }
 }
 
-fn pump(from: &TcpStream, to: &TcpStream, first: &[u8], budget: &ByteBudget, counter: &AtomicU64) -> PumpEnd {
+fn pump(
+    from: &TcpStream,
+    to: &TcpStream,
+    first: &[u8],
+    budget: &ByteBudget,
+    counter: &AtomicU64,
+) -> PumpEnd {
     let cut = |end: PumpEnd| {
         let _ = from.shutdown(Shutdown::Both);
         let _ = to.shutdown(Shutdown::Both);
@@ -139,9 +164,14 @@ fn pump(from: &TcpStream, to: &TcpStream, first: &[u8], budget: &ByteBudget, cou
     }
 }
 
-/// The portable path: read into a buffer, write it out.
-fn copy_pump(from: &TcpStream, to: &TcpStream, budget: &ByteBudget, counter: &AtomicU64) -> PumpEnd {
-    let mut buf = vec![0u8; RELAY_BUFFER];
+/// The fallback path: read into a buffer, write it out, until end-of-stream, an error or the budget.
+fn copy_pump(
+    from: &TcpStream,
+    to: &TcpStream,
+    budget: &ByteBudget,
+    counter: &AtomicU64,
+) -> PumpEnd {
+    let mut buf = vec![0u8; COPY_BUFFER];
     loop {
         let n = match (&*from).read(&mut buf) {
             Ok(0) => return PumpEnd::Eof,
@@ -163,15 +193,25 @@ struct SplicePipe {
 
 impl SplicePipe {
     fn new() -> std::io::Result<SplicePipe> {
-        let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(std::io::Error::from)?;
+        let (read, write) =
+            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(std::io::Error::from)?;
         // A larger pipe moves more per call; the default maximum for unprivileged users is 1 MiB.
-        let _ = nix::fcntl::fcntl(write.as_raw_fd(), nix::fcntl::FcntlArg::F_SETPIPE_SZ(RELAY_BUFFER as i32));
+        let _ = nix::fcntl::fcntl(
+            write.as_raw_fd(),
+            nix::fcntl::FcntlArg::F_SETPIPE_SZ(PIPE_SIZE as i32),
+        );
         Ok(SplicePipe { read, write })
     }
 
-    fn pump(&self, from: &TcpStream, to: &TcpStream, budget: &ByteBudget, counter: &AtomicU64) -> PumpEnd {
+    fn pump(
+        &self,
+        from: &TcpStream,
+        to: &TcpStream,
+        budget: &ByteBudget,
+        counter: &AtomicU64,
+    ) -> PumpEnd {
         loop {
-            let n = match splice(from.as_raw_fd(), self.write.as_raw_fd(), RELAY_BUFFER) {
+            let n = match splice(from.as_raw_fd(), self.write.as_raw_fd(), PIPE_SIZE) {
                 Ok(0) => return PumpEnd::Eof,
                 Ok(n) => n,
                 Err(e) => return PumpEnd::Error(e.to_string()),
@@ -199,7 +239,14 @@ fn splice(from: RawFd, to: RawFd, len: usize) -> std::io::Result<usize> {
         // SAFETY: both descriptors are open for the duration of the call (borrowed from live
         // owners); null offsets are required for pipes and sockets.
         let n = unsafe {
-            libc::splice(from, std::ptr::null_mut(), to, std::ptr::null_mut(), len, libc::SPLICE_F_MOVE | libc::SPLICE_F_MORE)
+            libc::splice(
+                from,
+                std::ptr::null_mut(),
+                to,
+                std::ptr::null_mut(),
+                len,
+                libc::SPLICE_F_MOVE,
+            )
         };
         if n >= 0 {
             return Ok(n as usize);
@@ -212,7 +259,12 @@ fn splice(from: RawFd, to: RawFd, len: usize) -> std::io::Result<usize> {
 }
 
 /// Write as much of `data` as the budget grants; `Some` when the connection must end.
-fn forward(data: &[u8], to: &TcpStream, budget: &ByteBudget, counter: &AtomicU64) -> Option<PumpEnd> {
+fn forward(
+    data: &[u8],
+    to: &TcpStream,
+    budget: &ByteBudget,
+    counter: &AtomicU64,
+) -> Option<PumpEnd> {
     if data.is_empty() {
         return None;
     }
@@ -227,6 +279,58 @@ fn forward(data: &[u8], to: &TcpStream, budget: &ByteBudget, counter: &AtomicU64
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::TcpListener;
+
+    /// A connected pair of loopback sockets.
+    fn pair() -> (TcpStream, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let a = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (b, _) = listener.accept().unwrap();
+        (a, b)
+    }
+
+    /// Send `data` into a pump (source closed afterwards) and return what came out the other side.
+    fn run_pump(
+        data: Vec<u8>,
+        pump: impl Fn(&TcpStream, &TcpStream, &AtomicU64) -> PumpEnd,
+    ) -> (Vec<u8>, bool) {
+        let (mut writer, from) = pair();
+        let (to, mut reader) = pair();
+        let feeder = std::thread::spawn(move || {
+            let _ = writer.write_all(&data);
+        });
+        let counter = AtomicU64::new(0);
+        let end = pump(&from, &to, &counter);
+        drop(to);
+        let mut out = Vec::new();
+        reader.read_to_end(&mut out).unwrap();
+        feeder.join().unwrap();
+        assert_eq!(counter.load(Ordering::Relaxed), out.len() as u64);
+        (out, matches!(end, PumpEnd::Cap))
+    }
+
+    #[test]
+    fn both_pump_paths_move_every_byte_in_order() {
+        let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+        let budget = ByteBudget::new(u64::MAX);
+        let (out, capped) = run_pump(data.clone(), |f, t, c| copy_pump(f, t, &budget, c));
+        assert!(!capped && out == data);
+        let pipe = SplicePipe::new().unwrap();
+        let (out, capped) = run_pump(data.clone(), |f, t, c| pipe.pump(f, t, &budget, c));
+        assert!(!capped && out == data);
+    }
+
+    #[test]
+    fn both_pump_paths_stop_exactly_at_the_budget() {
+        let data = vec![7u8; 100_000];
+        let budget = ByteBudget::new(12_345);
+        let (out, capped) = run_pump(data.clone(), |f, t, c| copy_pump(f, t, &budget, c));
+        assert!(capped && out.len() == 12_345);
+        let budget = ByteBudget::new(12_345);
+        let pipe = SplicePipe::new().unwrap();
+        let (out, capped) = run_pump(data, |f, t, c| pipe.pump(f, t, &budget, c));
+        assert!(capped && out.len() == 12_345);
+    }
 
     #[test]
     fn the_budget_grants_at_most_what_is_left() {

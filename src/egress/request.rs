@@ -58,11 +58,18 @@ pub fn read_head(stream: &TcpStream, timeout: Duration) -> Result<(Vec<u8>, Vec<
         if remaining.is_zero() {
             return Err(HeadError::Timeout);
         }
-        stream.set_read_timeout(Some(remaining)).map_err(HeadError::Io)?;
+        stream
+            .set_read_timeout(Some(remaining))
+            .map_err(HeadError::Io)?;
         let n = match reader.read(&mut chunk) {
             Ok(0) => return Err(HeadError::Closed),
             Ok(n) => n,
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
                 return Err(HeadError::Timeout)
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
@@ -73,14 +80,18 @@ pub fn read_head(stream: &TcpStream, timeout: Duration) -> Result<(Vec<u8>, Vec<
         if let Some(pos) = find_blank_line(&buf[search_from..]) {
             let end = search_from + pos + 4;
             if end > MAX_HEAD_BYTES {
-                return Err(HeadError::TooLarge(format!("request head over {MAX_HEAD_BYTES} bytes")));
+                return Err(HeadError::TooLarge(format!(
+                    "request head over {MAX_HEAD_BYTES} bytes"
+                )));
             }
             let rest = buf.split_off(end);
             stream.set_read_timeout(None).map_err(HeadError::Io)?;
             return Ok((buf, rest));
         }
         if buf.len() > MAX_HEAD_BYTES {
-            return Err(HeadError::TooLarge(format!("request head over {MAX_HEAD_BYTES} bytes")));
+            return Err(HeadError::TooLarge(format!(
+                "request head over {MAX_HEAD_BYTES} bytes"
+            )));
         }
     }
 }
@@ -90,8 +101,16 @@ fn find_blank_line(bytes: &[u8]) -> Option<usize> {
 }
 
 /// Headers a proxy must not forward (RFC 9110 §7.6.1), plus proxy credentials.
-const HOP_BY_HOP: [&str; 8] =
-    ["connection", "keep-alive", "proxy-connection", "proxy-authorization", "proxy-authenticate", "te", "trailer", "upgrade"];
+const HOP_BY_HOP: [&str; 8] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authorization",
+    "proxy-authenticate",
+    "te",
+    "trailer",
+    "upgrade",
+];
 
 /// Parse a complete head.
 pub fn parse_head(head: &[u8]) -> Result<ProxyRequest, HeadError> {
@@ -99,11 +118,19 @@ pub fn parse_head(head: &[u8]) -> Result<ProxyRequest, HeadError> {
     let mut req = httparse::Request::new(&mut headers);
     match req.parse(head) {
         Ok(httparse::Status::Complete(_)) => {}
-        Ok(httparse::Status::Partial) => return Err(HeadError::Malformed("incomplete request head".into())),
-        Err(httparse::Error::TooManyHeaders) => {
-            return Err(HeadError::TooLarge(format!("more than {MAX_HEADERS} header fields")))
+        Ok(httparse::Status::Partial) => {
+            return Err(HeadError::Malformed("incomplete request head".into()))
         }
-        Err(e) => return Err(HeadError::Malformed(format!("unparseable request head ({e})"))),
+        Err(httparse::Error::TooManyHeaders) => {
+            return Err(HeadError::TooLarge(format!(
+                "more than {MAX_HEADERS} header fields"
+            )))
+        }
+        Err(e) => {
+            return Err(HeadError::Malformed(format!(
+                "unparseable request head ({e})"
+            )))
+        }
     }
     let method = req.method.unwrap_or_default().to_string();
     let target = req.path.unwrap_or_default();
@@ -112,17 +139,32 @@ pub fn parse_head(head: &[u8]) -> Result<ProxyRequest, HeadError> {
     }
     if method == "CONNECT" {
         let (host, port) = parse_authority(target, None)?;
-        return Ok(ProxyRequest { method, host, port, kind: RequestKind::Connect });
+        return Ok(ProxyRequest {
+            method,
+            host,
+            port,
+            kind: RequestKind::Connect,
+        });
     }
     let (host, port, authority, origin) = parse_absolute_uri(target)?;
     let head = rewrite_head(&method, &origin, &authority, req.headers)?;
-    Ok(ProxyRequest { method, host, port, kind: RequestKind::Forward { head } })
+    Ok(ProxyRequest {
+        method,
+        host,
+        port,
+        kind: RequestKind::Forward { head },
+    })
 }
 
 /// Parse `host:port` (CONNECT) or `host[:port]` (URI authority, with `default_port`).
 fn parse_authority(text: &str, default_port: Option<u16>) -> Result<(Host, u16), HeadError> {
-    let bad = |why: &str| HeadError::Malformed(format!("bad authority `{}`: {why}", printable(text)));
-    if text.is_empty() || text.bytes().any(|b| b <= b' ' || b == 0x7f || b"/?#@\\%".contains(&b)) {
+    let bad =
+        |why: &str| HeadError::Malformed(format!("bad authority `{}`: {why}", printable(text)));
+    if text.is_empty()
+        || text
+            .bytes()
+            .any(|b| b <= b' ' || b == 0x7f || b"/?#@\\%".contains(&b))
+    {
         return Err(bad("empty or contains characters not allowed in host:port"));
     }
     let (host, port) = if text.starts_with('[') {
@@ -168,12 +210,18 @@ fn parse_absolute_uri(target: &str) -> Result<(Host, u16, String, String), HeadE
     let (host, port) = parse_authority(authority, Some(80))?;
     let mut origin = rest[auth_end..].split('#').next().unwrap_or("").to_string();
     if origin.bytes().any(|b| b <= b' ' || b == 0x7f || b == b'\\') {
-        return Err(HeadError::Malformed("request target contains spaces, controls or `\\`".into()));
+        return Err(HeadError::Malformed(
+            "request target contains spaces, controls or `\\`".into(),
+        ));
     }
     if !origin.starts_with('/') {
         origin.insert(0, '/');
     }
-    let host_header = if port == 80 { authority_host(&host) } else { host.authority(port) };
+    let host_header = if port == 80 {
+        authority_host(&host)
+    } else {
+        host.authority(port)
+    };
     Ok((host, port, host_header, origin))
 }
 
@@ -185,7 +233,12 @@ fn authority_host(host: &Host) -> String {
 }
 
 /// Build the origin-form head: request line, `Host`, end-to-end headers, `Connection: close`.
-fn rewrite_head(method: &str, origin: &str, authority: &str, headers: &[httparse::Header<'_>]) -> Result<Vec<u8>, HeadError> {
+fn rewrite_head(
+    method: &str,
+    origin: &str,
+    authority: &str,
+    headers: &[httparse::Header<'_>],
+) -> Result<Vec<u8>, HeadError> {
     let mut drop_also: Vec<String> = Vec::new();
     let mut content_length: Option<&[u8]> = None;
     let mut transfer_encoding = false;
@@ -197,25 +250,35 @@ fn rewrite_head(method: &str, origin: &str, authority: &str, headers: &[httparse
             }
         } else if name == "content-length" {
             if content_length.is_some_and(|v| v != h.value) {
-                return Err(HeadError::Malformed("conflicting Content-Length headers".into()));
+                return Err(HeadError::Malformed(
+                    "conflicting Content-Length headers".into(),
+                ));
             }
             if h.value.is_empty() || !h.value.iter().all(u8::is_ascii_digit) {
-                return Err(HeadError::Malformed("Content-Length is not a number".into()));
+                return Err(HeadError::Malformed(
+                    "Content-Length is not a number".into(),
+                ));
             }
             content_length = Some(h.value);
         } else if name == "transfer-encoding" {
             let value = String::from_utf8_lossy(h.value).to_ascii_lowercase();
             if value.rsplit(',').next().map(str::trim) != Some("chunked") {
-                return Err(HeadError::Malformed("a request Transfer-Encoding must end in chunked".into()));
+                return Err(HeadError::Malformed(
+                    "a request Transfer-Encoding must end in chunked".into(),
+                ));
             }
             transfer_encoding = true;
         }
     }
     if content_length.is_some() && transfer_encoding {
-        return Err(HeadError::Malformed("both Content-Length and Transfer-Encoding".into()));
+        return Err(HeadError::Malformed(
+            "both Content-Length and Transfer-Encoding".into(),
+        ));
     }
     let mut out = Vec::with_capacity(512);
-    out.extend_from_slice(format!("{method} {origin} HTTP/1.1\r\nHost: {authority}\r\n").as_bytes());
+    out.extend_from_slice(
+        format!("{method} {origin} HTTP/1.1\r\nHost: {authority}\r\n").as_bytes(),
+    );
     for h in headers.iter() {
         let name = h.name.to_ascii_lowercase();
         if name == "host" || HOP_BY_HOP.contains(&name.as_str()) || drop_also.contains(&name) {
@@ -232,7 +295,10 @@ fn rewrite_head(method: &str, origin: &str, authority: &str, headers: &[httparse
 
 /// Text safe to put in a header or log line: printable ASCII only, bounded length.
 pub fn printable(text: &str) -> String {
-    text.chars().take(200).map(|c| if (' '..='~').contains(&c) { c } else { '?' }).collect()
+    text.chars()
+        .take(200)
+        .map(|c| if (' '..='~').contains(&c) { c } else { '?' })
+        .collect()
 }
 
 #[cfg(test)]
@@ -246,12 +312,22 @@ mod tests {
     #[test]
     fn connect_names_host_and_port() {
         let req = parse("CONNECT API.Example.com.:443 HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-        assert_eq!((req.host, req.port, req.kind), (Host::Name("api.example.com".into()), 443, RequestKind::Connect));
+        assert_eq!(
+            (req.host, req.port, req.kind),
+            (
+                Host::Name("api.example.com".into()),
+                443,
+                RequestKind::Connect
+            )
+        );
     }
 
     #[test]
     fn connect_without_a_port_is_malformed() {
-        assert!(matches!(parse("CONNECT api.example.com HTTP/1.1\r\n\r\n"), Err(HeadError::Malformed(_))));
+        assert!(matches!(
+            parse("CONNECT api.example.com HTTP/1.1\r\n\r\n"),
+            Err(HeadError::Malformed(_))
+        ));
     }
 
     #[test]
@@ -267,8 +343,13 @@ mod tests {
              Connection: keep-alive, X-Secret\r\nX-Secret: 1\r\nKeep-Alive: 5\r\nContent-Length: 3\r\nAccept: */*\r\n\r\n",
         )
         .unwrap();
-        assert_eq!((req.host.clone(), req.port), (Host::Name("api.example.com".into()), 8080));
-        let RequestKind::Forward { head } = req.kind else { panic!("not forward") };
+        assert_eq!(
+            (req.host.clone(), req.port),
+            (Host::Name("api.example.com".into()), 8080)
+        );
+        let RequestKind::Forward { head } = req.kind else {
+            panic!("not forward")
+        };
         assert_eq!(
             String::from_utf8(head).unwrap(),
             "POST /v1/x?y=1 HTTP/1.1\r\nHost: api.example.com:8080\r\nContent-Length: 3\r\nAccept: */*\r\nConnection: close\r\n\r\n"
@@ -279,14 +360,22 @@ mod tests {
     fn an_absolute_uri_defaults_to_port_80_and_path_slash() {
         let req = parse("GET http://example.com HTTP/1.1\r\n\r\n").unwrap();
         assert_eq!(req.port, 80);
-        let RequestKind::Forward { head } = req.kind else { panic!("not forward") };
+        let RequestKind::Forward { head } = req.kind else {
+            panic!("not forward")
+        };
         assert!(head.starts_with(b"GET / HTTP/1.1\r\nHost: example.com\r\n"));
     }
 
     #[test]
     fn origin_form_and_https_uris_are_unsupported() {
-        assert!(matches!(parse("GET / HTTP/1.1\r\nHost: a\r\n\r\n"), Err(HeadError::Unsupported(_))));
-        assert!(matches!(parse("GET https://a.example/ HTTP/1.1\r\n\r\n"), Err(HeadError::Unsupported(_))));
+        assert!(matches!(
+            parse("GET / HTTP/1.1\r\nHost: a\r\n\r\n"),
+            Err(HeadError::Unsupported(_))
+        ));
+        assert!(matches!(
+            parse("GET https://a.example/ HTTP/1.1\r\n\r\n"),
+            Err(HeadError::Unsupported(_))
+        ));
     }
 
     #[test]

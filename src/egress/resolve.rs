@@ -54,7 +54,10 @@ impl FixedResolver {
 
 impl Resolver for FixedResolver {
     fn resolve(&self, host: &str, _port: u16) -> Result<Vec<IpAddr>, String> {
-        self.table.get(host).cloned().ok_or_else(|| "name not found in the fixed table".to_string())
+        self.table
+            .get(host)
+            .cloned()
+            .ok_or_else(|| "name not found in the fixed table".to_string())
     }
 }
 
@@ -78,24 +81,39 @@ pub struct PinError {
 impl ResolvePin {
     /// Parse `HOST:PORT:ADDR[,ADDR...]`; IPv6 addresses may be bracketed (`[::1]`) or bare.
     pub fn parse(entry: &str) -> Result<ResolvePin, PinError> {
-        let fail = |problem: String| PinError { entry: entry.to_string(), problem };
+        let fail = |problem: String| PinError {
+            entry: entry.to_string(),
+            problem,
+        };
         let mut parts = entry.splitn(3, ':');
         let (host, port, addrs) = match (parts.next(), parts.next(), parts.next()) {
             (Some(h), Some(p), Some(a)) if !h.is_empty() && !a.is_empty() => (h, p, a),
             _ => return Err(fail("expected HOST:PORT:ADDR".into())),
         };
         if host.starts_with('[') || host.parse::<IpAddr>().is_ok() {
-            return Err(fail("HOST must be a name; IP literals need no resolution".into()));
+            return Err(fail(
+                "HOST must be a name; IP literals need no resolution".into(),
+            ));
         }
         let host = normalise_name(host).map_err(fail)?;
         let port = parse_port(port).map_err(fail)?;
         let mut list = Vec::new();
         for raw in addrs.split(',') {
-            let bare = raw.strip_prefix('[').and_then(|r| r.strip_suffix(']')).unwrap_or(raw);
-            let ip: IpAddr = bare.parse().map_err(|_| fail(format!("`{raw}` is not an IP address")))?;
+            let bare = raw
+                .strip_prefix('[')
+                .and_then(|r| r.strip_suffix(']'))
+                .unwrap_or(raw);
+            let ip: IpAddr = bare
+                .parse()
+                .map_err(|_| fail(format!("`{raw}` is not an IP address")))?;
             list.push(ip);
         }
-        Ok(ResolvePin { host, port, addrs: list, source: entry.to_string() })
+        Ok(ResolvePin {
+            host,
+            port,
+            addrs: list,
+            source: entry.to_string(),
+        })
     }
 }
 
@@ -117,11 +135,6 @@ impl PinTable {
     pub fn pins(&self) -> &[ResolvePin] {
         &self.pins
     }
-
-    /// Whether `ip` was named by some pin (the operator's explicit choice).
-    pub fn pins_address(&self, ip: IpAddr) -> bool {
-        self.pins.iter().any(|p| p.addrs.contains(&ip))
-    }
 }
 
 #[cfg(test)]
@@ -141,7 +154,11 @@ mod tests {
         let pin = ResolvePin::parse("h.example:8443:[::1],10.0.0.2,2001:db8::5").unwrap();
         assert_eq!(
             pin.addrs,
-            vec!["::1".parse::<IpAddr>().unwrap(), "10.0.0.2".parse().unwrap(), "2001:db8::5".parse().unwrap()]
+            vec![
+                "::1".parse::<IpAddr>().unwrap(),
+                "10.0.0.2".parse().unwrap(),
+                "2001:db8::5".parse().unwrap()
+            ]
         );
     }
 
@@ -162,7 +179,10 @@ mod tests {
     #[test]
     fn the_fixed_table_answers_only_its_names() {
         let r = FixedResolver::new().with("A.example", &["192.0.2.1".parse().unwrap()]);
-        assert_eq!(r.resolve("a.example", 443).unwrap(), vec!["192.0.2.1".parse::<IpAddr>().unwrap()]);
+        assert_eq!(
+            r.resolve("a.example", 443).unwrap(),
+            vec!["192.0.2.1".parse::<IpAddr>().unwrap()]
+        );
         assert!(r.resolve("b.example", 443).is_err());
     }
 }

@@ -76,10 +76,17 @@ pub fn normalise_name(raw: &str) -> Result<String, String> {
             return Err(format!("`{raw}` has an empty label"));
         }
         if label.len() > MAX_LABEL_LEN {
-            return Err(format!("`{raw}` has a label longer than {MAX_LABEL_LEN} characters"));
+            return Err(format!(
+                "`{raw}` has a label longer than {MAX_LABEL_LEN} characters"
+            ));
         }
-        if !label.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_') {
-            return Err(format!("`{raw}` contains characters not allowed in a host name"));
+        if !label
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+        {
+            return Err(format!(
+                "`{raw}` contains characters not allowed in a host name"
+            ));
         }
         if label.starts_with('-') || label.ends_with('-') {
             return Err(format!("`{raw}` has a label starting or ending with `-`"));
@@ -97,7 +104,9 @@ pub fn normalise_name(raw: &str) -> Result<String, String> {
 
 /// Whether a label would make a URL parser treat the whole name as an IPv4 number (WHATWG rule).
 fn looks_numeric(label: &str) -> bool {
-    let hex = label.strip_prefix("0x").or_else(|| label.strip_prefix("0X"));
+    let hex = label
+        .strip_prefix("0x")
+        .or_else(|| label.strip_prefix("0X"));
     match hex {
         Some(h) => h.bytes().all(|b| b.is_ascii_hexdigit()),
         None => label.bytes().all(|b| b.is_ascii_digit()),
@@ -135,13 +144,18 @@ pub struct RuleError {
 impl AllowRule {
     /// Parse `host[:port]`, `*.domain[:port]`, `IPv4[:port]`, `[IPv6][:port]` or a bare IPv6 address.
     pub fn parse(entry: &str) -> Result<AllowRule, RuleError> {
-        let fail = |problem: String| RuleError { entry: entry.to_string(), problem };
+        let fail = |problem: String| RuleError {
+            entry: entry.to_string(),
+            problem,
+        };
         let text = entry.trim();
         if text.is_empty() {
             return Err(fail("empty entry".into()));
         }
         if text.contains("://") || text.contains('/') || text.contains('@') {
-            return Err(fail("write a host name with an optional port, not a URL".into()));
+            return Err(fail(
+                "write a host name with an optional port, not a URL".into(),
+            ));
         }
         // A bare IPv6 address (no brackets, so no port).
         if let Ok(ip) = text.parse::<std::net::Ipv6Addr>() {
@@ -153,20 +167,35 @@ impl AllowRule {
         }
         let (host_part, port) = split_host_port(text).map_err(fail)?;
         if let Some(inner) = host_part.strip_prefix('[') {
-            let inner = inner.strip_suffix(']').ok_or_else(|| fail("unclosed `[`".into()))?;
-            let ip: std::net::Ipv6Addr =
-                inner.parse().map_err(|_| fail(format!("`{inner}` is not an IPv6 address")))?;
-            return Ok(AllowRule { pattern: HostPattern::Address(IpAddr::V6(ip)), port, source: entry.to_string() });
+            let inner = inner
+                .strip_suffix(']')
+                .ok_or_else(|| fail("unclosed `[`".into()))?;
+            let ip: std::net::Ipv6Addr = inner
+                .parse()
+                .map_err(|_| fail(format!("`{inner}` is not an IPv6 address")))?;
+            return Ok(AllowRule {
+                pattern: HostPattern::Address(IpAddr::V6(ip)),
+                port,
+                source: entry.to_string(),
+            });
         }
         if let Ok(ip) = host_part.parse::<std::net::Ipv4Addr>() {
-            return Ok(AllowRule { pattern: HostPattern::Address(IpAddr::V4(ip)), port, source: entry.to_string() });
+            return Ok(AllowRule {
+                pattern: HostPattern::Address(IpAddr::V4(ip)),
+                port,
+                source: entry.to_string(),
+            });
         }
         let pattern = if let Some(domain) = host_part.strip_prefix("*.") {
             if domain.contains('*') {
-                return Err(fail("`*` is allowed only as the whole leftmost label".into()));
+                return Err(fail(
+                    "`*` is allowed only as the whole leftmost label".into(),
+                ));
             }
             if domain.parse::<IpAddr>().is_ok() {
-                return Err(fail("a wildcard cannot cover IP addresses; list each address".into()));
+                return Err(fail(
+                    "a wildcard cannot cover IP addresses; list each address".into(),
+                ));
             }
             let domain = normalise_name(domain).map_err(fail)?;
             if !domain.contains('.') {
@@ -177,11 +206,17 @@ impl AllowRule {
             HostPattern::Subdomains(domain)
         } else {
             if host_part.contains('*') {
-                return Err(fail("`*` is allowed only as the whole leftmost label, as in `*.example.com`".into()));
+                return Err(fail(
+                    "`*` is allowed only as the whole leftmost label, as in `*.example.com`".into(),
+                ));
             }
             HostPattern::Exact(normalise_name(host_part).map_err(fail)?)
         };
-        Ok(AllowRule { pattern, port, source: entry.to_string() })
+        Ok(AllowRule {
+            pattern,
+            port,
+            source: entry.to_string(),
+        })
     }
 
     /// Whether this entry's host part covers `host` (ignoring the port).
@@ -267,7 +302,11 @@ pub fn match_rules<'a>(rules: &'a [AllowRule], host: &Host, port: u16) -> RuleMa
     if let Some(rule) = rules.iter().find(|r| r.matches(host, port)) {
         return RuleMatch::Allowed(rule);
     }
-    let mut ports: Vec<u16> = rules.iter().filter(|r| r.matches_host(host)).map(|r| r.port).collect();
+    let mut ports: Vec<u16> = rules
+        .iter()
+        .filter(|r| r.matches_host(host))
+        .map(|r| r.port)
+        .collect();
     ports.sort_unstable();
     ports.dedup();
     if ports.is_empty() {
@@ -304,7 +343,10 @@ mod tests {
     #[test]
     fn an_unicode_entry_is_stored_as_punycode_and_matches_its_a_label_form() {
         let rule = AllowRule::parse("bücher.example").unwrap();
-        assert_eq!(rule.pattern, HostPattern::Exact("xn--bcher-kva.example".into()));
+        assert_eq!(
+            rule.pattern,
+            HostPattern::Exact("xn--bcher-kva.example".into())
+        );
         assert!(rule.matches(&name("xn--bcher-kva.example"), 443));
         assert!(rule.matches(&name("BÜCHER.example."), 443));
     }
@@ -335,7 +377,14 @@ mod tests {
 
     #[test]
     fn star_is_refused_anywhere_but_as_the_whole_leftmost_label() {
-        for entry in ["a*.example.com", "*.*.example.com", "api.*.com", "*", "*example.com", "*.com"] {
+        for entry in [
+            "a*.example.com",
+            "*.*.example.com",
+            "api.*.com",
+            "*",
+            "*example.com",
+            "*.com",
+        ] {
             let err = AllowRule::parse(entry).unwrap_err();
             assert_eq!(err.entry, entry);
         }
@@ -344,7 +393,10 @@ mod tests {
     #[test]
     fn ip_literal_entries_match_only_that_exact_address() {
         let rule = AllowRule::parse("203.0.113.7:8080").unwrap();
-        assert_eq!(rule.pattern, HostPattern::Address("203.0.113.7".parse().unwrap()));
+        assert_eq!(
+            rule.pattern,
+            HostPattern::Address("203.0.113.7".parse().unwrap())
+        );
         assert!(rule.matches(&name("203.0.113.7"), 8080));
         assert!(!rule.matches(&name("[::ffff:203.0.113.7]"), 8080));
         let v6 = AllowRule::parse("[2001:db8::1]:443").unwrap();
@@ -383,9 +435,20 @@ mod tests {
 
     #[test]
     fn matching_reports_a_wrong_port_separately_from_no_rule() {
-        let rules = vec![AllowRule::parse("api.example.com").unwrap(), AllowRule::parse("api.example.com:8443").unwrap()];
-        assert_eq!(match_rules(&rules, &name("api.example.com"), 80), RuleMatch::WrongPort(vec![443, 8443]));
-        assert_eq!(match_rules(&rules, &name("other.example.com"), 443), RuleMatch::NoRule);
-        assert!(matches!(match_rules(&rules, &name("api.example.com"), 8443), RuleMatch::Allowed(r) if r.port == 8443));
+        let rules = vec![
+            AllowRule::parse("api.example.com").unwrap(),
+            AllowRule::parse("api.example.com:8443").unwrap(),
+        ];
+        assert_eq!(
+            match_rules(&rules, &name("api.example.com"), 80),
+            RuleMatch::WrongPort(vec![443, 8443])
+        );
+        assert_eq!(
+            match_rules(&rules, &name("other.example.com"), 443),
+            RuleMatch::NoRule
+        );
+        assert!(
+            matches!(match_rules(&rules, &name("api.example.com"), 8443), RuleMatch::Allowed(r) if r.port == 8443)
+        );
     }
 }
