@@ -68,6 +68,7 @@ impl Ending {
 }
 
 pub mod host;
+pub mod native;
 pub mod reap;
 
 use crate::capture::{ArtifactSink, CaptureError, CapturedOutput};

@@ -1,0 +1,197 @@
+//! The native sandbox backend (`--isolation native`, the default): the agent runs in an agent
+//! zone (policy `agent` unless `--policy`), the check in an exec zone (policy `exec`: no network),
+//! both through the `sandbox` crate. The workdir is the only writable grant; the state dir inside
+//! it (`.loopexec/`) is hidden from both zones. When the agent policy's network mode is `proxy`,
+//! the zone gets one loopback listener whose connections the egress proxy (in this process)
+//! serves against the allowlist, with an audit line per decision.
+
+use super::{Ending, Role, Zone, ZoneCommand, ZoneError, ZoneRun};
+use crate::capture::ArtifactSink;
+use crate::egress::{AuditLog, EgressConfig, Proxy, ProxyStats};
+use crate::interrupt;
+use crate::safefs::SafeDir;
+use sandbox::launch::{launch, ZoneExit, ZoneSpec};
+use sandbox::policy::{NetworkMode, Policy};
+use sandbox::SandboxError;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// The port of the proxy listener inside the agent zone's own network namespace.
+pub const PROXY_PORT: u16 = 3128;
+
+/// What the egress proxy of the agent zone needs.
+pub struct EgressSetup {
+    pub config: EgressConfig,
+    /// The run directory, where the audit log is appended.
+    pub audit_dir: SafeDir,
+    /// The audit log's name inside `audit_dir`.
+    pub audit_rel: String,
+}
+
+/// The native sandbox zone pair.
+pub struct NativeZone {
+    agent_policy: Policy,
+    check_policy: Policy,
+    workdir: PathBuf,
+    state_dir: PathBuf,
+    egress: Option<EgressSetup>,
+    egress_totals: ProxyStats,
+}
+
+/// Map a sandbox error to a zone error: a missing layer is an isolation failure.
+fn sandbox_failure(err: SandboxError) -> ZoneError {
+    match err {
+        SandboxError::Unsatisfiable { layer, cause, fix } => {
+            ZoneError::Setup(format!("isolation layer {} unavailable: {cause}; fix: {fix}", layer.as_str()))
+        }
+        other => ZoneError::Setup(other.to_string()),
+    }
+}
+
+impl NativeZone {
+    /// Prepare both zones. Fails closed (`ZoneError::Setup`, i.e. `isolation_unsatisfiable`) when
+    /// the host cannot provide a layer either policy needs and the policy does not allow skipping
+    /// it, or when the agent policy wants a proxy and no egress configuration was given.
+    pub fn new(
+        agent_policy: Policy,
+        check_policy: Policy,
+        workdir: PathBuf,
+        state_dir: PathBuf,
+        egress: Option<EgressSetup>,
+    ) -> Result<NativeZone, ZoneError> {
+        let host = sandbox::preflight::probe();
+        for (name, policy) in [("agent", &agent_policy), ("check", &check_policy)] {
+            if let Some(missing) = host.can_satisfy(policy).into_iter().next() {
+                return Err(ZoneError::Setup(format!(
+                    "{name} zone: isolation layer {} unavailable: {}; fix: {}",
+                    missing.layer.as_str(),
+                    missing.cause,
+                    missing.fix
+                )));
+            }
+        }
+        if check_policy.network.mode != NetworkMode::None {
+            return Err(ZoneError::Setup("the check's policy must have network mode \"none\"".into()));
+        }
+        if agent_policy.network.mode == NetworkMode::Proxy && egress.is_none() {
+            return Err(ZoneError::Setup("the agent policy routes through the egress proxy, but no egress configuration was set up".into()));
+        }
+        Ok(NativeZone { agent_policy, check_policy, workdir, state_dir, egress, egress_totals: ProxyStats::default() })
+    }
+
+    /// Totals of the egress proxy over every agent step so far.
+    pub fn egress_totals(&self) -> &ProxyStats {
+        &self.egress_totals
+    }
+
+    fn spec(&self, cmd: &ZoneCommand) -> ZoneSpec {
+        let mut policy = match cmd.role {
+            Role::Agent => self.agent_policy.clone(),
+            Role::Check => self.check_policy.clone(),
+        };
+        // The state dir lives inside the workdir: neither zone may see it.
+        policy.filesystem.hidden.push(self.state_dir.clone());
+        let argv: Vec<OsString> = vec!["/bin/sh".into(), "-c".into(), cmd.command_line.clone().into()];
+        let mut spec = ZoneSpec::new(policy, argv);
+        spec.cwd = cmd.cwd.clone();
+        spec.env = cmd.env.iter().map(|(k, v)| (OsString::from(k), OsString::from(v))).collect();
+        spec.extra_rw = vec![self.workdir.clone()];
+        if cmd.role == Role::Agent && self.agent_policy.network.mode == NetworkMode::Proxy {
+            spec.loopback_listener = Some(PROXY_PORT);
+            let url = format!("http://127.0.0.1:{PROXY_PORT}");
+            for name in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"] {
+                spec.env.push((name.into(), url.clone().into()));
+            }
+            for name in ["NO_PROXY", "no_proxy"] {
+                spec.env.push((name.into(), "localhost,127.0.0.1,::1".into()));
+            }
+        }
+        spec
+    }
+}
+
+fn pipe() -> Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd), ZoneError> {
+    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| ZoneError::Pipe(e.into()))
+}
+
+fn add_stats(total: &mut ProxyStats, step: &ProxyStats) {
+    total.allowed += step.allowed;
+    total.denied += step.denied;
+    total.bytes_up += step.bytes_up;
+    total.bytes_down += step.bytes_down;
+    total.byte_cap_hits += step.byte_cap_hits;
+    total.audit_errors += step.audit_errors;
+}
+
+fn ending_of(exit: ZoneExit) -> Ending {
+    match exit {
+        ZoneExit::Exited(code) => Ending::Exited { code },
+        ZoneExit::Signaled(signal) => Ending::Signaled { signal },
+    }
+}
+
+impl Zone for NativeZone {
+    fn name(&self) -> &str {
+        "native"
+    }
+
+    fn isolation(&self) -> &str {
+        "native"
+    }
+
+    fn run(&mut self, cmd: &ZoneCommand, capture: &ArtifactSink<'_>) -> Result<ZoneRun, ZoneError> {
+        let (out_r, out_w) = pipe()?;
+        let (err_r, err_w) = pipe()?;
+        let mut spec = self.spec(cmd);
+        spec.stdout = Some(out_w);
+        spec.stderr = Some(err_w);
+        let started = Instant::now();
+        let mut zone = match launch(spec) {
+            Ok(zone) => zone,
+            Err(SandboxError::Spawn(reason)) => {
+                let output = capture.start(out_r, err_r).finish()?;
+                return Ok(ZoneRun { ending: Ending::FailedToStart { reason }, duration: started.elapsed(), output });
+            }
+            Err(other) => return Err(sandbox_failure(other)),
+        };
+        // Our copies of the write ends went into the spec and were closed by launch.
+        let running = capture.start(out_r, err_r);
+        let proxy = match (zone.take_listener(), &self.egress) {
+            (Some(listener), Some(egress)) => {
+                let audit = AuditLog::open(&egress.audit_dir, &egress.audit_rel)
+                    .map_err(|e| ZoneError::Setup(format!("egress audit log: {e}")))?;
+                Some(
+                    Proxy::start(egress.config.clone(), listener, audit, cmd.role.as_str())
+                        .map_err(|e| ZoneError::Setup(format!("egress proxy: {e}")))?,
+                )
+            }
+            _ => None,
+        };
+        let deadline = cmd.timeout.map(|t| started + t);
+        let ending = loop {
+            if let Some(sig) = interrupt::pending() {
+                zone.kill().map_err(|e| ZoneError::Reap(e.to_string()))?;
+                break Ending::Interrupted { signal: sig };
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                zone.kill().map_err(|e| ZoneError::Reap(e.to_string()))?;
+                break Ending::TimedOut { after_ms: started.elapsed().as_millis() as u64 };
+            }
+            let slice = deadline.map(|d| d.saturating_duration_since(now)).unwrap_or(Duration::from_millis(100));
+            match zone.wait_timeout(slice.min(Duration::from_millis(100))) {
+                Ok(Some(exit)) => break ending_of(exit),
+                Ok(None) => continue,
+                Err(e) => return Err(ZoneError::Reap(e.to_string())),
+            }
+        };
+        let duration = started.elapsed();
+        drop(zone);
+        if let Some(proxy) = proxy {
+            add_stats(&mut self.egress_totals, &proxy.stop());
+        }
+        let output = running.finish()?;
+        Ok(ZoneRun { ending, duration, output })
+    }
+}
