@@ -3,7 +3,8 @@
 //! One iteration flows one way: `iteration_start` -> agent in its zone -> `exec_result` -> check
 //! in its zone -> failing set -> `check_result` -> halt decision (`decide`). Every event is
 //! appended (fsync'd) to the hash-chained receipt before the next step starts; `state.json` is
-//! replaced atomically at each iteration start and whenever the run stops. A run stops in one of
+//! replaced atomically when the run starts, resumes and stops (while it runs, the receipt is the
+//! live record: `status` reads the current iteration from it). A run stops in one of
 //! three ways: a computed halt (final), a pause after `--once`, or an operator interrupt
 //! (SIGINT/SIGTERM). Paused, interrupted and crashed runs continue with [`resume`].
 
@@ -370,10 +371,10 @@ impl ActiveRun<'_> {
                     format!("the check still fails after {max} of {max} iterations"),
                 );
             }
+            // The receipt is the live record: state.json is rewritten only when the run stops, so
+            // that an iteration costs one fsync per event and nothing more.
             self.append(events::ITERATION_START, json!({"iteration": n}))?;
             self.state.iteration = n;
-            self.state.state = RunPhase::Running;
-            self.save_state(false)?;
 
             let exec = self.run_command(zone, Role::Agent, n)?;
             self.append(
