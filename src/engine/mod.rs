@@ -430,13 +430,12 @@ impl ActiveRun<'_> {
             }
             let step = decide::after_check(&check.ending, n, self.cfg.max_iterations);
             let failing = failing_count.map(|c| format!(", {c} failing")).unwrap_or_default();
-            match &check.ending {
-                crate::zones::Ending::Exited { code } => progress(&format!(
+            if let crate::zones::Ending::Exited { code } = &check.ending {
+                progress(&format!(
                     "iteration {n}: exec ok ({} ms), check exit {code} ({} ms){failing}",
                     exec.duration.as_millis(),
                     check.duration.as_millis()
-                )),
-                _ => {}
+                ));
             }
             match step {
                 Step::Continue => {}
