@@ -8,7 +8,7 @@
 use super::{reap, Ending, Zone, ZoneCommand, ZoneError, ZoneRun};
 use crate::capture::ArtifactSink;
 use crate::interrupt;
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::Pid;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
@@ -56,22 +56,35 @@ fn ending_of(status: WaitStatus) -> Option<Ending> {
     }
 }
 
-fn try_reap(pid: Pid) -> Option<Ending> {
+/// Whether the child has exited, without reaping it: while it is an unreaped zombie its pid, and so
+/// its process-group id, cannot be reused, which makes the group kill that follows safe.
+fn has_exited(pid: Pid) -> bool {
+    // SAFETY: waitid fills `info`, a zeroed siginfo_t we own.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
     loop {
-        match waitpid(pid, Some(WaitPidFlag::WNOHANG)) {
-            Ok(status) => return ending_of(status),
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(_) => return Some(Ending::Exited { code: -1 }),
+        let rc = unsafe { libc::waitid(libc::P_PID, pid.as_raw() as libc::id_t, &mut info, flags) };
+        if rc == 0 {
+            return unsafe { info.si_pid() } != 0;
+        }
+        if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            // ECHILD: nothing left to wait for.
+            return true;
         }
     }
 }
 
-fn reap_blocking(pid: Pid) {
+/// Reap the child and return how it ended.
+fn reap(pid: Pid) -> Ending {
     loop {
         match waitpid(pid, None) {
             Err(nix::errno::Errno::EINTR) => continue,
-            Ok(WaitStatus::Exited(..)) | Ok(WaitStatus::Signaled(..)) | Err(_) => return,
-            Ok(_) => continue,
+            Ok(status) => {
+                if let Some(ending) = ending_of(status) {
+                    return ending;
+                }
+            }
+            Err(e) => return Ending::FailedToStart { reason: format!("waitpid: {e}") },
         }
     }
 }
@@ -145,19 +158,20 @@ impl Zone for HostZone {
             fds.push(fd.as_raw_fd());
         }
         let ending = loop {
-            if let Some(ending) = try_reap(pid) {
-                break ending;
+            if has_exited(pid) {
+                reap::kill_group(pid.as_raw());
+                break reap(pid);
             }
             if let Some(sig) = interrupt::pending() {
                 reap::kill_group(pid.as_raw());
-                reap_blocking(pid);
+                reap(pid);
                 break Ending::Interrupted { signal: sig };
             }
             let now = Instant::now();
             if let Some(deadline) = deadline {
                 if now >= deadline {
                     reap::kill_group(pid.as_raw());
-                    reap_blocking(pid);
+                    reap(pid);
                     break Ending::TimedOut { after_ms: started.elapsed().as_millis() as u64 };
                 }
             }
@@ -166,7 +180,6 @@ impl Zone for HostZone {
             wait_readable(&fds, wait);
         };
         let duration = started.elapsed();
-        reap::kill_group(pid.as_raw());
         reap::kill_remaining_descendants().map_err(ZoneError::Reap)?;
         let output = running.finish()?;
         Ok(ZoneRun { ending, duration, output })
