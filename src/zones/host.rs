@@ -10,7 +10,7 @@ use crate::capture::ArtifactSink;
 use crate::interrupt;
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::Pid;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -37,15 +37,6 @@ fn pidfd_open(pid: i32) -> Option<OwnedFd> {
     // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
-}
-
-/// Wait until a descriptor is readable or `timeout` passes (EINTR counts as a wake-up).
-fn wait_readable(fds: &[i32], timeout: Duration) {
-    let mut polls: Vec<libc::pollfd> =
-        fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
-    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-    // SAFETY: `polls` is a valid array of pollfd for the duration of the call.
-    unsafe { libc::poll(polls.as_mut_ptr(), polls.len() as libc::nfds_t, ms.max(1)) };
 }
 
 fn ending_of(status: WaitStatus) -> Option<Ending> {
@@ -138,7 +129,7 @@ impl Zone for HostZone {
                 let empty_r = pipe()?;
                 let empty_e = pipe()?;
                 drop((empty_r.1, empty_e.1));
-                let output = capture.start(empty_r.0, empty_e.0).finish()?;
+                let output = capture.start(empty_r.0, empty_e.0)?.finish()?;
                 return Ok(ZoneRun {
                     ending: Ending::FailedToStart { reason: e.to_string() },
                     duration: started.elapsed(),
@@ -146,16 +137,16 @@ impl Zone for HostZone {
                 });
             }
         };
-        let running = capture.start(out_r, err_r);
+        let mut running = capture.start(out_r, err_r)?;
         let pid = Pid::from_raw(child.id() as i32);
         let pidfd = pidfd_open(pid.as_raw());
         let deadline = cmd.timeout.map(|t| started + t);
-        let mut fds: Vec<i32> = Vec::new();
+        let mut wake = Vec::new();
         if let Some(fd) = &pidfd {
-            fds.push(fd.as_raw_fd());
+            wake.push(fd.as_fd());
         }
         if let Some(fd) = interrupt::wake_fd() {
-            fds.push(fd.as_raw_fd());
+            wake.push(fd);
         }
         let ending = loop {
             if has_exited(pid) {
@@ -177,7 +168,7 @@ impl Zone for HostZone {
             }
             let slice = if pidfd.is_some() { Duration::from_secs(3600) } else { Duration::from_millis(2) };
             let wait = deadline.map(|d| d.saturating_duration_since(now).min(slice)).unwrap_or(slice);
-            wait_readable(&fds, wait);
+            running.pump(&wake, wait)?;
         };
         let duration = started.elapsed();
         reap::kill_remaining_descendants().map_err(ZoneError::Reap)?;
