@@ -37,11 +37,8 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
             }
         }
     }
-    // A run whose lock we can take is driven by no process.
-    let active = match state.state {
-        RunPhase::Running => run.lock().is_err(),
-        _ => false,
-    };
+    // A run whose lock nobody holds is driven by no process (its driver was killed).
+    let active = state.state == RunPhase::Running && run.is_driven();
     let resumable = state.state != RunPhase::Halted && !active;
     let shown = match (state.state, active) {
         (RunPhase::Running, false) => "running (stale: its loopexec process is gone)".to_string(),

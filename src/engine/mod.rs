@@ -196,8 +196,10 @@ fn read_position(run: &RunDir, events: &[Map<String, Value>]) -> CmdResult<Recei
             }
             events::CHECK_RESULT => {
                 pos.unfinished = false;
-                pos.check_exit = event.get("check_exit").and_then(Value::as_i64).map(|c| c as i32);
-                pos.failing_count = event.get("failing_count").and_then(Value::as_u64).map(|c| c as usize);
+                if let Some(code) = event.get("check_exit").and_then(Value::as_i64) {
+                    pos.check_exit = Some(code as i32);
+                    pos.failing_count = event.get("failing_count").and_then(Value::as_u64).map(|c| c as usize);
+                }
             }
             events::ITERATION_INTERRUPTED => pos.unfinished = false,
             events::HALT => {
