@@ -148,3 +148,24 @@ fn resume_cuts_a_torn_final_line_and_the_chain_verifies() {
         ["run_start", "iteration_start", "exec_result", "check_result", "run_resumed", "iteration_start", "exec_result", "check_result", "halt"]
     );
 }
+
+#[test]
+fn a_decided_halt_lost_in_a_crash_is_appended_on_resume_without_rerunning_anything() {
+    let dir = workdir();
+    let r = loopexec(dir.path(), &["run", "--json", "--run-id", "lost", "--isolation", "none", "--exec", "echo x >> agent-runs", "--check", "true"]);
+    assert_eq!(r.code, 10, "{r:?}");
+    // Simulate a crash between appending check_result and appending halt.
+    let receipt = run_dir(dir.path(), "lost").join("receipt.jsonl");
+    let text = std::fs::read_to_string(&receipt).unwrap();
+    let without_halt: String = text.lines().take(4).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&receipt, without_halt).unwrap();
+    let resumed = loopexec(dir.path(), &["run", "--json", "--resume", "lost"]);
+    assert_eq!(resumed.code, 10, "{resumed:?}");
+    assert_eq!(resumed.json()["halt_reason"], "success_condition_met");
+    assert_eq!(std::fs::read_to_string(dir.path().join("agent-runs")).unwrap(), "x\n", "the agent ran once");
+    assert_eq!(
+        event_types(dir.path(), "lost"),
+        ["run_start", "iteration_start", "exec_result", "check_result", "run_resumed", "halt"]
+    );
+    assert_eq!(loopexec(dir.path(), &["check", "--json"]).code, 0);
+}

@@ -165,6 +165,13 @@ struct ReceiptPosition {
     halted: Option<String>,
     check_exit: Option<i32>,
     failing_count: Option<usize>,
+    /// A halt the last recorded result already decided, whose `halt` event was never appended
+    /// (loopexec died between the two appends).
+    decided: Option<(HaltReason, String)>,
+}
+
+fn recorded_ending(event: &Map<String, Value>) -> Option<crate::zones::Ending> {
+    event.get("ending").cloned().and_then(|v| serde_json::from_value(v).ok())
 }
 
 fn read_position(run: &RunDir, events: &[Map<String, Value>]) -> CmdResult<ReceiptPosition> {
@@ -187,21 +194,38 @@ fn read_position(run: &RunDir, events: &[Map<String, Value>]) -> CmdResult<Recei
         halted: None,
         check_exit: None,
         failing_count: None,
+        decided: None,
     };
     for event in events {
         match type_of(event) {
             events::ITERATION_START => {
                 pos.last_started = iteration_of(event).unwrap_or(pos.last_started);
                 pos.unfinished = true;
+                pos.decided = None;
+            }
+            events::EXEC_RESULT => {
+                if let Some(Step::Halt(reason, detail)) = recorded_ending(event).map(|e| decide::after_exec(&e)) {
+                    pos.unfinished = false;
+                    pos.decided = Some((reason, detail));
+                }
             }
             events::CHECK_RESULT => {
                 pos.unfinished = false;
+                let iteration = iteration_of(event).unwrap_or(pos.last_started);
+                if let Some(Step::Halt(reason, detail)) =
+                    recorded_ending(event).map(|e| decide::after_check(&e, iteration, pos.cfg.max_iterations))
+                {
+                    pos.decided = Some((reason, detail));
+                }
                 if let Some(code) = event.get("check_exit").and_then(Value::as_i64) {
                     pos.check_exit = Some(code as i32);
                     pos.failing_count = event.get("failing_count").and_then(Value::as_u64).map(|c| c as usize);
                 }
             }
-            events::ITERATION_INTERRUPTED => pos.unfinished = false,
+            events::ITERATION_INTERRUPTED => {
+                pos.unfinished = false;
+                pos.decided = None;
+            }
             events::HALT => {
                 pos.halted = Some(event.get("halt_reason").and_then(Value::as_str).unwrap_or("?").to_string());
             }
@@ -262,6 +286,7 @@ pub fn resume(statedir: &StateDir, run_id: RunId, once: bool, progress: Progress
         pid: std::process::id(),
         updated_at: String::new(),
     };
+    let decided = pos.decided;
     let mut active = ActiveRun {
         statedir,
         run,
@@ -277,6 +302,10 @@ pub fn resume(statedir: &StateDir, run_id: RunId, once: bool, progress: Progress
         resumed: true,
     };
     active.save_state(true)?;
+    if let Some((reason, detail)) = decided {
+        // The outcome was observed and recorded before loopexec died; only its halt is missing.
+        return active.halt(reason, detail);
+    }
     active.drive(zone.as_mut(), once, progress)
 }
 

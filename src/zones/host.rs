@@ -168,7 +168,13 @@ impl Zone for HostZone {
             }
             let slice = if pidfd.is_some() { Duration::from_secs(3600) } else { Duration::from_millis(2) };
             let wait = deadline.map(|d| d.saturating_duration_since(now).min(slice)).unwrap_or(slice);
-            running.pump(&wake, wait)?;
+            if let Err(e) = running.pump(&wake, wait) {
+                // Capture broke: still leave no process behind before reporting it.
+                reap::kill_group(pid.as_raw());
+                reap(pid);
+                let _ = reap::kill_remaining_descendants();
+                return Err(e.into());
+            }
         };
         let duration = started.elapsed();
         reap::kill_remaining_descendants().map_err(ZoneError::Reap)?;
