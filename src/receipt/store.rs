@@ -65,14 +65,19 @@ pub struct StateDir {
 }
 
 impl StateDir {
-    /// Open an existing state dir (for status, report, check...).
+    /// Open an existing state dir (for status, report, resume), refusing planted links.
     pub fn open(workdir: &Path) -> Result<StateDir, Failure> {
+        let dir = StateDir::open_for_inspection(workdir)?;
+        refuse_links(&dir.root, &[RUNS, LATEST, STATE_FILE])?;
+        Ok(dir)
+    }
+
+    /// Open an existing state dir without refusing links inside it, for `check`, which lists
+    /// every problem instead of stopping at the first (it still never follows a link).
+    pub fn open_for_inspection(workdir: &Path) -> Result<StateDir, Failure> {
         let path = workdir.join(STATE_DIR);
         match SafeDir::open(&path) {
-            Ok(root) => {
-                refuse_links(&root, &[RUNS, LATEST, STATE_FILE])?;
-                Ok(StateDir { root })
-            }
+            Ok(root) => Ok(StateDir { root }),
             Err(e) if e.is_not_found() => Err(Failure::workspace(format!(
                 "{}: no state directory",
                 path.display()
