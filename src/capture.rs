@@ -3,24 +3,29 @@
 //! byte count run over everything. When both streams reach end-of-file the kept bytes are written
 //! as bounded artifact files (through [`SafeDir`], so no planted link is followed).
 //!
-//! Capture knows nothing about how the process was started: a zone backend creates the pipes, hands
-//! the read ends to [`ArtifactSink::start`], and calls [`CaptureInProgress::finish`] once no process
-//! that holds a write end is left. The reader threads never stop reading, so a flooding child is
-//! never blocked on a full pipe and memory stays at a few hundred KiB whatever the volume.
+//! Capture knows nothing about how the process was started: a zone backend creates the pipes and
+//! hands the read ends to [`ArtifactSink::start`]. While it waits for its child it calls
+//! [`CaptureInProgress::pump`], which polls the pipes together with the zone's own wake-up
+//! descriptors (a pidfd, the interrupt socket) on the calling thread: no reader threads, no extra
+//! scheduling per command. Each pump reads a bounded amount, so a flooding child can neither block
+//! (the pipes keep being drained) nor starve the zone's timeout checks. Once no process holding a
+//! write end is left, [`CaptureInProgress::finish`] drains to end-of-file and writes the artifacts.
 
 use crate::safefs::{SafeDir, SafeFsError};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::OwnedFd;
-use std::thread::JoinHandle;
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+use std::time::Duration;
 
 /// Bytes kept from the start of a stream.
 pub const HEAD_BYTES: usize = 64 * 1024;
 /// Bytes kept from the end of a stream.
 pub const TAIL_BYTES: usize = 64 * 1024;
 const READ_CHUNK: usize = 64 * 1024;
+/// Reads per stream in one pump before control returns to the zone (bounds a pump to 1 MiB).
+const READS_PER_PUMP: usize = 16;
 
 /// What the receipt records about one captured stream.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -51,8 +56,8 @@ pub enum CaptureError {
     Artifact(#[from] SafeFsError),
     #[error("writing output artifact {path}: {source}")]
     Write { path: String, source: std::io::Error },
-    #[error("an output reader thread panicked")]
-    ReaderPanicked,
+    #[error("waiting for command output: {0}")]
+    Poll(std::io::Error),
 }
 
 /// The bounded in-memory view of one stream plus its digest. The tail is kept in a buffer of at
@@ -100,17 +105,38 @@ impl StreamTap {
     }
 }
 
-fn read_to_end(fd: OwnedFd) -> Result<StreamTap, std::io::Error> {
-    let mut file = File::from(fd);
-    let mut tap = StreamTap::default();
-    let mut buf = vec![0u8; READ_CHUNK];
-    loop {
-        match file.read(&mut buf) {
-            Ok(0) => return Ok(tap),
-            Ok(n) => tap.feed(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
+/// One stream being drained: its (non-blocking) read end until end-of-file, and what was kept.
+#[derive(Debug)]
+struct Drain {
+    file: Option<File>,
+    tap: StreamTap,
+}
+
+impl Drain {
+    fn new(fd: OwnedFd) -> Result<Drain, CaptureError> {
+        let flags = nix::fcntl::fcntl(fd.as_raw_fd(), nix::fcntl::FcntlArg::F_GETFL)
+            .map_err(|e| CaptureError::Read(e.into()))?;
+        let flags = nix::fcntl::OFlag::from_bits_truncate(flags) | nix::fcntl::OFlag::O_NONBLOCK;
+        nix::fcntl::fcntl(fd.as_raw_fd(), nix::fcntl::FcntlArg::F_SETFL(flags)).map_err(|e| CaptureError::Read(e.into()))?;
+        Ok(Drain { file: Some(File::from(fd)), tap: StreamTap::default() })
+    }
+
+    /// Read what is available (at most `max_reads` chunks); closes the stream at end-of-file.
+    fn read_available(&mut self, buf: &mut [u8], max_reads: usize) -> Result<(), CaptureError> {
+        let Some(file) = self.file.as_mut() else { return Ok(()) };
+        for _ in 0..max_reads {
+            match file.read(buf) {
+                Ok(0) => {
+                    self.file = None;
+                    return Ok(());
+                }
+                Ok(n) => self.tap.feed(&buf[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) => return Err(CaptureError::Read(e)),
+            }
         }
+        Ok(())
     }
 }
 
@@ -129,11 +155,13 @@ impl<'a> ArtifactSink<'a> {
         ArtifactSink { dir, rel_prefix: rel_prefix.to_string(), stem: stem.to_string() }
     }
 
-    /// Start draining both read ends on their own threads.
-    pub fn start(&self, stdout: OwnedFd, stderr: OwnedFd) -> CaptureInProgress<'_> {
-        let out = std::thread::spawn(move || read_to_end(stdout));
-        let err = std::thread::spawn(move || read_to_end(stderr));
-        CaptureInProgress { sink: self, stdout: out, stderr: err }
+    /// Start capturing from the read ends of a command's stdout and stderr pipes.
+    pub fn start(&self, stdout: OwnedFd, stderr: OwnedFd) -> Result<CaptureInProgress<'_>, CaptureError> {
+        Ok(CaptureInProgress {
+            sink: self,
+            streams: [Drain::new(stdout)?, Drain::new(stderr)?],
+            buf: vec![0u8; READ_CHUNK],
+        })
     }
 
     fn write_artifact(&self, suffix: &str, tap: StreamTap) -> Result<StreamRecord, CaptureError> {
@@ -164,19 +192,50 @@ impl<'a> ArtifactSink<'a> {
 #[derive(Debug)]
 pub struct CaptureInProgress<'a> {
     sink: &'a ArtifactSink<'a>,
-    stdout: JoinHandle<Result<StreamTap, std::io::Error>>,
-    stderr: JoinHandle<Result<StreamTap, std::io::Error>>,
+    streams: [Drain; 2],
+    buf: Vec<u8>,
 }
 
 impl CaptureInProgress<'_> {
-    /// Wait for end-of-file on both streams (the caller guarantees no writer is left) and write
-    /// the artifacts.
-    pub fn finish(self) -> Result<CapturedOutput, CaptureError> {
-        let out = self.stdout.join().map_err(|_| CaptureError::ReaderPanicked)?.map_err(CaptureError::Read)?;
-        let err = self.stderr.join().map_err(|_| CaptureError::ReaderPanicked)?.map_err(CaptureError::Read)?;
+    /// Wait up to `timeout` for output or for one of `wake` to become readable, and read a bounded
+    /// amount of whatever output is available. Returns whether a `wake` descriptor is readable.
+    pub fn pump(&mut self, wake: &[BorrowedFd<'_>], timeout: Duration) -> Result<bool, CaptureError> {
+        let open: Vec<usize> = (0..2).filter(|&i| self.streams[i].file.is_some()).collect();
+        let mut fds: Vec<libc::pollfd> = open
+            .iter()
+            .filter_map(|&i| self.streams[i].file.as_ref())
+            .map(|f| f.as_raw_fd())
+            .chain(wake.iter().map(|w| w.as_raw_fd()))
+            .map(|fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 })
+            .collect();
+        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: `fds` is a valid pollfd array for the duration of the call.
+        let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+        if rc < 0 {
+            let err = std::io::Error::last_os_error();
+            if err.kind() == std::io::ErrorKind::Interrupted {
+                return Ok(false);
+            }
+            return Err(CaptureError::Poll(err));
+        }
+        for (slot, &i) in open.iter().enumerate() {
+            if fds[slot].revents != 0 {
+                self.streams[i].read_available(&mut self.buf, READS_PER_PUMP)?;
+            }
+        }
+        Ok(fds[open.len()..].iter().any(|p| p.revents != 0))
+    }
+
+    /// Drain both streams to end-of-file (the caller guarantees no writer is left) and write the
+    /// artifacts.
+    pub fn finish(mut self) -> Result<CapturedOutput, CaptureError> {
+        while self.streams.iter().any(|s| s.file.is_some()) {
+            self.pump(&[], Duration::from_secs(3600))?;
+        }
+        let [out, err] = self.streams;
         Ok(CapturedOutput {
-            stdout: self.sink.write_artifact("stdout", out)?,
-            stderr: self.sink.write_artifact("stderr", err)?,
+            stdout: self.sink.write_artifact("stdout", out.tap)?,
+            stderr: self.sink.write_artifact("stderr", err.tap)?,
         })
     }
 }

@@ -6,6 +6,7 @@ use std::process::{Command, Stdio};
 
 /// Run loopexec and return its exit code and its peak RSS in KiB (from wait4's rusage, which
 /// covers loopexec and the children it reaped).
+#[allow(clippy::zombie_processes)] // reaped below with wait4, which also reports its rusage
 fn run_measured(dir: &std::path::Path, args: &[&str]) -> (i32, i64, String) {
     let child = Command::new(bin()).current_dir(dir).args(args).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
     let pid = child.id() as libc::pid_t;

@@ -7,7 +7,7 @@ use common::*;
 fn a_timeout_kills_a_setsid_double_forked_grandchild() {
     let dir = workdir();
     let exec = "setsid sh -c 'sleep 300 & echo $! > grandchild.pid; wait' & sleep 300";
-    let r = loopexec(dir.path(), &["run", "--json", "--isolation", "none", "--exec", exec, "--check", "true", "--exec-timeout", "1"]);
+    let r = loopexec(dir.path(), &["run", "--json", "--isolation", "none", "--exec", exec, "--check", "true", "--exec-timeout", "2"]);
     assert_eq!(r.code, 40, "{r:?}");
     assert_eq!(r.json()["halt_reason"], "execution_failure");
     let pid = read_pid(&dir.path().join("grandchild.pid"));

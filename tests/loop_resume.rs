@@ -108,3 +108,64 @@ fn sigterm_records_run_interrupted_and_exits_143() {
 fn sigint_records_run_interrupted_and_exits_130() {
     interrupt_with(libc::SIGINT, 130, "SIGINT");
 }
+
+#[test]
+fn a_run_driven_by_a_live_process_cannot_be_resumed_and_shows_as_active() {
+    let dir = workdir();
+    let child = spawn_run(dir.path(), "live");
+    read_pid(&dir.path().join("agent.pid"));
+    let status = loopexec(dir.path(), &["status", "--json", "live"]).json();
+    assert_eq!((status["state"].as_str(), status["iteration"].as_u64()), (Some("running"), Some(1)));
+    assert_eq!(status["run"]["active"], true);
+    let second = loopexec(dir.path(), &["run", "--json", "--resume", "live"]);
+    assert_eq!(second.code, 30, "{second:?}");
+    assert!(second.json()["errors"][0]["message"].as_str().unwrap().contains("another loopexec process"));
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert_eq!(child.wait_with_output().unwrap().status.code(), Some(143));
+}
+
+#[test]
+fn resume_cuts_a_torn_final_line_and_the_chain_verifies() {
+    let dir = workdir();
+    let r = loopexec(dir.path(), &["run", "--json", "--once", "--run-id", "torn", "--isolation", "none", "--exec", "true", "--check", "test \"$LOOPEXEC_ITERATION\" -ge 2"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let receipt = run_dir(dir.path(), "torn").join("receipt.jsonl");
+    let mut bytes = std::fs::read(&receipt).unwrap();
+    let complete = bytes.len();
+    bytes.extend_from_slice(b"{\"seq\":4,\"prev\":\"ab");
+    std::fs::write(&receipt, &bytes).unwrap();
+    let check = loopexec(dir.path(), &["check", "--json"]);
+    assert_eq!(check.code, 30, "check reports the torn line: {check:?}");
+    assert!(check.json()["errors"][0]["message"].as_str().unwrap().contains("torn"));
+    let resumed = loopexec(dir.path(), &["run", "--json", "--resume", "torn"]);
+    assert_eq!(resumed.code, 10, "{resumed:?}");
+    let after = std::fs::read(&receipt).unwrap();
+    let next: serde_json::Value = serde_json::from_slice(after[complete..].split(|b| *b == b'\n').next().unwrap()).unwrap();
+    assert_eq!((next["seq"].as_u64(), next["type"].as_str()), (Some(4), Some("run_resumed")), "the torn bytes were cut off");
+    assert_eq!(loopexec(dir.path(), &["check", "--json"]).code, 0);
+    assert_eq!(
+        event_types(dir.path(), "torn"),
+        ["run_start", "iteration_start", "exec_result", "check_result", "run_resumed", "iteration_start", "exec_result", "check_result", "halt"]
+    );
+}
+
+#[test]
+fn a_decided_halt_lost_in_a_crash_is_appended_on_resume_without_rerunning_anything() {
+    let dir = workdir();
+    let r = loopexec(dir.path(), &["run", "--json", "--run-id", "lost", "--isolation", "none", "--exec", "echo x >> agent-runs", "--check", "true"]);
+    assert_eq!(r.code, 10, "{r:?}");
+    // Simulate a crash between appending check_result and appending halt.
+    let receipt = run_dir(dir.path(), "lost").join("receipt.jsonl");
+    let text = std::fs::read_to_string(&receipt).unwrap();
+    let without_halt: String = text.lines().take(4).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&receipt, without_halt).unwrap();
+    let resumed = loopexec(dir.path(), &["run", "--json", "--resume", "lost"]);
+    assert_eq!(resumed.code, 10, "{resumed:?}");
+    assert_eq!(resumed.json()["halt_reason"], "success_condition_met");
+    assert_eq!(std::fs::read_to_string(dir.path().join("agent-runs")).unwrap(), "x\n", "the agent ran once");
+    assert_eq!(
+        event_types(dir.path(), "lost"),
+        ["run_start", "iteration_start", "exec_result", "check_result", "run_resumed", "halt"]
+    );
+    assert_eq!(loopexec(dir.path(), &["check", "--json"]).code, 0);
+}

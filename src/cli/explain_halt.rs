@@ -42,7 +42,7 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     let out = Outcome::ok("explain-halt").field("run_id", run_id.clone()).field("receipt", receipt).field("check_exit", json!(last_exit));
     let Some(halt) = events.iter().find(|e| type_of(e) == events::HALT) else {
         let interrupted = events.iter().rev().find(|e| matches!(type_of(e), events::RUN_INTERRUPTED | events::RUN_RESUMED));
-        let why = match interrupted.map(|e| type_of(e)) {
+        let why = match interrupted.map(type_of) {
             Some(events::RUN_INTERRUPTED) => "interrupted by the operator; resumable",
             _ => "paused or still running; resumable",
         };

@@ -3,7 +3,8 @@
 //! (one JSON object under `--json`), including for usage errors (exit 20) and panics (exit 50).
 //!
 //! Adding a command: a module exposing `Args` and `pub fn run(args, json) -> CmdResult<Outcome>`,
-//! a variant of [`Command`], and one arm in [`Command::dispatch`].
+//! a variant of [`Command`] (its kebab-case name is the command name), and one arm in
+//! [`Command::dispatch`].
 
 pub mod attest;
 pub mod check;
@@ -22,7 +23,7 @@ pub mod verify;
 
 use crate::error::{CmdResult, Failure};
 use crate::output::Outcome;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::ffi::OsString;
 
 const EXAMPLES: &str = "\
@@ -82,34 +83,14 @@ pub enum Command {
 }
 
 impl Command {
-    pub fn name(&self) -> &'static str {
-        match self {
-            Command::Init(_) => "init",
-            Command::Run(_) => "run",
-            Command::Step(_) => "step",
-            Command::Status(_) => "status",
-            Command::Check(_) => "check",
-            Command::Report(_) => "report",
-            Command::ExplainHalt(_) => "explain-halt",
-            Command::Sandbox(_) => "sandbox",
-            Command::Policy(_) => "policy",
-            Command::Doctor(_) => "doctor",
-            Command::Keygen(_) => "keygen",
-            Command::Verify(_) => "verify",
-            Command::Attest(_) => "attest",
-        }
-    }
-
+    /// Run the parsed command. Adding a command = a variant above + one arm here.
     pub fn dispatch(self, json: bool) -> CmdResult<Outcome> {
         match self {
             Command::Init(args) => init::run(args, json),
             Command::Run(args) => run::run(args, json),
             Command::Step(mut args) => {
                 args.once = true;
-                run::run(args, json).map(|mut o| {
-                    o.command = "step".into();
-                    o
-                })
+                run::run(args, json)
             }
             Command::Status(args) => status::run(args, json),
             Command::Check(args) => check::run(args, json),
@@ -181,17 +162,19 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 pub fn main_entry() -> i32 {
     let args: Vec<OsString> = std::env::args_os().collect();
     let json = wants_json(&args);
-    let cli = match Cli::try_parse_from(&args) {
-        Ok(cli) => cli,
+    let parsed = Cli::command().try_get_matches_from(&args).and_then(|m| Ok((Cli::from_arg_matches(&m)?, m)));
+    let (cli, matches) = match parsed {
+        Ok(parsed) => parsed,
         Err(err) => return usage_error(err, json, &args),
     };
     init_tracing();
-    let name = cli.command.name();
+    let name = matches.subcommand_name().unwrap_or("loopexec").to_string();
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cli.command.dispatch(json)));
-    let outcome = match result {
+    let mut outcome = match result {
         Ok(Ok(outcome)) => outcome,
-        Ok(Err(failure)) => Outcome::failed(name, &failure),
-        Err(payload) => Outcome::failed(name, &Failure::internal(format!("internal error: {}", panic_message(payload.as_ref())))),
+        Ok(Err(failure)) => Outcome::failed(&name, &failure),
+        Err(payload) => Outcome::failed(&name, &Failure::internal(format!("internal error: {}", panic_message(payload.as_ref())))),
     };
+    outcome.command = name;
     outcome.emit(json)
 }

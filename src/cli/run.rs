@@ -47,10 +47,10 @@ pub struct Args {
     #[arg(long, value_name = "N")]
     pub max_iterations: Option<u64>,
     /// Seconds before the agent's process tree is killed (default 1800).
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
     pub exec_timeout: Option<f64>,
     /// Seconds before the check's process tree is killed (default 600).
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
     pub check_timeout: Option<f64>,
     /// Run one iteration, then stop (resumable unless it halted).
     #[arg(long)]
@@ -77,7 +77,7 @@ pub struct Args {
     #[arg(long)]
     pub model_version: Option<String>,
     /// Sampling temperature, recorded in the receipt.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub temperature: Option<f64>,
     /// Sampling seed, recorded in the receipt.
     #[arg(long)]
@@ -89,7 +89,7 @@ pub struct Args {
     #[arg(long = "context-file", value_name = "PATH")]
     pub context_file: Vec<String>,
     /// Declared cost in USD of one agent invocation, recorded in the receipt.
-    #[arg(long, value_name = "USD")]
+    #[arg(long, value_name = "USD", allow_negative_numbers = true)]
     pub cost_usd: Option<f64>,
 }
 

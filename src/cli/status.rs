@@ -20,12 +20,25 @@ pub struct Args {
 pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     let statedir = StateDir::open(&super::run::absolute_workdir(&args.workdir)?)?;
     let run = statedir.resolve(args.run_id.as_deref())?;
-    let state = run.read_state()?;
-    // A run whose lock we can take is driven by no process.
-    let active = match state.state {
-        RunPhase::Running => run.lock().is_err(),
-        _ => false,
-    };
+    let mut state = run.read_state()?;
+    if state.state == RunPhase::Running {
+        // While a run is driven, the receipt is the live record of its iteration.
+        if let Ok(chain) = run.receipt_bytes().and_then(|b| {
+            crate::receipt::chain::verify(&b).map_err(|e| crate::error::Failure::workspace(e.to_string()))
+        }) {
+            if let Some(n) = chain
+                .events
+                .iter()
+                .rev()
+                .find(|e| crate::receipt::events::type_of(e) == crate::receipt::events::ITERATION_START)
+                .and_then(crate::receipt::events::iteration_of)
+            {
+                state.iteration = n;
+            }
+        }
+    }
+    // A run whose lock nobody holds is driven by no process (its driver was killed).
+    let active = state.state == RunPhase::Running && run.is_driven();
     let resumable = state.state != RunPhase::Halted && !active;
     let shown = match (state.state, active) {
         (RunPhase::Running, false) => "running (stale: its loopexec process is gone)".to_string(),

@@ -3,7 +3,8 @@
 //! One iteration flows one way: `iteration_start` -> agent in its zone -> `exec_result` -> check
 //! in its zone -> failing set -> `check_result` -> halt decision (`decide`). Every event is
 //! appended (fsync'd) to the hash-chained receipt before the next step starts; `state.json` is
-//! replaced atomically at each iteration start and whenever the run stops. A run stops in one of
+//! replaced atomically when the run starts, resumes and stops (while it runs, the receipt is the
+//! live record: `status` reads the current iteration from it). A run stops in one of
 //! three ways: a computed halt (final), a pause after `--once`, or an operator interrupt
 //! (SIGINT/SIGTERM). Paused, interrupted and crashed runs continue with [`resume`].
 
@@ -164,6 +165,13 @@ struct ReceiptPosition {
     halted: Option<String>,
     check_exit: Option<i32>,
     failing_count: Option<usize>,
+    /// A halt the last recorded result already decided, whose `halt` event was never appended
+    /// (loopexec died between the two appends).
+    decided: Option<(HaltReason, String)>,
+}
+
+fn recorded_ending(event: &Map<String, Value>) -> Option<crate::zones::Ending> {
+    event.get("ending").cloned().and_then(|v| serde_json::from_value(v).ok())
 }
 
 fn read_position(run: &RunDir, events: &[Map<String, Value>]) -> CmdResult<ReceiptPosition> {
@@ -186,19 +194,38 @@ fn read_position(run: &RunDir, events: &[Map<String, Value>]) -> CmdResult<Recei
         halted: None,
         check_exit: None,
         failing_count: None,
+        decided: None,
     };
     for event in events {
         match type_of(event) {
             events::ITERATION_START => {
                 pos.last_started = iteration_of(event).unwrap_or(pos.last_started);
                 pos.unfinished = true;
+                pos.decided = None;
+            }
+            events::EXEC_RESULT => {
+                if let Some(Step::Halt(reason, detail)) = recorded_ending(event).map(|e| decide::after_exec(&e)) {
+                    pos.unfinished = false;
+                    pos.decided = Some((reason, detail));
+                }
             }
             events::CHECK_RESULT => {
                 pos.unfinished = false;
-                pos.check_exit = event.get("check_exit").and_then(Value::as_i64).map(|c| c as i32);
-                pos.failing_count = event.get("failing_count").and_then(Value::as_u64).map(|c| c as usize);
+                let iteration = iteration_of(event).unwrap_or(pos.last_started);
+                if let Some(Step::Halt(reason, detail)) =
+                    recorded_ending(event).map(|e| decide::after_check(&e, iteration, pos.cfg.max_iterations))
+                {
+                    pos.decided = Some((reason, detail));
+                }
+                if let Some(code) = event.get("check_exit").and_then(Value::as_i64) {
+                    pos.check_exit = Some(code as i32);
+                    pos.failing_count = event.get("failing_count").and_then(Value::as_u64).map(|c| c as usize);
+                }
             }
-            events::ITERATION_INTERRUPTED => pos.unfinished = false,
+            events::ITERATION_INTERRUPTED => {
+                pos.unfinished = false;
+                pos.decided = None;
+            }
             events::HALT => {
                 pos.halted = Some(event.get("halt_reason").and_then(Value::as_str).unwrap_or("?").to_string());
             }
@@ -259,6 +286,7 @@ pub fn resume(statedir: &StateDir, run_id: RunId, once: bool, progress: Progress
         pid: std::process::id(),
         updated_at: String::new(),
     };
+    let decided = pos.decided;
     let mut active = ActiveRun {
         statedir,
         run,
@@ -274,6 +302,10 @@ pub fn resume(statedir: &StateDir, run_id: RunId, once: bool, progress: Progress
         resumed: true,
     };
     active.save_state(true)?;
+    if let Some((reason, detail)) = decided {
+        // The outcome was observed and recorded before loopexec died; only its halt is missing.
+        return active.halt(reason, detail);
+    }
     active.drive(zone.as_mut(), once, progress)
 }
 
@@ -370,10 +402,10 @@ impl ActiveRun<'_> {
                     format!("the check still fails after {max} of {max} iterations"),
                 );
             }
+            // The receipt is the live record: state.json is rewritten only when the run stops, so
+            // that an iteration costs one fsync per event and nothing more.
             self.append(events::ITERATION_START, json!({"iteration": n}))?;
             self.state.iteration = n;
-            self.state.state = RunPhase::Running;
-            self.save_state(false)?;
 
             let exec = self.run_command(zone, Role::Agent, n)?;
             self.append(
@@ -429,13 +461,12 @@ impl ActiveRun<'_> {
             }
             let step = decide::after_check(&check.ending, n, self.cfg.max_iterations);
             let failing = failing_count.map(|c| format!(", {c} failing")).unwrap_or_default();
-            match &check.ending {
-                crate::zones::Ending::Exited { code } => progress(&format!(
+            if let crate::zones::Ending::Exited { code } = &check.ending {
+                progress(&format!(
                     "iteration {n}: exec ok ({} ms), check exit {code} ({} ms){failing}",
                     exec.duration.as_millis(),
                     check.duration.as_millis()
-                )),
-                _ => {}
+                ));
             }
             match step {
                 Step::Continue => {}

@@ -1,8 +1,9 @@
 //! The hash-chained, append-only JSONL receipt log.
 //!
-//! Line format: one JSON object per line with, first, `seq` (0-based, contiguous), `prev` (the
-//! lowercase hex sha256 of the previous line's bytes without its newline; 64 zeros for line 0),
-//! `ts` (RFC 3339 UTC) and `type` (the event type), followed by the event's own fields. Each append
+//! Line format: one compact JSON object per line (keys in lexicographic order) with `seq` (0-based,
+//! contiguous), `prev` (the lowercase hex sha256 of the previous line's bytes without its newline;
+//! 64 zeros for line 0), `ts` (RFC 3339 UTC) and `type` (the event type), plus the event's own
+//! fields. Each append
 //! is one `write` of the whole line followed by `fsync`. A final line without its newline is a torn
 //! write from a crash: it was never acknowledged, so opening for append cuts it off and `verify`
 //! reports it.

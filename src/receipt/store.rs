@@ -65,14 +65,19 @@ pub struct StateDir {
 }
 
 impl StateDir {
-    /// Open an existing state dir (for status, report, check...).
+    /// Open an existing state dir (for status, report, resume), refusing planted links.
     pub fn open(workdir: &Path) -> Result<StateDir, Failure> {
+        let dir = StateDir::open_for_inspection(workdir)?;
+        refuse_links(&dir.root, &[RUNS, LATEST, STATE_FILE])?;
+        Ok(dir)
+    }
+
+    /// Open an existing state dir without refusing links inside it, for `check`, which lists
+    /// every problem instead of stopping at the first (it still never follows a link).
+    pub fn open_for_inspection(workdir: &Path) -> Result<StateDir, Failure> {
         let path = workdir.join(STATE_DIR);
         match SafeDir::open(&path) {
-            Ok(root) => {
-                refuse_links(&root, &[RUNS, LATEST, STATE_FILE])?;
-                Ok(StateDir { root })
-            }
+            Ok(root) => Ok(StateDir { root }),
             Err(e) if e.is_not_found() => Err(Failure::workspace(format!(
                 "{}: no state directory",
                 path.display()
@@ -105,11 +110,16 @@ impl StateDir {
     /// Create the directory of a new run (refusing an id already used).
     pub fn create_run(&self, id: &RunId) -> Result<RunDir, Failure> {
         let runs = self.root.subdir_or_create(RUNS).map_err(fs_failure)?;
-        if runs.exists(id.as_str()) {
-            return Err(Failure::usage(format!("run id {id} is already used in {}", runs.path().display()))
-                .with_hint("choose another --run-id, or continue it with `run --resume <id>`"));
+        let mode = nix::sys::stat::Mode::from_bits_truncate(0o700);
+        match nix::sys::stat::mkdirat(Some(runs.fd().as_raw_fd()), id.as_str(), mode) {
+            Ok(()) => {}
+            Err(nix::errno::Errno::EEXIST) => {
+                return Err(Failure::usage(format!("run id {id} is already used in {}", runs.path().display()))
+                    .with_hint("choose another --run-id, or continue it with `run --resume <id>`"))
+            }
+            Err(e) => return Err(Failure::io(&runs.path().join(id.as_str()), &std::io::Error::from(e))),
         }
-        let dir = runs.subdir_or_create(id.as_str()).map_err(fs_failure)?;
+        let dir = runs.subdir(id.as_str()).map_err(fs_failure)?;
         dir.subdir_or_create(ARTIFACTS).map_err(fs_failure)?;
         runs.sync().map_err(fs_failure)?;
         Ok(RunDir { dir, id: id.clone() })
@@ -173,6 +183,14 @@ impl StateDir {
     }
 }
 
+fn whole_file_write_lock() -> libc::flock {
+    // SAFETY: flock is plain old data; all-zero is a valid value we then fill in.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = libc::F_WRLCK as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    fl
+}
+
 /// `.loopexec/runs/<id>/`.
 #[derive(Debug)]
 pub struct RunDir {
@@ -212,16 +230,27 @@ impl RunDir {
         self.dir.subdir_or_create(ARTIFACTS).map_err(fs_failure)
     }
 
-    /// Take the run's lock, refusing when another loopexec process holds it.
+    /// Take the run's lock (an open-file-description write lock on `lock`), refusing when another
+    /// process holds it. Released when the returned guard is dropped or the process dies.
     pub fn lock(&self) -> Result<RunLock, Failure> {
         let file = self.dir.open_rw(LOCK).map_err(fs_failure)?;
-        // SAFETY: flock on a descriptor we own.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        let mut fl = whole_file_write_lock();
+        // SAFETY: fcntl on a descriptor we own with a valid `struct flock`.
+        let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &mut fl) };
         if rc != 0 {
             return Err(Failure::workspace(format!("run {} is being driven by another loopexec process", self.id))
                 .with_hint("wait for it, or stop it with SIGINT/SIGTERM, then resume"));
         }
         Ok(RunLock { _file: file })
+    }
+
+    /// Whether some process holds the run's lock (tested without taking it).
+    pub fn is_driven(&self) -> bool {
+        let Ok(file) = self.dir.open_read(LOCK) else { return false };
+        let mut fl = whole_file_write_lock();
+        // SAFETY: as above; F_OFD_GETLK only reports.
+        let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_GETLK, &mut fl) };
+        rc == 0 && fl.l_type != libc::F_UNLCK as libc::c_short
     }
 
     pub fn create_receipt(&self) -> Result<ReceiptLog, Failure> {

@@ -8,9 +8,9 @@
 use super::{reap, Ending, Zone, ZoneCommand, ZoneError, ZoneRun};
 use crate::capture::ArtifactSink;
 use crate::interrupt;
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::Pid;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -39,15 +39,6 @@ fn pidfd_open(pid: i32) -> Option<OwnedFd> {
     (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
-/// Wait until a descriptor is readable or `timeout` passes (EINTR counts as a wake-up).
-fn wait_readable(fds: &[i32], timeout: Duration) {
-    let mut polls: Vec<libc::pollfd> =
-        fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
-    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-    // SAFETY: `polls` is a valid array of pollfd for the duration of the call.
-    unsafe { libc::poll(polls.as_mut_ptr(), polls.len() as libc::nfds_t, ms.max(1)) };
-}
-
 fn ending_of(status: WaitStatus) -> Option<Ending> {
     match status {
         WaitStatus::Exited(_, code) => Some(Ending::Exited { code }),
@@ -56,22 +47,35 @@ fn ending_of(status: WaitStatus) -> Option<Ending> {
     }
 }
 
-fn try_reap(pid: Pid) -> Option<Ending> {
+/// Whether the child has exited, without reaping it: while it is an unreaped zombie its pid, and so
+/// its process-group id, cannot be reused, which makes the group kill that follows safe.
+fn has_exited(pid: Pid) -> bool {
+    // SAFETY: waitid fills `info`, a zeroed siginfo_t we own.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
     loop {
-        match waitpid(pid, Some(WaitPidFlag::WNOHANG)) {
-            Ok(status) => return ending_of(status),
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(_) => return Some(Ending::Exited { code: -1 }),
+        let rc = unsafe { libc::waitid(libc::P_PID, pid.as_raw() as libc::id_t, &mut info, flags) };
+        if rc == 0 {
+            return unsafe { info.si_pid() } != 0;
+        }
+        if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            // ECHILD: nothing left to wait for.
+            return true;
         }
     }
 }
 
-fn reap_blocking(pid: Pid) {
+/// Reap the child and return how it ended.
+fn reap(pid: Pid) -> Ending {
     loop {
         match waitpid(pid, None) {
             Err(nix::errno::Errno::EINTR) => continue,
-            Ok(WaitStatus::Exited(..)) | Ok(WaitStatus::Signaled(..)) | Err(_) => return,
-            Ok(_) => continue,
+            Ok(status) => {
+                if let Some(ending) = ending_of(status) {
+                    return ending;
+                }
+            }
+            Err(e) => return Ending::FailedToStart { reason: format!("waitpid: {e}") },
         }
     }
 }
@@ -125,7 +129,7 @@ impl Zone for HostZone {
                 let empty_r = pipe()?;
                 let empty_e = pipe()?;
                 drop((empty_r.1, empty_e.1));
-                let output = capture.start(empty_r.0, empty_e.0).finish()?;
+                let output = capture.start(empty_r.0, empty_e.0)?.finish()?;
                 return Ok(ZoneRun {
                     ending: Ending::FailedToStart { reason: e.to_string() },
                     duration: started.elapsed(),
@@ -133,40 +137,46 @@ impl Zone for HostZone {
                 });
             }
         };
-        let running = capture.start(out_r, err_r);
+        let mut running = capture.start(out_r, err_r)?;
         let pid = Pid::from_raw(child.id() as i32);
         let pidfd = pidfd_open(pid.as_raw());
         let deadline = cmd.timeout.map(|t| started + t);
-        let mut fds: Vec<i32> = Vec::new();
+        let mut wake = Vec::new();
         if let Some(fd) = &pidfd {
-            fds.push(fd.as_raw_fd());
+            wake.push(fd.as_fd());
         }
         if let Some(fd) = interrupt::wake_fd() {
-            fds.push(fd.as_raw_fd());
+            wake.push(fd);
         }
         let ending = loop {
-            if let Some(ending) = try_reap(pid) {
-                break ending;
+            if has_exited(pid) {
+                reap::kill_group(pid.as_raw());
+                break reap(pid);
             }
             if let Some(sig) = interrupt::pending() {
                 reap::kill_group(pid.as_raw());
-                reap_blocking(pid);
+                reap(pid);
                 break Ending::Interrupted { signal: sig };
             }
             let now = Instant::now();
             if let Some(deadline) = deadline {
                 if now >= deadline {
                     reap::kill_group(pid.as_raw());
-                    reap_blocking(pid);
+                    reap(pid);
                     break Ending::TimedOut { after_ms: started.elapsed().as_millis() as u64 };
                 }
             }
             let slice = if pidfd.is_some() { Duration::from_secs(3600) } else { Duration::from_millis(2) };
             let wait = deadline.map(|d| d.saturating_duration_since(now).min(slice)).unwrap_or(slice);
-            wait_readable(&fds, wait);
+            if let Err(e) = running.pump(&wake, wait) {
+                // Capture broke: still leave no process behind before reporting it.
+                reap::kill_group(pid.as_raw());
+                reap(pid);
+                let _ = reap::kill_remaining_descendants();
+                return Err(e.into());
+            }
         };
         let duration = started.elapsed();
-        reap::kill_group(pid.as_raw());
         reap::kill_remaining_descendants().map_err(ZoneError::Reap)?;
         let output = running.finish()?;
         Ok(ZoneRun { ending, duration, output })

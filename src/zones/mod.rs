@@ -115,10 +115,13 @@ pub enum ZoneError {
 /// A place where commands run. The engine only talks to this trait.
 ///
 /// Contract for implementors: `run` executes `/bin/sh -c <command_line>` with exactly `cmd.env`
-/// in `cmd.cwd`, hands the read ends of its stdout/stderr pipes to `capture.start`, enforces
-/// `cmd.timeout` on the whole process tree, reacts to [`crate::interrupt::pending`] by killing the
-/// tree and returning [`Ending::Interrupted`], and returns only when no process it started is
-/// left (then calls `finish` on the capture).
+/// in `cmd.cwd` and stdin from `/dev/null`; hands the read ends of its stdout/stderr pipes to
+/// `capture.start` and, while waiting, calls `pump` on the returned capture with its own wake-up
+/// descriptors (e.g. a pidfd and [`crate::interrupt::wake_fd`]) so the pipes never fill; enforces
+/// `cmd.timeout` on the whole process tree; reacts to [`crate::interrupt::pending`] by killing the
+/// tree and returning [`Ending::Interrupted`]; and returns only when no process it started is
+/// left, after calling `finish` on the capture. `Err` means the zone itself failed; a command
+/// that could not start is `Ok` with [`Ending::FailedToStart`].
 pub trait Zone {
     /// Backend name, e.g. `host`.
     fn name(&self) -> &str;

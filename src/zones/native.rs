@@ -15,6 +15,7 @@ use sandbox::policy::{NetworkMode, Policy};
 use sandbox::SandboxError;
 use std::ffi::OsString;
 use std::path::PathBuf;
+use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 /// The port of the proxy listener inside the agent zone's own network namespace.
@@ -111,7 +112,13 @@ impl NativeZone {
     }
 }
 
-fn pipe() -> Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd), ZoneError> {
+fn pidfd_open(pid: i32) -> Option<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+fn pipe() -> Result<(OwnedFd, OwnedFd), ZoneError> {
     nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| ZoneError::Pipe(e.into()))
 }
 
@@ -150,13 +157,13 @@ impl Zone for NativeZone {
         let mut zone = match launch(spec) {
             Ok(zone) => zone,
             Err(SandboxError::Spawn(reason)) => {
-                let output = capture.start(out_r, err_r).finish()?;
+                let output = capture.start(out_r, err_r)?.finish()?;
                 return Ok(ZoneRun { ending: Ending::FailedToStart { reason }, duration: started.elapsed(), output });
             }
             Err(other) => return Err(sandbox_failure(other)),
         };
         // Our copies of the write ends went into the spec and were closed by launch.
-        let running = capture.start(out_r, err_r);
+        let mut running = capture.start(out_r, err_r)?;
         let proxy = match (zone.take_listener(), &self.egress) {
             (Some(listener), Some(egress)) => {
                 let audit = AuditLog::open(&egress.audit_dir, &egress.audit_rel)
@@ -168,8 +175,21 @@ impl Zone for NativeZone {
             }
             _ => None,
         };
+        let pidfd = pidfd_open(zone.pid());
+        let mut wake: Vec<BorrowedFd<'_>> = Vec::new();
+        if let Some(fd) = &pidfd {
+            wake.push(fd.as_fd());
+        }
+        if let Some(fd) = interrupt::wake_fd() {
+            wake.push(fd);
+        }
         let deadline = cmd.timeout.map(|t| started + t);
         let ending = loop {
+            match zone.wait_timeout(Duration::ZERO) {
+                Ok(Some(exit)) => break ending_of(exit),
+                Ok(None) => {}
+                Err(e) => return Err(ZoneError::Reap(e.to_string())),
+            }
             if let Some(sig) = interrupt::pending() {
                 zone.kill().map_err(|e| ZoneError::Reap(e.to_string()))?;
                 break Ending::Interrupted { signal: sig };
@@ -179,11 +199,12 @@ impl Zone for NativeZone {
                 zone.kill().map_err(|e| ZoneError::Reap(e.to_string()))?;
                 break Ending::TimedOut { after_ms: started.elapsed().as_millis() as u64 };
             }
-            let slice = deadline.map(|d| d.saturating_duration_since(now)).unwrap_or(Duration::from_millis(100));
-            match zone.wait_timeout(slice.min(Duration::from_millis(100))) {
-                Ok(Some(exit)) => break ending_of(exit),
-                Ok(None) => continue,
-                Err(e) => return Err(ZoneError::Reap(e.to_string())),
+            let slice = if pidfd.is_some() { Duration::from_secs(3600) } else { Duration::from_millis(2) };
+            let wait = deadline.map(|d| d.saturating_duration_since(now).min(slice)).unwrap_or(slice);
+            if let Err(e) = running.pump(&wake, wait) {
+                // Capture broke: still leave no process behind before reporting it.
+                let _ = zone.kill();
+                return Err(e.into());
             }
         };
         let duration = started.elapsed();

@@ -73,12 +73,7 @@ pub fn kill_remaining_descendants() -> Result<(), String> {
             let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
         }
         for &pid in &kids {
-            loop {
-                match waitpid(Pid::from_raw(pid), Some(WaitPidFlag::__WALL)) {
-                    Err(Errno::EINTR) => continue,
-                    _ => break,
-                }
-            }
+            while let Err(Errno::EINTR) = waitpid(Pid::from_raw(pid), Some(WaitPidFlag::__WALL)) {}
         }
         if kids.is_empty() {
             // A child exists but /proc did not show it yet (just re-parented): yield briefly.
