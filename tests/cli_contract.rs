@@ -63,14 +63,34 @@ fn help_and_version_print_normally_and_exit_0() {
 }
 
 #[test]
-fn isolation_must_be_chosen_explicitly() {
+fn native_isolation_is_the_default() {
     let dir = workdir();
-    let r = loopexec(dir.path(), &["run", "--json", "--check", "true", "--exec", "true"]);
-    assert_eq!(r.code, 20);
+    zone_writable(dir.path());
+    let r = loopexec(dir.path(), &["run", "--json", "--run-id", "r", "--check", "true", "--exec", "true"]);
+    assert_eq!(r.code, 10, "{}", r.stdout);
     let v = r.json();
-    assert_eq!(v["errors"][0]["code"], "isolation_required");
-    assert!(v["errors"][0]["hint"].as_str().unwrap().contains("--isolation none"));
-    assert!(!dir.path().join(".loopexec").exists(), "nothing is written before the config is valid");
+    assert_eq!(v["run"]["isolation"], "native");
+    let start = &events(dir.path(), "r")[0];
+    assert_eq!(start["isolation"], "native");
+    assert_eq!(start["config"]["agent_policy"]["source"], "builtin:agent");
+    assert_eq!(start["config"]["check_policy"]["source"], "builtin:exec");
+}
+
+#[test]
+fn a_run_without_an_operator_key_is_refused_before_anything_is_written() {
+    let dir = workdir();
+    let empty = workdir();
+    let out = std::process::Command::new(bin())
+        .current_dir(dir.path())
+        .env("LOOPEXEC_CONFIG_DIR", empty.path())
+        .args(["run", "--json", "--check", "true", "--exec", "true", HOST[0], HOST[1]])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(20));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["errors"][0]["message"].as_str().unwrap().contains("no operator key"));
+    assert!(v["errors"][0]["hint"].as_str().unwrap().contains("loopexec keygen"));
+    assert!(!dir.path().join(".loopexec").exists(), "nothing is written without a key");
 }
 
 #[test]

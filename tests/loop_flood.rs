@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 /// covers loopexec and the children it reaped).
 #[allow(clippy::zombie_processes)] // reaped below with wait4, which also reports its rusage
 fn run_measured(dir: &std::path::Path, args: &[&str]) -> (i32, i64, String) {
-    let child = Command::new(bin()).current_dir(dir).args(args).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let child = common::command().current_dir(dir).args(args).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
     let pid = child.id() as libc::pid_t;
     let mut stdout = child.stdout.unwrap();
     let mut text = String::new();
@@ -29,7 +29,7 @@ fn a_one_gigabyte_flood_finishes_with_bounded_memory() {
         &["run", "--json", "--run-id", "flood", "--isolation", "none", "--exec", "head -c 1073741824 /dev/zero", "--check", "head -c 1000 /dev/zero >&2"],
     );
     assert_eq!(code, 10, "{stdout}");
-    let exec = &events(dir.path(), "flood")[2];
+    let exec = events(dir.path(), "flood").into_iter().find(|e| e["type"] == "exec_result").unwrap();
     assert_eq!(exec["stdout"]["bytes"], 1u64 << 30);
     assert_eq!(exec["stdout"]["truncated"], true);
     // sha256 of 1 GiB of zero bytes.

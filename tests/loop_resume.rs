@@ -9,7 +9,7 @@ use std::time::Duration;
 const AGENT: &str = "if [ \"$LOOPEXEC_ITERATION\" = 1 ]; then echo $$ > agent.pid; exec sleep 300; fi";
 
 fn spawn_run(dir: &std::path::Path, run_id: &str) -> Child {
-    Command::new(bin())
+    common::command()
         .current_dir(dir)
         .args(["run", "--json", "--isolation", "none", "--run-id", run_id, "--exec", AGENT, "--check", "test \"$LOOPEXEC_ITERATION\" -ge 2"])
         .stdout(Stdio::piped())
@@ -59,7 +59,7 @@ fn sigkill_mid_iteration_then_resume_records_the_interrupted_iteration_and_conti
 #[test]
 fn an_interrupted_iteration_counts_toward_the_cap() {
     let dir = workdir();
-    let mut child = Command::new(bin())
+    let mut child = common::command()
         .current_dir(dir.path())
         .args(["run", "--json", "--isolation", "none", "--run-id", "cap", "--max-iterations", "1", "--exec", AGENT, "--check", "true"])
         .stdout(Stdio::null())
@@ -132,7 +132,7 @@ fn resume_cuts_a_torn_final_line_and_the_chain_verifies() {
     let receipt = run_dir(dir.path(), "torn").join("receipt.jsonl");
     let mut bytes = std::fs::read(&receipt).unwrap();
     let complete = bytes.len();
-    bytes.extend_from_slice(b"{\"seq\":4,\"prev\":\"ab");
+    bytes.extend_from_slice(b"{\"seq\":5,\"prev\":\"ab");
     std::fs::write(&receipt, &bytes).unwrap();
     let check = loopexec(dir.path(), &["check", "--json"]);
     assert_eq!(check.code, 30, "check reports the torn line: {check:?}");
@@ -141,7 +141,7 @@ fn resume_cuts_a_torn_final_line_and_the_chain_verifies() {
     assert_eq!(resumed.code, 10, "{resumed:?}");
     let after = std::fs::read(&receipt).unwrap();
     let next: serde_json::Value = serde_json::from_slice(after[complete..].split(|b| *b == b'\n').next().unwrap()).unwrap();
-    assert_eq!((next["seq"].as_u64(), next["type"].as_str()), (Some(4), Some("run_resumed")), "the torn bytes were cut off");
+    assert_eq!((next["seq"].as_u64(), next["type"].as_str()), (Some(5), Some("run_resumed")), "the torn bytes were cut off");
     assert_eq!(loopexec(dir.path(), &["check", "--json"]).code, 0);
     assert_eq!(
         event_types(dir.path(), "torn"),
@@ -157,7 +157,7 @@ fn a_decided_halt_lost_in_a_crash_is_appended_on_resume_without_rerunning_anythi
     // Simulate a crash between appending check_result and appending halt.
     let receipt = run_dir(dir.path(), "lost").join("receipt.jsonl");
     let text = std::fs::read_to_string(&receipt).unwrap();
-    let without_halt: String = text.lines().take(4).map(|l| format!("{l}\n")).collect();
+    let without_halt: String = text.lines().take_while(|l| !l.contains("\"type\":\"halt\"")).map(|l| format!("{l}\n")).collect();
     std::fs::write(&receipt, without_halt).unwrap();
     let resumed = loopexec(dir.path(), &["run", "--json", "--resume", "lost"]);
     assert_eq!(resumed.code, 10, "{resumed:?}");

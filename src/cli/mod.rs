@@ -133,8 +133,16 @@ fn usage_error(err: clap::Error, json: bool, args: &[OsString]) -> i32 {
         return Failure::usage("").class.code();
     }
     let rendered = err.render().to_string();
-    let message = rendered.lines().find(|l| !l.trim().is_empty()).unwrap_or("invalid usage").trim();
-    let message = message.strip_prefix("error: ").unwrap_or(message).to_string();
+    // The error is every line before clap's "Usage:" block (e.g. the names of missing arguments).
+    let message = rendered
+        .lines()
+        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let message = message.strip_prefix("error: ").unwrap_or(&message).to_string();
+    let message = if message.is_empty() { "invalid usage".to_string() } else { message };
     let failure = Failure::usage(message).with_hint("see `loopexec --help`");
     if json {
         Outcome::failed(&typed_command(args), &failure).emit(true)

@@ -1,7 +1,9 @@
 //! `loopexec run` (and `step` = `run --once`): start a run from flags over loop.toml, or continue
 //! one with `--resume <id>`, and report how it stopped.
 
-use crate::engine::config::{ConfigInput, LoopConfig, ModelPins, SamplingPins};
+use crate::egress::EgressArgs;
+use crate::engine::config::{ConfigInput, EgressPins, LoopConfig, ModelPins, SamplingPins};
+use crate::receipt::keys::{default_key_dir, OperatorKey, PRIVATE_KEY_FILE};
 use crate::engine::{self, loopfile, LoopEnd, RunOutcome};
 use crate::error::{CmdResult, Failure};
 use crate::interrupt;
@@ -13,10 +15,15 @@ use crate::zones::Isolation;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
-const CONFIG_FLAGS: [&str; 16] = [
+const CONFIG_FLAGS: [&str; 21] = [
     "check",
     "exec",
     "isolation",
+    "policy",
+    "check_policy",
+    "allow_host",
+    "resolve",
+    "egress_proxy",
     "max_iterations",
     "exec_timeout",
     "check_timeout",
@@ -40,9 +47,22 @@ pub struct Args {
     /// The agent command, run before each check.
     #[arg(long, value_name = "CMD")]
     pub exec: Option<String>,
-    /// Where commands run. Required (here or in loop.toml); `none` runs them on the host.
+    /// Where commands run: `native` (default) sandboxes the agent and the check; `none` runs them
+    /// on the host, unsandboxed.
     #[arg(long, value_enum)]
     pub isolation: Option<Isolation>,
+    /// The agent zone's policy file (default: the builtin `agent` policy).
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+    /// The exec zone's policy file, in which the check runs (default: the builtin `exec` policy).
+    #[arg(long, value_name = "FILE")]
+    pub check_policy: Option<PathBuf>,
+    #[command(flatten)]
+    pub egress: EgressArgs,
+    /// The operator's private key that endorses this run's key (default: operator.key in
+    /// $LOOPEXEC_CONFIG_DIR, $XDG_CONFIG_HOME/loopexec or ~/.config/loopexec; see `keygen`).
+    #[arg(long, value_name = "FILE")]
+    pub operator_key: Option<PathBuf>,
     /// Iteration cap (default 10).
     #[arg(long, value_name = "N")]
     pub max_iterations: Option<u64>,
@@ -99,6 +119,13 @@ impl Args {
             check: self.check.clone(),
             exec: self.exec.clone(),
             isolation: self.isolation,
+            agent_policy: self.policy.as_deref().map(policy_source),
+            check_policy: self.check_policy.as_deref().map(policy_source),
+            egress: EgressPins {
+                allow_hosts: self.egress.allow_host.clone(),
+                resolve: self.egress.resolve.clone(),
+                egress_proxy: self.egress.egress_proxy.clone(),
+            },
             max_iterations: self.max_iterations,
             exec_timeout_secs: self.exec_timeout,
             check_timeout_secs: self.check_timeout,
@@ -113,6 +140,29 @@ impl Args {
             cost_usd: self.cost_usd,
         }
     }
+}
+
+/// A policy flag as a pinned source: `builtin:<name>` stays, a path becomes absolute.
+fn policy_source(raw: &Path) -> String {
+    let text = raw.to_string_lossy();
+    if text.starts_with("builtin:") {
+        return text.into_owned();
+    }
+    std::path::absolute(raw).unwrap_or_else(|_| raw.to_path_buf()).to_string_lossy().into_owned()
+}
+
+/// The operator key that endorses run keys: `--operator-key`, or operator.key in the key dir.
+/// There is no default key: without one, no run starts.
+fn load_operator_key(explicit: Option<&Path>) -> CmdResult<OperatorKey> {
+    let path = match explicit {
+        Some(p) => p.to_path_buf(),
+        None => default_key_dir().map_err(super::keygen::key_failure)?.join(PRIVATE_KEY_FILE),
+    };
+    if explicit.is_none() && std::fs::symlink_metadata(&path).is_err() {
+        return Err(Failure::usage(format!("no operator key at {}: every run's receipt is endorsed by the operator's key", path.display()))
+            .with_hint("create one with `loopexec keygen`, or pass --operator-key FILE"));
+    }
+    OperatorKey::load(&path).map_err(super::keygen::key_failure)
 }
 
 /// The absolute workdir, which must be an existing directory.
@@ -140,7 +190,8 @@ pub fn run(args: Args, json: bool) -> CmdResult<Outcome> {
     let outcome = if let Some(raw) = &args.resume {
         let id = RunId::parse(raw)?;
         let statedir = StateDir::open(&workdir)?;
-        engine::resume(&statedir, id, args.once, &mut progress)?
+        let operator = load_operator_key(args.operator_key.as_deref())?;
+        engine::resume(&statedir, id, &operator, args.once, &mut progress)?
     } else {
         let run_id = match &args.run_id {
             Some(raw) => RunId::parse(raw)?,
@@ -152,8 +203,9 @@ pub fn run(args: Args, json: bool) -> CmdResult<Outcome> {
             None => (args.flag_input(), None),
         };
         let cfg = LoopConfig::resolve(input, &workdir, loop_ref)?;
+        let operator = load_operator_key(args.operator_key.as_deref())?;
         let statedir = StateDir::open_or_create(&workdir)?;
-        engine::start(&statedir, run_id, cfg, args.once, &mut progress)?
+        engine::start(&statedir, run_id, cfg, &operator, args.once, &mut progress)?
     };
     Ok(render(outcome))
 }

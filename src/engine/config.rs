@@ -47,6 +47,51 @@ pub struct LoopFileRef {
     pub sha256: String,
 }
 
+/// A zone policy a run uses: where it came from and the sha256 of its bytes. On resume the policy
+/// is read again and must still have this digest.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PolicyPin {
+    /// `builtin:<name>` or an absolute path.
+    pub source: String,
+    pub sha256: String,
+}
+
+impl PolicyPin {
+    /// Load and validate the policy `source` names, pinning its digest.
+    pub fn resolve(source: &str) -> Result<(PolicyPin, sandbox::Policy), Failure> {
+        let policy = match source.strip_prefix("builtin:") {
+            Some(name) => sandbox::Policy::builtin(name).ok_or_else(|| {
+                Failure::usage(format!("no builtin policy {name:?}")).with_hint("builtin policies: agent, exec, offline")
+            })?,
+            None => sandbox::Policy::load(Path::new(source)).map_err(|e| Failure::invalid_input(e.to_string()))?,
+        };
+        Ok((PolicyPin { source: source.to_string(), sha256: policy.sha256.clone() }, policy))
+    }
+
+    /// Load the pinned policy again, refusing one whose bytes changed since the run started.
+    pub fn load(&self) -> Result<sandbox::Policy, Failure> {
+        let (again, policy) = PolicyPin::resolve(&self.source)?;
+        if again.sha256 != self.sha256 {
+            return Err(Failure::workspace(format!(
+                "policy {} changed since the run started (sha256 {} now, {} pinned)",
+                self.source, again.sha256, self.sha256
+            )));
+        }
+        Ok(policy)
+    }
+}
+
+/// Egress settings given on the command line (added to the agent policy's `[network]`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EgressPins {
+    pub allow_hosts: Vec<String>,
+    pub resolve: Vec<String>,
+    pub egress_proxy: Option<String>,
+}
+
+pub const DEFAULT_AGENT_POLICY: &str = "builtin:agent";
+pub const DEFAULT_CHECK_POLICY: &str = "builtin:exec";
+
 /// Everything that decides what a run does. Serialised as `config` in `run_start`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LoopConfig {
@@ -55,6 +100,11 @@ pub struct LoopConfig {
     /// Absolute working directory of both commands.
     pub workdir: String,
     pub isolation: Isolation,
+    /// The agent zone's policy (native isolation).
+    pub agent_policy: Option<PolicyPin>,
+    /// The exec zone's policy, in which the check runs (native isolation).
+    pub check_policy: Option<PolicyPin>,
+    pub egress: EgressPins,
     pub max_iterations: u64,
     pub exec_timeout_ms: u64,
     pub check_timeout_ms: u64,
@@ -73,6 +123,10 @@ pub struct ConfigInput {
     pub check: Option<String>,
     pub exec: Option<String>,
     pub isolation: Option<Isolation>,
+    /// Policy sources (`builtin:<name>` or an absolute path).
+    pub agent_policy: Option<String>,
+    pub check_policy: Option<String>,
+    pub egress: EgressPins,
     pub max_iterations: Option<u64>,
     pub exec_timeout_secs: Option<f64>,
     pub check_timeout_secs: Option<f64>,
@@ -90,6 +144,13 @@ impl ConfigInput {
             check: self.check.or(file.check),
             exec: self.exec.or(file.exec),
             isolation: self.isolation.or(file.isolation),
+            agent_policy: self.agent_policy.or(file.agent_policy),
+            check_policy: self.check_policy.or(file.check_policy),
+            egress: EgressPins {
+                allow_hosts: if self.egress.allow_hosts.is_empty() { file.egress.allow_hosts } else { self.egress.allow_hosts },
+                resolve: if self.egress.resolve.is_empty() { file.egress.resolve } else { self.egress.resolve },
+                egress_proxy: self.egress.egress_proxy.or(file.egress.egress_proxy),
+            },
             max_iterations: self.max_iterations.or(file.max_iterations),
             exec_timeout_secs: self.exec_timeout_secs.or(file.exec_timeout_secs),
             check_timeout_secs: self.check_timeout_secs.or(file.check_timeout_secs),
@@ -169,14 +230,24 @@ impl LoopConfig {
             Failure::usage("no agent command configured")
                 .with_hint("give --exec '<command>' or set `exec = \"...\"` in loop.toml")
         })?;
-        let isolation = input.isolation.ok_or_else(|| {
-            Failure::new(
-                crate::halt::ExitClass::Invariant,
-                "isolation_required",
-                "no isolation chosen: this build can only run commands on the host, unsandboxed",
-            )
-            .with_hint("pass --isolation none (or set `isolation = \"none\"` in loop.toml) to accept running on the host")
-        })?;
+        let isolation = input.isolation.unwrap_or(Isolation::Native);
+        let (agent_policy, check_policy) = match isolation {
+            Isolation::None => {
+                if input.agent_policy.is_some() || input.check_policy.is_some() {
+                    return Err(Failure::usage("a policy applies only to native isolation, not to --isolation none"));
+                }
+                if input.egress != EgressPins::default() {
+                    return Err(Failure::usage(
+                        "egress settings (--allow-host, --resolve, --egress-proxy) apply only to native isolation",
+                    ));
+                }
+                (None, None)
+            }
+            Isolation::Native => (
+                Some(PolicyPin::resolve(input.agent_policy.as_deref().unwrap_or(DEFAULT_AGENT_POLICY))?.0),
+                Some(PolicyPin::resolve(input.check_policy.as_deref().unwrap_or(DEFAULT_CHECK_POLICY))?.0),
+            ),
+        };
         let max_iterations = input.max_iterations.unwrap_or(DEFAULT_MAX_ITERATIONS);
         if max_iterations == 0 {
             return Err(Failure::usage("max_iterations must be at least 1"));
@@ -199,6 +270,9 @@ impl LoopConfig {
             exec,
             workdir: workdir.to_string_lossy().into_owned(),
             isolation,
+            agent_policy,
+            check_policy,
+            egress: input.egress,
             max_iterations,
             exec_timeout_ms: timeout_ms("exec_timeout", input.exec_timeout_secs, DEFAULT_EXEC_TIMEOUT_SECS)?,
             check_timeout_ms: timeout_ms("check_timeout", input.check_timeout_secs, DEFAULT_CHECK_TIMEOUT_SECS)?,

@@ -8,6 +8,7 @@ use crate::error::Failure;
 use crate::safefs::SafeDir;
 use crate::zones::Isolation;
 use serde::Deserialize;
+use std::path::Path;
 use sha2::{Digest, Sha256};
 
 pub const LOOP_FILE: &str = "loop.toml";
@@ -35,6 +36,11 @@ struct LoopFile {
     check: Option<String>,
     exec: Option<String>,
     isolation: Option<Isolation>,
+    policy: Option<String>,
+    check_policy: Option<String>,
+    allow_hosts: Option<Vec<String>>,
+    resolve: Option<Vec<String>>,
+    egress_proxy: Option<String>,
     max_iterations: Option<u64>,
     exec_timeout: Option<f64>,
     check_timeout: Option<f64>,
@@ -64,6 +70,13 @@ pub fn parse(text: &str, name: &str) -> Result<ConfigInput, Failure> {
         check: file.check,
         exec: file.exec,
         isolation: file.isolation,
+        agent_policy: file.policy,
+        check_policy: file.check_policy,
+        egress: crate::engine::config::EgressPins {
+            allow_hosts: file.allow_hosts.unwrap_or_default(),
+            resolve: file.resolve.unwrap_or_default(),
+            egress_proxy: file.egress_proxy,
+        },
         max_iterations: file.max_iterations,
         exec_timeout_secs: file.exec_timeout,
         check_timeout_secs: file.check_timeout,
@@ -84,7 +97,13 @@ pub fn load(workdir: &SafeDir) -> Result<Option<(ConfigInput, LoopFileRef)>, Fai
     };
     let text = String::from_utf8(bytes.clone())
         .map_err(|_| Failure::invalid_input(format!("{LOOP_FILE}: not valid UTF-8")))?;
-    let input = parse(&text, LOOP_FILE)?;
+    let mut input = parse(&text, LOOP_FILE)?;
+    // Policy paths in the loop file are relative to the workdir.
+    for source in [&mut input.agent_policy, &mut input.check_policy].into_iter().flatten() {
+        if !source.starts_with("builtin:") && !Path::new(source.as_str()).is_absolute() {
+            *source = workdir.path().join(source.as_str()).to_string_lossy().into_owned();
+        }
+    }
     let reference = LoopFileRef {
         path: workdir.path().join(LOOP_FILE).to_string_lossy().into_owned(),
         sha256: hex::encode(Sha256::digest(&bytes)),
@@ -112,8 +131,14 @@ pub fn template(check: Option<&str>, exec: Option<&str>, isolation: Option<Isola
     t.push_str(&line("check", check.map(toml_string), "\"sh ./check.sh\""));
     t.push_str("# The agent command, run through /bin/sh -c in this directory.\n");
     t.push_str(&line("exec", exec.map(toml_string), "\"sh ./agent.sh\""));
-    t.push_str("# Where commands run. Must be chosen explicitly. \"none\" = on the host, unsandboxed.\n");
-    t.push_str(&line("isolation", isolation.map(|i| toml_string(i.as_str())), "\"none\""));
+    t.push_str("# Where commands run. \"native\" (the default): the agent in an agent zone and the check in\n");
+    t.push_str("# a network-less exec zone (namespaces, Landlock, seccomp, cgroups). \"none\": on the host.\n");
+    t.push_str(&line("isolation", isolation.map(|i| toml_string(i.as_str())), "\"native\""));
+    t.push_str("# Zone policies (native isolation): \"builtin:agent\" / \"builtin:exec\" by default, or a path\n");
+    t.push_str("# relative to this directory. See docs/policy.md.\n");
+    t.push_str("# policy = \"builtin:agent\"\n# check_policy = \"builtin:exec\"\n");
+    t.push_str("# Egress of the agent zone, added to its policy's [network] allow list (docs/egress.md).\n");
+    t.push_str("# allow_hosts = [\"api.anthropic.com\"]\n# resolve = []\n# egress_proxy = \"http://proxy.internal:3128\"\n");
     t.push_str("\n# Limits. Timeouts are seconds; on expiry the whole process tree is killed.\n");
     t.push_str("max_iterations = 10\n");
     t.push_str("exec_timeout = 1800\n");

@@ -18,6 +18,8 @@ use crate::halt::HaltReason;
 use crate::interrupt;
 use crate::oracle::junit;
 use crate::receipt::chain::ReceiptLog;
+use crate::receipt::keys::{OperatorKey, RunKey};
+use crate::receipt::seal::{endorse_run_key, seal_run};
 use crate::receipt::events::{self, fields, iteration_of, stream_value, type_of};
 use crate::receipt::state::{RunPhase, RunState};
 use crate::receipt::store::{fs_failure, log_failure, RunDir, RunLock, StateDir, ARTIFACTS};
@@ -75,6 +77,8 @@ struct ActiveRun<'a> {
     check_exit: Option<i32>,
     failing_count: Option<usize>,
     resumed: bool,
+    /// This process's run key, endorsed in the receipt; consumed when the run is sealed.
+    run_key: Option<RunKey>,
 }
 
 fn zone_failure(err: ZoneError) -> Failure {
@@ -100,13 +104,15 @@ pub fn start(
     statedir: &StateDir,
     run_id: RunId,
     cfg: LoopConfig,
+    operator: &OperatorKey,
     once: bool,
     progress: Progress<'_>,
 ) -> CmdResult<RunOutcome> {
     let workdir = open_workdir(&cfg)?;
-    let mut zone = open_zone(cfg.isolation).map_err(zone_failure)?;
+    let mut zone = open_zone(&cfg, statedir.path()).map_err(zone_failure)?;
     let run = statedir.create_run(&run_id)?;
     let lock = run.lock()?;
+    zone.bind_run(run.path()).map_err(zone_failure)?;
     let mut log = run.create_receipt()?;
     let artifacts = run.artifacts()?;
     log.append(
@@ -122,6 +128,8 @@ pub fn start(
         })),
     )
     .map_err(log_failure)?;
+    let run_key = RunKey::mint();
+    endorse_run_key(&mut log, run_id.as_str(), &run_key, operator).map_err(log_failure)?;
     let state = RunState {
         run_id: run_id.to_string(),
         state: RunPhase::Running,
@@ -150,6 +158,7 @@ pub fn start(
         check_exit: None,
         failing_count: None,
         resumed: false,
+        run_key: Some(run_key),
     };
     active.save_state(true)?;
     active.drive(zone.as_mut(), once, progress)
@@ -236,7 +245,13 @@ fn read_position(run: &RunDir, events: &[Map<String, Value>]) -> CmdResult<Recei
 }
 
 /// Continue a paused, interrupted or crashed run from its durable state.
-pub fn resume(statedir: &StateDir, run_id: RunId, once: bool, progress: Progress<'_>) -> CmdResult<RunOutcome> {
+pub fn resume(
+    statedir: &StateDir,
+    run_id: RunId,
+    operator: &OperatorKey,
+    once: bool,
+    progress: Progress<'_>,
+) -> CmdResult<RunOutcome> {
     let run = statedir.open_run(&run_id)?;
     let lock = run.lock()?;
     let previous = run.read_state().ok().map(|s| s.state.as_str().to_string());
@@ -251,7 +266,8 @@ pub fn resume(statedir: &StateDir, run_id: RunId, once: bool, progress: Progress
         .with_hint("start a new run (loopexec run); `loopexec explain-halt` says why it stopped"));
     }
     let workdir = open_workdir(&pos.cfg)?;
-    let mut zone = open_zone(pos.cfg.isolation).map_err(zone_failure)?;
+    let mut zone = open_zone(&pos.cfg, statedir.path()).map_err(zone_failure)?;
+    zone.bind_run(run.path()).map_err(zone_failure)?;
     let artifacts = run.artifacts()?;
     if pos.unfinished {
         log.append(
@@ -271,6 +287,9 @@ pub fn resume(statedir: &StateDir, run_id: RunId, once: bool, progress: Progress
         })),
     )
     .map_err(log_failure)?;
+    // The run key of the interrupted process died with it: mint and endorse a new one.
+    let run_key = RunKey::mint();
+    endorse_run_key(&mut log, run_id.as_str(), &run_key, operator).map_err(log_failure)?;
     let state = RunState {
         run_id: run_id.to_string(),
         state: RunPhase::Running,
@@ -300,6 +319,7 @@ pub fn resume(statedir: &StateDir, run_id: RunId, once: bool, progress: Progress
         check_exit: pos.check_exit,
         failing_count: pos.failing_count,
         resumed: true,
+        run_key: Some(run_key),
     };
     active.save_state(true)?;
     if let Some((reason, detail)) = decided {
@@ -326,7 +346,10 @@ impl ActiveRun<'_> {
         Ok(())
     }
 
-    fn run_command(&mut self, zone: &mut dyn Zone, role: Role, iteration: u64) -> CmdResult<ZoneRun> {
+    /// Run one command in its zone. A zone that cannot be set up (a missing isolation layer, a
+    /// grant the zone cannot use) is an outcome, not a crash: `Ok(Err(detail))`, and the caller
+    /// halts `isolation_unsatisfiable` with a complete, sealed receipt.
+    fn run_command(&mut self, zone: &mut dyn Zone, role: Role, iteration: u64) -> CmdResult<Result<ZoneRun, String>> {
         let (line, timeout_ms, stem) = match role {
             Role::Agent => (self.cfg.exec.clone(), self.cfg.exec_timeout_ms, format!("{iteration:04}-exec")),
             Role::Check => (self.cfg.check.clone(), self.cfg.check_timeout_ms, format!("{iteration:04}-check")),
@@ -343,7 +366,11 @@ impl ActiveRun<'_> {
             timeout: Some(Duration::from_millis(timeout_ms)),
         };
         let sink = ArtifactSink::new(&self.artifacts, ARTIFACTS, &stem);
-        zone.run(&cmd, &sink).map_err(zone_failure)
+        match zone.run(&cmd, &sink) {
+            Ok(run) => Ok(Ok(run)),
+            Err(ZoneError::Setup(detail)) => Ok(Err(format!("{} zone: {detail}", role.as_str()))),
+            Err(other) => Err(zone_failure(other)),
+        }
     }
 
     fn outcome(&self, end: LoopEnd) -> RunOutcome {
@@ -371,11 +398,21 @@ impl ActiveRun<'_> {
                 "detail": detail,
             }),
         )?;
+        self.seal()?;
         self.state.state = RunPhase::Halted;
         self.state.halt_reason = Some(reason.as_str().into());
         self.state.exit_code = Some(reason.class().code());
         self.save_state(true)?;
         Ok(self.outcome(LoopEnd::Halted { reason, detail }))
+    }
+
+    /// Seal the finished run: DSSE envelope over the in-toto statement, signed by the run key,
+    /// which is consumed (dropped) here.
+    fn seal(&mut self) -> CmdResult<()> {
+        let run_key = self.run_key.take().ok_or_else(|| Failure::internal("the run key was already used"))?;
+        seal_run(self.run.dir(), run_key, Vec::new())
+            .map_err(|e| Failure::internal(format!("sealing the receipt: {e}")))?;
+        Ok(())
     }
 
     fn interrupted(&mut self, signal: i32, in_flight: Option<u64>) -> CmdResult<RunOutcome> {
@@ -407,18 +444,24 @@ impl ActiveRun<'_> {
             self.append(events::ITERATION_START, json!({"iteration": n}))?;
             self.state.iteration = n;
 
-            let exec = self.run_command(zone, Role::Agent, n)?;
-            self.append(
-                events::EXEC_RESULT,
-                json!({
-                    "iteration": n,
-                    "ending": events::ending_value(&exec.ending),
-                    "exit_code": exec.ending.exit_code(),
-                    "duration_ms": exec.duration.as_millis() as u64,
-                    "stdout": stream_value(&exec.output.stdout),
-                    "stderr": stream_value(&exec.output.stderr),
-                }),
-            )?;
+            let exec = match self.run_command(zone, Role::Agent, n)? {
+                Ok(run) => run,
+                Err(detail) => return self.halt(HaltReason::IsolationUnsatisfiable, detail),
+            };
+            let mut exec_result = json!({
+                "iteration": n,
+                "ending": events::ending_value(&exec.ending),
+                "exit_code": exec.ending.exit_code(),
+                "duration_ms": exec.duration.as_millis() as u64,
+                "stdout": stream_value(&exec.output.stdout),
+                "stderr": stream_value(&exec.output.stderr),
+            });
+            if let Some(totals) = zone.egress_totals() {
+                // Cumulative egress of the run and the digest of its audit log so far.
+                let audit_sha256 = crate::egress::audit::file_sha256(self.run.dir(), crate::zones::native::EGRESS_AUDIT_FILE).ok();
+                exec_result["egress"] = json!({"totals": totals, "audit": crate::zones::native::EGRESS_AUDIT_FILE, "audit_sha256": audit_sha256});
+            }
+            self.append(events::EXEC_RESULT, exec_result)?;
             match decide::after_exec(&exec.ending) {
                 Step::Continue => {}
                 Step::Interrupted(sig) => return self.interrupted(sig, Some(n)),
@@ -431,7 +474,10 @@ impl ActiveRun<'_> {
                 return self.interrupted(sig, Some(n));
             }
 
-            let check = self.run_command(zone, Role::Check, n)?;
+            let check = match self.run_command(zone, Role::Check, n)? {
+                Ok(run) => run,
+                Err(detail) => return self.halt(HaltReason::IsolationUnsatisfiable, detail),
+            };
             let check_exit = check.ending.exit_code();
             let mut result = json!({
                 "iteration": n,

@@ -81,12 +81,15 @@ pub enum Isolation {
     /// No isolation: commands run on the host as the operator's user (process-group + subreaper
     /// tree control only).
     None,
+    /// The native sandbox: agent zone and exec zone (namespaces, Landlock, seccomp, cgroups).
+    Native,
 }
 
 impl Isolation {
     pub fn as_str(self) -> &'static str {
         match self {
             Isolation::None => "none",
+            Isolation::Native => "native",
         }
     }
 }
@@ -129,11 +132,21 @@ pub trait Zone {
     fn isolation(&self) -> &str;
     /// Run one command to completion (or timeout / interrupt).
     fn run(&mut self, cmd: &ZoneCommand, capture: &ArtifactSink<'_>) -> Result<ZoneRun, ZoneError>;
+    /// Give the zone its run directory (for per-run logs such as the egress audit log), once the
+    /// run exists. Backends without per-run files ignore it.
+    fn bind_run(&mut self, _run_dir: &std::path::Path) -> Result<(), ZoneError> {
+        Ok(())
+    }
+    /// Egress totals of the run so far, for backends with an egress proxy.
+    fn egress_totals(&self) -> Option<crate::egress::ProxyStats> {
+        None
+    }
 }
 
 /// Open the zone backend for an isolation choice.
-pub fn open_zone(isolation: Isolation) -> Result<Box<dyn Zone>, ZoneError> {
-    match isolation {
+pub fn open_zone(cfg: &crate::engine::config::LoopConfig, state_dir: &std::path::Path) -> Result<Box<dyn Zone>, ZoneError> {
+    match cfg.isolation {
         Isolation::None => Ok(Box::new(host::HostZone::new()?)),
+        Isolation::Native => Ok(Box::new(native::NativeZone::from_config(cfg, state_dir)?)),
     }
 }

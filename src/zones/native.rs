@@ -14,20 +14,22 @@ use sandbox::launch::{launch, ZoneExit, ZoneSpec};
 use sandbox::policy::{NetworkMode, Policy};
 use sandbox::SandboxError;
 use std::ffi::OsString;
-use std::path::PathBuf;
+use crate::engine::config::LoopConfig;
+use std::path::{Path, PathBuf};
 use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 /// The port of the proxy listener inside the agent zone's own network namespace.
 pub const PROXY_PORT: u16 = 3128;
 
+/// The egress audit log's name in the run directory.
+pub const EGRESS_AUDIT_FILE: &str = "egress.jsonl";
+
 /// What the egress proxy of the agent zone needs.
 pub struct EgressSetup {
     pub config: EgressConfig,
-    /// The run directory, where the audit log is appended.
-    pub audit_dir: SafeDir,
-    /// The audit log's name inside `audit_dir`.
-    pub audit_rel: String,
+    /// The run directory, where the audit log is appended (bound once the run exists).
+    pub audit_dir: Option<SafeDir>,
 }
 
 /// The native sandbox zone pair.
@@ -81,9 +83,31 @@ impl NativeZone {
         Ok(NativeZone { agent_policy, check_policy, workdir, state_dir, egress, egress_totals: ProxyStats::default() })
     }
 
-    /// Totals of the egress proxy over every agent step so far.
-    pub fn egress_totals(&self) -> &ProxyStats {
-        &self.egress_totals
+    /// Build both zones from a run's pinned configuration: the pinned policies (read again and
+    /// checked against their digests) and the egress allowlist of the agent policy plus the
+    /// command line's additions.
+    pub fn from_config(cfg: &LoopConfig, state_dir: &Path) -> Result<NativeZone, ZoneError> {
+        let setup = |f: crate::error::Failure| ZoneError::Setup(f.message);
+        let agent_policy = cfg.agent_policy.as_ref().ok_or_else(|| ZoneError::Setup("no agent policy pinned".into()))?.load().map_err(setup)?;
+        let check_policy = cfg.check_policy.as_ref().ok_or_else(|| ZoneError::Setup("no check policy pinned".into()))?.load().map_err(setup)?;
+        let egress = if agent_policy.network.mode == NetworkMode::Proxy {
+            let net = &agent_policy.network;
+            let allow: Vec<String> = net.allow.iter().chain(cfg.egress.allow_hosts.iter()).cloned().collect();
+            let upstream = cfg.egress.egress_proxy.as_deref().or(Some(net.upstream_proxy.as_str()));
+            let config = EgressConfig::from_parts(
+                &allow,
+                &net.allow_addresses,
+                &cfg.egress.resolve,
+                upstream,
+                net.max_connections as usize,
+                net.max_bytes,
+            )
+            .map_err(|e| ZoneError::Setup(format!("egress configuration: {e}")))?;
+            Some(EgressSetup { config, audit_dir: None })
+        } else {
+            None
+        };
+        NativeZone::new(agent_policy, check_policy, PathBuf::from(&cfg.workdir), state_dir.to_path_buf(), egress)
     }
 
     fn spec(&self, cmd: &ZoneCommand) -> ZoneSpec {
@@ -147,6 +171,18 @@ impl Zone for NativeZone {
         "native"
     }
 
+    fn bind_run(&mut self, run_dir: &Path) -> Result<(), ZoneError> {
+        if let Some(egress) = &mut self.egress {
+            let dir = SafeDir::open(run_dir).map_err(|e| ZoneError::Setup(format!("run directory: {e}")))?;
+            egress.audit_dir = Some(dir);
+        }
+        Ok(())
+    }
+
+    fn egress_totals(&self) -> Option<ProxyStats> {
+        self.egress.as_ref().map(|_| self.egress_totals.clone())
+    }
+
     fn run(&mut self, cmd: &ZoneCommand, capture: &ArtifactSink<'_>) -> Result<ZoneRun, ZoneError> {
         let (out_r, out_w) = pipe()?;
         let (err_r, err_w) = pipe()?;
@@ -166,7 +202,8 @@ impl Zone for NativeZone {
         let mut running = capture.start(out_r, err_r)?;
         let proxy = match (zone.take_listener(), &self.egress) {
             (Some(listener), Some(egress)) => {
-                let audit = AuditLog::open(&egress.audit_dir, &egress.audit_rel)
+                let dir = egress.audit_dir.as_ref().ok_or_else(|| ZoneError::Setup("egress audit log: no run directory bound".into()))?;
+                let audit = AuditLog::open(dir, EGRESS_AUDIT_FILE)
                     .map_err(|e| ZoneError::Setup(format!("egress audit log: {e}")))?;
                 Some(
                     Proxy::start(egress.config.clone(), listener, audit, cmd.role.as_str())

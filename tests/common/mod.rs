@@ -41,9 +41,28 @@ fn from_output(out: Output) -> Ran {
     }
 }
 
+/// A key directory with an operator key pair, made once per test binary with `loopexec keygen`.
+/// Every run needs an operator key: there is no default one.
+pub fn key_dir() -> &'static Path {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("tempdir").keep();
+        let out = Command::new(bin()).args(["keygen", "--dir"]).arg(&dir).output().expect("spawn keygen");
+        assert!(out.status.success(), "keygen failed: {}", String::from_utf8_lossy(&out.stderr));
+        dir
+    })
+}
+
+/// A `loopexec` command with the test operator key configured.
+pub fn command() -> Command {
+    let mut c = Command::new(bin());
+    c.env("LOOPEXEC_CONFIG_DIR", key_dir());
+    c
+}
+
 /// Run loopexec in `dir` with `args`.
 pub fn loopexec(dir: &Path, args: &[&str]) -> Ran {
-    let out = Command::new(bin()).current_dir(dir).args(args).output().expect("spawn loopexec");
+    let out = command().current_dir(dir).args(args).output().expect("spawn loopexec");
     from_output(out)
 }
 
@@ -52,14 +71,19 @@ pub fn workdir() -> tempfile::TempDir {
     tempfile::tempdir().expect("tempdir")
 }
 
-/// The verified events of a run's receipt, via `loopexec report --json`.
-pub fn events(dir: &Path, run_id: &str) -> Vec<Value> {
+/// Every event of a run's receipt, in order.
+pub fn all_events(dir: &Path, run_id: &str) -> Vec<Value> {
     let bytes = std::fs::read(dir.join(".loopexec/runs").join(run_id).join("receipt.jsonl")).expect("receipt");
     let text = String::from_utf8(bytes).expect("utf8");
     text.lines().map(|l| serde_json::from_str(l).expect("event json")).collect()
 }
 
-/// Event types of a run, in order.
+/// The loop's own events of a run's receipt: every event but the `run_key` endorsements (which
+/// tests/receipt_signing.rs asserts), so loop tests read as the loop's lifecycle.
+pub fn events(dir: &Path, run_id: &str) -> Vec<Value> {
+    all_events(dir, run_id).into_iter().filter(|e| e["type"] != "run_key").collect()
+}
+
 pub fn event_types(dir: &Path, run_id: &str) -> Vec<String> {
     events(dir, run_id).iter().map(|e| e["type"].as_str().unwrap_or("").to_string()).collect()
 }
@@ -104,4 +128,15 @@ pub fn path_str(p: &Path) -> String {
 
 pub fn run_dir(dir: &Path, run_id: &str) -> PathBuf {
     dir.join(".loopexec/runs").join(run_id)
+}
+
+/// The uid a zone runs as when loopexec runs as root (policies' `identity.uid_when_root`).
+pub const ZONE_UID_WHEN_ROOT: u32 = 60200;
+
+/// Make `dir` writable by the zone: as root the zone runs as an unprivileged uid, so a workdir it
+/// writes must belong to that uid (unprivileged, the zone runs as the caller and nothing changes).
+pub fn zone_writable(dir: &Path) {
+    if nix::unistd::geteuid().is_root() {
+        std::os::unix::fs::chown(dir, Some(ZONE_UID_WHEN_ROOT), Some(ZONE_UID_WHEN_ROOT)).expect("chown workdir");
+    }
 }
