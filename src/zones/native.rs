@@ -7,7 +7,7 @@
 
 use super::{Ending, Role, Zone, ZoneCommand, ZoneError, ZoneRun};
 use crate::capture::ArtifactSink;
-use crate::egress::{AuditLog, EgressConfig, Proxy, ProxyStats};
+use crate::egress::{proxy_env, AuditLog, EgressConfig, Proxy, ProxyStats};
 use crate::interrupt;
 use crate::safefs::SafeDir;
 use sandbox::launch::{launch, ZoneExit, ZoneSpec};
@@ -117,20 +117,24 @@ impl NativeZone {
         };
         // The state dir lives inside the workdir: neither zone may see it.
         policy.filesystem.hidden.push(self.state_dir.clone());
+        // loopexec's own variables (run id, iteration, role) always reach the command; the rest
+        // of the candidate environment passes only where the policy's `env.allow` says so.
+        for (k, v) in cmd.env.iter().filter(|(k, _)| k.starts_with("LOOPEXEC_")) {
+            policy.env.set.insert(k.clone(), v.clone());
+        }
+        let proxied = cmd.role == Role::Agent && self.agent_policy.network.mode == NetworkMode::Proxy;
+        if proxied {
+            for (k, v) in proxy_env(PROXY_PORT) {
+                policy.env.set.insert(k, v);
+            }
+        }
         let argv: Vec<OsString> = vec!["/bin/sh".into(), "-c".into(), cmd.command_line.clone().into()];
         let mut spec = ZoneSpec::new(policy, argv);
         spec.cwd = cmd.cwd.clone();
         spec.env = cmd.env.iter().map(|(k, v)| (OsString::from(k), OsString::from(v))).collect();
         spec.extra_rw = vec![self.workdir.clone()];
-        if cmd.role == Role::Agent && self.agent_policy.network.mode == NetworkMode::Proxy {
+        if proxied {
             spec.loopback_listener = Some(PROXY_PORT);
-            let url = format!("http://127.0.0.1:{PROXY_PORT}");
-            for name in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"] {
-                spec.env.push((name.into(), url.clone().into()));
-            }
-            for name in ["NO_PROXY", "no_proxy"] {
-                spec.env.push((name.into(), "localhost,127.0.0.1,::1".into()));
-            }
         }
         spec
     }

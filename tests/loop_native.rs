@@ -1,0 +1,34 @@
+//! The loop under native isolation (the default): the agent and the check run in zones that
+//! cannot see the state dir, and the check's zone has no network at all.
+mod common;
+use common::*;
+use std::net::TcpListener;
+
+#[test]
+fn the_state_dir_is_hidden_from_the_agent_and_the_check() {
+    let dir = workdir();
+    zone_writable(dir.path());
+    let r = loopexec(
+        dir.path(),
+        &["run", "--json", "--run-id", "h", "--max-iterations", "1", "--exec", "ls -A .loopexec > agent-saw", "--check", "ls -A .loopexec > check-saw"],
+    );
+    assert_eq!(r.code, 10, "{r:?}");
+    assert!(run_dir(dir.path(), "h").join("receipt.jsonl").exists(), "the state dir itself is intact");
+    assert_eq!(std::fs::read_to_string(dir.path().join("agent-saw")).unwrap(), "", "the agent sees an empty directory");
+    assert_eq!(std::fs::read_to_string(dir.path().join("check-saw")).unwrap(), "", "the check sees an empty directory");
+}
+
+#[test]
+fn the_check_has_no_network() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let dir = workdir();
+    zone_writable(dir.path());
+    let check = format!(
+        "python3 -c 'import socket\ntry:\n socket.create_connection((\"127.0.0.1\", {port}), timeout=3); print(\"connected\")\nexcept OSError: print(\"refused\")' > check-net; env | grep -ci proxy > check-proxy-vars || true"
+    );
+    let r = loopexec(dir.path(), &["run", "--json", "--run-id", "n", "--max-iterations", "1", "--exec", "true", "--check", &check]);
+    assert_eq!(r.code, 10, "{r:?}");
+    assert_eq!(std::fs::read_to_string(dir.path().join("check-net")).unwrap().trim(), "refused");
+    assert_eq!(std::fs::read_to_string(dir.path().join("check-proxy-vars")).unwrap().trim(), "0", "no proxy is offered to the check");
+}
