@@ -11,10 +11,12 @@ fn the_fizzbuzz_example_converges_in_three_iterations() {
         let entry = entry.unwrap();
         std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
     }
+    zone_writable(dir.path());
     let r = loopexec(dir.path(), &["run", "--json", "--run-id", "example"]);
     assert_eq!(r.code, 10, "{r:?}");
     let v = r.json();
     assert_eq!((v["halt_reason"].as_str(), v["iteration"].as_u64()), (Some("success_condition_met"), Some(3)));
+    assert_eq!(v["run"]["isolation"], "native", "the example runs sandboxed");
     let counts: Vec<u64> = events(dir.path(), "example")
         .iter()
         .filter(|e| e["type"] == "check_result")
