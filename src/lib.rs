@@ -13,6 +13,7 @@
 //! - `progress`: the failing-set trend behind `explain-halt`.
 //! - `interrupt`: SIGINT/SIGTERM handling.
 //! - `run_id`: run id validation and generation.
+//! - `workspace`: the detached workspace: baseline t0, overlay, snapshot, protected paths, delivery.
 pub mod capture;
 pub mod cli;
 pub mod engine;
@@ -25,4 +26,5 @@ pub mod progress;
 pub mod receipt;
 pub mod run_id;
 pub mod safefs;
+pub mod workspace;
 pub mod zones;
