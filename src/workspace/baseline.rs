@@ -207,7 +207,7 @@ fn worktree_entry(root: RawFd, path: &[u8]) -> WsResult<Option<Entry>> {
 }
 
 /// Where the bytes of the baseline come from.
-enum Source<'a> {
+enum Source {
     /// `cat-file --batch` output, in manifest order.
     Objects(BufReader<std::process::ChildStdout>),
     /// The working tree, re-verified against the manifest while copying.
@@ -274,7 +274,7 @@ fn build(git: &Git, top: &Path, baselines: &SafeDir, key: &str, manifest: &Manif
 }
 
 /// Write every manifest entry beneath `root` (a fresh, empty directory).
-fn materialise(manifest: &Manifest, root: OwnedFd, root_path: &Path, mut source: Source<'_>, owner: Option<(u32, u32)>) -> WsResult<()> {
+fn materialise(manifest: &Manifest, root: OwnedFd, root_path: &Path, mut source: Source, owner: Option<(u32, u32)>) -> WsResult<()> {
     let mut stack: Vec<(Vec<u8>, OwnedFd)> = vec![(Vec::new(), root)];
     let at = |p: &[u8]| root_path.join(std::ffi::OsStr::from_bytes(p));
     for (path, entry) in manifest.iter() {
