@@ -148,6 +148,17 @@ fn mount_overlays(overlays: &[OverlayMount]) -> io::Result<()> {
         Ok(format!("/oldroot/{}", rel(p)))
     };
     for o in overlays {
+        let dst = Path::new("/newroot").join(rel(&o.target));
+        if o.lowers.len() == 1 && o.upper.is_none() {
+            // overlayfs needs two lower layers without an upper one: a single read-only layer is
+            // the same view as a read-only bind of it.
+            layer(&o.lowers[0])?;
+            let src = sys::openat2(oldroot.as_raw_fd(), &rel(&o.lowers[0]), libc::O_PATH | libc::O_DIRECTORY, sys::RESOLVE_BENEATH | sys::RESOLVE_NO_SYMLINKS)?;
+            make_mountpoint(&dst, true)?;
+            let attrs = sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV;
+            ctx(format!("read-only layer at {}", o.target.display()), bind_fd(&src, &open_path(&dst)?, attrs, true))?;
+            continue;
+        }
         let lowers: Vec<String> = o.lowers.iter().map(|p| layer(p)).collect::<io::Result<_>>()?;
         let mut options = format!("lowerdir={},userxattr,redirect_dir=nofollow,metacopy=off,index=off,xino=off", lowers.join(":"));
         let mut flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
@@ -155,7 +166,6 @@ fn mount_overlays(overlays: &[OverlayMount]) -> io::Result<()> {
             (Some(upper), Some(work)) => options.push_str(&format!(",upperdir={},workdir={}", layer(upper)?, layer(work)?)),
             _ => flags |= MsFlags::MS_RDONLY,
         }
-        let dst = Path::new("/newroot").join(rel(&o.target));
         make_mountpoint(&dst, true)?;
         nixctx(&format!("overlay at {}", o.target.display()), mount(Some("overlay"), &dst, Some("overlay"), flags, Some(options.as_str())))?;
     }
