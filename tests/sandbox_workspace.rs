@@ -1,3 +1,4 @@
+//! (Named sandbox_* so ci/test-unprivileged.sh also runs it as an unprivileged user.)
 //! The detached workspace, end to end: baseline t0 from a real git repository (made here with
 //! `git init`), the overlay mounted inside a zone by `loopexec sandbox --overlay`, snapshots and
 //! their tree ids, protected paths, the exec zone's check layers, and delivery. Runs as root (the
@@ -12,6 +13,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const ZONE_ID_WHEN_ROOT: u32 = 60200;
+
+fn bin() -> String {
+    std::env::var("LOOPEXEC_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_loopexec").to_string())
+}
 
 fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
@@ -96,7 +101,7 @@ fn in_zone(overlay: &sandbox::OverlayMount, script: &str) -> (i32, String) {
     if let (Some(u), Some(w)) = (&overlay.upper, &overlay.work) {
         spec.push_str(&format!(",upper={},work={}", u.display(), w.display()));
     }
-    let out = Command::new(env!("CARGO_BIN_EXE_loopexec"))
+    let out = Command::new(bin())
         .args(["sandbox", "--overlay", &spec, "--cwd", "/ws", "--", "/bin/sh", "-c", script])
         .current_dir("/")
         .output()
@@ -486,7 +491,7 @@ fn delivery_never_overwrites_an_existing_branch() {
 #[test]
 fn an_overlay_target_overlapping_a_grant_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_loopexec"))
+    let out = Command::new(bin())
         .args(["--json", "sandbox", "--overlay", &format!("target=/usr/lib,lower={}", tmp.path().display()), "--", "/bin/true"])
         .output()
         .unwrap();
