@@ -8,6 +8,7 @@
 //!   `/` only anchors);
 //! - a trailing `/` (`tests/`) is a directory: everything beneath it is protected;
 //! - a path beneath a protected path is protected (`.github` protects `.github/x/y`).
+//!
 //! `*` and `?` do not cross `/`; `**` does.
 //!
 //! [`ProtectedPaths::DEFAULTS`] is the per-ecosystem default set; the integrator reads extra
