@@ -151,6 +151,21 @@ fn the_same_tree_reuses_the_cached_baseline() {
 }
 
 #[test]
+fn a_recorded_baseline_reopens_by_key_whatever_the_working_tree_says_now() {
+    let f = Fixture::new(FILES);
+    write(&f.repo(), "README.md", "uncommitted\n");
+    let first = f.baseline(true);
+    write(&f.repo(), "README.md", "edited again after the run started\n");
+    let again = Baseline::reopen(&f.repo(), &f.state(), &first.key, first.head_commit, true).unwrap();
+    assert_eq!(again.tree_id, first.tree_id);
+    assert_eq!(again.files_dir, first.files_dir);
+    assert_eq!(std::fs::read_to_string(again.files_dir.join("README.md")).unwrap(), "uncommitted\n");
+    for bad in ["../x", ".building-1", ""] {
+        assert!(Baseline::reopen(&f.repo(), &f.state(), bad, first.head_commit, true).is_err(), "{bad:?}");
+    }
+}
+
+#[test]
 fn include_uncommitted_takes_working_tree_changes_and_untracked_files_but_not_ignored_ones() {
     let f = Fixture::new(&[("a.txt", "committed\n"), (".gitignore", "*.log\n"), ("gone.txt", "x\n")]);
     write(&f.repo(), "a.txt", "edited\n");

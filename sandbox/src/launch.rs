@@ -284,6 +284,9 @@ fn check_overlays<'a>(spec: &ZoneSpec, grants: impl Iterator<Item = &'a PathBuf>
 /// Layer paths canonicalised (so the zone can open them without following any symlink); every
 /// layer must be an existing directory.
 fn resolve_overlays(overlays: &[OverlayMount]) -> Result<Vec<OverlayMount>, SandboxError> {
+    if !overlays.is_empty() {
+        require_unprivileged_overlayfs()?;
+    }
     let canon = |p: &PathBuf| -> Result<PathBuf, SandboxError> {
         let c = std::fs::canonicalize(p).map_err(|e| SandboxError::Spec(format!("overlay layer {}: {e}", p.display())))?;
         if !c.is_dir() {
@@ -305,6 +308,23 @@ fn resolve_overlays(overlays: &[OverlayMount]) -> Result<Vec<OverlayMount>, Sand
             })
         })
         .collect()
+}
+
+/// Overlayfs inside a user namespace (with `userxattr`) needs Linux >= 5.11: refuse up front
+/// instead of failing inside the zone. (A kernel without overlayfs fails the mount itself.)
+fn require_unprivileged_overlayfs() -> Result<(), SandboxError> {
+    let unsat = |cause: String| SandboxError::Unsatisfiable {
+        layer: Layer::MountNamespace,
+        cause,
+        fix: "run on Linux >= 5.11 with overlayfs available".into(),
+    };
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut nums = release.trim().split(|c: char| !c.is_ascii_digit()).filter_map(|n| n.parse::<u32>().ok());
+    let (major, minor) = (nums.next().unwrap_or(0), nums.next().unwrap_or(0));
+    if (major, minor) < (5, 11) {
+        return Err(unsat(format!("kernel {} cannot mount overlayfs in a user namespace", release.trim())));
+    }
+    Ok(())
 }
 
 /// Refuse missing layers the policy needs; return those skipped with its permission.

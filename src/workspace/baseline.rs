@@ -105,6 +105,34 @@ impl Baseline {
         Ok(b)
     }
 
+    /// Re-open a cached baseline by the key and HEAD commit a run recorded (resume): the working
+    /// tree and HEAD are not consulted again, so an operator's later edits cannot change t0.
+    pub fn reopen(repo: &Path, state_root: &SafeDir, key: &str, head_commit: ObjectId, include_uncommitted: bool) -> WsResult<Baseline> {
+        if key.is_empty() || key.starts_with('.') || key.contains('/') {
+            return Err(WorkspaceError::unsafe_path(key.as_bytes(), "not a baseline key"));
+        }
+        let entry = state_root.subdir(BASELINES)?.subdir(key)?;
+        let files = entry.subdir(FILES)?;
+        let manifest = Manifest::parse(&entry.read(MANIFEST, MANIFEST_LIMIT)?)?;
+        let tree_id = manifest.tree_id();
+        if !key.starts_with(&tree_id.to_hex()) {
+            return Err(WorkspaceError::DamagedCache(entry.path().to_path_buf(), "its manifest does not hash to its key".into()));
+        }
+        let b = Baseline {
+            repo: toplevel(repo)?,
+            head_commit,
+            tree_id,
+            include_uncommitted,
+            key: key.to_string(),
+            files_dir: files.path().to_path_buf(),
+            reused: true,
+            cache_dir: entry.path().to_path_buf(),
+            manifest: OnceLock::new(),
+        };
+        let _ = b.manifest.set(manifest);
+        Ok(b)
+    }
+
     /// The t0 listing (read from the cache on first use).
     pub fn manifest(&self) -> WsResult<&Manifest> {
         if let Some(m) = self.manifest.get() {
