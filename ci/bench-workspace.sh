@@ -95,7 +95,7 @@ echo "cold baseline + workspace : $cold_ms ms (baseline $(echo "$cold" | field b
 echo "warm workspace            : $warm_ms ms (first warm run: $(echo "$warm" | field total_ms) ms)"
 echo "zone /bin/true            : $zone_plain ms without overlay, $zone_overlay ms with it (mount cost ~$mount_ms ms)"
 echo "warm workspace + mount    : $warm_zone_ms ms"
-echo "snapshot of $(echo "$warm2" | field entries | cut -d. -f1) entries : $snap_ms ms (manifest load + tree id, untouched workspace)"
+echo "snapshot of $(echo "$warm2" | field entries | cut -d. -f1) entries : first $snap_ms ms (loads the baseline manifest), then $(echo "$warm2" | field snapshot_again_ms) ms per snapshot"
 echo "git clone --no-local      : $clone_ms ms"
 echo "ratio clone / warm            : $(ratio "$clone_ms" "$warm_ms")x"
 echo "ratio clone / (warm + mount)  : $(ratio "$clone_ms" "$warm_zone_ms")x"

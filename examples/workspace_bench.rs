@@ -1,7 +1,8 @@
 //! Times the creation of a workspace for ci/bench-workspace.sh:
 //! `workspace_bench REPO STATE_DIR RUN_DIR` prepares the baseline of REPO's HEAD under STATE_DIR
 //! (cold when absent, warm when cached), creates the run's overlay directories in RUN_DIR, takes
-//! a snapshot of the untouched workspace, and prints one JSON object with the timings (ms) and
+//! two snapshots of the untouched workspace (the first loads the
+//! baseline manifest), and prints one JSON object with the timings (ms) and
 //! the overlay layers. When run as root, the layers are owned by the zone uid 60200.
 
 use loopexec::safefs::SafeDir;
@@ -31,6 +32,10 @@ fn main() {
         let t2 = Instant::now();
         let snap = ws.snapshot()?;
         let snapshot_ms = ms(t2);
+        let t3 = Instant::now();
+        let again = ws.snapshot()?;
+        let snapshot_again_ms = ms(t3);
+        assert_eq!(again.tree_id, snap.tree_id);
         let o = ws.agent_overlay(std::path::Path::new("/ws"));
         Ok(serde_json::json!({
             "reused": reused,
@@ -38,6 +43,7 @@ fn main() {
             "workspace_ms": workspace_ms,
             "total_ms": total_ms,
             "snapshot_ms": snapshot_ms,
+            "snapshot_again_ms": snapshot_again_ms,
             "entries": snap.manifest.len(),
             "tree": snap.tree_id.to_hex(),
             "lower": o.lowers[0],
