@@ -183,6 +183,31 @@ fn include_uncommitted_takes_working_tree_changes_and_untracked_files_but_not_ig
 }
 
 #[test]
+fn include_uncommitted_leaves_out_a_state_dir_inside_the_repository() {
+    let f = Fixture::new(&[("a.txt", "x\n")]);
+    let state_path = f.repo().join(".loopexec");
+    std::fs::create_dir(&state_path).unwrap();
+    std::fs::set_permissions(&state_path, std::fs::Permissions::from_mode(0o711)).unwrap();
+    write(&state_path, "runs/r/receipt.jsonl", "{}\n");
+    write(&f.repo(), "new.txt", "n\n");
+    let state = SafeDir::open(&state_path).unwrap();
+    let b = Baseline::prepare(&f.repo(), &state, &BaselineOptions { include_uncommitted: true, owner: zone_owner() }).unwrap();
+    assert!(b.files_dir.join("new.txt").exists());
+    assert!(!b.files_dir.join(".loopexec").exists());
+    assert!(b.manifest().unwrap().iter().all(|(p, _)| !p.starts_with(b".loopexec")));
+}
+
+#[test]
+fn overlay_paths_with_option_separators_and_an_upper_without_work_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().display();
+    for spec in [format!("target=/ws,lower={d}/a:b"), format!("target=/ws,lower={d},upper={d}")] {
+        let out = Command::new(bin()).args(["--json", "sandbox", "--overlay", &spec, "--", "/bin/true"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(20), "{spec}: {}", String::from_utf8_lossy(&out.stdout));
+    }
+}
+
+#[test]
 fn a_repository_without_a_commit_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
     git(tmp.path(), &["init", "-q"]);

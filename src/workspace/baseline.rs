@@ -6,8 +6,9 @@
 //! (`fsat`) with every path checked by `tree_path`. No hook, filter, textconv or fsmonitor of the
 //! repository can run, and nothing of `.git` (remotes, config, credentials, objects) is copied:
 //! the baseline is plain files. With `include_uncommitted`, the working-tree bytes of tracked
-//! files and of untracked, non-ignored files are taken instead (raw bytes, no clean filter); the
-//! cache key is then the tree id of that state.
+//! files and of untracked, non-ignored files are taken instead (raw bytes, no clean filter; the
+//! state dir itself is left out when it lies inside the working tree); the cache key is then the
+//! tree id of that state.
 //!
 //! A cache entry is built in a `.building-*` directory and renamed into place only when complete
 //! (after `syncfs`), so a present entry is always whole. When loopexec runs as root the files are
@@ -73,7 +74,8 @@ impl Baseline {
         let no_commit = |detail: &str| WorkspaceError::NoCommit { repo: top.clone(), detail: detail.into() };
         let head_commit = git.resolve("HEAD^{commit}")?.ok_or_else(|| no_commit("HEAD does not name a commit"))?;
         let head_tree = git.resolve(&format!("{head_commit}^{{tree}}"))?.ok_or_else(|| no_commit("HEAD has no tree"))?;
-        let working = if opts.include_uncommitted { Some(working_manifest(&git, &top)?) } else { None };
+        let state_inside = state_root.path().canonicalize().ok().and_then(|s| s.strip_prefix(&top).ok().map(|r| r.as_os_str().as_bytes().to_vec()));
+        let working = if opts.include_uncommitted { Some(working_manifest(&git, &top, state_inside.as_deref())?) } else { None };
         let tree_id = working.as_ref().map(|m| m.tree_id()).unwrap_or(head_tree);
         let key = cache_key(tree_id, opts.owner);
         let baselines = state_root.subdir_or_create(BASELINES)?;
@@ -176,7 +178,9 @@ fn toplevel(repo: &Path) -> WsResult<PathBuf> {
 /// The listing of the working state: tracked files (index) and untracked non-ignored files, as
 /// they are on disk now (read without following symlinks; a path under a symlinked or missing
 /// directory counts as deleted).
-fn working_manifest(git: &Git, top: &Path) -> WsResult<Manifest> {
+/// The state dir, when it lies inside the working tree (`state_dir`, relative), is never part of
+/// it: its receipts and cached baselines are not the operator's files.
+fn working_manifest(git: &Git, top: &Path, state_dir: Option<&[u8]>) -> WsResult<Manifest> {
     let root = fsat::open_dir_path(top).map_err(|e| WorkspaceError::io(top, e.into()))?;
     let staged = git.run(["ls-files", "-z", "--stage", "--full-name"], None)?;
     let others = git.run(["ls-files", "-z", "--others", "--exclude-standard", "--full-name"], None)?;
@@ -198,7 +202,10 @@ fn working_manifest(git: &Git, top: &Path) -> WsResult<Manifest> {
             m.insert(path.to_vec(), e)?;
         }
     }
-    for path in others.split(|&b| b == 0).filter(|r| !r.is_empty()) {
+    let in_state_dir = |p: &[u8]| {
+        state_dir.is_some_and(|d| !d.is_empty() && (p == d || (p.starts_with(d) && p.get(d.len()) == Some(&b'/'))))
+    };
+    for path in others.split(|&b| b == 0).filter(|r| !r.is_empty() && !in_state_dir(r)) {
         tree_path::check(path)?;
         if let Some(e) = worktree_entry(root.as_raw_fd(), path)? {
             m.insert(path.to_vec(), e)?;
