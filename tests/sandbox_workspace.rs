@@ -540,6 +540,20 @@ fn an_overlay_target_overlapping_a_grant_is_refused() {
 }
 
 #[test]
+fn as_root_a_layer_the_zone_uid_cannot_reach_is_refused_with_the_fix() {
+    if !is_root() {
+        return; // unprivileged, the zone runs as the caller: nothing to refuse
+    }
+    let f = Fixture::new(FILES);
+    let b = f.baseline(false);
+    std::fs::set_permissions(f.tmp.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let o = sandbox::OverlayMount { target: "/ws".into(), lowers: vec![b.files_dir.clone(), b.files_dir.clone()], upper: None, work: None };
+    let (code, out) = in_zone(&o, "true");
+    assert_eq!(code, 20, "{out}");
+    assert!(out.contains(&format!("chmod o+x {}", f.tmp.path().display())), "{out}");
+}
+
+#[test]
 fn a_read_only_overlay_cannot_be_written() {
     let f = Fixture::new(FILES);
     let b = f.baseline(false);

@@ -159,7 +159,7 @@ pub fn launch(spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
         (nix::unistd::geteuid().as_raw(), nix::unistd::getegid().as_raw())
     };
     let (ro, rw) = resolve_grants(&spec, root.then_some((zone_uid, zone_gid)))?;
-    let overlays = resolve_overlays(&spec.overlays)?;
+    let overlays = resolve_overlays(&spec.overlays, root.then_some((zone_uid, zone_gid)))?;
     let mut held = Held { placeholders: Vec::new() };
     let protected = hold_protected(&rw, &spec.policy.filesystem.protected, &mut held)?;
     let env = build_env(&spec);
@@ -282,10 +282,43 @@ fn check_overlays<'a>(spec: &ZoneSpec, grants: impl Iterator<Item = &'a PathBuf>
 }
 
 /// Layer paths canonicalised (so the zone can open them without following any symlink); every
-/// layer must be an existing directory.
-fn resolve_overlays(overlays: &[OverlayMount]) -> Result<Vec<OverlayMount>, SandboxError> {
+/// layer must be an existing directory. For root callers the zone mounts as its own uid, so every
+/// directory on the way to a layer must let it pass, and the upper and work directories must be
+/// its own: refused here with the fix, rather than failing inside the zone.
+fn resolve_overlays(overlays: &[OverlayMount], zone_ids: Option<(u32, u32)>) -> Result<Vec<OverlayMount>, SandboxError> {
     if !overlays.is_empty() {
         require_unprivileged_overlayfs()?;
+    }
+    if let Some((uid, gid)) = zone_ids {
+        let may = |m: &std::fs::Metadata, bits: u32| {
+            (m.uid() == uid && m.mode() & (bits << 6) == bits << 6) || (m.gid() == gid && m.mode() & (bits << 3) == bits << 3) || m.mode() & bits == bits
+        };
+        for o in overlays {
+            for layer in o.lowers.iter().chain(o.upper.iter()).chain(o.work.iter()) {
+                let c = std::fs::canonicalize(layer).map_err(|e| SandboxError::Spec(format!("overlay layer {}: {e}", layer.display())))?;
+                for dir in c.ancestors().skip(1) {
+                    let m = std::fs::metadata(dir).map_err(|e| SandboxError::io(dir.display().to_string(), e))?;
+                    if !may(&m, 0o1) {
+                        return Err(SandboxError::Spec(format!(
+                            "overlay layer {} is not reachable by the zone uid {uid}: {} does not let it pass (`chmod o+x {}`, or run loopexec unprivileged)",
+                            layer.display(),
+                            dir.display(),
+                            dir.display()
+                        )));
+                    }
+                }
+            }
+            for own in o.upper.iter().chain(o.work.iter()) {
+                let m = std::fs::metadata(own).map_err(|e| SandboxError::io(own.display().to_string(), e))?;
+                if m.uid() != uid {
+                    return Err(SandboxError::Spec(format!(
+                        "overlay directory {} must belong to the zone uid {uid} (`chown {uid}:{gid} {}`)",
+                        own.display(),
+                        own.display()
+                    )));
+                }
+            }
+        }
     }
     let canon = |p: &PathBuf| -> Result<PathBuf, SandboxError> {
         let c = std::fs::canonicalize(p).map_err(|e| SandboxError::Spec(format!("overlay layer {}: {e}", p.display())))?;

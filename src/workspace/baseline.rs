@@ -78,6 +78,9 @@ impl Baseline {
         let working = if opts.include_uncommitted { Some(working_manifest(&git, &top, state_inside.as_deref())?) } else { None };
         let tree_id = working.as_ref().map(|m| m.tree_id()).unwrap_or(head_tree);
         let key = cache_key(tree_id, opts.owner);
+        if opts.owner.is_some() {
+            fsat::allow_traverse(&state_root.fd()).map_err(|e| WorkspaceError::io(state_root.path(), e.into()))?;
+        }
         let baselines = state_root.subdir_or_create(BASELINES)?;
         set_mode(&baselines, 0o711)?;
         let reused = baselines.exists(&key);

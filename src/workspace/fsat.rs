@@ -102,6 +102,13 @@ pub fn chown_fd(fd: &impl AsRawFd, owner: Option<(u32, u32)>) -> nix::Result<()>
     nix::unistd::fchown(fd.as_raw_fd(), Some(nix::unistd::Uid::from_raw(uid)), Some(nix::unistd::Gid::from_raw(gid)))
 }
 
+/// Let others traverse (not list) an open directory: add `o+x`. Used when loopexec runs as root
+/// and the zone, as its own uid, must reach a layer beneath this directory.
+pub fn allow_traverse(fd: &impl AsRawFd) -> nix::Result<()> {
+    let st = nix::sys::stat::fstat(fd.as_raw_fd())?;
+    nix::sys::stat::fchmod(fd.as_raw_fd(), Mode::from_bits_truncate((st.st_mode & 0o7777) | 0o001))
+}
+
 /// The value of the extended attribute `name` of an open file, if set.
 pub fn get_xattr(fd: &impl AsRawFd, name: &str) -> Option<Vec<u8>> {
     let cname = std::ffi::CString::new(name).ok()?;
