@@ -168,3 +168,80 @@ pub fn source_of(snapshot: &Snapshot, upper: &Path, baseline_files: &Path, path:
     let base = if snapshot.from_upper.contains(path) { upper } else { baseline_files };
     base.join(std::ffi::OsStr::from_bytes(path))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn set_xattr(path: &Path, name: &str, value: &[u8]) {
+        let p = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+        let n = std::ffi::CString::new(name).unwrap();
+        let rc = unsafe { libc::lsetxattr(p.as_ptr(), n.as_ptr(), value.as_ptr().cast(), value.len(), 0) };
+        assert_eq!(rc, 0, "setxattr {name}: {}", std::io::Error::last_os_error());
+    }
+
+    fn t0() -> Manifest {
+        let mut m = Manifest::default();
+        for p in ["a", "d/x", "d/y", "e", "f", "keep"] {
+            m.insert(p.as_bytes().to_vec(), Entry { kind: EntryKind::File, oid: blob_id(p.as_bytes()) }).unwrap();
+        }
+        m
+    }
+
+    #[test]
+    fn whiteouts_opaque_directories_and_type_changes_merge_like_overlayfs() {
+        let upper = tempfile::tempdir().unwrap();
+        let u = upper.path();
+        // A character-device whiteout deletes `a`.
+        nix::sys::stat::mknod(&u.join("a"), nix::sys::stat::SFlag::S_IFCHR, nix::sys::stat::Mode::empty(), 0).unwrap();
+        // An opaque `d` hides d/x and d/y; d/z is new.
+        std::fs::create_dir(u.join("d")).unwrap();
+        set_xattr(&u.join("d"), OPAQUE_XATTR, b"y");
+        std::fs::write(u.join("d/z"), b"z").unwrap();
+        // An empty file carrying the whiteout xattr deletes `e`.
+        std::fs::write(u.join("e"), b"").unwrap();
+        set_xattr(&u.join("e"), WHITEOUT_XATTR, b"");
+        // A directory over the file `f` replaces it; an executable is recorded as such.
+        std::fs::create_dir(u.join("f")).unwrap();
+        std::fs::write(u.join("f/inner"), b"i").unwrap();
+        std::fs::write(u.join("run.sh"), b"#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(u.join("run.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let s = take(&t0(), u).unwrap();
+        let paths: Vec<String> = s.manifest.iter().map(|(p, _)| String::from_utf8_lossy(p).into_owned()).collect();
+        assert_eq!(paths, vec!["d/z", "f/inner", "keep", "run.sh"]);
+        assert_eq!(s.manifest.get(b"run.sh").unwrap().kind, EntryKind::Executable);
+        assert_eq!(s.manifest.get(b"d/z").unwrap().oid, blob_id(b"z"));
+        assert_eq!(s.tree_id, s.manifest.tree_id());
+        let changes: Vec<(String, ChangeKind)> = s.changes(&t0()).into_iter().map(|(p, c)| (String::from_utf8_lossy(&p).into_owned(), c)).collect();
+        assert_eq!(
+            changes,
+            vec![
+                ("a".into(), ChangeKind::Deleted),
+                ("d/x".into(), ChangeKind::Deleted),
+                ("d/y".into(), ChangeKind::Deleted),
+                ("d/z".into(), ChangeKind::Added),
+                ("e".into(), ChangeKind::Deleted),
+                ("f".into(), ChangeKind::Deleted),
+                ("f/inner".into(), ChangeKind::Added),
+                ("run.sh".into(), ChangeKind::Added),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_symlink_in_the_upper_layer_is_recorded_not_followed() {
+        let upper = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("/etc/shadow", upper.path().join("keep")).unwrap();
+        let s = take(&t0(), upper.path()).unwrap();
+        let e = s.manifest.get(b"keep").unwrap();
+        assert_eq!((e.kind, e.oid), (EntryKind::Symlink, blob_id(b"/etc/shadow")));
+    }
+
+    #[test]
+    fn a_symlinked_upper_directory_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("/etc", tmp.path().join("upper")).unwrap();
+        assert!(matches!(take(&t0(), &tmp.path().join("upper")), Err(WorkspaceError::Io { .. })));
+    }
+}
