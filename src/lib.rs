@@ -14,6 +14,7 @@
 //! - `interrupt`: SIGINT/SIGTERM handling.
 //! - `run_id`: run id validation and generation.
 //! - `egress`: the agent zone's allowlist proxy and its audit log.
+//! - `workspace`: the detached workspace: baseline t0, overlay, snapshot, protected paths, delivery.
 pub mod capture;
 pub mod cli;
 pub mod egress;
@@ -27,4 +28,5 @@ pub mod progress;
 pub mod receipt;
 pub mod run_id;
 pub mod safefs;
+pub mod workspace;
 pub mod zones;

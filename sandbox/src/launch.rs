@@ -31,7 +31,7 @@
 use crate::cgroup::{self, Budget, ZoneCgroup};
 use crate::error::{Layer, SandboxError};
 use crate::init::{ENV_MARKER, PLAN_FD};
-use crate::plan::{self, Bind, LandlockPlan, Limits, Msg, Plan};
+use crate::plan::{self, Bind, LandlockPlan, Limits, Msg, OverlayMount, Plan};
 use crate::policy::{check_absolute, NetworkMode, Policy};
 use crate::preflight::{self, Missing};
 use crate::sys;
@@ -66,6 +66,10 @@ pub struct ZoneSpec {
     pub extra_ro: Vec<PathBuf>,
     /// Some(port): a TCP listener on 127.0.0.1:port inside the zone, handed back (0: any port).
     pub loopback_listener: Option<u16>,
+    /// Overlay filesystems mounted inside the zone (e.g. a workspace over a read-only baseline).
+    /// A target must not overlap any granted path; it is readable, and writable when the overlay
+    /// has an upper layer.
+    pub overlays: Vec<OverlayMount>,
 }
 
 impl ZoneSpec {
@@ -82,6 +86,7 @@ impl ZoneSpec {
             extra_rw: Vec::new(),
             extra_ro: Vec::new(),
             loopback_listener: None,
+            overlays: Vec::new(),
         }
     }
 }
@@ -154,14 +159,15 @@ pub fn launch(spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
         (nix::unistd::geteuid().as_raw(), nix::unistd::getegid().as_raw())
     };
     let (ro, rw) = resolve_grants(&spec, root.then_some((zone_uid, zone_gid)))?;
+    let overlays = resolve_overlays(&spec.overlays, root.then_some((zone_uid, zone_gid)))?;
     let mut held = Held { placeholders: Vec::new() };
     let protected = hold_protected(&rw, &spec.policy.filesystem.protected, &mut held)?;
     let env = build_env(&spec);
     let cgroup = if skip(Layer::Cgroup) { None } else { Some(create_cgroup(&spec.policy)?) };
     let landlock = (!skip(Layer::Landlock)).then(|| LandlockPlan {
         abi: host.landlock_abi,
-        read: ro.clone(),
-        write: rw.clone(),
+        read: ro.iter().cloned().chain(overlays.iter().filter(|o| !o.writable()).map(|o| o.target.clone())).collect(),
+        write: rw.iter().cloned().chain(overlays.iter().filter(|o| o.writable()).map(|o| o.target.clone())).collect(),
         restrict_connect: spec.policy.network.mode == NetworkMode::Proxy,
     });
     let r = &spec.policy.resources;
@@ -175,6 +181,7 @@ pub fn launch(spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
             .collect(),
         protected,
         hidden: spec.policy.filesystem.hidden.clone(),
+        overlays,
         tmp_size: spec.policy.filesystem.tmp_size_bytes,
         hostname: spec.policy.identity.hostname.clone(),
         listener_port: spec.loopback_listener,
@@ -226,12 +233,129 @@ fn check_spec(spec: &ZoneSpec) -> Result<(), SandboxError> {
     }
     check_absolute(&spec.cwd).or_else(|e| if spec.cwd == Path::new("/") { Ok(()) } else { Err(e) }).map_err(SandboxError::Spec)?;
     let grants = spec.policy.filesystem.read_only.iter().chain(&spec.policy.filesystem.read_write).chain(&spec.extra_rw).chain(&spec.extra_ro);
-    let inside = spec.cwd == Path::new("/") || spec.cwd.starts_with("/tmp") || grants.clone().any(|g| spec.cwd.starts_with(g));
+    check_overlays(spec, grants.clone())?;
+    let inside = spec.cwd == Path::new("/")
+        || spec.cwd.starts_with("/tmp")
+        || grants.clone().any(|g| spec.cwd.starts_with(g))
+        || spec.overlays.iter().any(|o| spec.cwd.starts_with(&o.target));
     if !inside {
         return Err(SandboxError::Spec(format!("working directory {} is not inside a granted path", spec.cwd.display())));
     }
     if spec.loopback_listener.is_some() && spec.policy.network.mode != NetworkMode::Proxy {
         return Err(SandboxError::Spec("a proxy listener needs network.mode = \"proxy\"".into()));
+    }
+    Ok(())
+}
+
+/// Overlay paths are absolute and `..`-free, free of the characters overlayfs options reserve
+/// (`,` `:` `\\`), at least one lower, upper and work given together, and no target overlapping
+/// a grant, a zone system directory or another target (it would hide it, or be created on the host).
+fn check_overlays<'a>(spec: &ZoneSpec, grants: impl Iterator<Item = &'a PathBuf>) -> Result<(), SandboxError> {
+    let grants: Vec<&PathBuf> = grants.collect();
+    let bad = |m: String| Err(SandboxError::Spec(m));
+    for (i, o) in spec.overlays.iter().enumerate() {
+        if o.lowers.is_empty() {
+            return bad(format!("overlay {}: at least one lower layer is needed", o.target.display()));
+        }
+        if o.upper.is_some() != o.work.is_some() {
+            return bad(format!("overlay {}: upper and work directories go together", o.target.display()));
+        }
+        for p in std::iter::once(&o.target).chain(&o.lowers).chain(o.upper.iter()).chain(o.work.iter()) {
+            check_absolute(p).map_err(SandboxError::Spec)?;
+            if p.as_os_str().as_encoded_bytes().iter().any(|b| matches!(b, b',' | b':' | b'\\')) {
+                return bad(format!("overlay path {} contains `,`, `:` or `\\`, which overlayfs options cannot carry", p.display()));
+            }
+        }
+        let overlaps = |a: &Path, b: &Path| a.starts_with(b) || b.starts_with(a);
+        let reserved = ["/", "/tmp", "/dev", "/proc"].iter().map(Path::new);
+        if let Some(r) = reserved.clone().find(|r| o.target == *r || (*r != Path::new("/") && o.target.starts_with(r))) {
+            return bad(format!("overlay target {} lies in the zone's {}", o.target.display(), r.display()));
+        }
+        if let Some(g) = grants.iter().find(|g| overlaps(&o.target, g)) {
+            return bad(format!("overlay target {} overlaps the granted path {}", o.target.display(), g.display()));
+        }
+        if let Some(other) = spec.overlays[..i].iter().find(|x| overlaps(&o.target, &x.target)) {
+            return bad(format!("overlay targets {} and {} overlap", o.target.display(), other.target.display()));
+        }
+    }
+    Ok(())
+}
+
+/// Layer paths canonicalised (so the zone can open them without following any symlink); every
+/// layer must be an existing directory. For root callers the zone mounts as its own uid, so every
+/// directory on the way to a layer must let it pass, and the upper and work directories must be
+/// its own: refused here with the fix, rather than failing inside the zone.
+fn resolve_overlays(overlays: &[OverlayMount], zone_ids: Option<(u32, u32)>) -> Result<Vec<OverlayMount>, SandboxError> {
+    if !overlays.is_empty() {
+        require_unprivileged_overlayfs()?;
+    }
+    if let Some((uid, gid)) = zone_ids {
+        let may = |m: &std::fs::Metadata, bits: u32| {
+            (m.uid() == uid && m.mode() & (bits << 6) == bits << 6) || (m.gid() == gid && m.mode() & (bits << 3) == bits << 3) || m.mode() & bits == bits
+        };
+        for o in overlays {
+            for layer in o.lowers.iter().chain(o.upper.iter()).chain(o.work.iter()) {
+                let c = std::fs::canonicalize(layer).map_err(|e| SandboxError::Spec(format!("overlay layer {}: {e}", layer.display())))?;
+                for dir in c.ancestors().skip(1) {
+                    let m = std::fs::metadata(dir).map_err(|e| SandboxError::io(dir.display().to_string(), e))?;
+                    if !may(&m, 0o1) {
+                        return Err(SandboxError::Spec(format!(
+                            "overlay layer {} is not reachable by the zone uid {uid}: {} does not let it pass (`chmod o+x {}`, or run loopexec unprivileged)",
+                            layer.display(),
+                            dir.display(),
+                            dir.display()
+                        )));
+                    }
+                }
+            }
+            for own in o.upper.iter().chain(o.work.iter()) {
+                let m = std::fs::metadata(own).map_err(|e| SandboxError::io(own.display().to_string(), e))?;
+                if m.uid() != uid {
+                    return Err(SandboxError::Spec(format!(
+                        "overlay directory {} must belong to the zone uid {uid} (`chown {uid}:{gid} {}`)",
+                        own.display(),
+                        own.display()
+                    )));
+                }
+            }
+        }
+    }
+    let canon = |p: &PathBuf| -> Result<PathBuf, SandboxError> {
+        let c = std::fs::canonicalize(p).map_err(|e| SandboxError::Spec(format!("overlay layer {}: {e}", p.display())))?;
+        if !c.is_dir() {
+            return Err(SandboxError::Spec(format!("overlay layer {} is not a directory", p.display())));
+        }
+        if c.as_os_str().as_encoded_bytes().iter().any(|b| matches!(b, b',' | b':' | b'\\')) {
+            return Err(SandboxError::Spec(format!("overlay layer {} resolves to a path with `,`, `:` or `\\`", p.display())));
+        }
+        Ok(c)
+    };
+    overlays
+        .iter()
+        .map(|o| {
+            Ok(OverlayMount {
+                target: o.target.clone(),
+                lowers: o.lowers.iter().map(canon).collect::<Result<_, _>>()?,
+                upper: o.upper.as_ref().map(canon).transpose()?,
+                work: o.work.as_ref().map(canon).transpose()?,
+            })
+        })
+        .collect()
+}
+
+/// Overlayfs inside a user namespace (with `userxattr`) needs Linux >= 5.11: refuse up front
+/// instead of failing inside the zone. (A kernel without overlayfs fails the mount itself.)
+fn require_unprivileged_overlayfs() -> Result<(), SandboxError> {
+    let unsat = |cause: String| SandboxError::Unsatisfiable {
+        layer: Layer::MountNamespace,
+        cause,
+        fix: "run on Linux >= 5.11 with overlayfs available".into(),
+    };
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut nums = release.trim().split(|c: char| !c.is_ascii_digit()).filter_map(|n| n.parse::<u32>().ok());
+    let (major, minor) = (nums.next().unwrap_or(0), nums.next().unwrap_or(0));
+    if (major, minor) < (5, 11) {
+        return Err(unsat(format!("kernel {} cannot mount overlayfs in a user namespace", release.trim())));
     }
     Ok(())
 }

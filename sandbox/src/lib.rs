@@ -24,5 +24,6 @@ mod sys;
 
 pub use error::{Layer, SandboxError};
 pub use launch::{launch, AppliedReport, LayerStatus, RunningZone, ZoneExit, ZoneSpec};
+pub use plan::OverlayMount;
 pub use policy::{Policy, PolicyError};
 pub use preflight::{HostReport, Missing};

@@ -1,7 +1,8 @@
 //! The zone's filesystem view, built in its own mount namespace. Steps, in order:
 //! private propagation, a staging tmpfs the process pivots into (the host root then lives at
 //! /oldroot), a fresh tmpfs root at /newroot, private /tmp (first, so grants below /tmp show), grants bound from /oldroot (read-only ones recursively
-//! read-only, all nosuid+nodev), protected sub-paths re-bound read-only, hidden paths covered,
+//! read-only, all nosuid+nodev), overlays mounted (`mount_overlays`), protected sub-paths
+//! re-bound read-only, hidden paths covered,
 //! minimal /dev, fresh /proc (kernel-sensitive files masked), pivot into /newroot,
 //! old root detached, the root tmpfs sealed read-only.
 //!
@@ -9,7 +10,7 @@
 //! path below a grant is opened with `openat2(RESOLVE_NO_SYMLINKS)`, so a symlink planted in a
 //! writable grant can never redirect a mount.
 
-use crate::plan::{Bind, Plan};
+use crate::plan::{Bind, OverlayMount, Plan};
 use crate::sys;
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use nix::sys::stat::Mode;
@@ -41,6 +42,7 @@ pub fn build_root(plan: &Plan) -> io::Result<()> {
     mount_new_root()?;
     mount_tmp(plan.tmp_size)?;
     bind_grants(&plan.binds)?;
+    mount_overlays(&plan.overlays)?;
     protect_sub_paths(&plan.protected)?;
     hide_paths(&plan.hidden)?;
     mount_dev()?;
@@ -123,6 +125,49 @@ fn bind_grants(binds: &[Bind]) -> io::Result<()> {
         let dst_fd = open_path(&dst)?;
         let attrs = sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV | if b.writable { 0 } else { sys::MOUNT_ATTR_RDONLY };
         ctx(format!("bind {}", b.path.display()), bind_fd(&src_fd, &dst_fd, attrs, true))?;
+    }
+    Ok(())
+}
+
+/// Mount each overlay at its target: overlayfs with `userxattr` (required for an unprivileged
+/// mount in a user namespace, kernel >= 5.11), `redirect_dir=nofollow`, `metacopy` and `index` off (so the
+/// upper layer holds only whole files, whiteouts and opaque directories: what the supervisor's
+/// snapshot reads), nosuid and nodev; read-only without an upper layer. Every layer is reached
+/// beneath /oldroot without following any symlink (the supervisor canonicalised the paths), and
+/// the target is created in the fresh root (it overlaps no grant, so nothing is created on the host).
+fn mount_overlays(overlays: &[OverlayMount]) -> io::Result<()> {
+    if overlays.is_empty() {
+        return Ok(());
+    }
+    let oldroot = open_path(Path::new("/oldroot"))?;
+    let layer = |p: &Path| -> io::Result<String> {
+        ctx(
+            format!("overlay layer {}", p.display()),
+            sys::openat2(oldroot.as_raw_fd(), &rel(p), libc::O_PATH | libc::O_DIRECTORY, sys::RESOLVE_BENEATH | sys::RESOLVE_NO_SYMLINKS),
+        )?;
+        Ok(format!("/oldroot/{}", rel(p)))
+    };
+    for o in overlays {
+        let dst = Path::new("/newroot").join(rel(&o.target));
+        if o.lowers.len() == 1 && o.upper.is_none() {
+            // overlayfs needs two lower layers without an upper one: a single read-only layer is
+            // the same view as a read-only bind of it.
+            layer(&o.lowers[0])?;
+            let src = sys::openat2(oldroot.as_raw_fd(), &rel(&o.lowers[0]), libc::O_PATH | libc::O_DIRECTORY, sys::RESOLVE_BENEATH | sys::RESOLVE_NO_SYMLINKS)?;
+            make_mountpoint(&dst, true)?;
+            let attrs = sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV;
+            ctx(format!("read-only layer at {}", o.target.display()), bind_fd(&src, &open_path(&dst)?, attrs, true))?;
+            continue;
+        }
+        let lowers: Vec<String> = o.lowers.iter().map(|p| layer(p)).collect::<io::Result<_>>()?;
+        let mut options = format!("lowerdir={},userxattr,redirect_dir=nofollow,metacopy=off,index=off,xino=off", lowers.join(":"));
+        let mut flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+        match (&o.upper, &o.work) {
+            (Some(upper), Some(work)) => options.push_str(&format!(",upperdir={},workdir={}", layer(upper)?, layer(work)?)),
+            _ => flags |= MsFlags::MS_RDONLY,
+        }
+        make_mountpoint(&dst, true)?;
+        nixctx(&format!("overlay at {}", o.target.display()), mount(Some("overlay"), &dst, Some("overlay"), flags, Some(options.as_str())))?;
     }
     Ok(())
 }

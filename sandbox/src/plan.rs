@@ -14,6 +14,24 @@ pub struct Bind {
     pub writable: bool,
 }
 
+/// An overlay filesystem mounted at `target` inside the zone (unprivileged overlayfs with
+/// `userxattr`, in the zone's own mount namespace). `lowers[0]` is the topmost lower layer. The
+/// target is writable only when `upper` (and `work`, on the same filesystem) are given; writes
+/// then land in `upper`, the lowers are never modified. All paths are host paths.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OverlayMount {
+    pub target: PathBuf,
+    pub lowers: Vec<PathBuf>,
+    pub upper: Option<PathBuf>,
+    pub work: Option<PathBuf>,
+}
+
+impl OverlayMount {
+    pub fn writable(&self) -> bool {
+        self.upper.is_some()
+    }
+}
+
 /// Landlock rules over zone paths.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LandlockPlan {
@@ -43,6 +61,8 @@ pub struct Plan {
     /// Absolute zone paths (existing, symlink-free) re-bound read-only.
     pub protected: Vec<(PathBuf, PathBuf)>,
     pub hidden: Vec<PathBuf>,
+    /// Overlays mounted after the grants (layer paths canonical, symlink-free).
+    pub overlays: Vec<OverlayMount>,
     pub tmp_size: u64,
     pub hostname: String,
     pub listener_port: Option<u16>,

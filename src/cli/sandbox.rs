@@ -1,4 +1,4 @@
-//! `loopexec sandbox [--policy FILE] [--rw PATH]... [--ro PATH]... -- CMD ARGS`: run one command in
+//! `loopexec sandbox [--policy FILE] [--rw PATH]... [--ro PATH]... [--overlay SPEC]... -- CMD ARGS`: run one command in
 //! a zone, like bwrap, and exit with the command's exit code (128+N when killed by signal N). Under
 //! `--json` the command's output still goes to the terminal and the zone report is the one JSON
 //! object on stdout after it ends.
@@ -25,12 +25,36 @@ pub struct SandboxArgs {
     /// Grant a host path read-only (repeatable).
     #[arg(long, value_name = "PATH")]
     pub ro: Vec<PathBuf>,
+    /// Mount an overlay inside the zone (repeatable):
+    /// `target=DIR,lower=DIR[,lower=DIR...][,upper=DIR,work=DIR]`, the first lower on top.
+    #[arg(long, value_name = "SPEC", value_parser = parse_overlay)]
+    pub overlay: Vec<sandbox::OverlayMount>,
     /// Working directory inside the zone (default: the current directory if granted, else /).
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<OsString>,
+}
+
+/// Parse `target=DIR,lower=DIR[,lower=DIR...][,upper=DIR,work=DIR]` (paths cannot contain `,`).
+fn parse_overlay(text: &str) -> Result<sandbox::OverlayMount, String> {
+    let mut o = sandbox::OverlayMount { target: PathBuf::new(), lowers: Vec::new(), upper: None, work: None };
+    for part in text.split(',') {
+        let (key, value) = part.split_once('=').ok_or_else(|| format!("`{part}`: expected KEY=DIR"))?;
+        let path = std::path::absolute(value).map_err(|e| format!("{value}: {e}"))?;
+        match key {
+            "target" => o.target = path,
+            "lower" => o.lowers.push(path),
+            "upper" => o.upper = Some(path),
+            "work" => o.work = Some(path),
+            other => return Err(format!("unknown overlay key `{other}` (target, lower, upper, work)")),
+        }
+    }
+    if o.target.as_os_str().is_empty() || o.lowers.is_empty() {
+        return Err("an overlay needs target= and at least one lower=".into());
+    }
+    Ok(o)
 }
 
 /// Map a sandbox error to the command's failure class.
@@ -64,6 +88,7 @@ pub fn run(args: SandboxArgs, json: bool) -> CmdResult<Outcome> {
     let extra_rw = args.rw.iter().map(abs).collect::<CmdResult<Vec<_>>>()?;
     let extra_ro = args.ro.iter().map(abs).collect::<CmdResult<Vec<_>>>()?;
     let cwd = match &args.cwd {
+        None if !args.overlay.is_empty() => args.overlay[0].target.clone(),
         Some(c) => abs(c)?,
         None => {
             let here = std::env::current_dir().ok().and_then(|d| std::fs::canonicalize(d).ok());
@@ -78,6 +103,7 @@ pub fn run(args: SandboxArgs, json: bool) -> CmdResult<Outcome> {
     spec.env = std::env::vars_os().collect();
     spec.extra_rw = extra_rw;
     spec.extra_ro = extra_ro;
+    spec.overlays = args.overlay;
     if json {
         // stdout carries the one JSON object: the command's stdout goes to our stderr.
         spec.stdout = std::io::stderr().as_fd_owned();

@@ -1,0 +1,103 @@
+#!/bin/sh
+# Workspace creation benchmark (issue 5): a generated repository of 100k files / ~1 GB, and the
+# time to give an agent a workspace of it, against `git clone --no-local` of the same repository.
+#
+#   cold     : baseline materialised from the object store (first run for this tree), then the
+#              run's overlay directories
+#   warm     : the baseline is cached (every later run on the same commit): overlay directories only
+#   zone     : warm + the overlay mounted inside a zone (`loopexec sandbox --overlay`, /bin/true),
+#              reported with the same zone without overlay, so the mount's own cost shows
+#   clone    : `git clone --no-local` (object copy + checkout), the usual way to get a detached copy
+#
+# Prints each time in ms and the ratios clone/warm, clone/zone-overlay-cost, clone/cold. Page
+# cache is left warm for every measurement (we do not drop host caches). Target: warm >= 10x.
+# Usage: ci/bench-workspace.sh [FILES] [TOTAL_MB]   (defaults 100000 1024); BENCH_DIR (/tmp).
+set -eu
+cd "$(dirname "$0")/.."
+FILES=${1:-100000}
+TOTAL_MB=${2:-1024}
+BENCH_DIR=${BENCH_DIR:-/tmp}
+ROOT="$BENCH_DIR/loopexec-bench-workspace"
+REPO="$ROOT/repo-$FILES-$TOTAL_MB"
+export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null
+export GIT_AUTHOR_NAME=bench GIT_AUTHOR_EMAIL=bench@example.com GIT_COMMITTER_NAME=bench GIT_COMMITTER_EMAIL=bench@example.com
+export GIT_AUTHOR_DATE=2026-01-01T00:00:00Z GIT_COMMITTER_DATE=2026-01-01T00:00:00Z
+
+now_ms() { date +%s%N | awk '{ printf "%.1f", $1 / 1000000 }'; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b <= 0) b = 0.001; printf "%.1f", a / b }'; }
+field() { sed -n "s/.*\"$1\":\([0-9.]*\).*/\1/p" | awk '{ printf "%.1f", $1 }'; }
+sfield() { sed -n "s/.*\"$1\":\"\([^\"]*\)\".*/\1/p"; }
+
+cargo build --release --quiet --bin loopexec --example workspace_bench
+BIN=target/release/loopexec
+WSB=target/release/examples/workspace_bench
+
+mkdir -p "$ROOT"
+chmod 0711 "$ROOT"
+if [ ! -f "$REPO/.generated" ]; then
+    echo "generating $FILES files / $TOTAL_MB MB in $REPO (deterministic; takes a while)..."
+    rm -rf "$REPO"
+    mkdir -p "$REPO"
+    python3 - "$REPO" "$FILES" "$TOTAL_MB" <<'PY'
+import os, random, sys
+root, files, total_mb = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+rng = random.Random(20261130)
+avg = total_mb * 1024 * 1024 // files
+for i in range(files):
+    d = os.path.join(root, "pkg%03d" % (i // 1000), "mod%02d" % ((i // 100) % 10))
+    os.makedirs(d, exist_ok=True)
+    size = max(16, int(avg * (0.5 + rng.random())))
+    # Hex text: source-like (compresses about 2:1), deterministic.
+    data = rng.randbytes(size // 2).hex().encode()
+    with open(os.path.join(d, "f%06d.txt" % i), "wb") as f:
+        f.write(data)
+PY
+    git -C "$REPO" init -q -b main
+    git -C "$REPO" add -A
+    git -C "$REPO" commit -q -m "generated"
+    touch "$REPO/.generated"
+    echo ".generated" > "$REPO/.git/info/exclude"
+fi
+echo "repository: $(git -C "$REPO" ls-files | wc -l) files, $(du -sm --exclude=.git "$REPO" | cut -f1) MB of files, $(du -sm "$REPO/.git" | cut -f1) MB .git"
+
+STATE="$ROOT/state"
+RUNS="$ROOT/runs"
+rm -rf "$STATE" "$RUNS" "$ROOT/clone"
+mkdir -p "$STATE" "$RUNS"
+chmod 0711 "$STATE" "$RUNS"
+
+run_dir() { d="$RUNS/$1"; mkdir -p "$d"; chmod 0711 "$d"; echo "$d"; }
+
+cold=$("$WSB" "$REPO" "$STATE" "$(run_dir cold)")
+warm=$("$WSB" "$REPO" "$STATE" "$(run_dir warm)")
+warm2=$("$WSB" "$REPO" "$STATE" "$(run_dir warm2)")
+cold_ms=$(echo "$cold" | field total_ms)
+warm_ms=$(echo "$warm2" | field total_ms)
+snap_ms=$(echo "$warm2" | field snapshot_ms)
+lower=$(echo "$warm2" | sfield lower)
+upper=$(echo "$warm2" | sfield upper)
+work=$(echo "$warm2" | sfield work)
+
+# Zone with and without the overlay (best of 5 each, to keep scheduler noise out).
+best() { sort -n | head -1; }
+zone_plain=$(for i in 1 2 3 4 5; do a=$(now_ms); "$BIN" sandbox -- /bin/true; b=$(now_ms); elapsed "$a" "$b"; echo; done | best)
+zone_overlay=$(for i in 1 2 3 4 5; do a=$(now_ms); "$BIN" sandbox --overlay "target=/ws,lower=$lower,upper=$upper,work=$work" -- /bin/sh -c 'test -f /ws/pkg000/mod00/f000000.txt'; b=$(now_ms); elapsed "$a" "$b"; echo; done | best)
+mount_ms=$(awk -v a="$zone_overlay" -v b="$zone_plain" 'BEGIN { d = a - b; if (d < 0) d = 0; printf "%.1f", d }')
+warm_zone_ms=$(awk -v a="$warm_ms" -v b="$mount_ms" 'BEGIN { printf "%.1f", a + b }')
+
+a=$(now_ms)
+git clone -q --no-local "$REPO" "$ROOT/clone"
+b=$(now_ms)
+clone_ms=$(elapsed "$a" "$b")
+
+echo "cold baseline + workspace : $cold_ms ms (baseline $(echo "$cold" | field baseline_ms) ms)"
+echo "warm workspace            : $warm_ms ms (first warm run: $(echo "$warm" | field total_ms) ms)"
+echo "zone /bin/true            : $zone_plain ms without overlay, $zone_overlay ms with it (mount cost ~$mount_ms ms)"
+echo "warm workspace + mount    : $warm_zone_ms ms"
+echo "snapshot of $(echo "$warm2" | field entries | cut -d. -f1) entries : first $snap_ms ms (loads the baseline manifest), then $(echo "$warm2" | field snapshot_again_ms) ms per snapshot"
+echo "git clone --no-local      : $clone_ms ms"
+echo "ratio clone / warm            : $(ratio "$clone_ms" "$warm_ms")x"
+echo "ratio clone / (warm + mount)  : $(ratio "$clone_ms" "$warm_zone_ms")x"
+echo "ratio clone / cold            : $(ratio "$clone_ms" "$cold_ms")x"
+rm -rf "$ROOT/clone" "$RUNS"

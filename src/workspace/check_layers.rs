@@ -1,0 +1,168 @@
+//! The exec zone's throwaway copy of a snapshot, in which protected paths come from t0.
+//!
+//! Layers, top first: a *frozen* layer built here (the t0 entries of every protected path,
+//! hard-linked from the baseline, plus whiteouts hiding protected paths the agent created and
+//! upper-layer entries that are not part of the tree, such as a planted `.git`), the agent's
+//! upper layer (read-only here), then the baseline. The check writes into a scratch upper layer,
+//! so it can neither change the agent's workspace nor the baseline. Building the frozen layer
+//! costs one link per protected t0 file, not a copy of the repository.
+
+use super::manifest::{EntryKind, Manifest};
+use super::overlay::Workspace;
+use super::protected::ProtectedPaths;
+use super::snapshot::Snapshot;
+use super::{fsat, tree_path, WorkspaceError, WsResult};
+use crate::safefs::SafeDir;
+use sandbox::OverlayMount;
+use std::collections::BTreeSet;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+const FROZEN: &str = "frozen";
+const UPPER: &str = "upper";
+const WORK: &str = "work";
+
+/// The overlay for one check, and what went into its frozen layer.
+#[derive(Debug, Clone)]
+pub struct CheckLayers {
+    pub overlay: OverlayMount,
+    /// Protected t0 entries placed on top.
+    pub frozen: usize,
+    /// Paths hidden from the check (agent-created protected paths, entries not in the tree).
+    pub hidden: Vec<String>,
+}
+
+/// Build the layers in `check_dir` (a fresh, empty directory per check, e.g.
+/// `<run>/checks/<iteration>`) and return the overlay the exec zone mounts at `target`.
+pub fn check_layers(
+    workspace: &Workspace,
+    snapshot: &Snapshot,
+    protected: &ProtectedPaths,
+    check_dir: &SafeDir,
+    target: &Path,
+    owner: Option<(u32, u32)>,
+) -> WsResult<CheckLayers> {
+    let baseline = workspace.baseline().manifest()?;
+    let base_files = &workspace.baseline().files_dir;
+    let mkdir = |name: &str, mode: u32| -> WsResult<(PathBuf, OwnedFd)> {
+        let path = check_dir.path().join(name);
+        nix::sys::stat::mkdirat(Some(check_dir.fd().as_raw_fd()), name, nix::sys::stat::Mode::from_bits_truncate(mode))
+            .map_err(|e| WorkspaceError::io(&path, e.into()))?;
+        let fd = fsat::open_dir(check_dir.fd().as_raw_fd(), name.as_bytes()).map_err(|e| WorkspaceError::io(&path, e.into()))?;
+        fsat::chown_fd(&fd, owner).map_err(|e| WorkspaceError::io(&path, e.into()))?;
+        Ok((path, fd))
+    };
+    nix::sys::stat::fchmod(check_dir.fd().as_raw_fd(), nix::sys::stat::Mode::from_bits_truncate(0o711))
+        .map_err(|e| WorkspaceError::io(check_dir.path(), e.into()))?;
+    let (frozen_path, frozen) = mkdir(FROZEN, 0o755)?;
+    let (upper_path, _) = mkdir(UPPER, 0o755)?;
+    let (work_path, _) = mkdir(WORK, 0o700)?;
+    let base_root = fsat::open_dir_path(base_files).map_err(|e| WorkspaceError::io(base_files, e.into()))?;
+    let mut layer = Layer { root: frozen, root_path: frozen_path.clone(), owner };
+
+    let mut count = 0;
+    for (path, entry) in baseline.iter().filter(|(p, _)| protected.is_protected(p)) {
+        let dst = layer.parent_of(path)?;
+        let src = fsat::open_dir_beneath(base_root.as_raw_fd(), tree_path::parent(path))
+            .map_err(|e| WorkspaceError::io(base_files.join(std::ffi::OsStr::from_bytes(path)), e.into()))?;
+        let name = tree_path::file_name(path);
+        if entry.kind == EntryKind::Gitlink {
+            fsat::ensure_dir(dst.as_raw_fd(), name, 0o755).map_err(|e| layer.err(path, e))?;
+        } else {
+            link_or_copy(src.as_raw_fd(), dst.as_raw_fd(), name, entry.kind).map_err(|e| layer.err(path, e))?;
+        }
+        count += 1;
+    }
+
+    let mut hidden = BTreeSet::new();
+    for (path, _) in snapshot.manifest.iter() {
+        if baseline.get(path).is_none() && protected.is_protected(path) {
+            hidden.insert(topmost_new_protected(path, baseline, protected));
+        }
+    }
+    for p in &snapshot.not_in_tree {
+        hidden.insert(p.clone());
+    }
+    let hidden: Vec<Vec<u8>> = hidden.iter().filter(|p| !hidden.iter().any(|a| is_beneath(p, a))).cloned().collect();
+    for path in &hidden {
+        let dst = layer.parent_of(path)?;
+        fsat::whiteout(dst.as_raw_fd(), tree_path::file_name(path)).map_err(|e| layer.err(path, e))?;
+    }
+
+    Ok(CheckLayers {
+        overlay: OverlayMount {
+            target: target.to_path_buf(),
+            lowers: vec![frozen_path, workspace.upper_dir().to_path_buf(), base_files.clone()],
+            upper: Some(upper_path),
+            work: Some(work_path),
+        },
+        frozen: count,
+        hidden: hidden.iter().map(|p| String::from_utf8_lossy(p).into_owned()).collect(),
+    })
+}
+
+/// The shortest ancestor of `path` (or `path`) that is protected and absent from t0.
+fn topmost_new_protected(path: &[u8], baseline: &Manifest, protected: &ProtectedPaths) -> Vec<u8> {
+    let mut i = 0;
+    while let Some(off) = path[i..].iter().position(|&b| b == b'/') {
+        let prefix = &path[..i + off];
+        if protected.is_protected(prefix) && baseline.get(prefix).is_none() && !baseline.has_beneath(prefix) {
+            return prefix.to_vec();
+        }
+        i += off + 1;
+    }
+    path.to_vec()
+}
+
+fn is_beneath(path: &[u8], ancestor: &[u8]) -> bool {
+    path.len() > ancestor.len() && path.starts_with(ancestor) && path[ancestor.len()] == b'/'
+}
+
+/// Hard-link (or, across file systems, copy) one t0 entry into the frozen layer.
+fn link_or_copy(src: RawFd, dst: RawFd, name: &[u8], kind: EntryKind) -> nix::Result<()> {
+    match fsat::hardlink(src, name, dst, name) {
+        Ok(()) => Ok(()),
+        Err(nix::errno::Errno::EXDEV) | Err(nix::errno::Errno::EPERM) => {
+            if kind == EntryKind::Symlink {
+                let target = fsat::read_link(src, name)?;
+                return fsat::symlink(dst, name, &target);
+            }
+            let mut from = fsat::open_file(src, name)?;
+            let mode = if kind == EntryKind::Executable { 0o755 } else { 0o644 };
+            let mut to = fsat::create_file(dst, name, mode)?;
+            std::io::copy(&mut from, &mut to).map_err(|e| nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))?;
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The frozen layer being built: plain directories created on demand.
+struct Layer {
+    root: OwnedFd,
+    root_path: PathBuf,
+    owner: Option<(u32, u32)>,
+}
+
+impl Layer {
+    fn err(&self, path: &[u8], e: nix::Error) -> WorkspaceError {
+        WorkspaceError::io(self.root_path.join(std::ffi::OsStr::from_bytes(path)), e.into())
+    }
+
+    /// The directory that will hold `path`, created (0755, owned by the zone) as needed.
+    fn parent_of(&mut self, path: &[u8]) -> WsResult<OwnedFd> {
+        let mut cur = nix::unistd::dup(self.root.as_raw_fd()).map(|fd| unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) }).map_err(|e| self.err(b"", e))?;
+        let parent = tree_path::parent(path);
+        let mut so_far = Vec::new();
+        for comp in parent.split(|&b| b == b'/').filter(|c| !c.is_empty()) {
+            so_far = tree_path::join(&so_far, comp);
+            let existed = fsat::lstat(cur.as_raw_fd(), comp).is_ok();
+            cur = fsat::ensure_dir(cur.as_raw_fd(), comp, 0o755).map_err(|e| self.err(&so_far, e))?;
+            if !existed {
+                fsat::chown_fd(&cur, self.owner).map_err(|e| self.err(&so_far, e))?;
+            }
+        }
+        Ok(cur)
+    }
+}

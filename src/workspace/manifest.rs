@@ -1,0 +1,235 @@
+//! A flat listing of a tree: path -> (kind, blob id), ordered by path bytes. It is what
+//! `git ls-tree -r -z` prints, what a baseline caches, and what a snapshot computes; its git tree
+//! id is computed here without git (directories are implied by their entries, so an empty
+//! directory has no entry, exactly as in git).
+
+use super::object_id::{self, ObjectId};
+use super::tree_path;
+use super::{WorkspaceError, WsResult};
+use std::collections::BTreeMap;
+
+/// What a tree entry is; the git mode follows from it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum EntryKind {
+    File,
+    Executable,
+    Symlink,
+    /// A submodule commit (materialised as an empty directory).
+    Gitlink,
+}
+
+impl EntryKind {
+    pub fn git_mode(self) -> &'static str {
+        match self {
+            EntryKind::File => "100644",
+            EntryKind::Executable => "100755",
+            EntryKind::Symlink => "120000",
+            EntryKind::Gitlink => "160000",
+        }
+    }
+
+    pub fn from_git_mode(mode: &[u8]) -> Option<EntryKind> {
+        match mode {
+            b"100644" | b"100664" | b"100666" => Some(EntryKind::File),
+            b"100755" => Some(EntryKind::Executable),
+            b"120000" => Some(EntryKind::Symlink),
+            b"160000" => Some(EntryKind::Gitlink),
+            _ => None,
+        }
+    }
+
+    fn git_type(self) -> &'static str {
+        if self == EntryKind::Gitlink {
+            "commit"
+        } else {
+            "blob"
+        }
+    }
+}
+
+/// One leaf of a tree.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Entry {
+    pub kind: EntryKind,
+    pub oid: ObjectId,
+}
+
+/// Path (bytes, `/`-separated, validated by [`tree_path::check`]) -> entry.
+#[derive(Clone, Default, PartialEq, Eq, Debug)]
+pub struct Manifest {
+    entries: BTreeMap<Vec<u8>, Entry>,
+}
+
+impl Manifest {
+    /// Parse `git ls-tree -r -z` output (`<mode> SP <type> SP <oid> TAB <path> NUL`), refusing
+    /// any unsafe path or unknown mode.
+    pub fn parse(bytes: &[u8]) -> WsResult<Manifest> {
+        let bad = |detail: String| WorkspaceError::GitOutput { command: "ls-tree -r -z".into(), detail };
+        let mut m = Manifest::default();
+        for record in bytes.split(|&b| b == 0).filter(|r| !r.is_empty()) {
+            let tab = record.iter().position(|&b| b == b'\t').ok_or_else(|| bad("a record without a tab".into()))?;
+            let (head, path) = (&record[..tab], &record[tab + 1..]);
+            let mut fields = head.split(|&b| b == b' ');
+            let (mode, _type, oid) = match (fields.next(), fields.next(), fields.next(), fields.next()) {
+                (Some(m), Some(t), Some(o), None) => (m, t, o),
+                _ => return Err(bad(format!("malformed record {:?}", String::from_utf8_lossy(head)))),
+            };
+            tree_path::check(path)?;
+            let kind = EntryKind::from_git_mode(mode)
+                .ok_or_else(|| WorkspaceError::unsafe_path(path, format!("unsupported mode {}", String::from_utf8_lossy(mode))))?;
+            let oid = ObjectId::from_hex(oid).ok_or_else(|| bad(format!("bad object id for {:?}", String::from_utf8_lossy(path))))?;
+            m.insert(path.to_vec(), Entry { kind, oid })?;
+        }
+        Ok(m)
+    }
+
+    /// The same format `parse` reads.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.entries.len() * 80);
+        for (path, e) in &self.entries {
+            out.extend_from_slice(format!("{} {} {}\t", e.kind.git_mode(), e.kind.git_type(), e.oid).as_bytes());
+            out.extend_from_slice(path);
+            out.push(0);
+        }
+        out
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    pub fn get(&self, path: &[u8]) -> Option<&Entry> {
+        self.entries.get(path)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&Vec<u8>, &Entry)> {
+        self.entries.iter()
+    }
+
+    /// Whether some entry lies beneath `dir/`.
+    pub fn has_beneath(&self, dir: &[u8]) -> bool {
+        let prefix = tree_path::join(dir, b"");
+        self.entries.range(prefix.clone()..).next().is_some_and(|(k, _)| k.starts_with(&prefix))
+    }
+
+    /// Insert a leaf. A leaf at an ancestor path (a file replaced by a directory) and every entry
+    /// beneath this path (a directory replaced by a file) are removed first.
+    pub fn insert(&mut self, path: Vec<u8>, entry: Entry) -> WsResult<()> {
+        tree_path::check(&path)?;
+        let mut i = 0;
+        while let Some(off) = path[i..].iter().position(|&b| b == b'/') {
+            self.entries.remove(&path[..i + off]);
+            i += off + 1;
+        }
+        self.remove_beneath(&path);
+        self.entries.insert(path, entry);
+        Ok(())
+    }
+
+    /// Remove the leaf at `path` and everything beneath `path/`.
+    pub fn remove_tree(&mut self, path: &[u8]) {
+        self.entries.remove(path);
+        self.remove_beneath(path);
+    }
+
+    /// Remove everything beneath `dir/` (not `dir` itself).
+    pub fn remove_beneath(&mut self, dir: &[u8]) {
+        let prefix = tree_path::join(dir, b"");
+        let doomed: Vec<Vec<u8>> =
+            self.entries.range(prefix.clone()..).take_while(|(k, _)| k.starts_with(&prefix)).map(|(k, _)| k.clone()).collect();
+        for k in doomed {
+            self.entries.remove(&k);
+        }
+    }
+
+    /// The git tree id of this listing.
+    pub fn tree_id(&self) -> ObjectId {
+        let items: Vec<(&[u8], &Entry)> = self.entries.iter().map(|(k, v)| (k.as_slice(), v)).collect();
+        hash_dir(&items)
+    }
+}
+
+/// Hash one directory level: `items` are (path relative to this directory, entry), sorted.
+fn hash_dir(items: &[(&[u8], &Entry)]) -> ObjectId {
+    // (sort key, mode, name, id): git orders a subtree as if its name ended with '/'.
+    let mut children: Vec<(Vec<u8>, &str, &[u8], ObjectId)> = Vec::new();
+    let mut i = 0;
+    while i < items.len() {
+        let (path, entry) = items[i];
+        match path.iter().position(|&b| b == b'/') {
+            None => {
+                children.push((path.to_vec(), entry.kind.git_mode(), path, entry.oid));
+                i += 1;
+            }
+            Some(slash) => {
+                let name = &path[..slash];
+                let mut j = i;
+                let mut sub: Vec<(&[u8], &Entry)> = Vec::new();
+                while j < items.len() && items[j].0.len() > slash && items[j].0.starts_with(name) && items[j].0[slash] == b'/' {
+                    sub.push((&items[j].0[slash + 1..], items[j].1));
+                    j += 1;
+                }
+                let mut key = name.to_vec();
+                key.push(b'/');
+                children.push((key, "40000", name, hash_dir(&sub)));
+                i = j;
+            }
+        }
+    }
+    children.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut body = Vec::with_capacity(children.len() * 40);
+    for (_, mode, name, id) in children {
+        body.extend_from_slice(mode.as_bytes());
+        body.push(b' ');
+        body.extend_from_slice(name);
+        body.push(0);
+        body.extend_from_slice(&id.0);
+    }
+    object_id::tree_id(&body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workspace::object_id::blob_id;
+
+    fn file(content: &[u8]) -> Entry {
+        Entry { kind: EntryKind::File, oid: blob_id(content) }
+    }
+
+    #[test]
+    fn empty_manifest_is_the_empty_tree() {
+        assert_eq!(Manifest::default().tree_id().to_hex(), "4b825dc642cb6eb9a060e54bf8d69288fbee4904");
+    }
+
+    #[test]
+    fn parse_and_to_bytes_round_trip() {
+        let mut m = Manifest::default();
+        m.insert(b"a/b".to_vec(), file(b"x")).unwrap();
+        m.insert(b"c".to_vec(), Entry { kind: EntryKind::Symlink, oid: blob_id(b"a/b") }).unwrap();
+        assert_eq!(Manifest::parse(&m.to_bytes()).unwrap(), m);
+    }
+
+    #[test]
+    fn inserting_beneath_a_file_replaces_the_file_and_a_file_replaces_a_directory() {
+        let mut m = Manifest::default();
+        m.insert(b"a".to_vec(), file(b"1")).unwrap();
+        m.insert(b"a/b".to_vec(), file(b"2")).unwrap();
+        assert!(m.get(b"a").is_none());
+        m.insert(b"a".to_vec(), file(b"3")).unwrap();
+        assert!(m.get(b"a/b").is_none() && m.get(b"a").is_some());
+    }
+
+    #[test]
+    fn parse_refuses_dot_dot_and_dot_git_paths() {
+        let oid = blob_id(b"x");
+        for p in ["../evil", "a/../../evil", ".git/hooks/pre-commit"] {
+            let rec = format!("100644 blob {oid}\t{p}\0");
+            assert!(matches!(Manifest::parse(rec.as_bytes()), Err(WorkspaceError::UnsafePath { .. })), "{p}");
+        }
+    }
+}

@@ -1,0 +1,96 @@
+//! The detached workspace of a run, from the operator's repository to the delivered branch.
+//!
+//! One concept per file, in the order a run uses them:
+//! - [`baseline`]: the t0 tree of the operator's repository, materialised with git plumbing only
+//!   (no hook, filter, textconv or fsmonitor runs) and cached read-only per tree id under
+//!   `.loopexec/baselines/<key>/`.
+//! - [`overlay`]: the per-run [`Workspace`]: an overlay (mounted inside the zone) whose lower layer
+//!   is the baseline and whose upper and work directories live in the run directory. Creating one
+//!   costs two `mkdir`s, whatever the repository's size.
+//! - [`snapshot`]: the merged tree after an agent step (baseline manifest + the upper layer's
+//!   files, whiteouts and opaque directories) and its git tree id.
+//! - [`protected`]: the protected path patterns and the protected paths an agent step changed.
+//! - [`check_layers`]: the overlay of the exec zone's throwaway copy, with protected paths from t0.
+//! - [`deliver`]: the branch `loopexec/<run-id>` and the patch file, written with plumbing only.
+//!
+//! Support: [`git`] (the hardened git invocation), [`tree_path`] (which paths a tree may hold),
+//! [`object_id`] (git object hashing), [`manifest`] (a flat tree listing), [`fsat`] (symlink-proof
+//! descriptor-relative file operations).
+
+pub mod baseline;
+pub mod check_layers;
+pub mod deliver;
+pub mod fsat;
+pub mod git;
+pub mod manifest;
+pub mod object_id;
+pub mod overlay;
+pub mod protected;
+pub mod snapshot;
+pub mod tree_path;
+
+pub use baseline::{Baseline, BaselineOptions};
+pub use check_layers::{check_layers, CheckLayers};
+pub use deliver::{deliver, Delivery};
+pub use manifest::{Entry, EntryKind, Manifest};
+pub use object_id::ObjectId;
+pub use overlay::Workspace;
+pub use protected::{protected_changes, ProtectedChange, ProtectedPaths};
+pub use snapshot::{ChangeKind, Snapshot};
+
+use crate::error::Failure;
+use crate::safefs::SafeFsError;
+use std::path::PathBuf;
+
+/// Why a workspace operation failed; every variant names what it was working on.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkspaceError {
+    #[error("{repo}: not a git repository with a commit at HEAD ({detail})")]
+    NoCommit { repo: PathBuf, detail: String },
+    #[error("`git {command}` failed in {repo}: {detail}")]
+    Git { repo: PathBuf, command: String, detail: String },
+    #[error("could not run git: {0}")]
+    GitSpawn(std::io::Error),
+    #[error("unexpected output from `git {command}`: {detail}")]
+    GitOutput { command: String, detail: String },
+    #[error("tree entry {path:?} refused: {reason}")]
+    UnsafePath { path: String, reason: String },
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error(transparent)]
+    Fs(#[from] SafeFsError),
+    #[error("protected path pattern {pattern:?}: {detail}")]
+    Pattern { pattern: String, detail: String },
+    #[error("branch {0} already exists in the operator's repository; loopexec never overwrites a branch")]
+    BranchExists(String),
+    #[error("{what} changed while loopexec was reading it (expected {expected}, found {found})")]
+    Changed { what: String, expected: String, found: String },
+    #[error("cached baseline {0} is damaged: {1}")]
+    DamagedCache(PathBuf, String),
+}
+
+impl WorkspaceError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        WorkspaceError::Io { path: path.into(), source }
+    }
+    pub(crate) fn unsafe_path(path: &[u8], reason: impl Into<String>) -> Self {
+        WorkspaceError::UnsafePath { path: String::from_utf8_lossy(path).into_owned(), reason: reason.into() }
+    }
+}
+
+impl From<WorkspaceError> for Failure {
+    fn from(e: WorkspaceError) -> Failure {
+        match &e {
+            WorkspaceError::Pattern { .. } => Failure::invalid_input(e.to_string()),
+            WorkspaceError::NoCommit { .. } => {
+                Failure::workspace(e.to_string()).with_hint("run loopexec inside a git repository with at least one commit")
+            }
+            WorkspaceError::BranchExists(b) => {
+                Failure::workspace(e.to_string()).with_hint(format!("delete or rename {b} first (`git branch -m {b} {b}-old`)"))
+            }
+            _ => Failure::workspace(e.to_string()),
+        }
+    }
+}
+
+pub type WsResult<T> = Result<T, WorkspaceError>;

@@ -1,0 +1,84 @@
+//! The per-run workspace: an overlay whose lower layer is the read-only baseline and whose upper
+//! and work directories live in the run directory (`<run>/workspace/{upper,work}`). Creating one
+//! is two `mkdir`s, whatever the size of the repository; the overlay itself is mounted by the
+//! sandbox inside the agent zone's mount namespace ([`Workspace::agent_overlay`]), so nothing is
+//! mounted on the host and the zone never sees the baseline, the run directory or the state dir.
+
+use super::baseline::Baseline;
+use super::snapshot::{self, Snapshot};
+use super::{fsat, WorkspaceError, WsResult};
+use crate::safefs::SafeDir;
+use sandbox::OverlayMount;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+
+const WORKSPACE: &str = "workspace";
+const UPPER: &str = "upper";
+const WORK: &str = "work";
+
+/// One run's workspace.
+#[derive(Debug)]
+pub struct Workspace {
+    baseline: Baseline,
+    upper: PathBuf,
+    work: PathBuf,
+}
+
+impl Workspace {
+    /// Create `<run_dir>/workspace/{upper,work}` (refused if they exist). `owner`: the zone's
+    /// uid/gid when loopexec runs as root (the zone must own its upper and work directories, and
+    /// the run directory and its parent get `o+x` so the zone can reach them).
+    pub fn create(baseline: Baseline, run_dir: &SafeDir, owner: Option<(u32, u32)>) -> WsResult<Workspace> {
+        if owner.is_some() {
+            // The zone (its own uid) must pass through the run directory and its parent.
+            fsat::allow_traverse(&run_dir.fd()).map_err(|e| WorkspaceError::io(run_dir.path(), e.into()))?;
+            if let Some(parent) = run_dir.path().parent() {
+                let p = SafeDir::open(parent)?;
+                fsat::allow_traverse(&p.fd()).map_err(|e| WorkspaceError::io(parent, e.into()))?;
+            }
+        }
+        let ws = run_dir.subdir_or_create(WORKSPACE)?;
+        nix::sys::stat::fchmod(ws.fd().as_raw_fd(), nix::sys::stat::Mode::from_bits_truncate(0o711))
+            .map_err(|e| WorkspaceError::io(ws.path(), e.into()))?;
+        for (name, mode) in [(UPPER, 0o755), (WORK, 0o700)] {
+            let path = ws.path().join(name);
+            nix::sys::stat::mkdirat(Some(ws.fd().as_raw_fd()), name, nix::sys::stat::Mode::from_bits_truncate(mode))
+                .map_err(|e| WorkspaceError::io(&path, e.into()))?;
+            let fd = fsat::open_dir(ws.fd().as_raw_fd(), name.as_bytes()).map_err(|e| WorkspaceError::io(&path, e.into()))?;
+            fsat::chown_fd(&fd, owner).map_err(|e| WorkspaceError::io(&path, e.into()))?;
+        }
+        Ok(Workspace { baseline, upper: ws.path().join(UPPER), work: ws.path().join(WORK) })
+    }
+
+    /// Re-open the workspace of an existing run (resume after a crash).
+    pub fn open(baseline: Baseline, run_dir: &SafeDir) -> WsResult<Workspace> {
+        let ws = run_dir.subdir(WORKSPACE)?;
+        let upper = ws.subdir(UPPER)?;
+        let work = ws.subdir(WORK)?;
+        Ok(Workspace { baseline, upper: upper.path().to_path_buf(), work: work.path().to_path_buf() })
+    }
+
+    pub fn baseline(&self) -> &Baseline {
+        &self.baseline
+    }
+
+    /// The agent's changes (overlayfs upper layer).
+    pub fn upper_dir(&self) -> &Path {
+        &self.upper
+    }
+
+    /// The overlay the agent zone mounts at `target` (read-write; writes land in the upper layer).
+    pub fn agent_overlay(&self, target: &Path) -> OverlayMount {
+        OverlayMount {
+            target: target.to_path_buf(),
+            lowers: vec![self.baseline.files_dir.clone()],
+            upper: Some(self.upper.clone()),
+            work: Some(self.work.clone()),
+        }
+    }
+
+    /// The merged tree now (call after the agent zone has ended).
+    pub fn snapshot(&self) -> WsResult<Snapshot> {
+        snapshot::take(self.baseline.manifest()?, &self.upper)
+    }
+}

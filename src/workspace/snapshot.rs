@@ -1,0 +1,247 @@
+//! The state of the workspace after an agent step, computed by the supervisor from the baseline
+//! manifest and the overlay's upper layer (read on the host after the agent zone has ended):
+//!
+//! - a regular file or symlink in the upper layer replaces the entry at its path (symlinks are
+//!   recorded as symlinks, their target as the blob; nothing in the upper layer is ever followed);
+//! - a whiteout (character device 0:0, or an empty file carrying `user.overlay.whiteout`)
+//!   deletes the path and everything beneath it;
+//! - an opaque directory (`user.overlay.opaque`=`y`) hides everything the baseline had beneath it;
+//! - a directory over a baseline file replaces the file;
+//! - names git cannot hold (`.git` in any case) and file types it cannot hold (fifos, sockets,
+//!   devices) are left out of the tree and listed in `not_in_tree`.
+//!
+//! The result is a [`Manifest`] and its git tree id: the id `git write-tree` would give the same
+//! content, so the receipt's tree, the delivered commit's tree and `git` agree.
+
+use super::manifest::{Entry, EntryKind, Manifest};
+use super::object_id::{blob_id, blob_id_of_reader, ObjectId};
+use super::{fsat, tree_path, WorkspaceError, WsResult};
+use std::collections::BTreeSet;
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+pub const OPAQUE_XATTR: &str = "user.overlay.opaque";
+pub const WHITEOUT_XATTR: &str = "user.overlay.whiteout";
+
+/// The merged tree after an agent step.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    /// Git tree id of `manifest`.
+    pub tree_id: ObjectId,
+    pub manifest: Manifest,
+    /// Paths whose entry comes from the upper layer (written by the agent).
+    pub from_upper: BTreeSet<Vec<u8>>,
+    /// Upper-layer files with more than one hard link.
+    pub hardlinked: BTreeSet<Vec<u8>>,
+    /// Upper-layer paths left out of the tree (`.git`, fifos, sockets, devices).
+    pub not_in_tree: Vec<Vec<u8>>,
+}
+
+/// How a path differs between two manifests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeKind {
+    Added,
+    Modified,
+    Deleted,
+    /// Content unchanged, but the file is hard-linked to another path of the upper layer.
+    Hardlinked,
+}
+
+impl Snapshot {
+    /// Every path that differs from `baseline`, in path order.
+    pub fn changes(&self, baseline: &Manifest) -> Vec<(Vec<u8>, ChangeKind)> {
+        let mut out = Vec::new();
+        let mut a = baseline.iter().peekable();
+        let mut b = self.manifest.iter().peekable();
+        loop {
+            match (a.peek(), b.peek()) {
+                (None, None) => break,
+                (Some((pa, _)), None) => {
+                    out.push(((*pa).clone(), ChangeKind::Deleted));
+                    a.next();
+                }
+                (None, Some((pb, _))) => {
+                    out.push(((*pb).clone(), ChangeKind::Added));
+                    b.next();
+                }
+                (Some((pa, ea)), Some((pb, eb))) => match pa.cmp(pb) {
+                    std::cmp::Ordering::Less => {
+                        out.push(((*pa).clone(), ChangeKind::Deleted));
+                        a.next();
+                    }
+                    std::cmp::Ordering::Greater => {
+                        out.push(((*pb).clone(), ChangeKind::Added));
+                        b.next();
+                    }
+                    std::cmp::Ordering::Equal => {
+                        if ea != eb {
+                            out.push(((*pa).clone(), ChangeKind::Modified));
+                        } else if self.hardlinked.contains(*pa) {
+                            out.push(((*pa).clone(), ChangeKind::Hardlinked));
+                        }
+                        a.next();
+                        b.next();
+                    }
+                },
+            }
+        }
+        out
+    }
+}
+
+/// Merge the upper layer at `upper` over `baseline`.
+pub fn take(baseline: &Manifest, upper: &Path) -> WsResult<Snapshot> {
+    let root = fsat::open_dir_path(upper).map_err(|e| WorkspaceError::io(upper, e.into()))?;
+    let mut s = Snapshot {
+        tree_id: ObjectId([0; 20]),
+        manifest: baseline.clone(),
+        from_upper: BTreeSet::new(),
+        hardlinked: BTreeSet::new(),
+        not_in_tree: Vec::new(),
+    };
+    walk(root.as_raw_fd(), upper, &[], &mut s)?;
+    s.tree_id = s.manifest.tree_id();
+    Ok(s)
+}
+
+fn walk(dir: RawFd, upper: &Path, rel: &[u8], s: &mut Snapshot) -> WsResult<()> {
+    let at = |p: &[u8]| upper.join(std::ffi::OsStr::from_bytes(p));
+    let names = fsat::list(dir).map_err(|e| WorkspaceError::io(at(rel), e.into()))?;
+    for name in names {
+        let path = tree_path::join(rel, &name);
+        let io = |e: nix::Error| WorkspaceError::io(at(&path), e.into());
+        if tree_path::component_problem(&name).is_some() {
+            s.not_in_tree.push(path);
+            continue;
+        }
+        let st = fsat::lstat(dir, &name).map_err(io)?;
+        match st.st_mode & libc::S_IFMT {
+            libc::S_IFCHR if st.st_rdev == 0 => forget(s, &path),
+            libc::S_IFDIR => {
+                let fd = fsat::open_dir(dir, &name).map_err(io)?;
+                let opaque = fsat::get_xattr(&fd, OPAQUE_XATTR).is_some_and(|v| v == b"y");
+                match s.manifest.get(&path) {
+                    Some(e) if e.kind != EntryKind::Gitlink || opaque => s.manifest.remove_tree(&path),
+                    _ if opaque => s.manifest.remove_beneath(&path),
+                    _ => {}
+                }
+                walk(fd.as_raw_fd(), upper, &path, s)?;
+            }
+            libc::S_IFREG => {
+                let mut f = fsat::open_file(dir, &name).map_err(io)?;
+                if st.st_size == 0 && fsat::get_xattr(&f, WHITEOUT_XATTR).is_some() {
+                    forget(s, &path);
+                    continue;
+                }
+                let oid = blob_id_of_reader(st.st_size as u64, &mut f).map_err(|e| WorkspaceError::io(at(&path), e))?;
+                let kind = if st.st_mode & 0o100 != 0 { EntryKind::Executable } else { EntryKind::File };
+                if st.st_nlink > 1 {
+                    s.hardlinked.insert(path.clone());
+                }
+                record(s, path, Entry { kind, oid })?;
+            }
+            libc::S_IFLNK => {
+                let target = fsat::read_link(dir, &name).map_err(io)?;
+                record(s, path, Entry { kind: EntryKind::Symlink, oid: blob_id(&target) })?;
+            }
+            _ => s.not_in_tree.push(path),
+        }
+    }
+    Ok(())
+}
+
+fn forget(s: &mut Snapshot, path: &[u8]) {
+    s.manifest.remove_tree(path);
+    s.from_upper.remove(path);
+}
+
+fn record(s: &mut Snapshot, path: Vec<u8>, entry: Entry) -> WsResult<()> {
+    s.from_upper.insert(path.clone());
+    s.manifest.insert(path, entry)
+}
+
+/// Where the bytes of `path` of a snapshot live on the host: the upper layer when the agent
+/// wrote it, the baseline otherwise.
+pub fn source_of(snapshot: &Snapshot, upper: &Path, baseline_files: &Path, path: &[u8]) -> PathBuf {
+    let base = if snapshot.from_upper.contains(path) { upper } else { baseline_files };
+    base.join(std::ffi::OsStr::from_bytes(path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn set_xattr(path: &Path, name: &str, value: &[u8]) {
+        let p = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+        let n = std::ffi::CString::new(name).unwrap();
+        let rc = unsafe { libc::lsetxattr(p.as_ptr(), n.as_ptr(), value.as_ptr().cast(), value.len(), 0) };
+        assert_eq!(rc, 0, "setxattr {name}: {}", std::io::Error::last_os_error());
+    }
+
+    fn t0() -> Manifest {
+        let mut m = Manifest::default();
+        for p in ["a", "d/x", "d/y", "e", "f", "keep"] {
+            m.insert(p.as_bytes().to_vec(), Entry { kind: EntryKind::File, oid: blob_id(p.as_bytes()) }).unwrap();
+        }
+        m
+    }
+
+    #[test]
+    fn whiteouts_opaque_directories_and_type_changes_merge_like_overlayfs() {
+        let upper = tempfile::tempdir().unwrap();
+        let u = upper.path();
+        // A character-device whiteout deletes `a`.
+        nix::sys::stat::mknod(&u.join("a"), nix::sys::stat::SFlag::S_IFCHR, nix::sys::stat::Mode::empty(), 0).unwrap();
+        // An opaque `d` hides d/x and d/y; d/z is new.
+        std::fs::create_dir(u.join("d")).unwrap();
+        set_xattr(&u.join("d"), OPAQUE_XATTR, b"y");
+        std::fs::write(u.join("d/z"), b"z").unwrap();
+        // An empty file carrying the whiteout xattr deletes `e`.
+        std::fs::write(u.join("e"), b"").unwrap();
+        set_xattr(&u.join("e"), WHITEOUT_XATTR, b"");
+        // A directory over the file `f` replaces it; an executable is recorded as such.
+        std::fs::create_dir(u.join("f")).unwrap();
+        std::fs::write(u.join("f/inner"), b"i").unwrap();
+        std::fs::write(u.join("run.sh"), b"#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(u.join("run.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let s = take(&t0(), u).unwrap();
+        let paths: Vec<String> = s.manifest.iter().map(|(p, _)| String::from_utf8_lossy(p).into_owned()).collect();
+        assert_eq!(paths, vec!["d/z", "f/inner", "keep", "run.sh"]);
+        assert_eq!(s.manifest.get(b"run.sh").unwrap().kind, EntryKind::Executable);
+        assert_eq!(s.manifest.get(b"d/z").unwrap().oid, blob_id(b"z"));
+        assert_eq!(s.tree_id, s.manifest.tree_id());
+        let changes: Vec<(String, ChangeKind)> = s.changes(&t0()).into_iter().map(|(p, c)| (String::from_utf8_lossy(&p).into_owned(), c)).collect();
+        assert_eq!(
+            changes,
+            vec![
+                ("a".into(), ChangeKind::Deleted),
+                ("d/x".into(), ChangeKind::Deleted),
+                ("d/y".into(), ChangeKind::Deleted),
+                ("d/z".into(), ChangeKind::Added),
+                ("e".into(), ChangeKind::Deleted),
+                ("f".into(), ChangeKind::Deleted),
+                ("f/inner".into(), ChangeKind::Added),
+                ("run.sh".into(), ChangeKind::Added),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_symlink_in_the_upper_layer_is_recorded_not_followed() {
+        let upper = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("/etc/shadow", upper.path().join("keep")).unwrap();
+        let s = take(&t0(), upper.path()).unwrap();
+        let e = s.manifest.get(b"keep").unwrap();
+        assert_eq!((e.kind, e.oid), (EntryKind::Symlink, blob_id(b"/etc/shadow")));
+    }
+
+    #[test]
+    fn a_symlinked_upper_directory_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("/etc", tmp.path().join("upper")).unwrap();
+        assert!(matches!(take(&t0(), &tmp.path().join("upper")), Err(WorkspaceError::Io { .. })));
+    }
+}
