@@ -2,6 +2,7 @@
 //! one with `--resume <id>`, and report how it stopped.
 
 use crate::egress::EgressArgs;
+use crate::engine::detached::WorkspaceMode;
 use crate::engine::config::{ConfigInput, EgressPins, LoopConfig, ModelPins, SamplingPins};
 use crate::receipt::keys::{default_key_dir, OperatorKey, PRIVATE_KEY_FILE};
 use crate::engine::{self, loopfile, LoopEnd, RunOutcome};
@@ -15,7 +16,10 @@ use crate::zones::Isolation;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
-const CONFIG_FLAGS: [&str; 21] = [
+const CONFIG_FLAGS: [&str; 24] = [
+    "workspace",
+    "include_uncommitted",
+    "protect",
     "check",
     "exec",
     "isolation",
@@ -59,6 +63,17 @@ pub struct Args {
     pub check_policy: Option<PathBuf>,
     #[command(flatten)]
     pub egress: EgressArgs,
+    /// How the commands see the workdir under native isolation: `detached` (default in a git
+    /// repository: an overlay over its committed tree, delivered as a branch at the end) or
+    /// `in-place` (the workdir itself, read-write; the default outside a git repository).
+    #[arg(long, value_enum)]
+    pub workspace: Option<WorkspaceMode>,
+    /// Start the detached workspace from the working tree's changes too, not only from HEAD.
+    #[arg(long)]
+    pub include_uncommitted: bool,
+    /// A protected-path glob added to the defaults (repeatable; docs/workspace.md).
+    #[arg(long = "protect", value_name = "GLOB")]
+    pub protect: Vec<String>,
     /// The operator's private key that endorses this run's key (default: operator.key in
     /// $LOOPEXEC_CONFIG_DIR, $XDG_CONFIG_HOME/loopexec or ~/.config/loopexec; see `keygen`).
     #[arg(long, value_name = "FILE")]
@@ -126,6 +141,9 @@ impl Args {
                 resolve: self.egress.resolve.clone(),
                 egress_proxy: self.egress.egress_proxy.clone(),
             },
+            workspace: self.workspace,
+            include_uncommitted: self.include_uncommitted.then_some(true),
+            protected: self.protect.clone(),
             max_iterations: self.max_iterations,
             exec_timeout_secs: self.exec_timeout,
             check_timeout_secs: self.check_timeout,

@@ -105,6 +105,12 @@ pub struct LoopConfig {
     /// The exec zone's policy, in which the check runs (native isolation).
     pub check_policy: Option<PolicyPin>,
     pub egress: EgressPins,
+    /// Detached workspace (a git repository under native isolation) or the workdir in place.
+    pub workspace: crate::engine::detached::WorkspaceMode,
+    /// With a detached workspace: start from the working tree's changes too, not only HEAD.
+    pub include_uncommitted: bool,
+    /// Protected-path patterns added to the defaults (docs/workspace.md).
+    pub protected: Vec<String>,
     pub max_iterations: u64,
     pub exec_timeout_ms: u64,
     pub check_timeout_ms: u64,
@@ -127,6 +133,9 @@ pub struct ConfigInput {
     pub agent_policy: Option<String>,
     pub check_policy: Option<String>,
     pub egress: EgressPins,
+    pub workspace: Option<crate::engine::detached::WorkspaceMode>,
+    pub include_uncommitted: Option<bool>,
+    pub protected: Vec<String>,
     pub max_iterations: Option<u64>,
     pub exec_timeout_secs: Option<f64>,
     pub check_timeout_secs: Option<f64>,
@@ -151,6 +160,9 @@ impl ConfigInput {
                 resolve: if self.egress.resolve.is_empty() { file.egress.resolve } else { self.egress.resolve },
                 egress_proxy: self.egress.egress_proxy.or(file.egress.egress_proxy),
             },
+            workspace: self.workspace.or(file.workspace),
+            include_uncommitted: self.include_uncommitted.or(file.include_uncommitted),
+            protected: if self.protected.is_empty() { file.protected } else { self.protected },
             max_iterations: self.max_iterations.or(file.max_iterations),
             exec_timeout_secs: self.exec_timeout_secs.or(file.exec_timeout_secs),
             check_timeout_secs: self.check_timeout_secs.or(file.check_timeout_secs),
@@ -248,6 +260,27 @@ impl LoopConfig {
                 Some(PolicyPin::resolve(input.check_policy.as_deref().unwrap_or(DEFAULT_CHECK_POLICY))?.0),
             ),
         };
+        use crate::engine::detached::{is_git_repository, WorkspaceMode};
+        let workspace = match (isolation, input.workspace) {
+            (Isolation::None, Some(WorkspaceMode::Detached)) => {
+                return Err(Failure::usage("a detached workspace needs native isolation (it is an overlay mounted in the zones)"))
+            }
+            (Isolation::None, _) => WorkspaceMode::InPlace,
+            (Isolation::Native, Some(WorkspaceMode::Detached)) if !is_git_repository(workdir) => {
+                return Err(Failure::workspace(format!("{}: not a git repository, so there is no committed tree to detach", workdir.display()))
+                    .with_hint("run `git init && git add -A && git commit -m t0` first, or pass --workspace in-place"))
+            }
+            (Isolation::Native, Some(mode)) => mode,
+            (Isolation::Native, None) if is_git_repository(workdir) => WorkspaceMode::Detached,
+            (Isolation::Native, None) => WorkspaceMode::InPlace,
+        };
+        let include_uncommitted = input.include_uncommitted.unwrap_or(false);
+        if include_uncommitted && workspace != WorkspaceMode::Detached {
+            return Err(Failure::usage("--include-uncommitted applies to a detached workspace only"));
+        }
+        if !input.protected.is_empty() && workspace != WorkspaceMode::Detached {
+            return Err(Failure::usage("protected paths apply to a detached workspace only"));
+        }
         let max_iterations = input.max_iterations.unwrap_or(DEFAULT_MAX_ITERATIONS);
         if max_iterations == 0 {
             return Err(Failure::usage("max_iterations must be at least 1"));
@@ -273,6 +306,9 @@ impl LoopConfig {
             agent_policy,
             check_policy,
             egress: input.egress,
+            workspace,
+            include_uncommitted,
+            protected: input.protected,
             max_iterations,
             exec_timeout_ms: timeout_ms("exec_timeout", input.exec_timeout_secs, DEFAULT_EXEC_TIMEOUT_SECS)?,
             check_timeout_ms: timeout_ms("check_timeout", input.check_timeout_secs, DEFAULT_CHECK_TIMEOUT_SECS)?,

@@ -41,6 +41,9 @@ struct LoopFile {
     allow_hosts: Option<Vec<String>>,
     resolve: Option<Vec<String>>,
     egress_proxy: Option<String>,
+    workspace: Option<crate::engine::detached::WorkspaceMode>,
+    include_uncommitted: Option<bool>,
+    protected: Option<Vec<String>>,
     max_iterations: Option<u64>,
     exec_timeout: Option<f64>,
     check_timeout: Option<f64>,
@@ -77,6 +80,9 @@ pub fn parse(text: &str, name: &str) -> Result<ConfigInput, Failure> {
             resolve: file.resolve.unwrap_or_default(),
             egress_proxy: file.egress_proxy,
         },
+        workspace: file.workspace,
+        include_uncommitted: file.include_uncommitted,
+        protected: file.protected.unwrap_or_default(),
         max_iterations: file.max_iterations,
         exec_timeout_secs: file.exec_timeout,
         check_timeout_secs: file.check_timeout,
@@ -139,6 +145,11 @@ pub fn template(check: Option<&str>, exec: Option<&str>, isolation: Option<Isola
     t.push_str("# policy = \"builtin:agent\"\n# check_policy = \"builtin:exec\"\n");
     t.push_str("# Egress of the agent zone, added to its policy's [network] allow list (docs/egress.md).\n");
     t.push_str("# allow_hosts = [\"api.anthropic.com\"]\n# resolve = []\n# egress_proxy = \"http://proxy.internal:3128\"\n");
+    t.push_str("# The workspace (native isolation): \"detached\" (default in a git repository: an overlay\n");
+    t.push_str("# over the committed tree, delivered as branch loopexec/<run-id>) or \"in_place\".\n");
+    t.push_str("# workspace = \"detached\"\n# include_uncommitted = false\n");
+    t.push_str("# Paths the agent may not change (added to the defaults: tests, test config, CI files).\n");
+    t.push_str("# protected = [\"fixtures/**\"]\n");
     t.push_str("\n# Limits. Timeouts are seconds; on expiry the whole process tree is killed.\n");
     t.push_str("max_iterations = 10\n");
     t.push_str("exec_timeout = 1800\n");

@@ -10,6 +10,7 @@
 
 pub mod config;
 pub mod decide;
+pub mod detached;
 pub mod loopfile;
 
 use crate::capture::ArtifactSink;
@@ -27,6 +28,7 @@ use crate::run_id::RunId;
 use crate::safefs::SafeDir;
 use crate::zones::{open_zone, Role, Zone, ZoneCommand, ZoneError, ZoneRun};
 use config::{LoopConfig, MODE_CHECK_FIXPOINT};
+use detached::{RunWorkspace, WorkspaceMode};
 use decide::Step;
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;
@@ -79,6 +81,8 @@ struct ActiveRun<'a> {
     resumed: bool,
     /// This process's run key, endorsed in the receipt; consumed when the run is sealed.
     run_key: Option<RunKey>,
+    /// The detached workspace (native isolation in a git repository).
+    workspace: Option<RunWorkspace>,
 }
 
 fn zone_failure(err: ZoneError) -> Failure {
@@ -91,6 +95,14 @@ fn zone_failure(err: ZoneError) -> Failure {
 
 fn base_env() -> Vec<(String, String)> {
     std::env::vars().filter(|(k, _)| !k.starts_with("LOOPEXEC_")).collect()
+}
+
+/// The agent and check policies a native run pinned.
+fn pinned_policies(cfg: &LoopConfig) -> CmdResult<(sandbox::Policy, sandbox::Policy)> {
+    let missing = || Failure::internal("a detached workspace needs native isolation and its pinned policies");
+    let agent = cfg.agent_policy.as_ref().ok_or_else(missing)?.load()?;
+    let check = cfg.check_policy.as_ref().ok_or_else(missing)?.load()?;
+    Ok((agent, check))
 }
 
 fn open_workdir(cfg: &LoopConfig) -> CmdResult<SafeDir> {
@@ -130,6 +142,23 @@ pub fn start(
     .map_err(log_failure)?;
     let run_key = RunKey::mint();
     endorse_run_key(&mut log, run_id.as_str(), &run_key, operator).map_err(log_failure)?;
+    let workspace = match cfg.workspace {
+        WorkspaceMode::Detached => {
+            let (agent_policy, check_policy) = pinned_policies(&cfg)?;
+            let (ws, fields) = RunWorkspace::create(
+                std::path::Path::new(&cfg.workdir),
+                statedir,
+                &run,
+                cfg.include_uncommitted,
+                &cfg.protected,
+                &agent_policy,
+                &check_policy,
+            )?;
+            log.append(events::WORKSPACE, fields).map_err(log_failure)?;
+            Some(ws)
+        }
+        WorkspaceMode::InPlace => None,
+    };
     let state = RunState {
         run_id: run_id.to_string(),
         state: RunPhase::Running,
@@ -159,6 +188,7 @@ pub fn start(
         failing_count: None,
         resumed: false,
         run_key: Some(run_key),
+        workspace,
     };
     active.save_state(true)?;
     active.drive(zone.as_mut(), once, progress)
@@ -290,6 +320,17 @@ pub fn resume(
     // The run key of the interrupted process died with it: mint and endorse a new one.
     let run_key = RunKey::mint();
     endorse_run_key(&mut log, run_id.as_str(), &run_key, operator).map_err(log_failure)?;
+    let workspace = match pos.cfg.workspace {
+        WorkspaceMode::Detached => {
+            let event = events
+                .iter()
+                .find(|e| type_of(e) == events::WORKSPACE)
+                .ok_or_else(|| Failure::workspace(format!("{}: no workspace event", run.receipt_path().display())))?;
+            let (_, check_policy) = pinned_policies(&pos.cfg)?;
+            Some(RunWorkspace::reopen(event, statedir, &run, &pos.cfg.protected, &check_policy)?)
+        }
+        WorkspaceMode::InPlace => None,
+    };
     let state = RunState {
         run_id: run_id.to_string(),
         state: RunPhase::Running,
@@ -320,6 +361,7 @@ pub fn resume(
         failing_count: pos.failing_count,
         resumed: true,
         run_key: Some(run_key),
+        workspace,
     };
     active.save_state(true)?;
     if let Some((reason, detail)) = decided {
@@ -349,7 +391,13 @@ impl ActiveRun<'_> {
     /// Run one command in its zone. A zone that cannot be set up (a missing isolation layer, a
     /// grant the zone cannot use) is an outcome, not a crash: `Ok(Err(detail))`, and the caller
     /// halts `isolation_unsatisfiable` with a complete, sealed receipt.
-    fn run_command(&mut self, zone: &mut dyn Zone, role: Role, iteration: u64) -> CmdResult<Result<ZoneRun, String>> {
+    fn run_command(
+        &mut self,
+        zone: &mut dyn Zone,
+        role: Role,
+        iteration: u64,
+        overlay: Option<sandbox::OverlayMount>,
+    ) -> CmdResult<Result<ZoneRun, String>> {
         let (line, timeout_ms, stem) = match role {
             Role::Agent => (self.cfg.exec.clone(), self.cfg.exec_timeout_ms, format!("{iteration:04}-exec")),
             Role::Check => (self.cfg.check.clone(), self.cfg.check_timeout_ms, format!("{iteration:04}-check")),
@@ -358,12 +406,17 @@ impl ActiveRun<'_> {
         env.push(("LOOPEXEC_RUN_ID".into(), self.state.run_id.clone()));
         env.push(("LOOPEXEC_ITERATION".into(), iteration.to_string()));
         env.push(("LOOPEXEC_ROLE".into(), role.as_str().into()));
+        let cwd = match &overlay {
+            Some(o) => o.target.clone(),
+            None => PathBuf::from(&self.cfg.workdir),
+        };
         let cmd = ZoneCommand {
             role,
             command_line: line,
-            cwd: PathBuf::from(&self.cfg.workdir),
+            cwd,
             env,
             timeout: Some(Duration::from_millis(timeout_ms)),
+            overlays: overlay.into_iter().collect(),
         };
         let sink = ArtifactSink::new(&self.artifacts, ARTIFACTS, &stem);
         match zone.run(&cmd, &sink) {
@@ -389,15 +442,29 @@ impl ActiveRun<'_> {
     }
 
     fn halt(&mut self, reason: HaltReason, detail: String) -> CmdResult<RunOutcome> {
-        self.append(
-            events::HALT,
-            json!({
-                "halt_reason": reason.as_str(),
-                "exit_code": reason.class().code(),
-                "iteration": self.state.iteration,
-                "detail": detail,
-            }),
-        )?;
+        let mut halt = json!({
+            "halt_reason": reason.as_str(),
+            "exit_code": reason.class().code(),
+            "iteration": self.state.iteration,
+            "detail": detail,
+        });
+        if let Some(ws) = &self.workspace {
+            // The last accepted state reaches the operator as a branch and a patch; a failed
+            // delivery (e.g. the branch already exists) is recorded, never fatal to the halt.
+            let message = format!("loopexec run {}: {}", self.state.run_id, reason.as_str());
+            halt["delivery"] = match ws.deliver(&self.state.run_id, &self.run, &message) {
+                Ok(Some(d)) => json!({
+                    "branch": d.branch,
+                    "commit": d.commit,
+                    "tree": d.tree,
+                    "parent": d.parent,
+                    "patch": d.patch.strip_prefix(self.run.path()).unwrap_or(&d.patch).to_string_lossy(),
+                }),
+                Ok(None) => json!({"branch": null, "reason": "no accepted change to deliver"}),
+                Err(e) => json!({"branch": null, "error": e.message}),
+            };
+        }
+        self.append(events::HALT, halt)?;
         self.seal()?;
         self.state.state = RunPhase::Halted;
         self.state.halt_reason = Some(reason.as_str().into());
@@ -444,7 +511,8 @@ impl ActiveRun<'_> {
             self.append(events::ITERATION_START, json!({"iteration": n}))?;
             self.state.iteration = n;
 
-            let exec = match self.run_command(zone, Role::Agent, n)? {
+            let agent_overlay = self.workspace.as_ref().map(RunWorkspace::agent_overlay);
+            let exec = match self.run_command(zone, Role::Agent, n, agent_overlay)? {
                 Ok(run) => run,
                 Err(detail) => return self.halt(HaltReason::IsolationUnsatisfiable, detail),
             };
@@ -470,11 +538,42 @@ impl ActiveRun<'_> {
                     return self.halt(reason, detail);
                 }
             }
+            if let Some(ws) = self.workspace.as_mut() {
+                // The first guard: which tree did the agent leave, and did it touch a protected path?
+                let step = ws.after_agent()?;
+                let touched: Vec<Value> = step
+                    .protected
+                    .iter()
+                    .map(|c| json!({"path": c.path, "change": format!("{:?}", c.change).to_lowercase()}))
+                    .collect();
+                let changed = step.snapshot.changes(ws.baseline_manifest()?).len();
+                let tree_id = step.snapshot.tree_id.to_hex();
+                let blocked: Vec<String> = step.protected.iter().map(|c| c.path.clone()).collect();
+                if blocked.is_empty() {
+                    ws.accept(step.snapshot);
+                }
+                self.append(
+                    events::SNAPSHOT,
+                    json!({"iteration": n, "tree_id": tree_id, "changed_paths": changed, "protected_changes": touched}),
+                )?;
+                if !blocked.is_empty() {
+                    let detail = format!("the agent changed protected paths: {}", blocked.join(", "));
+                    progress(&format!("iteration {n}: {detail}"));
+                    return self.halt(HaltReason::BlockedPathModified, detail);
+                }
+            }
             if let Some(sig) = interrupt::pending() {
                 return self.interrupted(sig, Some(n));
             }
 
-            let check = match self.run_command(zone, Role::Check, n)? {
+            let (check_overlay, scratch) = match &self.workspace {
+                Some(ws) => {
+                    let (overlay, scratch) = ws.check_overlay(&self.run, n)?;
+                    (Some(overlay), Some(scratch))
+                }
+                None => (None, None),
+            };
+            let check = match self.run_command(zone, Role::Check, n, check_overlay)? {
                 Ok(run) => run,
                 Err(detail) => return self.halt(HaltReason::IsolationUnsatisfiable, detail),
             };
@@ -491,7 +590,8 @@ impl ActiveRun<'_> {
             });
             let mut failing_count = None;
             if let (Some(rel), Some(_)) = (self.cfg.junit.clone(), check_exit) {
-                match junit::failing_set(&self.workdir, &rel) {
+                let report_dir = scratch.as_ref().map(|s| s.writes()).unwrap_or(&self.workdir);
+                match junit::failing_set(report_dir, &rel) {
                     Ok(set) => {
                         failing_count = Some(set.len());
                         result["failing_count"] = json!(set.len());
@@ -500,6 +600,7 @@ impl ActiveRun<'_> {
                     Err(e) => result["junit_error"] = json!(e.to_string()),
                 }
             }
+            drop(scratch);
             self.append(events::CHECK_RESULT, result)?;
             if check_exit.is_some() {
                 self.check_exit = check_exit;

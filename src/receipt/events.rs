@@ -6,6 +6,10 @@ use crate::zones::Ending;
 use serde_json::{json, Map, Value};
 
 pub const RUN_START: &str = "run_start";
+/// The detached workspace of a run: baseline t0 (commit, tree), protected paths.
+pub const WORKSPACE: &str = "workspace";
+/// The tree an agent step left, and the protected paths it touched.
+pub const SNAPSHOT: &str = "snapshot";
 pub const ITERATION_START: &str = "iteration_start";
 pub const EXEC_RESULT: &str = "exec_result";
 pub const CHECK_RESULT: &str = "check_result";

@@ -39,6 +39,9 @@ pub struct ZoneCommand {
     pub env: Vec<(String, String)>,
     /// Wall-clock limit; on expiry the whole process tree is killed.
     pub timeout: Option<Duration>,
+    /// Overlays the zone mounts (the detached workspace); `cwd` lies inside one of them. Only
+    /// sandboxing backends can honour them: the host backend refuses a command that has any.
+    pub overlays: Vec<sandbox::OverlayMount>,
 }
 
 /// How a command ended.

@@ -1,0 +1,214 @@
+//! The detached workspace of a native run, from the engine's side: which tree the agent starts
+//! from, what each agent step changed, which protected paths it touched, what the check runs on,
+//! and what reaches the operator at the end.
+//!
+//! The agent never works in the operator's repository: it gets an overlay over the baseline t0
+//! mounted at [`WORKSPACE_TARGET`]. After each agent step the oracle snapshots the overlay's upper
+//! layer (a git tree id for the receipt) and checks the protected paths; the check then runs on a
+//! throwaway overlay in which protected paths come from t0. At halt the last accepted snapshot is
+//! delivered as the branch `loopexec/<run-id>` plus a patch in the run directory.
+
+use crate::error::{CmdResult, Failure};
+use crate::receipt::store::{fs_failure, RunDir, StateDir};
+use crate::safefs::SafeDir;
+use crate::workspace::{
+    check_layers, deliver, protected_changes, Baseline, BaselineOptions, Delivery, ObjectId, ProtectedChange,
+    ProtectedPaths, Snapshot, Workspace,
+};
+use sandbox::OverlayMount;
+use serde_json::{json, Map, Value};
+use std::path::{Path, PathBuf};
+
+/// Where the workspace appears inside the zones.
+pub const WORKSPACE_TARGET: &str = "/workspace";
+/// Per-check scratch layers live under the run directory and are removed after each check.
+const CHECKS: &str = "checks";
+
+/// How a run's commands see the operator's directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkspaceMode {
+    /// An overlay over the committed tree (t0) of the workdir's git repository (native isolation).
+    Detached,
+    /// The workdir itself, read-write (a directory that is not a git repository, or `--isolation none`).
+    InPlace,
+}
+
+impl WorkspaceMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkspaceMode::Detached => "detached",
+            WorkspaceMode::InPlace => "in_place",
+        }
+    }
+}
+
+/// Whether `workdir` is the top of a git work tree (it has a `.git` entry).
+pub fn is_git_repository(workdir: &Path) -> bool {
+    std::fs::symlink_metadata(workdir.join(".git")).is_ok()
+}
+
+/// The uid/gid that must own the zone-writable layers: the zone's, when loopexec runs as root.
+pub fn zone_owner(policy: &sandbox::Policy) -> Option<(u32, u32)> {
+    nix::unistd::geteuid().is_root().then_some((policy.identity.uid_when_root, policy.identity.gid_when_root))
+}
+
+/// What an agent step left behind.
+pub struct AgentStep {
+    pub snapshot: Snapshot,
+    pub protected: Vec<ProtectedChange>,
+}
+
+/// A check's scratch layers, removed when dropped.
+pub struct CheckScratch {
+    dir: PathBuf,
+    upper: SafeDir,
+}
+
+impl CheckScratch {
+    /// The check's own writes (its scratch upper layer), e.g. to read the JUnit report it wrote.
+    pub fn writes(&self) -> &SafeDir {
+        &self.upper
+    }
+}
+
+impl Drop for CheckScratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The detached workspace of one run.
+pub struct RunWorkspace {
+    workspace: Workspace,
+    protected: ProtectedPaths,
+    check_owner: Option<(u32, u32)>,
+    /// The last snapshot that passed the guards (what is delivered at the end).
+    last_accepted: Option<Snapshot>,
+}
+
+fn ws_failure(e: crate::workspace::WorkspaceError) -> Failure {
+    e.into()
+}
+
+impl RunWorkspace {
+    /// Take the baseline t0 of `repo` and create the run's workspace; returns the fields of the
+    /// `workspace` receipt event.
+    pub fn create(
+        repo: &Path,
+        statedir: &StateDir,
+        run: &RunDir,
+        include_uncommitted: bool,
+        protected_extra: &[String],
+        agent_policy: &sandbox::Policy,
+        check_policy: &sandbox::Policy,
+    ) -> CmdResult<(RunWorkspace, Map<String, Value>)> {
+        let protected = ProtectedPaths::new(true, protected_extra).map_err(ws_failure)?;
+        let agent_owner = zone_owner(agent_policy);
+        let opts = BaselineOptions { include_uncommitted, owner: agent_owner };
+        let baseline = Baseline::prepare(repo, statedir.root(), &opts).map_err(ws_failure)?;
+        let workspace = Workspace::create(baseline, run.dir(), agent_owner).map_err(ws_failure)?;
+        let b = workspace.baseline();
+        let fields = match json!({
+            "mode": WorkspaceMode::Detached.as_str(),
+            "repo": repo.to_string_lossy(),
+            "baseline_key": b.key,
+            "head_commit": b.head_commit.to_hex(),
+            "tree_id": b.tree_id.to_hex(),
+            "include_uncommitted": b.include_uncommitted,
+            "baseline_reused": b.reused,
+            "target": WORKSPACE_TARGET,
+            "protected": protected.patterns(),
+        }) {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        };
+        let ws = RunWorkspace { workspace, protected, check_owner: zone_owner(check_policy), last_accepted: None };
+        Ok((ws, fields))
+    }
+
+    /// Re-open the workspace of a run being resumed, from its `workspace` event.
+    pub fn reopen(
+        event: &Map<String, Value>,
+        statedir: &StateDir,
+        run: &RunDir,
+        protected_extra: &[String],
+        check_policy: &sandbox::Policy,
+    ) -> CmdResult<RunWorkspace> {
+        let text = |k: &str| event.get(k).and_then(Value::as_str).map(str::to_string);
+        let broken = || Failure::workspace(format!("{}: malformed workspace event", run.receipt_path().display()));
+        let repo = text("repo").ok_or_else(broken)?;
+        let key = text("baseline_key").ok_or_else(broken)?;
+        let head = text("head_commit").and_then(|h| ObjectId::from_hex(h.as_bytes())).ok_or_else(broken)?;
+        let include_uncommitted = event.get("include_uncommitted").and_then(Value::as_bool).unwrap_or(false);
+        let baseline = Baseline::reopen(Path::new(&repo), statedir.root(), &key, head, include_uncommitted).map_err(ws_failure)?;
+        let workspace = Workspace::open(baseline, run.dir()).map_err(ws_failure)?;
+        let protected = ProtectedPaths::new(true, protected_extra).map_err(ws_failure)?;
+        let mut ws = RunWorkspace {
+            workspace,
+            protected,
+            check_owner: zone_owner(check_policy),
+            last_accepted: None,
+        };
+        // The workspace as the crashed process left it is accepted again only if it passes the guard.
+        let step = ws.after_agent()?;
+        if step.protected.is_empty() {
+            ws.last_accepted = Some(step.snapshot);
+        }
+        Ok(ws)
+    }
+
+    /// The overlay the agent zone mounts.
+    pub fn agent_overlay(&self) -> OverlayMount {
+        self.workspace.agent_overlay(Path::new(WORKSPACE_TARGET))
+    }
+
+    /// Snapshot the workspace after an agent step and check the protected paths.
+    pub fn after_agent(&mut self) -> CmdResult<AgentStep> {
+        let snapshot = self.workspace.snapshot().map_err(ws_failure)?;
+        let baseline = self.workspace.baseline().manifest().map_err(ws_failure)?;
+        let protected = protected_changes(baseline, &snapshot, &self.protected);
+        Ok(AgentStep { snapshot, protected })
+    }
+
+    /// The baseline's manifest (t0).
+    pub fn baseline_manifest(&self) -> CmdResult<&crate::workspace::Manifest> {
+        self.workspace.baseline().manifest().map_err(ws_failure)
+    }
+
+    /// Accept a snapshot that passed the guards.
+    pub fn accept(&mut self, snapshot: Snapshot) {
+        self.last_accepted = Some(snapshot);
+    }
+
+    pub fn last_accepted(&self) -> Option<&Snapshot> {
+        self.last_accepted.as_ref()
+    }
+
+    /// Build the throwaway layers of the check of `iteration` over the last accepted snapshot.
+    pub fn check_overlay(&self, run: &RunDir, iteration: u64) -> CmdResult<(OverlayMount, CheckScratch)> {
+        let snapshot = self.last_accepted.as_ref().ok_or_else(|| Failure::internal("no accepted snapshot to check"))?;
+        let checks = run.dir().subdir_or_create(CHECKS).map_err(fs_failure)?;
+        if self.check_owner.is_some() {
+            crate::workspace::fsat::allow_traverse(&checks.fd()).map_err(|e| Failure::io(checks.path(), &e.into()))?;
+        }
+        let name = format!("{iteration:04}");
+        let _ = std::fs::remove_dir_all(checks.path().join(&name));
+        let dir = checks.subdir_or_create(&name).map_err(fs_failure)?;
+        let layers = check_layers(&self.workspace, snapshot, &self.protected, &dir, Path::new(WORKSPACE_TARGET), self.check_owner)
+            .map_err(ws_failure)?;
+        let upper = dir.subdir("upper").map_err(fs_failure)?;
+        Ok((layers.overlay, CheckScratch { dir: dir.path().to_path_buf(), upper }))
+    }
+
+    /// Deliver the last accepted state, if it differs from t0.
+    pub fn deliver(&self, run_id: &str, run: &RunDir, message: &str) -> CmdResult<Option<Delivery>> {
+        let Some(snapshot) = &self.last_accepted else {
+            return Ok(None);
+        };
+        if snapshot.tree_id == self.workspace.baseline().tree_id {
+            return Ok(None);
+        }
+        deliver(&self.workspace, snapshot, run_id, run.dir(), message).map(Some).map_err(ws_failure)
+    }
+}
