@@ -35,10 +35,6 @@ pub struct Limits {
 /// Everything the zone init needs, in the order it uses it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Plan {
-    /// The supervisor's pid: the zone dies with it.
-    pub supervisor_pid: i32,
-    /// Root callers: host uid/gid the zone runs as (set before the user namespace is created).
-    pub drop_to: Option<(u32, u32)>,
     pub binds: Vec<Bind>,
     /// Absolute zone paths (existing, symlink-free) re-bound read-only.
     pub protected: Vec<(PathBuf, PathBuf)>,
