@@ -11,22 +11,26 @@
 //!                         teardown) so it can be held read-only; a symlinked one refuses.
 //!  5. `build_env`         the environment: allowed names from the caller, then the policy's fixed set.
 //!  6. `create_cgroup`     the budget, beneath our own cgroup.
-//!  7. `spawn_stage1`      re-execute /proc/self/exe as the zone init, fresh and single-threaded, with
-//!                         the plan socket on fd 3, the parent-death signal set, and nothing else.
-//!  8. `enter_cgroup`      stage 1 is moved into the zone cgroup before it reads its plan, so every
-//!                         later process is born inside the budget.
-//!  9. `send_plan`, `await_ready`: the zone reports `Ready` only once the command was executed.
+//!  7. `clone_zone_init`  clone(2) straight into new user, mount, pid, net, ipc, uts and cgroup
+//!                         namespaces; the child holds before exec until its ids are mapped, then
+//!                         re-executes /proc/self/exe (fresh, single-threaded) as the zone's pid 1,
+//!                         with the plan socket on fd 3, the parent-death signal set, and nothing else.
+//!  8. `map_ids_and_release`: uid_map/gid_map (the zone uid to itself), setgroups denied.
+//!  9. send the plan, then move the init into the zone cgroup (slow on cgroup v1, so it overlaps
+//!     with the init building its filesystem view), then send `GO`: the init forks nothing before
+//!     `GO`, so every process of the command is born inside the budget.
+//! 10. `await_ready`: the zone reports `Ready` only once the command was executed.
 //!
-//! Zone side (`init.rs`, `mounts.rs`): drop to zone uid (root) -> parent-death signal -> user ns ->
-//! mount/pid/net/ipc/uts/cgroup ns -> uid/gid maps -> fork pid 1 -> private propagation -> staging
-//! pivot -> fresh root with grants, protected and hidden paths, /tmp, /dev, /proc -> pivot_root +
-//! detach old root -> seal root read-only -> hostname -> loopback up -> proxy listener -> fork
-//! command -> setsid -> parent-death signal -> rlimits -> cwd -> close-on-exec every fd > 2 ->
+//! Zone side (clone child, then `init.rs`, `mounts.rs`): stdio and plan socket -> parent-death
+//! signal -> wait for id maps -> (root callers) zone uid/gid -> capabilities into the ambient set
+//! -> exec as pid 1 -> private propagation -> staging pivot -> fresh root with grants, protected and hidden paths, /tmp, /dev, /proc -> pivot_root +
+//! detach old root -> seal root read-only -> hostname -> loopback up -> proxy listener -> wait
+//! for `GO` -> fork command -> setsid -> parent-death signal -> rlimits -> cwd -> close-on-exec every fd > 2 ->
 //! no_new_privs -> Landlock -> capabilities emptied and verified -> seccomp -> execve.
 //!
-//! Teardown (`RunningZone::kill` / `Drop`): SIGKILL stage 1 (pid 1 follows through its
-//! parent-death signal, and the kernel kills the whole pid namespace with it), then every member
-//! of the zone cgroup, then the cgroup and the placeholders are removed.
+//! Teardown (`RunningZone::kill` / `Drop`): SIGKILL the zone's pid 1 (the kernel then kills every
+//! process of its pid namespace), then every member of the zone cgroup, then the cgroup and the
+//! placeholders are removed.
 
 use crate::cgroup::{self, Budget, ZoneCgroup};
 use crate::error::{Layer, SandboxError};
@@ -206,13 +210,14 @@ pub fn launch(spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
         exit: None,
     };
     map_ids_and_release(&cloned, zone_uid, zone_gid, root)?;
-    // The init is still before its exec or waiting for its plan: it forks nothing before this.
-    if let Some(cg) = &zone.cgroup {
-        cg.add(pid).map_err(|e| SandboxError::io("enter the zone cgroup", e))?;
-    }
     drop(cloned);
     let bytes = serde_json::to_vec(&plan).map_err(|e| SandboxError::Spawn(format!("encode plan: {e}")))?;
     plan::send(zone.sock.as_raw_fd(), &bytes, None).map_err(|e| SandboxError::io("send plan", e))?;
+    // The init builds the filesystem view meanwhile; it forks nothing before it reads `GO`.
+    if let Some(cg) = &zone.cgroup {
+        cg.add(pid).map_err(|e| SandboxError::io("enter the zone cgroup", e))?;
+    }
+    plan::send(zone.sock.as_raw_fd(), plan::GO, None).map_err(|e| SandboxError::io("start the zone", e))?;
     await_ready(&mut zone, &host)?;
     Ok(zone)
 }
