@@ -739,3 +739,77 @@ impl Drop for RunningZone {
         let _ = self.kill();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(policy_text: &str) -> ZoneSpec {
+        let policy = Policy::parse(policy_text.as_bytes(), "t.toml").unwrap();
+        ZoneSpec::new(policy, vec!["/bin/true".into()])
+    }
+
+    #[test]
+    fn environment_keeps_only_allowed_names_and_fixed_values_win() {
+        let mut s = spec("[env]\nallow = [\"LANG\", \"HOME\"]\nset = { HOME = \"/tmp\" }\n");
+        s.env = vec![("LANG".into(), "C".into()), ("TOKEN".into(), "secret".into()), ("HOME".into(), "/root".into())];
+        let env = build_env(&s);
+        assert_eq!(env, vec![(b"LANG".to_vec(), b"C".to_vec()), (b"HOME".to_vec(), b"/tmp".to_vec())]);
+    }
+
+    #[test]
+    fn cwd_outside_every_grant_is_refused() {
+        let mut s = spec("[filesystem]\nread_only = [\"/usr\"]\n");
+        s.cwd = PathBuf::from("/etc");
+        assert!(matches!(check_spec(&s), Err(SandboxError::Spec(m)) if m.contains("/etc")));
+        s.cwd = PathBuf::from("/usr/share");
+        assert!(check_spec(&s).is_ok());
+    }
+
+    #[test]
+    fn relative_extra_grant_is_refused() {
+        let mut s = spec("");
+        s.extra_rw = vec![PathBuf::from("work")];
+        assert!(matches!(check_spec(&s), Err(SandboxError::Spec(_))));
+    }
+
+    #[test]
+    fn listener_needs_proxy_mode() {
+        let mut s = spec("[network]\nmode = \"none\"\n");
+        s.loopback_listener = Some(0);
+        assert!(matches!(check_spec(&s), Err(SandboxError::Spec(m)) if m.contains("proxy")));
+        let mut s = spec("[network]\nmode = \"proxy\"\n");
+        s.loopback_listener = Some(0);
+        assert!(check_spec(&s).is_ok());
+    }
+
+    #[test]
+    fn empty_command_is_refused() {
+        let mut s = spec("");
+        s.argv.clear();
+        assert!(matches!(check_spec(&s), Err(SandboxError::Spec(_))));
+    }
+
+    #[test]
+    fn missing_protected_path_gets_a_placeholder_that_is_removed_afterwards() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let mut held = Held { placeholders: Vec::new() };
+        let pairs = hold_protected(&[root.clone()], &[PathBuf::from(".git/hooks"), PathBuf::from(".git/config")], &mut held).unwrap();
+        // `.git` is missing: it is held itself, and covers both protected paths.
+        assert_eq!(pairs, vec![(root.clone(), PathBuf::from(".git"))]);
+        assert!(root.join(".git").is_dir());
+        drop(held);
+        assert!(!root.join(".git").exists());
+    }
+
+    #[test]
+    fn symlinked_protected_path_refuses_the_launch() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::os::unix::fs::symlink("/etc", root.join(".git")).unwrap();
+        let mut held = Held { placeholders: Vec::new() };
+        let r = hold_protected(&[root], &[PathBuf::from(".git/config")], &mut held);
+        assert!(matches!(r, Err(SandboxError::Spec(m)) if m.contains("symlink")));
+    }
+}
