@@ -270,6 +270,11 @@ impl ZoneCgroup {
 
     /// Kill everything left and remove the directories.
     pub fn destroy(&mut self) -> io::Result<()> {
+        // Usually the pid namespace is gone already and the groups are empty: try that first.
+        self.dirs.retain(|d| fs::remove_dir(d).is_err());
+        if self.dirs.is_empty() {
+            return Ok(());
+        }
         let killed = self.kill_all();
         let mut last = Ok(());
         for d in self.dirs.drain(..) {

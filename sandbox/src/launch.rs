@@ -4,28 +4,31 @@
 //! 1. `check_spec`: argv, cwd and grant paths are well-formed (absolute, no `..`).
 //! 2. `check_host`: preflight; every layer the policy needs exists, or the policy lets us skip
 //!    it (then the report says so); otherwise `Unsatisfiable`.
-//! 3. `resolve_grants`: grants canonicalised; writable ones must exist (and, for root callers,
-//!    be writable by the zone uid: refused with the chown fix otherwise).
-//! 4. `hold_protected`: protected sub-paths of writable roots are found without following
-//!    symlinks; a missing one gets an empty placeholder directory (removed at teardown) so it
-//!    can be held read-only; a symlinked one refuses.
-//! 5. `build_env`: allowed names from the caller, then the policy's fixed set.
-//! 6. `create_cgroup`: the budget, beneath our own cgroup.
-//! 7. `clone_zone_init`: clone3(2) straight into new user, mount, pid, net, ipc, uts and cgroup
+//! 3. `create_cgroup`: the budget, beneath our own cgroup.
+//! 4. `clone_zone_init`: clone3(2) straight into new user, mount, pid, net, ipc, uts and cgroup
 //!    namespaces (cgroup v2: straight into the zone cgroup). The child holds before exec until
 //!    its ids are mapped, then re-executes /proc/self/exe (fresh, single-threaded) as the zone's
 //!    pid 1, with the plan socket on fd 3, the parent-death signal set, and nothing else.
-//! 8. `map_ids_and_release`: uid_map/gid_map (the zone uid to itself), setgroups denied.
 //!    The child enters the zone cgroup before anything else: on v2 it is born there
 //!    (`CLONE_INTO_CGROUP`); on v1 it writes "0" to each controller's `tasks` file (opened by the
 //!    supervisor), which moves a single thread without the global lock a `cgroup.procs` write
 //!    takes (and its RCU grace period, milliseconds on a busy host).
-//! 9. Send the plan.
+//! 5. `map_ids_and_release`: uid_map/gid_map (the zone uid to itself), setgroups denied. While
+//!    the init executes, the plan is resolved:
+//! 6. `resolve_grants`: grants canonicalised; writable ones must exist (and, for root callers,
+//!    be writable by the zone uid: refused with the chown fix otherwise).
+//! 7. `hold_protected`: protected sub-paths of writable roots are found without following
+//!    symlinks; a missing one gets an empty placeholder directory (removed at teardown) so it
+//!    can be held read-only; a symlinked one refuses.
+//! 8. `build_env`: allowed names from the caller, then the policy's fixed set.
+//! 9. Send the plan (the init reads nothing else and runs no untrusted code before it).
 //! 10. `await_ready`: the zone reports `Ready` only once the command was executed.
 //!
+//! Any error after step 4 drops the `RunningZone`, which kills the init and cleans up.
+//!
 //! Zone side (clone child, then `init.rs`, `mounts.rs`): stdio and plan socket, parent-death
-//! signal, zone cgroup (v1), wait for id maps, (root callers) zone uid/gid, capabilities into the ambient set, exec
-//! as pid 1, non-dumpable, private propagation, staging pivot, fresh root with /tmp, grants,
+//! signal, zone cgroup (v1), wait for id maps, (root callers) zone uid/gid, capabilities into
+//! the ambient set, exec as pid 1, non-dumpable, private propagation, staging pivot, fresh root with /tmp, grants,
 //! protected and hidden paths, /dev, /proc, pivot_root and detach of the old root, root sealed
 //! read-only, hostname, loopback up, proxy listener, fork the command. Command:
 //! setsid, parent-death signal, rlimits, cwd, close-on-exec on every fd above stdio,
@@ -148,7 +151,7 @@ pub struct RunningZone {
 }
 
 /// Start `spec.argv` in a new zone.
-pub fn launch(spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
+pub fn launch(mut spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
     check_spec(&spec)?;
     let host = preflight::probe();
     let skipped = check_host(&spec.policy, &host)?;
@@ -159,11 +162,46 @@ pub fn launch(spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
     } else {
         (nix::unistd::geteuid().as_raw(), nix::unistd::getegid().as_raw())
     };
+    let cgroup = if skip(Layer::Cgroup) { None } else { Some(create_cgroup(&spec.policy)?) };
+    let entry = match &cgroup {
+        Some(c) => c.entry().map_err(|e| SandboxError::Unsatisfiable {
+            layer: Layer::Cgroup,
+            cause: format!("opening the zone cgroup: {e}"),
+            fix: "run loopexec in a delegated cgroup (see `loopexec doctor`)".into(),
+        })?,
+        None => CgroupEntry::None,
+    };
+    // The init is started first: it executes and initialises while we resolve the plan.
+    let cloned = clone_zone_init([spec.stdin.take(), spec.stdout.take(), spec.stderr.take()], root.then_some((zone_uid, zone_gid)), &entry)?;
+    drop(entry);
+    let mut zone = RunningZone {
+        pid: cloned.pid,
+        sock: cloned.sock.try_clone().map_err(|e| SandboxError::io("socket", e))?,
+        pidfd: cloned.pidfd.try_clone().ok(),
+        listener: None,
+        report: AppliedReport {
+            policy_sha256: spec.policy.sha256.clone(),
+            layers: layer_table(&host, &skipped, spec.policy.network.mode),
+            skipped: skipped.clone(),
+            landlock_abi: if skip(Layer::Landlock) { 0 } else { host.landlock_abi },
+            cgroup: cgroup.as_ref().map(|c| c.paths().to_vec()).unwrap_or_default(),
+            zone_uid,
+            zone_gid,
+            network_mode: spec.policy.network.mode.as_str(),
+            listener_port: None,
+            placeholders: Vec::new(),
+        },
+        cgroup,
+        placeholders: Vec::new(),
+        exit: None,
+    };
+    map_ids_and_release(&cloned, zone_uid, zone_gid, root)?;
+    drop(cloned);
     let (ro, rw) = resolve_grants(&spec, root.then_some((zone_uid, zone_gid)))?;
     let mut held = Held { placeholders: Vec::new() };
     let protected = hold_protected(&rw, &spec.policy.filesystem.protected, &mut held)?;
-    let env = build_env(&spec);
-    let cgroup = if skip(Layer::Cgroup) { None } else { Some(create_cgroup(&spec.policy)?) };
+    zone.report.placeholders = held.placeholders.clone();
+    zone.placeholders = std::mem::take(&mut held.placeholders);
     let landlock = (!skip(Layer::Landlock)).then(|| LandlockPlan {
         abi: host.landlock_abi,
         read: ro.clone(),
@@ -187,42 +225,8 @@ pub fn launch(spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
         limits: Limits { open_files: r.open_files_max, file_size: r.file_size_max_bytes, core: r.core_dump_bytes },
         cwd: spec.cwd.clone(),
         argv: spec.argv.iter().map(|a| a.as_bytes().to_vec()).collect(),
-        env,
+        env: build_env(&spec),
     };
-    let entry = match &cgroup {
-        Some(c) => c.entry().map_err(|e| SandboxError::Unsatisfiable {
-            layer: Layer::Cgroup,
-            cause: format!("opening the zone cgroup: {e}"),
-            fix: "run loopexec in a delegated cgroup (see `loopexec doctor`)".into(),
-        })?,
-        None => CgroupEntry::None,
-    };
-    let cloned = clone_zone_init([spec.stdin, spec.stdout, spec.stderr], root.then_some((zone_uid, zone_gid)), &entry)?;
-    drop(entry);
-    let pid = cloned.pid;
-    let mut zone = RunningZone {
-        pid,
-        sock: cloned.sock.try_clone().map_err(|e| SandboxError::io("socket", e))?,
-        pidfd: cloned.pidfd.try_clone().ok(),
-        listener: None,
-        report: AppliedReport {
-            policy_sha256: spec.policy.sha256.clone(),
-            layers: layer_table(&host, &skipped, spec.policy.network.mode),
-            skipped: skipped.clone(),
-            landlock_abi: if skip(Layer::Landlock) { 0 } else { host.landlock_abi },
-            cgroup: cgroup.as_ref().map(|c| c.paths().to_vec()).unwrap_or_default(),
-            zone_uid,
-            zone_gid,
-            network_mode: spec.policy.network.mode.as_str(),
-            listener_port: None,
-            placeholders: held.placeholders.clone(),
-        },
-        cgroup,
-        placeholders: std::mem::take(&mut held.placeholders),
-        exit: None,
-    };
-    map_ids_and_release(&cloned, zone_uid, zone_gid, root)?;
-    drop(cloned);
     let bytes = serde_json::to_vec(&plan).map_err(|e| SandboxError::Spawn(format!("encode plan: {e}")))?;
     plan::send(zone.sock.as_raw_fd(), &bytes, None).map_err(|e| SandboxError::io("send plan", e))?;
     await_ready(&mut zone)?;
