@@ -541,9 +541,6 @@ fn clone_zone_init(stdio: [Option<OwnedFd>; 3], drop_to: Option<(u32, u32)>, ent
             if libc::dup2(sock_raw, PLAN_FD) < 0 {
                 libc::_exit(121);
             }
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-                libc::_exit(122);
-            }
             let mut byte = 0u8;
             if libc::read(hold_raw, &mut byte as *mut u8 as *mut libc::c_void, 1) != 1 {
                 libc::_exit(123); // the supervisor died or gave up before mapping our ids
@@ -569,6 +566,10 @@ fn clone_zone_init(stdio: [Option<OwnedFd>; 3], drop_to: Option<(u32, u32)>, ent
             }
             for cap in 0..64 {
                 libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_RAISE, cap, 0, 0);
+            }
+            // Last, after every credential change (a change of uid clears it).
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                libc::_exit(122);
             }
             libc::execve(exe.as_ptr(), argv.as_ptr(), envp.as_ptr());
             126
