@@ -265,3 +265,9 @@ fn zone_dies_with_its_supervisor() {
     }
     assert!(left.is_empty(), "zone processes outlived the supervisor: {left:?}");
 }
+
+#[test]
+fn command_starts_with_default_signal_dispositions() {
+    let o = Command::new(bin()).args(["sandbox", "--", "/bin/grep", "-E", "^Sig(Ign|Blk):", "/proc/self/status"]).output().unwrap();
+    assert_eq!(stdout(&o), "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n");
+}

@@ -10,7 +10,7 @@
 //!   (`mounts`), sets the hostname, brings loopback up, opens the proxy listener, forks the
 //!   command, reports `Ready` once the command was executed, reaps every orphan, and reports how
 //!   the command ended. When it exits, the kernel kills every process left in the namespace.
-//! - **command**: new session, parent-death signal, rlimits, cwd, descriptors beyond stdio marked
+//! - **command**: new session, default signal dispositions, parent-death signal, rlimits, cwd, descriptors beyond stdio marked
 //!   close-on-exec, no_new_privs, Landlock, capabilities emptied, seccomp, exec.
 
 use crate::error::Layer;
@@ -177,6 +177,7 @@ fn command(plan: &Plan, listener_port: Option<u16>) -> (Option<Layer>, String) {
         };
     }
     step!(None, "setsid", nix::unistd::setsid());
+    step!(None, "signal dispositions", reset_signals());
     step!(None, "PR_SET_PDEATHSIG", nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL));
     step!(Some(Layer::Rlimits), "rlimits", set_rlimits(plan));
     step!(None, format!("chdir {}", plan.cwd.display()), nix::unistd::chdir(&plan.cwd));
@@ -233,6 +234,17 @@ fn resolve(arg0: &[u8], env: &[(Vec<u8>, Vec<u8>)]) -> Vec<CString> {
             CString::new(full.as_os_str().as_bytes().to_vec()).ok()
         })
         .collect()
+}
+
+/// The Rust runtime ignores SIGPIPE; ignored dispositions survive execve, so restore the
+/// default for every signal and unblock them all (`yes | head` must end with SIGPIPE).
+fn reset_signals() -> nix::Result<()> {
+    use nix::sys::signal::{sigaction, sigprocmask, SaFlags, SigAction, SigHandler, SigSet, SigmaskHow, Signal};
+    let default = SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty());
+    for sig in Signal::iterator().filter(|s| !matches!(s, Signal::SIGKILL | Signal::SIGSTOP)) {
+        unsafe { sigaction(sig, &default) }?;
+    }
+    sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
 }
 
 fn set_rlimits(plan: &Plan) -> nix::Result<()> {
