@@ -236,15 +236,28 @@ fn resolve(arg0: &[u8], env: &[(Vec<u8>, Vec<u8>)]) -> Vec<CString> {
         .collect()
 }
 
-/// The Rust runtime ignores SIGPIPE; ignored dispositions survive execve, so restore the
-/// default for every signal and unblock them all (`yes | head` must end with SIGPIPE).
+/// The Rust runtime ignores SIGPIPE, and callers may ignore real-time signals; ignored
+/// dispositions survive execve. Restore the default for every signal 1..=64 (through the raw
+/// syscall: libc refuses the two real-time signals it reserves) and unblock them all.
 fn reset_signals() -> nix::Result<()> {
-    use nix::sys::signal::{sigaction, sigprocmask, SaFlags, SigAction, SigHandler, SigSet, SigmaskHow, Signal};
-    let default = SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty());
-    for sig in Signal::iterator().filter(|s| !matches!(s, Signal::SIGKILL | Signal::SIGSTOP)) {
-        unsafe { sigaction(sig, &default) }?;
+    #[repr(C)]
+    struct KernelSigaction {
+        handler: usize,
+        flags: u64,
+        restorer: usize,
+        mask: u64,
     }
-    sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
+    let default = KernelSigaction { handler: libc::SIG_DFL, flags: 0, restorer: 0, mask: 0 };
+    for sig in 1..=64 {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            continue;
+        }
+        let rc = unsafe { libc::syscall(libc::SYS_rt_sigaction, sig, &default as *const KernelSigaction, std::ptr::null_mut::<KernelSigaction>(), 8usize) };
+        if rc != 0 {
+            return Err(nix::Error::last());
+        }
+    }
+    nix::sys::signal::sigprocmask(nix::sys::signal::SigmaskHow::SIG_SETMASK, Some(&nix::sys::signal::SigSet::empty()), None)
 }
 
 fn set_rlimits(plan: &Plan) -> nix::Result<()> {
