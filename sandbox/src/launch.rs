@@ -15,8 +15,10 @@
 //!    takes (and its RCU grace period, milliseconds on a busy host).
 //! 5. `map_ids_and_release`: uid_map/gid_map (the zone uid to itself), setgroups denied. While
 //!    the init executes, the plan is resolved:
-//! 6. `resolve_grants`: grants canonicalised; writable ones must exist (and, for root callers,
-//!    be writable by the zone uid: refused with the chown fix otherwise).
+//! 6. `resolve_grants`, `idmapped_trees`: grants canonicalised; writable ones must exist. For
+//!    root callers, a writable grant the zone uid cannot write becomes an idmapped mount tree
+//!    (its on-disk owner seen as the zone uid), sent with the plan; refused with the chown fix
+//!    when the filesystem cannot idmap.
 //! 7. `hold_protected`: protected sub-paths of writable roots are found without following
 //!    symlinks; a missing one gets an empty placeholder directory (removed at teardown) so it
 //!    can be held read-only; a symlinked one refuses.
@@ -197,7 +199,9 @@ pub fn launch(mut spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
     };
     map_ids_and_release(&cloned, zone_uid, zone_gid, root)?;
     drop(cloned);
-    let (ro, rw) = resolve_grants(&spec, root.then_some((zone_uid, zone_gid)))?;
+    let (ro, grants) = resolve_grants(&spec, root.then_some((zone_uid, zone_gid)))?;
+    let rw: Vec<PathBuf> = grants.iter().map(|g| g.path.clone()).collect();
+    let trees = idmapped_trees(&grants, zone_uid, zone_gid)?;
     let mut held = Held { placeholders: Vec::new() };
     let protected = hold_protected(&rw, &spec.policy.filesystem.protected, &mut held)?;
     zone.report.placeholders = held.placeholders.clone();
@@ -212,8 +216,12 @@ pub fn launch(mut spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
     let plan = Plan {
         binds: ro
             .iter()
-            .map(|p| Bind { path: p.clone(), writable: false })
-            .chain(rw.iter().map(|p| Bind { path: p.clone(), writable: true }))
+            .map(|p| Bind { path: p.clone(), writable: false, tree: None })
+            .chain(grants.iter().map(|g| Bind {
+                path: g.path.clone(),
+                writable: true,
+                tree: trees.iter().position(|(p, _)| *p == g.path),
+            }))
             .collect(),
         protected,
         hidden: spec.policy.filesystem.hidden.clone(),
@@ -228,7 +236,9 @@ pub fn launch(mut spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
         env: build_env(&spec),
     };
     let bytes = serde_json::to_vec(&plan).map_err(|e| SandboxError::Spawn(format!("encode plan: {e}")))?;
-    plan::send(zone.sock.as_raw_fd(), &bytes, None).map_err(|e| SandboxError::io("send plan", e))?;
+    let tree_fds: Vec<RawFd> = trees.iter().map(|(_, t)| t.as_raw_fd()).collect();
+    plan::send(zone.sock.as_raw_fd(), &bytes, &tree_fds).map_err(|e| SandboxError::io("send plan", e))?;
+    drop(trees);
     await_ready(&mut zone)?;
     Ok(zone)
 }
@@ -282,8 +292,16 @@ fn layer_table(host: &preflight::HostReport, skipped: &[Missing], mode: NetworkM
     ]
 }
 
+/// A writable grant, and (root callers) the on-disk owner to map onto the zone uid when the
+/// zone uid could not write it otherwise.
+#[derive(Debug, Clone)]
+struct RwGrant {
+    path: PathBuf,
+    idmap_owner: Option<(u32, u32)>,
+}
+
 /// Read-only grants (absent ones kept: the zone skips them) and canonical writable grants.
-fn resolve_grants(spec: &ZoneSpec, zone_ids: Option<(u32, u32)>) -> Result<(Vec<PathBuf>, Vec<PathBuf>), SandboxError> {
+fn resolve_grants(spec: &ZoneSpec, zone_ids: Option<(u32, u32)>) -> Result<(Vec<PathBuf>, Vec<RwGrant>), SandboxError> {
     let mut ro: Vec<PathBuf> = spec.policy.filesystem.read_only.clone();
     for p in &spec.extra_ro {
         let c = std::fs::canonicalize(p).map_err(|e| SandboxError::Spec(format!("read-only grant {}: {e}", p.display())))?;
@@ -295,21 +313,86 @@ fn resolve_grants(spec: &ZoneSpec, zone_ids: Option<(u32, u32)>) -> Result<(Vec<
         if c == Path::new("/") {
             return Err(SandboxError::Spec("the host root cannot be granted writable".into()));
         }
+        let mut idmap_owner = None;
         if let Some((uid, gid)) = zone_ids {
             let m = std::fs::metadata(&c).map_err(|e| SandboxError::io(c.display().to_string(), e))?;
             let mode = m.mode();
-            let ok = (m.uid() == uid && mode & 0o200 != 0) || (m.gid() == gid && mode & 0o020 != 0) || mode & 0o002 != 0;
-            if !ok {
-                return Err(SandboxError::Spec(format!(
-                    "writable grant {} is not writable by the zone uid {uid} (loopexec runs as root, the zone does not): `chown -R {uid}:{gid} {}`, or run loopexec unprivileged",
-                    c.display(),
-                    c.display()
-                )));
+            let writable = (m.uid() == uid && mode & 0o200 != 0) || (m.gid() == gid && mode & 0o020 != 0) || mode & 0o002 != 0;
+            if !writable {
+                idmap_owner = Some((m.uid(), m.gid()));
             }
         }
-        rw.push(c);
+        rw.push(RwGrant { path: c, idmap_owner });
     }
     Ok((ro, rw))
+}
+
+/// Root callers: for each writable grant the zone uid cannot write, a detached copy of its mounts
+/// whose on-disk owner is seen as the zone uid (an idmapped mount): the zone writes the
+/// operator's files, and what it creates is stored as owned by the grant's owner. Other on-disk
+/// owners stay unmapped (read-only to the zone, shown as the overflow uid).
+fn idmapped_trees(grants: &[RwGrant], zone_uid: u32, zone_gid: u32) -> Result<Vec<(PathBuf, OwnedFd)>, SandboxError> {
+    let mut out = Vec::new();
+    for g in grants {
+        let Some((owner_uid, owner_gid)) = g.idmap_owner else { continue };
+        let refuse = |cause: String| {
+            SandboxError::Spec(format!(
+                "writable grant {} is not writable by the zone uid {zone_uid} and cannot be idmapped ({cause}): `chown -R {zone_uid}:{zone_gid} {}`, or run loopexec unprivileged",
+                g.path.display(),
+                g.path.display()
+            ))
+        };
+        let userns = idmap_userns(owner_uid, zone_uid, owner_gid, zone_gid).map_err(|e| refuse(format!("user namespace: {e}")))?;
+        let tree = sys::clone_tree_at(&g.path).map_err(|e| refuse(format!("open_tree: {e}")))?;
+        sys::idmap_tree(&tree, &userns, sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV).map_err(|e| refuse(format!("mount_setattr: {e}")))?;
+        out.push((g.path.clone(), tree));
+    }
+    if out.len() > plan::MAX_FDS {
+        return Err(SandboxError::Spec(format!("at most {} writable grants need idmapping", plan::MAX_FDS)));
+    }
+    Ok(out)
+}
+
+/// A user namespace mapping `inside_uid` -> `outside_uid` (and the gids), held by a short-lived
+/// child that only waits on a pipe between clone and exit.
+fn idmap_userns(inside_uid: u32, outside_uid: u32, inside_gid: u32, outside_gid: u32) -> std::io::Result<OwnedFd> {
+    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    let mut args = CloneArgs {
+        flags: CloneFlags::CLONE_NEWUSER.bits() as u64,
+        pidfd: 0,
+        child_tid: 0,
+        parent_tid: 0,
+        exit_signal: libc::SIGCHLD as u64,
+        stack: 0,
+        stack_size: 0,
+        tls: 0,
+        set_tid: 0,
+        set_tid_size: 0,
+        cgroup: 0,
+    };
+    let (r_raw, w_raw) = (r.as_raw_fd(), w.as_raw_fd());
+    let ret = unsafe { libc::syscall(libc::SYS_clone3, &mut args as *mut CloneArgs, std::mem::size_of::<CloneArgs>()) };
+    if ret == 0 {
+        // Async-signal-safe only: wait until the supervisor closes the pipe, then leave.
+        unsafe {
+            libc::close(w_raw);
+            let mut b = 0u8;
+            libc::read(r_raw, &mut b as *mut u8 as *mut libc::c_void, 1);
+            libc::_exit(0);
+        }
+    }
+    if ret < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let pid = ret as i32;
+    let result = (|| {
+        std::fs::write(format!("/proc/{pid}/uid_map"), format!("{inside_uid} {outside_uid} 1"))?;
+        std::fs::write(format!("/proc/{pid}/gid_map"), format!("{inside_gid} {outside_gid} 1"))?;
+        std::fs::File::open(format!("/proc/{pid}/ns/user")).map(OwnedFd::from)
+    })();
+    drop((r, w));
+    let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None);
+    result
 }
 
 /// Placeholders created for missing protected paths; removed (if still empty) when dropped.
@@ -626,7 +709,7 @@ fn map_ids_and_release(cloned: &Cloned, uid: u32, gid: u32, root: bool) -> Resul
 
 fn await_ready(zone: &mut RunningZone) -> Result<(), SandboxError> {
     let got = plan::recv(&zone.sock, false).map_err(|e| SandboxError::io("waiting for the zone", e))?;
-    let Some((bytes, fd)) = got else {
+    let Some((bytes, fds)) = got else {
         let status = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(zone.pid), None);
         zone.exit = Some(ZoneExit::Exited(127));
         let _ = zone.teardown();
@@ -647,7 +730,7 @@ fn await_ready(zone: &mut RunningZone) -> Result<(), SandboxError> {
     };
     match serde_json::from_slice::<Msg>(&bytes) {
         Ok(Msg::Ready { listener_port }) => {
-            zone.listener = fd.map(TcpListener::from);
+            zone.listener = fds.into_iter().next().map(TcpListener::from);
             zone.report.listener_port = listener_port;
             Ok(())
         }
