@@ -98,7 +98,7 @@ fn close_stray_descriptors(keep: &[OwnedFd]) -> Result<(), StepError> {
 /// The doctor's probe only: the namespaces a zone gets, created by unshare from a fresh process.
 fn enter_namespaces() -> Result<(), StepError> {
     nix::sched::unshare(CloneFlags::CLONE_NEWUSER).map_err(|e| fail(Some(Layer::UserNamespace), "unshare(CLONE_NEWUSER)", e.into()))?;
-    nix::sched::unshare(crate::launch::NAMESPACES.difference(CloneFlags::CLONE_NEWUSER))
+    nix::sched::unshare(crate::spawn::NAMESPACES.difference(CloneFlags::CLONE_NEWUSER))
         .map_err(|e| fail(Some(Layer::MountNamespace), "unshare(mount, pid, net, ipc, uts, cgroup)", e.into()))
 }
 
