@@ -263,14 +263,10 @@ fn check_spec(spec: &ZoneSpec) -> Result<(), SandboxError> {
 
 /// Refuse missing layers the policy needs; return those skipped with its permission.
 fn check_host(policy: &Policy, host: &preflight::HostReport) -> Result<Vec<Missing>, SandboxError> {
-    if let Some(m) = policy_blockers(policy, host).into_iter().next() {
+    if let Some(m) = host.can_satisfy(policy).into_iter().next() {
         return Err(SandboxError::Unsatisfiable { layer: m.layer, cause: m.cause, fix: m.fix });
     }
     Ok(host.missing(policy).into_iter().filter(|m| policy.may_skip(m.layer.as_str())).collect())
-}
-
-fn policy_blockers(policy: &Policy, host: &preflight::HostReport) -> Vec<Missing> {
-    host.can_satisfy(policy)
 }
 
 fn layer_table(host: &preflight::HostReport, skipped: &[Missing], mode: NetworkMode) -> Vec<LayerStatus> {
