@@ -15,7 +15,7 @@ fn sandbox(extra: &[&str], script: &str) -> Output {
     Command::new(bin())
         .arg("sandbox")
         .args(extra)
-        .args(["--", "/bin/sh", "-c", script])
+        .args(["--", "/bin/bash", "-c", script])
         .current_dir("/")
         .output()
         .expect("run loopexec")
@@ -190,4 +190,104 @@ fn doctor_passes_on_this_host() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(o.status.code(), Some(0), "{v}");
     assert_eq!(v["satisfiable"], true);
+}
+
+#[test]
+fn proxy_mode_denies_tcp_connect_through_landlock() {
+    // agent.toml is network mode "proxy": without a proxy listener no TCP connect is allowed,
+    // not even to loopback (Landlock ABI >= 4 answers EACCES; exec.toml gets "refused").
+    let o = sandbox(&["--builtin", "agent"], "exec 3<>/dev/tcp/127.0.0.1/9");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("Permission denied"), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = sandbox(&["--builtin", "exec"], "exec 3<>/dev/tcp/127.0.0.1/9");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("Connection refused"), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn wall_clock_limit_kills_the_zone_with_the_budget_class() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("short.toml");
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/exec.toml")).unwrap();
+    std::fs::write(&policy, text.replace("wall_clock_seconds = 1800", "wall_clock_seconds = 1")).unwrap();
+    let marker = format!("loopexec-wall-{}", std::process::id());
+    let started = std::time::Instant::now();
+    let o = Command::new(bin())
+        .args(["--json", "sandbox", "--policy", policy.to_str().unwrap(), "--", "/bin/bash", "-c"])
+        .arg(format!("exec -a {marker} sleep 60"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(18));
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["errors"][0]["code"], "wall_clock_exceeded");
+    let left = Command::new("pgrep").args(["-f", &marker]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&left.stdout), "");
+}
+
+#[test]
+fn hidden_paths_are_covered() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("hide.toml");
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/exec.toml")).unwrap();
+    std::fs::write(&policy, text.replace("hidden = []", "hidden = [\"/etc/passwd\", \"/etc/ssl\"]")).unwrap();
+    let o = sandbox(&["--policy", policy.to_str().unwrap()], "wc -c < /etc/passwd; ls -A /etc/ssl | wc -l; touch /etc/ssl/x 2>/dev/null || echo ro");
+    assert_eq!(stdout(&o), "0\n0\nro\n");
+}
+
+#[test]
+fn zone_init_memory_is_out_of_reach() {
+    let o = sandbox(&[], "head -c1 /proc/1/mem 2>/dev/null || echo denied; cat /proc/1/environ 2>/dev/null || echo denied");
+    assert_eq!(stdout(&o), "denied\ndenied\n");
+}
+
+#[test]
+fn zone_dies_with_its_supervisor() {
+    let marker = format!("loopexec-orphan-{}", std::process::id());
+    let mut sup = Command::new(bin())
+        .args(["sandbox", "--", "/bin/bash", "-c"])
+        .arg(format!("exec -a {marker} sleep 60"))
+        .spawn()
+        .unwrap();
+    let find = || {
+        let o = Command::new("pgrep").args(["-f", &format!("^{marker}")]).output().unwrap();
+        String::from_utf8_lossy(&o.stdout).split_whitespace().map(|p| p.parse::<i32>().unwrap()).collect::<Vec<_>>()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while find().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(!find().is_empty(), "the command never started");
+    sup.kill().unwrap();
+    sup.wait().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let left = find();
+    for pid in &left {
+        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+    }
+    assert!(left.is_empty(), "zone processes outlived the supervisor: {left:?}");
+}
+
+#[test]
+fn command_starts_with_default_signal_dispositions() {
+    let o = Command::new(bin()).args(["sandbox", "--", "/bin/grep", "-E", "^Sig(Ign|Blk):", "/proc/self/status"]).output().unwrap();
+    assert_eq!(stdout(&o), "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n");
+}
+
+#[test]
+fn files_the_zone_creates_belong_to_the_workspace_owner() {
+    // As root the workspace stays root-owned: the zone (uid 60200) writes it through an idmapped
+    // mount, and what it creates is stored as root's. Unprivileged: plain bind, the caller's uid.
+    use std::os::unix::fs::MetadataExt;
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("existing"), "a\n").unwrap();
+    std::fs::create_dir(ws.path().join(".git")).unwrap();
+    std::fs::write(ws.path().join(".git/config"), "[core]\n").unwrap();
+    let p = ws.path().display().to_string();
+    let o = sandbox(&["--rw", &p], &format!("cd {p} && echo b >> existing && echo c > created && mkdir dir; echo x >> .git/config; true"));
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let owner = std::fs::metadata(ws.path()).unwrap().uid();
+    assert_eq!(std::fs::read_to_string(ws.path().join("existing")).unwrap(), "a\nb\n");
+    for name in ["created", "dir"] {
+        assert_eq!(std::fs::metadata(ws.path().join(name)).unwrap().uid(), owner, "{name}");
+    }
+    assert_eq!(std::fs::read_to_string(ws.path().join(".git/config")).unwrap(), "[core]\n");
 }

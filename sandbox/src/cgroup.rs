@@ -13,6 +13,8 @@
 //! - v1: one directory per controller (memory, pids, cpu, and freezer when mounted) beneath the
 //!   controller's own path of this process (e.g. memory under /process_api/<id>). Teardown freezes,
 //!   SIGKILLs every member, thaws, until empty.
+//!
+//! New zone processes enter without a `cgroup.procs` write by the supervisor (see `entry`).
 
 use std::fs;
 use std::io;
@@ -105,6 +107,7 @@ impl Hierarchy {
 
     /// Create the zone's cgroup with its budget.
     pub fn create(&self, budget: Budget) -> io::Result<ZoneCgroup> {
+        self.remove_stale();
         let name = format!(
             "loopexec-zone-{}-{}",
             std::process::id(),
@@ -163,6 +166,27 @@ impl Hierarchy {
     }
 }
 
+impl Hierarchy {
+    /// Remove empty zone cgroups left by supervisors that were killed (their pid is gone).
+    fn remove_stale(&self) {
+        let bases: Vec<&PathBuf> = match self {
+            Hierarchy::V2 { base } => vec![base],
+            Hierarchy::V1 { bases, freezer } => bases.iter().map(|(_, b)| b).chain(freezer.iter()).collect(),
+        };
+        for base in bases {
+            let Ok(entries) = fs::read_dir(base) else { continue };
+            for e in entries.flatten() {
+                let name = e.file_name();
+                let Some(rest) = name.to_str().and_then(|n| n.strip_prefix("loopexec-zone-")) else { continue };
+                let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<i32>().ok()) else { continue };
+                if !Path::new(&format!("/proc/{pid}")).exists() {
+                    let _ = fs::remove_dir(e.path()); // only succeeds when empty
+                }
+            }
+        }
+    }
+}
+
 /// Make memory, pids and cpu available to children of `base`, moving ourselves into a leaf first
 /// when `base` holds processes (cgroup v2 forbids controllers on groups with member processes).
 fn enable_v2_controllers(base: &Path) -> io::Result<()> {
@@ -187,6 +211,13 @@ fn enable_v2_controllers(base: &Path) -> io::Result<()> {
     fs::write(base.join("cgroup.subtree_control"), line)
 }
 
+/// Descriptors a new zone process uses to enter its cgroup.
+pub enum CgroupEntry {
+    None,
+    V2Dir(std::os::fd::OwnedFd),
+    V1Tasks(Vec<std::os::fd::OwnedFd>),
+}
+
 /// One zone's cgroup directories (one per v1 controller, or one on v2).
 #[derive(Debug)]
 pub struct ZoneCgroup {
@@ -196,12 +227,18 @@ pub struct ZoneCgroup {
 }
 
 impl ZoneCgroup {
-    /// Put a process (and its future children) in the zone's cgroup.
-    pub fn add(&self, pid: i32) -> io::Result<()> {
-        for d in &self.dirs {
-            fs::write(d.join("cgroup.procs"), pid.to_string())?;
+    /// How a new process enters this cgroup: born in it (v2 directory descriptor for
+    /// clone3 `CLONE_INTO_CGROUP`), or moving itself through each v1 controller's `tasks` file.
+    pub fn entry(&self) -> io::Result<CgroupEntry> {
+        if self.kill_v2 {
+            let dir = self.dirs.first().ok_or_else(|| io::Error::other("no cgroup directory"))?;
+            return Ok(CgroupEntry::V2Dir(fs::File::open(dir)?.into()));
         }
-        Ok(())
+        let mut files = Vec::new();
+        for d in &self.dirs {
+            files.push(fs::OpenOptions::new().write(true).open(d.join("tasks"))?.into());
+        }
+        Ok(CgroupEntry::V1Tasks(files))
     }
 
     pub fn paths(&self) -> &[PathBuf] {
@@ -255,6 +292,11 @@ impl ZoneCgroup {
 
     /// Kill everything left and remove the directories.
     pub fn destroy(&mut self) -> io::Result<()> {
+        // Usually the pid namespace is gone already and the groups are empty: try that first.
+        self.dirs.retain(|d| fs::remove_dir(d).is_err());
+        if self.dirs.is_empty() {
+            return Ok(());
+        }
         let killed = self.kill_all();
         let mut last = Ok(());
         for d in self.dirs.drain(..) {

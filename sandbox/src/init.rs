@@ -2,17 +2,15 @@
 //!
 //! `main` calls [`run_if_zone_init`] before anything else, while the process is fresh and
 //! single-threaded. When the supervisor started us as a zone init (environment variable
-//! `LOOPEXEC_ZONE_INIT` set, plan socket on fd 3) we never return. Three processes:
+//! `LOOPEXEC_ZONE_INIT` set, plan socket on fd 3) we never return. We are then already pid 1 of
+//! the zone's namespaces (`launch.rs` clones us into them, maps our ids and keeps our capabilities
+//! inside the user namespace across the exec), and two processes run:
 //!
-//! - **stage 1** (host pid namespace): reads the plan, closes stray descriptors, drops to the zone
-//!   uid (root callers), sets the parent-death signal, unshares the user, mount, pid, net, ipc,
-//!   uts and cgroup namespaces, writes its uid/gid maps, forks the zone init, waits for it and exits
-//!   with its status.
-//! - **zone init** (pid 1 of the new pid namespace): builds the filesystem view (`mounts`), sets the
-//!   hostname, brings loopback up, opens the proxy listener, forks the command, reports `Ready`
-//!   once the command was executed, reaps every orphan, and reports how the command ended. When it
-//!   exits, the kernel kills every process left in the namespace.
-//! - **command**: new session, parent-death signal, rlimits, cwd, descriptors beyond stdio marked
+//! - **zone init** (pid 1): reads the plan, closes stray descriptors, builds the filesystem view
+//!   (`mounts`), sets the hostname, brings loopback up, opens the proxy listener, forks the
+//!   command, reports `Ready` once the command was executed, reaps every orphan, and reports how
+//!   the command ended. When it exits, the kernel kills every process left in the namespace.
+//! - **command**: new session, default signal dispositions, parent-death signal, rlimits, cwd, descriptors beyond stdio marked
 //!   close-on-exec, no_new_privs, Landlock, capabilities emptied, seccomp, exec.
 
 use crate::error::Layer;
@@ -49,7 +47,10 @@ pub fn run_if_zone_init() {
         return;
     }
     let sock = unsafe { OwnedFd::from_raw_fd(PLAN_FD) };
-    let code = match stage1(&sock) {
+    let code = match read_plan(&sock).and_then(|(plan, trees)| {
+        close_stray_descriptors(&trees)?;
+        zone_init(&sock, &plan, trees)
+    }) {
         Ok(code) => code,
         Err((layer, errno, message)) => {
             report(&sock, &Msg::Failed { layer, errno, message });
@@ -67,89 +68,41 @@ fn fail(layer: Option<Layer>, what: &str, e: std::io::Error) -> StepError {
 
 fn report(sock: &OwnedFd, msg: &Msg) {
     if let Ok(bytes) = serde_json::to_vec(msg) {
-        let _ = plan::send(sock.as_raw_fd(), &bytes, None);
+        let _ = plan::send(sock.as_raw_fd(), &bytes, &[]);
     }
 }
 
-fn stage1(sock: &OwnedFd) -> Result<i32, StepError> {
-    let plan = read_plan(sock)?;
-    close_stray_descriptors()?;
-    if let Some((uid, gid)) = plan.drop_to {
-        become_zone_user(uid, gid)?;
-    }
-    die_with(plan.supervisor_pid)?;
-    let (uid, gid) = (nix::unistd::geteuid().as_raw(), nix::unistd::getegid().as_raw());
-    enter_namespaces()?;
-    write_id_maps(uid, gid)?;
-    match unsafe { fork() }.map_err(|e| fail(Some(Layer::PidNamespace), "fork zone init", e.into()))? {
-        ForkResult::Child => {
-            let code = match zone_init(sock, &plan) {
-                Ok(code) => code,
-                Err((layer, errno, message)) => {
-                    report(sock, &Msg::Failed { layer, errno, message });
-                    127
-                }
-            };
-            unsafe { libc::_exit(code) }
-        }
-        ForkResult::Parent { child } => Ok(match waitpid(child, None) {
-            Ok(WaitStatus::Exited(_, code)) => code,
-            Ok(WaitStatus::Signaled(_, sig, _)) => 128 + sig as i32,
-            _ => 127,
-        }),
-    }
-}
-
-fn read_plan(sock: &OwnedFd) -> Result<Plan, StepError> {
-    let (bytes, _) = plan::recv(sock, false)
+/// The plan, and the detached mount trees sent with it.
+fn read_plan(sock: &OwnedFd) -> Result<(Plan, Vec<OwnedFd>), StepError> {
+    let (bytes, trees) = plan::recv(sock, false)
         .map_err(|e| fail(None, "read plan", e))?
         .ok_or((None, None, "supervisor closed the plan socket".to_string()))?;
-    serde_json::from_slice(&bytes).map_err(|e| (None, None, format!("malformed plan: {e}")))
+    let plan = serde_json::from_slice(&bytes).map_err(|e| (None, None, format!("malformed plan: {e}")))?;
+    Ok((plan, trees))
 }
 
-fn close_stray_descriptors() -> Result<(), StepError> {
-    sys::close_range_from(PLAN_FD as u32 + 1, false).map_err(|e| fail(None, "close_range", e))
-}
-
-/// Root callers only: become the zone's unprivileged host uid/gid, with no supplementary groups.
-fn become_zone_user(uid: u32, gid: u32) -> Result<(), StepError> {
-    let e = |what: &str, err: nix::Error| fail(Some(Layer::UserNamespace), what, err.into());
-    nix::unistd::setgroups(&[]).map_err(|x| e("setgroups", x))?;
-    let g = nix::unistd::Gid::from_raw(gid);
-    nix::unistd::setresgid(g, g, g).map_err(|x| e("setresgid", x))?;
-    let u = nix::unistd::Uid::from_raw(uid);
-    nix::unistd::setresuid(u, u, u).map_err(|x| e("setresuid", x))?;
-    // Changing uid made us non-dumpable, which makes /proc/self/{uid_map,setgroups} root-owned.
-    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) } != 0 {
-        return Err(fail(Some(Layer::UserNamespace), "PR_SET_DUMPABLE", std::io::Error::last_os_error()));
+/// Close every descriptor above the plan socket except the mount trees we were sent.
+fn close_stray_descriptors(keep: &[OwnedFd]) -> Result<(), StepError> {
+    let mut keep: Vec<u32> = keep.iter().map(|f| f.as_raw_fd() as u32).collect();
+    keep.sort_unstable();
+    let mut first = PLAN_FD as u32 + 1;
+    for k in keep {
+        if k > first {
+            sys::close_range(first, k - 1).map_err(|e| fail(None, "close_range", e))?;
+        }
+        first = first.max(k + 1);
     }
-    Ok(())
+    sys::close_range_from(first, false).map_err(|e| fail(None, "close_range", e))
 }
 
-/// SIGKILL when the parent dies; if it already died, stop now.
-fn die_with(parent: i32) -> Result<(), StepError> {
-    let rc = unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
-    if rc != 0 {
-        return Err(fail(None, "PR_SET_PDEATHSIG", std::io::Error::last_os_error()));
-    }
-    if nix::unistd::getppid().as_raw() != parent {
-        unsafe { libc::_exit(137) };
-    }
-    Ok(())
-}
-
+/// The doctor's probe only: the namespaces a zone gets, created by unshare from a fresh process.
 fn enter_namespaces() -> Result<(), StepError> {
     nix::sched::unshare(CloneFlags::CLONE_NEWUSER).map_err(|e| fail(Some(Layer::UserNamespace), "unshare(CLONE_NEWUSER)", e.into()))?;
-    let rest = CloneFlags::CLONE_NEWNS
-        | CloneFlags::CLONE_NEWPID
-        | CloneFlags::CLONE_NEWNET
-        | CloneFlags::CLONE_NEWIPC
-        | CloneFlags::CLONE_NEWUTS
-        | CloneFlags::CLONE_NEWCGROUP;
-    nix::sched::unshare(rest).map_err(|e| fail(Some(Layer::MountNamespace), "unshare(mount, pid, net, ipc, uts, cgroup)", e.into()))
+    nix::sched::unshare(crate::spawn::NAMESPACES.difference(CloneFlags::CLONE_NEWUSER))
+        .map_err(|e| fail(Some(Layer::MountNamespace), "unshare(mount, pid, net, ipc, uts, cgroup)", e.into()))
 }
 
-/// Map our host uid/gid to the same numbers inside (one id each, setgroups denied).
+/// The doctor's probe only: map our uid/gid to the same numbers inside.
 fn write_id_maps(uid: u32, gid: u32) -> Result<(), StepError> {
     let w = |file: &str, text: String| {
         std::fs::write(file, text).map_err(|e| fail(Some(Layer::UserNamespace), file, e))
@@ -159,10 +112,12 @@ fn write_id_maps(uid: u32, gid: u32) -> Result<(), StepError> {
     w("/proc/self/gid_map", format!("{gid} {gid} 1"))
 }
 
-fn zone_init(sock: &OwnedFd, plan: &Plan) -> Result<i32, StepError> {
-    // Stage 1 dying means the supervisor is gone or killed us: the zone must die with it.
-    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
-    mounts::build_root(plan).map_err(|e| fail(Some(Layer::MountNamespace), "filesystem view", e))?;
+fn zone_init(sock: &OwnedFd, plan: &Plan, trees: Vec<OwnedFd>) -> Result<i32, StepError> {
+    // pid 1 keeps its namespace capabilities: nothing in the zone may open its /proc/1/mem.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
+        return Err(fail(None, "PR_SET_DUMPABLE", std::io::Error::last_os_error()));
+    }
+    mounts::build_root(plan, trees).map_err(|e| fail(Some(Layer::MountNamespace), "filesystem view", e))?;
     nix::unistd::sethostname(&plan.hostname).map_err(|e| fail(Some(Layer::IpcUtsNamespaces), "sethostname", e.into()))?;
     netns::bring_up_loopback().map_err(|e| fail(Some(Layer::NetNamespace), "loopback up", e))?;
     let listener = match plan.listener_port {
@@ -200,7 +155,8 @@ fn zone_init(sock: &OwnedFd, plan: &Plan) -> Result<i32, StepError> {
         return Err((layer, None, message));
     }
     let ready = serde_json::to_vec(&Msg::Ready { listener_port: port }).unwrap_or_default();
-    plan::send(sock.as_raw_fd(), &ready, listener.as_ref().map(|l| l.as_raw_fd()))
+    let fds: Vec<RawFd> = listener.iter().map(|l| l.as_raw_fd()).collect();
+    plan::send(sock.as_raw_fd(), &ready, &fds)
         .map_err(|e| fail(None, "report ready", e))?;
     drop(listener);
     Ok(reap_until(sock, child))
@@ -234,6 +190,7 @@ fn command(plan: &Plan, listener_port: Option<u16>) -> (Option<Layer>, String) {
         };
     }
     step!(None, "setsid", nix::unistd::setsid());
+    step!(None, "signal dispositions", reset_signals());
     step!(None, "PR_SET_PDEATHSIG", nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL));
     step!(Some(Layer::Rlimits), "rlimits", set_rlimits(plan));
     step!(None, format!("chdir {}", plan.cwd.display()), nix::unistd::chdir(&plan.cwd));
@@ -290,6 +247,30 @@ fn resolve(arg0: &[u8], env: &[(Vec<u8>, Vec<u8>)]) -> Vec<CString> {
             CString::new(full.as_os_str().as_bytes().to_vec()).ok()
         })
         .collect()
+}
+
+/// The Rust runtime ignores SIGPIPE, and callers may ignore real-time signals; ignored
+/// dispositions survive execve. Restore the default for every signal 1..=64 (through the raw
+/// syscall: libc refuses the two real-time signals it reserves) and unblock them all.
+fn reset_signals() -> nix::Result<()> {
+    #[repr(C)]
+    struct KernelSigaction {
+        handler: usize,
+        flags: u64,
+        restorer: usize,
+        mask: u64,
+    }
+    let default = KernelSigaction { handler: libc::SIG_DFL, flags: 0, restorer: 0, mask: 0 };
+    for sig in 1..=64 {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            continue;
+        }
+        let rc = unsafe { libc::syscall(libc::SYS_rt_sigaction, sig, &default as *const KernelSigaction, std::ptr::null_mut::<KernelSigaction>(), 8usize) };
+        if rc != 0 {
+            return Err(nix::Error::last());
+        }
+    }
+    nix::sys::signal::sigprocmask(nix::sys::signal::SigmaskHow::SIG_SETMASK, Some(&nix::sys::signal::SigSet::empty()), None)
 }
 
 fn set_rlimits(plan: &Plan) -> nix::Result<()> {

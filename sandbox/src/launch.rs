@@ -1,36 +1,50 @@
-//! Starting a zone, from the supervisor's side. The setup sequence, in the order the kernel needs:
+//! Starting a zone, from the supervisor's side. The setup sequence, in the order the kernel needs.
 //!
-//! Supervisor (this module, `launch`):
-//!  1. `check_spec`        argv, cwd and grant paths are well-formed (absolute, no `..`).
-//!  2. `check_host`        preflight: every layer the policy needs exists, or the policy lets us
-//!                         skip it (then the report says so); otherwise `Unsatisfiable`.
-//!  3. `resolve_grants`    grants canonicalised; writable ones must exist (and, for root callers,
-//!                         be writable by the zone uid: refused with the chown fix otherwise).
-//!  4. `hold_protected`    protected sub-paths of writable roots are found without following
-//!                         symlinks; a missing one gets an empty placeholder directory (removed at
-//!                         teardown) so it can be held read-only; a symlinked one refuses.
-//!  5. `build_env`         the environment: allowed names from the caller, then the policy's fixed set.
-//!  6. `create_cgroup`     the budget, beneath our own cgroup.
-//!  7. `spawn_stage1`      re-execute /proc/self/exe as the zone init, fresh and single-threaded, with
-//!                         the plan socket on fd 3, the parent-death signal set, and nothing else.
-//!  8. `enter_cgroup`      stage 1 is moved into the zone cgroup before it reads its plan, so every
-//!                         later process is born inside the budget.
-//!  9. `send_plan`, `await_ready`: the zone reports `Ready` only once the command was executed.
+//! Supervisor (this module, [`launch`]):
+//! 1. `check_spec`: argv, cwd and grant paths are well-formed (absolute, no `..`).
+//! 2. `check_host`: preflight; every layer the policy needs exists, or the policy lets us skip
+//!    it (then the report says so); otherwise `Unsatisfiable`.
+//! 3. `create_cgroup`: the budget, beneath our own cgroup.
+//! 4. `clone_zone_init`: clone3(2) straight into new user, mount, pid, net, ipc, uts and cgroup
+//!    namespaces (cgroup v2: straight into the zone cgroup). The child holds before exec until
+//!    its ids are mapped, then re-executes /proc/self/exe (fresh, single-threaded) as the zone's
+//!    pid 1, with the plan socket on fd 3, the parent-death signal set, and nothing else.
+//!    The child enters the zone cgroup before anything else: on v2 it is born there
+//!    (`CLONE_INTO_CGROUP`); on v1 it writes "0" to each controller's `tasks` file (opened by the
+//!    supervisor), which moves a single thread without the global lock a `cgroup.procs` write
+//!    takes (and its RCU grace period, milliseconds on a busy host).
+//! 5. `map_ids_and_release`: uid_map/gid_map (the zone uid to itself), setgroups denied. While
+//!    the init executes, the plan is resolved:
+//! 6. `resolve_grants`, `idmapped_trees`: grants canonicalised; writable ones must exist. For
+//!    root callers, a writable grant the zone uid cannot write becomes an idmapped mount tree
+//!    (its on-disk owner seen as the zone uid), sent with the plan; refused with the chown fix
+//!    when the filesystem cannot idmap.
+//!    `resolve_overlays`: overlay layers canonicalised; for root callers reachable by the zone uid
+//!    and its upper/work its own.
+//! 7. `hold_protected`: protected sub-paths of writable roots are found without following
+//!    symlinks; a missing one gets an empty placeholder directory (removed at teardown) so it
+//!    can be held read-only; a symlinked one refuses.
+//! 8. `build_env`: allowed names from the caller, then the policy's fixed set.
+//! 9. Send the plan (the init reads nothing else and runs no untrusted code before it).
+//! 10. `await_ready`: the zone reports `Ready` only once the command was executed.
 //!
-//! Zone side (`init.rs`, `mounts.rs`): drop to zone uid (root) -> parent-death signal -> user ns ->
-//! mount/pid/net/ipc/uts/cgroup ns -> uid/gid maps -> fork pid 1 -> private propagation -> staging
-//! pivot -> fresh root with grants, protected and hidden paths, /tmp, /dev, /proc -> pivot_root +
-//! detach old root -> seal root read-only -> hostname -> loopback up -> proxy listener -> fork
-//! command -> setsid -> parent-death signal -> rlimits -> cwd -> close-on-exec every fd > 2 ->
-//! no_new_privs -> Landlock -> capabilities emptied and verified -> seccomp -> execve.
+//! Any error after step 4 drops the `RunningZone`, which kills the init and cleans up.
 //!
-//! Teardown (`RunningZone::kill` / `Drop`): SIGKILL stage 1 (pid 1 follows through its
-//! parent-death signal, and the kernel kills the whole pid namespace with it), then every member
-//! of the zone cgroup, then the cgroup and the placeholders are removed.
+//! Zone side (clone child, then `init.rs`, `mounts.rs`): stdio and plan socket, parent-death
+//! signal, zone cgroup (v1), wait for id maps, (root callers) zone uid/gid, capabilities into
+//! the ambient set, exec as pid 1, non-dumpable, private propagation, staging pivot, fresh root with /tmp, grants,
+//! protected and hidden paths, /dev, /proc, pivot_root and detach of the old root, root sealed
+//! read-only, hostname, loopback up, proxy listener, fork the command. Command:
+//! setsid, parent-death signal, rlimits, cwd, close-on-exec on every fd above stdio,
+//! no_new_privs, Landlock, capabilities emptied and verified, seccomp, execve.
+//!
+//! Teardown (`RunningZone::kill` / `Drop`): SIGKILL the zone's pid 1 (the kernel then kills every
+//! process of its pid namespace), then every member of the zone cgroup, then the cgroup and the
+//! placeholders are removed.
 
-use crate::cgroup::{self, Budget, ZoneCgroup};
+use crate::cgroup::{self, Budget, CgroupEntry, ZoneCgroup};
+use crate::spawn::{clone_zone_init, idmap_userns, map_ids_and_release};
 use crate::error::{Layer, SandboxError};
-use crate::init::{ENV_MARKER, PLAN_FD};
 use crate::plan::{self, Bind, LandlockPlan, Limits, Msg, OverlayMount, Plan};
 use crate::policy::{check_absolute, NetworkMode, Policy};
 use crate::preflight::{self, Missing};
@@ -41,9 +55,7 @@ use std::net::TcpListener;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 /// What to run and how (see the crate's API brief).
@@ -136,7 +148,7 @@ pub struct AppliedReport {
 
 /// A started zone. Dropping it kills every process of the zone and removes its cgroup.
 pub struct RunningZone {
-    child: Child,
+    pid: i32,
     sock: OwnedFd,
     pidfd: Option<OwnedFd>,
     listener: Option<TcpListener>,
@@ -147,7 +159,7 @@ pub struct RunningZone {
 }
 
 /// Start `spec.argv` in a new zone.
-pub fn launch(spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
+pub fn launch(mut spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
     check_spec(&spec)?;
     let host = preflight::probe();
     let skipped = check_host(&spec.policy, &host)?;
@@ -158,12 +170,49 @@ pub fn launch(spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
     } else {
         (nix::unistd::geteuid().as_raw(), nix::unistd::getegid().as_raw())
     };
-    let (ro, rw) = resolve_grants(&spec, root.then_some((zone_uid, zone_gid)))?;
+    let cgroup = if skip(Layer::Cgroup) { None } else { Some(create_cgroup(&spec.policy)?) };
+    let entry = match &cgroup {
+        Some(c) => c.entry().map_err(|e| SandboxError::Unsatisfiable {
+            layer: Layer::Cgroup,
+            cause: format!("opening the zone cgroup: {e}"),
+            fix: "run loopexec in a delegated cgroup (see `loopexec doctor`)".into(),
+        })?,
+        None => CgroupEntry::None,
+    };
+    // The init is started first: it executes and initialises while we resolve the plan.
+    let cloned = clone_zone_init([spec.stdin.take(), spec.stdout.take(), spec.stderr.take()], root.then_some((zone_uid, zone_gid)), &entry)?;
+    drop(entry);
+    let mut zone = RunningZone {
+        pid: cloned.pid,
+        sock: cloned.sock.try_clone().map_err(|e| SandboxError::io("socket", e))?,
+        pidfd: cloned.pidfd.try_clone().ok(),
+        listener: None,
+        report: AppliedReport {
+            policy_sha256: spec.policy.sha256.clone(),
+            layers: layer_table(&host, &skipped, spec.policy.network.mode),
+            skipped: skipped.clone(),
+            landlock_abi: if skip(Layer::Landlock) { 0 } else { host.landlock_abi },
+            cgroup: cgroup.as_ref().map(|c| c.paths().to_vec()).unwrap_or_default(),
+            zone_uid,
+            zone_gid,
+            network_mode: spec.policy.network.mode.as_str(),
+            listener_port: None,
+            placeholders: Vec::new(),
+        },
+        cgroup,
+        placeholders: Vec::new(),
+        exit: None,
+    };
+    map_ids_and_release(&cloned, zone_uid, zone_gid, root)?;
+    drop(cloned);
+    let (ro, grants) = resolve_grants(&spec, root.then_some((zone_uid, zone_gid)))?;
     let overlays = resolve_overlays(&spec.overlays, root.then_some((zone_uid, zone_gid)))?;
+    let rw: Vec<PathBuf> = grants.iter().map(|g| g.path.clone()).collect();
+    let trees = idmapped_trees(&grants, zone_uid, zone_gid)?;
     let mut held = Held { placeholders: Vec::new() };
     let protected = hold_protected(&rw, &spec.policy.filesystem.protected, &mut held)?;
-    let env = build_env(&spec);
-    let cgroup = if skip(Layer::Cgroup) { None } else { Some(create_cgroup(&spec.policy)?) };
+    zone.report.placeholders = held.placeholders.clone();
+    zone.placeholders = std::mem::take(&mut held.placeholders);
     let landlock = (!skip(Layer::Landlock)).then(|| LandlockPlan {
         abi: host.landlock_abi,
         read: ro.iter().cloned().chain(overlays.iter().filter(|o| !o.writable()).map(|o| o.target.clone())).collect(),
@@ -172,12 +221,14 @@ pub fn launch(spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
     });
     let r = &spec.policy.resources;
     let plan = Plan {
-        supervisor_pid: std::process::id() as i32,
-        drop_to: root.then_some((zone_uid, zone_gid)),
         binds: ro
             .iter()
-            .map(|p| Bind { path: p.clone(), writable: false })
-            .chain(rw.iter().map(|p| Bind { path: p.clone(), writable: true }))
+            .map(|p| Bind { path: p.clone(), writable: false, tree: None })
+            .chain(grants.iter().map(|g| Bind {
+                path: g.path.clone(),
+                writable: true,
+                tree: trees.iter().position(|(p, _)| *p == g.path),
+            }))
             .collect(),
         protected,
         hidden: spec.policy.filesystem.hidden.clone(),
@@ -190,37 +241,13 @@ pub fn launch(spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
         limits: Limits { open_files: r.open_files_max, file_size: r.file_size_max_bytes, core: r.core_dump_bytes },
         cwd: spec.cwd.clone(),
         argv: spec.argv.iter().map(|a| a.as_bytes().to_vec()).collect(),
-        env,
+        env: build_env(&spec),
     };
-    let (sock, child) = spawn_stage1(spec.stdin, spec.stdout, spec.stderr)?;
-    let pid = child.id() as i32;
-    let mut zone = RunningZone {
-        child,
-        sock,
-        pidfd: sys::pidfd_open(pid).ok(),
-        listener: None,
-        report: AppliedReport {
-            policy_sha256: spec.policy.sha256.clone(),
-            layers: layer_table(&host, &skipped, spec.policy.network.mode),
-            skipped: skipped.clone(),
-            landlock_abi: if skip(Layer::Landlock) { 0 } else { host.landlock_abi },
-            cgroup: cgroup.as_ref().map(|c| c.paths().to_vec()).unwrap_or_default(),
-            zone_uid,
-            zone_gid,
-            network_mode: spec.policy.network.mode.as_str(),
-            listener_port: None,
-            placeholders: held.placeholders.clone(),
-        },
-        cgroup,
-        placeholders: std::mem::take(&mut held.placeholders),
-        exit: None,
-    };
-    if let Some(cg) = &zone.cgroup {
-        cg.add(pid).map_err(|e| SandboxError::io("enter the zone cgroup", e))?;
-    }
     let bytes = serde_json::to_vec(&plan).map_err(|e| SandboxError::Spawn(format!("encode plan: {e}")))?;
-    plan::send(zone.sock.as_raw_fd(), &bytes, None).map_err(|e| SandboxError::io("send plan", e))?;
-    await_ready(&mut zone, &host)?;
+    let tree_fds: Vec<RawFd> = trees.iter().map(|(_, t)| t.as_raw_fd()).collect();
+    plan::send(zone.sock.as_raw_fd(), &bytes, &tree_fds).map_err(|e| SandboxError::io("send plan", e))?;
+    drop(trees);
+    await_ready(&mut zone)?;
     Ok(zone)
 }
 
@@ -362,14 +389,10 @@ fn require_unprivileged_overlayfs() -> Result<(), SandboxError> {
 
 /// Refuse missing layers the policy needs; return those skipped with its permission.
 fn check_host(policy: &Policy, host: &preflight::HostReport) -> Result<Vec<Missing>, SandboxError> {
-    if let Some(m) = policy_blockers(policy, host).into_iter().next() {
+    if let Some(m) = host.can_satisfy(policy).into_iter().next() {
         return Err(SandboxError::Unsatisfiable { layer: m.layer, cause: m.cause, fix: m.fix });
     }
     Ok(host.missing(policy).into_iter().filter(|m| policy.may_skip(m.layer.as_str())).collect())
-}
-
-fn policy_blockers(policy: &Policy, host: &preflight::HostReport) -> Vec<Missing> {
-    host.can_satisfy(policy)
 }
 
 fn layer_table(host: &preflight::HostReport, skipped: &[Missing], mode: NetworkMode) -> Vec<LayerStatus> {
@@ -390,8 +413,16 @@ fn layer_table(host: &preflight::HostReport, skipped: &[Missing], mode: NetworkM
     ]
 }
 
+/// A writable grant, and (root callers) the on-disk owner to map onto the zone uid when the
+/// zone uid could not write it otherwise.
+#[derive(Debug, Clone)]
+struct RwGrant {
+    path: PathBuf,
+    idmap_owner: Option<(u32, u32)>,
+}
+
 /// Read-only grants (absent ones kept: the zone skips them) and canonical writable grants.
-fn resolve_grants(spec: &ZoneSpec, zone_ids: Option<(u32, u32)>) -> Result<(Vec<PathBuf>, Vec<PathBuf>), SandboxError> {
+fn resolve_grants(spec: &ZoneSpec, zone_ids: Option<(u32, u32)>) -> Result<(Vec<PathBuf>, Vec<RwGrant>), SandboxError> {
     let mut ro: Vec<PathBuf> = spec.policy.filesystem.read_only.clone();
     for p in &spec.extra_ro {
         let c = std::fs::canonicalize(p).map_err(|e| SandboxError::Spec(format!("read-only grant {}: {e}", p.display())))?;
@@ -403,21 +434,44 @@ fn resolve_grants(spec: &ZoneSpec, zone_ids: Option<(u32, u32)>) -> Result<(Vec<
         if c == Path::new("/") {
             return Err(SandboxError::Spec("the host root cannot be granted writable".into()));
         }
+        let mut idmap_owner = None;
         if let Some((uid, gid)) = zone_ids {
             let m = std::fs::metadata(&c).map_err(|e| SandboxError::io(c.display().to_string(), e))?;
             let mode = m.mode();
-            let ok = (m.uid() == uid && mode & 0o200 != 0) || (m.gid() == gid && mode & 0o020 != 0) || mode & 0o002 != 0;
-            if !ok {
-                return Err(SandboxError::Spec(format!(
-                    "writable grant {} is not writable by the zone uid {uid} (loopexec runs as root, the zone does not): `chown -R {uid}:{gid} {}`, or run loopexec unprivileged",
-                    c.display(),
-                    c.display()
-                )));
+            let writable = (m.uid() == uid && mode & 0o200 != 0) || (m.gid() == gid && mode & 0o020 != 0) || mode & 0o002 != 0;
+            if !writable {
+                idmap_owner = Some((m.uid(), m.gid()));
             }
         }
-        rw.push(c);
+        rw.push(RwGrant { path: c, idmap_owner });
     }
     Ok((ro, rw))
+}
+
+/// Root callers: for each writable grant the zone uid cannot write, a detached copy of its mounts
+/// whose on-disk owner is seen as the zone uid (an idmapped mount): the zone writes the
+/// operator's files, and what it creates is stored as owned by the grant's owner. Other on-disk
+/// owners stay unmapped (read-only to the zone, shown as the overflow uid).
+fn idmapped_trees(grants: &[RwGrant], zone_uid: u32, zone_gid: u32) -> Result<Vec<(PathBuf, OwnedFd)>, SandboxError> {
+    let mut out = Vec::new();
+    for g in grants {
+        let Some((owner_uid, owner_gid)) = g.idmap_owner else { continue };
+        let refuse = |cause: String| {
+            SandboxError::Spec(format!(
+                "writable grant {} is not writable by the zone uid {zone_uid} and cannot be idmapped ({cause}): `chown -R {zone_uid}:{zone_gid} {}`, or run loopexec unprivileged",
+                g.path.display(),
+                g.path.display()
+            ))
+        };
+        let userns = idmap_userns(owner_uid, zone_uid, owner_gid, zone_gid).map_err(|e| refuse(format!("user namespace: {e}")))?;
+        let tree = sys::clone_tree_at(&g.path).map_err(|e| refuse(format!("open_tree: {e}")))?;
+        sys::idmap_tree(&tree, &userns, sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV).map_err(|e| refuse(format!("mount_setattr: {e}")))?;
+        out.push((g.path.clone(), tree));
+    }
+    if out.len() > plan::MAX_FDS {
+        return Err(SandboxError::Spec(format!("at most {} writable grants need idmapping", plan::MAX_FDS)));
+    }
+    Ok(out)
 }
 
 /// Placeholders created for missing protected paths; removed (if still empty) when dropped.
@@ -516,53 +570,36 @@ fn create_cgroup(policy: &Policy) -> Result<ZoneCgroup, SandboxError> {
         .map_err(|e| unsat(format!("creating the zone cgroup: {e}")))
 }
 
-fn spawn_stage1(stdin: Option<OwnedFd>, stdout: Option<OwnedFd>, stderr: Option<OwnedFd>) -> Result<(OwnedFd, Child), SandboxError> {
-    use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
-    let (ours, theirs) = socketpair(AddressFamily::Unix, SockType::SeqPacket, None, SockFlag::SOCK_CLOEXEC)
-        .map_err(|e| SandboxError::errno("socketpair", e))?;
-    let theirs_raw = theirs.as_raw_fd();
-    let mut cmd = Command::new("/proc/self/exe");
-    cmd.arg0("loopexec-zone-init")
-        .env_clear()
-        .env(ENV_MARKER, PLAN_FD.to_string())
-        .stdin(stdin.map(Stdio::from).unwrap_or_else(Stdio::null))
-        .stdout(stdout.map(Stdio::from).unwrap_or_else(Stdio::inherit))
-        .stderr(stderr.map(Stdio::from).unwrap_or_else(Stdio::inherit));
-    // Runs between fork and exec: async-signal-safe calls only.
-    unsafe {
-        cmd.pre_exec(move || {
-            if theirs_raw == PLAN_FD {
-                let flags = libc::fcntl(PLAN_FD, libc::F_GETFD);
-                libc::fcntl(PLAN_FD, libc::F_SETFD, flags & !libc::FD_CLOEXEC);
-            } else if libc::dup2(theirs_raw, PLAN_FD) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let child = cmd.spawn().map_err(|e| SandboxError::Spawn(format!("re-executing /proc/self/exe: {e}")))?;
-    drop(theirs);
-    Ok((ours, child))
-}
-
-fn await_ready(zone: &mut RunningZone, host: &preflight::HostReport) -> Result<(), SandboxError> {
+fn await_ready(zone: &mut RunningZone) -> Result<(), SandboxError> {
     let got = plan::recv(&zone.sock, false).map_err(|e| SandboxError::io("waiting for the zone", e))?;
-    let Some((bytes, fd)) = got else {
-        let _ = zone.kill();
-        return Err(SandboxError::Spawn("the zone init exited before the command started (is run_if_zone_init() called first in main?)".into()));
+    let Some((bytes, fds)) = got else {
+        let status = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(zone.pid), None);
+        zone.exit = Some(ZoneExit::Exited(127));
+        let _ = zone.teardown();
+        let why = match status {
+            Ok(nix::sys::wait::WaitStatus::Exited(_, 119)) => {
+                return Err(SandboxError::Unsatisfiable {
+                    layer: Layer::Cgroup,
+                    cause: "the zone init could not enter its cgroup".into(),
+                    fix: "run loopexec in a delegated cgroup (see `loopexec doctor`)".into(),
+                })
+            }
+            Ok(nix::sys::wait::WaitStatus::Exited(_, 124)) => "could not become the zone uid/gid".to_string(),
+            Ok(nix::sys::wait::WaitStatus::Exited(_, 125)) => "could not keep its namespace capabilities across exec".to_string(),
+            Ok(nix::sys::wait::WaitStatus::Exited(_, 126)) => "could not execute /proc/self/exe".to_string(),
+            other => format!("ended with {other:?}"),
+        };
+        return Err(SandboxError::Spawn(format!("the zone init failed before the command started: {why} (is run_if_zone_init() called first in main?)")));
     };
     match serde_json::from_slice::<Msg>(&bytes) {
         Ok(Msg::Ready { listener_port }) => {
-            zone.listener = fd.map(TcpListener::from);
+            zone.listener = fds.into_iter().next().map(TcpListener::from);
             zone.report.listener_port = listener_port;
             Ok(())
         }
-        Ok(Msg::Failed { layer, errno, message }) => {
+        Ok(Msg::Failed { layer, message, .. }) => {
             let _ = zone.kill();
-            Err(setup_error(layer, errno, message, host))
+            Err(setup_error(layer, message))
         }
         _ => {
             let _ = zone.kill();
@@ -571,24 +608,11 @@ fn await_ready(zone: &mut RunningZone, host: &preflight::HostReport) -> Result<(
     }
 }
 
-/// Turn a zone-side failure into the right error: a blocked protection is `Unsatisfiable`.
-fn setup_error(layer: Option<Layer>, errno: Option<i32>, message: String, host: &preflight::HostReport) -> SandboxError {
-    let denied = matches!(errno, Some(libc::EPERM) | Some(libc::EACCES) | Some(libc::ENOSPC) | Some(libc::EINVAL) | Some(libc::ENOSYS));
+/// Turn a zone-side failure into the right error: a protection that could not be applied is
+/// `Unsatisfiable`; anything else (bad grant, missing command) is a spawn failure.
+fn setup_error(layer: Option<Layer>, message: String) -> SandboxError {
     match layer {
-        Some(Layer::UserNamespace) | Some(Layer::MountNamespace) if denied && layer == Some(Layer::UserNamespace) || (denied && message.starts_with("unshare")) => {
-            let m = if host.apparmor_restrict_unprivileged_userns == Some(true) {
-                preflight::apparmor_missing()
-            } else {
-                Missing {
-                    layer: Layer::UserNamespace,
-                    cause: message.clone(),
-                    fix: "allow unprivileged user namespaces (user.max_user_namespaces > 0; no LSM or container policy blocking unshare(CLONE_NEWUSER)); when running inside a container, give it `--security-opt seccomp=unconfined` or equivalent".into(),
-                }
-            };
-            let cause = if m.cause == message { message } else { format!("{message}; {}", m.cause) };
-            SandboxError::Unsatisfiable { layer: m.layer, cause, fix: m.fix }
-        }
-        Some(l @ (Layer::Landlock | Layer::Seccomp | Layer::Capabilities | Layer::NoNewPrivs | Layer::PidNamespace | Layer::NetNamespace | Layer::IpcUtsNamespaces)) => {
+        Some(l @ (Layer::Landlock | Layer::Seccomp | Layer::Capabilities | Layer::NoNewPrivs | Layer::NetNamespace | Layer::IpcUtsNamespaces | Layer::Cgroup)) => {
             SandboxError::Unsatisfiable { layer: l, cause: message, fix: "see `loopexec doctor` for this host's isolation support".into() }
         }
         _ => SandboxError::Spawn(message),
@@ -596,9 +620,9 @@ fn setup_error(layer: Option<Layer>, errno: Option<i32>, message: String, host: 
 }
 
 impl RunningZone {
-    /// Host pid of the zone's stage-1 process (the zone dies with it).
+    /// Host pid of the zone's init (pid 1 inside; the whole zone dies with it).
     pub fn pid(&self) -> i32 {
-        self.child.id() as i32
+        self.pid
     }
 
     pub fn take_listener(&mut self) -> Option<TcpListener> {
@@ -614,7 +638,12 @@ impl RunningZone {
         if let Some(e) = self.exit {
             return Ok(e);
         }
-        let status = self.child.wait().map_err(|e| SandboxError::io("wait for the zone", e))?;
+        let status = loop {
+            match nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(self.pid), None) {
+                Err(nix::Error::EINTR) => continue,
+                other => break other.map_err(|e| SandboxError::errno("wait for the zone", e))?,
+            }
+        };
         let mut exit = None;
         while let Ok(Some((bytes, _))) = plan::recv(&self.sock, true) {
             match serde_json::from_slice::<Msg>(&bytes) {
@@ -623,10 +652,10 @@ impl RunningZone {
                 _ => {}
             }
         }
-        use std::os::unix::process::ExitStatusExt;
-        let exit = exit.unwrap_or(match (status.code(), status.signal()) {
-            (Some(c), _) => ZoneExit::Exited(c),
-            (None, Some(s)) => ZoneExit::Signaled(s),
+        use nix::sys::wait::WaitStatus;
+        let exit = exit.unwrap_or(match status {
+            WaitStatus::Exited(_, c) => ZoneExit::Exited(c),
+            WaitStatus::Signaled(_, s, _) => ZoneExit::Signaled(s as i32),
             _ => ZoneExit::Exited(127),
         });
         self.exit = Some(exit);
@@ -660,8 +689,11 @@ impl RunningZone {
         }
         let deadline = std::time::Instant::now() + limit;
         loop {
-            if self.child.try_wait().map_err(|e| SandboxError::io("wait", e))?.is_some() {
-                return self.wait().map(Some);
+            use nix::sys::wait::{waitid, Id, WaitPidFlag};
+            let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+            match waitid(Id::Pid(nix::unistd::Pid::from_raw(self.pid)), flags) {
+                Ok(nix::sys::wait::WaitStatus::StillAlive) => {}
+                _ => return self.wait().map(Some),
             }
             if std::time::Instant::now() >= deadline {
                 return Ok(None);
@@ -673,7 +705,7 @@ impl RunningZone {
     /// Kill every process of the zone (also double-forked ones) and tear it down.
     pub fn kill(&mut self) -> Result<(), SandboxError> {
         if self.exit.is_none() {
-            let _ = self.child.kill();
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid), nix::sys::signal::Signal::SIGKILL);
             if let Some(cg) = &self.cgroup {
                 let _ = cg.kill_all();
             }
@@ -699,5 +731,79 @@ impl RunningZone {
 impl Drop for RunningZone {
     fn drop(&mut self) {
         let _ = self.kill();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(policy_text: &str) -> ZoneSpec {
+        let policy = Policy::parse(policy_text.as_bytes(), "t.toml").unwrap();
+        ZoneSpec::new(policy, vec!["/bin/true".into()])
+    }
+
+    #[test]
+    fn environment_keeps_only_allowed_names_and_fixed_values_win() {
+        let mut s = spec("[env]\nallow = [\"LANG\", \"HOME\"]\nset = { HOME = \"/tmp\" }\n");
+        s.env = vec![("LANG".into(), "C".into()), ("TOKEN".into(), "secret".into()), ("HOME".into(), "/root".into())];
+        let env = build_env(&s);
+        assert_eq!(env, vec![(b"LANG".to_vec(), b"C".to_vec()), (b"HOME".to_vec(), b"/tmp".to_vec())]);
+    }
+
+    #[test]
+    fn cwd_outside_every_grant_is_refused() {
+        let mut s = spec("[filesystem]\nread_only = [\"/usr\"]\n");
+        s.cwd = PathBuf::from("/etc");
+        assert!(matches!(check_spec(&s), Err(SandboxError::Spec(m)) if m.contains("/etc")));
+        s.cwd = PathBuf::from("/usr/share");
+        assert!(check_spec(&s).is_ok());
+    }
+
+    #[test]
+    fn relative_extra_grant_is_refused() {
+        let mut s = spec("");
+        s.extra_rw = vec![PathBuf::from("work")];
+        assert!(matches!(check_spec(&s), Err(SandboxError::Spec(_))));
+    }
+
+    #[test]
+    fn listener_needs_proxy_mode() {
+        let mut s = spec("[network]\nmode = \"none\"\n");
+        s.loopback_listener = Some(0);
+        assert!(matches!(check_spec(&s), Err(SandboxError::Spec(m)) if m.contains("proxy")));
+        let mut s = spec("[network]\nmode = \"proxy\"\n");
+        s.loopback_listener = Some(0);
+        assert!(check_spec(&s).is_ok());
+    }
+
+    #[test]
+    fn empty_command_is_refused() {
+        let mut s = spec("");
+        s.argv.clear();
+        assert!(matches!(check_spec(&s), Err(SandboxError::Spec(_))));
+    }
+
+    #[test]
+    fn missing_protected_path_gets_a_placeholder_that_is_removed_afterwards() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let mut held = Held { placeholders: Vec::new() };
+        let pairs = hold_protected(&[root.clone()], &[PathBuf::from(".git/hooks"), PathBuf::from(".git/config")], &mut held).unwrap();
+        // `.git` is missing: it is held itself, and covers both protected paths.
+        assert_eq!(pairs, vec![(root.clone(), PathBuf::from(".git"))]);
+        assert!(root.join(".git").is_dir());
+        drop(held);
+        assert!(!root.join(".git").exists());
+    }
+
+    #[test]
+    fn symlinked_protected_path_refuses_the_launch() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::os::unix::fs::symlink("/etc", root.join(".git")).unwrap();
+        let mut held = Held { placeholders: Vec::new() };
+        let r = hold_protected(&[root], &[PathBuf::from(".git/config")], &mut held);
+        assert!(matches!(r, Err(SandboxError::Spec(m)) if m.contains("symlink")));
     }
 }

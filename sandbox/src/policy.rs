@@ -151,7 +151,7 @@ pub struct Syscalls {
     pub deny: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Env {
     #[serde(default)]
@@ -235,11 +235,6 @@ impl Default for Resources {
         }
     }
 }
-impl Default for Env {
-    fn default() -> Self {
-        Env { allow: Vec::new(), set: BTreeMap::new() }
-    }
-}
 impl Default for Identity {
     fn default() -> Self {
         Identity {
@@ -252,7 +247,7 @@ impl Default for Identity {
 
 /// A refused policy: what is wrong and where.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{source_name}:{line}:{column}: {message}")]
+#[error("{}", self.render())]
 pub struct PolicyError {
     /// File name (or `<builtin:NAME>`) the policy came from.
     pub source_name: String,
@@ -261,6 +256,17 @@ pub struct PolicyError {
     /// 1-based column.
     pub column: usize,
     pub message: String,
+}
+
+impl PolicyError {
+    /// `file:line:column: message`, or `file: message` when the error has no position.
+    fn render(&self) -> String {
+        if self.line == 0 {
+            format!("{}: {}", self.source_name, self.message)
+        } else {
+            format!("{}:{}:{}: {}", self.source_name, self.line, self.column, self.message)
+        }
+    }
 }
 
 /// The policies shipped with loopexec, by name.
