@@ -90,6 +90,9 @@ impl Zone for HostZone {
     }
 
     fn run(&mut self, cmd: &ZoneCommand, capture: &ArtifactSink<'_>) -> Result<ZoneRun, ZoneError> {
+        if !cmd.overlays.is_empty() {
+            return Err(ZoneError::Setup("the host backend cannot mount a workspace overlay; use native isolation".into()));
+        }
         let (out_r, out_w) = pipe()?;
         let (err_r, err_w) = pipe()?;
         let parent = self.supervisor_pid;

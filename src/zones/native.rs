@@ -132,7 +132,13 @@ impl NativeZone {
         let mut spec = ZoneSpec::new(policy, argv);
         spec.cwd = cmd.cwd.clone();
         spec.env = cmd.env.iter().map(|(k, v)| (OsString::from(k), OsString::from(v))).collect();
-        spec.extra_rw = vec![self.workdir.clone()];
+        if cmd.overlays.is_empty() {
+            // In place: the workdir itself is the one writable grant.
+            spec.extra_rw = vec![self.workdir.clone()];
+        } else {
+            // Detached: the workspace overlay is all the zone sees of the operator's files.
+            spec.overlays = cmd.overlays.clone();
+        }
         if proxied {
             spec.loopback_listener = Some(PROXY_PORT);
         }

@@ -140,3 +140,12 @@ pub fn zone_writable(dir: &Path) {
         std::os::unix::fs::chown(dir, Some(ZONE_UID_WHEN_ROOT), Some(ZONE_UID_WHEN_ROOT)).expect("chown workdir");
     }
 }
+
+/// Let the zone uid pass through `dir` (as root the zones run as an unprivileged uid and reach
+/// the workspace layers beneath it; a fresh tempdir is 0700).
+pub fn zone_traversable(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if nix::unistd::geteuid().is_root() {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o711)).expect("chmod workdir");
+    }
+}
