@@ -11,10 +11,14 @@ keys="${LOOPEXEC_CONFIG_DIR:-${XDG_CONFIG_HOME:-$HOME/.config}/loopexec}"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/loopexec-example.XXXXXX")
 cp -R examples/fizzbuzz/. "$work/"
+# The loop runs on a detached workspace of a git repository: commit the example as t0.
+git -C "$work" init -q -b main
+git -C "$work" add -A
+git -C "$work" -c user.name=demo -c user.email=demo@example.invalid commit -q -m "t0: the example"
 if [ "$(id -u)" = 0 ]; then
-  # As root the zones run as the unprivileged uid 60200 (policies' identity.uid_when_root), so the
-  # workdir they write must be theirs. Unprivileged operators need nothing of the sort.
-  chown -R 60200:60200 "$work"
+  # As root the zones run as the unprivileged uid 60200 (policies' identity.uid_when_root); it
+  # must be able to pass through the directory that holds the workspace layers.
+  chmod 711 "$work"
 fi
 
 echo "== loopexec run --workdir $work" >&2
@@ -31,4 +35,7 @@ echo "== loopexec report $run_id" >&2
 "$bin" report "$run_id" --workdir "$work"
 echo "== loopexec verify $run_id --pubkey $keys/operator.pub" >&2
 "$bin" verify "$run_id" --workdir "$work" --pubkey "$keys/operator.pub"
-echo "demo: ok (workdir $work)" >&2
+echo "== the agent's work, delivered as a branch (the checkout itself is untouched)" >&2
+git -C "$work" log --oneline -1 "loopexec/$run_id"
+git -C "$work" diff --stat main "loopexec/$run_id"
+echo "demo: ok (repository $work)" >&2

@@ -74,4 +74,9 @@ fn an_agent_reaches_an_allowed_host_only_through_the_proxy() {
     assert_eq!(exec_result["egress"]["totals"]["allowed"], 1);
     assert_eq!(exec_result["egress"]["totals"]["denied"], 1);
     assert!(exec_result["egress"]["audit_sha256"].as_str().is_some_and(|h| h.len() == 64));
+
+    let report = loopexec(dir.path(), &["report", "--json", "e"]).json();
+    let egress = &report["report"]["egress"];
+    assert_eq!((egress["summary"]["allowed"].as_u64(), egress["summary"]["denied"].as_u64()), (Some(1), Some(1)));
+    assert_eq!(egress["audit_matches_receipt"], true);
 }

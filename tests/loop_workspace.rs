@@ -57,6 +57,8 @@ fn a_repository_runs_in_a_detached_workspace_delivered_as_a_branch() {
     assert_eq!(delivered_tree.trim(), snapshots[2], "the branch holds the last accepted tree");
     let patch = run_dir(repo.path(), "d").join(halt["delivery"]["patch"].as_str().unwrap());
     assert!(std::fs::read_to_string(patch).unwrap().contains("fizzbuzz.sh"));
+    let report = loopexec(repo.path(), &["report", "--json", "d"]).json();
+    assert_eq!(report["report"]["delivery"]["branch"], "loopexec/d");
 }
 
 #[test]

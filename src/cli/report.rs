@@ -83,6 +83,31 @@ fn ending_text(e: Option<&Map<String, Value>>) -> String {
     }
 }
 
+/// The egress audit log beside the receipt, summarised per host, and whether its digest is the
+/// one the receipt recorded last (the log is written by the proxy, the digest by the engine).
+fn egress_summary(receipt: &std::path::Path, events: &[Map<String, Value>]) -> Value {
+    let recorded = events
+        .iter()
+        .rev()
+        .find_map(|e| e.get("egress").and_then(|g| g.get("audit_sha256")).and_then(Value::as_str).map(str::to_string));
+    let Some(recorded) = recorded else {
+        return json!({"summary": null});
+    };
+    let dir = receipt.parent().and_then(|p| crate::safefs::SafeDir::open(p).ok());
+    let bytes = dir.as_ref().and_then(|d| d.read(crate::zones::native::EGRESS_AUDIT_FILE, 256 * 1024 * 1024).ok());
+    match bytes {
+        Some(bytes) => {
+            use sha2::Digest;
+            let actual = hex::encode(sha2::Sha256::digest(&bytes));
+            match crate::egress::audit::summarize(&bytes) {
+                Ok(summary) => json!({"summary": summary, "audit_sha256": actual, "audit_matches_receipt": actual == recorded}),
+                Err(e) => json!({"summary": null, "error": e.to_string()}),
+            }
+        }
+        None => json!({"summary": null, "error": "the egress audit log is missing"}),
+    }
+}
+
 pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     let loaded = receipt_source::load(&args.source)?;
     let events = &loaded.chain.events;
@@ -123,6 +148,27 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
         )),
         None => human.push_str("not halted (resumable)\n"),
     }
+    let delivery = halt.as_ref().and_then(|h| h.get("delivery")).cloned().unwrap_or(Value::Null);
+    if let Some(branch) = delivery.get("branch").and_then(Value::as_str) {
+        human.push_str(&format!(
+            "delivered branch {branch} ({}), patch {}\n",
+            delivery.get("commit").and_then(Value::as_str).map(|c| &c[..c.len().min(12)]).unwrap_or("?"),
+            delivery.get("patch").and_then(Value::as_str).unwrap_or("?")
+        ));
+    }
+    let egress = egress_summary(&loaded.path, events);
+    if let Some(summary) = egress.get("summary").filter(|v| !v.is_null()) {
+        human.push_str(&format!(
+            "egress {} allowed, {} denied, {} bytes up, {} bytes down{}\n",
+            summary["allowed"], summary["denied"], summary["bytes_up"], summary["bytes_down"],
+            if egress["audit_matches_receipt"] == json!(false) { "  (AUDIT LOG CHANGED since the receipt recorded it)" } else { "" }
+        ));
+        if let Some(hosts) = summary["hosts"].as_object() {
+            for (host, h) in hosts {
+                human.push_str(&format!("  {host:<40} allowed {} denied {}\n", h["allowed"], h["denied"]));
+            }
+        }
+    }
     human.push_str(&format!("receipt {receipt}\n"));
 
     Ok(Outcome::ok("report")
@@ -146,6 +192,8 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
                 },
                 "iterations": digests.iter().map(IterationDigest::to_json).collect::<Vec<_>>(),
                 "halt": halt,
+                "delivery": delivery,
+                "egress": egress,
                 "interruptions": count(events::RUN_INTERRUPTED),
                 "resumes": count(events::RUN_RESUMED),
             }),

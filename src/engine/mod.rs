@@ -477,7 +477,15 @@ impl ActiveRun<'_> {
     /// which is consumed (dropped) here.
     fn seal(&mut self) -> CmdResult<()> {
         let run_key = self.run_key.take().ok_or_else(|| Failure::internal("the run key was already used"))?;
-        seal_run(self.run.dir(), run_key, Vec::new())
+        // Subjects: the receipt, and (detached workspace) the end-state tree that was delivered.
+        let end_state: Vec<Value> = self
+            .workspace
+            .as_ref()
+            .and_then(RunWorkspace::last_accepted)
+            .map(|snap| crate::receipt::statement::subject("end-state", "gitTree", &snap.tree_id.to_hex()))
+            .into_iter()
+            .collect();
+        seal_run(self.run.dir(), run_key, end_state)
             .map_err(|e| Failure::internal(format!("sealing the receipt: {e}")))?;
         Ok(())
     }
