@@ -274,13 +274,19 @@ fn command_starts_with_default_signal_dispositions() {
 
 #[test]
 fn files_the_zone_creates_belong_to_the_workspace_owner() {
-    // As root the workspace stays root-owned: the zone (uid 60200) writes it through an idmapped
-    // mount, and what it creates is stored as root's. Unprivileged: plain bind, the caller's uid.
+    // As root, a workspace owned by another (non-root) user stays theirs: the zone (uid 60200)
+    // writes it through an idmapped mount, and what it creates is stored as the owner's.
+    // Unprivileged: plain bind, the caller's uid.
     use std::os::unix::fs::MetadataExt;
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(ws.path().join("existing"), "a\n").unwrap();
     std::fs::create_dir(ws.path().join(".git")).unwrap();
     std::fs::write(ws.path().join(".git/config"), "[core]\n").unwrap();
+    if nix::unistd::geteuid().is_root() {
+        for p in [ws.path().to_path_buf(), ws.path().join("existing"), ws.path().join(".git"), ws.path().join(".git/config")] {
+            std::os::unix::fs::chown(&p, Some(4242), Some(4242)).unwrap();
+        }
+    }
     let p = ws.path().display().to_string();
     let o = sandbox(&["--rw", &p], &format!("cd {p} && echo b >> existing && echo c > created && mkdir dir; echo x >> .git/config; true"));
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
@@ -290,4 +296,18 @@ fn files_the_zone_creates_belong_to_the_workspace_owner() {
         assert_eq!(std::fs::metadata(ws.path().join(name)).unwrap().uid(), owner, "{name}");
     }
     assert_eq!(std::fs::read_to_string(ws.path().join(".git/config")).unwrap(), "[core]\n");
+}
+
+#[test]
+fn a_root_owned_writable_grant_is_never_mapped_onto_root() {
+    // Only root can own such a grant and start a zone over it; unprivileged callers never reach
+    // this path (their zone runs as themselves).
+    if !nix::unistd::geteuid().is_root() {
+        return;
+    }
+    let ws = tempfile::tempdir().unwrap();
+    let p = ws.path().display().to_string();
+    let o = Command::new(bin()).args(["--json", "sandbox", "--rw", &p, "--", "/bin/true"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(20), "{}", String::from_utf8_lossy(&o.stdout));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("never mapped onto root"));
 }

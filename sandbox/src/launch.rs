@@ -463,6 +463,11 @@ fn idmapped_trees(grants: &[RwGrant], zone_uid: u32, zone_gid: u32) -> Result<Ve
                 g.path.display()
             ))
         };
+        if owner_uid == 0 || owner_gid == 0 {
+            // The zone's files would be root's on the host: a setuid-root binary made in the zone
+            // would be one on the host too. Never map the zone onto root.
+            return Err(refuse("it belongs to root, and the zone is never mapped onto root".into()));
+        }
         let userns = idmap_userns(owner_uid, zone_uid, owner_gid, zone_gid).map_err(|e| refuse(format!("user namespace: {e}")))?;
         let tree = sys::clone_tree_at(&g.path).map_err(|e| refuse(format!("open_tree: {e}")))?;
         sys::idmap_tree(&tree, &userns, sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV).map_err(|e| refuse(format!("mount_setattr: {e}")))?;
