@@ -4,32 +4,6 @@
 mod common;
 use common::*;
 use serde_json::Value;
-use std::io::{Read, Write};
-use std::net::TcpListener;
-use std::time::Duration;
-
-/// A tiny HTTP server on the host's loopback answering `hello` to every request, until dropped.
-fn hello_server() -> (u16, std::thread::JoinHandle<()>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    listener.set_nonblocking(true).unwrap();
-    let handle = std::thread::spawn(move || {
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        while std::time::Instant::now() < deadline {
-            match listener.accept() {
-                Ok((mut s, _)) => {
-                    s.set_nonblocking(false).unwrap();
-                    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-                    let mut buf = [0u8; 4096];
-                    let _ = s.read(&mut buf);
-                    let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello");
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(10)),
-            }
-        }
-    });
-    (port, handle)
-}
 
 const AGENT: &str = r#"
 import socket, sys, urllib.request, urllib.error

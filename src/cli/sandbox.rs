@@ -5,7 +5,11 @@
 
 use crate::error::{CmdResult, Failure};
 use crate::halt::ExitClass;
+use crate::egress::{AuditLog, EgressArgs, Proxy};
+use crate::engine::config::EgressPins;
 use crate::output::Outcome;
+use crate::safefs::SafeDir;
+use crate::zones::native::{egress_config, PROXY_PORT};
 use sandbox::{Policy, SandboxError, ZoneExit, ZoneSpec};
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -32,6 +36,12 @@ pub struct SandboxArgs {
     /// Working directory inside the zone (default: the current directory if granted, else /).
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
+    #[command(flatten)]
+    pub egress: EgressArgs,
+    /// Where the egress proxy appends its audit log (policies with network mode "proxy"); default:
+    /// a new file in $TMPDIR, named in the output.
+    #[arg(long, value_name = "FILE")]
+    pub egress_log: Option<PathBuf>,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<OsString>,
@@ -81,8 +91,41 @@ pub fn load_policy(file: Option<&PathBuf>, builtin: Option<&str>) -> CmdResult<P
     }
 }
 
+/// Open the egress audit log: `--egress-log FILE`, or a new file in the temporary directory.
+fn open_egress_log(explicit: Option<&PathBuf>) -> CmdResult<(AuditLog, PathBuf)> {
+    let path = match explicit {
+        Some(p) => std::path::absolute(p).map_err(|e| Failure::io(p, &e))?,
+        None => std::env::temp_dir().join(format!("loopexec-egress-{}.jsonl", std::process::id())),
+    };
+    let (dir, name) = match (path.parent(), path.file_name()) {
+        (Some(d), Some(n)) => (d.to_path_buf(), n.to_string_lossy().into_owned()),
+        _ => return Err(Failure::usage(format!("--egress-log {}: not a file path", path.display()))),
+    };
+    let dir = SafeDir::open(&dir).map_err(|e| Failure::workspace(e.to_string()))?;
+    let log = AuditLog::open(&dir, &name).map_err(|e| Failure::workspace(format!("egress audit log: {e}")))?;
+    Ok((log, path))
+}
+
 pub fn run(args: SandboxArgs, json: bool) -> CmdResult<Outcome> {
-    let policy = load_policy(args.policy.as_ref(), args.builtin.as_deref())?;
+    let mut policy = load_policy(args.policy.as_ref(), args.builtin.as_deref())?;
+    let pins = EgressPins {
+        allow_hosts: args.egress.allow_host.clone(),
+        resolve: args.egress.resolve.clone(),
+        egress_proxy: args.egress.egress_proxy.clone(),
+    };
+    let proxied = policy.network.mode == sandbox::policy::NetworkMode::Proxy;
+    if !proxied && (pins != EgressPins::default() || args.egress_log.is_some()) {
+        return Err(Failure::usage("egress flags need a policy whose network mode is \"proxy\" (e.g. --builtin agent)"));
+    }
+    let egress = if proxied {
+        let config = egress_config(&policy, &pins).map_err(|e| Failure::usage(format!("egress configuration: {e}")))?;
+        for (k, v) in crate::egress::proxy_env(PROXY_PORT) {
+            policy.env.set.insert(k, v);
+        }
+        Some((config, open_egress_log(args.egress_log.as_ref())?))
+    } else {
+        None
+    };
     let wall = Duration::from_secs(policy.resources.wall_clock_seconds);
     let abs = |p: &PathBuf| std::path::absolute(p).map_err(|e| Failure::io(p, &e));
     let extra_rw = args.rw.iter().map(abs).collect::<CmdResult<Vec<_>>>()?;
@@ -108,7 +151,17 @@ pub fn run(args: SandboxArgs, json: bool) -> CmdResult<Outcome> {
         // stdout carries the one JSON object: the command's stdout goes to our stderr.
         spec.stdout = std::io::stderr().as_fd_owned();
     }
+    if egress.is_some() {
+        spec.loopback_listener = Some(PROXY_PORT);
+    }
     let mut zone = sandbox::launch(spec).map_err(failure)?;
+    let proxy = match (egress, zone.take_listener()) {
+        (Some((config, (log, path))), Some(listener)) => {
+            let handle = Proxy::start(config, listener, log, "sandbox").map_err(|e| Failure::internal(format!("egress proxy: {e}")))?;
+            Some((handle, path))
+        }
+        _ => None,
+    };
     let ended = zone.wait_timeout(wall).map_err(failure)?;
     let (exit, timed_out) = match ended {
         Some(e) => (e, false),
@@ -119,6 +172,7 @@ pub fn run(args: SandboxArgs, json: bool) -> CmdResult<Outcome> {
     };
     let report = serde_json::to_value(zone.report()).unwrap_or_default();
     drop(zone);
+    let egress_report = proxy.map(|(handle, path)| serde_json::json!({"audit_log": path, "totals": handle.stop()}));
     let code = exit.code();
     let mut out = Outcome::ok("sandbox")
         .field("exit", serde_json::to_value(exit).unwrap_or_default())
@@ -133,6 +187,9 @@ pub fn run(args: SandboxArgs, json: bool) -> CmdResult<Outcome> {
         .field("timed_out", true);
     }
     out.set("command_exit_code", code);
+    if let Some(e) = egress_report {
+        out.set("egress", e);
+    }
     if !timed_out {
         out.exit_code_override = Some(code);
     }

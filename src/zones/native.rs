@@ -14,7 +14,7 @@ use sandbox::launch::{launch, ZoneExit, ZoneSpec};
 use sandbox::policy::{NetworkMode, Policy};
 use sandbox::SandboxError;
 use std::ffi::OsString;
-use crate::engine::config::LoopConfig;
+use crate::engine::config::{EgressPins, LoopConfig};
 use std::path::{Path, PathBuf};
 use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
@@ -30,6 +30,16 @@ pub struct EgressSetup {
     pub config: EgressConfig,
     /// The run directory, where the audit log is appended (bound once the run exists).
     pub audit_dir: Option<SafeDir>,
+}
+
+/// The egress configuration of a proxied zone: the policy's `[network]` table plus the command
+/// line's additions (`--allow-host`, `--resolve`, `--egress-proxy`, which wins over the policy's
+/// `upstream_proxy`).
+pub fn egress_config(policy: &Policy, extra: &EgressPins) -> Result<EgressConfig, crate::egress::EgressError> {
+    let net = &policy.network;
+    let allow: Vec<String> = net.allow.iter().chain(extra.allow_hosts.iter()).cloned().collect();
+    let upstream = extra.egress_proxy.as_deref().or(Some(net.upstream_proxy.as_str()));
+    EgressConfig::from_parts(&allow, &net.allow_addresses, &extra.resolve, upstream, net.max_connections as usize, net.max_bytes)
 }
 
 /// The native sandbox zone pair.
@@ -91,18 +101,7 @@ impl NativeZone {
         let agent_policy = cfg.agent_policy.as_ref().ok_or_else(|| ZoneError::Setup("no agent policy pinned".into()))?.load().map_err(setup)?;
         let check_policy = cfg.check_policy.as_ref().ok_or_else(|| ZoneError::Setup("no check policy pinned".into()))?.load().map_err(setup)?;
         let egress = if agent_policy.network.mode == NetworkMode::Proxy {
-            let net = &agent_policy.network;
-            let allow: Vec<String> = net.allow.iter().chain(cfg.egress.allow_hosts.iter()).cloned().collect();
-            let upstream = cfg.egress.egress_proxy.as_deref().or(Some(net.upstream_proxy.as_str()));
-            let config = EgressConfig::from_parts(
-                &allow,
-                &net.allow_addresses,
-                &cfg.egress.resolve,
-                upstream,
-                net.max_connections as usize,
-                net.max_bytes,
-            )
-            .map_err(|e| ZoneError::Setup(format!("egress configuration: {e}")))?;
+            let config = egress_config(&agent_policy, &cfg.egress).map_err(|e| ZoneError::Setup(format!("egress configuration: {e}")))?;
             Some(EgressSetup { config, audit_dir: None })
         } else {
             None

@@ -149,3 +149,27 @@ pub fn zone_traversable(dir: &Path) {
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o711)).expect("chmod workdir");
     }
 }
+
+/// A tiny HTTP server on the host's loopback answering `hello` to every request, until dropped.
+pub fn hello_server() -> (u16, std::thread::JoinHandle<()>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    listener.set_nonblocking(true).unwrap();
+    let handle = std::thread::spawn(move || {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while std::time::Instant::now() < deadline {
+            match listener.accept() {
+                Ok((mut s, _)) => {
+                    s.set_nonblocking(false).unwrap();
+                    s.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+                    let mut buf = [0u8; 4096];
+                    let _ = std::io::Read::read(&mut s, &mut buf);
+                    let _ = std::io::Write::write_all(&mut s, b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello");
+                }
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(10)),
+            }
+        }
+    });
+    (port, handle)
+}
+
