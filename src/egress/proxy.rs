@@ -52,6 +52,9 @@ struct Counters {
 }
 
 struct Shared {
+    /// Written once by `stop` so the accept loop wakes at once instead of at its next poll tick.
+    wake_read: std::os::fd::OwnedFd,
+    wake_write: std::os::fd::OwnedFd,
     config: EgressConfig,
     audit: AuditLog,
     zone: String,
@@ -86,7 +89,11 @@ impl Proxy {
     ) -> std::io::Result<ProxyHandle> {
         listener.set_nonblocking(true)?;
         let local_addr = listener.local_addr()?;
+        let (wake_read, wake_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)
+            .map_err(std::io::Error::from)?;
         let shared = Arc::new(Shared {
+            wake_read,
+            wake_write,
             budget: ByteBudget::new(config.max_bytes),
             config,
             audit,
@@ -129,6 +136,7 @@ impl ProxyHandle {
 
     fn shutdown(&mut self) {
         self.shared.stopping.store(true, Ordering::SeqCst);
+        let _ = nix::unistd::write(&self.shared.wake_write, &[1u8]);
         if let Some(accept) = self.accept.take() {
             let _ = accept.join();
         }
@@ -170,9 +178,10 @@ fn snapshot(c: &Counters) -> ProxyStats {
 fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
     let mut next_id: u64 = 0;
     while !shared.stopping.load(Ordering::SeqCst) {
-        let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
+        let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN), PollFd::new(shared.wake_read.as_fd(), PollFlags::POLLIN)];
         match poll(&mut fds, PollTimeout::from(ACCEPT_POLL)) {
             Ok(0) => continue,
+            Ok(_) if fds[1].any().unwrap_or(false) => return,
             Ok(_) => {}
             Err(nix::errno::Errno::EINTR) => continue,
             Err(e) => {
