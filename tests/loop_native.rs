@@ -32,3 +32,28 @@ fn the_check_has_no_network() {
     assert_eq!(std::fs::read_to_string(dir.path().join("check-net")).unwrap().trim(), "refused");
     assert_eq!(std::fs::read_to_string(dir.path().join("check-proxy-vars")).unwrap().trim(), "0", "no proxy is offered to the check");
 }
+
+#[test]
+fn the_check_runs_in_a_hermetic_environment() {
+    let dir = workdir();
+    zone_writable(dir.path());
+    let out = command()
+        .current_dir(dir.path())
+        .env("OPERATOR_SECRET", "s3cr3t")
+        .env("TZ", "America/New_York")
+        .args(["run", "--json", "--run-id", "h", "--max-iterations", "1", "--exec", "true", "--check", "env | sort > check-env"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(10), "{}", String::from_utf8_lossy(&out.stdout));
+    let env = std::fs::read_to_string(dir.path().join("check-env")).unwrap();
+    let names: Vec<&str> = env.lines().filter_map(|l| l.split_once('=').map(|(k, _)| k)).collect();
+    assert!(env.contains("TZ=UTC\n") && env.contains("PYTHONHASHSEED=0\n") && env.contains("SOURCE_DATE_EPOCH=315532800\n"), "{env}");
+    assert!(!env.contains("s3cr3t"), "nothing of the operator's environment reaches the check: {env}");
+    for name in &names {
+        assert!(
+            name.starts_with("LOOPEXEC_")
+                || ["PATH", "HOME", "TMPDIR", "TZ", "LANG", "LC_ALL", "PYTHONHASHSEED", "SOURCE_DATE_EPOCH", "PWD", "SHLVL", "_"].contains(name),
+            "unexpected variable {name} in the check's environment"
+        );
+    }
+}
