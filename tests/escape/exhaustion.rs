@@ -1,0 +1,91 @@
+//! Category 11, exhaustion, bounded twice: by the zone's budget (what is asserted) and by the
+//! probe's own caps (so a regression fails the test instead of taking the machine down): a fork
+//! bomb that stops at 3000 processes, a memory bomb that stops at 4 GiB, fd exhaustion, /tmp fill
+//! capped at 1 GiB, a CPU spin and an output flood ended by the wall clock. The shipped agent
+//! policy allows 512 pids, 2 GiB memory, 1024 fds and a 256 MiB /tmp.
+
+use crate::common::{policy_variant, Scene, Verdict, Zone};
+use std::time::Duration;
+
+fn count_after(why: &str) -> u64 {
+    why.rsplit('_').next().and_then(|n| n.parse().ok()).unwrap_or(u64::MAX)
+}
+
+#[test]
+fn fork_bomb_stops_at_the_pids_limit() {
+    let scene = Scene::new();
+    let run = Zone::new(&scene).run("exhaustion", &["fork_bomb", "3000"]);
+    run.assert_blocked("fork_bomb", &["EAGAIN_after_"]);
+    if let Verdict::Blocked { why, .. } = &run.verdict {
+        assert!(count_after(why) < 512, "fork bomb got {why}, more than the policy's 512 pids");
+    }
+}
+
+#[test]
+fn memory_bomb_is_stopped_by_the_memory_limit() {
+    let scene = Scene::new();
+    let run = Zone::new(&scene).run("exhaustion", &["memory_bomb", "4096"]);
+    // Either allocation fails below the cap, or the OOM killer ends the probe inside the zone.
+    run.assert_blocked_or_killed("memory_bomb", &["ENOMEM_after_"], &[libc::SIGKILL]);
+    if let Verdict::Blocked { why, .. } = &run.verdict {
+        assert!(count_after(why.trim_end_matches("_MiB")) <= 2048, "memory bomb got {why}, above 2 GiB");
+    }
+}
+
+#[test]
+fn fd_exhaustion_stops_at_the_open_files_limit() {
+    let scene = Scene::new();
+    let run = Zone::new(&scene).run("exhaustion", &["fd_exhaustion", "1048576"]);
+    run.assert_blocked("fd_exhaustion", &["EMFILE_after_"]);
+    if let Verdict::Blocked { why, .. } = &run.verdict {
+        assert!(count_after(why) <= 1024, "opened {why}, above the policy's 1024");
+    }
+}
+
+#[test]
+fn filling_tmp_stops_at_its_size_cap() {
+    let scene = Scene::new();
+    let run = Zone::new(&scene).run("exhaustion", &["fill_tmp", "1024"]);
+    run.assert_blocked("fill_tmp", &["ENOSPC_after_", "EFBIG_after_", "ENOMEM_after_"]);
+    if let Verdict::Blocked { why, .. } = &run.verdict {
+        assert!(count_after(why.trim_end_matches("_MiB")) <= 256, "wrote {why} to /tmp, above 256 MiB");
+    }
+    assert!(!std::path::Path::new("/tmp/loopexec-escape-fill").exists(), "the fill file landed on the host's /tmp");
+}
+
+fn short_wall_clock(scene: &Scene) -> std::path::PathBuf {
+    policy_variant(scene.root(), "agent", &[("wall_clock_seconds", "2")])
+}
+
+#[test]
+fn cpu_spin_is_ended_by_the_wall_clock() {
+    let scene = Scene::new();
+    let policy = short_wall_clock(&scene);
+    let run = Zone::new(&scene).policy(&policy).timeout(Duration::from_secs(30)).run("exhaustion", &["cpu_spin"]);
+    assert_eq!(run.verdict, Verdict::Missing, "the spinning probe printed a verdict: {:?}", run.verdict);
+    assert!(!run.status.success(), "a zone killed by the wall clock reported success");
+    assert!(run.elapsed < Duration::from_secs(15), "wall clock of 2 s took {:?}", run.elapsed);
+}
+
+#[test]
+fn output_flood_is_streamed_without_the_supervisor_growing() {
+    let scene = Scene::new();
+    let run = Zone::new(&scene).timeout(Duration::from_secs(60)).run("exhaustion", &["output_flood", "512"]);
+    assert!(run.stderr.contains("FLOODED 536870912"), "flood did not complete: {}", run.stderr);
+    assert_eq!(run.stdout_bytes, 512 << 20, "bytes lost or added on the way");
+    assert!(run.supervisor_max_rss_kib < 64 * 1024, "supervisor grew to {} KiB", run.supervisor_max_rss_kib);
+}
+
+#[test]
+fn output_flood_into_a_stalled_reader_is_ended_by_the_wall_clock() {
+    let scene = Scene::new();
+    let policy = short_wall_clock(&scene);
+    let run = Zone::new(&scene)
+        .policy(&policy)
+        .stall_stdout()
+        .timeout(Duration::from_secs(30))
+        .run("exhaustion", &["output_flood", "4096"]);
+    assert!(!run.status.success(), "a zone killed by the wall clock reported success");
+    assert!(run.elapsed < Duration::from_secs(15), "wall clock of 2 s took {:?} with a stalled reader", run.elapsed);
+    assert!(run.supervisor_max_rss_kib < 64 * 1024, "supervisor grew to {} KiB", run.supervisor_max_rss_kib);
+}

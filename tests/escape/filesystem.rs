@@ -1,0 +1,52 @@
+//! Category 7, filesystem tricks: symlinks and hardlinks made in the writable grant that point at
+//! host files (the scene's secret outside the grant, /etc/shadow), `..` out of the grant, writes
+//! to ungranted paths. Host controls prove the same probe reads the secret when unsandboxed.
+
+use crate::common::{host_control, Scene, Zone};
+
+fn rw(s: &Scene) -> String {
+    Scene::s(&s.rw)
+}
+fn secret(s: &Scene) -> String {
+    Scene::s(&s.secret)
+}
+
+refused!(ungranted_host_file_is_unreadable: "filesystem" "read_path" [rw, secret] => ["ENOENT", "EACCES"]);
+refused!(symlink_in_grant_to_host_secret_reads_nothing: "filesystem" "symlink_read" [rw, secret] => ["ENOENT", "EACCES"]);
+refused!(relative_symlink_out_of_the_grant_reads_nothing: "filesystem" "relative_symlink_read" [rw, |_| "../outside/secret"] => ["ENOENT", "EACCES"]);
+refused!(symlink_in_grant_to_etc_shadow_reads_nothing: "filesystem" "symlink_read" [rw, |_| "/etc/shadow"] => ["ENOENT", "EACCES"]);
+refused!(hardlink_of_host_secret_into_grant_is_refused: "filesystem" "hardlink" [rw, secret] => ["ENOENT", "EACCES", "EXDEV", "EPERM"]);
+refused!(dotdot_out_of_the_grant_reads_nothing: "filesystem" "dotdot_read" [rw, |_| "../outside/secret"] => ["ENOENT", "EACCES"]);
+refused!(dotdot_out_of_the_grant_creates_nothing: "filesystem" "dotdot_create" [rw, |_| "../outside/planted"] => ["ENOENT", "EACCES", "EROFS"]);
+refused!(ungranted_host_file_cannot_be_opened_for_writing: "filesystem" "write_path" [rw, secret] => ["ENOENT", "EACCES", "EROFS"]);
+refused!(symlink_in_grant_to_host_secret_cannot_be_written: "filesystem" "symlink_write" [rw, secret] => ["ENOENT", "EACCES", "EROFS"]);
+
+#[test]
+fn the_grant_itself_is_writable() {
+    let scene = Scene::new();
+    let rw = Scene::s(&scene.rw);
+    Zone::new(&scene).run("filesystem", &["rw_works", &rw, "written-by-zone"]).assert_ok("rw_works");
+    assert_eq!(std::fs::read_to_string(scene.rw.join("written-by-zone")).expect("file written in grant"), "ok\n");
+}
+
+#[test]
+fn host_control_symlink_to_secret_is_detected() {
+    let scene = Scene::new();
+    let (rw, secret) = (Scene::s(&scene.rw), Scene::s(&scene.secret));
+    host_control(&scene, "filesystem", &["symlink_read", &rw, &secret]).assert_escaped("symlink_read");
+}
+
+#[test]
+fn host_control_dotdot_is_detected() {
+    let scene = Scene::new();
+    let rw = Scene::s(&scene.rw);
+    host_control(&scene, "filesystem", &["dotdot_read", &rw, "../outside/secret"]).assert_escaped("dotdot_read");
+}
+
+#[test]
+fn host_control_hardlink_is_detected() {
+    // The scene's files belong to the test user, so protected_hardlinks allows the link on the host.
+    let scene = Scene::new();
+    let (rw, secret) = (Scene::s(&scene.rw), Scene::s(&scene.secret));
+    host_control(&scene, "filesystem", &["hardlink", &rw, &secret]).assert_escaped("hardlink");
+}

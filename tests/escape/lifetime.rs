@@ -1,0 +1,48 @@
+//! Category 12, lifetime: a double-forked, setsid daemon that ignores SIGHUP/SIGTERM and keeps
+//! appending to a heartbeat file in the grant must not survive the zone; neither may the zone
+//! survive the supervisor being SIGKILLed. The harness also scans the host's /proc for any
+//! process of the zone after every run.
+
+use crate::common::{Scene, Zone};
+use std::time::{Duration, Instant};
+
+fn beats(path: &std::path::Path) -> u64 {
+    std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
+}
+
+fn assert_heartbeat_stopped(path: &std::path::Path) {
+    let first = beats(path);
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(beats(path), first, "a zone process is still writing {}", path.display());
+}
+
+#[test]
+fn double_forked_setsid_daemon_does_not_outlive_the_zone() {
+    let scene = Scene::new();
+    let hb = scene.rw.join("heartbeat");
+    let run = Zone::new(&scene).run("lifetime", &["double_fork_daemon", &Scene::s(&hb)]);
+    run.assert_ok("double_fork_daemon");
+    assert!(beats(&hb) > 0, "the daemon never ran, so the test proves nothing");
+    assert_heartbeat_stopped(&hb);
+}
+
+#[test]
+fn sigkill_of_the_supervisor_ends_every_zone_process() {
+    let scene = Scene::new();
+    let hb = scene.rw.join("heartbeat");
+    let hb_in = hb.clone();
+    let run = Zone::new(&scene)
+        .timeout(Duration::from_secs(30))
+        .during(move |pid, _| {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while beats(&hb_in) < 20 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL)
+                .expect("kill loopexec");
+        })
+        .run("lifetime", &["sleep_with_heartbeat", &Scene::s(&hb)]);
+    assert!(run.ended_by_signal(libc::SIGKILL), "loopexec was not the one killed: {:?}", run.status);
+    assert!(beats(&hb) >= 20, "the zone never ran, so the test proves nothing");
+    assert_heartbeat_stopped(&hb);
+}

@@ -1,0 +1,78 @@
+//! Category 8, plants for the trusted side: the shipped policies protect `.git/hooks`,
+//! `.git/config`, `.gitmodules` and `.loopexec` inside every writable root, existing or not. The
+//! zone must not write, replace, move away, chmod or create them; afterwards the host copies are
+//! byte-identical and no hook exists that the harness did not put there.
+
+use crate::common::{Scene, Zone};
+use std::fs;
+
+const CONFIG: &str = "[core]\n\trepositoryformatversion = 0\n";
+const PRE_PUSH: &str = "#!/bin/sh\nexit 0\n";
+
+fn scene_with_git() -> Scene {
+    let scene = Scene::new();
+    scene.rw_file(".git/config", CONFIG);
+    scene.rw_file(".git/hooks/pre-push", PRE_PUSH);
+    scene
+}
+
+fn assert_git_untouched(scene: &Scene) {
+    let git = scene.rw.join(".git");
+    assert!(fs::symlink_metadata(git.join("hooks")).expect("hooks").is_dir(), ".git/hooks was replaced");
+    assert_eq!(fs::read_to_string(git.join("config")).expect("config"), CONFIG, ".git/config changed");
+    let hooks: Vec<_> = fs::read_dir(git.join("hooks")).expect("hooks").map(|e| e.expect("e").file_name()).collect();
+    assert_eq!(hooks, vec![std::ffi::OsString::from("pre-push")], "hooks dir content changed");
+    assert_eq!(fs::read_to_string(git.join("hooks/pre-push")).expect("pre-push"), PRE_PUSH);
+}
+
+fn attempt(scene: &Scene, what: &str, reasons: &[&str]) {
+    let rw = Scene::s(&scene.rw);
+    Zone::new(scene).run("plants", &[what, &rw]).assert_blocked(what, reasons);
+}
+
+#[test]
+fn git_hook_cannot_be_planted() {
+    let scene = scene_with_git();
+    attempt(&scene, "write_hook", &["EROFS", "EACCES", "EPERM"]);
+    assert_git_untouched(&scene);
+}
+
+#[test]
+fn git_config_cannot_be_written() {
+    let scene = scene_with_git();
+    attempt(&scene, "write_git_config", &["EROFS", "EACCES", "EPERM"]);
+    assert_git_untouched(&scene);
+}
+
+#[test]
+fn existing_hook_cannot_be_chmodded() {
+    let scene = scene_with_git();
+    attempt(&scene, "chmod_hook", &["EROFS", "EACCES", "EPERM"]);
+    assert_git_untouched(&scene);
+}
+
+#[test]
+fn protected_git_dirs_cannot_be_moved_away() {
+    let scene = scene_with_git();
+    attempt(&scene, "rename_git_away", &["EBUSY", "EROFS", "EACCES", "EPERM", "EXDEV"]);
+    assert_git_untouched(&scene);
+}
+
+#[test]
+fn hooks_dir_cannot_be_swapped_for_a_symlink() {
+    let scene = scene_with_git();
+    attempt(&scene, "symlink_swap_hooks", &["EROFS", "EACCES", "EPERM", "EBUSY"]);
+    assert_git_untouched(&scene);
+}
+
+#[test]
+fn protected_paths_cannot_be_created_when_absent_at_start() {
+    let scene = Scene::new();
+    attempt(&scene, "create_protected_later", &["EROFS", "EACCES", "EPERM", "EEXIST", "ENOENT"]);
+    assert!(!scene.rw.join(".git/hooks/pre-commit").exists(), "a hook was created on the host");
+    let config = scene.rw.join(".git/config");
+    assert!(
+        fs::symlink_metadata(&config).map(|m| m.len() == 0).unwrap_or(true),
+        ".git/config was created with content on the host"
+    );
+}

@@ -1,0 +1,51 @@
+//! Category 13, privilege: NoNewPrivs=1 and every capability set empty, executing a setuid-root
+//! file (root runs only: an unprivileged test cannot create one), chmod u+s / g+s, mknod,
+//! /dev/mem, /dev/port, /dev/kmsg, switching uid, raising capabilities.
+
+use crate::common::{host_control, is_root, probe_path, Scene, Zone};
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+
+fn rw(s: &Scene) -> String {
+    Scene::s(&s.rw)
+}
+
+#[test]
+fn no_new_privs_is_set_and_every_capability_set_is_empty() {
+    let scene = Scene::new();
+    Zone::new(&scene).run("privilege", &["status"]).assert_blocked("status", &["no_new_privs_and_no_capabilities"]);
+}
+
+#[test]
+fn host_control_status_shows_privileges_outside_a_zone() {
+    // The test process has no_new_privs unset (and, as root, capabilities).
+    let scene = Scene::new();
+    host_control(&scene, "privilege", &["status"]).assert_escaped("status");
+}
+
+#[test]
+fn setuid_root_binary_grants_nothing() {
+    let scene = Scene::new();
+    let dir = scene.root().join("suid");
+    fs::create_dir(&dir).expect("mkdir suid");
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).expect("chmod dir");
+    let target = dir.join("suid-probe");
+    fs::copy(probe_path("privilege"), &target).expect("copy probe");
+    if is_root() {
+        std::os::unix::fs::chown(&target, Some(0), Some(0)).expect("chown root");
+    }
+    fs::set_permissions(&target, fs::Permissions::from_mode(0o4755)).expect("chmod u+s");
+    let run = Zone::new(&scene).ro(&dir).run("privilege", &["setuid_exec", &Scene::s(&target)]);
+    // Unprivileged, the file is setuid to the caller, which the zone maps to itself: still nothing.
+    run.assert_blocked("setuid_exec", &["ids_unchanged", "exec_EACCES", "exec_EPERM", "stat_ENOENT"]);
+}
+
+refused!(chmod_setuid_in_the_grant_is_refused: "privilege" "chmod_setuid" [rw] => ["EPERM", "bits_silently_dropped"]);
+refused!(mknod_char_device_is_refused: "privilege" "mknod_char" [rw] => ["EPERM"]);
+refused!(mknod_block_device_is_refused: "privilege" "mknod_block" [rw] => ["EPERM"]);
+refused!(dev_mem_cannot_be_opened: "privilege" "dev_mem" [] => ["ENOENT", "EACCES", "EPERM"]);
+refused!(dev_port_cannot_be_opened: "privilege" "dev_port" [] => ["ENOENT", "EACCES", "EPERM"]);
+refused!(dev_kmsg_cannot_be_read: "privilege" "dev_kmsg_read" [] => ["ENOENT", "EACCES", "EPERM"]);
+refused!(dev_kmsg_cannot_be_written: "privilege" "dev_kmsg_write" [] => ["ENOENT", "EACCES", "EPERM"]);
+refused!(switching_to_another_uid_is_refused: "privilege" "setresuid_other" [] => ["EPERM", "EINVAL"]);
+refused!(raising_capabilities_is_refused: "privilege" "capset_raise" [] => ["EPERM"]);

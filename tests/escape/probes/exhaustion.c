@@ -1,0 +1,125 @@
+/* exhaustion.c - resource abuse, each attempt bounded by the probe itself:
+ * a fork bomb that stops at a cap, a memory bomb that stops at a cap, fd
+ * exhaustion, filling /tmp up to a cap, a CPU spin, an output flood.
+ * Reaching the cap means the sandbox did not bound the resource: ESCAPED. */
+#include "probe.h"
+#include <fcntl.h>
+#include <sys/mman.h>
+
+int main(int argc, char **argv)
+{
+    PROBE_MAIN_PROLOGUE(60);
+    ATTEMPT("fork_bomb") {
+        /* argv[2]: cap on live processes */
+        long cap = argc > 2 ? atol(argv[2]) : 3000;
+        static pid_t kids[100000];
+        if (cap > 100000) cap = 100000;
+        long n = 0;
+        int e = 0;
+        for (; n < cap; n++) {
+            pid_t pid = fork();
+            if (pid == 0) {
+                alarm(30);
+                for (;;)
+                    pause();
+            }
+            if (pid < 0) {
+                e = errno;
+                break;
+            }
+            kids[n] = pid;
+        }
+        for (long i = 0; i < n; i++)
+            kill(kids[i], SIGKILL);
+        for (long i = 0; i < n; i++)
+            waitpid(kids[i], NULL, 0);
+        if (n >= cap)
+            escaped("fork_bomb", "reached_cap_%ld_processes", n);
+        blocked("fork_bomb", "%s_after_%ld", errname(e), n);
+    }
+    ATTEMPT("memory_bomb") {
+        /* argv[2]: cap in MiB; touched in 64 MiB chunks */
+        long cap_mib = argc > 2 ? atol(argv[2]) : 4096;
+        struct rlimit as = {(rlim_t)(cap_mib + 256) << 20, (rlim_t)(cap_mib + 256) << 20};
+        setrlimit(RLIMIT_AS, &as);
+        long got = 0;
+        while (got < cap_mib) {
+            char *p = mmap(NULL, 64 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (p == MAP_FAILED)
+                blocked("memory_bomb", "%s_after_%ld_MiB", errname(errno), got);
+            for (long i = 0; i < (64 << 20); i += 4096)
+                p[i] = 1;
+            got += 64;
+        }
+        escaped("memory_bomb", "touched_%ld_MiB", got);
+    }
+    ATTEMPT("fd_exhaustion") {
+        /* raise the soft limit to the hard one, then try to go above it */
+        struct rlimit lim;
+        getrlimit(RLIMIT_NOFILE, &lim);
+        rlim_t hard = lim.rlim_max;
+        struct rlimit raise = {hard == RLIM_INFINITY ? 1 << 20 : hard * 2,
+                               hard == RLIM_INFINITY ? 1 << 20 : hard * 2};
+        if (hard != RLIM_INFINITY && setrlimit(RLIMIT_NOFILE, &raise) == 0)
+            escaped("fd_exhaustion", "raised_hard_nofile_to_%lu", (unsigned long)raise.rlim_max);
+        lim.rlim_cur = lim.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &lim);
+        long cap = argc > 2 ? atol(argv[2]) : 1 << 20;
+        long n = 0;
+        int fd;
+        while (n < cap && (fd = open("/dev/null", O_RDONLY)) >= 0)
+            n++;
+        if (n >= cap)
+            escaped("fd_exhaustion", "opened_%ld_fds_hard_limit_%lu", n, (unsigned long)hard);
+        blocked("fd_exhaustion", "%s_after_%ld", errname(errno), n);
+    }
+    ATTEMPT("fill_tmp") {
+        /* argv[2]: cap in MiB written to /tmp */
+        long cap_mib = argc > 2 ? atol(argv[2]) : 2048;
+        signal(SIGXFSZ, SIG_IGN);
+        int fd = open("/tmp/loopexec-escape-fill", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd < 0)
+            blocked("fill_tmp", "open_%s", errname(errno));
+        static char chunk[1 << 20];
+        memset(chunk, 'x', sizeof chunk);
+        long mib = 0;
+        while (mib < cap_mib) {
+            ssize_t w = write(fd, chunk, sizeof chunk);
+            if (w < 0) {
+                int e = errno;
+                unlink("/tmp/loopexec-escape-fill");
+                blocked("fill_tmp", "%s_after_%ld_MiB", errname(e), mib);
+            }
+            if (w < (ssize_t)sizeof chunk) {
+                unlink("/tmp/loopexec-escape-fill");
+                blocked("fill_tmp", "short_write_after_%ld_MiB", mib);
+            }
+            mib++;
+        }
+        unlink("/tmp/loopexec-escape-fill");
+        escaped("fill_tmp", "wrote_%ld_MiB", mib);
+    }
+    ATTEMPT("cpu_spin") {
+        /* spins until killed; its own bound is RLIMIT_CPU/alarm of 60 s */
+        volatile unsigned long x = 0;
+        for (;;)
+            x++;
+    }
+    ATTEMPT("output_flood") {
+        /* argv[2]: cap in MiB written to stdout; verdict goes to stderr */
+        long cap_mib = argc > 2 ? atol(argv[2]) : 256;
+        static char chunk[1 << 16];
+        memset(chunk, 'F', sizeof chunk);
+        chunk[sizeof chunk - 1] = '\n';
+        long written = 0;
+        while (written < (cap_mib << 20)) {
+            ssize_t w = write(1, chunk, sizeof chunk);
+            if (w <= 0)
+                break;
+            written += w;
+        }
+        dprintf(2, "FLOODED %ld\n", written);
+        _exit(0);
+    }
+    probe_error("usage", "unknown_attempt_%s", argv[1]);
+}

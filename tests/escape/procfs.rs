@@ -1,0 +1,47 @@
+//! Category 5, /proc and /sys: other processes' environ and root, opening any visible process's
+//! executable for writing (the zone init is the loopexec binary: runc CVE-2019-5736),
+//! sysrq-trigger, core_pattern, kcore, host paths in mountinfo, cgroup and /sys writes. Files are
+//! only ever opened, never written; the harness checks the loopexec binary, sysctls and cgroups
+//! are unchanged after every run.
+
+use crate::common::{host_control, is_root, Scene, Zone};
+
+refused!(other_processes_environ_has_no_host_secret: "procfs" "other_environ" [|_| "LOOPEXEC_ESCAPE_SECRET="] => ["absent_in_"]);
+refused!(other_processes_root_does_not_reach_the_host: "procfs" "other_root" [|s: &Scene| Scene::s(&s.secret)] => ["ENOENT", "EACCES"]);
+refused!(no_process_executable_can_be_opened_for_writing: "procfs" "overwrite_exe" [] => ["ETXTBSY", "EACCES", "EROFS", "EPERM", "ENOENT"]);
+refused!(sysrq_trigger_cannot_be_opened_for_writing: "procfs" "sysrq_trigger" [] => ["EACCES", "EROFS", "ENOENT", "EPERM"]);
+refused!(core_pattern_cannot_be_opened_for_writing: "procfs" "core_pattern" [] => ["EACCES", "EROFS", "ENOENT", "EPERM"]);
+refused!(kcore_cannot_be_opened: "procfs" "kcore" [] => ["EACCES", "ENOENT", "EPERM"]);
+refused!(cgroupfs_cannot_be_written: "procfs" "cgroup_write" [] => ["EACCES", "EROFS", "ENOENT", "EPERM"]);
+refused!(sys_knobs_cannot_be_opened_for_writing: "procfs" "sys_write" [] => ["EACCES", "EROFS", "ENOENT", "EPERM"]);
+
+#[test]
+fn mountinfo_shows_no_ungranted_host_path() {
+    let scene = Scene::new();
+    let repo = env!("CARGO_MANIFEST_DIR");
+    let outside = Scene::s(&scene.outside);
+    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+    let mut args = vec!["mountinfo_host_paths", repo, &outside];
+    if home.len() > 1 {
+        args.push(&home);
+    }
+    Zone::new(&scene).run("procfs", &args).assert_blocked("mountinfo_host_paths", &["none_of_"]);
+}
+
+#[test]
+fn host_control_environ_secret_is_detected() {
+    let scene = Scene::new();
+    host_control(&scene, "procfs", &["other_environ", "LOOPEXEC_ESCAPE_SECRET="]).assert_escaped("other_environ");
+}
+
+#[test]
+fn host_control_kcore_is_detected_as_root() {
+    // As root the host control must see the attack work; unprivileged, the host refuses it too.
+    let scene = Scene::new();
+    let run = host_control(&scene, "procfs", &["kcore"]);
+    if is_root() {
+        run.assert_escaped("kcore");
+    } else {
+        run.assert_blocked("kcore", &["EACCES", "EPERM"]);
+    }
+}
