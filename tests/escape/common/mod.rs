@@ -23,9 +23,10 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-/// The loopexec binary under test.
+/// The loopexec binary under test: `LOOPEXEC_ESCAPE_BIN` (e.g. a release build), else the one
+/// cargo built for this test.
 pub fn loopexec_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_loopexec"))
+    std::env::var_os("LOOPEXEC_ESCAPE_BIN").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_loopexec")))
 }
 
 /// The uid/gid a zone runs as when loopexec runs as root (policy `identity.uid_when_root`).
@@ -575,7 +576,7 @@ impl<'a> Zone<'a> {
         if self.expect_host_unchanged {
             let after = HostState::capture(self.scene);
             assert_host_unchanged(&before, &after, &run);
-            let leaked = wait_for_cgroups(&cgroups_before, Duration::from_secs(3));
+            let leaked = wait_for_cgroups(&cgroups_before, pid, Duration::from_secs(3));
             assert!(leaked.is_empty(), "cgroups left behind by the zone: {leaked:?}\n{}", run.context());
         }
         run
@@ -631,15 +632,28 @@ fn wait_for_no_zone_processes(root: &Path, limit: Duration) -> Vec<i32> {
     }
 }
 
-fn wait_for_cgroups(before: &BTreeSet<PathBuf>, limit: Duration) -> Vec<PathBuf> {
+/// Cgroups created during the run that are still there after `limit`. Other loopexec processes on
+/// the host (other test binaries) create zone cgroups too: a new directory whose name carries the
+/// pid of a different, still running process (`loopexec-zone-<pid>-<n>`) is theirs, not ours.
+fn wait_for_cgroups(before: &BTreeSet<PathBuf>, our_pid: i32, limit: Duration) -> Vec<PathBuf> {
     let deadline = Instant::now() + limit;
     loop {
-        let new: Vec<PathBuf> = cgroup_dirs().difference(before).cloned().collect();
+        let new: Vec<PathBuf> = cgroup_dirs()
+            .difference(before)
+            .filter(|p| !belongs_to_another_live_process(p, our_pid))
+            .cloned()
+            .collect();
         if new.is_empty() || Instant::now() >= deadline {
             return new;
         }
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+fn belongs_to_another_live_process(dir: &Path, our_pid: i32) -> bool {
+    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let pids: Vec<i32> = name.split(['-', '.', '_']).filter_map(|t| t.parse().ok()).collect();
+    !pids.contains(&our_pid) && pids.iter().any(|p| *p > 1 && Path::new(&format!("/proc/{p}")).exists())
 }
 
 /// Read a stream to its end on a thread, keeping the first 64 KiB and counting the rest.
