@@ -132,6 +132,12 @@ pub struct Scene {
     pub state_dir: PathBuf,
 }
 
+impl Default for Scene {
+    fn default() -> Self {
+        Scene::new()
+    }
+}
+
 impl Scene {
     pub fn new() -> Scene {
         let root = tempfile::Builder::new().prefix("loopexec-escape-").tempdir_in(base_tmp()).expect("scene dir");
@@ -408,6 +414,9 @@ pub fn zone_processes(scene_root: &Path) -> Vec<i32> {
 // ---------------------------------------------------------------------------------------------
 // Running a zone
 
+/// A step run while loopexec runs, given its pid.
+type During<'a> = Box<dyn FnOnce(i32, &Scene) + 'a>;
+
 pub struct Zone<'a> {
     scene: &'a Scene,
     policy: Option<PathBuf>,
@@ -419,7 +428,7 @@ pub struct Zone<'a> {
     stall_stdout: bool,
     timeout: Duration,
     /// Called with loopexec's pid once it runs (e.g. to kill it mid-flight).
-    during: Option<Box<dyn FnOnce(i32, &Scene) + 'a>>,
+    during: Option<During<'a>>,
     expect_host_unchanged: bool,
 }
 
