@@ -6,6 +6,7 @@
 //! - `safefs`: symlink-proof file access beneath supervisor-owned directories.
 //! - `receipt`: the hash-chained receipt log.
 //! - `zones`: where commands run (host, native sandbox, container engine).
+pub mod cli;
 pub mod error;
 pub mod halt;
 pub mod output;

@@ -19,6 +19,9 @@ pub struct Outcome {
     pub fields: Map<String, Value>,
     pub errors: Vec<ErrorEntry>,
     pub human: String,
+    /// Process exit code that replaces the class code (`loopexec sandbox` exits with the code of
+    /// the command it ran).
+    pub process_exit: Option<i32>,
 }
 
 impl Outcome {
@@ -31,6 +34,7 @@ impl Outcome {
             fields: Map::new(),
             errors: Vec::new(),
             human: String::new(),
+            process_exit: None,
         }
     }
 
@@ -73,7 +77,7 @@ impl Outcome {
         obj.insert("version".into(), Value::String(env!("CARGO_PKG_VERSION").into()));
         obj.insert("command".into(), Value::String(self.command.clone()));
         obj.insert("status".into(), Value::String(self.status.into()));
-        obj.insert("exit_code".into(), Value::from(self.exit.code()));
+        obj.insert("exit_code".into(), Value::from(self.exit_code()));
         obj.insert(
             "errors".into(),
             serde_json::to_value(&self.errors).unwrap_or_else(|_| Value::Array(Vec::new())),
@@ -111,7 +115,12 @@ impl Outcome {
             }
         }
         let _ = out.flush();
-        self.exit.code()
+        self.exit_code()
+    }
+
+    /// The process exit code: the override if set, else the class code.
+    pub fn exit_code(&self) -> i32 {
+        self.process_exit.unwrap_or(self.exit.code())
     }
 }
 

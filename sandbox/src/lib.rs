@@ -1,1 +1,28 @@
 //! loopexec-sandbox: launches one command in a zone described by a policy.
+//!
+//! The crate knows nothing about loops. Input: a [`policy::Policy`], a command, its working
+//! directory, environment and stdio ([`launch::ZoneSpec`]). Output: a running zone
+//! ([`launch::RunningZone`]) to wait for, time out and kill, and the report of which protections
+//! were applied. `launch.rs` documents the setup sequence from top to bottom.
+//!
+//! The binary that uses this crate must call [`init::run_if_zone_init`] first thing in `main`.
+
+pub mod error;
+pub mod init;
+pub mod launch;
+pub mod policy;
+pub mod preflight;
+pub mod seccomp_filter;
+
+mod cgroup;
+mod landlock_rules;
+mod mounts;
+mod netns;
+mod plan;
+mod privileges;
+mod sys;
+
+pub use error::{Layer, SandboxError};
+pub use launch::{launch, AppliedReport, LayerStatus, RunningZone, ZoneExit, ZoneSpec};
+pub use policy::{Policy, PolicyError};
+pub use preflight::{HostReport, Missing};

@@ -1,0 +1,285 @@
+//! The zone's cgroup budget (memory, pids, CPU quota), created beneath the cgroup loopexec itself
+//! runs in, never at a hierarchy's root: delegation works, and any limit the host put around
+//! loopexec still holds. Teardown kills every process of the zone and removes the cgroup.
+//!
+//! This module writes cgroupfs files directly (a few dozen lines per version): cgroups-rs 0.3
+//! builds groups from a hierarchy root, which is exactly what delegation forbids, and has no
+//! notion of moving the caller into a leaf first on v2.
+//!
+//! - v2: `<mount>/<own path>/loopexec-zone-<pid>-<n>` with memory.max, pids.max, cpu.max. If the
+//!   controllers are not enabled for children of our cgroup and our cgroup holds processes, we
+//!   first move ourselves into a leaf child `loopexec-supervisor-<pid>` ("no internal processes").
+//!   Teardown writes `cgroup.kill`.
+//! - v1: one directory per controller (memory, pids, cpu, and freezer when mounted) beneath the
+//!   controller's own path of this process (e.g. memory under /process_api/<id>). Teardown freezes,
+//!   SIGKILLs every member, thaws, until empty.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+const CGROUP_ROOT: &str = "/sys/fs/cgroup";
+const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
+const V1_CONTROLLERS: &[&str] = &["memory", "pids", "cpu"];
+const CPU_PERIOD_US: u64 = 100_000;
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// Which cgroup version this host uses for our process, and where we may create children.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Hierarchy {
+    /// Unified hierarchy; `base` is the directory of our own cgroup.
+    V2 { base: PathBuf },
+    /// Legacy hierarchies; one base directory per required controller, plus freezer if present.
+    V1 { bases: Vec<(String, PathBuf)>, freezer: Option<PathBuf> },
+}
+
+/// The budget of one zone.
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
+    pub memory_bytes: u64,
+    pub pids_max: u64,
+    pub cpu_percent: u32,
+}
+
+/// Find our cgroup(s) from /proc/self/cgroup and the mounted hierarchy.
+pub fn detect() -> io::Result<Hierarchy> {
+    let own = fs::read_to_string("/proc/self/cgroup")?;
+    let st = nix::sys::statfs::statfs(CGROUP_ROOT).map_err(io::Error::from)?;
+    if st.filesystem_type().0 as i64 == CGROUP2_SUPER_MAGIC {
+        let path = own
+            .lines()
+            .find_map(|l| l.strip_prefix("0::"))
+            .ok_or_else(|| io::Error::other("no cgroup v2 entry in /proc/self/cgroup"))?;
+        return Ok(Hierarchy::V2 { base: join(Path::new(CGROUP_ROOT), path) });
+    }
+    let path_of = |ctrl: &str| -> Option<PathBuf> {
+        own.lines().find_map(|l| {
+            let mut parts = l.splitn(3, ':');
+            let (_, list, path) = (parts.next()?, parts.next()?, parts.next()?);
+            list.split(',').any(|c| c == ctrl).then(|| join(&Path::new(CGROUP_ROOT).join(ctrl), path))
+        })
+    };
+    let mut bases = Vec::new();
+    for ctrl in V1_CONTROLLERS {
+        let base = path_of(ctrl)
+            .filter(|p| p.is_dir())
+            .ok_or_else(|| io::Error::other(format!("cgroup v1 controller {ctrl} is not mounted")))?;
+        bases.push((ctrl.to_string(), base));
+    }
+    Ok(Hierarchy::V1 { bases, freezer: path_of("freezer").filter(|p| p.is_dir()) })
+}
+
+fn join(root: &Path, cgroup_path: &str) -> PathBuf {
+    root.join(cgroup_path.trim().trim_start_matches('/'))
+}
+
+fn writable(dir: &Path) -> bool {
+    nix::unistd::access(dir, nix::unistd::AccessFlags::W_OK).is_ok()
+        && nix::unistd::access(&dir.join("cgroup.procs"), nix::unistd::AccessFlags::W_OK).is_ok()
+}
+
+impl Hierarchy {
+    pub fn version(&self) -> u8 {
+        match self {
+            Hierarchy::V2 { .. } => 2,
+            Hierarchy::V1 { .. } => 1,
+        }
+    }
+
+    /// Whether we may create child cgroups here (root, or a delegated subtree); the reason if not.
+    pub fn delegation(&self) -> Result<(), String> {
+        let dirs: Vec<&PathBuf> = match self {
+            Hierarchy::V2 { base } => vec![base],
+            Hierarchy::V1 { bases, .. } => bases.iter().map(|(_, b)| b).collect(),
+        };
+        for d in dirs {
+            if !writable(d) {
+                return Err(format!("{} is not writable by this user (no delegated cgroup)", d.display()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Create the zone's cgroup with its budget.
+    pub fn create(&self, budget: Budget) -> io::Result<ZoneCgroup> {
+        let name = format!(
+            "loopexec-zone-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        );
+        match self {
+            Hierarchy::V2 { base } => {
+                enable_v2_controllers(base)?;
+                let dir = base.join(&name);
+                fs::create_dir(&dir)?;
+                let zone = ZoneCgroup { dirs: vec![dir.clone()], kill_v2: true, freezer: None };
+                let quota = budget.cpu_percent as u64 * CPU_PERIOD_US / 100;
+                let result = (|| {
+                    fs::write(dir.join("memory.max"), budget.memory_bytes.to_string())?;
+                    if dir.join("memory.swap.max").exists() {
+                        fs::write(dir.join("memory.swap.max"), "0")?;
+                    }
+                    fs::write(dir.join("pids.max"), budget.pids_max.to_string())?;
+                    fs::write(dir.join("cpu.max"), format!("{quota} {CPU_PERIOD_US}"))
+                })();
+                result.map(|_| zone)
+            }
+            Hierarchy::V1 { bases, freezer } => {
+                let mut zone = ZoneCgroup { dirs: Vec::new(), kill_v2: false, freezer: None };
+                for (ctrl, base) in bases {
+                    let dir = base.join(&name);
+                    fs::create_dir(&dir)?;
+                    zone.dirs.push(dir.clone());
+                    match ctrl.as_str() {
+                        "memory" => {
+                            fs::write(dir.join("memory.limit_in_bytes"), budget.memory_bytes.to_string())?;
+                            let memsw = dir.join("memory.memsw.limit_in_bytes");
+                            if memsw.exists() {
+                                let _ = fs::write(memsw, budget.memory_bytes.to_string());
+                            }
+                        }
+                        "pids" => fs::write(dir.join("pids.max"), budget.pids_max.to_string())?,
+                        "cpu" => {
+                            fs::write(dir.join("cpu.cfs_period_us"), CPU_PERIOD_US.to_string())?;
+                            let quota = budget.cpu_percent as u64 * CPU_PERIOD_US / 100;
+                            fs::write(dir.join("cpu.cfs_quota_us"), quota.to_string())?;
+                        }
+                        _ => {}
+                    }
+                }
+                if let Some(f) = freezer.as_ref().filter(|f| writable(f)) {
+                    let dir = f.join(&name);
+                    if fs::create_dir(&dir).is_ok() {
+                        zone.dirs.push(dir.clone());
+                        zone.freezer = Some(dir);
+                    }
+                }
+                Ok(zone)
+            }
+        }
+    }
+}
+
+/// Make memory, pids and cpu available to children of `base`, moving ourselves into a leaf first
+/// when `base` holds processes (cgroup v2 forbids controllers on groups with member processes).
+fn enable_v2_controllers(base: &Path) -> io::Result<()> {
+    let wanted = ["memory", "pids", "cpu"];
+    let enabled = fs::read_to_string(base.join("cgroup.subtree_control"))?;
+    let missing: Vec<&str> =
+        wanted.iter().copied().filter(|c| !enabled.split_whitespace().any(|e| e == *c)).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let procs = fs::read_to_string(base.join("cgroup.procs"))?;
+    if !procs.trim().is_empty() {
+        let leaf = base.join(format!("loopexec-supervisor-{}", std::process::id()));
+        match fs::create_dir(&leaf) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+        fs::write(leaf.join("cgroup.procs"), std::process::id().to_string())?;
+    }
+    let line = missing.iter().map(|c| format!("+{c}")).collect::<Vec<_>>().join(" ");
+    fs::write(base.join("cgroup.subtree_control"), line)
+}
+
+/// One zone's cgroup directories (one per v1 controller, or one on v2).
+#[derive(Debug)]
+pub struct ZoneCgroup {
+    dirs: Vec<PathBuf>,
+    kill_v2: bool,
+    freezer: Option<PathBuf>,
+}
+
+impl ZoneCgroup {
+    /// Put a process (and its future children) in the zone's cgroup.
+    pub fn add(&self, pid: i32) -> io::Result<()> {
+        for d in &self.dirs {
+            fs::write(d.join("cgroup.procs"), pid.to_string())?;
+        }
+        Ok(())
+    }
+
+    pub fn paths(&self) -> &[PathBuf] {
+        &self.dirs
+    }
+
+    fn members(&self) -> Vec<i32> {
+        let mut pids = Vec::new();
+        for d in &self.dirs {
+            if let Ok(s) = fs::read_to_string(d.join("cgroup.procs")) {
+                pids.extend(s.lines().filter_map(|l| l.trim().parse::<i32>().ok()));
+            }
+        }
+        pids.sort_unstable();
+        pids.dedup();
+        pids
+    }
+
+    /// SIGKILL every process of the zone, including double-forked ones, and wait until none is left
+    /// (bounded: 2 s).
+    pub fn kill_all(&self) -> io::Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(2);
+        if self.kill_v2 {
+            if let Some(d) = self.dirs.first() {
+                let kill = d.join("cgroup.kill");
+                if kill.exists() {
+                    fs::write(kill, "1")?;
+                }
+            }
+        }
+        loop {
+            let pids = self.members();
+            if pids.is_empty() {
+                return Ok(());
+            }
+            if let Some(f) = &self.freezer {
+                let _ = fs::write(f.join("freezer.state"), "FROZEN");
+            }
+            for pid in &pids {
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(*pid), nix::sys::signal::Signal::SIGKILL);
+            }
+            if let Some(f) = &self.freezer {
+                let _ = fs::write(f.join("freezer.state"), "THAWED");
+            }
+            if Instant::now() > deadline {
+                return Err(io::Error::other(format!("{} process(es) survived SIGKILL", pids.len())));
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Kill everything left and remove the directories.
+    pub fn destroy(&mut self) -> io::Result<()> {
+        let killed = self.kill_all();
+        let mut last = Ok(());
+        for d in self.dirs.drain(..) {
+            let mut tries = 0;
+            loop {
+                match fs::remove_dir(&d) {
+                    Ok(()) => break,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => break,
+                    Err(e) if tries < 100 && e.raw_os_error() == Some(libc::EBUSY) => {
+                        tries += 1;
+                        std::thread::sleep(Duration::from_millis(2));
+                    }
+                    Err(e) => {
+                        last = Err(e);
+                        break;
+                    }
+                }
+            }
+        }
+        killed.and(last)
+    }
+}
+
+impl Drop for ZoneCgroup {
+    fn drop(&mut self) {
+        let _ = self.destroy();
+    }
+}

@@ -1,0 +1,67 @@
+//! Typed errors of the sandbox and the names of its protection layers.
+
+use crate::policy::PolicyError;
+use serde::{Deserialize, Serialize};
+
+/// A protection layer of a zone, as named in reports and errors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Layer {
+    UserNamespace,
+    MountNamespace,
+    PidNamespace,
+    NetNamespace,
+    IpcUtsNamespaces,
+    Landlock,
+    Seccomp,
+    NoNewPrivs,
+    Capabilities,
+    Cgroup,
+    Rlimits,
+}
+
+impl Layer {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Layer::UserNamespace => "user_namespace",
+            Layer::MountNamespace => "mount_namespace",
+            Layer::PidNamespace => "pid_namespace",
+            Layer::NetNamespace => "net_namespace",
+            Layer::IpcUtsNamespaces => "ipc_uts_namespaces",
+            Layer::Landlock => "landlock",
+            Layer::Seccomp => "seccomp",
+            Layer::NoNewPrivs => "no_new_privs",
+            Layer::Capabilities => "capabilities",
+            Layer::Cgroup => "cgroup",
+            Layer::Rlimits => "rlimits",
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// A layer the policy needs is missing on this host (maps to `isolation_unsatisfiable`, exit 30).
+    #[error("isolation layer {} unavailable: {cause}", layer.as_str())]
+    Unsatisfiable { layer: Layer, cause: String, fix: String },
+    /// The policy file is invalid (exit 20).
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    /// The zone specification is invalid (bad cwd, missing grant...) (exit 20).
+    #[error("invalid zone specification: {0}")]
+    Spec(String),
+    /// The command could not be started inside the zone (exit 40).
+    #[error("could not start the command: {0}")]
+    Spawn(String),
+    /// An I/O error while setting up or tearing down the zone.
+    #[error("{context}: {source}")]
+    Io { context: String, source: std::io::Error },
+}
+
+impl SandboxError {
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        SandboxError::Io { context: context.into(), source }
+    }
+    pub fn errno(context: impl Into<String>, e: nix::Error) -> Self {
+        SandboxError::Io { context: context.into(), source: std::io::Error::from(e) }
+    }
+}

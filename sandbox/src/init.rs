@@ -1,0 +1,300 @@
+//! The zone side: the hidden entry point of the loopexec binary.
+//!
+//! `main` calls [`run_if_zone_init`] before anything else, while the process is fresh and
+//! single-threaded. When the supervisor started us as a zone init (environment variable
+//! `LOOPEXEC_ZONE_INIT` set, plan socket on fd 3) we never return. Three processes:
+//!
+//! - **stage 1** (host pid namespace): reads the plan, closes stray descriptors, drops to the zone
+//!   uid (root callers), sets the parent-death signal, unshares the user, mount, pid, net, ipc,
+//!   uts and cgroup namespaces, writes its uid/gid maps, forks the zone init, waits for it and exits
+//!   with its status.
+//! - **zone init** (pid 1 of the new pid namespace): builds the filesystem view (`mounts`), sets the
+//!   hostname, brings loopback up, opens the proxy listener, forks the command, reports `Ready`
+//!   once the command was executed, reaps every orphan, and reports how the command ended. When it
+//!   exits, the kernel kills every process left in the namespace.
+//! - **command**: new session, parent-death signal, rlimits, cwd, descriptors beyond stdio marked
+//!   close-on-exec, no_new_privs, Landlock, capabilities emptied, seccomp, exec.
+
+use crate::error::Layer;
+use crate::plan::{self, Msg, Plan};
+use crate::{landlock_rules, mounts, netns, privileges, seccomp_filter, sys};
+use nix::sched::CloneFlags;
+use nix::sys::wait::{waitpid, WaitStatus};
+use nix::unistd::{fork, ForkResult, Pid};
+use std::ffi::{CString, OsStr};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+
+pub const ENV_MARKER: &str = "LOOPEXEC_ZONE_INIT";
+pub const PLAN_FD: RawFd = 3;
+pub const PROBE_MARKER: &str = "LOOPEXEC_ZONE_PROBE";
+
+/// The doctor's live probe: can this user create the zone's namespaces and map its ids?
+/// Exits 0 on success, else with the errno of the failing step (never returns).
+fn probe_namespaces() -> ! {
+    let (uid, gid) = (nix::unistd::geteuid().as_raw(), nix::unistd::getegid().as_raw());
+    let code = match enter_namespaces().and_then(|_| write_id_maps(uid, gid)) {
+        Ok(()) => 0,
+        Err((_, errno, _)) => errno.unwrap_or(1).clamp(1, 125),
+    };
+    unsafe { libc::_exit(code) }
+}
+
+/// Call first in `main`. Returns only when this process is not a zone init.
+pub fn run_if_zone_init() {
+    if std::env::var_os(PROBE_MARKER).is_some() {
+        probe_namespaces();
+    }
+    if std::env::var_os(ENV_MARKER).is_none() {
+        return;
+    }
+    let sock = unsafe { OwnedFd::from_raw_fd(PLAN_FD) };
+    let code = match stage1(&sock) {
+        Ok(code) => code,
+        Err((layer, errno, message)) => {
+            report(&sock, &Msg::Failed { layer, errno, message });
+            127
+        }
+    };
+    unsafe { libc::_exit(code) }
+}
+
+type StepError = (Option<Layer>, Option<i32>, String);
+
+fn fail(layer: Option<Layer>, what: &str, e: std::io::Error) -> StepError {
+    (layer, e.raw_os_error(), format!("{what}: {e}"))
+}
+
+fn report(sock: &OwnedFd, msg: &Msg) {
+    if let Ok(bytes) = serde_json::to_vec(msg) {
+        let _ = plan::send(sock.as_raw_fd(), &bytes, None);
+    }
+}
+
+fn stage1(sock: &OwnedFd) -> Result<i32, StepError> {
+    let plan = read_plan(sock)?;
+    close_stray_descriptors()?;
+    if let Some((uid, gid)) = plan.drop_to {
+        become_zone_user(uid, gid)?;
+    }
+    die_with(plan.supervisor_pid)?;
+    let (uid, gid) = (nix::unistd::geteuid().as_raw(), nix::unistd::getegid().as_raw());
+    enter_namespaces()?;
+    write_id_maps(uid, gid)?;
+    match unsafe { fork() }.map_err(|e| fail(Some(Layer::PidNamespace), "fork zone init", e.into()))? {
+        ForkResult::Child => {
+            let code = match zone_init(sock, &plan) {
+                Ok(code) => code,
+                Err((layer, errno, message)) => {
+                    report(sock, &Msg::Failed { layer, errno, message });
+                    127
+                }
+            };
+            unsafe { libc::_exit(code) }
+        }
+        ForkResult::Parent { child } => Ok(match waitpid(child, None) {
+            Ok(WaitStatus::Exited(_, code)) => code,
+            Ok(WaitStatus::Signaled(_, sig, _)) => 128 + sig as i32,
+            _ => 127,
+        }),
+    }
+}
+
+fn read_plan(sock: &OwnedFd) -> Result<Plan, StepError> {
+    let (bytes, _) = plan::recv(sock, false)
+        .map_err(|e| fail(None, "read plan", e))?
+        .ok_or((None, None, "supervisor closed the plan socket".to_string()))?;
+    serde_json::from_slice(&bytes).map_err(|e| (None, None, format!("malformed plan: {e}")))
+}
+
+fn close_stray_descriptors() -> Result<(), StepError> {
+    sys::close_range_from(PLAN_FD as u32 + 1, false).map_err(|e| fail(None, "close_range", e))
+}
+
+/// Root callers only: become the zone's unprivileged host uid/gid, with no supplementary groups.
+fn become_zone_user(uid: u32, gid: u32) -> Result<(), StepError> {
+    let e = |what: &str, err: nix::Error| fail(Some(Layer::UserNamespace), what, err.into());
+    nix::unistd::setgroups(&[]).map_err(|x| e("setgroups", x))?;
+    let g = nix::unistd::Gid::from_raw(gid);
+    nix::unistd::setresgid(g, g, g).map_err(|x| e("setresgid", x))?;
+    let u = nix::unistd::Uid::from_raw(uid);
+    nix::unistd::setresuid(u, u, u).map_err(|x| e("setresuid", x))?;
+    // Changing uid made us non-dumpable, which makes /proc/self/{uid_map,setgroups} root-owned.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) } != 0 {
+        return Err(fail(Some(Layer::UserNamespace), "PR_SET_DUMPABLE", std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+/// SIGKILL when the parent dies; if it already died, stop now.
+fn die_with(parent: i32) -> Result<(), StepError> {
+    let rc = unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
+    if rc != 0 {
+        return Err(fail(None, "PR_SET_PDEATHSIG", std::io::Error::last_os_error()));
+    }
+    if nix::unistd::getppid().as_raw() != parent {
+        unsafe { libc::_exit(137) };
+    }
+    Ok(())
+}
+
+fn enter_namespaces() -> Result<(), StepError> {
+    nix::sched::unshare(CloneFlags::CLONE_NEWUSER).map_err(|e| fail(Some(Layer::UserNamespace), "unshare(CLONE_NEWUSER)", e.into()))?;
+    let rest = CloneFlags::CLONE_NEWNS
+        | CloneFlags::CLONE_NEWPID
+        | CloneFlags::CLONE_NEWNET
+        | CloneFlags::CLONE_NEWIPC
+        | CloneFlags::CLONE_NEWUTS
+        | CloneFlags::CLONE_NEWCGROUP;
+    nix::sched::unshare(rest).map_err(|e| fail(Some(Layer::MountNamespace), "unshare(mount, pid, net, ipc, uts, cgroup)", e.into()))
+}
+
+/// Map our host uid/gid to the same numbers inside (one id each, setgroups denied).
+fn write_id_maps(uid: u32, gid: u32) -> Result<(), StepError> {
+    let w = |file: &str, text: String| {
+        std::fs::write(file, text).map_err(|e| fail(Some(Layer::UserNamespace), file, e))
+    };
+    w("/proc/self/setgroups", "deny".into())?;
+    w("/proc/self/uid_map", format!("{uid} {uid} 1"))?;
+    w("/proc/self/gid_map", format!("{gid} {gid} 1"))
+}
+
+fn zone_init(sock: &OwnedFd, plan: &Plan) -> Result<i32, StepError> {
+    // Stage 1 dying means the supervisor is gone or killed us: the zone must die with it.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
+    mounts::build_root(plan).map_err(|e| fail(Some(Layer::MountNamespace), "filesystem view", e))?;
+    nix::unistd::sethostname(&plan.hostname).map_err(|e| fail(Some(Layer::IpcUtsNamespaces), "sethostname", e.into()))?;
+    netns::bring_up_loopback().map_err(|e| fail(Some(Layer::NetNamespace), "loopback up", e))?;
+    let listener = match plan.listener_port {
+        Some(port) => Some(netns::listen(port).map_err(|e| fail(Some(Layer::NetNamespace), "proxy listener", e))?),
+        None => None,
+    };
+    let port = listener.as_ref().and_then(|l| l.local_addr().ok()).map(|a| a.port());
+    let (status_r, status_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|e| fail(None, "pipe", e.into()))?;
+    let child = match unsafe { fork() }.map_err(|e| fail(None, "fork command", e.into()))? {
+        ForkResult::Child => {
+            drop(status_r);
+            let (layer, message) = command(plan, port);
+            let text = serde_json::to_vec(&(layer, message)).unwrap_or_default();
+            let _ = nix::unistd::write(&status_w, &text);
+            unsafe { libc::_exit(127) }
+        }
+        ForkResult::Parent { child } => child,
+    };
+    drop(status_w);
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match nix::unistd::read(status_r.as_raw_fd(), &mut chunk) {
+            Ok(0) => break,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(nix::Error::EINTR) => continue,
+            Err(_) => break,
+        }
+    }
+    if !buf.is_empty() {
+        let (layer, message): (Option<Layer>, String) =
+            serde_json::from_slice(&buf).unwrap_or((None, "command setup failed".into()));
+        let _ = waitpid(child, None);
+        return Err((layer, None, message));
+    }
+    let ready = serde_json::to_vec(&Msg::Ready { listener_port: port }).unwrap_or_default();
+    plan::send(sock.as_raw_fd(), &ready, listener.as_ref().map(|l| l.as_raw_fd()))
+        .map_err(|e| fail(None, "report ready", e))?;
+    drop(listener);
+    Ok(reap_until(sock, child))
+}
+
+/// Reap every child (orphans are re-parented to us) until the command itself ends.
+fn reap_until(sock: &OwnedFd, command: Pid) -> i32 {
+    loop {
+        match waitpid(None::<Pid>, None) {
+            Ok(WaitStatus::Exited(pid, code)) if pid == command => {
+                report(sock, &Msg::Exited { code });
+                return code;
+            }
+            Ok(WaitStatus::Signaled(pid, sig, _)) if pid == command => {
+                report(sock, &Msg::Signaled { signal: sig as i32 });
+                return 128 + sig as i32;
+            }
+            Ok(_) | Err(nix::Error::EINTR) => continue,
+            Err(_) => return 127,
+        }
+    }
+}
+
+/// The command's own steps; returns only on failure (layer, message).
+fn command(plan: &Plan, listener_port: Option<u16>) -> (Option<Layer>, String) {
+    macro_rules! step {
+        ($layer:expr, $what:expr, $e:expr) => {
+            if let Err(err) = $e {
+                return ($layer, format!("{}: {}", $what, err));
+            }
+        };
+    }
+    step!(None, "setsid", nix::unistd::setsid());
+    step!(None, "PR_SET_PDEATHSIG", nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL));
+    step!(Some(Layer::Rlimits), "rlimits", set_rlimits(plan));
+    step!(None, format!("chdir {}", plan.cwd.display()), nix::unistd::chdir(&plan.cwd));
+    step!(None, "close_range", sys::close_range_from(3, true));
+    step!(Some(Layer::NoNewPrivs), "no_new_privs", privileges::set_no_new_privs());
+    if let Some(ll) = &plan.landlock {
+        step!(Some(Layer::Landlock), "landlock", landlock_rules::restrict(ll, listener_port));
+    }
+    step!(Some(Layer::Capabilities), "capabilities", privileges::drop_all_capabilities());
+    let programs = match seccomp_filter::build(&plan.seccomp_extra_deny) {
+        Ok(p) => p,
+        Err(e) => return (Some(Layer::Seccomp), format!("seccomp filter: {e}")),
+    };
+    let argv: Vec<CString> = match plan.argv.iter().map(|a| CString::new(a.clone())).collect() {
+        Ok(v) => v,
+        Err(_) => return (None, "argument contains a NUL byte".into()),
+    };
+    let envp: Vec<CString> = plan
+        .env
+        .iter()
+        .filter_map(|(k, v)| CString::new([k.as_slice(), b"=", v.as_slice()].concat()).ok())
+        .collect();
+    let Some(first) = plan.argv.first() else { return (None, "empty command".into()) };
+    let candidates = resolve(first, &plan.env);
+    step!(Some(Layer::Seccomp), "seccomp", seccomp_filter::install(&programs));
+    let mut last = nix::Error::ENOENT;
+    for path in &candidates {
+        match nix::unistd::execve(path, &argv, &envp) {
+            Err(e) => last = if e == nix::Error::ENOENT { last } else { e },
+            Ok(_) => unreachable_exec(),
+        }
+    }
+    (None, format!("{}: {}", String::from_utf8_lossy(first), last.desc()))
+}
+
+fn unreachable_exec() -> ! {
+    unsafe { libc::_exit(127) }
+}
+
+/// argv[0] as given when it contains a slash, else every PATH entry (zone environment's PATH).
+fn resolve(arg0: &[u8], env: &[(Vec<u8>, Vec<u8>)]) -> Vec<CString> {
+    if arg0.contains(&b'/') {
+        return CString::new(arg0.to_vec()).into_iter().collect();
+    }
+    let path = env
+        .iter()
+        .find(|(k, _)| k == b"PATH")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_else(|| b"/usr/local/bin:/usr/bin:/bin".to_vec());
+    path.split(|&b| b == b':')
+        .filter(|d| !d.is_empty())
+        .filter_map(|d| {
+            let full = std::path::Path::new(OsStr::from_bytes(d)).join(OsStr::from_bytes(arg0));
+            CString::new(full.as_os_str().as_bytes().to_vec()).ok()
+        })
+        .collect()
+}
+
+fn set_rlimits(plan: &Plan) -> nix::Result<()> {
+    use nix::sys::resource::{setrlimit, Resource};
+    setrlimit(Resource::RLIMIT_NOFILE, plan.limits.open_files, plan.limits.open_files)?;
+    setrlimit(Resource::RLIMIT_FSIZE, plan.limits.file_size, plan.limits.file_size)?;
+    setrlimit(Resource::RLIMIT_CORE, plan.limits.core, plan.limits.core)
+}

@@ -1,0 +1,579 @@
+//! Starting a zone, from the supervisor's side. The setup sequence, in the order the kernel needs:
+//!
+//! Supervisor (this module, `launch`):
+//!  1. `check_spec`        argv, cwd and grant paths are well-formed (absolute, no `..`).
+//!  2. `check_host`        preflight: every layer the policy needs exists, or the policy lets us
+//!                         skip it (then the report says so); otherwise `Unsatisfiable`.
+//!  3. `resolve_grants`    grants canonicalised; writable ones must exist (and, for root callers,
+//!                         be writable by the zone uid: refused with the chown fix otherwise).
+//!  4. `hold_protected`    protected sub-paths of writable roots are found without following
+//!                         symlinks; a missing one gets an empty placeholder directory (removed at
+//!                         teardown) so it can be held read-only; a symlinked one refuses.
+//!  5. `build_env`         the environment: allowed names from the caller, then the policy's fixed set.
+//!  6. `create_cgroup`     the budget, beneath our own cgroup.
+//!  7. `spawn_stage1`      re-execute /proc/self/exe as the zone init, fresh and single-threaded, with
+//!                         the plan socket on fd 3, the parent-death signal set, and nothing else.
+//!  8. `enter_cgroup`      stage 1 is moved into the zone cgroup before it reads its plan, so every
+//!                         later process is born inside the budget.
+//!  9. `send_plan`, `await_ready`: the zone reports `Ready` only once the command was executed.
+//!
+//! Zone side (`init.rs`, `mounts.rs`): drop to zone uid (root) -> parent-death signal -> user ns ->
+//! mount/pid/net/ipc/uts/cgroup ns -> uid/gid maps -> fork pid 1 -> private propagation -> staging
+//! pivot -> fresh root with grants, protected and hidden paths, /tmp, /dev, /proc -> pivot_root +
+//! detach old root -> seal root read-only -> hostname -> loopback up -> proxy listener -> fork
+//! command -> setsid -> parent-death signal -> rlimits -> cwd -> close-on-exec every fd > 2 ->
+//! no_new_privs -> Landlock -> capabilities emptied and verified -> seccomp -> execve.
+//!
+//! Teardown (`RunningZone::kill` / `Drop`): SIGKILL stage 1 (pid 1 follows through its
+//! parent-death signal, and the kernel kills the whole pid namespace with it), then every member
+//! of the zone cgroup, then the cgroup and the placeholders are removed.
+
+use crate::cgroup::{self, Budget, ZoneCgroup};
+use crate::error::{Layer, SandboxError};
+use crate::init::{ENV_MARKER, PLAN_FD};
+use crate::plan::{self, Bind, LandlockPlan, Limits, Msg, Plan};
+use crate::policy::{check_absolute, NetworkMode, Policy};
+use crate::preflight::{self, Missing};
+use crate::sys;
+use serde::Serialize;
+use std::ffi::OsString;
+use std::net::TcpListener;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// What to run and how (see the crate's API brief).
+#[derive(Debug)]
+pub struct ZoneSpec {
+    pub policy: Policy,
+    /// argv[0] absolute, or looked up in the zone environment's PATH.
+    pub argv: Vec<OsString>,
+    /// Must be `/`, `/tmp`, or lie inside a granted path.
+    pub cwd: PathBuf,
+    /// Candidate environment; only names the policy allows pass.
+    pub env: Vec<(OsString, OsString)>,
+    /// None: /dev/null.
+    pub stdin: Option<OwnedFd>,
+    /// None: inherited from the supervisor.
+    pub stdout: Option<OwnedFd>,
+    /// None: inherited from the supervisor.
+    pub stderr: Option<OwnedFd>,
+    pub extra_rw: Vec<PathBuf>,
+    pub extra_ro: Vec<PathBuf>,
+    /// Some(port): a TCP listener on 127.0.0.1:port inside the zone, handed back (0: any port).
+    pub loopback_listener: Option<u16>,
+}
+
+impl ZoneSpec {
+    /// A spec with closed defaults: cwd `/`, empty environment, stdin /dev/null.
+    pub fn new(policy: Policy, argv: Vec<OsString>) -> Self {
+        ZoneSpec {
+            policy,
+            argv,
+            cwd: PathBuf::from("/"),
+            env: Vec::new(),
+            stdin: None,
+            stdout: None,
+            stderr: None,
+            extra_rw: Vec::new(),
+            extra_ro: Vec::new(),
+            loopback_listener: None,
+        }
+    }
+}
+
+/// How the command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", content = "value", rename_all = "snake_case")]
+pub enum ZoneExit {
+    Exited(i32),
+    Signaled(i32),
+}
+
+impl ZoneExit {
+    /// Shell convention: the code, or 128 + signal.
+    pub fn code(self) -> i32 {
+        match self {
+            ZoneExit::Exited(c) => c,
+            ZoneExit::Signaled(s) => 128 + s,
+        }
+    }
+}
+
+/// One layer and whether it was applied.
+#[derive(Debug, Clone, Serialize)]
+pub struct LayerStatus {
+    pub layer: Layer,
+    pub applied: bool,
+    pub detail: String,
+}
+
+/// What protections the zone actually got.
+#[derive(Debug, Clone, Serialize)]
+pub struct AppliedReport {
+    pub policy_sha256: String,
+    pub layers: Vec<LayerStatus>,
+    /// Layers skipped with the policy's permission (`layers.may_skip`).
+    pub skipped: Vec<Missing>,
+    pub landlock_abi: u32,
+    pub cgroup: Vec<PathBuf>,
+    pub zone_uid: u32,
+    pub zone_gid: u32,
+    pub network_mode: &'static str,
+    pub listener_port: Option<u16>,
+    /// Placeholders created for protected paths that did not exist (removed at teardown).
+    pub placeholders: Vec<PathBuf>,
+}
+
+/// A started zone. Dropping it kills every process of the zone and removes its cgroup.
+pub struct RunningZone {
+    child: Child,
+    sock: OwnedFd,
+    pidfd: Option<OwnedFd>,
+    listener: Option<TcpListener>,
+    report: AppliedReport,
+    cgroup: Option<ZoneCgroup>,
+    placeholders: Vec<PathBuf>,
+    exit: Option<ZoneExit>,
+}
+
+/// Start `spec.argv` in a new zone.
+pub fn launch(spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
+    check_spec(&spec)?;
+    let host = preflight::probe();
+    let skipped = check_host(&spec.policy, &host)?;
+    let skip = |l: Layer| skipped.iter().any(|m| m.layer == l);
+    let root = nix::unistd::geteuid().is_root();
+    let (zone_uid, zone_gid) = if root {
+        (spec.policy.identity.uid_when_root, spec.policy.identity.gid_when_root)
+    } else {
+        (nix::unistd::geteuid().as_raw(), nix::unistd::getegid().as_raw())
+    };
+    let (ro, rw) = resolve_grants(&spec, root.then_some((zone_uid, zone_gid)))?;
+    let mut held = Held { placeholders: Vec::new() };
+    let protected = hold_protected(&rw, &spec.policy.filesystem.protected, &mut held)?;
+    let env = build_env(&spec);
+    let cgroup = if skip(Layer::Cgroup) { None } else { Some(create_cgroup(&spec.policy)?) };
+    let landlock = (!skip(Layer::Landlock)).then(|| LandlockPlan {
+        abi: host.landlock_abi,
+        read: ro.clone(),
+        write: rw.clone(),
+        restrict_connect: spec.policy.network.mode == NetworkMode::Proxy,
+    });
+    let r = &spec.policy.resources;
+    let plan = Plan {
+        supervisor_pid: std::process::id() as i32,
+        drop_to: root.then_some((zone_uid, zone_gid)),
+        binds: ro
+            .iter()
+            .map(|p| Bind { path: p.clone(), writable: false })
+            .chain(rw.iter().map(|p| Bind { path: p.clone(), writable: true }))
+            .collect(),
+        protected,
+        hidden: spec.policy.filesystem.hidden.clone(),
+        tmp_size: spec.policy.filesystem.tmp_size_bytes,
+        hostname: spec.policy.identity.hostname.clone(),
+        listener_port: spec.loopback_listener,
+        landlock,
+        seccomp_extra_deny: spec.policy.syscalls.deny.clone(),
+        limits: Limits { open_files: r.open_files_max, file_size: r.file_size_max_bytes, core: r.core_dump_bytes },
+        cwd: spec.cwd.clone(),
+        argv: spec.argv.iter().map(|a| a.as_bytes().to_vec()).collect(),
+        env,
+    };
+    let (sock, child) = spawn_stage1(spec.stdin, spec.stdout, spec.stderr)?;
+    let pid = child.id() as i32;
+    let mut zone = RunningZone {
+        child,
+        sock,
+        pidfd: sys::pidfd_open(pid).ok(),
+        listener: None,
+        report: AppliedReport {
+            policy_sha256: spec.policy.sha256.clone(),
+            layers: layer_table(&host, &skipped, spec.policy.network.mode),
+            skipped: skipped.clone(),
+            landlock_abi: if skip(Layer::Landlock) { 0 } else { host.landlock_abi },
+            cgroup: cgroup.as_ref().map(|c| c.paths().to_vec()).unwrap_or_default(),
+            zone_uid,
+            zone_gid,
+            network_mode: spec.policy.network.mode.as_str(),
+            listener_port: None,
+            placeholders: held.placeholders.clone(),
+        },
+        cgroup,
+        placeholders: std::mem::take(&mut held.placeholders),
+        exit: None,
+    };
+    if let Some(cg) = &zone.cgroup {
+        cg.add(pid).map_err(|e| SandboxError::io("enter the zone cgroup", e))?;
+    }
+    let bytes = serde_json::to_vec(&plan).map_err(|e| SandboxError::Spawn(format!("encode plan: {e}")))?;
+    plan::send(zone.sock.as_raw_fd(), &bytes, None).map_err(|e| SandboxError::io("send plan", e))?;
+    await_ready(&mut zone, &host)?;
+    Ok(zone)
+}
+
+fn check_spec(spec: &ZoneSpec) -> Result<(), SandboxError> {
+    if spec.argv.is_empty() {
+        return Err(SandboxError::Spec("no command given".into()));
+    }
+    for p in spec.extra_rw.iter().chain(&spec.extra_ro) {
+        check_absolute(p).map_err(SandboxError::Spec)?;
+    }
+    check_absolute(&spec.cwd).or_else(|e| if spec.cwd == Path::new("/") { Ok(()) } else { Err(e) }).map_err(SandboxError::Spec)?;
+    let grants = spec.policy.filesystem.read_only.iter().chain(&spec.policy.filesystem.read_write).chain(&spec.extra_rw).chain(&spec.extra_ro);
+    let inside = spec.cwd == Path::new("/") || spec.cwd.starts_with("/tmp") || grants.clone().any(|g| spec.cwd.starts_with(g));
+    if !inside {
+        return Err(SandboxError::Spec(format!("working directory {} is not inside a granted path", spec.cwd.display())));
+    }
+    if spec.loopback_listener.is_some() && spec.policy.network.mode != NetworkMode::Proxy {
+        return Err(SandboxError::Spec("a proxy listener needs network.mode = \"proxy\"".into()));
+    }
+    Ok(())
+}
+
+/// Refuse missing layers the policy needs; return those skipped with its permission.
+fn check_host(policy: &Policy, host: &preflight::HostReport) -> Result<Vec<Missing>, SandboxError> {
+    if let Some(m) = policy_blockers(policy, host).into_iter().next() {
+        return Err(SandboxError::Unsatisfiable { layer: m.layer, cause: m.cause, fix: m.fix });
+    }
+    Ok(host.missing(policy).into_iter().filter(|m| policy.may_skip(m.layer.as_str())).collect())
+}
+
+fn policy_blockers(policy: &Policy, host: &preflight::HostReport) -> Vec<Missing> {
+    host.can_satisfy(policy)
+}
+
+fn layer_table(host: &preflight::HostReport, skipped: &[Missing], mode: NetworkMode) -> Vec<LayerStatus> {
+    let skip = |l: Layer| skipped.iter().any(|m| m.layer == l);
+    let s = |layer, detail: String| LayerStatus { layer, applied: !skip(layer), detail: if skip(layer) { "skipped (policy layers.may_skip)".into() } else { detail } };
+    vec![
+        s(Layer::UserNamespace, "own uid/gid mapped, setgroups denied".into()),
+        s(Layer::MountNamespace, "fresh root, pivot_root, old root detached".into()),
+        s(Layer::PidNamespace, "own pid 1 reaper".into()),
+        s(Layer::NetNamespace, format!("loopback only (mode {})", mode.as_str())),
+        s(Layer::IpcUtsNamespaces, "own ipc and uts".into()),
+        s(Layer::Landlock, format!("ABI {}", host.landlock_abi)),
+        s(Layer::Seccomp, "deny list, foreign ABIs killed".into()),
+        s(Layer::NoNewPrivs, "set".into()),
+        s(Layer::Capabilities, "all sets empty".into()),
+        s(Layer::Cgroup, format!("cgroup v{}", host.cgroup.version.unwrap_or(0))),
+        s(Layer::Rlimits, "nofile, fsize, core".into()),
+    ]
+}
+
+/// Read-only grants (absent ones kept: the zone skips them) and canonical writable grants.
+fn resolve_grants(spec: &ZoneSpec, zone_ids: Option<(u32, u32)>) -> Result<(Vec<PathBuf>, Vec<PathBuf>), SandboxError> {
+    let mut ro: Vec<PathBuf> = spec.policy.filesystem.read_only.clone();
+    for p in &spec.extra_ro {
+        let c = std::fs::canonicalize(p).map_err(|e| SandboxError::Spec(format!("read-only grant {}: {e}", p.display())))?;
+        ro.push(c);
+    }
+    let mut rw = Vec::new();
+    for p in spec.policy.filesystem.read_write.iter().chain(&spec.extra_rw) {
+        let c = std::fs::canonicalize(p).map_err(|e| SandboxError::Spec(format!("writable grant {}: {e}", p.display())))?;
+        if c == Path::new("/") {
+            return Err(SandboxError::Spec("the host root cannot be granted writable".into()));
+        }
+        if let Some((uid, gid)) = zone_ids {
+            let m = std::fs::metadata(&c).map_err(|e| SandboxError::io(c.display().to_string(), e))?;
+            let mode = m.mode();
+            let ok = (m.uid() == uid && mode & 0o200 != 0) || (m.gid() == gid && mode & 0o020 != 0) || mode & 0o002 != 0;
+            if !ok {
+                return Err(SandboxError::Spec(format!(
+                    "writable grant {} is not writable by the zone uid {uid} (loopexec runs as root, the zone does not): `chown -R {uid}:{gid} {}`, or run loopexec unprivileged",
+                    c.display(),
+                    c.display()
+                )));
+            }
+        }
+        rw.push(c);
+    }
+    Ok((ro, rw))
+}
+
+/// Placeholders created for missing protected paths; removed (if still empty) when dropped.
+struct Held {
+    placeholders: Vec<PathBuf>,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        for p in self.placeholders.drain(..).rev() {
+            let _ = std::fs::remove_dir(p);
+        }
+    }
+}
+
+/// For every writable root and protected sub-path: the (root, sub-path) pairs the zone must hold
+/// read-only. Nothing is followed through a symlink.
+fn hold_protected(rw: &[PathBuf], protected: &[PathBuf], held: &mut Held) -> Result<Vec<(PathBuf, PathBuf)>, SandboxError> {
+    let mut out: Vec<(PathBuf, PathBuf)> = Vec::new();
+    let nofollow = sys::RESOLVE_BENEATH | sys::RESOLVE_NO_SYMLINKS;
+    for root in rw {
+        if !root.is_dir() {
+            continue;
+        }
+        let root_fd = sys::openat2(libc::AT_FDCWD, &root.to_string_lossy(), libc::O_PATH | libc::O_DIRECTORY, 0)
+            .map_err(|e| SandboxError::io(root.display().to_string(), e))?;
+        'each: for sub in protected {
+            if out.iter().any(|(r, s)| r == root && sub.starts_with(s)) {
+                continue; // already covered by a held ancestor
+            }
+            match sys::openat2(root_fd.as_raw_fd(), &sub.to_string_lossy(), libc::O_PATH, nofollow) {
+                Ok(_) => {
+                    out.push((root.clone(), sub.clone()));
+                    continue;
+                }
+                Err(e) if e.raw_os_error() == Some(libc::ELOOP) || e.raw_os_error() == Some(libc::EXDEV) => {
+                    return Err(SandboxError::Spec(format!(
+                        "protected path {} is or passes through a symlink; remove it before starting a zone",
+                        root.join(sub).display()
+                    )));
+                }
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) || e.raw_os_error() == Some(libc::ENOTDIR) => {}
+                Err(e) => return Err(SandboxError::io(root.join(sub).display().to_string(), e)),
+            }
+            // Walk down to the first missing component and hold it with an empty directory.
+            let mut prefix = PathBuf::new();
+            let mut dir: Option<OwnedFd> = None;
+            for comp in sub.components() {
+                let parent: RawFd = dir.as_ref().map(|d| d.as_raw_fd()).unwrap_or(root_fd.as_raw_fd());
+                let name = comp.as_os_str();
+                prefix.push(name);
+                match sys::openat2(parent, &name.to_string_lossy(), libc::O_PATH, nofollow) {
+                    Ok(fd) => {
+                        let is_dir = nix::sys::stat::fstat(fd.as_raw_fd()).map(|s| s.st_mode & libc::S_IFMT == libc::S_IFDIR).unwrap_or(false);
+                        if !is_dir {
+                            out.push((root.clone(), prefix.clone()));
+                            continue 'each;
+                        }
+                        dir = Some(fd);
+                    }
+                    Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                        nix::sys::stat::mkdirat(Some(parent), name, nix::sys::stat::Mode::from_bits_truncate(0o755))
+                            .map_err(|e| SandboxError::errno(format!("placeholder {}", root.join(&prefix).display()), e))?;
+                        held.placeholders.push(root.join(&prefix));
+                        out.push((root.clone(), prefix.clone()));
+                        continue 'each;
+                    }
+                    Err(e) => return Err(SandboxError::io(root.join(&prefix).display().to_string(), e)),
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn build_env(spec: &ZoneSpec) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut env: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    for (k, v) in &spec.env {
+        let allowed = spec.policy.env.allow.iter().any(|a| a.as_bytes() == k.as_bytes());
+        if allowed && !spec.policy.env.set.contains_key(&*k.to_string_lossy()) && !env.iter().any(|(e, _)| e == k.as_bytes()) {
+            env.push((k.as_bytes().to_vec(), v.as_bytes().to_vec()));
+        }
+    }
+    for (k, v) in &spec.policy.env.set {
+        env.push((k.as_bytes().to_vec(), v.as_bytes().to_vec()));
+    }
+    env
+}
+
+fn create_cgroup(policy: &Policy) -> Result<ZoneCgroup, SandboxError> {
+    let fix = "run loopexec in a delegated cgroup (see `loopexec doctor`), or allow skipping with layers.may_skip = [\"cgroup\"]";
+    let unsat = |cause: String| SandboxError::Unsatisfiable { layer: Layer::Cgroup, cause, fix: fix.into() };
+    let h = cgroup::detect().map_err(|e| unsat(e.to_string()))?;
+    let r = &policy.resources;
+    h.create(Budget { memory_bytes: r.memory_bytes, pids_max: r.pids_max, cpu_percent: r.cpu_percent })
+        .map_err(|e| unsat(format!("creating the zone cgroup: {e}")))
+}
+
+fn spawn_stage1(stdin: Option<OwnedFd>, stdout: Option<OwnedFd>, stderr: Option<OwnedFd>) -> Result<(OwnedFd, Child), SandboxError> {
+    use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
+    let (ours, theirs) = socketpair(AddressFamily::Unix, SockType::SeqPacket, None, SockFlag::SOCK_CLOEXEC)
+        .map_err(|e| SandboxError::errno("socketpair", e))?;
+    let theirs_raw = theirs.as_raw_fd();
+    let mut cmd = Command::new("/proc/self/exe");
+    cmd.arg0("loopexec-zone-init")
+        .env_clear()
+        .env(ENV_MARKER, PLAN_FD.to_string())
+        .stdin(stdin.map(Stdio::from).unwrap_or_else(Stdio::null))
+        .stdout(stdout.map(Stdio::from).unwrap_or_else(Stdio::inherit))
+        .stderr(stderr.map(Stdio::from).unwrap_or_else(Stdio::inherit));
+    // Runs between fork and exec: async-signal-safe calls only.
+    unsafe {
+        cmd.pre_exec(move || {
+            if theirs_raw == PLAN_FD {
+                let flags = libc::fcntl(PLAN_FD, libc::F_GETFD);
+                libc::fcntl(PLAN_FD, libc::F_SETFD, flags & !libc::FD_CLOEXEC);
+            } else if libc::dup2(theirs_raw, PLAN_FD) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = cmd.spawn().map_err(|e| SandboxError::Spawn(format!("re-executing /proc/self/exe: {e}")))?;
+    drop(theirs);
+    Ok((ours, child))
+}
+
+fn await_ready(zone: &mut RunningZone, host: &preflight::HostReport) -> Result<(), SandboxError> {
+    let got = plan::recv(&zone.sock, false).map_err(|e| SandboxError::io("waiting for the zone", e))?;
+    let Some((bytes, fd)) = got else {
+        let _ = zone.kill();
+        return Err(SandboxError::Spawn("the zone init exited before the command started (is run_if_zone_init() called first in main?)".into()));
+    };
+    match serde_json::from_slice::<Msg>(&bytes) {
+        Ok(Msg::Ready { listener_port }) => {
+            zone.listener = fd.map(TcpListener::from);
+            zone.report.listener_port = listener_port;
+            Ok(())
+        }
+        Ok(Msg::Failed { layer, errno, message }) => {
+            let _ = zone.kill();
+            Err(setup_error(layer, errno, message, host))
+        }
+        _ => {
+            let _ = zone.kill();
+            Err(SandboxError::Spawn("unexpected message from the zone".into()))
+        }
+    }
+}
+
+/// Turn a zone-side failure into the right error: a blocked protection is `Unsatisfiable`.
+fn setup_error(layer: Option<Layer>, errno: Option<i32>, message: String, host: &preflight::HostReport) -> SandboxError {
+    let denied = matches!(errno, Some(libc::EPERM) | Some(libc::EACCES) | Some(libc::ENOSPC) | Some(libc::EINVAL) | Some(libc::ENOSYS));
+    match layer {
+        Some(Layer::UserNamespace) | Some(Layer::MountNamespace) if denied && layer == Some(Layer::UserNamespace) || (denied && message.starts_with("unshare")) => {
+            let m = if host.apparmor_restrict_unprivileged_userns == Some(true) {
+                preflight::apparmor_missing()
+            } else {
+                Missing {
+                    layer: Layer::UserNamespace,
+                    cause: message.clone(),
+                    fix: "allow unprivileged user namespaces (user.max_user_namespaces > 0; no LSM or container policy blocking unshare(CLONE_NEWUSER)); when running inside a container, give it `--security-opt seccomp=unconfined` or equivalent".into(),
+                }
+            };
+            let cause = if m.cause == message { message } else { format!("{message}; {}", m.cause) };
+            SandboxError::Unsatisfiable { layer: m.layer, cause, fix: m.fix }
+        }
+        Some(l @ (Layer::Landlock | Layer::Seccomp | Layer::Capabilities | Layer::NoNewPrivs | Layer::PidNamespace | Layer::NetNamespace | Layer::IpcUtsNamespaces)) => {
+            SandboxError::Unsatisfiable { layer: l, cause: message, fix: "see `loopexec doctor` for this host's isolation support".into() }
+        }
+        _ => SandboxError::Spawn(message),
+    }
+}
+
+impl RunningZone {
+    /// Host pid of the zone's stage-1 process (the zone dies with it).
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    pub fn take_listener(&mut self) -> Option<TcpListener> {
+        self.listener.take()
+    }
+
+    pub fn report(&self) -> &AppliedReport {
+        &self.report
+    }
+
+    /// Wait for the command to end; the zone is torn down before this returns.
+    pub fn wait(&mut self) -> Result<ZoneExit, SandboxError> {
+        if let Some(e) = self.exit {
+            return Ok(e);
+        }
+        let status = self.child.wait().map_err(|e| SandboxError::io("wait for the zone", e))?;
+        let mut exit = None;
+        while let Ok(Some((bytes, _))) = plan::recv(&self.sock, true) {
+            match serde_json::from_slice::<Msg>(&bytes) {
+                Ok(Msg::Exited { code }) => exit = Some(ZoneExit::Exited(code)),
+                Ok(Msg::Signaled { signal }) => exit = Some(ZoneExit::Signaled(signal)),
+                _ => {}
+            }
+        }
+        use std::os::unix::process::ExitStatusExt;
+        let exit = exit.unwrap_or(match (status.code(), status.signal()) {
+            (Some(c), _) => ZoneExit::Exited(c),
+            (None, Some(s)) => ZoneExit::Signaled(s),
+            _ => ZoneExit::Exited(127),
+        });
+        self.exit = Some(exit);
+        self.teardown()?;
+        Ok(exit)
+    }
+
+    /// Wait at most `limit`; `Ok(None)` if the command is still running.
+    pub fn wait_timeout(&mut self, limit: Duration) -> Result<Option<ZoneExit>, SandboxError> {
+        if let Some(e) = self.exit {
+            return Ok(Some(e));
+        }
+        if let Some(pidfd) = &self.pidfd {
+            let mut fds = [libc::pollfd { fd: pidfd.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
+            let ms = limit.as_millis().min(i32::MAX as u128) as i32;
+            let deadline = std::time::Instant::now() + limit;
+            loop {
+                let left = deadline.saturating_duration_since(std::time::Instant::now()).as_millis().min(ms as u128) as i32;
+                let rc = unsafe { libc::poll(fds.as_mut_ptr(), 1, left) };
+                if rc > 0 {
+                    return self.wait().map(Some);
+                }
+                if rc == 0 {
+                    return Ok(None);
+                }
+                let err = std::io::Error::last_os_error();
+                if err.kind() != std::io::ErrorKind::Interrupted {
+                    return Err(SandboxError::io("poll pidfd", err));
+                }
+            }
+        }
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            if self.child.try_wait().map_err(|e| SandboxError::io("wait", e))?.is_some() {
+                return self.wait().map(Some);
+            }
+            if std::time::Instant::now() >= deadline {
+                return Ok(None);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Kill every process of the zone (also double-forked ones) and tear it down.
+    pub fn kill(&mut self) -> Result<(), SandboxError> {
+        if self.exit.is_none() {
+            let _ = self.child.kill();
+            if let Some(cg) = &self.cgroup {
+                let _ = cg.kill_all();
+            }
+            let _ = self.wait();
+        }
+        self.teardown()
+    }
+
+    fn teardown(&mut self) -> Result<(), SandboxError> {
+        let mut result = Ok(());
+        if let Some(mut cg) = self.cgroup.take() {
+            if let Err(e) = cg.destroy() {
+                result = Err(SandboxError::io("remove the zone cgroup", e));
+            }
+        }
+        for p in self.placeholders.drain(..).rev() {
+            let _ = std::fs::remove_dir(p);
+        }
+        result
+    }
+}
+
+impl Drop for RunningZone {
+    fn drop(&mut self) {
+        let _ = self.kill();
+    }
+}

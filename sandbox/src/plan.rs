@@ -1,0 +1,114 @@
+//! What the supervisor hands to the zone init (the `Plan`, sent as one JSON message over an
+//! inherited SOCK_SEQPACKET socket) and what the zone init answers (`Msg`). Everything in the plan
+//! is already validated and resolved by the supervisor; the zone init only executes it.
+
+use crate::error::Layer;
+use serde::{Deserialize, Serialize};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::PathBuf;
+
+/// One bind of a host path at the same path inside the zone.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Bind {
+    pub path: PathBuf,
+    pub writable: bool,
+}
+
+/// Landlock rules over zone paths.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LandlockPlan {
+    /// Kernel ABI to use (the best the host offers).
+    pub abi: u32,
+    pub read: Vec<PathBuf>,
+    pub write: Vec<PathBuf>,
+    /// Restrict TCP connect (to the listener's port only, if any) — network mode "proxy".
+    pub restrict_connect: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Limits {
+    pub open_files: u64,
+    pub file_size: u64,
+    pub core: u64,
+}
+
+/// Everything the zone init needs, in the order it uses it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Plan {
+    /// The supervisor's pid: the zone dies with it.
+    pub supervisor_pid: i32,
+    /// Root callers: host uid/gid the zone runs as (set before the user namespace is created).
+    pub drop_to: Option<(u32, u32)>,
+    pub binds: Vec<Bind>,
+    /// Absolute zone paths (existing, symlink-free) re-bound read-only.
+    pub protected: Vec<(PathBuf, PathBuf)>,
+    pub hidden: Vec<PathBuf>,
+    pub tmp_size: u64,
+    pub hostname: String,
+    pub listener_port: Option<u16>,
+    pub landlock: Option<LandlockPlan>,
+    pub seccomp_extra_deny: Vec<String>,
+    pub limits: Limits,
+    pub cwd: PathBuf,
+    pub argv: Vec<Vec<u8>>,
+    pub env: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+/// Messages from the zone to the supervisor.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum Msg {
+    /// The command was executed; a listener descriptor travels with this message when asked for.
+    Ready { listener_port: Option<u16> },
+    /// Setup failed (the layer, when a protection could not be applied).
+    Failed { layer: Option<Layer>, errno: Option<i32>, message: String },
+    /// The command exited with this code.
+    Exited { code: i32 },
+    /// The command was killed by this signal.
+    Signaled { signal: i32 },
+}
+
+/// Send one message, optionally with one descriptor.
+pub fn send(sock: RawFd, bytes: &[u8], fd: Option<RawFd>) -> std::io::Result<()> {
+    use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
+    let iov = [std::io::IoSlice::new(bytes)];
+    let fds: Vec<RawFd> = fd.into_iter().collect();
+    let cmsg = [ControlMessage::ScmRights(&fds)];
+    let cmsgs: &[ControlMessage] = if fds.is_empty() { &[] } else { &cmsg };
+    sendmsg::<()>(sock, &iov, cmsgs, MsgFlags::MSG_NOSIGNAL, None).map_err(std::io::Error::from)?;
+    Ok(())
+}
+
+/// Receive one message (up to 1 MiB) and at most one descriptor. `Ok(None)` on EOF.
+pub fn recv(sock: &OwnedFd, nonblocking: bool) -> std::io::Result<Option<(Vec<u8>, Option<OwnedFd>)>> {
+    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
+    let mut buf = vec![0u8; 1 << 20];
+    let mut space = nix::cmsg_space!([RawFd; 1]);
+    let mut flags = MsgFlags::MSG_CMSG_CLOEXEC;
+    if nonblocking {
+        flags |= MsgFlags::MSG_DONTWAIT;
+    }
+    let (n, fd) = {
+        let mut iov = [std::io::IoSliceMut::new(&mut buf)];
+        let msg = recvmsg::<()>(sock.as_raw_fd(), &mut iov, Some(&mut space), flags)
+            .map_err(std::io::Error::from)?;
+        let mut fd = None;
+        if let Ok(cmsgs) = msg.cmsgs() {
+            for c in cmsgs {
+                if let ControlMessageOwned::ScmRights(fds) = c {
+                    for raw in fds {
+                        let owned = unsafe { OwnedFd::from_raw_fd(raw) };
+                        if fd.is_none() {
+                            fd = Some(owned);
+                        }
+                    }
+                }
+            }
+        }
+        (msg.bytes, fd)
+    };
+    if n == 0 {
+        return Ok(None);
+    }
+    buf.truncate(n);
+    Ok(Some((buf, fd)))
+}
