@@ -1,7 +1,7 @@
 //! Category 11, exhaustion, bounded twice: by the zone's budget (what is asserted) and by the
 //! probe's own caps (so a regression fails the test instead of taking the machine down): a fork
 //! bomb that stops at 3000 processes, a memory bomb that stops at 4 GiB, fd exhaustion, /tmp fill
-//! capped at 1 GiB, a CPU spin and an output flood ended by the wall clock. The shipped agent
+//! capped at 1 GiB, a CPU spin and an output flood ended by the wall clock. The shipped exec
 //! policy allows 512 pids, 2 GiB memory, 1024 fds and a 256 MiB /tmp.
 
 use crate::common::{policy_variant, Scene, Verdict, Zone};
@@ -54,7 +54,7 @@ fn filling_tmp_stops_at_its_size_cap() {
 }
 
 fn short_wall_clock(scene: &Scene) -> std::path::PathBuf {
-    policy_variant(scene.root(), "agent", &[("wall_clock_seconds", "2")])
+    policy_variant(scene.root(), "exec", &[("wall_clock_seconds", "2")])
 }
 
 #[test]

@@ -26,13 +26,12 @@ fn double_forked_setsid_daemon_does_not_outlive_the_zone() {
     assert_heartbeat_stopped(&hb);
 }
 
-#[test]
-fn sigkill_of_the_supervisor_ends_every_zone_process() {
-    let scene = Scene::new();
+fn run_and_kill_the_supervisor(scene: &Scene) -> crate::common::Run {
     let hb = scene.rw.join("heartbeat");
     let hb_in = hb.clone();
-    let run = Zone::new(&scene)
+    let run = Zone::new(scene)
         .timeout(Duration::from_secs(30))
+        .report_leaked_cgroups()
         .during(move |pid, _| {
             let deadline = Instant::now() + Duration::from_secs(10);
             while beats(&hb_in) < 20 && Instant::now() < deadline {
@@ -45,4 +44,19 @@ fn sigkill_of_the_supervisor_ends_every_zone_process() {
     assert!(run.ended_by_signal(libc::SIGKILL), "loopexec was not the one killed: {:?}", run.status);
     assert!(beats(&hb) >= 20, "the zone never ran, so the test proves nothing");
     assert_heartbeat_stopped(&hb);
+    run
+}
+
+#[test]
+fn sigkill_of_the_supervisor_ends_every_zone_process() {
+    // The harness fails the run if any zone process is left (scan of the host's /proc).
+    let scene = Scene::new();
+    run_and_kill_the_supervisor(&scene);
+}
+
+#[test]
+fn sigkill_of_the_supervisor_leaves_no_cgroup_behind() {
+    let scene = Scene::new();
+    let run = run_and_kill_the_supervisor(&scene);
+    assert!(run.leaked_cgroups.is_empty(), "cgroups left after the supervisor was killed: {:?}", run.leaked_cgroups);
 }

@@ -28,7 +28,7 @@ fn plain_fork_still_works_in_the_zone() {
 fn host_control_unshare_user_namespace_is_detected() {
     // Harmless on the host: the new user namespace dies with the probe.
     let scene = Scene::new();
-    host_control(&scene, "namespaces", &["unshare", "user"]).assert_escaped("unshare_user");
+    host_control(&scene, "namespaces", &["unshare", "user"]).assert_escaped("unshare");
 }
 
 #[test]

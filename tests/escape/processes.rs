@@ -47,7 +47,7 @@ fn host_processes_are_not_visible() {
     let victim = Victim::start();
     let scene = Scene::new();
     let me = std::process::id().to_string();
-    let run = Zone::new(&scene).run("processes", &["visible_processes", &victim.pid(), &me, "1"]);
+    let run = Zone::new(&scene).run("processes", &["visible_processes", &victim.pid(), &me]);
     run.assert_blocked("visible_processes", &["1_visible", "2_visible", "3_visible"]);
 }
 

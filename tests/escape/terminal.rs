@@ -1,41 +1,65 @@
-//! Category 1, terminal injection: TIOCSTI / TIOCLINUX on a terminal stdin, also with the upper
-//! 32 bits of the request set (the kernel ignores them; a 64-bit compare in seccomp would not),
-//! and opening /dev/tty. No host control: injecting into a terminal is never run outside a zone.
+//! Category 1, terminal injection: TIOCSTI / TIOCLINUX, also with the upper 32 bits of the request
+//! set (the kernel ignores them; a 64-bit compare in seccomp would not), and opening /dev/tty.
+//! `loopexec sandbox` gives the zone /dev/null as stdin but passes stdout/stderr through, so an
+//! operator's terminal reaches the zone there: the harness hands the zone a pty it owns as stderr
+//! and attacks fd 2. The same ioctls on fd 0 (/dev/null, where the kernel itself would answer
+//! ENOTTY) prove the refusal comes from the seccomp filter. No host control: injecting into a
+//! terminal is never run outside a zone.
 
-use crate::common::{Scene, Zone};
+use crate::common::{Run, Scene, Zone};
 
-fn on_pty(attempt: &str) -> crate::common::Run {
+fn on_pty(attempt: &str, fd: &str) -> Run {
     let scene = Scene::new();
-    Zone::new(&scene).stdin_pty().run("terminal", &[attempt])
+    Zone::new(&scene).stderr_pty().run("terminal", &[attempt, fd])
 }
 
 #[test]
-fn zone_stdin_can_be_a_terminal_so_ioctl_tests_are_meaningful() {
-    on_pty("stdin_is_tty").assert_ok("stdin_is_tty");
+fn the_terminal_reaches_the_zone_on_stderr_so_ioctl_tests_are_meaningful() {
+    on_pty("is_tty", "2").assert_ok("is_tty");
 }
 
 #[test]
-fn tiocsti_is_refused_with_eperm() {
-    on_pty("tiocsti").assert_blocked("tiocsti", &["EPERM"]);
+fn tiocsti_on_the_terminal_is_refused_with_eperm() {
+    on_pty("tiocsti", "2").assert_blocked("tiocsti", &["EPERM"]);
 }
 
 #[test]
-fn tiocsti_with_high_bits_set_is_refused_with_eperm() {
-    on_pty("tiocsti_high_bits").assert_blocked("tiocsti_high_bits", &["EPERM"]);
+fn tiocsti_with_high_bits_on_the_terminal_is_refused_with_eperm() {
+    on_pty("tiocsti_high_bits", "2").assert_blocked("tiocsti_high_bits", &["EPERM"]);
 }
 
 #[test]
-fn tioclinux_is_refused_with_eperm() {
-    on_pty("tioclinux").assert_blocked("tioclinux", &["EPERM"]);
+fn tioclinux_on_the_terminal_is_refused_with_eperm() {
+    on_pty("tioclinux", "2").assert_blocked("tioclinux", &["EPERM"]);
 }
 
 #[test]
-fn tioclinux_with_high_bits_set_is_refused_with_eperm() {
-    on_pty("tioclinux_high_bits").assert_blocked("tioclinux_high_bits", &["EPERM"]);
+fn tioclinux_with_high_bits_on_the_terminal_is_refused_with_eperm() {
+    on_pty("tioclinux_high_bits", "2").assert_blocked("tioclinux_high_bits", &["EPERM"]);
+}
+
+#[test]
+fn tiocsti_is_refused_by_the_filter_before_the_tty_layer() {
+    on_pty("tiocsti", "0").assert_blocked("tiocsti", &["EPERM"]);
+}
+
+#[test]
+fn tiocsti_with_high_bits_is_refused_by_the_filter_before_the_tty_layer() {
+    on_pty("tiocsti_high_bits", "0").assert_blocked("tiocsti_high_bits", &["EPERM"]);
+}
+
+#[test]
+fn tioclinux_is_refused_by_the_filter_before_the_tty_layer() {
+    on_pty("tioclinux", "0").assert_blocked("tioclinux", &["EPERM"]);
+}
+
+#[test]
+fn tioclinux_with_high_bits_is_refused_by_the_filter_before_the_tty_layer() {
+    on_pty("tioclinux_high_bits", "0").assert_blocked("tioclinux_high_bits", &["EPERM"]);
 }
 
 #[test]
 fn dev_tty_cannot_be_opened() {
-    // The zone runs in a new session: no controlling terminal (ENXIO), or no /dev/tty at all.
-    on_pty("dev_tty").assert_blocked("dev_tty", &["ENXIO", "ENOENT", "EACCES"]);
+    // The command runs in a new session: no controlling terminal (ENXIO), or no /dev/tty at all.
+    on_pty("dev_tty", "2").assert_blocked("dev_tty", &["ENXIO", "ENOENT", "EACCES"]);
 }

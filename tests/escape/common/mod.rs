@@ -240,6 +240,8 @@ pub struct Run {
     pub elapsed: Duration,
     /// Highest VmRSS (KiB) of the loopexec supervisor seen while it ran.
     pub supervisor_max_rss_kib: u64,
+    /// Cgroups created during the run that were still there 3 s after it (then removed).
+    pub leaked_cgroups: Vec<PathBuf>,
 }
 
 impl Run {
@@ -423,13 +425,14 @@ pub struct Zone<'a> {
     extra_ro: Vec<PathBuf>,
     extra_rw: Vec<PathBuf>,
     env: Vec<(OsString, OsString)>,
-    stdin_pty: bool,
+    stderr_pty: bool,
     leak_fds: bool,
     stall_stdout: bool,
     timeout: Duration,
     /// Called with loopexec's pid once it runs (e.g. to kill it mid-flight).
     during: Option<During<'a>>,
     expect_host_unchanged: bool,
+    check_cgroups: bool,
 }
 
 impl<'a> Zone<'a> {
@@ -449,7 +452,8 @@ impl<'a> Zone<'a> {
             extra_ro: vec![probe_dir()],
             extra_rw: Vec::new(),
             env,
-            stdin_pty: false,
+            stderr_pty: false,
+            check_cgroups: true,
             leak_fds: true,
             stall_stdout: false,
             timeout: Duration::from_secs(60),
@@ -468,9 +472,17 @@ impl<'a> Zone<'a> {
         self
     }
 
-    /// Give the zone a pseudo-terminal as stdin (for terminal injection attempts).
-    pub fn stdin_pty(mut self) -> Self {
-        self.stdin_pty = true;
+    /// Give loopexec a pseudo-terminal the test owns as stderr (for terminal injection attempts);
+    /// stderr is then not captured.
+    pub fn stderr_pty(mut self) -> Self {
+        self.stderr_pty = true;
+        self
+    }
+
+    /// Report cgroups the zone left behind in `Run::leaked_cgroups` (and remove them) instead of
+    /// failing the run; for tests that assert on them separately.
+    pub fn report_leaked_cgroups(mut self) -> Self {
+        self.check_cgroups = false;
         self
     }
 
@@ -521,16 +533,16 @@ impl<'a> Zone<'a> {
         let leftovers_before = zone_processes(self.scene.root());
         assert!(leftovers_before.is_empty(), "zone processes exist before the run: {leftovers_before:?}");
 
-        // stdin: /dev/null, or the slave side of a pty we own.
+        // stdin: /dev/null; stderr: a pipe, or the slave side of a pty we own.
+        cmd.stdin(Stdio::null()).stdout(Stdio::piped());
         let mut _pty_master: Option<OwnedFd> = None;
-        if self.stdin_pty {
+        if self.stderr_pty {
             let pty = nix::pty::openpty(None, None).expect("openpty");
-            cmd.stdin(Stdio::from(pty.slave));
+            cmd.stderr(Stdio::from(pty.slave));
             _pty_master = Some(pty.master);
         } else {
-            cmd.stdin(Stdio::null());
+            cmd.stderr(Stdio::piped());
         }
-        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
 
         // Leak a host file (the secret) and a socket into loopexec without CLOEXEC.
         let leaked_file = fs::File::open(&self.scene.secret).expect("open secret");
@@ -554,7 +566,7 @@ impl<'a> Zone<'a> {
         let pid = child.id() as i32;
         let out_reader = if self.stall_stdout { None } else { Some(capture(child.stdout.take().expect("stdout"))) };
         let _stalled_stdout = if self.stall_stdout { child.stdout.take() } else { None };
-        let err_reader = capture(child.stderr.take().expect("stderr"));
+        let err_reader = child.stderr.take().map(capture);
 
         if let Some(f) = self.during.take() {
             f(pid, self.scene);
@@ -571,8 +583,8 @@ impl<'a> Zone<'a> {
             let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(*p), nix::sys::signal::Signal::SIGKILL);
         }
         let (stdout, stdout_bytes) = out_reader.map(|r| r.join().expect("stdout reader")).unwrap_or_default();
-        let (stderr, _) = err_reader.join().expect("stderr reader");
-        let run = Run {
+        let (stderr, _) = err_reader.map(|r| r.join().expect("stderr reader")).unwrap_or_default();
+        let mut run = Run {
             status,
             verdict: parse_verdict(&stdout),
             stdout,
@@ -580,13 +592,21 @@ impl<'a> Zone<'a> {
             stderr,
             elapsed,
             supervisor_max_rss_kib: max_rss,
+            leaked_cgroups: Vec::new(),
         };
         assert!(survivors.is_empty(), "zone processes survived the zone: pids {survivors:?}\n{}", run.context());
         if self.expect_host_unchanged {
             let after = HostState::capture(self.scene);
             assert_host_unchanged(&before, &after, &run);
-            let leaked = wait_for_cgroups(&cgroups_before, pid, Duration::from_secs(3));
-            assert!(leaked.is_empty(), "cgroups left behind by the zone: {leaked:?}\n{}", run.context());
+        }
+        // Cgroups the zone left behind (empty once its processes are gone): removed here, children
+        // first, so that a finding does not leave the host changed.
+        run.leaked_cgroups = wait_for_cgroups(&cgroups_before, pid, Duration::from_secs(3));
+        for dir in run.leaked_cgroups.iter().rev() {
+            let _ = fs::remove_dir(dir);
+        }
+        if self.check_cgroups {
+            assert!(run.leaked_cgroups.is_empty(), "cgroups left behind by the zone: {:?}\n{}", run.leaked_cgroups, run.context());
         }
         run
     }
@@ -612,6 +632,7 @@ pub fn host_control(scene: &Scene, probe: &str, args: &[&str]) -> Run {
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         elapsed: start.elapsed(),
         supervisor_max_rss_kib: 0,
+        leaked_cgroups: Vec::new(),
     }
 }
 

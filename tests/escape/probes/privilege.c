@@ -77,13 +77,16 @@ int main(int argc, char **argv)
         snprintf(path, sizeof path, "%s/suid-file", argv[2]);
         int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
         if (fd < 0) probe_error("chmod_setuid", "create_%s", errname(errno));
-        int rc_u = fchmod(fd, 04755), e_u = errno;
-        int rc_g = chmod(path, 02755), e_g = errno;
-        close(fd);
         struct stat st;
-        stat(path, &st);
-        if (st.st_mode & (S_ISUID | S_ISGID))
-            escaped("chmod_setuid", "mode_%o", st.st_mode & 07777);
+        int rc_u = fchmod(fd, 04755), e_u = errno;
+        fstat(fd, &st);
+        if (st.st_mode & S_ISUID)
+            escaped("chmod_setuid", "u+s_mode_%o", st.st_mode & 07777);
+        int rc_g = fchmod(fd, 02755), e_g = errno;
+        fstat(fd, &st);
+        if (st.st_mode & S_ISGID)
+            escaped("chmod_setuid", "g+s_mode_%o", st.st_mode & 07777);
+        close(fd);
         if (rc_u == 0 && rc_g == 0)
             blocked("chmod_setuid", "bits_silently_dropped");
         blocked("chmod_setuid", "%s", errname(rc_u ? e_u : e_g));
