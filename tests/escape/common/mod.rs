@@ -584,6 +584,7 @@ impl<'a> Zone<'a> {
         }
         let (stdout, stdout_bytes) = out_reader.map(|r| r.join().expect("stdout reader")).unwrap_or_default();
         let (stderr, _) = err_reader.map(|r| r.join().expect("stderr reader")).unwrap_or_default();
+        eprintln!("zone run: {:?} status={:?} elapsed={:?}", parse_verdict(&stdout), status, elapsed);
         let mut run = Run {
             status,
             verdict: parse_verdict(&stdout),
