@@ -20,6 +20,10 @@ refused!(dotdot_out_of_the_grant_reads_nothing: "filesystem" "dotdot_read" [rw, 
 refused!(dotdot_out_of_the_grant_creates_nothing: "filesystem" "dotdot_create" [rw, |_| "../outside/planted"] => ["ENOENT", "EACCES", "EROFS"]);
 refused!(ungranted_host_file_cannot_be_opened_for_writing: "filesystem" "write_path" [rw, secret] => ["ENOENT", "EACCES", "EROFS"]);
 refused!(symlink_in_grant_to_host_secret_cannot_be_written: "filesystem" "symlink_write" [rw, secret] => ["ENOENT", "EACCES", "EROFS"]);
+refused!(system_files_cannot_be_opened_for_writing: "filesystem" "write_path" [rw, |_| "/etc/passwd"] => ["EROFS", "EACCES"]);
+refused!(system_dirs_cannot_be_written: "filesystem" "create_path" [rw, |_| "/usr/bin/loopexec-escape-planted"] => ["EROFS", "EACCES"]);
+refused!(read_only_grant_cannot_be_written: "filesystem" "create_path" [rw, |_| crate::common::probe_dir().join("planted").display().to_string()] => ["EROFS", "EACCES"]);
+refused!(root_of_the_zone_cannot_be_written: "filesystem" "create_path" [rw, |_| "/planted"] => ["EROFS", "EACCES"]);
 
 #[test]
 fn the_grant_itself_is_writable() {

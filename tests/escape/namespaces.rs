@@ -19,6 +19,17 @@ refused!(clone3_is_answered_enosys: "namespaces" "clone3" [] => ["ENOSYS"]);
 refused!(setns_into_any_visible_namespace_is_refused: "namespaces" "setns" [] => ["EPERM"]);
 
 #[test]
+fn sethostname_does_not_reach_the_host() {
+    // The harness's host snapshot includes kernel.hostname and kernel.domainname.
+    let scene = Scene::new();
+    let run = Zone::new(&scene).run("namespaces", &["sethostname"]);
+    match &run.verdict {
+        crate::common::Verdict::Ok { .. } => {}
+        _ => run.assert_blocked("sethostname", &["EPERM"]),
+    }
+}
+
+#[test]
 fn plain_fork_still_works_in_the_zone() {
     let scene = Scene::new();
     Zone::new(&scene).run("namespaces", &["plain_fork_works"]).assert_ok("plain_fork_works");

@@ -66,6 +66,39 @@ fn hooks_dir_cannot_be_swapped_for_a_symlink() {
 }
 
 #[test]
+fn git_config_cannot_be_hardlinked_into_the_writable_area() {
+    let scene = scene_with_git();
+    attempt(&scene, "hardlink_git_config", &["EXDEV", "EPERM", "EACCES", "EROFS"]);
+    assert_git_untouched(&scene);
+    assert!(!scene.rw.join("config-link").exists(), "a second name for .git/config exists on the host");
+}
+
+#[test]
+fn git_config_cannot_be_replaced_by_rename() {
+    let scene = scene_with_git();
+    attempt(&scene, "rename_over_git_config", &["EBUSY", "EROFS", "EACCES", "EPERM", "EXDEV"]);
+    assert_git_untouched(&scene);
+}
+
+/// A missing protected path is held by a read-only placeholder (an empty directory) in the zone.
+fn write_rel(scene: &Scene, rel: &str) {
+    let rw = Scene::s(&scene.rw);
+    Zone::new(scene).run("plants", &["write_rel", &rw, rel]).assert_blocked("write_rel", &["EROFS", "EACCES", "EPERM", "ENOENT", "EISDIR"]);
+    let host = scene.rw.join(rel);
+    assert!(fs::symlink_metadata(&host).map(|m| m.len() == 0).unwrap_or(true), "{rel} has content on the host");
+}
+
+#[test]
+fn gitmodules_cannot_be_planted() {
+    write_rel(&Scene::new(), ".gitmodules");
+}
+
+#[test]
+fn loopexec_state_dir_in_the_workspace_cannot_be_planted() {
+    write_rel(&Scene::new(), ".loopexec/receipt.jsonl");
+}
+
+#[test]
 fn protected_paths_cannot_be_created_when_absent_at_start() {
     let scene = Scene::new();
     attempt(&scene, "create_protected_later", &["EROFS", "EACCES", "EPERM", "EEXIST", "ENOENT"]);

@@ -42,6 +42,19 @@ fn host_processes_cannot_be_signalled() {
     assert!(victim.alive(), "the host victim process died");
 }
 
+refused!(other_processes_memory_cannot_be_opened: "processes" "other_mem" [] => ["EACCES", "EPERM", "ENOENT"]);
+
+#[test]
+fn kill_of_every_signallable_process_reaches_nothing_outside() {
+    let mut victim = Victim::start();
+    let scene = Scene::new();
+    let run = Zone::new(&scene).run("processes", &["kill_all"]);
+    // kill(-1) may succeed inside the zone's own pid namespace; what matters is who survived.
+    run.assert_blocked("kill_all", &["kill_minus_one_returned_"]);
+    assert!(run.status.success(), "the supervisor did not report the probe's own exit: {:?}", run.status);
+    assert!(victim.alive(), "the host victim process died");
+}
+
 #[test]
 fn host_processes_are_not_visible() {
     let victim = Victim::start();

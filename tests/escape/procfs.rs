@@ -9,6 +9,7 @@ use crate::common::{host_control, is_root, Scene, Zone};
 refused!(other_processes_environ_has_no_host_secret: "procfs" "other_environ" [|_| "LOOPEXEC_ESCAPE_SECRET="] => ["absent_in_"]);
 refused!(other_processes_root_does_not_reach_the_host: "procfs" "other_root" [|s: &Scene| Scene::s(&s.secret)] => ["ENOENT", "EACCES"]);
 refused!(no_process_executable_can_be_opened_for_writing: "procfs" "overwrite_exe" [] => ["ETXTBSY", "EACCES", "EROFS", "EPERM", "ENOENT"]);
+refused!(other_processes_descriptors_cannot_be_opened: "procfs" "other_fds" [] => ["EACCES", "EPERM", "ENOENT"]);
 refused!(sysrq_trigger_cannot_be_opened_for_writing: "procfs" "sysrq_trigger" [] => ["EACCES", "EROFS", "ENOENT", "EPERM"]);
 refused!(core_pattern_cannot_be_opened_for_writing: "procfs" "core_pattern" [] => ["EACCES", "EROFS", "ENOENT", "EPERM"]);
 refused!(kcore_cannot_be_opened: "procfs" "kcore" [] => ["EACCES", "ENOENT", "EPERM"]);

@@ -54,6 +54,15 @@ int main(int argc, char **argv)
             escaped("dotdot_create", "created_%s", path);
         blocked("dotdot_create", "%s", errname(errno));
     }
+    ATTEMPT("create_path") {
+        /* argv[3]: a path to create (in a read-only grant or system dir) */
+        int fd = open(target, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd >= 0) {
+            unlink(target);
+            escaped("create_path", "created_%s", target);
+        }
+        blocked("create_path", "%s", errname(errno));
+    }
     ATTEMPT("write_path") {
         int fd = open(target, O_WRONLY | O_APPEND | O_CLOEXEC);
         if (fd >= 0) {

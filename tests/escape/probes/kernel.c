@@ -105,13 +105,33 @@ static void do_x32(void *a)
     expect_fail("x32", rc);
 }
 
+static void do_open_by_handle_at(void *a)
+{
+    struct { unsigned int bytes; int type; unsigned char h[128]; } fh;
+    memset(&fh, 0, sizeof fh);
+    fh.bytes = 8;
+    fh.type = 1; /* FILEID_INO32_GEN: a guessed inode of the host filesystem */
+    fh.h[0] = 2;
+    expect_fail("open_by_handle_at", syscall(SYS_open_by_handle_at, AT_FDCWD, &fh, O_RDONLY));
+}
+
+static void do_name_to_handle_at(void *a)
+{
+    struct { unsigned int bytes; int type; unsigned char h[128]; } fh;
+    int mount_id;
+    memset(&fh, 0, sizeof fh);
+    fh.bytes = 128;
+    expect_fail("name_to_handle_at", syscall(SYS_name_to_handle_at, AT_FDCWD, "/", &fh, &mount_id, 0));
+}
+
 struct entry { const char *name; void (*fn)(void *); };
 static const struct entry ENTRIES[] = {
     {"bpf", do_bpf}, {"perf_event_open", do_perf}, {"userfaultfd", do_uffd},
     {"keyctl", do_keyctl}, {"add_key", do_add_key}, {"kexec_load", do_kexec_load},
     {"kexec_file_load", do_kexec_file_load}, {"init_module", do_init_module},
     {"finit_module", do_finit_module}, {"delete_module", do_delete_module},
-    {"personality", do_personality}, {"int80", do_int80}, {"x32", do_x32},
+    {"personality", do_personality}, {"open_by_handle_at", do_open_by_handle_at},
+    {"name_to_handle_at", do_name_to_handle_at}, {"int80", do_int80}, {"x32", do_x32},
 };
 
 int main(int argc, char **argv)

@@ -72,6 +72,14 @@ int main(int argc, char **argv)
             ok("plain_fork_works", "fork_ok");
         probe_error("plain_fork_works", "status_%d", st);
     }
+    ATTEMPT("sethostname") {
+        /* allowed or not, it must only touch the zone's own UTS namespace:
+         * the harness compares the host's hostname before and after */
+        static const char name[] = "escaped-hostname";
+        if (sethostname(name, sizeof name - 1) == 0)
+            ok("sethostname", "changed_in_own_uts_namespace");
+        blocked("sethostname", "%s", errname(errno));
+    }
     ATTEMPT("setns") {
         /* every namespace of every visible process, including our own */
         static const char *kinds[] = {"user", "mnt", "net", "pid", "ipc", "uts", "cgroup", "time"};

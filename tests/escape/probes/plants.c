@@ -79,6 +79,35 @@ int main(int argc, char **argv)
         }
         blocked("symlink_swap_hooks", "%s", errname(e));
     }
+    ATTEMPT("write_rel") {
+        /* argv[3]: a protected path relative to the rw dir */
+        if (argc < 4) probe_error("write_rel", "usage_rel");
+        char *slash = strrchr(argv[3], '/');
+        if (slash) {
+            char parent[4200];
+            snprintf(parent, sizeof parent, "%s/%.*s", rw, (int)(slash - argv[3]), argv[3]);
+            mkdir(parent, 0755);
+        }
+        if (try_write(at(0, rw, argv[3])) == 0)
+            escaped("write_rel", "wrote_%s", argv[3]);
+        blocked("write_rel", "%s", errname(errno));
+    }
+    ATTEMPT("hardlink_git_config") {
+        /* a second name for .git/config in the writable part, then write through it */
+        if (link(at(0, rw, ".git/config"), at(1, rw, "config-link")) == 0) {
+            if (try_write(at(1, rw, "config-link")) == 0)
+                escaped("hardlink_git_config", "wrote_.git/config_through_a_hardlink");
+            escaped("hardlink_git_config", "linked_.git/config_into_the_writable_area");
+        }
+        blocked("hardlink_git_config", "%s", errname(errno));
+    }
+    ATTEMPT("rename_over_git_config") {
+        if (try_write(at(0, rw, "evil-config")) != 0)
+            probe_error("rename_over_git_config", "create_%s", errname(errno));
+        if (rename(at(0, rw, "evil-config"), at(1, rw, ".git/config")) == 0)
+            escaped("rename_over_git_config", "replaced_.git/config");
+        blocked("rename_over_git_config", "%s", errname(errno));
+    }
     ATTEMPT("chmod_hook") {
         /* an existing hook must not become executable / be changed */
         if (chmod(at(0, rw, ".git/hooks/pre-push"), 0777) == 0)

@@ -2,6 +2,7 @@
  * pidfd_getfd, signals to host processes, and what /proc shows. */
 #include "probe.h"
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/ptrace.h>
 #include <sys/uio.h>
 
@@ -83,6 +84,35 @@ int main(int argc, char **argv)
             last = errno;
         }
         blocked("kill_host_pids", "%s", errname(last));
+    }
+    ATTEMPT("kill_all") {
+        /* kill(-1): every process we may signal; the harness checks that
+         * its victim and the supervisor survived */
+        long rc = kill(-1, SIGKILL);
+        blocked("kill_all", "kill_minus_one_returned_%ld_%s", rc, rc ? errname(errno) : "ok");
+    }
+    ATTEMPT("other_mem") {
+        /* open /proc/<pid>/mem of every other visible process (the zone init
+         * holds capabilities in the zone's user namespace) */
+        DIR *d = opendir("/proc");
+        if (!d) probe_error("other_mem", "opendir_%s", errname(errno));
+        struct dirent *de;
+        int last = ENOENT;
+        char self[32];
+        snprintf(self, sizeof self, "%d", getpid());
+        while ((de = readdir(d))) {
+            if (de->d_name[0] < '0' || de->d_name[0] > '9' || strcmp(de->d_name, self) == 0)
+                continue;
+            char path[300];
+            snprintf(path, sizeof path, "/proc/%s/mem", de->d_name);
+            int fd = open(path, O_RDWR | O_CLOEXEC);
+            if (fd < 0)
+                fd = open(path, O_RDONLY | O_CLOEXEC);
+            if (fd >= 0)
+                escaped("other_mem", "opened_%s", path);
+            last = errno;
+        }
+        blocked("other_mem", "%s", errname(last));
     }
     ATTEMPT("visible_processes") {
         /* argv[2..]: host pids that must not be visible.  Also counts

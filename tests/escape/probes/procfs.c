@@ -100,6 +100,45 @@ int main(int argc, char **argv)
         if (!tried) probe_error("overwrite_exe", "no_process_visible");
         blocked("overwrite_exe", "%s", errname(last));
     }
+    ATTEMPT("other_fds") {
+        /* open every descriptor of every other visible process through
+         * /proc/<pid>/fd/<n>: the zone init holds its control socket to the
+         * supervisor, which must stay out of reach */
+        DIR *d = opendir("/proc");
+        if (!d) probe_error("other_fds", "opendir_%s", errname(errno));
+        struct dirent *de;
+        int last = ENOENT, others = 0;
+        char self[32];
+        snprintf(self, sizeof self, "%d", getpid());
+        while ((de = readdir(d))) {
+            if (de->d_name[0] < '0' || de->d_name[0] > '9' || strcmp(de->d_name, self) == 0)
+                continue;
+            others++;
+            char dir[300];
+            snprintf(dir, sizeof dir, "/proc/%s/fd", de->d_name);
+            DIR *fds = opendir(dir);
+            if (!fds) {
+                last = errno;
+                continue;
+            }
+            struct dirent *fe;
+            while ((fe = readdir(fds))) {
+                if (fe->d_name[0] < '0' || fe->d_name[0] > '9')
+                    continue;
+                char path[600];
+                snprintf(path, sizeof path, "%s/%s", dir, fe->d_name);
+                int fd = open(path, O_RDWR | O_CLOEXEC);
+                if (fd < 0)
+                    fd = open(path, O_RDONLY | O_CLOEXEC);
+                if (fd >= 0)
+                    escaped("other_fds", "opened_%s", path);
+                last = errno;
+            }
+            closedir(fds);
+        }
+        if (!others) probe_error("other_fds", "no_other_process_visible");
+        blocked("other_fds", "%s", errname(last));
+    }
     ATTEMPT("sysrq_trigger") open_for_write_must_fail("sysrq_trigger", "/proc/sysrq-trigger");
     ATTEMPT("core_pattern") open_for_write_must_fail("core_pattern", "/proc/sys/kernel/core_pattern");
     ATTEMPT("kcore") {
