@@ -1,0 +1,193 @@
+//! `loopexec sandbox -- CMD` end to end: exit codes, and what the zone can see and do.
+//! Runs as root (the zone then runs as the policy's uid_when_root, 60200) and as an unprivileged
+//! user (ci/test-unprivileged.sh).
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+const ZONE_ID_WHEN_ROOT: u32 = 60200;
+
+fn bin() -> String {
+    std::env::var("LOOPEXEC_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_loopexec").to_string())
+}
+
+fn sandbox(extra: &[&str], script: &str) -> Output {
+    Command::new(bin())
+        .arg("sandbox")
+        .args(extra)
+        .args(["--", "/bin/sh", "-c", script])
+        .current_dir("/")
+        .output()
+        .expect("run loopexec")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).to_string()
+}
+
+/// A directory the zone may write: owned by the zone uid when we are root.
+fn workspace() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    if nix_is_root() {
+        std::os::unix::fs::chown(dir.path(), Some(ZONE_ID_WHEN_ROOT), Some(ZONE_ID_WHEN_ROOT)).unwrap();
+    }
+    dir
+}
+
+fn nix_is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find(|l| l.starts_with("Uid:"))
+        .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        .unwrap()
+}
+
+#[test]
+fn true_exits_zero() {
+    let o = Command::new(bin()).args(["sandbox", "--", "/bin/true"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn exit_code_of_the_command_is_returned() {
+    let o = sandbox(&[], "exit 7");
+    assert_eq!(o.status.code(), Some(7), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn command_found_through_the_zone_path() {
+    let o = Command::new(bin()).args(["sandbox", "--", "true"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(0));
+}
+
+#[test]
+fn missing_command_is_an_execution_failure() {
+    let o = Command::new(bin()).args(["--json", "sandbox", "--", "/no/such/program"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(40));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["errors"][0]["code"], "spawn_failed");
+}
+
+#[test]
+fn zone_sees_no_host_processes() {
+    let o = sandbox(&[], "ls /proc | grep -c '^[0-9]'; cat /proc/1/cmdline | tr '\\0' ' '");
+    let text = stdout(&o);
+    let mut lines = text.lines();
+    let count: u32 = lines.next().unwrap().trim().parse().unwrap();
+    assert!(count <= 4, "zone sees {count} processes: {text}");
+    assert!(lines.next().unwrap().starts_with("loopexec-zone-init"), "{text}");
+}
+
+#[test]
+fn zone_has_loopback_only() {
+    let o = sandbox(&[], "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '");
+    assert_eq!(stdout(&o).trim(), "lo");
+}
+
+#[test]
+fn zone_has_no_capabilities_no_new_privs_and_seccomp() {
+    let o = sandbox(&[], "grep -E '^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs|Seccomp):' /proc/self/status");
+    let text = stdout(&o);
+    for set in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+        assert!(text.contains(&format!("{set}:\t0000000000000000")), "{set}: {text}");
+    }
+    assert!(text.contains("NoNewPrivs:\t1"), "{text}");
+    assert!(text.contains("Seccomp:\t2"), "{text}");
+}
+
+#[test]
+fn system_is_read_only() {
+    let o = sandbox(&[], "touch /usr/loopexec-probe; echo $?; touch /loopexec-probe; echo $?");
+    assert_eq!(stdout(&o), "1\n1\n");
+    assert!(!Path::new("/usr/loopexec-probe").exists());
+}
+
+#[test]
+fn host_secrets_are_absent() {
+    let o = sandbox(&[], "for p in /root /home /etc/shadow /run /var/run/docker.sock /sys; do test -e $p && echo $p; done; true");
+    assert_eq!(stdout(&o), "");
+}
+
+#[test]
+fn granted_path_is_writable_and_the_write_reaches_the_host() {
+    let ws = workspace();
+    let p = ws.path().display().to_string();
+    let o = sandbox(&["--rw", &p], &format!("echo hello > {p}/out.txt"));
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(std::fs::read_to_string(ws.path().join("out.txt")).unwrap(), "hello\n");
+}
+
+#[test]
+fn protected_paths_stay_read_only_and_cannot_be_swapped() {
+    let ws = workspace();
+    let git = ws.path().join(".git");
+    std::fs::create_dir(&git).unwrap();
+    std::fs::write(git.join("config"), "[core]\n").unwrap();
+    if nix_is_root() {
+        for p in [git.as_path(), &git.join("config")] {
+            std::os::unix::fs::chown(p, Some(ZONE_ID_WHEN_ROOT), Some(ZONE_ID_WHEN_ROOT)).unwrap();
+        }
+    }
+    let p = ws.path().display().to_string();
+    let o = sandbox(
+        &["--rw", &p],
+        &format!("cd {p}; echo '[core] hooksPath=/tmp' >> .git/config; mkdir -p .git/hooks/x; mv .git g2; touch .gitmodules; true"),
+    );
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(std::fs::read_to_string(git.join("config")).unwrap(), "[core]\n");
+    assert!(!git.join("hooks").exists(), "placeholder left behind or hook created");
+    assert!(!ws.path().join("g2").exists());
+    assert!(!ws.path().join(".gitmodules").exists());
+}
+
+#[test]
+fn tmp_is_private_and_writable() {
+    let o = sandbox(&[], "echo x > /tmp/loopexec-zone-private && ls -A /tmp");
+    assert_eq!(stdout(&o), "loopexec-zone-private\n");
+    assert!(!Path::new("/tmp/loopexec-zone-private").exists());
+}
+
+#[test]
+fn environment_comes_from_the_allowlist() {
+    let o = Command::new(bin())
+        .args(["sandbox", "--", "/usr/bin/env"])
+        .env("AWS_SECRET_ACCESS_KEY", "leak")
+        .env("LANG", "C.UTF-8")
+        .output()
+        .unwrap();
+    let text = stdout(&o);
+    assert!(!text.contains("AWS_SECRET_ACCESS_KEY"), "{text}");
+    assert!(text.contains("LANG=C.UTF-8"), "{text}");
+    assert!(text.contains("HOME=/tmp"), "{text}");
+}
+
+#[test]
+fn no_process_outlives_the_zone() {
+    let marker = format!("loopexec-daemon-{}", std::process::id());
+    let o = sandbox(&[], &format!("setsid sh -c 'exec -a {marker} sleep 300' & (sh -c 'exec -a {marker} sleep 300' &); exit 0"));
+    assert_eq!(o.status.code(), Some(0));
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let left = Command::new("pgrep").args(["-f", &marker]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&left.stdout), "");
+}
+
+#[test]
+fn json_report_lists_every_layer_as_applied() {
+    let o = Command::new(bin()).args(["--json", "sandbox", "--", "/bin/true"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["command_exit_code"], 0);
+    let layers = v["zone"]["layers"].as_array().unwrap();
+    assert!(layers.len() >= 10);
+    assert!(layers.iter().all(|l| l["applied"] == true), "{layers:?}");
+    assert_eq!(v["zone"]["skipped"].as_array().unwrap().len(), 0);
+}
+
+#[test]
+fn doctor_passes_on_this_host() {
+    let o = Command::new(bin()).args(["--json", "doctor"]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(o.status.code(), Some(0), "{v}");
+    assert_eq!(v["satisfiable"], true);
+}
