@@ -19,13 +19,17 @@ refused!(sys_knobs_cannot_be_opened_for_writing: "procfs" "sys_write" [] => ["EA
 #[test]
 fn mountinfo_shows_no_ungranted_host_path() {
     let scene = Scene::new();
-    let repo = env!("CARGO_MANIFEST_DIR");
+    let repo = env!("CARGO_MANIFEST_DIR").to_string();
     let outside = Scene::s(&scene.outside);
-    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
-    let mut args = vec!["mountinfo_host_paths", repo, &outside];
-    if home.len() > 1 {
-        args.push(&home);
+    let mut paths = vec![repo, outside];
+    // $HOME too, unless the scene itself lives beneath it (then it is granted).
+    if let Some(home) = std::env::var_os("HOME").map(std::path::PathBuf::from) {
+        if home.components().count() > 1 && !scene.root().starts_with(&home) {
+            paths.push(Scene::s(&home));
+        }
     }
+    let mut args = vec!["mountinfo_host_paths"];
+    args.extend(paths.iter().map(|p| p.as_str()));
     Zone::new(&scene).run("procfs", &args).assert_blocked("mountinfo_host_paths", &["none_of_"]);
 }
 

@@ -70,10 +70,13 @@ fn state_dir_and_ungranted_dirs_are_not_visible() {
     let scene = Scene::new();
     let state = Scene::s(&scene.state_dir);
     let outside = Scene::s(&scene.outside);
-    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
-    let mut args = vec!["visible", &state, &outside, "/root/.ssh", "/var/run/docker.sock", "/run/dbus"];
-    if home.len() > 1 {
-        args.push(&home);
+    let mut args = vec!["visible".to_string(), state, outside, "/root/.ssh".into(), "/var/run/docker.sock".into(), "/run/dbus".into()];
+    // $HOME too, unless the scene itself lives beneath it (then part of it is granted).
+    if let Some(home) = std::env::var_os("HOME").map(std::path::PathBuf::from) {
+        if home.components().count() > 1 && !scene.root().starts_with(&home) {
+            args.push(Scene::s(&home));
+        }
     }
+    let args: Vec<&str> = args.iter().map(|a| a.as_str()).collect();
     Zone::new(&scene).run("secrets", &args).assert_blocked("visible", &["ENOENT", "EACCES"]);
 }

@@ -23,10 +23,13 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-/// The loopexec binary under test: `LOOPEXEC_ESCAPE_BIN` (e.g. a release build), else the one
-/// cargo built for this test.
+/// The loopexec binary under test: `LOOPEXEC_ESCAPE_BIN` (e.g. a release build), else
+/// `LOOPEXEC_BIN` (set by ci/test-unprivileged.sh), else the one cargo built for this test.
 pub fn loopexec_bin() -> PathBuf {
-    std::env::var_os("LOOPEXEC_ESCAPE_BIN").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_loopexec")))
+    std::env::var_os("LOOPEXEC_ESCAPE_BIN")
+        .or_else(|| std::env::var_os("LOOPEXEC_BIN"))
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_loopexec")))
 }
 
 /// The uid/gid a zone runs as when loopexec runs as root (policy `identity.uid_when_root`).
