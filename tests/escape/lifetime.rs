@@ -55,6 +55,18 @@ fn sigkill_of_the_supervisor_ends_every_zone_process() {
 }
 
 #[test]
+fn sigkill_of_the_supervisor_leaves_nothing_in_the_workspace() {
+    // The launcher holds missing protected paths (.git, .gitmodules, .loopexec) with placeholder
+    // directories in the writable grant for the zone's lifetime; they must not outlive the zone.
+    let scene = Scene::new();
+    run_and_kill_the_supervisor(&scene);
+    let mut left: Vec<String> =
+        std::fs::read_dir(&scene.rw).expect("read rw").map(|e| e.expect("entry").file_name().to_string_lossy().into_owned()).collect();
+    left.sort();
+    assert_eq!(left, vec!["heartbeat".to_string()], "the workspace holds more than the zone wrote");
+}
+
+#[test]
 fn sigkill_of_the_supervisor_leaves_no_cgroup_behind() {
     let scene = Scene::new();
     let run = run_and_kill_the_supervisor(&scene);

@@ -80,6 +80,42 @@ fn git_config_cannot_be_replaced_by_rename() {
     assert_git_untouched(&scene);
 }
 
+/// The documented answer to a protected path that is, or passes through, a symlink in the grant
+/// (planted by an earlier zone, say): the launch is refused, naming the symlink, and the command
+/// never runs. (loopexec answers with exit 20 today; CONTRACT.md's `workspace_invalid` would be 30:
+/// either is a refusal, which is what this suite asserts.)
+fn assert_launch_refused(run: &crate::common::Run) {
+    assert_eq!(run.verdict, crate::common::Verdict::Missing, "the probe ran: {:?}", run.verdict);
+    assert!(matches!(run.status.code(), Some(20) | Some(30)), "launch not refused: {:?}\n{}", run.status, run.stderr);
+    assert!(run.stderr.contains("symlink"), "the refusal does not name the symlink: {}", run.stderr);
+}
+
+#[test]
+fn symlinked_hooks_dir_refuses_the_launch() {
+    let scene = Scene::new();
+    let target = scene.outside.join("hooks");
+    fs::create_dir(&target).expect("mkdir outside/hooks");
+    scene.rw_file(".git/config", CONFIG);
+    std::os::unix::fs::symlink(&target, scene.rw.join(".git/hooks")).expect("symlink hooks");
+    let rw = Scene::s(&scene.rw);
+    let run = Zone::new(&scene).run("plants", &["write_hook", &rw]);
+    assert_launch_refused(&run);
+    assert_eq!(fs::read_dir(&target).expect("outside/hooks").count(), 0, "a hook landed outside the grant");
+}
+
+#[test]
+fn symlinked_git_dir_refuses_the_launch() {
+    let scene = Scene::new();
+    let fake = scene.outside.join("fakegit");
+    fs::create_dir_all(fake.join("hooks")).expect("mkdir outside/fakegit");
+    fs::write(fake.join("config"), CONFIG).expect("write fake config");
+    std::os::unix::fs::symlink("../outside/fakegit", scene.rw.join(".git")).expect("symlink .git");
+    let rw = Scene::s(&scene.rw);
+    let run = Zone::new(&scene).run("plants", &["write_git_config", &rw]);
+    assert_launch_refused(&run);
+    assert_eq!(fs::read_to_string(fake.join("config")).expect("config"), CONFIG);
+}
+
 /// A missing protected path is held by a read-only placeholder (an empty directory) in the zone.
 fn write_rel(scene: &Scene, rel: &str) {
     let rw = Scene::s(&scene.rw);

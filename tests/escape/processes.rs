@@ -55,6 +55,42 @@ fn kill_of_every_signallable_process_reaches_nothing_outside() {
     assert!(victim.alive(), "the host victim process died");
 }
 
+/// A System V shared memory segment the test creates on the host (removed on drop).
+struct HostShm {
+    id: i32,
+    key: i32,
+}
+
+impl HostShm {
+    fn create() -> HostShm {
+        let key = 0x4c58_0000 | (std::process::id() as i32 & 0xffff);
+        // SAFETY: plain System V IPC calls on a segment this test owns.
+        let id = unsafe { libc::shmget(key, 4096, libc::IPC_CREAT | 0o666) };
+        assert!(id >= 0, "shmget: {}", std::io::Error::last_os_error());
+        HostShm { id, key }
+    }
+}
+
+impl Drop for HostShm {
+    fn drop(&mut self) {
+        unsafe { libc::shmctl(self.id, libc::IPC_RMID, std::ptr::null_mut()) };
+    }
+}
+
+#[test]
+fn host_sysv_shared_memory_is_not_reachable() {
+    let shm = HostShm::create();
+    let scene = Scene::new();
+    Zone::new(&scene).run("processes", &["sysv_shm", &shm.key.to_string()]).assert_blocked("sysv_shm", &["ENOENT"]);
+}
+
+#[test]
+fn host_control_sysv_shared_memory_is_detected() {
+    let shm = HostShm::create();
+    let scene = Scene::new();
+    host_control(&scene, "processes", &["sysv_shm", &shm.key.to_string()]).assert_escaped("sysv_shm");
+}
+
 #[test]
 fn host_processes_are_not_visible() {
     let victim = Victim::start();

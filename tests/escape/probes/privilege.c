@@ -91,6 +91,17 @@ int main(int argc, char **argv)
             blocked("chmod_setuid", "bits_silently_dropped");
         blocked("chmod_setuid", "%s", errname(rc_u ? e_u : e_g));
     }
+    ATTEMPT("chown_root") {
+        /* give our own file in the grant to root (then u+s would make a
+         * root setuid binary on the host) */
+        if (argc < 3) probe_error("chown_root", "usage_rwdir");
+        char path[4200];
+        snprintf(path, sizeof path, "%s/root-owned", argv[2]);
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
+        if (fd < 0) probe_error("chown_root", "create_%s", errname(errno));
+        close(fd);
+        expect_fail("chown_root", chown(path, 0, 0));
+    }
     ATTEMPT("mknod_char") {
         if (argc < 3) probe_error("mknod_char", "usage_rwdir");
         char path[4200];

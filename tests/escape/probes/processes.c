@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/ptrace.h>
+#include <sys/shm.h>
 #include <sys/uio.h>
 
 static pid_t sleeper(void)
@@ -113,6 +114,14 @@ int main(int argc, char **argv)
             last = errno;
         }
         blocked("other_mem", "%s", errname(last));
+    }
+    ATTEMPT("sysv_shm") {
+        /* argv[2]: the key of a System V shared memory segment on the host */
+        if (argc < 3) probe_error("sysv_shm", "usage_key");
+        int id = shmget((key_t)atol(argv[2]), 0, 0);
+        if (id >= 0)
+            escaped("sysv_shm", "found_host_segment_%d", id);
+        blocked("sysv_shm", "%s", errname(errno));
     }
     ATTEMPT("visible_processes") {
         /* argv[2..]: host pids that must not be visible.  Also counts
