@@ -53,6 +53,35 @@ fn filling_tmp_stops_at_its_size_cap() {
     assert!(!std::path::Path::new("/tmp/loopexec-escape-fill").exists(), "the fill file landed on the host's /tmp");
 }
 
+#[test]
+fn file_size_limit_caps_one_file_in_the_workspace() {
+    // The workspace is host disk: one file is capped by RLIMIT_FSIZE (policy
+    // `file_size_max_bytes`, set to 8 MiB here). Total workspace usage has no cap of its own.
+    let scene = Scene::new();
+    let policy = policy_variant(scene.root(), "exec", &[("file_size_max_bytes", "8388608")]);
+    let target = Scene::s(&scene.rw.join("fill"));
+    let run = Zone::new(&scene).policy(&policy).run("exhaustion", &["fill_tmp", "64", &target]);
+    run.assert_blocked("fill_tmp", &["EFBIG_after_8_MiB"]);
+}
+
+#[test]
+fn core_dump_limit_is_zero_and_cannot_be_raised() {
+    let scene = Scene::new();
+    Zone::new(&scene).run("exhaustion", &["core_limit"]).assert_blocked("core_limit", &["EPERM"]);
+}
+
+#[test]
+fn a_crash_in_the_zone_dumps_no_core() {
+    let scene = Scene::new();
+    Zone::new(&scene).run("exhaustion", &["crash"]).assert_blocked("crash", &["no_core_SIGSEGV"]);
+    let cores: Vec<_> = std::fs::read_dir(&scene.rw)
+        .expect("read rw")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("core"))
+        .collect();
+    assert!(cores.is_empty(), "core files in the grant: {cores:?}");
+}
+
 fn short_wall_clock(scene: &Scene) -> std::path::PathBuf {
     policy_variant(scene.root(), "exec", &[("wall_clock_seconds", "2")])
 }

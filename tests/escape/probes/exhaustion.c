@@ -74,10 +74,11 @@ int main(int argc, char **argv)
         blocked("fd_exhaustion", "%s_after_%ld", errname(errno), n);
     }
     ATTEMPT("fill_tmp") {
-        /* argv[2]: cap in MiB written to /tmp */
+        /* argv[2]: cap in MiB; argv[3]: file to fill (default /tmp/...) */
         long cap_mib = argc > 2 ? atol(argv[2]) : 2048;
+        const char *path = argc > 3 ? argv[3] : "/tmp/loopexec-escape-fill";
         signal(SIGXFSZ, SIG_IGN);
-        int fd = open("/tmp/loopexec-escape-fill", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         if (fd < 0)
             blocked("fill_tmp", "open_%s", errname(errno));
         static char chunk[1 << 20];
@@ -87,17 +88,42 @@ int main(int argc, char **argv)
             ssize_t w = write(fd, chunk, sizeof chunk);
             if (w < 0) {
                 int e = errno;
-                unlink("/tmp/loopexec-escape-fill");
+                unlink(path);
                 blocked("fill_tmp", "%s_after_%ld_MiB", errname(e), mib);
             }
             if (w < (ssize_t)sizeof chunk) {
-                unlink("/tmp/loopexec-escape-fill");
+                unlink(path);
                 blocked("fill_tmp", "short_write_after_%ld_MiB", mib);
             }
             mib++;
         }
-        unlink("/tmp/loopexec-escape-fill");
+        unlink(path);
         escaped("fill_tmp", "wrote_%ld_MiB", mib);
+    }
+    ATTEMPT("core_limit") {
+        /* no core dumps: the hard limit is 0 and cannot be raised */
+        struct rlimit lim;
+        getrlimit(RLIMIT_CORE, &lim);
+        if (lim.rlim_max != 0)
+            escaped("core_limit", "hard_core_limit_%lu", (unsigned long)lim.rlim_max);
+        struct rlimit up = {1 << 20, 1 << 20};
+        if (setrlimit(RLIMIT_CORE, &up) == 0)
+            escaped("core_limit", "raised_core_limit");
+        blocked("core_limit", "%s", errname(errno));
+    }
+    ATTEMPT("crash") {
+        /* a segfaulting child; the harness checks no core file appeared */
+        pid_t pid = fork();
+        if (pid == 0) {
+            volatile int *p = NULL;
+            *p = 1;
+            _exit(0);
+        }
+        int st;
+        waitpid(pid, &st, 0);
+        if (WIFSIGNALED(st) && WCOREDUMP(st))
+            escaped("crash", "core_dumped");
+        blocked("crash", "no_core_%s", WIFSIGNALED(st) ? signame(WTERMSIG(st)) : "exit");
     }
     ATTEMPT("cpu_spin") {
         /* spins until killed; its own bound is RLIMIT_CPU/alarm of 60 s */
