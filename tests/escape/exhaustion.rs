@@ -54,6 +54,41 @@ fn filling_tmp_stops_at_its_size_cap() {
 }
 
 #[test]
+fn pids_limit_from_the_policy_is_enforced() {
+    let scene = Scene::new();
+    let policy = policy_variant(scene.root(), "exec", &[("pids_max", "64")]);
+    let run = Zone::new(&scene).policy(&policy).run("exhaustion", &["fork_bomb", "1000"]);
+    run.assert_blocked("fork_bomb", &["EAGAIN_after_"]);
+    if let Verdict::Blocked { why, .. } = &run.verdict {
+        assert!(count_after(why) < 64, "fork bomb got {why}, more than the policy's 64 pids");
+    }
+}
+
+#[test]
+fn memory_limit_from_the_policy_is_enforced() {
+    let scene = Scene::new();
+    let policy = policy_variant(scene.root(), "exec", &[("memory_bytes", "268435456")]);
+    let run = Zone::new(&scene).policy(&policy).run("exhaustion", &["memory_bomb", "1024"]);
+    run.assert_blocked_or_killed("memory_bomb", &["ENOMEM_after_"], &[libc::SIGKILL]);
+    if let Verdict::Blocked { why, .. } = &run.verdict {
+        assert!(count_after(why.trim_end_matches("_MiB")) <= 256, "memory bomb got {why}, above 256 MiB");
+    }
+}
+
+#[test]
+fn cpu_quota_from_the_policy_caps_a_spinning_process() {
+    // cpu_percent = 25: over 2 s of wall time the spinner may get about 0.5 s of CPU.
+    let scene = Scene::new();
+    let policy = policy_variant(scene.root(), "exec", &[("cpu_percent", "25")]);
+    let run = Zone::new(&scene).policy(&policy).run("exhaustion", &["cpu_share", "2000"]);
+    run.assert_blocked("cpu_share", &["percent_"]);
+    if let Verdict::Blocked { why, .. } = &run.verdict {
+        let percent = count_after(why);
+        assert!(percent <= 40, "a 25% quota let the spinner use {percent}% of a core");
+    }
+}
+
+#[test]
 fn file_size_limit_caps_one_file_in_the_workspace() {
     // The workspace is host disk: one file is capped by RLIMIT_FSIZE (policy
     // `file_size_max_bytes`, set to 8 MiB here). Total workspace usage has no cap of its own.

@@ -17,6 +17,20 @@ fn operator_environment_secrets_are_absent() {
 }
 
 #[test]
+fn loader_and_interpreter_variables_do_not_reach_the_zone() {
+    let scene = Scene::new();
+    let evil = Scene::s(&scene.outside.join("evil.so"));
+    let names = ["LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "BASH_ENV", "ENV", "PYTHONPATH", "PYTHONSTARTUP", "NODE_OPTIONS", "GIT_CONFIG_GLOBAL"];
+    let mut zone = Zone::new(&scene);
+    for n in names {
+        zone = zone.env(n, &evil);
+    }
+    let mut args = vec!["env"];
+    args.extend(names);
+    zone.run("secrets", &args).assert_blocked("env", &[&format!("{}_names_absent", names.len())]);
+}
+
+#[test]
 fn host_control_environment_secret_is_detected() {
     let scene = Scene::new();
     host_control(&scene, "secrets", &["env", "LOOPEXEC_ESCAPE_SECRET"]).assert_escaped("env");

@@ -470,6 +470,12 @@ impl<'a> Zone<'a> {
         self
     }
 
+    /// Add a variable to loopexec's environment.
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+
     pub fn ro(mut self, path: &Path) -> Self {
         self.extra_ro.push(path.to_path_buf());
         self

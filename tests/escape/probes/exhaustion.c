@@ -5,6 +5,7 @@
 #include "probe.h"
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <time.h>
 
 int main(int argc, char **argv)
 {
@@ -124,6 +125,24 @@ int main(int argc, char **argv)
         if (WIFSIGNALED(st) && WCOREDUMP(st))
             escaped("crash", "core_dumped");
         blocked("crash", "no_core_%s", WIFSIGNALED(st) ? signame(WTERMSIG(st)) : "exit");
+    }
+    ATTEMPT("cpu_share") {
+        /* argv[2]: spin this many wall-clock milliseconds, then report the
+         * CPU time we got, in percent of the wall time */
+        long ms = argc > 2 ? atol(argv[2]) : 2000;
+        struct timespec t0, t;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        volatile unsigned long x = 0;
+        do {
+            for (int i = 0; i < 100000; i++)
+                x++;
+            clock_gettime(CLOCK_MONOTONIC, &t);
+        } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < ms);
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        long cpu_ms = ru.ru_utime.tv_sec * 1000 + ru.ru_utime.tv_usec / 1000 + ru.ru_stime.tv_sec * 1000 +
+                      ru.ru_stime.tv_usec / 1000;
+        blocked("cpu_share", "percent_%ld", cpu_ms * 100 / ms);
     }
     ATTEMPT("cpu_spin") {
         /* spins until killed; its own bound is RLIMIT_CPU/alarm of 60 s */

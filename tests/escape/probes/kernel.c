@@ -8,6 +8,7 @@
 #include <linux/keyctl.h>
 #include <linux/perf_event.h>
 #include <sys/personality.h>
+#include <time.h>
 
 #ifndef UFFD_USER_MODE_ONLY
 #define UFFD_USER_MODE_ONLY 1
@@ -124,6 +125,40 @@ static void do_name_to_handle_at(void *a)
     expect_fail("name_to_handle_at", syscall(SYS_name_to_handle_at, AT_FDCWD, "/", &fh, &mount_id, 0));
 }
 
+static void do_syslog(void *a)
+{
+    char buf[64];
+    expect_fail("syslog", syscall(SYS_syslog, 3 /* SYSLOG_ACTION_READ_ALL */, buf, sizeof buf));
+}
+
+static void do_reboot(void *a)
+{
+    /* wrong second magic: even an unfiltered, privileged caller only gets EINVAL */
+    expect_fail("reboot", syscall(SYS_reboot, 0xfee1dead, 0x12345678, 0x4321fedc, NULL));
+}
+
+static void do_clock_settime(void *a)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    expect_fail("clock_settime", syscall(SYS_clock_settime, CLOCK_REALTIME, &now));
+}
+
+static void do_acct(void *a)
+{
+    expect_fail("acct", syscall(SYS_acct, NULL));
+}
+
+static void do_swapoff(void *a)
+{
+    expect_fail("swapoff", syscall(SYS_swapoff, "/loopexec-escape-no-such-swap"));
+}
+
+static void do_iopl(void *a)
+{
+    expect_fail("iopl", syscall(SYS_iopl, 3));
+}
+
 struct entry { const char *name; void (*fn)(void *); };
 static const struct entry ENTRIES[] = {
     {"bpf", do_bpf}, {"perf_event_open", do_perf}, {"userfaultfd", do_uffd},
@@ -131,7 +166,8 @@ static const struct entry ENTRIES[] = {
     {"kexec_file_load", do_kexec_file_load}, {"init_module", do_init_module},
     {"finit_module", do_finit_module}, {"delete_module", do_delete_module},
     {"personality", do_personality}, {"open_by_handle_at", do_open_by_handle_at},
-    {"name_to_handle_at", do_name_to_handle_at}, {"int80", do_int80}, {"x32", do_x32},
+    {"name_to_handle_at", do_name_to_handle_at}, {"syslog", do_syslog}, {"reboot", do_reboot},
+    {"clock_settime", do_clock_settime}, {"acct", do_acct}, {"swapoff", do_swapoff}, {"iopl", do_iopl}, {"int80", do_int80}, {"x32", do_x32},
 };
 
 int main(int argc, char **argv)
