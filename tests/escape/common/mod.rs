@@ -68,47 +68,50 @@ fn serial() -> MutexGuard<'static, ()> {
 // ---------------------------------------------------------------------------------------------
 // Probes
 
-struct Probes {
-    _dir: tempfile::TempDir,
-    path: PathBuf,
+static PROBES: OnceLock<PathBuf> = OnceLock::new();
+
+/// Statics are never dropped: remove the compiled probes when the test binary exits.
+extern "C" fn remove_probes() {
+    if let Some(dir) = PROBES.get() {
+        let _ = fs::remove_dir_all(dir);
+    }
 }
 
 /// Compile every probes/*.c (statically, in parallel) into one world-readable temp dir, once.
 fn probes() -> &'static Path {
-    static PROBES: OnceLock<Probes> = OnceLock::new();
-    &PROBES
-        .get_or_init(|| {
-            let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/escape/probes");
-            let dir = tempfile::Builder::new()
-                .prefix("loopexec-escape-probes-")
-                .tempdir_in(base_tmp())
-                .expect("create probe build dir");
-            fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).expect("chmod probe dir");
-            let mut jobs = Vec::new();
-            for entry in fs::read_dir(&src).expect("read probes dir") {
-                let path = entry.expect("probe entry").path();
-                if path.extension().and_then(|e| e.to_str()) != Some("c") {
-                    continue;
-                }
-                let name = path.file_stem().expect("stem").to_string_lossy().into_owned();
-                let out = dir.path().join(&name);
-                let child = Command::new(std::env::var_os("CC").unwrap_or_else(|| "cc".into()))
-                    .args(["-static", "-O1", "-Wall", "-Wno-unused-result", "-o"])
-                    .arg(&out)
-                    .arg(&path)
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .expect("spawn cc (gcc and libc6-dev with libc.a are required)");
-                jobs.push((name, child));
+    PROBES.get_or_init(|| {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/escape/probes");
+        let dir = tempfile::Builder::new()
+            .prefix("loopexec-escape-probes-")
+            .tempdir_in(base_tmp())
+            .expect("create probe build dir")
+            .keep();
+        // SAFETY: registers a plain extern "C" function with no captured state.
+        unsafe { libc::atexit(remove_probes) };
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).expect("chmod probe dir");
+        let mut jobs = Vec::new();
+        for entry in fs::read_dir(&src).expect("read probes dir") {
+            let path = entry.expect("probe entry").path();
+            if path.extension().and_then(|e| e.to_str()) != Some("c") {
+                continue;
             }
-            for (name, child) in jobs {
-                let out = child.wait_with_output().expect("wait cc");
-                assert!(out.status.success(), "compiling probe {name} failed:\n{}", String::from_utf8_lossy(&out.stderr));
-            }
-            let path = dir.path().to_path_buf();
-            Probes { _dir: dir, path }
-        })
-        .path
+            let name = path.file_stem().expect("stem").to_string_lossy().into_owned();
+            let out = dir.join(&name);
+            let child = Command::new(std::env::var_os("CC").unwrap_or_else(|| "cc".into()))
+                .args(["-static", "-O1", "-Wall", "-Wno-unused-result", "-o"])
+                .arg(&out)
+                .arg(&path)
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn cc (gcc and libc6-dev with libc.a are required)");
+            jobs.push((name, child));
+        }
+        for (name, child) in jobs {
+            let out = child.wait_with_output().expect("wait cc");
+            assert!(out.status.success(), "compiling probe {name} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        }
+        dir
+    })
 }
 
 pub fn probe_path(name: &str) -> PathBuf {
