@@ -26,6 +26,20 @@ refused!(read_only_grant_cannot_be_written: "filesystem" "create_path" [rw, |_| 
 refused!(root_of_the_zone_cannot_be_written: "filesystem" "create_path" [rw, |_| "/planted"] => ["EROFS", "EACCES"]);
 
 #[test]
+fn read_only_grant_nested_in_the_writable_grant_stays_read_only() {
+    // Landlock rules add up (rw on the parent would allow writes below); the mount order must not.
+    let scene = Scene::new();
+    let nested = scene.rw.join("vendor");
+    std::fs::create_dir(&nested).expect("mkdir nested");
+    scene.grant_rw_to_zone(&nested);
+    let rw = Scene::s(&scene.rw);
+    let target = Scene::s(&nested.join("planted"));
+    let run = Zone::new(&scene).ro(&nested).run("filesystem", &["create_path", &rw, &target]);
+    run.assert_blocked("create_path", &["EROFS", "EACCES"]);
+    assert!(!nested.join("planted").exists(), "a file was created in the read-only grant");
+}
+
+#[test]
 fn the_grant_itself_is_writable() {
     let scene = Scene::new();
     let rw = Scene::s(&scene.rw);

@@ -5,7 +5,7 @@
 //! host listener must have received nothing. Host controls prove the probes connect when
 //! unsandboxed.
 
-use crate::common::{host_control, Scene, Zone};
+use crate::common::{host_control, run_concurrent_zone, Scene, Zone};
 use std::io::ErrorKind;
 use std::net::{IpAddr, TcpListener, UdpSocket};
 use std::os::linux::net::SocketAddrExt;
@@ -175,4 +175,28 @@ fn host_control_dns_to_fake_resolver_is_detected() {
     let (_resolver, port) = start_fake_resolver();
     let scene = Scene::new();
     host_control(&scene, "network", &["udp_dns", "127.0.0.53", &port.to_string()]).assert_escaped("udp_dns");
+}
+
+#[test]
+fn a_zone_cannot_reach_another_zones_abstract_socket() {
+    // Zone A listens on an abstract socket for 3 s; zone B, started meanwhile, tries to connect.
+    let a = Scene::new();
+    let name = format!("loopexec-escape-zone-a-{}", std::process::id());
+    let marker = a.rw.join("listening");
+    let marker_in = marker.clone();
+    let name_in = name.clone();
+    let b_run = std::cell::RefCell::new(None);
+    let run_a = Zone::new(&a)
+        .during(|_, _| {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while !marker_in.exists() && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            let b = Scene::new();
+            *b_run.borrow_mut() = Some(run_concurrent_zone(&b, "network", &["abstract_unix", &name_in]));
+        })
+        .run("network", &["abstract_listen", &name, &Scene::s(&marker), "3000"]);
+    run_a.assert_blocked("abstract_listen", &["no_connection"]);
+    let b = b_run.into_inner().expect("zone B ran");
+    b.assert_blocked("abstract_unix", &["ECONNREFUSED", "EPERM"]);
 }

@@ -94,3 +94,12 @@ fn state_dir_and_ungranted_dirs_are_not_visible() {
     let args: Vec<&str> = args.iter().map(|a| a.as_str()).collect();
     Zone::new(&scene).run("secrets", &args).assert_blocked("visible", &["ENOENT", "EACCES"]);
 }
+
+#[test]
+fn hidden_paths_of_the_policy_are_unreadable_inside_the_grant() {
+    let scene = Scene::new();
+    let secret = scene.rw_file("private/token", crate::common::SECRET_CONTENT);
+    let hidden = Scene::s(&scene.rw.join("private"));
+    let policy = crate::common::policy_variant(scene.root(), "exec", &[("hidden", &format!("[\"{hidden}\"]"))]);
+    Zone::new(&scene).policy(&policy).run("secrets", &["read_file", &Scene::s(&secret)]).assert_blocked("read_file", &["ENOENT", "EACCES"]);
+}

@@ -625,6 +625,42 @@ impl<'a> Zone<'a> {
     }
 }
 
+/// Run a probe in a second zone while another zone runs (from inside `Zone::during`): no lock, no
+/// host snapshot (the outer run makes those), a 30 s bound.
+pub fn run_concurrent_zone(scene: &Scene, probe: &str, args: &[&str]) -> Run {
+    let start = Instant::now();
+    let mut child = Command::new(loopexec_bin())
+        .arg("sandbox")
+        .arg("--rw")
+        .arg(&scene.rw)
+        .arg("--ro")
+        .arg(probe_dir())
+        .arg("--")
+        .arg(probe_path(probe))
+        .args(args)
+        .current_dir(&scene.rw)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn second loopexec");
+    let out_reader = capture(child.stdout.take().expect("stdout"));
+    let err_reader = capture(child.stderr.take().expect("stderr"));
+    let (status, _) = wait_bounded(&mut child, Duration::from_secs(30), scene.root());
+    let (stdout, stdout_bytes) = out_reader.join().expect("stdout reader");
+    let (stderr, _) = err_reader.join().expect("stderr reader");
+    Run {
+        status,
+        verdict: parse_verdict(&stdout),
+        stdout,
+        stdout_bytes,
+        stderr,
+        elapsed: start.elapsed(),
+        supervisor_max_rss_kib: 0,
+        leaked_cgroups: Vec::new(),
+    }
+}
+
 /// Run the same probe directly on the host (no sandbox), as a control proving it detects escapes.
 pub fn host_control(scene: &Scene, probe: &str, args: &[&str]) -> Run {
     let _guard = serial();

@@ -107,6 +107,27 @@ int main(int argc, char **argv)
         if (argc < 3) probe_error("path_unix", "usage_path");
         unix_connect("path_unix", argv[2], 0);
     }
+    ATTEMPT("abstract_listen") {
+        /* argv[2] name, argv[3] marker file to create once listening,
+         * argv[4] milliseconds to wait for a connection */
+        if (argc < 5) probe_error("abstract_listen", "usage_name_marker_ms");
+        struct sockaddr_un a;
+        memset(&a, 0, sizeof a);
+        a.sun_family = AF_UNIX;
+        size_t n = strlen(argv[2]);
+        if (n + 2 > sizeof a.sun_path) probe_error("abstract_listen", "name_too_long");
+        memcpy(a.sun_path + 1, argv[2], n);
+        int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (s < 0 || bind(s, (struct sockaddr *)&a, offsetof(struct sockaddr_un, sun_path) + n + 1) || listen(s, 4))
+            probe_error("abstract_listen", "listen_%s", errname(errno));
+        int m = open(argv[3], O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        if (m < 0) probe_error("abstract_listen", "marker_%s", errname(errno));
+        close(m);
+        struct pollfd p = {s, POLLIN, 0};
+        if (poll(&p, 1, atoi(argv[4])) == 1)
+            escaped("abstract_listen", "another_zone_connected");
+        blocked("abstract_listen", "no_connection");
+    }
     ATTEMPT("udp_dns") {
         /* argv[2] ip, argv[3] port: send a DNS query, wait for any answer */
         if (argc < 4) probe_error("udp_dns", "usage_ip_port");
