@@ -100,6 +100,30 @@ fn file_size_limit_caps_one_file_in_the_workspace() {
 }
 
 #[test]
+fn realtime_scheduling_is_refused() {
+    let scene = Scene::new();
+    Zone::new(&scene).run("exhaustion", &["realtime"]).assert_blocked("realtime", &["EPERM"]);
+}
+
+#[test]
+fn raising_priority_is_refused() {
+    let scene = Scene::new();
+    Zone::new(&scene).run("exhaustion", &["nice_raise"]).assert_blocked("nice_raise", &["EACCES", "EPERM"]);
+}
+
+#[test]
+fn oom_killer_immunity_is_refused() {
+    let scene = Scene::new();
+    Zone::new(&scene).run("exhaustion", &["oom_immune"]).assert_blocked("oom_immune", &["EACCES", "EPERM", "EROFS"]);
+}
+
+#[test]
+fn no_hard_resource_limit_can_be_raised() {
+    let scene = Scene::new();
+    Zone::new(&scene).run("exhaustion", &["raise_rlimits"]).assert_blocked("raise_rlimits", &["EPERM"]);
+}
+
+#[test]
 fn core_dump_limit_is_zero_and_cannot_be_raised() {
     let scene = Scene::new();
     Zone::new(&scene).run("exhaustion", &["core_limit"]).assert_blocked("core_limit", &["EPERM"]);

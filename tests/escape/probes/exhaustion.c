@@ -4,6 +4,7 @@
  * Reaching the cap means the sandbox did not bound the resource: ESCAPED. */
 #include "probe.h"
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <time.h>
 
@@ -100,6 +101,43 @@ int main(int argc, char **argv)
         }
         unlink(path);
         escaped("fill_tmp", "wrote_%ld_MiB", mib);
+    }
+    ATTEMPT("realtime") {
+        /* a SCHED_FIFO spinner would starve the host regardless of CPU quota */
+        struct sched_param sp = {.sched_priority = 1};
+        expect_fail("realtime", sched_setscheduler(0, SCHED_FIFO, &sp));
+    }
+    ATTEMPT("nice_raise") {
+        expect_fail("nice_raise", setpriority(PRIO_PROCESS, 0, -20));
+    }
+    ATTEMPT("oom_immune") {
+        /* -1000 makes a process immune to the OOM killer */
+        int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+        if (fd < 0)
+            blocked("oom_immune", "%s", errname(errno));
+        if (write(fd, "-1000", 5) == 5)
+            escaped("oom_immune", "oom_score_adj_-1000");
+        blocked("oom_immune", "%s", errname(errno));
+    }
+    ATTEMPT("raise_rlimits") {
+        /* no hard limit set by the zone may be raised */
+        static const struct { int res; const char *name; } R[] = {
+            {RLIMIT_NOFILE, "NOFILE"}, {RLIMIT_FSIZE, "FSIZE"}, {RLIMIT_CORE, "CORE"},
+            {RLIMIT_NPROC, "NPROC"}, {RLIMIT_AS, "AS"}, {RLIMIT_CPU, "CPU"},
+            {RLIMIT_MEMLOCK, "MEMLOCK"}, {RLIMIT_RTPRIO, "RTPRIO"}, {RLIMIT_NICE, "NICE"}};
+        int tried = 0, last = 0;
+        for (size_t i = 0; i < sizeof R / sizeof R[0]; i++) {
+            struct rlimit lim;
+            if (getrlimit(R[i].res, &lim) != 0 || lim.rlim_max == RLIM_INFINITY)
+                continue;
+            tried++;
+            struct rlimit up = {lim.rlim_max + 1, lim.rlim_max + 1};
+            if (setrlimit(R[i].res, &up) == 0)
+                escaped("raise_rlimits", "raised_%s_to_%lu", R[i].name, (unsigned long)up.rlim_max);
+            last = errno;
+        }
+        if (!tried) probe_error("raise_rlimits", "no_finite_hard_limit");
+        blocked("raise_rlimits", "%s", errname(last));
     }
     ATTEMPT("core_limit") {
         /* no core dumps: the hard limit is 0 and cannot be raised */
