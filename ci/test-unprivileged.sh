@@ -2,22 +2,23 @@
 # Run the sandbox integration tests as the unprivileged user `loopexec-test` (call as root).
 # The test binaries are built here as root, then run directly as that user (it cannot use root's
 # rustup toolchain), from inside the delegated cgroup ci/setup-test-user.sh creates beneath ours.
-# Extra arguments are passed to every test binary (e.g. a test-name filter).
+# Extra arguments are passed to every test binary (e.g. a test-name filter). LOOPEXEC_TESTS picks
+# the integration test targets (a cargo --test pattern, default `sandbox_*`).
 set -eu
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "test-unprivileged.sh: run as root (it switches to loopexec-test)" >&2; exit 2; }
 dirs=$(sh ci/setup-test-user.sh)
 cargo build --quiet --bin loopexec
-bins=$(cargo test --no-run --message-format=json --test 'sandbox_*' 2>/dev/null \
-    | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p')
+bins=$(cargo test --no-run --message-format=json --test "${LOOPEXEC_TESTS:-sandbox_*}" 2>/dev/null \
+    | sed -n 's/.*"executable":"\([^"]*\/deps\/[^"]*\)".*/\1/p')
 [ -n "$bins" ] || { echo "no sandbox test binaries found" >&2; exit 1; }
 target=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 # Move this shell (and so the tests) into the delegated cgroup(s); move back on exit.
-for d in $dirs; do
-    parent=$(dirname "$d")
-    echo $$ > "$d/cgroup.procs"
-    trap "for d in $dirs; do echo \$\$ > \$(dirname \$d)/cgroup.procs 2>/dev/null || true; done" EXIT
-done
+leave() {
+    for d in $dirs; do echo $$ > "$(dirname "$d")/cgroup.procs" 2>/dev/null || true; done
+}
+trap leave EXIT
+for d in $dirs; do echo $$ > "$d/cgroup.procs"; done
 status=0
 for b in $bins; do
     echo "== $(basename "$b") as loopexec-test"

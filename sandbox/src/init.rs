@@ -2,16 +2,14 @@
 //!
 //! `main` calls [`run_if_zone_init`] before anything else, while the process is fresh and
 //! single-threaded. When the supervisor started us as a zone init (environment variable
-//! `LOOPEXEC_ZONE_INIT` set, plan socket on fd 3) we never return. Three processes:
+//! `LOOPEXEC_ZONE_INIT` set, plan socket on fd 3) we never return. We are then already pid 1 of
+//! the zone's namespaces (`launch.rs` clones us into them, maps our ids and keeps our capabilities
+//! inside the user namespace across the exec), and two processes run:
 //!
-//! - **stage 1** (host pid namespace): reads the plan, closes stray descriptors, drops to the zone
-//!   uid (root callers), sets the parent-death signal, unshares the user, mount, pid, net, ipc,
-//!   uts and cgroup namespaces, writes its uid/gid maps, forks the zone init, waits for it and exits
-//!   with its status.
-//! - **zone init** (pid 1 of the new pid namespace): builds the filesystem view (`mounts`), sets the
-//!   hostname, brings loopback up, opens the proxy listener, forks the command, reports `Ready`
-//!   once the command was executed, reaps every orphan, and reports how the command ended. When it
-//!   exits, the kernel kills every process left in the namespace.
+//! - **zone init** (pid 1): reads the plan, closes stray descriptors, builds the filesystem view
+//!   (`mounts`), sets the hostname, brings loopback up, opens the proxy listener, forks the
+//!   command, reports `Ready` once the command was executed, reaps every orphan, and reports how
+//!   the command ended. When it exits, the kernel kills every process left in the namespace.
 //! - **command**: new session, parent-death signal, rlimits, cwd, descriptors beyond stdio marked
 //!   close-on-exec, no_new_privs, Landlock, capabilities emptied, seccomp, exec.
 
@@ -49,7 +47,10 @@ pub fn run_if_zone_init() {
         return;
     }
     let sock = unsafe { OwnedFd::from_raw_fd(PLAN_FD) };
-    let code = match stage1(&sock) {
+    let code = match read_plan(&sock).and_then(|plan| {
+        close_stray_descriptors()?;
+        zone_init(&sock, &plan)
+    }) {
         Ok(code) => code,
         Err((layer, errno, message)) => {
             report(&sock, &Msg::Failed { layer, errno, message });
@@ -71,35 +72,6 @@ fn report(sock: &OwnedFd, msg: &Msg) {
     }
 }
 
-fn stage1(sock: &OwnedFd) -> Result<i32, StepError> {
-    let plan = read_plan(sock)?;
-    close_stray_descriptors()?;
-    if let Some((uid, gid)) = plan.drop_to {
-        become_zone_user(uid, gid)?;
-    }
-    die_with(plan.supervisor_pid)?;
-    let (uid, gid) = (nix::unistd::geteuid().as_raw(), nix::unistd::getegid().as_raw());
-    enter_namespaces()?;
-    write_id_maps(uid, gid)?;
-    match unsafe { fork() }.map_err(|e| fail(Some(Layer::PidNamespace), "fork zone init", e.into()))? {
-        ForkResult::Child => {
-            let code = match zone_init(sock, &plan) {
-                Ok(code) => code,
-                Err((layer, errno, message)) => {
-                    report(sock, &Msg::Failed { layer, errno, message });
-                    127
-                }
-            };
-            unsafe { libc::_exit(code) }
-        }
-        ForkResult::Parent { child } => Ok(match waitpid(child, None) {
-            Ok(WaitStatus::Exited(_, code)) => code,
-            Ok(WaitStatus::Signaled(_, sig, _)) => 128 + sig as i32,
-            _ => 127,
-        }),
-    }
-}
-
 fn read_plan(sock: &OwnedFd) -> Result<Plan, StepError> {
     let (bytes, _) = plan::recv(sock, false)
         .map_err(|e| fail(None, "read plan", e))?
@@ -111,45 +83,14 @@ fn close_stray_descriptors() -> Result<(), StepError> {
     sys::close_range_from(PLAN_FD as u32 + 1, false).map_err(|e| fail(None, "close_range", e))
 }
 
-/// Root callers only: become the zone's unprivileged host uid/gid, with no supplementary groups.
-fn become_zone_user(uid: u32, gid: u32) -> Result<(), StepError> {
-    let e = |what: &str, err: nix::Error| fail(Some(Layer::UserNamespace), what, err.into());
-    nix::unistd::setgroups(&[]).map_err(|x| e("setgroups", x))?;
-    let g = nix::unistd::Gid::from_raw(gid);
-    nix::unistd::setresgid(g, g, g).map_err(|x| e("setresgid", x))?;
-    let u = nix::unistd::Uid::from_raw(uid);
-    nix::unistd::setresuid(u, u, u).map_err(|x| e("setresuid", x))?;
-    // Changing uid made us non-dumpable, which makes /proc/self/{uid_map,setgroups} root-owned.
-    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) } != 0 {
-        return Err(fail(Some(Layer::UserNamespace), "PR_SET_DUMPABLE", std::io::Error::last_os_error()));
-    }
-    Ok(())
-}
-
-/// SIGKILL when the parent dies; if it already died, stop now.
-fn die_with(parent: i32) -> Result<(), StepError> {
-    let rc = unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
-    if rc != 0 {
-        return Err(fail(None, "PR_SET_PDEATHSIG", std::io::Error::last_os_error()));
-    }
-    if nix::unistd::getppid().as_raw() != parent {
-        unsafe { libc::_exit(137) };
-    }
-    Ok(())
-}
-
+/// The doctor's probe only: the namespaces a zone gets, created by unshare from a fresh process.
 fn enter_namespaces() -> Result<(), StepError> {
     nix::sched::unshare(CloneFlags::CLONE_NEWUSER).map_err(|e| fail(Some(Layer::UserNamespace), "unshare(CLONE_NEWUSER)", e.into()))?;
-    let rest = CloneFlags::CLONE_NEWNS
-        | CloneFlags::CLONE_NEWPID
-        | CloneFlags::CLONE_NEWNET
-        | CloneFlags::CLONE_NEWIPC
-        | CloneFlags::CLONE_NEWUTS
-        | CloneFlags::CLONE_NEWCGROUP;
-    nix::sched::unshare(rest).map_err(|e| fail(Some(Layer::MountNamespace), "unshare(mount, pid, net, ipc, uts, cgroup)", e.into()))
+    nix::sched::unshare(crate::launch::NAMESPACES.difference(CloneFlags::CLONE_NEWUSER))
+        .map_err(|e| fail(Some(Layer::MountNamespace), "unshare(mount, pid, net, ipc, uts, cgroup)", e.into()))
 }
 
-/// Map our host uid/gid to the same numbers inside (one id each, setgroups denied).
+/// The doctor's probe only: map our uid/gid to the same numbers inside.
 fn write_id_maps(uid: u32, gid: u32) -> Result<(), StepError> {
     let w = |file: &str, text: String| {
         std::fs::write(file, text).map_err(|e| fail(Some(Layer::UserNamespace), file, e))
@@ -160,8 +101,6 @@ fn write_id_maps(uid: u32, gid: u32) -> Result<(), StepError> {
 }
 
 fn zone_init(sock: &OwnedFd, plan: &Plan) -> Result<i32, StepError> {
-    // Stage 1 dying means the supervisor is gone or killed us: the zone must die with it.
-    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
     mounts::build_root(plan).map_err(|e| fail(Some(Layer::MountNamespace), "filesystem view", e))?;
     nix::unistd::sethostname(&plan.hostname).map_err(|e| fail(Some(Layer::IpcUtsNamespaces), "sethostname", e.into()))?;
     netns::bring_up_loopback().map_err(|e| fail(Some(Layer::NetNamespace), "loopback up", e))?;
@@ -170,6 +109,7 @@ fn zone_init(sock: &OwnedFd, plan: &Plan) -> Result<i32, StepError> {
         None => None,
     };
     let port = listener.as_ref().and_then(|l| l.local_addr().ok()).map(|a| a.port());
+    wait_for_go(sock)?;
     let (status_r, status_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
         .map_err(|e| fail(None, "pipe", e.into()))?;
     let child = match unsafe { fork() }.map_err(|e| fail(None, "fork command", e.into()))? {
@@ -204,6 +144,14 @@ fn zone_init(sock: &OwnedFd, plan: &Plan) -> Result<i32, StepError> {
         .map_err(|e| fail(None, "report ready", e))?;
     drop(listener);
     Ok(reap_until(sock, child))
+}
+
+/// The supervisor sends `GO` once our cgroup is in place; nothing is forked before.
+fn wait_for_go(sock: &OwnedFd) -> Result<(), StepError> {
+    match plan::recv(sock, false).map_err(|e| fail(Some(Layer::Cgroup), "wait for GO", e))? {
+        Some((bytes, _)) if bytes == plan::GO => Ok(()),
+        _ => Err((Some(Layer::Cgroup), None, "the supervisor did not start the zone".into())),
+    }
 }
 
 /// Reap every child (orphans are re-parented to us) until the command itself ends.

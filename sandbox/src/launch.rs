@@ -11,22 +11,26 @@
 //!                         teardown) so it can be held read-only; a symlinked one refuses.
 //!  5. `build_env`         the environment: allowed names from the caller, then the policy's fixed set.
 //!  6. `create_cgroup`     the budget, beneath our own cgroup.
-//!  7. `spawn_stage1`      re-execute /proc/self/exe as the zone init, fresh and single-threaded, with
-//!                         the plan socket on fd 3, the parent-death signal set, and nothing else.
-//!  8. `enter_cgroup`      stage 1 is moved into the zone cgroup before it reads its plan, so every
-//!                         later process is born inside the budget.
-//!  9. `send_plan`, `await_ready`: the zone reports `Ready` only once the command was executed.
+//!  7. `clone_zone_init`  clone(2) straight into new user, mount, pid, net, ipc, uts and cgroup
+//!                         namespaces; the child holds before exec until its ids are mapped, then
+//!                         re-executes /proc/self/exe (fresh, single-threaded) as the zone's pid 1,
+//!                         with the plan socket on fd 3, the parent-death signal set, and nothing else.
+//!  8. `map_ids_and_release`: uid_map/gid_map (the zone uid to itself), setgroups denied.
+//!  9. send the plan, then move the init into the zone cgroup (slow on cgroup v1, so it overlaps
+//!     with the init building its filesystem view), then send `GO`: the init forks nothing before
+//!     `GO`, so every process of the command is born inside the budget.
+//! 10. `await_ready`: the zone reports `Ready` only once the command was executed.
 //!
-//! Zone side (`init.rs`, `mounts.rs`): drop to zone uid (root) -> parent-death signal -> user ns ->
-//! mount/pid/net/ipc/uts/cgroup ns -> uid/gid maps -> fork pid 1 -> private propagation -> staging
-//! pivot -> fresh root with grants, protected and hidden paths, /tmp, /dev, /proc -> pivot_root +
-//! detach old root -> seal root read-only -> hostname -> loopback up -> proxy listener -> fork
-//! command -> setsid -> parent-death signal -> rlimits -> cwd -> close-on-exec every fd > 2 ->
+//! Zone side (clone child, then `init.rs`, `mounts.rs`): stdio and plan socket -> parent-death
+//! signal -> wait for id maps -> (root callers) zone uid/gid -> capabilities into the ambient set
+//! -> exec as pid 1 -> private propagation -> staging pivot -> fresh root with grants, protected and hidden paths, /tmp, /dev, /proc -> pivot_root +
+//! detach old root -> seal root read-only -> hostname -> loopback up -> proxy listener -> wait
+//! for `GO` -> fork command -> setsid -> parent-death signal -> rlimits -> cwd -> close-on-exec every fd > 2 ->
 //! no_new_privs -> Landlock -> capabilities emptied and verified -> seccomp -> execve.
 //!
-//! Teardown (`RunningZone::kill` / `Drop`): SIGKILL stage 1 (pid 1 follows through its
-//! parent-death signal, and the kernel kills the whole pid namespace with it), then every member
-//! of the zone cgroup, then the cgroup and the placeholders are removed.
+//! Teardown (`RunningZone::kill` / `Drop`): SIGKILL the zone's pid 1 (the kernel then kills every
+//! process of its pid namespace), then every member of the zone cgroup, then the cgroup and the
+//! placeholders are removed.
 
 use crate::cgroup::{self, Budget, ZoneCgroup};
 use crate::error::{Layer, SandboxError};
@@ -41,9 +45,8 @@ use std::net::TcpListener;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use nix::sched::CloneFlags;
 use std::time::Duration;
 
 /// What to run and how (see the crate's API brief).
@@ -131,7 +134,7 @@ pub struct AppliedReport {
 
 /// A started zone. Dropping it kills every process of the zone and removes its cgroup.
 pub struct RunningZone {
-    child: Child,
+    pid: i32,
     sock: OwnedFd,
     pidfd: Option<OwnedFd>,
     listener: Option<TcpListener>,
@@ -166,8 +169,6 @@ pub fn launch(spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
     });
     let r = &spec.policy.resources;
     let plan = Plan {
-        supervisor_pid: std::process::id() as i32,
-        drop_to: root.then_some((zone_uid, zone_gid)),
         binds: ro
             .iter()
             .map(|p| Bind { path: p.clone(), writable: false })
@@ -185,11 +186,11 @@ pub fn launch(spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
         argv: spec.argv.iter().map(|a| a.as_bytes().to_vec()).collect(),
         env,
     };
-    let (sock, child) = spawn_stage1(spec.stdin, spec.stdout, spec.stderr)?;
-    let pid = child.id() as i32;
+    let cloned = clone_zone_init([spec.stdin, spec.stdout, spec.stderr], root.then_some((zone_uid, zone_gid)))?;
+    let pid = cloned.pid;
     let mut zone = RunningZone {
-        child,
-        sock,
+        pid,
+        sock: cloned.sock.try_clone().map_err(|e| SandboxError::io("socket", e))?,
         pidfd: sys::pidfd_open(pid).ok(),
         listener: None,
         report: AppliedReport {
@@ -208,11 +209,15 @@ pub fn launch(spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
         placeholders: std::mem::take(&mut held.placeholders),
         exit: None,
     };
+    map_ids_and_release(&cloned, zone_uid, zone_gid, root)?;
+    drop(cloned);
+    let bytes = serde_json::to_vec(&plan).map_err(|e| SandboxError::Spawn(format!("encode plan: {e}")))?;
+    plan::send(zone.sock.as_raw_fd(), &bytes, None).map_err(|e| SandboxError::io("send plan", e))?;
+    // The init builds the filesystem view meanwhile; it forks nothing before it reads `GO`.
     if let Some(cg) = &zone.cgroup {
         cg.add(pid).map_err(|e| SandboxError::io("enter the zone cgroup", e))?;
     }
-    let bytes = serde_json::to_vec(&plan).map_err(|e| SandboxError::Spawn(format!("encode plan: {e}")))?;
-    plan::send(zone.sock.as_raw_fd(), &bytes, None).map_err(|e| SandboxError::io("send plan", e))?;
+    plan::send(zone.sock.as_raw_fd(), plan::GO, None).map_err(|e| SandboxError::io("start the zone", e))?;
     await_ready(&mut zone, &host)?;
     Ok(zone)
 }
@@ -392,36 +397,142 @@ fn create_cgroup(policy: &Policy) -> Result<ZoneCgroup, SandboxError> {
         .map_err(|e| unsat(format!("creating the zone cgroup: {e}")))
 }
 
-fn spawn_stage1(stdin: Option<OwnedFd>, stdout: Option<OwnedFd>, stderr: Option<OwnedFd>) -> Result<(OwnedFd, Child), SandboxError> {
+/// The namespaces of a zone.
+pub const NAMESPACES: CloneFlags = CloneFlags::CLONE_NEWUSER
+    .union(CloneFlags::CLONE_NEWNS)
+    .union(CloneFlags::CLONE_NEWPID)
+    .union(CloneFlags::CLONE_NEWNET)
+    .union(CloneFlags::CLONE_NEWIPC)
+    .union(CloneFlags::CLONE_NEWUTS)
+    .union(CloneFlags::CLONE_NEWCGROUP);
+
+/// The zone's pid 1, started but held before its exec until its id maps are written.
+struct Cloned {
+    pid: i32,
+    sock: OwnedFd,
+    release: OwnedFd,
+}
+
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: i32,
+}
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// clone(2) the zone init straight into new user, mount, pid, net, ipc, uts and cgroup
+/// namespaces. Between clone and exec the child only makes async-signal-safe system calls: it
+/// takes its stdio and the plan socket, arms the parent-death signal, waits until the supervisor
+/// has written its id maps, (root callers) becomes the zone uid/gid, raises its namespace
+/// capabilities into the ambient set so they survive the exec of a non-root uid, and execs
+/// /proc/self/exe.
+fn clone_zone_init(stdio: [Option<OwnedFd>; 3], drop_to: Option<(u32, u32)>) -> Result<Cloned, SandboxError> {
     use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
     let (ours, theirs) = socketpair(AddressFamily::Unix, SockType::SeqPacket, None, SockFlag::SOCK_CLOEXEC)
         .map_err(|e| SandboxError::errno("socketpair", e))?;
-    let theirs_raw = theirs.as_raw_fd();
-    let mut cmd = Command::new("/proc/self/exe");
-    cmd.arg0("loopexec-zone-init")
-        .env_clear()
-        .env(ENV_MARKER, PLAN_FD.to_string())
-        .stdin(stdin.map(Stdio::from).unwrap_or_else(Stdio::null))
-        .stdout(stdout.map(Stdio::from).unwrap_or_else(Stdio::inherit))
-        .stderr(stderr.map(Stdio::from).unwrap_or_else(Stdio::inherit));
-    // Runs between fork and exec: async-signal-safe calls only.
-    unsafe {
-        cmd.pre_exec(move || {
-            if theirs_raw == PLAN_FD {
-                let flags = libc::fcntl(PLAN_FD, libc::F_GETFD);
-                libc::fcntl(PLAN_FD, libc::F_SETFD, flags & !libc::FD_CLOEXEC);
-            } else if libc::dup2(theirs_raw, PLAN_FD) < 0 {
-                return Err(std::io::Error::last_os_error());
+    let (hold_r, hold_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| SandboxError::errno("pipe", e))?;
+    let null = std::fs::File::open("/dev/null").map_err(|e| SandboxError::io("/dev/null", e))?;
+    let [stdin, stdout, stderr] = stdio;
+    let fds: [Option<RawFd>; 3] = [
+        Some(stdin.as_ref().map(|f| f.as_raw_fd()).unwrap_or(null.as_raw_fd())),
+        stdout.as_ref().map(|f| f.as_raw_fd()),
+        stderr.as_ref().map(|f| f.as_raw_fd()),
+    ];
+    let exe = std::ffi::CString::new("/proc/self/exe").map_err(|_| SandboxError::Spawn("path".into()))?;
+    let arg0 = std::ffi::CString::new("loopexec-zone-init").map_err(|_| SandboxError::Spawn("arg".into()))?;
+    let marker = std::ffi::CString::new(format!("{ENV_MARKER}={PLAN_FD}")).map_err(|_| SandboxError::Spawn("env".into()))?;
+    let argv = [arg0.as_ptr(), std::ptr::null()];
+    let envp = [marker.as_ptr(), std::ptr::null()];
+    let (sock_raw, hold_raw) = (theirs.as_raw_fd(), hold_r.as_raw_fd());
+    let mut stack = vec![0u8; 256 * 1024];
+    let child = move || -> isize {
+        // Async-signal-safe only from here to execve.
+        unsafe {
+            for (target, fd) in fds.iter().enumerate() {
+                if let Some(fd) = *fd {
+                    if libc::dup2(fd, target as i32) < 0 {
+                        return 120;
+                    }
+                }
+            }
+            if sock_raw == PLAN_FD {
+                libc::fcntl(PLAN_FD, libc::F_SETFD, 0);
+            } else if libc::dup2(sock_raw, PLAN_FD) < 0 {
+                return 121;
             }
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
+                return 122;
             }
-            Ok(())
-        });
+            let mut byte = 0u8;
+            if libc::read(hold_raw, &mut byte as *mut u8 as *mut libc::c_void, 1) != 1 {
+                return 123; // the supervisor died or gave up before mapping our ids
+            }
+            if let Some((uid, gid)) = drop_to {
+                if libc::setgroups(0, std::ptr::null()) != 0
+                    || libc::setresgid(gid, gid, gid) != 0
+                    || libc::setresuid(uid, uid, uid) != 0
+                {
+                    return 124;
+                }
+            }
+            let mut head = CapHeader { version: 0x2008_0522, pid: 0 };
+            let mut data = [CapData { effective: 0, permitted: 0, inheritable: 0 }; 2];
+            if libc::syscall(libc::SYS_capget, &mut head as *mut CapHeader, data.as_mut_ptr()) != 0 {
+                return 125;
+            }
+            for d in data.iter_mut() {
+                d.inheritable = d.permitted;
+            }
+            if libc::syscall(libc::SYS_capset, &mut head as *mut CapHeader, data.as_ptr()) != 0 {
+                return 125;
+            }
+            for cap in 0..64 {
+                libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_RAISE, cap, 0, 0);
+            }
+            libc::execve(exe.as_ptr(), argv.as_ptr(), envp.as_ptr());
+        }
+        126
+    };
+    let pid = unsafe { nix::sched::clone(Box::new(child), &mut stack, NAMESPACES, Some(libc::SIGCHLD)) }
+        .map_err(|e| {
+            let (cause, fix) = userns_denied(e);
+            SandboxError::Unsatisfiable { layer: Layer::UserNamespace, cause, fix }
+        })?;
+    drop((theirs, hold_r, stdin, stdout, stderr, null));
+    Ok(Cloned { pid: pid.as_raw(), sock: ours, release: hold_w })
+}
+
+fn userns_denied(e: nix::Error) -> (String, String) {
+    let cause = format!("clone(CLONE_NEWUSER | other namespaces): {e}");
+    if preflight::probe().apparmor_restrict_unprivileged_userns == Some(true) {
+        let m = preflight::apparmor_missing();
+        (format!("{cause}; {}", m.cause), m.fix)
+    } else {
+        (cause, "allow user namespaces (user.max_user_namespaces > 0; no LSM or container seccomp policy blocking clone(CLONE_NEWUSER)); `loopexec doctor` checks this host".into())
     }
-    let child = cmd.spawn().map_err(|e| SandboxError::Spawn(format!("re-executing /proc/self/exe: {e}")))?;
-    drop(theirs);
-    Ok((ours, child))
+}
+
+/// Map the zone uid/gid to the same numbers inside its user namespace, then let it exec.
+fn map_ids_and_release(cloned: &Cloned, uid: u32, gid: u32, root: bool) -> Result<(), SandboxError> {
+    let w = |file: &str, text: String| {
+        std::fs::write(format!("/proc/{}/{file}", cloned.pid), text).map_err(|e| {
+            let (cause, fix) = userns_denied(nix::Error::from_raw(e.raw_os_error().unwrap_or(libc::EPERM)));
+            SandboxError::Unsatisfiable { layer: Layer::UserNamespace, cause: format!("writing {file}: {cause}"), fix }
+        })
+    };
+    if !root {
+        w("setgroups", "deny".into())?;
+    }
+    w("uid_map", format!("{uid} {uid} 1"))?;
+    w("gid_map", format!("{gid} {gid} 1"))?;
+    nix::unistd::write(&cloned.release, &[1u8]).map_err(|e| SandboxError::errno("release the zone init", e))?;
+    Ok(())
 }
 
 fn await_ready(zone: &mut RunningZone, host: &preflight::HostReport) -> Result<(), SandboxError> {
@@ -472,9 +583,9 @@ fn setup_error(layer: Option<Layer>, errno: Option<i32>, message: String, host: 
 }
 
 impl RunningZone {
-    /// Host pid of the zone's stage-1 process (the zone dies with it).
+    /// Host pid of the zone's init (pid 1 inside; the whole zone dies with it).
     pub fn pid(&self) -> i32 {
-        self.child.id() as i32
+        self.pid
     }
 
     pub fn take_listener(&mut self) -> Option<TcpListener> {
@@ -490,7 +601,12 @@ impl RunningZone {
         if let Some(e) = self.exit {
             return Ok(e);
         }
-        let status = self.child.wait().map_err(|e| SandboxError::io("wait for the zone", e))?;
+        let status = loop {
+            match nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(self.pid), None) {
+                Err(nix::Error::EINTR) => continue,
+                other => break other.map_err(|e| SandboxError::errno("wait for the zone", e))?,
+            }
+        };
         let mut exit = None;
         while let Ok(Some((bytes, _))) = plan::recv(&self.sock, true) {
             match serde_json::from_slice::<Msg>(&bytes) {
@@ -499,10 +615,10 @@ impl RunningZone {
                 _ => {}
             }
         }
-        use std::os::unix::process::ExitStatusExt;
-        let exit = exit.unwrap_or(match (status.code(), status.signal()) {
-            (Some(c), _) => ZoneExit::Exited(c),
-            (None, Some(s)) => ZoneExit::Signaled(s),
+        use nix::sys::wait::WaitStatus;
+        let exit = exit.unwrap_or(match status {
+            WaitStatus::Exited(_, c) => ZoneExit::Exited(c),
+            WaitStatus::Signaled(_, s, _) => ZoneExit::Signaled(s as i32),
             _ => ZoneExit::Exited(127),
         });
         self.exit = Some(exit);
@@ -536,8 +652,11 @@ impl RunningZone {
         }
         let deadline = std::time::Instant::now() + limit;
         loop {
-            if self.child.try_wait().map_err(|e| SandboxError::io("wait", e))?.is_some() {
-                return self.wait().map(Some);
+            use nix::sys::wait::{waitid, Id, WaitPidFlag};
+            let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+            match waitid(Id::Pid(nix::unistd::Pid::from_raw(self.pid)), flags) {
+                Ok(nix::sys::wait::WaitStatus::StillAlive) => {}
+                _ => return self.wait().map(Some),
             }
             if std::time::Instant::now() >= deadline {
                 return Ok(None);
@@ -549,7 +668,7 @@ impl RunningZone {
     /// Kill every process of the zone (also double-forked ones) and tear it down.
     pub fn kill(&mut self) -> Result<(), SandboxError> {
         if self.exit.is_none() {
-            let _ = self.child.kill();
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid), nix::sys::signal::Signal::SIGKILL);
             if let Some(cg) = &self.cgroup {
                 let _ = cg.kill_all();
             }

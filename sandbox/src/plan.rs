@@ -35,10 +35,6 @@ pub struct Limits {
 /// Everything the zone init needs, in the order it uses it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Plan {
-    /// The supervisor's pid: the zone dies with it.
-    pub supervisor_pid: i32,
-    /// Root callers: host uid/gid the zone runs as (set before the user namespace is created).
-    pub drop_to: Option<(u32, u32)>,
     pub binds: Vec<Bind>,
     /// Absolute zone paths (existing, symlink-free) re-bound read-only.
     pub protected: Vec<(PathBuf, PathBuf)>,
@@ -53,6 +49,9 @@ pub struct Plan {
     pub argv: Vec<Vec<u8>>,
     pub env: Vec<(Vec<u8>, Vec<u8>)>,
 }
+
+/// The supervisor's second message: the zone cgroup is in place, the init may fork the command.
+pub const GO: &[u8] = b"GO";
 
 /// Messages from the zone to the supervisor.
 #[derive(Debug, Clone, Serialize, Deserialize)]
