@@ -15,7 +15,7 @@ fn sandbox(extra: &[&str], script: &str) -> Output {
     Command::new(bin())
         .arg("sandbox")
         .args(extra)
-        .args(["--", "/bin/sh", "-c", script])
+        .args(["--", "/bin/bash", "-c", script])
         .current_dir("/")
         .output()
         .expect("run loopexec")
@@ -190,4 +190,35 @@ fn doctor_passes_on_this_host() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(o.status.code(), Some(0), "{v}");
     assert_eq!(v["satisfiable"], true);
+}
+
+#[test]
+fn proxy_mode_denies_tcp_connect_through_landlock() {
+    // agent.toml is network mode "proxy": without a proxy listener no TCP connect is allowed,
+    // not even to loopback (Landlock ABI >= 4 answers EACCES; exec.toml gets "refused").
+    let o = sandbox(&["--builtin", "agent"], "exec 3<>/dev/tcp/127.0.0.1/9");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("Permission denied"), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = sandbox(&["--builtin", "exec"], "exec 3<>/dev/tcp/127.0.0.1/9");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("Connection refused"), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn wall_clock_limit_kills_the_zone_with_the_budget_class() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("short.toml");
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/exec.toml")).unwrap();
+    std::fs::write(&policy, text.replace("wall_clock_seconds = 1800", "wall_clock_seconds = 1")).unwrap();
+    let marker = format!("loopexec-wall-{}", std::process::id());
+    let started = std::time::Instant::now();
+    let o = Command::new(bin())
+        .args(["--json", "sandbox", "--policy", policy.to_str().unwrap(), "--", "/bin/bash", "-c"])
+        .arg(format!("exec -a {marker} sleep 60"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(18));
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["errors"][0]["code"], "wall_clock_exceeded");
+    let left = Command::new("pgrep").args(["-f", &marker]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&left.stdout), "");
 }

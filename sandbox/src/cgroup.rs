@@ -204,6 +204,15 @@ impl ZoneCgroup {
         Ok(())
     }
 
+    /// cgroup v2: a descriptor of the zone's directory, for clone3(CLONE_INTO_CGROUP).
+    pub fn v2_dir_fd(&self) -> Option<std::os::fd::OwnedFd> {
+        if !self.kill_v2 {
+            return None;
+        }
+        let dir = self.dirs.first()?;
+        std::fs::File::open(dir).ok().map(std::os::fd::OwnedFd::from)
+    }
+
     pub fn paths(&self) -> &[PathBuf] {
         &self.dirs
     }

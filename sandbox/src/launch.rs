@@ -11,14 +11,15 @@
 //!                         teardown) so it can be held read-only; a symlinked one refuses.
 //!  5. `build_env`         the environment: allowed names from the caller, then the policy's fixed set.
 //!  6. `create_cgroup`     the budget, beneath our own cgroup.
-//!  7. `clone_zone_init`  clone(2) straight into new user, mount, pid, net, ipc, uts and cgroup
-//!                         namespaces; the child holds before exec until its ids are mapped, then
+//!  7. `clone_zone_init`  clone3(2) straight into new user, mount, pid, net, ipc, uts and cgroup
+//!                         namespaces (cgroup v2: straight into the zone cgroup); the child holds before exec until its ids are mapped, then
 //!                         re-executes /proc/self/exe (fresh, single-threaded) as the zone's pid 1,
 //!                         with the plan socket on fd 3, the parent-death signal set, and nothing else.
 //!  8. `map_ids_and_release`: uid_map/gid_map (the zone uid to itself), setgroups denied.
-//!  9. send the plan, then move the init into the zone cgroup (slow on cgroup v1, so it overlaps
-//!     with the init building its filesystem view), then send `GO`: the init forks nothing before
-//!     `GO`, so every process of the command is born inside the budget.
+//!  9. send the plan while (cgroup v1) a helper thread moves the init into the zone cgroup (an
+//!     RCU grace period, overlapped with the init building its filesystem view), then send
+//!     `GO`: the init forks nothing before `GO`, so every process of the command is born inside
+//!     the budget.
 //! 10. `await_ready`: the zone reports `Ready` only once the command was executed.
 //!
 //! Zone side (clone child, then `init.rs`, `mounts.rs`): stdio and plan socket -> parent-death
@@ -186,12 +187,13 @@ pub fn launch(spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
         argv: spec.argv.iter().map(|a| a.as_bytes().to_vec()).collect(),
         env,
     };
-    let cloned = clone_zone_init([spec.stdin, spec.stdout, spec.stderr], root.then_some((zone_uid, zone_gid)))?;
+    let cgroup_dir = cgroup.as_ref().and_then(|c| c.v2_dir_fd());
+    let cloned = clone_zone_init([spec.stdin, spec.stdout, spec.stderr], root.then_some((zone_uid, zone_gid)), cgroup_dir.as_ref())?;
     let pid = cloned.pid;
     let mut zone = RunningZone {
         pid,
         sock: cloned.sock.try_clone().map_err(|e| SandboxError::io("socket", e))?,
-        pidfd: sys::pidfd_open(pid).ok(),
+        pidfd: cloned.pidfd.try_clone().ok(),
         listener: None,
         report: AppliedReport {
             policy_sha256: spec.policy.sha256.clone(),
@@ -209,14 +211,26 @@ pub fn launch(spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
         placeholders: std::mem::take(&mut held.placeholders),
         exit: None,
     };
-    map_ids_and_release(&cloned, zone_uid, zone_gid, root)?;
+    // Moving a process into a cgroup waits for an RCU grace period on cgroup v1 (milliseconds):
+    // it runs on a helper thread while the ids are mapped and the init builds its filesystem view.
+    let attached = std::thread::scope(|scope| -> Result<(), SandboxError> {
+        let attach = zone.cgroup.as_ref().filter(|_| !cloned.in_cgroup).map(|cg| scope.spawn(move || cg.add(pid)));
+        let setup = (|| {
+            map_ids_and_release(&cloned, zone_uid, zone_gid, root)?;
+            let bytes = serde_json::to_vec(&plan).map_err(|e| SandboxError::Spawn(format!("encode plan: {e}")))?;
+            plan::send(zone.sock.as_raw_fd(), &bytes, None).map_err(|e| SandboxError::io("send plan", e))
+        })();
+        if let Some(handle) = attach {
+            match handle.join() {
+                Ok(r) => r.map_err(|e| SandboxError::io("enter the zone cgroup", e))?,
+                Err(_) => return Err(SandboxError::Spawn("cgroup attach thread panicked".into())),
+            }
+        }
+        setup
+    });
     drop(cloned);
-    let bytes = serde_json::to_vec(&plan).map_err(|e| SandboxError::Spawn(format!("encode plan: {e}")))?;
-    plan::send(zone.sock.as_raw_fd(), &bytes, None).map_err(|e| SandboxError::io("send plan", e))?;
-    // The init builds the filesystem view meanwhile; it forks nothing before it reads `GO`.
-    if let Some(cg) = &zone.cgroup {
-        cg.add(pid).map_err(|e| SandboxError::io("enter the zone cgroup", e))?;
-    }
+    attached?;
+    // The init forks nothing before `GO`: every process of the command is born inside the budget.
     plan::send(zone.sock.as_raw_fd(), plan::GO, None).map_err(|e| SandboxError::io("start the zone", e))?;
     await_ready(&mut zone, &host)?;
     Ok(zone)
@@ -409,9 +423,29 @@ pub const NAMESPACES: CloneFlags = CloneFlags::CLONE_NEWUSER
 /// The zone's pid 1, started but held before its exec until its id maps are written.
 struct Cloned {
     pid: i32,
+    pidfd: OwnedFd,
     sock: OwnedFd,
     release: OwnedFd,
+    /// Born inside the zone cgroup (cgroup v2 CLONE_INTO_CGROUP): no attach needed.
+    in_cgroup: bool,
 }
+
+#[repr(C)]
+struct CloneArgs {
+    flags: u64,
+    pidfd: u64,
+    child_tid: u64,
+    parent_tid: u64,
+    exit_signal: u64,
+    stack: u64,
+    stack_size: u64,
+    tls: u64,
+    set_tid: u64,
+    set_tid_size: u64,
+    cgroup: u64,
+}
+const CLONE_PIDFD: u64 = 0x1000;
+const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 
 #[repr(C)]
 struct CapHeader {
@@ -426,13 +460,13 @@ struct CapData {
     inheritable: u32,
 }
 
-/// clone(2) the zone init straight into new user, mount, pid, net, ipc, uts and cgroup
-/// namespaces. Between clone and exec the child only makes async-signal-safe system calls: it
+/// clone3(2) the zone init straight into new user, mount, pid, net, ipc, uts and cgroup
+/// namespaces (and, on cgroup v2, straight into the zone cgroup). Between clone and exec the child only makes async-signal-safe system calls: it
 /// takes its stdio and the plan socket, arms the parent-death signal, waits until the supervisor
 /// has written its id maps, (root callers) becomes the zone uid/gid, raises its namespace
 /// capabilities into the ambient set so they survive the exec of a non-root uid, and execs
 /// /proc/self/exe.
-fn clone_zone_init(stdio: [Option<OwnedFd>; 3], drop_to: Option<(u32, u32)>) -> Result<Cloned, SandboxError> {
+fn clone_zone_init(stdio: [Option<OwnedFd>; 3], drop_to: Option<(u32, u32)>, cgroup_dir: Option<&OwnedFd>) -> Result<Cloned, SandboxError> {
     use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
     let (ours, theirs) = socketpair(AddressFamily::Unix, SockType::SeqPacket, None, SockFlag::SOCK_CLOEXEC)
         .map_err(|e| SandboxError::errno("socketpair", e))?;
@@ -450,62 +484,84 @@ fn clone_zone_init(stdio: [Option<OwnedFd>; 3], drop_to: Option<(u32, u32)>) -> 
     let argv = [arg0.as_ptr(), std::ptr::null()];
     let envp = [marker.as_ptr(), std::ptr::null()];
     let (sock_raw, hold_raw) = (theirs.as_raw_fd(), hold_r.as_raw_fd());
-    let mut stack = vec![0u8; 256 * 1024];
-    let child = move || -> isize {
+    let mut pidfd: RawFd = -1;
+    let mut args = CloneArgs {
+        flags: NAMESPACES.bits() as u64 | CLONE_PIDFD | if cgroup_dir.is_some() { CLONE_INTO_CGROUP } else { 0 },
+        pidfd: &mut pidfd as *mut RawFd as u64,
+        child_tid: 0,
+        parent_tid: 0,
+        exit_signal: libc::SIGCHLD as u64,
+        stack: 0,
+        stack_size: 0,
+        tls: 0,
+        set_tid: 0,
+        set_tid_size: 0,
+        cgroup: cgroup_dir.map(|d| d.as_raw_fd() as u64).unwrap_or(0),
+    };
+    // Like fork: the child continues here on a copy of our memory (no CLONE_VM).
+    let ret = unsafe { libc::syscall(libc::SYS_clone3, &mut args as *mut CloneArgs, std::mem::size_of::<CloneArgs>()) };
+    if ret == 0 {
         // Async-signal-safe only from here to execve.
-        unsafe {
+        let code = unsafe {
             for (target, fd) in fds.iter().enumerate() {
                 if let Some(fd) = *fd {
                     if libc::dup2(fd, target as i32) < 0 {
-                        return 120;
+                        libc::_exit(120);
                     }
                 }
             }
             if sock_raw == PLAN_FD {
                 libc::fcntl(PLAN_FD, libc::F_SETFD, 0);
             } else if libc::dup2(sock_raw, PLAN_FD) < 0 {
-                return 121;
+                libc::_exit(121);
             }
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-                return 122;
+                libc::_exit(122);
             }
             let mut byte = 0u8;
             if libc::read(hold_raw, &mut byte as *mut u8 as *mut libc::c_void, 1) != 1 {
-                return 123; // the supervisor died or gave up before mapping our ids
+                libc::_exit(123); // the supervisor died or gave up before mapping our ids
             }
             if let Some((uid, gid)) = drop_to {
                 if libc::setgroups(0, std::ptr::null()) != 0
                     || libc::setresgid(gid, gid, gid) != 0
                     || libc::setresuid(uid, uid, uid) != 0
                 {
-                    return 124;
+                    libc::_exit(124);
                 }
             }
             let mut head = CapHeader { version: 0x2008_0522, pid: 0 };
             let mut data = [CapData { effective: 0, permitted: 0, inheritable: 0 }; 2];
             if libc::syscall(libc::SYS_capget, &mut head as *mut CapHeader, data.as_mut_ptr()) != 0 {
-                return 125;
+                libc::_exit(125);
             }
             for d in data.iter_mut() {
                 d.inheritable = d.permitted;
             }
             if libc::syscall(libc::SYS_capset, &mut head as *mut CapHeader, data.as_ptr()) != 0 {
-                return 125;
+                libc::_exit(125);
             }
             for cap in 0..64 {
                 libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_RAISE, cap, 0, 0);
             }
             libc::execve(exe.as_ptr(), argv.as_ptr(), envp.as_ptr());
-        }
-        126
-    };
-    let pid = unsafe { nix::sched::clone(Box::new(child), &mut stack, NAMESPACES, Some(libc::SIGCHLD)) }
-        .map_err(|e| {
-            let (cause, fix) = userns_denied(e);
-            SandboxError::Unsatisfiable { layer: Layer::UserNamespace, cause, fix }
-        })?;
+            126
+        };
+        unsafe { libc::_exit(code) }
+    }
+    if ret < 0 {
+        let e = nix::Error::last();
+        let (cause, fix) = userns_denied(e);
+        return Err(SandboxError::Unsatisfiable { layer: Layer::UserNamespace, cause, fix });
+    }
     drop((theirs, hold_r, stdin, stdout, stderr, null));
-    Ok(Cloned { pid: pid.as_raw(), sock: ours, release: hold_w })
+    Ok(Cloned {
+        pid: ret as i32,
+        pidfd: unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(pidfd) },
+        sock: ours,
+        release: hold_w,
+        in_cgroup: cgroup_dir.is_some(),
+    })
 }
 
 fn userns_denied(e: nix::Error) -> (String, String) {

@@ -1,4 +1,5 @@
-//! Raw system calls that nix/libc do not wrap: the new mount API, openat2, close_range, pidfd.
+//! Raw system calls that nix/libc do not wrap: the new mount API, openat2, close_range, the
+//! Landlock ABI query.
 //! Each wrapper is one syscall, returning `io::Result`.
 
 use std::ffi::CString;
@@ -99,12 +100,6 @@ pub fn close_range_from(first: u32, cloexec_only: bool) -> io::Result<()> {
     let flags = if cloexec_only { CLOSE_RANGE_CLOEXEC } else { 0 };
     let rc = unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, flags) };
     check(rc).map(|_| ())
-}
-
-/// pidfd_open(pid): a descriptor that becomes readable when the process exits.
-pub fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
-    let rc = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    Ok(unsafe { OwnedFd::from_raw_fd(check(rc)? as RawFd) })
 }
 
 /// The raw Landlock ABI version of the running kernel (0 when unsupported).
