@@ -583,7 +583,7 @@ impl<'a> Zone<'a> {
         if let Some(f) = self.during.take() {
             f(pid, self.scene);
         }
-        let (status, max_rss) = wait_bounded(&mut child, self.timeout, self.scene.root());
+        let (status, max_rss, timed_out) = wait_bounded(&mut child, self.timeout, self.scene.root());
         let elapsed = start.elapsed();
         drop(_stalled_stdout);
 
@@ -607,16 +607,20 @@ impl<'a> Zone<'a> {
             supervisor_max_rss_kib: max_rss,
             leaked_cgroups: Vec::new(),
         };
+        // Cgroups the zone left behind (empty once its processes are gone): removed here, children
+        // first, so that a finding does not leave the host changed.
+        if !survivors.is_empty() {
+            wait_for_no_zone_processes(self.scene.root(), Duration::from_secs(3));
+        }
+        run.leaked_cgroups = wait_for_cgroups(&cgroups_before, pid, Duration::from_secs(3));
+        for dir in run.leaked_cgroups.iter().rev() {
+            let _ = fs::remove_dir(dir);
+        }
+        assert!(!timed_out, "loopexec sandbox did not finish within {:?}; killed it\n{}", self.timeout, run.context());
         assert!(survivors.is_empty(), "zone processes survived the zone: pids {survivors:?}\n{}", run.context());
         if self.expect_host_unchanged {
             let after = HostState::capture(self.scene);
             assert_host_unchanged(&before, &after, &run);
-        }
-        // Cgroups the zone left behind (empty once its processes are gone): removed here, children
-        // first, so that a finding does not leave the host changed.
-        run.leaked_cgroups = wait_for_cgroups(&cgroups_before, pid, Duration::from_secs(3));
-        for dir in run.leaked_cgroups.iter().rev() {
-            let _ = fs::remove_dir(dir);
         }
         if self.check_cgroups {
             assert!(run.leaked_cgroups.is_empty(), "cgroups left behind by the zone: {:?}\n{}", run.leaked_cgroups, run.context());
@@ -646,7 +650,8 @@ pub fn run_concurrent_zone(scene: &Scene, probe: &str, args: &[&str]) -> Run {
         .expect("spawn second loopexec");
     let out_reader = capture(child.stdout.take().expect("stdout"));
     let err_reader = capture(child.stderr.take().expect("stderr"));
-    let (status, _) = wait_bounded(&mut child, Duration::from_secs(30), scene.root());
+    let (status, _, timed_out) = wait_bounded(&mut child, Duration::from_secs(30), scene.root());
+    assert!(!timed_out, "the second zone did not finish within 30 s; killed it");
     let (stdout, stdout_bytes) = out_reader.join().expect("stdout reader");
     let (stderr, _) = err_reader.join().expect("stderr reader");
     Run {
@@ -766,22 +771,22 @@ fn rss_kib(pid: i32) -> u64 {
         .unwrap_or(0)
 }
 
-/// Wait for loopexec, sampling its RSS; past `limit`, kill it (and the zone processes we started)
-/// and fail the test: a hung supervisor is a finding, never a hang of the suite.
-fn wait_bounded(child: &mut Child, limit: Duration, scene_root: &Path) -> (ExitStatus, u64) {
+/// Wait for loopexec, sampling its RSS; past `limit`, kill it and the zone processes we started
+/// (by pid) and say so: a hung supervisor is a finding, never a hang of the suite.
+fn wait_bounded(child: &mut Child, limit: Duration, scene_root: &Path) -> (ExitStatus, u64, bool) {
     let deadline = Instant::now() + limit;
     let mut max_rss = 0;
     loop {
         max_rss = max_rss.max(rss_kib(child.id() as i32));
         match child.try_wait().expect("try_wait") {
-            Some(st) => return (st, max_rss),
+            Some(st) => return (st, max_rss, false),
             None if Instant::now() >= deadline => {
                 let _ = child.kill();
-                let _ = child.wait();
+                let st = child.wait().expect("wait killed loopexec");
                 for p in zone_processes(scene_root) {
                     let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), nix::sys::signal::Signal::SIGKILL);
                 }
-                panic!("loopexec sandbox did not finish within {limit:?}; killed it");
+                return (st, max_rss, true);
             }
             None => std::thread::sleep(Duration::from_millis(20)),
         }
