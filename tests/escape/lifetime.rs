@@ -27,6 +27,10 @@ fn double_forked_setsid_daemon_does_not_outlive_the_zone() {
 }
 
 fn run_and_kill_the_supervisor(scene: &Scene) -> crate::common::Run {
+    run_and_signal_the_supervisor(scene, nix::sys::signal::Signal::SIGKILL)
+}
+
+fn run_and_signal_the_supervisor(scene: &Scene, signal: nix::sys::signal::Signal) -> crate::common::Run {
     let hb = scene.rw.join("heartbeat");
     let hb_in = hb.clone();
     let run = Zone::new(scene)
@@ -37,11 +41,10 @@ fn run_and_kill_the_supervisor(scene: &Scene) -> crate::common::Run {
             while beats(&hb_in) < 20 && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(50));
             }
-            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL)
-                .expect("kill loopexec");
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal).expect("signal loopexec");
         })
         .run("lifetime", &["sleep_with_heartbeat", &Scene::s(&hb)]);
-    assert!(run.ended_by_signal(libc::SIGKILL), "loopexec was not the one killed: {:?}", run.status);
+    assert!(!run.status.success(), "loopexec reported success after {signal}: {:?}", run.status);
     assert!(beats(&hb) >= 20, "the zone never ran, so the test proves nothing");
     assert_heartbeat_stopped(&hb);
     run
@@ -71,4 +74,21 @@ fn sigkill_of_the_supervisor_leaves_no_cgroup_behind() {
     let scene = Scene::new();
     let run = run_and_kill_the_supervisor(&scene);
     assert!(run.leaked_cgroups.is_empty(), "cgroups left after the supervisor was killed: {:?}", run.leaked_cgroups);
+}
+
+#[test]
+fn sigterm_of_the_supervisor_ends_every_zone_process() {
+    let scene = Scene::new();
+    run_and_signal_the_supervisor(&scene, nix::sys::signal::Signal::SIGTERM);
+}
+
+#[test]
+fn sigterm_of_the_supervisor_cleans_up_cgroups_and_workspace() {
+    // Unlike SIGKILL, SIGTERM leaves loopexec the chance to tear the zone down properly.
+    let scene = Scene::new();
+    let run = run_and_signal_the_supervisor(&scene, nix::sys::signal::Signal::SIGTERM);
+    assert!(run.leaked_cgroups.is_empty(), "cgroups left after SIGTERM: {:?}", run.leaked_cgroups);
+    let left: Vec<String> =
+        std::fs::read_dir(&scene.rw).expect("read rw").map(|e| e.expect("entry").file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(left, vec!["heartbeat".to_string()], "the workspace holds more than the zone wrote");
 }

@@ -42,6 +42,7 @@ fn setuid_root_binary_grants_nothing() {
 
 refused!(chmod_setuid_in_the_grant_is_refused: "privilege" "chmod_setuid" [rw] => ["EPERM", "bits_silently_dropped"]);
 refused!(chown_to_root_in_the_grant_is_refused: "privilege" "chown_root" [rw] => ["EPERM", "EINVAL"]);
+refused!(chmod_of_a_device_node_is_refused: "privilege" "chmod_device" [] => ["EPERM", "EROFS", "EACCES"]);
 refused!(mknod_char_device_is_refused: "privilege" "mknod_char" [rw] => ["EPERM"]);
 refused!(mknod_block_device_is_refused: "privilege" "mknod_block" [rw] => ["EPERM"]);
 refused!(dev_mem_cannot_be_opened: "privilege" "dev_mem" [] => ["ENOENT", "EACCES", "EPERM"]);

@@ -102,6 +102,10 @@ int main(int argc, char **argv)
         close(fd);
         expect_fail("chown_root", chown(path, 0, 0));
     }
+    ATTEMPT("chmod_device") {
+        /* the zone's /dev nodes are the host's inodes: their mode is host state */
+        expect_fail("chmod_device", chmod("/dev/null", 0600));
+    }
     ATTEMPT("mknod_char") {
         if (argc < 3) probe_error("mknod_char", "usage_rwdir");
         char path[4200];
