@@ -179,7 +179,7 @@ fn host_control_dns_to_fake_resolver_is_detected() {
 
 #[test]
 fn a_zone_cannot_reach_another_zones_abstract_socket() {
-    // Zone A listens on an abstract socket for 3 s; zone B, started meanwhile, tries to connect.
+    // Zone A listens on an abstract socket for 5 s; zone B, started meanwhile, tries to connect.
     let a = Scene::new();
     let name = format!("loopexec-escape-zone-a-{}", std::process::id());
     let marker = a.rw.join("listening");
@@ -195,7 +195,7 @@ fn a_zone_cannot_reach_another_zones_abstract_socket() {
             let b = Scene::new();
             *b_run.borrow_mut() = Some(run_concurrent_zone(&b, "network", &["abstract_unix", &name_in]));
         })
-        .run("network", &["abstract_listen", &name, &Scene::s(&marker), "3000"]);
+        .run("network", &["abstract_listen", &name, &Scene::s(&marker), "5000"]);
     run_a.assert_blocked("abstract_listen", &["no_connection"]);
     let b = b_run.into_inner().expect("zone B ran");
     b.assert_blocked("abstract_unix", &["ECONNREFUSED", "EPERM"]);

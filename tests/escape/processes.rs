@@ -45,6 +45,19 @@ fn host_processes_cannot_be_signalled() {
 refused!(other_processes_memory_cannot_be_opened: "processes" "other_mem" [] => ["EACCES", "EPERM", "ENOENT"]);
 
 #[test]
+fn the_supervisor_cannot_be_killed_from_the_zone() {
+    // The harness tells the probe loopexec's own host pid once it runs.
+    let scene = Scene::new();
+    let pid_file = scene.rw.join("supervisor.pid");
+    let pid_file_in = pid_file.clone();
+    let run = Zone::new(&scene)
+        .during(move |pid, _| std::fs::write(&pid_file_in, format!("{pid}\n")).expect("write supervisor pid"))
+        .run("processes", &["kill_pid_from_file", &Scene::s(&pid_file)]);
+    run.assert_blocked("kill_pid_from_file", &["ESRCH"]);
+    assert!(run.status.success(), "the supervisor did not survive: {:?}", run.status);
+}
+
+#[test]
 fn kill_of_every_signallable_process_reaches_nothing_outside() {
     let mut victim = Victim::start();
     let scene = Scene::new();

@@ -86,6 +86,27 @@ int main(int argc, char **argv)
         }
         blocked("kill_host_pids", "%s", errname(last));
     }
+    ATTEMPT("kill_pid_from_file") {
+        /* argv[2]: a file the harness writes the supervisor's host pid into
+         * once loopexec runs; SIGKILL it */
+        if (argc < 3) probe_error("kill_pid_from_file", "usage_file");
+        char buf[32] = {0};
+        for (int i = 0; i < 100; i++) {
+            int fd = open(argv[2], O_RDONLY | O_CLOEXEC);
+            if (fd >= 0) {
+                ssize_t n = read(fd, buf, sizeof buf - 1);
+                close(fd);
+                if (n > 0 && buf[n - 1] == '\n')
+                    break;
+            }
+            usleep(50 * 1000);
+        }
+        pid_t pid = (pid_t)atol(buf);
+        if (pid <= 1) probe_error("kill_pid_from_file", "no_pid");
+        if (kill(pid, SIGKILL) == 0)
+            escaped("kill_pid_from_file", "killed_%d", pid);
+        blocked("kill_pid_from_file", "%s", errname(errno));
+    }
     ATTEMPT("kill_all") {
         /* kill(-1): every process we may signal; the harness checks that
          * its victim and the supervisor survived */
