@@ -200,3 +200,29 @@ fn a_zone_cannot_reach_another_zones_abstract_socket() {
     let b = b_run.into_inner().expect("zone B ran");
     b.assert_blocked("abstract_unix", &["ECONNREFUSED", "EPERM"]);
 }
+
+fn agent_policy() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/agent.toml")
+}
+
+#[test]
+fn the_zone_has_its_own_working_loopback() {
+    let scene = Scene::new();
+    Zone::new(&scene).run("network", &["loopback_works"]).assert_ok("loopback_works");
+}
+
+#[test]
+fn agent_policy_tcp_to_a_host_loopback_listener_is_refused_by_landlock() {
+    // Proxy mode: Landlock allows TCP connect to the proxy port only.
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind host listener");
+    let port = l.local_addr().expect("addr").port().to_string();
+    let scene = Scene::new();
+    Zone::new(&scene).policy(&agent_policy()).run("network", &["tcp", "127.0.0.1", &port]).assert_blocked("tcp", &["EACCES"]);
+    assert_no_connection(&l);
+}
+
+#[test]
+fn agent_policy_tcp_to_a_non_proxy_port_inside_the_zone_is_refused_by_landlock() {
+    let scene = Scene::new();
+    Zone::new(&scene).policy(&agent_policy()).run("network", &["loopback_works"]).assert_blocked("loopback_works", &["EACCES"]);
+}

@@ -158,7 +158,9 @@ int main(int argc, char **argv)
         expect_fail("io_uring", syscall(SYS_io_uring_setup, 4, params));
     }
     ATTEMPT("loopback_works") {
-        /* sanity: the zone has its own working loopback */
+        /* a listener on the zone's own loopback, and a connect to it: works
+         * with network mode "none", refused by Landlock in "proxy" mode
+         * (only the proxy port may be connected to) */
         int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
         socklen_t len = sizeof a;
@@ -167,7 +169,7 @@ int main(int argc, char **argv)
             probe_error("loopback_works", "listen_%s", errname(errno));
         int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (connect(c, (struct sockaddr *)&a, len) != 0)
-            probe_error("loopback_works", "connect_%s", errname(errno));
+            blocked("loopback_works", "%s", errname(errno));
         ok("loopback_works", "port_%d", ntohs(a.sin_port));
     }
     probe_error("usage", "unknown_attempt_%s", argv[1]);
