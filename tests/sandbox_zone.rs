@@ -222,3 +222,19 @@ fn wall_clock_limit_kills_the_zone_with_the_budget_class() {
     let left = Command::new("pgrep").args(["-f", &marker]).output().unwrap();
     assert_eq!(String::from_utf8_lossy(&left.stdout), "");
 }
+
+#[test]
+fn hidden_paths_are_covered() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("hide.toml");
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/exec.toml")).unwrap();
+    std::fs::write(&policy, text.replace("hidden = []", "hidden = [\"/etc/passwd\", \"/etc/ssl\"]")).unwrap();
+    let o = sandbox(&["--policy", policy.to_str().unwrap()], "wc -c < /etc/passwd; ls -A /etc/ssl | wc -l; touch /etc/ssl/x 2>/dev/null || echo ro");
+    assert_eq!(stdout(&o), "0\n0\nro\n");
+}
+
+#[test]
+fn zone_init_memory_is_out_of_reach() {
+    let o = sandbox(&[], "head -c1 /proc/1/mem 2>/dev/null || echo denied; cat /proc/1/environ 2>/dev/null || echo denied");
+    assert_eq!(stdout(&o), "denied\ndenied\n");
+}

@@ -101,6 +101,10 @@ fn write_id_maps(uid: u32, gid: u32) -> Result<(), StepError> {
 }
 
 fn zone_init(sock: &OwnedFd, plan: &Plan) -> Result<i32, StepError> {
+    // pid 1 keeps its namespace capabilities: nothing in the zone may open its /proc/1/mem.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
+        return Err(fail(None, "PR_SET_DUMPABLE", std::io::Error::last_os_error()));
+    }
     mounts::build_root(plan).map_err(|e| fail(Some(Layer::MountNamespace), "filesystem view", e))?;
     nix::unistd::sethostname(&plan.hostname).map_err(|e| fail(Some(Layer::IpcUtsNamespaces), "sethostname", e.into()))?;
     netns::bring_up_loopback().map_err(|e| fail(Some(Layer::NetNamespace), "loopback up", e))?;

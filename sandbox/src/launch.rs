@@ -1,33 +1,33 @@
-//! Starting a zone, from the supervisor's side. The setup sequence, in the order the kernel needs:
+//! Starting a zone, from the supervisor's side. The setup sequence, in the order the kernel needs.
 //!
-//! Supervisor (this module, `launch`):
-//!  1. `check_spec`        argv, cwd and grant paths are well-formed (absolute, no `..`).
-//!  2. `check_host`        preflight: every layer the policy needs exists, or the policy lets us
-//!                         skip it (then the report says so); otherwise `Unsatisfiable`.
-//!  3. `resolve_grants`    grants canonicalised; writable ones must exist (and, for root callers,
-//!                         be writable by the zone uid: refused with the chown fix otherwise).
-//!  4. `hold_protected`    protected sub-paths of writable roots are found without following
-//!                         symlinks; a missing one gets an empty placeholder directory (removed at
-//!                         teardown) so it can be held read-only; a symlinked one refuses.
-//!  5. `build_env`         the environment: allowed names from the caller, then the policy's fixed set.
-//!  6. `create_cgroup`     the budget, beneath our own cgroup.
-//!  7. `clone_zone_init`  clone3(2) straight into new user, mount, pid, net, ipc, uts and cgroup
-//!                         namespaces (cgroup v2: straight into the zone cgroup); the child holds before exec until its ids are mapped, then
-//!                         re-executes /proc/self/exe (fresh, single-threaded) as the zone's pid 1,
-//!                         with the plan socket on fd 3, the parent-death signal set, and nothing else.
-//!  8. `map_ids_and_release`: uid_map/gid_map (the zone uid to itself), setgroups denied.
-//!  9. send the plan while (cgroup v1) a helper thread moves the init into the zone cgroup (an
-//!     RCU grace period, overlapped with the init building its filesystem view), then send
-//!     `GO`: the init forks nothing before `GO`, so every process of the command is born inside
-//!     the budget.
+//! Supervisor (this module, [`launch`]):
+//! 1. `check_spec`: argv, cwd and grant paths are well-formed (absolute, no `..`).
+//! 2. `check_host`: preflight; every layer the policy needs exists, or the policy lets us skip
+//!    it (then the report says so); otherwise `Unsatisfiable`.
+//! 3. `resolve_grants`: grants canonicalised; writable ones must exist (and, for root callers,
+//!    be writable by the zone uid: refused with the chown fix otherwise).
+//! 4. `hold_protected`: protected sub-paths of writable roots are found without following
+//!    symlinks; a missing one gets an empty placeholder directory (removed at teardown) so it
+//!    can be held read-only; a symlinked one refuses.
+//! 5. `build_env`: allowed names from the caller, then the policy's fixed set.
+//! 6. `create_cgroup`: the budget, beneath our own cgroup.
+//! 7. `clone_zone_init`: clone3(2) straight into new user, mount, pid, net, ipc, uts and cgroup
+//!    namespaces (cgroup v2: straight into the zone cgroup). The child holds before exec until
+//!    its ids are mapped, then re-executes /proc/self/exe (fresh, single-threaded) as the zone's
+//!    pid 1, with the plan socket on fd 3, the parent-death signal set, and nothing else.
+//! 8. `map_ids_and_release`: uid_map/gid_map (the zone uid to itself), setgroups denied.
+//! 9. Send the plan while (cgroup v1) a helper thread moves the init into the zone cgroup (an
+//!    RCU grace period, overlapped with the init building its filesystem view), then send `GO`:
+//!    the init forks nothing before `GO`, so every process of the command is born in the budget.
 //! 10. `await_ready`: the zone reports `Ready` only once the command was executed.
 //!
-//! Zone side (clone child, then `init.rs`, `mounts.rs`): stdio and plan socket -> parent-death
-//! signal -> wait for id maps -> (root callers) zone uid/gid -> capabilities into the ambient set
-//! -> exec as pid 1 -> private propagation -> staging pivot -> fresh root with grants, protected and hidden paths, /tmp, /dev, /proc -> pivot_root +
-//! detach old root -> seal root read-only -> hostname -> loopback up -> proxy listener -> wait
-//! for `GO` -> fork command -> setsid -> parent-death signal -> rlimits -> cwd -> close-on-exec every fd > 2 ->
-//! no_new_privs -> Landlock -> capabilities emptied and verified -> seccomp -> execve.
+//! Zone side (clone child, then `init.rs`, `mounts.rs`): stdio and plan socket, parent-death
+//! signal, wait for id maps, (root callers) zone uid/gid, capabilities into the ambient set, exec
+//! as pid 1, non-dumpable, private propagation, staging pivot, fresh root with /tmp, grants,
+//! protected and hidden paths, /dev, /proc, pivot_root and detach of the old root, root sealed
+//! read-only, hostname, loopback up, proxy listener, wait for `GO`, fork the command. Command:
+//! setsid, parent-death signal, rlimits, cwd, close-on-exec on every fd above stdio,
+//! no_new_privs, Landlock, capabilities emptied and verified, seccomp, execve.
 //!
 //! Teardown (`RunningZone::kill` / `Drop`): SIGKILL the zone's pid 1 (the kernel then kills every
 //! process of its pid namespace), then every member of the zone cgroup, then the cgroup and the
@@ -232,7 +232,7 @@ pub fn launch(spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
     attached?;
     // The init forks nothing before `GO`: every process of the command is born inside the budget.
     plan::send(zone.sock.as_raw_fd(), plan::GO, None).map_err(|e| SandboxError::io("start the zone", e))?;
-    await_ready(&mut zone, &host)?;
+    await_ready(&mut zone)?;
     Ok(zone)
 }
 
@@ -591,7 +591,7 @@ fn map_ids_and_release(cloned: &Cloned, uid: u32, gid: u32, root: bool) -> Resul
     Ok(())
 }
 
-fn await_ready(zone: &mut RunningZone, host: &preflight::HostReport) -> Result<(), SandboxError> {
+fn await_ready(zone: &mut RunningZone) -> Result<(), SandboxError> {
     let got = plan::recv(&zone.sock, false).map_err(|e| SandboxError::io("waiting for the zone", e))?;
     let Some((bytes, fd)) = got else {
         let _ = zone.kill();
@@ -603,9 +603,9 @@ fn await_ready(zone: &mut RunningZone, host: &preflight::HostReport) -> Result<(
             zone.report.listener_port = listener_port;
             Ok(())
         }
-        Ok(Msg::Failed { layer, errno, message }) => {
+        Ok(Msg::Failed { layer, message, .. }) => {
             let _ = zone.kill();
-            Err(setup_error(layer, errno, message, host))
+            Err(setup_error(layer, message))
         }
         _ => {
             let _ = zone.kill();
@@ -614,24 +614,11 @@ fn await_ready(zone: &mut RunningZone, host: &preflight::HostReport) -> Result<(
     }
 }
 
-/// Turn a zone-side failure into the right error: a blocked protection is `Unsatisfiable`.
-fn setup_error(layer: Option<Layer>, errno: Option<i32>, message: String, host: &preflight::HostReport) -> SandboxError {
-    let denied = matches!(errno, Some(libc::EPERM) | Some(libc::EACCES) | Some(libc::ENOSPC) | Some(libc::EINVAL) | Some(libc::ENOSYS));
+/// Turn a zone-side failure into the right error: a protection that could not be applied is
+/// `Unsatisfiable`; anything else (bad grant, missing command) is a spawn failure.
+fn setup_error(layer: Option<Layer>, message: String) -> SandboxError {
     match layer {
-        Some(Layer::UserNamespace) | Some(Layer::MountNamespace) if denied && layer == Some(Layer::UserNamespace) || (denied && message.starts_with("unshare")) => {
-            let m = if host.apparmor_restrict_unprivileged_userns == Some(true) {
-                preflight::apparmor_missing()
-            } else {
-                Missing {
-                    layer: Layer::UserNamespace,
-                    cause: message.clone(),
-                    fix: "allow unprivileged user namespaces (user.max_user_namespaces > 0; no LSM or container policy blocking unshare(CLONE_NEWUSER)); when running inside a container, give it `--security-opt seccomp=unconfined` or equivalent".into(),
-                }
-            };
-            let cause = if m.cause == message { message } else { format!("{message}; {}", m.cause) };
-            SandboxError::Unsatisfiable { layer: m.layer, cause, fix: m.fix }
-        }
-        Some(l @ (Layer::Landlock | Layer::Seccomp | Layer::Capabilities | Layer::NoNewPrivs | Layer::PidNamespace | Layer::NetNamespace | Layer::IpcUtsNamespaces)) => {
+        Some(l @ (Layer::Landlock | Layer::Seccomp | Layer::Capabilities | Layer::NoNewPrivs | Layer::NetNamespace | Layer::IpcUtsNamespaces | Layer::Cgroup)) => {
             SandboxError::Unsatisfiable { layer: l, cause: message, fix: "see `loopexec doctor` for this host's isolation support".into() }
         }
         _ => SandboxError::Spawn(message),
@@ -750,5 +737,79 @@ impl RunningZone {
 impl Drop for RunningZone {
     fn drop(&mut self) {
         let _ = self.kill();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(policy_text: &str) -> ZoneSpec {
+        let policy = Policy::parse(policy_text.as_bytes(), "t.toml").unwrap();
+        ZoneSpec::new(policy, vec!["/bin/true".into()])
+    }
+
+    #[test]
+    fn environment_keeps_only_allowed_names_and_fixed_values_win() {
+        let mut s = spec("[env]\nallow = [\"LANG\", \"HOME\"]\nset = { HOME = \"/tmp\" }\n");
+        s.env = vec![("LANG".into(), "C".into()), ("TOKEN".into(), "secret".into()), ("HOME".into(), "/root".into())];
+        let env = build_env(&s);
+        assert_eq!(env, vec![(b"LANG".to_vec(), b"C".to_vec()), (b"HOME".to_vec(), b"/tmp".to_vec())]);
+    }
+
+    #[test]
+    fn cwd_outside_every_grant_is_refused() {
+        let mut s = spec("[filesystem]\nread_only = [\"/usr\"]\n");
+        s.cwd = PathBuf::from("/etc");
+        assert!(matches!(check_spec(&s), Err(SandboxError::Spec(m)) if m.contains("/etc")));
+        s.cwd = PathBuf::from("/usr/share");
+        assert!(check_spec(&s).is_ok());
+    }
+
+    #[test]
+    fn relative_extra_grant_is_refused() {
+        let mut s = spec("");
+        s.extra_rw = vec![PathBuf::from("work")];
+        assert!(matches!(check_spec(&s), Err(SandboxError::Spec(_))));
+    }
+
+    #[test]
+    fn listener_needs_proxy_mode() {
+        let mut s = spec("[network]\nmode = \"none\"\n");
+        s.loopback_listener = Some(0);
+        assert!(matches!(check_spec(&s), Err(SandboxError::Spec(m)) if m.contains("proxy")));
+        let mut s = spec("[network]\nmode = \"proxy\"\n");
+        s.loopback_listener = Some(0);
+        assert!(check_spec(&s).is_ok());
+    }
+
+    #[test]
+    fn empty_command_is_refused() {
+        let mut s = spec("");
+        s.argv.clear();
+        assert!(matches!(check_spec(&s), Err(SandboxError::Spec(_))));
+    }
+
+    #[test]
+    fn missing_protected_path_gets_a_placeholder_that_is_removed_afterwards() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let mut held = Held { placeholders: Vec::new() };
+        let pairs = hold_protected(&[root.clone()], &[PathBuf::from(".git/hooks"), PathBuf::from(".git/config")], &mut held).unwrap();
+        // `.git` is missing: it is held itself, and covers both protected paths.
+        assert_eq!(pairs, vec![(root.clone(), PathBuf::from(".git"))]);
+        assert!(root.join(".git").is_dir());
+        drop(held);
+        assert!(!root.join(".git").exists());
+    }
+
+    #[test]
+    fn symlinked_protected_path_refuses_the_launch() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::os::unix::fs::symlink("/etc", root.join(".git")).unwrap();
+        let mut held = Held { placeholders: Vec::new() };
+        let r = hold_protected(&[root], &[PathBuf::from(".git/config")], &mut held);
+        assert!(matches!(r, Err(SandboxError::Spec(m)) if m.contains("symlink")));
     }
 }

@@ -151,7 +151,7 @@ pub struct Syscalls {
     pub deny: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Env {
     #[serde(default)]
@@ -233,11 +233,6 @@ impl Default for Resources {
             file_size_max_bytes: default_fsize(),
             core_dump_bytes: 0,
         }
-    }
-}
-impl Default for Env {
-    fn default() -> Self {
-        Env { allow: Vec::new(), set: BTreeMap::new() }
     }
 }
 impl Default for Identity {

@@ -133,3 +133,39 @@ impl HostReport {
         self.missing(policy).into_iter().filter(|m| !policy.may_skip(m.layer.as_str())).collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(landlock_abi: u32, delegated: bool) -> HostReport {
+        HostReport {
+            running_as_root: false,
+            kernel: String::new(),
+            user_namespaces: None,
+            apparmor_restrict_unprivileged_userns: None,
+            landlock_abi,
+            seccomp: true,
+            cgroup: CgroupReport { version: Some(1), delegated, detail: "not writable".into() },
+            overlayfs: true,
+        }
+    }
+
+    #[test]
+    fn missing_layers_block_unless_the_policy_allows_skipping_them() {
+        let strict = Policy::parse(b"", "t").unwrap();
+        let lenient = Policy::parse(b"[layers]\nmay_skip = [\"cgroup\", \"landlock\"]\n", "t").unwrap();
+        let weak = host(0, false);
+        let layers: Vec<Layer> = weak.can_satisfy(&strict).iter().map(|m| m.layer).collect();
+        assert_eq!(layers, vec![Layer::Landlock, Layer::Cgroup]);
+        assert!(weak.can_satisfy(&lenient).is_empty());
+        assert!(host(7, true).can_satisfy(&strict).is_empty());
+    }
+
+    #[test]
+    fn undelegated_v1_cgroup_names_the_fix() {
+        let m = host(7, false).missing(&Policy::parse(b"", "t").unwrap());
+        assert_eq!(m.len(), 1);
+        assert!(m[0].fix.contains("chown"), "{}", m[0].fix);
+    }
+}

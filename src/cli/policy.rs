@@ -5,7 +5,7 @@
 use crate::error::{CmdResult, Failure};
 use crate::output::{aligned, Outcome};
 use sandbox::Policy;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, clap::Args)]
 pub struct PolicyArgs {
@@ -23,7 +23,7 @@ pub enum PolicyAction {
     Diff { a: PathBuf, b: PathBuf },
 }
 
-fn load(file: &PathBuf) -> CmdResult<Policy> {
+fn load(file: &Path) -> CmdResult<Policy> {
     Policy::load(file).map_err(|e| {
         let mut f = Failure::invalid_input(e.to_string());
         if e.line > 0 {
