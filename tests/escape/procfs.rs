@@ -14,6 +14,7 @@ refused!(sysrq_trigger_cannot_be_opened_for_writing: "procfs" "sysrq_trigger" []
 refused!(core_pattern_cannot_be_opened_for_writing: "procfs" "core_pattern" [] => ["EACCES", "EROFS", "ENOENT", "EPERM"]);
 refused!(kcore_cannot_be_opened: "procfs" "kcore" [] => ["EACCES", "ENOENT", "EPERM"]);
 refused!(cgroupfs_cannot_be_written: "procfs" "cgroup_write" [] => ["EACCES", "EROFS", "ENOENT", "EPERM"]);
+refused!(host_critical_proc_knobs_cannot_be_opened_for_writing: "procfs" "proc_knobs" [] => ["EACCES", "EROFS", "EPERM"]);
 refused!(sys_knobs_cannot_be_opened_for_writing: "procfs" "sys_write" [] => ["EACCES", "EROFS", "ENOENT", "EPERM"]);
 
 #[test]

@@ -176,6 +176,22 @@ int main(int argc, char **argv)
         }
         blocked("cgroup_write", "%s", errname(last));
     }
+    ATTEMPT("proc_knobs") {
+        /* knobs that run host code as root or change the whole host */
+        const char *paths[] = {"/proc/sys/kernel/modprobe", "/proc/sys/fs/binfmt_misc/register",
+                               "/proc/sys/kernel/core_pattern", "/proc/sys/kernel/panic",
+                               "/proc/sys/kernel/sysrq", "/proc/sys/vm/drop_caches",
+                               "/proc/sys/kernel/hostname", "/proc/sys/net/ipv4/ip_forward",
+                               "/proc/self/setgroups", "/proc/self/uid_map"};
+        int last = ENOENT;
+        for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+            int fd = open(paths[i], O_WRONLY | O_CLOEXEC);
+            if (fd >= 0)
+                escaped("proc_knobs", "opened_%s_for_writing", paths[i]);
+            if (errno != ENOENT) last = errno;
+        }
+        blocked("proc_knobs", "%s", errname(last));
+    }
     ATTEMPT("sys_write") {
         /* a few well-known writable-as-root knobs under /sys */
         const char *paths[] = {"/sys/kernel/uevent_helper", "/sys/power/state",
