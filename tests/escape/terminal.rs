@@ -63,3 +63,8 @@ fn dev_tty_cannot_be_opened() {
     // The command runs in a new session: no controlling terminal (ENXIO), or no /dev/tty at all.
     on_pty("dev_tty", "2").assert_blocked("dev_tty", &["ENXIO", "ENOENT", "EACCES"]);
 }
+
+#[test]
+fn the_terminal_device_mode_cannot_be_changed() {
+    on_pty("chmod_tty", "2").assert_blocked("chmod_tty", &["EPERM"]);
+}

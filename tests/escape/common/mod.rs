@@ -432,6 +432,7 @@ pub struct Zone<'a> {
     extra_rw: Vec<PathBuf>,
     env: Vec<(OsString, OsString)>,
     stderr_pty: bool,
+    stderr_file: Option<PathBuf>,
     leak_fds: bool,
     stall_stdout: bool,
     timeout: Duration,
@@ -459,6 +460,7 @@ impl<'a> Zone<'a> {
             extra_rw: Vec::new(),
             env,
             stderr_pty: false,
+            stderr_file: None,
             check_cgroups: true,
             leak_fds: true,
             stall_stdout: false,
@@ -488,6 +490,13 @@ impl<'a> Zone<'a> {
     /// stderr is then not captured.
     pub fn stderr_pty(mut self) -> Self {
         self.stderr_pty = true;
+        self
+    }
+
+    /// Give loopexec an existing host file (opened write-only, append) as stderr, like an
+    /// operator's `2>>log`; stderr is then not captured.
+    pub fn stderr_to_file(mut self, path: &Path) -> Self {
+        self.stderr_file = Some(path.to_path_buf());
         self
     }
 
@@ -548,7 +557,10 @@ impl<'a> Zone<'a> {
         // stdin: /dev/null; stderr: a pipe, or the slave side of a pty we own.
         cmd.stdin(Stdio::null()).stdout(Stdio::piped());
         let mut _pty_master: Option<OwnedFd> = None;
-        if self.stderr_pty {
+        if let Some(path) = &self.stderr_file {
+            let f = fs::OpenOptions::new().append(true).open(path).expect("open stderr file");
+            cmd.stderr(Stdio::from(f));
+        } else if self.stderr_pty {
             let pty = nix::pty::openpty(None, None).expect("openpty");
             cmd.stderr(Stdio::from(pty.slave));
             _pty_master = Some(pty.master);

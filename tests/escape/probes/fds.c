@@ -25,6 +25,25 @@ int main(int argc, char **argv)
         }
         blocked("open_fds", "only_stdio");
     }
+    ATTEMPT("stdio_reopen_read") {
+        /* argv[2]: fd number (a host file the operator opened write-only);
+         * re-open it through its /proc magic link for reading */
+        if (argc < 3) probe_error("stdio_reopen_read", "usage_fd");
+        char path[64], buf[256];
+        snprintf(path, sizeof path, "/proc/self/fd/%s", argv[2]);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            blocked("stdio_reopen_read", "%s", errname(errno));
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n > 0)
+            escaped("stdio_reopen_read", "read_%zd_bytes_of_the_host_file", n);
+        blocked("stdio_reopen_read", "read_%s", n < 0 ? errname(errno) : "nothing");
+    }
+    ATTEMPT("stdio_fchmod") {
+        /* argv[2]: fd number of a host file; change its mode on the host */
+        if (argc < 3) probe_error("stdio_fchmod", "usage_fd");
+        expect_fail("stdio_fchmod", fchmod(atoi(argv[2]), 0666));
+    }
     ATTEMPT("read_leaked_fd") {
         /* argv[2]: the fd number the harness leaked into loopexec */
         if (argc < 3) probe_error("read_leaked_fd", "missing_fd");

@@ -6,6 +6,7 @@
 #include "probe.h"
 #include <fcntl.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <termios.h>
 
 #define HIGH_BITS 0xdeadbeef00000000UL
@@ -36,6 +37,11 @@ int main(int argc, char **argv)
         if (isatty(fd))
             ok("is_tty", "fd_%d", fd);
         probe_error("is_tty", "fd_%d_%s", fd, errname(errno));
+    }
+    ATTEMPT("chmod_tty") {
+        /* make the terminal device world-writable (other users could then
+         * write to / inject into the operator's terminal) */
+        expect_fail("chmod_tty", fchmod(fd, 0666));
     }
     ATTEMPT("dev_tty") {
         int t = open("/dev/tty", O_RDWR | O_NOCTTY);
