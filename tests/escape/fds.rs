@@ -44,3 +44,13 @@ fn a_stdio_file_mode_cannot_be_changed() {
         .run("fds", &["stdio_fchmod", "2"])
         .assert_blocked("stdio_fchmod", &["EPERM"]);
 }
+
+#[test]
+fn a_stdio_file_cannot_be_truncated() {
+    // The operator opened the log for appending; what it held before the zone must survive.
+    let (scene, log) = scene_with_log();
+    Zone::new(&scene)
+        .stderr_to_file(&log)
+        .run("fds", &["stdio_truncate", "2"])
+        .assert_blocked("stdio_truncate", &["EPERM", "EINVAL", "EACCES"]);
+}

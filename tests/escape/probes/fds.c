@@ -44,6 +44,12 @@ int main(int argc, char **argv)
         if (argc < 3) probe_error("stdio_fchmod", "usage_fd");
         expect_fail("stdio_fchmod", fchmod(atoi(argv[2]), 0666));
     }
+    ATTEMPT("stdio_truncate") {
+        /* argv[2]: fd number of a host file opened for appending; wipe what
+         * was in it before the zone started */
+        if (argc < 3) probe_error("stdio_truncate", "usage_fd");
+        expect_fail("stdio_truncate", ftruncate(atoi(argv[2]), 0));
+    }
     ATTEMPT("read_leaked_fd") {
         /* argv[2]: the fd number the harness leaked into loopexec */
         if (argc < 3) probe_error("read_leaked_fd", "missing_fd");
