@@ -13,6 +13,8 @@
 //! - v1: one directory per controller (memory, pids, cpu, and freezer when mounted) beneath the
 //!   controller's own path of this process (e.g. memory under /process_api/<id>). Teardown freezes,
 //!   SIGKILLs every member, thaws, until empty.
+//!
+//! New zone processes enter without a `cgroup.procs` write by the supervisor (see `entry`).
 
 use std::fs;
 use std::io;
@@ -187,6 +189,13 @@ fn enable_v2_controllers(base: &Path) -> io::Result<()> {
     fs::write(base.join("cgroup.subtree_control"), line)
 }
 
+/// Descriptors a new zone process uses to enter its cgroup.
+pub enum CgroupEntry {
+    None,
+    V2Dir(std::os::fd::OwnedFd),
+    V1Tasks(Vec<std::os::fd::OwnedFd>),
+}
+
 /// One zone's cgroup directories (one per v1 controller, or one on v2).
 #[derive(Debug)]
 pub struct ZoneCgroup {
@@ -196,21 +205,18 @@ pub struct ZoneCgroup {
 }
 
 impl ZoneCgroup {
-    /// Put a process (and its future children) in the zone's cgroup.
-    pub fn add(&self, pid: i32) -> io::Result<()> {
+    /// How a new process enters this cgroup: born in it (v2 directory descriptor for
+    /// clone3 `CLONE_INTO_CGROUP`), or moving itself through each v1 controller's `tasks` file.
+    pub fn entry(&self) -> io::Result<CgroupEntry> {
+        if self.kill_v2 {
+            let dir = self.dirs.first().ok_or_else(|| io::Error::other("no cgroup directory"))?;
+            return Ok(CgroupEntry::V2Dir(fs::File::open(dir)?.into()));
+        }
+        let mut files = Vec::new();
         for d in &self.dirs {
-            fs::write(d.join("cgroup.procs"), pid.to_string())?;
+            files.push(fs::OpenOptions::new().write(true).open(d.join("tasks"))?.into());
         }
-        Ok(())
-    }
-
-    /// cgroup v2: a descriptor of the zone's directory, for clone3(CLONE_INTO_CGROUP).
-    pub fn v2_dir_fd(&self) -> Option<std::os::fd::OwnedFd> {
-        if !self.kill_v2 {
-            return None;
-        }
-        let dir = self.dirs.first()?;
-        std::fs::File::open(dir).ok().map(std::os::fd::OwnedFd::from)
+        Ok(CgroupEntry::V1Tasks(files))
     }
 
     pub fn paths(&self) -> &[PathBuf] {
@@ -264,6 +270,11 @@ impl ZoneCgroup {
 
     /// Kill everything left and remove the directories.
     pub fn destroy(&mut self) -> io::Result<()> {
+        // Usually the pid namespace is gone already and the groups are empty: try that first.
+        self.dirs.retain(|d| fs::remove_dir(d).is_err());
+        if self.dirs.is_empty() {
+            return Ok(());
+        }
         let killed = self.kill_all();
         let mut last = Ok(());
         for d in self.dirs.drain(..) {

@@ -113,7 +113,6 @@ fn zone_init(sock: &OwnedFd, plan: &Plan) -> Result<i32, StepError> {
         None => None,
     };
     let port = listener.as_ref().and_then(|l| l.local_addr().ok()).map(|a| a.port());
-    wait_for_go(sock)?;
     let (status_r, status_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
         .map_err(|e| fail(None, "pipe", e.into()))?;
     let child = match unsafe { fork() }.map_err(|e| fail(None, "fork command", e.into()))? {
@@ -148,14 +147,6 @@ fn zone_init(sock: &OwnedFd, plan: &Plan) -> Result<i32, StepError> {
         .map_err(|e| fail(None, "report ready", e))?;
     drop(listener);
     Ok(reap_until(sock, child))
-}
-
-/// The supervisor sends `GO` once our cgroup is in place; nothing is forked before.
-fn wait_for_go(sock: &OwnedFd) -> Result<(), StepError> {
-    match plan::recv(sock, false).map_err(|e| fail(Some(Layer::Cgroup), "wait for GO", e))? {
-        Some((bytes, _)) if bytes == plan::GO => Ok(()),
-        _ => Err((Some(Layer::Cgroup), None, "the supervisor did not start the zone".into())),
-    }
 }
 
 /// Reap every child (orphans are re-parented to us) until the command itself ends.

@@ -4,28 +4,33 @@
 //! 1. `check_spec`: argv, cwd and grant paths are well-formed (absolute, no `..`).
 //! 2. `check_host`: preflight; every layer the policy needs exists, or the policy lets us skip
 //!    it (then the report says so); otherwise `Unsatisfiable`.
-//! 3. `resolve_grants`: grants canonicalised; writable ones must exist (and, for root callers,
-//!    be writable by the zone uid: refused with the chown fix otherwise).
-//! 4. `hold_protected`: protected sub-paths of writable roots are found without following
-//!    symlinks; a missing one gets an empty placeholder directory (removed at teardown) so it
-//!    can be held read-only; a symlinked one refuses.
-//! 5. `build_env`: allowed names from the caller, then the policy's fixed set.
-//! 6. `create_cgroup`: the budget, beneath our own cgroup.
-//! 7. `clone_zone_init`: clone3(2) straight into new user, mount, pid, net, ipc, uts and cgroup
+//! 3. `create_cgroup`: the budget, beneath our own cgroup.
+//! 4. `clone_zone_init`: clone3(2) straight into new user, mount, pid, net, ipc, uts and cgroup
 //!    namespaces (cgroup v2: straight into the zone cgroup). The child holds before exec until
 //!    its ids are mapped, then re-executes /proc/self/exe (fresh, single-threaded) as the zone's
 //!    pid 1, with the plan socket on fd 3, the parent-death signal set, and nothing else.
-//! 8. `map_ids_and_release`: uid_map/gid_map (the zone uid to itself), setgroups denied.
-//! 9. Send the plan while (cgroup v1) a helper thread moves the init into the zone cgroup (an
-//!    RCU grace period, overlapped with the init building its filesystem view), then send `GO`:
-//!    the init forks nothing before `GO`, so every process of the command is born in the budget.
+//!    The child enters the zone cgroup before anything else: on v2 it is born there
+//!    (`CLONE_INTO_CGROUP`); on v1 it writes "0" to each controller's `tasks` file (opened by the
+//!    supervisor), which moves a single thread without the global lock a `cgroup.procs` write
+//!    takes (and its RCU grace period, milliseconds on a busy host).
+//! 5. `map_ids_and_release`: uid_map/gid_map (the zone uid to itself), setgroups denied. While
+//!    the init executes, the plan is resolved:
+//! 6. `resolve_grants`: grants canonicalised; writable ones must exist (and, for root callers,
+//!    be writable by the zone uid: refused with the chown fix otherwise).
+//! 7. `hold_protected`: protected sub-paths of writable roots are found without following
+//!    symlinks; a missing one gets an empty placeholder directory (removed at teardown) so it
+//!    can be held read-only; a symlinked one refuses.
+//! 8. `build_env`: allowed names from the caller, then the policy's fixed set.
+//! 9. Send the plan (the init reads nothing else and runs no untrusted code before it).
 //! 10. `await_ready`: the zone reports `Ready` only once the command was executed.
 //!
+//! Any error after step 4 drops the `RunningZone`, which kills the init and cleans up.
+//!
 //! Zone side (clone child, then `init.rs`, `mounts.rs`): stdio and plan socket, parent-death
-//! signal, wait for id maps, (root callers) zone uid/gid, capabilities into the ambient set, exec
-//! as pid 1, non-dumpable, private propagation, staging pivot, fresh root with /tmp, grants,
+//! signal, zone cgroup (v1), wait for id maps, (root callers) zone uid/gid, capabilities into
+//! the ambient set, exec as pid 1, non-dumpable, private propagation, staging pivot, fresh root with /tmp, grants,
 //! protected and hidden paths, /dev, /proc, pivot_root and detach of the old root, root sealed
-//! read-only, hostname, loopback up, proxy listener, wait for `GO`, fork the command. Command:
+//! read-only, hostname, loopback up, proxy listener, fork the command. Command:
 //! setsid, parent-death signal, rlimits, cwd, close-on-exec on every fd above stdio,
 //! no_new_privs, Landlock, capabilities emptied and verified, seccomp, execve.
 //!
@@ -33,7 +38,7 @@
 //! process of its pid namespace), then every member of the zone cgroup, then the cgroup and the
 //! placeholders are removed.
 
-use crate::cgroup::{self, Budget, ZoneCgroup};
+use crate::cgroup::{self, Budget, CgroupEntry, ZoneCgroup};
 use crate::error::{Layer, SandboxError};
 use crate::init::{ENV_MARKER, PLAN_FD};
 use crate::plan::{self, Bind, LandlockPlan, Limits, Msg, Plan};
@@ -146,7 +151,7 @@ pub struct RunningZone {
 }
 
 /// Start `spec.argv` in a new zone.
-pub fn launch(spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
+pub fn launch(mut spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
     check_spec(&spec)?;
     let host = preflight::probe();
     let skipped = check_host(&spec.policy, &host)?;
@@ -157,11 +162,46 @@ pub fn launch(spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
     } else {
         (nix::unistd::geteuid().as_raw(), nix::unistd::getegid().as_raw())
     };
+    let cgroup = if skip(Layer::Cgroup) { None } else { Some(create_cgroup(&spec.policy)?) };
+    let entry = match &cgroup {
+        Some(c) => c.entry().map_err(|e| SandboxError::Unsatisfiable {
+            layer: Layer::Cgroup,
+            cause: format!("opening the zone cgroup: {e}"),
+            fix: "run loopexec in a delegated cgroup (see `loopexec doctor`)".into(),
+        })?,
+        None => CgroupEntry::None,
+    };
+    // The init is started first: it executes and initialises while we resolve the plan.
+    let cloned = clone_zone_init([spec.stdin.take(), spec.stdout.take(), spec.stderr.take()], root.then_some((zone_uid, zone_gid)), &entry)?;
+    drop(entry);
+    let mut zone = RunningZone {
+        pid: cloned.pid,
+        sock: cloned.sock.try_clone().map_err(|e| SandboxError::io("socket", e))?,
+        pidfd: cloned.pidfd.try_clone().ok(),
+        listener: None,
+        report: AppliedReport {
+            policy_sha256: spec.policy.sha256.clone(),
+            layers: layer_table(&host, &skipped, spec.policy.network.mode),
+            skipped: skipped.clone(),
+            landlock_abi: if skip(Layer::Landlock) { 0 } else { host.landlock_abi },
+            cgroup: cgroup.as_ref().map(|c| c.paths().to_vec()).unwrap_or_default(),
+            zone_uid,
+            zone_gid,
+            network_mode: spec.policy.network.mode.as_str(),
+            listener_port: None,
+            placeholders: Vec::new(),
+        },
+        cgroup,
+        placeholders: Vec::new(),
+        exit: None,
+    };
+    map_ids_and_release(&cloned, zone_uid, zone_gid, root)?;
+    drop(cloned);
     let (ro, rw) = resolve_grants(&spec, root.then_some((zone_uid, zone_gid)))?;
     let mut held = Held { placeholders: Vec::new() };
     let protected = hold_protected(&rw, &spec.policy.filesystem.protected, &mut held)?;
-    let env = build_env(&spec);
-    let cgroup = if skip(Layer::Cgroup) { None } else { Some(create_cgroup(&spec.policy)?) };
+    zone.report.placeholders = held.placeholders.clone();
+    zone.placeholders = std::mem::take(&mut held.placeholders);
     let landlock = (!skip(Layer::Landlock)).then(|| LandlockPlan {
         abi: host.landlock_abi,
         read: ro.clone(),
@@ -185,53 +225,10 @@ pub fn launch(spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
         limits: Limits { open_files: r.open_files_max, file_size: r.file_size_max_bytes, core: r.core_dump_bytes },
         cwd: spec.cwd.clone(),
         argv: spec.argv.iter().map(|a| a.as_bytes().to_vec()).collect(),
-        env,
+        env: build_env(&spec),
     };
-    let cgroup_dir = cgroup.as_ref().and_then(|c| c.v2_dir_fd());
-    let cloned = clone_zone_init([spec.stdin, spec.stdout, spec.stderr], root.then_some((zone_uid, zone_gid)), cgroup_dir.as_ref())?;
-    let pid = cloned.pid;
-    let mut zone = RunningZone {
-        pid,
-        sock: cloned.sock.try_clone().map_err(|e| SandboxError::io("socket", e))?,
-        pidfd: cloned.pidfd.try_clone().ok(),
-        listener: None,
-        report: AppliedReport {
-            policy_sha256: spec.policy.sha256.clone(),
-            layers: layer_table(&host, &skipped, spec.policy.network.mode),
-            skipped: skipped.clone(),
-            landlock_abi: if skip(Layer::Landlock) { 0 } else { host.landlock_abi },
-            cgroup: cgroup.as_ref().map(|c| c.paths().to_vec()).unwrap_or_default(),
-            zone_uid,
-            zone_gid,
-            network_mode: spec.policy.network.mode.as_str(),
-            listener_port: None,
-            placeholders: held.placeholders.clone(),
-        },
-        cgroup,
-        placeholders: std::mem::take(&mut held.placeholders),
-        exit: None,
-    };
-    // Moving a process into a cgroup waits for an RCU grace period on cgroup v1 (milliseconds):
-    // it runs on a helper thread while the ids are mapped and the init builds its filesystem view.
-    let attached = std::thread::scope(|scope| -> Result<(), SandboxError> {
-        let attach = zone.cgroup.as_ref().filter(|_| !cloned.in_cgroup).map(|cg| scope.spawn(move || cg.add(pid)));
-        let setup = (|| {
-            map_ids_and_release(&cloned, zone_uid, zone_gid, root)?;
-            let bytes = serde_json::to_vec(&plan).map_err(|e| SandboxError::Spawn(format!("encode plan: {e}")))?;
-            plan::send(zone.sock.as_raw_fd(), &bytes, None).map_err(|e| SandboxError::io("send plan", e))
-        })();
-        if let Some(handle) = attach {
-            match handle.join() {
-                Ok(r) => r.map_err(|e| SandboxError::io("enter the zone cgroup", e))?,
-                Err(_) => return Err(SandboxError::Spawn("cgroup attach thread panicked".into())),
-            }
-        }
-        setup
-    });
-    drop(cloned);
-    attached?;
-    // The init forks nothing before `GO`: every process of the command is born inside the budget.
-    plan::send(zone.sock.as_raw_fd(), plan::GO, None).map_err(|e| SandboxError::io("start the zone", e))?;
+    let bytes = serde_json::to_vec(&plan).map_err(|e| SandboxError::Spawn(format!("encode plan: {e}")))?;
+    plan::send(zone.sock.as_raw_fd(), &bytes, None).map_err(|e| SandboxError::io("send plan", e))?;
     await_ready(&mut zone)?;
     Ok(zone)
 }
@@ -426,8 +423,6 @@ struct Cloned {
     pidfd: OwnedFd,
     sock: OwnedFd,
     release: OwnedFd,
-    /// Born inside the zone cgroup (cgroup v2 CLONE_INTO_CGROUP): no attach needed.
-    in_cgroup: bool,
 }
 
 #[repr(C)]
@@ -466,13 +461,38 @@ struct CapData {
 /// has written its id maps, (root callers) becomes the zone uid/gid, raises its namespace
 /// capabilities into the ambient set so they survive the exec of a non-root uid, and execs
 /// /proc/self/exe.
-fn clone_zone_init(stdio: [Option<OwnedFd>; 3], drop_to: Option<(u32, u32)>, cgroup_dir: Option<&OwnedFd>) -> Result<Cloned, SandboxError> {
+fn clone_zone_init(stdio: [Option<OwnedFd>; 3], drop_to: Option<(u32, u32)>, entry: &CgroupEntry) -> Result<Cloned, SandboxError> {
+    let (cgroup_dir, task_files): (Option<&OwnedFd>, &[OwnedFd]) = match entry {
+        CgroupEntry::V2Dir(d) => (Some(d), &[]),
+        CgroupEntry::V1Tasks(t) => (None, t.as_slice()),
+        CgroupEntry::None => (None, &[]),
+    };
+    // Every descriptor the child reads from is first copied above the numbers it dup2()s onto
+    // (0-3), so that no dup2 in the child can overwrite a source it still needs.
+    let high = |fd: RawFd| -> Result<OwnedFd, SandboxError> {
+        let r = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 10) };
+        if r < 0 {
+            return Err(SandboxError::io("fcntl(F_DUPFD_CLOEXEC)", std::io::Error::last_os_error()));
+        }
+        Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(r) })
+    };
+    let task_files: Vec<OwnedFd> = task_files.iter().map(|f| high(f.as_raw_fd())).collect::<Result<_, _>>()?;
+    let mut tasks: [RawFd; 8] = [-1; 8];
+    if task_files.len() > tasks.len() {
+        return Err(SandboxError::Spawn("too many cgroup controllers".into()));
+    }
+    for (slot, f) in tasks.iter_mut().zip(&task_files) {
+        *slot = f.as_raw_fd();
+    }
     use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
     let (ours, theirs) = socketpair(AddressFamily::Unix, SockType::SeqPacket, None, SockFlag::SOCK_CLOEXEC)
         .map_err(|e| SandboxError::errno("socketpair", e))?;
+    let theirs = high(theirs.as_raw_fd())?;
     let (hold_r, hold_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| SandboxError::errno("pipe", e))?;
-    let null = std::fs::File::open("/dev/null").map_err(|e| SandboxError::io("/dev/null", e))?;
-    let [stdin, stdout, stderr] = stdio;
+    let hold_r = high(hold_r.as_raw_fd())?;
+    let null = high(std::fs::File::open("/dev/null").map_err(|e| SandboxError::io("/dev/null", e))?.as_raw_fd())?;
+    let [stdin, stdout, stderr] = stdio.map(|f| f.map(|f| high(f.as_raw_fd())).transpose());
+    let (stdin, stdout, stderr) = (stdin?, stdout?, stderr?);
     let fds: [Option<RawFd>; 3] = [
         Some(stdin.as_ref().map(|f| f.as_raw_fd()).unwrap_or(null.as_raw_fd())),
         stdout.as_ref().map(|f| f.as_raw_fd()),
@@ -503,6 +523,14 @@ fn clone_zone_init(stdio: [Option<OwnedFd>; 3], drop_to: Option<(u32, u32)>, cgr
     if ret == 0 {
         // Async-signal-safe only from here to execve.
         let code = unsafe {
+            // First (before any dup2 reuses descriptor numbers), cgroup v1: move ourselves (one thread, "0" = the writer) into every controller of
+            // the zone cgroup; a thread moving itself skips the global threadgroup lock and its
+            // RCU grace period.
+            for fd in tasks.iter().filter(|fd| **fd >= 0) {
+                if libc::write(*fd, b"0".as_ptr() as *const libc::c_void, 1) != 1 {
+                    libc::_exit(119);
+                }
+            }
             for (target, fd) in fds.iter().enumerate() {
                 if let Some(fd) = *fd {
                     if libc::dup2(fd, target as i32) < 0 {
@@ -510,9 +538,7 @@ fn clone_zone_init(stdio: [Option<OwnedFd>; 3], drop_to: Option<(u32, u32)>, cgr
                     }
                 }
             }
-            if sock_raw == PLAN_FD {
-                libc::fcntl(PLAN_FD, libc::F_SETFD, 0);
-            } else if libc::dup2(sock_raw, PLAN_FD) < 0 {
+            if libc::dup2(sock_raw, PLAN_FD) < 0 {
                 libc::_exit(121);
             }
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
@@ -560,7 +586,6 @@ fn clone_zone_init(stdio: [Option<OwnedFd>; 3], drop_to: Option<(u32, u32)>, cgr
         pidfd: unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(pidfd) },
         sock: ours,
         release: hold_w,
-        in_cgroup: cgroup_dir.is_some(),
     })
 }
 
@@ -594,8 +619,23 @@ fn map_ids_and_release(cloned: &Cloned, uid: u32, gid: u32, root: bool) -> Resul
 fn await_ready(zone: &mut RunningZone) -> Result<(), SandboxError> {
     let got = plan::recv(&zone.sock, false).map_err(|e| SandboxError::io("waiting for the zone", e))?;
     let Some((bytes, fd)) = got else {
-        let _ = zone.kill();
-        return Err(SandboxError::Spawn("the zone init exited before the command started (is run_if_zone_init() called first in main?)".into()));
+        let status = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(zone.pid), None);
+        zone.exit = Some(ZoneExit::Exited(127));
+        let _ = zone.teardown();
+        let why = match status {
+            Ok(nix::sys::wait::WaitStatus::Exited(_, 119)) => {
+                return Err(SandboxError::Unsatisfiable {
+                    layer: Layer::Cgroup,
+                    cause: "the zone init could not enter its cgroup".into(),
+                    fix: "run loopexec in a delegated cgroup (see `loopexec doctor`)".into(),
+                })
+            }
+            Ok(nix::sys::wait::WaitStatus::Exited(_, 124)) => "could not become the zone uid/gid".to_string(),
+            Ok(nix::sys::wait::WaitStatus::Exited(_, 125)) => "could not keep its namespace capabilities across exec".to_string(),
+            Ok(nix::sys::wait::WaitStatus::Exited(_, 126)) => "could not execute /proc/self/exe".to_string(),
+            other => format!("ended with {other:?}"),
+        };
+        return Err(SandboxError::Spawn(format!("the zone init failed before the command started: {why} (is run_if_zone_init() called first in main?)")));
     };
     match serde_json::from_slice::<Msg>(&bytes) {
         Ok(Msg::Ready { listener_port }) => {

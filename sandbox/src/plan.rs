@@ -50,9 +50,6 @@ pub struct Plan {
     pub env: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
-/// The supervisor's second message: the zone cgroup is in place, the init may fork the command.
-pub const GO: &[u8] = b"GO";
-
 /// Messages from the zone to the supervisor.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Msg {
