@@ -429,16 +429,13 @@ pub struct Zone<'a> {
     scene: &'a Scene,
     policy: Option<PathBuf>,
     extra_ro: Vec<PathBuf>,
-    extra_rw: Vec<PathBuf>,
     env: Vec<(OsString, OsString)>,
     stderr_pty: bool,
     stderr_file: Option<PathBuf>,
-    leak_fds: bool,
     stall_stdout: bool,
     timeout: Duration,
     /// Called with loopexec's pid once it runs (e.g. to kill it mid-flight).
     during: Option<During<'a>>,
-    expect_host_unchanged: bool,
     check_cgroups: bool,
 }
 
@@ -457,16 +454,13 @@ impl<'a> Zone<'a> {
             scene,
             policy: None,
             extra_ro: vec![probe_dir()],
-            extra_rw: Vec::new(),
             env,
             stderr_pty: false,
             stderr_file: None,
             check_cgroups: true,
-            leak_fds: true,
             stall_stdout: false,
             timeout: Duration::from_secs(60),
             during: None,
-            expect_host_unchanged: true,
         }
     }
 
@@ -534,9 +528,6 @@ impl<'a> Zone<'a> {
             cmd.arg("--policy").arg(p);
         }
         cmd.arg("--rw").arg(&self.scene.rw);
-        for p in &self.extra_rw {
-            cmd.arg("--rw").arg(p);
-        }
         for p in &self.extra_ro {
             cmd.arg("--ro").arg(p);
         }
@@ -571,18 +562,16 @@ impl<'a> Zone<'a> {
         // Leak a host file (the secret) and a socket into loopexec without CLOEXEC.
         let leaked_file = fs::File::open(&self.scene.secret).expect("open secret");
         let (leaked_sock, _peer) = std::os::unix::net::UnixStream::pair().expect("socketpair");
-        if self.leak_fds {
-            let file_fd = leaked_file.as_raw_fd();
-            let sock_fd = leaked_sock.as_raw_fd();
-            // SAFETY: only async-signal-safe dup2 calls between fork and exec.
-            unsafe {
-                cmd.pre_exec(move || {
-                    if libc::dup2(file_fd, LEAKED_FILE_FD) < 0 || libc::dup2(sock_fd, LEAKED_SOCKET_FD) < 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    Ok(())
-                });
-            }
+        let file_fd = leaked_file.as_raw_fd();
+        let sock_fd = leaked_sock.as_raw_fd();
+        // SAFETY: only async-signal-safe dup2 calls between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::dup2(file_fd, LEAKED_FILE_FD) < 0 || libc::dup2(sock_fd, LEAKED_SOCKET_FD) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
         }
 
         let start = Instant::now();
@@ -630,10 +619,8 @@ impl<'a> Zone<'a> {
         }
         assert!(!timed_out, "loopexec sandbox did not finish within {:?}; killed it\n{}", self.timeout, run.context());
         assert!(survivors.is_empty(), "zone processes survived the zone: pids {survivors:?}\n{}", run.context());
-        if self.expect_host_unchanged {
-            let after = HostState::capture(self.scene);
-            assert_host_unchanged(&before, &after, &run);
-        }
+        let after = HostState::capture(self.scene);
+        assert_host_unchanged(&before, &after, &run);
         if self.check_cgroups {
             assert!(run.leaked_cgroups.is_empty(), "cgroups left behind by the zone: {:?}\n{}", run.leaked_cgroups, run.context());
         }
