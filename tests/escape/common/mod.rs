@@ -432,6 +432,7 @@ pub struct Zone<'a> {
     env: Vec<(OsString, OsString)>,
     stderr_pty: bool,
     stderr_file: Option<PathBuf>,
+    typed: Option<Vec<u8>>,
     stall_stdout: bool,
     timeout: Duration,
     /// Called with loopexec's pid once it runs (e.g. to kill it mid-flight).
@@ -457,6 +458,7 @@ impl<'a> Zone<'a> {
             env,
             stderr_pty: false,
             stderr_file: None,
+            typed: None,
             check_cgroups: true,
             stall_stdout: false,
             timeout: Duration::from_secs(60),
@@ -484,6 +486,13 @@ impl<'a> Zone<'a> {
     /// stderr is then not captured.
     pub fn stderr_pty(mut self) -> Self {
         self.stderr_pty = true;
+        self
+    }
+
+    /// With `stderr_pty`: "type" these bytes on the terminal (write them to the pty master) 300 ms
+    /// after loopexec started, as an operator would.
+    pub fn type_on_pty(mut self, bytes: &[u8]) -> Self {
+        self.typed = Some(bytes.to_vec());
         self
     }
 
@@ -576,6 +585,13 @@ impl<'a> Zone<'a> {
 
         let start = Instant::now();
         let mut child = cmd.spawn().expect("spawn loopexec");
+        if let (Some(bytes), Some(master)) = (self.typed.take(), _pty_master.as_ref()) {
+            let master = master.try_clone().expect("dup pty master");
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(300));
+                let _ = nix::unistd::write(&master, &bytes);
+            });
+        }
         let pid = child.id() as i32;
         let out_reader = if self.stall_stdout { None } else { Some(capture(child.stdout.take().expect("stdout"))) };
         let _stalled_stdout = if self.stall_stdout { child.stdout.take() } else { None };

@@ -5,6 +5,7 @@
  * ENOTTY, so EPERM there can only come from the seccomp filter. */
 #include "probe.h"
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <termios.h>
@@ -42,6 +43,21 @@ int main(int argc, char **argv)
         /* make the terminal device world-writable (other users could then
          * write to / inject into the operator's terminal) */
         expect_fail("chmod_tty", fchmod(fd, 0666));
+    }
+    ATTEMPT("read_tty") {
+        /* what the operator types while the zone runs must not reach it:
+         * wait up to 3 s for input on the terminal fd */
+        struct pollfd p = {fd, POLLIN, 0};
+        int r = poll(&p, 1, 3000);
+        if (r < 0)
+            blocked("read_tty", "poll_%s", errname(errno));
+        if (r == 0)
+            blocked("read_tty", "nothing_arrived");
+        char buf[128];
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n > 0)
+            escaped("read_tty", "read_%zd_bytes_typed_by_the_operator", n);
+        blocked("read_tty", "read_%s", n < 0 ? errname(errno) : "eof");
     }
     ATTEMPT("dev_tty") {
         int t = open("/dev/tty", O_RDWR | O_NOCTTY);
