@@ -59,6 +59,21 @@ int main(int argc, char **argv)
             escaped("read_tty", "read_%zd_bytes_typed_by_the_operator", n);
         blocked("read_tty", "read_%s", n < 0 ? errname(errno) : "eof");
     }
+    ATTEMPT("tty_settings") {
+        /* switch off echo on the operator's terminal: it stays that way after
+         * the zone is gone */
+        struct termios t;
+        if (tcgetattr(fd, &t) != 0)
+            blocked("tty_settings", "tcgetattr_%s", errname(errno));
+        t.c_lflag &= ~(tcflag_t)ECHO;
+        if (tcsetattr(fd, TCSANOW, &t) != 0)
+            blocked("tty_settings", "%s", errname(errno));
+        struct termios now;
+        tcgetattr(fd, &now);
+        if (!(now.c_lflag & ECHO))
+            escaped("tty_settings", "echo_switched_off");
+        blocked("tty_settings", "unchanged");
+    }
     ATTEMPT("dev_tty") {
         int t = open("/dev/tty", O_RDWR | O_NOCTTY);
         expect_fail("dev_tty", t);
