@@ -238,3 +238,36 @@ fn zone_init_memory_is_out_of_reach() {
     let o = sandbox(&[], "head -c1 /proc/1/mem 2>/dev/null || echo denied; cat /proc/1/environ 2>/dev/null || echo denied");
     assert_eq!(stdout(&o), "denied\ndenied\n");
 }
+
+#[test]
+fn zone_dies_with_its_supervisor() {
+    let marker = format!("loopexec-orphan-{}", std::process::id());
+    let mut sup = Command::new(bin())
+        .args(["sandbox", "--", "/bin/bash", "-c"])
+        .arg(format!("exec -a {marker} sleep 60"))
+        .spawn()
+        .unwrap();
+    let find = || {
+        let o = Command::new("pgrep").args(["-f", &format!("^{marker}")]).output().unwrap();
+        String::from_utf8_lossy(&o.stdout).split_whitespace().map(|p| p.parse::<i32>().unwrap()).collect::<Vec<_>>()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while find().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(!find().is_empty(), "the command never started");
+    sup.kill().unwrap();
+    sup.wait().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let left = find();
+    for pid in &left {
+        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+    }
+    assert!(left.is_empty(), "zone processes outlived the supervisor: {left:?}");
+}
+
+#[test]
+fn command_starts_with_default_signal_dispositions() {
+    let o = Command::new(bin()).args(["sandbox", "--", "/bin/grep", "-E", "^Sig(Ign|Blk):", "/proc/self/status"]).output().unwrap();
+    assert_eq!(stdout(&o), "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n");
+}

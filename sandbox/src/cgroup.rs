@@ -107,6 +107,7 @@ impl Hierarchy {
 
     /// Create the zone's cgroup with its budget.
     pub fn create(&self, budget: Budget) -> io::Result<ZoneCgroup> {
+        self.remove_stale();
         let name = format!(
             "loopexec-zone-{}-{}",
             std::process::id(),
@@ -160,6 +161,27 @@ impl Hierarchy {
                     }
                 }
                 Ok(zone)
+            }
+        }
+    }
+}
+
+impl Hierarchy {
+    /// Remove empty zone cgroups left by supervisors that were killed (their pid is gone).
+    fn remove_stale(&self) {
+        let bases: Vec<&PathBuf> = match self {
+            Hierarchy::V2 { base } => vec![base],
+            Hierarchy::V1 { bases, freezer } => bases.iter().map(|(_, b)| b).chain(freezer.iter()).collect(),
+        };
+        for base in bases {
+            let Ok(entries) = fs::read_dir(base) else { continue };
+            for e in entries.flatten() {
+                let name = e.file_name();
+                let Some(rest) = name.to_str().and_then(|n| n.strip_prefix("loopexec-zone-")) else { continue };
+                let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<i32>().ok()) else { continue };
+                if !Path::new(&format!("/proc/{pid}")).exists() {
+                    let _ = fs::remove_dir(e.path()); // only succeeds when empty
+                }
             }
         }
     }

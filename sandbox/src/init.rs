@@ -10,7 +10,7 @@
 //!   (`mounts`), sets the hostname, brings loopback up, opens the proxy listener, forks the
 //!   command, reports `Ready` once the command was executed, reaps every orphan, and reports how
 //!   the command ended. When it exits, the kernel kills every process left in the namespace.
-//! - **command**: new session, parent-death signal, rlimits, cwd, descriptors beyond stdio marked
+//! - **command**: new session, default signal dispositions, parent-death signal, rlimits, cwd, descriptors beyond stdio marked
 //!   close-on-exec, no_new_privs, Landlock, capabilities emptied, seccomp, exec.
 
 use crate::error::Layer;
@@ -177,6 +177,7 @@ fn command(plan: &Plan, listener_port: Option<u16>) -> (Option<Layer>, String) {
         };
     }
     step!(None, "setsid", nix::unistd::setsid());
+    step!(None, "signal dispositions", reset_signals());
     step!(None, "PR_SET_PDEATHSIG", nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL));
     step!(Some(Layer::Rlimits), "rlimits", set_rlimits(plan));
     step!(None, format!("chdir {}", plan.cwd.display()), nix::unistd::chdir(&plan.cwd));
@@ -233,6 +234,30 @@ fn resolve(arg0: &[u8], env: &[(Vec<u8>, Vec<u8>)]) -> Vec<CString> {
             CString::new(full.as_os_str().as_bytes().to_vec()).ok()
         })
         .collect()
+}
+
+/// The Rust runtime ignores SIGPIPE, and callers may ignore real-time signals; ignored
+/// dispositions survive execve. Restore the default for every signal 1..=64 (through the raw
+/// syscall: libc refuses the two real-time signals it reserves) and unblock them all.
+fn reset_signals() -> nix::Result<()> {
+    #[repr(C)]
+    struct KernelSigaction {
+        handler: usize,
+        flags: u64,
+        restorer: usize,
+        mask: u64,
+    }
+    let default = KernelSigaction { handler: libc::SIG_DFL, flags: 0, restorer: 0, mask: 0 };
+    for sig in 1..=64 {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            continue;
+        }
+        let rc = unsafe { libc::syscall(libc::SYS_rt_sigaction, sig, &default as *const KernelSigaction, std::ptr::null_mut::<KernelSigaction>(), 8usize) };
+        if rc != 0 {
+            return Err(nix::Error::last());
+        }
+    }
+    nix::sys::signal::sigprocmask(nix::sys::signal::SigmaskHow::SIG_SETMASK, Some(&nix::sys::signal::SigSet::empty()), None)
 }
 
 fn set_rlimits(plan: &Plan) -> nix::Result<()> {

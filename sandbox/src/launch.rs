@@ -488,8 +488,10 @@ fn clone_zone_init(stdio: [Option<OwnedFd>; 3], drop_to: Option<(u32, u32)>, ent
     let (ours, theirs) = socketpair(AddressFamily::Unix, SockType::SeqPacket, None, SockFlag::SOCK_CLOEXEC)
         .map_err(|e| SandboxError::errno("socketpair", e))?;
     let theirs = high(theirs.as_raw_fd())?;
-    let (hold_r, hold_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| SandboxError::errno("pipe", e))?;
-    let hold_r = high(hold_r.as_raw_fd())?;
+    let (hold_r, hold_w) = {
+        let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| SandboxError::errno("pipe", e))?;
+        (high(r.as_raw_fd())?, high(w.as_raw_fd())?) // the low originals close here
+    };
     let null = high(std::fs::File::open("/dev/null").map_err(|e| SandboxError::io("/dev/null", e))?.as_raw_fd())?;
     let [stdin, stdout, stderr] = stdio.map(|f| f.map(|f| high(f.as_raw_fd())).transpose());
     let (stdin, stdout, stderr) = (stdin?, stdout?, stderr?);
@@ -503,7 +505,7 @@ fn clone_zone_init(stdio: [Option<OwnedFd>; 3], drop_to: Option<(u32, u32)>, ent
     let marker = std::ffi::CString::new(format!("{ENV_MARKER}={PLAN_FD}")).map_err(|_| SandboxError::Spawn("env".into()))?;
     let argv = [arg0.as_ptr(), std::ptr::null()];
     let envp = [marker.as_ptr(), std::ptr::null()];
-    let (sock_raw, hold_raw) = (theirs.as_raw_fd(), hold_r.as_raw_fd());
+    let (sock_raw, hold_raw, hold_w_raw) = (theirs.as_raw_fd(), hold_r.as_raw_fd(), hold_w.as_raw_fd());
     let mut pidfd: RawFd = -1;
     let mut args = CloneArgs {
         flags: NAMESPACES.bits() as u64 | CLONE_PIDFD | if cgroup_dir.is_some() { CLONE_INTO_CGROUP } else { 0 },
@@ -523,9 +525,9 @@ fn clone_zone_init(stdio: [Option<OwnedFd>; 3], drop_to: Option<(u32, u32)>, ent
     if ret == 0 {
         // Async-signal-safe only from here to execve.
         let code = unsafe {
-            // First (before any dup2 reuses descriptor numbers), cgroup v1: move ourselves (one thread, "0" = the writer) into every controller of
-            // the zone cgroup; a thread moving itself skips the global threadgroup lock and its
-            // RCU grace period.
+            // First (before any dup2 reuses descriptor numbers), cgroup v1: move ourselves (one
+            // thread, "0" = the writer) into every controller of the zone cgroup; a thread moving
+            // itself skips the global threadgroup lock and its RCU grace period.
             for fd in tasks.iter().filter(|fd| **fd >= 0) {
                 if libc::write(*fd, b"0".as_ptr() as *const libc::c_void, 1) != 1 {
                     libc::_exit(119);
@@ -541,6 +543,8 @@ fn clone_zone_init(stdio: [Option<OwnedFd>; 3], drop_to: Option<(u32, u32)>, ent
             if libc::dup2(sock_raw, PLAN_FD) < 0 {
                 libc::_exit(121);
             }
+            // Our copy of the write end must go, or a dead supervisor would leave us blocked.
+            libc::close(hold_w_raw);
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
                 libc::_exit(122);
             }
@@ -569,6 +573,10 @@ fn clone_zone_init(stdio: [Option<OwnedFd>; 3], drop_to: Option<(u32, u32)>, ent
             }
             for cap in 0..64 {
                 libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_RAISE, cap, 0, 0);
+            }
+            // Again, after every credential change (a change of uid clears it).
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                libc::_exit(122);
             }
             libc::execve(exe.as_ptr(), argv.as_ptr(), envp.as_ptr());
             126

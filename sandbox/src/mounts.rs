@@ -1,8 +1,8 @@
 //! The zone's filesystem view, built in its own mount namespace. Steps, in order:
 //! private propagation, a staging tmpfs the process pivots into (the host root then lives at
-//! /oldroot), a fresh tmpfs root at /newroot, private /tmp (first, so grants below /tmp show), grants bound from /oldroot (read-only ones recursively
-//! read-only, all nosuid+nodev), protected sub-paths re-bound read-only, hidden paths covered,
-//! minimal /dev, fresh /proc (kernel-sensitive files masked), pivot into /newroot,
+//! /oldroot), a fresh tmpfs root at /newroot, grants bound from /oldroot (read-only ones
+//! recursively read-only, all nosuid+nodev; those below /tmp after the private /tmp is mounted),
+//! protected sub-paths re-bound read-only, hidden paths covered, minimal /dev, fresh /proc (kernel-sensitive files masked), pivot into /newroot,
 //! old root detached, the root tmpfs sealed read-only.
 //!
 //! Every bind goes through descriptors (`open_tree` + `mount_setattr` + `move_mount`), and every
@@ -39,8 +39,11 @@ pub fn build_root(plan: &Plan) -> io::Result<()> {
     make_propagation_private()?;
     pivot_into_staging()?;
     mount_new_root()?;
+    // Grants below /tmp go on top of the private /tmp; every other grant (even `/`) below it.
+    let (in_tmp, elsewhere): (Vec<Bind>, Vec<Bind>) = plan.binds.iter().cloned().partition(|b| b.path.starts_with("/tmp"));
+    bind_grants(&elsewhere)?;
     mount_tmp(plan.tmp_size)?;
-    bind_grants(&plan.binds)?;
+    bind_grants(&in_tmp)?;
     protect_sub_paths(&plan.protected)?;
     hide_paths(&plan.hidden)?;
     mount_dev()?;

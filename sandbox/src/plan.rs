@@ -74,10 +74,27 @@ pub fn send(sock: RawFd, bytes: &[u8], fd: Option<RawFd>) -> std::io::Result<()>
     Ok(())
 }
 
-/// Receive one message (up to 1 MiB) and at most one descriptor. `Ok(None)` on EOF.
+/// Largest message accepted (a plan carries argv and environment).
+const MAX_MESSAGE: usize = 16 << 20;
+
+/// Receive one message and at most one descriptor. `Ok(None)` on EOF.
 pub fn recv(sock: &OwnedFd, nonblocking: bool) -> std::io::Result<Option<(Vec<u8>, Option<OwnedFd>)>> {
-    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
-    let mut buf = vec![0u8; 1 << 20];
+    use nix::sys::socket::{recv as peek, recvmsg, ControlMessageOwned, MsgFlags};
+    // Size the buffer to the message (MSG_PEEK | MSG_TRUNC returns its full length).
+    let mut peek_flags = MsgFlags::MSG_PEEK | MsgFlags::MSG_TRUNC;
+    if nonblocking {
+        peek_flags |= MsgFlags::MSG_DONTWAIT;
+    }
+    let len = loop {
+        match peek(sock.as_raw_fd(), &mut [0u8; 1], peek_flags) {
+            Err(nix::Error::EINTR) => continue,
+            other => break other.map_err(std::io::Error::from)?,
+        }
+    };
+    if len > MAX_MESSAGE {
+        return Err(std::io::Error::other(format!("message of {len} bytes is too large")));
+    }
+    let mut buf = vec![0u8; len.max(1)];
     let mut space = nix::cmsg_space!([RawFd; 1]);
     let mut flags = MsgFlags::MSG_CMSG_CLOEXEC;
     if nonblocking {

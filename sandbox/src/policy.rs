@@ -247,7 +247,7 @@ impl Default for Identity {
 
 /// A refused policy: what is wrong and where.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{source_name}:{line}:{column}: {message}")]
+#[error("{}", self.render())]
 pub struct PolicyError {
     /// File name (or `<builtin:NAME>`) the policy came from.
     pub source_name: String,
@@ -256,6 +256,17 @@ pub struct PolicyError {
     /// 1-based column.
     pub column: usize,
     pub message: String,
+}
+
+impl PolicyError {
+    /// `file:line:column: message`, or `file: message` when the error has no position.
+    fn render(&self) -> String {
+        if self.line == 0 {
+            format!("{}: {}", self.source_name, self.message)
+        } else {
+            format!("{}:{}:{}: {}", self.source_name, self.line, self.column, self.message)
+        }
+    }
 }
 
 /// The policies shipped with loopexec, by name.

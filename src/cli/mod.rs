@@ -41,7 +41,8 @@ pub fn main_with_args(args: Vec<std::ffi::OsString>) -> i32 {
                 return 0;
             }
             let text = e.to_string();
-            let first = text.lines().next().unwrap_or("bad usage").trim_start_matches("error: ").to_string();
+            let body = text.split("\n\nUsage:").next().unwrap_or("bad usage");
+            let first = body.split_whitespace().collect::<Vec<_>>().join(" ").trim_start_matches("error: ").to_string();
             if !json {
                 let _ = e.print();
                 return Failure::usage(first).class.code();
