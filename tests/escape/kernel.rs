@@ -10,6 +10,7 @@ refused!(perf_event_open_is_refused: "kernel" "perf_event_open" [] => ["EPERM"])
 refused!(userfaultfd_is_refused: "kernel" "userfaultfd" [] => ["EPERM"]);
 refused!(keyctl_is_refused: "kernel" "keyctl" [] => ["EPERM"]);
 refused!(add_key_is_refused: "kernel" "add_key" [] => ["EPERM"]);
+refused!(request_key_is_refused: "kernel" "request_key" [] => ["EPERM"]);
 refused!(kexec_load_is_refused: "kernel" "kexec_load" [] => ["EPERM"]);
 refused!(kexec_file_load_is_refused: "kernel" "kexec_file_load" [] => ["EPERM"]);
 refused!(init_module_is_refused: "kernel" "init_module" [] => ["EPERM"]);

@@ -24,6 +24,18 @@ fn host_control_status_shows_privileges_outside_a_zone() {
 }
 
 #[test]
+fn host_control_device_nodes_open_for_root_outside_a_zone() {
+    // As root the host control opens at least one of them; unprivileged the host refuses them too.
+    let scene = Scene::new();
+    let run = host_control(&scene, "privilege", &["dev_nodes"]);
+    if is_root() {
+        run.assert_escaped("dev_nodes");
+    } else {
+        run.assert_blocked("dev_nodes", &["ENOENT", "EACCES", "EPERM"]);
+    }
+}
+
+#[test]
 fn setuid_root_binary_grants_nothing() {
     let scene = Scene::new();
     let dir = scene.root().join("suid");
@@ -46,6 +58,7 @@ refused!(chown_to_root_in_the_grant_is_refused: "privilege" "chown_root" [rw] =>
 refused!(chmod_of_a_device_node_is_refused: "privilege" "chmod_device" [] => ["EPERM", "EROFS", "EACCES"]);
 refused!(mknod_char_device_is_refused: "privilege" "mknod_char" [rw] => ["EPERM"]);
 refused!(mknod_block_device_is_refused: "privilege" "mknod_block" [rw] => ["EPERM"]);
+refused!(kernel_surface_and_disk_device_nodes_cannot_be_opened: "privilege" "dev_nodes" [] => ["ENOENT", "EACCES", "EPERM"]);
 refused!(dev_mem_cannot_be_opened: "privilege" "dev_mem" [] => ["ENOENT", "EACCES", "EPERM"]);
 refused!(dev_port_cannot_be_opened: "privilege" "dev_port" [] => ["ENOENT", "EACCES", "EPERM"]);
 refused!(dev_kmsg_cannot_be_read: "privilege" "dev_kmsg_read" [] => ["ENOENT", "EACCES", "EPERM"]);

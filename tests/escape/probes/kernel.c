@@ -53,6 +53,11 @@ static void do_add_key(void *a)
     expect_fail("add_key", syscall(SYS_add_key, "user", "loopexec-escape", "x", 1, KEY_SPEC_PROCESS_KEYRING));
 }
 
+static void do_request_key(void *a)
+{
+    expect_fail("request_key", syscall(SYS_request_key, "user", "loopexec-escape", NULL, 0));
+}
+
 static void do_kexec_load(void *a)
 {
     expect_fail("kexec_load", syscall(SYS_kexec_load, 0, 0, NULL, 0));
@@ -162,7 +167,7 @@ static void do_iopl(void *a)
 struct entry { const char *name; void (*fn)(void *); };
 static const struct entry ENTRIES[] = {
     {"bpf", do_bpf}, {"perf_event_open", do_perf}, {"userfaultfd", do_uffd},
-    {"keyctl", do_keyctl}, {"add_key", do_add_key}, {"kexec_load", do_kexec_load},
+    {"keyctl", do_keyctl}, {"add_key", do_add_key}, {"request_key", do_request_key}, {"kexec_load", do_kexec_load},
     {"kexec_file_load", do_kexec_file_load}, {"init_module", do_init_module},
     {"finit_module", do_finit_module}, {"delete_module", do_delete_module},
     {"personality", do_personality}, {"open_by_handle_at", do_open_by_handle_at},

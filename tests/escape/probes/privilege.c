@@ -118,6 +118,23 @@ int main(int argc, char **argv)
         snprintf(path, sizeof path, "%s/disk-node", argv[2]);
         expect_fail("mknod_block", mknod(path, S_IFBLK | 0666, makedev(8, 0)));
     }
+    ATTEMPT("dev_nodes") {
+        /* device nodes that widen the kernel surface or reach host storage:
+         * /dev/userfaultfd bypasses a userfaultfd(2) filter, /dev/kvm, tun,
+         * fuse, loop-control, raw disks.  Opened read-only, nothing else. */
+        static const char *nodes[] = {"/dev/userfaultfd", "/dev/kvm", "/dev/net/tun", "/dev/fuse",
+                                      "/dev/vhost-net", "/dev/vhost-vsock", "/dev/loop-control",
+                                      "/dev/mapper/control", "/dev/vda", "/dev/sda", "/dev/nvme0n1",
+                                      "/dev/xvda", "/dev/dri/card0"};
+        int last = ENOENT;
+        for (size_t i = 0; i < sizeof nodes / sizeof nodes[0]; i++) {
+            int fd = open(nodes[i], O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+            if (fd >= 0)
+                escaped("dev_nodes", "opened_%s", nodes[i]);
+            if (errno != ENOENT) last = errno;
+        }
+        blocked("dev_nodes", "%s", errname(last));
+    }
     ATTEMPT("dev_mem") expect_fail("dev_mem", open("/dev/mem", O_RDONLY | O_CLOEXEC));
     ATTEMPT("dev_port") expect_fail("dev_port", open("/dev/port", O_RDONLY | O_CLOEXEC));
     ATTEMPT("dev_kmsg_read") expect_fail("dev_kmsg_read", open("/dev/kmsg", O_RDONLY | O_CLOEXEC));
