@@ -271,3 +271,23 @@ fn command_starts_with_default_signal_dispositions() {
     let o = Command::new(bin()).args(["sandbox", "--", "/bin/grep", "-E", "^Sig(Ign|Blk):", "/proc/self/status"]).output().unwrap();
     assert_eq!(stdout(&o), "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n");
 }
+
+#[test]
+fn files_the_zone_creates_belong_to_the_workspace_owner() {
+    // As root the workspace stays root-owned: the zone (uid 60200) writes it through an idmapped
+    // mount, and what it creates is stored as root's. Unprivileged: plain bind, the caller's uid.
+    use std::os::unix::fs::MetadataExt;
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("existing"), "a\n").unwrap();
+    std::fs::create_dir(ws.path().join(".git")).unwrap();
+    std::fs::write(ws.path().join(".git/config"), "[core]\n").unwrap();
+    let p = ws.path().display().to_string();
+    let o = sandbox(&["--rw", &p], &format!("cd {p} && echo b >> existing && echo c > created && mkdir dir; echo x >> .git/config; true"));
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let owner = std::fs::metadata(ws.path()).unwrap().uid();
+    assert_eq!(std::fs::read_to_string(ws.path().join("existing")).unwrap(), "a\nb\n");
+    for name in ["created", "dir"] {
+        assert_eq!(std::fs::metadata(ws.path().join(name)).unwrap().uid(), owner, "{name}");
+    }
+    assert_eq!(std::fs::read_to_string(ws.path().join(".git/config")).unwrap(), "[core]\n");
+}

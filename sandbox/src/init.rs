@@ -47,9 +47,9 @@ pub fn run_if_zone_init() {
         return;
     }
     let sock = unsafe { OwnedFd::from_raw_fd(PLAN_FD) };
-    let code = match read_plan(&sock).and_then(|plan| {
-        close_stray_descriptors()?;
-        zone_init(&sock, &plan)
+    let code = match read_plan(&sock).and_then(|(plan, trees)| {
+        close_stray_descriptors(&trees)?;
+        zone_init(&sock, &plan, trees)
     }) {
         Ok(code) => code,
         Err((layer, errno, message)) => {
@@ -68,25 +68,37 @@ fn fail(layer: Option<Layer>, what: &str, e: std::io::Error) -> StepError {
 
 fn report(sock: &OwnedFd, msg: &Msg) {
     if let Ok(bytes) = serde_json::to_vec(msg) {
-        let _ = plan::send(sock.as_raw_fd(), &bytes, None);
+        let _ = plan::send(sock.as_raw_fd(), &bytes, &[]);
     }
 }
 
-fn read_plan(sock: &OwnedFd) -> Result<Plan, StepError> {
-    let (bytes, _) = plan::recv(sock, false)
+/// The plan, and the detached mount trees sent with it.
+fn read_plan(sock: &OwnedFd) -> Result<(Plan, Vec<OwnedFd>), StepError> {
+    let (bytes, trees) = plan::recv(sock, false)
         .map_err(|e| fail(None, "read plan", e))?
         .ok_or((None, None, "supervisor closed the plan socket".to_string()))?;
-    serde_json::from_slice(&bytes).map_err(|e| (None, None, format!("malformed plan: {e}")))
+    let plan = serde_json::from_slice(&bytes).map_err(|e| (None, None, format!("malformed plan: {e}")))?;
+    Ok((plan, trees))
 }
 
-fn close_stray_descriptors() -> Result<(), StepError> {
-    sys::close_range_from(PLAN_FD as u32 + 1, false).map_err(|e| fail(None, "close_range", e))
+/// Close every descriptor above the plan socket except the mount trees we were sent.
+fn close_stray_descriptors(keep: &[OwnedFd]) -> Result<(), StepError> {
+    let mut keep: Vec<u32> = keep.iter().map(|f| f.as_raw_fd() as u32).collect();
+    keep.sort_unstable();
+    let mut first = PLAN_FD as u32 + 1;
+    for k in keep {
+        if k > first {
+            sys::close_range(first, k - 1).map_err(|e| fail(None, "close_range", e))?;
+        }
+        first = first.max(k + 1);
+    }
+    sys::close_range_from(first, false).map_err(|e| fail(None, "close_range", e))
 }
 
 /// The doctor's probe only: the namespaces a zone gets, created by unshare from a fresh process.
 fn enter_namespaces() -> Result<(), StepError> {
     nix::sched::unshare(CloneFlags::CLONE_NEWUSER).map_err(|e| fail(Some(Layer::UserNamespace), "unshare(CLONE_NEWUSER)", e.into()))?;
-    nix::sched::unshare(crate::launch::NAMESPACES.difference(CloneFlags::CLONE_NEWUSER))
+    nix::sched::unshare(crate::spawn::NAMESPACES.difference(CloneFlags::CLONE_NEWUSER))
         .map_err(|e| fail(Some(Layer::MountNamespace), "unshare(mount, pid, net, ipc, uts, cgroup)", e.into()))
 }
 
@@ -100,12 +112,12 @@ fn write_id_maps(uid: u32, gid: u32) -> Result<(), StepError> {
     w("/proc/self/gid_map", format!("{gid} {gid} 1"))
 }
 
-fn zone_init(sock: &OwnedFd, plan: &Plan) -> Result<i32, StepError> {
+fn zone_init(sock: &OwnedFd, plan: &Plan, trees: Vec<OwnedFd>) -> Result<i32, StepError> {
     // pid 1 keeps its namespace capabilities: nothing in the zone may open its /proc/1/mem.
     if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
         return Err(fail(None, "PR_SET_DUMPABLE", std::io::Error::last_os_error()));
     }
-    mounts::build_root(plan).map_err(|e| fail(Some(Layer::MountNamespace), "filesystem view", e))?;
+    mounts::build_root(plan, trees).map_err(|e| fail(Some(Layer::MountNamespace), "filesystem view", e))?;
     nix::unistd::sethostname(&plan.hostname).map_err(|e| fail(Some(Layer::IpcUtsNamespaces), "sethostname", e.into()))?;
     netns::bring_up_loopback().map_err(|e| fail(Some(Layer::NetNamespace), "loopback up", e))?;
     let listener = match plan.listener_port {
@@ -143,7 +155,8 @@ fn zone_init(sock: &OwnedFd, plan: &Plan) -> Result<i32, StepError> {
         return Err((layer, None, message));
     }
     let ready = serde_json::to_vec(&Msg::Ready { listener_port: port }).unwrap_or_default();
-    plan::send(sock.as_raw_fd(), &ready, listener.as_ref().map(|l| l.as_raw_fd()))
+    let fds: Vec<RawFd> = listener.iter().map(|l| l.as_raw_fd()).collect();
+    plan::send(sock.as_raw_fd(), &ready, &fds)
         .map_err(|e| fail(None, "report ready", e))?;
     drop(listener);
     Ok(reap_until(sock, child))

@@ -15,8 +15,10 @@
 //!    takes (and its RCU grace period, milliseconds on a busy host).
 //! 5. `map_ids_and_release`: uid_map/gid_map (the zone uid to itself), setgroups denied. While
 //!    the init executes, the plan is resolved:
-//! 6. `resolve_grants`: grants canonicalised; writable ones must exist (and, for root callers,
-//!    be writable by the zone uid: refused with the chown fix otherwise).
+//! 6. `resolve_grants`, `idmapped_trees`: grants canonicalised; writable ones must exist. For
+//!    root callers, a writable grant the zone uid cannot write becomes an idmapped mount tree
+//!    (its on-disk owner seen as the zone uid), sent with the plan; refused with the chown fix
+//!    when the filesystem cannot idmap.
 //! 7. `hold_protected`: protected sub-paths of writable roots are found without following
 //!    symlinks; a missing one gets an empty placeholder directory (removed at teardown) so it
 //!    can be held read-only; a symlinked one refuses.
@@ -39,8 +41,8 @@
 //! placeholders are removed.
 
 use crate::cgroup::{self, Budget, CgroupEntry, ZoneCgroup};
+use crate::spawn::{clone_zone_init, idmap_userns, map_ids_and_release};
 use crate::error::{Layer, SandboxError};
-use crate::init::{ENV_MARKER, PLAN_FD};
 use crate::plan::{self, Bind, LandlockPlan, Limits, Msg, Plan};
 use crate::policy::{check_absolute, NetworkMode, Policy};
 use crate::preflight::{self, Missing};
@@ -52,7 +54,6 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use nix::sched::CloneFlags;
 use std::time::Duration;
 
 /// What to run and how (see the crate's API brief).
@@ -197,7 +198,9 @@ pub fn launch(mut spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
     };
     map_ids_and_release(&cloned, zone_uid, zone_gid, root)?;
     drop(cloned);
-    let (ro, rw) = resolve_grants(&spec, root.then_some((zone_uid, zone_gid)))?;
+    let (ro, grants) = resolve_grants(&spec, root.then_some((zone_uid, zone_gid)))?;
+    let rw: Vec<PathBuf> = grants.iter().map(|g| g.path.clone()).collect();
+    let trees = idmapped_trees(&grants, zone_uid, zone_gid)?;
     let mut held = Held { placeholders: Vec::new() };
     let protected = hold_protected(&rw, &spec.policy.filesystem.protected, &mut held)?;
     zone.report.placeholders = held.placeholders.clone();
@@ -212,8 +215,12 @@ pub fn launch(mut spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
     let plan = Plan {
         binds: ro
             .iter()
-            .map(|p| Bind { path: p.clone(), writable: false })
-            .chain(rw.iter().map(|p| Bind { path: p.clone(), writable: true }))
+            .map(|p| Bind { path: p.clone(), writable: false, tree: None })
+            .chain(grants.iter().map(|g| Bind {
+                path: g.path.clone(),
+                writable: true,
+                tree: trees.iter().position(|(p, _)| *p == g.path),
+            }))
             .collect(),
         protected,
         hidden: spec.policy.filesystem.hidden.clone(),
@@ -228,7 +235,9 @@ pub fn launch(mut spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
         env: build_env(&spec),
     };
     let bytes = serde_json::to_vec(&plan).map_err(|e| SandboxError::Spawn(format!("encode plan: {e}")))?;
-    plan::send(zone.sock.as_raw_fd(), &bytes, None).map_err(|e| SandboxError::io("send plan", e))?;
+    let tree_fds: Vec<RawFd> = trees.iter().map(|(_, t)| t.as_raw_fd()).collect();
+    plan::send(zone.sock.as_raw_fd(), &bytes, &tree_fds).map_err(|e| SandboxError::io("send plan", e))?;
+    drop(trees);
     await_ready(&mut zone)?;
     Ok(zone)
 }
@@ -254,14 +263,10 @@ fn check_spec(spec: &ZoneSpec) -> Result<(), SandboxError> {
 
 /// Refuse missing layers the policy needs; return those skipped with its permission.
 fn check_host(policy: &Policy, host: &preflight::HostReport) -> Result<Vec<Missing>, SandboxError> {
-    if let Some(m) = policy_blockers(policy, host).into_iter().next() {
+    if let Some(m) = host.can_satisfy(policy).into_iter().next() {
         return Err(SandboxError::Unsatisfiable { layer: m.layer, cause: m.cause, fix: m.fix });
     }
     Ok(host.missing(policy).into_iter().filter(|m| policy.may_skip(m.layer.as_str())).collect())
-}
-
-fn policy_blockers(policy: &Policy, host: &preflight::HostReport) -> Vec<Missing> {
-    host.can_satisfy(policy)
 }
 
 fn layer_table(host: &preflight::HostReport, skipped: &[Missing], mode: NetworkMode) -> Vec<LayerStatus> {
@@ -282,8 +287,16 @@ fn layer_table(host: &preflight::HostReport, skipped: &[Missing], mode: NetworkM
     ]
 }
 
+/// A writable grant, and (root callers) the on-disk owner to map onto the zone uid when the
+/// zone uid could not write it otherwise.
+#[derive(Debug, Clone)]
+struct RwGrant {
+    path: PathBuf,
+    idmap_owner: Option<(u32, u32)>,
+}
+
 /// Read-only grants (absent ones kept: the zone skips them) and canonical writable grants.
-fn resolve_grants(spec: &ZoneSpec, zone_ids: Option<(u32, u32)>) -> Result<(Vec<PathBuf>, Vec<PathBuf>), SandboxError> {
+fn resolve_grants(spec: &ZoneSpec, zone_ids: Option<(u32, u32)>) -> Result<(Vec<PathBuf>, Vec<RwGrant>), SandboxError> {
     let mut ro: Vec<PathBuf> = spec.policy.filesystem.read_only.clone();
     for p in &spec.extra_ro {
         let c = std::fs::canonicalize(p).map_err(|e| SandboxError::Spec(format!("read-only grant {}: {e}", p.display())))?;
@@ -295,21 +308,44 @@ fn resolve_grants(spec: &ZoneSpec, zone_ids: Option<(u32, u32)>) -> Result<(Vec<
         if c == Path::new("/") {
             return Err(SandboxError::Spec("the host root cannot be granted writable".into()));
         }
+        let mut idmap_owner = None;
         if let Some((uid, gid)) = zone_ids {
             let m = std::fs::metadata(&c).map_err(|e| SandboxError::io(c.display().to_string(), e))?;
             let mode = m.mode();
-            let ok = (m.uid() == uid && mode & 0o200 != 0) || (m.gid() == gid && mode & 0o020 != 0) || mode & 0o002 != 0;
-            if !ok {
-                return Err(SandboxError::Spec(format!(
-                    "writable grant {} is not writable by the zone uid {uid} (loopexec runs as root, the zone does not): `chown -R {uid}:{gid} {}`, or run loopexec unprivileged",
-                    c.display(),
-                    c.display()
-                )));
+            let writable = (m.uid() == uid && mode & 0o200 != 0) || (m.gid() == gid && mode & 0o020 != 0) || mode & 0o002 != 0;
+            if !writable {
+                idmap_owner = Some((m.uid(), m.gid()));
             }
         }
-        rw.push(c);
+        rw.push(RwGrant { path: c, idmap_owner });
     }
     Ok((ro, rw))
+}
+
+/// Root callers: for each writable grant the zone uid cannot write, a detached copy of its mounts
+/// whose on-disk owner is seen as the zone uid (an idmapped mount): the zone writes the
+/// operator's files, and what it creates is stored as owned by the grant's owner. Other on-disk
+/// owners stay unmapped (read-only to the zone, shown as the overflow uid).
+fn idmapped_trees(grants: &[RwGrant], zone_uid: u32, zone_gid: u32) -> Result<Vec<(PathBuf, OwnedFd)>, SandboxError> {
+    let mut out = Vec::new();
+    for g in grants {
+        let Some((owner_uid, owner_gid)) = g.idmap_owner else { continue };
+        let refuse = |cause: String| {
+            SandboxError::Spec(format!(
+                "writable grant {} is not writable by the zone uid {zone_uid} and cannot be idmapped ({cause}): `chown -R {zone_uid}:{zone_gid} {}`, or run loopexec unprivileged",
+                g.path.display(),
+                g.path.display()
+            ))
+        };
+        let userns = idmap_userns(owner_uid, zone_uid, owner_gid, zone_gid).map_err(|e| refuse(format!("user namespace: {e}")))?;
+        let tree = sys::clone_tree_at(&g.path).map_err(|e| refuse(format!("open_tree: {e}")))?;
+        sys::idmap_tree(&tree, &userns, sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV).map_err(|e| refuse(format!("mount_setattr: {e}")))?;
+        out.push((g.path.clone(), tree));
+    }
+    if out.len() > plan::MAX_FDS {
+        return Err(SandboxError::Spec(format!("at most {} writable grants need idmapping", plan::MAX_FDS)));
+    }
+    Ok(out)
 }
 
 /// Placeholders created for missing protected paths; removed (if still empty) when dropped.
@@ -408,225 +444,9 @@ fn create_cgroup(policy: &Policy) -> Result<ZoneCgroup, SandboxError> {
         .map_err(|e| unsat(format!("creating the zone cgroup: {e}")))
 }
 
-/// The namespaces of a zone.
-pub const NAMESPACES: CloneFlags = CloneFlags::CLONE_NEWUSER
-    .union(CloneFlags::CLONE_NEWNS)
-    .union(CloneFlags::CLONE_NEWPID)
-    .union(CloneFlags::CLONE_NEWNET)
-    .union(CloneFlags::CLONE_NEWIPC)
-    .union(CloneFlags::CLONE_NEWUTS)
-    .union(CloneFlags::CLONE_NEWCGROUP);
-
-/// The zone's pid 1, started but held before its exec until its id maps are written.
-struct Cloned {
-    pid: i32,
-    pidfd: OwnedFd,
-    sock: OwnedFd,
-    release: OwnedFd,
-}
-
-#[repr(C)]
-struct CloneArgs {
-    flags: u64,
-    pidfd: u64,
-    child_tid: u64,
-    parent_tid: u64,
-    exit_signal: u64,
-    stack: u64,
-    stack_size: u64,
-    tls: u64,
-    set_tid: u64,
-    set_tid_size: u64,
-    cgroup: u64,
-}
-const CLONE_PIDFD: u64 = 0x1000;
-const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
-
-#[repr(C)]
-struct CapHeader {
-    version: u32,
-    pid: i32,
-}
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct CapData {
-    effective: u32,
-    permitted: u32,
-    inheritable: u32,
-}
-
-/// clone3(2) the zone init straight into new user, mount, pid, net, ipc, uts and cgroup
-/// namespaces (and, on cgroup v2, straight into the zone cgroup). Between clone and exec the child only makes async-signal-safe system calls: it
-/// takes its stdio and the plan socket, arms the parent-death signal, waits until the supervisor
-/// has written its id maps, (root callers) becomes the zone uid/gid, raises its namespace
-/// capabilities into the ambient set so they survive the exec of a non-root uid, and execs
-/// /proc/self/exe.
-fn clone_zone_init(stdio: [Option<OwnedFd>; 3], drop_to: Option<(u32, u32)>, entry: &CgroupEntry) -> Result<Cloned, SandboxError> {
-    let (cgroup_dir, task_files): (Option<&OwnedFd>, &[OwnedFd]) = match entry {
-        CgroupEntry::V2Dir(d) => (Some(d), &[]),
-        CgroupEntry::V1Tasks(t) => (None, t.as_slice()),
-        CgroupEntry::None => (None, &[]),
-    };
-    // Every descriptor the child reads from is first copied above the numbers it dup2()s onto
-    // (0-3), so that no dup2 in the child can overwrite a source it still needs.
-    let high = |fd: RawFd| -> Result<OwnedFd, SandboxError> {
-        let r = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 10) };
-        if r < 0 {
-            return Err(SandboxError::io("fcntl(F_DUPFD_CLOEXEC)", std::io::Error::last_os_error()));
-        }
-        Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(r) })
-    };
-    let task_files: Vec<OwnedFd> = task_files.iter().map(|f| high(f.as_raw_fd())).collect::<Result<_, _>>()?;
-    let mut tasks: [RawFd; 8] = [-1; 8];
-    if task_files.len() > tasks.len() {
-        return Err(SandboxError::Spawn("too many cgroup controllers".into()));
-    }
-    for (slot, f) in tasks.iter_mut().zip(&task_files) {
-        *slot = f.as_raw_fd();
-    }
-    use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
-    let (ours, theirs) = socketpair(AddressFamily::Unix, SockType::SeqPacket, None, SockFlag::SOCK_CLOEXEC)
-        .map_err(|e| SandboxError::errno("socketpair", e))?;
-    let theirs = high(theirs.as_raw_fd())?;
-    let (hold_r, hold_w) = {
-        let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| SandboxError::errno("pipe", e))?;
-        (high(r.as_raw_fd())?, high(w.as_raw_fd())?) // the low originals close here
-    };
-    let null = high(std::fs::File::open("/dev/null").map_err(|e| SandboxError::io("/dev/null", e))?.as_raw_fd())?;
-    let [stdin, stdout, stderr] = stdio.map(|f| f.map(|f| high(f.as_raw_fd())).transpose());
-    let (stdin, stdout, stderr) = (stdin?, stdout?, stderr?);
-    let fds: [Option<RawFd>; 3] = [
-        Some(stdin.as_ref().map(|f| f.as_raw_fd()).unwrap_or(null.as_raw_fd())),
-        stdout.as_ref().map(|f| f.as_raw_fd()),
-        stderr.as_ref().map(|f| f.as_raw_fd()),
-    ];
-    let exe = std::ffi::CString::new("/proc/self/exe").map_err(|_| SandboxError::Spawn("path".into()))?;
-    let arg0 = std::ffi::CString::new("loopexec-zone-init").map_err(|_| SandboxError::Spawn("arg".into()))?;
-    let marker = std::ffi::CString::new(format!("{ENV_MARKER}={PLAN_FD}")).map_err(|_| SandboxError::Spawn("env".into()))?;
-    let argv = [arg0.as_ptr(), std::ptr::null()];
-    let envp = [marker.as_ptr(), std::ptr::null()];
-    let (sock_raw, hold_raw, hold_w_raw) = (theirs.as_raw_fd(), hold_r.as_raw_fd(), hold_w.as_raw_fd());
-    let mut pidfd: RawFd = -1;
-    let mut args = CloneArgs {
-        flags: NAMESPACES.bits() as u64 | CLONE_PIDFD | if cgroup_dir.is_some() { CLONE_INTO_CGROUP } else { 0 },
-        pidfd: &mut pidfd as *mut RawFd as u64,
-        child_tid: 0,
-        parent_tid: 0,
-        exit_signal: libc::SIGCHLD as u64,
-        stack: 0,
-        stack_size: 0,
-        tls: 0,
-        set_tid: 0,
-        set_tid_size: 0,
-        cgroup: cgroup_dir.map(|d| d.as_raw_fd() as u64).unwrap_or(0),
-    };
-    // Like fork: the child continues here on a copy of our memory (no CLONE_VM).
-    let ret = unsafe { libc::syscall(libc::SYS_clone3, &mut args as *mut CloneArgs, std::mem::size_of::<CloneArgs>()) };
-    if ret == 0 {
-        // Async-signal-safe only from here to execve.
-        let code = unsafe {
-            // First (before any dup2 reuses descriptor numbers), cgroup v1: move ourselves (one
-            // thread, "0" = the writer) into every controller of the zone cgroup; a thread moving
-            // itself skips the global threadgroup lock and its RCU grace period.
-            for fd in tasks.iter().filter(|fd| **fd >= 0) {
-                if libc::write(*fd, b"0".as_ptr() as *const libc::c_void, 1) != 1 {
-                    libc::_exit(119);
-                }
-            }
-            for (target, fd) in fds.iter().enumerate() {
-                if let Some(fd) = *fd {
-                    if libc::dup2(fd, target as i32) < 0 {
-                        libc::_exit(120);
-                    }
-                }
-            }
-            if libc::dup2(sock_raw, PLAN_FD) < 0 {
-                libc::_exit(121);
-            }
-            // Our copy of the write end must go, or a dead supervisor would leave us blocked.
-            libc::close(hold_w_raw);
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-                libc::_exit(122);
-            }
-            let mut byte = 0u8;
-            if libc::read(hold_raw, &mut byte as *mut u8 as *mut libc::c_void, 1) != 1 {
-                libc::_exit(123); // the supervisor died or gave up before mapping our ids
-            }
-            if let Some((uid, gid)) = drop_to {
-                if libc::setgroups(0, std::ptr::null()) != 0
-                    || libc::setresgid(gid, gid, gid) != 0
-                    || libc::setresuid(uid, uid, uid) != 0
-                {
-                    libc::_exit(124);
-                }
-            }
-            let mut head = CapHeader { version: 0x2008_0522, pid: 0 };
-            let mut data = [CapData { effective: 0, permitted: 0, inheritable: 0 }; 2];
-            if libc::syscall(libc::SYS_capget, &mut head as *mut CapHeader, data.as_mut_ptr()) != 0 {
-                libc::_exit(125);
-            }
-            for d in data.iter_mut() {
-                d.inheritable = d.permitted;
-            }
-            if libc::syscall(libc::SYS_capset, &mut head as *mut CapHeader, data.as_ptr()) != 0 {
-                libc::_exit(125);
-            }
-            for cap in 0..64 {
-                libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_RAISE, cap, 0, 0);
-            }
-            // Again, after every credential change (a change of uid clears it).
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-                libc::_exit(122);
-            }
-            libc::execve(exe.as_ptr(), argv.as_ptr(), envp.as_ptr());
-            126
-        };
-        unsafe { libc::_exit(code) }
-    }
-    if ret < 0 {
-        let e = nix::Error::last();
-        let (cause, fix) = userns_denied(e);
-        return Err(SandboxError::Unsatisfiable { layer: Layer::UserNamespace, cause, fix });
-    }
-    drop((theirs, hold_r, stdin, stdout, stderr, null));
-    Ok(Cloned {
-        pid: ret as i32,
-        pidfd: unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(pidfd) },
-        sock: ours,
-        release: hold_w,
-    })
-}
-
-fn userns_denied(e: nix::Error) -> (String, String) {
-    let cause = format!("clone(CLONE_NEWUSER | other namespaces): {e}");
-    if preflight::probe().apparmor_restrict_unprivileged_userns == Some(true) {
-        let m = preflight::apparmor_missing();
-        (format!("{cause}; {}", m.cause), m.fix)
-    } else {
-        (cause, "allow user namespaces (user.max_user_namespaces > 0; no LSM or container seccomp policy blocking clone(CLONE_NEWUSER)); `loopexec doctor` checks this host".into())
-    }
-}
-
-/// Map the zone uid/gid to the same numbers inside its user namespace, then let it exec.
-fn map_ids_and_release(cloned: &Cloned, uid: u32, gid: u32, root: bool) -> Result<(), SandboxError> {
-    let w = |file: &str, text: String| {
-        std::fs::write(format!("/proc/{}/{file}", cloned.pid), text).map_err(|e| {
-            let (cause, fix) = userns_denied(nix::Error::from_raw(e.raw_os_error().unwrap_or(libc::EPERM)));
-            SandboxError::Unsatisfiable { layer: Layer::UserNamespace, cause: format!("writing {file}: {cause}"), fix }
-        })
-    };
-    if !root {
-        w("setgroups", "deny".into())?;
-    }
-    w("uid_map", format!("{uid} {uid} 1"))?;
-    w("gid_map", format!("{gid} {gid} 1"))?;
-    nix::unistd::write(&cloned.release, &[1u8]).map_err(|e| SandboxError::errno("release the zone init", e))?;
-    Ok(())
-}
-
 fn await_ready(zone: &mut RunningZone) -> Result<(), SandboxError> {
     let got = plan::recv(&zone.sock, false).map_err(|e| SandboxError::io("waiting for the zone", e))?;
-    let Some((bytes, fd)) = got else {
+    let Some((bytes, fds)) = got else {
         let status = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(zone.pid), None);
         zone.exit = Some(ZoneExit::Exited(127));
         let _ = zone.teardown();
@@ -647,7 +467,7 @@ fn await_ready(zone: &mut RunningZone) -> Result<(), SandboxError> {
     };
     match serde_json::from_slice::<Msg>(&bytes) {
         Ok(Msg::Ready { listener_port }) => {
-            zone.listener = fd.map(TcpListener::from);
+            zone.listener = fds.into_iter().next().map(TcpListener::from);
             zone.report.listener_port = listener_port;
             Ok(())
         }

@@ -20,9 +20,11 @@ mod mounts;
 mod netns;
 mod plan;
 mod privileges;
+mod spawn;
 mod sys;
 
 pub use error::{Layer, SandboxError};
+pub use spawn::NAMESPACES;
 pub use launch::{launch, AppliedReport, LayerStatus, RunningZone, ZoneExit, ZoneSpec};
 pub use policy::{Policy, PolicyError};
 pub use preflight::{HostReport, Missing};

@@ -35,15 +35,16 @@ fn rel(p: &Path) -> String {
 }
 
 /// Build the whole view; on return the process's root is the zone root.
-pub fn build_root(plan: &Plan) -> io::Result<()> {
+pub fn build_root(plan: &Plan, trees: Vec<OwnedFd>) -> io::Result<()> {
+    let mut trees: Vec<Option<OwnedFd>> = trees.into_iter().map(Some).collect();
     make_propagation_private()?;
     pivot_into_staging()?;
     mount_new_root()?;
     // Grants below /tmp go on top of the private /tmp; every other grant (even `/`) below it.
     let (in_tmp, elsewhere): (Vec<Bind>, Vec<Bind>) = plan.binds.iter().cloned().partition(|b| b.path.starts_with("/tmp"));
-    bind_grants(&elsewhere)?;
+    bind_grants(&elsewhere, &mut trees)?;
     mount_tmp(plan.tmp_size)?;
-    bind_grants(&in_tmp)?;
+    bind_grants(&in_tmp, &mut trees)?;
     protect_sub_paths(&plan.protected)?;
     hide_paths(&plan.hidden)?;
     mount_dev()?;
@@ -100,12 +101,20 @@ fn bind_fd(src_fd: &OwnedFd, target_fd: &OwnedFd, attrs: u64, recursive: bool) -
     sys::move_mount_onto(&tree, target_fd.as_raw_fd())
 }
 
-fn bind_grants(binds: &[Bind]) -> io::Result<()> {
+fn bind_grants(binds: &[Bind], trees: &mut [Option<OwnedFd>]) -> io::Result<()> {
     let mut ordered: Vec<&Bind> = binds.iter().collect();
     ordered.sort_by_key(|b| b.path.components().count());
     for b in ordered {
         let src = Path::new("/oldroot").join(rel(&b.path));
         let dst = Path::new("/newroot").join(rel(&b.path));
+        if let Some(i) = b.tree {
+            // An idmapped tree prepared by the supervisor: attach it as it is.
+            let tree = trees.get_mut(i).and_then(Option::take).ok_or_else(|| io::Error::other(format!("missing mount tree for {}", b.path.display())))?;
+            let st = nixctx("fstat tree", nix::sys::stat::fstat(tree.as_raw_fd()))?;
+            make_mountpoint(&dst, st.st_mode & libc::S_IFMT == libc::S_IFDIR)?;
+            ctx(format!("attach {}", b.path.display()), sys::move_mount_onto(&tree, open_path(&dst)?.as_raw_fd()))?;
+            continue;
+        }
         let meta = match std::fs::symlink_metadata(&src) {
             Ok(m) => m,
             Err(e) if e.kind() == io::ErrorKind::NotFound && !b.writable => continue,

@@ -12,6 +12,9 @@ use std::path::PathBuf;
 pub struct Bind {
     pub path: PathBuf,
     pub writable: bool,
+    /// Index of a detached, idmapped mount tree sent with the plan (root callers' writable
+    /// grants not owned by the zone uid); None: bind `path` from the old root.
+    pub tree: Option<usize>,
 }
 
 /// Landlock rules over zone paths.
@@ -63,12 +66,17 @@ pub enum Msg {
     Signaled { signal: i32 },
 }
 
-/// Send one message, optionally with one descriptor.
-pub fn send(sock: RawFd, bytes: &[u8], fd: Option<RawFd>) -> std::io::Result<()> {
+/// Most descriptors sent with one message.
+pub const MAX_FDS: usize = 16;
+
+/// Send one message, with descriptors (at most `MAX_FDS`).
+pub fn send(sock: RawFd, bytes: &[u8], fds: &[RawFd]) -> std::io::Result<()> {
     use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
+    if fds.len() > MAX_FDS {
+        return Err(std::io::Error::other("too many descriptors for one message"));
+    }
     let iov = [std::io::IoSlice::new(bytes)];
-    let fds: Vec<RawFd> = fd.into_iter().collect();
-    let cmsg = [ControlMessage::ScmRights(&fds)];
+    let cmsg = [ControlMessage::ScmRights(fds)];
     let cmsgs: &[ControlMessage] = if fds.is_empty() { &[] } else { &cmsg };
     sendmsg::<()>(sock, &iov, cmsgs, MsgFlags::MSG_NOSIGNAL, None).map_err(std::io::Error::from)?;
     Ok(())
@@ -77,8 +85,8 @@ pub fn send(sock: RawFd, bytes: &[u8], fd: Option<RawFd>) -> std::io::Result<()>
 /// Largest message accepted (a plan carries argv and environment).
 const MAX_MESSAGE: usize = 16 << 20;
 
-/// Receive one message and at most one descriptor. `Ok(None)` on EOF.
-pub fn recv(sock: &OwnedFd, nonblocking: bool) -> std::io::Result<Option<(Vec<u8>, Option<OwnedFd>)>> {
+/// Receive one message and the descriptors sent with it. `Ok(None)` on EOF.
+pub fn recv(sock: &OwnedFd, nonblocking: bool) -> std::io::Result<Option<(Vec<u8>, Vec<OwnedFd>)>> {
     use nix::sys::socket::{recv as peek, recvmsg, ControlMessageOwned, MsgFlags};
     // Size the buffer to the message (MSG_PEEK | MSG_TRUNC returns its full length).
     let mut peek_flags = MsgFlags::MSG_PEEK | MsgFlags::MSG_TRUNC;
@@ -95,7 +103,7 @@ pub fn recv(sock: &OwnedFd, nonblocking: bool) -> std::io::Result<Option<(Vec<u8
         return Err(std::io::Error::other(format!("message of {len} bytes is too large")));
     }
     let mut buf = vec![0u8; len.max(1)];
-    let mut space = nix::cmsg_space!([RawFd; 1]);
+    let mut space = nix::cmsg_space!([RawFd; MAX_FDS]);
     let mut flags = MsgFlags::MSG_CMSG_CLOEXEC;
     if nonblocking {
         flags |= MsgFlags::MSG_DONTWAIT;
@@ -104,20 +112,15 @@ pub fn recv(sock: &OwnedFd, nonblocking: bool) -> std::io::Result<Option<(Vec<u8
         let mut iov = [std::io::IoSliceMut::new(&mut buf)];
         let msg = recvmsg::<()>(sock.as_raw_fd(), &mut iov, Some(&mut space), flags)
             .map_err(std::io::Error::from)?;
-        let mut fd = None;
+        let mut fds = Vec::new();
         if let Ok(cmsgs) = msg.cmsgs() {
             for c in cmsgs {
-                if let ControlMessageOwned::ScmRights(fds) = c {
-                    for raw in fds {
-                        let owned = unsafe { OwnedFd::from_raw_fd(raw) };
-                        if fd.is_none() {
-                            fd = Some(owned);
-                        }
-                    }
+                if let ControlMessageOwned::ScmRights(raw) = c {
+                    fds.extend(raw.into_iter().map(|r| unsafe { OwnedFd::from_raw_fd(r) }));
                 }
             }
         }
-        (msg.bytes, fd)
+        (msg.bytes, fds)
     };
     if n == 0 {
         return Ok(None);

@@ -94,6 +94,35 @@ pub fn move_mount_onto(from: &OwnedFd, to: RawFd) -> io::Result<()> {
     check(rc).map(|_| ())
 }
 
+/// close_range(first, last, 0).
+pub fn close_range(first: u32, last: u32) -> io::Result<()> {
+    let rc = unsafe { libc::syscall(libc::SYS_close_range, first, last, 0u32) };
+    check(rc).map(|_| ())
+}
+
+/// open_tree(AT_FDCWD, path, OPEN_TREE_CLONE | AT_RECURSIVE): a detached copy of the mounts at a
+/// host path (the path is operator-given and canonical).
+pub fn clone_tree_at(path: &std::path::Path) -> io::Result<OwnedFd> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let flags = OPEN_TREE_CLONE | libc::O_CLOEXEC as u32 | AT_RECURSIVE;
+    let rc = unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, c.as_ptr(), flags) };
+    Ok(unsafe { OwnedFd::from_raw_fd(check(rc)? as RawFd) })
+}
+
+/// mount_setattr(tree, MOUNT_ATTR_IDMAP | set, userns) recursively: ids on disk are seen through
+/// the user namespace's mapping.
+pub fn idmap_tree(tree: &OwnedFd, userns: &OwnedFd, set: u64) -> io::Result<()> {
+    const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
+    let empty = cpath("")?;
+    let attr = MountAttr { attr_set: set | MOUNT_ATTR_IDMAP, attr_clr: 0, propagation: 0, userns_fd: userns.as_raw_fd() as u64 };
+    let flags = libc::AT_EMPTY_PATH as u32 | AT_RECURSIVE;
+    let rc = unsafe {
+        libc::syscall(libc::SYS_mount_setattr, tree.as_raw_fd(), empty.as_ptr(), flags, &attr as *const MountAttr, std::mem::size_of::<MountAttr>())
+    };
+    check(rc).map(|_| ())
+}
+
 /// close_range(first, ~0, flags).
 pub fn close_range_from(first: u32, cloexec_only: bool) -> io::Result<()> {
     const CLOSE_RANGE_CLOEXEC: u32 = 1 << 2;
