@@ -438,6 +438,7 @@ pub struct Zone<'a> {
     /// Called with loopexec's pid once it runs (e.g. to kill it mid-flight).
     during: Option<During<'a>>,
     check_cgroups: bool,
+    remove_leaked_cgroups: bool,
 }
 
 impl<'a> Zone<'a> {
@@ -460,6 +461,7 @@ impl<'a> Zone<'a> {
             stderr_file: None,
             typed: None,
             check_cgroups: true,
+            remove_leaked_cgroups: true,
             stall_stdout: false,
             timeout: Duration::from_secs(60),
             during: None,
@@ -493,6 +495,14 @@ impl<'a> Zone<'a> {
     /// after loopexec started, as an operator would.
     pub fn type_on_pty(mut self, bytes: &[u8]) -> Self {
         self.typed = Some(bytes.to_vec());
+        self
+    }
+
+    /// Report cgroups the zone left behind in `Run::leaked_cgroups` and leave them in place (the
+    /// test removes whatever is still there once it has made its point).
+    pub fn keep_leaked_cgroups(mut self) -> Self {
+        self.check_cgroups = false;
+        self.remove_leaked_cgroups = false;
         self
     }
 
@@ -630,8 +640,8 @@ impl<'a> Zone<'a> {
             wait_for_no_zone_processes(self.scene.root(), Duration::from_secs(3));
         }
         run.leaked_cgroups = wait_for_cgroups(&cgroups_before, pid, Duration::from_secs(3));
-        for dir in run.leaked_cgroups.iter().rev() {
-            let _ = fs::remove_dir(dir);
+        if self.remove_leaked_cgroups {
+            remove_cgroups(&run.leaked_cgroups);
         }
         assert!(!timed_out, "loopexec sandbox did not finish within {:?}; killed it\n{}", self.timeout, run.context());
         assert!(survivors.is_empty(), "zone processes survived the zone: pids {survivors:?}\n{}", run.context());
@@ -728,6 +738,15 @@ fn wait_for_no_zone_processes(root: &Path, limit: Duration) -> Vec<i32> {
             return left;
         }
         std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Remove (empty) cgroup directories, children first.
+pub fn remove_cgroups(dirs: &[PathBuf]) {
+    let mut dirs = dirs.to_vec();
+    dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
+    for dir in dirs {
+        let _ = fs::remove_dir(dir);
     }
 }
 
