@@ -36,6 +36,28 @@ fn host_control_device_nodes_open_for_root_outside_a_zone() {
 }
 
 #[test]
+#[ignore = "known hole: root runs: a root-owned grant is attached idmapped, files the zone creates there are root-owned on the host, and chmod u+s makes them setuid-root host binaries"]
+fn setuid_file_in_a_caller_owned_grant_is_refused() {
+    // As root, a root-owned workspace is attached through an idmapped mount: what the zone creates
+    // there belongs to root on the host, so a set-id bit would make a setuid-root binary.
+    let scene = Scene::with_caller_owned_grant();
+    let rw = Scene::s(&scene.rw);
+    let run = Zone::new(&scene).run("privilege", &["chmod_setuid", &rw]);
+    let file = scene.rw.join("suid-file");
+    if let Ok(md) = std::fs::metadata(&file) {
+        use std::os::unix::fs::MetadataExt;
+        assert!(
+            md.mode() & 0o6000 == 0,
+            "ESCAPE: {} is mode {:o}, owner uid {} on the host",
+            file.display(),
+            md.mode() & 0o7777,
+            md.uid()
+        );
+    }
+    run.assert_blocked("chmod_setuid", &["EPERM", "bits_silently_dropped"]);
+}
+
+#[test]
 fn setuid_root_binary_grants_nothing() {
     let scene = Scene::new();
     let dir = scene.root().join("suid");

@@ -172,6 +172,16 @@ impl Scene {
         scene
     }
 
+    /// A scene whose writable grant keeps the caller as owner (root in root runs): loopexec then
+    /// attaches it through an idmapped mount, the zone seeing itself as the owner.
+    pub fn with_caller_owned_grant() -> Scene {
+        let scene = Scene::new();
+        if is_root() {
+            std::os::unix::fs::chown(&scene.rw, Some(0), Some(0)).expect("chown rw to root");
+        }
+        scene
+    }
+
     pub fn root(&self) -> &Path {
         self.root.path()
     }

@@ -77,6 +77,14 @@ int main(int argc, char **argv)
         snprintf(path, sizeof path, "%s/suid-file", argv[2]);
         int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
         if (fd < 0) probe_error("chmod_setuid", "create_%s", errname(errno));
+        /* a real binary (this probe), so that a set-id bit would be usable */
+        int self = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+        char chunk[65536];
+        ssize_t n;
+        while (self >= 0 && (n = read(self, chunk, sizeof chunk)) > 0)
+            if (write(fd, chunk, n) != n)
+                break;
+        if (self >= 0) close(self);
         struct stat st;
         int rc_u = fchmod(fd, 04755), e_u = errno;
         fstat(fd, &st);
