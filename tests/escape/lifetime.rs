@@ -1,0 +1,114 @@
+//! Category 12, lifetime: a double-forked, setsid daemon that ignores SIGHUP/SIGTERM and keeps
+//! appending to a heartbeat file in the grant must not survive the zone; neither may the zone
+//! survive the supervisor being SIGKILLed. The harness also scans the host's /proc for any
+//! process of the zone after every run.
+
+use crate::common::{Scene, Zone};
+use std::time::{Duration, Instant};
+
+fn beats(path: &std::path::Path) -> u64 {
+    std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
+}
+
+fn assert_heartbeat_stopped(path: &std::path::Path) {
+    let first = beats(path);
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(beats(path), first, "a zone process is still writing {}", path.display());
+}
+
+#[test]
+fn double_forked_setsid_daemon_does_not_outlive_the_zone() {
+    let scene = Scene::new();
+    let hb = scene.rw.join("heartbeat");
+    let run = Zone::new(&scene).run("lifetime", &["double_fork_daemon", &Scene::s(&hb)]);
+    run.assert_ok("double_fork_daemon");
+    assert!(beats(&hb) > 0, "the daemon never ran, so the test proves nothing");
+    assert_heartbeat_stopped(&hb);
+}
+
+fn run_and_kill_the_supervisor(scene: &Scene) -> crate::common::Run {
+    run_and_signal_the_supervisor(scene, nix::sys::signal::Signal::SIGKILL)
+}
+
+fn run_and_signal_the_supervisor(scene: &Scene, signal: nix::sys::signal::Signal) -> crate::common::Run {
+    let hb = scene.rw.join("heartbeat");
+    let hb_in = hb.clone();
+    let run = Zone::new(scene)
+        .timeout(Duration::from_secs(30))
+        .report_leaked_cgroups()
+        .during(move |pid, _| {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while beats(&hb_in) < 20 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal).expect("signal loopexec");
+        })
+        .run("lifetime", &["sleep_with_heartbeat", &Scene::s(&hb)]);
+    assert!(!run.status.success(), "loopexec reported success after {signal}: {:?}", run.status);
+    assert!(beats(&hb) >= 20, "the zone never ran, so the test proves nothing");
+    assert_heartbeat_stopped(&hb);
+    run
+}
+
+#[test]
+fn sigkill_of_the_supervisor_ends_every_zone_process() {
+    // The harness fails the run if any zone process is left (scan of the host's /proc).
+    let scene = Scene::new();
+    run_and_kill_the_supervisor(&scene);
+}
+
+#[test]
+#[ignore = "known hole: a killed supervisor leaves the protected-path placeholders (.git, .gitmodules, .loopexec) in the workspace"]
+fn sigkill_of_the_supervisor_leaves_nothing_in_the_workspace() {
+    // The launcher holds missing protected paths (.git, .gitmodules, .loopexec) with placeholder
+    // directories in the writable grant for the zone's lifetime; they must not outlive the zone.
+    let scene = Scene::new();
+    run_and_kill_the_supervisor(&scene);
+    let mut left: Vec<String> =
+        std::fs::read_dir(&scene.rw).expect("read rw").map(|e| e.expect("entry").file_name().to_string_lossy().into_owned()).collect();
+    left.sort();
+    assert_eq!(left, vec!["heartbeat".to_string()], "the workspace holds more than the zone wrote");
+}
+
+#[test]
+fn cgroups_of_a_killed_supervisor_are_gone_once_the_next_zone_starts() {
+    // A killed supervisor cannot remove its zone's cgroups; the next zone's start removes empty
+    // ones whose supervisor is gone, so they do not pile up.
+    let scene = Scene::new();
+    let hb = scene.rw.join("heartbeat");
+    let hb_in = hb.clone();
+    let killed = Zone::new(&scene)
+        .timeout(Duration::from_secs(30))
+        .keep_leaked_cgroups()
+        .during(move |pid, _| {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while beats(&hb_in) < 20 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL).expect("kill");
+        })
+        .run("lifetime", &["sleep_with_heartbeat", &Scene::s(&hb)]);
+    let next = Scene::new();
+    Zone::new(&next).run("privilege", &["status"]).assert_blocked("status", &["no_new_privs_and_no_capabilities"]);
+    let still: Vec<_> = killed.leaked_cgroups.iter().filter(|d| d.exists()).cloned().collect();
+    crate::common::remove_cgroups(&still);
+    assert!(still.is_empty(), "cgroups of the killed supervisor survived the next start: {still:?}");
+}
+
+#[test]
+fn sigterm_of_the_supervisor_ends_every_zone_process() {
+    let scene = Scene::new();
+    run_and_signal_the_supervisor(&scene, nix::sys::signal::Signal::SIGTERM);
+}
+
+#[test]
+#[ignore = "known hole: loopexec does not handle SIGTERM: zone cgroups stay until the next zone starts, protected-path placeholders stay in the workspace"]
+fn sigterm_of_the_supervisor_cleans_up_cgroups_and_workspace() {
+    // Unlike SIGKILL, SIGTERM leaves loopexec the chance to tear the zone down properly.
+    let scene = Scene::new();
+    let run = run_and_signal_the_supervisor(&scene, nix::sys::signal::Signal::SIGTERM);
+    assert!(run.leaked_cgroups.is_empty(), "cgroups left after SIGTERM: {:?}", run.leaked_cgroups);
+    let left: Vec<String> =
+        std::fs::read_dir(&scene.rw).expect("read rw").map(|e| e.expect("entry").file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(left, vec!["heartbeat".to_string()], "the workspace holds more than the zone wrote");
+}
