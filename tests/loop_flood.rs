@@ -2,7 +2,7 @@
 mod common;
 use common::*;
 use std::os::unix::process::ExitStatusExt;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 /// Run loopexec and return its exit code and its peak RSS in KiB (from wait4's rusage, which
 /// covers loopexec and the children it reaped).

@@ -2,7 +2,7 @@
 //! SIGINT recorded as `run_interrupted` with a resumable run.
 mod common;
 use common::*;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::Duration;
 
 /// Iteration 1 of the agent records its pid and blocks; later iterations succeed at once.

@@ -6,7 +6,10 @@
 //! 2. `deny`: EPERM for the built-in deny list, argument-filtered calls (clone with namespace
 //!    flags, TIOCSTI/TIOCLINUX compared on the low 32 bits, socket families other than
 //!    unix/inet/inet6, IPPROTO_MPTCP, personality changes) and the policy's extra names.
-//! 3. `clone3`: ENOSYS, so that libcs fall back to clone(2), whose flags the filter can inspect.
+//!    Set-id bits: chmod/fchmod/fchmodat/fchmodat2 and file creation (open, openat, creat, mknod,
+//!    mknodat) with S_ISUID or S_ISGID in `mode` are refused.
+//! 3. `clone3` and `openat2`: ENOSYS, so that libcs fall back to clone(2) and openat(2), whose
+//!    arguments the filter can inspect.
 
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen as Len, SeccompCmpOp as Op, SeccompCondition as Cond,
@@ -84,6 +87,8 @@ const ARCH_TABLE: &[(&str, i64)] = &[
     ("ioperm", libc::SYS_ioperm),
     ("mknod", libc::SYS_mknod),
     ("chmod", libc::SYS_chmod),
+    ("open", libc::SYS_open),
+    ("creat", libc::SYS_creat),
     ("link", libc::SYS_link),
     ("symlink", libc::SYS_symlink),
 ];
@@ -149,6 +154,9 @@ const TABLE: &[(&str, i64)] = &[
     ("mknodat", libc::SYS_mknodat),
     ("fchmod", libc::SYS_fchmod),
     ("fchmodat", libc::SYS_fchmodat),
+    // fchmodat2 (Linux 6.6) has the same number on every architecture.
+    ("fchmodat2", 452),
+    ("openat", libc::SYS_openat),
     ("linkat", libc::SYS_linkat),
     ("symlinkat", libc::SYS_symlinkat),
     ("sysinfo", libc::SYS_sysinfo),
@@ -178,6 +186,8 @@ const NAMESPACE_FLAGS: &[u64] = &[
     libc::CLONE_NEWCGROUP as u64,
 ];
 const TIOCSTI: u64 = 0x5412;
+const S_ISUID: u64 = libc::S_ISUID as u64;
+const S_ISGID: u64 = libc::S_ISGID as u64;
 const TIOCLINUX: u64 = 0x541C;
 const IPPROTO_MPTCP: u64 = 262;
 const PERSONALITY_QUERY: u64 = 0xffff_ffff;
@@ -234,10 +244,26 @@ pub fn build(extra_deny: &[String]) -> Result<Vec<BpfProgram>, FilterError> {
         cond(0, Len::Dword, Op::Ne, PERSONALITY_QUERY)?,
         cond(0, Len::Dword, Op::Ne, 0)?,
     ])?]);
+    // Set-user-ID / set-group-ID bits on files: a file the zone marks set-id in a writable grant
+    // keeps the bit on the host (where nosuid does not apply). chmod-family calls and file
+    // creation with either bit in `mode` are refused; openat2 (mode in memory) answers ENOSYS below.
+    let set_id = |arg: u8| -> Result<Vec<SeccompRule>, FilterError> {
+        Ok(vec![
+            rule(vec![cond(arg, Len::Dword, Op::MaskedEq(S_ISUID), S_ISUID)?])?,
+            rule(vec![cond(arg, Len::Dword, Op::MaskedEq(S_ISGID), S_ISGID)?])?,
+        ])
+    };
+    for (name, mode_arg) in [("chmod", 1), ("fchmod", 1), ("creat", 1), ("fchmodat", 2), ("fchmodat2", 2), ("open", 2), ("mknod", 1), ("openat", 3), ("mknodat", 2)] {
+        if let Some(nr) = syscall_number(name) {
+            rules.entry(nr).or_insert(set_id(mode_arg)?);
+        }
+    }
     let deny = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(libc::EPERM as u32), ARCH)?;
 
     let mut c3 = BTreeMap::new();
     c3.insert(libc::SYS_clone3, Vec::new());
+    // openat2 carries its mode in memory the filter cannot read: ENOSYS, so callers fall back to openat.
+    c3.insert(libc::SYS_openat2, Vec::new());
     let clone3 = SeccompFilter::new(c3, SeccompAction::Allow, SeccompAction::Errno(libc::ENOSYS as u32), ARCH)?;
 
     Ok(vec![foreign_abi(), deny.try_into()?, clone3.try_into()?])

@@ -107,6 +107,7 @@ fn open_egress_log(explicit: Option<&PathBuf>) -> CmdResult<(AuditLog, PathBuf)>
 }
 
 pub fn run(args: SandboxArgs, json: bool) -> CmdResult<Outcome> {
+    crate::interrupt::install().map_err(|e| Failure::internal(format!("installing signal handlers: {e}")))?;
     let mut policy = load_policy(args.policy.as_ref(), args.builtin.as_deref())?;
     let pins = EgressPins {
         allow_hosts: args.egress.allow_host.clone(),
@@ -147,14 +148,26 @@ pub fn run(args: SandboxArgs, json: bool) -> CmdResult<Outcome> {
     spec.extra_rw = extra_rw;
     spec.extra_ro = extra_ro;
     spec.overlays = args.overlay;
-    if json {
-        // stdout carries the one JSON object: the command's stdout goes to our stderr.
-        spec.stdout = std::io::stderr().as_fd_owned();
-    }
+    // The zone never holds the operator's files: where our stdout/stderr are files or pipes, the
+    // zone gets pipes this process copies out (given a redirected file, a zone could truncate it
+    // or change its mode). A terminal is still passed through (known limit: docs/threat-model.md);
+    // TIOCSTI/TIOCLINUX on it are refused by seccomp. Under --json stdout carries the one JSON
+    // object, so the command's stdout goes to our stderr.
+    let stdout_sink = if json { Sink::Stderr } else { Sink::Stdout };
+    let (out_fd, out_read) = zone_stream(stdout_sink)?;
+    let (err_fd, err_read) = zone_stream(Sink::Stderr)?;
+    spec.stdout = Some(out_fd);
+    spec.stderr = Some(err_fd);
     if egress.is_some() {
         spec.loopback_listener = Some(PROXY_PORT);
     }
     let mut zone = sandbox::launch(spec).map_err(failure)?;
+    let mut relays = Vec::new();
+    for (read, sink) in [(out_read, stdout_sink), (err_read, Sink::Stderr)] {
+        if let Some(read) = read {
+            relays.push(relay(read, sink)?);
+        }
+    }
     let proxy = match (egress, zone.take_listener()) {
         (Some((config, (log, path))), Some(listener)) => {
             let handle = Proxy::start(config, listener, log, "sandbox").map_err(|e| Failure::internal(format!("egress proxy: {e}")))?;
@@ -162,16 +175,35 @@ pub fn run(args: SandboxArgs, json: bool) -> CmdResult<Outcome> {
         }
         _ => None,
     };
-    let ended = zone.wait_timeout(wall).map_err(failure)?;
-    let (exit, timed_out) = match ended {
-        Some(e) => (e, false),
-        None => {
+    // Wait for the command, the wall clock, or SIGINT/SIGTERM to loopexec (then the zone is torn
+    // down before we exit: no cgroup, placeholder or process is left behind).
+    let deadline = std::time::Instant::now() + wall;
+    let (exit, timed_out, interrupted) = loop {
+        if let Some(sig) = crate::interrupt::pending() {
             zone.kill().map_err(failure)?;
-            (ZoneExit::Signaled(libc::SIGKILL), true)
+            break (ZoneExit::Signaled(libc::SIGKILL), false, Some(sig));
+        }
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            zone.kill().map_err(failure)?;
+            break (ZoneExit::Signaled(libc::SIGKILL), true, None);
+        }
+        if let Some(e) = zone.wait_timeout(left.min(Duration::from_millis(100))).map_err(failure)? {
+            break (e, false, None);
         }
     };
     let report = serde_json::to_value(zone.report()).unwrap_or_default();
     drop(zone);
+    if !timed_out && interrupted.is_none() {
+        // Deliver all the output. (A killed zone's output is not waited for: our own reader may
+        // be the reason it stalled.)
+        for relay in relays {
+            let _ = relay.join();
+        }
+    }
+    if let Some(sig) = interrupted {
+        return Ok(Outcome::interrupted("sandbox", crate::interrupt::exit_code(sig)).field("zone", report));
+    }
     let egress_report = proxy.map(|(handle, path)| serde_json::json!({"audit_log": path, "totals": handle.stop()}));
     let code = exit.code();
     let mut out = Outcome::ok("sandbox")
@@ -196,12 +228,62 @@ pub fn run(args: SandboxArgs, json: bool) -> CmdResult<Outcome> {
     Ok(out)
 }
 
-trait AsFdOwned {
-    fn as_fd_owned(&self) -> Option<std::os::fd::OwnedFd>;
+/// Where a relayed stream goes.
+#[derive(Clone, Copy)]
+enum Sink {
+    Stdout,
+    Stderr,
 }
-impl AsFdOwned for std::io::Stderr {
-    fn as_fd_owned(&self) -> Option<std::os::fd::OwnedFd> {
-        use std::os::fd::AsFd;
-        self.as_fd().try_clone_to_owned().ok()
+
+/// The zone's end of one output stream: the terminal itself (a duplicate of our fd), or the write
+/// end of a relay pipe for anything else (its read end is returned, to relay once the zone runs:
+/// no thread is started before the zone is cloned).
+fn zone_stream(sink: Sink) -> CmdResult<(std::os::fd::OwnedFd, Option<std::os::fd::OwnedFd>)> {
+    use std::io::IsTerminal;
+    use std::os::fd::AsFd;
+    let terminal = match sink {
+        Sink::Stdout => std::io::stdout().is_terminal().then(|| std::io::stdout().as_fd().try_clone_to_owned()),
+        Sink::Stderr => std::io::stderr().is_terminal().then(|| std::io::stderr().as_fd().try_clone_to_owned()),
+    };
+    match terminal {
+        Some(fd) => Ok((fd.map_err(|e| Failure::internal(format!("dup: {e}")))?, None)),
+        None => {
+            let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| Failure::internal(format!("pipe: {e}")))?;
+            Ok((w, Some(r)))
+        }
     }
+}
+
+/// Copy `from` (a relay pipe's read end) to `sink` until every writer is gone (the zone and all
+/// its processes ended).
+fn relay(from: std::os::fd::OwnedFd, sink: Sink) -> CmdResult<std::thread::JoinHandle<()>> {
+    use std::io::{Read, Write};
+    let target = match sink {
+        Sink::Stdout => std::os::fd::AsFd::as_fd(&std::io::stdout()).try_clone_to_owned(),
+        Sink::Stderr => std::os::fd::AsFd::as_fd(&std::io::stderr()).try_clone_to_owned(),
+    };
+    let mut to = std::fs::File::from(target.map_err(|e| Failure::internal(format!("dup: {e}")))?);
+    let handle = std::thread::Builder::new()
+        .name("sandbox-relay".into())
+        .spawn(move || {
+            let mut from = std::fs::File::from(from);
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                match from.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        // A plain write on a duplicate of our fd: never Rust's stdout lock, which the
+                        // main thread needs to print the outcome even when this write stalls.
+                        if to.write_all(&buf[..n]).is_err() {
+                            // Our own output is gone (closed pipe): keep draining so the zone never blocks.
+                            continue;
+                        }
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(_) => break,
+                }
+            }
+        })
+        .map_err(|e| Failure::internal(format!("relay thread: {e}")))?;
+    Ok(handle)
 }

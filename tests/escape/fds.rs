@@ -36,7 +36,6 @@ fn a_write_only_stdio_file_cannot_be_reopened_for_reading() {
 }
 
 #[test]
-#[ignore = "known hole: unprivileged runs: fchmod on an inherited stdio file owned by the caller changes its mode on the host (Landlock does not cover fd metadata)"]
 fn a_stdio_file_mode_cannot_be_changed() {
     // The harness also checks the log's mode is unchanged (it lies in `outside/`).
     let (scene, log) = scene_with_log();
@@ -47,7 +46,6 @@ fn a_stdio_file_mode_cannot_be_changed() {
 }
 
 #[test]
-#[ignore = "known hole: the zone's stdio are the operator's own open files; ftruncate on an inherited append-only log wipes its earlier content (root and unprivileged runs)"]
 fn a_stdio_file_cannot_be_truncated() {
     // The operator opened the log for appending; what it held before the zone must survive.
     let (scene, log) = scene_with_log();

@@ -102,7 +102,6 @@ fn sigterm_of_the_supervisor_ends_every_zone_process() {
 }
 
 #[test]
-#[ignore = "known hole: loopexec does not handle SIGTERM: zone cgroups stay until the next zone starts, protected-path placeholders stay in the workspace"]
 fn sigterm_of_the_supervisor_cleans_up_cgroups_and_workspace() {
     // Unlike SIGKILL, SIGTERM leaves loopexec the chance to tear the zone down properly.
     let scene = Scene::new();

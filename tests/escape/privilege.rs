@@ -36,10 +36,10 @@ fn host_control_device_nodes_open_for_root_outside_a_zone() {
 }
 
 #[test]
-#[ignore = "known hole: root runs: a root-owned grant is attached idmapped, files the zone creates there are root-owned on the host, and chmod u+s makes them setuid-root host binaries"]
 fn setuid_file_in_a_caller_owned_grant_is_refused() {
-    // As root, a root-owned workspace is attached through an idmapped mount: what the zone creates
-    // there belongs to root on the host, so a set-id bit would make a setuid-root binary.
+    // As root, a root-owned writable grant is never attached idmapped (what the zone created there
+    // would be root's on the host, a set-id bit making a setuid-root binary): the launch is refused
+    // with the fix. Unprivileged, the zone runs as the caller and seccomp refuses the set-id bits.
     let scene = Scene::with_caller_owned_grant();
     let rw = Scene::s(&scene.rw);
     let run = Zone::new(&scene).run("privilege", &["chmod_setuid", &rw]);
@@ -54,7 +54,13 @@ fn setuid_file_in_a_caller_owned_grant_is_refused() {
             md.uid()
         );
     }
-    run.assert_blocked("chmod_setuid", &["EPERM", "bits_silently_dropped"]);
+    if is_root() {
+        assert_eq!(run.status.code(), Some(20), "{}", run.stderr);
+        assert!(run.stderr.contains("never mapped onto root"), "{}", run.stderr);
+        assert!(!file.exists(), "nothing was created in the grant");
+    } else {
+        run.assert_blocked("chmod_setuid", &["EPERM", "bits_silently_dropped"]);
+    }
 }
 
 #[test]
@@ -74,8 +80,7 @@ fn setuid_root_binary_grants_nothing() {
     run.assert_blocked("setuid_exec", &["ids_unchanged", "exec_EACCES", "exec_EPERM", "stat_ENOENT"]);
 }
 
-refused!(#[ignore = "known hole: chmod u+s / g+s on a file in the writable grant succeeds; the host file keeps the set-id bit"]
-    chmod_setuid_in_the_grant_is_refused: "privilege" "chmod_setuid" [rw] => ["EPERM", "bits_silently_dropped"]);
+refused!(chmod_setuid_in_the_grant_is_refused: "privilege" "chmod_setuid" [rw] => ["EPERM", "bits_silently_dropped"]);
 refused!(chown_to_root_in_the_grant_is_refused: "privilege" "chown_root" [rw] => ["EPERM", "EINVAL"]);
 refused!(chmod_of_a_device_node_is_refused: "privilege" "chmod_device" [] => ["EPERM", "EROFS", "EACCES"]);
 refused!(mknod_char_device_is_refused: "privilege" "mknod_char" [rw] => ["EPERM"]);
