@@ -29,11 +29,16 @@ fn example_repo() -> tempfile::TempDir {
         let entry = entry.unwrap();
         std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
     }
-    git(dir.path(), &["init", "-q", "-b", "main"]);
-    git(dir.path(), &["add", "-A"]);
-    git(dir.path(), &["commit", "-q", "-m", "t0"]);
-    zone_traversable(dir.path());
+    commit_t0(dir.path());
     dir
+}
+
+/// Make `dir` a repository whose first commit (t0) holds everything in it, reachable by the zone uid.
+fn commit_t0(dir: &Path) {
+    git(dir, &["init", "-q", "-b", "main"]);
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-q", "-m", "t0"]);
+    zone_traversable(dir);
 }
 
 #[test]
@@ -67,10 +72,7 @@ fn an_agent_editing_a_test_halts_blocked_path_modified_before_the_check_runs() {
     std::fs::create_dir(repo.path().join("tests")).unwrap();
     std::fs::write(repo.path().join("tests/test_answer.sh"), "test \"$(cat answer)\" = 42\n").unwrap();
     std::fs::write(repo.path().join("answer"), "41\n").unwrap();
-    git(repo.path(), &["init", "-q", "-b", "main"]);
-    git(repo.path(), &["add", "-A"]);
-    git(repo.path(), &["commit", "-q", "-m", "t0"]);
-    zone_traversable(repo.path());
+    commit_t0(repo.path());
     let r = loopexec(
         repo.path(),
         &["run", "--json", "--run-id", "b", "--exec", "echo 'exit 0' > tests/test_answer.sh", "--check", "sh tests/test_answer.sh"],
@@ -92,10 +94,7 @@ fn a_fix_outside_protected_paths_passes_the_t0_tests_and_is_delivered() {
     std::fs::write(repo.path().join("tests/run.sh"), "for t in tests/test_*.sh; do sh \"$t\" || exit 1; done\n").unwrap();
     std::fs::write(repo.path().join("tests/test_answer.sh"), "test \"$(cat answer)\" = 42\n").unwrap();
     std::fs::write(repo.path().join("answer"), "41\n").unwrap();
-    git(repo.path(), &["init", "-q", "-b", "main"]);
-    git(repo.path(), &["add", "-A"]);
-    git(repo.path(), &["commit", "-q", "-m", "t0"]);
-    zone_traversable(repo.path());
+    commit_t0(repo.path());
     // The agent fixes the answer: the check (t0's tests) passes, and the fix is delivered.
     let r = loopexec(repo.path(), &["run", "--json", "--run-id", "f", "--exec", "echo 42 > answer", "--check", "sh tests/run.sh"]);
     assert_eq!(r.code, 10, "{r:?}");
