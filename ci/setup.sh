@@ -27,7 +27,7 @@ if ! command -v cargo >/dev/null 2>&1; then
 fi
 
 if [ "$(id -u)" = 0 ] && [ -x ci/setup-test-user.sh ]; then
-  ci/setup-test-user.sh
+  ci/setup-test-user.sh >/dev/null
 fi
 
 cargo build --quiet --bin loopexec
