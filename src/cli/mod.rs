@@ -14,6 +14,7 @@ pub mod init;
 pub mod keygen;
 pub mod policy;
 pub mod receipt_source;
+pub mod replay;
 pub mod report;
 pub mod run;
 pub mod sandbox;
@@ -80,6 +81,8 @@ pub enum Command {
     Verify(verify::Args),
     /// Add the operator's signature to a sealed run that verifies against that key.
     Attest(attest::Args),
+    /// Re-run a halted run's check on its recorded end-state tree and compare the fingerprint.
+    Replay(replay::Args),
 }
 
 impl Command {
@@ -102,6 +105,7 @@ impl Command {
             Command::Keygen(args) => keygen::run(args, json),
             Command::Verify(args) => verify::run(args, json),
             Command::Attest(args) => attest::run(args, json),
+            Command::Replay(args) => replay::run(args, json),
         }
     }
 }

@@ -12,6 +12,7 @@ pub mod config;
 pub mod decide;
 pub mod detached;
 pub mod loopfile;
+pub mod replay;
 
 use crate::capture::ArtifactSink;
 use crate::error::{CmdResult, Failure};
@@ -595,15 +596,19 @@ impl ActiveRun<'_> {
                 "stderr": stream_value(&check.output.stderr),
                 "failing_set": Value::Null,
                 "failing_count": Value::Null,
+                "collected_set": Value::Null,
+                "collected_count": Value::Null,
             });
             let mut failing_count = None;
             if let (Some(rel), Some(_)) = (self.cfg.junit.clone(), check_exit) {
                 let report_dir = scratch.as_ref().map(|s| s.writes()).unwrap_or(&self.workdir);
-                match junit::failing_set(report_dir, &rel) {
-                    Ok(set) => {
-                        failing_count = Some(set.len());
-                        result["failing_count"] = json!(set.len());
-                        result["failing_set"] = json!(set);
+                match junit::read_report(report_dir, &rel) {
+                    Ok(sets) => {
+                        failing_count = Some(sets.failing.len());
+                        result["failing_count"] = json!(sets.failing.len());
+                        result["failing_set"] = json!(sets.failing);
+                        result["collected_count"] = json!(sets.collected.len());
+                        result["collected_set"] = json!(sets.collected);
                     }
                     Err(e) => result["junit_error"] = json!(e.to_string()),
                 }
