@@ -173,13 +173,13 @@ fn read_recorded(run: &RunDir) -> CmdResult<Recorded> {
         .iter()
         .rev()
         .find(accepted)
-        .and_then(|e| tree_of(e))
+        .and_then(&tree_of)
         .ok_or_else(|| broken("no accepted snapshot with a tree id"))?;
     let checked_tree = chain
         .events
         .iter()
         .find(|e| accepted(e) && iteration_of(e) == Some(iteration))
-        .and_then(|e| tree_of(e))
+        .and_then(&tree_of)
         .ok_or_else(|| broken(&format!("no accepted snapshot for the check of iteration {iteration}")))?;
     if checked_tree != end_tree {
         return Err(refuse(format!(
