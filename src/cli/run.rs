@@ -16,7 +16,10 @@ use crate::zones::Isolation;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
-const CONFIG_FLAGS: [&str; 24] = [
+const CONFIG_FLAGS: [&str; 27] = [
+    "mint_cmd",
+    "revoke_cmd",
+    "mint_env",
     "workspace",
     "include_uncommitted",
     "protect",
@@ -126,11 +129,27 @@ pub struct Args {
     /// Declared cost in USD of one agent invocation, recorded in the receipt.
     #[arg(long, value_name = "USD", allow_negative_numbers = true)]
     pub cost_usd: Option<f64>,
+    /// Host command (run by loopexec, not in a zone) printing a short-lived secret for the agent
+    /// on stdout; run before the agent's first iteration of each start or resume. Needs --revoke-cmd.
+    #[arg(long, value_name = "CMD")]
+    pub mint_cmd: Option<String>,
+    /// Host command revoking the minted secret (read from its stdin); run whenever the run stops.
+    #[arg(long, value_name = "CMD")]
+    pub revoke_cmd: Option<String>,
+    /// The agent zone's variable holding the minted secret (default LOOPEXEC_AGENT_TOKEN).
+    #[arg(long, value_name = "NAME")]
+    pub mint_env: Option<String>,
 }
 
 impl Args {
-    fn flag_input(&self) -> ConfigInput {
-        ConfigInput {
+    fn flag_input(&self) -> CmdResult<ConfigInput> {
+        let credentials = crate::engine::credentials::hooks_from_flags(
+            self.mint_cmd.clone(),
+            self.revoke_cmd.clone(),
+            self.mint_env.clone(),
+        )?;
+        Ok(ConfigInput {
+            credentials,
             check: self.check.clone(),
             exec: self.exec.clone(),
             isolation: self.isolation,
@@ -156,7 +175,7 @@ impl Args {
             sampling: SamplingPins { temperature: self.temperature, seed: self.seed, max_tokens: self.max_tokens },
             context_files: self.context_file.clone(),
             cost_usd: self.cost_usd,
-        }
+        })
     }
 }
 
@@ -217,8 +236,8 @@ pub fn run(args: Args, json: bool) -> CmdResult<Outcome> {
         };
         let wd = SafeDir::open(&workdir).map_err(|e| Failure::workspace(format!("workdir: {e}")))?;
         let (input, loop_ref) = match loopfile::load(&wd)? {
-            Some((file_input, reference)) => (args.flag_input().over(file_input), Some(reference)),
-            None => (args.flag_input(), None),
+            Some((file_input, reference)) => (args.flag_input()?.over(file_input), Some(reference)),
+            None => (args.flag_input()?, None),
         };
         let cfg = LoopConfig::resolve(input, &workdir, loop_ref)?;
         let operator = load_operator_key(args.operator_key.as_deref())?;

@@ -121,6 +121,9 @@ pub struct LoopConfig {
     pub context_files: Vec<ContextFile>,
     pub cost_usd: Option<f64>,
     pub loop_file: Option<LoopFileRef>,
+    /// The agent's credential hooks (`--mint-cmd`, `--revoke-cmd`, `--mint-env`); never a secret.
+    #[serde(default)]
+    pub credentials: Option<crate::engine::credentials::CredentialHooks>,
 }
 
 /// One setting as given by a flag or the loop file, before defaults.
@@ -133,6 +136,8 @@ pub struct ConfigInput {
     pub agent_policy: Option<String>,
     pub check_policy: Option<String>,
     pub egress: EgressPins,
+    /// Validated credential hooks (see `credentials::hooks_from_flags`).
+    pub credentials: Option<crate::engine::credentials::CredentialHooks>,
     pub workspace: Option<crate::engine::detached::WorkspaceMode>,
     pub include_uncommitted: Option<bool>,
     pub protected: Vec<String>,
@@ -179,6 +184,7 @@ impl ConfigInput {
             },
             context_files: if self.context_files.is_empty() { file.context_files } else { self.context_files },
             cost_usd: self.cost_usd.or(file.cost_usd),
+            credentials: self.credentials.or(file.credentials),
         }
     }
 }
@@ -318,6 +324,7 @@ impl LoopConfig {
             context_files,
             cost_usd: input.cost_usd,
             loop_file,
+            credentials: input.credentials,
         })
     }
 }

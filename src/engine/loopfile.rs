@@ -91,6 +91,7 @@ pub fn parse(text: &str, name: &str) -> Result<ConfigInput, Failure> {
         sampling,
         context_files: file.context_files.unwrap_or_default(),
         cost_usd: file.cost_usd,
+        credentials: None,
     })
 }
 

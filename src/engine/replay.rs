@@ -255,6 +255,7 @@ fn run_check(
         env,
         timeout: Some(Duration::from_millis(cfg.check_timeout_ms)),
         overlays: vec![layers.overlay],
+        inject: Vec::new(),
     };
     let stem = format!("{:04}-check", rec.iteration);
     let sink = ArtifactSink::new(dir, REPLAY_DIR, &stem);
