@@ -14,6 +14,7 @@ pub mod init;
 pub mod keygen;
 pub mod policy;
 pub mod receipt_source;
+pub mod reexecute;
 pub mod replay;
 pub mod report;
 pub mod run;
@@ -83,6 +84,8 @@ pub enum Command {
     Attest(attest::Args),
     /// Re-run a halted run's check on its recorded end-state tree and compare the fingerprint.
     Replay(replay::Args),
+    /// Re-run a halted run's loop N times in fresh runs and report the halt-reason distribution.
+    Reexecute(reexecute::Args),
 }
 
 impl Command {
@@ -106,6 +109,7 @@ impl Command {
             Command::Verify(args) => verify::run(args, json),
             Command::Attest(args) => attest::run(args, json),
             Command::Replay(args) => replay::run(args, json),
+            Command::Reexecute(args) => reexecute::run(args, json),
         }
     }
 }

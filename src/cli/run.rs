@@ -190,7 +190,7 @@ fn policy_source(raw: &Path) -> String {
 
 /// The operator key that endorses run keys: `--operator-key`, or operator.key in the key dir.
 /// There is no default key: without one, no run starts.
-fn load_operator_key(explicit: Option<&Path>) -> CmdResult<OperatorKey> {
+pub(crate) fn load_operator_key(explicit: Option<&Path>) -> CmdResult<OperatorKey> {
     let path = match explicit {
         Some(p) => p.to_path_buf(),
         None => default_key_dir().map_err(super::keygen::key_failure)?.join(PRIVATE_KEY_FILE),
@@ -212,7 +212,7 @@ pub fn absolute_workdir(raw: &Path) -> CmdResult<PathBuf> {
     }
 }
 
-fn progress_printer(json: bool) -> impl FnMut(&str) {
+pub(crate) fn progress_printer(json: bool) -> impl FnMut(&str) {
     move |line: &str| {
         if !json {
             eprintln!("loopexec: {line}");

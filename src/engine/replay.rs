@@ -130,8 +130,9 @@ struct Recorded {
     fingerprint: Fingerprint,
 }
 
-fn read_recorded(run: &RunDir) -> CmdResult<Recorded> {
-    let id = run.id().to_string();
+/// A run's verified receipt and the configuration its `run_start` pinned (for `replay` and
+/// `reexecute`).
+pub fn pinned_run(run: &RunDir) -> CmdResult<(LoopConfig, Vec<Map<String, Value>>)> {
     let bytes = run.receipt_bytes()?;
     let chain = verify(&bytes)
         .map_err(|e| Failure::workspace(format!("{}: receipt does not verify: {e}", run.receipt_path().display())))?;
@@ -145,7 +146,19 @@ fn read_recorded(run: &RunDir) -> CmdResult<Recorded> {
         .cloned()
         .and_then(|v| serde_json::from_value(v).ok())
         .ok_or_else(|| broken("run_start carries no readable config"))?;
-    if !chain.events.iter().any(|e| type_of(e) == events::HALT) {
+    Ok((cfg, chain.events))
+}
+
+/// The `halt_reason` of a halted run's receipt.
+pub fn halt_reason_of(events: &[Map<String, Value>]) -> Option<String> {
+    events.iter().find(|e| type_of(e) == events::HALT).and_then(|e| e.get("halt_reason")).and_then(Value::as_str).map(str::to_string)
+}
+
+fn read_recorded(run: &RunDir) -> CmdResult<Recorded> {
+    let id = run.id().to_string();
+    let (cfg, events) = pinned_run(run)?;
+    let broken = |what: &str| Failure::workspace(format!("{}: {what}", run.receipt_path().display()));
+    if !events.iter().any(|e| type_of(e) == events::HALT) {
         return Err(refuse(format!("run {id} has not halted; only a halted run has an end state to replay"))
             .with_hint(format!("finish it first (`loopexec run --resume {id}`)")));
     }
@@ -155,8 +168,7 @@ fn read_recorded(run: &RunDir) -> CmdResult<Recorded> {
         ))
         .with_hint("replay needs a run with a detached workspace (native isolation in a git repository)"));
     }
-    let check = chain
-        .events
+    let check = events
         .iter()
         .rev()
         .find(|e| type_of(e) == events::CHECK_RESULT)
@@ -168,15 +180,13 @@ fn read_recorded(run: &RunDir) -> CmdResult<Recorded> {
     let tree_of = |e: &Map<String, Value>| {
         e.get("tree_id").and_then(Value::as_str).and_then(|t| ObjectId::from_hex(t.as_bytes()))
     };
-    let end_tree = chain
-        .events
+    let end_tree = events
         .iter()
         .rev()
         .find(accepted)
         .and_then(&tree_of)
         .ok_or_else(|| broken("no accepted snapshot with a tree id"))?;
-    let checked_tree = chain
-        .events
+    let checked_tree = events
         .iter()
         .find(|e| accepted(e) && iteration_of(e) == Some(iteration))
         .and_then(&tree_of)
@@ -186,7 +196,7 @@ fn read_recorded(run: &RunDir) -> CmdResult<Recorded> {
             "run {id}'s last check (iteration {iteration}) ran on tree {checked_tree}, but the run ended on tree {end_tree}, which no check ran on"
         )));
     }
-    let ws = chain.events.iter().find(|e| type_of(e) == events::WORKSPACE).ok_or_else(|| broken("no workspace event"))?;
+    let ws = events.iter().find(|e| type_of(e) == events::WORKSPACE).ok_or_else(|| broken("no workspace event"))?;
     let text = |k: &str| ws.get(k).and_then(Value::as_str).map(str::to_string);
     let oid = |k: &str| text(k).and_then(|h| ObjectId::from_hex(h.as_bytes()));
     Ok(Recorded {
