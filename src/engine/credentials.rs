@@ -27,6 +27,8 @@ use zeroize::Zeroize;
 pub const DEFAULT_ENV: &str = "LOOPEXEC_AGENT_TOKEN";
 /// Wall clock of one hook.
 pub const HOOK_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long the hook's stdout may stay open after the hook's process group was killed.
+const OUTPUT_GRACE: Duration = Duration::from_secs(5);
 /// Largest secret a mint hook may print.
 pub const MAX_SECRET_BYTES: usize = 4096;
 
@@ -185,19 +187,27 @@ fn run_hook(
         });
     }
     let mut stdout = child.stdout.take().ok_or_else(|| format!("the {which} hook has no stdout"))?;
-    let reader = std::thread::spawn(move || {
+    let (sender, received) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
         let mut out = Vec::new();
         let _ = (&mut stdout).take(MAX_SECRET_BYTES as u64 + 1).read_to_end(&mut out);
         // Drain the rest without keeping it, so the hook never blocks on a full pipe.
         let _ = std::io::copy(&mut stdout, &mut std::io::sink());
-        out
+        if let Err(mut unsent) = sender.send(out) {
+            unsent.0.zeroize();
+        }
     });
     let deadline = Instant::now() + HOOK_TIMEOUT;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break Some(status),
-            Ok(None) if Instant::now() >= deadline => break None,
-            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+    // Wait without reaping (WNOWAIT): the hook's pid, and so its process group id, stays ours
+    // until the group was killed, so the kill can never reach a process that reused the id.
+    let exited = loop {
+        use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
+        let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+        match waitid(Id::Pid(nix::unistd::Pid::from_raw(pgid)), flags) {
+            Ok(WaitStatus::StillAlive) if Instant::now() >= deadline => break false,
+            Ok(WaitStatus::StillAlive) => std::thread::sleep(Duration::from_millis(5)),
+            Ok(_) => break true,
+            Err(nix::errno::Errno::EINTR) => {}
             Err(e) => {
                 kill_group();
                 let _ = child.wait();
@@ -207,8 +217,12 @@ fn run_hook(
     };
     // Nothing the hook started outlives it.
     kill_group();
-    let _ = child.wait();
-    let mut out = reader.join().unwrap_or_default();
+    let status = child.wait().map_err(|e| format!("waiting for the {which} hook: {e}"))?;
+    let status = exited.then_some(status);
+    // A process that left the group (setsid) and still holds stdout open is not waited for.
+    let mut out = received
+        .recv_timeout(OUTPUT_GRACE)
+        .map_err(|_| format!("the {which} hook left a process holding its stdout open"))?;
     match status {
         None => {
             out.zeroize();
@@ -262,6 +276,18 @@ mod tests {
         let big = mint(&hooks("head -c 5000 /dev/zero | tr '\\0' a", "true"), "/", "r").unwrap_err();
         assert!(big.contains("more than 4096 bytes"), "{big}");
         assert!(mint(&hooks("printf 'a\\nb'", "true"), "/", "r").unwrap_err().contains("more than one line"));
+    }
+
+    #[test]
+    fn a_hook_that_leaves_its_stdout_open_in_another_session_gives_no_secret() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("pid");
+        let cmd = format!("echo tok; setsid sh -c 'echo $$ > {}; exec sleep 30' & sleep 0.2", pidfile.display());
+        let err = mint(&hooks(&cmd, "true"), "/", "r").unwrap_err();
+        assert_eq!(err, "the mint hook left a process holding its stdout open");
+        let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+        // SAFETY: kill(2) of the sleeper this test started.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
     }
 
     #[test]
