@@ -201,7 +201,7 @@ pub fn start(
         progress(&detail);
         return active.halt(reason, detail);
     }
-    active.drive(zone.as_mut(), once, progress)
+    active.drive_revoking_on_error(zone.as_mut(), once, progress)
 }
 
 /// Where a receipt left off: the pinned config, the last iteration started, whether it was left
@@ -387,7 +387,7 @@ pub fn resume(
         progress(&detail);
         return active.halt(reason, detail);
     }
-    active.drive(zone.as_mut(), once, progress)
+    active.drive_revoking_on_error(zone.as_mut(), once, progress)
 }
 
 /// Whether the receipt's last `credential_minted` has no `credential_revoked` after it.
@@ -429,6 +429,22 @@ impl ActiveRun<'_> {
             event["error"] = json!(why);
         }
         self.append(events::CREDENTIAL_REVOKED, event)
+    }
+
+    /// Drive the run; a failure (not a halt: e.g. the receipt could not be written) still
+    /// revokes the credential this process holds, recording it when the receipt allows.
+    fn drive_revoking_on_error(&mut self, zone: &mut dyn Zone, once: bool, progress: Progress<'_>) -> CmdResult<RunOutcome> {
+        let result = self.drive(zone, once, progress);
+        if result.is_err() {
+            if let (Some(secret), Some(hooks)) = (self.credential.take(), self.cfg.credentials.clone()) {
+                let run = credentials::revoke(&hooks, &self.cfg.workdir, &self.state.run_id, Some(&secret), "error");
+                let _ = self.append(
+                    events::CREDENTIAL_REVOKED,
+                    json!({"cause": "error", "duration_ms": run.duration_ms, "ok": run.failure.is_none(), "error": run.failure}),
+                );
+            }
+        }
+        result
     }
 
     /// Revoke the credential this process minted, if it holds one.
