@@ -196,6 +196,15 @@ fn read_recorded(run: &RunDir) -> CmdResult<Recorded> {
             "run {id}'s last check (iteration {iteration}) ran on tree {checked_tree}, but the run ended on tree {end_tree}, which no check ran on"
         )));
     }
+    let delivered = events
+        .iter()
+        .find(|e| type_of(e) == events::HALT)
+        .and_then(|h| h.get("delivery")?.get("tree")?.as_str().map(str::to_string));
+    if let Some(delivered) = delivered.filter(|d| *d != end_tree.to_hex()) {
+        return Err(refuse(format!(
+            "run {id} delivered tree {delivered}, but its last recorded check ran on tree {end_tree}: the delivered state was never checked"
+        )));
+    }
     let ws = events.iter().find(|e| type_of(e) == events::WORKSPACE).ok_or_else(|| broken("no workspace event"))?;
     let text = |k: &str| ws.get(k).and_then(Value::as_str).map(str::to_string);
     let oid = |k: &str| text(k).and_then(|h| ObjectId::from_hex(h.as_bytes()));
