@@ -58,11 +58,9 @@ fn a_converged_run_replays_to_the_same_fingerprint_on_its_delivered_tree() {
     assert!(!run_dir(repo.path(), "r").join("replay/check").exists(), "the scratch layers are removed");
 }
 
-#[test]
-fn an_end_state_that_no_longer_passes_is_objective_unverified() {
-    let repo = answer_repo();
-    // The check also fails when a verdict file the test owns exists: flaky by design. The exec
-    // policy grants the zone read access to that directory (and nothing more than `exec` does).
+/// A directory the test owns and an exec policy granting the check zone read access to it (and
+/// nothing more than the shipped `exec` policy): lets a test make a check flaky by design.
+fn verdict_dir() -> (tempfile::TempDir, String, String) {
     let verdicts = tempfile::tempdir().unwrap();
     {
         use std::os::unix::fs::PermissionsExt;
@@ -74,10 +72,19 @@ fn an_end_state_that_no_longer_passes_is_objective_unverified() {
     assert_ne!(policy, shipped);
     let policy_path = verdicts.path().join("exec.toml");
     std::fs::write(&policy_path, policy).unwrap();
+    let policy_path = path_str(&policy_path);
+    (verdicts, dir, policy_path)
+}
+
+#[test]
+fn an_end_state_that_no_longer_passes_is_objective_unverified() {
+    let repo = answer_repo();
+    // The check also fails when a verdict file the test owns exists: flaky by design.
+    let (verdicts, dir, policy_path) = verdict_dir();
     let check = format!("test \"$(cat answer)\" = 42 && ! test -e {dir}/fail");
     let r = loopexec(
         repo.path(),
-        &["run", "--json", "--run-id", "f", "--exec", AGENT, "--check", &check, "--check-policy", &path_str(&policy_path)],
+        &["run", "--json", "--run-id", "f", "--exec", AGENT, "--check", &check, "--check-policy", &policy_path],
     );
     assert_eq!(r.code, 10, "{r:?}");
     std::fs::write(verdicts.path().join("fail"), "").unwrap();
@@ -140,4 +147,31 @@ fn unknown_and_malformed_runs_are_refused() {
     let malformed = loopexec(repo.path(), &["replay", "--json", "../k"]);
     assert_eq!(malformed.code, 20, "{malformed:?}");
     assert_eq!(malformed.json()["status"], "error");
+}
+
+#[test]
+fn the_same_exit_class_with_another_failing_set_is_objective_unverified() {
+    let repo = answer_repo();
+    let (verdicts, dir, policy_path) = verdict_dir();
+    // Always exits 1; the testcase t::flag fails only once the verdict file exists.
+    let check = format!(
+        "if test -e {dir}/fail; then r='<failure/>'; else r=''; fi; printf '<testsuite><testcase classname=\"t\" name=\"flag\">%s</testcase></testsuite>' \"$r\" > report.xml; exit 1"
+    );
+    let r = loopexec(
+        repo.path(),
+        &["run", "--json", "--run-id", "s", "--exec", AGENT, "--check", &check, "--junit", "report.xml", "--max-iterations", "1", "--check-policy", &policy_path],
+    );
+    assert_eq!(r.code, 12, "{r:?}");
+    let same = loopexec(repo.path(), &["replay", "--json", "s"]);
+    assert_eq!(same.code, 0, "{same:?}");
+    assert_eq!(same.json()["replay"]["recorded"]["exit_class"], "fail");
+    std::fs::write(verdicts.path().join("fail"), "").unwrap();
+    let out = loopexec(repo.path(), &["replay", "--json", "s"]);
+    assert_eq!(out.code, 13, "{out:?}");
+    let v = out.json();
+    assert_eq!(v["halt_reason"], "objective_unverified");
+    assert_eq!(v["replay"]["observed"]["exit_class"], "fail");
+    assert_eq!(v["replay"]["recorded"]["failing_set"], serde_json::json!([]));
+    assert_eq!(v["replay"]["observed"]["failing_set"], serde_json::json!(["t::flag"]));
+    assert_eq!(v["replay"]["observed"]["collected_set"], serde_json::json!(["t::flag"]));
 }
