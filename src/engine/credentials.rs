@@ -110,7 +110,7 @@ pub type MintError = String;
 /// Run the mint hook and return the secret it printed.
 pub fn mint(hooks: &CredentialHooks, workdir: &str, run_id: &str) -> Result<(Secret, HookRun), MintError> {
     let started = Instant::now();
-    let out = run_hook(&hooks.mint_cmd, workdir, run_id, "mint", &[], None)?;
+    let out = run_hook(&hooks.mint_cmd, workdir, run_id, "mint", &[], None, HOOK_TIMEOUT)?;
     let duration_ms = started.elapsed().as_millis() as u64;
     let mut bytes = out;
     if bytes.len() > MAX_SECRET_BYTES {
@@ -141,7 +141,7 @@ pub fn mint(hooks: &CredentialHooks, workdir: &str, run_id: &str) -> Result<(Sec
 pub fn revoke(hooks: &CredentialHooks, workdir: &str, run_id: &str, secret: Option<&Secret>, cause: &str) -> HookRun {
     let started = Instant::now();
     let mut input = secret.map(|s| format!("{}\n", s.expose()).into_bytes()).unwrap_or_default();
-    let result = run_hook(&hooks.revoke_cmd, workdir, run_id, "revoke", &[("LOOPEXEC_REVOKE_CAUSE", cause)], Some(&input));
+    let result = run_hook(&hooks.revoke_cmd, workdir, run_id, "revoke", &[("LOOPEXEC_REVOKE_CAUSE", cause)], Some(&input), HOOK_TIMEOUT);
     input.zeroize();
     HookRun {
         duration_ms: started.elapsed().as_millis() as u64,
@@ -157,6 +157,7 @@ fn run_hook(
     which: &str,
     extra_env: &[(&str, &str)],
     stdin: Option<&[u8]>,
+    timeout: Duration,
 ) -> Result<Vec<u8>, String> {
     let mut command = Command::new("/bin/sh");
     command
@@ -197,7 +198,7 @@ fn run_hook(
             unsent.0.zeroize();
         }
     });
-    let deadline = Instant::now() + HOOK_TIMEOUT;
+    let deadline = Instant::now() + timeout;
     // Wait without reaping (WNOWAIT): the hook's pid, and so its process group id, stays ours
     // until the group was killed, so the kill can never reach a process that reused the id.
     let exited = loop {
@@ -226,7 +227,7 @@ fn run_hook(
     match status {
         None => {
             out.zeroize();
-            Err(format!("the {which} hook did not finish within {} s", HOOK_TIMEOUT.as_secs()))
+            Err(format!("the {which} hook did not finish within {} ms", timeout.as_millis()))
         }
         Some(s) if !s.success() => {
             out.zeroize();
@@ -288,6 +289,21 @@ mod tests {
         let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
         // SAFETY: kill(2) of the sleeper this test started.
         unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+
+    #[test]
+    fn a_hook_past_its_timeout_is_killed_with_everything_it_started() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("pid");
+        let cmd = format!("sleep 30 & echo $! > {}; wait", pidfile.display());
+        let started = Instant::now();
+        let err = run_hook(&cmd, "/", "r", "mint", &[], None, Duration::from_millis(300)).unwrap_err();
+        assert_eq!(err, "the mint hook did not finish within 300 ms");
+        assert!(started.elapsed() < Duration::from_secs(10));
+        let pid = std::fs::read_to_string(&pidfile).unwrap().trim().to_string();
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let alive = state.rsplit(')').next().is_some_and(|rest| !rest.trim_start().starts_with('Z'));
+        assert!(!alive, "the hook's background sleeper outlived it");
     }
 
     #[test]
