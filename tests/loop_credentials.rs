@@ -203,3 +203,25 @@ fn a_credential_left_by_a_crashed_loopexec_is_revoked_on_resume() {
     assert_eq!(revokes, ["supervisor_lost", "halt"]);
     assert_secret_in_no_state_file(dir.path(), &hooks.secret);
 }
+
+#[test]
+fn loop_toml_can_name_the_hooks_and_a_mint_without_revoke_there_is_refused_too() {
+    let dir = workdir();
+    let hooks = Hooks::new();
+    let toml = format!(
+        "check = \"true\"\nexec = {:?}\nisolation = \"none\"\nmint_cmd = {:?}\nrevoke_cmd = {:?}\n",
+        hooks.agent("LOOPEXEC_AGENT_TOKEN"),
+        hooks.mint(),
+        hooks.revoke()
+    );
+    std::fs::write(dir.path().join("loop.toml"), &toml).unwrap();
+    let r = loopexec(dir.path(), &["run", "--json", "--run-id", "t"]);
+    assert_eq!(r.code, 10, "{r:?}");
+    let out = std::fs::read_to_string(run_dir(dir.path(), "t").join("artifacts/0001-exec.stdout")).unwrap();
+    assert_eq!(out, "match\n");
+    assert_eq!(hooks.revoked(), format!("cause=halt\n{}\n---\n", hooks.secret));
+    std::fs::write(dir.path().join("loop.toml"), "check = \"true\"\nexec = \"true\"\nisolation = \"none\"\nmint_cmd = \"echo t\"\n").unwrap();
+    let refused = loopexec(dir.path(), &["run", "--json", "--run-id", "u"]);
+    assert_eq!(refused.code, 20, "{refused:?}");
+    assert!(!run_dir(dir.path(), "u").exists());
+}

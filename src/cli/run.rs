@@ -142,14 +142,11 @@ pub struct Args {
 }
 
 impl Args {
-    fn flag_input(&self) -> CmdResult<ConfigInput> {
-        let credentials = crate::engine::credentials::hooks_from_flags(
-            self.mint_cmd.clone(),
-            self.revoke_cmd.clone(),
-            self.mint_env.clone(),
-        )?;
-        Ok(ConfigInput {
-            credentials,
+    fn flag_input(&self) -> ConfigInput {
+        ConfigInput {
+            mint_cmd: self.mint_cmd.clone(),
+            revoke_cmd: self.revoke_cmd.clone(),
+            mint_env: self.mint_env.clone(),
             check: self.check.clone(),
             exec: self.exec.clone(),
             isolation: self.isolation,
@@ -175,7 +172,7 @@ impl Args {
             sampling: SamplingPins { temperature: self.temperature, seed: self.seed, max_tokens: self.max_tokens },
             context_files: self.context_file.clone(),
             cost_usd: self.cost_usd,
-        })
+        }
     }
 }
 
@@ -236,8 +233,8 @@ pub fn run(args: Args, json: bool) -> CmdResult<Outcome> {
         };
         let wd = SafeDir::open(&workdir).map_err(|e| Failure::workspace(format!("workdir: {e}")))?;
         let (input, loop_ref) = match loopfile::load(&wd)? {
-            Some((file_input, reference)) => (args.flag_input()?.over(file_input), Some(reference)),
-            None => (args.flag_input()?, None),
+            Some((file_input, reference)) => (args.flag_input().over(file_input), Some(reference)),
+            None => (args.flag_input(), None),
         };
         let cfg = LoopConfig::resolve(input, &workdir, loop_ref)?;
         let operator = load_operator_key(args.operator_key.as_deref())?;
