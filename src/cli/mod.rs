@@ -39,9 +39,11 @@ Examples:
   loopexec explain-halt
   loopexec report <RUN_ID>
   loopexec check                                # state hygiene of .loopexec/
+  loopexec replay <RUN_ID>                      # re-run the check on the recorded end-state tree
+  loopexec reexecute <RUN_ID> --samples 5 --confirm   # 5 fresh runs: halt-reason distribution
 
-Exit codes: 0 ok, 10 converged, 12 iteration cap, 20 bad usage, 30 workspace, 40 execution
-failure, 50 internal; 130/143 interrupted by SIGINT/SIGTERM (resumable). See SPEC.md.";
+Exit codes: 0 ok, 10 converged, 12 iteration cap, 13 integrity (blocked path, credential, replay
+mismatch), 20 bad usage, 30 workspace, 40 execution failure, 50 internal; 130/143 interrupted by SIGINT/SIGTERM (resumable). See SPEC.md.";
 
 /// loopexec: run an agent against an external check until a computed halt, with a receipt.
 #[derive(Debug, Parser)]
