@@ -14,6 +14,8 @@ pub mod init;
 pub mod keygen;
 pub mod policy;
 pub mod receipt_source;
+pub mod reexecute;
+pub mod replay;
 pub mod report;
 pub mod run;
 pub mod sandbox;
@@ -37,9 +39,11 @@ Examples:
   loopexec explain-halt
   loopexec report <RUN_ID>
   loopexec check                                # state hygiene of .loopexec/
+  loopexec replay <RUN_ID>                      # re-run the check on the recorded end-state tree
+  loopexec reexecute <RUN_ID> --samples 5 --confirm   # 5 fresh runs: halt-reason distribution
 
-Exit codes: 0 ok, 10 converged, 12 iteration cap, 20 bad usage, 30 workspace, 40 execution
-failure, 50 internal; 130/143 interrupted by SIGINT/SIGTERM (resumable). See SPEC.md.";
+Exit codes: 0 ok, 10 converged, 12 iteration cap, 13 integrity (blocked path, credential, replay
+mismatch), 20 bad usage, 30 workspace, 40 execution failure, 50 internal; 130/143 interrupted by SIGINT/SIGTERM (resumable). See SPEC.md.";
 
 /// loopexec: run an agent against an external check until a computed halt, with a receipt.
 #[derive(Debug, Parser)]
@@ -80,6 +84,10 @@ pub enum Command {
     Verify(verify::Args),
     /// Add the operator's signature to a sealed run that verifies against that key.
     Attest(attest::Args),
+    /// Re-run a halted run's check on its recorded end-state tree and compare the fingerprint.
+    Replay(replay::Args),
+    /// Re-run a halted run's loop N times in fresh runs and report the halt-reason distribution.
+    Reexecute(reexecute::Args),
 }
 
 impl Command {
@@ -102,6 +110,8 @@ impl Command {
             Command::Keygen(args) => keygen::run(args, json),
             Command::Verify(args) => verify::run(args, json),
             Command::Attest(args) => attest::run(args, json),
+            Command::Replay(args) => replay::run(args, json),
+            Command::Reexecute(args) => reexecute::run(args, json),
         }
     }
 }

@@ -16,7 +16,10 @@ use crate::zones::Isolation;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
-const CONFIG_FLAGS: [&str; 24] = [
+const CONFIG_FLAGS: [&str; 27] = [
+    "mint_cmd",
+    "revoke_cmd",
+    "mint_env",
     "workspace",
     "include_uncommitted",
     "protect",
@@ -126,11 +129,24 @@ pub struct Args {
     /// Declared cost in USD of one agent invocation, recorded in the receipt.
     #[arg(long, value_name = "USD", allow_negative_numbers = true)]
     pub cost_usd: Option<f64>,
+    /// Host command (run by loopexec, not in a zone) printing a short-lived secret for the agent
+    /// on stdout; run before the agent's first iteration of each start or resume. Needs --revoke-cmd.
+    #[arg(long, value_name = "CMD")]
+    pub mint_cmd: Option<String>,
+    /// Host command revoking the minted secret (read from its stdin); run whenever the run stops.
+    #[arg(long, value_name = "CMD")]
+    pub revoke_cmd: Option<String>,
+    /// The agent zone's variable holding the minted secret (default LOOPEXEC_AGENT_TOKEN).
+    #[arg(long, value_name = "NAME")]
+    pub mint_env: Option<String>,
 }
 
 impl Args {
     fn flag_input(&self) -> ConfigInput {
         ConfigInput {
+            mint_cmd: self.mint_cmd.clone(),
+            revoke_cmd: self.revoke_cmd.clone(),
+            mint_env: self.mint_env.clone(),
             check: self.check.clone(),
             exec: self.exec.clone(),
             isolation: self.isolation,
@@ -171,7 +187,7 @@ fn policy_source(raw: &Path) -> String {
 
 /// The operator key that endorses run keys: `--operator-key`, or operator.key in the key dir.
 /// There is no default key: without one, no run starts.
-fn load_operator_key(explicit: Option<&Path>) -> CmdResult<OperatorKey> {
+pub(crate) fn load_operator_key(explicit: Option<&Path>) -> CmdResult<OperatorKey> {
     let path = match explicit {
         Some(p) => p.to_path_buf(),
         None => default_key_dir().map_err(super::keygen::key_failure)?.join(PRIVATE_KEY_FILE),
@@ -193,7 +209,7 @@ pub fn absolute_workdir(raw: &Path) -> CmdResult<PathBuf> {
     }
 }
 
-fn progress_printer(json: bool) -> impl FnMut(&str) {
+pub(crate) fn progress_printer(json: bool) -> impl FnMut(&str) {
     move |line: &str| {
         if !json {
             eprintln!("loopexec: {line}");

@@ -121,6 +121,9 @@ pub struct LoopConfig {
     pub context_files: Vec<ContextFile>,
     pub cost_usd: Option<f64>,
     pub loop_file: Option<LoopFileRef>,
+    /// The agent's credential hooks (`--mint-cmd`, `--revoke-cmd`, `--mint-env`); never a secret.
+    #[serde(default)]
+    pub credentials: Option<crate::engine::credentials::CredentialHooks>,
 }
 
 /// One setting as given by a flag or the loop file, before defaults.
@@ -133,6 +136,11 @@ pub struct ConfigInput {
     pub agent_policy: Option<String>,
     pub check_policy: Option<String>,
     pub egress: EgressPins,
+    /// The credential hooks (`--mint-cmd`, `--revoke-cmd`, `--mint-env`), validated together
+    /// once flags and loop.toml are merged.
+    pub mint_cmd: Option<String>,
+    pub revoke_cmd: Option<String>,
+    pub mint_env: Option<String>,
     pub workspace: Option<crate::engine::detached::WorkspaceMode>,
     pub include_uncommitted: Option<bool>,
     pub protected: Vec<String>,
@@ -179,6 +187,9 @@ impl ConfigInput {
             },
             context_files: if self.context_files.is_empty() { file.context_files } else { self.context_files },
             cost_usd: self.cost_usd.or(file.cost_usd),
+            mint_cmd: self.mint_cmd.or(file.mint_cmd),
+            revoke_cmd: self.revoke_cmd.or(file.revoke_cmd),
+            mint_env: self.mint_env.or(file.mint_env),
         }
     }
 }
@@ -318,6 +329,7 @@ impl LoopConfig {
             context_files,
             cost_usd: input.cost_usd,
             loop_file,
+            credentials: crate::engine::credentials::hooks_from_flags(input.mint_cmd, input.revoke_cmd, input.mint_env)?,
         })
     }
 }

@@ -50,6 +50,9 @@ struct LoopFile {
     junit: Option<String>,
     context_files: Option<Vec<String>>,
     cost_usd: Option<f64>,
+    mint_cmd: Option<String>,
+    revoke_cmd: Option<String>,
+    mint_env: Option<String>,
     model: Option<ModelSection>,
     sampling: Option<SamplingSection>,
 }
@@ -91,6 +94,9 @@ pub fn parse(text: &str, name: &str) -> Result<ConfigInput, Failure> {
         sampling,
         context_files: file.context_files.unwrap_or_default(),
         cost_usd: file.cost_usd,
+        mint_cmd: file.mint_cmd,
+        revoke_cmd: file.revoke_cmd,
+        mint_env: file.mint_env,
     })
 }
 
@@ -160,6 +166,9 @@ pub fn template(check: Option<&str>, exec: Option<&str>, isolation: Option<Isola
     t.push_str("# context_files = [\"PROMPT.md\"]\n\n");
     t.push_str("# Declared cost of one agent invocation, recorded in the receipt.\n");
     t.push_str("# cost_usd = 0.0\n\n");
+    t.push_str("# The agent's short-lived credential: host commands (never run in a zone). mint_cmd prints\n");
+    t.push_str("# the secret (given to the agent as $LOOPEXEC_AGENT_TOKEN or mint_env); revoke_cmd reads it on stdin.\n");
+    t.push_str("# mint_cmd = \"./mint-token\"\n# revoke_cmd = \"./revoke-token\"\n# mint_env = \"LOOPEXEC_AGENT_TOKEN\"\n\n");
     t.push_str("# Model identity, recorded in the receipt.\n[model]\n");
     t.push_str("# provider = \"example\"\n# id = \"example-model\"\n# version = \"2026-01-01\"\n\n");
     t.push_str("# Sampling pins, recorded in the receipt.\n[sampling]\n");

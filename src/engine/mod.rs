@@ -9,9 +9,11 @@
 //! (SIGINT/SIGTERM). Paused, interrupted and crashed runs continue with [`resume`].
 
 pub mod config;
+pub mod credentials;
 pub mod decide;
 pub mod detached;
 pub mod loopfile;
+pub mod replay;
 
 use crate::capture::ArtifactSink;
 use crate::error::{CmdResult, Failure};
@@ -28,6 +30,7 @@ use crate::run_id::RunId;
 use crate::safefs::SafeDir;
 use crate::zones::{open_zone, Role, Zone, ZoneCommand, ZoneError, ZoneRun};
 use config::{LoopConfig, MODE_CHECK_FIXPOINT};
+
 use detached::{RunWorkspace, WorkspaceMode};
 use decide::Step;
 use serde_json::{json, Map, Value};
@@ -83,6 +86,8 @@ struct ActiveRun<'a> {
     run_key: Option<RunKey>,
     /// The detached workspace (native isolation in a git repository).
     workspace: Option<RunWorkspace>,
+    /// The agent's minted credential, held only in this process's memory until it is revoked.
+    credential: Option<credentials::Secret>,
 }
 
 fn zone_failure(err: ZoneError) -> Failure {
@@ -189,9 +194,14 @@ pub fn start(
         resumed: false,
         run_key: Some(run_key),
         workspace,
+        credential: None,
     };
     active.save_state(true)?;
-    active.drive(zone.as_mut(), once, progress)
+    if let Some((reason, detail)) = active.mint_credential()? {
+        progress(&detail);
+        return active.halt(reason, detail);
+    }
+    active.drive_revoking_on_error(zone.as_mut(), once, progress)
 }
 
 /// Where a receipt left off: the pinned config, the last iteration started, whether it was left
@@ -362,16 +372,89 @@ pub fn resume(
         resumed: true,
         run_key: Some(run_key),
         workspace,
+        credential: None,
     };
     active.save_state(true)?;
+    // A credential minted by a process that died without revoking it is revoked now.
+    if credential_outstanding(&events) {
+        active.revoke_credential(None, "supervisor_lost")?;
+    }
     if let Some((reason, detail)) = decided {
         // The outcome was observed and recorded before loopexec died; only its halt is missing.
         return active.halt(reason, detail);
     }
-    active.drive(zone.as_mut(), once, progress)
+    if let Some((reason, detail)) = active.mint_credential()? {
+        progress(&detail);
+        return active.halt(reason, detail);
+    }
+    active.drive_revoking_on_error(zone.as_mut(), once, progress)
+}
+
+/// Whether the receipt's last `credential_minted` has no `credential_revoked` after it.
+fn credential_outstanding(events: &[Map<String, Value>]) -> bool {
+    events
+        .iter()
+        .rev()
+        .find(|e| matches!(type_of(e), events::CREDENTIAL_MINTED | events::CREDENTIAL_REVOKED))
+        .is_some_and(|e| type_of(e) == events::CREDENTIAL_MINTED)
 }
 
 impl ActiveRun<'_> {
+    /// Mint the agent's credential with the operator's hook, if the run has one. A failing mint
+    /// is a halt (`credential_scope_invalid`) decided before any agent runs.
+    fn mint_credential(&mut self) -> CmdResult<Option<(HaltReason, String)>> {
+        let Some(hooks) = self.cfg.credentials.clone() else {
+            return Ok(None);
+        };
+        match credentials::mint(&hooks, &self.cfg.workdir, &self.state.run_id) {
+            Ok((secret, run)) => {
+                self.append(events::CREDENTIAL_MINTED, json!({"env": hooks.env, "duration_ms": run.duration_ms}))?;
+                self.credential = Some(secret);
+                Ok(None)
+            }
+            Err(why) => Ok(Some((HaltReason::CredentialScopeInvalid, format!("no credential for the agent: {why}")))),
+        }
+    }
+
+    /// Run the revoke hook (with the secret on its stdin, or nothing after a crash) and record
+    /// that it ran. A failing revoke is recorded, never fatal: the run still stops cleanly.
+    fn revoke_credential(&mut self, secret: Option<credentials::Secret>, cause: &str) -> CmdResult<()> {
+        let Some(hooks) = self.cfg.credentials.clone() else {
+            return Ok(());
+        };
+        let run = credentials::revoke(&hooks, &self.cfg.workdir, &self.state.run_id, secret.as_ref(), cause);
+        drop(secret);
+        let mut event = json!({"cause": cause, "duration_ms": run.duration_ms, "ok": run.failure.is_none()});
+        if let Some(why) = run.failure {
+            event["error"] = json!(why);
+        }
+        self.append(events::CREDENTIAL_REVOKED, event)
+    }
+
+    /// Drive the run; a failure (not a halt: e.g. the receipt could not be written) still
+    /// revokes the credential this process holds, recording it when the receipt allows.
+    fn drive_revoking_on_error(&mut self, zone: &mut dyn Zone, once: bool, progress: Progress<'_>) -> CmdResult<RunOutcome> {
+        let result = self.drive(zone, once, progress);
+        if result.is_err() {
+            if let (Some(secret), Some(hooks)) = (self.credential.take(), self.cfg.credentials.clone()) {
+                let run = credentials::revoke(&hooks, &self.cfg.workdir, &self.state.run_id, Some(&secret), "error");
+                let _ = self.append(
+                    events::CREDENTIAL_REVOKED,
+                    json!({"cause": "error", "duration_ms": run.duration_ms, "ok": run.failure.is_none(), "error": run.failure}),
+                );
+            }
+        }
+        result
+    }
+
+    /// Revoke the credential this process minted, if it holds one.
+    fn revoke_held(&mut self, cause: &str) -> CmdResult<()> {
+        match self.credential.take() {
+            Some(secret) => self.revoke_credential(Some(secret), cause),
+            None => Ok(()),
+        }
+    }
+
     fn append(&mut self, event_type: &str, value: Value) -> CmdResult<()> {
         self.log.append(event_type, fields(value)).map(|_| ()).map_err(log_failure)
     }
@@ -403,6 +486,10 @@ impl ActiveRun<'_> {
             Role::Check => (self.cfg.check.clone(), self.cfg.check_timeout_ms, format!("{iteration:04}-check")),
         };
         let mut env = self.env.clone();
+        let mut inject = Vec::new();
+        if let (Role::Agent, Some(hooks), Some(secret)) = (role, &self.cfg.credentials, &self.credential) {
+            inject.push((hooks.env.clone(), secret.clone()));
+        }
         env.push(("LOOPEXEC_RUN_ID".into(), self.state.run_id.clone()));
         env.push(("LOOPEXEC_ITERATION".into(), iteration.to_string()));
         env.push(("LOOPEXEC_ROLE".into(), role.as_str().into()));
@@ -417,6 +504,7 @@ impl ActiveRun<'_> {
             env,
             timeout: Some(Duration::from_millis(timeout_ms)),
             overlays: overlay.into_iter().collect(),
+            inject,
         };
         let sink = ArtifactSink::new(&self.artifacts, ARTIFACTS, &stem);
         match zone.run(&cmd, &sink) {
@@ -442,6 +530,7 @@ impl ActiveRun<'_> {
     }
 
     fn halt(&mut self, reason: HaltReason, detail: String) -> CmdResult<RunOutcome> {
+        self.revoke_held("halt")?;
         let mut halt = json!({
             "halt_reason": reason.as_str(),
             "exit_code": reason.class().code(),
@@ -495,6 +584,7 @@ impl ActiveRun<'_> {
         if let Some(iteration) = in_flight {
             self.append(events::ITERATION_INTERRUPTED, json!({"iteration": iteration, "cause": name}))?;
         }
+        self.revoke_held("interrupt")?;
         self.append(events::RUN_INTERRUPTED, json!({"signal": name, "iteration": self.state.iteration}))?;
         self.state.state = RunPhase::Interrupted;
         self.save_state(true)?;
@@ -595,15 +685,19 @@ impl ActiveRun<'_> {
                 "stderr": stream_value(&check.output.stderr),
                 "failing_set": Value::Null,
                 "failing_count": Value::Null,
+                "collected_set": Value::Null,
+                "collected_count": Value::Null,
             });
             let mut failing_count = None;
             if let (Some(rel), Some(_)) = (self.cfg.junit.clone(), check_exit) {
                 let report_dir = scratch.as_ref().map(|s| s.writes()).unwrap_or(&self.workdir);
-                match junit::failing_set(report_dir, &rel) {
-                    Ok(set) => {
-                        failing_count = Some(set.len());
-                        result["failing_count"] = json!(set.len());
-                        result["failing_set"] = json!(set);
+                match junit::read_report(report_dir, &rel) {
+                    Ok(sets) => {
+                        failing_count = Some(sets.failing.len());
+                        result["failing_count"] = json!(sets.failing.len());
+                        result["failing_set"] = json!(sets.failing);
+                        result["collected_count"] = json!(sets.collected.len());
+                        result["collected_set"] = json!(sets.collected);
                     }
                     Err(e) => result["junit_error"] = json!(e.to_string()),
                 }
@@ -629,6 +723,7 @@ impl ActiveRun<'_> {
                 Step::Halt(reason, detail) => return self.halt(reason, detail),
             }
             if once {
+                self.revoke_held("pause")?;
                 self.state.state = RunPhase::Paused;
                 self.save_state(true)?;
                 return Ok(self.outcome(LoopEnd::Paused));

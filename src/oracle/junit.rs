@@ -2,7 +2,9 @@
 //!
 //! The report is read from the workdir without following symlinks (it is written by untrusted
 //! code), bounded in size, and parsed with a real XML parser. The failing set is the sorted,
-//! de-duplicated list of `classname::name` of every `<testcase>` with a `<failure>` or `<error>`.
+//! de-duplicated list of `classname::name` of every `<testcase>` with a `<failure>` or `<error>`;
+//! the collected set is the same list over every `<testcase>` of the report, whatever its result
+//! (what the check ran: a dropped test shows as a smaller collected set).
 
 use crate::safefs::SafeDir;
 use quick_xml::events::{BytesStart, Event};
@@ -33,12 +35,25 @@ fn testcase_id(start: &BytesStart<'_>) -> String {
     format!("{}::{}", attr(start, b"classname"), attr(start, b"name"))
 }
 
+/// What a report says: the failing set and the collected set, each sorted and de-duplicated.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ReportSets {
+    pub failing: Vec<String>,
+    pub collected: Vec<String>,
+}
+
 /// Parse report bytes into the failing set.
 pub fn parse_failing_set(bytes: &[u8], path: &str) -> Result<Vec<String>, JunitError> {
+    parse_report(bytes, path).map(|sets| sets.failing)
+}
+
+/// Parse report bytes into the failing and collected sets.
+pub fn parse_report(bytes: &[u8], path: &str) -> Result<ReportSets, JunitError> {
     let mut reader = Reader::from_reader(bytes);
     let mut buf = Vec::new();
     let mut current: Option<(String, bool)> = None;
     let mut failing = Vec::new();
+    let mut collected = Vec::new();
     let mut saw_root = false;
     loop {
         let event = reader.read_event_into(&mut buf).map_err(|e| JunitError::Malformed {
@@ -50,7 +65,11 @@ pub fn parse_failing_set(bytes: &[u8], path: &str) -> Result<Vec<String>, JunitE
             Event::Start(e) => {
                 saw_root = true;
                 match e.name().as_ref() {
-                    b"testcase" => current = Some((testcase_id(&e), false)),
+                    b"testcase" => {
+                        let id = testcase_id(&e);
+                        collected.push(id.clone());
+                        current = Some((id, false));
+                    }
                     b"failure" | b"error" => {
                         if let Some((_, failed)) = current.as_mut() {
                             *failed = true;
@@ -67,7 +86,7 @@ pub fn parse_failing_set(bytes: &[u8], path: &str) -> Result<Vec<String>, JunitE
                             *failed = true;
                         }
                     }
-                    b"testcase" => {}
+                    b"testcase" => collected.push(testcase_id(&e)),
                     _ => {}
                 }
             }
@@ -86,15 +105,22 @@ pub fn parse_failing_set(bytes: &[u8], path: &str) -> Result<Vec<String>, JunitE
     }
     failing.sort();
     failing.dedup();
-    Ok(failing)
+    collected.sort();
+    collected.dedup();
+    Ok(ReportSets { failing, collected })
 }
 
 /// Read `rel` beneath the workdir and return its failing set.
 pub fn failing_set(workdir: &SafeDir, rel: &str) -> Result<Vec<String>, JunitError> {
+    read_report(workdir, rel).map(|sets| sets.failing)
+}
+
+/// Read `rel` beneath the workdir and return its failing and collected sets.
+pub fn read_report(workdir: &SafeDir, rel: &str) -> Result<ReportSets, JunitError> {
     let bytes = workdir
         .read(rel, MAX_REPORT_BYTES)
         .map_err(|e| JunitError::Unreadable { path: rel.to_string(), detail: e.to_string() })?;
-    parse_failing_set(&bytes, rel)
+    parse_report(&bytes, rel)
 }
 
 #[cfg(test)]
@@ -111,6 +137,19 @@ mod tests {
   <testcase classname="c" name="skip"><skipped/></testcase>
 </testsuite></testsuites>"#;
         assert_eq!(parse_failing_set(xml, "r.xml").unwrap(), vec!["a::one".to_string(), "b::two".to_string()]);
+    }
+
+    #[test]
+    fn every_testcase_is_collected_whatever_its_result() {
+        let xml = br#"<testsuite>
+  <testcase classname="b" name="two"><failure/></testcase>
+  <testcase classname="a" name="ok"/>
+  <testcase classname="a" name="ok"/>
+  <testcase classname="c" name="skip"><skipped/></testcase>
+</testsuite>"#;
+        let sets = parse_report(xml, "r.xml").unwrap();
+        assert_eq!(sets.collected, vec!["a::ok".to_string(), "b::two".to_string(), "c::skip".to_string()]);
+        assert_eq!(sets.failing, vec!["b::two".to_string()]);
     }
 
     #[test]

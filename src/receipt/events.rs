@@ -17,6 +17,10 @@ pub const ITERATION_INTERRUPTED: &str = "iteration_interrupted";
 pub const RUN_RESUMED: &str = "run_resumed";
 pub const RUN_INTERRUPTED: &str = "run_interrupted";
 pub const HALT: &str = "halt";
+/// The agent's credential was minted by the operator's hook (never the secret itself).
+pub const CREDENTIAL_MINTED: &str = "credential_minted";
+/// The operator's revoke hook ran.
+pub const CREDENTIAL_REVOKED: &str = "credential_revoked";
 
 /// Turn a `json!({...})` object into event fields.
 pub fn fields(value: Value) -> Map<String, Value> {

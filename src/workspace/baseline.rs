@@ -77,6 +77,37 @@ impl Baseline {
         let state_inside = state_root.path().canonicalize().ok().and_then(|s| s.strip_prefix(&top).ok().map(|r| r.as_os_str().as_bytes().to_vec()));
         let working = if opts.include_uncommitted { Some(working_manifest(&git, &top, state_inside.as_deref())?) } else { None };
         let tree_id = working.as_ref().map(|m| m.tree_id()).unwrap_or(head_tree);
+        Baseline::materialise_tree(top, git, state_root, head_commit, tree_id, working, opts)
+    }
+
+    /// Find or build the cached files of one tree of `repo` by its id (e.g. a delivered end
+    /// state, for `replay`): the cache entry when one exists, else the tree object read from the
+    /// repository with plumbing only. `commit` is recorded as the baseline's commit (a commit
+    /// whose tree it is, or the run's t0). A tree the repository does not hold is refused.
+    pub fn of_tree(repo: &Path, state_root: &SafeDir, tree_id: ObjectId, commit: ObjectId, owner: Option<(u32, u32)>) -> WsResult<Baseline> {
+        let top = toplevel(repo)?;
+        let git = Git::new(&top);
+        let cached = state_root.subdir(BASELINES).map(|b| b.exists(&cache_key(tree_id, owner))).unwrap_or(false);
+        if !cached && git.resolve(&format!("{tree_id}^{{tree}}"))? != Some(tree_id) {
+            return Err(WorkspaceError::Git {
+                repo: top,
+                command: format!("rev-parse {tree_id}^{{tree}}"),
+                detail: "the repository does not hold this tree (was the delivery branch deleted and garbage-collected?)".into(),
+            });
+        }
+        let opts = BaselineOptions { include_uncommitted: false, owner };
+        Baseline::materialise_tree(top, git, state_root, commit, tree_id, None, &opts)
+    }
+
+    fn materialise_tree(
+        top: PathBuf,
+        git: Git,
+        state_root: &SafeDir,
+        head_commit: ObjectId,
+        tree_id: ObjectId,
+        working: Option<Manifest>,
+        opts: &BaselineOptions,
+    ) -> WsResult<Baseline> {
         let key = cache_key(tree_id, opts.owner);
         if opts.owner.is_some() {
             fsat::allow_traverse(&state_root.fd()).map_err(|e| WorkspaceError::io(state_root.path(), e.into()))?;
@@ -87,7 +118,7 @@ impl Baseline {
         if !reused {
             let manifest = match &working {
                 Some(m) => m.clone(),
-                None => Manifest::parse(&git.run(["ls-tree", "-r", "-z", "--full-tree", &head_tree.to_hex()], None)?)?,
+                None => Manifest::parse(&git.run(["ls-tree", "-r", "-z", "--full-tree", &tree_id.to_hex()], None)?)?,
             };
             build(&git, &top, &baselines, &key, &manifest, working.is_some(), opts.owner)?;
         }

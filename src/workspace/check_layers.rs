@@ -5,8 +5,10 @@
 //! upper-layer entries that are not part of the tree, such as a planted `.git`), the agent's
 //! upper layer (read-only here), then the baseline. The check writes into a scratch upper layer,
 //! so it can neither change the agent's workspace nor the baseline. Building the frozen layer
-//! costs one link per protected t0 file, not a copy of the repository.
+//! costs one link per protected t0 file, not a copy of the repository. `replay` builds the same
+//! frozen layer over a materialised end-state tree instead of the agent's upper layer.
 
+use super::baseline::Baseline;
 use super::manifest::{EntryKind, Manifest};
 use super::overlay::Workspace;
 use super::protected::ProtectedPaths;
@@ -43,8 +45,41 @@ pub fn check_layers(
     target: &Path,
     owner: Option<(u32, u32)>,
 ) -> WsResult<CheckLayers> {
-    let baseline = workspace.baseline().manifest()?;
-    let base_files = &workspace.baseline().files_dir;
+    let base_files = workspace.baseline().files_dir.clone();
+    let middle = [workspace.upper_dir().to_path_buf(), base_files];
+    layers_over(workspace.baseline(), &snapshot.manifest, &snapshot.not_in_tree, &middle, protected, check_dir, target, owner)
+}
+
+/// The same throwaway copy for `replay`: the check sees the materialised end-state tree
+/// `end_state` (one lower layer holding the whole tree) under the same frozen layer of t0's
+/// protected paths, so the replayed check runs on exactly what the loop's check ran on.
+pub fn replay_layers(
+    t0: &Baseline,
+    end_state: &Baseline,
+    protected: &ProtectedPaths,
+    check_dir: &SafeDir,
+    target: &Path,
+    owner: Option<(u32, u32)>,
+) -> WsResult<CheckLayers> {
+    let manifest = end_state.manifest()?;
+    layers_over(t0, manifest, &[], std::slice::from_ref(&end_state.files_dir), protected, check_dir, target, owner)
+}
+
+/// The frozen layer (t0's protected entries, whiteouts over protected paths `tree` added and
+/// over `not_in_tree`) on top of `lowers`, with a scratch upper layer.
+#[allow(clippy::too_many_arguments)]
+fn layers_over(
+    t0: &Baseline,
+    tree: &Manifest,
+    not_in_tree: &[Vec<u8>],
+    lowers: &[PathBuf],
+    protected: &ProtectedPaths,
+    check_dir: &SafeDir,
+    target: &Path,
+    owner: Option<(u32, u32)>,
+) -> WsResult<CheckLayers> {
+    let baseline = t0.manifest()?;
+    let base_files = &t0.files_dir;
     let mkdir = |name: &str, mode: u32| -> WsResult<(PathBuf, OwnedFd)> {
         let path = check_dir.path().join(name);
         nix::sys::stat::mkdirat(Some(check_dir.fd().as_raw_fd()), name, nix::sys::stat::Mode::from_bits_truncate(mode))
@@ -76,12 +111,12 @@ pub fn check_layers(
     }
 
     let mut hidden = BTreeSet::new();
-    for (path, _) in snapshot.manifest.iter() {
+    for (path, _) in tree.iter() {
         if baseline.get(path).is_none() && protected.is_protected(path) {
             hidden.insert(topmost_new_protected(path, baseline, protected));
         }
     }
-    for p in &snapshot.not_in_tree {
+    for p in not_in_tree {
         hidden.insert(p.clone());
     }
     let hidden: Vec<Vec<u8>> = hidden.iter().filter(|p| !hidden.iter().any(|a| is_beneath(p, a))).cloned().collect();
@@ -90,13 +125,10 @@ pub fn check_layers(
         fsat::whiteout(dst.as_raw_fd(), tree_path::file_name(path)).map_err(|e| layer.err(path, e))?;
     }
 
+    let mut all_lowers = vec![frozen_path];
+    all_lowers.extend(lowers.iter().cloned());
     Ok(CheckLayers {
-        overlay: OverlayMount {
-            target: target.to_path_buf(),
-            lowers: vec![frozen_path, workspace.upper_dir().to_path_buf(), base_files.clone()],
-            upper: Some(upper_path),
-            work: Some(work_path),
-        },
+        overlay: OverlayMount { target: target.to_path_buf(), lowers: all_lowers, upper: Some(upper_path), work: Some(work_path) },
         frozen: count,
         hidden: hidden.iter().map(|p| String::from_utf8_lossy(p).into_owned()).collect(),
     })

@@ -102,6 +102,7 @@ impl Zone for HostZone {
             .arg(&cmd.command_line)
             .env_clear()
             .envs(cmd.env.iter().map(|(k, v)| (k, v)))
+            .envs(cmd.inject.iter().map(|(k, v)| (k, v.expose())))
             .current_dir(&cmd.cwd)
             .stdin(Stdio::null())
             .stdout(Stdio::from(out_w))

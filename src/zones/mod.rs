@@ -42,6 +42,9 @@ pub struct ZoneCommand {
     /// Overlays the zone mounts (the detached workspace); `cwd` lies inside one of them. Only
     /// sandboxing backends can honour them: the host backend refuses a command that has any.
     pub overlays: Vec<sandbox::OverlayMount>,
+    /// Variables set for this command whatever the zone's environment policy: the agent's
+    /// minted credential. Only in the command's environment (never argv); `Debug` redacts them.
+    pub inject: Vec<(String, crate::engine::credentials::Secret)>,
 }
 
 /// How a command ended.

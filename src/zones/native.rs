@@ -121,6 +121,10 @@ impl NativeZone {
         for (k, v) in cmd.env.iter().filter(|(k, _)| k.starts_with("LOOPEXEC_")) {
             policy.env.set.insert(k.clone(), v.clone());
         }
+        // The minted credential (agent zone) is set the same way, whatever `env.allow` says.
+        for (k, v) in &cmd.inject {
+            policy.env.set.insert(k.clone(), v.expose().to_string());
+        }
         let proxied = cmd.role == Role::Agent && self.agent_policy.network.mode == NetworkMode::Proxy;
         if proxied {
             for (k, v) in proxy_env(PROXY_PORT) {

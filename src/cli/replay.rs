@@ -1,0 +1,54 @@
+//! `loopexec replay`: re-run a halted run's recorded check on its recorded end-state tree, in an
+//! exec zone, and compare the normalised fingerprint with the receipt's (engine::replay).
+
+use crate::engine::replay::replay;
+use crate::error::CmdResult;
+use crate::halt::HaltReason;
+use crate::output::{aligned, Outcome};
+use crate::receipt::store::StateDir;
+use std::path::PathBuf;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The run to replay (a run id of the workdir).
+    #[arg(value_name = "RUN")]
+    pub run: String,
+    /// Directory holding .loopexec/.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub workdir: PathBuf,
+}
+
+fn fingerprint_text(fp: &crate::engine::replay::Fingerprint) -> String {
+    let set = |s: &Option<Vec<String>>| s.as_ref().map(|s| s.len().to_string()).unwrap_or_else(|| "-".into());
+    format!(
+        "{} (failing {}, collected {})",
+        serde_json::to_value(fp.exit_class).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default(),
+        set(&fp.failing_set),
+        set(&fp.collected_set)
+    )
+}
+
+pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
+    let statedir = StateDir::open(&super::run::absolute_workdir(&args.workdir)?)?;
+    let run = statedir.resolve(Some(&args.run))?;
+    let r = replay(&statedir, &run)?;
+    let human = aligned(&[
+        ("run", r.run_id.clone()),
+        ("tree", r.tree_id.clone()),
+        ("iteration", r.iteration.to_string()),
+        ("recorded", fingerprint_text(&r.recorded)),
+        ("observed", fingerprint_text(&r.observed)),
+        ("match", if r.matched { "yes".into() } else { "NO: objective_unverified".into() }),
+    ]);
+    let mut out = if r.matched {
+        Outcome::ok("replay")
+    } else {
+        Outcome::halted("replay", HaltReason::ObjectiveUnverified)
+    }
+    .human(human);
+    out.set("run_id", r.run_id.clone());
+    out.set("iteration", r.iteration);
+    out.set("check_exit", serde_json::to_value(r.check_exit).unwrap_or_default());
+    out.set("replay", serde_json::to_value(&r).unwrap_or_default());
+    Ok(out)
+}
