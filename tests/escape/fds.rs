@@ -42,7 +42,7 @@ fn a_stdio_file_mode_cannot_be_changed() {
     Zone::new(&scene)
         .stderr_to_file(&log)
         .run("fds", &["stdio_fchmod", "2"])
-        .assert_blocked("stdio_fchmod", &["EPERM"]);
+        .assert_blocked("stdio_fchmod", &["EPERM", "relayed_through_a_pipe"]);
 }
 
 #[test]

@@ -1,6 +1,7 @@
 /* fds.c - inherited file descriptors: nothing beyond stdin/stdout/stderr
  * may reach the zone (the harness leaks some into loopexec on purpose). */
 #include "probe.h"
+#include <sys/stat.h>
 #include <dirent.h>
 #include <fcntl.h>
 
@@ -42,6 +43,11 @@ int main(int argc, char **argv)
     ATTEMPT("stdio_fchmod") {
         /* argv[2]: fd number of a host file; change its mode on the host */
         if (argc < 3) probe_error("stdio_fchmod", "usage_fd");
+        /* The supervisor may hand the zone a pipe it relays into the host file: then the file
+         * itself never reached the zone (the harness still checks its mode is unchanged). */
+        struct stat st;
+        if (fstat(atoi(argv[2]), &st) == 0 && S_ISFIFO(st.st_mode))
+            blocked("stdio_fchmod", "relayed_through_a_pipe");
         expect_fail("stdio_fchmod", fchmod(atoi(argv[2]), 0666));
     }
     ATTEMPT("stdio_truncate") {
