@@ -64,6 +64,32 @@ fn setuid_file_in_a_caller_owned_grant_is_refused() {
 }
 
 #[test]
+fn file_capabilities_cannot_be_set_in_a_caller_owned_grant() {
+    let scene = Scene::with_caller_owned_grant();
+    let rw = Scene::s(&scene.rw);
+    Zone::new(&scene).run("privilege", &["setfcap", &rw]).assert_blocked("setfcap", &["EPERM", "EACCES", "EOPNOTSUPP"]);
+    let file = scene.rw.join("fcap-file");
+    let mut buf = [0u8; 64];
+    let c = std::ffi::CString::new(file.as_os_str().as_encoded_bytes()).expect("path");
+    // SAFETY: reads an xattr into a local buffer.
+    let n = unsafe { libc::getxattr(c.as_ptr(), c"security.capability".as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    assert!(n < 0, "ESCAPE: {} carries file capabilities on the host", file.display());
+}
+
+#[test]
+fn host_control_file_capabilities_are_settable_by_root() {
+    // As root the host control sets them; unprivileged, the host refuses too.
+    let scene = Scene::new();
+    let rw = Scene::s(&scene.rw);
+    let run = host_control(&scene, "privilege", &["setfcap", &rw]);
+    if is_root() {
+        run.assert_escaped("setfcap");
+    } else {
+        run.assert_blocked("setfcap", &["EPERM"]);
+    }
+}
+
+#[test]
 fn setuid_root_binary_grants_nothing() {
     let scene = Scene::new();
     let dir = scene.root().join("suid");

@@ -761,16 +761,14 @@ pub fn remove_cgroups(dirs: &[PathBuf]) {
 }
 
 /// Cgroups created during the run that are still there after `limit`. Other loopexec processes on
-/// the host (other test binaries) create zone cgroups too: a new directory whose name carries the
-/// pid of a different, still running process (`loopexec-zone-<pid>-<n>`) is theirs, not ours.
+/// the host (other test binaries, other checkouts running this suite) create zone cgroups too:
+/// loopexec names them `loopexec-zone-<supervisor pid>-<n>`, so a `loopexec-*` directory naming a
+/// different pid is theirs; any other new directory naming a different, live pid is theirs too.
 fn wait_for_cgroups(before: &BTreeSet<PathBuf>, our_pid: i32, limit: Duration) -> Vec<PathBuf> {
     let deadline = Instant::now() + limit;
     loop {
-        let new: Vec<PathBuf> = cgroup_dirs()
-            .difference(before)
-            .filter(|p| !belongs_to_another_live_process(p, our_pid))
-            .cloned()
-            .collect();
+        let new: Vec<PathBuf> =
+            cgroup_dirs().difference(before).filter(|p| !belongs_to_another_process(p, our_pid)).cloned().collect();
         if new.is_empty() || Instant::now() >= deadline {
             return new;
         }
@@ -778,10 +776,13 @@ fn wait_for_cgroups(before: &BTreeSet<PathBuf>, our_pid: i32, limit: Duration) -
     }
 }
 
-fn belongs_to_another_live_process(dir: &Path, our_pid: i32) -> bool {
+fn belongs_to_another_process(dir: &Path, our_pid: i32) -> bool {
     let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let pids: Vec<i32> = name.split(['-', '.', '_']).filter_map(|t| t.parse().ok()).collect();
-    !pids.contains(&our_pid) && pids.iter().any(|p| *p > 1 && Path::new(&format!("/proc/{p}")).exists())
+    if pids.is_empty() || pids.contains(&our_pid) {
+        return false;
+    }
+    name.starts_with("loopexec-") || pids.iter().any(|p| *p > 1 && Path::new(&format!("/proc/{p}")).exists())
 }
 
 /// Read a stream to its end on a thread, keeping the first 64 KiB and counting the rest.

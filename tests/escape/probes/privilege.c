@@ -6,6 +6,7 @@
 #include <linux/capability.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/xattr.h>
 
 static char status_buf[8192];
 
@@ -98,6 +99,21 @@ int main(int argc, char **argv)
         if (rc_u == 0 && rc_g == 0)
             blocked("chmod_setuid", "bits_silently_dropped");
         blocked("chmod_setuid", "%s", errname(rc_u ? e_u : e_g));
+    }
+    ATTEMPT("setfcap") {
+        /* give a file in the grant file capabilities (cap_setuid+ep), as
+         * setcap would: a v2 security.capability xattr */
+        if (argc < 3) probe_error("setfcap", "usage_rwdir");
+        char path[4200];
+        snprintf(path, sizeof path, "%s/fcap-file", argv[2]);
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
+        if (fd < 0) probe_error("setfcap", "create_%s", errname(errno));
+        close(fd);
+        struct { unsigned int magic_etc; struct { unsigned int permitted, inheritable; } data[2]; } cap;
+        memset(&cap, 0, sizeof cap);
+        cap.magic_etc = 0x02000000 | 0x000001; /* VFS_CAP_REVISION_2 | VFS_CAP_FLAGS_EFFECTIVE */
+        cap.data[0].permitted = 1u << 7;      /* CAP_SETUID */
+        expect_fail("setfcap", setxattr(path, "security.capability", &cap, sizeof cap, 0));
     }
     ATTEMPT("chown_root") {
         /* give our own file in the grant to root (then u+s would make a
