@@ -65,9 +65,17 @@ fn setuid_file_in_a_caller_owned_grant_is_refused() {
 
 #[test]
 fn file_capabilities_cannot_be_set_in_a_caller_owned_grant() {
+    // As root a root-owned grant is refused at launch (never idmapped onto root); unprivileged
+    // the zone cannot set file capabilities (no CAP_SETFCAP anywhere).
     let scene = Scene::with_caller_owned_grant();
     let rw = Scene::s(&scene.rw);
-    Zone::new(&scene).run("privilege", &["setfcap", &rw]).assert_blocked("setfcap", &["EPERM", "EACCES", "EOPNOTSUPP"]);
+    let run = Zone::new(&scene).run("privilege", &["setfcap", &rw]);
+    if is_root() {
+        assert_eq!(run.status.code(), Some(20), "{}", run.stderr);
+        assert!(run.stderr.contains("never mapped onto root"), "{}", run.stderr);
+    } else {
+        run.assert_blocked("setfcap", &["EPERM", "EACCES", "EOPNOTSUPP"]);
+    }
     let file = scene.rw.join("fcap-file");
     let mut buf = [0u8; 64];
     let c = std::ffi::CString::new(file.as_os_str().as_encoded_bytes()).expect("path");
