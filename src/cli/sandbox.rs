@@ -148,11 +148,8 @@ pub fn run(args: SandboxArgs, json: bool) -> CmdResult<Outcome> {
     spec.extra_rw = extra_rw;
     spec.extra_ro = extra_ro;
     spec.overlays = args.overlay;
-    // The zone never holds the operator's files: where our stdout/stderr are files or pipes, the
-    // zone gets pipes this process copies out (given a redirected file, a zone could truncate it
-    // or change its mode). A terminal is still passed through (known limit: docs/threat-model.md);
-    // TIOCSTI/TIOCLINUX on it are refused by seccomp. Under --json stdout carries the one JSON
-    // object, so the command's stdout goes to our stderr.
+    // The zone never holds the operator's terminal or files (see zone_stream). Under --json stdout
+    // carries the one JSON object, so the command's stdout goes to our stderr.
     let stdout_sink = if json { Sink::Stderr } else { Sink::Stdout };
     let (out_fd, out_read) = zone_stream(stdout_sink)?;
     let (err_fd, err_read) = zone_stream(Sink::Stderr)?;
@@ -164,9 +161,7 @@ pub fn run(args: SandboxArgs, json: bool) -> CmdResult<Outcome> {
     let mut zone = sandbox::launch(spec).map_err(failure)?;
     let mut relays = Vec::new();
     for (read, sink) in [(out_read, stdout_sink), (err_read, Sink::Stderr)] {
-        if let Some(read) = read {
-            relays.push(relay(read, sink)?);
-        }
+        relays.push(relay(read, sink)?);
     }
     let proxy = match (egress, zone.take_listener()) {
         (Some((config, (log, path))), Some(listener)) => {
@@ -235,27 +230,35 @@ enum Sink {
     Stderr,
 }
 
-/// The zone's end of one output stream: the terminal itself (a duplicate of our fd), or the write
-/// end of a relay pipe for anything else (its read end is returned, to relay once the zone runs:
-/// no thread is started before the zone is cloned).
-fn zone_stream(sink: Sink) -> CmdResult<(std::os::fd::OwnedFd, Option<std::os::fd::OwnedFd>)> {
+/// The zone's end of one output stream, and the supervisor's end to relay from once the zone
+/// runs (no thread is started before the zone is cloned). The zone never holds the operator's
+/// terminal or files: a file or pipe is relayed through a pipe (a zone could otherwise truncate
+/// it or change its mode), a terminal through a fresh pseudo-terminal of our own (the zone keeps
+/// a real tty for its output, but cannot read what the operator types, change the operator's
+/// terminal settings or its device mode).
+fn zone_stream(sink: Sink) -> CmdResult<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
     use std::io::IsTerminal;
-    use std::os::fd::AsFd;
     let terminal = match sink {
-        Sink::Stdout => std::io::stdout().is_terminal().then(|| std::io::stdout().as_fd().try_clone_to_owned()),
-        Sink::Stderr => std::io::stderr().is_terminal().then(|| std::io::stderr().as_fd().try_clone_to_owned()),
+        Sink::Stdout => std::io::stdout().is_terminal(),
+        Sink::Stderr => std::io::stderr().is_terminal(),
     };
-    match terminal {
-        Some(fd) => Ok((fd.map_err(|e| Failure::internal(format!("dup: {e}")))?, None)),
-        None => {
-            let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| Failure::internal(format!("pipe: {e}")))?;
-            Ok((w, Some(r)))
+    if terminal {
+        let pty = nix::pty::openpty(None, None).map_err(|e| Failure::internal(format!("openpty: {e}")))?;
+        nix::fcntl::fcntl(std::os::fd::AsRawFd::as_raw_fd(&pty.master), nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC))
+            .map_err(|e| Failure::internal(format!("pty: {e}")))?;
+        // Output passes through unchanged: the operator's own terminal does its output processing.
+        if let Ok(mut t) = nix::sys::termios::tcgetattr(&pty.slave) {
+            t.output_flags.remove(nix::sys::termios::OutputFlags::OPOST);
+            let _ = nix::sys::termios::tcsetattr(&pty.slave, nix::sys::termios::SetArg::TCSANOW, &t);
         }
+        return Ok((pty.slave, pty.master));
     }
+    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| Failure::internal(format!("pipe: {e}")))?;
+    Ok((w, r))
 }
 
-/// Copy `from` (a relay pipe's read end) to `sink` until every writer is gone (the zone and all
-/// its processes ended).
+/// Copy `from` (a relay pipe's read end, or a pseudo-terminal's master) to `sink` until every
+/// writer is gone (the zone and all its processes ended: end of file, or EIO on a pty master).
 fn relay(from: std::os::fd::OwnedFd, sink: Sink) -> CmdResult<std::thread::JoinHandle<()>> {
     use std::io::{Read, Write};
     let target = match sink {

@@ -247,6 +247,16 @@ fn parse_verdict(stdout: &str) -> Verdict {
     Verdict::Missing
 }
 
+/// The operator's terminal as the harness sees it: device mode and termios settings.
+fn terminal_state(slave: &OwnedFd) -> (u32, String) {
+    use std::os::unix::fs::MetadataExt;
+    let mode = fs::File::from(slave.try_clone().expect("dup pty slave")).metadata().map(|m| m.mode() & 0o7777).unwrap_or(0);
+    let settings = nix::sys::termios::tcgetattr(slave)
+        .map(|t| format!("{:?} {:?} {:?}", t.local_flags, t.input_flags, t.output_flags))
+        .unwrap_or_default();
+    (mode, settings)
+}
+
 pub struct Run {
     pub status: ExitStatus,
     pub stdout: String,
@@ -258,6 +268,9 @@ pub struct Run {
     pub supervisor_max_rss_kib: u64,
     /// Cgroups created during the run that were still there 3 s after it (then removed).
     pub leaked_cgroups: Vec<PathBuf>,
+    /// With `stderr_pty`: how the operator's terminal (the pty the harness handed loopexec)
+    /// differs after the run (settings, device mode); empty when unchanged.
+    pub terminal_changes: Vec<String>,
 }
 
 impl Run {
@@ -577,11 +590,15 @@ impl<'a> Zone<'a> {
         // stdin: /dev/null; stderr: a pipe, or the slave side of a pty we own.
         cmd.stdin(Stdio::null()).stdout(Stdio::piped());
         let mut _pty_master: Option<OwnedFd> = None;
+        let mut terminal_before: Option<(u32, String)> = None;
+        let mut terminal_slave: Option<OwnedFd> = None;
         if let Some(path) = &self.stderr_file {
             let f = fs::OpenOptions::new().append(true).open(path).expect("open stderr file");
             cmd.stderr(Stdio::from(f));
         } else if self.stderr_pty {
             let pty = nix::pty::openpty(None, None).expect("openpty");
+            terminal_before = Some(terminal_state(&pty.slave));
+            terminal_slave = Some(pty.slave.try_clone().expect("dup pty slave"));
             cmd.stderr(Stdio::from(pty.slave));
             _pty_master = Some(pty.master);
         } else {
@@ -643,7 +660,17 @@ impl<'a> Zone<'a> {
             elapsed,
             supervisor_max_rss_kib: max_rss,
             leaked_cgroups: Vec::new(),
+            terminal_changes: Vec::new(),
         };
+        if let (Some((mode, settings)), Some(slave)) = (terminal_before, terminal_slave.as_ref()) {
+            let (mode_after, settings_after) = terminal_state(slave);
+            if mode_after != mode {
+                run.terminal_changes.push(format!("device mode {mode:o} -> {mode_after:o}"));
+            }
+            if settings_after != settings {
+                run.terminal_changes.push(format!("settings {settings} -> {settings_after}"));
+            }
+        }
         // Cgroups the zone left behind (empty once its processes are gone): removed here, children
         // first, so that a finding does not leave the host changed.
         if !survivors.is_empty() {
@@ -698,6 +725,7 @@ pub fn run_concurrent_zone(scene: &Scene, probe: &str, args: &[&str]) -> Run {
         elapsed: start.elapsed(),
         supervisor_max_rss_kib: 0,
         leaked_cgroups: Vec::new(),
+        terminal_changes: Vec::new(),
     }
 }
 
@@ -722,6 +750,7 @@ pub fn host_control(scene: &Scene, probe: &str, args: &[&str]) -> Run {
         elapsed: start.elapsed(),
         supervisor_max_rss_kib: 0,
         leaked_cgroups: Vec::new(),
+        terminal_changes: Vec::new(),
     }
 }
 
