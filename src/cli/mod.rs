@@ -30,20 +30,22 @@ use std::ffi::OsString;
 
 const EXAMPLES: &str = "\
 Examples:
-  loopexec init --check 'sh ./check.sh' --exec 'sh ./agent.sh' --isolation none
-  loopexec run                                  # run what loop.toml says
-  loopexec run --check 'cargo test' --exec './agent' --isolation none --max-iterations 5
+  loopexec keygen                               # once: the operator key that endorses every run
+  loopexec init --check 'cargo test' --exec './agent'
+  loopexec run                                  # run what loop.toml says, sandboxed
+  loopexec run --check 'cargo test' --exec './agent' --allow-host api.example.com --max-iterations 5
   loopexec run --once --json                    # one iteration, then pause
   loopexec run --resume <RUN_ID>                # continue a paused, interrupted or crashed run
   loopexec status --json
   loopexec explain-halt
   loopexec report <RUN_ID>
-  loopexec check                                # state hygiene of .loopexec/
-  loopexec replay <RUN_ID>                      # re-run the check on the recorded end-state tree
-  loopexec reexecute <RUN_ID> --samples 5 --confirm   # 5 fresh runs: halt-reason distribution
+  loopexec verify <RUN_ID> --pubkey ~/.config/loopexec/operator.pub
+  loopexec sandbox --rw . -- make test          # one command in a zone
+  loopexec doctor                               # which isolation layers this host offers
 
-Exit codes: 0 ok, 10 converged, 12 iteration cap, 13 integrity (blocked path, credential, replay
-mismatch), 20 bad usage, 30 workspace, 40 execution failure, 50 internal; 130/143 interrupted by SIGINT/SIGTERM (resumable). See SPEC.md.";
+Exit codes: 0 ok, 10 converged, 12 iteration cap, 13 integrity (blocked path, verify failed),
+20 bad usage, 30 workspace or isolation, 40 execution failure, 50 internal; 130/143 interrupted
+by SIGINT/SIGTERM (resumable). See SPEC.md.";
 
 /// loopexec: run an agent against an external check until a computed halt, with a receipt.
 #[derive(Debug, Parser)]
