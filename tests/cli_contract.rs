@@ -240,3 +240,31 @@ fn status_report_and_explain_halt_answer_in_json() {
     assert_eq!(check.code, 0, "{check:?}");
     assert_eq!(check.json()["checked"]["runs"], 1);
 }
+
+#[test]
+fn a_malformed_agent_policy_is_refused_with_its_line_before_anything_is_written() {
+    let dir = workdir();
+    std::fs::write(dir.path().join("bad.toml"), "[filesystem]\nread_only = [\"relative/path\"]\n").unwrap();
+    let r = loopexec(dir.path(), &["run", "--json", "--policy", "bad.toml", "--exec", "true", "--check", "true"]);
+    assert_eq!(r.code, 20, "{r:?}");
+    let message = r.json()["errors"][0]["message"].as_str().unwrap().to_string();
+    assert!(message.contains("bad.toml") && message.contains(":2"), "{message}");
+    assert!(!dir.path().join(".loopexec").exists(), "nothing is written for a refused policy");
+}
+
+#[test]
+fn a_malformed_allow_host_is_a_usage_error() {
+    let dir = workdir();
+    let r = loopexec(dir.path(), &["run", "--json", "--allow-host", "*.*.example.com", "--exec", "true", "--check", "true"]);
+    assert_eq!(r.code, 20, "{r:?}");
+    assert!(r.json()["errors"][0]["message"].as_str().unwrap().contains("--allow-host"));
+    assert!(!dir.path().join(".loopexec").exists());
+}
+
+#[test]
+fn egress_flags_with_isolation_none_are_refused() {
+    let dir = workdir();
+    let r = loopexec(dir.path(), &["run", "--json", "--isolation", "none", "--allow-host", "api.example.com", "--exec", "true", "--check", "true"]);
+    assert_eq!(r.code, 20, "{r:?}");
+    assert!(r.json()["errors"][0]["message"].as_str().unwrap().contains("native isolation"));
+}

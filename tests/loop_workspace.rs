@@ -122,3 +122,12 @@ fn a_detached_workspace_outside_a_repository_is_refused() {
     assert!(r.json()["errors"][0]["message"].as_str().unwrap().contains("not a git repository"));
     assert!(!dir.path().join(".loopexec").exists());
 }
+
+#[test]
+fn a_malformed_protected_pattern_is_refused_and_no_run_is_left() {
+    let repo = example_repo();
+    let r = loopexec(repo.path(), &["run", "--json", "--run-id", "g", "--protect", "src/[", "--exec", "true", "--check", "true"]);
+    assert_eq!(r.code, 20, "{r:?}");
+    assert!(r.json()["errors"][0]["message"].as_str().unwrap().contains("src/["));
+    assert!(!run_dir(repo.path(), "g").exists(), "nothing is written for a refused configuration");
+}

@@ -292,6 +292,8 @@ impl LoopConfig {
         if !input.protected.is_empty() && workspace != WorkspaceMode::Detached {
             return Err(Failure::usage("protected paths apply to a detached workspace only"));
         }
+        // Validated here, before anything is written, so that a bad pattern leaves no run behind.
+        crate::workspace::ProtectedPaths::new(true, &input.protected).map_err(Failure::from)?;
         let max_iterations = input.max_iterations.unwrap_or(DEFAULT_MAX_ITERATIONS);
         if max_iterations == 0 {
             return Err(Failure::usage("max_iterations must be at least 1"));
