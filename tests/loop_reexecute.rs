@@ -76,19 +76,6 @@ fn a_run_that_has_not_halted_or_a_zero_sample_count_is_refused() {
     assert_eq!(zero.code, 20, "{zero:?}");
 }
 
-fn git(dir: &std::path::Path, args: &[&str]) {
-    let out = std::process::Command::new("git")
-        .current_dir(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .output()
-        .expect("git");
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-}
 
 #[test]
 fn detached_samples_start_from_the_original_t0_and_a_moved_head_is_refused() {

@@ -3,31 +3,13 @@
 mod common;
 use common::*;
 use std::path::Path;
-use std::process::Command;
 
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .current_dir(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .output()
-        .expect("git");
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// A committed repository whose `answer` is 41; the agent makes it 42, the check wants 42.
 fn answer_repo() -> tempfile::TempDir {
     let repo = workdir();
     std::fs::write(repo.path().join("answer"), "41\n").unwrap();
-    git(repo.path(), &["init", "-q", "-b", "main"]);
-    git(repo.path(), &["add", "-A"]);
-    git(repo.path(), &["commit", "-q", "-m", "t0"]);
-    zone_traversable(repo.path());
+    commit_t0(repo.path());
     repo
 }
 

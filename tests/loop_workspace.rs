@@ -4,22 +4,7 @@
 mod common;
 use common::*;
 use std::path::Path;
-use std::process::Command;
 
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .current_dir(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .output()
-        .expect("git");
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// A git repository holding the bundled fizzbuzz example, committed, reachable by the zone uid.
 fn example_repo() -> tempfile::TempDir {
@@ -33,13 +18,6 @@ fn example_repo() -> tempfile::TempDir {
     dir
 }
 
-/// Make `dir` a repository whose first commit (t0) holds everything in it, reachable by the zone uid.
-fn commit_t0(dir: &Path) {
-    git(dir, &["init", "-q", "-b", "main"]);
-    git(dir, &["add", "-A"]);
-    git(dir, &["commit", "-q", "-m", "t0"]);
-    zone_traversable(dir);
-}
 
 #[test]
 fn a_repository_runs_in_a_detached_workspace_delivered_as_a_branch() {

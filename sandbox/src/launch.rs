@@ -794,7 +794,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().canonicalize().unwrap();
         let mut held = Held { placeholders: Vec::new() };
-        let pairs = hold_protected(&[root.clone()], &[PathBuf::from(".git/hooks"), PathBuf::from(".git/config")], &mut held).unwrap();
+        let pairs = hold_protected(std::slice::from_ref(&root), &[PathBuf::from(".git/hooks"), PathBuf::from(".git/config")], &mut held).unwrap();
         // `.git` is missing: it is held itself, and covers both protected paths.
         assert_eq!(pairs, vec![(root.clone(), PathBuf::from(".git"))]);
         assert!(root.join(".git").is_dir());
