@@ -102,6 +102,25 @@ fn base_env() -> Vec<(String, String)> {
     std::env::vars().filter(|(k, _)| !k.starts_with("LOOPEXEC_")).collect()
 }
 
+/// The state of a run this process is about to drive (its counters are filled in on save).
+fn running_state(run_id: &RunId, isolation: &str, iteration: u64, max_iterations: u64, run: &RunDir) -> RunState {
+    RunState {
+        run_id: run_id.to_string(),
+        state: RunPhase::Running,
+        mode: MODE_CHECK_FIXPOINT.into(),
+        isolation: isolation.into(),
+        iteration,
+        max_iterations,
+        halt_reason: None,
+        exit_code: None,
+        receipt: run.receipt_rel(),
+        receipt_events: 0,
+        receipt_head: String::new(),
+        pid: std::process::id(),
+        updated_at: String::new(),
+    }
+}
+
 /// The agent and check policies a native run pinned.
 fn pinned_policies(cfg: &LoopConfig) -> CmdResult<(sandbox::Policy, sandbox::Policy)> {
     let missing = || Failure::internal("a detached workspace needs native isolation and its pinned policies");
@@ -164,21 +183,7 @@ pub fn start(
         }
         WorkspaceMode::InPlace => None,
     };
-    let state = RunState {
-        run_id: run_id.to_string(),
-        state: RunPhase::Running,
-        mode: MODE_CHECK_FIXPOINT.into(),
-        isolation: zone.isolation().into(),
-        iteration: 0,
-        max_iterations: cfg.max_iterations,
-        halt_reason: None,
-        exit_code: None,
-        receipt: run.receipt_rel(),
-        receipt_events: 0,
-        receipt_head: String::new(),
-        pid: std::process::id(),
-        updated_at: String::new(),
-    };
+    let state = running_state(&run_id, zone.isolation(), 0, cfg.max_iterations, &run);
     let mut active = ActiveRun {
         statedir,
         run,
@@ -341,21 +346,7 @@ pub fn resume(
         }
         WorkspaceMode::InPlace => None,
     };
-    let state = RunState {
-        run_id: run_id.to_string(),
-        state: RunPhase::Running,
-        mode: MODE_CHECK_FIXPOINT.into(),
-        isolation: pos.isolation,
-        iteration: pos.last_started,
-        max_iterations: pos.cfg.max_iterations,
-        halt_reason: None,
-        exit_code: None,
-        receipt: run.receipt_rel(),
-        receipt_events: 0,
-        receipt_head: String::new(),
-        pid: std::process::id(),
-        updated_at: String::new(),
-    };
+    let state = running_state(&run_id, &pos.isolation, pos.last_started, pos.cfg.max_iterations, &run);
     let decided = pos.decided;
     let mut active = ActiveRun {
         statedir,
