@@ -43,6 +43,25 @@ struct CloneArgs {
     set_tid_size: u64,
     cgroup: u64,
 }
+
+impl CloneArgs {
+    /// `clone3` arguments like fork(2) with `flags`: SIGCHLD on exit, no new stack, nothing else.
+    fn fork_like(flags: u64) -> CloneArgs {
+        CloneArgs {
+            flags,
+            pidfd: 0,
+            child_tid: 0,
+            parent_tid: 0,
+            exit_signal: libc::SIGCHLD as u64,
+            stack: 0,
+            stack_size: 0,
+            tls: 0,
+            set_tid: 0,
+            set_tid_size: 0,
+            cgroup: 0,
+        }
+    }
+}
 const CLONE_PIDFD: u64 = 0x1000;
 const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 
@@ -112,17 +131,9 @@ pub(crate) fn clone_zone_init(stdio: [Option<OwnedFd>; 3], drop_to: Option<(u32,
     let (sock_raw, hold_raw, hold_w_raw) = (theirs.as_raw_fd(), hold_r.as_raw_fd(), hold_w.as_raw_fd());
     let mut pidfd: RawFd = -1;
     let mut args = CloneArgs {
-        flags: NAMESPACES.bits() as u64 | CLONE_PIDFD | if cgroup_dir.is_some() { CLONE_INTO_CGROUP } else { 0 },
         pidfd: &mut pidfd as *mut RawFd as u64,
-        child_tid: 0,
-        parent_tid: 0,
-        exit_signal: libc::SIGCHLD as u64,
-        stack: 0,
-        stack_size: 0,
-        tls: 0,
-        set_tid: 0,
-        set_tid_size: 0,
         cgroup: cgroup_dir.map(|d| d.as_raw_fd() as u64).unwrap_or(0),
+        ..CloneArgs::fork_like(NAMESPACES.bits() as u64 | CLONE_PIDFD | if cgroup_dir.is_some() { CLONE_INTO_CGROUP } else { 0 })
     };
     // Like fork: the child continues here on a copy of our memory (no CLONE_VM).
     let ret = unsafe { libc::syscall(libc::SYS_clone3, &mut args as *mut CloneArgs, std::mem::size_of::<CloneArgs>()) };
@@ -232,19 +243,7 @@ pub(crate) fn map_ids_and_release(cloned: &Cloned, uid: u32, gid: u32, root: boo
 /// child that only waits on a pipe between clone and exit.
 pub(crate) fn idmap_userns(inside_uid: u32, outside_uid: u32, inside_gid: u32, outside_gid: u32) -> std::io::Result<OwnedFd> {
     let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
-    let mut args = CloneArgs {
-        flags: CloneFlags::CLONE_NEWUSER.bits() as u64,
-        pidfd: 0,
-        child_tid: 0,
-        parent_tid: 0,
-        exit_signal: libc::SIGCHLD as u64,
-        stack: 0,
-        stack_size: 0,
-        tls: 0,
-        set_tid: 0,
-        set_tid_size: 0,
-        cgroup: 0,
-    };
+    let mut args = CloneArgs::fork_like(CloneFlags::CLONE_NEWUSER.bits() as u64);
     let (r_raw, w_raw) = (r.as_raw_fd(), w.as_raw_fd());
     let ret = unsafe { libc::syscall(libc::SYS_clone3, &mut args as *mut CloneArgs, std::mem::size_of::<CloneArgs>()) };
     if ret == 0 {

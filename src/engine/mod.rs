@@ -228,18 +228,24 @@ fn recorded_ending(event: &Map<String, Value>) -> Option<crate::zones::Ending> {
     event.get("ending").cloned().and_then(|v| serde_json::from_value(v).ok())
 }
 
-fn read_position(run: &RunDir, events: &[Map<String, Value>]) -> CmdResult<ReceiptPosition> {
+/// The configuration a run pinned in its first event, `run_start` (resume, replay and
+/// reexecute all start from it, never from flags or loop.toml).
+pub fn pinned_config(run: &RunDir, events: &[Map<String, Value>]) -> CmdResult<LoopConfig> {
     let broken = |what: &str| Failure::workspace(format!("{}: {what}", run.receipt_path().display()));
     let first = events.first().ok_or_else(|| broken("the receipt is empty (the run never started)"))?;
     if type_of(first) != events::RUN_START {
         return Err(broken("the first event is not run_start"));
     }
-    let cfg: LoopConfig = first
+    first
         .get("config")
         .cloned()
         .and_then(|v| serde_json::from_value(v).ok())
-        .ok_or_else(|| broken("run_start carries no readable config"))?;
-    let isolation = first.get("isolation").and_then(Value::as_str).unwrap_or("").to_string();
+        .ok_or_else(|| broken("run_start carries no readable config"))
+}
+
+fn read_position(run: &RunDir, events: &[Map<String, Value>]) -> CmdResult<ReceiptPosition> {
+    let cfg = pinned_config(run, events)?;
+    let isolation = events.first().and_then(|e| e.get("isolation")).and_then(Value::as_str).unwrap_or("").to_string();
     let mut pos = ReceiptPosition {
         cfg,
         isolation,

@@ -136,16 +136,7 @@ pub fn pinned_run(run: &RunDir) -> CmdResult<(LoopConfig, Vec<Map<String, Value>
     let bytes = run.receipt_bytes()?;
     let chain = verify(&bytes)
         .map_err(|e| Failure::workspace(format!("{}: receipt does not verify: {e}", run.receipt_path().display())))?;
-    let broken = |what: &str| Failure::workspace(format!("{}: {what}", run.receipt_path().display()));
-    let first = chain.events.first().ok_or_else(|| broken("the receipt is empty"))?;
-    if type_of(first) != events::RUN_START {
-        return Err(broken("the first event is not run_start"));
-    }
-    let cfg: LoopConfig = first
-        .get("config")
-        .cloned()
-        .and_then(|v| serde_json::from_value(v).ok())
-        .ok_or_else(|| broken("run_start carries no readable config"))?;
+    let cfg = super::pinned_config(run, &chain.events)?;
     Ok((cfg, chain.events))
 }
 
