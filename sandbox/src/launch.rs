@@ -492,6 +492,24 @@ impl Drop for Held {
     }
 }
 
+/// Placeholders held for another backend (the container backend), removed when dropped.
+pub struct ProtectedPlaceholders(Held);
+
+impl ProtectedPlaceholders {
+    pub fn paths(&self) -> &[PathBuf] {
+        &self.0.placeholders
+    }
+}
+
+/// The protected-path holds of [`launch`] for a backend that mounts them itself: the (root,
+/// sub-path) pairs to bind read-only, with placeholders made for missing ones. A protected path
+/// that is or passes through a symlink refuses, as it does for a native zone.
+pub fn hold_protected_paths(rw: &[PathBuf], protected: &[PathBuf]) -> Result<(Vec<(PathBuf, PathBuf)>, ProtectedPlaceholders), SandboxError> {
+    let mut held = Held { placeholders: Vec::new() };
+    let pairs = hold_protected(rw, protected, &mut held)?;
+    Ok((pairs, ProtectedPlaceholders(held)))
+}
+
 /// For every writable root and protected sub-path: the (root, sub-path) pairs the zone must hold
 /// read-only. Nothing is followed through a symlink.
 fn hold_protected(rw: &[PathBuf], protected: &[PathBuf], held: &mut Held) -> Result<Vec<(PathBuf, PathBuf)>, SandboxError> {

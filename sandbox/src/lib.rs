@@ -25,7 +25,9 @@ mod sys;
 
 pub use error::{Layer, SandboxError};
 pub use spawn::NAMESPACES;
-pub use launch::{launch, AppliedReport, LayerStatus, RunningZone, ZoneExit, ZoneSpec};
+pub use launch::{hold_protected_paths, launch, AppliedReport, LayerStatus, ProtectedPlaceholders, RunningZone, ZoneExit, ZoneSpec};
 pub use plan::OverlayMount;
 pub use policy::{Policy, PolicyError};
 pub use preflight::{HostReport, Missing};
+/// For backends that prepare a zone's network namespace themselves (the container backend).
+pub use netns::{bring_up_loopback, listen as listen_loopback};

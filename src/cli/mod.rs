@@ -11,6 +11,7 @@ pub mod check;
 pub mod doctor;
 pub mod explain_halt;
 pub mod init;
+pub mod isolate;
 pub mod keygen;
 pub mod policy;
 pub mod receipt_source;
@@ -42,6 +43,7 @@ Examples:
   loopexec verify <RUN_ID> --pubkey ~/.config/loopexec/operator.pub
   loopexec sandbox --rw . -- make test          # one command in a zone
   loopexec doctor                               # which isolation layers this host offers
+  loopexec isolate --backend podman --image localhost/agent:1   # the zones' plan, nothing run
 
 Exit codes: 0 ok, 10 converged, 12 iteration cap, 13 integrity (blocked path, verify failed),
 20 bad usage, 30 workspace or isolation, 40 execution failure, 50 internal; 130/143 interrupted
@@ -80,6 +82,8 @@ pub enum Command {
     Policy(policy::PolicyArgs),
     /// Check which isolation layers this host offers and whether a policy can run.
     Doctor(doctor::DoctorArgs),
+    /// Print how a loop's zones would be isolated (native plan or engine command), running nothing.
+    Isolate(isolate::Args),
     /// Create the operator's Ed25519 key pair (signs each run's key).
     Keygen(keygen::Args),
     /// Verify a sealed run offline: hash chain, key endorsement, envelope, predicate.
@@ -109,6 +113,7 @@ impl Command {
             Command::Sandbox(args) => sandbox::run(args, json),
             Command::Policy(args) => policy::run(args, json),
             Command::Doctor(args) => doctor::run(args, json),
+            Command::Isolate(args) => isolate::run(args, json),
             Command::Keygen(args) => keygen::run(args, json),
             Command::Verify(args) => verify::run(args, json),
             Command::Attest(args) => attest::run(args, json),

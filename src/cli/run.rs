@@ -12,11 +12,14 @@ use crate::output::{aligned, Outcome};
 use crate::receipt::store::StateDir;
 use crate::run_id::RunId;
 use crate::safefs::SafeDir;
-use crate::zones::Isolation;
+use crate::zones::{Backend, Isolation};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
-const CONFIG_FLAGS: [&str; 27] = [
+const CONFIG_FLAGS: [&str; 30] = [
+    "backend",
+    "image",
+    "cgroup_parent",
     "mint_cmd",
     "revoke_cmd",
     "mint_env",
@@ -58,6 +61,16 @@ pub struct Args {
     /// on the host, unsandboxed.
     #[arg(long, value_enum)]
     pub isolation: Option<Isolation>,
+    /// What provides the zones under native isolation: `native` (default, loopexec's own
+    /// sandbox), or `podman` / `docker` (containers from --image; docs/containers.md).
+    #[arg(long, value_enum)]
+    pub backend: Option<Backend>,
+    /// The local container image both zones run from (container backends; never pulled).
+    #[arg(long, value_name = "IMAGE")]
+    pub image: Option<String>,
+    /// The cgroup the engine creates the zones' containers beneath (container backends).
+    #[arg(long, value_name = "PATH")]
+    pub cgroup_parent: Option<String>,
     /// The agent zone's policy file (default: the builtin `agent` policy).
     #[arg(long, value_name = "FILE")]
     pub policy: Option<PathBuf>,
@@ -150,6 +163,9 @@ impl Args {
             check: self.check.clone(),
             exec: self.exec.clone(),
             isolation: self.isolation,
+            backend: self.backend,
+            image: self.image.clone(),
+            cgroup_parent: self.cgroup_parent.clone(),
             agent_policy: self.policy.as_deref().map(policy_source),
             check_policy: self.check_policy.as_deref().map(policy_source),
             egress: EgressPins {

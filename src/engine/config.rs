@@ -100,6 +100,15 @@ pub struct LoopConfig {
     /// Absolute working directory of both commands.
     pub workdir: String,
     pub isolation: Isolation,
+    /// What provides the zones under native isolation: the native sandbox or a container engine.
+    #[serde(default)]
+    pub backend: crate::zones::Backend,
+    /// The container image both zones run from (container backends only; never pulled).
+    #[serde(default)]
+    pub image: Option<String>,
+    /// The cgroup the engine puts the zones' containers beneath (container backends only).
+    #[serde(default)]
+    pub cgroup_parent: Option<String>,
     /// The agent zone's policy (native isolation).
     pub agent_policy: Option<PolicyPin>,
     /// The exec zone's policy, in which the check runs (native isolation).
@@ -132,6 +141,9 @@ pub struct ConfigInput {
     pub check: Option<String>,
     pub exec: Option<String>,
     pub isolation: Option<Isolation>,
+    pub backend: Option<crate::zones::Backend>,
+    pub image: Option<String>,
+    pub cgroup_parent: Option<String>,
     /// Policy sources (`builtin:<name>` or an absolute path).
     pub agent_policy: Option<String>,
     pub check_policy: Option<String>,
@@ -161,6 +173,9 @@ impl ConfigInput {
             check: self.check.or(file.check),
             exec: self.exec.or(file.exec),
             isolation: self.isolation.or(file.isolation),
+            backend: self.backend.or(file.backend),
+            image: self.image.or(file.image),
+            cgroup_parent: self.cgroup_parent.or(file.cgroup_parent),
             agent_policy: self.agent_policy.or(file.agent_policy),
             check_policy: self.check_policy.or(file.check_policy),
             egress: EgressPins {
@@ -242,6 +257,40 @@ fn relative_inside(name: &str, raw: &str) -> Result<String, Failure> {
     }
 }
 
+/// The backend and its container settings: a container backend needs native isolation and an
+/// image; an image or a cgroup parent means nothing to the native sandbox.
+fn resolve_backend(
+    isolation: Isolation,
+    backend: Option<crate::zones::Backend>,
+    image: Option<String>,
+    cgroup_parent: Option<String>,
+) -> Result<(crate::zones::Backend, Option<String>, Option<String>), Failure> {
+    use crate::zones::container::plan::{check_cgroup_parent, check_image};
+    use crate::zones::Backend;
+    let backend = backend.unwrap_or_default();
+    match (isolation, backend) {
+        (Isolation::None, Backend::Native) => {}
+        (Isolation::None, other) => {
+            return Err(Failure::usage(format!("--backend {} provides sandboxed zones; it does not combine with --isolation none", other.as_str())))
+        }
+        (Isolation::Native, _) => {}
+    }
+    if backend == Backend::Native {
+        if image.is_some() || cgroup_parent.is_some() {
+            return Err(Failure::usage("--image and --cgroup-parent apply to a container backend (--backend podman|docker) only"));
+        }
+        return Ok((backend, None, None));
+    }
+    let image = image.ok_or_else(|| {
+        Failure::usage(format!("--backend {} needs an image: --image NAME (present locally; loopexec never pulls)", backend.as_str()))
+    })?;
+    check_image(&image).map_err(|e| Failure::usage(e.to_string()))?;
+    if let Some(parent) = &cgroup_parent {
+        check_cgroup_parent(parent).map_err(|e| Failure::usage(e.to_string()))?;
+    }
+    Ok((backend, Some(image), cgroup_parent))
+}
+
 impl LoopConfig {
     /// Resolve and validate. `workdir` must be absolute.
     pub fn resolve(input: ConfigInput, workdir: &Path, loop_file: Option<LoopFileRef>) -> Result<LoopConfig, Failure> {
@@ -271,6 +320,7 @@ impl LoopConfig {
                 Some(PolicyPin::resolve(input.check_policy.as_deref().unwrap_or(DEFAULT_CHECK_POLICY))?.0),
             ),
         };
+        let (backend, image, cgroup_parent) = resolve_backend(isolation, input.backend, input.image, input.cgroup_parent)?;
         use crate::engine::detached::{is_git_repository, WorkspaceMode};
         let workspace = match (isolation, input.workspace) {
             (Isolation::None, Some(WorkspaceMode::Detached)) => {
@@ -316,6 +366,9 @@ impl LoopConfig {
             exec,
             workdir: workdir.to_string_lossy().into_owned(),
             isolation,
+            backend,
+            image,
+            cgroup_parent,
             agent_policy,
             check_policy,
             egress: input.egress,

@@ -73,6 +73,7 @@ impl Ending {
     }
 }
 
+pub mod container;
 pub mod host;
 pub mod native;
 pub mod reap;
@@ -96,6 +97,39 @@ impl Isolation {
         match self {
             Isolation::None => "none",
             Isolation::Native => "native",
+        }
+    }
+}
+
+/// What provides the sandboxed zones (`--backend`): the native sandbox, or a container engine
+/// expressing the same policies in its own flags (docs/containers.md).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum Backend {
+    /// loopexec's own sandbox (namespaces, Landlock, seccomp, cgroups): needs only the kernel.
+    #[default]
+    Native,
+    /// Containers run by podman, from a local image (`--image`).
+    Podman,
+    /// Containers run by docker, from a local image (`--image`).
+    Docker,
+}
+
+impl Backend {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Native => "native",
+            Backend::Podman => "podman",
+            Backend::Docker => "docker",
+        }
+    }
+
+    /// The container engine behind this backend, if it is one.
+    pub fn engine(self) -> Option<container::engine::Engine> {
+        match self {
+            Backend::Native => None,
+            Backend::Podman => Some(container::engine::Engine::Podman),
+            Backend::Docker => Some(container::engine::Engine::Docker),
         }
     }
 }
@@ -153,6 +187,9 @@ pub trait Zone {
 pub fn open_zone(cfg: &crate::engine::config::LoopConfig, state_dir: &std::path::Path) -> Result<Box<dyn Zone>, ZoneError> {
     match cfg.isolation {
         Isolation::None => Ok(Box::new(host::HostZone::new()?)),
-        Isolation::Native => Ok(Box::new(native::NativeZone::from_config(cfg, state_dir)?)),
+        Isolation::Native => match cfg.backend.engine() {
+            None => Ok(Box::new(native::NativeZone::from_config(cfg, state_dir)?)),
+            Some(engine) => Ok(Box::new(container::ContainerZone::from_config(cfg, state_dir, engine)?)),
+        },
     }
 }

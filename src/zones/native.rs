@@ -42,6 +42,22 @@ pub fn egress_config(policy: &Policy, extra: &EgressPins) -> Result<EgressConfig
     EgressConfig::from_parts(&allow, &net.allow_addresses, &extra.resolve, upstream, net.max_connections as usize, net.max_bytes)
 }
 
+/// A run's pinned policies (read again and checked against their digests) and, when the agent
+/// policy routes through the proxy, the egress configuration: the policy's allowlist plus the
+/// command line's additions. Shared by every sandboxing backend.
+pub fn pinned_policies(cfg: &LoopConfig) -> Result<(Policy, Policy, Option<EgressSetup>), ZoneError> {
+    let setup = |f: crate::error::Failure| ZoneError::Setup(f.message);
+    let agent_policy = cfg.agent_policy.as_ref().ok_or_else(|| ZoneError::Setup("no agent policy pinned".into()))?.load().map_err(setup)?;
+    let check_policy = cfg.check_policy.as_ref().ok_or_else(|| ZoneError::Setup("no check policy pinned".into()))?.load().map_err(setup)?;
+    let egress = if agent_policy.network.mode == NetworkMode::Proxy {
+        let config = egress_config(&agent_policy, &cfg.egress).map_err(|e| ZoneError::Setup(format!("egress configuration: {e}")))?;
+        Some(EgressSetup { config, audit_dir: None })
+    } else {
+        None
+    };
+    Ok((agent_policy, check_policy, egress))
+}
+
 /// The native sandbox zone pair.
 pub struct NativeZone {
     agent_policy: Policy,
@@ -97,15 +113,7 @@ impl NativeZone {
     /// checked against their digests) and the egress allowlist of the agent policy plus the
     /// command line's additions.
     pub fn from_config(cfg: &LoopConfig, state_dir: &Path) -> Result<NativeZone, ZoneError> {
-        let setup = |f: crate::error::Failure| ZoneError::Setup(f.message);
-        let agent_policy = cfg.agent_policy.as_ref().ok_or_else(|| ZoneError::Setup("no agent policy pinned".into()))?.load().map_err(setup)?;
-        let check_policy = cfg.check_policy.as_ref().ok_or_else(|| ZoneError::Setup("no check policy pinned".into()))?.load().map_err(setup)?;
-        let egress = if agent_policy.network.mode == NetworkMode::Proxy {
-            let config = egress_config(&agent_policy, &cfg.egress).map_err(|e| ZoneError::Setup(format!("egress configuration: {e}")))?;
-            Some(EgressSetup { config, audit_dir: None })
-        } else {
-            None
-        };
+        let (agent_policy, check_policy, egress) = pinned_policies(cfg)?;
         NativeZone::new(agent_policy, check_policy, PathBuf::from(&cfg.workdir), state_dir.to_path_buf(), egress)
     }
 
@@ -159,7 +167,7 @@ fn pipe() -> Result<(OwnedFd, OwnedFd), ZoneError> {
     nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| ZoneError::Pipe(e.into()))
 }
 
-fn add_stats(total: &mut ProxyStats, step: &ProxyStats) {
+pub(super) fn add_stats(total: &mut ProxyStats, step: &ProxyStats) {
     total.allowed += step.allowed;
     total.denied += step.denied;
     total.bytes_up += step.bytes_up;

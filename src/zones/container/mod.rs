@@ -1,0 +1,540 @@
+//! The container backends (`--backend podman|docker`): the agent zone and the exec zone run as
+//! containers of an engine the operator already standardises on, from an image they name
+//! (`--image`, never pulled), under the same policy files as the native sandbox, expressed in the
+//! engine's flags ([`plan`]). Before a run, the engine is asked what it can enforce here, and a
+//! policy it cannot express fails closed (`isolation_unsatisfiable`) instead of running weaker:
+//! limits the engine cannot apply, a seccomp deny list beyond the engine's profile, an egress
+//! proxy the engine cannot join (docker), a detached workspace without the privilege to mount it.
+//!
+//! Per command: the host side is prepared ([`host_side`]: the workspace overlay, the proxy's
+//! network namespace), the engine's client runs `run` in the foreground with the command's output
+//! on our capture pipes, and on timeout or interrupt the container is killed through the engine.
+//! When `run` returns, the container has been removed and its mounts taken down.
+
+pub mod engine;
+pub mod host_side;
+pub mod plan;
+
+use super::native::{add_stats, pinned_policies, EgressSetup, EGRESS_AUDIT_FILE, PROXY_PORT};
+use super::{Ending, Role, Zone, ZoneCommand, ZoneError, ZoneRun};
+use crate::capture::ArtifactSink;
+use crate::egress::{proxy_env, AuditLog, Proxy, ProxyStats};
+use crate::engine::config::LoopConfig;
+use crate::interrupt;
+use crate::safefs::SafeDir;
+pub use engine::EngineCapabilities;
+use engine::Engine;
+use plan::{ContainerMount, ContainerNetwork, ContainerPlan, ZoneParts};
+use sandbox::policy::NetworkMode;
+use sandbox::Policy;
+use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The directory under the state dir where detached workspaces are mounted for the engine.
+const MOUNT_DIR: &str = "container-mounts";
+/// How long the engine's client may take to return once its container was killed.
+const CLIENT_GRACE: Duration = Duration::from_secs(20);
+
+/// A container engine's zone pair.
+pub struct ContainerZone {
+    engine: Engine,
+    image: String,
+    cgroup_parent: Option<String>,
+    agent_policy: Policy,
+    check_policy: Policy,
+    workdir: PathBuf,
+    state_dir: PathBuf,
+    egress: Option<EgressSetup>,
+    egress_totals: ProxyStats,
+    capabilities: EngineCapabilities,
+    supervisor: String,
+    root: bool,
+}
+
+fn setup(message: impl Into<String>) -> ZoneError {
+    ZoneError::Setup(message.into())
+}
+
+/// Something a policy needs that the engine cannot give here, and what would fix it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub cause: String,
+    pub fix: String,
+}
+
+/// What a policy needs that the engine cannot give (empty: it can run).
+pub fn unexpressible(engine: Engine, caps: &EngineCapabilities, role: Role, policy: &Policy, root: bool) -> Vec<Refusal> {
+    let mut refusals = Vec::new();
+    let name = engine.program();
+    let zone = role.as_str();
+    let limits_fix = format!(
+        "run {name} where it can enforce cgroup limits (rootful, or rootless on cgroup v2 with the memory, pids and cpu controllers delegated), or use --backend native"
+    );
+    let r = &policy.resources;
+    for (wanted, available, key) in [
+        (r.memory_bytes > 0, caps.memory_limit, "memory_bytes"),
+        (r.pids_max > 0, caps.pids_limit, "pids_max"),
+        (r.cpu_percent > 0, caps.cpu_limit, "cpu_percent"),
+    ] {
+        if wanted && !available {
+            let rootless = if caps.rootless { ", rootless: the controller is not delegated" } else { "" };
+            refusals.push(Refusal {
+                cause: format!("{zone} zone: {name} cannot enforce {key} here (cgroup {}{rootless})", caps.cgroup_version),
+                fix: limits_fix.clone(),
+            });
+        }
+    }
+    if !caps.seccomp {
+        refusals.push(Refusal {
+            cause: format!("{zone} zone: {name} runs containers without a seccomp profile here"),
+            fix: format!("enable seccomp in {name}, or use --backend native"),
+        });
+    }
+    if !policy.syscalls.deny.is_empty() {
+        refusals.push(Refusal {
+            cause: format!(
+                "{zone} zone: the policy denies extra syscalls ({}), which a container backend cannot add to the engine's seccomp profile",
+                policy.syscalls.deny.join(", ")
+            ),
+            fix: "use --backend native for this policy".into(),
+        });
+    }
+    if policy.network.mode == NetworkMode::Proxy {
+        match engine {
+            Engine::Docker => refusals.push(Refusal {
+                cause: format!("{zone} zone: the policy routes egress through loopexec's proxy, and docker cannot join a network namespace loopexec prepares"),
+                fix: "use --backend podman or native, or an agent policy with network mode \"none\" (e.g. --policy builtin:offline)".into(),
+            }),
+            Engine::Podman if !root => refusals.push(Refusal {
+                cause: format!("{zone} zone: preparing the egress proxy's network namespace for podman needs root"),
+                fix: "run loopexec as root, use --backend native, or an agent policy with network mode \"none\"".into(),
+            }),
+            Engine::Podman => {}
+        }
+    }
+    refusals
+}
+
+impl ContainerZone {
+    /// Prepare both zones from a run's pinned configuration, failing closed when the engine is
+    /// missing, the image is not present, or a policy asks for what the engine cannot enforce.
+    pub fn from_config(cfg: &LoopConfig, state_dir: &Path, engine: Engine) -> Result<ContainerZone, ZoneError> {
+        let image = cfg.image.clone().ok_or_else(|| setup(format!("the {} backend needs an image (--image)", engine.program())))?;
+        plan::check_image(&image).map_err(|e| setup(e.to_string()))?;
+        let (agent_policy, check_policy, egress) = pinned_policies(cfg)?;
+        if check_policy.network.mode != NetworkMode::None {
+            return Err(setup("the check's policy must have network mode \"none\""));
+        }
+        let root = nix::unistd::geteuid().is_root();
+        let capabilities = engine.capabilities().map_err(|e| setup(format!("{e}; fix: install and start {}, or use --backend native", engine.program())))?;
+        let mut refusals = unexpressible(engine, &capabilities, Role::Agent, &agent_policy, root);
+        refusals.extend(unexpressible(engine, &capabilities, Role::Check, &check_policy, root));
+        if let Some(first) = refusals.first() {
+            return Err(setup(format!("{}; fix: {}", first.cause, first.fix)));
+        }
+        if !engine.has_image(&image).map_err(|e| setup(e.to_string()))? {
+            return Err(setup(format!(
+                "image {image:?} is not present in {}'s local store, and loopexec never pulls; fix: `{} pull {image}` (or build it) before the run",
+                engine.program(),
+                engine.program()
+            )));
+        }
+        let zone = ContainerZone {
+            engine,
+            image,
+            cgroup_parent: cfg.cgroup_parent.clone(),
+            agent_policy,
+            check_policy,
+            workdir: PathBuf::from(&cfg.workdir),
+            state_dir: state_dir.to_path_buf(),
+            egress,
+            egress_totals: ProxyStats::default(),
+            capabilities,
+            supervisor: host_side::supervisor_identity(),
+            root,
+        };
+        zone.remove_orphans()?;
+        Ok(zone)
+    }
+
+    /// Remove the containers a killed loopexec left (their supervisor label names a dead process).
+    fn remove_orphans(&self) -> Result<(), ZoneError> {
+        let labelled = self.engine.labelled(plan::SUPERVISOR_LABEL).map_err(|e| setup(e.to_string()))?;
+        for (name, supervisor) in labelled {
+            if host_side::supervisor_is_dead(&supervisor) {
+                self.engine.remove(&name).map_err(|e| ZoneError::Reap(e.to_string()))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn policy(&self, role: Role) -> &Policy {
+        match role {
+            Role::Agent => &self.agent_policy,
+            Role::Check => &self.check_policy,
+        }
+    }
+
+    /// The uid/gid the command runs as, and whether rootless podman must keep it.
+    fn user(&self, policy: &Policy, detached: bool) -> Result<((u32, u32), bool), ZoneError> {
+        if !self.root {
+            let ids = (nix::unistd::getuid().as_raw(), nix::unistd::getgid().as_raw());
+            return Ok((ids, self.capabilities.rootless && self.engine == Engine::Podman));
+        }
+        if detached {
+            return Ok(((policy.identity.uid_when_root, policy.identity.gid_when_root), false));
+        }
+        // In place, as root: the command writes the workdir as its owner, never as root.
+        let meta = std::fs::metadata(&self.workdir).map_err(|e| setup(format!("workdir {}: {e}", self.workdir.display())))?;
+        if meta.uid() == 0 {
+            return Err(setup(format!(
+                "workdir {} is owned by root, and a container zone would write it as root; fix: chown it to an unprivileged user, or use a detached workspace",
+                self.workdir.display()
+            )));
+        }
+        Ok(((meta.uid(), meta.gid()), false))
+    }
+}
+
+/// The mounts of one command and what keeps them alive until it ends.
+struct PreparedMounts {
+    mounts: Vec<ContainerMount>,
+    _overlays: Vec<host_side::HostOverlay>,
+    _placeholders: Option<sandbox::ProtectedPlaceholders>,
+}
+
+impl ContainerZone {
+    fn prepare_mounts(&self, cmd: &ZoneCommand, policy: &Policy, name: &str) -> Result<PreparedMounts, ZoneError> {
+        let mut mounts: Vec<ContainerMount> = policy.filesystem.hidden.iter().map(|h| hidden_mount(h)).collect();
+        let mut overlays = Vec::new();
+        let mut placeholders = None;
+        if cmd.overlays.is_empty() {
+            let mut rw = vec![self.workdir.clone()];
+            rw.extend(policy.filesystem.read_write.iter().cloned());
+            let (pairs, held) = sandbox::hold_protected_paths(&rw, &policy.filesystem.protected).map_err(|e| setup(e.to_string()))?;
+            mounts.extend(in_place_mounts(&rw, &self.state_dir, &pairs));
+            placeholders = Some(held);
+        } else {
+            if !self.root {
+                return Err(setup(format!(
+                    "a detached workspace is an overlay that loopexec mounts for {} to bind, which needs root; fix: run as root, pass --workspace in-place, or use --backend native",
+                    self.engine.program()
+                )));
+            }
+            let base = SafeDir::open(&self.state_dir).map_err(|e| setup(format!("state dir: {e}")))?;
+            let dir = base.subdir_or_create(MOUNT_DIR).map_err(|e| setup(format!("state dir: {e}")))?;
+            for (i, overlay) in cmd.overlays.iter().enumerate() {
+                let at = dir.path().join(format!("{name}-{i}"));
+                let mounted = host_side::mount_overlay(overlay, &at).map_err(|e| setup(e.to_string()))?;
+                mounts.push(ContainerMount::Bind {
+                    source: mounted.path().to_path_buf(),
+                    target: overlay.target.clone(),
+                    writable: overlay.writable(),
+                });
+                overlays.push(mounted);
+            }
+        }
+        Ok(PreparedMounts { mounts, _overlays: overlays, _placeholders: placeholders })
+    }
+}
+
+/// The mounts of an in-place zone beyond the policy's hidden paths: the workdir and the extra
+/// grants read-write, the state dir hidden, and the protected (root, sub-path) pairs held
+/// read-only as the native zone holds them (one at or under a hidden path stays hidden).
+pub fn in_place_mounts(rw: &[PathBuf], state_dir: &Path, protected: &[(PathBuf, PathBuf)]) -> Vec<ContainerMount> {
+    let mut mounts: Vec<ContainerMount> =
+        rw.iter().map(|root| ContainerMount::Bind { source: root.clone(), target: root.clone(), writable: true }).collect();
+    mounts.push(ContainerMount::EmptyDir { target: state_dir.to_path_buf() });
+    mounts.extend(protected_mounts(protected).into_iter().filter(|m| !mount_target(m).starts_with(state_dir)));
+    mounts
+}
+
+/// A hidden path: a directory covered by an empty read-only tmpfs, anything else by /dev/null.
+fn hidden_mount(path: &Path) -> ContainerMount {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if !m.is_dir() => ContainerMount::Bind { source: "/dev/null".into(), target: path.to_path_buf(), writable: false },
+        _ => ContainerMount::EmptyDir { target: path.to_path_buf() },
+    }
+}
+
+fn mount_target(m: &ContainerMount) -> &Path {
+    match m {
+        ContainerMount::Bind { target, .. } | ContainerMount::EmptyDir { target } => target,
+    }
+}
+
+/// Protected (root, sub-path) pairs as binds: every directory between the root and a protected
+/// path bound onto itself (a mount point cannot be renamed away), the protected path read-only.
+fn protected_mounts(pairs: &[(PathBuf, PathBuf)]) -> Vec<ContainerMount> {
+    let mut out: Vec<ContainerMount> = Vec::new();
+    let mut pinned: Vec<PathBuf> = Vec::new();
+    for (root, sub) in pairs {
+        let mut prefix = root.clone();
+        let comps: Vec<_> = sub.components().collect();
+        for comp in &comps[..comps.len().saturating_sub(1)] {
+            prefix.push(comp);
+            if !pinned.contains(&prefix) && !pairs.iter().any(|(r, s)| r.join(s) == prefix) {
+                pinned.push(prefix.clone());
+                out.push(ContainerMount::Bind { source: prefix.clone(), target: prefix.clone(), writable: true });
+            }
+        }
+    }
+    let mut held: Vec<PathBuf> = pairs.iter().map(|(r, s)| r.join(s)).collect();
+    held.sort_by_key(|p| p.components().count());
+    for p in held {
+        out.push(ContainerMount::Bind { source: p.clone(), target: p, writable: false });
+    }
+    out
+}
+
+fn pipe() -> Result<(OwnedFd, OwnedFd), ZoneError> {
+    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| ZoneError::Pipe(e.into()))
+}
+
+fn pidfd_open(pid: i32) -> Option<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+fn container_name() -> String {
+    let mut bytes = [0u8; 8];
+    rand_core::RngCore::fill_bytes(&mut rand_core::OsRng, &mut bytes);
+    format!("loopexec-{}", hex::encode(bytes))
+}
+
+/// Wait for the client to exit, at most `limit`; SIGKILL its process group after that.
+fn wait_client(child: &mut std::process::Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let started = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Some(status),
+            Ok(None) if started.elapsed() < limit => std::thread::sleep(Duration::from_millis(5)),
+            _ => {
+                // SAFETY: the client leads its own process group (setpgid in pre_exec) and is
+                // not reaped yet, so the group id cannot have been reused.
+                unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+                return child.wait().ok();
+            }
+        }
+    }
+}
+
+impl Zone for ContainerZone {
+    fn name(&self) -> &str {
+        self.engine.program()
+    }
+
+    fn isolation(&self) -> &str {
+        "container"
+    }
+
+    fn bind_run(&mut self, run_dir: &Path) -> Result<(), ZoneError> {
+        if let Some(egress) = &mut self.egress {
+            let dir = SafeDir::open(run_dir).map_err(|e| setup(format!("run directory: {e}")))?;
+            egress.audit_dir = Some(dir);
+        }
+        Ok(())
+    }
+
+    fn egress_totals(&self) -> Option<ProxyStats> {
+        self.egress.as_ref().map(|_| self.egress_totals.clone())
+    }
+
+    fn run(&mut self, cmd: &ZoneCommand, capture: &ArtifactSink<'_>) -> Result<ZoneRun, ZoneError> {
+        let policy = self.policy(cmd.role).clone();
+        let name = container_name();
+        let proxied = cmd.role == Role::Agent && policy.network.mode == NetworkMode::Proxy;
+        let prepared = self.prepare_mounts(cmd, &policy, &name)?;
+        let (user, keep_id) = self.user(&policy, !cmd.overlays.is_empty())?;
+        let mut netns = if proxied {
+            Some(host_side::ProxyNamespace::create(PROXY_PORT).map_err(|e| setup(format!("the proxy's network namespace: {e}")))?)
+        } else {
+            None
+        };
+        let extra_env = if proxied { proxy_env(PROXY_PORT) } else { Vec::new() };
+        let container = ContainerPlan::new(
+            self.engine,
+            cmd.role,
+            &policy,
+            ZoneParts {
+                name: name.clone(),
+                image: self.image.clone(),
+                supervisor: self.supervisor.clone(),
+                user,
+                keep_id,
+                network: match &netns {
+                    Some(ns) => ContainerNetwork::Namespace(ns.path()),
+                    None => ContainerNetwork::None,
+                },
+                mounts: prepared.mounts.clone(),
+                env: plan::zone_env(&policy, &cmd.env, &extra_env),
+                env_from_client: cmd.inject.iter().map(|(k, _)| k.clone()).collect(),
+                cwd: cmd.cwd.clone(),
+                cgroup_parent: self.cgroup_parent.clone(),
+                command_line: cmd.command_line.clone(),
+            },
+        );
+        let argv = container.argv().map_err(|e| setup(e.to_string()))?;
+        let proxy = match (netns.as_mut().and_then(|ns| ns.take_listener()), &self.egress) {
+            (Some(listener), Some(egress)) => {
+                let dir = egress.audit_dir.as_ref().ok_or_else(|| setup("egress audit log: no run directory bound"))?;
+                let audit = AuditLog::open(dir, EGRESS_AUDIT_FILE).map_err(|e| setup(format!("egress audit log: {e}")))?;
+                Some(Proxy::start(egress.config.clone(), listener, audit, cmd.role.as_str()).map_err(|e| setup(format!("egress proxy: {e}")))?)
+            }
+            (Some(_), None) => return Err(setup("the agent policy routes through the egress proxy, but no egress configuration was set up")),
+            _ => None,
+        };
+
+        let (out_r, out_w) = pipe()?;
+        let (err_r, err_w) = pipe()?;
+        let mut client = Command::new(self.engine.program());
+        client
+            .args(&argv)
+            .envs(cmd.inject.iter().map(|(k, v)| (k, v.expose())))
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(out_w))
+            .stderr(Stdio::from(err_w))
+            .process_group(0);
+        // SAFETY: prctl is async-signal-safe.
+        unsafe {
+            client.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let started = Instant::now();
+        let spawned = client.spawn();
+        drop(client); // closes our copies of the write ends
+        let mut running = capture.start(out_r, err_r)?;
+        let mut child = match spawned {
+            Ok(child) => child,
+            Err(e) => {
+                let output = running.finish()?;
+                return Ok(ZoneRun {
+                    ending: Ending::FailedToStart { reason: format!("{}: {e}", self.engine.program()) },
+                    duration: started.elapsed(),
+                    output,
+                });
+            }
+        };
+        let pidfd = pidfd_open(child.id() as i32);
+        let mut wake: Vec<BorrowedFd<'_>> = Vec::new();
+        if let Some(fd) = &pidfd {
+            wake.push(fd.as_fd());
+        }
+        if let Some(fd) = interrupt::wake_fd() {
+            wake.push(fd);
+        }
+        let wall = Duration::from_secs(policy.resources.wall_clock_seconds);
+        let limit = match (cmd.timeout, policy.resources.wall_clock_seconds) {
+            (Some(t), 0) => Some(t),
+            (Some(t), _) => Some(t.min(wall)),
+            (None, 0) => None,
+            (None, _) => Some(wall),
+        };
+        let deadline = limit.map(|t| started + t);
+        let stopped_by_us = loop {
+            match child.try_wait() {
+                Ok(Some(_)) => break None,
+                Ok(None) => {}
+                Err(e) => {
+                    let _ = self.engine.remove(&name);
+                    return Err(ZoneError::Reap(format!("waiting for {}: {e}", self.engine.program())));
+                }
+            }
+            if let Some(sig) = interrupt::pending() {
+                break Some(Ending::Interrupted { signal: sig });
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                break Some(Ending::TimedOut { after_ms: started.elapsed().as_millis() as u64 });
+            }
+            let slice = if pidfd.is_some() { Duration::from_secs(3600) } else { Duration::from_millis(2) };
+            let wait = deadline.map(|d| d.saturating_duration_since(now).min(slice)).unwrap_or(slice);
+            if let Err(e) = running.pump(&wake, wait) {
+                let _ = self.engine.kill(&name);
+                wait_client(&mut child, CLIENT_GRACE);
+                let _ = self.engine.remove(&name);
+                return Err(e.into());
+            }
+        };
+        if stopped_by_us.is_some() {
+            self.engine.kill(&name).map_err(|e| ZoneError::Reap(e.to_string()))?;
+        }
+        let client_status = wait_client(&mut child, CLIENT_GRACE);
+        let duration = started.elapsed();
+        let state = self.engine.inspect_state(&name).map_err(|e| ZoneError::Reap(e.to_string()))?;
+        self.engine.remove(&name).map_err(|e| ZoneError::Reap(e.to_string()))?;
+        drop(prepared);
+        drop(netns);
+        if let Some(proxy) = proxy {
+            add_stats(&mut self.egress_totals, &proxy.stop());
+        }
+        let output = running.finish()?;
+        let ending = match (stopped_by_us, state) {
+            (Some(ending), _) => ending,
+            (None, Some(state)) if state.ever_started() => Ending::Exited { code: state.exit_code },
+            (None, _) => Ending::FailedToStart {
+                reason: format!(
+                    "{} could not start the container (client {}); its message is in the command's stderr",
+                    self.engine.program(),
+                    client_status.map(|s| s.to_string()).unwrap_or_else(|| "status unknown".into())
+                ),
+            },
+        };
+        Ok(ZoneRun { ending, duration, output })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_protected_path_inside_a_directory_pins_the_directory_then_binds_the_path_read_only() {
+        let pairs = vec![("/w".into(), PathBuf::from(".git/hooks")), ("/w".into(), PathBuf::from(".git/config"))];
+        let mounts = protected_mounts(&pairs);
+        assert_eq!(
+            mounts,
+            vec![
+                ContainerMount::Bind { source: "/w/.git".into(), target: "/w/.git".into(), writable: true },
+                ContainerMount::Bind { source: "/w/.git/hooks".into(), target: "/w/.git/hooks".into(), writable: false },
+                ContainerMount::Bind { source: "/w/.git/config".into(), target: "/w/.git/config".into(), writable: false },
+            ]
+        );
+    }
+
+    fn caps(memory: bool) -> EngineCapabilities {
+        EngineCapabilities { rootless: true, memory_limit: memory, pids_limit: true, cpu_limit: true, seccomp: true, cgroup_version: "v1".into() }
+    }
+
+    #[test]
+    fn a_memory_budget_the_engine_cannot_enforce_is_refused() {
+        let policy = Policy::builtin("exec").unwrap();
+        let refusals = unexpressible(Engine::Podman, &caps(false), Role::Check, &policy, false);
+        let causes: Vec<&str> = refusals.iter().map(|r| r.cause.as_str()).collect();
+        assert_eq!(causes, vec!["check zone: podman cannot enforce memory_bytes here (cgroup v1, rootless: the controller is not delegated)"]);
+    }
+
+    #[test]
+    fn docker_cannot_carry_the_egress_proxy() {
+        let policy = Policy::builtin("agent").unwrap();
+        let refusals = unexpressible(Engine::Docker, &caps(true), Role::Agent, &policy, true);
+        assert_eq!(refusals.len(), 1);
+        assert!(refusals[0].cause.contains("docker cannot join a network namespace"), "{refusals:?}");
+        assert!(refusals[0].fix.contains("builtin:offline"), "{refusals:?}");
+    }
+
+    #[test]
+    fn podman_carries_the_egress_proxy_as_root() {
+        let policy = Policy::builtin("agent").unwrap();
+        assert!(unexpressible(Engine::Podman, &caps(true), Role::Agent, &policy, true).is_empty());
+    }
+}
