@@ -18,6 +18,7 @@ mod cgroup;
 mod landlock_rules;
 mod mounts;
 mod netns;
+mod placeholders;
 mod plan;
 mod privileges;
 mod spawn;
