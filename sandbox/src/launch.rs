@@ -525,7 +525,9 @@ fn hold_protected(rw: &[PathBuf], protected: &[PathBuf], held: &mut Placeholders
                 match sys::openat2(parent, &name.to_string_lossy(), libc::O_PATH, nofollow) {
                     Ok(fd) => {
                         let is_dir = nix::sys::stat::fstat(fd.as_raw_fd()).map(|s| s.st_mode & libc::S_IFMT == libc::S_IFDIR).unwrap_or(false);
-                        if !is_dir {
+                        // A file, or another live zone's placeholder: held as it is.
+                        let adopted = is_dir && held.adopt_if_placeholder(fd.as_raw_fd(), root, &prefix).map_err(|e| SandboxError::io("placeholder registry", e))?;
+                        if !is_dir || adopted {
                             out.push((root.clone(), prefix.clone()));
                             continue 'each;
                         }

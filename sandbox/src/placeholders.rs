@@ -268,16 +268,20 @@ impl Placeholders {
         self.record(&e)
     }
 
-    /// `grant/sub` exists (opened as `fd`): if it is another live zone's placeholder, hold it too.
-    pub(crate) fn adopt_if_placeholder(&mut self, fd: RawFd, grant: &Path, sub: &Path) -> io::Result<()> {
-        let Ok(st) = nix::sys::stat::fstat(fd) else { return Ok(()) };
+    /// `grant/sub` exists (opened as `fd`): if it is another live zone's placeholder, hold it too
+    /// (and say so: the caller then holds it as it is, and creates nothing inside it).
+    pub(crate) fn adopt_if_placeholder(&mut self, fd: RawFd, grant: &Path, sub: &Path) -> io::Result<bool> {
+        let Ok(st) = nix::sys::stat::fstat(fd) else { return Ok(false) };
         let (dev, ino, ctime) = identity(&st);
         let e = Entry { grant: grant.to_path_buf(), sub: sub.to_path_buf(), dev, ino, ctime };
-        if listed(&self.live, &e) && !listed(&self.entries, &e) {
+        if !listed(&self.live, &e) {
+            return Ok(false);
+        }
+        if !listed(&self.entries, &e) {
             self.entries.push(e.clone());
             self.record(&e)?;
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Remove our placeholders that no other live zone holds, then our record.
