@@ -142,6 +142,20 @@ fn protected_paths_stay_read_only_and_cannot_be_swapped() {
 }
 
 #[test]
+fn a_symlinked_protected_path_is_isolation_unsatisfiable_naming_the_path() {
+    let ws = workspace();
+    let outside = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(outside.path(), ws.path().join(".git")).unwrap();
+    let p = ws.path().display().to_string();
+    let o = Command::new(bin()).args(["sandbox", "--json", "--rw", &p, "--", "/bin/true"]).current_dir("/").output().unwrap();
+    assert_eq!(o.status.code(), Some(30), "{}", stdout(&o));
+    let out: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(out["errors"][0]["code"], "isolation_unsatisfiable", "{out}");
+    let message = out["errors"][0]["message"].as_str().unwrap();
+    assert!(message.contains(&format!("{p}/.git")) && message.contains("symlink"), "{message}");
+}
+
+#[test]
 fn tmp_is_private_and_writable() {
     let o = sandbox(&[], "echo x > /tmp/loopexec-zone-private && ls -A /tmp");
     assert_eq!(stdout(&o), "loopexec-zone-private\n");

@@ -507,10 +507,7 @@ fn hold_protected(rw: &[PathBuf], protected: &[PathBuf], held: &mut Placeholders
                     continue;
                 }
                 Err(e) if e.raw_os_error() == Some(libc::ELOOP) || e.raw_os_error() == Some(libc::EXDEV) => {
-                    return Err(SandboxError::Spec(format!(
-                        "protected path {} is or passes through a symlink; remove it before starting a zone",
-                        root.join(sub).display()
-                    )));
+                    return Err(SandboxError::ProtectedSymlink { path: root.join(sub) });
                 }
                 Err(e) if e.raw_os_error() == Some(libc::ENOENT) || e.raw_os_error() == Some(libc::ENOTDIR) => {}
                 Err(e) => return Err(SandboxError::io(root.join(sub).display().to_string(), e)),
@@ -801,7 +798,7 @@ mod tests {
         let root = dir.path().canonicalize().unwrap();
         std::os::unix::fs::symlink("/etc", root.join(".git")).unwrap();
         let mut held = Placeholders::unrecorded();
-        let r = hold_protected(&[root], &[PathBuf::from(".git/config")], &mut held);
-        assert!(matches!(r, Err(SandboxError::Spec(m)) if m.contains("symlink")));
+        let r = hold_protected(std::slice::from_ref(&root), &[PathBuf::from(".git/config")], &mut held);
+        assert!(matches!(r, Err(SandboxError::ProtectedSymlink { path }) if path == root.join(".git/config")));
     }
 }
