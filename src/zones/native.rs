@@ -7,7 +7,7 @@
 
 use super::{Ending, Role, Zone, ZoneCommand, ZoneError, ZoneRun};
 use crate::capture::ArtifactSink;
-use crate::egress::{proxy_env, AuditLog, EgressConfig, Proxy, ProxyStats};
+use crate::egress::{proxy_env, AuditDigest, AuditLog, EgressConfig, Proxy, ProxyStats};
 use crate::interrupt;
 use crate::safefs::SafeDir;
 use sandbox::launch::{launch, ZoneExit, ZoneSpec};
@@ -30,6 +30,8 @@ pub struct EgressSetup {
     pub config: EgressConfig,
     /// The run directory, where the audit log is appended (bound once the run exists).
     pub audit_dir: Option<SafeDir>,
+    /// The audit log's running sha256 (seeded from its bytes when the run is bound).
+    pub audit_digest: AuditDigest,
 }
 
 /// The egress configuration of a proxied zone: the policy's `[network]` table plus the command
@@ -102,7 +104,7 @@ impl NativeZone {
         let check_policy = cfg.check_policy.as_ref().ok_or_else(|| ZoneError::Setup("no check policy pinned".into()))?.load().map_err(setup)?;
         let egress = if agent_policy.network.mode == NetworkMode::Proxy {
             let config = egress_config(&agent_policy, &cfg.egress).map_err(|e| ZoneError::Setup(format!("egress configuration: {e}")))?;
-            Some(EgressSetup { config, audit_dir: None })
+            Some(EgressSetup { config, audit_dir: None, audit_digest: AuditDigest::default() })
         } else {
             None
         };
@@ -187,6 +189,8 @@ impl Zone for NativeZone {
     fn bind_run(&mut self, run_dir: &Path) -> Result<(), ZoneError> {
         if let Some(egress) = &mut self.egress {
             let dir = SafeDir::open(run_dir).map_err(|e| ZoneError::Setup(format!("run directory: {e}")))?;
+            // A resumed run continues the same log: its bytes so far are hashed once, here.
+            egress.audit_digest = AuditDigest::of_file(&dir, EGRESS_AUDIT_FILE).map_err(|e| ZoneError::Setup(e.to_string()))?;
             egress.audit_dir = Some(dir);
         }
         Ok(())
@@ -194,6 +198,10 @@ impl Zone for NativeZone {
 
     fn egress_totals(&self) -> Option<ProxyStats> {
         self.egress.as_ref().map(|_| self.egress_totals.clone())
+    }
+
+    fn egress_audit_sha256(&self) -> Option<String> {
+        self.egress.as_ref().and_then(|e| e.audit_digest.sha256_hex())
     }
 
     fn run(&mut self, cmd: &ZoneCommand, capture: &ArtifactSink<'_>) -> Result<ZoneRun, ZoneError> {
@@ -216,7 +224,7 @@ impl Zone for NativeZone {
         let proxy = match (zone.take_listener(), &self.egress) {
             (Some(listener), Some(egress)) => {
                 let dir = egress.audit_dir.as_ref().ok_or_else(|| ZoneError::Setup("egress audit log: no run directory bound".into()))?;
-                let audit = AuditLog::open(dir, EGRESS_AUDIT_FILE)
+                let audit = AuditLog::open_tracked(dir, EGRESS_AUDIT_FILE, &egress.audit_digest)
                     .map_err(|e| ZoneError::Setup(format!("egress audit log: {e}")))?;
                 Some(
                     Proxy::start(egress.config.clone(), listener, audit, cmd.role.as_str())
