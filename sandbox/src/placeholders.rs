@@ -318,14 +318,15 @@ impl Drop for Placeholders {
 }
 
 /// The placeholders of a zone about to start: with the registry (locked, dead supervisors'
-/// leftovers collected) when this caller has one, else unrecorded (with a warning).
+/// leftovers collected) when this caller has one, else unrecorded (said at debug level only: a
+/// computed outcome writes nothing on stderr, and this is hygiene, not a protection).
 pub(crate) fn open() -> Placeholders {
     let Some(location) = registry_location() else {
-        tracing::warn!("no XDG_STATE_HOME or HOME: placeholders a killed supervisor leaves will not be collected");
+        tracing::debug!("no XDG_STATE_HOME or HOME: placeholders a killed supervisor leaves will not be collected");
         return Placeholders::unrecorded();
     };
     Placeholders::begin(&location).unwrap_or_else(|e| {
-        tracing::warn!("placeholder registry {}: {e}; placeholders a killed supervisor leaves will not be collected", location.display());
+        tracing::debug!("placeholder registry {}: {e}; placeholders a killed supervisor leaves will not be collected", location.display());
         Placeholders::unrecorded()
     })
 }
