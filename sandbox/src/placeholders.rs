@@ -378,6 +378,23 @@ mod tests {
         p.create(root.as_raw_fd(), OsStr::new(name), grant, Path::new(name)).unwrap();
     }
 
+    /// A zone started over the grant, which held a missing `.git` with a placeholder.
+    fn started_with_git(s: &Scene) -> Placeholders {
+        let mut p = Placeholders::begin(&s.registry).unwrap();
+        make(&mut p, &s.grant, ".git");
+        p.end_setup();
+        p
+    }
+
+    /// A zone started over the grant, finding `name` there.
+    fn started_over(s: &Scene, name: &str) -> Placeholders {
+        let mut p = Placeholders::begin(&s.registry).unwrap();
+        let fd = File::open(s.grant.join(name)).unwrap();
+        p.adopt_if_placeholder(fd.as_raw_fd(), &s.grant, Path::new(name)).unwrap();
+        p.end_setup();
+        p
+    }
+
     /// What a SIGKILLed supervisor leaves: its placeholders and its record, lock released.
     fn leave_as_if_killed(mut p: Placeholders) {
         p.end_setup();
@@ -430,14 +447,8 @@ mod tests {
     #[test]
     fn placeholders_of_a_live_supervisor_survive_another_begin_and_release() {
         let s = scene();
-        let mut live = Placeholders::begin(&s.registry).unwrap();
-        make(&mut live, &s.grant, ".git");
-        live.end_setup();
-        let mut other = Placeholders::begin(&s.registry).unwrap();
-        let fd = File::open(s.grant.join(".git")).unwrap();
-        other.adopt_if_placeholder(fd.as_raw_fd(), &s.grant, Path::new(".git")).unwrap();
-        other.end_setup();
-        drop(other);
+        let live = started_with_git(&s);
+        drop(started_over(&s, ".git"));
         assert!(s.grant.join(".git").is_dir(), "another zone's end removed a live zone's placeholder");
         drop(live);
         assert!(!s.grant.join(".git").exists());
@@ -446,17 +457,22 @@ mod tests {
     #[test]
     fn an_adopted_placeholder_is_removed_by_the_last_holder() {
         let s = scene();
-        let mut first = Placeholders::begin(&s.registry).unwrap();
-        make(&mut first, &s.grant, ".git");
-        first.end_setup();
-        let mut second = Placeholders::begin(&s.registry).unwrap();
-        let fd = File::open(s.grant.join(".git")).unwrap();
-        second.adopt_if_placeholder(fd.as_raw_fd(), &s.grant, Path::new(".git")).unwrap();
-        second.end_setup();
+        let first = started_with_git(&s);
+        let second = started_over(&s, ".git");
         drop(first);
         assert!(s.grant.join(".git").is_dir(), "the first zone's end removed what the second still holds");
         drop(second);
         assert!(!s.grant.join(".git").exists());
+    }
+
+    #[test]
+    fn a_directory_the_operator_made_is_neither_adopted_nor_removed() {
+        let s = scene();
+        std::fs::create_dir(s.grant.join(".git")).unwrap();
+        let p = started_over(&s, ".git");
+        assert!(p.entries.is_empty(), "an operator's directory was taken for a placeholder");
+        drop(p);
+        assert!(s.grant.join(".git").is_dir());
     }
 
     #[test]

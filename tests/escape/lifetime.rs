@@ -10,6 +10,14 @@ fn beats(path: &std::path::Path) -> u64 {
     std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
 }
 
+/// Wait (at most 10 s) until the heartbeat file holds `n` beats.
+fn wait_for_beats(path: &std::path::Path, n: u64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while beats(path) < n && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 fn assert_heartbeat_stopped(path: &std::path::Path) {
     let first = beats(path);
     std::thread::sleep(Duration::from_millis(600));
@@ -37,10 +45,7 @@ fn run_and_signal_the_supervisor(scene: &Scene, signal: nix::sys::signal::Signal
         .timeout(Duration::from_secs(30))
         .report_leaked_cgroups()
         .during(move |pid, _| {
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while beats(&hb_in) < 20 && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(50));
-            }
+            wait_for_beats(&hb_in, 20);
             nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal).expect("signal loopexec");
         })
         .run("lifetime", &["sleep_with_heartbeat", &Scene::s(&hb)]);
@@ -108,10 +113,7 @@ fn another_start_leaves_a_live_supervisors_placeholders_in_place() {
     let run = Zone::new(&scene)
         .timeout(Duration::from_secs(30))
         .during(|pid, scene| {
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while beats(&hb_in) < 5 && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(50));
-            }
+            wait_for_beats(&hb_in, 5);
             let second = crate::common::run_concurrent_zone(scene, "privilege", &["status"]);
             *seen.borrow_mut() = Some((second.status, entries(&scene.rw)));
             nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM).expect("signal loopexec");
@@ -135,10 +137,7 @@ fn cgroups_of_a_killed_supervisor_are_gone_once_the_next_zone_starts() {
         .timeout(Duration::from_secs(30))
         .keep_leaked_cgroups()
         .during(move |pid, _| {
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while beats(&hb_in) < 20 && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(50));
-            }
+            wait_for_beats(&hb_in, 20);
             nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL).expect("kill");
         })
         .run("lifetime", &["sleep_with_heartbeat", &Scene::s(&hb)]);
