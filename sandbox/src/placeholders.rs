@@ -128,8 +128,14 @@ impl Registry {
     /// Open (creating it, 0700, if needed) and lock the registry at `path`. It must be a real
     /// directory owned by us and not writable by anyone else.
     fn lock(path: &Path) -> io::Result<Registry> {
-        std::fs::DirBuilder::new().recursive(true).create(path.parent().unwrap_or(path))?;
-        match std::fs::DirBuilder::new().mode(0o700).create(path) {
+        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+            return Err(io::Error::other(format!("{} cannot hold a registry", path.display())));
+        };
+        // The parents are the operator's (a symlinked home is fine); the registry itself is not
+        // followed if it is a symlink.
+        std::fs::DirBuilder::new().recursive(true).create(parent)?;
+        let path = std::fs::canonicalize(parent)?.join(name);
+        match std::fs::DirBuilder::new().mode(0o700).create(&path) {
             Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
             _ => {}
         }
@@ -140,7 +146,6 @@ impl Registry {
         }
         let lock = open_at(dir.as_raw_fd(), OsStr::new(LOCK_FILE), libc::O_RDWR | libc::O_CREAT, 0o600)?;
         flock(lock.as_raw_fd(), libc::LOCK_EX)?;
-        let path = std::fs::canonicalize(path)?;
         Ok(Registry { path, dir, _lock: lock })
     }
 
@@ -265,11 +270,17 @@ impl Placeholders {
         let e = Entry { grant: grant.to_path_buf(), sub: sub.to_path_buf(), dev, ino, ctime };
         self.created.push(grant.join(sub));
         self.entries.push(e.clone());
-        self.record(&e)
+        // Unrecorded, it is still removed at teardown; only a killed supervisor's would stay.
+        if let Err(err) = self.record(&e) {
+            tracing::debug!("placeholder registry: recording {}: {err}", grant.join(sub).display());
+        }
+        Ok(())
     }
 
     /// `grant/sub` exists (opened as `fd`): if it is another live zone's placeholder, hold it too
-    /// (and say so: the caller then holds it as it is, and creates nothing inside it).
+    /// (and say so: the caller then holds it as it is, and creates nothing inside it). An error
+    /// here must refuse the launch: unrecorded, the other zone's end would remove the directory
+    /// and with it this zone's mount on it.
     pub(crate) fn adopt_if_placeholder(&mut self, fd: RawFd, grant: &Path, sub: &Path) -> io::Result<bool> {
         let Ok(st) = nix::sys::stat::fstat(fd) else { return Ok(false) };
         let (dev, ino, ctime) = identity(&st);
