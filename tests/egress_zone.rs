@@ -131,6 +131,6 @@ fn a_resumed_run_continues_the_audit_digest_from_the_bytes_already_logged() {
     assert_eq!(resumed.code, 10, "{resumed:?}");
     let bytes = std::fs::read(&log).unwrap();
     assert_eq!(bytes.iter().filter(|b| **b == b'\n').count(), 4, "the resumed iteration appended to the same log");
-    let last = events(dir.path(), "r").into_iter().filter(|e| e["type"] == "exec_result").last().unwrap();
+    let last = events(dir.path(), "r").into_iter().rfind(|e| e["type"] == "exec_result").unwrap();
     assert_eq!(last["egress"]["audit_sha256"], sha256_hex(&bytes));
 }
