@@ -4,7 +4,8 @@
 //! `allow_addresses`; everything else about the decision is the production path.
 
 use loopexec::egress::{
-    AuditLog, AuditRecord, Decision, EgressConfig, FixedResolver, Proxy, ProxyHandle, ProxyStats,
+    AuditDigest, AuditLog, AuditRecord, Decision, EgressConfig, FixedResolver, Proxy, ProxyHandle,
+    ProxyStats,
 };
 use loopexec::safefs::SafeDir;
 use std::collections::HashMap;
@@ -22,6 +23,8 @@ struct Harness {
     proxy: ProxyHandle,
     addr: SocketAddr,
     dir: tempfile::TempDir,
+    /// The audit log's running sha256, as the engine reads it for the receipt.
+    digest: AuditDigest,
 }
 
 impl Harness {
@@ -77,11 +80,39 @@ fn start(setup: Setup<'_>) -> Harness {
     .with_resolver(Arc::new(setup.table))
     .with_head_timeout(setup.head_timeout);
     let dir = tempfile::tempdir().unwrap();
-    let audit = AuditLog::open(&SafeDir::open(dir.path()).unwrap(), "egress.jsonl").unwrap();
+    let digest = AuditDigest::default();
+    let audit = AuditLog::open_tracked(&SafeDir::open(dir.path()).unwrap(), "egress.jsonl", &digest).unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let proxy = Proxy::start(config, listener, audit, "agent").unwrap();
     let addr = proxy.local_addr();
-    Harness { proxy, addr, dir }
+    Harness { proxy, addr, dir, digest }
+}
+
+/// A proxy allowing `HOST:port` with that name pinned to 127.0.0.1 (where the test's server
+/// listens); the rest of `setup` as given.
+fn start_pinned(port: u16, setup: Setup<'_>) -> Harness {
+    let allow = [format!("{HOST}:{port}")];
+    let pins = [format!("{HOST}:{port}:127.0.0.1")];
+    start(Setup {
+        allow: &allow,
+        pins: &pins,
+        ..setup
+    })
+}
+
+/// A CONNECT tunnel to `authority` through the proxy, once it answered 200.
+fn open_tunnel(h: &Harness, authority: &str) -> TcpStream {
+    let mut tcp = TcpStream::connect(h.addr).unwrap();
+    tcp.write_all(connect_request(authority).as_bytes()).unwrap();
+    assert_eq!(read_response(&mut tcp, false).status, 200, "CONNECT {authority}");
+    tcp
+}
+
+/// The next line the destination sent down a tunnel.
+fn next_line(tcp: &TcpStream) -> String {
+    let mut line = String::new();
+    BufReader::new(tcp).read_line(&mut line).unwrap();
+    line
 }
 
 fn ip(text: &str) -> IpAddr {
@@ -278,13 +309,7 @@ fn tls_server() -> (u16, rustls::pki_types::CertificateDer<'static>) {
 #[test]
 fn an_absolute_uri_request_to_an_allowed_host_is_forwarded_in_origin_form() {
     let (port, requests) = http_server(b"hello from origin".to_vec());
-    let allow = [format!("{HOST}:{port}")];
-    let pins = [format!("{HOST}:{port}:127.0.0.1")];
-    let h = start(Setup {
-        allow: &allow,
-        pins: &pins,
-        ..Setup::default()
-    });
+    let h = start_pinned(port, Setup::default());
     let r = ask(
         h.addr,
         &format!(
@@ -310,13 +335,7 @@ fn an_absolute_uri_request_to_an_allowed_host_is_forwarded_in_origin_form() {
 #[test]
 fn request_bodies_with_content_length_and_chunked_framing_arrive_intact() {
     let (port, requests) = http_server(b"ok".to_vec());
-    let allow = [format!("{HOST}:{port}")];
-    let pins = [format!("{HOST}:{port}:127.0.0.1")];
-    let h = start(Setup {
-        allow: &allow,
-        pins: &pins,
-        ..Setup::default()
-    });
+    let h = start_pinned(port, Setup::default());
 
     let r = ask(
         h.addr,
@@ -350,19 +369,9 @@ fn request_bodies_with_content_length_and_chunked_framing_arrive_intact() {
 #[test]
 fn connect_to_an_allowed_host_completes_a_tls_handshake() {
     let (port, cert) = tls_server();
-    let allow = [format!("{HOST}:{port}")];
-    let pins = [format!("{HOST}:{port}:127.0.0.1")];
-    let h = start(Setup {
-        allow: &allow,
-        pins: &pins,
-        ..Setup::default()
-    });
+    let h = start_pinned(port, Setup::default());
 
-    let mut tcp = TcpStream::connect(h.addr).unwrap();
-    tcp.write_all(connect_request(&format!("{HOST}:{port}")).as_bytes())
-        .unwrap();
-    let r = read_response(&mut tcp, false);
-    assert_eq!(r.status, 200);
+    let tcp = open_tunnel(&h, &format!("{HOST}:{port}"));
 
     let mut roots = rustls::RootCertStore::empty();
     roots.add(cert).unwrap();
@@ -391,21 +400,10 @@ fn connect_to_an_allowed_host_completes_a_tls_handshake() {
 #[test]
 fn mixed_case_and_a_trailing_dot_are_normalised_and_allowed() {
     let port = echo_server();
-    let allow = [format!("{HOST}:{port}")];
-    let pins = [format!("{HOST}:{port}:127.0.0.1")];
-    let h = start(Setup {
-        allow: &allow,
-        pins: &pins,
-        ..Setup::default()
-    });
-    let mut tcp = TcpStream::connect(h.addr).unwrap();
-    tcp.write_all(connect_request(&format!("API.Example.TEST.:{port}")).as_bytes())
-        .unwrap();
-    assert_eq!(read_response(&mut tcp, false).status, 200);
+    let h = start_pinned(port, Setup::default());
+    let mut tcp = open_tunnel(&h, &format!("API.Example.TEST.:{port}"));
     tcp.write_all(b"hi\n").unwrap();
-    let mut line = String::new();
-    BufReader::new(&tcp).read_line(&mut line).unwrap();
-    assert_eq!(line, "echo: hi\n");
+    assert_eq!(next_line(&tcp), "echo: hi\n");
     drop(tcp);
     let (_, records) = h.stop();
     assert_eq!(records[0].host.as_deref(), Some(HOST));
@@ -414,21 +412,13 @@ fn mixed_case_and_a_trailing_dot_are_normalised_and_allowed() {
 #[test]
 fn bytes_sent_together_with_the_connect_head_reach_the_destination_first() {
     let port = echo_server();
-    let allow = [format!("{HOST}:{port}")];
-    let pins = [format!("{HOST}:{port}:127.0.0.1")];
-    let h = start(Setup {
-        allow: &allow,
-        pins: &pins,
-        ..Setup::default()
-    });
+    let h = start_pinned(port, Setup::default());
     let mut tcp = TcpStream::connect(h.addr).unwrap();
     let mut request = connect_request(&format!("{HOST}:{port}"));
     request.push_str("early\n");
     tcp.write_all(request.as_bytes()).unwrap();
     assert_eq!(read_response(&mut tcp, false).status, 200);
-    let mut line = String::new();
-    BufReader::new(&tcp).read_line(&mut line).unwrap();
-    assert_eq!(line, "echo: early\n");
+    assert_eq!(next_line(&tcp), "echo: early\n");
 }
 
 #[test]
@@ -441,10 +431,7 @@ fn a_subdomain_of_a_wildcard_entry_is_allowed() {
         pins: &pins,
         ..Setup::default()
     });
-    let mut tcp = TcpStream::connect(h.addr).unwrap();
-    tcp.write_all(connect_request(&format!("eu.api.example.test:{port}")).as_bytes())
-        .unwrap();
-    assert_eq!(read_response(&mut tcp, false).status, 200);
+    open_tunnel(&h, &format!("eu.api.example.test:{port}"));
 }
 
 // ---------------------------------------------------------------- refusals by the allowlist
@@ -525,10 +512,7 @@ fn an_ip_literal_is_refused_unless_listed_and_its_address_allowed() {
         addresses: &["127.0.0.1"],
         ..Setup::default()
     });
-    let mut tcp = TcpStream::connect(h.addr).unwrap();
-    tcp.write_all(connect_request(&format!("127.0.0.1:{port}")).as_bytes())
-        .unwrap();
-    assert_eq!(read_response(&mut tcp, false).status, 200);
+    open_tunnel(&h, &format!("127.0.0.1:{port}"));
 }
 
 #[test]
@@ -629,20 +613,16 @@ fn an_allowed_name_resolving_to_private_loopback_or_metadata_is_refused_without_
 #[test]
 fn the_same_name_pinned_with_resolve_is_allowed() {
     let port = echo_server();
-    let allow = [format!("{HOST}:{port}")];
-    let pins = [format!("{HOST}:{port}:127.0.0.1")];
     // The resolver would say "metadata"; the operator's pin wins and is not re-resolved.
     let table = FixedResolver::new().with(HOST, &[ip("169.254.169.254")]);
-    let h = start(Setup {
-        allow: &allow,
-        pins: &pins,
-        table,
-        ..Setup::default()
-    });
-    let mut tcp = TcpStream::connect(h.addr).unwrap();
-    tcp.write_all(connect_request(&format!("{HOST}:{port}")).as_bytes())
-        .unwrap();
-    assert_eq!(read_response(&mut tcp, false).status, 200);
+    let h = start_pinned(
+        port,
+        Setup {
+            table,
+            ..Setup::default()
+        },
+    );
+    open_tunnel(&h, &format!("{HOST}:{port}"));
 }
 
 #[test]
@@ -665,19 +645,14 @@ fn ipv4_mapped_ipv6_loopback_is_refused_as_a_literal_and_as_an_answer() {
 #[test]
 fn connections_over_the_cap_get_503() {
     let port = echo_server();
-    let allow = [format!("{HOST}:{port}")];
-    let pins = [format!("{HOST}:{port}:127.0.0.1")];
-    let h = start(Setup {
-        allow: &allow,
-        pins: &pins,
-        max_connections: 1,
-        ..Setup::default()
-    });
-    let mut first = TcpStream::connect(h.addr).unwrap();
-    first
-        .write_all(connect_request(&format!("{HOST}:{port}")).as_bytes())
-        .unwrap();
-    assert_eq!(read_response(&mut first, false).status, 200);
+    let h = start_pinned(
+        port,
+        Setup {
+            max_connections: 1,
+            ..Setup::default()
+        },
+    );
+    let first = open_tunnel(&h, &format!("{HOST}:{port}"));
 
     let r = ask(h.addr, &connect_request(&format!("{HOST}:{port}")));
     assert_eq!(r.status, 503);
@@ -700,14 +675,13 @@ fn connections_over_the_cap_get_503() {
 #[test]
 fn the_byte_cap_cuts_the_connection_and_is_recorded() {
     let (port, _requests) = http_server(vec![b'x'; 256 * 1024]);
-    let allow = [format!("{HOST}:{port}")];
-    let pins = [format!("{HOST}:{port}:127.0.0.1")];
-    let h = start(Setup {
-        allow: &allow,
-        pins: &pins,
-        max_bytes: 8192,
-        ..Setup::default()
-    });
+    let h = start_pinned(
+        port,
+        Setup {
+            max_bytes: 8192,
+            ..Setup::default()
+        },
+    );
     let r = ask(
         h.addr,
         &format!("GET http://{HOST}:{port}/big HTTP/1.1\r\n\r\n"),
@@ -783,21 +757,11 @@ fn malformed_oversized_and_slow_request_heads_are_refused() {
 #[test]
 fn the_audit_log_has_exactly_one_line_per_decision_with_its_fields() {
     let port = echo_server();
-    let allow = [format!("{HOST}:{port}")];
-    let pins = [format!("{HOST}:{port}:127.0.0.1")];
-    let h = start(Setup {
-        allow: &allow,
-        pins: &pins,
-        ..Setup::default()
-    });
+    let h = start_pinned(port, Setup::default());
 
-    let mut tcp = TcpStream::connect(h.addr).unwrap();
-    tcp.write_all(connect_request(&format!("{HOST}:{port}")).as_bytes())
-        .unwrap();
-    assert_eq!(read_response(&mut tcp, false).status, 200);
+    let mut tcp = open_tunnel(&h, &format!("{HOST}:{port}"));
     tcp.write_all(b"abc\n").unwrap();
-    let mut line = String::new();
-    BufReader::new(&tcp).read_line(&mut line).unwrap();
+    assert_eq!(next_line(&tcp), "echo: abc\n");
     drop(tcp);
     assert_eq!(
         ask(h.addr, &connect_request("nope.example.test:443")).status,
@@ -882,14 +846,9 @@ fn allowed_connections_are_chained_through_the_upstream_proxy_after_the_allowlis
         ..Setup::default()
     });
 
-    let mut tcp = TcpStream::connect(h.addr).unwrap();
-    tcp.write_all(connect_request(&format!("{HOST}:{port}")).as_bytes())
-        .unwrap();
-    assert_eq!(read_response(&mut tcp, false).status, 200);
+    let mut tcp = open_tunnel(&h, &format!("{HOST}:{port}"));
     tcp.write_all(b"via\n").unwrap();
-    let mut line = String::new();
-    BufReader::new(&tcp).read_line(&mut line).unwrap();
-    assert_eq!(line, "echo: via\n");
+    assert_eq!(next_line(&tcp), "echo: via\n");
     drop(tcp);
 
     // Not allowed here: refused without asking the upstream.
@@ -976,17 +935,8 @@ fn an_upstream_proxy_on_a_loopback_address_must_be_allowed_explicitly() {
 #[test]
 fn stop_cuts_open_tunnels_and_returns_the_totals() {
     let port = echo_server();
-    let allow = [format!("{HOST}:{port}")];
-    let pins = [format!("{HOST}:{port}:127.0.0.1")];
-    let h = start(Setup {
-        allow: &allow,
-        pins: &pins,
-        ..Setup::default()
-    });
-    let mut tcp = TcpStream::connect(h.addr).unwrap();
-    tcp.write_all(connect_request(&format!("{HOST}:{port}")).as_bytes())
-        .unwrap();
-    assert_eq!(read_response(&mut tcp, false).status, 200);
+    let h = start_pinned(port, Setup::default());
+    let mut tcp = open_tunnel(&h, &format!("{HOST}:{port}"));
     let (stats, records) = h.stop();
     assert_eq!(stats.allowed, 1);
     assert_eq!(records[0].end.as_deref(), Some("stopped"));
@@ -1014,7 +964,6 @@ fn the_summary_and_digest_cover_the_written_log() {
     assert_eq!(summary.denied, stats.denied);
     assert_eq!(summary.hosts["a.example.test:443"].denied, 2);
     assert_eq!(summary.hosts[&format!("{HOST}:80")].denied, 1);
-    let dir = SafeDir::open(h.dir.path()).unwrap();
-    let digest = loopexec::egress::audit::file_sha256(&dir, "egress.jsonl").unwrap();
-    assert_eq!(digest.len(), 64);
+    use sha2::Digest;
+    assert_eq!(h.digest.sha256_hex(), Some(hex::encode(sha2::Sha256::digest(&bytes))), "the running digest is not the file's sha256");
 }

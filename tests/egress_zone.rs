@@ -22,19 +22,45 @@ except urllib.error.HTTPError as e:
     open("denied", "w").write(str(e.code))
 "#;
 
-#[test]
-fn an_agent_reaches_an_allowed_host_only_through_the_proxy() {
-    let (port, _server) = hello_server();
+/// A workdir the agent zone may write, holding AGENT.
+fn agent_workdir() -> tempfile::TempDir {
     let dir = workdir();
     std::fs::write(dir.path().join("agent.py"), AGENT).unwrap();
     zone_writable(dir.path());
-    let allow = format!("allowed.test:{port}");
-    let pin = format!("allowed.test:{port}:127.0.0.1");
+    dir
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+/// The first `n` lines of `bytes` (each with its newline).
+fn first_lines(bytes: &[u8], n: usize) -> &[u8] {
+    let end = bytes.iter().enumerate().filter(|(_, b)| **b == b'\n').nth(n.wrapping_sub(1)).map(|(i, _)| i + 1).unwrap_or(0);
+    &bytes[..end]
+}
+
+/// `--allow-host` and `--resolve` for AGENT's allowed host, served on loopback `port`.
+fn egress_flags(port: u16) -> Vec<String> {
+    vec!["--allow-host".into(), format!("allowed.test:{port}"), "--resolve".into(), format!("allowed.test:{port}:127.0.0.1")]
+}
+
+/// `loopexec run` of AGENT (two proxied requests per iteration) with extra arguments.
+fn proxied_run(dir: &std::path::Path, port: u16, run_id: &str, extra: &[&str]) -> Ran {
+    let flags = egress_flags(port);
+    let mut args = vec!["run", "--json", "--run-id", run_id];
+    args.extend(flags.iter().map(String::as_str));
+    args.extend_from_slice(extra);
+    loopexec(dir, &args)
+}
+
+#[test]
+fn an_agent_reaches_an_allowed_host_only_through_the_proxy() {
+    let (port, _server) = hello_server();
+    let dir = agent_workdir();
     let exec = format!("python3 agent.py {port}");
-    let r = loopexec(
-        dir.path(),
-        &["run", "--json", "--run-id", "e", "--max-iterations", "1", "--exec", &exec, "--check", "test -f got", "--allow-host", &allow, "--resolve", &pin],
-    );
+    let r = proxied_run(dir.path(), port, "e", &["--max-iterations", "1", "--exec", &exec, "--check", "test -f got"]);
     assert_eq!(r.code, 10, "{r:?}");
     let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap_or_default();
     assert_eq!(read("got"), "hello", "the allowed host answered through the proxy");
@@ -53,4 +79,58 @@ fn an_agent_reaches_an_allowed_host_only_through_the_proxy() {
     let egress = &report["report"]["egress"];
     assert_eq!((egress["summary"]["allowed"].as_u64(), egress["summary"]["denied"].as_u64()), (Some(1), Some(1)));
     assert_eq!(egress["audit_matches_receipt"], true);
+}
+
+#[test]
+fn each_recorded_audit_digest_is_the_sha256_of_the_log_at_that_iteration_and_report_detects_tampering() {
+    let (port, _server) = hello_server();
+    let dir = agent_workdir();
+    let exec = format!("python3 agent.py {port}");
+    let r = proxied_run(dir.path(), port, "d", &["--max-iterations", "3", "--exec", &exec, "--check", "test \"$LOOPEXEC_ITERATION\" -ge 3"]);
+    assert_eq!(r.code, 10, "{r:?}");
+    let log = run_dir(dir.path(), "d").join("egress.jsonl");
+    let bytes = std::fs::read(&log).unwrap();
+    let results: Vec<Value> = events(dir.path(), "d").into_iter().filter(|e| e["type"] == "exec_result").collect();
+    assert_eq!(results.len(), 3);
+    for (i, result) in results.iter().enumerate() {
+        let logged_so_far = first_lines(&bytes, 2 * (i + 1));
+        assert_eq!(result["egress"]["audit_sha256"], sha256_hex(logged_so_far), "iteration {}", i + 1);
+    }
+    assert_eq!(results[2]["egress"]["audit_sha256"], sha256_hex(&bytes), "the last digest covers the whole log");
+
+    let report = loopexec(dir.path(), &["report", "--json", "d"]).json();
+    assert_eq!(report["report"]["egress"]["audit_matches_receipt"], true, "{report}");
+    let tampered = String::from_utf8(bytes).unwrap().replacen("\"denied\"", "\"allowed\"", 1);
+    std::fs::write(&log, tampered).unwrap();
+    let report = loopexec(dir.path(), &["report", "--json", "d"]).json();
+    assert_eq!(report["report"]["egress"]["audit_matches_receipt"], false, "{report}");
+}
+
+#[test]
+fn a_resumed_run_continues_the_audit_digest_from_the_bytes_already_logged() {
+    let (port, _server) = hello_server();
+    let dir = agent_workdir();
+    // Iteration 1 makes its requests, then blocks until loopexec is SIGKILLed; later ones return.
+    let exec = format!("python3 agent.py {port}; if [ \"$LOOPEXEC_ITERATION\" = 1 ]; then touch blocked; exec sleep 300; fi");
+    let mut child = command()
+        .current_dir(dir.path())
+        .args(["run", "--json", "--run-id", "r"])
+        .args(egress_flags(port))
+        .args(["--exec", &exec, "--check", "test \"$LOOPEXEC_ITERATION\" -ge 2"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_file(&dir.path().join("blocked"), std::time::Duration::from_secs(30));
+    child.kill().unwrap(); // SIGKILL: the run stays resumable
+    child.wait().unwrap();
+    let log = run_dir(dir.path(), "r").join("egress.jsonl");
+    assert_eq!(std::fs::read(&log).unwrap().iter().filter(|b| **b == b'\n').count(), 2, "iteration 1 was audited");
+
+    let resumed = loopexec(dir.path(), &["run", "--json", "--resume", "r"]);
+    assert_eq!(resumed.code, 10, "{resumed:?}");
+    let bytes = std::fs::read(&log).unwrap();
+    assert_eq!(bytes.iter().filter(|b| **b == b'\n').count(), 4, "the resumed iteration appended to the same log");
+    let last = events(dir.path(), "r").into_iter().rfind(|e| e["type"] == "exec_result").unwrap();
+    assert_eq!(last["egress"]["audit_sha256"], sha256_hex(&bytes));
 }

@@ -57,3 +57,17 @@ fn the_check_runs_in_a_hermetic_environment() {
         );
     }
 }
+
+#[test]
+fn a_symlinked_protected_path_halts_isolation_unsatisfiable_naming_the_path() {
+    let dir = workdir();
+    zone_writable(dir.path());
+    let outside = workdir();
+    std::os::unix::fs::symlink(outside.path(), dir.path().join(".gitmodules")).unwrap();
+    let r = loopexec(dir.path(), &["run", "--json", "--run-id", "s", "--max-iterations", "1", "--exec", "true", "--check", "true"]);
+    assert_eq!(r.code, 30, "{r:?}");
+    let out = r.json();
+    assert_eq!(out["halt_reason"], "isolation_unsatisfiable", "{out}");
+    let detail = out["run"]["detail"].as_str().unwrap();
+    assert!(detail.contains(&format!("{}/.gitmodules", dir.path().canonicalize().unwrap().display())) && detail.contains("symlink"), "{detail}");
+}

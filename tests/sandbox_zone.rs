@@ -142,6 +142,44 @@ fn protected_paths_stay_read_only_and_cannot_be_swapped() {
 }
 
 #[test]
+fn a_symlinked_protected_path_is_isolation_unsatisfiable_naming_the_path() {
+    let ws = workspace();
+    let outside = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(outside.path(), ws.path().join(".git")).unwrap();
+    let p = ws.path().display().to_string();
+    let o = Command::new(bin()).args(["sandbox", "--json", "--rw", &p, "--", "/bin/true"]).current_dir("/").output().unwrap();
+    assert_eq!(o.status.code(), Some(30), "{}", stdout(&o));
+    let out: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(out["errors"][0]["code"], "isolation_unsatisfiable", "{out}");
+    let message = out["errors"][0]["message"].as_str().unwrap();
+    assert!(message.contains(&format!("{p}/.git")) && message.contains("symlink"), "{message}");
+}
+
+#[test]
+fn a_placeholder_registry_inside_a_writable_grant_is_hidden_and_cannot_be_moved() {
+    // The registry of protected-path placeholders lives under XDG_STATE_HOME; here the operator
+    // put that inside the workspace. The zone must not see, forge or swap its records.
+    let ws = workspace();
+    let p = ws.path().display().to_string();
+    let registry = ws.path().join("state/loopexec/placeholders");
+    let o = Command::new(bin())
+        .args(["sandbox", "--rw", &p, "--", "/bin/bash", "-c"])
+        .arg(format!(
+            "cd {p}; ls -A state/loopexec/placeholders > seen 2>&1; echo '{{}}' > state/loopexec/placeholders/forged.jsonl; mv state moved; mv state/loopexec state/x; true"
+        ))
+        .env("XDG_STATE_HOME", ws.path().join("state"))
+        .current_dir("/")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(std::fs::read_to_string(ws.path().join("seen")).unwrap(), "", "the zone saw the registry's records");
+    assert!(!registry.join("forged.jsonl").exists(), "the zone planted a record");
+    assert!(!ws.path().join("moved").exists() && !ws.path().join("state/x").exists(), "the zone moved the registry away");
+    let left: Vec<_> = std::fs::read_dir(&registry).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("lock")], "the zone's record outlived it");
+}
+
+#[test]
 fn tmp_is_private_and_writable() {
     let o = sandbox(&[], "echo x > /tmp/loopexec-zone-private && ls -A /tmp");
     assert_eq!(stdout(&o), "loopexec-zone-private\n");

@@ -46,6 +46,10 @@ pub enum SandboxError {
     /// The policy file is invalid (exit 20).
     #[error(transparent)]
     Policy(#[from] PolicyError),
+    /// A protected path of a writable grant is, or passes through, a symlink, so it cannot be
+    /// held read-only (maps to `isolation_unsatisfiable`, exit 30, like a missing layer).
+    #[error("protected path {} is or passes through a symlink; remove it before starting a zone", path.display())]
+    ProtectedSymlink { path: std::path::PathBuf },
     /// The zone specification is invalid (bad cwd, missing grant...) (exit 20).
     #[error("invalid zone specification: {0}")]
     Spec(String),

@@ -23,7 +23,9 @@
 //!    and its upper/work its own.
 //! 7. `hold_protected`: protected sub-paths of writable roots are found without following
 //!    symlinks; a missing one gets an empty placeholder directory (removed at teardown) so it
-//!    can be held read-only; a symlinked one refuses.
+//!    can be held read-only; a symlinked one refuses. Placeholders are recorded in a registry
+//!    outside the grants, and ones a killed supervisor left are removed first
+//!    (`placeholders.rs`).
 //! 8. `build_env`: allowed names from the caller, then the policy's fixed set.
 //! 9. Send the plan (the init reads nothing else and runs no untrusted code before it).
 //! 10. `await_ready`: the zone reports `Ready` only once the command was executed.
@@ -45,6 +47,7 @@
 use crate::cgroup::{self, Budget, CgroupEntry, ZoneCgroup};
 use crate::spawn::{clone_zone_init, idmap_userns, map_ids_and_release};
 use crate::error::{Layer, SandboxError};
+use crate::placeholders::{self, Placeholders};
 use crate::plan::{self, Bind, LandlockPlan, Limits, Msg, OverlayMount, Plan};
 use crate::policy::{check_absolute, NetworkMode, Policy};
 use crate::preflight::{self, Missing};
@@ -154,7 +157,7 @@ pub struct RunningZone {
     listener: Option<TcpListener>,
     report: AppliedReport,
     cgroup: Option<ZoneCgroup>,
-    placeholders: Vec<PathBuf>,
+    placeholders: Placeholders,
     exit: Option<ZoneExit>,
 }
 
@@ -200,7 +203,7 @@ pub fn launch(mut spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
             placeholders: Vec::new(),
         },
         cgroup,
-        placeholders: Vec::new(),
+        placeholders: Placeholders::unrecorded(),
         exit: None,
     };
     map_ids_and_release(&cloned, zone_uid, zone_gid, root)?;
@@ -209,10 +212,13 @@ pub fn launch(mut spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
     let overlays = resolve_overlays(&spec.overlays, root.then_some((zone_uid, zone_gid)))?;
     let rw: Vec<PathBuf> = grants.iter().map(|g| g.path.clone()).collect();
     let trees = idmapped_trees(&grants, zone_uid, zone_gid)?;
-    let mut held = Held { placeholders: Vec::new() };
-    let protected = hold_protected(&rw, &spec.policy.filesystem.protected, &mut held)?;
-    zone.report.placeholders = held.placeholders.clone();
-    zone.placeholders = std::mem::take(&mut held.placeholders);
+    let mut held = placeholders::open();
+    let mut protected = hold_protected(&rw, &spec.policy.filesystem.protected, &mut held)?;
+    let mut hidden = spec.policy.filesystem.hidden.clone();
+    placeholders::shield_registry(&held, &ro, &rw, &mut protected, &mut hidden).map_err(SandboxError::Spec)?;
+    held.end_setup();
+    zone.report.placeholders = held.created.clone();
+    zone.placeholders = held;
     let landlock = (!skip(Layer::Landlock)).then(|| LandlockPlan {
         abi: host.landlock_abi,
         read: ro.iter().cloned().chain(overlays.iter().filter(|o| !o.writable()).map(|o| o.target.clone())).collect(),
@@ -231,7 +237,7 @@ pub fn launch(mut spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
             }))
             .collect(),
         protected,
-        hidden: spec.policy.filesystem.hidden.clone(),
+        hidden,
         overlays,
         tmp_size: spec.policy.filesystem.tmp_size_bytes,
         hostname: spec.policy.identity.hostname.clone(),
@@ -479,40 +485,34 @@ fn idmapped_trees(grants: &[RwGrant], zone_uid: u32, zone_gid: u32) -> Result<Ve
     Ok(out)
 }
 
-/// Placeholders created for missing protected paths; removed (if still empty) when dropped.
-struct Held {
-    placeholders: Vec<PathBuf>,
+/// Placeholders held for another backend (the container backend); released when dropped
+/// (the field is only ever dropped).
+pub struct ProtectedPlaceholders(#[allow(dead_code)] Placeholders);
+
+/// What a backend that mounts protected paths itself must hold for a zone.
+pub struct ProtectedHolds {
+    /// (root, sub-path) pairs to bind read-only (parents pinned).
+    pub protected: Vec<(PathBuf, PathBuf)>,
+    /// Paths to hide: the policy's, plus the placeholder registry when a grant contains it.
+    pub hidden: Vec<PathBuf>,
+    pub placeholders: ProtectedPlaceholders,
 }
 
-impl Drop for Held {
-    fn drop(&mut self) {
-        for p in self.placeholders.drain(..).rev() {
-            let _ = std::fs::remove_dir(p);
-        }
-    }
-}
-
-/// Placeholders held for another backend (the container backend), removed when dropped.
-pub struct ProtectedPlaceholders(Held);
-
-impl ProtectedPlaceholders {
-    pub fn paths(&self) -> &[PathBuf] {
-        &self.0.placeholders
-    }
-}
-
-/// The protected-path holds of [`launch`] for a backend that mounts them itself: the (root,
-/// sub-path) pairs to bind read-only, with placeholders made for missing ones. A protected path
-/// that is or passes through a symlink refuses, as it does for a native zone.
-pub fn hold_protected_paths(rw: &[PathBuf], protected: &[PathBuf]) -> Result<(Vec<(PathBuf, PathBuf)>, ProtectedPlaceholders), SandboxError> {
-    let mut held = Held { placeholders: Vec::new() };
-    let pairs = hold_protected(rw, protected, &mut held)?;
-    Ok((pairs, ProtectedPlaceholders(held)))
+/// The protected-path holds of [`launch`] for a backend that mounts them itself: placeholders
+/// made (and recorded, so that a killed supervisor's are collected) for missing ones, the
+/// registry shielded, a symlinked protected path refused, exactly as for a native zone.
+pub fn hold_protected_paths(read_only: &[PathBuf], rw: &[PathBuf], protected: &[PathBuf], hidden: &[PathBuf]) -> Result<ProtectedHolds, SandboxError> {
+    let mut held = placeholders::open();
+    let mut pairs = hold_protected(rw, protected, &mut held)?;
+    let mut hidden = hidden.to_vec();
+    placeholders::shield_registry(&held, read_only, rw, &mut pairs, &mut hidden).map_err(SandboxError::Spec)?;
+    held.end_setup();
+    Ok(ProtectedHolds { protected: pairs, hidden, placeholders: ProtectedPlaceholders(held) })
 }
 
 /// For every writable root and protected sub-path: the (root, sub-path) pairs the zone must hold
 /// read-only. Nothing is followed through a symlink.
-fn hold_protected(rw: &[PathBuf], protected: &[PathBuf], held: &mut Held) -> Result<Vec<(PathBuf, PathBuf)>, SandboxError> {
+fn hold_protected(rw: &[PathBuf], protected: &[PathBuf], held: &mut Placeholders) -> Result<Vec<(PathBuf, PathBuf)>, SandboxError> {
     let mut out: Vec<(PathBuf, PathBuf)> = Vec::new();
     let nofollow = sys::RESOLVE_BENEATH | sys::RESOLVE_NO_SYMLINKS;
     for root in rw {
@@ -526,15 +526,13 @@ fn hold_protected(rw: &[PathBuf], protected: &[PathBuf], held: &mut Held) -> Res
                 continue; // already covered by a held ancestor
             }
             match sys::openat2(root_fd.as_raw_fd(), &sub.to_string_lossy(), libc::O_PATH, nofollow) {
-                Ok(_) => {
+                Ok(fd) => {
+                    held.adopt_if_placeholder(fd.as_raw_fd(), root, sub).map_err(|e| SandboxError::io("placeholder registry", e))?;
                     out.push((root.clone(), sub.clone()));
                     continue;
                 }
                 Err(e) if e.raw_os_error() == Some(libc::ELOOP) || e.raw_os_error() == Some(libc::EXDEV) => {
-                    return Err(SandboxError::Spec(format!(
-                        "protected path {} is or passes through a symlink; remove it before starting a zone",
-                        root.join(sub).display()
-                    )));
+                    return Err(SandboxError::ProtectedSymlink { path: root.join(sub) });
                 }
                 Err(e) if e.raw_os_error() == Some(libc::ENOENT) || e.raw_os_error() == Some(libc::ENOTDIR) => {}
                 Err(e) => return Err(SandboxError::io(root.join(sub).display().to_string(), e)),
@@ -549,16 +547,17 @@ fn hold_protected(rw: &[PathBuf], protected: &[PathBuf], held: &mut Held) -> Res
                 match sys::openat2(parent, &name.to_string_lossy(), libc::O_PATH, nofollow) {
                     Ok(fd) => {
                         let is_dir = nix::sys::stat::fstat(fd.as_raw_fd()).map(|s| s.st_mode & libc::S_IFMT == libc::S_IFDIR).unwrap_or(false);
-                        if !is_dir {
+                        // A file, or another live zone's placeholder: held as it is.
+                        let adopted = is_dir && held.adopt_if_placeholder(fd.as_raw_fd(), root, &prefix).map_err(|e| SandboxError::io("placeholder registry", e))?;
+                        if !is_dir || adopted {
                             out.push((root.clone(), prefix.clone()));
                             continue 'each;
                         }
                         dir = Some(fd);
                     }
                     Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
-                        nix::sys::stat::mkdirat(Some(parent), name, nix::sys::stat::Mode::from_bits_truncate(0o755))
-                            .map_err(|e| SandboxError::errno(format!("placeholder {}", root.join(&prefix).display()), e))?;
-                        held.placeholders.push(root.join(&prefix));
+                        held.create(parent, name, root, &prefix)
+                            .map_err(|e| SandboxError::io(format!("placeholder {}", root.join(&prefix).display()), e))?;
                         out.push((root.clone(), prefix.clone()));
                         continue 'each;
                     }
@@ -744,9 +743,7 @@ impl RunningZone {
                 result = Err(SandboxError::io("remove the zone cgroup", e));
             }
         }
-        for p in self.placeholders.drain(..).rev() {
-            let _ = std::fs::remove_dir(p);
-        }
+        self.placeholders.release();
         result
     }
 }
@@ -811,7 +808,7 @@ mod tests {
     fn missing_protected_path_gets_a_placeholder_that_is_removed_afterwards() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().canonicalize().unwrap();
-        let mut held = Held { placeholders: Vec::new() };
+        let mut held = Placeholders::unrecorded();
         let pairs = hold_protected(std::slice::from_ref(&root), &[PathBuf::from(".git/hooks"), PathBuf::from(".git/config")], &mut held).unwrap();
         // `.git` is missing: it is held itself, and covers both protected paths.
         assert_eq!(pairs, vec![(root.clone(), PathBuf::from(".git"))]);
@@ -825,8 +822,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().canonicalize().unwrap();
         std::os::unix::fs::symlink("/etc", root.join(".git")).unwrap();
-        let mut held = Held { placeholders: Vec::new() };
-        let r = hold_protected(&[root], &[PathBuf::from(".git/config")], &mut held);
-        assert!(matches!(r, Err(SandboxError::Spec(m)) if m.contains("symlink")));
+        let mut held = Placeholders::unrecorded();
+        let r = hold_protected(std::slice::from_ref(&root), &[PathBuf::from(".git/config")], &mut held);
+        assert!(matches!(r, Err(SandboxError::ProtectedSymlink { path }) if path == root.join(".git/config")));
     }
 }

@@ -73,6 +73,9 @@ pub fn failure(e: SandboxError) -> Failure {
         SandboxError::Unsatisfiable { layer, cause, fix } => {
             Failure::isolation(format!("isolation layer {} unavailable: {cause}", layer.as_str())).with_hint(fix)
         }
+        e @ SandboxError::ProtectedSymlink { .. } => {
+            Failure::isolation(e.to_string()).with_hint("replace the symlink with the real directory or file, or remove it")
+        }
         SandboxError::Policy(p) => Failure::invalid_input(p.to_string()),
         SandboxError::Spec(m) => Failure::usage(m),
         SandboxError::Spawn(m) => Failure::new(ExitClass::Execution, "spawn_failed", m),

@@ -1,6 +1,7 @@
 //! The egress audit log: one JSON line per proxy decision, appended (never rewritten) to a file
 //! beneath the run directory through `SafeDir`, fsynced when each connection closes; its sha256 for
-//! the receipt; and a per-host summary for `loopexec report`.
+//! the receipt, kept as a running digest updated with every line appended (`AuditDigest`: O(1) to
+//! read, whatever the log's size); and a per-host summary for `loopexec report`.
 //!
 //! Line fields: `ts` (RFC 3339 UTC), `zone`, `method`, `host` (normalised, A-label), `port`,
 //! `address` (the `ip:port` connected to, or the refused address), `via` (upstream proxy, if any),
@@ -15,7 +16,7 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// Allowed or denied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,11 +61,89 @@ pub enum AuditError {
     Malformed { line: usize, problem: String },
 }
 
+/// The sha256 of an audit file's bytes, kept current as [`AuditLog`]s append to it, so reading it
+/// costs O(1). Shared (cheap clones) by every log opened on the same file over a run; seeded once
+/// from the bytes already there (a resumed run continues the same file).
+#[derive(Debug, Clone, Default)]
+pub struct AuditDigest(Arc<Mutex<DigestState>>);
+
+#[derive(Debug, Default)]
+struct DigestState {
+    hasher: Sha256,
+    /// Bytes hashed so far (the file's size when in step).
+    len: u64,
+    /// The file exists (seen at seeding, or opened since).
+    present: bool,
+    /// A failed append left bytes we could not account for: no digest until reseeded.
+    lost: bool,
+}
+
+impl AuditDigest {
+    /// A digest of `rel` beneath `dir` as it is now: its bytes are read once (a missing file is
+    /// an empty, not yet present one).
+    pub fn of_file(dir: &SafeDir, rel: &str) -> Result<AuditDigest, AuditError> {
+        let digest = AuditDigest::default();
+        match dir.open_read(rel) {
+            Ok(file) => digest.reseed(file, &dir.path().join(rel))?,
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(e.into()),
+        }
+        Ok(digest)
+    }
+
+    /// The hex sha256 of the file's bytes, or None if the file does not exist (or a failed
+    /// append made it unknowable).
+    pub fn sha256_hex(&self) -> Option<String> {
+        let state = self.state();
+        (state.present && !state.lost).then(|| hex::encode(state.hasher.clone().finalize()))
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, DigestState> {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Start over from `file`'s bytes.
+    fn reseed(&self, mut file: File, path: &std::path::Path) -> Result<(), AuditError> {
+        let mut state = DigestState { present: true, ..DigestState::default() };
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = file.read(&mut buf).map_err(|source| AuditError::Io { path: path.to_path_buf(), source })?;
+            if n == 0 {
+                break;
+            }
+            state.hasher.update(&buf[..n]);
+            state.len += n as u64;
+        }
+        *self.state() = state;
+        Ok(())
+    }
+
+    /// `line` was appended to `file` (whose size is now known by fstat when the write failed
+    /// part-way): hash exactly the bytes that reached it.
+    fn appended(&self, file: &File, line: &[u8], complete: bool) {
+        let mut state = self.state();
+        if complete {
+            state.hasher.update(line);
+            state.len += line.len() as u64;
+            return;
+        }
+        match file.metadata() {
+            Ok(m) if m.len() >= state.len && m.len() - state.len <= line.len() as u64 => {
+                let written = (m.len() - state.len) as usize;
+                state.hasher.update(&line[..written]);
+                state.len = m.len();
+            }
+            _ => state.lost = true,
+        }
+    }
+}
+
 /// An open, append-only audit log.
 #[derive(Debug)]
 pub struct AuditLog {
     file: Mutex<File>,
     path: PathBuf,
+    digest: Option<AuditDigest>,
 }
 
 impl AuditLog {
@@ -74,7 +153,32 @@ impl AuditLog {
         Ok(AuditLog {
             file: Mutex::new(file),
             path: dir.path().join(rel),
+            digest: None,
         })
+    }
+
+    /// Like [`AuditLog::open`], keeping `digest` current with every line appended. If the file's
+    /// size is not what `digest` has hashed (it was changed behind our back), `digest` is
+    /// reseeded from the file first.
+    pub fn open_tracked(dir: &SafeDir, rel: &str, digest: &AuditDigest) -> Result<AuditLog, AuditError> {
+        let mut log = AuditLog::open(dir, rel)?;
+        let size = log
+            .file
+            .get_mut()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .metadata()
+            .map_err(|source| AuditError::Io { path: log.path.clone(), source })?
+            .len();
+        let in_step = {
+            let mut state = digest.state();
+            state.present = true;
+            state.len == size && !state.lost
+        };
+        if !in_step {
+            digest.reseed(dir.open_read(rel)?, &log.path)?;
+        }
+        log.digest = Some(digest.clone());
+        Ok(log)
     }
 
     pub fn path(&self) -> &std::path::Path {
@@ -96,7 +200,11 @@ impl AuditLog {
             .file
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        file.write_all(&line).map_err(io)?;
+        let written = file.write_all(&line);
+        if let Some(digest) = &self.digest {
+            digest.appended(&file, &line, written.is_ok());
+        }
+        written.map_err(io)?;
         file.sync_data().map_err(io)
     }
 }
@@ -109,24 +217,6 @@ pub fn now_rfc3339() -> String {
     );
     now.format(format)
         .unwrap_or_else(|_| now.unix_timestamp().to_string())
-}
-
-/// sha256 (hex) of the audit file's current bytes, for the receipt.
-pub fn file_sha256(dir: &SafeDir, rel: &str) -> Result<String, AuditError> {
-    let mut file = dir.open_read(rel)?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let n = file.read(&mut buf).map_err(|source| AuditError::Io {
-            path: dir.path().join(rel),
-            source,
-        })?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    Ok(hex::encode(hasher.finalize()))
 }
 
 /// Per-host counts for `loopexec report`.
@@ -240,18 +330,46 @@ mod tests {
         assert_eq!(summary.hosts["b.example:443"].denied, 1);
     }
 
+    fn sha256_of(path: &std::path::Path) -> String {
+        hex::encode(Sha256::digest(std::fs::read(path).unwrap()))
+    }
+
     #[test]
-    fn the_digest_is_the_sha256_of_the_file_bytes() {
+    fn the_running_digest_is_the_sha256_of_the_file_bytes() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = SafeDir::open(tmp.path()).unwrap();
-        let log = AuditLog::open(&dir, "egress.jsonl").unwrap();
-        log.record(&record("a.example", Decision::Allowed, 1))
-            .unwrap();
-        let bytes = std::fs::read(tmp.path().join("egress.jsonl")).unwrap();
-        assert_eq!(
-            file_sha256(&dir, "egress.jsonl").unwrap(),
-            hex::encode(Sha256::digest(&bytes))
-        );
+        let digest = AuditDigest::of_file(&dir, "egress.jsonl").unwrap();
+        assert_eq!(digest.sha256_hex(), None, "no digest before the log exists");
+        let log = AuditLog::open_tracked(&dir, "egress.jsonl", &digest).unwrap();
+        assert_eq!(digest.sha256_hex(), Some(sha256_of(&tmp.path().join("egress.jsonl"))), "an empty log");
+        log.record(&record("a.example", Decision::Allowed, 1)).unwrap();
+        log.record(&record("b.example", Decision::Denied, 0)).unwrap();
+        assert_eq!(digest.sha256_hex(), Some(sha256_of(&tmp.path().join("egress.jsonl"))));
+    }
+
+    #[test]
+    fn a_resumed_digest_starts_from_the_bytes_already_logged() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = SafeDir::open(tmp.path()).unwrap();
+        let first = AuditDigest::of_file(&dir, "egress.jsonl").unwrap();
+        AuditLog::open_tracked(&dir, "egress.jsonl", &first).unwrap().record(&record("a.example", Decision::Allowed, 1)).unwrap();
+        // A new process binds the same run: the log so far is read once.
+        let resumed = AuditDigest::of_file(&dir, "egress.jsonl").unwrap();
+        assert_eq!(resumed.sha256_hex(), first.sha256_hex());
+        AuditLog::open_tracked(&dir, "egress.jsonl", &resumed).unwrap().record(&record("b.example", Decision::Denied, 0)).unwrap();
+        assert_eq!(resumed.sha256_hex(), Some(sha256_of(&tmp.path().join("egress.jsonl"))));
+    }
+
+    #[test]
+    fn a_log_changed_behind_the_digest_is_rehashed_when_next_opened() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = SafeDir::open(tmp.path()).unwrap();
+        let digest = AuditDigest::of_file(&dir, "egress.jsonl").unwrap();
+        AuditLog::open_tracked(&dir, "egress.jsonl", &digest).unwrap().record(&record("a.example", Decision::Allowed, 1)).unwrap();
+        let mut other = std::fs::OpenOptions::new().append(true).open(tmp.path().join("egress.jsonl")).unwrap();
+        other.write_all(b"{}\n").unwrap();
+        AuditLog::open_tracked(&dir, "egress.jsonl", &digest).unwrap();
+        assert_eq!(digest.sha256_hex(), Some(sha256_of(&tmp.path().join("egress.jsonl"))));
     }
 
     #[test]

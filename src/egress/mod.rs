@@ -28,7 +28,7 @@ pub mod rule;
 pub mod upstream;
 
 pub use args::EgressArgs;
-pub use audit::{AuditLog, AuditRecord, Decision, EgressSummary};
+pub use audit::{AuditDigest, AuditLog, AuditRecord, Decision, EgressSummary};
 pub use config::{EgressConfig, EgressError};
 pub use env::proxy_env;
 pub use proxy::{Proxy, ProxyHandle, ProxyStats};

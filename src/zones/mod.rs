@@ -181,6 +181,11 @@ pub trait Zone {
     fn egress_totals(&self) -> Option<crate::egress::ProxyStats> {
         None
     }
+    /// sha256 of the run's egress audit log as it is now (a running digest, O(1)), for backends
+    /// with an egress proxy; None while the log does not exist.
+    fn egress_audit_sha256(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Open the zone backend for an isolation choice.

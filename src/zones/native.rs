@@ -7,7 +7,7 @@
 
 use super::{Ending, Role, Zone, ZoneCommand, ZoneError, ZoneRun};
 use crate::capture::ArtifactSink;
-use crate::egress::{proxy_env, AuditLog, EgressConfig, Proxy, ProxyStats};
+use crate::egress::{proxy_env, AuditDigest, AuditLog, EgressConfig, Proxy, ProxyHandle, ProxyStats};
 use crate::interrupt;
 use crate::safefs::SafeDir;
 use sandbox::launch::{launch, ZoneExit, ZoneSpec};
@@ -30,6 +30,27 @@ pub struct EgressSetup {
     pub config: EgressConfig,
     /// The run directory, where the audit log is appended (bound once the run exists).
     pub audit_dir: Option<SafeDir>,
+    /// The audit log's running sha256 (seeded from its bytes when the run is bound).
+    pub audit_digest: AuditDigest,
+}
+
+impl EgressSetup {
+    /// Bind the run directory, where the audit log is appended. A resumed run continues the same
+    /// log: its bytes so far are hashed once, here.
+    pub fn bind(&mut self, run_dir: &Path) -> Result<(), ZoneError> {
+        let dir = SafeDir::open(run_dir).map_err(|e| ZoneError::Setup(format!("run directory: {e}")))?;
+        self.audit_digest = AuditDigest::of_file(&dir, EGRESS_AUDIT_FILE).map_err(|e| ZoneError::Setup(e.to_string()))?;
+        self.audit_dir = Some(dir);
+        Ok(())
+    }
+
+    /// Serve one command's proxy listener against the allowlist, auditing every decision.
+    pub fn serve(&self, listener: std::net::TcpListener, role: Role) -> Result<ProxyHandle, ZoneError> {
+        let dir = self.audit_dir.as_ref().ok_or_else(|| ZoneError::Setup("egress audit log: no run directory bound".into()))?;
+        let audit = AuditLog::open_tracked(dir, EGRESS_AUDIT_FILE, &self.audit_digest)
+            .map_err(|e| ZoneError::Setup(format!("egress audit log: {e}")))?;
+        Proxy::start(self.config.clone(), listener, audit, role.as_str()).map_err(|e| ZoneError::Setup(format!("egress proxy: {e}")))
+    }
 }
 
 /// The egress configuration of a proxied zone: the policy's `[network]` table plus the command
@@ -51,7 +72,7 @@ pub fn pinned_policies(cfg: &LoopConfig) -> Result<(Policy, Policy, Option<Egres
     let check_policy = cfg.check_policy.as_ref().ok_or_else(|| ZoneError::Setup("no check policy pinned".into()))?.load().map_err(setup)?;
     let egress = if agent_policy.network.mode == NetworkMode::Proxy {
         let config = egress_config(&agent_policy, &cfg.egress).map_err(|e| ZoneError::Setup(format!("egress configuration: {e}")))?;
-        Some(EgressSetup { config, audit_dir: None })
+        Some(EgressSetup { config, audit_dir: None, audit_digest: AuditDigest::default() })
     } else {
         None
     };
@@ -193,15 +214,18 @@ impl Zone for NativeZone {
     }
 
     fn bind_run(&mut self, run_dir: &Path) -> Result<(), ZoneError> {
-        if let Some(egress) = &mut self.egress {
-            let dir = SafeDir::open(run_dir).map_err(|e| ZoneError::Setup(format!("run directory: {e}")))?;
-            egress.audit_dir = Some(dir);
+        match &mut self.egress {
+            Some(egress) => egress.bind(run_dir),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     fn egress_totals(&self) -> Option<ProxyStats> {
         self.egress.as_ref().map(|_| self.egress_totals.clone())
+    }
+
+    fn egress_audit_sha256(&self) -> Option<String> {
+        self.egress.as_ref().and_then(|e| e.audit_digest.sha256_hex())
     }
 
     fn run(&mut self, cmd: &ZoneCommand, capture: &ArtifactSink<'_>) -> Result<ZoneRun, ZoneError> {
@@ -222,15 +246,7 @@ impl Zone for NativeZone {
         // Our copies of the write ends went into the spec and were closed by launch.
         let mut running = capture.start(out_r, err_r)?;
         let proxy = match (zone.take_listener(), &self.egress) {
-            (Some(listener), Some(egress)) => {
-                let dir = egress.audit_dir.as_ref().ok_or_else(|| ZoneError::Setup("egress audit log: no run directory bound".into()))?;
-                let audit = AuditLog::open(dir, EGRESS_AUDIT_FILE)
-                    .map_err(|e| ZoneError::Setup(format!("egress audit log: {e}")))?;
-                Some(
-                    Proxy::start(egress.config.clone(), listener, audit, cmd.role.as_str())
-                        .map_err(|e| ZoneError::Setup(format!("egress proxy: {e}")))?,
-                )
-            }
+            (Some(listener), Some(egress)) => Some(egress.serve(listener, cmd.role)?),
             _ => None,
         };
         let pidfd = pidfd_open(zone.pid());

@@ -86,7 +86,7 @@ fn git_config_cannot_be_replaced_by_rename() {
 /// either is a refusal, which is what this suite asserts.)
 fn assert_launch_refused(run: &crate::common::Run) {
     assert_eq!(run.verdict, crate::common::Verdict::Missing, "the probe ran: {:?}", run.verdict);
-    assert!(matches!(run.status.code(), Some(20) | Some(30)), "launch not refused: {:?}\n{}", run.status, run.stderr);
+    assert_eq!(run.status.code(), Some(30), "launch not refused as isolation_unsatisfiable: {:?}\n{}", run.status, run.stderr);
     assert!(run.stderr.contains("symlink"), "the refusal does not name the symlink: {}", run.stderr);
 }
 

@@ -15,10 +15,10 @@ pub mod engine;
 pub mod host_side;
 pub mod plan;
 
-use super::native::{add_stats, pinned_policies, EgressSetup, EGRESS_AUDIT_FILE, PROXY_PORT};
+use super::native::{add_stats, pinned_policies, EgressSetup, PROXY_PORT};
 use super::{Ending, Role, Zone, ZoneCommand, ZoneError, ZoneRun};
 use crate::capture::ArtifactSink;
-use crate::egress::{proxy_env, AuditLog, Proxy, ProxyStats};
+use crate::egress::{proxy_env, ProxyStats};
 use crate::engine::config::LoopConfig;
 use crate::interrupt;
 use crate::safefs::SafeDir;
@@ -215,9 +215,12 @@ impl ContainerZone {
         if cmd.overlays.is_empty() {
             let mut rw = vec![self.workdir.clone()];
             rw.extend(policy.filesystem.read_write.iter().cloned());
-            let (pairs, held) = sandbox::hold_protected_paths(&rw, &policy.filesystem.protected).map_err(|e| setup(e.to_string()))?;
-            mounts.extend(in_place_mounts(&rw, &self.state_dir, &pairs));
-            placeholders = Some(held);
+            let holds = sandbox::hold_protected_paths(&[], &rw, &policy.filesystem.protected, &policy.filesystem.hidden)
+                .map_err(|e| setup(e.to_string()))?;
+            // The registry of placeholders, when a grant contains it, is hidden too.
+            mounts = holds.hidden.iter().map(|h| hidden_mount(h)).collect();
+            mounts.extend(in_place_mounts(&rw, &self.state_dir, &holds.protected));
+            placeholders = Some(holds.placeholders);
         } else {
             if !self.root {
                 return Err(setup(format!(
@@ -334,15 +337,18 @@ impl Zone for ContainerZone {
     }
 
     fn bind_run(&mut self, run_dir: &Path) -> Result<(), ZoneError> {
-        if let Some(egress) = &mut self.egress {
-            let dir = SafeDir::open(run_dir).map_err(|e| setup(format!("run directory: {e}")))?;
-            egress.audit_dir = Some(dir);
+        match &mut self.egress {
+            Some(egress) => egress.bind(run_dir),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     fn egress_totals(&self) -> Option<ProxyStats> {
         self.egress.as_ref().map(|_| self.egress_totals.clone())
+    }
+
+    fn egress_audit_sha256(&self) -> Option<String> {
+        self.egress.as_ref().and_then(|e| e.audit_digest.sha256_hex())
     }
 
     fn run(&mut self, cmd: &ZoneCommand, capture: &ArtifactSink<'_>) -> Result<ZoneRun, ZoneError> {
@@ -381,11 +387,7 @@ impl Zone for ContainerZone {
         );
         let argv = container.argv().map_err(|e| setup(e.to_string()))?;
         let proxy = match (netns.as_mut().and_then(|ns| ns.take_listener()), &self.egress) {
-            (Some(listener), Some(egress)) => {
-                let dir = egress.audit_dir.as_ref().ok_or_else(|| setup("egress audit log: no run directory bound"))?;
-                let audit = AuditLog::open(dir, EGRESS_AUDIT_FILE).map_err(|e| setup(format!("egress audit log: {e}")))?;
-                Some(Proxy::start(egress.config.clone(), listener, audit, cmd.role.as_str()).map_err(|e| setup(format!("egress proxy: {e}")))?)
-            }
+            (Some(listener), Some(egress)) => Some(egress.serve(listener, cmd.role)?),
             (Some(_), None) => return Err(setup("the agent policy routes through the egress proxy, but no egress configuration was set up")),
             _ => None,
         };

@@ -186,6 +186,11 @@ impl Scene {
         self.root.path()
     }
 
+    /// Where loopexec keeps its placeholder registry under the `XDG_STATE_HOME` zones are run with.
+    pub fn supervisor_registry(&self) -> PathBuf {
+        self.outside.join("state/loopexec/placeholders")
+    }
+
     /// As root the zone runs as `ZONE_ID_WHEN_ROOT`: the writable grant must belong to it.
     pub fn grant_rw_to_zone(&self, path: &Path) {
         if is_root() {
@@ -370,6 +375,9 @@ impl HostState {
     fn capture(scene: &Scene) -> HostState {
         let mut outside = BTreeMap::new();
         walk(&scene.outside, &mut outside);
+        // The supervisor's own placeholder registry (XDG_STATE_HOME is `outside/state`): loopexec
+        // writes it, outside every grant, to collect what a killed supervisor leaves.
+        outside.retain(|p, _| !p.starts_with(scene.supervisor_registry()));
         let sysctls = SYSCTLS.iter().map(|p| (*p, fs::read_to_string(p).unwrap_or_default())).collect();
         let md = fs::metadata(loopexec_bin()).expect("stat loopexec");
         let mut probe_files = BTreeMap::new();
@@ -705,6 +713,9 @@ pub fn run_concurrent_zone(scene: &Scene, probe: &str, args: &[&str]) -> Run {
         .arg(probe_path(probe))
         .args(args)
         .current_dir(&scene.rw)
+        // The same operator environment as `Zone::new`: both supervisors share one placeholder registry.
+        .env("HOME", &scene.home)
+        .env("XDG_STATE_HOME", scene.outside.join("state"))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
