@@ -52,7 +52,9 @@ start() {
   mkdir -p "$dir/podman" "$dir/docker" "$dir/image/bin" "$dir/image/tmp" "$dir/image/etc"
   chmod 711 "$dir"
 
-  # podman: a private store and state, the runtime that works with this host's cgroups.
+  # podman: a private store (its database included), the runtime that works with this host's
+  # cgroups. tmp_dir stays podman's own: moving it makes podman miss conmon's exit files and wait
+  # out its 20 s conmon timeout on every container.
   runtime=crun
   [ "$(stat -f -c %T /sys/fs/cgroup)" = cgroup2fs ] || runtime=runc
   cat > "$dir/podman/storage.conf" <<EOF
@@ -64,8 +66,6 @@ EOF
   cat > "$dir/podman/containers.conf" <<EOF
 [engine]
 runtime = "$runtime"
-tmp_dir = "$dir/podman/tmp"
-static_dir = "$dir/podman/static"
 volume_path = "$dir/podman/volumes"
 events_logger = "file"
 events_logfile_path = "$dir/podman/events.log"

@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
 # The test suite. Every test runs as the current user; as root (as in CI) every integration test
 # binary then runs again as the unprivileged user `loopexec-test` (inside a cgroup delegated to
-# it), because operators run loopexec unprivileged.
+# it), because operators run loopexec unprivileged. As root, the container engines the
+# container-backend tests drive (podman with a private store, a private dockerd) are prepared
+# first by ci/container-engines.sh and taken down at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ci/setup.sh
+if [ "$(id -u)" = 0 ]; then
+  engines="${TMPDIR:-/tmp}/loopexec-engines-$$"
+  trap 'ci/container-engines.sh stop "$engines"' EXIT
+  ci/container-engines.sh start "$engines"
+  # shellcheck disable=SC1091
+  . "$engines/env"
+fi
 cargo test --workspace --no-fail-fast 2>&1
 if [ "$(id -u)" = 0 ]; then
   echo "== every integration test again, as the unprivileged user loopexec-test" >&2

@@ -210,6 +210,9 @@ fn podman_proxied_agent_reaches_only_the_allowed_host_and_every_decision_is_audi
         .map(|v| (v["host"].as_str().unwrap().to_string(), v["decision"].as_str().unwrap().to_string()))
         .collect();
     assert_eq!(decisions, vec![("allowed.test".into(), "allowed".into()), ("denied.test".into(), "denied".into())]);
+    let exec = events(repo.path(), "e").into_iter().find(|e| e["type"] == "exec_result").unwrap();
+    let digest = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(audit.as_bytes()));
+    assert_eq!(exec["egress"]["audit_sha256"].as_str(), Some(digest.as_str()), "the receipt pins the audit log");
 }
 
 #[test]
@@ -291,10 +294,17 @@ fn podman_containers_of_a_killed_loopexec_are_removed_by_the_next_start() {
     unsafe { libc::kill(pid as i32, libc::SIGKILL) };
     child.wait().unwrap();
     assert_eq!(containers_of("podman", pid).len(), 1, "the orphan outlives its supervisor");
-    let again = counting_repo();
-    let r = run_in("podman", again.path(), &["--run-id", "k2", "--policy", "builtin:offline", "--max-iterations", "1", "--exec", "true", "--check", "true"]);
+    let mounts_dir = repo.path().join(".loopexec/container-mounts");
+    let mounted_beneath = || {
+        let prefix = format!("{}/", path_str(&mounts_dir));
+        std::fs::read_to_string("/proc/self/mountinfo").unwrap().lines().filter(|l| l.split(' ').nth(4).is_some_and(|m| m.starts_with(&prefix))).count()
+    };
+    assert_eq!(mounted_beneath(), 1, "the killed supervisor's workspace overlay is still mounted");
+    let r = run_in("podman", repo.path(), &["--run-id", "k2", "--policy", "builtin:offline", "--max-iterations", "1", "--exec", "true", "--check", "true"]);
     assert_eq!(r.code, 10, "{r:?}");
     assert_eq!(containers_of("podman", pid), Vec::<String>::new(), "the next start removed the orphan");
+    assert_eq!(mounted_beneath(), 0, "and took down its overlay");
+    assert_eq!(std::fs::read_dir(&mounts_dir).unwrap().count(), 0);
 }
 
 #[test]
@@ -384,12 +394,37 @@ fn rootless_podman_has_memory_controller() -> Option<bool> {
     Some(v["host"]["cgroupControllers"].as_array()?.iter().any(|c| c == "memory"))
 }
 
+/// Rootless podman keeps a pause process (holding its user namespace) after any command. Ends
+/// the one this test caused, by the pid podman recorded, unless one was there before the test.
+struct RootlessPauseCleanup(Option<PathBuf>);
+
+impl RootlessPauseCleanup {
+    fn new() -> RootlessPauseCleanup {
+        let uid = nix::unistd::getuid().as_raw();
+        let runtime = std::env::var("XDG_RUNTIME_DIR").unwrap_or_else(|_| format!("/tmp/podman-run-{uid}"));
+        let file = PathBuf::from(runtime).join("libpod/tmp/pause.pid");
+        let already = std::fs::read_to_string(&file).ok().and_then(|p| p.trim().parse::<i32>().ok()).is_some_and(pid_alive);
+        RootlessPauseCleanup((!already).then_some(file))
+    }
+}
+
+impl Drop for RootlessPauseCleanup {
+    fn drop(&mut self) {
+        let Some(file) = &self.0 else { return };
+        if let Some(pid) = std::fs::read_to_string(file).ok().and_then(|p| p.trim().parse::<i32>().ok()) {
+            // SAFETY: kill(2) of the pause process podman started for this test.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+        }
+    }
+}
+
 #[test]
 fn unprivileged_podman_runs_only_where_it_can_enforce_the_policy() {
     if is_root() {
         eprintln!("skipped: the unprivileged variant (root runs the engine tests above)");
         return;
     }
+    let _pause = RootlessPauseCleanup::new();
     let dir = workdir();
     let r = loopexec(dir.path(), &[
         "run", "--json", "--backend", "podman", "--image", &image(), "--policy", "builtin:offline",

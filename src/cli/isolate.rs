@@ -136,7 +136,7 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     });
     let human = render(&body);
     if let Some(first) = refusals.first() {
-        let failure = Failure::isolation(format!("{}", first.cause)).with_hint(first.fix.clone());
+        let failure = Failure::isolation(first.cause.clone()).with_hint(first.fix.clone());
         return Err(failure);
     }
     Ok(Outcome::ok("isolate").field("isolate", body).human(human))

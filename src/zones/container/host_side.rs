@@ -10,6 +10,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 /// An overlay mounted on the host at `target`, unmounted (and its mount point removed) on drop.
+/// The mount point's name starts with the supervisor's identity, so that a later start can take
+/// down the mounts of a supervisor that was killed ([`unmount_stale`]).
 #[derive(Debug)]
 pub struct HostOverlay {
     target: PathBuf,
@@ -23,9 +25,15 @@ impl HostOverlay {
 
 impl Drop for HostOverlay {
     fn drop(&mut self) {
-        let _ = nix::mount::umount2(&self.target, nix::mount::MntFlags::MNT_DETACH);
-        let _ = std::fs::remove_dir(&self.target);
+        unmount_stale(&self.target);
     }
+}
+
+/// Take down a mount point a killed supervisor left: detach whatever is mounted there, then
+/// remove the (empty) directory. Nothing is deleted beneath it.
+pub fn unmount_stale(target: &Path) {
+    let _ = nix::mount::umount2(target, nix::mount::MntFlags::MNT_DETACH | nix::mount::MntFlags::UMOUNT_NOFOLLOW);
+    let _ = std::fs::remove_dir(target);
 }
 
 fn overlay_path(p: &Path) -> std::io::Result<String> {

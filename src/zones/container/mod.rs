@@ -161,12 +161,23 @@ impl ContainerZone {
         Ok(zone)
     }
 
-    /// Remove the containers a killed loopexec left (their supervisor label names a dead process).
+    /// Remove the containers a killed loopexec left (their supervisor label names a dead process),
+    /// then the workspace overlays it left mounted for them (named after their supervisor).
     fn remove_orphans(&self) -> Result<(), ZoneError> {
         let labelled = self.engine.labelled(plan::SUPERVISOR_LABEL).map_err(|e| setup(e.to_string()))?;
         for (name, supervisor) in labelled {
             if host_side::supervisor_is_dead(&supervisor) {
                 self.engine.remove(&name).map_err(|e| ZoneError::Reap(e.to_string()))?;
+            }
+        }
+        if self.root {
+            let Ok(base) = SafeDir::open(&self.state_dir) else { return Ok(()) };
+            let Ok(dir) = base.subdir(MOUNT_DIR) else { return Ok(()) };
+            for entry in dir.list().unwrap_or_default() {
+                let supervisor = entry.split('-').next().unwrap_or("").replacen('_', ":", 1);
+                if host_side::supervisor_is_dead(&supervisor) {
+                    host_side::unmount_stale(&dir.path().join(&entry));
+                }
             }
         }
         Ok(())
@@ -231,7 +242,7 @@ impl ContainerZone {
             let base = SafeDir::open(&self.state_dir).map_err(|e| setup(format!("state dir: {e}")))?;
             let dir = base.subdir_or_create(MOUNT_DIR).map_err(|e| setup(format!("state dir: {e}")))?;
             for (i, overlay) in cmd.overlays.iter().enumerate() {
-                let at = dir.path().join(format!("{name}-{i}"));
+                let at = dir.path().join(format!("{}-{name}-{i}", self.supervisor.replace(':', "_")));
                 let mounted = host_side::mount_overlay(overlay, &at).map_err(|e| setup(e.to_string()))?;
                 mounts.push(ContainerMount::Bind {
                     source: mounted.path().to_path_buf(),
