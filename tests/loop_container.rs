@@ -141,6 +141,22 @@ fn podman_runs_a_detached_loop_to_convergence_and_delivers_a_branch() {
 }
 
 #[test]
+fn podman_replay_reruns_the_check_in_the_runs_own_engine() {
+    if !engine_ready("podman") {
+        return;
+    }
+    let _cleanup = CgroupCleanup(cgroup_parent()); // the replay's container uses the pinned parent too
+    let repo = counting_repo();
+    // podman marks its containers with /run/.containerenv: this check passes only inside one.
+    let check = "test -e /run/.containerenv && sh tests/check.sh";
+    let r = run_in("podman", repo.path(), &["--run-id", "rp", "--policy", "builtin:offline", "--exec", COUNT_UP, "--check", check]);
+    assert_eq!(halted(&r), (10, "success_condition_met".into()), "{r:?}");
+    let replay = loopexec(repo.path(), &["replay", "--json", "rp"]);
+    assert_eq!(replay.code, 0, "{replay:?}");
+    assert_eq!(replay.json()["replay"]["match"], true);
+}
+
+#[test]
 fn podman_agent_runs_unprivileged_without_capabilities_on_a_read_only_root() {
     if !engine_ready("podman") {
         return;

@@ -25,8 +25,7 @@ use crate::receipt::chain::verify;
 use crate::receipt::events::{self, iteration_of, stream_value, type_of};
 use crate::receipt::store::{fs_failure, RunDir, StateDir};
 use crate::workspace::{replay_layers, Baseline, ObjectId, ProtectedPaths};
-use crate::zones::native::NativeZone;
-use crate::zones::{Ending, Role, Zone, ZoneCommand};
+use crate::zones::{Ending, Role, ZoneCommand};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::os::fd::AsRawFd;
@@ -252,7 +251,8 @@ fn run_check(
 ) -> CmdResult<Replay> {
     let cfg = &rec.cfg;
     let layers = replay_layers(t0, end, protected, scratch, Path::new(WORKSPACE_TARGET), check_owner).map_err(Failure::from)?;
-    let mut zone = NativeZone::from_config(cfg, statedir.path()).map_err(|e| Failure::isolation(e.to_string()))?;
+    // The run's own backend (the native sandbox or its container engine), from the pinned config.
+    let mut zone = crate::zones::open_zone(cfg, statedir.path()).map_err(|e| Failure::isolation(e.to_string()))?;
     zone.bind_run(run.path()).map_err(|e| Failure::isolation(e.to_string()))?;
     let mut env: Vec<(String, String)> = std::env::vars().filter(|(k, _)| !k.starts_with("LOOPEXEC_")).collect();
     env.push(("LOOPEXEC_RUN_ID".into(), run.id().to_string()));
