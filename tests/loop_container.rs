@@ -586,3 +586,12 @@ fn a_container_backend_with_isolation_none_is_a_usage_error() {
     assert_eq!(r.code, 20, "{r:?}");
     assert!(r.json()["errors"][0]["message"].as_str().unwrap().contains("does not combine with --isolation none"));
 }
+
+#[test]
+fn isolate_of_a_loop_without_isolation_is_a_usage_error() {
+    let dir = workdir();
+    std::fs::write(dir.path().join("loop.toml"), "check = \"true\"\nexec = \"true\"\nisolation = \"none\"\n").unwrap();
+    let r = isolate(dir.path(), &[]);
+    assert_eq!(r.code, 20, "{r:?}");
+    assert!(r.json()["errors"][0]["message"].as_str().unwrap().contains("there are no zones to plan"));
+}

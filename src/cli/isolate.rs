@@ -6,9 +6,8 @@
 //! as `<...>` and listed under `prepared_at_run_time`. The engine is not contacted: what it can
 //! enforce on this host is checked when the run starts.
 
-use super::run::absolute_workdir;
-use crate::egress::EgressArgs;
-use crate::engine::config::{ConfigInput, EgressPins, LoopConfig};
+use super::run::{absolute_workdir, ZoneArgs};
+use crate::engine::config::{ConfigInput, LoopConfig};
 use crate::engine::detached::{WorkspaceMode, WORKSPACE_TARGET};
 use crate::engine::loopfile;
 use crate::error::{CmdResult, Failure};
@@ -19,12 +18,12 @@ use crate::zones::container::engine::Engine;
 use crate::zones::container::plan::{zone_env, ContainerMount, ContainerNetwork, ContainerPlan, ZoneParts};
 use crate::zones::container::{in_place_mounts, unexpressible, EngineCapabilities, Refusal};
 use crate::zones::native::PROXY_PORT;
-use crate::zones::{Backend, Isolation, Role};
+use crate::zones::{Isolation, Role};
 use sandbox::policy::NetworkMode;
 use sandbox::Policy;
 use serde_json::{json, Value};
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -34,59 +33,17 @@ pub struct Args {
     /// The check (default: loop.toml's).
     #[arg(long, value_name = "CMD")]
     pub check: Option<String>,
-    /// `native` (default), `podman` or `docker`.
-    #[arg(long, value_enum)]
-    pub backend: Option<Backend>,
-    /// The local image of a container backend.
-    #[arg(long, value_name = "IMAGE")]
-    pub image: Option<String>,
-    /// The cgroup a container backend's engine creates the containers beneath.
-    #[arg(long, value_name = "PATH")]
-    pub cgroup_parent: Option<String>,
-    /// The agent zone's policy file (default: the builtin `agent` policy).
-    #[arg(long, value_name = "FILE")]
-    pub policy: Option<PathBuf>,
-    /// The exec zone's policy file (default: the builtin `exec` policy).
-    #[arg(long, value_name = "FILE")]
-    pub check_policy: Option<PathBuf>,
     #[command(flatten)]
-    pub egress: EgressArgs,
-    /// `detached` or `in-place` (default: as `run` decides for the workdir).
-    #[arg(long, value_enum)]
-    pub workspace: Option<WorkspaceMode>,
+    pub zones: ZoneArgs,
     /// The loop's directory.
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub workdir: PathBuf,
 }
 
-fn policy_source(raw: &Path) -> String {
-    let text = raw.to_string_lossy();
-    if text.starts_with("builtin:") {
-        return text.into_owned();
-    }
-    std::path::absolute(raw).unwrap_or_else(|_| raw.to_path_buf()).to_string_lossy().into_owned()
-}
-
 pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     let workdir = absolute_workdir(&args.workdir)?;
     let wd = SafeDir::open(&workdir).map_err(|e| Failure::workspace(format!("workdir: {e}")))?;
-    let flags = ConfigInput {
-        check: args.check.clone(),
-        exec: args.exec.clone(),
-        isolation: Some(Isolation::Native),
-        backend: args.backend,
-        image: args.image.clone(),
-        cgroup_parent: args.cgroup_parent.clone(),
-        agent_policy: args.policy.as_deref().map(policy_source),
-        check_policy: args.check_policy.as_deref().map(policy_source),
-        egress: EgressPins {
-            allow_hosts: args.egress.allow_host.clone(),
-            resolve: args.egress.resolve.clone(),
-            egress_proxy: args.egress.egress_proxy.clone(),
-        },
-        workspace: args.workspace,
-        ..ConfigInput::default()
-    };
+    let flags = ConfigInput { check: args.check.clone(), exec: args.exec.clone(), ..args.zones.input() };
     let (input, loop_ref) = match loopfile::load(&wd)? {
         Some((file, reference)) => (flags.over(file), Some(reference)),
         None => (flags, None),

@@ -49,18 +49,9 @@ const CONFIG_FLAGS: [&str; 30] = [
     "cost_usd",
 ];
 
+/// How the zones are provided and confined: shared by `run` and `isolate`.
 #[derive(Debug, clap::Args)]
-pub struct Args {
-    /// The external check; exit 0 means done. Run as `/bin/sh -c` in the workdir.
-    #[arg(long, value_name = "CMD")]
-    pub check: Option<String>,
-    /// The agent command, run before each check.
-    #[arg(long, value_name = "CMD")]
-    pub exec: Option<String>,
-    /// Where commands run: `native` (default) sandboxes the agent and the check; `none` runs them
-    /// on the host, unsandboxed.
-    #[arg(long, value_enum)]
-    pub isolation: Option<Isolation>,
+pub struct ZoneArgs {
     /// What provides the zones under native isolation: `native` (default, loopexec's own
     /// sandbox), or `podman` / `docker` (containers from --image; docs/containers.md).
     #[arg(long, value_enum)]
@@ -84,6 +75,42 @@ pub struct Args {
     /// `in-place` (the workdir itself, read-write; the default outside a git repository).
     #[arg(long, value_enum)]
     pub workspace: Option<WorkspaceMode>,
+}
+
+impl ZoneArgs {
+    /// These flags as configuration input (the rest of it left unset).
+    pub fn input(&self) -> ConfigInput {
+        ConfigInput {
+            backend: self.backend,
+            image: self.image.clone(),
+            cgroup_parent: self.cgroup_parent.clone(),
+            agent_policy: self.policy.as_deref().map(policy_source),
+            check_policy: self.check_policy.as_deref().map(policy_source),
+            egress: EgressPins {
+                allow_hosts: self.egress.allow_host.clone(),
+                resolve: self.egress.resolve.clone(),
+                egress_proxy: self.egress.egress_proxy.clone(),
+            },
+            workspace: self.workspace,
+            ..ConfigInput::default()
+        }
+    }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The external check; exit 0 means done. Run as `/bin/sh -c` in the workdir.
+    #[arg(long, value_name = "CMD")]
+    pub check: Option<String>,
+    /// The agent command, run before each check.
+    #[arg(long, value_name = "CMD")]
+    pub exec: Option<String>,
+    /// Where commands run: `native` (default) sandboxes the agent and the check; `none` runs them
+    /// on the host, unsandboxed.
+    #[arg(long, value_enum)]
+    pub isolation: Option<Isolation>,
+    #[command(flatten)]
+    pub zones: ZoneArgs,
     /// Start the detached workspace from the working tree's changes too, not only from HEAD.
     #[arg(long)]
     pub include_uncommitted: bool,
@@ -163,17 +190,6 @@ impl Args {
             check: self.check.clone(),
             exec: self.exec.clone(),
             isolation: self.isolation,
-            backend: self.backend,
-            image: self.image.clone(),
-            cgroup_parent: self.cgroup_parent.clone(),
-            agent_policy: self.policy.as_deref().map(policy_source),
-            check_policy: self.check_policy.as_deref().map(policy_source),
-            egress: EgressPins {
-                allow_hosts: self.egress.allow_host.clone(),
-                resolve: self.egress.resolve.clone(),
-                egress_proxy: self.egress.egress_proxy.clone(),
-            },
-            workspace: self.workspace,
             include_uncommitted: self.include_uncommitted.then_some(true),
             protected: self.protect.clone(),
             max_iterations: self.max_iterations,
@@ -188,12 +204,13 @@ impl Args {
             sampling: SamplingPins { temperature: self.temperature, seed: self.seed, max_tokens: self.max_tokens },
             context_files: self.context_file.clone(),
             cost_usd: self.cost_usd,
+            ..self.zones.input()
         }
     }
 }
 
 /// A policy flag as a pinned source: `builtin:<name>` stays, a path becomes absolute.
-fn policy_source(raw: &Path) -> String {
+pub(crate) fn policy_source(raw: &Path) -> String {
     let text = raw.to_string_lossy();
     if text.starts_with("builtin:") {
         return text.into_owned();

@@ -47,25 +47,9 @@ pub enum ContainerMount {
     EmptyDir { target: PathBuf },
 }
 
-/// Everything one `run` of the engine needs.
+/// What the zone's policy sets, as the engine's limits.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ContainerPlan {
-    pub engine: Engine,
-    pub name: String,
-    pub image: String,
-    pub role: Role,
-    /// `<pid>:<start time>` of the supervising loopexec.
-    pub supervisor: String,
-    pub user: (u32, u32),
-    /// Rootless podman: map the caller's uid to the same uid inside (`--userns keep-id`).
-    pub keep_id: bool,
-    pub network: ContainerNetwork,
-    pub mounts: Vec<ContainerMount>,
-    pub env: Vec<(String, String)>,
-    /// Variables whose value the engine takes from its client's environment (secrets).
-    pub env_from_client: Vec<String>,
-    pub cwd: PathBuf,
-    pub cgroup_parent: Option<String>,
+pub struct ZoneLimits {
     pub hostname: String,
     pub memory_bytes: u64,
     pub pids_max: u64,
@@ -77,7 +61,32 @@ pub struct ContainerPlan {
     /// otherwise apply their own default; the process budget itself is `--pids-limit`.
     pub nproc_limit: Option<u64>,
     pub tmp_size_bytes: u64,
-    pub command_line: String,
+}
+
+impl ZoneLimits {
+    pub fn of(policy: &Policy) -> ZoneLimits {
+        let r = &policy.resources;
+        ZoneLimits {
+            hostname: policy.identity.hostname.clone(),
+            memory_bytes: r.memory_bytes,
+            pids_max: r.pids_max,
+            cpu_percent: r.cpu_percent,
+            open_files_max: r.open_files_max,
+            file_size_max_bytes: r.file_size_max_bytes,
+            core_dump_bytes: r.core_dump_bytes,
+            nproc_limit: own_nproc_limit(),
+            tmp_size_bytes: policy.filesystem.tmp_size_bytes,
+        }
+    }
+}
+
+/// Everything one `run` of the engine needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContainerPlan {
+    pub engine: Engine,
+    pub role: Role,
+    pub parts: ZoneParts,
+    pub limits: ZoneLimits,
 }
 
 /// Why a plan cannot be expressed.
@@ -142,15 +151,19 @@ pub fn own_nproc_limit() -> Option<u64> {
 }
 
 /// The command-specific parts of a plan; the rest comes from the zone's policy.
+#[derive(Debug, Clone, PartialEq)]
 pub struct ZoneParts {
     pub name: String,
     pub image: String,
+    /// `<pid>:<start time>` of the supervising loopexec.
     pub supervisor: String,
     pub user: (u32, u32),
+    /// Rootless podman: map the caller's uid to the same uid inside (`--userns keep-id`).
     pub keep_id: bool,
     pub network: ContainerNetwork,
     pub mounts: Vec<ContainerMount>,
     pub env: Vec<(String, String)>,
+    /// Variables whose value the engine takes from its client's environment (secrets).
     pub env_from_client: Vec<String>,
     pub cwd: PathBuf,
     pub cgroup_parent: Option<String>,
@@ -160,52 +173,28 @@ pub struct ZoneParts {
 impl ContainerPlan {
     /// The plan of one command of `role` under `policy`.
     pub fn new(engine: Engine, role: Role, policy: &Policy, parts: ZoneParts) -> ContainerPlan {
-        let r = &policy.resources;
-        ContainerPlan {
-            engine,
-            name: parts.name,
-            image: parts.image,
-            role,
-            supervisor: parts.supervisor,
-            user: parts.user,
-            keep_id: parts.keep_id,
-            network: parts.network,
-            mounts: parts.mounts,
-            env: parts.env,
-            env_from_client: parts.env_from_client,
-            cwd: parts.cwd,
-            cgroup_parent: parts.cgroup_parent,
-            hostname: policy.identity.hostname.clone(),
-            memory_bytes: r.memory_bytes,
-            pids_max: r.pids_max,
-            cpu_percent: r.cpu_percent,
-            open_files_max: r.open_files_max,
-            file_size_max_bytes: r.file_size_max_bytes,
-            core_dump_bytes: r.core_dump_bytes,
-            nproc_limit: own_nproc_limit(),
-            tmp_size_bytes: policy.filesystem.tmp_size_bytes,
-            command_line: parts.command_line,
-        }
+        ContainerPlan { engine, role, parts, limits: ZoneLimits::of(policy) }
     }
 
     /// The engine's arguments (after the program name), e.g. `run --name ... IMAGE /bin/sh -c CMD`.
     pub fn argv(&self) -> Result<Vec<String>, PlanError> {
-        check_image(&self.image)?;
-        if let Some(parent) = &self.cgroup_parent {
+        let (p, l) = (&self.parts, &self.limits);
+        check_image(&p.image)?;
+        if let Some(parent) = &p.cgroup_parent {
             check_cgroup_parent(parent)?;
         }
         let mut a: Vec<String> = Vec::new();
         let mut push = |items: &[&str]| a.extend(items.iter().map(|s| s.to_string()));
-        push(&["run", "--name", &self.name, "--pull", "never"]);
-        push(&["--label", &format!("{SUPERVISOR_LABEL}={}", self.supervisor)]);
+        push(&["run", "--name", &p.name, "--pull", "never"]);
+        push(&["--label", &format!("{SUPERVISOR_LABEL}={}", p.supervisor)]);
         push(&["--label", &format!("{ROLE_LABEL}={}", self.role.as_str())]);
-        match &self.network {
+        match &p.network {
             ContainerNetwork::None => push(&["--network", "none"]),
             ContainerNetwork::Namespace(path) => push(&["--network", &format!("ns:{}", path.display())]),
         }
-        push(&["--hostname", &self.hostname]);
-        push(&["--user", &format!("{}:{}", self.user.0, self.user.1)]);
-        if self.keep_id {
+        push(&["--hostname", &l.hostname]);
+        push(&["--user", &format!("{}:{}", p.user.0, p.user.1)]);
+        if p.keep_id {
             push(&["--userns", "keep-id"]);
         }
         push(&["--cap-drop", "ALL", "--security-opt", "no-new-privileges"]);
@@ -215,28 +204,28 @@ impl ContainerPlan {
             push(&["--read-only-tmpfs=false"]);
         }
         push(&["--ipc", "private", "--cgroupns", "private"]);
-        if self.memory_bytes > 0 {
-            let m = format!("{}b", self.memory_bytes);
+        if l.memory_bytes > 0 {
+            let m = format!("{}b", l.memory_bytes);
             push(&["--memory", &m, "--memory-swap", &m]);
         }
-        if self.pids_max > 0 {
-            push(&["--pids-limit", &self.pids_max.to_string()]);
+        if l.pids_max > 0 {
+            push(&["--pids-limit", &l.pids_max.to_string()]);
         }
-        if self.cpu_percent > 0 {
-            push(&["--cpus", &format!("{}.{:02}", self.cpu_percent / 100, self.cpu_percent % 100)]);
+        if l.cpu_percent > 0 {
+            push(&["--cpus", &format!("{}.{:02}", l.cpu_percent / 100, l.cpu_percent % 100)]);
         }
-        push(&["--ulimit", &format!("nofile={0}:{0}", self.open_files_max)]);
-        push(&["--ulimit", &format!("fsize={0}:{0}", self.file_size_max_bytes)]);
-        push(&["--ulimit", &format!("core={0}:{0}", self.core_dump_bytes)]);
-        let nproc = self.nproc_limit.map(|n| n.to_string()).unwrap_or_else(|| "-1".into());
+        push(&["--ulimit", &format!("nofile={0}:{0}", l.open_files_max)]);
+        push(&["--ulimit", &format!("fsize={0}:{0}", l.file_size_max_bytes)]);
+        push(&["--ulimit", &format!("core={0}:{0}", l.core_dump_bytes)]);
+        let nproc = l.nproc_limit.map(|n| n.to_string()).unwrap_or_else(|| "-1".into());
         push(&["--ulimit", &format!("nproc={nproc}:{nproc}")]);
-        if let Some(parent) = &self.cgroup_parent {
+        if let Some(parent) = &p.cgroup_parent {
             push(&["--cgroup-parent", parent]);
         }
         push(&["--log-driver", "none"]);
         let copyup = if self.engine == Engine::Podman { ",notmpcopyup" } else { "" };
-        push(&["--mount", &format!("type=tmpfs,destination=/tmp,tmpfs-size={},tmpfs-mode=1777{copyup}", self.tmp_size_bytes)]);
-        for mount in &self.mounts {
+        push(&["--mount", &format!("type=tmpfs,destination=/tmp,tmpfs-size={},tmpfs-mode=1777{copyup}", l.tmp_size_bytes)]);
+        for mount in &p.mounts {
             let spec = match mount {
                 ContainerMount::Bind { source, target, writable } => format!(
                     "type=bind,source={},destination={}{}",
@@ -254,15 +243,15 @@ impl ContainerPlan {
             };
             a.extend(["--mount".to_string(), spec]);
         }
-        for (k, v) in &self.env {
+        for (k, v) in &p.env {
             a.extend(["--env".to_string(), format!("{k}={v}")]);
         }
-        for k in &self.env_from_client {
+        for k in &p.env_from_client {
             a.extend(["--env".to_string(), k.clone()]);
         }
-        a.extend(["--workdir".to_string(), self.cwd.to_string_lossy().into_owned()]);
+        a.extend(["--workdir".to_string(), p.cwd.to_string_lossy().into_owned()]);
         a.extend(["--entrypoint".to_string(), "/bin/sh".to_string()]);
-        a.extend([self.image.clone(), "-c".to_string(), self.command_line.clone()]);
+        a.extend([p.image.clone(), "-c".to_string(), p.command_line.clone()]);
         Ok(a)
     }
 
@@ -309,31 +298,35 @@ mod tests {
     fn plan(engine: Engine) -> ContainerPlan {
         ContainerPlan {
             engine,
-            name: "loopexec-0123".into(),
-            image: "localhost/agent:1".into(),
             role: Role::Check,
-            supervisor: "42:777".into(),
-            user: (60200, 60200),
-            keep_id: false,
-            network: ContainerNetwork::None,
-            mounts: vec![
-                ContainerMount::Bind { source: "/srv/mnt/check".into(), target: "/workspace".into(), writable: true },
-                ContainerMount::EmptyDir { target: "/workspace/.loopexec".into() },
-            ],
-            env: vec![("PATH".into(), "/usr/bin:/bin".into())],
-            env_from_client: vec![],
-            cwd: "/workspace".into(),
-            cgroup_parent: None,
-            hostname: "loopexec-exec".into(),
-            memory_bytes: 1 << 30,
-            pids_max: 256,
-            cpu_percent: 150,
-            open_files_max: 1024,
-            file_size_max_bytes: 1 << 32,
-            core_dump_bytes: 0,
-            nproc_limit: Some(4096),
-            tmp_size_bytes: 1 << 28,
-            command_line: "make test".into(),
+            parts: ZoneParts {
+                name: "loopexec-0123".into(),
+                image: "localhost/agent:1".into(),
+                supervisor: "42:777".into(),
+                user: (60200, 60200),
+                keep_id: false,
+                network: ContainerNetwork::None,
+                mounts: vec![
+                    ContainerMount::Bind { source: "/srv/mnt/check".into(), target: "/workspace".into(), writable: true },
+                    ContainerMount::EmptyDir { target: "/workspace/.loopexec".into() },
+                ],
+                env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+                env_from_client: vec![],
+                cwd: "/workspace".into(),
+                cgroup_parent: None,
+                command_line: "make test".into(),
+            },
+            limits: ZoneLimits {
+                hostname: "loopexec-exec".into(),
+                memory_bytes: 1 << 30,
+                pids_max: 256,
+                cpu_percent: 150,
+                open_files_max: 1024,
+                file_size_max_bytes: 1 << 32,
+                core_dump_bytes: 0,
+                nproc_limit: Some(4096),
+                tmp_size_bytes: 1 << 28,
+            },
         }
     }
 
@@ -383,7 +376,7 @@ mod tests {
     #[test]
     fn a_secret_travels_by_name_only() {
         let mut p = plan(Engine::Docker);
-        p.env_from_client = vec!["LOOPEXEC_AGENT_TOKEN".into()];
+        p.parts.env_from_client = vec!["LOOPEXEC_AGENT_TOKEN".into()];
         let argv = p.argv().unwrap();
         let at = argv.iter().position(|w| w == "LOOPEXEC_AGENT_TOKEN").unwrap();
         assert_eq!(argv[at - 1], "--env");
@@ -392,21 +385,21 @@ mod tests {
     #[test]
     fn a_proxied_zone_joins_the_prepared_namespace() {
         let mut p = plan(Engine::Podman);
-        p.network = ContainerNetwork::Namespace("/proc/9/fd/7".into());
+        p.parts.network = ContainerNetwork::Namespace("/proc/9/fd/7".into());
         assert!(p.argv().unwrap().join(" ").contains("--network ns:/proc/9/fd/7"));
     }
 
     #[test]
     fn an_image_that_looks_like_a_flag_is_refused() {
         let mut p = plan(Engine::Docker);
-        p.image = "--privileged".into();
+        p.parts.image = "--privileged".into();
         assert_eq!(p.argv().unwrap_err(), PlanError::BadImage("--privileged".into()));
     }
 
     #[test]
     fn a_path_with_a_comma_cannot_be_mounted() {
         let mut p = plan(Engine::Docker);
-        p.mounts = vec![ContainerMount::Bind { source: "/a,readonly=false".into(), target: "/w".into(), writable: false }];
+        p.parts.mounts = vec![ContainerMount::Bind { source: "/a,readonly=false".into(), target: "/w".into(), writable: false }];
         assert!(matches!(p.argv().unwrap_err(), PlanError::UnsafePath { what: "source", .. }));
     }
 
