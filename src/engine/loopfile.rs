@@ -152,6 +152,9 @@ pub fn template(check: Option<&str>, exec: Option<&str>, isolation: Option<Isola
     t.push_str("# Where commands run. \"native\" (the default): the agent in an agent zone and the check in\n");
     t.push_str("# a network-less exec zone (namespaces, Landlock, seccomp, cgroups). \"none\": on the host.\n");
     t.push_str(&line("isolation", isolation.map(|i| toml_string(i.as_str())), "\"native\""));
+    t.push_str("# What provides the zones: \"native\" (the default, loopexec's own sandbox), or \"podman\" /\n");
+    t.push_str("# \"docker\": containers from a local image (never pulled), same policies (docs/containers.md).\n");
+    t.push_str("# backend = \"native\"\n# image = \"localhost/agent-tools:1\"\n# cgroup_parent = \"/loopexec\"\n");
     t.push_str("# Zone policies (native isolation): \"builtin:agent\" / \"builtin:exec\" by default, or a path\n");
     t.push_str("# relative to this directory. See docs/policy.md.\n");
     t.push_str("# policy = \"builtin:agent\"\n# check_policy = \"builtin:exec\"\n");
