@@ -595,3 +595,29 @@ fn isolate_of_a_loop_without_isolation_is_a_usage_error() {
     assert_eq!(r.code, 20, "{r:?}");
     assert!(r.json()["errors"][0]["message"].as_str().unwrap().contains("there are no zones to plan"));
 }
+
+#[test]
+fn doctor_reports_what_podman_can_enforce_here() {
+    if !engine_ready("podman") {
+        return;
+    }
+    let dir = workdir();
+    let offline = Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/offline.toml");
+    let r = loopexec(dir.path(), &["doctor", "--json", "--backend", "podman", "--policy", &path_str(&offline)]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let v = r.json();
+    assert_eq!((v["engine"]["engine"].as_str(), v["engine"]["rootless"].as_bool(), v["satisfiable"].as_bool()), (Some("podman"), Some(false), Some(true)));
+}
+
+#[test]
+fn doctor_says_docker_cannot_carry_the_default_agent_policy() {
+    if !engine_ready("docker") {
+        return;
+    }
+    let dir = workdir();
+    let r = loopexec(dir.path(), &["doctor", "--json", "--backend", "docker"]);
+    assert_eq!(r.code, 30, "{r:?}");
+    let v = r.json();
+    assert_eq!(v["satisfiable"], false);
+    assert!(v["errors"][0]["message"].as_str().unwrap().contains("docker cannot join a network namespace"));
+}
