@@ -15,11 +15,16 @@
 //!   SIGKILLs every member, thaws, until empty.
 //!
 //! New zone processes enter without a `cgroup.procs` write by the supervisor (see `entry`).
+//!
+//! A [`CgroupPool`] keeps the cgroup of an ended zone (empty, limits unchanged) for the next zone
+//! with the same budget, so a supervisor that starts zones one after another (a run's agent and
+//! exec zones, every iteration) creates each cgroup once; dropping the pool removes them.
 
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 const CGROUP_ROOT: &str = "/sys/fs/cgroup";
@@ -39,7 +44,7 @@ pub enum Hierarchy {
 }
 
 /// The budget of one zone.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Budget {
     pub memory_bytes: u64,
     pub pids_max: u64,
@@ -118,7 +123,7 @@ impl Hierarchy {
                 enable_v2_controllers(base)?;
                 let dir = base.join(&name);
                 fs::create_dir(&dir)?;
-                let zone = ZoneCgroup { dirs: vec![dir.clone()], kill_v2: true, freezer: None };
+                let zone = ZoneCgroup { dirs: vec![dir.clone()], kill_v2: true, freezer: None, budget };
                 let quota = budget.cpu_percent as u64 * CPU_PERIOD_US / 100;
                 let result = (|| {
                     fs::write(dir.join("memory.max"), budget.memory_bytes.to_string())?;
@@ -131,7 +136,7 @@ impl Hierarchy {
                 result.map(|_| zone)
             }
             Hierarchy::V1 { bases, freezer } => {
-                let mut zone = ZoneCgroup { dirs: Vec::new(), kill_v2: false, freezer: None };
+                let mut zone = ZoneCgroup { dirs: Vec::new(), kill_v2: false, freezer: None, budget };
                 for (ctrl, base) in bases {
                     let dir = base.join(&name);
                     fs::create_dir(&dir)?;
@@ -224,6 +229,7 @@ pub struct ZoneCgroup {
     dirs: Vec<PathBuf>,
     kill_v2: bool,
     freezer: Option<PathBuf>,
+    budget: Budget,
 }
 
 impl ZoneCgroup {
@@ -317,6 +323,41 @@ impl ZoneCgroup {
             }
         }
         killed.and(last)
+    }
+}
+
+/// Cgroups of ended zones, kept for the next zone with the same budget (see the module comment).
+#[derive(Debug, Default)]
+pub struct CgroupPool {
+    hierarchy: Mutex<Option<Hierarchy>>,
+    idle: Mutex<Vec<ZoneCgroup>>,
+}
+
+impl CgroupPool {
+    /// An idle cgroup with this budget, or a new one (the hierarchy is detected once per pool).
+    pub fn take(&self, budget: Budget) -> io::Result<ZoneCgroup> {
+        {
+            let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(i) = idle.iter().position(|c| c.budget == budget) {
+                return Ok(idle.swap_remove(i));
+            }
+        }
+        let mut hierarchy = self.hierarchy.lock().unwrap_or_else(|p| p.into_inner());
+        let h = match hierarchy.as_ref() {
+            Some(h) => h,
+            None => hierarchy.insert(detect()?),
+        };
+        h.create(budget)
+    }
+
+    /// Keep the cgroup of an ended zone if no process is left in it; otherwise kill what is
+    /// left and remove it.
+    pub fn give_back(&self, mut cgroup: ZoneCgroup) -> io::Result<()> {
+        if !cgroup.members().is_empty() {
+            return cgroup.destroy();
+        }
+        self.idle.lock().unwrap_or_else(|p| p.into_inner()).push(cgroup);
+        Ok(())
     }
 }
 

@@ -1,10 +1,12 @@
 //! Starting a zone, from the supervisor's side. The setup sequence, in the order the kernel needs.
 //!
-//! Supervisor (this module, [`launch`]):
+//! Supervisor (this module, [`Launcher::launch`]; [`launch`] is a one-zone launcher):
 //! 1. `check_spec`: argv, cwd and grant paths are well-formed (absolute, no `..`).
-//! 2. `check_host`: preflight; every layer the policy needs exists, or the policy lets us skip
-//!    it (then the report says so); otherwise `Unsatisfiable`.
-//! 3. `create_cgroup`: the budget, beneath our own cgroup.
+//! 2. `check_host`: preflight (the host is probed once per launcher); every layer the policy
+//!    needs exists, or the policy lets us skip it (then the report says so); otherwise
+//!    `Unsatisfiable`.
+//! 3. `create_cgroup`: the budget, beneath our own cgroup; the launcher's idle cgroup of an
+//!    ended zone with the same budget when it has one (it is empty, its limits unchanged).
 //! 4. `clone_zone_init`: clone3(2) straight into new user, mount, pid, net, ipc, uts and cgroup
 //!    namespaces (cgroup v2: straight into the zone cgroup). The child holds before exec until
 //!    its ids are mapped, then re-executes /proc/self/exe (fresh, single-threaded) as the zone's
@@ -39,10 +41,11 @@
 //! no_new_privs, Landlock, capabilities emptied and verified, seccomp, execve.
 //!
 //! Teardown (`RunningZone::kill` / `Drop`): SIGKILL the zone's pid 1 (the kernel then kills every
-//! process of its pid namespace), then every member of the zone cgroup, then the cgroup and the
-//! placeholders are removed.
+//! process of its pid namespace), then every member of the zone cgroup; the placeholders are
+//! removed, and the cgroup goes back to the launcher once no process is left in it (otherwise it
+//! is emptied and removed). Dropping the launcher removes its idle cgroups.
 
-use crate::cgroup::{self, Budget, CgroupEntry, ZoneCgroup};
+use crate::cgroup::{Budget, CgroupEntry, CgroupPool, ZoneCgroup};
 use crate::spawn::{clone_zone_init, idmap_userns, map_ids_and_release};
 use crate::error::{Layer, SandboxError};
 use crate::plan::{self, Bind, LandlockPlan, Limits, Msg, OverlayMount, Plan};
@@ -56,6 +59,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// What to run and how (see the crate's API brief).
@@ -154,15 +158,52 @@ pub struct RunningZone {
     listener: Option<TcpListener>,
     report: AppliedReport,
     cgroup: Option<ZoneCgroup>,
+    /// Where the cgroup goes once the zone has ended.
+    cgroups: Arc<CgroupPool>,
     placeholders: Vec<PathBuf>,
     exit: Option<ZoneExit>,
 }
 
-/// Start `spec.argv` in a new zone.
-pub fn launch(mut spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
+/// Starts zones one after another for one supervisor (e.g. a run's agent and exec zones): the
+/// host is probed once, and the cgroup of an ended zone is reused by the next zone with the same
+/// budget. Dropping it removes the cgroups it keeps (zones still running keep theirs until they end).
+pub struct Launcher {
+    host: preflight::HostReport,
+    cgroups: Arc<CgroupPool>,
+}
+
+impl Default for Launcher {
+    fn default() -> Self {
+        Launcher::new()
+    }
+}
+
+impl Launcher {
+    /// Probe the host now; every zone this launcher starts is checked against this report.
+    pub fn new() -> Launcher {
+        Launcher { host: preflight::probe(), cgroups: Arc::new(CgroupPool::default()) }
+    }
+
+    /// What this host offers, as probed when the launcher was made.
+    pub fn host(&self) -> &preflight::HostReport {
+        &self.host
+    }
+
+    /// Start `spec.argv` in a new zone.
+    pub fn launch(&self, spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
+        launch_with(&self.host, &self.cgroups, spec)
+    }
+}
+
+/// Start `spec.argv` in a new zone (a launcher of its own: probes the host, creates the cgroup and
+/// removes it when the zone has ended).
+pub fn launch(spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
+    Launcher::new().launch(spec)
+}
+
+fn launch_with(host: &preflight::HostReport, cgroups: &Arc<CgroupPool>, mut spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
     check_spec(&spec)?;
-    let host = preflight::probe();
-    let skipped = check_host(&spec.policy, &host)?;
+    let skipped = check_host(&spec.policy, host)?;
     let skip = |l: Layer| skipped.iter().any(|m| m.layer == l);
     let root = nix::unistd::geteuid().is_root();
     let (zone_uid, zone_gid) = if root {
@@ -170,7 +211,7 @@ pub fn launch(mut spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
     } else {
         (nix::unistd::geteuid().as_raw(), nix::unistd::getegid().as_raw())
     };
-    let cgroup = if skip(Layer::Cgroup) { None } else { Some(create_cgroup(&spec.policy)?) };
+    let cgroup = if skip(Layer::Cgroup) { None } else { Some(create_cgroup(cgroups, &spec.policy)?) };
     let entry = match &cgroup {
         Some(c) => c.entry().map_err(|e| SandboxError::Unsatisfiable {
             layer: Layer::Cgroup,
@@ -189,7 +230,7 @@ pub fn launch(mut spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
         listener: None,
         report: AppliedReport {
             policy_sha256: spec.policy.sha256.clone(),
-            layers: layer_table(&host, &skipped, spec.policy.network.mode),
+            layers: layer_table(host, &skipped, spec.policy.network.mode),
             skipped: skipped.clone(),
             landlock_abi: if skip(Layer::Landlock) { 0 } else { host.landlock_abi },
             cgroup: cgroup.as_ref().map(|c| c.paths().to_vec()).unwrap_or_default(),
@@ -200,6 +241,7 @@ pub fn launch(mut spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
             placeholders: Vec::new(),
         },
         cgroup,
+        cgroups: Arc::clone(cgroups),
         placeholders: Vec::new(),
         exit: None,
     };
@@ -365,6 +407,7 @@ fn resolve_overlays(overlays: &[OverlayMount], zone_ids: Option<(u32, u32)>) -> 
                 lowers: o.lowers.iter().map(canon).collect::<Result<_, _>>()?,
                 upper: o.upper.as_ref().map(canon).transpose()?,
                 work: o.work.as_ref().map(canon).transpose()?,
+                volatile: o.volatile,
             })
         })
         .collect()
@@ -566,12 +609,12 @@ fn build_env(spec: &ZoneSpec) -> Vec<(Vec<u8>, Vec<u8>)> {
     env
 }
 
-fn create_cgroup(policy: &Policy) -> Result<ZoneCgroup, SandboxError> {
+fn create_cgroup(cgroups: &CgroupPool, policy: &Policy) -> Result<ZoneCgroup, SandboxError> {
     let fix = "run loopexec in a delegated cgroup (see `loopexec doctor`), or allow skipping with layers.may_skip = [\"cgroup\"]";
     let unsat = |cause: String| SandboxError::Unsatisfiable { layer: Layer::Cgroup, cause, fix: fix.into() };
-    let h = cgroup::detect().map_err(|e| unsat(e.to_string()))?;
     let r = &policy.resources;
-    h.create(Budget { memory_bytes: r.memory_bytes, pids_max: r.pids_max, cpu_percent: r.cpu_percent })
+    cgroups
+        .take(Budget { memory_bytes: r.memory_bytes, pids_max: r.pids_max, cpu_percent: r.cpu_percent })
         .map_err(|e| unsat(format!("creating the zone cgroup: {e}")))
 }
 
@@ -721,8 +764,8 @@ impl RunningZone {
 
     fn teardown(&mut self) -> Result<(), SandboxError> {
         let mut result = Ok(());
-        if let Some(mut cg) = self.cgroup.take() {
-            if let Err(e) = cg.destroy() {
+        if let Some(cg) = self.cgroup.take() {
+            if let Err(e) = self.cgroups.give_back(cg) {
                 result = Err(SandboxError::io("remove the zone cgroup", e));
             }
         }

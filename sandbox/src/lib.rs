@@ -25,7 +25,7 @@ mod sys;
 
 pub use error::{Layer, SandboxError};
 pub use spawn::NAMESPACES;
-pub use launch::{launch, AppliedReport, LayerStatus, RunningZone, ZoneExit, ZoneSpec};
+pub use launch::{launch, AppliedReport, Launcher, LayerStatus, RunningZone, ZoneExit, ZoneSpec};
 pub use plan::OverlayMount;
 pub use policy::{Policy, PolicyError};
 pub use preflight::{HostReport, Missing};

@@ -27,6 +27,11 @@ pub struct OverlayMount {
     pub lowers: Vec<PathBuf>,
     pub upper: Option<PathBuf>,
     pub work: Option<PathBuf>,
+    /// For a scratch upper layer that is thrown away after the zone: mount with `volatile`, so
+    /// that unmounting skips the sync of the upper layer's filesystem. Such an upper/work pair
+    /// cannot be mounted again (overlayfs refuses a work directory a volatile mount used).
+    #[serde(default)]
+    pub volatile: bool,
 }
 
 impl OverlayMount {

@@ -12,7 +12,7 @@ use crate::error::{CmdResult, Failure};
 use crate::receipt::store::{fs_failure, RunDir, StateDir};
 use crate::safefs::SafeDir;
 use crate::workspace::{
-    check_layers, deliver, protected_changes, Baseline, BaselineOptions, Delivery, ObjectId, ProtectedChange,
+    check_layers, deliver, protected_changes, Baseline, BaselineOptions, Delivery, FrozenLayer, ObjectId, ProtectedChange,
     ProtectedPaths, Snapshot, Workspace,
 };
 use sandbox::OverlayMount;
@@ -21,7 +21,8 @@ use std::path::{Path, PathBuf};
 
 /// Where the workspace appears inside the zones.
 pub const WORKSPACE_TARGET: &str = "/workspace";
-/// Per-check scratch layers live under the run directory and are removed after each check.
+/// Per-check scratch layers live under the run directory and are removed after each check; the
+/// frozen layer of t0's protected paths (`checks/frozen`) is built once per run.
 const CHECKS: &str = "checks";
 
 /// How a run's commands see the operator's directory.
@@ -83,12 +84,30 @@ pub struct RunWorkspace {
     workspace: Workspace,
     protected: ProtectedPaths,
     check_owner: Option<(u32, u32)>,
+    /// t0's protected entries: the top layer of every check.
+    frozen: FrozenLayer,
     /// The last snapshot that passed the guards (what is delivered at the end).
     last_accepted: Option<Snapshot>,
 }
 
 fn ws_failure(e: crate::workspace::WorkspaceError) -> Failure {
     e.into()
+}
+
+/// `<run>/checks`, traversable by the exec zone's uid when loopexec runs as root.
+fn checks_dir(run: &RunDir, check_owner: Option<(u32, u32)>) -> CmdResult<SafeDir> {
+    let checks = run.dir().subdir_or_create(CHECKS).map_err(fs_failure)?;
+    if check_owner.is_some() {
+        crate::workspace::fsat::allow_traverse(&checks.fd()).map_err(|e| Failure::io(checks.path(), &e.into()))?;
+    }
+    Ok(checks)
+}
+
+/// Build the run's frozen layer afresh (a resumed run replaces the one its crashed process left).
+fn build_frozen(workspace: &Workspace, protected: &ProtectedPaths, run: &RunDir, check_owner: Option<(u32, u32)>) -> CmdResult<FrozenLayer> {
+    let checks = checks_dir(run, check_owner)?;
+    let _ = std::fs::remove_dir_all(checks.path().join(FrozenLayer::NAME));
+    FrozenLayer::build(workspace.baseline(), protected, &checks, check_owner).map_err(ws_failure)
 }
 
 impl RunWorkspace {
@@ -123,7 +142,9 @@ impl RunWorkspace {
             Value::Object(m) => m,
             _ => Map::new(),
         };
-        let ws = RunWorkspace { workspace, protected, check_owner: zone_owner(check_policy), last_accepted: None };
+        let check_owner = zone_owner(check_policy);
+        let frozen = build_frozen(&workspace, &protected, run, check_owner)?;
+        let ws = RunWorkspace { workspace, protected, check_owner, frozen, last_accepted: None };
         Ok((ws, fields))
     }
 
@@ -144,12 +165,9 @@ impl RunWorkspace {
         let baseline = Baseline::reopen(Path::new(&repo), statedir.root(), &key, head, include_uncommitted).map_err(ws_failure)?;
         let workspace = Workspace::open(baseline, run.dir()).map_err(ws_failure)?;
         let protected = ProtectedPaths::new(true, protected_extra).map_err(ws_failure)?;
-        let mut ws = RunWorkspace {
-            workspace,
-            protected,
-            check_owner: zone_owner(check_policy),
-            last_accepted: None,
-        };
+        let check_owner = zone_owner(check_policy);
+        let frozen = build_frozen(&workspace, &protected, run, check_owner)?;
+        let mut ws = RunWorkspace { workspace, protected, check_owner, frozen, last_accepted: None };
         // The workspace as the crashed process left it is accepted again only if it passes the guard.
         let step = ws.after_agent()?;
         if step.protected.is_empty() {
@@ -188,14 +206,12 @@ impl RunWorkspace {
     /// Build the throwaway layers of the check of `iteration` over the last accepted snapshot.
     pub fn check_overlay(&self, run: &RunDir, iteration: u64) -> CmdResult<(OverlayMount, CheckScratch)> {
         let snapshot = self.last_accepted.as_ref().ok_or_else(|| Failure::internal("no accepted snapshot to check"))?;
-        let checks = run.dir().subdir_or_create(CHECKS).map_err(fs_failure)?;
-        if self.check_owner.is_some() {
-            crate::workspace::fsat::allow_traverse(&checks.fd()).map_err(|e| Failure::io(checks.path(), &e.into()))?;
-        }
+        let checks = checks_dir(run, self.check_owner)?;
         let name = format!("{iteration:04}");
         let _ = std::fs::remove_dir_all(checks.path().join(&name));
         let dir = checks.subdir_or_create(&name).map_err(fs_failure)?;
-        let layers = check_layers(&self.workspace, snapshot, &self.protected, &dir, Path::new(WORKSPACE_TARGET), self.check_owner)
+        let target = Path::new(WORKSPACE_TARGET);
+        let layers = check_layers(&self.workspace, snapshot, &self.frozen, &self.protected, &dir, target, self.check_owner)
             .map_err(ws_failure)?;
         let upper = dir.subdir("upper").map_err(fs_failure)?;
         Ok((layers.overlay, CheckScratch { dir: dir.path().to_path_buf(), upper }))

@@ -74,6 +74,7 @@ impl Workspace {
             lowers: vec![self.baseline.files_dir.clone()],
             upper: Some(self.upper.clone()),
             work: Some(self.work.clone()),
+            volatile: false,
         }
     }
 
