@@ -202,6 +202,7 @@ pub fn launch(spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
 }
 
 fn launch_with(host: &preflight::HostReport, cgroups: &Arc<CgroupPool>, mut spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
+    let started = std::time::Instant::now();
     check_spec(&spec)?;
     let skipped = check_host(&spec.policy, host)?;
     let skip = |l: Layer| skipped.iter().any(|m| m.layer == l);
@@ -221,7 +222,9 @@ fn launch_with(host: &preflight::HostReport, cgroups: &Arc<CgroupPool>, mut spec
         None => CgroupEntry::None,
     };
     // The init is started first: it executes and initialises while we resolve the plan.
+    let cgroup_ready = started.elapsed();
     let cloned = clone_zone_init([spec.stdin.take(), spec.stdout.take(), spec.stderr.take()], root.then_some((zone_uid, zone_gid)), &entry)?;
+    let cloned_at = started.elapsed();
     drop(entry);
     let mut zone = RunningZone {
         pid: cloned.pid,
@@ -289,7 +292,15 @@ fn launch_with(host: &preflight::HostReport, cgroups: &Arc<CgroupPool>, mut spec
     let tree_fds: Vec<RawFd> = trees.iter().map(|(_, t)| t.as_raw_fd()).collect();
     plan::send(zone.sock.as_raw_fd(), &bytes, &tree_fds).map_err(|e| SandboxError::io("send plan", e))?;
     drop(trees);
+    let plan_sent = started.elapsed();
     await_ready(&mut zone)?;
+    tracing::debug!(
+        cgroup_us = cgroup_ready.as_micros() as u64,
+        clone_us = (cloned_at - cgroup_ready).as_micros() as u64,
+        plan_us = (plan_sent - cloned_at).as_micros() as u64,
+        ready_us = (started.elapsed() - plan_sent).as_micros() as u64,
+        "zone started"
+    );
     Ok(zone)
 }
 
@@ -686,6 +697,7 @@ impl RunningZone {
         if let Some(e) = self.exit {
             return Ok(e);
         }
+        let waiting = std::time::Instant::now();
         let status = loop {
             match nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(self.pid), None) {
                 Err(nix::Error::EINTR) => continue,
@@ -707,7 +719,9 @@ impl RunningZone {
             _ => ZoneExit::Exited(127),
         });
         self.exit = Some(exit);
+        let reaped = waiting.elapsed();
         self.teardown()?;
+        tracing::debug!(reap_us = reaped.as_micros() as u64, teardown_us = (waiting.elapsed() - reaped).as_micros() as u64, "zone ended");
         Ok(exit)
     }
 

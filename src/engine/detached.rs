@@ -84,6 +84,8 @@ pub struct RunWorkspace {
     workspace: Workspace,
     protected: ProtectedPaths,
     check_owner: Option<(u32, u32)>,
+    /// `<run>/checks`, where each check's scratch layers are made.
+    checks: SafeDir,
     /// t0's protected entries: the top layer of every check.
     frozen: FrozenLayer,
     /// The last snapshot that passed the guards (what is delivered at the end).
@@ -103,11 +105,18 @@ fn checks_dir(run: &RunDir, check_owner: Option<(u32, u32)>) -> CmdResult<SafeDi
     Ok(checks)
 }
 
-/// Build the run's frozen layer afresh (a resumed run replaces the one its crashed process left).
-fn build_frozen(workspace: &Workspace, protected: &ProtectedPaths, run: &RunDir, check_owner: Option<(u32, u32)>) -> CmdResult<FrozenLayer> {
+/// The checks directory and the run's frozen layer in it, built afresh (a resumed run replaces
+/// the one its crashed process left).
+fn build_frozen(
+    workspace: &Workspace,
+    protected: &ProtectedPaths,
+    run: &RunDir,
+    check_owner: Option<(u32, u32)>,
+) -> CmdResult<(SafeDir, FrozenLayer)> {
     let checks = checks_dir(run, check_owner)?;
     let _ = std::fs::remove_dir_all(checks.path().join(FrozenLayer::NAME));
-    FrozenLayer::build(workspace.baseline(), protected, &checks, check_owner).map_err(ws_failure)
+    let frozen = FrozenLayer::build(workspace.baseline(), protected, &checks, check_owner).map_err(ws_failure)?;
+    Ok((checks, frozen))
 }
 
 impl RunWorkspace {
@@ -143,8 +152,8 @@ impl RunWorkspace {
             _ => Map::new(),
         };
         let check_owner = zone_owner(check_policy);
-        let frozen = build_frozen(&workspace, &protected, run, check_owner)?;
-        let ws = RunWorkspace { workspace, protected, check_owner, frozen, last_accepted: None };
+        let (checks, frozen) = build_frozen(&workspace, &protected, run, check_owner)?;
+        let ws = RunWorkspace { workspace, protected, check_owner, checks, frozen, last_accepted: None };
         Ok((ws, fields))
     }
 
@@ -166,8 +175,8 @@ impl RunWorkspace {
         let workspace = Workspace::open(baseline, run.dir()).map_err(ws_failure)?;
         let protected = ProtectedPaths::new(true, protected_extra).map_err(ws_failure)?;
         let check_owner = zone_owner(check_policy);
-        let frozen = build_frozen(&workspace, &protected, run, check_owner)?;
-        let mut ws = RunWorkspace { workspace, protected, check_owner, frozen, last_accepted: None };
+        let (checks, frozen) = build_frozen(&workspace, &protected, run, check_owner)?;
+        let mut ws = RunWorkspace { workspace, protected, check_owner, checks, frozen, last_accepted: None };
         // The workspace as the crashed process left it is accepted again only if it passes the guard.
         let step = ws.after_agent()?;
         if step.protected.is_empty() {
@@ -183,9 +192,11 @@ impl RunWorkspace {
 
     /// Snapshot the workspace after an agent step and check the protected paths.
     pub fn after_agent(&mut self) -> CmdResult<AgentStep> {
+        let started = std::time::Instant::now();
         let snapshot = self.workspace.snapshot().map_err(ws_failure)?;
         let baseline = self.workspace.baseline().manifest().map_err(ws_failure)?;
         let protected = protected_changes(baseline, &snapshot, &self.protected);
+        tracing::debug!(elapsed_us = started.elapsed().as_micros() as u64, "workspace snapshot");
         Ok(AgentStep { snapshot, protected })
     }
 
@@ -204,16 +215,17 @@ impl RunWorkspace {
     }
 
     /// Build the throwaway layers of the check of `iteration` over the last accepted snapshot.
-    pub fn check_overlay(&self, run: &RunDir, iteration: u64) -> CmdResult<(OverlayMount, CheckScratch)> {
+    pub fn check_overlay(&self, iteration: u64) -> CmdResult<(OverlayMount, CheckScratch)> {
+        let started = std::time::Instant::now();
         let snapshot = self.last_accepted.as_ref().ok_or_else(|| Failure::internal("no accepted snapshot to check"))?;
-        let checks = checks_dir(run, self.check_owner)?;
         let name = format!("{iteration:04}");
-        let _ = std::fs::remove_dir_all(checks.path().join(&name));
-        let dir = checks.subdir_or_create(&name).map_err(fs_failure)?;
+        let _ = std::fs::remove_dir_all(self.checks.path().join(&name));
+        let dir = self.checks.subdir_or_create(&name).map_err(fs_failure)?;
         let target = Path::new(WORKSPACE_TARGET);
         let layers = check_layers(&self.workspace, snapshot, &self.frozen, &self.protected, &dir, target, self.check_owner)
             .map_err(ws_failure)?;
         let upper = dir.subdir("upper").map_err(fs_failure)?;
+        tracing::debug!(elapsed_us = started.elapsed().as_micros() as u64, "check layers");
         Ok((layers.overlay, CheckScratch { dir: dir.path().to_path_buf(), upper }))
     }
 
