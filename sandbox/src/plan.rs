@@ -58,7 +58,8 @@ pub struct Limits {
     pub core: u64,
 }
 
-/// Everything the zone init needs, in the order it uses it.
+/// Everything the zone init needs, in the order it uses it. Sent with descriptors: the command's
+/// stdin, stdout and stderr, then the mount trees `Bind::tree` indexes.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Plan {
     pub binds: Vec<Bind>,

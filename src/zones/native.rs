@@ -215,6 +215,13 @@ impl Zone for NativeZone {
         };
         // Our copies of the write ends went into the spec and were closed by launch.
         let mut running = capture.start(out_r, err_r)?;
+        // The other role's zone comes next: its init starts now and executes while this command
+        // runs (best effort; a failure shows again when that zone is launched).
+        let next = match cmd.role {
+            Role::Agent => &self.check_policy,
+            Role::Check => &self.agent_policy,
+        };
+        let _ = self.launcher.prepare(next);
         let proxy = match (zone.take_listener(), &self.egress) {
             (Some(listener), Some(egress)) => {
                 let dir = egress.audit_dir.as_ref().ok_or_else(|| ZoneError::Setup("egress audit log: no run directory bound".into()))?;
