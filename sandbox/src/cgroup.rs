@@ -327,13 +327,19 @@ impl ZoneCgroup {
 }
 
 /// Cgroups of ended zones, kept for the next zone with the same budget (see the module comment).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct CgroupPool {
+    /// false: every cgroup is removed as soon as its zone has ended (a supervisor of one zone).
+    reuse: bool,
     hierarchy: Mutex<Option<Hierarchy>>,
     idle: Mutex<Vec<ZoneCgroup>>,
 }
 
 impl CgroupPool {
+    pub fn new(reuse: bool) -> CgroupPool {
+        CgroupPool { reuse, hierarchy: Mutex::new(None), idle: Mutex::new(Vec::new()) }
+    }
+
     /// An idle cgroup with this budget, or a new one (the hierarchy is detected once per pool).
     pub fn take(&self, budget: Budget) -> io::Result<ZoneCgroup> {
         {
@@ -350,10 +356,10 @@ impl CgroupPool {
         h.create(budget)
     }
 
-    /// Keep the cgroup of an ended zone if no process is left in it; otherwise kill what is
-    /// left and remove it.
+    /// Keep the cgroup of an ended zone if no process is left in it (and the pool reuses
+    /// cgroups); otherwise kill what is left and remove it.
     pub fn give_back(&self, mut cgroup: ZoneCgroup) -> io::Result<()> {
-        if !cgroup.members().is_empty() {
+        if !self.reuse || !cgroup.members().is_empty() {
             return cgroup.destroy();
         }
         self.idle.lock().unwrap_or_else(|p| p.into_inner()).push(cgroup);

@@ -187,7 +187,11 @@ impl Default for Launcher {
 impl Launcher {
     /// Probe the host now; every zone this launcher starts is checked against this report.
     pub fn new() -> Launcher {
-        Launcher { host: preflight::probe(), cgroups: Arc::new(CgroupPool::default()), prepared: Mutex::new(None) }
+        Launcher::with_reuse(true)
+    }
+
+    fn with_reuse(reuse: bool) -> Launcher {
+        Launcher { host: preflight::probe(), cgroups: Arc::new(CgroupPool::new(reuse)), prepared: Mutex::new(None) }
     }
 
     /// What this host offers, as probed when the launcher was made.
@@ -218,9 +222,9 @@ impl Launcher {
 }
 
 /// Start `spec.argv` in a new zone (a launcher of its own: probes the host, creates the cgroup and
-/// removes it when the zone has ended).
+/// removes it as soon as the zone has ended).
 pub fn launch(spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
-    Launcher::new().launch(spec)
+    Launcher::with_reuse(false).launch(spec)
 }
 
 /// What a zone init is started with, before any plan: its uid/gid and its cgroup budget.
