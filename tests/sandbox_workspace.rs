@@ -463,6 +463,25 @@ fn the_check_sees_protected_paths_from_t0_and_the_agents_other_changes() {
     assert_eq!(ws.snapshot().unwrap().tree_id, snap.tree_id);
 }
 
+#[test]
+fn a_protected_file_the_agent_replaced_by_a_fifo_is_seen_from_t0_by_the_check() {
+    // A fifo is not part of a tree: it is hidden from the check, below the frozen layer, so the
+    // t0 file at the same protected path is what the check reads.
+    let f = Fixture::new(FILES);
+    let ws = f.workspace();
+    let (code, out) = in_zone(&ws.agent_overlay(Path::new("/ws")), "rm tests/test_other.py && mkfifo tests/test_other.py");
+    assert_eq!(code, 0, "{out}");
+    let snap = ws.snapshot().unwrap();
+    assert_eq!(snap.not_in_tree, vec![b"tests/test_other.py".to_vec()]);
+    let frozen = FrozenLayer::build(ws.baseline(), &ProtectedPaths::defaults(), &f.run_dir(), zone_owner()).unwrap();
+    let check_dir = f.tmp.path().join("run/check-1");
+    std::fs::create_dir(&check_dir).unwrap();
+    let layers = check_layers(&ws, &snap, &frozen, &ProtectedPaths::defaults(), &SafeDir::open(&check_dir).unwrap(), Path::new("/ws"), zone_owner()).unwrap();
+    assert_eq!(layers.hidden, vec!["tests/test_other.py".to_string()]);
+    let (code, out) = in_zone(&layers.overlay, "cat tests/test_other.py");
+    assert_eq!((code, out.as_str()), (0, FILES[2].1));
+}
+
 // ---------------------------------------------------------------- delivery
 
 /// Bytes of HEAD, the index, the current branch ref and every working-tree file.

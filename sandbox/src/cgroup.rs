@@ -372,3 +372,67 @@ impl Drop for ZoneCgroup {
         let _ = self.destroy();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BUDGET: Budget = Budget { memory_bytes: 256 << 20, pids_max: 64, cpu_percent: 50 };
+
+    /// Whether this test process may create cgroups beneath its own (root, or a delegated user).
+    fn may_create_cgroups() -> bool {
+        detect().is_ok_and(|h| h.delegation().is_ok())
+    }
+
+    #[test]
+    fn an_ended_zones_cgroup_is_reused_for_the_same_budget_and_removed_with_the_pool() {
+        if !may_create_cgroups() {
+            return; // no delegated cgroup: the launcher refuses zones here (see preflight tests)
+        }
+        let pool = CgroupPool::new(true);
+        let first = pool.take(BUDGET).unwrap();
+        let paths = first.paths().to_vec();
+        pool.give_back(first).unwrap();
+        let again = pool.take(BUDGET).unwrap();
+        assert_eq!(again.paths(), &paths[..]);
+        let other = pool.take(Budget { pids_max: 32, ..BUDGET }).unwrap();
+        assert_ne!(other.paths(), &paths[..]);
+        let other_paths = other.paths().to_vec();
+        pool.give_back(again).unwrap();
+        pool.give_back(other).unwrap();
+        assert!(paths.iter().chain(&other_paths).all(|p| p.is_dir()), "idle cgroups are kept");
+        drop(pool);
+        assert!(paths.iter().chain(&other_paths).all(|p| !p.exists()), "dropping the pool removes them");
+    }
+
+    #[test]
+    fn a_cgroup_with_a_process_left_in_it_is_emptied_and_removed_not_kept() {
+        if !may_create_cgroups() {
+            return;
+        }
+        let pool = CgroupPool::new(true);
+        let cg = pool.take(BUDGET).unwrap();
+        let paths = cg.paths().to_vec();
+        let mut child = std::process::Command::new("sleep").arg("60").spawn().unwrap();
+        for d in &paths {
+            fs::write(d.join("cgroup.procs"), child.id().to_string()).unwrap();
+        }
+        pool.give_back(cg).unwrap();
+        let status = child.wait().unwrap();
+        assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(libc::SIGKILL));
+        assert!(paths.iter().all(|p| !p.exists()));
+        assert!(pool.idle.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_pool_without_reuse_removes_each_cgroup_when_its_zone_ends() {
+        if !may_create_cgroups() {
+            return;
+        }
+        let pool = CgroupPool::new(false);
+        let cg = pool.take(BUDGET).unwrap();
+        let paths = cg.paths().to_vec();
+        pool.give_back(cg).unwrap();
+        assert!(paths.iter().all(|p| !p.exists()));
+    }
+}
