@@ -17,7 +17,8 @@ use crate::workspace::{
 };
 use sandbox::OverlayMount;
 use serde_json::{json, Map, Value};
-use std::path::{Path, PathBuf};
+use std::os::fd::AsRawFd;
+use std::path::Path;
 
 /// Where the workspace appears inside the zones.
 pub const WORKSPACE_TARGET: &str = "/workspace";
@@ -62,7 +63,9 @@ pub struct AgentStep {
 
 /// A check's scratch layers, removed when dropped.
 pub struct CheckScratch {
-    dir: PathBuf,
+    /// The checks directory and the name of this check's directory in it.
+    parent: std::os::fd::OwnedFd,
+    name: String,
     upper: SafeDir,
 }
 
@@ -75,7 +78,8 @@ impl CheckScratch {
 
 impl Drop for CheckScratch {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
+        // Through descriptors: the overlay's work directory inside is mode 000.
+        let _ = crate::workspace::fsat::remove_tree(self.parent.as_raw_fd(), self.name.as_bytes());
     }
 }
 
@@ -114,7 +118,7 @@ fn build_frozen(
     check_owner: Option<(u32, u32)>,
 ) -> CmdResult<(SafeDir, FrozenLayer)> {
     let checks = checks_dir(run, check_owner)?;
-    let _ = std::fs::remove_dir_all(checks.path().join(FrozenLayer::NAME));
+    let _ = crate::workspace::fsat::remove_tree(checks.fd().as_raw_fd(), FrozenLayer::NAME.as_bytes());
     let frozen = FrozenLayer::build(workspace.baseline(), protected, &checks, check_owner).map_err(ws_failure)?;
     Ok((checks, frozen))
 }
@@ -219,14 +223,15 @@ impl RunWorkspace {
         let started = std::time::Instant::now();
         let snapshot = self.last_accepted.as_ref().ok_or_else(|| Failure::internal("no accepted snapshot to check"))?;
         let name = format!("{iteration:04}");
-        let _ = std::fs::remove_dir_all(self.checks.path().join(&name));
+        let _ = crate::workspace::fsat::remove_tree(self.checks.fd().as_raw_fd(), name.as_bytes());
         let dir = self.checks.subdir_or_create(&name).map_err(fs_failure)?;
         let target = Path::new(WORKSPACE_TARGET);
         let layers = check_layers(&self.workspace, snapshot, &self.frozen, &self.protected, &dir, target, self.check_owner)
             .map_err(ws_failure)?;
         let upper = dir.subdir("upper").map_err(fs_failure)?;
         tracing::debug!(elapsed_us = started.elapsed().as_micros() as u64, "check layers");
-        Ok((layers.overlay, CheckScratch { dir: dir.path().to_path_buf(), upper }))
+        let parent = self.checks.fd().try_clone_to_owned().map_err(|e| Failure::io(self.checks.path(), &e))?;
+        Ok((layers.overlay, CheckScratch { parent, name, upper }))
     }
 
     /// Deliver the last accepted state, if it differs from t0.
