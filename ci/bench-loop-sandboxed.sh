@@ -2,16 +2,18 @@
 # Benchmark: what the sandbox adds to each iteration of a loop.
 #
 # Runs N (default 30) iterations of exec `true` / check `false` (release build) three ways, in one
-# run, best of 3 rounds each: `--isolation none` on a plain directory (the baseline), native
+# run, best of ROUNDS (default 3) interleaved rounds each: `--isolation none` on a plain directory (the baseline), native
 # isolation in place (agent zone + exec zone, two zone starts per iteration), and native isolation
 # on a detached workspace of a small git repository (plus a snapshot and the check's throwaway
-# overlay per iteration). Prints ms per iteration and the added cost against the baseline.
+# overlay per iteration). Prints ms per iteration and the added cost against the baseline, and the
+# load average before and after (other builds on the same cores skew every number: compare runs
+# made at a similar load, or raise ROUNDS).
 # Target: under 15 ms of added overhead per iteration.
-# Usage: ci/bench-loop-sandboxed.sh [ITERATIONS]
+# Usage: [ROUNDS=5] ci/bench-loop-sandboxed.sh [ITERATIONS]
 set -eu
 cd "$(dirname "$0")/.."
 N=${1:-30}
-ROUNDS=3
+ROUNDS=${ROUNDS:-3}
 cargo build --release --quiet --bin loopexec
 BIN=$PWD/target/release/loopexec
 work=$(mktemp -d)
@@ -48,6 +50,7 @@ run_once() {
   echo $((t1 - t0))
 }
 
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 best_none=; best_inplace=; best_detached=
 r=0
 while [ "$r" -lt "$ROUNDS" ]; do
@@ -57,8 +60,10 @@ while [ "$r" -lt "$ROUNDS" ]; do
   r=$((r + 1))
 done
 
-awk -v n="$N" -v a="$best_none" -v b="$best_inplace" -v c="$best_detached" 'BEGIN {
-  printf "iterations                      %d (exec true, check false), best of 3\n", n
+awk -v n="$N" -v rounds="$ROUNDS" -v a="$best_none" -v b="$best_inplace" -v c="$best_detached" \
+    -v load="$load_before -> $(cut -d' ' -f1-3 /proc/loadavg)" 'BEGIN {
+  printf "iterations                      %d (exec true, check false), best of %d\n", n, rounds
+  printf "load average (1/5/15 min)       %s on %d cores\n", load, '"$(nproc)"'
   printf "isolation none                  %.2f ms/iteration\n", a / 1e6 / n
   printf "native, in place                %.2f ms/iteration  (+%.2f ms, %.2fx)\n", b / 1e6 / n, (b - a) / 1e6 / n, b / a
   printf "native, detached workspace      %.2f ms/iteration  (+%.2f ms, %.2fx)\n", c / 1e6 / n, (c - a) / 1e6 / n, c / a

@@ -71,3 +71,50 @@ fn a_symlinked_protected_path_halts_isolation_unsatisfiable_naming_the_path() {
     let detail = out["run"]["detail"].as_str().unwrap();
     assert!(detail.contains(&format!("{}/.gitmodules", dir.path().canonicalize().unwrap().display())) && detail.contains("symlink"), "{detail}");
 }
+
+/// Processes whose cgroup, and cgroup directories, name the zones of supervisor `pid`
+/// (`loopexec-zone-<pid>-<n>`).
+fn zone_leftovers(pid: u32) -> (Vec<String>, Vec<std::path::PathBuf>) {
+    let marker = format!("loopexec-zone-{pid}-");
+    let mut procs = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(text) = std::fs::read_to_string(e.path().join("cgroup")) {
+            if text.contains(&marker) {
+                procs.push(e.file_name().to_string_lossy().into_owned());
+            }
+        }
+    }
+    let mut dirs = Vec::new();
+    let mut stack = vec![(std::path::PathBuf::from("/sys/fs/cgroup"), 0)];
+    while let Some((dir, depth)) = stack.pop() {
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let is_dir = e.file_type().map(|t| t.is_dir()).unwrap_or(false);
+            if is_dir && e.file_name().to_string_lossy().starts_with(&marker) {
+                dirs.push(e.path());
+            } else if is_dir && depth < 6 {
+                stack.push((e.path(), depth + 1));
+            }
+        }
+    }
+    (procs, dirs)
+}
+
+#[test]
+fn a_run_leaves_no_zone_process_and_no_zone_cgroup_behind() {
+    // The launcher reuses each zone's cgroup every iteration and starts the next zone's init
+    // ahead of time; when the run ends, the prepared init and the kept cgroups go too.
+    let dir = workdir();
+    zone_writable(dir.path());
+    let child = command()
+        .current_dir(dir.path())
+        .args(["run", "--json", "--run-id", "z", "--max-iterations", "3", "--exec", "true", "--check", "false"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(12), "{}", String::from_utf8_lossy(&out.stdout));
+    let (procs, dirs) = zone_leftovers(pid);
+    assert!(procs.is_empty(), "zone processes outlived the run: {procs:?}");
+    assert!(dirs.is_empty(), "zone cgroups outlived the run: {dirs:?}");
+}

@@ -45,6 +45,42 @@ fn a_repository_runs_in_a_detached_workspace_delivered_as_a_branch() {
 }
 
 #[test]
+fn the_checks_scratch_overlay_is_volatile_and_the_agents_workspace_is_not() {
+    // The check's upper layer is thrown away: unmounting it need not sync the host filesystem.
+    // The agent's is what gets delivered, and its overlay keeps the sync.
+    let repo = workdir();
+    std::fs::write(repo.path().join("answer"), "41\n").unwrap();
+    commit_t0(repo.path());
+    let r = loopexec(
+        repo.path(),
+        &[
+            "run", "--json", "--run-id", "v", "--max-iterations", "1",
+            "--exec", "grep ' /workspace ' /proc/self/mountinfo > agent-mount",
+            "--check", "grep ' /workspace ' /proc/self/mountinfo | grep -q volatile && grep -q overlay agent-mount && ! grep -q volatile agent-mount",
+        ],
+    );
+    assert_eq!(r.code, 10, "{r:?}");
+}
+
+#[test]
+fn the_frozen_layer_is_built_once_per_run_and_each_checks_scratch_is_removed() {
+    let repo = workdir();
+    std::fs::create_dir(repo.path().join("tests")).unwrap();
+    std::fs::write(repo.path().join("tests/test_answer.sh"), "test \"$(cat answer)\" = 42\n").unwrap();
+    std::fs::write(repo.path().join("answer"), "41\n").unwrap();
+    commit_t0(repo.path());
+    let r = loopexec(
+        repo.path(),
+        &["run", "--json", "--run-id", "o", "--max-iterations", "3", "--exec", "echo 41 > answer", "--check", "sh tests/test_answer.sh"],
+    );
+    assert_eq!(r.code, 12, "{r:?}");
+    let checks = run_dir(repo.path(), "o").join("checks");
+    let left: Vec<String> = std::fs::read_dir(&checks).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(left, vec!["frozen".to_string()]);
+    assert_eq!(std::fs::read_to_string(checks.join("frozen/tests/test_answer.sh")).unwrap(), "test \"$(cat answer)\" = 42\n");
+}
+
+#[test]
 fn an_agent_editing_a_test_halts_blocked_path_modified_before_the_check_runs() {
     let repo = workdir();
     std::fs::create_dir(repo.path().join("tests")).unwrap();

@@ -6,7 +6,7 @@
 
 use loopexec::safefs::SafeDir;
 use loopexec::workspace::{
-    check_layers, deliver, protected_changes, Baseline, BaselineOptions, ChangeKind, ProtectedPaths, Workspace, WorkspaceError,
+    check_layers, deliver, protected_changes, Baseline, BaselineOptions, ChangeKind, FrozenLayer, ProtectedPaths, Workspace, WorkspaceError,
 };
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -442,7 +442,10 @@ fn the_check_sees_protected_paths_from_t0_and_the_agents_other_changes() {
     let snap = ws.snapshot().unwrap();
     let check_dir = f.tmp.path().join("run/check-1");
     std::fs::create_dir(&check_dir).unwrap();
-    let layers = check_layers(&ws, &snap, &ProtectedPaths::defaults(), &SafeDir::open(&check_dir).unwrap(), Path::new("/ws"), zone_owner()).unwrap();
+    let frozen = FrozenLayer::build(ws.baseline(), &ProtectedPaths::defaults(), &f.run_dir(), zone_owner()).unwrap();
+    let layers = check_layers(&ws, &snap, &frozen, &ProtectedPaths::defaults(), &SafeDir::open(&check_dir).unwrap(), Path::new("/ws"), zone_owner()).unwrap();
+    assert_eq!(layers.overlay.lowers[..2], [frozen.path().to_path_buf(), check_dir.join("hide")]);
+    assert!(layers.overlay.volatile);
     assert_eq!(layers.hidden, vec![".git".to_string(), "conftest.py".to_string(), "tests/test_new.py".to_string()]);
     let (code, out) = in_zone(
         &layers.overlay,
@@ -458,6 +461,25 @@ fn the_check_sees_protected_paths_from_t0_and_the_agents_other_changes() {
     assert_eq!(std::fs::read_to_string(ws.upper_dir().join("tests/test_lib.py")).unwrap(), "def test_f(): pass\n");
     assert_eq!(std::fs::read_to_string(ws.baseline().files_dir.join("tests/test_lib.py")).unwrap(), FILES[1].1);
     assert_eq!(ws.snapshot().unwrap().tree_id, snap.tree_id);
+}
+
+#[test]
+fn a_protected_file_the_agent_replaced_by_a_fifo_is_seen_from_t0_by_the_check() {
+    // A fifo is not part of a tree: it is hidden from the check, below the frozen layer, so the
+    // t0 file at the same protected path is what the check reads.
+    let f = Fixture::new(FILES);
+    let ws = f.workspace();
+    let (code, out) = in_zone(&ws.agent_overlay(Path::new("/ws")), "rm tests/test_other.py && mkfifo tests/test_other.py");
+    assert_eq!(code, 0, "{out}");
+    let snap = ws.snapshot().unwrap();
+    assert_eq!(snap.not_in_tree, vec![b"tests/test_other.py".to_vec()]);
+    let frozen = FrozenLayer::build(ws.baseline(), &ProtectedPaths::defaults(), &f.run_dir(), zone_owner()).unwrap();
+    let check_dir = f.tmp.path().join("run/check-1");
+    std::fs::create_dir(&check_dir).unwrap();
+    let layers = check_layers(&ws, &snap, &frozen, &ProtectedPaths::defaults(), &SafeDir::open(&check_dir).unwrap(), Path::new("/ws"), zone_owner()).unwrap();
+    assert_eq!(layers.hidden, vec!["tests/test_other.py".to_string()]);
+    let (code, out) = in_zone(&layers.overlay, "cat tests/test_other.py");
+    assert_eq!((code, out.as_str()), (0, FILES[2].1));
 }
 
 // ---------------------------------------------------------------- delivery
@@ -547,7 +569,7 @@ fn as_root_a_layer_the_zone_uid_cannot_reach_is_refused_with_the_fix() {
     let f = Fixture::new(FILES);
     let b = f.baseline(false);
     std::fs::set_permissions(f.tmp.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
-    let o = sandbox::OverlayMount { target: "/ws".into(), lowers: vec![b.files_dir.clone(), b.files_dir.clone()], upper: None, work: None };
+    let o = sandbox::OverlayMount { target: "/ws".into(), lowers: vec![b.files_dir.clone(), b.files_dir.clone()], upper: None, work: None, volatile: false };
     let (code, out) = in_zone(&o, "true");
     assert_eq!(code, 20, "{out}");
     assert!(out.contains(&format!("chmod o+x {}", f.tmp.path().display())), "{out}");
@@ -557,7 +579,7 @@ fn as_root_a_layer_the_zone_uid_cannot_reach_is_refused_with_the_fix() {
 fn a_read_only_overlay_cannot_be_written() {
     let f = Fixture::new(FILES);
     let b = f.baseline(false);
-    let o = sandbox::OverlayMount { target: "/ws".into(), lowers: vec![b.files_dir.clone()], upper: None, work: None };
+    let o = sandbox::OverlayMount { target: "/ws".into(), lowers: vec![b.files_dir.clone()], upper: None, work: None, volatile: false };
     let (code, out) = in_zone(&o, "cat README.md; echo x > README.md");
     assert_ne!(code, 0);
     assert!(out.starts_with("hello\n") && out.contains("Read-only file system"), "{out}");

@@ -15,11 +15,16 @@
 //!   SIGKILLs every member, thaws, until empty.
 //!
 //! New zone processes enter without a `cgroup.procs` write by the supervisor (see `entry`).
+//!
+//! A [`CgroupPool`] keeps the cgroup of an ended zone (empty, limits unchanged) for the next zone
+//! with the same budget, so a supervisor that starts zones one after another (a run's agent and
+//! exec zones, every iteration) creates each cgroup once; dropping the pool removes them.
 
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 const CGROUP_ROOT: &str = "/sys/fs/cgroup";
@@ -39,7 +44,7 @@ pub enum Hierarchy {
 }
 
 /// The budget of one zone.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Budget {
     pub memory_bytes: u64,
     pub pids_max: u64,
@@ -118,7 +123,7 @@ impl Hierarchy {
                 enable_v2_controllers(base)?;
                 let dir = base.join(&name);
                 fs::create_dir(&dir)?;
-                let zone = ZoneCgroup { dirs: vec![dir.clone()], kill_v2: true, freezer: None };
+                let zone = ZoneCgroup { dirs: vec![dir.clone()], kill_v2: true, freezer: None, budget };
                 let quota = budget.cpu_percent as u64 * CPU_PERIOD_US / 100;
                 let result = (|| {
                     fs::write(dir.join("memory.max"), budget.memory_bytes.to_string())?;
@@ -131,7 +136,7 @@ impl Hierarchy {
                 result.map(|_| zone)
             }
             Hierarchy::V1 { bases, freezer } => {
-                let mut zone = ZoneCgroup { dirs: Vec::new(), kill_v2: false, freezer: None };
+                let mut zone = ZoneCgroup { dirs: Vec::new(), kill_v2: false, freezer: None, budget };
                 for (ctrl, base) in bases {
                     let dir = base.join(&name);
                     fs::create_dir(&dir)?;
@@ -224,6 +229,7 @@ pub struct ZoneCgroup {
     dirs: Vec<PathBuf>,
     kill_v2: bool,
     freezer: Option<PathBuf>,
+    budget: Budget,
 }
 
 impl ZoneCgroup {
@@ -320,8 +326,113 @@ impl ZoneCgroup {
     }
 }
 
+/// Cgroups of ended zones, kept for the next zone with the same budget (see the module comment).
+#[derive(Debug)]
+pub struct CgroupPool {
+    /// false: every cgroup is removed as soon as its zone has ended (a supervisor of one zone).
+    reuse: bool,
+    hierarchy: Mutex<Option<Hierarchy>>,
+    idle: Mutex<Vec<ZoneCgroup>>,
+}
+
+impl CgroupPool {
+    pub fn new(reuse: bool) -> CgroupPool {
+        CgroupPool { reuse, hierarchy: Mutex::new(None), idle: Mutex::new(Vec::new()) }
+    }
+
+    /// An idle cgroup with this budget, or a new one (the hierarchy is detected once per pool).
+    pub fn take(&self, budget: Budget) -> io::Result<ZoneCgroup> {
+        {
+            let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(i) = idle.iter().position(|c| c.budget == budget) {
+                return Ok(idle.swap_remove(i));
+            }
+        }
+        let mut hierarchy = self.hierarchy.lock().unwrap_or_else(|p| p.into_inner());
+        let h = match hierarchy.as_ref() {
+            Some(h) => h,
+            None => hierarchy.insert(detect()?),
+        };
+        h.create(budget)
+    }
+
+    /// Keep the cgroup of an ended zone if no process is left in it (and the pool reuses
+    /// cgroups); otherwise kill what is left and remove it.
+    pub fn give_back(&self, mut cgroup: ZoneCgroup) -> io::Result<()> {
+        if !self.reuse || !cgroup.members().is_empty() {
+            return cgroup.destroy();
+        }
+        self.idle.lock().unwrap_or_else(|p| p.into_inner()).push(cgroup);
+        Ok(())
+    }
+}
+
 impl Drop for ZoneCgroup {
     fn drop(&mut self) {
         let _ = self.destroy();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BUDGET: Budget = Budget { memory_bytes: 256 << 20, pids_max: 64, cpu_percent: 50 };
+
+    /// Whether this test process may create cgroups beneath its own (root, or a delegated user).
+    fn may_create_cgroups() -> bool {
+        detect().is_ok_and(|h| h.delegation().is_ok())
+    }
+
+    #[test]
+    fn an_ended_zones_cgroup_is_reused_for_the_same_budget_and_removed_with_the_pool() {
+        if !may_create_cgroups() {
+            return; // no delegated cgroup: the launcher refuses zones here (see preflight tests)
+        }
+        let pool = CgroupPool::new(true);
+        let first = pool.take(BUDGET).unwrap();
+        let paths = first.paths().to_vec();
+        pool.give_back(first).unwrap();
+        let again = pool.take(BUDGET).unwrap();
+        assert_eq!(again.paths(), &paths[..]);
+        let other = pool.take(Budget { pids_max: 32, ..BUDGET }).unwrap();
+        assert_ne!(other.paths(), &paths[..]);
+        let other_paths = other.paths().to_vec();
+        pool.give_back(again).unwrap();
+        pool.give_back(other).unwrap();
+        assert!(paths.iter().chain(&other_paths).all(|p| p.is_dir()), "idle cgroups are kept");
+        drop(pool);
+        assert!(paths.iter().chain(&other_paths).all(|p| !p.exists()), "dropping the pool removes them");
+    }
+
+    #[test]
+    fn a_cgroup_with_a_process_left_in_it_is_emptied_and_removed_not_kept() {
+        if !may_create_cgroups() {
+            return;
+        }
+        let pool = CgroupPool::new(true);
+        let cg = pool.take(BUDGET).unwrap();
+        let paths = cg.paths().to_vec();
+        let mut child = std::process::Command::new("sleep").arg("60").spawn().unwrap();
+        for d in &paths {
+            fs::write(d.join("cgroup.procs"), child.id().to_string()).unwrap();
+        }
+        pool.give_back(cg).unwrap();
+        let status = child.wait().unwrap();
+        assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(libc::SIGKILL));
+        assert!(paths.iter().all(|p| !p.exists()));
+        assert!(pool.idle.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_pool_without_reuse_removes_each_cgroup_when_its_zone_ends() {
+        if !may_create_cgroups() {
+            return;
+        }
+        let pool = CgroupPool::new(false);
+        let cg = pool.take(BUDGET).unwrap();
+        let paths = cg.paths().to_vec();
+        pool.give_back(cg).unwrap();
+        assert!(paths.iter().all(|p| !p.exists()));
     }
 }

@@ -6,7 +6,8 @@
 //! the zone's namespaces (`launch.rs` clones us into them, maps our ids and keeps our capabilities
 //! inside the user namespace across the exec), and two processes run:
 //!
-//! - **zone init** (pid 1): reads the plan, closes stray descriptors, builds the filesystem view
+//! - **zone init** (pid 1): reads the plan, puts the command's stdio (sent with the plan) on fds
+//!   0-2, closes stray descriptors, builds the filesystem view
 //!   (`mounts`), sets the hostname, brings loopback up, opens the proxy listener, forks the
 //!   command, reports `Ready` once the command was executed, reaps every orphan, and reports how
 //!   the command ended. When it exits, the kernel kills every process left in the namespace.
@@ -48,6 +49,7 @@ pub fn run_if_zone_init() {
     }
     let sock = unsafe { OwnedFd::from_raw_fd(PLAN_FD) };
     let code = match read_plan(&sock).and_then(|(plan, trees)| {
+        let trees = take_stdio(trees)?;
         close_stray_descriptors(&trees)?;
         zone_init(&sock, &plan, trees)
     }) {
@@ -72,13 +74,29 @@ fn report(sock: &OwnedFd, msg: &Msg) {
     }
 }
 
-/// The plan, and the detached mount trees sent with it.
+/// The plan, and the descriptors sent with it (stdio, then the detached mount trees).
 fn read_plan(sock: &OwnedFd) -> Result<(Plan, Vec<OwnedFd>), StepError> {
     let (bytes, trees) = plan::recv(sock, false)
         .map_err(|e| fail(None, "read plan", e))?
         .ok_or((None, None, "supervisor closed the plan socket".to_string()))?;
     let plan = serde_json::from_slice(&bytes).map_err(|e| (None, None, format!("malformed plan: {e}")))?;
     Ok((plan, trees))
+}
+
+/// Put the first three descriptors sent with the plan (the command's stdin, stdout, stderr) on
+/// fds 0-2, where the command inherits them; return the rest (the mount trees).
+fn take_stdio(mut fds: Vec<OwnedFd>) -> Result<Vec<OwnedFd>, StepError> {
+    if fds.len() < 3 {
+        return Err((None, None, "the plan came without the command's stdin, stdout and stderr".into()));
+    }
+    let trees = fds.split_off(3);
+    for (target, fd) in fds.iter().enumerate() {
+        // dup2 leaves the copy without close-on-exec; the received descriptor closes when dropped.
+        if unsafe { libc::dup2(fd.as_raw_fd(), target as RawFd) } < 0 {
+            return Err(fail(None, "stdio", std::io::Error::last_os_error()));
+        }
+    }
+    Ok(trees)
 }
 
 /// Close every descriptor above the plan socket except the mount trees we were sent.

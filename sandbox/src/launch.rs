@@ -1,20 +1,24 @@
 //! Starting a zone, from the supervisor's side. The setup sequence, in the order the kernel needs.
 //!
-//! Supervisor (this module, [`launch`]):
+//! Supervisor (this module, [`Launcher::launch`]; [`launch`] is a one-zone launcher):
 //! 1. `check_spec`: argv, cwd and grant paths are well-formed (absolute, no `..`).
-//! 2. `check_host`: preflight; every layer the policy needs exists, or the policy lets us skip
-//!    it (then the report says so); otherwise `Unsatisfiable`.
-//! 3. `create_cgroup`: the budget, beneath our own cgroup.
+//! 2. `check_host`: preflight (the host is probed once per launcher); every layer the policy
+//!    needs exists, or the policy lets us skip it (then the report says so); otherwise
+//!    `Unsatisfiable`.
+//! 3. `create_cgroup`: the budget, beneath our own cgroup; the launcher's idle cgroup of an
+//!    ended zone with the same budget when it has one (it is empty, its limits unchanged).
 //! 4. `clone_zone_init`: clone3(2) straight into new user, mount, pid, net, ipc, uts and cgroup
 //!    namespaces (cgroup v2: straight into the zone cgroup). The child holds before exec until
 //!    its ids are mapped, then re-executes /proc/self/exe (fresh, single-threaded) as the zone's
-//!    pid 1, with the plan socket on fd 3, the parent-death signal set, and nothing else.
-//!    The child enters the zone cgroup before anything else: on v2 it is born there
+//!    pid 1, with the plan socket on fd 3, /dev/null on 0-2, the parent-death signal set, and
+//!    nothing else. The child enters the zone cgroup before anything else: on v2 it is born there
 //!    (`CLONE_INTO_CGROUP`); on v1 it writes "0" to each controller's `tasks` file (opened by the
 //!    supervisor), which moves a single thread without the global lock a `cgroup.procs` write
 //!    takes (and its RCU grace period, milliseconds on a busy host).
-//! 5. `map_ids_and_release`: uid_map/gid_map (the zone uid to itself), setgroups denied. While
-//!    the init executes, the plan is resolved:
+//! 5. `map_ids_and_release`: uid_map/gid_map (the zone uid to itself), setgroups denied.
+//!    Steps 3-5 depend only on the policy's identity and budget ([`PreparedInit`]):
+//!    [`Launcher::prepare`] runs them ahead of time for the next zone. While the init executes
+//!    (or waits for its plan), the plan is resolved:
 //! 6. `resolve_grants`, `idmapped_trees`: grants canonicalised; writable ones must exist. For
 //!    root callers, a writable grant the zone uid cannot write becomes an idmapped mount tree
 //!    (its on-disk owner seen as the zone uid), sent with the plan; refused with the chown fix
@@ -27,25 +31,28 @@
 //!    outside the grants, and ones a killed supervisor left are removed first
 //!    (`placeholders.rs`).
 //! 8. `build_env`: allowed names from the caller, then the policy's fixed set.
-//! 9. Send the plan (the init reads nothing else and runs no untrusted code before it).
+//! 9. Send the plan, with the command's stdin, stdout and stderr (the init reads nothing else and
+//!    runs no untrusted code before it).
 //! 10. `await_ready`: the zone reports `Ready` only once the command was executed.
 //!
 //! Any error after step 4 drops the `RunningZone`, which kills the init and cleans up.
 //!
-//! Zone side (clone child, then `init.rs`, `mounts.rs`): stdio and plan socket, parent-death
-//! signal, zone cgroup (v1), wait for id maps, (root callers) zone uid/gid, capabilities into
-//! the ambient set, exec as pid 1, non-dumpable, private propagation, staging pivot, fresh root with /tmp, grants,
+//! Zone side (clone child, then `init.rs`, `mounts.rs`): /dev/null stdio and plan socket,
+//! parent-death signal, zone cgroup (v1), wait for id maps, (root callers) zone uid/gid,
+//! capabilities into the ambient set, exec as pid 1, read the plan, the command's stdio onto 0-2,
+//! non-dumpable, private propagation, staging pivot, fresh root with /tmp, grants,
 //! protected and hidden paths, /dev, /proc, pivot_root and detach of the old root, root sealed
 //! read-only, hostname, loopback up, proxy listener, fork the command. Command:
 //! setsid, parent-death signal, rlimits, cwd, close-on-exec on every fd above stdio,
 //! no_new_privs, Landlock, capabilities emptied and verified, seccomp, execve.
 //!
 //! Teardown (`RunningZone::kill` / `Drop`): SIGKILL the zone's pid 1 (the kernel then kills every
-//! process of its pid namespace), then every member of the zone cgroup, then the cgroup and the
-//! placeholders are removed.
+//! process of its pid namespace), then every member of the zone cgroup; the placeholders are
+//! removed, and the cgroup goes back to the launcher once no process is left in it (otherwise it
+//! is emptied and removed). Dropping the launcher removes its idle cgroups.
 
-use crate::cgroup::{self, Budget, CgroupEntry, ZoneCgroup};
-use crate::spawn::{clone_zone_init, idmap_userns, map_ids_and_release};
+use crate::cgroup::{Budget, CgroupEntry, CgroupPool, ZoneCgroup};
+use crate::spawn::{clone_zone_init, idmap_userns, map_ids_and_release, Cloned};
 use crate::error::{Layer, SandboxError};
 use crate::placeholders::{self, Placeholders};
 use crate::plan::{self, Bind, LandlockPlan, Limits, Msg, OverlayMount, Plan};
@@ -59,6 +66,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// What to run and how (see the crate's API brief).
@@ -157,42 +165,170 @@ pub struct RunningZone {
     listener: Option<TcpListener>,
     report: AppliedReport,
     cgroup: Option<ZoneCgroup>,
+    /// Where the cgroup goes once the zone has ended.
+    cgroups: Arc<CgroupPool>,
     placeholders: Placeholders,
     exit: Option<ZoneExit>,
 }
 
-/// Start `spec.argv` in a new zone.
-pub fn launch(mut spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
+/// Starts zones one after another for one supervisor (e.g. a run's agent and exec zones): the
+/// host is probed once, the cgroup of an ended zone is reused by the next zone with the same
+/// budget, and [`Launcher::prepare`] starts the next zone's init ahead of time. Dropping it kills a
+/// prepared init and removes the cgroups it keeps (running zones keep theirs until they end).
+pub struct Launcher {
+    host: preflight::HostReport,
+    cgroups: Arc<CgroupPool>,
+    prepared: Mutex<Option<PreparedInit>>,
+}
+
+impl Default for Launcher {
+    fn default() -> Self {
+        Launcher::new()
+    }
+}
+
+impl Launcher {
+    /// Probe the host now; every zone this launcher starts is checked against this report.
+    pub fn new() -> Launcher {
+        Launcher::with_reuse(true)
+    }
+
+    fn with_reuse(reuse: bool) -> Launcher {
+        Launcher { host: preflight::probe(), cgroups: Arc::new(CgroupPool::new(reuse)), prepared: Mutex::new(None) }
+    }
+
+    /// What this host offers, as probed when the launcher was made.
+    pub fn host(&self) -> &preflight::HostReport {
+        &self.host
+    }
+
+    /// Start the init of the next zone to run under `policy` now (steps 2-5), so that it executes
+    /// while the caller does other work (e.g. while the current zone runs). The next `launch`
+    /// with a policy of the same identity and budget uses it; any other `launch` kills it. The
+    /// init runs nothing but its own code until it gets its plan.
+    pub fn prepare(&self, policy: &Policy) -> Result<(), SandboxError> {
+        let key = InitKey::of(policy, &check_host(policy, &self.host)?);
+        let mut prepared = self.prepared.lock().unwrap_or_else(|p| p.into_inner());
+        if prepared.as_ref().is_some_and(|p| p.key == key) {
+            return Ok(());
+        }
+        *prepared = None;
+        *prepared = Some(PreparedInit::start(key, &self.cgroups)?);
+        Ok(())
+    }
+
+    /// Start `spec.argv` in a new zone.
+    pub fn launch(&self, spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
+        let prepared = self.prepared.lock().unwrap_or_else(|p| p.into_inner()).take();
+        launch_with(&self.host, &self.cgroups, prepared, spec)
+    }
+}
+
+/// Start `spec.argv` in a new zone (a launcher of its own: probes the host, creates the cgroup and
+/// removes it as soon as the zone has ended).
+pub fn launch(spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
+    Launcher::with_reuse(false).launch(spec)
+}
+
+/// What a zone init is started with, before any plan: its uid/gid and its cgroup budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct InitKey {
+    uid: u32,
+    gid: u32,
+    /// Root callers: the init becomes `uid`/`gid` (otherwise it keeps the caller's).
+    drop_ids: bool,
+    /// None: no cgroup (skipped with the policy's permission).
+    budget: Option<Budget>,
+}
+
+impl InitKey {
+    fn of(policy: &Policy, skipped: &[Missing]) -> InitKey {
+        let root = nix::unistd::geteuid().is_root();
+        let (uid, gid) = if root {
+            (policy.identity.uid_when_root, policy.identity.gid_when_root)
+        } else {
+            (nix::unistd::geteuid().as_raw(), nix::unistd::getegid().as_raw())
+        };
+        let r = &policy.resources;
+        let budget = (!skipped.iter().any(|m| m.layer == Layer::Cgroup))
+            .then_some(Budget { memory_bytes: r.memory_bytes, pids_max: r.pids_max, cpu_percent: r.cpu_percent });
+        InitKey { uid, gid, drop_ids: root, budget }
+    }
+}
+
+/// A zone init started (steps 3-5) and waiting for its plan; dropping it kills it and gives its
+/// cgroup back.
+struct PreparedInit {
+    key: InitKey,
+    cloned: Option<Cloned>,
+    cgroup: Option<ZoneCgroup>,
+    cgroups: Arc<CgroupPool>,
+}
+
+impl PreparedInit {
+    /// Steps 3-5: the cgroup, the clone, the id maps.
+    fn start(key: InitKey, cgroups: &Arc<CgroupPool>) -> Result<PreparedInit, SandboxError> {
+        let cgroup = key.budget.map(|b| create_cgroup(cgroups, b)).transpose()?;
+        let entry = match &cgroup {
+            Some(c) => c.entry().map_err(|e| SandboxError::Unsatisfiable {
+                layer: Layer::Cgroup,
+                cause: format!("opening the zone cgroup: {e}"),
+                fix: "run loopexec in a delegated cgroup (see `loopexec doctor`)".into(),
+            })?,
+            None => CgroupEntry::None,
+        };
+        let mut init = PreparedInit { key, cloned: None, cgroup, cgroups: Arc::clone(cgroups) };
+        let cloned = clone_zone_init(key.drop_ids.then_some((key.uid, key.gid)), &entry)?;
+        drop(entry);
+        let cloned = init.cloned.insert(cloned);
+        map_ids_and_release(cloned, key.uid, key.gid, key.drop_ids)?;
+        Ok(init)
+    }
+}
+
+impl Drop for PreparedInit {
+    fn drop(&mut self) {
+        if let Some(c) = self.cloned.take() {
+            let pid = nix::unistd::Pid::from_raw(c.pid);
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+            while let Err(nix::Error::EINTR) = nix::sys::wait::waitpid(pid, None) {}
+        }
+        if let Some(cg) = self.cgroup.take() {
+            let _ = self.cgroups.give_back(cg);
+        }
+    }
+}
+
+fn launch_with(
+    host: &preflight::HostReport,
+    cgroups: &Arc<CgroupPool>,
+    prepared: Option<PreparedInit>,
+    mut spec: ZoneSpec,
+) -> Result<RunningZone, SandboxError> {
+    let started = std::time::Instant::now();
     check_spec(&spec)?;
-    let host = preflight::probe();
-    let skipped = check_host(&spec.policy, &host)?;
+    let skipped = check_host(&spec.policy, host)?;
     let skip = |l: Layer| skipped.iter().any(|m| m.layer == l);
-    let root = nix::unistd::geteuid().is_root();
-    let (zone_uid, zone_gid) = if root {
-        (spec.policy.identity.uid_when_root, spec.policy.identity.gid_when_root)
-    } else {
-        (nix::unistd::geteuid().as_raw(), nix::unistd::getegid().as_raw())
+    let key = InitKey::of(&spec.policy, &skipped);
+    let (root, zone_uid, zone_gid) = (key.drop_ids, key.uid, key.gid);
+    // The init is started first (or was, by `Launcher::prepare`): it executes and initialises
+    // while we resolve the plan.
+    let mut init = match prepared {
+        Some(p) if p.key == key => p,
+        _ => PreparedInit::start(key, cgroups)?,
     };
-    let cgroup = if skip(Layer::Cgroup) { None } else { Some(create_cgroup(&spec.policy)?) };
-    let entry = match &cgroup {
-        Some(c) => c.entry().map_err(|e| SandboxError::Unsatisfiable {
-            layer: Layer::Cgroup,
-            cause: format!("opening the zone cgroup: {e}"),
-            fix: "run loopexec in a delegated cgroup (see `loopexec doctor`)".into(),
-        })?,
-        None => CgroupEntry::None,
+    let init_ready = started.elapsed();
+    let (Some(cloned), cgroup) = (init.cloned.take(), init.cgroup.take()) else {
+        return Err(SandboxError::Spawn("the zone init was already used".into()));
     };
-    // The init is started first: it executes and initialises while we resolve the plan.
-    let cloned = clone_zone_init([spec.stdin.take(), spec.stdout.take(), spec.stderr.take()], root.then_some((zone_uid, zone_gid)), &entry)?;
-    drop(entry);
     let mut zone = RunningZone {
         pid: cloned.pid,
-        sock: cloned.sock.try_clone().map_err(|e| SandboxError::io("socket", e))?,
-        pidfd: cloned.pidfd.try_clone().ok(),
+        sock: cloned.sock,
+        pidfd: Some(cloned.pidfd),
         listener: None,
         report: AppliedReport {
             policy_sha256: spec.policy.sha256.clone(),
-            layers: layer_table(&host, &skipped, spec.policy.network.mode),
+            layers: layer_table(host, &skipped, spec.policy.network.mode),
             skipped: skipped.clone(),
             landlock_abi: if skip(Layer::Landlock) { 0 } else { host.landlock_abi },
             cgroup: cgroup.as_ref().map(|c| c.paths().to_vec()).unwrap_or_default(),
@@ -203,11 +339,11 @@ pub fn launch(mut spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
             placeholders: Vec::new(),
         },
         cgroup,
+        cgroups: Arc::clone(cgroups),
         placeholders: Placeholders::unrecorded(),
         exit: None,
     };
-    map_ids_and_release(&cloned, zone_uid, zone_gid, root)?;
-    drop(cloned);
+    drop(init);
     let (ro, grants) = resolve_grants(&spec, root.then_some((zone_uid, zone_gid)))?;
     let overlays = resolve_overlays(&spec.overlays, root.then_some((zone_uid, zone_gid)))?;
     let rw: Vec<PathBuf> = grants.iter().map(|g| g.path.clone()).collect();
@@ -250,10 +386,22 @@ pub fn launch(mut spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
         env: build_env(&spec),
     };
     let bytes = serde_json::to_vec(&plan).map_err(|e| SandboxError::Spawn(format!("encode plan: {e}")))?;
-    let tree_fds: Vec<RawFd> = trees.iter().map(|(_, t)| t.as_raw_fd()).collect();
-    plan::send(zone.sock.as_raw_fd(), &bytes, &tree_fds).map_err(|e| SandboxError::io("send plan", e))?;
-    drop(trees);
+    let stdio = command_stdio([spec.stdin.take(), spec.stdout.take(), spec.stderr.take()])?;
+    let fds: Vec<RawFd> = stdio.iter().map(|f| f.as_raw_fd()).chain(trees.iter().map(|(_, t)| t.as_raw_fd())).collect();
+    if let Err(e) = plan::send(zone.sock.as_raw_fd(), &bytes, &fds) {
+        // An init that died before its plan (e.g. it could not enter its cgroup) says why.
+        await_ready(&mut zone)?;
+        return Err(SandboxError::io("send plan", e));
+    }
+    drop((stdio, trees));
+    let plan_sent = started.elapsed();
     await_ready(&mut zone)?;
+    tracing::debug!(
+        init_us = init_ready.as_micros() as u64,
+        plan_us = (plan_sent - init_ready).as_micros() as u64,
+        ready_us = (started.elapsed() - plan_sent).as_micros() as u64,
+        "zone started"
+    );
     Ok(zone)
 }
 
@@ -371,6 +519,7 @@ fn resolve_overlays(overlays: &[OverlayMount], zone_ids: Option<(u32, u32)>) -> 
                 lowers: o.lowers.iter().map(canon).collect::<Result<_, _>>()?,
                 upper: o.upper.as_ref().map(canon).transpose()?,
                 work: o.work.as_ref().map(canon).transpose()?,
+                volatile: o.volatile,
             })
         })
         .collect()
@@ -479,8 +628,9 @@ fn idmapped_trees(grants: &[RwGrant], zone_uid: u32, zone_gid: u32) -> Result<Ve
         sys::idmap_tree(&tree, &userns, sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV).map_err(|e| refuse(format!("mount_setattr: {e}")))?;
         out.push((g.path.clone(), tree));
     }
-    if out.len() > plan::MAX_FDS {
-        return Err(SandboxError::Spec(format!("at most {} writable grants need idmapping", plan::MAX_FDS)));
+    // The plan carries the command's three stdio descriptors, then the trees.
+    if out.len() > plan::MAX_FDS - 3 {
+        return Err(SandboxError::Spec(format!("at most {} writable grants need idmapping", plan::MAX_FDS - 3)));
     }
     Ok(out)
 }
@@ -583,13 +733,33 @@ fn build_env(spec: &ZoneSpec) -> Vec<(Vec<u8>, Vec<u8>)> {
     env
 }
 
-fn create_cgroup(policy: &Policy) -> Result<ZoneCgroup, SandboxError> {
+fn create_cgroup(cgroups: &CgroupPool, budget: Budget) -> Result<ZoneCgroup, SandboxError> {
     let fix = "run loopexec in a delegated cgroup (see `loopexec doctor`), or allow skipping with layers.may_skip = [\"cgroup\"]";
     let unsat = |cause: String| SandboxError::Unsatisfiable { layer: Layer::Cgroup, cause, fix: fix.into() };
-    let h = cgroup::detect().map_err(|e| unsat(e.to_string()))?;
-    let r = &policy.resources;
-    h.create(Budget { memory_bytes: r.memory_bytes, pids_max: r.pids_max, cpu_percent: r.cpu_percent })
-        .map_err(|e| unsat(format!("creating the zone cgroup: {e}")))
+    cgroups.take(budget).map_err(|e| unsat(format!("creating the zone cgroup: {e}")))
+}
+
+/// The command's stdin, stdout and stderr, sent with the plan: the caller's, or /dev/null for
+/// stdin and our own stdout/stderr when not given.
+fn command_stdio(given: [Option<OwnedFd>; 3]) -> Result<[OwnedFd; 3], SandboxError> {
+    let [stdin, stdout, stderr] = given;
+    let own = |fd: RawFd| {
+        // SAFETY: fds 1 and 2 stay open for the life of the process; the borrow ends here.
+        unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }.try_clone_to_owned().map_err(|e| SandboxError::io("stdio", e))
+    };
+    let stdin = match stdin {
+        Some(f) => f,
+        None => std::fs::File::open("/dev/null").map_err(|e| SandboxError::io("/dev/null", e))?.into(),
+    };
+    let stdout = match stdout {
+        Some(f) => f,
+        None => own(1)?,
+    };
+    let stderr = match stderr {
+        Some(f) => f,
+        None => own(2)?,
+    };
+    Ok([stdin, stdout, stderr])
 }
 
 fn await_ready(zone: &mut RunningZone) -> Result<(), SandboxError> {
@@ -660,6 +830,7 @@ impl RunningZone {
         if let Some(e) = self.exit {
             return Ok(e);
         }
+        let waiting = std::time::Instant::now();
         let status = loop {
             match nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(self.pid), None) {
                 Err(nix::Error::EINTR) => continue,
@@ -681,7 +852,9 @@ impl RunningZone {
             _ => ZoneExit::Exited(127),
         });
         self.exit = Some(exit);
+        let reaped = waiting.elapsed();
         self.teardown()?;
+        tracing::debug!(reap_us = reaped.as_micros() as u64, teardown_us = (waiting.elapsed() - reaped).as_micros() as u64, "zone ended");
         Ok(exit)
     }
 
@@ -738,8 +911,8 @@ impl RunningZone {
 
     fn teardown(&mut self) -> Result<(), SandboxError> {
         let mut result = Ok(());
-        if let Some(mut cg) = self.cgroup.take() {
-            if let Err(e) = cg.destroy() {
+        if let Some(cg) = self.cgroup.take() {
+            if let Err(e) = self.cgroups.give_back(cg) {
                 result = Err(SandboxError::io("remove the zone cgroup", e));
             }
         }

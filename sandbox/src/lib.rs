@@ -26,7 +26,7 @@ mod sys;
 
 pub use error::{Layer, SandboxError};
 pub use spawn::NAMESPACES;
-pub use launch::{hold_protected_paths, launch, AppliedReport, LayerStatus, ProtectedHolds, ProtectedPlaceholders, RunningZone, ZoneExit, ZoneSpec};
+pub use launch::{hold_protected_paths, launch, AppliedReport, Launcher, LayerStatus, ProtectedHolds, ProtectedPlaceholders, RunningZone, ZoneExit, ZoneSpec};
 pub use plan::OverlayMount;
 pub use policy::{Policy, PolicyError};
 pub use preflight::{HostReport, Missing};

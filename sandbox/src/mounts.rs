@@ -174,7 +174,12 @@ fn mount_overlays(overlays: &[OverlayMount]) -> io::Result<()> {
         let mut options = format!("lowerdir={},userxattr,redirect_dir=nofollow,metacopy=off,index=off,xino=off", lowers.join(":"));
         let mut flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
         match (&o.upper, &o.work) {
-            (Some(upper), Some(work)) => options.push_str(&format!(",upperdir={},workdir={}", layer(upper)?, layer(work)?)),
+            (Some(upper), Some(work)) => {
+                options.push_str(&format!(",upperdir={},workdir={}", layer(upper)?, layer(work)?));
+                if o.volatile {
+                    options.push_str(",volatile");
+                }
+            }
             _ => flags |= MsFlags::MS_RDONLY,
         }
         make_mountpoint(&dst, true)?;

@@ -27,6 +27,11 @@ pub struct OverlayMount {
     pub lowers: Vec<PathBuf>,
     pub upper: Option<PathBuf>,
     pub work: Option<PathBuf>,
+    /// For a scratch upper layer that is thrown away after the zone: mount with `volatile`, so
+    /// that unmounting skips the sync of the upper layer's filesystem. Such an upper/work pair
+    /// cannot be mounted again (overlayfs refuses a work directory a volatile mount used).
+    #[serde(default)]
+    pub volatile: bool,
 }
 
 impl OverlayMount {
@@ -53,7 +58,8 @@ pub struct Limits {
     pub core: u64,
 }
 
-/// Everything the zone init needs, in the order it uses it.
+/// Everything the zone init needs, in the order it uses it. Sent with descriptors: the command's
+/// stdin, stdout and stderr, then the mount trees `Bind::tree` indexes.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Plan {
     pub binds: Vec<Bind>,

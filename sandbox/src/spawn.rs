@@ -80,11 +80,12 @@ struct CapData {
 
 /// clone3(2) the zone init straight into new user, mount, pid, net, ipc, uts and cgroup
 /// namespaces (and, on cgroup v2, straight into the zone cgroup). Between clone and exec the
-/// child only makes async-signal-safe system calls: it enters the cgroup (v1), takes its stdio and the plan socket, arms the parent-death signal, waits until the supervisor
+/// child only makes async-signal-safe system calls: it enters the cgroup (v1), puts /dev/null on
+/// its stdio (the command's own stdio travels with the plan) and the plan socket on fd 3, arms the parent-death signal, waits until the supervisor
 /// has written its id maps, (root callers) becomes the zone uid/gid, raises its namespace
 /// capabilities into the ambient set so they survive the exec of a non-root uid, and execs
 /// /proc/self/exe.
-pub(crate) fn clone_zone_init(stdio: [Option<OwnedFd>; 3], drop_to: Option<(u32, u32)>, entry: &CgroupEntry) -> Result<Cloned, SandboxError> {
+pub(crate) fn clone_zone_init(drop_to: Option<(u32, u32)>, entry: &CgroupEntry) -> Result<Cloned, SandboxError> {
     let (cgroup_dir, task_files): (Option<&OwnedFd>, &[OwnedFd]) = match entry {
         CgroupEntry::V2Dir(d) => (Some(d), &[]),
         CgroupEntry::V1Tasks(t) => (None, t.as_slice()),
@@ -116,13 +117,7 @@ pub(crate) fn clone_zone_init(stdio: [Option<OwnedFd>; 3], drop_to: Option<(u32,
         (high(r.as_raw_fd())?, high(w.as_raw_fd())?) // the low originals close here
     };
     let null = high(std::fs::File::open("/dev/null").map_err(|e| SandboxError::io("/dev/null", e))?.as_raw_fd())?;
-    let [stdin, stdout, stderr] = stdio.map(|f| f.map(|f| high(f.as_raw_fd())).transpose());
-    let (stdin, stdout, stderr) = (stdin?, stdout?, stderr?);
-    let fds: [Option<RawFd>; 3] = [
-        Some(stdin.as_ref().map(|f| f.as_raw_fd()).unwrap_or(null.as_raw_fd())),
-        stdout.as_ref().map(|f| f.as_raw_fd()),
-        stderr.as_ref().map(|f| f.as_raw_fd()),
-    ];
+    let null_raw = null.as_raw_fd();
     let exe = std::ffi::CString::new("/proc/self/exe").map_err(|_| SandboxError::Spawn("path".into()))?;
     let arg0 = std::ffi::CString::new("loopexec-zone-init").map_err(|_| SandboxError::Spawn("arg".into()))?;
     let marker = std::ffi::CString::new(format!("{ENV_MARKER}={PLAN_FD}")).map_err(|_| SandboxError::Spawn("env".into()))?;
@@ -148,11 +143,9 @@ pub(crate) fn clone_zone_init(stdio: [Option<OwnedFd>; 3], drop_to: Option<(u32,
                     libc::_exit(119);
                 }
             }
-            for (target, fd) in fds.iter().enumerate() {
-                if let Some(fd) = *fd {
-                    if libc::dup2(fd, target as i32) < 0 {
-                        libc::_exit(120);
-                    }
+            for target in 0..3 {
+                if libc::dup2(null_raw, target) < 0 {
+                    libc::_exit(120);
                 }
             }
             if libc::dup2(sock_raw, PLAN_FD) < 0 {
@@ -203,7 +196,7 @@ pub(crate) fn clone_zone_init(stdio: [Option<OwnedFd>; 3], drop_to: Option<(u32,
         let (cause, fix) = userns_denied(e);
         return Err(SandboxError::Unsatisfiable { layer: Layer::UserNamespace, cause, fix });
     }
-    drop((theirs, hold_r, stdin, stdout, stderr, null));
+    drop((theirs, hold_r, null));
     Ok(Cloned {
         pid: ret as i32,
         pidfd: unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(pidfd) },

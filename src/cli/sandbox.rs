@@ -49,7 +49,7 @@ pub struct SandboxArgs {
 
 /// Parse `target=DIR,lower=DIR[,lower=DIR...][,upper=DIR,work=DIR]` (paths cannot contain `,`).
 fn parse_overlay(text: &str) -> Result<sandbox::OverlayMount, String> {
-    let mut o = sandbox::OverlayMount { target: PathBuf::new(), lowers: Vec::new(), upper: None, work: None };
+    let mut o = sandbox::OverlayMount { target: PathBuf::new(), lowers: Vec::new(), upper: None, work: None, volatile: false };
     for part in text.split(',') {
         let (key, value) = part.split_once('=').ok_or_else(|| format!("`{part}`: expected KEY=DIR"))?;
         let path = std::path::absolute(value).map_err(|e| format!("{value}: {e}"))?;

@@ -12,16 +12,18 @@ use crate::error::{CmdResult, Failure};
 use crate::receipt::store::{fs_failure, RunDir, StateDir};
 use crate::safefs::SafeDir;
 use crate::workspace::{
-    check_layers, deliver, protected_changes, Baseline, BaselineOptions, Delivery, ObjectId, ProtectedChange,
+    check_layers, deliver, protected_changes, Baseline, BaselineOptions, Delivery, FrozenLayer, ObjectId, ProtectedChange,
     ProtectedPaths, Snapshot, Workspace,
 };
 use sandbox::OverlayMount;
 use serde_json::{json, Map, Value};
-use std::path::{Path, PathBuf};
+use std::os::fd::AsRawFd;
+use std::path::Path;
 
 /// Where the workspace appears inside the zones.
 pub const WORKSPACE_TARGET: &str = "/workspace";
-/// Per-check scratch layers live under the run directory and are removed after each check.
+/// Per-check scratch layers live under the run directory and are removed after each check; the
+/// frozen layer of t0's protected paths (`checks/frozen`) is built once per run.
 const CHECKS: &str = "checks";
 
 /// How a run's commands see the operator's directory.
@@ -61,7 +63,9 @@ pub struct AgentStep {
 
 /// A check's scratch layers, removed when dropped.
 pub struct CheckScratch {
-    dir: PathBuf,
+    /// The checks directory and the name of this check's directory in it.
+    parent: std::os::fd::OwnedFd,
+    name: String,
     upper: SafeDir,
 }
 
@@ -74,7 +78,8 @@ impl CheckScratch {
 
 impl Drop for CheckScratch {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
+        // Through descriptors: the overlay's work directory inside is mode 000.
+        let _ = crate::workspace::fsat::remove_tree(self.parent.as_raw_fd(), self.name.as_bytes());
     }
 }
 
@@ -83,12 +88,39 @@ pub struct RunWorkspace {
     workspace: Workspace,
     protected: ProtectedPaths,
     check_owner: Option<(u32, u32)>,
+    /// `<run>/checks`, where each check's scratch layers are made.
+    checks: SafeDir,
+    /// t0's protected entries: the top layer of every check.
+    frozen: FrozenLayer,
     /// The last snapshot that passed the guards (what is delivered at the end).
     last_accepted: Option<Snapshot>,
 }
 
 fn ws_failure(e: crate::workspace::WorkspaceError) -> Failure {
     e.into()
+}
+
+/// `<run>/checks`, traversable by the exec zone's uid when loopexec runs as root.
+fn checks_dir(run: &RunDir, check_owner: Option<(u32, u32)>) -> CmdResult<SafeDir> {
+    let checks = run.dir().subdir_or_create(CHECKS).map_err(fs_failure)?;
+    if check_owner.is_some() {
+        crate::workspace::fsat::allow_traverse(&checks.fd()).map_err(|e| Failure::io(checks.path(), &e.into()))?;
+    }
+    Ok(checks)
+}
+
+/// The checks directory and the run's frozen layer in it, built afresh (a resumed run replaces
+/// the one its crashed process left).
+fn build_frozen(
+    workspace: &Workspace,
+    protected: &ProtectedPaths,
+    run: &RunDir,
+    check_owner: Option<(u32, u32)>,
+) -> CmdResult<(SafeDir, FrozenLayer)> {
+    let checks = checks_dir(run, check_owner)?;
+    let _ = crate::workspace::fsat::remove_tree(checks.fd().as_raw_fd(), FrozenLayer::NAME.as_bytes());
+    let frozen = FrozenLayer::build(workspace.baseline(), protected, &checks, check_owner).map_err(ws_failure)?;
+    Ok((checks, frozen))
 }
 
 impl RunWorkspace {
@@ -123,7 +155,9 @@ impl RunWorkspace {
             Value::Object(m) => m,
             _ => Map::new(),
         };
-        let ws = RunWorkspace { workspace, protected, check_owner: zone_owner(check_policy), last_accepted: None };
+        let check_owner = zone_owner(check_policy);
+        let (checks, frozen) = build_frozen(&workspace, &protected, run, check_owner)?;
+        let ws = RunWorkspace { workspace, protected, check_owner, checks, frozen, last_accepted: None };
         Ok((ws, fields))
     }
 
@@ -144,12 +178,9 @@ impl RunWorkspace {
         let baseline = Baseline::reopen(Path::new(&repo), statedir.root(), &key, head, include_uncommitted).map_err(ws_failure)?;
         let workspace = Workspace::open(baseline, run.dir()).map_err(ws_failure)?;
         let protected = ProtectedPaths::new(true, protected_extra).map_err(ws_failure)?;
-        let mut ws = RunWorkspace {
-            workspace,
-            protected,
-            check_owner: zone_owner(check_policy),
-            last_accepted: None,
-        };
+        let check_owner = zone_owner(check_policy);
+        let (checks, frozen) = build_frozen(&workspace, &protected, run, check_owner)?;
+        let mut ws = RunWorkspace { workspace, protected, check_owner, checks, frozen, last_accepted: None };
         // The workspace as the crashed process left it is accepted again only if it passes the guard.
         let step = ws.after_agent()?;
         if step.protected.is_empty() {
@@ -165,9 +196,11 @@ impl RunWorkspace {
 
     /// Snapshot the workspace after an agent step and check the protected paths.
     pub fn after_agent(&mut self) -> CmdResult<AgentStep> {
+        let started = std::time::Instant::now();
         let snapshot = self.workspace.snapshot().map_err(ws_failure)?;
         let baseline = self.workspace.baseline().manifest().map_err(ws_failure)?;
         let protected = protected_changes(baseline, &snapshot, &self.protected);
+        tracing::debug!(elapsed_us = started.elapsed().as_micros() as u64, "workspace snapshot");
         Ok(AgentStep { snapshot, protected })
     }
 
@@ -186,19 +219,19 @@ impl RunWorkspace {
     }
 
     /// Build the throwaway layers of the check of `iteration` over the last accepted snapshot.
-    pub fn check_overlay(&self, run: &RunDir, iteration: u64) -> CmdResult<(OverlayMount, CheckScratch)> {
+    pub fn check_overlay(&self, iteration: u64) -> CmdResult<(OverlayMount, CheckScratch)> {
+        let started = std::time::Instant::now();
         let snapshot = self.last_accepted.as_ref().ok_or_else(|| Failure::internal("no accepted snapshot to check"))?;
-        let checks = run.dir().subdir_or_create(CHECKS).map_err(fs_failure)?;
-        if self.check_owner.is_some() {
-            crate::workspace::fsat::allow_traverse(&checks.fd()).map_err(|e| Failure::io(checks.path(), &e.into()))?;
-        }
         let name = format!("{iteration:04}");
-        let _ = std::fs::remove_dir_all(checks.path().join(&name));
-        let dir = checks.subdir_or_create(&name).map_err(fs_failure)?;
-        let layers = check_layers(&self.workspace, snapshot, &self.protected, &dir, Path::new(WORKSPACE_TARGET), self.check_owner)
+        let _ = crate::workspace::fsat::remove_tree(self.checks.fd().as_raw_fd(), name.as_bytes());
+        let dir = self.checks.subdir_or_create(&name).map_err(fs_failure)?;
+        let target = Path::new(WORKSPACE_TARGET);
+        let layers = check_layers(&self.workspace, snapshot, &self.frozen, &self.protected, &dir, target, self.check_owner)
             .map_err(ws_failure)?;
         let upper = dir.subdir("upper").map_err(fs_failure)?;
-        Ok((layers.overlay, CheckScratch { dir: dir.path().to_path_buf(), upper }))
+        tracing::debug!(elapsed_us = started.elapsed().as_micros() as u64, "check layers");
+        let parent = self.checks.fd().try_clone_to_owned().map_err(|e| Failure::io(self.checks.path(), &e))?;
+        Ok((layers.overlay, CheckScratch { parent, name, upper }))
     }
 
     /// Deliver the last accepted state, if it differs from t0.

@@ -663,7 +663,7 @@ impl ActiveRun<'_> {
 
             let (check_overlay, scratch) = match &self.workspace {
                 Some(ws) => {
-                    let (overlay, scratch) = ws.check_overlay(&self.run, n)?;
+                    let (overlay, scratch) = ws.check_overlay(n)?;
                     (Some(overlay), Some(scratch))
                 }
                 None => (None, None),

@@ -1,12 +1,18 @@
 //! The exec zone's throwaway copy of a snapshot, in which protected paths come from t0.
 //!
-//! Layers, top first: a *frozen* layer built here (the t0 entries of every protected path,
-//! hard-linked from the baseline, plus whiteouts hiding protected paths the agent created and
-//! upper-layer entries that are not part of the tree, such as a planted `.git`), the agent's
-//! upper layer (read-only here), then the baseline. The check writes into a scratch upper layer,
-//! so it can neither change the agent's workspace nor the baseline. Building the frozen layer
-//! costs one link per protected t0 file, not a copy of the repository. `replay` builds the same
-//! frozen layer over a materialised end-state tree instead of the agent's upper layer.
+//! Layers, top first: the *frozen* layer (the t0 entries of every protected path, hard-linked
+//! from the baseline), a *hide* layer of whiteouts (protected paths the agent created, and
+//! upper-layer entries that are not part of the tree, such as a planted `.git`; only when there is
+//! something to hide), the agent's upper layer (read-only here), then the baseline. The check
+//! writes into a scratch upper layer, so it can neither change the agent's workspace nor the
+//! baseline.
+//!
+//! The frozen layer depends on t0 and the protected patterns only: a run builds it once
+//! ([`FrozenLayer::build`], one link per protected t0 file) and every check stacks it again; a
+//! check costs two directories (its scratch upper and work) and, rarely, a hide layer. The
+//! scratch overlay is mounted `volatile` (its upper layer is thrown away, so unmounting it skips the
+//! sync of the host filesystem). `replay` stacks the same frozen layer over a materialised
+//! end-state tree instead of the agent's upper layer.
 
 use super::baseline::Baseline;
 use super::manifest::{EntryKind, Manifest};
@@ -22,10 +28,11 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 const FROZEN: &str = "frozen";
+const HIDE: &str = "hide";
 const UPPER: &str = "upper";
 const WORK: &str = "work";
 
-/// The overlay for one check, and what went into its frozen layer.
+/// The overlay for one check, and what went into its frozen and hide layers.
 #[derive(Debug, Clone)]
 pub struct CheckLayers {
     pub overlay: OverlayMount,
@@ -35,24 +42,73 @@ pub struct CheckLayers {
     pub hidden: Vec<String>,
 }
 
-/// Build the layers in `check_dir` (a fresh, empty directory per check, e.g.
-/// `<run>/checks/<iteration>`) and return the overlay the exec zone mounts at `target`.
+/// t0's protected entries, hard-linked from the baseline into a directory of their own: the top
+/// layer of every check of a run. It depends on t0 and the protected patterns only.
+#[derive(Debug, Clone)]
+pub struct FrozenLayer {
+    path: PathBuf,
+    entries: usize,
+}
+
+impl FrozenLayer {
+    /// The layer's directory name in its parent.
+    pub const NAME: &'static str = FROZEN;
+
+    /// Build the layer as `<parent>/frozen` (refused if it exists). `owner`: the exec zone's
+    /// uid/gid when loopexec runs as root (the zone must be able to read the layer's directories).
+    pub fn build(t0: &Baseline, protected: &ProtectedPaths, parent: &SafeDir, owner: Option<(u32, u32)>) -> WsResult<FrozenLayer> {
+        let baseline = t0.manifest()?;
+        let base_files = &t0.files_dir;
+        let (path, root) = make_dir(parent, FROZEN, 0o755, owner)?;
+        let base_root = fsat::open_dir_path(base_files).map_err(|e| WorkspaceError::io(base_files, e.into()))?;
+        let mut layer = Layer { root, root_path: path.clone(), owner };
+        let mut entries = 0;
+        for (p, entry) in baseline.iter().filter(|(p, _)| protected.is_protected(p)) {
+            let dst = layer.parent_of(p)?;
+            let src = fsat::open_dir_beneath(base_root.as_raw_fd(), tree_path::parent(p))
+                .map_err(|e| WorkspaceError::io(base_files.join(std::ffi::OsStr::from_bytes(p)), e.into()))?;
+            let name = tree_path::file_name(p);
+            if entry.kind == EntryKind::Gitlink {
+                fsat::ensure_dir(dst.as_raw_fd(), name, 0o755).map_err(|e| layer.err(p, e))?;
+            } else {
+                link_or_copy(src.as_raw_fd(), dst.as_raw_fd(), name, entry.kind).map_err(|e| layer.err(p, e))?;
+            }
+            entries += 1;
+        }
+        Ok(FrozenLayer { path, entries })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// How many t0 entries the layer holds.
+    pub fn entries(&self) -> usize {
+        self.entries
+    }
+}
+
+/// Build the check's own layers in `check_dir` (a fresh, empty directory per check, e.g.
+/// `<run>/checks/<iteration>`) and return the overlay the exec zone mounts at `target`: `frozen`
+/// over the agent's upper layer over the baseline.
 pub fn check_layers(
     workspace: &Workspace,
     snapshot: &Snapshot,
+    frozen: &FrozenLayer,
     protected: &ProtectedPaths,
     check_dir: &SafeDir,
     target: &Path,
     owner: Option<(u32, u32)>,
 ) -> WsResult<CheckLayers> {
-    let base_files = workspace.baseline().files_dir.clone();
-    let middle = [workspace.upper_dir().to_path_buf(), base_files];
-    layers_over(workspace.baseline(), &snapshot.manifest, &snapshot.not_in_tree, &middle, protected, check_dir, target, owner)
+    let middle = [workspace.upper_dir().to_path_buf(), workspace.baseline().files_dir.clone()];
+    let baseline = workspace.baseline().manifest()?;
+    layers_over(baseline, &snapshot.manifest, &snapshot.not_in_tree, frozen, &middle, protected, check_dir, target, owner)
 }
 
 /// The same throwaway copy for `replay`: the check sees the materialised end-state tree
 /// `end_state` (one lower layer holding the whole tree) under the same frozen layer of t0's
-/// protected paths, so the replayed check runs on exactly what the loop's check ran on.
+/// protected paths, so the replayed check runs on exactly what the loop's check ran on. The
+/// frozen layer is built in `check_dir` too.
 pub fn replay_layers(
     t0: &Baseline,
     end_state: &Baseline,
@@ -62,54 +118,42 @@ pub fn replay_layers(
     owner: Option<(u32, u32)>,
 ) -> WsResult<CheckLayers> {
     let manifest = end_state.manifest()?;
-    layers_over(t0, manifest, &[], std::slice::from_ref(&end_state.files_dir), protected, check_dir, target, owner)
+    prepare_check_dir(check_dir)?;
+    let frozen = FrozenLayer::build(t0, protected, check_dir, owner)?;
+    layers_over(t0.manifest()?, manifest, &[], &frozen, std::slice::from_ref(&end_state.files_dir), protected, check_dir, target, owner)
 }
 
-/// The frozen layer (t0's protected entries, whiteouts over protected paths `tree` added and
-/// over `not_in_tree`) on top of `lowers`, with a scratch upper layer.
+/// The check directory must be traversable by the exec zone's uid (root callers).
+fn prepare_check_dir(check_dir: &SafeDir) -> WsResult<()> {
+    nix::sys::stat::fchmod(check_dir.fd().as_raw_fd(), nix::sys::stat::Mode::from_bits_truncate(0o711))
+        .map_err(|e| WorkspaceError::io(check_dir.path(), e.into()))
+}
+
+/// `name` created in `parent` with `mode`, owned by `owner`; its path and an open descriptor.
+fn make_dir(parent: &SafeDir, name: &str, mode: u32, owner: Option<(u32, u32)>) -> WsResult<(PathBuf, OwnedFd)> {
+    let path = parent.path().join(name);
+    nix::sys::stat::mkdirat(Some(parent.fd().as_raw_fd()), name, nix::sys::stat::Mode::from_bits_truncate(mode))
+        .map_err(|e| WorkspaceError::io(&path, e.into()))?;
+    let fd = fsat::open_dir(parent.fd().as_raw_fd(), name.as_bytes()).map_err(|e| WorkspaceError::io(&path, e.into()))?;
+    fsat::chown_fd(&fd, owner).map_err(|e| WorkspaceError::io(&path, e.into()))?;
+    Ok((path, fd))
+}
+
+/// The frozen layer, a hide layer (whiteouts over protected paths `tree` added to t0 and over
+/// `not_in_tree`, when there are any) and `lowers`, with a scratch upper layer.
 #[allow(clippy::too_many_arguments)]
 fn layers_over(
-    t0: &Baseline,
+    baseline: &Manifest,
     tree: &Manifest,
     not_in_tree: &[Vec<u8>],
+    frozen: &FrozenLayer,
     lowers: &[PathBuf],
     protected: &ProtectedPaths,
     check_dir: &SafeDir,
     target: &Path,
     owner: Option<(u32, u32)>,
 ) -> WsResult<CheckLayers> {
-    let baseline = t0.manifest()?;
-    let base_files = &t0.files_dir;
-    let mkdir = |name: &str, mode: u32| -> WsResult<(PathBuf, OwnedFd)> {
-        let path = check_dir.path().join(name);
-        nix::sys::stat::mkdirat(Some(check_dir.fd().as_raw_fd()), name, nix::sys::stat::Mode::from_bits_truncate(mode))
-            .map_err(|e| WorkspaceError::io(&path, e.into()))?;
-        let fd = fsat::open_dir(check_dir.fd().as_raw_fd(), name.as_bytes()).map_err(|e| WorkspaceError::io(&path, e.into()))?;
-        fsat::chown_fd(&fd, owner).map_err(|e| WorkspaceError::io(&path, e.into()))?;
-        Ok((path, fd))
-    };
-    nix::sys::stat::fchmod(check_dir.fd().as_raw_fd(), nix::sys::stat::Mode::from_bits_truncate(0o711))
-        .map_err(|e| WorkspaceError::io(check_dir.path(), e.into()))?;
-    let (frozen_path, frozen) = mkdir(FROZEN, 0o755)?;
-    let (upper_path, _) = mkdir(UPPER, 0o755)?;
-    let (work_path, _) = mkdir(WORK, 0o700)?;
-    let base_root = fsat::open_dir_path(base_files).map_err(|e| WorkspaceError::io(base_files, e.into()))?;
-    let mut layer = Layer { root: frozen, root_path: frozen_path.clone(), owner };
-
-    let mut count = 0;
-    for (path, entry) in baseline.iter().filter(|(p, _)| protected.is_protected(p)) {
-        let dst = layer.parent_of(path)?;
-        let src = fsat::open_dir_beneath(base_root.as_raw_fd(), tree_path::parent(path))
-            .map_err(|e| WorkspaceError::io(base_files.join(std::ffi::OsStr::from_bytes(path)), e.into()))?;
-        let name = tree_path::file_name(path);
-        if entry.kind == EntryKind::Gitlink {
-            fsat::ensure_dir(dst.as_raw_fd(), name, 0o755).map_err(|e| layer.err(path, e))?;
-        } else {
-            link_or_copy(src.as_raw_fd(), dst.as_raw_fd(), name, entry.kind).map_err(|e| layer.err(path, e))?;
-        }
-        count += 1;
-    }
-
+    prepare_check_dir(check_dir)?;
     let mut hidden = BTreeSet::new();
     for (path, _) in tree.iter() {
         if baseline.get(path).is_none() && protected.is_protected(path) {
@@ -120,16 +164,25 @@ fn layers_over(
         hidden.insert(p.clone());
     }
     let hidden: Vec<Vec<u8>> = hidden.iter().filter(|p| !hidden.iter().any(|a| is_beneath(p, a))).cloned().collect();
-    for path in &hidden {
-        let dst = layer.parent_of(path)?;
-        fsat::whiteout(dst.as_raw_fd(), tree_path::file_name(path)).map_err(|e| layer.err(path, e))?;
-    }
 
-    let mut all_lowers = vec![frozen_path];
+    let mut all_lowers = vec![frozen.path.clone()];
+    if !hidden.is_empty() {
+        // Below the frozen layer: a t0 entry at a hidden path (say a protected file the agent
+        // replaced by a fifo) still comes from t0.
+        let (hide_path, hide) = make_dir(check_dir, HIDE, 0o755, owner)?;
+        let mut layer = Layer { root: hide, root_path: hide_path.clone(), owner };
+        for path in &hidden {
+            let dst = layer.parent_of(path)?;
+            fsat::whiteout(dst.as_raw_fd(), tree_path::file_name(path)).map_err(|e| layer.err(path, e))?;
+        }
+        all_lowers.push(hide_path);
+    }
     all_lowers.extend(lowers.iter().cloned());
+    let (upper_path, _) = make_dir(check_dir, UPPER, 0o755, owner)?;
+    let (work_path, _) = make_dir(check_dir, WORK, 0o700, owner)?;
     Ok(CheckLayers {
-        overlay: OverlayMount { target: target.to_path_buf(), lowers: all_lowers, upper: Some(upper_path), work: Some(work_path) },
-        frozen: count,
+        overlay: OverlayMount { target: target.to_path_buf(), lowers: all_lowers, upper: Some(upper_path), work: Some(work_path), volatile: true },
+        frozen: frozen.entries,
         hidden: hidden.iter().map(|p| String::from_utf8_lossy(p).into_owned()).collect(),
     })
 }

@@ -141,9 +141,16 @@ pub fn open_dir_beneath(root: RawFd, path: &[u8]) -> nix::Result<OwnedFd> {
     Ok(cur)
 }
 
-/// Remove a directory tree we created (a failed baseline build), never following symlinks.
+/// Remove a directory tree we created (a failed baseline build, a check's scratch layers), never
+/// following symlinks. A directory we cannot open (overlayfs makes its work directory mode 000)
+/// is first made ours to read.
 pub fn remove_tree(parent: RawFd, name: &[u8]) -> nix::Result<()> {
-    if let Ok(fd) = open_dir(parent, name) {
+    let mut opened = open_dir(parent, name);
+    if matches!(opened, Err(Errno::EACCES)) && lstat(parent, name).is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR) {
+        nix::sys::stat::fchmodat(Some(parent), os(name), Mode::from_bits_truncate(0o700), nix::sys::stat::FchmodatFlags::FollowSymlink)?;
+        opened = open_dir(parent, name);
+    }
+    if let Ok(fd) = opened {
         let _ = nix::sys::stat::fchmod(fd.as_raw_fd(), Mode::from_bits_truncate(0o700));
         for child in list(fd.as_raw_fd())? {
             match lstat(fd.as_raw_fd(), &child) {

@@ -6,7 +6,7 @@
 use super::object_id::{self, ObjectId};
 use super::tree_path;
 use super::{WorkspaceError, WsResult};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// What a tree entry is; the git mode follows from it.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -149,13 +149,47 @@ impl Manifest {
     /// The git tree id of this listing.
     pub fn tree_id(&self) -> ObjectId {
         let items: Vec<(&[u8], &Entry)> = self.entries.iter().map(|(k, v)| (k.as_slice(), v)).collect();
-        hash_dir(&items)
+        hash_dir(&items, b"", &mut Reuse::None)
+    }
+
+    /// The tree id of every directory, by path (`""` is the root): what
+    /// [`Manifest::tree_id_reusing`] takes for the directories a change did not touch.
+    pub fn dir_ids(&self) -> DirIds {
+        let items: Vec<(&[u8], &Entry)> = self.entries.iter().map(|(k, v)| (k.as_slice(), v)).collect();
+        let mut ids = DirIds::new();
+        let root = hash_dir(&items, b"", &mut Reuse::Record(&mut ids));
+        ids.insert(Vec::new(), root);
+        ids
+    }
+
+    /// The same id as [`Manifest::tree_id`], hashing only the directories in `dirty` (or absent
+    /// from `known`): every other directory's id is taken from `known`, the [`Manifest::dir_ids`]
+    /// of a manifest this one equals outside `dirty`. `dirty` must hold every directory (by path,
+    /// `""` for the root) that is, or is an ancestor of, a path where the two manifests differ.
+    pub fn tree_id_reusing(&self, known: &DirIds, dirty: &BTreeSet<Vec<u8>>) -> ObjectId {
+        if !dirty.contains(&b""[..]) {
+            if let Some(id) = known.get(&b""[..]) {
+                return *id;
+            }
+        }
+        let items: Vec<(&[u8], &Entry)> = self.entries.iter().map(|(k, v)| (k.as_slice(), v)).collect();
+        hash_dir(&items, b"", &mut Reuse::Known { known, dirty })
     }
 }
 
-/// Hash one directory level: `items` are (path relative to this directory, entry), sorted.
-fn hash_dir(items: &[(&[u8], &Entry)]) -> ObjectId {
-    // (sort key, mode, name, id): git orders a subtree as if its name ended with '/'.
+/// Tree ids of directories, by path.
+pub type DirIds = HashMap<Vec<u8>, ObjectId>;
+
+/// What `hash_dir` does with sub-directory ids: nothing, record them, or take the known id of a
+/// directory that is not dirty.
+enum Reuse<'a> {
+    None,
+    Record(&'a mut DirIds),
+    Known { known: &'a DirIds, dirty: &'a BTreeSet<Vec<u8>> },
+}
+
+/// The tree id of the directory `dir` holding `items` (paths relative to it, sorted).
+fn hash_dir(items: &[(&[u8], &Entry)], dir: &[u8], reuse: &mut Reuse<'_>) -> ObjectId {
     let mut children: Vec<(Vec<u8>, &str, &[u8], ObjectId)> = Vec::new();
     let mut i = 0;
     while i < items.len() {
@@ -167,15 +201,30 @@ fn hash_dir(items: &[(&[u8], &Entry)]) -> ObjectId {
             }
             Some(slash) => {
                 let name = &path[..slash];
+                let beneath = |p: &[u8]| p.len() > slash && p.starts_with(name) && p[slash] == b'/';
                 let mut j = i;
-                let mut sub: Vec<(&[u8], &Entry)> = Vec::new();
-                while j < items.len() && items[j].0.len() > slash && items[j].0.starts_with(name) && items[j].0[slash] == b'/' {
-                    sub.push((&items[j].0[slash + 1..], items[j].1));
+                while j < items.len() && beneath(items[j].0) {
                     j += 1;
                 }
+                let full = tree_path::join(dir, name);
+                let known = match reuse {
+                    Reuse::Known { known, dirty } if !dirty.contains(&full) => known.get(&full).copied(),
+                    _ => None,
+                };
+                let id = match known {
+                    Some(id) => id,
+                    None => {
+                        let sub: Vec<(&[u8], &Entry)> = items[i..j].iter().map(|(p, e)| (&p[slash + 1..], *e)).collect();
+                        let id = hash_dir(&sub, &full, reuse);
+                        if let Reuse::Record(ids) = reuse {
+                            ids.insert(full, id);
+                        }
+                        id
+                    }
+                };
                 let mut key = name.to_vec();
                 key.push(b'/');
-                children.push((key, "40000", name, hash_dir(&sub)));
+                children.push((key, "40000", name, id));
                 i = j;
             }
         }
@@ -230,6 +279,46 @@ mod tests {
         for p in ["../evil", "a/../../evil", ".git/hooks/pre-commit"] {
             let rec = format!("100644 blob {oid}\t{p}\0");
             assert!(matches!(Manifest::parse(rec.as_bytes()), Err(WorkspaceError::UnsafePath { .. })), "{p}");
+        }
+    }
+
+    #[test]
+    fn reusing_clean_directory_ids_gives_the_full_tree_id_after_random_changes() {
+        // A deterministic pseudo-random walk of inserts and removals over a nested tree; every
+        // changed path marks itself and its ancestors dirty, as the snapshot does.
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = |n: u64| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) % n
+        };
+        let names = [&b"a"[..], b"b", b"c.txt", b"d-e", b"sub"];
+        let random_path = |next: &mut dyn FnMut(u64) -> u64| {
+            let depth = 1 + next(4) as usize;
+            let parts: Vec<&[u8]> = (0..depth).map(|_| names[next(names.len() as u64) as usize]).collect();
+            parts.join(&b'/')
+        };
+        let mut base = Manifest::default();
+        for i in 0..200 {
+            base.insert(random_path(&mut next), file(format!("{i}").as_bytes())).unwrap();
+        }
+        let known = base.dir_ids();
+        assert_eq!(known[&b""[..]], base.tree_id());
+        for round in 0..50 {
+            let mut m = base.clone();
+            let mut dirty = BTreeSet::from([Vec::new()]);
+            for _ in 0..(1 + next(5)) {
+                let p = random_path(&mut next);
+                for (i, _) in p.iter().enumerate().filter(|(_, b)| **b == b'/') {
+                    dirty.insert(p[..i].to_vec());
+                }
+                dirty.insert(p.clone());
+                if next(3) == 0 {
+                    m.remove_tree(&p);
+                } else {
+                    m.insert(p, file(format!("r{round}").as_bytes())).unwrap();
+                }
+            }
+            assert_eq!(m.tree_id_reusing(&known, &dirty), m.tree_id(), "round {round}");
         }
     }
 }

@@ -30,7 +30,7 @@ pub mod snapshot;
 pub mod tree_path;
 
 pub use baseline::{Baseline, BaselineOptions};
-pub use check_layers::{check_layers, replay_layers, CheckLayers};
+pub use check_layers::{check_layers, replay_layers, CheckLayers, FrozenLayer};
 pub use deliver::{deliver, Delivery};
 pub use manifest::{Entry, EntryKind, Manifest};
 pub use object_id::ObjectId;

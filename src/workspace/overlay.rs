@@ -5,12 +5,14 @@
 //! mounted on the host and the zone never sees the baseline, the run directory or the state dir.
 
 use super::baseline::Baseline;
+use super::manifest::DirIds;
 use super::snapshot::{self, Snapshot};
 use super::{fsat, WorkspaceError, WsResult};
 use crate::safefs::SafeDir;
 use sandbox::OverlayMount;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 const WORKSPACE: &str = "workspace";
 const UPPER: &str = "upper";
@@ -22,6 +24,9 @@ pub struct Workspace {
     baseline: Baseline,
     upper: PathBuf,
     work: PathBuf,
+    /// The baseline's directory tree ids, computed at the first snapshot: every later snapshot
+    /// hashes only the directories the agent touched.
+    baseline_dirs: OnceLock<DirIds>,
 }
 
 impl Workspace {
@@ -47,7 +52,7 @@ impl Workspace {
             let fd = fsat::open_dir(ws.fd().as_raw_fd(), name.as_bytes()).map_err(|e| WorkspaceError::io(&path, e.into()))?;
             fsat::chown_fd(&fd, owner).map_err(|e| WorkspaceError::io(&path, e.into()))?;
         }
-        Ok(Workspace { baseline, upper: ws.path().join(UPPER), work: ws.path().join(WORK) })
+        Ok(Workspace { baseline, upper: ws.path().join(UPPER), work: ws.path().join(WORK), baseline_dirs: OnceLock::new() })
     }
 
     /// Re-open the workspace of an existing run (resume after a crash).
@@ -55,7 +60,7 @@ impl Workspace {
         let ws = run_dir.subdir(WORKSPACE)?;
         let upper = ws.subdir(UPPER)?;
         let work = ws.subdir(WORK)?;
-        Ok(Workspace { baseline, upper: upper.path().to_path_buf(), work: work.path().to_path_buf() })
+        Ok(Workspace { baseline, upper: upper.path().to_path_buf(), work: work.path().to_path_buf(), baseline_dirs: OnceLock::new() })
     }
 
     pub fn baseline(&self) -> &Baseline {
@@ -74,11 +79,14 @@ impl Workspace {
             lowers: vec![self.baseline.files_dir.clone()],
             upper: Some(self.upper.clone()),
             work: Some(self.work.clone()),
+            volatile: false,
         }
     }
 
     /// The merged tree now (call after the agent zone has ended).
     pub fn snapshot(&self) -> WsResult<Snapshot> {
-        snapshot::take(self.baseline.manifest()?, &self.upper)
+        let manifest = self.baseline.manifest()?;
+        let dirs = self.baseline_dirs.get_or_init(|| manifest.dir_ids());
+        snapshot::take_reusing(manifest, dirs, &self.upper)
     }
 }

@@ -11,9 +11,11 @@
 //!   devices) are left out of the tree and listed in `not_in_tree`.
 //!
 //! The result is a [`Manifest`] and its git tree id: the id `git write-tree` would give the same
-//! content, so the receipt's tree, the delivered commit's tree and `git` agree.
+//! content, so the receipt's tree, the delivered commit's tree and `git` agree. [`take_reusing`]
+//! computes that same id hashing only the directories the upper layer touched (and their
+//! ancestors), taking every other directory's id from the baseline's [`DirIds`].
 
-use super::manifest::{Entry, EntryKind, Manifest};
+use super::manifest::{DirIds, Entry, EntryKind, Manifest};
 use super::object_id::{blob_id, blob_id_of_reader, ObjectId};
 use super::{fsat, tree_path, WorkspaceError, WsResult};
 use std::collections::BTreeSet;
@@ -91,8 +93,24 @@ impl Snapshot {
     }
 }
 
-/// Merge the upper layer at `upper` over `baseline`.
+/// Merge the upper layer at `upper` over `baseline` (the tree id hashed in full).
 pub fn take(baseline: &Manifest, upper: &Path) -> WsResult<Snapshot> {
+    let mut s = merge(baseline, upper)?.0;
+    s.tree_id = s.manifest.tree_id();
+    Ok(s)
+}
+
+/// The same snapshot as [`take`], hashing only the directories the upper layer touched;
+/// `baseline_dirs` is `baseline.dir_ids()`.
+pub fn take_reusing(baseline: &Manifest, baseline_dirs: &DirIds, upper: &Path) -> WsResult<Snapshot> {
+    let (mut s, dirty) = merge(baseline, upper)?;
+    s.tree_id = s.manifest.tree_id_reusing(baseline_dirs, &dirty);
+    Ok(s)
+}
+
+/// The merged manifest (tree id not yet computed), and every directory path where it may
+/// differ from `baseline`: each changed path, its ancestors, and the root `""`.
+fn merge(baseline: &Manifest, upper: &Path) -> WsResult<(Snapshot, BTreeSet<Vec<u8>>)> {
     let root = fsat::open_dir_path(upper).map_err(|e| WorkspaceError::io(upper, e.into()))?;
     let mut s = Snapshot {
         tree_id: ObjectId([0; 20]),
@@ -101,12 +119,22 @@ pub fn take(baseline: &Manifest, upper: &Path) -> WsResult<Snapshot> {
         hardlinked: BTreeSet::new(),
         not_in_tree: Vec::new(),
     };
-    walk(root.as_raw_fd(), upper, &[], &mut s)?;
-    s.tree_id = s.manifest.tree_id();
-    Ok(s)
+    let mut dirty = BTreeSet::from([Vec::new()]);
+    walk(root.as_raw_fd(), upper, &[], &mut s, &mut dirty)?;
+    Ok((s, dirty))
 }
 
-fn walk(dir: RawFd, upper: &Path, rel: &[u8], s: &mut Snapshot) -> WsResult<()> {
+/// Mark `path` and its ancestors as possibly changed.
+fn touch(dirty: &mut BTreeSet<Vec<u8>>, path: &[u8]) {
+    let mut i = 0;
+    while let Some(off) = path[i..].iter().position(|&b| b == b'/') {
+        dirty.insert(path[..i + off].to_vec());
+        i += off + 1;
+    }
+    dirty.insert(path.to_vec());
+}
+
+fn walk(dir: RawFd, upper: &Path, rel: &[u8], s: &mut Snapshot, dirty: &mut BTreeSet<Vec<u8>>) -> WsResult<()> {
     let at = |p: &[u8]| upper.join(std::ffi::OsStr::from_bytes(p));
     let names = fsat::list(dir).map_err(|e| WorkspaceError::io(at(rel), e.into()))?;
     for name in names {
@@ -118,20 +146,30 @@ fn walk(dir: RawFd, upper: &Path, rel: &[u8], s: &mut Snapshot) -> WsResult<()> 
         }
         let st = fsat::lstat(dir, &name).map_err(io)?;
         match st.st_mode & libc::S_IFMT {
-            libc::S_IFCHR if st.st_rdev == 0 => forget(s, &path),
+            libc::S_IFCHR if st.st_rdev == 0 => {
+                touch(dirty, &path);
+                forget(s, &path)
+            }
             libc::S_IFDIR => {
                 let fd = fsat::open_dir(dir, &name).map_err(io)?;
                 let opaque = fsat::get_xattr(&fd, OPAQUE_XATTR).is_some_and(|v| v == b"y");
                 match s.manifest.get(&path) {
-                    Some(e) if e.kind != EntryKind::Gitlink || opaque => s.manifest.remove_tree(&path),
-                    _ if opaque => s.manifest.remove_beneath(&path),
+                    Some(e) if e.kind != EntryKind::Gitlink || opaque => {
+                        touch(dirty, &path);
+                        s.manifest.remove_tree(&path)
+                    }
+                    _ if opaque => {
+                        touch(dirty, &path);
+                        s.manifest.remove_beneath(&path)
+                    }
                     _ => {}
                 }
-                walk(fd.as_raw_fd(), upper, &path, s)?;
+                walk(fd.as_raw_fd(), upper, &path, s, dirty)?;
             }
             libc::S_IFREG => {
                 let mut f = fsat::open_file(dir, &name).map_err(io)?;
                 if st.st_size == 0 && fsat::get_xattr(&f, WHITEOUT_XATTR).is_some() {
+                    touch(dirty, &path);
                     forget(s, &path);
                     continue;
                 }
@@ -140,10 +178,12 @@ fn walk(dir: RawFd, upper: &Path, rel: &[u8], s: &mut Snapshot) -> WsResult<()> 
                 if st.st_nlink > 1 {
                     s.hardlinked.insert(path.clone());
                 }
+                touch(dirty, &path);
                 record(s, path, Entry { kind, oid })?;
             }
             libc::S_IFLNK => {
                 let target = fsat::read_link(dir, &name).map_err(io)?;
+                touch(dirty, &path);
                 record(s, path, Entry { kind: EntryKind::Symlink, oid: blob_id(&target) })?;
             }
             _ => s.not_in_tree.push(path),
@@ -227,6 +267,77 @@ mod tests {
                 ("run.sh".into(), ChangeKind::Added),
             ]
         );
+    }
+
+    /// A deeper t0 than `t0()`: nested directories beside untouched ones.
+    fn nested_t0() -> Manifest {
+        let mut m = t0();
+        for p in ["d/sub/z", "deep/1/2/3", "deep/1/other", "deep/keep", "lib/a.rs", "lib/b.rs", "lib/x/y.rs"] {
+            m.insert(p.as_bytes().to_vec(), Entry { kind: EntryKind::File, oid: blob_id(p.as_bytes()) }).unwrap();
+        }
+        m
+    }
+
+    /// The incremental tree id equals the full one (and so what git computes).
+    fn assert_incremental_equals_full(t0: &Manifest, upper: &Path) -> Snapshot {
+        let full = take(t0, upper).unwrap();
+        let incremental = take_reusing(t0, &t0.dir_ids(), upper).unwrap();
+        assert_eq!(incremental.tree_id, full.tree_id);
+        assert_eq!(incremental.tree_id, incremental.manifest.tree_id());
+        assert_eq!(incremental.manifest, full.manifest);
+        incremental
+    }
+
+    #[test]
+    fn an_untouched_workspace_reuses_the_baselines_tree_id() {
+        let upper = tempfile::tempdir().unwrap();
+        let s = assert_incremental_equals_full(&nested_t0(), upper.path());
+        assert_eq!(s.tree_id, nested_t0().tree_id());
+    }
+
+    #[test]
+    fn incremental_tree_id_equals_the_full_one_for_adds_deletes_renames_and_mode_changes() {
+        let upper = tempfile::tempdir().unwrap();
+        let u = upper.path();
+        // Add in an existing nested directory and in a new one.
+        std::fs::create_dir_all(u.join("deep/1/2")).unwrap();
+        std::fs::write(u.join("deep/1/2/new"), b"n").unwrap();
+        std::fs::create_dir_all(u.join("fresh/dir")).unwrap();
+        std::fs::write(u.join("fresh/dir/f"), b"f").unwrap();
+        // Rename lib/a.rs -> lib/x/a.rs: a whiteout plus an add.
+        std::fs::create_dir_all(u.join("lib/x")).unwrap();
+        nix::sys::stat::mknod(&u.join("lib/a.rs"), nix::sys::stat::SFlag::S_IFCHR, nix::sys::stat::Mode::empty(), 0).unwrap();
+        std::fs::write(u.join("lib/x/a.rs"), b"lib/a.rs").unwrap();
+        // Mode change: the same content, now executable (a copy-up).
+        std::fs::write(u.join("lib/b.rs"), b"lib/b.rs").unwrap();
+        std::fs::set_permissions(u.join("lib/b.rs"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        // Delete a whole nested directory's only file.
+        std::fs::create_dir_all(u.join("d/sub")).unwrap();
+        nix::sys::stat::mknod(&u.join("d/sub/z"), nix::sys::stat::SFlag::S_IFCHR, nix::sys::stat::Mode::empty(), 0).unwrap();
+        let s = assert_incremental_equals_full(&nested_t0(), u);
+        assert_eq!(s.manifest.get(b"lib/b.rs").unwrap().kind, EntryKind::Executable);
+        assert!(s.manifest.get(b"d/sub/z").is_none() && s.manifest.get(b"lib/a.rs").is_none());
+    }
+
+    #[test]
+    fn incremental_tree_id_equals_the_full_one_for_symlinks_whiteouts_opaque_dirs_and_type_changes() {
+        let upper = tempfile::tempdir().unwrap();
+        let u = upper.path();
+        // A symlink replaces a file; an xattr whiteout deletes one; an opaque directory hides a
+        // subtree and adds to it; a directory replaces a file; a file replaces a directory.
+        std::os::unix::fs::symlink("../keep", u.join("keep")).unwrap();
+        std::fs::write(u.join("e"), b"").unwrap();
+        set_xattr(&u.join("e"), WHITEOUT_XATTR, b"");
+        std::fs::create_dir_all(u.join("deep/1")).unwrap();
+        set_xattr(&u.join("deep/1"), OPAQUE_XATTR, b"y");
+        std::fs::write(u.join("deep/1/only"), b"o").unwrap();
+        std::fs::create_dir(u.join("f")).unwrap();
+        std::fs::write(u.join("f/inner"), b"i").unwrap();
+        std::fs::write(u.join("lib"), b"now a file").unwrap();
+        let s = assert_incremental_equals_full(&nested_t0(), u);
+        assert_eq!(s.manifest.get(b"keep").unwrap().kind, EntryKind::Symlink);
+        assert!(s.manifest.get(b"deep/1/2/3").is_none() && s.manifest.get(b"deep/keep").is_some());
+        assert!(s.manifest.get(b"lib/x/y.rs").is_none() && s.manifest.get(b"lib").is_some());
     }
 
     #[test]

@@ -10,7 +10,7 @@ use crate::capture::ArtifactSink;
 use crate::egress::{proxy_env, AuditDigest, AuditLog, EgressConfig, Proxy, ProxyHandle, ProxyStats};
 use crate::interrupt;
 use crate::safefs::SafeDir;
-use sandbox::launch::{launch, ZoneExit, ZoneSpec};
+use sandbox::launch::{Launcher, ZoneExit, ZoneSpec};
 use sandbox::policy::{NetworkMode, Policy};
 use sandbox::SandboxError;
 use std::ffi::OsString;
@@ -81,6 +81,8 @@ pub fn pinned_policies(cfg: &LoopConfig) -> Result<(Policy, Policy, Option<Egres
 
 /// The native sandbox zone pair.
 pub struct NativeZone {
+    /// Starts both zones: the host is probed once, and each zone's cgroup is reused every iteration.
+    launcher: Launcher,
     agent_policy: Policy,
     check_policy: Policy,
     workdir: PathBuf,
@@ -110,9 +112,9 @@ impl NativeZone {
         state_dir: PathBuf,
         egress: Option<EgressSetup>,
     ) -> Result<NativeZone, ZoneError> {
-        let host = sandbox::preflight::probe();
+        let launcher = Launcher::new();
         for (name, policy) in [("agent", &agent_policy), ("check", &check_policy)] {
-            if let Some(missing) = host.can_satisfy(policy).into_iter().next() {
+            if let Some(missing) = launcher.host().can_satisfy(policy).into_iter().next() {
                 return Err(ZoneError::Setup(format!(
                     "{name} zone: isolation layer {} unavailable: {}; fix: {}",
                     missing.layer.as_str(),
@@ -127,7 +129,7 @@ impl NativeZone {
         if agent_policy.network.mode == NetworkMode::Proxy && egress.is_none() {
             return Err(ZoneError::Setup("the agent policy routes through the egress proxy, but no egress configuration was set up".into()));
         }
-        Ok(NativeZone { agent_policy, check_policy, workdir, state_dir, egress, egress_totals: ProxyStats::default() })
+        Ok(NativeZone { launcher, agent_policy, check_policy, workdir, state_dir, egress, egress_totals: ProxyStats::default() })
     }
 
     /// Build both zones from a run's pinned configuration: the pinned policies (read again and
@@ -235,7 +237,7 @@ impl Zone for NativeZone {
         spec.stdout = Some(out_w);
         spec.stderr = Some(err_w);
         let started = Instant::now();
-        let mut zone = match launch(spec) {
+        let mut zone = match self.launcher.launch(spec) {
             Ok(zone) => zone,
             Err(SandboxError::Spawn(reason)) => {
                 let output = capture.start(out_r, err_r)?.finish()?;
@@ -245,6 +247,13 @@ impl Zone for NativeZone {
         };
         // Our copies of the write ends went into the spec and were closed by launch.
         let mut running = capture.start(out_r, err_r)?;
+        // The other role's zone comes next: its init starts now and executes while this command
+        // runs (best effort; a failure shows again when that zone is launched).
+        let next = match cmd.role {
+            Role::Agent => &self.check_policy,
+            Role::Check => &self.agent_policy,
+        };
+        let _ = self.launcher.prepare(next);
         let proxy = match (zone.take_listener(), &self.egress) {
             (Some(listener), Some(egress)) => Some(egress.serve(listener, cmd.role)?),
             _ => None,

@@ -65,6 +65,10 @@ pub fn mount_overlay(overlay: &OverlayMount, target: &Path) -> std::io::Result<H
         _ => return Err(std::io::Error::other("an overlay's upper and work layers come together")),
     }
     options.push_str(",userxattr");
+    if overlay.volatile {
+        // A throwaway layer (the check's): no sync of the host's filesystems when it goes.
+        options.push_str(",volatile");
+    }
     std::fs::create_dir(target)?;
     let mounted = nix::mount::mount(
         Some("loopexec"),
@@ -163,7 +167,7 @@ mod tests {
 
     #[test]
     fn an_overlay_layer_with_a_colon_is_refused() {
-        let o = OverlayMount { target: "/w".into(), lowers: vec!["/a:b".into()], upper: None, work: None };
+        let o = OverlayMount { target: "/w".into(), lowers: vec!["/a:b".into()], upper: None, work: None, volatile: false };
         let err = mount_overlay(&o, Path::new("/nonexistent/x")).unwrap_err();
         assert!(err.to_string().contains("contains a character"), "{err}");
     }
