@@ -17,7 +17,7 @@ use crate::safefs::SafeDir;
 use crate::zones::container::engine::Engine;
 use crate::zones::container::plan::{zone_env, ContainerMount, ContainerNetwork, ContainerPlan, ZoneParts};
 use crate::zones::container::{in_place_mounts, unexpressible, EngineCapabilities, Refusal};
-use crate::zones::native::PROXY_PORT;
+use crate::zones::pinned::PROXY_PORT;
 use crate::zones::{Isolation, Role};
 use sandbox::policy::NetworkMode;
 use sandbox::Policy;

@@ -94,7 +94,7 @@ fn egress_summary(receipt: &std::path::Path, events: &[Map<String, Value>]) -> V
         return json!({"summary": null});
     };
     let dir = receipt.parent().and_then(|p| crate::safefs::SafeDir::open(p).ok());
-    let bytes = dir.as_ref().and_then(|d| d.read(crate::zones::native::EGRESS_AUDIT_FILE, 256 * 1024 * 1024).ok());
+    let bytes = dir.as_ref().and_then(|d| d.read(crate::zones::pinned::EGRESS_AUDIT_FILE, 256 * 1024 * 1024).ok());
     match bytes {
         Some(bytes) => {
             use sha2::Digest;

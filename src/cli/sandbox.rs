@@ -9,7 +9,7 @@ use crate::egress::{AuditLog, EgressArgs, Proxy};
 use crate::engine::config::EgressPins;
 use crate::output::Outcome;
 use crate::safefs::SafeDir;
-use crate::zones::native::{egress_config, PROXY_PORT};
+use crate::zones::pinned::{egress_config, PROXY_PORT};
 use sandbox::{Policy, SandboxError, ZoneExit, ZoneSpec};
 use std::ffi::OsString;
 use std::path::PathBuf;

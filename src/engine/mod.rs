@@ -622,7 +622,7 @@ impl ActiveRun<'_> {
             if let Some(totals) = zone.egress_totals() {
                 // Cumulative egress of the run and the digest of its audit log so far.
                 let audit_sha256 = zone.egress_audit_sha256();
-                exec_result["egress"] = json!({"totals": totals, "audit": crate::zones::native::EGRESS_AUDIT_FILE, "audit_sha256": audit_sha256});
+                exec_result["egress"] = json!({"totals": totals, "audit": crate::zones::pinned::EGRESS_AUDIT_FILE, "audit_sha256": audit_sha256});
             }
             self.append(events::EXEC_RESULT, exec_result)?;
             match decide::after_exec(&exec.ending) {

@@ -76,6 +76,7 @@ impl Ending {
 pub mod container;
 pub mod host;
 pub mod native;
+pub mod pinned;
 pub mod reap;
 
 use crate::capture::{ArtifactSink, CaptureError, CapturedOutput};
@@ -172,19 +173,30 @@ pub trait Zone {
     fn isolation(&self) -> &str;
     /// Run one command to completion (or timeout / interrupt).
     fn run(&mut self, cmd: &ZoneCommand, capture: &ArtifactSink<'_>) -> Result<ZoneRun, ZoneError>;
+    /// The egress proxy setup of a backend that serves one (a proxied agent policy); the egress
+    /// methods below follow from it.
+    fn egress(&self) -> Option<&pinned::EgressSetup> {
+        None
+    }
+    fn egress_mut(&mut self) -> Option<&mut pinned::EgressSetup> {
+        None
+    }
     /// Give the zone its run directory (for per-run logs such as the egress audit log), once the
-    /// run exists. Backends without per-run files ignore it.
-    fn bind_run(&mut self, _run_dir: &std::path::Path) -> Result<(), ZoneError> {
-        Ok(())
+    /// run exists.
+    fn bind_run(&mut self, run_dir: &std::path::Path) -> Result<(), ZoneError> {
+        match self.egress_mut() {
+            Some(egress) => egress.bind(run_dir),
+            None => Ok(()),
+        }
     }
     /// Egress totals of the run so far, for backends with an egress proxy.
     fn egress_totals(&self) -> Option<crate::egress::ProxyStats> {
-        None
+        self.egress().map(|e| e.totals.clone())
     }
     /// sha256 of the run's egress audit log as it is now (a running digest, O(1)), for backends
     /// with an egress proxy; None while the log does not exist.
     fn egress_audit_sha256(&self) -> Option<String> {
-        None
+        self.egress().and_then(|e| e.audit_digest.sha256_hex())
     }
 }
 

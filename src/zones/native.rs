@@ -5,79 +5,19 @@
 //! the zone gets one loopback listener whose connections the egress proxy (in this process)
 //! serves against the allowlist, with an audit line per decision.
 
+use super::pinned::{pinned_policies, EgressSetup, PROXY_PORT};
 use super::{Ending, Role, Zone, ZoneCommand, ZoneError, ZoneRun};
 use crate::capture::ArtifactSink;
-use crate::egress::{proxy_env, AuditDigest, AuditLog, EgressConfig, Proxy, ProxyHandle, ProxyStats};
+use crate::egress::proxy_env;
 use crate::interrupt;
-use crate::safefs::SafeDir;
 use sandbox::launch::{Launcher, ZoneExit, ZoneSpec};
 use sandbox::policy::{NetworkMode, Policy};
 use sandbox::SandboxError;
 use std::ffi::OsString;
-use crate::engine::config::{EgressPins, LoopConfig};
+use crate::engine::config::LoopConfig;
 use std::path::{Path, PathBuf};
 use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
-
-/// The port of the proxy listener inside the agent zone's own network namespace.
-pub const PROXY_PORT: u16 = 3128;
-
-/// The egress audit log's name in the run directory.
-pub const EGRESS_AUDIT_FILE: &str = "egress.jsonl";
-
-/// What the egress proxy of the agent zone needs.
-pub struct EgressSetup {
-    pub config: EgressConfig,
-    /// The run directory, where the audit log is appended (bound once the run exists).
-    pub audit_dir: Option<SafeDir>,
-    /// The audit log's running sha256 (seeded from its bytes when the run is bound).
-    pub audit_digest: AuditDigest,
-}
-
-impl EgressSetup {
-    /// Bind the run directory, where the audit log is appended. A resumed run continues the same
-    /// log: its bytes so far are hashed once, here.
-    pub fn bind(&mut self, run_dir: &Path) -> Result<(), ZoneError> {
-        let dir = SafeDir::open(run_dir).map_err(|e| ZoneError::Setup(format!("run directory: {e}")))?;
-        self.audit_digest = AuditDigest::of_file(&dir, EGRESS_AUDIT_FILE).map_err(|e| ZoneError::Setup(e.to_string()))?;
-        self.audit_dir = Some(dir);
-        Ok(())
-    }
-
-    /// Serve one command's proxy listener against the allowlist, auditing every decision.
-    pub fn serve(&self, listener: std::net::TcpListener, role: Role) -> Result<ProxyHandle, ZoneError> {
-        let dir = self.audit_dir.as_ref().ok_or_else(|| ZoneError::Setup("egress audit log: no run directory bound".into()))?;
-        let audit = AuditLog::open_tracked(dir, EGRESS_AUDIT_FILE, &self.audit_digest)
-            .map_err(|e| ZoneError::Setup(format!("egress audit log: {e}")))?;
-        Proxy::start(self.config.clone(), listener, audit, role.as_str()).map_err(|e| ZoneError::Setup(format!("egress proxy: {e}")))
-    }
-}
-
-/// The egress configuration of a proxied zone: the policy's `[network]` table plus the command
-/// line's additions (`--allow-host`, `--resolve`, `--egress-proxy`, which wins over the policy's
-/// `upstream_proxy`).
-pub fn egress_config(policy: &Policy, extra: &EgressPins) -> Result<EgressConfig, crate::egress::EgressError> {
-    let net = &policy.network;
-    let allow: Vec<String> = net.allow.iter().chain(extra.allow_hosts.iter()).cloned().collect();
-    let upstream = extra.egress_proxy.as_deref().or(Some(net.upstream_proxy.as_str()));
-    EgressConfig::from_parts(&allow, &net.allow_addresses, &extra.resolve, upstream, net.max_connections as usize, net.max_bytes)
-}
-
-/// A run's pinned policies (read again and checked against their digests) and, when the agent
-/// policy routes through the proxy, the egress configuration: the policy's allowlist plus the
-/// command line's additions. Shared by every sandboxing backend.
-pub fn pinned_policies(cfg: &LoopConfig) -> Result<(Policy, Policy, Option<EgressSetup>), ZoneError> {
-    let setup = |f: crate::error::Failure| ZoneError::Setup(f.message);
-    let agent_policy = cfg.agent_policy.as_ref().ok_or_else(|| ZoneError::Setup("no agent policy pinned".into()))?.load().map_err(setup)?;
-    let check_policy = cfg.check_policy.as_ref().ok_or_else(|| ZoneError::Setup("no check policy pinned".into()))?.load().map_err(setup)?;
-    let egress = if agent_policy.network.mode == NetworkMode::Proxy {
-        let config = egress_config(&agent_policy, &cfg.egress).map_err(|e| ZoneError::Setup(format!("egress configuration: {e}")))?;
-        Some(EgressSetup { config, audit_dir: None, audit_digest: AuditDigest::default() })
-    } else {
-        None
-    };
-    Ok((agent_policy, check_policy, egress))
-}
 
 /// The native sandbox zone pair.
 pub struct NativeZone {
@@ -88,7 +28,6 @@ pub struct NativeZone {
     workdir: PathBuf,
     state_dir: PathBuf,
     egress: Option<EgressSetup>,
-    egress_totals: ProxyStats,
 }
 
 /// Map a sandbox error to a zone error: a missing layer is an isolation failure.
@@ -129,7 +68,7 @@ impl NativeZone {
         if agent_policy.network.mode == NetworkMode::Proxy && egress.is_none() {
             return Err(ZoneError::Setup("the agent policy routes through the egress proxy, but no egress configuration was set up".into()));
         }
-        Ok(NativeZone { launcher, agent_policy, check_policy, workdir, state_dir, egress, egress_totals: ProxyStats::default() })
+        Ok(NativeZone { launcher, agent_policy, check_policy, workdir, state_dir, egress })
     }
 
     /// Build both zones from a run's pinned configuration: the pinned policies (read again and
@@ -190,14 +129,6 @@ fn pipe() -> Result<(OwnedFd, OwnedFd), ZoneError> {
     nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| ZoneError::Pipe(e.into()))
 }
 
-pub(super) fn add_stats(total: &mut ProxyStats, step: &ProxyStats) {
-    total.allowed += step.allowed;
-    total.denied += step.denied;
-    total.bytes_up += step.bytes_up;
-    total.bytes_down += step.bytes_down;
-    total.byte_cap_hits += step.byte_cap_hits;
-    total.audit_errors += step.audit_errors;
-}
 
 fn ending_of(exit: ZoneExit) -> Ending {
     match exit {
@@ -215,19 +146,12 @@ impl Zone for NativeZone {
         "native"
     }
 
-    fn bind_run(&mut self, run_dir: &Path) -> Result<(), ZoneError> {
-        match &mut self.egress {
-            Some(egress) => egress.bind(run_dir),
-            None => Ok(()),
-        }
+    fn egress(&self) -> Option<&EgressSetup> {
+        self.egress.as_ref()
     }
 
-    fn egress_totals(&self) -> Option<ProxyStats> {
-        self.egress.as_ref().map(|_| self.egress_totals.clone())
-    }
-
-    fn egress_audit_sha256(&self) -> Option<String> {
-        self.egress.as_ref().and_then(|e| e.audit_digest.sha256_hex())
+    fn egress_mut(&mut self) -> Option<&mut EgressSetup> {
+        self.egress.as_mut()
     }
 
     fn run(&mut self, cmd: &ZoneCommand, capture: &ArtifactSink<'_>) -> Result<ZoneRun, ZoneError> {
@@ -292,8 +216,8 @@ impl Zone for NativeZone {
         };
         let duration = started.elapsed();
         drop(zone);
-        if let Some(proxy) = proxy {
-            add_stats(&mut self.egress_totals, &proxy.stop());
+        if let (Some(proxy), Some(egress)) = (proxy, self.egress.as_mut()) {
+            egress.record(&proxy.stop());
         }
         let output = running.finish()?;
         Ok(ZoneRun { ending, duration, output })

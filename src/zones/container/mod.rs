@@ -15,10 +15,10 @@ pub mod engine;
 pub mod host_side;
 pub mod plan;
 
-use super::native::{add_stats, pinned_policies, EgressSetup, PROXY_PORT};
+use super::pinned::{pinned_policies, EgressSetup, PROXY_PORT};
 use super::{Ending, Role, Zone, ZoneCommand, ZoneError, ZoneRun};
 use crate::capture::ArtifactSink;
-use crate::egress::{proxy_env, ProxyStats};
+use crate::egress::proxy_env;
 use crate::engine::config::LoopConfig;
 use crate::interrupt;
 use crate::safefs::SafeDir;
@@ -49,7 +49,6 @@ pub struct ContainerZone {
     workdir: PathBuf,
     state_dir: PathBuf,
     egress: Option<EgressSetup>,
-    egress_totals: ProxyStats,
     capabilities: EngineCapabilities,
     supervisor: String,
     root: bool,
@@ -152,7 +151,6 @@ impl ContainerZone {
             workdir: PathBuf::from(&cfg.workdir),
             state_dir: state_dir.to_path_buf(),
             egress,
-            egress_totals: ProxyStats::default(),
             capabilities,
             supervisor: host_side::supervisor_identity(),
             root,
@@ -347,19 +345,12 @@ impl Zone for ContainerZone {
         "container"
     }
 
-    fn bind_run(&mut self, run_dir: &Path) -> Result<(), ZoneError> {
-        match &mut self.egress {
-            Some(egress) => egress.bind(run_dir),
-            None => Ok(()),
-        }
+    fn egress(&self) -> Option<&EgressSetup> {
+        self.egress.as_ref()
     }
 
-    fn egress_totals(&self) -> Option<ProxyStats> {
-        self.egress.as_ref().map(|_| self.egress_totals.clone())
-    }
-
-    fn egress_audit_sha256(&self) -> Option<String> {
-        self.egress.as_ref().and_then(|e| e.audit_digest.sha256_hex())
+    fn egress_mut(&mut self) -> Option<&mut EgressSetup> {
+        self.egress.as_mut()
     }
 
     fn run(&mut self, cmd: &ZoneCommand, capture: &ArtifactSink<'_>) -> Result<ZoneRun, ZoneError> {
@@ -487,8 +478,8 @@ impl Zone for ContainerZone {
         self.engine.remove(&name).map_err(|e| ZoneError::Reap(e.to_string()))?;
         drop(prepared);
         drop(netns);
-        if let Some(proxy) = proxy {
-            add_stats(&mut self.egress_totals, &proxy.stop());
+        if let (Some(proxy), Some(egress)) = (proxy, self.egress.as_mut()) {
+            egress.record(&proxy.stop());
         }
         let output = running.finish()?;
         let ending = match (stopped_by_us, state) {
