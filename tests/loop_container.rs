@@ -555,36 +555,43 @@ fn isolate_runs_nothing_and_writes_nothing() {
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
 
+/// `run` with `flags` (plus a trivial loop) is refused with exit 20 and a message holding `says`,
+/// and leaves no run behind.
+fn refused_as_usage(flags: &[&str], says: &str) {
+    let dir = workdir();
+    let mut args = vec!["run", "--json"];
+    args.extend_from_slice(flags);
+    args.extend_from_slice(&["--exec", "true", "--check", "true"]);
+    let r = loopexec(dir.path(), &args);
+    assert_eq!(r.code, 20, "{r:?}");
+    let message = r.json()["errors"][0]["message"].as_str().unwrap().to_string();
+    assert!(message.contains(says), "{message}");
+    assert!(!dir.path().join(".loopexec/runs").exists(), "a refused run leaves nothing");
+}
+
 #[test]
 fn an_image_without_a_container_backend_is_a_usage_error() {
-    let dir = workdir();
-    let r = loopexec(dir.path(), &["run", "--json", "--image", "x", "--exec", "true", "--check", "true"]);
-    assert_eq!(r.code, 20, "{r:?}");
-    assert!(r.json()["errors"][0]["message"].as_str().unwrap().contains("--image and --cgroup-parent apply to a container backend"));
+    refused_as_usage(&["--image", "x"], "--image and --cgroup-parent apply to a container backend");
 }
 
 #[test]
 fn a_container_backend_without_an_image_is_a_usage_error() {
-    let dir = workdir();
-    let r = loopexec(dir.path(), &["run", "--json", "--backend", "docker", "--exec", "true", "--check", "true"]);
-    assert_eq!(r.code, 20, "{r:?}");
-    assert!(r.json()["errors"][0]["message"].as_str().unwrap().contains("needs an image"));
+    refused_as_usage(&["--backend", "docker"], "needs an image");
 }
 
 #[test]
 fn an_image_that_looks_like_a_flag_is_refused() {
-    let dir = workdir();
-    let r = loopexec(dir.path(), &["run", "--json", "--backend", "podman", "--image=--privileged", "--exec", "true", "--check", "true"]);
-    assert_eq!(r.code, 20, "{r:?}");
-    assert!(r.json()["errors"][0]["message"].as_str().unwrap().contains("not a valid image reference"));
+    refused_as_usage(&["--backend", "podman", "--image=--privileged"], "not a valid image reference");
 }
 
 #[test]
 fn a_container_backend_with_isolation_none_is_a_usage_error() {
-    let dir = workdir();
-    let r = loopexec(dir.path(), &["run", "--json", "--backend", "podman", "--image", "x", "--isolation", "none", "--exec", "true", "--check", "true"]);
-    assert_eq!(r.code, 20, "{r:?}");
-    assert!(r.json()["errors"][0]["message"].as_str().unwrap().contains("does not combine with --isolation none"));
+    refused_as_usage(&["--backend", "podman", "--image", "x", "--isolation", "none"], "does not combine with --isolation none");
+}
+
+#[test]
+fn a_relative_cgroup_parent_is_a_usage_error() {
+    refused_as_usage(&["--backend", "podman", "--image", "x", "--cgroup-parent", "machine.slice"], "must be an absolute cgroup path");
 }
 
 #[test]
