@@ -183,11 +183,19 @@ fn container_zone(
         (workdir.clone(), user)
     };
     let proxied = role == Role::Agent && policy.network.mode == NetworkMode::Proxy;
-    let network = if proxied {
-        prepared.push(format!("a network namespace with loopback and the egress proxy's listener on 127.0.0.1:{PROXY_PORT}"));
-        ContainerNetwork::Namespace(PathBuf::from("<proxy network namespace>"))
-    } else {
-        ContainerNetwork::None
+    let network = match (proxied, engine) {
+        (false, _) => ContainerNetwork::None,
+        (true, Engine::Podman) => {
+            prepared.push(format!("a network namespace with loopback and the egress proxy's listener on 127.0.0.1:{PROXY_PORT}"));
+            ContainerNetwork::Namespace(PathBuf::from("<proxy network namespace>"))
+        }
+        (true, Engine::Docker) => {
+            prepared.push(format!(
+                "the egress network holder: a container with no network (`{} run --detach --interactive ... /bin/sh -c 'read x'`) whose namespace gets the egress proxy's listener on 127.0.0.1:{PROXY_PORT}",
+                engine.program()
+            ));
+            ContainerNetwork::Container("<egress network holder>".into())
+        }
     };
     let extra = if proxied { crate::egress::proxy_env(PROXY_PORT) } else { Vec::new() };
     let candidate = [

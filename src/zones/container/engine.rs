@@ -246,6 +246,22 @@ impl Engine {
         Ok(Some(state))
     }
 
+    /// The host pid of a running container's first process.
+    pub fn pid_of(self, name: &str) -> Result<i32, EngineError> {
+        let raw = self.checked(&["container", "inspect", "--format", "{{.State.Pid}}", name])?;
+        let text = String::from_utf8_lossy(&raw);
+        match text.trim().parse::<i32>() {
+            Ok(pid) if pid > 0 => Ok(pid),
+            _ => Err(EngineError::Failed { engine: self.program(), what: "container inspect".into(), detail: format!("{name} has no running process ({})", text.trim()) }),
+        }
+    }
+
+    /// Start a detached container with `args` (a full `run --detach ...` argument list).
+    pub fn start_detached(self, args: &[String]) -> Result<(), EngineError> {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        self.checked(&args).map(|_| ())
+    }
+
     /// SIGKILL the container's processes (its pid namespace dies with its init). A container
     /// that is already gone is not an error.
     pub fn kill(self, name: &str) -> Result<(), EngineError> {

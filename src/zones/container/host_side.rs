@@ -112,6 +112,22 @@ impl ProxyNamespace {
         Ok(ProxyNamespace { ns: made.0, listener: Some(made.1) })
     }
 
+    /// Put the listener into the network namespace of process `pid` (a docker holder
+    /// container's), on a short-lived thread that joins it. Needs CAP_SYS_ADMIN.
+    pub fn join(pid: i32, port: u16) -> std::io::Result<ProxyNamespace> {
+        let path = format!("/proc/{pid}/ns/net");
+        let target = std::fs::File::open(&path)?;
+        let made = std::thread::spawn(move || -> std::io::Result<(OwnedFd, TcpListener)> {
+            nix::sched::setns(&target, nix::sched::CloneFlags::CLONE_NEWNET).map_err(std::io::Error::from)?;
+            sandbox::bring_up_loopback()?;
+            let listener = sandbox::listen_loopback(port)?;
+            Ok((OwnedFd::from(target), listener))
+        })
+        .join()
+        .map_err(|_| std::io::Error::other("the thread joining the network namespace panicked"))??;
+        Ok(ProxyNamespace { ns: made.0, listener: Some(made.1) })
+    }
+
     /// The namespace as a path the engine (running as root) can open.
     pub fn path(&self) -> PathBuf {
         PathBuf::from(format!("/proc/{}/fd/{}", std::process::id(), self.ns.as_raw_fd()))

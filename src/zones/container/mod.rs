@@ -4,10 +4,11 @@
 //! engine's flags ([`plan`]). Before a run, the engine is asked what it can enforce here, and a
 //! policy it cannot express fails closed (`isolation_unsatisfiable`) instead of running weaker:
 //! limits the engine cannot apply, a seccomp deny list beyond the engine's profile, an egress
-//! proxy the engine cannot join (docker), a detached workspace without the privilege to mount it.
+//! proxy or a detached workspace without the privilege to set them up.
 //!
 //! Per command: the host side is prepared ([`host_side`]: the workspace overlay, the proxy's
-//! network namespace), the engine's client runs `run` in the foreground with the command's output
+//! network namespace, which podman joins by path and docker shares from a network holder
+//! container), the engine's client runs `run` in the foreground with the command's output
 //! on our capture pipes, and on timeout or interrupt the container is killed through the engine.
 //! When `run` returns, the container has been removed and its mounts taken down.
 
@@ -102,18 +103,11 @@ pub fn unexpressible(engine: Engine, caps: &EngineCapabilities, role: Role, poli
             fix: "use --backend native for this policy".into(),
         });
     }
-    if policy.network.mode == NetworkMode::Proxy {
-        match engine {
-            Engine::Docker => refusals.push(Refusal {
-                cause: format!("{zone} zone: the policy routes egress through loopexec's proxy, and docker cannot join a network namespace loopexec prepares"),
-                fix: "use --backend podman or native, or an agent policy with network mode \"none\" (e.g. --policy builtin:offline)".into(),
-            }),
-            Engine::Podman if !root => refusals.push(Refusal {
-                cause: format!("{zone} zone: preparing the egress proxy's network namespace for podman needs root"),
-                fix: "run loopexec as root, use --backend native, or an agent policy with network mode \"none\"".into(),
-            }),
-            Engine::Podman => {}
-        }
+    if policy.network.mode == NetworkMode::Proxy && !root {
+        refusals.push(Refusal {
+            cause: format!("{zone} zone: putting the egress proxy's listener into a network namespace for {name} needs root"),
+            fix: "run loopexec as root, use --backend native, or an agent policy with network mode \"none\" (e.g. --policy builtin:offline)".into(),
+        });
     }
     refusals
 }
@@ -206,6 +200,37 @@ impl ContainerZone {
             )));
         }
         Ok(((meta.uid(), meta.gid()), false))
+    }
+}
+
+/// A proxied docker zone's network holder: a container whose network namespace (loopback and
+/// the proxy's listener) the agent's container shares; removed when dropped.
+struct NetworkHolder {
+    engine: Engine,
+    name: String,
+}
+
+impl NetworkHolder {
+    /// Start the holder and put the proxy's listener into its network namespace.
+    fn start(zone: &ContainerZone, agent: &str, user: (u32, u32), hostname: &str) -> Result<(NetworkHolder, host_side::ProxyNamespace), ZoneError> {
+        let name = format!("{agent}-net");
+        let argv = plan::holder_argv(zone.engine, &name, &zone.image, &zone.supervisor, user, hostname, zone.cgroup_parent.as_deref())
+            .map_err(|e| setup(e.to_string()))?;
+        zone.engine.start_detached(&argv).map_err(|e| setup(format!("the egress network holder: {e}")))?;
+        let holder = NetworkHolder { engine: zone.engine, name };
+        let pid = zone.engine.pid_of(&holder.name).map_err(|e| setup(format!("the egress network holder: {e}")))?;
+        let ns = host_side::ProxyNamespace::join(pid, PROXY_PORT).map_err(|e| setup(format!("the proxy's network namespace: {e}")))?;
+        // The pid was read before its namespace was opened: make sure it is still the holder's.
+        if zone.engine.pid_of(&holder.name).ok() != Some(pid) {
+            return Err(setup("the egress network holder ended while the proxy's listener was being set up"));
+        }
+        Ok((holder, ns))
+    }
+}
+
+impl Drop for NetworkHolder {
+    fn drop(&mut self) {
+        let _ = self.engine.remove(&self.name);
     }
 }
 
@@ -359,10 +384,17 @@ impl Zone for ContainerZone {
         let proxied = cmd.role == Role::Agent && policy.network.mode == NetworkMode::Proxy;
         let prepared = self.prepare_mounts(cmd, &policy, &name)?;
         let (user, keep_id) = self.user(&policy, !cmd.overlays.is_empty())?;
-        let mut netns = if proxied {
-            Some(host_side::ProxyNamespace::create(PROXY_PORT).map_err(|e| setup(format!("the proxy's network namespace: {e}")))?)
-        } else {
-            None
+        // A proxied zone's network: a namespace podman joins by path, or a holder container's
+        // that docker shares.
+        let (mut netns, holder) = match (proxied, self.engine) {
+            (false, _) => (None, None),
+            (true, Engine::Podman) => {
+                (Some(host_side::ProxyNamespace::create(PROXY_PORT).map_err(|e| setup(format!("the proxy's network namespace: {e}")))?), None)
+            }
+            (true, Engine::Docker) => {
+                let (holder, ns) = NetworkHolder::start(self, &name, user, &policy.identity.hostname)?;
+                (Some(ns), Some(holder))
+            }
         };
         let extra_env = if proxied { proxy_env(PROXY_PORT) } else { Vec::new() };
         let container = ContainerPlan::new(
@@ -375,9 +407,10 @@ impl Zone for ContainerZone {
                 supervisor: self.supervisor.clone(),
                 user,
                 keep_id,
-                network: match &netns {
-                    Some(ns) => ContainerNetwork::Namespace(ns.path()),
-                    None => ContainerNetwork::None,
+                network: match (&holder, &netns) {
+                    (Some(h), _) => ContainerNetwork::Container(h.name.clone()),
+                    (None, Some(ns)) => ContainerNetwork::Namespace(ns.path()),
+                    (None, None) => ContainerNetwork::None,
                 },
                 mounts: prepared.mounts.clone(),
                 env: plan::zone_env(&policy, &cmd.env, &extra_env),
@@ -478,6 +511,7 @@ impl Zone for ContainerZone {
         self.engine.remove(&name).map_err(|e| ZoneError::Reap(e.to_string()))?;
         drop(prepared);
         drop(netns);
+        drop(holder);
         if let (Some(proxy), Some(egress)) = (proxy, self.egress.as_mut()) {
             egress.record(&proxy.stop());
         }
@@ -528,12 +562,20 @@ mod tests {
     }
 
     #[test]
-    fn docker_cannot_carry_the_egress_proxy() {
+    fn the_egress_proxy_needs_root_for_either_engine() {
         let policy = Policy::builtin("agent").unwrap();
-        let refusals = unexpressible(Engine::Docker, &caps(true), Role::Agent, &policy, true);
-        assert_eq!(refusals.len(), 1);
-        assert!(refusals[0].cause.contains("docker cannot join a network namespace"), "{refusals:?}");
-        assert!(refusals[0].fix.contains("builtin:offline"), "{refusals:?}");
+        for engine in [Engine::Podman, Engine::Docker] {
+            let refusals = unexpressible(engine, &caps(true), Role::Agent, &policy, false);
+            assert_eq!(refusals.len(), 1);
+            assert!(refusals[0].cause.contains("needs root"), "{refusals:?}");
+            assert!(refusals[0].fix.contains("builtin:offline"), "{refusals:?}");
+        }
+    }
+
+    #[test]
+    fn docker_carries_the_egress_proxy_as_root() {
+        let policy = Policy::builtin("agent").unwrap();
+        assert!(unexpressible(Engine::Docker, &caps(true), Role::Agent, &policy, true).is_empty());
     }
 
     #[test]

@@ -34,8 +34,11 @@ pub const ROLE_LABEL: &str = "io.loopexec.role";
 pub enum ContainerNetwork {
     /// No interface but loopback.
     None,
-    /// Join this network namespace (loopback and the egress proxy's listener).
+    /// Join this network namespace (loopback and the egress proxy's listener), by path (podman).
     Namespace(PathBuf),
+    /// Share the network namespace of this container (docker, which cannot join one by path): a
+    /// holder container with no network, in whose namespace loopexec put the proxy's listener.
+    Container(String),
 }
 
 /// One mount of the zone, beyond the image's root and `/tmp`.
@@ -191,8 +194,13 @@ impl ContainerPlan {
         match &p.network {
             ContainerNetwork::None => push(&["--network", "none"]),
             ContainerNetwork::Namespace(path) => push(&["--network", &format!("ns:{}", path.display())]),
+            ContainerNetwork::Container(name) => push(&["--network", &format!("container:{name}")]),
         }
-        push(&["--hostname", &l.hostname]);
+        // A container sharing another's network namespace shares its UTS name too (docker
+        // refuses --hostname there): the holder carries the zone's hostname instead.
+        if !matches!(p.network, ContainerNetwork::Container(_)) {
+            push(&["--hostname", &l.hostname]);
+        }
         push(&["--user", &format!("{}:{}", p.user.0, p.user.1)]);
         if p.keep_id {
             push(&["--userns", "keep-id"]);
@@ -261,6 +269,32 @@ impl ContainerPlan {
         words.extend(self.argv()?.iter().map(|w| shell_quote(w)));
         Ok(words.join(" "))
     }
+}
+
+/// The network holder of a proxied docker zone: a container with no network and nothing to do
+/// (`/bin/sh -c 'read x'` on a stdin the engine keeps open), under the same identity, no
+/// capabilities and a read-only root, whose network namespace the agent's container shares.
+pub fn holder_argv(
+    engine: Engine,
+    name: &str,
+    image: &str,
+    supervisor: &str,
+    user: (u32, u32),
+    hostname: &str,
+    cgroup_parent: Option<&str>,
+) -> Result<Vec<String>, PlanError> {
+    check_image(image)?;
+    let mut a: Vec<String> = ["run", "--detach", "--interactive", "--name", name, "--pull", "never"].iter().map(|s| s.to_string()).collect();
+    a.extend(["--label".into(), format!("{SUPERVISOR_LABEL}={supervisor}"), "--label".into(), format!("{ROLE_LABEL}=network")]);
+    a.extend(["--network", "none", "--hostname", hostname, "--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--read-only"].iter().map(|s| s.to_string()));
+    a.extend(["--pids-limit".into(), "4".into(), "--log-driver".into(), "none".into(), "--user".into(), format!("{}:{}", user.0, user.1)]);
+    if let Some(parent) = cgroup_parent {
+        check_cgroup_parent(parent)?;
+        a.extend(["--cgroup-parent".into(), parent.to_string()]);
+    }
+    a.extend(["--entrypoint", "/bin/sh", image, "-c", "read x"].iter().map(|s| s.to_string()));
+    let _ = engine;
+    Ok(a)
 }
 
 /// Quote a word for a POSIX shell (only when it needs it).
@@ -387,6 +421,23 @@ mod tests {
         let mut p = plan(Engine::Podman);
         p.parts.network = ContainerNetwork::Namespace("/proc/9/fd/7".into());
         assert!(p.argv().unwrap().join(" ").contains("--network ns:/proc/9/fd/7"));
+    }
+
+    #[test]
+    fn a_proxied_docker_zone_shares_its_holders_network() {
+        let mut p = plan(Engine::Docker);
+        p.parts.network = ContainerNetwork::Container("loopexec-0123-net".into());
+        let argv = p.argv().unwrap().join(" ");
+        assert!(argv.contains("--network container:loopexec-0123-net"), "{argv}");
+        assert!(!argv.contains("--hostname"), "docker refuses a hostname with a shared network: {argv}");
+    }
+
+    #[test]
+    fn the_network_holder_has_no_network_no_capabilities_and_waits_on_its_stdin() {
+        let argv = holder_argv(Engine::Docker, "h", "img:1", "1:2", (60200, 60200), "loopexec-agent", None).unwrap().join(" ");
+        for expected in ["run --detach --interactive --name h", "--network none", "--cap-drop ALL", "--read-only", "--user 60200:60200", "--entrypoint /bin/sh img:1 -c read x"] {
+            assert!(argv.contains(expected), "missing {expected:?} in {argv}");
+        }
     }
 
     #[test]
