@@ -10,9 +10,12 @@
 # made at a similar load, or raise ROUNDS).
 # Target: under 15 ms of added overhead per iteration.
 # Usage: [ROUNDS=5] ci/bench-loop-sandboxed.sh [ITERATIONS]
+#   LOOPEXEC_BENCH_ENGINES="podman docker"   also time the container backends (root), from
+#   LOOPEXEC_BENCH_IMAGE (default localhost/loopexec-test-busybox:1, see ci/container-engines.sh)
 set -eu
 cd "$(dirname "$0")/.."
 N=${1:-30}
+IMAGE=${LOOPEXEC_BENCH_IMAGE:-localhost/loopexec-test-busybox:1}
 ROUNDS=${ROUNDS:-3}
 cargo build --release --quiet --bin loopexec
 BIN=$PWD/target/release/loopexec
@@ -33,10 +36,14 @@ run_once() {
     none) set -- --isolation none ;;
     in-place) set -- --isolation native --workspace in-place
               [ "$(id -u)" = 0 ] && chown 60200:60200 "$dir" ;;
-    detached) printf 'x\n' > "$dir/file"
+    detached|podman|docker)
+              printf 'x\n' > "$dir/file"
               git -C "$dir" init -q -b main && git -C "$dir" add -A
               git -C "$dir" -c user.name=b -c user.email=b@example.invalid commit -q -m t0
-              set -- --isolation native --workspace detached ;;
+              case "$1" in
+                detached) set -- --isolation native --workspace detached ;;
+                *) set -- --isolation native --workspace detached --backend "$1" --image "$IMAGE" ;;
+              esac ;;
   esac
   code=0
   t0=$(now_ns)
@@ -69,3 +76,17 @@ awk -v n="$N" -v rounds="$ROUNDS" -v a="$best_none" -v b="$best_inplace" -v c="$
   printf "native, detached workspace      %.2f ms/iteration  (+%.2f ms, %.2fx)\n", c / 1e6 / n, (c - a) / 1e6 / n, c / a
   printf "target                          added overhead < 15 ms/iteration\n"
 }'
+# Optional: the container backends, same detached loop (root; engines prepared, e.g. by
+# ci/container-engines.sh start DIR && . DIR/env). No target: a container start costs what the
+# engine costs.
+for engine in ${LOOPEXEC_BENCH_ENGINES:-}; do
+  best=
+  r=0
+  while [ "$r" -lt "$ROUNDS" ]; do
+    best=$(min "$best" "$(run_once "$engine")")
+    r=$((r + 1))
+  done
+  awk -v n="$N" -v a="$best_none" -v b="$best" -v e="$engine" 'BEGIN {
+    printf "%-31s %.2f ms/iteration  (+%.2f ms, %.2fx)\n", "--backend " e ", detached", b / 1e6 / n, (b - a) / 1e6 / n, b / a
+  }'
+done
