@@ -214,7 +214,7 @@ impl NetworkHolder {
     /// Start the holder and put the proxy's listener into its network namespace.
     fn start(zone: &ContainerZone, agent: &str, user: (u32, u32), hostname: &str) -> Result<(NetworkHolder, host_side::ProxyNamespace), ZoneError> {
         let name = format!("{agent}-net");
-        let argv = plan::holder_argv(zone.engine, &name, &zone.image, &zone.supervisor, user, hostname, zone.cgroup_parent.as_deref())
+        let argv = plan::holder_argv(&name, &zone.image, &zone.supervisor, user, hostname, zone.cgroup_parent.as_deref())
             .map_err(|e| setup(e.to_string()))?;
         zone.engine.start_detached(&argv).map_err(|e| setup(format!("the egress network holder: {e}")))?;
         let holder = NetworkHolder { engine: zone.engine, name };

@@ -275,7 +275,6 @@ impl ContainerPlan {
 /// (`/bin/sh -c 'read x'` on a stdin the engine keeps open), under the same identity, no
 /// capabilities and a read-only root, whose network namespace the agent's container shares.
 pub fn holder_argv(
-    engine: Engine,
     name: &str,
     image: &str,
     supervisor: &str,
@@ -293,7 +292,6 @@ pub fn holder_argv(
         a.extend(["--cgroup-parent".into(), parent.to_string()]);
     }
     a.extend(["--entrypoint", "/bin/sh", image, "-c", "read x"].iter().map(|s| s.to_string()));
-    let _ = engine;
     Ok(a)
 }
 
@@ -434,7 +432,7 @@ mod tests {
 
     #[test]
     fn the_network_holder_has_no_network_no_capabilities_and_waits_on_its_stdin() {
-        let argv = holder_argv(Engine::Docker, "h", "img:1", "1:2", (60200, 60200), "loopexec-agent", None).unwrap().join(" ");
+        let argv = holder_argv("h", "img:1", "1:2", (60200, 60200), "loopexec-agent", None).unwrap().join(" ");
         for expected in ["run --detach --interactive --name h", "--network none", "--cap-drop ALL", "--read-only", "--user 60200:60200", "--entrypoint /bin/sh img:1 -c read x"] {
             assert!(argv.contains(expected), "missing {expected:?} in {argv}");
         }
