@@ -634,3 +634,50 @@ fn doctor_says_docker_can_carry_the_default_agent_policy_as_root() {
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(r.json()["satisfiable"], true);
 }
+
+#[test]
+fn an_unknown_backend_in_the_loop_file_is_refused_with_its_line() {
+    let dir = workdir();
+    std::fs::write(dir.path().join("loop.toml"), "check = \"true\"\nexec = \"true\"\nbackend = \"lxc\"\nimage = \"x\"\n").unwrap();
+    let r = loopexec(dir.path(), &["run", "--json"]);
+    assert_eq!(r.code, 20, "{r:?}");
+    let message = r.json()["errors"][0]["message"].as_str().unwrap().to_string();
+    assert!(message.starts_with("loop.toml line 3:"), "{message}");
+    assert!(!dir.path().join(".loopexec").exists(), "nothing is written");
+}
+
+#[test]
+fn an_unknown_backend_flag_value_is_a_usage_error() {
+    let dir = workdir();
+    let r = loopexec(dir.path(), &["run", "--json", "--backend", "lxc", "--exec", "true", "--check", "true"]);
+    assert_eq!(r.code, 20, "{r:?}");
+    assert!(r.json()["errors"][0]["message"].as_str().unwrap().contains("lxc"));
+}
+
+/// loopexec with a PATH holding no engine client.
+fn without_engines(dir: &Path, args: &[&str]) -> Ran {
+    from_output(command().current_dir(dir).env("PATH", "/nonexistent").args(args).output().expect("spawn loopexec"))
+}
+
+#[test]
+fn a_missing_engine_refuses_the_run_naming_the_engine_and_writes_no_run() {
+    let dir = workdir();
+    let r = without_engines(dir.path(), &[
+        "run", "--json", "--backend", "podman", "--image", "x", "--policy", "builtin:offline", "--workspace", "in-place",
+        "--exec", "true", "--check", "true",
+    ]);
+    assert_eq!(r.code, 30, "{r:?}");
+    let err = &r.json()["errors"][0];
+    assert_eq!(err["code"], "isolation_unsatisfiable");
+    assert!(err["message"].as_str().unwrap().contains("podman: the client could not be started"), "{err}");
+    let runs = dir.path().join(".loopexec/runs");
+    assert!(!runs.exists() || std::fs::read_dir(&runs).unwrap().count() == 0, "no run is left behind");
+}
+
+#[test]
+fn doctor_with_a_missing_engine_refuses_naming_it() {
+    let dir = workdir();
+    let r = without_engines(dir.path(), &["doctor", "--json", "--backend", "docker"]);
+    assert_eq!(r.code, 30, "{r:?}");
+    assert!(r.json()["errors"][0]["message"].as_str().unwrap().contains("docker: the client could not be started"));
+}

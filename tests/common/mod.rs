@@ -33,7 +33,7 @@ impl Ran {
     }
 }
 
-fn from_output(out: Output) -> Ran {
+pub fn from_output(out: Output) -> Ran {
     Ran {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
