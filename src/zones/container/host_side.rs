@@ -4,6 +4,7 @@
 //! and the supervisor's identity that labels every container so that a later start can remove
 //! the containers of a supervisor that was killed.
 
+use crate::safefs::SafeDir;
 use sandbox::OverlayMount;
 use std::net::TcpListener;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -44,11 +45,12 @@ fn overlay_path(p: &Path) -> std::io::Result<String> {
     Ok(text)
 }
 
-/// Mount `overlay` at `target` (created, must not exist yet) in loopexec's own mount namespace,
-/// which a rootful engine's bind mounts see. Needs CAP_SYS_ADMIN. The `userxattr` option keeps
+/// Mount `overlay` on a new directory `name` in `parent` (created beneath it without following a
+/// symlink, and mounted on through its descriptor), in loopexec's own mount namespace, which a
+/// rootful engine's bind mounts see. Needs CAP_SYS_ADMIN. The `userxattr` option keeps
 /// whiteouts and opaque directories in the `user.overlay.*` xattrs, as the native sandbox's
 /// unprivileged overlays write them, so snapshots read both alike.
-pub fn mount_overlay(overlay: &OverlayMount, target: &Path) -> std::io::Result<HostOverlay> {
+pub fn mount_overlay(overlay: &OverlayMount, parent: &SafeDir, name: &str) -> std::io::Result<HostOverlay> {
     let lowers = overlay.lowers.iter().map(|l| overlay_path(l)).collect::<std::io::Result<Vec<_>>>()?;
     if lowers.is_empty() {
         return Err(std::io::Error::other("an overlay needs at least one lower layer"));
@@ -69,19 +71,24 @@ pub fn mount_overlay(overlay: &OverlayMount, target: &Path) -> std::io::Result<H
         // A throwaway layer (the check's): no sync of the host's filesystems when it goes.
         options.push_str(",volatile");
     }
-    std::fs::create_dir(target)?;
+    if parent.exists(name) {
+        return Err(std::io::Error::other(format!("mount point {} already exists", parent.path().join(name).display())));
+    }
+    let target = parent.path().join(name);
+    let dir = parent.subdir_or_create(name).map_err(std::io::Error::other)?;
     let mounted = nix::mount::mount(
         Some("loopexec"),
-        target,
+        Path::new(&format!("/proc/self/fd/{}", dir.fd().as_raw_fd())),
         Some("overlay"),
         nix::mount::MsFlags::MS_NOSUID | nix::mount::MsFlags::MS_NODEV,
         Some(options.as_str()),
     );
+    drop(dir);
     if let Err(e) = mounted {
-        let _ = std::fs::remove_dir(target);
+        let _ = std::fs::remove_dir(&target);
         return Err(std::io::Error::other(format!("mounting the workspace overlay at {}: {e}", target.display())));
     }
-    Ok(HostOverlay { target: target.to_path_buf() })
+    Ok(HostOverlay { target })
 }
 
 /// A fresh network namespace holding only loopback and a TCP listener on 127.0.0.1:`port`,
@@ -184,7 +191,8 @@ mod tests {
     #[test]
     fn an_overlay_layer_with_a_colon_is_refused() {
         let o = OverlayMount { target: "/w".into(), lowers: vec!["/a:b".into()], upper: None, work: None, volatile: false };
-        let err = mount_overlay(&o, Path::new("/nonexistent/x")).unwrap_err();
+        let parent = SafeDir::open(Path::new("/tmp")).unwrap();
+        let err = mount_overlay(&o, &parent, "never-created").unwrap_err();
         assert!(err.to_string().contains("contains a character"), "{err}");
     }
 }

@@ -265,8 +265,8 @@ impl ContainerZone {
             let base = SafeDir::open(&self.state_dir).map_err(|e| setup(format!("state dir: {e}")))?;
             let dir = base.subdir_or_create(MOUNT_DIR).map_err(|e| setup(format!("state dir: {e}")))?;
             for (i, overlay) in cmd.overlays.iter().enumerate() {
-                let at = dir.path().join(format!("{}-{name}-{i}", self.supervisor.replace(':', "_")));
-                let mounted = host_side::mount_overlay(overlay, &at).map_err(|e| setup(e.to_string()))?;
+                let at = format!("{}-{name}-{i}", self.supervisor.replace(':', "_"));
+                let mounted = host_side::mount_overlay(overlay, &dir, &at).map_err(|e| setup(e.to_string()))?;
                 mounts.push(ContainerMount::Bind {
                     source: mounted.path().to_path_buf(),
                     target: overlay.target.clone(),
