@@ -16,13 +16,12 @@ use crate::receipt::store::STATE_DIR;
 use crate::safefs::SafeDir;
 use crate::zones::container::engine::Engine;
 use crate::zones::container::plan::{zone_env, ContainerMount, ContainerNetwork, ContainerPlan, ZoneParts};
-use crate::zones::container::{in_place_mounts, unexpressible, EngineCapabilities, Refusal};
+use crate::zones::container::{detached_refusal, in_place_mounts, unexpressible, zone_user, EngineCapabilities, Refusal};
 use crate::zones::pinned::PROXY_PORT;
 use crate::zones::{Isolation, Role};
 use sandbox::policy::NetworkMode;
 use sandbox::Policy;
 use serde_json::{json, Value};
-use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -73,11 +72,8 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
                 // checked when a run starts.
                 let everything = EngineCapabilities::everything();
                 refusals.extend(unexpressible(engine, &everything, role, &policy, root));
-                if detached && !root {
-                    refusals.push(Refusal {
-                        cause: format!("{} zone: a detached workspace is an overlay loopexec mounts for the engine, which needs root", role.as_str()),
-                        fix: "run as root, pass --workspace in-place, or use --backend native".into(),
-                    });
+                if detached && !root && role == Role::Agent {
+                    refusals.push(detached_refusal(engine));
                 }
                 container_zone(engine, role, &policy, &cfg, detached, root, command_line)?
             }
@@ -154,9 +150,9 @@ fn container_zone(
     let state_dir = workdir.join(STATE_DIR);
     let mut prepared = Vec::new();
     let mut mounts: Vec<ContainerMount> = policy.filesystem.hidden.iter().map(|h| ContainerMount::EmptyDir { target: h.clone() }).collect();
-    let (cwd, user) = if detached {
+    let cwd = if detached {
         mounts.push(ContainerMount::Bind {
-            source: state_dir.join("container-mounts").join(format!("{name}-0")),
+            source: state_dir.join("container-mounts").join(format!("<pid>_<start time>-{name}-0")),
             target: PathBuf::from(WORKSPACE_TARGET),
             writable: true,
         });
@@ -165,8 +161,7 @@ fn container_zone(
             state_dir.join("container-mounts").display(),
             if role == Role::Agent { "workspace" } else { "check's throwaway" }
         ));
-        let user = if root { (policy.identity.uid_when_root, policy.identity.gid_when_root) } else { own_ids() };
-        (PathBuf::from(WORKSPACE_TARGET), user)
+        PathBuf::from(WORKSPACE_TARGET)
     } else {
         let mut rw = vec![workdir.clone()];
         rw.extend(policy.filesystem.read_write.iter().cloned());
@@ -174,14 +169,9 @@ fn container_zone(
             rw.iter().flat_map(|r| policy.filesystem.protected.iter().map(move |p| (r.clone(), p.clone()))).collect();
         mounts.extend(in_place_mounts(&rw, &state_dir, &pairs));
         prepared.push("empty read-only placeholder directories for protected paths that do not exist".into());
-        let user = if root {
-            let meta = std::fs::metadata(&workdir).map_err(|e| Failure::io(&workdir, &e))?;
-            (meta.uid(), meta.gid())
-        } else {
-            own_ids()
-        };
-        (workdir.clone(), user)
+        workdir.clone()
     };
+    let user = zone_user(policy, detached, root, &workdir).map_err(|r| Failure::isolation(r.cause).with_hint(r.fix))?;
     let proxied = role == Role::Agent && policy.network.mode == NetworkMode::Proxy;
     let network = match (proxied, engine) {
         (false, _) => ContainerNetwork::None,
@@ -239,10 +229,6 @@ fn container_zone(
             "loopexec's seccomp deny list: the engine's default seccomp profile applies instead",
         ],
     }))
-}
-
-fn own_ids() -> (u32, u32) {
-    (nix::unistd::getuid().as_raw(), nix::unistd::getgid().as_raw())
 }
 
 fn render(body: &Value) -> String {

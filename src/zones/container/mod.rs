@@ -66,6 +66,14 @@ pub struct Refusal {
     pub fix: String,
 }
 
+/// A detached workspace is an overlay loopexec mounts on the host for the engine to bind: root only.
+pub fn detached_refusal(engine: Engine) -> Refusal {
+    Refusal {
+        cause: format!("a detached workspace is an overlay that loopexec mounts for {} to bind, which needs root", engine.program()),
+        fix: "run as root, pass --workspace in-place, or use --backend native".into(),
+    }
+}
+
 /// What a policy needs that the engine cannot give (empty: it can run).
 pub fn unexpressible(engine: Engine, caps: &EngineCapabilities, role: Role, policy: &Policy, root: bool) -> Vec<Refusal> {
     let mut refusals = Vec::new();
@@ -126,6 +134,9 @@ impl ContainerZone {
         let capabilities = engine.capabilities().map_err(|e| setup(format!("{e}; fix: install and start {}, or use --backend native", engine.program())))?;
         let mut refusals = unexpressible(engine, &capabilities, Role::Agent, &agent_policy, root);
         refusals.extend(unexpressible(engine, &capabilities, Role::Check, &check_policy, root));
+        if cfg.workspace == crate::engine::detached::WorkspaceMode::Detached && !root {
+            refusals.push(detached_refusal(engine));
+        }
         if let Some(first) = refusals.first() {
             return Err(setup(format!("{}; fix: {}", first.cause, first.fix)));
         }
@@ -183,24 +194,31 @@ impl ContainerZone {
     }
 
     /// The uid/gid the command runs as, and whether rootless podman must keep it.
+    /// The uid/gid the command runs as, and whether rootless podman must keep it.
     fn user(&self, policy: &Policy, detached: bool) -> Result<((u32, u32), bool), ZoneError> {
-        if !self.root {
-            let ids = (nix::unistd::getuid().as_raw(), nix::unistd::getgid().as_raw());
-            return Ok((ids, self.capabilities.rootless && self.engine == Engine::Podman));
-        }
-        if detached {
-            return Ok(((policy.identity.uid_when_root, policy.identity.gid_when_root), false));
-        }
-        // In place, as root: the command writes the workdir as its owner, never as root.
-        let meta = std::fs::metadata(&self.workdir).map_err(|e| setup(format!("workdir {}: {e}", self.workdir.display())))?;
-        if meta.uid() == 0 {
-            return Err(setup(format!(
-                "workdir {} is owned by root, and a container zone would write it as root; fix: chown it to an unprivileged user, or use a detached workspace",
-                self.workdir.display()
-            )));
-        }
-        Ok(((meta.uid(), meta.gid()), false))
+        let ids = zone_user(policy, detached, self.root, &self.workdir).map_err(|r| setup(format!("{}; fix: {}", r.cause, r.fix)))?;
+        Ok((ids, !self.root && self.capabilities.rootless && self.engine == Engine::Podman))
     }
+}
+
+/// The uid/gid a container zone's command runs as: unprivileged, the caller's; as root, the
+/// policy's zone uid on a detached workspace, or in place the workdir's owner (the command writes
+/// it as its owner, never as root: a root-owned workdir is refused).
+pub fn zone_user(policy: &Policy, detached: bool, root: bool, workdir: &Path) -> Result<(u32, u32), Refusal> {
+    if !root {
+        return Ok((nix::unistd::getuid().as_raw(), nix::unistd::getgid().as_raw()));
+    }
+    if detached {
+        return Ok((policy.identity.uid_when_root, policy.identity.gid_when_root));
+    }
+    let meta = std::fs::metadata(workdir).map_err(|e| Refusal { cause: format!("workdir {}: {e}", workdir.display()), fix: "check --workdir".into() })?;
+    if meta.uid() == 0 {
+        return Err(Refusal {
+            cause: format!("workdir {} is owned by root, and a container zone would write it as root", workdir.display()),
+            fix: "chown it to an unprivileged user, or use a detached workspace".into(),
+        });
+    }
+    Ok((meta.uid(), meta.gid()))
 }
 
 /// A proxied docker zone's network holder: a container whose network namespace (loopback and
@@ -257,10 +275,8 @@ impl ContainerZone {
             placeholders = Some(holds.placeholders);
         } else {
             if !self.root {
-                return Err(setup(format!(
-                    "a detached workspace is an overlay that loopexec mounts for {} to bind, which needs root; fix: run as root, pass --workspace in-place, or use --backend native",
-                    self.engine.program()
-                )));
+                let r = detached_refusal(self.engine);
+                return Err(setup(format!("{}; fix: {}", r.cause, r.fix)));
             }
             let base = SafeDir::open(&self.state_dir).map_err(|e| setup(format!("state dir: {e}")))?;
             let dir = base.subdir_or_create(MOUNT_DIR).map_err(|e| setup(format!("state dir: {e}")))?;
