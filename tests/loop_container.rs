@@ -487,6 +487,7 @@ fn isolate(dir: &Path, args: &[&str]) -> Ran {
 #[test]
 fn isolate_prints_the_podman_command_of_each_zone_with_no_network_for_the_check() {
     let dir = workdir();
+    zone_writable(dir.path()); // in place, as root, the zone writes as the workdir's owner
     let r = isolate(dir.path(), &[
         "--backend", "podman", "--image", "localhost/agent:1", "--workspace", "in-place", "--policy", "builtin:offline",
         "--exec", "agent", "--check", "make test",
@@ -509,6 +510,7 @@ fn isolate_prints_the_podman_command_of_each_zone_with_no_network_for_the_check(
 #[test]
 fn isolate_shows_a_proxied_podman_agent_joining_the_namespace_loopexec_prepares() {
     let dir = workdir();
+    zone_writable(dir.path()); // in place, as root, the zone writes as the workdir's owner
     let r = isolate(dir.path(), &["--backend", "podman", "--image", "localhost/agent:1", "--workspace", "in-place", "--exec", "a", "--check", "b"]);
     if !is_root() {
         assert_eq!(r.code, 30, "unprivileged, the proxy's namespace cannot be prepared for podman: {r:?}");
@@ -526,6 +528,7 @@ fn isolate_shows_a_proxied_podman_agent_joining_the_namespace_loopexec_prepares(
 #[test]
 fn isolate_shows_a_proxied_docker_agent_sharing_its_network_holder() {
     let dir = workdir();
+    zone_writable(dir.path()); // in place, as root, the zone writes as the workdir's owner
     let r = isolate(dir.path(), &["--backend", "docker", "--image", "localhost/agent:1", "--workspace", "in-place", "--exec", "a", "--check", "b"]);
     if !is_root() {
         assert_eq!(r.code, 30, "unprivileged, the listener cannot be put into the holder's namespace: {r:?}");
@@ -555,6 +558,7 @@ fn isolate_of_the_native_backend_lists_its_namespaces_and_the_checks_network() {
 #[test]
 fn isolate_runs_nothing_and_writes_nothing() {
     let dir = workdir();
+    zone_writable(dir.path()); // in place, as root, the zone writes as the workdir's owner
     let r = isolate(dir.path(), &[
         "--backend", "podman", "--image", "localhost/agent:1", "--workspace", "in-place", "--policy", "builtin:offline",
         "--exec", "touch x", "--check", "true",
@@ -600,6 +604,18 @@ fn a_container_backend_with_isolation_none_is_a_usage_error() {
 #[test]
 fn a_relative_cgroup_parent_is_a_usage_error() {
     refused_as_usage(&["--backend", "podman", "--image", "x", "--cgroup-parent", "machine.slice"], "must be an absolute cgroup path");
+}
+
+#[test]
+fn isolate_refuses_an_in_place_workdir_owned_by_root() {
+    if !is_root() {
+        eprintln!("skipped: only root creates root-owned workdirs");
+        return;
+    }
+    let dir = workdir();
+    let r = isolate(dir.path(), &["--backend", "podman", "--image", "x", "--workspace", "in-place", "--policy", "builtin:offline", "--exec", "a", "--check", "b"]);
+    assert_eq!(r.code, 30, "{r:?}");
+    assert!(r.json()["errors"][0]["message"].as_str().unwrap().contains("is owned by root"));
 }
 
 #[test]
