@@ -29,6 +29,8 @@ pub enum SafeFsError {
     Io { path: PathBuf, source: std::io::Error },
     #[error("{path}: larger than the {limit} bytes allowed")]
     TooLarge { path: PathBuf, limit: u64 },
+    #[error("{path}: not a regular file (a fifo, device or directory planted in its place?)")]
+    NotRegular { path: PathBuf },
 }
 
 impl SafeFsError {
@@ -129,10 +131,24 @@ impl SafeDir {
         .is_ok()
     }
 
-    /// Read a whole file, refusing links and anything over `limit` bytes.
+    /// Open an existing regular file for reading. Opened non-blocking and checked on its
+    /// descriptor, so a fifo planted in its place (which would block the open, and every read,
+    /// until a writer came) is refused instead of hanging the caller.
+    fn open_regular(&self, rel: &str) -> Result<File, SafeFsError> {
+        let fd = self.open_beneath(rel, OFlag::O_RDONLY | OFlag::O_NONBLOCK, 0)?;
+        let stat = nix::sys::stat::fstat(fd.as_raw_fd()).map_err(|e| SafeFsError::from_errno(self.join(rel), e))?;
+        if stat.st_mode & libc::S_IFMT != libc::S_IFREG {
+            return Err(SafeFsError::NotRegular { path: self.join(rel) });
+        }
+        nix::fcntl::fcntl(fd.as_raw_fd(), nix::fcntl::FcntlArg::F_SETFL(OFlag::empty()))
+            .map_err(|e| SafeFsError::from_errno(self.join(rel), e))?;
+        Ok(File::from(fd))
+    }
+
+    /// Read a whole regular file, refusing links, anything else than a regular file, and
+    /// anything over `limit` bytes.
     pub fn read(&self, rel: &str, limit: u64) -> Result<Vec<u8>, SafeFsError> {
-        let fd = self.open_beneath(rel, OFlag::O_RDONLY, 0)?;
-        let mut file = File::from(fd);
+        let mut file = self.open_regular(rel)?;
         let mut buf = Vec::new();
         (&mut file)
             .take(limit + 1)
@@ -156,10 +172,9 @@ impl SafeDir {
         Ok(File::from(fd))
     }
 
-    /// Open an existing regular file for reading.
+    /// Open an existing regular file for reading (anything else is refused, see `open_regular`).
     pub fn open_read(&self, rel: &str) -> Result<File, SafeFsError> {
-        let fd = self.open_beneath(rel, OFlag::O_RDONLY, 0)?;
-        Ok(File::from(fd))
+        self.open_regular(rel)
     }
 
     /// Create a new file (fails if it exists) with `mode`, for writing.
@@ -225,6 +240,15 @@ mod tests {
         std::os::unix::fs::symlink(tmp.path().join("secret"), tmp.path().join("link")).unwrap();
         let dir = SafeDir::open(tmp.path()).unwrap();
         assert!(matches!(dir.read("link", 10), Err(SafeFsError::Symlink { .. })));
+    }
+
+    #[test]
+    fn a_planted_fifo_is_refused_on_read_instead_of_blocking() {
+        let tmp = tempfile::tempdir().unwrap();
+        nix::unistd::mkfifo(&tmp.path().join("report.xml"), Mode::from_bits_truncate(0o644)).unwrap();
+        let dir = SafeDir::open(tmp.path()).unwrap();
+        assert!(matches!(dir.read("report.xml", 10), Err(SafeFsError::NotRegular { .. })));
+        assert!(matches!(dir.open_read("report.xml"), Err(SafeFsError::NotRegular { .. })));
     }
 
     #[test]

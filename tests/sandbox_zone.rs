@@ -349,3 +349,19 @@ fn a_root_owned_writable_grant_is_never_mapped_onto_root() {
     assert_eq!(o.status.code(), Some(20), "{}", String::from_utf8_lossy(&o.stdout));
     assert!(String::from_utf8_lossy(&o.stdout).contains("never mapped onto root"));
 }
+
+#[test]
+fn a_command_too_large_for_the_plan_message_is_refused_instead_of_hanging() {
+    // 4 arguments of 100 KB: legal for execve, together larger than one plan message on the
+    // zone's socket.
+    let big = "x".repeat(100 * 1024);
+    let out = Command::new(bin())
+        .args(["sandbox", "--json", "--", "/bin/true", &big, &big, &big, &big])
+        .current_dir("/")
+        .output()
+        .expect("run loopexec");
+    assert_eq!(out.status.code(), Some(20), "{}", stdout(&out));
+    let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).expect("one JSON object");
+    let message = v["errors"][0]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("could not be sent"), "{v}");
+}

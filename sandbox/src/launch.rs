@@ -389,9 +389,15 @@ fn launch_with(
     let stdio = command_stdio([spec.stdin.take(), spec.stdout.take(), spec.stderr.take()])?;
     let fds: Vec<RawFd> = stdio.iter().map(|f| f.as_raw_fd()).chain(trees.iter().map(|(_, t)| t.as_raw_fd())).collect();
     if let Err(e) = plan::send(zone.sock.as_raw_fd(), &bytes, &fds) {
-        // An init that died before its plan (e.g. it could not enter its cgroup) says why.
-        await_ready(&mut zone)?;
-        return Err(SandboxError::io("send plan", e));
+        if matches!(e.raw_os_error(), Some(libc::EPIPE) | Some(libc::ECONNRESET)) {
+            // An init that died before its plan (e.g. it could not enter its cgroup) says why.
+            await_ready(&mut zone)?;
+            return Err(SandboxError::io("send plan", e));
+        }
+        // The init is alive and still waiting for its plan (e.g. EMSGSIZE: argv and environment
+        // larger than one message may carry): waiting for it would wait forever.
+        let _ = zone.kill();
+        return Err(SandboxError::Spec(format!("the zone's plan ({} bytes: command line and environment) could not be sent: {e}", bytes.len())));
     }
     drop((stdio, trees));
     let plan_sent = started.elapsed();

@@ -165,7 +165,7 @@ fn run_hook(
         .arg(cmd)
         .current_dir(workdir)
         .env_clear()
-        .envs(std::env::vars().filter(|(k, _)| !k.starts_with("LOOPEXEC_")))
+        .envs(crate::engine::operator_env())
         .env("LOOPEXEC_RUN_ID", run_id)
         .env("LOOPEXEC_HOOK", which)
         .envs(extra_env.iter().copied())

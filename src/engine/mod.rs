@@ -98,8 +98,13 @@ fn zone_failure(err: ZoneError) -> Failure {
     }
 }
 
-fn base_env() -> Vec<(String, String)> {
-    std::env::vars().filter(|(k, _)| !k.starts_with("LOOPEXEC_")).collect()
+/// The operator's environment for the commands: everything but loopexec's own `LOOPEXEC_*`
+/// variables, and without entries that are not UTF-8 (`std::env::vars` would panic on them).
+pub(crate) fn operator_env() -> Vec<(String, String)> {
+    std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .filter(|(k, _)| !k.starts_with("LOOPEXEC_"))
+        .collect()
 }
 
 /// The state of a run this process is about to drive (its counters are filled in on save).
@@ -193,7 +198,7 @@ pub fn start(
         artifacts,
         workdir,
         state,
-        env: base_env(),
+        env: operator_env(),
         check_exit: None,
         failing_count: None,
         resumed: false,
@@ -363,7 +368,7 @@ pub fn resume(
         artifacts,
         workdir,
         state,
-        env: base_env(),
+        env: operator_env(),
         check_exit: pos.check_exit,
         failing_count: pos.failing_count,
         resumed: true,

@@ -254,7 +254,7 @@ fn run_check(
     // The run's own backend (the native sandbox or its container engine), from the pinned config.
     let mut zone = crate::zones::open_zone(cfg, statedir.path()).map_err(|e| Failure::isolation(e.to_string()))?;
     zone.bind_run(run.path()).map_err(|e| Failure::isolation(e.to_string()))?;
-    let mut env: Vec<(String, String)> = std::env::vars().filter(|(k, _)| !k.starts_with("LOOPEXEC_")).collect();
+    let mut env: Vec<(String, String)> = crate::engine::operator_env();
     env.push(("LOOPEXEC_RUN_ID".into(), run.id().to_string()));
     env.push(("LOOPEXEC_ITERATION".into(), rec.iteration.to_string()));
     env.push(("LOOPEXEC_ROLE".into(), Role::Check.as_str().into()));

@@ -31,7 +31,7 @@ pub fn fs_failure(err: SafeFsError) -> Failure {
             path.display()
         ))
         .with_hint("remove the planted link; loopexec never follows links under .loopexec/"),
-        SafeFsError::TooLarge { .. } => Failure::workspace(err.to_string()),
+        SafeFsError::TooLarge { .. } | SafeFsError::NotRegular { .. } => Failure::workspace(err.to_string()),
         SafeFsError::Io { path, source } => Failure::io(path, source),
     }
 }

@@ -5,7 +5,7 @@
 //! the zone gets one loopback listener whose connections the egress proxy (in this process)
 //! serves against the allowlist, with an audit line per decision.
 
-use super::pinned::{pinned_policies, EgressSetup, PROXY_PORT};
+use super::pinned::{command_limit, pinned_policies, EgressSetup, PROXY_PORT};
 use super::{Ending, Role, Zone, ZoneCommand, ZoneError, ZoneRun};
 use crate::capture::ArtifactSink;
 use crate::egress::proxy_env;
@@ -190,7 +190,11 @@ impl Zone for NativeZone {
         if let Some(fd) = interrupt::wake_fd() {
             wake.push(fd);
         }
-        let deadline = cmd.timeout.map(|t| started + t);
+        let policy = match cmd.role {
+            Role::Agent => &self.agent_policy,
+            Role::Check => &self.check_policy,
+        };
+        let deadline = Some(started + command_limit(cmd.timeout, policy));
         let ending = loop {
             match zone.wait_timeout(Duration::ZERO) {
                 Ok(Some(exit)) => break ending_of(exit),

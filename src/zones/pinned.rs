@@ -84,3 +84,10 @@ pub fn pinned_policies(cfg: &LoopConfig) -> Result<(Policy, Policy, Option<Egres
     Ok((agent_policy, check_policy, egress))
 }
 
+
+/// How long one command may run: its own timeout (`--exec-timeout` / `--check-timeout`), never
+/// longer than its zone policy's `resources.wall_clock_seconds`.
+pub fn command_limit(timeout: Option<std::time::Duration>, policy: &Policy) -> std::time::Duration {
+    let wall = std::time::Duration::from_secs(policy.resources.wall_clock_seconds);
+    timeout.map_or(wall, |t| t.min(wall))
+}

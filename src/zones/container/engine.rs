@@ -90,8 +90,6 @@ pub struct ContainerState {
     pub oom_killed: bool,
     #[serde(default)]
     pub started_at: String,
-    #[serde(default)]
-    pub status: String,
 }
 
 impl EngineCapabilities {

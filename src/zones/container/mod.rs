@@ -16,7 +16,7 @@ pub mod engine;
 pub mod host_side;
 pub mod plan;
 
-use super::pinned::{pinned_policies, EgressSetup, PROXY_PORT};
+use super::pinned::{command_limit, pinned_policies, EgressSetup, PROXY_PORT};
 use super::{Ending, Role, Zone, ZoneCommand, ZoneError, ZoneRun};
 use crate::capture::ArtifactSink;
 use crate::egress::proxy_env;
@@ -485,14 +485,7 @@ impl Zone for ContainerZone {
         if let Some(fd) = interrupt::wake_fd() {
             wake.push(fd);
         }
-        let wall = Duration::from_secs(policy.resources.wall_clock_seconds);
-        let limit = match (cmd.timeout, policy.resources.wall_clock_seconds) {
-            (Some(t), 0) => Some(t),
-            (Some(t), _) => Some(t.min(wall)),
-            (None, 0) => None,
-            (None, _) => Some(wall),
-        };
-        let deadline = limit.map(|t| started + t);
+        let deadline = Some(started + command_limit(cmd.timeout, &policy));
         let stopped_by_us = loop {
             match child.try_wait() {
                 Ok(Some(_)) => break None,
@@ -534,6 +527,8 @@ impl Zone for ContainerZone {
         let output = running.finish()?;
         let ending = match (stopped_by_us, state) {
             (Some(ending), _) => ending,
+            // The kernel's OOM killer ended it: a signal, as the native backend reports it.
+            (None, Some(state)) if state.ever_started() && state.oom_killed => Ending::Signaled { signal: libc::SIGKILL },
             (None, Some(state)) if state.ever_started() => Ending::Exited { code: state.exit_code },
             (None, _) => Ending::FailedToStart {
                 reason: format!(
