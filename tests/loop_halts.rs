@@ -170,3 +170,13 @@ fn a_symlinked_junit_report_is_not_followed() {
     assert_eq!(event["failing_set"], Value::Null);
     assert!(event["junit_error"].as_str().unwrap().contains("symlink"), "{event}");
 }
+
+#[test]
+fn a_fifo_in_place_of_the_junit_report_is_an_error_not_a_hang() {
+    let dir = workdir();
+    let (code, _) = run(dir.path(), &["--exec", "true", "--check", "mkfifo r.xml; exit 1", "--junit", "r.xml", "--max-iterations", "1"]);
+    assert_eq!(code, 12);
+    let event = &events(dir.path(), "r")[3];
+    assert_eq!(event["failing_set"], Value::Null);
+    assert!(event["junit_error"].as_str().unwrap().contains("not a regular file"), "{event}");
+}
