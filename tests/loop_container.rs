@@ -162,13 +162,14 @@ fn podman_agent_runs_unprivileged_without_capabilities_on_a_read_only_root() {
         return;
     }
     let repo = counting_repo();
-    let probe = "id -u > uid; grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status | tr -d '\\t' > caps; (touch /probe 2>/dev/null && echo writable || echo read-only) > root";
+    let probe = "id -u > uid; grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status | tr -d '\\t' > caps; (touch /probe 2>/dev/null && echo writable || echo read-only) > root; echo \"$LOOPEXEC_ROLE $LOOPEXEC_ITERATION $HOME\" > env";
     let r = run_in("podman", repo.path(), &["--run-id", "u", "--policy", "builtin:offline", "--max-iterations", "1", "--exec", probe, "--check", "true"]);
     assert_eq!(halted(&r), (10, "success_condition_met".into()), "{r:?}");
     let show = |f: &str| git(repo.path(), &["show", &format!("loopexec/u:{f}")]);
     assert_eq!(show("uid"), "60200\n");
     assert_eq!(show("caps"), "CapEff:0000000000000000\nNoNewPrivs:1\nSeccomp:2\n", "no capabilities, no_new_privs, a seccomp filter");
     assert_eq!(show("root"), "read-only\n");
+    assert_eq!(show("env"), "agent 1 /tmp\n", "loopexec's variables (by name) and the policy's fixed ones reach the zone");
 }
 
 #[test]

@@ -198,6 +198,7 @@ fn container_zone(
         _ => Vec::new(),
     };
     let image = cfg.image.clone().ok_or_else(|| Failure::usage("a container backend needs --image"))?;
+    let env = zone_env(policy, &candidate, &extra);
     let plan = ContainerPlan::new(
         engine,
         role,
@@ -210,8 +211,8 @@ fn container_zone(
             keep_id: false,
             network,
             mounts,
-            env: zone_env(policy, &candidate, &extra),
-            env_from_client,
+            env: env.fixed,
+            env_from_client: env.passed.into_iter().map(|(k, _)| k).chain(env_from_client).collect(),
             cwd,
             cgroup_parent: cfg.cgroup_parent.clone(),
             command_line: command_line.to_string(),

@@ -413,6 +413,7 @@ impl Zone for ContainerZone {
             }
         };
         let extra_env = if proxied { proxy_env(PROXY_PORT) } else { Vec::new() };
+        let env = plan::zone_env(&policy, &cmd.env, &extra_env);
         let container = ContainerPlan::new(
             self.engine,
             cmd.role,
@@ -429,8 +430,8 @@ impl Zone for ContainerZone {
                     (None, None) => ContainerNetwork::None,
                 },
                 mounts: prepared.mounts.clone(),
-                env: plan::zone_env(&policy, &cmd.env, &extra_env),
-                env_from_client: cmd.inject.iter().map(|(k, _)| k.clone()).collect(),
+                env: env.fixed.clone(),
+                env_from_client: env.passed.iter().map(|(k, _)| k.clone()).chain(cmd.inject.iter().map(|(k, _)| k.clone())).collect(),
                 cwd: cmd.cwd.clone(),
                 cgroup_parent: self.cgroup_parent.clone(),
                 command_line: cmd.command_line.clone(),
@@ -448,7 +449,8 @@ impl Zone for ContainerZone {
         let mut client = Command::new(self.engine.program());
         client
             .args(&argv)
-            .envs(cmd.inject.iter().map(|(k, v)| (k, v.expose())))
+            .envs(env.passed.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .envs(cmd.inject.iter().map(|(k, v)| (k.as_str(), v.expose())))
             .stdin(Stdio::null())
             .stdout(Stdio::from(out_w))
             .stderr(Stdio::from(err_w))

@@ -15,8 +15,9 @@
 //! - Always: `--cap-drop ALL`, `--security-opt no-new-privileges`, private IPC and cgroup
 //!   namespaces, no pull (`--pull never`), no log copy (`--log-driver none`), `/bin/sh` as the
 //!   entrypoint whatever the image says.
-//! - `[env]`: only the variables the native zone would get, as `--env K=V`; a minted secret as
-//!   `--env NAME` alone, so that its value travels in the client's environment, never in argv.
+//! - `[env]`: only the variables the native zone would get: the policy's fixed values as
+//!   `--env K=V`; values from the operator's environment and a minted secret as `--env NAME`
+//!   alone, so that they travel in the client's environment, never in argv.
 
 use super::engine::Engine;
 use crate::zones::Role;
@@ -165,8 +166,10 @@ pub struct ZoneParts {
     pub keep_id: bool,
     pub network: ContainerNetwork,
     pub mounts: Vec<ContainerMount>,
+    /// Variables set in argv (`--env K=V`): the zone's fixed values only.
     pub env: Vec<(String, String)>,
-    /// Variables whose value the engine takes from its client's environment (secrets).
+    /// Variables whose value the engine takes from its client's environment (`--env NAME`): the
+    /// operator's values and the minted secret.
     pub env_from_client: Vec<String>,
     pub cwd: PathBuf,
     pub cgroup_parent: Option<String>,
@@ -304,23 +307,29 @@ pub fn shell_quote(word: &str) -> String {
     }
 }
 
-/// The environment of a zone's command, as the native sandbox builds it: loopexec's own
-/// variables, the candidate variables the policy's `env.allow` names, then the policy's fixed
-/// values (which win), then `extra` (the proxy variables).
-pub fn zone_env(policy: &Policy, candidate: &[(String, String)], extra: &[(String, String)]) -> Vec<(String, String)> {
-    let mut env: std::collections::BTreeMap<String, String> = std::collections::BTreeMap::new();
+/// The environment of a zone's command, as the native sandbox builds it, split by where the
+/// values may travel. `fixed`: the policy's `env.set` and `extra` (the proxy variables), values
+/// from reviewed files, which win and may stand in the engine's argv. `passed`: loopexec's own
+/// variables and the candidate variables the policy's `env.allow` names, values from the
+/// operator's environment, which travel by name only (`--env NAME`, the value in the client's
+/// environment), so that no allowed token shows in a process list.
+pub struct ZoneEnv {
+    pub fixed: Vec<(String, String)>,
+    pub passed: Vec<(String, String)>,
+}
+
+pub fn zone_env(policy: &Policy, candidate: &[(String, String)], extra: &[(String, String)]) -> ZoneEnv {
+    use std::collections::BTreeMap;
+    let mut fixed: BTreeMap<String, String> = policy.env.set.clone().into_iter().collect();
+    fixed.extend(extra.iter().cloned());
+    let mut passed: BTreeMap<String, String> = BTreeMap::new();
     for (k, v) in candidate {
-        if k.starts_with("LOOPEXEC_") || policy.env.allow.iter().any(|a| a == k) {
-            env.insert(k.clone(), v.clone());
+        let allowed = k.starts_with("LOOPEXEC_") || policy.env.allow.iter().any(|a| a == k);
+        if allowed && !fixed.contains_key(k) {
+            passed.entry(k.clone()).or_insert_with(|| v.clone());
         }
     }
-    for (k, v) in &policy.env.set {
-        env.insert(k.clone(), v.clone());
-    }
-    for (k, v) in extra {
-        env.insert(k.clone(), v.clone());
-    }
-    env.into_iter().collect()
+    ZoneEnv { fixed: fixed.into_iter().collect(), passed: passed.into_iter().collect() }
 }
 
 #[cfg(test)]
@@ -476,10 +485,21 @@ mod tests {
             ("HOME".to_string(), "/root".to_string()),
         ];
         let env = zone_env(&policy, &candidate, &[]);
-        let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
-        assert_eq!(get("LANG"), Some("C"));
-        assert_eq!(get("AWS_SECRET_ACCESS_KEY"), None);
-        assert_eq!(get("LOOPEXEC_ITERATION"), Some("3"));
-        assert_eq!(get("HOME"), Some("/tmp"));
+        let get = |list: &[(String, String)], k: &str| list.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        assert_eq!(get(&env.passed, "LANG").as_deref(), Some("C"));
+        assert_eq!(get(&env.passed, "LOOPEXEC_ITERATION").as_deref(), Some("3"));
+        assert_eq!(get(&env.passed, "AWS_SECRET_ACCESS_KEY"), None);
+        assert_eq!(get(&env.fixed, "AWS_SECRET_ACCESS_KEY"), None);
+        assert_eq!(get(&env.fixed, "HOME").as_deref(), Some("/tmp"), "the policy's value wins");
+        assert_eq!(get(&env.passed, "HOME"), None);
+    }
+
+    #[test]
+    fn operator_values_travel_by_name_only() {
+        let mut p = plan(Engine::Podman);
+        p.parts.env_from_client = vec!["LANG".into()];
+        let argv = p.argv().unwrap();
+        assert!(argv.contains(&"LANG".to_string()));
+        assert!(!argv.iter().any(|a| a.starts_with("LANG=")));
     }
 }
