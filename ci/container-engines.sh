@@ -2,7 +2,8 @@
 # Prepare (or take down) the container engines the container-backend tests drive, without touching
 # the host's own engine state. Call as root.
 #
-#   ci/container-engines.sh start DIR   install podman, runc, docker.io and busybox-static if missing;
+#   ci/container-engines.sh start DIR   install podman, crun, runc, docker.io and busybox-static if
+#                                       missing (without starting the host's own docker service);
 #                                       give podman a private store and configuration under DIR;
 #                                       start a private dockerd (socket, data and pid file under DIR,
 #                                       no bridge, no iptables); import the test image, a static
@@ -38,7 +39,7 @@ stop() {
 }
 
 start() {
-  packages=(podman runc docker.io busybox-static)
+  packages=(podman crun runc docker.io busybox-static)
   missing=()
   for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -46,7 +47,15 @@ start() {
   if [ ${#missing[@]} -gt 0 ]; then
     echo "container-engines: installing ${missing[*]}" >&2
     apt-get update -qq
+    # docker.io's maintainer scripts would start the host's own dockerd (bridge, iptables): a
+    # temporary policy-rc.d keeps services from starting during the install (Debian's mechanism).
+    policy=/usr/sbin/policy-rc.d
+    own_policy=
+    if [ ! -e "$policy" ]; then
+      printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod 755 "$policy" && own_policy=1
+    fi
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    [ -z "$own_policy" ] || rm -f "$policy"
   fi
   stop
   mkdir -p "$dir/podman" "$dir/docker" "$dir/image/bin" "$dir/image/tmp" "$dir/image/etc"

@@ -9,10 +9,14 @@ cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "test-unprivileged.sh: run as root (it switches to loopexec-test)" >&2; exit 2; }
 dirs=$(sh ci/setup-test-user.sh)
 cargo build --quiet --bin loopexec
-bins=$(cargo test --no-run --message-format=json --test "${LOOPEXEC_TESTS:-sandbox_*}" 2>/dev/null \
+bins=$(cargo test --no-run --quiet --message-format=json --test "${LOOPEXEC_TESTS:-sandbox_*}" \
     | sed -n 's/.*"executable":"\([^"]*\/deps\/[^"]*\)".*/\1/p')
-[ -n "$bins" ] || { echo "no sandbox test binaries found" >&2; exit 1; }
+[ -n "$bins" ] || { echo "no integration test binaries match LOOPEXEC_TESTS=${LOOPEXEC_TESTS:-sandbox_*}" >&2; exit 1; }
 target=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+runuser -u loopexec-test -- test -x "$target/debug/loopexec" || {
+    echo "loopexec-test cannot reach $target/debug/loopexec: check out the repository where that user can traverse (e.g. not under /root)" >&2
+    exit 1
+}
 # Move this shell (and so the tests) into the delegated cgroup(s); move back on exit.
 leave() {
     for d in $dirs; do echo $$ > "$(dirname "$d")/cgroup.procs" 2>/dev/null || true; done
