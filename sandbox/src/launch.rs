@@ -348,11 +348,8 @@ fn launch_with(
     let overlays = resolve_overlays(&spec.overlays, root.then_some((zone_uid, zone_gid)))?;
     let rw: Vec<PathBuf> = grants.iter().map(|g| g.path.clone()).collect();
     let trees = idmapped_trees(&grants, zone_uid, zone_gid)?;
-    let mut held = placeholders::open();
-    let mut protected = hold_protected(&rw, &spec.policy.filesystem.protected, &mut held)?;
-    let mut hidden = spec.policy.filesystem.hidden.clone();
-    placeholders::shield_registry(&held, &ro, &rw, &mut protected, &mut hidden).map_err(SandboxError::Spec)?;
-    held.end_setup();
+    let ProtectedHolds { protected, hidden, placeholders: ProtectedPlaceholders(held) } =
+        hold_protected_paths(&ro, &rw, &spec.policy.filesystem.protected, &spec.policy.filesystem.hidden)?;
     zone.report.placeholders = held.created.clone();
     zone.placeholders = held;
     let landlock = (!skip(Layer::Landlock)).then(|| LandlockPlan {
@@ -641,9 +638,9 @@ fn idmapped_trees(grants: &[RwGrant], zone_uid: u32, zone_gid: u32) -> Result<Ve
     Ok(out)
 }
 
-/// Placeholders held for another backend (the container backend); released when dropped
-/// (the field is only ever dropped).
-pub struct ProtectedPlaceholders(#[allow(dead_code)] Placeholders);
+/// The placeholders a zone holds; released (removed unless another live zone holds them) when
+/// dropped.
+pub struct ProtectedPlaceholders(Placeholders);
 
 /// What a backend that mounts protected paths itself must hold for a zone.
 pub struct ProtectedHolds {
@@ -654,7 +651,7 @@ pub struct ProtectedHolds {
     pub placeholders: ProtectedPlaceholders,
 }
 
-/// The protected-path holds of [`launch`] for a backend that mounts them itself: placeholders
+/// Step 7 (`hold_protected`), also for a backend that mounts the holds itself: placeholders
 /// made (and recorded, so that a killed supervisor's are collected) for missing ones, the
 /// registry shielded, a symlinked protected path refused, exactly as for a native zone.
 pub fn hold_protected_paths(read_only: &[PathBuf], rw: &[PathBuf], protected: &[PathBuf], hidden: &[PathBuf]) -> Result<ProtectedHolds, SandboxError> {
