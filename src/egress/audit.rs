@@ -47,6 +47,30 @@ pub struct AuditRecord {
     pub duration_ms: u64,
 }
 
+impl AuditRecord {
+    /// A decision about a request as far as it was seen: who asked what, nothing relayed yet.
+    pub fn new(ts: String, zone: String, decision: Decision, method: Option<String>, host: Option<String>, port: Option<u16>) -> AuditRecord {
+        AuditRecord {
+            ts,
+            zone,
+            method,
+            host,
+            port,
+            address: None,
+            via: None,
+            decision,
+            rule: None,
+            reason: None,
+            detail: None,
+            status: None,
+            end: None,
+            bytes_up: 0,
+            bytes_down: 0,
+            duration_ms: 0,
+        }
+    }
+}
+
 /// Audit log failures.
 #[derive(Debug, thiserror::Error)]
 pub enum AuditError {
@@ -280,24 +304,8 @@ mod tests {
     use super::*;
 
     fn record(host: &str, decision: Decision, up: u64) -> AuditRecord {
-        AuditRecord {
-            ts: now_rfc3339(),
-            zone: "agent".into(),
-            method: Some("CONNECT".into()),
-            host: Some(host.into()),
-            port: Some(443),
-            address: None,
-            via: None,
-            decision,
-            rule: None,
-            reason: None,
-            detail: None,
-            status: None,
-            end: None,
-            bytes_up: up,
-            bytes_down: 0,
-            duration_ms: 0,
-        }
+        let r = AuditRecord::new(now_rfc3339(), "agent".into(), decision, Some("CONNECT".into()), Some(host.into()), Some(443));
+        AuditRecord { bytes_up: up, ..r }
     }
 
     #[test]

@@ -500,24 +500,7 @@ fn base_record(
     accepted: &Accepted,
 ) -> AuditRecord {
     let seen = seen.unwrap_or_default();
-    AuditRecord {
-        ts: accepted.ts.clone(),
-        zone: shared.zone.clone(),
-        method: seen.method,
-        host: seen.host,
-        port: seen.port,
-        address: None,
-        via: None,
-        decision,
-        rule: None,
-        reason: None,
-        detail: None,
-        status: None,
-        end: None,
-        bytes_up: 0,
-        bytes_down: 0,
-        duration_ms: 0,
-    }
+    AuditRecord::new(accepted.ts.clone(), shared.zone.clone(), decision, seen.method, seen.host, seen.port)
 }
 
 fn audit_denied(shared: &Shared, seen: Option<Seen>, denial: &Denial, started: &Accepted) {
