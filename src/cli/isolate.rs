@@ -16,7 +16,7 @@ use crate::receipt::store::STATE_DIR;
 use crate::safefs::SafeDir;
 use crate::zones::container::engine::Engine;
 use crate::zones::container::plan::{zone_env, ContainerMount, ContainerNetwork, ContainerPlan, ZoneParts};
-use crate::zones::container::{detached_refusal, in_place_mounts, unexpressible, zone_user, EngineCapabilities, Refusal};
+use crate::zones::container::{detached_refusal, hidden_mount, in_place_mounts, unexpressible, zone_user, EngineCapabilities, Refusal};
 use crate::zones::pinned::PROXY_PORT;
 use crate::zones::{Isolation, Role};
 use sandbox::policy::NetworkMode;
@@ -149,7 +149,7 @@ fn container_zone(
     let workdir = PathBuf::from(&cfg.workdir);
     let state_dir = workdir.join(STATE_DIR);
     let mut prepared = Vec::new();
-    let mut mounts: Vec<ContainerMount> = policy.filesystem.hidden.iter().map(|h| ContainerMount::EmptyDir { target: h.clone() }).collect();
+    let mut mounts: Vec<ContainerMount> = policy.filesystem.hidden.iter().map(|h| hidden_mount(h)).collect();
     let cwd = if detached {
         mounts.push(ContainerMount::Bind {
             source: state_dir.join("container-mounts").join(format!("<pid>_<start time>-{name}-0")),

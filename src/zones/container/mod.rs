@@ -307,7 +307,7 @@ pub fn in_place_mounts(rw: &[PathBuf], state_dir: &Path, protected: &[(PathBuf, 
 }
 
 /// A hidden path: a directory covered by an empty read-only tmpfs, anything else by /dev/null.
-fn hidden_mount(path: &Path) -> ContainerMount {
+pub fn hidden_mount(path: &Path) -> ContainerMount {
     match std::fs::symlink_metadata(path) {
         Ok(m) if !m.is_dir() => ContainerMount::Bind { source: "/dev/null".into(), target: path.to_path_buf(), writable: false },
         _ => ContainerMount::EmptyDir { target: path.to_path_buf() },
