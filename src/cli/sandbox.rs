@@ -151,7 +151,7 @@ pub fn run(args: SandboxArgs, json: bool) -> CmdResult<Outcome> {
     }
     let proxy = match (egress, zone.take_listener()) {
         (Some((config, (log, path))), Some(listener)) => {
-            let handle = Proxy::start(config, listener, log, "sandbox").map_err(|e| Failure::internal(format!("egress proxy: {e}")))?;
+            let handle = Proxy::start(config, listener, log, "sandbox", &crate::egress::ProxyStats::default()).map_err(|e| Failure::internal(format!("egress proxy: {e}")))?;
             Some((handle, path))
         }
         _ => None,

@@ -316,7 +316,11 @@ pub fn resume(
         .with_hint("start a new run (loopexec run); `loopexec explain-halt` says why it stopped"));
     }
     let workdir = open_workdir(&pos.cfg)?;
-    let zones = zone_setup(&pos.cfg, statedir.path())?;
+    let mut zones = zone_setup(&pos.cfg, statedir.path())?;
+    if let Some(totals) = recorded_egress_totals(&events) {
+        // The run's egress budgets continue from what its receipt recorded.
+        zones.egress_totals = totals;
+    }
     let mut zone = open_zone(&zones)?;
     zone.bind_run(run.path())?;
     let artifacts = run.artifacts()?;
@@ -384,6 +388,12 @@ pub fn resume(
         return active.halt(reason, detail);
     }
     active.drive_revoking_on_error(zone.as_mut(), once, progress)
+}
+
+/// The run's egress totals as the receipt's last `exec_result` recorded them.
+fn recorded_egress_totals(events: &[Map<String, Value>]) -> Option<crate::egress::ProxyStats> {
+    let last = events.iter().rev().find_map(|e| (type_of(e) == events::EXEC_RESULT).then(|| e.get("egress")).flatten())?;
+    serde_json::from_value(last.get("totals")?.clone()).ok()
 }
 
 /// Whether the receipt's last `credential_minted` has no `credential_revoked` after it.

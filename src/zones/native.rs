@@ -48,7 +48,7 @@ impl NativeZone {
             policies,
             workdir: setup.workdir.clone(),
             state_dir: setup.state_dir.clone(),
-            egress: setup.egress.clone().map(EgressSetup::new),
+            egress: setup.egress.clone().map(|config| EgressSetup::new(config, setup.egress_totals.clone())),
         })
     }
 

@@ -4,6 +4,7 @@
 //! command may run under its policy.
 
 use super::{EgressUsage, Role, ZoneError};
+use crate::egress::config::{Limits, WildcardShape};
 use crate::egress::{AuditDigest, AuditLog, EgressConfig, Proxy, ProxyHandle, ProxyStats};
 use crate::safefs::SafeDir;
 use sandbox::policy::Policy;
@@ -27,9 +28,11 @@ pub struct EgressSetup {
 }
 
 impl EgressSetup {
-    /// The proxy of a run, before its run directory is bound.
-    pub fn new(config: EgressConfig) -> EgressSetup {
-        EgressSetup { config, totals: ProxyStats::default(), audit_dir: None, audit_digest: AuditDigest::default() }
+    /// The proxy of a run, before its run directory is bound, continuing from the run's totals so
+    /// far (zero for a new run; what the receipt recorded last for a resumed one, so the run's
+    /// byte and connection budgets carry over).
+    pub fn new(config: EgressConfig, totals: ProxyStats) -> EgressSetup {
+        EgressSetup { config, totals, audit_dir: None, audit_digest: AuditDigest::default() }
     }
 
     /// Bind the run directory, where the audit log is appended. A resumed run continues the same
@@ -47,6 +50,7 @@ impl EgressSetup {
         let t = &mut self.totals;
         t.allowed += step.allowed;
         t.denied += step.denied;
+        t.connections += step.connections;
         t.bytes_up += step.bytes_up;
         t.bytes_down += step.bytes_down;
         t.byte_cap_hits += step.byte_cap_hits;
@@ -60,12 +64,13 @@ impl EgressSetup {
         self.record(proxy.map(ProxyHandle::stop).unwrap_or_default())
     }
 
-    /// Serve one command's proxy listener against the allowlist, auditing every decision.
+    /// Serve one command's proxy listener against the allowlist, auditing every decision; the
+    /// proxy starts from the run's totals so far (the run's byte and connection budgets).
     pub fn serve(&self, listener: std::net::TcpListener, role: Role) -> Result<ProxyHandle, ZoneError> {
         let dir = self.audit_dir.as_ref().ok_or_else(|| ZoneError::Spec("egress audit log: no run directory bound".into()))?;
         let audit = AuditLog::open_tracked(dir, EGRESS_AUDIT_FILE, &self.audit_digest)
             .map_err(|e| ZoneError::io("egress audit log", std::io::Error::other(e)))?;
-        Proxy::start(self.config.clone(), listener, audit, role.as_str()).map_err(|e| ZoneError::io("egress proxy", e))
+        Proxy::start(self.config.clone(), listener, audit, role.as_str(), &self.totals).map_err(|e| ZoneError::io("egress proxy", e))
     }
 }
 
@@ -88,7 +93,19 @@ pub fn egress_config(
     let net = &policy.network;
     let allow: Vec<String> = net.allow.iter().chain(allow_hosts.iter()).cloned().collect();
     let upstream = egress_proxy.or(Some(net.upstream_proxy.as_str()));
-    EgressConfig::from_parts(&allow, &net.allow_addresses, resolve, upstream, net.max_connections as usize, net.max_bytes)
+    let limits = Limits {
+        max_bytes: net.max_bytes,
+        max_bytes_per_step: net.max_bytes_per_step,
+        max_connections: u64::from(net.max_connections),
+        max_connections_per_step: net.max_connections_per_step.map(u64::from),
+        max_open_connections: net.max_open_connections as usize,
+        idle_timeout: std::time::Duration::from_secs(net.idle_timeout_seconds),
+    };
+    let shape = WildcardShape { max_labels: net.wildcard_max_labels as usize, max_label_length: net.wildcard_max_label_length as usize };
+    EgressConfig::from_parts(&allow, &net.allow_addresses, resolve, upstream, limits)?
+        .with_sni_ports(&net.sni_check_ports)
+        .with_sni_exempt(&net.sni_check_exempt)?
+        .with_wildcard_shape(shape)
 }
 
 /// How long one command may run: its own timeout (`--exec-timeout` / `--check-timeout`), never

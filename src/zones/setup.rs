@@ -36,6 +36,8 @@ pub struct ZoneSetup {
     pub detached: bool,
     /// The egress proxy's configuration, when a role's policy routes through it.
     pub egress: Option<EgressConfig>,
+    /// What the egress proxy served the run before this process (a resumed run's receipt).
+    pub egress_totals: crate::egress::ProxyStats,
     policies: BTreeMap<Role, RolePolicy>,
 }
 
@@ -51,6 +53,7 @@ impl ZoneSetup {
             state_dir,
             detached: false,
             egress: None,
+            egress_totals: Default::default(),
             policies: BTreeMap::new(),
         }
     }

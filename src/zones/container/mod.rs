@@ -156,7 +156,7 @@ impl ContainerZone {
             policies,
             workdir: zones.workdir.clone(),
             state_dir: zones.state_dir.clone(),
-            egress: zones.egress.clone().map(EgressSetup::new),
+            egress: zones.egress.clone().map(|config| EgressSetup::new(config, zones.egress_totals.clone())),
             capabilities,
             supervisor: host_side::supervisor_identity(),
             root,
