@@ -46,14 +46,7 @@ impl EgressSetup {
 
     /// Add one command's proxy statistics to the run's totals.
     pub fn record(&mut self, step: &ProxyStats) {
-        let t = &mut self.totals;
-        t.allowed += step.allowed;
-        t.denied += step.denied;
-        t.connections += step.connections;
-        t.bytes_up += step.bytes_up;
-        t.bytes_down += step.bytes_down;
-        t.byte_cap_hits += step.byte_cap_hits;
-        t.audit_errors += step.audit_errors;
+        self.totals.add(step);
     }
 
     /// Serve one command's proxy listener against the allowlist, auditing every decision; the
