@@ -5,6 +5,7 @@
 //! - `engine`: the iteration lifecycle, the loop configuration and the halt decision.
 //! - `halt`: the halt taxonomy and exit classes (the integration contract).
 //! - `error`, `output`: typed failures and the one-JSON-object output contract.
+//! - `inert`: escaping agent-controlled text before it reaches a terminal (every human renderer).
 //! - `safefs`: symlink-proof file access beneath supervisor-owned directories.
 //! - `receipt`: the hash-chained receipt log, state files and the `.loopexec/` layout.
 //! - `capture`: bounded capture of a command's stdout/stderr into artifacts.
@@ -24,6 +25,7 @@ pub mod ending;
 pub mod engine;
 pub mod error;
 pub mod halt;
+pub mod inert;
 pub mod interrupt;
 pub mod oracle;
 pub mod output;
