@@ -10,6 +10,8 @@
 //! - `capture`: bounded capture of a command's stdout/stderr into artifacts.
 //! - `zones`: where commands run (host today; native sandbox and container engine plug in).
 //! - `oracle`: what is read out of a check besides its exit code (the failing set).
+//! - `testreport`: test reports (JUnit, go -json, TAP, libtest output) and the agreement of the
+//!   exit code with them and with the runners' summaries.
 //! - `progress`: the failing-set trend behind `explain-halt`.
 //! - `interrupt`: SIGINT/SIGTERM handling.
 //! - `run_id`: run id validation and generation.
@@ -28,5 +30,6 @@ pub mod progress;
 pub mod receipt;
 pub mod run_id;
 pub mod safefs;
+pub mod testreport;
 pub mod workspace;
 pub mod zones;
