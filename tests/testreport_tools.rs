@@ -9,7 +9,7 @@
 //! test returns (the unprivileged re-run of ci/test.sh has no cargo on its PATH).
 
 use loopexec::safefs::SafeDir;
-use loopexec::testreport::agreement::{agree, output_report, Agreement, CapturedOutput};
+use loopexec::testreport::agreement::{agree, output_report, Agreement, CapturedOutput, Disagreement};
 use loopexec::testreport::paths::{collect, DeclaredReport, ReportPatterns};
 use loopexec::testreport::{parse_report, ParsedReport};
 use std::path::{Path, PathBuf};
@@ -103,14 +103,14 @@ fn parsed(reports: &[DeclaredReport]) -> &ParsedReport {
     reports[0].result.as_ref().unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn kinds(a: &Agreement) -> Vec<String> {
-    match a {
-        Agreement::Disagree { disagreements } => disagreements
-            .iter()
-            .map(|d| serde_json::to_value(d).unwrap()["kind"].as_str().unwrap().to_string())
-            .collect(),
-        other => panic!("not a disagreement: {other:?}"),
-    }
+fn kinds(a: &Agreement) -> Vec<&'static str> {
+    assert!(matches!(a, Agreement::Disagree { .. }), "not a disagreement: {a:?}");
+    a.disagreements().iter().map(Disagreement::kind).collect()
+}
+
+/// The green run (SAMPLE_FAIL=0) and the red run (SAMPLE_FAIL=1) of one project.
+fn green_and_red(run_once: impl Fn(bool) -> (Ran, Vec<DeclaredReport>)) -> [(Ran, Vec<DeclaredReport>); 2] {
+    [run_once(false), run_once(true)]
 }
 
 fn ids(set: &std::collections::BTreeSet<String>) -> Vec<&str> {
@@ -136,15 +136,12 @@ fn assert_green_and_red(
 #[test]
 fn pytest_junit_report_from_a_real_run() {
     let Some(pytest) = tool(&["pytest-3", "pytest"]) else { return };
-    let runs: Vec<(Ran, Vec<DeclaredReport>)> = [false, true]
-        .iter()
-        .map(|&fail| {
-            let dir = project("pytest");
-            let ran = run(command(&pytest, dir.path(), fail).args(["-p", "no:cacheprovider", "--junitxml=out/junit.xml"]));
-            let reports = reports_in(dir.path(), "out/*.xml");
-            (ran, reports)
-        })
-        .collect();
+    let runs = green_and_red(|fail| {
+        let dir = project("pytest");
+        let ran = run(command(&pytest, dir.path(), fail).args(["-p", "no:cacheprovider", "--junitxml=out/junit.xml"]));
+        let reports = reports_in(dir.path(), "out/*.xml");
+        (ran, reports)
+    });
     let (green, red) = (&runs[0], &runs[1]);
     let expected = sample("pytest-green.xml");
     assert_eq!(parsed(&green.1).collected, expected.collected);
@@ -197,23 +194,20 @@ fn cargo_test_output_and_nextest_junit_from_a_real_run() {
 fn go_test_json_from_a_real_run() {
     let Some(go) = tool(&["go"]) else { return };
     let cache = std::env::temp_dir().join(format!("loopexec-testreport-gocache-{}", nix::unistd::getuid()));
-    let runs: Vec<(Ran, Vec<DeclaredReport>)> = [false, true]
-        .iter()
-        .map(|&fail| {
-            let dir = project("go");
-            let mut cmd = command(&go, dir.path(), fail);
-            cmd.args(["test", "-count=1", "-json", "./..."])
-                .env("GOPROXY", "off")
-                .env("GOFLAGS", "-mod=mod")
-                .env("GOCACHE", &cache)
-                .env("GOPATH", dir.path().join(".gopath"))
-                .env("GOTELEMETRY", "off");
-            let ran = run(&mut cmd);
-            std::fs::write(dir.path().join("go-test.json"), &ran.stdout).unwrap();
-            let reports = reports_in(dir.path(), "go-test.json");
-            (ran, reports)
-        })
-        .collect();
+    let runs = green_and_red(|fail| {
+        let dir = project("go");
+        let mut cmd = command(&go, dir.path(), fail);
+        cmd.args(["test", "-count=1", "-json", "./..."])
+            .env("GOPROXY", "off")
+            .env("GOFLAGS", "-mod=mod")
+            .env("GOCACHE", &cache)
+            .env("GOPATH", dir.path().join(".gopath"))
+            .env("GOTELEMETRY", "off");
+        let ran = run(&mut cmd);
+        std::fs::write(dir.path().join("go-test.json"), &ran.stdout).unwrap();
+        let reports = reports_in(dir.path(), "go-test.json");
+        (ran, reports)
+    });
     let (green, red) = (&runs[0], &runs[1]);
     assert_eq!(parsed(&green.1).collected, sample("go-test-json-green.jsonl").collected);
     assert_eq!(ids(&parsed(&green.1).skipped), ["example.com/sample/calc/TestSkipped"]);
@@ -231,16 +225,13 @@ fn go_test_json_from_a_real_run() {
 #[test]
 fn node_test_tap_from_a_real_run() {
     let Some(node) = tool(&["node", "nodejs"]) else { return };
-    let runs: Vec<(Ran, Vec<DeclaredReport>)> = [false, true]
-        .iter()
-        .map(|&fail| {
-            let dir = project("node");
-            let ran = run(command(&node, dir.path(), fail).args(["--test", "--test-reporter=tap"]));
-            std::fs::write(dir.path().join("node.tap"), &ran.stdout).unwrap();
-            let reports = reports_in(dir.path(), "*.tap");
-            (ran, reports)
-        })
-        .collect();
+    let runs = green_and_red(|fail| {
+        let dir = project("node");
+        let ran = run(command(&node, dir.path(), fail).args(["--test", "--test-reporter=tap"]));
+        std::fs::write(dir.path().join("node.tap"), &ran.stdout).unwrap();
+        let reports = reports_in(dir.path(), "*.tap");
+        (ran, reports)
+    });
     let (green, red) = (&runs[0], &runs[1]);
     let expected = sample("node-tap-green.tap");
     assert_eq!(parsed(&green.1).collected, expected.collected);
@@ -252,16 +243,13 @@ fn node_test_tap_from_a_real_run() {
 #[test]
 fn perl_tap_and_prove_from_a_real_run() {
     let (Some(perl), Some(prove)) = (tool(&["perl"]), tool(&["prove"])) else { return };
-    let runs: Vec<(Ran, Vec<DeclaredReport>)> = [false, true]
-        .iter()
-        .map(|&fail| {
-            let dir = project("perl");
-            let tap = run(command(&perl, dir.path(), fail).arg("t/basic.t"));
-            std::fs::write(dir.path().join("basic.tap"), &tap.stdout).unwrap();
-            let ran = run(command(&prove, dir.path(), fail).arg("t/"));
-            (ran, reports_in(dir.path(), "basic.tap"))
-        })
-        .collect();
+    let runs = green_and_red(|fail| {
+        let dir = project("perl");
+        let tap = run(command(&perl, dir.path(), fail).arg("t/basic.t"));
+        std::fs::write(dir.path().join("basic.tap"), &tap.stdout).unwrap();
+        let ran = run(command(&prove, dir.path(), fail).arg("t/"));
+        (ran, reports_in(dir.path(), "basic.tap"))
+    });
     let (green, red) = (&runs[0], &runs[1]);
     assert_eq!(parsed(&green.1).collected, sample("perl-tap-green.tap").collected);
     assert_eq!(ids(&parsed(&red.1).failing), ["wrong when asked"]);

@@ -238,7 +238,31 @@ fn compare_with_reports(
     }
 }
 
+impl Agreement {
+    /// The disagreements (none when green or red).
+    pub fn disagreements(&self) -> &[Disagreement] {
+        match self {
+            Agreement::Disagree { disagreements } => disagreements,
+            _ => &[],
+        }
+    }
+}
+
 impl Disagreement {
+    /// The kind's name, as serialized (`report_shows_failures`, ...).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Disagreement::ReportUnusable { .. } => "report_unusable",
+            Disagreement::ReportHasNoTests { .. } => "report_has_no_tests",
+            Disagreement::ReportShowsFailures { .. } => "report_shows_failures",
+            Disagreement::ReportIncomplete { .. } => "report_incomplete",
+            Disagreement::ReportContradictsItself { .. } => "report_contradicts_itself",
+            Disagreement::SummaryShowsFailures { .. } => "summary_shows_failures",
+            Disagreement::SummaryContradictsReports { .. } => "summary_contradicts_reports",
+            Disagreement::OutputTruncated => "output_truncated",
+        }
+    }
+
     /// The report or output the disagreement is about.
     pub fn subject(&self) -> String {
         match self {
@@ -263,7 +287,7 @@ impl Disagreement {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testreport::{parse_report, Format};
+    use crate::testreport::parse_report;
 
     const GREEN_LIB: &[u8] =
         b"running 1 test\ntest a ... ok\n\ntest result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s\n";
@@ -276,14 +300,16 @@ mod tests {
         DeclaredReport { pattern: name.into(), path: Some(name.into()), result: parse_report(text.as_bytes(), name, None) }
     }
 
-    fn kinds(a: &Agreement) -> Vec<String> {
-        match a {
-            Agreement::Disagree { disagreements } => disagreements
-                .iter()
-                .map(|d| serde_json::to_value(d).unwrap()["kind"].as_str().unwrap().to_string())
-                .collect(),
-            other => panic!("agreed: {other:?}"),
-        }
+    fn kinds(a: &Agreement) -> Vec<&'static str> {
+        assert!(matches!(a, Agreement::Disagree { .. }), "agreed: {a:?}");
+        a.disagreements().iter().map(Disagreement::kind).collect()
+    }
+
+    #[test]
+    fn each_kind_name_is_its_serialized_tag() {
+        let d = Disagreement::ReportHasNoTests { report: "r".into() };
+        assert_eq!(serde_json::to_value(&d).unwrap()["kind"], d.kind());
+        assert_eq!(serde_json::to_value(Disagreement::OutputTruncated).unwrap()["kind"], "output_truncated");
     }
 
     #[test]
@@ -376,6 +402,5 @@ mod tests {
         let a = agree(Some(0), &[r], &out(b""));
         let Agreement::Disagree { disagreements } = a else { panic!() };
         assert!(disagreements[0].to_string().starts_with("report r.txt: not a known report format"), "{}", disagreements[0]);
-        let _ = Format::Junit;
     }
 }
