@@ -13,6 +13,8 @@
 //! - `secret`: an in-memory secret with redacted `Debug`, zeroed on drop.
 //! - `zones`: where commands run (host today; native sandbox and container engine plug in).
 //! - `oracle`: what is read out of a check besides its exit code (the failing set).
+//! - `testreport`: test reports (JUnit, go -json, TAP, libtest output) and the agreement of the
+//!   exit code with them and with the runners' summaries.
 //! - `progress`: the failing-set trend behind `explain-halt`.
 //! - `interrupt`: SIGINT/SIGTERM handling.
 //! - `run_id`: run id validation and generation.
@@ -34,5 +36,6 @@ pub mod receipt;
 pub mod run_id;
 pub mod safefs;
 pub mod secret;
+pub mod testreport;
 pub mod workspace;
 pub mod zones;
