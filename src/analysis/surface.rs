@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use globset::{Glob, GlobSet, GlobSetBuilder};
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
@@ -90,11 +90,12 @@ pub struct SurfaceSpec {
 }
 
 impl SurfaceSpec {
-    /// The defaults plus `extra_globs` (globset syntax, matched against repository-relative paths).
+    /// The defaults plus `extra_globs` (globset syntax against repository-relative paths; `*`
+    /// stays within one directory, `**` crosses them).
     pub fn new(extra_globs: &[String]) -> Result<SurfaceSpec, AnalysisError> {
         let mut builder = GlobSetBuilder::new();
         for glob in extra_globs {
-            let parsed = Glob::new(glob).map_err(|e| AnalysisError::InvalidGlob { glob: glob.clone(), message: e.to_string() })?;
+            let parsed = GlobBuilder::new(glob).literal_separator(true).build().map_err(|e| AnalysisError::InvalidGlob { glob: glob.clone(), message: e.to_string() })?;
             builder.add(parsed);
         }
         let extra = builder.build().map_err(|e| AnalysisError::InvalidGlob { glob: extra_globs.join(", "), message: e.to_string() })?;
