@@ -90,6 +90,45 @@ fn turning_off_debug_assertions_adds_a_profile_part() {
 }
 
 #[test]
+fn every_other_cargo_surface_key_is_a_part_of_its_own() {
+    let cases = [
+        ("\n[workspace]\nmembers = [\"a\"]\n", "workspace.members"),
+        ("\n[workspace]\nexclude = [\"b\"]\n", "workspace.exclude"),
+        ("\n[profile.test]\nopt-level = 1\n", "profile.test"),
+        ("\n[profile.dev]\noverflow-checks = false\n", "profile.dev.overflow-checks"),
+        ("\n[profile.dev]\npanic = \"abort\"\n", "profile.dev.panic"),
+        ("\n[[example]]\nname = \"demo\"\ntest = true\n", "[[example]]"),
+        ("\n[[bench]]\nname = \"speed\"\nharness = false\n", "[[bench]]"),
+    ];
+    for (addition, expected) in cases {
+        let end = format!("{CARGO_T0}{addition}");
+        assert_eq!(changed_parts("Cargo.toml", CARGO_T0, &end), vec![part("Cargo.toml", expected, "added")], "{expected}");
+    }
+    let end = CARGO_T0.replace("edition = \"2021\"\n", "edition = \"2021\"\nbuild = \"gen.rs\"\nautobins = false\n");
+    assert_eq!(
+        changed_parts("Cargo.toml", CARGO_T0, &end),
+        vec![part("Cargo.toml", "package.autobins", "added"), part("Cargo.toml", "package.build", "added")]
+    );
+}
+
+#[test]
+fn other_runner_keys_of_package_json_and_pyproject_are_parts() {
+    let end = PACKAGE_T0.replace("\"name\": \"calc\",", "\"name\": \"calc\", \"mocha\": {\"spec\": \"none\"}, \"ava\": {},");
+    assert_eq!(changed_parts("package.json", PACKAGE_T0, &end), vec![part("package.json", "ava", "added"), part("package.json", "mocha", "added")]);
+    let end = PACKAGE_T0.replace("\"test\": \"jest\"", "\"test\": \"jest\", \"posttest\": \"true\"");
+    assert_eq!(changed_parts("package.json", PACKAGE_T0, &end), vec![part("package.json", "scripts.posttest", "added")]);
+    let end = format!("{PYPROJECT_T0}\n[tool.poetry.plugins.pytest11]\nquiet = \"calc.plugin\"\n");
+    assert_eq!(changed_parts("pyproject.toml", PYPROJECT_T0, &end), vec![part("pyproject.toml", "tool.poetry.plugins.pytest11", "added")]);
+}
+
+#[test]
+fn a_pytest11_entry_point_in_setup_cfg_is_a_part() {
+    let t0 = "[metadata]\nname = calc\n\n[options.entry_points]\nconsole_scripts =\n    calc = calc:main\n";
+    let end = "[metadata]\nname = calc\n\n[options.entry_points]\nconsole_scripts =\n    calc = calc:main\npytest11 =\n    quiet = calc.plugin\n";
+    assert_eq!(changed_parts("setup.cfg", t0, end), vec![part("setup.cfg", "[options.entry_points].pytest11", "added")]);
+}
+
+#[test]
 fn an_unparsable_cargo_toml_is_digested_whole() {
     let end = format!("{CARGO_T0}[[[\n");
     assert_eq!(
@@ -308,4 +347,17 @@ fn module_name_output_that_is_not_names_is_an_error() {
     let err = parse_module_names(b"json\nTraceback (most recent call last):\n").expect_err("garbage");
     assert_eq!(err.to_string(), "the module-name command printed line 2 that is not a module name: \"Traceback (most recent call last):\"");
     assert_eq!(parse_module_names(b"\n").expect_err("empty").to_string(), "the module-name command printed no module names");
+}
+
+#[test]
+fn the_module_name_command_lists_the_system_interpreters_modules_but_not_the_workspaces() {
+    let workspace = tempfile::tempdir().expect("tempdir");
+    std::fs::write(workspace.path().join("calcpkg_in_workspace.py"), "x = 1\n").expect("write");
+    let names = module_names_via(|argv: &[&str]| {
+        let out = std::process::Command::new(argv[0]).args(&argv[1..]).current_dir(workspace.path()).output().map_err(|e| e.to_string())?;
+        if out.status.success() { Ok(out.stdout) } else { Err(String::from_utf8_lossy(&out.stderr).into_owned()) }
+    })
+    .expect("python3 (installed by ci/setup.sh) lists its modules");
+    assert!(names.contains("json") && names.contains("os") && names.contains("sys"), "{names:?}");
+    assert!(!names.contains("calcpkg_in_workspace"));
 }

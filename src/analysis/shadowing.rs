@@ -14,13 +14,20 @@ use super::AnalysisError;
 
 /// The command that prints, one per line, every top-level module name the interpreter resolves
 /// without the workspace: the standard library, builtins, and what is installed on its path.
-/// `-I` keeps the current directory and the user's environment variables out of `sys.path`.
-pub const MODULE_NAMES_ARGV: &[&str] = &[
-    "python3",
-    "-I",
-    "-c",
-    "import sys, pkgutil\nnames = set(sys.stdlib_module_names) | set(sys.builtin_module_names)\nnames |= {m.name for m in pkgutil.iter_modules()}\nprint('\\n'.join(sorted(names)))",
-];
+/// `-I` keeps the current directory and the user's environment variables out of `sys.path`; run
+/// it with the workspace as the working directory, so that modules found inside the workspace
+/// (an editable install of the project under test) are not counted as installed.
+pub const MODULE_NAMES_ARGV: &[&str] = &["python3", "-I", "-c", MODULE_NAMES_SCRIPT];
+
+const MODULE_NAMES_SCRIPT: &str = r#"import os, pkgutil, sys
+cwd = os.path.realpath(os.getcwd())
+names = set(sys.stdlib_module_names) | set(sys.builtin_module_names)
+for m in pkgutil.iter_modules():
+    where = os.path.realpath(getattr(m.module_finder, "path", None) or cwd)
+    if where != cwd and not where.startswith(cwd + os.sep):
+        names.add(m.name)
+print("\n".join(sorted(names)))
+"#;
 
 /// At most this many bytes of module-name output are read.
 pub const MAX_MODULE_NAMES_BYTES: usize = 4 * 1024 * 1024;
@@ -34,8 +41,8 @@ pub fn module_names_via<E: std::fmt::Display>(
     parse_module_names(&stdout)
 }
 
-/// Parses one module name a line; blank lines are ignored, anything that is not an identifier
-/// (or a dotted-free name the interpreter could print) is an error naming the line.
+/// Parses one module name a line; blank lines are ignored, a line that is not one name (a
+/// traceback, a path) is an error naming the line.
 pub fn parse_module_names(stdout: &[u8]) -> Result<BTreeSet<String>, AnalysisError> {
     if stdout.len() > MAX_MODULE_NAMES_BYTES {
         return Err(AnalysisError::ModuleNamesOutput(format!("{} bytes, more than {MAX_MODULE_NAMES_BYTES}", stdout.len())));
@@ -47,9 +54,10 @@ pub fn parse_module_names(stdout: &[u8]) -> Result<BTreeSet<String>, AnalysisErr
         if name.is_empty() {
             continue;
         }
-        let identifier = name.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_')
-            && name.chars().all(|c| c.is_alphanumeric() || c == '_');
-        if !identifier {
+        // Installed names need not be identifiers (mypyc ships `81d2...__mypyc`), but one
+        // name is one word of letters, digits, `_` and `-`.
+        let word = name.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '-');
+        if !word {
             let shown: String = name.chars().take(60).collect();
             return Err(AnalysisError::ModuleNamesOutput(format!("line {} that is not a module name: {shown:?}", i + 1)));
         }

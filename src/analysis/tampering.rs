@@ -142,8 +142,9 @@ pub fn new_findings<'a>(
     end: impl IntoIterator<Item = (&'a str, &'a [Occurrence])>,
     rules: &RuleSet,
 ) -> Vec<Finding> {
-    // Unmatched t0 occurrences by (rule, evidence): (file, line, still available).
-    let mut pool: BTreeMap<(RuleId, &str), Vec<(&str, u32, bool)>> = BTreeMap::new();
+    // t0 occurrences by (rule, evidence): (file, line, still unmatched).
+    type Pool<'p> = BTreeMap<(RuleId, &'p str), Vec<(&'p str, u32, bool)>>;
+    let mut pool: Pool<'_> = BTreeMap::new();
     for (file, occurrences) in t0 {
         for o in occurrences {
             pool.entry((o.rule, o.evidence.as_str())).or_default().push((file, o.line, true));
