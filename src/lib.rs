@@ -20,6 +20,8 @@
 //! - `run_id`: run id validation and generation.
 //! - `egress`: the agent zone's allowlist proxy and its audit log.
 //! - `workspace`: the detached workspace: baseline t0, overlay, snapshot, protected paths, delivery.
+//! - `analysis`: syntax-tree analysis for the guards: assertions, test items, tampering, surface digest.
+pub mod analysis;
 pub mod capture;
 pub mod cli;
 pub mod egress;
