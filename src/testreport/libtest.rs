@@ -15,7 +15,7 @@
 //! cargo started and that printed nothing did too; a block whose lines do not add up to its own
 //! counts was cut or interleaved. Each of these lands in the report's `incomplete` list.
 
-use super::{bounded_id, lines, Counts, Format, Outcome, ParsedReport, Producer, ReportBuilder, ReportError};
+use super::{bounded_id, lines, output_lines, Counts, Format, Outcome, ParsedReport, Producer, ReportBuilder, ReportError};
 
 /// One `test result:` line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -142,8 +142,14 @@ fn outcome_word(word: &str) -> Option<Outcome> {
 }
 
 /// Read libtest blocks out of captured stdout, with cargo's labels from `stderr` when it was
-/// captured apart (labels printed inline in `stdout` win).
+/// captured apart (labels printed inline in `stdout` win). Over-long lines are passed over.
 pub fn parse_output(stdout: &[u8], stderr: Option<&[u8]>, name: &str) -> Result<LibtestRun, ReportError> {
+    parse_lines(stdout, stderr, name, false)
+}
+
+/// `strict`: a saved report, where an over-long line is an error.
+fn parse_lines(stdout: &[u8], stderr: Option<&[u8]>, name: &str, strict: bool) -> Result<LibtestRun, ReportError> {
+    let split = |bytes| if strict { lines(bytes, name, Format::Libtest) } else { output_lines(bytes, name) };
     let mut blocks: Vec<Binary> = Vec::new();
     let mut inline_label: Option<String> = None;
     let mut saw_inline_label = false;
@@ -151,7 +157,7 @@ pub fn parse_output(stdout: &[u8], stderr: Option<&[u8]>, name: &str) -> Result<
     let mut pending: Option<String> = None;
     // After `failures:` / `successes:` libtest replays the tests' own output: no result lines there.
     let mut replaying = false;
-    for line in lines(stdout, name, Format::Libtest) {
+    for line in split(stdout) {
         let (number, raw) = line?;
         let text = String::from_utf8_lossy(raw);
         let text = text.as_ref();
@@ -209,7 +215,7 @@ pub fn parse_output(stdout: &[u8], stderr: Option<&[u8]>, name: &str) -> Result<
     if !saw_inline_label {
         if let Some(stderr) = stderr {
             let mut labels = Vec::new();
-            for line in lines(stderr, name, Format::Libtest) {
+            for line in split(stderr) {
                 let (_, raw) = line?;
                 let text = String::from_utf8_lossy(raw);
                 if label_key(&text).is_some() && text.starts_with(' ') {
@@ -305,7 +311,7 @@ impl LibtestRun {
 /// A saved libtest output as a report file (no stderr labels: binaries are keyed `#K` unless
 /// the file holds cargo's labels inline, as `cargo test 2>&1 > file` does).
 pub fn parse_report(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
-    let run = parse_output(bytes, None, report)?;
+    let run = parse_lines(bytes, None, report, true)?;
     if run.binaries.is_empty() {
         return Err(ReportError::malformed(report, Format::Libtest, "line 1".into(), "no `running N tests` line"));
     }
@@ -390,6 +396,14 @@ mod tests {
         let out = "running 1 test\ntest a ... FAILED\n\nfailures:\n\n---- a stdout ----\ntest fake ... ok\n\nfailures:\n    a\n\ntest result: FAILED. 0 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out\n";
         let r = parse_output(out.as_bytes(), None, "stdout").unwrap();
         assert_eq!(r.binaries[0].tests, vec![("a".to_string(), Outcome::Failed)]);
+    }
+
+    #[test]
+    fn an_over_long_line_in_captured_output_is_passed_over() {
+        let out = format!("{}\n{LIB}", "x".repeat(crate::testreport::MAX_LINE_BYTES + 1));
+        let r = parse_output(out.as_bytes(), None, "stdout").unwrap();
+        assert_eq!(r.binaries[0].tests.len(), 3);
+        assert!(parse_report(out.as_bytes(), "saved.txt").is_err());
     }
 
     #[test]
