@@ -26,6 +26,8 @@ struct Entry {
     path: Vec<String>,
     outcome: Outcome,
     suite: bool,
+    /// Whether an entry below this one failed (a failed suite without one failed on its own).
+    failed_inside: bool,
 }
 
 #[derive(Default)]
@@ -127,7 +129,9 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
         }
         if let Some(plan) = parse_plan(body) {
             open_levels(&mut levels, depth, number, &err)?;
-            close_deeper(&mut levels, depth, number, &err)?;
+            if levels.len() > depth + 1 {
+                return Err(err(number, "a plan while a subtest is still open".into()));
+            }
             let level = &mut levels[depth];
             if level.plan.is_some() {
                 return Err(err(number, "a second plan at the same level".into()));
@@ -167,11 +171,12 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
                 None if point.ok => Outcome::Passed,
                 None => Outcome::Failed,
             };
+            let failed_inside = children.iter().any(|c| c.failed_inside || c.outcome == Outcome::Failed);
             for mut child in children {
                 child.path.push(description.clone());
                 level.entries.push(child);
             }
-            level.entries.push(Entry { path: vec![description], outcome, suite: false });
+            level.entries.push(Entry { path: vec![description], outcome, suite: false, failed_inside });
             level.last_point = Some(level.entries.len() - 1);
             after_point = Some(depth);
             if depth == 0 {
@@ -209,15 +214,11 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
             bounded_id(id, report, Format::Tap, || "a test point".to_string()).map(|id| (id, e))
         })
         .collect::<Result<_, _>>()?;
-    for (id, entry) in &ids {
+    for (id, entry) in ids {
         if !entry.suite {
-            builder.add(id.clone(), entry.outcome);
-        } else if entry.outcome == Outcome::Failed {
-            let prefix = format!("{id} > ");
-            let failed_inside = ids.iter().any(|(other, e)| e.outcome == Outcome::Failed && other.starts_with(&prefix));
-            if !failed_inside {
-                builder.add_unit_failure(id.clone());
-            }
+            builder.add(id, entry.outcome);
+        } else if entry.outcome == Outcome::Failed && !entry.failed_inside {
+            builder.add_unit_failure(id);
         }
     }
     if !incomplete.is_empty() {
@@ -247,19 +248,6 @@ fn open_levels(
     }
     if depth == levels.len() {
         levels.push(Level::default());
-    }
-    Ok(())
-}
-
-/// A plan at `depth` while deeper levels are open: those subtests were never closed.
-fn close_deeper(
-    levels: &mut [Level],
-    depth: usize,
-    number: usize,
-    err: &impl Fn(usize, String) -> ReportError,
-) -> Result<(), ReportError> {
-    if levels.len() > depth + 1 {
-        return Err(err(number, "a plan while a subtest is still open".into()));
     }
     Ok(())
 }
