@@ -5,6 +5,7 @@
 //! - `engine`: the iteration lifecycle, the loop configuration and the halt decision.
 //! - `halt`: the halt taxonomy and exit classes (the integration contract).
 //! - `error`, `output`: typed failures and the one-JSON-object output contract.
+//! - `inert`: escaping agent-controlled text before it reaches a terminal (every human renderer).
 //! - `safefs`: symlink-proof file access beneath supervisor-owned directories.
 //! - `receipt`: the hash-chained receipt log, state files and the `.loopexec/` layout.
 //! - `capture`: bounded capture of a command's stdout/stderr into artifacts.
@@ -19,6 +20,8 @@
 //! - `run_id`: run id validation and generation.
 //! - `egress`: the agent zone's allowlist proxy and its audit log.
 //! - `workspace`: the detached workspace: baseline t0, overlay, snapshot, protected paths, delivery.
+//! - `analysis`: syntax-tree analysis for the guards: assertions, test items, tampering, surface digest.
+pub mod analysis;
 pub mod capture;
 pub mod cli;
 pub mod egress;
@@ -26,6 +29,7 @@ pub mod ending;
 pub mod engine;
 pub mod error;
 pub mod halt;
+pub mod inert;
 pub mod interrupt;
 pub mod oracle;
 pub mod output;
