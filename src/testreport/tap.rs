@@ -58,7 +58,7 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
     let err = |number: usize, detail: String| ReportError::malformed(report, Format::Tap, format!("line {number}"), detail);
     let mut levels: Vec<Level> = vec![Level::default()];
     let mut yaml: Option<Yaml> = None;
-    let mut seen_content = false;
+    let mut seen_tap = false;
     let mut bailed: Option<String> = None;
     let mut closing_comments: BTreeMap<String, u64> = BTreeMap::new();
     let mut last_line = 0;
@@ -97,16 +97,16 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
             continue;
         }
         if let Some(version) = body.strip_prefix("TAP version ") {
-            if seen_content || indent != 0 {
-                return Err(err(number, "`TAP version` after the start of the stream".into()));
+            // Lines before it that are no TAP (`npm test`'s banner) are ignored, as TAP says.
+            if seen_tap || indent != 0 {
+                return Err(err(number, "`TAP version` after the first test point or plan".into()));
             }
             if version != "13" && version != "14" {
                 return Err(err(number, format!("TAP version {} is not supported (13 or 14)", super::shown(version))));
             }
-            seen_content = true;
+            seen_tap = true;
             continue;
         }
-        seen_content = true;
         if body.starts_with("Bail out!") {
             bailed = Some(body.to_string());
             break;
@@ -137,6 +137,7 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
                 return Err(err(number, "a second plan at the same level".into()));
             }
             level.plan = Some((plan, number));
+            seen_tap = true;
             if depth == 0 {
                 closing_comments.clear();
             }
@@ -179,6 +180,7 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
             level.entries.push(Entry { path: vec![description], outcome, suite: false, failed_inside });
             level.last_point = Some(level.entries.len() - 1);
             after_point = Some(depth);
+            seen_tap = true;
             if depth == 0 {
                 closing_comments.clear();
             }
@@ -397,6 +399,13 @@ mod tests {
     #[test]
     fn a_subtest_never_closed_is_truncated() {
         assert_eq!(detail("    ok 1 - inner\n    1..1\n").1, "truncated: a subtest is never closed by its parent's test point");
+    }
+
+    #[test]
+    fn a_banner_before_the_version_line_is_ignored_but_a_late_version_line_is_an_error() {
+        let r = parsed("\n> sample@0.1.0 test\n> node --test\n\nTAP version 13\nok 1 - a\n1..1\n");
+        assert_eq!(r.collected.iter().collect::<Vec<_>>(), ["a"]);
+        assert_eq!(detail("ok 1 - a\nTAP version 13\n1..1\n").1, "`TAP version` after the first test point or plan");
     }
 
     #[test]
