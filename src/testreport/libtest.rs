@@ -38,6 +38,8 @@ pub struct Binary {
     /// The line of `running N tests` and its N; `None` when the binary printed nothing.
     pub running: Option<(usize, u64)>,
     pub tests: Vec<(String, Outcome)>,
+    /// Results libtest's terse format (`cargo test -q`) printed as `.`, `F` and `i`, unnamed.
+    pub terse: u64,
     pub result: Option<ResultLine>,
 }
 
@@ -131,6 +133,17 @@ fn parse_test_line(line: &str) -> Option<(&str, Option<Outcome>)> {
     Some((name, outcome_word(result.trim())))
 }
 
+/// A line of the terse format's results (`..i.F`, with ` 88/100` progress on long runs).
+fn terse_results(line: &str) -> Option<u64> {
+    let marks = line.split(' ').next()?;
+    if marks.is_empty() || !marks.chars().all(|c| matches!(c, '.' | 'F' | 'i')) {
+        return None;
+    }
+    let rest = line[marks.len()..].trim();
+    let progress = rest.split_once('/').is_some_and(|(a, b)| a.parse::<u64>().is_ok() && b.parse::<u64>().is_ok());
+    (rest.is_empty() || progress).then_some(marks.len() as u64)
+}
+
 fn outcome_word(word: &str) -> Option<Outcome> {
     let first = word.split([' ', ',']).next().unwrap_or("");
     match first {
@@ -167,6 +180,7 @@ fn parse_lines(stdout: &[u8], stderr: Option<&[u8]>, name: &str, strict: bool) -
                 label: inline_label.take(),
                 running: Some((number, n)),
                 tests: Vec::new(),
+                terse: 0,
                 result: None,
             });
             open = true;
@@ -176,7 +190,7 @@ fn parse_lines(stdout: &[u8], stderr: Option<&[u8]>, name: &str, strict: bool) -
         }
         if label_key(text).is_some() && (text.starts_with(' ') || text.starts_with("Running") || text.starts_with("Doc-tests")) {
             if let Some(label) = inline_label.replace(text.trim().to_string()) {
-                blocks.push(Binary { key: String::new(), label: Some(label), running: None, tests: Vec::new(), result: None });
+                blocks.push(Binary { key: String::new(), label: Some(label), running: None, tests: Vec::new(), terse: 0, result: None });
             }
             saw_inline_label = true;
             open = false;
@@ -192,6 +206,10 @@ fn parse_lines(stdout: &[u8], stderr: Option<&[u8]>, name: &str, strict: bool) -
             replaying = true;
         }
         if replaying {
+            continue;
+        }
+        if let Some(n) = terse_results(text) {
+            block.terse += n;
             continue;
         }
         if let Some((test, outcome)) = parse_test_line(text) {
@@ -210,7 +228,7 @@ fn parse_lines(stdout: &[u8], stderr: Option<&[u8]>, name: &str, strict: bool) -
         }
     }
     if let Some(label) = inline_label.take() {
-        blocks.push(Binary { key: String::new(), label: Some(label), running: None, tests: Vec::new(), result: None });
+        blocks.push(Binary { key: String::new(), label: Some(label), running: None, tests: Vec::new(), terse: 0, result: None });
     }
     if !saw_inline_label {
         if let Some(stderr) = stderr {
@@ -227,7 +245,7 @@ fn parse_lines(stdout: &[u8], stderr: Option<&[u8]>, name: &str, strict: bool) -
                 block.label = labels.next();
             }
             for label in labels {
-                blocks.push(Binary { key: String::new(), label: Some(label), running: None, tests: Vec::new(), result: None });
+                blocks.push(Binary { key: String::new(), label: Some(label), running: None, tests: Vec::new(), terse: 0, result: None });
             }
         }
     }
@@ -259,6 +277,11 @@ impl Binary {
         let Some(result) = &self.result else {
             return vec![format!("{key}: printed `running {declared} tests` and no `test result:` line (it exited abnormally)")];
         };
+        if self.tests.is_empty() && self.terse > 0 {
+            return vec![format!(
+                "{key}: terse output (`cargo test -q`) names no test; run the check without -q so each test is named"
+            )];
+        }
         let mut problems = Vec::new();
         let summed = result.passed + result.failed + result.ignored + result.measured;
         if summed != declared {
@@ -404,6 +427,17 @@ mod tests {
         let r = parse_output(out.as_bytes(), None, "stdout").unwrap();
         assert_eq!(r.binaries[0].tests.len(), 3);
         assert!(parse_report(out.as_bytes(), "saved.txt").is_err());
+    }
+
+    #[test]
+    fn terse_output_is_a_named_problem_not_a_count_mismatch() {
+        let out = "running 4 tests\n.i..\ntest result: ok. 3 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out; finished in 0.27s\n";
+        let r = parse_output(out.as_bytes(), None, "stdout").unwrap();
+        assert_eq!(r.binaries[0].terse, 4);
+        assert_eq!(
+            r.binaries[0].problems(),
+            vec!["#1: terse output (`cargo test -q`) names no test; run the check without -q so each test is named".to_string()]
+        );
     }
 
     #[test]
