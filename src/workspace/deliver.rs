@@ -59,7 +59,7 @@ pub fn deliver(workspace: &Workspace, snapshot: &Snapshot, run_id: &str, run_dir
     if git.resolve(&refname)?.is_some() {
         return Err(WorkspaceError::BranchExists(branch));
     }
-    write_missing_blobs(&git, workspace, snapshot, bounds.clone())?;
+    let large = write_missing_blobs(&git, workspace, snapshot, bounds.clone())?;
     bounds.check_now()?;
     let tree = write_tree(&git, snapshot, run_dir)?;
     bounds.check_now()?;
@@ -68,7 +68,7 @@ pub fn deliver(workspace: &Workspace, snapshot: &Snapshot, run_id: &str, run_dir
         .with_identity(AUTHOR_NAME, AUTHOR_EMAIL)
         .run(["commit-tree", "--no-gpg-sign", "-p", parent.as_str(), "-m", message, tree.to_hex().as_str()], None)?;
     let commit = parse_oid(&commit_out, "commit-tree")?;
-    let patch = write_patch(&git, &parent, &commit, run_id, run_dir)?;
+    let patch = write_patch(&git, &parent, &commit, run_id, run_dir, &large)?;
     bounds.check_now()?;
     if let Err(e) = git.run(["update-ref", "--no-deref", "-m", &format!("loopexec: run {run_id}"), refname.as_str(), commit.to_hex().as_str(), ""], None) {
         // What the branch holds now decides what the receipt says: ours (delivered), another
@@ -89,32 +89,47 @@ fn parse_oid(out: &[u8], command: &str) -> WsResult<ObjectId> {
 
 /// Write into the operator's object store every blob of the snapshot it does not have (the
 /// agent's files, and working-tree files taken with `include_uncommitted`), streamed into one
-/// `git fast-import`.
-fn write_missing_blobs(git: &Git, workspace: &Workspace, snapshot: &Snapshot, mut bounds: Bounds) -> WsResult<()> {
+/// `git fast-import`. Returns the paths whose blob is over [`LARGE_BLOB_BYTES`].
+fn write_missing_blobs(git: &Git, workspace: &Workspace, snapshot: &Snapshot, mut bounds: Bounds) -> WsResult<Vec<Vec<u8>>> {
     let blobs: Vec<(&Vec<u8>, ObjectId)> =
         snapshot.manifest.iter().filter(|(_, e)| e.kind != EntryKind::Gitlink).map(|(p, e)| (p, e.oid)).collect();
     let mut query = Vec::with_capacity(blobs.len() * 41);
     for (_, oid) in &blobs {
         query.extend_from_slice(format!("{oid}\n").as_bytes());
     }
-    let answer = git.run(["cat-file", "--batch-check=%(objectname) %(objecttype)"], Some(&query))?;
+    let answer = git.run(["cat-file", "--batch-check=%(objectname) %(objecttype) %(objectsize)"], Some(&query))?;
     drop(query);
     let lines: Vec<&[u8]> = answer.split(|&b| b == b'\n').filter(|l| !l.is_empty()).collect();
     if lines.len() != blobs.len() {
         return Err(WorkspaceError::GitOutput { command: "cat-file --batch-check".into(), detail: format!("{} answers for {} objects", lines.len(), blobs.len()) });
     }
-    let missing: Vec<&Vec<u8>> = blobs.iter().zip(lines).filter(|(_, line)| !line.ends_with(b" blob")).map(|((p, _), _)| *p).collect();
+    let mut missing = Vec::new();
+    let mut large = Vec::new();
+    for ((path, _), line) in blobs.iter().zip(lines) {
+        let mut fields = line.split(|&b| b == b' ').skip(1);
+        match (fields.next(), fields.next().and_then(|n| std::str::from_utf8(n).ok()?.parse::<u64>().ok())) {
+            (Some(b"blob"), Some(size)) if size > LARGE_BLOB_BYTES => large.push(path.to_vec()),
+            (Some(b"blob"), Some(_)) => {}
+            _ => missing.push(*path),
+        }
+    }
     if missing.is_empty() {
-        return Ok(());
+        return Ok(large);
     }
     let mut importer = FastImport::start(git)?;
-    let result = stream_blobs(&mut importer, workspace, snapshot, &missing, &mut bounds);
-    importer.finish(git, result)
+    let result = stream_blobs(&mut importer, workspace, snapshot, &missing, &mut bounds, &mut large);
+    importer.finish(git, result)?;
+    Ok(large)
 }
+
+/// Blobs over this size are streamed straight into a pack (no delta search in memory) and left
+/// out of the patch's binary data (`Binary files ... differ`): `git diff --binary` would hold
+/// each whole in memory. The branch holds them.
+const LARGE_BLOB_BYTES: u64 = 64 << 20;
 
 /// Each missing blob, read beneath its layer (the upper layer when the agent wrote it, the
 /// baseline otherwise) with one bounded-descriptor cursor per layer, into fast-import.
-fn stream_blobs(importer: &mut FastImport, workspace: &Workspace, snapshot: &Snapshot, missing: &[&Vec<u8>], bounds: &mut Bounds) -> WsResult<()> {
+fn stream_blobs(importer: &mut FastImport, workspace: &Workspace, snapshot: &Snapshot, missing: &[&Vec<u8>], bounds: &mut Bounds, large: &mut Vec<Vec<u8>>) -> WsResult<()> {
     let upper = workspace.upper_dir();
     let base = workspace.baseline().files_dir.as_path();
     let open = |root: &Path| fsat::open_dir_path(root).map(fsat::DirStack::new).map_err(|e| WorkspaceError::io(root, e.into()));
@@ -136,6 +151,9 @@ fn stream_blobs(importer: &mut FastImport, workspace: &Workspace, snapshot: &Sna
         } else {
             let file = fsat::open_file(dir, name).map_err(|e| io(e.into()))?;
             let len = file.metadata().map_err(io)?.len();
+            if len > LARGE_BLOB_BYTES {
+                large.push(path.to_vec());
+            }
             importer.blob_header(len).map_err(io)?;
             let mut stopped = None;
             let hashed = blob_id_of_file(&file, len, &mut |chunk| {
@@ -167,7 +185,8 @@ struct FastImport {
 
 impl FastImport {
     fn start(git: &Git) -> WsResult<FastImport> {
-        let mut cmd = git.command(["fast-import", "--quiet", "--done"]);
+        let threshold = format!("--big-file-threshold={LARGE_BLOB_BYTES}");
+        let mut cmd = git.command(["fast-import", "--quiet", "--done", threshold.as_str()]);
         cmd.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::null());
         let mut child = cmd.spawn().map_err(WorkspaceError::GitSpawn)?;
         let stdin = child.stdin.take().map(|s| std::io::BufWriter::with_capacity(1 << 16, s));
@@ -244,18 +263,41 @@ fn write_tree(git: &Git, snapshot: &Snapshot, run_dir: &SafeDir) -> WsResult<Obj
     Ok(tree)
 }
 
-fn write_patch(git: &Git, parent: &str, commit: &ObjectId, run_id: &str, run_dir: &SafeDir) -> WsResult<PathBuf> {
+/// The patch from t0's commit to the delivered one: `--binary` for every path but the `large`
+/// ones, which follow as `Binary files ... differ` (git judges them binary by size, unread).
+fn write_patch(git: &Git, parent: &str, commit: &ObjectId, run_id: &str, run_dir: &SafeDir, large: &[Vec<u8>]) -> WsResult<PathBuf> {
     let name = format!("loopexec-{run_id}.patch");
     let file = run_dir.create_new(&name, 0o600)?;
-    let mut cmd = git.command(["diff", "--no-ext-diff", "--no-textconv", "--binary", "--full-index", "--no-color", "--no-renames", parent, &commit.to_hex()]);
-    cmd.stdout(file);
-    let out = cmd.output().map_err(WorkspaceError::GitSpawn)?;
-    if !out.status.success() {
-        return Err(WorkspaceError::Git {
-            repo: git.repo().to_path_buf(),
-            command: "diff".into(),
-            detail: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        });
+    let commit = commit.to_hex();
+    let threshold = format!("core.bigFileThreshold={LARGE_BLOB_BYTES}");
+    let spec = |magic: &str, p: &[u8]| {
+        let mut a = std::ffi::OsString::from(format!(":({magic})"));
+        a.push(std::ffi::OsStr::from_bytes(p));
+        a
+    };
+    let diff = |binary: bool, pathspecs: Vec<std::ffi::OsString>| -> WsResult<()> {
+        let mut args: Vec<std::ffi::OsString> = ["-c", threshold.as_str(), "diff", "--no-ext-diff", "--no-textconv", "--full-index", "--no-color", "--no-renames"]
+            .iter()
+            .map(|a| a.into())
+            .collect();
+        if binary {
+            args.push("--binary".into());
+        }
+        args.extend([parent.into(), commit.as_str().into(), "--".into()]);
+        args.extend(pathspecs);
+        let mut cmd = git.command(args);
+        cmd.stdout(file.try_clone().map_err(|e| WorkspaceError::io(run_dir.path().join(&name), e))?);
+        let out = cmd.output().map_err(WorkspaceError::GitSpawn)?;
+        if !out.status.success() {
+            return Err(WorkspaceError::Git { repo: git.repo().to_path_buf(), command: "diff".into(), detail: String::from_utf8_lossy(&out.stderr).trim().to_string() });
+        }
+        Ok(())
+    };
+    let mut everything_else = vec![std::ffi::OsString::from(":(top)")];
+    everything_else.extend(large.iter().map(|p| spec("top,exclude,literal", p)));
+    diff(true, everything_else)?;
+    if !large.is_empty() {
+        diff(false, large.iter().map(|p| spec("top,literal", p)).collect())?;
     }
     Ok(run_dir.path().join(std::ffi::OsStr::from_bytes(name.as_bytes())))
 }
