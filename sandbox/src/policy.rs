@@ -684,6 +684,16 @@ mod tests {
     }
 
     #[test]
+    fn the_workspace_table_sets_limits_over_the_defaults_and_refuses_zero_and_unknown_keys() {
+        let p = Policy::parse(b"[workspace]\nmax_depth = 40\nmax_file_bytes = 1024\n", "t").unwrap();
+        assert_eq!((p.workspace.max_depth, p.workspace.max_file_bytes), (40, 1024));
+        assert_eq!(p.workspace.max_entries, WorkspaceLimits::default().max_entries);
+        assert!(err("[workspace]\nmax_depth = 0\n").message.contains("max_depth"));
+        assert!(err("[workspace]\nsnapshot_timeout_seconds = 0\n").message.contains("snapshot_timeout_seconds"));
+        assert_eq!(err("[workspace]\nmax_dept = 3\n").line, 2);
+    }
+
+    #[test]
     fn unknown_key_is_refused_with_its_line() {
         let e = err("[network]\nmode = \"none\"\nmodee = 1\n");
         assert_eq!(e.line, 3);

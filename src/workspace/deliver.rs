@@ -122,9 +122,9 @@ fn write_missing_blobs(git: &Git, workspace: &Workspace, snapshot: &Snapshot, mu
     Ok(large)
 }
 
-/// Blobs over this size are streamed straight into a pack (no delta search in memory) and left
-/// out of the patch's binary data (`Binary files ... differ`): `git diff --binary` would hold
-/// each whole in memory. The branch holds them.
+/// Blobs over this size are streamed straight into a pack (no delta search in memory) and only
+/// listed in the patch: any `git diff` that prints them holds each whole in memory. The branch
+/// holds them.
 const LARGE_BLOB_BYTES: u64 = 64 << 20;
 
 /// Each missing blob, read beneath its layer (the upper layer when the agent wrote it, the
@@ -264,7 +264,8 @@ fn write_tree(git: &Git, snapshot: &Snapshot, run_dir: &SafeDir) -> WsResult<Obj
 }
 
 /// The patch from t0's commit to the delivered one: `--binary` for every path but the `large`
-/// ones, which follow as `Binary files ... differ` (git judges them binary by size, unread).
+/// ones, which follow as `--raw` lines (mode, blob ids, path: git reads no blob for them, and
+/// `git apply` skips them as commentary; the branch holds their content).
 fn write_patch(git: &Git, parent: &str, commit: &ObjectId, run_id: &str, run_dir: &SafeDir, large: &[Vec<u8>]) -> WsResult<PathBuf> {
     let name = format!("loopexec-{run_id}.patch");
     let file = run_dir.create_new(&name, 0o600)?;
@@ -275,14 +276,12 @@ fn write_patch(git: &Git, parent: &str, commit: &ObjectId, run_id: &str, run_dir
         a.push(std::ffi::OsStr::from_bytes(p));
         a
     };
-    let diff = |binary: bool, pathspecs: Vec<std::ffi::OsString>| -> WsResult<()> {
+    let diff = |format: &str, pathspecs: Vec<std::ffi::OsString>| -> WsResult<()> {
         let mut args: Vec<std::ffi::OsString> = ["-c", threshold.as_str(), "diff", "--no-ext-diff", "--no-textconv", "--full-index", "--no-color", "--no-renames"]
             .iter()
             .map(|a| a.into())
             .collect();
-        if binary {
-            args.push("--binary".into());
-        }
+        args.push(format.into());
         args.extend([parent.into(), commit.as_str().into(), "--".into()]);
         args.extend(pathspecs);
         let mut cmd = git.command(args);
@@ -295,9 +294,11 @@ fn write_patch(git: &Git, parent: &str, commit: &ObjectId, run_id: &str, run_dir
     };
     let mut everything_else = vec![std::ffi::OsString::from(":(top)")];
     everything_else.extend(large.iter().map(|p| spec("top,exclude,literal", p)));
-    diff(true, everything_else)?;
+    diff("--binary", everything_else)?;
     if !large.is_empty() {
-        diff(false, large.iter().map(|p| spec("top,literal", p)).collect())?;
+        let note = format!("# loopexec: blobs over {LARGE_BLOB_BYTES} bytes, listed (mode, ids, path), not inlined; the branch holds them\n");
+        (&file).write_all(note.as_bytes()).map_err(|e| WorkspaceError::io(run_dir.path().join(&name), e))?;
+        diff("--raw", large.iter().map(|p| spec("top,literal", p)).collect())?;
     }
     Ok(run_dir.path().join(std::ffi::OsStr::from_bytes(name.as_bytes())))
 }

@@ -119,17 +119,7 @@ pub fn get_xattr(fd: &impl AsRawFd, name: &str) -> Option<Vec<u8>> {
 
 /// Names in a directory (without `.` and `..`), sorted.
 pub fn list(dir: RawFd) -> nix::Result<Vec<Vec<u8>>> {
-    let dup = nix::unistd::dup(dir)?;
-    let mut d = nix::dir::Dir::from_fd(dup)?;
-    let mut names = Vec::new();
-    for entry in d.iter() {
-        let name = entry?.file_name().to_bytes().to_vec();
-        if name != b"." && name != b".." {
-            names.push(name);
-        }
-    }
-    names.sort();
-    Ok(names)
+    list_at_most(dir, usize::MAX).map(Option::unwrap_or_default)
 }
 
 /// Open the directory at relative `path` (`a/b/c`) beneath `root`, one component at a time.
