@@ -315,8 +315,7 @@ pub fn resume(
     let pos = read_position(&run, &events)?;
     if let Some(reason) = pos.halted {
         return Err(Failure::new(
-            crate::halt::ExitClass::Invariant,
-            "run_already_halted",
+            crate::error::FailureCode::RunAlreadyHalted,
             format!("run {run_id} already halted with {reason}; a halted run is final"),
         )
         .with_hint("start a new run (loopexec run); `loopexec explain-halt` says why it stopped"));
@@ -324,6 +323,10 @@ pub fn resume(
     let workdir = open_workdir(&pos.cfg)?;
     let mut zone = open_zone(&pos.cfg, statedir.path()).map_err(zone_failure)?;
     zone.bind_run(run.path()).map_err(zone_failure)?;
+    if let (Some(egress), Some(totals)) = (zone.egress_mut(), recorded_egress_totals(&events)) {
+        // The run's egress budgets continue from what its receipt recorded.
+        egress.resume_from(totals);
+    }
     let artifacts = run.artifacts()?;
     if pos.unfinished {
         log.append(
@@ -390,6 +393,12 @@ pub fn resume(
         return active.halt(reason, detail);
     }
     active.drive_revoking_on_error(zone.as_mut(), once, progress)
+}
+
+/// The run's egress totals as the receipt's last `exec_result` recorded them.
+fn recorded_egress_totals(events: &[Map<String, Value>]) -> Option<crate::egress::ProxyStats> {
+    let last = events.iter().rev().find_map(|e| (type_of(e) == events::EXEC_RESULT).then(|| e.get("egress")).flatten())?;
+    serde_json::from_value(last.get("totals")?.clone()).ok()
 }
 
 /// Whether the receipt's last `credential_minted` has no `credential_revoked` after it.
