@@ -88,7 +88,9 @@ pub struct Plan {
 
 /// Environment variable marking a process as a zone init (its value: the plan socket's fd).
 pub const ENV_MARKER: &str = "LOOPEXEC_ZONE_INIT";
-/// Environment variable asking the binary for the doctor's namespace probe instead.
+/// Environment variable asking the binary for the doctor's namespace probe instead: it exits 0
+/// when it could create the zone's namespaces and map its ids, else with the errno of the failing
+/// step (clamped to 1-125).
 pub const PROBE_MARKER: &str = "LOOPEXEC_ZONE_PROBE";
 /// The plan socket's descriptor in the zone init.
 pub const PLAN_FD: RawFd = 3;
