@@ -19,6 +19,7 @@
 //! - `workspace`: the detached workspace: baseline t0, overlay, snapshot, protected paths, delivery.
 pub mod capture;
 pub mod cli;
+pub mod delegation;
 pub mod egress;
 pub mod ending;
 pub mod engine;

@@ -83,6 +83,13 @@ pub fn failure(e: SandboxError) -> Failure {
     }
 }
 
+/// Move this supervisor where its zone's cgroup can be created (a delegated systemd scope when
+/// the policy's `layers.cgroup_delegation` calls for one); a refusal is an isolation failure.
+pub fn place_supervisor(policy: &Policy) -> CmdResult<Option<crate::delegation::Scope>> {
+    crate::delegation::place_supervisor(&[policy])
+        .map_err(|r| Failure::isolation(format!("isolation layer cgroup unavailable: {}", r.cause)).with_hint(r.fix))
+}
+
 /// Load `--policy FILE` or `--builtin NAME` (default: builtin exec).
 pub fn load_policy(file: Option<&PathBuf>, builtin: Option<&str>) -> CmdResult<Policy> {
     match (file, builtin) {
@@ -161,6 +168,7 @@ pub fn run(args: SandboxArgs, json: bool) -> CmdResult<Outcome> {
     if egress.is_some() {
         spec.loopback_listener = Some(PROXY_PORT);
     }
+    let scope = place_supervisor(&spec.policy)?;
     let mut zone = sandbox::launch(spec).map_err(failure)?;
     let mut relays = Vec::new();
     for (read, sink) in [(out_read, stdout_sink), (err_read, Sink::Stderr)] {
@@ -207,6 +215,7 @@ pub fn run(args: SandboxArgs, json: bool) -> CmdResult<Outcome> {
     let mut out = Outcome::ok("sandbox")
         .field("exit", serde_json::to_value(exit).unwrap_or_default())
         .field("timed_out", timed_out)
+        .field("cgroup_scope", serde_json::to_value(&scope).unwrap_or_default())
         .field("zone", report);
     if timed_out {
         out = Outcome::failed(

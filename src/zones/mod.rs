@@ -165,6 +165,11 @@ pub trait Zone {
             None => Ok(()),
         }
     }
+    /// The delegated systemd scope the supervisor moved into for this backend's cgroups (recorded
+    /// in `run_start`), if it asked for one.
+    fn cgroup_scope(&self) -> Option<&crate::delegation::Scope> {
+        None
+    }
     /// Egress totals of the run so far, for backends with an egress proxy.
     fn egress_totals(&self) -> Option<crate::egress::ProxyStats> {
         self.egress().map(|e| e.totals.clone())

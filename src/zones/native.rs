@@ -23,6 +23,8 @@ use std::time::{Duration, Instant};
 pub struct NativeZone {
     /// Starts both zones: the host is probed once, and each zone's cgroup is reused every iteration.
     launcher: Launcher,
+    /// The delegated systemd scope this supervisor moved into for its zones' cgroups, if any.
+    scope: Option<crate::delegation::Scope>,
     agent_policy: Policy,
     check_policy: Policy,
     workdir: PathBuf,
@@ -51,6 +53,9 @@ impl NativeZone {
         state_dir: PathBuf,
         egress: Option<EgressSetup>,
     ) -> Result<NativeZone, ZoneError> {
+        let scope = crate::delegation::place_supervisor(&[&agent_policy, &check_policy]).map_err(|r| {
+            ZoneError::Setup(format!("isolation layer cgroup unavailable: {}; fix: {}", r.cause, r.fix))
+        })?;
         let launcher = Launcher::new();
         for (name, policy) in [("agent", &agent_policy), ("check", &check_policy)] {
             if let Some(missing) = launcher.host().can_satisfy(policy).into_iter().next() {
@@ -68,7 +73,7 @@ impl NativeZone {
         if agent_policy.network.mode == NetworkMode::Proxy && egress.is_none() {
             return Err(ZoneError::Setup("the agent policy routes through the egress proxy, but no egress configuration was set up".into()));
         }
-        Ok(NativeZone { launcher, agent_policy, check_policy, workdir, state_dir, egress })
+        Ok(NativeZone { launcher, scope, agent_policy, check_policy, workdir, state_dir, egress })
     }
 
     /// Build both zones from a run's pinned configuration: the pinned policies (read again and
@@ -148,6 +153,10 @@ impl Zone for NativeZone {
 
     fn egress(&self) -> Option<&EgressSetup> {
         self.egress.as_ref()
+    }
+
+    fn cgroup_scope(&self) -> Option<&crate::delegation::Scope> {
+        self.scope.as_ref()
     }
 
     fn egress_mut(&mut self) -> Option<&mut EgressSetup> {
