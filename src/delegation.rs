@@ -53,7 +53,7 @@ fn combined(policies: &[&Policy]) -> (CgroupDelegation, bool) {
     } else {
         CgroupDelegation::Inherit
     };
-    (mode, !policies.is_empty() && policies.iter().all(|p| p.may_skip("cgroup")))
+    (mode, !policies.is_empty() && policies.iter().all(|p| p.may_skip(sandbox::Layer::Cgroup)))
 }
 
 /// Place this supervisor where its zones' cgroups can be created, for the policies its zones will

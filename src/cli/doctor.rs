@@ -87,7 +87,7 @@ pub fn run(args: DoctorArgs, _json: bool) -> CmdResult<Outcome> {
             missing.push(m.clone());
         }
     }
-    let blocking: Vec<&Missing> = missing.iter().filter(|m| !policy.may_skip(m.layer.as_str())).collect();
+    let blocking: Vec<&Missing> = missing.iter().filter(|m| !policy.may_skip(m.layer)).collect();
     // The verdict is the live launch's: a zone started (and the overlay mounted) or not.
     let satisfiable = live.zone.is_none() && live.overlay.is_none() && placement.is_ok();
     let yes = |b: bool| if b { "yes".to_string() } else { "NO".to_string() };
@@ -118,7 +118,7 @@ pub fn run(args: DoctorArgs, _json: bool) -> CmdResult<Outcome> {
     ];
     let mut human = aligned(&rows);
     for m in &missing {
-        let allowed = if policy.may_skip(m.layer.as_str()) { " (skipped: allowed by policy)" } else { "" };
+        let allowed = if policy.may_skip(m.layer) { " (skipped: allowed by policy)" } else { "" };
         human.push_str(&format!("missing {}{allowed}: {}\n  fix: {}\n", m.layer.as_str(), m.cause, m.fix));
     }
     let scope = placement.as_ref().ok().cloned().flatten();

@@ -231,7 +231,7 @@ mod tests {
     #[test]
     fn a_mint_without_a_revoke_is_refused() {
         let err = hooks_from_flags(Some("echo t".into()), None, None).unwrap_err();
-        assert_eq!(err.class.code(), 20);
+        assert_eq!(err.class().code(), 20);
         assert!(err.message.contains("--revoke-cmd"), "{}", err.message);
     }
 
