@@ -233,6 +233,36 @@ pub fn shown(text: &str) -> String {
     out
 }
 
+/// A captured line without its ANSI colour sequences (`ESC [ ... final byte`, `ESC ( B`), so a runner
+/// forced to colour its output (`--color=yes`, `CARGO_TERM_COLOR=always`) still reads as its
+/// plain lines. Other escape sequences are left in place (and so match nothing).
+pub(crate) fn without_colours(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains('\u{1b}') {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' && chars.peek() == Some(&'[') {
+            chars.next();
+            for c in chars.by_ref() {
+                if ('\u{40}'..='\u{7e}').contains(&c) {
+                    break;
+                }
+            }
+            continue;
+        }
+        if c == '\u{1b}' && matches!(chars.peek(), Some('(' | ')')) {
+            // A character-set designation (`ESC ( B`), which libtest's colours end with.
+            chars.next();
+            chars.next();
+            continue;
+        }
+        out.push(c);
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// The first `max` bytes of `bytes`, shown escaped and quoted.
 pub(crate) fn shown_bytes(bytes: &[u8], max: usize) -> String {
     let head = &bytes[..bytes.len().min(max)];
