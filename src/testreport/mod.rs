@@ -35,7 +35,7 @@ use std::collections::BTreeSet;
 
 pub use format::Format;
 
-/// Largest report file read (and largest captured output parsed).
+/// Largest report file read.
 pub const MAX_REPORT_BYTES: u64 = 32 * 1024 * 1024;
 /// Longest line accepted in a line-based report (go -json, TAP, libtest output).
 pub const MAX_LINE_BYTES: usize = 1024 * 1024;
@@ -52,8 +52,9 @@ pub struct ParsedReport {
     pub producer: Option<Producer>,
     /// Every test the report shows, whatever its result.
     pub collected: BTreeSet<String>,
-    /// Tests that failed or errored (a subset of `collected`, plus, for go, a package that failed
-    /// without a failing test, named by the package alone).
+    /// Tests that failed or errored (a subset of `collected`), plus units that failed without a
+    /// failing test in them: a go package (or import path) by its name, a TAP suite whose hook
+    /// failed by its id, `Bail out!` for a TAP stream that bailed out.
     pub failing: BTreeSet<String>,
     /// Tests skipped, ignored, xfailed or marked TODO.
     pub skipped: BTreeSet<String>,
