@@ -192,7 +192,7 @@ pub fn resolve(dir: &SafeDir, patterns: &ReportPatterns) -> Result<Resolution, R
                         return Err(err(format!("visited more than {MAX_WALK_ENTRIES} entries; name the reports more precisely")));
                     }
                     let child = if rel.is_empty() { name.clone() } else { format!("{rel}/{name}") };
-                    match kind_of(&sub, &name) {
+                    match kind_of(sub, &name) {
                         Kind::Dir => {
                             let deeper = pattern.depth.map_or(depth + 1 < MAX_WALK_DEPTH, |d| depth + 1 < d);
                             if deeper {
