@@ -1,0 +1,193 @@
+//! One iteration, as stages whose data flows one way:
+//!
+//! `iteration_start` -> agent in its zone -> `exec_result` -> decide -> guards after the agent
+//! (on the workspace snapshot) -> `snapshot` (+ `guard`) -> decide -> check in its zone (the one
+//! check runner) -> guards after the check -> `check_result` (+ `guard`) -> acceptance of the
+//! step -> decide.
+//!
+//! Every observation is appended to the receipt and recorded into the run's history before the
+//! next stage starts, and every decision is `decide` over that history, so what a resumed run
+//! decides from the receipt is what the live run decided.
+
+use super::check::{run_check, Artifacts, ReportSource};
+use super::commands::{run_in_zone, RoleCommand};
+use super::decide::{self, Step};
+use super::detached::RunWorkspace;
+use super::guards::{AgentStep, CheckStep, Objection};
+use super::lifecycle::ActiveRun;
+use super::sink::{EventSink, LoopEvent};
+use super::RunOutcome;
+use crate::error::CmdResult;
+use crate::halt::HaltReason;
+use crate::interrupt;
+use crate::receipt::events::{EgressRecord, Event, ExecResult, GuardRecord, SnapshotRecord};
+use crate::receipt::store::ARTIFACTS;
+use crate::zones::{Role, Zone};
+
+impl ActiveRun<'_> {
+    /// Drive the run until it halts, pauses (`once`) or is interrupted.
+    pub(super) fn drive(&mut self, zone: &mut dyn Zone, once: bool, sink: &mut dyn EventSink) -> CmdResult<RunOutcome> {
+        loop {
+            if let Some(sig) = interrupt::pending() {
+                return self.interrupted(sig, None);
+            }
+            let n = self.state.iteration + 1;
+            if let Step::Halt(reason, detail) = decide::before_iteration(n, self.cfg.max_iterations) {
+                return self.halt(reason, detail);
+            }
+            // The receipt is the live record: state.json is rewritten only when the run stops, so
+            // that an iteration costs one fsync per event and nothing more.
+            self.append(Event::IterationStart { iteration: n })?;
+            self.state.iteration = n;
+            match self.iterate(zone, n, sink)? {
+                Step::Continue => {}
+                Step::Interrupted(sig) => return self.interrupted(sig, Some(n)),
+                Step::Halt(reason, detail) => return self.halt(reason, detail),
+            }
+            if once {
+                return self.pause();
+            }
+        }
+    }
+
+    /// The decision on the current iteration as the history holds it.
+    fn decide(&self) -> Step {
+        self.history.current().map_or(Step::Continue, |record| decide::decide(self.mode, record, self.cfg.max_iterations))
+    }
+
+    /// Run iteration `n`'s stages; `Continue` when it ended without a halt.
+    fn iterate(&mut self, zone: &mut dyn Zone, n: u64, sink: &mut dyn EventSink) -> CmdResult<Step> {
+        // The agent.
+        let overlay = self.workspace.as_ref().map(RunWorkspace::agent_overlay);
+        let credential = match (&self.cfg.credentials, &self.credential) {
+            (Some(hooks), Some(secret)) => Some((hooks.env.clone(), secret.clone())),
+            _ => None,
+        };
+        let command = RoleCommand { role: Role::Agent, run_id: &self.state.run_id, iteration: n, overlay, credential };
+        let stem = command.stem();
+        let cmd = command.zone_command(&self.cfg, &self.env);
+        let run = match run_in_zone(zone, &cmd, &self.artifacts, ARTIFACTS, &stem)? {
+            Ok(run) => run,
+            Err(detail) => return Ok(Step::Halt(HaltReason::IsolationUnsatisfiable, detail)),
+        };
+        let exec = ExecResult {
+            iteration: n,
+            ending: run.ending.clone(),
+            exit_code: run.ending.exit_code(),
+            duration_ms: run.duration.as_millis() as u64,
+            stdout: run.output.stdout.clone(),
+            stderr: run.output.stderr.clone(),
+            // Cumulative egress of the run and the digest of its audit log so far.
+            egress: zone.egress_totals().map(|totals| EgressRecord {
+                totals: serde_json::to_value(totals).unwrap_or_default(),
+                audit: crate::zones::pinned::EGRESS_AUDIT_FILE.into(),
+                audit_sha256: zone.egress_audit_sha256(),
+            }),
+        };
+        self.append(Event::ExecResult(exec.clone()))?;
+        if let Some(step) = self.halting_after_agent(n, sink) {
+            return Ok(step);
+        }
+
+        // The guards, on what the agent left.
+        let candidate = match self.workspace.as_mut() {
+            Some(ws) => Some(ws.snapshot()?),
+            None => None,
+        };
+        let mut objections = Vec::new();
+        if let Some(ws) = &self.workspace {
+            let baseline = ws.baseline_manifest()?;
+            let snapshot = candidate.as_ref();
+            let step = AgentStep { iteration: n, exec: Some(&exec), workspace: snapshot.map(|s| (s, baseline)) };
+            objections = self.guards.after_agent(&step);
+            if let Some(snapshot) = snapshot {
+                let protected_changes = objections
+                    .iter()
+                    .filter_map(|o| match o {
+                        Objection::ProtectedChanges(changes) => Some(changes.clone()),
+                        Objection::Finding(_) => None,
+                    })
+                    .flatten()
+                    .collect();
+                let record = SnapshotRecord {
+                    iteration: n,
+                    tree_id: snapshot.tree_id.to_hex(),
+                    changed_paths: snapshot.changes(baseline).len() as u64,
+                    protected_changes,
+                };
+                self.append(Event::Snapshot(record))?;
+            }
+        }
+        self.append_findings(objections.iter().filter_map(|o| match o {
+            Objection::Finding(f) => Some(f.clone()),
+            Objection::ProtectedChanges(_) => None,
+        }))?;
+        if let Some(step) = self.halting_after_agent(n, sink) {
+            return Ok(step);
+        }
+        if let Some(sig) = interrupt::pending() {
+            return Ok(Step::Interrupted(sig));
+        }
+
+        // The check, on the agent's step (its throwaway layers over the candidate snapshot).
+        let (overlay, scratch) = match (&self.workspace, &candidate) {
+            (Some(ws), Some(snapshot)) => {
+                let (overlay, scratch) = ws.check_overlay(n, snapshot)?;
+                (Some(overlay), Some(scratch))
+            }
+            _ => (None, None),
+        };
+        let command = RoleCommand { role: Role::Check, run_id: &self.state.run_id, iteration: n, overlay, credential: None };
+        let artifacts = Artifacts { dir: &self.artifacts, rel: ARTIFACTS, stem: command.stem() };
+        let cmd = command.zone_command(&self.cfg, &self.env);
+        let report_dir = scratch.as_ref().map(|s| s.writes()).unwrap_or(&self.workdir);
+        let report = self.cfg.junit.as_deref().map(|path| ReportSource { dir: report_dir, path });
+        let checked = run_check(zone, &cmd, artifacts, report)?;
+        drop(scratch);
+        let outcome = match checked {
+            Ok(outcome) => outcome,
+            Err(detail) => return Ok(Step::Halt(HaltReason::IsolationUnsatisfiable, detail)),
+        };
+        let check = outcome.record(n);
+        let findings = self.guards.after_check(&CheckStep { iteration: n, check: &check, history: &self.history });
+        self.append(Event::CheckResult(check.clone()))?;
+        let clean = findings.is_empty();
+        self.append_findings(findings.into_iter())?;
+
+        // Acceptance: a step every guard let through, after its check, is the run's new state.
+        if let (true, Some(ws), Some(snapshot)) = (clean, self.workspace.as_mut(), candidate) {
+            ws.accept(snapshot);
+        }
+        if let Some(check_exit) = check.check_exit {
+            sink.event(&LoopEvent::Checked {
+                iteration: n,
+                exec_ms: exec.duration_ms,
+                check_exit,
+                check_ms: check.duration_ms,
+                failing: check.failing_count,
+            });
+        }
+        Ok(self.decide())
+    }
+
+    /// Record guard findings as `guard` events.
+    fn append_findings(&mut self, findings: impl Iterator<Item = GuardRecord>) -> CmdResult<()> {
+        for finding in findings {
+            self.append(Event::Guard(finding))?;
+        }
+        Ok(())
+    }
+
+    /// The decision after the agent's stages, when it stops the iteration (a halt is told to
+    /// the sink: no check result will follow it).
+    fn halting_after_agent(&self, n: u64, sink: &mut dyn EventSink) -> Option<Step> {
+        match self.decide() {
+            Step::Continue => None,
+            Step::Halt(reason, detail) => {
+                sink.event(&LoopEvent::HaltingAfterAgent { iteration: n, detail: &detail });
+                Some(Step::Halt(reason, detail))
+            }
+            interrupted => Some(interrupted),
+        }
+    }
+}
