@@ -8,6 +8,8 @@
 //! - `safefs`: symlink-proof file access beneath supervisor-owned directories.
 //! - `receipt`: the hash-chained receipt log, state files and the `.loopexec/` layout.
 //! - `capture`: bounded capture of a command's stdout/stderr into artifacts.
+//! - `ending`: how a command a zone ran ended (shared by zones and the receipt).
+//! - `secret`: an in-memory secret with redacted `Debug`, zeroed on drop.
 //! - `zones`: where commands run (host today; native sandbox and container engine plug in).
 //! - `oracle`: what is read out of a check besides its exit code (the failing set).
 //! - `progress`: the failing-set trend behind `explain-halt`.
@@ -18,6 +20,7 @@
 pub mod capture;
 pub mod cli;
 pub mod egress;
+pub mod ending;
 pub mod engine;
 pub mod error;
 pub mod halt;
@@ -28,5 +31,6 @@ pub mod progress;
 pub mod receipt;
 pub mod run_id;
 pub mod safefs;
+pub mod secret;
 pub mod workspace;
 pub mod zones;

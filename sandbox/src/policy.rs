@@ -10,9 +10,10 @@ use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 use toml::Spanned;
+use crate::error::Layer;
 
 /// The layers a policy may allow to be skipped on a weaker host.
-pub const SKIPPABLE_LAYERS: &[&str] = &["landlock", "cgroup"];
+pub const SKIPPABLE_LAYERS: &[Layer] = &[Layer::Landlock, Layer::Cgroup];
 
 /// A policy file as written, with the spans of the values validation may refuse.
 #[derive(Debug, Clone, Deserialize)]
@@ -100,10 +101,36 @@ pub struct Network {
     pub allow: Vec<String>,
     #[serde(default)]
     pub allow_addresses: Vec<String>,
+    /// Connections the proxy makes to destinations over the whole run (every step, resumes too).
     #[serde(default = "default_max_connections")]
     pub max_connections: u32,
+    /// Connections the proxy makes to destinations during one step, if limited separately.
+    #[serde(default)]
+    pub max_connections_per_step: Option<u32>,
+    /// Client connections open at once.
+    #[serde(default = "default_max_open_connections")]
+    pub max_open_connections: u32,
+    /// Bytes relayed (both directions) over the whole run.
     #[serde(default = "default_max_bytes")]
     pub max_bytes: u64,
+    /// Bytes relayed during one step, if limited separately.
+    #[serde(default)]
+    pub max_bytes_per_step: Option<u64>,
+    /// A relayed connection with no byte in either direction for this long is cut.
+    #[serde(default = "default_idle_timeout")]
+    pub idle_timeout_seconds: u64,
+    /// Ports whose CONNECT tunnels must open with a TLS ClientHello naming the CONNECT host.
+    #[serde(default = "default_sni_check_ports")]
+    pub sni_check_ports: Vec<u16>,
+    /// Allowed endpoints exempt from that check.
+    #[serde(default)]
+    pub sni_check_exempt: Vec<String>,
+    /// Labels the `*` of a wildcard entry may stand for.
+    #[serde(default = "default_wildcard_max_labels")]
+    pub wildcard_max_labels: u32,
+    /// Longest label the `*` of a wildcard entry may stand for.
+    #[serde(default = "default_wildcard_max_label_length")]
+    pub wildcard_max_label_length: u32,
     #[serde(default)]
     pub upstream_proxy: String,
 }
@@ -173,13 +200,28 @@ pub struct Identity {
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Layers {
-    pub may_skip: Vec<String>,
+    pub may_skip: Vec<Layer>,
 }
 
 fn default_tmp_size() -> u64 {
     256 << 20
 }
 fn default_max_connections() -> u32 {
+    10_000
+}
+fn default_max_open_connections() -> u32 {
+    32
+}
+fn default_sni_check_ports() -> Vec<u16> {
+    vec![443]
+}
+fn default_idle_timeout() -> u64 {
+    300
+}
+fn default_wildcard_max_labels() -> u32 {
+    2
+}
+fn default_wildcard_max_label_length() -> u32 {
     32
 }
 fn default_max_bytes() -> u64 {
@@ -217,7 +259,15 @@ impl Default for Network {
             allow: Vec::new(),
             allow_addresses: Vec::new(),
             max_connections: default_max_connections(),
+            max_connections_per_step: None,
+            max_open_connections: default_max_open_connections(),
             max_bytes: default_max_bytes(),
+            max_bytes_per_step: None,
+            idle_timeout_seconds: default_idle_timeout(),
+            sni_check_ports: default_sni_check_ports(),
+            sni_check_exempt: Vec::new(),
+            wildcard_max_labels: default_wildcard_max_labels(),
+            wildcard_max_label_length: default_wildcard_max_label_length(),
             upstream_proxy: String::new(),
         }
     }
@@ -346,17 +396,20 @@ impl Policy {
         }
         let mut may_skip = Vec::new();
         for item in &raw.layers.may_skip {
-            if !SKIPPABLE_LAYERS.contains(&item.get_ref().as_str()) {
+            let skippable = || SKIPPABLE_LAYERS.iter().map(|l| l.as_str()).collect::<Vec<_>>().join(", ");
+            let Some(layer) = Layer::from_name(item.get_ref()) else {
                 return Err(at(
                     Some(item.span()),
-                    format!(
-                        "layers.may_skip: {:?} cannot be skipped (skippable: {})",
-                        item.get_ref(),
-                        SKIPPABLE_LAYERS.join(", ")
-                    ),
+                    format!("layers.may_skip: {:?} is not a layer (skippable: {})", item.get_ref(), skippable()),
+                ));
+            };
+            if !SKIPPABLE_LAYERS.contains(&layer) {
+                return Err(at(
+                    Some(item.span()),
+                    format!("layers.may_skip: {:?} cannot be skipped (skippable: {})", item.get_ref(), skippable()),
                 ));
             }
-            may_skip.push(item.get_ref().clone());
+            may_skip.push(layer);
         }
         for name in raw.env.allow.iter().chain(raw.env.set.keys()) {
             if name.is_empty() || name.contains('=') || name.contains('\0') {
@@ -402,8 +455,8 @@ impl Policy {
     }
 
     /// Whether the policy allows the named layer to be skipped on a weaker host.
-    pub fn may_skip(&self, layer: &str) -> bool {
-        self.layers.may_skip.iter().any(|l| l == layer)
+    pub fn may_skip(&self, layer: Layer) -> bool {
+        self.layers.may_skip.contains(&layer)
     }
 
     /// The reviewer's rows: (key, effective value), in file order.
@@ -430,7 +483,15 @@ impl Policy {
             ("network.allow".into(), list(&n.allow)),
             ("network.allow_addresses".into(), list(&n.allow_addresses)),
             ("network.max_connections".into(), n.max_connections.to_string()),
+            ("network.max_connections_per_step".into(), n.max_connections_per_step.map_or("(none)".into(), |v| v.to_string())),
+            ("network.max_open_connections".into(), n.max_open_connections.to_string()),
             ("network.max_bytes".into(), n.max_bytes.to_string()),
+            ("network.max_bytes_per_step".into(), n.max_bytes_per_step.map_or("(none)".into(), |v| v.to_string())),
+            ("network.idle_timeout_seconds".into(), n.idle_timeout_seconds.to_string()),
+            ("network.sni_check_ports".into(), n.sni_check_ports.iter().map(u16::to_string).collect::<Vec<_>>().join(", ")),
+            ("network.sni_check_exempt".into(), list(&n.sni_check_exempt)),
+            ("network.wildcard_max_labels".into(), n.wildcard_max_labels.to_string()),
+            ("network.wildcard_max_label_length".into(), n.wildcard_max_label_length.to_string()),
             ("network.upstream_proxy".into(), if n.upstream_proxy.is_empty() { "(none)".into() } else { n.upstream_proxy.clone() }),
             ("resources.memory_bytes".into(), r.memory_bytes.to_string()),
             ("resources.pids_max".into(), r.pids_max.to_string()),
@@ -452,7 +513,7 @@ impl Policy {
             ("identity.uid_when_root".into(), self.identity.uid_when_root.to_string()),
             ("identity.gid_when_root".into(), self.identity.gid_when_root.to_string()),
             ("identity.hostname".into(), self.identity.hostname.clone()),
-            ("layers.may_skip".into(), list(&self.layers.may_skip)),
+            ("layers.may_skip".into(), list(&self.layers.may_skip.iter().map(|l| l.as_str().to_string()).collect::<Vec<_>>())),
         ]
     }
 
@@ -575,6 +636,21 @@ mod tests {
     fn unknown_syscall_and_unskippable_layer_are_refused() {
         assert!(err("[syscalls]\ndeny = [\"no_such_call\"]\n").message.contains("unknown syscall"));
         assert!(err("[layers]\nmay_skip = [\"seccomp\"]\n").message.contains("cannot be skipped"));
+    }
+
+    #[test]
+    fn an_unknown_may_skip_layer_is_refused_with_its_line() {
+        let e = err("\n[layers]\nmay_skip = [\"cgroup\", \"firewall\"]\n");
+        assert_eq!(e.line, 3);
+        assert!(e.message.contains("\"firewall\" is not a layer (skippable: landlock, cgroup)"), "{}", e.message);
+    }
+
+    #[test]
+    fn may_skip_holds_the_named_layers() {
+        let p = Policy::parse(b"[layers]\nmay_skip = [\"landlock\", \"cgroup\"]\n", "t").unwrap();
+        assert_eq!(p.layers.may_skip, vec![Layer::Landlock, Layer::Cgroup]);
+        assert!(p.may_skip(Layer::Cgroup));
+        assert!(!p.may_skip(Layer::Seccomp));
     }
 
     #[test]

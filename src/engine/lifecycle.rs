@@ -118,6 +118,12 @@ fn pending(history: &History, mode: Mode, max_iterations: u64) -> Pending {
     }
 }
 
+/// The run's egress totals as the receipt's last `exec_result` recorded them.
+fn recorded_egress_totals(history: &History) -> Option<crate::egress::ProxyStats> {
+    let last = history.iterations.iter().rev().find_map(|r| r.exec.as_ref()?.egress.as_ref())?;
+    serde_json::from_value(last.totals.clone()).ok()
+}
+
 /// What `start` and `resume` hand to [`ActiveRun::open`].
 struct Opening<'a> {
     statedir: &'a StateDir,
@@ -193,8 +199,7 @@ pub fn resume(
     let cfg = pinned_config(&run, &history)?;
     if let Some(halt) = &history.halt {
         return Err(Failure::new(
-            crate::halt::ExitClass::Invariant,
-            "run_already_halted",
+            crate::error::FailureCode::RunAlreadyHalted,
             format!("run {run_id} already halted with {}; a halted run is final", halt.halt_reason),
         )
         .with_hint("start a new run (loopexec run); `loopexec explain-halt` says why it stopped"));
@@ -202,6 +207,10 @@ pub fn resume(
     let workdir = open_workdir(&cfg)?;
     let mut zone = open_zone(&cfg, statedir.path()).map_err(zone_failure)?;
     zone.bind_run(run.path()).map_err(zone_failure)?;
+    if let (Some(egress), Some(totals)) = (zone.egress_mut(), recorded_egress_totals(&history)) {
+        // The run's egress budgets continue from what its receipt recorded.
+        egress.resume_from(totals);
+    }
     let isolation = history.start.as_ref().map(|s| s.isolation.clone()).unwrap_or_default();
     let opening = Opening { statedir, run_id: run_id.clone(), run, lock, log, history, cfg, isolation, resumed: true };
     let mut active = ActiveRun::open(opening, workdir)?;

@@ -22,7 +22,6 @@ use super::detached::{zone_owner, WorkspaceMode, WORKSPACE_TARGET};
 use super::verdict::Verdict;
 use crate::capture::StreamRecord;
 use crate::error::{CmdResult, Failure};
-use crate::halt::ExitClass;
 use crate::receipt::chain::verify;
 use crate::receipt::events::CheckResult;
 use crate::receipt::history::History;
@@ -98,7 +97,7 @@ pub struct Replay {
 }
 
 fn refuse(message: String) -> Failure {
-    Failure::new(ExitClass::Workspace, "not_replayable", message)
+    Failure::new(crate::error::FailureCode::NotReplayable, message)
 }
 
 /// What replay needs from a receipt.

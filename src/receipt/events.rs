@@ -11,7 +11,7 @@
 
 use crate::capture::StreamRecord;
 use crate::halt::HaltReason;
-use crate::zones::Ending;
+use crate::ending::Ending;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 

@@ -5,6 +5,7 @@
 //! digest, and the cumulative totals the receipt records.
 
 use super::{Role, ZoneError};
+use crate::egress::config::{Limits, WildcardShape};
 use crate::egress::{AuditDigest, AuditLog, EgressConfig, Proxy, ProxyHandle, ProxyStats};
 use crate::engine::config::{EgressPins, LoopConfig};
 use crate::safefs::SafeDir;
@@ -38,23 +39,30 @@ impl EgressSetup {
         Ok(())
     }
 
+    /// Continue a resumed run from the totals its receipt recorded last.
+    pub fn resume_from(&mut self, recorded: ProxyStats) {
+        self.totals = recorded;
+    }
+
     /// Add one command's proxy statistics to the run's totals.
     pub fn record(&mut self, step: &ProxyStats) {
         let t = &mut self.totals;
         t.allowed += step.allowed;
         t.denied += step.denied;
+        t.connections += step.connections;
         t.bytes_up += step.bytes_up;
         t.bytes_down += step.bytes_down;
         t.byte_cap_hits += step.byte_cap_hits;
         t.audit_errors += step.audit_errors;
     }
 
-    /// Serve one command's proxy listener against the allowlist, auditing every decision.
+    /// Serve one command's proxy listener against the allowlist, auditing every decision; the
+    /// proxy starts from the run's totals so far (the run's byte and connection budgets).
     pub fn serve(&self, listener: std::net::TcpListener, role: Role) -> Result<ProxyHandle, ZoneError> {
         let dir = self.audit_dir.as_ref().ok_or_else(|| ZoneError::Setup("egress audit log: no run directory bound".into()))?;
         let audit = AuditLog::open_tracked(dir, EGRESS_AUDIT_FILE, &self.audit_digest)
             .map_err(|e| ZoneError::Setup(format!("egress audit log: {e}")))?;
-        Proxy::start(self.config.clone(), listener, audit, role.as_str()).map_err(|e| ZoneError::Setup(format!("egress proxy: {e}")))
+        Proxy::start(self.config.clone(), listener, audit, role.as_str(), &self.totals).map_err(|e| ZoneError::Setup(format!("egress proxy: {e}")))
     }
 }
 
@@ -65,7 +73,19 @@ pub fn egress_config(policy: &Policy, extra: &EgressPins) -> Result<EgressConfig
     let net = &policy.network;
     let allow: Vec<String> = net.allow.iter().chain(extra.allow_hosts.iter()).cloned().collect();
     let upstream = extra.egress_proxy.as_deref().or(Some(net.upstream_proxy.as_str()));
-    EgressConfig::from_parts(&allow, &net.allow_addresses, &extra.resolve, upstream, net.max_connections as usize, net.max_bytes)
+    let limits = Limits {
+        max_bytes: net.max_bytes,
+        max_bytes_per_step: net.max_bytes_per_step,
+        max_connections: u64::from(net.max_connections),
+        max_connections_per_step: net.max_connections_per_step.map(u64::from),
+        max_open_connections: net.max_open_connections as usize,
+        idle_timeout: std::time::Duration::from_secs(net.idle_timeout_seconds),
+    };
+    let shape = WildcardShape { max_labels: net.wildcard_max_labels as usize, max_label_length: net.wildcard_max_label_length as usize };
+    EgressConfig::from_parts(&allow, &net.allow_addresses, &extra.resolve, upstream, limits)?
+        .with_sni_ports(&net.sni_check_ports)
+        .with_sni_exempt(&net.sni_check_exempt)?
+        .with_wildcard_shape(shape)
 }
 
 /// A run's pinned policies (read again and checked against their digests) and, when the agent
