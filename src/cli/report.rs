@@ -5,7 +5,7 @@ use super::receipt_source::{self, ReceiptArgs};
 use crate::error::CmdResult;
 use crate::output::Outcome;
 use crate::receipt::history::{History, IterationRecord};
-use crate::zones::Ending;
+use crate::ending::Ending;
 use serde_json::{json, Value};
 
 #[derive(Debug, clap::Args)]

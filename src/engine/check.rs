@@ -8,7 +8,8 @@ use crate::error::Failure;
 use crate::oracle::junit::{self, ReportSets};
 use crate::receipt::events::CheckResult;
 use crate::safefs::SafeDir;
-use crate::zones::{Ending, Zone, ZoneCommand, ZoneRun};
+use crate::ending::Ending;
+use crate::zones::{Zone, ZoneCommand, ZoneRun};
 
 /// What the check's test report said.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,7 +6,7 @@
 
 use super::config::LoopConfig;
 use crate::capture::ArtifactSink;
-use crate::engine::credentials::Secret;
+use crate::secret::Secret;
 use crate::error::Failure;
 use crate::receipt::store::fs_failure;
 use crate::safefs::SafeDir;

@@ -15,8 +15,9 @@
 use super::seats::Mode;
 use super::verdict::{shell_could_not_run, Verdict};
 use crate::halt::HaltReason;
+use crate::receipt::events::CheckResult;
 use crate::receipt::history::IterationRecord;
-use crate::zones::Ending;
+use crate::ending::Ending;
 
 /// What the engine does next.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,8 +50,8 @@ fn after_exec(ending: &Ending) -> Step {
 }
 
 /// After the check of iteration `iteration` out of `max_iterations`.
-fn after_check(ending: &Ending, iteration: u64, max_iterations: u64) -> Step {
-    match (Verdict::of(ending), ending) {
+fn after_check(check: &CheckResult, iteration: u64, max_iterations: u64) -> Step {
+    match (Verdict::of_check(check), &check.ending) {
         (Verdict::Pass, _) => Step::Halt(HaltReason::SuccessConditionMet, format!("the check passed at iteration {iteration}")),
         (Verdict::CouldNotRun, Ending::Exited { code }) if shell_could_not_run(*code) => Step::Halt(
             HaltReason::ExecutionFailure,
@@ -89,7 +90,7 @@ fn check_fixpoint(record: &IterationRecord, max_iterations: u64) -> Step {
         return Step::Halt(guard.halt_reason, guard.detail.clone());
     }
     match &record.check {
-        Some(check) => after_check(&check.ending, record.iteration, max_iterations),
+        Some(check) => after_check(check, record.iteration, max_iterations),
         None => Step::Continue,
     }
 }

@@ -27,7 +27,8 @@ use crate::receipt::events::CheckResult;
 use crate::receipt::history::History;
 use crate::receipt::store::{fs_failure, RunDir, StateDir};
 use crate::workspace::{replay_layers, Baseline, ObjectId, ProtectedPaths};
-use crate::zones::{Ending, Role};
+use crate::ending::Ending;
+use crate::zones::Role;
 use serde::Serialize;
 use std::os::fd::AsRawFd;
 use std::path::Path;
@@ -57,7 +58,7 @@ impl Fingerprint {
     /// The fingerprint of a recorded `check_result`.
     pub fn recorded(check: &CheckResult) -> Fingerprint {
         Fingerprint {
-            exit_class: Verdict::of(&check.ending),
+            exit_class: Verdict::of_check(check),
             failing_set: check.failing_set.clone(),
             collected_set: check.collected_set.clone(),
         }

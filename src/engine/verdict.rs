@@ -1,7 +1,8 @@
 //! The verdict of a check: pass, fail, or could-not-run. The one home of the 126/127 rule (the
 //! shell's "cannot execute" and "not found" exits mean the check never ran, not that it failed).
 
-use crate::zones::Ending;
+use crate::ending::Ending;
+use crate::receipt::events::CheckResult;
 use serde::Serialize;
 
 /// How a check ended, normalised.
@@ -18,6 +19,14 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// The verdict of a recorded check. Today it follows from the ending alone; the whole result
+    /// (exit code, failing and collected sets, report error) is what a verdict that also trusts
+    /// or distrusts the report (a green exit with a failing set) will read.
+    pub fn of_check(check: &CheckResult) -> Verdict {
+        Verdict::of(&check.ending)
+    }
+
+    /// The verdict of a command's ending.
     pub fn of(ending: &Ending) -> Verdict {
         match ending {
             Ending::Exited { code: 0 } => Verdict::Pass,

@@ -214,7 +214,7 @@ mod tests {
     use crate::receipt::chain::{self, ReceiptLog};
     use crate::receipt::events::*;
     use crate::safefs::SafeDir;
-    use crate::zones::Ending;
+    use crate::ending::Ending;
     use proptest::prelude::*;
 
     fn ending() -> impl Strategy<Value = Ending> {
