@@ -9,7 +9,7 @@
 //! next stage starts, and every decision is `decide` over that history, so what a resumed run
 //! decides from the receipt is what the live run decided.
 
-use super::check::{run_check, Artifacts, ReportSource};
+use super::check::{run_check, Artifacts, CheckOutcome, ReportSource};
 use super::commands::{run_in_zone, RoleCommand};
 use super::decide::{self, Step};
 use super::detached::RunWorkspace;
@@ -22,6 +22,7 @@ use crate::halt::HaltReason;
 use crate::interrupt;
 use crate::receipt::events::{EgressRecord, Event, ExecResult, GuardRecord, SnapshotRecord};
 use crate::receipt::store::ARTIFACTS;
+use crate::workspace::Snapshot;
 use crate::zones::{Role, Zone};
 
 impl ActiveRun<'_> {
@@ -57,94 +58,22 @@ impl ActiveRun<'_> {
 
     /// Run iteration `n`'s stages; `Continue` when it ended without a halt.
     fn iterate(&mut self, zone: &mut dyn Zone, n: u64, sink: &mut dyn EventSink) -> CmdResult<Step> {
-        // The agent.
-        let overlay = self.workspace.as_ref().map(RunWorkspace::agent_overlay);
-        let credential = match (&self.cfg.credentials, &self.credential) {
-            (Some(hooks), Some(secret)) => Some((hooks.env.clone(), secret.clone())),
-            _ => None,
-        };
-        let command = RoleCommand { role: Role::Agent, run_id: &self.state.run_id, iteration: n, overlay, credential };
-        let stem = command.stem();
-        let cmd = command.zone_command(&self.cfg, &self.env);
-        let run = match run_in_zone(zone, &cmd, &self.artifacts, ARTIFACTS, &stem)? {
-            Ok(run) => run,
+        let exec = match self.run_agent(zone, n)? {
+            Ok(exec) => exec,
             Err(detail) => return Ok(Step::Halt(HaltReason::IsolationUnsatisfiable, detail)),
-        };
-        let exec = ExecResult {
-            iteration: n,
-            ending: run.ending.clone(),
-            exit_code: run.ending.exit_code(),
-            duration_ms: run.duration.as_millis() as u64,
-            stdout: run.output.stdout.clone(),
-            stderr: run.output.stderr.clone(),
-            // Cumulative egress of the run and the digest of its audit log so far.
-            egress: zone.egress_totals().map(|totals| EgressRecord {
-                totals: serde_json::to_value(totals).unwrap_or_default(),
-                audit: crate::zones::pinned::EGRESS_AUDIT_FILE.into(),
-                audit_sha256: zone.egress_audit_sha256(),
-            }),
         };
         self.append(Event::ExecResult(exec.clone()))?;
         if let Some(step) = self.halting_after_agent(n, sink) {
             return Ok(step);
         }
-
-        // The guards, on what the agent left.
-        let candidate = match self.workspace.as_mut() {
-            Some(ws) => Some(ws.snapshot()?),
-            None => None,
-        };
-        let mut objections = Vec::new();
-        if let Some(ws) = &self.workspace {
-            let baseline = ws.baseline_manifest()?;
-            let snapshot = candidate.as_ref();
-            let step = AgentStep { iteration: n, exec: Some(&exec), workspace: snapshot.map(|s| (s, baseline)) };
-            objections = self.guards.after_agent(&step);
-            if let Some(snapshot) = snapshot {
-                let protected_changes = objections
-                    .iter()
-                    .filter_map(|o| match o {
-                        Objection::ProtectedChanges(changes) => Some(changes.clone()),
-                        Objection::Finding(_) => None,
-                    })
-                    .flatten()
-                    .collect();
-                let record = SnapshotRecord {
-                    iteration: n,
-                    tree_id: snapshot.tree_id.to_hex(),
-                    changed_paths: snapshot.changes(baseline).len() as u64,
-                    protected_changes,
-                };
-                self.append(Event::Snapshot(record))?;
-            }
-        }
-        self.append_findings(objections.iter().filter_map(|o| match o {
-            Objection::Finding(f) => Some(f.clone()),
-            Objection::ProtectedChanges(_) => None,
-        }))?;
+        let candidate = self.judge_agent_step(n, &exec)?;
         if let Some(step) = self.halting_after_agent(n, sink) {
             return Ok(step);
         }
         if let Some(sig) = interrupt::pending() {
             return Ok(Step::Interrupted(sig));
         }
-
-        // The check, on the agent's step (its throwaway layers over the candidate snapshot).
-        let (overlay, scratch) = match (&self.workspace, &candidate) {
-            (Some(ws), Some(snapshot)) => {
-                let (overlay, scratch) = ws.check_overlay(n, snapshot)?;
-                (Some(overlay), Some(scratch))
-            }
-            _ => (None, None),
-        };
-        let command = RoleCommand { role: Role::Check, run_id: &self.state.run_id, iteration: n, overlay, credential: None };
-        let artifacts = Artifacts { dir: &self.artifacts, rel: ARTIFACTS, stem: command.stem() };
-        let cmd = command.zone_command(&self.cfg, &self.env);
-        let report_dir = scratch.as_ref().map(|s| s.writes()).unwrap_or(&self.workdir);
-        let report = self.cfg.junit.as_deref().map(|path| ReportSource { dir: report_dir, path });
-        let checked = run_check(zone, &cmd, artifacts, report)?;
-        drop(scratch);
-        let outcome = match checked {
+        let outcome = match self.run_check(zone, n, candidate.as_ref())? {
             Ok(outcome) => outcome,
             Err(detail) => return Ok(Step::Halt(HaltReason::IsolationUnsatisfiable, detail)),
         };
@@ -153,7 +82,6 @@ impl ActiveRun<'_> {
         self.append(Event::CheckResult(check.clone()))?;
         let clean = findings.is_empty();
         self.append_findings(findings.into_iter())?;
-
         // Acceptance: a step every guard let through, after its check, is the run's new state.
         if let (true, Some(ws), Some(snapshot)) = (clean, self.workspace.as_mut(), candidate) {
             ws.accept(snapshot);
@@ -168,6 +96,90 @@ impl ActiveRun<'_> {
             });
         }
         Ok(self.decide())
+    }
+
+    /// The agent stage: its command in the agent zone, observed as the `exec_result` to record.
+    /// `Ok(Err(detail))`: the zone could not be set up.
+    fn run_agent(&mut self, zone: &mut dyn Zone, n: u64) -> CmdResult<Result<ExecResult, String>> {
+        let overlay = self.workspace.as_ref().map(RunWorkspace::agent_overlay);
+        let credential = match (&self.cfg.credentials, &self.credential) {
+            (Some(hooks), Some(secret)) => Some((hooks.env.clone(), secret.clone())),
+            _ => None,
+        };
+        let command = RoleCommand { role: Role::Agent, run_id: &self.state.run_id, iteration: n, overlay, credential };
+        let stem = command.stem();
+        let cmd = command.zone_command(&self.cfg, &self.env);
+        let run = match run_in_zone(zone, &cmd, &self.artifacts, ARTIFACTS, &stem)? {
+            Ok(run) => run,
+            Err(detail) => return Ok(Err(detail)),
+        };
+        Ok(Ok(ExecResult {
+            iteration: n,
+            ending: run.ending.clone(),
+            exit_code: run.ending.exit_code(),
+            duration_ms: run.duration.as_millis() as u64,
+            stdout: run.output.stdout,
+            stderr: run.output.stderr,
+            // Cumulative egress of the run and the digest of its audit log so far.
+            egress: zone.egress_totals().map(|totals| EgressRecord {
+                totals: serde_json::to_value(totals).unwrap_or_default(),
+                audit: crate::zones::pinned::EGRESS_AUDIT_FILE.into(),
+                audit_sha256: zone.egress_audit_sha256(),
+            }),
+        }))
+    }
+
+    /// The guards' stage after the agent: snapshot the detached workspace, ask every guard, and
+    /// record the `snapshot` (with the protected paths changed) and any other objection. Returns
+    /// the snapshot, the candidate for the check and for acceptance.
+    fn judge_agent_step(&mut self, n: u64, exec: &ExecResult) -> CmdResult<Option<Snapshot>> {
+        let Some(ws) = self.workspace.as_mut() else {
+            // In place there is no snapshot: the guards judge the agent's result alone.
+            let objections = self.guards.after_agent(&AgentStep { iteration: n, exec: Some(exec), workspace: None });
+            self.append_findings(objections.into_iter().filter_map(|o| match o {
+                Objection::Finding(finding) => Some(finding),
+                Objection::ProtectedChanges(_) => None,
+            }))?;
+            return Ok(None);
+        };
+        let snapshot = ws.snapshot()?;
+        let baseline = ws.baseline_manifest()?;
+        let objections = self.guards.after_agent(&AgentStep { iteration: n, exec: Some(exec), workspace: Some((&snapshot, baseline)) });
+        let (mut protected_changes, mut findings) = (Vec::new(), Vec::new());
+        for objection in objections {
+            match objection {
+                Objection::ProtectedChanges(changes) => protected_changes.extend(changes),
+                Objection::Finding(finding) => findings.push(finding),
+            }
+        }
+        let record = SnapshotRecord {
+            iteration: n,
+            tree_id: snapshot.tree_id.to_hex(),
+            changed_paths: snapshot.changes(baseline).len() as u64,
+            protected_changes,
+        };
+        self.append(Event::Snapshot(record))?;
+        self.append_findings(findings.into_iter())?;
+        Ok(Some(snapshot))
+    }
+
+    /// The check stage: the one check runner, on the candidate (its throwaway layers over the
+    /// agent's snapshot) or in place. `Ok(Err(detail))`: the zone could not be set up.
+    fn run_check(&mut self, zone: &mut dyn Zone, n: u64, candidate: Option<&Snapshot>) -> CmdResult<Result<CheckOutcome, String>> {
+        let (overlay, scratch) = match (&self.workspace, candidate) {
+            (Some(ws), Some(snapshot)) => {
+                let (overlay, scratch) = ws.check_overlay(n, snapshot)?;
+                (Some(overlay), Some(scratch))
+            }
+            _ => (None, None),
+        };
+        let command = RoleCommand { role: Role::Check, run_id: &self.state.run_id, iteration: n, overlay, credential: None };
+        let artifacts = Artifacts { dir: &self.artifacts, rel: ARTIFACTS, stem: command.stem() };
+        let cmd = command.zone_command(&self.cfg, &self.env);
+        let report_dir = scratch.as_ref().map(|s| s.writes()).unwrap_or(&self.workdir);
+        let report = self.cfg.junit.as_deref().map(|path| ReportSource { dir: report_dir, path });
+        // The scratch layers are removed when `scratch` drops, after the report was read.
+        run_check(zone, &cmd, artifacts, report)
     }
 
     /// Record guard findings as `guard` events.
