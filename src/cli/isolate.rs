@@ -6,9 +6,10 @@
 //! as `<...>` and listed under `prepared_at_run_time`. The engine is not contacted: what it can
 //! enforce on this host is checked when the run starts.
 
+use super::loop_args::LoopCommandArgs;
 use super::run::{absolute_workdir, ZoneArgs};
-use crate::engine::config::{ConfigInput, LoopConfig};
-use crate::engine::detached::{WorkspaceMode, WORKSPACE_TARGET};
+use crate::engine::config::LoopConfig;
+use crate::engine::detached::WORKSPACE_TARGET;
 use crate::engine::loopfile;
 use crate::error::{CmdResult, Failure};
 use crate::output::Outcome;
@@ -26,12 +27,9 @@ use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The agent command (default: loop.toml's).
-    #[arg(long, value_name = "CMD")]
-    pub exec: Option<String>,
-    /// The check (default: loop.toml's).
-    #[arg(long, value_name = "CMD")]
-    pub check: Option<String>,
+    /// The loop's commands (default: loop.toml's).
+    #[command(flatten)]
+    pub commands: LoopCommandArgs,
     #[command(flatten)]
     pub zones: ZoneArgs,
     /// The loop's directory.
@@ -42,7 +40,7 @@ pub struct Args {
 pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     let workdir = absolute_workdir(&args.workdir)?;
     let wd = SafeDir::open(&workdir).map_err(|e| Failure::workspace(format!("workdir: {e}")))?;
-    let flags = ConfigInput { check: args.check.clone(), exec: args.exec.clone(), ..args.zones.input() };
+    let flags = args.commands.over(args.zones.input());
     let (input, loop_ref) = match loopfile::load(&wd)? {
         Some((file, reference)) => (flags.over(file), Some(reference)),
         None => (flags, None),
@@ -51,31 +49,25 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
         return Err(Failure::usage("loop.toml says isolation = \"none\": there are no zones to plan"));
     }
     let cfg = LoopConfig::resolve(input, &workdir, loop_ref)?;
-    let policies = [
-        (Role::Agent, cfg.agent_policy.as_ref().map(|p| p.source.clone()), &cfg.exec),
-        (Role::Check, cfg.check_policy.as_ref().map(|p| p.source.clone()), &cfg.check),
-    ];
-    let detached = cfg.workspace == WorkspaceMode::Detached;
+    let zones_setup = crate::engine::zone_setup::zone_setup(&cfg, &workdir.join(STATE_DIR))?;
+    let detached = zones_setup.detached;
     let root = nix::unistd::geteuid().is_root();
     let mut zones = Vec::new();
     let mut refusals: Vec<Refusal> = Vec::new();
-    for (role, source, command_line) in policies {
-        let pin = match role {
-            Role::Agent => cfg.agent_policy.as_ref(),
-            Role::Check => cfg.check_policy.as_ref(),
-        };
-        let policy = pin.ok_or_else(|| Failure::internal("no policy pinned under native isolation"))?.load()?;
+    for (role, pinned) in zones_setup.policies() {
+        let (source, policy) = (&pinned.source, &pinned.policy);
+        let command_line = if role.writes_workspace() { &cfg.exec } else { &cfg.check };
         let zone = match cfg.backend.engine() {
-            None => native_zone(role, &policy, &cfg, detached),
+            None => native_zone(policy, &cfg, detached),
             Some(engine) => {
                 // Only what the policy itself makes impossible; the engine's own abilities are
                 // checked when a run starts.
                 let everything = EngineCapabilities::everything();
-                refusals.extend(unexpressible(engine, &everything, role, &policy, root));
-                if detached && !root && role == Role::Agent {
+                refusals.extend(unexpressible(engine, &everything, role, policy, root));
+                if detached && !root && role.writes_workspace() {
                     refusals.push(detached_refusal(engine));
                 }
-                container_zone(engine, role, &policy, &cfg, detached, root, command_line)?
+                container_zone(engine, role, policy, &cfg, detached, root, command_line)?
             }
         };
         zones.push(json!({"role": role.as_str(), "policy": source, "plan": zone}));
@@ -95,10 +87,10 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     Ok(Outcome::ok("isolate").field("isolate", body).human(human))
 }
 
-fn native_zone(role: Role, policy: &Policy, cfg: &LoopConfig, detached: bool) -> Value {
+fn native_zone(policy: &Policy, cfg: &LoopConfig, detached: bool) -> Value {
     let host = sandbox::preflight::probe();
     let fs = &policy.filesystem;
-    let proxied = role == Role::Agent && policy.network.mode == NetworkMode::Proxy;
+    let proxied = policy.network.mode == NetworkMode::Proxy;
     let writable: Vec<String> = if detached {
         vec![format!("{WORKSPACE_TARGET} (overlay over the baseline t0)")]
     } else {
@@ -159,7 +151,7 @@ fn container_zone(
         prepared.push(format!(
             "{}: the {} overlay, mounted by loopexec before the container starts",
             state_dir.join("container-mounts").display(),
-            if role == Role::Agent { "workspace" } else { "check's throwaway" }
+            if role.writes_workspace() { "workspace" } else { "check's throwaway" }
         ));
         PathBuf::from(WORKSPACE_TARGET)
     } else {
@@ -172,7 +164,7 @@ fn container_zone(
         workdir.clone()
     };
     let user = zone_user(policy, detached, root, &workdir).map_err(|r| Failure::isolation(r.cause).with_hint(r.fix))?;
-    let proxied = role == Role::Agent && policy.network.mode == NetworkMode::Proxy;
+    let proxied = policy.network.mode == NetworkMode::Proxy;
     let network = match (proxied, engine) {
         (false, _) => ContainerNetwork::None,
         (true, Engine::Podman) => {

@@ -3,6 +3,7 @@
 
 use super::receipt_source::{self, ReceiptArgs};
 use crate::error::CmdResult;
+use crate::inert::inert;
 use crate::output::Outcome;
 use crate::receipt::history::{History, IterationRecord};
 use crate::ending::Ending;
@@ -82,7 +83,7 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
         start.map(|s| s.mode.as_str()).unwrap_or("?"),
         start.map(|s| s.isolation.as_str()).unwrap_or("?")
     ));
-    human.push_str(&format!("exec   {}\ncheck  {}\n", config["exec"].as_str().unwrap_or("?"), config["check"].as_str().unwrap_or("?")));
+    human.push_str(&format!("exec   {}\ncheck  {}\n", inert(config["exec"].as_str().unwrap_or("?")), inert(config["check"].as_str().unwrap_or("?"))));
     for d in &history.iterations {
         let failing = d.failing_count().map(|c| format!("  failing {c}")).unwrap_or_default();
         let interrupted = d.interrupted.as_ref().map(|c| format!("  INTERRUPTED ({c})")).unwrap_or_default();
@@ -94,15 +95,17 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
         ));
     }
     match halt {
-        Some(h) => human.push_str(&format!("halt   {} (exit {}): {}\n", h.halt_reason, h.exit_code, h.detail)),
+        Some(h) => human.push_str(&format!("halt   {} (exit {}): {}\n", h.halt_reason, h.exit_code, inert(&h.detail))),
         None => human.push_str("not halted (resumable)\n"),
     }
     let delivery = halt.and_then(|h| h.delivery.as_ref());
     if let Some((branch, d)) = delivery.and_then(|d| Some((d.branch.as_deref()?, d))) {
         human.push_str(&format!(
-            "delivered branch {branch} ({}), patch {}\n",
-            d.commit.as_deref().map(|c| &c[..c.len().min(12)]).unwrap_or("?"),
-            d.patch.as_deref().unwrap_or("?")
+            "delivered branch {} ({}), patch {}
+",
+            inert(branch),
+            inert(d.commit.as_deref().map(|c| c.get(..c.len().min(12)).unwrap_or(c)).unwrap_or("?")),
+            inert(d.patch.as_deref().unwrap_or("?"))
         ));
     }
     let egress = egress_summary(&loaded.path, history);
@@ -114,11 +117,11 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
         ));
         if let Some(hosts) = summary["hosts"].as_object() {
             for (host, h) in hosts {
-                human.push_str(&format!("  {host:<40} allowed {} denied {}\n", h["allowed"], h["denied"]));
+                human.push_str(&format!("  {:<40} allowed {} denied {}\n", inert(host), h["allowed"], h["denied"]));
             }
         }
     }
-    human.push_str(&format!("receipt {receipt}\n"));
+    human.push_str(&format!("receipt {}\n", inert(&receipt)));
 
     Ok(Outcome::ok("report")
         .field("run_id", run_id)

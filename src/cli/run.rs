@@ -100,12 +100,8 @@ impl ZoneArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The external check; exit 0 means done. Run as `/bin/sh -c` in the workdir.
-    #[arg(long, value_name = "CMD")]
-    pub check: Option<String>,
-    /// The agent command, run before each check.
-    #[arg(long, value_name = "CMD")]
-    pub exec: Option<String>,
+    #[command(flatten)]
+    pub commands: super::loop_args::LoopCommandArgs,
     /// Where commands run: `native` (default) sandboxes the agent and the check; `none` runs them
     /// on the host, unsandboxed.
     #[arg(long, value_enum)]
@@ -184,12 +180,10 @@ pub struct Args {
 
 impl Args {
     fn flag_input(&self) -> ConfigInput {
-        ConfigInput {
+        self.commands.over(ConfigInput {
             mint_cmd: self.mint_cmd.clone(),
             revoke_cmd: self.revoke_cmd.clone(),
             mint_env: self.mint_env.clone(),
-            check: self.check.clone(),
-            exec: self.exec.clone(),
             isolation: self.isolation,
             include_uncommitted: self.include_uncommitted.then_some(true),
             protected: self.protect.clone(),
@@ -206,7 +200,7 @@ impl Args {
             context_files: self.context_file.clone(),
             cost_usd: self.cost_usd,
             ..self.zones.input()
-        }
+        })
     }
 }
 
@@ -264,7 +258,8 @@ pub(crate) fn progress_line(event: &LoopEvent<'_>) -> String {
 impl EventSink for ProgressPrinter {
     fn event(&mut self, event: &LoopEvent<'_>) {
         if !self.json {
-            eprintln!("loopexec: {}", progress_line(event));
+            // A progress line may name agent-made paths: one inert line.
+            eprintln!("loopexec: {}", crate::inert::inert(&progress_line(event)));
         }
     }
 }

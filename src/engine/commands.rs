@@ -8,20 +8,10 @@ use super::config::LoopConfig;
 use crate::capture::ArtifactSink;
 use crate::secret::Secret;
 use crate::error::Failure;
-use crate::receipt::store::fs_failure;
 use crate::safefs::SafeDir;
-use crate::zones::{Role, Zone, ZoneCommand, ZoneError, ZoneRun};
+use crate::zones::{Role, Zone, ZoneCommand, ZoneRun};
 use std::path::PathBuf;
 use std::time::Duration;
-
-/// A zone error that is not an outcome, as the failure the command reports.
-pub fn zone_failure(err: ZoneError) -> Failure {
-    match err {
-        ZoneError::Setup(msg) => Failure::isolation(msg),
-        ZoneError::Capture(crate::capture::CaptureError::Artifact(e)) => fs_failure(e),
-        other => Failure::internal(other.to_string()),
-    }
-}
 
 /// The operator's environment for the commands: everything but loopexec's own `LOOPEXEC_*`
 /// variables, and without entries that are not UTF-8 (`std::env::vars` would panic on them).
@@ -91,7 +81,7 @@ pub fn run_in_zone(
     let sink = ArtifactSink::new(artifacts, rel, stem);
     match zone.run(cmd, &sink) {
         Ok(run) => Ok(Ok(run)),
-        Err(ZoneError::Setup(detail)) => Ok(Err(format!("{} zone: {detail}", cmd.role.as_str()))),
-        Err(other) => Err(zone_failure(other)),
+        Err(e) if e.is_setup() => Ok(Err(format!("{} zone: {e}", cmd.role.as_str()))),
+        Err(other) => Err(other.into()),
     }
 }

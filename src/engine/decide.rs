@@ -158,6 +158,7 @@ mod tests {
             tree_id: "t".into(),
             changed_paths: 1,
             protected_changes: vec![ProtectedChangeRecord { path: "tests/a.sh".into(), change: "modified".into() }],
+            duration_ms: None,
         });
         assert_eq!(
             decide(Mode::CheckFixpoint, &r, 3),

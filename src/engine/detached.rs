@@ -14,6 +14,7 @@ use crate::receipt::store::{fs_failure, RunDir, StateDir};
 use crate::safefs::SafeDir;
 use crate::workspace::{
     check_layers, deliver, Baseline, BaselineOptions, Delivery, FrozenLayer, ObjectId, ProtectedPaths, Snapshot, Workspace,
+    WorkspaceError,
 };
 use sandbox::OverlayMount;
 use std::os::fd::AsRawFd;
@@ -54,6 +55,19 @@ pub fn zone_owner(policy: &sandbox::Policy) -> Option<(u32, u32)> {
     nix::unistd::geteuid().is_root().then_some((policy.identity.uid_when_root, policy.identity.gid_when_root))
 }
 
+/// How reading the workspace after an agent step ended.
+pub enum Taken {
+    /// A snapshot (for the guards), and how long it took (its bound is the policy's
+    /// `workspace.snapshot_timeout_seconds`).
+    Snapshot { snapshot: Snapshot, duration_ms: u64 },
+    /// The workspace cannot be taken (over a `[workspace]` limit, a name git treats as `.git`,
+    /// the snapshot's time bound, a tree that cannot be read): the run halts `workspace_invalid`
+    /// with this detail, naming the limit and the path.
+    Refused(String),
+    /// The operator interrupted the snapshot; the run stays resumable.
+    Interrupted(i32),
+}
+
 /// A check's scratch layers, removed when dropped.
 pub struct CheckScratch {
     /// The checks directory and the name of this check's directory in it.
@@ -87,6 +101,8 @@ pub struct RunWorkspace {
     frozen: FrozenLayer,
     /// The last snapshot the guards accepted (what is delivered at the end).
     last_accepted: Option<Snapshot>,
+    /// The agent policy's `[workspace]` limits and time bounds.
+    limits: sandbox::WorkspaceLimits,
 }
 
 fn ws_failure(e: crate::workspace::WorkspaceError) -> Failure {
@@ -144,10 +160,12 @@ impl RunWorkspace {
             baseline_reused: b.reused,
             target: WORKSPACE_TARGET.into(),
             protected: protected.patterns().to_vec(),
+            limits: Some(serde_json::to_value(&agent_policy.workspace).map_err(|e| Failure::internal(e.to_string()))?),
         };
         let check_owner = zone_owner(check_policy);
         let (checks, frozen) = build_frozen(&workspace, &protected, run, check_owner)?;
-        let ws = RunWorkspace { workspace, protected, check_owner, checks, frozen, last_accepted: None };
+        let limits = agent_policy.workspace.clone();
+        let ws = RunWorkspace { workspace, protected, check_owner, checks, frozen, last_accepted: None, limits };
         Ok((ws, record))
     }
 
@@ -158,6 +176,7 @@ impl RunWorkspace {
         statedir: &StateDir,
         run: &RunDir,
         protected_extra: &[String],
+        agent_policy: &sandbox::Policy,
         check_policy: &sandbox::Policy,
     ) -> CmdResult<RunWorkspace> {
         let broken = || Failure::workspace(format!("{}: malformed workspace event", run.receipt_path().display()));
@@ -168,7 +187,8 @@ impl RunWorkspace {
         let protected = ProtectedPaths::new(true, protected_extra).map_err(ws_failure)?;
         let check_owner = zone_owner(check_policy);
         let (checks, frozen) = build_frozen(&workspace, &protected, run, check_owner)?;
-        Ok(RunWorkspace { workspace, protected, check_owner, checks, frozen, last_accepted: None })
+        let limits = agent_policy.workspace.clone();
+        Ok(RunWorkspace { workspace, protected, check_owner, checks, frozen, last_accepted: None, limits })
     }
 
     /// The overlay the agent zone mounts.
@@ -176,12 +196,17 @@ impl RunWorkspace {
         self.workspace.agent_overlay(Path::new(WORKSPACE_TARGET))
     }
 
-    /// Snapshot the workspace after an agent step.
-    pub fn snapshot(&mut self) -> CmdResult<Snapshot> {
+    /// Snapshot the workspace after an agent step, within the policy's limits.
+    pub fn snapshot(&mut self) -> Taken {
         let started = std::time::Instant::now();
-        let snapshot = self.workspace.snapshot().map_err(ws_failure)?;
-        tracing::debug!(elapsed_us = started.elapsed().as_micros() as u64, "workspace snapshot");
-        Ok(snapshot)
+        let taken = self.workspace.snapshot(&self.limits);
+        let duration_ms = started.elapsed().as_millis() as u64;
+        tracing::debug!(duration_ms, "workspace snapshot");
+        match taken {
+            Ok(snapshot) => Taken::Snapshot { snapshot, duration_ms },
+            Err(WorkspaceError::Interrupted { signal, .. }) => Taken::Interrupted(signal),
+            Err(e) => Taken::Refused(format!("the workspace cannot be taken: {e}")),
+        }
     }
 
     /// The run's protected paths (what the protected-path guard compares).
@@ -219,14 +244,14 @@ impl RunWorkspace {
         Ok((layers.overlay, CheckScratch { parent, name, upper }))
     }
 
-    /// Deliver the last accepted state, if it differs from t0.
-    pub fn deliver(&self, run_id: &str, run: &RunDir, message: &str) -> CmdResult<Option<Delivery>> {
+    /// Deliver the last accepted state, if it differs from t0, within the delivery time bound.
+    pub fn deliver(&self, run_id: &str, run: &RunDir, message: &str) -> Result<Option<Delivery>, WorkspaceError> {
         let Some(snapshot) = &self.last_accepted else {
             return Ok(None);
         };
         if snapshot.tree_id == self.workspace.baseline().tree_id {
             return Ok(None);
         }
-        deliver(&self.workspace, snapshot, run_id, run.dir(), message).map(Some).map_err(ws_failure)
+        deliver(&self.workspace, snapshot, run_id, run.dir(), message, &self.limits).map(Some)
     }
 }

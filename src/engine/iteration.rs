@@ -12,7 +12,7 @@
 use super::check::{run_check, Artifacts, CheckOutcome, ReportSource};
 use super::commands::{run_in_zone, RoleCommand};
 use super::decide::{self, Step};
-use super::detached::RunWorkspace;
+use super::detached::{RunWorkspace, Taken};
 use super::guards::{AgentStep, CheckStep, Objection};
 use super::lifecycle::ActiveRun;
 use super::sink::{EventSink, LoopEvent};
@@ -66,7 +66,14 @@ impl ActiveRun<'_> {
         if let Some(step) = self.halting_after_agent(n, sink) {
             return Ok(step);
         }
-        let candidate = self.judge_agent_step(n, &exec)?;
+        let candidate = match self.judge_agent_step(n, &exec)? {
+            Ok(candidate) => candidate,
+            Err(Step::Halt(reason, detail)) => {
+                sink.event(&LoopEvent::HaltingAfterAgent { iteration: n, detail: &detail });
+                return Ok(Step::Halt(reason, detail));
+            }
+            Err(stop) => return Ok(stop),
+        };
         if let Some(step) = self.halting_after_agent(n, sink) {
             return Ok(step);
         }
@@ -75,7 +82,7 @@ impl ActiveRun<'_> {
         }
         let outcome = match self.run_check(zone, n, candidate.as_ref())? {
             Ok(outcome) => outcome,
-            Err(detail) => return Ok(Step::Halt(HaltReason::IsolationUnsatisfiable, detail)),
+            Err(halt) => return Ok(halt),
         };
         let check = outcome.record(n);
         let findings = self.guards.after_check(&CheckStep { iteration: n, check: &check, history: &self.history });
@@ -118,21 +125,22 @@ impl ActiveRun<'_> {
             ending: run.ending.clone(),
             exit_code: run.ending.exit_code(),
             duration_ms: run.duration.as_millis() as u64,
+            // Cumulative egress of the run and the digest of its audit log so far.
+            egress: run.usage.egress.map(|egress| EgressRecord {
+                totals: serde_json::to_value(egress.run_totals).unwrap_or_default(),
+                audit: crate::zones::pinned::EGRESS_AUDIT_FILE.into(),
+                audit_sha256: egress.audit_sha256,
+            }),
             stdout: run.output.stdout,
             stderr: run.output.stderr,
-            // Cumulative egress of the run and the digest of its audit log so far.
-            egress: zone.egress_totals().map(|totals| EgressRecord {
-                totals: serde_json::to_value(totals).unwrap_or_default(),
-                audit: crate::zones::pinned::EGRESS_AUDIT_FILE.into(),
-                audit_sha256: zone.egress_audit_sha256(),
-            }),
         }))
     }
 
     /// The guards' stage after the agent: snapshot the detached workspace, ask every guard, and
     /// record the `snapshot` (with the protected paths changed) and any other objection. Returns
-    /// the snapshot, the candidate for the check and for acceptance.
-    fn judge_agent_step(&mut self, n: u64, exec: &ExecResult) -> CmdResult<Option<Snapshot>> {
+    /// the snapshot, the candidate for the check and for acceptance; `Err` when the workspace
+    /// could not be taken (a `workspace_invalid` halt) or its snapshot was interrupted.
+    fn judge_agent_step(&mut self, n: u64, exec: &ExecResult) -> CmdResult<Result<Option<Snapshot>, Step>> {
         let Some(ws) = self.workspace.as_mut() else {
             // In place there is no snapshot: the guards judge the agent's result alone.
             let objections = self.guards.after_agent(&AgentStep { iteration: n, exec: Some(exec), workspace: None });
@@ -140,9 +148,13 @@ impl ActiveRun<'_> {
                 Objection::Finding(finding) => Some(finding),
                 Objection::ProtectedChanges(_) => None,
             }))?;
-            return Ok(None);
+            return Ok(Ok(None));
         };
-        let snapshot = ws.snapshot()?;
+        let (snapshot, duration_ms) = match ws.snapshot() {
+            Taken::Snapshot { snapshot, duration_ms } => (snapshot, duration_ms),
+            Taken::Refused(detail) => return Ok(Err(Step::Halt(HaltReason::WorkspaceInvalid, detail))),
+            Taken::Interrupted(signal) => return Ok(Err(Step::Interrupted(signal))),
+        };
         let baseline = ws.baseline_manifest()?;
         let objections = self.guards.after_agent(&AgentStep { iteration: n, exec: Some(exec), workspace: Some((&snapshot, baseline)) });
         let (mut protected_changes, mut findings) = (Vec::new(), Vec::new());
@@ -157,20 +169,25 @@ impl ActiveRun<'_> {
             tree_id: snapshot.tree_id.to_hex(),
             changed_paths: snapshot.changes(baseline).len() as u64,
             protected_changes,
+            duration_ms: Some(duration_ms),
         };
         self.append(Event::Snapshot(record))?;
         self.append_findings(findings.into_iter())?;
-        Ok(Some(snapshot))
+        Ok(Ok(Some(snapshot)))
     }
 
     /// The check stage: the one check runner, on the candidate (its throwaway layers over the
-    /// agent's snapshot) or in place. `Ok(Err(detail))`: the zone could not be set up.
-    fn run_check(&mut self, zone: &mut dyn Zone, n: u64, candidate: Option<&Snapshot>) -> CmdResult<Result<CheckOutcome, String>> {
+    /// agent's snapshot) or in place. `Ok(Err(halt))`: its layers could not be built
+    /// (`workspace_invalid`) or its zone could not be set up (`isolation_unsatisfiable`).
+    fn run_check(&mut self, zone: &mut dyn Zone, n: u64, candidate: Option<&Snapshot>) -> CmdResult<Result<CheckOutcome, Step>> {
         let (overlay, scratch) = match (&self.workspace, candidate) {
-            (Some(ws), Some(snapshot)) => {
-                let (overlay, scratch) = ws.check_overlay(n, snapshot)?;
-                (Some(overlay), Some(scratch))
-            }
+            (Some(ws), Some(snapshot)) => match ws.check_overlay(n, snapshot) {
+                Ok((overlay, scratch)) => (Some(overlay), Some(scratch)),
+                Err(f) => {
+                    let detail = format!("the check's layers cannot be built: {}", f.message);
+                    return Ok(Err(Step::Halt(HaltReason::WorkspaceInvalid, detail)));
+                }
+            },
             _ => (None, None),
         };
         let command = RoleCommand { role: Role::Check, run_id: &self.state.run_id, iteration: n, overlay, credential: None };
@@ -179,7 +196,8 @@ impl ActiveRun<'_> {
         let report_dir = scratch.as_ref().map(|s| s.writes()).unwrap_or(&self.workdir);
         let report = self.cfg.junit.as_deref().map(|path| ReportSource { dir: report_dir, path });
         // The scratch layers are removed when `scratch` drops, after the report was read.
-        run_check(zone, &cmd, artifacts, report)
+        let checked = run_check(zone, &cmd, artifacts, report)?;
+        Ok(checked.map_err(|detail| Step::Halt(HaltReason::IsolationUnsatisfiable, detail)))
     }
 
     /// Record guard findings as `guard` events.

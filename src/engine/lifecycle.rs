@@ -3,11 +3,11 @@
 //! a pause after `--once`; an operator interrupt). The iterations themselves are
 //! [`super::iteration`]'s.
 
-use super::commands::{operator_env, zone_failure};
+use super::commands::operator_env;
 use super::config::{LoopConfig, MODE_CHECK_FIXPOINT};
 use super::credentials;
 use super::decide::{self, Step};
-use super::detached::{RunWorkspace, WorkspaceMode};
+use super::detached::{RunWorkspace, Taken, WorkspaceMode};
 use super::guards::{AgentStep, Guard, Guards, ProtectedPathGuard};
 use super::seats::Mode;
 use super::sink::{EventSink, LoopEvent};
@@ -24,7 +24,9 @@ use crate::receipt::state::{RunPhase, RunState};
 use crate::receipt::store::{log_failure, RunDir, RunLock, StateDir};
 use crate::run_id::RunId;
 use crate::safefs::SafeDir;
-use crate::zones::{open_zone, Zone};
+use super::zone_setup::zone_setup;
+use crate::zones::setup::ZoneSetup;
+use crate::zones::{open_zone, Role, Zone};
 
 /// A run this process drives: everything an iteration needs, and the history of the receipt so
 /// far (every event it appends is recorded into it).
@@ -48,6 +50,8 @@ pub(super) struct ActiveRun<'a> {
     pub(super) guards: Guards,
     /// The agent's minted credential, held only in this process's memory until it is revoked.
     pub(super) credential: Option<credentials::Secret>,
+    /// Why the workspace a resumed run found could not be taken (the run then halts with it).
+    refused_at_reopen: Option<String>,
 }
 
 /// The state of a run this process is about to drive (its counters are filled in on save).
@@ -69,12 +73,12 @@ fn running_state(run_id: &RunId, isolation: &str, iteration: u64, max_iterations
     }
 }
 
-/// The agent and check policies a native run pinned.
-fn pinned_policies(cfg: &LoopConfig) -> CmdResult<(sandbox::Policy, sandbox::Policy)> {
-    let missing = || Failure::internal("a detached workspace needs native isolation and its pinned policies");
-    let agent = cfg.agent_policy.as_ref().ok_or_else(missing)?.load()?;
-    let check = cfg.check_policy.as_ref().ok_or_else(missing)?.load()?;
-    Ok((agent, check))
+/// The policy the run's zone setup holds for `role` (native isolation pins one per role).
+fn role_policy(zones: &ZoneSetup, role: Role) -> CmdResult<&sandbox::Policy> {
+    zones
+        .policy(role)
+        .map(|p| &p.policy)
+        .ok_or_else(|| Failure::internal("a detached workspace needs native isolation and its pinned policies"))
 }
 
 fn open_workdir(cfg: &LoopConfig) -> CmdResult<SafeDir> {
@@ -147,10 +151,11 @@ pub fn start(
     sink: &mut dyn EventSink,
 ) -> CmdResult<RunOutcome> {
     let workdir = open_workdir(&cfg)?;
-    let mut zone = open_zone(&cfg, statedir.path()).map_err(zone_failure)?;
+    let zones = zone_setup(&cfg, statedir.path())?;
+    let mut zone = open_zone(&zones)?;
     let run = statedir.create_run(&run_id)?;
     let lock = run.lock()?;
-    zone.bind_run(run.path()).map_err(zone_failure)?;
+    zone.bind_run(run.path())?;
     let log = run.create_receipt()?;
     let isolation = zone.isolation().to_string();
     let opening = Opening { statedir, run_id: run_id.clone(), run, lock, log, history: History::default(), cfg, isolation, resumed: false };
@@ -167,15 +172,14 @@ pub fn start(
     }))?;
     active.endorse(operator)?;
     if active.cfg.workspace == WorkspaceMode::Detached {
-        let (agent_policy, check_policy) = pinned_policies(&active.cfg)?;
         let (ws, record) = RunWorkspace::create(
             std::path::Path::new(&active.cfg.workdir),
             statedir,
             &active.run,
             active.cfg.include_uncommitted,
             &active.cfg.protected,
-            &agent_policy,
-            &check_policy,
+            role_policy(&zones, Role::Agent)?,
+            role_policy(&zones, Role::Check)?,
         )?;
         active.append(Event::Workspace(record))?;
         active.attach_workspace(ws, false)?;
@@ -205,12 +209,13 @@ pub fn resume(
         .with_hint("start a new run (loopexec run); `loopexec explain-halt` says why it stopped"));
     }
     let workdir = open_workdir(&cfg)?;
-    let mut zone = open_zone(&cfg, statedir.path()).map_err(zone_failure)?;
-    zone.bind_run(run.path()).map_err(zone_failure)?;
-    if let (Some(egress), Some(totals)) = (zone.egress_mut(), recorded_egress_totals(&history)) {
+    let mut zones = zone_setup(&cfg, statedir.path())?;
+    if let Some(totals) = recorded_egress_totals(&history) {
         // The run's egress budgets continue from what its receipt recorded.
-        egress.resume_from(totals);
+        zones.egress_totals = totals;
     }
+    let mut zone = open_zone(&zones)?;
+    zone.bind_run(run.path())?;
     let isolation = history.start.as_ref().map(|s| s.isolation.clone()).unwrap_or_default();
     let opening = Opening { statedir, run_id: run_id.clone(), run, lock, log, history, cfg, isolation, resumed: true };
     let mut active = ActiveRun::open(opening, workdir)?;
@@ -234,8 +239,8 @@ pub fn resume(
             .workspace
             .clone()
             .ok_or_else(|| Failure::workspace(format!("{}: no workspace event", active.run.receipt_path().display())))?;
-        let (_, check_policy) = pinned_policies(&active.cfg)?;
-        let ws = RunWorkspace::reopen(&record, statedir, &active.run, &active.cfg.protected, &check_policy)?;
+        let (agent_policy, check_policy) = (role_policy(&zones, Role::Agent)?, role_policy(&zones, Role::Check)?);
+        let ws = RunWorkspace::reopen(&record, statedir, &active.run, &active.cfg.protected, agent_policy, check_policy)?;
         active.attach_workspace(ws, true)?;
     }
     let decided = match pending {
@@ -266,6 +271,7 @@ impl<'a> ActiveRun<'a> {
             workspace: None,
             guards: Guards::default(),
             credential: None,
+            refused_at_reopen: None,
         })
     }
 
@@ -279,16 +285,24 @@ impl<'a> ActiveRun<'a> {
     }
 
     /// Take the detached workspace and its guard. On resume, the workspace as the crashed
-    /// process left it is accepted again only if the guards let it through.
+    /// process left it is accepted again only if the guards let it through; one that cannot be
+    /// taken halts the resumed run with the reason.
     fn attach_workspace(&mut self, mut ws: RunWorkspace, resumed: bool) -> CmdResult<()> {
         let mut guards: Vec<Box<dyn Guard>> = vec![Box::new(ProtectedPathGuard::new(ws.protected().clone()))];
         if resumed {
-            let snapshot = ws.snapshot()?;
-            let baseline = ws.baseline_manifest()?;
-            let step = AgentStep { iteration: self.history.last_started, exec: None, workspace: Some((&snapshot, baseline)) };
-            let clean = guards.iter_mut().all(|g| g.after_agent(&step).is_none());
-            if clean {
-                ws.accept(snapshot);
+            match ws.snapshot() {
+                Taken::Snapshot { snapshot, .. } => {
+                    let baseline = ws.baseline_manifest()?;
+                    let step = AgentStep { iteration: self.history.last_started, exec: None, workspace: Some((&snapshot, baseline)) };
+                    if guards.iter_mut().all(|g| g.after_agent(&step).is_none()) {
+                        ws.accept(snapshot);
+                    }
+                }
+                Taken::Refused(detail) => self.refused_at_reopen = Some(detail),
+                Taken::Interrupted(signal) => {
+                    return Err(Failure::workspace(format!("interrupted ({}) while reading the workspace", interrupt::signal_name(signal)))
+                        .with_hint("resume the run again"))
+                }
             }
         }
         self.guards = Guards::new(guards);
@@ -309,6 +323,10 @@ impl<'a> ActiveRun<'a> {
         // A credential minted by a process that died without revoking it is revoked now.
         if self.resumed && self.history.credential_outstanding {
             self.revoke_credential(None, "supervisor_lost")?;
+        }
+        if let Some(detail) = self.refused_at_reopen.take() {
+            sink.event(&LoopEvent::HaltingBeforeIterations { detail: &detail });
+            return self.halt(HaltReason::WorkspaceInvalid, detail);
         }
         if let Some((reason, detail)) = decided {
             // The outcome was observed and recorded before loopexec died; only its halt is missing.
@@ -413,24 +431,32 @@ impl<'a> ActiveRun<'a> {
     /// Halt with a computed reason: deliver the accepted end state, append `halt`, seal.
     pub(super) fn halt(&mut self, reason: HaltReason, detail: String) -> CmdResult<RunOutcome> {
         self.revoke_held("halt")?;
-        let delivery = self.workspace.as_ref().map(|ws| {
-            // The last accepted state reaches the operator as a branch and a patch; a failed
-            // delivery (e.g. the branch already exists) is recorded, never fatal to the halt.
-            let message = format!("loopexec run {}: {}", self.state.run_id, reason.as_str());
-            let none = DeliveryRecord { branch: None, commit: None, tree: None, parent: None, patch: None, reason: None, error: None };
-            match ws.deliver(&self.state.run_id, &self.run, &message) {
-                Ok(Some(d)) => DeliveryRecord {
-                    branch: Some(d.branch),
-                    commit: Some(d.commit),
-                    tree: Some(d.tree),
-                    parent: Some(d.parent),
-                    patch: Some(d.patch.strip_prefix(self.run.path()).unwrap_or(&d.patch).to_string_lossy().into_owned()),
-                    ..none
-                },
-                Ok(None) => DeliveryRecord { reason: Some("no accepted change to deliver".into()), ..none },
-                Err(e) => DeliveryRecord { error: Some(e.message), ..none },
+        let delivery = match &self.workspace {
+            None => None,
+            Some(ws) => {
+                // The last accepted state reaches the operator as a branch and a patch; a failed
+                // delivery (e.g. the branch already exists) is recorded, never fatal to the halt.
+                let message = format!("loopexec run {}: {}", self.state.run_id, reason.as_str());
+                let started = std::time::Instant::now();
+                let delivered = ws.deliver(&self.state.run_id, &self.run, &message);
+                let duration_ms = Some(started.elapsed().as_millis() as u64);
+                let none = DeliveryRecord { branch: None, duration_ms: None, commit: None, tree: None, parent: None, patch: None, reason: None, error: None };
+                Some(match delivered {
+                    Err(crate::workspace::WorkspaceError::Interrupted { signal, .. }) => return self.interrupted(signal, None),
+                    Ok(Some(d)) => DeliveryRecord {
+                        branch: Some(d.branch),
+                        duration_ms,
+                        commit: Some(d.commit),
+                        tree: Some(d.tree),
+                        parent: Some(d.parent),
+                        patch: Some(d.patch.strip_prefix(self.run.path()).unwrap_or(&d.patch).to_string_lossy().into_owned()),
+                        ..none
+                    },
+                    Ok(None) => DeliveryRecord { reason: Some("no accepted change to deliver".into()), ..none },
+                    Err(e) => DeliveryRecord { error: Some(e.to_string()), duration_ms, ..none },
+                })
             }
-        });
+        };
         self.append(Event::Halt(HaltRecord {
             halt_reason: reason,
             exit_code: reason.class().code(),

@@ -13,6 +13,7 @@
 //! - [`seats`]: the mode and the kinds of guard the coming features add.
 //! - [`sink`]: typed progress events for the caller to render.
 //! - [`replay`]: re-running a halted run's last check on its end state.
+//! - [`zone_setup`]: the pinned configuration made into the zones' setup, once per run.
 //!
 //! Every event is appended (fsync'd) to the hash-chained receipt before the next step starts, and
 //! recorded into the run's [`History`](crate::receipt::history::History); `state.json` is
@@ -35,6 +36,7 @@ pub mod replay;
 pub mod seats;
 pub mod sink;
 pub mod verdict;
+pub mod zone_setup;
 
 pub use commands::operator_env;
 pub use lifecycle::{pinned_config, resume, start};

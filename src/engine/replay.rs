@@ -177,16 +177,17 @@ pub fn replay(statedir: &StateDir, run: &RunDir) -> CmdResult<Replay> {
     let rec = read_recorded(run)?;
     let cfg = &rec.cfg;
     let missing = || Failure::workspace("the run pinned no agent/check policy (a detached run is native)");
-    let agent_policy = cfg.agent_policy.as_ref().ok_or_else(missing)?.load()?;
-    let check_policy = cfg.check_policy.as_ref().ok_or_else(missing)?.load()?;
-    let owner = zone_owner(&agent_policy);
+    let zones = super::zone_setup::zone_setup(cfg, statedir.path())?;
+    let agent_policy = &zones.policy(Role::Agent).ok_or_else(missing)?.policy;
+    let check_policy = &zones.policy(Role::Check).ok_or_else(missing)?.policy;
+    let owner = zone_owner(agent_policy);
     let repo = Path::new(&rec.repo);
     let t0 = Baseline::of_tree(repo, statedir.root(), rec.t0_tree, rec.head_commit, owner).map_err(Failure::from)?;
     let end = Baseline::of_tree(repo, statedir.root(), rec.end_tree, rec.head_commit, owner).map_err(Failure::from)?;
     let protected = ProtectedPaths::new(true, &cfg.protected).map_err(Failure::from)?;
 
     let dir = run.dir().subdir_or_create(REPLAY_DIR).map_err(fs_failure)?;
-    let check_owner = zone_owner(&check_policy);
+    let check_owner = zone_owner(check_policy);
     if check_owner.is_some() {
         crate::workspace::fsat::allow_traverse(&dir.fd()).map_err(|e| Failure::io(dir.path(), &e.into()))?;
     }
@@ -194,7 +195,7 @@ pub fn replay(statedir: &StateDir, run: &RunDir) -> CmdResult<Replay> {
     let remove_scratch = || crate::workspace::fsat::remove_tree(dir.fd().as_raw_fd(), SCRATCH.as_bytes());
     let _ = remove_scratch();
     let scratch = dir.subdir_or_create(SCRATCH).map_err(fs_failure)?;
-    let result = replay_check(statedir, run, &rec, (&t0, &end), &protected, &dir, &scratch, check_owner);
+    let result = replay_check(&zones, run, &rec, (&t0, &end), &protected, &dir, &scratch, check_owner);
     drop(scratch);
     let _ = remove_scratch();
     result
@@ -202,7 +203,7 @@ pub fn replay(statedir: &StateDir, run: &RunDir) -> CmdResult<Replay> {
 
 #[allow(clippy::too_many_arguments)]
 fn replay_check(
-    statedir: &StateDir,
+    zones: &crate::zones::setup::ZoneSetup,
     run: &RunDir,
     rec: &Recorded,
     (t0, end): (&Baseline, &Baseline),
@@ -214,8 +215,8 @@ fn replay_check(
     let cfg = &rec.cfg;
     let layers = replay_layers(t0, end, protected, scratch, Path::new(WORKSPACE_TARGET), check_owner).map_err(Failure::from)?;
     // The run's own backend (the native sandbox or its container engine), from the pinned config.
-    let mut zone = crate::zones::open_zone(cfg, statedir.path()).map_err(|e| Failure::isolation(e.to_string()))?;
-    zone.bind_run(run.path()).map_err(|e| Failure::isolation(e.to_string()))?;
+    let mut zone = crate::zones::open_zone(zones)?;
+    zone.bind_run(run.path())?;
     let command = RoleCommand { role: Role::Check, run_id: run.id().as_str(), iteration: rec.iteration, overlay: Some(layers.overlay), credential: None };
     let artifacts = Artifacts { dir, rel: REPLAY_DIR, stem: command.stem() };
     let cmd = command.zone_command(cfg, &operator_env());

@@ -138,6 +138,9 @@ pub struct WorkspaceRecord {
     pub target: String,
     #[serde(default)]
     pub protected: Vec<String>,
+    /// The agent policy's `[workspace]` limits (absent in receipts written before them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -155,6 +158,9 @@ pub struct SnapshotRecord {
     pub changed_paths: u64,
     #[serde(default)]
     pub protected_changes: Vec<ProtectedChangeRecord>,
+    /// How long the snapshot took (absent in receipts written before it was measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
 }
 
 impl SnapshotRecord {
@@ -257,6 +263,9 @@ pub struct GuardRecord {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeliveryRecord {
     pub branch: Option<String>,
+    /// How long the delivery took (when one was attempted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub commit: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

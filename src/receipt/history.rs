@@ -272,6 +272,7 @@ mod tests {
                     tree_id,
                     changed_paths,
                     protected_changes: paths.into_iter().map(|path| ProtectedChangeRecord { path, change: "modified".into() }).collect(),
+                    duration_ms: Some(changed_paths * 3),
                 })
             }),
             (n.clone(), ending(), stream(), stream(), set(), set(), proptest::option::of("[a-z ]{1,10}")).prop_map(
@@ -320,6 +321,7 @@ mod tests {
                 detail: "a sentence".into(),
                 delivery: Some(DeliveryRecord {
                     reason: branch.is_none().then(|| "no accepted change to deliver".to_string()),
+                    duration_ms: branch.as_ref().map(|_| 12),
                     branch,
                     commit: None,
                     tree: None,
