@@ -4,6 +4,8 @@
 //! their tree ids, protected paths, the exec zone's check layers, and delivery. Runs as root (the
 //! zone then runs as uid 60200, which must own what it writes) and unprivileged.
 
+mod common;
+use common::{bin, git_value as git, is_root, zone_owner};
 use loopexec::safefs::SafeDir;
 use loopexec::workspace::{
     check_layers, deliver, protected_changes, Baseline, BaselineOptions, ChangeKind, FrozenLayer, ProtectedPaths, Workspace, WorkspaceError,
@@ -12,39 +14,6 @@ use sandbox::WorkspaceLimits;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-const ZONE_ID_WHEN_ROOT: u32 = 60200;
-
-fn bin() -> String {
-    std::env::var("LOOPEXEC_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_loopexec").to_string())
-}
-
-fn is_root() -> bool {
-    nix::unistd::geteuid().is_root()
-}
-
-/// Who the zone runs as, and so who must own the layers it writes.
-fn zone_owner() -> Option<(u32, u32)> {
-    is_root().then_some((ZONE_ID_WHEN_ROOT, ZONE_ID_WHEN_ROOT))
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .env("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z")
-        .env("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z")
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
 
 fn write(root: &Path, rel: &str, text: &str) {
     let p = root.join(rel);
