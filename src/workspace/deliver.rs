@@ -276,12 +276,12 @@ fn write_patch(git: &Git, parent: &str, commit: &ObjectId, run_id: &str, run_dir
         a.push(std::ffi::OsStr::from_bytes(p));
         a
     };
-    let diff = |format: &[&str], pathspecs: Vec<std::ffi::OsString>| -> WsResult<()> {
-        let mut args: Vec<std::ffi::OsString> = ["-c", threshold.as_str(), "diff", "--no-ext-diff", "--no-textconv", "--full-index", "--no-color", "--no-renames"]
+    let diff = |format: &str, pathspecs: Vec<std::ffi::OsString>| -> WsResult<()> {
+        let mut args: Vec<std::ffi::OsString> = ["-c", threshold.as_str(), "diff", "--no-ext-diff", "--no-textconv", "--full-index", "--no-abbrev", "--no-color", "--no-renames"]
             .iter()
             .map(|a| a.into())
             .collect();
-        args.extend(format.iter().map(|a| a.into()));
+        args.push(format.into());
         args.extend([parent.into(), commit.as_str().into(), "--".into()]);
         args.extend(pathspecs);
         let mut cmd = git.command(args);
@@ -294,11 +294,11 @@ fn write_patch(git: &Git, parent: &str, commit: &ObjectId, run_id: &str, run_dir
     };
     let mut everything_else = vec![std::ffi::OsString::from(":(top)")];
     everything_else.extend(large.iter().map(|p| spec("top,exclude,literal", p)));
-    diff(&["--binary"], everything_else)?;
+    diff("--binary", everything_else)?;
     if !large.is_empty() {
         let note = format!("# loopexec: blobs over {LARGE_BLOB_BYTES} bytes, listed (mode, ids, path), not inlined; the branch holds them\n");
         (&file).write_all(note.as_bytes()).map_err(|e| WorkspaceError::io(run_dir.path().join(&name), e))?;
-        diff(&["--raw", "--no-abbrev"], large.iter().map(|p| spec("top,literal", p)).collect())?;
+        diff("--raw", large.iter().map(|p| spec("top,literal", p)).collect())?;
     }
     Ok(run_dir.path().join(std::ffi::OsStr::from_bytes(name.as_bytes())))
 }
