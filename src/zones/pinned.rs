@@ -47,14 +47,7 @@ impl EgressSetup {
 
     /// Add one command's proxy statistics to the run's totals; the command's egress usage.
     pub fn record(&mut self, step: ProxyStats) -> EgressUsage {
-        let t = &mut self.totals;
-        t.allowed += step.allowed;
-        t.denied += step.denied;
-        t.connections += step.connections;
-        t.bytes_up += step.bytes_up;
-        t.bytes_down += step.bytes_down;
-        t.byte_cap_hits += step.byte_cap_hits;
-        t.audit_errors += step.audit_errors;
+        self.totals.add(&step);
         EgressUsage { command: step, run_totals: self.totals.clone(), audit_sha256: self.audit_digest.sha256_hex() }
     }
 
