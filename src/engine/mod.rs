@@ -161,6 +161,7 @@ pub fn start(
             "zone": zone.name(),
             "loopexec_version": env!("CARGO_PKG_VERSION"),
             "pid": std::process::id(),
+            "cgroup_scope": zone.cgroup_scope(),
             "config": serde_json::to_value(&cfg).map_err(|e| Failure::internal(e.to_string()))?,
         })),
     )
@@ -339,6 +340,7 @@ pub fn resume(
             "last_iteration": pos.last_started,
             "next_iteration": pos.last_started + 1,
             "pid": std::process::id(),
+            "cgroup_scope": zone.cgroup_scope(),
         })),
     )
     .map_err(log_failure)?;
