@@ -270,8 +270,11 @@ fn run_check(
     let stem = format!("{:04}-check", rec.iteration);
     let sink = ArtifactSink::new(dir, REPLAY_DIR, &stem);
     let ran = zone.run(&cmd, &sink).map_err(|e| {
+        let setup = e.is_setup();
         let mut failure = Failure::from(e);
-        failure.message = format!("check zone: {}", failure.message);
+        if setup {
+            failure.message = format!("check zone: {}", failure.message);
+        }
         failure
     })?;
     let check_exit = ran.ending.exit_code();
