@@ -100,6 +100,10 @@ pub struct RunStart {
     pub loopexec_version: String,
     #[serde(default)]
     pub pid: u32,
+    /// The delegated systemd scope the supervisor moved into for its zone cgroups, or null
+    /// (absent in receipts written before delegation).
+    #[serde(default)]
+    pub cgroup_scope: Option<Value>,
     /// The pinned configuration (`engine::config::LoopConfig`; the engine reads it back).
     #[serde(default)]
     pub config: Value,
@@ -223,6 +227,9 @@ pub struct RunResumed {
     pub last_iteration: u64,
     pub next_iteration: u64,
     pub pid: u32,
+    /// The resuming supervisor's scope, as in `run_start`.
+    #[serde(default)]
+    pub cgroup_scope: Option<Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -359,6 +366,7 @@ pub(crate) mod sample {
             zone: "host".into(),
             loopexec_version: "0.1.0".into(),
             pid: 1,
+            cgroup_scope: None,
             config: serde_json::json!({"check": "true", "exec": "true", "max_iterations": 3}),
             schema: Some(SCHEMA_VERSION),
         })
