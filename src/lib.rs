@@ -28,5 +28,6 @@ pub mod progress;
 pub mod receipt;
 pub mod run_id;
 pub mod safefs;
+pub mod trust;
 pub mod workspace;
 pub mod zones;
