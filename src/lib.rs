@@ -16,6 +16,7 @@
 //! - `egress`: the agent zone's allowlist proxy and its audit log.
 //! - `workspace`: the detached workspace: baseline t0, overlay, snapshot, protected paths, delivery.
 pub mod capture;
+pub mod convergence;
 pub mod cli;
 pub mod egress;
 pub mod engine;
