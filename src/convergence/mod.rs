@@ -13,6 +13,7 @@
 pub mod ratchet;
 pub mod rules;
 pub mod signature;
+pub mod verdict;
 
 use std::collections::BTreeSet;
 
