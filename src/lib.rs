@@ -21,6 +21,7 @@ pub mod cli;
 pub mod egress;
 pub mod engine;
 pub mod error;
+pub mod feedback;
 pub mod halt;
 pub mod interrupt;
 pub mod oracle;
