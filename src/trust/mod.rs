@@ -3,4 +3,5 @@
 //! exact bound those runs reached, the sequential stability bound). It decides nothing by itself:
 //! callers feed it counts of agreeing and disagreeing runs.
 pub mod perturb;
+pub mod probe;
 pub mod stats;
