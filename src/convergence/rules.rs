@@ -228,7 +228,7 @@ fn no_progress(baseline: &Observation, trajectory: &[Observation], limits: &Limi
     }
     let last_is_accepted = trajectory.last().is_some_and(|o| o.accepted);
     (last_is_accepted && best.0 > 0 && since.len() >= limits.no_progress_k)
-        .then(|| Finding::NoProgressDetected { best: best.0, best_at: best.1, since })
+        .then_some(Finding::NoProgressDetected { best: best.0, best_at: best.1, since })
 }
 
 #[cfg(test)]
