@@ -5,7 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(gcc libc6-dev python3 git openssl)
+# python3-pytest, golang-go, nodejs and perl (prove): the real test runners the report parser tests
+# run (tests/testreport_tools.rs, ci/report-samples.sh).
+packages=(gcc libc6-dev python3 git openssl python3-pytest golang-go nodejs perl)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -24,6 +26,17 @@ fi
 if ! command -v cargo >/dev/null 2>&1; then
   echo "setup: cargo not found; install Rust with rustup first" >&2
   exit 1
+fi
+
+# cargo-nextest: the report parser tests run it for its JUnit report.
+if ! cargo nextest --version >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "setup: installing cargo-nextest" >&2
+    cargo install --quiet --locked cargo-nextest
+  else
+    echo "setup: cargo-nextest missing (run: cargo install --locked cargo-nextest)" >&2
+    exit 1
+  fi
 fi
 
 if [ "$(id -u)" = 0 ] && [ -x ci/setup-test-user.sh ]; then

@@ -20,19 +20,115 @@ pub struct ErrorEntry {
     pub hint: Option<String>,
 }
 
-/// A failure of a command, carrying its exit class.
+/// Every code a failure can carry: the one table of failure codes and their exit classes.
+///
+/// The string of a code (`errors[].code` in JSON) and the number of its class never change within
+/// a major version (SPEC.md §1 and §2), and a code has exactly one class whatever the command.
+/// Three codes share their string and class with a halt reason (`workspace_invalid`,
+/// `isolation_unsatisfiable`, `internal_error`): before a run exists they are refusals, once it
+/// exists the engine halts with the reason of the same name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureCode {
+    /// Bad flag values or a malformed command line.
+    Usage,
+    /// A malformed input file (loop file, policy, key file) named by the caller.
+    InvalidInput,
+    /// `run --resume` of a run that already halted (a halted run is final).
+    RunAlreadyHalted,
+    /// Unusable state dir, planted symlink, missing run, receipt that does not verify.
+    WorkspaceInvalid,
+    /// A protection the policy needs is missing on this host, or a zone cannot be set up.
+    IsolationUnsatisfiable,
+    /// An I/O error on a named path.
+    Io,
+    /// `replay` of a run that cannot be replayed.
+    NotReplayable,
+    /// `reexecute` of a run that cannot be re-executed.
+    NotReexecutable,
+    /// `attest` of a run that does not verify against the operator's key.
+    NotVerified,
+    /// `sandbox`: the command ran longer than the policy's wall clock and was killed.
+    WallClockExceeded,
+    /// `sandbox`: the command could not be started inside the zone.
+    SpawnFailed,
+    /// Anything we did not expect (a bug).
+    InternalError,
+}
+
+impl FailureCode {
+    /// Every code, in the order of the table above (used by the contract tests).
+    pub const ALL: [FailureCode; 12] = [
+        FailureCode::Usage,
+        FailureCode::InvalidInput,
+        FailureCode::RunAlreadyHalted,
+        FailureCode::WorkspaceInvalid,
+        FailureCode::IsolationUnsatisfiable,
+        FailureCode::Io,
+        FailureCode::NotReplayable,
+        FailureCode::NotReexecutable,
+        FailureCode::NotVerified,
+        FailureCode::WallClockExceeded,
+        FailureCode::SpawnFailed,
+        FailureCode::InternalError,
+    ];
+
+    /// The exit class, i.e. the process exit code, of a failure with this code.
+    pub const fn class(self) -> ExitClass {
+        use FailureCode::*;
+        match self {
+            Usage | InvalidInput | RunAlreadyHalted => ExitClass::Invariant,
+            WorkspaceInvalid | IsolationUnsatisfiable | Io | NotReplayable | NotReexecutable => ExitClass::Workspace,
+            NotVerified => ExitClass::Integrity,
+            WallClockExceeded => ExitClass::Budget,
+            SpawnFailed => ExitClass::Execution,
+            InternalError => ExitClass::Internal,
+        }
+    }
+
+    /// The contract string of this code, e.g. `invalid_input`.
+    pub const fn as_str(self) -> &'static str {
+        use FailureCode::*;
+        match self {
+            Usage => "usage",
+            InvalidInput => "invalid_input",
+            RunAlreadyHalted => "run_already_halted",
+            WorkspaceInvalid => HaltReason::WorkspaceInvalid.as_str(),
+            IsolationUnsatisfiable => HaltReason::IsolationUnsatisfiable.as_str(),
+            Io => "io",
+            NotReplayable => "not_replayable",
+            NotReexecutable => "not_reexecutable",
+            NotVerified => "not_verified",
+            WallClockExceeded => "wall_clock_exceeded",
+            SpawnFailed => "spawn_failed",
+            InternalError => HaltReason::InternalError.as_str(),
+        }
+    }
+}
+
+impl std::fmt::Display for FailureCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A failure of a command: its code (which fixes its exit class), a sentence and a hint.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{message}")]
 pub struct Failure {
-    pub class: ExitClass,
-    pub code: String,
+    pub code: FailureCode,
     pub message: String,
     pub hint: Option<String>,
 }
 
 impl Failure {
-    pub fn new(class: ExitClass, code: impl Into<String>, message: impl Into<String>) -> Self {
-        Failure { class, code: code.into(), message: message.into(), hint: None }
+    pub fn new(code: FailureCode, message: impl Into<String>) -> Self {
+        Failure { code, message: message.into(), hint: None }
+    }
+
+    /// The exit class of this failure (its code's).
+    pub const fn class(&self) -> ExitClass {
+        self.code.class()
     }
 
     pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
@@ -42,37 +138,132 @@ impl Failure {
 
     /// Bad flag values or a malformed command line (exit 20, like `invariant_failed`).
     pub fn usage(message: impl Into<String>) -> Self {
-        Failure::new(ExitClass::Invariant, "usage", message)
+        Failure::new(FailureCode::Usage, message)
     }
 
     /// A malformed input file (loop file, policy, report) named by the caller (exit 20).
     pub fn invalid_input(message: impl Into<String>) -> Self {
-        Failure::new(ExitClass::Invariant, "invalid_input", message)
+        Failure::new(FailureCode::InvalidInput, message)
     }
 
     /// Unusable state dir, planted symlink, missing run (exit 30).
     pub fn workspace(message: impl Into<String>) -> Self {
-        Failure::new(ExitClass::Workspace, HaltReason::WorkspaceInvalid.as_str(), message)
+        Failure::new(FailureCode::WorkspaceInvalid, message)
     }
 
     /// A protection the policy needs is missing on this host (exit 30).
     pub fn isolation(message: impl Into<String>) -> Self {
-        Failure::new(ExitClass::Workspace, HaltReason::IsolationUnsatisfiable.as_str(), message)
+        Failure::new(FailureCode::IsolationUnsatisfiable, message)
     }
 
     /// Anything we did not expect (exit 50).
     pub fn internal(message: impl Into<String>) -> Self {
-        Failure::new(ExitClass::Internal, "internal_error", message)
+        Failure::new(FailureCode::InternalError, message)
     }
 
     /// An I/O error on a named path (exit 30: the workspace or state is not usable).
     pub fn io(path: &std::path::Path, err: &std::io::Error) -> Self {
-        Failure::new(ExitClass::Workspace, "io", format!("{}: {err}", path.display()))
+        Failure::new(FailureCode::Io, format!("{}: {err}", path.display()))
     }
 
     pub fn entry(&self) -> ErrorEntry {
-        ErrorEntry { code: self.code.clone(), message: self.message.clone(), hint: self.hint.clone() }
+        ErrorEntry { code: self.code.as_str().to_string(), message: self.message.clone(), hint: self.hint.clone() }
+    }
+}
+
+/// The one mapping of a sandbox error to a command failure (`loopexec sandbox`, and the zones'
+/// errors that carry a sandbox error's cause).
+impl From<sandbox::SandboxError> for Failure {
+    fn from(e: sandbox::SandboxError) -> Failure {
+        use sandbox::SandboxError;
+        match e {
+            SandboxError::Unsatisfiable { layer, cause, fix } => {
+                Failure::isolation(format!("isolation layer {} unavailable: {cause}", layer.as_str())).with_hint(fix)
+            }
+            e @ SandboxError::ProtectedSymlink { .. } => {
+                Failure::isolation(e.to_string()).with_hint("replace the symlink with the real directory or file, or remove it")
+            }
+            SandboxError::Policy(p) => Failure::from(p),
+            SandboxError::Spec(m) => Failure::usage(m),
+            SandboxError::Spawn(m) => Failure::new(FailureCode::SpawnFailed, m),
+            e @ SandboxError::Io { .. } => Failure::new(FailureCode::Io, e.to_string()),
+        }
+    }
+}
+
+/// A policy file that does not parse or validate is malformed input (exit 20, with its line).
+impl From<sandbox::PolicyError> for Failure {
+    fn from(e: sandbox::PolicyError) -> Failure {
+        Failure::invalid_input(e.to_string())
     }
 }
 
 pub type CmdResult<T> = Result<T, Failure>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_failure_code_has_its_contract_class() {
+        let expect = [
+            (FailureCode::Usage, 20),
+            (FailureCode::InvalidInput, 20),
+            (FailureCode::RunAlreadyHalted, 20),
+            (FailureCode::WorkspaceInvalid, 30),
+            (FailureCode::IsolationUnsatisfiable, 30),
+            (FailureCode::Io, 30),
+            (FailureCode::NotReplayable, 30),
+            (FailureCode::NotReexecutable, 30),
+            (FailureCode::NotVerified, 13),
+            (FailureCode::WallClockExceeded, 18),
+            (FailureCode::SpawnFailed, 40),
+            (FailureCode::InternalError, 50),
+        ];
+        assert_eq!(expect.len(), FailureCode::ALL.len());
+        for (code, exit) in expect {
+            assert_eq!(code.class().code(), exit, "{code}");
+            assert_eq!(Failure::new(code, "m").class().code(), exit, "{code}");
+        }
+    }
+
+    #[test]
+    fn every_failure_code_serialises_to_its_contract_string() {
+        let expect = [
+            "usage",
+            "invalid_input",
+            "run_already_halted",
+            "workspace_invalid",
+            "isolation_unsatisfiable",
+            "io",
+            "not_replayable",
+            "not_reexecutable",
+            "not_verified",
+            "wall_clock_exceeded",
+            "spawn_failed",
+            "internal_error",
+        ];
+        for (code, name) in FailureCode::ALL.into_iter().zip(expect) {
+            assert_eq!(serde_json::to_value(code).unwrap(), serde_json::Value::String(name.into()));
+            assert_eq!(code.as_str(), name);
+            assert_eq!(Failure::new(code, "m").entry().code, name);
+        }
+    }
+
+    #[test]
+    fn a_code_named_like_a_halt_reason_exits_like_it() {
+        for code in FailureCode::ALL {
+            if let Some(reason) = HaltReason::ALL.iter().find(|r| r.as_str() == code.as_str()) {
+                assert_eq!(code.class(), reason.class(), "{code}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_sandbox_io_error_exits_like_every_other_io_error() {
+        let e = sandbox::SandboxError::io("cgroup", std::io::Error::from_raw_os_error(libc::EACCES));
+        let failure = Failure::from(e);
+        assert_eq!(failure.code, FailureCode::Io);
+        assert_eq!(failure.class(), Failure::io(std::path::Path::new("/x"), &std::io::Error::from_raw_os_error(libc::EACCES)).class());
+    }
+}

@@ -1,6 +1,6 @@
 //! The halt taxonomy: every reason a loop can stop, and the coarse exit class each maps to.
 //!
-//! This is the integration contract of CONTRACT.md. The string of a reason (`halt_reason` in JSON)
+//! This is the integration contract of SPEC.md §2 (the halt taxonomy table). The string of a reason (`halt_reason` in JSON)
 //! and the number of its class (the process exit code) never change within a major version.
 //! A reason is only ever produced by the engine from observed state: there is deliberately no
 //! `FromStr` for the CLI, so no flag can force one.
@@ -51,7 +51,7 @@ impl ExitClass {
     }
 }
 
-/// Every computed halt reason of CONTRACT.md. Serialised as its snake_case string.
+/// Every halt reason of SPEC.md §2 (those §3 lists are computed, the rest reserved). Serialised as its snake_case string.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum HaltReason {
@@ -161,7 +161,7 @@ impl HaltReason {
     }
 
     /// The contract string of this reason, e.g. `success_condition_met`.
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         use HaltReason::*;
         match self {
             SuccessConditionMet => "success_condition_met",

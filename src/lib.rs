@@ -8,6 +8,8 @@
 //! - `safefs`: symlink-proof file access beneath supervisor-owned directories.
 //! - `receipt`: the hash-chained receipt log, state files and the `.loopexec/` layout.
 //! - `capture`: bounded capture of a command's stdout/stderr into artifacts.
+//! - `ending`: how a command a zone ran ended (shared by zones and the receipt).
+//! - `secret`: an in-memory secret with redacted `Debug`, zeroed on drop.
 //! - `zones`: where commands run (host today; native sandbox and container engine plug in).
 //! - `oracle`: what is read out of a check besides its exit code (the failing set).
 //! - `progress`: the failing-set trend behind `explain-halt`.
@@ -15,10 +17,14 @@
 //! - `run_id`: run id validation and generation.
 //! - `egress`: the agent zone's allowlist proxy and its audit log.
 //! - `workspace`: the detached workspace: baseline t0, overlay, snapshot, protected paths, delivery.
+//! - `convergence`: the progress rules (ratchet, no-convergence halts, explain-halt's verdict).
+//! - `feedback`: the structured feedback file the oracle side writes for the agent.
+//! - `trust`: the statistics and perturbation plans of oracle trust (probe-check, the monitor).
 pub mod capture;
 pub mod convergence;
 pub mod cli;
 pub mod egress;
+pub mod ending;
 pub mod engine;
 pub mod error;
 pub mod feedback;
@@ -30,6 +36,7 @@ pub mod progress;
 pub mod receipt;
 pub mod run_id;
 pub mod safefs;
+pub mod secret;
 pub mod trust;
 pub mod workspace;
 pub mod zones;

@@ -63,7 +63,7 @@ impl Outcome {
     pub fn failed(command: &str, failure: &Failure) -> Self {
         let mut out = Outcome::ok(command);
         out.status = "error";
-        out.exit = failure.class;
+        out.exit = failure.class();
         out.errors.push(failure.entry());
         out
     }

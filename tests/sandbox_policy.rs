@@ -72,6 +72,23 @@ fn bad_type_is_refused_with_its_line() {
 }
 
 #[test]
+fn an_unknown_may_skip_layer_is_invalid_input_in_one_json_object() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bad.toml");
+    std::fs::write(&file, "[layers]\nmay_skip = [\"firewall\"]\n").unwrap();
+    let out = Command::new(bin()).args(["--json", "policy", "check"]).arg(&file).output().expect("run loopexec");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.trim_end().lines().count(), 1, "{text}");
+    let v: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
+    assert_eq!(out.status.code(), Some(20));
+    assert_eq!(v["status"], "error");
+    assert_eq!(v["errors"].as_array().map(Vec::len), Some(1));
+    assert_eq!(v["errors"][0]["code"], "invalid_input");
+    let msg = v["errors"][0]["message"].as_str().unwrap();
+    assert!(msg.contains("bad.toml:2:") && msg.contains("\"firewall\" is not a layer"), "{msg}");
+}
+
+#[test]
 fn protected_path_with_dotdot_is_refused() {
     let (code, msg) = malformed("[filesystem]\nprotected = [\".git/../..\"]\n");
     assert_eq!(code, 20);

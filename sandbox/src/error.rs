@@ -21,6 +21,26 @@ pub enum Layer {
 }
 
 impl Layer {
+    /// Every layer, in the order of the zone report.
+    pub const ALL: [Layer; 11] = [
+        Layer::UserNamespace,
+        Layer::MountNamespace,
+        Layer::PidNamespace,
+        Layer::NetNamespace,
+        Layer::IpcUtsNamespaces,
+        Layer::Landlock,
+        Layer::Seccomp,
+        Layer::NoNewPrivs,
+        Layer::Capabilities,
+        Layer::Cgroup,
+        Layer::Rlimits,
+    ];
+
+    /// The layer of a report name (`landlock`, `cgroup`, ...), if there is one.
+    pub fn from_name(name: &str) -> Option<Layer> {
+        Layer::ALL.into_iter().find(|l| l.as_str() == name)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Layer::UserNamespace => "user_namespace",

@@ -550,7 +550,7 @@ fn check_host(policy: &Policy, host: &preflight::HostReport) -> Result<Vec<Missi
     if let Some(m) = host.can_satisfy(policy).into_iter().next() {
         return Err(SandboxError::Unsatisfiable { layer: m.layer, cause: m.cause, fix: m.fix });
     }
-    Ok(host.missing(policy).into_iter().filter(|m| policy.may_skip(m.layer.as_str())).collect())
+    Ok(host.missing(policy).into_iter().filter(|m| policy.may_skip(m.layer)).collect())
 }
 
 fn layer_table(host: &preflight::HostReport, skipped: &[Missing], mode: NetworkMode) -> Vec<LayerStatus> {

@@ -10,9 +10,10 @@ use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 use toml::Spanned;
+use crate::error::Layer;
 
 /// The layers a policy may allow to be skipped on a weaker host.
-pub const SKIPPABLE_LAYERS: &[&str] = &["landlock", "cgroup"];
+pub const SKIPPABLE_LAYERS: &[Layer] = &[Layer::Landlock, Layer::Cgroup];
 
 /// A policy file as written, with the spans of the values validation may refuse.
 #[derive(Debug, Clone, Deserialize)]
@@ -173,7 +174,7 @@ pub struct Identity {
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Layers {
-    pub may_skip: Vec<String>,
+    pub may_skip: Vec<Layer>,
 }
 
 fn default_tmp_size() -> u64 {
@@ -346,17 +347,20 @@ impl Policy {
         }
         let mut may_skip = Vec::new();
         for item in &raw.layers.may_skip {
-            if !SKIPPABLE_LAYERS.contains(&item.get_ref().as_str()) {
+            let skippable = || SKIPPABLE_LAYERS.iter().map(|l| l.as_str()).collect::<Vec<_>>().join(", ");
+            let Some(layer) = Layer::from_name(item.get_ref()) else {
                 return Err(at(
                     Some(item.span()),
-                    format!(
-                        "layers.may_skip: {:?} cannot be skipped (skippable: {})",
-                        item.get_ref(),
-                        SKIPPABLE_LAYERS.join(", ")
-                    ),
+                    format!("layers.may_skip: {:?} is not a layer (skippable: {})", item.get_ref(), skippable()),
+                ));
+            };
+            if !SKIPPABLE_LAYERS.contains(&layer) {
+                return Err(at(
+                    Some(item.span()),
+                    format!("layers.may_skip: {:?} cannot be skipped (skippable: {})", item.get_ref(), skippable()),
                 ));
             }
-            may_skip.push(item.get_ref().clone());
+            may_skip.push(layer);
         }
         for name in raw.env.allow.iter().chain(raw.env.set.keys()) {
             if name.is_empty() || name.contains('=') || name.contains('\0') {
@@ -402,8 +406,8 @@ impl Policy {
     }
 
     /// Whether the policy allows the named layer to be skipped on a weaker host.
-    pub fn may_skip(&self, layer: &str) -> bool {
-        self.layers.may_skip.iter().any(|l| l == layer)
+    pub fn may_skip(&self, layer: Layer) -> bool {
+        self.layers.may_skip.contains(&layer)
     }
 
     /// The reviewer's rows: (key, effective value), in file order.
@@ -452,7 +456,7 @@ impl Policy {
             ("identity.uid_when_root".into(), self.identity.uid_when_root.to_string()),
             ("identity.gid_when_root".into(), self.identity.gid_when_root.to_string()),
             ("identity.hostname".into(), self.identity.hostname.clone()),
-            ("layers.may_skip".into(), list(&self.layers.may_skip)),
+            ("layers.may_skip".into(), list(&self.layers.may_skip.iter().map(|l| l.as_str().to_string()).collect::<Vec<_>>())),
         ]
     }
 
@@ -575,6 +579,21 @@ mod tests {
     fn unknown_syscall_and_unskippable_layer_are_refused() {
         assert!(err("[syscalls]\ndeny = [\"no_such_call\"]\n").message.contains("unknown syscall"));
         assert!(err("[layers]\nmay_skip = [\"seccomp\"]\n").message.contains("cannot be skipped"));
+    }
+
+    #[test]
+    fn an_unknown_may_skip_layer_is_refused_with_its_line() {
+        let e = err("\n[layers]\nmay_skip = [\"cgroup\", \"firewall\"]\n");
+        assert_eq!(e.line, 3);
+        assert!(e.message.contains("\"firewall\" is not a layer (skippable: landlock, cgroup)"), "{}", e.message);
+    }
+
+    #[test]
+    fn may_skip_holds_the_named_layers() {
+        let p = Policy::parse(b"[layers]\nmay_skip = [\"landlock\", \"cgroup\"]\n", "t").unwrap();
+        assert_eq!(p.layers.may_skip, vec![Layer::Landlock, Layer::Cgroup]);
+        assert!(p.may_skip(Layer::Cgroup));
+        assert!(!p.may_skip(Layer::Seccomp));
     }
 
     #[test]

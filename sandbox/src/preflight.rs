@@ -130,7 +130,7 @@ impl HostReport {
 
     /// Missing layers the policy does not allow to skip: if non-empty, the zone must not start.
     pub fn can_satisfy(&self, policy: &Policy) -> Vec<Missing> {
-        self.missing(policy).into_iter().filter(|m| !policy.may_skip(m.layer.as_str())).collect()
+        self.missing(policy).into_iter().filter(|m| !policy.may_skip(m.layer)).collect()
     }
 }
 

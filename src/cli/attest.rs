@@ -23,7 +23,7 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     let operator = OperatorKey::load(&args.key).map_err(super::keygen::key_failure)?;
     let run_dir = super::sealed_run::open(&args.run, &args.workdir)?;
     let verification = attest_run(&run_dir, &operator).map_err(|e| match e {
-        AttestError::NotVerified(_) => Failure::new(crate::halt::ExitClass::Integrity, "not_verified", e.to_string()),
+        AttestError::NotVerified(_) => Failure::new(crate::error::FailureCode::NotVerified, e.to_string()),
         other => Failure::workspace(other.to_string()),
     })?;
     let mut out = Outcome::ok("attest").human(format!(

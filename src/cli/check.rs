@@ -3,7 +3,7 @@
 //! `latest` that names no run. Exit 0 when clean, 30 otherwise.
 
 use crate::error::{CmdResult, ErrorEntry};
-use crate::halt::{ExitClass, HaltReason};
+use crate::halt::ExitClass;
 use crate::output::{aligned, Outcome};
 use crate::receipt::chain::{verify, MAX_RECEIPT_BYTES};
 use crate::receipt::state::{RunState, MAX_STATE_BYTES};
@@ -46,7 +46,7 @@ struct Problems(Vec<ErrorEntry>);
 
 impl Problems {
     fn add(&mut self, message: String) {
-        self.0.push(ErrorEntry { code: HaltReason::WorkspaceInvalid.as_str().into(), message, hint: None });
+        self.0.push(ErrorEntry { code: crate::error::FailureCode::WorkspaceInvalid.as_str().into(), message, hint: None });
     }
 
     /// Flag every symlink or special file directly in `dir`.

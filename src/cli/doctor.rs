@@ -99,7 +99,7 @@ pub fn run(args: DoctorArgs, _json: bool) -> CmdResult<Outcome> {
             missing.insert(0, m);
         }
     }
-    let blocking: Vec<&sandbox::Missing> = missing.iter().filter(|m| !policy.may_skip(m.layer.as_str())).collect();
+    let blocking: Vec<&sandbox::Missing> = missing.iter().filter(|m| !policy.may_skip(m.layer)).collect();
     let yes = |b: bool| if b { "yes".to_string() } else { "NO".to_string() };
     let userns_ok = !missing.iter().any(|m| m.layer == sandbox::Layer::UserNamespace);
     let rows = vec![
@@ -115,7 +115,7 @@ pub fn run(args: DoctorArgs, _json: bool) -> CmdResult<Outcome> {
     ];
     let mut human = aligned(&rows);
     for m in &missing {
-        let allowed = if policy.may_skip(m.layer.as_str()) { " (skipped: allowed by policy)" } else { "" };
+        let allowed = if policy.may_skip(m.layer) { " (skipped: allowed by policy)" } else { "" };
         human.push_str(&format!("missing {}{allowed}: {}\n  fix: {}\n", m.layer.as_str(), m.cause, m.fix));
     }
     let fields = |out: Outcome| {

@@ -147,7 +147,7 @@ fn usage_error(err: clap::Error, json: bool, args: &[OsString]) -> i32 {
     }
     if matches!(err.kind(), ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand) && !json {
         let _ = err.print();
-        return Failure::usage("").class.code();
+        return Failure::usage("").class().code();
     }
     let rendered = err.render().to_string();
     // The error is every line before clap's "Usage:" block (e.g. the names of missing arguments).
@@ -165,7 +165,7 @@ fn usage_error(err: clap::Error, json: bool, args: &[OsString]) -> i32 {
         Outcome::failed(&typed_command(args), &failure).emit(true)
     } else {
         let _ = err.print();
-        failure.class.code()
+        failure.class().code()
     }
 }
 

@@ -7,7 +7,6 @@
 use crate::engine::replay::{halt_reason_of, pinned_run};
 use crate::engine::{self, detached::WorkspaceMode, LoopEnd};
 use crate::error::{CmdResult, Failure};
-use crate::halt::ExitClass;
 use crate::interrupt;
 use crate::output::{aligned, Outcome};
 use crate::receipt::events::type_of;
@@ -55,7 +54,7 @@ fn sample_ids(statedir: &StateDir, run: &str, count: u32) -> CmdResult<Vec<RunId
 }
 
 fn not_reexecutable(message: String) -> Failure {
-    Failure::new(ExitClass::Workspace, "not_reexecutable", message)
+    Failure::new(crate::error::FailureCode::NotReexecutable, message)
 }
 
 /// A detached run re-executed from another committed t0 would not be the same experiment.

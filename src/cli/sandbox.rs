@@ -4,13 +4,12 @@
 //! object on stdout after it ends.
 
 use crate::error::{CmdResult, Failure};
-use crate::halt::ExitClass;
 use crate::egress::{AuditLog, EgressArgs, Proxy};
 use crate::engine::config::EgressPins;
 use crate::output::Outcome;
 use crate::safefs::SafeDir;
 use crate::zones::pinned::{egress_config, PROXY_PORT};
-use sandbox::{Policy, SandboxError, ZoneExit, ZoneSpec};
+use sandbox::{Policy, ZoneExit, ZoneSpec};
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -67,26 +66,10 @@ fn parse_overlay(text: &str) -> Result<sandbox::OverlayMount, String> {
     Ok(o)
 }
 
-/// Map a sandbox error to the command's failure class.
-pub fn failure(e: SandboxError) -> Failure {
-    match e {
-        SandboxError::Unsatisfiable { layer, cause, fix } => {
-            Failure::isolation(format!("isolation layer {} unavailable: {cause}", layer.as_str())).with_hint(fix)
-        }
-        e @ SandboxError::ProtectedSymlink { .. } => {
-            Failure::isolation(e.to_string()).with_hint("replace the symlink with the real directory or file, or remove it")
-        }
-        SandboxError::Policy(p) => Failure::invalid_input(p.to_string()),
-        SandboxError::Spec(m) => Failure::usage(m),
-        SandboxError::Spawn(m) => Failure::new(ExitClass::Execution, "spawn_failed", m),
-        e @ SandboxError::Io { .. } => Failure::new(ExitClass::Execution, "io", e.to_string()),
-    }
-}
-
 /// Load `--policy FILE` or `--builtin NAME` (default: builtin exec).
 pub fn load_policy(file: Option<&PathBuf>, builtin: Option<&str>) -> CmdResult<Policy> {
     match (file, builtin) {
-        (Some(f), _) => Policy::load(f).map_err(|e| Failure::invalid_input(e.to_string())),
+        (Some(f), _) => Ok(Policy::load(f)?),
         (None, name) => {
             let name = name.unwrap_or("exec");
             Policy::builtin(name).ok_or_else(|| Failure::usage(format!("no shipped policy named {name:?} (agent, exec, offline)")))
@@ -161,7 +144,7 @@ pub fn run(args: SandboxArgs, json: bool) -> CmdResult<Outcome> {
     if egress.is_some() {
         spec.loopback_listener = Some(PROXY_PORT);
     }
-    let mut zone = sandbox::launch(spec).map_err(failure)?;
+    let mut zone = sandbox::launch(spec)?;
     let mut relays = Vec::new();
     for (read, sink) in [(out_read, stdout_sink), (err_read, Sink::Stderr)] {
         relays.push(relay(read, sink)?);
@@ -178,15 +161,15 @@ pub fn run(args: SandboxArgs, json: bool) -> CmdResult<Outcome> {
     let deadline = std::time::Instant::now() + wall;
     let (exit, timed_out, interrupted) = loop {
         if let Some(sig) = crate::interrupt::pending() {
-            zone.kill().map_err(failure)?;
+            zone.kill()?;
             break (ZoneExit::Signaled(libc::SIGKILL), false, Some(sig));
         }
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         if left.is_zero() {
-            zone.kill().map_err(failure)?;
+            zone.kill()?;
             break (ZoneExit::Signaled(libc::SIGKILL), true, None);
         }
-        if let Some(e) = zone.wait_timeout(left.min(Duration::from_millis(100))).map_err(failure)? {
+        if let Some(e) = zone.wait_timeout(left.min(Duration::from_millis(100)))? {
             break (e, false, None);
         }
     };
@@ -211,7 +194,7 @@ pub fn run(args: SandboxArgs, json: bool) -> CmdResult<Outcome> {
     if timed_out {
         out = Outcome::failed(
             "sandbox",
-            &Failure::new(ExitClass::Budget, "wall_clock_exceeded", format!("the command ran longer than {}s and was killed", wall.as_secs())),
+            &Failure::new(crate::error::FailureCode::WallClockExceeded, format!("the command ran longer than {}s and was killed", wall.as_secs())),
         )
         .field("exit", serde_json::to_value(exit).unwrap_or_default())
         .field("timed_out", true);

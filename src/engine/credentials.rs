@@ -74,27 +74,7 @@ pub fn hooks_from_flags(
     }
 }
 
-/// A minted secret: never printed (`Debug` is redacted), zeroed when dropped.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Secret([redacted])")
-    }
-}
-
-impl Drop for Secret {
-    fn drop(&mut self) {
-        self.0.zeroize();
-    }
-}
+pub use crate::secret::Secret;
 
 /// How a hook ended, for the receipt (nothing it printed).
 #[derive(Debug, Clone)]
@@ -127,11 +107,11 @@ pub fn mint(hooks: &CredentialHooks, workdir: &str, run_id: &str) -> Result<(Sec
     let mut text = text;
     let trimmed = text.trim().to_string();
     text.zeroize();
-    let secret = Secret(trimmed);
-    if secret.0.is_empty() {
+    let secret = Secret::new(trimmed);
+    if secret.expose().is_empty() {
         return Err("the mint hook printed no secret".into());
     }
-    if secret.0.contains(['\n', '\r', '\0']) {
+    if secret.expose().contains(['\n', '\r', '\0']) {
         return Err("the mint hook printed more than one line".into());
     }
     Ok((secret, HookRun { duration_ms, failure: None }))
@@ -251,7 +231,7 @@ mod tests {
     #[test]
     fn a_mint_without_a_revoke_is_refused() {
         let err = hooks_from_flags(Some("echo t".into()), None, None).unwrap_err();
-        assert_eq!(err.class.code(), 20);
+        assert_eq!(err.class().code(), 20);
         assert!(err.message.contains("--revoke-cmd"), "{}", err.message);
     }
 
@@ -318,7 +298,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("got");
         let h = hooks("true", &format!("cat > {}", out.display()));
-        let run = revoke(&h, "/", "r", Some(&Secret("tok-9".into())), "halt");
+        let run = revoke(&h, "/", "r", Some(&Secret::new("tok-9".into())), "halt");
         assert!(run.failure.is_none(), "{:?}", run.failure);
         assert_eq!(std::fs::read_to_string(out).unwrap(), "tok-9\n");
         let failed = revoke(&hooks("true", "exit 2"), "/", "r", None, "halt");

@@ -202,7 +202,7 @@ mod tests {
     fn an_unknown_key_is_refused_with_its_line() {
         let err = parse("check = \"x\"\n\nmax_iteration = 3\n", "loop.toml").unwrap_err();
         assert!(err.message.starts_with("loop.toml line 3:"), "{}", err.message);
-        assert_eq!(err.class.code(), 20);
+        assert_eq!(err.class().code(), 20);
     }
 
     #[test]

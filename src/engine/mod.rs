@@ -315,8 +315,7 @@ pub fn resume(
     let pos = read_position(&run, &events)?;
     if let Some(reason) = pos.halted {
         return Err(Failure::new(
-            crate::halt::ExitClass::Invariant,
-            "run_already_halted",
+            crate::error::FailureCode::RunAlreadyHalted,
             format!("run {run_id} already halted with {reason}; a halted run is final"),
         )
         .with_hint("start a new run (loopexec run); `loopexec explain-halt` says why it stopped"));

@@ -19,7 +19,6 @@ use super::config::LoopConfig;
 use super::detached::{zone_owner, WorkspaceMode, WORKSPACE_TARGET};
 use crate::capture::ArtifactSink;
 use crate::error::{CmdResult, Failure};
-use crate::halt::ExitClass;
 use crate::oracle::junit;
 use crate::receipt::chain::verify;
 use crate::receipt::events::{self, iteration_of, stream_value, type_of};
@@ -101,7 +100,7 @@ pub struct Replay {
 }
 
 fn refuse(message: String) -> Failure {
-    Failure::new(ExitClass::Workspace, "not_replayable", message)
+    Failure::new(crate::error::FailureCode::NotReplayable, message)
 }
 
 fn string_set(v: Option<&Value>) -> Option<Vec<String>> {

@@ -2,7 +2,7 @@
 //! signing and verification work keys on them); see docs/receipt.md.
 
 use crate::capture::StreamRecord;
-use crate::zones::Ending;
+use crate::ending::Ending;
 use serde_json::{json, Map, Value};
 
 pub const RUN_START: &str = "run_start";

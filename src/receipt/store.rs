@@ -40,7 +40,7 @@ pub fn log_failure(err: LogError) -> Failure {
     match err {
         LogError::Fs(e) => fs_failure(e),
         LogError::Chain(e) => Failure::workspace(format!("receipt does not verify: {e}")),
-        LogError::Io(e) => Failure::new(crate::halt::ExitClass::Workspace, "io", format!("receipt write failed: {e}")),
+        LogError::Io(e) => Failure::new(crate::error::FailureCode::Io, format!("receipt write failed: {e}")),
     }
 }
 

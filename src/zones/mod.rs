@@ -44,34 +44,10 @@ pub struct ZoneCommand {
     pub overlays: Vec<sandbox::OverlayMount>,
     /// Variables set for this command whatever the zone's environment policy: the agent's
     /// minted credential. Only in the command's environment (never argv); `Debug` redacts them.
-    pub inject: Vec<(String, crate::engine::credentials::Secret)>,
+    pub inject: Vec<(String, crate::secret::Secret)>,
 }
 
-/// How a command ended.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Ending {
-    /// Exited with this code.
-    Exited { code: i32 },
-    /// Killed by this signal (not by us).
-    Signaled { signal: i32 },
-    /// Killed by us when its timeout expired.
-    TimedOut { after_ms: u64 },
-    /// Could not be started at all.
-    FailedToStart { reason: String },
-    /// Interrupted because loopexec itself was asked to stop (SIGINT/SIGTERM).
-    Interrupted { signal: i32 },
-}
-
-impl Ending {
-    /// The exit code when the command exited normally.
-    pub fn exit_code(&self) -> Option<i32> {
-        match self {
-            Ending::Exited { code } => Some(*code),
-            _ => None,
-        }
-    }
-}
+pub use crate::ending::Ending;
 
 pub mod container;
 pub mod host;

@@ -82,8 +82,7 @@ fn git_config_cannot_be_replaced_by_rename() {
 
 /// The documented answer to a protected path that is, or passes through, a symlink in the grant
 /// (planted by an earlier zone, say): the launch is refused, naming the symlink, and the command
-/// never runs. (loopexec answers with exit 20 today; CONTRACT.md's `workspace_invalid` would be 30:
-/// either is a refusal, which is what this suite asserts.)
+/// never runs: `isolation_unsatisfiable`, exit 30 (SPEC.md §2).
 fn assert_launch_refused(run: &crate::common::Run) {
     assert_eq!(run.verdict, crate::common::Verdict::Missing, "the probe ran: {:?}", run.verdict);
     assert_eq!(run.status.code(), Some(30), "launch not refused as isolation_unsatisfiable: {:?}\n{}", run.status, run.stderr);
