@@ -5,7 +5,7 @@
 //! Environment: LOOPEXEC_BENCH_BYTES (default 1 GiB), LOOPEXEC_BENCH_ROUNDS (default 3),
 //! LOOPEXEC_BENCH_CONNECTIONS (default 200).
 
-use loopexec::egress::{AuditLog, EgressConfig, Proxy};
+use loopexec::egress::{AuditLog, EgressConfig, Limits, Proxy, ProxyStats};
 use loopexec::safefs::SafeDir;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -205,9 +205,9 @@ fn main() {
     let allow = [format!("{HOST}:{}", server.port())];
     let pins = [format!("{HOST}:{}:127.0.0.1", server.port())];
     let config =
-        EgressConfig::from_parts(&allow, &[], &pins, None, 1024, u64::MAX).expect("config");
+        EgressConfig::from_parts(&allow, &[], &pins, None, Limits { max_open_connections: 1024, max_bytes: u64::MAX, max_connections: u64::MAX, ..Limits::default() }).expect("config");
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind proxy");
-    let proxy = Proxy::start(config, listener, audit, "bench").expect("start proxy");
+    let proxy = Proxy::start(config, listener, audit, "bench", &ProxyStats::default()).expect("start proxy");
     let via = Some(proxy.local_addr());
 
     // Warm up both paths.

@@ -4,8 +4,8 @@
 //! `allow_addresses`; everything else about the decision is the production path.
 
 use loopexec::egress::{
-    AuditDigest, AuditLog, AuditRecord, Decision, EgressConfig, FixedResolver, Proxy, ProxyHandle,
-    ProxyStats,
+    AuditDigest, AuditLog, AuditRecord, Decision, EgressConfig, FixedResolver, Limits, Proxy,
+    ProxyHandle, ProxyStats,
 };
 use loopexec::safefs::SafeDir;
 use std::collections::HashMap;
@@ -29,6 +29,12 @@ struct Harness {
 
 impl Harness {
     fn stop(self) -> (ProxyStats, Vec<AuditRecord>) {
+        let (stats, records, _) = self.stop_keeping_dir();
+        (stats, records)
+    }
+
+    /// Stop, and keep the audit directory for the run's next step.
+    fn stop_keeping_dir(self) -> (ProxyStats, Vec<AuditRecord>, tempfile::TempDir) {
         let stats = self.proxy.stop();
         let bytes = std::fs::read(self.dir.path().join("egress.jsonl")).unwrap();
         let records = bytes
@@ -36,7 +42,7 @@ impl Harness {
             .filter(|l| !l.is_empty())
             .map(|l| serde_json::from_slice(l).unwrap())
             .collect();
-        (stats, records)
+        (stats, records, self.dir)
     }
 }
 
@@ -45,8 +51,15 @@ struct Setup<'a> {
     addresses: &'a [&'a str],
     pins: &'a [String],
     upstream: Option<&'a str>,
-    max_connections: usize,
-    max_bytes: u64,
+    limits: Limits,
+    /// Ports whose tunnels get the SNI check (none unless a test asks: servers listen on
+    /// ephemeral ports, and the check has tests of its own).
+    sni_ports: &'a [u16],
+    denied_lines: u64,
+    /// What the run used before this proxy's step.
+    spent: ProxyStats,
+    /// An existing audit directory (a later step of the same run), or None for a new one.
+    dir: Option<tempfile::TempDir>,
     table: FixedResolver,
     head_timeout: Duration,
 }
@@ -58,8 +71,11 @@ impl Default for Setup<'_> {
             addresses: &[],
             pins: &[],
             upstream: None,
-            max_connections: 16,
-            max_bytes: 1 << 30,
+            limits: Limits { max_open_connections: 16, max_bytes: 1 << 30, ..Limits::default() },
+            sni_ports: &[],
+            denied_lines: 256,
+            spent: ProxyStats::default(),
+            dir: None,
             table: FixedResolver::new(),
             head_timeout: Duration::from_secs(5),
         }
@@ -73,17 +89,19 @@ fn start(setup: Setup<'_>) -> Harness {
         &addresses,
         setup.pins,
         setup.upstream,
-        setup.max_connections,
-        setup.max_bytes,
+        setup.limits,
     )
     .unwrap()
+    .with_sni_ports(setup.sni_ports)
+    .with_denied_lines(setup.denied_lines)
     .with_resolver(Arc::new(setup.table))
     .with_head_timeout(setup.head_timeout);
-    let dir = tempfile::tempdir().unwrap();
-    let digest = AuditDigest::default();
-    let audit = AuditLog::open_tracked(&SafeDir::open(dir.path()).unwrap(), "egress.jsonl", &digest).unwrap();
+    let dir = setup.dir.unwrap_or_else(|| tempfile::tempdir().unwrap());
+    let safe = SafeDir::open(dir.path()).unwrap();
+    let digest = AuditDigest::of_file(&safe, "egress.jsonl").unwrap();
+    let audit = AuditLog::open_tracked(&safe, "egress.jsonl", &digest).unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let proxy = Proxy::start(config, listener, audit, "agent").unwrap();
+    let proxy = Proxy::start(config, listener, audit, "agent", &setup.spent).unwrap();
     let addr = proxy.local_addr();
     Harness { proxy, addr, dir, digest }
 }
@@ -369,7 +387,8 @@ fn request_bodies_with_content_length_and_chunked_framing_arrive_intact() {
 #[test]
 fn connect_to_an_allowed_host_completes_a_tls_handshake() {
     let (port, cert) = tls_server();
-    let h = start_pinned(port, Setup::default());
+    // The tunnel's port gets the SNI check: a ClientHello naming the CONNECT host passes it.
+    let h = start_pinned(port, Setup { sni_ports: &[port], ..Setup::default() });
 
     let tcp = open_tunnel(&h, &format!("{HOST}:{port}"));
 
@@ -648,7 +667,7 @@ fn connections_over_the_cap_get_503() {
     let h = start_pinned(
         port,
         Setup {
-            max_connections: 1,
+            limits: Limits { max_open_connections: 1, ..Limits::default() },
             ..Setup::default()
         },
     );
@@ -678,7 +697,7 @@ fn the_byte_cap_cuts_the_connection_and_is_recorded() {
     let h = start_pinned(
         port,
         Setup {
-            max_bytes: 8192,
+            limits: Limits { max_bytes: 8192, ..Limits::default() },
             ..Setup::default()
         },
     );
@@ -966,4 +985,346 @@ fn the_summary_and_digest_cover_the_written_log() {
     assert_eq!(summary.hosts[&format!("{HOST}:80")].denied, 1);
     use sha2::Digest;
     assert_eq!(h.digest.sha256_hex(), Some(hex::encode(sha2::Sha256::digest(&bytes))), "the running digest is not the file's sha256");
+}
+
+// ---------------------------------------------------------------- limits per run and per protocol
+
+/// Send `line` down a tunnel and read the echo; returns the bytes relayed both ways.
+fn echo_exchange(tcp: &mut TcpStream, line: &str) -> String {
+    tcp.write_all(line.as_bytes()).unwrap();
+    next_line(tcp)
+}
+
+/// One step of a run: a proxy started from what the run used before (`spent`), on the run's
+/// audit directory.
+fn step(port: u16, limits: Limits, spent: &ProxyStats, dir: Option<tempfile::TempDir>) -> Harness {
+    start_pinned(port, Setup { limits, spent: spent.clone(), dir, ..Setup::default() })
+}
+
+/// Wait until the proxy has recorded `n` allowed connections (their lines are written when they close).
+fn wait_allowed(h: &Harness, n: u64) {
+    while h.proxy.stats().allowed < n {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn the_byte_budget_bounds_the_run_across_three_steps_and_a_resume() {
+    let port = echo_server();
+    let limits = Limits { max_bytes: 500, ..Limits::default() };
+    let line = format!("{}\n", "a".repeat(98)); // 99 bytes up, 105 echoed down: 204 a step
+    let mut total = ProxyStats::default();
+    let mut dir = None;
+    for _ in 0..2 {
+        let h = step(port, limits.clone(), &total, dir.take());
+        let mut tcp = open_tunnel(&h, &format!("{HOST}:{port}"));
+        assert_eq!(echo_exchange(&mut tcp, &line), format!("echo: {line}"));
+        drop(tcp);
+        wait_allowed(&h, 1);
+        let (stats, _, kept) = h.stop_keeping_dir();
+        assert_eq!(stats.bytes_up + stats.bytes_down, 204);
+        total.add(&stats);
+        dir = Some(kept);
+    }
+    // Step 3 has 92 bytes left of the run's 500: its upload is cut there.
+    let h = step(port, limits.clone(), &total, dir.take());
+    let mut tcp = open_tunnel(&h, &format!("{HOST}:{port}"));
+    tcp.write_all(line.as_bytes()).unwrap();
+    let mut rest = Vec::new();
+    let _ = tcp.read_to_end(&mut rest);
+    assert!(rest.is_empty(), "nothing came back: the line never reached the echo server whole");
+    let (stats, records, kept) = h.stop_keeping_dir();
+    assert_eq!((stats.bytes_up, stats.bytes_down, stats.byte_cap_hits), (92, 0, 1));
+    assert_eq!(records.last().unwrap().end.as_deref(), Some("byte_cap"));
+    total.add(&stats);
+    assert_eq!(total.bytes_up + total.bytes_down, 500);
+
+    // A resumed run (a new process) starts from the totals its receipt recorded.
+    let recorded: ProxyStats = serde_json::from_value(serde_json::to_value(&total).unwrap()).unwrap();
+    let h = step(port, limits, &recorded, Some(kept));
+    let r = ask(h.addr, &connect_request(&format!("{HOST}:{port}")));
+    assert_eq!(r.status, 503);
+    assert_eq!(denied(&r), "byte_cap: the run's 500 byte budget (500 used before this step) is spent");
+    let (stats, _) = h.stop();
+    assert_eq!((stats.bytes_up, stats.bytes_down, stats.connections), (0, 0, 0));
+}
+
+#[test]
+fn a_per_step_byte_limit_holds_each_step_within_the_run_budget() {
+    let port = echo_server();
+    let limits = Limits { max_bytes: 10_000, max_bytes_per_step: Some(150), ..Limits::default() };
+    let line = format!("{}\n", "a".repeat(98));
+    let mut total = ProxyStats::default();
+    for _ in 0..2 {
+        let h = step(port, limits.clone(), &total, None);
+        let mut tcp = open_tunnel(&h, &format!("{HOST}:{port}"));
+        tcp.write_all(line.as_bytes()).unwrap();
+        let mut rest = Vec::new();
+        let _ = tcp.read_to_end(&mut rest);
+        let r = ask(h.addr, &connect_request(&format!("{HOST}:{port}")));
+        assert_eq!(denied(&r), "byte_cap: this step's 150 byte budget is spent");
+        let (stats, _) = h.stop();
+        assert_eq!(stats.bytes_up + stats.bytes_down, 150, "each step gets its own 150 bytes");
+        total.add(&stats);
+    }
+    assert_eq!(total.bytes_up + total.bytes_down, 300);
+}
+
+#[test]
+fn the_connection_budget_counts_connections_over_the_run() {
+    let port = echo_server();
+    let limits = Limits { max_connections: 2, ..Limits::default() };
+    let h = step(port, limits.clone(), &ProxyStats::default(), None);
+    drop(open_tunnel(&h, &format!("{HOST}:{port}")));
+    let (first, _) = h.stop();
+    assert_eq!(first.connections, 1);
+    let h = step(port, limits, &first, None);
+    drop(open_tunnel(&h, &format!("{HOST}:{port}")));
+    wait_allowed(&h, 1);
+    let r = ask(h.addr, &connect_request(&format!("{HOST}:{port}")));
+    assert_eq!(r.status, 503);
+    assert_eq!(denied(&r), "connection_budget: the run's 2 connection budget (1 used before this step) is spent");
+    let (second, _) = h.stop();
+    assert_eq!((second.connections, second.allowed, second.denied), (1, 1, 1));
+}
+
+#[test]
+fn an_idle_tunnel_is_cut_after_the_idle_timeout() {
+    let port = echo_server();
+    let h = start_pinned(port, Setup { limits: Limits { idle_timeout: Duration::from_millis(300), ..Limits::default() }, ..Setup::default() });
+    let mut tcp = open_tunnel(&h, &format!("{HOST}:{port}"));
+    assert_eq!(echo_exchange(&mut tcp, "hi\n"), "echo: hi\n");
+    // Then silence both ways: the proxy closes the tunnel (the client sees end-of-stream).
+    tcp.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let mut rest = Vec::new();
+    tcp.read_to_end(&mut rest).unwrap();
+    assert!(rest.is_empty());
+    wait_allowed(&h, 1);
+    let (_, records) = h.stop();
+    assert_eq!(records[0].end.as_deref(), Some("idle_timeout"));
+    assert_eq!((records[0].bytes_up, records[0].bytes_down), (3, 9));
+}
+
+/// An origin that (against `Connection: close`) keeps reading requests on a connection, records
+/// each request head, answers each with `ok`, and reports `None` when the proxy closes the
+/// connection: what a lenient or virtual-hosting origin does with pipelined requests.
+fn keep_alive_server() -> (u16, Receiver<Option<String>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut out = stream;
+                let mut head = String::new();
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        let _ = tx.send(None);
+                        return;
+                    }
+                    head.push_str(&line);
+                    if line == "\r\n" {
+                        let _ = tx.send(Some(std::mem::take(&mut head)));
+                        let _ = out.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+                    }
+                }
+            });
+        }
+    });
+    (port, rx)
+}
+
+#[test]
+fn a_pipelined_second_request_never_reaches_the_origin() {
+    let (port, heads) = keep_alive_server();
+    let h = start_pinned(port, Setup::default());
+    let mut tcp = TcpStream::connect(h.addr).unwrap();
+    let smuggled = "GET http://evil.example.test/steal HTTP/1.1\r\nHost: evil.example.test\r\n\r\n";
+    tcp.write_all(format!("GET http://{HOST}:{port}/one HTTP/1.1\r\n\r\n{smuggled}").as_bytes()).unwrap();
+    let response = read_response(&mut tcp, false);
+    assert_eq!(response.status, 200);
+    drop(tcp);
+    let mut seen = Vec::new();
+    while let Some(head) = heads.recv_timeout(Duration::from_secs(30)).unwrap() {
+        seen.push(head);
+    }
+    assert_eq!(seen, vec![format!("GET /one HTTP/1.1\r\nHost: {HOST}:{port}\r\nConnection: close\r\n\r\n")]);
+    let (_, records) = h.stop();
+    assert_eq!(
+        records[0].detail.as_deref(),
+        Some(format!("{} bytes the client sent after the request were not forwarded (one request per connection)", smuggled.len()).as_str())
+    );
+}
+
+#[test]
+fn bytes_after_a_request_body_are_not_forwarded() {
+    let (port, heads) = keep_alive_server();
+    let h = start_pinned(port, Setup::default());
+    let mut tcp = TcpStream::connect(h.addr).unwrap();
+    // A body of 4 bytes, then a request disguised as more body.
+    let request = format!("POST http://{HOST}:{port}/a HTTP/1.1\r\nContent-Length: 4\r\n\r\nbodyGET /evil HTTP/1.1\r\nHost: evil.example.test\r\n\r\n");
+    tcp.write_all(request.as_bytes()).unwrap();
+    assert_eq!(read_response(&mut tcp, false).status, 200);
+    drop(tcp);
+    let mut seen = Vec::new();
+    while let Some(head) = heads.recv_timeout(Duration::from_secs(30)).unwrap() {
+        seen.push(head);
+    }
+    // The origin saw the head, then `body` as the start of a line that never ended.
+    assert_eq!(seen, vec![format!("POST /a HTTP/1.1\r\nHost: {HOST}:{port}\r\nContent-Length: 4\r\nConnection: close\r\n\r\n")]);
+}
+
+/// A TCP server that reports how many bytes each connection carried to it, when it closes.
+fn byte_counting_server() -> (u16, Receiver<usize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let mut all = Vec::new();
+                let _ = stream.read_to_end(&mut all);
+                let _ = tx.send(all.len());
+            });
+        }
+    });
+    (port, rx)
+}
+
+/// A TLS client that opens TLS for `name` over `tcp`, trusting nothing (the handshake cannot
+/// complete; only its ClientHello matters).
+fn client_hello_for(name: &str, tcp: &mut TcpStream) {
+    let config = rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth();
+    let server = rustls::pki_types::ServerName::try_from(name.to_string()).unwrap();
+    let mut conn = rustls::ClientConnection::new(Arc::new(config), server).unwrap();
+    while conn.wants_write() {
+        conn.write_tls(tcp).unwrap();
+    }
+}
+
+#[test]
+fn a_tunnel_whose_client_hello_names_another_host_is_closed_before_any_byte_reaches_it() {
+    let (port, received) = byte_counting_server();
+    let h = start_pinned(port, Setup { sni_ports: &[port], ..Setup::default() });
+    let mut tcp = open_tunnel(&h, &format!("{HOST}:{port}"));
+    client_hello_for("evil.example.test", &mut tcp);
+    let mut rest = Vec::new();
+    let _ = tcp.read_to_end(&mut rest);
+    assert!(rest.is_empty(), "the tunnel was closed");
+    assert_eq!(received.recv_timeout(Duration::from_secs(30)).unwrap(), 0, "the destination got no byte");
+    let (stats, records) = h.stop();
+    assert_eq!((stats.allowed, stats.denied), (0, 1));
+    assert_eq!((records[0].decision, records[0].reason.as_deref()), (Decision::Denied, Some("sni_mismatch")));
+    assert_eq!(
+        records[0].detail.as_deref(),
+        Some(format!("the tunnel to {HOST}:{port} opened TLS for `evil.example.test`; the server name must be the CONNECT host (list the endpoint in sni_check_exempt if it needs otherwise)").as_str())
+    );
+}
+
+#[test]
+fn a_checked_tunnel_that_does_not_open_with_tls_is_closed() {
+    let (port, received) = byte_counting_server();
+    let h = start_pinned(port, Setup { sni_ports: &[port], ..Setup::default() });
+    let mut tcp = open_tunnel(&h, &format!("{HOST}:{port}"));
+    tcp.write_all(b"GET / HTTP/1.1\r\nHost: evil.example.test\r\n\r\n").unwrap();
+    let mut rest = Vec::new();
+    let _ = tcp.read_to_end(&mut rest);
+    assert_eq!(received.recv_timeout(Duration::from_secs(30)).unwrap(), 0);
+    let (_, records) = h.stop();
+    assert_eq!(records[0].reason.as_deref(), Some("not_tls"));
+}
+
+#[test]
+fn an_exempt_endpoint_skips_the_sni_check() {
+    let (port, received) = byte_counting_server();
+    let allow = [format!("{HOST}:{port}")];
+    let pins = [format!("{HOST}:{port}:127.0.0.1")];
+    let config = EgressConfig::from_parts(&allow, &[], &pins, None, Limits::default())
+        .unwrap()
+        .with_sni_ports(&[port])
+        .with_sni_exempt(&allow)
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let audit = AuditLog::open(&SafeDir::open(dir.path()).unwrap(), "egress.jsonl").unwrap();
+    let proxy = Proxy::start(config, TcpListener::bind("127.0.0.1:0").unwrap(), audit, "agent", &ProxyStats::default()).unwrap();
+    let mut tcp = TcpStream::connect(proxy.local_addr()).unwrap();
+    tcp.write_all(connect_request(&format!("{HOST}:{port}")).as_bytes()).unwrap();
+    assert_eq!(read_response(&mut tcp, false).status, 200);
+    client_hello_for("other.example.test", &mut tcp);
+    tcp.shutdown(std::net::Shutdown::Write).unwrap();
+    assert!(received.recv_timeout(Duration::from_secs(30)).unwrap() > 0, "the ClientHello was relayed");
+    assert_eq!(proxy.stop().allowed, 1);
+}
+
+/// A resolver that records every name it is asked for and answers 127.0.0.1.
+#[derive(Default)]
+struct RecordingResolver(std::sync::Mutex<Vec<String>>);
+
+impl loopexec::egress::Resolver for RecordingResolver {
+    fn resolve(&self, host: &str, _port: u16) -> Result<Vec<IpAddr>, String> {
+        self.0.lock().unwrap().push(host.to_string());
+        Ok(vec![ip("127.0.0.1")])
+    }
+}
+
+#[test]
+fn a_wildcard_name_whose_labels_carry_data_is_refused_before_any_resolver_sees_it() {
+    let port = echo_server();
+    let allow = [format!("*.example.test:{port}")];
+    let config = EgressConfig::from_parts(&allow, &["127.0.0.1".to_string()], &[], None, Limits::default()).unwrap();
+    let resolver = Arc::new(RecordingResolver::default());
+    let config = config.with_resolver(resolver.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let audit = AuditLog::open(&SafeDir::open(dir.path()).unwrap(), "egress.jsonl").unwrap();
+    let proxy = Proxy::start(config, TcpListener::bind("127.0.0.1:0").unwrap(), audit, "agent", &ProxyStats::default()).unwrap();
+    let exfiltrating = [
+        "c2vjcmv0lwtles0xmjm0nty3odkwywjjzgvm.example.test", // one 36-byte label
+        "part1.part2.part3.example.test",                   // three labels
+        "key_0123.example.test",                            // `_`: no host name has one
+    ];
+    for name in exfiltrating {
+        let r = ask(proxy.local_addr(), &connect_request(&format!("{name}:{port}")));
+        assert_eq!(r.status, 403, "{name}");
+        assert!(denied(&r).starts_with(&format!("wildcard_name_refused: {name} matches *.example.test:{port}, but ")), "{}", denied(&r));
+    }
+    assert!(resolver.0.lock().unwrap().is_empty(), "no refused name reached the resolver");
+    let mut tcp = TcpStream::connect(proxy.local_addr()).unwrap();
+    tcp.write_all(connect_request(&format!("eu-west.api.example.test:{port}")).as_bytes()).unwrap();
+    assert_eq!(read_response(&mut tcp, false).status, 200, "a host-shaped name is resolved and allowed");
+    assert_eq!(*resolver.0.lock().unwrap(), vec!["eu-west.api.example.test".to_string()]);
+}
+
+#[test]
+fn a_flood_of_refused_requests_leaves_a_bounded_log_with_exact_counts() {
+    let h = start(Setup { allow: &[HOST.to_string()], denied_lines: 8, ..Setup::default() });
+    for i in 0..1000 {
+        let request = if i % 2 == 0 { connect_request(&format!("flood{i}.example.test:443")) } else { "garbage\r\n\r\n".to_string() };
+        assert!(matches!(ask(h.addr, &request).status, 403 | 400));
+    }
+    let stats = h.proxy.stop();
+    assert_eq!(stats.denied, 1000);
+    let bytes = std::fs::read(h.dir.path().join("egress.jsonl")).unwrap();
+    let records: Vec<AuditRecord> = bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()).map(|l| serde_json::from_slice(l).unwrap()).collect();
+    // 8 lines of their own, aggregates when the step's refusals reach 16, 32, ..., 512, and the
+    // rest when the step ends.
+    assert_eq!(records.len(), 8 + 6 + 1);
+    assert!(records[..8].iter().all(|r| r.aggregated.is_none()));
+    let counts: Vec<u64> = records[8..].iter().map(|r| r.aggregated.as_ref().unwrap().values().sum()).collect();
+    assert_eq!(counts, vec![8, 16, 32, 64, 128, 256, 488]);
+    let last = records.last().unwrap().aggregated.clone().unwrap();
+    assert_eq!((last["no_matching_rule"], last["malformed"]), (244, 244));
+    let summary = loopexec::egress::audit::summarize(&bytes).unwrap();
+    assert_eq!(summary.denied, 1000, "the counts add up exactly");
+    use sha2::Digest;
+    assert_eq!(h.digest.sha256_hex(), Some(hex::encode(sha2::Sha256::digest(&bytes))), "the aggregate lines are in the digest");
 }

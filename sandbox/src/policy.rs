@@ -101,10 +101,36 @@ pub struct Network {
     pub allow: Vec<String>,
     #[serde(default)]
     pub allow_addresses: Vec<String>,
+    /// Connections the proxy makes to destinations over the whole run (every step, resumes too).
     #[serde(default = "default_max_connections")]
     pub max_connections: u32,
+    /// Connections the proxy makes to destinations during one step, if limited separately.
+    #[serde(default)]
+    pub max_connections_per_step: Option<u32>,
+    /// Client connections open at once.
+    #[serde(default = "default_max_open_connections")]
+    pub max_open_connections: u32,
+    /// Bytes relayed (both directions) over the whole run.
     #[serde(default = "default_max_bytes")]
     pub max_bytes: u64,
+    /// Bytes relayed during one step, if limited separately.
+    #[serde(default)]
+    pub max_bytes_per_step: Option<u64>,
+    /// A relayed connection with no byte in either direction for this long is cut.
+    #[serde(default = "default_idle_timeout")]
+    pub idle_timeout_seconds: u64,
+    /// Ports whose CONNECT tunnels must open with a TLS ClientHello naming the CONNECT host.
+    #[serde(default = "default_sni_check_ports")]
+    pub sni_check_ports: Vec<u16>,
+    /// Allowed endpoints exempt from that check.
+    #[serde(default)]
+    pub sni_check_exempt: Vec<String>,
+    /// Labels the `*` of a wildcard entry may stand for.
+    #[serde(default = "default_wildcard_max_labels")]
+    pub wildcard_max_labels: u32,
+    /// Longest label the `*` of a wildcard entry may stand for.
+    #[serde(default = "default_wildcard_max_label_length")]
+    pub wildcard_max_label_length: u32,
     #[serde(default)]
     pub upstream_proxy: String,
 }
@@ -181,6 +207,21 @@ fn default_tmp_size() -> u64 {
     256 << 20
 }
 fn default_max_connections() -> u32 {
+    10_000
+}
+fn default_max_open_connections() -> u32 {
+    32
+}
+fn default_sni_check_ports() -> Vec<u16> {
+    vec![443]
+}
+fn default_idle_timeout() -> u64 {
+    600
+}
+fn default_wildcard_max_labels() -> u32 {
+    2
+}
+fn default_wildcard_max_label_length() -> u32 {
     32
 }
 fn default_max_bytes() -> u64 {
@@ -218,7 +259,15 @@ impl Default for Network {
             allow: Vec::new(),
             allow_addresses: Vec::new(),
             max_connections: default_max_connections(),
+            max_connections_per_step: None,
+            max_open_connections: default_max_open_connections(),
             max_bytes: default_max_bytes(),
+            max_bytes_per_step: None,
+            idle_timeout_seconds: default_idle_timeout(),
+            sni_check_ports: default_sni_check_ports(),
+            sni_check_exempt: Vec::new(),
+            wildcard_max_labels: default_wildcard_max_labels(),
+            wildcard_max_label_length: default_wildcard_max_label_length(),
             upstream_proxy: String::new(),
         }
     }
@@ -434,7 +483,15 @@ impl Policy {
             ("network.allow".into(), list(&n.allow)),
             ("network.allow_addresses".into(), list(&n.allow_addresses)),
             ("network.max_connections".into(), n.max_connections.to_string()),
+            ("network.max_connections_per_step".into(), n.max_connections_per_step.map_or("(none)".into(), |v| v.to_string())),
+            ("network.max_open_connections".into(), n.max_open_connections.to_string()),
             ("network.max_bytes".into(), n.max_bytes.to_string()),
+            ("network.max_bytes_per_step".into(), n.max_bytes_per_step.map_or("(none)".into(), |v| v.to_string())),
+            ("network.idle_timeout_seconds".into(), n.idle_timeout_seconds.to_string()),
+            ("network.sni_check_ports".into(), n.sni_check_ports.iter().map(u16::to_string).collect::<Vec<_>>().join(", ")),
+            ("network.sni_check_exempt".into(), list(&n.sni_check_exempt)),
+            ("network.wildcard_max_labels".into(), n.wildcard_max_labels.to_string()),
+            ("network.wildcard_max_label_length".into(), n.wildcard_max_label_length.to_string()),
             ("network.upstream_proxy".into(), if n.upstream_proxy.is_empty() { "(none)".into() } else { n.upstream_proxy.clone() }),
             ("resources.memory_bytes".into(), r.memory_bytes.to_string()),
             ("resources.pids_max".into(), r.pids_max.to_string()),

@@ -105,7 +105,7 @@ pub fn run(args: SandboxArgs, json: bool) -> CmdResult<Outcome> {
         return Err(Failure::usage("egress flags need a policy whose network mode is \"proxy\" (e.g. --builtin agent)"));
     }
     let egress = if proxied {
-        let config = egress_config(&policy, &pins).map_err(|e| Failure::usage(format!("egress configuration: {e}")))?;
+        let config = egress_config(&policy, &pins.allow_hosts, &pins.resolve, pins.egress_proxy.as_deref()).map_err(|e| Failure::usage(format!("egress configuration: {e}")))?;
         for (k, v) in crate::egress::proxy_env(PROXY_PORT) {
             policy.env.set.insert(k, v);
         }
@@ -151,7 +151,7 @@ pub fn run(args: SandboxArgs, json: bool) -> CmdResult<Outcome> {
     }
     let proxy = match (egress, zone.take_listener()) {
         (Some((config, (log, path))), Some(listener)) => {
-            let handle = Proxy::start(config, listener, log, "sandbox").map_err(|e| Failure::internal(format!("egress proxy: {e}")))?;
+            let handle = Proxy::start(config, listener, log, "sandbox", &crate::egress::ProxyStats::default()).map_err(|e| Failure::internal(format!("egress proxy: {e}")))?;
             Some((handle, path))
         }
         _ => None,

@@ -7,7 +7,9 @@
 //! `address` (the `ip:port` connected to, or the refused address), `via` (upstream proxy, if any),
 //! `decision` (`allowed` | `denied`), `rule` (the allowing entry), `reason` + `detail` (why denied or
 //! why an allowed connection failed), `status` (the proxy's own HTTP answer, when it gave one),
-//! `end` (how an allowed connection ended), `bytes_up`, `bytes_down`, `duration_ms`.
+//! `end` (how an allowed connection ended), `bytes_up`, `bytes_down`, `duration_ms`; on an
+//! aggregate line only, `aggregated` (refusals by reason that got no line of their own, see
+//! `RefusalTally`).
 
 use crate::safefs::{SafeDir, SafeFsError};
 use serde::{Deserialize, Serialize};
@@ -45,6 +47,10 @@ pub struct AuditRecord {
     pub bytes_up: u64,
     pub bytes_down: u64,
     pub duration_ms: u64,
+    /// On an aggregate line only: refusals (by reason) that got no line of their own since the
+    /// previous aggregate line of the step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aggregated: Option<BTreeMap<String, u64>>,
 }
 
 impl AuditRecord {
@@ -67,7 +73,76 @@ impl AuditRecord {
             bytes_up: 0,
             bytes_down: 0,
             duration_ms: 0,
+            aggregated: None,
         }
+    }
+
+    /// An aggregate line: `counts` refusals by reason, none of which got a line of its own.
+    pub fn aggregate(ts: String, zone: String, counts: BTreeMap<String, u64>) -> AuditRecord {
+        let total: u64 = counts.values().sum();
+        AuditRecord {
+            reason: Some(AGGREGATED.to_string()),
+            detail: Some(format!("{total} refusals counted here, not written as lines of their own")),
+            aggregated: Some(counts),
+            ..AuditRecord::new(ts, zone, Decision::Denied, None, None, None)
+        }
+    }
+
+    /// How many decisions the line stands for (an aggregate line stands for its counts).
+    pub fn decisions(&self) -> u64 {
+        self.aggregated.as_ref().map_or(1, |counts| counts.values().sum())
+    }
+}
+
+/// The `reason` of an aggregate line.
+pub const AGGREGATED: &str = "aggregated";
+
+/// Which refusals of one step get a line of their own, so that a flood of refused requests leaves
+/// a log of bounded size: the first `individual` refusals do; later ones are only counted by
+/// reason, and an aggregate line with the counts is written when the step's refusals reach
+/// `2·individual`, `4·individual`, `8·individual`, ... and when the step ends (`flush`). `n`
+/// refusals thus leave at most `individual + log2(n / individual) + 2` lines, whatever the rate,
+/// and the counts add up exactly.
+#[derive(Debug)]
+pub struct RefusalTally {
+    individual: u64,
+    seen: u64,
+    next_aggregate: u64,
+    pending: BTreeMap<String, u64>,
+}
+
+/// What to write for one refusal.
+#[derive(Debug, PartialEq, Eq)]
+pub enum TallyStep {
+    /// A line of its own.
+    Line,
+    /// Counted; write this aggregate line, if any.
+    Counted(Option<BTreeMap<String, u64>>),
+}
+
+impl RefusalTally {
+    pub fn new(individual: u64) -> RefusalTally {
+        let individual = individual.max(1);
+        RefusalTally { individual, seen: 0, next_aggregate: individual.saturating_mul(2), pending: BTreeMap::new() }
+    }
+
+    /// Count one refusal with `reason`.
+    pub fn refusal(&mut self, reason: &str) -> TallyStep {
+        self.seen += 1;
+        if self.seen <= self.individual {
+            return TallyStep::Line;
+        }
+        *self.pending.entry(reason.to_string()).or_default() += 1;
+        if self.seen < self.next_aggregate {
+            return TallyStep::Counted(None);
+        }
+        self.next_aggregate = self.next_aggregate.saturating_mul(2);
+        TallyStep::Counted(self.flush())
+    }
+
+    /// The counts not yet written, if any (at the end of the step).
+    pub fn flush(&mut self) -> Option<BTreeMap<String, u64>> {
+        (!self.pending.is_empty()).then(|| std::mem::take(&mut self.pending))
     }
 }
 
@@ -252,14 +327,15 @@ pub struct HostSummary {
     pub bytes_down: u64,
 }
 
-/// Summary of a whole audit log.
+/// Summary of a whole audit log (aggregate lines count as the refusals they stand for).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct EgressSummary {
     pub allowed: u64,
     pub denied: u64,
     pub bytes_up: u64,
     pub bytes_down: u64,
-    /// Keyed by `host:port`; decisions taken before a host was known are under `(unparsed)`.
+    /// Keyed by `host:port`; decisions taken before a host was known are under `(unparsed)`,
+    /// refusals counted on aggregate lines under `(aggregated)`.
     pub hosts: BTreeMap<String, HostSummary>,
 }
 
@@ -276,19 +352,21 @@ pub fn summarize(bytes: &[u8]) -> Result<EgressSummary, AuditError> {
                 problem: e.to_string(),
             })?;
         let key = match (&record.host, record.port) {
+            _ if record.aggregated.is_some() => "(aggregated)".to_string(),
             (Some(h), Some(p)) => format!("{h}:{p}"),
             (Some(h), None) => h.clone(),
             _ => "(unparsed)".to_string(),
         };
+        let decisions = record.decisions();
         let entry = summary.hosts.entry(key).or_default();
         match record.decision {
             Decision::Allowed => {
-                entry.allowed += 1;
-                summary.allowed += 1;
+                entry.allowed += decisions;
+                summary.allowed += decisions;
             }
             Decision::Denied => {
-                entry.denied += 1;
-                summary.denied += 1;
+                entry.denied += decisions;
+                summary.denied += decisions;
             }
         }
         entry.bytes_up += record.bytes_up;
@@ -378,6 +456,36 @@ mod tests {
         other.write_all(b"{}\n").unwrap();
         AuditLog::open_tracked(&dir, "egress.jsonl", &digest).unwrap();
         assert_eq!(digest.sha256_hex(), Some(sha256_of(&tmp.path().join("egress.jsonl"))));
+    }
+
+    #[test]
+    fn a_tally_writes_the_first_refusals_then_aggregates_at_doubling_counts() {
+        let mut tally = RefusalTally::new(4);
+        let steps: Vec<TallyStep> = (0..100).map(|i| tally.refusal(if i % 2 == 0 { "no_matching_rule" } else { "malformed" })).collect();
+        assert!(steps[..4].iter().all(|s| *s == TallyStep::Line));
+        let aggregates: Vec<(usize, u64)> = steps
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| match s {
+                TallyStep::Counted(Some(counts)) => Some((i + 1, counts.values().sum())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(aggregates, vec![(8, 4), (16, 8), (32, 16), (64, 32)]);
+        let rest = tally.flush().unwrap();
+        assert_eq!(rest, BTreeMap::from([("malformed".to_string(), 18), ("no_matching_rule".to_string(), 18)]));
+        assert_eq!(tally.flush(), None);
+    }
+
+    #[test]
+    fn an_aggregate_line_counts_as_its_refusals_in_the_summary() {
+        let mut bytes = serde_json::to_vec(&record("a.example", Decision::Denied, 0)).unwrap();
+        bytes.push(b'\n');
+        let counts = BTreeMap::from([("no_matching_rule".to_string(), 7), ("malformed".to_string(), 2)]);
+        bytes.extend(serde_json::to_vec(&AuditRecord::aggregate(now_rfc3339(), "agent".into(), counts)).unwrap());
+        let summary = summarize(&bytes).unwrap();
+        assert_eq!(summary.denied, 10);
+        assert_eq!(summary.hosts["(aggregated)"].denied, 9);
     }
 
     #[test]

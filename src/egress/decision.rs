@@ -4,7 +4,7 @@
 //! to, so the connection uses what was checked and nothing is resolved again.
 
 use super::addr::classify;
-use super::config::EgressConfig;
+use super::config::{EgressConfig, WildcardShape};
 use super::rule::{match_rules, Host, RuleMatch};
 use std::net::{IpAddr, SocketAddr};
 
@@ -43,7 +43,24 @@ impl Denial {
 /// Decide whether `host:port` may be reached.
 pub fn decide(config: &EgressConfig, host: &Host, port: u16) -> Result<Permit, Denial> {
     let rule = match match_rules(&config.rules, host, port) {
-        RuleMatch::Allowed(rule) => rule.to_string(),
+        RuleMatch::Allowed(rule) => {
+            if let Some(labels) = match host {
+                Host::Name(name) => rule.wildcard_labels(name),
+                Host::Ip(_) => None,
+            } {
+                if let Err(why) = check_wildcard_shape(labels, &config.wildcard) {
+                    return Err(Denial::new(
+                        403,
+                        "wildcard_name_refused",
+                        format!(
+                            "{host} matches {rule}, but {why}; a name under a wildcard is resolved only when `*` stands for at most {} labels of at most {} letters, digits or inner hyphens",
+                            config.wildcard.max_labels, config.wildcard.max_label_length
+                        ),
+                    ));
+                }
+            }
+            rule.to_string()
+        }
         RuleMatch::WrongPort(ports) => {
             let list: Vec<String> = ports.iter().map(u16::to_string).collect();
             return Err(Denial::new(
@@ -103,6 +120,25 @@ pub fn decide(config: &EgressConfig, host: &Host, port: u16) -> Result<Permit, D
     })
 }
 
+/// Whether the labels a wildcard stands for look like a host name: few, short, letters, digits and
+/// inner hyphens (no `_`, which host names never carry). Anything else would reach the resolver as
+/// agent-chosen data.
+fn check_wildcard_shape(labels: &str, shape: &WildcardShape) -> Result<(), String> {
+    let count = labels.split('.').count();
+    if count > shape.max_labels {
+        return Err(format!("`*` stands for {count} labels"));
+    }
+    for label in labels.split('.') {
+        if label.len() > shape.max_label_length {
+            return Err(format!("the label `{label}` is {} bytes long", label.len()));
+        }
+        if !label.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') {
+            return Err(format!("the label `{label}` has characters host names do not use"));
+        }
+    }
+    Ok(())
+}
+
 /// Addresses for a host, and whether they came from an operator's pin.
 fn resolve(config: &EgressConfig, host: &Host, port: u16) -> Result<(Vec<IpAddr>, bool), Denial> {
     match host {
@@ -132,7 +168,7 @@ mod tests {
 
     fn config(allow: &[&str], addrs: &[&str], pins: &[&str], table: FixedResolver) -> EgressConfig {
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-        EgressConfig::from_parts(&s(allow), &s(addrs), &s(pins), None, 4, 1 << 20)
+        EgressConfig::from_parts(&s(allow), &s(addrs), &s(pins), None, crate::egress::config::Limits::default())
             .unwrap()
             .with_resolver(Arc::new(table))
     }
@@ -188,6 +224,43 @@ mod tests {
         );
         let p = decide(&c, &Host::parse("api.example.com").unwrap(), 443).unwrap();
         assert_eq!(p.addrs, vec!["127.0.0.1:443".parse().unwrap()]);
+    }
+
+    /// A resolver that remembers every name it was asked for.
+    #[derive(Default)]
+    struct Recording(std::sync::Mutex<Vec<String>>);
+
+    impl crate::egress::Resolver for Recording {
+        fn resolve(&self, host: &str, _port: u16) -> Result<Vec<IpAddr>, String> {
+            self.0.lock().unwrap().push(host.to_string());
+            Ok(vec![ip("93.184.216.34")])
+        }
+    }
+
+    #[test]
+    fn a_wildcard_name_that_does_not_look_like_a_host_name_never_reaches_the_resolver() {
+        let recording = Arc::new(Recording::default());
+        let c = config(&["*.example.com"], &[], &[], FixedResolver::new()).with_resolver(recording.clone());
+        let refused = |name: &str| decide(&c, &Host::parse(name).unwrap(), 443).unwrap_err();
+        let d = refused("a.b.c.example.com");
+        assert_eq!((d.status, d.reason), (403, "wildcard_name_refused"));
+        assert_eq!(
+            d.detail,
+            "a.b.c.example.com matches *.example.com:443, but `*` stands for 3 labels; a name under a wildcard is resolved only when `*` stands for at most 2 labels of at most 32 letters, digits or inner hyphens"
+        );
+        let long = format!("{}.example.com", "q".repeat(33));
+        assert_eq!(refused(&long).detail.split("; ").next().unwrap(), format!("{long} matches *.example.com:443, but the label `{}` is 33 bytes long", "q".repeat(33)));
+        assert_eq!(refused("c2VjcmV0_key.example.com").reason, "wildcard_name_refused");
+        assert!(recording.0.lock().unwrap().is_empty(), "no refused name was resolved");
+        assert!(decide(&c, &Host::parse("api.eu.example.com").unwrap(), 443).is_ok());
+        assert_eq!(*recording.0.lock().unwrap(), vec!["api.eu.example.com".to_string()]);
+    }
+
+    #[test]
+    fn an_exact_entry_is_not_subject_to_the_wildcard_shape() {
+        let name = format!("{}.example.com", "q".repeat(40));
+        let c = config(&[&name], &[], &[], FixedResolver::new().with(&name, &[ip("93.184.216.34")]));
+        assert!(decide(&c, &Host::parse(&name).unwrap(), 443).is_ok());
     }
 
     #[test]

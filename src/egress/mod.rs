@@ -8,15 +8,18 @@
 //! - `config`: `EgressConfig` built from the policy and the command line.
 //! - `decision`: allowlist -> resolution -> address check, for one destination.
 //! - `request`: reading and parsing a bounded proxy request head.
-//! - `relay`: copying bytes both ways under the zone's byte budget.
+//! - `body`: where a forwarded request's body ends (one request per connection).
+//! - `sni`: the TLS ClientHello of a CONNECT tunnel to port 443 must name the CONNECT host.
+//! - `relay`: copying bytes both ways under the byte budget and the idle timeout.
 //! - `upstream`: chaining through the operator's proxy.
 //! - `proxy`: the accept loop, per-connection handling, caps, stop.
-//! - `audit`: the JSONL audit log, its digest and summary.
+//! - `audit`: the JSONL audit log, its digest and summary, refusals aggregated past a few per step.
 //! - `args`: `--allow-host`, `--resolve`, `--egress-proxy` for clap.
 //! - `env`: the proxy variables a zone's environment gets.
 pub mod addr;
 pub mod args;
 pub mod audit;
+pub mod body;
 pub mod config;
 pub mod decision;
 pub mod env;
@@ -25,11 +28,12 @@ pub mod relay;
 pub mod request;
 pub mod resolve;
 pub mod rule;
+pub mod sni;
 pub mod upstream;
 
 pub use args::EgressArgs;
 pub use audit::{AuditDigest, AuditLog, AuditRecord, Decision, EgressSummary};
-pub use config::{EgressConfig, EgressError};
+pub use config::{EgressConfig, EgressError, Limits, WildcardShape};
 pub use env::proxy_env;
 pub use proxy::{Proxy, ProxyHandle, ProxyStats};
 pub use resolve::{FixedResolver, Resolver, SystemResolver};

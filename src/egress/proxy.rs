@@ -3,15 +3,21 @@
 //! and writes one audit line per decision.
 //!
 //! Threads: one accept thread; one thread per connection (plus one per relayed direction). Caps
-//! are checked at accept time (concurrent connections, the zone's byte budget, a writable audit
-//! log) so an over-cap client costs no thread. `ProxyHandle::stop` stops accepting, cuts every
-//! open connection, joins all threads and returns the totals.
+//! are checked at accept time (concurrent connections, the bytes and connections left of the run's
+//! and the step's budgets, a writable audit log) so an over-cap client costs no thread. A proxy
+//! serves one step: it starts from what the run has already used (`Proxy::start`'s `spent`).
+//! Inside a CONNECT tunnel to port 443 (the policy's `sni_check_ports`) the TLS ClientHello must
+//! name the CONNECT host (`sni`).
+//! Refusals beyond the first few of a step are counted on aggregate lines (`RefusalTally`).
+//! `ProxyHandle::stop` stops accepting, cuts every open connection, joins all threads, writes the
+//! step's last aggregate line and returns the totals.
 
-use super::audit::{now_rfc3339, AuditLog, AuditRecord, Decision};
+use super::audit::{now_rfc3339, AuditLog, AuditRecord, Decision, RefusalTally, TallyStep};
 use super::config::EgressConfig;
 use super::decision::{decide, Denial};
-use super::relay::{relay, ByteBudget, RelayEnd};
+use super::relay::{relay, ByteBudget, RelayEnd, Upstream};
 use super::request::{parse_head, printable, read_head, HeadError, RequestKind};
+use super::sni::{check as check_sni, read_client_hello};
 use super::upstream::open_tunnel;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use std::collections::HashMap;
@@ -28,11 +34,14 @@ const ACCEPT_POLL: u16 = 100;
 /// How long writing a refusal to a client may block.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Totals over the proxy's life.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+/// Totals over the proxy's life (one step), or, added up, over a run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct ProxyStats {
     pub allowed: u64,
     pub denied: u64,
+    /// Connections made to destinations (what `max_connections` counts).
+    pub connections: u64,
     pub bytes_up: u64,
     pub bytes_down: u64,
     /// Connections cut because the zone's byte budget ran out.
@@ -41,10 +50,24 @@ pub struct ProxyStats {
     pub audit_errors: u64,
 }
 
+impl ProxyStats {
+    /// Add another step's totals to these (a run's totals are the sum of its steps').
+    pub fn add(&mut self, step: &ProxyStats) {
+        self.allowed += step.allowed;
+        self.denied += step.denied;
+        self.connections += step.connections;
+        self.bytes_up += step.bytes_up;
+        self.bytes_down += step.bytes_down;
+        self.byte_cap_hits += step.byte_cap_hits;
+        self.audit_errors += step.audit_errors;
+    }
+}
+
 #[derive(Default)]
 struct Counters {
     allowed: AtomicU64,
     denied: AtomicU64,
+    connections: AtomicU64,
     bytes_up: AtomicU64,
     bytes_down: AtomicU64,
     byte_cap_hits: AtomicU64,
@@ -59,6 +82,12 @@ struct Shared {
     audit: AuditLog,
     zone: String,
     budget: ByteBudget,
+    /// What `budget` is, for refusals: the run's or this step's byte budget.
+    budget_name: String,
+    /// Connections this step may still make (the run's or the step's allowance, the smaller).
+    connections_left: AtomicU64,
+    connections_name: String,
+    tally: Mutex<RefusalTally>,
     active: AtomicUsize,
     stopping: AtomicBool,
     audit_broken: AtomicBool,
@@ -78,23 +107,44 @@ pub struct ProxyHandle {
     local_addr: SocketAddr,
 }
 
+/// A budget for one step: what is left of the run's total, or the step's own limit if smaller;
+/// and its name for refusals.
+fn step_allowance(run_max: u64, run_spent: u64, per_step: Option<u64>, unit: &str) -> (u64, String) {
+    let run_left = run_max.saturating_sub(run_spent);
+    match per_step {
+        Some(step) if step < run_left => (step, format!("this step's {step} {unit} budget")),
+        _ => (run_left, format!("the run's {run_max} {unit} budget ({run_spent} used before this step)")),
+    }
+}
+
 impl Proxy {
     /// Start serving `listener` (normally the one `RunningZone::take_listener` returned) in
-    /// background threads. Audit lines name `zone`.
+    /// background threads, for one step of a run that has already used `spent` (its recorded
+    /// totals; zero for a new run). Audit lines name `zone`.
     pub fn start(
         config: EgressConfig,
         listener: TcpListener,
         audit: AuditLog,
         zone: &str,
+        spent: &ProxyStats,
     ) -> std::io::Result<ProxyHandle> {
         listener.set_nonblocking(true)?;
         let local_addr = listener.local_addr()?;
         let (wake_read, wake_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)
             .map_err(std::io::Error::from)?;
+        let limits = &config.limits;
+        let (bytes, budget_name) =
+            step_allowance(limits.max_bytes, spent.bytes_up + spent.bytes_down, limits.max_bytes_per_step, "byte");
+        let (connections, connections_name) =
+            step_allowance(limits.max_connections, spent.connections, limits.max_connections_per_step, "connection");
         let shared = Arc::new(Shared {
             wake_read,
             wake_write,
-            budget: ByteBudget::new(config.max_bytes),
+            budget: ByteBudget::new(bytes),
+            budget_name,
+            connections_left: AtomicU64::new(connections),
+            connections_name,
+            tally: Mutex::new(RefusalTally::new(config.denied_lines)),
             config,
             audit,
             zone: zone.to_string(),
@@ -149,6 +199,10 @@ impl ProxyHandle {
         for w in workers {
             let _ = w.join();
         }
+        let rest = lock(&self.shared.tally).flush();
+        if let Some(counts) = rest {
+            write_aggregate(&self.shared, counts);
+        }
     }
 }
 
@@ -168,6 +222,7 @@ fn snapshot(c: &Counters) -> ProxyStats {
     ProxyStats {
         allowed: c.allowed.load(Ordering::Relaxed),
         denied: c.denied.load(Ordering::Relaxed),
+        connections: c.connections.load(Ordering::Relaxed),
         bytes_up: c.bytes_up.load(Ordering::Relaxed),
         bytes_down: c.bytes_down.load(Ordering::Relaxed),
         byte_cap_hits: c.byte_cap_hits.load(Ordering::Relaxed),
@@ -269,27 +324,39 @@ fn refusal_at_accept(shared: &Shared) -> Option<Denial> {
         ));
     }
     let active = shared.active.load(Ordering::SeqCst);
-    if active >= shared.config.max_connections {
+    if active >= shared.config.limits.max_open_connections {
         return Some(Denial::new(
             503,
             "connection_cap",
             format!(
                 "{active} connections open, the zone's cap is {}",
-                shared.config.max_connections
+                shared.config.limits.max_open_connections
             ),
         ));
     }
     if shared.budget.spent() {
-        return Some(Denial::new(
-            503,
-            "byte_cap",
-            format!(
-                "the zone's {} byte budget is spent",
-                shared.config.max_bytes
-            ),
-        ));
+        return Some(Denial::new(503, "byte_cap", format!("{} is spent", shared.budget_name)));
+    }
+    if shared.connections_left.load(Ordering::SeqCst) == 0 {
+        return Some(connection_budget_denial(shared));
     }
     None
+}
+
+fn connection_budget_denial(shared: &Shared) -> Denial {
+    Denial::new(503, "connection_budget", format!("{} is spent", shared.connections_name))
+}
+
+/// Take one connection from the step's allowance; false when none is left.
+fn take_connection(shared: &Shared) -> bool {
+    let taken = shared
+        .connections_left
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| left.checked_sub(1))
+        .is_ok();
+    if taken {
+        shared.counters.connections.fetch_add(1, Ordering::Relaxed);
+    }
+    taken
 }
 
 /// When a connection was accepted: for the audit line's `ts` and `duration_ms`.
@@ -359,6 +426,12 @@ fn handle_connection(shared: &Shared, id: u64, client: TcpStream) {
             return;
         }
     };
+    if !take_connection(shared) {
+        let denial = connection_budget_denial(shared);
+        answer(&client, &denial, "X-Loopexec-Denied");
+        audit_denied(shared, Some(seen), &denial, &started);
+        return;
+    }
     let mut record = base_record(shared, Some(seen), Decision::Allowed, &started);
     record.rule = Some(permit.rule.clone());
     record.via = permit.via.clone();
@@ -404,7 +477,8 @@ fn handle_connection(shared: &Shared, id: u64, client: TcpStream) {
             }
         }
     }
-    let first_up = match request.kind {
+    let tunnel_start;
+    let upstream = match &request.kind {
         RequestKind::Connect => {
             if let Err(e) = (&client).write_all(b"HTTP/1.1 200 Connection established\r\n\r\n") {
                 record.end = Some(format!("error: {e}"));
@@ -412,19 +486,36 @@ fn handle_connection(shared: &Shared, id: u64, client: TcpStream) {
                 return;
             }
             record.status = Some(200);
-            early
+            tunnel_start = if shared.config.checks_sni(&request.host, request.port) {
+                let checked = read_client_hello(&client, shared.config.head_timeout, early)
+                    .and_then(|(bytes, name)| check_sni(&request.host, &name).map(|()| bytes));
+                match checked {
+                    Ok(bytes) => bytes,
+                    Err(refusal) => {
+                        // The tunnel was promised (200), so it is closed instead of answered.
+                        let _ = client.shutdown(Shutdown::Both);
+                        let _ = server.shutdown(Shutdown::Both);
+                        let authority = request.host.authority(request.port);
+                        let denial = Denial::new(0, refusal.reason(), refusal.detail(&authority));
+                        record.end = Some("refused".into());
+                        deny(shared, record, &denial, &started);
+                        return;
+                    }
+                }
+            } else {
+                early
+            };
+            Upstream::Tunnel { first: &tunnel_start }
         }
-        RequestKind::Forward { mut head } => {
-            head.extend_from_slice(&early);
-            head
-        }
+        RequestKind::Forward { head, framing } => Upstream::Request { head, early: &early, framing: *framing },
     };
     let outcome = relay(
         &client,
         &server,
-        &first_up,
+        upstream,
         &first_down,
         &shared.budget,
+        shared.config.limits.idle_timeout,
         &shared.stopping,
     );
     if outcome.end == RelayEnd::ByteCap {
@@ -444,6 +535,12 @@ fn handle_connection(shared: &Shared, id: u64, client: TcpStream) {
     record.bytes_up = outcome.bytes_up;
     record.bytes_down = outcome.bytes_down;
     record.end = Some(outcome.end.label());
+    if outcome.dropped_up > 0 {
+        record.detail = Some(format!(
+            "{} bytes the client sent after the request were not forwarded (one request per connection)",
+            outcome.dropped_up
+        ));
+    }
     finish(shared, record, &started);
 }
 
@@ -504,13 +601,32 @@ fn base_record(
 }
 
 fn audit_denied(shared: &Shared, seen: Option<Seen>, denial: &Denial, started: &Accepted) {
-    shared.counters.denied.fetch_add(1, Ordering::Relaxed);
     let mut record = base_record(shared, seen, Decision::Denied, started);
-    record.reason = Some(denial.reason.to_string());
-    record.detail = Some(printable(&denial.detail));
     record.status = (denial.status != 0).then_some(denial.status);
     record.address = denial.address.clone();
-    write_record(shared, record, started);
+    deny(shared, record, denial, started);
+}
+
+/// Record a refusal: a line of its own for the first few of the step, counted on an aggregate
+/// line after that.
+fn deny(shared: &Shared, mut record: AuditRecord, denial: &Denial, started: &Accepted) {
+    shared.counters.denied.fetch_add(1, Ordering::Relaxed);
+    let step = lock(&shared.tally).refusal(denial.reason);
+    match step {
+        TallyStep::Line => {
+            record.decision = Decision::Denied;
+            record.reason = Some(denial.reason.to_string());
+            record.detail = Some(printable(&denial.detail));
+            write_record(shared, record, started);
+        }
+        TallyStep::Counted(None) => {}
+        TallyStep::Counted(Some(counts)) => write_aggregate(shared, counts),
+    }
+}
+
+fn write_aggregate(shared: &Shared, counts: std::collections::BTreeMap<String, u64>) {
+    let record = AuditRecord::aggregate(now_rfc3339(), shared.zone.clone(), counts);
+    write_record(shared, record, &Accepted::now());
 }
 
 /// An allowed connection that could not be established.

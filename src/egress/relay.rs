@@ -5,14 +5,19 @@
 //! copying them through user space (measured: about 20% less CPU per GiB than a read/write loop on
 //! loopback; see docs/egress.md). If no pipe can be made, a read/write loop with a large buffer is
 //! used instead. SPLICE_F_MORE is deliberately not passed: it corks small writes, which added
-//! 200 ms to the first byte of every connection. End-of-stream in one direction is passed on as a half-close (`shutdown(Write)`), so request/response protocols
-//! finish normally. When the zone's byte budget runs out, the bytes still within it are written,
-//! then both sockets are shut down: the total relayed never exceeds the budget.
+//! 200 ms to the first byte of every connection. End-of-stream in one direction is passed on as a
+//! half-close (`shutdown(Write)`), so request/response protocols finish normally. When the zone's
+//! byte budget runs out, the bytes still within it are written, then both sockets are shut down:
+//! the total relayed never exceeds the budget. A connection with no byte in either direction for
+//! the idle timeout is cut (socket timeouts, no extra thread or syscall per transfer). The upward
+//! direction of a forwarded plain-HTTP request carries exactly its body (`body::BodyEnd`).
 
+use super::body::{BodyEnd, Framing};
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 /// Size asked for each direction's splice pipe (1 MiB is the default unprivileged maximum), and
 /// the most one splice call moves.
@@ -65,6 +70,34 @@ impl ByteBudget {
     }
 }
 
+/// When a relayed connection last moved a byte, in either direction: both directions share one,
+/// so a long download with a silent upload is not idle. A direction that waits longer than the
+/// idle timeout (its socket timeouts are set to what is left) ends the connection only if the
+/// other direction was silent too.
+#[derive(Debug)]
+pub struct Activity {
+    origin: Instant,
+    last_ms: AtomicU64,
+    idle: Duration,
+}
+
+impl Activity {
+    pub fn new(idle: Duration) -> Activity {
+        Activity { origin: Instant::now(), last_ms: AtomicU64::new(0), idle }
+    }
+
+    fn touch(&self) {
+        self.last_ms.store(self.origin.elapsed().as_millis() as u64, Ordering::Relaxed);
+    }
+
+    /// How long a blocked direction may still wait; None once the connection has been idle for the
+    /// whole timeout.
+    fn left(&self) -> Option<Duration> {
+        let silent = self.origin.elapsed().saturating_sub(Duration::from_millis(self.last_ms.load(Ordering::Relaxed)));
+        self.idle.checked_sub(silent).filter(|left| !left.is_zero())
+    }
+}
+
 /// How a relayed connection ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RelayEnd {
@@ -72,6 +105,8 @@ pub enum RelayEnd {
     Closed,
     /// The zone's byte budget ran out; the connection was cut.
     ByteCap,
+    /// No byte moved either way for the idle timeout; the connection was cut.
+    Idle,
     /// The proxy was stopped (the zone ended).
     Stopped,
     /// A socket error, e.g. a reset.
@@ -83,6 +118,7 @@ impl RelayEnd {
         match self {
             RelayEnd::Closed => "closed".into(),
             RelayEnd::ByteCap => "byte_cap".into(),
+            RelayEnd::Idle => "idle_timeout".into(),
             RelayEnd::Stopped => "stopped".into(),
             RelayEnd::Error(e) => format!("error: {e}"),
         }
@@ -94,30 +130,51 @@ impl RelayEnd {
 pub struct RelayOutcome {
     pub bytes_up: u64,
     pub bytes_down: u64,
+    /// Client bytes after the end of a forwarded request: read and discarded, never forwarded.
+    pub dropped_up: u64,
     pub end: RelayEnd,
 }
 
 enum PumpEnd {
     Eof,
     Cap,
+    Idle,
     Error(String),
 }
 
-/// Relay until both directions are done. `first_up` is sent to the server and `first_down` to the
-/// client before anything else (bytes that arrived with the request head / the upstream's answer).
+/// What goes up a connection: bytes for the server first (a rewritten request head, a ClientHello
+/// already read), then either everything the client sends (a tunnel) or exactly one request body.
+pub enum Upstream<'a> {
+    Tunnel { first: &'a [u8] },
+    /// A forwarded request: `head`, then the body `framing` describes, whose first bytes may
+    /// already be in `early`; nothing after it.
+    Request { head: &'a [u8], early: &'a [u8], framing: Framing },
+}
+
+/// Relay until both directions are done. `first_down` is sent to the client before anything else
+/// (bytes that came with the upstream proxy's answer).
 pub fn relay(
     client: &TcpStream,
     server: &TcpStream,
-    first_up: &[u8],
+    upstream: Upstream<'_>,
     first_down: &[u8],
     budget: &ByteBudget,
+    idle: Duration,
     stopping: &AtomicBool,
 ) -> RelayOutcome {
     let up = AtomicU64::new(0);
     let down = AtomicU64::new(0);
+    let dropped = AtomicU64::new(0);
+    let activity = Activity::new(idle);
     let (up_end, down_end) = std::thread::scope(|scope| {
-        let down_thread = scope.spawn(|| pump(server, client, first_down, budget, &down));
-        let up_end = pump(client, server, first_up, budget, &up);
+        let down_thread = scope.spawn(|| pump(server, client, first_down, None, budget, &down, &activity));
+        let up_end = match upstream {
+            Upstream::Tunnel { first } => pump(client, server, first, None, budget, &up, &activity),
+            Upstream::Request { head, early, framing } => {
+                let body = RequestBody { end: BodyEnd::new(framing), early, dropped: &dropped };
+                pump(client, server, head, Some(body), budget, &up, &activity)
+            }
+        };
         let down_end = down_thread
             .join()
             .unwrap_or_else(|_| PumpEnd::Error("relay thread panicked".into()));
@@ -125,6 +182,7 @@ pub fn relay(
     });
     let end = match (up_end, down_end) {
         (PumpEnd::Cap, _) | (_, PumpEnd::Cap) => RelayEnd::ByteCap,
+        (PumpEnd::Idle, _) | (_, PumpEnd::Idle) => RelayEnd::Idle,
         _ if stopping.load(Ordering::Relaxed) => RelayEnd::Stopped,
         (PumpEnd::Error(e), _) | (_, PumpEnd::Error(e)) => RelayEnd::Error(e),
         (PumpEnd::Eof, PumpEnd::Eof) => RelayEnd::Closed,
@@ -132,28 +190,45 @@ pub fn relay(
     RelayOutcome {
         bytes_up: up.into_inner(),
         bytes_down: down.into_inner(),
+        dropped_up: dropped.into_inner(),
         end,
     }
+}
+
+/// The upward direction of a forwarded request: where its body ends, the body bytes that came
+/// with the head, and the count of client bytes discarded after it.
+struct RequestBody<'a> {
+    end: BodyEnd,
+    early: &'a [u8],
+    dropped: &'a AtomicU64,
 }
 
 fn pump(
     from: &TcpStream,
     to: &TcpStream,
     first: &[u8],
+    body: Option<RequestBody<'_>>,
     budget: &ByteBudget,
     counter: &AtomicU64,
+    activity: &Activity,
 ) -> PumpEnd {
     let cut = |end: PumpEnd| {
         let _ = from.shutdown(Shutdown::Both);
         let _ = to.shutdown(Shutdown::Both);
         end
     };
-    if let Some(end) = forward(first, to, budget, counter) {
+    if from.set_read_timeout(Some(activity.idle)).is_err() || to.set_write_timeout(Some(activity.idle)).is_err() {
+        return cut(PumpEnd::Error("cannot set socket timeouts".into()));
+    }
+    if let Some(end) = forward(first, to, budget, counter, activity) {
         return cut(end);
     }
-    let result = match SplicePipe::new() {
-        Ok(pipe) => pipe.pump(from, to, budget, counter),
-        Err(_) => copy_pump(from, to, budget, counter),
+    let result = match body {
+        Some(body) => body_pump(from, to, body, budget, counter, activity),
+        None => match SplicePipe::new() {
+            Ok(pipe) => pipe.pump(from, to, budget, counter, activity),
+            Err(_) => copy_pump(from, to, budget, counter, activity),
+        },
     };
     match result {
         PumpEnd::Eof => {
@@ -164,23 +239,96 @@ fn pump(
     }
 }
 
+/// Whether a socket error is a timeout (`SO_RCVTIMEO` / `SO_SNDTIMEO` expired).
+fn timed_out(e: &std::io::Error) -> bool {
+    matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut)
+}
+
+/// After a socket timeout on `socket`: wait again for what is left of the idle timeout (the other
+/// direction may have moved bytes meanwhile), or end the connection as idle.
+fn wait_again(socket: &TcpStream, reading: bool, activity: &Activity) -> Option<PumpEnd> {
+    let Some(left) = activity.left() else {
+        return Some(PumpEnd::Idle);
+    };
+    let set = if reading { socket.set_read_timeout(Some(left)) } else { socket.set_write_timeout(Some(left)) };
+    set.err().map(|e| PumpEnd::Error(e.to_string()))
+}
+
+/// Read once from `from` into `buf`, waiting out socket timeouts while the connection is not idle.
+fn read_some(from: &TcpStream, buf: &mut [u8], activity: &Activity) -> Result<usize, PumpEnd> {
+    loop {
+        match (&*from).read(buf) {
+            Ok(n) => return Ok(n),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) if timed_out(&e) => {
+                if let Some(end) = wait_again(from, true, activity) {
+                    return Err(end);
+                }
+            }
+            Err(e) => return Err(PumpEnd::Error(e.to_string())),
+        }
+    }
+}
+
 /// The fallback path: read into a buffer, write it out, until end-of-stream, an error or the budget.
 fn copy_pump(
     from: &TcpStream,
     to: &TcpStream,
     budget: &ByteBudget,
     counter: &AtomicU64,
+    activity: &Activity,
 ) -> PumpEnd {
     let mut buf = vec![0u8; COPY_BUFFER];
     loop {
-        let n = match (&*from).read(&mut buf) {
+        let n = match read_some(from, &mut buf, activity) {
             Ok(0) => return PumpEnd::Eof,
             Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return PumpEnd::Error(e.to_string()),
+            Err(end) => return end,
         };
-        if let Some(end) = forward(&buf[..n], to, budget, counter) {
+        if let Some(end) = forward(&buf[..n], to, budget, counter, activity) {
             return end;
+        }
+    }
+}
+
+/// A forwarded request's body: forward exactly the bytes its framing covers, then read and discard
+/// whatever else the client sends (a pipelined request never reaches the origin) until it closes.
+fn body_pump(
+    from: &TcpStream,
+    to: &TcpStream,
+    body: RequestBody<'_>,
+    budget: &ByteBudget,
+    counter: &AtomicU64,
+    activity: &Activity,
+) -> PumpEnd {
+    let RequestBody { mut end, early, dropped } = body;
+    let mut part = |data: &[u8]| -> Option<PumpEnd> {
+        let belongs = if end.done() {
+            0
+        } else {
+            match end.take(data) {
+                Ok(n) => n,
+                Err(problem) => return Some(PumpEnd::Error(format!("malformed request body: {problem}"))),
+            }
+        };
+        if let Some(stop) = forward(&data[..belongs], to, budget, counter, activity) {
+            return Some(stop);
+        }
+        dropped.fetch_add((data.len() - belongs) as u64, Ordering::Relaxed);
+        None
+    };
+    if let Some(stop) = part(early) {
+        return stop;
+    }
+    let mut buf = vec![0u8; COPY_BUFFER];
+    loop {
+        let n = match read_some(from, &mut buf, activity) {
+            Ok(0) => return PumpEnd::Eof,
+            Ok(n) => n,
+            Err(stop) => return stop,
+        };
+        if let Some(stop) = part(&buf[..n]) {
+            return stop;
         }
     }
 }
@@ -209,19 +357,33 @@ impl SplicePipe {
         to: &TcpStream,
         budget: &ByteBudget,
         counter: &AtomicU64,
+        activity: &Activity,
     ) -> PumpEnd {
         loop {
             let n = match splice(from.as_raw_fd(), self.write.as_raw_fd(), PIPE_SIZE) {
                 Ok(0) => return PumpEnd::Eof,
                 Ok(n) => n,
+                Err(e) if timed_out(&e) => match wait_again(from, true, activity) {
+                    Some(end) => return end,
+                    None => continue,
+                },
                 Err(e) => return PumpEnd::Error(e.to_string()),
             };
+            activity.touch();
             let granted = budget.take_up_to(n as u64) as usize;
             let mut left = granted;
             while left > 0 {
                 match splice(self.read.as_raw_fd(), to.as_raw_fd(), left) {
                     Ok(0) => return PumpEnd::Error("splice wrote nothing".into()),
-                    Ok(m) => left -= m,
+                    Ok(m) => {
+                        left -= m;
+                        activity.touch();
+                    }
+                    Err(e) if timed_out(&e) => {
+                        if let Some(end) = wait_again(to, false, activity) {
+                            return end;
+                        }
+                    }
                     Err(e) => return PumpEnd::Error(e.to_string()),
                 }
             }
@@ -264,13 +426,29 @@ fn forward(
     to: &TcpStream,
     budget: &ByteBudget,
     counter: &AtomicU64,
+    activity: &Activity,
 ) -> Option<PumpEnd> {
     if data.is_empty() {
         return None;
     }
+    activity.touch();
     let granted = budget.take_up_to(data.len() as u64) as usize;
-    if let Err(e) = (&*to).write_all(&data[..granted]) {
-        return Some(PumpEnd::Error(e.to_string()));
+    let mut rest = &data[..granted];
+    while !rest.is_empty() {
+        match (&*to).write(rest) {
+            Ok(0) => return Some(PumpEnd::Error("the peer accepts no more bytes".into())),
+            Ok(n) => {
+                rest = &rest[n..];
+                activity.touch();
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if timed_out(&e) => {
+                if let Some(end) = wait_again(to, false, activity) {
+                    return Some(end);
+                }
+            }
+            Err(e) => return Some(PumpEnd::Error(e.to_string())),
+        }
     }
     counter.fetch_add(granted as u64, Ordering::Relaxed);
     (granted < data.len()).then_some(PumpEnd::Cap)
@@ -313,10 +491,11 @@ mod tests {
     fn both_pump_paths_move_every_byte_in_order() {
         let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
         let budget = ByteBudget::new(u64::MAX);
-        let (out, capped) = run_pump(data.clone(), |f, t, c| copy_pump(f, t, &budget, c));
+        let activity = Activity::new(Duration::from_secs(60));
+        let (out, capped) = run_pump(data.clone(), |f, t, c| copy_pump(f, t, &budget, c, &activity));
         assert!(!capped && out == data);
         let pipe = SplicePipe::new().unwrap();
-        let (out, capped) = run_pump(data.clone(), |f, t, c| pipe.pump(f, t, &budget, c));
+        let (out, capped) = run_pump(data.clone(), |f, t, c| pipe.pump(f, t, &budget, c, &activity));
         assert!(!capped && out == data);
     }
 
@@ -324,11 +503,12 @@ mod tests {
     fn both_pump_paths_stop_exactly_at_the_budget() {
         let data = vec![7u8; 100_000];
         let budget = ByteBudget::new(12_345);
-        let (out, capped) = run_pump(data.clone(), |f, t, c| copy_pump(f, t, &budget, c));
+        let activity = Activity::new(Duration::from_secs(60));
+        let (out, capped) = run_pump(data.clone(), |f, t, c| copy_pump(f, t, &budget, c, &activity));
         assert!(capped && out.len() == 12_345);
         let budget = ByteBudget::new(12_345);
         let pipe = SplicePipe::new().unwrap();
-        let (out, capped) = run_pump(data, |f, t, c| pipe.pump(f, t, &budget, c));
+        let (out, capped) = run_pump(data, |f, t, c| pipe.pump(f, t, &budget, c, &activity));
         assert!(capped && out.len() == 12_345);
     }
 

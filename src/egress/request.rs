@@ -4,8 +4,10 @@
 //! Two forms are accepted: `CONNECT host:port` (a tunnel) and an absolute URI `METHOD http://...`
 //! (plain HTTP/1.1). A forwarded plain-HTTP request is rewritten to origin-form, loses its
 //! hop-by-hop headers, gets `Host` from the URI and `Connection: close`: one request per
-//! connection; the body bytes (Content-Length or chunked) are relayed unchanged after the head.
+//! connection; its body (framed by Content-Length or chunked, see `body`) is relayed unchanged
+//! after the head, and nothing the client sends after the body reaches the origin.
 
+use super::body::Framing;
 use super::rule::{parse_port, Host};
 use std::io::Read;
 use std::net::TcpStream;
@@ -33,8 +35,8 @@ pub enum HeadError {
 pub enum RequestKind {
     /// A tunnel: answer 200 and relay bytes.
     Connect,
-    /// Plain HTTP: send `head` (already rewritten) to the origin, then relay.
-    Forward { head: Vec<u8> },
+    /// Plain HTTP: send `head` (already rewritten) to the origin, then the body `framing` says.
+    Forward { head: Vec<u8>, framing: Framing },
 }
 
 /// A parsed proxy request.
@@ -147,12 +149,12 @@ pub fn parse_head(head: &[u8]) -> Result<ProxyRequest, HeadError> {
         });
     }
     let (host, port, authority, origin) = parse_absolute_uri(target)?;
-    let head = rewrite_head(&method, &origin, &authority, req.headers)?;
+    let (head, framing) = rewrite_head(&method, &origin, &authority, req.headers)?;
     Ok(ProxyRequest {
         method,
         host,
         port,
-        kind: RequestKind::Forward { head },
+        kind: RequestKind::Forward { head, framing },
     })
 }
 
@@ -232,13 +234,14 @@ fn authority_host(host: &Host) -> String {
     }
 }
 
-/// Build the origin-form head: request line, `Host`, end-to-end headers, `Connection: close`.
+/// Build the origin-form head (request line, `Host`, end-to-end headers, `Connection: close`) and
+/// say how the body that follows is framed.
 fn rewrite_head(
     method: &str,
     origin: &str,
     authority: &str,
     headers: &[httparse::Header<'_>],
-) -> Result<Vec<u8>, HeadError> {
+) -> Result<(Vec<u8>, Framing), HeadError> {
     let mut drop_also: Vec<String> = Vec::new();
     let mut content_length: Option<&[u8]> = None;
     let mut transfer_encoding = false;
@@ -290,7 +293,17 @@ fn rewrite_head(
         out.extend_from_slice(b"\r\n");
     }
     out.extend_from_slice(b"Connection: close\r\n\r\n");
-    Ok(out)
+    let framing = match content_length {
+        _ if transfer_encoding => Framing::Chunked,
+        Some(digits) => Framing::Length(
+            std::str::from_utf8(digits)
+                .ok()
+                .and_then(|d| d.parse().ok())
+                .ok_or_else(|| HeadError::Malformed("Content-Length is out of range".into()))?,
+        ),
+        None => Framing::Empty,
+    };
+    Ok((out, framing))
 }
 
 /// Text safe to put in a header or log line: printable ASCII only, bounded length.
@@ -347,9 +360,10 @@ mod tests {
             (req.host.clone(), req.port),
             (Host::Name("api.example.com".into()), 8080)
         );
-        let RequestKind::Forward { head } = req.kind else {
+        let RequestKind::Forward { head, framing } = req.kind else {
             panic!("not forward")
         };
+        assert_eq!(framing, Framing::Length(3));
         assert_eq!(
             String::from_utf8(head).unwrap(),
             "POST /v1/x?y=1 HTTP/1.1\r\nHost: api.example.com:8080\r\nContent-Length: 3\r\nAccept: */*\r\nConnection: close\r\n\r\n"
@@ -360,9 +374,10 @@ mod tests {
     fn an_absolute_uri_defaults_to_port_80_and_path_slash() {
         let req = parse("GET http://example.com HTTP/1.1\r\n\r\n").unwrap();
         assert_eq!(req.port, 80);
-        let RequestKind::Forward { head } = req.kind else {
+        let RequestKind::Forward { head, framing } = req.kind else {
             panic!("not forward")
         };
+        assert_eq!(framing, Framing::Empty);
         assert!(head.starts_with(b"GET / HTTP/1.1\r\nHost: example.com\r\n"));
     }
 

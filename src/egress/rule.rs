@@ -223,12 +223,21 @@ impl AllowRule {
     pub fn matches_host(&self, host: &Host) -> bool {
         match (&self.pattern, host) {
             (HostPattern::Exact(rule), Host::Name(name)) => rule == name,
-            (HostPattern::Subdomains(domain), Host::Name(name)) => name
-                .strip_suffix(domain.as_str())
-                .and_then(|prefix| prefix.strip_suffix('.'))
-                .is_some_and(|labels| !labels.is_empty()),
+            (HostPattern::Subdomains(_), Host::Name(name)) => self.wildcard_labels(name).is_some(),
             (HostPattern::Address(rule), Host::Ip(ip)) => rule == ip,
             _ => false,
+        }
+    }
+
+    /// For a wildcard entry (`*.domain`), the labels the `*` stands for in `name` (`a.b` of
+    /// `a.b.domain`); None for every other entry or a name it does not cover.
+    pub fn wildcard_labels<'a>(&self, name: &'a str) -> Option<&'a str> {
+        match &self.pattern {
+            HostPattern::Subdomains(domain) => name
+                .strip_suffix(domain.as_str())
+                .and_then(|prefix| prefix.strip_suffix('.'))
+                .filter(|labels| !labels.is_empty()),
+            _ => None,
         }
     }
 
