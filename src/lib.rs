@@ -28,6 +28,7 @@ pub mod analysis;
 pub mod capture;
 pub mod convergence;
 pub mod cli;
+pub mod delegation;
 pub mod egress;
 pub mod ending;
 pub mod engine;

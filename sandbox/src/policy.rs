@@ -33,6 +33,8 @@ struct RawPolicy {
     identity: Identity,
     #[serde(default)]
     layers: RawLayers,
+    #[serde(default)]
+    workspace: WorkspaceLimits,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -62,6 +64,8 @@ struct RawSyscalls {
 struct RawLayers {
     #[serde(default)]
     may_skip: Vec<Spanned<String>>,
+    #[serde(default)]
+    cgroup_delegation: CgroupDelegation,
 }
 
 /// The validated policy.
@@ -74,6 +78,10 @@ pub struct Policy {
     pub env: Env,
     pub identity: Identity,
     pub layers: Layers,
+    /// What an agent step may leave in a detached workspace, and how long the supervisor may
+    /// spend reading it (read by the supervisor, never by the zone).
+    #[serde(default)]
+    pub workspace: WorkspaceLimits,
     /// sha256 (hex) of the policy file's bytes.
     pub sha256: String,
 }
@@ -198,9 +206,100 @@ pub struct Identity {
     pub hostname: String,
 }
 
+/// The `[workspace]` table: limits on what the agent's upper layer may hold, checked while the
+/// supervisor reads it after each agent step, and the time bounds of the post-agent phases. A
+/// workspace over a limit halts the run `workspace_invalid`, naming the limit and the path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkspaceLimits {
+    /// Deepest path, in components (`a/b/c` is 3).
+    #[serde(default = "default_ws_depth")]
+    pub max_depth: u32,
+    /// Longest path, in bytes.
+    #[serde(default = "default_ws_path_bytes")]
+    pub max_path_bytes: u32,
+    /// Entries (files, directories, symlinks, anything else) the agent may create or change.
+    #[serde(default = "default_ws_entries")]
+    pub max_entries: u64,
+    /// Sum of the sizes (apparent sizes: a sparse file counts what git would store) of the
+    /// agent's files.
+    #[serde(default = "default_ws_total_bytes")]
+    pub max_total_bytes: u64,
+    /// Largest single file.
+    #[serde(default = "default_ws_file_bytes")]
+    pub max_file_bytes: u64,
+    /// Time bound of one snapshot (reading and hashing the upper layer).
+    #[serde(default = "default_ws_phase_seconds")]
+    pub snapshot_timeout_seconds: u64,
+    /// Time bound of the delivery (objects, tree, commit, patch, branch).
+    #[serde(default = "default_ws_phase_seconds")]
+    pub delivery_timeout_seconds: u64,
+}
+
+impl Default for WorkspaceLimits {
+    fn default() -> Self {
+        WorkspaceLimits {
+            max_depth: default_ws_depth(),
+            max_path_bytes: default_ws_path_bytes(),
+            max_entries: default_ws_entries(),
+            max_total_bytes: default_ws_total_bytes(),
+            max_file_bytes: default_ws_file_bytes(),
+            snapshot_timeout_seconds: default_ws_phase_seconds(),
+            delivery_timeout_seconds: default_ws_phase_seconds(),
+        }
+    }
+}
+
+fn default_ws_depth() -> u32 {
+    256
+}
+fn default_ws_path_bytes() -> u32 {
+    4096
+}
+fn default_ws_entries() -> u64 {
+    1_000_000
+}
+fn default_ws_total_bytes() -> u64 {
+    8 << 30
+}
+fn default_ws_file_bytes() -> u64 {
+    2 << 30
+}
+fn default_ws_phase_seconds() -> u64 {
+    900
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Layers {
     pub may_skip: Vec<Layer>,
+    /// Where the supervisor's zone cgroups live (see [`CgroupDelegation`]).
+    #[serde(default)]
+    pub cgroup_delegation: CgroupDelegation,
+}
+
+/// `[layers] cgroup_delegation`: whether the supervisor asks systemd for a delegated transient
+/// scope to hold its zone cgroups (cgroup v2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CgroupDelegation {
+    /// A scope only when the current cgroup cannot host zones (not delegated, controllers
+    /// missing, other processes in it) and systemd is reachable.
+    #[default]
+    Auto,
+    /// Always a scope of its own; refuse when systemd cannot give one.
+    Systemd,
+    /// Never ask: zones go beneath the cgroup loopexec was started in, or the launch refuses.
+    Inherit,
+}
+
+impl CgroupDelegation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CgroupDelegation::Auto => "auto",
+            CgroupDelegation::Systemd => "systemd",
+            CgroupDelegation::Inherit => "inherit",
+        }
+    }
 }
 
 fn default_tmp_size() -> u64 {
@@ -436,6 +535,13 @@ impl Policy {
         if h.is_empty() || h.len() > 64 || !h.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
             return Err(at(None, "identity.hostname: 1-64 characters of [A-Za-z0-9-]".into()));
         }
+        let w = &raw.workspace;
+        if w.max_depth == 0 || w.max_path_bytes == 0 || w.max_entries == 0 {
+            return Err(at(None, "workspace: max_depth, max_path_bytes and max_entries must be at least 1".into()));
+        }
+        if w.snapshot_timeout_seconds == 0 || w.delivery_timeout_seconds == 0 {
+            return Err(at(None, "workspace: snapshot_timeout_seconds and delivery_timeout_seconds must be at least 1".into()));
+        }
         Ok(Policy {
             filesystem: Filesystem {
                 read_only,
@@ -449,7 +555,8 @@ impl Policy {
             syscalls: Syscalls { deny },
             env: raw.env,
             identity: raw.identity,
-            layers: Layers { may_skip },
+            layers: Layers { may_skip, cgroup_delegation: raw.layers.cgroup_delegation },
+            workspace: raw.workspace,
             sha256: hex::encode(Sha256::digest(bytes)),
         })
     }
@@ -514,6 +621,14 @@ impl Policy {
             ("identity.gid_when_root".into(), self.identity.gid_when_root.to_string()),
             ("identity.hostname".into(), self.identity.hostname.clone()),
             ("layers.may_skip".into(), list(&self.layers.may_skip.iter().map(|l| l.as_str().to_string()).collect::<Vec<_>>())),
+            ("layers.cgroup_delegation".into(), self.layers.cgroup_delegation.as_str().to_string()),
+            ("workspace.max_depth".into(), self.workspace.max_depth.to_string()),
+            ("workspace.max_path_bytes".into(), self.workspace.max_path_bytes.to_string()),
+            ("workspace.max_entries".into(), self.workspace.max_entries.to_string()),
+            ("workspace.max_total_bytes".into(), self.workspace.max_total_bytes.to_string()),
+            ("workspace.max_file_bytes".into(), self.workspace.max_file_bytes.to_string()),
+            ("workspace.snapshot_timeout_seconds".into(), self.workspace.snapshot_timeout_seconds.to_string()),
+            ("workspace.delivery_timeout_seconds".into(), self.workspace.delivery_timeout_seconds.to_string()),
         ]
     }
 
@@ -600,6 +715,16 @@ mod tests {
     }
 
     #[test]
+    fn the_workspace_table_sets_limits_over_the_defaults_and_refuses_zero_and_unknown_keys() {
+        let p = Policy::parse(b"[workspace]\nmax_depth = 40\nmax_file_bytes = 1024\n", "t").unwrap();
+        assert_eq!((p.workspace.max_depth, p.workspace.max_file_bytes), (40, 1024));
+        assert_eq!(p.workspace.max_entries, WorkspaceLimits::default().max_entries);
+        assert!(err("[workspace]\nmax_depth = 0\n").message.contains("max_depth"));
+        assert!(err("[workspace]\nsnapshot_timeout_seconds = 0\n").message.contains("snapshot_timeout_seconds"));
+        assert_eq!(err("[workspace]\nmax_dept = 3\n").line, 2);
+    }
+
+    #[test]
     fn unknown_key_is_refused_with_its_line() {
         let e = err("[network]\nmode = \"none\"\nmodee = 1\n");
         assert_eq!(e.line, 3);
@@ -636,6 +761,22 @@ mod tests {
     fn unknown_syscall_and_unskippable_layer_are_refused() {
         assert!(err("[syscalls]\ndeny = [\"no_such_call\"]\n").message.contains("unknown syscall"));
         assert!(err("[layers]\nmay_skip = [\"seccomp\"]\n").message.contains("cannot be skipped"));
+    }
+
+    #[test]
+    fn cgroup_delegation_defaults_to_auto_and_takes_systemd_or_inherit() {
+        assert_eq!(Policy::parse(b"", "t").unwrap().layers.cgroup_delegation, CgroupDelegation::Auto);
+        let systemd = Policy::parse(b"[layers]\ncgroup_delegation = \"systemd\"\n", "t").unwrap();
+        assert_eq!(systemd.layers.cgroup_delegation, CgroupDelegation::Systemd);
+        let inherit = Policy::parse(b"[layers]\ncgroup_delegation = \"inherit\"\n", "t").unwrap();
+        assert_eq!(inherit.layers.cgroup_delegation, CgroupDelegation::Inherit);
+    }
+
+    #[test]
+    fn an_unknown_cgroup_delegation_is_refused_with_its_line() {
+        let e = err("[layers]\ncgroup_delegation = \"always\"\n");
+        assert_eq!(e.line, 2);
+        assert!(e.message.contains("always"), "{}", e.message);
     }
 
     #[test]

@@ -35,7 +35,7 @@ use std::collections::BTreeSet;
 
 pub use format::Format;
 
-/// Largest report file read (and largest captured output parsed).
+/// Largest report file read.
 pub const MAX_REPORT_BYTES: u64 = 32 * 1024 * 1024;
 /// Longest line accepted in a line-based report (go -json, TAP, libtest output).
 pub const MAX_LINE_BYTES: usize = 1024 * 1024;
@@ -52,8 +52,9 @@ pub struct ParsedReport {
     pub producer: Option<Producer>,
     /// Every test the report shows, whatever its result.
     pub collected: BTreeSet<String>,
-    /// Tests that failed or errored (a subset of `collected`, plus, for go, a package that failed
-    /// without a failing test, named by the package alone).
+    /// Tests that failed or errored (a subset of `collected`), plus units that failed without a
+    /// failing test in them: a go package (or import path) by its name, a TAP suite whose hook
+    /// failed by its id, `Bail out!` for a TAP stream that bailed out.
     pub failing: BTreeSet<String>,
     /// Tests skipped, ignored, xfailed or marked TODO.
     pub skipped: BTreeSet<String>,
@@ -233,6 +234,36 @@ pub fn shown(text: &str) -> String {
     out
 }
 
+/// A captured line without its ANSI colour sequences (`ESC [ ... final byte`, `ESC ( B`), so a runner
+/// forced to colour its output (`--color=yes`, `CARGO_TERM_COLOR=always`) still reads as its
+/// plain lines. Other escape sequences are left in place (and so match nothing).
+pub(crate) fn without_colours(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains('\u{1b}') {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' && chars.peek() == Some(&'[') {
+            chars.next();
+            for c in chars.by_ref() {
+                if ('\u{40}'..='\u{7e}').contains(&c) {
+                    break;
+                }
+            }
+            continue;
+        }
+        if c == '\u{1b}' && matches!(chars.peek(), Some('(' | ')')) {
+            // A character-set designation (`ESC ( B`), which libtest's colours end with.
+            chars.next();
+            chars.next();
+            continue;
+        }
+        out.push(c);
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// The first `max` bytes of `bytes`, shown escaped and quoted.
 pub(crate) fn shown_bytes(bytes: &[u8], max: usize) -> String {
     let head = &bytes[..bytes.len().min(max)];
@@ -242,7 +273,13 @@ pub(crate) fn shown_bytes(bytes: &[u8], max: usize) -> String {
 /// Lines of a line-based report, each without its line ending, numbered from 1; a line longer
 /// than [`MAX_LINE_BYTES`] is an error naming its number.
 pub(crate) fn lines<'a>(bytes: &'a [u8], report: &'a str, format: Format) -> Lines<'a> {
-    Lines { rest: bytes, number: 0, report, format }
+    Lines { rest: bytes, number: 0, report, format, skip_long: false }
+}
+
+/// Lines of captured output: as [`lines`], but a line longer than [`MAX_LINE_BYTES`] is passed
+/// over (it cannot be a runner's line, and a program may print anything), never an error.
+pub(crate) fn output_lines<'a>(bytes: &'a [u8], name: &'a str) -> Lines<'a> {
+    Lines { rest: bytes, number: 0, report: name, format: Format::Libtest, skip_long: true }
 }
 
 /// See [`lines`].
@@ -251,31 +288,43 @@ pub(crate) struct Lines<'a> {
     number: usize,
     report: &'a str,
     format: Format,
+    skip_long: bool,
 }
 
 impl<'a> Iterator for Lines<'a> {
     type Item = Result<(usize, &'a [u8]), ReportError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.rest.is_empty() {
-            return None;
+        loop {
+            if self.rest.is_empty() {
+                return None;
+            }
+            let (line, rest) = match self.rest.iter().position(|b| *b == b'\n') {
+                Some(i) => (&self.rest[..i], &self.rest[i + 1..]),
+                None => (self.rest, &self.rest[self.rest.len()..]),
+            };
+            self.rest = rest;
+            self.number += 1;
+            if line.len() > MAX_LINE_BYTES && self.skip_long {
+                continue;
+            }
+            return Some(self.line(line));
         }
-        let (line, rest) = match self.rest.iter().position(|b| *b == b'\n') {
-            Some(i) => (&self.rest[..i], &self.rest[i + 1..]),
-            None => (self.rest, &self.rest[self.rest.len()..]),
-        };
-        self.rest = rest;
-        self.number += 1;
+    }
+}
+
+impl<'a> Lines<'a> {
+    fn line(&mut self, line: &'a [u8]) -> Result<(usize, &'a [u8]), ReportError> {
         if line.len() > MAX_LINE_BYTES {
             self.rest = &[];
-            return Some(Err(ReportError::malformed(
+            return Err(ReportError::malformed(
                 self.report,
                 self.format,
                 format!("line {}", self.number),
                 format!("a line of {} bytes is longer than the {MAX_LINE_BYTES} allowed", line.len()),
-            )));
+            ));
         }
-        Some(Ok((self.number, line.strip_suffix(b"\r").unwrap_or(line))))
+        Ok((self.number, line.strip_suffix(b"\r").unwrap_or(line)))
     }
 }
 
