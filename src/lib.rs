@@ -20,15 +20,20 @@
 //! - `run_id`: run id validation and generation.
 //! - `egress`: the agent zone's allowlist proxy and its audit log.
 //! - `workspace`: the detached workspace: baseline t0, overlay, snapshot, protected paths, delivery.
+//! - `convergence`: the progress rules (ratchet, no-convergence halts, explain-halt's verdict).
+//! - `feedback`: the structured feedback file the oracle side writes for the agent.
+//! - `trust`: the statistics and perturbation plans of oracle trust (probe-check, the monitor).
 //! - `analysis`: syntax-tree analysis for the guards: assertions, test items, tampering, surface digest.
 pub mod analysis;
 pub mod capture;
+pub mod convergence;
 pub mod cli;
 pub mod delegation;
 pub mod egress;
 pub mod ending;
 pub mod engine;
 pub mod error;
+pub mod feedback;
 pub mod halt;
 pub mod inert;
 pub mod interrupt;
@@ -39,6 +44,7 @@ pub mod receipt;
 pub mod run_id;
 pub mod safefs;
 pub mod secret;
+pub mod trust;
 pub mod testreport;
 pub mod workspace;
 pub mod zones;

@@ -1,0 +1,181 @@
+//! Feedback to the agent: the small structured file the oracle side writes for the agent before
+//! each agent call (the failing targets with bounded excerpts of their failure output, why the last
+//! iteration was rejected or reverted, what is left of the iteration cap and budget). It is
+//! regenerated each time and never read back by the oracle: nothing in it can influence a verdict.
+//! This module owns its schema (`loopexec.feedback/v1`, docs/progress.md), its bounds and its two
+//! renderings (JSON, and Markdown for agents that read prose).
+
+use serde::Serialize;
+
+/// The schema identifier written into every feedback file.
+pub const SCHEMA: &str = "loopexec.feedback/v1";
+/// At most this many failing targets are listed (the count is always exact).
+pub const MAX_LISTED: usize = 50;
+/// Each failure excerpt is cut to this many bytes (at a character boundary).
+pub const MAX_EXCERPT_BYTES: usize = 2048;
+
+/// One failing target and what its failure printed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FailingTarget {
+    pub test: String,
+    pub excerpt: String,
+    /// Whether `excerpt` was cut.
+    pub truncated: bool,
+}
+
+/// Why the previous iteration was not kept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Rejected {
+    pub iteration: u64,
+    /// One sentence, e.g. "it broke tests that passed before: a, b".
+    pub why: String,
+    /// The workspace was returned to this accepted iteration's tree (0: the starting commit).
+    pub reverted_to: u64,
+}
+
+/// The feedback for the coming agent call.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Feedback {
+    pub schema: &'static str,
+    /// The iteration about to start.
+    pub iteration: u64,
+    pub iterations_left: u64,
+    /// Failing targets after the last accepted iteration (exact count; the list is bounded).
+    pub failing_count: usize,
+    pub failing: Vec<FailingTarget>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rejected: Option<Rejected>,
+    /// What is left of the run's budgets, by name (e.g. `egress_bytes`), when the run has any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub budget_left: Vec<(String, u64)>,
+}
+
+/// Cut `text` to at most `max` bytes at a character boundary.
+fn bounded(text: &str, max: usize) -> (String, bool) {
+    if text.len() <= max {
+        return (text.to_string(), false);
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    (text[..end].to_string(), true)
+}
+
+impl Feedback {
+    /// Build the feedback; `failures` are (test id, failure output) of every failing target.
+    pub fn new<'a>(
+        iteration: u64,
+        iterations_left: u64,
+        failures: impl IntoIterator<Item = (&'a str, &'a str)>,
+        rejected: Option<Rejected>,
+        budget_left: Vec<(String, u64)>,
+    ) -> Self {
+        let mut failing_count = 0;
+        let mut failing = Vec::new();
+        for (test, output) in failures {
+            failing_count += 1;
+            if failing.len() < MAX_LISTED {
+                let (excerpt, truncated) = bounded(output, MAX_EXCERPT_BYTES);
+                failing.push(FailingTarget { test: test.to_string(), excerpt, truncated });
+            }
+        }
+        Feedback { schema: SCHEMA, iteration, iterations_left, failing_count, failing, rejected, budget_left }
+    }
+
+    pub fn to_json(&self) -> String {
+        // Serialising plain strings and integers cannot fail.
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+
+    /// The Markdown rendering. Test output goes inside fenced blocks whose fence is longer than
+    /// any backtick run in it, so an excerpt cannot close its block and forge headings.
+    pub fn to_markdown(&self) -> String {
+        let mut md = format!("# loopexec feedback, before iteration {}\n\n", self.iteration);
+        md.push_str(&format!("Iterations left after this one: {}\n\n", self.iterations_left));
+        if let Some(r) = &self.rejected {
+            md.push_str(&format!(
+                "## Iteration {} was not kept\n\n{}\nThe workspace was returned to the state after iteration {}.\n\n",
+                r.iteration, r.why, r.reverted_to
+            ));
+        }
+        md.push_str(&format!("## Failing targets: {}\n\n", self.failing_count));
+        for target in &self.failing {
+            let fence = "`".repeat(longest_backtick_run(&target.excerpt).max(2) + 1);
+            md.push_str(&format!("### {}\n\n{fence}\n{}\n{fence}\n", inline(&target.test), target.excerpt));
+            if target.truncated {
+                md.push_str("(excerpt cut)\n");
+            }
+            md.push('\n');
+        }
+        if self.failing.len() < self.failing_count {
+            md.push_str(&format!("... and {} more.\n\n", self.failing_count - self.failing.len()));
+        }
+        for (name, left) in &self.budget_left {
+            md.push_str(&format!("Budget left, {name}: {left}\n"));
+        }
+        md
+    }
+}
+
+/// A test id on one line: newlines and other control characters become spaces.
+fn inline(text: &str) -> String {
+    text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect()
+}
+
+fn longest_backtick_run(text: &str) -> usize {
+    let (mut longest, mut run) = (0, 0);
+    for c in text.chars() {
+        run = if c == '`' { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    longest
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn feedback_lists_failing_targets_with_their_excerpts() {
+        let f = Feedback::new(3, 2, [("tests/test_a.py::test_x", "assert 1 == 2")], None, vec![]);
+        let json: serde_json::Value = serde_json::from_str(&f.to_json()).unwrap();
+        assert_eq!(json["schema"], "loopexec.feedback/v1");
+        assert_eq!(json["failing_count"], 1);
+        assert_eq!(json["failing"][0]["test"], "tests/test_a.py::test_x");
+        assert_eq!(json["failing"][0]["excerpt"], "assert 1 == 2");
+        assert_eq!(json["failing"][0]["truncated"], false);
+    }
+
+    #[test]
+    fn excerpts_are_cut_at_a_character_boundary() {
+        let long = "é".repeat(MAX_EXCERPT_BYTES);
+        let f = Feedback::new(1, 0, [("t", long.as_str())], None, vec![]);
+        assert!(f.failing[0].truncated);
+        assert!(f.failing[0].excerpt.len() <= MAX_EXCERPT_BYTES);
+        assert_eq!(f.failing[0].excerpt.len() % 2, 0);
+    }
+
+    #[test]
+    fn the_list_is_bounded_and_the_count_exact() {
+        let ids: Vec<String> = (0..MAX_LISTED + 7).map(|i| format!("t{i}")).collect();
+        let f = Feedback::new(1, 0, ids.iter().map(|s| (s.as_str(), "boom")), None, vec![]);
+        assert_eq!(f.failing_count, MAX_LISTED + 7);
+        assert_eq!(f.failing.len(), MAX_LISTED);
+        assert!(f.to_markdown().contains("... and 7 more."));
+    }
+
+    #[test]
+    fn a_rejection_says_why_and_where_the_workspace_went() {
+        let rejected = Rejected { iteration: 4, why: "it broke tests that passed before: b".into(), reverted_to: 2 };
+        let md = Feedback::new(5, 1, [("a", "x")], Some(rejected), vec![]).to_markdown();
+        assert!(md.contains("## Iteration 4 was not kept\n\nit broke tests that passed before: b\n"));
+        assert!(md.contains("returned to the state after iteration 2."));
+    }
+
+    #[test]
+    fn an_excerpt_cannot_close_its_markdown_block() {
+        let md = Feedback::new(1, 0, [("t\n# forged", "```\n# forged heading\n```")], None, vec![]).to_markdown();
+        assert!(md.contains("### t # forged\n\n````\n```\n# forged heading\n```\n````\n"));
+    }
+}
