@@ -2,11 +2,10 @@
 //! the failing set was still shrinking (raise the limit) or stalled.
 
 use super::receipt_source::{self, ReceiptArgs};
-use super::report::iterations;
 use crate::error::CmdResult;
 use crate::output::{aligned, Outcome};
 use crate::progress::{trend, Trend};
-use crate::receipt::events::{self, type_of};
+use crate::receipt::history::LastStop;
 use serde_json::{json, Value};
 
 #[derive(Debug, clap::Args)]
@@ -27,34 +26,27 @@ fn summary(reason: &str, detail: &str, trend: &Trend) -> String {
 
 pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     let loaded = receipt_source::load(&args.source)?;
-    let events = &loaded.chain.events;
-    let run_id = events
-        .iter()
-        .find(|e| type_of(e) == events::RUN_START)
-        .and_then(|e| e.get("run_id").and_then(Value::as_str))
-        .unwrap_or("")
-        .to_string();
-    let digests = iterations(events);
-    let counts: Vec<Option<usize>> = digests.iter().filter(|d| d.check.is_some()).map(|d| d.failing_count()).collect();
+    let history = &loaded.history;
+    let run_id = history.run_id().unwrap_or("").to_string();
+    let counts: Vec<Option<usize>> = history.failing_counts().into_iter().map(|c| c.map(|c| c as usize)).collect();
     let trend = trend(&counts);
     let receipt = loaded.path.to_string_lossy().into_owned();
-    let last_exit = digests.iter().rev().find_map(|d| d.check_exit());
+    let last_exit = history.last_exited_check().and_then(|c| c.check_exit);
     let out = Outcome::ok("explain-halt").field("run_id", run_id.clone()).field("receipt", receipt).field("check_exit", json!(last_exit));
-    let Some(halt) = events.iter().find(|e| type_of(e) == events::HALT) else {
-        let interrupted = events.iter().rev().find(|e| matches!(type_of(e), events::RUN_INTERRUPTED | events::RUN_RESUMED));
-        let why = match interrupted.map(type_of) {
-            Some(events::RUN_INTERRUPTED) => "interrupted by the operator; resumable",
+    let Some(halt) = &history.halt else {
+        let why = match history.last_stop {
+            Some(LastStop::Interrupted) => "interrupted by the operator; resumable",
             _ => "paused or still running; resumable",
         };
         return Ok(out
             .field("halt_reason", Value::Null)
-            .field("iteration", digests.last().map(|d| d.iteration).unwrap_or(0))
+            .field("iteration", history.current().map(|d| d.iteration).unwrap_or(0))
             .field("explanation", json!({"halted": false, "summary": format!("not halted: {why}"), "progress": trend}))
             .human(format!("run {run_id} has not halted: {why} (loopexec run --resume {run_id})\n")));
     };
-    let reason = halt.get("halt_reason").and_then(Value::as_str).unwrap_or("?").to_string();
-    let detail = halt.get("detail").and_then(Value::as_str).unwrap_or("").to_string();
-    let iteration = halt.get("iteration").and_then(Value::as_u64).unwrap_or(0);
+    let reason = halt.halt_reason.as_str().to_string();
+    let detail = halt.detail.clone();
+    let iteration = halt.iteration;
     let text = summary(&reason, &detail, &trend);
     let mut rows = vec![("run_id", run_id.clone()), ("halt_reason", reason.clone()), ("iteration", iteration.to_string())];
     rows.push(("why", text.clone()));
@@ -65,7 +57,7 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
             "explanation",
             json!({
                 "halted": true,
-                "exit_code": halt.get("exit_code"),
+                "exit_code": halt.exit_code,
                 "detail": detail,
                 "summary": text,
                 "progress": trend,

@@ -1,8 +1,10 @@
 //! Where `report` and `explain-halt` read a receipt from: a run of the workdir (default the
-//! latest) or an explicit receipt file, always verified before use.
+//! latest) or an explicit receipt file, always verified and folded
+//! into its history before use.
 
 use crate::error::{CmdResult, Failure};
 use crate::receipt::chain::{verify, VerifiedChain, MAX_RECEIPT_BYTES};
+use crate::receipt::history::History;
 use crate::receipt::store::StateDir;
 use std::io::Read;
 use std::path::PathBuf;
@@ -21,10 +23,11 @@ pub struct ReceiptArgs {
     pub workdir: PathBuf,
 }
 
-/// A verified receipt and where it came from.
+/// A verified receipt, its history, and where it came from.
 pub struct LoadedReceipt {
     pub path: PathBuf,
     pub chain: VerifiedChain,
+    pub history: History,
 }
 
 fn read_file_nofollow(path: &PathBuf) -> CmdResult<Vec<u8>> {
@@ -53,5 +56,6 @@ pub fn load(args: &ReceiptArgs) -> CmdResult<LoadedReceipt> {
     };
     let chain = verify(&bytes)
         .map_err(|e| Failure::workspace(format!("{}: receipt does not verify: {e}", path.display())))?;
-    Ok(LoadedReceipt { path, chain })
+    let history = History::of_lines(&chain.events).map_err(|e| Failure::workspace(format!("{}: {e}", path.display())))?;
+    Ok(LoadedReceipt { path, chain, history })
 }

@@ -4,15 +4,15 @@
 //! deterministic, so the claim is "how often does this configuration end this way", never byte
 //! identity. Refused without `--confirm`, saying what it would run (it runs the agent N times).
 
-use crate::engine::replay::{halt_reason_of, pinned_run};
+use crate::engine::replay::pinned_run;
 use crate::engine::{self, detached::WorkspaceMode, LoopEnd};
 use crate::error::{CmdResult, Failure};
 use crate::interrupt;
 use crate::output::{aligned, Outcome};
-use crate::receipt::events::type_of;
+use crate::receipt::history::History;
 use crate::receipt::store::StateDir;
 use crate::run_id::RunId;
-use serde_json::{json, Map, Value};
+use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -58,23 +58,22 @@ fn not_reexecutable(message: String) -> Failure {
 }
 
 /// A detached run re-executed from another committed t0 would not be the same experiment.
-fn check_same_t0(events: &[Map<String, Value>], id: &str) -> CmdResult<()> {
-    let Some(ws) = events.iter().find(|e| type_of(e) == crate::receipt::events::WORKSPACE) else {
+fn check_same_t0(history: &History, id: &str) -> CmdResult<()> {
+    let Some(ws) = &history.workspace else {
         return Ok(());
     };
-    if ws.get("include_uncommitted").and_then(Value::as_bool).unwrap_or(false) {
+    if ws.include_uncommitted {
         return Ok(()); // compared per sample (`same_t0`): the working state is hashed at start
     }
-    let text = |k: &str| ws.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-    let head = crate::workspace::git::Git::new(std::path::Path::new(&text("repo"))).resolve("HEAD^{tree}").map_err(Failure::from)?;
-    let recorded = text("tree_id");
+    let head = crate::workspace::git::Git::new(std::path::Path::new(&ws.repo)).resolve("HEAD^{tree}").map_err(Failure::from)?;
+    let recorded = ws.tree_id.clone();
     match head {
         Some(tree) if tree.to_hex() == recorded => Ok(()),
         other => Err(not_reexecutable(format!(
             "run {id} started from tree {recorded}, but the repository's HEAD now holds {}: the samples would start elsewhere",
             other.map(|t| t.to_hex()).unwrap_or_else(|| "no commit".into())
         ))
-        .with_hint(format!("check out the run's commit ({}) first", text("head_commit")))),
+        .with_hint(format!("check out the run's commit ({}) first", ws.head_commit))),
     }
 }
 
@@ -86,8 +85,11 @@ pub fn run(args: Args, json: bool) -> CmdResult<Outcome> {
     let statedir = StateDir::open(&workdir)?;
     let original = statedir.resolve(Some(&args.run))?;
     let id = original.id().to_string();
-    let (cfg, events) = pinned_run(&original)?;
-    let original_reason = halt_reason_of(&events)
+    let (cfg, history) = pinned_run(&original)?;
+    let original_reason = history
+        .halt
+        .as_ref()
+        .map(|h| h.halt_reason.as_str().to_string())
         .ok_or_else(|| not_reexecutable(format!("run {id} has not halted: there is no halt reason to compare with")))?;
     let ids = sample_ids(&statedir, &id, args.samples)?;
     let plan = json!({
@@ -115,22 +117,19 @@ pub fn run(args: Args, json: bool) -> CmdResult<Outcome> {
         return Ok(out);
     }
     if cfg.workspace == WorkspaceMode::Detached {
-        check_same_t0(&events, &id)?;
+        check_same_t0(&history, &id)?;
     }
-    let recorded_t0 = events
-        .iter()
-        .find(|e| type_of(e) == crate::receipt::events::WORKSPACE)
-        .and_then(|e| e.get("tree_id").cloned());
+    let recorded_t0 = history.workspace.as_ref().map(|w| w.tree_id.clone());
     let operator = super::run::load_operator_key(args.operator_key.as_deref())?;
     interrupt::install().map_err(|e| Failure::internal(format!("installing signal handlers: {e}")))?;
-    let mut progress = super::run::progress_printer(json);
+    let mut progress = super::run::ProgressPrinter { json };
     let mut samples = Vec::new();
     let mut counts: BTreeMap<String, u64> = BTreeMap::new();
     let mut interrupted = None;
     for sample in ids {
         let outcome = engine::start(&statedir, sample.clone(), cfg.clone(), &operator, false, &mut progress)?;
-        let (_, sample_events) = pinned_run(&statedir.open_run(&sample)?)?;
-        let t0 = sample_events.iter().find(|e| type_of(e) == crate::receipt::events::WORKSPACE).and_then(|e| e.get("tree_id").cloned());
+        let (_, sample_history) = pinned_run(&statedir.open_run(&sample)?)?;
+        let t0 = sample_history.workspace.as_ref().map(|w| w.tree_id.clone());
         let reason = match &outcome.end {
             LoopEnd::Halted { reason, .. } => Some(reason.as_str().to_string()),
             _ => None,

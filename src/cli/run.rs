@@ -5,6 +5,7 @@ use crate::egress::EgressArgs;
 use crate::engine::detached::WorkspaceMode;
 use crate::engine::config::{ConfigInput, EgressPins, LoopConfig, ModelPins, SamplingPins};
 use crate::receipt::keys::{default_key_dir, OperatorKey, PRIVATE_KEY_FILE};
+use crate::engine::sink::{EventSink, LoopEvent};
 use crate::engine::{self, loopfile, LoopEnd, RunOutcome};
 use crate::error::{CmdResult, Failure};
 use crate::interrupt;
@@ -236,11 +237,29 @@ pub fn absolute_workdir(raw: &Path) -> CmdResult<PathBuf> {
     }
 }
 
-pub(crate) fn progress_printer(json: bool) -> impl FnMut(&str) {
-    move |line: &str| {
-        if !json {
+/// Renders the engine's progress events as `loopexec: ...` lines on stderr (nothing under
+/// `--json`).
+pub(crate) struct ProgressPrinter {
+    pub json: bool,
+}
+
+/// The progress line of an engine event.
+pub(crate) fn progress_line(event: &LoopEvent<'_>) -> String {
+    match event {
+        LoopEvent::HaltingBeforeIterations { detail } => detail.to_string(),
+        LoopEvent::HaltingAfterAgent { iteration, detail } => format!("iteration {iteration}: {detail}"),
+        LoopEvent::Checked { iteration, exec_ms, check_exit, check_ms, failing } => {
+            let failing = failing.map(|c| format!(", {c} failing")).unwrap_or_default();
+            format!("iteration {iteration}: exec ok ({exec_ms} ms), check exit {check_exit} ({check_ms} ms){failing}")
+        }
+    }
+}
+
+impl EventSink for ProgressPrinter {
+    fn event(&mut self, event: &LoopEvent<'_>) {
+        if !self.json {
             // A progress line may name agent-made paths: one inert line.
-            eprintln!("loopexec: {}", crate::inert::inert(line));
+            eprintln!("loopexec: {}", crate::inert::inert(&progress_line(event)));
         }
     }
 }
@@ -248,7 +267,7 @@ pub(crate) fn progress_printer(json: bool) -> impl FnMut(&str) {
 pub fn run(args: Args, json: bool) -> CmdResult<Outcome> {
     let workdir = absolute_workdir(&args.workdir)?;
     interrupt::install().map_err(|e| Failure::internal(format!("installing signal handlers: {e}")))?;
-    let mut progress = progress_printer(json);
+    let mut progress = ProgressPrinter { json };
     let outcome = if let Some(raw) = &args.resume {
         let id = RunId::parse(raw)?;
         let statedir = StateDir::open(&workdir)?;

@@ -2,6 +2,7 @@
 
 use crate::error::CmdResult;
 use crate::output::{aligned, Outcome};
+use crate::receipt::history::History;
 use crate::receipt::state::RunPhase;
 use crate::receipt::store::StateDir;
 use serde_json::json;
@@ -23,18 +24,9 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     let mut state = run.read_state()?;
     if state.state == RunPhase::Running {
         // While a run is driven, the receipt is the live record of its iteration.
-        if let Ok(chain) = run.receipt_bytes().and_then(|b| {
-            crate::receipt::chain::verify(&b).map_err(|e| crate::error::Failure::workspace(e.to_string()))
-        }) {
-            if let Some(n) = chain
-                .events
-                .iter()
-                .rev()
-                .find(|e| crate::receipt::events::type_of(e) == crate::receipt::events::ITERATION_START)
-                .and_then(crate::receipt::events::iteration_of)
-            {
-                state.iteration = n;
-            }
+        let history = run.receipt_bytes().ok().and_then(|b| crate::receipt::chain::verify(&b).ok()).and_then(|chain| History::of_lines(&chain.events).ok());
+        if let Some(history) = history.filter(|h| h.last_started > 0) {
+            state.iteration = history.last_started;
         }
     }
     // A run whose lock nobody holds is driven by no process (its driver was killed).

@@ -1,19 +1,28 @@
-//! The halt decision of one iteration, computed only from what the zones observed.
+//! The halt decision, a pure function of what the receipt recorded of the current iteration
+//! ([`IterationRecord`], from the run's [`History`](crate::receipt::history::History)). The live
+//! loop records each observation into the history and then decides; `run --resume` decides on
+//! the same record it folds from the receipt, so a live run and a resumed one halt alike.
 //!
-//! - agent (`exec`) exits 0: go on to the check; anything else (non-zero exit, killed by a signal,
-//!   timeout, could not start): `execution_failure`.
-//! - check exits 0: `success_condition_met`. Exits non-zero: a red iteration (not a failure); at the
-//!   iteration cap: `max_iterations_reached`. Exit 126/127 (the shell could not find or execute the
-//!   command), killed by a signal, timed out, could not start: `execution_failure`.
+//! - agent (`exec`) exits 0: go on; anything else (non-zero exit, killed by a signal, timeout,
+//!   could not start): `execution_failure`.
+//! - the guards found the agent's step unacceptable (a protected path changed, recorded in the
+//!   `snapshot`; a finding recorded in a `guard` event): the guard's halt, e.g. `blocked_path_modified`.
+//! - the check's verdict ([`Verdict`]): pass is `success_condition_met`; fail is a red iteration
+//!   (not a failure), and at the iteration cap `max_iterations_reached`; could-not-run is
+//!   `execution_failure`.
 //! - either interrupted by SIGINT/SIGTERM: not a halt; the run becomes resumable.
 
+use super::seats::Mode;
+use super::verdict::{shell_could_not_run, Verdict};
 use crate::halt::HaltReason;
-use crate::zones::Ending;
+use crate::receipt::events::CheckResult;
+use crate::receipt::history::IterationRecord;
+use crate::ending::Ending;
 
 /// What the engine does next.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {
-    /// Go on (to the check, or to the next iteration).
+    /// Go on (to the next stage of the iteration, or to the next iteration).
     Continue,
     /// Halt with this reason; the detail is a human sentence recorded with it.
     Halt(HaltReason, String),
@@ -33,7 +42,7 @@ fn not_completed(who: &str, ending: &Ending) -> Step {
 }
 
 /// After the agent command.
-pub fn after_exec(ending: &Ending) -> Step {
+fn after_exec(ending: &Ending) -> Step {
     match ending {
         Ending::Exited { code: 0 } => Step::Continue,
         other => not_completed("exec (agent)", other),
@@ -41,46 +50,125 @@ pub fn after_exec(ending: &Ending) -> Step {
 }
 
 /// After the check of iteration `iteration` out of `max_iterations`.
-pub fn after_check(ending: &Ending, iteration: u64, max_iterations: u64) -> Step {
-    match ending {
-        Ending::Exited { code: 0 } => {
-            Step::Halt(HaltReason::SuccessConditionMet, format!("the check passed at iteration {iteration}"))
-        }
-        Ending::Exited { code: code @ (126 | 127) } => Step::Halt(
+fn after_check(check: &CheckResult, iteration: u64, max_iterations: u64) -> Step {
+    match (Verdict::of_check(check), &check.ending) {
+        (Verdict::Pass, _) => Step::Halt(HaltReason::SuccessConditionMet, format!("the check passed at iteration {iteration}")),
+        (Verdict::CouldNotRun, Ending::Exited { code }) if shell_could_not_run(*code) => Step::Halt(
             HaltReason::ExecutionFailure,
             format!("check could not run (exit {code}: the shell could not find or execute the command)"),
         ),
-        Ending::Exited { .. } if iteration >= max_iterations => Step::Halt(
+        (Verdict::CouldNotRun, other) => not_completed("check", other),
+        (Verdict::Fail, _) if iteration >= max_iterations => Step::Halt(
             HaltReason::MaxIterationsReached,
             format!("the check still fails after {iteration} of {max_iterations} iterations"),
         ),
-        Ending::Exited { .. } => Step::Continue,
-        other => not_completed("check", other),
+        (Verdict::Fail, _) => Step::Continue,
+    }
+}
+
+/// Decide on the current iteration as recorded so far: `Continue` means no recorded stage halts
+/// (the caller knows whether stages are still to come).
+pub fn decide(mode: Mode, record: &IterationRecord, max_iterations: u64) -> Step {
+    match mode {
+        Mode::CheckFixpoint => check_fixpoint(record, max_iterations),
+    }
+}
+
+fn check_fixpoint(record: &IterationRecord, max_iterations: u64) -> Step {
+    let Some(exec) = &record.exec else {
+        return Step::Continue;
+    };
+    let step = after_exec(&exec.ending);
+    if step != Step::Continue {
+        return step;
+    }
+    if let Some(snapshot) = record.snapshot.as_ref().filter(|s| !s.accepted()) {
+        let paths: Vec<&str> = snapshot.protected_changes.iter().map(|c| c.path.as_str()).collect();
+        return Step::Halt(HaltReason::BlockedPathModified, format!("the agent changed protected paths: {}", paths.join(", ")));
+    }
+    if let Some(guard) = record.guards.first() {
+        return Step::Halt(guard.halt_reason, guard.detail.clone());
+    }
+    match &record.check {
+        Some(check) => after_check(check, record.iteration, max_iterations),
+        None => Step::Continue,
+    }
+}
+
+/// Whether the run is at its iteration cap before starting iteration `next`.
+pub fn before_iteration(next: u64, max_iterations: u64) -> Step {
+    if next > max_iterations {
+        Step::Halt(
+            HaltReason::MaxIterationsReached,
+            format!("the check still fails after {max_iterations} of {max_iterations} iterations"),
+        )
+    } else {
+        Step::Continue
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::receipt::events::{sample, Event, ProtectedChangeRecord, SnapshotRecord};
+
+    fn record(exec: i32, check: Option<Ending>, iteration: u64) -> IterationRecord {
+        let Event::ExecResult(exec) = sample::exec_result(iteration, exec) else { unreachable!() };
+        let check = check.map(|ending| {
+            let Event::CheckResult(mut c) = sample::check_result(iteration, 0) else { unreachable!() };
+            c.check_exit = ending.exit_code();
+            c.ending = ending;
+            c
+        });
+        IterationRecord { iteration, exec: Some(exec), check, ..Default::default() }
+    }
+
+    fn decided(check: Ending, iteration: u64, max: u64) -> Step {
+        decide(Mode::CheckFixpoint, &record(0, Some(check), iteration), max)
+    }
 
     #[test]
     fn a_red_check_below_the_cap_continues_and_at_the_cap_halts() {
-        assert_eq!(after_check(&Ending::Exited { code: 1 }, 1, 3), Step::Continue);
-        assert!(matches!(after_check(&Ending::Exited { code: 1 }, 3, 3), Step::Halt(HaltReason::MaxIterationsReached, _)));
+        assert_eq!(decided(Ending::Exited { code: 1 }, 1, 3), Step::Continue);
+        assert!(matches!(decided(Ending::Exited { code: 1 }, 3, 3), Step::Halt(HaltReason::MaxIterationsReached, _)));
     }
 
     #[test]
     fn a_green_check_converges_even_at_the_cap() {
-        assert!(matches!(after_check(&Ending::Exited { code: 0 }, 3, 3), Step::Halt(HaltReason::SuccessConditionMet, _)));
+        assert!(matches!(decided(Ending::Exited { code: 0 }, 3, 3), Step::Halt(HaltReason::SuccessConditionMet, _)));
     }
 
     #[test]
     fn commands_that_do_not_complete_are_execution_failures() {
         for ending in [Ending::TimedOut { after_ms: 5 }, Ending::Signaled { signal: 9 }, Ending::Exited { code: 127 }] {
-            assert!(matches!(after_check(&ending, 1, 3), Step::Halt(HaltReason::ExecutionFailure, _)), "{ending:?}");
+            assert!(matches!(decided(ending.clone(), 1, 3), Step::Halt(HaltReason::ExecutionFailure, _)), "{ending:?}");
         }
-        assert!(matches!(after_exec(&Ending::Exited { code: 2 }), Step::Halt(HaltReason::ExecutionFailure, _)));
-        assert_eq!(after_exec(&Ending::Exited { code: 0 }), Step::Continue);
-        assert_eq!(after_exec(&Ending::Interrupted { signal: 15 }), Step::Interrupted(15));
+        assert!(matches!(decide(Mode::CheckFixpoint, &record(2, None, 1), 3), Step::Halt(HaltReason::ExecutionFailure, _)));
+        assert_eq!(decide(Mode::CheckFixpoint, &record(0, None, 1), 3), Step::Continue);
+        let mut interrupted = record(0, None, 1);
+        interrupted.exec.as_mut().unwrap().ending = Ending::Interrupted { signal: 15 };
+        assert_eq!(decide(Mode::CheckFixpoint, &interrupted, 3), Step::Interrupted(15));
+    }
+
+    #[test]
+    fn a_snapshot_with_protected_changes_halts_before_any_check_result_is_read() {
+        let mut r = record(0, Some(Ending::Exited { code: 0 }), 1);
+        r.snapshot = Some(SnapshotRecord {
+            iteration: 1,
+            tree_id: "t".into(),
+            changed_paths: 1,
+            protected_changes: vec![ProtectedChangeRecord { path: "tests/a.sh".into(), change: "modified".into() }],
+            duration_ms: None,
+        });
+        assert_eq!(
+            decide(Mode::CheckFixpoint, &r, 3),
+            Step::Halt(HaltReason::BlockedPathModified, "the agent changed protected paths: tests/a.sh".into())
+        );
+    }
+
+    #[test]
+    fn the_cap_is_reached_before_an_iteration_past_it_starts() {
+        assert_eq!(before_iteration(3, 3), Step::Continue);
+        assert!(matches!(before_iteration(4, 3), Step::Halt(HaltReason::MaxIterationsReached, _)));
     }
 }

@@ -9,14 +9,14 @@
 //! delivered as the branch `loopexec/<run-id>` plus a patch in the run directory.
 
 use crate::error::{CmdResult, Failure};
+use crate::receipt::events::WorkspaceRecord;
 use crate::receipt::store::{fs_failure, RunDir, StateDir};
 use crate::safefs::SafeDir;
 use crate::workspace::{
-    check_layers, deliver, protected_changes, Baseline, BaselineOptions, Delivery, FrozenLayer, ObjectId, ProtectedChange,
-    ProtectedPaths, Snapshot, Workspace, WorkspaceError,
+    check_layers, deliver, Baseline, BaselineOptions, Delivery, FrozenLayer, ObjectId, ProtectedPaths, Snapshot, Workspace,
+    WorkspaceError,
 };
 use sandbox::OverlayMount;
-use serde_json::{json, Map, Value};
 use std::os::fd::AsRawFd;
 use std::path::Path;
 
@@ -55,18 +55,11 @@ pub fn zone_owner(policy: &sandbox::Policy) -> Option<(u32, u32)> {
     nix::unistd::geteuid().is_root().then_some((policy.identity.uid_when_root, policy.identity.gid_when_root))
 }
 
-/// What an agent step left behind.
-pub struct AgentStep {
-    pub snapshot: Snapshot,
-    pub protected: Vec<ProtectedChange>,
-    /// How long the snapshot took (its bound is the policy's `workspace.snapshot_timeout_seconds`).
-    pub duration_ms: u64,
-}
-
 /// How reading the workspace after an agent step ended.
-pub enum AfterAgent {
-    /// A snapshot, to guard and accept.
-    Step(AgentStep),
+pub enum Taken {
+    /// A snapshot (for the guards), and how long it took (its bound is the policy's
+    /// `workspace.snapshot_timeout_seconds`).
+    Snapshot { snapshot: Snapshot, duration_ms: u64 },
     /// The workspace cannot be taken (over a `[workspace]` limit, a name git treats as `.git`,
     /// the snapshot's time bound, a tree that cannot be read): the run halts `workspace_invalid`
     /// with this detail, naming the limit and the path.
@@ -106,12 +99,10 @@ pub struct RunWorkspace {
     checks: SafeDir,
     /// t0's protected entries: the top layer of every check.
     frozen: FrozenLayer,
-    /// The last snapshot that passed the guards (what is delivered at the end).
+    /// The last snapshot the guards accepted (what is delivered at the end).
     last_accepted: Option<Snapshot>,
     /// The agent policy's `[workspace]` limits and time bounds.
     limits: sandbox::WorkspaceLimits,
-    /// Why the workspace a resumed run found could not be taken (the run then halts with it).
-    refused_at_reopen: Option<String>,
 }
 
 fn ws_failure(e: crate::workspace::WorkspaceError) -> Failure {
@@ -142,8 +133,8 @@ fn build_frozen(
 }
 
 impl RunWorkspace {
-    /// Take the baseline t0 of `repo` and create the run's workspace; returns the fields of the
-    /// `workspace` receipt event.
+    /// Take the baseline t0 of `repo` and create the run's workspace; returns its `workspace`
+    /// receipt event.
     pub fn create(
         repo: &Path,
         statedir: &StateDir,
@@ -152,69 +143,52 @@ impl RunWorkspace {
         protected_extra: &[String],
         agent_policy: &sandbox::Policy,
         check_policy: &sandbox::Policy,
-    ) -> CmdResult<(RunWorkspace, Map<String, Value>)> {
+    ) -> CmdResult<(RunWorkspace, WorkspaceRecord)> {
         let protected = ProtectedPaths::new(true, protected_extra).map_err(ws_failure)?;
         let agent_owner = zone_owner(agent_policy);
         let opts = BaselineOptions { include_uncommitted, owner: agent_owner };
         let baseline = Baseline::prepare(repo, statedir.root(), &opts).map_err(ws_failure)?;
         let workspace = Workspace::create(baseline, run.dir(), agent_owner).map_err(ws_failure)?;
         let b = workspace.baseline();
-        let fields = match json!({
-            "mode": WorkspaceMode::Detached.as_str(),
-            "repo": repo.to_string_lossy(),
-            "baseline_key": b.key,
-            "head_commit": b.head_commit.to_hex(),
-            "tree_id": b.tree_id.to_hex(),
-            "include_uncommitted": b.include_uncommitted,
-            "baseline_reused": b.reused,
-            "target": WORKSPACE_TARGET,
-            "protected": protected.patterns(),
-            "limits": agent_policy.workspace,
-        }) {
-            Value::Object(m) => m,
-            _ => Map::new(),
+        let record = WorkspaceRecord {
+            mode: WorkspaceMode::Detached.as_str().into(),
+            repo: repo.to_string_lossy().into_owned(),
+            baseline_key: b.key.clone(),
+            head_commit: b.head_commit.to_hex(),
+            tree_id: b.tree_id.to_hex(),
+            include_uncommitted: b.include_uncommitted,
+            baseline_reused: b.reused,
+            target: WORKSPACE_TARGET.into(),
+            protected: protected.patterns().to_vec(),
+            limits: Some(serde_json::to_value(&agent_policy.workspace).map_err(|e| Failure::internal(e.to_string()))?),
         };
         let check_owner = zone_owner(check_policy);
         let (checks, frozen) = build_frozen(&workspace, &protected, run, check_owner)?;
         let limits = agent_policy.workspace.clone();
-        let ws = RunWorkspace { workspace, protected, check_owner, checks, frozen, last_accepted: None, limits, refused_at_reopen: None };
-        Ok((ws, fields))
+        let ws = RunWorkspace { workspace, protected, check_owner, checks, frozen, last_accepted: None, limits };
+        Ok((ws, record))
     }
 
-    /// Re-open the workspace of a run being resumed, from its `workspace` event.
+    /// Re-open the workspace of a run being resumed, from its `workspace` event. Nothing is
+    /// accepted yet: the caller's guards judge the workspace as the crashed process left it.
     pub fn reopen(
-        event: &Map<String, Value>,
+        event: &WorkspaceRecord,
         statedir: &StateDir,
         run: &RunDir,
         protected_extra: &[String],
         agent_policy: &sandbox::Policy,
         check_policy: &sandbox::Policy,
     ) -> CmdResult<RunWorkspace> {
-        let text = |k: &str| event.get(k).and_then(Value::as_str).map(str::to_string);
         let broken = || Failure::workspace(format!("{}: malformed workspace event", run.receipt_path().display()));
-        let repo = text("repo").ok_or_else(broken)?;
-        let key = text("baseline_key").ok_or_else(broken)?;
-        let head = text("head_commit").and_then(|h| ObjectId::from_hex(h.as_bytes())).ok_or_else(broken)?;
-        let include_uncommitted = event.get("include_uncommitted").and_then(Value::as_bool).unwrap_or(false);
-        let baseline = Baseline::reopen(Path::new(&repo), statedir.root(), &key, head, include_uncommitted).map_err(ws_failure)?;
+        let head = ObjectId::from_hex(event.head_commit.as_bytes()).ok_or_else(broken)?;
+        let baseline = Baseline::reopen(Path::new(&event.repo), statedir.root(), &event.baseline_key, head, event.include_uncommitted)
+            .map_err(ws_failure)?;
         let workspace = Workspace::open(baseline, run.dir()).map_err(ws_failure)?;
         let protected = ProtectedPaths::new(true, protected_extra).map_err(ws_failure)?;
         let check_owner = zone_owner(check_policy);
         let (checks, frozen) = build_frozen(&workspace, &protected, run, check_owner)?;
         let limits = agent_policy.workspace.clone();
-        let mut ws = RunWorkspace { workspace, protected, check_owner, checks, frozen, last_accepted: None, limits, refused_at_reopen: None };
-        // The workspace as the crashed process left it is accepted again only if it passes the
-        // guard; one that cannot be taken halts the resumed run with the reason.
-        match ws.after_agent() {
-            AfterAgent::Step(step) if step.protected.is_empty() => ws.last_accepted = Some(step.snapshot),
-            AfterAgent::Step(_) => {}
-            AfterAgent::Refused(detail) => ws.refused_at_reopen = Some(detail),
-            AfterAgent::Interrupted(signal) => {
-                return Err(Failure::workspace(format!("interrupted ({}) while reading the workspace", crate::interrupt::signal_name(signal)))
-                    .with_hint("resume the run again"))
-            }
-        }
-        Ok(ws)
+        Ok(RunWorkspace { workspace, protected, check_owner, checks, frozen, last_accepted: None, limits })
     }
 
     /// The overlay the agent zone mounts.
@@ -222,25 +196,22 @@ impl RunWorkspace {
         self.workspace.agent_overlay(Path::new(WORKSPACE_TARGET))
     }
 
-    /// Snapshot the workspace after an agent step and check the protected paths.
-    pub fn after_agent(&mut self) -> AfterAgent {
+    /// Snapshot the workspace after an agent step, within the policy's limits.
+    pub fn snapshot(&mut self) -> Taken {
         let started = std::time::Instant::now();
-        let taken = self.workspace.snapshot(&self.limits).and_then(|snapshot| {
-            let baseline = self.workspace.baseline().manifest()?;
-            Ok((protected_changes(baseline, &snapshot, &self.protected), snapshot))
-        });
+        let taken = self.workspace.snapshot(&self.limits);
         let duration_ms = started.elapsed().as_millis() as u64;
         tracing::debug!(duration_ms, "workspace snapshot");
         match taken {
-            Ok((protected, snapshot)) => AfterAgent::Step(AgentStep { snapshot, protected, duration_ms }),
-            Err(WorkspaceError::Interrupted { signal, .. }) => AfterAgent::Interrupted(signal),
-            Err(e) => AfterAgent::Refused(format!("the workspace cannot be taken: {e}")),
+            Ok(snapshot) => Taken::Snapshot { snapshot, duration_ms },
+            Err(WorkspaceError::Interrupted { signal, .. }) => Taken::Interrupted(signal),
+            Err(e) => Taken::Refused(format!("the workspace cannot be taken: {e}")),
         }
     }
 
-    /// Why the workspace of a resumed run could not be taken, if it could not.
-    pub fn refused_at_reopen(&self) -> Option<&str> {
-        self.refused_at_reopen.as_deref()
+    /// The run's protected paths (what the protected-path guard compares).
+    pub fn protected(&self) -> &ProtectedPaths {
+        &self.protected
     }
 
     /// The baseline's manifest (t0).
@@ -248,7 +219,7 @@ impl RunWorkspace {
         self.workspace.baseline().manifest().map_err(ws_failure)
     }
 
-    /// Accept a snapshot that passed the guards.
+    /// Accept a snapshot the guards let through (after its check).
     pub fn accept(&mut self, snapshot: Snapshot) {
         self.last_accepted = Some(snapshot);
     }
@@ -257,10 +228,10 @@ impl RunWorkspace {
         self.last_accepted.as_ref()
     }
 
-    /// Build the throwaway layers of the check of `iteration` over the last accepted snapshot.
-    pub fn check_overlay(&self, iteration: u64) -> CmdResult<(OverlayMount, CheckScratch)> {
+    /// Build the throwaway layers of the check of `iteration` over `snapshot` (the agent's step,
+    /// which the guards let through to its check).
+    pub fn check_overlay(&self, iteration: u64, snapshot: &Snapshot) -> CmdResult<(OverlayMount, CheckScratch)> {
         let started = std::time::Instant::now();
-        let snapshot = self.last_accepted.as_ref().ok_or_else(|| Failure::internal("no accepted snapshot to check"))?;
         let name = format!("{iteration:04}");
         let _ = crate::workspace::fsat::remove_tree(self.checks.fd().as_raw_fd(), name.as_bytes());
         let dir = self.checks.subdir_or_create(&name).map_err(fs_failure)?;

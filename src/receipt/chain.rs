@@ -8,6 +8,7 @@
 //! write from a crash: it was never acknowledged, so opening for append cuts it off and `verify`
 //! reports it.
 
+use super::events::{Event, Recorded};
 use crate::safefs::{SafeDir, SafeFsError};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
@@ -143,8 +144,20 @@ impl ReceiptLog {
         Ok((ReceiptLog { file, next_seq: events.len() as u64, head }, events))
     }
 
-    /// Append one event (`type` plus fields) durably; returns the new line's hash.
+    /// Append one typed event durably; returns it as a reader of the receipt will see it.
+    pub fn append_event(&mut self, event: &Event) -> Result<Recorded, LogError> {
+        let fields = event.fields().map_err(std::io::Error::other)?;
+        let (_, line) = self.append_line(event.kind(), fields)?;
+        Ok(Recorded { event: event.clone(), line })
+    }
+
+    /// Append one line (`type` plus fields) durably; returns the new line's hash. Everything
+    /// loopexec records goes through [`ReceiptLog::append_event`]; this is the raw line writer.
     pub fn append(&mut self, event_type: &str, fields: Map<String, Value>) -> Result<String, LogError> {
+        self.append_line(event_type, fields).map(|(hash, _)| hash)
+    }
+
+    fn append_line(&mut self, event_type: &str, fields: Map<String, Value>) -> Result<(String, Map<String, Value>), LogError> {
         let mut obj = Map::new();
         obj.insert("seq".into(), Value::from(self.next_seq));
         obj.insert("prev".into(), Value::String(self.head.clone()));
@@ -155,7 +168,7 @@ impl ReceiptLog {
                 obj.insert(k, v);
             }
         }
-        let line = serde_json::to_vec(&Value::Object(obj)).map_err(std::io::Error::other)?;
+        let line = serde_json::to_vec(&obj).map_err(std::io::Error::other)?;
         let hash = line_hash(&line);
         let mut buf = line;
         buf.push(b'\n');
@@ -163,7 +176,7 @@ impl ReceiptLog {
         self.file.sync_data()?;
         self.head = hash.clone();
         self.next_seq += 1;
-        Ok(hash)
+        Ok((hash, obj))
     }
 
     pub fn head(&self) -> &str {

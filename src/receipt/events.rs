@@ -1,55 +1,441 @@
-//! The event types of a `check_fixpoint` receipt. Their names and fields are a contract (the
-//! signing and verification work keys on them); see docs/receipt.md.
+//! The typed events of a receipt: one [`Event`] variant per event kind, serialised as the
+//! receipt's JSON lines (the `type` key is the serde tag). Their names and fields are a contract
+//! (the signing and verification work keys on them); see docs/receipt.md.
+//!
+//! Writing goes through [`ReceiptLog::append_event`](super::chain::ReceiptLog::append_event);
+//! reading through [`Recorded::decode`], which keeps each event's raw body beside its typed form
+//! (the sealed predicate is made of the bodies exactly as they are on disk, so that receipts
+//! written by earlier versions still verify). Receipts without a `schema` field in `run_start`
+//! are schema 1 (the format before the field existed); events of a type this version does not
+//! know decode as [`Event::Unknown`].
 
 use crate::capture::StreamRecord;
+use crate::halt::HaltReason;
 use crate::ending::Ending;
-use serde_json::{json, Map, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
-pub const RUN_START: &str = "run_start";
-/// The detached workspace of a run: baseline t0 (commit, tree), protected paths.
-pub const WORKSPACE: &str = "workspace";
-/// The tree an agent step left, and the protected paths it touched.
-pub const SNAPSHOT: &str = "snapshot";
-pub const ITERATION_START: &str = "iteration_start";
-pub const EXEC_RESULT: &str = "exec_result";
-pub const CHECK_RESULT: &str = "check_result";
-pub const ITERATION_INTERRUPTED: &str = "iteration_interrupted";
-pub const RUN_RESUMED: &str = "run_resumed";
-pub const RUN_INTERRUPTED: &str = "run_interrupted";
-pub const HALT: &str = "halt";
-/// The agent's credential was minted by the operator's hook (never the secret itself).
-pub const CREDENTIAL_MINTED: &str = "credential_minted";
-/// The operator's revoke hook ran.
-pub const CREDENTIAL_REVOKED: &str = "credential_revoked";
+/// The receipt format this version writes (recorded in `run_start` as `schema`).
+pub const SCHEMA_VERSION: u32 = 1;
 
-/// Turn a `json!({...})` object into event fields.
-pub fn fields(value: Value) -> Map<String, Value> {
-    match value {
-        Value::Object(map) => map,
-        _ => Map::new(),
+/// Fields of every line that belong to the chain, not to the event.
+pub const CHAIN_FIELDS: [&str; 4] = ["seq", "prev", "ts", "type"];
+
+/// One receipt event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    RunStart(RunStart),
+    /// The run's public key endorsed by the operator key (docs/signing.md).
+    RunKey(RunKeyEndorsement),
+    /// The detached workspace of a run: baseline t0 (commit, tree), protected paths.
+    Workspace(WorkspaceRecord),
+    IterationStart { iteration: u64 },
+    ExecResult(ExecResult),
+    /// The tree an agent step left, and the protected paths it touched.
+    Snapshot(SnapshotRecord),
+    CheckResult(CheckResult),
+    IterationInterrupted { iteration: u64, cause: String },
+    RunResumed(RunResumed),
+    RunInterrupted { signal: String, iteration: u64 },
+    /// The agent's credential was minted by the operator's hook (never the secret itself).
+    CredentialMinted { env: String, duration_ms: u64 },
+    /// The operator's revoke hook ran.
+    CredentialRevoked(CredentialRevoked),
+    /// A guard's finding on an iteration that the `snapshot` does not carry: the halt of a guard
+    /// that judges after the check. None of today's guards writes one (the protected-path guard's
+    /// findings are the snapshot's `protected_changes`); listed in the sealed predicate's `guards`.
+    Guard(GuardRecord),
+    Halt(HaltRecord),
+    /// An event type this version does not know (kept verbatim in [`Recorded::body`]).
+    #[serde(other)]
+    Unknown,
+}
+
+impl Event {
+    /// The event's `type`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::RunStart(_) => "run_start",
+            Event::RunKey(_) => "run_key",
+            Event::Workspace(_) => "workspace",
+            Event::IterationStart { .. } => "iteration_start",
+            Event::ExecResult(_) => "exec_result",
+            Event::Snapshot(_) => "snapshot",
+            Event::CheckResult(_) => "check_result",
+            Event::IterationInterrupted { .. } => "iteration_interrupted",
+            Event::RunResumed(_) => "run_resumed",
+            Event::RunInterrupted { .. } => "run_interrupted",
+            Event::CredentialMinted { .. } => "credential_minted",
+            Event::CredentialRevoked(_) => "credential_revoked",
+            Event::Guard(_) => "guard",
+            Event::Halt(_) => "halt",
+            Event::Unknown => "unknown",
+        }
+    }
+
+    /// The event's own fields (everything but `type`), as they are written.
+    pub fn fields(&self) -> Result<Map<String, Value>, serde_json::Error> {
+        match serde_json::to_value(self)? {
+            Value::Object(mut map) => {
+                map.remove("type");
+                Ok(map)
+            }
+            _ => Ok(Map::new()),
+        }
     }
 }
 
-/// The JSON form of a command's ending: `{"kind": "exited", "code": 0}` etc.
-pub fn ending_value(ending: &Ending) -> Value {
-    serde_json::to_value(ending).unwrap_or(Value::Null)
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunStart {
+    pub run_id: String,
+    pub mode: String,
+    // Only `run_id` and `mode` are required of a `run_start` (as every reader before typed
+    // events required): a receipt without the rest still reports, verifies and seals.
+    #[serde(default)]
+    pub isolation: String,
+    #[serde(default)]
+    pub zone: String,
+    #[serde(default)]
+    pub loopexec_version: String,
+    #[serde(default)]
+    pub pid: u32,
+    /// The delegated systemd scope the supervisor moved into for its zone cgroups
+    /// (`{unit, manager, cgroup}`), or null (docs/hosts.md).
+    #[serde(default)]
+    pub cgroup_scope: Value,
+    /// The pinned configuration (`engine::config::LoopConfig`; the engine reads it back).
+    #[serde(default)]
+    pub config: Value,
+    /// The receipt format; absent in receipts of schema 1 written before the field existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<u32>,
 }
 
-pub fn stream_value(stream: &StreamRecord) -> Value {
-    json!({
-        "bytes": stream.bytes,
-        "sha256": stream.sha256,
-        "artifact": stream.artifact,
-        "truncated": stream.truncated,
-    })
+impl RunStart {
+    pub fn schema(&self) -> u32 {
+        self.schema.unwrap_or(1)
+    }
 }
 
-/// The iteration number carried by an event, if any.
-pub fn iteration_of(event: &Map<String, Value>) -> Option<u64> {
-    event.get("iteration").and_then(Value::as_u64)
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunKeyEndorsement {
+    /// Hex Ed25519 public key.
+    pub public_key: String,
+    /// Fingerprint of the endorsing operator key.
+    pub operator_key: String,
+    /// Base64 signature over the endorsement message.
+    pub endorsement: String,
 }
 
-/// The type of an event.
-pub fn type_of(event: &Map<String, Value>) -> &str {
-    event.get("type").and_then(Value::as_str).unwrap_or("")
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceRecord {
+    pub mode: String,
+    pub repo: String,
+    pub baseline_key: String,
+    pub head_commit: String,
+    pub tree_id: String,
+    #[serde(default)]
+    pub include_uncommitted: bool,
+    #[serde(default)]
+    pub baseline_reused: bool,
+    pub target: String,
+    #[serde(default)]
+    pub protected: Vec<String>,
+    /// The agent policy's `[workspace]` limits (absent in receipts written before them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProtectedChangeRecord {
+    pub path: String,
+    /// `added`, `modified`, `deleted`, ... (lowercase).
+    pub change: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotRecord {
+    pub iteration: u64,
+    /// Git tree id of the workspace the agent left.
+    pub tree_id: String,
+    pub changed_paths: u64,
+    #[serde(default)]
+    pub protected_changes: Vec<ProtectedChangeRecord>,
+    /// How long the snapshot took (absent in receipts written before it was measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+}
+
+impl SnapshotRecord {
+    /// Whether the guards let this snapshot through (it touched no protected path).
+    pub fn accepted(&self) -> bool {
+        self.protected_changes.is_empty()
+    }
+}
+
+/// Cumulative egress of the run after an agent step, and the digest of its audit log so far.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EgressRecord {
+    pub totals: Value,
+    pub audit: String,
+    pub audit_sha256: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExecResult {
+    pub iteration: u64,
+    pub ending: Ending,
+    /// Null unless the agent exited.
+    pub exit_code: Option<i32>,
+    pub duration_ms: u64,
+    pub stdout: StreamRecord,
+    pub stderr: StreamRecord,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<EgressRecord>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckResult {
+    pub iteration: u64,
+    pub ending: Ending,
+    /// Null unless the check exited.
+    pub check_exit: Option<i32>,
+    pub duration_ms: u64,
+    pub stdout: StreamRecord,
+    pub stderr: StreamRecord,
+    /// Sorted `classname::name` ids of the failing tests (null without a readable report).
+    #[serde(default)]
+    pub failing_set: Option<Vec<String>>,
+    #[serde(default)]
+    pub failing_count: Option<u64>,
+    /// Sorted ids of every test the report collected (null without a readable report).
+    #[serde(default)]
+    pub collected_set: Option<Vec<String>>,
+    #[serde(default)]
+    pub collected_count: Option<u64>,
+    /// Why a configured report could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub junit_error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunResumed {
+    pub run_id: String,
+    /// The state.json phase the resumed run was left in (null when unreadable).
+    pub previous_state: Option<String>,
+    pub last_iteration: u64,
+    pub next_iteration: u64,
+    pub pid: u32,
+    /// The resuming supervisor's scope, as in `run_start`.
+    #[serde(default)]
+    pub cgroup_scope: Value,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CredentialRevoked {
+    /// `halt`, `pause`, `interrupt`, `error` or `supervisor_lost`.
+    pub cause: String,
+    pub duration_ms: u64,
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One thing a guard found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FindingRecord {
+    /// The workspace path it concerns, if any.
+    #[serde(default)]
+    pub path: Option<String>,
+    pub what: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GuardRecord {
+    pub iteration: u64,
+    /// The guard's name.
+    pub guard: String,
+    /// `after_agent` or `after_check`.
+    pub stage: String,
+    pub halt_reason: HaltReason,
+    /// A sentence (the halt's detail).
+    pub detail: String,
+    #[serde(default)]
+    pub findings: Vec<FindingRecord>,
+}
+
+/// What reached the operator at the halt of a detached run: the branch (null when nothing was
+/// delivered, with a `reason` or an `error`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeliveryRecord {
+    pub branch: Option<String>,
+    /// How long the delivery took (when one was attempted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tree: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    /// The patch, relative to the run directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patch: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HaltRecord {
+    pub halt_reason: HaltReason,
+    // As for `run_start`, only the reason is required of a `halt`.
+    /// The exit code of the reason's class.
+    #[serde(default)]
+    pub exit_code: i32,
+    #[serde(default)]
+    pub iteration: u64,
+    /// A sentence.
+    #[serde(default)]
+    pub detail: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery: Option<DeliveryRecord>,
+}
+
+/// Why a chain-valid receipt line is not a well-formed event.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("receipt line {line}: malformed {kind} event: {detail}")]
+pub struct EventError {
+    pub line: usize,
+    pub kind: String,
+    pub detail: String,
+}
+
+/// One event as read from a receipt (or as just appended to it): its typed form and its whole
+/// line exactly as it is on disk (the sealed predicate is made of the lines' bodies).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recorded {
+    pub event: Event,
+    pub line: Map<String, Value>,
+}
+
+impl Recorded {
+    /// Decode one verified line (`index` is 0-based).
+    pub fn decode(index: usize, line: &Map<String, Value>) -> Result<Recorded, EventError> {
+        let event: Event = serde_json::from_value(Value::Object(line.clone()))
+            .map_err(|e| EventError { line: index + 1, kind: type_of(line).to_string(), detail: e.to_string() })?;
+        Ok(Recorded { event, line: line.clone() })
+    }
+
+    /// Decode every line of a verified receipt.
+    pub fn decode_all(lines: &[Map<String, Value>]) -> Result<Vec<Recorded>, EventError> {
+        lines.iter().enumerate().map(|(i, l)| Recorded::decode(i, l)).collect()
+    }
+
+    /// The `type` as written (also for [`Event::Unknown`]).
+    pub fn kind(&self) -> &str {
+        type_of(&self.line)
+    }
+
+    /// The event's fields without the chain's (`seq`, `prev`, `ts`, `type`).
+    pub fn body(&self) -> Map<String, Value> {
+        self.line.iter().filter(|(k, _)| !CHAIN_FIELDS.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect()
+    }
+}
+
+fn type_of(line: &Map<String, Value>) -> &str {
+    line.get("type").and_then(Value::as_str).unwrap_or("")
+}
+
+/// Complete events for tests (every field a writer writes).
+#[cfg(test)]
+pub(crate) mod sample {
+    use super::*;
+
+    pub fn stream() -> StreamRecord {
+        StreamRecord { bytes: 0, sha256: "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855".into(), artifact: None, truncated: false }
+    }
+
+    pub fn run_start(run_id: &str) -> Event {
+        Event::RunStart(RunStart {
+            run_id: run_id.into(),
+            mode: "check_fixpoint".into(),
+            isolation: "none".into(),
+            zone: "host".into(),
+            loopexec_version: "0.1.0".into(),
+            pid: 1,
+            cgroup_scope: Value::Null,
+            config: serde_json::json!({"check": "true", "exec": "true", "max_iterations": 3}),
+            schema: Some(SCHEMA_VERSION),
+        })
+    }
+
+    pub fn exec_result(iteration: u64, code: i32) -> Event {
+        Event::ExecResult(ExecResult {
+            iteration,
+            ending: Ending::Exited { code },
+            exit_code: Some(code),
+            duration_ms: 1,
+            stdout: stream(),
+            stderr: stream(),
+            egress: None,
+        })
+    }
+
+    pub fn check_result(iteration: u64, code: i32) -> Event {
+        Event::CheckResult(CheckResult {
+            iteration,
+            ending: Ending::Exited { code },
+            check_exit: Some(code),
+            duration_ms: 1,
+            stdout: stream(),
+            stderr: stream(),
+            failing_set: None,
+            failing_count: None,
+            collected_set: None,
+            collected_count: None,
+            junit_error: None,
+        })
+    }
+
+    pub fn halt(reason: HaltReason, iteration: u64) -> Event {
+        Event::Halt(HaltRecord {
+            halt_reason: reason,
+            exit_code: reason.class().code(),
+            iteration,
+            detail: "a sentence".into(),
+            delivery: None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(text: &str) -> Map<String, Value> {
+        serde_json::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn an_event_of_an_unknown_type_decodes_as_unknown_with_its_body() {
+        let r = Recorded::decode(3, &line(r#"{"seq":3,"prev":"x","ts":"t","type":"guard_note","why":"w"}"#)).unwrap();
+        assert_eq!((&r.event, r.kind()), (&Event::Unknown, "guard_note"));
+        assert_eq!(Value::Object(r.body()), serde_json::json!({"why": "w"}));
+    }
+
+    #[test]
+    fn a_known_event_missing_a_field_is_named_with_its_line() {
+        let err = Recorded::decode(0, &line(r#"{"seq":0,"prev":"x","ts":"t","type":"iteration_start"}"#)).unwrap_err();
+        assert_eq!((err.line, err.kind.as_str()), (1, "iteration_start"));
+        assert!(err.detail.contains("iteration"), "{err}");
+    }
+
+    #[test]
+    fn a_revoke_without_an_error_writes_no_error_field() {
+        let e = Event::CredentialRevoked(CredentialRevoked { cause: "halt".into(), duration_ms: 3, ok: true, error: None });
+        assert_eq!(Value::Object(e.fields().unwrap()), serde_json::json!({"cause": "halt", "duration_ms": 3, "ok": true}));
+    }
 }

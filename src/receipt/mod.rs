@@ -1,6 +1,7 @@
 //! Receipts: the durable, verifiable record of a run.
 //! - `chain`: the hash-chained JSONL event log.
-//! - `events`: the event types the engine appends (names are a contract).
+//! - `events`: the typed events a receipt holds (names and fields are a contract).
+//! - `history`: the events folded into the one state every reader (and the live loop) uses.
 //! - `state`: the atomically written `state.json` summaries.
 //! - `store`: the `.loopexec/` layout, reached only through symlink-proof handles.
 //! - `keys`: the operator key on disk and the per-run key minted in memory.
@@ -10,6 +11,7 @@
 pub mod chain;
 pub mod dsse;
 pub mod events;
+pub mod history;
 pub mod keys;
 pub mod seal;
 pub mod state;

@@ -7,10 +7,12 @@
 
 use super::chain::{self, LogError, ReceiptLog};
 use super::dsse::{self, Envelope, EnvelopeSignature, IN_TOTO_PAYLOAD_TYPE};
+use super::events::{Event, EventError, Recorded, RunKeyEndorsement};
+use super::history::History;
 use super::keys::{self, OperatorKey, RunKey};
 use super::statement::{self, PredicateError};
 use crate::safefs::{SafeDir, SafeFsError};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 pub const RECEIPT_FILE: &str = "receipt.jsonl";
 pub const ENVELOPE_FILE: &str = "envelope.dsse.json";
@@ -24,6 +26,8 @@ pub enum SealError {
     Fs(#[from] SafeFsError),
     #[error(transparent)]
     Chain(#[from] chain::ChainError),
+    #[error(transparent)]
+    Events(#[from] EventError),
     #[error(transparent)]
     Predicate(#[from] PredicateError),
     #[error("the sealing key is not the last run key endorsed in the receipt")]
@@ -43,14 +47,14 @@ pub fn operator_keyid(key: &ed25519_dalek::VerifyingKey) -> String {
 }
 
 /// Append the `run_key` event: the run's public key endorsed by the operator key.
-pub fn endorse_run_key(log: &mut ReceiptLog, run_id: &str, run_key: &RunKey, operator: &OperatorKey) -> Result<String, LogError> {
+pub fn endorse_run_key(log: &mut ReceiptLog, run_id: &str, run_key: &RunKey, operator: &OperatorKey) -> Result<Recorded, LogError> {
     let public = run_key.verifying_key();
     let message = keys::endorsement_message(run_id, &public, log.head());
-    let mut fields = Map::new();
-    fields.insert("public_key".into(), Value::String(hex::encode(public.as_bytes())));
-    fields.insert("operator_key".into(), Value::String(keys::fingerprint(&operator.verifying_key())));
-    fields.insert("endorsement".into(), Value::String(dsse::b64(&operator.sign(&message).to_bytes())));
-    log.append("run_key", fields)
+    log.append_event(&Event::RunKey(RunKeyEndorsement {
+        public_key: hex::encode(public.as_bytes()),
+        operator_key: keys::fingerprint(&operator.verifying_key()),
+        endorsement: dsse::b64(&operator.sign(&message).to_bytes()),
+    }))
 }
 
 /// What sealing produced.
@@ -67,19 +71,12 @@ pub struct SealSummary {
 pub fn seal_run(run_dir: &SafeDir, run_key: RunKey, extra_subjects: Vec<Value>) -> Result<SealSummary, SealError> {
     let receipt = run_dir.read(RECEIPT_FILE, chain::MAX_RECEIPT_BYTES)?;
     let verified = chain::verify(&receipt)?;
+    let history = History::of_lines(&verified.events)?;
     let public = run_key.verifying_key();
-    let last_key = verified
-        .events
-        .iter()
-        .rev()
-        .find(|e| e.get("type").and_then(Value::as_str) == Some("run_key"))
-        .and_then(|e| e.get("public_key"))
-        .and_then(Value::as_str)
-        .map(str::to_string);
-    if last_key.as_deref() != Some(hex::encode(public.as_bytes()).as_str()) {
+    if history.run_keys.last().map(String::as_str) != Some(hex::encode(public.as_bytes()).as_str()) {
         return Err(SealError::WrongKey);
     }
-    let predicate = statement::predicate_from_events(&verified.events)?;
+    let predicate = statement::predicate(&history)?;
     let mut subjects = vec![statement::subject(RECEIPT_FILE, "sha256", &verified.file_sha256)];
     subjects.extend(extra_subjects);
     let stmt = statement::statement(subjects, predicate);

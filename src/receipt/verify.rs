@@ -9,6 +9,8 @@
 
 use super::chain;
 use super::dsse::{Envelope, IN_TOTO_PAYLOAD_TYPE};
+use super::events::{Event, Recorded};
+use super::history::History;
 use super::keys;
 use super::seal::{operator_keyid, run_keyid, ENVELOPE_FILE, ENVELOPE_MAX_BYTES, RECEIPT_FILE};
 use super::statement::{self, PREDICATE_TYPE, STATEMENT_TYPE};
@@ -69,16 +71,17 @@ pub fn verify_run(run_dir: &SafeDir, operator: &VerifyingKey) -> Verification {
             return v;
         }
     };
+    let records = match Recorded::decode_all(&verified.events) {
+        Ok(records) => records,
+        Err(e) => {
+            v.fail("receipt_chain", e.to_string());
+            return v;
+        }
+    };
+    let history = History::fold(&records);
     v.pass("receipt_chain", format!("{} events, head {}", verified.events.len(), verified.head));
-    v.run_id = verified.events.first().and_then(|e| e.get("run_id")).and_then(Value::as_str).map(str::to_string);
-    v.halt_reason = verified
-        .events
-        .iter()
-        .rev()
-        .find(|e| e.get("type").and_then(Value::as_str) == Some("halt"))
-        .and_then(|e| e.get("halt_reason"))
-        .and_then(Value::as_str)
-        .map(str::to_string);
+    v.run_id = history.run_id().map(str::to_string);
+    v.halt_reason = history.halt.as_ref().map(|h| h.halt_reason.as_str().to_string());
 
     // 2. Endorsements of every run key. The endorsed message binds the line before the event.
     let lines: Vec<&[u8]> = receipt.split(|b| *b == b'\n').filter(|l| !l.is_empty()).collect();
@@ -86,13 +89,13 @@ pub fn verify_run(run_dir: &SafeDir, operator: &VerifyingKey) -> Verification {
     let mut last_run_key: Option<VerifyingKey> = None;
     let mut endorsement_ok = true;
     let mut endorsements = 0;
-    for (i, event) in verified.events.iter().enumerate() {
-        if event.get("type").and_then(Value::as_str) != Some("run_key") {
+    for (i, record) in records.iter().enumerate() {
+        let Event::RunKey(endorsed) = &record.event else {
             continue;
-        }
+        };
         endorsements += 1;
-        let key = event.get("public_key").and_then(Value::as_str).and_then(keys::public_key_from_hex);
-        let sig = event.get("endorsement").and_then(Value::as_str).unwrap_or("");
+        let key = keys::public_key_from_hex(&endorsed.public_key);
+        let sig = endorsed.endorsement.as_str();
         let prev = if i == 0 { chain::GENESIS.to_string() } else { chain::line_hash(lines[i - 1]) };
         match key {
             Some(key) if keys::verify_b64(operator, &keys::endorsement_message(&run_id, &key, &prev), sig) => {
@@ -193,7 +196,7 @@ pub fn verify_run(run_dir: &SafeDir, operator: &VerifyingKey) -> Verification {
         return v;
     }
     v.pass("subject_digest", format!("receipt sha256 {}", verified.file_sha256));
-    match statement::predicate_from_events(&verified.events) {
+    match statement::predicate(&history) {
         Ok(expected) if Some(&expected) == stmt.get("predicate") => v.pass("predicate_matches_log", "predicate recomputed from the receipt matches"),
         Ok(_) => {
             v.fail("predicate_matches_log", "the envelope's predicate differs from the one recomputed from the receipt");
@@ -211,14 +214,7 @@ mod tests {
     use crate::receipt::chain::ReceiptLog;
     use crate::receipt::keys::{generate_operator_key, OperatorKey, RunKey};
     use crate::receipt::seal::{attest_run, endorse_run_key, seal_run};
-    use serde_json::json;
-
-    fn obj(v: Value) -> serde_json::Map<String, Value> {
-        match v {
-            Value::Object(m) => m,
-            _ => serde_json::Map::new(),
-        }
-    }
+    use crate::receipt::events::sample;
 
     struct Fixture {
         _tmp: tempfile::TempDir,
@@ -236,15 +232,15 @@ mod tests {
         std::fs::create_dir(&run_path).unwrap();
         let run_dir = SafeDir::open(&run_path).unwrap();
         let mut log = ReceiptLog::create(&run_dir, RECEIPT_FILE).unwrap();
-        log.append("run_start", obj(json!({"run_id": name, "mode": "check_fixpoint"}))).unwrap();
+        log.append_event(&sample::run_start(name)).unwrap();
         let run_key = RunKey::mint();
         endorse_run_key(&mut log, name, &run_key, &operator).unwrap();
         for i in 1..=2 {
-            log.append("iteration_start", obj(json!({"iteration": i}))).unwrap();
-            log.append("exec_result", obj(json!({"iteration": i, "ending": {"kind": "exited", "code": 0}}))).unwrap();
-            log.append("check_result", obj(json!({"iteration": i, "check_exit": if i == 2 {0} else {1}}))).unwrap();
+            log.append_event(&Event::IterationStart { iteration: i }).unwrap();
+            log.append_event(&sample::exec_result(i, 0)).unwrap();
+            log.append_event(&sample::check_result(i, if i == 2 { 0 } else { 1 })).unwrap();
         }
-        log.append("halt", obj(json!({"halt_reason": "success_condition_met", "exit_code": 10, "iteration": 2}))).unwrap();
+        log.append_event(&sample::halt(crate::halt::HaltReason::SuccessConditionMet, 2)).unwrap();
         seal_run(&run_dir, run_key, vec![]).unwrap();
         Fixture { _tmp: tmp, run_dir, operator }
     }

@@ -1,0 +1,87 @@
+//! How a role's command is built for its zone and run there: the command line, timeout and
+//! environment of the pinned configuration (the operator's environment without `LOOPEXEC_*`,
+//! plus `LOOPEXEC_RUN_ID`, `LOOPEXEC_ITERATION`, `LOOPEXEC_ROLE`), the overlays, the artifact
+//! stem `NNNN-{exec,check}`. A zone that cannot be set up for the command (a missing isolation
+//! layer, a grant the zone cannot use) is an outcome the caller decides on, not a crash.
+
+use super::config::LoopConfig;
+use crate::capture::ArtifactSink;
+use crate::secret::Secret;
+use crate::error::Failure;
+use crate::safefs::SafeDir;
+use crate::zones::{Role, Zone, ZoneCommand, ZoneRun};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The operator's environment for the commands: everything but loopexec's own `LOOPEXEC_*`
+/// variables, and without entries that are not UTF-8 (`std::env::vars` would panic on them).
+pub fn operator_env() -> Vec<(String, String)> {
+    std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .filter(|(k, _)| !k.starts_with("LOOPEXEC_"))
+        .collect()
+}
+
+/// One command of an iteration, before it runs.
+pub struct RoleCommand<'a> {
+    pub role: Role,
+    pub run_id: &'a str,
+    pub iteration: u64,
+    /// Where the command runs: inside the overlay when there is one, else the workdir.
+    pub overlay: Option<sandbox::OverlayMount>,
+    /// The agent's minted credential, injected into its environment only.
+    pub credential: Option<(String, Secret)>,
+}
+
+impl RoleCommand<'_> {
+    /// The artifact stem of this command's output.
+    pub fn stem(&self) -> String {
+        let kind = match self.role {
+            Role::Agent => "exec",
+            Role::Check => "check",
+        };
+        format!("{:04}-{kind}", self.iteration)
+    }
+
+    /// The command as the zone runs it.
+    pub fn zone_command(self, cfg: &LoopConfig, base_env: &[(String, String)]) -> ZoneCommand {
+        let (line, timeout_ms) = match self.role {
+            Role::Agent => (cfg.exec.clone(), cfg.exec_timeout_ms),
+            Role::Check => (cfg.check.clone(), cfg.check_timeout_ms),
+        };
+        let mut env = base_env.to_vec();
+        env.push(("LOOPEXEC_RUN_ID".into(), self.run_id.to_string()));
+        env.push(("LOOPEXEC_ITERATION".into(), self.iteration.to_string()));
+        env.push(("LOOPEXEC_ROLE".into(), self.role.as_str().into()));
+        let cwd = match &self.overlay {
+            Some(o) => o.target.clone(),
+            None => PathBuf::from(&cfg.workdir),
+        };
+        ZoneCommand {
+            role: self.role,
+            command_line: line,
+            cwd,
+            env,
+            timeout: Some(Duration::from_millis(timeout_ms)),
+            overlays: self.overlay.into_iter().collect(),
+            inject: self.credential.into_iter().collect(),
+        }
+    }
+}
+
+/// Run `cmd` in `zone`, its output captured beneath `artifacts` (`rel` is that directory
+/// relative to the run directory). `Ok(Err(detail))`: the zone could not be set up for it.
+pub fn run_in_zone(
+    zone: &mut dyn Zone,
+    cmd: &ZoneCommand,
+    artifacts: &SafeDir,
+    rel: &str,
+    stem: &str,
+) -> Result<Result<ZoneRun, String>, Failure> {
+    let sink = ArtifactSink::new(artifacts, rel, stem);
+    match zone.run(cmd, &sink) {
+        Ok(run) => Ok(Ok(run)),
+        Err(e) if e.is_setup() => Ok(Err(format!("{} zone: {e}", cmd.role.as_str()))),
+        Err(other) => Err(other.into()),
+    }
+}

@@ -1,0 +1,100 @@
+//! Guards: judges of an iteration's step that are not the check. Each sits behind [`Guard`] and
+//! is asked at two hooks, after the agent (on the snapshot of what it left) and after the check
+//! (on the check's result and the run's history); an objection is recorded in the receipt and
+//! `decide` halts on it. A step the guards object to is never accepted (never checked again,
+//! never delivered). The protected-path guard is the first; the seats for the others are named
+//! in [`super::seats`].
+
+use super::seats::Seat;
+use crate::receipt::events::{CheckResult, ExecResult, GuardRecord, ProtectedChangeRecord};
+use crate::receipt::history::History;
+use crate::workspace::{protected_changes, Manifest, ProtectedPaths, Snapshot};
+
+/// What the agent's step left, as the guards see it.
+pub struct AgentStep<'a> {
+    pub iteration: u64,
+    /// The agent's result (none when a resumed run re-judges the workspace a crashed process left).
+    pub exec: Option<&'a ExecResult>,
+    /// The detached workspace's snapshot and its baseline t0 (none for an in-place run).
+    pub workspace: Option<(&'a Snapshot, &'a Manifest)>,
+}
+
+/// The check's result on the step, as the guards see it.
+pub struct CheckStep<'a> {
+    pub iteration: u64,
+    pub check: &'a CheckResult,
+    /// Everything recorded before this check's result.
+    pub history: &'a History,
+}
+
+/// Why a guard refuses the step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Objection {
+    /// Protected paths the step changed: recorded as the `snapshot`'s `protected_changes`.
+    ProtectedChanges(Vec<ProtectedChangeRecord>),
+    /// Any other guard's finding: recorded as a `guard` event.
+    Finding(GuardRecord),
+}
+
+/// A judge of the agent's step.
+pub trait Guard {
+    fn seat(&self) -> Seat;
+    /// After the agent ran.
+    fn after_agent(&mut self, step: &AgentStep<'_>) -> Option<Objection>;
+    /// After the check ran (recorded as a `guard` event).
+    fn after_check(&mut self, _step: &CheckStep<'_>) -> Option<GuardRecord> {
+        None
+    }
+}
+
+/// The run's guards, asked in order.
+#[derive(Default)]
+pub struct Guards(Vec<Box<dyn Guard>>);
+
+impl Guards {
+    pub fn new(guards: Vec<Box<dyn Guard>>) -> Guards {
+        Guards(guards)
+    }
+
+    /// Every objection after the agent.
+    pub fn after_agent(&mut self, step: &AgentStep<'_>) -> Vec<Objection> {
+        self.0.iter_mut().filter_map(|g| g.after_agent(step)).collect()
+    }
+
+    /// Every objection after the check.
+    pub fn after_check(&mut self, step: &CheckStep<'_>) -> Vec<GuardRecord> {
+        self.0.iter_mut().filter_map(|g| g.after_check(step)).collect()
+    }
+}
+
+/// The agent must not change a protected path (tests, their configuration, CI; see
+/// docs/workspace.md): compared with t0 on the step's snapshot.
+pub struct ProtectedPathGuard {
+    protected: ProtectedPaths,
+}
+
+impl ProtectedPathGuard {
+    pub fn new(protected: ProtectedPaths) -> ProtectedPathGuard {
+        ProtectedPathGuard { protected }
+    }
+
+    /// The protected paths `snapshot` changed against `baseline`.
+    pub fn changes(&self, snapshot: &Snapshot, baseline: &Manifest) -> Vec<ProtectedChangeRecord> {
+        protected_changes(baseline, snapshot, &self.protected)
+            .into_iter()
+            .map(|c| ProtectedChangeRecord { path: c.path, change: format!("{:?}", c.change).to_lowercase() })
+            .collect()
+    }
+}
+
+impl Guard for ProtectedPathGuard {
+    fn seat(&self) -> Seat {
+        Seat::ProtectedPaths
+    }
+
+    fn after_agent(&mut self, step: &AgentStep<'_>) -> Option<Objection> {
+        let (snapshot, baseline) = step.workspace?;
+        let changes = self.changes(snapshot, baseline);
+        (!changes.is_empty()).then_some(Objection::ProtectedChanges(changes))
+    }
+}

@@ -1,0 +1,223 @@
+//! One iteration, as stages whose data flows one way:
+//!
+//! `iteration_start` -> agent in its zone -> `exec_result` -> decide -> guards after the agent
+//! (on the workspace snapshot) -> `snapshot` (+ `guard`) -> decide -> check in its zone (the one
+//! check runner) -> guards after the check -> `check_result` (+ `guard`) -> acceptance of the
+//! step -> decide.
+//!
+//! Every observation is appended to the receipt and recorded into the run's history before the
+//! next stage starts, and every decision is `decide` over that history, so what a resumed run
+//! decides from the receipt is what the live run decided.
+
+use super::check::{run_check, Artifacts, CheckOutcome, ReportSource};
+use super::commands::{run_in_zone, RoleCommand};
+use super::decide::{self, Step};
+use super::detached::{RunWorkspace, Taken};
+use super::guards::{AgentStep, CheckStep, Objection};
+use super::lifecycle::ActiveRun;
+use super::sink::{EventSink, LoopEvent};
+use super::RunOutcome;
+use crate::error::CmdResult;
+use crate::halt::HaltReason;
+use crate::interrupt;
+use crate::receipt::events::{EgressRecord, Event, ExecResult, GuardRecord, SnapshotRecord};
+use crate::receipt::store::ARTIFACTS;
+use crate::workspace::Snapshot;
+use crate::zones::{Role, Zone};
+
+impl ActiveRun<'_> {
+    /// Drive the run until it halts, pauses (`once`) or is interrupted.
+    pub(super) fn drive(&mut self, zone: &mut dyn Zone, once: bool, sink: &mut dyn EventSink) -> CmdResult<RunOutcome> {
+        loop {
+            if let Some(sig) = interrupt::pending() {
+                return self.interrupted(sig, None);
+            }
+            let n = self.state.iteration + 1;
+            if let Step::Halt(reason, detail) = decide::before_iteration(n, self.cfg.max_iterations) {
+                return self.halt(reason, detail);
+            }
+            // The receipt is the live record: state.json is rewritten only when the run stops, so
+            // that an iteration costs one fsync per event and nothing more.
+            self.append(Event::IterationStart { iteration: n })?;
+            self.state.iteration = n;
+            match self.iterate(zone, n, sink)? {
+                Step::Continue => {}
+                Step::Interrupted(sig) => return self.interrupted(sig, Some(n)),
+                Step::Halt(reason, detail) => return self.halt(reason, detail),
+            }
+            if once {
+                return self.pause();
+            }
+        }
+    }
+
+    /// The decision on the current iteration as the history holds it.
+    fn decide(&self) -> Step {
+        self.history.current().map_or(Step::Continue, |record| decide::decide(self.mode, record, self.cfg.max_iterations))
+    }
+
+    /// Run iteration `n`'s stages; `Continue` when it ended without a halt.
+    fn iterate(&mut self, zone: &mut dyn Zone, n: u64, sink: &mut dyn EventSink) -> CmdResult<Step> {
+        let exec = match self.run_agent(zone, n)? {
+            Ok(exec) => exec,
+            Err(detail) => return Ok(Step::Halt(HaltReason::IsolationUnsatisfiable, detail)),
+        };
+        self.append(Event::ExecResult(exec.clone()))?;
+        if let Some(step) = self.halting_after_agent(n, sink) {
+            return Ok(step);
+        }
+        let candidate = match self.judge_agent_step(n, &exec)? {
+            Ok(candidate) => candidate,
+            Err(Step::Halt(reason, detail)) => {
+                sink.event(&LoopEvent::HaltingAfterAgent { iteration: n, detail: &detail });
+                return Ok(Step::Halt(reason, detail));
+            }
+            Err(stop) => return Ok(stop),
+        };
+        if let Some(step) = self.halting_after_agent(n, sink) {
+            return Ok(step);
+        }
+        if let Some(sig) = interrupt::pending() {
+            return Ok(Step::Interrupted(sig));
+        }
+        let outcome = match self.run_check(zone, n, candidate.as_ref())? {
+            Ok(outcome) => outcome,
+            Err(halt) => return Ok(halt),
+        };
+        let check = outcome.record(n);
+        let findings = self.guards.after_check(&CheckStep { iteration: n, check: &check, history: &self.history });
+        self.append(Event::CheckResult(check.clone()))?;
+        let clean = findings.is_empty();
+        self.append_findings(findings.into_iter())?;
+        // Acceptance: a step every guard let through, after its check, is the run's new state.
+        if let (true, Some(ws), Some(snapshot)) = (clean, self.workspace.as_mut(), candidate) {
+            ws.accept(snapshot);
+        }
+        if let Some(check_exit) = check.check_exit {
+            sink.event(&LoopEvent::Checked {
+                iteration: n,
+                exec_ms: exec.duration_ms,
+                check_exit,
+                check_ms: check.duration_ms,
+                failing: check.failing_count,
+            });
+        }
+        Ok(self.decide())
+    }
+
+    /// The agent stage: its command in the agent zone, observed as the `exec_result` to record.
+    /// `Ok(Err(detail))`: the zone could not be set up.
+    fn run_agent(&mut self, zone: &mut dyn Zone, n: u64) -> CmdResult<Result<ExecResult, String>> {
+        let overlay = self.workspace.as_ref().map(RunWorkspace::agent_overlay);
+        let credential = match (&self.cfg.credentials, &self.credential) {
+            (Some(hooks), Some(secret)) => Some((hooks.env.clone(), secret.clone())),
+            _ => None,
+        };
+        let command = RoleCommand { role: Role::Agent, run_id: &self.state.run_id, iteration: n, overlay, credential };
+        let stem = command.stem();
+        let cmd = command.zone_command(&self.cfg, &self.env);
+        let run = match run_in_zone(zone, &cmd, &self.artifacts, ARTIFACTS, &stem)? {
+            Ok(run) => run,
+            Err(detail) => return Ok(Err(detail)),
+        };
+        Ok(Ok(ExecResult {
+            iteration: n,
+            ending: run.ending.clone(),
+            exit_code: run.ending.exit_code(),
+            duration_ms: run.duration.as_millis() as u64,
+            // Cumulative egress of the run and the digest of its audit log so far.
+            egress: run.usage.egress.map(|egress| EgressRecord {
+                totals: serde_json::to_value(egress.run_totals).unwrap_or_default(),
+                audit: crate::zones::pinned::EGRESS_AUDIT_FILE.into(),
+                audit_sha256: egress.audit_sha256,
+            }),
+            stdout: run.output.stdout,
+            stderr: run.output.stderr,
+        }))
+    }
+
+    /// The guards' stage after the agent: snapshot the detached workspace, ask every guard, and
+    /// record the `snapshot` (with the protected paths changed) and any other objection. Returns
+    /// the snapshot, the candidate for the check and for acceptance; `Err` when the workspace
+    /// could not be taken (a `workspace_invalid` halt) or its snapshot was interrupted.
+    fn judge_agent_step(&mut self, n: u64, exec: &ExecResult) -> CmdResult<Result<Option<Snapshot>, Step>> {
+        let Some(ws) = self.workspace.as_mut() else {
+            // In place there is no snapshot: the guards judge the agent's result alone.
+            let objections = self.guards.after_agent(&AgentStep { iteration: n, exec: Some(exec), workspace: None });
+            self.append_findings(objections.into_iter().filter_map(|o| match o {
+                Objection::Finding(finding) => Some(finding),
+                Objection::ProtectedChanges(_) => None,
+            }))?;
+            return Ok(Ok(None));
+        };
+        let (snapshot, duration_ms) = match ws.snapshot() {
+            Taken::Snapshot { snapshot, duration_ms } => (snapshot, duration_ms),
+            Taken::Refused(detail) => return Ok(Err(Step::Halt(HaltReason::WorkspaceInvalid, detail))),
+            Taken::Interrupted(signal) => return Ok(Err(Step::Interrupted(signal))),
+        };
+        let baseline = ws.baseline_manifest()?;
+        let objections = self.guards.after_agent(&AgentStep { iteration: n, exec: Some(exec), workspace: Some((&snapshot, baseline)) });
+        let (mut protected_changes, mut findings) = (Vec::new(), Vec::new());
+        for objection in objections {
+            match objection {
+                Objection::ProtectedChanges(changes) => protected_changes.extend(changes),
+                Objection::Finding(finding) => findings.push(finding),
+            }
+        }
+        let record = SnapshotRecord {
+            iteration: n,
+            tree_id: snapshot.tree_id.to_hex(),
+            changed_paths: snapshot.changes(baseline).len() as u64,
+            protected_changes,
+            duration_ms: Some(duration_ms),
+        };
+        self.append(Event::Snapshot(record))?;
+        self.append_findings(findings.into_iter())?;
+        Ok(Ok(Some(snapshot)))
+    }
+
+    /// The check stage: the one check runner, on the candidate (its throwaway layers over the
+    /// agent's snapshot) or in place. `Ok(Err(halt))`: its layers could not be built
+    /// (`workspace_invalid`) or its zone could not be set up (`isolation_unsatisfiable`).
+    fn run_check(&mut self, zone: &mut dyn Zone, n: u64, candidate: Option<&Snapshot>) -> CmdResult<Result<CheckOutcome, Step>> {
+        let (overlay, scratch) = match (&self.workspace, candidate) {
+            (Some(ws), Some(snapshot)) => match ws.check_overlay(n, snapshot) {
+                Ok((overlay, scratch)) => (Some(overlay), Some(scratch)),
+                Err(f) => {
+                    let detail = format!("the check's layers cannot be built: {}", f.message);
+                    return Ok(Err(Step::Halt(HaltReason::WorkspaceInvalid, detail)));
+                }
+            },
+            _ => (None, None),
+        };
+        let command = RoleCommand { role: Role::Check, run_id: &self.state.run_id, iteration: n, overlay, credential: None };
+        let artifacts = Artifacts { dir: &self.artifacts, rel: ARTIFACTS, stem: command.stem() };
+        let cmd = command.zone_command(&self.cfg, &self.env);
+        let report_dir = scratch.as_ref().map(|s| s.writes()).unwrap_or(&self.workdir);
+        let report = self.cfg.junit.as_deref().map(|path| ReportSource { dir: report_dir, path });
+        // The scratch layers are removed when `scratch` drops, after the report was read.
+        let checked = run_check(zone, &cmd, artifacts, report)?;
+        Ok(checked.map_err(|detail| Step::Halt(HaltReason::IsolationUnsatisfiable, detail)))
+    }
+
+    /// Record guard findings as `guard` events.
+    fn append_findings(&mut self, findings: impl Iterator<Item = GuardRecord>) -> CmdResult<()> {
+        for finding in findings {
+            self.append(Event::Guard(finding))?;
+        }
+        Ok(())
+    }
+
+    /// The decision after the agent's stages, when it stops the iteration (a halt is told to
+    /// the sink: no check result will follow it).
+    fn halting_after_agent(&self, n: u64, sink: &mut dyn EventSink) -> Option<Step> {
+        match self.decide() {
+            Step::Continue => None,
+            Step::Halt(reason, detail) => {
+                sink.event(&LoopEvent::HaltingAfterAgent { iteration: n, detail: &detail });
+                Some(Step::Halt(reason, detail))
+            }
+            interrupted => Some(interrupted),
+        }
+    }
+}

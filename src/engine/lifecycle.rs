@@ -1,0 +1,513 @@
+//! The run lifecycle: starting a run or resuming one (one [`ActiveRun`] either way), its lock,
+//! keys and state file, the agent's credential, and the three ways a call ends (a halt, sealed;
+//! a pause after `--once`; an operator interrupt). The iterations themselves are
+//! [`super::iteration`]'s.
+
+use super::commands::operator_env;
+use super::config::{LoopConfig, MODE_CHECK_FIXPOINT};
+use super::credentials;
+use super::decide::{self, Step};
+use super::detached::{RunWorkspace, Taken, WorkspaceMode};
+use super::guards::{AgentStep, Guard, Guards, ProtectedPathGuard};
+use super::seats::Mode;
+use super::sink::{EventSink, LoopEvent};
+use super::{LoopEnd, RunOutcome};
+use crate::error::{CmdResult, Failure};
+use crate::halt::HaltReason;
+use crate::interrupt;
+use crate::receipt::chain::ReceiptLog;
+use crate::receipt::events::{CredentialRevoked, DeliveryRecord, Event, HaltRecord, RunResumed, RunStart, SCHEMA_VERSION};
+use crate::receipt::history::History;
+use crate::receipt::keys::{OperatorKey, RunKey};
+use crate::receipt::seal::{endorse_run_key, seal_run};
+use crate::receipt::state::{RunPhase, RunState};
+use crate::receipt::store::{log_failure, RunDir, RunLock, StateDir};
+use crate::run_id::RunId;
+use crate::safefs::SafeDir;
+use super::zone_setup::zone_setup;
+use crate::zones::setup::ZoneSetup;
+use crate::zones::{open_zone, Role, Zone};
+
+/// A run this process drives: everything an iteration needs, and the history of the receipt so
+/// far (every event it appends is recorded into it).
+pub(super) struct ActiveRun<'a> {
+    pub(super) statedir: &'a StateDir,
+    pub(super) run: RunDir,
+    _lock: RunLock,
+    log: ReceiptLog,
+    pub(super) history: History,
+    pub(super) cfg: LoopConfig,
+    pub(super) mode: Mode,
+    pub(super) artifacts: SafeDir,
+    pub(super) workdir: SafeDir,
+    pub(super) state: RunState,
+    pub(super) env: Vec<(String, String)>,
+    resumed: bool,
+    /// This process's run key, endorsed in the receipt; consumed when the run is sealed.
+    run_key: Option<RunKey>,
+    /// The detached workspace (native isolation in a git repository).
+    pub(super) workspace: Option<RunWorkspace>,
+    pub(super) guards: Guards,
+    /// The agent's minted credential, held only in this process's memory until it is revoked.
+    pub(super) credential: Option<credentials::Secret>,
+    /// Why the workspace a resumed run found could not be taken (the run then halts with it).
+    refused_at_reopen: Option<String>,
+}
+
+/// The state of a run this process is about to drive (its counters are filled in on save).
+fn running_state(run_id: &RunId, isolation: &str, iteration: u64, max_iterations: u64, run: &RunDir) -> RunState {
+    RunState {
+        run_id: run_id.to_string(),
+        state: RunPhase::Running,
+        mode: MODE_CHECK_FIXPOINT.into(),
+        isolation: isolation.into(),
+        iteration,
+        max_iterations,
+        halt_reason: None,
+        exit_code: None,
+        receipt: run.receipt_rel(),
+        receipt_events: 0,
+        receipt_head: String::new(),
+        pid: std::process::id(),
+        updated_at: String::new(),
+    }
+}
+
+/// The policy the run's zone setup holds for `role` (native isolation pins one per role).
+fn role_policy(zones: &ZoneSetup, role: Role) -> CmdResult<&sandbox::Policy> {
+    zones
+        .policy(role)
+        .map(|p| &p.policy)
+        .ok_or_else(|| Failure::internal("a detached workspace needs native isolation and its pinned policies"))
+}
+
+fn open_workdir(cfg: &LoopConfig) -> CmdResult<SafeDir> {
+    SafeDir::open(std::path::Path::new(&cfg.workdir)).map_err(|e| {
+        Failure::workspace(format!("workdir {}: {e}", cfg.workdir)).with_hint("check --workdir")
+    })
+}
+
+/// The configuration a run pinned in its first event, `run_start` (resume, replay and
+/// reexecute all start from it, never from flags or loop.toml).
+pub fn pinned_config(run: &RunDir, history: &History) -> CmdResult<LoopConfig> {
+    let broken = |what: &str| Failure::workspace(format!("{}: {what}", run.receipt_path().display()));
+    if history.events == 0 {
+        return Err(broken("the receipt is empty (the run never started)"));
+    }
+    let start = history.start.as_ref().filter(|_| history.starts_the_receipt).ok_or_else(|| broken("the first event is not run_start"))?;
+    serde_json::from_value(start.config.clone()).map_err(|_| broken("run_start carries no readable config"))
+}
+
+/// What a resumed run finds at the end of its receipt.
+enum Pending {
+    /// Nothing: the last iteration ended (or none started); the next one starts.
+    Nothing,
+    /// The last iteration started but its outcome was never fully recorded (loopexec died).
+    Unfinished,
+    /// The recorded outcome already decided a halt whose `halt` event was never appended.
+    Decided(HaltReason, String),
+}
+
+fn pending(history: &History, mode: Mode, max_iterations: u64) -> Pending {
+    let Some(record) = history.current() else {
+        return Pending::Nothing;
+    };
+    if record.interrupted.is_some() {
+        return Pending::Nothing;
+    }
+    match decide::decide(mode, record, max_iterations) {
+        Step::Halt(reason, detail) => Pending::Decided(reason, detail),
+        _ if record.check.is_some() => Pending::Nothing,
+        _ => Pending::Unfinished,
+    }
+}
+
+/// The run's egress totals as the receipt's last `exec_result` recorded them.
+fn recorded_egress_totals(history: &History) -> Option<crate::egress::ProxyStats> {
+    let last = history.iterations.iter().rev().find_map(|r| r.exec.as_ref()?.egress.as_ref())?;
+    serde_json::from_value(last.totals.clone()).ok()
+}
+
+/// What `start` and `resume` hand to [`ActiveRun::open`].
+struct Opening<'a> {
+    statedir: &'a StateDir,
+    run_id: RunId,
+    run: RunDir,
+    lock: RunLock,
+    log: ReceiptLog,
+    history: History,
+    cfg: LoopConfig,
+    isolation: String,
+    resumed: bool,
+}
+
+/// Start a new run and drive it (one iteration with `once`).
+pub fn start(
+    statedir: &StateDir,
+    run_id: RunId,
+    cfg: LoopConfig,
+    operator: &OperatorKey,
+    once: bool,
+    sink: &mut dyn EventSink,
+) -> CmdResult<RunOutcome> {
+    let workdir = open_workdir(&cfg)?;
+    let zones = zone_setup(&cfg, statedir.path())?;
+    let mut zone = open_zone(&zones)?;
+    let run = statedir.create_run(&run_id)?;
+    let lock = run.lock()?;
+    zone.bind_run(run.path())?;
+    let log = run.create_receipt()?;
+    let isolation = zone.isolation().to_string();
+    let opening = Opening { statedir, run_id: run_id.clone(), run, lock, log, history: History::default(), cfg, isolation, resumed: false };
+    let mut active = ActiveRun::open(opening, workdir)?;
+    active.append(Event::RunStart(RunStart {
+        run_id: run_id.to_string(),
+        mode: MODE_CHECK_FIXPOINT.into(),
+        isolation: zone.isolation().into(),
+        zone: zone.name().into(),
+        loopexec_version: env!("CARGO_PKG_VERSION").into(),
+        pid: std::process::id(),
+        cgroup_scope: serde_json::to_value(zone.cgroup_scope()).map_err(|e| Failure::internal(e.to_string()))?,
+        config: serde_json::to_value(&active.cfg).map_err(|e| Failure::internal(e.to_string()))?,
+        schema: Some(SCHEMA_VERSION),
+    }))?;
+    active.endorse(operator)?;
+    if active.cfg.workspace == WorkspaceMode::Detached {
+        let (ws, record) = RunWorkspace::create(
+            std::path::Path::new(&active.cfg.workdir),
+            statedir,
+            &active.run,
+            active.cfg.include_uncommitted,
+            &active.cfg.protected,
+            role_policy(&zones, Role::Agent)?,
+            role_policy(&zones, Role::Check)?,
+        )?;
+        active.append(Event::Workspace(record))?;
+        active.attach_workspace(ws, false)?;
+    }
+    active.begin(zone.as_mut(), None, once, sink)
+}
+
+/// Continue a paused, interrupted or crashed run from its durable state.
+pub fn resume(
+    statedir: &StateDir,
+    run_id: RunId,
+    operator: &OperatorKey,
+    once: bool,
+    sink: &mut dyn EventSink,
+) -> CmdResult<RunOutcome> {
+    let run = statedir.open_run(&run_id)?;
+    let lock = run.lock()?;
+    let previous = run.read_state().ok().map(|s| s.state.as_str().to_string());
+    let (log, lines) = run.open_receipt()?;
+    let history = History::of_lines(&lines).map_err(|e| Failure::workspace(format!("{}: {e}", run.receipt_path().display())))?;
+    let cfg = pinned_config(&run, &history)?;
+    if let Some(halt) = &history.halt {
+        return Err(Failure::new(
+            crate::error::FailureCode::RunAlreadyHalted,
+            format!("run {run_id} already halted with {}; a halted run is final", halt.halt_reason),
+        )
+        .with_hint("start a new run (loopexec run); `loopexec explain-halt` says why it stopped"));
+    }
+    let workdir = open_workdir(&cfg)?;
+    let mut zones = zone_setup(&cfg, statedir.path())?;
+    if let Some(totals) = recorded_egress_totals(&history) {
+        // The run's egress budgets continue from what its receipt recorded.
+        zones.egress_totals = totals;
+    }
+    let mut zone = open_zone(&zones)?;
+    zone.bind_run(run.path())?;
+    let isolation = history.start.as_ref().map(|s| s.isolation.clone()).unwrap_or_default();
+    let opening = Opening { statedir, run_id: run_id.clone(), run, lock, log, history, cfg, isolation, resumed: true };
+    let mut active = ActiveRun::open(opening, workdir)?;
+    let last = active.history.last_started;
+    let pending = pending(&active.history, active.mode, active.cfg.max_iterations);
+    if let Pending::Unfinished = pending {
+        active.append(Event::IterationInterrupted { iteration: last, cause: "supervisor_lost".into() })?;
+    }
+    active.append(Event::RunResumed(RunResumed {
+        run_id: run_id.to_string(),
+        previous_state: previous,
+        last_iteration: last,
+        next_iteration: last + 1,
+        pid: std::process::id(),
+        cgroup_scope: serde_json::to_value(zone.cgroup_scope()).map_err(|e| Failure::internal(e.to_string()))?,
+    }))?;
+    // The run key of the interrupted process died with it: mint and endorse a new one.
+    active.endorse(operator)?;
+    if active.cfg.workspace == WorkspaceMode::Detached {
+        let record = active
+            .history
+            .workspace
+            .clone()
+            .ok_or_else(|| Failure::workspace(format!("{}: no workspace event", active.run.receipt_path().display())))?;
+        let (agent_policy, check_policy) = (role_policy(&zones, Role::Agent)?, role_policy(&zones, Role::Check)?);
+        let ws = RunWorkspace::reopen(&record, statedir, &active.run, &active.cfg.protected, agent_policy, check_policy)?;
+        active.attach_workspace(ws, true)?;
+    }
+    let decided = match pending {
+        Pending::Decided(reason, detail) => Some((reason, detail)),
+        _ => None,
+    };
+    active.begin(zone.as_mut(), decided, once, sink)
+}
+
+impl<'a> ActiveRun<'a> {
+    fn open(o: Opening<'a>, workdir: SafeDir) -> CmdResult<ActiveRun<'a>> {
+        let artifacts = o.run.artifacts()?;
+        let state = running_state(&o.run_id, &o.isolation, o.history.last_started, o.cfg.max_iterations, &o.run);
+        Ok(ActiveRun {
+            statedir: o.statedir,
+            run: o.run,
+            _lock: o.lock,
+            log: o.log,
+            history: o.history,
+            cfg: o.cfg,
+            mode: Mode::CheckFixpoint,
+            artifacts,
+            workdir,
+            state,
+            env: operator_env(),
+            resumed: o.resumed,
+            run_key: None,
+            workspace: None,
+            guards: Guards::default(),
+            credential: None,
+            refused_at_reopen: None,
+        })
+    }
+
+    /// Mint this process's run key and have the operator key endorse it in the receipt.
+    fn endorse(&mut self, operator: &OperatorKey) -> CmdResult<()> {
+        let run_key = RunKey::mint();
+        let recorded = endorse_run_key(&mut self.log, &self.state.run_id, &run_key, operator).map_err(log_failure)?;
+        self.history.record(&recorded);
+        self.run_key = Some(run_key);
+        Ok(())
+    }
+
+    /// Take the detached workspace and its guard. On resume, the workspace as the crashed
+    /// process left it is accepted again only if the guards let it through; one that cannot be
+    /// taken halts the resumed run with the reason.
+    fn attach_workspace(&mut self, mut ws: RunWorkspace, resumed: bool) -> CmdResult<()> {
+        let mut guards: Vec<Box<dyn Guard>> = vec![Box::new(ProtectedPathGuard::new(ws.protected().clone()))];
+        if resumed {
+            match ws.snapshot() {
+                Taken::Snapshot { snapshot, .. } => {
+                    let baseline = ws.baseline_manifest()?;
+                    let step = AgentStep { iteration: self.history.last_started, exec: None, workspace: Some((&snapshot, baseline)) };
+                    if guards.iter_mut().all(|g| g.after_agent(&step).is_none()) {
+                        ws.accept(snapshot);
+                    }
+                }
+                Taken::Refused(detail) => self.refused_at_reopen = Some(detail),
+                Taken::Interrupted(signal) => {
+                    return Err(Failure::workspace(format!("interrupted ({}) while reading the workspace", interrupt::signal_name(signal)))
+                        .with_hint("resume the run again"))
+                }
+            }
+        }
+        self.guards = Guards::new(guards);
+        self.workspace = Some(ws);
+        Ok(())
+    }
+
+    /// The common start of a driven run: its state file, the credential of a crashed process
+    /// revoked, a halt already decided appended, the credential minted, then the iterations.
+    fn begin(
+        &mut self,
+        zone: &mut dyn Zone,
+        decided: Option<(HaltReason, String)>,
+        once: bool,
+        sink: &mut dyn EventSink,
+    ) -> CmdResult<RunOutcome> {
+        self.save_state(true)?;
+        // A credential minted by a process that died without revoking it is revoked now.
+        if self.resumed && self.history.credential_outstanding {
+            self.revoke_credential(None, "supervisor_lost")?;
+        }
+        if let Some(detail) = self.refused_at_reopen.take() {
+            sink.event(&LoopEvent::HaltingBeforeIterations { detail: &detail });
+            return self.halt(HaltReason::WorkspaceInvalid, detail);
+        }
+        if let Some((reason, detail)) = decided {
+            // The outcome was observed and recorded before loopexec died; only its halt is missing.
+            return self.halt(reason, detail);
+        }
+        if let Some((reason, detail)) = self.mint_credential()? {
+            sink.event(&LoopEvent::HaltingBeforeIterations { detail: &detail });
+            return self.halt(reason, detail);
+        }
+        let result = self.drive(zone, once, sink);
+        if result.is_err() {
+            // A failure (not a halt: e.g. the receipt could not be written) still revokes the
+            // credential this process holds, recording it when the receipt allows.
+            if let (Some(secret), Some(hooks)) = (self.credential.take(), self.cfg.credentials.clone()) {
+                let run = credentials::revoke(&hooks, &self.cfg.workdir, &self.state.run_id, Some(&secret), "error");
+                let _ = self.append(Event::CredentialRevoked(CredentialRevoked {
+                    cause: "error".into(),
+                    duration_ms: run.duration_ms,
+                    ok: run.failure.is_none(),
+                    error: run.failure,
+                }));
+            }
+        }
+        result
+    }
+
+    /// Append an event to the receipt and record it into the history.
+    pub(super) fn append(&mut self, event: Event) -> CmdResult<()> {
+        let recorded = self.log.append_event(&event).map_err(log_failure)?;
+        self.history.record(&recorded);
+        Ok(())
+    }
+
+    /// Mint the agent's credential with the operator's hook, if the run has one. A failing mint
+    /// is a halt (`credential_scope_invalid`) decided before any agent runs.
+    fn mint_credential(&mut self) -> CmdResult<Option<(HaltReason, String)>> {
+        let Some(hooks) = self.cfg.credentials.clone() else {
+            return Ok(None);
+        };
+        match credentials::mint(&hooks, &self.cfg.workdir, &self.state.run_id) {
+            Ok((secret, run)) => {
+                self.append(Event::CredentialMinted { env: hooks.env, duration_ms: run.duration_ms })?;
+                self.credential = Some(secret);
+                Ok(None)
+            }
+            Err(why) => Ok(Some((HaltReason::CredentialScopeInvalid, format!("no credential for the agent: {why}")))),
+        }
+    }
+
+    /// Run the revoke hook (with the secret on its stdin, or nothing after a crash) and record
+    /// that it ran. A failing revoke is recorded, never fatal: the run still stops cleanly.
+    fn revoke_credential(&mut self, secret: Option<credentials::Secret>, cause: &str) -> CmdResult<()> {
+        let Some(hooks) = self.cfg.credentials.clone() else {
+            return Ok(());
+        };
+        let run = credentials::revoke(&hooks, &self.cfg.workdir, &self.state.run_id, secret.as_ref(), cause);
+        drop(secret);
+        self.append(Event::CredentialRevoked(CredentialRevoked {
+            cause: cause.into(),
+            duration_ms: run.duration_ms,
+            ok: run.failure.is_none(),
+            error: run.failure,
+        }))
+    }
+
+    /// Revoke the credential this process minted, if it holds one.
+    fn revoke_held(&mut self, cause: &str) -> CmdResult<()> {
+        match self.credential.take() {
+            Some(secret) => self.revoke_credential(Some(secret), cause),
+            None => Ok(()),
+        }
+    }
+
+    /// Write the run's state.json (and, with `publish`, `latest` and `.loopexec/state.json`).
+    fn save_state(&mut self, publish: bool) -> CmdResult<()> {
+        self.state.receipt_events = self.log.len();
+        self.state.receipt_head = self.log.head().to_string();
+        self.state.updated_at = crate::receipt::chain::now_rfc3339();
+        self.run.write_state(&self.state)?;
+        if publish {
+            self.statedir.publish_latest(&self.state)?;
+        }
+        Ok(())
+    }
+
+    fn outcome(&self, end: LoopEnd) -> RunOutcome {
+        let last_check = self.history.last_exited_check();
+        RunOutcome {
+            run_id: self.state.run_id.clone(),
+            end,
+            iteration: self.state.iteration,
+            max_iterations: self.cfg.max_iterations,
+            check_exit: last_check.and_then(|c| c.check_exit),
+            failing_count: last_check.and_then(|c| c.failing_count).map(|c| c as usize),
+            receipt: self.run.receipt_path(),
+            state: self.state.state,
+            isolation: self.state.isolation.clone(),
+            resumed: self.resumed,
+        }
+    }
+
+    /// Halt with a computed reason: deliver the accepted end state, append `halt`, seal.
+    pub(super) fn halt(&mut self, reason: HaltReason, detail: String) -> CmdResult<RunOutcome> {
+        self.revoke_held("halt")?;
+        let delivery = match &self.workspace {
+            None => None,
+            Some(ws) => {
+                // The last accepted state reaches the operator as a branch and a patch; a failed
+                // delivery (e.g. the branch already exists) is recorded, never fatal to the halt.
+                let message = format!("loopexec run {}: {}", self.state.run_id, reason.as_str());
+                let started = std::time::Instant::now();
+                let delivered = ws.deliver(&self.state.run_id, &self.run, &message);
+                let duration_ms = Some(started.elapsed().as_millis() as u64);
+                let none = DeliveryRecord { branch: None, duration_ms: None, commit: None, tree: None, parent: None, patch: None, reason: None, error: None };
+                Some(match delivered {
+                    Err(crate::workspace::WorkspaceError::Interrupted { signal, .. }) => return self.interrupted(signal, None),
+                    Ok(Some(d)) => DeliveryRecord {
+                        branch: Some(d.branch),
+                        duration_ms,
+                        commit: Some(d.commit),
+                        tree: Some(d.tree),
+                        parent: Some(d.parent),
+                        patch: Some(d.patch.strip_prefix(self.run.path()).unwrap_or(&d.patch).to_string_lossy().into_owned()),
+                        ..none
+                    },
+                    Ok(None) => DeliveryRecord { reason: Some("no accepted change to deliver".into()), ..none },
+                    Err(e) => DeliveryRecord { error: Some(e.to_string()), duration_ms, ..none },
+                })
+            }
+        };
+        self.append(Event::Halt(HaltRecord {
+            halt_reason: reason,
+            exit_code: reason.class().code(),
+            iteration: self.state.iteration,
+            detail: detail.clone(),
+            delivery,
+        }))?;
+        self.seal()?;
+        self.state.state = RunPhase::Halted;
+        self.state.halt_reason = Some(reason.as_str().into());
+        self.state.exit_code = Some(reason.class().code());
+        self.save_state(true)?;
+        Ok(self.outcome(LoopEnd::Halted { reason, detail }))
+    }
+
+    /// Seal the finished run: DSSE envelope over the in-toto statement, signed by the run key,
+    /// which is consumed (dropped) here.
+    fn seal(&mut self) -> CmdResult<()> {
+        let run_key = self.run_key.take().ok_or_else(|| Failure::internal("the run key was already used"))?;
+        // Subjects: the receipt, and (detached workspace) the end-state tree that was delivered.
+        let end_state: Vec<serde_json::Value> = self
+            .workspace
+            .as_ref()
+            .and_then(RunWorkspace::last_accepted)
+            .map(|snap| crate::receipt::statement::subject("end-state", "gitTree", &snap.tree_id.to_hex()))
+            .into_iter()
+            .collect();
+        seal_run(self.run.dir(), run_key, end_state).map_err(|e| Failure::internal(format!("sealing the receipt: {e}")))?;
+        Ok(())
+    }
+
+    /// Stop on an operator signal; the run stays resumable.
+    pub(super) fn interrupted(&mut self, signal: i32, in_flight: Option<u64>) -> CmdResult<RunOutcome> {
+        let name = interrupt::signal_name(signal).to_string();
+        if let Some(iteration) = in_flight {
+            self.append(Event::IterationInterrupted { iteration, cause: name.clone() })?;
+        }
+        self.revoke_held("interrupt")?;
+        self.append(Event::RunInterrupted { signal: name, iteration: self.state.iteration })?;
+        self.state.state = RunPhase::Interrupted;
+        self.save_state(true)?;
+        Ok(self.outcome(LoopEnd::Interrupted { signal }))
+    }
+
+    /// Stop after `--once`; the run stays resumable.
+    pub(super) fn pause(&mut self) -> CmdResult<RunOutcome> {
+        self.revoke_held("pause")?;
+        self.state.state = RunPhase::Paused;
+        self.save_state(true)?;
+        Ok(self.outcome(LoopEnd::Paused))
+    }
+}

@@ -1,0 +1,51 @@
+//! Receipts written before events were typed (the format of commit ef9c555, schema 1 without a
+//! `schema` field) still read and verify: `report`, `explain-halt` and `verify` of each say
+//! exactly what that version's binary said (tests/fixtures/receipts_v1/make.sh wrote both).
+mod common;
+use common::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+fn fixture(run: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/receipts_v1").join(run)
+}
+
+/// A command's JSON output without its `receipt` path (the fixture's absolute path differs
+/// between checkouts).
+fn without_path(mut v: Value) -> Value {
+    v.as_object_mut().unwrap().remove("receipt");
+    v
+}
+
+fn recorded(run: &str, command: &str) -> Value {
+    without_path(serde_json::from_slice(&std::fs::read(fixture(run).join(format!("{command}.json"))).unwrap()).unwrap())
+}
+
+fn reads_as_before(run: &str) {
+    let dir = workdir();
+    let receipt = path_str(&fixture(run).join("receipt.jsonl"));
+    for command in ["report", "explain-halt"] {
+        let now = loopexec(dir.path(), &[command, "--json", "--receipt", &receipt]);
+        assert_eq!(now.code, 0, "{now:?}");
+        assert_eq!(without_path(now.json()), recorded(run, command), "{command} of {run}");
+    }
+    let pubkey = path_str(&fixture("operator.pub"));
+    let verified = loopexec(dir.path(), &["verify", "--json", &path_str(&fixture(run)), "--pubkey", &pubkey]);
+    assert_eq!(verified.code, 0, "{verified:?}");
+    assert_eq!(verified.json(), recorded(run, "verify"), "verify of {run}");
+}
+
+#[test]
+fn a_paused_and_resumed_in_place_run_with_a_failing_set_and_credentials_reads_and_verifies_as_before() {
+    reads_as_before("inplace");
+}
+
+#[test]
+fn a_delivered_detached_run_reads_and_verifies_as_before() {
+    reads_as_before("detached");
+}
+
+#[test]
+fn a_blocked_detached_run_reads_and_verifies_as_before() {
+    reads_as_before("blocked");
+}
