@@ -217,3 +217,20 @@ fn the_check_sees_no_loopexec_variables_and_a_neutral_hostname_while_the_agent_k
     let r = loopexec(repo.path(), &["run", "--json", "--run-id", "v", "--exec", agent, "--check", check, "--max-iterations", "1"]);
     assert_eq!(r.code, 10, "{r:?}");
 }
+
+#[test]
+fn explain_halt_and_report_show_the_guards_evidence() {
+    let repo = python_project();
+    let agent = "printf 'import os\\nos._exit(0)\\n' >> calc/__init__.py";
+    let (r, _) = run_agent(repo.path(), "w", agent, "true");
+    assert_eq!(r.json()["halt_reason"], "reward_hacking_detected");
+    let explain = loopexec(repo.path(), &["explain-halt", "--json", "w"]).json();
+    let guard = &explain["explanation"]["guards"][0];
+    assert_eq!(guard["guard"], "tampering");
+    assert_eq!(guard["findings"][0]["path"], "calc/__init__.py");
+    assert!(guard["findings"][0]["what"].as_str().unwrap().contains("rule process-exit"), "{guard}");
+    let human = loopexec(repo.path(), &["explain-halt", "w"]);
+    assert!(human.stdout.contains("calc/__init__.py: line 3: rule process-exit"), "{}", human.stdout);
+    let report = loopexec(repo.path(), &["report", "w"]);
+    assert!(report.stdout.contains("guard tampering (reward_hacking_detected)"), "{}", report.stdout);
+}

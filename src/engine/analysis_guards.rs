@@ -161,6 +161,26 @@ fn surface_finding(change: &SurfaceChange) -> FindingRecord {
     FindingRecord { path: Some(path.clone()), what }
 }
 
+fn assertions_of(path: &str, bytes: Option<&[u8]>, limits: Limits) -> Result<u64, analysis::AnalysisError> {
+    let Some(bytes) = bytes else { return Ok(0) };
+    Ok(match analysis::analyse_file(SourceFile { path, bytes }, limits)? {
+        analysis::FileAnalysis::Analysed(facts) => facts.assertions,
+        analysis::FileAnalysis::NotAnalysed(_) => 0,
+    })
+}
+
+/// The changed files whose own assertion count fell, each with both counts.
+fn fewer_assertions(bytes: &ChangedBytes, limits: Limits) -> Result<Vec<FindingRecord>, analysis::AnalysisError> {
+    let mut out = Vec::new();
+    for change in bytes.changed() {
+        let (before, after) = (assertions_of(change.path, change.t0, limits)?, assertions_of(change.path, change.end, limits)?);
+        if after < before {
+            out.push(FindingRecord { path: Some(change.path.to_string()), what: format!("assertions in test code: {before} at t0, {after} now") });
+        }
+    }
+    Ok(out)
+}
+
 fn test_item_finding(change: &TestItemChange) -> FindingRecord {
     let (item, what) = match change {
         TestItemChange::Removed { item } => (item, "is gone".to_string()),
@@ -177,13 +197,19 @@ pub struct MetricIntegrityGuard {
     baseline: AnalysisBaseline,
     spec: SurfaceSpec,
     limits: Limits,
-    /// Names the check's interpreter resolves without the workspace (None: no Python in the
-    /// workspace, or not obtained).
-    python_modules: Option<BTreeSet<String>>,
+    /// Names the check's interpreter resolves without the workspace (`Ok(None)`: t0 has no
+    /// Python files; `Err`: they could not be obtained, so no step is vouched for).
+    python_modules: Result<Option<BTreeSet<String>>, String>,
 }
 
 impl MetricIntegrityGuard {
-    pub fn new(files: TreeFiles, baseline: AnalysisBaseline, spec: SurfaceSpec, limits: Limits, python_modules: Option<BTreeSet<String>>) -> MetricIntegrityGuard {
+    pub fn new(
+        files: TreeFiles,
+        baseline: AnalysisBaseline,
+        spec: SurfaceSpec,
+        limits: Limits,
+        python_modules: Result<Option<BTreeSet<String>>, String>,
+    ) -> MetricIntegrityGuard {
         MetricIntegrityGuard { files, baseline, spec, limits, python_modules }
     }
 
@@ -195,15 +221,17 @@ impl MetricIntegrityGuard {
             let end_total = self.baseline.assertions - change.assertions_t0.min(self.baseline.assertions) + change.assertions_end;
             findings.push(FindingRecord {
                 path: None,
-                what: format!("assertions in test code fell from A0 = {} to {} (the changed files: {} -> {})", self.baseline.assertions, end_total, change.assertions_t0, change.assertions_end),
+                what: format!("assertions in test code fell from A0 = {} to {end_total}", self.baseline.assertions),
             });
+            findings.extend(fewer_assertions(&bytes, self.limits)?);
         }
         for item_change in &change.test_item_changes {
             findings.push(test_item_finding(item_change));
         }
         let end_surface = surface_of(&self.spec, &snapshot.manifest, |p| self.files.end(snapshot, p, self.limits));
         findings.extend(end_surface.diff_from(&self.baseline.surface).iter().map(surface_finding));
-        if let Some(known) = &self.python_modules {
+        let known = self.python_modules.as_ref().map_err(|e| analysis::AnalysisError::ModuleNamesCommand(e.clone()))?;
+        if let Some(known) = known {
             let paths: Vec<&str> = snapshot.manifest.iter().filter_map(|(p, _)| utf8_path(p)).collect();
             let t0_paths: BTreeSet<&str> = t0.iter().filter_map(|(p, _)| utf8_path(p)).collect();
             for s in analysis::shadowing::shadowing(known, &paths) {
@@ -276,4 +304,58 @@ impl Guard for TamperingGuard {
         }
         Some(Objection::Finding(record(step.iteration, self.seat(), reason, detail, findings)))
     }
+}
+
+/// Whether a tree has Python files (only then are module names obtained).
+pub fn has_python(manifest: &Manifest) -> bool {
+    manifest.iter().any(|(p, e)| is_file(e.kind) && (p.ends_with(b".py") || p.ends_with(b".pyi")))
+}
+
+/// The interpreter whose module names shadowing is judged against: the system's, the one the
+/// builtin exec policy gives the check (`/usr` is bound read-only into the exec zone).
+pub const SYSTEM_PYTHON: &str = "/usr/bin/python3";
+
+/// How long the module-name command may take.
+const MODULE_NAMES_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The top-level module names the system interpreter resolves without the workspace, obtained
+/// once per run on the host: the command only lists names (`-I`: no environment variables, no
+/// user site, no current directory on `sys.path`; `pkgutil.iter_modules` imports nothing), run
+/// in t0's files with an empty environment, its output bounded and its time limited.
+pub fn python_module_names(t0_dir: &Path) -> Result<BTreeSet<String>, analysis::AnalysisError> {
+    analysis::shadowing::module_names_via(|argv: &[&str]| -> Result<Vec<u8>, String> {
+        let mut child = std::process::Command::new(SYSTEM_PYTHON)
+            .args(&argv[1..])
+            .current_dir(t0_dir)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .map_err(|e| format!("{SYSTEM_PYTHON}: {e}"))?;
+        let stdout = child.stdout.take().ok_or("no stdout")?;
+        let reader = std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = stdout.take(analysis::shadowing::MAX_MODULE_NAMES_BYTES as u64 + 1).read_to_end(&mut bytes);
+            bytes
+        });
+        let deadline = std::time::Instant::now() + MODULE_NAMES_TIMEOUT;
+        let status = loop {
+            match child.try_wait().map_err(|e| e.to_string())? {
+                Some(status) => break status,
+                None if std::time::Instant::now() >= deadline => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(format!("{SYSTEM_PYTHON} did not finish within {}s", MODULE_NAMES_TIMEOUT.as_secs()));
+                }
+                None => std::thread::sleep(std::time::Duration::from_millis(20)),
+            }
+        };
+        let bytes = reader.join().map_err(|_| "the output reader failed".to_string())?;
+        if !status.success() {
+            return Err(format!("{SYSTEM_PYTHON} ended with {status}"));
+        }
+        Ok(bytes)
+    })
 }
