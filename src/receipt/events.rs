@@ -42,9 +42,10 @@ pub enum Event {
     CredentialMinted { env: String, duration_ms: u64 },
     /// The operator's revoke hook ran.
     CredentialRevoked(CredentialRevoked),
-    /// A guard's finding on an iteration that the `snapshot` does not carry: the halt of a guard
-    /// that judges after the check. None of today's guards writes one (the protected-path guard's
-    /// findings are the snapshot's `protected_changes`); listed in the sealed predicate's `guards`.
+    /// A guard's finding on an iteration that the `snapshot` does not carry (the protected-path
+    /// guard's findings are the snapshot's `protected_changes`): the metric-integrity and
+    /// tampering guards after the agent, guards after the check. Listed in the sealed
+    /// predicate's `guards`.
     Guard(GuardRecord),
     /// What the syntax-tree guards compare against, computed once per run (per process) from t0.
     GuardBaseline(GuardBaselineRecord),
