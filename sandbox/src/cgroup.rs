@@ -8,8 +8,11 @@
 //!
 //! - v2: `<mount>/<own path>/loopexec-zone-<pid>-<n>` with memory.max, pids.max, cpu.max. If the
 //!   controllers are not enabled for children of our cgroup and our cgroup holds processes, we
-//!   first move ourselves into a leaf child `loopexec-supervisor-<pid>` ("no internal processes").
-//!   Teardown writes `cgroup.kill`.
+//!   first move ourselves into a leaf child `loopexec-supervisor-<pid>` ("no internal processes");
+//!   if enabling them still fails (other processes in our cgroup: EBUSY; a controller the parent
+//!   does not offer: ENOENT) we move back and remove the leaf at once. [`Hierarchy::fitness`] says
+//!   beforehand whether this can work (the supervisor asks systemd for a delegated scope when it
+//!   cannot, `src/delegation.rs`). Teardown writes `cgroup.kill`.
 //! - v1: one directory per controller (memory, pids, cpu, and freezer when mounted) beneath the
 //!   controller's own path of this process (e.g. memory under /process_api/<id>). Teardown freezes,
 //!   SIGKILLs every member, thaws, until empty.
