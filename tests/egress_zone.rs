@@ -85,8 +85,8 @@ fn an_agent_reaches_an_allowed_host_only_through_the_proxy() {
 fn each_recorded_audit_digest_is_the_sha256_of_the_log_at_that_iteration_and_report_detects_tampering() {
     let (port, _server) = hello_server();
     let dir = agent_workdir();
-    let exec = format!("python3 agent.py {port}");
-    let r = proxied_run(dir.path(), port, "d", &["--max-iterations", "3", "--exec", &exec, "--check", "test \"$LOOPEXEC_ITERATION\" -ge 3"]);
+    let exec = format!("echo $LOOPEXEC_ITERATION > iteration; python3 agent.py {port}");
+    let r = proxied_run(dir.path(), port, "d", &["--max-iterations", "3", "--exec", &exec, "--check", "test \"$(cat iteration)\" -ge 3"]);
     assert_eq!(r.code, 10, "{r:?}");
     let log = run_dir(dir.path(), "d").join("egress.jsonl");
     let bytes = std::fs::read(&log).unwrap();
@@ -111,12 +111,12 @@ fn a_resumed_run_continues_the_audit_digest_from_the_bytes_already_logged() {
     let (port, _server) = hello_server();
     let dir = agent_workdir();
     // Iteration 1 makes its requests, then blocks until loopexec is SIGKILLed; later ones return.
-    let exec = format!("python3 agent.py {port}; if [ \"$LOOPEXEC_ITERATION\" = 1 ]; then touch blocked; exec sleep 300; fi");
+    let exec = format!("echo $LOOPEXEC_ITERATION > iteration; python3 agent.py {port}; if [ \"$LOOPEXEC_ITERATION\" = 1 ]; then touch blocked; exec sleep 300; fi");
     let mut child = command()
         .current_dir(dir.path())
         .args(["run", "--json", "--run-id", "r"])
         .args(egress_flags(port))
-        .args(["--exec", &exec, "--check", "test \"$LOOPEXEC_ITERATION\" -ge 2"])
+        .args(["--exec", &exec, "--check", "test \"$(cat iteration)\" -ge 2"])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -165,7 +165,7 @@ fn the_byte_budget_bounds_the_run_across_three_steps_and_a_resume() {
     let dir = workdir();
     std::fs::write(dir.path().join("fetch.py"), FETCH).unwrap();
     zone_writable(dir.path());
-    let exec = format!("python3 fetch.py {port} $LOOPEXEC_ITERATION");
+    let exec = format!("echo $LOOPEXEC_ITERATION > iteration; python3 fetch.py {port} $LOOPEXEC_ITERATION");
     let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap_or_default();
 
     // What one fetch costs, from a run with the default budget.
@@ -181,7 +181,7 @@ fn the_byte_budget_bounds_the_run_across_three_steps_and_a_resume() {
     let budget = 2 * per_fetch + per_fetch / 2;
     eprintln!("one fetch relays {per_fetch} bytes; the run's budget is {budget}");
     let policy = agent_policy_with_max_bytes(dir.path(), budget);
-    let check = "test \"$LOOPEXEC_ITERATION\" -ge 3";
+    let check = "test \"$(cat iteration)\" -ge 3";
     let first = proxied_run(dir.path(), port, "b", &["--policy", &policy, "--once", "--exec", &exec, "--check", check]);
     assert!(first.code == 0, "{first:?}");
     for once in [true, false] {

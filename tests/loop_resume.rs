@@ -6,12 +6,12 @@ use std::process::{Child, Stdio};
 use std::time::Duration;
 
 /// Iteration 1 of the agent records its pid and blocks; later iterations succeed at once.
-const AGENT: &str = "if [ \"$LOOPEXEC_ITERATION\" = 1 ]; then echo $$ > agent.pid; exec sleep 300; fi";
+const AGENT: &str = "echo $LOOPEXEC_ITERATION > iteration; if [ \"$LOOPEXEC_ITERATION\" = 1 ]; then echo $$ > agent.pid; exec sleep 300; fi";
 
 fn spawn_run(dir: &std::path::Path, run_id: &str) -> Child {
     common::command()
         .current_dir(dir)
-        .args(["run", "--json", "--isolation", "none", "--run-id", run_id, "--exec", AGENT, "--check", "test \"$LOOPEXEC_ITERATION\" -ge 2"])
+        .args(["run", "--json", "--isolation", "none", "--run-id", run_id, "--exec", AGENT, "--check", "test \"$(cat iteration)\" -ge 2"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -127,7 +127,7 @@ fn a_run_driven_by_a_live_process_cannot_be_resumed_and_shows_as_active() {
 #[test]
 fn resume_cuts_a_torn_final_line_and_the_chain_verifies() {
     let dir = workdir();
-    let r = loopexec(dir.path(), &["run", "--json", "--once", "--run-id", "torn", "--isolation", "none", "--exec", "true", "--check", "test \"$LOOPEXEC_ITERATION\" -ge 2"]);
+    let r = loopexec(dir.path(), &["run", "--json", "--once", "--run-id", "torn", "--isolation", "none", "--exec", "echo $LOOPEXEC_ITERATION > iteration", "--check", "test \"$(cat iteration)\" -ge 2"]);
     assert_eq!(r.code, 0, "{r:?}");
     let receipt = run_dir(dir.path(), "torn").join("receipt.jsonl");
     let mut bytes = std::fs::read(&receipt).unwrap();

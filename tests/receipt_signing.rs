@@ -6,7 +6,7 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 fn halted_run(dir: &Path, id: &str) {
-    let r = loopexec(dir, &["run", "--json", "--run-id", id, "--isolation", "none", "--exec", "true", "--check", "test \"$LOOPEXEC_ITERATION\" -ge 2"]);
+    let r = loopexec(dir, &["run", "--json", "--run-id", id, "--isolation", "none", "--exec", "echo $LOOPEXEC_ITERATION > iteration", "--check", "test \"$(cat iteration)\" -ge 2"]);
     assert_eq!(r.code, 10, "{r:?}");
 }
 
@@ -43,7 +43,7 @@ fn a_halted_run_is_sealed_and_verifies_offline() {
 #[test]
 fn a_resumed_run_endorses_its_new_run_key_and_verifies() {
     let dir = workdir();
-    let r = loopexec(dir.path(), &["run", "--json", "--once", "--run-id", "p", "--isolation", "none", "--exec", "true", "--check", "test \"$LOOPEXEC_ITERATION\" -ge 2"]);
+    let r = loopexec(dir.path(), &["run", "--json", "--once", "--run-id", "p", "--isolation", "none", "--exec", "echo $LOOPEXEC_ITERATION > iteration", "--check", "test \"$(cat iteration)\" -ge 2"]);
     assert_eq!(r.code, 0, "{r:?}");
     let r = loopexec(dir.path(), &["run", "--json", "--resume", "p"]);
     assert_eq!(r.code, 10, "{r:?}");

@@ -50,6 +50,14 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     let text = summary(&reason, &detail, &trend);
     let mut rows = vec![("run_id", run_id.clone()), ("halt_reason", reason.clone()), ("iteration", iteration.to_string())];
     rows.push(("why", text.clone()));
+    // The evidence of the guards that objected in the halting iteration (escaped by `aligned`).
+    let guards: Vec<_> = history.iterations.iter().filter(|d| d.iteration == iteration).flat_map(|d| d.guards.iter()).collect();
+    for g in &guards {
+        rows.push(("guard", format!("{} ({}): {}", g.guard, g.halt_reason, g.detail)));
+        for f in &g.findings {
+            rows.push(("finding", format!("{}: {}", f.path.as_deref().unwrap_or("-"), f.what)));
+        }
+    }
     Ok(out
         .field("halt_reason", reason.clone())
         .field("iteration", iteration)
@@ -62,6 +70,7 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
                 "summary": text,
                 "progress": trend,
                 "failing_counts": counts,
+                "guards": guards,
             }),
         )
         .human(aligned(&rows)))

@@ -180,11 +180,15 @@ fn container_zone(
         }
     };
     let extra = if proxied { crate::egress::proxy_env(PROXY_PORT) } else { Vec::new() };
-    let candidate = [
-        ("LOOPEXEC_RUN_ID".to_string(), "<run id>".to_string()),
-        ("LOOPEXEC_ITERATION".to_string(), "<iteration>".to_string()),
-        ("LOOPEXEC_ROLE".to_string(), role.as_str().to_string()),
-    ];
+    // Only the agent gets loopexec's variables; the check gets none (commands.rs).
+    let candidate: Vec<(String, String)> = match role {
+        Role::Agent => vec![
+            ("LOOPEXEC_RUN_ID".to_string(), "<run id>".to_string()),
+            ("LOOPEXEC_ITERATION".to_string(), "<iteration>".to_string()),
+            ("LOOPEXEC_ROLE".to_string(), role.as_str().to_string()),
+        ],
+        _ => Vec::new(),
+    };
     let env_from_client = match (&cfg.credentials, role) {
         (Some(hooks), Role::Agent) => vec![hooks.env.clone()],
         _ => Vec::new(),

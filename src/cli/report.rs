@@ -29,6 +29,7 @@ fn iteration_json(record: &IterationRecord) -> Value {
         "failing_count": record.failing_count(),
         "junit_error": check.and_then(|c| c.junit_error.as_ref()),
         "interrupted": record.interrupted,
+        "guards": record.guards,
     })
 }
 
@@ -93,6 +94,12 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
             ending_text(d.exec.as_ref().map(|e| &e.ending)),
             ending_text(d.check.as_ref().map(|c| &c.ending))
         ));
+        for g in &d.guards {
+            human.push_str(&format!("       guard {} ({}): {}\n", g.guard, g.halt_reason, inert(&g.detail)));
+            for f in &g.findings {
+                human.push_str(&format!("         {}: {}\n", inert(f.path.as_deref().unwrap_or("-")), inert(&f.what)));
+            }
+        }
     }
     match halt {
         Some(h) => human.push_str(&format!("halt   {} (exit {}): {}\n", h.halt_reason, h.exit_code, inert(&h.detail))),

@@ -1,6 +1,6 @@
 //! How a role's command is built for its zone and run there: the command line, timeout and
 //! environment of the pinned configuration (the operator's environment without `LOOPEXEC_*`,
-//! plus `LOOPEXEC_RUN_ID`, `LOOPEXEC_ITERATION`, `LOOPEXEC_ROLE`), the overlays, the artifact
+//! plus, for the agent only, `LOOPEXEC_RUN_ID`, `LOOPEXEC_ITERATION`, `LOOPEXEC_ROLE`), the overlays, the artifact
 //! stem `NNNN-{exec,check}`. A zone that cannot be set up for the command (a missing isolation
 //! layer, a grant the zone cannot use) is an outcome the caller decides on, not a crash.
 
@@ -50,9 +50,13 @@ impl RoleCommand<'_> {
             Role::Check => (cfg.check.clone(), cfg.check_timeout_ms),
         };
         let mut env = base_env.to_vec();
-        env.push(("LOOPEXEC_RUN_ID".into(), self.run_id.to_string()));
-        env.push(("LOOPEXEC_ITERATION".into(), self.iteration.to_string()));
-        env.push(("LOOPEXEC_ROLE".into(), self.role.as_str().into()));
+        // Only the agent learns the run it is in: the check's zone gives code under test no
+        // way to know it runs under the oracle (no `LOOPEXEC_*` at all).
+        if self.role == Role::Agent {
+            env.push(("LOOPEXEC_RUN_ID".into(), self.run_id.to_string()));
+            env.push(("LOOPEXEC_ITERATION".into(), self.iteration.to_string()));
+            env.push(("LOOPEXEC_ROLE".into(), self.role.as_str().into()));
+        }
         let cwd = match &self.overlay {
             Some(o) => o.target.clone(),
             None => PathBuf::from(&cfg.workdir),

@@ -89,6 +89,44 @@ pub struct EgressPins {
     pub egress_proxy: Option<String>,
 }
 
+/// A tampering rule switched off by the loop, with the reason the receipt records.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DisabledRulePin {
+    pub rule: String,
+    #[serde(default)]
+    pub reason: String,
+}
+
+/// The syntax-tree guards' settings (`[guards]` in loop.toml; docs/guards.md).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GuardPins {
+    /// Tampering rules switched off, each with a reason.
+    #[serde(default)]
+    pub disable: Vec<DisabledRulePin>,
+    /// Globs of files added to the test-determining surface (whole files).
+    #[serde(default)]
+    pub surface: Vec<String>,
+}
+
+impl GuardPins {
+    /// The rule set these pins leave on. Fails on an unknown rule or a rule without a reason.
+    pub fn rule_set(&self) -> Result<crate::analysis::RuleSet, Failure> {
+        let mut rules = crate::analysis::RuleSet::all();
+        for pin in &self.disable {
+            let rule: crate::analysis::RuleId = pin.rule.parse().map_err(|e: crate::analysis::AnalysisError| Failure::usage(format!("[guards] disable: {e}")))?;
+            rules.disable(rule, &pin.reason).map_err(|e| Failure::usage(format!("[guards] disable: {e}")).with_hint("give each disabled rule a `reason = \"...\"` the receipt records"))?;
+        }
+        Ok(rules)
+    }
+
+    /// The test-determining surface these pins describe.
+    pub fn surface_spec(&self) -> Result<crate::analysis::surface::SurfaceSpec, Failure> {
+        crate::analysis::surface::SurfaceSpec::new(&self.surface).map_err(|e| Failure::usage(format!("[guards] surface: {e}")))
+    }
+}
+
 pub const DEFAULT_AGENT_POLICY: &str = "builtin:agent";
 pub const DEFAULT_CHECK_POLICY: &str = "builtin:exec";
 
@@ -125,6 +163,9 @@ pub struct LoopConfig {
     pub check_timeout_ms: u64,
     /// JUnit XML report the check writes, relative to the workdir.
     pub junit: Option<String>,
+    /// The syntax-tree guards' settings (rules disabled with reasons, extra surface globs).
+    #[serde(default)]
+    pub guards: GuardPins,
     pub model: ModelPins,
     pub sampling: SamplingPins,
     pub context_files: Vec<ContextFile>,
@@ -160,6 +201,7 @@ pub struct ConfigInput {
     pub exec_timeout_secs: Option<f64>,
     pub check_timeout_secs: Option<f64>,
     pub junit: Option<String>,
+    pub guards: GuardPins,
     pub model: ModelPins,
     pub sampling: SamplingPins,
     pub context_files: Vec<String>,
@@ -190,6 +232,7 @@ impl ConfigInput {
             exec_timeout_secs: self.exec_timeout_secs.or(file.exec_timeout_secs),
             check_timeout_secs: self.check_timeout_secs.or(file.check_timeout_secs),
             junit: self.junit.or(file.junit),
+            guards: file.guards,
             model: ModelPins {
                 provider: self.model.provider.or(file.model.provider),
                 id: self.model.id.or(file.model.id),
@@ -359,6 +402,9 @@ impl LoopConfig {
             }
         }
         let junit = input.junit.map(|j| relative_inside("junit", &j)).transpose()?;
+        // Validated here too, so that a rule disabled without a reason leaves no run behind.
+        input.guards.rule_set()?;
+        input.guards.surface_spec()?;
         let context_files =
             input.context_files.iter().map(|raw| pin_context_file(workdir, raw)).collect::<Result<Vec<_>, _>>()?;
         Ok(LoopConfig {
@@ -379,6 +425,7 @@ impl LoopConfig {
             exec_timeout_ms: timeout_ms("exec_timeout", input.exec_timeout_secs, DEFAULT_EXEC_TIMEOUT_SECS)?,
             check_timeout_ms: timeout_ms("check_timeout", input.check_timeout_secs, DEFAULT_CHECK_TIMEOUT_SECS)?,
             junit,
+            guards: input.guards,
             model: input.model,
             sampling: input.sampling,
             context_files,

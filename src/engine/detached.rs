@@ -210,6 +210,11 @@ impl RunWorkspace {
     }
 
     /// The run's protected paths (what the protected-path guard compares).
+    /// Where t0's files and the agent's layer live on the host (for the syntax-tree guards).
+    pub fn tree_files(&self) -> crate::engine::analysis_guards::TreeFiles {
+        crate::engine::analysis_guards::TreeFiles { t0_dir: self.workspace.baseline().files_dir.clone(), upper: self.workspace.upper_dir().to_path_buf() }
+    }
+
     pub fn protected(&self) -> &ProtectedPaths {
         &self.protected
     }

@@ -8,6 +8,7 @@ use super::config::{LoopConfig, MODE_CHECK_FIXPOINT};
 use super::credentials;
 use super::decide::{self, Step};
 use super::detached::{RunWorkspace, Taken, WorkspaceMode};
+use super::analysis_guards::{self, AnalysisBaseline, MetricIntegrityGuard, TamperingGuard};
 use super::guards::{AgentStep, Guard, Guards, ProtectedPathGuard};
 use super::seats::Mode;
 use super::sink::{EventSink, LoopEvent};
@@ -16,7 +17,7 @@ use crate::error::{CmdResult, Failure};
 use crate::halt::HaltReason;
 use crate::interrupt;
 use crate::receipt::chain::ReceiptLog;
-use crate::receipt::events::{CredentialRevoked, DeliveryRecord, Event, HaltRecord, RunResumed, RunStart, SCHEMA_VERSION};
+use crate::receipt::events::{CredentialRevoked, DeliveryRecord, Event, GuardBaselineRecord, HaltRecord, RunResumed, RunStart, SCHEMA_VERSION};
 use crate::receipt::history::History;
 use crate::receipt::keys::{OperatorKey, RunKey};
 use crate::receipt::seal::{endorse_run_key, seal_run};
@@ -291,6 +292,7 @@ impl<'a> ActiveRun<'a> {
     /// taken halts the resumed run with the reason.
     fn attach_workspace(&mut self, mut ws: RunWorkspace, resumed: bool) -> CmdResult<()> {
         let mut guards: Vec<Box<dyn Guard>> = vec![Box::new(ProtectedPathGuard::new(ws.protected().clone()))];
+        guards.extend(self.syntax_tree_guards(&ws)?);
         if resumed {
             match ws.snapshot() {
                 Taken::Snapshot { snapshot, .. } => {
@@ -310,6 +312,34 @@ impl<'a> ActiveRun<'a> {
         self.guards = Guards::new(guards);
         self.workspace = Some(ws);
         Ok(())
+    }
+
+    /// The metric-integrity and tampering guards, with A0 and H0 computed from t0 and recorded
+    /// (a `guard_baseline` event).
+    fn syntax_tree_guards(&mut self, ws: &RunWorkspace) -> CmdResult<Vec<Box<dyn Guard>>> {
+        let rules = self.cfg.guards.rule_set()?;
+        let spec = self.cfg.guards.surface_spec()?;
+        let limits = crate::analysis::Limits::default();
+        let files = ws.tree_files();
+        let t0 = ws.baseline_manifest()?;
+        let baseline = AnalysisBaseline::of_t0(&files, t0, &spec, limits).map_err(|e| Failure::internal(format!("the t0 analysis failed: {e}")))?;
+        let python_modules = if analysis_guards::has_python(t0) {
+            analysis_guards::python_module_names(&files.t0_dir).map(Some).map_err(|e| e.to_string())
+        } else {
+            Ok(None)
+        };
+        self.append(Event::GuardBaseline(GuardBaselineRecord {
+            assertions: baseline.assertions,
+            surface_sha256: baseline.surface.sha256.clone(),
+            surface: baseline.surface.entries.iter().filter_map(|e| serde_json::to_value(e).ok()).collect(),
+            not_analysed: baseline.not_analysed.clone(),
+            python_module_names: python_modules.as_ref().ok().and_then(|m| m.as_ref()).map(|m| m.len() as u64),
+            disabled_rules: rules.disabled().map(|(rule, reason)| serde_json::json!({"rule": rule.id(), "reason": reason})).collect(),
+        }))?;
+        Ok(vec![
+            Box::new(MetricIntegrityGuard::new(files.clone(), baseline, spec, limits, python_modules)),
+            Box::new(TamperingGuard::new(files, rules, limits)),
+        ])
     }
 
     /// The common start of a driven run: its state file, the credential of a crashed process

@@ -58,6 +58,7 @@ struct LoopFile {
     mint_env: Option<String>,
     model: Option<ModelSection>,
     sampling: Option<SamplingSection>,
+    guards: Option<super::config::GuardPins>,
 }
 
 /// Parse loop file text. Errors name the file and the line.
@@ -96,6 +97,7 @@ pub fn parse(text: &str, name: &str) -> Result<ConfigInput, Failure> {
         exec_timeout_secs: file.exec_timeout,
         check_timeout_secs: file.check_timeout,
         junit: file.junit,
+        guards: file.guards.unwrap_or_default(),
         model,
         sampling,
         context_files: file.context_files.unwrap_or_default(),
@@ -178,6 +180,10 @@ pub fn template(check: Option<&str>, exec: Option<&str>, isolation: Option<Isola
     t.push_str("# The agent's short-lived credential: host commands (never run in a zone). mint_cmd prints\n");
     t.push_str("# the secret (given to the agent as $LOOPEXEC_AGENT_TOKEN or mint_env); revoke_cmd reads it on stdin.\n");
     t.push_str("# mint_cmd = \"./mint-token\"\n# revoke_cmd = \"./revoke-token\"\n# mint_env = \"LOOPEXEC_AGENT_TOKEN\"\n\n");
+    t.push_str("# The syntax-tree guards (docs/guards.md): tampering rules switched off, each with the\n");
+    t.push_str("# reason the receipt records, and files added to the test-determining surface.\n[guards]\n");
+    t.push_str("# disable = [{ rule = \"test-environment-read\", reason = \"the app reads CI on purpose\" }]\n");
+    t.push_str("# surface = [\"tests/fixtures/**\"]\n\n");
     t.push_str("# Model identity, recorded in the receipt.\n[model]\n");
     t.push_str("# provider = \"example\"\n# id = \"example-model\"\n# version = \"2026-01-01\"\n\n");
     t.push_str("# Sampling pins, recorded in the receipt.\n[sampling]\n");

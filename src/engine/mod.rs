@@ -22,6 +22,7 @@
 //! a computed halt (final), a pause after `--once`, or an operator interrupt (SIGINT/SIGTERM).
 //! Paused, interrupted and crashed runs continue with [`resume`].
 
+pub mod analysis_guards;
 pub mod check;
 pub mod commands;
 pub mod config;

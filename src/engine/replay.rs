@@ -5,8 +5,7 @@
 //! run), materialised from the operator's repository by its id (never the working copy as it is
 //! now), under the same frozen layer of t0's protected paths the loop's check had
 //! ([`crate::workspace::replay_layers`]). The check runs in an exec zone with the run's pinned
-//! check policy, command, timeout and environment (`LOOPEXEC_RUN_ID`, `LOOPEXEC_ITERATION` of the
-//! recorded check, `LOOPEXEC_ROLE=check`). What is compared is a normalised [`Fingerprint`]:
+//! check policy, command, timeout and environment (the loop's check's: no `LOOPEXEC_*`). What is compared is a normalised [`Fingerprint`]:
 //! the exit class (pass / fail / could-not-run), the failing set and the collected set (from the
 //! JUnit report, when one was configured and recorded). Timing, output bytes and paths are not
 //! part of it: a replay is a statistical witness, not a byte-identity claim.

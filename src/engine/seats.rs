@@ -37,12 +37,19 @@ impl Mode {
 pub enum Seat {
     /// The agent changed a path the run protects (`blocked_path_modified`).
     ProtectedPaths,
+    /// The agent's change weakened what the check measures: assertions, test items, the
+    /// test-determining surface, module shadowing (`metric_integrity_violation`).
+    MetricIntegrity,
+    /// The agent's change added a tampering pattern (`reward_hacking_detected`).
+    Tampering,
 }
 
 impl Seat {
     pub fn as_str(self) -> &'static str {
         match self {
             Seat::ProtectedPaths => "protected_paths",
+            Seat::MetricIntegrity => "metric_integrity",
+            Seat::Tampering => "tampering",
         }
     }
 }

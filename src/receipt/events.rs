@@ -42,10 +42,13 @@ pub enum Event {
     CredentialMinted { env: String, duration_ms: u64 },
     /// The operator's revoke hook ran.
     CredentialRevoked(CredentialRevoked),
-    /// A guard's finding on an iteration that the `snapshot` does not carry: the halt of a guard
-    /// that judges after the check. None of today's guards writes one (the protected-path guard's
-    /// findings are the snapshot's `protected_changes`); listed in the sealed predicate's `guards`.
+    /// A guard's finding on an iteration that the `snapshot` does not carry (the protected-path
+    /// guard's findings are the snapshot's `protected_changes`): the metric-integrity and
+    /// tampering guards after the agent, guards after the check. Listed in the sealed
+    /// predicate's `guards`.
     Guard(GuardRecord),
+    /// What the syntax-tree guards compare against, computed once per run (per process) from t0.
+    GuardBaseline(GuardBaselineRecord),
     Halt(HaltRecord),
     /// An event type this version does not know (kept verbatim in [`Recorded::body`]).
     #[serde(other)]
@@ -69,6 +72,7 @@ impl Event {
             Event::CredentialMinted { .. } => "credential_minted",
             Event::CredentialRevoked(_) => "credential_revoked",
             Event::Guard(_) => "guard",
+            Event::GuardBaseline(_) => "guard_baseline",
             Event::Halt(_) => "halt",
             Event::Unknown => "unknown",
         }
@@ -249,6 +253,26 @@ pub struct FindingRecord {
     #[serde(default)]
     pub path: Option<String>,
     pub what: String,
+}
+
+/// The syntax-tree guards' baseline: A0, H0, and what they run with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GuardBaselineRecord {
+    /// A0: assertions in test code over t0's files with a grammar.
+    pub assertions: u64,
+    /// H0: hex SHA-256 of the test-surface digest, and its entries (`{path, part, sha256}`).
+    pub surface_sha256: String,
+    #[serde(default)]
+    pub surface: Vec<Value>,
+    /// t0 files above the parse cap (not counted in A0).
+    #[serde(default)]
+    pub not_analysed: Vec<String>,
+    /// How many module names shadowing is judged against (null: t0 has no Python files).
+    #[serde(default)]
+    pub python_module_names: Option<u64>,
+    /// Tampering rules the loop disabled (`{rule, reason}`).
+    #[serde(default)]
+    pub disabled_rules: Vec<Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

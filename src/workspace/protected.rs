@@ -37,10 +37,11 @@ pub struct ProtectedChange {
 
 impl ProtectedPaths {
     /// The default patterns, per ecosystem. Decisions (docs/workspace.md explains them):
-    /// `pyproject.toml`, `setup.cfg` and `package.json` are protected as whole files (they carry
-    /// test runner configuration and scripts); `Cargo.toml` is not (an agent legitimately adds
-    /// dependencies, and cargo's test configuration there can only drop tests, which the collected
-    /// set shows), but `.cargo/` is (a `runner` there replaces the test binary).
+    /// `setup.cfg` is protected as a whole file (it carries test runner configuration);
+    /// `pyproject.toml`, `package.json` and `Cargo.toml` are not (an agent legitimately adds
+    /// dependencies): their test sections are parts of the test-surface digest H0, which the
+    /// metric-integrity guard compares (docs/guards.md). `.cargo/` is protected (a `runner`
+    /// there replaces the test binary).
     pub const DEFAULTS: &'static [&'static str] = &[
         // Test trees, any ecosystem.
         "tests/",
@@ -57,7 +58,6 @@ impl ProtectedPaths {
         "pytest.ini",
         "tox.ini",
         "setup.cfg",
-        "pyproject.toml",
         "noxfile.py",
         ".coveragerc",
         "sitecustomize.py",
@@ -69,7 +69,6 @@ impl ProtectedPaths {
         // JavaScript / TypeScript.
         "*.test.*",
         "*.spec.*",
-        "package.json",
         "jest.config.*",
         "vitest.config.*",
         "vitest.workspace.*",
@@ -224,10 +223,10 @@ mod tests {
     #[test]
     fn defaults_cover_each_ecosystem_and_leave_sources_alone() {
         let d = ProtectedPaths::defaults();
-        for path in ["tests/test_x.py", "pkg/test_util.py", "pkg/util_test.py", "conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", "cmd/x_test.go", ".github/workflows/ci.yml", ".gitlab-ci.yml", "Makefile", "package.json", "jest.config.js", "vitest.config.ts", "src/app.test.ts", "src/test/java/AppTest.java", ".cargo/config.toml", "loop.toml", ".gitmodules", ".gitattributes", "sub/.gitattributes", ".loopexec/x"] {
+        for path in ["tests/test_x.py", "pkg/test_util.py", "pkg/util_test.py", "conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "cmd/x_test.go", ".github/workflows/ci.yml", ".gitlab-ci.yml", "Makefile", "jest.config.js", "vitest.config.ts", "src/app.test.ts", "src/test/java/AppTest.java", ".cargo/config.toml", "loop.toml", ".gitmodules", ".gitattributes", "sub/.gitattributes", ".loopexec/x"] {
             assert!(d.is_protected(path.as_bytes()), "{path} should be protected");
         }
-        for path in ["src/main.rs", "Cargo.toml", "lib/util.py", "cmd/main.go", "src/app.ts", "README.md"] {
+        for path in ["src/main.rs", "Cargo.toml", "pyproject.toml", "package.json", "lib/util.py", "cmd/main.go", "src/app.ts", "README.md"] {
             assert!(!d.is_protected(path.as_bytes()), "{path} should not be protected");
         }
     }

@@ -1,0 +1,361 @@
+//! The syntax-tree guards after the agent (issue 12, item 5), each behind [`Guard`]:
+//! metric integrity (`metric_integrity_violation`: the assertion count fell below A0, a t0 test
+//! item is gone or changed its attributes, the test-surface digest differs from H0, a workspace
+//! module shadows a standard-library or installed module) and tampering patterns
+//! (`reward_hacking_detected`: new occurrences only, rules disabled in loop.toml with a reason).
+//! They judge the detached workspace's snapshot against t0 with the pure `crate::analysis`; the
+//! baseline facts (A0, H0) are computed once per run from t0 and recorded in the receipt.
+//!
+//! Every file is read descriptor-relative with `O_NOFOLLOW` and at most the parse cap plus one
+//! byte: a larger file is never read whole (the analysis records it as not analysed, digested
+//! over the bytes read).
+
+use std::collections::BTreeSet;
+use std::io::Read;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+
+use super::guards::{AgentStep, Guard, Objection};
+use super::seats::Seat;
+use crate::analysis::surface::{SurfaceChange, SurfaceDigest, SurfaceSpec};
+use crate::analysis::{self, ChangedFile, Limits, RuleSet, SourceFile, TestItemChange};
+use crate::halt::HaltReason;
+use crate::receipt::events::{FindingRecord, GuardRecord};
+use crate::workspace::{fsat, EntryKind, Manifest, Snapshot};
+
+/// At most this many findings are recorded per guard (the count of the rest is said).
+pub const MAX_FINDINGS: usize = 50;
+
+/// Where the bytes of t0 and of the agent's layer live on the host.
+#[derive(Debug, Clone)]
+pub struct TreeFiles {
+    /// The baseline's files (t0).
+    pub t0_dir: PathBuf,
+    /// The agent's upper layer.
+    pub upper: PathBuf,
+}
+
+/// Reads at most `limit + 1` bytes of `path` beneath `root`, never following a link.
+fn read_bounded(root: &Path, path: &[u8], limit: usize) -> Option<Vec<u8>> {
+    let root = fsat::open_dir_path(root).ok()?;
+    let (dir, name) = match path.iter().rposition(|b| *b == b'/') {
+        Some(i) => (Some(&path[..i]), &path[i + 1..]),
+        None => (None, path),
+    };
+    let dir = match dir {
+        Some(d) => fsat::open_dir_beneath(root.as_raw_fd(), d).ok()?,
+        None => root,
+    };
+    let file = fsat::open_file(dir.as_raw_fd(), name).ok()?;
+    let mut bytes = Vec::new();
+    file.take(limit as u64 + 1).read_to_end(&mut bytes).ok()?;
+    Some(bytes)
+}
+
+fn is_file(kind: EntryKind) -> bool {
+    matches!(kind, EntryKind::File | EntryKind::Executable)
+}
+
+fn utf8_path(path: &[u8]) -> Option<&str> {
+    std::str::from_utf8(path).ok()
+}
+
+impl TreeFiles {
+    fn t0(&self, path: &[u8], limits: Limits) -> Option<Vec<u8>> {
+        read_bounded(&self.t0_dir, path, limits.max_parse_bytes)
+    }
+
+    fn end(&self, snapshot: &Snapshot, path: &[u8], limits: Limits) -> Option<Vec<u8>> {
+        let root = if snapshot.from_upper.contains(path) { &self.upper } else { &self.t0_dir };
+        read_bounded(root, path, limits.max_parse_bytes)
+    }
+}
+
+/// The facts of t0 the guards compare against, computed once per run.
+#[derive(Debug, Clone)]
+pub struct AnalysisBaseline {
+    /// A0: assertions in test code over every t0 file with a grammar.
+    pub assertions: u64,
+    /// H0: the test-surface digest of t0.
+    pub surface: SurfaceDigest,
+    /// t0 files above the parse cap.
+    pub not_analysed: Vec<String>,
+}
+
+/// The surface digest of a manifest's candidate files, read through `read`.
+fn surface_of(spec: &SurfaceSpec, manifest: &Manifest, mut read: impl FnMut(&[u8]) -> Option<Vec<u8>>) -> SurfaceDigest {
+    let files: Vec<(String, Vec<u8>)> = manifest
+        .iter()
+        .filter(|(_, e)| is_file(e.kind))
+        .filter_map(|(p, _)| utf8_path(p).filter(|p| spec.is_candidate(p)).map(|s| (s.to_string(), p)))
+        .filter_map(|(s, p)| read(p).map(|bytes| (s, bytes)))
+        .collect();
+    spec.digest(files.iter().map(|(p, b)| SourceFile { path: p, bytes: b }))
+}
+
+impl AnalysisBaseline {
+    /// A0 and H0 of t0.
+    pub fn of_t0(files: &TreeFiles, t0: &Manifest, spec: &SurfaceSpec, limits: Limits) -> Result<AnalysisBaseline, analysis::AnalysisError> {
+        let mut assertions = 0;
+        let mut not_analysed = Vec::new();
+        for (path, entry) in t0.iter() {
+            let Some(p) = utf8_path(path) else { continue };
+            if !is_file(entry.kind) || analysis::Language::of_path(p).is_none() {
+                continue;
+            }
+            let Some(bytes) = files.t0(path, limits) else { continue };
+            let total = analysis::total_assertions([SourceFile { path: p, bytes: &bytes }], limits)?;
+            assertions += total.assertions;
+            not_analysed.extend(total.not_analysed.into_iter().map(|na| na.path));
+        }
+        let surface = surface_of(spec, t0, |p| files.t0(p, limits));
+        Ok(AnalysisBaseline { assertions, surface, not_analysed })
+    }
+}
+
+/// The changed files of a snapshot against t0, both versions read bounded.
+struct ChangedBytes {
+    files: Vec<(String, Option<Vec<u8>>, Option<Vec<u8>>)>,
+}
+
+impl ChangedBytes {
+    fn read(files: &TreeFiles, snapshot: &Snapshot, t0: &Manifest, limits: Limits) -> ChangedBytes {
+        let mut out = Vec::new();
+        for (path, _) in snapshot.changes(t0) {
+            let Some(p) = utf8_path(&path) else { continue };
+            if analysis::Language::of_path(p).is_none() {
+                continue;
+            }
+            let before = t0.get(&path).filter(|e| is_file(e.kind)).and_then(|_| files.t0(&path, limits));
+            let after = snapshot.manifest.get(&path).filter(|e| is_file(e.kind)).and_then(|_| files.end(snapshot, &path, limits));
+            out.push((p.to_string(), before, after));
+        }
+        ChangedBytes { files: out }
+    }
+
+    fn changed(&self) -> Vec<ChangedFile<'_>> {
+        self.files.iter().map(|(p, a, b)| ChangedFile { path: p, t0: a.as_deref(), end: b.as_deref() }).filter(|c| c.t0 != c.end).collect()
+    }
+}
+
+fn record(iteration: u64, seat: Seat, halt_reason: HaltReason, detail: String, mut findings: Vec<FindingRecord>) -> GuardRecord {
+    if findings.len() > MAX_FINDINGS {
+        let rest = findings.len() - MAX_FINDINGS;
+        findings.truncate(MAX_FINDINGS);
+        findings.push(FindingRecord { path: None, what: format!("{rest} more findings not recorded") });
+    }
+    GuardRecord { iteration, guard: seat.as_str().to_string(), stage: "after_agent".to_string(), halt_reason, detail, findings }
+}
+
+fn analysis_failure(iteration: u64, seat: Seat, halt_reason: HaltReason, e: analysis::AnalysisError) -> Objection {
+    // A change the analysis cannot judge is not let through.
+    Objection::Finding(record(iteration, seat, halt_reason, format!("the agent's change could not be analysed: {e}"), Vec::new()))
+}
+
+fn surface_finding(change: &SurfaceChange) -> FindingRecord {
+    let (path, what) = match change {
+        SurfaceChange::Added { entry } => (&entry.path, format!("test surface: {} added (sha256 {})", entry.part, entry.sha256)),
+        SurfaceChange::Removed { entry } => (&entry.path, format!("test surface: {} removed (was sha256 {})", entry.part, entry.sha256)),
+        SurfaceChange::Changed { before, after } => (&after.path, format!("test surface: {} changed (sha256 {} -> {})", after.part, before.sha256, after.sha256)),
+    };
+    FindingRecord { path: Some(path.clone()), what }
+}
+
+fn assertions_of(path: &str, bytes: Option<&[u8]>, limits: Limits) -> Result<u64, analysis::AnalysisError> {
+    let Some(bytes) = bytes else { return Ok(0) };
+    Ok(match analysis::analyse_file(SourceFile { path, bytes }, limits)? {
+        analysis::FileAnalysis::Analysed(facts) => facts.assertions,
+        analysis::FileAnalysis::NotAnalysed(_) => 0,
+    })
+}
+
+/// The changed files whose own assertion count fell, each with both counts.
+fn fewer_assertions(bytes: &ChangedBytes, limits: Limits) -> Result<Vec<FindingRecord>, analysis::AnalysisError> {
+    let mut out = Vec::new();
+    for change in bytes.changed() {
+        let (before, after) = (assertions_of(change.path, change.t0, limits)?, assertions_of(change.path, change.end, limits)?);
+        if after < before {
+            out.push(FindingRecord { path: Some(change.path.to_string()), what: format!("assertions in test code: {before} at t0, {after} now") });
+        }
+    }
+    Ok(out)
+}
+
+fn test_item_finding(change: &TestItemChange) -> FindingRecord {
+    let (item, what) = match change {
+        TestItemChange::Removed { item } => (item, "is gone".to_string()),
+        TestItemChange::AttributesChanged { after, added, removed, .. } => {
+            (after, format!("changed its attributes (added: [{}]; removed: [{}])", added.join(", "), removed.join(", ")))
+        }
+    };
+    FindingRecord { path: Some(item.file.clone()), what: format!("line {}: t0 test item `{}` {what}", item.line, item.name) }
+}
+
+/// `metric_integrity_violation` after the agent: assertions, test items, surface, shadowing.
+pub struct MetricIntegrityGuard {
+    files: TreeFiles,
+    baseline: AnalysisBaseline,
+    spec: SurfaceSpec,
+    limits: Limits,
+    /// Names the check's interpreter resolves without the workspace (`Ok(None)`: t0 has no
+    /// Python files; `Err`: they could not be obtained, so no step is vouched for).
+    python_modules: Result<Option<BTreeSet<String>>, String>,
+}
+
+impl MetricIntegrityGuard {
+    pub fn new(
+        files: TreeFiles,
+        baseline: AnalysisBaseline,
+        spec: SurfaceSpec,
+        limits: Limits,
+        python_modules: Result<Option<BTreeSet<String>>, String>,
+    ) -> MetricIntegrityGuard {
+        MetricIntegrityGuard { files, baseline, spec, limits, python_modules }
+    }
+
+    fn judge(&self, snapshot: &Snapshot, t0: &Manifest) -> Result<Vec<FindingRecord>, analysis::AnalysisError> {
+        let mut findings = Vec::new();
+        let bytes = ChangedBytes::read(&self.files, snapshot, t0, self.limits);
+        let change = analysis::analyse_change(&bytes.changed(), &RuleSet::all(), self.limits)?;
+        if change.assertions_end < change.assertions_t0 {
+            let end_total = self.baseline.assertions - change.assertions_t0.min(self.baseline.assertions) + change.assertions_end;
+            findings.push(FindingRecord {
+                path: None,
+                what: format!("assertions in test code fell from A0 = {} to {end_total}", self.baseline.assertions),
+            });
+            findings.extend(fewer_assertions(&bytes, self.limits)?);
+        }
+        for item_change in &change.test_item_changes {
+            findings.push(test_item_finding(item_change));
+        }
+        let end_surface = surface_of(&self.spec, &snapshot.manifest, |p| self.files.end(snapshot, p, self.limits));
+        findings.extend(end_surface.diff_from(&self.baseline.surface).iter().map(surface_finding));
+        let known = self.python_modules.as_ref().map_err(|e| analysis::AnalysisError::ModuleNamesCommand(e.clone()))?;
+        if let Some(known) = known {
+            let paths: Vec<&str> = snapshot.manifest.iter().filter_map(|(p, _)| utf8_path(p)).collect();
+            let t0_paths: BTreeSet<&str> = t0.iter().filter_map(|(p, _)| utf8_path(p)).collect();
+            for s in analysis::shadowing::shadowing(known, &paths) {
+                if !t0_paths.contains(s.path.as_str()) {
+                    findings.push(FindingRecord { path: Some(s.path.clone()), what: format!("shadows the module `{}` the check's interpreter would import", s.module) });
+                }
+            }
+        }
+        Ok(findings)
+    }
+}
+
+impl Guard for MetricIntegrityGuard {
+    fn seat(&self) -> Seat {
+        Seat::MetricIntegrity
+    }
+
+    fn after_agent(&mut self, step: &AgentStep<'_>) -> Option<Objection> {
+        let (snapshot, t0) = step.workspace?;
+        let reason = HaltReason::MetricIntegrityViolation;
+        match self.judge(snapshot, t0) {
+            Err(e) => Some(analysis_failure(step.iteration, self.seat(), reason, e)),
+            Ok(findings) if findings.is_empty() => None,
+            Ok(findings) => {
+                let detail = format!("the agent's change weakens what the check measures ({} findings against t0)", findings.len());
+                Some(Objection::Finding(record(step.iteration, self.seat(), reason, detail, findings)))
+            }
+        }
+    }
+}
+
+/// `reward_hacking_detected` after the agent: new tampering occurrences of enabled rules.
+pub struct TamperingGuard {
+    files: TreeFiles,
+    rules: RuleSet,
+    limits: Limits,
+}
+
+impl TamperingGuard {
+    pub fn new(files: TreeFiles, rules: RuleSet, limits: Limits) -> TamperingGuard {
+        TamperingGuard { files, rules, limits }
+    }
+}
+
+impl Guard for TamperingGuard {
+    fn seat(&self) -> Seat {
+        Seat::Tampering
+    }
+
+    fn after_agent(&mut self, step: &AgentStep<'_>) -> Option<Objection> {
+        let (snapshot, t0) = step.workspace?;
+        let reason = HaltReason::RewardHackingDetected;
+        let bytes = ChangedBytes::read(&self.files, snapshot, t0, self.limits);
+        let change = match analysis::analyse_change(&bytes.changed(), &self.rules, self.limits) {
+            Ok(c) => c,
+            Err(e) => return Some(analysis_failure(step.iteration, self.seat(), reason, e)),
+        };
+        if change.findings.is_empty() {
+            return None;
+        }
+        let findings: Vec<FindingRecord> = change
+            .findings
+            .iter()
+            .map(|f| FindingRecord { path: Some(f.file.clone()), what: format!("line {}: rule {}: {}", f.line, f.rule, f.evidence) })
+            .collect();
+        let disabled: Vec<String> = change.disabled_rules.iter().map(|d| format!("{} ({})", d.rule, d.reason)).collect();
+        let mut detail = format!("tampering patterns in the agent's change ({} new occurrences)", findings.len());
+        if !disabled.is_empty() {
+            detail.push_str(&format!("; rules disabled by the loop: {}", disabled.join(", ")));
+        }
+        Some(Objection::Finding(record(step.iteration, self.seat(), reason, detail, findings)))
+    }
+}
+
+/// Whether a tree has Python files (only then are module names obtained).
+pub fn has_python(manifest: &Manifest) -> bool {
+    manifest.iter().any(|(p, e)| is_file(e.kind) && (p.ends_with(b".py") || p.ends_with(b".pyi")))
+}
+
+/// The interpreter whose module names shadowing is judged against: the system's, the one the
+/// builtin exec policy gives the check (`/usr` is bound read-only into the exec zone).
+pub const SYSTEM_PYTHON: &str = "/usr/bin/python3";
+
+/// How long the module-name command may take.
+const MODULE_NAMES_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The top-level module names the system interpreter resolves without the workspace, obtained
+/// once per run on the host: the command only lists names (`-I`: no environment variables, no
+/// user site, no current directory on `sys.path`; `pkgutil.iter_modules` imports nothing), run
+/// in t0's files with an empty environment, its output bounded and its time limited.
+pub fn python_module_names(t0_dir: &Path) -> Result<BTreeSet<String>, analysis::AnalysisError> {
+    analysis::shadowing::module_names_via(|argv: &[&str]| -> Result<Vec<u8>, String> {
+        let mut child = std::process::Command::new(SYSTEM_PYTHON)
+            .args(&argv[1..])
+            .current_dir(t0_dir)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .map_err(|e| format!("{SYSTEM_PYTHON}: {e}"))?;
+        let stdout = child.stdout.take().ok_or("no stdout")?;
+        let reader = std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = stdout.take(analysis::shadowing::MAX_MODULE_NAMES_BYTES as u64 + 1).read_to_end(&mut bytes);
+            bytes
+        });
+        let deadline = std::time::Instant::now() + MODULE_NAMES_TIMEOUT;
+        let status = loop {
+            match child.try_wait().map_err(|e| e.to_string())? {
+                Some(status) => break status,
+                None if std::time::Instant::now() >= deadline => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(format!("{SYSTEM_PYTHON} did not finish within {}s", MODULE_NAMES_TIMEOUT.as_secs()));
+                }
+                None => std::thread::sleep(std::time::Duration::from_millis(20)),
+            }
+        };
+        let bytes = reader.join().map_err(|_| "the output reader failed".to_string())?;
+        if !status.success() {
+            return Err(format!("{SYSTEM_PYTHON} ended with {status}"));
+        }
+        Ok(bytes)
+    })
+}
