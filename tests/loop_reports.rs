@@ -82,6 +82,23 @@ fn a_failing_report_behind_a_zero_exit_halts_metric_integrity_violation() {
 }
 
 #[test]
+fn explain_halt_and_report_show_the_disagreement_escaped() {
+    let repo = calc_project();
+    // A test id with a control character, as an agent could name one: shown escaped.
+    let report = "mkdir -p out; printf '<testsuite><testcase classname=\"t\" name=\"bad\\033[2J\"><failure/></testcase></testsuite>' > out/r.xml";
+    let r = run_loop(repo.path(), "r", "true", report, &["--report", "out/r.xml"]);
+    assert_eq!(r.code, 13, "{r:?}");
+    let explain = loopexec(repo.path(), &["explain-halt", "--json"]).json();
+    let evidence = &explain["explanation"]["evidence"];
+    assert_eq!(evidence["disagreements"][0]["kind"], "report_shows_failures");
+    assert_eq!(evidence["disagreements"][0]["detail"], "report out/r.xml: 1 failing test(s), e.g. t::bad\\u{1b}[2J");
+    let human = loopexec(repo.path(), &["report", "r"]);
+    assert_eq!(human.code, 0, "{human:?}");
+    assert!(human.stdout.contains("evidence report_shows_failures: report out/r.xml: 1 failing test(s)"), "{}", human.stdout);
+    assert!(!human.stdout.contains('\u{1b}'), "no raw escape reaches the terminal: {}", human.stdout);
+}
+
+#[test]
 fn a_fake_report_left_in_the_workspace_is_not_read() {
     let repo = calc_project();
     // The agent leaves a green report at the declared path; the check writes none itself. Were

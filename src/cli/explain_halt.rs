@@ -19,6 +19,9 @@ fn summary(reason: &str, detail: &str, trend: &Trend) -> String {
         "success_condition_met" => format!("converged: {detail}."),
         "max_iterations_reached" => format!("iteration cap: {detail}. Progress: {}.", trend.sentence()),
         "execution_failure" => format!("a command did not complete: {detail}. Fix the command or its timeout, then start a new run."),
+        "metric_integrity_violation" => format!(
+            "the evidence contradicts the check's result: {detail}. A zero exit counts only when the declared reports and the runners' own output agree with it (docs/guards.md)"
+        ),
         "workspace_invalid" => format!("the workspace or state is unusable: {detail}."),
         other => format!("{other}: {detail}."),
     }
@@ -50,6 +53,11 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     let text = summary(&reason, &detail, &trend);
     let mut rows = vec![("run_id", run_id.clone()), ("halt_reason", reason.clone()), ("iteration", iteration.to_string())];
     rows.push(("why", text.clone()));
+    // The evidence of the last check (its disagreements, when it kept a zero exit from passing).
+    let evidence = history.last_check().and_then(|(_, c)| c.evidence.clone());
+    for d in evidence.iter().flat_map(|e| &e.disagreements) {
+        rows.push(("evidence", format!("{}: {}", d.kind, d.detail)));
+    }
     Ok(out
         .field("halt_reason", reason.clone())
         .field("iteration", iteration)
@@ -62,6 +70,7 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
                 "summary": text,
                 "progress": trend,
                 "failing_counts": counts,
+                "evidence": evidence,
             }),
         )
         .human(aligned(&rows)))

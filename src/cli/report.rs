@@ -27,7 +27,10 @@ fn iteration_json(record: &IterationRecord) -> Value {
         "check_exit": record.check_exit(),
         "check_duration_ms": check.map(|c| c.duration_ms),
         "failing_count": record.failing_count(),
+        "collected_count": check.and_then(|c| c.collected_count),
+        "skipped_count": check.and_then(|c| c.skipped_count),
         "junit_error": check.and_then(|c| c.junit_error.as_ref()),
+        "evidence": check.and_then(|c| c.evidence.as_ref()),
         "interrupted": record.interrupted,
     })
 }
@@ -93,6 +96,10 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
             ending_text(d.exec.as_ref().map(|e| &e.ending)),
             ending_text(d.check.as_ref().map(|c| &c.ending))
         ));
+        // What kept a zero exit from being green, escaped (the ids come from the agent's workspace).
+        for disagreement in d.check.iter().flat_map(|c| c.evidence.iter()).flat_map(|e| &e.disagreements) {
+            human.push_str(&format!("       evidence {}: {}\n", inert(&disagreement.kind), inert(&disagreement.detail)));
+        }
     }
     match halt {
         Some(h) => human.push_str(&format!("halt   {} (exit {}): {}\n", h.halt_reason, h.exit_code, inert(&h.detail))),
