@@ -142,3 +142,52 @@ fn a_malformed_report_pattern_is_bad_input_and_writes_nothing() {
     assert!(v["errors"][0]["message"].as_str().unwrap().contains("--report out/[.xml: not a valid glob"), "{v}");
     assert!(!repo.path().join(".loopexec/runs/r").exists());
 }
+
+/// A committed project whose tests are a real libtest binary (built here with `rustc --test`;
+/// the exec zone has no Rust toolchain): `answer` must hold 42, and a planted `exit-early` file
+/// makes a test end the binary with status 0 before libtest prints its `test result:` line.
+fn libtest_project() -> tempfile::TempDir {
+    let repo = workdir();
+    let p = repo.path();
+    let src = p.join("tests.rs");
+    std::fs::write(
+        &src,
+        "#[test]\nfn answer_is_42() {\n    assert_eq!(std::fs::read_to_string(\"answer\").unwrap().trim(), \"42\");\n}\n\n\
+         #[test]\nfn runs_to_the_end() {\n    if std::path::Path::new(\"exit-early\").exists() {\n        std::process::exit(0);\n    }\n}\n",
+    )
+    .unwrap();
+    let rustc = std::process::Command::new("rustc")
+        .args(["--edition", "2021", "--test", "-o"])
+        .arg(p.join("run-tests"))
+        .arg(&src)
+        .output()
+        .expect("rustc is needed to build the libtest binary");
+    assert!(rustc.status.success(), "{}", String::from_utf8_lossy(&rustc.stderr));
+    std::fs::write(p.join("answer"), "41\n").unwrap();
+    commit_t0(p);
+    repo
+}
+
+/// One test at a time, so that the early exit always comes before the binary's summary.
+const LIBTEST_CHECK: &str = "./run-tests --test-threads=1";
+
+#[test]
+fn an_honest_fix_converges_on_libtest_output_without_a_report_file() {
+    let repo = libtest_project();
+    let r = run_loop(repo.path(), "r", "echo 42 > answer", LIBTEST_CHECK, &[]);
+    assert_eq!(r.code, 10, "{r:?}");
+    let check = last_check(repo.path(), "r");
+    assert_eq!(check["collected_set"], serde_json::json!(["#1::answer_is_42", "#1::runs_to_the_end"]));
+    assert_eq!(check["evidence"]["verdict"], "green");
+    assert_eq!(check["evidence"]["sources"], serde_json::json!(["libtest output in stdout"]));
+}
+
+#[test]
+fn a_test_binary_that_exits_zero_before_its_summary_halts_metric_integrity_violation() {
+    let repo = libtest_project();
+    let r = run_loop(repo.path(), "r", "echo 42 > answer && touch exit-early", LIBTEST_CHECK, &[]);
+    assert_eq!(r.code, 13, "{r:?}");
+    let evidence = &last_check(repo.path(), "r")["evidence"];
+    assert_eq!(evidence["disagreements"][0]["kind"], "report_incomplete", "{evidence}");
+    assert_eq!(halt(repo.path(), "r")["halt_reason"], "metric_integrity_violation");
+}
