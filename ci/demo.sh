@@ -4,8 +4,12 @@
 # signed receipt offline. Creates the operator key pair on first use (`loopexec keygen`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --quiet --bin loopexec
-bin="$PWD/target/debug/loopexec"
+# LOOPEXEC_BIN: a loopexec binary built elsewhere (the VM test rig, ci/vm/, has no toolchain).
+bin="${LOOPEXEC_BIN:-}"
+if [ -z "$bin" ]; then
+  cargo build --quiet --bin loopexec
+  bin="$PWD/target/debug/loopexec"
+fi
 keys="${LOOPEXEC_CONFIG_DIR:-${XDG_CONFIG_HOME:-$HOME/.config}/loopexec}"
 [ -f "$keys/operator.key" ] || "$bin" keygen --dir "$keys"
 

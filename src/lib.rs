@@ -23,6 +23,7 @@
 pub mod analysis;
 pub mod capture;
 pub mod cli;
+pub mod delegation;
 pub mod egress;
 pub mod ending;
 pub mod engine;

@@ -8,8 +8,11 @@
 //!
 //! - v2: `<mount>/<own path>/loopexec-zone-<pid>-<n>` with memory.max, pids.max, cpu.max. If the
 //!   controllers are not enabled for children of our cgroup and our cgroup holds processes, we
-//!   first move ourselves into a leaf child `loopexec-supervisor-<pid>` ("no internal processes").
-//!   Teardown writes `cgroup.kill`.
+//!   first move ourselves into a leaf child `loopexec-supervisor-<pid>` ("no internal processes");
+//!   if enabling them still fails (other processes in our cgroup: EBUSY; a controller the parent
+//!   does not offer: ENOENT) we move back and remove the leaf at once. [`Hierarchy::fitness`] says
+//!   beforehand whether this can work (the supervisor asks systemd for a delegated scope when it
+//!   cannot, `src/delegation.rs`). Teardown writes `cgroup.kill`.
 //! - v1: one directory per controller (memory, pids, cpu, and freezer when mounted) beneath the
 //!   controller's own path of this process (e.g. memory under /process_api/<id>). Teardown freezes,
 //!   SIGKILLs every member, thaws, until empty.
@@ -60,7 +63,13 @@ pub fn detect() -> io::Result<Hierarchy> {
             .lines()
             .find_map(|l| l.strip_prefix("0::"))
             .ok_or_else(|| io::Error::other("no cgroup v2 entry in /proc/self/cgroup"))?;
-        return Ok(Hierarchy::V2 { base: join(Path::new(CGROUP_ROOT), path) });
+        let mut base = join(Path::new(CGROUP_ROOT), path);
+        // Already moved into our own supervisor leaf (an earlier pool of this process): zones go
+        // beside it, beneath the cgroup we were started in.
+        if base.file_name().is_some_and(|n| n.to_str() == Some(supervisor_leaf_name().as_str())) {
+            base.pop();
+        }
+        return Ok(Hierarchy::V2 { base });
     }
     let path_of = |ctrl: &str| -> Option<PathBuf> {
         own.lines().find_map(|l| {
@@ -77,6 +86,57 @@ pub fn detect() -> io::Result<Hierarchy> {
         bases.push((ctrl.to_string(), base));
     }
     Ok(Hierarchy::V1 { bases, freezer: path_of("freezer").filter(|p| p.is_dir()) })
+}
+
+fn supervisor_leaf_name() -> String {
+    format!("loopexec-supervisor-{}", std::process::id())
+}
+
+/// Why the cgroup v2 directory we run in cannot hold zone cgroups.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unfit {
+    /// Not ours to write (no delegation).
+    NotWritable(PathBuf),
+    /// Controllers the zones need that the parent does not make available here.
+    ControllersMissing { base: PathBuf, missing: Vec<String> },
+    /// Other processes share our cgroup: enabling controllers for children would break the "no
+    /// internal processes" rule (EBUSY), and moving them is not ours to do.
+    SharedWithOtherProcesses { base: PathBuf, others: usize },
+}
+
+impl std::fmt::Display for Unfit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unfit::NotWritable(d) => write!(f, "{} is not writable by this user (no delegated cgroup)", d.display()),
+            Unfit::ControllersMissing { base, missing } => write!(
+                f,
+                "controller(s) {} not available in {} (its parent does not delegate them)",
+                missing.join(", "),
+                base.display()
+            ),
+            Unfit::SharedWithOtherProcesses { base, others } => write!(
+                f,
+                "{} holds {others} other process(es): cgroup v2 allows no controllers for children of a cgroup with member processes",
+                base.display()
+            ),
+        }
+    }
+}
+
+/// Controllers the zones need that `cgroup.controllers` of `dir` lacks.
+fn missing_v2_controllers(dir: &Path) -> io::Result<Vec<String>> {
+    let available = fs::read_to_string(dir.join("cgroup.controllers"))?;
+    Ok(V1_CONTROLLERS
+        .iter()
+        .filter(|c| !available.split_whitespace().any(|a| a == **c))
+        .map(|c| c.to_string())
+        .collect())
+}
+
+/// Member processes of `dir` other than this one.
+fn other_members(dir: &Path) -> io::Result<usize> {
+    let me = std::process::id().to_string();
+    Ok(fs::read_to_string(dir.join("cgroup.procs"))?.lines().filter(|l| l.trim() != me && !l.trim().is_empty()).count())
 }
 
 fn join(root: &Path, cgroup_path: &str) -> PathBuf {
@@ -96,18 +156,35 @@ impl Hierarchy {
         }
     }
 
-    /// Whether we may create child cgroups here (root, or a delegated subtree); the reason if not.
-    pub fn delegation(&self) -> Result<(), String> {
-        let dirs: Vec<&PathBuf> = match self {
-            Hierarchy::V2 { base } => vec![base],
-            Hierarchy::V1 { bases, .. } => bases.iter().map(|(_, b)| b).collect(),
-        };
-        for d in dirs {
-            if !writable(d) {
-                return Err(format!("{} is not writable by this user (no delegated cgroup)", d.display()));
+    /// Whether zone cgroups can be created here, checked the way [`Hierarchy::create`] needs it:
+    /// writable (root, or a delegated subtree), and on v2 memory, pids and cpu available, and
+    /// either already enabled for children or no process but ours to move into a leaf.
+    pub fn fitness(&self) -> Result<(), Unfit> {
+        match self {
+            Hierarchy::V1 { bases, .. } => match bases.iter().find(|(_, b)| !writable(b)) {
+                Some((_, b)) => Err(Unfit::NotWritable(b.clone())),
+                None => Ok(()),
+            },
+            Hierarchy::V2 { base } => {
+                let subtree = base.join("cgroup.subtree_control");
+                if !writable(base) || nix::unistd::access(&subtree, nix::unistd::AccessFlags::W_OK).is_err() {
+                    return Err(Unfit::NotWritable(base.clone()));
+                }
+                let missing = missing_v2_controllers(base).map_err(|_| Unfit::NotWritable(base.clone()))?;
+                if !missing.is_empty() {
+                    return Err(Unfit::ControllersMissing { base: base.clone(), missing });
+                }
+                let enabled = fs::read_to_string(&subtree).unwrap_or_default();
+                if V1_CONTROLLERS.iter().all(|c| enabled.split_whitespace().any(|e| e == *c)) {
+                    return Ok(());
+                }
+                match other_members(base) {
+                    Ok(0) => Ok(()),
+                    Ok(others) => Err(Unfit::SharedWithOtherProcesses { base: base.clone(), others }),
+                    Err(_) => Err(Unfit::NotWritable(base.clone())),
+                }
             }
         }
-        Ok(())
     }
 
     /// Create the zone's cgroup with its budget.
@@ -123,6 +200,7 @@ impl Hierarchy {
                 enable_v2_controllers(base)?;
                 let dir = base.join(&name);
                 fs::create_dir(&dir)?;
+                // Dropped on any error below: the new directory is removed at once.
                 let zone = ZoneCgroup { dirs: vec![dir.clone()], kill_v2: true, freezer: None, budget };
                 let quota = budget.cpu_percent as u64 * CPU_PERIOD_US / 100;
                 let result = (|| {
@@ -136,6 +214,7 @@ impl Hierarchy {
                 result.map(|_| zone)
             }
             Hierarchy::V1 { bases, freezer } => {
+                // Dropped on any error below: every directory made so far is removed at once.
                 let mut zone = ZoneCgroup { dirs: Vec::new(), kill_v2: false, freezer: None, budget };
                 for (ctrl, base) in bases {
                     let dir = base.join(&name);
@@ -172,7 +251,8 @@ impl Hierarchy {
 }
 
 impl Hierarchy {
-    /// Remove empty zone cgroups left by supervisors that were killed (their pid is gone).
+    /// Remove empty zone cgroups and supervisor leaves left by supervisors that were killed (their
+    /// pid is gone).
     fn remove_stale(&self) {
         let bases: Vec<&PathBuf> = match self {
             Hierarchy::V2 { base } => vec![base],
@@ -182,7 +262,12 @@ impl Hierarchy {
             let Ok(entries) = fs::read_dir(base) else { continue };
             for e in entries.flatten() {
                 let name = e.file_name();
-                let Some(rest) = name.to_str().and_then(|n| n.strip_prefix("loopexec-zone-")) else { continue };
+                let Some(rest) = name
+                    .to_str()
+                    .and_then(|n| n.strip_prefix("loopexec-zone-").or_else(|| n.strip_prefix("loopexec-supervisor-")))
+                else {
+                    continue;
+                };
                 let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<i32>().ok()) else { continue };
                 if !Path::new(&format!("/proc/{pid}")).exists() {
                     let _ = fs::remove_dir(e.path()); // only succeeds when empty
@@ -193,27 +278,40 @@ impl Hierarchy {
 }
 
 /// Make memory, pids and cpu available to children of `base`, moving ourselves into a leaf first
-/// when `base` holds processes (cgroup v2 forbids controllers on groups with member processes).
+/// when we are a member of `base` (cgroup v2 forbids controllers on groups with member processes).
+/// When that fails (EBUSY: other processes in `base`; ENOENT: a controller `base` lacks), we move
+/// back and remove the leaf at once: a refused attempt leaves no cgroup behind.
 fn enable_v2_controllers(base: &Path) -> io::Result<()> {
-    let wanted = ["memory", "pids", "cpu"];
     let enabled = fs::read_to_string(base.join("cgroup.subtree_control"))?;
     let missing: Vec<&str> =
-        wanted.iter().copied().filter(|c| !enabled.split_whitespace().any(|e| e == *c)).collect();
+        V1_CONTROLLERS.iter().copied().filter(|c| !enabled.split_whitespace().any(|e| e == *c)).collect();
     if missing.is_empty() {
         return Ok(());
     }
-    let procs = fs::read_to_string(base.join("cgroup.procs"))?;
-    if !procs.trim().is_empty() {
-        let leaf = base.join(format!("loopexec-supervisor-{}", std::process::id()));
+    let me = std::process::id().to_string();
+    let member = fs::read_to_string(base.join("cgroup.procs"))?.lines().any(|l| l.trim() == me);
+    let leaf = base.join(supervisor_leaf_name());
+    let mut made_leaf = false;
+    if member {
         match fs::create_dir(&leaf) {
-            Ok(()) => {}
+            Ok(()) => made_leaf = true,
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(e),
         }
-        fs::write(leaf.join("cgroup.procs"), std::process::id().to_string())?;
+        if let Err(e) = fs::write(leaf.join("cgroup.procs"), &me) {
+            if made_leaf {
+                let _ = fs::remove_dir(&leaf);
+            }
+            return Err(e);
+        }
     }
     let line = missing.iter().map(|c| format!("+{c}")).collect::<Vec<_>>().join(" ");
-    fs::write(base.join("cgroup.subtree_control"), line)
+    let enabled = fs::write(base.join("cgroup.subtree_control"), line);
+    if enabled.is_err() && member {
+        let _ = fs::write(base.join("cgroup.procs"), &me);
+        let _ = fs::remove_dir(&leaf);
+    }
+    enabled
 }
 
 /// Descriptors a new zone process uses to enter its cgroup.
@@ -377,15 +475,19 @@ impl Drop for ZoneCgroup {
 mod tests {
     use super::*;
 
+    /// The tests create cgroups of this one process: one at a time, so that each sees only its own.
+    static SERIAL: Mutex<()> = Mutex::new(());
+
     const BUDGET: Budget = Budget { memory_bytes: 256 << 20, pids_max: 64, cpu_percent: 50 };
 
     /// Whether this test process may create cgroups beneath its own (root, or a delegated user).
     fn may_create_cgroups() -> bool {
-        detect().is_ok_and(|h| h.delegation().is_ok())
+        detect().is_ok_and(|h| h.fitness().is_ok())
     }
 
     #[test]
     fn an_ended_zones_cgroup_is_reused_for_the_same_budget_and_removed_with_the_pool() {
+        let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
         if !may_create_cgroups() {
             return; // no delegated cgroup: the launcher refuses zones here (see preflight tests)
         }
@@ -407,6 +509,7 @@ mod tests {
 
     #[test]
     fn a_cgroup_with_a_process_left_in_it_is_emptied_and_removed_not_kept() {
+        let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
         if !may_create_cgroups() {
             return;
         }
@@ -424,8 +527,38 @@ mod tests {
         assert!(pool.idle.lock().unwrap().is_empty());
     }
 
+    /// Every `loopexec-zone-<our pid>-*` directory beneath the bases of this process's cgroups.
+    fn our_zone_dirs() -> Vec<PathBuf> {
+        let h = detect().unwrap();
+        let bases: Vec<PathBuf> = match &h {
+            Hierarchy::V2 { base } => vec![base.clone()],
+            Hierarchy::V1 { bases, freezer } => bases.iter().map(|(_, b)| b.clone()).chain(freezer.clone()).collect(),
+        };
+        let prefix = format!("loopexec-zone-{}-", std::process::id());
+        bases
+            .iter()
+            .flat_map(|b| fs::read_dir(b).into_iter().flatten().flatten())
+            .map(|e| e.path())
+            .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(&prefix)))
+            .collect()
+    }
+
+    #[test]
+    fn a_refused_cgroup_creation_leaves_no_empty_cgroup_behind() {
+        let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+        if !may_create_cgroups() {
+            return;
+        }
+        // A zero CPU quota is refused by the kernel (EINVAL) after the memory and pids limits
+        // were written: every directory made for this zone must be gone at once.
+        let refused = CgroupPool::new(false).take(Budget { cpu_percent: 0, ..BUDGET });
+        assert_eq!(refused.map(|_| ()).map_err(|e| e.raw_os_error()), Err(Some(libc::EINVAL)));
+        assert_eq!(our_zone_dirs(), Vec::<PathBuf>::new());
+    }
+
     #[test]
     fn a_pool_without_reuse_removes_each_cgroup_when_its_zone_ends() {
+        let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
         if !may_create_cgroups() {
             return;
         }

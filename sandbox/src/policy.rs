@@ -64,6 +64,8 @@ struct RawSyscalls {
 struct RawLayers {
     #[serde(default)]
     may_skip: Vec<Spanned<String>>,
+    #[serde(default)]
+    cgroup_delegation: CgroupDelegation,
 }
 
 /// The validated policy.
@@ -270,6 +272,34 @@ fn default_ws_phase_seconds() -> u64 {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Layers {
     pub may_skip: Vec<Layer>,
+    /// Where the supervisor's zone cgroups live (see [`CgroupDelegation`]).
+    #[serde(default)]
+    pub cgroup_delegation: CgroupDelegation,
+}
+
+/// `[layers] cgroup_delegation`: whether the supervisor asks systemd for a delegated transient
+/// scope to hold its zone cgroups (cgroup v2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CgroupDelegation {
+    /// A scope only when the current cgroup cannot host zones (not delegated, controllers
+    /// missing, other processes in it) and systemd is reachable.
+    #[default]
+    Auto,
+    /// Always a scope of its own; refuse when systemd cannot give one.
+    Systemd,
+    /// Never ask: zones go beneath the cgroup loopexec was started in, or the launch refuses.
+    Inherit,
+}
+
+impl CgroupDelegation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CgroupDelegation::Auto => "auto",
+            CgroupDelegation::Systemd => "systemd",
+            CgroupDelegation::Inherit => "inherit",
+        }
+    }
 }
 
 fn default_tmp_size() -> u64 {
@@ -525,7 +555,7 @@ impl Policy {
             syscalls: Syscalls { deny },
             env: raw.env,
             identity: raw.identity,
-            layers: Layers { may_skip },
+            layers: Layers { may_skip, cgroup_delegation: raw.layers.cgroup_delegation },
             workspace: raw.workspace,
             sha256: hex::encode(Sha256::digest(bytes)),
         })
@@ -591,6 +621,7 @@ impl Policy {
             ("identity.gid_when_root".into(), self.identity.gid_when_root.to_string()),
             ("identity.hostname".into(), self.identity.hostname.clone()),
             ("layers.may_skip".into(), list(&self.layers.may_skip.iter().map(|l| l.as_str().to_string()).collect::<Vec<_>>())),
+            ("layers.cgroup_delegation".into(), self.layers.cgroup_delegation.as_str().to_string()),
             ("workspace.max_depth".into(), self.workspace.max_depth.to_string()),
             ("workspace.max_path_bytes".into(), self.workspace.max_path_bytes.to_string()),
             ("workspace.max_entries".into(), self.workspace.max_entries.to_string()),
@@ -730,6 +761,22 @@ mod tests {
     fn unknown_syscall_and_unskippable_layer_are_refused() {
         assert!(err("[syscalls]\ndeny = [\"no_such_call\"]\n").message.contains("unknown syscall"));
         assert!(err("[layers]\nmay_skip = [\"seccomp\"]\n").message.contains("cannot be skipped"));
+    }
+
+    #[test]
+    fn cgroup_delegation_defaults_to_auto_and_takes_systemd_or_inherit() {
+        assert_eq!(Policy::parse(b"", "t").unwrap().layers.cgroup_delegation, CgroupDelegation::Auto);
+        let systemd = Policy::parse(b"[layers]\ncgroup_delegation = \"systemd\"\n", "t").unwrap();
+        assert_eq!(systemd.layers.cgroup_delegation, CgroupDelegation::Systemd);
+        let inherit = Policy::parse(b"[layers]\ncgroup_delegation = \"inherit\"\n", "t").unwrap();
+        assert_eq!(inherit.layers.cgroup_delegation, CgroupDelegation::Inherit);
+    }
+
+    #[test]
+    fn an_unknown_cgroup_delegation_is_refused_with_its_line() {
+        let e = err("[layers]\ncgroup_delegation = \"always\"\n");
+        assert_eq!(e.line, 2);
+        assert!(e.message.contains("always"), "{}", e.message);
     }
 
     #[test]

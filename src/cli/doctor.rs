@@ -1,8 +1,12 @@
-//! `loopexec doctor [--policy FILE] [--backend B]`: the isolation preflight. Which layers this host
-//! offers (user namespaces, probed live; Landlock ABI; seccomp; cgroup version and delegation;
-//! overlayfs) and whether the policy can run here; with a container backend, what the engine says
-//! it can enforce and whether the policy can run under it. Exit 0, or 30 `isolation_unsatisfiable`
-//! naming each missing layer and its fix.
+//! `loopexec doctor [--policy FILE] [--backend B]`: the isolation preflight. It performs the steps a
+//! launch performs rather than reading static facts: the supervisor's cgroup placement (asking
+//! systemd for a delegated scope where the policy's `layers.cgroup_delegation` says so), the
+//! host preflight, then a real zone under the policy (the same clone3, cgroup and namespace path)
+//! and one with an overlay mounted in its user namespace, both torn down again. Its verdict is
+//! the launch's: "policy can run" only when those zones ran. It also shows what the host offers
+//! (kernel, AppArmor's userns restriction, Landlock ABI, seccomp, cgroup version). With a container
+//! backend, what the engine says it can enforce and whether the policy can run under it. Exit 0,
+//! or 30 `isolation_unsatisfiable` naming each missing layer and the fix for this host.
 
 use crate::cli::sandbox::load_policy;
 use crate::error::{CmdResult, Failure};
@@ -10,6 +14,8 @@ use crate::output::{aligned, Outcome};
 use crate::zones::container::engine::Engine;
 use crate::zones::container::unexpressible;
 use crate::zones::Role;
+use sandbox::launch::ZoneExit;
+use sandbox::{Layer, Missing, SandboxError};
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -20,23 +26,6 @@ pub struct DoctorArgs {
     /// Ask this backend instead of probing the native sandbox's layers (`podman`, `docker`).
     #[arg(long, value_enum)]
     pub backend: Option<crate::zones::Backend>,
-}
-
-/// Start the namespace probe (a re-execution of this binary) and report why it failed, if it did.
-fn probe_namespaces() -> Result<(), String> {
-    let status = std::process::Command::new("/proc/self/exe")
-        .env_clear()
-        .env(sandbox::init::PROBE_MARKER, "1")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .map_err(|e| format!("could not start the probe: {e}"))?;
-    match status.code() {
-        Some(0) => Ok(()),
-        Some(errno) => Err(format!("creating the zone namespaces failed: {}", std::io::Error::from_raw_os_error(errno))),
-        None => Err("the namespace probe was killed".into()),
-    }
 }
 
 /// The engine's answer and the policy's refusals under it.
@@ -83,58 +72,146 @@ pub fn run(args: DoctorArgs, _json: bool) -> CmdResult<Outcome> {
     if let Some(engine) = args.backend.and_then(|b| b.engine()) {
         return engine_report(engine, &policy);
     }
+    // The same steps as a launch, in the same order: the supervisor's placement (a delegated
+    // systemd scope when the policy and host call for one), the host preflight, then real zones.
+    let placement = crate::delegation::place_supervisor(&[&policy]);
     let host = sandbox::preflight::probe();
     let mut missing = host.missing(&policy);
-    if !missing.iter().any(|m| m.layer == sandbox::Layer::UserNamespace) {
-        if let Err(cause) = probe_namespaces() {
-            let m = if host.apparmor_restrict_unprivileged_userns == Some(true) {
-                sandbox::preflight::apparmor_missing()
-            } else {
-                sandbox::Missing {
-                    layer: sandbox::Layer::UserNamespace,
-                    cause,
-                    fix: "allow unprivileged user namespaces (user.max_user_namespaces > 0, no LSM or container seccomp policy blocking them)".into(),
-                }
-            };
-            missing.insert(0, m);
+    if let Err(r) = &placement {
+        missing.retain(|m| m.layer != Layer::Cgroup);
+        missing.push(Missing { layer: Layer::Cgroup, cause: r.cause.clone(), fix: r.fix.clone() });
+    }
+    let live = live_probe(&policy);
+    for m in live.zone.iter().chain(live.overlay.iter()) {
+        if !missing.iter().any(|known| known.layer == m.layer && known.cause == m.cause) {
+            missing.push(m.clone());
         }
     }
-    let blocking: Vec<&sandbox::Missing> = missing.iter().filter(|m| !policy.may_skip(m.layer)).collect();
+    let blocking: Vec<&Missing> = missing.iter().filter(|m| !policy.may_skip(m.layer)).collect();
+    // The verdict is the live launch's: a zone started (and the overlay mounted) or not.
+    let satisfiable = live.zone.is_none() && live.overlay.is_none() && placement.is_ok();
     let yes = |b: bool| if b { "yes".to_string() } else { "NO".to_string() };
-    let userns_ok = !missing.iter().any(|m| m.layer == sandbox::Layer::UserNamespace);
+    let userns_ok = !missing.iter().any(|m| m.layer == Layer::UserNamespace);
+    let place = match &placement {
+        Ok(Some(scope)) => format!("delegated scope {} (systemd {} manager)", scope.unit, scope.manager),
+        Ok(None) => "the cgroup loopexec was started in".into(),
+        Err(_) => "NONE".into(),
+    };
+    let apparmor = match host.apparmor_restrict_unprivileged_userns {
+        Some(true) => "restricts unprivileged user namespaces",
+        Some(false) => "no user namespace restriction",
+        None => "no restriction sysctl",
+    };
     let rows = vec![
         ("kernel", host.kernel.clone()),
         ("running as root", yes(host.running_as_root)),
         ("user namespaces", yes(userns_ok)),
+        ("apparmor", apparmor.to_string()),
         ("landlock ABI", if host.landlock_abi == 0 { "NONE".into() } else { host.landlock_abi.to_string() }),
         ("seccomp", yes(host.seccomp)),
-        ("cgroup", format!("v{} delegated: {}", host.cgroup.version.unwrap_or(0), yes(host.cgroup.delegated))),
-        ("overlayfs", yes(host.overlayfs)),
+        ("cgroup", format!("v{} can host zones: {}", host.cgroup.version.unwrap_or(0), yes(host.cgroup.delegated))),
+        ("cgroup delegation", format!("{} ({})", place, policy.layers.cgroup_delegation.as_str())),
+        ("zone started", yes(live.zone.is_none())),
+        ("overlayfs in a zone", yes(live.overlay.is_none())),
         ("policy sha256", policy.sha256.clone()),
-        ("policy can run", yes(blocking.is_empty())),
+        ("policy can run", yes(satisfiable)),
     ];
     let mut human = aligned(&rows);
     for m in &missing {
         let allowed = if policy.may_skip(m.layer) { " (skipped: allowed by policy)" } else { "" };
         human.push_str(&format!("missing {}{allowed}: {}\n  fix: {}\n", m.layer.as_str(), m.cause, m.fix));
     }
+    let scope = placement.as_ref().ok().cloned().flatten();
     let fields = |out: Outcome| {
         out.field("host", serde_json::to_value(&host).unwrap_or_default())
             .field("missing", serde_json::to_value(&missing).unwrap_or_default())
+            .field("cgroup_scope", serde_json::to_value(&scope).unwrap_or_default())
+            .field("zone_started", live.zone.is_none())
+            .field("overlayfs", live.overlay.is_none())
             .field("policy_sha256", policy.sha256.clone())
-            .field("satisfiable", blocking.is_empty())
+            .field("satisfiable", satisfiable)
     };
-    if let Some(first) = blocking.first() {
-        let mut out = Outcome::failed(
-            "doctor",
-            &Failure::isolation(format!("isolation layer {} unavailable: {}", first.layer.as_str(), first.cause)).with_hint(first.fix.clone()),
-        );
-        for m in blocking.iter().skip(1) {
-            out.errors.push(
-                Failure::isolation(format!("isolation layer {} unavailable: {}", m.layer.as_str(), m.cause)).with_hint(m.fix.clone()).entry(),
-            );
+    let refusal = |m: &Missing| Failure::isolation(format!("isolation layer {} unavailable: {}", m.layer.as_str(), m.cause)).with_hint(m.fix.clone());
+    // A live failure on a layer the policy may skip still stops the launch (the preflight saw
+    // the layer, so nothing was skipped): it is a refusal too.
+    let live_refusals: Vec<&Missing> = live.zone.iter().chain(live.overlay.iter()).collect();
+    let refusals = if blocking.is_empty() { live_refusals } else { blocking };
+    if let Some(first) = refusals.first().filter(|_| !satisfiable) {
+        let mut out = Outcome::failed("doctor", &refusal(first));
+        for m in refusals.iter().skip(1) {
+            out.errors.push(refusal(m).entry());
         }
         return Ok(fields(out).human(human));
     }
     Ok(fields(Outcome::ok("doctor")).human(human))
+}
+
+/// What starting real zones under the policy showed: None where it worked.
+struct LiveProbe {
+    /// A zone running `true`, as `loopexec sandbox` starts it.
+    zone: Option<Missing>,
+    /// The same with a writable overlay (as a detached run's workspace), when the zone started.
+    overlay: Option<Missing>,
+}
+
+/// Start a zone under `policy` (clone3, cgroup, namespaces, Landlock, seccomp: the launch path
+/// itself), then one with an overlay mounted in its user namespace; both are torn down again.
+fn live_probe(policy: &sandbox::Policy) -> LiveProbe {
+    let zone = run_probe_zone(policy, None).err();
+    if zone.is_some() {
+        return LiveProbe { zone, overlay: None };
+    }
+    let scratch = std::env::temp_dir().join(format!("loopexec-doctor-{}", std::process::id()));
+    let overlay = overlay_layers(&scratch, policy)
+        .map_err(|e| Missing { layer: Layer::MountNamespace, cause: format!("preparing the overlay probe in {}: {e}", scratch.display()), fix: "make the temporary directory writable ($TMPDIR)".into() })
+        .and_then(|o| run_probe_zone(policy, Some(o)))
+        .err()
+        .map(|m| Missing {
+            fix: format!("{}; overlayfs must mount inside a user namespace (Linux >= 5.11, the overlay module available: `modprobe overlay`, and `overlay` in /etc/modules-load.d to keep it)", m.fix),
+            ..m
+        });
+    let _ = std::fs::remove_dir_all(&scratch);
+    LiveProbe { zone: None, overlay }
+}
+
+/// lower (one file), upper and work directories under `scratch`, owned by the zone's uid.
+fn overlay_layers(scratch: &std::path::Path, policy: &sandbox::Policy) -> std::io::Result<sandbox::OverlayMount> {
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::remove_dir_all(scratch);
+    std::fs::create_dir(scratch)?;
+    std::fs::set_permissions(scratch, std::fs::Permissions::from_mode(0o711))?;
+    let (lower, upper, work) = (scratch.join("lower"), scratch.join("upper"), scratch.join("work"));
+    for d in [&lower, &upper, &work] {
+        std::fs::create_dir(d)?;
+    }
+    std::fs::write(lower.join("probe"), b"loopexec doctor\n")?;
+    std::fs::set_permissions(&lower, std::fs::Permissions::from_mode(0o755))?;
+    if nix::unistd::geteuid().is_root() {
+        let (uid, gid) = (policy.identity.uid_when_root, policy.identity.gid_when_root);
+        for d in [&upper, &work] {
+            std::os::unix::fs::chown(d, Some(uid), Some(gid))?;
+        }
+    }
+    Ok(sandbox::OverlayMount { target: "/workspace".into(), lowers: vec![lower], upper: Some(upper), work: Some(work), volatile: false })
+}
+
+/// One zone running `sh -c` over the probe (reading the overlay's file when there is one).
+fn run_probe_zone(policy: &sandbox::Policy, overlay: Option<sandbox::OverlayMount>) -> Result<(), Missing> {
+    let script = if overlay.is_some() { "test -f /workspace/probe && : > /workspace/written" } else { ":" };
+    let mut spec = sandbox::ZoneSpec::new(policy.clone(), vec!["/bin/sh".into(), "-c".into(), script.into()]);
+    spec.overlays = overlay.into_iter().collect();
+    let null = || std::fs::OpenOptions::new().write(true).open("/dev/null").ok().map(std::os::fd::OwnedFd::from);
+    spec.stdout = null();
+    spec.stderr = null();
+    let failed = |cause: String| Missing { layer: Layer::MountNamespace, cause, fix: "see the cause; `loopexec sandbox -- /bin/true` shows the same failure".into() };
+    let mut zone = match sandbox::launch(spec) {
+        Ok(z) => z,
+        Err(SandboxError::Unsatisfiable { layer, cause, fix }) => return Err(Missing { layer, cause, fix }),
+        Err(e) => return Err(failed(format!("starting a zone: {e}"))),
+    };
+    match zone.wait() {
+        Ok(ZoneExit::Exited(0)) => Ok(()),
+        Ok(other) => Err(failed(format!("the probe zone's command ended with {other:?}"))),
+        Err(e) => Err(failed(format!("waiting for the probe zone: {e}"))),
+    }
 }

@@ -66,6 +66,13 @@ fn parse_overlay(text: &str) -> Result<sandbox::OverlayMount, String> {
     Ok(o)
 }
 
+/// Move this supervisor where its zone's cgroup can be created (a delegated systemd scope when
+/// the policy's `layers.cgroup_delegation` calls for one); a refusal is an isolation failure.
+pub fn place_supervisor(policy: &Policy) -> CmdResult<Option<crate::delegation::Scope>> {
+    crate::delegation::place_supervisor(&[policy])
+        .map_err(|r| Failure::isolation(format!("isolation layer cgroup unavailable: {}", r.cause)).with_hint(r.fix))
+}
+
 /// Load `--policy FILE` or `--builtin NAME` (default: builtin exec).
 pub fn load_policy(file: Option<&PathBuf>, builtin: Option<&str>) -> CmdResult<Policy> {
     match (file, builtin) {
@@ -144,6 +151,7 @@ pub fn run(args: SandboxArgs, json: bool) -> CmdResult<Outcome> {
     if egress.is_some() {
         spec.loopback_listener = Some(PROXY_PORT);
     }
+    let scope = place_supervisor(&spec.policy)?;
     let mut zone = sandbox::launch(spec)?;
     let mut relays = Vec::new();
     for (read, sink) in [(out_read, stdout_sink), (err_read, Sink::Stderr)] {
@@ -190,6 +198,7 @@ pub fn run(args: SandboxArgs, json: bool) -> CmdResult<Outcome> {
     let mut out = Outcome::ok("sandbox")
         .field("exit", serde_json::to_value(exit).unwrap_or_default())
         .field("timed_out", timed_out)
+        .field("cgroup_scope", serde_json::to_value(&scope).unwrap_or_default())
         .field("zone", report);
     if timed_out {
         out = Outcome::failed(

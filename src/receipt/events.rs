@@ -106,6 +106,25 @@ pub struct RunStart {
     /// The receipt format; absent in receipts of schema 1 written before the field existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schema: Option<u32>,
+    /// The delegated systemd scope the supervisor moved into for its zone cgroups (docs/hosts.md);
+    /// null when it needed none, absent in receipts written before it existed.
+    #[serde(default)]
+    pub cgroup_scope: Option<CgroupScopeRecord>,
+}
+
+/// A systemd scope delegated to the supervisor, as the receipt records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CgroupScopeRecord {
+    pub unit: String,
+    /// `system` or `user`.
+    pub manager: String,
+    pub cgroup: String,
+}
+
+impl From<&crate::delegation::Scope> for CgroupScopeRecord {
+    fn from(scope: &crate::delegation::Scope) -> Self {
+        CgroupScopeRecord { unit: scope.unit.clone(), manager: scope.manager.to_string(), cgroup: scope.cgroup.clone() }
+    }
 }
 
 impl RunStart {
@@ -278,6 +297,9 @@ pub struct RunResumed {
     pub last_iteration: u64,
     pub next_iteration: u64,
     pub pid: u32,
+    /// The resuming supervisor's delegated scope, as in `run_start`.
+    #[serde(default)]
+    pub cgroup_scope: Option<CgroupScopeRecord>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -416,6 +438,7 @@ pub(crate) mod sample {
             pid: 1,
             config: serde_json::json!({"check": "true", "exec": "true", "max_iterations": 3}),
             schema: Some(SCHEMA_VERSION),
+            cgroup_scope: None,
         })
     }
 

@@ -303,6 +303,7 @@ mod tests {
                 last_iteration: last,
                 next_iteration: last + 1,
                 pid: 7,
+                cgroup_scope: None,
             })),
             n.clone().prop_map(|iteration| Event::RunInterrupted { signal: "SIGINT".into(), iteration }),
             Just(Event::CredentialMinted { env: "LOOPEXEC_AGENT_TOKEN".into(), duration_ms: 3 }),

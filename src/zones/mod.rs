@@ -251,6 +251,11 @@ pub trait Zone {
     fn bind_run(&mut self, _run_dir: &std::path::Path) -> Result<(), ZoneError> {
         Ok(())
     }
+    /// The delegated systemd scope the supervisor moved into for this backend's cgroups (recorded
+    /// in `run_start`), if it asked for one.
+    fn cgroup_scope(&self) -> Option<&crate::delegation::Scope> {
+        None
+    }
 }
 
 /// Open the zone backend of a setup.

@@ -24,6 +24,8 @@ use std::time::{Duration, Instant};
 pub struct NativeZone {
     /// Starts every zone: the host is probed once, and each zone's cgroup is reused every iteration.
     launcher: Launcher,
+    /// The delegated systemd scope this supervisor moved into for its zones' cgroups, if any.
+    scope: Option<crate::delegation::Scope>,
     policies: BTreeMap<Role, Policy>,
     workdir: PathBuf,
     state_dir: PathBuf,
@@ -37,6 +39,13 @@ impl NativeZone {
     /// setup has no egress configuration.
     pub fn new(setup: &ZoneSetup) -> Result<NativeZone, ZoneError> {
         let policies = setup.sandboxed_policies()?;
+        let all: Vec<&Policy> = policies.values().collect();
+        let scope = crate::delegation::place_supervisor(&all).map_err(|r| ZoneError::Unsatisfiable {
+            role: None,
+            layer: Some(sandbox::Layer::Cgroup),
+            cause: r.cause,
+            fix: r.fix,
+        })?;
         let launcher = Launcher::new();
         for (role, policy) in &policies {
             if let Some(missing) = launcher.host().can_satisfy(policy).into_iter().next() {
@@ -45,6 +54,7 @@ impl NativeZone {
         }
         Ok(NativeZone {
             launcher,
+            scope,
             policies,
             workdir: setup.workdir.clone(),
             state_dir: setup.state_dir.clone(),
@@ -131,6 +141,10 @@ impl Zone for NativeZone {
 
     fn isolation(&self) -> &str {
         "native"
+    }
+
+    fn cgroup_scope(&self) -> Option<&crate::delegation::Scope> {
+        self.scope.as_ref()
     }
 
     fn bind_run(&mut self, run_dir: &std::path::Path) -> Result<(), ZoneError> {
