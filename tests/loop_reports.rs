@@ -89,7 +89,7 @@ fn explain_halt_and_report_show_the_disagreement_escaped() {
     let r = run_loop(repo.path(), "r", "true", report, &["--report", "out/r.xml"]);
     assert_eq!(r.code, 13, "{r:?}");
     let explain = loopexec(repo.path(), &["explain-halt", "--json"]).json();
-    let evidence = &explain["explanation"]["evidence"];
+    let evidence = &explain["evidence"];
     assert_eq!(evidence["disagreements"][0]["kind"], "report_shows_failures");
     assert_eq!(evidence["disagreements"][0]["detail"], "report out/r.xml: 1 failing test(s), e.g. t::bad\\u{1b}[2J");
     let human = loopexec(repo.path(), &["report", "r"]);

@@ -58,6 +58,11 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     for d in evidence.iter().flat_map(|e| &e.disagreements) {
         rows.push(("evidence", format!("{}: {}", d.kind, d.detail)));
     }
+    // Receipts of earlier versions recorded no evidence: their explanation stays as it was.
+    let out = match &evidence {
+        Some(evidence) => out.field("evidence", json!(evidence)),
+        None => out,
+    };
     Ok(out
         .field("halt_reason", reason.clone())
         .field("iteration", iteration)
@@ -70,7 +75,6 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
                 "summary": text,
                 "progress": trend,
                 "failing_counts": counts,
-                "evidence": evidence,
             }),
         )
         .human(aligned(&rows)))

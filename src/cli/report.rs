@@ -19,7 +19,7 @@ pub struct Args {
 fn iteration_json(record: &IterationRecord) -> Value {
     let exec = record.exec.as_ref();
     let check = record.check.as_ref();
-    json!({
+    let mut v = json!({
         "iteration": record.iteration,
         "exec_ending": exec.map(|e| &e.ending),
         "exec_duration_ms": exec.map(|e| e.duration_ms),
@@ -27,12 +27,16 @@ fn iteration_json(record: &IterationRecord) -> Value {
         "check_exit": record.check_exit(),
         "check_duration_ms": check.map(|c| c.duration_ms),
         "failing_count": record.failing_count(),
-        "collected_count": check.and_then(|c| c.collected_count),
-        "skipped_count": check.and_then(|c| c.skipped_count),
         "junit_error": check.and_then(|c| c.junit_error.as_ref()),
-        "evidence": check.and_then(|c| c.evidence.as_ref()),
         "interrupted": record.interrupted,
-    })
+    });
+    // The evidence, where the receipt recorded it (receipts of earlier versions did not).
+    if let (Some(evidence), Some(fields)) = (check.and_then(|c| c.evidence.as_ref()), v.as_object_mut()) {
+        fields.insert("collected_count".into(), json!(check.and_then(|c| c.collected_count)));
+        fields.insert("skipped_count".into(), json!(check.and_then(|c| c.skipped_count)));
+        fields.insert("evidence".into(), json!(evidence));
+    }
+    v
 }
 
 fn ending_text(ending: Option<&Ending>) -> String {
