@@ -7,15 +7,12 @@
 #   LOOPEXEC_BENCH_ROUNDS=...       alternating direct/proxied rounds, best kept (default 3)
 #   LOOPEXEC_BENCH_CONNECTIONS=...  latency samples (default 200)
 #   LOOPEXEC_BENCH_BASELINE=DIR     another checkout (e.g. `git worktree add DIR <commit>`): its
-#                                   bench runs too, alternating with this one, and both are printed
-#                                   side by side, so a change is measured against its baseline in
-#                                   the same conditions
+#                                   bench is built too, the two run alternating, and both are
+#                                   printed, so a change is measured against its baseline in the
+#                                   same conditions
 #   LOOPEXEC_BENCH_PASSES=N         with a baseline: alternating passes of each (default 2)
-# With a baseline, set CARGO_TARGET_DIR to one directory for both: the two checkouts' crates are
-# distinct packages there, and the dependencies are built once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-here=$(pwd)
 baseline=${LOOPEXEC_BENCH_BASELINE:-}
 if [ -z "$baseline" ]; then
     cargo bench --bench egress --quiet
@@ -25,12 +22,19 @@ fi
 passes=${LOOPEXEC_BENCH_PASSES:-2}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-# Build both first, so that no pass pays for a compile.
-(cd "$baseline" && cargo bench --bench egress --no-run --quiet)
-cargo bench --bench egress --no-run --quiet
+# Build each once and keep its executable (the two checkouts' artifacts may share names in a
+# shared target directory), then run them alternating, so that no pass pays for a compile.
+build() { # DIR NAME
+    local exe
+    exe=$(cd "$1" && cargo bench --bench egress --no-run --message-format=json 2>/dev/null |
+        python3 -c 'import json,sys; print([m["executable"] for m in map(json.loads, sys.stdin) if m.get("executable")][-1])')
+    cp "$exe" "$out/$2"
+}
+build "$baseline" baseline.bin
+build . current.bin
 for pass in $(seq 1 "$passes"); do
-    (cd "$baseline" && cargo bench --bench egress --quiet) >"$out/baseline.$pass"
-    (cd "$here" && cargo bench --bench egress --quiet) >"$out/current.$pass"
+    "$out/baseline.bin" --bench >"$out/baseline.$pass"
+    "$out/current.bin" --bench >"$out/current.$pass"
 done
 for pass in $(seq 1 "$passes"); do
     echo "== pass $pass: baseline ($baseline, $(git -C "$baseline" rev-parse --short HEAD))"

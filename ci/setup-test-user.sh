@@ -1,6 +1,6 @@
 #!/bin/sh
 # Prepare this host (as root) for running the sandbox tests as an unprivileged user:
-#  - the user `loopexec-test` (no home, no password);
+#  - the users `loopexec-test` and `loopexec-other` (no home, no password);
 #  - a delegated cgroup named `loopexec-test` beneath the cgroup THIS script runs in, owned by
 #    that user: one per controller on cgroup v1 (memory, pids, cpu, freezer), one on v2.
 # Prints the delegated directories, one per line (ci/test-unprivileged.sh moves itself into them).
@@ -9,6 +9,9 @@ set -eu
 USER_NAME=loopexec-test
 [ "$(id -u)" = 0 ] || { echo "setup-test-user.sh: run as root" >&2; exit 2; }
 id "$USER_NAME" >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin "$USER_NAME"
+# A second unprivileged local user, for the tests of what other local users can reach
+# (tests/loop_workspace.rs: another user writing into a directory the agent left world-writable).
+id loopexec-other >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin loopexec-other
 
 if [ "$(stat -f -c %T /sys/fs/cgroup)" = cgroup2fs ]; then
     own=$(sed -n 's/^0:://p' /proc/self/cgroup)

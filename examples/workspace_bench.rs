@@ -29,11 +29,12 @@ fn main() {
         let ws = Workspace::create(baseline, &run, owner)?;
         let workspace_ms = ms(t1);
         let total_ms = ms(t0);
+        let limits = sandbox::policy::WorkspaceLimits::default();
         let t2 = Instant::now();
-        let snap = ws.snapshot()?;
+        let snap = ws.snapshot(&limits)?;
         let snapshot_ms = ms(t2);
         let t3 = Instant::now();
-        let again = ws.snapshot()?;
+        let again = ws.snapshot(&limits)?;
         let snapshot_again_ms = ms(t3);
         assert_eq!(again.tree_id, snap.tree_id);
         let o = ws.agent_overlay(std::path::Path::new("/ws"));

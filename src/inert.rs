@@ -3,8 +3,10 @@
 //! the screen, move the cursor), C1 controls (`U+009B` is a CSI on some terminals), Unicode bidi
 //! overrides (text shown in another order than it is) and newlines (a forged output line). Every
 //! human renderer passes such strings through [`inert`] (one line: newlines escaped too) or, for
-//! text whose line structure is the renderer's own, [`inert_lines`]. JSON output needs none of
-//! this: serde_json escapes every C0 control, and a JSON reader does not interpret the rest.
+//! text whose line structure is the renderer's own, [`inert_lines`]. JSON output is written by
+//! [`json_text`]: serde_json escapes every C0 control, and the rest of the characters above are
+//! written as `\uNNNN` escapes too, so the JSON text itself is safe to print on a terminal and
+//! still decodes to the exact strings.
 //!
 //! What is escaped, and how (always visibly, never dropped): `\n`, `\r`, `\t` as themselves;
 //! every other C0 control and DEL as `\xNN`; C1 controls, bidi controls (`U+061C`, `U+200E`,
@@ -15,7 +17,7 @@
 //! exact string is in the JSON output.
 
 use std::borrow::Cow;
-use std::fmt::Write;
+use std::fmt::Write as _;
 
 /// `text` as one inert line: every control shown as an escape, newlines included.
 pub fn inert(text: &str) -> Cow<'_, str> {
@@ -37,6 +39,33 @@ pub fn inert_bytes(bytes: &[u8]) -> String {
         }
     }
     out
+}
+
+/// `value` as compact JSON text in which no character a terminal would act on appears raw: C0
+/// controls (by serde_json), C1 controls, bidi controls and line separators as `\uNNNN`.
+/// None if it cannot be serialised.
+pub fn json_text(value: &serde_json::Value) -> Option<String> {
+    let mut out = Vec::new();
+    let mut ser = serde_json::Serializer::with_formatter(&mut out, InertJson);
+    serde::Serialize::serialize(value, &mut ser).ok()?;
+    String::from_utf8(out).ok()
+}
+
+/// serde_json's compact format, with terminal-active characters in strings written as escapes.
+struct InertJson;
+
+impl serde_json::ser::Formatter for InertJson {
+    fn write_string_fragment<W: ?Sized + std::io::Write>(&mut self, writer: &mut W, fragment: &str) -> std::io::Result<()> {
+        let mut start = 0;
+        for (i, c) in fragment.char_indices() {
+            if needs_escape(c, true) && c as u32 >= 0x80 {
+                writer.write_all(fragment[start..i].as_bytes())?;
+                write!(writer, "\\u{:04x}", c as u32)?;
+                start = i + c.len_utf8();
+            }
+        }
+        writer.write_all(fragment[start..].as_bytes())
+    }
 }
 
 fn needs_escape(c: char, keep_newlines: bool) -> bool {
@@ -107,6 +136,14 @@ mod tests {
     #[test]
     fn inert_lines_keeps_newlines_only() {
         assert_eq!(inert_lines("one\ntwo\x1b[2J\r"), "one\ntwo\\x1b[2J\\r");
+    }
+
+    #[test]
+    fn json_text_escapes_what_a_terminal_would_act_on_and_decodes_to_the_exact_string() {
+        let value = serde_json::json!({"name": "a\x1b[2J\u{9b}b\u{202e}c\u{2028}d ü"});
+        let text = json_text(&value).unwrap();
+        assert_eq!(text, r#"{"name":"a\u001b[2J\u009bb\u202ec\u2028d ü"}"#);
+        assert_eq!(serde_json::from_str::<serde_json::Value>(&text).unwrap(), value);
     }
 
     #[test]

@@ -106,8 +106,9 @@ impl Outcome {
         let stdout = std::io::stdout();
         let mut out = stdout.lock();
         if json {
-            let text = serde_json::to_string(&self.to_json())
-                .unwrap_or_else(|_| String::from("{\"tool\":\"loopexec\",\"status\":\"error\",\"errors\":[{\"code\":\"internal_error\",\"message\":\"could not render output\"}]}"));
+            // No character a terminal acts on appears raw, even in agent-controlled strings.
+            let text = crate::inert::json_text(&self.to_json())
+                .unwrap_or_else(|| String::from("{\"tool\":\"loopexec\",\"status\":\"error\",\"errors\":[{\"code\":\"internal_error\",\"message\":\"could not render output\"}]}"));
             let _ = writeln!(out, "{text}");
         } else {
             // The renderers escaped every agent-controlled value (so none forges a line); no

@@ -395,3 +395,44 @@ fn three_sparse_gigabyte_files_are_streamed_never_read_whole() {
     assert!(patch.len() < 1 << 20);
     assert!(patch.contains("-41\n+42\n"), "the other changes are in the patch as usual");
 }
+
+/// The second unprivileged local user of ci/setup-test-user.sh, when this test runs as root.
+fn other_local_user() -> Option<&'static str> {
+    let exists = std::process::Command::new("id").arg("loopexec-other").output().is_ok_and(|o| o.status.success());
+    match (nix::unistd::geteuid().is_root(), exists) {
+        (true, true) => Some("loopexec-other"),
+        _ if std::env::var_os("CI").is_some() => panic!("CI runs this as root with the user loopexec-other (ci/setup-test-user.sh)"),
+        _ => {
+            eprintln!("skipped: needs root and the user loopexec-other (ci/setup-test-user.sh)");
+            None
+        }
+    }
+}
+
+#[test]
+fn a_file_another_local_user_puts_in_a_world_writable_agent_directory_is_never_delivered() {
+    let Some(other) = other_local_user() else { return };
+    let repo = workdir();
+    std::fs::write(repo.path().join("answer"), "41\n").unwrap();
+    commit_t0(repo.path());
+    // The agent leaves a 1777 directory, and waits (bounded) until a file appears in it.
+    let exec = "mkdir shared && chmod 1777 shared && touch shared/ready && i=0; until ls shared | grep -q planted || [ $i -ge 300 ]; do sleep 0.1; i=$((i+1)); done; echo 42 > answer";
+    let upper = run_dir(repo.path(), "other").join("workspace/upper/shared");
+    let planter = {
+        let ready = upper.join("ready");
+        let planted = upper.join("planted");
+        std::thread::spawn(move || {
+            wait_for_file(&ready, std::time::Duration::from_secs(60));
+            let script = format!("echo 'from another user' > '{}'", planted.display());
+            std::process::Command::new("runuser").args(["-u", other, "--", "sh", "-c", &script]).status().unwrap()
+        })
+    };
+    let r = loopexec(repo.path(), &["run", "--json", "--run-id", "other", "--max-iterations", "1", "--exec", exec, "--check", "true"]);
+    assert!(planter.join().unwrap().success(), "the other user reached the directory (the attack this test defends against)");
+    assert_eq!(r.code, 30, "{r:?}");
+    assert_eq!(r.json()["halt_reason"], "workspace_invalid");
+    let halt = events(repo.path(), "other").into_iter().rev().find(|e| e["type"] == "halt").unwrap();
+    assert!(halt["detail"].as_str().unwrap().contains("\"shared/planted\" belongs to uid"), "{halt}");
+    assert_eq!(halt["delivery"]["branch"], serde_json::Value::Null);
+    assert_receipt_matches_delivery(repo.path(), "other");
+}

@@ -21,6 +21,15 @@ fn write(root: &Path, rel: &str, text: &str) {
     std::fs::write(p, text).unwrap();
 }
 
+/// A file in the upper layer as the agent writes it: owned by the zone (the snapshot refuses
+/// entries of another uid).
+fn write_as_agent(upper: &Path, rel: &str, text: &str) {
+    write(upper, rel, text);
+    if let Some((uid, gid)) = zone_owner() {
+        std::os::unix::fs::lchown(upper.join(rel), Some(uid), Some(gid)).unwrap();
+    }
+}
+
 /// A scratch area the zone uid can traverse: `repo/` (a git repository with one commit) and
 /// `state/` (the `.loopexec` directory), `run/` (a run directory).
 struct Fixture {
@@ -291,7 +300,7 @@ fn hostile_git_config_hooks_and_filters_never_run_from_baseline_to_delivery() {
     let b = Baseline::prepare(&f.repo(), &f.state(), &BaselineOptions { include_uncommitted: true, owner: zone_owner() }).unwrap();
     assert_eq!(std::fs::read_to_string(b.files_dir.join("a.txt")).unwrap(), "two\n");
     let ws = Workspace::create(b, &f.run_dir(), zone_owner()).unwrap();
-    write(ws.upper_dir(), "agent.txt", "by the agent\n");
+    write_as_agent(ws.upper_dir(), "agent.txt", "by the agent\n");
     let snap = ws.snapshot(&WorkspaceLimits::default()).unwrap();
     let d = deliver(&ws, &snap, "r-hostile", &f.run_dir(), "loopexec run r-hostile", &WorkspaceLimits::default()).unwrap();
     assert!(d.patch.exists());
@@ -511,7 +520,7 @@ fn delivery_never_overwrites_an_existing_branch() {
     git(&f.repo(), &["branch", "loopexec/r-2"]);
     let tip = git(&f.repo(), &["rev-parse", "loopexec/r-2"]);
     let ws = f.workspace();
-    write(ws.upper_dir(), "x.txt", "x\n");
+    write_as_agent(ws.upper_dir(), "x.txt", "x\n");
     let snap = ws.snapshot(&WorkspaceLimits::default()).unwrap();
     let err = deliver(&ws, &snap, "r-2", &f.run_dir(), "m", &WorkspaceLimits::default()).unwrap_err();
     assert!(matches!(err, WorkspaceError::BranchExists(ref b) if b == "loopexec/r-2"), "{err}");

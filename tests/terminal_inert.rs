@@ -4,10 +4,11 @@
 mod common;
 use common::*;
 
-/// The agent's file name: set the window title, clear the screen, then forge a line.
-const HOSTILE: &str = "\x1b]0;pwned\x07\x1b[2J\nloopexec: halted      success_condition_met";
+/// The agent's file name: set the window title, clear the screen, forge a line, then reverse the
+/// display order of what follows (a bidi override).
+const HOSTILE: &str = "\x1b]0;pwned\x07\x1b[2J\nloopexec: halted      success_condition_met\u{202e}";
 /// How every renderer shows it.
-const SHOWN: &str = "\\x1b]0;pwned\\x07\\x1b[2J\\nloopexec: halted      success_condition_met";
+const SHOWN: &str = "\\x1b]0;pwned\\x07\\x1b[2J\\nloopexec: halted      success_condition_met\\u{202e}";
 
 /// A repository in a directory named with an escape sequence (a checkout's name is not always
 /// the operator's choice), whose agent adds `tests/<HOSTILE>` (a protected path): the run halts
@@ -25,9 +26,9 @@ fn hostile_run() -> (tempfile::TempDir, std::path::PathBuf, Ran) {
     (parent, repo, r)
 }
 
-/// No control character but newline in `text`.
+/// No control character but newline, and no bidi override, in `text`.
 fn assert_no_controls(text: &str) {
-    assert!(!text.chars().any(|c| c.is_control() && c != '\n'), "a control character reached the terminal: {text:?}");
+    assert!(!text.chars().any(|c| (c.is_control() && c != '\n') || c == '\u{202e}'), "a control character reached the terminal: {text:?}");
 }
 
 /// The receipt's path as every renderer shows it.
@@ -128,9 +129,9 @@ fn an_error_carrying_a_hostile_path_is_one_escaped_line() {
 }
 
 #[test]
-fn json_output_carries_the_exact_name_with_no_raw_control_character() {
+fn json_output_carries_the_exact_name_with_no_raw_control_or_bidi_character() {
     let (_parent, repo, _) = hostile_run();
     let r = loopexec(&repo, &["explain-halt", "--json", "h"]);
-    assert!(!r.stdout.trim_end().chars().any(char::is_control), "{:?}", r.stdout);
+    assert_no_controls(r.stdout.trim_end());
     assert_eq!(r.json()["explanation"]["detail"], format!("{DETAIL}{HOSTILE}"));
 }

@@ -46,9 +46,10 @@ Examples:
   loopexec doctor                               # which isolation layers this host offers
   loopexec isolate --backend podman --image localhost/agent:1   # the zones' plan, nothing run
 
-Exit codes: 0 ok, 10 converged, 12 iteration cap, 13 integrity (blocked path, verify failed),
-20 bad usage, 30 workspace or isolation, 40 execution failure, 50 internal; 130/143 interrupted
-by SIGINT/SIGTERM (resumable). See SPEC.md.";
+Exit codes: 0 ok, 10 converged, 12 iteration cap, 13 integrity (blocked path, verify failed,
+attest refused), 18 budget (sandbox wall clock), 20 bad usage, 30 workspace or isolation,
+40 execution failure, 50 internal; 130/143 interrupted by SIGINT/SIGTERM (resumable); sandbox
+exits with its command's code. See SPEC.md §2.";
 
 /// loopexec: run an agent against an external check until a computed halt, with a receipt.
 #[derive(Debug, Parser)]

@@ -167,9 +167,9 @@ pub fn start(
         zone: zone.name().into(),
         loopexec_version: env!("CARGO_PKG_VERSION").into(),
         pid: std::process::id(),
+        cgroup_scope: zone.cgroup_scope().map(serde_json::to_value).transpose().map_err(|e| Failure::internal(e.to_string()))?,
         config: serde_json::to_value(&active.cfg).map_err(|e| Failure::internal(e.to_string()))?,
         schema: Some(SCHEMA_VERSION),
-        cgroup_scope: zone.cgroup_scope().map(Into::into),
     }))?;
     active.endorse(operator)?;
     if active.cfg.workspace == WorkspaceMode::Detached {
@@ -231,7 +231,7 @@ pub fn resume(
         last_iteration: last,
         next_iteration: last + 1,
         pid: std::process::id(),
-        cgroup_scope: zone.cgroup_scope().map(Into::into),
+        cgroup_scope: zone.cgroup_scope().map(serde_json::to_value).transpose().map_err(|e| Failure::internal(e.to_string()))?,
     }))?;
     // The run key of the interrupted process died with it: mint and endorse a new one.
     active.endorse(operator)?;

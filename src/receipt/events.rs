@@ -100,31 +100,16 @@ pub struct RunStart {
     pub loopexec_version: String,
     #[serde(default)]
     pub pid: u32,
+    /// The delegated systemd scope the supervisor moved into for its zone cgroups, or null
+    /// (absent in receipts written before delegation).
+    #[serde(default)]
+    pub cgroup_scope: Option<Value>,
     /// The pinned configuration (`engine::config::LoopConfig`; the engine reads it back).
     #[serde(default)]
     pub config: Value,
     /// The receipt format; absent in receipts of schema 1 written before the field existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schema: Option<u32>,
-    /// The delegated systemd scope the supervisor moved into for its zone cgroups (docs/hosts.md);
-    /// null when it needed none, absent in receipts written before it existed.
-    #[serde(default)]
-    pub cgroup_scope: Option<CgroupScopeRecord>,
-}
-
-/// A systemd scope delegated to the supervisor, as the receipt records it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CgroupScopeRecord {
-    pub unit: String,
-    /// `system` or `user`.
-    pub manager: String,
-    pub cgroup: String,
-}
-
-impl From<&crate::delegation::Scope> for CgroupScopeRecord {
-    fn from(scope: &crate::delegation::Scope) -> Self {
-        CgroupScopeRecord { unit: scope.unit.clone(), manager: scope.manager.to_string(), cgroup: scope.cgroup.clone() }
-    }
 }
 
 impl RunStart {
@@ -297,9 +282,9 @@ pub struct RunResumed {
     pub last_iteration: u64,
     pub next_iteration: u64,
     pub pid: u32,
-    /// The resuming supervisor's delegated scope, as in `run_start`.
+    /// The resuming supervisor's scope, as in `run_start`.
     #[serde(default)]
-    pub cgroup_scope: Option<CgroupScopeRecord>,
+    pub cgroup_scope: Option<Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -436,9 +421,9 @@ pub(crate) mod sample {
             zone: "host".into(),
             loopexec_version: "0.1.0".into(),
             pid: 1,
+            cgroup_scope: None,
             config: serde_json::json!({"check": "true", "exec": "true", "max_iterations": 3}),
             schema: Some(SCHEMA_VERSION),
-            cgroup_scope: None,
         })
     }
 

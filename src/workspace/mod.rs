@@ -76,6 +76,10 @@ pub enum WorkspaceError {
     /// A name git resolves to `.git`, `.gitmodules` or `.gitattributes` on HFS+ or NTFS.
     #[error("{path:?} is {alias} to git on HFS+ or NTFS (core.protectHFS/protectNTFS); loopexec never delivers it")]
     GitAlias { path: String, alias: &'static str },
+    /// An upper-layer entry owned by another uid than the zone's: another local user wrote it
+    /// (through a directory the agent left writable to others); it is never delivered.
+    #[error("{path:?} belongs to uid {uid}, not to the zone's uid {zone_uid}: another local user wrote it")]
+    ForeignOwner { path: String, uid: u32, zone_uid: u32 },
     /// A post-agent phase ran past its time bound.
     #[error("the {phase} took longer than workspace.{key} = {seconds} s")]
     Timeout { phase: &'static str, key: &'static str, seconds: u64 },

@@ -155,6 +155,8 @@ fn walk(root: OwnedFd, upper: &Path, s: &mut Snapshot, dirty: &mut BTreeSet<Vec<
     let mut stack = fsat::DirStack::new(root);
     let mut rel: Vec<u8> = Vec::new();
     let first = stack.top().map_err(|e| WorkspaceError::io(upper, e.into()))?;
+    // Everything the agent wrote belongs to the uid owning the upper layer (the zone's).
+    let zone_uid = nix::sys::stat::fstat(first).map_err(|e| WorkspaceError::io(upper, e.into()))?.st_uid;
     let mut pending = vec![listing(first, &rel, &at, bounds)?];
     while let Some(names) = pending.last_mut() {
         let Some(name) = names.pop() else {
@@ -175,6 +177,10 @@ fn walk(root: OwnedFd, upper: &Path, s: &mut Snapshot, dirty: &mut BTreeSet<Vec<
         }
         let dir = stack.top().map_err(|e| WorkspaceError::io(at(&rel), e.into()))?;
         let st = fsat::lstat(dir, &name).map_err(io)?;
+        let whiteout = st.st_mode & libc::S_IFMT == libc::S_IFCHR && st.st_rdev == 0;
+        if st.st_uid != zone_uid && !whiteout {
+            return Err(WorkspaceError::ForeignOwner { path: String::from_utf8_lossy(&path).into_owned(), uid: st.st_uid, zone_uid });
+        }
         match st.st_mode & libc::S_IFMT {
             libc::S_IFCHR if st.st_rdev == 0 => {
                 touch(dirty, &path);
