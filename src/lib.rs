@@ -12,7 +12,6 @@
 //! - `ending`: how a command a zone ran ended (shared by zones and the receipt).
 //! - `secret`: an in-memory secret with redacted `Debug`, zeroed on drop.
 //! - `zones`: where commands run (host today; native sandbox and container engine plug in).
-//! - `oracle`: what is read out of a check besides its exit code (the failing set).
 //! - `testreport`: test reports (JUnit, go -json, TAP, libtest output) and the agreement of the
 //!   exit code with them and with the runners' summaries.
 //! - `progress`: the failing-set trend behind `explain-halt`.
@@ -37,7 +36,6 @@ pub mod feedback;
 pub mod halt;
 pub mod inert;
 pub mod interrupt;
-pub mod oracle;
 pub mod output;
 pub mod progress;
 pub mod receipt;

@@ -42,7 +42,7 @@ impl Trend {
             Trend::Stalled { from, to, over } => format!(
                 "stalled (failing set went from {from} to {to} over the last {over} iterations) - raising the limit is unlikely to help"
             ),
-            Trend::Unknown => "unknown (no failing set recorded; configure --junit to measure progress)".to_string(),
+            Trend::Unknown => "unknown (no failing set recorded; declare a --report (or run cargo test) to measure progress)".to_string(),
         }
     }
 }

@@ -422,7 +422,7 @@ fn the_check_sees_protected_paths_from_t0_and_the_agents_other_changes() {
     let check_dir = f.tmp.path().join("run/check-1");
     std::fs::create_dir(&check_dir).unwrap();
     let frozen = FrozenLayer::build(ws.baseline(), &ProtectedPaths::defaults(), &f.run_dir(), zone_owner()).unwrap();
-    let layers = check_layers(&ws, &snap, &frozen, &ProtectedPaths::defaults(), &SafeDir::open(&check_dir).unwrap(), Path::new("/ws"), zone_owner()).unwrap();
+    let layers = check_layers(&ws, &snap, &frozen, &ProtectedPaths::defaults(), &|_| false, &SafeDir::open(&check_dir).unwrap(), Path::new("/ws"), zone_owner()).unwrap();
     assert_eq!(layers.overlay.lowers[..2], [frozen.path().to_path_buf(), check_dir.join("hide")]);
     assert!(layers.overlay.volatile);
     assert_eq!(layers.hidden, vec![".git".to_string(), "conftest.py".to_string(), "tests/test_new.py".to_string()]);
@@ -455,7 +455,7 @@ fn a_protected_file_the_agent_replaced_by_a_fifo_is_seen_from_t0_by_the_check() 
     let frozen = FrozenLayer::build(ws.baseline(), &ProtectedPaths::defaults(), &f.run_dir(), zone_owner()).unwrap();
     let check_dir = f.tmp.path().join("run/check-1");
     std::fs::create_dir(&check_dir).unwrap();
-    let layers = check_layers(&ws, &snap, &frozen, &ProtectedPaths::defaults(), &SafeDir::open(&check_dir).unwrap(), Path::new("/ws"), zone_owner()).unwrap();
+    let layers = check_layers(&ws, &snap, &frozen, &ProtectedPaths::defaults(), &|_| false, &SafeDir::open(&check_dir).unwrap(), Path::new("/ws"), zone_owner()).unwrap();
     assert_eq!(layers.hidden, vec!["tests/test_other.py".to_string()]);
     let (code, out) = in_zone(&layers.overlay, "cat tests/test_other.py");
     assert_eq!((code, out.as_str()), (0, FILES[2].1));

@@ -19,6 +19,9 @@ fn summary(reason: &str, detail: &str, trend: &Trend) -> String {
         "success_condition_met" => format!("converged: {detail}."),
         "max_iterations_reached" => format!("iteration cap: {detail}. Progress: {}.", trend.sentence()),
         "execution_failure" => format!("a command did not complete: {detail}. Fix the command or its timeout, then start a new run."),
+        "metric_integrity_violation" => format!(
+            "the evidence contradicts the check's result: {detail}. A zero exit counts only when the declared reports and the runners' own output agree with it (docs/guards.md)"
+        ),
         "workspace_invalid" => format!("the workspace or state is unusable: {detail}."),
         other => format!("{other}: {detail}."),
     }
@@ -58,6 +61,16 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
             rows.push(("finding", format!("{}: {}", f.path.as_deref().unwrap_or("-"), f.what)));
         }
     }
+    // The evidence of the last check (its disagreements, when it kept a zero exit from passing).
+    let evidence = history.last_check().and_then(|(_, c)| c.evidence.clone());
+    for d in evidence.iter().flat_map(|e| &e.disagreements) {
+        rows.push(("evidence", format!("{}: {}", d.kind, d.detail)));
+    }
+    // Receipts of earlier versions recorded no evidence: their explanation stays as it was.
+    let out = match &evidence {
+        Some(evidence) => out.field("evidence", json!(evidence)),
+        None => out,
+    };
     Ok(out
         .field("halt_reason", reason.clone())
         .field("iteration", iteration)

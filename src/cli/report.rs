@@ -19,7 +19,7 @@ pub struct Args {
 fn iteration_json(record: &IterationRecord) -> Value {
     let exec = record.exec.as_ref();
     let check = record.check.as_ref();
-    json!({
+    let mut v = json!({
         "iteration": record.iteration,
         "exec_ending": exec.map(|e| &e.ending),
         "exec_duration_ms": exec.map(|e| e.duration_ms),
@@ -30,7 +30,14 @@ fn iteration_json(record: &IterationRecord) -> Value {
         "junit_error": check.and_then(|c| c.junit_error.as_ref()),
         "interrupted": record.interrupted,
         "guards": record.guards,
-    })
+    });
+    // The evidence, where the receipt recorded it (receipts of earlier versions did not).
+    if let (Some(evidence), Some(fields)) = (check.and_then(|c| c.evidence.as_ref()), v.as_object_mut()) {
+        fields.insert("collected_count".into(), json!(check.and_then(|c| c.collected_count)));
+        fields.insert("skipped_count".into(), json!(check.and_then(|c| c.skipped_count)));
+        fields.insert("evidence".into(), json!(evidence));
+    }
+    v
 }
 
 fn ending_text(ending: Option<&Ending>) -> String {
@@ -99,6 +106,10 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
             for f in &g.findings {
                 human.push_str(&format!("         {}: {}\n", inert(f.path.as_deref().unwrap_or("-")), inert(&f.what)));
             }
+        }
+        // What kept a zero exit from being green, escaped (the ids come from the agent's workspace).
+        for disagreement in d.check.iter().flat_map(|c| c.evidence.iter()).flat_map(|e| &e.disagreements) {
+            human.push_str(&format!("       evidence {}: {}\n", inert(&disagreement.kind), inert(&disagreement.detail)));
         }
     }
     match halt {

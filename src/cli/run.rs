@@ -38,7 +38,7 @@ const CONFIG_FLAGS: [&str; 30] = [
     "max_iterations",
     "exec_timeout",
     "check_timeout",
-    "junit",
+    "report",
     "run_id",
     "model_provider",
     "model_id",
@@ -139,9 +139,11 @@ pub struct Args {
     /// Directory the commands run in; holds loop.toml and .loopexec/.
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub workdir: PathBuf,
-    /// JUnit XML report the check writes (relative to the workdir): gives the failing set.
-    #[arg(long, value_name = "PATH")]
-    pub junit: Option<String>,
+    /// A test report the check writes (relative to the check's working directory; repeatable;
+    /// globs allowed; JUnit XML, go test -json or TAP). A zero exit is green only when the
+    /// reports agree with it. `--junit` is an alias.
+    #[arg(long = "report", visible_alias = "junit", value_name = "PATH")]
+    pub report: Vec<String>,
     /// Model provider, recorded in the receipt.
     #[arg(long)]
     pub model_provider: Option<String>,
@@ -190,7 +192,7 @@ impl Args {
             max_iterations: self.max_iterations,
             exec_timeout_secs: self.exec_timeout,
             check_timeout_secs: self.check_timeout,
-            junit: self.junit.clone(),
+            report: self.report.clone(),
             model: ModelPins {
                 provider: self.model_provider.clone(),
                 id: self.model_id.clone(),

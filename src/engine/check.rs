@@ -1,50 +1,79 @@
-//! The one check runner: runs the check command in its zone and reads the test report it wrote.
-//! The loop, `replay` (and, through the loop, `reexecute`) run the check through it; its result
-//! is one typed value, [`CheckOutcome`], that the verdict, the guards and `decide` see.
+//! The one check runner: runs the check command in its zone and reads the evidence that one run
+//! left (the declared reports in the directory of its writes, libtest's output in its captured
+//! stdout, the runners' summary lines), once its process tree is dead. The loop and `replay` run
+//! the check through it; its result is one typed value, [`CheckOutcome`], that the verdict, the
+//! guards and `decide` see. Parsing and the agreement of the evidence with the exit code are
+//! `crate::testreport`'s; this module only gathers the inputs and shapes the receipt's record.
 
 use super::commands::run_in_zone;
 use super::verdict::Verdict;
 use crate::error::Failure;
-use crate::oracle::junit::{self, ReportSets};
-use crate::receipt::events::CheckResult;
-use crate::safefs::SafeDir;
 use crate::ending::Ending;
+use crate::receipt::events::{CheckEvidence, CheckResult, DisagreementRecord, ReportRecord};
+use crate::safefs::SafeDir;
+use crate::testreport::agreement::{self, Agreement, CapturedOutput};
+use crate::testreport::paths::{self, DeclaredReport, ReportPatterns};
+use crate::testreport::{shown, ParsedReport};
 use crate::zones::{Zone, ZoneCommand, ZoneRun};
+use std::collections::BTreeSet;
 
-/// What the check's test report said.
+/// Longest disagreement detail recorded (characters); the ids in it are escaped.
+const MAX_DETAIL_CHARS: usize = 1000;
+
+/// The tests one check run showed, over every source that parsed (the declared reports and
+/// libtest's output): sorted, de-duplicated ids.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TestSets {
+    pub collected: BTreeSet<String>,
+    pub failing: BTreeSet<String>,
+    pub skipped: BTreeSet<String>,
+}
+
+impl TestSets {
+    fn add(&mut self, report: &ParsedReport) {
+        self.collected.extend(report.collected.iter().cloned());
+        self.failing.extend(report.failing.iter().cloned());
+        self.skipped.extend(report.skipped.iter().cloned());
+    }
+}
+
+/// What the check's evidence said.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReportOutcome {
-    /// The run configured no report.
-    NotConfigured,
-    /// The check did not exit (timed out, killed, never started): no report is read.
+    /// The check did not exit (timed out, killed, never started): nothing is read.
     NotRead,
-    /// The report's failing and collected sets.
-    Read(ReportSets),
-    /// A configured report that could not be read (missing, malformed, too large).
-    Unreadable(String),
+    /// The declared reports as read, the sets over every source that parsed (none: no source
+    /// named any test), and the agreement of the evidence with the exit code.
+    Read { reports: Vec<DeclaredReport>, sets: Option<TestSets>, agreement: Agreement },
+    /// The report patterns could not be resolved (a walk past its bounds).
+    Unresolvable(String),
 }
 
 impl ReportOutcome {
-    pub fn sets(&self) -> Option<&ReportSets> {
+    pub fn sets(&self) -> Option<&TestSets> {
         match self {
-            ReportOutcome::Read(sets) => Some(sets),
+            ReportOutcome::Read { sets, .. } => sets.as_ref(),
             _ => None,
         }
     }
 
-    pub fn error(&self) -> Option<&str> {
+    /// The first reason a declared report could not be used.
+    pub fn error(&self) -> Option<String> {
         match self {
-            ReportOutcome::Unreadable(e) => Some(e),
-            _ => None,
+            ReportOutcome::Read { reports, .. } => {
+                reports.iter().find_map(|r| r.result.as_ref().err()).map(|e| e.to_string())
+            }
+            ReportOutcome::Unresolvable(e) => Some(e.clone()),
+            ReportOutcome::NotRead => None,
         }
     }
 }
 
-/// Where the check's report is read from: the path the run configured, in the directory holding
-/// the check's writes (its scratch upper layer, or the workdir in place).
+/// Where the check's evidence is read from: the directory holding the check's writes (its
+/// scratch upper layer, or the workdir in place) and the run's report patterns.
 pub struct ReportSource<'a> {
     pub dir: &'a SafeDir,
-    pub path: &'a str,
+    pub patterns: &'a ReportPatterns,
 }
 
 /// Everything one check run observed.
@@ -59,13 +88,17 @@ impl CheckOutcome {
         &self.run.ending
     }
 
+    /// The verdict of the exit code and the evidence (see [`Verdict::of_check`]).
     pub fn verdict(&self) -> Verdict {
-        Verdict::of(&self.run.ending)
+        let disagrees = matches!(&self.report, ReportOutcome::Read { agreement: Agreement::Disagree { .. }, .. })
+            || matches!(&self.report, ReportOutcome::Unresolvable(_));
+        Verdict::of_evidence(&self.run.ending, disagrees)
     }
 
     /// The `check_result` event of iteration `iteration`.
     pub fn record(&self, iteration: u64) -> CheckResult {
         let sets = self.report.sets();
+        let list = |s: &BTreeSet<String>| s.iter().cloned().collect::<Vec<_>>();
         CheckResult {
             iteration,
             ending: self.run.ending.clone(),
@@ -73,12 +106,60 @@ impl CheckOutcome {
             duration_ms: self.run.duration.as_millis() as u64,
             stdout: self.run.output.stdout.clone(),
             stderr: self.run.output.stderr.clone(),
-            failing_set: sets.map(|s| s.failing.clone()),
+            failing_set: sets.map(|s| list(&s.failing)),
             failing_count: sets.map(|s| s.failing.len() as u64),
-            collected_set: sets.map(|s| s.collected.clone()),
+            collected_set: sets.map(|s| list(&s.collected)),
             collected_count: sets.map(|s| s.collected.len() as u64),
-            junit_error: self.report.error().map(str::to_string),
+            skipped_set: sets.map(|s| list(&s.skipped)),
+            skipped_count: sets.map(|s| s.skipped.len() as u64),
+            junit_error: self.report.error(),
+            evidence: self.evidence(),
         }
+    }
+
+    /// The evidence as the receipt records it: bounded (counts, escaped details).
+    fn evidence(&self) -> Option<CheckEvidence> {
+        match &self.report {
+            ReportOutcome::NotRead => None,
+            ReportOutcome::Unresolvable(detail) => Some(CheckEvidence {
+                verdict: "disagree".into(),
+                reports: vec![],
+                sources: vec![],
+                disagreements: vec![DisagreementRecord { kind: "report_unusable".into(), subject: "--report".into(), detail: bounded(detail) }],
+            }),
+            ReportOutcome::Read { reports, agreement, .. } => {
+                let reports = reports
+                    .iter()
+                    .map(|r| ReportRecord {
+                        pattern: r.pattern.clone(),
+                        path: r.path.clone(),
+                        format: r.result.as_ref().ok().map(|p| p.format.name().to_string()),
+                        counts: r.result.as_ref().ok().map(|p| [p.counts.total, p.counts.passed, p.counts.failed, p.counts.skipped]),
+                        error: r.result.as_ref().err().map(|e| bounded(&e.to_string())),
+                    })
+                    .collect();
+                let (verdict, sources, disagreements) = match agreement {
+                    Agreement::Green { sources } => ("green", sources.iter().map(|s| shown(&s.name)).collect(), vec![]),
+                    Agreement::Red { .. } => ("red", vec![], vec![]),
+                    Agreement::Disagree { disagreements } => (
+                        "disagree",
+                        vec![],
+                        disagreements
+                            .iter()
+                            .map(|d| DisagreementRecord { kind: d.kind().into(), subject: shown(&d.subject()), detail: bounded(&d.to_string()) })
+                            .collect(),
+                    ),
+                };
+                Some(CheckEvidence { verdict: verdict.into(), reports, sources, disagreements })
+            }
+        }
+    }
+}
+
+fn bounded(text: &str) -> String {
+    match text.char_indices().nth(MAX_DETAIL_CHARS) {
+        Some((i, _)) => format!("{}...", &text[..i]),
+        None => text.to_string(),
     }
 }
 
@@ -90,8 +171,43 @@ pub struct Artifacts<'a> {
     pub stem: String,
 }
 
-/// Run the check `cmd` in `zone` and, when it exited, read its report from `report` (none: the
-/// run configured no report). `Ok(Err(detail))`: the zone could not be set up for the check.
+/// The bytes of a captured stream as its artifact kept them (bounded head and tail).
+fn captured(artifacts: &Artifacts<'_>, artifact: Option<&str>) -> Vec<u8> {
+    let Some(name) = artifact.and_then(|a| a.strip_prefix(artifacts.rel)).map(|a| a.trim_start_matches('/')) else {
+        return Vec::new();
+    };
+    let limit = (crate::capture::HEAD_BYTES + crate::capture::TAIL_BYTES) as u64 + 4096;
+    artifacts.dir.read(name, limit).unwrap_or_default()
+}
+
+/// Read the evidence of a check that exited with `exit_code`.
+fn read_evidence(exit_code: Option<i32>, run: &ZoneRun, artifacts: &Artifacts<'_>, source: Option<ReportSource<'_>>) -> ReportOutcome {
+    let reports = match source {
+        None => Vec::new(),
+        Some(source) => match paths::collect(source.dir, source.patterns, None) {
+            Ok(reports) => reports,
+            Err(e) => return ReportOutcome::Unresolvable(e.to_string()),
+        },
+    };
+    let stdout = captured(artifacts, run.output.stdout.artifact.as_deref());
+    let stderr = captured(artifacts, run.output.stderr.artifact.as_deref());
+    let output =
+        CapturedOutput { stdout: &stdout, stderr: &stderr, truncated: run.output.stdout.truncated || run.output.stderr.truncated };
+    let mut sets: Option<TestSets> = None;
+    for parsed in reports.iter().filter_map(|r| r.result.as_ref().ok()) {
+        sets.get_or_insert_with(TestSets::default).add(parsed);
+    }
+    if let Some(Ok(libtest)) = agreement::output_report(&output) {
+        sets.get_or_insert_with(TestSets::default).add(&libtest);
+    }
+    let agreement = agreement::agree(exit_code, &reports, &output);
+    ReportOutcome::Read { reports, sets, agreement }
+}
+
+/// Run the check `cmd` in `zone` and, when it exited, read its evidence: the reports `report`
+/// names (none: the run declared no report) and its captured output. The zone returns once the
+/// check's process tree is dead, so nothing the check started writes a report while it is read.
+/// `Ok(Err(detail))`: the zone could not be set up for the check.
 pub fn run_check(
     zone: &mut dyn Zone,
     cmd: &ZoneCommand,
@@ -104,13 +220,7 @@ pub fn run_check(
     };
     let report = match run.ending.exit_code() {
         None => ReportOutcome::NotRead,
-        Some(_) => match report {
-            None => ReportOutcome::NotConfigured,
-            Some(source) => match junit::read_report(source.dir, source.path) {
-                Ok(sets) => ReportOutcome::Read(sets),
-                Err(e) => ReportOutcome::Unreadable(e.to_string()),
-            },
-        },
+        Some(code) => read_evidence(Some(code), &run, &artifacts, report),
     };
     Ok(Ok(CheckOutcome { run, report }))
 }

@@ -161,7 +161,12 @@ pub struct LoopConfig {
     pub max_iterations: u64,
     pub exec_timeout_ms: u64,
     pub check_timeout_ms: u64,
-    /// JUnit XML report the check writes, relative to the workdir.
+    /// Report patterns the check writes (`--report`, `report = [...]`; `--junit` is an alias),
+    /// relative to the check's working directory, globs allowed (docs/guards.md).
+    #[serde(default)]
+    pub report: Vec<String>,
+    /// The one JUnit path of receipts pinned before `report` existed (read, never written).
+    #[serde(default, skip_serializing)]
     pub junit: Option<String>,
     /// The syntax-tree guards' settings (rules disabled with reasons, extra surface globs).
     #[serde(default)]
@@ -200,7 +205,7 @@ pub struct ConfigInput {
     pub max_iterations: Option<u64>,
     pub exec_timeout_secs: Option<f64>,
     pub check_timeout_secs: Option<f64>,
-    pub junit: Option<String>,
+    pub report: Vec<String>,
     pub guards: GuardPins,
     pub model: ModelPins,
     pub sampling: SamplingPins,
@@ -231,7 +236,7 @@ impl ConfigInput {
             max_iterations: self.max_iterations.or(file.max_iterations),
             exec_timeout_secs: self.exec_timeout_secs.or(file.exec_timeout_secs),
             check_timeout_secs: self.check_timeout_secs.or(file.check_timeout_secs),
-            junit: self.junit.or(file.junit),
+            report: if self.report.is_empty() { file.report } else { self.report },
             guards: file.guards,
             model: ModelPins {
                 provider: self.model.provider.or(file.model.provider),
@@ -287,19 +292,6 @@ fn pin_context_file(workdir: &Path, raw: &str) -> Result<ContextFile, Failure> {
     Ok(ContextFile { path: raw.to_string(), sha256: hex::encode(hasher.finalize()), bytes: total })
 }
 
-/// Validate a relative path inside the workdir (for `junit`).
-fn relative_inside(name: &str, raw: &str) -> Result<String, Failure> {
-    let p = Path::new(raw);
-    let ok = !raw.is_empty()
-        && p.is_relative()
-        && p.components().all(|c| matches!(c, std::path::Component::Normal(_) | std::path::Component::CurDir));
-    if ok {
-        Ok(raw.to_string())
-    } else {
-        Err(Failure::usage(format!("{name} {raw:?} must be a relative path inside the workdir (no `..`)")))
-    }
-}
-
 /// The backend and its container settings: a container backend needs native isolation and an
 /// image; an image or a cgroup parent means nothing to the native sandbox.
 fn resolve_backend(
@@ -335,6 +327,11 @@ fn resolve_backend(
 }
 
 impl LoopConfig {
+    /// The report patterns the check writes (with a legacy pinned `junit` path).
+    pub fn report_patterns(&self) -> Vec<String> {
+        self.report.iter().cloned().chain(self.junit.clone()).collect()
+    }
+
     /// Resolve and validate. `workdir` must be absolute.
     pub fn resolve(input: ConfigInput, workdir: &Path, loop_file: Option<LoopFileRef>) -> Result<LoopConfig, Failure> {
         let check = input.check.filter(|c| !c.trim().is_empty()).ok_or_else(|| {
@@ -401,7 +398,8 @@ impl LoopConfig {
                 return Err(Failure::usage(format!("cost_usd must be a finite number >= 0, got {c}")));
             }
         }
-        let junit = input.junit.map(|j| relative_inside("junit", &j)).transpose()?;
+        // Malformed patterns are bad input, refused before anything is written.
+        crate::testreport::paths::ReportPatterns::new(&input.report).map_err(|e| Failure::invalid_input(e.to_string()))?;
         // Validated here too, so that a rule disabled without a reason leaves no run behind.
         input.guards.rule_set()?;
         input.guards.surface_spec()?;
@@ -424,7 +422,8 @@ impl LoopConfig {
             max_iterations,
             exec_timeout_ms: timeout_ms("exec_timeout", input.exec_timeout_secs, DEFAULT_EXEC_TIMEOUT_SECS)?,
             check_timeout_ms: timeout_ms("check_timeout", input.check_timeout_secs, DEFAULT_CHECK_TIMEOUT_SECS)?,
-            junit,
+            report: input.report,
+            junit: None,
             guards: input.guards,
             model: input.model,
             sampling: input.sampling,

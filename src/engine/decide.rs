@@ -7,7 +7,8 @@
 //!   could not start): `execution_failure`.
 //! - the guards found the agent's step unacceptable (a protected path changed, recorded in the
 //!   `snapshot`; a finding recorded in a `guard` event): the guard's halt, e.g. `blocked_path_modified`.
-//! - the check's verdict ([`Verdict`]): pass is `success_condition_met`; fail is a red iteration
+//! - the check's verdict ([`Verdict`]): pass is `success_condition_met`; a zero exit whose
+//!   evidence disagrees is `metric_integrity_violation`, naming the disagreements; fail is a red iteration
 //!   (not a failure), and at the iteration cap `max_iterations_reached`; could-not-run is
 //!   `execution_failure`.
 //! - either interrupted by SIGINT/SIGTERM: not a halt; the run becomes resumable.
@@ -53,6 +54,7 @@ fn after_exec(ending: &Ending) -> Step {
 fn after_check(check: &CheckResult, iteration: u64, max_iterations: u64) -> Step {
     match (Verdict::of_check(check), &check.ending) {
         (Verdict::Pass, _) => Step::Halt(HaltReason::SuccessConditionMet, format!("the check passed at iteration {iteration}")),
+        (Verdict::Disagrees, _) => Step::Halt(HaltReason::MetricIntegrityViolation, disagreement_detail(check, iteration)),
         (Verdict::CouldNotRun, Ending::Exited { code }) if shell_could_not_run(*code) => Step::Halt(
             HaltReason::ExecutionFailure,
             format!("check could not run (exit {code}: the shell could not find or execute the command)"),
@@ -64,6 +66,13 @@ fn after_check(check: &CheckResult, iteration: u64, max_iterations: u64) -> Step
         ),
         (Verdict::Fail, _) => Step::Continue,
     }
+}
+
+/// The halt detail of a zero exit whose evidence disagrees: every disagreement (each is escaped
+/// and bounded in the record).
+fn disagreement_detail(check: &CheckResult, iteration: u64) -> String {
+    let found: Vec<&str> = check.evidence.iter().flat_map(|e| &e.disagreements).map(|d| d.detail.as_str()).collect();
+    format!("the check exited 0 at iteration {iteration} but its evidence disagrees: {}", found.join("; "))
 }
 
 /// Decide on the current iteration as recorded so far: `Continue` means no recorded stage halts

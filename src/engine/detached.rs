@@ -234,14 +234,15 @@ impl RunWorkspace {
     }
 
     /// Build the throwaway layers of the check of `iteration` over `snapshot` (the agent's step,
-    /// which the guards let through to its check).
-    pub fn check_overlay(&self, iteration: u64, snapshot: &Snapshot) -> CmdResult<(OverlayMount, CheckScratch)> {
+    /// which the guards let through to its check); the paths `fresh` names (declared reports)
+    /// are hidden from the check, so that what it reads there it wrote itself.
+    pub fn check_overlay(&self, iteration: u64, snapshot: &Snapshot, fresh: &dyn Fn(&[u8]) -> bool) -> CmdResult<(OverlayMount, CheckScratch)> {
         let started = std::time::Instant::now();
         let name = format!("{iteration:04}");
         let _ = crate::workspace::fsat::remove_tree(self.checks.fd().as_raw_fd(), name.as_bytes());
         let dir = self.checks.subdir_or_create(&name).map_err(fs_failure)?;
         let target = Path::new(WORKSPACE_TARGET);
-        let layers = check_layers(&self.workspace, snapshot, &self.frozen, &self.protected, &dir, target, self.check_owner)
+        let layers = check_layers(&self.workspace, snapshot, &self.frozen, &self.protected, fresh, &dir, target, self.check_owner)
             .map_err(ws_failure)?;
         let upper = dir.subdir("upper").map_err(fs_failure)?;
         tracing::debug!(elapsed_us = started.elapsed().as_micros() as u64, "check layers");

@@ -16,8 +16,10 @@ use super::detached::{RunWorkspace, Taken};
 use super::guards::{AgentStep, CheckStep, Objection};
 use super::lifecycle::ActiveRun;
 use super::sink::{EventSink, LoopEvent};
+use super::verdict::Verdict;
 use super::RunOutcome;
-use crate::error::CmdResult;
+use crate::error::{CmdResult, Failure};
+use crate::testreport::paths::ReportPatterns;
 use crate::halt::HaltReason;
 use crate::interrupt;
 use crate::receipt::events::{EgressRecord, Event, ExecResult, GuardRecord, SnapshotRecord};
@@ -87,7 +89,8 @@ impl ActiveRun<'_> {
         let check = outcome.record(n);
         let findings = self.guards.after_check(&CheckStep { iteration: n, check: &check, history: &self.history });
         self.append(Event::CheckResult(check.clone()))?;
-        let clean = findings.is_empty();
+        // A zero exit whose evidence disagrees is no accepted step either.
+        let clean = findings.is_empty() && outcome.verdict() != Verdict::Disagrees;
         self.append_findings(findings.into_iter())?;
         // Acceptance: a step every guard let through, after its check, is the run's new state.
         if let (true, Some(ws), Some(snapshot)) = (clean, self.workspace.as_mut(), candidate) {
@@ -180,8 +183,9 @@ impl ActiveRun<'_> {
     /// agent's snapshot) or in place. `Ok(Err(halt))`: its layers could not be built
     /// (`workspace_invalid`) or its zone could not be set up (`isolation_unsatisfiable`).
     fn run_check(&mut self, zone: &mut dyn Zone, n: u64, candidate: Option<&Snapshot>) -> CmdResult<Result<CheckOutcome, Step>> {
+        let patterns = ReportPatterns::new(&self.cfg.report_patterns()).map_err(|e| Failure::invalid_input(e.to_string()))?;
         let (overlay, scratch) = match (&self.workspace, candidate) {
-            (Some(ws), Some(snapshot)) => match ws.check_overlay(n, snapshot) {
+            (Some(ws), Some(snapshot)) => match ws.check_overlay(n, snapshot, &|path| patterns.matches(path)) {
                 Ok((overlay, scratch)) => (Some(overlay), Some(scratch)),
                 Err(f) => {
                     let detail = format!("the check's layers cannot be built: {}", f.message);
@@ -194,7 +198,7 @@ impl ActiveRun<'_> {
         let artifacts = Artifacts { dir: &self.artifacts, rel: ARTIFACTS, stem: command.stem() };
         let cmd = command.zone_command(&self.cfg, &self.env);
         let report_dir = scratch.as_ref().map(|s| s.writes()).unwrap_or(&self.workdir);
-        let report = self.cfg.junit.as_deref().map(|path| ReportSource { dir: report_dir, path });
+        let report = (!patterns.is_empty()).then_some(ReportSource { dir: report_dir, patterns: &patterns });
         // The scratch layers are removed when `scratch` drops, after the report was read.
         let checked = run_check(zone, &cmd, artifacts, report)?;
         Ok(checked.map_err(|detail| Step::Halt(HaltReason::IsolationUnsatisfiable, detail)))

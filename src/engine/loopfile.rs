@@ -50,6 +50,8 @@ struct LoopFile {
     max_iterations: Option<u64>,
     exec_timeout: Option<f64>,
     check_timeout: Option<f64>,
+    report: Option<Vec<String>>,
+    /// The single JUnit path of older loop files: one more report pattern.
     junit: Option<String>,
     context_files: Option<Vec<String>>,
     cost_usd: Option<f64>,
@@ -96,7 +98,7 @@ pub fn parse(text: &str, name: &str) -> Result<ConfigInput, Failure> {
         max_iterations: file.max_iterations,
         exec_timeout_secs: file.exec_timeout,
         check_timeout_secs: file.check_timeout,
-        junit: file.junit,
+        report: file.report.unwrap_or_default().into_iter().chain(file.junit).collect(),
         guards: file.guards.unwrap_or_default(),
         model,
         sampling,
@@ -171,8 +173,9 @@ pub fn template(check: Option<&str>, exec: Option<&str>, isolation: Option<Isola
     t.push_str("max_iterations = 10\n");
     t.push_str("exec_timeout = 1800\n");
     t.push_str("check_timeout = 600\n\n");
-    t.push_str("# JUnit XML report the check writes (relative path): gives the failing set per iteration.\n");
-    t.push_str("# junit = \"report.xml\"\n\n");
+    t.push_str("# Test reports the check writes (relative paths, globs allowed; JUnit XML, go test -json, TAP).\n");
+    t.push_str("# A zero exit is green only when they agree with it (libtest output needs no report).\n");
+    t.push_str("# report = [\"out/junit.xml\"]\n\n");
     t.push_str("# Files given to the agent, pinned by sha256 in the receipt.\n");
     t.push_str("# context_files = [\"PROMPT.md\"]\n\n");
     t.push_str("# Declared cost of one agent invocation, recorded in the receipt.\n");

@@ -23,6 +23,7 @@ use crate::capture::StreamRecord;
 use crate::error::{CmdResult, Failure};
 use crate::receipt::chain::verify;
 use crate::receipt::events::CheckResult;
+use crate::testreport::paths::ReportPatterns;
 use crate::receipt::history::History;
 use crate::receipt::store::{fs_failure, RunDir, StateDir};
 use crate::workspace::{replay_layers, Baseline, ObjectId, ProtectedPaths};
@@ -68,8 +69,8 @@ impl Fingerprint {
         let sets = outcome.report.sets();
         Fingerprint {
             exit_class: outcome.verdict(),
-            failing_set: sets.map(|s| s.failing.clone()),
-            collected_set: sets.map(|s| s.collected.clone()),
+            failing_set: sets.map(|s| s.failing.iter().cloned().collect()),
+            collected_set: sets.map(|s| s.collected.iter().cloned().collect()),
         }
     }
 }
@@ -212,7 +213,8 @@ fn replay_check(
     check_owner: Option<(u32, u32)>,
 ) -> CmdResult<Replay> {
     let cfg = &rec.cfg;
-    let layers = replay_layers(t0, end, protected, scratch, Path::new(WORKSPACE_TARGET), check_owner).map_err(Failure::from)?;
+    let patterns = ReportPatterns::new(&cfg.report_patterns()).map_err(|e| Failure::invalid_input(e.to_string()))?;
+    let layers = replay_layers(t0, end, protected, &|path| patterns.matches(path), scratch, Path::new(WORKSPACE_TARGET), check_owner).map_err(Failure::from)?;
     // The run's own backend (the native sandbox or its container engine), from the pinned config.
     let mut zone = crate::zones::open_zone(zones)?;
     zone.bind_run(run.path())?;
@@ -220,7 +222,7 @@ fn replay_check(
     let artifacts = Artifacts { dir, rel: REPLAY_DIR, stem: command.stem() };
     let cmd = command.zone_command(cfg, &operator_env());
     let writes = scratch.subdir("upper").map_err(fs_failure)?;
-    let report = cfg.junit.as_deref().map(|path| ReportSource { dir: &writes, path });
+    let report = (!patterns.is_empty()).then_some(ReportSource { dir: &writes, patterns: &patterns });
     let outcome = run_check(zone.as_mut(), &cmd, artifacts, report)?.map_err(Failure::isolation)?;
     let observed = Fingerprint::observed(&outcome);
     Ok(Replay {
@@ -235,7 +237,7 @@ fn replay_check(
         duration_ms: outcome.run.duration.as_millis() as u64,
         stdout: outcome.run.output.stdout.clone(),
         stderr: outcome.run.output.stderr.clone(),
-        junit_error: outcome.report.error().map(str::to_string),
+        junit_error: outcome.report.error(),
     })
 }
 

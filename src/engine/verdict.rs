@@ -1,5 +1,8 @@
-//! The verdict of a check: pass, fail, or could-not-run. The one home of the 126/127 rule (the
-//! shell's "cannot execute" and "not found" exits mean the check never ran, not that it failed).
+//! The verdict of a check: pass, fail, disagree, or could-not-run. The one home of the 126/127
+//! rule (the shell's "cannot execute" and "not found" exits mean the check never ran, not that it
+//! failed) and of "the verdict is the exit code AND the evidence": a zero exit whose evidence
+//! (reports, libtest output, runner summaries; `crate::testreport::agreement`) disagrees is not a
+//! pass.
 
 use crate::ending::Ending;
 use crate::receipt::events::CheckResult;
@@ -9,8 +12,11 @@ use serde::Serialize;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
-    /// Exited 0.
+    /// Exited 0, and the evidence agrees.
     Pass,
+    /// Exited 0, but a declared report is missing or unusable, shows failures or zero tests, or
+    /// another source contradicts the exit code (`metric_integrity_violation`).
+    Disagrees,
     /// Exited non-zero (not 126/127): a red iteration, not a failure of the run.
     Fail,
     /// 126/127 (the shell could not find or run it), a signal, a timeout, no start at all, or an
@@ -19,14 +25,20 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    /// The verdict of a recorded check. Today it follows from the ending alone; the whole result
-    /// (exit code, failing and collected sets, report error) is what a verdict that also trusts
-    /// or distrusts the report (a green exit with a failing set) will read.
+    /// The verdict of a recorded check: its ending and its recorded evidence.
     pub fn of_check(check: &CheckResult) -> Verdict {
-        Verdict::of(&check.ending)
+        Verdict::of_evidence(&check.ending, check.evidence.as_ref().is_some_and(|e| e.disagrees()))
     }
 
-    /// The verdict of a command's ending.
+    /// The verdict of an ending whose evidence does or does not disagree with it.
+    pub fn of_evidence(ending: &Ending, disagrees: bool) -> Verdict {
+        match Verdict::of(ending) {
+            Verdict::Pass if disagrees => Verdict::Disagrees,
+            other => other,
+        }
+    }
+
+    /// The verdict of a command's ending alone.
     pub fn of(ending: &Ending) -> Verdict {
         match ending {
             Ending::Exited { code: 0 } => Verdict::Pass,
@@ -54,5 +66,12 @@ mod tests {
         assert_eq!(Verdict::of(&Ending::Exited { code: 127 }), Verdict::CouldNotRun);
         assert_eq!(Verdict::of(&Ending::TimedOut { after_ms: 5 }), Verdict::CouldNotRun);
         assert_eq!(Verdict::of(&Ending::Signaled { signal: 9 }), Verdict::CouldNotRun);
+    }
+
+    #[test]
+    fn disagreeing_evidence_keeps_a_zero_exit_from_passing_and_never_makes_red_green() {
+        assert_eq!(Verdict::of_evidence(&Ending::Exited { code: 0 }, true), Verdict::Disagrees);
+        assert_eq!(Verdict::of_evidence(&Ending::Exited { code: 0 }, false), Verdict::Pass);
+        assert_eq!(Verdict::of_evidence(&Ending::Exited { code: 1 }, true), Verdict::Fail);
     }
 }

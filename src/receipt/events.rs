@@ -218,9 +218,64 @@ pub struct CheckResult {
     pub collected_set: Option<Vec<String>>,
     #[serde(default)]
     pub collected_count: Option<u64>,
-    /// Why a configured report could not be read.
+    /// Sorted ids of the tests skipped, ignored or xfailed (null without a source naming tests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped_set: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped_count: Option<u64>,
+    /// Why a declared report could not be used (the first such report; the name predates
+    /// `--report`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub junit_error: Option<String>,
+    /// The evidence the check left and whether it agrees with its exit code (null when the check
+    /// did not exit, and in receipts written before the evidence was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<CheckEvidence>,
+}
+
+/// The evidence of one check run, bounded: per declared report its counts or its error, and
+/// each disagreement with a zero exit code (docs/guards.md, "The agreement").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckEvidence {
+    /// `green` (exit 0 and every source agrees), `red` (a non-zero exit) or `disagree`.
+    pub verdict: String,
+    #[serde(default)]
+    pub reports: Vec<ReportRecord>,
+    /// The sources consulted by a green verdict (empty: the exit code was the only evidence).
+    #[serde(default)]
+    pub sources: Vec<String>,
+    #[serde(default)]
+    pub disagreements: Vec<DisagreementRecord>,
+}
+
+/// One declared report as read after the check.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReportRecord {
+    pub pattern: String,
+    /// The file the pattern matched (null: it matched nothing).
+    pub path: Option<String>,
+    pub format: Option<String>,
+    /// `[total, passed, failed, skipped]` entries.
+    pub counts: Option<[u64; 4]>,
+    pub error: Option<String>,
+}
+
+/// A source contradicting a zero exit code.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DisagreementRecord {
+    /// `report_unusable`, `report_has_no_tests`, `report_shows_failures`, ...
+    pub kind: String,
+    /// The report or stream it is about, escaped.
+    pub subject: String,
+    /// A sentence, escaped and at most 1000 characters.
+    pub detail: String,
+}
+
+impl CheckEvidence {
+    /// Whether the evidence keeps a zero exit from being green.
+    pub fn disagrees(&self) -> bool {
+        self.verdict == "disagree"
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -420,7 +475,10 @@ pub(crate) mod sample {
             failing_count: None,
             collected_set: None,
             collected_count: None,
+            skipped_set: None,
+            skipped_count: None,
             junit_error: None,
+            evidence: None,
         })
     }
 

@@ -289,7 +289,10 @@ mod tests {
                         failing_set,
                         collected_count: collected_set.as_ref().map(|s| s.len() as u64),
                         collected_set,
+                        skipped_set: None,
+                        skipped_count: None,
                         junit_error,
+                        evidence: None,
                     })
                 }
             ),

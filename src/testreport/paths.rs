@@ -111,6 +111,13 @@ impl ReportPatterns {
         self.0.is_empty()
     }
 
+    /// Whether a path (relative to the check's working directory, bytes as a tree holds them)
+    /// is one a pattern names: the paths the check must write afresh.
+    pub fn matches(&self, path: &[u8]) -> bool {
+        let Ok(path) = std::str::from_utf8(path) else { return false };
+        self.0.iter().any(|p| p.matcher.is_match(path))
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = &ReportPattern> {
         self.0.iter()
     }

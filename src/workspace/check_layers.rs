@@ -2,8 +2,9 @@
 //!
 //! Layers, top first: the *frozen* layer (the t0 entries of every protected path, hard-linked
 //! from the baseline), a *hide* layer of whiteouts (protected paths the agent created, and
-//! upper-layer entries that are not part of the tree, such as a planted `.git`; only when there is
-//! something to hide), the agent's upper layer (read-only here), then the baseline. The check
+//! upper-layer entries that are not part of the tree, such as a planted `.git`, and the paths the
+//! caller wants fresh, such as a declared test report the check must write itself; only when there
+//! is something to hide), the agent's upper layer (read-only here), then the baseline. The check
 //! writes into a scratch upper layer, so it can neither change the agent's workspace nor the
 //! baseline.
 //!
@@ -90,19 +91,22 @@ impl FrozenLayer {
 
 /// Build the check's own layers in `check_dir` (a fresh, empty directory per check, e.g.
 /// `<run>/checks/<iteration>`) and return the overlay the exec zone mounts at `target`: `frozen`
-/// over the agent's upper layer over the baseline.
+/// over the agent's upper layer over the baseline. Every path of the snapshot (or not in its
+/// tree) for which `fresh` holds is hidden from the check.
+#[allow(clippy::too_many_arguments)]
 pub fn check_layers(
     workspace: &Workspace,
     snapshot: &Snapshot,
     frozen: &FrozenLayer,
     protected: &ProtectedPaths,
+    fresh: &dyn Fn(&[u8]) -> bool,
     check_dir: &SafeDir,
     target: &Path,
     owner: Option<(u32, u32)>,
 ) -> WsResult<CheckLayers> {
     let middle = [workspace.upper_dir().to_path_buf(), workspace.baseline().files_dir.clone()];
     let baseline = workspace.baseline().manifest()?;
-    layers_over(baseline, &snapshot.manifest, &snapshot.not_in_tree, frozen, &middle, protected, check_dir, target, owner)
+    layers_over(baseline, &snapshot.manifest, &snapshot.not_in_tree, frozen, &middle, protected, fresh, check_dir, target, owner)
 }
 
 /// The same throwaway copy for `replay`: the check sees the materialised end-state tree
@@ -113,6 +117,7 @@ pub fn replay_layers(
     t0: &Baseline,
     end_state: &Baseline,
     protected: &ProtectedPaths,
+    fresh: &dyn Fn(&[u8]) -> bool,
     check_dir: &SafeDir,
     target: &Path,
     owner: Option<(u32, u32)>,
@@ -120,7 +125,7 @@ pub fn replay_layers(
     let manifest = end_state.manifest()?;
     prepare_check_dir(check_dir)?;
     let frozen = FrozenLayer::build(t0, protected, check_dir, owner)?;
-    layers_over(t0.manifest()?, manifest, &[], &frozen, std::slice::from_ref(&end_state.files_dir), protected, check_dir, target, owner)
+    layers_over(t0.manifest()?, manifest, &[], &frozen, std::slice::from_ref(&end_state.files_dir), protected, fresh, check_dir, target, owner)
 }
 
 /// The check directory must be traversable by the exec zone's uid (root callers).
@@ -140,7 +145,8 @@ fn make_dir(parent: &SafeDir, name: &str, mode: u32, owner: Option<(u32, u32)>) 
 }
 
 /// The frozen layer, a hide layer (whiteouts over protected paths `tree` added to t0 and over
-/// `not_in_tree`, when there are any) and `lowers`, with a scratch upper layer.
+/// `not_in_tree`, and over every path of `tree` for which `fresh` holds, when there are any) and
+/// `lowers`, with a scratch upper layer.
 #[allow(clippy::too_many_arguments)]
 fn layers_over(
     baseline: &Manifest,
@@ -149,6 +155,7 @@ fn layers_over(
     frozen: &FrozenLayer,
     lowers: &[PathBuf],
     protected: &ProtectedPaths,
+    fresh: &dyn Fn(&[u8]) -> bool,
     check_dir: &SafeDir,
     target: &Path,
     owner: Option<(u32, u32)>,
@@ -158,6 +165,9 @@ fn layers_over(
     for (path, _) in tree.iter() {
         if baseline.get(path).is_none() && protected.is_protected(path) {
             hidden.insert(topmost_new_protected(path, baseline, protected));
+        }
+        if fresh(path) {
+            hidden.insert(path.to_vec());
         }
     }
     for p in not_in_tree {
