@@ -51,7 +51,7 @@ fn a_crash_between_a_blocking_snapshot_and_its_halt_resumes_to_blocked_path_modi
     assert_eq!(resumed.json()["halt_reason"], "blocked_path_modified");
     assert_eq!(
         event_types(repo.path(), "last"),
-        ["run_start", "workspace", "iteration_start", "exec_result", "snapshot", "run_resumed", "halt"]
+        ["run_start", "workspace", "guard_baseline", "iteration_start", "exec_result", "snapshot", "run_resumed", "guard_baseline", "halt"]
     );
     let pubkey = path_str(&key_dir().join("operator.pub"));
     assert_eq!(loopexec(repo.path(), &["verify", "--json", "last", "--pubkey", &pubkey]).code, 0);
