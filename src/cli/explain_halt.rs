@@ -76,15 +76,21 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
         .field("iteration", iteration)
         .field(
             "explanation",
-            json!({
-                "halted": true,
-                "exit_code": halt.exit_code,
-                "detail": detail,
-                "summary": text,
-                "progress": trend,
-                "failing_counts": counts,
-                "guards": guards,
-            }),
+            {
+                let mut explanation = json!({
+                    "halted": true,
+                    "exit_code": halt.exit_code,
+                    "detail": detail,
+                    "summary": text,
+                    "progress": trend,
+                    "failing_counts": counts,
+                });
+                // The guards' evidence, where any objected (earlier receipts explain as before).
+                if let (false, Some(fields)) = (guards.is_empty(), explanation.as_object_mut()) {
+                    fields.insert("guards".into(), json!(guards));
+                }
+                explanation
+            },
         )
         .human(aligned(&rows)))
 }

@@ -29,8 +29,11 @@ fn iteration_json(record: &IterationRecord) -> Value {
         "failing_count": record.failing_count(),
         "junit_error": check.and_then(|c| c.junit_error.as_ref()),
         "interrupted": record.interrupted,
-        "guards": record.guards,
     });
+    // The guards' objections, where there were any (receipts of earlier versions read as before).
+    if let (false, Some(fields)) = (record.guards.is_empty(), v.as_object_mut()) {
+        fields.insert("guards".into(), json!(record.guards));
+    }
     // The evidence, where the receipt recorded it (receipts of earlier versions did not).
     if let (Some(evidence), Some(fields)) = (check.and_then(|c| c.evidence.as_ref()), v.as_object_mut()) {
         fields.insert("collected_count".into(), json!(check.and_then(|c| c.collected_count)));
