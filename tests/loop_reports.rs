@@ -146,7 +146,9 @@ fn a_malformed_report_pattern_is_bad_input_and_writes_nothing() {
 /// A committed project whose tests are a real libtest binary (built here with `rustc --test`;
 /// the exec zone has no Rust toolchain): `answer` must hold 42, and a planted `exit-early` file
 /// makes a test end the binary with status 0 before libtest prints its `test result:` line.
-fn libtest_project() -> tempfile::TempDir {
+/// Without rustc on PATH (the unprivileged re-run, whose user cannot reach root's toolchain) the
+/// test says NOT RUN; under `CI=true` (the root run) a missing rustc is a failure.
+fn libtest_project() -> Option<tempfile::TempDir> {
     let repo = workdir();
     let p = repo.path();
     let src = p.join("tests.rs");
@@ -156,16 +158,18 @@ fn libtest_project() -> tempfile::TempDir {
          #[test]\nfn runs_to_the_end() {\n    if std::path::Path::new(\"exit-early\").exists() {\n        std::process::exit(0);\n    }\n}\n",
     )
     .unwrap();
-    let rustc = std::process::Command::new("rustc")
-        .args(["--edition", "2021", "--test", "-o"])
-        .arg(p.join("run-tests"))
-        .arg(&src)
-        .output()
-        .expect("rustc is needed to build the libtest binary");
+    let rustc = match std::process::Command::new("rustc").args(["--edition", "2021", "--test", "-o"]).arg(p.join("run-tests")).arg(&src).output() {
+        Ok(out) => out,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && std::env::var("CI").as_deref() != Ok("true") => {
+            eprintln!("NOT RUN: rustc not found on PATH (CI=true makes this a failure)");
+            return None;
+        }
+        Err(e) => panic!("rustc is needed to build the libtest binary: {e}"),
+    };
     assert!(rustc.status.success(), "{}", String::from_utf8_lossy(&rustc.stderr));
     std::fs::write(p.join("answer"), "41\n").unwrap();
     commit_t0(p);
-    repo
+    Some(repo)
 }
 
 /// One test at a time, so that the early exit always comes before the binary's summary.
@@ -173,7 +177,7 @@ const LIBTEST_CHECK: &str = "./run-tests --test-threads=1";
 
 #[test]
 fn an_honest_fix_converges_on_libtest_output_without_a_report_file() {
-    let repo = libtest_project();
+    let Some(repo) = libtest_project() else { return };
     let r = run_loop(repo.path(), "r", "echo 42 > answer", LIBTEST_CHECK, &[]);
     assert_eq!(r.code, 10, "{r:?}");
     let check = last_check(repo.path(), "r");
@@ -184,7 +188,7 @@ fn an_honest_fix_converges_on_libtest_output_without_a_report_file() {
 
 #[test]
 fn a_test_binary_that_exits_zero_before_its_summary_halts_metric_integrity_violation() {
-    let repo = libtest_project();
+    let Some(repo) = libtest_project() else { return };
     let r = run_loop(repo.path(), "r", "echo 42 > answer && touch exit-early", LIBTEST_CHECK, &[]);
     assert_eq!(r.code, 13, "{r:?}");
     let evidence = &last_check(repo.path(), "r")["evidence"];
