@@ -122,10 +122,17 @@ fn a_resumed_run_continues_the_audit_digest_from_the_bytes_already_logged() {
         .spawn()
         .unwrap();
     wait_for_file(&dir.path().join("blocked"), std::time::Duration::from_secs(30));
+    // The proxy writes a request's audit line when its connection ends, which may come after the
+    // agent moved on: wait for both lines before the kill, so the kill cannot race the audit.
+    let log = run_dir(dir.path(), "r").join("egress.jsonl");
+    let lines = || std::fs::read(&log).unwrap_or_default().iter().filter(|b| **b == b'\n').count();
+    let start = std::time::Instant::now();
+    while lines() < 2 && start.elapsed() < std::time::Duration::from_secs(30) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     child.kill().unwrap(); // SIGKILL: the run stays resumable
     child.wait().unwrap();
-    let log = run_dir(dir.path(), "r").join("egress.jsonl");
-    assert_eq!(std::fs::read(&log).unwrap().iter().filter(|b| **b == b'\n').count(), 2, "iteration 1 was audited");
+    assert_eq!(lines(), 2, "iteration 1 was audited");
 
     let resumed = loopexec(dir.path(), &["run", "--json", "--resume", "r"]);
     assert_eq!(resumed.code, 10, "{resumed:?}");
