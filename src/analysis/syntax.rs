@@ -275,7 +275,6 @@ pub fn string_value(file: &ParsedFile<'_>, node: Node<'_>) -> Option<String> {
         "string" | "template_string" => &["string_fragment"],
         "string_literal" | "raw_string_literal" => &["string_content"],
         "interpreted_string_literal" => &["interpreted_string_literal_content"],
-        "raw_string_literal_content" => return Some(file.text(node).into_owned()),
         _ => return None,
     };
     if node.kind() == "raw_string_literal" && file.language == Language::Go {

@@ -660,7 +660,7 @@ fn js_rule(file: &ParsedFile<'_>, n: Node<'_>, test_file: bool) -> Option<RuleId
             } else {
                 string_value(file, n.child_by_field_name("index")?)?
             };
-            if key == "NODE_ENV" && !test_file {
+            if (key == "NODE_ENV" || key == "MODE") && !test_file {
                 let comparison = n.parent().filter(|p| p.kind() == "binary_expression")?;
                 let compared_to_test = named_children(comparison).into_iter().any(|side| string_value(file, side).as_deref() == Some("test"));
                 return compared_to_test.then_some(RuleId::TestEnvironmentRead);
@@ -683,7 +683,7 @@ fn js_rule(file: &ParsedFile<'_>, n: Node<'_>, test_file: bool) -> Option<RuleId
                 return None;
             }
             let body = n.child_by_field_name("body").or_else(|| n.child_by_field_name("value").and_then(|v| v.child_by_field_name("body")))?;
-            js_body_returns_true(file, body).then_some(RuleId::AlwaysEqual)
+            js_body_returns_true(body).then_some(RuleId::AlwaysEqual)
         }
         _ => None,
     }
@@ -695,11 +695,12 @@ fn is_js_runner_target(target: &str) -> bool {
     JS_RUNNER_OBJECTS.contains(&base)
 }
 
-fn js_body_returns_true(file: &ParsedFile<'_>, body: Node<'_>) -> bool {
+/// Whether a function body is `true` (arrow) or nothing but `return true`.
+fn js_body_returns_true(body: Node<'_>) -> bool {
     if body.kind() == "true" {
         return true;
     }
     let statements = named_children(body);
     let [only] = statements.as_slice() else { return false };
-    only.kind() == "return_statement" && only.named_child(0).is_some_and(|v| v.kind() == "true") && !file.text(*only).is_empty()
+    only.kind() == "return_statement" && only.named_child(0).is_some_and(|v| v.kind() == "true")
 }
