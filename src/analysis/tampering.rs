@@ -182,36 +182,20 @@ pub fn new_findings<'a>(
 
 /// Every pattern occurrence in one parsed file.
 pub fn occurrences(file: &ParsedFile<'_>, whole_file_is_test: bool) -> Vec<Occurrence> {
-    let mut found = Vec::new();
-    let mut add = |rule: RuleId, node: Node<'_>| {
-        found.push(Occurrence { rule, line: file.line(node), evidence: file.evidence(node) });
+    type RuleOf = fn(&ParsedFile<'_>, Node<'_>, bool) -> Option<RuleId>;
+    let rule_of: RuleOf = match file.language {
+        Language::Python => python_rule,
+        Language::Rust => rust_rule,
+        Language::Go => go_rule,
+        Language::JavaScript | Language::TypeScript | Language::Tsx => js_rule,
     };
-    match file.language {
-        Language::Python => walk(file.root(), |n| {
-            if let Some(rule) = python_rule(file, n, whole_file_is_test) {
-                add(rule, n);
-            }
-            true
-        }),
-        Language::Rust => walk(file.root(), |n| {
-            if let Some(rule) = rust_rule(file, n, whole_file_is_test) {
-                add(rule, n);
-            }
-            true
-        }),
-        Language::Go => walk(file.root(), |n| {
-            if let Some(rule) = go_rule(file, n, whole_file_is_test) {
-                add(rule, n);
-            }
-            true
-        }),
-        _ => walk(file.root(), |n| {
-            if let Some(rule) = js_rule(file, n, whole_file_is_test) {
-                add(rule, n);
-            }
-            true
-        }),
-    }
+    let mut found = Vec::new();
+    walk(file.root(), |n| {
+        if let Some(rule) = rule_of(file, n, whole_file_is_test) {
+            found.push(Occurrence { rule, line: file.line(n), evidence: file.evidence(n) });
+        }
+        true
+    });
     found
 }
 
