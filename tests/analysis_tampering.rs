@@ -429,3 +429,12 @@ fn a_changed_file_above_the_parse_cap_is_reported_not_analysed() {
     assert_eq!(analysis.not_analysed[0].1.path, "tests/test_calc.py");
     assert_eq!(analysis.not_analysed[0].1.reason, NotAnalysedReason::TooLarge { bytes: 65, cap: 64 });
 }
+
+#[test]
+fn a_finding_serialises_with_its_stable_rule_id() {
+    let finding = Finding { file: "calc.py".into(), line: 3, rule: RuleId::RunnerIntrospection, evidence: "sys._getframe(1)".into() };
+    assert_eq!(
+        serde_json::to_string(&finding).expect("json"),
+        r#"{"file":"calc.py","line":3,"rule":"runner-introspection","evidence":"sys._getframe(1)"}"#
+    );
+}
