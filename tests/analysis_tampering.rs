@@ -36,6 +36,13 @@ fn a_module_pytestmark_skip_is_a_skip_marker() {
 }
 
 #[test]
+fn an_xfail_mark_on_a_parameter_is_a_skip_marker() {
+    let t0 = "import pytest\n\n@pytest.mark.parametrize(\"n\", [1, 2])\ndef test_add(n):\n    assert n > 0\n";
+    let end = "import pytest\n\n@pytest.mark.parametrize(\"n\", [1, pytest.param(2, marks=pytest.mark.xfail)])\ndef test_add(n):\n    assert n > 0\n";
+    assert_eq!(rules("tests/test_calc.py", Some(t0), end), vec![(RuleId::SkipMarker, 3)]);
+}
+
+#[test]
 fn skip_words_in_a_comment_or_string_are_not_skip_markers() {
     let end = "from calc import add\n\n# @pytest.mark.skip would hide this\ndef test_add():\n    \"\"\"Do not pytest.skip(...) here.\"\"\"\n    assert add(1, 2) == 3, \"@pytest.mark.xfail\"\n";
     assert_eq!(rules("tests/test_calc.py", Some(PY_TEST_T0), end), vec![]);

@@ -337,9 +337,26 @@ fn python_rule(file: &ParsedFile<'_>, n: Node<'_>, test_file: bool) -> Option<Ru
                 _ => None,
             }
         }
-        "attribute" if !test_file => {
+        "attribute" => {
             let text = compact_text(file, n);
-            (text == "sys._called_from_test").then_some(RuleId::TestEnvironmentRead)
+            if !test_file && text == "sys._called_from_test" {
+                return Some(RuleId::TestEnvironmentRead);
+            }
+            // A mark used outside a decorator or `pytestmark` (those are findings of their own):
+            // `pytest.param(1, marks=pytest.mark.xfail)`.
+            let last = text.rsplit('.').next().unwrap_or_default();
+            let is_skip_mark = text.contains("mark.") && matches!(last, "skip" | "skipif" | "xfail");
+            let parent = n.parent();
+            let decorator_itself = parent.is_some_and(|p| {
+                p.kind() == "decorator" || (p.kind() == "call" && p.parent().is_some_and(|g| g.kind() == "decorator"))
+            });
+            let in_pytestmark = ancestor(n, |a| {
+                a.kind() == "assignment"
+                    && a.child_by_field_name("left").is_some_and(|l| matches!(&*compact_text(file, l), "pytestmark" | "__test__"))
+            })
+            .is_some();
+            let reported_elsewhere = decorator_itself || in_pytestmark;
+            (is_skip_mark && !reported_elsewhere).then_some(RuleId::SkipMarker)
         }
         "assignment" => {
             let left = n.child_by_field_name("left")?;
