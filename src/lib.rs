@@ -5,6 +5,7 @@
 //! - `engine`: the iteration lifecycle, the loop configuration and the halt decision.
 //! - `halt`: the halt taxonomy and exit classes (the integration contract).
 //! - `error`, `output`: typed failures and the one-JSON-object output contract.
+//! - `inert`: escaping agent-controlled text before it reaches a terminal (every human renderer).
 //! - `safefs`: symlink-proof file access beneath supervisor-owned directories.
 //! - `receipt`: the hash-chained receipt log, state files and the `.loopexec/` layout.
 //! - `capture`: bounded capture of a command's stdout/stderr into artifacts.
@@ -12,6 +13,8 @@
 //! - `secret`: an in-memory secret with redacted `Debug`, zeroed on drop.
 //! - `zones`: where commands run (host today; native sandbox and container engine plug in).
 //! - `oracle`: what is read out of a check besides its exit code (the failing set).
+//! - `testreport`: test reports (JUnit, go -json, TAP, libtest output) and the agreement of the
+//!   exit code with them and with the runners' summaries.
 //! - `progress`: the failing-set trend behind `explain-halt`.
 //! - `interrupt`: SIGINT/SIGTERM handling.
 //! - `run_id`: run id validation and generation.
@@ -26,6 +29,7 @@ pub mod ending;
 pub mod engine;
 pub mod error;
 pub mod halt;
+pub mod inert;
 pub mod interrupt;
 pub mod oracle;
 pub mod output;
@@ -34,5 +38,6 @@ pub mod receipt;
 pub mod run_id;
 pub mod safefs;
 pub mod secret;
+pub mod testreport;
 pub mod workspace;
 pub mod zones;

@@ -6,6 +6,7 @@
 
 use crate::error::{ErrorEntry, Failure};
 use crate::halt::{ExitClass, HaltReason};
+use crate::inert::{inert, inert_lines};
 use serde_json::{Map, Value};
 use std::io::{IsTerminal, Write};
 
@@ -109,8 +110,10 @@ impl Outcome {
                 .unwrap_or_else(|_| String::from("{\"tool\":\"loopexec\",\"status\":\"error\",\"errors\":[{\"code\":\"internal_error\",\"message\":\"could not render output\"}]}"));
             let _ = writeln!(out, "{text}");
         } else {
+            // The renderers escaped every agent-controlled value (so none forges a line); no
+            // control but the renderers' own newlines reaches the terminal either way.
             if !self.human.is_empty() {
-                let _ = write!(out, "{}", self.human);
+                let _ = write!(out, "{}", inert_lines(&self.human));
                 if !self.human.ends_with('\n') {
                     let _ = writeln!(out);
                 }
@@ -119,9 +122,10 @@ impl Outcome {
                 let stderr = std::io::stderr();
                 let mut err = stderr.lock();
                 for e in &self.errors {
-                    let _ = writeln!(err, "loopexec: error: {}", e.message);
+                    // An error is one line, whatever path or name it carries.
+                    let _ = writeln!(err, "loopexec: error: {}", inert(&e.message));
                     if let Some(h) = &e.hint {
-                        let _ = writeln!(err, "  hint: {h}");
+                        let _ = writeln!(err, "  hint: {}", inert(h));
                     }
                 }
             }
@@ -136,12 +140,13 @@ pub fn colour_allowed() -> bool {
     std::env::var_os("NO_COLOR").is_none() && std::io::stdout().is_terminal()
 }
 
-/// Render rows of `key: value` aligned on the colon, for human output.
+/// Render rows of `key: value` aligned on the colon, for human output; each value is one inert
+/// line (it may carry agent-controlled text).
 pub fn aligned(rows: &[(&str, String)]) -> String {
     let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
     let mut s = String::new();
     for (k, v) in rows {
-        s.push_str(&format!("{k:<width$}  {v}\n"));
+        s.push_str(&format!("{k:<width$}  {}\n", inert(v)));
     }
     s
 }

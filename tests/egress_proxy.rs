@@ -1001,15 +1001,10 @@ fn step(port: u16, limits: Limits, spent: &ProxyStats, dir: Option<tempfile::Tem
     start_pinned(port, Setup { limits, spent: spent.clone(), dir, ..Setup::default() })
 }
 
-fn add(total: &ProxyStats, step: &ProxyStats) -> ProxyStats {
-    ProxyStats {
-        allowed: total.allowed + step.allowed,
-        denied: total.denied + step.denied,
-        connections: total.connections + step.connections,
-        bytes_up: total.bytes_up + step.bytes_up,
-        bytes_down: total.bytes_down + step.bytes_down,
-        byte_cap_hits: total.byte_cap_hits + step.byte_cap_hits,
-        audit_errors: total.audit_errors + step.audit_errors,
+/// Wait until the proxy has recorded `n` allowed connections (their lines are written when they close).
+fn wait_allowed(h: &Harness, n: u64) {
+    while h.proxy.stats().allowed < n {
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
@@ -1025,12 +1020,10 @@ fn the_byte_budget_bounds_the_run_across_three_steps_and_a_resume() {
         let mut tcp = open_tunnel(&h, &format!("{HOST}:{port}"));
         assert_eq!(echo_exchange(&mut tcp, &line), format!("echo: {line}"));
         drop(tcp);
-        while h.proxy.stats().allowed == 0 {
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        wait_allowed(&h, 1);
         let (stats, _, kept) = h.stop_keeping_dir();
         assert_eq!(stats.bytes_up + stats.bytes_down, 204);
-        total = add(&total, &stats);
+        total.add(&stats);
         dir = Some(kept);
     }
     // Step 3 has 92 bytes left of the run's 500: its upload is cut there.
@@ -1043,7 +1036,7 @@ fn the_byte_budget_bounds_the_run_across_three_steps_and_a_resume() {
     let (stats, records, kept) = h.stop_keeping_dir();
     assert_eq!((stats.bytes_up, stats.bytes_down, stats.byte_cap_hits), (92, 0, 1));
     assert_eq!(records.last().unwrap().end.as_deref(), Some("byte_cap"));
-    total = add(&total, &stats);
+    total.add(&stats);
     assert_eq!(total.bytes_up + total.bytes_down, 500);
 
     // A resumed run (a new process) starts from the totals its receipt recorded.
@@ -1072,7 +1065,7 @@ fn a_per_step_byte_limit_holds_each_step_within_the_run_budget() {
         assert_eq!(denied(&r), "byte_cap: this step's 150 byte budget is spent");
         let (stats, _) = h.stop();
         assert_eq!(stats.bytes_up + stats.bytes_down, 150, "each step gets its own 150 bytes");
-        total = add(&total, &stats);
+        total.add(&stats);
     }
     assert_eq!(total.bytes_up + total.bytes_down, 300);
 }
@@ -1087,9 +1080,7 @@ fn the_connection_budget_counts_connections_over_the_run() {
     assert_eq!(first.connections, 1);
     let h = step(port, limits, &first, None);
     drop(open_tunnel(&h, &format!("{HOST}:{port}")));
-    while h.proxy.stats().allowed == 0 {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_allowed(&h, 1);
     let r = ask(h.addr, &connect_request(&format!("{HOST}:{port}")));
     assert_eq!(r.status, 503);
     assert_eq!(denied(&r), "connection_budget: the run's 2 connection budget (1 used before this step) is spent");
@@ -1108,9 +1099,7 @@ fn an_idle_tunnel_is_cut_after_the_idle_timeout() {
     let mut rest = Vec::new();
     tcp.read_to_end(&mut rest).unwrap();
     assert!(rest.is_empty());
-    while h.proxy.stats().allowed == 0 {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_allowed(&h, 1);
     let (_, records) = h.stop();
     assert_eq!(records[0].end.as_deref(), Some("idle_timeout"));
     assert_eq!((records[0].bytes_up, records[0].bytes_down), (3, 9));

@@ -134,3 +134,66 @@ fn a_resumed_run_continues_the_audit_digest_from_the_bytes_already_logged() {
     let last = events(dir.path(), "r").into_iter().rfind(|e| e["type"] == "exec_result").unwrap();
     assert_eq!(last["egress"]["audit_sha256"], sha256_hex(&bytes));
 }
+
+const FETCH: &str = r#"
+import sys, urllib.request
+port, iteration = int(sys.argv[1]), sys.argv[2]
+try:
+    body = urllib.request.urlopen("http://allowed.test:%d/" % port, timeout=10).read().decode()
+except Exception:
+    body = "error"
+open("got-" + iteration, "w").write(body)
+"#;
+
+/// The builtin agent policy with `max_bytes` set to `max_bytes`, written into `dir`.
+fn agent_policy_with_max_bytes(dir: &std::path::Path, max_bytes: u64) -> String {
+    let builtin = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/policies/agent.toml")).unwrap();
+    let policy = builtin.replace("max_bytes = 10737418240", &format!("max_bytes = {max_bytes}"));
+    assert_ne!(policy, builtin);
+    let path = dir.join("agent-policy.toml");
+    std::fs::write(&path, policy).unwrap();
+    path_str(&path)
+}
+
+fn last_egress_totals(dir: &std::path::Path, run_id: &str) -> Value {
+    events(dir, run_id).into_iter().rfind(|e| e["type"] == "exec_result").unwrap()["egress"]["totals"].clone()
+}
+
+#[test]
+fn the_byte_budget_bounds_the_run_across_three_steps_and_a_resume() {
+    let (port, _server) = hello_server();
+    let dir = workdir();
+    std::fs::write(dir.path().join("fetch.py"), FETCH).unwrap();
+    zone_writable(dir.path());
+    let exec = format!("python3 fetch.py {port} $LOOPEXEC_ITERATION");
+    let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap_or_default();
+
+    // What one fetch costs, from a run with the default budget.
+    let r = proxied_run(dir.path(), port, "calibrate", &["--max-iterations", "1", "--exec", &exec, "--check", "true"]);
+    assert_eq!(r.code, 10, "{r:?}");
+    let totals = last_egress_totals(dir.path(), "calibrate");
+    let per_fetch = totals["bytes_up"].as_u64().unwrap() + totals["bytes_down"].as_u64().unwrap();
+    assert_eq!(read("got-1"), "hello");
+    std::fs::remove_file(dir.path().join("got-1")).unwrap();
+
+    // A run whose budget holds two and a half fetches: step 1, a pause, step 2 (resumed), a pause,
+    // step 3 (resumed): the third fetch is cut where the run's budget ends.
+    let budget = 2 * per_fetch + per_fetch / 2;
+    eprintln!("one fetch relays {per_fetch} bytes; the run's budget is {budget}");
+    let policy = agent_policy_with_max_bytes(dir.path(), budget);
+    let check = "test \"$LOOPEXEC_ITERATION\" -ge 3";
+    let first = proxied_run(dir.path(), port, "b", &["--policy", &policy, "--once", "--exec", &exec, "--check", check]);
+    assert!(first.code == 0, "{first:?}");
+    for once in [true, false] {
+        let mut args = vec!["run", "--json", "--resume", "b"];
+        if once {
+            args.push("--once");
+        }
+        let resumed = loopexec(dir.path(), &args);
+        assert!(resumed.code == if once { 0 } else { 10 }, "{resumed:?}");
+    }
+    assert_eq!((read("got-1"), read("got-2"), read("got-3")), ("hello".into(), "hello".into(), "error".into()));
+    let totals = last_egress_totals(dir.path(), "b");
+    assert_eq!(totals["bytes_up"].as_u64().unwrap() + totals["bytes_down"].as_u64().unwrap(), budget, "{totals}");
+    assert_eq!((totals["byte_cap_hits"].as_u64(), totals["connections"].as_u64()), (Some(1), Some(3)), "{totals}");
+}

@@ -1,21 +1,14 @@
-//! The zone side: the hidden entry point of the loopexec binary.
-//!
-//! `main` calls [`run_if_zone_init`] before anything else, while the process is fresh and
-//! single-threaded. When the supervisor started us as a zone init (environment variable
-//! `LOOPEXEC_ZONE_INIT` set, plan socket on fd 3) we never return. We are then already pid 1 of
-//! the zone's namespaces (`launch.rs` clones us into them, maps our ids and keeps our capabilities
-//! inside the user namespace across the exec), and two processes run:
-//!
-//! - **zone init** (pid 1): reads the plan, puts the command's stdio (sent with the plan) on fds
-//!   0-2, closes stray descriptors, builds the filesystem view
-//!   (`mounts`), sets the hostname, brings loopback up, opens the proxy listener, forks the
-//!   command, reports `Ready` once the command was executed, reaps every orphan, and reports how
-//!   the command ended. When it exits, the kernel kills every process left in the namespace.
-//! - **command**: new session, default signal dispositions, parent-death signal, rlimits, cwd, descriptors beyond stdio marked
-//!   close-on-exec, no_new_privs, Landlock, capabilities emptied, seccomp, exec.
+//! The zone side: the hidden entry point of the loopexec binary, from the zone init's first
+//! instruction after its re-exec to the command's execve. `main` calls [`run_if_zone_init`]
+//! before anything else, while the process is fresh and single-threaded; when the supervisor
+//! started us as a zone init we never return. Two processes run here: the zone init (pid 1: reads
+//! the plan, builds the filesystem view with `mounts`, forks the command, reports `Ready`, reaps,
+//! reports how the command ended) and the command (its own steps, then execve). The order of
+//! every step, supervisor and zone side, is described once in docs/zones.md ("The native zone's
+//! setup sequence"); the messages and exit codes in `plan.rs`.
 
 use crate::error::Layer;
-use crate::plan::{self, Msg, Plan};
+use crate::plan::{self, CommandFailure, Msg, Plan, SETUP_FAILED_EXIT};
 use crate::{landlock_rules, mounts, netns, privileges, seccomp_filter, sys};
 use nix::sched::CloneFlags;
 use nix::sys::wait::{waitpid, WaitStatus};
@@ -24,9 +17,7 @@ use std::ffi::{CString, OsStr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 
-pub const ENV_MARKER: &str = "LOOPEXEC_ZONE_INIT";
-pub const PLAN_FD: RawFd = 3;
-pub const PROBE_MARKER: &str = "LOOPEXEC_ZONE_PROBE";
+pub use crate::plan::{ENV_MARKER, PLAN_FD, PROBE_MARKER};
 
 /// The doctor's live probe: can this user create the zone's namespaces and map its ids?
 /// Exits 0 on success, else with the errno of the failing step (never returns).
@@ -56,7 +47,7 @@ pub fn run_if_zone_init() {
         Ok(code) => code,
         Err((layer, errno, message)) => {
             report(&sock, &Msg::Failed { layer, errno, message });
-            127
+            SETUP_FAILED_EXIT
         }
     };
     unsafe { libc::_exit(code) }
@@ -151,7 +142,7 @@ fn zone_init(sock: &OwnedFd, plan: &Plan, trees: Vec<OwnedFd>) -> Result<i32, St
             let (layer, message) = command(plan, port);
             let text = serde_json::to_vec(&(layer, message)).unwrap_or_default();
             let _ = nix::unistd::write(&status_w, &text);
-            unsafe { libc::_exit(127) }
+            unsafe { libc::_exit(SETUP_FAILED_EXIT) }
         }
         ForkResult::Parent { child } => child,
     };
@@ -167,7 +158,7 @@ fn zone_init(sock: &OwnedFd, plan: &Plan, trees: Vec<OwnedFd>) -> Result<i32, St
         }
     }
     if !buf.is_empty() {
-        let (layer, message): (Option<Layer>, String) =
+        let (layer, message): CommandFailure =
             serde_json::from_slice(&buf).unwrap_or((None, "command setup failed".into()));
         let _ = waitpid(child, None);
         return Err((layer, None, message));
@@ -198,8 +189,8 @@ fn reap_until(sock: &OwnedFd, command: Pid) -> i32 {
     }
 }
 
-/// The command's own steps; returns only on failure (layer, message).
-fn command(plan: &Plan, listener_port: Option<u16>) -> (Option<Layer>, String) {
+/// The command's own steps; returns only on failure.
+fn command(plan: &Plan, listener_port: Option<u16>) -> CommandFailure {
     macro_rules! step {
         ($layer:expr, $what:expr, $e:expr) => {
             if let Err(err) = $e {
@@ -271,6 +262,9 @@ fn resolve(arg0: &[u8], env: &[(Vec<u8>, Vec<u8>)]) -> Vec<CString> {
 /// dispositions survive execve. Restore the default for every signal 1..=64 (through the raw
 /// syscall: libc refuses the two real-time signals it reserves) and unblock them all.
 fn reset_signals() -> nix::Result<()> {
+    // The kernel's `struct sigaction` (8-byte mask), hand-written: libc's `sigaction` is glibc's
+    // userspace layout (a 128-byte mask), and nix goes through libc's wrapper, which refuses the
+    // reserved real-time signals.
     #[repr(C)]
     struct KernelSigaction {
         handler: usize,

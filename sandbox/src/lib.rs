@@ -3,7 +3,8 @@
 //! The crate knows nothing about loops. Input: a [`policy::Policy`], a command, its working
 //! directory, environment and stdio ([`launch::ZoneSpec`]). Output: a running zone
 //! ([`launch::RunningZone`]) to wait for, time out and kill, and the report of which protections
-//! were applied. `launch.rs` documents the setup sequence from top to bottom.
+//! were applied. `launch.rs` runs the setup as named steps in kernel order; docs/zones.md ("The
+//! native zone's setup sequence") describes each, supervisor and zone side.
 //!
 //! The binary that uses this crate must call [`init::run_if_zone_init`] first thing in `main`.
 
@@ -15,14 +16,19 @@ pub mod preflight;
 pub mod seccomp_filter;
 
 mod cgroup;
+mod grants;
 mod landlock_rules;
 mod mounts;
 mod netns;
 mod placeholders;
 mod plan;
 mod privileges;
+mod protected;
+mod report;
 mod spawn;
+mod spec;
 mod sys;
+mod zone;
 
 pub use error::{Layer, SandboxError};
 pub use spawn::NAMESPACES;

@@ -1,9 +1,6 @@
-//! The zone's filesystem view, built in its own mount namespace. Steps, in order:
-//! private propagation, a staging tmpfs the process pivots into (the host root then lives at
-//! /oldroot), a fresh tmpfs root at /newroot, grants bound from /oldroot (read-only ones
-//! recursively read-only, all nosuid+nodev; those below /tmp after the private /tmp is mounted),
-//! protected sub-paths re-bound read-only, hidden paths covered, minimal /dev, fresh /proc (kernel-sensitive files masked), pivot into /newroot,
-//! old root detached, the root tmpfs sealed read-only.
+//! The zone's filesystem view, built by the zone init in its own mount namespace
+//! ([`build_root`] lists its steps in order; docs/zones.md, "The native zone's setup sequence",
+//! places them in the whole setup).
 //!
 //! Every bind goes through descriptors (`open_tree` + `mount_setattr` + `move_mount`), and every
 //! path below a grant is opened with `openat2(RESOLVE_NO_SYMLINKS)`, so a symlink planted in a

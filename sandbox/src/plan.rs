@@ -1,8 +1,15 @@
-//! What the supervisor hands to the zone init (the `Plan`, sent as one JSON message over an
-//! inherited SOCK_SEQPACKET socket) and what the zone init answers (`Msg`). Everything in the plan
-//! is already validated and resolved by the supervisor; the zone init only executes it.
+//! Every convention between the supervisor and a zone's processes, in one place: how the zone
+//! init is started (its marker variable, argv[0], the plan socket's descriptor), what the
+//! supervisor hands it (the `Plan`, sent as one JSON message over the inherited SOCK_SEQPACKET
+//! socket, with the command's stdio and the idmapped mount trees), what the zone answers (`Msg`),
+//! how a step between clone3 and execve fails (`PreExecFailure`, an exit code), and the one
+//! decoder turning whatever the zone ended with into a typed error ([`decode_failure`]).
+//! Everything in the plan is already validated and resolved by the supervisor; the zone init
+//! only executes it. The sequence these serve is described in docs/zones.md ("The native zone's
+//! setup sequence").
 
-use crate::error::Layer;
+use crate::error::{Layer, SandboxError};
+use nix::sys::wait::WaitStatus;
 use serde::{Deserialize, Serialize};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
@@ -79,6 +86,123 @@ pub struct Plan {
     pub env: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
+/// Environment variable marking a process as a zone init (its value: the plan socket's fd).
+pub const ENV_MARKER: &str = "LOOPEXEC_ZONE_INIT";
+/// Environment variable asking the binary for the doctor's namespace probe instead.
+pub const PROBE_MARKER: &str = "LOOPEXEC_ZONE_PROBE";
+/// The plan socket's descriptor in the zone init.
+pub const PLAN_FD: RawFd = 3;
+/// argv[0] of the zone init.
+pub const INIT_ARG0: &str = "loopexec-zone-init";
+/// The zone init's exit code after it reported `Msg::Failed` (and the command's, when its own
+/// setup failed after it wrote its `CommandFailure` to the init).
+pub const SETUP_FAILED_EXIT: i32 = 127;
+
+/// What the command's process writes to the zone init (on a close-on-exec pipe) when one of its
+/// steps before execve fails: the layer that could not be applied, if any, and the message.
+pub type CommandFailure = (Option<Layer>, String);
+
+/// How the zone init's clone child exits when a step between clone3 and execve fails. It may
+/// only make async-signal-safe calls there (no allocation, no message), so each step has its own
+/// exit code; [`decode_failure`] turns it back into an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(i32)]
+pub enum PreExecFailure {
+    /// cgroup v1: writing to a controller's `tasks` file.
+    EnterCgroup = 119,
+    /// /dev/null onto fds 0-2.
+    NullStdio = 120,
+    /// The plan socket onto `PLAN_FD`.
+    PlanSocket = 121,
+    /// `PR_SET_PDEATHSIG`.
+    ParentDeathSignal = 122,
+    /// The supervisor closed the release pipe before writing the id maps (it died or gave up).
+    NotReleased = 123,
+    /// setgroups/setresgid/setresuid to the zone ids (root callers).
+    ZoneIds = 124,
+    /// capget/capset, raising the namespace capabilities to inheritable (for the ambient set).
+    KeepCapabilities = 125,
+    /// execve of /proc/self/exe.
+    ExecInit = 126,
+}
+
+impl PreExecFailure {
+    pub const ALL: [PreExecFailure; 8] = [
+        PreExecFailure::EnterCgroup,
+        PreExecFailure::NullStdio,
+        PreExecFailure::PlanSocket,
+        PreExecFailure::ParentDeathSignal,
+        PreExecFailure::NotReleased,
+        PreExecFailure::ZoneIds,
+        PreExecFailure::KeepCapabilities,
+        PreExecFailure::ExecInit,
+    ];
+
+    pub const fn code(self) -> i32 {
+        self as i32
+    }
+
+    pub fn from_code(code: i32) -> Option<PreExecFailure> {
+        PreExecFailure::ALL.into_iter().find(|f| f.code() == code)
+    }
+
+    /// What the zone init could not do.
+    pub fn message(self) -> &'static str {
+        match self {
+            PreExecFailure::EnterCgroup => "the zone init could not enter its cgroup",
+            PreExecFailure::NullStdio => "could not put /dev/null on its stdin, stdout and stderr",
+            PreExecFailure::PlanSocket => "could not put the plan socket on descriptor 3",
+            PreExecFailure::ParentDeathSignal => "could not set its parent-death signal",
+            PreExecFailure::NotReleased => "the supervisor gave up before mapping its user and group ids",
+            PreExecFailure::ZoneIds => "could not become the zone uid/gid",
+            PreExecFailure::KeepCapabilities => "could not keep its namespace capabilities across exec",
+            PreExecFailure::ExecInit => "could not execute /proc/self/exe",
+        }
+    }
+}
+
+/// How a zone that did not report `Ready` ended, as the supervisor saw it.
+#[derive(Debug)]
+pub enum NotReady {
+    /// The plan socket closed without a message; the init's wait status (or why there is none).
+    Ended(nix::Result<WaitStatus>),
+    /// The zone reported a failed step.
+    Failed { layer: Option<Layer>, message: String },
+    /// A message other than `Ready` or `Failed`, or one that does not parse.
+    Unexpected,
+}
+
+/// The one decoder of a zone's failure to start. A protection that could not be applied
+/// (including the v1 cgroup the init could not enter) is `Unsatisfiable`; anything else (bad
+/// grant, missing command, a pre-exec step) is a spawn failure saying what failed.
+pub fn decode_failure(end: NotReady) -> SandboxError {
+    let doctor = "see `loopexec doctor` for this host's isolation support";
+    match end {
+        NotReady::Ended(Ok(WaitStatus::Exited(_, code))) if code == PreExecFailure::EnterCgroup.code() => SandboxError::Unsatisfiable {
+            layer: Layer::Cgroup,
+            cause: PreExecFailure::EnterCgroup.message().into(),
+            fix: "run loopexec in a delegated cgroup (see `loopexec doctor`)".into(),
+        },
+        NotReady::Ended(status) => {
+            let why = match status {
+                Ok(WaitStatus::Exited(_, code)) => match PreExecFailure::from_code(code) {
+                    Some(f) => return SandboxError::Spawn(format!("the zone init failed before the command started: {}", f.message())),
+                    None => format!("exited with code {code}"),
+                },
+                Ok(WaitStatus::Signaled(_, signal, _)) => format!("was killed by {signal}"),
+                other => format!("ended with {other:?}"),
+            };
+            // Not one of our codes: the binary may have run its own `main` instead of the init.
+            SandboxError::Spawn(format!("the zone init failed before the command started: it {why} (is run_if_zone_init() called first in main?)"))
+        }
+        NotReady::Failed { layer: Some(l @ (Layer::Landlock | Layer::Seccomp | Layer::Capabilities | Layer::NoNewPrivs | Layer::NetNamespace | Layer::IpcUtsNamespaces | Layer::Cgroup)), message } => {
+            SandboxError::Unsatisfiable { layer: l, cause: message, fix: doctor.into() }
+        }
+        NotReady::Failed { message, .. } => SandboxError::Spawn(message),
+        NotReady::Unexpected => SandboxError::Spawn("unexpected message from the zone".into()),
+    }
+}
+
 /// Messages from the zone to the supervisor.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Msg {
@@ -153,4 +277,95 @@ pub fn recv(sock: &OwnedFd, nonblocking: bool) -> std::io::Result<Option<(Vec<u8
     }
     buf.truncate(n);
     Ok(Some((buf, fd)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nix::unistd::Pid;
+
+    fn exited(code: i32) -> NotReady {
+        NotReady::Ended(Ok(WaitStatus::Exited(Pid::from_raw(7), code)))
+    }
+
+    fn spawn_message(e: SandboxError) -> String {
+        match e {
+            SandboxError::Spawn(m) => m,
+            other => panic!("expected a spawn failure, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_pre_exec_code_is_distinct_and_reads_back() {
+        for f in PreExecFailure::ALL {
+            assert_eq!(PreExecFailure::from_code(f.code()), Some(f));
+        }
+        let codes: Vec<i32> = PreExecFailure::ALL.iter().map(|f| f.code()).collect();
+        assert_eq!(codes, (119..=126).collect::<Vec<_>>());
+        assert_eq!(PreExecFailure::from_code(SETUP_FAILED_EXIT), None);
+    }
+
+    #[test]
+    fn cgroup_entry_failure_decodes_to_an_unsatisfiable_cgroup_layer() {
+        match decode_failure(exited(119)) {
+            SandboxError::Unsatisfiable { layer, cause, fix } => {
+                assert_eq!(layer, Layer::Cgroup);
+                assert_eq!(cause, "the zone init could not enter its cgroup");
+                assert_eq!(fix, "run loopexec in a delegated cgroup (see `loopexec doctor`)");
+            }
+            other => panic!("expected Unsatisfiable, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn each_other_pre_exec_code_decodes_to_its_message() {
+        let expected = [
+            (120, "could not put /dev/null on its stdin, stdout and stderr"),
+            (121, "could not put the plan socket on descriptor 3"),
+            (122, "could not set its parent-death signal"),
+            (123, "the supervisor gave up before mapping its user and group ids"),
+            (124, "could not become the zone uid/gid"),
+            (125, "could not keep its namespace capabilities across exec"),
+            (126, "could not execute /proc/self/exe"),
+        ];
+        for (code, message) in expected {
+            assert_eq!(spawn_message(decode_failure(exited(code))), format!("the zone init failed before the command started: {message}"));
+        }
+    }
+
+    #[test]
+    fn an_unknown_exit_code_names_the_code_and_the_likely_cause() {
+        assert_eq!(
+            spawn_message(decode_failure(exited(2))),
+            "the zone init failed before the command started: it exited with code 2 (is run_if_zone_init() called first in main?)"
+        );
+    }
+
+    #[test]
+    fn a_killed_init_names_the_signal() {
+        let end = NotReady::Ended(Ok(WaitStatus::Signaled(Pid::from_raw(7), nix::sys::signal::Signal::SIGKILL, false)));
+        assert_eq!(
+            spawn_message(decode_failure(end)),
+            "the zone init failed before the command started: it was killed by SIGKILL (is run_if_zone_init() called first in main?)"
+        );
+    }
+
+    #[test]
+    fn a_protection_that_failed_in_the_zone_is_unsatisfiable() {
+        let end = NotReady::Failed { layer: Some(Layer::Landlock), message: "landlock: ENOSYS".into() };
+        assert!(matches!(decode_failure(end), SandboxError::Unsatisfiable { layer: Layer::Landlock, cause, .. } if cause == "landlock: ENOSYS"));
+    }
+
+    #[test]
+    fn a_failed_step_without_a_protection_layer_is_a_spawn_failure() {
+        let end = NotReady::Failed { layer: Some(Layer::MountNamespace), message: "filesystem view: ENOENT".into() };
+        assert_eq!(spawn_message(decode_failure(end)), "filesystem view: ENOENT");
+        let end = NotReady::Failed { layer: None, message: "nosuch: No such file or directory".into() };
+        assert_eq!(spawn_message(decode_failure(end)), "nosuch: No such file or directory");
+    }
+
+    #[test]
+    fn an_unexpected_message_is_a_spawn_failure() {
+        assert_eq!(spawn_message(decode_failure(NotReady::Unexpected)), "unexpected message from the zone");
+    }
 }

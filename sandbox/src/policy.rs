@@ -216,7 +216,7 @@ fn default_sni_check_ports() -> Vec<u16> {
     vec![443]
 }
 fn default_idle_timeout() -> u64 {
-    300
+    600
 }
 fn default_wildcard_max_labels() -> u32 {
     2

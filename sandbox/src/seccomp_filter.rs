@@ -185,11 +185,11 @@ const NAMESPACE_FLAGS: &[u64] = &[
     libc::CLONE_NEWUTS as u64,
     libc::CLONE_NEWCGROUP as u64,
 ];
-const TIOCSTI: u64 = 0x5412;
+const TIOCSTI: u64 = libc::TIOCSTI as u64;
 const S_ISUID: u64 = libc::S_ISUID as u64;
 const S_ISGID: u64 = libc::S_ISGID as u64;
-const TIOCLINUX: u64 = 0x541C;
-const IPPROTO_MPTCP: u64 = 262;
+const TIOCLINUX: u64 = libc::TIOCLINUX as u64;
+const IPPROTO_MPTCP: u64 = libc::IPPROTO_MPTCP as u64;
 const PERSONALITY_QUERY: u64 = 0xffff_ffff;
 
 /// Errors building the filter.
@@ -272,12 +272,13 @@ pub fn build(extra_deny: &[String]) -> Result<Vec<BpfProgram>, FilterError> {
 /// Kill the process for any syscall number with the x32 bit set (same audit arch as x86_64).
 fn foreign_abi() -> BpfProgram {
     use seccompiler::sock_filter;
-    const BPF_LD_W_ABS: u16 = 0x20;
-    const BPF_JGE_K: u16 = 0x35;
-    const BPF_RET_K: u16 = 0x06;
+    const BPF_LD_W_ABS: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
+    const BPF_JGE_K: u16 = (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16;
+    const BPF_RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+    // __X32_SYSCALL_BIT (asm/unistd.h), which libc does not name.
     const X32_BIT: u32 = 0x4000_0000;
-    const RET_KILL_PROCESS: u32 = 0x8000_0000;
-    const RET_ALLOW: u32 = 0x7fff_0000;
+    const RET_KILL_PROCESS: u32 = libc::SECCOMP_RET_KILL_PROCESS;
+    const RET_ALLOW: u32 = libc::SECCOMP_RET_ALLOW;
     vec![
         sock_filter { code: BPF_LD_W_ABS, jt: 0, jf: 0, k: 0 }, // seccomp_data.nr
         sock_filter { code: BPF_JGE_K, jt: 0, jf: 1, k: X32_BIT },

@@ -7,7 +7,7 @@
 
 use crate::cgroup::CgroupEntry;
 use crate::error::{Layer, SandboxError};
-use crate::init::{ENV_MARKER, PLAN_FD};
+use crate::plan::{PreExecFailure, ENV_MARKER, INIT_ARG0, PLAN_FD};
 use crate::preflight;
 use nix::sched::CloneFlags;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -29,42 +29,34 @@ pub(crate) struct Cloned {
     release: OwnedFd,
 }
 
-#[repr(C)]
-struct CloneArgs {
-    flags: u64,
-    pidfd: u64,
-    child_tid: u64,
-    parent_tid: u64,
-    exit_signal: u64,
-    stack: u64,
-    stack_size: u64,
-    tls: u64,
-    set_tid: u64,
-    set_tid_size: u64,
-    cgroup: u64,
-}
-
-impl CloneArgs {
-    /// `clone3` arguments like fork(2) with `flags`: SIGCHLD on exit, no new stack, nothing else.
-    fn fork_like(flags: u64) -> CloneArgs {
-        CloneArgs {
-            flags,
-            pidfd: 0,
-            child_tid: 0,
-            parent_tid: 0,
-            exit_signal: libc::SIGCHLD as u64,
-            stack: 0,
-            stack_size: 0,
-            tls: 0,
-            set_tid: 0,
-            set_tid_size: 0,
-            cgroup: 0,
-        }
+/// `clone3` arguments like fork(2) with `flags`: SIGCHLD on exit, no new stack, nothing else.
+fn fork_like(flags: u64) -> libc::clone_args {
+    libc::clone_args {
+        flags,
+        pidfd: 0,
+        child_tid: 0,
+        parent_tid: 0,
+        exit_signal: libc::SIGCHLD as u64,
+        stack: 0,
+        stack_size: 0,
+        tls: 0,
+        set_tid: 0,
+        set_tid_size: 0,
+        cgroup: 0,
     }
 }
-const CLONE_PIDFD: u64 = 0x1000;
+
+/// clone3(2), which neither nix 0.29 nor libc wrap, on fork-like arguments: the child continues
+/// on a copy of our memory (no CLONE_VM) and returns 0.
+fn clone3(args: &mut libc::clone_args) -> libc::c_long {
+    unsafe { libc::syscall(libc::SYS_clone3, args as *mut libc::clone_args, std::mem::size_of::<libc::clone_args>()) }
+}
+
+/// Written here: libc's `CLONE_INTO_CGROUP` is a `c_int` that overflows (deprecated since 0.2.188).
 const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 
+/// The capget/capset ABI (linux/capability.h, version 3), which libc does not define; the caps
+/// crate's calls allocate, so they cannot run between clone and exec.
 #[repr(C)]
 struct CapHeader {
     version: u32,
@@ -78,13 +70,10 @@ struct CapData {
     inheritable: u32,
 }
 
-/// clone3(2) the zone init straight into new user, mount, pid, net, ipc, uts and cgroup
-/// namespaces (and, on cgroup v2, straight into the zone cgroup). Between clone and exec the
-/// child only makes async-signal-safe system calls: it enters the cgroup (v1), puts /dev/null on
-/// its stdio (the command's own stdio travels with the plan) and the plan socket on fd 3, arms the parent-death signal, waits until the supervisor
-/// has written its id maps, (root callers) becomes the zone uid/gid, raises its namespace
-/// capabilities into the ambient set so they survive the exec of a non-root uid, and execs
-/// /proc/self/exe.
+/// Step 4 of docs/zones.md ("The native zone's setup sequence"): clone3(2) the zone init
+/// straight into its namespaces (and, on cgroup v2, its cgroup). The child makes only
+/// async-signal-safe calls until it execs /proc/self/exe; each of its steps that can fail exits
+/// with its own [`PreExecFailure`] code.
 pub(crate) fn clone_zone_init(drop_to: Option<(u32, u32)>, entry: &CgroupEntry) -> Result<Cloned, SandboxError> {
     let (cgroup_dir, task_files): (Option<&OwnedFd>, &[OwnedFd]) = match entry {
         CgroupEntry::V2Dir(d) => (Some(d), &[]),
@@ -119,19 +108,18 @@ pub(crate) fn clone_zone_init(drop_to: Option<(u32, u32)>, entry: &CgroupEntry) 
     let null = high(std::fs::File::open("/dev/null").map_err(|e| SandboxError::io("/dev/null", e))?.as_raw_fd())?;
     let null_raw = null.as_raw_fd();
     let exe = std::ffi::CString::new("/proc/self/exe").map_err(|_| SandboxError::Spawn("path".into()))?;
-    let arg0 = std::ffi::CString::new("loopexec-zone-init").map_err(|_| SandboxError::Spawn("arg".into()))?;
+    let arg0 = std::ffi::CString::new(INIT_ARG0).map_err(|_| SandboxError::Spawn("arg".into()))?;
     let marker = std::ffi::CString::new(format!("{ENV_MARKER}={PLAN_FD}")).map_err(|_| SandboxError::Spawn("env".into()))?;
     let argv = [arg0.as_ptr(), std::ptr::null()];
     let envp = [marker.as_ptr(), std::ptr::null()];
     let (sock_raw, hold_raw, hold_w_raw) = (theirs.as_raw_fd(), hold_r.as_raw_fd(), hold_w.as_raw_fd());
     let mut pidfd: RawFd = -1;
-    let mut args = CloneArgs {
+    let mut args = libc::clone_args {
         pidfd: &mut pidfd as *mut RawFd as u64,
         cgroup: cgroup_dir.map(|d| d.as_raw_fd() as u64).unwrap_or(0),
-        ..CloneArgs::fork_like(NAMESPACES.bits() as u64 | CLONE_PIDFD | if cgroup_dir.is_some() { CLONE_INTO_CGROUP } else { 0 })
+        ..fork_like(NAMESPACES.bits() as u64 | libc::CLONE_PIDFD as u64 | if cgroup_dir.is_some() { CLONE_INTO_CGROUP } else { 0 })
     };
-    // Like fork: the child continues here on a copy of our memory (no CLONE_VM).
-    let ret = unsafe { libc::syscall(libc::SYS_clone3, &mut args as *mut CloneArgs, std::mem::size_of::<CloneArgs>()) };
+    let ret = clone3(&mut args);
     if ret == 0 {
         // Async-signal-safe only from here to execve.
         let code = unsafe {
@@ -140,54 +128,54 @@ pub(crate) fn clone_zone_init(drop_to: Option<(u32, u32)>, entry: &CgroupEntry) 
             // itself skips the global threadgroup lock and its RCU grace period.
             for fd in tasks.iter().filter(|fd| **fd >= 0) {
                 if libc::write(*fd, b"0".as_ptr() as *const libc::c_void, 1) != 1 {
-                    libc::_exit(119);
+                    libc::_exit(PreExecFailure::EnterCgroup.code());
                 }
             }
             for target in 0..3 {
                 if libc::dup2(null_raw, target) < 0 {
-                    libc::_exit(120);
+                    libc::_exit(PreExecFailure::NullStdio.code());
                 }
             }
             if libc::dup2(sock_raw, PLAN_FD) < 0 {
-                libc::_exit(121);
+                libc::_exit(PreExecFailure::PlanSocket.code());
             }
             // Our copy of the write end must go, or a dead supervisor would leave us blocked.
             libc::close(hold_w_raw);
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-                libc::_exit(122);
+                libc::_exit(PreExecFailure::ParentDeathSignal.code());
             }
             let mut byte = 0u8;
             if libc::read(hold_raw, &mut byte as *mut u8 as *mut libc::c_void, 1) != 1 {
-                libc::_exit(123); // the supervisor died or gave up before mapping our ids
+                libc::_exit(PreExecFailure::NotReleased.code()); // the supervisor died or gave up before mapping our ids
             }
             if let Some((uid, gid)) = drop_to {
                 if libc::setgroups(0, std::ptr::null()) != 0
                     || libc::setresgid(gid, gid, gid) != 0
                     || libc::setresuid(uid, uid, uid) != 0
                 {
-                    libc::_exit(124);
+                    libc::_exit(PreExecFailure::ZoneIds.code());
                 }
             }
             let mut head = CapHeader { version: 0x2008_0522, pid: 0 };
             let mut data = [CapData { effective: 0, permitted: 0, inheritable: 0 }; 2];
             if libc::syscall(libc::SYS_capget, &mut head as *mut CapHeader, data.as_mut_ptr()) != 0 {
-                libc::_exit(125);
+                libc::_exit(PreExecFailure::KeepCapabilities.code());
             }
             for d in data.iter_mut() {
                 d.inheritable = d.permitted;
             }
             if libc::syscall(libc::SYS_capset, &mut head as *mut CapHeader, data.as_ptr()) != 0 {
-                libc::_exit(125);
+                libc::_exit(PreExecFailure::KeepCapabilities.code());
             }
             for cap in 0..64 {
                 libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_RAISE, cap, 0, 0);
             }
             // Again, after every credential change (a change of uid clears it).
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-                libc::_exit(122);
+                libc::_exit(PreExecFailure::ParentDeathSignal.code());
             }
             libc::execve(exe.as_ptr(), argv.as_ptr(), envp.as_ptr());
-            126
+            PreExecFailure::ExecInit.code()
         };
         unsafe { libc::_exit(code) }
     }
@@ -236,9 +224,9 @@ pub(crate) fn map_ids_and_release(cloned: &Cloned, uid: u32, gid: u32, root: boo
 /// child that only waits on a pipe between clone and exit.
 pub(crate) fn idmap_userns(inside_uid: u32, outside_uid: u32, inside_gid: u32, outside_gid: u32) -> std::io::Result<OwnedFd> {
     let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
-    let mut args = CloneArgs::fork_like(CloneFlags::CLONE_NEWUSER.bits() as u64);
+    let mut args = fork_like(CloneFlags::CLONE_NEWUSER.bits() as u64);
     let (r_raw, w_raw) = (r.as_raw_fd(), w.as_raw_fd());
-    let ret = unsafe { libc::syscall(libc::SYS_clone3, &mut args as *mut CloneArgs, std::mem::size_of::<CloneArgs>()) };
+    let ret = clone3(&mut args);
     if ret == 0 {
         // Async-signal-safe only: wait until the supervisor closes the pipe, then leave.
         unsafe {

@@ -8,7 +8,7 @@
 
 use super::run::{absolute_workdir, ZoneArgs};
 use crate::engine::config::{ConfigInput, LoopConfig};
-use crate::engine::detached::{WorkspaceMode, WORKSPACE_TARGET};
+use crate::engine::detached::WORKSPACE_TARGET;
 use crate::engine::loopfile;
 use crate::error::{CmdResult, Failure};
 use crate::output::Outcome;
@@ -51,31 +51,25 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
         return Err(Failure::usage("loop.toml says isolation = \"none\": there are no zones to plan"));
     }
     let cfg = LoopConfig::resolve(input, &workdir, loop_ref)?;
-    let policies = [
-        (Role::Agent, cfg.agent_policy.as_ref().map(|p| p.source.clone()), &cfg.exec),
-        (Role::Check, cfg.check_policy.as_ref().map(|p| p.source.clone()), &cfg.check),
-    ];
-    let detached = cfg.workspace == WorkspaceMode::Detached;
+    let zones_setup = crate::engine::zone_setup::zone_setup(&cfg, &workdir.join(STATE_DIR))?;
+    let detached = zones_setup.detached;
     let root = nix::unistd::geteuid().is_root();
     let mut zones = Vec::new();
     let mut refusals: Vec<Refusal> = Vec::new();
-    for (role, source, command_line) in policies {
-        let pin = match role {
-            Role::Agent => cfg.agent_policy.as_ref(),
-            Role::Check => cfg.check_policy.as_ref(),
-        };
-        let policy = pin.ok_or_else(|| Failure::internal("no policy pinned under native isolation"))?.load()?;
+    for (role, pinned) in zones_setup.policies() {
+        let (source, policy) = (&pinned.source, &pinned.policy);
+        let command_line = if role.writes_workspace() { &cfg.exec } else { &cfg.check };
         let zone = match cfg.backend.engine() {
-            None => native_zone(role, &policy, &cfg, detached),
+            None => native_zone(policy, &cfg, detached),
             Some(engine) => {
                 // Only what the policy itself makes impossible; the engine's own abilities are
                 // checked when a run starts.
                 let everything = EngineCapabilities::everything();
-                refusals.extend(unexpressible(engine, &everything, role, &policy, root));
-                if detached && !root && role == Role::Agent {
+                refusals.extend(unexpressible(engine, &everything, role, policy, root));
+                if detached && !root && role.writes_workspace() {
                     refusals.push(detached_refusal(engine));
                 }
-                container_zone(engine, role, &policy, &cfg, detached, root, command_line)?
+                container_zone(engine, role, policy, &cfg, detached, root, command_line)?
             }
         };
         zones.push(json!({"role": role.as_str(), "policy": source, "plan": zone}));
@@ -95,10 +89,10 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     Ok(Outcome::ok("isolate").field("isolate", body).human(human))
 }
 
-fn native_zone(role: Role, policy: &Policy, cfg: &LoopConfig, detached: bool) -> Value {
+fn native_zone(policy: &Policy, cfg: &LoopConfig, detached: bool) -> Value {
     let host = sandbox::preflight::probe();
     let fs = &policy.filesystem;
-    let proxied = role == Role::Agent && policy.network.mode == NetworkMode::Proxy;
+    let proxied = policy.network.mode == NetworkMode::Proxy;
     let writable: Vec<String> = if detached {
         vec![format!("{WORKSPACE_TARGET} (overlay over the baseline t0)")]
     } else {
@@ -159,7 +153,7 @@ fn container_zone(
         prepared.push(format!(
             "{}: the {} overlay, mounted by loopexec before the container starts",
             state_dir.join("container-mounts").display(),
-            if role == Role::Agent { "workspace" } else { "check's throwaway" }
+            if role.writes_workspace() { "workspace" } else { "check's throwaway" }
         ));
         PathBuf::from(WORKSPACE_TARGET)
     } else {
@@ -172,7 +166,7 @@ fn container_zone(
         workdir.clone()
     };
     let user = zone_user(policy, detached, root, &workdir).map_err(|r| Failure::isolation(r.cause).with_hint(r.fix))?;
-    let proxied = role == Role::Agent && policy.network.mode == NetworkMode::Proxy;
+    let proxied = policy.network.mode == NetworkMode::Proxy;
     let network = match (proxied, engine) {
         (false, _) => ContainerNetwork::None,
         (true, Engine::Podman) => {

@@ -3,6 +3,7 @@
 
 use super::receipt_source::{self, ReceiptArgs};
 use crate::error::CmdResult;
+use crate::inert::inert;
 use crate::output::Outcome;
 use crate::receipt::events::{self, iteration_of, type_of};
 use serde_json::{json, Map, Value};
@@ -128,7 +129,7 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
         start.get("mode").and_then(Value::as_str).unwrap_or("?"),
         start.get("isolation").and_then(Value::as_str).unwrap_or("?")
     ));
-    human.push_str(&format!("exec   {}\ncheck  {}\n", config["exec"].as_str().unwrap_or("?"), config["check"].as_str().unwrap_or("?")));
+    human.push_str(&format!("exec   {}\ncheck  {}\n", inert(config["exec"].as_str().unwrap_or("?")), inert(config["check"].as_str().unwrap_or("?"))));
     for d in &digests {
         let failing = d.failing_count().map(|c| format!("  failing {c}")).unwrap_or_default();
         let interrupted = d.interrupted.as_ref().map(|c| format!("  INTERRUPTED ({c})")).unwrap_or_default();
@@ -144,16 +145,17 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
             "halt   {} (exit {}): {}\n",
             h.get("halt_reason").and_then(Value::as_str).unwrap_or("?"),
             h.get("exit_code").and_then(Value::as_i64).unwrap_or(0),
-            h.get("detail").and_then(Value::as_str).unwrap_or("")
+            inert(h.get("detail").and_then(Value::as_str).unwrap_or(""))
         )),
         None => human.push_str("not halted (resumable)\n"),
     }
     let delivery = halt.as_ref().and_then(|h| h.get("delivery")).cloned().unwrap_or(Value::Null);
     if let Some(branch) = delivery.get("branch").and_then(Value::as_str) {
         human.push_str(&format!(
-            "delivered branch {branch} ({}), patch {}\n",
-            delivery.get("commit").and_then(Value::as_str).map(|c| &c[..c.len().min(12)]).unwrap_or("?"),
-            delivery.get("patch").and_then(Value::as_str).unwrap_or("?")
+            "delivered branch {} ({}), patch {}\n",
+            inert(branch),
+            inert(delivery.get("commit").and_then(Value::as_str).map(|c| c.get(..c.len().min(12)).unwrap_or(c)).unwrap_or("?")),
+            inert(delivery.get("patch").and_then(Value::as_str).unwrap_or("?"))
         ));
     }
     let egress = egress_summary(&loaded.path, events);
@@ -165,11 +167,11 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
         ));
         if let Some(hosts) = summary["hosts"].as_object() {
             for (host, h) in hosts {
-                human.push_str(&format!("  {host:<40} allowed {} denied {}\n", h["allowed"], h["denied"]));
+                human.push_str(&format!("  {:<40} allowed {} denied {}\n", inert(host), h["allowed"], h["denied"]));
             }
         }
     }
-    human.push_str(&format!("receipt {receipt}\n"));
+    human.push_str(&format!("receipt {}\n", inert(&receipt)));
 
     Ok(Outcome::ok("report")
         .field("run_id", run_id)

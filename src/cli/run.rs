@@ -245,7 +245,8 @@ pub fn absolute_workdir(raw: &Path) -> CmdResult<PathBuf> {
 pub(crate) fn progress_printer(json: bool) -> impl FnMut(&str) {
     move |line: &str| {
         if !json {
-            eprintln!("loopexec: {line}");
+            // A progress line may name agent-made paths: one inert line.
+            eprintln!("loopexec: {}", crate::inert::inert(line));
         }
     }
 }

@@ -105,7 +105,7 @@ pub fn run(args: SandboxArgs, json: bool) -> CmdResult<Outcome> {
         return Err(Failure::usage("egress flags need a policy whose network mode is \"proxy\" (e.g. --builtin agent)"));
     }
     let egress = if proxied {
-        let config = egress_config(&policy, &pins).map_err(|e| Failure::usage(format!("egress configuration: {e}")))?;
+        let config = egress_config(&policy, &pins.allow_hosts, &pins.resolve, pins.egress_proxy.as_deref()).map_err(|e| Failure::usage(format!("egress configuration: {e}")))?;
         for (k, v) in crate::egress::proxy_env(PROXY_PORT) {
             policy.env.set.insert(k, v);
         }

@@ -26,7 +26,7 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     let verification = verify_run(&run_dir, &operator);
     let mut human = String::new();
     for check in &verification.checks {
-        human.push_str(&format!("{:<4} {:<22} {}\n", if check.ok { "ok" } else { "FAIL" }, check.name, check.detail));
+        human.push_str(&format!("{:<4} {:<22} {}\n", if check.ok { "ok" } else { "FAIL" }, check.name, crate::inert::inert(&check.detail)));
     }
     let ok = verification.ok();
     human.push_str(if ok { "verified\n" } else { "NOT verified\n" });

@@ -45,7 +45,7 @@ impl Default for Limits {
             max_connections: 10_000,
             max_connections_per_step: None,
             max_open_connections: 32,
-            idle_timeout: Duration::from_secs(300),
+            idle_timeout: Duration::from_secs(600),
         }
     }
 }

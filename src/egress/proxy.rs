@@ -50,6 +50,19 @@ pub struct ProxyStats {
     pub audit_errors: u64,
 }
 
+impl ProxyStats {
+    /// Add another step's totals to these (a run's totals are the sum of its steps').
+    pub fn add(&mut self, step: &ProxyStats) {
+        self.allowed += step.allowed;
+        self.denied += step.denied;
+        self.connections += step.connections;
+        self.bytes_up += step.bytes_up;
+        self.bytes_down += step.bytes_down;
+        self.byte_cap_hits += step.byte_cap_hits;
+        self.audit_errors += step.audit_errors;
+    }
+}
+
 #[derive(Default)]
 struct Counters {
     allowed: AtomicU64,

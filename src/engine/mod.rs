@@ -14,6 +14,7 @@ pub mod decide;
 pub mod detached;
 pub mod loopfile;
 pub mod replay;
+pub mod zone_setup;
 
 use crate::capture::ArtifactSink;
 use crate::error::{CmdResult, Failure};
@@ -25,10 +26,12 @@ use crate::receipt::keys::{OperatorKey, RunKey};
 use crate::receipt::seal::{endorse_run_key, seal_run};
 use crate::receipt::events::{self, fields, iteration_of, stream_value, type_of};
 use crate::receipt::state::{RunPhase, RunState};
-use crate::receipt::store::{fs_failure, log_failure, RunDir, RunLock, StateDir, ARTIFACTS};
+use crate::receipt::store::{log_failure, RunDir, RunLock, StateDir, ARTIFACTS};
 use crate::run_id::RunId;
 use crate::safefs::SafeDir;
-use crate::zones::{open_zone, Role, Zone, ZoneCommand, ZoneError, ZoneRun};
+use crate::zones::setup::ZoneSetup;
+use crate::zones::{open_zone, Role, Zone, ZoneCommand, ZoneRun};
+use zone_setup::zone_setup;
 use config::{LoopConfig, MODE_CHECK_FIXPOINT};
 
 use detached::{RunWorkspace, WorkspaceMode};
@@ -90,14 +93,6 @@ struct ActiveRun<'a> {
     credential: Option<credentials::Secret>,
 }
 
-fn zone_failure(err: ZoneError) -> Failure {
-    match err {
-        ZoneError::Setup(msg) => Failure::isolation(msg),
-        ZoneError::Capture(crate::capture::CaptureError::Artifact(e)) => fs_failure(e),
-        other => Failure::internal(other.to_string()),
-    }
-}
-
 /// The operator's environment for the commands: everything but loopexec's own `LOOPEXEC_*`
 /// variables, and without entries that are not UTF-8 (`std::env::vars` would panic on them).
 pub(crate) fn operator_env() -> Vec<(String, String)> {
@@ -126,12 +121,12 @@ fn running_state(run_id: &RunId, isolation: &str, iteration: u64, max_iterations
     }
 }
 
-/// The agent and check policies a native run pinned.
-fn pinned_policies(cfg: &LoopConfig) -> CmdResult<(sandbox::Policy, sandbox::Policy)> {
-    let missing = || Failure::internal("a detached workspace needs native isolation and its pinned policies");
-    let agent = cfg.agent_policy.as_ref().ok_or_else(missing)?.load()?;
-    let check = cfg.check_policy.as_ref().ok_or_else(missing)?.load()?;
-    Ok((agent, check))
+/// The policy the run's zone setup holds for `role` (native isolation pins one per role).
+fn role_policy(zones: &ZoneSetup, role: Role) -> CmdResult<&sandbox::Policy> {
+    zones
+        .policy(role)
+        .map(|p| &p.policy)
+        .ok_or_else(|| Failure::internal("a detached workspace needs native isolation and its pinned policies"))
 }
 
 fn open_workdir(cfg: &LoopConfig) -> CmdResult<SafeDir> {
@@ -150,10 +145,11 @@ pub fn start(
     progress: Progress<'_>,
 ) -> CmdResult<RunOutcome> {
     let workdir = open_workdir(&cfg)?;
-    let mut zone = open_zone(&cfg, statedir.path()).map_err(zone_failure)?;
+    let zones = zone_setup(&cfg, statedir.path())?;
+    let mut zone = open_zone(&zones)?;
     let run = statedir.create_run(&run_id)?;
     let lock = run.lock()?;
-    zone.bind_run(run.path()).map_err(zone_failure)?;
+    zone.bind_run(run.path())?;
     let mut log = run.create_receipt()?;
     let artifacts = run.artifacts()?;
     log.append(
@@ -173,15 +169,14 @@ pub fn start(
     endorse_run_key(&mut log, run_id.as_str(), &run_key, operator).map_err(log_failure)?;
     let workspace = match cfg.workspace {
         WorkspaceMode::Detached => {
-            let (agent_policy, check_policy) = pinned_policies(&cfg)?;
             let (ws, fields) = RunWorkspace::create(
                 std::path::Path::new(&cfg.workdir),
                 statedir,
                 &run,
                 cfg.include_uncommitted,
                 &cfg.protected,
-                &agent_policy,
-                &check_policy,
+                role_policy(&zones, Role::Agent)?,
+                role_policy(&zones, Role::Check)?,
             )?;
             log.append(events::WORKSPACE, fields).map_err(log_failure)?;
             Some(ws)
@@ -321,12 +316,13 @@ pub fn resume(
         .with_hint("start a new run (loopexec run); `loopexec explain-halt` says why it stopped"));
     }
     let workdir = open_workdir(&pos.cfg)?;
-    let mut zone = open_zone(&pos.cfg, statedir.path()).map_err(zone_failure)?;
-    zone.bind_run(run.path()).map_err(zone_failure)?;
-    if let (Some(egress), Some(totals)) = (zone.egress_mut(), recorded_egress_totals(&events)) {
+    let mut zones = zone_setup(&pos.cfg, statedir.path())?;
+    if let Some(totals) = recorded_egress_totals(&events) {
         // The run's egress budgets continue from what its receipt recorded.
-        egress.resume_from(totals);
+        zones.egress_totals = totals;
     }
+    let mut zone = open_zone(&zones)?;
+    zone.bind_run(run.path())?;
     let artifacts = run.artifacts()?;
     if pos.unfinished {
         log.append(
@@ -355,8 +351,7 @@ pub fn resume(
                 .iter()
                 .find(|e| type_of(e) == events::WORKSPACE)
                 .ok_or_else(|| Failure::workspace(format!("{}: no workspace event", run.receipt_path().display())))?;
-            let (_, check_policy) = pinned_policies(&pos.cfg)?;
-            Some(RunWorkspace::reopen(event, statedir, &run, &pos.cfg.protected, &check_policy)?)
+            Some(RunWorkspace::reopen(event, statedir, &run, &pos.cfg.protected, role_policy(&zones, Role::Check)?)?)
         }
         WorkspaceMode::InPlace => None,
     };
@@ -520,8 +515,8 @@ impl ActiveRun<'_> {
         let sink = ArtifactSink::new(&self.artifacts, ARTIFACTS, &stem);
         match zone.run(&cmd, &sink) {
             Ok(run) => Ok(Ok(run)),
-            Err(ZoneError::Setup(detail)) => Ok(Err(format!("{} zone: {detail}", role.as_str()))),
-            Err(other) => Err(zone_failure(other)),
+            Err(e) if e.is_setup() => Ok(Err(format!("{} zone: {e}", role.as_str()))),
+            Err(other) => Err(other.into()),
         }
     }
 
@@ -633,10 +628,9 @@ impl ActiveRun<'_> {
                 "stdout": stream_value(&exec.output.stdout),
                 "stderr": stream_value(&exec.output.stderr),
             });
-            if let Some(totals) = zone.egress_totals() {
+            if let Some(egress) = &exec.usage.egress {
                 // Cumulative egress of the run and the digest of its audit log so far.
-                let audit_sha256 = zone.egress_audit_sha256();
-                exec_result["egress"] = json!({"totals": totals, "audit": crate::zones::pinned::EGRESS_AUDIT_FILE, "audit_sha256": audit_sha256});
+                exec_result["egress"] = json!({"totals": egress.run_totals, "audit": crate::zones::pinned::EGRESS_AUDIT_FILE, "audit_sha256": egress.audit_sha256});
             }
             self.append(events::EXEC_RESULT, exec_result)?;
             match decide::after_exec(&exec.ending) {

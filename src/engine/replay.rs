@@ -213,16 +213,17 @@ pub fn replay(statedir: &StateDir, run: &RunDir) -> CmdResult<Replay> {
     let rec = read_recorded(run)?;
     let cfg = &rec.cfg;
     let missing = || Failure::workspace("the run pinned no agent/check policy (a detached run is native)");
-    let agent_policy = cfg.agent_policy.as_ref().ok_or_else(missing)?.load()?;
-    let check_policy = cfg.check_policy.as_ref().ok_or_else(missing)?.load()?;
-    let owner = zone_owner(&agent_policy);
+    let zones = crate::engine::zone_setup::zone_setup(cfg, statedir.path())?;
+    let agent_policy = &zones.policy(Role::Agent).ok_or_else(missing)?.policy;
+    let check_policy = &zones.policy(Role::Check).ok_or_else(missing)?.policy;
+    let owner = zone_owner(agent_policy);
     let repo = Path::new(&rec.repo);
     let t0 = Baseline::of_tree(repo, statedir.root(), rec.t0_tree, rec.head_commit, owner).map_err(Failure::from)?;
     let end = Baseline::of_tree(repo, statedir.root(), rec.end_tree, rec.head_commit, owner).map_err(Failure::from)?;
     let protected = ProtectedPaths::new(true, &cfg.protected).map_err(Failure::from)?;
 
     let dir = run.dir().subdir_or_create(REPLAY_DIR).map_err(fs_failure)?;
-    let check_owner = zone_owner(&check_policy);
+    let check_owner = zone_owner(check_policy);
     if check_owner.is_some() {
         crate::workspace::fsat::allow_traverse(&dir.fd()).map_err(|e| Failure::io(dir.path(), &e.into()))?;
     }
@@ -230,7 +231,7 @@ pub fn replay(statedir: &StateDir, run: &RunDir) -> CmdResult<Replay> {
     let remove_scratch = || crate::workspace::fsat::remove_tree(dir.fd().as_raw_fd(), SCRATCH.as_bytes());
     let _ = remove_scratch();
     let scratch = dir.subdir_or_create(SCRATCH).map_err(fs_failure)?;
-    let result = run_check(statedir, run, &rec, &t0, &end, &protected, &dir, &scratch, check_owner);
+    let result = run_check(&zones, run, &rec, &t0, &end, &protected, &dir, &scratch, check_owner);
     drop(scratch);
     let _ = remove_scratch();
     result
@@ -238,7 +239,7 @@ pub fn replay(statedir: &StateDir, run: &RunDir) -> CmdResult<Replay> {
 
 #[allow(clippy::too_many_arguments)]
 fn run_check(
-    statedir: &StateDir,
+    zones: &crate::zones::setup::ZoneSetup,
     run: &RunDir,
     rec: &Recorded,
     t0: &Baseline,
@@ -251,8 +252,8 @@ fn run_check(
     let cfg = &rec.cfg;
     let layers = replay_layers(t0, end, protected, scratch, Path::new(WORKSPACE_TARGET), check_owner).map_err(Failure::from)?;
     // The run's own backend (the native sandbox or its container engine), from the pinned config.
-    let mut zone = crate::zones::open_zone(cfg, statedir.path()).map_err(|e| Failure::isolation(e.to_string()))?;
-    zone.bind_run(run.path()).map_err(|e| Failure::isolation(e.to_string()))?;
+    let mut zone = crate::zones::open_zone(zones)?;
+    zone.bind_run(run.path())?;
     let mut env: Vec<(String, String)> = crate::engine::operator_env();
     env.push(("LOOPEXEC_RUN_ID".into(), run.id().to_string()));
     env.push(("LOOPEXEC_ITERATION".into(), rec.iteration.to_string()));
@@ -268,9 +269,10 @@ fn run_check(
     };
     let stem = format!("{:04}-check", rec.iteration);
     let sink = ArtifactSink::new(dir, REPLAY_DIR, &stem);
-    let ran = zone.run(&cmd, &sink).map_err(|e| match e {
-        crate::zones::ZoneError::Setup(m) => Failure::isolation(format!("check zone: {m}")),
-        other => Failure::internal(other.to_string()),
+    let ran = zone.run(&cmd, &sink).map_err(|e| {
+        let mut failure = Failure::from(e);
+        failure.message = format!("check zone: {}", failure.message);
+        failure
     })?;
     let check_exit = ran.ending.exit_code();
     let mut observed = Fingerprint { exit_class: ExitKind::of(&ran.ending), failing_set: None, collected_set: None };

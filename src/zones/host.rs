@@ -5,15 +5,14 @@
 //! everything it starts. On exit, timeout or interrupt the process group is killed, then every
 //! re-parented descendant (a `setsid` double-fork included) until none remains.
 
-use super::{reap, Ending, Zone, ZoneCommand, ZoneError, ZoneRun};
+use super::supervise::{children_cpu, pipe, watch, Supervised, Watched};
+use super::{reap, Ending, Zone, ZoneCommand, ZoneError, ZoneRun, ZoneUsage};
 use crate::capture::ArtifactSink;
-use crate::interrupt;
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::Pid;
-use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// The `--isolation none` zone.
 #[derive(Debug)]
@@ -24,19 +23,9 @@ pub struct HostZone {
 impl HostZone {
     /// Prepare the host zone: loopexec becomes the subreaper of its descendants.
     pub fn new() -> Result<HostZone, ZoneError> {
-        reap::become_subreaper().map_err(|e| ZoneError::Setup(format!("PR_SET_CHILD_SUBREAPER: {e}")))?;
+        reap::become_subreaper().map_err(|e| ZoneError::io("PR_SET_CHILD_SUBREAPER", e))?;
         Ok(HostZone { supervisor_pid: std::process::id() as i32 })
     }
-}
-
-fn pipe() -> Result<(OwnedFd, OwnedFd), ZoneError> {
-    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| ZoneError::Pipe(e.into()))
-}
-
-fn pidfd_open(pid: i32) -> Option<OwnedFd> {
-    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
 fn ending_of(status: WaitStatus) -> Option<Ending> {
@@ -80,6 +69,32 @@ fn reap(pid: Pid) -> Ending {
     }
 }
 
+/// A command on the host: its process group, led by the child we spawned.
+struct HostCommand(Pid);
+
+impl Supervised for HostCommand {
+    type Exit = Ending;
+
+    fn try_exit(&mut self) -> Result<Option<Ending>, ZoneError> {
+        if !has_exited(self.0) {
+            return Ok(None);
+        }
+        reap::kill_group(self.0.as_raw());
+        Ok(Some(reap(self.0)))
+    }
+
+    fn stop(&mut self) -> Result<(), ZoneError> {
+        reap::kill_group(self.0.as_raw());
+        reap(self.0);
+        Ok(())
+    }
+
+    fn abandon(&mut self) {
+        let _ = self.stop();
+        let _ = reap::kill_remaining_descendants();
+    }
+}
+
 impl Zone for HostZone {
     fn name(&self) -> &str {
         "host"
@@ -91,7 +106,7 @@ impl Zone for HostZone {
 
     fn run(&mut self, cmd: &ZoneCommand, capture: &ArtifactSink<'_>) -> Result<ZoneRun, ZoneError> {
         if !cmd.overlays.is_empty() {
-            return Err(ZoneError::Setup("the host backend cannot mount a workspace overlay; use native isolation".into()));
+            return Err(ZoneError::Spec("the host backend cannot mount a workspace overlay; use native isolation".into()));
         }
         let (out_r, out_w) = pipe()?;
         let (err_r, err_w) = pipe()?;
@@ -124,6 +139,7 @@ impl Zone for HostZone {
             });
         }
         let started = Instant::now();
+        let cpu_before = children_cpu();
         let spawned = command.spawn();
         drop(command); // closes our copies of the write ends
         let child = match spawned {
@@ -138,51 +154,20 @@ impl Zone for HostZone {
                     ending: Ending::FailedToStart { reason: e.to_string() },
                     duration: started.elapsed(),
                     output,
+                    usage: ZoneUsage::default(),
                 });
             }
         };
         let mut running = capture.start(out_r, err_r)?;
         let pid = Pid::from_raw(child.id() as i32);
-        let pidfd = pidfd_open(pid.as_raw());
         let deadline = cmd.timeout.map(|t| started + t);
-        let mut wake = Vec::new();
-        if let Some(fd) = &pidfd {
-            wake.push(fd.as_fd());
-        }
-        if let Some(fd) = interrupt::wake_fd() {
-            wake.push(fd);
-        }
-        let ending = loop {
-            if has_exited(pid) {
-                reap::kill_group(pid.as_raw());
-                break reap(pid);
-            }
-            if let Some(sig) = interrupt::pending() {
-                reap::kill_group(pid.as_raw());
-                reap(pid);
-                break Ending::Interrupted { signal: sig };
-            }
-            let now = Instant::now();
-            if let Some(deadline) = deadline {
-                if now >= deadline {
-                    reap::kill_group(pid.as_raw());
-                    reap(pid);
-                    break Ending::TimedOut { after_ms: started.elapsed().as_millis() as u64 };
-                }
-            }
-            let slice = if pidfd.is_some() { Duration::from_secs(3600) } else { Duration::from_millis(2) };
-            let wait = deadline.map(|d| d.saturating_duration_since(now).min(slice)).unwrap_or(slice);
-            if let Err(e) = running.pump(&wake, wait) {
-                // Capture broke: still leave no process behind before reporting it.
-                reap::kill_group(pid.as_raw());
-                reap(pid);
-                let _ = reap::kill_remaining_descendants();
-                return Err(e.into());
-            }
+        let ending = match watch(&mut HostCommand(pid), pid.as_raw(), &mut running, started, deadline)? {
+            Watched::Exited(ending) | Watched::Stopped(ending) => ending,
         };
         let duration = started.elapsed();
         reap::kill_remaining_descendants().map_err(ZoneError::Reap)?;
+        let usage = ZoneUsage { cpu: Some(children_cpu().saturating_sub(cpu_before)), egress: None };
         let output = running.finish()?;
-        Ok(ZoneRun { ending, duration, output })
+        Ok(ZoneRun { ending, duration, output, usage })
     }
 }

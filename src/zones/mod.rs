@@ -8,8 +8,11 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Which side of the loop a command belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+/// Which side of the loop a command belongs to. Each role has its own zone policy (the
+/// [`setup::ZoneSetup`]'s role -> policy map); a backend looks a command's policy up by role and
+/// never matches on the role itself, so a new role is one variant here and one policy entry where
+/// the engine builds the setup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     /// The agent (`--exec`): untrusted, writes the workspace.
@@ -19,11 +22,30 @@ pub enum Role {
 }
 
 impl Role {
-    pub fn as_str(self) -> &'static str {
+    /// Every role, in the order its zone runs within an iteration.
+    pub const ALL: [Role; 2] = [Role::Agent, Role::Check];
+
+    pub const fn as_str(self) -> &'static str {
         match self {
             Role::Agent => "agent",
             Role::Check => "check",
         }
+    }
+
+    /// Whether this role's command writes the workspace (the others see a throwaway copy).
+    pub const fn writes_workspace(self) -> bool {
+        matches!(self, Role::Agent)
+    }
+
+    /// Whether this role's policy must keep the network closed (network mode `none`).
+    pub const fn must_be_offline(self) -> bool {
+        matches!(self, Role::Check)
+    }
+
+    /// The role whose zone runs after this one (cyclically: the agent's follows the last).
+    pub fn next(self) -> Role {
+        let i = Role::ALL.iter().position(|r| *r == self).unwrap_or(0);
+        Role::ALL[(i + 1) % Role::ALL.len()]
     }
 }
 
@@ -54,6 +76,8 @@ pub mod host;
 pub mod native;
 pub mod pinned;
 pub mod reap;
+pub mod setup;
+pub mod supervise;
 
 use crate::capture::{ArtifactSink, CaptureError, CapturedOutput};
 
@@ -111,37 +135,110 @@ impl Backend {
     }
 }
 
-/// How one command went, as observed by the zone.
+/// How one command went, as observed by the zone, with what it used.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ZoneRun {
     pub ending: Ending,
     pub duration: Duration,
     pub output: CapturedOutput,
+    pub usage: ZoneUsage,
+}
+
+/// What one command used, measured by its zone.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ZoneUsage {
+    /// CPU time (user + system) of the command's whole process tree, where the backend can see it
+    /// (its processes are loopexec's descendants: host and native zones; not a container engine's).
+    pub cpu: Option<Duration>,
+    /// The egress proxy's account, for a command whose zone the proxy served.
+    pub egress: Option<EgressUsage>,
+}
+
+/// The egress proxy's account after one command.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EgressUsage {
+    /// What the proxy served this command.
+    pub command: crate::egress::ProxyStats,
+    /// What it served over the run so far, this command included (the receipt's `egress.totals`).
+    pub run_totals: crate::egress::ProxyStats,
+    /// sha256 of the run's egress audit log after this command (`None` while it does not exist).
+    pub audit_sha256: Option<String>,
 }
 
 /// Why a zone could not run a command at all (distinct from a command that ran and failed).
 #[derive(Debug, thiserror::Error)]
 pub enum ZoneError {
-    #[error("zone setup failed: {0}")]
-    Setup(String),
-    #[error("creating pipes for the command's output: {0}")]
-    Pipe(std::io::Error),
+    /// Something a zone's policy needs that this host or backend cannot give (a missing isolation
+    /// layer, a limit a container engine cannot enforce, a missing image), with what would fix it.
+    #[error("{}{}{cause}; fix: {fix}", role.map(|r| format!("{} zone: ", r.as_str())).unwrap_or_default(), layer.map(|l| format!("isolation layer {} unavailable: ", l.as_str())).unwrap_or_default())]
+    Unsatisfiable { role: Option<Role>, layer: Option<sandbox::Layer>, cause: String, fix: String },
+    /// What the zones were asked for cannot be set up as asked (a check policy with network, a
+    /// workspace overlay on the host backend, a pinned policy missing, a zone spec the sandbox
+    /// refuses).
+    #[error("{0}")]
+    Spec(String),
+    /// An I/O error setting up or supervising a zone (pipes, the run directory, the egress audit
+    /// log and proxy, the container engine's client).
+    #[error("{context}: {source}")]
+    Io { context: String, source: std::io::Error },
     #[error(transparent)]
     Capture(#[from] CaptureError),
     #[error("could not remove every process of the command: {0}")]
     Reap(String),
 }
 
+impl ZoneError {
+    pub fn io(context: impl Into<String>, source: impl Into<std::io::Error>) -> Self {
+        ZoneError::Io { context: context.into(), source: source.into() }
+    }
+
+    /// Whether the zone could not be set up (once a run exists: halt `isolation_unsatisfiable`),
+    /// as opposed to a failure while supervising a command that was set up.
+    pub fn is_setup(&self) -> bool {
+        matches!(self, ZoneError::Unsatisfiable { .. } | ZoneError::Spec(_) | ZoneError::Io { .. })
+    }
+}
+
+/// The sandbox's errors as a zone's: the one place a sandbox error becomes a zone error (a
+/// missing layer stays typed; the rest is a spec the sandbox refused, or I/O).
+impl From<sandbox::SandboxError> for ZoneError {
+    fn from(err: sandbox::SandboxError) -> ZoneError {
+        use sandbox::SandboxError;
+        match err {
+            SandboxError::Unsatisfiable { layer, cause, fix } => ZoneError::Unsatisfiable { role: None, layer: Some(layer), cause, fix },
+            SandboxError::Io { context, source } => ZoneError::Io { context, source },
+            other => ZoneError::Spec(other.to_string()),
+        }
+    }
+}
+
+/// The one mapping of a zone error to a command failure: a zone that cannot be set up is
+/// `isolation_unsatisfiable` (a refusal before the run exists), with the fix as the hint.
+impl From<ZoneError> for crate::error::Failure {
+    fn from(err: ZoneError) -> crate::error::Failure {
+        use crate::error::Failure;
+        match err {
+            ZoneError::Unsatisfiable { ref fix, .. } => {
+                let fix = fix.clone();
+                Failure::isolation(err.to_string()).with_hint(fix)
+            }
+            ZoneError::Spec(_) | ZoneError::Io { .. } => Failure::isolation(err.to_string()),
+            ZoneError::Capture(CaptureError::Artifact(e)) => crate::receipt::store::fs_failure(e),
+            other => Failure::internal(other.to_string()),
+        }
+    }
+}
+
 /// A place where commands run. The engine only talks to this trait.
 ///
 /// Contract for implementors: `run` executes `/bin/sh -c <command_line>` with exactly `cmd.env`
-/// in `cmd.cwd` and stdin from `/dev/null`; hands the read ends of its stdout/stderr pipes to
-/// `capture.start` and, while waiting, calls `pump` on the returned capture with its own wake-up
-/// descriptors (e.g. a pidfd and [`crate::interrupt::wake_fd`]) so the pipes never fill; enforces
-/// `cmd.timeout` on the whole process tree; reacts to [`crate::interrupt::pending`] by killing the
-/// tree and returning [`Ending::Interrupted`]; and returns only when no process it started is
-/// left, after calling `finish` on the capture. `Err` means the zone itself failed; a command
-/// that could not start is `Ok` with [`Ending::FailedToStart`].
+/// in `cmd.cwd` and stdin from `/dev/null`, in the zone of `cmd.role`'s policy; hands the read
+/// ends of its stdout/stderr pipes to `capture.start` and waits through [`supervise::watch`], so
+/// the pipes never fill, `cmd.timeout` is enforced on the whole process tree and
+/// [`crate::interrupt::pending`] kills the tree and returns [`Ending::Interrupted`]; and returns
+/// only when no process it started is left, after calling `finish` on the capture, with the
+/// command's [`ZoneUsage`]. `Err` means the zone itself failed; a command that could not start is
+/// `Ok` with [`Ending::FailedToStart`].
 pub trait Zone {
     /// Backend name, e.g. `host`.
     fn name(&self) -> &str;
@@ -149,40 +246,68 @@ pub trait Zone {
     fn isolation(&self) -> &str;
     /// Run one command to completion (or timeout / interrupt).
     fn run(&mut self, cmd: &ZoneCommand, capture: &ArtifactSink<'_>) -> Result<ZoneRun, ZoneError>;
-    /// The egress proxy setup of a backend that serves one (a proxied agent policy); the egress
-    /// methods below follow from it.
-    fn egress(&self) -> Option<&pinned::EgressSetup> {
-        None
-    }
-    fn egress_mut(&mut self) -> Option<&mut pinned::EgressSetup> {
-        None
-    }
     /// Give the zone its run directory (for per-run logs such as the egress audit log), once the
     /// run exists.
-    fn bind_run(&mut self, run_dir: &std::path::Path) -> Result<(), ZoneError> {
-        match self.egress_mut() {
-            Some(egress) => egress.bind(run_dir),
-            None => Ok(()),
-        }
-    }
-    /// Egress totals of the run so far, for backends with an egress proxy.
-    fn egress_totals(&self) -> Option<crate::egress::ProxyStats> {
-        self.egress().map(|e| e.totals.clone())
-    }
-    /// sha256 of the run's egress audit log as it is now (a running digest, O(1)), for backends
-    /// with an egress proxy; None while the log does not exist.
-    fn egress_audit_sha256(&self) -> Option<String> {
-        self.egress().and_then(|e| e.audit_digest.sha256_hex())
+    fn bind_run(&mut self, _run_dir: &std::path::Path) -> Result<(), ZoneError> {
+        Ok(())
     }
 }
 
-/// Open the zone backend for an isolation choice.
-pub fn open_zone(cfg: &crate::engine::config::LoopConfig, state_dir: &std::path::Path) -> Result<Box<dyn Zone>, ZoneError> {
-    match cfg.isolation {
+/// Open the zone backend of a setup.
+pub fn open_zone(setup: &setup::ZoneSetup) -> Result<Box<dyn Zone>, ZoneError> {
+    match setup.isolation {
         Isolation::None => Ok(Box::new(host::HostZone::new()?)),
-        Isolation::Native => match cfg.backend.engine() {
-            None => Ok(Box::new(native::NativeZone::from_config(cfg, state_dir)?)),
-            Some(engine) => Ok(Box::new(container::ContainerZone::from_config(cfg, state_dir, engine)?)),
+        Isolation::Native => match setup.backend.engine() {
+            None => Ok(Box::new(native::NativeZone::new(setup)?)),
+            Some(engine) => Ok(Box::new(container::ContainerZone::new(setup, engine)?)),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::{Failure, FailureCode};
+
+    #[test]
+    fn an_unsatisfiable_layer_is_refused_with_its_cause_and_fix() {
+        let err = ZoneError::Unsatisfiable {
+            role: Some(Role::Agent),
+            layer: Some(sandbox::Layer::Landlock),
+            cause: "the kernel has no Landlock".into(),
+            fix: "boot with lsm=landlock".into(),
+        };
+        assert!(err.is_setup());
+        let failure = Failure::from(err);
+        assert_eq!(failure.code, FailureCode::IsolationUnsatisfiable);
+        assert_eq!(failure.class().code(), 30);
+        assert_eq!(
+            failure.message,
+            "agent zone: isolation layer landlock unavailable: the kernel has no Landlock; fix: boot with lsm=landlock"
+        );
+        assert_eq!(failure.hint.as_deref(), Some("boot with lsm=landlock"));
+    }
+
+    #[test]
+    fn a_sandbox_layer_error_stays_typed_in_the_zone_error() {
+        let err = ZoneError::from(sandbox::SandboxError::Unsatisfiable {
+            layer: sandbox::Layer::Cgroup,
+            cause: "no delegated cgroup".into(),
+            fix: "see loopexec doctor".into(),
+        });
+        assert!(matches!(err, ZoneError::Unsatisfiable { role: None, layer: Some(sandbox::Layer::Cgroup), .. }), "{err:?}");
+        assert_eq!(err.to_string(), "isolation layer cgroup unavailable: no delegated cgroup; fix: see loopexec doctor");
+    }
+
+    #[test]
+    fn a_failure_supervising_a_command_is_not_a_setup_failure() {
+        assert!(!ZoneError::Reap("gone".into()).is_setup());
+        assert_eq!(Failure::from(ZoneError::Reap("gone".into())).code, FailureCode::InternalError);
+    }
+
+    #[test]
+    fn the_next_role_cycles_through_every_role() {
+        assert_eq!(Role::Agent.next(), Role::Check);
+        assert_eq!(Role::Check.next(), Role::Agent);
     }
 }

@@ -1,15 +1,13 @@
-//! What every sandboxing backend (native, container) takes from a run's pinned configuration:
-//! the two zone policies, read again and checked against their digests, and, when the agent
-//! policy routes egress through loopexec's proxy, the proxy's setup: the allowlist (the policy's
-//! `[network]` table plus the command line's additions), the run's audit log with its running
-//! digest, and the cumulative totals the receipt records.
+//! What every sandboxing backend (native, container) shares about egress and limits: when a
+//! policy routes egress through loopexec's proxy, the proxy's setup (the allowlist, the run's
+//! audit log with its running digest, the cumulative totals the receipt records), and how long a
+//! command may run under its policy.
 
-use super::{Role, ZoneError};
+use super::{EgressUsage, Role, ZoneError};
 use crate::egress::config::{Limits, WildcardShape};
 use crate::egress::{AuditDigest, AuditLog, EgressConfig, Proxy, ProxyHandle, ProxyStats};
-use crate::engine::config::{EgressPins, LoopConfig};
 use crate::safefs::SafeDir;
-use sandbox::policy::{NetworkMode, Policy};
+use sandbox::policy::Policy;
 use std::path::Path;
 
 /// The port of the proxy listener inside the agent zone's own network namespace.
@@ -30,49 +28,64 @@ pub struct EgressSetup {
 }
 
 impl EgressSetup {
+    /// The proxy of a run, before its run directory is bound, continuing from the run's totals so
+    /// far (zero for a new run; what the receipt recorded last for a resumed one, so the run's
+    /// byte and connection budgets carry over).
+    pub fn new(config: EgressConfig, totals: ProxyStats) -> EgressSetup {
+        EgressSetup { config, totals, audit_dir: None, audit_digest: AuditDigest::default() }
+    }
+
     /// Bind the run directory, where the audit log is appended. A resumed run continues the same
     /// log: its bytes so far are hashed once, here.
     pub fn bind(&mut self, run_dir: &Path) -> Result<(), ZoneError> {
-        let dir = SafeDir::open(run_dir).map_err(|e| ZoneError::Setup(format!("run directory: {e}")))?;
-        self.audit_digest = AuditDigest::of_file(&dir, EGRESS_AUDIT_FILE).map_err(|e| ZoneError::Setup(e.to_string()))?;
+        let dir = SafeDir::open(run_dir).map_err(|e| ZoneError::io("run directory", std::io::Error::other(e)))?;
+        self.audit_digest = AuditDigest::of_file(&dir, EGRESS_AUDIT_FILE)
+            .map_err(|e| ZoneError::io("egress audit log", std::io::Error::other(e)))?;
         self.audit_dir = Some(dir);
         Ok(())
     }
 
-    /// Continue a resumed run from the totals its receipt recorded last.
-    pub fn resume_from(&mut self, recorded: ProxyStats) {
-        self.totals = recorded;
+    /// Add one command's proxy statistics to the run's totals; the command's egress usage.
+    pub fn record(&mut self, step: ProxyStats) -> EgressUsage {
+        self.totals.add(&step);
+        EgressUsage { command: step, run_totals: self.totals.clone(), audit_sha256: self.audit_digest.sha256_hex() }
     }
 
-    /// Add one command's proxy statistics to the run's totals.
-    pub fn record(&mut self, step: &ProxyStats) {
-        let t = &mut self.totals;
-        t.allowed += step.allowed;
-        t.denied += step.denied;
-        t.connections += step.connections;
-        t.bytes_up += step.bytes_up;
-        t.bytes_down += step.bytes_down;
-        t.byte_cap_hits += step.byte_cap_hits;
-        t.audit_errors += step.audit_errors;
+    /// The egress account of one command of a proxied zone: what its proxy served (nothing when
+    /// the command never started, so no proxy ran).
+    pub fn account(&mut self, proxy: Option<ProxyHandle>) -> EgressUsage {
+        self.record(proxy.map(ProxyHandle::stop).unwrap_or_default())
     }
 
     /// Serve one command's proxy listener against the allowlist, auditing every decision; the
     /// proxy starts from the run's totals so far (the run's byte and connection budgets).
     pub fn serve(&self, listener: std::net::TcpListener, role: Role) -> Result<ProxyHandle, ZoneError> {
-        let dir = self.audit_dir.as_ref().ok_or_else(|| ZoneError::Setup("egress audit log: no run directory bound".into()))?;
+        let dir = self.audit_dir.as_ref().ok_or_else(|| ZoneError::Spec("egress audit log: no run directory bound".into()))?;
         let audit = AuditLog::open_tracked(dir, EGRESS_AUDIT_FILE, &self.audit_digest)
-            .map_err(|e| ZoneError::Setup(format!("egress audit log: {e}")))?;
-        Proxy::start(self.config.clone(), listener, audit, role.as_str(), &self.totals).map_err(|e| ZoneError::Setup(format!("egress proxy: {e}")))
+            .map_err(|e| ZoneError::io("egress audit log", std::io::Error::other(e)))?;
+        Proxy::start(self.config.clone(), listener, audit, role.as_str(), &self.totals).map_err(|e| ZoneError::io("egress proxy", e))
     }
+}
+
+/// The egress account of one command whose zone has `policy`: `Some` when the policy routes
+/// through the run's proxy (what `proxy` served; nothing when the command never started).
+pub fn egress_usage(egress: &mut Option<EgressSetup>, policy: Option<&Policy>, proxy: Option<ProxyHandle>) -> Option<EgressUsage> {
+    let proxied = policy.is_some_and(|p| p.network.mode == sandbox::policy::NetworkMode::Proxy);
+    egress.as_mut().filter(|_| proxied).map(|egress| egress.account(proxy))
 }
 
 /// The egress configuration of a proxied zone: the policy's `[network]` table plus the command
 /// line's additions (`--allow-host`, `--resolve`, `--egress-proxy`, which wins over the policy's
 /// `upstream_proxy`).
-pub fn egress_config(policy: &Policy, extra: &EgressPins) -> Result<EgressConfig, crate::egress::EgressError> {
+pub fn egress_config(
+    policy: &Policy,
+    allow_hosts: &[String],
+    resolve: &[String],
+    egress_proxy: Option<&str>,
+) -> Result<EgressConfig, crate::egress::EgressError> {
     let net = &policy.network;
-    let allow: Vec<String> = net.allow.iter().chain(extra.allow_hosts.iter()).cloned().collect();
-    let upstream = extra.egress_proxy.as_deref().or(Some(net.upstream_proxy.as_str()));
+    let allow: Vec<String> = net.allow.iter().chain(allow_hosts.iter()).cloned().collect();
+    let upstream = egress_proxy.or(Some(net.upstream_proxy.as_str()));
     let limits = Limits {
         max_bytes: net.max_bytes,
         max_bytes_per_step: net.max_bytes_per_step,
@@ -82,28 +95,11 @@ pub fn egress_config(policy: &Policy, extra: &EgressPins) -> Result<EgressConfig
         idle_timeout: std::time::Duration::from_secs(net.idle_timeout_seconds),
     };
     let shape = WildcardShape { max_labels: net.wildcard_max_labels as usize, max_label_length: net.wildcard_max_label_length as usize };
-    EgressConfig::from_parts(&allow, &net.allow_addresses, &extra.resolve, upstream, limits)?
+    EgressConfig::from_parts(&allow, &net.allow_addresses, resolve, upstream, limits)?
         .with_sni_ports(&net.sni_check_ports)
         .with_sni_exempt(&net.sni_check_exempt)?
         .with_wildcard_shape(shape)
 }
-
-/// A run's pinned policies (read again and checked against their digests) and, when the agent
-/// policy routes through the proxy, the egress configuration: the policy's allowlist plus the
-/// command line's additions. Shared by every sandboxing backend.
-pub fn pinned_policies(cfg: &LoopConfig) -> Result<(Policy, Policy, Option<EgressSetup>), ZoneError> {
-    let setup = |f: crate::error::Failure| ZoneError::Setup(f.message);
-    let agent_policy = cfg.agent_policy.as_ref().ok_or_else(|| ZoneError::Setup("no agent policy pinned".into()))?.load().map_err(setup)?;
-    let check_policy = cfg.check_policy.as_ref().ok_or_else(|| ZoneError::Setup("no check policy pinned".into()))?.load().map_err(setup)?;
-    let egress = if agent_policy.network.mode == NetworkMode::Proxy {
-        let config = egress_config(&agent_policy, &cfg.egress).map_err(|e| ZoneError::Setup(format!("egress configuration: {e}")))?;
-        Some(EgressSetup { config, totals: ProxyStats::default(), audit_dir: None, audit_digest: AuditDigest::default() })
-    } else {
-        None
-    };
-    Ok((agent_policy, check_policy, egress))
-}
-
 
 /// How long one command may run: its own timeout (`--exec-timeout` / `--check-timeout`), never
 /// longer than its zone policy's `resources.wall_clock_seconds`.

@@ -16,19 +16,19 @@ pub mod engine;
 pub mod host_side;
 pub mod plan;
 
-use super::pinned::{command_limit, pinned_policies, EgressSetup, PROXY_PORT};
-use super::{Ending, Role, Zone, ZoneCommand, ZoneError, ZoneRun};
+use super::pinned::{command_limit, EgressSetup, PROXY_PORT};
+use super::setup::ZoneSetup;
+use super::supervise::{pipe, watch, Supervised, Watched};
+use super::{EgressUsage, Ending, Role, Zone, ZoneCommand, ZoneError, ZoneRun, ZoneUsage};
 use crate::capture::ArtifactSink;
-use crate::egress::proxy_env;
-use crate::engine::config::LoopConfig;
-use crate::interrupt;
+use crate::egress::{proxy_env, ProxyHandle};
 use crate::safefs::SafeDir;
 pub use engine::EngineCapabilities;
 use engine::Engine;
 use plan::{ContainerMount, ContainerNetwork, ContainerPlan, ZoneParts};
 use sandbox::policy::NetworkMode;
 use sandbox::Policy;
-use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -45,8 +45,7 @@ pub struct ContainerZone {
     engine: Engine,
     image: String,
     cgroup_parent: Option<String>,
-    agent_policy: Policy,
-    check_policy: Policy,
+    policies: BTreeMap<Role, Policy>,
     workdir: PathBuf,
     state_dir: PathBuf,
     egress: Option<EgressSetup>,
@@ -56,7 +55,12 @@ pub struct ContainerZone {
 }
 
 fn setup(message: impl Into<String>) -> ZoneError {
-    ZoneError::Setup(message.into())
+    ZoneError::Spec(message.into())
+}
+
+/// What the engine cannot give here, typed: the cause and the fix.
+fn unsatisfiable(r: Refusal) -> ZoneError {
+    ZoneError::Unsatisfiable { role: None, layer: None, cause: r.cause, fix: r.fix }
 }
 
 /// Something a policy needs that the engine cannot give here, and what would fix it.
@@ -121,41 +125,38 @@ pub fn unexpressible(engine: Engine, caps: &EngineCapabilities, role: Role, poli
 }
 
 impl ContainerZone {
-    /// Prepare both zones from a run's pinned configuration, failing closed when the engine is
-    /// missing, the image is not present, or a policy asks for what the engine cannot enforce.
-    pub fn from_config(cfg: &LoopConfig, state_dir: &Path, engine: Engine) -> Result<ContainerZone, ZoneError> {
-        let image = cfg.image.clone().ok_or_else(|| setup(format!("the {} backend needs an image (--image)", engine.program())))?;
+    /// Prepare every role's zone from the run's setup, failing closed when the engine is missing,
+    /// the image is not present, or a policy asks for what the engine cannot enforce.
+    pub fn new(zones: &ZoneSetup, engine: Engine) -> Result<ContainerZone, ZoneError> {
+        let image = zones.image.clone().ok_or_else(|| setup(format!("the {} backend needs an image (--image)", engine.program())))?;
         plan::check_image(&image).map_err(|e| setup(e.to_string()))?;
-        let (agent_policy, check_policy, egress) = pinned_policies(cfg)?;
-        if check_policy.network.mode != NetworkMode::None {
-            return Err(setup("the check's policy must have network mode \"none\""));
-        }
+        let policies = zones.sandboxed_policies()?;
         let root = nix::unistd::geteuid().is_root();
-        let capabilities = engine.capabilities().map_err(|e| setup(format!("{e}; fix: install and start {}, or use --backend native", engine.program())))?;
-        let mut refusals = unexpressible(engine, &capabilities, Role::Agent, &agent_policy, root);
-        refusals.extend(unexpressible(engine, &capabilities, Role::Check, &check_policy, root));
-        if cfg.workspace == crate::engine::detached::WorkspaceMode::Detached && !root {
+        let capabilities = engine.capabilities().map_err(|e| {
+            unsatisfiable(Refusal { cause: e.to_string(), fix: format!("install and start {}, or use --backend native", engine.program()) })
+        })?;
+        let mut refusals: Vec<Refusal> =
+            policies.iter().flat_map(|(role, policy)| unexpressible(engine, &capabilities, *role, policy, root)).collect();
+        if zones.detached && !root {
             refusals.push(detached_refusal(engine));
         }
-        if let Some(first) = refusals.first() {
-            return Err(setup(format!("{}; fix: {}", first.cause, first.fix)));
+        if let Some(first) = refusals.into_iter().next() {
+            return Err(unsatisfiable(first));
         }
         if !engine.has_image(&image).map_err(|e| setup(e.to_string()))? {
-            return Err(setup(format!(
-                "image {image:?} is not present in {}'s local store, and loopexec never pulls; fix: `{} pull {image}` (or build it) before the run",
-                engine.program(),
-                engine.program()
-            )));
+            return Err(unsatisfiable(Refusal {
+                cause: format!("image {image:?} is not present in {}'s local store, and loopexec never pulls", engine.program()),
+                fix: format!("`{} pull {image}` (or build it) before the run", engine.program()),
+            }));
         }
         let zone = ContainerZone {
             engine,
             image,
-            cgroup_parent: cfg.cgroup_parent.clone(),
-            agent_policy,
-            check_policy,
-            workdir: PathBuf::from(&cfg.workdir),
-            state_dir: state_dir.to_path_buf(),
-            egress,
+            cgroup_parent: zones.cgroup_parent.clone(),
+            policies,
+            workdir: zones.workdir.clone(),
+            state_dir: zones.state_dir.clone(),
+            egress: zones.egress.clone().map(|config| EgressSetup::new(config, zones.egress_totals.clone())),
             capabilities,
             supervisor: host_side::supervisor_identity(),
             root,
@@ -186,17 +187,18 @@ impl ContainerZone {
         Ok(())
     }
 
-    fn policy(&self, role: Role) -> &Policy {
-        match role {
-            Role::Agent => &self.agent_policy,
-            Role::Check => &self.check_policy,
-        }
+    fn policy(&self, role: Role) -> Result<&Policy, ZoneError> {
+        self.policies.get(&role).ok_or_else(|| setup(format!("no {} policy pinned", role.as_str())))
+    }
+
+    /// The egress account of a command of `role`, when its zone goes through the proxy.
+    fn egress_usage(&mut self, role: Role, proxy: Option<ProxyHandle>) -> Option<EgressUsage> {
+        crate::zones::pinned::egress_usage(&mut self.egress, self.policies.get(&role), proxy)
     }
 
     /// The uid/gid the command runs as, and whether rootless podman must keep it.
-    /// The uid/gid the command runs as, and whether rootless podman must keep it.
     fn user(&self, policy: &Policy, detached: bool) -> Result<((u32, u32), bool), ZoneError> {
-        let ids = zone_user(policy, detached, self.root, &self.workdir).map_err(|r| setup(format!("{}; fix: {}", r.cause, r.fix)))?;
+        let ids = zone_user(policy, detached, self.root, &self.workdir).map_err(unsatisfiable)?;
         Ok((ids, !self.root && self.capabilities.rootless && self.engine == Engine::Podman))
     }
 }
@@ -275,8 +277,7 @@ impl ContainerZone {
             placeholders = Some(holds.placeholders);
         } else {
             if !self.root {
-                let r = detached_refusal(self.engine);
-                return Err(setup(format!("{}; fix: {}", r.cause, r.fix)));
+                return Err(unsatisfiable(detached_refusal(self.engine)));
             }
             let base = SafeDir::open(&self.state_dir).map_err(|e| setup(format!("state dir: {e}")))?;
             let dir = base.subdir_or_create(MOUNT_DIR).map_err(|e| setup(format!("state dir: {e}")))?;
@@ -344,16 +345,6 @@ fn protected_mounts(pairs: &[(PathBuf, PathBuf)]) -> Vec<ContainerMount> {
     out
 }
 
-fn pipe() -> Result<(OwnedFd, OwnedFd), ZoneError> {
-    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| ZoneError::Pipe(e.into()))
-}
-
-fn pidfd_open(pid: i32) -> Option<OwnedFd> {
-    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
-}
-
 fn container_name() -> String {
     let mut bytes = [0u8; 8];
     rand_core::RngCore::fill_bytes(&mut rand_core::OsRng, &mut bytes);
@@ -386,18 +377,17 @@ impl Zone for ContainerZone {
         "container"
     }
 
-    fn egress(&self) -> Option<&EgressSetup> {
-        self.egress.as_ref()
-    }
-
-    fn egress_mut(&mut self) -> Option<&mut EgressSetup> {
-        self.egress.as_mut()
+    fn bind_run(&mut self, run_dir: &Path) -> Result<(), ZoneError> {
+        match self.egress.as_mut() {
+            Some(egress) => egress.bind(run_dir),
+            None => Ok(()),
+        }
     }
 
     fn run(&mut self, cmd: &ZoneCommand, capture: &ArtifactSink<'_>) -> Result<ZoneRun, ZoneError> {
-        let policy = self.policy(cmd.role).clone();
+        let policy = self.policy(cmd.role)?.clone();
         let name = container_name();
-        let proxied = cmd.role == Role::Agent && policy.network.mode == NetworkMode::Proxy;
+        let proxied = policy.network.mode == NetworkMode::Proxy;
         let prepared = self.prepare_mounts(cmd, &policy, &name)?;
         let (user, keep_id) = self.user(&policy, !cmd.overlays.is_empty())?;
         // A proxied zone's network: a namespace podman joins by path, or a holder container's
@@ -468,64 +458,35 @@ impl Zone for ContainerZone {
         let spawned = client.spawn();
         drop(client); // closes our copies of the write ends
         let mut running = capture.start(out_r, err_r)?;
-        let mut child = match spawned {
+        let child = match spawned {
             Ok(child) => child,
             Err(e) => {
                 let output = running.finish()?;
+                let usage = ZoneUsage { cpu: None, egress: self.egress_usage(cmd.role, proxy) };
                 return Ok(ZoneRun {
                     ending: Ending::FailedToStart { reason: format!("{}: {e}", self.engine.program()) },
                     duration: started.elapsed(),
                     output,
+                    usage,
                 });
             }
         };
-        let pidfd = pidfd_open(child.id() as i32);
-        let mut wake: Vec<BorrowedFd<'_>> = Vec::new();
-        if let Some(fd) = &pidfd {
-            wake.push(fd.as_fd());
-        }
-        if let Some(fd) = interrupt::wake_fd() {
-            wake.push(fd);
-        }
+        let pid = child.id() as i32;
+        let mut client = EngineClient { engine: self.engine, name: name.clone(), child };
         let deadline = Some(started + command_limit(cmd.timeout, &policy));
-        let stopped_by_us = loop {
-            match child.try_wait() {
-                Ok(Some(_)) => break None,
-                Ok(None) => {}
-                Err(e) => {
-                    let _ = self.engine.remove(&name);
-                    return Err(ZoneError::Reap(format!("waiting for {}: {e}", self.engine.program())));
-                }
-            }
-            if let Some(sig) = interrupt::pending() {
-                break Some(Ending::Interrupted { signal: sig });
-            }
-            let now = Instant::now();
-            if deadline.is_some_and(|d| now >= d) {
-                break Some(Ending::TimedOut { after_ms: started.elapsed().as_millis() as u64 });
-            }
-            let slice = if pidfd.is_some() { Duration::from_secs(3600) } else { Duration::from_millis(2) };
-            let wait = deadline.map(|d| d.saturating_duration_since(now).min(slice)).unwrap_or(slice);
-            if let Err(e) = running.pump(&wake, wait) {
-                let _ = self.engine.kill(&name);
-                wait_client(&mut child, CLIENT_GRACE);
-                let _ = self.engine.remove(&name);
-                return Err(e.into());
-            }
+        let stopped_by_us = match watch(&mut client, pid, &mut running, started, deadline)? {
+            Watched::Exited(()) => None,
+            Watched::Stopped(ending) => Some(ending),
         };
-        if stopped_by_us.is_some() {
-            self.engine.kill(&name).map_err(|e| ZoneError::Reap(e.to_string()))?;
-        }
-        let client_status = wait_client(&mut child, CLIENT_GRACE);
+        let client_status = wait_client(&mut client.child, CLIENT_GRACE);
         let duration = started.elapsed();
         let state = self.engine.inspect_state(&name).map_err(|e| ZoneError::Reap(e.to_string()))?;
         self.engine.remove(&name).map_err(|e| ZoneError::Reap(e.to_string()))?;
         drop(prepared);
         drop(netns);
         drop(holder);
-        if let (Some(proxy), Some(egress)) = (proxy, self.egress.as_mut()) {
-            egress.record(&proxy.stop());
-        }
+        // The container's processes are the engine's, not our descendants: no CPU time here.
+        let usage = ZoneUsage { cpu: None, egress: self.egress_usage(cmd.role, proxy) };
         let output = running.finish()?;
         let ending = match (stopped_by_us, state) {
             (Some(ending), _) => ending,
@@ -540,7 +501,39 @@ impl Zone for ContainerZone {
                 ),
             },
         };
-        Ok(ZoneRun { ending, duration, output })
+        Ok(ZoneRun { ending, duration, output, usage })
+    }
+}
+
+/// A command in a container: the engine's client in the foreground, the container by its name.
+struct EngineClient {
+    engine: Engine,
+    name: String,
+    child: std::process::Child,
+}
+
+impl Supervised for EngineClient {
+    /// How the container ended is asked of the engine once the client returned.
+    type Exit = ();
+
+    fn try_exit(&mut self) -> Result<Option<()>, ZoneError> {
+        match self.child.try_wait() {
+            Ok(status) => Ok(status.map(|_| ())),
+            Err(e) => {
+                let _ = self.engine.remove(&self.name);
+                Err(ZoneError::Reap(format!("waiting for {}: {e}", self.engine.program())))
+            }
+        }
+    }
+
+    fn stop(&mut self) -> Result<(), ZoneError> {
+        self.engine.kill(&self.name).map_err(|e| ZoneError::Reap(e.to_string()))
+    }
+
+    fn abandon(&mut self) {
+        let _ = self.engine.kill(&self.name);
+        wait_client(&mut self.child, CLIENT_GRACE);
+        let _ = self.engine.remove(&self.name);
     }
 }
 

@@ -1,0 +1,366 @@
+//! JUnit XML reports (pytest `--junitxml`, cargo-nextest, jest-junit, go-junit-report, Surefire),
+//! read with quick-xml's streaming reader.
+//!
+//! The root is `<testsuites>` or `<testsuite>`; every `<testcase>` inside a `<testsuite>` is one
+//! entry, failed when it has a `<failure>` or `<error>` child, skipped when it has a `<skipped>`
+//! child (pytest writes xfail as a skip), passed otherwise (nextest's `<flakyFailure>` and
+//! `<rerunFailure>` of a test that passed on retry do not fail it). Its id is
+//! `classname::name`, or `suite::name` when it has no classname. The `tests`, `failures`,
+//! `errors` and `skipped` attributes of the outermost suites (or of `<testsuites>`) are the
+//! report's declared counts.
+//!
+//! Hostile input: a DTD is refused (so no entity is ever declared or expanded; quick-xml itself
+//! only resolves the five predefined entities and character references), nesting is capped at
+//! [`MAX_DEPTH`] elements and tracked on a flat stack, and a document that ends inside an
+//! element is truncated, not complete.
+
+use super::{bounded_id, Counts, Format, Outcome, ParsedReport, Producer, ReportBuilder, ReportError};
+use quick_xml::events::{BytesStart, Event};
+use quick_xml::Reader;
+
+/// Deepest element nesting accepted.
+pub const MAX_DEPTH: usize = 256;
+
+enum Frame {
+    Suite { name: String },
+    Case { id: String, failed: bool, skipped: bool },
+    Other,
+}
+
+/// Counts declared by suite attributes, summed over the suites seen.
+#[derive(Default)]
+struct Declared {
+    counts: Counts,
+    complete: bool,
+    seen: bool,
+}
+
+impl Declared {
+    fn add(&mut self, attrs: Option<Counts>) {
+        match attrs {
+            Some(c) if !self.seen || self.complete => {
+                self.counts.total += c.total;
+                self.counts.failed += c.failed;
+                self.counts.skipped += c.skipped;
+                self.counts.passed += c.passed;
+                self.complete = true;
+            }
+            _ => self.complete = false,
+        }
+        self.seen = true;
+    }
+
+    fn get(&self) -> Option<Counts> {
+        (self.seen && self.complete).then_some(self.counts)
+    }
+}
+
+struct Parser<'a> {
+    report: &'a str,
+    stack: Vec<Frame>,
+    builder: ReportBuilder,
+    root_declared: Option<Counts>,
+    suites_declared: Declared,
+    producer: Option<Producer>,
+    root_closed: bool,
+}
+
+/// Parse a JUnit XML report.
+pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
+    let mut reader = Reader::from_reader(bytes);
+    let config = reader.config_mut();
+    config.check_end_names = true;
+    config.expand_empty_elements = false;
+    let mut p = Parser {
+        report,
+        stack: Vec::new(),
+        builder: ReportBuilder::default(),
+        root_declared: None,
+        suites_declared: Declared::default(),
+        producer: None,
+        root_closed: false,
+    };
+    loop {
+        let at = reader.buffer_position();
+        let event = reader
+            .read_event()
+            .map_err(|e| p.error(reader.error_position(), format!("not well-formed XML: {e}")))?;
+        match event {
+            Event::Start(e) => p.open(&e, at, false)?,
+            Event::Empty(e) => p.open(&e, at, true)?,
+            Event::End(_) => p.close(at)?,
+            Event::DocType(_) => {
+                return Err(p.error(at, "a DOCTYPE is not allowed in a test report (no entity is declared or expanded)"))
+            }
+            Event::Decl(d) => {
+                if let Some(Ok(enc)) = d.encoding() {
+                    if !enc.eq_ignore_ascii_case(b"utf-8") {
+                        return Err(p.error(
+                            at,
+                            format!("encoding {} is not supported (UTF-8 only)", super::shown_bytes(&enc, 40)),
+                        ));
+                    }
+                }
+            }
+            Event::Text(t) if p.stack.is_empty() && !t.iter().all(u8::is_ascii_whitespace) => {
+                return Err(p.error(at, "text outside the root element"));
+            }
+            Event::Eof => break,
+            _ => {}
+        }
+    }
+    if let Some(open) = p.stack.last() {
+        let what = match open {
+            Frame::Suite { .. } => "<testsuite>",
+            Frame::Case { .. } => "<testcase>",
+            Frame::Other => "an element",
+        };
+        return Err(p.error(bytes.len() as u64, format!("truncated: the document ends inside {what}")));
+    }
+    if !p.root_closed {
+        return Err(p.error(0, "no root element"));
+    }
+    let declared = p.suites_declared.get().or(p.root_declared);
+    Ok(p.builder.finish(Format::Junit, p.producer, declared, Vec::new()))
+}
+
+impl Parser<'_> {
+    fn error(&self, at: u64, detail: impl Into<String>) -> ReportError {
+        ReportError::malformed(self.report, Format::Junit, format!("byte {at}"), detail)
+    }
+
+    fn attr(&self, e: &BytesStart<'_>, key: &[u8], at: u64) -> Result<Option<String>, ReportError> {
+        for a in e.attributes() {
+            let a = a.map_err(|err| self.error(at, format!("bad attribute: {err}")))?;
+            if a.key.local_name().as_ref() == key {
+                let value = a.unescape_value().map_err(|err| self.error(at, format!("bad attribute value: {err}")))?;
+                return Ok(Some(value.into_owned()));
+            }
+        }
+        Ok(None)
+    }
+
+    fn count_attr(&self, e: &BytesStart<'_>, key: &[u8], at: u64) -> Result<Option<u64>, ReportError> {
+        match self.attr(e, key, at)? {
+            None => Ok(None),
+            Some(v) => v.trim().parse::<u64>().map(Some).map_err(|_| {
+                self.error(
+                    at,
+                    format!("attribute {}=\"{}\" is not a count", String::from_utf8_lossy(key), super::shown(&v)),
+                )
+            }),
+        }
+    }
+
+    /// The `tests`/`failures`/`errors`/`skipped` attributes of a suite element, when it has `tests`.
+    fn declared_counts(&self, e: &BytesStart<'_>, at: u64) -> Result<Option<Counts>, ReportError> {
+        let Some(total) = self.count_attr(e, b"tests", at)? else { return Ok(None) };
+        let failed = self.count_attr(e, b"failures", at)?.unwrap_or(0) + self.count_attr(e, b"errors", at)?.unwrap_or(0);
+        let skipped = match self.count_attr(e, b"skipped", at)? {
+            Some(s) => s,
+            None => self.count_attr(e, b"disabled", at)?.unwrap_or(0),
+        };
+        Ok(Some(Counts { total, failed, skipped, passed: total.saturating_sub(failed + skipped) }))
+    }
+
+    fn open(&mut self, e: &BytesStart<'_>, at: u64, empty: bool) -> Result<(), ReportError> {
+        if self.stack.len() >= MAX_DEPTH {
+            return Err(self.error(at, format!("elements nested deeper than {MAX_DEPTH}")));
+        }
+        let name = e.local_name();
+        let name = name.as_ref();
+        if self.stack.is_empty() {
+            if self.root_closed {
+                return Err(self.error(at, "a second root element"));
+            }
+            if name != b"testsuites" && name != b"testsuite" {
+                return Err(self.error(
+                    at,
+                    format!(
+                        "the root element is <{}>, not <testsuites> or <testsuite>",
+                        super::shown(&String::from_utf8_lossy(name))
+                    ),
+                ));
+            }
+            if name == b"testsuites" {
+                self.root_declared = self.declared_counts(e, at)?;
+                self.producer = match self.attr(e, b"name", at)?.as_deref() {
+                    Some("nextest-run") => Some(Producer::Nextest),
+                    Some("jest tests") => Some(Producer::Jest),
+                    _ => None,
+                };
+            }
+        }
+        let in_case = matches!(self.stack.last(), Some(Frame::Case { .. }));
+        let frame = match name {
+            b"testsuite" if !in_case => {
+                let suite_name = self.attr(e, b"name", at)?.unwrap_or_default();
+                if !self.stack.iter().any(|f| matches!(f, Frame::Suite { .. })) {
+                    let counts = self.declared_counts(e, at)?;
+                    self.suites_declared.add(counts);
+                    if suite_name == "pytest" && self.producer.is_none() {
+                        self.producer = Some(Producer::Pytest);
+                    }
+                }
+                Frame::Suite { name: suite_name }
+            }
+            b"testcase" if !in_case => {
+                let suite = self.stack.iter().rev().find_map(|f| match f {
+                    Frame::Suite { name } => Some(name.as_str()),
+                    _ => None,
+                });
+                let Some(suite) = suite else {
+                    return Err(self.error(at, "a <testcase> outside any <testsuite>"));
+                };
+                let Some(case_name) = self.attr(e, b"name", at)? else {
+                    return Err(self.error(at, "a <testcase> without a name attribute"));
+                };
+                let id = match self.attr(e, b"classname", at)? {
+                    Some(class) if !class.is_empty() => format!("{class}::{case_name}"),
+                    _ if !suite.is_empty() => format!("{suite}::{case_name}"),
+                    _ => case_name,
+                };
+                let id = bounded_id(id, self.report, Format::Junit, || format!("byte {at}"))?;
+                Frame::Case { id, failed: false, skipped: false }
+            }
+            b"failure" | b"error" | b"skipped" if in_case => {
+                if let Some(Frame::Case { failed, skipped, .. }) = self.stack.last_mut() {
+                    if name == b"skipped" {
+                        *skipped = true;
+                    } else {
+                        *failed = true;
+                    }
+                }
+                Frame::Other
+            }
+            _ => Frame::Other,
+        };
+        self.stack.push(frame);
+        if empty {
+            self.close(at)?;
+        }
+        Ok(())
+    }
+
+    fn close(&mut self, at: u64) -> Result<(), ReportError> {
+        let Some(frame) = self.stack.pop() else {
+            return Err(self.error(at, "a closing tag without its opening tag"));
+        };
+        if let Frame::Case { id, failed, skipped } = frame {
+            let outcome = if failed {
+                Outcome::Failed
+            } else if skipped {
+                Outcome::Skipped
+            } else {
+                Outcome::Passed
+            };
+            self.builder.add(id, outcome);
+        }
+        if self.stack.is_empty() {
+            self.root_closed = true;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testreport::ReportProblem;
+
+    fn parsed(xml: &str) -> ParsedReport {
+        parse(xml.as_bytes(), "r.xml").unwrap()
+    }
+
+    fn detail(xml: &[u8]) -> String {
+        match parse(xml, "r.xml").unwrap_err().problem {
+            ReportProblem::Malformed { detail, .. } => detail,
+            other => panic!("not malformed: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn failure_and_error_fail_skipped_skips_and_the_rest_pass() {
+        let r = parsed(
+            r#"<testsuites><testsuite name="s" tests="4" failures="1" errors="1" skipped="1">
+  <testcase classname="b" name="two"><failure message="x"/></testcase>
+  <testcase classname="a" name="one"><error>boom</error></testcase>
+  <testcase classname="a" name="ok"/>
+  <testcase classname="c" name="skip"><skipped/></testcase>
+</testsuite></testsuites>"#,
+        );
+        assert_eq!(r.failing.iter().collect::<Vec<_>>(), ["a::one", "b::two"]);
+        assert_eq!(r.skipped.iter().collect::<Vec<_>>(), ["c::skip"]);
+        assert_eq!(r.collected.len(), 4);
+        assert_eq!(r.counts, Counts { total: 4, passed: 1, failed: 2, skipped: 1 });
+        assert_eq!(r.declared, Some(r.counts));
+    }
+
+    #[test]
+    fn a_testcase_without_classname_is_named_by_its_suite() {
+        let r = parsed(r#"<testsuite name="suite"><testcase name="t"/></testsuite>"#);
+        assert_eq!(r.collected.iter().collect::<Vec<_>>(), ["suite::t"]);
+    }
+
+    #[test]
+    fn a_failure_nested_deeper_than_a_direct_child_does_not_fail_the_case() {
+        let r = parsed(r#"<testsuite name="s"><testcase name="t"><system-out><failure/></system-out></testcase></testsuite>"#);
+        assert!(r.failing.is_empty());
+    }
+
+    #[test]
+    fn the_root_must_be_a_suite_element() {
+        assert_eq!(detail(b"<html><testcase name='x'/></html>"), "the root element is <html>, not <testsuites> or <testsuite>");
+    }
+
+    #[test]
+    fn a_truncated_document_is_an_error() {
+        assert_eq!(
+            detail(b"<testsuites><testsuite name='s'><testcase name='x'/>"),
+            "truncated: the document ends inside <testsuite>"
+        );
+    }
+
+    #[test]
+    fn a_doctype_is_refused_so_no_entity_is_expanded() {
+        let xml = br#"<?xml version="1.0"?><!DOCTYPE x [<!ENTITY a "aaaaaaaaaa">]><testsuite name="&a;"/>"#;
+        assert!(detail(xml).starts_with("a DOCTYPE is not allowed"));
+    }
+
+    #[test]
+    fn an_undeclared_entity_is_an_error() {
+        assert!(detail(br#"<testsuite name="s"><testcase name="&lol;"/></testsuite>"#).starts_with("bad attribute value"));
+    }
+
+    #[test]
+    fn nesting_beyond_the_cap_is_an_error_not_a_stack_overflow() {
+        let xml = format!("<testsuite>{}", "<a>".repeat(100_000));
+        assert_eq!(detail(xml.as_bytes()), format!("elements nested deeper than {MAX_DEPTH}"));
+    }
+
+    #[test]
+    fn control_characters_in_ids_are_kept_as_data() {
+        let r = parsed("<testsuite name=\"s\"><testcase classname=\"c\" name=\"a&#27;[31mb\"/></testsuite>");
+        assert_eq!(r.collected.iter().collect::<Vec<_>>(), ["c::a\u{1b}[31mb"]);
+    }
+
+    #[test]
+    fn a_count_attribute_that_is_no_number_is_an_error() {
+        assert_eq!(detail(br#"<testsuite name="s" tests="many"/>"#), "attribute tests=\"many\" is not a count");
+    }
+
+    #[test]
+    fn a_testcase_outside_a_suite_is_an_error() {
+        assert_eq!(detail(br#"<testsuites><testcase name="t"/></testsuites>"#), "a <testcase> outside any <testsuite>");
+    }
+
+    #[test]
+    fn a_second_root_is_an_error() {
+        assert_eq!(detail(b"<testsuite name='a'/><testsuite name='b'/>"), "a second root element");
+    }
+
+    #[test]
+    fn a_non_utf8_encoding_is_refused() {
+        assert!(detail(b"<?xml version=\"1.0\" encoding=\"ISO-8859-1\"?><testsuite/>").starts_with("encoding"));
+    }
+}

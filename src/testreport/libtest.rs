@@ -1,0 +1,400 @@
+//! libtest's own output (what `cargo test` prints), read from the captured stdout, so a Rust
+//! check needs no report file.
+//!
+//! Each test binary prints `running N tests`, one `test NAME ... ok|FAILED|ignored` line per
+//! test and `test result: ok|FAILED. P passed; F failed; I ignored; M measured; X filtered out`.
+//! Cargo names the binary before it on stderr (`Running unittests src/lib.rs (…/deps/NAME-HASH)`,
+//! `Running tests/it.rs (…)`, `Doc-tests NAME`); with stdout and stderr captured apart the two are
+//! paired in order, with `2>&1` the labels are read inline. A test's id is `BINARY::NAME`, where
+//! BINARY is `NAME` for a library's unit tests, `bin/NAME`, `example/NAME`, `bench/NAME`,
+//! `test/NAME` for an integration test target, `doc/CRATE` for doctests, and `#K` (the K-th
+//! binary) when no label was captured; NAME is what libtest prints between `test ` and ` ... `
+//! (its ` - should panic` / ` - compile` marks included, so a changed attribute changes the id).
+//!
+//! A binary that printed `running N tests` and no `test result:` line ended abnormally; one that
+//! cargo started and that printed nothing did too; a block whose lines do not add up to its own
+//! counts was cut or interleaved. Each of these lands in the report's `incomplete` list.
+
+use super::{bounded_id, lines, Counts, Format, Outcome, ParsedReport, Producer, ReportBuilder, ReportError};
+
+/// One `test result:` line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResultLine {
+    pub line: usize,
+    pub ok: bool,
+    pub passed: u64,
+    pub failed: u64,
+    pub ignored: u64,
+    pub measured: u64,
+    pub filtered_out: u64,
+}
+
+/// One test binary's block of output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Binary {
+    pub key: String,
+    /// Cargo's line naming the binary, when captured.
+    pub label: Option<String>,
+    /// The line of `running N tests` and its N; `None` when the binary printed nothing.
+    pub running: Option<(usize, u64)>,
+    pub tests: Vec<(String, Outcome)>,
+    pub result: Option<ResultLine>,
+}
+
+/// Every test binary found in a capture, in order.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LibtestRun {
+    pub binaries: Vec<Binary>,
+}
+
+/// Whether a line is libtest's `running N tests` (or `running 1 test`).
+pub fn is_running_line(line: &[u8]) -> bool {
+    running_count(&String::from_utf8_lossy(line)).is_some()
+}
+
+fn running_count(line: &str) -> Option<u64> {
+    let rest = line.strip_prefix("running ")?;
+    let (n, word) = rest.split_once(' ')?;
+    matches!(word, "tests" | "test").then_some(())?;
+    n.parse().ok()
+}
+
+/// The binary key cargo's label line gives, or `None` when the line is no label.
+fn label_key(line: &str) -> Option<String> {
+    let line = line.trim();
+    if let Some(krate) = line.strip_prefix("Doc-tests ") {
+        return Some(format!("doc/{}", krate.trim()));
+    }
+    let rest = line.strip_prefix("Running ")?;
+    let (unit, rest) = match rest.strip_prefix("unittests ") {
+        Some(r) => (true, r),
+        None => (false, rest),
+    };
+    let (source, path) = match rest.rsplit_once(" (") {
+        Some((source, path)) => (source.trim(), path.trim_end_matches(')')),
+        None => ("", rest),
+    };
+    let file = path.rsplit('/').next().unwrap_or(path);
+    let stem = match file.rsplit_once('-') {
+        Some((stem, hash)) if !hash.is_empty() && hash.chars().all(|c| c.is_ascii_hexdigit()) => stem,
+        _ => file,
+    };
+    let kind = if source.starts_with("src/bin/") || source == "src/main.rs" {
+        Some("bin")
+    } else if source.starts_with("examples/") {
+        Some("example")
+    } else if source.starts_with("benches/") {
+        Some("bench")
+    } else if unit || source.is_empty() {
+        None
+    } else {
+        Some("test")
+    };
+    Some(match kind {
+        Some(kind) => format!("{kind}/{stem}"),
+        None => stem.to_string(),
+    })
+}
+
+fn parse_result_line(line: &str, number: usize) -> Option<ResultLine> {
+    let rest = line.strip_prefix("test result: ")?;
+    let (status, counts) = rest.split_once(". ")?;
+    let ok = match status {
+        "ok" => true,
+        "FAILED" => false,
+        _ => return None,
+    };
+    let mut r = ResultLine { line: number, ok, passed: 0, failed: 0, ignored: 0, measured: 0, filtered_out: 0 };
+    for part in counts.split(';') {
+        let part = part.trim();
+        let Some((n, what)) = part.split_once(' ') else { continue };
+        let Ok(n) = n.parse::<u64>() else { continue };
+        match what {
+            "passed" => r.passed = n,
+            "failed" => r.failed = n,
+            "ignored" => r.ignored = n,
+            "measured" => r.measured = n,
+            "filtered out" => r.filtered_out = n,
+            _ => {}
+        }
+    }
+    Some(r)
+}
+
+/// `test NAME ... RESULT` as (NAME, RESULT or `None` when the result is not on this line).
+fn parse_test_line(line: &str) -> Option<(&str, Option<Outcome>)> {
+    let rest = line.strip_prefix("test ")?;
+    if rest.starts_with("result: ") {
+        return None;
+    }
+    let (name, result) = rest.rsplit_once(" ...")?;
+    Some((name, outcome_word(result.trim())))
+}
+
+fn outcome_word(word: &str) -> Option<Outcome> {
+    let first = word.split([' ', ',']).next().unwrap_or("");
+    match first {
+        "ok" => Some(Outcome::Passed),
+        "FAILED" => Some(Outcome::Failed),
+        "ignored" => Some(Outcome::Skipped),
+        _ => None,
+    }
+}
+
+/// Read libtest blocks out of captured stdout, with cargo's labels from `stderr` when it was
+/// captured apart (labels printed inline in `stdout` win).
+pub fn parse_output(stdout: &[u8], stderr: Option<&[u8]>, name: &str) -> Result<LibtestRun, ReportError> {
+    let mut blocks: Vec<Binary> = Vec::new();
+    let mut inline_label: Option<String> = None;
+    let mut saw_inline_label = false;
+    let mut open = false;
+    let mut pending: Option<String> = None;
+    // After `failures:` / `successes:` libtest replays the tests' own output: no result lines there.
+    let mut replaying = false;
+    for line in lines(stdout, name, Format::Libtest) {
+        let (number, raw) = line?;
+        let text = String::from_utf8_lossy(raw);
+        let text = text.as_ref();
+        if let Some(n) = running_count(text) {
+            blocks.push(Binary {
+                key: String::new(),
+                label: inline_label.take(),
+                running: Some((number, n)),
+                tests: Vec::new(),
+                result: None,
+            });
+            open = true;
+            pending = None;
+            replaying = false;
+            continue;
+        }
+        if label_key(text).is_some() && (text.starts_with(' ') || text.starts_with("Running") || text.starts_with("Doc-tests")) {
+            if let Some(label) = inline_label.replace(text.trim().to_string()) {
+                blocks.push(Binary { key: String::new(), label: Some(label), running: None, tests: Vec::new(), result: None });
+            }
+            saw_inline_label = true;
+            open = false;
+            continue;
+        }
+        let Some(block) = blocks.last_mut().filter(|_| open) else { continue };
+        if let Some(result) = parse_result_line(text, number) {
+            block.result = Some(result);
+            open = false;
+            continue;
+        }
+        if text == "failures:" || text == "successes:" {
+            replaying = true;
+        }
+        if replaying {
+            continue;
+        }
+        if let Some((test, outcome)) = parse_test_line(text) {
+            let test = bounded_id(test.to_string(), name, Format::Libtest, || format!("line {number}"))?;
+            match outcome {
+                Some(o) => block.tests.push((test, o)),
+                None => pending = Some(test),
+            }
+            continue;
+        }
+        if let Some(test) = pending.take() {
+            match outcome_word(text.trim()) {
+                Some(o) if text.trim().len() < 200 => block.tests.push((test, o)),
+                _ => pending = Some(test),
+            }
+        }
+    }
+    if let Some(label) = inline_label.take() {
+        blocks.push(Binary { key: String::new(), label: Some(label), running: None, tests: Vec::new(), result: None });
+    }
+    if !saw_inline_label {
+        if let Some(stderr) = stderr {
+            let mut labels = Vec::new();
+            for line in lines(stderr, name, Format::Libtest) {
+                let (_, raw) = line?;
+                let text = String::from_utf8_lossy(raw);
+                if label_key(&text).is_some() && text.starts_with(' ') {
+                    labels.push(text.trim().to_string());
+                }
+            }
+            let mut labels = labels.into_iter();
+            for block in blocks.iter_mut() {
+                block.label = labels.next();
+            }
+            for label in labels {
+                blocks.push(Binary { key: String::new(), label: Some(label), running: None, tests: Vec::new(), result: None });
+            }
+        }
+    }
+    let mut used: Vec<String> = Vec::new();
+    for (i, block) in blocks.iter_mut().enumerate() {
+        let base = match block.label.as_deref().and_then(label_key) {
+            Some(key) => key,
+            None => format!("#{}", i + 1),
+        };
+        let mut key = base.clone();
+        let mut n = 1;
+        while used.contains(&key) {
+            n += 1;
+            key = format!("{base}#{n}");
+        }
+        used.push(key.clone());
+        block.key = key;
+    }
+    Ok(LibtestRun { binaries: blocks })
+}
+
+impl Binary {
+    /// What is wrong with this block: it ended without its summary, or its lines do not add up.
+    pub fn problems(&self) -> Vec<String> {
+        let key = super::shown(&self.key);
+        let Some((_, declared)) = self.running else {
+            return vec![format!("{key}: cargo started the binary and it printed no `running N tests` line (it exited abnormally)")];
+        };
+        let Some(result) = &self.result else {
+            return vec![format!("{key}: printed `running {declared} tests` and no `test result:` line (it exited abnormally)")];
+        };
+        let mut problems = Vec::new();
+        let summed = result.passed + result.failed + result.ignored + result.measured;
+        if summed != declared {
+            problems.push(format!("{key}: `running {declared} tests` but its `test result:` line adds up to {summed}"));
+        }
+        if self.tests.len() as u64 != declared {
+            problems.push(format!("{key}: `running {declared} tests` but {} `test ... ` result lines", self.tests.len()));
+        }
+        let failed_lines = self.tests.iter().filter(|(_, o)| *o == Outcome::Failed).count() as u64;
+        if failed_lines != result.failed {
+            problems.push(format!(
+                "{key}: its `test result:` line says {} failed, its test lines {failed_lines}",
+                result.failed
+            ));
+        }
+        if result.ok != (result.failed == 0) {
+            problems.push(format!("{key}: `test result: {}` with {} failed", if result.ok { "ok" } else { "FAILED" }, result.failed));
+        }
+        problems
+    }
+}
+
+impl LibtestRun {
+    /// The run as a report: ids `BINARY::NAME`, the result lines summed as declared counts, every
+    /// block's problems as `incomplete`.
+    pub fn to_report(&self, name: &str) -> Result<ParsedReport, ReportError> {
+        let mut builder = ReportBuilder::default();
+        let mut declared = Some(Counts::default());
+        let mut incomplete = Vec::new();
+        for binary in &self.binaries {
+            for (test, outcome) in &binary.tests {
+                let id = bounded_id(format!("{}::{test}", binary.key), name, Format::Libtest, || binary.key.clone())?;
+                builder.add(id, *outcome);
+            }
+            match (&binary.result, declared.as_mut()) {
+                (Some(r), Some(d)) => {
+                    d.total += r.passed + r.failed + r.ignored + r.measured;
+                    d.passed += r.passed + r.measured;
+                    d.failed += r.failed;
+                    d.skipped += r.ignored;
+                }
+                _ => declared = None,
+            }
+            incomplete.extend(binary.problems());
+        }
+        Ok(builder.finish(Format::Libtest, Some(Producer::Libtest), declared, incomplete))
+    }
+}
+
+/// A saved libtest output as a report file (no stderr labels: binaries are keyed `#K` unless
+/// the file holds cargo's labels inline, as `cargo test 2>&1 > file` does).
+pub fn parse_report(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
+    let run = parse_output(bytes, None, report)?;
+    if run.binaries.is_empty() {
+        return Err(ReportError::malformed(report, Format::Libtest, "line 1".into(), "no `running N tests` line"));
+    }
+    run.to_report(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIB: &str = "\nrunning 3 tests\ntest a::one ... ok\ntest a::two ... FAILED\ntest a::three ... ignored, slow\n\nfailures:\n    a::two\n\ntest result: FAILED. 1 passed; 1 failed; 1 ignored; 0 measured; 0 filtered out; finished in 0.00s\n";
+
+    #[test]
+    fn labels_name_the_binaries_by_target_kind() {
+        assert_eq!(label_key("     Running unittests src/lib.rs (target/debug/deps/sample-e6daf73c296d6df0)").as_deref(), Some("sample"));
+        assert_eq!(label_key("     Running unittests src/main.rs (target/debug/deps/sample-8917508c3a363e88)").as_deref(), Some("bin/sample"));
+        assert_eq!(label_key("     Running unittests src/bin/tool.rs (target/debug/deps/tool-0a)").as_deref(), Some("bin/tool"));
+        assert_eq!(label_key("     Running tests/it.rs (target/debug/deps/it-14fb52c9beb4c1fa)").as_deref(), Some("test/it"));
+        assert_eq!(label_key("   Doc-tests sample").as_deref(), Some("doc/sample"));
+        assert_eq!(label_key("running 3 tests"), None);
+    }
+
+    #[test]
+    fn a_block_becomes_entries_keyed_by_its_stderr_label() {
+        let stderr = b"     Running unittests src/lib.rs (target/debug/deps/demo-0123abcd)\n";
+        let r = parse_output(LIB.as_bytes(), Some(stderr), "stdout").unwrap().to_report("stdout").unwrap();
+        assert_eq!(r.collected.iter().collect::<Vec<_>>(), ["demo::a::one", "demo::a::three", "demo::a::two"]);
+        assert_eq!(r.failing.iter().collect::<Vec<_>>(), ["demo::a::two"]);
+        assert_eq!(r.skipped.iter().collect::<Vec<_>>(), ["demo::a::three"]);
+        assert_eq!(r.declared, Some(r.counts));
+        assert!(r.incomplete.is_empty(), "{:?}", r.incomplete);
+    }
+
+    #[test]
+    fn without_labels_binaries_are_keyed_by_their_order() {
+        let r = parse_output(LIB.as_bytes(), None, "stdout").unwrap();
+        assert_eq!(r.binaries[0].key, "#1");
+    }
+
+    #[test]
+    fn inline_labels_from_a_merged_stream_are_used() {
+        let merged = format!("     Running tests/it.rs (target/debug/deps/it-00ff)\n{LIB}");
+        let r = parse_output(merged.as_bytes(), None, "out").unwrap();
+        assert_eq!(r.binaries.len(), 1);
+        assert_eq!(r.binaries[0].key, "test/it");
+    }
+
+    #[test]
+    fn a_binary_without_its_result_line_ended_abnormally() {
+        let out = "running 2 tests\ntest a ... ok\n";
+        let r = parse_output(out.as_bytes(), None, "stdout").unwrap();
+        assert_eq!(r.binaries[0].problems(), vec!["#1: printed `running 2 tests` and no `test result:` line (it exited abnormally)".to_string()]);
+    }
+
+    #[test]
+    fn a_binary_cargo_started_that_printed_nothing_ended_abnormally() {
+        let stderr = b"     Running unittests src/lib.rs (target/debug/deps/demo-0a)\n     Running tests/it.rs (target/debug/deps/it-0b)\n";
+        let r = parse_output(LIB.as_bytes(), Some(stderr), "stdout").unwrap();
+        assert_eq!(r.binaries.len(), 2);
+        assert_eq!(
+            r.binaries[1].problems(),
+            vec!["test/it: cargo started the binary and it printed no `running N tests` line (it exited abnormally)".to_string()]
+        );
+    }
+
+    #[test]
+    fn a_result_line_that_does_not_add_up_is_a_problem() {
+        let out = "running 2 tests\ntest a ... ok\ntest b ... ok\ntest result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out\n";
+        let r = parse_output(out.as_bytes(), None, "stdout").unwrap();
+        assert_eq!(r.binaries[0].problems(), vec!["#1: `running 2 tests` but its `test result:` line adds up to 1".to_string()]);
+    }
+
+    #[test]
+    fn a_result_printed_after_the_tests_own_output_completes_the_line() {
+        let out = "running 1 test\ntest a ... hello from the test\nok\n\ntest result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out\n";
+        let r = parse_output(out.as_bytes(), None, "stdout").unwrap();
+        assert_eq!(r.binaries[0].tests, vec![("a".to_string(), Outcome::Passed)]);
+    }
+
+    #[test]
+    fn result_lines_replayed_in_the_failures_section_are_not_tests() {
+        let out = "running 1 test\ntest a ... FAILED\n\nfailures:\n\n---- a stdout ----\ntest fake ... ok\n\nfailures:\n    a\n\ntest result: FAILED. 0 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out\n";
+        let r = parse_output(out.as_bytes(), None, "stdout").unwrap();
+        assert_eq!(r.binaries[0].tests, vec![("a".to_string(), Outcome::Failed)]);
+    }
+
+    #[test]
+    fn indented_lines_are_not_libtest_lines() {
+        let out = "    running 1 test\n    test a ... FAILED\n";
+        assert!(parse_output(out.as_bytes(), None, "stderr").unwrap().binaries.is_empty());
+    }
+}

@@ -1,0 +1,141 @@
+//! What the zone backends are built from: one [`ZoneSetup`] per run, made once by the engine from
+//! the run's pinned configuration (policies read and checked against their digests once, per role;
+//! the egress proxy's configuration derived once from the agent policy and the command line).
+//!
+//! Zones never read the engine's configuration: everything a backend needs is here, so the engine
+//! decides what a zone is and the zones decide only how to enforce it.
+
+use super::{Backend, Isolation, Role, ZoneError};
+use crate::egress::EgressConfig;
+use sandbox::Policy;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// A role's zone policy, with where it came from (`builtin:<name>` or an absolute path).
+#[derive(Debug, Clone)]
+pub struct RolePolicy {
+    pub source: String,
+    pub policy: Policy,
+}
+
+/// Everything a zone backend is built from.
+#[derive(Debug, Clone)]
+pub struct ZoneSetup {
+    pub isolation: Isolation,
+    /// What provides the zones under native isolation: the native sandbox or a container engine.
+    pub backend: Backend,
+    /// The container image of a container backend (never pulled).
+    pub image: Option<String>,
+    /// The cgroup a container engine puts the zones' containers beneath.
+    pub cgroup_parent: Option<String>,
+    /// The operator's workdir (the in-place zones' one writable grant).
+    pub workdir: PathBuf,
+    /// The state dir (`.loopexec/`), hidden from every zone.
+    pub state_dir: PathBuf,
+    /// Whether the commands see a detached workspace (an overlay) instead of the workdir.
+    pub detached: bool,
+    /// The egress proxy's configuration, when a role's policy routes through it.
+    pub egress: Option<EgressConfig>,
+    /// What the egress proxy served the run before this process (a resumed run's receipt).
+    pub egress_totals: crate::egress::ProxyStats,
+    policies: BTreeMap<Role, RolePolicy>,
+}
+
+impl ZoneSetup {
+    /// A setup without policies (`--isolation none`, or before they are added).
+    pub fn new(isolation: Isolation, workdir: PathBuf, state_dir: PathBuf) -> ZoneSetup {
+        ZoneSetup {
+            isolation,
+            backend: Backend::default(),
+            image: None,
+            cgroup_parent: None,
+            workdir,
+            state_dir,
+            detached: false,
+            egress: None,
+            egress_totals: Default::default(),
+            policies: BTreeMap::new(),
+        }
+    }
+
+    /// Give `role` its zone policy.
+    pub fn with_policy(mut self, role: Role, source: String, policy: Policy) -> ZoneSetup {
+        self.policies.insert(role, RolePolicy { source, policy });
+        self
+    }
+
+    /// The policy of `role`, if it has one.
+    pub fn policy(&self, role: Role) -> Option<&RolePolicy> {
+        self.policies.get(&role)
+    }
+
+    /// Every role's policy, in [`Role::ALL`] order.
+    pub fn policies(&self) -> impl Iterator<Item = (Role, &RolePolicy)> {
+        self.policies.iter().map(|(role, p)| (*role, p))
+    }
+
+    /// What a sandboxing backend requires of the setup: a policy for every role, the offline roles
+    /// without network, and an egress configuration when a policy routes through the proxy.
+    pub(crate) fn sandboxed_policies(&self) -> Result<BTreeMap<Role, Policy>, ZoneError> {
+        let mut out = BTreeMap::new();
+        for role in Role::ALL {
+            let p = self.policy(role).ok_or_else(|| ZoneError::Spec(format!("no {} policy pinned", role.as_str())))?;
+            if role.must_be_offline() && p.policy.network.mode != sandbox::policy::NetworkMode::None {
+                return Err(ZoneError::Spec(format!("the {}'s policy must have network mode \"none\"", role.as_str())));
+            }
+            if p.policy.network.mode == sandbox::policy::NetworkMode::Proxy && self.egress.is_none() {
+                return Err(ZoneError::Spec(format!(
+                    "the {} policy routes through the egress proxy, but no egress configuration was set up",
+                    role.as_str()
+                )));
+            }
+            out.insert(role, p.policy.clone());
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setup() -> ZoneSetup {
+        ZoneSetup::new(Isolation::Native, "/w".into(), "/w/.loopexec".into())
+    }
+
+    #[test]
+    fn a_role_without_a_policy_is_refused_naming_it() {
+        let s = setup().with_policy(Role::Agent, "builtin:offline".into(), Policy::builtin("offline").unwrap());
+        let err = s.sandboxed_policies().unwrap_err();
+        assert_eq!(err.to_string(), "no check policy pinned");
+        assert!(err.is_setup());
+    }
+
+    #[test]
+    fn an_offline_role_with_network_is_refused() {
+        let s = setup()
+            .with_policy(Role::Agent, "builtin:offline".into(), Policy::builtin("offline").unwrap())
+            .with_policy(Role::Check, "builtin:agent".into(), Policy::builtin("agent").unwrap());
+        let err = s.sandboxed_policies().unwrap_err();
+        assert_eq!(err.to_string(), "the check's policy must have network mode \"none\"");
+    }
+
+    #[test]
+    fn a_proxied_policy_without_an_egress_configuration_is_refused() {
+        let s = setup()
+            .with_policy(Role::Agent, "builtin:agent".into(), Policy::builtin("agent").unwrap())
+            .with_policy(Role::Check, "builtin:exec".into(), Policy::builtin("exec").unwrap());
+        let err = s.sandboxed_policies().unwrap_err();
+        assert!(err.to_string().contains("no egress configuration"), "{err}");
+    }
+
+    #[test]
+    fn every_role_gets_its_own_policy() {
+        let s = setup()
+            .with_policy(Role::Agent, "builtin:offline".into(), Policy::builtin("offline").unwrap())
+            .with_policy(Role::Check, "builtin:exec".into(), Policy::builtin("exec").unwrap());
+        let policies = s.sandboxed_policies().unwrap();
+        assert_eq!(policies.keys().copied().collect::<Vec<_>>(), Role::ALL.to_vec());
+        assert_eq!(policies[&Role::Check].sha256, Policy::builtin("exec").unwrap().sha256);
+    }
+}

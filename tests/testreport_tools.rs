@@ -1,0 +1,257 @@
+//! One test per runner: run the real tool now on its tiny project (copied from
+//! tests/fixtures/reports/projects/ into a temp dir), read what it left the way the engine will
+//! (report patterns resolved beneath the directory, the captured output), and check the sets
+//! against the committed sample of the same project and the verdict against the exit code.
+//!
+//! Each project has one test that fails only with SAMPLE_FAIL=1: the red run must exit non-zero
+//! and show exactly that failing test; the same evidence under a pretended exit 0 must disagree.
+//! A missing tool fails the test under CI (`CI=true`); elsewhere it is reported on stderr and the
+//! test returns (the unprivileged re-run of ci/test.sh has no cargo on its PATH).
+
+use loopexec::safefs::SafeDir;
+use loopexec::testreport::agreement::{agree, output_report, Agreement, CapturedOutput, Disagreement};
+use loopexec::testreport::paths::{collect, DeclaredReport, ReportPatterns};
+use loopexec::testreport::{parse_report, ParsedReport};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/reports")
+}
+
+/// The first of `names` on PATH; under CI a missing tool is a failure, elsewhere a notice.
+fn tool(names: &[&str]) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for name in names {
+        for dir in std::env::split_paths(&path) {
+            let candidate = dir.join(name);
+            if candidate.is_file() {
+                return Some(candidate);
+            }
+        }
+    }
+    if std::env::var("CI").as_deref() == Ok("true") {
+        panic!("{} not found on PATH under CI: ci/setup.sh installs it", names.join(" / "));
+    }
+    eprintln!("NOT RUN: {} not found on PATH (CI=true makes this a failure)", names.join(" / "));
+    None
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+fn project(name: &str) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_tree(&fixtures().join("projects").join(name), tmp.path());
+    tmp
+}
+
+/// A scrubbed command: PATH, HOME and the toolchain locations only, plus SAMPLE_FAIL.
+fn command(program: &Path, dir: &Path, fail: bool) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.current_dir(dir).env_clear().env("SAMPLE_FAIL", if fail { "1" } else { "0" }).env("LANG", "C.UTF-8");
+    for key in ["PATH", "HOME", "RUSTUP_HOME", "CARGO_HOME", "RUSTUP_TOOLCHAIN"] {
+        if let Some(v) = std::env::var_os(key) {
+            cmd.env(key, v);
+        }
+    }
+    cmd
+}
+
+struct Ran {
+    code: Option<i32>,
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+}
+
+fn run(cmd: &mut Command) -> Ran {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    Ran { code: out.status.code(), stdout: out.stdout, stderr: out.stderr }
+}
+
+impl Ran {
+    fn output(&self) -> CapturedOutput<'_> {
+        CapturedOutput { stdout: &self.stdout, stderr: &self.stderr, truncated: false }
+    }
+
+    fn show(&self) -> String {
+        format!("exit {:?}\n{}\n{}", self.code, String::from_utf8_lossy(&self.stdout), String::from_utf8_lossy(&self.stderr))
+    }
+}
+
+fn sample(name: &str) -> ParsedReport {
+    parse_report(&std::fs::read(fixtures().join(name)).unwrap(), name, None).unwrap()
+}
+
+fn reports_in(dir: &Path, pattern: &str) -> Vec<DeclaredReport> {
+    let safe = SafeDir::open(dir).unwrap();
+    collect(&safe, &ReportPatterns::new(&[pattern]).unwrap(), None).unwrap()
+}
+
+fn parsed(reports: &[DeclaredReport]) -> &ParsedReport {
+    assert_eq!(reports.len(), 1, "{reports:?}");
+    reports[0].result.as_ref().unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn kinds(a: &Agreement) -> Vec<&'static str> {
+    assert!(matches!(a, Agreement::Disagree { .. }), "not a disagreement: {a:?}");
+    a.disagreements().iter().map(Disagreement::kind).collect()
+}
+
+/// The green run (SAMPLE_FAIL=0) and the red run (SAMPLE_FAIL=1) of one project.
+fn green_and_red(run_once: impl Fn(bool) -> (Ran, Vec<DeclaredReport>)) -> [(Ran, Vec<DeclaredReport>); 2] {
+    [run_once(false), run_once(true)]
+}
+
+fn ids(set: &std::collections::BTreeSet<String>) -> Vec<&str> {
+    set.iter().map(String::as_str).collect()
+}
+
+/// The checks every runner's pair of runs must pass.
+fn assert_green_and_red(
+    green: &Ran,
+    green_reports: &[DeclaredReport],
+    red: &Ran,
+    red_reports: &[DeclaredReport],
+    red_disagreements: &[&str],
+) {
+    assert_eq!(green.code, Some(0), "{}", green.show());
+    let verdict = agree(green.code, green_reports, &green.output());
+    assert!(matches!(verdict, Agreement::Green { .. }), "{verdict:?}\n{}", green.show());
+    assert_ne!(red.code, Some(0), "{}", red.show());
+    assert_eq!(agree(red.code, red_reports, &red.output()), Agreement::Red { exit_code: red.code });
+    assert_eq!(kinds(&agree(Some(0), red_reports, &red.output())), red_disagreements, "{}", red.show());
+}
+
+#[test]
+fn pytest_junit_report_from_a_real_run() {
+    let Some(pytest) = tool(&["pytest-3", "pytest"]) else { return };
+    let runs = green_and_red(|fail| {
+        let dir = project("pytest");
+        let ran = run(command(&pytest, dir.path(), fail).args(["-p", "no:cacheprovider", "--junitxml=out/junit.xml"]));
+        let reports = reports_in(dir.path(), "out/*.xml");
+        (ran, reports)
+    });
+    let (green, red) = (&runs[0], &runs[1]);
+    let expected = sample("pytest-green.xml");
+    assert_eq!(parsed(&green.1).collected, expected.collected);
+    assert_eq!(parsed(&green.1).skipped, expected.skipped);
+    assert_eq!(ids(&parsed(&red.1).failing), ["tests.test_calc.TestCalc::test_wrong_when_asked"]);
+    assert_green_and_red(&green.0, &green.1, &red.0, &red.1, &["report_shows_failures", "summary_shows_failures"]);
+}
+
+#[test]
+fn cargo_test_output_and_nextest_junit_from_a_real_run() {
+    let cargo = match std::env::var_os("CARGO") {
+        Some(c) => Some(PathBuf::from(c)),
+        None => tool(&["cargo"]),
+    };
+    let Some(cargo) = cargo else { return };
+    if tool(&["cargo-nextest"]).is_none() {
+        return;
+    }
+    let dir = project("rust");
+    let target = dir.path().join("target");
+    let cargo_in = |fail: bool, args: &[&str]| {
+        let mut cmd = command(&cargo, dir.path(), fail);
+        cmd.env("CARGO_TARGET_DIR", &target).args(args);
+        run(&mut cmd)
+    };
+    let build = cargo_in(false, &["test", "--offline", "--no-run"]);
+    assert_eq!(build.code, Some(0), "{}", build.show());
+    let green = cargo_in(false, &["test", "--offline", "--no-fail-fast"]);
+    let red = cargo_in(true, &["test", "--offline", "--no-fail-fast"]);
+    let report = output_report(&green.output()).unwrap().unwrap();
+    let sample_stdout = std::fs::read(fixtures().join("cargo-test-green.stdout")).unwrap();
+    let sample_stderr = std::fs::read(fixtures().join("cargo-test-green.stderr")).unwrap();
+    let sample_output = CapturedOutput { stdout: &sample_stdout, stderr: &sample_stderr, truncated: false };
+    assert_eq!(report.collected, output_report(&sample_output).unwrap().unwrap().collected);
+    assert_eq!(ids(&report.skipped), ["sample::tests::slow_one"]);
+    let red_report = output_report(&red.output()).unwrap().unwrap();
+    assert_eq!(ids(&red_report.failing), ["sample::tests::wrong_when_asked"]);
+    assert_green_and_red(&green, &[], &red, &[], &["report_shows_failures"]);
+
+    let green = cargo_in(false, &["nextest", "run", "--offline", "--no-fail-fast"]);
+    let green_reports = reports_in(dir.path(), "target/nextest/*/junit.xml");
+    let red = cargo_in(true, &["nextest", "run", "--offline", "--no-fail-fast"]);
+    let red_reports = reports_in(dir.path(), "target/nextest/*/junit.xml");
+    assert_eq!(parsed(&green_reports).collected, sample("nextest-green.xml").collected);
+    assert_eq!(ids(&parsed(&red_reports).failing), ["sample::tests::wrong_when_asked"]);
+    assert_green_and_red(&green, &green_reports, &red, &red_reports, &["report_shows_failures", "summary_shows_failures"]);
+}
+
+#[test]
+fn go_test_json_from_a_real_run() {
+    let Some(go) = tool(&["go"]) else { return };
+    let cache = std::env::temp_dir().join(format!("loopexec-testreport-gocache-{}", nix::unistd::getuid()));
+    let runs = green_and_red(|fail| {
+        let dir = project("go");
+        let mut cmd = command(&go, dir.path(), fail);
+        cmd.args(["test", "-count=1", "-json", "./..."])
+            .env("GOPROXY", "off")
+            .env("GOFLAGS", "-mod=mod")
+            .env("GOCACHE", &cache)
+            .env("GOPATH", dir.path().join(".gopath"))
+            .env("GOTELEMETRY", "off");
+        let ran = run(&mut cmd);
+        std::fs::write(dir.path().join("go-test.json"), &ran.stdout).unwrap();
+        let reports = reports_in(dir.path(), "go-test.json");
+        (ran, reports)
+    });
+    let (green, red) = (&runs[0], &runs[1]);
+    assert_eq!(parsed(&green.1).collected, sample("go-test-json-green.jsonl").collected);
+    assert_eq!(ids(&parsed(&green.1).skipped), ["example.com/sample/calc/TestSkipped"]);
+    assert_eq!(ids(&parsed(&red.1).failing), ["example.com/sample/calc/TestWrongWhenAsked"]);
+    // The stream is the captured stdout too: its `--- FAIL` and `FAIL\tpkg` output lines disagree.
+    assert_green_and_red(
+        &green.0,
+        &green.1,
+        &red.0,
+        &red.1,
+        &["report_shows_failures", "summary_shows_failures", "summary_shows_failures"],
+    );
+}
+
+#[test]
+fn node_test_tap_from_a_real_run() {
+    let Some(node) = tool(&["node", "nodejs"]) else { return };
+    let runs = green_and_red(|fail| {
+        let dir = project("node");
+        let ran = run(command(&node, dir.path(), fail).args(["--test", "--test-reporter=tap"]));
+        std::fs::write(dir.path().join("node.tap"), &ran.stdout).unwrap();
+        let reports = reports_in(dir.path(), "*.tap");
+        (ran, reports)
+    });
+    let (green, red) = (&runs[0], &runs[1]);
+    let expected = sample("node-tap-green.tap");
+    assert_eq!(parsed(&green.1).collected, expected.collected);
+    assert_eq!(parsed(&green.1).declared, Some(parsed(&green.1).counts));
+    assert_eq!(ids(&parsed(&red.1).failing), ["math > wrong when asked"]);
+    assert_green_and_red(&green.0, &green.1, &red.0, &red.1, &["report_shows_failures", "summary_shows_failures"]);
+}
+
+#[test]
+fn perl_tap_and_prove_from_a_real_run() {
+    let (Some(perl), Some(prove)) = (tool(&["perl"]), tool(&["prove"])) else { return };
+    let runs = green_and_red(|fail| {
+        let dir = project("perl");
+        let tap = run(command(&perl, dir.path(), fail).arg("t/basic.t"));
+        std::fs::write(dir.path().join("basic.tap"), &tap.stdout).unwrap();
+        let ran = run(command(&prove, dir.path(), fail).arg("t/"));
+        (ran, reports_in(dir.path(), "basic.tap"))
+    });
+    let (green, red) = (&runs[0], &runs[1]);
+    assert_eq!(parsed(&green.1).collected, sample("perl-tap-green.tap").collected);
+    assert_eq!(ids(&parsed(&red.1).failing), ["wrong when asked"]);
+    assert_green_and_red(&green.0, &green.1, &red.0, &red.1, &["report_shows_failures", "summary_shows_failures"]);
+}
