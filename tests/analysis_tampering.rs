@@ -174,6 +174,13 @@ fn a_rust_cfg_test_module_and_cfg_test_inside_it_are_not_reads() {
 }
 
 #[test]
+fn a_cfg_test_helper_with_more_attributes_is_not_a_read_but_a_cfg_test_constant_is() {
+    let t0 = "pub const LIMIT: u32 = 100;\n";
+    let end = "#[cfg(not(test))]\npub const LIMIT: u32 = 100;\n#[cfg(test)]\npub const LIMIT: u32 = 1;\n\n#[cfg(test)]\n#[allow(dead_code)]\nfn helper() {}\n";
+    assert_eq!(rules("src/lib.rs", Some(t0), end), vec![(RuleId::TestEnvironmentRead, 1), (RuleId::TestEnvironmentRead, 3)]);
+}
+
+#[test]
 fn rust_production_code_reading_rust_test_threads_is_a_test_environment_read() {
     let t0 = "pub fn workers() -> usize {\n    4\n}\n";
     let end = "pub fn workers() -> usize {\n    if std::env::var(\"RUST_TEST_THREADS\").is_ok() { 1 } else { 4 }\n}\n";

@@ -465,8 +465,12 @@ fn rust_rule(file: &ParsedFile<'_>, n: Node<'_>, test_file: bool) -> Option<Rule
                 return Some(RuleId::RunnerInternals);
             }
             if (name == "cfg" || name == "cfg_attr") && mentions_test(&attr) && !in_test_code(file, test_file, n) {
+                let mut item = n.next_named_sibling();
+                while let Some(i) = item.filter(|i| matches!(i.kind(), "attribute_item" | "line_comment" | "block_comment")) {
+                    item = i.next_named_sibling();
+                }
                 let plain_test_module = is_cfg_test(&attr)
-                    && n.next_named_sibling().is_some_and(|s| matches!(s.kind(), "mod_item" | "use_declaration" | "function_item" | "impl_item"));
+                    && item.is_some_and(|s| matches!(s.kind(), "mod_item" | "use_declaration" | "function_item" | "impl_item"));
                 return (!plain_test_module).then_some(RuleId::TestEnvironmentRead);
             }
             None
