@@ -12,8 +12,62 @@
 # Prints each time in ms and the ratios clone/warm, clone/zone-overlay-cost, clone/cold. Page
 # cache is left warm for every measurement (we do not drop host caches). Target: warm >= 10x.
 # Usage: ci/bench-workspace.sh [FILES] [TOTAL_MB]   (defaults 100000 1024); BENCH_DIR (/tmp).
+#
+# ci/bench-workspace.sh after-agent [FILES] [SPARSE_GB]   (defaults 200000 3): the work after a
+# hostile agent step, end to end (`loopexec run --max-iterations 1`, release build): an agent that
+# leaves FILES empty files, and one that leaves SPARSE_GB sparse files of 1 GiB each. Prints the
+# wall time and peak RSS (largest process of the run, `/usr/bin/time -v`) of each run, the
+# snapshot and delivery times from its receipt, and, side by side, the same content committed by
+# plain git (`git add -A && git commit` in a scratch repository) with the ratio loopexec / git.
 set -eu
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = after-agent ]; then
+    FILES=${2:-200000}
+    SPARSE_GB=${3:-3}
+    ROOT="${BENCH_DIR:-/tmp}/loopexec-bench-after-agent"
+    rm -rf "$ROOT"
+    mkdir -p "$ROOT/keys"
+    chmod 0711 "$ROOT"
+    cargo build --release --quiet --bin loopexec
+    BIN="$PWD/target/release/loopexec"
+    export LOOPEXEC_CONFIG_DIR="$ROOT/keys" GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null
+    export GIT_AUTHOR_NAME=bench GIT_AUTHOR_EMAIL=bench@example.com GIT_COMMITTER_NAME=bench GIT_COMMITTER_EMAIL=bench@example.com
+    "$BIN" keygen --dir "$ROOT/keys" >/dev/null
+    make_files="import os,sys
+n=int(sys.argv[1])
+for d in range((n + 999) // 1000):
+    os.makedirs('many/%04d' % d)
+    for f in range(min(1000, n - d * 1000)):
+        open('many/%04d/%04d' % (d, f), 'w').close()"
+    make_sparse="for i in \$(seq $SPARSE_GB); do truncate -s 1G sparse\$i; done"
+    for case in files sparse; do
+        repo="$ROOT/$case"
+        mkdir -p "$repo"
+        echo 41 > "$repo/answer"
+        git -C "$repo" init -q -b main && git -C "$repo" add -A && git -C "$repo" commit -q -m t0
+        chmod 0711 "$repo"
+        if [ "$case" = files ]; then agent="/usr/bin/python3 -c \"$make_files\" $FILES"; what="$FILES empty files"; else agent="$make_sparse"; what="$SPARSE_GB x 1 GiB sparse files"; fi
+        /usr/bin/time -v -o "$ROOT/$case.time" "$BIN" run --json --run-id bench --max-iterations 1 --exec "$agent" --check true --workdir "$repo" > "$ROOT/$case.json" 2>/dev/null || true
+        wall=$(sed -n 's/.*Elapsed (wall clock) time (h:mm:ss or m:ss): //p' "$ROOT/$case.time")
+        rss=$(sed -n 's/.*Maximum resident set size (kbytes): //p' "$ROOT/$case.time")
+        receipt="$repo/.loopexec/runs/bench/receipt.jsonl"
+        snap=$(grep '"type":"snapshot"' "$receipt" | field duration_ms)
+        deliv=$(grep '"type":"halt"' "$receipt" | sed 's/.*"delivery":{//' | field duration_ms)
+        # The same content, committed by git itself (the baseline: what git charges for it).
+        plain="$ROOT/$case-git"
+        mkdir -p "$plain" && cd "$plain" && git init -q -b main
+        if [ "$case" = files ]; then /usr/bin/python3 -c "$make_files" "$FILES"; else for i in $(seq "$SPARSE_GB"); do truncate -s 1G "sparse$i"; done; fi
+
+        /usr/bin/time -v -o "$ROOT/$case-git.time" sh -c 'git add -A && git commit -q -m plain'
+        cd - >/dev/null
+        git_wall=$(sed -n 's/.*Elapsed (wall clock) time (h:mm:ss or m:ss): //p' "$ROOT/$case-git.time")
+        git_rss=$(sed -n 's/.*Maximum resident set size (kbytes): //p' "$ROOT/$case-git.time")
+        secs() { echo "$1" | awk -F: '{ s = 0; for (i = 1; i <= NF; i++) s = s * 60 + $i; printf "%.1f", s }'; }
+        echo "$what: loopexec run $(secs "$wall") s end to end (snapshot $snap ms, delivery $deliv ms), peak RSS $((rss / 1024)) MiB; git add+commit $(secs "$git_wall") s, peak RSS $((git_rss / 1024)) MiB; ratio loopexec/git $(awk -v a="$(secs "$wall")" -v b="$(secs "$git_wall")" 'BEGIN { if (b <= 0) b = 0.1; printf "%.1f", a / b }')x"
+    done
+    rm -rf "$ROOT"
+    exit 0
+fi
 FILES=${1:-100000}
 TOTAL_MB=${2:-1024}
 BENCH_DIR=${BENCH_DIR:-/tmp}

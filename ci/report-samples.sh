@@ -63,6 +63,9 @@ cp -r "$projects/node" "$work/node"
 for colour in green red; do
   fail=0; [ "$colour" = red ] && fail=1
   (cd "$work/node" && clean SAMPLE_FAIL=$fail node --test --test-reporter=tap >"$out/node-tap-$colour.tap") || true
+  # The TAP report to a file and the spec reporter (with its `ℹ tests N` closing lines) on stdout.
+  (cd "$work/node" && clean SAMPLE_FAIL=$fail node --test --test-reporter=tap --test-reporter-destination=node.tap \
+      --test-reporter=spec --test-reporter-destination=stdout >"$out/node-spec-$colour.stdout") || true
 done
 
 cp -r "$projects/perl" "$work/perl"

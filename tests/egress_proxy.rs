@@ -1001,6 +1001,13 @@ fn step(port: u16, limits: Limits, spent: &ProxyStats, dir: Option<tempfile::Tem
     start_pinned(port, Setup { limits, spent: spent.clone(), dir, ..Setup::default() })
 }
 
+/// The reason a CONNECT to the test's host is refused with 503 (a spent budget).
+fn refused_at_once(h: &Harness, port: u16) -> String {
+    let r = ask(h.addr, &connect_request(&format!("{HOST}:{port}")));
+    assert_eq!(r.status, 503);
+    denied(&r).to_string()
+}
+
 /// Wait until the proxy has recorded `n` allowed connections (their lines are written when they close).
 fn wait_allowed(h: &Harness, n: u64) {
     while h.proxy.stats().allowed < n {
@@ -1042,9 +1049,7 @@ fn the_byte_budget_bounds_the_run_across_three_steps_and_a_resume() {
     // A resumed run (a new process) starts from the totals its receipt recorded.
     let recorded: ProxyStats = serde_json::from_value(serde_json::to_value(&total).unwrap()).unwrap();
     let h = step(port, limits, &recorded, Some(kept));
-    let r = ask(h.addr, &connect_request(&format!("{HOST}:{port}")));
-    assert_eq!(r.status, 503);
-    assert_eq!(denied(&r), "byte_cap: the run's 500 byte budget (500 used before this step) is spent");
+    assert_eq!(refused_at_once(&h, port), "byte_cap: the run's 500 byte budget (500 used before this step) is spent");
     let (stats, _) = h.stop();
     assert_eq!((stats.bytes_up, stats.bytes_down, stats.connections), (0, 0, 0));
 }
@@ -1081,9 +1086,7 @@ fn the_connection_budget_counts_connections_over_the_run() {
     let h = step(port, limits, &first, None);
     drop(open_tunnel(&h, &format!("{HOST}:{port}")));
     wait_allowed(&h, 1);
-    let r = ask(h.addr, &connect_request(&format!("{HOST}:{port}")));
-    assert_eq!(r.status, 503);
-    assert_eq!(denied(&r), "connection_budget: the run's 2 connection budget (1 used before this step) is spent");
+    assert_eq!(refused_at_once(&h, port), "connection_budget: the run's 2 connection budget (1 used before this step) is spent");
     let (second, _) = h.stop();
     assert_eq!((second.connections, second.allowed, second.denied), (1, 1, 1));
 }

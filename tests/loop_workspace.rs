@@ -145,3 +145,253 @@ fn a_malformed_protected_pattern_is_refused_and_no_run_is_left() {
     assert!(r.json()["errors"][0]["message"].as_str().unwrap().contains("src/["));
     assert!(!run_dir(repo.path(), "g").exists(), "nothing is written for a refused configuration");
 }
+
+/// Receipt and delivery agree: the last halt event's `delivery.branch` names a branch holding
+/// `delivery.commit` exactly when that branch exists in the operator's repository.
+fn assert_receipt_matches_delivery(repo: &Path, run_id: &str) {
+    let ev = events(repo, run_id);
+    let halt = ev.iter().rev().find(|e| e["type"] == "halt").expect("a halt event");
+    let branch = format!("refs/heads/loopexec/{run_id}");
+    let out = std::process::Command::new("git")
+        .current_dir(repo)
+        .args(["rev-parse", "--verify", "-q", &branch])
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .output()
+        .unwrap();
+    let on_disk = out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string());
+    match halt["delivery"]["branch"].as_str() {
+        Some(b) => {
+            assert_eq!(b, format!("loopexec/{run_id}"));
+            assert_eq!(on_disk.as_deref(), halt["delivery"]["commit"].as_str(), "the branch holds the receipt's commit");
+        }
+        None => assert_eq!(on_disk, None, "the receipt says nothing was delivered, and no branch exists: {halt}"),
+    }
+}
+
+/// The run's receipt verifies offline against the operator key (it was sealed).
+fn assert_sealed(repo: &Path, run_id: &str) {
+    let pubkey = path_str(&key_dir().join("operator.pub"));
+    let r = loopexec(repo, &["verify", "--json", run_id, "--pubkey", &pubkey]);
+    assert_eq!(r.code, 0, "{r:?}");
+}
+
+/// An agent policy: the shipped one with a `[workspace]` table, written outside the repository.
+fn agent_policy_with(workspace_table: &str) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    zone_traversable(dir.path());
+    let shipped = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/agent.toml")).unwrap();
+    let path = dir.path().join("agent.toml");
+    std::fs::write(&path, format!("{shipped}\n[workspace]\n{workspace_table}\n")).unwrap();
+    let p = path_str(&path);
+    (dir, p)
+}
+
+/// `loopexec` run through `sh -c "<limits>; exec loopexec ..."`, e.g. a small stack or few descriptors.
+fn loopexec_under(limits: &str, dir: &Path, args: &[&str]) -> Ran {
+    let out = command_under(limits, dir, args).output().expect("spawn");
+    from_output(out)
+}
+
+fn command_under(limits: &str, dir: &Path, args: &[&str]) -> std::process::Command {
+    let c = command();
+    let program = c.get_program().to_owned();
+    let mut sh = std::process::Command::new("bash");
+    sh.arg("-c").arg(format!("{limits} && exec \"$0\" \"$@\"")).arg(program).args(args).current_dir(dir);
+    for (k, v) in c.get_envs() {
+        if let Some(v) = v {
+            sh.env(k, v);
+        }
+    }
+    sh
+}
+
+const DEEP_TREE: &str = "/usr/bin/python3 -c \"import os,sys\nfor _ in range(int(sys.argv[1])):\n    os.mkdir('d'); os.chdir('d')\nopen('leaf','w').write('x')\"";
+
+#[test]
+fn a_tree_over_max_depth_halts_workspace_invalid_sealed_and_resume_reports_the_halt() {
+    let repo = workdir();
+    std::fs::write(repo.path().join("answer"), "41\n").unwrap();
+    commit_t0(repo.path());
+    let exec = format!("{DEEP_TREE} 300");
+    let r = loopexec(repo.path(), &["run", "--json", "--run-id", "deep", "--exec", &exec, "--check", "true"]);
+    assert_eq!(r.code, 30, "{r:?}");
+    let v = r.json();
+    assert_eq!(v["halt_reason"], "workspace_invalid");
+    let halt = events(repo.path(), "deep").into_iter().rev().find(|e| e["type"] == "halt").unwrap();
+    let detail = halt["detail"].as_str().unwrap();
+    assert!(detail.contains("workspace.max_depth = 256"), "{detail}");
+    assert!(detail.contains(&["d"; 257].join("/")), "the path is named: {detail}");
+    assert_sealed(repo.path(), "deep");
+    assert_receipt_matches_delivery(repo.path(), "deep");
+    let again = loopexec(repo.path(), &["run", "--json", "--resume", "deep"]);
+    assert_eq!(again.json()["errors"][0]["code"], "run_already_halted", "{again:?}");
+    assert!(again.json()["errors"][0]["message"].as_str().unwrap().contains("workspace_invalid"));
+}
+
+#[test]
+fn a_workspace_5000_levels_deep_is_read_on_a_small_stack_and_the_run_ends_sealed() {
+    // The policy lets the tree through, so every phase (snapshot, tree ids, check layers,
+    // delivery) meets the whole depth, on a 1 MiB main-thread stack (recursing, about 2,000
+    // levels overflowed it; 18,000 overflowed the default 8 MiB).
+    let (_p, policy) = agent_policy_with("max_depth = 20000\nmax_path_bytes = 100000");
+    let repo = workdir();
+    std::fs::write(repo.path().join("answer"), "41\n").unwrap();
+    commit_t0(repo.path());
+    let exec = format!("{DEEP_TREE} 5000");
+    let r = loopexec_under("ulimit -s 1024", repo.path(), &["run", "--json", "--run-id", "stack", "--policy", &policy, "--max-iterations", "1", "--exec", &exec, "--check", "true"]);
+    let v = r.json();
+    assert!(v["halt_reason"].is_string(), "a computed halt, not an abort: {r:?}");
+    assert_eq!(r.code, 10, "{r:?}");
+    assert_sealed(repo.path(), "stack");
+    assert_receipt_matches_delivery(repo.path(), "stack");
+}
+
+#[test]
+fn a_workspace_deeper_than_the_descriptor_limit_is_delivered_under_ulimit_n_256() {
+    let (_p, policy) = agent_policy_with("max_depth = 2000");
+    let repo = workdir();
+    std::fs::write(repo.path().join("answer"), "41\n").unwrap();
+    commit_t0(repo.path());
+    let exec = format!("{DEEP_TREE} 1100");
+    let r = loopexec_under("ulimit -Sn 256", repo.path(), &["run", "--json", "--run-id", "fds", "--policy", &policy, "--max-iterations", "1", "--exec", &exec, "--check", "true"]);
+    assert_eq!(r.code, 10, "{r:?}");
+    assert_eq!(r.json()["state"], "halted", "{r:?}");
+    assert_sealed(repo.path(), "fds");
+    assert_receipt_matches_delivery(repo.path(), "fds");
+    let leaf = format!("loopexec/fds:{}/leaf", ["d"; 1100].join("/"));
+    assert_eq!(git(repo.path(), &["show", &leaf]), "x");
+}
+
+#[test]
+fn each_name_git_treats_as_dot_git_elsewhere_halts_at_snapshot_and_is_never_delivered() {
+    let repo = workdir();
+    std::fs::write(repo.path().join("answer"), "41\n").unwrap();
+    commit_t0(repo.path());
+    let aliases = [
+        (".git\u{200c}", ".git"),
+        (".g\u{feff}it", ".git"),
+        ("GIT~1", ".git"),
+        ("git~1", ".git"),
+        (".git::$INDEX_ALLOCATION", ".git"),
+        (".git. ", ".git"),
+        (".GITMODULES", ".gitmodules"),
+        ("GITMOD~1", ".gitmodules"),
+        ("gi7eba~1", ".gitmodules"),
+        (".gitattributes\u{200d}", ".gitattributes"),
+    ];
+    for (i, (name, alias)) in aliases.iter().enumerate() {
+        let id = format!("alias{i}");
+        let exec = format!("echo 42 > answer && mkdir -p 'sub/{name}' && echo x > 'sub/{name}/config'");
+        let r = loopexec(repo.path(), &["run", "--json", "--run-id", &id, "--exec", &exec, "--check", "true"]);
+        assert_eq!(r.code, 30, "{name:?}: {r:?}");
+        assert_eq!(r.json()["halt_reason"], "workspace_invalid", "{name:?}");
+        let halt = events(repo.path(), &id).into_iter().rev().find(|e| e["type"] == "halt").unwrap();
+        let detail = halt["detail"].as_str().unwrap();
+        assert!(detail.contains(&format!("is {alias} to git")), "{name:?}: {detail}");
+        assert_eq!(halt["delivery"]["branch"], serde_json::Value::Null, "{name:?}");
+        assert_receipt_matches_delivery(repo.path(), &id);
+    }
+}
+
+#[test]
+fn gitmodules_gitattributes_and_the_threat_models_read_only_paths_are_protected() {
+    let repo = workdir();
+    std::fs::write(repo.path().join(".gitmodules"), "[submodule \"lib\"]\n\tpath = lib\n\turl = https://example.invalid/lib\n").unwrap();
+    std::fs::write(repo.path().join("answer"), "41\n").unwrap();
+    commit_t0(repo.path());
+    let plants = [
+        ("sed -i s/example.invalid/attacker.invalid/ .gitmodules", ".gitmodules"),
+        ("echo '* filter=evil' > .gitattributes", ".gitattributes"),
+        ("mkdir -p src && echo '*.c diff=evil' > src/.gitattributes", "src/.gitattributes"),
+        ("mkdir -p .loopexec && echo x > .loopexec/state.json", ".loopexec/state.json"),
+    ];
+    for (i, (exec, path)) in plants.iter().enumerate() {
+        let id = format!("ro{i}");
+        let r = loopexec(repo.path(), &["run", "--json", "--run-id", &id, "--exec", exec, "--check", "true"]);
+        assert_eq!(r.code, 13, "{exec}: {r:?}");
+        assert_eq!(r.json()["halt_reason"], "blocked_path_modified");
+        let snap = events(repo.path(), &id).into_iter().find(|e| e["type"] == "snapshot").unwrap();
+        assert_eq!(snap["protected_changes"][0]["path"], *path, "{exec}");
+        assert_receipt_matches_delivery(repo.path(), &id);
+    }
+    // `.git/hooks` and `.git/config` cannot be planted at all: a `.git` is never part of the tree.
+    let r = loopexec(repo.path(), &["run", "--json", "--run-id", "hooks", "--exec", "echo 42 > answer && mkdir -p .git/hooks && echo evil > .git/hooks/post-checkout && echo evil > .git/config", "--check", "true"]);
+    assert_eq!(r.code, 10, "{r:?}");
+    assert_receipt_matches_delivery(repo.path(), "hooks");
+    let tree = git(repo.path(), &["ls-tree", "-r", "--name-only", "loopexec/hooks"]);
+    assert_eq!(tree, ".gitmodules\nanswer\n");
+}
+
+/// Run loopexec to the end; its outcome, wall time and the peak RSS (KiB) of the largest process
+/// of the run (loopexec or one of its children), from `wait4`.
+fn measured(dir: &Path, args: &[&str]) -> (Ran, std::time::Duration, i64) {
+    use std::io::Read;
+    let started = std::time::Instant::now();
+    let mut child = command().current_dir(dir).args(args).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let out_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let mut status = 0;
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as i32);
+    let elapsed = started.elapsed();
+    let code = if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { -1 };
+    (Ran { code, stdout: out_reader.join().unwrap(), stderr: err_reader.join().unwrap() }, elapsed, usage.ru_maxrss)
+}
+
+/// One iteration of `exec` then a passing check, measured; prints the figures, returns the
+/// snapshot and halt events and the peak RSS (KiB).
+fn measured_run(repo: &Path, run_id: &str, exec: &str, what: &str) -> (serde_json::Value, serde_json::Value, i64) {
+    let (r, elapsed, rss_kib) = measured(repo, &["run", "--json", "--run-id", run_id, "--max-iterations", "1", "--exec", exec, "--check", "true"]);
+    assert_eq!(r.code, 10, "{r:?}");
+    let ev = events(repo, run_id);
+    let snap = ev.iter().find(|e| e["type"] == "snapshot").unwrap().clone();
+    let halt = ev.iter().rev().find(|e| e["type"] == "halt").unwrap().clone();
+    println!(
+        "{what}: run {:.1} s end to end (snapshot {} ms, delivery {} ms), peak RSS {} MiB",
+        elapsed.as_secs_f64(),
+        snap["duration_ms"],
+        halt["delivery"]["duration_ms"],
+        rss_kib / 1024
+    );
+    (snap, halt, rss_kib)
+}
+
+#[test]
+fn two_hundred_thousand_files_are_snapshotted_and_delivered_in_one_streaming_pass() {
+    let repo = workdir();
+    std::fs::write(repo.path().join("answer"), "41\n").unwrap();
+    commit_t0(repo.path());
+    let exec = "/usr/bin/python3 -c \"import os\nfor d in range(200):\n    os.makedirs('many/%03d' % d)\n    for f in range(1000):\n        open('many/%03d/%04d' % (d, f), 'w').close()\"";
+    let (snap, _, _) = measured_run(repo.path(), "many", exec, "200k files");
+    assert_eq!(snap["changed_paths"], 200_000);
+    assert_receipt_matches_delivery(repo.path(), "many");
+    let listed = git(repo.path(), &["ls-tree", "-r", "--name-only", "loopexec/many", "many"]);
+    assert_eq!(listed.lines().count(), 200_000);
+}
+
+#[test]
+fn three_sparse_gigabyte_files_are_streamed_never_read_whole() {
+    let repo = workdir();
+    std::fs::write(repo.path().join("answer"), "41\n").unwrap();
+    commit_t0(repo.path());
+    let exec = "truncate -s 1G a b c && printf end >> c && echo 42 > answer";
+    let (_, halt, rss_kib) = measured_run(repo.path(), "sparse", exec, "3 x 1 GiB sparse files");
+    assert_receipt_matches_delivery(repo.path(), "sparse");
+    assert_eq!(git(repo.path(), &["cat-file", "-s", "loopexec/sparse:c"]).trim(), ((1u64 << 30) + 3).to_string());
+    assert!(rss_kib < 512 * 1024, "a file is never held whole in memory: peak {rss_kib} KiB");
+    let patch = std::fs::read_to_string(run_dir(repo.path(), "sparse").join(halt["delivery"]["patch"].as_str().unwrap())).unwrap();
+    let c_blob = git(repo.path(), &["rev-parse", "loopexec/sparse:c"]);
+    assert!(patch.contains(&format!("{} A\tc", c_blob.trim())), "large files are listed, not inlined, in the patch");
+    assert!(patch.len() < 1 << 20);
+    assert!(patch.contains("-41\n+42\n"), "the other changes are in the patch as usual");
+}

@@ -1,11 +1,9 @@
 //! `loopexec policy check/show/diff` on the shipped policies and on malformed ones.
 
+mod common;
+use common::bin;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn bin() -> String {
-    std::env::var("LOOPEXEC_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_loopexec").to_string())
-}
 
 fn shipped(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("policies").join(name)

@@ -4,46 +4,16 @@
 //! their tree ids, protected paths, the exec zone's check layers, and delivery. Runs as root (the
 //! zone then runs as uid 60200, which must own what it writes) and unprivileged.
 
+mod common;
+use common::{bin, git_value as git, is_root, zone_owner};
 use loopexec::safefs::SafeDir;
 use loopexec::workspace::{
     check_layers, deliver, protected_changes, Baseline, BaselineOptions, ChangeKind, FrozenLayer, ProtectedPaths, Workspace, WorkspaceError,
 };
+use sandbox::WorkspaceLimits;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-const ZONE_ID_WHEN_ROOT: u32 = 60200;
-
-fn bin() -> String {
-    std::env::var("LOOPEXEC_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_loopexec").to_string())
-}
-
-fn is_root() -> bool {
-    nix::unistd::geteuid().is_root()
-}
-
-/// Who the zone runs as, and so who must own the layers it writes.
-fn zone_owner() -> Option<(u32, u32)> {
-    is_root().then_some((ZONE_ID_WHEN_ROOT, ZONE_ID_WHEN_ROOT))
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .env("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z")
-        .env("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z")
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
 
 fn write(root: &Path, rel: &str, text: &str) {
     let p = root.join(rel);
@@ -322,8 +292,8 @@ fn hostile_git_config_hooks_and_filters_never_run_from_baseline_to_delivery() {
     assert_eq!(std::fs::read_to_string(b.files_dir.join("a.txt")).unwrap(), "two\n");
     let ws = Workspace::create(b, &f.run_dir(), zone_owner()).unwrap();
     write(ws.upper_dir(), "agent.txt", "by the agent\n");
-    let snap = ws.snapshot().unwrap();
-    let d = deliver(&ws, &snap, "r-hostile", &f.run_dir(), "loopexec run r-hostile").unwrap();
+    let snap = ws.snapshot(&WorkspaceLimits::default()).unwrap();
+    let d = deliver(&ws, &snap, "r-hostile", &f.run_dir(), "loopexec run r-hostile", &WorkspaceLimits::default()).unwrap();
     assert!(d.patch.exists());
     assert_eq!(markers_left(&markers), Vec::<String>::new(), "something of the repository's config ran");
 }
@@ -334,7 +304,7 @@ fn hostile_git_config_hooks_and_filters_never_run_from_baseline_to_delivery() {
 fn an_untouched_workspace_snapshots_to_the_baseline_tree() {
     let f = Fixture::new(FILES);
     let ws = f.workspace();
-    let snap = ws.snapshot().unwrap();
+    let snap = ws.snapshot(&WorkspaceLimits::default()).unwrap();
     assert_eq!(snap.tree_id, ws.baseline().tree_id);
     assert!(snap.changes(ws.baseline().manifest().unwrap()).is_empty());
 }
@@ -360,7 +330,7 @@ fn the_agent_edits_through_the_overlay_and_the_snapshot_tree_id_is_gits() {
     assert_eq!(code, 0, "{out}");
     // The baseline was not modified.
     assert_eq!(std::fs::read_to_string(ws.baseline().files_dir.join("README.md")).unwrap(), "hello\n");
-    let snap = ws.snapshot().unwrap();
+    let snap = ws.snapshot(&WorkspaceLimits::default()).unwrap();
     assert_eq!(snap.tree_id.to_hex(), git_tree_after(&f, AGENT_EDITS));
     // A symlink in the upper layer is recorded as a symlink (its target, never its target's content).
     let evil = snap.manifest.get(b"evil").unwrap();
@@ -376,7 +346,7 @@ fn a_planted_dot_git_and_a_fifo_are_left_out_of_the_tree() {
     let ws = f.workspace();
     let (code, out) = in_zone(&ws.agent_overlay(Path::new("/ws")), "set -e; mkdir -p .git/hooks; echo x > .git/config; mkfifo pipe");
     assert_eq!(code, 0, "{out}");
-    let snap = ws.snapshot().unwrap();
+    let snap = ws.snapshot(&WorkspaceLimits::default()).unwrap();
     assert_eq!(snap.tree_id, ws.baseline().tree_id);
     let left: Vec<String> = snap.not_in_tree.iter().map(|p| String::from_utf8_lossy(p).into_owned()).collect();
     assert_eq!(left, vec![".git".to_string(), "pipe".to_string()]);
@@ -389,7 +359,7 @@ fn changes_after(script: &str) -> Vec<(String, ChangeKind)> {
     let ws = f.workspace();
     let (code, out) = in_zone(&ws.agent_overlay(Path::new("/ws")), script);
     assert_eq!(code, 0, "{out}");
-    let snap = ws.snapshot().unwrap();
+    let snap = ws.snapshot(&WorkspaceLimits::default()).unwrap();
     protected_changes(ws.baseline().manifest().unwrap(), &snap, &ProtectedPaths::defaults()).into_iter().map(|c| (c.path, c.change)).collect()
 }
 
@@ -439,7 +409,7 @@ fn the_check_sees_protected_paths_from_t0_and_the_agents_other_changes() {
                   rm tests/test_other.py; echo 'x' > tests/test_new.py; echo 'import os' > conftest.py; mkdir -p .git; echo p > .git/config";
     let (code, out) = in_zone(&ws.agent_overlay(Path::new("/ws")), script);
     assert_eq!(code, 0, "{out}");
-    let snap = ws.snapshot().unwrap();
+    let snap = ws.snapshot(&WorkspaceLimits::default()).unwrap();
     let check_dir = f.tmp.path().join("run/check-1");
     std::fs::create_dir(&check_dir).unwrap();
     let frozen = FrozenLayer::build(ws.baseline(), &ProtectedPaths::defaults(), &f.run_dir(), zone_owner()).unwrap();
@@ -460,7 +430,7 @@ fn the_check_sees_protected_paths_from_t0_and_the_agents_other_changes() {
     // The check's own writes went to its scratch layer: the agent's layer and t0 are unchanged.
     assert_eq!(std::fs::read_to_string(ws.upper_dir().join("tests/test_lib.py")).unwrap(), "def test_f(): pass\n");
     assert_eq!(std::fs::read_to_string(ws.baseline().files_dir.join("tests/test_lib.py")).unwrap(), FILES[1].1);
-    assert_eq!(ws.snapshot().unwrap().tree_id, snap.tree_id);
+    assert_eq!(ws.snapshot(&WorkspaceLimits::default()).unwrap().tree_id, snap.tree_id);
 }
 
 #[test]
@@ -471,7 +441,7 @@ fn a_protected_file_the_agent_replaced_by_a_fifo_is_seen_from_t0_by_the_check() 
     let ws = f.workspace();
     let (code, out) = in_zone(&ws.agent_overlay(Path::new("/ws")), "rm tests/test_other.py && mkfifo tests/test_other.py");
     assert_eq!(code, 0, "{out}");
-    let snap = ws.snapshot().unwrap();
+    let snap = ws.snapshot(&WorkspaceLimits::default()).unwrap();
     assert_eq!(snap.not_in_tree, vec![b"tests/test_other.py".to_vec()]);
     let frozen = FrozenLayer::build(ws.baseline(), &ProtectedPaths::defaults(), &f.run_dir(), zone_owner()).unwrap();
     let check_dir = f.tmp.path().join("run/check-1");
@@ -518,8 +488,8 @@ fn delivery_creates_the_branch_and_patch_and_leaves_head_index_and_working_tree_
     let ws = f.workspace();
     let (code, out) = in_zone(&ws.agent_overlay(Path::new("/ws")), "echo 'def f():\n    return 2' > src/lib.py; echo n > src/new.py; rm README.md");
     assert_eq!(code, 0, "{out}");
-    let snap = ws.snapshot().unwrap();
-    let d = deliver(&ws, &snap, "r-1", &f.run_dir(), "loopexec run r-1").unwrap();
+    let snap = ws.snapshot(&WorkspaceLimits::default()).unwrap();
+    let d = deliver(&ws, &snap, "r-1", &f.run_dir(), "loopexec run r-1", &WorkspaceLimits::default()).unwrap();
     assert_eq!(operator_state(&f.repo()), before);
     assert_eq!(d.branch, "loopexec/r-1");
     assert_eq!(git(&f.repo(), &["rev-parse", "loopexec/r-1^{tree}"]), snap.tree_id.to_hex());
@@ -542,8 +512,8 @@ fn delivery_never_overwrites_an_existing_branch() {
     let tip = git(&f.repo(), &["rev-parse", "loopexec/r-2"]);
     let ws = f.workspace();
     write(ws.upper_dir(), "x.txt", "x\n");
-    let snap = ws.snapshot().unwrap();
-    let err = deliver(&ws, &snap, "r-2", &f.run_dir(), "m").unwrap_err();
+    let snap = ws.snapshot(&WorkspaceLimits::default()).unwrap();
+    let err = deliver(&ws, &snap, "r-2", &f.run_dir(), "m", &WorkspaceLimits::default()).unwrap_err();
     assert!(matches!(err, WorkspaceError::BranchExists(ref b) if b == "loopexec/r-2"), "{err}");
     assert_eq!(git(&f.repo(), &["rev-parse", "loopexec/r-2"]), tip);
 }

@@ -2,14 +2,10 @@
 //! Runs as root (the zone then runs as the policy's uid_when_root, 60200) and as an unprivileged
 //! user (ci/test-unprivileged.sh).
 
+mod common;
+use common::{bin, is_root, ZONE_UID_WHEN_ROOT};
 use std::path::Path;
 use std::process::{Command, Output};
-
-const ZONE_ID_WHEN_ROOT: u32 = 60200;
-
-fn bin() -> String {
-    std::env::var("LOOPEXEC_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_loopexec").to_string())
-}
 
 fn sandbox(extra: &[&str], script: &str) -> Output {
     Command::new(bin())
@@ -28,20 +24,12 @@ fn stdout(o: &Output) -> String {
 /// A directory the zone may write: owned by the zone uid when we are root.
 fn workspace() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    if nix_is_root() {
-        std::os::unix::fs::chown(dir.path(), Some(ZONE_ID_WHEN_ROOT), Some(ZONE_ID_WHEN_ROOT)).unwrap();
+    if is_root() {
+        std::os::unix::fs::chown(dir.path(), Some(ZONE_UID_WHEN_ROOT), Some(ZONE_UID_WHEN_ROOT)).unwrap();
     }
     dir
 }
 
-fn nix_is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .find(|l| l.starts_with("Uid:"))
-        .map(|l| l.split_whitespace().nth(2) == Some("0"))
-        .unwrap()
-}
 
 #[test]
 fn true_exits_zero() {
@@ -124,9 +112,9 @@ fn protected_paths_stay_read_only_and_cannot_be_swapped() {
     let git = ws.path().join(".git");
     std::fs::create_dir(&git).unwrap();
     std::fs::write(git.join("config"), "[core]\n").unwrap();
-    if nix_is_root() {
+    if is_root() {
         for p in [git.as_path(), &git.join("config")] {
-            std::os::unix::fs::chown(p, Some(ZONE_ID_WHEN_ROOT), Some(ZONE_ID_WHEN_ROOT)).unwrap();
+            std::os::unix::fs::chown(p, Some(ZONE_UID_WHEN_ROOT), Some(ZONE_UID_WHEN_ROOT)).unwrap();
         }
     }
     let p = ws.path().display().to_string();

@@ -243,6 +243,16 @@ fn node_tap_as_captured_stdout_agrees_with_the_tap_report() {
 }
 
 #[test]
+fn node_spec_reporter_counts_agree_with_the_tap_report_of_the_same_run() {
+    let stdout = sample("node-spec-green.stdout");
+    let a = agree(Some(0), &[declared("node-tap-green.tap")], &CapturedOutput { stdout: &stdout, stderr: b"", truncated: false });
+    assert!(matches!(a, Agreement::Green { ref sources } if sources.len() == 2), "{a:?}");
+    let stdout = sample("node-spec-red.stdout");
+    let a = agree(Some(0), &[declared("node-tap-red.tap")], &CapturedOutput { stdout: &stdout, stderr: b"", truncated: false });
+    assert_eq!(kinds(&a), ["report_shows_failures", "summary_shows_failures"]);
+}
+
+#[test]
 fn perl_tap_samples_treat_skip_and_todo_as_skipped() {
     let green = report("perl-tap-green.tap");
     assert_eq!(green.producer, None);

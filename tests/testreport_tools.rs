@@ -150,23 +150,41 @@ fn pytest_junit_report_from_a_real_run() {
     assert_green_and_red(&green.0, &green.1, &red.0, &red.1, &["report_shows_failures", "summary_shows_failures"]);
 }
 
-#[test]
-fn cargo_test_output_and_nextest_junit_from_a_real_run() {
-    let cargo = match std::env::var_os("CARGO") {
+/// The cargo that runs these tests (`CARGO`), else the one on PATH.
+fn cargo() -> Option<PathBuf> {
+    match std::env::var_os("CARGO") {
         Some(c) => Some(PathBuf::from(c)),
         None => tool(&["cargo"]),
-    };
-    let Some(cargo) = cargo else { return };
+    }
+}
+
+/// Run cargo in the project `dir`, with its target dir inside it.
+fn cargo_in(cargo: &Path, dir: &Path, fail: bool, args: &[&str]) -> Ran {
+    let mut cmd = command(cargo, dir, fail);
+    cmd.env("CARGO_TARGET_DIR", dir.join("target")).args(args);
+    run(&mut cmd)
+}
+
+#[test]
+fn a_pytest_run_that_exits_zero_mid_run_leaves_no_report_and_is_not_green() {
+    let Some(pytest) = tool(&["pytest-3", "pytest"]) else { return };
+    let dir = project("pytest");
+    std::fs::write(dir.path().join("tests/test_exit.py"), "import os\n\n\ndef test_exits():\n    os._exit(0)\n").unwrap();
+    let ran = run(command(&pytest, dir.path(), false).args(["-p", "no:cacheprovider", "--junitxml=out/junit.xml"]));
+    assert_eq!(ran.code, Some(0), "pytest believes the planted exit: {}", ran.show());
+    let verdict = agree(ran.code, &reports_in(dir.path(), "out/junit.xml"), &ran.output());
+    assert_eq!(kinds(&verdict), ["report_unusable"]);
+    assert!(verdict.disagreements()[0].is_missing_report());
+}
+
+#[test]
+fn cargo_test_output_and_nextest_junit_from_a_real_run() {
+    let Some(cargo) = cargo() else { return };
     if tool(&["cargo-nextest"]).is_none() {
         return;
     }
     let dir = project("rust");
-    let target = dir.path().join("target");
-    let cargo_in = |fail: bool, args: &[&str]| {
-        let mut cmd = command(&cargo, dir.path(), fail);
-        cmd.env("CARGO_TARGET_DIR", &target).args(args);
-        run(&mut cmd)
-    };
+    let cargo_in = |fail: bool, args: &[&str]| cargo_in(&cargo, dir.path(), fail, args);
     let build = cargo_in(false, &["test", "--offline", "--no-run"]);
     assert_eq!(build.code, Some(0), "{}", build.show());
     let green = cargo_in(false, &["test", "--offline", "--no-fail-fast"]);
@@ -188,6 +206,25 @@ fn cargo_test_output_and_nextest_junit_from_a_real_run() {
     assert_eq!(parsed(&green_reports).collected, sample("nextest-green.xml").collected);
     assert_eq!(ids(&parsed(&red_reports).failing), ["sample::tests::wrong_when_asked"]);
     assert_green_and_red(&green, &green_reports, &red, &red_reports, &["report_shows_failures", "summary_shows_failures"]);
+}
+
+#[test]
+fn a_test_binary_that_exits_zero_mid_run_is_not_green_under_cargo_test() {
+    let Some(cargo) = cargo() else { return };
+    let dir = project("rust");
+    std::fs::write(
+        dir.path().join("tests/exits.rs"),
+        "#[test]\nfn first() {}\n\n#[test]\nfn second() {\n    std::process::exit(0);\n}\n",
+    )
+    .unwrap();
+    let ran = cargo_in(&cargo, dir.path(), false, &["test", "--offline", "--test", "exits", "--", "--test-threads=1"]);
+    assert_eq!(ran.code, Some(0), "cargo test believes the planted exit: {}", ran.show());
+    let verdict = agree(ran.code, &[], &ran.output());
+    assert_eq!(kinds(&verdict), ["report_incomplete"]);
+    assert_eq!(
+        verdict.disagreements()[0].to_string(),
+        "report libtest output in stdout: ended abnormally: test/exits: printed `running 2 tests` and no `test result:` line (it exited abnormally)"
+    );
 }
 
 #[test]

@@ -34,7 +34,7 @@ pub use error::{Layer, SandboxError};
 pub use spawn::NAMESPACES;
 pub use launch::{hold_protected_paths, launch, AppliedReport, Launcher, LayerStatus, ProtectedHolds, ProtectedPlaceholders, RunningZone, ZoneExit, ZoneSpec};
 pub use plan::OverlayMount;
-pub use policy::{Policy, PolicyError};
+pub use policy::{Policy, PolicyError, WorkspaceLimits};
 pub use preflight::{HostReport, Missing};
 /// For backends that prepare a zone's network namespace themselves (the container backend).
 pub use netns::{bring_up_loopback, listen as listen_loopback};

@@ -33,6 +33,8 @@ struct RawPolicy {
     identity: Identity,
     #[serde(default)]
     layers: RawLayers,
+    #[serde(default)]
+    workspace: WorkspaceLimits,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -74,6 +76,10 @@ pub struct Policy {
     pub env: Env,
     pub identity: Identity,
     pub layers: Layers,
+    /// What an agent step may leave in a detached workspace, and how long the supervisor may
+    /// spend reading it (read by the supervisor, never by the zone).
+    #[serde(default)]
+    pub workspace: WorkspaceLimits,
     /// sha256 (hex) of the policy file's bytes.
     pub sha256: String,
 }
@@ -196,6 +202,69 @@ pub struct Identity {
     pub gid_when_root: u32,
     #[serde(default = "default_hostname")]
     pub hostname: String,
+}
+
+/// The `[workspace]` table: limits on what the agent's upper layer may hold, checked while the
+/// supervisor reads it after each agent step, and the time bounds of the post-agent phases. A
+/// workspace over a limit halts the run `workspace_invalid`, naming the limit and the path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkspaceLimits {
+    /// Deepest path, in components (`a/b/c` is 3).
+    #[serde(default = "default_ws_depth")]
+    pub max_depth: u32,
+    /// Longest path, in bytes.
+    #[serde(default = "default_ws_path_bytes")]
+    pub max_path_bytes: u32,
+    /// Entries (files, directories, symlinks, anything else) the agent may create or change.
+    #[serde(default = "default_ws_entries")]
+    pub max_entries: u64,
+    /// Sum of the sizes (apparent sizes: a sparse file counts what git would store) of the
+    /// agent's files.
+    #[serde(default = "default_ws_total_bytes")]
+    pub max_total_bytes: u64,
+    /// Largest single file.
+    #[serde(default = "default_ws_file_bytes")]
+    pub max_file_bytes: u64,
+    /// Time bound of one snapshot (reading and hashing the upper layer).
+    #[serde(default = "default_ws_phase_seconds")]
+    pub snapshot_timeout_seconds: u64,
+    /// Time bound of the delivery (objects, tree, commit, patch, branch).
+    #[serde(default = "default_ws_phase_seconds")]
+    pub delivery_timeout_seconds: u64,
+}
+
+impl Default for WorkspaceLimits {
+    fn default() -> Self {
+        WorkspaceLimits {
+            max_depth: default_ws_depth(),
+            max_path_bytes: default_ws_path_bytes(),
+            max_entries: default_ws_entries(),
+            max_total_bytes: default_ws_total_bytes(),
+            max_file_bytes: default_ws_file_bytes(),
+            snapshot_timeout_seconds: default_ws_phase_seconds(),
+            delivery_timeout_seconds: default_ws_phase_seconds(),
+        }
+    }
+}
+
+fn default_ws_depth() -> u32 {
+    256
+}
+fn default_ws_path_bytes() -> u32 {
+    4096
+}
+fn default_ws_entries() -> u64 {
+    1_000_000
+}
+fn default_ws_total_bytes() -> u64 {
+    8 << 30
+}
+fn default_ws_file_bytes() -> u64 {
+    2 << 30
+}
+fn default_ws_phase_seconds() -> u64 {
+    900
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -436,6 +505,13 @@ impl Policy {
         if h.is_empty() || h.len() > 64 || !h.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
             return Err(at(None, "identity.hostname: 1-64 characters of [A-Za-z0-9-]".into()));
         }
+        let w = &raw.workspace;
+        if w.max_depth == 0 || w.max_path_bytes == 0 || w.max_entries == 0 {
+            return Err(at(None, "workspace: max_depth, max_path_bytes and max_entries must be at least 1".into()));
+        }
+        if w.snapshot_timeout_seconds == 0 || w.delivery_timeout_seconds == 0 {
+            return Err(at(None, "workspace: snapshot_timeout_seconds and delivery_timeout_seconds must be at least 1".into()));
+        }
         Ok(Policy {
             filesystem: Filesystem {
                 read_only,
@@ -450,6 +526,7 @@ impl Policy {
             env: raw.env,
             identity: raw.identity,
             layers: Layers { may_skip },
+            workspace: raw.workspace,
             sha256: hex::encode(Sha256::digest(bytes)),
         })
     }
@@ -514,6 +591,13 @@ impl Policy {
             ("identity.gid_when_root".into(), self.identity.gid_when_root.to_string()),
             ("identity.hostname".into(), self.identity.hostname.clone()),
             ("layers.may_skip".into(), list(&self.layers.may_skip.iter().map(|l| l.as_str().to_string()).collect::<Vec<_>>())),
+            ("workspace.max_depth".into(), self.workspace.max_depth.to_string()),
+            ("workspace.max_path_bytes".into(), self.workspace.max_path_bytes.to_string()),
+            ("workspace.max_entries".into(), self.workspace.max_entries.to_string()),
+            ("workspace.max_total_bytes".into(), self.workspace.max_total_bytes.to_string()),
+            ("workspace.max_file_bytes".into(), self.workspace.max_file_bytes.to_string()),
+            ("workspace.snapshot_timeout_seconds".into(), self.workspace.snapshot_timeout_seconds.to_string()),
+            ("workspace.delivery_timeout_seconds".into(), self.workspace.delivery_timeout_seconds.to_string()),
         ]
     }
 
@@ -597,6 +681,16 @@ mod tests {
         assert_eq!(p.network.mode, NetworkMode::None);
         assert!(p.layers.may_skip.is_empty());
         assert!(p.filesystem.read_write.is_empty());
+    }
+
+    #[test]
+    fn the_workspace_table_sets_limits_over_the_defaults_and_refuses_zero_and_unknown_keys() {
+        let p = Policy::parse(b"[workspace]\nmax_depth = 40\nmax_file_bytes = 1024\n", "t").unwrap();
+        assert_eq!((p.workspace.max_depth, p.workspace.max_file_bytes), (40, 1024));
+        assert_eq!(p.workspace.max_entries, WorkspaceLimits::default().max_entries);
+        assert!(err("[workspace]\nmax_depth = 0\n").message.contains("max_depth"));
+        assert!(err("[workspace]\nsnapshot_timeout_seconds = 0\n").message.contains("snapshot_timeout_seconds"));
+        assert_eq!(err("[workspace]\nmax_dept = 3\n").line, 2);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! `loopexec init`: create `.loopexec/` and a commented `loop.toml` in the workdir.
 
+use super::loop_args::LoopCommandArgs;
 use super::run::absolute_workdir;
 use crate::engine::loopfile::{self, LOOP_FILE};
 use crate::error::{CmdResult, Failure};
@@ -16,12 +17,9 @@ pub struct Args {
     /// Directory to initialise.
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub workdir: PathBuf,
-    /// Fill in the check command.
-    #[arg(long, value_name = "CMD")]
-    pub check: Option<String>,
-    /// Fill in the agent command.
-    #[arg(long, value_name = "CMD")]
-    pub exec: Option<String>,
+    /// The commands written into loop.toml.
+    #[command(flatten)]
+    pub commands: LoopCommandArgs,
     /// Fill in the isolation choice.
     #[arg(long, value_enum)]
     pub isolation: Option<Isolation>,
@@ -33,7 +31,7 @@ pub struct Args {
 pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     let workdir = absolute_workdir(&args.workdir)?;
     let wd = SafeDir::open(&workdir).map_err(|e| Failure::workspace(format!("workdir: {e}")))?;
-    let text = loopfile::template(args.check.as_deref(), args.exec.as_deref(), args.isolation);
+    let text = loopfile::template(args.commands.check.as_deref(), args.commands.exec.as_deref(), args.isolation);
     let existed = wd.exists(LOOP_FILE);
     if existed && !args.force {
         return Err(Failure::usage(format!("{}: already exists", workdir.join(LOOP_FILE).display()))

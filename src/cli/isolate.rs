@@ -6,8 +6,9 @@
 //! as `<...>` and listed under `prepared_at_run_time`. The engine is not contacted: what it can
 //! enforce on this host is checked when the run starts.
 
+use super::loop_args::LoopCommandArgs;
 use super::run::{absolute_workdir, ZoneArgs};
-use crate::engine::config::{ConfigInput, LoopConfig};
+use crate::engine::config::LoopConfig;
 use crate::engine::detached::WORKSPACE_TARGET;
 use crate::engine::loopfile;
 use crate::error::{CmdResult, Failure};
@@ -26,12 +27,9 @@ use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The agent command (default: loop.toml's).
-    #[arg(long, value_name = "CMD")]
-    pub exec: Option<String>,
-    /// The check (default: loop.toml's).
-    #[arg(long, value_name = "CMD")]
-    pub check: Option<String>,
+    /// The loop's commands (default: loop.toml's).
+    #[command(flatten)]
+    pub commands: LoopCommandArgs,
     #[command(flatten)]
     pub zones: ZoneArgs,
     /// The loop's directory.
@@ -42,7 +40,7 @@ pub struct Args {
 pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     let workdir = absolute_workdir(&args.workdir)?;
     let wd = SafeDir::open(&workdir).map_err(|e| Failure::workspace(format!("workdir: {e}")))?;
-    let flags = ConfigInput { check: args.check.clone(), exec: args.exec.clone(), ..args.zones.input() };
+    let flags = args.commands.over(args.zones.input());
     let (input, loop_ref) = match loopfile::load(&wd)? {
         Some((file, reference)) => (flags.over(file), Some(reference)),
         None => (flags, None),

@@ -13,6 +13,7 @@ pub mod explain_halt;
 pub mod init;
 pub mod isolate;
 pub mod keygen;
+pub mod loop_args;
 pub mod policy;
 pub mod receipt_source;
 pub mod reexecute;

@@ -99,12 +99,8 @@ impl ZoneArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The external check; exit 0 means done. Run as `/bin/sh -c` in the workdir.
-    #[arg(long, value_name = "CMD")]
-    pub check: Option<String>,
-    /// The agent command, run before each check.
-    #[arg(long, value_name = "CMD")]
-    pub exec: Option<String>,
+    #[command(flatten)]
+    pub commands: super::loop_args::LoopCommandArgs,
     /// Where commands run: `native` (default) sandboxes the agent and the check; `none` runs them
     /// on the host, unsandboxed.
     #[arg(long, value_enum)]
@@ -183,12 +179,10 @@ pub struct Args {
 
 impl Args {
     fn flag_input(&self) -> ConfigInput {
-        ConfigInput {
+        self.commands.over(ConfigInput {
             mint_cmd: self.mint_cmd.clone(),
             revoke_cmd: self.revoke_cmd.clone(),
             mint_env: self.mint_env.clone(),
-            check: self.check.clone(),
-            exec: self.exec.clone(),
             isolation: self.isolation,
             include_uncommitted: self.include_uncommitted.then_some(true),
             protected: self.protect.clone(),
@@ -205,7 +199,7 @@ impl Args {
             context_files: self.context_file.clone(),
             cost_usd: self.cost_usd,
             ..self.zones.input()
-        }
+        })
     }
 }
 

@@ -13,7 +13,7 @@ use crate::receipt::store::{fs_failure, RunDir, StateDir};
 use crate::safefs::SafeDir;
 use crate::workspace::{
     check_layers, deliver, protected_changes, Baseline, BaselineOptions, Delivery, FrozenLayer, ObjectId, ProtectedChange,
-    ProtectedPaths, Snapshot, Workspace,
+    ProtectedPaths, Snapshot, Workspace, WorkspaceError,
 };
 use sandbox::OverlayMount;
 use serde_json::{json, Map, Value};
@@ -59,6 +59,20 @@ pub fn zone_owner(policy: &sandbox::Policy) -> Option<(u32, u32)> {
 pub struct AgentStep {
     pub snapshot: Snapshot,
     pub protected: Vec<ProtectedChange>,
+    /// How long the snapshot took (its bound is the policy's `workspace.snapshot_timeout_seconds`).
+    pub duration_ms: u64,
+}
+
+/// How reading the workspace after an agent step ended.
+pub enum AfterAgent {
+    /// A snapshot, to guard and accept.
+    Step(AgentStep),
+    /// The workspace cannot be taken (over a `[workspace]` limit, a name git treats as `.git`,
+    /// the snapshot's time bound, a tree that cannot be read): the run halts `workspace_invalid`
+    /// with this detail, naming the limit and the path.
+    Refused(String),
+    /// The operator interrupted the snapshot; the run stays resumable.
+    Interrupted(i32),
 }
 
 /// A check's scratch layers, removed when dropped.
@@ -94,6 +108,10 @@ pub struct RunWorkspace {
     frozen: FrozenLayer,
     /// The last snapshot that passed the guards (what is delivered at the end).
     last_accepted: Option<Snapshot>,
+    /// The agent policy's `[workspace]` limits and time bounds.
+    limits: sandbox::WorkspaceLimits,
+    /// Why the workspace a resumed run found could not be taken (the run then halts with it).
+    refused_at_reopen: Option<String>,
 }
 
 fn ws_failure(e: crate::workspace::WorkspaceError) -> Failure {
@@ -151,13 +169,15 @@ impl RunWorkspace {
             "baseline_reused": b.reused,
             "target": WORKSPACE_TARGET,
             "protected": protected.patterns(),
+            "limits": agent_policy.workspace,
         }) {
             Value::Object(m) => m,
             _ => Map::new(),
         };
         let check_owner = zone_owner(check_policy);
         let (checks, frozen) = build_frozen(&workspace, &protected, run, check_owner)?;
-        let ws = RunWorkspace { workspace, protected, check_owner, checks, frozen, last_accepted: None };
+        let limits = agent_policy.workspace.clone();
+        let ws = RunWorkspace { workspace, protected, check_owner, checks, frozen, last_accepted: None, limits, refused_at_reopen: None };
         Ok((ws, fields))
     }
 
@@ -167,6 +187,7 @@ impl RunWorkspace {
         statedir: &StateDir,
         run: &RunDir,
         protected_extra: &[String],
+        agent_policy: &sandbox::Policy,
         check_policy: &sandbox::Policy,
     ) -> CmdResult<RunWorkspace> {
         let text = |k: &str| event.get(k).and_then(Value::as_str).map(str::to_string);
@@ -180,11 +201,18 @@ impl RunWorkspace {
         let protected = ProtectedPaths::new(true, protected_extra).map_err(ws_failure)?;
         let check_owner = zone_owner(check_policy);
         let (checks, frozen) = build_frozen(&workspace, &protected, run, check_owner)?;
-        let mut ws = RunWorkspace { workspace, protected, check_owner, checks, frozen, last_accepted: None };
-        // The workspace as the crashed process left it is accepted again only if it passes the guard.
-        let step = ws.after_agent()?;
-        if step.protected.is_empty() {
-            ws.last_accepted = Some(step.snapshot);
+        let limits = agent_policy.workspace.clone();
+        let mut ws = RunWorkspace { workspace, protected, check_owner, checks, frozen, last_accepted: None, limits, refused_at_reopen: None };
+        // The workspace as the crashed process left it is accepted again only if it passes the
+        // guard; one that cannot be taken halts the resumed run with the reason.
+        match ws.after_agent() {
+            AfterAgent::Step(step) if step.protected.is_empty() => ws.last_accepted = Some(step.snapshot),
+            AfterAgent::Step(_) => {}
+            AfterAgent::Refused(detail) => ws.refused_at_reopen = Some(detail),
+            AfterAgent::Interrupted(signal) => {
+                return Err(Failure::workspace(format!("interrupted ({}) while reading the workspace", crate::interrupt::signal_name(signal)))
+                    .with_hint("resume the run again"))
+            }
         }
         Ok(ws)
     }
@@ -195,13 +223,24 @@ impl RunWorkspace {
     }
 
     /// Snapshot the workspace after an agent step and check the protected paths.
-    pub fn after_agent(&mut self) -> CmdResult<AgentStep> {
+    pub fn after_agent(&mut self) -> AfterAgent {
         let started = std::time::Instant::now();
-        let snapshot = self.workspace.snapshot().map_err(ws_failure)?;
-        let baseline = self.workspace.baseline().manifest().map_err(ws_failure)?;
-        let protected = protected_changes(baseline, &snapshot, &self.protected);
-        tracing::debug!(elapsed_us = started.elapsed().as_micros() as u64, "workspace snapshot");
-        Ok(AgentStep { snapshot, protected })
+        let taken = self.workspace.snapshot(&self.limits).and_then(|snapshot| {
+            let baseline = self.workspace.baseline().manifest()?;
+            Ok((protected_changes(baseline, &snapshot, &self.protected), snapshot))
+        });
+        let duration_ms = started.elapsed().as_millis() as u64;
+        tracing::debug!(duration_ms, "workspace snapshot");
+        match taken {
+            Ok((protected, snapshot)) => AfterAgent::Step(AgentStep { snapshot, protected, duration_ms }),
+            Err(WorkspaceError::Interrupted { signal, .. }) => AfterAgent::Interrupted(signal),
+            Err(e) => AfterAgent::Refused(format!("the workspace cannot be taken: {e}")),
+        }
+    }
+
+    /// Why the workspace of a resumed run could not be taken, if it could not.
+    pub fn refused_at_reopen(&self) -> Option<&str> {
+        self.refused_at_reopen.as_deref()
     }
 
     /// The baseline's manifest (t0).
@@ -234,14 +273,14 @@ impl RunWorkspace {
         Ok((layers.overlay, CheckScratch { parent, name, upper }))
     }
 
-    /// Deliver the last accepted state, if it differs from t0.
-    pub fn deliver(&self, run_id: &str, run: &RunDir, message: &str) -> CmdResult<Option<Delivery>> {
+    /// Deliver the last accepted state, if it differs from t0, within the delivery time bound.
+    pub fn deliver(&self, run_id: &str, run: &RunDir, message: &str) -> Result<Option<Delivery>, WorkspaceError> {
         let Some(snapshot) = &self.last_accepted else {
             return Ok(None);
         };
         if snapshot.tree_id == self.workspace.baseline().tree_id {
             return Ok(None);
         }
-        deliver(&self.workspace, snapshot, run_id, run.dir(), message).map(Some).map_err(ws_failure)
+        deliver(&self.workspace, snapshot, run_id, run.dir(), message, &self.limits).map(Some)
     }
 }

@@ -351,7 +351,7 @@ pub fn resume(
                 .iter()
                 .find(|e| type_of(e) == events::WORKSPACE)
                 .ok_or_else(|| Failure::workspace(format!("{}: no workspace event", run.receipt_path().display())))?;
-            Some(RunWorkspace::reopen(event, statedir, &run, &pos.cfg.protected, role_policy(&zones, Role::Check)?)?)
+            Some(RunWorkspace::reopen(event, statedir, &run, &pos.cfg.protected, role_policy(&zones, Role::Agent)?, role_policy(&zones, Role::Check)?)?)
         }
         WorkspaceMode::InPlace => None,
     };
@@ -378,6 +378,10 @@ pub fn resume(
     // A credential minted by a process that died without revoking it is revoked now.
     if credential_outstanding(&events) {
         active.revoke_credential(None, "supervisor_lost")?;
+    }
+    if let Some(detail) = active.workspace.as_ref().and_then(RunWorkspace::refused_at_reopen).map(str::to_string) {
+        progress(&detail);
+        return active.halt(HaltReason::WorkspaceInvalid, detail);
     }
     if let Some((reason, detail)) = decided {
         // The outcome was observed and recorded before loopexec died; only its halt is missing.
@@ -547,8 +551,13 @@ impl ActiveRun<'_> {
             // The last accepted state reaches the operator as a branch and a patch; a failed
             // delivery (e.g. the branch already exists) is recorded, never fatal to the halt.
             let message = format!("loopexec run {}: {}", self.state.run_id, reason.as_str());
-            halt["delivery"] = match ws.deliver(&self.state.run_id, &self.run, &message) {
+            let started = std::time::Instant::now();
+            let delivered = ws.deliver(&self.state.run_id, &self.run, &message);
+            let duration_ms = started.elapsed().as_millis() as u64;
+            halt["delivery"] = match delivered {
+                Err(crate::workspace::WorkspaceError::Interrupted { signal, .. }) => return self.interrupted(signal, None),
                 Ok(Some(d)) => json!({
+                    "duration_ms": duration_ms,
                     "branch": d.branch,
                     "commit": d.commit,
                     "tree": d.tree,
@@ -556,7 +565,7 @@ impl ActiveRun<'_> {
                     "patch": d.patch.strip_prefix(self.run.path()).unwrap_or(&d.patch).to_string_lossy(),
                 }),
                 Ok(None) => json!({"branch": null, "reason": "no accepted change to deliver"}),
-                Err(e) => json!({"branch": null, "error": e.message}),
+                Err(e) => json!({"branch": null, "error": e.to_string(), "duration_ms": duration_ms}),
             };
         }
         self.append(events::HALT, halt)?;
@@ -643,7 +652,14 @@ impl ActiveRun<'_> {
             }
             if let Some(ws) = self.workspace.as_mut() {
                 // The first guard: which tree did the agent leave, and did it touch a protected path?
-                let step = ws.after_agent()?;
+                let step = match ws.after_agent() {
+                    detached::AfterAgent::Step(step) => step,
+                    detached::AfterAgent::Refused(detail) => {
+                        progress(&format!("iteration {n}: {detail}"));
+                        return self.halt(HaltReason::WorkspaceInvalid, detail);
+                    }
+                    detached::AfterAgent::Interrupted(sig) => return self.interrupted(sig, Some(n)),
+                };
                 let touched: Vec<Value> = step
                     .protected
                     .iter()
@@ -657,7 +673,7 @@ impl ActiveRun<'_> {
                 }
                 self.append(
                     events::SNAPSHOT,
-                    json!({"iteration": n, "tree_id": tree_id, "changed_paths": changed, "protected_changes": touched}),
+                    json!({"iteration": n, "tree_id": tree_id, "changed_paths": changed, "protected_changes": touched, "duration_ms": step.duration_ms}),
                 )?;
                 if !blocked.is_empty() {
                     let detail = format!("the agent changed protected paths: {}", blocked.join(", "));
@@ -670,10 +686,10 @@ impl ActiveRun<'_> {
             }
 
             let (check_overlay, scratch) = match &self.workspace {
-                Some(ws) => {
-                    let (overlay, scratch) = ws.check_overlay(n)?;
-                    (Some(overlay), Some(scratch))
-                }
+                Some(ws) => match ws.check_overlay(n) {
+                    Ok((overlay, scratch)) => (Some(overlay), Some(scratch)),
+                    Err(f) => return self.halt(HaltReason::WorkspaceInvalid, format!("the check's layers cannot be built: {}", f.message)),
+                },
                 None => (None, None),
             };
             let check = match self.run_command(zone, Role::Check, n, check_overlay)? {

@@ -53,8 +53,9 @@ impl FromStr for Format {
 
 /// The format a report's content shows, from its first meaningful line: `<` (after an optional
 /// byte-order mark) is XML, a JSON object with an `Action` key is go -json, `TAP version`, a
-/// plan or a test point is TAP, and libtest's `running N tests` is libtest output. `None` when
-/// nothing matches.
+/// plan or a test point is TAP; past a banner, a `TAP version 13|14` line or libtest's
+/// `running N tests` on any of the first 1000 lines is TAP or libtest output. `None` when nothing
+/// matches.
 pub fn sniff(bytes: &[u8]) -> Option<Format> {
     let bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
     let first = bytes
@@ -72,10 +73,13 @@ pub fn sniff(bytes: &[u8]) -> Option<Format> {
     if first.starts_with(b"TAP version ") || is_tap_plan(first) || first.starts_with(b"ok") || first.starts_with(b"not ok") {
         return Some(Format::Tap);
     }
-    if super::libtest::is_running_line(first) {
-        return Some(Format::Libtest);
+    // A banner first (`npm test`'s, cargo's `Compiling ...`): a TAP version line or libtest's
+    // `running N tests` further down.
+    let head = || bytes.split(|b| *b == b'\n').take(1000).map(|l| l.strip_suffix(b"\r").unwrap_or(l));
+    if head().any(|l| l == b"TAP version 13" || l == b"TAP version 14") {
+        return Some(Format::Tap);
     }
-    None
+    head().any(super::libtest::is_running_line).then_some(Format::Libtest)
 }
 
 fn is_tap_plan(line: &[u8]) -> bool {
@@ -102,6 +106,8 @@ mod tests {
         assert_eq!(sniff(b"TAP version 13\n1..1\nok 1\n"), Some(Format::Tap));
         assert_eq!(sniff(b"1..4\nok 1 - adds\n"), Some(Format::Tap));
         assert_eq!(sniff(b"\nrunning 3 tests\ntest a ... ok\n"), Some(Format::Libtest));
+        assert_eq!(sniff(b"   Compiling demo v0.1.0\n\nrunning 1 test\n"), Some(Format::Libtest));
+        assert_eq!(sniff(b"\n> sample@0.1.0 test\n> node --test\n\nTAP version 13\n"), Some(Format::Tap));
     }
 
     #[test]

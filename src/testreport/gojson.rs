@@ -4,7 +4,7 @@
 //! Every test that reached `pass`, `fail` or `skip` is one entry with the id `package/TestName`
 //! (subtests keep go's own `/` path: `package/TestName/sub`). A package's own `fail` with no
 //! failing test in it (a build failure, a panic or an exit in TestMain) puts the package itself in
-//! the failing set and in `incomplete`; a test that started but has no result in a package that
+//! the failing set and in `incomplete` (as does go 1.24's `build-fail` event, by import path); a test that started but has no result in a package that
 //! failed counts as failed (the binary died under it). A line that is not such an event, a
 //! package without its final `pass`/`fail`/`skip` (a truncated stream) are errors.
 
@@ -20,6 +20,9 @@ struct Event {
     package: String,
     #[serde(rename = "Test", default)]
     test: String,
+    /// go >= 1.24 reports a build failure by import path, outside any package's events.
+    #[serde(rename = "ImportPath", default)]
+    import_path: String,
 }
 
 #[derive(Default)]
@@ -35,6 +38,7 @@ struct Package {
 pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
     let mut packages: BTreeMap<String, Package> = BTreeMap::new();
     let mut builder = ReportBuilder::default();
+    let mut incomplete = Vec::new();
     for line in lines(bytes, report, Format::GoJson) {
         let (number, line) = line?;
         if line.trim_ascii().is_empty() {
@@ -48,6 +52,13 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
                 format!("not a go test -json event ({e}): {}", super::shown_bytes(line, 80)),
             )
         })?;
+        if event.package.is_empty() {
+            if event.action == "build-fail" {
+                builder.add_unit_failure(event.import_path.clone());
+                incomplete.push(format!("{}: build failed", event.import_path));
+            }
+            continue;
+        }
         let pkg = packages.entry(event.package.clone()).or_default();
         pkg.last_line = number;
         match (event.action.as_str(), event.test.is_empty()) {
@@ -76,7 +87,6 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
             _ => {}
         }
     }
-    let mut incomplete = Vec::new();
     for (name, pkg) in packages {
         let Some(result) = pkg.result else {
             return Err(ReportError::malformed(
@@ -146,6 +156,17 @@ mod tests {
         assert_eq!(r.failing.iter().collect::<Vec<_>>(), ["m/p"]);
         assert_eq!(r.collected.len(), 0);
         assert_eq!(r.incomplete.len(), 1);
+    }
+
+    #[test]
+    fn a_build_failure_reported_by_import_path_fails_as_a_unit() {
+        let s = "{\"ImportPath\":\"m/p [m/p.test]\",\"Action\":\"build-output\",\"Output\":\"x.go:1: bad\\n\"}\n\
+                 {\"ImportPath\":\"m/p [m/p.test]\",\"Action\":\"build-fail\"}\n"
+            .to_string()
+            + &ev("start", "m/p", "")
+            + &ev("fail", "m/p", "");
+        let r = parse(s.as_bytes(), "go.json").unwrap();
+        assert_eq!(r.failing.iter().collect::<Vec<_>>(), ["m/p", "m/p [m/p.test]"]);
     }
 
     #[test]

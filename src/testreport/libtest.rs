@@ -15,7 +15,7 @@
 //! cargo started and that printed nothing did too; a block whose lines do not add up to its own
 //! counts was cut or interleaved. Each of these lands in the report's `incomplete` list.
 
-use super::{bounded_id, lines, Counts, Format, Outcome, ParsedReport, Producer, ReportBuilder, ReportError};
+use super::{bounded_id, lines, output_lines, Counts, Format, Outcome, ParsedReport, Producer, ReportBuilder, ReportError};
 
 /// One `test result:` line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,6 +38,8 @@ pub struct Binary {
     /// The line of `running N tests` and its N; `None` when the binary printed nothing.
     pub running: Option<(usize, u64)>,
     pub tests: Vec<(String, Outcome)>,
+    /// Results libtest's terse format (`cargo test -q`) printed as `.`, `F` and `i`, unnamed.
+    pub terse: u64,
     pub result: Option<ResultLine>,
 }
 
@@ -131,6 +133,17 @@ fn parse_test_line(line: &str) -> Option<(&str, Option<Outcome>)> {
     Some((name, outcome_word(result.trim())))
 }
 
+/// A line of the terse format's results (`..i.F`, with ` 88/100` progress on long runs).
+fn terse_results(line: &str) -> Option<u64> {
+    let marks = line.split(' ').next()?;
+    if marks.is_empty() || !marks.chars().all(|c| matches!(c, '.' | 'F' | 'i')) {
+        return None;
+    }
+    let rest = line[marks.len()..].trim();
+    let progress = rest.split_once('/').is_some_and(|(a, b)| a.parse::<u64>().is_ok() && b.parse::<u64>().is_ok());
+    (rest.is_empty() || progress).then_some(marks.len() as u64)
+}
+
 fn outcome_word(word: &str) -> Option<Outcome> {
     let first = word.split([' ', ',']).next().unwrap_or("");
     match first {
@@ -142,8 +155,14 @@ fn outcome_word(word: &str) -> Option<Outcome> {
 }
 
 /// Read libtest blocks out of captured stdout, with cargo's labels from `stderr` when it was
-/// captured apart (labels printed inline in `stdout` win).
+/// captured apart (labels printed inline in `stdout` win). Over-long lines are passed over.
 pub fn parse_output(stdout: &[u8], stderr: Option<&[u8]>, name: &str) -> Result<LibtestRun, ReportError> {
+    parse_lines(stdout, stderr, name, false)
+}
+
+/// `strict`: a saved report, where an over-long line is an error.
+fn parse_lines(stdout: &[u8], stderr: Option<&[u8]>, name: &str, strict: bool) -> Result<LibtestRun, ReportError> {
+    let split = |bytes| if strict { lines(bytes, name, Format::Libtest) } else { output_lines(bytes, name) };
     let mut blocks: Vec<Binary> = Vec::new();
     let mut inline_label: Option<String> = None;
     let mut saw_inline_label = false;
@@ -151,7 +170,7 @@ pub fn parse_output(stdout: &[u8], stderr: Option<&[u8]>, name: &str) -> Result<
     let mut pending: Option<String> = None;
     // After `failures:` / `successes:` libtest replays the tests' own output: no result lines there.
     let mut replaying = false;
-    for line in lines(stdout, name, Format::Libtest) {
+    for line in split(stdout) {
         let (number, raw) = line?;
         let text = String::from_utf8_lossy(raw);
         let text = text.as_ref();
@@ -161,6 +180,7 @@ pub fn parse_output(stdout: &[u8], stderr: Option<&[u8]>, name: &str) -> Result<
                 label: inline_label.take(),
                 running: Some((number, n)),
                 tests: Vec::new(),
+                terse: 0,
                 result: None,
             });
             open = true;
@@ -170,7 +190,7 @@ pub fn parse_output(stdout: &[u8], stderr: Option<&[u8]>, name: &str) -> Result<
         }
         if label_key(text).is_some() && (text.starts_with(' ') || text.starts_with("Running") || text.starts_with("Doc-tests")) {
             if let Some(label) = inline_label.replace(text.trim().to_string()) {
-                blocks.push(Binary { key: String::new(), label: Some(label), running: None, tests: Vec::new(), result: None });
+                blocks.push(Binary { key: String::new(), label: Some(label), running: None, tests: Vec::new(), terse: 0, result: None });
             }
             saw_inline_label = true;
             open = false;
@@ -186,6 +206,10 @@ pub fn parse_output(stdout: &[u8], stderr: Option<&[u8]>, name: &str) -> Result<
             replaying = true;
         }
         if replaying {
+            continue;
+        }
+        if let Some(n) = terse_results(text) {
+            block.terse += n;
             continue;
         }
         if let Some((test, outcome)) = parse_test_line(text) {
@@ -204,12 +228,12 @@ pub fn parse_output(stdout: &[u8], stderr: Option<&[u8]>, name: &str) -> Result<
         }
     }
     if let Some(label) = inline_label.take() {
-        blocks.push(Binary { key: String::new(), label: Some(label), running: None, tests: Vec::new(), result: None });
+        blocks.push(Binary { key: String::new(), label: Some(label), running: None, tests: Vec::new(), terse: 0, result: None });
     }
     if !saw_inline_label {
         if let Some(stderr) = stderr {
             let mut labels = Vec::new();
-            for line in lines(stderr, name, Format::Libtest) {
+            for line in split(stderr) {
                 let (_, raw) = line?;
                 let text = String::from_utf8_lossy(raw);
                 if label_key(&text).is_some() && text.starts_with(' ') {
@@ -221,7 +245,7 @@ pub fn parse_output(stdout: &[u8], stderr: Option<&[u8]>, name: &str) -> Result<
                 block.label = labels.next();
             }
             for label in labels {
-                blocks.push(Binary { key: String::new(), label: Some(label), running: None, tests: Vec::new(), result: None });
+                blocks.push(Binary { key: String::new(), label: Some(label), running: None, tests: Vec::new(), terse: 0, result: None });
             }
         }
     }
@@ -253,6 +277,11 @@ impl Binary {
         let Some(result) = &self.result else {
             return vec![format!("{key}: printed `running {declared} tests` and no `test result:` line (it exited abnormally)")];
         };
+        if self.tests.is_empty() && self.terse > 0 {
+            return vec![format!(
+                "{key}: terse output (`cargo test -q`) names no test; run the check without -q so each test is named"
+            )];
+        }
         let mut problems = Vec::new();
         let summed = result.passed + result.failed + result.ignored + result.measured;
         if summed != declared {
@@ -305,7 +334,7 @@ impl LibtestRun {
 /// A saved libtest output as a report file (no stderr labels: binaries are keyed `#K` unless
 /// the file holds cargo's labels inline, as `cargo test 2>&1 > file` does).
 pub fn parse_report(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
-    let run = parse_output(bytes, None, report)?;
+    let run = parse_lines(bytes, None, report, true)?;
     if run.binaries.is_empty() {
         return Err(ReportError::malformed(report, Format::Libtest, "line 1".into(), "no `running N tests` line"));
     }
@@ -390,6 +419,25 @@ mod tests {
         let out = "running 1 test\ntest a ... FAILED\n\nfailures:\n\n---- a stdout ----\ntest fake ... ok\n\nfailures:\n    a\n\ntest result: FAILED. 0 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out\n";
         let r = parse_output(out.as_bytes(), None, "stdout").unwrap();
         assert_eq!(r.binaries[0].tests, vec![("a".to_string(), Outcome::Failed)]);
+    }
+
+    #[test]
+    fn an_over_long_line_in_captured_output_is_passed_over() {
+        let out = format!("{}\n{LIB}", "x".repeat(crate::testreport::MAX_LINE_BYTES + 1));
+        let r = parse_output(out.as_bytes(), None, "stdout").unwrap();
+        assert_eq!(r.binaries[0].tests.len(), 3);
+        assert!(parse_report(out.as_bytes(), "saved.txt").is_err());
+    }
+
+    #[test]
+    fn terse_output_is_a_named_problem_not_a_count_mismatch() {
+        let out = "running 4 tests\n.i..\ntest result: ok. 3 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out; finished in 0.27s\n";
+        let r = parse_output(out.as_bytes(), None, "stdout").unwrap();
+        assert_eq!(r.binaries[0].terse, 4);
+        assert_eq!(
+            r.binaries[0].problems(),
+            vec!["#1: terse output (`cargo test -q`) names no test; run the check without -q so each test is named".to_string()]
+        );
     }
 
     #[test]

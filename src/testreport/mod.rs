@@ -242,7 +242,13 @@ pub(crate) fn shown_bytes(bytes: &[u8], max: usize) -> String {
 /// Lines of a line-based report, each without its line ending, numbered from 1; a line longer
 /// than [`MAX_LINE_BYTES`] is an error naming its number.
 pub(crate) fn lines<'a>(bytes: &'a [u8], report: &'a str, format: Format) -> Lines<'a> {
-    Lines { rest: bytes, number: 0, report, format }
+    Lines { rest: bytes, number: 0, report, format, skip_long: false }
+}
+
+/// Lines of captured output: as [`lines`], but a line longer than [`MAX_LINE_BYTES`] is passed
+/// over (it cannot be a runner's line, and a program may print anything), never an error.
+pub(crate) fn output_lines<'a>(bytes: &'a [u8], name: &'a str) -> Lines<'a> {
+    Lines { rest: bytes, number: 0, report: name, format: Format::Libtest, skip_long: true }
 }
 
 /// See [`lines`].
@@ -251,31 +257,43 @@ pub(crate) struct Lines<'a> {
     number: usize,
     report: &'a str,
     format: Format,
+    skip_long: bool,
 }
 
 impl<'a> Iterator for Lines<'a> {
     type Item = Result<(usize, &'a [u8]), ReportError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.rest.is_empty() {
-            return None;
+        loop {
+            if self.rest.is_empty() {
+                return None;
+            }
+            let (line, rest) = match self.rest.iter().position(|b| *b == b'\n') {
+                Some(i) => (&self.rest[..i], &self.rest[i + 1..]),
+                None => (self.rest, &self.rest[self.rest.len()..]),
+            };
+            self.rest = rest;
+            self.number += 1;
+            if line.len() > MAX_LINE_BYTES && self.skip_long {
+                continue;
+            }
+            return Some(self.line(line));
         }
-        let (line, rest) = match self.rest.iter().position(|b| *b == b'\n') {
-            Some(i) => (&self.rest[..i], &self.rest[i + 1..]),
-            None => (self.rest, &self.rest[self.rest.len()..]),
-        };
-        self.rest = rest;
-        self.number += 1;
+    }
+}
+
+impl<'a> Lines<'a> {
+    fn line(&mut self, line: &'a [u8]) -> Result<(usize, &'a [u8]), ReportError> {
         if line.len() > MAX_LINE_BYTES {
             self.rest = &[];
-            return Some(Err(ReportError::malformed(
+            return Err(ReportError::malformed(
                 self.report,
                 self.format,
                 format!("line {}", self.number),
                 format!("a line of {} bytes is longer than the {MAX_LINE_BYTES} allowed", line.len()),
-            )));
+            ));
         }
-        Some(Ok((self.number, line.strip_suffix(b"\r").unwrap_or(line))))
+        Ok((self.number, line.strip_suffix(b"\r").unwrap_or(line)))
     }
 }
 

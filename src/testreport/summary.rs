@@ -9,7 +9,7 @@
 //! these lines can make a run disagree, never make a failing run agree, because a failure in any
 //! source is enough.
 
-use super::{lines, Format, ReportError};
+use super::{output_lines, Format, ReportError};
 use serde::Serialize;
 
 /// The runner a summary line comes from.
@@ -66,7 +66,7 @@ pub fn find(bytes: &[u8], stream: &'static str) -> Result<Vec<SummaryLine>, Repo
     let mut last_nextest = None;
     let mut node = NodeCounts::default();
     let go_json = super::format::sniff(bytes) == Some(Format::GoJson);
-    for line in lines(bytes, stream, Format::Libtest) {
+    for line in output_lines(bytes, stream) {
         let (number, raw) = line?;
         let owned;
         let text: &str = if go_json {

@@ -26,6 +26,8 @@ struct Entry {
     path: Vec<String>,
     outcome: Outcome,
     suite: bool,
+    /// Whether an entry below this one failed (a failed suite without one failed on its own).
+    failed_inside: bool,
 }
 
 #[derive(Default)]
@@ -56,7 +58,7 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
     let err = |number: usize, detail: String| ReportError::malformed(report, Format::Tap, format!("line {number}"), detail);
     let mut levels: Vec<Level> = vec![Level::default()];
     let mut yaml: Option<Yaml> = None;
-    let mut seen_content = false;
+    let mut seen_tap = false;
     let mut bailed: Option<String> = None;
     let mut closing_comments: BTreeMap<String, u64> = BTreeMap::new();
     let mut last_line = 0;
@@ -95,16 +97,16 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
             continue;
         }
         if let Some(version) = body.strip_prefix("TAP version ") {
-            if seen_content || indent != 0 {
-                return Err(err(number, "`TAP version` after the start of the stream".into()));
+            // Lines before it that are no TAP (`npm test`'s banner) are ignored, as TAP says.
+            if seen_tap || indent != 0 {
+                return Err(err(number, "`TAP version` after the first test point or plan".into()));
             }
             if version != "13" && version != "14" {
                 return Err(err(number, format!("TAP version {} is not supported (13 or 14)", super::shown(version))));
             }
-            seen_content = true;
+            seen_tap = true;
             continue;
         }
-        seen_content = true;
         if body.starts_with("Bail out!") {
             bailed = Some(body.to_string());
             break;
@@ -127,12 +129,15 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
         }
         if let Some(plan) = parse_plan(body) {
             open_levels(&mut levels, depth, number, &err)?;
-            close_deeper(&mut levels, depth, number, &err)?;
+            if levels.len() > depth + 1 {
+                return Err(err(number, "a plan while a subtest is still open".into()));
+            }
             let level = &mut levels[depth];
             if level.plan.is_some() {
                 return Err(err(number, "a second plan at the same level".into()));
             }
             level.plan = Some((plan, number));
+            seen_tap = true;
             if depth == 0 {
                 closing_comments.clear();
             }
@@ -167,13 +172,15 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
                 None if point.ok => Outcome::Passed,
                 None => Outcome::Failed,
             };
+            let failed_inside = children.iter().any(|c| c.failed_inside || c.outcome == Outcome::Failed);
             for mut child in children {
                 child.path.push(description.clone());
                 level.entries.push(child);
             }
-            level.entries.push(Entry { path: vec![description], outcome, suite: false });
+            level.entries.push(Entry { path: vec![description], outcome, suite: false, failed_inside });
             level.last_point = Some(level.entries.len() - 1);
             after_point = Some(depth);
+            seen_tap = true;
             if depth == 0 {
                 closing_comments.clear();
             }
@@ -209,15 +216,11 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
             bounded_id(id, report, Format::Tap, || "a test point".to_string()).map(|id| (id, e))
         })
         .collect::<Result<_, _>>()?;
-    for (id, entry) in &ids {
+    for (id, entry) in ids {
         if !entry.suite {
-            builder.add(id.clone(), entry.outcome);
-        } else if entry.outcome == Outcome::Failed {
-            let prefix = format!("{id} > ");
-            let failed_inside = ids.iter().any(|(other, e)| e.outcome == Outcome::Failed && other.starts_with(&prefix));
-            if !failed_inside {
-                builder.add_unit_failure(id.clone());
-            }
+            builder.add(id, entry.outcome);
+        } else if entry.outcome == Outcome::Failed && !entry.failed_inside {
+            builder.add_unit_failure(id);
         }
     }
     if !incomplete.is_empty() {
@@ -247,19 +250,6 @@ fn open_levels(
     }
     if depth == levels.len() {
         levels.push(Level::default());
-    }
-    Ok(())
-}
-
-/// A plan at `depth` while deeper levels are open: those subtests were never closed.
-fn close_deeper(
-    levels: &mut [Level],
-    depth: usize,
-    number: usize,
-    err: &impl Fn(usize, String) -> ReportError,
-) -> Result<(), ReportError> {
-    if levels.len() > depth + 1 {
-        return Err(err(number, "a plan while a subtest is still open".into()));
     }
     Ok(())
 }
@@ -409,6 +399,13 @@ mod tests {
     #[test]
     fn a_subtest_never_closed_is_truncated() {
         assert_eq!(detail("    ok 1 - inner\n    1..1\n").1, "truncated: a subtest is never closed by its parent's test point");
+    }
+
+    #[test]
+    fn a_banner_before_the_version_line_is_ignored_but_a_late_version_line_is_an_error() {
+        let r = parsed("\n> sample@0.1.0 test\n> node --test\n\nTAP version 13\nok 1 - a\n1..1\n");
+        assert_eq!(r.collected.iter().collect::<Vec<_>>(), ["a"]);
+        assert_eq!(detail("ok 1 - a\nTAP version 13\n1..1\n").1, "`TAP version` after the first test point or plan");
     }
 
     #[test]

@@ -19,7 +19,7 @@
 use super::fsat;
 use super::git::Git;
 use super::manifest::{Entry, EntryKind, Manifest};
-use super::object_id::{blob_id, blob_id_of_reader, ObjectId};
+use super::object_id::{blob_id, blob_id_of_file, ObjectId};
 use super::tree_path;
 use super::{WorkspaceError, WsResult};
 use crate::safefs::SafeDir;
@@ -262,8 +262,8 @@ fn worktree_entry(root: RawFd, path: &[u8]) -> WsResult<Option<Entry>> {
     };
     match st.st_mode & libc::S_IFMT {
         libc::S_IFREG => {
-            let mut f = fsat::open_file(dir.as_raw_fd(), name).map_err(|e| WorkspaceError::io(shown(), e.into()))?;
-            let oid = blob_id_of_reader(st.st_size as u64, &mut f).map_err(|e| WorkspaceError::io(shown(), e))?;
+            let f = fsat::open_file(dir.as_raw_fd(), name).map_err(|e| WorkspaceError::io(shown(), e.into()))?;
+            let oid = blob_id_of_file(&f, st.st_size as u64, &mut |_| Ok(())).map_err(|e| WorkspaceError::io(shown(), e))?;
             let kind = if st.st_mode & 0o100 != 0 { EntryKind::Executable } else { EntryKind::File };
             Ok(Some(Entry { kind, oid }))
         }
@@ -344,27 +344,11 @@ fn build(git: &Git, top: &Path, baselines: &SafeDir, key: &str, manifest: &Manif
 
 /// Write every manifest entry beneath `root` (a fresh, empty directory).
 fn materialise(manifest: &Manifest, root: OwnedFd, root_path: &Path, mut source: Source, owner: Option<(u32, u32)>) -> WsResult<()> {
-    let mut stack: Vec<(Vec<u8>, OwnedFd)> = vec![(Vec::new(), root)];
+    let mut stack = fsat::DirStack::new(root);
     let at = |p: &[u8]| root_path.join(std::ffi::OsStr::from_bytes(p));
     for (path, entry) in manifest.iter() {
         let parent = tree_path::parent(path);
-        while stack.len() > 1 {
-            let top = &stack[stack.len() - 1].0;
-            if parent == top.as_slice() || (parent.starts_with(top) && parent.get(top.len()) == Some(&b'/')) {
-                break;
-            }
-            stack.pop();
-        }
-        let depth = stack[stack.len() - 1].0.len();
-        let rest = if depth == 0 { parent } else { parent.get(depth + 1..).unwrap_or(b"") };
-        for comp in rest.split(|&b| b == b'/').filter(|c| !c.is_empty()) {
-            let (cur_path, cur_fd) = &stack[stack.len() - 1];
-            let next_path = tree_path::join(cur_path, comp);
-            let fd = fsat::ensure_dir(cur_fd.as_raw_fd(), comp, 0o755).map_err(|e| WorkspaceError::io(at(&next_path), e.into()))?;
-            fsat::chown_fd(&fd, owner).map_err(|e| WorkspaceError::io(at(&next_path), e.into()))?;
-            stack.push((next_path, fd));
-        }
-        let dir = stack[stack.len() - 1].1.as_raw_fd();
+        let dir = stack.seek(parent, Some(0o755), &mut |fd, _| fsat::chown_fd(&fd, owner)).map_err(|e| WorkspaceError::io(at(parent), e.into()))?;
         let name = tree_path::file_name(path);
         let io = |e: std::io::Error| WorkspaceError::io(at(path), e);
         match entry.kind {
@@ -395,8 +379,9 @@ fn materialise(manifest: &Manifest, root: OwnedFd, root_path: &Path, mut source:
                     }
                     Source::WorkingTree(wt) => {
                         let d = fsat::open_dir_beneath(wt.as_raw_fd(), tree_path::parent(path)).map_err(|e| io(e.into()))?;
-                        let mut src = fsat::open_file(d.as_raw_fd(), name).map_err(|e| io(e.into()))?;
-                        let found = copy_hashing(&mut src, &mut out).map_err(io)?;
+                        let src = fsat::open_file(d.as_raw_fd(), name).map_err(|e| io(e.into()))?;
+                        let len = src.metadata().map_err(io)?.len();
+                        let found = blob_id_of_file(&src, len, &mut |chunk| out.write_all(chunk)).map_err(io)?;
                         if found != entry.oid {
                             return Err(changed(path, entry.oid, found));
                         }
@@ -451,28 +436,4 @@ impl AsBytes for std::fs::File {
     fn bytes(&self) -> Vec<u8> {
         Vec::new()
     }
-}
-
-/// Copy `src` into `out` while computing its git blob id (the size is taken first: git hashes
-/// a length header before the content); a file that grows or shrinks meanwhile is an error.
-fn copy_hashing(src: &mut std::fs::File, out: &mut std::fs::File) -> std::io::Result<ObjectId> {
-    use sha1::Digest;
-    let len = src.metadata()?.len();
-    let mut h = sha1::Sha1::new();
-    h.update(format!("blob {len}\0").as_bytes());
-    let mut buf = vec![0u8; 1 << 16];
-    let mut seen = 0u64;
-    loop {
-        let n = src.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        out.write_all(&buf[..n])?;
-        h.update(&buf[..n]);
-        seen += n as u64;
-    }
-    if seen != len {
-        return Err(std::io::Error::other("the file changed size while it was copied"));
-    }
-    Ok(ObjectId(h.finalize().into()))
 }

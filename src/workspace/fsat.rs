@@ -119,17 +119,7 @@ pub fn get_xattr(fd: &impl AsRawFd, name: &str) -> Option<Vec<u8>> {
 
 /// Names in a directory (without `.` and `..`), sorted.
 pub fn list(dir: RawFd) -> nix::Result<Vec<Vec<u8>>> {
-    let dup = nix::unistd::dup(dir)?;
-    let mut d = nix::dir::Dir::from_fd(dup)?;
-    let mut names = Vec::new();
-    for entry in d.iter() {
-        let name = entry?.file_name().to_bytes().to_vec();
-        if name != b"." && name != b".." {
-            names.push(name);
-        }
-    }
-    names.sort();
-    Ok(names)
+    list_at_most(dir, usize::MAX).map(Option::unwrap_or_default)
 }
 
 /// Open the directory at relative `path` (`a/b/c`) beneath `root`, one component at a time.
@@ -141,23 +131,239 @@ pub fn open_dir_beneath(root: RawFd, path: &[u8]) -> nix::Result<OwnedFd> {
     Ok(cur)
 }
 
-/// Remove a directory tree we created (a failed baseline build, a check's scratch layers), never
-/// following symlinks. A directory we cannot open (overlayfs makes its work directory mode 000)
-/// is first made ours to read.
-pub fn remove_tree(parent: RawFd, name: &[u8]) -> nix::Result<()> {
-    let mut opened = open_dir(parent, name);
-    if matches!(opened, Err(Errno::EACCES)) && lstat(parent, name).is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR) {
-        nix::sys::stat::fchmodat(Some(parent), os(name), Mode::from_bits_truncate(0o700), nix::sys::stat::FchmodatFlags::FollowSymlink)?;
-        opened = open_dir(parent, name);
+/// Names in a directory (without `.` and `..`), sorted; `None` when it holds more than `max`
+/// (the listing stops there, so a directory of millions of entries costs no more than `max`).
+pub fn list_at_most(dir: RawFd, max: usize) -> nix::Result<Option<Vec<Vec<u8>>>> {
+    let dup = nix::unistd::dup(dir)?;
+    let mut d = nix::dir::Dir::from_fd(dup)?;
+    let mut names = Vec::new();
+    for entry in d.iter() {
+        let name = entry?.file_name().to_bytes().to_vec();
+        if name != b"." && name != b".." {
+            if names.len() == max {
+                return Ok(None);
+            }
+            names.push(name);
+        }
     }
-    if let Ok(fd) = opened {
-        let _ = nix::sys::stat::fchmod(fd.as_raw_fd(), Mode::from_bits_truncate(0o700));
-        for child in list(fd.as_raw_fd())? {
-            match lstat(fd.as_raw_fd(), &child) {
-                Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFDIR => remove_tree(fd.as_raw_fd(), &child)?,
-                _ => nix::unistd::unlinkat(Some(fd.as_raw_fd()), os(&child), nix::unistd::UnlinkatFlags::NoRemoveDir)?,
+    names.sort();
+    Ok(Some(names))
+}
+
+/// The most directory descriptors a [`DirStack`] holds open, whatever its depth.
+pub const MAX_OPEN_DIRS: usize = 32;
+
+/// A path of directories beneath a root, entered one component at a time (`O_NOFOLLOW`), that
+/// holds at most [`MAX_OPEN_DIRS`] descriptors whatever its depth: when it is deeper, the
+/// descriptors nearest the root are closed. Leaving a directory whose parent's descriptor was
+/// closed reopens the parent as `..` of the directory being left (never a symlink) and checks it
+/// is the same directory (device and inode recorded on the way down); any other closed directory
+/// is reopened by name from its nearest open ancestor. It is the one way the workspace walks a
+/// tree (snapshot, materialising, delivery, removal): iteration with an explicit stack, never
+/// recursion, and bounded descriptors.
+pub struct DirStack {
+    root: OwnedFd,
+    frames: Vec<Frame>,
+    open: usize,
+}
+
+struct Frame {
+    name: Vec<u8>,
+    fd: Option<OwnedFd>,
+    id: (u64, u64),
+}
+
+fn identity(fd: RawFd) -> nix::Result<(u64, u64)> {
+    let st = nix::sys::stat::fstat(fd)?;
+    Ok((st.st_dev, st.st_ino))
+}
+
+impl DirStack {
+    pub fn new(root: OwnedFd) -> DirStack {
+        DirStack { root, frames: Vec::new(), open: 0 }
+    }
+
+    /// How many components deep the stack is (0 at the root).
+    pub fn depth(&self) -> usize {
+        self.frames.len()
+    }
+
+    /// The current directory's path relative to the root (`a/b/c`).
+    pub fn path(&self) -> Vec<u8> {
+        let names: Vec<&[u8]> = self.frames.iter().map(|f| f.name.as_slice()).collect();
+        names.join(&b'/')
+    }
+
+    /// Enter the sub-directory `name` of the current directory (refusing a symlink). With
+    /// `create`, a missing directory is made with that mode first.
+    pub fn push(&mut self, name: &[u8], create: Option<u32>) -> nix::Result<()> {
+        let parent = self.top()?;
+        let fd = match create {
+            Some(mode) => ensure_dir(parent, name, mode)?,
+            None => open_dir(parent, name)?,
+        };
+        let id = identity(fd.as_raw_fd())?;
+        self.frames.push(Frame { name: name.to_vec(), fd: Some(fd), id });
+        self.open += 1;
+        if self.open > MAX_OPEN_DIRS {
+            if let Some(frame) = self.frames.iter_mut().find(|f| f.fd.is_some()) {
+                frame.fd = None;
+                self.open -= 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Leave the current directory; its name.
+    pub fn pop(&mut self) -> Option<Vec<u8>> {
+        let frame = self.frames.pop()?;
+        if let Some(left) = &frame.fd {
+            self.open -= 1;
+            if let Some(parent) = self.frames.last_mut().filter(|p| p.fd.is_none()) {
+                let up = nix::fcntl::openat(Some(left.as_raw_fd()), "..", OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC, Mode::empty()).map(owned);
+                if let Ok(up) = up {
+                    if identity(up.as_raw_fd()).is_ok_and(|id| id == parent.id) {
+                        parent.fd = Some(up);
+                        self.open += 1;
+                    }
+                }
+            }
+        }
+        Some(frame.name)
+    }
+
+    /// The current directory's descriptor, reopened from its nearest open ancestor if closed
+    /// (and checked to be the directory entered on the way down).
+    pub fn top(&mut self) -> nix::Result<RawFd> {
+        let Some(last) = self.frames.len().checked_sub(1) else { return Ok(self.root.as_raw_fd()) };
+        if self.frames[last].fd.is_none() {
+            let from = self.frames.iter().rposition(|f| f.fd.is_some());
+            let start = match from.and_then(|i| self.frames[i].fd.as_ref()) {
+                Some(fd) => fd.as_raw_fd(),
+                None => self.root.as_raw_fd(),
+            };
+            let mut cur = nix::unistd::dup(start).map(owned)?;
+            for f in &self.frames[from.map_or(0, |i| i + 1)..] {
+                cur = open_dir(cur.as_raw_fd(), &f.name)?;
+            }
+            if identity(cur.as_raw_fd())? != self.frames[last].id {
+                return Err(Errno::ESTALE);
+            }
+            self.frames[last].fd = Some(cur);
+            self.open += 1;
+        }
+        Ok(self.frames[last].fd.as_ref().map_or(self.root.as_raw_fd(), |f| f.as_raw_fd()))
+    }
+
+    /// Move to the directory `dir` (a `/`-separated path relative to the root), leaving the
+    /// components it does not share with the current path and entering the others (created with
+    /// `create`'s mode when missing, and each entered one passed to `entered`); its descriptor.
+    pub fn seek(&mut self, dir: &[u8], create: Option<u32>, entered: &mut dyn FnMut(RawFd, &[u8]) -> nix::Result<()>) -> nix::Result<RawFd> {
+        let wanted: Vec<&[u8]> = dir.split(|&b| b == b'/').filter(|c| !c.is_empty()).collect();
+        let shared = self.frames.iter().zip(&wanted).take_while(|(f, w)| f.name.as_slice() == **w).count();
+        while self.frames.len() > shared {
+            self.pop();
+        }
+        for name in &wanted[shared..] {
+            self.push(name, create)?;
+            let fd = self.top()?;
+            entered(fd, &self.path())?;
+        }
+        self.top()
+    }
+}
+
+/// Remove a directory tree we created (a failed baseline build, a check's scratch layers), never
+/// following symlinks, iteratively with bounded descriptors ([`DirStack`]) whatever its depth. A
+/// directory we cannot open (overlayfs makes its work directory mode 000) is first made ours.
+pub fn remove_tree(parent: RawFd, name: &[u8]) -> nix::Result<()> {
+    let is_dir = |dir: RawFd, n: &[u8]| lstat(dir, n).is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR);
+    if !is_dir(parent, name) {
+        return nix::unistd::unlinkat(Some(parent), os(name), nix::unistd::UnlinkatFlags::NoRemoveDir);
+    }
+    let enter = |stack: &mut DirStack, n: &[u8]| -> nix::Result<()> {
+        let at = stack.top()?;
+        let _ = nix::sys::stat::fchmodat(Some(at), os(n), Mode::from_bits_truncate(0o700), nix::sys::stat::FchmodatFlags::NoFollowSymlink);
+        stack.push(n, None)
+    };
+    let mut stack = DirStack::new(nix::unistd::dup(parent).map(owned)?);
+    // Per entered directory: the sub-directories still to remove.
+    let mut pending: Vec<Vec<Vec<u8>>> = Vec::new();
+    let mut next = Some(name.to_vec());
+    loop {
+        if let Some(n) = next.take() {
+            enter(&mut stack, &n)?;
+            let fd = stack.top()?;
+            let mut subdirs = Vec::new();
+            for child in list(fd)? {
+                if is_dir(fd, &child) {
+                    subdirs.push(child);
+                } else {
+                    nix::unistd::unlinkat(Some(fd), os(&child), nix::unistd::UnlinkatFlags::NoRemoveDir)?;
+                }
+            }
+            pending.push(subdirs);
+        }
+        match pending.last_mut().and_then(Vec::pop) {
+            Some(sub) => next = Some(sub),
+            None => {
+                pending.pop();
+                let Some(done) = stack.pop() else { return Ok(()) };
+                let at = stack.top()?;
+                nix::unistd::unlinkat(Some(at), os(&done), nix::unistd::UnlinkatFlags::RemoveDir)?;
+                if stack.depth() == 0 {
+                    return Ok(());
+                }
             }
         }
     }
-    nix::unistd::unlinkat(Some(parent), os(name), nix::unistd::UnlinkatFlags::RemoveDir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn deep_tree(root: &Path, depth: usize) {
+        let dir = open_dir_path(root).unwrap();
+        let mut stack = DirStack::new(dir);
+        for i in 0..depth {
+            stack.push(b"d", Some(0o755)).unwrap();
+            if i % 100 == 0 {
+                let fd = stack.top().unwrap();
+                create_file(fd, b"f", 0o644).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn a_dir_stack_deeper_than_its_descriptor_bound_reopens_by_name() {
+        let tmp = tempfile::tempdir().unwrap();
+        deep_tree(tmp.path(), 3 * MAX_OPEN_DIRS);
+        let mut stack = DirStack::new(open_dir_path(tmp.path()).unwrap());
+        for _ in 0..3 * MAX_OPEN_DIRS {
+            stack.push(b"d", None).unwrap();
+        }
+        assert!(stack.open <= MAX_OPEN_DIRS);
+        while stack.depth() > 1 {
+            stack.pop();
+        }
+        let fd = stack.top().unwrap();
+        assert!(lstat(fd, b"f").is_ok(), "the reopened directory is the first level");
+    }
+
+    #[test]
+    fn remove_tree_removes_a_tree_deeper_than_the_stack_would_allow_recursing() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir(tmp.path().join("t")).unwrap();
+        deep_tree(&tmp.path().join("t"), 20_000);
+        let parent = open_dir_path(tmp.path()).unwrap();
+        // A small-stack thread: a recursive removal of 20,000 levels would overflow it.
+        std::thread::Builder::new()
+            .stack_size(64 << 10)
+            .spawn(move || remove_tree(parent.as_raw_fd(), b"t").unwrap())
+            .unwrap()
+            .join()
+            .unwrap();
+        assert!(!tmp.path().join("t").exists());
+    }
 }

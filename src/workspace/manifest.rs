@@ -148,16 +148,14 @@ impl Manifest {
 
     /// The git tree id of this listing.
     pub fn tree_id(&self) -> ObjectId {
-        let items: Vec<(&[u8], &Entry)> = self.entries.iter().map(|(k, v)| (k.as_slice(), v)).collect();
-        hash_dir(&items, b"", &mut Reuse::None)
+        hash_tree(&self.items(), &mut Reuse::None)
     }
 
     /// The tree id of every directory, by path (`""` is the root): what
     /// [`Manifest::tree_id_reusing`] takes for the directories a change did not touch.
     pub fn dir_ids(&self) -> DirIds {
-        let items: Vec<(&[u8], &Entry)> = self.entries.iter().map(|(k, v)| (k.as_slice(), v)).collect();
         let mut ids = DirIds::new();
-        let root = hash_dir(&items, b"", &mut Reuse::Record(&mut ids));
+        let root = hash_tree(&self.items(), &mut Reuse::Record(&mut ids));
         ids.insert(Vec::new(), root);
         ids
     }
@@ -172,8 +170,11 @@ impl Manifest {
                 return *id;
             }
         }
-        let items: Vec<(&[u8], &Entry)> = self.entries.iter().map(|(k, v)| (k.as_slice(), v)).collect();
-        hash_dir(&items, b"", &mut Reuse::Known { known, dirty })
+        hash_tree(&self.items(), &mut Reuse::Known { known, dirty })
+    }
+
+    fn items(&self) -> Vec<(&[u8], &Entry)> {
+        self.entries.iter().map(|(k, v)| (k.as_slice(), v)).collect()
     }
 }
 
@@ -188,57 +189,86 @@ enum Reuse<'a> {
     Known { known: &'a DirIds, dirty: &'a BTreeSet<Vec<u8>> },
 }
 
-/// The tree id of the directory `dir` holding `items` (paths relative to it, sorted).
-fn hash_dir(items: &[(&[u8], &Entry)], dir: &[u8], reuse: &mut Reuse<'_>) -> ObjectId {
-    let mut children: Vec<(Vec<u8>, &str, &[u8], ObjectId)> = Vec::new();
-    let mut i = 0;
-    while i < items.len() {
-        let (path, entry) = items[i];
-        match path.iter().position(|&b| b == b'/') {
-            None => {
-                children.push((path.to_vec(), entry.kind.git_mode(), path, entry.oid));
-                i += 1;
-            }
-            Some(slash) => {
-                let name = &path[..slash];
-                let beneath = |p: &[u8]| p.len() > slash && p.starts_with(name) && p[slash] == b'/';
-                let mut j = i;
-                while j < items.len() && beneath(items[j].0) {
-                    j += 1;
-                }
-                let full = tree_path::join(dir, name);
-                let known = match reuse {
-                    Reuse::Known { known, dirty } if !dirty.contains(&full) => known.get(&full).copied(),
-                    _ => None,
-                };
-                let id = match known {
-                    Some(id) => id,
-                    None => {
-                        let sub: Vec<(&[u8], &Entry)> = items[i..j].iter().map(|(p, e)| (&p[slash + 1..], *e)).collect();
-                        let id = hash_dir(&sub, &full, reuse);
-                        if let Reuse::Record(ids) = reuse {
-                            ids.insert(full, id);
-                        }
-                        id
-                    }
-                };
-                let mut key = name.to_vec();
-                key.push(b'/');
-                children.push((key, "40000", name, id));
-                i = j;
-            }
-        }
-    }
+/// One entry of a tree object being built: its sort key (a directory's name sorts as `name/`),
+/// mode, name and id.
+type Child = (Vec<u8>, &'static str, Vec<u8>, ObjectId);
+
+/// Whether `path` is `dir` or lies beneath it (`""` is the root, above everything).
+fn within(path: &[u8], dir: &[u8]) -> bool {
+    dir.is_empty() || path == dir || (path.len() > dir.len() && path.starts_with(dir) && path[dir.len()] == b'/')
+}
+
+/// The tree object of one directory's children.
+fn tree_object(mut children: Vec<Child>) -> ObjectId {
     children.sort_by(|a, b| a.0.cmp(&b.0));
     let mut body = Vec::with_capacity(children.len() * 40);
     for (_, mode, name, id) in children {
         body.extend_from_slice(mode.as_bytes());
         body.push(b' ');
-        body.extend_from_slice(name);
+        body.extend_from_slice(&name);
         body.push(0);
         body.extend_from_slice(&id.0);
     }
     object_id::tree_id(&body)
+}
+
+/// The tree id of `items` (full paths, sorted), in one pass with an explicit stack of the open
+/// directories (no recursion, whatever the depth): a directory is hashed when the pass leaves it.
+fn hash_tree(items: &[(&[u8], &Entry)], reuse: &mut Reuse<'_>) -> ObjectId {
+    let mut stack: Vec<(Vec<u8>, Vec<Child>)> = vec![(Vec::new(), Vec::new())];
+    let close = |stack: &mut Vec<(Vec<u8>, Vec<Child>)>, reuse: &mut Reuse<'_>| {
+        let Some((path, children)) = stack.pop() else { return };
+        let id = tree_object(children);
+        let name = tree_path::file_name(&path).to_vec();
+        if let Reuse::Record(ids) = reuse {
+            ids.insert(path, id);
+        }
+        let mut key = name.clone();
+        key.push(b'/');
+        if let Some((_, parent)) = stack.last_mut() {
+            parent.push((key, "40000", name, id));
+        }
+    };
+    let mut i = 0;
+    'items: while i < items.len() {
+        let (path, entry) = items[i];
+        let parent = tree_path::parent(path);
+        while stack.len() > 1 && !within(parent, &stack[stack.len() - 1].0) {
+            close(&mut stack, reuse);
+        }
+        loop {
+            let top = &stack[stack.len() - 1].0;
+            if top.as_slice() == parent {
+                break;
+            }
+            let start = if top.is_empty() { 0 } else { top.len() + 1 };
+            let end = parent[start..].iter().position(|&b| b == b'/').map_or(parent.len(), |o| start + o);
+            let dir = parent[..end].to_vec();
+            let known = match reuse {
+                Reuse::Known { known, dirty } if !dirty.contains(&dir) => known.get(&dir).copied(),
+                _ => None,
+            };
+            if let Some(id) = known {
+                // An untouched directory: its known id, and every item beneath it skipped.
+                let name = tree_path::file_name(&dir).to_vec();
+                let mut key = name.clone();
+                key.push(b'/');
+                let top = stack.len() - 1;
+                stack[top].1.push((key, "40000", name, id));
+                i += items[i..].partition_point(|(p, _)| within(p, &dir));
+                continue 'items;
+            }
+            stack.push((dir, Vec::new()));
+        }
+        let name = tree_path::file_name(path).to_vec();
+        let top = stack.len() - 1;
+        stack[top].1.push((name.clone(), entry.kind.git_mode(), name, entry.oid));
+        i += 1;
+    }
+    while stack.len() > 1 {
+        close(&mut stack, reuse);
+    }
+    stack.pop().map(|(_, children)| tree_object(children)).unwrap_or_else(|| tree_object(Vec::new()))
 }
 
 #[cfg(test)]
@@ -253,6 +283,16 @@ mod tests {
     #[test]
     fn empty_manifest_is_the_empty_tree() {
         assert_eq!(Manifest::default().tree_id().to_hex(), "4b825dc642cb6eb9a060e54bf8d69288fbee4904");
+    }
+
+    #[test]
+    fn a_tree_thousands_of_levels_deep_hashes_on_a_small_stack() {
+        let deep: Vec<u8> = vec![&b"d"[..]; 20_000].join(&b'/');
+        let mut m = Manifest::default();
+        m.insert(tree_path::join(&deep, b"f"), file(b"x")).unwrap();
+        m.insert(b"top".to_vec(), file(b"y")).unwrap();
+        let id = std::thread::Builder::new().stack_size(64 << 10).spawn(move || (m.tree_id(), m.dir_ids().len())).unwrap().join().unwrap();
+        assert_eq!(id.1, 20_001, "every directory and the root recorded");
     }
 
     #[test]

@@ -15,9 +15,11 @@
 //!
 //! Support: [`git`] (the hardened git invocation), [`tree_path`] (which paths a tree may hold),
 //! [`object_id`] (git object hashing), [`manifest`] (a flat tree listing), [`fsat`] (symlink-proof
-//! descriptor-relative file operations).
+//! descriptor-relative file operations, [`fsat::DirStack`] the bounded-descriptor walk), [`bounds`]
+//! (the limits and time bound of a post-agent phase).
 
 pub mod baseline;
+pub mod bounds;
 pub mod check_layers;
 pub mod deliver;
 pub mod fsat;
@@ -30,6 +32,7 @@ pub mod snapshot;
 pub mod tree_path;
 
 pub use baseline::{Baseline, BaselineOptions};
+pub use bounds::Bounds;
 pub use check_layers::{check_layers, replay_layers, CheckLayers, FrozenLayer};
 pub use deliver::{deliver, Delivery};
 pub use manifest::{Entry, EntryKind, Manifest};
@@ -67,6 +70,18 @@ pub enum WorkspaceError {
     Changed { what: String, expected: String, found: String },
     #[error("cached baseline {0} is damaged: {1}")]
     DamagedCache(PathBuf, String),
+    /// The agent's workspace holds more than the policy's `[workspace]` table allows.
+    #[error("the workspace exceeds workspace.{limit} = {allowed} at {path:?}")]
+    Limit { limit: &'static str, allowed: u64, path: String },
+    /// A name git resolves to `.git`, `.gitmodules` or `.gitattributes` on HFS+ or NTFS.
+    #[error("{path:?} is {alias} to git on HFS+ or NTFS (core.protectHFS/protectNTFS); loopexec never delivers it")]
+    GitAlias { path: String, alias: &'static str },
+    /// A post-agent phase ran past its time bound.
+    #[error("the {phase} took longer than workspace.{key} = {seconds} s")]
+    Timeout { phase: &'static str, key: &'static str, seconds: u64 },
+    /// The operator interrupted a post-agent phase (SIGINT/SIGTERM); the run stays resumable.
+    #[error("the {phase} was interrupted by the operator")]
+    Interrupted { phase: &'static str, signal: i32 },
 }
 
 impl WorkspaceError {

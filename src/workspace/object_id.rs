@@ -3,7 +3,9 @@
 
 use sha1::{Digest, Sha1};
 use std::fmt;
-use std::io::Read;
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
 
 /// A 20-byte git object id.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -49,24 +51,75 @@ pub fn blob_id(content: &[u8]) -> ObjectId {
     finish(h)
 }
 
-/// The id of a blob of `len` bytes read from `reader`; errors if it yields a different length.
-pub fn blob_id_of_reader(len: u64, reader: &mut impl Read) -> std::io::Result<ObjectId> {
+/// The id of the blob held by the regular file `file`, of `len` bytes (its size when it was
+/// listed), streamed 64 KiB at a time and never held whole: each chunk is also handed to `sink`
+/// (to copy or write it elsewhere while hashing; `sink` may also stop the stream, e.g. on an
+/// interrupt). Holes of a sparse file (`SEEK_DATA`/`SEEK_HOLE`) are hashed as zeros without being
+/// read. A file whose size is not `len` by the end is an error: it changed while read.
+pub fn blob_id_of_file(file: &File, len: u64, sink: &mut dyn FnMut(&[u8]) -> std::io::Result<()>) -> std::io::Result<ObjectId> {
+    static ZEROS: [u8; CHUNK] = [0; CHUNK];
     let mut h = Sha1::new();
     h.update(format!("blob {len}\0").as_bytes());
-    let mut buf = vec![0u8; 1 << 16];
-    let mut seen = 0u64;
-    loop {
-        let n = reader.read(&mut buf)?;
-        if n == 0 {
-            break;
+    let mut buf = vec![0u8; CHUNK];
+    let mut feed = |bytes: &[u8], h: &mut Sha1| -> std::io::Result<()> {
+        h.update(bytes);
+        sink(bytes)
+    };
+    let mut pos = 0u64;
+    while pos < len {
+        let (data, hole) = next_extent(file, pos, len)?;
+        while pos < data {
+            let n = (data - pos).min(CHUNK as u64) as usize;
+            feed(&ZEROS[..n], &mut h)?;
+            pos += n as u64;
         }
-        seen += n as u64;
-        h.update(&buf[..n]);
+        while pos < hole {
+            let want = (hole - pos).min(CHUNK as u64) as usize;
+            let n = file.read_at(&mut buf[..want], pos)?;
+            if n == 0 {
+                return Err(changed_size(len));
+            }
+            feed(&buf[..n], &mut h)?;
+            pos += n as u64;
+        }
     }
-    if seen != len {
-        return Err(std::io::Error::other(format!("file size changed while hashing ({len} -> {seen} bytes)")));
+    if file.metadata()?.len() != len {
+        return Err(changed_size(len));
     }
     Ok(finish(h))
+}
+
+const CHUNK: usize = 1 << 16;
+
+fn changed_size(len: u64) -> std::io::Error {
+    std::io::Error::other(format!("the file changed size while it was read (listed with {len} bytes)"))
+}
+
+/// The next data extent at or after `pos`, clamped to `len`: (start, end). Before `start` is a
+/// hole. A file system without `SEEK_DATA` reports everything as data.
+fn next_extent(file: &File, pos: u64, len: u64) -> std::io::Result<(u64, u64)> {
+    let fd = file.as_raw_fd();
+    let seek = |from: u64, whence: libc::c_int| -> std::io::Result<Option<u64>> {
+        let off = unsafe { libc::lseek(fd, from as libc::off_t, whence) };
+        if off >= 0 {
+            return Ok(Some(off as u64));
+        }
+        match std::io::Error::last_os_error().raw_os_error() {
+            Some(libc::ENXIO) => Ok(None),
+            Some(libc::EINVAL) | Some(libc::EOPNOTSUPP) => Err(std::io::Error::from(std::io::ErrorKind::Unsupported)),
+            _ => Err(std::io::Error::last_os_error()),
+        }
+    };
+    match seek(pos, libc::SEEK_DATA) {
+        Ok(None) => Ok((len, len)),
+        Ok(Some(data)) => {
+            let data = data.min(len);
+            let hole = seek(data, libc::SEEK_HOLE)?.unwrap_or(len).min(len);
+            Ok((data, hole.max(data)))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::Unsupported => Ok((pos, len)),
+        Err(e) => Err(e),
+    }
 }
 
 /// The id of a tree object with this body (`<mode> <name>\0<20 bytes>` per entry, git order).
@@ -87,10 +140,32 @@ mod tests {
         assert_eq!(tree_id(b"").to_hex(), "4b825dc642cb6eb9a060e54bf8d69288fbee4904");
     }
 
+    fn hash_file(file: &File, len: u64) -> std::io::Result<(ObjectId, u64)> {
+        let mut streamed = 0u64;
+        let id = blob_id_of_file(file, len, &mut |chunk| {
+            streamed += chunk.len() as u64;
+            Ok(())
+        })?;
+        Ok((id, streamed))
+    }
+
     #[test]
-    fn reader_hash_equals_slice_hash_and_refuses_a_wrong_length() {
-        let data = b"hello world\n";
-        assert_eq!(blob_id_of_reader(12, &mut &data[..]).unwrap(), blob_id(data));
-        assert!(blob_id_of_reader(13, &mut &data[..]).is_err());
+    fn a_file_hashes_to_the_slice_hash_and_a_wrong_length_is_refused() {
+        let mut file = tempfile::tempfile().unwrap();
+        std::io::Write::write_all(&mut file, b"hello world\n").unwrap();
+        assert_eq!(hash_file(&file, 12).unwrap(), (blob_id(b"hello world\n"), 12));
+        assert!(hash_file(&file, 13).is_err());
+        assert!(hash_file(&file, 11).is_err());
+    }
+
+    #[test]
+    fn a_sparse_file_hashes_its_holes_as_zeros() {
+        let file = tempfile::tempfile().unwrap();
+        let len = 3 * CHUNK as u64 + 17;
+        file.set_len(len).unwrap();
+        file.write_at(b"data in the middle", 2 * CHUNK as u64 - 5).unwrap();
+        let mut expected = vec![0u8; len as usize];
+        expected[2 * CHUNK - 5..2 * CHUNK + 13].copy_from_slice(b"data in the middle");
+        assert_eq!(hash_file(&file, len).unwrap(), (blob_id(&expected), len));
     }
 }

@@ -5,11 +5,12 @@
 //! mounted on the host and the zone never sees the baseline, the run directory or the state dir.
 
 use super::baseline::Baseline;
+use super::bounds::Bounds;
 use super::manifest::DirIds;
 use super::snapshot::{self, Snapshot};
 use super::{fsat, WorkspaceError, WsResult};
 use crate::safefs::SafeDir;
-use sandbox::OverlayMount;
+use sandbox::{OverlayMount, WorkspaceLimits};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -83,10 +84,12 @@ impl Workspace {
         }
     }
 
-    /// The merged tree now (call after the agent zone has ended).
-    pub fn snapshot(&self) -> WsResult<Snapshot> {
+    /// The merged tree now (call after the agent zone has ended), read within `limits` (the
+    /// agent policy's `[workspace]` table) and its snapshot time bound.
+    pub fn snapshot(&self, limits: &WorkspaceLimits) -> WsResult<Snapshot> {
+        let mut bounds = Bounds::snapshot(limits);
         let manifest = self.baseline.manifest()?;
         let dirs = self.baseline_dirs.get_or_init(|| manifest.dir_ids());
-        snapshot::take_reusing(manifest, dirs, &self.upper)
+        snapshot::take_reusing(manifest, dirs, &self.upper, &mut bounds)
     }
 }

@@ -93,6 +93,10 @@ impl ProtectedPaths {
         "/Jenkinsfile",
         "/azure-pipelines.yml",
         "/.buildkite/",
+        // git: a submodule URL or an attribute (a filter, a diff driver, `export-ignore`) changes
+        // what the operator's git does with the delivered tree.
+        ".gitmodules",
+        ".gitattributes",
         // loopexec itself.
         "/loop.toml",
         "/.loopexec/",
@@ -220,7 +224,7 @@ mod tests {
     #[test]
     fn defaults_cover_each_ecosystem_and_leave_sources_alone() {
         let d = ProtectedPaths::defaults();
-        for path in ["tests/test_x.py", "pkg/test_util.py", "pkg/util_test.py", "conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", "cmd/x_test.go", ".github/workflows/ci.yml", ".gitlab-ci.yml", "Makefile", "package.json", "jest.config.js", "vitest.config.ts", "src/app.test.ts", "src/test/java/AppTest.java", ".cargo/config.toml", "loop.toml"] {
+        for path in ["tests/test_x.py", "pkg/test_util.py", "pkg/util_test.py", "conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", "cmd/x_test.go", ".github/workflows/ci.yml", ".gitlab-ci.yml", "Makefile", "package.json", "jest.config.js", "vitest.config.ts", "src/app.test.ts", "src/test/java/AppTest.java", ".cargo/config.toml", "loop.toml", ".gitmodules", ".gitattributes", "sub/.gitattributes", ".loopexec/x"] {
             assert!(d.is_protected(path.as_bytes()), "{path} should be protected");
         }
         for path in ["src/main.rs", "Cargo.toml", "lib/util.py", "cmd/main.go", "src/app.ts", "README.md"] {

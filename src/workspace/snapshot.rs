@@ -16,10 +16,11 @@
 //! ancestors), taking every other directory's id from the baseline's [`DirIds`].
 
 use super::manifest::{DirIds, Entry, EntryKind, Manifest};
-use super::object_id::{blob_id, blob_id_of_reader, ObjectId};
+use super::bounds::Bounds;
+use super::object_id::{blob_id, blob_id_of_file, ObjectId};
 use super::{fsat, tree_path, WorkspaceError, WsResult};
 use std::collections::BTreeSet;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -93,24 +94,24 @@ impl Snapshot {
     }
 }
 
-/// Merge the upper layer at `upper` over `baseline` (the tree id hashed in full).
-pub fn take(baseline: &Manifest, upper: &Path) -> WsResult<Snapshot> {
-    let mut s = merge(baseline, upper)?.0;
+/// Merge the upper layer at `upper` over `baseline` (the tree id hashed in full), within `bounds`.
+pub fn take(baseline: &Manifest, upper: &Path, bounds: &mut Bounds) -> WsResult<Snapshot> {
+    let mut s = merge(baseline, upper, bounds)?.0;
     s.tree_id = s.manifest.tree_id();
     Ok(s)
 }
 
 /// The same snapshot as [`take`], hashing only the directories the upper layer touched;
 /// `baseline_dirs` is `baseline.dir_ids()`.
-pub fn take_reusing(baseline: &Manifest, baseline_dirs: &DirIds, upper: &Path) -> WsResult<Snapshot> {
-    let (mut s, dirty) = merge(baseline, upper)?;
+pub fn take_reusing(baseline: &Manifest, baseline_dirs: &DirIds, upper: &Path, bounds: &mut Bounds) -> WsResult<Snapshot> {
+    let (mut s, dirty) = merge(baseline, upper, bounds)?;
     s.tree_id = s.manifest.tree_id_reusing(baseline_dirs, &dirty);
     Ok(s)
 }
 
 /// The merged manifest (tree id not yet computed), and every directory path where it may
 /// differ from `baseline`: each changed path, its ancestors, and the root `""`.
-fn merge(baseline: &Manifest, upper: &Path) -> WsResult<(Snapshot, BTreeSet<Vec<u8>>)> {
+fn merge(baseline: &Manifest, upper: &Path, bounds: &mut Bounds) -> WsResult<(Snapshot, BTreeSet<Vec<u8>>)> {
     let root = fsat::open_dir_path(upper).map_err(|e| WorkspaceError::io(upper, e.into()))?;
     let mut s = Snapshot {
         tree_id: ObjectId([0; 20]),
@@ -120,7 +121,8 @@ fn merge(baseline: &Manifest, upper: &Path) -> WsResult<(Snapshot, BTreeSet<Vec<
         not_in_tree: Vec::new(),
     };
     let mut dirty = BTreeSet::from([Vec::new()]);
-    walk(root.as_raw_fd(), upper, &[], &mut s, &mut dirty)?;
+    walk(root, upper, &mut s, &mut dirty, bounds)?;
+    bounds.check_now()?;
     Ok((s, dirty))
 }
 
@@ -134,16 +136,44 @@ fn touch(dirty: &mut BTreeSet<Vec<u8>>, path: &[u8]) {
     dirty.insert(path.to_vec());
 }
 
-fn walk(dir: RawFd, upper: &Path, rel: &[u8], s: &mut Snapshot, dirty: &mut BTreeSet<Vec<u8>>) -> WsResult<()> {
+/// The names of the directory `dir` (at `path`), in the order they are taken off the end.
+fn listing(dir: RawFd, path: &[u8], at: &dyn Fn(&[u8]) -> PathBuf, bounds: &Bounds) -> WsResult<Vec<Vec<u8>>> {
+    let left = bounds.entries_left();
+    match fsat::list_at_most(dir, left).map_err(|e| WorkspaceError::io(at(path), e.into()))? {
+        Some(mut names) => {
+            names.reverse();
+            Ok(names)
+        }
+        None => Err(WorkspaceError::Limit { limit: "max_entries", allowed: bounds.limits.max_entries, path: String::from_utf8_lossy(path).into_owned() }),
+    }
+}
+
+/// Read the upper layer depth first with an explicit stack ([`fsat::DirStack`]: bounded
+/// descriptors whatever the depth), checking every entry against `bounds` as it is read.
+fn walk(root: OwnedFd, upper: &Path, s: &mut Snapshot, dirty: &mut BTreeSet<Vec<u8>>, bounds: &mut Bounds) -> WsResult<()> {
     let at = |p: &[u8]| upper.join(std::ffi::OsStr::from_bytes(p));
-    let names = fsat::list(dir).map_err(|e| WorkspaceError::io(at(rel), e.into()))?;
-    for name in names {
-        let path = tree_path::join(rel, &name);
+    let mut stack = fsat::DirStack::new(root);
+    let mut rel: Vec<u8> = Vec::new();
+    let first = stack.top().map_err(|e| WorkspaceError::io(upper, e.into()))?;
+    let mut pending = vec![listing(first, &rel, &at, bounds)?];
+    while let Some(names) = pending.last_mut() {
+        let Some(name) = names.pop() else {
+            pending.pop();
+            stack.pop();
+            rel = tree_path::parent(&rel).to_vec();
+            continue;
+        };
+        let path = tree_path::join(&rel, &name);
+        bounds.entry(&path, stack.depth() + 1)?;
         let io = |e: nix::Error| WorkspaceError::io(at(&path), e.into());
         if tree_path::component_problem(&name).is_some() {
             s.not_in_tree.push(path);
             continue;
         }
+        if let Some(alias) = tree_path::git_alias(&name) {
+            return Err(WorkspaceError::GitAlias { path: String::from_utf8_lossy(&path).into_owned(), alias });
+        }
+        let dir = stack.top().map_err(|e| WorkspaceError::io(at(&rel), e.into()))?;
         let st = fsat::lstat(dir, &name).map_err(io)?;
         match st.st_mode & libc::S_IFMT {
             libc::S_IFCHR if st.st_rdev == 0 => {
@@ -151,7 +181,8 @@ fn walk(dir: RawFd, upper: &Path, rel: &[u8], s: &mut Snapshot, dirty: &mut BTre
                 forget(s, &path)
             }
             libc::S_IFDIR => {
-                let fd = fsat::open_dir(dir, &name).map_err(io)?;
+                stack.push(&name, None).map_err(io)?;
+                let fd = stack.top().map_err(io)?;
                 let opaque = fsat::get_xattr(&fd, OPAQUE_XATTR).is_some_and(|v| v == b"y");
                 match s.manifest.get(&path) {
                     Some(e) if e.kind != EntryKind::Gitlink || opaque => {
@@ -164,16 +195,29 @@ fn walk(dir: RawFd, upper: &Path, rel: &[u8], s: &mut Snapshot, dirty: &mut BTre
                     }
                     _ => {}
                 }
-                walk(fd.as_raw_fd(), upper, &path, s, dirty)?;
+                pending.push(listing(fd, &path, &at, bounds)?);
+                rel = path;
             }
             libc::S_IFREG => {
-                let mut f = fsat::open_file(dir, &name).map_err(io)?;
-                if st.st_size == 0 && fsat::get_xattr(&f, WHITEOUT_XATTR).is_some() {
+                let size = st.st_size as u64;
+                bounds.file(&path, size)?;
+                let f = fsat::open_file(dir, &name).map_err(io)?;
+                if size == 0 && fsat::get_xattr(&f, WHITEOUT_XATTR).is_some() {
                     touch(dirty, &path);
                     forget(s, &path);
                     continue;
                 }
-                let oid = blob_id_of_reader(st.st_size as u64, &mut f).map_err(|e| WorkspaceError::io(at(&path), e))?;
+                let mut stopped = None;
+                let hashed = blob_id_of_file(&f, size, &mut |_| {
+                    bounds.tick().map_err(|e| {
+                        stopped = Some(e);
+                        std::io::Error::other("stopped")
+                    })
+                });
+                if let Some(e) = stopped {
+                    return Err(e);
+                }
+                let oid = hashed.map_err(|e| WorkspaceError::io(at(&path), e))?;
                 let kind = if st.st_mode & 0o100 != 0 { EntryKind::Executable } else { EntryKind::File };
                 if st.st_nlink > 1 {
                     s.hardlinked.insert(path.clone());
@@ -221,6 +265,10 @@ mod tests {
         assert_eq!(rc, 0, "setxattr {name}: {}", std::io::Error::last_os_error());
     }
 
+    fn bounds() -> Bounds {
+        Bounds::snapshot(&sandbox::WorkspaceLimits::default())
+    }
+
     fn t0() -> Manifest {
         let mut m = Manifest::default();
         for p in ["a", "d/x", "d/y", "e", "f", "keep"] {
@@ -247,7 +295,7 @@ mod tests {
         std::fs::write(u.join("f/inner"), b"i").unwrap();
         std::fs::write(u.join("run.sh"), b"#!/bin/sh\n").unwrap();
         std::fs::set_permissions(u.join("run.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
-        let s = take(&t0(), u).unwrap();
+        let s = take(&t0(), u, &mut bounds()).unwrap();
         let paths: Vec<String> = s.manifest.iter().map(|(p, _)| String::from_utf8_lossy(p).into_owned()).collect();
         assert_eq!(paths, vec!["d/z", "f/inner", "keep", "run.sh"]);
         assert_eq!(s.manifest.get(b"run.sh").unwrap().kind, EntryKind::Executable);
@@ -280,8 +328,8 @@ mod tests {
 
     /// The incremental tree id equals the full one (and so what git computes).
     fn assert_incremental_equals_full(t0: &Manifest, upper: &Path) -> Snapshot {
-        let full = take(t0, upper).unwrap();
-        let incremental = take_reusing(t0, &t0.dir_ids(), upper).unwrap();
+        let full = take(t0, upper, &mut bounds()).unwrap();
+        let incremental = take_reusing(t0, &t0.dir_ids(), upper, &mut bounds()).unwrap();
         assert_eq!(incremental.tree_id, full.tree_id);
         assert_eq!(incremental.tree_id, incremental.manifest.tree_id());
         assert_eq!(incremental.manifest, full.manifest);
@@ -344,7 +392,7 @@ mod tests {
     fn a_symlink_in_the_upper_layer_is_recorded_not_followed() {
         let upper = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink("/etc/shadow", upper.path().join("keep")).unwrap();
-        let s = take(&t0(), upper.path()).unwrap();
+        let s = take(&t0(), upper.path(), &mut bounds()).unwrap();
         let e = s.manifest.get(b"keep").unwrap();
         assert_eq!((e.kind, e.oid), (EntryKind::Symlink, blob_id(b"/etc/shadow")));
     }
@@ -353,6 +401,71 @@ mod tests {
     fn a_symlinked_upper_directory_is_refused() {
         let tmp = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink("/etc", tmp.path().join("upper")).unwrap();
-        assert!(matches!(take(&t0(), &tmp.path().join("upper")), Err(WorkspaceError::Io { .. })));
+        assert!(matches!(take(&t0(), &tmp.path().join("upper"), &mut bounds()), Err(WorkspaceError::Io { .. })));
+    }
+
+    fn limits(edit: impl FnOnce(&mut sandbox::WorkspaceLimits)) -> Bounds {
+        let mut l = sandbox::WorkspaceLimits::default();
+        edit(&mut l);
+        Bounds::snapshot(&l)
+    }
+
+    fn refused(upper: &Path, mut bounds: Bounds) -> (String, String) {
+        match take(&t0(), upper, &mut bounds) {
+            Err(WorkspaceError::Limit { limit, path, .. }) => (limit.to_string(), path),
+            other => panic!("expected a limit, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_tree_deeper_than_max_depth_is_refused_naming_the_limit_and_the_path() {
+        let upper = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(upper.path().join("a/b/c/d")).unwrap();
+        assert_eq!(refused(upper.path(), limits(|l| l.max_depth = 3)), ("max_depth".into(), "a/b/c/d".into()));
+    }
+
+    #[test]
+    fn too_many_entries_a_long_path_a_large_file_and_too_many_bytes_are_refused() {
+        let upper = tempfile::tempdir().unwrap();
+        let u = upper.path();
+        for i in 0..5 {
+            std::fs::write(u.join(format!("f{i}")), vec![b'x'; 10]).unwrap();
+        }
+        assert_eq!(refused(u, limits(|l| l.max_entries = 4)).0, "max_entries");
+        assert_eq!(refused(u, limits(|l| l.max_file_bytes = 9)), ("max_file_bytes".into(), "f0".into()));
+        assert_eq!(refused(u, limits(|l| l.max_total_bytes = 45)), ("max_total_bytes".into(), "f4".into()));
+        std::fs::write(u.join("a-rather-long-name"), b"").unwrap();
+        assert_eq!(refused(u, limits(|l| l.max_path_bytes = 10)), ("max_path_bytes".into(), "a-rather-long-name".into()));
+    }
+
+    #[test]
+    fn a_sparse_file_counts_its_apparent_size_against_the_limits() {
+        let upper = tempfile::tempdir().unwrap();
+        let f = std::fs::File::create(upper.path().join("sparse")).unwrap();
+        f.set_len(1 << 30).unwrap();
+        assert_eq!(refused(upper.path(), limits(|l| l.max_file_bytes = 1 << 20)), ("max_file_bytes".into(), "sparse".into()));
+    }
+
+    #[test]
+    fn a_name_git_treats_as_dot_git_elsewhere_is_refused() {
+        let upper = tempfile::tempdir().unwrap();
+        std::fs::create_dir(upper.path().join("sub")).unwrap();
+        std::fs::write(upper.path().join("sub/GIT~1"), b"").unwrap();
+        match take(&t0(), upper.path(), &mut bounds()) {
+            Err(WorkspaceError::GitAlias { path, alias }) => assert_eq!((path.as_str(), alias), ("sub/GIT~1", ".git")),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_tree_deeper_than_the_descriptor_bound_snapshots_on_a_small_stack() {
+        let upper = tempfile::tempdir().unwrap();
+        let deep: PathBuf = (0..200).map(|_| "d").collect();
+        std::fs::create_dir_all(upper.path().join(&deep)).unwrap();
+        std::fs::write(upper.path().join(&deep).join("f"), b"deep").unwrap();
+        let u = upper.path().to_path_buf();
+        let s = std::thread::Builder::new().stack_size(64 << 10).spawn(move || take(&t0(), &u, &mut bounds()).unwrap()).unwrap().join().unwrap();
+        let path: Vec<u8> = [deep.as_os_str().as_bytes(), b"/f"].concat();
+        assert_eq!(s.manifest.get(&path).unwrap().oid, blob_id(b"deep"));
     }
 }

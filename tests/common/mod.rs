@@ -6,8 +6,20 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-pub fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_loopexec")
+/// The binary under test: `LOOPEXEC_BIN` when set (ci/test-unprivileged.sh runs the test
+/// binaries as another user with it), else cargo's build of it.
+pub fn bin() -> String {
+    std::env::var("LOOPEXEC_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_loopexec").to_string())
+}
+
+/// Whether the tests run as root (the zones then run as the policies' `uid_when_root`).
+pub fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// Who a zone runs as, and so who must own what it writes: the zone uid as root, else the caller.
+pub fn zone_owner() -> Option<(u32, u32)> {
+    is_root().then_some((ZONE_UID_WHEN_ROOT, ZONE_UID_WHEN_ROOT))
 }
 
 /// One finished invocation.
@@ -184,10 +196,16 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
         .env("GIT_COMMITTER_NAME", "t")
         .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
         .output()
         .expect("git");
     assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// [`git`]'s output without surrounding whitespace (an object id, a name).
+pub fn git_value(dir: &Path, args: &[&str]) -> String {
+    git(dir, args).trim().to_string()
 }
 
 /// Make `dir` a repository whose first commit (t0) holds everything in it, reachable by the zone uid.
