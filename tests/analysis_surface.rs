@@ -129,6 +129,14 @@ fn a_pytest11_entry_point_in_setup_cfg_is_a_part() {
 }
 
 #[test]
+fn a_cargo_toml_above_the_parse_cap_is_digested_whole() {
+    let end = format!("{CARGO_T0}# {}\n", "x".repeat(1024 * 1024));
+    let entries = digest(&[("Cargo.toml", &end)]).entries;
+    assert_eq!(entries.len(), 1);
+    assert_eq!(entries[0].part, "above the parse cap");
+}
+
+#[test]
 fn an_unparsable_cargo_toml_is_digested_whole() {
     let end = format!("{CARGO_T0}[[[\n");
     assert_eq!(

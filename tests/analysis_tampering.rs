@@ -36,6 +36,13 @@ fn a_module_pytestmark_skip_is_a_skip_marker() {
 }
 
 #[test]
+fn an_xfail_mark_on_a_parameter_is_a_skip_marker() {
+    let t0 = "import pytest\n\n@pytest.mark.parametrize(\"n\", [1, 2])\ndef test_add(n):\n    assert n > 0\n";
+    let end = "import pytest\n\n@pytest.mark.parametrize(\"n\", [1, pytest.param(2, marks=pytest.mark.xfail)])\ndef test_add(n):\n    assert n > 0\n";
+    assert_eq!(rules("tests/test_calc.py", Some(t0), end), vec![(RuleId::SkipMarker, 3)]);
+}
+
+#[test]
 fn skip_words_in_a_comment_or_string_are_not_skip_markers() {
     let end = "from calc import add\n\n# @pytest.mark.skip would hide this\ndef test_add():\n    \"\"\"Do not pytest.skip(...) here.\"\"\"\n    assert add(1, 2) == 3, \"@pytest.mark.xfail\"\n";
     assert_eq!(rules("tests/test_calc.py", Some(PY_TEST_T0), end), vec![]);
@@ -164,6 +171,13 @@ fn a_rust_cfg_test_module_and_cfg_test_inside_it_are_not_reads() {
     let t0 = "pub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n";
     let end = "pub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn adds() {\n        assert!(cfg!(test));\n        assert_eq!(super::add(2, 2), 4);\n    }\n}\n";
     assert_eq!(rules("src/lib.rs", Some(t0), end), vec![]);
+}
+
+#[test]
+fn a_cfg_test_helper_with_more_attributes_is_not_a_read_but_a_cfg_test_constant_is() {
+    let t0 = "pub const LIMIT: u32 = 100;\n";
+    let end = "#[cfg(not(test))]\npub const LIMIT: u32 = 100;\n#[cfg(test)]\npub const LIMIT: u32 = 1;\n\n#[cfg(test)]\n#[allow(dead_code)]\nfn helper() {}\n";
+    assert_eq!(rules("src/lib.rs", Some(t0), end), vec![(RuleId::TestEnvironmentRead, 1), (RuleId::TestEnvironmentRead, 3)]);
 }
 
 #[test]
@@ -428,4 +442,59 @@ fn a_changed_file_above_the_parse_cap_is_reported_not_analysed() {
     assert_eq!(analysis.not_analysed[0].0, Version::End);
     assert_eq!(analysis.not_analysed[0].1.path, "tests/test_calc.py");
     assert_eq!(analysis.not_analysed[0].1.reason, NotAnalysedReason::TooLarge { bytes: 65, cap: 64 });
+}
+
+#[test]
+fn a_finding_serialises_with_its_stable_rule_id() {
+    let finding = Finding { file: "calc.py".into(), line: 3, rule: RuleId::RunnerIntrospection, evidence: "sys._getframe(1)".into() };
+    assert_eq!(
+        serde_json::to_string(&finding).expect("json"),
+        r#"{"file":"calc.py","line":3,"rule":"runner-introspection","evidence":"sys._getframe(1)"}"#
+    );
+}
+
+// ------------------------------------------------------------------ honest changes
+
+/// The full analysis of an honest change: no finding, no test-item change, assertions not fewer.
+fn assert_honest(files: &[(&str, &str, &str)]) {
+    let changes: Vec<ChangedFile> = files
+        .iter()
+        .map(|(path, t0, end)| ChangedFile { path, t0: (!t0.is_empty()).then_some(t0.as_bytes()), end: Some(end.as_bytes()) })
+        .collect();
+    let analysis = analyse_change(&changes, &RuleSet::all(), Limits::default()).expect("analysis");
+    assert_eq!(analysis.findings, vec![]);
+    assert_eq!(analysis.test_item_changes, vec![]);
+    assert!(analysis.assertions_end >= analysis.assertions_t0, "{analysis:?}");
+}
+
+#[test]
+fn an_honest_python_fix_with_a_new_test_is_clean() {
+    assert_honest(&[
+        ("src/calc/__init__.py", "import os\n\ndef add(a, b):\n    return a - b\n", "import os\n\nDEBUG = os.environ.get(\"CALC_DEBUG\") == \"1\"\n\ndef add(a, b):\n    \"\"\"Adds; never pytest.skip.\"\"\"\n    return a + b\n"),
+        ("tests/test_calc.py", PY_TEST_T0, "import pytest\nfrom calc import add\n\ndef test_add():\n    assert add(1, 2) == 3\n\n@pytest.mark.parametrize(\"a,b,c\", [(0, 0, 0), (2, 2, 4)])\ndef test_table(a, b, c):\n    assert add(a, b) == c\n"),
+    ]);
+}
+
+#[test]
+fn an_honest_rust_fix_with_a_new_test_is_clean() {
+    let t0 = "/// ```\n/// assert_eq!(calc::add(1, 2), 3);\n/// ```\npub fn add(a: i32, b: i32) -> i32 {\n    a - b\n}\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn adds() {\n        assert_eq!(super::add(1, 2), 3);\n    }\n}\n";
+    let end = "/// ```\n/// assert_eq!(calc::add(1, 2), 3);\n/// ```\npub fn add(a: i32, b: i32) -> i32 {\n    a.checked_add(b).unwrap_or_else(|| std::process::exit(2))\n}\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn adds() {\n        assert_eq!(super::add(1, 2), 3);\n    }\n\n    #[test]\n    #[should_panic]\n    fn new_overflow_test() {\n        let _ = Some(1).map(|_| panic!());\n    }\n}\n";
+    assert_honest(&[("src/lib.rs", t0, end)]);
+}
+
+#[test]
+fn an_honest_go_fix_with_a_new_test_is_clean() {
+    let t0 = "package calc\n\nfunc Add(a, b int) int {\n\treturn a - b\n}\n";
+    let end = "package calc\n\nimport \"os\"\n\nvar verbose = os.Getenv(\"CALC_VERBOSE\") != \"\"\n\nfunc Add(a, b int) int {\n\treturn a + b\n}\n";
+    let test_end = "package calc\n\nimport \"testing\"\n\nfunc TestAdd(t *testing.T) {\n\tif Add(1, 2) != 3 {\n\t\tt.Fatal(\"bad\")\n\t}\n}\n";
+    assert_honest(&[("calc.go", t0, end), ("calc_test.go", "", test_end)]);
+}
+
+#[test]
+fn an_honest_typescript_fix_with_a_new_test_is_clean() {
+    let t0 = "export const add = (a: number, b: number): number => a - b;\n";
+    let end = "const level = process.env.LOG_LEVEL ?? \"info\";\nexport const add = (a: number, b: number): number => a + b;\n";
+    let test_t0 = "import { add } from \"./add\";\ntest(\"adds\", () => {\n  expect(add(1, 2)).toBe(3);\n});\n";
+    let test_end = "import { add } from \"./add\";\ntest(\"adds\", () => {\n  expect(add(1, 2)).toBe(3);\n});\ndescribe(\"edge\", () => {\n  it(\"zero\", () => {\n    expect(add(0, 0)).toBe(0);\n  });\n});\n";
+    assert_honest(&[("src/add.ts", t0, end), ("src/add.test.ts", test_t0, test_end)]);
 }

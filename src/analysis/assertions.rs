@@ -22,38 +22,37 @@ use super::AnalysisError;
 
 /// The number of assertions in the test code of one parsed file.
 pub fn count(file: &ParsedFile<'_>, whole_file_is_test: bool, limits: Limits) -> Result<u64, AnalysisError> {
+    type IsAssertion = fn(&ParsedFile<'_>, Node<'_>) -> bool;
     let mut total = 0u64;
-    match file.language {
-        Language::Python if whole_file_is_test => walk(file.root(), |n| {
-            total += u64::from(python_assertion(file, n));
-            true
-        }),
-        Language::Rust => {
+    let whole_file_rule: Option<IsAssertion> = match file.language {
+        Language::Python => Some(python_assertion),
+        Language::Go => Some(go_assertion),
+        Language::JavaScript | Language::TypeScript | Language::Tsx => Some(js_assertion),
+        Language::Rust => None,
+    };
+    if let Some(is_assertion) = whole_file_rule {
+        if whole_file_is_test {
             walk(file.root(), |n| {
-                if is_rust_assertion(file, n) && in_test_code(file, whole_file_is_test, n) {
-                    total += 1;
-                }
-                if n.kind() == "function_item"
-                    && is_rust_test_fn(file, n)
-                    && rust_attributes(file, n).iter().any(|a| a.starts_with("should_panic"))
-                {
-                    total += 1;
-                }
+                total += u64::from(is_assertion(file, n));
                 true
             });
-            if !whole_file_is_test {
-                total += doctest_assertions(file, limits)?;
-            }
         }
-        Language::Go if whole_file_is_test => walk(file.root(), |n| {
-            total += u64::from(go_assertion(file, n));
-            true
-        }),
-        l if l.is_js_family() && whole_file_is_test => walk(file.root(), |n| {
-            total += u64::from(js_assertion(file, n));
-            true
-        }),
-        _ => {}
+        return Ok(total);
+    }
+    walk(file.root(), |n| {
+        if is_rust_assertion(file, n) && in_test_code(file, whole_file_is_test, n) {
+            total += 1;
+        }
+        if n.kind() == "function_item"
+            && is_rust_test_fn(file, n)
+            && rust_attributes(file, n).iter().any(|a| a.starts_with("should_panic"))
+        {
+            total += 1;
+        }
+        true
+    });
+    if !whole_file_is_test {
+        total += doctest_assertions(file, limits)?;
     }
     Ok(total)
 }

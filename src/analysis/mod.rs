@@ -82,12 +82,6 @@ pub enum FileAnalysis {
     NotAnalysed(NotAnalysed),
 }
 
-impl Serialize for Language {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.name())
-    }
-}
-
 /// Parses one file version and derives all its facts from the one tree.
 pub fn analyse_file(file: SourceFile<'_>, limits: Limits) -> Result<FileAnalysis, AnalysisError> {
     let parsed = match syntax::parse(file.path, file.bytes, limits)? {
@@ -122,7 +116,7 @@ pub fn total_assertions<'a>(files: impl IntoIterator<Item = SourceFile<'a>>, lim
 }
 
 /// An assertion count and the files that could not be counted.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct AssertionTotal {
     pub assertions: u64,
     /// Files above the parse cap (files without a grammar count nothing and are not listed).
@@ -145,7 +139,7 @@ pub struct DisabledRule {
 }
 
 /// The analysis of the agent's change: everything the guards need besides H0 and shadowing.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ChangeAnalysis {
     /// Assertions in the changed files at t0 and at the end. The end state's total is
     /// `A0 - assertions_t0 + assertions_end`; it fell below A0 exactly when

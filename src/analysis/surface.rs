@@ -12,7 +12,7 @@ use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use super::syntax::{file_name, sha256_hex};
+use super::syntax::{file_name, sha256_hex, DEFAULT_MAX_PARSE_BYTES};
 use super::{AnalysisError, SourceFile};
 
 /// Files that are surface whole, by file name at any depth, in each runner's precedence order
@@ -87,6 +87,8 @@ pub enum SurfaceChange {
 #[derive(Debug, Clone)]
 pub struct SurfaceSpec {
     extra: GlobSet,
+    /// Files with parts larger than this are digested whole instead of parsed.
+    max_parse_bytes: usize,
 }
 
 impl SurfaceSpec {
@@ -99,7 +101,7 @@ impl SurfaceSpec {
             builder.add(parsed);
         }
         let extra = builder.build().map_err(|e| AnalysisError::InvalidGlob { glob: extra_globs.join(", "), message: e.to_string() })?;
-        Ok(SurfaceSpec { extra })
+        Ok(SurfaceSpec { extra, max_parse_bytes: DEFAULT_MAX_PARSE_BYTES })
     }
 
     /// Whether a path can contribute surface entries (the engine reads only these files).
@@ -114,6 +116,10 @@ impl SurfaceSpec {
             return vec![entry("file", file.bytes)];
         }
         let Some(kind) = part_kind(file.path) else { return Vec::new() };
+        if file.bytes.len() > self.max_parse_bytes {
+            // Too large to parse within bounds: any edit anywhere in it is a change.
+            return vec![entry("above the parse cap", file.bytes)];
+        }
         let parts = match std::str::from_utf8(file.bytes) {
             Ok(text) => match kind {
                 PartKind::CargoToml => cargo_parts(text),

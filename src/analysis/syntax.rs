@@ -71,6 +71,12 @@ impl Language {
     }
 }
 
+impl serde::Serialize for Language {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
 impl fmt::Display for Language {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
@@ -78,7 +84,8 @@ impl fmt::Display for Language {
 }
 
 /// Why a file was not analysed; the engine reports these, so "not analysed" is never silent.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
 pub enum NotAnalysedReason {
     /// Larger than the parse cap.
     TooLarge { bytes: usize, cap: usize },
@@ -98,7 +105,7 @@ impl fmt::Display for NotAnalysedReason {
 }
 
 /// A file that was digested instead of analysed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct NotAnalysed {
     pub path: String,
     pub reason: NotAnalysedReason,
@@ -275,7 +282,6 @@ pub fn string_value(file: &ParsedFile<'_>, node: Node<'_>) -> Option<String> {
         "string" | "template_string" => &["string_fragment"],
         "string_literal" | "raw_string_literal" => &["string_content"],
         "interpreted_string_literal" => &["interpreted_string_literal_content"],
-        "raw_string_literal_content" => return Some(file.text(node).into_owned()),
         _ => return None,
     };
     if node.kind() == "raw_string_literal" && file.language == Language::Go {

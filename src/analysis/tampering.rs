@@ -182,36 +182,20 @@ pub fn new_findings<'a>(
 
 /// Every pattern occurrence in one parsed file.
 pub fn occurrences(file: &ParsedFile<'_>, whole_file_is_test: bool) -> Vec<Occurrence> {
-    let mut found = Vec::new();
-    let mut add = |rule: RuleId, node: Node<'_>| {
-        found.push(Occurrence { rule, line: file.line(node), evidence: file.evidence(node) });
+    type RuleOf = fn(&ParsedFile<'_>, Node<'_>, bool) -> Option<RuleId>;
+    let rule_of: RuleOf = match file.language {
+        Language::Python => python_rule,
+        Language::Rust => rust_rule,
+        Language::Go => go_rule,
+        Language::JavaScript | Language::TypeScript | Language::Tsx => js_rule,
     };
-    match file.language {
-        Language::Python => walk(file.root(), |n| {
-            if let Some(rule) = python_rule(file, n, whole_file_is_test) {
-                add(rule, n);
-            }
-            true
-        }),
-        Language::Rust => walk(file.root(), |n| {
-            if let Some(rule) = rust_rule(file, n, whole_file_is_test) {
-                add(rule, n);
-            }
-            true
-        }),
-        Language::Go => walk(file.root(), |n| {
-            if let Some(rule) = go_rule(file, n, whole_file_is_test) {
-                add(rule, n);
-            }
-            true
-        }),
-        _ => walk(file.root(), |n| {
-            if let Some(rule) = js_rule(file, n, whole_file_is_test) {
-                add(rule, n);
-            }
-            true
-        }),
-    }
+    let mut found = Vec::new();
+    walk(file.root(), |n| {
+        if let Some(rule) = rule_of(file, n, whole_file_is_test) {
+            found.push(Occurrence { rule, line: file.line(n), evidence: file.evidence(n) });
+        }
+        true
+    });
     found
 }
 
@@ -353,9 +337,26 @@ fn python_rule(file: &ParsedFile<'_>, n: Node<'_>, test_file: bool) -> Option<Ru
                 _ => None,
             }
         }
-        "attribute" if !test_file => {
+        "attribute" => {
             let text = compact_text(file, n);
-            (text == "sys._called_from_test").then_some(RuleId::TestEnvironmentRead)
+            if !test_file && text == "sys._called_from_test" {
+                return Some(RuleId::TestEnvironmentRead);
+            }
+            // A mark used outside a decorator or `pytestmark` (those are findings of their own):
+            // `pytest.param(1, marks=pytest.mark.xfail)`.
+            let last = text.rsplit('.').next().unwrap_or_default();
+            let is_skip_mark = text.contains("mark.") && matches!(last, "skip" | "skipif" | "xfail");
+            let parent = n.parent();
+            let decorator_itself = parent.is_some_and(|p| {
+                p.kind() == "decorator" || (p.kind() == "call" && p.parent().is_some_and(|g| g.kind() == "decorator"))
+            });
+            let in_pytestmark = ancestor(n, |a| {
+                a.kind() == "assignment"
+                    && a.child_by_field_name("left").is_some_and(|l| matches!(&*compact_text(file, l), "pytestmark" | "__test__"))
+            })
+            .is_some();
+            let reported_elsewhere = decorator_itself || in_pytestmark;
+            (is_skip_mark && !reported_elsewhere).then_some(RuleId::SkipMarker)
         }
         "assignment" => {
             let left = n.child_by_field_name("left")?;
@@ -464,8 +465,12 @@ fn rust_rule(file: &ParsedFile<'_>, n: Node<'_>, test_file: bool) -> Option<Rule
                 return Some(RuleId::RunnerInternals);
             }
             if (name == "cfg" || name == "cfg_attr") && mentions_test(&attr) && !in_test_code(file, test_file, n) {
+                let mut item = n.next_named_sibling();
+                while let Some(i) = item.filter(|i| matches!(i.kind(), "attribute_item" | "line_comment" | "block_comment")) {
+                    item = i.next_named_sibling();
+                }
                 let plain_test_module = is_cfg_test(&attr)
-                    && n.next_named_sibling().is_some_and(|s| matches!(s.kind(), "mod_item" | "use_declaration" | "function_item" | "impl_item"));
+                    && item.is_some_and(|s| matches!(s.kind(), "mod_item" | "use_declaration" | "function_item" | "impl_item"));
                 return (!plain_test_module).then_some(RuleId::TestEnvironmentRead);
             }
             None
@@ -660,7 +665,7 @@ fn js_rule(file: &ParsedFile<'_>, n: Node<'_>, test_file: bool) -> Option<RuleId
             } else {
                 string_value(file, n.child_by_field_name("index")?)?
             };
-            if key == "NODE_ENV" && !test_file {
+            if (key == "NODE_ENV" || key == "MODE") && !test_file {
                 let comparison = n.parent().filter(|p| p.kind() == "binary_expression")?;
                 let compared_to_test = named_children(comparison).into_iter().any(|side| string_value(file, side).as_deref() == Some("test"));
                 return compared_to_test.then_some(RuleId::TestEnvironmentRead);
@@ -683,7 +688,7 @@ fn js_rule(file: &ParsedFile<'_>, n: Node<'_>, test_file: bool) -> Option<RuleId
                 return None;
             }
             let body = n.child_by_field_name("body").or_else(|| n.child_by_field_name("value").and_then(|v| v.child_by_field_name("body")))?;
-            js_body_returns_true(file, body).then_some(RuleId::AlwaysEqual)
+            js_body_returns_true(body).then_some(RuleId::AlwaysEqual)
         }
         _ => None,
     }
@@ -695,11 +700,12 @@ fn is_js_runner_target(target: &str) -> bool {
     JS_RUNNER_OBJECTS.contains(&base)
 }
 
-fn js_body_returns_true(file: &ParsedFile<'_>, body: Node<'_>) -> bool {
+/// Whether a function body is `true` (arrow) or nothing but `return true`.
+fn js_body_returns_true(body: Node<'_>) -> bool {
     if body.kind() == "true" {
         return true;
     }
     let statements = named_children(body);
     let [only] = statements.as_slice() else { return false };
-    only.kind() == "return_statement" && only.named_child(0).is_some_and(|v| v.kind() == "true") && !file.text(*only).is_empty()
+    only.kind() == "return_statement" && only.named_child(0).is_some_and(|v| v.kind() == "true")
 }

@@ -10,7 +10,7 @@ use super::syntax::{file_name, Language, ParsedFile};
 /// - Python: pytest's and unittest's default discovery (`test*.py`, `*_test.py`), `conftest.py`,
 ///   and any file under a `tests/` or `test/` directory (test helpers);
 /// - Rust: files under a `tests/` directory (integration tests and their helpers) and files named
-///   `tests.rs`/`test.rs` (the usual `#[cfg(test)] mod tests;` out-of-line module);
+///   `tests.rs`, `test.rs`, `*_tests.rs`, `*_test.rs` (out-of-line `#[cfg(test)] mod x_tests;`);
 /// - Go: `*_test.go`;
 /// - JS/TS: `*.test.*`, `*.spec.*`, anything under `__tests__/` or `test/`, and node --test's
 ///   defaults `test.*`, `test-*.*`, `*-test.*`, `*_test.*`.
@@ -28,7 +28,9 @@ pub fn is_test_file(path: &str, language: Language) -> bool {
                 || under("tests")
                 || under("test")
         }
-        Language::Rust => under("tests") || name == "tests.rs" || name == "test.rs",
+        Language::Rust => {
+            under("tests") || matches!(stem, "tests" | "test") || stem.ends_with("_tests") || stem.ends_with("_test")
+        }
         Language::Go => name.ends_with("_test.go"),
         Language::JavaScript | Language::TypeScript | Language::Tsx => {
             let mut parts = name.split('.');
@@ -141,6 +143,7 @@ mod tests {
         assert!(!is_test_file("pkg/a.go", Language::Go));
         assert!(is_test_file("tests/it.rs", Language::Rust));
         assert!(is_test_file("src/parser/tests.rs", Language::Rust));
+        assert!(is_test_file("src/parser_tests.rs", Language::Rust));
         assert!(!is_test_file("src/lib.rs", Language::Rust));
     }
 
