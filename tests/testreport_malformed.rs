@@ -127,6 +127,18 @@ fn globs_match_within_and_across_directories_sorted() {
 }
 
 #[test]
+fn patterns_resolve_through_the_directory_descriptor_not_its_path() {
+    let (tmp, dir) = dir_with(&[("r.xml", b"<testsuite/>"), ("out/a.xml", b"<testsuite/>")]);
+    let moved = tmp.path().with_extension("moved");
+    fs::rename(tmp.path(), &moved).unwrap();
+    fs::create_dir(tmp.path()).unwrap();
+    let r = resolve(&dir, &ReportPatterns::new(&["r.xml", "*.xml", "out/*.xml"]).unwrap()).unwrap();
+    fs::remove_dir_all(&moved).unwrap();
+    assert_eq!(r.found.iter().map(|f| f.path.as_str()).collect::<Vec<_>>(), ["r.xml", "r.xml", "out/a.xml"]);
+    assert!(r.unmatched.is_empty());
+}
+
+#[test]
 fn a_symlinked_directory_is_not_entered() {
     let (tmp, dir) = dir_with(&[("elsewhere/r.xml", b"<testsuite/>")]);
     std::os::unix::fs::symlink(tmp.path().join("elsewhere"), tmp.path().join("reports")).unwrap();

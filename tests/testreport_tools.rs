@@ -150,6 +150,15 @@ fn pytest_junit_report_from_a_real_run() {
     assert_green_and_red(&green.0, &green.1, &red.0, &red.1, &["report_shows_failures", "summary_shows_failures"]);
 }
 
+#[test]
+fn a_coloured_pytest_run_still_shows_its_final_line() {
+    let Some(pytest) = tool(&["pytest-3", "pytest"]) else { return };
+    let dir = project("pytest");
+    let ran = run(command(&pytest, dir.path(), true).args(["-p", "no:cacheprovider", "--color=yes"]));
+    assert!(ran.stdout.contains(&0x1b), "no colour: {}", ran.show());
+    assert_eq!(kinds(&agree(Some(0), &[], &ran.output())), ["summary_shows_failures"]);
+}
+
 /// The cargo that runs these tests (`CARGO`), else the one on PATH.
 fn cargo() -> Option<PathBuf> {
     match std::env::var_os("CARGO") {

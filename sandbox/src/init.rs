@@ -239,7 +239,7 @@ fn unreachable_exec() -> ! {
     unsafe { libc::_exit(127) }
 }
 
-/// argv[0] as given when it contains a slash, else every PATH entry (zone environment's PATH).
+/// `argv[0]` as given when it contains a slash, else every PATH entry (zone environment's PATH).
 fn resolve(arg0: &[u8], env: &[(Vec<u8>, Vec<u8>)]) -> Vec<CString> {
     if arg0.contains(&b'/') {
         return CString::new(arg0.to_vec()).into_iter().collect();

@@ -1,5 +1,5 @@
 //! Every convention between the supervisor and a zone's processes, in one place: how the zone
-//! init is started (its marker variable, argv[0], the plan socket's descriptor), what the
+//! init is started (its marker variable, `argv[0]`, the plan socket's descriptor), what the
 //! supervisor hands it (the `Plan`, sent as one JSON message over the inherited SOCK_SEQPACKET
 //! socket, with the command's stdio and the idmapped mount trees), what the zone answers (`Msg`),
 //! how a step between clone3 and execve fails (`PreExecFailure`, an exit code), and the one
@@ -88,11 +88,13 @@ pub struct Plan {
 
 /// Environment variable marking a process as a zone init (its value: the plan socket's fd).
 pub const ENV_MARKER: &str = "LOOPEXEC_ZONE_INIT";
-/// Environment variable asking the binary for the doctor's namespace probe instead.
+/// Environment variable asking the binary for the doctor's namespace probe instead: it exits 0
+/// when it could create the zone's namespaces and map its ids, else with the errno of the failing
+/// step (clamped to 1-125).
 pub const PROBE_MARKER: &str = "LOOPEXEC_ZONE_PROBE";
 /// The plan socket's descriptor in the zone init.
 pub const PLAN_FD: RawFd = 3;
-/// argv[0] of the zone init.
+/// `argv[0]` of the zone init.
 pub const INIT_ARG0: &str = "loopexec-zone-init";
 /// The zone init's exit code after it reported `Msg::Failed` (and the command's, when its own
 /// setup failed after it wrote its `CommandFailure` to the init).

@@ -185,9 +185,11 @@ const NAMESPACE_FLAGS: &[u64] = &[
     libc::CLONE_NEWUTS as u64,
     libc::CLONE_NEWCGROUP as u64,
 ];
+#[allow(clippy::unnecessary_cast)] // libc's `Ioctl` is u64 on glibc, c_int on musl
 const TIOCSTI: u64 = libc::TIOCSTI as u64;
 const S_ISUID: u64 = libc::S_ISUID as u64;
 const S_ISGID: u64 = libc::S_ISGID as u64;
+#[allow(clippy::unnecessary_cast)]
 const TIOCLINUX: u64 = libc::TIOCLINUX as u64;
 const IPPROTO_MPTCP: u64 = libc::IPPROTO_MPTCP as u64;
 const PERSONALITY_QUERY: u64 = 0xffff_ffff;

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 #[derive(Debug)]
 pub struct ZoneSpec {
     pub policy: Policy,
-    /// argv[0] absolute, or looked up in the zone environment's PATH.
+    /// `argv[0]` absolute, or looked up in the zone environment's PATH.
     pub argv: Vec<OsString>,
     /// Must be `/`, `/tmp`, or lie inside a granted path.
     pub cwd: PathBuf,

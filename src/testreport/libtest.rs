@@ -172,7 +172,8 @@ fn parse_lines(stdout: &[u8], stderr: Option<&[u8]>, name: &str, strict: bool) -
     let mut replaying = false;
     for line in split(stdout) {
         let (number, raw) = line?;
-        let text = String::from_utf8_lossy(raw);
+        let lossy = String::from_utf8_lossy(raw);
+        let text = super::without_colours(&lossy);
         let text = text.as_ref();
         if let Some(n) = running_count(text) {
             blocks.push(Binary {
@@ -438,6 +439,14 @@ mod tests {
             r.binaries[0].problems(),
             vec!["#1: terse output (`cargo test -q`) names no test; run the check without -q so each test is named".to_string()]
         );
+    }
+
+    #[test]
+    fn coloured_output_reads_as_its_plain_lines() {
+        let out = "running 1 test\ntest a ... \u{1b}[32mok\u{1b}(B\u{1b}[m\n\ntest result: \u{1b}[32mok\u{1b}[0m. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out\n";
+        let r = parse_output(out.as_bytes(), None, "stdout").unwrap();
+        assert_eq!(r.binaries[0].tests, vec![("a".to_string(), Outcome::Passed)]);
+        assert!(r.binaries[0].problems().is_empty());
     }
 
     #[test]

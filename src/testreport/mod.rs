@@ -35,7 +35,7 @@ use std::collections::BTreeSet;
 
 pub use format::Format;
 
-/// Largest report file read (and largest captured output parsed).
+/// Largest report file read.
 pub const MAX_REPORT_BYTES: u64 = 32 * 1024 * 1024;
 /// Longest line accepted in a line-based report (go -json, TAP, libtest output).
 pub const MAX_LINE_BYTES: usize = 1024 * 1024;
@@ -52,8 +52,9 @@ pub struct ParsedReport {
     pub producer: Option<Producer>,
     /// Every test the report shows, whatever its result.
     pub collected: BTreeSet<String>,
-    /// Tests that failed or errored (a subset of `collected`, plus, for go, a package that failed
-    /// without a failing test, named by the package alone).
+    /// Tests that failed or errored (a subset of `collected`), plus units that failed without a
+    /// failing test in them: a go package (or import path) by its name, a TAP suite whose hook
+    /// failed by its id, `Bail out!` for a TAP stream that bailed out.
     pub failing: BTreeSet<String>,
     /// Tests skipped, ignored, xfailed or marked TODO.
     pub skipped: BTreeSet<String>,
@@ -231,6 +232,36 @@ pub fn shown(text: &str) -> String {
         out.extend(c.escape_debug());
     }
     out
+}
+
+/// A captured line without its ANSI colour sequences (`ESC [ ... final byte`, `ESC ( B`), so a runner
+/// forced to colour its output (`--color=yes`, `CARGO_TERM_COLOR=always`) still reads as its
+/// plain lines. Other escape sequences are left in place (and so match nothing).
+pub(crate) fn without_colours(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains('\u{1b}') {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' && chars.peek() == Some(&'[') {
+            chars.next();
+            for c in chars.by_ref() {
+                if ('\u{40}'..='\u{7e}').contains(&c) {
+                    break;
+                }
+            }
+            continue;
+        }
+        if c == '\u{1b}' && matches!(chars.peek(), Some('(' | ')')) {
+            // A character-set designation (`ESC ( B`), which libtest's colours end with.
+            chars.next();
+            chars.next();
+            continue;
+        }
+        out.push(c);
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// The first `max` bytes of `bytes`, shown escaped and quoted.

@@ -7,6 +7,8 @@
 //! [`MAX_WALK_DEPTH`]), never enters a symlinked directory, and visits at most
 //! [`MAX_WALK_ENTRIES`] entries. A symlink whose name matches is returned as a match, so that
 //! reading it fails loudly (the reader refuses links) instead of the pattern matching nothing.
+//! Every directory is opened through the given directory's descriptor (`openat2`, no link
+//! followed), never by its path again.
 
 use super::{read_report, Format, ParsedReport, ReportError, ReportProblem};
 use crate::safefs::SafeDir;
@@ -158,20 +160,31 @@ pub fn resolve(dir: &SafeDir, patterns: &ReportPatterns) -> Result<Resolution, R
                 Some((parent, name)) => (Some(parent), name),
                 None => (None, pattern.text.as_str()),
             };
-            let parent_dir = match parent {
-                Some(p) => dir.subdir(p).ok(),
-                None => SafeDir::open(dir.path()).ok(),
+            let opened = parent.map(|p| dir.subdir(p));
+            let parent_dir = match &opened {
+                None => Some(dir),
+                Some(Ok(d)) => Some(d),
+                Some(Err(_)) => None,
             };
-            if let Some(parent_dir) = parent_dir {
-                if kind_of(&parent_dir, name) == Kind::Matchable {
-                    matches.push(pattern.text.clone());
-                }
+            if parent_dir.is_some_and(|d| kind_of(d, name) == Kind::Matchable) {
+                matches.push(pattern.text.clone());
             }
         } else {
             let mut stack = vec![(pattern.base.clone(), 0usize)];
             while let Some((rel, depth)) = stack.pop() {
-                let sub = if rel.is_empty() { SafeDir::open(dir.path()) } else { dir.subdir(&rel) };
-                let Ok(sub) = sub else { continue };
+                // Always through the directory's descriptor: never its path again.
+                let opened;
+                let sub = if rel.is_empty() {
+                    dir
+                } else {
+                    match dir.subdir(&rel) {
+                        Ok(d) => {
+                            opened = d;
+                            &opened
+                        }
+                        Err(_) => continue,
+                    }
+                };
                 let names = sub.list().map_err(|e| err(format!("listing {}: {e}", super::shown(&rel))))?;
                 for name in names {
                     visited += 1;
@@ -179,7 +192,7 @@ pub fn resolve(dir: &SafeDir, patterns: &ReportPatterns) -> Result<Resolution, R
                         return Err(err(format!("visited more than {MAX_WALK_ENTRIES} entries; name the reports more precisely")));
                     }
                     let child = if rel.is_empty() { name.clone() } else { format!("{rel}/{name}") };
-                    match kind_of(&sub, &name) {
+                    match kind_of(sub, &name) {
                         Kind::Dir => {
                             let deeper = pattern.depth.map_or(depth + 1 < MAX_WALK_DEPTH, |d| depth + 1 < d);
                             if deeper {

@@ -73,7 +73,7 @@ pub fn find(bytes: &[u8], stream: &'static str) -> Result<Vec<SummaryLine>, Repo
             owned = go_output(raw).unwrap_or_default();
             owned.trim_end_matches('\n')
         } else {
-            owned = String::from_utf8_lossy(raw).into_owned();
+            owned = super::without_colours(&String::from_utf8_lossy(raw)).into_owned();
             &owned
         };
         let make = |runner, counts, failed| SummaryLine {
@@ -245,6 +245,12 @@ mod tests {
         assert_eq!(s.counts, SummaryCounts { total: Some(8), failed: 1, skipped: Some(2) });
         let q = one("3 passed, 2 deselected in 0.01s\n");
         assert_eq!(q.counts, SummaryCounts { total: Some(3), failed: 0, skipped: Some(0) });
+    }
+
+    #[test]
+    fn a_coloured_pytest_line_reads_as_its_plain_text() {
+        let s = one("\u{1b}[31m===== \u{1b}[31m\u{1b}[1m1 failed\u{1b}[0m, \u{1b}[32m2 passed\u{1b}[0m\u{1b}[31m in 0.05s\u{1b}[0m\u{1b}[31m =====\u{1b}[0m\n");
+        assert_eq!(s.counts, SummaryCounts { total: Some(3), failed: 1, skipped: Some(0) });
     }
 
     #[test]

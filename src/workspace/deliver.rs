@@ -277,7 +277,7 @@ fn write_patch(git: &Git, parent: &str, commit: &ObjectId, run_id: &str, run_dir
         a
     };
     let diff = |format: &str, pathspecs: Vec<std::ffi::OsString>| -> WsResult<()> {
-        let mut args: Vec<std::ffi::OsString> = ["-c", threshold.as_str(), "diff", "--no-ext-diff", "--no-textconv", "--full-index", "--no-color", "--no-renames"]
+        let mut args: Vec<std::ffi::OsString> = ["-c", threshold.as_str(), "diff", "--no-ext-diff", "--no-textconv", "--full-index", "--no-abbrev", "--no-color", "--no-renames"]
             .iter()
             .map(|a| a.into())
             .collect();
