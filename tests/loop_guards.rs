@@ -54,20 +54,6 @@ fn run_agent(repo: &Path, run_id: &str, agent: &str, check: &str) -> (Ran, Vec<s
     (r, ev)
 }
 
-/// Asserts the run halted with `reason` from the guard `guard`, the check never ran on the
-/// step, and a finding names `path`.
-fn assert_guard_halt(r: &Ran, ev: &[serde_json::Value], reason: &str, guard: &str, path: &str) {
-    assert_ne!(r.code, 10, "a tampering step never succeeds: {r:?}");
-    let v = r.json();
-    assert_eq!(v["halt_reason"], reason, "{r:?}");
-    let record = ev.iter().find(|e| e["type"] == "guard" && e["guard"] == guard).unwrap_or_else(|| panic!("no {guard} guard event in {ev:#?}"));
-    assert_eq!(record["halt_reason"], reason);
-    assert_eq!(record["stage"], "after_agent");
-    let findings = record["findings"].as_array().unwrap();
-    assert!(findings.iter().any(|f| f["path"] == path), "no finding names {path}: {findings:#?}");
-    assert!(ev.iter().all(|e| e["type"] != "check_result"), "the check never ran on the step");
-}
-
 #[test]
 fn removing_an_assertion_from_a_rust_inline_test_module_halts_metric_integrity_violation() {
     let repo = rust_project();
