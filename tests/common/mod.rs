@@ -217,8 +217,8 @@ pub fn commit_t0(dir: &Path) {
 }
 
 /// Asserts the run halted with `reason` from the guard `guard`, the check never ran on the
-/// step, and a finding names `path`.
-pub fn assert_guard_halt(r: &Ran, ev: &[Value], reason: &str, guard: &str, path: &str) {
+/// step, and a finding names `path` with `what` in its text.
+pub fn assert_guard_halt(r: &Ran, ev: &[Value], reason: &str, guard: &str, path: &str, what: &str) {
     assert_ne!(r.code, 10, "a tampering step never succeeds: {r:?}");
     let v = r.json();
     assert_eq!(v["halt_reason"], reason, "{r:?}");
@@ -226,6 +226,7 @@ pub fn assert_guard_halt(r: &Ran, ev: &[Value], reason: &str, guard: &str, path:
     assert_eq!(record["halt_reason"], reason);
     assert_eq!(record["stage"], "after_agent");
     let findings = record["findings"].as_array().unwrap();
-    assert!(findings.iter().any(|f| f["path"] == path), "no finding names {path}: {findings:#?}");
+    let named = |f: &&Value| f["path"] == path && f["what"].as_str().is_some_and(|w| w.contains(what));
+    assert!(findings.iter().any(|f| named(&f)), "no finding names {path} with `{what}`: {findings:#?}");
     assert!(ev.iter().all(|e| e["type"] != "check_result"), "the check never ran on the step");
 }
