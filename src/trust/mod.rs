@@ -3,6 +3,7 @@
 //! exact bound those runs reached, the sequential stability bound), the perturbation plans, the
 //! probe runs on throwaway copies in exec zones, and doctor's gates over them.
 pub mod determinism;
+pub mod gates;
 pub mod perturb;
 pub mod pins;
 pub mod probe;
