@@ -8,6 +8,7 @@ use super::config::{LoopConfig, MODE_CHECK_FIXPOINT};
 use super::credentials;
 use super::decide::{self, Step};
 use super::detached::{RunWorkspace, Taken, WorkspaceMode};
+use super::baseline::BaselineSetGuard;
 use super::analysis_guards::{self, AnalysisBaseline, MetricIntegrityGuard, TamperingGuard};
 use super::guards::{AgentStep, Guard, Guards, ProtectedPathGuard};
 use super::seats::Mode;
@@ -272,7 +273,7 @@ impl<'a> ActiveRun<'a> {
             resumed: o.resumed,
             run_key: None,
             workspace: None,
-            guards: Guards::default(),
+            guards: Guards::new(vec![Box::new(BaselineSetGuard)]),
             credential: None,
             refused_at_reopen: None,
         })
@@ -293,6 +294,7 @@ impl<'a> ActiveRun<'a> {
     fn attach_workspace(&mut self, mut ws: RunWorkspace, resumed: bool) -> CmdResult<()> {
         let mut guards: Vec<Box<dyn Guard>> = vec![Box::new(ProtectedPathGuard::new(ws.protected().clone()))];
         guards.extend(self.syntax_tree_guards(&ws)?);
+        guards.push(Box::new(BaselineSetGuard));
         if resumed {
             match ws.snapshot() {
                 Taken::Snapshot { snapshot, .. } => {
@@ -363,6 +365,14 @@ impl<'a> ActiveRun<'a> {
         if let Some((reason, detail)) = decided {
             // The outcome was observed and recorded before loopexec died; only its halt is missing.
             return self.halt(reason, detail);
+        }
+        match self.t0_baseline(zone)? {
+            Some(Step::Halt(reason, detail)) => {
+                sink.event(&LoopEvent::HaltingBeforeIterations { detail: &detail });
+                return self.halt(reason, detail);
+            }
+            Some(Step::Interrupted(signal)) => return self.interrupted(signal, None),
+            Some(Step::Continue) | None => {}
         }
         if let Some((reason, detail)) = self.mint_credential()? {
             sink.event(&LoopEvent::HaltingBeforeIterations { detail: &detail });

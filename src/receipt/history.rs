@@ -76,6 +76,8 @@ pub struct History {
     pub halt_line: Option<Map<String, Value>>,
     /// Bodies of events whose type starts with `guard` (listed in the predicate).
     pub guard_bodies: Vec<Map<String, Value>>,
+    /// The t0 baseline check (`check_baseline`), when the run recorded one.
+    pub check_baseline: Option<super::events::CheckBaselineRecord>,
 }
 
 impl History {
@@ -155,6 +157,7 @@ impl History {
                 }
             }
             Event::GuardBaseline(_) => self.guard_bodies.push(recorded.body()),
+            Event::CheckBaseline(baseline) => self.check_baseline = Some(baseline.clone()),
             Event::Halt(halt) => {
                 self.halt = Some(halt.clone());
                 self.halt_line = Some(recorded.line.clone());
