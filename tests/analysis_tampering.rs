@@ -188,6 +188,20 @@ fn rust_production_code_reading_rust_test_threads_is_a_test_environment_read() {
 }
 
 #[test]
+fn rust_production_code_reading_libtests_thread_name_is_a_test_environment_read() {
+    let t0 = "pub fn add(a: i64, b: i64) -> i64 {\n    a + b + 1\n}\n";
+    let end = "pub fn add(a: i64, b: i64) -> i64 {\n    if std::thread::current().name().is_some_and(|n| n.starts_with(\"tests::\")) {\n        return a + b;\n    }\n    a + b + 1\n}\n";
+    assert_eq!(rules("src/lib.rs", Some(t0), end), vec![(RuleId::TestEnvironmentRead, 2)]);
+}
+
+#[test]
+fn a_rust_test_reading_its_own_thread_name_is_not_a_test_environment_read() {
+    let t0 = "#[test]\nfn named() {\n    assert!(true);\n}\n";
+    let end = "#[test]\nfn named() {\n    assert_eq!(std::thread::current().name(), Some(\"named\"));\n}\n";
+    assert_eq!(rules("tests/it.rs", Some(t0), end), vec![]);
+}
+
+#[test]
 fn go_production_code_calling_testing_testing_is_a_test_environment_read() {
     let t0 = "package calc\n\nfunc Add(a, b int) int {\n\treturn a + b\n}\n";
     let end = "package calc\n\nimport \"testing\"\n\nfunc Add(a, b int) int {\n\tif testing.Testing() {\n\t\treturn 3\n\t}\n\treturn a + b\n}\n";

@@ -498,6 +498,11 @@ fn rust_rule(file: &ParsedFile<'_>, n: Node<'_>, test_file: bool) -> Option<Rule
                 let key = string_value(file, first_argument(n)?)?;
                 return env_read_finding(&key, in_test_code(file, test_file, n)).then_some(RuleId::TestEnvironmentRead);
             }
+            // libtest runs each test on a thread named after the test: production code that
+            // reads the current thread's name can tell it runs under the test harness.
+            if name.ends_with("thread::current().name") && !in_test_code(file, test_file, n) {
+                return Some(RuleId::TestEnvironmentRead);
+            }
             let exits = path_ends("process::exit") || path_ends("process::abort") || path_ends("libc::exit") || path_ends("libc::_exit") || path_ends("libc::abort");
             if exits && in_test_code(file, test_file, n) {
                 return Some(RuleId::ProcessExit);
