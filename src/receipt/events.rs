@@ -50,6 +50,9 @@ pub enum Event {
     /// What the syntax-tree guards compare against, computed once per run (per process) from t0.
     GuardBaseline(GuardBaselineRecord),
     Halt(HaltRecord),
+    /// The lists the event just before it left out because they were over the receipt's bound
+    /// (`receipt::bounded`): each by count, digest and sample, and the artifact holding them.
+    Externalised(crate::receipt::bounded::Externalised),
     /// An event type this version does not know (kept verbatim in [`Recorded::body`]).
     #[serde(other)]
     Unknown,
@@ -74,6 +77,7 @@ impl Event {
             Event::Guard(_) => "guard",
             Event::GuardBaseline(_) => "guard_baseline",
             Event::Halt(_) => "halt",
+            Event::Externalised(_) => "externalised",
             Event::Unknown => "unknown",
         }
     }
@@ -208,7 +212,8 @@ pub struct CheckResult {
     pub duration_ms: u64,
     pub stdout: StreamRecord,
     pub stderr: StreamRecord,
-    /// Sorted `classname::name` ids of the failing tests (null without a readable report).
+    /// Sorted `classname::name` ids of the failing tests (null without a readable report, or
+    /// when over the receipt's bound: then an `externalised` event follows with it).
     #[serde(default)]
     pub failing_set: Option<Vec<String>>,
     #[serde(default)]

@@ -159,6 +159,8 @@ impl History {
                 self.halt = Some(halt.clone());
                 self.halt_line = Some(recorded.line.clone());
             }
+            // Read by `verify` (receipt::bounded::check_artifacts); nothing to fold.
+            Event::Externalised(_) => {}
             Event::Unknown => {
                 if recorded.kind().starts_with("guard") {
                     self.guard_bodies.push(recorded.body());
