@@ -60,6 +60,11 @@ fn hex_sha256(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
+/// The digest a [`BoundedList`] records of `items` (the SHA-256 of their compact JSON array).
+pub fn list_sha256<T: Serialize>(items: &[T]) -> Option<String> {
+    serde_json::to_vec(items).ok().map(|b| hex_sha256(&b))
+}
+
 fn too_large<T: Serialize>(items: &[T]) -> bool {
     items.len() > INLINE_ITEMS || serde_json::to_vec(items).map_or(true, |b| b.len() > INLINE_BYTES)
 }
