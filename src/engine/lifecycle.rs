@@ -9,6 +9,7 @@ use super::credentials;
 use super::decide::{self, Step};
 use super::detached::{RunWorkspace, Taken, WorkspaceMode};
 use super::baseline::BaselineSetGuard;
+use super::in_place::InPlaceGuard;
 use super::analysis_guards::{self, AnalysisBaseline, MetricIntegrityGuard, TamperingGuard};
 use super::guards::{AgentStep, Guard, Guards, ProtectedPathGuard};
 use super::seats::Mode;
@@ -258,6 +259,11 @@ impl<'a> ActiveRun<'a> {
     fn open(o: Opening<'a>, workdir: SafeDir) -> CmdResult<ActiveRun<'a>> {
         let artifacts = o.run.artifacts()?;
         let state = running_state(&o.run_id, &o.isolation, o.history.last_started, o.cfg.max_iterations, &o.run);
+        // In place no guard can judge a step: a green check there is refused (`in_place`).
+        let guards = Guards::new(match o.cfg.workspace {
+            WorkspaceMode::InPlace => vec![Box::new(BaselineSetGuard), Box::new(InPlaceGuard)],
+            WorkspaceMode::Detached => vec![Box::new(BaselineSetGuard)],
+        });
         Ok(ActiveRun {
             statedir: o.statedir,
             run: o.run,
@@ -273,7 +279,7 @@ impl<'a> ActiveRun<'a> {
             resumed: o.resumed,
             run_key: None,
             workspace: None,
-            guards: Guards::new(vec![Box::new(BaselineSetGuard)]),
+            guards,
             credential: None,
             refused_at_reopen: None,
         })
