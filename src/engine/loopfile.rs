@@ -61,6 +61,11 @@ struct LoopFile {
     model: Option<ModelSection>,
     sampling: Option<SamplingSection>,
     guards: Option<super::config::GuardPins>,
+    judge: Option<String>,
+    judge_policy: Option<String>,
+    judge_allow_hosts: Option<Vec<String>>,
+    judge_resolve: Option<Vec<String>>,
+    judge_timeout: Option<f64>,
 }
 
 /// Parse loop file text. Errors name the file and the line.
@@ -107,6 +112,13 @@ pub fn parse(text: &str, name: &str) -> Result<ConfigInput, Failure> {
         mint_cmd: file.mint_cmd,
         revoke_cmd: file.revoke_cmd,
         mint_env: file.mint_env,
+        judge: super::judge::JudgeInput {
+            commands: file.judge.into_iter().collect(),
+            policy: file.judge_policy,
+            allow_hosts: file.judge_allow_hosts.unwrap_or_default(),
+            resolve: file.judge_resolve.unwrap_or_default(),
+            timeout_secs: file.judge_timeout,
+        },
     })
 }
 
@@ -121,7 +133,7 @@ pub fn load(workdir: &SafeDir) -> Result<Option<(ConfigInput, LoopFileRef)>, Fai
         .map_err(|_| Failure::invalid_input(format!("{LOOP_FILE}: not valid UTF-8")))?;
     let mut input = parse(&text, LOOP_FILE)?;
     // Policy paths in the loop file are relative to the workdir.
-    for source in [&mut input.agent_policy, &mut input.check_policy].into_iter().flatten() {
+    for source in [&mut input.agent_policy, &mut input.check_policy, &mut input.judge.policy].into_iter().flatten() {
         if !source.starts_with("builtin:") && !Path::new(source.as_str()).is_absolute() {
             *source = workdir.path().join(source.as_str()).to_string_lossy().into_owned();
         }

@@ -9,6 +9,7 @@
 //!   [`check::CheckOutcome`].
 //! - [`verdict`]: pass / fail / could-not-run (the 126/127 rule).
 //! - [`guards`]: judges of the agent's step behind one trait (protected paths today).
+//! - [`judge`]: the advisory reviewer after a green check: its packet, answer and decision.
 //! - [`decide`]: the pure halt decision over the receipt's history.
 //! - [`seats`]: the mode and the kinds of guard the coming features add.
 //! - [`sink`]: typed progress events for the caller to render.
@@ -31,6 +32,7 @@ pub mod decide;
 pub mod detached;
 pub mod guards;
 mod iteration;
+pub mod judge;
 pub mod lifecycle;
 pub mod loopfile;
 pub mod replay;
