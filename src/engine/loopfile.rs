@@ -66,6 +66,10 @@ struct LoopFile {
     judge_allow_hosts: Option<Vec<String>>,
     judge_resolve: Option<Vec<String>>,
     judge_timeout: Option<f64>,
+    max_flake_rate: Option<f64>,
+    confidence: Option<f64>,
+    confirm_runs: Option<u64>,
+    doctor: Option<bool>,
 }
 
 /// Parse loop file text. Errors name the file and the line.
@@ -105,6 +109,12 @@ pub fn parse(text: &str, name: &str) -> Result<ConfigInput, Failure> {
         check_timeout_secs: file.check_timeout,
         report: file.report.unwrap_or_default().into_iter().chain(file.junit).collect(),
         guards: file.guards.unwrap_or_default(),
+        trust: crate::trust::pins::TrustPins {
+            max_flake_rate: file.max_flake_rate,
+            confidence: file.confidence,
+            confirm_runs: file.confirm_runs,
+            doctor: file.doctor,
+        },
         model,
         sampling,
         context_files: file.context_files.unwrap_or_default(),
