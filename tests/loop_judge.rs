@@ -285,3 +285,19 @@ fn verify_fails_a_judge_answer_rewritten_in_its_artifact() {
     assert_eq!(errors[0]["code"], "verify_judge_records");
     assert_eq!(errors[0]["message"], "iteration 1: the judge's stdout artifact is not the output the receipt pins");
 }
+
+#[test]
+fn a_judge_in_loop_toml_is_asked() {
+    let repo = project();
+    std::fs::write(repo.path().join("loop.toml"), format!("exec = {FIX:?}\ncheck = {CHECK:?}\njudge = {VETO:?}\nmax_iterations = 2\n")).unwrap();
+    let r = loopexec(repo.path(), &["run", "--json", "--run-id", "toml"]);
+    assert_eq!(r.code, 16, "{r:?}");
+    assert_eq!(the_judge_event(repo.path(), "toml")["outcome"], "veto");
+}
+
+#[test]
+fn an_empty_judge_in_loop_toml_is_refused_before_anything_is_written() {
+    let repo = project();
+    std::fs::write(repo.path().join("loop.toml"), format!("exec = {FIX:?}\ncheck = {CHECK:?}\njudge = \"\"\n")).unwrap();
+    assert_refused(repo.path(), &["run", "--json"], "--judge: the command is empty");
+}

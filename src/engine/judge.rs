@@ -542,6 +542,47 @@ mod tests {
         }
     }
 
+    fn judged(outcome: JudgeOutcome, reward_hacking: bool, check_exit: i32) -> crate::receipt::history::IterationRecord {
+        use crate::receipt::events::{sample, Event};
+        let Event::ExecResult(exec) = sample::exec_result(1, 0) else { unreachable!() };
+        let Event::CheckResult(check) = sample::check_result(1, check_exit) else { unreachable!() };
+        let judge = JudgeRecord {
+            iteration: 1,
+            outcome,
+            reward_hacking,
+            reason: "why".into(),
+            ending: Ending::Exited { code: 0 },
+            duration_ms: 1,
+            packet: "artifacts/0001-judge-packet.json".into(),
+            packet_bytes: 2,
+            packet_sha256: String::new(),
+            stdout: stream(0),
+            stderr: stream(0),
+            egress: None,
+        };
+        crate::receipt::history::IterationRecord { iteration: 1, exec: Some(exec), check: Some(check), judge: Some(judge), ..Default::default() }
+    }
+
+    fn decided(record: &crate::receipt::history::IterationRecord) -> Option<HaltReason> {
+        match super::super::decide::decide(super::super::seats::Mode::CheckFixpoint, record, 3) {
+            Step::Halt(reason, _) => Some(reason),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_judges_approval_recorded_on_a_red_check_decides_nothing() {
+        assert_eq!(decided(&judged(JudgeOutcome::Approve, false, 1)), None);
+    }
+
+    #[test]
+    fn a_judged_green_check_halts_as_the_judge_decided() {
+        assert_eq!(decided(&judged(JudgeOutcome::Approve, false, 0)), Some(HaltReason::SuccessConditionMet));
+        assert_eq!(decided(&judged(JudgeOutcome::Veto, false, 0)), Some(HaltReason::ReviewerRejected));
+        assert_eq!(decided(&judged(JudgeOutcome::Veto, true, 0)), Some(HaltReason::RewardHackingDetected));
+        assert_eq!(decided(&judged(JudgeOutcome::Failed, false, 0)), Some(HaltReason::EscalationPending));
+    }
+
     #[test]
     fn two_judges_or_an_empty_one_are_refused() {
         let two = JudgeInput { commands: vec!["a".into(), "b".into()], ..Default::default() };

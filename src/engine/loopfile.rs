@@ -205,6 +205,9 @@ pub fn template(check: Option<&str>, exec: Option<&str>, isolation: Option<Isola
     t.push_str("# The agent's short-lived credential: host commands (never run in a zone). mint_cmd prints\n");
     t.push_str("# the secret (given to the agent as $LOOPEXEC_AGENT_TOKEN or mint_env); revoke_cmd reads it on stdin.\n");
     t.push_str("# mint_cmd = \"./mint-token\"\n# revoke_cmd = \"./revoke-token\"\n# mint_env = \"LOOPEXEC_AGENT_TOKEN\"\n\n");
+    t.push_str("# The advisory judge (docs/guards.md, \"The judge\"): asked after a green check every guard let\n");
+    t.push_str("# through, a JSON packet on stdin, approve or veto on stdout; its own zone policy and allowlist.\n");
+    t.push_str("# judge = \"./review.sh\"\n# judge_policy = \"builtin:agent\"\n# judge_allow_hosts = [\"api.example.com\"]\n# judge_timeout = 300\n\n");
     t.push_str("# The syntax-tree guards (docs/guards.md): tampering rules switched off, each with the\n");
     t.push_str("# reason the receipt records, and files added to the test-determining surface.\n[guards]\n");
     t.push_str("# disable = [{ rule = \"test-environment-read\", reason = \"the app reads CI on purpose\" }]\n");
