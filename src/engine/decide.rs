@@ -11,6 +11,9 @@
 //!   evidence disagrees is `metric_integrity_violation`, naming the disagreements; fail is a red iteration
 //!   (not a failure), and at the iteration cap `max_iterations_reached`; could-not-run is
 //!   `execution_failure`.
+//! - a green check the judge answered (`judge` event): approve keeps `success_condition_met`; a
+//!   veto is `reviewer_rejected` (`reward_hacking_detected` when the judge says so); a judge
+//!   that gave no answer that counts is `escalation_pending`.
 //! - either interrupted by SIGINT/SIGTERM: not a halt; the run becomes resumable.
 
 use super::seats::Mode;
@@ -111,7 +114,15 @@ fn check_fixpoint(record: &IterationRecord, max_iterations: u64) -> Step {
         return Step::Halt(guard.halt_reason, guard.detail.clone());
     }
     match &record.check {
-        Some(check) => after_check(check, record.iteration, max_iterations),
+        Some(check) => match after_check(check, record.iteration, max_iterations) {
+            // A green check the judge was asked about stands or falls with its answer; it is
+            // never asked on any other verdict, so it can never turn red into green.
+            Step::Halt(HaltReason::SuccessConditionMet, detail) => match &record.judge {
+                Some(judge) => super::judge::decide_on(judge, detail),
+                None => Step::Halt(HaltReason::SuccessConditionMet, detail),
+            },
+            other => other,
+        },
         None => Step::Continue,
     }
 }
