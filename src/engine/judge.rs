@@ -19,7 +19,7 @@ use crate::capture::StreamRecord;
 use crate::ending::Ending;
 use crate::error::Failure;
 use crate::halt::HaltReason;
-use crate::inert::{inert, inert_bytes, inert_lines};
+use crate::inert::{inert, inert_bytes, inert_lines, inert_lines_bytes};
 use crate::receipt::events::{CheckResult, JudgeOutcome, JudgeRecord};
 use crate::safefs::SafeDir;
 use crate::workspace::{Manifest, Snapshot};
@@ -198,7 +198,7 @@ fn log_excerpt(run_dir: &SafeDir, stream: &StreamRecord) -> Value {
     json!({
         "bytes": stream.bytes,
         "sha256": stream.sha256,
-        "excerpt": inert_lines(&inert_bytes(&kept[start..])),
+        "excerpt": inert_lines_bytes(&kept[start..]),
         "excerpt_is_whole": start == 0 && !stream.truncated,
     })
 }
@@ -481,6 +481,33 @@ mod tests {
 
     fn read(text: &str) -> Reading {
         read_answer(&Ending::Exited { code: 0 }, &stream(text.len() as u64), Some(text.as_bytes()))
+    }
+
+    fn artifact(bytes: &[u8]) -> (tempfile::TempDir, SafeDir, StreamRecord) {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("out"), bytes).unwrap();
+        let dir = SafeDir::open(tmp.path()).unwrap();
+        let record = StreamRecord { bytes: bytes.len() as u64, sha256: "x".into(), artifact: Some("out".into()), truncated: false };
+        (tmp, dir, record)
+    }
+
+    #[test]
+    fn the_log_excerpt_keeps_its_lines_and_escapes_controls_and_bytes() {
+        let (_tmp, dir, stream) = artifact(b"ok\n\x1b[2J\xffend\n");
+        let v = log_excerpt(&dir, &stream);
+        assert_eq!(v["excerpt"], "ok\n\\x1b[2J\\xffend\n");
+        assert_eq!(v["excerpt_is_whole"], true);
+    }
+
+    #[test]
+    fn the_log_excerpt_is_the_end_of_a_long_stream() {
+        let mut long = vec![b'a'; 10_000];
+        long.extend_from_slice(b"END");
+        let (_tmp, dir, stream) = artifact(&long);
+        let v = log_excerpt(&dir, &stream);
+        let excerpt = v["excerpt"].as_str().unwrap();
+        assert_eq!((excerpt.len(), excerpt.ends_with("END")), (LOG_EXCERPT_BYTES, true));
+        assert_eq!((v["excerpt_is_whole"].as_bool(), v["bytes"].as_u64()), (Some(false), Some(10_003)));
     }
 
     #[test]
