@@ -205,7 +205,10 @@ pub fn resume(
     let lock = run.lock()?;
     let previous = run.read_state().ok().map(|s| s.state.as_str().to_string());
     let (log, lines) = run.open_receipt()?;
-    let history = History::of_lines(&lines).map_err(|e| Failure::workspace(format!("{}: {e}", run.receipt_path().display())))?;
+    let mut history = History::of_lines(&lines).map_err(|e| Failure::workspace(format!("{}: {e}", run.receipt_path().display())))?;
+    for note in crate::receipt::bounded::rehydrate(&mut history, run.dir()) {
+        tracing::warn!("resume: {note}");
+    }
     let cfg = pinned_config(&run, &history)?;
     if let Some(halt) = &history.halt {
         return Err(Failure::new(

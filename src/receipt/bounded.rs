@@ -220,6 +220,64 @@ pub fn check_artifacts(events: &[Event], run_dir: &SafeDir) -> ArtifactCheck {
     out
 }
 
+/// A resumed run's history with the lists its receipt moved to artifacts read back whole, so the
+/// guards judge the remaining iterations as the live run did. An artifact that is absent or does
+/// not match its recorded digest restores nothing (its event keeps its counts and sample); the
+/// sentences returned say which.
+pub fn rehydrate(history: &mut crate::receipt::history::History, run_dir: &SafeDir) -> Vec<String> {
+    let mut notes = Vec::new();
+    for record in &mut history.iterations {
+        for x in record.externalised.clone() {
+            let whole = match read_whole(&x, run_dir) {
+                Ok(w) => w,
+                Err(why) => {
+                    notes.push(format!("{}: {why}; iteration {}'s {} keeps its counts and sample", x.artifact.path, x.iteration, x.of));
+                    continue;
+                }
+            };
+            match x.of.as_str() {
+                "check_result" => {
+                    if let Some(c) = record.check.as_mut() {
+                        c.failing_set = list(&whole, "failing_set").or(c.failing_set.take());
+                        c.collected_set = list(&whole, "collected_set").or(c.collected_set.take());
+                        c.skipped_set = list(&whole, "skipped_set").or(c.skipped_set.take());
+                    }
+                }
+                "snapshot" => {
+                    if let (Some(s), Some(all)) = (record.snapshot.as_mut(), list(&whole, "protected_changes")) {
+                        s.protected_changes = all;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    notes
+}
+
+/// The list `field` of an artifact, typed.
+fn list<T: serde::de::DeserializeOwned>(whole: &serde_json::Map<String, serde_json::Value>, field: &str) -> Option<T> {
+    whole.get(field).cloned().and_then(|v| serde_json::from_value(v).ok())
+}
+
+/// The artifact of `x`, checked against its recorded size and digest and against each list's.
+fn read_whole(x: &Externalised, run_dir: &SafeDir) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+    let found = check_artifacts(&[Event::Externalised(x.clone())], run_dir);
+    if found.matched != 1 {
+        return Err(found.absent.first().map(|_| "absent".to_string()).or_else(|| found.mismatched.first().cloned()).unwrap_or_default());
+    }
+    let name = x.artifact.path.strip_prefix(&format!("{ARTIFACTS}/")).unwrap_or_default();
+    let bytes = run_dir.subdir(ARTIFACTS).and_then(|d| d.read(name, MAX_ARTIFACT_BYTES)).map_err(|e| e.to_string())?;
+    let whole: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(&bytes).map_err(|e| format!("not a JSON object: {e}"))?;
+    for (field, bounded) in &x.lists {
+        let ok = whole.get(field).and_then(|v| serde_json::to_vec(v).ok()).is_some_and(|b| hex_sha256(&b) == bounded.sha256);
+        if !ok {
+            return Err(format!("its {field} does not hash to the recorded digest"));
+        }
+    }
+    Ok(whole)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -286,6 +344,29 @@ mod tests {
         let s = SnapshotRecord { iteration: 1, tree_id: "0".repeat(40), changed_paths: 3000, protected_changes: changes, duration_ms: None };
         let Some((Event::Snapshot(b), Event::Externalised(x))) = bound(&Event::Snapshot(s), &dir).unwrap() else { panic!("not bounded") };
         assert_eq!((b.protected_changes.len(), b.accepted(), x.lists["protected_changes"].count), (SAMPLE_ITEMS, false, 3000));
+    }
+
+    #[test]
+    fn a_resumed_history_gets_the_whole_sets_back_from_an_artifact_that_matches() {
+        let (_t, dir) = run_dir();
+        let full = check_with_failing(5000);
+        let Some((bounded, x)) = bound(&Event::CheckResult(full.clone()), &dir).unwrap() else { panic!("not bounded") };
+        let lines: Vec<serde_json::Map<String, serde_json::Value>> = [Event::IterationStart { iteration: 3 }, bounded, x]
+            .iter()
+            .map(|e| {
+                let mut m = e.fields().unwrap();
+                m.insert("type".into(), e.kind().into());
+                m
+            })
+            .collect();
+        let mut history = crate::receipt::history::History::of_lines(&lines).unwrap();
+        assert_eq!(history.iterations[0].check.as_ref().unwrap().failing_set, None);
+        assert!(rehydrate(&mut history, &dir).is_empty());
+        assert_eq!(history.iterations[0].check.as_ref().unwrap().failing_set, full.failing_set);
+        dir.subdir(ARTIFACTS).unwrap().write_atomic("check_result-0003.json", b"{}").unwrap();
+        let mut tampered = crate::receipt::history::History::of_lines(&lines).unwrap();
+        let notes = rehydrate(&mut tampered, &dir);
+        assert_eq!((notes.len(), tampered.iterations[0].check.as_ref().unwrap().failing_set.as_ref()), (1, None));
     }
 
     #[test]
