@@ -95,8 +95,20 @@ fn check_fixpoint(record: &IterationRecord, max_iterations: u64) -> Step {
         return step;
     }
     if let Some(snapshot) = record.snapshot.as_ref().filter(|s| !s.accepted()) {
-        let paths: Vec<&str> = snapshot.protected_changes.iter().map(|c| c.path.as_str()).collect();
-        return Step::Halt(HaltReason::BlockedPathModified, format!("the agent changed protected paths: {}", paths.join(", ")));
+        // At most a receipt sample's worth of names (the live list and a resumed run's sample
+        // name the same first ones), and how many more (receipt::bounded).
+        let total = record
+            .externalised
+            .iter()
+            .find(|x| x.of == "snapshot")
+            .and_then(|x| x.lists.get("protected_changes"))
+            .map_or(snapshot.protected_changes.len() as u64, |l| l.count);
+        let paths: Vec<&str> = snapshot.protected_changes.iter().take(crate::receipt::bounded::SAMPLE_ITEMS).map(|c| c.path.as_str()).collect();
+        let more = match total.saturating_sub(paths.len() as u64) {
+            0 => String::new(),
+            n => format!(" (and {n} more)"),
+        };
+        return Step::Halt(HaltReason::BlockedPathModified, format!("the agent changed protected paths: {}{more}", paths.join(", ")));
     }
     if let Some(guard) = record.guards.first() {
         return Step::Halt(guard.halt_reason, guard.detail.clone());
