@@ -230,6 +230,7 @@ impl ActiveRun<'_> {
             check_command: &self.cfg.check,
             check,
             previous,
+            t0: self.history.check_baseline.as_ref().map(|b| &b.check),
             guards_passed,
             run_dir: self.run.dir(),
             tree,
