@@ -26,6 +26,11 @@ pub struct DoctorArgs {
     /// Ask this backend instead of probing the native sandbox's layers (`podman`, `docker`).
     #[arg(long, value_enum)]
     pub backend: Option<crate::zones::Backend>,
+    /// A check to examine as well: its adequacy gate runs after the isolation preflight.
+    #[arg(long, value_name = "CMD")]
+    pub check: Option<String>,
+    #[command(flatten)]
+    pub adequacy: super::doctor_adequacy::AdequacyArgs,
 }
 
 /// The engine's answer and the policy's refusals under it.
@@ -67,7 +72,26 @@ fn engine_report(engine: Engine, policy: &sandbox::Policy) -> CmdResult<Outcome>
     Ok(out.human(human))
 }
 
-pub fn run(args: DoctorArgs, _json: bool) -> CmdResult<Outcome> {
+pub fn run(args: DoctorArgs, json: bool) -> CmdResult<Outcome> {
+    let check = args.check.clone();
+    let adequacy = args.adequacy.clone();
+    let preflight = isolation_preflight(args, json)?;
+    match check {
+        Some(check) if preflight.exit == crate::halt::ExitClass::Nominal => {
+            let gate = super::doctor_adequacy::gate(&check, &adequacy)?;
+            let human = format!("{}{}", preflight.human, gate.human);
+            let mut merged = gate;
+            for (k, v) in preflight.fields {
+                merged.fields.entry(k).or_insert(v);
+            }
+            Ok(merged.human(human))
+        }
+        _ => Ok(preflight),
+    }
+}
+
+/// The isolation preflight (the doctor of issue 9).
+fn isolation_preflight(args: DoctorArgs, _json: bool) -> CmdResult<Outcome> {
     let policy = load_policy(args.policy.as_ref(), Some("agent"))?;
     if let Some(engine) = args.backend.and_then(|b| b.engine()) {
         return engine_report(engine, &policy);

@@ -171,6 +171,9 @@ pub struct LoopConfig {
     /// The syntax-tree guards' settings (rules disabled with reasons, extra surface globs).
     #[serde(default)]
     pub guards: GuardPins,
+    /// The adequacy canary's settings (`adequacy`, `mutants`, `mutate_cmd` in loop.toml).
+    #[serde(default)]
+    pub adequacy: crate::engine::canary::AdequacyPins,
     pub model: ModelPins,
     pub sampling: SamplingPins,
     pub context_files: Vec<ContextFile>,
@@ -207,6 +210,7 @@ pub struct ConfigInput {
     pub check_timeout_secs: Option<f64>,
     pub report: Vec<String>,
     pub guards: GuardPins,
+    pub adequacy: crate::engine::canary::AdequacyPins,
     pub model: ModelPins,
     pub sampling: SamplingPins,
     pub context_files: Vec<String>,
@@ -238,6 +242,7 @@ impl ConfigInput {
             check_timeout_secs: self.check_timeout_secs.or(file.check_timeout_secs),
             report: if self.report.is_empty() { file.report } else { self.report },
             guards: file.guards,
+            adequacy: file.adequacy,
             model: ModelPins {
                 provider: self.model.provider.or(file.model.provider),
                 id: self.model.id.or(file.model.id),
@@ -403,6 +408,7 @@ impl LoopConfig {
         // Validated here too, so that a rule disabled without a reason leaves no run behind.
         input.guards.rule_set()?;
         input.guards.surface_spec()?;
+        input.adequacy.validate(workspace == WorkspaceMode::Detached)?;
         let context_files =
             input.context_files.iter().map(|raw| pin_context_file(workdir, raw)).collect::<Result<Vec<_>, _>>()?;
         Ok(LoopConfig {
@@ -425,6 +431,7 @@ impl LoopConfig {
             report: input.report,
             junit: None,
             guards: input.guards,
+            adequacy: input.adequacy,
             model: input.model,
             sampling: input.sampling,
             context_files,

@@ -61,6 +61,9 @@ struct LoopFile {
     model: Option<ModelSection>,
     sampling: Option<SamplingSection>,
     guards: Option<super::config::GuardPins>,
+    adequacy: Option<super::canary::AdequacyMode>,
+    mutants: Option<u64>,
+    mutate_cmd: Option<String>,
 }
 
 /// Parse loop file text. Errors name the file and the line.
@@ -100,6 +103,7 @@ pub fn parse(text: &str, name: &str) -> Result<ConfigInput, Failure> {
         check_timeout_secs: file.check_timeout,
         report: file.report.unwrap_or_default().into_iter().chain(file.junit).collect(),
         guards: file.guards.unwrap_or_default(),
+        adequacy: super::canary::AdequacyPins { mode: file.adequacy.unwrap_or_default(), mutants: file.mutants, mutate_cmd: file.mutate_cmd },
         model,
         sampling,
         context_files: file.context_files.unwrap_or_default(),

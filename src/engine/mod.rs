@@ -23,6 +23,7 @@
 //! Paused, interrupted and crashed runs continue with [`resume`].
 
 pub mod analysis_guards;
+pub mod canary;
 pub mod check;
 pub mod commands;
 pub mod config;

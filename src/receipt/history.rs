@@ -154,7 +154,7 @@ impl History {
                     slot.guards.push(guard.clone());
                 }
             }
-            Event::GuardBaseline(_) => self.guard_bodies.push(recorded.body()),
+            Event::GuardBaseline(_) | Event::Adequacy(_) => self.guard_bodies.push(recorded.body()),
             Event::Halt(halt) => {
                 self.halt = Some(halt.clone());
                 self.halt_line = Some(recorded.line.clone());
