@@ -17,7 +17,8 @@ use crate::zones::{Backend, Isolation};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
-const CONFIG_FLAGS: [&str; 30] = [
+const CONFIG_FLAGS: [&str; 31] = [
+    "no_baseline",
     "backend",
     "image",
     "cgroup_parent",
@@ -111,6 +112,10 @@ pub struct Args {
     /// Start the detached workspace from the working tree's changes too, not only from HEAD.
     #[arg(long)]
     pub include_uncommitted: bool,
+    /// Do not run the check on t0 before the first agent call (no iteration-0 halt when it
+    /// already passes, no collected/skipped-set guards; docs/guards.md).
+    #[arg(long)]
+    pub no_baseline: bool,
     /// A protected-path glob added to the defaults (repeatable; docs/workspace.md).
     #[arg(long = "protect", value_name = "GLOB")]
     pub protect: Vec<String>,
@@ -188,6 +193,7 @@ impl Args {
             mint_env: self.mint_env.clone(),
             isolation: self.isolation,
             include_uncommitted: self.include_uncommitted.then_some(true),
+            baseline: self.no_baseline.then_some(false),
             protected: self.protect.clone(),
             max_iterations: self.max_iterations,
             exec_timeout_secs: self.exec_timeout,

@@ -46,6 +46,7 @@ struct LoopFile {
     egress_proxy: Option<String>,
     workspace: Option<crate::engine::detached::WorkspaceMode>,
     include_uncommitted: Option<bool>,
+    baseline: Option<bool>,
     protected: Option<Vec<String>>,
     max_iterations: Option<u64>,
     exec_timeout: Option<f64>,
@@ -64,6 +65,10 @@ struct LoopFile {
     adequacy: Option<super::canary::AdequacyMode>,
     mutants: Option<u64>,
     mutate_cmd: Option<String>,
+    max_flake_rate: Option<f64>,
+    confidence: Option<f64>,
+    confirm_runs: Option<u64>,
+    doctor: Option<bool>,
 }
 
 /// Parse loop file text. Errors name the file and the line.
@@ -97,6 +102,7 @@ pub fn parse(text: &str, name: &str) -> Result<ConfigInput, Failure> {
         },
         workspace: file.workspace,
         include_uncommitted: file.include_uncommitted,
+        baseline: file.baseline,
         protected: file.protected.unwrap_or_default(),
         max_iterations: file.max_iterations,
         exec_timeout_secs: file.exec_timeout,
@@ -104,6 +110,12 @@ pub fn parse(text: &str, name: &str) -> Result<ConfigInput, Failure> {
         report: file.report.unwrap_or_default().into_iter().chain(file.junit).collect(),
         guards: file.guards.unwrap_or_default(),
         adequacy: super::canary::AdequacyPins { mode: file.adequacy.unwrap_or_default(), mutants: file.mutants, mutate_cmd: file.mutate_cmd },
+        trust: crate::trust::pins::TrustPins {
+            max_flake_rate: file.max_flake_rate,
+            confidence: file.confidence,
+            confirm_runs: file.confirm_runs,
+            doctor: file.doctor,
+        },
         model,
         sampling,
         context_files: file.context_files.unwrap_or_default(),
@@ -170,7 +182,7 @@ pub fn template(check: Option<&str>, exec: Option<&str>, isolation: Option<Isola
     t.push_str("# allow_hosts = [\"api.anthropic.com\"]\n# resolve = []\n# egress_proxy = \"http://proxy.internal:3128\"\n");
     t.push_str("# The workspace (native isolation): \"detached\" (default in a git repository: an overlay\n");
     t.push_str("# over the committed tree, delivered as branch loopexec/<run-id>) or \"in_place\".\n");
-    t.push_str("# workspace = \"detached\"\n# include_uncommitted = false\n");
+    t.push_str("# workspace = \"detached\"\n# include_uncommitted = false\n# baseline = true\n");
     t.push_str("# Paths the agent may not change (added to the defaults: tests, test config, CI files).\n");
     t.push_str("# protected = [\"fixtures/**\"]\n");
     t.push_str("\n# Limits. Timeouts are seconds; on expiry the whole process tree is killed.\n");
