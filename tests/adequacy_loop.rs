@@ -21,18 +21,22 @@ const CHECK: &str = "/usr/bin/python3 -m pytest -q -p no:cacheprovider";
 /// The agent's change: `clamp` implemented (t0 returns `x` unchanged).
 const AGENT: &str = "printf 'def clamp(x, lo, hi):\\n    if x < lo:\\n        return lo\\n    if x > hi:\\n        return hi\\n    return x\\n' > calc/core.py";
 
-/// A pytest project whose `calc.clamp` is a stub, with `tests` as its suite and `loop_toml` as its loop file.
-fn project(tests: &str, loop_toml: &str) -> tempfile::TempDir {
+/// A pytest project whose `calc.clamp` is a stub (`t0_core`; `None`: not written yet, so even an
+/// import fails at t0), with `tests` as its suite and `loop_toml` as its loop file.
+fn project(t0_core: Option<&str>, tests: &str, loop_toml: &str) -> tempfile::TempDir {
     let dir = workdir();
     write(dir.path(), "pyproject.toml", "[project]\nname = \"calc\"\nversion = \"0.1.0\"\n\n[tool.pytest.ini_options]\ntestpaths = [\"tests\"]\n");
     write(dir.path(), "calc/__init__.py", "from calc.core import clamp\n");
-    write(dir.path(), "calc/core.py", "def clamp(x, lo, hi):\n    return x\n");
+    if let Some(core) = t0_core {
+        write(dir.path(), "calc/core.py", core);
+    }
     write(dir.path(), "tests/test_core.py", tests);
     write(dir.path(), "loop.toml", loop_toml);
     commit_t0(dir.path());
     dir
 }
 
+const STUB: &str = "def clamp(x, lo, hi):\n    return x\n";
 const ADEQUATE_SUITE: &str = "from calc import clamp\n\n\ndef test_clamp():\n    assert clamp(-1, 0, 10) == 0\n    assert clamp(11, 0, 10) == 10\n    assert clamp(5, 0, 10) == 5\n    assert clamp(0, 0, 10) == 0\n    assert clamp(10, 0, 10) == 10\n";
 const IMPORT_ONLY_SUITE: &str = "import calc\n\n\ndef test_imports():\n    assert calc is not None\n";
 
@@ -47,20 +51,20 @@ fn adequacy(ev: &[Value]) -> &Value {
 
 #[test]
 fn a_suite_that_exercises_the_change_kills_its_mutants_and_the_run_converges() {
-    let repo = project(ADEQUATE_SUITE, "adequacy = \"final\"\nmutants = 6\n");
+    let repo = project(Some(STUB), ADEQUATE_SUITE, "adequacy = \"final\"\nmutants = 20\n");
     let (r, ev) = run(repo.path(), "adequate");
     assert_eq!(r.code, 10, "{r:?}");
     let a = adequacy(&ev);
     assert_eq!(a["verdict"], "adequate", "{a:#}");
-    assert_eq!(a["sampled"], 6);
-    assert_eq!(a["killed"], 6, "{a:#}");
+    // Every mutant of the change: the early return, both conditions negated, both comparisons flipped.
+    assert_eq!((a["generated"].as_u64(), a["sampled"].as_u64(), a["killed"].as_u64()), (Some(5), Some(5), Some(5)), "{a:#}");
     assert_eq!(a["score"], 1.0);
     assert!(ev.iter().all(|e| e["type"] != "guard"), "{ev:#?}");
 }
 
 #[test]
 fn a_suite_that_only_imports_the_module_halts_check_inadequate_naming_the_survivors() {
-    let repo = project(IMPORT_ONLY_SUITE, "adequacy = \"final\"\nmutants = 4\n");
+    let repo = project(None, IMPORT_ONLY_SUITE, "adequacy = \"final\"\nmutants = 4\n");
     let (r, ev) = run(repo.path(), "inadequate");
     assert_eq!(r.code, 15, "{r:?}");
     assert_eq!(r.json()["halt_reason"], "check_inadequate", "{r:?}");
@@ -81,7 +85,7 @@ fn a_suite_that_only_imports_the_module_halts_check_inadequate_naming_the_surviv
 fn the_same_seed_runs_the_same_mutants() {
     let toml = "adequacy = \"final\"\nmutants = 3\n\n[sampling]\nseed = 11\n";
     let picked = |run_id: &str| {
-        let repo = project(IMPORT_ONLY_SUITE, toml);
+        let repo = project(None, IMPORT_ONLY_SUITE, toml);
         let (r, ev) = run(repo.path(), run_id);
         assert_eq!(r.code, 15, "{r:?}");
         let a = adequacy(&ev).clone();
