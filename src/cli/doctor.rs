@@ -112,9 +112,14 @@ pub fn gates_outcome(
 ) -> CmdResult<Outcome> {
     use crate::trust::gates::{first_failure, run_gates, GateVerdict};
     let (determinism, mut reports) = run_gates(target, settings)?;
-    if let Some(adequacy) = adequacy {
-        reports.push(super::doctor_adequacy::gate(target, adequacy, settings.jobs)?);
-    }
+    let adequacy_skipped = match adequacy.map(|a| super::doctor_adequacy::gate(target, a, settings.jobs, determinism.summary.modal.class == crate::trust::probe::RunClass::Pass)).transpose()? {
+        Some(Ok(report)) => {
+            reports.push(report);
+            None
+        }
+        Some(Err(why)) => Some(why),
+        None => None,
+    };
     let mut out = match first_failure(&reports) {
         Some((reason, detail, gate)) => Outcome::halted("doctor", reason).field("detail", format!("{gate}: {detail}")),
         None => Outcome::ok("doctor"),
@@ -140,6 +145,10 @@ pub fn gates_outcome(
         for (k, v) in p.fields {
             out.set(&k, v);
         }
+    }
+    if let Some(why) = adequacy_skipped {
+        human.push_str(&format!("gate adequacy    {why}\n"));
+        out.set("adequacy", why);
     }
     out.set("check", target.check.clone());
     out.set("gates", serde_json::to_value(&reports).unwrap_or_default());

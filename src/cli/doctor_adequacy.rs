@@ -94,11 +94,22 @@ fn write_mutant(tree: &Path, path: &str, bytes: &[u8]) -> CmdResult<()> {
 }
 
 /// The gate: mutants of the change (or of the whole repository), the check on each, the verdict.
-pub fn gate(target: &CheckTarget, args: &AdequacyArgs, jobs: usize) -> CmdResult<GateReport> {
+/// `Err(why)` inside: the workdir is no git repository, so there is no change to mutate (the
+/// caller says so in its output).
+/// `reference_green`: the check passed on the unmutated tree (the determinism probe's modal
+/// outcome); on a red tree a red mutant shows nothing, and the gate says so.
+pub fn gate(target: &CheckTarget, args: &AdequacyArgs, jobs: usize, reference_green: bool) -> CmdResult<Result<GateReport, String>> {
     if args.mutants == 0 || args.mutants > crate::engine::canary::MAX_MUTANTS {
         return Err(Failure::usage(format!("--mutants must be in 1..={}, got {}", crate::engine::canary::MAX_MUTANTS, args.mutants)));
     }
+    if !crate::engine::detached::is_git_repository(&target.workdir) {
+        return Ok(Err(format!("not run: {} is not a git repository (the gate mutates the changes against --diff-base)", target.workdir.display())));
+    }
     let (tree, changed) = read_tree(&target.workdir, &args.diff_base)?;
+    if !reference_green {
+        let detail = "the check is not green on the unmutated tree, so a red mutant shows nothing".to_string();
+        return Ok(Ok(GateReport { gate: "adequacy", verdict: GateVerdict::Inconclusive { detail }, evidence: serde_json::json!({}) }));
+    }
     let limits = crate::analysis::Limits::default();
     let sources_of = |only: Option<&[String]>| -> Vec<ChangedSource<'_>> {
         tree.sources
@@ -162,5 +173,5 @@ pub fn gate(target: &CheckTarget, args: &AdequacyArgs, jobs: usize) -> CmdResult
         "sampled": results.len(), "killed": s.killed, "survived": s.survived, "not_run": s.not_run, "score": s.score,
         "mutants": results,
     });
-    Ok(GateReport { gate: "adequacy", verdict, evidence })
+    Ok(Ok(GateReport { gate: "adequacy", verdict, evidence }))
 }
