@@ -6,10 +6,8 @@
 //! red the run halts `check_inadequate` instead (a `guard` event from the `adequacy` guard).
 //! Everything goes into one `adequacy` event: seed, counts, score, every mutant's result.
 //!
-//! The mutants are `crate::mutation`'s (pure); this module only materialises and runs them. With
-//! `mutate_cmd` the operator's mutator replaces the built-in tier: it runs once, in the exec zone,
-//! on a throwaway copy of the end state; exit 0 means its mutants were killed, exit 2 that some
-//! survived (cargo-mutants' and mutmut's convention), anything else that it could not run.
+//! The mutants are `crate::mutation`'s (pure); this module only materialises and runs them.
+//! `mutate_cmd` (an operator's mutator) is accepted and pinned but not run yet.
 
 use super::check::{run_check, Artifacts, ReportSource};
 use super::commands::RoleCommand;
@@ -51,7 +49,7 @@ pub struct AdequacyPins {
     /// How many mutants to sample (default [`mutation::DEFAULT_MUTANTS`]).
     #[serde(default)]
     pub mutants: Option<u64>,
-    /// The operator's mutator, replacing the built-in operators.
+    /// The operator's mutator (reserved: pinned in the receipt, not run yet).
     #[serde(default)]
     pub mutate_cmd: Option<String>,
 }
