@@ -285,3 +285,34 @@ fn adequacy_guard(record: &AdequacyRecord, verdict: Adequacy) -> Option<GuardRec
         .collect();
     Some(GuardRecord { iteration: record.iteration, guard: "adequacy".into(), stage: "after_check".into(), halt_reason, detail, findings })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pinned_sampling_seed_is_the_canary_seed() {
+        assert_eq!(canary_seed(Some(7), "run-a"), 7);
+    }
+
+    #[test]
+    fn without_a_pinned_seed_the_run_id_fixes_the_seed() {
+        assert_eq!(canary_seed(None, "run-a"), canary_seed(None, "run-a"));
+        assert_ne!(canary_seed(None, "run-a"), canary_seed(None, "run-b"));
+    }
+
+    #[test]
+    fn adequacy_final_needs_a_detached_workspace() {
+        let pins = AdequacyPins { mode: AdequacyMode::Final, ..AdequacyPins::default() };
+        assert!(pins.validate(true).is_ok());
+        assert!(pins.validate(false).unwrap_err().message.contains("needs a detached workspace"));
+    }
+
+    #[test]
+    fn a_layer_file_path_with_a_parent_component_is_refused() {
+        let dir = std::env::temp_dir().join(format!("loopexec-canary-test-{}", std::process::id()));
+        let err = write_layer_file(&dir, "a/../b.py", b"x").unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+        assert!(!dir.exists());
+    }
+}
