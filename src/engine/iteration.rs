@@ -114,6 +114,10 @@ impl ActiveRun<'_> {
                 failing: check.failing_count,
             });
         }
+        // The final green iteration: the adequacy canary runs before success is declared.
+        if let Step::Halt(HaltReason::SuccessConditionMet, _) = self.decide() {
+            self.adequacy_canary(n)?;
+        }
         Ok(self.decide())
     }
 

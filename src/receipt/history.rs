@@ -161,7 +161,7 @@ impl History {
                     slot.guards.push(guard.clone());
                 }
             }
-            Event::GuardBaseline(_) => self.guard_bodies.push(recorded.body()),
+            Event::GuardBaseline(_) | Event::Adequacy(_) => self.guard_bodies.push(recorded.body()),
             Event::CheckBaseline(baseline) => self.check_baseline = Some(baseline.clone()),
             Event::Judge(judge) => {
                 if let Some(slot) = self.slot(judge.iteration) {
