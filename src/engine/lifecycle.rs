@@ -403,8 +403,20 @@ impl<'a> ActiveRun<'a> {
 
     /// Append an event to the receipt and record it into the history.
     pub(super) fn append(&mut self, event: Event) -> CmdResult<()> {
-        let recorded = self.log.append_event(&event).map_err(log_failure)?;
-        self.history.record(&recorded);
+        // Lists over the receipt's bound go to a run artifact, named by an `externalised` event
+        // right after their own (receipt::bounded); the live history keeps them whole.
+        match crate::receipt::bounded::bound(&event, self.run.dir()).map_err(crate::receipt::store::fs_failure)? {
+            None => {
+                let recorded = self.log.append_event(&event).map_err(log_failure)?;
+                self.history.record(&recorded);
+            }
+            Some((bounded, externalised)) => {
+                let recorded = self.log.append_event(&bounded).map_err(log_failure)?;
+                self.history.record(&crate::receipt::events::Recorded { event, line: recorded.line });
+                let recorded = self.log.append_event(&externalised).map_err(log_failure)?;
+                self.history.record(&recorded);
+            }
+        }
         Ok(())
     }
 

@@ -53,6 +53,9 @@ pub enum Event {
     /// baseline guards compare against (docs/guards.md, "The baseline at t0").
     CheckBaseline(CheckBaselineRecord),
     Halt(HaltRecord),
+    /// The lists the event just before it left out because they were over the receipt's bound
+    /// (`receipt::bounded`): each by count, digest and sample, and the artifact holding them.
+    Externalised(crate::receipt::bounded::Externalised),
     /// An event type this version does not know (kept verbatim in [`Recorded::body`]).
     #[serde(other)]
     Unknown,
@@ -78,6 +81,7 @@ impl Event {
             Event::GuardBaseline(_) => "guard_baseline",
             Event::CheckBaseline(_) => "check_baseline",
             Event::Halt(_) => "halt",
+            Event::Externalised(_) => "externalised",
             Event::Unknown => "unknown",
         }
     }
@@ -212,7 +216,8 @@ pub struct CheckResult {
     pub duration_ms: u64,
     pub stdout: StreamRecord,
     pub stderr: StreamRecord,
-    /// Sorted `classname::name` ids of the failing tests (null without a readable report).
+    /// Sorted `classname::name` ids of the failing tests (null without a readable report, or
+    /// when over the receipt's bound: then an `externalised` event follows with it).
     #[serde(default)]
     pub failing_set: Option<Vec<String>>,
     #[serde(default)]

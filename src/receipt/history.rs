@@ -21,6 +21,8 @@ pub struct IterationRecord {
     pub guards: Vec<GuardRecord>,
     /// The cause, when the iteration was interrupted (`SIGINT`, `SIGTERM`, `supervisor_lost`).
     pub interrupted: Option<String>,
+    /// Lists of this iteration's events moved to run artifacts (`externalised` events).
+    pub externalised: Vec<crate::receipt::bounded::Externalised>,
     /// The lines of the exec, check and interruption events (for the sealed predicate).
     pub lines: IterationLines,
 }
@@ -162,6 +164,11 @@ impl History {
                 self.halt = Some(halt.clone());
                 self.halt_line = Some(recorded.line.clone());
             }
+            Event::Externalised(x) => {
+                if let Some(slot) = self.slot(x.iteration) {
+                    slot.externalised.push(x.clone());
+                }
+            }
             Event::Unknown => {
                 if recorded.kind().starts_with("guard") {
                     self.guard_bodies.push(recorded.body());
@@ -192,6 +199,12 @@ impl History {
     /// The last recorded check result.
     pub fn last_check(&self) -> Option<(u64, &CheckResult)> {
         self.iterations.iter().rev().find_map(|r| r.check.as_ref().map(|c| (r.iteration, c)))
+    }
+
+    /// The lists of iteration `n`'s `of` event (`check_result`, ...) that the receipt holds in
+    /// a run artifact, by count, digest and sample.
+    pub fn externalised(&self, n: u64, of: &str) -> Option<&crate::receipt::bounded::Externalised> {
+        self.iterations.iter().rev().find(|r| r.iteration == n)?.externalised.iter().find(|x| x.of == of)
     }
 
     /// The failing-set size of every iteration that recorded a check, in order.
