@@ -16,7 +16,7 @@ const CHECK: &str = "mkdir -p out && /usr/bin/python3 -c \"import sys; n=200000;
 const RECEIPT_BOUND: u64 = 1 << 20;
 
 fn two_iterations(dir: &Path) {
-    let r = loopexec(dir, &["run", "--json", "--run-id", "big", "--isolation", "none", "--exec", "true", "--check", CHECK, "--report", "out/r.xml", "--max-iterations", "2"]);
+    let r = loopexec(dir, &["run", "--json", "--no-baseline", "--run-id", "big", "--isolation", "none", "--exec", "true", "--check", CHECK, "--report", "out/r.xml", "--max-iterations", "2"]);
     assert_eq!(r.json()["halt_reason"], "max_iterations_reached", "{r:?}");
 }
 

@@ -112,7 +112,10 @@ impl Moved {
 /// written whole to an artifact in `run_dir`).
 pub fn bound(event: &Event, run_dir: &SafeDir) -> Result<Option<(Event, Event)>, SafeFsError> {
     let pair = match event {
-        Event::CheckResult(c) => bound_check(c, run_dir)?.map(|(c, x)| (Event::CheckResult(c), x)),
+        Event::CheckResult(c) => bound_check(c, run_dir, "check_result")?.map(|(c, x)| (Event::CheckResult(c), x)),
+        // The t0 baseline's check (iteration 0): its sets as a check_result's.
+        Event::CheckBaseline(b) => bound_check(&b.check, run_dir, "check_baseline")?
+            .map(|(check, x)| (Event::CheckBaseline(crate::receipt::events::CheckBaselineRecord { check, ..b.clone() }), x)),
         Event::Snapshot(s) => bound_snapshot(s, run_dir)?.map(|(s, x)| (Event::Snapshot(s), x)),
         Event::Guard(g) => bound_guard(g, run_dir)?.map(|(g, x)| (Event::Guard(g), x)),
         _ => None,
@@ -120,7 +123,7 @@ pub fn bound(event: &Event, run_dir: &SafeDir) -> Result<Option<(Event, Event)>,
     Ok(pair.map(|(e, x)| (e, Event::Externalised(x))))
 }
 
-fn bound_check(c: &CheckResult, run_dir: &SafeDir) -> Result<Option<(CheckResult, Externalised)>, SafeFsError> {
+fn bound_check(c: &CheckResult, run_dir: &SafeDir, of: &str) -> Result<Option<(CheckResult, Externalised)>, SafeFsError> {
     let large = |s: &Option<Vec<String>>| s.as_deref().is_some_and(too_large);
     if !large(&c.failing_set) && !large(&c.collected_set) && !large(&c.skipped_set) {
         return Ok(None);
@@ -132,7 +135,7 @@ fn bound_check(c: &CheckResult, run_dir: &SafeDir) -> Result<Option<(CheckResult
             moved.take(field, &items, String::clone)?;
         }
     }
-    let x = moved.write(run_dir, "check_result", c.iteration, None)?;
+    let x = moved.write(run_dir, of, c.iteration, None)?;
     Ok(Some((out, x)))
 }
 

@@ -81,8 +81,10 @@ pub struct History {
     pub halt_line: Option<Map<String, Value>>,
     /// Bodies of events whose type starts with `guard` (listed in the predicate).
     pub guard_bodies: Vec<Map<String, Value>>,
-    /// The t0 baseline check (`check_baseline`), when the run recorded one.
+    /// The t0 baseline check (`check_baseline`), when the run recorded one, and the
+    /// `externalised` event that holds its large sets (read back from the receipt).
     pub check_baseline: Option<super::events::CheckBaselineRecord>,
+    pub check_baseline_externalised: Option<crate::receipt::bounded::Externalised>,
 }
 
 impl History {
@@ -173,6 +175,7 @@ impl History {
                 self.halt = Some(halt.clone());
                 self.halt_line = Some(recorded.line.clone());
             }
+            Event::Externalised(x) if x.of == "check_baseline" => self.check_baseline_externalised = Some(x.clone()),
             Event::Externalised(x) => {
                 if let Some(slot) = self.slot(x.iteration) {
                     slot.externalised.push(x.clone());
