@@ -207,6 +207,8 @@ pub struct ConfigInput {
     pub check_timeout_secs: Option<f64>,
     pub report: Vec<String>,
     pub guards: GuardPins,
+    /// Oracle-trust settings (loop.toml only): probe target, confirmation reruns, doctor first.
+    pub trust: crate::trust::pins::TrustPins,
     pub model: ModelPins,
     pub sampling: SamplingPins,
     pub context_files: Vec<String>,
@@ -238,6 +240,7 @@ impl ConfigInput {
             check_timeout_secs: self.check_timeout_secs.or(file.check_timeout_secs),
             report: if self.report.is_empty() { file.report } else { self.report },
             guards: file.guards,
+            trust: file.trust,
             model: ModelPins {
                 provider: self.model.provider.or(file.model.provider),
                 id: self.model.id.or(file.model.id),

@@ -61,6 +61,10 @@ struct LoopFile {
     model: Option<ModelSection>,
     sampling: Option<SamplingSection>,
     guards: Option<super::config::GuardPins>,
+    max_flake_rate: Option<f64>,
+    confidence: Option<f64>,
+    confirm_runs: Option<u64>,
+    doctor: Option<bool>,
 }
 
 /// Parse loop file text. Errors name the file and the line.
@@ -100,6 +104,12 @@ pub fn parse(text: &str, name: &str) -> Result<ConfigInput, Failure> {
         check_timeout_secs: file.check_timeout,
         report: file.report.unwrap_or_default().into_iter().chain(file.junit).collect(),
         guards: file.guards.unwrap_or_default(),
+        trust: crate::trust::pins::TrustPins {
+            max_flake_rate: file.max_flake_rate,
+            confidence: file.confidence,
+            confirm_runs: file.confirm_runs,
+            doctor: file.doctor,
+        },
         model,
         sampling,
         context_files: file.context_files.unwrap_or_default(),
