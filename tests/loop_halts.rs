@@ -20,7 +20,7 @@ fn the_check_passing_halts_success_condition_met() {
         event_types(dir.path(), "r"),
         [
             "run_start", "iteration_start", "exec_result", "check_result", "iteration_start", "exec_result",
-            "check_result", "iteration_start", "exec_result", "check_result", "halt"
+            "check_result", "iteration_start", "exec_result", "check_result", "check_confirmation", "halt"
         ]
     );
 }
@@ -101,7 +101,7 @@ fn once_pauses_and_resume_once_continues_until_the_halt() {
     assert_eq!(next.json()["iteration"], 2);
     assert_eq!(
         event_types(dir.path(), "r"),
-        ["run_start", "iteration_start", "exec_result", "check_result", "run_resumed", "iteration_start", "exec_result", "check_result", "halt"]
+        ["run_start", "iteration_start", "exec_result", "check_result", "run_resumed", "iteration_start", "exec_result", "check_result", "check_confirmation", "halt"]
     );
 }
 

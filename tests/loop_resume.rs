@@ -47,7 +47,7 @@ fn sigkill_mid_iteration_then_resume_records_the_interrupted_iteration_and_conti
     assert_eq!((v["iteration"].as_u64(), v["halt_reason"].as_str()), (Some(2), Some("success_condition_met")));
     assert_eq!(
         event_types(dir.path(), "crash"),
-        ["run_start", "iteration_start", "iteration_interrupted", "run_resumed", "iteration_start", "exec_result", "check_result", "halt"]
+        ["run_start", "iteration_start", "iteration_interrupted", "run_resumed", "iteration_start", "exec_result", "check_result", "check_confirmation", "halt"]
     );
     let ev = events(dir.path(), "crash");
     assert_eq!((ev[2]["iteration"].as_u64(), ev[2]["cause"].as_str()), (Some(1), Some("supervisor_lost")));
@@ -145,7 +145,7 @@ fn resume_cuts_a_torn_final_line_and_the_chain_verifies() {
     assert_eq!(loopexec(dir.path(), &["check", "--json"]).code, 0);
     assert_eq!(
         event_types(dir.path(), "torn"),
-        ["run_start", "iteration_start", "exec_result", "check_result", "run_resumed", "iteration_start", "exec_result", "check_result", "halt"]
+        ["run_start", "iteration_start", "exec_result", "check_result", "run_resumed", "iteration_start", "exec_result", "check_result", "check_confirmation", "halt"]
     );
 }
 
@@ -165,7 +165,7 @@ fn a_decided_halt_lost_in_a_crash_is_appended_on_resume_without_rerunning_anythi
     assert_eq!(std::fs::read_to_string(dir.path().join("agent-runs")).unwrap(), "x\n", "the agent ran once");
     assert_eq!(
         event_types(dir.path(), "lost"),
-        ["run_start", "iteration_start", "exec_result", "check_result", "run_resumed", "halt"]
+        ["run_start", "iteration_start", "exec_result", "check_result", "check_confirmation", "run_resumed", "halt"]
     );
     assert_eq!(loopexec(dir.path(), &["check", "--json"]).code, 0);
 }

@@ -19,9 +19,7 @@ use crate::trust::stats::{Confidence, FlakeRate};
 use crate::zones::Isolation;
 use std::path::PathBuf;
 
-/// The default flake-rate target and confidence (5% at 95%: 59 clean runs).
-pub const DEFAULT_MAX_FLAKE_RATE: f64 = 0.05;
-pub const DEFAULT_CONFIDENCE: f64 = 0.95;
+use crate::trust::stats::{DEFAULT_CONFIDENCE, DEFAULT_MAX_FLAKE_RATE};
 
 /// Which check, where: shared by `probe-check` and `doctor --check`.
 #[derive(Debug, Clone, Default, clap::Args)]

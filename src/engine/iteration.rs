@@ -54,7 +54,7 @@ impl ActiveRun<'_> {
     }
 
     /// The decision on the current iteration as the history holds it.
-    fn decide(&self) -> Step {
+    pub(super) fn decide(&self) -> Step {
         self.history.current().map_or(Step::Continue, |record| decide::decide(self.mode, record, self.cfg.max_iterations))
     }
 
@@ -82,7 +82,7 @@ impl ActiveRun<'_> {
         if let Some(sig) = interrupt::pending() {
             return Ok(Step::Interrupted(sig));
         }
-        let outcome = match self.run_check(zone, n, candidate.as_ref())? {
+        let outcome = match self.run_check(zone, n, candidate.as_ref(), None)? {
             Ok(outcome) => outcome,
             Err(halt) => return Ok(halt),
         };
@@ -91,6 +91,8 @@ impl ActiveRun<'_> {
         self.append(Event::CheckResult(check.clone()))?;
         // A zero exit whose evidence disagrees is no accepted step either.
         let clean = findings.is_empty() && outcome.verdict() != Verdict::Disagrees;
+        // A green to confirm before success: the tree it ran on (confirm_runs > 0).
+        let confirm_on = (clean && outcome.verdict() == Verdict::Pass && self.cfg.confirm_runs > 0).then(|| candidate.clone());
         self.append_findings(findings.into_iter())?;
         // Acceptance: a step every guard let through, after its check, is the run's new state.
         if let (true, Some(ws), Some(snapshot)) = (clean, self.workspace.as_mut(), candidate) {
@@ -105,7 +107,10 @@ impl ActiveRun<'_> {
                 failing: check.failing_count,
             });
         }
-        Ok(self.decide())
+        match (self.decide(), confirm_on) {
+            (Step::Halt(HaltReason::SuccessConditionMet, _), Some(tree)) => self.confirm_green(zone, n, tree.as_ref(), &check),
+            (step, _) => Ok(step),
+        }
     }
 
     /// The agent stage: its command in the agent zone, observed as the `exec_result` to record.
@@ -182,7 +187,15 @@ impl ActiveRun<'_> {
     /// The check stage: the one check runner, on the candidate (its throwaway layers over the
     /// agent's snapshot) or in place. `Ok(Err(halt))`: its layers could not be built
     /// (`workspace_invalid`) or its zone could not be set up (`isolation_unsatisfiable`).
-    fn run_check(&mut self, zone: &mut dyn Zone, n: u64, candidate: Option<&Snapshot>) -> CmdResult<Result<CheckOutcome, Step>> {
+    /// `confirmation`: the number of a confirmation rerun (its own artifact stem), `None` for the
+    /// iteration's check.
+    pub(super) fn run_check(
+        &mut self,
+        zone: &mut dyn Zone,
+        n: u64,
+        candidate: Option<&Snapshot>,
+        confirmation: Option<u64>,
+    ) -> CmdResult<Result<CheckOutcome, Step>> {
         let patterns = ReportPatterns::new(&self.cfg.report_patterns()).map_err(|e| Failure::invalid_input(e.to_string()))?;
         let (overlay, scratch) = match (&self.workspace, candidate) {
             (Some(ws), Some(snapshot)) => match ws.check_overlay(n, snapshot, &|path| patterns.matches(path)) {
@@ -195,7 +208,11 @@ impl ActiveRun<'_> {
             _ => (None, None),
         };
         let command = RoleCommand { role: Role::Check, run_id: &self.state.run_id, iteration: n, overlay, credential: None };
-        let artifacts = Artifacts { dir: &self.artifacts, rel: ARTIFACTS, stem: command.stem() };
+        let stem = match confirmation {
+            None => command.stem(),
+            Some(k) => format!("{n:04}-confirm-{k}"),
+        };
+        let artifacts = Artifacts { dir: &self.artifacts, rel: ARTIFACTS, stem };
         let cmd = command.zone_command(&self.cfg, &self.env);
         let report_dir = scratch.as_ref().map(|s| s.writes()).unwrap_or(&self.workdir);
         let report = (!patterns.is_empty()).then_some(ReportSource { dir: report_dir, patterns: &patterns });

@@ -5,6 +5,7 @@
 //!   file and credential; halt (deliver, seal), pause, interrupt.
 //! - [`iteration`]: one iteration's stages: agent, guards, check, acceptance.
 //! - [`commands`]: a role's command built for its zone and run there.
+//! - `confirm`: confirmation reruns of a green check before `success_condition_met`.
 //! - [`check`]: the one check runner (the loop's and `replay`'s), returning a typed
 //!   [`check::CheckOutcome`].
 //! - [`verdict`]: pass / fail / could-not-run (the 126/127 rule).
@@ -26,6 +27,7 @@ pub mod analysis_guards;
 pub mod check;
 pub mod commands;
 pub mod config;
+mod confirm;
 pub mod credentials;
 pub mod decide;
 pub mod detached;

@@ -49,6 +49,9 @@ pub enum Event {
     Guard(GuardRecord),
     /// What the syntax-tree guards compare against, computed once per run (per process) from t0.
     GuardBaseline(GuardBaselineRecord),
+    /// A rerun of a green check on the same tree before `success_condition_met` (`confirm_runs`),
+    /// and whether it agreed with the iteration's `check_result` (docs/oracle-trust.md).
+    CheckConfirmation(ConfirmationRecord),
     Halt(HaltRecord),
     /// An event type this version does not know (kept verbatim in [`Recorded::body`]).
     #[serde(other)]
@@ -73,6 +76,7 @@ impl Event {
             Event::CredentialRevoked(_) => "credential_revoked",
             Event::Guard(_) => "guard",
             Event::GuardBaseline(_) => "guard_baseline",
+            Event::CheckConfirmation(_) => "check_confirmation",
             Event::Halt(_) => "halt",
             Event::Unknown => "unknown",
         }
@@ -231,6 +235,22 @@ pub struct CheckResult {
     /// did not exit, and in receipts written before the evidence was recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evidence: Option<CheckEvidence>,
+}
+
+/// One confirmation rerun of iteration `check.iteration`'s green check on the same tree.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConfirmationRecord {
+    /// 1 for the first rerun.
+    pub confirmation: u64,
+    /// Whether its verdict class and failing set are the iteration's `check_result`'s.
+    pub agrees: bool,
+    /// The one-sided Wilson lower bound on stability over the iteration's samples so far, at
+    /// `confidence`, against `stability_target` (1 - max_flake_rate).
+    pub stability_lower_bound: f64,
+    pub confidence: f64,
+    pub stability_target: f64,
+    #[serde(flatten)]
+    pub check: CheckResult,
 }
 
 /// The evidence of one check run, bounded: per declared report its counts or its error, and

@@ -19,6 +19,8 @@ pub struct IterationRecord {
     pub check: Option<CheckResult>,
     /// Guard findings recorded in `guard` events.
     pub guards: Vec<GuardRecord>,
+    /// Confirmation reruns of a green check (`check_confirmation` events).
+    pub confirmations: Vec<crate::receipt::events::ConfirmationRecord>,
     /// The cause, when the iteration was interrupted (`SIGINT`, `SIGTERM`, `supervisor_lost`).
     pub interrupted: Option<String>,
     /// The lines of the exec, check and interruption events (for the sealed predicate).
@@ -155,6 +157,11 @@ impl History {
                 }
             }
             Event::GuardBaseline(_) => self.guard_bodies.push(recorded.body()),
+            Event::CheckConfirmation(confirmation) => {
+                if let Some(slot) = self.slot(confirmation.check.iteration) {
+                    slot.confirmations.push(confirmation.clone());
+                }
+            }
             Event::Halt(halt) => {
                 self.halt = Some(halt.clone());
                 self.halt_line = Some(recorded.line.clone());
