@@ -86,3 +86,22 @@ fn a_red_check_is_not_confirmed() {
     assert_eq!(code, 12);
     assert!(confirmations(dir.path()).is_empty());
 }
+
+#[test]
+fn an_agent_step_that_changes_nothing_is_a_free_sample_and_a_flip_on_it_halts_check_not_deterministic() {
+    let dir = workdir();
+    std::fs::write(dir.path().join("src"), "x\n").unwrap();
+    commit_t0(dir.path());
+    // Always red, but which test fails is a coin flip per run: the failing set differs on an
+    // unchanged tree. (All 20 runs naming the same test has probability 2^-19.)
+    let check = r#"b=$(od -An -N1 -tu1 /dev/urandom | tr -d ' '); printf '<testsuite tests="1" failures="1"><testcase classname="t" name="case%s"><failure/></testcase></testsuite>' $((b % 2)) > junit.xml; exit 1"#;
+    let r = loopexec(dir.path(), &["run", "--json", "--run-id", "r", "--exec", "true", "--check", check, "--report", "junit.xml", "--max-iterations", "20"]);
+    let v = r.json();
+    assert_eq!(r.code, 14, "{v}");
+    assert_eq!(v["halt_reason"], "check_not_deterministic", "{v}");
+    assert!(v["run"]["detail"].as_str().unwrap().contains("the agent changed nothing at iteration"), "{v}");
+    let c = confirmations(dir.path());
+    assert_eq!(c.len(), 1, "{c:?}");
+    let n = c[0]["iteration"].as_u64().unwrap();
+    assert_eq!((c[0]["confirmation"].as_u64(), c[0]["same_tree_as"].as_u64(), c[0]["agrees"].as_bool()), (Some(0), Some(n - 1), Some(false)));
+}

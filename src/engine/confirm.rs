@@ -4,6 +4,12 @@
 //! from the iteration's `check_result` is a flake, not success: it is recorded
 //! (`check_confirmation`, with the Wilson lower bound on stability at the run's confidence) and
 //! `decide` halts `check_not_deterministic` on it.
+//!
+//! An iteration whose agent changed nothing (its snapshot's tree is an earlier iteration's) is a
+//! free sample too: its check is compared with the earlier one's, and a disagreement is recorded
+//! the same way (`confirmation` 0, `same_tree_as`), so `decide` halts on it whether live or
+//! resumed. Agreeing free samples are counted, not recorded: the bound is recomputed from the
+//! receipt (the iterations with a repeated tree).
 
 use super::decide::Step;
 use super::lifecycle::ActiveRun;
@@ -40,6 +46,7 @@ impl ActiveRun<'_> {
             let bound = stability_lower_bound(agreeing, k, confidence).map_err(|e| Failure::internal(e.to_string()))?;
             self.append(Event::CheckConfirmation(ConfirmationRecord {
                 confirmation: k,
+                same_tree_as: None,
                 agrees: agreed,
                 stability_lower_bound: bound,
                 confidence: confidence.get(),
@@ -51,5 +58,45 @@ impl ActiveRun<'_> {
             }
         }
         Ok(self.decide())
+    }
+
+    /// Compare iteration `n`'s check with the latest earlier check on the same tree (detached
+    /// workspace), recording a disagreement.
+    pub(super) fn same_tree_sample(&mut self, n: u64, check: &CheckResult) -> CmdResult<()> {
+        let tree_of = |r: &crate::receipt::history::IterationRecord| r.snapshot.as_ref().map(|s| s.tree_id.clone());
+        let Some(tree) = self.history.iterations.iter().find(|r| r.iteration == n).and_then(tree_of) else {
+            return Ok(());
+        };
+        // Every earlier iteration whose check ran on a tree an even earlier one had: the samples.
+        let mut samples = 0u64;
+        let mut agreeing = 0u64;
+        let mut seen: std::collections::BTreeMap<String, &CheckResult> = std::collections::BTreeMap::new();
+        let mut earlier: Option<(u64, CheckResult)> = None;
+        for r in self.history.iterations.iter().filter(|r| r.iteration <= n) {
+            let (Some(t), Some(c)) = (tree_of(r), r.check.as_ref()) else { continue };
+            if let Some(prev) = seen.get(&t) {
+                samples += 1;
+                agreeing += u64::from(agrees(prev, c));
+                if r.iteration == n && t == tree {
+                    earlier = Some((prev.iteration, (*prev).clone()));
+                }
+            }
+            seen.insert(t, c);
+        }
+        let Some((m, prev)) = earlier else { return Ok(()) };
+        if agrees(&prev, check) {
+            return Ok(());
+        }
+        let confidence = Confidence::new(self.cfg.confidence).map_err(|e| Failure::invalid_input(format!("the pinned confidence: {e}")))?;
+        let bound = stability_lower_bound(agreeing, samples, confidence).map_err(|e| Failure::internal(e.to_string()))?;
+        self.append(Event::CheckConfirmation(ConfirmationRecord {
+            confirmation: 0,
+            same_tree_as: Some(m),
+            agrees: false,
+            stability_lower_bound: bound,
+            confidence: confidence.get(),
+            stability_target: 1.0 - self.cfg.max_flake_rate,
+            check: check.clone(),
+        }))
     }
 }

@@ -117,6 +117,15 @@ fn flake(c: &crate::receipt::events::ConfirmationRecord, iteration: u64) -> Step
         Verdict::Disagrees => "a zero exit whose evidence disagrees",
         Verdict::CouldNotRun => "could not run",
     };
+    if let Some(m) = c.same_tree_as {
+        return Step::Halt(
+            HaltReason::CheckNotDeterministic,
+            format!(
+                "the agent changed nothing at iteration {iteration}: the check ran on iteration {m}'s tree again and was {shown}, not what it was then (stability lower bound {:.4}, Wilson at {}, below {})",
+                c.stability_lower_bound, c.confidence, c.stability_target
+            ),
+        );
+    }
     Step::Halt(
         HaltReason::CheckNotDeterministic,
         format!(
@@ -205,6 +214,7 @@ mod tests {
         rerun.check_exit = Some(1);
         let confirmation = |agrees: bool, check: CheckResult| crate::receipt::events::ConfirmationRecord {
             confirmation: 1,
+            same_tree_as: None,
             agrees,
             stability_lower_bound: 0.0,
             confidence: 0.95,

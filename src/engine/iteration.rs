@@ -89,6 +89,7 @@ impl ActiveRun<'_> {
         let check = outcome.record(n);
         let findings = self.guards.after_check(&CheckStep { iteration: n, check: &check, history: &self.history });
         self.append(Event::CheckResult(check.clone()))?;
+        self.same_tree_sample(n, &check)?;
         // A zero exit whose evidence disagrees is no accepted step either.
         let clean = findings.is_empty() && outcome.verdict() != Verdict::Disagrees;
         // A green to confirm before success: the tree it ran on (confirm_runs > 0).

@@ -237,11 +237,17 @@ pub struct CheckResult {
     pub evidence: Option<CheckEvidence>,
 }
 
-/// One confirmation rerun of iteration `check.iteration`'s green check on the same tree.
+/// A second look at iteration `check.iteration`'s check on a tree it already ran on: a
+/// confirmation rerun of its green (`confirmation` 1, 2, ...), or, with `same_tree_as`, its own
+/// check compared with an earlier iteration's on the same tree (`confirmation` 0; recorded only when
+/// they disagree).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ConfirmationRecord {
-    /// 1 for the first rerun.
+    /// 1 for the first rerun; 0 for a comparison with an earlier iteration.
     pub confirmation: u64,
+    /// The earlier iteration whose check ran on the same tree (an agent step that changed nothing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub same_tree_as: Option<u64>,
     /// Whether its verdict class and failing set are the iteration's `check_result`'s.
     pub agrees: bool,
     /// The one-sided Wilson lower bound on stability over the iteration's samples so far, at
