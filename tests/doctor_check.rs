@@ -101,3 +101,25 @@ fn a_bad_target_is_refused_before_anything_runs() {
     assert_eq!(v["errors"].as_array().unwrap().len(), 1);
     assert!(v["errors"][0]["message"].as_str().unwrap().starts_with("--confidence: confidence 1 is outside (0, 1)"), "{v}");
 }
+
+#[test]
+fn doctor_true_in_loop_toml_makes_run_refuse_a_check_with_side_effects_before_any_run_starts() {
+    let dir = workdir();
+    std::fs::write(dir.path().join("loop.toml"), "doctor = true\nisolation = \"none\"\nexec = \"true\"\ncheck = \"test ! -e marker && touch marker\"\n").unwrap();
+    let ran = loopexec(dir.path(), &["--json", "run"]);
+    let v = ran.json();
+    assert_eq!(ran.code, 14, "{v}");
+    assert_eq!(v["halt_reason"], "check_has_side_effects", "{v}");
+    assert_eq!(v["command"], "run");
+    assert!(!dir.path().join(".loopexec/runs").exists(), "no run was started");
+}
+
+#[test]
+fn doctor_true_in_loop_toml_lets_a_trustworthy_check_loop() {
+    let dir = workdir();
+    std::fs::write(dir.path().join("loop.toml"), "doctor = true\nisolation = \"none\"\nexec = \"true\"\ncheck = \"true\"\nmax_flake_rate = 0.3\n").unwrap();
+    let ran = loopexec(dir.path(), &["--json", "run"]);
+    let v = ran.json();
+    assert_eq!(ran.code, 10, "{v}");
+    assert_eq!(v["halt_reason"], "success_condition_met", "{v}");
+}

@@ -103,6 +103,42 @@ pub fn run(args: DoctorArgs, json: bool) -> CmdResult<Outcome> {
     gates_outcome(preflight, &target, &settings, Some(&args.adequacy))
 }
 
+/// `doctor = true` in loop.toml: the gates `run` runs before a new run starts, over the resolved
+/// configuration (its check, isolation, exec-zone policy, timeout, reports; the target from the
+/// loop file). `Some(outcome)`: a gate or the preflight refused, and no run is started.
+pub fn gate_loop(cfg: &crate::engine::config::LoopConfig, input: &crate::engine::config::ConfigInput, json: bool) -> CmdResult<Option<Outcome>> {
+    let target = crate::trust::runner::CheckTarget {
+        workdir: std::path::PathBuf::from(&cfg.workdir),
+        isolation: cfg.isolation,
+        check_policy: cfg.check_policy.as_ref().map(|p| p.source.clone()),
+        check: cfg.check.clone(),
+        timeout_ms: cfg.check_timeout_ms,
+        reports: cfg.report_patterns(),
+    };
+    let settings = crate::cli::probe_check::ProbeArgs::default().resolve(Some(input))?;
+    let preflight = match cfg.isolation {
+        crate::zones::Isolation::Native => {
+            let args = DoctorArgs {
+                policy: cfg.agent_policy.as_ref().map(|p| PathBuf::from(&p.source)).filter(|p| p.is_absolute()),
+                backend: Some(cfg.backend),
+                target: Default::default(),
+                probe: Default::default(),
+                adequacy: Default::default(),
+            };
+            let out = isolation_preflight(&args, json)?;
+            if out.exit_code() != 0 {
+                return Ok(Some(out));
+            }
+            Some(out)
+        }
+        crate::zones::Isolation::None => None,
+    };
+    // Before a run there is no agent change to mutate: the loop's own canary (`adequacy =
+    // "final"`) judges adequacy on its final green iteration.
+    let out = gates_outcome(preflight, &target, &settings, None)?;
+    Ok((out.exit_code() != 0).then_some(out))
+}
+
 /// The oracle gates' outcome after a preflight that passed (`None`: no isolation to check).
 pub fn gates_outcome(
     preflight: Option<Outcome>,

@@ -30,6 +30,14 @@ pub struct AdequacyArgs {
     pub mutant_seed: u64,
 }
 
+/// The flags' defaults, as clap gives them (for callers that build a `doctor` without a
+/// command line, e.g. `run` with `doctor = true`).
+impl Default for AdequacyArgs {
+    fn default() -> AdequacyArgs {
+        AdequacyArgs { diff_base: "HEAD".into(), mutants: mutation::DEFAULT_MUTANTS as u64, mutant_seed: 0 }
+    }
+}
+
 /// Largest source file read for mutation.
 const MAX_SOURCE_BYTES: u64 = crate::analysis::syntax::DEFAULT_MAX_PARSE_BYTES as u64;
 

@@ -19,9 +19,7 @@ use crate::trust::stats::{Confidence, FlakeRate};
 use crate::zones::Isolation;
 use std::path::PathBuf;
 
-/// The default flake-rate target and confidence (5% at 95%: 59 clean runs).
-pub const DEFAULT_MAX_FLAKE_RATE: f64 = 0.05;
-pub const DEFAULT_CONFIDENCE: f64 = 0.95;
+use crate::trust::stats::{DEFAULT_CONFIDENCE, DEFAULT_MAX_FLAKE_RATE};
 
 /// Which check, where: shared by `probe-check` and `doctor --check`.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -158,8 +156,7 @@ pub fn human(p: &DeterminismProbe) -> String {
     ];
     if let ProbeVerdict::Flaky { broken_by } = &s.verdict {
         for b in broken_by {
-            let runs = b.runs.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(",");
-            rows.push(("broken by", format!("{} (runs {runs})", b.dimension.map(|d| d.as_str()).unwrap_or("unperturbed runs"))));
+            rows.push(("broken by", b.describe()));
         }
     }
     aligned(&rows)
@@ -168,13 +165,7 @@ pub fn human(p: &DeterminismProbe) -> String {
 /// The sentence naming what broke a flaky probe.
 pub fn flaky_detail(p: &DeterminismProbe) -> String {
     let ProbeVerdict::Flaky { broken_by } = &p.summary.verdict else { return String::new() };
-    let parts: Vec<String> = broken_by
-        .iter()
-        .map(|b| {
-            let runs = b.runs.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(",");
-            format!("{} (runs {runs})", b.dimension.map(|d| d.as_str()).unwrap_or("unperturbed runs"))
-        })
-        .collect();
+    let parts: Vec<String> = broken_by.iter().map(|b| b.describe()).collect();
     format!("{} of {} runs disagreed with the modal outcome; broken by {}", p.summary.disagreeing, p.summary.runs, parts.join(", "))
 }
 

@@ -319,7 +319,15 @@ pub fn run(args: Args, json: bool) -> CmdResult<Outcome> {
             Some((file_input, reference)) => (args.flag_input().over(file_input), Some(reference)),
             None => (args.flag_input(), None),
         };
+        let doctor_first = input.trust.doctor == Some(true);
+        let trust_input = input.clone();
         let cfg = LoopConfig::resolve(input, &workdir, loop_ref)?;
+        // `doctor = true`: the oracle's gates first; a refusal starts no run.
+        if doctor_first {
+            if let Some(refused) = super::doctor::gate_loop(&cfg, &trust_input, json)? {
+                return Ok(refused);
+            }
+        }
         let operator = load_operator_key(args.operator_key.as_deref())?;
         let statedir = StateDir::open_or_create(&workdir)?;
         engine::start(&statedir, run_id, cfg, &operator, args.once, &mut progress)?

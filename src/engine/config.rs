@@ -189,6 +189,25 @@ pub struct LoopConfig {
     /// The advisory reviewer (`--judge`), asked after a green check (docs/guards.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge: Option<crate::engine::judge::JudgePins>,
+    /// Reruns of a green check on the same tree before `success_condition_met` (runs pinned
+    /// before confirmations existed: none).
+    #[serde(default)]
+    pub confirm_runs: u64,
+    /// The in-loop monitor's flake-rate target and confidence (docs/oracle-trust.md).
+    #[serde(default = "default_max_flake_rate")]
+    pub max_flake_rate: f64,
+    #[serde(default = "default_confidence")]
+    pub confidence: f64,
+}
+
+pub const DEFAULT_CONFIRM_RUNS: u64 = 1;
+
+fn default_max_flake_rate() -> f64 {
+    crate::trust::stats::DEFAULT_MAX_FLAKE_RATE
+}
+
+fn default_confidence() -> f64 {
+    crate::trust::stats::DEFAULT_CONFIDENCE
 }
 
 /// One setting as given by a flag or the loop file, before defaults.
@@ -459,6 +478,13 @@ impl LoopConfig {
             cost_usd: input.cost_usd,
             loop_file,
             credentials: crate::engine::credentials::hooks_from_flags(input.mint_cmd, input.revoke_cmd, input.mint_env)?,
+            confirm_runs: input.trust.confirm_runs.unwrap_or(DEFAULT_CONFIRM_RUNS),
+            max_flake_rate: crate::trust::stats::FlakeRate::new(input.trust.max_flake_rate.unwrap_or_else(default_max_flake_rate))
+                .map_err(|e| Failure::usage(format!("max_flake_rate: {e}")))?
+                .get(),
+            confidence: crate::trust::stats::Confidence::new(input.trust.confidence.unwrap_or_else(default_confidence))
+                .map_err(|e| Failure::usage(format!("confidence: {e}")))?
+                .get(),
             judge,
         })
     }

@@ -11,6 +11,8 @@
 //!   evidence disagrees is `metric_integrity_violation`, naming the disagreements; fail is a red iteration
 //!   (not a failure), and at the iteration cap `max_iterations_reached`; could-not-run is
 //!   `execution_failure`.
+//! - a confirmation rerun of a green that disagreed with it (`check_confirmation`):
+//!   `check_not_deterministic`, before the green could count as success.
 //! - a green check the judge answered (`judge` event): approve keeps `success_condition_met`; a
 //!   veto is `reviewer_rejected` (`reward_hacking_detected` when the judge says so); a judge
 //!   that gave no answer that counts is `escalation_pending`.
@@ -113,6 +115,9 @@ fn check_fixpoint(record: &IterationRecord, max_iterations: u64) -> Step {
     if let Some(guard) = record.guards.first() {
         return Step::Halt(guard.halt_reason, guard.detail.clone());
     }
+    if let Some(step) = record.confirmations.iter().find(|c| !c.agrees).map(|c| flake(c, record.iteration)) {
+        return step;
+    }
     match &record.check {
         Some(check) => match after_check(check, record.iteration, max_iterations) {
             // A green check the judge was asked about stands or falls with its answer; it is
@@ -125,6 +130,32 @@ fn check_fixpoint(record: &IterationRecord, max_iterations: u64) -> Step {
         },
         None => Step::Continue,
     }
+}
+
+/// A confirmation rerun that disagreed with the iteration's green: a flake, not success.
+fn flake(c: &crate::receipt::events::ConfirmationRecord, iteration: u64) -> Step {
+    let shown = match Verdict::of_check(&c.check) {
+        Verdict::Pass => "green with another failing set",
+        Verdict::Fail => "red",
+        Verdict::Disagrees => "a zero exit whose evidence disagrees",
+        Verdict::CouldNotRun => "could not run",
+    };
+    if let Some(m) = c.same_tree_as {
+        return Step::Halt(
+            HaltReason::CheckNotDeterministic,
+            format!(
+                "the agent changed nothing at iteration {iteration}: the check ran on iteration {m}'s tree again and was {shown}, not what it was then (stability lower bound {:.4}, Wilson at {}, below {})",
+                c.stability_lower_bound, c.confidence, c.stability_target
+            ),
+        );
+    }
+    Step::Halt(
+        HaltReason::CheckNotDeterministic,
+        format!(
+            "the check passed at iteration {iteration}, but confirmation rerun {} on the same tree was {shown}: a flake, not success (stability lower bound {:.4}, Wilson at {}, below {})",
+            c.confirmation, c.stability_lower_bound, c.confidence, c.stability_target
+        ),
+    )
 }
 
 /// Whether the run is at its iteration cap before starting iteration `next`.
@@ -196,6 +227,29 @@ mod tests {
             decide(Mode::CheckFixpoint, &r, 3),
             Step::Halt(HaltReason::BlockedPathModified, "the agent changed protected paths: tests/a.sh".into())
         );
+    }
+
+    #[test]
+    fn a_confirmation_rerun_that_disagrees_with_a_green_halts_check_not_deterministic() {
+        let mut r = record(0, Some(Ending::Exited { code: 0 }), 1);
+        let Event::CheckResult(mut rerun) = sample::check_result(1, 0) else { unreachable!() };
+        rerun.ending = Ending::Exited { code: 1 };
+        rerun.check_exit = Some(1);
+        let confirmation = |agrees: bool, check: CheckResult| crate::receipt::events::ConfirmationRecord {
+            confirmation: 1,
+            same_tree_as: None,
+            agrees,
+            stability_lower_bound: 0.0,
+            confidence: 0.95,
+            stability_target: 0.95,
+            check,
+        };
+        r.confirmations = vec![confirmation(true, r.check.clone().unwrap())];
+        assert!(matches!(decide(Mode::CheckFixpoint, &r, 3), Step::Halt(HaltReason::SuccessConditionMet, _)));
+        r.confirmations.push(confirmation(false, rerun));
+        let Step::Halt(reason, detail) = decide(Mode::CheckFixpoint, &r, 3) else { panic!("no halt") };
+        assert_eq!(reason, HaltReason::CheckNotDeterministic);
+        assert!(detail.contains("confirmation rerun 1 on the same tree was red: a flake, not success"), "{detail}");
     }
 
     #[test]

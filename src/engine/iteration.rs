@@ -55,7 +55,7 @@ impl ActiveRun<'_> {
     }
 
     /// The decision on the current iteration as the history holds it.
-    fn decide(&self) -> Step {
+    pub(super) fn decide(&self) -> Step {
         self.history.current().map_or(Step::Continue, |record| decide::decide(self.mode, record, self.cfg.max_iterations))
     }
 
@@ -83,13 +83,14 @@ impl ActiveRun<'_> {
         if let Some(sig) = interrupt::pending() {
             return Ok(Step::Interrupted(sig));
         }
-        let outcome = match self.run_check(zone, n, candidate.as_ref())? {
+        let outcome = match self.run_check(zone, n, candidate.as_ref(), None)? {
             Ok(outcome) => outcome,
             Err(halt) => return Ok(halt),
         };
         let check = outcome.record(n);
         let findings = self.guards.after_check(&CheckStep { iteration: n, check: &check, history: &self.history });
         self.append(Event::CheckResult(check.clone()))?;
+        self.same_tree_sample(n, &check)?;
         // A zero exit whose evidence disagrees is no accepted step either.
         let mut clean = findings.is_empty() && outcome.verdict() != Verdict::Disagrees;
         self.append_findings(findings.into_iter())?;
@@ -101,6 +102,8 @@ impl ActiveRun<'_> {
                 Err(signal) => return Ok(Step::Interrupted(signal)),
             }
         }
+        // A green to confirm before success: the tree it ran on (confirm_runs > 0).
+        let confirm_on = (clean && outcome.verdict() == Verdict::Pass && self.cfg.confirm_runs > 0).then(|| candidate.clone());
         // Acceptance: a step every guard let through, after its check, is the run's new state.
         if let (true, Some(ws), Some(snapshot)) = (clean, self.workspace.as_mut(), candidate) {
             ws.accept(snapshot);
@@ -114,11 +117,17 @@ impl ActiveRun<'_> {
                 failing: check.failing_count,
             });
         }
-        // The final green iteration: the adequacy canary runs before success is declared.
-        if let Step::Halt(HaltReason::SuccessConditionMet, _) = self.decide() {
+        let step = match (self.decide(), confirm_on) {
+            (Step::Halt(HaltReason::SuccessConditionMet, _), Some(tree)) => self.confirm_green(zone, n, tree.as_ref(), &check)?,
+            (step, _) => step,
+        };
+        // The final green iteration (confirmed): the adequacy canary runs before success is
+        // declared.
+        if let Step::Halt(HaltReason::SuccessConditionMet, _) = step {
             self.adequacy_canary(n)?;
+            return Ok(self.decide());
         }
-        Ok(self.decide())
+        Ok(step)
     }
 
     /// The agent stage: its command in the agent zone, observed as the `exec_result` to record.
@@ -191,7 +200,15 @@ impl ActiveRun<'_> {
     /// The check stage: the one check runner, on the candidate (its throwaway layers over the
     /// agent's snapshot) or in place. `Ok(Err(halt))`: its layers could not be built
     /// (`workspace_invalid`) or its zone could not be set up (`isolation_unsatisfiable`).
-    pub(super) fn run_check(&mut self, zone: &mut dyn Zone, n: u64, candidate: Option<&Snapshot>) -> CmdResult<Result<CheckOutcome, Step>> {
+    /// `confirmation`: the number of a confirmation rerun (its own artifact stem), `None` for the
+    /// iteration's check.
+    pub(super) fn run_check(
+        &mut self,
+        zone: &mut dyn Zone,
+        n: u64,
+        candidate: Option<&Snapshot>,
+        confirmation: Option<u64>,
+    ) -> CmdResult<Result<CheckOutcome, Step>> {
         let patterns = ReportPatterns::new(&self.cfg.report_patterns()).map_err(|e| Failure::invalid_input(e.to_string()))?;
         let (overlay, scratch) = match (&self.workspace, candidate) {
             (Some(ws), Some(snapshot)) => match ws.check_overlay(n, snapshot, &|path| patterns.matches(path)) {
@@ -204,7 +221,11 @@ impl ActiveRun<'_> {
             _ => (None, None),
         };
         let command = RoleCommand { role: Role::Check, run_id: &self.state.run_id, iteration: n, overlay, credential: None };
-        let artifacts = Artifacts { dir: &self.artifacts, rel: ARTIFACTS, stem: command.stem() };
+        let stem = match confirmation {
+            None => command.stem(),
+            Some(k) => format!("{n:04}-confirm-{k}"),
+        };
+        let artifacts = Artifacts { dir: &self.artifacts, rel: ARTIFACTS, stem };
         let cmd = command.zone_command(&self.cfg, &self.env);
         let report_dir = scratch.as_ref().map(|s| s.writes()).unwrap_or(&self.workdir);
         let report = (!patterns.is_empty()).then_some(ReportSource { dir: report_dir, patterns: &patterns });

@@ -5,6 +5,7 @@
 //!   file and credential; halt (deliver, seal), pause, interrupt.
 //! - [`iteration`]: one iteration's stages: agent, guards, check, acceptance.
 //! - [`commands`]: a role's command built for its zone and run there.
+//! - `confirm`: confirmation reruns of a green check before `success_condition_met`.
 //! - [`baseline`]: the check run once on t0 before the first agent call (C0/F0/S0, its cache,
 //!   the iteration-0 halt) and the guard of the collected and skipped sets against it.
 //! - [`check`]: the one check runner (the loop's and `replay`'s), returning a typed
@@ -32,6 +33,7 @@ pub mod baseline;
 pub mod check;
 pub mod commands;
 pub mod config;
+mod confirm;
 pub mod credentials;
 pub mod decide;
 pub mod detached;

@@ -53,6 +53,9 @@ pub enum Event {
     /// score and the survivors (docs/oracle-trust.md, "Adequacy"). Listed in the sealed
     /// predicate's `guards`.
     Adequacy(AdequacyRecord),
+    /// A rerun of a green check on the same tree before `success_condition_met` (`confirm_runs`),
+    /// and whether it agreed with the iteration's `check_result` (docs/oracle-trust.md).
+    CheckConfirmation(ConfirmationRecord),
     /// The check run once on t0 before the first agent call (or its cache entry): the sets the
     /// baseline guards compare against (docs/guards.md, "The baseline at t0").
     CheckBaseline(CheckBaselineRecord),
@@ -86,6 +89,7 @@ impl Event {
             Event::Guard(_) => "guard",
             Event::GuardBaseline(_) => "guard_baseline",
             Event::Adequacy(_) => "adequacy",
+            Event::CheckConfirmation(_) => "check_confirmation",
             Event::CheckBaseline(_) => "check_baseline",
             Event::Judge(_) => "judge",
             Event::Halt(_) => "halt",
@@ -259,6 +263,28 @@ pub struct CheckResult {
     /// did not exit, and in receipts written before the evidence was recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evidence: Option<CheckEvidence>,
+}
+
+/// A second look at iteration `check.iteration`'s check on a tree it already ran on: a
+/// confirmation rerun of its green (`confirmation` 1, 2, ...), or, with `same_tree_as`, its own
+/// check compared with an earlier iteration's on the same tree (`confirmation` 0; recorded only when
+/// they disagree).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConfirmationRecord {
+    /// 1 for the first rerun; 0 for a comparison with an earlier iteration.
+    pub confirmation: u64,
+    /// The earlier iteration whose check ran on the same tree (an agent step that changed nothing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub same_tree_as: Option<u64>,
+    /// Whether its verdict class and failing set are the iteration's `check_result`'s.
+    pub agrees: bool,
+    /// The one-sided Wilson lower bound on stability over the iteration's samples so far, at
+    /// `confidence`, against `stability_target` (1 - max_flake_rate).
+    pub stability_lower_bound: f64,
+    pub confidence: f64,
+    pub stability_target: f64,
+    #[serde(flatten)]
+    pub check: CheckResult,
 }
 
 /// The evidence of one check run, bounded: per declared report its counts or its error, and

@@ -19,6 +19,8 @@ pub struct IterationRecord {
     pub check: Option<CheckResult>,
     /// Guard findings recorded in `guard` events.
     pub guards: Vec<GuardRecord>,
+    /// Confirmation reruns of a green check (`check_confirmation` events).
+    pub confirmations: Vec<crate::receipt::events::ConfirmationRecord>,
     /// The judge's answer on a green check (`judge` event).
     pub judge: Option<JudgeRecord>,
     /// The cause, when the iteration was interrupted (`SIGINT`, `SIGTERM`, `supervisor_lost`).
@@ -164,6 +166,11 @@ impl History {
                 }
             }
             Event::GuardBaseline(_) | Event::Adequacy(_) => self.guard_bodies.push(recorded.body()),
+            Event::CheckConfirmation(confirmation) => {
+                if let Some(slot) = self.slot(confirmation.check.iteration) {
+                    slot.confirmations.push(confirmation.clone());
+                }
+            }
             Event::CheckBaseline(baseline) => self.check_baseline = Some(baseline.clone()),
             Event::Judge(judge) => {
                 if let Some(slot) = self.slot(judge.iteration) {

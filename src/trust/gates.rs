@@ -84,6 +84,11 @@ pub fn first_failure(reports: &[GateReport]) -> Option<(HaltReason, String, &'st
     })
 }
 
+/// A gate that cannot decide because the check is not deterministic.
+fn inconclusive(gate: &'static str, detail: &str) -> GateReport {
+    GateReport { gate, verdict: GateVerdict::Inconclusive { detail: detail.into() }, evidence: Value::Null }
+}
+
 fn shown_json(plan: &RunPlan, shown: &ShownRun) -> Value {
     json!({"run": plan.run, "dimension": plan.dimension, "env": plan.env, "cwd_suffix": plan.cwd_suffix,
            "class": shown.class, "failing_digest": shown.failing_digest, "exit_code": shown.exit_code})
@@ -100,10 +105,7 @@ impl Gate for Determinism {
         let s = &ctx.determinism.summary;
         let verdict = match &s.verdict {
             ProbeVerdict::Flaky { broken_by } => {
-                let parts: Vec<String> = broken_by
-                    .iter()
-                    .map(|b| format!("{} (runs {:?})", b.dimension.map(|d| d.as_str()).unwrap_or("unperturbed runs"), b.runs))
-                    .collect();
+                let parts: Vec<String> = broken_by.iter().map(|b| b.describe()).collect();
                 GateVerdict::Failed {
                     reason: HaltReason::CheckFlaky,
                     detail: format!("{} of {} runs on copies of the same tree disagreed; broken by {}", s.disagreeing, s.runs, parts.join(", ")),
@@ -127,11 +129,7 @@ impl Gate for Hermeticity {
 
     fn judge(&self, ctx: &GateContext<'_>) -> CmdResult<GateReport> {
         if !ctx.deterministic() {
-            return Ok(GateReport {
-                gate: self.name(),
-                verdict: GateVerdict::Inconclusive { detail: "the check is not deterministic on an unchanged environment".into() },
-                evidence: Value::Null,
-            });
+            return Ok(inconclusive(self.name(), "the check is not deterministic on an unchanged environment"));
         }
         // Run 0: only the network removed; then the environment (locale, HOME, path), the time zone.
         let plans = plan(3, &[Dimension::Env, Dimension::Clock], ctx.seed ^ 0x6865_726d);
@@ -177,11 +175,7 @@ impl Gate for SideEffects {
 
     fn judge(&self, ctx: &GateContext<'_>) -> CmdResult<GateReport> {
         if !ctx.deterministic() {
-            return Ok(GateReport {
-                gate: self.name(),
-                verdict: GateVerdict::Inconclusive { detail: "the check is not deterministic on fresh copies, so a change on a reused copy proves nothing".into() },
-                evidence: Value::Null,
-            });
+            return Ok(inconclusive(self.name(), "the check is not deterministic on fresh copies, so a change on a reused copy proves nothing"));
         }
         let plans = plan(1, &[], ctx.seed);
         let reports = execute(ctx.target, &plans, RunMode { no_network: false, repeat: 2 }, 1)?;

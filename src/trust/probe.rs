@@ -41,6 +41,14 @@ pub struct Breakage {
     pub runs: Vec<u64>,
 }
 
+impl Breakage {
+    /// `order (runs 1,3)`: what broke the agreement, and in which runs.
+    pub fn describe(&self) -> String {
+        let runs = self.runs.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(",");
+        format!("{} (runs {runs})", self.dimension.map(|d| d.as_str()).unwrap_or("unperturbed runs"))
+    }
+}
+
 /// The probe's conclusion.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "verdict", rename_all = "snake_case")]

@@ -8,6 +8,10 @@
 
 use statrs::distribution::{Beta, ContinuousCDF, Normal};
 
+/// The default flake-rate target and confidence (5% at 95%: 59 clean runs).
+pub const DEFAULT_MAX_FLAKE_RATE: f64 = 0.05;
+pub const DEFAULT_CONFIDENCE: f64 = 0.95;
+
 /// A value outside the range a parameter admits.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum StatsError {

@@ -1,0 +1,102 @@
+//! Confirmation of a green before `success_condition_met`: the check rerun `confirm_runs` times
+//! on the same tree (the iteration's candidate, through the one check runner), each rerun a free
+//! sample of the in-loop stability monitor. A rerun whose verdict class or failing set differs
+//! from the iteration's `check_result` is a flake, not success: it is recorded
+//! (`check_confirmation`, with the Wilson lower bound on stability at the run's confidence) and
+//! `decide` halts `check_not_deterministic` on it.
+//!
+//! An iteration whose agent changed nothing (its snapshot's tree is an earlier iteration's) is a
+//! free sample too: its check is compared with the earlier one's, and a disagreement is recorded
+//! the same way (`confirmation` 0, `same_tree_as`), so `decide` halts on it whether live or
+//! resumed. Agreeing free samples are counted, not recorded: the bound is recomputed from the
+//! receipt (the iterations with a repeated tree).
+
+use super::decide::Step;
+use super::lifecycle::ActiveRun;
+use super::verdict::Verdict;
+use crate::error::{CmdResult, Failure};
+use crate::receipt::events::{CheckResult, ConfirmationRecord, Event};
+use crate::trust::stats::{stability_lower_bound, Confidence};
+use crate::workspace::Snapshot;
+use crate::zones::Zone;
+
+/// Whether a rerun showed what the iteration's check showed: verdict class and failing set.
+fn agrees(original: &CheckResult, rerun: &CheckResult) -> bool {
+    Verdict::of_check(original) == Verdict::of_check(rerun) && original.failing_set == rerun.failing_set
+}
+
+impl ActiveRun<'_> {
+    /// Rerun iteration `n`'s green check on `tree` (`None`: in place) until `confirm_runs`
+    /// reruns agreed or one did not, then decide again.
+    pub(super) fn confirm_green(&mut self, zone: &mut dyn Zone, n: u64, tree: Option<&Snapshot>, original: &CheckResult) -> CmdResult<Step> {
+        let confidence = Confidence::new(self.cfg.confidence).map_err(|e| Failure::invalid_input(format!("the pinned confidence: {e}")))?;
+        let target = 1.0 - self.cfg.max_flake_rate;
+        let mut agreeing = 0u64;
+        for k in 1..=self.cfg.confirm_runs {
+            if let Some(sig) = crate::interrupt::pending() {
+                return Ok(Step::Interrupted(sig));
+            }
+            let outcome = match self.run_check(zone, n, tree, Some(k))? {
+                Ok(outcome) => outcome,
+                Err(halt) => return Ok(halt),
+            };
+            let check = outcome.record(n);
+            let agreed = agrees(original, &check);
+            agreeing += u64::from(agreed);
+            let bound = stability_lower_bound(agreeing, k, confidence).map_err(|e| Failure::internal(e.to_string()))?;
+            self.append(Event::CheckConfirmation(ConfirmationRecord {
+                confirmation: k,
+                same_tree_as: None,
+                agrees: agreed,
+                stability_lower_bound: bound,
+                confidence: confidence.get(),
+                stability_target: target,
+                check,
+            }))?;
+            if !agreed {
+                break;
+            }
+        }
+        Ok(self.decide())
+    }
+
+    /// Compare iteration `n`'s check with the latest earlier check on the same tree (detached
+    /// workspace), recording a disagreement.
+    pub(super) fn same_tree_sample(&mut self, n: u64, check: &CheckResult) -> CmdResult<()> {
+        let tree_of = |r: &crate::receipt::history::IterationRecord| r.snapshot.as_ref().map(|s| s.tree_id.clone());
+        let Some(tree) = self.history.iterations.iter().find(|r| r.iteration == n).and_then(tree_of) else {
+            return Ok(());
+        };
+        // Every earlier iteration whose check ran on a tree an even earlier one had: the samples.
+        let mut samples = 0u64;
+        let mut agreeing = 0u64;
+        let mut seen: std::collections::BTreeMap<String, &CheckResult> = std::collections::BTreeMap::new();
+        let mut earlier: Option<(u64, CheckResult)> = None;
+        for r in self.history.iterations.iter().filter(|r| r.iteration <= n) {
+            let (Some(t), Some(c)) = (tree_of(r), r.check.as_ref()) else { continue };
+            if let Some(prev) = seen.get(&t) {
+                samples += 1;
+                agreeing += u64::from(agrees(prev, c));
+                if r.iteration == n && t == tree {
+                    earlier = Some((prev.iteration, (*prev).clone()));
+                }
+            }
+            seen.insert(t, c);
+        }
+        let Some((m, prev)) = earlier else { return Ok(()) };
+        if agrees(&prev, check) {
+            return Ok(());
+        }
+        let confidence = Confidence::new(self.cfg.confidence).map_err(|e| Failure::invalid_input(format!("the pinned confidence: {e}")))?;
+        let bound = stability_lower_bound(agreeing, samples, confidence).map_err(|e| Failure::internal(e.to_string()))?;
+        self.append(Event::CheckConfirmation(ConfirmationRecord {
+            confirmation: 0,
+            same_tree_as: Some(m),
+            agrees: false,
+            stability_lower_bound: bound,
+            confidence: confidence.get(),
+            stability_target: 1.0 - self.cfg.max_flake_rate,
+            check: check.clone(),
+        }))
+    }
+}
