@@ -37,7 +37,6 @@ pub mod halt;
 pub mod inert;
 pub mod interrupt;
 pub mod output;
-pub mod progress;
 pub mod receipt;
 pub mod run_id;
 pub mod safefs;

@@ -17,7 +17,8 @@ use crate::zones::{Backend, Isolation};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
-const CONFIG_FLAGS: [&str; 30] = [
+const CONFIG_FLAGS: [&str; 31] = [
+    "no_progress_k",
     "backend",
     "image",
     "cgroup_parent",
@@ -127,6 +128,10 @@ pub struct Args {
     /// Seconds before the check's process tree is killed (default 600).
     #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
     pub check_timeout: Option<f64>,
+    /// Accepted iterations without a new fewest-failing-targets before `no_progress_detected`
+    /// (default 3; 0 turns the rule off; docs/progress.md). Over `[progress] no_progress_k`.
+    #[arg(long, value_name = "K")]
+    pub no_progress_k: Option<usize>,
     /// Run one iteration, then stop (resumable unless it halted).
     #[arg(long)]
     pub once: bool,
@@ -190,6 +195,7 @@ impl Args {
             include_uncommitted: self.include_uncommitted.then_some(true),
             protected: self.protect.clone(),
             max_iterations: self.max_iterations,
+            no_progress_k: self.no_progress_k,
             exec_timeout_secs: self.exec_timeout,
             check_timeout_secs: self.check_timeout,
             report: self.report.clone(),

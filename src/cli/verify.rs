@@ -30,7 +30,7 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     }
     let ok = verification.ok();
     human.push_str(if ok { "verified\n" } else { "NOT verified\n" });
-    let mut out = Outcome::ok("verify").human(human);
+    let mut out = Outcome::ok("verify");
     if let Some(id) = &verification.run_id {
         out.set("run_id", id.clone());
     }
@@ -38,6 +38,11 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
         out.set("halt_reason", reason.clone());
     }
     out.set("verify", serde_json::to_value(&verification).unwrap_or_default());
+    // The operator's verdict, as `explain-halt` computes it from the same receipt.
+    if let Some(verdict) = halt_verdict(&run_dir) {
+        human.push_str(&format!("verdict {} (loopexec explain-halt)\n", verdict.explanation.verdict.as_str()));
+        out.set("verdict", serde_json::to_value(&verdict).unwrap_or_default());
+    }
     out.set("verified", ok);
     if !ok {
         out.status = "failed";
@@ -50,5 +55,15 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
             });
         }
     }
-    Ok(out)
+    Ok(out.human(human))
+}
+
+/// The verdict on the run's halt from its receipt alone (none when it does not verify or the run
+/// has not halted).
+fn halt_verdict(run_dir: &crate::safefs::SafeDir) -> Option<super::explain_halt::HaltVerdict> {
+    use crate::receipt::chain;
+    let bytes = run_dir.read(crate::receipt::seal::RECEIPT_FILE, chain::MAX_RECEIPT_BYTES).ok()?;
+    let verified = chain::verify(&bytes).ok()?;
+    let history = crate::receipt::history::History::of_lines(&verified.events).ok()?;
+    super::explain_halt::verdict_of(&history)
 }

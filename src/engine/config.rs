@@ -171,6 +171,10 @@ pub struct LoopConfig {
     /// The syntax-tree guards' settings (rules disabled with reasons, extra surface globs).
     #[serde(default)]
     pub guards: GuardPins,
+    /// The progress rules' parameters (`[progress]` in loop.toml, `--no-progress-k`;
+    /// docs/progress.md). Receipts pinned before them read as the defaults.
+    #[serde(default)]
+    pub progress: crate::convergence::rules::Limits,
     pub model: ModelPins,
     pub sampling: SamplingPins,
     pub context_files: Vec<ContextFile>,
@@ -207,6 +211,10 @@ pub struct ConfigInput {
     pub check_timeout_secs: Option<f64>,
     pub report: Vec<String>,
     pub guards: GuardPins,
+    /// `[progress]` of loop.toml.
+    pub progress: Option<crate::convergence::rules::Limits>,
+    /// `--no-progress-k`, over `[progress] no_progress_k`.
+    pub no_progress_k: Option<usize>,
     pub model: ModelPins,
     pub sampling: SamplingPins,
     pub context_files: Vec<String>,
@@ -238,6 +246,8 @@ impl ConfigInput {
             check_timeout_secs: self.check_timeout_secs.or(file.check_timeout_secs),
             report: if self.report.is_empty() { file.report } else { self.report },
             guards: file.guards,
+            progress: self.progress.or(file.progress),
+            no_progress_k: self.no_progress_k.or(file.no_progress_k),
             model: ModelPins {
                 provider: self.model.provider.or(file.model.provider),
                 id: self.model.id.or(file.model.id),
@@ -403,6 +413,7 @@ impl LoopConfig {
         // Validated here too, so that a rule disabled without a reason leaves no run behind.
         input.guards.rule_set()?;
         input.guards.surface_spec()?;
+        let progress = input.progress.unwrap_or_default();
         let context_files =
             input.context_files.iter().map(|raw| pin_context_file(workdir, raw)).collect::<Result<Vec<_>, _>>()?;
         Ok(LoopConfig {
@@ -425,6 +436,10 @@ impl LoopConfig {
             report: input.report,
             junit: None,
             guards: input.guards,
+            progress: crate::convergence::rules::Limits {
+                no_progress_k: input.no_progress_k.unwrap_or(progress.no_progress_k),
+                ..progress
+            },
             model: input.model,
             sampling: input.sampling,
             context_files,

@@ -11,6 +11,8 @@
 //!   evidence disagrees is `metric_integrity_violation`, naming the disagreements; fail is a red iteration
 //!   (not a failure), and at the iteration cap `max_iterations_reached`; could-not-run is
 //!   `execution_failure`.
+//! - a red check whose `progress` event names a no-convergence halt (`no_progress_detected`,
+//!   `same_failure_repeated`, ...; docs/progress.md): that halt, also at the cap.
 //! - either interrupted by SIGINT/SIGTERM: not a halt; the run becomes resumable.
 
 use super::seats::Mode;
@@ -99,9 +101,19 @@ fn check_fixpoint(record: &IterationRecord, max_iterations: u64) -> Step {
         return Step::Halt(guard.halt_reason, guard.detail.clone());
     }
     match &record.check {
-        Some(check) => after_check(check, record.iteration, max_iterations),
+        Some(check) => match (after_check(check, record.iteration, max_iterations), no_convergence(record)) {
+            // A rule that fired on a red check says more than the iteration cap.
+            (Step::Continue | Step::Halt(HaltReason::MaxIterationsReached, _), Some(halt)) => halt,
+            (step, _) => step,
+        },
         None => Step::Continue,
     }
+}
+
+/// The no-convergence halt the iteration's `progress` event recorded, if a rule fired.
+fn no_convergence(record: &IterationRecord) -> Option<Step> {
+    let progress = record.progress.as_ref()?;
+    Some(Step::Halt(progress.halt_reason?, progress.detail.clone().unwrap_or_default()))
 }
 
 /// Whether the run is at its iteration cap before starting iteration `next`.

@@ -2,8 +2,8 @@
 //!
 //! `iteration_start` -> agent in its zone -> `exec_result` -> decide -> guards after the agent
 //! (on the workspace snapshot) -> `snapshot` (+ `guard`) -> decide -> check in its zone (the one
-//! check runner) -> guards after the check -> `check_result` (+ `guard`) -> acceptance of the
-//! step -> decide.
+//! check runner) -> guards after the check -> `check_result` (+ `guard`) -> progress (the
+//! ratchet and the no-convergence rules: `progress`) -> acceptance of the step -> decide.
 //!
 //! Every observation is appended to the receipt and recorded into the run's history before the
 //! next stage starts, and every decision is `decide` over that history, so what a resumed run
@@ -92,9 +92,38 @@ impl ActiveRun<'_> {
         // A zero exit whose evidence disagrees is no accepted step either.
         let clean = findings.is_empty() && outcome.verdict() != Verdict::Disagrees;
         self.append_findings(findings.into_iter())?;
-        // Acceptance: a step every guard let through, after its check, is the run's new state.
-        if let (true, Some(ws), Some(snapshot)) = (clean, self.workspace.as_mut(), candidate) {
-            ws.accept(snapshot);
+        // The progress stage: the ratchet and the no-convergence rules over the failing sets.
+        let judged = super::progress::judge(&self.history, n, &self.cfg.progress);
+        let ratchet_applies = judged.is_some();
+        let ratcheted = match judged {
+            Some(mut progress) => {
+                // A rejected step is undone: the workspace returns to the last accepted tree.
+                let reverted = match (progress.accepted, self.workspace.as_mut()) {
+                    (false, Some(ws)) => Some(ws.revert_to_best()),
+                    _ => None,
+                };
+                if let Some(Ok(tree)) = &reverted {
+                    progress.reverted_to_tree = Some(tree.clone());
+                }
+                let accepted = progress.accepted;
+                self.append(Event::Progress(progress))?;
+                if let Some(Err(detail)) = reverted {
+                    return Ok(Step::Halt(HaltReason::WorkspaceInvalid, format!("the rejected iteration {n} could not be reverted: {detail}")));
+                }
+                accepted
+            }
+            None => true,
+        };
+        // Acceptance: a step every guard let through, after its check, that the ratchet kept, is
+        // the run's new state (kept aside to revert to only where the ratchet judges).
+        match (clean, ratcheted, self.workspace.as_mut(), candidate) {
+            (true, true, Some(ws), Some(snapshot)) if ratchet_applies => {
+                if let Err(detail) = ws.accept_as_best(snapshot) {
+                    return Ok(Step::Halt(HaltReason::WorkspaceInvalid, format!("the accepted iteration {n} could not be kept: {detail}")));
+                }
+            }
+            (true, true, Some(ws), Some(snapshot)) => ws.accept(snapshot),
+            _ => {}
         }
         if let Some(check_exit) = check.check_exit {
             sink.event(&LoopEvent::Checked {

@@ -61,6 +61,7 @@ struct LoopFile {
     model: Option<ModelSection>,
     sampling: Option<SamplingSection>,
     guards: Option<super::config::GuardPins>,
+    progress: Option<crate::convergence::rules::Limits>,
 }
 
 /// Parse loop file text. Errors name the file and the line.
@@ -100,6 +101,8 @@ pub fn parse(text: &str, name: &str) -> Result<ConfigInput, Failure> {
         check_timeout_secs: file.check_timeout,
         report: file.report.unwrap_or_default().into_iter().chain(file.junit).collect(),
         guards: file.guards.unwrap_or_default(),
+        progress: file.progress,
+        no_progress_k: None,
         model,
         sampling,
         context_files: file.context_files.unwrap_or_default(),
@@ -187,6 +190,8 @@ pub fn template(check: Option<&str>, exec: Option<&str>, isolation: Option<Isola
     t.push_str("# reason the receipt records, and files added to the test-determining surface.\n[guards]\n");
     t.push_str("# disable = [{ rule = \"test-environment-read\", reason = \"the app reads CI on purpose\" }]\n");
     t.push_str("# surface = [\"tests/fixtures/**\"]\n\n");
+    t.push_str("# The no-convergence halts (docs/progress.md), computed from the reports' failing sets.\n[progress]\n");
+    t.push_str("# no_progress_k = 3\n# same_failure_n = 3\n# regressed_n = 2\n# unsatisfiable_cycles = 2\n# oscillation = true\n\n");
     t.push_str("# Model identity, recorded in the receipt.\n[model]\n");
     t.push_str("# provider = \"example\"\n# id = \"example-model\"\n# version = \"2026-01-01\"\n\n");
     t.push_str("# Sampling pins, recorded in the receipt.\n[sampling]\n");

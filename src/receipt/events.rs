@@ -49,6 +49,9 @@ pub enum Event {
     Guard(GuardRecord),
     /// What the syntax-tree guards compare against, computed once per run (per process) from t0.
     GuardBaseline(GuardBaselineRecord),
+    /// The progress judgement of an iteration whose check named its tests: the ratchet's
+    /// acceptance and, when a no-convergence rule fired, its halt and evidence (docs/progress.md).
+    Progress(ProgressRecord),
     Halt(HaltRecord),
     /// An event type this version does not know (kept verbatim in [`Recorded::body`]).
     #[serde(other)]
@@ -73,6 +76,7 @@ impl Event {
             Event::CredentialRevoked(_) => "credential_revoked",
             Event::Guard(_) => "guard",
             Event::GuardBaseline(_) => "guard_baseline",
+            Event::Progress(_) => "progress",
             Event::Halt(_) => "halt",
             Event::Unknown => "unknown",
         }
@@ -156,6 +160,34 @@ pub struct ProtectedChangeRecord {
     pub path: String,
     /// `added`, `modified`, `deleted`, ... (lowercase).
     pub change: String,
+}
+
+/// What the progress rules concluded after one iteration's check (docs/progress.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProgressRecord {
+    pub iteration: u64,
+    /// Failing targets after this iteration (exact count).
+    pub failing_targets: u64,
+    /// Whether the ratchet accepted the iteration (its passing set kept every test the last
+    /// accepted iteration passed); a rejected iteration is never delivered.
+    pub accepted: bool,
+    /// Why the ratchet rejected it (`{"kind": "lost_tests", "lost": [...]}`), when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejection: Option<Value>,
+    /// The last accepted iteration after this one (0: the start).
+    pub frontier: u64,
+    /// For a rejected iteration of a detached run: the tree id the workspace was reverted to
+    /// (the last accepted snapshot's, or t0's), taken again after the revert.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reverted_to_tree: Option<String>,
+    /// The no-convergence halt a rule computed, when one fired.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub halt_reason: Option<crate::halt::HaltReason>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// The rule's evidence (`{"rule": ..., ...}`), when one fired.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -5,7 +5,7 @@
 //! that a live run and a resumed one decide from the same state.
 
 use super::events::{
-    CheckResult, Event, ExecResult, GuardRecord, HaltRecord, Recorded, RunStart, SnapshotRecord, WorkspaceRecord,
+    CheckResult, Event, ExecResult, GuardRecord, HaltRecord, ProgressRecord, Recorded, RunStart, SnapshotRecord, WorkspaceRecord,
 };
 use serde_json::{Map, Value};
 
@@ -19,6 +19,8 @@ pub struct IterationRecord {
     pub check: Option<CheckResult>,
     /// Guard findings recorded in `guard` events.
     pub guards: Vec<GuardRecord>,
+    /// The progress judgement after the check (`progress` event; docs/progress.md).
+    pub progress: Option<ProgressRecord>,
     /// The cause, when the iteration was interrupted (`SIGINT`, `SIGTERM`, `supervisor_lost`).
     pub interrupted: Option<String>,
     /// The lines of the exec, check and interruption events (for the sealed predicate).
@@ -155,6 +157,11 @@ impl History {
                 }
             }
             Event::GuardBaseline(_) => self.guard_bodies.push(recorded.body()),
+            Event::Progress(progress) => {
+                if let Some(slot) = self.slot(progress.iteration) {
+                    slot.progress = Some(progress.clone());
+                }
+            }
             Event::Halt(halt) => {
                 self.halt = Some(halt.clone());
                 self.halt_line = Some(recorded.line.clone());
@@ -198,7 +205,9 @@ impl History {
 
     /// The last snapshot the guards accepted (the end state of a detached run).
     pub fn last_accepted_snapshot(&self) -> Option<&SnapshotRecord> {
-        self.iterations.iter().rev().filter_map(|r| r.snapshot.as_ref()).find(|s| s.accepted())
+        // An iteration the ratchet rejected is never the end state.
+        let ratcheted = |r: &&IterationRecord| r.progress.as_ref().is_none_or(|p| p.accepted);
+        self.iterations.iter().rev().filter(ratcheted).filter_map(|r| r.snapshot.as_ref()).find(|s| s.accepted())
     }
 
     /// The egress audit digest the receipt recorded last.

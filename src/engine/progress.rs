@@ -1,0 +1,161 @@
+//! The progress stage of an iteration: after its check, the ratchet's acceptance and the
+//! no-convergence rules ([`crate::convergence`]) over the trajectory of failing sets the receipt
+//! recorded, as one `progress` event. A pure function of the run's [`History`], so the live loop,
+//! a resumed run and an offline reader reach the same judgement.
+//!
+//! Only checks whose reports named their tests (a collected and a failing set) are observed; an
+//! iteration without them is not judged (progress cannot be measured from an exit code) and
+//! leaves the frontier where it was. Until the t0 baseline run is recorded, the first observed
+//! iteration stands in for t0: the rules start from it, and the ratchet accepts it.
+
+use crate::convergence::ratchet::{self, Decision, Frontier};
+use crate::convergence::rules::{self, Limits};
+use crate::convergence::{signature, Observation, TestSet};
+use crate::engine::verdict::Verdict;
+use crate::receipt::events::{CheckResult, ProgressRecord};
+use crate::receipt::history::{History, IterationRecord};
+
+/// What a check's report showed, when it named its tests.
+fn sets(check: &CheckResult) -> Option<(TestSet, TestSet)> {
+    let collected: TestSet = check.collected_set.as_ref()?.iter().cloned().collect();
+    let failing: TestSet = check.failing_set.as_ref()?.iter().cloned().collect();
+    let skipped: TestSet = check.skipped_set.iter().flatten().cloned().collect();
+    let passing = collected.difference(&failing).filter(|t| !skipped.contains(*t)).cloned().collect();
+    Some((passing, failing))
+}
+
+/// The observation of one recorded iteration (`accepted` as judged then).
+fn observe(record: &IterationRecord, accepted: bool) -> Option<Observation> {
+    let (passing, failing) = sets(record.check.as_ref()?)?;
+    let signature = signature::of_failures(failing.iter().map(|t| (t.as_str(), "")));
+    Some(Observation { iteration: record.iteration, failing_targets: failing.clone(), passing, failing, signature, accepted })
+}
+
+/// The earlier observations, in order, each with the acceptance its `progress` event recorded.
+fn trajectory_before(history: &History, iteration: u64) -> Vec<Observation> {
+    history
+        .iterations
+        .iter()
+        .filter(|r| r.iteration < iteration)
+        .filter_map(|r| observe(r, r.progress.as_ref()?.accepted))
+        .collect()
+}
+
+/// The frontier the earlier observations left: the last accepted one (none yet: the start).
+fn frontier_of(trajectory: &[Observation]) -> Frontier {
+    trajectory
+        .iter()
+        .rev()
+        .find(|o| o.accepted)
+        .map(|o| Frontier { iteration: o.iteration, passing: o.passing.clone(), best_score: None })
+        .unwrap_or_default()
+}
+
+/// Judge iteration `iteration` of `history` (its check recorded): `None` when its check named no
+/// tests.
+pub fn judge(history: &History, iteration: u64, limits: &Limits) -> Option<ProgressRecord> {
+    let record = history.iterations.iter().rev().find(|r| r.iteration == iteration)?;
+    let check = record.check.as_ref()?;
+    let mut trajectory = trajectory_before(history, iteration);
+    let candidate = observe(record, false)?;
+    let frontier = frontier_of(&trajectory);
+    let (accepted, rejection, frontier_at) = match ratchet::judge(&frontier, iteration, &candidate.passing, None, None) {
+        Decision::Accepted(next) => (true, None, next.iteration),
+        Decision::Rejected(why) => (false, serde_json::to_value(why).ok(), frontier.iteration),
+    };
+    let failing_targets = candidate.failing_targets.len() as u64;
+    trajectory.push(Observation { accepted, ..candidate });
+    // The rules judge a red check only: a green one ends the run as it is.
+    let finding = match (Verdict::of_check(check), trajectory.split_first()) {
+        (Verdict::Fail, Some((start, rest))) if !rest.is_empty() => rules::evaluate(start, rest, limits),
+        _ => None,
+    };
+    Some(ProgressRecord {
+        iteration,
+        failing_targets,
+        accepted,
+        rejection,
+        frontier: frontier_at,
+        reverted_to_tree: None,
+        halt_reason: finding.as_ref().map(rules::Finding::reason),
+        detail: finding.as_ref().map(rules::Finding::detail),
+        evidence: finding.as_ref().and_then(|f| serde_json::to_value(f).ok()),
+    })
+}
+
+/// |F_i|: failing targets after each iteration the ratchet accepted, in order (the first
+/// observed iteration standing in for t0). Empty when no check named its tests.
+pub fn accepted_trajectory(history: &History) -> Vec<(u64, usize)> {
+    history
+        .iterations
+        .iter()
+        .filter_map(|r| r.progress.as_ref().filter(|p| p.accepted).map(|p| (r.iteration, p.failing_targets as usize)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::halt::HaltReason;
+    use crate::receipt::events::{sample, Event};
+
+    /// An iteration whose report collected {a, b, c, d} with `failing` failing (exit 1 unless
+    /// nothing fails).
+    fn checked(history: &mut History, iteration: u64, failing: &[&str]) {
+        let Event::CheckResult(mut check) = sample::check_result(iteration, if failing.is_empty() { 0 } else { 1 }) else {
+            unreachable!()
+        };
+        check.collected_set = Some(["a", "b", "c", "d"].iter().map(|s| s.to_string()).collect());
+        check.failing_set = Some(failing.iter().map(|s| s.to_string()).collect());
+        check.skipped_set = None;
+        history.iterations.push(IterationRecord { iteration, check: Some(check), ..Default::default() });
+    }
+
+    fn step(history: &mut History, iteration: u64, failing: &[&str], limits: &Limits) -> ProgressRecord {
+        checked(history, iteration, failing);
+        let judged = judge(history, iteration, limits).expect("a report was recorded");
+        history.iterations.last_mut().unwrap().progress = Some(judged.clone());
+        judged
+    }
+
+    #[test]
+    fn an_iteration_that_breaks_a_passing_test_is_rejected_and_the_frontier_stays() {
+        let mut h = History::default();
+        let limits = Limits::default();
+        assert!(step(&mut h, 1, &["a", "b"], &limits).accepted);
+        let broke = step(&mut h, 2, &["b", "c"], &limits);
+        assert!(!broke.accepted);
+        assert_eq!(broke.frontier, 1);
+        assert_eq!(broke.rejection, Some(serde_json::json!({"kind": "lost_tests", "lost": ["c"]})));
+    }
+
+    #[test]
+    fn the_same_failing_set_three_times_halts_same_failure_repeated_with_its_iterations() {
+        let mut h = History::default();
+        let limits = Limits::default();
+        step(&mut h, 1, &["a", "b"], &limits);
+        step(&mut h, 2, &["a"], &limits);
+        step(&mut h, 3, &["a"], &limits);
+        let third = step(&mut h, 4, &["a"], &limits);
+        assert_eq!(third.halt_reason, Some(HaltReason::SameFailureRepeated));
+        assert_eq!(third.evidence.unwrap()["iterations"], serde_json::json!([2, 3, 4]));
+    }
+
+    #[test]
+    fn a_check_without_a_report_is_not_judged() {
+        let mut h = History::default();
+        checked(&mut h, 1, &["a"]);
+        h.iterations[0].check.as_mut().unwrap().collected_set = None;
+        assert_eq!(judge(&h, 1, &Limits::default()), None);
+    }
+
+    #[test]
+    fn the_accepted_trajectory_skips_rejected_iterations() {
+        let mut h = History::default();
+        let limits = Limits { same_failure_n: 0, ..Limits::default() };
+        step(&mut h, 1, &["a", "b", "c"], &limits);
+        step(&mut h, 2, &["b", "c", "d"], &limits);
+        step(&mut h, 3, &["b", "c"], &limits);
+        assert_eq!(accepted_trajectory(&h), vec![(1, 3), (3, 2)]);
+    }
+}
