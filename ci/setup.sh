@@ -6,8 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # python3-pytest, golang-go, nodejs and perl (prove): the real test runners the report parser tests
-# run (tests/testreport_tools.rs, ci/report-samples.sh).
-packages=(gcc libc6-dev python3 git openssl python3-pytest golang-go nodejs perl)
+# run (tests/testreport_tools.rs, ci/report-samples.sh). cargo (Debian's, with its rustc, in
+# /usr/bin): the system toolchain a Rust check runs in the exec zone, which binds /usr but nothing
+# under /root or /home where rustup keeps its own (tests/loop_real_projects.rs).
+packages=(gcc libc6-dev python3 git openssl python3-pytest golang-go nodejs perl cargo)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -37,6 +39,12 @@ if ! cargo nextest --version >/dev/null 2>&1; then
     echo "setup: cargo-nextest missing (run: cargo install --locked cargo-nextest)" >&2
     exit 1
   fi
+fi
+
+# The real open-source projects tests/loop_real_projects.rs runs, fetched once into a cache so
+# that the tests run offline (pinned by SHA-256; never vendored).
+if [ "$(id -u)" = 0 ] || [ -n "${LOOPEXEC_TEST_PROJECTS:-}" ]; then
+  ci/fetch-test-projects.sh
 fi
 
 if [ "$(id -u)" = 0 ] && [ -x ci/setup-test-user.sh ]; then

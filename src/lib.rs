@@ -36,6 +36,7 @@ pub mod feedback;
 pub mod halt;
 pub mod inert;
 pub mod interrupt;
+pub mod mutation;
 pub mod output;
 pub mod receipt;
 pub mod run_id;

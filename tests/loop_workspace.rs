@@ -410,29 +410,31 @@ fn other_local_user() -> Option<&'static str> {
 }
 
 #[test]
-fn a_file_another_local_user_puts_in_a_world_writable_agent_directory_is_never_delivered() {
+fn another_local_user_reaches_neither_the_baseline_cache_nor_the_run_directory() {
     let Some(other) = other_local_user() else { return };
     let repo = workdir();
     std::fs::write(repo.path().join("answer"), "41\n").unwrap();
     commit_t0(repo.path());
-    // The agent leaves a 1777 directory, and waits (bounded) until a file appears in it.
-    let exec = "mkdir shared && chmod 1777 shared && touch shared/ready && i=0; until ls shared | grep -q planted || [ $i -ge 300 ]; do sleep 0.1; i=$((i+1)); done; echo 42 > answer";
-    let upper = run_dir(repo.path(), "other").join("workspace/upper/shared");
-    let planter = {
-        let ready = upper.join("ready");
-        let planted = upper.join("planted");
-        std::thread::spawn(move || {
-            wait_for_file(&ready, std::time::Duration::from_secs(60));
-            let script = format!("echo 'from another user' > '{}'", planted.display());
-            std::process::Command::new("runuser").args(["-u", other, "--", "sh", "-c", &script]).status().unwrap()
-        })
-    };
+    // The agent leaves a 1777 directory in its workspace, as an invitation.
+    let exec = "mkdir shared && chmod 1777 shared && echo 42 > answer";
     let r = loopexec(repo.path(), &["run", "--json", "--run-id", "other", "--max-iterations", "1", "--exec", exec, "--check", "true"]);
-    assert!(planter.join().unwrap().success(), "the other user reached the directory (the attack this test defends against)");
-    assert_eq!(r.code, 30, "{r:?}");
-    assert_eq!(r.json()["halt_reason"], "workspace_invalid");
-    let halt = events(repo.path(), "other").into_iter().rev().find(|e| e["type"] == "halt").unwrap();
-    assert!(halt["detail"].as_str().unwrap().contains("\"shared/planted\" belongs to uid"), "{halt}");
-    assert_eq!(halt["delivery"]["branch"], serde_json::Value::Null);
+    assert_eq!(r.json()["halt_reason"], "success_condition_met", "{r:?}");
+    let key = events(repo.path(), "other").into_iter().find(|e| e["type"] == "workspace").unwrap()["baseline_key"].as_str().unwrap().to_string();
+    let cached = repo.path().join(".loopexec/baselines").join(&key).join("tree/answer");
+    let shared = run_dir(repo.path(), "other").join("workspace/upper/shared");
+    let receipt = run_dir(repo.path(), "other").join("receipt.jsonl");
+    assert!(cached.is_file() && shared.is_dir() && receipt.is_file(), "the paths the other user tries exist");
+    let as_other = |script: String| std::process::Command::new("runuser").args(["-u", other, "--", "sh", "-c", &script]).output().unwrap();
+    for attempt in [
+        format!("cat '{}'", cached.display()),
+        format!("echo planted > '{}/planted'", shared.display()),
+        format!("cat '{}'", receipt.display()),
+        format!("ls '{}'", repo.path().join(".loopexec").display()),
+    ] {
+        let out = as_other(attempt.clone());
+        assert!(!out.status.success(), "{other} succeeded: {attempt}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("Permission denied"), "{attempt}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    assert_eq!(git(repo.path(), &["show", "loopexec/other:answer"]), "42\n");
     assert_receipt_matches_delivery(repo.path(), "other");
 }

@@ -541,17 +541,33 @@ fn an_overlay_target_overlapping_a_grant_is_refused() {
 }
 
 #[test]
-fn as_root_a_layer_the_zone_uid_cannot_reach_is_refused_with_the_fix() {
+fn as_root_layers_beneath_a_directory_only_the_operator_traverses_are_mounted() {
     if !is_root() {
-        return; // unprivileged, the zone runs as the caller: nothing to refuse
+        return; // unprivileged, the zone runs as the caller, who owns every directory on the way
     }
     let f = Fixture::new(FILES);
     let b = f.baseline(false);
     std::fs::set_permissions(f.tmp.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
-    let o = sandbox::OverlayMount { target: "/ws".into(), lowers: vec![b.files_dir.clone(), b.files_dir.clone()], upper: None, work: None, volatile: false };
-    let (code, out) = in_zone(&o, "true");
-    assert_eq!(code, 20, "{out}");
-    assert!(out.contains(&format!("chmod o+x {}", f.tmp.path().display())), "{out}");
+    let second = f.tmp.path().join("second-lower");
+    std::fs::create_dir(&second).unwrap();
+    std::fs::set_permissions(&second, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let o = sandbox::OverlayMount { target: "/ws".into(), lowers: vec![second, b.files_dir.clone()], upper: None, work: None, volatile: false };
+    let (code, out) = in_zone(&o, "cat README.md");
+    assert_eq!((code, out.as_str()), (0, "hello\n"));
+}
+
+#[test]
+fn a_zone_mountinfo_names_no_host_path_of_its_overlay_layers() {
+    let f = Fixture::new(FILES);
+    let ws = f.workspace();
+    let o = ws.agent_overlay(Path::new("/ws"));
+    let (code, out) = in_zone(&o, "cat /proc/self/mountinfo");
+    assert_eq!(code, 0, "{out}");
+    let overlay_line = out.lines().find(|l| l.contains(" /ws ")).unwrap_or_else(|| panic!("no /ws mount in {out}"));
+    assert!(overlay_line.contains("lowerdir=/layers/0,"), "{overlay_line}");
+    assert!(overlay_line.contains("upperdir=/layers/1/upper,workdir=/layers/1/work"), "{overlay_line}");
+    let tmp = f.tmp.path().to_string_lossy().into_owned();
+    assert!(!out.contains(&tmp), "mountinfo names {tmp}: {out}");
 }
 
 #[test]

@@ -78,33 +78,17 @@ pub(crate) fn idmapped_trees(grants: &[RwGrant], zone_uid: u32, zone_gid: u32) -
     Ok(out)
 }
 
-/// Layer paths canonicalised (so the zone can open them without following any symlink); every
-/// layer must be an existing directory. For root callers the zone mounts as its own uid, so every
-/// directory on the way to a layer must let it pass, and the upper and work directories must be
-/// its own: refused here with the fix, rather than failing inside the zone.
+/// Layer paths canonicalised (so the supervisor can open them without following any symlink);
+/// every layer must be an existing directory. For root callers the upper and work directories
+/// must be the zone uid's own (it mounts as that uid): refused here with the fix, rather than
+/// failing inside the zone. The zone never walks a layer's path: it gets each layer as a
+/// descriptor ([`overlay_layer_fds`]), so no directory above a layer needs to let it pass.
 pub(crate) fn resolve_overlays(overlays: &[OverlayMount], zone_ids: Option<(u32, u32)>) -> Result<Vec<OverlayMount>, SandboxError> {
     if !overlays.is_empty() {
         require_unprivileged_overlayfs()?;
     }
     if let Some((uid, gid)) = zone_ids {
-        let may = |m: &std::fs::Metadata, bits: u32| {
-            (m.uid() == uid && m.mode() & (bits << 6) == bits << 6) || (m.gid() == gid && m.mode() & (bits << 3) == bits << 3) || m.mode() & bits == bits
-        };
         for o in overlays {
-            for layer in o.lowers.iter().chain(o.upper.iter()).chain(o.work.iter()) {
-                let c = std::fs::canonicalize(layer).map_err(|e| SandboxError::Spec(format!("overlay layer {}: {e}", layer.display())))?;
-                for dir in c.ancestors().skip(1) {
-                    let m = std::fs::metadata(dir).map_err(|e| SandboxError::io(dir.display().to_string(), e))?;
-                    if !may(&m, 0o1) {
-                        return Err(SandboxError::Spec(format!(
-                            "overlay layer {} is not reachable by the zone uid {uid}: {} does not let it pass (`chmod o+x {}`, or run loopexec unprivileged)",
-                            layer.display(),
-                            dir.display(),
-                            dir.display()
-                        )));
-                    }
-                }
-            }
             for own in o.upper.iter().chain(o.work.iter()) {
                 let m = std::fs::metadata(own).map_err(|e| SandboxError::io(own.display().to_string(), e))?;
                 if m.uid() != uid {
@@ -130,6 +114,9 @@ pub(crate) fn resolve_overlays(overlays: &[OverlayMount], zone_ids: Option<(u32,
     overlays
         .iter()
         .map(|o| {
+            if let (Some(upper), Some(work)) = (&o.upper, &o.work) {
+                upper_work_parent(&canon(upper)?, &canon(work)?)?;
+            }
             Ok(OverlayMount {
                 target: o.target.clone(),
                 lowers: o.lowers.iter().map(canon).collect::<Result<_, _>>()?,
@@ -139,6 +126,41 @@ pub(crate) fn resolve_overlays(overlays: &[OverlayMount], zone_ids: Option<(u32,
             })
         })
         .collect()
+}
+
+/// Root callers: every overlay layer as a detached mount tree, in plan order (each overlay's
+/// lowers, then the directory holding its upper and work directories: overlayfs wants those two
+/// on one mount). The zone attaches them in its staging root and
+/// mounts the overlay from there, so it never walks a layer's host path: the directories above
+/// the layers (the state dir, the run directory) stay closed to every other uid, the zone's
+/// included, and its mountinfo names staging paths, never the operator's. Unprivileged callers
+/// send none (a detached tree needs CAP_SYS_ADMIN): the zone runs as the caller, who owns the
+/// state dir, and clones each layer itself from its path.
+pub(crate) fn overlay_layer_trees(overlays: &[OverlayMount], zone_ids: Option<(u32, u32)>) -> Result<Option<Vec<OwnedFd>>, SandboxError> {
+    if zone_ids.is_none() {
+        return Ok(None);
+    }
+    let mut out = Vec::new();
+    for o in overlays {
+        let scratch = match (&o.upper, &o.work) {
+            (Some(upper), Some(work)) => Some(upper_work_parent(upper, work)?.to_path_buf()),
+            _ => None,
+        };
+        for layer in o.lowers.iter().chain(scratch.iter()) {
+            let refuse = |e: std::io::Error| SandboxError::Spec(format!("overlay layer {}: {e}", layer.display()));
+            let fd = sys::openat2(libc::AT_FDCWD, &layer.to_string_lossy(), libc::O_PATH | libc::O_DIRECTORY, sys::RESOLVE_NO_SYMLINKS).map_err(refuse)?;
+            out.push(sys::clone_tree(&fd, false).map_err(refuse)?);
+        }
+    }
+    Ok(Some(out))
+}
+
+/// The directory holding an overlay's upper and work directories (they must be siblings).
+pub(crate) fn upper_work_parent<'a>(upper: &'a Path, work: &Path) -> Result<&'a Path, SandboxError> {
+    match (upper.parent(), work.parent()) {
+        (Some(a), Some(b)) if a == b && upper.file_name().is_some() && work.file_name().is_some() => Ok(a),
+        _ => Err(SandboxError::Spec(format!("overlay upper {} and work {} must be sibling directories", upper.display(), work.display()))),
+    }
 }
 
 /// Overlayfs inside a user namespace (with `userxattr`) needs Linux >= 5.11: refuse up front

@@ -9,7 +9,7 @@
 
 use crate::cgroup::{Budget, CgroupEntry, CgroupPool, ZoneCgroup};
 use crate::error::{Layer, SandboxError};
-use crate::grants::{idmapped_trees, resolve_grants, resolve_overlays, RwGrant};
+use crate::grants::{idmapped_trees, overlay_layer_trees, resolve_grants, resolve_overlays, RwGrant};
 use crate::placeholders::Placeholders;
 use crate::plan::{self, decode_failure, Bind, LandlockPlan, Limits, Msg, NotReady, OverlayMount, Plan};
 use crate::policy::{NetworkMode, Policy};
@@ -110,9 +110,17 @@ fn launch_with(
     let mut zone = adopt_init(init, applied_report(&spec.policy, host, &skipped, key), cgroups)?;
     let (ro, grants) = resolve_grants(&spec, key.zone_ids())?; // 6
     let overlays = resolve_overlays(&spec.overlays, key.zone_ids())?;
-    let trees = idmapped_trees(&grants, key.uid, key.gid)?;
+    let mut trees = idmapped_trees(&grants, key.uid, key.gid)?;
+    let layers_from = overlay_layer_trees(&overlays, key.zone_ids())?.map(|layers| {
+        let from = trees.len();
+        trees.extend(layers.into_iter().map(|fd| (PathBuf::new(), fd)));
+        from
+    });
+    if trees.len() > plan::MAX_FDS - 3 {
+        return Err(SandboxError::Spec(format!("a zone takes at most {} idmapped grants and overlay layers together", plan::MAX_FDS - 3)));
+    }
     let holds = hold_protected(&mut zone, &spec.policy, &ro, &grants)?; // 7
-    let plan = build_plan(&spec, host, &skipped, ro, &grants, &trees, overlays, holds); // 8
+    let plan = build_plan(&spec, host, &skipped, ro, &grants, &trees, (overlays, layers_from), holds); // 8
     let stdio = command_stdio([spec.stdin.take(), spec.stdout.take(), spec.stderr.take()])?;
     send_plan(&mut zone, &plan, stdio, trees)?; // 9
     let plan_sent = started.elapsed();
@@ -275,7 +283,7 @@ fn build_plan(
     ro: Vec<PathBuf>,
     grants: &[RwGrant],
     trees: &[(PathBuf, OwnedFd)],
-    overlays: Vec<OverlayMount>,
+    (overlays, overlay_layers_from): (Vec<OverlayMount>, Option<usize>),
     (protected, hidden): Holds,
 ) -> Plan {
     let landlock = (!skipped.iter().any(|m| m.layer == Layer::Landlock)).then(|| LandlockPlan {
@@ -294,6 +302,7 @@ fn build_plan(
         protected,
         hidden,
         overlays,
+        overlay_layers_from,
         tmp_size: spec.policy.filesystem.tmp_size_bytes,
         hostname: spec.policy.identity.hostname.clone(),
         listener_port: spec.loopback_listener,
@@ -306,7 +315,8 @@ fn build_plan(
     }
 }
 
-/// Step 9: the plan, with the command's stdin, stdout and stderr and then the idmapped trees.
+/// Step 9: the plan, with the command's stdin, stdout and stderr, then the idmapped trees and
+/// the overlay layers.
 fn send_plan(zone: &mut RunningZone, plan: &Plan, stdio: [OwnedFd; 3], trees: Vec<(PathBuf, OwnedFd)>) -> Result<(), SandboxError> {
     let bytes = serde_json::to_vec(plan).map_err(|e| SandboxError::Spawn(format!("encode plan: {e}")))?;
     let fds: Vec<RawFd> = stdio.iter().map(|f| f.as_raw_fd()).chain(trees.iter().map(|(_, t)| t.as_raw_fd())).collect();

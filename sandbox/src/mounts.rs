@@ -42,7 +42,7 @@ pub fn build_root(plan: &Plan, trees: Vec<OwnedFd>) -> io::Result<()> {
     bind_grants(&elsewhere, &mut trees)?;
     mount_tmp(plan.tmp_size)?;
     bind_grants(&in_tmp, &mut trees)?;
-    mount_overlays(&plan.overlays)?;
+    mount_overlays(&plan.overlays, plan.overlay_layers_from.and_then(|from| trees.get_mut(from..)))?;
     protect_sub_paths(&plan.protected)?;
     hide_paths(&plan.hidden)?;
     mount_dev()?;
@@ -140,44 +140,67 @@ fn bind_grants(binds: &[Bind], trees: &mut [Option<OwnedFd>]) -> io::Result<()> 
 /// Mount each overlay at its target: overlayfs with `userxattr` (required for an unprivileged
 /// mount in a user namespace, kernel >= 5.11), `redirect_dir=nofollow`, `metacopy` and `index` off (so the
 /// upper layer holds only whole files, whiteouts and opaque directories: what the supervisor's
-/// snapshot reads), nosuid and nodev; read-only without an upper layer. Every layer is reached
-/// beneath /oldroot without following any symlink (the supervisor canonicalised the paths), and
-/// the target is created in the fresh root (it overlaps no grant, so nothing is created on the host).
-fn mount_overlays(overlays: &[OverlayMount]) -> io::Result<()> {
+/// snapshot reads), nosuid and nodev; read-only without an upper layer. Each lower layer, and
+/// the directory holding the upper and work directories (one mount, as overlayfs wants), is first
+/// attached at `/layers/N` of the staging root, from the detached tree the supervisor sent
+/// (`layers`, root callers, in plan order) or cloned from its path beneath /oldroot without
+/// following any symlink (the supervisor canonicalised the paths); the overlay is mounted from
+/// there. So the zone needs no right to the directories above a layer, and its mountinfo names
+/// `/layers/N`, never a host path (the staging root is detached at the final pivot). The target
+/// is created in the fresh root (it overlaps no grant, so nothing is created on the host).
+fn mount_overlays(overlays: &[OverlayMount], mut layers: Option<&mut [Option<OwnedFd>]>) -> io::Result<()> {
     if overlays.is_empty() {
         return Ok(());
     }
     let oldroot = open_path(Path::new("/oldroot"))?;
-    let layer = |p: &Path| -> io::Result<String> {
-        ctx(
-            format!("overlay layer {}", p.display()),
-            sys::openat2(oldroot.as_raw_fd(), &rel(p), libc::O_PATH | libc::O_DIRECTORY, sys::RESOLVE_BENEATH | sys::RESOLVE_NO_SYMLINKS),
-        )?;
-        Ok(format!("/oldroot/{}", rel(p)))
+    ctx("/layers", std::fs::DirBuilder::new().mode(0o700).create("/layers"))?;
+    let mut attached = 0usize;
+    let mut layer = |p: &Path| -> io::Result<String> {
+        let what = format!("overlay layer {}", p.display());
+        let tree = match layers.as_deref_mut() {
+            Some(sent) => sent.get_mut(attached).and_then(Option::take).ok_or_else(|| io::Error::other(format!("{what}: no tree sent")))?,
+            None => {
+                let fd = ctx(&what, sys::openat2(oldroot.as_raw_fd(), &rel(p), libc::O_PATH | libc::O_DIRECTORY, sys::RESOLVE_BENEATH | sys::RESOLVE_NO_SYMLINKS))?;
+                ctx(&what, sys::clone_tree(&fd, false))?
+            }
+        };
+        let at = PathBuf::from(format!("/layers/{attached}"));
+        attached += 1;
+        make_mountpoint(&at, true)?;
+        ctx(&what, sys::move_mount_onto(&tree, open_path(&at)?.as_raw_fd()))?;
+        Ok(at.to_string_lossy().into_owned())
     };
     for o in overlays {
         let dst = Path::new("/newroot").join(rel(&o.target));
-        if o.lowers.len() == 1 && o.upper.is_none() {
+        let lowers: Vec<String> = o.lowers.iter().map(|p| layer(p)).collect::<io::Result<_>>()?;
+        let upper_work = match (&o.upper, &o.work) {
+            (Some(upper), Some(work)) => {
+                let (Some(parent), Some(u), Some(w)) = (upper.parent(), upper.file_name(), work.file_name()) else {
+                    return Err(io::Error::other(format!("overlay upper {} and work {} are not siblings", upper.display(), work.display())));
+                };
+                let at = layer(parent)?;
+                Some((format!("{at}/{}", u.to_string_lossy()), format!("{at}/{}", w.to_string_lossy())))
+            }
+            _ => None,
+        };
+        if lowers.len() == 1 && upper_work.is_none() {
             // overlayfs needs two lower layers without an upper one: a single read-only layer is
             // the same view as a read-only bind of it.
-            layer(&o.lowers[0])?;
-            let src = sys::openat2(oldroot.as_raw_fd(), &rel(&o.lowers[0]), libc::O_PATH | libc::O_DIRECTORY, sys::RESOLVE_BENEATH | sys::RESOLVE_NO_SYMLINKS)?;
             make_mountpoint(&dst, true)?;
             let attrs = sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV;
-            ctx(format!("read-only layer at {}", o.target.display()), bind_fd(&src, &open_path(&dst)?, attrs, true))?;
+            ctx(format!("read-only layer at {}", o.target.display()), bind_fd(&open_path(Path::new(&lowers[0]))?, &open_path(&dst)?, attrs, true))?;
             continue;
         }
-        let lowers: Vec<String> = o.lowers.iter().map(|p| layer(p)).collect::<io::Result<_>>()?;
         let mut options = format!("lowerdir={},userxattr,redirect_dir=nofollow,metacopy=off,index=off,xino=off", lowers.join(":"));
         let mut flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
-        match (&o.upper, &o.work) {
-            (Some(upper), Some(work)) => {
-                options.push_str(&format!(",upperdir={},workdir={}", layer(upper)?, layer(work)?));
+        match &upper_work {
+            Some((upper, work)) => {
+                options.push_str(&format!(",upperdir={upper},workdir={work}"));
                 if o.volatile {
                     options.push_str(",volatile");
                 }
             }
-            _ => flags |= MsFlags::MS_RDONLY,
+            None => flags |= MsFlags::MS_RDONLY,
         }
         make_mountpoint(&dst, true)?;
         nixctx(&format!("overlay at {}", o.target.display()), mount(Some("overlay"), &dst, Some("overlay"), flags, Some(options.as_str())))?;

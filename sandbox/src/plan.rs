@@ -66,7 +66,7 @@ pub struct Limits {
 }
 
 /// Everything the zone init needs, in the order it uses it. Sent with descriptors: the command's
-/// stdin, stdout and stderr, then the mount trees `Bind::tree` indexes.
+/// stdin, stdout and stderr, then the mount trees `Bind::tree` indexes, then the overlay layers.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Plan {
     pub binds: Vec<Bind>,
@@ -75,6 +75,10 @@ pub struct Plan {
     pub hidden: Vec<PathBuf>,
     /// Overlays mounted after the grants (layer paths canonical, symlink-free).
     pub overlays: Vec<OverlayMount>,
+    /// Root callers: where the overlay layers' detached trees start among the descriptors after
+    /// stdio, one per layer in order (each overlay's lowers, then its upper and work
+    /// directories). None: the zone clones each layer from its path.
+    pub overlay_layers_from: Option<usize>,
     pub tmp_size: u64,
     pub hostname: String,
     pub listener_port: Option<u16>,
@@ -219,7 +223,7 @@ pub enum Msg {
 }
 
 /// Most descriptors sent with one message.
-pub const MAX_FDS: usize = 16;
+pub const MAX_FDS: usize = 32;
 
 /// Send one message, with descriptors (at most `MAX_FDS`).
 pub fn send(sock: RawFd, bytes: &[u8], fds: &[RawFd]) -> std::io::Result<()> {

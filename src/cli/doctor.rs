@@ -7,6 +7,11 @@
 //! (kernel, AppArmor's userns restriction, Landlock ABI, seccomp, cgroup version). With a container
 //! backend, what the engine says it can enforce and whether the policy can run under it. Exit 0,
 //! or 30 `isolation_unsatisfiable` naming each missing layer and the fix for this host.
+//!
+//! With `--check CMD` (and probe-check's flags) doctor is the precondition gate of a loop: after
+//! the isolation preflight (native isolation), the oracle gates of `crate::trust::gates` run, each
+//! with its verdict and evidence; the first that fails gives the exit (14 `check_flaky`,
+//! `check_not_hermetic`, `check_has_side_effects`).
 
 use crate::cli::sandbox::load_policy;
 use crate::error::{CmdResult, Failure};
@@ -26,6 +31,11 @@ pub struct DoctorArgs {
     /// Ask this backend instead of probing the native sandbox's layers (`podman`, `docker`).
     #[arg(long, value_enum)]
     pub backend: Option<crate::zones::Backend>,
+    /// The check whose oracle gates to run (determinism, hermeticity, side effects).
+    #[command(flatten)]
+    pub target: crate::cli::probe_check::CheckTargetArgs,
+    #[command(flatten)]
+    pub probe: crate::cli::probe_check::ProbeArgs,
 }
 
 /// The engine's answer and the policy's refusals under it.
@@ -67,7 +77,71 @@ fn engine_report(engine: Engine, policy: &sandbox::Policy) -> CmdResult<Outcome>
     Ok(out.human(human))
 }
 
-pub fn run(args: DoctorArgs, _json: bool) -> CmdResult<Outcome> {
+pub fn run(args: DoctorArgs, json: bool) -> CmdResult<Outcome> {
+    if args.target.check.is_none() {
+        return isolation_preflight(&args, json);
+    }
+    let workdir = crate::cli::run::absolute_workdir(&args.target.workdir)?;
+    let wd = crate::safefs::SafeDir::open(&workdir).map_err(|e| Failure::workspace(format!("workdir: {e}")))?;
+    let file = crate::engine::loopfile::load(&wd)?;
+    let input = file.as_ref().map(|(input, _)| input);
+    let settings = args.probe.resolve(input)?;
+    let target = args.target.resolve(input)?;
+    let preflight = match target.isolation {
+        crate::zones::Isolation::Native => {
+            let out = isolation_preflight(&args, json)?;
+            if out.exit_code() != 0 {
+                return Ok(out);
+            }
+            Some(out)
+        }
+        crate::zones::Isolation::None => None,
+    };
+    gates_outcome(preflight, &target, &settings)
+}
+
+/// The oracle gates' outcome after a preflight that passed (`None`: no isolation to check).
+pub fn gates_outcome(
+    preflight: Option<Outcome>,
+    target: &crate::trust::runner::CheckTarget,
+    settings: &crate::trust::determinism::ProbeSettings,
+) -> CmdResult<Outcome> {
+    use crate::trust::gates::{first_failure, run_gates, GateVerdict};
+    let (determinism, reports) = run_gates(target, settings)?;
+    let mut out = match first_failure(&reports) {
+        Some((reason, detail, gate)) => Outcome::halted("doctor", reason).field("detail", format!("{gate}: {detail}")),
+        None => Outcome::ok("doctor"),
+    };
+    let mut human = preflight.as_ref().map(|p| p.human.clone()).unwrap_or_default();
+    let isolation = match &preflight {
+        Some(_) => "passed".to_string(),
+        None => "not checked (--isolation none)".to_string(),
+    };
+    let mut rows = vec![("gate isolation".to_string(), isolation)];
+    for r in &reports {
+        let shown = match &r.verdict {
+            GateVerdict::Passed => "passed".to_string(),
+            GateVerdict::Failed { reason, detail } => format!("FAILED {reason}: {detail}"),
+            GateVerdict::Inconclusive { detail } => format!("inconclusive: {detail}"),
+        };
+        rows.push((format!("gate {}", r.gate), shown));
+    }
+    rows.push(("flake rate bound".into(), format!("{:.6} after {} runs at confidence {}", determinism.summary.flake_rate_bound, determinism.summary.runs, determinism.summary.confidence)));
+    let rows: Vec<(&str, String)> = rows.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+    human.push_str(&aligned(&rows));
+    if let Some(p) = preflight {
+        for (k, v) in p.fields {
+            out.set(&k, v);
+        }
+    }
+    out.set("check", target.check.clone());
+    out.set("gates", serde_json::to_value(&reports).unwrap_or_default());
+    out.set("probe", serde_json::to_value(&determinism).unwrap_or_default());
+    Ok(out.human(human))
+}
+
+/// The isolation preflight (doctor without `--check`).
+fn isolation_preflight(args: &DoctorArgs, _json: bool) -> CmdResult<Outcome> {
     let policy = load_policy(args.policy.as_ref(), Some("agent"))?;
     if let Some(engine) = args.backend.and_then(|b| b.engine()) {
         return engine_report(engine, &policy);

@@ -15,6 +15,7 @@ pub mod isolate;
 pub mod keygen;
 pub mod loop_args;
 pub mod policy;
+pub mod probe_check;
 pub mod receipt_source;
 pub mod reexecute;
 pub mod replay;
@@ -44,10 +45,12 @@ Examples:
   loopexec verify <RUN_ID> --pubkey ~/.config/loopexec/operator.pub
   loopexec sandbox --rw . -- make test          # one command in a zone
   loopexec doctor                               # which isolation layers this host offers
+  loopexec probe-check --perturb order,seed,env # is the check deterministic? (59 runs: 5% at 95%)
+  loopexec doctor --check 'cargo test'          # the oracle's gates before a loop
   loopexec isolate --backend podman --image localhost/agent:1   # the zones' plan, nothing run
 
 Exit codes: 0 ok, 10 converged, 12 iteration cap, 13 integrity (blocked path, verify failed,
-attest refused), 18 budget (sandbox wall clock), 20 bad usage, 30 workspace or isolation,
+attest refused), 14 oracle untrusted (check_flaky, check_not_hermetic, ...), 18 budget (sandbox wall clock), 20 bad usage, 30 workspace or isolation,
 40 execution failure, 50 internal; 130/143 interrupted by SIGINT/SIGTERM (resumable); sandbox
 exits with its command's code. See SPEC.md §2.";
 
@@ -96,6 +99,18 @@ pub enum Command {
     Replay(replay::Args),
     /// Re-run a halted run's loop N times in fresh runs and report the halt-reason distribution.
     Reexecute(reexecute::Args),
+    /// Run the check many times on copies of the same tree (some perturbed): is it deterministic?
+    ProbeCheck(probe_check::Args),
+    /// One run of a probe in its own process (started by probe-check and doctor; not for operators).
+    #[command(name = "__probe-run", hide = true)]
+    ProbeRun(ProbeRunArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ProbeRunArgs {
+    /// The run's spec, written by the probe.
+    #[arg(long, value_name = "FILE")]
+    pub spec: std::path::PathBuf,
 }
 
 impl Command {
@@ -121,6 +136,8 @@ impl Command {
             Command::Attest(args) => attest::run(args, json),
             Command::Replay(args) => replay::run(args, json),
             Command::Reexecute(args) => reexecute::run(args, json),
+            Command::ProbeCheck(args) => probe_check::run(args, json),
+            Command::ProbeRun(args) => crate::trust::zone_run::command(&args.spec),
         }
     }
 }

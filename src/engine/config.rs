@@ -215,6 +215,8 @@ pub struct ConfigInput {
     pub progress: Option<crate::convergence::rules::Limits>,
     /// `--no-progress-k`, over `[progress] no_progress_k`.
     pub no_progress_k: Option<usize>,
+    /// Oracle-trust settings (loop.toml only): probe target, confirmation reruns, doctor first.
+    pub trust: crate::trust::pins::TrustPins,
     pub model: ModelPins,
     pub sampling: SamplingPins,
     pub context_files: Vec<String>,
@@ -248,6 +250,7 @@ impl ConfigInput {
             guards: file.guards,
             progress: self.progress.or(file.progress),
             no_progress_k: self.no_progress_k.or(file.no_progress_k),
+            trust: file.trust,
             model: ModelPins {
                 provider: self.model.provider.or(file.model.provider),
                 id: self.model.id.or(file.model.id),

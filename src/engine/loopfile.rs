@@ -62,6 +62,10 @@ struct LoopFile {
     sampling: Option<SamplingSection>,
     guards: Option<super::config::GuardPins>,
     progress: Option<crate::convergence::rules::Limits>,
+    max_flake_rate: Option<f64>,
+    confidence: Option<f64>,
+    confirm_runs: Option<u64>,
+    doctor: Option<bool>,
 }
 
 /// Parse loop file text. Errors name the file and the line.
@@ -103,6 +107,12 @@ pub fn parse(text: &str, name: &str) -> Result<ConfigInput, Failure> {
         guards: file.guards.unwrap_or_default(),
         progress: file.progress,
         no_progress_k: None,
+        trust: crate::trust::pins::TrustPins {
+            max_flake_rate: file.max_flake_rate,
+            confidence: file.confidence,
+            confirm_runs: file.confirm_runs,
+            doctor: file.doctor,
+        },
         model,
         sampling,
         context_files: file.context_files.unwrap_or_default(),

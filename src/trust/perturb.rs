@@ -64,7 +64,7 @@ pub fn parse_dimensions(list: &str) -> Result<Vec<Dimension>, UnknownDimension> 
 }
 
 /// The concrete variation of one run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunPlan {
     pub run: u64,
     /// The dimension this run varies (`None`: the unperturbed reference, or no `--perturb`).

@@ -6,11 +6,11 @@
 
 use super::perturb::Dimension;
 use super::stats::{flake_upper_bound, Confidence, FlakeRate, StatsError};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// The verdict class of one check run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunClass {
     Pass,

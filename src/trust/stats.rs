@@ -19,41 +19,39 @@ pub enum StatsError {
     Counts { failures: u64, runs: u64 },
 }
 
-/// A confidence level strictly between 0 and 1.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Confidence(f64);
+/// A probability strictly between 0 and 1, validated once; `refuse` names which parameter it is.
+macro_rules! open_unit_interval {
+    ($(#[$doc:meta])* $name:ident, $refuse:path) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq)]
+        pub struct $name(f64);
 
-impl Confidence {
-    pub fn new(value: f64) -> Result<Self, StatsError> {
-        if value.is_finite() && value > 0.0 && value < 1.0 {
-            Ok(Confidence(value))
-        } else {
-            Err(StatsError::Confidence(value))
+        impl $name {
+            pub fn new(value: f64) -> Result<Self, StatsError> {
+                if value.is_finite() && value > 0.0 && value < 1.0 {
+                    Ok($name(value))
+                } else {
+                    Err($refuse(value))
+                }
+            }
+
+            pub fn get(self) -> f64 {
+                self.0
+            }
         }
-    }
-
-    pub fn get(self) -> f64 {
-        self.0
-    }
+    };
 }
 
-/// A flake-rate target strictly between 0 and 1.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct FlakeRate(f64);
-
-impl FlakeRate {
-    pub fn new(value: f64) -> Result<Self, StatsError> {
-        if value.is_finite() && value > 0.0 && value < 1.0 {
-            Ok(FlakeRate(value))
-        } else {
-            Err(StatsError::FlakeRate(value))
-        }
-    }
-
-    pub fn get(self) -> f64 {
-        self.0
-    }
-}
+open_unit_interval!(
+    /// A confidence level strictly between 0 and 1.
+    Confidence,
+    StatsError::Confidence
+);
+open_unit_interval!(
+    /// A flake-rate target strictly between 0 and 1.
+    FlakeRate,
+    StatsError::FlakeRate
+);
 
 /// The one-sided upper bound on the flake rate after zero failures in `runs` runs:
 /// `1 - (1 - C)^(1/n)` (the Clopper-Pearson bound at k = 0). `runs = 0` bounds nothing (1).

@@ -109,11 +109,10 @@ impl Baseline {
         opts: &BaselineOptions,
     ) -> WsResult<Baseline> {
         let key = cache_key(tree_id, opts.owner);
-        if opts.owner.is_some() {
-            fsat::allow_traverse(&state_root.fd()).map_err(|e| WorkspaceError::io(state_root.path(), e.into()))?;
-        }
+        // The cache is the operator's: no other uid may pass through it (the zones get their
+        // layers as mount trees from the supervisor, docs/workspace.md "Who can reach what").
         let baselines = state_root.subdir_or_create(BASELINES)?;
-        set_mode(&baselines, 0o711)?;
+        set_mode(&baselines, 0o700)?;
         let reused = baselines.exists(&key);
         if !reused {
             let manifest = match &working {
@@ -288,7 +287,7 @@ fn build(git: &Git, top: &Path, baselines: &SafeDir, key: &str, manifest: &Manif
     let tmp_name = format!(".building-{}-{nanos}", std::process::id());
     let tmp = baselines.subdir_or_create(&tmp_name)?;
     let result = (|| -> WsResult<()> {
-        set_mode(&tmp, 0o711)?;
+        set_mode(&tmp, 0o700)?;
         let files = fsat::ensure_dir(tmp.fd().as_raw_fd(), FILES.as_bytes(), 0o755).map_err(|e| WorkspaceError::io(tmp.path().join(FILES), e.into()))?;
         fsat::chown_fd(&files, owner).map_err(|e| WorkspaceError::io(tmp.path().join(FILES), e.into()))?;
         let files_path = tmp.path().join(FILES);
@@ -318,7 +317,7 @@ fn build(git: &Git, top: &Path, baselines: &SafeDir, key: &str, manifest: &Manif
                 return Err(WorkspaceError::Git { repo: git.repo().to_path_buf(), command: "cat-file --batch".into(), detail: format!("exited with {status}") });
             }
         }
-        let mut mf = fsat::create_file(tmp.fd().as_raw_fd(), MANIFEST.as_bytes(), 0o444).map_err(|e| WorkspaceError::io(tmp.path().join(MANIFEST), e.into()))?;
+        let mut mf = fsat::create_file(tmp.fd().as_raw_fd(), MANIFEST.as_bytes(), 0o400).map_err(|e| WorkspaceError::io(tmp.path().join(MANIFEST), e.into()))?;
         mf.write_all(&manifest.to_bytes()).map_err(|e| WorkspaceError::io(tmp.path().join(MANIFEST), e))?;
         drop(mf);
         nix::unistd::syncfs(tmp.fd().as_raw_fd()).map_err(|e| WorkspaceError::io(tmp.path(), e.into()))?;

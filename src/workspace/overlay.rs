@@ -32,17 +32,10 @@ pub struct Workspace {
 
 impl Workspace {
     /// Create `<run_dir>/workspace/{upper,work}` (refused if they exist). `owner`: the zone's
-    /// uid/gid when loopexec runs as root (the zone must own its upper and work directories, and
-    /// the run directory and its parent get `o+x` so the zone can reach them).
+    /// uid/gid when loopexec runs as root (the zone must own its upper and work directories; it
+    /// reaches them through the mount tree of `workspace/` the supervisor hands it, so the run
+    /// directory and everything above it stay closed to every other uid).
     pub fn create(baseline: Baseline, run_dir: &SafeDir, owner: Option<(u32, u32)>) -> WsResult<Workspace> {
-        if owner.is_some() {
-            // The zone (its own uid) must pass through the run directory and its parent.
-            fsat::allow_traverse(&run_dir.fd()).map_err(|e| WorkspaceError::io(run_dir.path(), e.into()))?;
-            if let Some(parent) = run_dir.path().parent() {
-                let p = SafeDir::open(parent)?;
-                fsat::allow_traverse(&p.fd()).map_err(|e| WorkspaceError::io(parent, e.into()))?;
-            }
-        }
         let ws = run_dir.subdir_or_create(WORKSPACE)?;
         nix::sys::stat::fchmod(ws.fd().as_raw_fd(), nix::sys::stat::Mode::from_bits_truncate(0o711))
             .map_err(|e| WorkspaceError::io(ws.path(), e.into()))?;

@@ -177,8 +177,9 @@ fn walk(root: OwnedFd, upper: &Path, s: &mut Snapshot, dirty: &mut BTreeSet<Vec<
         }
         let dir = stack.top().map_err(|e| WorkspaceError::io(at(&rel), e.into()))?;
         let st = fsat::lstat(dir, &name).map_err(io)?;
-        let whiteout = st.st_mode & libc::S_IFMT == libc::S_IFCHR && st.st_rdev == 0;
-        if st.st_uid != zone_uid && !whiteout {
+        // Whiteouts too: overlayfs makes them as the mounter (the zone), while any local user
+        // may `mknod` a 0:0 device, which would delete a t0 path from the delivery.
+        if st.st_uid != zone_uid {
             return Err(WorkspaceError::ForeignOwner { path: String::from_utf8_lossy(&path).into_owned(), uid: st.st_uid, zone_uid });
         }
         match st.st_mode & libc::S_IFMT {
@@ -420,6 +421,23 @@ mod tests {
         match take(&t0(), upper, &mut bounds) {
             Err(WorkspaceError::Limit { limit, path, .. }) => (limit.to_string(), path),
             other => panic!("expected a limit, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_whiteout_another_uid_made_is_refused_not_taken_as_a_deletion() {
+        if !nix::unistd::geteuid().is_root() {
+            assert!(std::env::var_os("CI").is_none(), "CI runs the unit tests as root (mknod and chown need it)");
+            return;
+        }
+        let upper = tempfile::tempdir().unwrap();
+        std::fs::create_dir(upper.path().join("lib")).unwrap();
+        let planted = upper.path().join("lib/a.rs");
+        nix::sys::stat::mknod(&planted, nix::sys::stat::SFlag::S_IFCHR, nix::sys::stat::Mode::empty(), 0).unwrap();
+        std::os::unix::fs::lchown(&planted, Some(4242), Some(4242)).unwrap();
+        match take(&t0(), upper.path(), &mut bounds()) {
+            Err(WorkspaceError::ForeignOwner { path, uid, zone_uid }) => assert_eq!((path.as_str(), uid, zone_uid), ("lib/a.rs", 4242, 0)),
+            other => panic!("expected a refusal, got {other:?}"),
         }
     }
 

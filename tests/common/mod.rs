@@ -215,3 +215,18 @@ pub fn commit_t0(dir: &Path) {
     git(dir, &["commit", "-q", "-m", "t0"]);
     zone_traversable(dir);
 }
+
+/// Asserts the run halted with `reason` from the guard `guard`, the check never ran on the
+/// step, and a finding names `path` with `what` in its text.
+pub fn assert_guard_halt(r: &Ran, ev: &[Value], reason: &str, guard: &str, path: &str, what: &str) {
+    assert_ne!(r.code, 10, "a tampering step never succeeds: {r:?}");
+    let v = r.json();
+    assert_eq!(v["halt_reason"], reason, "{r:?}");
+    let record = ev.iter().find(|e| e["type"] == "guard" && e["guard"] == guard).unwrap_or_else(|| panic!("no {guard} guard event in {ev:#?}"));
+    assert_eq!(record["halt_reason"], reason);
+    assert_eq!(record["stage"], "after_agent");
+    let findings = record["findings"].as_array().unwrap();
+    let named = |f: &&Value| f["path"] == path && f["what"].as_str().is_some_and(|w| w.contains(what));
+    assert!(findings.iter().any(|f| named(&f)), "no finding names {path} with `{what}`: {findings:#?}");
+    assert!(ev.iter().all(|e| e["type"] != "check_result"), "the check never ran on the step");
+}

@@ -1,0 +1,201 @@
+//! `loopexec probe-check`: can the check be trusted to say the same thing twice? The check runs
+//! many times on throwaway copies of the same tree, in separate exec zones, `--jobs` at a time,
+//! some runs perturbed (`--perturb`); exit 0 when every run agreed (certified when the exact
+//! bound reached `--max-flake-rate` at `--confidence`, else the bound reached is reported), 14
+//! `check_flaky` naming the dimension(s) and runs that broke the agreement. The check, its reports
+//! and the trust settings come from loop.toml where no flag gives them.
+
+use crate::engine::config::{ConfigInput, LoopFileRef, DEFAULT_CHECK_TIMEOUT_SECS};
+use crate::engine::loopfile;
+use crate::error::{CmdResult, Failure};
+use crate::halt::HaltReason;
+use crate::output::{aligned, Outcome};
+use crate::safefs::SafeDir;
+use crate::trust::determinism::{default_jobs, probe, DeterminismProbe, ProbeSettings};
+use crate::trust::perturb::parse_dimensions;
+use crate::trust::probe::ProbeVerdict;
+use crate::trust::runner::CheckTarget;
+use crate::trust::stats::{Confidence, FlakeRate};
+use crate::zones::Isolation;
+use std::path::PathBuf;
+
+/// The default flake-rate target and confidence (5% at 95%: 59 clean runs).
+pub const DEFAULT_MAX_FLAKE_RATE: f64 = 0.05;
+pub const DEFAULT_CONFIDENCE: f64 = 0.95;
+
+/// Which check, where: shared by `probe-check` and `doctor --check`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct CheckTargetArgs {
+    /// The check to probe (default: loop.toml's `check`).
+    #[arg(long, value_name = "CMD")]
+    pub check: Option<String>,
+    /// Directory holding the tree to check and loop.toml.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub workdir: PathBuf,
+    /// Where the check runs: `native` (default: the exec zone) or `none` (on the host).
+    #[arg(long, value_enum)]
+    pub isolation: Option<Isolation>,
+    /// The exec zone's policy file (default: the builtin `exec` policy).
+    #[arg(long, value_name = "FILE")]
+    pub check_policy: Option<PathBuf>,
+    /// Seconds before a run's process tree is killed (default 600).
+    #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
+    pub check_timeout: Option<f64>,
+    /// A test report the check writes (repeatable; as `run --report`).
+    #[arg(long = "report", value_name = "PATH")]
+    pub report: Vec<String>,
+}
+
+/// How hard to probe: shared by `probe-check` and `doctor --check`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ProbeArgs {
+    /// The flake rate to certify, in (0, 1) (default 0.05).
+    #[arg(long, value_name = "R", allow_negative_numbers = true)]
+    pub max_flake_rate: Option<f64>,
+    /// The confidence of the bound, in (0, 1) (default 0.95).
+    #[arg(long, value_name = "C", allow_negative_numbers = true)]
+    pub confidence: Option<f64>,
+    /// Runs to make instead of the number the target needs (the bound reached is reported).
+    #[arg(long, value_name = "N")]
+    pub runs: Option<u64>,
+    /// Dimensions to perturb, comma-separated: order, seed, clock, concurrency, load, env.
+    #[arg(long, value_name = "DIMS")]
+    pub perturb: Option<String>,
+    /// Runs at a time (default: the cores).
+    #[arg(long, value_name = "J")]
+    pub jobs: Option<usize>,
+    /// The seed of the perturbation plan (default: random; recorded).
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    pub target: CheckTargetArgs,
+    #[command(flatten)]
+    pub probe: ProbeArgs,
+}
+
+/// The loop file's settings, if there is one.
+fn loop_file(workdir: &std::path::Path) -> CmdResult<Option<(ConfigInput, LoopFileRef)>> {
+    let wd = SafeDir::open(workdir).map_err(|e| Failure::workspace(format!("workdir: {e}")))?;
+    loopfile::load(&wd)
+}
+
+impl CheckTargetArgs {
+    /// The check target: flags over loop.toml over defaults.
+    pub fn resolve(&self, file: Option<&ConfigInput>) -> CmdResult<CheckTarget> {
+        let workdir = super::run::absolute_workdir(&self.workdir)?;
+        let check = self.check.clone().or_else(|| file.and_then(|f| f.check.clone())).filter(|c| !c.trim().is_empty()).ok_or_else(|| {
+            Failure::workspace("no check configured: nothing to probe").with_hint("give --check '<command>' or set `check = \"...\"` in loop.toml")
+        })?;
+        let isolation = self.isolation.or(file.and_then(|f| f.isolation)).unwrap_or(Isolation::Native);
+        let check_policy = self.check_policy.as_deref().map(super::run::policy_source).or_else(|| file.and_then(|f| f.check_policy.clone()));
+        if isolation == Isolation::None && check_policy.is_some() {
+            return Err(Failure::usage("a policy applies only to native isolation, not to --isolation none"));
+        }
+        if let Some(source) = &check_policy {
+            crate::engine::config::PolicyPin::resolve(source)?;
+        }
+        let secs = self.check_timeout.or(file.and_then(|f| f.check_timeout_secs)).unwrap_or(DEFAULT_CHECK_TIMEOUT_SECS);
+        if !secs.is_finite() || secs <= 0.0 || secs > 30.0 * 86400.0 {
+            return Err(Failure::usage(format!("check_timeout must be a number of seconds in (0, 2592000], got {secs}")));
+        }
+        let reports = if self.report.is_empty() { file.map(|f| f.report.clone()).unwrap_or_default() } else { self.report.clone() };
+        crate::testreport::paths::ReportPatterns::new(&reports).map_err(|e| Failure::invalid_input(e.to_string()))?;
+        Ok(CheckTarget { workdir, isolation, check_policy, check, timeout_ms: ((secs * 1000.0).round() as u64).max(1), reports })
+    }
+}
+
+impl ProbeArgs {
+    /// The probe's settings: flags over loop.toml's trust settings over defaults; a value outside
+    /// its range is refused naming it (exit 20).
+    pub fn resolve(&self, file: Option<&ConfigInput>) -> CmdResult<ProbeSettings> {
+        let trust = file.map(|f| f.trust.clone()).unwrap_or_default();
+        let usage = |e: crate::trust::stats::StatsError| Failure::usage(format!("--{}: {e}", e_flag(&e)));
+        let target = FlakeRate::new(self.max_flake_rate.or(trust.max_flake_rate).unwrap_or(DEFAULT_MAX_FLAKE_RATE)).map_err(usage)?;
+        let confidence = Confidence::new(self.confidence.or(trust.confidence).unwrap_or(DEFAULT_CONFIDENCE)).map_err(usage)?;
+        let dimensions = parse_dimensions(self.perturb.as_deref().unwrap_or("")).map_err(|e| Failure::usage(format!("--perturb: {e}")))?;
+        if self.runs == Some(0) {
+            return Err(Failure::usage("--runs must be at least 1"));
+        }
+        if self.jobs == Some(0) {
+            return Err(Failure::usage("--jobs must be at least 1"));
+        }
+        let seed = self.seed.unwrap_or_else(|| rand_core::RngCore::next_u64(&mut rand_core::OsRng));
+        Ok(ProbeSettings { target, confidence, runs: self.runs, dimensions, seed, jobs: self.jobs.unwrap_or_else(default_jobs) })
+    }
+}
+
+fn e_flag(e: &crate::trust::stats::StatsError) -> &'static str {
+    match e {
+        crate::trust::stats::StatsError::Confidence(_) => "confidence",
+        _ => "max-flake-rate",
+    }
+}
+
+/// The verdict's name as the output and docs spell it.
+pub fn verdict_name(verdict: &ProbeVerdict) -> &'static str {
+    match verdict {
+        ProbeVerdict::Certified => "certified",
+        ProbeVerdict::NotCertified => "not_certified",
+        ProbeVerdict::Flaky { .. } => "varies",
+    }
+}
+
+/// The human lines of a determinism probe.
+pub fn human(p: &DeterminismProbe) -> String {
+    let s = &p.summary;
+    let dims = if p.dimensions.is_empty() { "none".to_string() } else { p.dimensions.iter().map(|d| d.as_str()).collect::<Vec<_>>().join(",") };
+    let mut rows = vec![
+        ("verdict", verdict_name(&s.verdict).to_string()),
+        ("runs", format!("{} ({} disagreeing; {} needed for the target)", s.runs, s.disagreeing, p.runs_required)),
+        ("flake rate bound", format!("{:.6} at confidence {} (target {})", s.flake_rate_bound, s.confidence, s.target)),
+        ("perturbed", dims),
+        ("seed", p.seed.to_string()),
+        ("jobs", p.jobs.to_string()),
+    ];
+    if let ProbeVerdict::Flaky { broken_by } = &s.verdict {
+        for b in broken_by {
+            let runs = b.runs.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(",");
+            rows.push(("broken by", format!("{} (runs {runs})", b.dimension.map(|d| d.as_str()).unwrap_or("unperturbed runs"))));
+        }
+    }
+    aligned(&rows)
+}
+
+/// The sentence naming what broke a flaky probe.
+pub fn flaky_detail(p: &DeterminismProbe) -> String {
+    let ProbeVerdict::Flaky { broken_by } = &p.summary.verdict else { return String::new() };
+    let parts: Vec<String> = broken_by
+        .iter()
+        .map(|b| {
+            let runs = b.runs.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(",");
+            format!("{} (runs {runs})", b.dimension.map(|d| d.as_str()).unwrap_or("unperturbed runs"))
+        })
+        .collect();
+    format!("{} of {} runs disagreed with the modal outcome; broken by {}", p.summary.disagreeing, p.summary.runs, parts.join(", "))
+}
+
+pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
+    let workdir = super::run::absolute_workdir(&args.target.workdir)?;
+    let file = loop_file(&workdir)?;
+    let input = file.as_ref().map(|(input, _)| input);
+    let settings = args.probe.resolve(input)?;
+    let target = args.target.resolve(input)?;
+    let result = probe(&target, &settings)?;
+    let mut out = match &result.summary.verdict {
+        ProbeVerdict::Flaky { .. } => {
+            let mut out = Outcome::halted("probe-check", HaltReason::CheckFlaky);
+            out.set("detail", flaky_detail(&result));
+            out
+        }
+        _ => Outcome::ok("probe-check"),
+    };
+    out.set("verdict", verdict_name(&result.summary.verdict));
+    out.set("check", target.check.clone());
+    out.set("isolation", target.isolation.as_str());
+    out.set("probe", serde_json::to_value(&result).unwrap_or_default());
+    Ok(out.human(human(&result)))
+}

@@ -1,0 +1,57 @@
+//! The adequacy mutation canary's pure half (issue 14 item 5): which lines of the agent's change
+//! can be mutated, the mutants the syntax trees allow there, the K of them a seed picks, and what
+//! the check's answers on them mean. Parsing is `crate::analysis::syntax`'s (no second parser);
+//! nothing here touches the file system or runs a process: the engine's canary
+//! (`crate::engine::canary`) materialises each mutant in a throwaway copy and runs the check.
+//!
+//! - `lines`: the changed and added lines against t0.
+//! - `operators`: trivial lines dropped, the built-in mutation operators per language.
+//! - `sample`: K mutants chosen deterministically from the seed.
+//! - `coverage`: the coverage-delta tier (changed lines covered, from lcov or Cobertura).
+//! - `verdict`: mutation score, survivors, adequate or `check_inadequate`.
+
+pub mod coverage;
+pub mod lines;
+pub mod operators;
+pub mod sample;
+pub mod verdict;
+
+use std::collections::BTreeSet;
+
+pub use operators::{Mutant, Operator};
+pub use verdict::{Adequacy, MutantOutcome, MutantResult};
+
+use crate::analysis::syntax::{self, Limits, Parse};
+use crate::analysis::AnalysisError;
+
+/// The default number of mutants the canary runs.
+pub const DEFAULT_MUTANTS: usize = 20;
+
+/// One file of the change, with its t0 and end versions.
+#[derive(Debug, Clone, Copy)]
+pub struct ChangedSource<'a> {
+    pub path: &'a str,
+    /// `None`: the file is new.
+    pub t0: Option<&'a [u8]>,
+    pub end: &'a [u8],
+}
+
+/// Every built-in mutant of the change: on the changed lines of each end version with a
+/// grammar (files above the parse cap and without a grammar have none). `whole_files`: mutate
+/// every line, not only the changed ones (doctor's fallback over a tree without changes).
+pub fn generate(changes: &[ChangedSource<'_>], whole_files: bool, limits: Limits) -> Result<Vec<Mutant>, AnalysisError> {
+    let mut out = Vec::new();
+    for change in changes {
+        let parsed = match syntax::parse(change.path, change.end, limits)? {
+            Parse::Parsed(parsed) => parsed,
+            Parse::NotAnalysed(_) => continue,
+        };
+        let changed: BTreeSet<u32> = if whole_files {
+            (1..=lines::line_count(change.end)).collect()
+        } else {
+            lines::changed_lines(change.t0, change.end)
+        };
+        out.extend(operators::mutants(&parsed, &changed));
+    }
+    Ok(out)
+}
