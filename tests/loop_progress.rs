@@ -216,3 +216,62 @@ fn success_is_done_and_verify_reaches_the_verdict_explain_halt_gives_from_the_re
     assert_eq!(verified.code, 0, "{verified:?}");
     assert_eq!(verified.json()["verdict"], verdict);
 }
+
+/// A branch `solution` of the project on which every function is right (a known-feasible
+/// reference), leaving `main` checked out.
+fn add_solution_branch(repo: &Path) {
+    git(repo, &["checkout", "-q", "-b", "solution"]);
+    let status = std::process::Command::new("sh").arg("-c").arg(write_package(&["add", "sub", "mul", "div"])).current_dir(repo).status().unwrap();
+    assert!(status.success());
+    git(repo, &["commit", "-q", "-am", "solution"]);
+    git(repo, &["checkout", "-q", "main"]);
+}
+
+fn run_detached(dir: &Path, plan: &[&[&str]], extra: &[&str]) -> Ran {
+    let exec = agent(plan);
+    let mut args = vec!["run", "--json", "--run-id", "r", "--exec", &exec, "--check", PYTEST, "--report", "out/junit.xml"];
+    args.extend_from_slice(extra);
+    loopexec(dir, &args)
+}
+
+#[test]
+fn a_reference_that_fails_the_check_stops_before_the_first_agent_call_infeasible_suspected() {
+    let repo = calc_project();
+    let r = run_detached(repo.path(), &[&["add", "sub", "mul", "div"]], &["--reference", "main"]);
+    assert_eq!((r.code, r.json()["halt_reason"].as_str(), r.json()["iteration"].as_u64()), (17, Some("infeasible_suspected"), Some(0)), "{r:?}");
+    let types = event_types(repo.path(), "r");
+    assert!(!types.iter().any(|t| t == "iteration_start" || t == "exec_result"), "{types:?}");
+    let reference = events(repo.path(), "r").into_iter().find(|e| e["type"] == "reference").unwrap();
+    assert_eq!(reference["passed"], false);
+    let all: Vec<String> = ["add", "div", "mul", "sub"].iter().map(|f| test_id(f)).collect();
+    assert_eq!(reference["failing_set"], json!(all));
+    assert_eq!(explain(repo.path())["verdict"], "do_not_retry");
+}
+
+#[test]
+fn a_passing_reference_is_recorded_and_the_loop_goes_on() {
+    let repo = calc_project();
+    add_solution_branch(repo.path());
+    let r = run_detached(repo.path(), &[&["add", "sub", "mul", "div"]], &["--reference", "solution"]);
+    assert_eq!((r.code, r.json()["halt_reason"].as_str()), (10, Some("success_condition_met")), "{r:?}");
+    let reference = events(repo.path(), "r").into_iter().find(|e| e["type"] == "reference").unwrap();
+    assert_eq!((reference["passed"].as_bool(), reference["tree_id"].as_str()), (Some(true), Some(git_value(repo.path(), &["rev-parse", "solution^{tree}"]).as_str())));
+}
+
+#[test]
+fn a_reference_that_does_not_exist_is_refused_before_anything_is_written() {
+    let repo = calc_project();
+    let r = run_detached(repo.path(), &[&["add"]], &["--reference", "no-such-branch"]);
+    assert_eq!(r.code, 20, "{r:?}");
+    let message = r.json()["errors"][0]["message"].as_str().unwrap().to_string();
+    assert!(message.contains("--reference no-such-branch: no such commit or tree"), "{message}");
+    assert!(!repo.path().join(".loopexec/runs/r").exists(), "nothing is written");
+}
+
+#[test]
+fn without_a_reference_explain_halt_says_no_existence_proof_was_given() {
+    let repo = calc_project();
+    assert_eq!(run_plan(repo.path(), &[&["add", "sub", "mul", "div"]], &[]).code, 10);
+    let r = loopexec(repo.path(), &["explain-halt", "r", "--json"]);
+    assert_eq!(r.json()["explanation"]["reference"], json!({"given": false}));
+}

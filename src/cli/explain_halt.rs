@@ -67,7 +67,7 @@ fn quote(arg: &str) -> String {
 }
 
 /// `loopexec run` again with the run's pinned commands, isolation, reports, protected paths,
-/// timeouts, policies and progress parameters, and a cap of `cap`.
+/// timeouts, policies, progress parameters and reference, and a cap of `cap`.
 fn rerun_command(cfg: &LoopConfig, cap: u64) -> String {
     let mut args: Vec<String> = vec!["loopexec".into(), "run".into(), "--workdir".into(), cfg.workdir.clone()];
     args.extend(["--isolation".into(), cfg.isolation.as_str().into()]);
@@ -96,6 +96,9 @@ fn rerun_command(cfg: &LoopConfig, cap: u64) -> String {
     let secs = |ms: u64| format!("{}", ms as f64 / 1000.0);
     args.extend(["--exec-timeout".into(), secs(cfg.exec_timeout_ms), "--check-timeout".into(), secs(cfg.check_timeout_ms)]);
     args.extend(["--no-progress-k".into(), cfg.progress.no_progress_k.to_string()]);
+    if let Some(reference) = &cfg.reference {
+        args.extend(["--reference".into(), reference.clone()]);
+    }
     args.extend(["--max-iterations".into(), cap.to_string()]);
     args.iter().map(|a| quote(a)).collect::<Vec<_>>().join(" ")
 }
@@ -124,6 +127,14 @@ pub fn verdict_of(history: &History) -> Option<HaltVerdict> {
         _ => report,
     };
     Some(HaltVerdict { explanation, decisive_iterations: decisive, next_command })
+}
+
+/// The existence proof: the `reference` event, or that none was given; and one sentence.
+fn existence_proof(history: &History) -> (Value, String) {
+    match &history.reference {
+        Some(reference) => (json!(reference), reference.detail.clone()),
+        None => (json!({"given": false}), "no existence proof was given (no --reference)".to_string()),
+    }
 }
 
 fn summary(reason: &str, detail: &str, verdict: &HaltVerdict) -> String {
@@ -191,6 +202,8 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     for d in evidence.iter().flat_map(|e| &e.disagreements) {
         rows.push(("evidence", format!("{}: {}", d.kind, d.detail)));
     }
+    let proof = existence_proof(history);
+    rows.push(("reference", proof.1.clone()));
     rows.push(("next", verdict.next_command.clone()));
     // Receipts of earlier versions recorded no evidence: their explanation stays as it was.
     let out = match &evidence {
@@ -204,6 +217,7 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
         "summary": text,
         "verdict": verdict,
         "failing_counts": counts,
+        "reference": proof.0,
     });
     // The guards' evidence, where any objected (earlier receipts explain as before).
     if let (false, Some(fields)) = (guards.is_empty(), explanation.as_object_mut()) {

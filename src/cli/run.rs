@@ -17,8 +17,9 @@ use crate::zones::{Backend, Isolation};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
-const CONFIG_FLAGS: [&str; 31] = [
+const CONFIG_FLAGS: [&str; 32] = [
     "no_progress_k",
+    "reference",
     "backend",
     "image",
     "cgroup_parent",
@@ -132,6 +133,10 @@ pub struct Args {
     /// (default 3; 0 turns the rule off; docs/progress.md). Over `[progress] no_progress_k`.
     #[arg(long, value_name = "K")]
     pub no_progress_k: Option<usize>,
+    /// A commit (or tree) of the workdir's repository known to pass the check: checked in an exec
+    /// zone before the first agent call; if it fails the run stops `infeasible_suspected`.
+    #[arg(long, value_name = "REV")]
+    pub reference: Option<String>,
     /// Run one iteration, then stop (resumable unless it halted).
     #[arg(long)]
     pub once: bool,
@@ -196,6 +201,7 @@ impl Args {
             protected: self.protect.clone(),
             max_iterations: self.max_iterations,
             no_progress_k: self.no_progress_k,
+            reference: self.reference.clone(),
             exec_timeout_secs: self.exec_timeout,
             check_timeout_secs: self.check_timeout,
             report: self.report.clone(),

@@ -175,6 +175,10 @@ pub struct LoopConfig {
     /// docs/progress.md). Receipts pinned before them read as the defaults.
     #[serde(default)]
     pub progress: crate::convergence::rules::Limits,
+    /// A known-feasible reference revision (`--reference`, `reference` in loop.toml), checked at
+    /// the start (docs/progress.md).
+    #[serde(default)]
+    pub reference: Option<String>,
     pub model: ModelPins,
     pub sampling: SamplingPins,
     pub context_files: Vec<ContextFile>,
@@ -215,6 +219,8 @@ pub struct ConfigInput {
     pub progress: Option<crate::convergence::rules::Limits>,
     /// `--no-progress-k`, over `[progress] no_progress_k`.
     pub no_progress_k: Option<usize>,
+    /// `--reference`, `reference`.
+    pub reference: Option<String>,
     /// Oracle-trust settings (loop.toml only): probe target, confirmation reruns, doctor first.
     pub trust: crate::trust::pins::TrustPins,
     pub model: ModelPins,
@@ -250,6 +256,7 @@ impl ConfigInput {
             guards: file.guards,
             progress: self.progress.or(file.progress),
             no_progress_k: self.no_progress_k.or(file.no_progress_k),
+            reference: self.reference.or(file.reference),
             trust: file.trust,
             model: ModelPins {
                 provider: self.model.provider.or(file.model.provider),
@@ -417,6 +424,13 @@ impl LoopConfig {
         input.guards.rule_set()?;
         input.guards.surface_spec()?;
         let progress = input.progress.unwrap_or_default();
+        // A reference that does not resolve is refused before anything is written.
+        if let Some(rev) = &input.reference {
+            if workspace != WorkspaceMode::Detached {
+                return Err(Failure::usage("--reference needs a detached workspace (a git repository under native isolation)"));
+            }
+            crate::engine::reference::resolve_tree(workdir, rev)?;
+        }
         let context_files =
             input.context_files.iter().map(|raw| pin_context_file(workdir, raw)).collect::<Result<Vec<_>, _>>()?;
         Ok(LoopConfig {
@@ -439,6 +453,7 @@ impl LoopConfig {
             report: input.report,
             junit: None,
             guards: input.guards,
+            reference: input.reference,
             progress: crate::convergence::rules::Limits {
                 no_progress_k: input.no_progress_k.unwrap_or(progress.no_progress_k),
                 ..progress

@@ -215,6 +215,11 @@ impl RunWorkspace {
         crate::engine::analysis_guards::TreeFiles { t0_dir: self.workspace.baseline().files_dir.clone(), upper: self.workspace.upper_dir().to_path_buf() }
     }
 
+    /// The baseline t0.
+    pub fn baseline(&self) -> &Baseline {
+        self.workspace.baseline()
+    }
+
     pub fn protected(&self) -> &ProtectedPaths {
         &self.protected
     }

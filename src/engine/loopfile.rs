@@ -62,6 +62,7 @@ struct LoopFile {
     sampling: Option<SamplingSection>,
     guards: Option<super::config::GuardPins>,
     progress: Option<crate::convergence::rules::Limits>,
+    reference: Option<String>,
     max_flake_rate: Option<f64>,
     confidence: Option<f64>,
     confirm_runs: Option<u64>,
@@ -107,6 +108,7 @@ pub fn parse(text: &str, name: &str) -> Result<ConfigInput, Failure> {
         guards: file.guards.unwrap_or_default(),
         progress: file.progress,
         no_progress_k: None,
+        reference: file.reference,
         trust: crate::trust::pins::TrustPins {
             max_flake_rate: file.max_flake_rate,
             confidence: file.confidence,
@@ -201,6 +203,8 @@ pub fn template(check: Option<&str>, exec: Option<&str>, isolation: Option<Isola
     t.push_str("# disable = [{ rule = \"test-environment-read\", reason = \"the app reads CI on purpose\" }]\n");
     t.push_str("# surface = [\"tests/fixtures/**\"]\n\n");
     t.push_str("# The no-convergence halts (docs/progress.md), computed from the reports' failing sets.\n[progress]\n");
+    t.push_str("# A commit known to pass the check, checked before the first agent call (docs/progress.md):\n");
+    t.push_str("# reference = \"solution-branch\"\n");
     t.push_str("# no_progress_k = 3\n# same_failure_n = 3\n# regressed_n = 2\n# unsatisfiable_cycles = 2\n# oscillation = true\n\n");
     t.push_str("# Model identity, recorded in the receipt.\n[model]\n");
     t.push_str("# provider = \"example\"\n# id = \"example-model\"\n# version = \"2026-01-01\"\n\n");

@@ -34,6 +34,7 @@ mod iteration;
 pub mod lifecycle;
 pub mod loopfile;
 pub mod progress;
+pub mod reference;
 pub mod replay;
 mod revert;
 pub mod seats;

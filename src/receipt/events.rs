@@ -52,6 +52,8 @@ pub enum Event {
     /// The progress judgement of an iteration whose check named its tests: the ratchet's
     /// acceptance and, when a no-convergence rule fired, its halt and evidence (docs/progress.md).
     Progress(ProgressRecord),
+    /// The known-feasible reference checked at the start, or that none was given.
+    Reference(ReferenceRecord),
     Halt(HaltRecord),
     /// An event type this version does not know (kept verbatim in [`Recorded::body`]).
     #[serde(other)]
@@ -77,6 +79,7 @@ impl Event {
             Event::Guard(_) => "guard",
             Event::GuardBaseline(_) => "guard_baseline",
             Event::Progress(_) => "progress",
+            Event::Reference(_) => "reference",
             Event::Halt(_) => "halt",
             Event::Unknown => "unknown",
         }
@@ -160,6 +163,27 @@ pub struct ProtectedChangeRecord {
     pub path: String,
     /// `added`, `modified`, `deleted`, ... (lowercase).
     pub change: String,
+}
+
+/// The known-feasible reference of a run (docs/progress.md, "The reference").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReferenceRecord {
+    /// Whether the run named a reference (false: no existence proof was given).
+    pub given: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rev: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tree_id: Option<String>,
+    /// Whether the check passed on the reference's tree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passed: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check_exit: Option<i32>,
+    /// The failing test ids the reference's check reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failing_set: Option<Vec<String>>,
+    /// One sentence.
+    pub detail: String,
 }
 
 /// What the progress rules concluded after one iteration's check (docs/progress.md).

@@ -5,7 +5,7 @@
 //! that a live run and a resumed one decide from the same state.
 
 use super::events::{
-    CheckResult, Event, ExecResult, GuardRecord, HaltRecord, ProgressRecord, Recorded, RunStart, SnapshotRecord, WorkspaceRecord,
+    CheckResult, Event, ExecResult, GuardRecord, HaltRecord, ProgressRecord, Recorded, ReferenceRecord, RunStart, SnapshotRecord, WorkspaceRecord,
 };
 use serde_json::{Map, Value};
 
@@ -65,6 +65,8 @@ pub struct History {
     /// The public keys of every `run_key` endorsement, in order (the last one seals).
     pub run_keys: Vec<String>,
     pub workspace: Option<WorkspaceRecord>,
+    /// The known-feasible reference checked at the start (or that none was given).
+    pub reference: Option<ReferenceRecord>,
     pub iterations: Vec<IterationRecord>,
     /// The last `iteration_start`'s iteration (0 before the first).
     pub last_started: u64,
@@ -157,6 +159,7 @@ impl History {
                 }
             }
             Event::GuardBaseline(_) => self.guard_bodies.push(recorded.body()),
+            Event::Reference(reference) => self.reference = Some(reference.clone()),
             Event::Progress(progress) => {
                 if let Some(slot) = self.slot(progress.iteration) {
                     slot.progress = Some(progress.clone());
