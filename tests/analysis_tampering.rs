@@ -188,6 +188,41 @@ fn rust_production_code_reading_rust_test_threads_is_a_test_environment_read() {
 }
 
 #[test]
+fn rust_production_code_reading_libtests_thread_name_is_a_test_environment_read() {
+    let t0 = "pub fn add(a: i64, b: i64) -> i64 {\n    a + b + 1\n}\n";
+    let end = "pub fn add(a: i64, b: i64) -> i64 {\n    if std::thread::current().name().is_some_and(|n| n.starts_with(\"tests::\")) {\n        return a + b;\n    }\n    a + b + 1\n}\n";
+    assert_eq!(rules("src/lib.rs", Some(t0), end), vec![(RuleId::TestEnvironmentRead, 2)]);
+}
+
+#[test]
+fn a_rust_test_reading_its_own_thread_name_is_not_a_test_environment_read() {
+    let t0 = "#[test]\nfn named() {\n    assert!(true);\n}\n";
+    let end = "#[test]\nfn named() {\n    assert_eq!(std::thread::current().name(), Some(\"named\"));\n}\n";
+    assert_eq!(rules("tests/it.rs", Some(t0), end), vec![]);
+}
+
+#[test]
+fn go_production_code_looking_for_the_test_binarys_name_is_a_test_environment_read() {
+    let t0 = "package calc\n\nfunc Add(a, b int) int {\n\treturn a + b + 1\n}\n";
+    let end = "package calc\n\nimport (\n\t\"os\"\n\t\"strings\"\n)\n\nfunc Add(a, b int) int {\n\tif strings.HasSuffix(os.Args[0], \".test\") {\n\t\treturn a + b\n\t}\n\treturn a + b + 1\n}\n";
+    assert_eq!(rules("calc.go", Some(t0), end), vec![(RuleId::TestEnvironmentRead, 9)]);
+}
+
+#[test]
+fn go_production_code_reading_os_args_for_a_flag_is_not_a_test_environment_read() {
+    let t0 = "package main\n\nfunc main() {\n}\n";
+    let end = "package main\n\nimport (\n\t\"os\"\n\t\"strings\"\n)\n\nfunc main() {\n\tif strings.HasSuffix(os.Args[0], \"-debug\") {\n\t\tos.Exit(2)\n\t}\n}\n";
+    assert_eq!(rules("main.go", Some(t0), end), vec![]);
+}
+
+#[test]
+fn python_production_code_looking_for_pytest_in_argv_is_a_test_environment_read() {
+    let t0 = "def add(a, b):\n    return a + b + 1\n";
+    let end = "import sys\n\n\ndef add(a, b):\n    if \"pytest\" in sys.argv[0]:\n        return a + b\n    return a + b + 1\n";
+    assert_eq!(rules("calc/core.py", Some(t0), end), vec![(RuleId::TestEnvironmentRead, 5)]);
+}
+
+#[test]
 fn go_production_code_calling_testing_testing_is_a_test_environment_read() {
     let t0 = "package calc\n\nfunc Add(a, b int) int {\n\treturn a + b\n}\n";
     let end = "package calc\n\nimport \"testing\"\n\nfunc Add(a, b int) int {\n\tif testing.Testing() {\n\t\treturn 3\n\t}\n\treturn a + b\n}\n";

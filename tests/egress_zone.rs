@@ -176,7 +176,7 @@ fn the_byte_budget_bounds_the_run_across_three_steps_and_a_resume() {
     let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap_or_default();
 
     // What one fetch costs, from a run with the default budget.
-    let r = proxied_run(dir.path(), port, "calibrate", &["--max-iterations", "1", "--exec", &exec, "--check", "true"]);
+    let r = proxied_run(dir.path(), port, "calibrate", &["--no-baseline", "--max-iterations", "1", "--exec", &exec, "--check", "true"]);
     assert_eq!(r.code, 10, "{r:?}");
     let totals = last_egress_totals(dir.path(), "calibrate");
     let per_fetch = totals["bytes_up"].as_u64().unwrap() + totals["bytes_down"].as_u64().unwrap();

@@ -26,7 +26,7 @@ fn a_one_gigabyte_flood_finishes_with_bounded_memory() {
     let dir = workdir();
     let (code, max_rss_kib, stdout) = run_measured(
         dir.path(),
-        &["run", "--json", "--run-id", "flood", "--isolation", "none", "--exec", "head -c 1073741824 /dev/zero", "--check", "head -c 1000 /dev/zero >&2"],
+        &["run", "--json", "--no-baseline", "--run-id", "flood", "--isolation", "none", "--exec", "head -c 1073741824 /dev/zero", "--check", "head -c 1000 /dev/zero >&2"],
     );
     assert_eq!(code, 10, "{stdout}");
     let exec = events(dir.path(), "flood").into_iter().find(|e| e["type"] == "exec_result").unwrap();

@@ -326,7 +326,7 @@ fn python_rule(file: &ParsedFile<'_>, n: Node<'_>, test_file: bool) -> Option<Ru
             }
         }
         "comparison_operator" => {
-            // `"X" in os.environ`, `"pytest" in sys.modules`
+            // `"X" in os.environ`, `"pytest" in sys.modules`, `"pytest" in sys.argv[0]`
             let parts = named_children(n);
             let (left, right) = (parts.first()?, parts.get(1)?);
             let key = string_value(file, *left)?;
@@ -334,6 +334,7 @@ fn python_rule(file: &ParsedFile<'_>, n: Node<'_>, test_file: bool) -> Option<Ru
             match container.as_str() {
                 "os.environ" | "environ" => env_read_finding(&key, test_file).then_some(RuleId::TestEnvironmentRead),
                 "sys.modules" if !test_file => is_runner_module(&key).then_some(RuleId::TestEnvironmentRead),
+                c if !test_file && c.starts_with("sys.argv") => is_runner_module(&key).then_some(RuleId::TestEnvironmentRead),
                 _ => None,
             }
         }
@@ -498,6 +499,11 @@ fn rust_rule(file: &ParsedFile<'_>, n: Node<'_>, test_file: bool) -> Option<Rule
                 let key = string_value(file, first_argument(n)?)?;
                 return env_read_finding(&key, in_test_code(file, test_file, n)).then_some(RuleId::TestEnvironmentRead);
             }
+            // libtest runs each test on a thread named after the test: production code that
+            // reads the current thread's name can tell it runs under the test harness.
+            if name.ends_with("thread::current().name") && !in_test_code(file, test_file, n) {
+                return Some(RuleId::TestEnvironmentRead);
+            }
             let exits = path_ends("process::exit") || path_ends("process::abort") || path_ends("libc::exit") || path_ends("libc::_exit") || path_ends("libc::abort");
             if exits && in_test_code(file, test_file, n) {
                 return Some(RuleId::ProcessExit);
@@ -569,6 +575,12 @@ fn go_rule(file: &ParsedFile<'_>, n: Node<'_>, test_file: bool) -> Option<RuleId
             if name == "os.Getenv" || name == "os.LookupEnv" {
                 let key = string_value(file, first_argument(n)?)?;
                 return env_read_finding(&key, test_file).then_some(RuleId::TestEnvironmentRead);
+            }
+            // `go test` runs a binary named `PKG.test`: production code looking for that name.
+            if !test_file && matches!(name.as_str(), "strings.HasSuffix" | "strings.Contains") && compact_text(file, n).contains("os.Args") {
+                let arguments = n.child_by_field_name("arguments")?;
+                let looks_for_test_binary = named_children(arguments).into_iter().any(|a| string_value(file, a).is_some_and(|v| v.ends_with(".test")));
+                return looks_for_test_binary.then_some(RuleId::TestEnvironmentRead);
             }
             if name == "flag.Lookup" && !test_file {
                 let key = string_value(file, first_argument(n)?)?;

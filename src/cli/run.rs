@@ -17,9 +17,10 @@ use crate::zones::{Backend, Isolation};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
-const CONFIG_FLAGS: [&str; 32] = [
+const CONFIG_FLAGS: [&str; 33] = [
     "no_progress_k",
     "reference",
+    "no_baseline",
     "backend",
     "image",
     "cgroup_parent",
@@ -113,6 +114,10 @@ pub struct Args {
     /// Start the detached workspace from the working tree's changes too, not only from HEAD.
     #[arg(long)]
     pub include_uncommitted: bool,
+    /// Do not run the check on t0 before the first agent call (no iteration-0 halt when it
+    /// already passes, no collected/skipped-set guards; docs/guards.md).
+    #[arg(long)]
+    pub no_baseline: bool,
     /// A protected-path glob added to the defaults (repeatable; docs/workspace.md).
     #[arg(long = "protect", value_name = "GLOB")]
     pub protect: Vec<String>,
@@ -198,6 +203,7 @@ impl Args {
             mint_env: self.mint_env.clone(),
             isolation: self.isolation,
             include_uncommitted: self.include_uncommitted.then_some(true),
+            baseline: self.no_baseline.then_some(false),
             protected: self.protect.clone(),
             max_iterations: self.max_iterations,
             no_progress_k: self.no_progress_k,

@@ -156,6 +156,10 @@ pub struct LoopConfig {
     pub workspace: crate::engine::detached::WorkspaceMode,
     /// With a detached workspace: start from the working tree's changes too, not only HEAD.
     pub include_uncommitted: bool,
+    /// Run the check once on t0 before the first agent call (`--no-baseline`, `baseline = false`
+    /// switch it off; absent in receipts pinned before it: on).
+    #[serde(default = "baseline_on")]
+    pub baseline: bool,
     /// Protected-path patterns added to the defaults (docs/workspace.md).
     pub protected: Vec<String>,
     pub max_iterations: u64,
@@ -209,6 +213,7 @@ pub struct ConfigInput {
     pub mint_env: Option<String>,
     pub workspace: Option<crate::engine::detached::WorkspaceMode>,
     pub include_uncommitted: Option<bool>,
+    pub baseline: Option<bool>,
     pub protected: Vec<String>,
     pub max_iterations: Option<u64>,
     pub exec_timeout_secs: Option<f64>,
@@ -248,6 +253,7 @@ impl ConfigInput {
             },
             workspace: self.workspace.or(file.workspace),
             include_uncommitted: self.include_uncommitted.or(file.include_uncommitted),
+            baseline: self.baseline.or(file.baseline),
             protected: if self.protected.is_empty() { file.protected } else { self.protected },
             max_iterations: self.max_iterations.or(file.max_iterations),
             exec_timeout_secs: self.exec_timeout_secs.or(file.exec_timeout_secs),
@@ -275,6 +281,10 @@ impl ConfigInput {
             mint_env: self.mint_env.or(file.mint_env),
         }
     }
+}
+
+fn baseline_on() -> bool {
+    true
 }
 
 fn timeout_ms(name: &str, secs: Option<f64>, default: f64) -> Result<u64, Failure> {
@@ -446,6 +456,7 @@ impl LoopConfig {
             egress: input.egress,
             workspace,
             include_uncommitted,
+            baseline: input.baseline.unwrap_or(true),
             protected: input.protected,
             max_iterations,
             exec_timeout_ms: timeout_ms("exec_timeout", input.exec_timeout_secs, DEFAULT_EXEC_TIMEOUT_SECS)?,

@@ -211,7 +211,7 @@ impl ActiveRun<'_> {
     /// The check stage: the one check runner, on the candidate (its throwaway layers over the
     /// agent's snapshot) or in place. `Ok(Err(halt))`: its layers could not be built
     /// (`workspace_invalid`) or its zone could not be set up (`isolation_unsatisfiable`).
-    fn run_check(&mut self, zone: &mut dyn Zone, n: u64, candidate: Option<&Snapshot>) -> CmdResult<Result<CheckOutcome, Step>> {
+    pub(super) fn run_check(&mut self, zone: &mut dyn Zone, n: u64, candidate: Option<&Snapshot>) -> CmdResult<Result<CheckOutcome, Step>> {
         let patterns = ReportPatterns::new(&self.cfg.report_patterns()).map_err(|e| Failure::invalid_input(e.to_string()))?;
         let (overlay, scratch) = match (&self.workspace, candidate) {
             (Some(ws), Some(snapshot)) => match ws.check_overlay(n, snapshot, &|path| patterns.matches(path)) {

@@ -8,6 +8,7 @@ use super::config::{LoopConfig, MODE_CHECK_FIXPOINT};
 use super::credentials;
 use super::decide::{self, Step};
 use super::detached::{RunWorkspace, Taken, WorkspaceMode};
+use super::baseline::BaselineSetGuard;
 use super::analysis_guards::{self, AnalysisBaseline, MetricIntegrityGuard, TamperingGuard};
 use super::guards::{AgentStep, Guard, Guards, ProtectedPathGuard};
 use super::seats::Mode;
@@ -274,7 +275,7 @@ impl<'a> ActiveRun<'a> {
             resumed: o.resumed,
             run_key: None,
             workspace: None,
-            guards: Guards::default(),
+            guards: Guards::new(vec![Box::new(BaselineSetGuard)]),
             credential: None,
             refused_at_reopen: None,
         })
@@ -307,6 +308,7 @@ impl<'a> ActiveRun<'a> {
     fn attach_workspace(&mut self, mut ws: RunWorkspace, resumed: bool) -> CmdResult<()> {
         let mut guards: Vec<Box<dyn Guard>> = vec![Box::new(ProtectedPathGuard::new(ws.protected().clone()))];
         guards.extend(self.syntax_tree_guards(&ws)?);
+        guards.push(Box::new(BaselineSetGuard));
         if resumed {
             match ws.snapshot() {
                 Taken::Snapshot { snapshot, .. } => {
@@ -378,6 +380,14 @@ impl<'a> ActiveRun<'a> {
             // The outcome was observed and recorded before loopexec died; only its halt is missing.
             return self.halt(reason, detail);
         }
+        match self.t0_baseline(zone)? {
+            Some(Step::Halt(reason, detail)) => {
+                sink.event(&LoopEvent::HaltingBeforeIterations { detail: &detail });
+                return self.halt(reason, detail);
+            }
+            Some(Step::Interrupted(signal)) => return self.interrupted(signal, None),
+            Some(Step::Continue) | None => {}
+        }
         if let Some((reason, detail)) = self.mint_credential()? {
             sink.event(&LoopEvent::HaltingBeforeIterations { detail: &detail });
             return self.halt(reason, detail);
@@ -401,8 +411,20 @@ impl<'a> ActiveRun<'a> {
 
     /// Append an event to the receipt and record it into the history.
     pub(super) fn append(&mut self, event: Event) -> CmdResult<()> {
-        let recorded = self.log.append_event(&event).map_err(log_failure)?;
-        self.history.record(&recorded);
+        // Lists over the receipt's bound go to a run artifact, named by an `externalised` event
+        // right after their own (receipt::bounded); the live history keeps them whole.
+        match crate::receipt::bounded::bound(&event, self.run.dir()).map_err(crate::receipt::store::fs_failure)? {
+            None => {
+                let recorded = self.log.append_event(&event).map_err(log_failure)?;
+                self.history.record(&recorded);
+            }
+            Some((bounded, externalised)) => {
+                let recorded = self.log.append_event(&bounded).map_err(log_failure)?;
+                self.history.record(&crate::receipt::events::Recorded { event, line: recorded.line });
+                let recorded = self.log.append_event(&externalised).map_err(log_failure)?;
+                self.history.record(&recorded);
+            }
+        }
         Ok(())
     }
 

@@ -46,6 +46,7 @@ struct LoopFile {
     egress_proxy: Option<String>,
     workspace: Option<crate::engine::detached::WorkspaceMode>,
     include_uncommitted: Option<bool>,
+    baseline: Option<bool>,
     protected: Option<Vec<String>>,
     max_iterations: Option<u64>,
     exec_timeout: Option<f64>,
@@ -100,6 +101,7 @@ pub fn parse(text: &str, name: &str) -> Result<ConfigInput, Failure> {
         },
         workspace: file.workspace,
         include_uncommitted: file.include_uncommitted,
+        baseline: file.baseline,
         protected: file.protected.unwrap_or_default(),
         max_iterations: file.max_iterations,
         exec_timeout_secs: file.exec_timeout,
@@ -181,7 +183,7 @@ pub fn template(check: Option<&str>, exec: Option<&str>, isolation: Option<Isola
     t.push_str("# allow_hosts = [\"api.anthropic.com\"]\n# resolve = []\n# egress_proxy = \"http://proxy.internal:3128\"\n");
     t.push_str("# The workspace (native isolation): \"detached\" (default in a git repository: an overlay\n");
     t.push_str("# over the committed tree, delivered as branch loopexec/<run-id>) or \"in_place\".\n");
-    t.push_str("# workspace = \"detached\"\n# include_uncommitted = false\n");
+    t.push_str("# workspace = \"detached\"\n# include_uncommitted = false\n# baseline = true\n");
     t.push_str("# Paths the agent may not change (added to the defaults: tests, test config, CI files).\n");
     t.push_str("# protected = [\"fixtures/**\"]\n");
     t.push_str("\n# Limits. Timeouts are seconds; on expiry the whole process tree is killed.\n");

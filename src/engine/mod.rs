@@ -5,6 +5,8 @@
 //!   file and credential; halt (deliver, seal), pause, interrupt.
 //! - [`iteration`]: one iteration's stages: agent, guards, check, acceptance.
 //! - [`commands`]: a role's command built for its zone and run there.
+//! - [`baseline`]: the check run once on t0 before the first agent call (C0/F0/S0, its cache,
+//!   the iteration-0 halt) and the guard of the collected and skipped sets against it.
 //! - [`check`]: the one check runner (the loop's and `replay`'s), returning a typed
 //!   [`check::CheckOutcome`].
 //! - [`verdict`]: pass / fail / could-not-run (the 126/127 rule).
@@ -23,6 +25,7 @@
 //! Paused, interrupted and crashed runs continue with [`resume`].
 
 pub mod analysis_guards;
+pub mod baseline;
 pub mod check;
 pub mod commands;
 pub mod config;

@@ -54,7 +54,13 @@ pub enum Event {
     Progress(ProgressRecord),
     /// The known-feasible reference checked at the start, or that none was given.
     Reference(ReferenceRecord),
+    /// The check run once on t0 before the first agent call (or its cache entry): the sets the
+    /// baseline guards compare against (docs/guards.md, "The baseline at t0").
+    CheckBaseline(CheckBaselineRecord),
     Halt(HaltRecord),
+    /// The lists the event just before it left out because they were over the receipt's bound
+    /// (`receipt::bounded`): each by count, digest and sample, and the artifact holding them.
+    Externalised(crate::receipt::bounded::Externalised),
     /// An event type this version does not know (kept verbatim in [`Recorded::body`]).
     #[serde(other)]
     Unknown,
@@ -80,7 +86,9 @@ impl Event {
             Event::GuardBaseline(_) => "guard_baseline",
             Event::Progress(_) => "progress",
             Event::Reference(_) => "reference",
+            Event::CheckBaseline(_) => "check_baseline",
             Event::Halt(_) => "halt",
+            Event::Externalised(_) => "externalised",
             Event::Unknown => "unknown",
         }
     }
@@ -264,7 +272,8 @@ pub struct CheckResult {
     pub duration_ms: u64,
     pub stdout: StreamRecord,
     pub stderr: StreamRecord,
-    /// Sorted `classname::name` ids of the failing tests (null without a readable report).
+    /// Sorted `classname::name` ids of the failing tests (null without a readable report, or
+    /// when over the receipt's bound: then an `externalised` event follows with it).
     #[serde(default)]
     pub failing_set: Option<Vec<String>>,
     #[serde(default)]
@@ -384,6 +393,27 @@ pub struct GuardBaselineRecord {
     /// Tampering rules the loop disabled (`{rule, reason}`).
     #[serde(default)]
     pub disabled_rules: Vec<Value>,
+}
+
+/// The t0 baseline: the check's result on t0 (iteration 0) and where it came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckBaselineRecord {
+    /// The check's result on t0, as run now or as the cache entry kept it (a cached result names
+    /// no artifact: its output belongs to the run that computed it).
+    pub check: CheckResult,
+    /// The tree the check ran on (t0's tree id; null in place).
+    pub tree_id: Option<String>,
+    /// The cache key (hex SHA-256 of t0's tree, the check command, the exec policy, the
+    /// environment; null when the baseline is not cacheable).
+    pub cache_key: Option<String>,
+    /// Whether the result came from the cache.
+    pub cache_hit: bool,
+    /// Why nothing was cached or read, or why a cache entry was ignored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_note: Option<String>,
+    /// Why the collected and skipped sets cannot be measured (null: they were).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sets_unmeasured: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -23,6 +23,8 @@ pub struct IterationRecord {
     pub progress: Option<ProgressRecord>,
     /// The cause, when the iteration was interrupted (`SIGINT`, `SIGTERM`, `supervisor_lost`).
     pub interrupted: Option<String>,
+    /// Lists of this iteration's events moved to run artifacts (`externalised` events).
+    pub externalised: Vec<crate::receipt::bounded::Externalised>,
     /// The lines of the exec, check and interruption events (for the sealed predicate).
     pub lines: IterationLines,
 }
@@ -80,6 +82,8 @@ pub struct History {
     pub halt_line: Option<Map<String, Value>>,
     /// Bodies of events whose type starts with `guard` (listed in the predicate).
     pub guard_bodies: Vec<Map<String, Value>>,
+    /// The t0 baseline check (`check_baseline`), when the run recorded one.
+    pub check_baseline: Option<super::events::CheckBaselineRecord>,
 }
 
 impl History {
@@ -165,9 +169,15 @@ impl History {
                     slot.progress = Some(progress.clone());
                 }
             }
+            Event::CheckBaseline(baseline) => self.check_baseline = Some(baseline.clone()),
             Event::Halt(halt) => {
                 self.halt = Some(halt.clone());
                 self.halt_line = Some(recorded.line.clone());
+            }
+            Event::Externalised(x) => {
+                if let Some(slot) = self.slot(x.iteration) {
+                    slot.externalised.push(x.clone());
+                }
             }
             Event::Unknown => {
                 if recorded.kind().starts_with("guard") {
@@ -199,6 +209,12 @@ impl History {
     /// The last recorded check result.
     pub fn last_check(&self) -> Option<(u64, &CheckResult)> {
         self.iterations.iter().rev().find_map(|r| r.check.as_ref().map(|c| (r.iteration, c)))
+    }
+
+    /// The lists of iteration `n`'s `of` event (`check_result`, ...) that the receipt holds in
+    /// a run artifact, by count, digest and sample.
+    pub fn externalised(&self, n: u64, of: &str) -> Option<&crate::receipt::bounded::Externalised> {
+        self.iterations.iter().rev().find(|r| r.iteration == n)?.externalised.iter().find(|x| x.of == of)
     }
 
     /// The failing-set size of every iteration that recorded a check, in order.

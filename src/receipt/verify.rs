@@ -205,6 +205,27 @@ pub fn verify_run(run_dir: &SafeDir, operator: &VerifyingKey) -> Verification {
             v.fail("predicate_matches_log", e.to_string());
         }
     }
+
+    // 6. The artifacts the receipt names by digest (lists over its bound): each one present must
+    // match; an absent one is said, not failed (the receipt's counts, digests and samples are
+    // covered by the chain and the seal above).
+    let events: Vec<Event> = records.into_iter().map(|r| r.event).collect();
+    if !crate::receipt::bounded::artifacts_named(&events).is_empty() {
+        let found = crate::receipt::bounded::check_artifacts(&events, run_dir);
+        if found.mismatched.is_empty() {
+            let mut detail = format!("{} artifact(s) match their digests", found.matched);
+            if !found.absent.is_empty() {
+                detail.push_str(&format!(
+                    "; {} absent, their full lists not checked (counts, digests and samples are): {}",
+                    found.absent.len(),
+                    found.absent.join(", ")
+                ));
+            }
+            v.pass("artifacts", detail);
+        } else {
+            v.fail("artifacts", found.mismatched.join("; "));
+        }
+    }
     v
 }
 
