@@ -142,7 +142,9 @@ fn the_failing_set_is_recorded_and_explain_halt_sees_improvement() {
 fn a_stalled_failing_set_is_reported_as_stalled() {
     let dir = workdir();
     std::fs::write(dir.path().join("check.sh"), "echo \"<testsuite><testcase classname='t' name='a'><error/></testcase></testsuite>\" > r.xml; exit 1\n").unwrap();
-    let (code, _) = run(dir.path(), &["--exec", "true", "--check", "sh check.sh", "--junit", "r.xml", "--max-iterations", "3"]);
+    // A cap of 2: with t0 and two iterations failing alike, same_failure_repeated (3 in a row,
+    // docs/progress.md) is not reached yet.
+    let (code, _) = run(dir.path(), &["--exec", "true", "--check", "sh check.sh", "--junit", "r.xml", "--max-iterations", "2"]);
     assert_eq!(code, 12);
     let explain = loopexec(dir.path(), &["explain-halt", "--json"]).json();
     assert_eq!(explain["explanation"]["verdict"]["verdict"], "do_not_retry");

@@ -3,8 +3,9 @@
 //! receipt, and `explain-halt` gives a verdict with a next command that works, the same verdict
 //! `verify` reaches offline.
 //!
-//! The project is a small pytest package with four functions, each with one test; a scripted agent
-//! rewrites the package in a planned sequence (which functions are right at which iteration).
+//! The project is a small pytest package with four functions, each with one test, all failing at
+//! t0 (the `check_baseline` run is the rules' start); a scripted agent rewrites the package in a
+//! planned sequence (which functions are right at which iteration).
 mod common;
 use common::*;
 use serde_json::{json, Value};
@@ -97,11 +98,11 @@ fn run_next_command(dir: &Path, command: &str) -> Ran {
 fn the_same_failures_three_times_in_a_row_halt_same_failure_repeated_with_the_iterations() {
     let repo = calc_project();
     let r = run_plan(repo.path(), &[&["add"]], &["--max-iterations", "8"]);
-    assert_eq!((r.code, r.json()["halt_reason"].as_str(), r.json()["iteration"].as_u64()), (17, Some("same_failure_repeated"), Some(4)));
-    let fired = progress(repo.path(), 4);
+    assert_eq!((r.code, r.json()["halt_reason"].as_str(), r.json()["iteration"].as_u64()), (17, Some("same_failure_repeated"), Some(3)));
+    let fired = progress(repo.path(), 3);
     assert_eq!(fired["halt_reason"], "same_failure_repeated");
     assert_eq!(fired["evidence"]["rule"], "same_failure_repeated");
-    assert_eq!(fired["evidence"]["iterations"], json!([2, 3, 4]));
+    assert_eq!(fired["evidence"]["iterations"], json!([1, 2, 3]));
 }
 
 #[test]
@@ -184,7 +185,7 @@ fn a_cap_reached_while_improving_is_raise_the_limit_and_its_command_finishes_the
     assert_eq!(r.code, 12, "{r:?}");
     let verdict = explain(repo.path());
     assert_eq!(verdict["verdict"], "raise_the_limit");
-    assert_eq!(verdict["trajectory"], json!([[1, 3], [2, 2]]));
+    assert_eq!(verdict["trajectory"], json!([[0, 4], [1, 3], [2, 2]]));
     assert_eq!((verdict["rate"].as_f64(), verdict["more_iterations"].as_u64()), (Some(1.0), Some(2)));
     let command = verdict["next_command"].as_str().unwrap();
     assert!(command.contains("--max-iterations 4"), "{command}");
@@ -198,7 +199,7 @@ fn a_no_convergence_halt_is_do_not_retry_naming_the_decisive_iterations_and_its_
     assert_eq!(run_plan(repo.path(), &[&["add"]], &["--max-iterations", "8"]).code, 17);
     let verdict = explain(repo.path());
     assert_eq!(verdict["verdict"], "do_not_retry");
-    assert_eq!(verdict["decisive_iterations"], json!([2, 3, 4]));
+    assert_eq!(verdict["decisive_iterations"], json!([1, 2, 3]));
     let command = verdict["next_command"].as_str().unwrap();
     assert!(command.starts_with("loopexec report r --workdir "), "{command}");
     assert_eq!(run_next_command(repo.path(), command).code, 0);

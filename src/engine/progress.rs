@@ -5,8 +5,10 @@
 //!
 //! Only checks whose reports named their tests (a collected and a failing set) are observed; an
 //! iteration without them is not judged (progress cannot be measured from an exit code) and
-//! leaves the frontier where it was. Until the t0 baseline run is recorded, the first observed
-//! iteration stands in for t0: the rules start from it, and the ratchet accepts it.
+//! leaves the frontier where it was. The rules and the ratchet start from t0 as the
+//! `check_baseline` event measured it; where it did not (no baseline, or its check named no
+//! tests), the first judged iteration stands in for t0: the rules start from it, and the ratchet
+//! accepts it.
 
 use crate::convergence::ratchet::{self, Decision, Frontier};
 use crate::convergence::rules::{self, Limits};
@@ -41,10 +43,19 @@ fn trajectory_before(history: &History, iteration: u64) -> Vec<Observation> {
         .collect()
 }
 
-/// The frontier the earlier observations left: the last accepted one (none yet: the start).
-fn frontier_of(trajectory: &[Observation]) -> Frontier {
-    trajectory
-        .iter()
+/// t0 as the `check_baseline` event measured it (iteration 0, accepted), when its sets were.
+fn t0(history: &History) -> Option<Observation> {
+    let check = &history.check_baseline.as_ref()?.check;
+    let (passing, failing) = sets(check)?;
+    let signature = signature::of_failures(failing.iter().map(|t| (t.as_str(), "")));
+    Some(Observation { iteration: 0, failing_targets: failing.clone(), passing, failing, signature, accepted: true })
+}
+
+/// The frontier the earlier observations left: the last accepted one (none yet: t0, or nothing
+/// when t0 was not measured).
+fn frontier_of(t0: Option<&Observation>, trajectory: &[Observation]) -> Frontier {
+    t0.into_iter()
+        .chain(trajectory.iter())
         .rev()
         .find(|o| o.accepted)
         .map(|o| Frontier { iteration: o.iteration, passing: o.passing.clone(), best_score: None })
@@ -58,7 +69,8 @@ pub fn judge(history: &History, iteration: u64, limits: &Limits) -> Option<Progr
     let check = record.check.as_ref()?;
     let mut trajectory = trajectory_before(history, iteration);
     let candidate = observe(record, false)?;
-    let frontier = frontier_of(&trajectory);
+    let t0 = t0(history);
+    let frontier = frontier_of(t0.as_ref(), &trajectory);
     let (accepted, rejection, frontier_at) = match ratchet::judge(&frontier, iteration, &candidate.passing, None, None) {
         Decision::Accepted(next) => (true, None, next.iteration),
         Decision::Rejected(why) => (false, serde_json::to_value(why).ok(), frontier.iteration),
@@ -66,8 +78,9 @@ pub fn judge(history: &History, iteration: u64, limits: &Limits) -> Option<Progr
     let failing_targets = candidate.failing_targets.len() as u64;
     trajectory.push(Observation { accepted, ..candidate });
     // The rules judge a red check only: a green one ends the run as it is.
-    let finding = match (Verdict::of_check(check), trajectory.split_first()) {
-        (Verdict::Fail, Some((start, rest))) if !rest.is_empty() => rules::evaluate(start, rest, limits),
+    let finding = match (Verdict::of_check(check), &t0, trajectory.split_first()) {
+        (Verdict::Fail, Some(t0), _) => rules::evaluate(t0, &trajectory, limits),
+        (Verdict::Fail, None, Some((start, rest))) if !rest.is_empty() => rules::evaluate(start, rest, limits),
         _ => None,
     };
     Some(ProgressRecord {
@@ -83,14 +96,18 @@ pub fn judge(history: &History, iteration: u64, limits: &Limits) -> Option<Progr
     })
 }
 
-/// |F_i|: failing targets after each iteration the ratchet accepted, in order (the first
-/// observed iteration standing in for t0). Empty when no check named its tests.
+/// |F_i|: failing targets at t0 (when measured) and after each iteration the ratchet accepted,
+/// in order. Empty when no check named its tests.
 pub fn accepted_trajectory(history: &History) -> Vec<(u64, usize)> {
-    history
+    let judged: Vec<(u64, usize)> = history
         .iterations
         .iter()
         .filter_map(|r| r.progress.as_ref().filter(|p| p.accepted).map(|p| (r.iteration, p.failing_targets as usize)))
-        .collect()
+        .collect();
+    match t0(history) {
+        Some(t0) if !judged.is_empty() => std::iter::once((0, t0.failing_targets.len())).chain(judged).collect(),
+        _ => judged,
+    }
 }
 
 #[cfg(test)]
@@ -139,6 +156,26 @@ mod tests {
         let third = step(&mut h, 4, &["a"], &limits);
         assert_eq!(third.halt_reason, Some(HaltReason::SameFailureRepeated));
         assert_eq!(third.evidence.unwrap()["iterations"], serde_json::json!([2, 3, 4]));
+    }
+
+    #[test]
+    fn a_measured_t0_is_the_start_of_the_frontier_and_of_the_trajectory() {
+        let mut h = History::default();
+        checked(&mut h, 0, &["a", "b"]);
+        let t0 = h.iterations.pop().unwrap().check.unwrap();
+        h.check_baseline = Some(crate::receipt::events::CheckBaselineRecord {
+            check: t0,
+            tree_id: None,
+            cache_key: None,
+            cache_hit: false,
+            cache_note: None,
+            sets_unmeasured: None,
+        });
+        let limits = Limits::default();
+        let broke = step(&mut h, 1, &["a", "c"], &limits);
+        assert_eq!((broke.accepted, broke.frontier), (false, 0));
+        assert!(step(&mut h, 2, &["a"], &limits).accepted);
+        assert_eq!(accepted_trajectory(&h), vec![(0, 2), (2, 1)]);
     }
 
     #[test]
