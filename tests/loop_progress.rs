@@ -19,11 +19,6 @@ fn test_id(function: &str) -> String {
     format!("tests.test_calc::test_{function}")
 }
 
-fn require_pytest() {
-    let ok = std::process::Command::new("/usr/bin/python3").args(["-m", "pytest", "--version"]).output().is_ok_and(|o| o.status.success());
-    assert!(ok, "Debian's python3-pytest is needed (ci/setup.sh installs it)");
-}
-
 /// The package with exactly the functions in `right` correct, as a `printf` writing it.
 fn write_package(right: &[&str]) -> String {
     let mut lines = Vec::new();
@@ -181,7 +176,8 @@ fn the_agent_call_after_a_rejection_starts_from_the_reverted_tree() {
 fn a_cap_reached_while_improving_is_raise_the_limit_and_its_command_finishes_the_job() {
     let repo = calc_project();
     let plan: [&[&str]; 4] = [&["add"], &["add", "sub"], &["add", "sub", "mul"], &["add", "sub", "mul", "div"]];
-    let r = run_plan(repo.path(), &plan, &["--max-iterations", "2"]);
+    // Detached, so that the suggested new run starts from the same committed t0.
+    let r = run_detached(repo.path(), &plan, &["--max-iterations", "2"]);
     assert_eq!(r.code, 12, "{r:?}");
     let verdict = explain(repo.path());
     assert_eq!(verdict["verdict"], "raise_the_limit");
@@ -275,4 +271,17 @@ fn without_a_reference_explain_halt_says_no_existence_proof_was_given() {
     assert_eq!(run_plan(repo.path(), &[&["add", "sub", "mul", "div"]], &[]).code, 10);
     let r = loopexec(repo.path(), &["explain-halt", "r", "--json"]);
     assert_eq!(r.json()["explanation"]["reference"], json!({"given": false}));
+}
+
+#[test]
+fn ratchet_shows_the_frontier_and_what_each_rejected_iteration_lost() {
+    let repo = calc_project();
+    assert_eq!(run_detached(repo.path(), &[&["add"], &["sub"]], &["--max-iterations", "2"]).code, 12);
+    let r = loopexec(repo.path(), &["ratchet", "r", "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let ratchet = &r.json()["ratchet"];
+    let first_tree = events(repo.path(), "r").into_iter().find(|e| e["type"] == "snapshot").unwrap()["tree_id"].clone();
+    assert_eq!(ratchet["frontier"], json!({"iteration": 1, "tree_id": first_tree}));
+    assert_eq!((ratchet["judged"][1]["accepted"].as_bool(), &ratchet["judged"][1]["lost"]), (Some(false), &json!([test_id("add")])));
+    assert_eq!(ratchet["judged"][1]["reverted_to_tree"], first_tree);
 }
