@@ -236,3 +236,28 @@ fn no_baseline_runs_no_check_on_t0() {
     assert!(cache_entries(repo.path()).is_empty());
     assert_eq!(of_type(repo.path(), "n", "run_start")[0]["config"]["baseline"], false);
 }
+
+#[test]
+fn a_check_passing_in_place_after_the_agent_halts_human_required_not_success() {
+    let dir = workdir();
+    let r = loopexec(dir.path(), &["run", "--json", "--run-id", "ip", "--isolation", "none", "--exec", "touch done", "--check", "test -f done"]);
+    assert_eq!(r.code, 11, "{r:?}");
+    let v = r.json();
+    assert_eq!((v["halt_reason"].as_str(), v["iteration"].as_u64()), (Some("human_required"), Some(1)));
+    let guard = of_type(dir.path(), "ip", "guard").pop().unwrap();
+    assert_eq!((guard["guard"].as_str(), guard["stage"].as_str()), (Some("in_place"), Some("after_check")));
+    assert!(v["run"]["detail"].as_str().unwrap().starts_with("the check passed at iteration 1 in place, where no guard can compare the agent's change with t0"), "{v}");
+}
+
+#[test]
+fn a_check_green_on_t0_in_place_still_halts_success_at_iteration_0_and_is_never_cached() {
+    let dir = workdir();
+    let r = loopexec(dir.path(), &["run", "--json", "--run-id", "ip0", "--isolation", "none", "--exec", "touch agent-ran", "--check", "true"]);
+    assert_eq!(r.code, 10, "{r:?}");
+    assert_eq!(r.json()["iteration"], 0);
+    assert!(!dir.path().join("agent-ran").exists(), "the agent never ran");
+    let b = baseline(dir.path(), "ip0");
+    assert_eq!((&b["tree_id"], &b["cache_key"], b["cache_hit"].as_bool()), (&Value::Null, &Value::Null, Some(false)));
+    assert_eq!(b["cache_note"], "not cached: an in-place run has no t0 tree the agent cannot change");
+    assert!(cache_entries(dir.path()).is_empty());
+}

@@ -87,7 +87,7 @@ fn the_minted_secret_reaches_only_the_agent_and_is_revoked_once_at_the_halt() {
             "--mint-cmd", &hooks.mint(), "--revoke-cmd", &hooks.revoke(),
         ],
     );
-    assert_eq!(r.code, 10, "{r:?}");
+    assert_eq!(r.code, 11, "{r:?}");
     assert!(!r.stdout.contains(&hooks.secret) && !r.stderr.contains(&hooks.secret));
     let out = std::fs::read_to_string(run_dir(dir.path(), "c").join("artifacts/0001-exec.stdout")).unwrap();
     assert_eq!(out, "match\n");
@@ -121,7 +121,7 @@ fn mint_env_names_the_agents_variable() {
             "--mint-cmd", &hooks.mint(), "--revoke-cmd", &hooks.revoke(), "--mint-env", "API_TOKEN",
         ],
     );
-    assert_eq!(r.code, 10, "{r:?}");
+    assert_eq!(r.code, 11, "{r:?}");
     let out = std::fs::read_to_string(run_dir(dir.path(), "e").join("artifacts/0001-exec.stdout")).unwrap();
     assert_eq!(out, "match\ndefault-unset\n");
     assert_secret_in_no_state_file(dir.path(), &hooks.secret);
@@ -172,7 +172,7 @@ fn a_pause_revokes_and_a_resume_mints_a_new_credential() {
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(hooks.revoked(), format!("cause=pause\n{}\n---\n", hooks.secret));
     let r = loopexec(dir.path(), &["run", "--json", "--resume", "p"]);
-    assert_eq!(r.code, 10, "{r:?}");
+    assert_eq!(r.code, 11, "{r:?}");
     assert_eq!(hooks.revoked(), format!("cause=pause\n{s}\n---\ncause=halt\n{s}\n---\n", s = hooks.secret));
     let minted = event_types(dir.path(), "p").iter().filter(|t| *t == "credential_minted").count();
     assert_eq!(minted, 2);
@@ -192,7 +192,7 @@ fn a_credential_left_by_a_crashed_loopexec_is_revoked_on_resume() {
     assert_eq!(r.code, -1, "killed by SIGKILL: {r:?}");
     assert_eq!(hooks.revoked(), "");
     let r = loopexec(dir.path(), &["run", "--json", "--resume", "k"]);
-    assert_eq!(r.code, 10, "{r:?}");
+    assert_eq!(r.code, 11, "{r:?}");
     // The lost secret cannot be handed over: the hook gets an empty stdin and the cause.
     assert_eq!(hooks.revoked(), format!("cause=supervisor_lost\n---\ncause=halt\n{}\n---\n", hooks.secret));
     let revokes: Vec<String> = events(dir.path(), "k")
@@ -216,7 +216,7 @@ fn loop_toml_can_name_the_hooks_and_a_mint_without_revoke_there_is_refused_too()
     );
     std::fs::write(dir.path().join("loop.toml"), &toml).unwrap();
     let r = loopexec(dir.path(), &["run", "--no-baseline", "--json", "--run-id", "t"]);
-    assert_eq!(r.code, 10, "{r:?}");
+    assert_eq!(r.code, 11, "{r:?}");
     let out = std::fs::read_to_string(run_dir(dir.path(), "t").join("artifacts/0001-exec.stdout")).unwrap();
     assert_eq!(out, "match\n");
     assert_eq!(hooks.revoked(), format!("cause=halt\n{}\n---\n", hooks.secret));

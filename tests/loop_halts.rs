@@ -12,15 +12,15 @@ fn run(dir: &std::path::Path, extra: &[&str]) -> (i32, Value) {
 }
 
 #[test]
-fn the_check_passing_halts_success_condition_met() {
+fn a_check_passing_in_place_halts_human_required() {
     let dir = workdir();
     let (code, v) = run(dir.path(), &["--no-baseline", "--exec", "echo $LOOPEXEC_ITERATION >> it", "--check", "test $(wc -l < it) -ge 3"]);
-    assert_eq!((code, v["halt_reason"].as_str(), v["iteration"].as_u64()), (10, Some("success_condition_met"), Some(3)));
+    assert_eq!((code, v["halt_reason"].as_str(), v["iteration"].as_u64()), (11, Some("human_required"), Some(3)));
     assert_eq!(
         event_types(dir.path(), "r"),
         [
             "run_start", "iteration_start", "exec_result", "check_result", "iteration_start", "exec_result",
-            "check_result", "iteration_start", "exec_result", "check_result", "halt"
+            "check_result", "iteration_start", "exec_result", "check_result", "guard", "halt"
         ]
     );
 }
@@ -76,7 +76,7 @@ fn a_check_timeout_halts_execution_failure() {
 fn output_is_captured_into_artifacts_with_size_and_hash() {
     let dir = workdir();
     let (code, _) = run(dir.path(), &["--no-baseline", "--exec", "printf agent-out; printf agent-err >&2", "--check", "true"]);
-    assert_eq!(code, 10);
+    assert_eq!(code, 11);
     let exec = &events(dir.path(), "r")[2];
     assert_eq!(exec["stdout"]["bytes"], 9);
     assert_eq!(exec["stdout"]["truncated"], false);
@@ -97,11 +97,11 @@ fn once_pauses_and_resume_once_continues_until_the_halt() {
     assert_eq!(status["state"], "paused");
     assert_eq!(status["run"]["resumable"], true);
     let next = loopexec(dir.path(), &["step", "--json", "--resume", "r"]);
-    assert_eq!(next.code, 10, "{next:?}");
+    assert_eq!(next.code, 11, "{next:?}");
     assert_eq!(next.json()["iteration"], 2);
     assert_eq!(
         event_types(dir.path(), "r"),
-        ["run_start", "iteration_start", "exec_result", "check_result", "run_resumed", "iteration_start", "exec_result", "check_result", "halt"]
+        ["run_start", "iteration_start", "exec_result", "check_result", "run_resumed", "iteration_start", "exec_result", "check_result", "guard", "halt"]
     );
 }
 

@@ -19,7 +19,7 @@ fn background_children_of_a_finished_command_are_killed() {
     let dir = workdir();
     let exec = "sleep 300 & echo $! > bg.pid";
     let r = loopexec(dir.path(), &["run", "--json", "--no-baseline", "--isolation", "none", "--exec", exec, "--check", "true"]);
-    assert_eq!(r.code, 10, "{r:?}");
+    assert_eq!(r.code, 11, "{r:?}");
     let pid = read_pid(&dir.path().join("bg.pid"));
     assert!(!pid_alive(pid), "background child {pid} survived its command");
 }

@@ -253,7 +253,7 @@ fn a_workspace_deeper_than_the_descriptor_limit_is_delivered_under_ulimit_n_256(
     std::fs::write(repo.path().join("answer"), "41\n").unwrap();
     commit_t0(repo.path());
     let exec = format!("{DEEP_TREE} 1100");
-    let r = loopexec_under("ulimit -Sn 256", repo.path(), &["run", "--json", "--run-id", "fds", "--policy", &policy, "--max-iterations", "1", "--exec", &exec, "--check", "true"]);
+    let r = loopexec_under("ulimit -Sn 256", repo.path(), &["run", "--json", "--no-baseline", "--run-id", "fds", "--policy", &policy, "--max-iterations", "1", "--exec", &exec, "--check", "true"]);
     assert_eq!(r.code, 10, "{r:?}");
     assert_eq!(r.json()["state"], "halted", "{r:?}");
     assert_sealed(repo.path(), "fds");

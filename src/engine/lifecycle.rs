@@ -9,6 +9,7 @@ use super::credentials;
 use super::decide::{self, Step};
 use super::detached::{RunWorkspace, Taken, WorkspaceMode};
 use super::baseline::BaselineSetGuard;
+use super::in_place::InPlaceGuard;
 use super::analysis_guards::{self, AnalysisBaseline, MetricIntegrityGuard, TamperingGuard};
 use super::guards::{AgentStep, Guard, Guards, ProtectedPathGuard};
 use super::seats::Mode;
@@ -110,7 +111,7 @@ enum Pending {
     Decided(HaltReason, String),
 }
 
-fn pending(history: &History, mode: Mode, max_iterations: u64) -> Pending {
+fn pending(history: &History, mode: Mode, max_iterations: u64, judged: bool) -> Pending {
     let Some(record) = history.current() else {
         return Pending::Nothing;
     };
@@ -118,6 +119,8 @@ fn pending(history: &History, mode: Mode, max_iterations: u64) -> Pending {
         return Pending::Nothing;
     }
     match decide::decide(mode, record, max_iterations) {
+        // A green check the judge was still to answer: the iteration's outcome is not recorded.
+        Step::Halt(HaltReason::SuccessConditionMet, _) if judged && record.judge.is_none() => Pending::Unfinished,
         Step::Halt(reason, detail) => Pending::Decided(reason, detail),
         _ if record.check.is_some() => Pending::Nothing,
         _ => Pending::Unfinished,
@@ -225,7 +228,7 @@ pub fn resume(
     let opening = Opening { statedir, run_id: run_id.clone(), run, lock, log, history, cfg, isolation, resumed: true };
     let mut active = ActiveRun::open(opening, workdir)?;
     let last = active.history.last_started;
-    let pending = pending(&active.history, active.mode, active.cfg.max_iterations);
+    let pending = pending(&active.history, active.mode, active.cfg.max_iterations, active.cfg.judge.is_some());
     if let Pending::Unfinished = pending {
         active.append(Event::IterationInterrupted { iteration: last, cause: "supervisor_lost".into() })?;
     }
@@ -260,6 +263,11 @@ impl<'a> ActiveRun<'a> {
     fn open(o: Opening<'a>, workdir: SafeDir) -> CmdResult<ActiveRun<'a>> {
         let artifacts = o.run.artifacts()?;
         let state = running_state(&o.run_id, &o.isolation, o.history.last_started, o.cfg.max_iterations, &o.run);
+        // In place no guard can judge a step: a green check there is refused (`in_place`).
+        let guards = Guards::new(match o.cfg.workspace {
+            WorkspaceMode::InPlace => vec![Box::new(BaselineSetGuard), Box::new(InPlaceGuard)],
+            WorkspaceMode::Detached => vec![Box::new(BaselineSetGuard)],
+        });
         Ok(ActiveRun {
             statedir: o.statedir,
             run: o.run,
@@ -275,7 +283,7 @@ impl<'a> ActiveRun<'a> {
             resumed: o.resumed,
             run_key: None,
             workspace: None,
-            guards: Guards::new(vec![Box::new(BaselineSetGuard)]),
+            guards,
             credential: None,
             refused_at_reopen: None,
         })

@@ -5,7 +5,7 @@
 //! that a live run and a resumed one decide from the same state.
 
 use super::events::{
-    CheckResult, Event, ExecResult, GuardRecord, HaltRecord, ProgressRecord, Recorded, ReferenceRecord, RunStart, SnapshotRecord, WorkspaceRecord,
+    CheckResult, Event, ExecResult, GuardRecord, HaltRecord, JudgeRecord, ProgressRecord, Recorded, ReferenceRecord, RunStart, SnapshotRecord, WorkspaceRecord,
 };
 use serde_json::{Map, Value};
 
@@ -21,6 +21,8 @@ pub struct IterationRecord {
     pub guards: Vec<GuardRecord>,
     /// The progress judgement after the check (`progress` event; docs/progress.md).
     pub progress: Option<ProgressRecord>,
+    /// The judge's answer on a green check (`judge` event).
+    pub judge: Option<JudgeRecord>,
     /// The cause, when the iteration was interrupted (`SIGINT`, `SIGTERM`, `supervisor_lost`).
     pub interrupted: Option<String>,
     /// Lists of this iteration's events moved to run artifacts (`externalised` events).
@@ -35,6 +37,7 @@ pub struct IterationLines {
     pub exec: Option<Map<String, Value>>,
     pub check: Option<Map<String, Value>>,
     pub interrupted: Option<Map<String, Value>>,
+    pub judge: Option<Map<String, Value>>,
 }
 
 impl IterationRecord {
@@ -170,6 +173,12 @@ impl History {
                 }
             }
             Event::CheckBaseline(baseline) => self.check_baseline = Some(baseline.clone()),
+            Event::Judge(judge) => {
+                if let Some(slot) = self.slot(judge.iteration) {
+                    slot.judge = Some(judge.clone());
+                    slot.lines.judge = Some(recorded.line.clone());
+                }
+            }
             Event::Halt(halt) => {
                 self.halt = Some(halt.clone());
                 self.halt_line = Some(recorded.line.clone());
