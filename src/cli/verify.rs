@@ -29,6 +29,11 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
         human.push_str(&format!("{:<4} {:<22} {}\n", if check.ok { "ok" } else { "FAIL" }, check.name, crate::inert::inert(&check.detail)));
     }
     let ok = verification.ok();
+    // The operator's verdict, as `explain-halt` computes it from the same receipt.
+    let verdict = halt_verdict(&run_dir);
+    if let Some(verdict) = &verdict {
+        human.push_str(&format!("verdict {} (loopexec explain-halt)\n", verdict.explanation.verdict.as_str()));
+    }
     human.push_str(if ok { "verified\n" } else { "NOT verified\n" });
     let mut out = Outcome::ok("verify");
     if let Some(id) = &verification.run_id {
@@ -38,10 +43,8 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
         out.set("halt_reason", reason.clone());
     }
     out.set("verify", serde_json::to_value(&verification).unwrap_or_default());
-    // The operator's verdict, as `explain-halt` computes it from the same receipt.
-    if let Some(verdict) = halt_verdict(&run_dir) {
-        human.push_str(&format!("verdict {} (loopexec explain-halt)\n", verdict.explanation.verdict.as_str()));
-        out.set("verdict", serde_json::to_value(&verdict).unwrap_or_default());
+    if let Some(verdict) = &verdict {
+        out.set("verdict", serde_json::to_value(verdict).unwrap_or_default());
     }
     out.set("verified", ok);
     if !ok {

@@ -17,6 +17,24 @@ use crate::engine::verdict::Verdict;
 use crate::receipt::events::{CheckResult, ProgressRecord};
 use crate::receipt::history::{History, IterationRecord};
 
+/// At most this many test ids are listed in a `progress` event's lists; each list cut is
+/// followed by `<name>_count`, its exact length (the receipt stays bounded).
+const LISTED_IDS: usize = 50;
+
+/// `value` (an object) with every list longer than [`LISTED_IDS`] cut, and its count added.
+fn bounded(value: serde_json::Value) -> serde_json::Value {
+    let serde_json::Value::Object(mut fields) = value else { return value };
+    let long: Vec<String> = fields.iter().filter(|(_, v)| v.as_array().is_some_and(|a| a.len() > LISTED_IDS)).map(|(k, _)| k.clone()).collect();
+    for key in long {
+        if let Some(serde_json::Value::Array(items)) = fields.get_mut(&key) {
+            let count = items.len();
+            items.truncate(LISTED_IDS);
+            fields.insert(format!("{key}_count"), count.into());
+        }
+    }
+    serde_json::Value::Object(fields)
+}
+
 /// What a check's report showed, when it named its tests.
 fn sets(check: &CheckResult) -> Option<(TestSet, TestSet)> {
     let collected: TestSet = check.collected_set.as_ref()?.iter().cloned().collect();
@@ -73,7 +91,7 @@ pub fn judge(history: &History, iteration: u64, limits: &Limits) -> Option<Progr
     let frontier = frontier_of(t0.as_ref(), &trajectory);
     let (accepted, rejection, frontier_at) = match ratchet::judge(&frontier, iteration, &candidate.passing, None, None) {
         Decision::Accepted(next) => (true, None, next.iteration),
-        Decision::Rejected(why) => (false, serde_json::to_value(why).ok(), frontier.iteration),
+        Decision::Rejected(why) => (false, serde_json::to_value(why).ok().map(bounded), frontier.iteration),
     };
     let failing_targets = candidate.failing_targets.len() as u64;
     trajectory.push(Observation { accepted, ..candidate });
@@ -92,7 +110,7 @@ pub fn judge(history: &History, iteration: u64, limits: &Limits) -> Option<Progr
         reverted_to_tree: None,
         halt_reason: finding.as_ref().map(rules::Finding::reason),
         detail: finding.as_ref().map(rules::Finding::detail),
-        evidence: finding.as_ref().and_then(|f| serde_json::to_value(f).ok()),
+        evidence: finding.as_ref().and_then(|f| serde_json::to_value(f).ok()).map(bounded),
     })
 }
 
@@ -176,6 +194,13 @@ mod tests {
         assert_eq!((broke.accepted, broke.frontier), (false, 0));
         assert!(step(&mut h, 2, &["a"], &limits).accepted);
         assert_eq!(accepted_trajectory(&h), vec![(0, 2), (2, 1)]);
+    }
+
+    #[test]
+    fn long_lists_in_the_record_are_cut_and_counted() {
+        let ids: Vec<String> = (0..60).map(|i| format!("t{i}")).collect();
+        let cut = bounded(serde_json::json!({"kind": "lost_tests", "lost": ids}));
+        assert_eq!((cut["lost"].as_array().map(Vec::len), cut["lost_count"].as_u64()), (Some(LISTED_IDS), Some(60)));
     }
 
     #[test]
