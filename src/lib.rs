@@ -38,7 +38,6 @@ pub mod inert;
 pub mod interrupt;
 pub mod mutation;
 pub mod output;
-pub mod progress;
 pub mod receipt;
 pub mod run_id;
 pub mod safefs;

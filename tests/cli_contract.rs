@@ -235,7 +235,7 @@ fn status_report_and_explain_halt_answer_in_json() {
     assert_eq!(report["report"]["iterations"].as_array().unwrap().len(), 2);
     let explain = loopexec(dir.path(), &["explain-halt", "--json"]).json();
     assert_eq!(explain["halt_reason"], "max_iterations_reached");
-    assert_eq!(explain["explanation"]["progress"]["kind"], "unknown");
+    assert_eq!(explain["explanation"]["verdict"]["verdict"], "human_needed", "no report: progress cannot be measured");
     let check = loopexec(dir.path(), &["check", "--json"]);
     assert_eq!(check.code, 0, "{check:?}");
     assert_eq!(check.json()["checked"]["runs"], 1);

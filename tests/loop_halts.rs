@@ -133,7 +133,8 @@ fn the_failing_set_is_recorded_and_explain_halt_sees_improvement() {
     let third = events(dir.path(), "r").into_iter().filter(|e| e["type"] == "check_result").nth(2).unwrap();
     assert_eq!(third["failing_set"], serde_json::json!(["t::c1", "t::c2", "t::c3"]));
     let explain = loopexec(dir.path(), &["explain-halt", "--json"]).json();
-    assert_eq!(explain["explanation"]["progress"], serde_json::json!({"kind": "improving", "from": 4, "to": 2, "over": 3}));
+    assert_eq!(explain["explanation"]["verdict"]["verdict"], "raise_the_limit");
+    assert_eq!(explain["explanation"]["verdict"]["trajectory"], serde_json::json!([[1, 5], [2, 4], [3, 3], [4, 2]]));
     assert!(explain["explanation"]["summary"].as_str().unwrap().contains("raise the limit"));
 }
 
@@ -141,10 +142,12 @@ fn the_failing_set_is_recorded_and_explain_halt_sees_improvement() {
 fn a_stalled_failing_set_is_reported_as_stalled() {
     let dir = workdir();
     std::fs::write(dir.path().join("check.sh"), "echo \"<testsuite><testcase classname='t' name='a'><error/></testcase></testsuite>\" > r.xml; exit 1\n").unwrap();
-    let (code, _) = run(dir.path(), &["--exec", "true", "--check", "sh check.sh", "--junit", "r.xml", "--max-iterations", "3"]);
+    // A cap of 2: with t0 and two iterations failing alike, same_failure_repeated (3 in a row,
+    // docs/progress.md) is not reached yet.
+    let (code, _) = run(dir.path(), &["--exec", "true", "--check", "sh check.sh", "--junit", "r.xml", "--max-iterations", "2"]);
     assert_eq!(code, 12);
     let explain = loopexec(dir.path(), &["explain-halt", "--json"]).json();
-    assert_eq!(explain["explanation"]["progress"]["kind"], "stalled");
+    assert_eq!(explain["explanation"]["verdict"]["verdict"], "do_not_retry");
 }
 
 #[test]

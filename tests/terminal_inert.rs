@@ -83,7 +83,11 @@ fn explain_halt_shows_a_hostile_file_name_escaped() {
             "run_id       h".to_string(),
             "halt_reason  blocked_path_modified".into(),
             "iteration    1".into(),
-            format!("why          blocked_path_modified: {DETAIL}{SHOWN}."),
+            format!("why          blocked_path_modified: {DETAIL}{SHOWN}. the run stopped on something only a person can resolve."),
+            "verdict      human_needed".into(),
+            "decisive     1".into(),
+            "reference    no existence proof was given (no --reference)".into(),
+            format!("next         loopexec report h --workdir '{}'", shown_receipt(&repo).split("/.loopexec").next().unwrap_or_default()),
         ]
     );
 }

@@ -1,11 +1,17 @@
-//! `loopexec explain-halt`: why a run stopped, in one paragraph; for an iteration cap, whether
-//! the failing set was still shrinking (raise the limit) or stalled.
+//! `loopexec explain-halt`: why a run stopped, in one paragraph, with the operator's verdict
+//! (`done`, `raise_the_limit`, `do_not_retry`, `fix_the_check`, `human_needed`;
+//! [`crate::convergence::verdict`]), its evidence (the |F_i| trajectory of failing targets over the
+//! accepted iterations, the decisive iterations) and the exact next command. Everything comes from
+//! the receipt alone, so `verify` reaches the same verdict offline ([`verdict_of`]).
 
 use super::receipt_source::{self, ReceiptArgs};
+use crate::convergence::verdict::{explain, Explanation, Verdict};
+use crate::engine::config::LoopConfig;
+use crate::engine::detached::WorkspaceMode;
 use crate::error::CmdResult;
 use crate::output::{aligned, Outcome};
-use crate::progress::{trend, Trend};
-use crate::receipt::history::LastStop;
+use crate::receipt::history::{History, LastStop};
+use serde::Serialize;
 use serde_json::{json, Value};
 
 #[derive(Debug, clap::Args)]
@@ -14,10 +20,131 @@ pub struct Args {
     pub source: ReceiptArgs,
 }
 
-fn summary(reason: &str, detail: &str, trend: &Trend) -> String {
+/// The verdict on a halted run with the command to run next.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HaltVerdict {
+    #[serde(flatten)]
+    pub explanation: Explanation,
+    /// The iterations the verdict rests on: the halting one, and for a no-convergence halt the
+    /// ones its rule named.
+    pub decisive_iterations: Vec<u64>,
+    /// A shell command line (arguments quoted) to run next.
+    pub next_command: String,
+}
+
+/// |F_i| of the run: failing targets after each accepted iteration (the `progress` events); a
+/// receipt written before them falls back to each check's failing-set size.
+fn trajectory(history: &History) -> Vec<(u64, usize)> {
+    let judged = crate::engine::progress::accepted_trajectory(history);
+    if !judged.is_empty() || history.iterations.iter().any(|r| r.progress.is_some()) {
+        return judged;
+    }
+    history.iterations.iter().filter_map(|r| Some((r.iteration, r.failing_count()? as usize))).collect()
+}
+
+/// The iterations a rule's evidence names (every number under an `iteration`-like key).
+fn evidence_iterations(evidence: &Value, into: &mut Vec<u64>) {
+    let Some(fields) = evidence.as_object() else { return };
+    for (key, value) in fields {
+        match value {
+            Value::Number(n) if key != "best" => into.extend(n.as_u64()),
+            Value::Array(items) if key != "failing" => {
+                for item in items {
+                    match item {
+                        Value::Number(n) => into.extend(n.as_u64()),
+                        Value::Array(pair) => into.extend(pair.first().and_then(Value::as_u64)),
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn quote(arg: &str) -> String {
+    shlex::try_quote(arg).map(|q| q.into_owned()).unwrap_or_else(|_| format!("'{}'", arg.replace('\0', "")))
+}
+
+/// `loopexec run` again with the run's pinned commands, isolation, reports, protected paths,
+/// timeouts, policies, progress parameters and reference, and a cap of `cap`.
+fn rerun_command(cfg: &LoopConfig, cap: u64) -> String {
+    let mut args: Vec<String> = vec!["loopexec".into(), "run".into(), "--workdir".into(), cfg.workdir.clone()];
+    args.extend(["--isolation".into(), cfg.isolation.as_str().into()]);
+    if cfg.isolation == crate::zones::Isolation::Native {
+        let mode = match cfg.workspace {
+            WorkspaceMode::Detached => "detached",
+            WorkspaceMode::InPlace => "in-place",
+        };
+        args.extend(["--workspace".into(), mode.into()]);
+    }
+    if cfg.include_uncommitted {
+        args.push("--include-uncommitted".into());
+    }
+    for (flag, pin) in [("--policy", &cfg.agent_policy), ("--check-policy", &cfg.check_policy)] {
+        if let Some(pin) = pin {
+            args.extend([flag.into(), pin.source.clone()]);
+        }
+    }
+    args.extend(["--check".into(), cfg.check.clone(), "--exec".into(), cfg.exec.clone()]);
+    for report in cfg.report_patterns() {
+        args.extend(["--report".into(), report]);
+    }
+    for protect in &cfg.protected {
+        args.extend(["--protect".into(), protect.clone()]);
+    }
+    let secs = |ms: u64| format!("{}", ms as f64 / 1000.0);
+    args.extend(["--exec-timeout".into(), secs(cfg.exec_timeout_ms), "--check-timeout".into(), secs(cfg.check_timeout_ms)]);
+    args.extend(["--no-progress-k".into(), cfg.progress.no_progress_k.to_string()]);
+    if let Some(reference) = &cfg.reference {
+        args.extend(["--reference".into(), reference.clone()]);
+    }
+    args.extend(["--max-iterations".into(), cap.to_string()]);
+    args.iter().map(|a| quote(a)).collect::<Vec<_>>().join(" ")
+}
+
+/// The verdict on `history`'s halt, or `None` when the run has not halted.
+pub fn verdict_of(history: &History) -> Option<HaltVerdict> {
+    let halt = history.halt.as_ref()?;
+    let explanation = explain(halt.halt_reason, &trajectory(history));
+    let mut decisive = vec![halt.iteration];
+    let fired = history.iterations.iter().rev().find_map(|r| r.progress.as_ref().filter(|p| p.halt_reason == Some(halt.halt_reason)));
+    if let Some(evidence) = fired.and_then(|p| p.evidence.as_ref()) {
+        evidence_iterations(evidence, &mut decisive);
+    }
+    decisive.sort_unstable();
+    decisive.dedup();
+    let run_id = history.run_id().unwrap_or_default();
+    let cfg: Option<LoopConfig> = history.start.as_ref().and_then(|s| serde_json::from_value(s.config.clone()).ok());
+    let workdir = cfg.as_ref().map(|c| c.workdir.clone()).unwrap_or_else(|| ".".into());
+    let report = format!("loopexec report {} --workdir {}", quote(run_id), quote(&workdir));
+    let next_command = match (explanation.verdict, &cfg, explanation.more_iterations) {
+        (Verdict::RaiseTheLimit, Some(cfg), Some(more)) => rerun_command(cfg, halt.iteration + more),
+        (Verdict::Done, _, _) => match halt.delivery.as_ref().and_then(|d| d.branch.as_deref()) {
+            Some(branch) => format!("git -C {} diff --stat HEAD {}", quote(&workdir), quote(branch)),
+            None => report,
+        },
+        _ => report,
+    };
+    Some(HaltVerdict { explanation, decisive_iterations: decisive, next_command })
+}
+
+/// The existence proof: the `reference` event, or that none was given; and one sentence.
+fn existence_proof(history: &History) -> (Value, String) {
+    match &history.reference {
+        Some(reference) => (json!(reference), reference.detail.clone()),
+        None => (json!({"given": false}), "no existence proof was given (no --reference)".to_string()),
+    }
+}
+
+fn summary(reason: &str, detail: &str, verdict: &HaltVerdict) -> String {
+    let advice = &verdict.explanation.because;
     match reason {
         "success_condition_met" => format!("converged: {detail}."),
-        "max_iterations_reached" => format!("iteration cap: {detail}. Progress: {}.", trend.sentence()),
+        "max_iterations_reached" => match verdict.explanation.verdict {
+            Verdict::RaiseTheLimit => format!("iteration cap: {detail}. Progress: {advice} - raise the limit."),
+            _ => format!("iteration cap: {detail}. Progress: {advice} - raising the limit is unlikely to help."),
+        },
         "execution_failure" => format!("a command did not complete: {detail}. Fix the command or its timeout, then start a new run."),
         "metric_integrity_violation" => format!(
             "the evidence contradicts the check's result: {detail}. A zero exit counts only when the declared reports and the runners' own output agree with it (docs/guards.md)"
@@ -25,36 +152,45 @@ fn summary(reason: &str, detail: &str, trend: &Trend) -> String {
         "workspace_invalid" => format!("the workspace or state is unusable: {detail}."),
         "reviewer_rejected" => format!("the judge vetoed a green step: {detail}. Nothing of that step was delivered; read its reason, then start a new run."),
         "escalation_pending" => format!("a human decides: {detail}. The judge did not approve; see its `judge` event and output artifacts."),
-        other => format!("{other}: {detail}."),
+        other => format!("{other}: {detail}. {advice}."),
     }
+}
+
+fn list(items: impl IntoIterator<Item = String>) -> String {
+    items.into_iter().collect::<Vec<_>>().join(", ")
 }
 
 pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     let loaded = receipt_source::load(&args.source)?;
     let history = &loaded.history;
     let run_id = history.run_id().unwrap_or("").to_string();
-    let counts: Vec<Option<usize>> = history.failing_counts().into_iter().map(|c| c.map(|c| c as usize)).collect();
-    let trend = trend(&counts);
+    let counts: Vec<Option<u64>> = history.failing_counts();
     let receipt = loaded.path.to_string_lossy().into_owned();
     let last_exit = history.last_exited_check().and_then(|c| c.check_exit);
     let out = Outcome::ok("explain-halt").field("run_id", run_id.clone()).field("receipt", receipt).field("check_exit", json!(last_exit));
-    let Some(halt) = &history.halt else {
+    let (Some(halt), Some(verdict)) = (&history.halt, verdict_of(history)) else {
         let why = match history.last_stop {
             Some(LastStop::Interrupted) => "interrupted by the operator; resumable",
             _ => "paused or still running; resumable",
         };
+        let resume = format!("loopexec run --resume {}", quote(&run_id));
         return Ok(out
             .field("halt_reason", Value::Null)
             .field("iteration", history.current().map(|d| d.iteration).unwrap_or(0))
-            .field("explanation", json!({"halted": false, "summary": format!("not halted: {why}"), "progress": trend}))
-            .human(format!("run {run_id} has not halted: {why} (loopexec run --resume {run_id})\n")));
+            .field("explanation", json!({"halted": false, "summary": format!("not halted: {why}"), "next_command": resume}))
+            .human(format!("run {run_id} has not halted: {why} ({resume})\n")));
     };
     let reason = halt.halt_reason.as_str().to_string();
     let detail = halt.detail.clone();
     let iteration = halt.iteration;
-    let text = summary(&reason, &detail, &trend);
+    let text = summary(&reason, &detail, &verdict);
     let mut rows = vec![("run_id", run_id.clone()), ("halt_reason", reason.clone()), ("iteration", iteration.to_string())];
     rows.push(("why", text.clone()));
+    rows.push(("verdict", verdict.explanation.verdict.as_str().to_string()));
+    if !verdict.explanation.trajectory.is_empty() {
+        rows.push(("failing_targets", list(verdict.explanation.trajectory.iter().map(|(i, n)| format!("{n} at {i}")))));
+    }
+    rows.push(("decisive", list(verdict.decisive_iterations.iter().map(u64::to_string))));
     // The evidence of the guards that objected in the halting iteration (escaped by `aligned`).
     let guards: Vec<_> = history.iterations.iter().filter(|d| d.iteration == iteration).flat_map(|d| d.guards.iter()).collect();
     for g in &guards {
@@ -74,34 +210,29 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     for d in evidence.iter().flat_map(|e| &e.disagreements) {
         rows.push(("evidence", format!("{}: {}", d.kind, d.detail)));
     }
+    let proof = existence_proof(history);
+    rows.push(("reference", proof.1.clone()));
+    rows.push(("next", verdict.next_command.clone()));
     // Receipts of earlier versions recorded no evidence: their explanation stays as it was.
     let out = match &evidence {
         Some(evidence) => out.field("evidence", json!(evidence)),
         None => out,
     };
-    Ok(out
-        .field("halt_reason", reason.clone())
-        .field("iteration", iteration)
-        .field(
-            "explanation",
-            {
-                let mut explanation = json!({
-                    "halted": true,
-                    "exit_code": halt.exit_code,
-                    "detail": detail,
-                    "summary": text,
-                    "progress": trend,
-                    "failing_counts": counts,
-                });
-                // The guards' evidence, where any objected (earlier receipts explain as before).
-                if let (false, Some(fields)) = (guards.is_empty(), explanation.as_object_mut()) {
-                    fields.insert("guards".into(), json!(guards));
-                }
-                if let (Some(j), Some(fields)) = (judge, explanation.as_object_mut()) {
-                    fields.insert("judge".into(), json!({"outcome": j.outcome, "reward_hacking": j.reward_hacking, "reason": j.reason}));
-                }
-                explanation
-            },
-        )
-        .human(aligned(&rows)))
+    let mut explanation = json!({
+        "halted": true,
+        "exit_code": halt.exit_code,
+        "detail": detail,
+        "summary": text,
+        "verdict": verdict,
+        "failing_counts": counts,
+        "reference": proof.0,
+    });
+    // The guards' evidence, where any objected (earlier receipts explain as before).
+    if let (false, Some(fields)) = (guards.is_empty(), explanation.as_object_mut()) {
+        fields.insert("guards".into(), json!(guards));
+    }
+    if let (Some(j), Some(fields)) = (judge, explanation.as_object_mut()) {
+        fields.insert("judge".into(), json!({"outcome": j.outcome, "reward_hacking": j.reward_hacking, "reason": j.reason}));
+    }
+    Ok(out.field("halt_reason", reason.clone()).field("iteration", iteration).field("explanation", explanation).human(aligned(&rows)))
 }

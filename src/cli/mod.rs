@@ -11,6 +11,7 @@ pub mod check;
 pub mod doctor;
 pub mod doctor_adequacy;
 pub mod explain_halt;
+pub mod ratchet;
 pub mod init;
 pub mod isolate;
 pub mod keygen;
@@ -82,6 +83,8 @@ pub enum Command {
     Report(report::Args),
     /// Why a run stopped; for an iteration cap, whether it was still improving.
     ExplainHalt(explain_halt::Args),
+    /// The ratchet's frontier: accepted and rejected iterations, and the last accepted tree.
+    Ratchet(ratchet::Args),
     /// Run one command in a zone (namespaces, Landlock, seccomp, cgroup) and exit with its code.
     Sandbox(sandbox::SandboxArgs),
     /// Validate, show and compare zone policies.
@@ -128,6 +131,7 @@ impl Command {
             Command::Check(args) => check::run(args, json),
             Command::Report(args) => report::run(args, json),
             Command::ExplainHalt(args) => explain_halt::run(args, json),
+            Command::Ratchet(args) => ratchet::run(args, json),
             Command::Sandbox(args) => sandbox::run(args, json),
             Command::Policy(args) => policy::run(args, json),
             Command::Doctor(args) => doctor::run(args, json),

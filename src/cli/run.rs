@@ -17,7 +17,9 @@ use crate::zones::{Backend, Isolation};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
-const CONFIG_FLAGS: [&str; 36] = [
+const CONFIG_FLAGS: [&str; 38] = [
+    "no_progress_k",
+    "reference",
     "no_baseline",
     "judge",
     "judge_policy",
@@ -137,6 +139,14 @@ pub struct Args {
     /// Seconds before the check's process tree is killed (default 600).
     #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
     pub check_timeout: Option<f64>,
+    /// Accepted iterations without a new fewest-failing-targets before `no_progress_detected`
+    /// (default 3; 0 turns the rule off; docs/progress.md). Over `[progress] no_progress_k`.
+    #[arg(long, value_name = "K")]
+    pub no_progress_k: Option<usize>,
+    /// A commit (or tree) of the workdir's repository known to pass the check: checked in an exec
+    /// zone before the first agent call; if it fails the run stops `infeasible_suspected`.
+    #[arg(long, value_name = "REV")]
+    pub reference: Option<String>,
     /// Run one iteration, then stop (resumable unless it halted).
     #[arg(long)]
     pub once: bool,
@@ -217,6 +227,8 @@ impl Args {
             baseline: self.no_baseline.then_some(false),
             protected: self.protect.clone(),
             max_iterations: self.max_iterations,
+            no_progress_k: self.no_progress_k,
+            reference: self.reference.clone(),
             exec_timeout_secs: self.exec_timeout,
             check_timeout_secs: self.check_timeout,
             report: self.report.clone(),

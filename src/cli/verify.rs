@@ -29,8 +29,13 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
         human.push_str(&format!("{:<4} {:<22} {}\n", if check.ok { "ok" } else { "FAIL" }, check.name, crate::inert::inert(&check.detail)));
     }
     let ok = verification.ok();
+    // The operator's verdict, as `explain-halt` computes it from the same receipt.
+    let verdict = halt_verdict(&run_dir);
+    if let Some(verdict) = &verdict {
+        human.push_str(&format!("verdict {} (loopexec explain-halt)\n", verdict.explanation.verdict.as_str()));
+    }
     human.push_str(if ok { "verified\n" } else { "NOT verified\n" });
-    let mut out = Outcome::ok("verify").human(human);
+    let mut out = Outcome::ok("verify");
     if let Some(id) = &verification.run_id {
         out.set("run_id", id.clone());
     }
@@ -38,6 +43,9 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
         out.set("halt_reason", reason.clone());
     }
     out.set("verify", serde_json::to_value(&verification).unwrap_or_default());
+    if let Some(verdict) = &verdict {
+        out.set("verdict", serde_json::to_value(verdict).unwrap_or_default());
+    }
     out.set("verified", ok);
     if !ok {
         out.status = "failed";
@@ -50,5 +58,15 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
             });
         }
     }
-    Ok(out)
+    Ok(out.human(human))
+}
+
+/// The verdict on the run's halt from its receipt alone (none when it does not verify or the run
+/// has not halted).
+fn halt_verdict(run_dir: &crate::safefs::SafeDir) -> Option<super::explain_halt::HaltVerdict> {
+    use crate::receipt::chain;
+    let bytes = run_dir.read(crate::receipt::seal::RECEIPT_FILE, chain::MAX_RECEIPT_BYTES).ok()?;
+    let verified = chain::verify(&bytes).ok()?;
+    let history = crate::receipt::history::History::of_lines(&verified.events).ok()?;
+    super::explain_halt::verdict_of(&history)
 }

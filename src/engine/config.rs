@@ -178,6 +178,14 @@ pub struct LoopConfig {
     /// The adequacy canary's settings (`adequacy`, `mutants`, `mutate_cmd` in loop.toml).
     #[serde(default)]
     pub adequacy: crate::engine::canary::AdequacyPins,
+    /// The progress rules' parameters (`[progress]` in loop.toml, `--no-progress-k`;
+    /// docs/progress.md). Receipts pinned before them read as the defaults.
+    #[serde(default)]
+    pub progress: crate::convergence::rules::Limits,
+    /// A known-feasible reference revision (`--reference`, `reference` in loop.toml), checked at
+    /// the start (docs/progress.md).
+    #[serde(default)]
+    pub reference: Option<String>,
     pub model: ModelPins,
     pub sampling: SamplingPins,
     pub context_files: Vec<ContextFile>,
@@ -238,6 +246,12 @@ pub struct ConfigInput {
     pub report: Vec<String>,
     pub guards: GuardPins,
     pub adequacy: crate::engine::canary::AdequacyPins,
+    /// `[progress]` of loop.toml.
+    pub progress: Option<crate::convergence::rules::Limits>,
+    /// `--no-progress-k`, over `[progress] no_progress_k`.
+    pub no_progress_k: Option<usize>,
+    /// `--reference`, `reference`.
+    pub reference: Option<String>,
     /// Oracle-trust settings (loop.toml only): probe target, confirmation reruns, doctor first.
     pub trust: crate::trust::pins::TrustPins,
     pub model: ModelPins,
@@ -275,6 +289,9 @@ impl ConfigInput {
             report: if self.report.is_empty() { file.report } else { self.report },
             guards: file.guards,
             adequacy: file.adequacy,
+            progress: self.progress.or(file.progress),
+            no_progress_k: self.no_progress_k.or(file.no_progress_k),
+            reference: self.reference.or(file.reference),
             trust: file.trust,
             model: ModelPins {
                 provider: self.model.provider.or(file.model.provider),
@@ -447,6 +464,14 @@ impl LoopConfig {
         input.guards.rule_set()?;
         input.guards.surface_spec()?;
         input.adequacy.validate(workspace == WorkspaceMode::Detached)?;
+        let progress = input.progress.unwrap_or_default();
+        // A reference that does not resolve is refused before anything is written.
+        if let Some(rev) = &input.reference {
+            if workspace != WorkspaceMode::Detached {
+                return Err(Failure::usage("--reference needs a detached workspace (a git repository under native isolation)"));
+            }
+            crate::engine::reference::resolve_tree(workdir, rev)?;
+        }
         let judge = crate::engine::judge::resolve_pins(input.judge, isolation, backend)?;
         let context_files =
             input.context_files.iter().map(|raw| pin_context_file(workdir, raw)).collect::<Result<Vec<_>, _>>()?;
@@ -472,6 +497,11 @@ impl LoopConfig {
             junit: None,
             guards: input.guards,
             adequacy: input.adequacy,
+            reference: input.reference,
+            progress: crate::convergence::rules::Limits {
+                no_progress_k: input.no_progress_k.unwrap_or(progress.no_progress_k),
+                ..progress
+            },
             model: input.model,
             sampling: input.sampling,
             context_files,

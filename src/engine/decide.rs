@@ -13,6 +13,8 @@
 //!   `execution_failure`.
 //! - a confirmation rerun of a green that disagreed with it (`check_confirmation`):
 //!   `check_not_deterministic`, before the green could count as success.
+//! - a red check whose `progress` event names a no-convergence halt (`no_progress_detected`,
+//!   `same_failure_repeated`, ...; docs/progress.md): that halt, also at the cap.
 //! - a green check the judge answered (`judge` event): approve keeps `success_condition_met`; a
 //!   veto is `reviewer_rejected` (`reward_hacking_detected` when the judge says so); a judge
 //!   that gave no answer that counts is `escalation_pending`.
@@ -119,14 +121,16 @@ fn check_fixpoint(record: &IterationRecord, max_iterations: u64) -> Step {
         return step;
     }
     match &record.check {
-        Some(check) => match after_check(check, record.iteration, max_iterations) {
+        Some(check) => match (after_check(check, record.iteration, max_iterations), no_convergence(record)) {
             // A green check the judge was asked about stands or falls with its answer; it is
             // never asked on any other verdict, so it can never turn red into green.
-            Step::Halt(HaltReason::SuccessConditionMet, detail) => match &record.judge {
+            (Step::Halt(HaltReason::SuccessConditionMet, detail), _) => match &record.judge {
                 Some(judge) => super::judge::decide_on(judge, detail),
                 None => Step::Halt(HaltReason::SuccessConditionMet, detail),
             },
-            other => other,
+            // A rule that fired on a red check says more than the iteration cap.
+            (Step::Continue | Step::Halt(HaltReason::MaxIterationsReached, _), Some(halt)) => halt,
+            (step, _) => step,
         },
         None => Step::Continue,
     }
@@ -156,6 +160,12 @@ fn flake(c: &crate::receipt::events::ConfirmationRecord, iteration: u64) -> Step
             c.confirmation, c.stability_lower_bound, c.confidence, c.stability_target
         ),
     )
+}
+
+/// The no-convergence halt the iteration's `progress` event recorded, if a rule fired.
+fn no_convergence(record: &IterationRecord) -> Option<Step> {
+    let progress = record.progress.as_ref()?;
+    Some(Step::Halt(progress.halt_reason?, progress.detail.clone().unwrap_or_default()))
 }
 
 /// Whether the run is at its iteration cap before starting iteration `next`.

@@ -225,6 +225,11 @@ impl RunWorkspace {
         crate::engine::analysis_guards::TreeFiles { t0_dir: self.workspace.baseline().files_dir.clone(), upper: self.workspace.upper_dir().to_path_buf() }
     }
 
+    /// The baseline t0.
+    pub fn baseline(&self) -> &Baseline {
+        self.workspace.baseline()
+    }
+
     pub fn protected(&self) -> &ProtectedPaths {
         &self.protected
     }
@@ -237,6 +242,28 @@ impl RunWorkspace {
     /// Accept a snapshot the guards let through (after its check).
     pub fn accept(&mut self, snapshot: Snapshot) {
         self.last_accepted = Some(snapshot);
+    }
+
+    /// Accept a snapshot the ratchet kept too, keeping a copy of its layer to revert to.
+    pub fn accept_as_best(&mut self, snapshot: Snapshot) -> Result<(), String> {
+        super::revert::keep_accepted(self.workspace.upper_dir())?;
+        self.accept(snapshot);
+        Ok(())
+    }
+
+    /// Return the agent's layer to the last accepted snapshot (t0 before any) and prove it: the
+    /// tree id of the workspace taken again. `Err`: why it could not be reverted exactly.
+    pub fn revert_to_best(&mut self) -> Result<String, String> {
+        super::revert::restore_accepted(self.workspace.upper_dir())?;
+        let expected = self.last_accepted.as_ref().map_or(self.workspace.baseline().tree_id, |s| s.tree_id);
+        match self.snapshot() {
+            Taken::Snapshot { snapshot, .. } if snapshot.tree_id == expected => Ok(expected.to_hex()),
+            Taken::Snapshot { snapshot, .. } => {
+                Err(format!("the reverted workspace has tree {}, not the accepted {}", snapshot.tree_id.to_hex(), expected.to_hex()))
+            }
+            Taken::Refused(detail) => Err(detail),
+            Taken::Interrupted(signal) => Err(format!("interrupted by signal {signal} while reverting")),
+        }
     }
 
     pub fn last_accepted(&self) -> Option<&Snapshot> {

@@ -2,8 +2,9 @@
 //!
 //! `iteration_start` -> agent in its zone -> `exec_result` -> decide -> guards after the agent
 //! (on the workspace snapshot) -> `snapshot` (+ `guard`) -> decide -> check in its zone (the one
-//! check runner) -> guards after the check -> `check_result` (+ `guard`) -> on green with every
-//! guard passed, the judge (`judge`) -> acceptance of the step -> decide.
+//! check runner) -> guards after the check -> `check_result` (+ `guard`) -> progress (the
+//! ratchet and the no-convergence rules: `progress`) -> on green with every guard passed, the
+//! judge (`judge`) -> acceptance of the step -> decide.
 //!
 //! Every observation is appended to the receipt and recorded into the run's history before the
 //! next stage starts, and every decision is `decide` over that history, so what a resumed run
@@ -94,6 +95,28 @@ impl ActiveRun<'_> {
         // A zero exit whose evidence disagrees is no accepted step either.
         let mut clean = findings.is_empty() && outcome.verdict() != Verdict::Disagrees;
         self.append_findings(findings.into_iter())?;
+        // The progress stage: the ratchet and the no-convergence rules over the failing sets.
+        let judged = super::progress::judge(&self.history, n, &self.cfg.progress);
+        let ratchet_applies = judged.is_some();
+        let ratcheted = match judged {
+            Some(mut progress) => {
+                // A rejected step is undone: the workspace returns to the last accepted tree.
+                let reverted = match (progress.accepted, self.workspace.as_mut()) {
+                    (false, Some(ws)) => Some(ws.revert_to_best()),
+                    _ => None,
+                };
+                if let Some(Ok(tree)) = &reverted {
+                    progress.reverted_to_tree = Some(tree.clone());
+                }
+                let accepted = progress.accepted;
+                self.append(Event::Progress(progress))?;
+                if let Some(Err(detail)) = reverted {
+                    return Ok(Step::Halt(HaltReason::WorkspaceInvalid, format!("the rejected iteration {n} could not be reverted: {detail}")));
+                }
+                accepted
+            }
+            None => true,
+        };
         // The judge is asked only on green with every guard passed; a step it did not approve
         // is not accepted (never delivered).
         if clean && outcome.verdict() == Verdict::Pass && self.cfg.judge.is_some() {
@@ -103,10 +126,17 @@ impl ActiveRun<'_> {
             }
         }
         // A green to confirm before success: the tree it ran on (confirm_runs > 0).
-        let confirm_on = (clean && outcome.verdict() == Verdict::Pass && self.cfg.confirm_runs > 0).then(|| candidate.clone());
-        // Acceptance: a step every guard let through, after its check, is the run's new state.
-        if let (true, Some(ws), Some(snapshot)) = (clean, self.workspace.as_mut(), candidate) {
-            ws.accept(snapshot);
+        let confirm_on = (clean && ratcheted && outcome.verdict() == Verdict::Pass && self.cfg.confirm_runs > 0).then(|| candidate.clone());
+        // Acceptance: a step every guard let through, after its check, that the ratchet kept, is
+        // the run's new state (kept aside to revert to only where the ratchet judges).
+        match (clean, ratcheted, self.workspace.as_mut(), candidate) {
+            (true, true, Some(ws), Some(snapshot)) if ratchet_applies => {
+                if let Err(detail) = ws.accept_as_best(snapshot) {
+                    return Ok(Step::Halt(HaltReason::WorkspaceInvalid, format!("the accepted iteration {n} could not be kept: {detail}")));
+                }
+            }
+            (true, true, Some(ws), Some(snapshot)) => ws.accept(snapshot),
+            _ => {}
         }
         if let Some(check_exit) = check.check_exit {
             sink.event(&LoopEvent::Checked {

@@ -190,7 +190,9 @@ pub fn start(
         active.append(Event::Workspace(record))?;
         active.attach_workspace(ws, false)?;
     }
-    active.begin(zone.as_mut(), None, once, sink)
+    // The known-feasible reference, checked before anything is spent on the agent.
+    let infeasible = active.check_reference(statedir, zone.as_mut(), &zones)?;
+    active.begin(zone.as_mut(), infeasible, once, sink)
 }
 
 /// Continue a paused, interrupted or crashed run from its durable state.
@@ -288,6 +290,18 @@ impl<'a> ActiveRun<'a> {
             credential: None,
             refused_at_reopen: None,
         })
+    }
+
+    /// Check the run's reference, when it names one (`config.reference: null` in `run_start`
+    /// says that no existence proof was given); the halt when it fails.
+    fn check_reference(&mut self, statedir: &StateDir, zone: &mut dyn Zone, zones: &ZoneSetup) -> CmdResult<Option<(HaltReason, String)>> {
+        let (Some(rev), Some(ws)) = (self.cfg.reference.clone(), &self.workspace) else {
+            return Ok(None);
+        };
+        let policies = (role_policy(zones, Role::Agent)?, role_policy(zones, Role::Check)?);
+        let (record, halt) = super::reference::check(&self.cfg, &rev, statedir, &self.run, ws, zone, &self.artifacts, policies)?;
+        self.append(Event::Reference(record))?;
+        Ok(halt)
     }
 
     /// Mint this process's run key and have the operator key endorse it in the receipt.

@@ -65,6 +65,8 @@ struct LoopFile {
     adequacy: Option<super::canary::AdequacyMode>,
     mutants: Option<u64>,
     mutate_cmd: Option<String>,
+    progress: Option<crate::convergence::rules::Limits>,
+    reference: Option<String>,
     judge: Option<String>,
     judge_policy: Option<String>,
     judge_allow_hosts: Option<Vec<String>>,
@@ -115,6 +117,9 @@ pub fn parse(text: &str, name: &str) -> Result<ConfigInput, Failure> {
         report: file.report.unwrap_or_default().into_iter().chain(file.junit).collect(),
         guards: file.guards.unwrap_or_default(),
         adequacy: super::canary::AdequacyPins { mode: file.adequacy.unwrap_or_default(), mutants: file.mutants, mutate_cmd: file.mutate_cmd },
+        progress: file.progress,
+        no_progress_k: None,
+        reference: file.reference,
         trust: crate::trust::pins::TrustPins {
             max_flake_rate: file.max_flake_rate,
             confidence: file.confidence,
@@ -221,6 +226,10 @@ pub fn template(check: Option<&str>, exec: Option<&str>, isolation: Option<Isola
     t.push_str("# reason the receipt records, and files added to the test-determining surface.\n[guards]\n");
     t.push_str("# disable = [{ rule = \"test-environment-read\", reason = \"the app reads CI on purpose\" }]\n");
     t.push_str("# surface = [\"tests/fixtures/**\"]\n\n");
+    t.push_str("# The no-convergence halts (docs/progress.md), computed from the reports' failing sets.\n[progress]\n");
+    t.push_str("# A commit known to pass the check, checked before the first agent call (docs/progress.md):\n");
+    t.push_str("# reference = \"solution-branch\"\n");
+    t.push_str("# no_progress_k = 3\n# same_failure_n = 3\n# regressed_n = 2\n# unsatisfiable_cycles = 2\n# oscillation = true\n\n");
     t.push_str("# Model identity, recorded in the receipt.\n[model]\n");
     t.push_str("# provider = \"example\"\n# id = \"example-model\"\n# version = \"2026-01-01\"\n\n");
     t.push_str("# Sampling pins, recorded in the receipt.\n[sampling]\n");

@@ -56,6 +56,11 @@ pub enum Event {
     /// A rerun of a green check on the same tree before `success_condition_met` (`confirm_runs`),
     /// and whether it agreed with the iteration's `check_result` (docs/oracle-trust.md).
     CheckConfirmation(ConfirmationRecord),
+    /// The progress judgement of an iteration whose check named its tests: the ratchet's
+    /// acceptance and, when a no-convergence rule fired, its halt and evidence (docs/progress.md).
+    Progress(ProgressRecord),
+    /// The known-feasible reference checked at the start, or that none was given.
+    Reference(ReferenceRecord),
     /// The check run once on t0 before the first agent call (or its cache entry): the sets the
     /// baseline guards compare against (docs/guards.md, "The baseline at t0").
     CheckBaseline(CheckBaselineRecord),
@@ -90,6 +95,8 @@ impl Event {
             Event::GuardBaseline(_) => "guard_baseline",
             Event::Adequacy(_) => "adequacy",
             Event::CheckConfirmation(_) => "check_confirmation",
+            Event::Progress(_) => "progress",
+            Event::Reference(_) => "reference",
             Event::CheckBaseline(_) => "check_baseline",
             Event::Judge(_) => "judge",
             Event::Halt(_) => "halt",
@@ -176,6 +183,55 @@ pub struct ProtectedChangeRecord {
     pub path: String,
     /// `added`, `modified`, `deleted`, ... (lowercase).
     pub change: String,
+}
+
+/// The known-feasible reference of a run (docs/progress.md, "The reference").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReferenceRecord {
+    /// Whether the run named a reference (false: no existence proof was given).
+    pub given: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rev: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tree_id: Option<String>,
+    /// Whether the check passed on the reference's tree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passed: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check_exit: Option<i32>,
+    /// The failing test ids the reference's check reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failing_set: Option<Vec<String>>,
+    /// One sentence.
+    pub detail: String,
+}
+
+/// What the progress rules concluded after one iteration's check (docs/progress.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProgressRecord {
+    pub iteration: u64,
+    /// Failing targets after this iteration (exact count).
+    pub failing_targets: u64,
+    /// Whether the ratchet accepted the iteration (its passing set kept every test the last
+    /// accepted iteration passed); a rejected iteration is never delivered.
+    pub accepted: bool,
+    /// Why the ratchet rejected it (`{"kind": "lost_tests", "lost": [...]}`), when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejection: Option<Value>,
+    /// The last accepted iteration after this one (0: the start).
+    pub frontier: u64,
+    /// For a rejected iteration of a detached run: the tree id the workspace was reverted to
+    /// (the last accepted snapshot's, or t0's), taken again after the revert.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reverted_to_tree: Option<String>,
+    /// The no-convergence halt a rule computed, when one fired.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub halt_reason: Option<crate::halt::HaltReason>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// The rule's evidence (`{"rule": ..., ...}`), when one fired.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -5,7 +5,7 @@
 //! that a live run and a resumed one decide from the same state.
 
 use super::events::{
-    CheckResult, Event, ExecResult, GuardRecord, HaltRecord, JudgeRecord, Recorded, RunStart, SnapshotRecord, WorkspaceRecord,
+    CheckResult, Event, ExecResult, GuardRecord, HaltRecord, JudgeRecord, ProgressRecord, Recorded, ReferenceRecord, RunStart, SnapshotRecord, WorkspaceRecord,
 };
 use serde_json::{Map, Value};
 
@@ -21,6 +21,8 @@ pub struct IterationRecord {
     pub guards: Vec<GuardRecord>,
     /// Confirmation reruns of a green check (`check_confirmation` events).
     pub confirmations: Vec<crate::receipt::events::ConfirmationRecord>,
+    /// The progress judgement after the check (`progress` event; docs/progress.md).
+    pub progress: Option<ProgressRecord>,
     /// The judge's answer on a green check (`judge` event).
     pub judge: Option<JudgeRecord>,
     /// The cause, when the iteration was interrupted (`SIGINT`, `SIGTERM`, `supervisor_lost`).
@@ -70,6 +72,8 @@ pub struct History {
     /// The public keys of every `run_key` endorsement, in order (the last one seals).
     pub run_keys: Vec<String>,
     pub workspace: Option<WorkspaceRecord>,
+    /// The known-feasible reference checked at the start (or that none was given).
+    pub reference: Option<ReferenceRecord>,
     pub iterations: Vec<IterationRecord>,
     /// The last `iteration_start`'s iteration (0 before the first).
     pub last_started: u64,
@@ -171,6 +175,12 @@ impl History {
                     slot.confirmations.push(confirmation.clone());
                 }
             }
+            Event::Reference(reference) => self.reference = Some(reference.clone()),
+            Event::Progress(progress) => {
+                if let Some(slot) = self.slot(progress.iteration) {
+                    slot.progress = Some(progress.clone());
+                }
+            }
             Event::CheckBaseline(baseline) => self.check_baseline = Some(baseline.clone()),
             Event::Judge(judge) => {
                 if let Some(slot) = self.slot(judge.iteration) {
@@ -233,7 +243,9 @@ impl History {
 
     /// The last snapshot the guards accepted (the end state of a detached run).
     pub fn last_accepted_snapshot(&self) -> Option<&SnapshotRecord> {
-        self.iterations.iter().rev().filter_map(|r| r.snapshot.as_ref()).find(|s| s.accepted())
+        // An iteration the ratchet rejected is never the end state.
+        let ratcheted = |r: &&IterationRecord| r.progress.as_ref().is_none_or(|p| p.accepted);
+        self.iterations.iter().rev().filter(ratcheted).filter_map(|r| r.snapshot.as_ref()).find(|s| s.accepted())
     }
 
     /// The egress audit digest the receipt recorded last.

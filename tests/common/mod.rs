@@ -230,3 +230,10 @@ pub fn assert_guard_halt(r: &Ran, ev: &[Value], reason: &str, guard: &str, path:
     assert!(findings.iter().any(|f| named(&f)), "no finding names {path} with `{what}`: {findings:#?}");
     assert!(ev.iter().all(|e| e["type"] != "check_result"), "the check never ran on the step");
 }
+
+/// pytest must be there (CI installs it; elsewhere a missing pytest fails loudly too: the tests
+/// that need it mean nothing without it).
+pub fn require_pytest() {
+    let ok = Command::new("/usr/bin/python3").args(["-m", "pytest", "--version"]).output().is_ok_and(|o| o.status.success());
+    assert!(ok, "Debian's python3-pytest is needed (ci/setup.sh installs it)");
+}

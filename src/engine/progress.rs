@@ -1,0 +1,223 @@
+//! The progress stage of an iteration: after its check, the ratchet's acceptance and the
+//! no-convergence rules ([`crate::convergence`]) over the trajectory of failing sets the receipt
+//! recorded, as one `progress` event. A pure function of the run's [`History`], so the live loop,
+//! a resumed run and an offline reader reach the same judgement.
+//!
+//! Only checks whose reports named their tests (a collected and a failing set) are observed; an
+//! iteration without them is not judged (progress cannot be measured from an exit code) and
+//! leaves the frontier where it was. The rules and the ratchet start from t0 as the
+//! `check_baseline` event measured it; where it did not (no baseline, or its check named no
+//! tests), the first judged iteration stands in for t0: the rules start from it, and the ratchet
+//! accepts it.
+
+use crate::convergence::ratchet::{self, Decision, Frontier};
+use crate::convergence::rules::{self, Limits};
+use crate::convergence::{signature, Observation, TestSet};
+use crate::engine::verdict::Verdict;
+use crate::receipt::events::{CheckResult, ProgressRecord};
+use crate::receipt::history::{History, IterationRecord};
+
+/// At most this many test ids are listed in a `progress` event's lists; each list cut is
+/// followed by `<name>_count`, its exact length (the receipt stays bounded).
+const LISTED_IDS: usize = 50;
+
+/// `value` (an object) with every list longer than [`LISTED_IDS`] cut, and its count added.
+fn bounded(value: serde_json::Value) -> serde_json::Value {
+    let serde_json::Value::Object(mut fields) = value else { return value };
+    let long: Vec<String> = fields.iter().filter(|(_, v)| v.as_array().is_some_and(|a| a.len() > LISTED_IDS)).map(|(k, _)| k.clone()).collect();
+    for key in long {
+        if let Some(serde_json::Value::Array(items)) = fields.get_mut(&key) {
+            let count = items.len();
+            items.truncate(LISTED_IDS);
+            fields.insert(format!("{key}_count"), count.into());
+        }
+    }
+    serde_json::Value::Object(fields)
+}
+
+/// What a check's report showed, when it named its tests.
+fn sets(check: &CheckResult) -> Option<(TestSet, TestSet)> {
+    let collected: TestSet = check.collected_set.as_ref()?.iter().cloned().collect();
+    let failing: TestSet = check.failing_set.as_ref()?.iter().cloned().collect();
+    let skipped: TestSet = check.skipped_set.iter().flatten().cloned().collect();
+    let passing = collected.difference(&failing).filter(|t| !skipped.contains(*t)).cloned().collect();
+    Some((passing, failing))
+}
+
+/// The observation of one recorded iteration (`accepted` as judged then).
+fn observe(record: &IterationRecord, accepted: bool) -> Option<Observation> {
+    let (passing, failing) = sets(record.check.as_ref()?)?;
+    let signature = signature::of_failures(failing.iter().map(|t| (t.as_str(), "")));
+    Some(Observation { iteration: record.iteration, failing_targets: failing.clone(), passing, failing, signature, accepted })
+}
+
+/// The earlier observations, in order, each with the acceptance its `progress` event recorded.
+fn trajectory_before(history: &History, iteration: u64) -> Vec<Observation> {
+    history
+        .iterations
+        .iter()
+        .filter(|r| r.iteration < iteration)
+        .filter_map(|r| observe(r, r.progress.as_ref()?.accepted))
+        .collect()
+}
+
+/// t0 as the `check_baseline` event measured it (iteration 0, accepted), when its sets were.
+fn t0(history: &History) -> Option<Observation> {
+    let check = &history.check_baseline.as_ref()?.check;
+    let (passing, failing) = sets(check)?;
+    let signature = signature::of_failures(failing.iter().map(|t| (t.as_str(), "")));
+    Some(Observation { iteration: 0, failing_targets: failing.clone(), passing, failing, signature, accepted: true })
+}
+
+/// The frontier the earlier observations left: the last accepted one (none yet: t0, or nothing
+/// when t0 was not measured).
+fn frontier_of(t0: Option<&Observation>, trajectory: &[Observation]) -> Frontier {
+    t0.into_iter()
+        .chain(trajectory.iter())
+        .rev()
+        .find(|o| o.accepted)
+        .map(|o| Frontier { iteration: o.iteration, passing: o.passing.clone(), best_score: None })
+        .unwrap_or_default()
+}
+
+/// Judge iteration `iteration` of `history` (its check recorded): `None` when its check named no
+/// tests.
+pub fn judge(history: &History, iteration: u64, limits: &Limits) -> Option<ProgressRecord> {
+    let record = history.iterations.iter().rev().find(|r| r.iteration == iteration)?;
+    let check = record.check.as_ref()?;
+    let mut trajectory = trajectory_before(history, iteration);
+    let candidate = observe(record, false)?;
+    let t0 = t0(history);
+    let frontier = frontier_of(t0.as_ref(), &trajectory);
+    let (accepted, rejection, frontier_at) = match ratchet::judge(&frontier, iteration, &candidate.passing, None, None) {
+        Decision::Accepted(next) => (true, None, next.iteration),
+        Decision::Rejected(why) => (false, serde_json::to_value(why).ok().map(bounded), frontier.iteration),
+    };
+    let failing_targets = candidate.failing_targets.len() as u64;
+    trajectory.push(Observation { accepted, ..candidate });
+    // The rules judge a red check only: a green one ends the run as it is.
+    let finding = match (Verdict::of_check(check), &t0, trajectory.split_first()) {
+        (Verdict::Fail, Some(t0), _) => rules::evaluate(t0, &trajectory, limits),
+        (Verdict::Fail, None, Some((start, rest))) if !rest.is_empty() => rules::evaluate(start, rest, limits),
+        _ => None,
+    };
+    Some(ProgressRecord {
+        iteration,
+        failing_targets,
+        accepted,
+        rejection,
+        frontier: frontier_at,
+        reverted_to_tree: None,
+        halt_reason: finding.as_ref().map(rules::Finding::reason),
+        detail: finding.as_ref().map(rules::Finding::detail),
+        evidence: finding.as_ref().and_then(|f| serde_json::to_value(f).ok()).map(bounded),
+    })
+}
+
+/// |F_i|: failing targets at t0 (when measured) and after each iteration the ratchet accepted,
+/// in order. Empty when no check named its tests.
+pub fn accepted_trajectory(history: &History) -> Vec<(u64, usize)> {
+    let judged: Vec<(u64, usize)> = history
+        .iterations
+        .iter()
+        .filter_map(|r| r.progress.as_ref().filter(|p| p.accepted).map(|p| (r.iteration, p.failing_targets as usize)))
+        .collect();
+    match t0(history) {
+        Some(t0) if !judged.is_empty() => std::iter::once((0, t0.failing_targets.len())).chain(judged).collect(),
+        _ => judged,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::halt::HaltReason;
+    use crate::receipt::events::{sample, Event};
+
+    /// An iteration whose report collected {a, b, c, d} with `failing` failing (exit 1 unless
+    /// nothing fails).
+    fn checked(history: &mut History, iteration: u64, failing: &[&str]) {
+        let Event::CheckResult(mut check) = sample::check_result(iteration, if failing.is_empty() { 0 } else { 1 }) else {
+            unreachable!()
+        };
+        check.collected_set = Some(["a", "b", "c", "d"].iter().map(|s| s.to_string()).collect());
+        check.failing_set = Some(failing.iter().map(|s| s.to_string()).collect());
+        check.skipped_set = None;
+        history.iterations.push(IterationRecord { iteration, check: Some(check), ..Default::default() });
+    }
+
+    fn step(history: &mut History, iteration: u64, failing: &[&str], limits: &Limits) -> ProgressRecord {
+        checked(history, iteration, failing);
+        let judged = judge(history, iteration, limits).expect("a report was recorded");
+        history.iterations.last_mut().unwrap().progress = Some(judged.clone());
+        judged
+    }
+
+    #[test]
+    fn an_iteration_that_breaks_a_passing_test_is_rejected_and_the_frontier_stays() {
+        let mut h = History::default();
+        let limits = Limits::default();
+        assert!(step(&mut h, 1, &["a", "b"], &limits).accepted);
+        let broke = step(&mut h, 2, &["b", "c"], &limits);
+        assert!(!broke.accepted);
+        assert_eq!(broke.frontier, 1);
+        assert_eq!(broke.rejection, Some(serde_json::json!({"kind": "lost_tests", "lost": ["c"]})));
+    }
+
+    #[test]
+    fn the_same_failing_set_three_times_halts_same_failure_repeated_with_its_iterations() {
+        let mut h = History::default();
+        let limits = Limits::default();
+        step(&mut h, 1, &["a", "b"], &limits);
+        step(&mut h, 2, &["a"], &limits);
+        step(&mut h, 3, &["a"], &limits);
+        let third = step(&mut h, 4, &["a"], &limits);
+        assert_eq!(third.halt_reason, Some(HaltReason::SameFailureRepeated));
+        assert_eq!(third.evidence.unwrap()["iterations"], serde_json::json!([2, 3, 4]));
+    }
+
+    #[test]
+    fn a_measured_t0_is_the_start_of_the_frontier_and_of_the_trajectory() {
+        let mut h = History::default();
+        checked(&mut h, 0, &["a", "b"]);
+        let t0 = h.iterations.pop().unwrap().check.unwrap();
+        h.check_baseline = Some(crate::receipt::events::CheckBaselineRecord {
+            check: t0,
+            tree_id: None,
+            cache_key: None,
+            cache_hit: false,
+            cache_note: None,
+            sets_unmeasured: None,
+        });
+        let limits = Limits::default();
+        let broke = step(&mut h, 1, &["a", "c"], &limits);
+        assert_eq!((broke.accepted, broke.frontier), (false, 0));
+        assert!(step(&mut h, 2, &["a"], &limits).accepted);
+        assert_eq!(accepted_trajectory(&h), vec![(0, 2), (2, 1)]);
+    }
+
+    #[test]
+    fn long_lists_in_the_record_are_cut_and_counted() {
+        let ids: Vec<String> = (0..60).map(|i| format!("t{i}")).collect();
+        let cut = bounded(serde_json::json!({"kind": "lost_tests", "lost": ids}));
+        assert_eq!((cut["lost"].as_array().map(Vec::len), cut["lost_count"].as_u64()), (Some(LISTED_IDS), Some(60)));
+    }
+
+    #[test]
+    fn a_check_without_a_report_is_not_judged() {
+        let mut h = History::default();
+        checked(&mut h, 1, &["a"]);
+        h.iterations[0].check.as_mut().unwrap().collected_set = None;
+        assert_eq!(judge(&h, 1, &Limits::default()), None);
+    }
+
+    #[test]
+    fn the_accepted_trajectory_skips_rejected_iterations() {
+        let mut h = History::default();
+        let limits = Limits { same_failure_n: 0, ..Limits::default() };
+        step(&mut h, 1, &["a", "b", "c"], &limits);
+        step(&mut h, 2, &["b", "c", "d"], &limits);
+        step(&mut h, 3, &["b", "c"], &limits);
+        assert_eq!(accepted_trajectory(&h), vec![(1, 3), (3, 2)]);
+    }
+}

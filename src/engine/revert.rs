@@ -1,0 +1,70 @@
+//! Revert-to-best for the detached workspace: the agent's layer (the overlay's upper directory)
+//! is copied aside each time the ratchet accepts an iteration (`<run>/workspace/accepted`), and an
+//! iteration the ratchet rejects is undone by putting that copy back, so the next agent call, and
+//! the delivery at the halt, start from the last accepted tree exactly (the caller re-snapshots
+//! and compares tree ids).
+//!
+//! The copy is `cp -a` (no symlink is followed; whiteouts, opaque-directory xattrs, modes and, as
+//! root, owners are kept). It runs only after the agent zone has ended, on a layer the snapshot
+//! already bounded; the entries of the rejected layer are removed through descriptors.
+
+use crate::workspace::fsat;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// The name of the accepted copy next to the upper directory.
+const ACCEPTED: &str = "accepted";
+
+fn accepted_of(upper: &Path) -> Result<PathBuf, String> {
+    upper.parent().map(|p| p.join(ACCEPTED)).ok_or_else(|| format!("{}: the agent's layer has no parent directory", upper.display()))
+}
+
+fn copy_tree(from: &Path, to: &Path) -> Result<(), String> {
+    let out = Command::new("cp")
+        .arg("-a")
+        .arg("--no-target-directory")
+        .arg(from)
+        .arg(to)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cp: {e}"))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    Err(format!("copying {} to {}: cp {}: {}", from.display(), to.display(), out.status, crate::inert::inert(stderr.trim())))
+}
+
+/// Remove `name` beneath `dir` (nothing when it does not exist).
+fn remove(dir: &Path, name: &str) -> Result<(), String> {
+    let fd = fsat::open_dir_path(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    match fsat::remove_tree(fd.as_raw_fd(), name.as_bytes()) {
+        Ok(()) | Err(nix::errno::Errno::ENOENT) => Ok(()),
+        Err(e) => Err(format!("removing {}: {e}", dir.join(name).display())),
+    }
+}
+
+/// Keep the agent's layer as the accepted one (replacing the copy of an earlier acceptance).
+pub fn keep_accepted(upper: &Path) -> Result<(), String> {
+    let accepted = accepted_of(upper)?;
+    let parent = accepted.parent().unwrap_or(Path::new("/"));
+    remove(parent, ACCEPTED)?;
+    copy_tree(upper, &accepted)
+}
+
+/// Put the accepted layer back in place of the agent's (an empty layer, t0, before any
+/// acceptance).
+pub fn restore_accepted(upper: &Path) -> Result<(), String> {
+    let accepted = accepted_of(upper)?;
+    let fd = fsat::open_dir_path(upper).map_err(|e| format!("{}: {e}", upper.display()))?;
+    for name in fsat::list(fd.as_raw_fd()).map_err(|e| format!("{}: {e}", upper.display()))? {
+        fsat::remove_tree(fd.as_raw_fd(), &name).map_err(|e| format!("removing from {}: {e}", upper.display()))?;
+    }
+    match std::fs::symlink_metadata(&accepted) {
+        Ok(meta) if meta.is_dir() => copy_tree(&accepted, upper),
+        Ok(_) => Err(format!("{}: not a directory", accepted.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(format!("{}: {e}", accepted.display())),
+    }
+}
