@@ -31,8 +31,9 @@ fn two_hundred_thousand_failing_tests_leave_a_bounded_receipt_that_reports_and_v
     let checks: Vec<_> = evs.iter().filter(|e| e["type"] == "check_result").collect();
     assert_eq!(checks.len(), 2);
     assert!(checks.iter().all(|c| c["failing_count"] == 200_000 && c["failing_set"].is_null()));
-    let ext: Vec<_> = evs.iter().filter(|e| e["type"] == "externalised").collect();
+    let ext: Vec<_> = evs.iter().filter(|e| e["type"] == "externalised" && e["of"] == "check_result").collect();
     assert_eq!(ext.len(), 2);
+    assert!(evs.iter().any(|e| e["type"] == "externalised" && e["of"] == "check_baseline"), "t0's run is bounded too");
     let failing = &ext[0]["lists"]["failing_set"];
     assert_eq!((failing["count"].as_u64(), failing["sample"][0].as_str()), (Some(200_000), Some("tests.generated::case_000000")));
     let artifact = run_dir(dir.path(), "big").join(ext[0]["artifact"]["path"].as_str().unwrap());
@@ -43,7 +44,7 @@ fn two_hundred_thousand_failing_tests_leave_a_bounded_receipt_that_reports_and_v
     assert_eq!(report.code, 0, "{report:?}");
     let verified = loopexec(dir.path(), &["verify", "--json", "big", "--pubkey", &path_str(&key_dir().join("operator.pub"))]);
     assert_eq!(verified.code, 0, "{verified:?}");
-    assert!(verified.stdout.contains("2 artifact(s) match their digests"), "{}", verified.stdout);
+    assert!(verified.stdout.contains("3 artifact(s) match their digests"), "{}", verified.stdout);
 }
 
 #[test]
@@ -69,7 +70,7 @@ fn two_hundred_thousand_protected_paths_changed_leave_a_bounded_receipt_that_ver
     std::fs::write(repo.path().join("tests/test_a.py"), "def test_a():\n    assert True\n").unwrap();
     commit_t0(repo.path());
     let exec = "/usr/bin/python3 -c \"import os\nfor d in range(200):\n    os.makedirs('tests/g%03d' % d)\n    for f in range(1000):\n        open('tests/g%03d/t%04d.py' % (d, f), 'w').close()\"";
-    let r = loopexec(repo.path(), &["run", "--json", "--run-id", "many", "--exec", exec, "--check", "true", "--max-iterations", "1"]);
+    let r = loopexec(repo.path(), &["run", "--json", "--run-id", "many", "--exec", exec, "--check", "true", "--max-iterations", "1", "--no-baseline"]);
     assert_eq!(r.json()["halt_reason"], "blocked_path_modified", "{r:?}");
     let size = std::fs::metadata(run_dir(repo.path(), "many").join("receipt.jsonl")).unwrap().len();
     eprintln!("receipt of 1 iteration x 200,000 protected paths added: {size} bytes");

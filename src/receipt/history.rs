@@ -69,6 +69,8 @@ pub struct History {
     pub run_keys: Vec<String>,
     pub workspace: Option<WorkspaceRecord>,
     pub iterations: Vec<IterationRecord>,
+    /// Lists of the run's once-per-run events (`check_baseline`) moved to run artifacts.
+    pub externalised_run: Vec<crate::receipt::bounded::Externalised>,
     /// The last `iteration_start`'s iteration (0 before the first).
     pub last_started: u64,
     /// Whether the last `credential_minted` has no `credential_revoked` after it.
@@ -173,6 +175,7 @@ impl History {
                 self.halt = Some(halt.clone());
                 self.halt_line = Some(recorded.line.clone());
             }
+            Event::Externalised(x) if x.of == "check_baseline" => self.externalised_run.push(x.clone()),
             Event::Externalised(x) => {
                 if let Some(slot) = self.slot(x.iteration) {
                     slot.externalised.push(x.clone());
