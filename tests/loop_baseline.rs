@@ -261,3 +261,21 @@ fn a_check_green_on_t0_in_place_still_halts_success_at_iteration_0_and_is_never_
     assert_eq!(b["cache_note"], "not cached: an in-place run has no t0 tree the agent cannot change");
     assert!(cache_entries(dir.path()).is_empty());
 }
+
+#[test]
+fn a_resumed_run_reads_a_large_baseline_back_from_its_artifact_and_still_guards_the_sets() {
+    let repo = calc_project();
+    let p = repo.path();
+    // 1200 cases: over the receipt's inline bound, so check_baseline's sets go to an artifact.
+    write(p, "calc/__init__.py", "SIGNED = True\nCASES = [(i, 0, i) for i in range(1200)] + [(-1, 1, 0)]\n\n\ndef add(a, b):\n    return a + b if a >= 0 else a + b + 1\n");
+    git(p, &["commit", "-q", "-am", "many cases"]);
+    // Iteration 1 changes nothing (red); iteration 2, after the resume, prunes the failing case.
+    let agent = "if [ \"$LOOPEXEC_ITERATION\" = 2 ]; then sed -i 's/ + \\[(-1, 1, 0)\\]//; s/else a + b + 1/else a + b/' calc/__init__.py; fi";
+    assert_eq!(run_loop(p, "big", agent, &["--once"]).code, 0);
+    let b = baseline(p, "big");
+    assert_eq!((b["check"]["collected_set"].is_null(), b["check"]["collected_count"].as_u64()), (true, Some(1202)));
+    let resumed = loopexec(p, &["run", "--json", "--resume", "big"]);
+    assert_eq!(resumed.code, 13, "{resumed:?}");
+    let guard = of_type(p, "big", "guard").pop().unwrap();
+    assert_eq!(guard["findings"], json!([{"path": null, "what": "no longer collected: tests.test_calc::test_add[-1-1-0]"}]));
+}

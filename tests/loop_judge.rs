@@ -136,7 +136,8 @@ const PACKET_READER: &str = r#"python3 -c '
 import json, sys
 p = json.load(sys.stdin)
 f = p["diff"]["files"][0]
-reason = "%s exit=%s %s %s %s" % (p["schema"], p["check"]["exit_code"], f["path"], f["change"], f["patch"].splitlines()[-1])
+t0 = "t0-deltas" if p["result"]["t0"] else "no-t0"
+reason = "%s exit=%s %s %s %s %s" % (p["schema"], p["check"]["exit_code"], f["path"], f["change"], f["patch"].splitlines()[-1], t0)
 print(json.dumps({"schema": "loopexec.judge.answer/1", "verdict": "approve", "reason": reason}))
 '"#;
 
@@ -146,7 +147,7 @@ fn the_judge_reads_the_packet_with_the_diff_against_t0() {
     let r = judged_run(repo.path(), "packet", FIX, CHECK, PACKET_READER, &[]);
     assert_eq!(r.code, 10, "{r:?}");
     let judged = the_judge_event(repo.path(), "packet");
-    assert_eq!(judged["reason"], "loopexec.judge.packet/1 exit=0 value.txt modified +good");
+    assert_eq!(judged["reason"], "loopexec.judge.packet/1 exit=0 value.txt modified +good t0-deltas");
     let packet = std::fs::read(run_dir(repo.path(), "packet").join(judged["packet"].as_str().unwrap())).unwrap();
     use sha2::Digest;
     assert_eq!(judged["packet_sha256"], hex::encode(sha2::Sha256::digest(&packet)), "the receipt pins the packet it was given");
@@ -164,16 +165,15 @@ fn the_judge_cannot_write_the_detached_workspace() {
 }
 
 #[test]
-fn the_judge_cannot_write_an_in_place_workdir() {
+fn an_in_place_run_never_asks_the_judge() {
     let dir = workdir();
     std::fs::write(dir.path().join("value.txt"), "bad\n").unwrap();
     zone_writable(dir.path());
     zone_writable(&dir.path().join("value.txt"));
-    let r = judged_run(dir.path(), "inplace", FIX, CHECK, WRITER, &[]);
-    assert_eq!(r.code, 10, "{r:?}");
-    assert_eq!(the_judge_event(dir.path(), "inplace")["reason"], "read-only, saw good");
-    assert_eq!(std::fs::read_to_string(dir.path().join("value.txt")).unwrap(), "good\n");
-    assert!(!dir.path().join("planted").exists());
+    let r = judged_run(dir.path(), "inplace", FIX, CHECK, APPROVE, &[]);
+    assert_eq!(r.code, 11, "{r:?}");
+    assert_eq!(r.json()["halt_reason"], "human_required", "the in-place guard objects to every green check");
+    assert_eq!(judge_events(dir.path(), "inplace"), Vec::<Value>::new());
 }
 
 /// A judge that fetches its own host, the agent's host and an unlisted one through the proxy,

@@ -36,6 +36,9 @@ pub struct DoctorArgs {
     pub target: crate::cli::probe_check::CheckTargetArgs,
     #[command(flatten)]
     pub probe: crate::cli::probe_check::ProbeArgs,
+    /// The adequacy gate's mutants (`--diff-base`, `--mutants`).
+    #[command(flatten)]
+    pub adequacy: super::doctor_adequacy::AdequacyArgs,
 }
 
 /// The engine's answer and the policy's refusals under it.
@@ -97,7 +100,7 @@ pub fn run(args: DoctorArgs, json: bool) -> CmdResult<Outcome> {
         }
         crate::zones::Isolation::None => None,
     };
-    gates_outcome(preflight, &target, &settings)
+    gates_outcome(preflight, &target, &settings, Some(&args.adequacy))
 }
 
 /// The oracle gates' outcome after a preflight that passed (`None`: no isolation to check).
@@ -105,9 +108,18 @@ pub fn gates_outcome(
     preflight: Option<Outcome>,
     target: &crate::trust::runner::CheckTarget,
     settings: &crate::trust::determinism::ProbeSettings,
+    adequacy: Option<&super::doctor_adequacy::AdequacyArgs>,
 ) -> CmdResult<Outcome> {
     use crate::trust::gates::{first_failure, run_gates, GateVerdict};
-    let (determinism, reports) = run_gates(target, settings)?;
+    let (determinism, mut reports) = run_gates(target, settings)?;
+    let adequacy_skipped = match adequacy.map(|a| super::doctor_adequacy::gate(target, a, settings.jobs, determinism.summary.modal.class == crate::trust::probe::RunClass::Pass)).transpose()? {
+        Some(Ok(report)) => {
+            reports.push(report);
+            None
+        }
+        Some(Err(why)) => Some(why),
+        None => None,
+    };
     let mut out = match first_failure(&reports) {
         Some((reason, detail, gate)) => Outcome::halted("doctor", reason).field("detail", format!("{gate}: {detail}")),
         None => Outcome::ok("doctor"),
@@ -133,6 +145,10 @@ pub fn gates_outcome(
         for (k, v) in p.fields {
             out.set(&k, v);
         }
+    }
+    if let Some(why) = adequacy_skipped {
+        human.push_str(&format!("gate adequacy    {why}\n"));
+        out.set("adequacy", why);
     }
     out.set("check", target.check.clone());
     out.set("gates", serde_json::to_value(&reports).unwrap_or_default());

@@ -9,6 +9,7 @@
 pub mod attest;
 pub mod check;
 pub mod doctor;
+pub mod doctor_adequacy;
 pub mod explain_halt;
 pub mod init;
 pub mod isolate;

@@ -114,12 +114,12 @@ impl AnalysisBaseline {
 }
 
 /// The changed files of a snapshot against t0, both versions read bounded.
-struct ChangedBytes {
-    files: Vec<(String, Option<Vec<u8>>, Option<Vec<u8>>)>,
+pub(super) struct ChangedBytes {
+    pub(super) files: Vec<(String, Option<Vec<u8>>, Option<Vec<u8>>)>,
 }
 
 impl ChangedBytes {
-    fn read(files: &TreeFiles, snapshot: &Snapshot, t0: &Manifest, limits: Limits) -> ChangedBytes {
+    pub(super) fn read(files: &TreeFiles, snapshot: &Snapshot, t0: &Manifest, limits: Limits) -> ChangedBytes {
         let mut out = Vec::new();
         for (path, _) in snapshot.changes(t0) {
             let Some(p) = utf8_path(&path) else { continue };

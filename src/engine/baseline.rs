@@ -189,7 +189,13 @@ impl ActiveRun<'_> {
     /// that cannot be set up, or an interrupt. Nothing happens when the loop switched the
     /// baseline off or an iteration already started.
     pub(super) fn t0_baseline(&mut self, zone: &mut dyn Zone) -> CmdResult<Option<Step>> {
-        if !self.cfg.baseline || self.history.last_started > 0 {
+        if !self.cfg.baseline {
+            return Ok(None);
+        }
+        if let Err(why) = self.restore_externalised_sets() {
+            return Ok(Some(Step::Halt(HaltReason::WorkspaceInvalid, why)));
+        }
+        if self.history.last_started > 0 {
             return Ok(None);
         }
         if self.history.check_baseline.is_none() {
@@ -257,6 +263,35 @@ impl ActiveRun<'_> {
         let key = cache.map(|(_, key)| key);
         self.append_baseline(check, tree_id, key, false, cache_note)?;
         Ok(None)
+    }
+
+    /// A resumed run's baseline whose sets the receipt moved to a run artifact (over its inline
+    /// bound) gets them back from it, checked against the digest the receipt recorded; the set
+    /// guard never runs on a baseline it cannot read whole.
+    fn restore_externalised_sets(&mut self) -> Result<(), String> {
+        let (Some(record), Some(x)) = (&self.history.check_baseline, &self.history.check_baseline_externalised) else { return Ok(()) };
+        if record.check.collected_set.is_some() {
+            return Ok(());
+        }
+        let path = x.artifact.path.clone();
+        let why = |e: String| format!("the t0 baseline's sets cannot be read back from {path}: {e}");
+        let name = path.strip_prefix(crate::receipt::bounded::ARTIFACTS).map(|p| p.trim_start_matches('/')).unwrap_or(&path);
+        let bytes = self.artifacts.read(name, crate::receipt::bounded::MAX_ARTIFACT_BYTES).map_err(|e| why(e.to_string()))?;
+        if hex::encode(Sha256::digest(&bytes)) != x.artifact.sha256 {
+            return Err(why("its SHA-256 differs from the one the receipt recorded".into()));
+        }
+        let whole: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(&bytes).map_err(|e| why(e.to_string()))?;
+        let list = |field: &str| -> Result<Option<Vec<String>>, String> {
+            whole.get(field).map(|v| serde_json::from_value(v.clone()).map_err(|e| why(format!("{field}: {e}")))).transpose()
+        };
+        let mut record = record.clone();
+        for (field, set) in [("failing_set", &mut record.check.failing_set), ("collected_set", &mut record.check.collected_set), ("skipped_set", &mut record.check.skipped_set)] {
+            if let Some(items) = list(field)? {
+                *set = Some(items);
+            }
+        }
+        self.history.check_baseline = Some(record);
+        Ok(())
     }
 
     fn append_baseline(

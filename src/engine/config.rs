@@ -175,6 +175,9 @@ pub struct LoopConfig {
     /// The syntax-tree guards' settings (rules disabled with reasons, extra surface globs).
     #[serde(default)]
     pub guards: GuardPins,
+    /// The adequacy canary's settings (`adequacy`, `mutants`, `mutate_cmd` in loop.toml).
+    #[serde(default)]
+    pub adequacy: crate::engine::canary::AdequacyPins,
     pub model: ModelPins,
     pub sampling: SamplingPins,
     pub context_files: Vec<ContextFile>,
@@ -215,6 +218,7 @@ pub struct ConfigInput {
     pub check_timeout_secs: Option<f64>,
     pub report: Vec<String>,
     pub guards: GuardPins,
+    pub adequacy: crate::engine::canary::AdequacyPins,
     /// Oracle-trust settings (loop.toml only): probe target, confirmation reruns, doctor first.
     pub trust: crate::trust::pins::TrustPins,
     pub model: ModelPins,
@@ -251,6 +255,7 @@ impl ConfigInput {
             check_timeout_secs: self.check_timeout_secs.or(file.check_timeout_secs),
             report: if self.report.is_empty() { file.report } else { self.report },
             guards: file.guards,
+            adequacy: file.adequacy,
             trust: file.trust,
             model: ModelPins {
                 provider: self.model.provider.or(file.model.provider),
@@ -422,6 +427,7 @@ impl LoopConfig {
         // Validated here too, so that a rule disabled without a reason leaves no run behind.
         input.guards.rule_set()?;
         input.guards.surface_spec()?;
+        input.adequacy.validate(workspace == WorkspaceMode::Detached)?;
         let judge = crate::engine::judge::resolve_pins(input.judge, isolation, backend)?;
         let context_files =
             input.context_files.iter().map(|raw| pin_context_file(workdir, raw)).collect::<Result<Vec<_>, _>>()?;
@@ -446,6 +452,7 @@ impl LoopConfig {
             report: input.report,
             junit: None,
             guards: input.guards,
+            adequacy: input.adequacy,
             model: input.model,
             sampling: input.sampling,
             context_files,

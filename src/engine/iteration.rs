@@ -114,6 +114,10 @@ impl ActiveRun<'_> {
                 failing: check.failing_count,
             });
         }
+        // The final green iteration: the adequacy canary runs before success is declared.
+        if let Step::Halt(HaltReason::SuccessConditionMet, _) = self.decide() {
+            self.adequacy_canary(n)?;
+        }
         Ok(self.decide())
     }
 
@@ -230,6 +234,7 @@ impl ActiveRun<'_> {
             check_command: &self.cfg.check,
             check,
             previous,
+            t0: self.history.check_baseline.as_ref().map(|b| &b.check),
             guards_passed,
             run_dir: self.run.dir(),
             tree,

@@ -147,6 +147,8 @@ pub struct PacketInput<'a> {
     pub check: &'a CheckResult,
     /// The last earlier check that read test sets (the deltas' other side).
     pub previous: Option<&'a CheckResult>,
+    /// The t0 baseline's check, when the run recorded one.
+    pub t0: Option<&'a CheckResult>,
     /// The guards that let the step through (by seat name).
     pub guards_passed: Vec<&'static str>,
     /// The run directory (the check's output artifacts are read from it).
@@ -184,7 +186,7 @@ pub fn packet(input: &PacketInput<'_>) -> Value {
                 "stderr": log_excerpt(input.run_dir, &check.stderr),
             },
         },
-        "result": result_deltas(check, input.previous),
+        "result": result_deltas(check, input.previous, input.t0),
         "guards": { "passed": input.guards_passed },
         "diff": input.tree.as_ref().map(diff),
     })
@@ -213,8 +215,9 @@ fn minus(a: Option<&Vec<String>>, b: Option<&Vec<String>>) -> Value {
     })
 }
 
-/// The failing, collected and skipped sets of this check against the previous one.
-fn result_deltas(check: &CheckResult, previous: Option<&CheckResult>) -> Value {
+/// The failing, collected and skipped sets of this check against `before` (the previous check),
+/// and against the t0 baseline's check when the run recorded one.
+fn result_deltas(check: &CheckResult, previous: Option<&CheckResult>, t0: Option<&CheckResult>) -> Value {
     let pair = |now: Option<&Vec<String>>, before: Option<&Vec<String>>| {
         json!({
             "count": now.map(Vec::len),
@@ -222,12 +225,19 @@ fn result_deltas(check: &CheckResult, previous: Option<&CheckResult>) -> Value {
             "removed": minus(before, now),
         })
     };
-    json!({
-        "previous_iteration": previous.map(|p| p.iteration),
-        "failing": pair(check.failing_set.as_ref(), previous.and_then(|p| p.failing_set.as_ref())),
-        "collected": pair(check.collected_set.as_ref(), previous.and_then(|p| p.collected_set.as_ref())),
-        "skipped": pair(check.skipped_set.as_ref(), previous.and_then(|p| p.skipped_set.as_ref())),
-    })
+    let sets = |before: Option<&CheckResult>| {
+        json!({
+            "failing": pair(check.failing_set.as_ref(), before.and_then(|p| p.failing_set.as_ref())),
+            "collected": pair(check.collected_set.as_ref(), before.and_then(|p| p.collected_set.as_ref())),
+            "skipped": pair(check.skipped_set.as_ref(), before.and_then(|p| p.skipped_set.as_ref())),
+        })
+    };
+    let mut v = sets(previous);
+    if let Some(fields) = v.as_object_mut() {
+        fields.insert("previous_iteration".into(), json!(previous.map(|p| p.iteration)));
+        fields.insert("t0".into(), t0.map_or(Value::Null, |t0| sets(Some(t0))));
+    }
+    v
 }
 
 /// The agent's changes against t0: every changed path (up to [`MAX_DIFF_FILES`]) with its blob

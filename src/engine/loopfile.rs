@@ -62,6 +62,9 @@ struct LoopFile {
     model: Option<ModelSection>,
     sampling: Option<SamplingSection>,
     guards: Option<super::config::GuardPins>,
+    adequacy: Option<super::canary::AdequacyMode>,
+    mutants: Option<u64>,
+    mutate_cmd: Option<String>,
     judge: Option<String>,
     judge_policy: Option<String>,
     judge_allow_hosts: Option<Vec<String>>,
@@ -111,6 +114,7 @@ pub fn parse(text: &str, name: &str) -> Result<ConfigInput, Failure> {
         check_timeout_secs: file.check_timeout,
         report: file.report.unwrap_or_default().into_iter().chain(file.junit).collect(),
         guards: file.guards.unwrap_or_default(),
+        adequacy: super::canary::AdequacyPins { mode: file.adequacy.unwrap_or_default(), mutants: file.mutants, mutate_cmd: file.mutate_cmd },
         trust: crate::trust::pins::TrustPins {
             max_flake_rate: file.max_flake_rate,
             confidence: file.confidence,
@@ -210,6 +214,9 @@ pub fn template(check: Option<&str>, exec: Option<&str>, isolation: Option<Isola
     t.push_str("# The advisory judge (docs/guards.md, \"The judge\"): asked after a green check every guard let\n");
     t.push_str("# through, a JSON packet on stdin, approve or veto on stdout; its own zone policy and allowlist.\n");
     t.push_str("# judge = \"./review.sh\"\n# judge_policy = \"builtin:agent\"\n# judge_allow_hosts = [\"api.example.com\"]\n# judge_timeout = 300\n\n");
+    t.push_str("# The adequacy canary (docs/oracle-trust.md, \"Adequacy\"): on the final green iteration, mutants of\n");
+    t.push_str("# the agent's change; if none turns the check red the run halts check_inadequate (exit 15).\n");
+    t.push_str("# adequacy = \"final\"\n# mutants = 20\n\n");
     t.push_str("# The syntax-tree guards (docs/guards.md): tampering rules switched off, each with the\n");
     t.push_str("# reason the receipt records, and files added to the test-determining surface.\n[guards]\n");
     t.push_str("# disable = [{ rule = \"test-environment-read\", reason = \"the app reads CI on purpose\" }]\n");

@@ -27,6 +27,7 @@
 //! Paused, interrupted and crashed runs continue with [`resume`].
 
 pub mod analysis_guards;
+pub mod canary;
 pub mod baseline;
 pub mod check;
 pub mod commands;

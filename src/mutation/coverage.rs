@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use quick_xml::events::Event;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Largest coverage report read (bytes).
 pub const MAX_REPORT_BYTES: u64 = 64 * 1024 * 1024;
@@ -128,7 +128,7 @@ fn cobertura_hits(bytes: &[u8]) -> Result<LineHits, CoverageError> {
 }
 
 /// A changed line the report says the check never executed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Uncovered {
     pub path: String,
     pub line: u32,

@@ -9,14 +9,14 @@
 
 use std::collections::BTreeSet;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tree_sitter::Node;
 
 use crate::analysis::syntax::{compact_text, evidence_text, walk, Language, ParsedFile};
 use crate::analysis::test_code;
 
 /// Which operator made a mutant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Operator {
     ComparisonFlipped,

@@ -3,12 +3,12 @@
 //! exiting) is *not run*. The check is inadequate for the change when mutants ran and none was
 //! killed. The mutation score is killed over those that ran.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::operators::{Mutant, Operator};
 
 /// How the check answered one mutant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MutantOutcome {
     Killed,
@@ -16,8 +16,18 @@ pub enum MutantOutcome {
     NotRun,
 }
 
+impl MutantOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MutantOutcome::Killed => "killed",
+            MutantOutcome::Survived => "survived",
+            MutantOutcome::NotRun => "not_run",
+        }
+    }
+}
+
 /// One mutant's result, as the receipt records it (`change` escaped and bounded).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MutantResult {
     pub path: String,
     pub line: u32,
@@ -28,7 +38,7 @@ pub struct MutantResult {
     pub check_exit: Option<i32>,
     pub duration_ms: u64,
     /// Why the check could not run on it.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
 }
 
@@ -59,6 +69,17 @@ pub enum Adequacy {
     NoMutants,
     /// Mutants were chosen but the check ran on none of them.
     NotRun,
+}
+
+impl Adequacy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Adequacy::Adequate => "adequate",
+            Adequacy::Inadequate => "inadequate",
+            Adequacy::NoMutants => "no_mutants",
+            Adequacy::NotRun => "not_run",
+        }
+    }
 }
 
 /// The score over the results.

@@ -1,6 +1,6 @@
 //! A bounded receipt whatever the agent does: the per-iteration sets and lists an agent or its
 //! check can grow without limit (a report's failing, collected and skipped test ids, a snapshot's
-//! protected changes, a guard's findings, and the once-per-run `check_baseline`'s sets) stay inline only while they are small. Past
+//! protected changes, a guard's findings) stay inline only while they are small. Past
 //! [`INLINE_ITEMS`] items or [`INLINE_BYTES`] bytes, the list is left out of its event (a set
 //! becomes null, a list keeps its first [`SAMPLE_ITEMS`] items) and an `externalised` event
 //! follows it ([`Externalised`]): per list its count, the SHA-256 of the whole list and a sample
@@ -112,8 +112,9 @@ impl Moved {
 /// written whole to an artifact in `run_dir`).
 pub fn bound(event: &Event, run_dir: &SafeDir) -> Result<Option<(Event, Event)>, SafeFsError> {
     let pair = match event {
-        Event::CheckResult(c) => bound_check(c, "check_result", run_dir)?.map(|(c, x)| (Event::CheckResult(c), x)),
-        Event::CheckBaseline(b) => bound_check(&b.check, "check_baseline", run_dir)?
+        Event::CheckResult(c) => bound_check(c, run_dir, "check_result")?.map(|(c, x)| (Event::CheckResult(c), x)),
+        // The t0 baseline's check (iteration 0): its sets as a check_result's.
+        Event::CheckBaseline(b) => bound_check(&b.check, run_dir, "check_baseline")?
             .map(|(check, x)| (Event::CheckBaseline(crate::receipt::events::CheckBaselineRecord { check, ..b.clone() }), x)),
         Event::Snapshot(s) => bound_snapshot(s, run_dir)?.map(|(s, x)| (Event::Snapshot(s), x)),
         Event::Guard(g) => bound_guard(g, run_dir)?.map(|(g, x)| (Event::Guard(g), x)),
@@ -122,7 +123,7 @@ pub fn bound(event: &Event, run_dir: &SafeDir) -> Result<Option<(Event, Event)>,
     Ok(pair.map(|(e, x)| (e, Event::Externalised(x))))
 }
 
-fn bound_check(c: &CheckResult, of: &str, run_dir: &SafeDir) -> Result<Option<(CheckResult, Externalised)>, SafeFsError> {
+fn bound_check(c: &CheckResult, run_dir: &SafeDir, of: &str) -> Result<Option<(CheckResult, Externalised)>, SafeFsError> {
     let large = |s: &Option<Vec<String>>| s.as_deref().is_some_and(too_large);
     if !large(&c.failing_set) && !large(&c.collected_set) && !large(&c.skipped_set) {
         return Ok(None);
@@ -228,13 +229,6 @@ pub fn check_artifacts(events: &[Event], run_dir: &SafeDir) -> ArtifactCheck {
 /// sentences returned say which.
 pub fn rehydrate(history: &mut crate::receipt::history::History, run_dir: &SafeDir) -> Vec<String> {
     let mut notes = Vec::new();
-    for x in history.externalised_run.clone() {
-        match (x.of.as_str(), read_whole(&x, run_dir), history.check_baseline.as_mut()) {
-            ("check_baseline", Ok(whole), Some(b)) => restore_sets(&mut b.check, &whole),
-            (_, Err(why), _) => notes.push(format!("{}: {why}; the run's {} keeps its counts and sample", x.artifact.path, x.of)),
-            _ => {}
-        }
-    }
     for record in &mut history.iterations {
         for x in record.externalised.clone() {
             let whole = match read_whole(&x, run_dir) {
@@ -247,7 +241,9 @@ pub fn rehydrate(history: &mut crate::receipt::history::History, run_dir: &SafeD
             match x.of.as_str() {
                 "check_result" => {
                     if let Some(c) = record.check.as_mut() {
-                        restore_sets(c, &whole);
+                        c.failing_set = list(&whole, "failing_set").or(c.failing_set.take());
+                        c.collected_set = list(&whole, "collected_set").or(c.collected_set.take());
+                        c.skipped_set = list(&whole, "skipped_set").or(c.skipped_set.take());
                     }
                 }
                 "snapshot" => {
@@ -260,13 +256,6 @@ pub fn rehydrate(history: &mut crate::receipt::history::History, run_dir: &SafeD
         }
     }
     notes
-}
-
-/// A check's sets, from the artifact they were moved to.
-fn restore_sets(c: &mut CheckResult, whole: &serde_json::Map<String, serde_json::Value>) {
-    c.failing_set = list(whole, "failing_set").or(c.failing_set.take());
-    c.collected_set = list(whole, "collected_set").or(c.collected_set.take());
-    c.skipped_set = list(whole, "skipped_set").or(c.skipped_set.take());
 }
 
 /// The list `field` of an artifact, typed.

@@ -49,6 +49,10 @@ pub enum Event {
     Guard(GuardRecord),
     /// What the syntax-tree guards compare against, computed once per run (per process) from t0.
     GuardBaseline(GuardBaselineRecord),
+    /// The adequacy canary on the final green iteration: the mutants the check ran on, the
+    /// score and the survivors (docs/oracle-trust.md, "Adequacy"). Listed in the sealed
+    /// predicate's `guards`.
+    Adequacy(AdequacyRecord),
     /// The check run once on t0 before the first agent call (or its cache entry): the sets the
     /// baseline guards compare against (docs/guards.md, "The baseline at t0").
     CheckBaseline(CheckBaselineRecord),
@@ -81,6 +85,7 @@ impl Event {
             Event::CredentialRevoked(_) => "credential_revoked",
             Event::Guard(_) => "guard",
             Event::GuardBaseline(_) => "guard_baseline",
+            Event::Adequacy(_) => "adequacy",
             Event::CheckBaseline(_) => "check_baseline",
             Event::Judge(_) => "judge",
             Event::Halt(_) => "halt",
@@ -331,6 +336,51 @@ pub struct FindingRecord {
     #[serde(default)]
     pub path: Option<String>,
     pub what: String,
+}
+
+/// The adequacy canary's record: which tier ran, from which seed, over how many mutants, and
+/// what the check answered on each (paths and changes escaped and bounded).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AdequacyRecord {
+    pub iteration: u64,
+    /// `mutation` (the built-in operators) or `external` (`mutate_cmd`).
+    pub tier: String,
+    pub seed: u64,
+    /// Mutants the operators allowed on the changed lines, and how many were sampled.
+    pub generated: u64,
+    pub sampled: u64,
+    pub killed: u64,
+    pub survived: u64,
+    pub not_run: u64,
+    /// killed / (killed + survived), when any ran.
+    pub score: Option<f64>,
+    /// `adequate`, `inadequate`, `no_mutants` or `not_run`.
+    pub verdict: String,
+    /// Every sampled mutant's result (survivors have `outcome = "survived"`).
+    #[serde(default)]
+    pub mutants: Vec<crate::mutation::MutantResult>,
+    /// The external mutator's exit code (`tier = "external"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_exit: Option<i32>,
+    /// The coverage-delta tier, when `coverage_report` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<CoverageRecord>,
+    pub duration_ms: u64,
+}
+
+/// The coverage-delta tier's record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CoverageRecord {
+    /// The report's path, relative to the check's working directory.
+    pub report: String,
+    /// Changed substantive lines the report names.
+    pub changed_lines: u64,
+    /// Changed lines never executed (bounded; `uncovered_count` is the whole number).
+    pub uncovered: Vec<crate::mutation::coverage::Uncovered>,
+    pub uncovered_count: u64,
+    /// Why the report could not be used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// The syntax-tree guards' baseline: A0, H0, and what they run with.

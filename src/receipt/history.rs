@@ -69,8 +69,6 @@ pub struct History {
     pub run_keys: Vec<String>,
     pub workspace: Option<WorkspaceRecord>,
     pub iterations: Vec<IterationRecord>,
-    /// Lists of the run's once-per-run events (`check_baseline`) moved to run artifacts.
-    pub externalised_run: Vec<crate::receipt::bounded::Externalised>,
     /// The last `iteration_start`'s iteration (0 before the first).
     pub last_started: u64,
     /// Whether the last `credential_minted` has no `credential_revoked` after it.
@@ -83,8 +81,10 @@ pub struct History {
     pub halt_line: Option<Map<String, Value>>,
     /// Bodies of events whose type starts with `guard` (listed in the predicate).
     pub guard_bodies: Vec<Map<String, Value>>,
-    /// The t0 baseline check (`check_baseline`), when the run recorded one.
+    /// The t0 baseline check (`check_baseline`), when the run recorded one, and the
+    /// `externalised` event that holds its large sets (read back from the receipt).
     pub check_baseline: Option<super::events::CheckBaselineRecord>,
+    pub check_baseline_externalised: Option<crate::receipt::bounded::Externalised>,
 }
 
 impl History {
@@ -163,7 +163,7 @@ impl History {
                     slot.guards.push(guard.clone());
                 }
             }
-            Event::GuardBaseline(_) => self.guard_bodies.push(recorded.body()),
+            Event::GuardBaseline(_) | Event::Adequacy(_) => self.guard_bodies.push(recorded.body()),
             Event::CheckBaseline(baseline) => self.check_baseline = Some(baseline.clone()),
             Event::Judge(judge) => {
                 if let Some(slot) = self.slot(judge.iteration) {
@@ -175,7 +175,7 @@ impl History {
                 self.halt = Some(halt.clone());
                 self.halt_line = Some(recorded.line.clone());
             }
-            Event::Externalised(x) if x.of == "check_baseline" => self.externalised_run.push(x.clone()),
+            Event::Externalised(x) if x.of == "check_baseline" => self.check_baseline_externalised = Some(x.clone()),
             Event::Externalised(x) => {
                 if let Some(slot) = self.slot(x.iteration) {
                     slot.externalised.push(x.clone());

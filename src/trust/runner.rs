@@ -165,9 +165,28 @@ fn run_process(spec_path: &Path) -> CmdResult<RunReport> {
 
 /// Run every plan (each with `mode`), `jobs` at a time; reports in plan order.
 pub fn execute(target: &CheckTarget, plans: &[RunPlan], mode: RunMode, jobs: usize) -> CmdResult<Vec<RunReport>> {
+    execute_edited(target, plans, mode, jobs, &|_, _| Ok(()))
+}
+
+/// [`execute`], with `edit` applied to each run's copy once it is made (the adequacy canary
+/// writes its mutant there).
+pub fn execute_edited(
+    target: &CheckTarget,
+    plans: &[RunPlan],
+    mode: RunMode,
+    jobs: usize,
+    edit: &(dyn Fn(&RunPlan, &Path) -> CmdResult<()> + Sync),
+) -> CmdResult<Vec<RunReport>> {
     let scratch = Scratch::create()?;
     let owner = zone_owner(target)?;
-    let specs = plans.iter().map(|p| prepare(target, &scratch, p, mode, owner).map(|(_, path)| path)).collect::<CmdResult<Vec<_>>>()?;
+    let specs = plans
+        .iter()
+        .map(|p| {
+            let (spec, path) = prepare(target, &scratch, p, mode, owner)?;
+            edit(p, &spec.tree)?;
+            Ok(path)
+        })
+        .collect::<CmdResult<Vec<_>>>()?;
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<CmdResult<RunReport>>>> = Mutex::new((0..specs.len()).map(|_| None).collect());
     std::thread::scope(|s| {

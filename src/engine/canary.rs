@@ -1,0 +1,318 @@
+//! The adequacy canary on the loop's final green iteration (issue 14 item 5; docs/oracle-trust.md,
+//! "Adequacy"): a check that stays green whatever the code does is useless, so before the loop
+//! declares `success_condition_met` it mutates the agent's change and runs the check on each
+//! mutant, each in its own throwaway copy (the check's layers plus one layer holding the mutated
+//! file) in its own exec zone, as many at a time as there are cores. If no mutant turns the check
+//! red the run halts `check_inadequate` instead (a `guard` event from the `adequacy` guard).
+//! Everything goes into one `adequacy` event: seed, counts, score, every mutant's result.
+//!
+//! The mutants are `crate::mutation`'s (pure); this module only materialises and runs them.
+//! `mutate_cmd` (an operator's mutator) is accepted and pinned but not run yet.
+
+use super::check::{run_check, Artifacts, ReportSource};
+use super::commands::RoleCommand;
+use super::analysis_guards::ChangedBytes;
+use super::detached::RunWorkspace;
+use super::lifecycle::ActiveRun;
+use super::verdict::Verdict;
+use super::zone_setup::zone_setup;
+use crate::error::{CmdResult, Failure};
+use crate::halt::HaltReason;
+use crate::mutation::{self, verdict::score, Adequacy, ChangedSource, Mutant, MutantOutcome, MutantResult};
+use crate::receipt::events::{AdequacyRecord, Event, FindingRecord, GuardRecord};
+use crate::receipt::store::ARTIFACTS;
+use crate::testreport::paths::ReportPatterns;
+use crate::workspace::Snapshot;
+use crate::zones::{open_zone, Ending, Role};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// When the loop runs the canary (`adequacy` in loop.toml).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AdequacyMode {
+    /// On the iteration whose check went green, before success is declared.
+    Final,
+    /// Never (the default: the canary costs up to `mutants` more check runs).
+    #[default]
+    Off,
+}
+
+/// The canary's settings (loop.toml: `adequacy`, `mutants`, `mutate_cmd`, `coverage_report`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AdequacyPins {
+    #[serde(default)]
+    pub mode: AdequacyMode,
+    /// How many mutants to sample (default [`mutation::DEFAULT_MUTANTS`]).
+    #[serde(default)]
+    pub mutants: Option<u64>,
+    /// The operator's mutator (reserved: pinned in the receipt, not run yet).
+    #[serde(default)]
+    pub mutate_cmd: Option<String>,
+}
+
+/// Most mutants one canary may run.
+pub const MAX_MUTANTS: u64 = 1000;
+/// Survivors named in the halt's `guard` event (all are in the `adequacy` event).
+const MAX_NAMED_SURVIVORS: usize = 20;
+
+impl AdequacyPins {
+    /// Refuse settings the canary cannot honour, before anything is written.
+    pub fn validate(&self, detached: bool) -> Result<(), Failure> {
+        if let Some(k) = self.mutants {
+            if k == 0 || k > MAX_MUTANTS {
+                return Err(Failure::usage(format!("mutants must be in 1..={MAX_MUTANTS}, got {k}")));
+            }
+        }
+        if self.mutate_cmd.as_deref().is_some_and(|c| c.trim().is_empty()) {
+            return Err(Failure::usage("mutate_cmd is empty"));
+        }
+        if self.mode == AdequacyMode::Final && !detached {
+            return Err(Failure::usage("adequacy = \"final\" needs a detached workspace: the canary mutates the change against t0")
+                .with_hint("run in a git repository under native isolation, or set adequacy = \"off\""));
+        }
+        Ok(())
+    }
+
+    pub fn sample_size(&self) -> usize {
+        self.mutants.map_or(mutation::DEFAULT_MUTANTS, |k| k as usize)
+    }
+}
+
+/// The canary's seed: the run's sampling seed when one is pinned, else derived from the run id
+/// (so a run's mutants are fixed by its receipt either way).
+pub fn canary_seed(pinned: Option<u64>, run_id: &str) -> u64 {
+    pinned.unwrap_or_else(|| {
+        let digest = Sha256::digest(run_id.as_bytes());
+        let mut first = [0u8; 8];
+        first.copy_from_slice(&digest[..8]);
+        u64::from_be_bytes(first)
+    })
+}
+
+/// Write `bytes` as `path` (a `/`-separated tree path) beneath the new directory `layer`.
+pub(super) fn write_layer_file(layer: &Path, path: &str, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let parts: Vec<&str> = path.split('/').collect();
+    if parts.iter().any(|p| p.is_empty() || *p == "." || *p == "..") {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("not a tree path: {path:?}")));
+    }
+    std::fs::DirBuilder::new().mode(0o755).create(layer)?;
+    let mut dir = layer.to_path_buf();
+    for part in &parts[..parts.len() - 1] {
+        dir.push(part);
+        std::fs::DirBuilder::new().mode(0o755).create(&dir)?;
+    }
+    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o644).custom_flags(libc::O_NOFOLLOW).open(dir.join(parts[parts.len() - 1]))?;
+    file.write_all(bytes)
+}
+
+/// How the check's run on a mutant answered.
+fn outcome_of(checked: CmdResult<Result<super::check::CheckOutcome, String>>) -> (MutantOutcome, Option<i32>, u64, Option<String>) {
+    match checked {
+        Ok(Ok(outcome)) => {
+            let exit = outcome.run.ending.exit_code();
+            let ms = outcome.run.duration.as_millis() as u64;
+            match (outcome.verdict(), outcome.ending()) {
+                (Verdict::Pass, _) => (MutantOutcome::Survived, exit, ms, None),
+                (Verdict::Fail | Verdict::Disagrees, _) => (MutantOutcome::Killed, exit, ms, None),
+                // A mutant that makes the check hang is caught by its timeout.
+                (Verdict::CouldNotRun, Ending::TimedOut { .. }) => (MutantOutcome::Killed, exit, ms, Some("the check timed out".into())),
+                (Verdict::CouldNotRun, ending) => (MutantOutcome::NotRun, exit, ms, Some(format!("the check could not run: {ending:?}"))),
+            }
+        }
+        Ok(Err(detail)) => (MutantOutcome::NotRun, None, 0, Some(detail)),
+        Err(failure) => (MutantOutcome::NotRun, None, 0, Some(failure.message)),
+    }
+}
+
+/// What the mutant workers share.
+struct Canary<'r> {
+    ws: &'r RunWorkspace,
+    snapshot: &'r Snapshot,
+    cfg: &'r super::config::LoopConfig,
+    state_dir: &'r Path,
+    run_id: &'r str,
+    iteration: u64,
+    env: &'r [(String, String)],
+    artifacts: &'r crate::safefs::SafeDir,
+    patterns: &'r ReportPatterns,
+}
+
+impl Canary<'_> {
+    /// Run the check on `mutant` (whose file's end version is `original`) in `zone`.
+    fn run_one(&self, zone: &mut dyn crate::zones::Zone, index: usize, mutant: &Mutant, original: &[u8]) -> MutantResult {
+        let name = format!("{:04}-mutant-{index:02}", self.iteration);
+        let Some(bytes) = mutant.apply(original) else {
+            return MutantResult::of(mutant, MutantOutcome::NotRun, None, 0, Some("the mutant's range is outside its file".into()));
+        };
+        let (overlay, scratch) = match self.ws.mutant_overlay(&name, self.snapshot, &|p| self.patterns.matches(p), &mutant.path, &bytes) {
+            Ok(layers) => layers,
+            Err(f) => return MutantResult::of(mutant, MutantOutcome::NotRun, None, 0, Some(f.message)),
+        };
+        let command = RoleCommand { role: Role::Check, run_id: self.run_id, iteration: self.iteration, overlay: Some(overlay), credential: None };
+        let cmd = command.zone_command(self.cfg, self.env);
+        let artifacts = Artifacts { dir: self.artifacts, rel: ARTIFACTS, stem: name };
+        let report = (!self.patterns.is_empty()).then_some(ReportSource { dir: scratch.writes(), patterns: self.patterns });
+        let (outcome, exit, ms, detail) = outcome_of(run_check(zone, &cmd, artifacts, report));
+        drop(scratch);
+        MutantResult::of(mutant, outcome, exit, ms, detail)
+    }
+
+    /// Every mutant's result, `jobs` exec zones at a time, in the mutants' order.
+    fn run_all(&self, mutants: &[(Mutant, &[u8])], jobs: usize) -> Vec<MutantResult> {
+        let next = AtomicUsize::new(0);
+        let results: Mutex<Vec<Option<MutantResult>>> = Mutex::new(vec![None; mutants.len()]);
+        std::thread::scope(|scope| {
+            for _ in 0..jobs.clamp(1, mutants.len().max(1)) {
+                scope.spawn(|| {
+                    let mut zone = zone_setup(self.cfg, self.state_dir).and_then(|z| open_zone(&z).map_err(Failure::from));
+                    loop {
+                        let i = next.fetch_add(1, Ordering::SeqCst);
+                        let Some((mutant, original)) = mutants.get(i) else { return };
+                        let result = match zone.as_mut() {
+                            Ok(zone) => self.run_one(zone.as_mut(), i, mutant, original),
+                            Err(f) => MutantResult::of(mutant, MutantOutcome::NotRun, None, 0, Some(format!("no exec zone: {}", f.message))),
+                        };
+                        if let Ok(mut slots) = results.lock() {
+                            slots[i] = Some(result);
+                        }
+                    }
+                });
+            }
+        });
+        results.into_inner().unwrap_or_default().into_iter().flatten().collect()
+    }
+}
+
+/// The number of exec zones run at once: the cores.
+fn jobs() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+impl ActiveRun<'_> {
+    /// Run the canary on iteration `n`'s accepted green step when loop.toml asks for it, and
+    /// record it; an inadequate check (or one the canary could not run on any mutant) is also a
+    /// `guard` event, which `decide` turns into the halt.
+    pub(super) fn adequacy_canary(&mut self, n: u64) -> CmdResult<()> {
+        if self.cfg.adequacy.mode == AdequacyMode::Off {
+            return Ok(());
+        }
+        let Some(ws) = self.workspace.as_ref() else { return Ok(()) };
+        let Some(snapshot) = ws.last_accepted().cloned() else { return Ok(()) };
+        let started = std::time::Instant::now();
+        let seed = canary_seed(self.cfg.sampling.seed, &self.state.run_id);
+        let patterns = ReportPatterns::new(&self.cfg.report_patterns()).map_err(|e| Failure::invalid_input(e.to_string()))?;
+        let limits = crate::analysis::Limits::default();
+        let changed = ChangedBytes::read(&ws.tree_files(), &snapshot, ws.baseline_manifest()?, limits);
+        let sources: Vec<ChangedSource<'_>> = changed
+            .files
+            .iter()
+            .filter(|(path, _, _)| !ws.protected().is_protected(path.as_bytes()))
+            .filter_map(|(path, t0, end)| end.as_deref().map(|end| ChangedSource { path, t0: t0.as_deref(), end }))
+            .collect();
+        let generated = mutation::generate(&sources, false, limits).map_err(|e| Failure::internal(format!("generating mutants: {e}")))?;
+        let generated_count = generated.len() as u64;
+        let chosen = mutation::sample::sample(generated, self.cfg.adequacy.sample_size(), seed);
+        let with_sources: Vec<(Mutant, &[u8])> = chosen
+            .into_iter()
+            .filter_map(|m| sources.iter().find(|s| s.path == m.path).map(|s| (m, s.end)))
+            .collect();
+        let canary = Canary {
+            ws,
+            snapshot: &snapshot,
+            cfg: &self.cfg,
+            state_dir: self.statedir.path(),
+            run_id: &self.state.run_id,
+            iteration: n,
+            env: &self.env,
+            artifacts: &self.artifacts,
+            patterns: &patterns,
+        };
+        let results = canary.run_all(&with_sources, jobs());
+        let s = score(&results);
+        let record = AdequacyRecord {
+            iteration: n,
+            tier: "mutation".into(),
+            seed,
+            generated: generated_count,
+            sampled: results.len() as u64,
+            killed: s.killed,
+            survived: s.survived,
+            not_run: s.not_run,
+            score: s.score,
+            verdict: s.verdict.as_str().into(),
+            mutants: results,
+            external_exit: None,
+            coverage: None,
+            duration_ms: started.elapsed().as_millis() as u64,
+        };
+        let guard = adequacy_guard(&record, s.verdict);
+        self.append(Event::Adequacy(record))?;
+        if let Some(guard) = guard {
+            self.append(Event::Guard(guard))?;
+        }
+        Ok(())
+    }
+}
+
+/// The `guard` event that halts the run on the canary's verdict, if it halts.
+fn adequacy_guard(record: &AdequacyRecord, verdict: Adequacy) -> Option<GuardRecord> {
+    let (halt_reason, detail) = match verdict {
+        Adequacy::Adequate | Adequacy::NoMutants => return None,
+        Adequacy::Inadequate => (
+            HaltReason::CheckInadequate,
+            format!(
+                "no mutant of the agent's change turned the check red: {} of {} survived (seed {})",
+                record.survived, record.sampled, record.seed
+            ),
+        ),
+        Adequacy::NotRun => (
+            HaltReason::ExecutionFailure,
+            format!("the adequacy canary could not run the check on any of its {} mutants", record.sampled),
+        ),
+    };
+    let findings = record
+        .mutants
+        .iter()
+        .filter(|m| m.outcome != MutantOutcome::Killed)
+        .take(MAX_NAMED_SURVIVORS)
+        .map(|m| FindingRecord { path: Some(m.path.clone()), what: format!("line {}: {}", m.line, m.change) })
+        .collect();
+    Some(GuardRecord { iteration: record.iteration, guard: "adequacy".into(), stage: "after_check".into(), halt_reason, detail, findings })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pinned_sampling_seed_is_the_canary_seed() {
+        assert_eq!(canary_seed(Some(7), "run-a"), 7);
+    }
+
+    #[test]
+    fn without_a_pinned_seed_the_run_id_fixes_the_seed() {
+        assert_eq!(canary_seed(None, "run-a"), canary_seed(None, "run-a"));
+        assert_ne!(canary_seed(None, "run-a"), canary_seed(None, "run-b"));
+    }
+
+    #[test]
+    fn adequacy_final_needs_a_detached_workspace() {
+        let pins = AdequacyPins { mode: AdequacyMode::Final, ..AdequacyPins::default() };
+        assert!(pins.validate(true).is_ok());
+        assert!(pins.validate(false).unwrap_err().message.contains("needs a detached workspace"));
+    }
+
+    #[test]
+    fn a_layer_file_path_with_a_parent_component_is_refused() {
+        let dir = std::env::temp_dir().join(format!("loopexec-canary-test-{}", std::process::id()));
+        let err = write_layer_file(&dir, "a/../b.py", b"x").unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+        assert!(!dir.exists());
+    }
+}

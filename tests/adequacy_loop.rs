@@ -1,0 +1,115 @@
+//! The adequacy canary on the loop's final green iteration (issue 14 item 5), end to end on a
+//! small pytest project: the agent implements `clamp`; a suite that exercises it kills the
+//! mutants of the change and the run converges; a suite that only imports the module lets every
+//! mutant survive and the run halts `check_inadequate` (exit 15), naming the survivors with file
+//! and line in the receipt.
+mod common;
+use common::*;
+use serde_json::Value;
+use std::path::Path;
+
+fn write(dir: &Path, path: &str, text: &str) {
+    let p = dir.join(path);
+    if let Some(parent) = p.parent() {
+        std::fs::create_dir_all(parent).unwrap();
+    }
+    std::fs::write(p, text).unwrap();
+}
+
+const CHECK: &str = "/usr/bin/python3 -m pytest -q -p no:cacheprovider";
+
+/// The agent's change: `clamp` implemented (t0 returns `x` unchanged).
+const AGENT: &str = "printf 'def clamp(x, lo, hi):\\n    if x < lo:\\n        return lo\\n    if x > hi:\\n        return hi\\n    return x\\n' > calc/core.py";
+
+/// A pytest project whose `calc.clamp` is a stub (`t0_core`; `None`: not written yet, so even an
+/// import fails at t0), with `tests` as its suite and `loop_toml` as its loop file.
+fn project(t0_core: Option<&str>, tests: &str, loop_toml: &str) -> tempfile::TempDir {
+    let dir = workdir();
+    write(dir.path(), "pyproject.toml", "[project]\nname = \"calc\"\nversion = \"0.1.0\"\n\n[tool.pytest.ini_options]\ntestpaths = [\"tests\"]\n");
+    write(dir.path(), "calc/__init__.py", "from calc.core import clamp\n");
+    if let Some(core) = t0_core {
+        write(dir.path(), "calc/core.py", core);
+    }
+    write(dir.path(), "tests/test_core.py", tests);
+    write(dir.path(), "loop.toml", loop_toml);
+    commit_t0(dir.path());
+    dir
+}
+
+const STUB: &str = "def clamp(x, lo, hi):\n    return x\n";
+const ADEQUATE_SUITE: &str = "from calc import clamp\n\n\ndef test_clamp():\n    assert clamp(-1, 0, 10) == 0\n    assert clamp(11, 0, 10) == 10\n    assert clamp(5, 0, 10) == 5\n    assert clamp(0, 0, 10) == 0\n    assert clamp(10, 0, 10) == 10\n";
+const IMPORT_ONLY_SUITE: &str = "import calc\n\n\ndef test_imports():\n    assert calc is not None\n";
+
+fn run(repo: &Path, run_id: &str) -> (Ran, Vec<Value>) {
+    let r = loopexec(repo, &["run", "--json", "--run-id", run_id, "--exec", AGENT, "--check", CHECK, "--max-iterations", "2"]);
+    (r, events(repo, run_id))
+}
+
+fn adequacy(ev: &[Value]) -> &Value {
+    ev.iter().find(|e| e["type"] == "adequacy").unwrap_or_else(|| panic!("no adequacy event in {ev:#?}"))
+}
+
+#[test]
+fn a_suite_that_exercises_the_change_kills_its_mutants_and_the_run_converges() {
+    let repo = project(Some(STUB), ADEQUATE_SUITE, "adequacy = \"final\"\nmutants = 20\n");
+    let (r, ev) = run(repo.path(), "adequate");
+    assert_eq!(r.code, 10, "{r:?}");
+    let a = adequacy(&ev);
+    assert_eq!(a["verdict"], "adequate", "{a:#}");
+    // Every mutant of the change: the early return, both conditions negated, both comparisons flipped.
+    assert_eq!((a["generated"].as_u64(), a["sampled"].as_u64(), a["killed"].as_u64()), (Some(5), Some(5), Some(5)), "{a:#}");
+    assert_eq!(a["score"], 1.0);
+    assert!(ev.iter().all(|e| e["type"] != "guard"), "{ev:#?}");
+}
+
+#[test]
+fn a_suite_that_only_imports_the_module_halts_check_inadequate_naming_the_survivors() {
+    let repo = project(None, IMPORT_ONLY_SUITE, "adequacy = \"final\"\nmutants = 4\n");
+    let (r, ev) = run(repo.path(), "inadequate");
+    assert_eq!(r.code, 15, "{r:?}");
+    assert_eq!(r.json()["halt_reason"], "check_inadequate", "{r:?}");
+    let a = adequacy(&ev);
+    assert_eq!((a["verdict"].as_str(), a["killed"].as_u64(), a["survived"].as_u64()), (Some("inadequate"), Some(0), Some(4)), "{a:#}");
+    for m in a["mutants"].as_array().unwrap() {
+        assert_eq!(m["outcome"], "survived");
+        assert_eq!(m["path"], "calc/core.py");
+        assert!((2..=6).contains(&m["line"].as_u64().unwrap()), "{m:#}");
+        assert!(m["change"].as_str().unwrap().contains("->"), "{m:#}");
+    }
+    let guard = ev.iter().find(|e| e["type"] == "guard").expect("guard event");
+    assert_eq!((guard["guard"].as_str(), guard["halt_reason"].as_str()), (Some("adequacy"), Some("check_inadequate")));
+    assert_eq!(guard["findings"].as_array().unwrap().len(), 4);
+}
+
+#[test]
+fn the_same_seed_runs_the_same_mutants() {
+    let toml = "adequacy = \"final\"\nmutants = 3\n\n[sampling]\nseed = 11\n";
+    let picked = |run_id: &str| {
+        let repo = project(None, IMPORT_ONLY_SUITE, toml);
+        let (r, ev) = run(repo.path(), run_id);
+        assert_eq!(r.code, 15, "{r:?}");
+        let a = adequacy(&ev).clone();
+        assert_eq!(a["seed"], 11);
+        a["mutants"].as_array().unwrap().iter().map(|m| (m["line"].clone(), m["change"].clone())).collect::<Vec<_>>()
+    };
+    assert_eq!(picked("first"), picked("second"));
+}
+
+#[test]
+fn adequacy_final_without_a_detached_workspace_is_refused_and_nothing_is_written() {
+    let dir = workdir();
+    write(dir.path(), "loop.toml", "adequacy = \"final\"\n");
+    let r = loopexec(dir.path(), &["run", "--json", "--isolation", "none", "--exec", "true", "--check", "true"]);
+    assert_eq!(r.code, 20, "{r:?}");
+    assert!(r.json()["errors"][0]["message"].as_str().unwrap().contains("detached workspace"), "{r:?}");
+    assert!(!dir.path().join(".loopexec/runs").exists());
+}
+
+#[test]
+fn mutants_zero_in_loop_toml_is_refused() {
+    let dir = workdir();
+    write(dir.path(), "loop.toml", "mutants = 0\n");
+    let r = loopexec(dir.path(), &["run", "--json", "--isolation", "none", "--exec", "true", "--check", "true"]);
+    assert_eq!(r.code, 20, "{r:?}");
+    assert!(r.json()["errors"][0]["message"].as_str().unwrap().contains("mutants must be in 1..=1000"), "{r:?}");
+}
