@@ -1,5 +1,6 @@
 //! A bounded receipt whatever the agent does (issue 11 item 7): a check reporting 200,000
-//! failing tests leaves a receipt under a stated bound, the full sets in a run artifact the
+//! failing tests, or an agent adding 200,000 protected paths, leaves a receipt under a stated
+//! bound, the full sets in a run artifact the
 //! receipt names by digest, and `report` and `verify` still work (verify checks the artifact when
 //! present and says what it cannot check when it is absent).
 
@@ -59,4 +60,29 @@ fn verify_says_which_artifact_it_could_not_check_and_refuses_a_changed_one() {
     let changed = loopexec(dir.path(), &["verify", "--json", "big", "--pubkey", &pubkey]);
     assert_eq!(changed.code, 13, "{changed:?}");
     assert!(changed.stdout.contains("artifacts/check_result-0002.json: 18 bytes"), "{}", changed.stdout);
+}
+
+#[test]
+fn two_hundred_thousand_protected_paths_changed_leave_a_bounded_receipt_that_verifies() {
+    let repo = workdir();
+    std::fs::create_dir(repo.path().join("tests")).unwrap();
+    std::fs::write(repo.path().join("tests/test_a.py"), "def test_a():\n    assert True\n").unwrap();
+    commit_t0(repo.path());
+    let exec = "/usr/bin/python3 -c \"import os\nfor d in range(200):\n    os.makedirs('tests/g%03d' % d)\n    for f in range(1000):\n        open('tests/g%03d/t%04d.py' % (d, f), 'w').close()\"";
+    let r = loopexec(repo.path(), &["run", "--json", "--run-id", "many", "--exec", exec, "--check", "true", "--max-iterations", "1"]);
+    assert_eq!(r.json()["halt_reason"], "blocked_path_modified", "{r:?}");
+    let size = std::fs::metadata(run_dir(repo.path(), "many").join("receipt.jsonl")).unwrap().len();
+    eprintln!("receipt of 1 iteration x 200,000 protected paths added: {size} bytes");
+    assert!(size < RECEIPT_BOUND, "receipt is {size} bytes");
+    let evs = events(repo.path(), "many");
+    let halt = evs.iter().find(|e| e["type"] == "halt").unwrap();
+    assert!(halt["detail"].as_str().unwrap().ends_with("tests/g000/t0019.py (and 199980 more)"), "{}", halt["detail"]);
+    let snap = evs.iter().find(|e| e["type"] == "snapshot").unwrap();
+    assert_eq!((snap["changed_paths"].as_u64(), snap["protected_changes"].as_array().map(Vec::len)), (Some(200_000), Some(20)));
+    let ext = evs.iter().find(|e| e["type"] == "externalised").unwrap();
+    assert_eq!((ext["of"].as_str(), ext["lists"]["protected_changes"]["count"].as_u64()), (Some("snapshot"), Some(200_000)));
+    let verified = loopexec(repo.path(), &["verify", "--json", "many", "--pubkey", &path_str(&key_dir().join("operator.pub"))]);
+    assert_eq!(verified.code, 0, "{verified:?}");
+    assert!(verified.stdout.contains("1 artifact(s) match their digests"), "{}", verified.stdout);
+    assert_eq!(loopexec(repo.path(), &["report", "--json", "many"]).code, 0);
 }

@@ -183,6 +183,9 @@ pub struct LoopConfig {
     /// The agent's credential hooks (`--mint-cmd`, `--revoke-cmd`, `--mint-env`); never a secret.
     #[serde(default)]
     pub credentials: Option<crate::engine::credentials::CredentialHooks>,
+    /// The advisory reviewer (`--judge`), asked after a green check (docs/guards.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<crate::engine::judge::JudgePins>,
 }
 
 /// One setting as given by a flag or the loop file, before defaults.
@@ -218,6 +221,8 @@ pub struct ConfigInput {
     pub sampling: SamplingPins,
     pub context_files: Vec<String>,
     pub cost_usd: Option<f64>,
+    /// The judge's settings (`--judge` and its flags, `judge` keys in loop.toml).
+    pub judge: crate::engine::judge::JudgeInput,
 }
 
 impl ConfigInput {
@@ -262,6 +267,7 @@ impl ConfigInput {
             mint_cmd: self.mint_cmd.or(file.mint_cmd),
             revoke_cmd: self.revoke_cmd.or(file.revoke_cmd),
             mint_env: self.mint_env.or(file.mint_env),
+            judge: self.judge.over(file.judge),
         }
     }
 }
@@ -270,7 +276,7 @@ fn baseline_on() -> bool {
     true
 }
 
-fn timeout_ms(name: &str, secs: Option<f64>, default: f64) -> Result<u64, Failure> {
+pub(super) fn timeout_ms(name: &str, secs: Option<f64>, default: f64) -> Result<u64, Failure> {
     let secs = secs.unwrap_or(default);
     if !secs.is_finite() || secs <= 0.0 || secs > 30.0 * 86400.0 {
         return Err(Failure::usage(format!("{name} must be a number of seconds in (0, 2592000], got {secs}")));
@@ -416,6 +422,7 @@ impl LoopConfig {
         // Validated here too, so that a rule disabled without a reason leaves no run behind.
         input.guards.rule_set()?;
         input.guards.surface_spec()?;
+        let judge = crate::engine::judge::resolve_pins(input.judge, isolation, backend)?;
         let context_files =
             input.context_files.iter().map(|raw| pin_context_file(workdir, raw)).collect::<Result<Vec<_>, _>>()?;
         Ok(LoopConfig {
@@ -445,6 +452,7 @@ impl LoopConfig {
             cost_usd: input.cost_usd,
             loop_file,
             credentials: crate::engine::credentials::hooks_from_flags(input.mint_cmd, input.revoke_cmd, input.mint_env)?,
+            judge,
         })
     }
 }

@@ -111,7 +111,7 @@ enum Pending {
     Decided(HaltReason, String),
 }
 
-fn pending(history: &History, mode: Mode, max_iterations: u64) -> Pending {
+fn pending(history: &History, mode: Mode, max_iterations: u64, judged: bool) -> Pending {
     let Some(record) = history.current() else {
         return Pending::Nothing;
     };
@@ -119,6 +119,8 @@ fn pending(history: &History, mode: Mode, max_iterations: u64) -> Pending {
         return Pending::Nothing;
     }
     match decide::decide(mode, record, max_iterations) {
+        // A green check the judge was still to answer: the iteration's outcome is not recorded.
+        Step::Halt(HaltReason::SuccessConditionMet, _) if judged && record.judge.is_none() => Pending::Unfinished,
         Step::Halt(reason, detail) => Pending::Decided(reason, detail),
         _ if record.check.is_some() => Pending::Nothing,
         _ => Pending::Unfinished,
@@ -224,7 +226,7 @@ pub fn resume(
     let opening = Opening { statedir, run_id: run_id.clone(), run, lock, log, history, cfg, isolation, resumed: true };
     let mut active = ActiveRun::open(opening, workdir)?;
     let last = active.history.last_started;
-    let pending = pending(&active.history, active.mode, active.cfg.max_iterations);
+    let pending = pending(&active.history, active.mode, active.cfg.max_iterations, active.cfg.judge.is_some());
     if let Pending::Unfinished = pending {
         active.append(Event::IterationInterrupted { iteration: last, cause: "supervisor_lost".into() })?;
     }

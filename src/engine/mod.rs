@@ -12,6 +12,7 @@
 //! - [`verdict`]: pass / fail / could-not-run (the 126/127 rule).
 //! - [`guards`]: judges of the agent's step behind one trait (protected paths today).
 //! - [`in_place`]: a green check in place (no guard can judge the step) is `human_required`.
+//! - [`judge`]: the advisory reviewer after a green check: its packet, answer and decision.
 //! - [`decide`]: the pure halt decision over the receipt's history.
 //! - [`seats`]: the mode and the kinds of guard the coming features add.
 //! - [`sink`]: typed progress events for the caller to render.
@@ -36,6 +37,7 @@ pub mod detached;
 pub mod guards;
 pub mod in_place;
 mod iteration;
+pub mod judge;
 pub mod lifecycle;
 pub mod loopfile;
 pub mod replay;

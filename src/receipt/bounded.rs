@@ -139,33 +139,37 @@ fn bound_check(c: &CheckResult, run_dir: &SafeDir, of: &str) -> Result<Option<(C
     Ok(Some((out, x)))
 }
 
-fn bound_snapshot(s: &SnapshotRecord, run_dir: &SafeDir) -> Result<Option<(SnapshotRecord, Externalised)>, SafeFsError> {
-    if !too_large(&s.protected_changes) {
+/// One list of an event, over the bound: its first [`SAMPLE_ITEMS`] items to keep inline, and
+/// the `externalised` record of the whole list (written to its artifact).
+fn bound_list<T: Serialize + Clone>(
+    (field, items, show): (&str, &[T], fn(&T) -> String),
+    (of, iteration, tag): (&str, u64, Option<&str>),
+    run_dir: &SafeDir,
+) -> Result<Option<(Vec<T>, Externalised)>, SafeFsError> {
+    if !too_large(items) {
         return Ok(None);
     }
-    let mut out = s.clone();
     let mut moved = Moved::default();
-    moved.take("protected_changes", &s.protected_changes, |c: &ProtectedChangeRecord| format!("{} {}", c.change, c.path))?;
+    moved.take(field, items, show)?;
+    let x = moved.write(run_dir, of, iteration, tag)?;
+    Ok(Some((items.iter().take(SAMPLE_ITEMS).cloned().collect(), x)))
+}
+
+fn bound_snapshot(s: &SnapshotRecord, run_dir: &SafeDir) -> Result<Option<(SnapshotRecord, Externalised)>, SafeFsError> {
+    let show: fn(&ProtectedChangeRecord) -> String = |c| format!("{} {}", c.change, c.path);
     // The sample stays a list of changes, so the snapshot still reads as not accepted.
-    out.protected_changes = s.protected_changes.iter().take(SAMPLE_ITEMS).cloned().collect();
-    let x = moved.write(run_dir, "snapshot", s.iteration, None)?;
-    Ok(Some((out, x)))
+    Ok(bound_list(("protected_changes", &s.protected_changes, show), ("snapshot", s.iteration, None), run_dir)?
+        .map(|(sample, x)| (SnapshotRecord { protected_changes: sample, ..s.clone() }, x)))
 }
 
 fn bound_guard(g: &GuardRecord, run_dir: &SafeDir) -> Result<Option<(GuardRecord, Externalised)>, SafeFsError> {
-    if !too_large(&g.findings) {
-        return Ok(None);
-    }
-    let mut out = g.clone();
-    let mut moved = Moved::default();
-    moved.take("findings", &g.findings, |f: &FindingRecord| match &f.path {
+    let show: fn(&FindingRecord) -> String = |f| match &f.path {
         Some(p) => format!("{p}: {}", f.what),
         None => f.what.clone(),
-    })?;
-    out.findings = g.findings.iter().take(SAMPLE_ITEMS).cloned().collect();
+    };
     let tag: String = g.guard.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '_').take(64).collect();
-    let x = moved.write(run_dir, "guard", g.iteration, Some(&tag))?;
-    Ok(Some((out, x)))
+    Ok(bound_list(("findings", &g.findings, show), ("guard", g.iteration, Some(&tag)), run_dir)?
+        .map(|(sample, x)| (GuardRecord { findings: sample, ..g.clone() }, x)))
 }
 
 /// Every artifact a receipt's events name, in order.

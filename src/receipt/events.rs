@@ -52,6 +52,8 @@ pub enum Event {
     /// The check run once on t0 before the first agent call (or its cache entry): the sets the
     /// baseline guards compare against (docs/guards.md, "The baseline at t0").
     CheckBaseline(CheckBaselineRecord),
+    /// The advisory judge's answer on a green iteration (or why it gave none).
+    Judge(JudgeRecord),
     Halt(HaltRecord),
     /// The lists the event just before it left out because they were over the receipt's bound
     /// (`receipt::bounded`): each by count, digest and sample, and the artifact holding them.
@@ -80,6 +82,7 @@ impl Event {
             Event::Guard(_) => "guard",
             Event::GuardBaseline(_) => "guard_baseline",
             Event::CheckBaseline(_) => "check_baseline",
+            Event::Judge(_) => "judge",
             Event::Halt(_) => "halt",
             Event::Externalised(_) => "externalised",
             Event::Unknown => "unknown",
@@ -192,6 +195,17 @@ pub struct EgressRecord {
     pub totals: Value,
     pub audit: String,
     pub audit_sha256: Option<String>,
+}
+
+impl EgressRecord {
+    /// The record of a proxied command's egress: the run's totals after it, and the audit digest.
+    pub fn of_usage(egress: crate::zones::EgressUsage) -> EgressRecord {
+        EgressRecord {
+            totals: serde_json::to_value(egress.run_totals).unwrap_or_default(),
+            audit: crate::zones::pinned::EGRESS_AUDIT_FILE.into(),
+            audit_sha256: egress.audit_sha256,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -358,6 +372,42 @@ pub struct CheckBaselineRecord {
     /// Why the collected and skipped sets cannot be measured (null: they were).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sets_unmeasured: Option<String>,
+}
+
+/// What the judge's answer was (docs/guards.md, "The judge").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JudgeOutcome {
+    /// The judge approved the green step.
+    Approve,
+    /// The judge vetoed it (`reviewer_rejected`, or `reward_hacking_detected` when it said so).
+    Veto,
+    /// The judge gave no answer that counts: it crashed, timed out, could not start, wrote more
+    /// than its bound or something that is not an answer (`escalation_pending`).
+    Failed,
+}
+
+/// The judge of one green iteration: the packet it was given (by digest), how its command ended,
+/// and its answer or its failure. The reason is the judge's own text, escaped and bounded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JudgeRecord {
+    pub iteration: u64,
+    pub outcome: JudgeOutcome,
+    /// The judge said the step games the check (a veto halts `reward_hacking_detected`).
+    #[serde(default)]
+    pub reward_hacking: bool,
+    /// The judge's reason (approve/veto), or what was wrong with its answer (failed).
+    pub reason: String,
+    pub ending: Ending,
+    pub duration_ms: u64,
+    /// The packet's artifact (relative to the run directory), its size and sha256.
+    pub packet: String,
+    pub packet_bytes: u64,
+    pub packet_sha256: String,
+    pub stdout: StreamRecord,
+    pub stderr: StreamRecord,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<EgressRecord>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -5,7 +5,7 @@
 //! that a live run and a resumed one decide from the same state.
 
 use super::events::{
-    CheckResult, Event, ExecResult, GuardRecord, HaltRecord, Recorded, RunStart, SnapshotRecord, WorkspaceRecord,
+    CheckResult, Event, ExecResult, GuardRecord, HaltRecord, JudgeRecord, Recorded, RunStart, SnapshotRecord, WorkspaceRecord,
 };
 use serde_json::{Map, Value};
 
@@ -19,6 +19,8 @@ pub struct IterationRecord {
     pub check: Option<CheckResult>,
     /// Guard findings recorded in `guard` events.
     pub guards: Vec<GuardRecord>,
+    /// The judge's answer on a green check (`judge` event).
+    pub judge: Option<JudgeRecord>,
     /// The cause, when the iteration was interrupted (`SIGINT`, `SIGTERM`, `supervisor_lost`).
     pub interrupted: Option<String>,
     /// Lists of this iteration's events moved to run artifacts (`externalised` events).
@@ -33,6 +35,7 @@ pub struct IterationLines {
     pub exec: Option<Map<String, Value>>,
     pub check: Option<Map<String, Value>>,
     pub interrupted: Option<Map<String, Value>>,
+    pub judge: Option<Map<String, Value>>,
 }
 
 impl IterationRecord {
@@ -162,6 +165,12 @@ impl History {
             }
             Event::GuardBaseline(_) => self.guard_bodies.push(recorded.body()),
             Event::CheckBaseline(baseline) => self.check_baseline = Some(baseline.clone()),
+            Event::Judge(judge) => {
+                if let Some(slot) = self.slot(judge.iteration) {
+                    slot.judge = Some(judge.clone());
+                    slot.lines.judge = Some(recorded.line.clone());
+                }
+            }
             Event::Halt(halt) => {
                 self.halt = Some(halt.clone());
                 self.halt_line = Some(recorded.line.clone());
