@@ -164,14 +164,16 @@ fn the_judge_cannot_write_the_detached_workspace() {
 }
 
 #[test]
-fn the_judge_cannot_write_an_in_place_workdir() {
+fn the_judge_is_not_asked_in_place_and_writes_nothing_there() {
     let dir = workdir();
     std::fs::write(dir.path().join("value.txt"), "bad\n").unwrap();
     zone_writable(dir.path());
     zone_writable(&dir.path().join("value.txt"));
     let r = judged_run(dir.path(), "inplace", FIX, CHECK, WRITER, &[]);
-    assert_eq!(r.code, 10, "{r:?}");
-    assert_eq!(the_judge_event(dir.path(), "inplace")["reason"], "read-only, saw good");
+    // In place a green check halts human_required (no guard can judge the step, docs/guards.md),
+    // so the judge, asked only when every guard passed, is never asked and writes nothing.
+    assert_eq!((r.code, r.json()["halt_reason"].as_str()), (11, Some("human_required")), "{r:?}");
+    assert!(judge_events(dir.path(), "inplace").is_empty());
     assert_eq!(std::fs::read_to_string(dir.path().join("value.txt")).unwrap(), "good\n");
     assert!(!dir.path().join("planted").exists());
 }
