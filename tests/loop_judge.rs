@@ -165,15 +165,18 @@ fn the_judge_cannot_write_the_detached_workspace() {
 }
 
 #[test]
-fn an_in_place_run_never_asks_the_judge() {
+fn the_judge_is_not_asked_in_place_and_writes_nothing_there() {
     let dir = workdir();
     std::fs::write(dir.path().join("value.txt"), "bad\n").unwrap();
     zone_writable(dir.path());
     zone_writable(&dir.path().join("value.txt"));
-    let r = judged_run(dir.path(), "inplace", FIX, CHECK, APPROVE, &[]);
-    assert_eq!(r.code, 11, "{r:?}");
-    assert_eq!(r.json()["halt_reason"], "human_required", "the in-place guard objects to every green check");
-    assert_eq!(judge_events(dir.path(), "inplace"), Vec::<Value>::new());
+    let r = judged_run(dir.path(), "inplace", FIX, CHECK, WRITER, &[]);
+    // In place a green check halts human_required (no guard can judge the step, docs/guards.md),
+    // so the judge, asked only when every guard passed, is never asked and writes nothing.
+    assert_eq!((r.code, r.json()["halt_reason"].as_str()), (11, Some("human_required")), "{r:?}");
+    assert!(judge_events(dir.path(), "inplace").is_empty());
+    assert_eq!(std::fs::read_to_string(dir.path().join("value.txt")).unwrap(), "good\n");
+    assert!(!dir.path().join("planted").exists());
 }
 
 /// A judge that fetches its own host, the agent's host and an unlisted one through the proxy,
