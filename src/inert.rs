@@ -31,9 +31,18 @@ pub fn inert_lines(text: &str) -> Cow<'_, str> {
 
 /// Bytes that may not be UTF-8 (a path from the workspace), as one inert line.
 pub fn inert_bytes(bytes: &[u8]) -> String {
+    escape_bytes(bytes, false)
+}
+
+/// Bytes that may not be UTF-8 (a command's output), with their newlines kept.
+pub fn inert_lines_bytes(bytes: &[u8]) -> String {
+    escape_bytes(bytes, true)
+}
+
+fn escape_bytes(bytes: &[u8], keep_lines: bool) -> String {
     let mut out = String::with_capacity(bytes.len());
     for chunk in bytes.utf8_chunks() {
-        out.push_str(&inert(chunk.valid()));
+        out.push_str(&escape(chunk.valid(), keep_lines));
         for b in chunk.invalid() {
             let _ = write!(out, "\\x{b:02x}");
         }

@@ -7,13 +7,13 @@ const HOST: [&str; 2] = ["--isolation", "none"];
 #[test]
 fn a_computed_halt_prints_one_object_and_nothing_on_stderr() {
     let dir = workdir();
-    let r = loopexec(dir.path(), &["run", "--json", "--check", "true", "--exec", "true", HOST[0], HOST[1]]);
-    assert_eq!(r.code, 10, "{r:?}");
+    let r = loopexec(dir.path(), &["run", "--no-baseline", "--json", "--check", "true", "--exec", "true", HOST[0], HOST[1]]);
+    assert_eq!(r.code, 11, "{r:?}");
     assert_eq!(r.stderr, "", "a halt writes nothing on stderr");
     let v = r.json();
     assert_eq!(v["status"], "halted");
-    assert_eq!(v["halt_reason"], "success_condition_met");
-    assert_eq!(v["exit_code"], 10);
+    assert_eq!(v["halt_reason"], "human_required");
+    assert_eq!(v["exit_code"], 11);
     assert_eq!(v["errors"], serde_json::json!([]));
     assert_eq!(v["iteration"], 1);
     assert_eq!(v["check_exit"], 0);
@@ -137,7 +137,7 @@ fn init_writes_a_loop_file_that_run_uses_without_flags() {
     let text = std::fs::read_to_string(dir.path().join("loop.toml")).unwrap();
     assert!(text.contains("# "), "the loop file is commented");
     let run = loopexec(dir.path(), &["run", "--json"]);
-    assert_eq!(run.code, 10, "{run:?}");
+    assert_eq!(run.code, 11, "{run:?}");
     let start = &events(dir.path(), run.json()["run_id"].as_str().unwrap())[0];
     assert_eq!(start["config"]["check"], "test -f done");
     assert_eq!(start["config"]["loop_file"]["sha256"].as_str().unwrap().len(), 64);

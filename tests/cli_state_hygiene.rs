@@ -70,8 +70,8 @@ fn a_symlinked_run_state_file_is_refused_on_resume() {
 #[test]
 fn check_lists_every_problem_of_the_state_dir() {
     let dir = workdir();
-    assert_eq!(loopexec(dir.path(), &["run", "--json", "--run-id", "a", "--isolation", "none", "--exec", "true", "--check", "true"]).code, 10);
-    assert_eq!(loopexec(dir.path(), &["run", "--json", "--run-id", "b", "--isolation", "none", "--exec", "true", "--check", "true"]).code, 10);
+    assert_eq!(loopexec(dir.path(), &["run", "--no-baseline", "--json", "--run-id", "a", "--isolation", "none", "--exec", "true", "--check", "true"]).code, 11);
+    assert_eq!(loopexec(dir.path(), &["run", "--no-baseline", "--json", "--run-id", "b", "--isolation", "none", "--exec", "true", "--check", "true"]).code, 11);
     // Edit a receipt line of run a, break the state of run b, plant a link among b's artifacts.
     let receipt = run_dir(dir.path(), "a").join("receipt.jsonl");
     let text = std::fs::read_to_string(&receipt).unwrap().replacen("\"iteration\":1", "\"iteration\":7", 1);

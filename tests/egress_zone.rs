@@ -61,7 +61,7 @@ fn an_agent_reaches_an_allowed_host_only_through_the_proxy() {
     let dir = agent_workdir();
     let exec = format!("python3 agent.py {port}");
     let r = proxied_run(dir.path(), port, "e", &["--max-iterations", "1", "--exec", &exec, "--check", "test -f got"]);
-    assert_eq!(r.code, 10, "{r:?}");
+    assert_eq!(r.code, 11, "{r:?}");
     let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap_or_default();
     assert_eq!(read("got"), "hello", "the allowed host answered through the proxy");
     assert_eq!(read("direct"), "refused", "a direct connection has no route out of the zone");
@@ -87,7 +87,7 @@ fn each_recorded_audit_digest_is_the_sha256_of_the_log_at_that_iteration_and_rep
     let dir = agent_workdir();
     let exec = format!("echo $LOOPEXEC_ITERATION > iteration; python3 agent.py {port}");
     let r = proxied_run(dir.path(), port, "d", &["--max-iterations", "3", "--exec", &exec, "--check", "test \"$(cat iteration)\" -ge 3"]);
-    assert_eq!(r.code, 10, "{r:?}");
+    assert_eq!(r.code, 11, "{r:?}");
     let log = run_dir(dir.path(), "d").join("egress.jsonl");
     let bytes = std::fs::read(&log).unwrap();
     let results: Vec<Value> = events(dir.path(), "d").into_iter().filter(|e| e["type"] == "exec_result").collect();
@@ -135,7 +135,7 @@ fn a_resumed_run_continues_the_audit_digest_from_the_bytes_already_logged() {
     assert_eq!(lines(), 2, "iteration 1 was audited");
 
     let resumed = loopexec(dir.path(), &["run", "--json", "--resume", "r"]);
-    assert_eq!(resumed.code, 10, "{resumed:?}");
+    assert_eq!(resumed.code, 11, "{resumed:?}");
     let bytes = std::fs::read(&log).unwrap();
     assert_eq!(bytes.iter().filter(|b| **b == b'\n').count(), 4, "the resumed iteration appended to the same log");
     let last = events(dir.path(), "r").into_iter().rfind(|e| e["type"] == "exec_result").unwrap();
@@ -176,8 +176,8 @@ fn the_byte_budget_bounds_the_run_across_three_steps_and_a_resume() {
     let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap_or_default();
 
     // What one fetch costs, from a run with the default budget.
-    let r = proxied_run(dir.path(), port, "calibrate", &["--max-iterations", "1", "--exec", &exec, "--check", "true"]);
-    assert_eq!(r.code, 10, "{r:?}");
+    let r = proxied_run(dir.path(), port, "calibrate", &["--no-baseline", "--max-iterations", "1", "--exec", &exec, "--check", "true"]);
+    assert_eq!(r.code, 11, "{r:?}");
     let totals = last_egress_totals(dir.path(), "calibrate");
     let per_fetch = totals["bytes_up"].as_u64().unwrap() + totals["bytes_down"].as_u64().unwrap();
     assert_eq!(read("got-1"), "hello");
@@ -197,7 +197,7 @@ fn the_byte_budget_bounds_the_run_across_three_steps_and_a_resume() {
             args.push("--once");
         }
         let resumed = loopexec(dir.path(), &args);
-        assert!(resumed.code == if once { 0 } else { 10 }, "{resumed:?}");
+        assert!(resumed.code == if once { 0 } else { 11 }, "{resumed:?}");
     }
     assert_eq!((read("got-1"), read("got-2"), read("got-3")), ("hello".into(), "hello".into(), "error".into()));
     let totals = last_egress_totals(dir.path(), "b");

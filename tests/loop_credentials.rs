@@ -80,14 +80,14 @@ fn the_minted_secret_reaches_only_the_agent_and_is_revoked_once_at_the_halt() {
     let r = loopexec(
         dir.path(),
         &[
-            "run", "--json", "--run-id", "c", "--workspace", "in-place",
+            "run", "--no-baseline", "--json", "--run-id", "c", "--workspace", "in-place",
             "--exec", &hooks.agent("LOOPEXEC_AGENT_TOKEN"),
             // The check zone never gets the credential.
             "--check", "test -z \"$LOOPEXEC_AGENT_TOKEN\"",
             "--mint-cmd", &hooks.mint(), "--revoke-cmd", &hooks.revoke(),
         ],
     );
-    assert_eq!(r.code, 10, "{r:?}");
+    assert_eq!(r.code, 11, "{r:?}");
     assert!(!r.stdout.contains(&hooks.secret) && !r.stderr.contains(&hooks.secret));
     let out = std::fs::read_to_string(run_dir(dir.path(), "c").join("artifacts/0001-exec.stdout")).unwrap();
     assert_eq!(out, "match\n");
@@ -115,13 +115,13 @@ fn mint_env_names_the_agents_variable() {
     let r = loopexec(
         dir.path(),
         &[
-            "run", "--json", "--run-id", "e", "--isolation", "none",
+            "run", "--no-baseline", "--json", "--run-id", "e", "--isolation", "none",
             "--exec", &format!("{}; test -z \"$LOOPEXEC_AGENT_TOKEN\" && echo default-unset", hooks.agent("API_TOKEN")),
             "--check", "true",
             "--mint-cmd", &hooks.mint(), "--revoke-cmd", &hooks.revoke(), "--mint-env", "API_TOKEN",
         ],
     );
-    assert_eq!(r.code, 10, "{r:?}");
+    assert_eq!(r.code, 11, "{r:?}");
     let out = std::fs::read_to_string(run_dir(dir.path(), "e").join("artifacts/0001-exec.stdout")).unwrap();
     assert_eq!(out, "match\ndefault-unset\n");
     assert_secret_in_no_state_file(dir.path(), &hooks.secret);
@@ -144,7 +144,7 @@ fn a_failing_mint_halts_credential_scope_invalid_before_the_agent_runs() {
     let r = loopexec(
         dir.path(),
         &[
-            "run", "--json", "--run-id", "m", "--isolation", "none",
+            "run", "--no-baseline", "--json", "--run-id", "m", "--isolation", "none",
             "--exec", &format!("touch {}", path_str(&marker)), "--check", "true",
             "--mint-cmd", "exit 3", "--revoke-cmd", &hooks.revoke(),
         ],
@@ -164,7 +164,7 @@ fn a_pause_revokes_and_a_resume_mints_a_new_credential() {
     let dir = workdir();
     let hooks = Hooks::new();
     let args = ["--isolation", "none", "--exec", "true", "--check", "test -e done || { touch done; exit 1; }"];
-    let mut first = vec!["run", "--json", "--once", "--run-id", "p"];
+    let mut first = vec!["run", "--no-baseline", "--json", "--once", "--run-id", "p"];
     first.extend(args);
     let (mint, revoke) = (hooks.mint(), hooks.revoke());
     first.extend(["--mint-cmd", &mint, "--revoke-cmd", &revoke]);
@@ -172,7 +172,7 @@ fn a_pause_revokes_and_a_resume_mints_a_new_credential() {
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(hooks.revoked(), format!("cause=pause\n{}\n---\n", hooks.secret));
     let r = loopexec(dir.path(), &["run", "--json", "--resume", "p"]);
-    assert_eq!(r.code, 10, "{r:?}");
+    assert_eq!(r.code, 11, "{r:?}");
     assert_eq!(hooks.revoked(), format!("cause=pause\n{s}\n---\ncause=halt\n{s}\n---\n", s = hooks.secret));
     let minted = event_types(dir.path(), "p").iter().filter(|t| *t == "credential_minted").count();
     assert_eq!(minted, 2);
@@ -187,12 +187,12 @@ fn a_credential_left_by_a_crashed_loopexec_is_revoked_on_resume() {
     let (mint, revoke) = (hooks.mint(), hooks.revoke());
     let r = loopexec(
         dir.path(),
-        &["run", "--json", "--run-id", "k", "--isolation", "none", "--exec", agent, "--check", "true", "--mint-cmd", &mint, "--revoke-cmd", &revoke],
+        &["run", "--no-baseline", "--json", "--run-id", "k", "--isolation", "none", "--exec", agent, "--check", "true", "--mint-cmd", &mint, "--revoke-cmd", &revoke],
     );
     assert_eq!(r.code, -1, "killed by SIGKILL: {r:?}");
     assert_eq!(hooks.revoked(), "");
     let r = loopexec(dir.path(), &["run", "--json", "--resume", "k"]);
-    assert_eq!(r.code, 10, "{r:?}");
+    assert_eq!(r.code, 11, "{r:?}");
     // The lost secret cannot be handed over: the hook gets an empty stdin and the cause.
     assert_eq!(hooks.revoked(), format!("cause=supervisor_lost\n---\ncause=halt\n{}\n---\n", hooks.secret));
     let revokes: Vec<String> = events(dir.path(), "k")
@@ -215,13 +215,13 @@ fn loop_toml_can_name_the_hooks_and_a_mint_without_revoke_there_is_refused_too()
         hooks.revoke()
     );
     std::fs::write(dir.path().join("loop.toml"), &toml).unwrap();
-    let r = loopexec(dir.path(), &["run", "--json", "--run-id", "t"]);
-    assert_eq!(r.code, 10, "{r:?}");
+    let r = loopexec(dir.path(), &["run", "--no-baseline", "--json", "--run-id", "t"]);
+    assert_eq!(r.code, 11, "{r:?}");
     let out = std::fs::read_to_string(run_dir(dir.path(), "t").join("artifacts/0001-exec.stdout")).unwrap();
     assert_eq!(out, "match\n");
     assert_eq!(hooks.revoked(), format!("cause=halt\n{}\n---\n", hooks.secret));
     std::fs::write(dir.path().join("loop.toml"), "check = \"true\"\nexec = \"true\"\nisolation = \"none\"\nmint_cmd = \"echo t\"\n").unwrap();
-    let refused = loopexec(dir.path(), &["run", "--json", "--run-id", "u"]);
+    let refused = loopexec(dir.path(), &["run", "--no-baseline", "--json", "--run-id", "u"]);
     assert_eq!(refused.code, 20, "{refused:?}");
     assert!(!run_dir(dir.path(), "u").exists());
 }

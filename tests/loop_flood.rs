@@ -26,9 +26,9 @@ fn a_one_gigabyte_flood_finishes_with_bounded_memory() {
     let dir = workdir();
     let (code, max_rss_kib, stdout) = run_measured(
         dir.path(),
-        &["run", "--json", "--run-id", "flood", "--isolation", "none", "--exec", "head -c 1073741824 /dev/zero", "--check", "head -c 1000 /dev/zero >&2"],
+        &["run", "--json", "--no-baseline", "--run-id", "flood", "--isolation", "none", "--exec", "head -c 1073741824 /dev/zero", "--check", "head -c 1000 /dev/zero >&2"],
     );
-    assert_eq!(code, 10, "{stdout}");
+    assert_eq!(code, 11, "{stdout}");
     let exec = events(dir.path(), "flood").into_iter().find(|e| e["type"] == "exec_result").unwrap();
     assert_eq!(exec["stdout"]["bytes"], 1u64 << 30);
     assert_eq!(exec["stdout"]["truncated"], true);

@@ -51,7 +51,7 @@ fn rust_project() -> tempfile::TempDir {
 /// Runs loopexec in `repo` with an agent that runs `agent` (a shell script committed with t0
 /// would be protected-path-free but part of the tree; the script is given inline instead).
 fn run_agent(repo: &Path, run_id: &str, agent: &str, check: &str) -> (Ran, Vec<serde_json::Value>) {
-    let r = loopexec(repo, &["run", "--json", "--run-id", run_id, "--exec", agent, "--check", check, "--max-iterations", "2"]);
+    let r = loopexec(repo, &["run", "--no-baseline", "--json", "--run-id", run_id, "--exec", agent, "--check", check, "--max-iterations", "2"]);
     let ev = events(repo, run_id);
     (r, ev)
 }

@@ -12,15 +12,15 @@ fn run(dir: &std::path::Path, extra: &[&str]) -> (i32, Value) {
 }
 
 #[test]
-fn the_check_passing_halts_success_condition_met() {
+fn a_check_passing_in_place_halts_human_required() {
     let dir = workdir();
-    let (code, v) = run(dir.path(), &["--exec", "echo $LOOPEXEC_ITERATION >> it", "--check", "test $(wc -l < it) -ge 3"]);
-    assert_eq!((code, v["halt_reason"].as_str(), v["iteration"].as_u64()), (10, Some("success_condition_met"), Some(3)));
+    let (code, v) = run(dir.path(), &["--no-baseline", "--exec", "echo $LOOPEXEC_ITERATION >> it", "--check", "test $(wc -l < it) -ge 3"]);
+    assert_eq!((code, v["halt_reason"].as_str(), v["iteration"].as_u64()), (11, Some("human_required"), Some(3)));
     assert_eq!(
         event_types(dir.path(), "r"),
         [
             "run_start", "iteration_start", "exec_result", "check_result", "iteration_start", "exec_result",
-            "check_result", "iteration_start", "exec_result", "check_result", "halt"
+            "check_result", "iteration_start", "exec_result", "check_result", "guard", "halt"
         ]
     );
 }
@@ -37,7 +37,7 @@ fn a_red_check_at_the_cap_halts_max_iterations_reached() {
 #[test]
 fn an_agent_exiting_non_zero_halts_execution_failure_without_running_the_check() {
     let dir = workdir();
-    let (code, v) = run(dir.path(), &["--exec", "exit 4", "--check", "touch checked"]);
+    let (code, v) = run(dir.path(), &["--no-baseline", "--exec", "exit 4", "--check", "touch checked"]);
     assert_eq!((code, v["halt_reason"].as_str()), (40, Some("execution_failure")));
     assert!(v["run"]["detail"].as_str().unwrap().contains("exited 4"));
     assert!(!dir.path().join("checked").exists());
@@ -55,7 +55,7 @@ fn a_check_that_cannot_run_halts_execution_failure() {
 #[test]
 fn an_agent_timeout_halts_execution_failure() {
     let dir = workdir();
-    let (code, v) = run(dir.path(), &["--exec", "sleep 30", "--check", "true", "--exec-timeout", "0.3"]);
+    let (code, v) = run(dir.path(), &["--no-baseline", "--exec", "sleep 30", "--check", "true", "--exec-timeout", "0.3"]);
     assert_eq!((code, v["halt_reason"].as_str()), (40, Some("execution_failure")));
     assert!(v["run"]["detail"].as_str().unwrap().contains("timed out"));
     let exec = &events(dir.path(), "r")[2];
@@ -65,7 +65,7 @@ fn an_agent_timeout_halts_execution_failure() {
 #[test]
 fn a_check_timeout_halts_execution_failure() {
     let dir = workdir();
-    let (code, v) = run(dir.path(), &["--exec", "true", "--check", "sleep 30", "--check-timeout", "0.3"]);
+    let (code, v) = run(dir.path(), &["--no-baseline", "--exec", "true", "--check", "sleep 30", "--check-timeout", "0.3"]);
     assert_eq!((code, v["halt_reason"].as_str()), (40, Some("execution_failure")));
     let check = &events(dir.path(), "r")[3];
     assert_eq!((check["type"].as_str(), check["ending"]["kind"].as_str()), (Some("check_result"), Some("timed_out")));
@@ -75,8 +75,8 @@ fn a_check_timeout_halts_execution_failure() {
 #[test]
 fn output_is_captured_into_artifacts_with_size_and_hash() {
     let dir = workdir();
-    let (code, _) = run(dir.path(), &["--exec", "printf agent-out; printf agent-err >&2", "--check", "true"]);
-    assert_eq!(code, 10);
+    let (code, _) = run(dir.path(), &["--no-baseline", "--exec", "printf agent-out; printf agent-err >&2", "--check", "true"]);
+    assert_eq!(code, 11);
     let exec = &events(dir.path(), "r")[2];
     assert_eq!(exec["stdout"]["bytes"], 9);
     assert_eq!(exec["stdout"]["truncated"], false);
@@ -90,18 +90,18 @@ fn output_is_captured_into_artifacts_with_size_and_hash() {
 #[test]
 fn once_pauses_and_resume_once_continues_until_the_halt() {
     let dir = workdir();
-    let (code, v) = run(dir.path(), &["--once", "--exec", "echo x >> it", "--check", "test $(wc -l < it) -ge 2"]);
+    let (code, v) = run(dir.path(), &["--no-baseline", "--once", "--exec", "echo x >> it", "--check", "test $(wc -l < it) -ge 2"]);
     assert_eq!((code, v["status"].as_str(), v["state"].as_str(), v["iteration"].as_u64()), (0, Some("ok"), Some("paused"), Some(1)));
     assert_eq!(v["halt_reason"], Value::Null);
     let status = loopexec(dir.path(), &["status", "--json"]).json();
     assert_eq!(status["state"], "paused");
     assert_eq!(status["run"]["resumable"], true);
     let next = loopexec(dir.path(), &["step", "--json", "--resume", "r"]);
-    assert_eq!(next.code, 10, "{next:?}");
+    assert_eq!(next.code, 11, "{next:?}");
     assert_eq!(next.json()["iteration"], 2);
     assert_eq!(
         event_types(dir.path(), "r"),
-        ["run_start", "iteration_start", "exec_result", "check_result", "run_resumed", "iteration_start", "exec_result", "check_result", "halt"]
+        ["run_start", "iteration_start", "exec_result", "check_result", "run_resumed", "iteration_start", "exec_result", "check_result", "guard", "halt"]
     );
 }
 
@@ -150,7 +150,7 @@ fn a_stalled_failing_set_is_reported_as_stalled() {
 #[test]
 fn a_malformed_report_records_the_parse_error_and_no_failing_set() {
     let dir = workdir();
-    let (code, _) = run(dir.path(), &["--exec", "true", "--check", "echo '<testsuite><oops' > r.xml; exit 1", "--junit", "r.xml", "--max-iterations", "1"]);
+    let (code, _) = run(dir.path(), &["--no-baseline", "--exec", "true", "--check", "echo '<testsuite><oops' > r.xml; exit 1", "--junit", "r.xml", "--max-iterations", "1"]);
     assert_eq!(code, 12);
     let check = &events(dir.path(), "r")[3];
     assert_eq!(check["failing_set"], Value::Null);
@@ -164,7 +164,7 @@ fn a_symlinked_junit_report_is_not_followed() {
     std::fs::write(outside.path().join("r.xml"), "<testsuite><testcase classname='x' name='y'><failure/></testcase></testsuite>").unwrap();
     let target = path_str(&outside.path().join("r.xml"));
     let check = format!("ln -sf {target} r.xml; exit 1");
-    let (code, _) = run(dir.path(), &["--exec", "true", "--check", &check, "--junit", "r.xml", "--max-iterations", "1"]);
+    let (code, _) = run(dir.path(), &["--no-baseline", "--exec", "true", "--check", &check, "--junit", "r.xml", "--max-iterations", "1"]);
     assert_eq!(code, 12);
     let event = &events(dir.path(), "r")[3];
     assert_eq!(event["failing_set"], Value::Null);
@@ -174,7 +174,7 @@ fn a_symlinked_junit_report_is_not_followed() {
 #[test]
 fn a_fifo_in_place_of_the_junit_report_is_an_error_not_a_hang() {
     let dir = workdir();
-    let (code, _) = run(dir.path(), &["--exec", "true", "--check", "mkfifo r.xml; exit 1", "--junit", "r.xml", "--max-iterations", "1"]);
+    let (code, _) = run(dir.path(), &["--no-baseline", "--exec", "true", "--check", "mkfifo r.xml; exit 1", "--junit", "r.xml", "--max-iterations", "1"]);
     assert_eq!(code, 12);
     let event = &events(dir.path(), "r")[3];
     assert_eq!(event["failing_set"], Value::Null);

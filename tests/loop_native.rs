@@ -10,9 +10,9 @@ fn the_state_dir_is_hidden_from_the_agent_and_the_check() {
     zone_writable(dir.path());
     let r = loopexec(
         dir.path(),
-        &["run", "--json", "--run-id", "h", "--max-iterations", "1", "--exec", "ls -A .loopexec > agent-saw", "--check", "ls -A .loopexec > check-saw"],
+        &["run", "--no-baseline", "--json", "--run-id", "h", "--max-iterations", "1", "--exec", "ls -A .loopexec > agent-saw", "--check", "ls -A .loopexec > check-saw"],
     );
-    assert_eq!(r.code, 10, "{r:?}");
+    assert_eq!(r.code, 11, "{r:?}");
     assert!(run_dir(dir.path(), "h").join("receipt.jsonl").exists(), "the state dir itself is intact");
     assert_eq!(std::fs::read_to_string(dir.path().join("agent-saw")).unwrap(), "", "the agent sees an empty directory");
     assert_eq!(std::fs::read_to_string(dir.path().join("check-saw")).unwrap(), "", "the check sees an empty directory");

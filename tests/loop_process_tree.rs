@@ -7,7 +7,7 @@ use common::*;
 fn a_timeout_kills_a_setsid_double_forked_grandchild() {
     let dir = workdir();
     let exec = "setsid sh -c 'sleep 300 & echo $! > grandchild.pid; wait' & sleep 300";
-    let r = loopexec(dir.path(), &["run", "--json", "--isolation", "none", "--exec", exec, "--check", "true", "--exec-timeout", "2"]);
+    let r = loopexec(dir.path(), &["run", "--json", "--no-baseline", "--isolation", "none", "--exec", exec, "--check", "true", "--exec-timeout", "2"]);
     assert_eq!(r.code, 40, "{r:?}");
     assert_eq!(r.json()["halt_reason"], "execution_failure");
     let pid = read_pid(&dir.path().join("grandchild.pid"));
@@ -18,8 +18,8 @@ fn a_timeout_kills_a_setsid_double_forked_grandchild() {
 fn background_children_of_a_finished_command_are_killed() {
     let dir = workdir();
     let exec = "sleep 300 & echo $! > bg.pid";
-    let r = loopexec(dir.path(), &["run", "--json", "--isolation", "none", "--exec", exec, "--check", "true"]);
-    assert_eq!(r.code, 10, "{r:?}");
+    let r = loopexec(dir.path(), &["run", "--json", "--no-baseline", "--isolation", "none", "--exec", exec, "--check", "true"]);
+    assert_eq!(r.code, 11, "{r:?}");
     let pid = read_pid(&dir.path().join("bg.pid"));
     assert!(!pid_alive(pid), "background child {pid} survived its command");
 }

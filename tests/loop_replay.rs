@@ -97,7 +97,7 @@ fn a_run_that_has_not_halted_is_refused() {
 #[test]
 fn a_run_without_a_check_result_is_refused() {
     let repo = answer_repo();
-    let r = loopexec(repo.path(), &["run", "--json", "--run-id", "x", "--exec", "exit 3", "--check", "true"]);
+    let r = loopexec(repo.path(), &["run", "--no-baseline", "--json", "--run-id", "x", "--exec", "exit 3", "--check", "true"]);
     assert_eq!(r.code, 40, "{r:?}");
     let out = loopexec(repo.path(), &["replay", "--json", "x"]);
     assert_eq!(out.code, 30, "{out:?}");

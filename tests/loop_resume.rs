@@ -42,16 +42,16 @@ fn sigkill_mid_iteration_then_resume_records_the_interrupted_iteration_and_conti
     assert_eq!(status["run"]["active"], false, "no process drives the crashed run");
 
     let resumed = loopexec(dir.path(), &["run", "--json", "--resume", "crash"]);
-    assert_eq!(resumed.code, 10, "{resumed:?}");
+    assert_eq!(resumed.code, 11, "{resumed:?}");
     let v = resumed.json();
-    assert_eq!((v["iteration"].as_u64(), v["halt_reason"].as_str()), (Some(2), Some("success_condition_met")));
+    assert_eq!((v["iteration"].as_u64(), v["halt_reason"].as_str()), (Some(2), Some("human_required")));
     assert_eq!(
         event_types(dir.path(), "crash"),
-        ["run_start", "iteration_start", "iteration_interrupted", "run_resumed", "iteration_start", "exec_result", "check_result", "halt"]
+        ["run_start", "check_baseline", "iteration_start", "iteration_interrupted", "run_resumed", "iteration_start", "exec_result", "check_result", "guard", "halt"]
     );
     let ev = events(dir.path(), "crash");
-    assert_eq!((ev[2]["iteration"].as_u64(), ev[2]["cause"].as_str()), (Some(1), Some("supervisor_lost")));
-    assert_eq!(ev[4]["iteration"], 2);
+    assert_eq!((ev[3]["iteration"].as_u64(), ev[3]["cause"].as_str()), (Some(1), Some("supervisor_lost")));
+    assert_eq!(ev[5]["iteration"], 2);
     let check = loopexec(dir.path(), &["check", "--json"]);
     assert_eq!(check.code, 0, "the chain verifies after the crash: {check:?}");
 }
@@ -61,7 +61,7 @@ fn an_interrupted_iteration_counts_toward_the_cap() {
     let dir = workdir();
     let mut child = common::command()
         .current_dir(dir.path())
-        .args(["run", "--json", "--isolation", "none", "--run-id", "cap", "--max-iterations", "1", "--exec", AGENT, "--check", "true"])
+        .args(["run", "--no-baseline", "--json", "--isolation", "none", "--run-id", "cap", "--max-iterations", "1", "--exec", AGENT, "--check", "true"])
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
@@ -91,11 +91,11 @@ fn interrupt_with(signal: i32, expected_code: i32, name: &str) {
     assert!(!pid_alive(agent), "the agent was killed with its tree");
     let ev = events(dir.path(), "int");
     let types: Vec<&str> = ev.iter().map(|e| e["type"].as_str().unwrap()).collect();
-    assert_eq!(types, ["run_start", "iteration_start", "exec_result", "iteration_interrupted", "run_interrupted"]);
-    assert_eq!(ev[4]["signal"], name);
+    assert_eq!(types, ["run_start", "check_baseline", "iteration_start", "exec_result", "iteration_interrupted", "run_interrupted"]);
+    assert_eq!(ev[5]["signal"], name);
     assert_eq!(loopexec(dir.path(), &["status", "--json"]).json()["state"], "interrupted");
     let resumed = loopexec(dir.path(), &["run", "--json", "--resume", "int"]);
-    assert_eq!(resumed.code, 10, "{resumed:?}");
+    assert_eq!(resumed.code, 11, "{resumed:?}");
     assert_eq!(loopexec(dir.path(), &["check", "--json"]).code, 0);
 }
 
@@ -127,7 +127,7 @@ fn a_run_driven_by_a_live_process_cannot_be_resumed_and_shows_as_active() {
 #[test]
 fn resume_cuts_a_torn_final_line_and_the_chain_verifies() {
     let dir = workdir();
-    let r = loopexec(dir.path(), &["run", "--json", "--once", "--run-id", "torn", "--isolation", "none", "--exec", "echo $LOOPEXEC_ITERATION > iteration", "--check", "test \"$(cat iteration)\" -ge 2"]);
+    let r = loopexec(dir.path(), &["run", "--no-baseline", "--json", "--once", "--run-id", "torn", "--isolation", "none", "--exec", "echo $LOOPEXEC_ITERATION > iteration", "--check", "test \"$(cat iteration)\" -ge 2"]);
     assert_eq!(r.code, 0, "{r:?}");
     let receipt = run_dir(dir.path(), "torn").join("receipt.jsonl");
     let mut bytes = std::fs::read(&receipt).unwrap();
@@ -138,34 +138,34 @@ fn resume_cuts_a_torn_final_line_and_the_chain_verifies() {
     assert_eq!(check.code, 30, "check reports the torn line: {check:?}");
     assert!(check.json()["errors"][0]["message"].as_str().unwrap().contains("torn"));
     let resumed = loopexec(dir.path(), &["run", "--json", "--resume", "torn"]);
-    assert_eq!(resumed.code, 10, "{resumed:?}");
+    assert_eq!(resumed.code, 11, "{resumed:?}");
     let after = std::fs::read(&receipt).unwrap();
     let next: serde_json::Value = serde_json::from_slice(after[complete..].split(|b| *b == b'\n').next().unwrap()).unwrap();
     assert_eq!((next["seq"].as_u64(), next["type"].as_str()), (Some(5), Some("run_resumed")), "the torn bytes were cut off");
     assert_eq!(loopexec(dir.path(), &["check", "--json"]).code, 0);
     assert_eq!(
         event_types(dir.path(), "torn"),
-        ["run_start", "iteration_start", "exec_result", "check_result", "run_resumed", "iteration_start", "exec_result", "check_result", "halt"]
+        ["run_start", "iteration_start", "exec_result", "check_result", "run_resumed", "iteration_start", "exec_result", "check_result", "guard", "halt"]
     );
 }
 
 #[test]
 fn a_decided_halt_lost_in_a_crash_is_appended_on_resume_without_rerunning_anything() {
     let dir = workdir();
-    let r = loopexec(dir.path(), &["run", "--json", "--run-id", "lost", "--isolation", "none", "--exec", "echo x >> agent-runs", "--check", "true"]);
-    assert_eq!(r.code, 10, "{r:?}");
+    let r = loopexec(dir.path(), &["run", "--no-baseline", "--json", "--run-id", "lost", "--isolation", "none", "--exec", "echo x >> agent-runs", "--check", "true"]);
+    assert_eq!(r.code, 11, "{r:?}");
     // Simulate a crash between appending check_result and appending halt.
     let receipt = run_dir(dir.path(), "lost").join("receipt.jsonl");
     let text = std::fs::read_to_string(&receipt).unwrap();
     let without_halt: String = text.lines().take_while(|l| !l.contains("\"type\":\"halt\"")).map(|l| format!("{l}\n")).collect();
     std::fs::write(&receipt, without_halt).unwrap();
     let resumed = loopexec(dir.path(), &["run", "--json", "--resume", "lost"]);
-    assert_eq!(resumed.code, 10, "{resumed:?}");
-    assert_eq!(resumed.json()["halt_reason"], "success_condition_met");
+    assert_eq!(resumed.code, 11, "{resumed:?}");
+    assert_eq!(resumed.json()["halt_reason"], "human_required");
     assert_eq!(std::fs::read_to_string(dir.path().join("agent-runs")).unwrap(), "x\n", "the agent ran once");
     assert_eq!(
         event_types(dir.path(), "lost"),
-        ["run_start", "iteration_start", "exec_result", "check_result", "run_resumed", "halt"]
+        ["run_start", "iteration_start", "exec_result", "check_result", "guard", "run_resumed", "halt"]
     );
     assert_eq!(loopexec(dir.path(), &["check", "--json"]).code, 0);
 }

@@ -34,7 +34,7 @@ fn weakening_run(repo: &std::path::Path, run_id: &str, max_iterations: &str) {
     let r = loopexec(
         repo,
         &[
-            "run", "--json", "--run-id", run_id, "--max-iterations", max_iterations,
+            "run", "--json", "--no-baseline", "--run-id", run_id, "--max-iterations", max_iterations,
             "--exec", "echo 'exit 0' > tests/test_answer.sh", "--check", "sh tests/test_answer.sh",
         ],
     );

@@ -213,7 +213,7 @@ fn a_tree_over_max_depth_halts_workspace_invalid_sealed_and_resume_reports_the_h
     std::fs::write(repo.path().join("answer"), "41\n").unwrap();
     commit_t0(repo.path());
     let exec = format!("{DEEP_TREE} 300");
-    let r = loopexec(repo.path(), &["run", "--json", "--run-id", "deep", "--exec", &exec, "--check", "true"]);
+    let r = loopexec(repo.path(), &["run", "--no-baseline", "--json", "--run-id", "deep", "--exec", &exec, "--check", "true"]);
     assert_eq!(r.code, 30, "{r:?}");
     let v = r.json();
     assert_eq!(v["halt_reason"], "workspace_invalid");
@@ -253,7 +253,7 @@ fn a_workspace_deeper_than_the_descriptor_limit_is_delivered_under_ulimit_n_256(
     std::fs::write(repo.path().join("answer"), "41\n").unwrap();
     commit_t0(repo.path());
     let exec = format!("{DEEP_TREE} 1100");
-    let r = loopexec_under("ulimit -Sn 256", repo.path(), &["run", "--json", "--run-id", "fds", "--policy", &policy, "--max-iterations", "1", "--exec", &exec, "--check", "true"]);
+    let r = loopexec_under("ulimit -Sn 256", repo.path(), &["run", "--json", "--no-baseline", "--run-id", "fds", "--policy", &policy, "--max-iterations", "1", "--exec", &exec, "--check", "true"]);
     assert_eq!(r.code, 10, "{r:?}");
     assert_eq!(r.json()["state"], "halted", "{r:?}");
     assert_sealed(repo.path(), "fds");
@@ -282,7 +282,7 @@ fn each_name_git_treats_as_dot_git_elsewhere_halts_at_snapshot_and_is_never_deli
     for (i, (name, alias)) in aliases.iter().enumerate() {
         let id = format!("alias{i}");
         let exec = format!("echo 42 > answer && mkdir -p 'sub/{name}' && echo x > 'sub/{name}/config'");
-        let r = loopexec(repo.path(), &["run", "--json", "--run-id", &id, "--exec", &exec, "--check", "true"]);
+        let r = loopexec(repo.path(), &["run", "--no-baseline", "--json", "--run-id", &id, "--exec", &exec, "--check", "true"]);
         assert_eq!(r.code, 30, "{name:?}: {r:?}");
         assert_eq!(r.json()["halt_reason"], "workspace_invalid", "{name:?}");
         let halt = events(repo.path(), &id).into_iter().rev().find(|e| e["type"] == "halt").unwrap();
@@ -307,7 +307,7 @@ fn gitmodules_gitattributes_and_the_threat_models_read_only_paths_are_protected(
     ];
     for (i, (exec, path)) in plants.iter().enumerate() {
         let id = format!("ro{i}");
-        let r = loopexec(repo.path(), &["run", "--json", "--run-id", &id, "--exec", exec, "--check", "true"]);
+        let r = loopexec(repo.path(), &["run", "--no-baseline", "--json", "--run-id", &id, "--exec", exec, "--check", "true"]);
         assert_eq!(r.code, 13, "{exec}: {r:?}");
         assert_eq!(r.json()["halt_reason"], "blocked_path_modified");
         let snap = events(repo.path(), &id).into_iter().find(|e| e["type"] == "snapshot").unwrap();
@@ -315,7 +315,7 @@ fn gitmodules_gitattributes_and_the_threat_models_read_only_paths_are_protected(
         assert_receipt_matches_delivery(repo.path(), &id);
     }
     // `.git/hooks` and `.git/config` cannot be planted at all: a `.git` is never part of the tree.
-    let r = loopexec(repo.path(), &["run", "--json", "--run-id", "hooks", "--exec", "echo 42 > answer && mkdir -p .git/hooks && echo evil > .git/hooks/post-checkout && echo evil > .git/config", "--check", "true"]);
+    let r = loopexec(repo.path(), &["run", "--no-baseline", "--json", "--run-id", "hooks", "--exec", "echo 42 > answer && mkdir -p .git/hooks && echo evil > .git/hooks/post-checkout && echo evil > .git/config", "--check", "true"]);
     assert_eq!(r.code, 10, "{r:?}");
     assert_receipt_matches_delivery(repo.path(), "hooks");
     let tree = git(repo.path(), &["ls-tree", "-r", "--name-only", "loopexec/hooks"]);
@@ -351,7 +351,7 @@ fn measured(dir: &Path, args: &[&str]) -> (Ran, std::time::Duration, i64) {
 /// One iteration of `exec` then a passing check, measured; prints the figures, returns the
 /// snapshot and halt events and the peak RSS (KiB).
 fn measured_run(repo: &Path, run_id: &str, exec: &str, what: &str) -> (serde_json::Value, serde_json::Value, i64) {
-    let (r, elapsed, rss_kib) = measured(repo, &["run", "--json", "--run-id", run_id, "--max-iterations", "1", "--exec", exec, "--check", "true"]);
+    let (r, elapsed, rss_kib) = measured(repo, &["run", "--json", "--no-baseline", "--run-id", run_id, "--max-iterations", "1", "--exec", exec, "--check", "true"]);
     assert_eq!(r.code, 10, "{r:?}");
     let ev = events(repo, run_id);
     let snap = ev.iter().find(|e| e["type"] == "snapshot").unwrap().clone();
@@ -417,7 +417,7 @@ fn another_local_user_reaches_neither_the_baseline_cache_nor_the_run_directory()
     commit_t0(repo.path());
     // The agent leaves a 1777 directory in its workspace, as an invitation.
     let exec = "mkdir shared && chmod 1777 shared && echo 42 > answer";
-    let r = loopexec(repo.path(), &["run", "--json", "--run-id", "other", "--max-iterations", "1", "--exec", exec, "--check", "true"]);
+    let r = loopexec(repo.path(), &["run", "--no-baseline", "--json", "--run-id", "other", "--max-iterations", "1", "--exec", exec, "--check", "true"]);
     assert_eq!(r.json()["halt_reason"], "success_condition_met", "{r:?}");
     let key = events(repo.path(), "other").into_iter().find(|e| e["type"] == "workspace").unwrap()["baseline_key"].as_str().unwrap().to_string();
     let cached = repo.path().join(".loopexec/baselines").join(&key).join("tree/answer");

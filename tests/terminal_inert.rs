@@ -21,7 +21,7 @@ fn hostile_run() -> (tempfile::TempDir, std::path::PathBuf, Ran) {
     std::fs::write(repo.join("name"), HOSTILE).unwrap();
     commit_t0(&repo);
     zone_traversable(parent.path());
-    let r = loopexec(&repo, &["run", "--run-id", "h", "--exec", "touch \"tests/$(cat name)\"", "--check", "sh tests/test_answer.sh"]);
+    let r = loopexec(&repo, &["run", "--no-baseline", "--run-id", "h", "--exec", "touch \"tests/$(cat name)\"", "--check", "sh tests/test_answer.sh"]);
     assert_eq!(r.code, 13, "{r:?}");
     (parent, repo, r)
 }

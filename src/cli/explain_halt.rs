@@ -23,6 +23,8 @@ fn summary(reason: &str, detail: &str, trend: &Trend) -> String {
             "the evidence contradicts the check's result: {detail}. A zero exit counts only when the declared reports and the runners' own output agree with it (docs/guards.md)"
         ),
         "workspace_invalid" => format!("the workspace or state is unusable: {detail}."),
+        "reviewer_rejected" => format!("the judge vetoed a green step: {detail}. Nothing of that step was delivered; read its reason, then start a new run."),
+        "escalation_pending" => format!("a human decides: {detail}. The judge did not approve; see its `judge` event and output artifacts."),
         other => format!("{other}: {detail}."),
     }
 }
@@ -61,6 +63,12 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
             rows.push(("finding", format!("{}: {}", f.path.as_deref().unwrap_or("-"), f.what)));
         }
     }
+    // The judge's answer on the halting iteration (its reason is escaped when recorded and by `aligned`).
+    let judge = history.iterations.iter().rev().find(|d| d.iteration == iteration).and_then(|d| d.judge.as_ref());
+    if let Some(j) = judge {
+        let hacking = if j.reward_hacking { ", reward hacking" } else { "" };
+        rows.push(("judge", format!("{}{hacking}: {}", json!(j.outcome).as_str().unwrap_or(""), j.reason)));
+    }
     // The evidence of the last check (its disagreements, when it kept a zero exit from passing).
     let evidence = history.last_check().and_then(|(_, c)| c.evidence.clone());
     for d in evidence.iter().flat_map(|e| &e.disagreements) {
@@ -88,6 +96,9 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
                 // The guards' evidence, where any objected (earlier receipts explain as before).
                 if let (false, Some(fields)) = (guards.is_empty(), explanation.as_object_mut()) {
                     fields.insert("guards".into(), json!(guards));
+                }
+                if let (Some(j), Some(fields)) = (judge, explanation.as_object_mut()) {
+                    fields.insert("judge".into(), json!({"outcome": j.outcome, "reward_hacking": j.reward_hacking, "reason": j.reason}));
                 }
                 explanation
             },

@@ -34,6 +34,10 @@ fn iteration_json(record: &IterationRecord) -> Value {
     if let (false, Some(fields)) = (record.guards.is_empty(), v.as_object_mut()) {
         fields.insert("guards".into(), json!(record.guards));
     }
+    // The judge's answer or failure, where it was asked.
+    if let (Some(judge), Some(fields)) = (&record.judge, v.as_object_mut()) {
+        fields.insert("judge".into(), json!({"outcome": judge.outcome, "reward_hacking": judge.reward_hacking, "reason": judge.reason, "packet_sha256": judge.packet_sha256}));
+    }
     // The evidence, where the receipt recorded it (receipts of earlier versions did not).
     if let (Some(evidence), Some(fields)) = (check.and_then(|c| c.evidence.as_ref()), v.as_object_mut()) {
         fields.insert("collected_count".into(), json!(check.and_then(|c| c.collected_count)));
@@ -109,6 +113,11 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
             for f in &g.findings {
                 human.push_str(&format!("         {}: {}\n", inert(f.path.as_deref().unwrap_or("-")), inert(&f.what)));
             }
+        }
+        if let Some(judge) = &d.judge {
+            let outcome = serde_json::to_value(judge.outcome).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+            let hacking = if judge.reward_hacking { " (reward hacking)" } else { "" };
+            human.push_str(&format!("       judge {outcome}{hacking}: {}\n", inert(&judge.reason)));
         }
         // What kept a zero exit from being green, escaped (the ids come from the agent's workspace).
         for disagreement in d.check.iter().flat_map(|c| c.evidence.iter()).flat_map(|e| &e.disagreements) {

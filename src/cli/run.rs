@@ -17,7 +17,13 @@ use crate::zones::{Backend, Isolation};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
-const CONFIG_FLAGS: [&str; 30] = [
+const CONFIG_FLAGS: [&str; 36] = [
+    "no_baseline",
+    "judge",
+    "judge_policy",
+    "judge_allow_host",
+    "judge_resolve",
+    "judge_timeout",
     "backend",
     "image",
     "cgroup_parent",
@@ -111,6 +117,10 @@ pub struct Args {
     /// Start the detached workspace from the working tree's changes too, not only from HEAD.
     #[arg(long)]
     pub include_uncommitted: bool,
+    /// Do not run the check on t0 before the first agent call (no iteration-0 halt when it
+    /// already passes, no collected/skipped-set guards; docs/guards.md).
+    #[arg(long)]
+    pub no_baseline: bool,
     /// A protected-path glob added to the defaults (repeatable; docs/workspace.md).
     #[arg(long = "protect", value_name = "GLOB")]
     pub protect: Vec<String>,
@@ -178,6 +188,22 @@ pub struct Args {
     /// The agent zone's variable holding the minted secret (default LOOPEXEC_AGENT_TOKEN).
     #[arg(long, value_name = "NAME")]
     pub mint_env: Option<String>,
+    /// The advisory judge (at most one): asked only after a green check every guard let through,
+    /// with a JSON packet on stdin; answers approve or veto on stdout (docs/guards.md).
+    #[arg(long, value_name = "CMD")]
+    pub judge: Vec<String>,
+    /// The judge zone's policy file (default: the builtin `agent` policy).
+    #[arg(long, value_name = "FILE")]
+    pub judge_policy: Option<PathBuf>,
+    /// A host the judge may reach through the egress proxy (repeatable; its own allowlist, never the agent's).
+    #[arg(long = "judge-allow-host", value_name = "HOST[:PORT]")]
+    pub judge_allow_host: Vec<String>,
+    /// Pin a judge host's address (`host:port:address`, repeatable), as --resolve does for the agent.
+    #[arg(long = "judge-resolve", value_name = "HOST:PORT:ADDR")]
+    pub judge_resolve: Vec<String>,
+    /// Seconds before the judge's process tree is killed (default 300).
+    #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
+    pub judge_timeout: Option<f64>,
 }
 
 impl Args {
@@ -188,6 +214,7 @@ impl Args {
             mint_env: self.mint_env.clone(),
             isolation: self.isolation,
             include_uncommitted: self.include_uncommitted.then_some(true),
+            baseline: self.no_baseline.then_some(false),
             protected: self.protect.clone(),
             max_iterations: self.max_iterations,
             exec_timeout_secs: self.exec_timeout,
@@ -201,6 +228,13 @@ impl Args {
             sampling: SamplingPins { temperature: self.temperature, seed: self.seed, max_tokens: self.max_tokens },
             context_files: self.context_file.clone(),
             cost_usd: self.cost_usd,
+            judge: crate::engine::judge::JudgeInput {
+                commands: self.judge.clone(),
+                policy: self.judge_policy.as_deref().map(policy_source),
+                allow_hosts: self.judge_allow_host.clone(),
+                resolve: self.judge_resolve.clone(),
+                timeout_secs: self.judge_timeout,
+            },
             ..self.zones.input()
         })
     }

@@ -36,7 +36,7 @@ pub struct TreeFiles {
 }
 
 /// Reads at most `limit + 1` bytes of `path` beneath `root`, never following a link.
-fn read_bounded(root: &Path, path: &[u8], limit: usize) -> Option<Vec<u8>> {
+pub(crate) fn read_bounded(root: &Path, path: &[u8], limit: usize) -> Option<Vec<u8>> {
     let root = fsat::open_dir_path(root).ok()?;
     let (dir, name) = match path.iter().rposition(|b| *b == b'/') {
         Some(i) => (Some(&path[..i]), &path[i + 1..]),

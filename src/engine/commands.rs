@@ -39,6 +39,7 @@ impl RoleCommand<'_> {
         let kind = match self.role {
             Role::Agent => "exec",
             Role::Check => "check",
+            Role::Judge => "judge",
         };
         format!("{:04}-{kind}", self.iteration)
     }
@@ -48,6 +49,7 @@ impl RoleCommand<'_> {
         let (line, timeout_ms) = match self.role {
             Role::Agent => (cfg.exec.clone(), cfg.exec_timeout_ms),
             Role::Check => (cfg.check.clone(), cfg.check_timeout_ms),
+            Role::Judge => cfg.judge.as_ref().map_or((String::new(), 1), |j| (j.command.clone(), j.timeout_ms)),
         };
         let mut env = base_env.to_vec();
         // Only the agent learns the run it is in: the check's zone gives code under test no
@@ -69,6 +71,7 @@ impl RoleCommand<'_> {
             timeout: Some(Duration::from_millis(timeout_ms)),
             overlays: self.overlay.into_iter().collect(),
             inject: self.credential.into_iter().collect(),
+            stdin: None,
         }
     }
 }

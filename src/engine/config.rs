@@ -156,6 +156,10 @@ pub struct LoopConfig {
     pub workspace: crate::engine::detached::WorkspaceMode,
     /// With a detached workspace: start from the working tree's changes too, not only HEAD.
     pub include_uncommitted: bool,
+    /// Run the check once on t0 before the first agent call (`--no-baseline`, `baseline = false`
+    /// switch it off; absent in receipts pinned before it: on).
+    #[serde(default = "baseline_on")]
+    pub baseline: bool,
     /// Protected-path patterns added to the defaults (docs/workspace.md).
     pub protected: Vec<String>,
     pub max_iterations: u64,
@@ -179,6 +183,9 @@ pub struct LoopConfig {
     /// The agent's credential hooks (`--mint-cmd`, `--revoke-cmd`, `--mint-env`); never a secret.
     #[serde(default)]
     pub credentials: Option<crate::engine::credentials::CredentialHooks>,
+    /// The advisory reviewer (`--judge`), asked after a green check (docs/guards.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<crate::engine::judge::JudgePins>,
 }
 
 /// One setting as given by a flag or the loop file, before defaults.
@@ -201,6 +208,7 @@ pub struct ConfigInput {
     pub mint_env: Option<String>,
     pub workspace: Option<crate::engine::detached::WorkspaceMode>,
     pub include_uncommitted: Option<bool>,
+    pub baseline: Option<bool>,
     pub protected: Vec<String>,
     pub max_iterations: Option<u64>,
     pub exec_timeout_secs: Option<f64>,
@@ -213,6 +221,8 @@ pub struct ConfigInput {
     pub sampling: SamplingPins,
     pub context_files: Vec<String>,
     pub cost_usd: Option<f64>,
+    /// The judge's settings (`--judge` and its flags, `judge` keys in loop.toml).
+    pub judge: crate::engine::judge::JudgeInput,
 }
 
 impl ConfigInput {
@@ -234,6 +244,7 @@ impl ConfigInput {
             },
             workspace: self.workspace.or(file.workspace),
             include_uncommitted: self.include_uncommitted.or(file.include_uncommitted),
+            baseline: self.baseline.or(file.baseline),
             protected: if self.protected.is_empty() { file.protected } else { self.protected },
             max_iterations: self.max_iterations.or(file.max_iterations),
             exec_timeout_secs: self.exec_timeout_secs.or(file.exec_timeout_secs),
@@ -256,11 +267,16 @@ impl ConfigInput {
             mint_cmd: self.mint_cmd.or(file.mint_cmd),
             revoke_cmd: self.revoke_cmd.or(file.revoke_cmd),
             mint_env: self.mint_env.or(file.mint_env),
+            judge: self.judge.over(file.judge),
         }
     }
 }
 
-fn timeout_ms(name: &str, secs: Option<f64>, default: f64) -> Result<u64, Failure> {
+fn baseline_on() -> bool {
+    true
+}
+
+pub(super) fn timeout_ms(name: &str, secs: Option<f64>, default: f64) -> Result<u64, Failure> {
     let secs = secs.unwrap_or(default);
     if !secs.is_finite() || secs <= 0.0 || secs > 30.0 * 86400.0 {
         return Err(Failure::usage(format!("{name} must be a number of seconds in (0, 2592000], got {secs}")));
@@ -406,6 +422,7 @@ impl LoopConfig {
         // Validated here too, so that a rule disabled without a reason leaves no run behind.
         input.guards.rule_set()?;
         input.guards.surface_spec()?;
+        let judge = crate::engine::judge::resolve_pins(input.judge, isolation, backend)?;
         let context_files =
             input.context_files.iter().map(|raw| pin_context_file(workdir, raw)).collect::<Result<Vec<_>, _>>()?;
         Ok(LoopConfig {
@@ -421,6 +438,7 @@ impl LoopConfig {
             egress: input.egress,
             workspace,
             include_uncommitted,
+            baseline: input.baseline.unwrap_or(true),
             protected: input.protected,
             max_iterations,
             exec_timeout_ms: timeout_ms("exec_timeout", input.exec_timeout_secs, DEFAULT_EXEC_TIMEOUT_SECS)?,
@@ -434,6 +452,7 @@ impl LoopConfig {
             cost_usd: input.cost_usd,
             loop_file,
             credentials: crate::engine::credentials::hooks_from_flags(input.mint_cmd, input.revoke_cmd, input.mint_env)?,
+            judge,
         })
     }
 }

@@ -11,6 +11,9 @@
 //!   evidence disagrees is `metric_integrity_violation`, naming the disagreements; fail is a red iteration
 //!   (not a failure), and at the iteration cap `max_iterations_reached`; could-not-run is
 //!   `execution_failure`.
+//! - a green check the judge answered (`judge` event): approve keeps `success_condition_met`; a
+//!   veto is `reviewer_rejected` (`reward_hacking_detected` when the judge says so); a judge
+//!   that gave no answer that counts is `escalation_pending`.
 //! - either interrupted by SIGINT/SIGTERM: not a halt; the run becomes resumable.
 
 use super::seats::Mode;
@@ -92,14 +95,34 @@ fn check_fixpoint(record: &IterationRecord, max_iterations: u64) -> Step {
         return step;
     }
     if let Some(snapshot) = record.snapshot.as_ref().filter(|s| !s.accepted()) {
-        let paths: Vec<&str> = snapshot.protected_changes.iter().map(|c| c.path.as_str()).collect();
-        return Step::Halt(HaltReason::BlockedPathModified, format!("the agent changed protected paths: {}", paths.join(", ")));
+        // At most a receipt sample's worth of names (the live list and a resumed run's sample
+        // name the same first ones), and how many more (receipt::bounded).
+        let total = record
+            .externalised
+            .iter()
+            .find(|x| x.of == "snapshot")
+            .and_then(|x| x.lists.get("protected_changes"))
+            .map_or(snapshot.protected_changes.len() as u64, |l| l.count);
+        let paths: Vec<&str> = snapshot.protected_changes.iter().take(crate::receipt::bounded::SAMPLE_ITEMS).map(|c| c.path.as_str()).collect();
+        let more = match total.saturating_sub(paths.len() as u64) {
+            0 => String::new(),
+            n => format!(" (and {n} more)"),
+        };
+        return Step::Halt(HaltReason::BlockedPathModified, format!("the agent changed protected paths: {}{more}", paths.join(", ")));
     }
     if let Some(guard) = record.guards.first() {
         return Step::Halt(guard.halt_reason, guard.detail.clone());
     }
     match &record.check {
-        Some(check) => after_check(check, record.iteration, max_iterations),
+        Some(check) => match after_check(check, record.iteration, max_iterations) {
+            // A green check the judge was asked about stands or falls with its answer; it is
+            // never asked on any other verdict, so it can never turn red into green.
+            Step::Halt(HaltReason::SuccessConditionMet, detail) => match &record.judge {
+                Some(judge) => super::judge::decide_on(judge, detail),
+                None => Step::Halt(HaltReason::SuccessConditionMet, detail),
+            },
+            other => other,
+        },
         None => Step::Continue,
     }
 }

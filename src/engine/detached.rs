@@ -196,6 +196,16 @@ impl RunWorkspace {
         self.workspace.agent_overlay(Path::new(WORKSPACE_TARGET))
     }
 
+    /// The read-only view of the agent's tree the judge zone mounts.
+    pub fn judge_overlay(&self) -> OverlayMount {
+        self.workspace.read_only_overlay(Path::new(WORKSPACE_TARGET))
+    }
+
+    /// The tree id of t0.
+    pub fn t0_tree(&self) -> String {
+        self.workspace.baseline().tree_id.to_hex()
+    }
+
     /// Snapshot the workspace after an agent step, within the policy's limits.
     pub fn snapshot(&mut self) -> Taken {
         let started = std::time::Instant::now();

@@ -56,6 +56,11 @@ impl Guards {
         Guards(guards)
     }
 
+    /// The seats of the run's guards, in order.
+    pub fn seats(&self) -> Vec<Seat> {
+        self.0.iter().map(|g| g.seat()).collect()
+    }
+
     /// Every objection after the agent.
     pub fn after_agent(&mut self, step: &AgentStep<'_>) -> Vec<Objection> {
         self.0.iter_mut().filter_map(|g| g.after_agent(step)).collect()

@@ -2,8 +2,8 @@
 //!
 //! `iteration_start` -> agent in its zone -> `exec_result` -> decide -> guards after the agent
 //! (on the workspace snapshot) -> `snapshot` (+ `guard`) -> decide -> check in its zone (the one
-//! check runner) -> guards after the check -> `check_result` (+ `guard`) -> acceptance of the
-//! step -> decide.
+//! check runner) -> guards after the check -> `check_result` (+ `guard`) -> on green with every
+//! guard passed, the judge (`judge`) -> acceptance of the step -> decide.
 //!
 //! Every observation is appended to the receipt and recorded into the run's history before the
 //! next stage starts, and every decision is `decide` over that history, so what a resumed run
@@ -14,6 +14,7 @@ use super::commands::{run_in_zone, RoleCommand};
 use super::decide::{self, Step};
 use super::detached::{RunWorkspace, Taken};
 use super::guards::{AgentStep, CheckStep, Objection};
+use super::judge;
 use super::lifecycle::ActiveRun;
 use super::sink::{EventSink, LoopEvent};
 use super::verdict::Verdict;
@@ -22,7 +23,7 @@ use crate::error::{CmdResult, Failure};
 use crate::testreport::paths::ReportPatterns;
 use crate::halt::HaltReason;
 use crate::interrupt;
-use crate::receipt::events::{EgressRecord, Event, ExecResult, GuardRecord, SnapshotRecord};
+use crate::receipt::events::{CheckResult, EgressRecord, Event, ExecResult, GuardRecord, JudgeOutcome, SnapshotRecord};
 use crate::receipt::store::ARTIFACTS;
 use crate::workspace::Snapshot;
 use crate::zones::{Role, Zone};
@@ -90,8 +91,16 @@ impl ActiveRun<'_> {
         let findings = self.guards.after_check(&CheckStep { iteration: n, check: &check, history: &self.history });
         self.append(Event::CheckResult(check.clone()))?;
         // A zero exit whose evidence disagrees is no accepted step either.
-        let clean = findings.is_empty() && outcome.verdict() != Verdict::Disagrees;
+        let mut clean = findings.is_empty() && outcome.verdict() != Verdict::Disagrees;
         self.append_findings(findings.into_iter())?;
+        // The judge is asked only on green with every guard passed; a step it did not approve
+        // is not accepted (never delivered).
+        if clean && outcome.verdict() == Verdict::Pass && self.cfg.judge.is_some() {
+            match self.ask_judge(zone, n, &check, candidate.as_ref())? {
+                Ok(approved) => clean = approved,
+                Err(signal) => return Ok(Step::Interrupted(signal)),
+            }
+        }
         // Acceptance: a step every guard let through, after its check, is the run's new state.
         if let (true, Some(ws), Some(snapshot)) = (clean, self.workspace.as_mut(), candidate) {
             ws.accept(snapshot);
@@ -129,11 +138,7 @@ impl ActiveRun<'_> {
             exit_code: run.ending.exit_code(),
             duration_ms: run.duration.as_millis() as u64,
             // Cumulative egress of the run and the digest of its audit log so far.
-            egress: run.usage.egress.map(|egress| EgressRecord {
-                totals: serde_json::to_value(egress.run_totals).unwrap_or_default(),
-                audit: crate::zones::pinned::EGRESS_AUDIT_FILE.into(),
-                audit_sha256: egress.audit_sha256,
-            }),
+            egress: run.usage.egress.map(EgressRecord::of_usage),
             stdout: run.output.stdout,
             stderr: run.output.stderr,
         }))
@@ -182,7 +187,7 @@ impl ActiveRun<'_> {
     /// The check stage: the one check runner, on the candidate (its throwaway layers over the
     /// agent's snapshot) or in place. `Ok(Err(halt))`: its layers could not be built
     /// (`workspace_invalid`) or its zone could not be set up (`isolation_unsatisfiable`).
-    fn run_check(&mut self, zone: &mut dyn Zone, n: u64, candidate: Option<&Snapshot>) -> CmdResult<Result<CheckOutcome, Step>> {
+    pub(super) fn run_check(&mut self, zone: &mut dyn Zone, n: u64, candidate: Option<&Snapshot>) -> CmdResult<Result<CheckOutcome, Step>> {
         let patterns = ReportPatterns::new(&self.cfg.report_patterns()).map_err(|e| Failure::invalid_input(e.to_string()))?;
         let (overlay, scratch) = match (&self.workspace, candidate) {
             (Some(ws), Some(snapshot)) => match ws.check_overlay(n, snapshot, &|path| patterns.matches(path)) {
@@ -202,6 +207,45 @@ impl ActiveRun<'_> {
         // The scratch layers are removed when `scratch` drops, after the report was read.
         let checked = run_check(zone, &cmd, artifacts, report)?;
         Ok(checked.map_err(|detail| Step::Halt(HaltReason::IsolationUnsatisfiable, detail)))
+    }
+
+    /// The judge stage: its packet built from this iteration's record, the judge asked in its
+    /// zone (a read-only view of the agent's tree), its answer recorded as a `judge` event.
+    /// `Ok(approved)`, or `Err(signal)` when the operator interrupted it.
+    fn ask_judge(&mut self, zone: &mut dyn Zone, n: u64, check: &CheckResult, candidate: Option<&Snapshot>) -> CmdResult<Result<bool, i32>> {
+        let previous = self.history.iterations.iter().rev().filter(|r| r.iteration < n).find_map(|r| r.check.as_ref().filter(|c| c.collected_set.is_some()));
+        let files = self.workspace.as_ref().map(RunWorkspace::tree_files);
+        let t0 = match &self.workspace {
+            Some(ws) => Some((ws.baseline_manifest()?, ws.t0_tree())),
+            None => None,
+        };
+        let tree = match (candidate, &t0, &files) {
+            (Some(snapshot), Some((t0, t0_tree)), Some(files)) => Some(judge::TreeView { snapshot, t0, t0_tree: t0_tree.clone(), files }),
+            _ => None,
+        };
+        let guards_passed = self.guards.seats().into_iter().map(|s| s.as_str()).collect();
+        let packet = judge::packet(&judge::PacketInput {
+            run_id: &self.state.run_id,
+            iteration: n,
+            check_command: &self.cfg.check,
+            check,
+            previous,
+            guards_passed,
+            run_dir: self.run.dir(),
+            tree,
+        });
+        let overlay = self.workspace.as_ref().map(RunWorkspace::judge_overlay);
+        let command = RoleCommand { role: Role::Judge, run_id: &self.state.run_id, iteration: n, overlay, credential: None };
+        let cmd = command.zone_command(&self.cfg, &self.env);
+        let out = judge::JudgeArtifacts { dir: &self.artifacts, rel: ARTIFACTS, run_dir: self.run.dir() };
+        match judge::ask(zone, cmd, &packet, n, out)? {
+            judge::Asked::Recorded(record) => {
+                let approved = record.outcome == JudgeOutcome::Approve;
+                self.append(Event::Judge(*record))?;
+                Ok(Ok(approved))
+            }
+            judge::Asked::Interrupted(signal) => Ok(Err(signal)),
+        }
     }
 
     /// Record guard findings as `guard` events.

@@ -8,6 +8,8 @@ use super::config::{LoopConfig, MODE_CHECK_FIXPOINT};
 use super::credentials;
 use super::decide::{self, Step};
 use super::detached::{RunWorkspace, Taken, WorkspaceMode};
+use super::baseline::BaselineSetGuard;
+use super::in_place::InPlaceGuard;
 use super::analysis_guards::{self, AnalysisBaseline, MetricIntegrityGuard, TamperingGuard};
 use super::guards::{AgentStep, Guard, Guards, ProtectedPathGuard};
 use super::seats::Mode;
@@ -109,7 +111,7 @@ enum Pending {
     Decided(HaltReason, String),
 }
 
-fn pending(history: &History, mode: Mode, max_iterations: u64) -> Pending {
+fn pending(history: &History, mode: Mode, max_iterations: u64, judged: bool) -> Pending {
     let Some(record) = history.current() else {
         return Pending::Nothing;
     };
@@ -117,6 +119,8 @@ fn pending(history: &History, mode: Mode, max_iterations: u64) -> Pending {
         return Pending::Nothing;
     }
     match decide::decide(mode, record, max_iterations) {
+        // A green check the judge was still to answer: the iteration's outcome is not recorded.
+        Step::Halt(HaltReason::SuccessConditionMet, _) if judged && record.judge.is_none() => Pending::Unfinished,
         Step::Halt(reason, detail) => Pending::Decided(reason, detail),
         _ if record.check.is_some() => Pending::Nothing,
         _ => Pending::Unfinished,
@@ -222,7 +226,7 @@ pub fn resume(
     let opening = Opening { statedir, run_id: run_id.clone(), run, lock, log, history, cfg, isolation, resumed: true };
     let mut active = ActiveRun::open(opening, workdir)?;
     let last = active.history.last_started;
-    let pending = pending(&active.history, active.mode, active.cfg.max_iterations);
+    let pending = pending(&active.history, active.mode, active.cfg.max_iterations, active.cfg.judge.is_some());
     if let Pending::Unfinished = pending {
         active.append(Event::IterationInterrupted { iteration: last, cause: "supervisor_lost".into() })?;
     }
@@ -257,6 +261,11 @@ impl<'a> ActiveRun<'a> {
     fn open(o: Opening<'a>, workdir: SafeDir) -> CmdResult<ActiveRun<'a>> {
         let artifacts = o.run.artifacts()?;
         let state = running_state(&o.run_id, &o.isolation, o.history.last_started, o.cfg.max_iterations, &o.run);
+        // In place no guard can judge a step: a green check there is refused (`in_place`).
+        let guards = Guards::new(match o.cfg.workspace {
+            WorkspaceMode::InPlace => vec![Box::new(BaselineSetGuard), Box::new(InPlaceGuard)],
+            WorkspaceMode::Detached => vec![Box::new(BaselineSetGuard)],
+        });
         Ok(ActiveRun {
             statedir: o.statedir,
             run: o.run,
@@ -272,7 +281,7 @@ impl<'a> ActiveRun<'a> {
             resumed: o.resumed,
             run_key: None,
             workspace: None,
-            guards: Guards::default(),
+            guards,
             credential: None,
             refused_at_reopen: None,
         })
@@ -293,6 +302,7 @@ impl<'a> ActiveRun<'a> {
     fn attach_workspace(&mut self, mut ws: RunWorkspace, resumed: bool) -> CmdResult<()> {
         let mut guards: Vec<Box<dyn Guard>> = vec![Box::new(ProtectedPathGuard::new(ws.protected().clone()))];
         guards.extend(self.syntax_tree_guards(&ws)?);
+        guards.push(Box::new(BaselineSetGuard));
         if resumed {
             match ws.snapshot() {
                 Taken::Snapshot { snapshot, .. } => {
@@ -364,6 +374,14 @@ impl<'a> ActiveRun<'a> {
             // The outcome was observed and recorded before loopexec died; only its halt is missing.
             return self.halt(reason, detail);
         }
+        match self.t0_baseline(zone)? {
+            Some(Step::Halt(reason, detail)) => {
+                sink.event(&LoopEvent::HaltingBeforeIterations { detail: &detail });
+                return self.halt(reason, detail);
+            }
+            Some(Step::Interrupted(signal)) => return self.interrupted(signal, None),
+            Some(Step::Continue) | None => {}
+        }
         if let Some((reason, detail)) = self.mint_credential()? {
             sink.event(&LoopEvent::HaltingBeforeIterations { detail: &detail });
             return self.halt(reason, detail);
@@ -387,8 +405,20 @@ impl<'a> ActiveRun<'a> {
 
     /// Append an event to the receipt and record it into the history.
     pub(super) fn append(&mut self, event: Event) -> CmdResult<()> {
-        let recorded = self.log.append_event(&event).map_err(log_failure)?;
-        self.history.record(&recorded);
+        // Lists over the receipt's bound go to a run artifact, named by an `externalised` event
+        // right after their own (receipt::bounded); the live history keeps them whole.
+        match crate::receipt::bounded::bound(&event, self.run.dir()).map_err(crate::receipt::store::fs_failure)? {
+            None => {
+                let recorded = self.log.append_event(&event).map_err(log_failure)?;
+                self.history.record(&recorded);
+            }
+            Some((bounded, externalised)) => {
+                let recorded = self.log.append_event(&bounded).map_err(log_failure)?;
+                self.history.record(&crate::receipt::events::Recorded { event, line: recorded.line });
+                let recorded = self.log.append_event(&externalised).map_err(log_failure)?;
+                self.history.record(&recorded);
+            }
+        }
         Ok(())
     }
 

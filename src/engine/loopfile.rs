@@ -46,6 +46,7 @@ struct LoopFile {
     egress_proxy: Option<String>,
     workspace: Option<crate::engine::detached::WorkspaceMode>,
     include_uncommitted: Option<bool>,
+    baseline: Option<bool>,
     protected: Option<Vec<String>>,
     max_iterations: Option<u64>,
     exec_timeout: Option<f64>,
@@ -61,6 +62,11 @@ struct LoopFile {
     model: Option<ModelSection>,
     sampling: Option<SamplingSection>,
     guards: Option<super::config::GuardPins>,
+    judge: Option<String>,
+    judge_policy: Option<String>,
+    judge_allow_hosts: Option<Vec<String>>,
+    judge_resolve: Option<Vec<String>>,
+    judge_timeout: Option<f64>,
     max_flake_rate: Option<f64>,
     confidence: Option<f64>,
     confirm_runs: Option<u64>,
@@ -98,6 +104,7 @@ pub fn parse(text: &str, name: &str) -> Result<ConfigInput, Failure> {
         },
         workspace: file.workspace,
         include_uncommitted: file.include_uncommitted,
+        baseline: file.baseline,
         protected: file.protected.unwrap_or_default(),
         max_iterations: file.max_iterations,
         exec_timeout_secs: file.exec_timeout,
@@ -117,6 +124,13 @@ pub fn parse(text: &str, name: &str) -> Result<ConfigInput, Failure> {
         mint_cmd: file.mint_cmd,
         revoke_cmd: file.revoke_cmd,
         mint_env: file.mint_env,
+        judge: super::judge::JudgeInput {
+            commands: file.judge.into_iter().collect(),
+            policy: file.judge_policy,
+            allow_hosts: file.judge_allow_hosts.unwrap_or_default(),
+            resolve: file.judge_resolve.unwrap_or_default(),
+            timeout_secs: file.judge_timeout,
+        },
     })
 }
 
@@ -131,7 +145,7 @@ pub fn load(workdir: &SafeDir) -> Result<Option<(ConfigInput, LoopFileRef)>, Fai
         .map_err(|_| Failure::invalid_input(format!("{LOOP_FILE}: not valid UTF-8")))?;
     let mut input = parse(&text, LOOP_FILE)?;
     // Policy paths in the loop file are relative to the workdir.
-    for source in [&mut input.agent_policy, &mut input.check_policy].into_iter().flatten() {
+    for source in [&mut input.agent_policy, &mut input.check_policy, &mut input.judge.policy].into_iter().flatten() {
         if !source.starts_with("builtin:") && !Path::new(source.as_str()).is_absolute() {
             *source = workdir.path().join(source.as_str()).to_string_lossy().into_owned();
         }
@@ -176,7 +190,7 @@ pub fn template(check: Option<&str>, exec: Option<&str>, isolation: Option<Isola
     t.push_str("# allow_hosts = [\"api.anthropic.com\"]\n# resolve = []\n# egress_proxy = \"http://proxy.internal:3128\"\n");
     t.push_str("# The workspace (native isolation): \"detached\" (default in a git repository: an overlay\n");
     t.push_str("# over the committed tree, delivered as branch loopexec/<run-id>) or \"in_place\".\n");
-    t.push_str("# workspace = \"detached\"\n# include_uncommitted = false\n");
+    t.push_str("# workspace = \"detached\"\n# include_uncommitted = false\n# baseline = true\n");
     t.push_str("# Paths the agent may not change (added to the defaults: tests, test config, CI files).\n");
     t.push_str("# protected = [\"fixtures/**\"]\n");
     t.push_str("\n# Limits. Timeouts are seconds; on expiry the whole process tree is killed.\n");
@@ -193,6 +207,9 @@ pub fn template(check: Option<&str>, exec: Option<&str>, isolation: Option<Isola
     t.push_str("# The agent's short-lived credential: host commands (never run in a zone). mint_cmd prints\n");
     t.push_str("# the secret (given to the agent as $LOOPEXEC_AGENT_TOKEN or mint_env); revoke_cmd reads it on stdin.\n");
     t.push_str("# mint_cmd = \"./mint-token\"\n# revoke_cmd = \"./revoke-token\"\n# mint_env = \"LOOPEXEC_AGENT_TOKEN\"\n\n");
+    t.push_str("# The advisory judge (docs/guards.md, \"The judge\"): asked after a green check every guard let\n");
+    t.push_str("# through, a JSON packet on stdin, approve or veto on stdout; its own zone policy and allowlist.\n");
+    t.push_str("# judge = \"./review.sh\"\n# judge_policy = \"builtin:agent\"\n# judge_allow_hosts = [\"api.example.com\"]\n# judge_timeout = 300\n\n");
     t.push_str("# The syntax-tree guards (docs/guards.md): tampering rules switched off, each with the\n");
     t.push_str("# reason the receipt records, and files added to the test-determining surface.\n[guards]\n");
     t.push_str("# disable = [{ rule = \"test-environment-read\", reason = \"the app reads CI on purpose\" }]\n");

@@ -5,10 +5,14 @@
 //!   file and credential; halt (deliver, seal), pause, interrupt.
 //! - [`iteration`]: one iteration's stages: agent, guards, check, acceptance.
 //! - [`commands`]: a role's command built for its zone and run there.
+//! - [`baseline`]: the check run once on t0 before the first agent call (C0/F0/S0, its cache,
+//!   the iteration-0 halt) and the guard of the collected and skipped sets against it.
 //! - [`check`]: the one check runner (the loop's and `replay`'s), returning a typed
 //!   [`check::CheckOutcome`].
 //! - [`verdict`]: pass / fail / could-not-run (the 126/127 rule).
 //! - [`guards`]: judges of the agent's step behind one trait (protected paths today).
+//! - [`in_place`]: a green check in place (no guard can judge the step) is `human_required`.
+//! - [`judge`]: the advisory reviewer after a green check: its packet, answer and decision.
 //! - [`decide`]: the pure halt decision over the receipt's history.
 //! - [`seats`]: the mode and the kinds of guard the coming features add.
 //! - [`sink`]: typed progress events for the caller to render.
@@ -23,6 +27,7 @@
 //! Paused, interrupted and crashed runs continue with [`resume`].
 
 pub mod analysis_guards;
+pub mod baseline;
 pub mod check;
 pub mod commands;
 pub mod config;
@@ -30,7 +35,9 @@ pub mod credentials;
 pub mod decide;
 pub mod detached;
 pub mod guards;
+pub mod in_place;
 mod iteration;
+pub mod judge;
 pub mod lifecycle;
 pub mod loopfile;
 pub mod replay;

@@ -38,29 +38,45 @@ pub const REPLAY_DIR: &str = "replay";
 const SCRATCH: &str = "check";
 
 /// What is compared between the recorded check and the replayed one. A set is `None` when it
-/// is not known (no JUnit report configured, or an older receipt without a collected set).
+/// is not known (no JUnit report configured, or an older receipt without a collected set); a set
+/// the receipt holds in a run artifact (over its bound) is compared by its digest.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Fingerprint {
     pub exit_class: Verdict,
     pub failing_set: Option<Vec<String>>,
     pub collected_set: Option<Vec<String>>,
+    /// The SHA-256 of a set the receipt moved to an artifact (`receipt::bounded::BoundedList`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failing_sha256: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub collected_sha256: Option<String>,
 }
 
 impl Fingerprint {
     /// Whether `observed` matches this recorded fingerprint: the same exit class, and each set
-    /// the receipt recorded is observed identically (a set the receipt lacks is not compared).
+    /// the receipt recorded is observed identically, inline or by digest (a set the receipt
+    /// lacks is not compared).
     pub fn matched_by(&self, observed: &Fingerprint) -> bool {
+        let same = |set: &Option<Vec<String>>, digest: &Option<String>, seen: &Option<Vec<String>>| match (set, digest) {
+            (Some(_), _) => set == seen,
+            (None, Some(d)) => seen.as_ref().is_some_and(|s| crate::receipt::bounded::list_sha256(s).as_ref() == Some(d)),
+            (None, None) => true,
+        };
         self.exit_class == observed.exit_class
-            && (self.failing_set.is_none() || self.failing_set == observed.failing_set)
-            && (self.collected_set.is_none() || self.collected_set == observed.collected_set)
+            && same(&self.failing_set, &self.failing_sha256, &observed.failing_set)
+            && same(&self.collected_set, &self.collected_sha256, &observed.collected_set)
     }
 
-    /// The fingerprint of a recorded `check_result`.
-    pub fn recorded(check: &CheckResult) -> Fingerprint {
+    /// The fingerprint of a recorded `check_result`, with the lists the receipt moved to an
+    /// artifact (`externalised`), if any.
+    pub fn recorded(check: &CheckResult, externalised: Option<&crate::receipt::bounded::Externalised>) -> Fingerprint {
+        let digest = |field: &str| externalised.and_then(|x| x.lists.get(field)).map(|l| l.sha256.clone());
         Fingerprint {
             exit_class: Verdict::of_check(check),
             failing_set: check.failing_set.clone(),
             collected_set: check.collected_set.clone(),
+            failing_sha256: check.failing_set.is_none().then(|| digest("failing_set")).flatten(),
+            collected_sha256: check.collected_set.is_none().then(|| digest("collected_set")).flatten(),
         }
     }
 
@@ -71,6 +87,8 @@ impl Fingerprint {
             exit_class: outcome.verdict(),
             failing_set: sets.map(|s| s.failing.iter().cloned().collect()),
             collected_set: sets.map(|s| s.collected.iter().cloned().collect()),
+            failing_sha256: None,
+            collected_sha256: None,
         }
     }
 }
@@ -165,7 +183,7 @@ fn read_recorded(run: &RunDir) -> CmdResult<Recorded> {
         repo: ws.repo.clone(),
         head_commit: oid(&ws.head_commit).ok_or_else(|| broken("the workspace event has no head_commit"))?,
         t0_tree: oid(&ws.tree_id).ok_or_else(|| broken("the workspace event has no tree_id"))?,
-        fingerprint: Fingerprint::recorded(check),
+        fingerprint: Fingerprint::recorded(check, history.externalised(iteration, "check_result")),
         cfg,
         end_tree,
         iteration,
@@ -247,7 +265,7 @@ mod tests {
 
     fn fp(exit_class: Verdict, failing: Option<&[&str]>, collected: Option<&[&str]>) -> Fingerprint {
         let set = |s: Option<&[&str]>| s.map(|s| s.iter().map(|x| x.to_string()).collect());
-        Fingerprint { exit_class, failing_set: set(failing), collected_set: set(collected) }
+        Fingerprint { exit_class, failing_set: set(failing), collected_set: set(collected), failing_sha256: None, collected_sha256: None }
     }
 
     #[test]
@@ -258,6 +276,15 @@ mod tests {
         assert!(!recorded.matched_by(&fp(Verdict::Fail, Some(&["a::x"]), Some(&["a::x"]))));
         assert!(!recorded.matched_by(&fp(Verdict::Fail, None, None)), "an unreadable report does not match a recorded set");
         assert!(!recorded.matched_by(&fp(Verdict::Pass, Some(&["a::x"]), Some(&["a::x", "a::y"]))));
+    }
+
+    #[test]
+    fn a_set_the_receipt_holds_in_an_artifact_is_compared_by_its_digest() {
+        let ids: Vec<String> = ["a::x", "a::y"].iter().map(|s| s.to_string()).collect();
+        let recorded = Fingerprint { failing_sha256: crate::receipt::bounded::list_sha256(&ids), ..fp(Verdict::Fail, None, None) };
+        assert!(recorded.matched_by(&fp(Verdict::Fail, Some(&["a::x", "a::y"]), None)));
+        assert!(!recorded.matched_by(&fp(Verdict::Fail, Some(&["a::x"]), None)));
+        assert!(!recorded.matched_by(&fp(Verdict::Fail, None, None)), "an unreadable report does not match a recorded digest");
     }
 
     #[test]

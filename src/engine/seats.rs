@@ -42,6 +42,8 @@ pub enum Seat {
     MetricIntegrity,
     /// The agent's change added a tampering pattern (`reward_hacking_detected`).
     Tampering,
+    /// A check that passed in place, where no guard could judge the change (`human_required`).
+    InPlace,
 }
 
 impl Seat {
@@ -50,6 +52,7 @@ impl Seat {
             Seat::ProtectedPaths => "protected_paths",
             Seat::MetricIntegrity => "metric_integrity",
             Seat::Tampering => "tampering",
+            Seat::InPlace => "in_place",
         }
     }
 }

@@ -17,6 +17,7 @@ fn pinned_policy(cfg: &LoopConfig, role: Role) -> Option<&PolicyPin> {
     match role {
         Role::Agent => cfg.agent_policy.as_ref(),
         Role::Check => cfg.check_policy.as_ref(),
+        Role::Judge => cfg.judge.as_ref()?.policy.as_ref(),
     }
 }
 
@@ -31,14 +32,26 @@ pub fn zone_setup(cfg: &LoopConfig, state_dir: &Path) -> CmdResult<ZoneSetup> {
     setup.cgroup_parent = cfg.cgroup_parent.clone();
     setup.detached = cfg.workspace == WorkspaceMode::Detached;
     for role in Role::ALL {
-        let pin = pinned_policy(cfg, role).ok_or_else(|| {
-            Failure::workspace(format!("the run pinned no {} policy (native isolation pins one per zone)", role.as_str()))
-        })?;
+        let Some(pin) = pinned_policy(cfg, role) else {
+            if !role.always_present() {
+                continue;
+            }
+            return Err(Failure::workspace(format!("the run pinned no {} policy (native isolation pins one per zone)", role.as_str())));
+        };
         setup = setup.with_policy(role, pin.source.clone(), pin.load()?);
     }
-    let proxied = setup.policies().find(|(_, p)| p.policy.network.mode == NetworkMode::Proxy);
+    let e = &cfg.egress;
+    // The judge's egress is its own: its policy's allowlist plus --judge-allow-host and its own
+    // --judge-resolve pins, never the agent's (the upstream --egress-proxy is shared).
+    if let (Some(judge), Some(p)) = (&cfg.judge, setup.policy(Role::Judge)) {
+        if p.policy.network.mode == NetworkMode::Proxy {
+            let config = egress_config(&p.policy, &judge.allow_hosts, &judge.resolve, e.egress_proxy.as_deref())
+                .map_err(|err| Failure::usage(format!("the judge's egress configuration: {err}")))?;
+            setup.role_egress.insert(Role::Judge, config);
+        }
+    }
+    let proxied = setup.policies().find(|(role, p)| p.policy.network.mode == NetworkMode::Proxy && !setup.role_egress.contains_key(role));
     if let Some((_, p)) = proxied {
-        let e = &cfg.egress;
         let config = egress_config(&p.policy, &e.allow_hosts, &e.resolve, e.egress_proxy.as_deref())
             .map_err(|err| Failure::usage(format!("egress configuration: {err}")))?;
         setup.egress = Some(config);

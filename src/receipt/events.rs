@@ -49,7 +49,15 @@ pub enum Event {
     Guard(GuardRecord),
     /// What the syntax-tree guards compare against, computed once per run (per process) from t0.
     GuardBaseline(GuardBaselineRecord),
+    /// The check run once on t0 before the first agent call (or its cache entry): the sets the
+    /// baseline guards compare against (docs/guards.md, "The baseline at t0").
+    CheckBaseline(CheckBaselineRecord),
+    /// The advisory judge's answer on a green iteration (or why it gave none).
+    Judge(JudgeRecord),
     Halt(HaltRecord),
+    /// The lists the event just before it left out because they were over the receipt's bound
+    /// (`receipt::bounded`): each by count, digest and sample, and the artifact holding them.
+    Externalised(crate::receipt::bounded::Externalised),
     /// An event type this version does not know (kept verbatim in [`Recorded::body`]).
     #[serde(other)]
     Unknown,
@@ -73,7 +81,10 @@ impl Event {
             Event::CredentialRevoked(_) => "credential_revoked",
             Event::Guard(_) => "guard",
             Event::GuardBaseline(_) => "guard_baseline",
+            Event::CheckBaseline(_) => "check_baseline",
+            Event::Judge(_) => "judge",
             Event::Halt(_) => "halt",
+            Event::Externalised(_) => "externalised",
             Event::Unknown => "unknown",
         }
     }
@@ -186,6 +197,17 @@ pub struct EgressRecord {
     pub audit_sha256: Option<String>,
 }
 
+impl EgressRecord {
+    /// The record of a proxied command's egress: the run's totals after it, and the audit digest.
+    pub fn of_usage(egress: crate::zones::EgressUsage) -> EgressRecord {
+        EgressRecord {
+            totals: serde_json::to_value(egress.run_totals).unwrap_or_default(),
+            audit: crate::zones::pinned::EGRESS_AUDIT_FILE.into(),
+            audit_sha256: egress.audit_sha256,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExecResult {
     pub iteration: u64,
@@ -208,7 +230,8 @@ pub struct CheckResult {
     pub duration_ms: u64,
     pub stdout: StreamRecord,
     pub stderr: StreamRecord,
-    /// Sorted `classname::name` ids of the failing tests (null without a readable report).
+    /// Sorted `classname::name` ids of the failing tests (null without a readable report, or
+    /// when over the receipt's bound: then an `externalised` event follows with it).
     #[serde(default)]
     pub failing_set: Option<Vec<String>>,
     #[serde(default)]
@@ -328,6 +351,63 @@ pub struct GuardBaselineRecord {
     /// Tampering rules the loop disabled (`{rule, reason}`).
     #[serde(default)]
     pub disabled_rules: Vec<Value>,
+}
+
+/// The t0 baseline: the check's result on t0 (iteration 0) and where it came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckBaselineRecord {
+    /// The check's result on t0, as run now or as the cache entry kept it (a cached result names
+    /// no artifact: its output belongs to the run that computed it).
+    pub check: CheckResult,
+    /// The tree the check ran on (t0's tree id; null in place).
+    pub tree_id: Option<String>,
+    /// The cache key (hex SHA-256 of t0's tree, the check command, the exec policy, the
+    /// environment; null when the baseline is not cacheable).
+    pub cache_key: Option<String>,
+    /// Whether the result came from the cache.
+    pub cache_hit: bool,
+    /// Why nothing was cached or read, or why a cache entry was ignored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_note: Option<String>,
+    /// Why the collected and skipped sets cannot be measured (null: they were).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sets_unmeasured: Option<String>,
+}
+
+/// What the judge's answer was (docs/guards.md, "The judge").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JudgeOutcome {
+    /// The judge approved the green step.
+    Approve,
+    /// The judge vetoed it (`reviewer_rejected`, or `reward_hacking_detected` when it said so).
+    Veto,
+    /// The judge gave no answer that counts: it crashed, timed out, could not start, wrote more
+    /// than its bound or something that is not an answer (`escalation_pending`).
+    Failed,
+}
+
+/// The judge of one green iteration: the packet it was given (by digest), how its command ended,
+/// and its answer or its failure. The reason is the judge's own text, escaped and bounded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JudgeRecord {
+    pub iteration: u64,
+    pub outcome: JudgeOutcome,
+    /// The judge said the step games the check (a veto halts `reward_hacking_detected`).
+    #[serde(default)]
+    pub reward_hacking: bool,
+    /// The judge's reason (approve/veto), or what was wrong with its answer (failed).
+    pub reason: String,
+    pub ending: Ending,
+    pub duration_ms: u64,
+    /// The packet's artifact (relative to the run directory), its size and sha256.
+    pub packet: String,
+    pub packet_bytes: u64,
+    pub packet_sha256: String,
+    pub stdout: StreamRecord,
+    pub stderr: StreamRecord,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<EgressRecord>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

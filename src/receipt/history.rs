@@ -5,7 +5,7 @@
 //! that a live run and a resumed one decide from the same state.
 
 use super::events::{
-    CheckResult, Event, ExecResult, GuardRecord, HaltRecord, Recorded, RunStart, SnapshotRecord, WorkspaceRecord,
+    CheckResult, Event, ExecResult, GuardRecord, HaltRecord, JudgeRecord, Recorded, RunStart, SnapshotRecord, WorkspaceRecord,
 };
 use serde_json::{Map, Value};
 
@@ -19,8 +19,12 @@ pub struct IterationRecord {
     pub check: Option<CheckResult>,
     /// Guard findings recorded in `guard` events.
     pub guards: Vec<GuardRecord>,
+    /// The judge's answer on a green check (`judge` event).
+    pub judge: Option<JudgeRecord>,
     /// The cause, when the iteration was interrupted (`SIGINT`, `SIGTERM`, `supervisor_lost`).
     pub interrupted: Option<String>,
+    /// Lists of this iteration's events moved to run artifacts (`externalised` events).
+    pub externalised: Vec<crate::receipt::bounded::Externalised>,
     /// The lines of the exec, check and interruption events (for the sealed predicate).
     pub lines: IterationLines,
 }
@@ -31,6 +35,7 @@ pub struct IterationLines {
     pub exec: Option<Map<String, Value>>,
     pub check: Option<Map<String, Value>>,
     pub interrupted: Option<Map<String, Value>>,
+    pub judge: Option<Map<String, Value>>,
 }
 
 impl IterationRecord {
@@ -76,6 +81,8 @@ pub struct History {
     pub halt_line: Option<Map<String, Value>>,
     /// Bodies of events whose type starts with `guard` (listed in the predicate).
     pub guard_bodies: Vec<Map<String, Value>>,
+    /// The t0 baseline check (`check_baseline`), when the run recorded one.
+    pub check_baseline: Option<super::events::CheckBaselineRecord>,
 }
 
 impl History {
@@ -155,9 +162,21 @@ impl History {
                 }
             }
             Event::GuardBaseline(_) => self.guard_bodies.push(recorded.body()),
+            Event::CheckBaseline(baseline) => self.check_baseline = Some(baseline.clone()),
+            Event::Judge(judge) => {
+                if let Some(slot) = self.slot(judge.iteration) {
+                    slot.judge = Some(judge.clone());
+                    slot.lines.judge = Some(recorded.line.clone());
+                }
+            }
             Event::Halt(halt) => {
                 self.halt = Some(halt.clone());
                 self.halt_line = Some(recorded.line.clone());
+            }
+            Event::Externalised(x) => {
+                if let Some(slot) = self.slot(x.iteration) {
+                    slot.externalised.push(x.clone());
+                }
             }
             Event::Unknown => {
                 if recorded.kind().starts_with("guard") {
@@ -189,6 +208,12 @@ impl History {
     /// The last recorded check result.
     pub fn last_check(&self) -> Option<(u64, &CheckResult)> {
         self.iterations.iter().rev().find_map(|r| r.check.as_ref().map(|c| (r.iteration, c)))
+    }
+
+    /// The lists of iteration `n`'s `of` event (`check_result`, ...) that the receipt holds in
+    /// a run artifact, by count, digest and sample.
+    pub fn externalised(&self, n: u64, of: &str) -> Option<&crate::receipt::bounded::Externalised> {
+        self.iterations.iter().rev().find(|r| r.iteration == n)?.externalised.iter().find(|x| x.of == of)
     }
 
     /// The failing-set size of every iteration that recorded a check, in order.

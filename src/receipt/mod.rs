@@ -1,4 +1,5 @@
 //! Receipts: the durable, verifiable record of a run.
+//! - `bounded`: large per-iteration lists moved to digest-named run artifacts.
 //! - `chain`: the hash-chained JSONL event log.
 //! - `events`: the typed events a receipt holds (names and fields are a contract).
 //! - `history`: the events folded into the one state every reader (and the live loop) uses.
@@ -8,6 +9,7 @@
 //! - `dsse`, `statement`: the DSSE envelope and the in-toto Statement with loopexec's predicate.
 //! - `seal`: endorsing run keys, sealing a finished run, operator attestation.
 //! - `verify`: offline verification of a sealed run.
+pub mod bounded;
 pub mod chain;
 pub mod dsse;
 pub mod events;

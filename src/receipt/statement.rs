@@ -42,7 +42,7 @@ pub fn predicate(history: &History) -> Result<Value, PredicateError> {
         .map(|record| {
             let mut slot = Map::new();
             slot.insert("iteration".into(), Value::from(record.iteration));
-            for (key, line) in [("exec", &record.lines.exec), ("check", &record.lines.check), ("interrupted", &record.lines.interrupted)] {
+            for (key, line) in [("exec", &record.lines.exec), ("check", &record.lines.check), ("interrupted", &record.lines.interrupted), ("judge", &record.lines.judge)] {
                 if let Some(line) = line {
                     let mut summary = body(line);
                     summary.remove("iteration");

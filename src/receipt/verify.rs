@@ -5,7 +5,8 @@
 //! over the line before it; the envelope is a DSSE envelope of an in-toto Statement; it carries a
 //! valid signature by the last endorsed run key; the receipt subject's digest is the receipt's;
 //! the predicate equals the one recomputed from the receipt; every other signature is a valid
-//! operator attestation by the given key (a signature by any other key fails verification).
+//! operator attestation by the given key (a signature by any other key fails verification); with
+//! a judge, its records read again from the run's artifacts (`engine::judge::verify_records`).
 
 use super::chain;
 use super::dsse::{Envelope, IN_TOTO_PAYLOAD_TYPE};
@@ -203,6 +204,35 @@ pub fn verify_run(run_dir: &SafeDir, operator: &VerifyingKey) -> Verification {
         }
         Err(e) => {
             v.fail("predicate_matches_log", e.to_string());
+        }
+    }
+    // 5. The judge's records, read again from the run's artifacts (runs with a judge only).
+    match crate::engine::judge::verify_records(&history, run_dir) {
+        Some(Ok(detail)) => v.pass("judge_records", detail),
+        Some(Err(detail)) => {
+            v.fail("judge_records", detail);
+        }
+        None => {}
+    }
+
+    // 6. The artifacts the receipt names by digest (lists over its bound): each one present must
+    // match; an absent one is said, not failed (the receipt's counts, digests and samples are
+    // covered by the chain and the seal above).
+    let events: Vec<Event> = records.into_iter().map(|r| r.event).collect();
+    if !crate::receipt::bounded::artifacts_named(&events).is_empty() {
+        let found = crate::receipt::bounded::check_artifacts(&events, run_dir);
+        if found.mismatched.is_empty() {
+            let mut detail = format!("{} artifact(s) match their digests", found.matched);
+            if !found.absent.is_empty() {
+                detail.push_str(&format!(
+                    "; {} absent, their full lists not checked (counts, digests and samples are): {}",
+                    found.absent.len(),
+                    found.absent.join(", ")
+                ));
+            }
+            v.pass("artifacts", detail);
+        } else {
+            v.fail("artifacts", found.mismatched.join("; "));
         }
     }
     v

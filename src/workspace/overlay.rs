@@ -77,6 +77,18 @@ impl Workspace {
         }
     }
 
+    /// The agent's tree as a read-only overlay at `target` (the judge's view): no upper layer, so
+    /// nothing written there can reach the workspace.
+    pub fn read_only_overlay(&self, target: &Path) -> OverlayMount {
+        OverlayMount {
+            target: target.to_path_buf(),
+            lowers: vec![self.upper.clone(), self.baseline.files_dir.clone()],
+            upper: None,
+            work: None,
+            volatile: false,
+        }
+    }
+
     /// The merged tree now (call after the agent zone has ended), read within `limits` (the
     /// agent policy's `[workspace]` table) and its snapshot time bound.
     pub fn snapshot(&self, limits: &WorkspaceLimits) -> WsResult<Snapshot> {

@@ -119,7 +119,10 @@ impl Zone for HostZone {
             .envs(cmd.env.iter().map(|(k, v)| (k, v)))
             .envs(cmd.inject.iter().map(|(k, v)| (k, v.expose())))
             .current_dir(&cmd.cwd)
-            .stdin(Stdio::null())
+            .stdin(match &cmd.stdin {
+                Some(path) => Stdio::from(super::open_stdin(path)?),
+                None => Stdio::null(),
+            })
             .stdout(Stdio::from(out_w))
             .stderr(Stdio::from(err_w));
         // SAFETY: only async-signal-safe calls (setpgid, prctl, getppid, kill) between fork and exec.

@@ -19,17 +19,31 @@ pub enum Role {
     Agent,
     /// The external check (`--check`): untrusted code too, but no network, hermetic environment.
     Check,
+    /// The advisory reviewer (`--judge`), asked after a green check: a read-only view of the
+    /// agent's tree, its own policy and egress allowlist (docs/guards.md, "The judge").
+    Judge,
 }
 
 impl Role {
     /// Every role, in the order its zone runs within an iteration.
-    pub const ALL: [Role; 2] = [Role::Agent, Role::Check];
+    pub const ALL: [Role; 3] = [Role::Agent, Role::Check, Role::Judge];
 
     pub const fn as_str(self) -> &'static str {
         match self {
             Role::Agent => "agent",
             Role::Check => "check",
+            Role::Judge => "judge",
         }
+    }
+
+    /// Whether every sandboxed run has this role's zone (the judge's exists only with `--judge`).
+    pub const fn always_present(self) -> bool {
+        !matches!(self, Role::Judge)
+    }
+
+    /// Whether this role's command sees the workspace read-only (in place too: no writable grant).
+    pub const fn reads_workspace_only(self) -> bool {
+        matches!(self, Role::Judge)
     }
 
     /// Whether this role's command writes the workspace (the others see a throwaway copy).
@@ -67,6 +81,19 @@ pub struct ZoneCommand {
     /// Variables set for this command whatever the zone's environment policy: the agent's
     /// minted credential. Only in the command's environment (never argv); `Debug` redacts them.
     pub inject: Vec<(String, crate::secret::Secret)>,
+    /// A file the command reads as its stdin (the judge's packet); `None`: `/dev/null`. Opened by
+    /// the supervisor without following links.
+    pub stdin: Option<PathBuf>,
+}
+
+/// Open a command's stdin file read-only, never through a symbolic link.
+pub fn open_stdin(path: &std::path::Path) -> Result<std::fs::File, ZoneError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| ZoneError::io("the command's stdin", e))
 }
 
 pub use crate::ending::Ending;
@@ -313,6 +340,7 @@ mod tests {
     #[test]
     fn the_next_role_cycles_through_every_role() {
         assert_eq!(Role::Agent.next(), Role::Check);
-        assert_eq!(Role::Check.next(), Role::Agent);
+        assert_eq!(Role::Check.next(), Role::Judge);
+        assert_eq!(Role::Judge.next(), Role::Agent);
     }
 }

@@ -58,7 +58,7 @@ impl NativeZone {
             policies,
             workdir: setup.workdir.clone(),
             state_dir: setup.state_dir.clone(),
-            egress: setup.egress.clone().map(|config| EgressSetup::new(config, setup.egress_totals.clone())),
+            egress: setup.egress_setup(),
         })
     }
 
@@ -94,7 +94,10 @@ impl NativeZone {
         let mut spec = ZoneSpec::new(policy, argv);
         spec.cwd = cmd.cwd.clone();
         spec.env = cmd.env.iter().map(|(k, v)| (OsString::from(k), OsString::from(v))).collect();
-        if cmd.overlays.is_empty() {
+        if cmd.overlays.is_empty() && cmd.role.reads_workspace_only() {
+            // In place, for a role that only reads the workspace: the workdir read-only.
+            spec.extra_ro = vec![self.workdir.clone()];
+        } else if cmd.overlays.is_empty() {
             // In place: the workdir itself is the one writable grant.
             spec.extra_rw = vec![self.workdir.clone()];
         } else {
@@ -158,6 +161,9 @@ impl Zone for NativeZone {
         let (out_r, out_w) = pipe()?;
         let (err_r, err_w) = pipe()?;
         let mut spec = self.spec(cmd)?;
+        if let Some(path) = &cmd.stdin {
+            spec.stdin = Some(super::open_stdin(path)?.into());
+        }
         spec.stdout = Some(out_w);
         spec.stderr = Some(err_w);
         let limit = command_limit(cmd.timeout, self.policy(cmd.role)?);
@@ -176,7 +182,8 @@ impl Zone for NativeZone {
         let mut running = capture.start(out_r, err_r)?;
         // The next role's zone comes next: its init starts now and executes while this command
         // runs (best effort; a failure shows again when that zone is launched).
-        if let Ok(next) = self.policy(cmd.role.next()) {
+        let next = std::iter::successors(Some(cmd.role.next()), |r| Some(r.next())).take(Role::ALL.len()).find_map(|r| self.policies.get(&r));
+        if let Some(next) = next {
             let _ = self.launcher.prepare(next);
         }
         let mut zone = NativeCommand(zone);

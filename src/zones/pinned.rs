@@ -19,6 +19,8 @@ pub const EGRESS_AUDIT_FILE: &str = "egress.jsonl";
 /// What the egress proxy of the agent zone needs.
 pub struct EgressSetup {
     pub config: EgressConfig,
+    /// Roles served with a configuration of their own instead of `config` (the judge).
+    pub role_configs: std::collections::BTreeMap<Role, EgressConfig>,
     /// What the proxy has served over the run so far (recorded in every `exec_result`).
     pub totals: ProxyStats,
     /// The run directory, where the audit log is appended (bound once the run exists).
@@ -32,7 +34,13 @@ impl EgressSetup {
     /// far (zero for a new run; what the receipt recorded last for a resumed one, so the run's
     /// byte and connection budgets carry over).
     pub fn new(config: EgressConfig, totals: ProxyStats) -> EgressSetup {
-        EgressSetup { config, totals, audit_dir: None, audit_digest: AuditDigest::default() }
+        EgressSetup { config, role_configs: Default::default(), totals, audit_dir: None, audit_digest: AuditDigest::default() }
+    }
+
+    /// Serve these roles with their own configuration.
+    pub fn with_role_configs(mut self, role_configs: std::collections::BTreeMap<Role, EgressConfig>) -> EgressSetup {
+        self.role_configs = role_configs;
+        self
     }
 
     /// Bind the run directory, where the audit log is appended. A resumed run continues the same
@@ -63,7 +71,8 @@ impl EgressSetup {
         let dir = self.audit_dir.as_ref().ok_or_else(|| ZoneError::Spec("egress audit log: no run directory bound".into()))?;
         let audit = AuditLog::open_tracked(dir, EGRESS_AUDIT_FILE, &self.audit_digest)
             .map_err(|e| ZoneError::io("egress audit log", std::io::Error::other(e)))?;
-        Proxy::start(self.config.clone(), listener, audit, role.as_str(), &self.totals).map_err(|e| ZoneError::io("egress proxy", e))
+        let config = self.role_configs.get(&role).unwrap_or(&self.config);
+        Proxy::start(config.clone(), listener, audit, role.as_str(), &self.totals).map_err(|e| ZoneError::io("egress proxy", e))
     }
 }
 

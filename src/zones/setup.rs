@@ -36,6 +36,9 @@ pub struct ZoneSetup {
     pub detached: bool,
     /// The egress proxy's configuration, when a role's policy routes through it.
     pub egress: Option<EgressConfig>,
+    /// A role's own egress configuration, served instead of `egress` to that role's zone (the
+    /// judge's allowlist is its own, never the agent's).
+    pub role_egress: BTreeMap<Role, EgressConfig>,
     /// What the egress proxy served the run before this process (a resumed run's receipt).
     pub egress_totals: crate::egress::ProxyStats,
     policies: BTreeMap<Role, RolePolicy>,
@@ -53,6 +56,7 @@ impl ZoneSetup {
             state_dir,
             detached: false,
             egress: None,
+            role_egress: BTreeMap::new(),
             egress_totals: Default::default(),
             policies: BTreeMap::new(),
         }
@@ -74,16 +78,30 @@ impl ZoneSetup {
         self.policies.iter().map(|(role, p)| (*role, p))
     }
 
-    /// What a sandboxing backend requires of the setup: a policy for every role, the offline roles
-    /// without network, and an egress configuration when a policy routes through the proxy.
+    /// The egress proxy's setup of the run's zones: every proxied role's configuration (`None`
+    /// when no role routes through the proxy).
+    pub(crate) fn egress_setup(&self) -> Option<crate::zones::pinned::EgressSetup> {
+        let default = self.egress.clone().or_else(|| self.role_egress.values().next().cloned())?;
+        Some(crate::zones::pinned::EgressSetup::new(default, self.egress_totals.clone()).with_role_configs(self.role_egress.clone()))
+    }
+
+    /// What a sandboxing backend requires of the setup: a policy for every role the run has (the
+    /// judge's only with `--judge`), the offline roles without network, and an egress
+    /// configuration when a policy routes through the proxy.
     pub(crate) fn sandboxed_policies(&self) -> Result<BTreeMap<Role, Policy>, ZoneError> {
         let mut out = BTreeMap::new();
         for role in Role::ALL {
-            let p = self.policy(role).ok_or_else(|| ZoneError::Spec(format!("no {} policy pinned", role.as_str())))?;
+            let Some(p) = self.policy(role) else {
+                if role.always_present() {
+                    return Err(ZoneError::Spec(format!("no {} policy pinned", role.as_str())));
+                }
+                continue;
+            };
             if role.must_be_offline() && p.policy.network.mode != sandbox::policy::NetworkMode::None {
                 return Err(ZoneError::Spec(format!("the {}'s policy must have network mode \"none\"", role.as_str())));
             }
-            if p.policy.network.mode == sandbox::policy::NetworkMode::Proxy && self.egress.is_none() {
+            let configured = self.egress.is_some() || self.role_egress.contains_key(&role);
+            if p.policy.network.mode == sandbox::policy::NetworkMode::Proxy && !configured {
                 return Err(ZoneError::Spec(format!(
                     "the {} policy routes through the egress proxy, but no egress configuration was set up",
                     role.as_str()
@@ -133,9 +151,32 @@ mod tests {
     fn every_role_gets_its_own_policy() {
         let s = setup()
             .with_policy(Role::Agent, "builtin:offline".into(), Policy::builtin("offline").unwrap())
-            .with_policy(Role::Check, "builtin:exec".into(), Policy::builtin("exec").unwrap());
+            .with_policy(Role::Check, "builtin:exec".into(), Policy::builtin("exec").unwrap())
+            .with_policy(Role::Judge, "builtin:offline".into(), Policy::builtin("offline").unwrap());
         let policies = s.sandboxed_policies().unwrap();
         assert_eq!(policies.keys().copied().collect::<Vec<_>>(), Role::ALL.to_vec());
         assert_eq!(policies[&Role::Check].sha256, Policy::builtin("exec").unwrap().sha256);
+    }
+
+    #[test]
+    fn a_run_without_a_judge_has_no_judge_zone() {
+        let s = setup()
+            .with_policy(Role::Agent, "builtin:offline".into(), Policy::builtin("offline").unwrap())
+            .with_policy(Role::Check, "builtin:exec".into(), Policy::builtin("exec").unwrap());
+        let policies = s.sandboxed_policies().unwrap();
+        assert_eq!(policies.keys().copied().collect::<Vec<_>>(), vec![Role::Agent, Role::Check]);
+    }
+
+    #[test]
+    fn a_proxied_judge_with_its_own_egress_configuration_is_accepted() {
+        let config = crate::zones::pinned::egress_config(&Policy::builtin("agent").unwrap(), &["judge.example:443".into()], &[], None).unwrap();
+        let mut s = setup()
+            .with_policy(Role::Agent, "builtin:offline".into(), Policy::builtin("offline").unwrap())
+            .with_policy(Role::Check, "builtin:exec".into(), Policy::builtin("exec").unwrap())
+            .with_policy(Role::Judge, "builtin:agent".into(), Policy::builtin("agent").unwrap());
+        assert!(s.sandboxed_policies().unwrap_err().to_string().contains("the judge policy routes through the egress proxy"));
+        s.role_egress.insert(Role::Judge, config);
+        assert_eq!(s.sandboxed_policies().unwrap().len(), 3);
+        assert!(s.egress_setup().is_some());
     }
 }

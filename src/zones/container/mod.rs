@@ -156,7 +156,7 @@ impl ContainerZone {
             policies,
             workdir: zones.workdir.clone(),
             state_dir: zones.state_dir.clone(),
-            egress: zones.egress.clone().map(|config| EgressSetup::new(config, zones.egress_totals.clone())),
+            egress: zones.egress_setup(),
             capabilities,
             supervisor: host_side::supervisor_identity(),
             root,
@@ -385,6 +385,9 @@ impl Zone for ContainerZone {
     }
 
     fn run(&mut self, cmd: &ZoneCommand, capture: &ArtifactSink<'_>) -> Result<ZoneRun, ZoneError> {
+        if cmd.stdin.is_some() {
+            return Err(setup("a container backend gives no command a stdin (the judge runs under the native backend only)"));
+        }
         let policy = self.policy(cmd.role)?.clone();
         let name = container_name();
         let proxied = policy.network.mode == NetworkMode::Proxy;

@@ -1,0 +1,417 @@
+//! The t0 baseline: the check run once on t0, in its exec zone through the one check runner,
+//! before the first agent call. It owns:
+//!
+//! - [`Baseline`], the typed result others build on: the exit code, the collected set C0, the
+//!   failing set F0 and the skipped set S0 (from the reports and libtest output of that one run);
+//! - its cache under the state dir (`.loopexec/check-baselines/<key>.json`), keyed by t0's tree
+//!   id, the check command, the exec policy, the report patterns, the environment and loopexec's
+//!   version. An entry is operator data: written atomically, read with a size bound, and one
+//!   that is malformed or does not match its key is ignored (recomputed) and said so;
+//! - the `check_baseline` receipt event, and the iteration-0 halt when the check already passes
+//!   on t0 (the agent is never called);
+//! - [`BaselineSetGuard`], the guard after every check with exit 0: the collected set lost a
+//!   member of C0, or the skipped set gained one against S0 (`metric_integrity_violation`).
+//!
+//! A resumed run never reruns it: the baseline is read back from the receipt's history.
+
+use super::check::TestSets;
+use super::config::LoopConfig;
+use super::decide::Step;
+use super::detached::{Taken, WorkspaceMode};
+use super::guards::{AgentStep, CheckStep, Guard, Objection};
+use super::lifecycle::ActiveRun;
+use super::seats::Seat;
+use super::verdict::{shell_could_not_run, Verdict};
+use crate::ending::Ending;
+use crate::error::CmdResult;
+use crate::halt::HaltReason;
+use crate::receipt::events::{CheckBaselineRecord, CheckResult, Event, FindingRecord, GuardRecord};
+use crate::safefs::SafeDir;
+use crate::testreport::shown;
+use crate::zones::Zone;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeSet;
+
+/// The cache's directory beneath the state dir.
+pub const CACHE_DIR: &str = "check-baselines";
+/// Largest cache entry read.
+const MAX_CACHE_ENTRY_BYTES: u64 = 64 * 1024 * 1024;
+/// The cache entry format this version writes (part of the key, too).
+const CACHE_FORMAT: u32 = 1;
+/// At most this many ids are named in a set-guard finding; the rest are counted and digested.
+const NAMED_IDS: usize = 50;
+
+/// The check's result on t0.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Baseline {
+    pub ending: Ending,
+    /// Null unless the check exited.
+    pub exit_code: Option<i32>,
+    /// C0, F0, S0 (none: no source of that run named any test, so the sets cannot be measured).
+    pub sets: Option<TestSets>,
+    /// Pass only when the exit code was 0 and every source of evidence agreed.
+    pub verdict: Verdict,
+    /// Whether it came from the cache.
+    pub cached: bool,
+}
+
+impl Baseline {
+    /// The baseline a `check_baseline` event recorded.
+    pub fn of_record(record: &CheckBaselineRecord) -> Baseline {
+        let check = &record.check;
+        let set = |s: &Option<Vec<String>>| s.iter().flatten().cloned().collect::<BTreeSet<String>>();
+        let sets = check.collected_set.as_ref().map(|_| TestSets {
+            collected: set(&check.collected_set),
+            failing: set(&check.failing_set),
+            skipped: set(&check.skipped_set),
+        });
+        Baseline {
+            ending: check.ending.clone(),
+            exit_code: check.check_exit,
+            sets,
+            verdict: Verdict::of_check(check),
+            cached: record.cache_hit,
+        }
+    }
+
+    /// Whether the check already passes on t0.
+    pub fn passes(&self) -> bool {
+        self.verdict == Verdict::Pass
+    }
+}
+
+/// The cache key of a baseline on tree `tree_id` under `cfg` with the environment `env`: hex
+/// SHA-256 over length-prefixed fields, so no two inputs share a key.
+pub fn cache_key(tree_id: &str, cfg: &LoopConfig, env: &[(String, String)]) -> String {
+    let mut env: Vec<&(String, String)> = env.iter().collect();
+    env.sort();
+    let mut h = Sha256::new();
+    let mut field = |bytes: &[u8]| {
+        h.update((bytes.len() as u64).to_le_bytes());
+        h.update(bytes);
+    };
+    field(format!("loopexec check baseline {CACHE_FORMAT}").as_bytes());
+    field(env!("CARGO_PKG_VERSION").as_bytes());
+    field(tree_id.as_bytes());
+    field(cfg.check.as_bytes());
+    field(cfg.check_timeout_ms.to_string().as_bytes());
+    field(format!("{:?}/{:?}/{:?}", cfg.isolation, cfg.backend, cfg.image).as_bytes());
+    field(cfg.check_policy.as_ref().map_or("", |p| p.sha256.as_str()).as_bytes());
+    for pattern in cfg.report_patterns() {
+        field(pattern.as_bytes());
+    }
+    field(b"env");
+    for (k, v) in env {
+        field(k.as_bytes());
+        field(v.as_bytes());
+    }
+    hex::encode(h.finalize())
+}
+
+/// One cache entry as stored.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CacheEntry {
+    format: u32,
+    key: String,
+    check: CheckResult,
+}
+
+/// What reading the cache gave.
+#[derive(Debug)]
+pub enum CacheRead {
+    Hit(CheckResult),
+    /// No usable entry; the note says why when an entry was there and was ignored.
+    Miss(Option<String>),
+}
+
+fn entry_name(key: &str) -> String {
+    format!("{key}.json")
+}
+
+/// Read the entry of `key` beneath `dir`, never trusting it: bounded, without following a link,
+/// and only when it parses and names the same key and format.
+pub fn read_cache(dir: &SafeDir, key: &str) -> CacheRead {
+    let name = entry_name(key);
+    let ignored = |why: String| CacheRead::Miss(Some(format!("cache entry {CACHE_DIR}/{name} ignored ({why}); the baseline was recomputed")));
+    let bytes = match dir.read(&name, MAX_CACHE_ENTRY_BYTES) {
+        Ok(bytes) => bytes,
+        Err(e) if e.is_not_found() => return CacheRead::Miss(None),
+        Err(e) => return ignored(e.to_string()),
+    };
+    match serde_json::from_slice::<CacheEntry>(&bytes) {
+        Err(e) => ignored(format!("malformed: {e}")),
+        Ok(entry) if entry.format != CACHE_FORMAT => ignored(format!("format {} is not {CACHE_FORMAT}", entry.format)),
+        Ok(entry) if entry.key != key => ignored("it names another key".into()),
+        Ok(entry) if entry.check.iteration != 0 || entry.check.check_exit.is_none() => ignored("it holds no exited baseline check".into()),
+        Ok(entry) => CacheRead::Hit(entry.check),
+    }
+}
+
+/// Store `check` as the entry of `key` beneath `dir` (atomically: a reader sees the old entry or
+/// the new one, never half of one).
+pub fn write_cache(dir: &SafeDir, key: &str, check: &CheckResult) -> Result<(), String> {
+    let entry = CacheEntry { format: CACHE_FORMAT, key: key.to_string(), check: check.clone() };
+    let bytes = serde_json::to_vec(&entry).map_err(|e| e.to_string())?;
+    dir.write_atomic(&entry_name(key), &bytes).map_err(|e| e.to_string())
+}
+
+/// Whether a baseline result is worth keeping: the check exited and its shell found it.
+fn cacheable(check: &CheckResult) -> bool {
+    check.check_exit.is_some_and(|code| !shell_could_not_run(code))
+}
+
+/// Why the sets of `check` cannot be measured, if they cannot.
+fn sets_unmeasured(check: &CheckResult) -> Option<String> {
+    match (&check.ending, &check.collected_set) {
+        (_, Some(_)) => None,
+        (Ending::Exited { .. }, None) => Some(
+            "the check on t0 left no declared report and no libtest output naming tests: the collected and skipped sets cannot be measured, so no set guard runs"
+                .into(),
+        ),
+        (_, None) => Some("the check on t0 did not exit: the collected and skipped sets cannot be measured, so no set guard runs".into()),
+    }
+}
+
+/// The result a cache hit is recorded with: its output artifacts belong to the run that computed
+/// it, so none is named (their byte counts and digests stay).
+fn as_cached(mut check: CheckResult) -> CheckResult {
+    check.stdout.artifact = None;
+    check.stderr.artifact = None;
+    check
+}
+
+impl ActiveRun<'_> {
+    /// The t0 baseline of this run: read back from the history when the receipt has it, else
+    /// computed (or taken from the cache) and recorded as `check_baseline`. Returns the step that
+    /// ends the run before any agent call: the halt when the check already passes on t0, a zone
+    /// that cannot be set up, or an interrupt. Nothing happens when the loop switched the
+    /// baseline off or an iteration already started.
+    pub(super) fn t0_baseline(&mut self, zone: &mut dyn Zone) -> CmdResult<Option<Step>> {
+        if !self.cfg.baseline || self.history.last_started > 0 {
+            return Ok(None);
+        }
+        if self.history.check_baseline.is_none() {
+            if let Some(stop) = self.record_baseline(zone)? {
+                return Ok(Some(stop));
+            }
+        }
+        let Some(record) = &self.history.check_baseline else { return Ok(None) };
+        let baseline = Baseline::of_record(record);
+        if !baseline.passes() {
+            return Ok(None);
+        }
+        let source = if baseline.cached { "its cached baseline" } else { "the baseline run before any agent call" };
+        Ok(Some(Step::Halt(
+            HaltReason::SuccessConditionMet,
+            format!("the check already passes on t0 ({source}): halted at iteration 0, the agent was not called"),
+        )))
+    }
+
+    /// Run (or read from the cache) the check on t0 and append `check_baseline`.
+    fn record_baseline(&mut self, zone: &mut dyn Zone) -> CmdResult<Option<Step>> {
+        let tree_id = match (&self.workspace, &self.history.workspace) {
+            (Some(_), Some(ws)) if self.cfg.workspace == WorkspaceMode::Detached => Some(ws.tree_id.clone()),
+            _ => None,
+        };
+        let cache = match &tree_id {
+            Some(tree) => Some((self.statedir.root().subdir_or_create(CACHE_DIR), cache_key(tree, &self.cfg, &self.env))),
+            None => None,
+        };
+        let mut cache_note = match &cache {
+            None => Some("not cached: an in-place run has no t0 tree the agent cannot change".to_string()),
+            Some((Err(e), _)) => Some(format!("not cached: {e}")),
+            Some((Ok(_), _)) => None,
+        };
+        if let Some((Ok(dir), key)) = &cache {
+            match read_cache(dir, key) {
+                CacheRead::Hit(check) => {
+                    let check = as_cached(check);
+                    self.append_baseline(check, tree_id, Some(key.clone()), true, None)?;
+                    return Ok(None);
+                }
+                CacheRead::Miss(note) => cache_note = note,
+            }
+        }
+        let snapshot = match self.workspace.as_mut().map(|ws| ws.snapshot()) {
+            None => None,
+            Some(Taken::Snapshot { snapshot, .. }) => Some(snapshot),
+            Some(Taken::Refused(detail)) => return Ok(Some(Step::Halt(HaltReason::WorkspaceInvalid, detail))),
+            Some(Taken::Interrupted(signal)) => return Ok(Some(Step::Interrupted(signal))),
+        };
+        let outcome = match self.run_check(zone, 0, snapshot.as_ref())? {
+            Ok(outcome) => outcome,
+            Err(stop) => return Ok(Some(stop)),
+        };
+        if let Ending::Interrupted { signal } = outcome.ending() {
+            return Ok(Some(Step::Interrupted(*signal)));
+        }
+        let check = outcome.record(0);
+        if let (Some((Ok(dir), key)), true) = (&cache, cacheable(&check)) {
+            if let Err(e) = write_cache(dir, key, &check) {
+                let note = format!("the cache entry could not be written: {e}");
+                cache_note = Some(cache_note.map_or(note.clone(), |n| format!("{n}; {note}")));
+            }
+        }
+        let key = cache.map(|(_, key)| key);
+        self.append_baseline(check, tree_id, key, false, cache_note)?;
+        Ok(None)
+    }
+
+    fn append_baseline(
+        &mut self,
+        check: CheckResult,
+        tree_id: Option<String>,
+        cache_key: Option<String>,
+        cache_hit: bool,
+        cache_note: Option<String>,
+    ) -> CmdResult<()> {
+        let sets_unmeasured = sets_unmeasured(&check);
+        self.append(Event::CheckBaseline(CheckBaselineRecord { check, tree_id, cache_key, cache_hit, cache_note, sets_unmeasured }))
+    }
+}
+
+/// After every check that exited 0, before its green verdict: the collected set must hold every
+/// member of C0 and the skipped set no member that S0 lacks.
+#[derive(Debug, Default)]
+pub struct BaselineSetGuard;
+
+/// The members of `ids` named (escaped), at most [`NAMED_IDS`], then a count and a digest of all.
+fn named(what: &str, ids: &[&String]) -> Vec<FindingRecord> {
+    let mut out: Vec<FindingRecord> =
+        ids.iter().take(NAMED_IDS).map(|id| FindingRecord { path: None, what: format!("{what}: {}", shown(id)) }).collect();
+    if ids.len() > NAMED_IDS {
+        let mut h = Sha256::new();
+        for id in ids {
+            h.update(id.as_bytes());
+            h.update(b"\n");
+        }
+        out.push(FindingRecord {
+            path: None,
+            what: format!("{what}: {} more (sha256 of all {} ids, one a line: {})", ids.len() - NAMED_IDS, ids.len(), hex::encode(h.finalize())),
+        });
+    }
+    out
+}
+
+/// The set guard's finding on `check` against `baseline`, if the sets moved the wrong way.
+pub fn set_violation(iteration: u64, check: &CheckResult, baseline: &TestSets) -> Option<GuardRecord> {
+    let empty = Vec::new();
+    let collected: BTreeSet<&String> = check.collected_set.as_ref().unwrap_or(&empty).iter().collect();
+    let skipped: BTreeSet<&String> = check.skipped_set.as_ref().unwrap_or(&empty).iter().collect();
+    let lost: Vec<&String> = baseline.collected.iter().filter(|id| !collected.contains(id)).collect();
+    let newly_skipped: Vec<&String> = skipped.iter().copied().filter(|id| !baseline.skipped.contains(*id)).collect();
+    if lost.is_empty() && newly_skipped.is_empty() {
+        return None;
+    }
+    let mut parts = Vec::new();
+    if !lost.is_empty() {
+        let measured = if check.collected_set.is_none() { " (this check named no test at all)" } else { "" };
+        parts.push(format!("{} test(s) of t0's {} collected are no longer collected{measured}", lost.len(), baseline.collected.len()));
+    }
+    if !newly_skipped.is_empty() {
+        parts.push(format!("{} test(s) are skipped that t0 did not skip", newly_skipped.len()));
+    }
+    let mut findings = named("no longer collected", &lost);
+    findings.extend(named("newly skipped", &newly_skipped));
+    Some(GuardRecord {
+        iteration,
+        guard: Seat::MetricIntegrity.as_str().to_string(),
+        stage: "after_check".to_string(),
+        halt_reason: HaltReason::MetricIntegrityViolation,
+        detail: format!("the check exited 0 at iteration {iteration} but against the t0 baseline {}", parts.join(" and ")),
+        findings,
+    })
+}
+
+impl Guard for BaselineSetGuard {
+    fn seat(&self) -> Seat {
+        Seat::MetricIntegrity
+    }
+
+    fn after_agent(&mut self, _step: &AgentStep<'_>) -> Option<Objection> {
+        None
+    }
+
+    fn after_check(&mut self, step: &CheckStep<'_>) -> Option<GuardRecord> {
+        if step.check.check_exit != Some(0) {
+            return None;
+        }
+        let baseline = Baseline::of_record(step.history.check_baseline.as_ref()?);
+        set_violation(step.iteration, step.check, baseline.sets.as_ref()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::receipt::events::sample;
+
+    fn check_with(collected: &[&str], skipped: &[&str]) -> CheckResult {
+        let Event::CheckResult(mut c) = sample::check_result(1, 0) else { unreachable!() };
+        c.collected_set = Some(collected.iter().map(|s| s.to_string()).collect());
+        c.skipped_set = Some(skipped.iter().map(|s| s.to_string()).collect());
+        c
+    }
+
+    fn sets(collected: &[&str], skipped: &[&str]) -> TestSets {
+        TestSets {
+            collected: collected.iter().map(|s| s.to_string()).collect(),
+            failing: BTreeSet::new(),
+            skipped: skipped.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn the_same_sets_as_t0_and_new_tests_are_no_violation() {
+        assert_eq!(set_violation(1, &check_with(&["a", "b", "c"], &["b"]), &sets(&["a", "b"], &["b"])), None);
+    }
+
+    #[test]
+    fn a_lost_test_is_named_in_the_finding() {
+        let found = set_violation(2, &check_with(&["a"], &[]), &sets(&["a", "b"], &[])).unwrap();
+        assert_eq!(found.halt_reason, HaltReason::MetricIntegrityViolation);
+        assert_eq!(found.detail, "the check exited 0 at iteration 2 but against the t0 baseline 1 test(s) of t0's 2 collected are no longer collected");
+        assert_eq!(found.findings, vec![FindingRecord { path: None, what: "no longer collected: b".into() }]);
+    }
+
+    #[test]
+    fn a_newly_skipped_test_is_named_in_the_finding() {
+        let found = set_violation(1, &check_with(&["a", "b"], &["a", "b"]), &sets(&["a", "b"], &["b"])).unwrap();
+        assert_eq!(found.findings, vec![FindingRecord { path: None, what: "newly skipped: a".into() }]);
+    }
+
+    #[test]
+    fn many_lost_tests_are_named_up_to_the_bound_then_counted_and_digested() {
+        let ids: Vec<String> = (0..60).map(|i| format!("t{i:02}")).collect();
+        let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let found = set_violation(1, &check_with(&[], &[]), &sets(&refs, &[])).unwrap();
+        assert_eq!(found.findings.len(), NAMED_IDS + 1);
+        let digest = hex::encode(Sha256::digest(ids.iter().map(|i| format!("{i}\n")).collect::<String>()));
+        assert_eq!(found.findings[NAMED_IDS].what, format!("no longer collected: 10 more (sha256 of all 60 ids, one a line: {digest})"));
+    }
+
+    #[test]
+    fn a_cache_entry_is_read_back_only_under_its_own_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let safe = SafeDir::open(dir.path()).unwrap();
+        let Event::CheckResult(mut check) = sample::check_result(0, 1) else { unreachable!() };
+        check.iteration = 0;
+        write_cache(&safe, "k1", &check).unwrap();
+        assert!(matches!(read_cache(&safe, "k1"), CacheRead::Hit(c) if c == check));
+        assert!(matches!(read_cache(&safe, "k2"), CacheRead::Miss(None)));
+        std::fs::rename(dir.path().join("k1.json"), dir.path().join("k2.json")).unwrap();
+        let CacheRead::Miss(Some(note)) = read_cache(&safe, "k2") else { panic!("a moved entry was trusted") };
+        assert_eq!(note, "cache entry check-baselines/k2.json ignored (it names another key); the baseline was recomputed");
+    }
+
+    #[test]
+    fn a_malformed_cache_entry_is_ignored_and_said_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let safe = SafeDir::open(dir.path()).unwrap();
+        std::fs::write(dir.path().join("k.json"), b"{\"format\":1,").unwrap();
+        let CacheRead::Miss(Some(note)) = read_cache(&safe, "k") else { panic!("a malformed entry was trusted") };
+        assert!(note.starts_with("cache entry check-baselines/k.json ignored (malformed: "), "{note}");
+    }
+}
