@@ -15,11 +15,59 @@
 # Rounds alternate snapshot, guards and git status side by side (ROUNDS, default 7), and each
 # time printed is the median. Prints the ratios guards / git and (snapshot + guards) / git.
 # Target: guards at most 1.5x git status. Page cache is left warm (host caches are not dropped).
-# The baseline-cache half (a cache hit against a cold t0 baseline check run) is not here yet: it
-# needs the t0 baseline check and its cache (issue 12 item 1).
 # Usage: ci/bench-guards.sh [FILES] [ROUNDS]   (defaults 100000 7); BENCH_DIR (/tmp).
+#
+# ci/bench-guards.sh baseline [ROUNDS]   (default 3): the t0 baseline check run, cold against a
+# cache hit, on a real suite (more-itertools 10.5.0 with an injected bug, 664 tests with Debian's
+# pytest; ci/fetch-test-projects.sh caches it): per round, a new t0 tree (so the first run is
+# cold), then `loopexec run --max-iterations 1` twice on it (each run: the baseline, an agent
+# that does nothing, the check once); prints the medians of the runs' wall times, the cold
+# baseline check's own duration, and the ratio cold / hit.
 set -eu
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = baseline ]; then
+    ROUNDS=${2:-3}
+    ROOT="${BENCH_DIR:-/tmp}/loopexec-bench-baseline"
+    ARCHIVE=${LOOPEXEC_TEST_PROJECTS:-/var/cache/loopexec-test-projects}/more-itertools-10.5.0-5482bfef7849c25dc3c6dd53a6173ae4795da2a41a80faea6700d9f5846c5da6.tar.gz
+    [ -f "$ARCHIVE" ] || ci/fetch-test-projects.sh
+    cargo build --quiet --bin loopexec
+    BIN="$PWD/target/debug/loopexec"
+    rm -rf "$ROOT" && mkdir -p "$ROOT/keys" "$ROOT/repo" && chmod 0711 "$ROOT" "$ROOT/repo"
+    export LOOPEXEC_CONFIG_DIR="$ROOT/keys" GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null
+    export GIT_AUTHOR_NAME=bench GIT_AUTHOR_EMAIL=bench@example.com GIT_COMMITTER_NAME=bench GIT_COMMITTER_EMAIL=bench@example.com
+    "$BIN" keygen --dir "$ROOT/keys" >/dev/null
+    tar -xzf "$ARCHIVE" -C "$ROOT/repo" --strip-components=1 --no-same-owner
+    cd "$ROOT/repo"
+    sed -i 's/    return sum(map(pred, iterable))$/    return sum(map(pred, iterable)) - 1/' more_itertools/recipes.py
+    git init -q -b main && git add -A && git commit -q -m t0
+    CHECK="/usr/bin/python3 -m pytest -q -p no:cacheprovider --junitxml=out/junit.xml tests"
+    now_ms() { date +%s%N | awk '{ printf "%.1f", $1 / 1000000 }'; }
+    run_once() { # run-id -> "wall_ms baseline_ms cache_hit"
+        a=$(now_ms)
+        "$BIN" run --json --run-id "$1" --max-iterations 1 --exec true --check "$CHECK" --report out/junit.xml >/dev/null || true
+        b=$(now_ms)
+        line=$(grep '"type":"check_baseline"' ".loopexec/runs/$1/receipt.jsonl")
+        hit=$(echo "$line" | sed -n 's/.*"cache_hit":\(true\|false\).*/\1/p')
+        dur=$(echo "$line" | sed -n 's/.*"duration_ms":\([0-9]*\).*/\1/p' | head -1)
+        echo "$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.1f", b - a }') ${dur:-0} $hit"
+    }
+    med() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+    : > "$ROOT/cold" && : > "$ROOT/hit"
+    for i in $(seq "$ROUNDS"); do
+        echo "$i" > bench-round && git add bench-round && git commit -q -m "round $i"
+        cold=$(run_once "cold$i"); hit=$(run_once "hit$i")
+        [ "$(echo "$cold" | cut -d' ' -f3)" = false ] || { echo "round $i: the first run was not cold" >&2; exit 1; }
+        [ "$(echo "$hit" | cut -d' ' -f3)" = true ] || { echo "round $i: the second run was no cache hit" >&2; exit 1; }
+        echo "$cold" >> "$ROOT/cold" && echo "$hit" >> "$ROOT/hit"
+    done
+    cw=$(cut -d' ' -f1 "$ROOT/cold" | med); hw=$(cut -d' ' -f1 "$ROOT/hit" | med)
+    cb=$(cut -d' ' -f2 "$ROOT/cold" | med)
+    echo "cold baseline: run $cw ms (baseline check $cb ms), median of $ROUNDS"
+    echo "cache hit    : run $hw ms, median of $ROUNDS"
+    echo "ratio cold / hit (whole run): $(awk -v a="$cw" -v b="$hw" 'BEGIN { if (b <= 0) b = 0.001; printf "%.2f", a / b }')x"
+    cd / && rm -rf "$ROOT"
+    exit 0
+fi
 FILES=${1:-100000}
 ROUNDS=${2:-7}
 BENCH_DIR=${BENCH_DIR:-/tmp}
