@@ -69,7 +69,7 @@ fn two_hundred_thousand_protected_paths_changed_leave_a_bounded_receipt_that_ver
     std::fs::write(repo.path().join("tests/test_a.py"), "def test_a():\n    assert True\n").unwrap();
     commit_t0(repo.path());
     let exec = "/usr/bin/python3 -c \"import os\nfor d in range(200):\n    os.makedirs('tests/g%03d' % d)\n    for f in range(1000):\n        open('tests/g%03d/t%04d.py' % (d, f), 'w').close()\"";
-    let r = loopexec(repo.path(), &["run", "--json", "--run-id", "many", "--exec", exec, "--check", "true", "--max-iterations", "1"]);
+    let r = loopexec(repo.path(), &["run", "--json", "--no-baseline", "--run-id", "many", "--exec", exec, "--check", "true", "--max-iterations", "1"]);
     assert_eq!(r.json()["halt_reason"], "blocked_path_modified", "{r:?}");
     let size = std::fs::metadata(run_dir(repo.path(), "many").join("receipt.jsonl")).unwrap().len();
     eprintln!("receipt of 1 iteration x 200,000 protected paths added: {size} bytes");

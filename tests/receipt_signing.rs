@@ -6,8 +6,8 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 fn halted_run(dir: &Path, id: &str) {
-    let r = loopexec(dir, &["run", "--json", "--run-id", id, "--isolation", "none", "--exec", "echo $LOOPEXEC_ITERATION > iteration", "--check", "test \"$(cat iteration)\" -ge 2"]);
-    assert_eq!(r.code, 10, "{r:?}");
+    let r = loopexec(dir, &["run", "--json", "--no-baseline", "--run-id", id, "--isolation", "none", "--exec", "echo $LOOPEXEC_ITERATION > iteration", "--check", "test \"$(cat iteration)\" -ge 2"]);
+    assert_eq!(r.code, 11, "a halted run (human_required: green in place): {r:?}");
 }
 
 fn pubkey() -> String {
@@ -36,7 +36,7 @@ fn a_halted_run_is_sealed_and_verifies_offline() {
     assert_eq!(r.code, 0, "{r:?}");
     let v = r.json();
     assert_eq!(v["verified"], true);
-    assert_eq!(v["halt_reason"], "success_condition_met");
+    assert_eq!(v["halt_reason"], "human_required");
     assert!(run_dir(dir.path(), "r").join("envelope.dsse.json").exists());
 }
 
@@ -46,7 +46,7 @@ fn a_resumed_run_endorses_its_new_run_key_and_verifies() {
     let r = loopexec(dir.path(), &["run", "--json", "--once", "--run-id", "p", "--isolation", "none", "--exec", "echo $LOOPEXEC_ITERATION > iteration", "--check", "test \"$(cat iteration)\" -ge 2"]);
     assert_eq!(r.code, 0, "{r:?}");
     let r = loopexec(dir.path(), &["run", "--json", "--resume", "p"]);
-    assert_eq!(r.code, 10, "{r:?}");
+    assert_eq!(r.code, 11, "{r:?}");
     let keys = all_events(dir.path(), "p").into_iter().filter(|e| e["type"] == "run_key").count();
     assert_eq!(keys, 2);
     assert_eq!(verify(dir.path(), "p", &pubkey()).code, 0);
