@@ -17,7 +17,8 @@ use crate::zones::{Backend, Isolation};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
-const CONFIG_FLAGS: [&str; 38] = [
+const CONFIG_FLAGS: [&str; 39] = [
+    "coverage",
     "no_progress_k",
     "reference",
     "no_baseline",
@@ -164,6 +165,11 @@ pub struct Args {
     /// reports agree with it. `--junit` is an alias.
     #[arg(long = "report", visible_alias = "junit", value_name = "PATH")]
     pub report: Vec<String>,
+    /// A coverage report the check writes (lcov or Cobertura, relative to the check's working
+    /// directory): a zero exit is green only when the check left it readable and its line
+    /// coverage is not below t0's (docs/guards.md).
+    #[arg(long, value_name = "PATH")]
+    pub coverage: Option<String>,
     /// Model provider, recorded in the receipt.
     #[arg(long)]
     pub model_provider: Option<String>,
@@ -232,6 +238,7 @@ impl Args {
             exec_timeout_secs: self.exec_timeout,
             check_timeout_secs: self.check_timeout,
             report: self.report.clone(),
+            coverage: self.coverage.clone(),
             model: ModelPins {
                 provider: self.model_provider.clone(),
                 id: self.model_id.clone(),

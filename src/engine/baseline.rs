@@ -101,6 +101,11 @@ pub fn cache_key(tree_id: &str, cfg: &LoopConfig, env: &[(String, String)]) -> S
     for pattern in cfg.report_patterns() {
         field(pattern.as_bytes());
     }
+    // A NUL cannot start a report pattern from argv, so this field is never one of them.
+    if let Some(coverage) = &cfg.coverage.report {
+        field(b"\0coverage");
+        field(coverage.as_bytes());
+    }
     field(b"env");
     for (k, v) in env {
         field(k.as_bytes());

@@ -81,6 +81,9 @@ pub struct ReportSource<'a> {
 pub struct CheckOutcome {
     pub run: ZoneRun,
     pub report: ReportOutcome,
+    /// The declared coverage report as read (`super::coverage_guard`; none: none declared, or
+    /// the check did not exit).
+    pub coverage: Option<super::coverage_guard::CoverageRead>,
 }
 
 impl CheckOutcome {
@@ -114,6 +117,7 @@ impl CheckOutcome {
             skipped_count: sets.map(|s| s.skipped.len() as u64),
             junit_error: self.report.error(),
             evidence: self.evidence(),
+            coverage: self.coverage.as_ref().map(|c| c.record.clone()),
         }
     }
 
@@ -222,5 +226,5 @@ pub fn run_check(
         None => ReportOutcome::NotRead,
         Some(code) => read_evidence(Some(code), &run, &artifacts, report),
     };
-    Ok(Ok(CheckOutcome { run, report }))
+    Ok(Ok(CheckOutcome { run, report, coverage: None }))
 }

@@ -169,6 +169,10 @@ pub struct LoopConfig {
     /// relative to the check's working directory, globs allowed (docs/guards.md).
     #[serde(default)]
     pub report: Vec<String>,
+    /// The declared coverage report and the coverage guard's tolerance (`--coverage`,
+    /// `coverage`, `coverage_tolerance`; docs/guards.md). Absent in receipts pinned before it.
+    #[serde(default, skip_serializing_if = "crate::engine::coverage_guard::CoveragePins::is_unset")]
+    pub coverage: crate::engine::coverage_guard::CoveragePins,
     /// The one JUnit path of receipts pinned before `report` existed (read, never written).
     #[serde(default, skip_serializing)]
     pub junit: Option<String>,
@@ -244,6 +248,10 @@ pub struct ConfigInput {
     pub exec_timeout_secs: Option<f64>,
     pub check_timeout_secs: Option<f64>,
     pub report: Vec<String>,
+    /// `--coverage` / `coverage`: the coverage report the check writes.
+    pub coverage: Option<String>,
+    /// `coverage_tolerance`: percentage points the line coverage may fall below t0's.
+    pub coverage_tolerance: Option<f64>,
     pub guards: GuardPins,
     pub adequacy: crate::engine::canary::AdequacyPins,
     /// `[progress]` of loop.toml.
@@ -287,6 +295,8 @@ impl ConfigInput {
             exec_timeout_secs: self.exec_timeout_secs.or(file.exec_timeout_secs),
             check_timeout_secs: self.check_timeout_secs.or(file.check_timeout_secs),
             report: if self.report.is_empty() { file.report } else { self.report },
+            coverage: self.coverage.or(file.coverage),
+            coverage_tolerance: self.coverage_tolerance.or(file.coverage_tolerance),
             guards: file.guards,
             adequacy: file.adequacy,
             progress: self.progress.or(file.progress),
@@ -464,6 +474,7 @@ impl LoopConfig {
         input.guards.rule_set()?;
         input.guards.surface_spec()?;
         input.adequacy.validate(workspace == WorkspaceMode::Detached)?;
+        let coverage = crate::engine::coverage_guard::CoveragePins::resolve(input.coverage, input.coverage_tolerance)?;
         let progress = input.progress.unwrap_or_default();
         // A reference that does not resolve is refused before anything is written.
         if let Some(rev) = &input.reference {
@@ -494,6 +505,7 @@ impl LoopConfig {
             exec_timeout_ms: timeout_ms("exec_timeout", input.exec_timeout_secs, DEFAULT_EXEC_TIMEOUT_SECS)?,
             check_timeout_ms: timeout_ms("check_timeout", input.check_timeout_secs, DEFAULT_CHECK_TIMEOUT_SECS)?,
             report: input.report,
+            coverage,
             junit: None,
             guards: input.guards,
             adequacy: input.adequacy,

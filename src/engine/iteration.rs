@@ -241,7 +241,7 @@ impl ActiveRun<'_> {
     ) -> CmdResult<Result<CheckOutcome, Step>> {
         let patterns = ReportPatterns::new(&self.cfg.report_patterns()).map_err(|e| Failure::invalid_input(e.to_string()))?;
         let (overlay, scratch) = match (&self.workspace, candidate) {
-            (Some(ws), Some(snapshot)) => match ws.check_overlay(n, snapshot, &|path| patterns.matches(path)) {
+            (Some(ws), Some(snapshot)) => match ws.check_overlay(n, snapshot, &|path| patterns.matches(path) || self.cfg.coverage.hides(path)) {
                 Ok((overlay, scratch)) => (Some(overlay), Some(scratch)),
                 Err(f) => {
                     let detail = format!("the check's layers cannot be built: {}", f.message);
@@ -260,7 +260,12 @@ impl ActiveRun<'_> {
         let report_dir = scratch.as_ref().map(|s| s.writes()).unwrap_or(&self.workdir);
         let report = (!patterns.is_empty()).then_some(ReportSource { dir: report_dir, patterns: &patterns });
         // The scratch layers are removed when `scratch` drops, after the report was read.
-        let checked = run_check(zone, &cmd, artifacts, report)?;
+        let mut checked = run_check(zone, &cmd, artifacts, report)?;
+        if let (Ok(outcome), Some(path)) = (&mut checked, &self.cfg.coverage.report) {
+            if outcome.ending().exit_code().is_some() {
+                outcome.coverage = Some(super::coverage_guard::read(report_dir, path));
+            }
+        }
         Ok(checked.map_err(|detail| Step::Halt(HaltReason::IsolationUnsatisfiable, detail)))
     }
 

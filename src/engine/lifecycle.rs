@@ -9,6 +9,7 @@ use super::credentials;
 use super::decide::{self, Step};
 use super::detached::{RunWorkspace, Taken, WorkspaceMode};
 use super::baseline::BaselineSetGuard;
+use super::coverage_guard::CoverageGuard;
 use super::in_place::InPlaceGuard;
 use super::analysis_guards::{self, AnalysisBaseline, MetricIntegrityGuard, TamperingGuard};
 use super::guards::{AgentStep, Guard, Guards, ProtectedPathGuard};
@@ -267,10 +268,12 @@ impl<'a> ActiveRun<'a> {
         let artifacts = o.run.artifacts()?;
         let state = running_state(&o.run_id, &o.isolation, o.history.last_started, o.cfg.max_iterations, &o.run);
         // In place no guard can judge a step: a green check there is refused (`in_place`).
-        let guards = Guards::new(match o.cfg.workspace {
-            WorkspaceMode::InPlace => vec![Box::new(BaselineSetGuard), Box::new(InPlaceGuard)],
-            WorkspaceMode::Detached => vec![Box::new(BaselineSetGuard)],
-        });
+        let mut guards: Vec<Box<dyn Guard>> = vec![Box::new(BaselineSetGuard)];
+        guards.extend(CoverageGuard::of(&o.cfg.coverage));
+        if o.cfg.workspace == WorkspaceMode::InPlace {
+            guards.push(Box::new(InPlaceGuard));
+        }
+        let guards = Guards::new(guards);
         Ok(ActiveRun {
             statedir: o.statedir,
             run: o.run,
@@ -320,6 +323,7 @@ impl<'a> ActiveRun<'a> {
         let mut guards: Vec<Box<dyn Guard>> = vec![Box::new(ProtectedPathGuard::new(ws.protected().clone()))];
         guards.extend(self.syntax_tree_guards(&ws)?);
         guards.push(Box::new(BaselineSetGuard));
+        guards.extend(CoverageGuard::of(&self.cfg.coverage));
         if resumed {
             match ws.snapshot() {
                 Taken::Snapshot { snapshot, .. } => {

@@ -52,6 +52,8 @@ struct LoopFile {
     exec_timeout: Option<f64>,
     check_timeout: Option<f64>,
     report: Option<Vec<String>>,
+    coverage: Option<String>,
+    coverage_tolerance: Option<f64>,
     /// The single JUnit path of older loop files: one more report pattern.
     junit: Option<String>,
     context_files: Option<Vec<String>>,
@@ -115,6 +117,8 @@ pub fn parse(text: &str, name: &str) -> Result<ConfigInput, Failure> {
         exec_timeout_secs: file.exec_timeout,
         check_timeout_secs: file.check_timeout,
         report: file.report.unwrap_or_default().into_iter().chain(file.junit).collect(),
+        coverage: file.coverage,
+        coverage_tolerance: file.coverage_tolerance,
         guards: file.guards.unwrap_or_default(),
         adequacy: super::canary::AdequacyPins { mode: file.adequacy.unwrap_or_default(), mutants: file.mutants, mutate_cmd: file.mutate_cmd },
         progress: file.progress,
@@ -209,6 +213,9 @@ pub fn template(check: Option<&str>, exec: Option<&str>, isolation: Option<Isola
     t.push_str("# Test reports the check writes (relative paths, globs allowed; JUnit XML, go test -json, TAP).\n");
     t.push_str("# A zero exit is green only when they agree with it (libtest output needs no report).\n");
     t.push_str("# report = [\"out/junit.xml\"]\n\n");
+    t.push_str("# A coverage report the check writes (lcov or Cobertura): a green check must leave it, and\n");
+    t.push_str("# its line coverage must not fall below t0's by more than coverage_tolerance points (default 0).\n");
+    t.push_str("# coverage = \"coverage.lcov\"\n# coverage_tolerance = 0.0\n\n");
     t.push_str("# Files given to the agent, pinned by sha256 in the receipt.\n");
     t.push_str("# context_files = [\"PROMPT.md\"]\n\n");
     t.push_str("# Declared cost of one agent invocation, recorded in the receipt.\n");

@@ -33,6 +33,7 @@ pub mod baseline;
 pub mod check;
 pub mod commands;
 pub mod config;
+pub mod coverage_guard;
 mod confirm;
 pub mod credentials;
 pub mod decide;

@@ -27,6 +27,13 @@ impl CoverageFormat {
             _ => CoverageFormat::Lcov,
         }
     }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CoverageFormat::Lcov => "lcov",
+            CoverageFormat::Cobertura => "cobertura",
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -56,6 +63,13 @@ impl LineHits {
             return Err(CoverageError::Empty);
         }
         Ok(hits)
+    }
+
+    /// Overall line coverage: (lines executed at least once, lines the report instruments), over
+    /// every file it names.
+    pub fn totals(&self) -> (u64, u64) {
+        let lines = self.files.values().flat_map(|lines| lines.values());
+        lines.fold((0, 0), |(covered, coverable), &hits| (covered + u64::from(hits > 0), coverable + 1))
     }
 
     /// The report's lines of the repository-relative `path`: an entry equal to it or ending in
@@ -182,6 +196,12 @@ mod tests {
         let report = LineHits::parse(b"SF:other.py\nDA:1,1\nend_of_record\n").unwrap();
         let got = uncovered(&changed("calc.py", &[4]), &report);
         assert_eq!(got, vec![Uncovered { path: "calc.py".into(), line: 4, file_missing: true }]);
+    }
+
+    #[test]
+    fn totals_count_executed_and_instrumented_lines_over_every_file() {
+        let report = LineHits::parse(b"SF:a.py\nDA:1,1\nDA:2,0\nend_of_record\nSF:b.py\nDA:1,0\nDA:7,2\nend_of_record\n").unwrap();
+        assert_eq!(report.totals(), (2, 4));
     }
 
     #[test]

@@ -319,6 +319,29 @@ pub struct CheckResult {
     /// did not exit, and in receipts written before the evidence was recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evidence: Option<CheckEvidence>,
+    /// The declared coverage report (`--coverage`) as this check left it (null without one, when
+    /// the check did not exit, and in receipts written before coverage was read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<LineCoverageRecord>,
+}
+
+/// A declared coverage report as one check left it: its overall line coverage, or why it could
+/// not be used.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LineCoverageRecord {
+    /// The report's path, relative to the check's working directory.
+    pub report: String,
+    /// `lcov` or `cobertura`, when it parsed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<String>,
+    /// Lines the report shows executed, and lines it instruments, over every file it names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub covered_lines: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverable_lines: Option<u64>,
+    /// Why the report could not be used (missing, a link, too large, malformed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// A second look at iteration `check.iteration`'s check on a tree it already ran on: a
@@ -691,6 +714,7 @@ pub(crate) mod sample {
             skipped_count: None,
             junit_error: None,
             evidence: None,
+            coverage: None,
         })
     }
 

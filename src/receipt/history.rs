@@ -340,6 +340,7 @@ mod tests {
                         skipped_count: None,
                         junit_error,
                         evidence: None,
+                        coverage: None,
                     })
                 }
             ),

@@ -1,0 +1,159 @@
+//! The declared coverage report and the coverage guard (issue 12 item 5): `--coverage PATH` names
+//! an lcov or Cobertura report the check writes; it is hidden from the check's copy and read from
+//! the check's own writes; a green check that leaves it missing or unparsable, or whose line
+//! coverage fell below the t0 baseline's (beyond `coverage_tolerance`), halts
+//! `metric_integrity_violation`. End to end in a detached workspace (native isolation) with a
+//! protected check script that writes a hand-made lcov report: the report's contents are the
+//! thing under test, so the script makes them exact (one lcov line per line of `app.txt`,
+//! covered when the line starts with `hit`).
+mod common;
+use common::*;
+use serde_json::{json, Value};
+use std::path::Path;
+
+/// Writes `out/cov.lcov` from `app.txt` (not at all when `nocov` exists, garbage when `badcov`
+/// exists, only touches it when `touchcov` exists) and passes when `app.txt` has a line `hit done`.
+const CHECK_SCRIPT: &str = r#"mkdir -p out
+if [ -f badcov ]; then
+  printf 'SF:app.txt\nDA:x,y\nend_of_record\n' > out/cov.lcov
+elif [ -f touchcov ]; then
+  touch out/cov.lcov
+elif [ ! -f nocov ]; then
+  n=0
+  {
+    echo "SF:app.txt"
+    while read -r l; do
+      n=$((n+1))
+      case "$l" in hit*) echo "DA:$n,1" ;; *) echo "DA:$n,0" ;; esac
+    done < app.txt
+    echo end_of_record
+  } > out/cov.lcov
+fi
+grep -q '^hit done$' app.txt
+"#;
+
+fn write(dir: &Path, path: &str, text: &str) {
+    let p = dir.join(path);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+/// A committed project whose t0 covers 1 of 2 lines (50%) and fails the check.
+fn project(loop_toml: Option<&str>) -> tempfile::TempDir {
+    let repo = workdir();
+    let p = repo.path();
+    write(p, "app.txt", "hit a\nmiss b\n");
+    write(p, "tests/check.sh", CHECK_SCRIPT);
+    write(p, ".gitignore", "out/\n");
+    if let Some(text) = loop_toml {
+        write(p, "loop.toml", text);
+    }
+    commit_t0(p);
+    repo
+}
+
+fn run_loop(dir: &Path, id: &str, exec: &str) -> Ran {
+    let args = ["run", "--json", "--run-id", id, "--exec", exec, "--check", "sh tests/check.sh", "--coverage", "out/cov.lcov", "--max-iterations", "1"];
+    loopexec(dir, &args)
+}
+
+fn of_type(dir: &Path, id: &str, kind: &str) -> Vec<Value> {
+    events(dir, id).into_iter().filter(|e| e["type"] == kind).collect()
+}
+
+/// The one `guard` event of the run, from the metric-integrity seat after the check.
+fn coverage_guard(dir: &Path, id: &str) -> Value {
+    let guards = of_type(dir, id, "guard");
+    assert_eq!(guards.len(), 1, "{guards:#?}");
+    assert_eq!((guards[0]["guard"].as_str(), guards[0]["stage"].as_str()), (Some("metric_integrity"), Some("after_check")));
+    guards[0].clone()
+}
+
+/// Appends `hit done`: 2 of 3 lines covered (66.67%), above t0's 50%.
+const HONEST: &str = "echo 'hit done' >> app.txt";
+/// Passes the check while leaving 1 of 4 lines covered (25%), below t0's 50%.
+const COVERAGE_DROP: &str = "printf 'miss a\\nmiss b\\nmiss c\\nhit done\\n' > app.txt";
+
+#[test]
+fn the_baseline_records_the_line_coverage_of_t0() {
+    let repo = project(None);
+    let r = run_loop(repo.path(), "t0", HONEST);
+    assert_eq!(r.code, 10, "{r:?}");
+    let baseline = of_type(repo.path(), "t0", "check_baseline").pop().unwrap();
+    assert_eq!(
+        baseline["check"]["coverage"],
+        json!({"report": "out/cov.lcov", "format": "lcov", "covered_lines": 1, "coverable_lines": 2})
+    );
+    let check = of_type(repo.path(), "t0", "check_result").pop().unwrap();
+    assert_eq!(check["coverage"]["covered_lines"], 2);
+    assert_eq!(check["coverage"]["coverable_lines"], 3);
+}
+
+#[test]
+fn a_green_check_whose_coverage_fell_below_t0_halts_metric_integrity_violation() {
+    let repo = project(None);
+    let r = run_loop(repo.path(), "drop", COVERAGE_DROP);
+    assert_eq!(r.code, 13, "{r:?}");
+    assert_eq!(r.json()["halt_reason"], "metric_integrity_violation");
+    let guard = coverage_guard(repo.path(), "drop");
+    assert_eq!(
+        guard["detail"],
+        "the check exited 0 at iteration 1 but its line coverage (out/cov.lcov) fell below t0's: 1/4 lines (25.00%) against t0's 1/2 (50.00%), tolerance 0 points"
+    );
+    assert_eq!(guard["findings"], json!([{"path": "out/cov.lcov", "what": "covered 1/4 lines; t0 covered 1/2"}]));
+}
+
+#[test]
+fn a_fall_within_the_configured_tolerance_is_accepted() {
+    let repo = project(Some("coverage_tolerance = 30.0\n"));
+    let r = run_loop(repo.path(), "tol", COVERAGE_DROP);
+    assert_eq!(r.code, 10, "{r:?}");
+    assert!(of_type(repo.path(), "tol", "guard").is_empty());
+}
+
+#[test]
+fn a_green_check_that_writes_no_coverage_report_halts_metric_integrity_violation() {
+    let repo = project(None);
+    let r = run_loop(repo.path(), "missing", "touch nocov && echo 'hit done' >> app.txt");
+    assert_eq!(r.code, 13, "{r:?}");
+    assert_eq!(
+        coverage_guard(repo.path(), "missing")["detail"],
+        "the check exited 0 at iteration 1 but its declared coverage report out/cov.lcov cannot be used: the check did not write it"
+    );
+}
+
+#[test]
+fn a_report_the_agent_planted_is_hidden_from_the_check() {
+    let repo = project(None);
+    // The check only touches the report: had the planted one been visible, it would be read.
+    let agent = "mkdir -p out && printf 'SF:app.txt\\nDA:1,1\\nDA:2,1\\nend_of_record\\n' > out/cov.lcov && touch touchcov && echo 'hit done' >> app.txt";
+    let r = run_loop(repo.path(), "planted", agent);
+    assert_eq!(r.code, 13, "{r:?}");
+    assert_eq!(
+        coverage_guard(repo.path(), "planted")["detail"],
+        "the check exited 0 at iteration 1 but its declared coverage report out/cov.lcov cannot be used: the coverage report names no source file"
+    );
+}
+
+#[test]
+fn a_green_check_whose_coverage_report_is_malformed_halts_naming_the_problem() {
+    let repo = project(None);
+    let r = run_loop(repo.path(), "bad", "touch badcov && echo 'hit done' >> app.txt");
+    assert_eq!(r.code, 13, "{r:?}");
+    let detail = coverage_guard(repo.path(), "bad")["detail"].as_str().unwrap().to_string();
+    assert!(
+        detail.starts_with("the check exited 0 at iteration 1 but its declared coverage report out/cov.lcov cannot be used: the lcov report is malformed: "),
+        "{detail}"
+    );
+}
+
+#[test]
+fn a_malformed_coverage_path_is_refused_before_anything_is_written() {
+    let repo = project(None);
+    let r = loopexec(repo.path(), &["run", "--json", "--exec", "true", "--check", "true", "--coverage", "../cov.lcov"]);
+    assert_eq!(r.code, 20, "{r:?}");
+    let v = r.json();
+    assert_eq!(v["errors"][0]["code"], "usage");
+    assert_eq!(v["errors"][0]["message"], "--coverage ../cov.lcov: the path must be normalised: no empty, `.` or `..` component");
+    assert!(!repo.path().join(".loopexec/runs").exists(), "no run was started");
+}
