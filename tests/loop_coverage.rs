@@ -157,3 +157,53 @@ fn a_malformed_coverage_path_is_refused_before_anything_is_written() {
     assert_eq!(v["errors"][0]["message"], "--coverage ../cov.lcov: the path must be normalised: no empty, `.` or `..` component");
     assert!(!repo.path().join(".loopexec/runs").exists(), "no run was started");
 }
+
+/// The coverage-delta tier (issue 14 item 5): a check whose hand-made lcov report says
+/// `calc.py` lines 1 and 2 ran and line 3 never did; it passes when `add(2, 3)` is 5.
+const PY_CHECK_SCRIPT: &str = r#"mkdir -p out
+printf 'SF:calc.py\nDA:1,1\nDA:2,1\nDA:3,0\nend_of_record\n' > out/cov.lcov
+/usr/bin/python3 -B -c 'import calc; assert calc.add(2, 3) == 5'
+"#;
+
+fn py_project() -> tempfile::TempDir {
+    let repo = workdir();
+    let p = repo.path();
+    write(p, "calc.py", "def add(a, b):\n    return a - b\n");
+    write(p, "tests/check.sh", PY_CHECK_SCRIPT);
+    write(p, ".gitignore", "out/\n");
+    write(p, "loop.toml", "adequacy = \"final\"\nmutants = 2\n");
+    commit_t0(p);
+    repo
+}
+
+fn adequacy_event(dir: &Path, id: &str) -> Value {
+    let found = of_type(dir, id, "adequacy");
+    assert_eq!(found.len(), 1, "{found:#?}");
+    found[0].clone()
+}
+
+#[test]
+fn a_changed_line_the_final_check_never_ran_halts_check_inadequate_naming_it() {
+    let repo = py_project();
+    let r = run_loop(repo.path(), "uncovered", "printf 'def add(a, b):\\n    return a + b\\nUNUSED = 1\\n' > calc.py");
+    assert_eq!(r.code, 15, "{r:?}");
+    assert_eq!(r.json()["halt_reason"], "check_inadequate");
+    let coverage = &adequacy_event(repo.path(), "uncovered")["coverage"];
+    assert_eq!(
+        *coverage,
+        json!({"report": "out/cov.lcov", "changed_lines": 2, "uncovered": [{"path": "calc.py", "line": 3, "file_missing": false}], "uncovered_count": 1})
+    );
+    let guard = of_type(repo.path(), "uncovered", "guard").pop().unwrap();
+    assert_eq!((guard["guard"].as_str(), guard["halt_reason"].as_str()), (Some("adequacy"), Some("check_inadequate")));
+    assert_eq!(guard["detail"], "1 of the 2 substantive lines the agent changed were never executed by the check (out/cov.lcov)");
+    assert_eq!(guard["findings"], json!([{"path": "calc.py", "what": "line 3: never executed by the check"}]));
+}
+
+#[test]
+fn a_change_whose_every_line_the_final_check_ran_passes_the_coverage_tier() {
+    let repo = py_project();
+    let r = run_loop(repo.path(), "covered", "sed -i 's/a - b/a + b/' calc.py");
+    let coverage = &adequacy_event(repo.path(), "covered")["coverage"];
+    assert_eq!(*coverage, json!({"report": "out/cov.lcov", "changed_lines": 1, "uncovered": [], "uncovered_count": 0}));
+    assert_eq!(r.code, 10, "{r:?}");
+}

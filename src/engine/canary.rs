@@ -5,6 +5,9 @@
 //! file) in its own exec zone, as many at a time as there are cores. If no mutant turns the check
 //! red the run halts `check_inadequate` instead (a `guard` event from the `adequacy` guard).
 //! Everything goes into one `adequacy` event: seed, counts, score, every mutant's result.
+//! With a declared coverage report (`--coverage`) the coverage-delta tier runs too
+//! (`super::coverage_guard::changed_line_tier`): a changed line the green check never executed
+//! halts `check_inadequate` before the mutants' verdict is looked at.
 //!
 //! The mutants are `crate::mutation`'s (pure); this module only materialises and runs them.
 //! `mutate_cmd` (an operator's mutator) is accepted and pinned but not run yet.
@@ -41,7 +44,8 @@ pub enum AdequacyMode {
     Off,
 }
 
-/// The canary's settings (loop.toml: `adequacy`, `mutants`, `mutate_cmd`, `coverage_report`).
+/// The canary's settings (loop.toml: `adequacy`, `mutants`, `mutate_cmd`; the coverage-delta tier
+/// takes its report from `coverage`, `super::coverage_guard`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AdequacyPins {
     #[serde(default)]
@@ -197,8 +201,9 @@ fn jobs() -> usize {
 impl ActiveRun<'_> {
     /// Run the canary on iteration `n`'s accepted green step when loop.toml asks for it, and
     /// record it; an inadequate check (or one the canary could not run on any mutant) is also a
-    /// `guard` event, which `decide` turns into the halt.
-    pub(super) fn adequacy_canary(&mut self, n: u64) -> CmdResult<()> {
+    /// `guard` event, which `decide` turns into the halt. `coverage`: the final green check's
+    /// declared coverage report (`--coverage`), for the coverage-delta tier.
+    pub(super) fn adequacy_canary(&mut self, n: u64, coverage: Option<&crate::mutation::coverage::LineHits>) -> CmdResult<()> {
         if self.cfg.adequacy.mode == AdequacyMode::Off {
             return Ok(());
         }
@@ -215,6 +220,10 @@ impl ActiveRun<'_> {
             .filter(|(path, _, _)| !ws.protected().is_protected(path.as_bytes()))
             .filter_map(|(path, t0, end)| end.as_deref().map(|end| ChangedSource { path, t0: t0.as_deref(), end }))
             .collect();
+        let coverage = match (&self.cfg.coverage.report, coverage) {
+            (Some(report), Some(hits)) => Some(super::coverage_guard::changed_line_tier(report, &sources, hits)),
+            _ => None,
+        };
         let generated = mutation::generate(&sources, false, limits).map_err(|e| Failure::internal(format!("generating mutants: {e}")))?;
         let generated_count = generated.len() as u64;
         let chosen = mutation::sample::sample(generated, self.cfg.adequacy.sample_size(), seed);
@@ -248,10 +257,11 @@ impl ActiveRun<'_> {
             verdict: s.verdict.as_str().into(),
             mutants: results,
             external_exit: None,
-            coverage: None,
+            coverage,
             duration_ms: started.elapsed().as_millis() as u64,
         };
-        let guard = adequacy_guard(&record, s.verdict);
+        // Changed lines the check never ran decide first: no mutant there could have been killed.
+        let guard = record.coverage.as_ref().and_then(|c| super::coverage_guard::uncovered_guard(n, c)).or_else(|| adequacy_guard(&record, s.verdict));
         self.append(Event::Adequacy(record))?;
         if let Some(guard) = guard {
             self.append(Event::Guard(guard))?;

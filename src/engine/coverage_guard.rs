@@ -9,14 +9,19 @@
 //!   the check's `coverage` field;
 //! - [`CoverageGuard`], after every check that exited 0: a declared report that is missing or
 //!   unusable, or line coverage below the t0 baseline's by more than the tolerance, is a
-//!   `metric_integrity_violation` naming the report and both numbers.
+//!   `metric_integrity_violation` naming the report and both numbers;
+//! - [`changed_line_tier`], the coverage-delta tier of the adequacy canary (issue 14 item 5): on
+//!   the final green iteration, every substantive line the agent changed in a source file must be
+//!   executed by that check, as its report says; the uncovered ones halt `check_inadequate`.
 
 use super::guards::{AgentStep, CheckStep, Guard, Objection};
 use super::seats::Seat;
 use crate::error::Failure;
 use crate::halt::HaltReason;
 use crate::mutation::coverage::{CoverageFormat, LineHits, MAX_REPORT_BYTES};
-use crate::receipt::events::{CheckResult, FindingRecord, GuardRecord, LineCoverageRecord};
+use crate::mutation::coverage::{uncovered, Uncovered};
+use crate::mutation::ChangedSource;
+use crate::receipt::events::{CheckResult, CoverageRecord, FindingRecord, GuardRecord, LineCoverageRecord};
 use crate::safefs::SafeDir;
 use crate::testreport::shown;
 use serde::{Deserialize, Serialize};
@@ -175,6 +180,73 @@ pub fn coverage_violation(iteration: u64, check: &CheckResult, t0: Option<&LineC
     Some(violation(iteration, detail, vec![FindingRecord { path: Some(now.report.clone()), what }]))
 }
 
+/// Uncovered changed lines recorded in the `adequacy` event (the count is whole).
+const MAX_RECORDED_UNCOVERED: usize = 1000;
+/// Uncovered changed lines named in the halt's `guard` event.
+const MAX_NAMED_UNCOVERED: usize = 50;
+
+/// The substantive (not blank) lines of each changed source file (one with a grammar) that the
+/// agent changed against t0.
+fn changed_source_lines(sources: &[ChangedSource<'_>]) -> std::collections::BTreeMap<String, std::collections::BTreeSet<u32>> {
+    let mut out = std::collections::BTreeMap::new();
+    for source in sources.iter().filter(|s| crate::analysis::syntax::Language::of_path(s.path).is_some()) {
+        let text: Vec<&[u8]> = source.end.split(|b| *b == b'\n').collect();
+        let substantive = |line: &u32| text.get(*line as usize - 1).is_some_and(|l| l.iter().any(|b| !b.is_ascii_whitespace()));
+        let lines: std::collections::BTreeSet<u32> =
+            crate::mutation::lines::changed_lines(source.t0, source.end).into_iter().filter(|l| *l >= 1 && substantive(l)).collect();
+        if !lines.is_empty() {
+            out.insert(source.path.to_string(), lines);
+        }
+    }
+    out
+}
+
+/// The coverage-delta tier on the final green check's report `hits` (at `report`): the changed
+/// substantive lines of `sources` it shows never executed (a changed file it does not name: all
+/// of them). Lines the report does not instrument are not held against the check.
+pub fn changed_line_tier(report: &str, sources: &[ChangedSource<'_>], hits: &LineHits) -> CoverageRecord {
+    let changed = changed_source_lines(sources);
+    let mut missed: Vec<Uncovered> = uncovered(&changed, hits);
+    let uncovered_count = missed.len() as u64;
+    missed.truncate(MAX_RECORDED_UNCOVERED);
+    CoverageRecord {
+        report: report.to_string(),
+        changed_lines: changed.values().map(|l| l.len() as u64).sum(),
+        uncovered: missed,
+        uncovered_count,
+        error: None,
+    }
+}
+
+/// The `guard` event that halts the run `check_inadequate` when the tier found uncovered lines.
+pub fn uncovered_guard(iteration: u64, record: &CoverageRecord) -> Option<GuardRecord> {
+    if record.uncovered_count == 0 {
+        return None;
+    }
+    let findings = record
+        .uncovered
+        .iter()
+        .take(MAX_NAMED_UNCOVERED)
+        .map(|u| {
+            let why = if u.file_missing { "the coverage report does not name the file" } else { "never executed by the check" };
+            FindingRecord { path: Some(u.path.clone()), what: format!("line {}: {why}", u.line) }
+        })
+        .collect();
+    Some(GuardRecord {
+        iteration,
+        guard: "adequacy".into(),
+        stage: "after_check".into(),
+        halt_reason: HaltReason::CheckInadequate,
+        detail: format!(
+            "{} of the {} substantive lines the agent changed were never executed by the check ({})",
+            record.uncovered_count,
+            record.changed_lines,
+            shown(&record.report)
+        ),
+        findings,
+    })
+}
+
 /// After every check that exited 0: its declared coverage report must be usable and its line
 /// coverage not below t0's (beyond the tolerance).
 #[derive(Debug)]
@@ -220,6 +292,28 @@ mod tests {
         let Event::CheckResult(mut c) = sample::check_result(2, 0) else { unreachable!() };
         c.coverage = Some(coverage);
         c
+    }
+
+    #[test]
+    fn changed_lines_the_report_shows_unexecuted_are_uncovered_and_blank_lines_never_count() {
+        let hits = LineHits::parse(b"SF:/w/calc.py\nDA:1,1\nDA:3,0\nend_of_record\n").unwrap();
+        let sources = [ChangedSource { path: "calc.py", t0: Some(b"a = 1\n"), end: b"a = 2\n\nb = 3\n" }];
+        let record = changed_line_tier("cov.lcov", &sources, &hits);
+        assert_eq!((record.changed_lines, record.uncovered_count), (2, 1));
+        assert_eq!(record.uncovered, vec![Uncovered { path: "calc.py".into(), line: 3, file_missing: false }]);
+        let guard = uncovered_guard(4, &record).unwrap();
+        assert_eq!(guard.halt_reason, HaltReason::CheckInadequate);
+        assert_eq!(guard.detail, "1 of the 2 substantive lines the agent changed were never executed by the check (cov.lcov)");
+        assert_eq!(guard.findings, vec![FindingRecord { path: Some("calc.py".into()), what: "line 3: never executed by the check".into() }]);
+    }
+
+    #[test]
+    fn a_changed_file_without_a_grammar_is_not_held_against_the_check() {
+        let hits = LineHits::parse(b"SF:calc.py\nDA:1,1\nend_of_record\n").unwrap();
+        let sources = [ChangedSource { path: "NOTES.md", t0: None, end: b"# notes\n" }];
+        let record = changed_line_tier("cov.lcov", &sources, &hits);
+        assert_eq!((record.changed_lines, record.uncovered_count), (0, 0));
+        assert_eq!(uncovered_guard(1, &record), None);
     }
 
     #[test]

@@ -154,7 +154,7 @@ impl ActiveRun<'_> {
         // The final green iteration (confirmed): the adequacy canary runs before success is
         // declared.
         if let Step::Halt(HaltReason::SuccessConditionMet, _) = step {
-            self.adequacy_canary(n)?;
+            self.adequacy_canary(n, outcome.coverage.as_ref().and_then(|c| c.hits.as_ref()))?;
             return Ok(self.decide());
         }
         Ok(step)

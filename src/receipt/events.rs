@@ -467,7 +467,7 @@ pub struct AdequacyRecord {
     /// The external mutator's exit code (`tier = "external"`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub external_exit: Option<i32>,
-    /// The coverage-delta tier, when `coverage_report` is set.
+    /// The coverage-delta tier, when the run declares a coverage report (`--coverage`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coverage: Option<CoverageRecord>,
     pub duration_ms: u64,
