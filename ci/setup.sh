@@ -8,8 +8,10 @@ cd "$(dirname "$0")/.."
 # python3-pytest, golang-go, nodejs and perl (prove): the real test runners the report parser tests
 # run (tests/testreport_tools.rs, ci/report-samples.sh). cargo (Debian's, with its rustc, in
 # /usr/bin): the system toolchain a Rust check runs in the exec zone, which binds /usr but nothing
-# under /root or /home where rustup keeps its own (tests/loop_real_projects.rs).
-packages=(gcc libc6-dev python3 git openssl python3-pytest golang-go nodejs perl cargo)
+# under /root or /home where rustup keeps its own (tests/loop_real_projects.rs). python3-pytest-cov
+# (with python3-coverage): the real lcov and Cobertura reports of the coverage guard's tests
+# (tests/loop_coverage.rs).
+packages=(gcc libc6-dev python3 git openssl python3-pytest python3-pytest-cov golang-go nodejs perl cargo)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

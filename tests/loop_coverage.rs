@@ -5,7 +5,9 @@
 //! `metric_integrity_violation`. End to end in a detached workspace (native isolation) with a
 //! protected check script that writes a hand-made lcov report: the report's contents are the
 //! thing under test, so the script makes them exact (one lcov line per line of `app.txt`,
-//! covered when the line starts with `hit`).
+//! covered when the line starts with `hit`). The coverage-delta tier of the adequacy canary
+//! (issue 14 item 5) runs on the final green iteration with `adequacy = "final"`. The last two
+//! tests run pytest with Debian's pytest-cov (ci/setup.sh installs it): real lcov and Cobertura.
 mod common;
 use common::*;
 use serde_json::{json, Value};
@@ -206,4 +208,62 @@ fn a_change_whose_every_line_the_final_check_ran_passes_the_coverage_tier() {
     let coverage = &adequacy_event(repo.path(), "covered")["coverage"];
     assert_eq!(*coverage, json!({"report": "out/cov.lcov", "changed_lines": 1, "uncovered": [], "uncovered_count": 0}));
     assert_eq!(r.code, 10, "{r:?}");
+}
+
+/// pytest with Debian's pytest-cov (ci/setup.sh installs it), writing its reports into `out/`.
+fn pytest_cov(report: &str) -> String {
+    format!("/usr/bin/python3 -m pytest -q -p no:cacheprovider --cov=. --cov-report={report} --junitxml=out/junit.xml")
+}
+
+fn require_pytest_cov() {
+    require_pytest();
+    let ok = std::process::Command::new("/usr/bin/python3").args(["-c", "import pytest_cov"]).output().is_ok_and(|o| o.status.success());
+    assert!(ok, "Debian's python3-pytest-cov is needed (ci/setup.sh installs it)");
+}
+
+/// A pytest project whose `add` subtracts; its one test covers every line of t0 (5 of 5
+/// statements over `calc.py` and the test file).
+fn pytest_project(loop_toml: &str) -> tempfile::TempDir {
+    require_pytest_cov();
+    let repo = workdir();
+    let p = repo.path();
+    write(p, "calc.py", "def add(a, b):\n    return a - b\n");
+    write(p, "tests/test_calc.py", "import calc\n\ndef test_add():\n    assert calc.add(2, 3) == 5\n");
+    write(p, ".gitignore", "out/\n.coverage\n__pycache__/\n");
+    write(p, "loop.toml", loop_toml);
+    commit_t0(p);
+    repo
+}
+
+/// Fixes `add` and adds a branch no test reaches (line 3).
+const FIX_WITH_DEAD_BRANCH: &str = "printf 'def add(a, b):\\n    if a < -1000:\\n        return 0\\n    return a + b\\n' > calc.py";
+
+fn run_pytest_loop(dir: &Path, id: &str, report_flag: &str, report_path: &str) -> Ran {
+    let check = pytest_cov(report_flag);
+    let args = ["run", "--json", "--run-id", id, "--exec", FIX_WITH_DEAD_BRANCH, "--check", &check, "--report", "out/junit.xml", "--coverage", report_path, "--max-iterations", "1"];
+    loopexec(dir, &args)
+}
+
+#[test]
+fn pytest_cov_lcov_coverage_below_t0_halts_metric_integrity_violation() {
+    let repo = pytest_project("");
+    let r = run_pytest_loop(repo.path(), "lcov", "lcov:out/cov.lcov", "out/cov.lcov");
+    assert_eq!(r.code, 13, "{r:?}");
+    assert_eq!(
+        coverage_guard(repo.path(), "lcov")["detail"],
+        "the check exited 0 at iteration 1 but its line coverage (out/cov.lcov) fell below t0's: 6/7 lines (85.71%) against t0's 5/5 (100.00%), tolerance 0 points"
+    );
+}
+
+#[test]
+fn pytest_cov_cobertura_names_the_changed_line_no_test_ran() {
+    let repo = pytest_project("adequacy = \"final\"\nmutants = 2\ncoverage_tolerance = 50.0\n");
+    let r = run_pytest_loop(repo.path(), "xml", "xml:out/cov.xml", "out/cov.xml");
+    assert_eq!(r.code, 15, "{r:?}");
+    let check = of_type(repo.path(), "xml", "check_result").pop().unwrap();
+    assert_eq!(check["coverage"], json!({"report": "out/cov.xml", "format": "cobertura", "covered_lines": 6, "coverable_lines": 7}));
+    assert_eq!(
+        adequacy_event(repo.path(), "xml")["coverage"],
+        json!({"report": "out/cov.xml", "changed_lines": 3, "uncovered": [{"path": "calc.py", "line": 3, "file_missing": false}], "uncovered_count": 1})
+    );
 }
