@@ -154,3 +154,26 @@ fn a_target_that_is_no_glob_is_refused_before_anything_is_written() {
     assert_eq!(r.json()["errors"][0]["code"], json!("usage"), "{r:?}");
     assert!(!run_dir(repo.path(), "r").exists(), "no run was created");
 }
+
+#[test]
+fn explain_halts_next_command_after_the_cap_keeps_the_runs_targets() {
+    let repo = project();
+    let r = run(repo.path(), FIX_ADD, &["--target", "*", "--max-iterations", "1"]);
+    assert_eq!(r.code, 12, "{r:?}");
+    let explained = loopexec(repo.path(), &["explain-halt", "r", "--json"]);
+    let verdict = &explained.json()["explanation"]["verdict"];
+    assert_eq!((verdict["verdict"].as_str(), verdict["trajectory"].clone()), (Some("raise_the_limit"), json!([[0, 2], [1, 1]])), "{verdict}");
+    assert!(verdict["next_command"].as_str().unwrap().contains(" --target '*' "), "{verdict}");
+}
+
+#[test]
+fn a_resumed_run_keeps_its_targets_and_records_them_once() {
+    let repo = project();
+    let agent = format!("case $LOOPEXEC_ITERATION in 1) true ;; *) {FIX_ADD} ;; esac");
+    let first = run(repo.path(), &agent, &["--target", "tests.test_calc::*", "--max-iterations", "3", "--once"]);
+    assert_eq!(first.json()["halt_reason"], Value::Null, "{first:?}");
+    let resumed = loopexec(repo.path(), &["run", "--json", "--resume", "r"]);
+    assert_eq!((resumed.code, resumed.json()["halt_reason"].as_str()), (10, Some("success_condition_met")), "{resumed:?}");
+    assert_eq!(only(repo.path(), "targets")["preexisting_failures"], json!([LEGACY]));
+    assert_eq!(of_type(repo.path(), "progress").last().unwrap()["targets_met"], json!(true));
+}
