@@ -177,3 +177,13 @@ fn a_resumed_run_keeps_its_targets_and_records_them_once() {
     assert_eq!(only(repo.path(), "targets")["preexisting_failures"], json!([LEGACY]));
     assert_eq!(of_type(repo.path(), "progress").last().unwrap()["targets_met"], json!(true));
 }
+
+#[test]
+fn met_targets_in_place_are_human_required_as_a_green_check_there() {
+    let repo = project();
+    let r = run(repo.path(), FIX_ADD, &["--isolation", "none", "--target", ADD, "--max-iterations", "2"]);
+    assert_eq!((r.code, r.json()["halt_reason"].as_str()), (11, Some("human_required")), "{r:?}");
+    let guard = only(repo.path(), "guard");
+    assert_eq!((guard["guard"].as_str(), guard["iteration"].as_u64()), (Some("in_place"), Some(1)));
+    assert_eq!(only(repo.path(), "progress")["targets_met"], json!(true));
+}

@@ -22,7 +22,6 @@ use super::lifecycle::ActiveRun;
 use crate::convergence::TestSet;
 use crate::error::{CmdResult, Failure};
 use crate::halt::HaltReason;
-use super::seats::Seat;
 use crate::receipt::events::{CheckResult, Event, GuardRecord, TargetsRecord};
 use crate::receipt::history::History;
 use globset::{Glob, GlobSet, GlobSetBuilder};
@@ -160,15 +159,11 @@ impl Targets {
 /// green check there (engine::in_place), not a success loopexec stands behind.
 pub fn unguarded_in_place(iteration: u64) -> GuardRecord {
     GuardRecord {
-        iteration,
-        guard: Seat::InPlace.as_str().to_string(),
-        stage: "after_check".to_string(),
-        halt_reason: HaltReason::HumanRequired,
         detail: format!(
             "every target passed at iteration {iteration} in place, where no guard can compare the agent's change with t0: \
              not a success loopexec stands behind; review the workdir, or run detached in a git repository with native isolation"
         ),
-        findings: vec![],
+        ..super::in_place::unguarded_success(iteration)
     }
 }
 
@@ -274,6 +269,12 @@ mod tests {
     fn a_pattern_that_is_no_glob_is_a_usage_error() {
         let e = validated_patterns(vec!["t.py::[".into()], true).unwrap_err();
         assert!(e.to_string().contains("--target \"t.py::[\": not a glob"), "{e}");
+    }
+
+    #[test]
+    fn patterns_without_the_baseline_are_a_usage_error() {
+        let e = validated_patterns(vec!["t.py::*".into()], false).unwrap_err();
+        assert_eq!((e.to_string().contains("drop --no-baseline"), e.code), (true, crate::error::FailureCode::Usage), "{e}");
     }
 
     #[test]
