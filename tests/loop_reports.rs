@@ -9,13 +9,6 @@ use std::path::Path;
 
 const PYTEST: &str = "/usr/bin/python3 -m pytest -q -p no:cacheprovider --junitxml=out/junit.xml";
 
-/// pytest must be there (CI installs it; elsewhere a missing pytest fails loudly too: these
-/// tests mean nothing without it).
-fn require_pytest() {
-    let ok = std::process::Command::new("/usr/bin/python3").args(["-m", "pytest", "--version"]).output().is_ok_and(|o| o.status.success());
-    assert!(ok, "Debian's python3-pytest is needed (ci/setup.sh installs it)");
-}
-
 /// A committed pytest project with a `src/` layout whose `add` is wrong (t0 fails).
 fn calc_project() -> tempfile::TempDir {
     require_pytest();
