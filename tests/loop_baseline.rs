@@ -11,12 +11,6 @@ use std::path::Path;
 
 const PYTEST: &str = "/usr/bin/python3 -m pytest -q -p no:cacheprovider --junitxml=out/junit.xml";
 
-/// pytest must be there (CI installs it; elsewhere a missing pytest fails loudly too).
-fn require_pytest() {
-    let ok = std::process::Command::new("/usr/bin/python3").args(["-m", "pytest", "--version"]).output().is_ok_and(|o| o.status.success());
-    assert!(ok, "Debian's python3-pytest is needed (ci/setup.sh installs it)");
-}
-
 fn write(dir: &Path, path: &str, text: &str) {
     let p = dir.join(path);
     std::fs::create_dir_all(p.parent().unwrap()).unwrap();

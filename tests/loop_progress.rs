@@ -204,7 +204,8 @@ fn a_no_convergence_halt_is_do_not_retry_naming_the_decisive_iterations_and_its_
 #[test]
 fn success_is_done_and_verify_reaches_the_verdict_explain_halt_gives_from_the_receipt() {
     let repo = calc_project();
-    let r = run_plan(repo.path(), &[&["add", "sub"], &["add", "sub", "mul", "div"]], &["--max-iterations", "4"]);
+    // Detached: in place a green check is human_required (no guard can judge the step).
+    let r = run_detached(repo.path(), &[&["add", "sub"], &["add", "sub", "mul", "div"]], &["--max-iterations", "4"]);
     assert_eq!(r.code, 10, "{r:?}");
     let verdict = explain(repo.path());
     assert_eq!(verdict["verdict"], "done");
@@ -268,7 +269,7 @@ fn a_reference_that_does_not_exist_is_refused_before_anything_is_written() {
 #[test]
 fn without_a_reference_explain_halt_says_no_existence_proof_was_given() {
     let repo = calc_project();
-    assert_eq!(run_plan(repo.path(), &[&["add", "sub", "mul", "div"]], &[]).code, 10);
+    assert_eq!(run_detached(repo.path(), &[&["add", "sub", "mul", "div"]], &[]).code, 10);
     let r = loopexec(repo.path(), &["explain-halt", "r", "--json"]);
     assert_eq!(r.json()["explanation"]["reference"], json!({"given": false}));
 }

@@ -9,13 +9,6 @@ use std::path::Path;
 
 const PYTEST: &str = "/usr/bin/python3 -m pytest -q -p no:cacheprovider --junitxml=out/junit.xml";
 
-/// pytest must be there (CI installs it; elsewhere a missing pytest fails loudly too: these
-/// tests mean nothing without it).
-fn require_pytest() {
-    let ok = std::process::Command::new("/usr/bin/python3").args(["-m", "pytest", "--version"]).output().is_ok_and(|o| o.status.success());
-    assert!(ok, "Debian's python3-pytest is needed (ci/setup.sh installs it)");
-}
-
 /// A committed pytest project with a `src/` layout whose `add` is wrong (t0 fails).
 fn calc_project() -> tempfile::TempDir {
     require_pytest();
@@ -79,6 +72,36 @@ fn a_failing_report_behind_a_zero_exit_halts_metric_integrity_violation() {
     assert_eq!(evidence["verdict"], "disagree");
     let kinds: Vec<&str> = evidence["disagreements"].as_array().unwrap().iter().map(|d| d["kind"].as_str().unwrap()).collect();
     assert_eq!(kinds, ["report_shows_failures", "summary_shows_failures"]);
+}
+
+/// The calc project with a third test that prints 2 MB (run with `-s`): the check's captured
+/// output is truncated (64 KiB head and tail per stream).
+fn chatty_calc_project() -> tempfile::TempDir {
+    let repo = calc_project();
+    std::fs::write(repo.path().join("tests/test_chatty.py"), "def test_chatty():\n    for i in range(40000):\n        print('progress line %06d of a chatty suite' % i)\n").unwrap();
+    git(repo.path(), &["add", "-A"]);
+    git(repo.path(), &["commit", "-q", "-m", "t0: a chatty test"]);
+    repo
+}
+
+#[test]
+fn a_chatty_suite_with_a_declared_report_converges_though_its_output_was_truncated() {
+    let repo = chatty_calc_project();
+    let check = format!("{PYTEST} -s");
+    let r = run_loop(repo.path(), "chatty", HONEST_FIX, &check, &["--report", "out/junit.xml"]);
+    assert_eq!((r.code, r.json()["halt_reason"].as_str()), (10, Some("success_condition_met")), "{r:?}");
+    let check = last_check(repo.path(), "chatty");
+    assert_eq!(check["stdout"]["truncated"], true, "{check}");
+    assert_eq!(check["collected_count"], 3);
+}
+
+#[test]
+fn a_chatty_suite_without_a_report_is_never_green_on_truncated_output() {
+    let repo = chatty_calc_project();
+    let check = format!("{PYTEST} -s");
+    let r = run_loop(repo.path(), "chatty", HONEST_FIX, &check, &[]);
+    assert_eq!((r.code, r.json()["halt_reason"].as_str()), (13, Some("metric_integrity_violation")), "{r:?}");
+    assert!(halt(repo.path(), "chatty")["detail"].as_str().unwrap().contains("truncated"), "{r:?}");
 }
 
 #[test]

@@ -67,7 +67,7 @@ fn quote(arg: &str) -> String {
 }
 
 /// `loopexec run` again with the run's pinned commands, isolation, reports, protected paths,
-/// timeouts, policies, progress parameters and reference, and a cap of `cap`.
+/// timeouts, policies, progress parameters, targets and reference, and a cap of `cap`.
 fn rerun_command(cfg: &LoopConfig, cap: u64) -> String {
     let mut args: Vec<String> = vec!["loopexec".into(), "run".into(), "--workdir".into(), cfg.workdir.clone()];
     args.extend(["--isolation".into(), cfg.isolation.as_str().into()]);
@@ -96,6 +96,9 @@ fn rerun_command(cfg: &LoopConfig, cap: u64) -> String {
     let secs = |ms: u64| format!("{}", ms as f64 / 1000.0);
     args.extend(["--exec-timeout".into(), secs(cfg.exec_timeout_ms), "--check-timeout".into(), secs(cfg.check_timeout_ms)]);
     args.extend(["--no-progress-k".into(), cfg.progress.no_progress_k.to_string()]);
+    for target in &cfg.targets {
+        args.extend(["--target".into(), target.clone()]);
+    }
     if let Some(reference) = &cfg.reference {
         args.extend(["--reference".into(), reference.clone()]);
     }

@@ -17,10 +17,11 @@ use crate::zones::{Backend, Isolation};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
-const CONFIG_FLAGS: [&str; 39] = [
+const CONFIG_FLAGS: [&str; 40] = [
     "coverage",
     "no_progress_k",
     "reference",
+    "targets",
     "no_baseline",
     "judge",
     "judge_policy",
@@ -148,6 +149,11 @@ pub struct Args {
     /// zone before the first agent call; if it fails the run stops `infeasible_suspected`.
     #[arg(long, value_name = "REV")]
     pub reference: Option<String>,
+    /// A test to fix: a glob over test ids as the reports name them (repeatable; default: every
+    /// test failing at t0). Tests failing at t0 that are not targets neither block success nor
+    /// count as regressions (docs/progress.md, "Targets").
+    #[arg(long = "target", value_name = "PATTERN")]
+    pub targets: Vec<String>,
     /// Run one iteration, then stop (resumable unless it halted).
     #[arg(long)]
     pub once: bool,
@@ -235,6 +241,7 @@ impl Args {
             max_iterations: self.max_iterations,
             no_progress_k: self.no_progress_k,
             reference: self.reference.clone(),
+            targets: self.targets.clone(),
             exec_timeout_secs: self.exec_timeout,
             check_timeout_secs: self.check_timeout,
             report: self.report.clone(),

@@ -211,7 +211,8 @@ impl ActiveRun<'_> {
         let Some(record) = &self.history.check_baseline else { return Ok(None) };
         let baseline = Baseline::of_record(record);
         if !baseline.passes() {
-            return Ok(None);
+            // A red t0: the loop's targets are selected from it (engine::targets).
+            return self.select_targets();
         }
         let source = if baseline.cached { "its cached baseline" } else { "the baseline run before any agent call" };
         Ok(Some(Step::Halt(

@@ -190,6 +190,10 @@ pub struct LoopConfig {
     /// the start (docs/progress.md).
     #[serde(default)]
     pub reference: Option<String>,
+    /// The loop's target patterns (`--target`, `target` in loop.toml): globs over test ids; none
+    /// means every test failing at t0 (docs/progress.md, "Targets").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<String>,
     pub model: ModelPins,
     pub sampling: SamplingPins,
     pub context_files: Vec<ContextFile>,
@@ -260,6 +264,8 @@ pub struct ConfigInput {
     pub no_progress_k: Option<usize>,
     /// `--reference`, `reference`.
     pub reference: Option<String>,
+    /// `--target` (repeatable), `target = [...]`.
+    pub targets: Vec<String>,
     /// Oracle-trust settings (loop.toml only): probe target, confirmation reruns, doctor first.
     pub trust: crate::trust::pins::TrustPins,
     pub model: ModelPins,
@@ -302,6 +308,7 @@ impl ConfigInput {
             progress: self.progress.or(file.progress),
             no_progress_k: self.no_progress_k.or(file.no_progress_k),
             reference: self.reference.or(file.reference),
+            targets: if self.targets.is_empty() { file.targets } else { self.targets },
             trust: file.trust,
             model: ModelPins {
                 provider: self.model.provider.or(file.model.provider),
@@ -510,6 +517,7 @@ impl LoopConfig {
             guards: input.guards,
             adequacy: input.adequacy,
             reference: input.reference,
+            targets: crate::engine::targets::validated_patterns(input.targets, input.baseline.unwrap_or(true))?,
             progress: crate::convergence::rules::Limits {
                 no_progress_k: input.no_progress_k.unwrap_or(progress.no_progress_k),
                 ..progress

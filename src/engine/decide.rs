@@ -13,6 +13,8 @@
 //!   `execution_failure`.
 //! - a confirmation rerun of a green that disagreed with it (`check_confirmation`):
 //!   `check_not_deterministic`, before the green could count as success.
+//! - a red check whose `progress` event says `targets_met` (it failed only on pre-existing,
+//!   non-target failures; docs/progress.md, "Targets"): `success_condition_met`.
 //! - a red check whose `progress` event names a no-convergence halt (`no_progress_detected`,
 //!   `same_failure_repeated`, ...; docs/progress.md): that halt, also at the cap.
 //! - a green check the judge answered (`judge` event): approve keeps `success_condition_met`; a
@@ -128,6 +130,18 @@ fn check_fixpoint(record: &IterationRecord, max_iterations: u64) -> Step {
                 Some(judge) => super::judge::decide_on(judge, detail),
                 None => Step::Halt(HaltReason::SuccessConditionMet, detail),
             },
+            // A red check failing only on tests that already failed at t0 and are not targets,
+            // with every target and every t0 pass passing, is success (engine::targets).
+            (Step::Continue | Step::Halt(HaltReason::MaxIterationsReached, _), _) if record.progress.as_ref().is_some_and(|p| p.targets_met) => {
+                let detail = format!(
+                    "every target passes at iteration {}; the check fails only on tests that already failed at t0 and are not targets",
+                    record.iteration
+                );
+                match &record.judge {
+                    Some(judge) => super::judge::decide_on(judge, detail),
+                    None => Step::Halt(HaltReason::SuccessConditionMet, detail),
+                }
+            }
             // A rule that fired on a red check says more than the iteration cap.
             (Step::Continue | Step::Halt(HaltReason::MaxIterationsReached, _), Some(halt)) => halt,
             (step, _) => step,

@@ -96,8 +96,9 @@ impl ActiveRun<'_> {
         let mut clean = findings.is_empty() && outcome.verdict() != Verdict::Disagrees;
         self.append_findings(findings.into_iter())?;
         // The progress stage: the ratchet and the no-convergence rules over the failing sets.
-        let judged = super::progress::judge(&self.history, n, &self.cfg.progress);
+        let judged = super::progress::judge(&self.history, n, &self.cfg.progress, &self.cfg.targets);
         let ratchet_applies = judged.is_some();
+        let targets_met = judged.as_ref().is_some_and(|p| p.targets_met);
         let ratcheted = match judged {
             Some(mut progress) => {
                 // A rejected step is undone: the workspace returns to the last accepted tree.
@@ -110,6 +111,11 @@ impl ActiveRun<'_> {
                 }
                 let accepted = progress.accepted;
                 self.append(Event::Progress(progress))?;
+                // In place no guard can judge the step: met targets are no success either.
+                if targets_met && self.workspace.is_none() {
+                    self.append(Event::Guard(super::targets::unguarded_in_place(n)))?;
+                    clean = false;
+                }
                 if let Some(Err(detail)) = reverted {
                     return Ok(Step::Halt(HaltReason::WorkspaceInvalid, format!("the rejected iteration {n} could not be reverted: {detail}")));
                 }
@@ -119,7 +125,7 @@ impl ActiveRun<'_> {
         };
         // The judge is asked only on green with every guard passed; a step it did not approve
         // is not accepted (never delivered).
-        if clean && outcome.verdict() == Verdict::Pass && self.cfg.judge.is_some() {
+        if clean && (outcome.verdict() == Verdict::Pass || targets_met) && self.cfg.judge.is_some() {
             match self.ask_judge(zone, n, &check, candidate.as_ref())? {
                 Ok(approved) => clean = approved,
                 Err(signal) => return Ok(Step::Interrupted(signal)),

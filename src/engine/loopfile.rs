@@ -69,6 +69,7 @@ struct LoopFile {
     mutate_cmd: Option<String>,
     progress: Option<crate::convergence::rules::Limits>,
     reference: Option<String>,
+    target: Option<Vec<String>>,
     judge: Option<String>,
     judge_policy: Option<String>,
     judge_allow_hosts: Option<Vec<String>>,
@@ -124,6 +125,7 @@ pub fn parse(text: &str, name: &str) -> Result<ConfigInput, Failure> {
         progress: file.progress,
         no_progress_k: None,
         reference: file.reference,
+        targets: file.target.unwrap_or_default(),
         trust: crate::trust::pins::TrustPins {
             max_flake_rate: file.max_flake_rate,
             confidence: file.confidence,
@@ -236,6 +238,7 @@ pub fn template(check: Option<&str>, exec: Option<&str>, isolation: Option<Isola
     t.push_str("# The no-convergence halts (docs/progress.md), computed from the reports' failing sets.\n[progress]\n");
     t.push_str("# A commit known to pass the check, checked before the first agent call (docs/progress.md):\n");
     t.push_str("# reference = \"solution-branch\"\n");
+    t.push_str("# The tests to fix, globs over test ids (default: every test failing at t0):\n# target = [\"tests/test_parse.py::*\"]\n");
     t.push_str("# no_progress_k = 3\n# same_failure_n = 3\n# regressed_n = 2\n# unsatisfiable_cycles = 2\n# oscillation = true\n\n");
     t.push_str("# Model identity, recorded in the receipt.\n[model]\n");
     t.push_str("# provider = \"example\"\n# id = \"example-model\"\n# version = \"2026-01-01\"\n\n");

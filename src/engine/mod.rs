@@ -15,6 +15,7 @@
 //! - [`in_place`]: a green check in place (no guard can judge the step) is `human_required`.
 //! - [`judge`]: the advisory reviewer after a green check: its packet, answer and decision.
 //! - [`decide`]: the pure halt decision over the receipt's history.
+//! - [`targets`]: the tests the loop must fix, selected from t0, and the pre-existing failures.
 //! - [`seats`]: the mode and the kinds of guard the coming features add.
 //! - [`sink`]: typed progress events for the caller to render.
 //! - [`replay`]: re-running a halted run's last check on its end state.
@@ -49,6 +50,7 @@ pub mod reference;
 pub mod replay;
 mod revert;
 pub mod seats;
+pub mod targets;
 pub mod sink;
 pub mod verdict;
 pub mod zone_setup;

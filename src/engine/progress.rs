@@ -9,10 +9,16 @@
 //! `check_baseline` event measured it; where it did not (no baseline, or its check named no
 //! tests), the first judged iteration stands in for t0: the rules start from it, and the ratchet
 //! accepts it.
+//!
+//! With targets ([`Targets`], selected from t0) the tests already failing at t0 that are not
+//! targets are removed from every set judged (they neither block nor count), the failing targets
+//! are the targets among the failing tests, and a red check failing only on those pre-existing
+//! failures, with every target and t0 pass passing, is recorded `targets_met` (success).
 
 use crate::convergence::ratchet::{self, Decision, Frontier};
 use crate::convergence::rules::{self, Limits};
 use crate::convergence::{signature, Observation, TestSet};
+use crate::engine::targets::Targets;
 use crate::engine::verdict::Verdict;
 use crate::receipt::events::{CheckResult, ProgressRecord};
 use crate::receipt::history::{History, IterationRecord};
@@ -35,7 +41,7 @@ fn bounded(value: serde_json::Value) -> serde_json::Value {
     serde_json::Value::Object(fields)
 }
 
-/// What a check's report showed, when it named its tests.
+/// What a check's report showed, when it named its tests: (passing, failing).
 fn sets(check: &CheckResult) -> Option<(TestSet, TestSet)> {
     let collected: TestSet = check.collected_set.as_ref()?.iter().cloned().collect();
     let failing: TestSet = check.failing_set.as_ref()?.iter().cloned().collect();
@@ -44,29 +50,36 @@ fn sets(check: &CheckResult) -> Option<(TestSet, TestSet)> {
     Some((passing, failing))
 }
 
-/// The observation of one recorded iteration (`accepted` as judged then).
-fn observe(record: &IterationRecord, accepted: bool) -> Option<Observation> {
-    let (passing, failing) = sets(record.check.as_ref()?)?;
+/// The observation of a check's sets (`accepted` as judged then), the pre-existing failures
+/// removed when the run has targets.
+fn observation(iteration: u64, (passing, failing): (TestSet, TestSet), targets: Option<&Targets>, accepted: bool) -> Observation {
+    let (passing, failing, failing_targets) = match targets {
+        Some(t) => (t.without_preexisting(&passing), t.without_preexisting(&failing), t.failing_targets(&failing)),
+        None => (passing, failing.clone(), failing),
+    };
     let signature = signature::of_failures(failing.iter().map(|t| (t.as_str(), "")));
-    Some(Observation { iteration: record.iteration, failing_targets: failing.clone(), passing, failing, signature, accepted })
+    Observation { iteration, failing_targets, passing, failing, signature, accepted }
+}
+
+/// The observation of one recorded iteration (`accepted` as judged then).
+fn observe(record: &IterationRecord, targets: Option<&Targets>, accepted: bool) -> Option<Observation> {
+    Some(observation(record.iteration, sets(record.check.as_ref()?)?, targets, accepted))
 }
 
 /// The earlier observations, in order, each with the acceptance its `progress` event recorded.
-fn trajectory_before(history: &History, iteration: u64) -> Vec<Observation> {
+fn trajectory_before(history: &History, iteration: u64, targets: Option<&Targets>) -> Vec<Observation> {
     history
         .iterations
         .iter()
         .filter(|r| r.iteration < iteration)
-        .filter_map(|r| observe(r, r.progress.as_ref()?.accepted))
+        .filter_map(|r| observe(r, targets, r.progress.as_ref()?.accepted))
         .collect()
 }
 
 /// t0 as the `check_baseline` event measured it (iteration 0, accepted), when its sets were.
-fn t0(history: &History) -> Option<Observation> {
+fn t0(history: &History, targets: Option<&Targets>) -> Option<Observation> {
     let check = &history.check_baseline.as_ref()?.check;
-    let (passing, failing) = sets(check)?;
-    let signature = signature::of_failures(failing.iter().map(|t| (t.as_str(), "")));
-    Some(Observation { iteration: 0, failing_targets: failing.clone(), passing, failing, signature, accepted: true })
+    Some(observation(0, sets(check)?, targets, true))
 }
 
 /// The frontier the earlier observations left: the last accepted one (none yet: t0, or nothing
@@ -80,14 +93,19 @@ fn frontier_of(t0: Option<&Observation>, trajectory: &[Observation]) -> Frontier
         .unwrap_or_default()
 }
 
-/// Judge iteration `iteration` of `history` (its check recorded): `None` when its check named no
-/// tests.
-pub fn judge(history: &History, iteration: u64, limits: &Limits) -> Option<ProgressRecord> {
+/// Judge iteration `iteration` of `history` (its check recorded) under the run's target
+/// `patterns`: `None` when its check named no tests.
+pub fn judge(history: &History, iteration: u64, limits: &Limits, patterns: &[String]) -> Option<ProgressRecord> {
     let record = history.iterations.iter().rev().find(|r| r.iteration == iteration)?;
     let check = record.check.as_ref()?;
-    let mut trajectory = trajectory_before(history, iteration);
-    let candidate = observe(record, false)?;
-    let t0 = t0(history);
+    let targets = Targets::of_history(history, patterns);
+    let targets_met = match (&targets, Verdict::of_check(check), sets(check)) {
+        (Some(t), Verdict::Fail, Some((passing, failing))) => t.met(&passing, &failing),
+        _ => false,
+    };
+    let mut trajectory = trajectory_before(history, iteration, targets.as_ref());
+    let candidate = observe(record, targets.as_ref(), false)?;
+    let t0 = t0(history, targets.as_ref());
     let frontier = frontier_of(t0.as_ref(), &trajectory);
     let (accepted, rejection, frontier_at) = match ratchet::judge(&frontier, iteration, &candidate.passing, None, None) {
         Decision::Accepted(next) => (true, None, next.iteration),
@@ -95,8 +113,9 @@ pub fn judge(history: &History, iteration: u64, limits: &Limits) -> Option<Progr
     };
     let failing_targets = candidate.failing_targets.len() as u64;
     trajectory.push(Observation { accepted, ..candidate });
-    // The rules judge a red check only: a green one ends the run as it is.
+    // The rules judge a red check only: a green one (or one that met the targets) ends the run.
     let finding = match (Verdict::of_check(check), &t0, trajectory.split_first()) {
+        _ if targets_met => None,
         (Verdict::Fail, Some(t0), _) => rules::evaluate(t0, &trajectory, limits),
         (Verdict::Fail, None, Some((start, rest))) if !rest.is_empty() => rules::evaluate(start, rest, limits),
         _ => None,
@@ -111,6 +130,7 @@ pub fn judge(history: &History, iteration: u64, limits: &Limits) -> Option<Progr
         halt_reason: finding.as_ref().map(rules::Finding::reason),
         detail: finding.as_ref().map(rules::Finding::detail),
         evidence: finding.as_ref().and_then(|f| serde_json::to_value(f).ok()).map(bounded),
+        targets_met,
     })
 }
 
@@ -122,7 +142,7 @@ pub fn accepted_trajectory(history: &History) -> Vec<(u64, usize)> {
         .iter()
         .filter_map(|r| r.progress.as_ref().filter(|p| p.accepted).map(|p| (r.iteration, p.failing_targets as usize)))
         .collect();
-    match t0(history) {
+    match t0(history, Targets::of_history(history, &crate::engine::targets::pinned_patterns(history)).as_ref()) {
         Some(t0) if !judged.is_empty() => std::iter::once((0, t0.failing_targets.len())).chain(judged).collect(),
         _ => judged,
     }
@@ -148,7 +168,7 @@ mod tests {
 
     fn step(history: &mut History, iteration: u64, failing: &[&str], limits: &Limits) -> ProgressRecord {
         checked(history, iteration, failing);
-        let judged = judge(history, iteration, limits).expect("a report was recorded");
+        let judged = judge(history, iteration, limits, &[]).expect("a report was recorded");
         history.iterations.last_mut().unwrap().progress = Some(judged.clone());
         judged
     }
@@ -208,7 +228,7 @@ mod tests {
         let mut h = History::default();
         checked(&mut h, 1, &["a"]);
         h.iterations[0].check.as_mut().unwrap().collected_set = None;
-        assert_eq!(judge(&h, 1, &Limits::default()), None);
+        assert_eq!(judge(&h, 1, &Limits::default(), &[]), None);
     }
 
     #[test]

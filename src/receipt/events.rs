@@ -64,6 +64,9 @@ pub enum Event {
     /// The check run once on t0 before the first agent call (or its cache entry): the sets the
     /// baseline guards compare against (docs/guards.md, "The baseline at t0").
     CheckBaseline(CheckBaselineRecord),
+    /// The loop's targets and the tests already failing at t0 that are not targets, selected
+    /// right after the `check_baseline` (docs/progress.md, "Targets").
+    Targets(TargetsRecord),
     /// The advisory judge's answer on a green iteration (or why it gave none).
     Judge(JudgeRecord),
     Halt(HaltRecord),
@@ -98,6 +101,7 @@ impl Event {
             Event::Progress(_) => "progress",
             Event::Reference(_) => "reference",
             Event::CheckBaseline(_) => "check_baseline",
+            Event::Targets(_) => "targets",
             Event::Judge(_) => "judge",
             Event::Halt(_) => "halt",
             Event::Externalised(_) => "externalised",
@@ -206,6 +210,22 @@ pub struct ReferenceRecord {
     pub detail: String,
 }
 
+/// The targets of a run (docs/progress.md, "Targets"). Each list holds at most 50 ids (sorted);
+/// `*_count` is its exact length and `*_sha256` the SHA-256 of all its ids, one per line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TargetsRecord {
+    /// The `--target` patterns (none: every test failing at t0 is a target).
+    pub patterns: Vec<String>,
+    pub targets: Vec<String>,
+    pub targets_count: u64,
+    pub targets_sha256: String,
+    /// Tests failing at t0 that are not targets: they neither block success nor count as
+    /// regressions.
+    pub preexisting_failures: Vec<String>,
+    pub preexisting_failures_count: u64,
+    pub preexisting_failures_sha256: String,
+}
+
 /// What the progress rules concluded after one iteration's check (docs/progress.md).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProgressRecord {
@@ -232,6 +252,10 @@ pub struct ProgressRecord {
     /// The rule's evidence (`{"rule": ..., ...}`), when one fired.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evidence: Option<Value>,
+    /// Whether the check was red only on tests already failing at t0 that are not targets, with
+    /// every target and every test passing at t0 passing: success (docs/progress.md, "Targets").
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub targets_met: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -91,6 +91,8 @@ pub struct History {
     /// `externalised` event that holds its large sets (read back from the receipt).
     pub check_baseline: Option<super::events::CheckBaselineRecord>,
     pub check_baseline_externalised: Option<crate::receipt::bounded::Externalised>,
+    /// The run's `targets` event, when it recorded one.
+    pub targets: Option<super::events::TargetsRecord>,
 }
 
 impl History {
@@ -182,6 +184,7 @@ impl History {
                 }
             }
             Event::CheckBaseline(baseline) => self.check_baseline = Some(baseline.clone()),
+            Event::Targets(targets) => self.targets = Some(targets.clone()),
             Event::Judge(judge) => {
                 if let Some(slot) = self.slot(judge.iteration) {
                     slot.judge = Some(judge.clone());

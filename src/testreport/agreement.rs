@@ -85,7 +85,7 @@ pub enum Disagreement {
         reports: Vec<String>,
         counted: Counts,
     },
-    #[error("the captured output was truncated: the runners' summaries cannot all be checked")]
+    #[error("the captured output was truncated and no declared report holds the tests: the runners' summaries cannot all be checked")]
     OutputTruncated,
 }
 
@@ -115,7 +115,11 @@ pub fn agree(exit_code: Option<i32>, reports: &[DeclaredReport], output: &Captur
     }
     let mut disagreements = Vec::new();
     let mut sources = Vec::new();
-    if output.truncated {
+    // Truncated output (its middle dropped) is evidence only where the output is all there is:
+    // with a declared report that parsed and holds tests, the report is the evidence and the
+    // summaries are checked on the kept head and tail (a chatty suite can still be green).
+    let a_report_holds_the_tests = reports.iter().any(|d| matches!(&d.result, Ok(r) if r.counts.total > 0));
+    if output.truncated && !a_report_holds_the_tests {
         disagreements.push(Disagreement::OutputTruncated);
     }
     let mut parsed: Vec<(String, &ParsedReport)> = Vec::new();
@@ -391,9 +395,26 @@ mod tests {
     }
 
     #[test]
-    fn truncated_output_is_not_green() {
+    fn truncated_output_without_a_declared_report_is_not_green() {
         let captured = CapturedOutput { stdout: GREEN_LIB, stderr: b"", truncated: true };
         assert_eq!(kinds(&agree(Some(0), &[], &captured)), ["output_truncated"]);
+    }
+
+    #[test]
+    fn truncated_output_with_a_declared_report_holding_the_tests_is_judged_by_the_report() {
+        let junit = r#"<testsuite name="s" tests="1" failures="0" errors="0" skipped="0"><testcase classname="t" name="a"/></testsuite>"#;
+        let captured = CapturedOutput { stdout: b"...\n", stderr: b"", truncated: true };
+        let green = agree(Some(0), &[declared("out/junit.xml", junit)], &captured);
+        assert!(matches!(&green, Agreement::Green { sources } if sources.len() == 1 && sources[0].name == "out/junit.xml"), "{green:?}");
+        let failing = r#"<testsuite name="s" tests="1" failures="1" errors="0" skipped="0"><testcase classname="t" name="a"><failure message="x"/></testcase></testsuite>"#;
+        assert_eq!(kinds(&agree(Some(0), &[declared("out/junit.xml", failing)], &captured)), ["report_shows_failures"]);
+    }
+
+    #[test]
+    fn truncated_output_with_a_declared_report_of_zero_tests_is_not_green() {
+        let empty = r#"<testsuite name="s" tests="0" failures="0" errors="0" skipped="0"></testsuite>"#;
+        let captured = CapturedOutput { stdout: b"", stderr: b"", truncated: true };
+        assert_eq!(kinds(&agree(Some(0), &[declared("out/junit.xml", empty)], &captured)), ["output_truncated", "report_has_no_tests"]);
     }
 
     #[test]

@@ -1,0 +1,288 @@
+//! The loop's targets (docs/progress.md, "Targets"): the tests it must fix, chosen once from t0.
+//! It owns:
+//!
+//! - the `--target` patterns (globs over test ids as the reports name them), checked when the
+//!   configuration is built;
+//! - [`Targets`], selected from t0's `check_baseline` sets: the targets (the tests of C0 a
+//!   pattern matches; without patterns, F0), the *pre-existing failures* (F0 minus the targets),
+//!   and t0's passing set;
+//! - the `targets` receipt event and the iteration-0 stops it implies: a pattern matching no test
+//!   of C0 (or patterns where t0 named no tests) halts `invariant_failed` (20) before the first
+//!   agent call; targets that all pass at t0 already halt `success_condition_met`;
+//! - the success rule of a red check: it failed only on pre-existing failures, with every target
+//!   and every test passing at t0 passing.
+//!
+//! Pre-existing failures are tracked apart: the progress stage removes them from every set it
+//! judges, so they neither block success nor count as regressions. [`Targets`] is a pure function
+//! of the pinned patterns and the receipt's `check_baseline`, so a resumed run and an offline
+//! reader select the same targets.
+
+use super::decide::Step;
+use super::lifecycle::ActiveRun;
+use crate::convergence::TestSet;
+use crate::error::{CmdResult, Failure};
+use crate::halt::HaltReason;
+use crate::receipt::events::{CheckResult, Event, GuardRecord, TargetsRecord};
+use crate::receipt::history::History;
+use globset::{Glob, GlobSet, GlobSetBuilder};
+use sha2::{Digest, Sha256};
+
+/// At most this many ids are listed in the `targets` event's lists.
+const LISTED_IDS: usize = 50;
+
+/// The tests of a run the loop must fix, and those failing at t0 it leaves alone.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Targets {
+    pub targets: TestSet,
+    /// F0 minus the targets.
+    pub preexisting: TestSet,
+    /// C0 minus F0 minus S0.
+    pub t0_passing: TestSet,
+}
+
+fn compiled(patterns: &[String]) -> Result<Vec<GlobSet>, String> {
+    patterns
+        .iter()
+        .map(|p| {
+            let glob = Glob::new(p).map_err(|e| format!("--target {p:?}: not a glob: {e}"))?;
+            GlobSetBuilder::new().add(glob).build().map_err(|e| format!("--target {p:?}: {e}"))
+        })
+        .collect()
+}
+
+/// The `--target` patterns as the configuration pins them: each a glob; refused without the t0
+/// baseline (`baseline`), which is what they select from.
+pub fn validated_patterns(patterns: Vec<String>, baseline: bool) -> CmdResult<Vec<String>> {
+    if patterns.iter().any(|p| p.is_empty()) {
+        return Err(Failure::usage("--target: an empty pattern"));
+    }
+    compiled(&patterns).map_err(Failure::usage)?;
+    if !patterns.is_empty() && !baseline {
+        return Err(Failure::usage("--target needs the t0 baseline (it selects from t0's collected set); drop --no-baseline"));
+    }
+    Ok(patterns)
+}
+
+/// The target patterns `run_start` pinned (`config.targets`; none in receipts before targets).
+pub fn pinned_patterns(history: &History) -> Vec<String> {
+    history
+        .start
+        .as_ref()
+        .and_then(|s| s.config.get("targets"))
+        .and_then(|t| serde_json::from_value(t.clone()).ok())
+        .unwrap_or_default()
+}
+
+fn set(ids: &Option<Vec<String>>) -> TestSet {
+    ids.iter().flatten().cloned().collect()
+}
+
+/// Select the targets from t0's check: `Ok(None)` when t0 named no tests and no pattern was
+/// given (nothing to select: every failing test counts); an error sentence when a pattern
+/// matches no test of C0, or patterns were given and t0 named no tests.
+pub fn select(patterns: &[String], t0: &CheckResult) -> Result<Option<Targets>, String> {
+    let Some(collected) = t0.collected_set.as_ref().map(|c| c.iter().cloned().collect::<TestSet>()) else {
+        return match patterns.is_empty() {
+            true => Ok(None),
+            false => Err("--target cannot select: the check's reports on t0 named no tests (give --report, or a check whose output names its tests)".into()),
+        };
+    };
+    let failing = set(&t0.failing_set);
+    let skipped = set(&t0.skipped_set);
+    let t0_passing: TestSet = collected.iter().filter(|t| !failing.contains(*t) && !skipped.contains(*t)).cloned().collect();
+    if patterns.is_empty() {
+        return Ok(Some(Targets { targets: failing, preexisting: TestSet::new(), t0_passing }));
+    }
+    let globs = compiled(patterns)?;
+    let unmatched: Vec<&str> =
+        patterns.iter().zip(&globs).filter(|(_, g)| !collected.iter().any(|t| g.is_match(t))).map(|(p, _)| p.as_str()).collect();
+    if !unmatched.is_empty() {
+        return Err(format!(
+            "--target {} matched no test of t0's collected set ({} tests); nothing was spent on the agent",
+            unmatched.iter().map(|p| format!("{p:?}")).collect::<Vec<_>>().join(", "),
+            collected.len()
+        ));
+    }
+    let targets: TestSet = collected.iter().filter(|t| globs.iter().any(|g| g.is_match(t))).cloned().collect();
+    let preexisting = failing.difference(&targets).cloned().collect();
+    Ok(Some(Targets { targets, preexisting, t0_passing }))
+}
+
+impl Targets {
+    /// The targets of a run as its receipt and pinned patterns determine them (none: t0's sets
+    /// were not measured, or the patterns select nothing).
+    pub fn of_history(history: &History, patterns: &[String]) -> Option<Targets> {
+        select(patterns, &history.check_baseline.as_ref()?.check).ok().flatten()
+    }
+
+    /// `ids` without the pre-existing failures (what the progress stage judges).
+    pub fn without_preexisting(&self, ids: &TestSet) -> TestSet {
+        ids.difference(&self.preexisting).cloned().collect()
+    }
+
+    /// The targets among `failing`.
+    pub fn failing_targets(&self, failing: &TestSet) -> TestSet {
+        failing.intersection(&self.targets).cloned().collect()
+    }
+
+    /// Whether a red check with these sets is success: it failed only on pre-existing failures
+    /// (and on at least one: a red check naming no failing test failed for a reason the reports
+    /// do not show), and every target and every test passing at t0 passes.
+    pub fn met(&self, passing: &TestSet, failing: &TestSet) -> bool {
+        !failing.is_empty() && failing.is_subset(&self.preexisting) && self.targets.is_subset(passing) && self.t0_passing.is_subset(passing)
+    }
+
+    /// The `targets` event.
+    pub fn record(&self, patterns: &[String]) -> TargetsRecord {
+        let listed = |ids: &TestSet| ids.iter().take(LISTED_IDS).cloned().collect::<Vec<String>>();
+        let digest = |ids: &TestSet| {
+            let mut h = Sha256::new();
+            for id in ids {
+                h.update(id.as_bytes());
+                h.update(b"\n");
+            }
+            hex::encode(h.finalize())
+        };
+        TargetsRecord {
+            patterns: patterns.to_vec(),
+            targets: listed(&self.targets),
+            targets_count: self.targets.len() as u64,
+            targets_sha256: digest(&self.targets),
+            preexisting_failures: listed(&self.preexisting),
+            preexisting_failures_count: self.preexisting.len() as u64,
+            preexisting_failures_sha256: digest(&self.preexisting),
+        }
+    }
+}
+
+/// The in-place guard's finding on an iteration of an in-place run that met its targets: as a
+/// green check there (engine::in_place), not a success loopexec stands behind.
+pub fn unguarded_in_place(iteration: u64) -> GuardRecord {
+    GuardRecord {
+        detail: format!(
+            "every target passed at iteration {iteration} in place, where no guard can compare the agent's change with t0: \
+             not a success loopexec stands behind; review the workdir, or run detached in a git repository with native isolation"
+        ),
+        ..super::in_place::unguarded_success(iteration)
+    }
+}
+
+impl ActiveRun<'_> {
+    /// After the `check_baseline` (a red t0), before the first agent call: select the targets and
+    /// record them (once), or stop at iteration 0.
+    pub(super) fn select_targets(&mut self) -> CmdResult<Option<Step>> {
+        let Some(t0) = self.history.check_baseline.as_ref().map(|b| b.check.clone()) else { return Ok(None) };
+        let targets = match select(&self.cfg.targets, &t0) {
+            Ok(Some(targets)) => targets,
+            Ok(None) => return Ok(None),
+            Err(why) => return Ok(Some(Step::Halt(HaltReason::InvariantFailed, why))),
+        };
+        if self.history.targets.is_none() {
+            self.append(Event::Targets(targets.record(&self.cfg.targets)))?;
+        }
+        let failing = set(&t0.failing_set);
+        if targets.met(&targets.t0_passing, &failing) {
+            return Ok(Some(Step::Halt(
+                HaltReason::SuccessConditionMet,
+                format!(
+                    "every target already passes on t0 (the check fails only on {} pre-existing failure(s)): halted at iteration 0, the agent was not called",
+                    targets.preexisting.len()
+                ),
+            )));
+        }
+        Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::receipt::events::sample;
+
+    fn t0(collected: &[&str], failing: &[&str]) -> CheckResult {
+        let Event::CheckResult(mut check) = sample::check_result(0, 1) else { unreachable!() };
+        check.collected_set = Some(collected.iter().map(|s| s.to_string()).collect());
+        check.failing_set = Some(failing.iter().map(|s| s.to_string()).collect());
+        check.skipped_set = None;
+        check
+    }
+
+    fn ids(ids: &[&str]) -> TestSet {
+        ids.iter().map(|s| s.to_string()).collect()
+    }
+
+    const C0: [&str; 4] = ["t.py::test_a", "t.py::test_b", "u.py::test_c", "u.py::test_d"];
+
+    #[test]
+    fn without_patterns_every_test_failing_at_t0_is_a_target() {
+        let t = select(&[], &t0(&C0, &["t.py::test_a", "u.py::test_c"])).unwrap().unwrap();
+        assert_eq!((t.targets, t.preexisting), (ids(&["t.py::test_a", "u.py::test_c"]), ids(&[])));
+    }
+
+    #[test]
+    fn a_pattern_selects_its_tests_and_the_other_t0_failures_are_preexisting() {
+        let t = select(&["t.py::*".into()], &t0(&C0, &["t.py::test_a", "u.py::test_c"])).unwrap().unwrap();
+        assert_eq!(t.targets, ids(&["t.py::test_a", "t.py::test_b"]));
+        assert_eq!(t.preexisting, ids(&["u.py::test_c"]));
+        assert_eq!(t.t0_passing, ids(&["t.py::test_b", "u.py::test_d"]));
+    }
+
+    #[test]
+    fn a_pattern_matching_no_collected_test_is_refused_naming_it() {
+        let why = select(&["t.py::*".into(), "nope::*".into()], &t0(&C0, &["t.py::test_a"])).unwrap_err();
+        assert_eq!(why, "--target \"nope::*\" matched no test of t0's collected set (4 tests); nothing was spent on the agent");
+    }
+
+    #[test]
+    fn patterns_without_a_measured_t0_are_refused() {
+        let mut check = t0(&C0, &[]);
+        check.collected_set = None;
+        assert!(select(&["*".into()], &check).unwrap_err().starts_with("--target cannot select"));
+        assert_eq!(select(&[], &check), Ok(None));
+    }
+
+    #[test]
+    fn red_only_on_preexisting_failures_with_every_target_and_t0_pass_passing_is_met() {
+        let t = select(&["t.py::test_a".into()], &t0(&C0, &["t.py::test_a", "u.py::test_c"])).unwrap().unwrap();
+        assert!(t.met(&ids(&["t.py::test_a", "t.py::test_b", "u.py::test_d"]), &ids(&["u.py::test_c"])));
+    }
+
+    #[test]
+    fn a_fix_breaking_a_test_that_passed_at_t0_is_not_met() {
+        let t = select(&["t.py::test_a".into()], &t0(&C0, &["t.py::test_a", "u.py::test_c"])).unwrap().unwrap();
+        assert!(!t.met(&ids(&["t.py::test_a", "t.py::test_b"]), &ids(&["u.py::test_c", "u.py::test_d"])));
+    }
+
+    #[test]
+    fn a_passing_test_of_t0_that_vanished_is_not_met() {
+        let t = select(&["t.py::test_a".into()], &t0(&C0, &["t.py::test_a", "u.py::test_c"])).unwrap().unwrap();
+        assert!(!t.met(&ids(&["t.py::test_a", "t.py::test_b"]), &ids(&["u.py::test_c"])));
+    }
+
+    #[test]
+    fn a_red_check_naming_no_failing_test_is_not_met() {
+        let t = select(&[], &t0(&C0, &["t.py::test_a"])).unwrap().unwrap();
+        assert!(!t.met(&ids(&C0), &ids(&[])));
+    }
+
+    #[test]
+    fn a_pattern_that_is_no_glob_is_a_usage_error() {
+        let e = validated_patterns(vec!["t.py::[".into()], true).unwrap_err();
+        assert!(e.to_string().contains("--target \"t.py::[\": not a glob"), "{e}");
+    }
+
+    #[test]
+    fn patterns_without_the_baseline_are_a_usage_error() {
+        let e = validated_patterns(vec!["t.py::*".into()], false).unwrap_err();
+        assert_eq!((e.to_string().contains("drop --no-baseline"), e.code), (true, crate::error::FailureCode::Usage), "{e}");
+    }
+
+    #[test]
+    fn the_record_lists_at_most_fifty_ids_and_counts_them() {
+        let many: Vec<String> = (0..60).map(|i| format!("t.py::test_{i:02}")).collect();
+        let refs: Vec<&str> = many.iter().map(String::as_str).collect();
+        let t = select(&[], &t0(&refs, &refs)).unwrap().unwrap();
+        let r = t.record(&[]);
+        assert_eq!((r.targets.len(), r.targets_count, r.preexisting_failures_count), (LISTED_IDS, 60, 0));
+    }
+}
