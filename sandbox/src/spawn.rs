@@ -149,9 +149,13 @@ pub(crate) fn clone_zone_init(drop_to: Option<(u32, u32)>, entry: &CgroupEntry) 
                 libc::_exit(PreExecFailure::NotReleased.code()); // the supervisor died or gave up before mapping our ids
             }
             if let Some((uid, gid)) = drop_to {
-                if libc::setgroups(0, std::ptr::null()) != 0
-                    || libc::setresgid(gid, gid, gid) != 0
-                    || libc::setresuid(uid, uid, uid) != 0
+                // Raw system calls, not libc's wrappers: glibc's setgroups/setres[ug]id broadcast
+                // the change to every thread it knows of and wait for them, and a child cloned
+                // from a multi-threaded supervisor (the canary's parallel mutants) has one
+                // thread but the parent's thread list: the wrapper waited forever.
+                if libc::syscall(libc::SYS_setgroups, 0usize, std::ptr::null::<libc::gid_t>()) != 0
+                    || libc::syscall(libc::SYS_setresgid, gid, gid, gid) != 0
+                    || libc::syscall(libc::SYS_setresuid, uid, uid, uid) != 0
                 {
                     libc::_exit(PreExecFailure::ZoneIds.code());
                 }
