@@ -170,7 +170,10 @@ impl ActiveRun<'_> {
         };
         let command = RoleCommand { role: Role::Agent, run_id: &self.state.run_id, iteration: n, overlay, credential };
         let stem = command.stem();
-        let cmd = command.zone_command(&self.cfg, &self.env);
+        let mut cmd = command.zone_command(&self.cfg, &self.env);
+        if let Err(detail) = self.give_feedback(n, &mut cmd) {
+            return Ok(Err(detail));
+        }
         let run = match run_in_zone(zone, &cmd, &self.artifacts, ARTIFACTS, &stem)? {
             Ok(run) => run,
             Err(detail) => return Ok(Err(detail)),
