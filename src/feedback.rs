@@ -31,8 +31,10 @@ pub struct Rejected {
     pub iteration: u64,
     /// One sentence, e.g. "it broke tests that passed before: a, b".
     pub why: String,
-    /// The workspace was returned to this accepted iteration's tree (0: the starting commit).
-    pub reverted_to: u64,
+    /// The workspace was returned to this accepted iteration's tree (0: the starting commit);
+    /// `None`: it was left as the rejected iteration made it (in place nothing is reverted).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reverted_to: Option<u64>,
 }
 
 /// The feedback for the coming agent call.
@@ -108,10 +110,11 @@ impl Feedback {
         let mut md = format!("# loopexec feedback, before iteration {}\n\n", self.iteration);
         md.push_str(&format!("Iterations left after this one: {}\n\n", self.iterations_left));
         if let Some(r) = &self.rejected {
-            md.push_str(&format!(
-                "## Iteration {} was not kept\n\n{}\nThe workspace was returned to the state after iteration {}.\n\n",
-                r.iteration, r.why, r.reverted_to
-            ));
+            md.push_str(&format!("## Iteration {} was not kept\n\n{}\n", r.iteration, r.why));
+            match r.reverted_to {
+                Some(to) => md.push_str(&format!("The workspace was returned to the state after iteration {to}.\n\n")),
+                None => md.push_str("The workspace was left as that iteration made it (in place, nothing is reverted).\n\n"),
+            }
         }
         match self.failing_count {
             Some(count) => md.push_str(&format!("## Failing targets: {count}\n\n")),
@@ -187,7 +190,7 @@ mod tests {
 
     #[test]
     fn a_rejection_says_why_and_where_the_workspace_went() {
-        let rejected = Rejected { iteration: 4, why: "it broke tests that passed before: b".into(), reverted_to: 2 };
+        let rejected = Rejected { iteration: 4, why: "it broke tests that passed before: b".into(), reverted_to: Some(2) };
         let md = Feedback::new(5, 1, [("a", Some("x"))], Some(rejected), vec![]).to_markdown();
         assert!(md.contains("## Iteration 4 was not kept\n\nit broke tests that passed before: b\n"));
         assert!(md.contains("returned to the state after iteration 2."));

@@ -58,6 +58,17 @@ fn after_a_rejected_iteration_the_feedback_says_why_where_the_workspace_went_and
 }
 
 #[test]
+fn in_place_a_rejected_iteration_is_told_with_no_revert_and_the_failures_it_left() {
+    let repo = calc_project();
+    let r = run(repo.path(), &agent("cat \"$LOOPEXEC_FEEDBACK\"", &[&["add"], &["sub"]]), &["--isolation", "none", "--max-iterations", "3"]);
+    assert_eq!(r.json()["iteration"], 3, "{r:?}");
+    let seen = feedback_seen(repo.path(), 3);
+    assert_eq!(seen["rejected"], json!({"iteration": 2, "why": format!("it broke tests that passed before: {}", test_id("add"))}));
+    let listed: Vec<Value> = seen["failing"].as_array().unwrap().iter().map(|t| t["test"].clone()).collect();
+    assert_eq!(listed, [test_id("add"), test_id("div"), test_id("mul")]);
+}
+
+#[test]
 fn the_first_agent_call_is_told_the_t0_failures_and_its_markdown_sits_beside_the_json() {
     let repo = calc_project();
     let look = "cat \"$(dirname \"$LOOPEXEC_FEEDBACK\")/feedback.md\"";

@@ -99,8 +99,9 @@ impl ActiveRun<'_> {
     }
 }
 
-/// The feedback before iteration `n`, from the history alone: the failing targets after the last
-/// accepted iteration (the ratchet's frontier; the t0 baseline before any), why the previous
+/// The feedback before iteration `n`, from the history alone: the failing targets of the tree the
+/// agent is given (the accepted iteration a rejected one was reverted to, else the previous
+/// iteration's; the t0 baseline before any), why the previous
 /// iteration was not kept when the ratchet rejected it, and the iterations left after `n`.
 pub fn from_history(history: &History, n: u64, max_iterations: u64) -> Feedback {
     let previous = history.iterations.iter().rev().find(|r| r.iteration < n);
@@ -108,10 +109,14 @@ pub fn from_history(history: &History, n: u64, max_iterations: u64) -> Feedback 
     let rejected = progress.filter(|p| !p.accepted).map(|p| Rejected {
         iteration: p.iteration,
         why: rejection_sentence(p.rejection.as_ref()),
-        reverted_to: p.frontier,
+        reverted_to: p.reverted_to_tree.is_some().then_some(p.frontier),
     });
-    // Without a progress judgement (no report), the last check is the state the agent works on.
-    let state_at = progress.map_or(previous.map(|r| r.iteration), |p| Some(p.frontier));
+    // The state the agent works on: the frontier it was reverted to, else (in place, or without a
+    // progress judgement) what the previous iteration left.
+    let state_at = match progress {
+        Some(p) if p.reverted_to_tree.is_some() => Some(p.frontier),
+        _ => previous.map(|r| r.iteration),
+    };
     let check: Option<&CheckResult> = match state_at {
         Some(0) | None => history.check_baseline.as_ref().map(|b| &b.check),
         Some(i) => history.iterations.iter().find(|r| r.iteration == i).and_then(|r| r.check.as_ref()),
