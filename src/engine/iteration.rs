@@ -1,10 +1,10 @@
 //! One iteration, as stages whose data flows one way:
 //!
-//! `iteration_start` -> agent in its zone -> `exec_result` -> decide -> guards after the agent
-//! (on the workspace snapshot) -> `snapshot` (+ `guard`) -> decide -> check in its zone (the one
-//! check runner) -> guards after the check -> `check_result` (+ `guard`) -> progress (the
-//! ratchet and the no-convergence rules: `progress`) -> on green with every guard passed, the
-//! judge (`judge`) -> acceptance of the step -> decide.
+//! `iteration_start` -> the feedback file (from the history) -> agent in its zone -> `exec_result`
+//! -> decide -> guards after the agent (on the workspace snapshot) -> `snapshot` (+ `guard`) ->
+//! decide -> check in its zone (the one check runner) -> guards after the check -> `check_result`
+//! (+ `guard`) -> progress (the ratchet and the no-convergence rules: `progress`) -> on green with
+//! every guard passed, the judge (`judge`) -> acceptance of the step -> decide.
 //!
 //! Every observation is appended to the receipt and recorded into the run's history before the
 //! next stage starts, and every decision is `decide` over that history, so what a resumed run
