@@ -18,7 +18,9 @@ pub const MAX_EXCERPT_BYTES: usize = 2048;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FailingTarget {
     pub test: String,
-    pub excerpt: String,
+    /// What its failure printed, when the run's record carries it (omitted otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub excerpt: Option<String>,
     /// Whether `excerpt` was cut.
     pub truncated: bool,
 }
@@ -29,8 +31,10 @@ pub struct Rejected {
     pub iteration: u64,
     /// One sentence, e.g. "it broke tests that passed before: a, b".
     pub why: String,
-    /// The workspace was returned to this accepted iteration's tree (0: the starting commit).
-    pub reverted_to: u64,
+    /// The workspace was returned to this accepted iteration's tree (0: the starting commit);
+    /// `None`: it was left as the rejected iteration made it (in place nothing is reverted).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reverted_to: Option<u64>,
 }
 
 /// The feedback for the coming agent call.
@@ -40,8 +44,9 @@ pub struct Feedback {
     /// The iteration about to start.
     pub iteration: u64,
     pub iterations_left: u64,
-    /// Failing targets after the last accepted iteration (exact count; the list is bounded).
-    pub failing_count: usize,
+    /// Failing targets after the last accepted iteration (exact count; the list is bounded);
+    /// null when no report named them (the check's exit code is all the run knows).
+    pub failing_count: Option<usize>,
     pub failing: Vec<FailingTarget>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rejected: Option<Rejected>,
@@ -63,11 +68,12 @@ fn bounded(text: &str, max: usize) -> (String, bool) {
 }
 
 impl Feedback {
-    /// Build the feedback; `failures` are (test id, failure output) of every failing target.
+    /// Build the feedback; `failures` are (test id, failure output when known) of every failing
+    /// target.
     pub fn new<'a>(
         iteration: u64,
         iterations_left: u64,
-        failures: impl IntoIterator<Item = (&'a str, &'a str)>,
+        failures: impl IntoIterator<Item = (&'a str, Option<&'a str>)>,
         rejected: Option<Rejected>,
         budget_left: Vec<(String, u64)>,
     ) -> Self {
@@ -76,11 +82,21 @@ impl Feedback {
         for (test, output) in failures {
             failing_count += 1;
             if failing.len() < MAX_LISTED {
-                let (excerpt, truncated) = bounded(output, MAX_EXCERPT_BYTES);
+                let (excerpt, truncated) = match output.map(|o| bounded(o, MAX_EXCERPT_BYTES)) {
+                    Some((excerpt, truncated)) => (Some(excerpt), truncated),
+                    None => (None, false),
+                };
                 failing.push(FailingTarget { test: test.to_string(), excerpt, truncated });
             }
         }
-        Feedback { schema: SCHEMA, iteration, iterations_left, failing_count, failing, rejected, budget_left }
+        Feedback { schema: SCHEMA, iteration, iterations_left, failing_count: Some(failing_count), failing, rejected, budget_left }
+    }
+
+    /// The same feedback for a state whose failing targets are unknown (no readable report).
+    pub fn failing_unknown(mut self) -> Self {
+        self.failing_count = None;
+        self.failing.clear();
+        self
     }
 
     pub fn to_json(&self) -> String {
@@ -94,22 +110,28 @@ impl Feedback {
         let mut md = format!("# loopexec feedback, before iteration {}\n\n", self.iteration);
         md.push_str(&format!("Iterations left after this one: {}\n\n", self.iterations_left));
         if let Some(r) = &self.rejected {
-            md.push_str(&format!(
-                "## Iteration {} was not kept\n\n{}\nThe workspace was returned to the state after iteration {}.\n\n",
-                r.iteration, r.why, r.reverted_to
-            ));
+            md.push_str(&format!("## Iteration {} was not kept\n\n{}\n", r.iteration, r.why));
+            match r.reverted_to {
+                Some(to) => md.push_str(&format!("The workspace was returned to the state after iteration {to}.\n\n")),
+                None => md.push_str("The workspace was left as that iteration made it (in place, nothing is reverted).\n\n"),
+            }
         }
-        md.push_str(&format!("## Failing targets: {}\n\n", self.failing_count));
+        match self.failing_count {
+            Some(count) => md.push_str(&format!("## Failing targets: {count}\n\n")),
+            None => md.push_str("## Failing targets: unknown (the check left no readable report)\n\n"),
+        }
         for target in &self.failing {
-            let fence = "`".repeat(longest_backtick_run(&target.excerpt).max(2) + 1);
-            md.push_str(&format!("### {}\n\n{fence}\n{}\n{fence}\n", inline(&target.test), target.excerpt));
+            md.push_str(&format!("### {}\n\n", inline(&target.test)));
+            let Some(excerpt) = &target.excerpt else { continue };
+            let fence = "`".repeat(longest_backtick_run(excerpt).max(2) + 1);
+            md.push_str(&format!("{fence}\n{excerpt}\n{fence}\n"));
             if target.truncated {
                 md.push_str("(excerpt cut)\n");
             }
             md.push('\n');
         }
-        if self.failing.len() < self.failing_count {
-            md.push_str(&format!("... and {} more.\n\n", self.failing_count - self.failing.len()));
+        if let Some(more) = self.failing_count.and_then(|count| count.checked_sub(self.failing.len())).filter(|more| *more > 0) {
+            md.push_str(&format!("... and {more} more.\n\n"));
         }
         for (name, left) in &self.budget_left {
             md.push_str(&format!("Budget left, {name}: {left}\n"));
@@ -138,7 +160,7 @@ mod tests {
 
     #[test]
     fn feedback_lists_failing_targets_with_their_excerpts() {
-        let f = Feedback::new(3, 2, [("tests/test_a.py::test_x", "assert 1 == 2")], None, vec![]);
+        let f = Feedback::new(3, 2, [("tests/test_a.py::test_x", Some("assert 1 == 2"))], None, vec![]);
         let json: serde_json::Value = serde_json::from_str(&f.to_json()).unwrap();
         assert_eq!(json["schema"], "loopexec.feedback/v1");
         assert_eq!(json["failing_count"], 1);
@@ -150,32 +172,49 @@ mod tests {
     #[test]
     fn excerpts_are_cut_at_a_character_boundary() {
         let long = "é".repeat(MAX_EXCERPT_BYTES);
-        let f = Feedback::new(1, 0, [("t", long.as_str())], None, vec![]);
+        let f = Feedback::new(1, 0, [("t", Some(long.as_str()))], None, vec![]);
         assert!(f.failing[0].truncated);
-        assert!(f.failing[0].excerpt.len() <= MAX_EXCERPT_BYTES);
-        assert_eq!(f.failing[0].excerpt.len() % 2, 0);
+        let excerpt = f.failing[0].excerpt.as_deref().unwrap();
+        assert!(excerpt.len() <= MAX_EXCERPT_BYTES);
+        assert_eq!(excerpt.len() % 2, 0);
     }
 
     #[test]
     fn the_list_is_bounded_and_the_count_exact() {
         let ids: Vec<String> = (0..MAX_LISTED + 7).map(|i| format!("t{i}")).collect();
-        let f = Feedback::new(1, 0, ids.iter().map(|s| (s.as_str(), "boom")), None, vec![]);
-        assert_eq!(f.failing_count, MAX_LISTED + 7);
+        let f = Feedback::new(1, 0, ids.iter().map(|s| (s.as_str(), Some("boom"))), None, vec![]);
+        assert_eq!(f.failing_count, Some(MAX_LISTED + 7));
         assert_eq!(f.failing.len(), MAX_LISTED);
         assert!(f.to_markdown().contains("... and 7 more."));
     }
 
     #[test]
     fn a_rejection_says_why_and_where_the_workspace_went() {
-        let rejected = Rejected { iteration: 4, why: "it broke tests that passed before: b".into(), reverted_to: 2 };
-        let md = Feedback::new(5, 1, [("a", "x")], Some(rejected), vec![]).to_markdown();
+        let rejected = Rejected { iteration: 4, why: "it broke tests that passed before: b".into(), reverted_to: Some(2) };
+        let md = Feedback::new(5, 1, [("a", Some("x"))], Some(rejected), vec![]).to_markdown();
         assert!(md.contains("## Iteration 4 was not kept\n\nit broke tests that passed before: b\n"));
         assert!(md.contains("returned to the state after iteration 2."));
     }
 
     #[test]
     fn an_excerpt_cannot_close_its_markdown_block() {
-        let md = Feedback::new(1, 0, [("t\n# forged", "```\n# forged heading\n```")], None, vec![]).to_markdown();
+        let md = Feedback::new(1, 0, [("t\n# forged", Some("```\n# forged heading\n```"))], None, vec![]).to_markdown();
         assert!(md.contains("### t # forged\n\n````\n```\n# forged heading\n```\n````\n"));
+    }
+
+    #[test]
+    fn unknown_failing_targets_are_null_not_zero() {
+        let f = Feedback::new(2, 1, [], None, vec![]).failing_unknown();
+        let json: serde_json::Value = serde_json::from_str(&f.to_json()).unwrap();
+        assert_eq!(json["failing_count"], serde_json::Value::Null);
+        assert!(f.to_markdown().contains("## Failing targets: unknown (the check left no readable report)\n"));
+    }
+
+    #[test]
+    fn a_target_without_known_output_is_listed_without_an_excerpt() {
+        let f = Feedback::new(2, 1, [("t", None)], None, vec![]);
+        let json: serde_json::Value = serde_json::from_str(&f.to_json()).unwrap();
+        assert_eq!(json["failing"][0], serde_json::json!({"test": "t", "truncated": false}));
+        assert!(f.to_markdown().contains("## Failing targets: 1\n\n### t\n\n"));
     }
 }

@@ -7,54 +7,10 @@
 //! t0 (the `check_baseline` run is the rules' start); a scripted agent rewrites the package in a
 //! planned sequence (which functions are right at which iteration).
 mod common;
+use common::calc::{calc_project, plan_steps as agent, test_id, write_package, PYTEST};
 use common::*;
 use serde_json::{json, Value};
 use std::path::Path;
-
-const PYTEST: &str = "/usr/bin/python3 -m pytest -q -p no:cacheprovider --junitxml=out/junit.xml";
-const FUNCTIONS: [(&str, &str, &str); 4] =
-    [("add", "a + b", "a - b"), ("sub", "a - b", "a + b"), ("mul", "a * b", "a + b"), ("div", "a / b", "a * b")];
-
-fn test_id(function: &str) -> String {
-    format!("tests.test_calc::test_{function}")
-}
-
-/// The package with exactly the functions in `right` correct, as a `printf` writing it.
-fn write_package(right: &[&str]) -> String {
-    let mut lines = Vec::new();
-    for (name, good, bad) in FUNCTIONS {
-        lines.push(format!("'def {name}(a, b):'"));
-        lines.push(format!("'    return {}'", if right.contains(&name) { good } else { bad }));
-    }
-    format!("printf '%s\\n' {} > src/calc/__init__.py", lines.join(" "))
-}
-
-/// The scripted agent: at iteration i (1-based) it writes the package with `plan[i-1]` correct;
-/// past the plan it changes nothing.
-fn agent(plan: &[&[&str]]) -> String {
-    let arms: String = plan.iter().enumerate().map(|(i, right)| format!("{}) {} ;; ", i + 1, write_package(right))).collect();
-    format!("case $LOOPEXEC_ITERATION in {arms}*) true ;; esac")
-}
-
-/// A committed project where every function is wrong (t0: four failing tests).
-fn calc_project() -> tempfile::TempDir {
-    require_pytest();
-    let repo = workdir();
-    let p = repo.path();
-    std::fs::create_dir_all(p.join("src/calc")).unwrap();
-    std::fs::create_dir_all(p.join("tests")).unwrap();
-    let status = std::process::Command::new("sh").arg("-c").arg(write_package(&[])).current_dir(p).status().unwrap();
-    assert!(status.success());
-    std::fs::write(
-        p.join("tests/test_calc.py"),
-        "from calc import add, sub, mul, div\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\ndef test_sub():\n    assert sub(5, 3) == 2\n\n\ndef test_mul():\n    assert mul(2, 3) == 6\n\n\ndef test_div():\n    assert div(6, 3) == 2\n",
-    )
-    .unwrap();
-    std::fs::write(p.join("pyproject.toml"), "[tool.pytest.ini_options]\npythonpath = [\"src\"]\n").unwrap();
-    std::fs::write(p.join(".gitignore"), "out/\n__pycache__/\n.loopexec/\n").unwrap();
-    commit_t0(p);
-    repo
-}
 
 /// Run the loop on the host (in place) with the agent's `plan`.
 fn run_plan(dir: &Path, plan: &[&[&str]], extra: &[&str]) -> Ran {

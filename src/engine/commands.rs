@@ -72,6 +72,7 @@ impl RoleCommand<'_> {
             overlays: self.overlay.into_iter().collect(),
             inject: self.credential.into_iter().collect(),
             stdin: None,
+            read_only: Vec::new(),
         }
     }
 }

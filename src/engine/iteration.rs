@@ -1,10 +1,10 @@
 //! One iteration, as stages whose data flows one way:
 //!
-//! `iteration_start` -> agent in its zone -> `exec_result` -> decide -> guards after the agent
-//! (on the workspace snapshot) -> `snapshot` (+ `guard`) -> decide -> check in its zone (the one
-//! check runner) -> guards after the check -> `check_result` (+ `guard`) -> progress (the
-//! ratchet and the no-convergence rules: `progress`) -> on green with every guard passed, the
-//! judge (`judge`) -> acceptance of the step -> decide.
+//! `iteration_start` -> the feedback file (from the history) -> agent in its zone -> `exec_result`
+//! -> decide -> guards after the agent (on the workspace snapshot) -> `snapshot` (+ `guard`) ->
+//! decide -> check in its zone (the one check runner) -> guards after the check -> `check_result`
+//! (+ `guard`) -> progress (the ratchet and the no-convergence rules: `progress`) -> on green with
+//! every guard passed, the judge (`judge`) -> acceptance of the step -> decide.
 //!
 //! Every observation is appended to the receipt and recorded into the run's history before the
 //! next stage starts, and every decision is `decide` over that history, so what a resumed run
@@ -176,7 +176,10 @@ impl ActiveRun<'_> {
         };
         let command = RoleCommand { role: Role::Agent, run_id: &self.state.run_id, iteration: n, overlay, credential };
         let stem = command.stem();
-        let cmd = command.zone_command(&self.cfg, &self.env);
+        let mut cmd = command.zone_command(&self.cfg, &self.env);
+        if let Err(detail) = self.give_feedback(n, &mut cmd) {
+            return Ok(Err(detail));
+        }
         let run = match run_in_zone(zone, &cmd, &self.artifacts, ARTIFACTS, &stem)? {
             Ok(run) => run,
             Err(detail) => return Ok(Err(detail)),

@@ -56,6 +56,8 @@ pub(super) struct ActiveRun<'a> {
     pub(super) credential: Option<credentials::Secret>,
     /// Why the workspace a resumed run found could not be taken (the run then halts with it).
     refused_at_reopen: Option<String>,
+    /// The agent's feedback directory, made before the first agent call of this process.
+    pub(super) feedback: Option<super::feedback_file::FeedbackFile>,
 }
 
 /// The state of a run this process is about to drive (its counters are filled in on save).
@@ -292,6 +294,7 @@ impl<'a> ActiveRun<'a> {
             guards,
             credential: None,
             refused_at_reopen: None,
+            feedback: None,
         })
     }
 

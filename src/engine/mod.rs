@@ -13,6 +13,8 @@
 //! - [`verdict`]: pass / fail / could-not-run (the 126/127 rule).
 //! - [`guards`]: judges of the agent's step behind one trait (protected paths today).
 //! - [`in_place`]: a green check in place (no guard can judge the step) is `human_required`.
+//! - [`feedback_file`]: the agent's feedback file, written before each agent call from the
+//!   history (never read back).
 //! - [`judge`]: the advisory reviewer after a green check: its packet, answer and decision.
 //! - [`decide`]: the pure halt decision over the receipt's history.
 //! - [`targets`]: the tests the loop must fix, selected from t0, and the pre-existing failures.
@@ -39,6 +41,7 @@ mod confirm;
 pub mod credentials;
 pub mod decide;
 pub mod detached;
+pub mod feedback_file;
 pub mod guards;
 pub mod in_place;
 mod iteration;

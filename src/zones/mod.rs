@@ -84,6 +84,9 @@ pub struct ZoneCommand {
     /// A file the command reads as its stdin (the judge's packet); `None`: `/dev/null`. Opened by
     /// the supervisor without following links.
     pub stdin: Option<PathBuf>,
+    /// Operator-owned paths outside the workspace the command may read, never write (the
+    /// agent's feedback directory), bound at the same path by sandboxing backends.
+    pub read_only: Vec<PathBuf>,
 }
 
 /// Open a command's stdin file read-only, never through a symbolic link.

@@ -104,6 +104,7 @@ impl NativeZone {
             // Detached: the workspace overlay is all the zone sees of the operator's files.
             spec.overlays = cmd.overlays.clone();
         }
+        spec.extra_ro.extend(cmd.read_only.iter().cloned());
         if proxied {
             spec.loopback_listener = Some(PROXY_PORT);
         }

@@ -1,6 +1,8 @@
 //! Shared helpers for the black-box tests of the `loopexec` binary.
 #![allow(dead_code)]
 
+pub mod calc;
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

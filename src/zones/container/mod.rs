@@ -292,6 +292,7 @@ impl ContainerZone {
                 overlays.push(mounted);
             }
         }
+        mounts.extend(cmd.read_only.iter().map(|p| ContainerMount::Bind { source: p.clone(), target: p.clone(), writable: false }));
         Ok(PreparedMounts { mounts, _overlays: overlays, _placeholders: placeholders })
     }
 }

@@ -1,0 +1,189 @@
+//! Where the agent's feedback file lives and how the oracle writes it (docs/progress.md, "The
+//! feedback file"). Before each agent call the feedback (`crate::feedback`) is built from the
+//! run's history, the record the receipt holds, and written into a per-run directory outside the
+//! workdir (so never delivered and never in the agent's writable layer), owned by the operator and
+//! granted to the agent zone read-only. The directory is held open: every write is beneath its
+//! descriptor, into a fresh temporary file renamed over `feedback.json` / `feedback.md`, so a
+//! symbolic link the agent planted where the file goes is replaced, never followed. Nothing here
+//! reads the file back: what the agent does to it cannot reach a verdict.
+
+use super::lifecycle::ActiveRun;
+use crate::error::Failure;
+use crate::feedback::{Feedback, Rejected};
+use crate::receipt::events::CheckResult;
+use crate::receipt::history::History;
+use crate::safefs::SafeDir;
+use crate::zones::ZoneCommand;
+use serde_json::Value;
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+/// The JSON rendering's file name (its path is `LOOPEXEC_FEEDBACK`).
+pub const JSON_NAME: &str = "feedback.json";
+/// The Markdown rendering's file name, beside the JSON one.
+pub const MARKDOWN_NAME: &str = "feedback.md";
+/// The variable that names the JSON file in the agent's environment.
+pub const ENV_VAR: &str = "LOOPEXEC_FEEDBACK";
+/// The placeholder in the exec command line replaced by the JSON file's path (shell-quoted).
+pub const PLACEHOLDER: &str = "{feedback}";
+
+/// The run's feedback directory; removed when the run's process ends with it.
+pub struct FeedbackFile {
+    /// Held for its removal on drop.
+    _dir: tempfile::TempDir,
+    safe: SafeDir,
+}
+
+impl FeedbackFile {
+    /// A fresh private directory under the system temporary directory, readable (not writable)
+    /// by every uid so that a zone uid other than the operator's can read it through its grant.
+    pub fn create() -> Result<FeedbackFile, Failure> {
+        let dir = tempfile::Builder::new()
+            .prefix("loopexec-feedback-")
+            .tempdir()
+            .map_err(|e| Failure::internal(format!("the feedback directory cannot be created: {e}")))?;
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).map_err(|e| Failure::io(dir.path(), &e))?;
+        let safe = SafeDir::open(dir.path()).map_err(|e| Failure::internal(format!("the feedback directory: {e}")))?;
+        Ok(FeedbackFile { _dir: dir, safe })
+    }
+
+    /// The directory the agent zone is granted read-only.
+    pub fn dir(&self) -> &Path {
+        self.safe.path()
+    }
+
+    /// The JSON file's path, as the agent sees it.
+    pub fn json_path(&self) -> PathBuf {
+        self.safe.path().join(JSON_NAME)
+    }
+
+    /// Write both renderings, each atomically and without following a planted link.
+    pub fn write(&self, feedback: &Feedback) -> Result<(), Failure> {
+        self.replace(JSON_NAME, feedback.to_json().as_bytes())?;
+        self.replace(MARKDOWN_NAME, feedback.to_markdown().as_bytes())
+    }
+
+    /// A new file (mode 0644, created exclusively beneath the held descriptor, no link resolved)
+    /// renamed over `name`: a link at `name` is itself replaced.
+    fn replace(&self, name: &str, bytes: &[u8]) -> Result<(), Failure> {
+        let failed = |e: String| Failure::internal(format!("the feedback file {}: {e}", self.safe.path().join(name).display()));
+        let tmp = format!(".{name}.tmp-{}", std::process::id());
+        let fd = self.safe.fd().as_raw_fd();
+        let _ = nix::unistd::unlinkat(Some(fd), tmp.as_str(), nix::unistd::UnlinkatFlags::NoRemoveDir);
+        let mut file = self.safe.create_new(&tmp, 0o644).map_err(|e| failed(e.to_string()))?;
+        // The creation mode is filtered by the umask; the zone uid must be able to read it.
+        file.set_permissions(std::fs::Permissions::from_mode(0o644)).map_err(|e| failed(e.to_string()))?;
+        file.write_all(bytes).map_err(|e| failed(e.to_string()))?;
+        drop(file);
+        nix::fcntl::renameat(Some(fd), tmp.as_str(), Some(fd), name).map_err(|e| failed(e.to_string()))
+    }
+}
+
+impl ActiveRun<'_> {
+    /// Before the agent's call of iteration `n`: the feedback regenerated from the history and
+    /// written, its directory granted to `cmd` read-only, its path in `LOOPEXEC_FEEDBACK` and in
+    /// place of `{feedback}`. `Err(detail)`: it could not be written (the run halts with it).
+    pub(super) fn give_feedback(&mut self, n: u64, cmd: &mut ZoneCommand) -> Result<(), String> {
+        if self.feedback.is_none() {
+            self.feedback = Some(FeedbackFile::create().map_err(|f| f.message)?);
+        }
+        let Some(file) = self.feedback.as_ref() else { return Ok(()) };
+        file.write(&from_history(&self.history, n, self.cfg.max_iterations)).map_err(|f| f.message)?;
+        let path = file.json_path();
+        cmd.command_line = expand(&cmd.command_line, &path);
+        cmd.env.push((ENV_VAR.to_string(), path.to_string_lossy().into_owned()));
+        cmd.read_only.push(file.dir().to_path_buf());
+        Ok(())
+    }
+}
+
+/// The feedback before iteration `n`, from the history alone: the failing targets of the tree the
+/// agent is given (the accepted iteration a rejected one was reverted to, else the previous
+/// iteration's; the t0 baseline before any), why the previous
+/// iteration was not kept when the ratchet rejected it, and the iterations left after `n`.
+pub fn from_history(history: &History, n: u64, max_iterations: u64) -> Feedback {
+    let previous = history.iterations.iter().rev().find(|r| r.iteration < n);
+    let progress = previous.and_then(|r| r.progress.as_ref());
+    let rejected = progress.filter(|p| !p.accepted).map(|p| Rejected {
+        iteration: p.iteration,
+        why: rejection_sentence(p.rejection.as_ref()),
+        reverted_to: p.reverted_to_tree.is_some().then_some(p.frontier),
+    });
+    // The state the agent works on: the frontier it was reverted to, else (in place, or without a
+    // progress judgement) what the previous iteration left.
+    let state_at = match progress {
+        Some(p) if p.reverted_to_tree.is_some() => Some(p.frontier),
+        _ => previous.map(|r| r.iteration),
+    };
+    let check: Option<&CheckResult> = match state_at {
+        Some(0) | None => history.check_baseline.as_ref().map(|b| &b.check),
+        Some(i) => history.iterations.iter().find(|r| r.iteration == i).and_then(|r| r.check.as_ref()),
+    };
+    let failing = check.and_then(|c| c.failing_set.as_deref());
+    // The receipt keeps the failing tests' ids, not their output: no excerpt is invented.
+    let feedback = Feedback::new(n, max_iterations.saturating_sub(n), failing.unwrap_or(&[]).iter().map(|t| (t.as_str(), None)), rejected, Vec::new());
+    match (failing, check.and_then(|c| c.failing_count)) {
+        (Some(_), _) => feedback,
+        // A set over the receipt's bound was externalised: its count is still exact.
+        (None, Some(count)) => Feedback { failing_count: usize::try_from(count).ok(), ..feedback },
+        (None, None) => feedback.failing_unknown(),
+    }
+}
+
+/// One sentence for the ratchet's rejection (`{"kind": "lost_tests", "lost": [...]}`).
+fn rejection_sentence(rejection: Option<&Value>) -> String {
+    let lost: Option<Vec<&str>> = rejection
+        .filter(|r| r["kind"] == "lost_tests")
+        .and_then(|r| r["lost"].as_array())
+        .map(|lost| lost.iter().filter_map(Value::as_str).collect());
+    match (lost, rejection) {
+        (Some(lost), _) => format!("it broke tests that passed before: {}", lost.join(", ")),
+        (None, Some(other)) => format!("the ratchet rejected it: {other}"),
+        (None, None) => "the ratchet rejected it".to_string(),
+    }
+}
+
+/// The exec command line with every `{feedback}` replaced by `path`, quoted for `/bin/sh`.
+pub fn expand(command_line: &str, path: &Path) -> String {
+    if !command_line.contains(PLACEHOLDER) {
+        return command_line.to_string();
+    }
+    let raw = path.to_string_lossy();
+    let quoted = shlex::try_quote(&raw).map(|q| q.into_owned()).unwrap_or_else(|_| format!("'{}'", raw.replace('\'', "'\\''")));
+    command_line.replace(PLACEHOLDER, &quoted)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_placeholder_becomes_the_quoted_path() {
+        assert_eq!(expand("agent --notes {feedback}", Path::new("/tmp/a b/feedback.json")), "agent --notes '/tmp/a b/feedback.json'");
+    }
+
+    #[test]
+    fn a_line_without_the_placeholder_is_unchanged() {
+        assert_eq!(expand("agent {other}", Path::new("/x")), "agent {other}");
+    }
+
+    #[test]
+    fn a_lost_tests_rejection_names_the_tests() {
+        let r = serde_json::json!({"kind": "lost_tests", "lost": ["a", "b"]});
+        assert_eq!(rejection_sentence(Some(&r)), "it broke tests that passed before: a, b");
+    }
+
+    #[test]
+    fn a_planted_link_is_replaced_not_followed() {
+        let outside = tempfile::tempdir().unwrap();
+        let victim = outside.path().join("victim");
+        std::fs::write(&victim, "kept").unwrap();
+        let file = FeedbackFile::create().unwrap();
+        std::os::unix::fs::symlink(&victim, file.json_path()).unwrap();
+        file.write(&Feedback::new(1, 0, [("t", None)], None, vec![])).unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "kept");
+        assert!(std::fs::symlink_metadata(file.json_path()).unwrap().file_type().is_file());
+    }
+}
