@@ -163,7 +163,7 @@ fn podman_agent_runs_unprivileged_without_capabilities_on_a_read_only_root() {
     }
     let repo = counting_repo();
     let probe = "id -u > uid; grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status | tr -d '\\t' > caps; (touch /probe 2>/dev/null && echo writable || echo read-only) > root; echo \"$LOOPEXEC_ROLE $LOOPEXEC_ITERATION $HOME\" > env";
-    let r = run_in("podman", repo.path(), &["--run-id", "u", "--policy", "builtin:offline", "--max-iterations", "1", "--exec", probe, "--check", "true"]);
+    let r = run_in("podman", repo.path(), &["--run-id", "u", "--no-baseline", "--policy", "builtin:offline", "--max-iterations", "1", "--exec", probe, "--check", "true"]);
     assert_eq!(halted(&r), (10, "success_condition_met".into()), "{r:?}");
     let show = |f: &str| git(repo.path(), &["show", &format!("loopexec/u:{f}")]);
     assert_eq!(show("uid"), "60200\n");
@@ -221,7 +221,7 @@ fn proxied_agent_reaches_only_the_allowed_host(engine: &str) {
          if wget -q -O /dev/null http://denied.test:{port}/ 2>/dev/null; then echo reached; else echo blocked; fi > denied; \
          if wget -q -T 3 -Y off -O /dev/null http://127.0.0.1:{port}/ 2>/dev/null; then echo reached; else echo blocked; fi > direct; true"
     );
-    let r = run_in(engine, repo.path(), &["--run-id", "e", "--allow-host", &allowed, "--resolve", &resolve, "--max-iterations", "1", "--exec", &agent, "--check", "true"]);
+    let r = run_in(engine, repo.path(), &["--run-id", "e", "--no-baseline", "--allow-host", &allowed, "--resolve", &resolve, "--max-iterations", "1", "--exec", &agent, "--check", "true"]);
     assert_eq!(halted(&r), (10, "success_condition_met".into()), "{r:?}");
     let show = |f: &str| git(repo.path(), &["show", &format!("loopexec/e:{f}")]);
     assert_eq!(show("got"), "hello");
@@ -251,7 +251,7 @@ fn podman_agent_gets_the_minted_secret_in_its_environment_and_nowhere_else() {
     let agent = "test \"$LOOPEXEC_AGENT_TOKEN\" = \"$(printf 'sk-container-%s' 7f3a9c)\" && echo seen > token-check";
     let r = run_in("podman", repo.path(), &[
         "--run-id", "c", "--policy", "builtin:offline", "--max-iterations", "1",
-        "--mint-cmd", &mint, "--revoke-cmd", "cat > /dev/null", "--exec", agent, "--check", "true",
+        "--no-baseline", "--mint-cmd", &mint, "--revoke-cmd", "cat > /dev/null", "--exec", agent, "--check", "true",
     ]);
     assert_eq!(halted(&r), (10, "success_condition_met".into()), "{r:?}");
     assert_eq!(git(repo.path(), &["show", "loopexec/c:token-check"]), "seen\n");
@@ -280,7 +280,7 @@ fn podman_agent_past_its_timeout_is_killed_and_its_container_removed() {
     let child = command()
         .current_dir(repo.path())
         .args(["run", "--json", "--backend", "podman", "--image", &img, "--cgroup-parent", &parent, "--policy", "builtin:offline"])
-        .args(["--run-id", "t", "--exec", "sleep 60", "--exec-timeout", "2", "--check", "true"])
+        .args(["--run-id", "t", "--no-baseline", "--exec", "sleep 60", "--exec-timeout", "2", "--check", "true"])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -340,8 +340,9 @@ fn podman_runs_an_in_place_workdir_as_its_owner_with_the_state_dir_hidden() {
     zone_writable(dir.path());
     zone_traversable(dir.path());
     let agent = "id -u > uid; ls -A .loopexec > listing 2>/dev/null; echo planted > .gitmodules/x 2> planted || true";
-    let r = run_in("podman", dir.path(), &["--run-id", "i", "--policy", "builtin:offline", "--max-iterations", "1", "--exec", agent, "--check", "true"]);
-    assert_eq!(halted(&r), (10, "success_condition_met".into()), "{r:?}");
+    let r = run_in("podman", dir.path(), &["--run-id", "i", "--no-baseline", "--policy", "builtin:offline", "--max-iterations", "1", "--exec", agent, "--check", "true"]);
+    // In place a green check is human_required (no guard can judge an in-place step).
+    assert_eq!(halted(&r), (11, "human_required".into()), "{r:?}");
     assert_eq!(std::fs::read_to_string(dir.path().join("uid")).unwrap(), format!("{ZONE_UID_WHEN_ROOT}\n"));
     assert_eq!(std::fs::read_to_string(dir.path().join("listing")).unwrap(), "", "nothing of the state dir shows");
     assert!(!dir.path().join(".gitmodules").exists(), "the protected placeholder is gone and nothing was planted");
