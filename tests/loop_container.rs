@@ -304,7 +304,7 @@ fn podman_containers_of_a_killed_loopexec_are_removed_by_the_next_start() {
     let mut child = command()
         .current_dir(repo.path())
         .args(["run", "--json", "--backend", "podman", "--image", &img, "--cgroup-parent", &parent, "--policy", "builtin:offline"])
-        .args(["--run-id", "k", "--exec", "sleep 120", "--check", "true"])
+        .args(["--run-id", "k", "--no-baseline", "--exec", "sleep 120", "--check", "true"])
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
