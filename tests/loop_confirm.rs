@@ -84,6 +84,10 @@ fn a_red_check_is_not_confirmed() {
 fn an_agent_step_that_changes_nothing_is_a_free_sample_and_a_flip_on_it_halts_check_not_deterministic() {
     let dir = workdir();
     std::fs::write(dir.path().join("src"), "x\n").unwrap();
+    // The progress rules off: a red check whose failing set stays the same for a few iterations
+    // would otherwise halt no_progress_detected or same_failure_repeated (exit 17) before the
+    // coin shows its other side.
+    std::fs::write(dir.path().join("loop.toml"), "[progress]\nno_progress_k = 0\nsame_failure_n = 0\n").unwrap();
     commit_t0(dir.path());
     // Always red, but which test fails is a coin flip per run: the failing set differs on an
     // unchanged tree. (All 20 runs naming the same test has probability 2^-19.)
