@@ -11,7 +11,8 @@ use common::*;
 use serde_json::{json, Value};
 use std::path::Path;
 
-const PYTEST: &str = "/usr/bin/python3 -m pytest -q -p no:cacheprovider --junitxml=out/junit.xml";
+// `-B`: no bytecode (see tests/common/calc.rs: a stale `.pyc` in place).
+const PYTEST: &str = "/usr/bin/python3 -B -m pytest -q -p no:cacheprovider --junitxml=out/junit.xml";
 const ADD: &str = "tests.test_calc::test_add";
 const SUB: &str = "tests.test_calc::test_sub";
 const LEGACY: &str = "tests.test_legacy::test_legacy_format";
