@@ -18,7 +18,7 @@ use super::check::TestSets;
 use super::config::LoopConfig;
 use super::decide::Step;
 use super::detached::{Taken, WorkspaceMode};
-use super::guards::{AgentStep, CheckStep, Guard, Objection};
+use super::guards::{CheckStep, Guard};
 use super::lifecycle::ActiveRun;
 use super::seats::Seat;
 use super::verdict::{shell_could_not_run, Verdict};
@@ -371,9 +371,6 @@ impl Guard for BaselineSetGuard {
         Seat::MetricIntegrity
     }
 
-    fn after_agent(&mut self, _step: &AgentStep<'_>) -> Option<Objection> {
-        None
-    }
 
     fn after_check(&mut self, step: &CheckStep<'_>) -> Option<GuardRecord> {
         if step.check.check_exit != Some(0) {

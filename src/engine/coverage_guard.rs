@@ -14,7 +14,7 @@
 //!   the final green iteration, every substantive line the agent changed in a source file must be
 //!   executed by that check, as its report says; the uncovered ones halt `check_inadequate`.
 
-use super::guards::{AgentStep, CheckStep, Guard, Objection};
+use super::guards::{CheckStep, Guard};
 use super::seats::Seat;
 use crate::error::Failure;
 use crate::halt::HaltReason;
@@ -266,9 +266,6 @@ impl Guard for CoverageGuard {
         Seat::MetricIntegrity
     }
 
-    fn after_agent(&mut self, _step: &AgentStep<'_>) -> Option<Objection> {
-        None
-    }
 
     fn after_check(&mut self, step: &CheckStep<'_>) -> Option<GuardRecord> {
         if step.check.check_exit != Some(0) {

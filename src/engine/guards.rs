@@ -39,8 +39,10 @@ pub enum Objection {
 /// A judge of the agent's step.
 pub trait Guard {
     fn seat(&self) -> Seat;
-    /// After the agent ran.
-    fn after_agent(&mut self, step: &AgentStep<'_>) -> Option<Objection>;
+    /// After the agent ran (guards that judge only the check's result keep the default).
+    fn after_agent(&mut self, _step: &AgentStep<'_>) -> Option<Objection> {
+        None
+    }
     /// After the check ran (recorded as a `guard` event).
     fn after_check(&mut self, _step: &CheckStep<'_>) -> Option<GuardRecord> {
         None

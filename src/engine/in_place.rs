@@ -5,7 +5,7 @@
 //! turns it into `human_required`, naming why. (A check already green on t0, before any agent
 //! call, still halts `success_condition_met` at iteration 0: nothing was changed.)
 
-use super::guards::{AgentStep, CheckStep, Guard, Objection};
+use super::guards::{CheckStep, Guard};
 use super::seats::Seat;
 use super::verdict::Verdict;
 use crate::halt::HaltReason;
@@ -36,9 +36,6 @@ impl Guard for InPlaceGuard {
         Seat::InPlace
     }
 
-    fn after_agent(&mut self, _step: &AgentStep<'_>) -> Option<Objection> {
-        None
-    }
 
     fn after_check(&mut self, step: &CheckStep<'_>) -> Option<GuardRecord> {
         (Verdict::of_check(step.check) == Verdict::Pass).then(|| unguarded_success(step.iteration))
