@@ -34,6 +34,11 @@ pub struct ZoneSpec {
     /// A target must not overlap any granted path; it is readable, and writable when the overlay
     /// has an upper layer.
     pub overlays: Vec<OverlayMount>,
+    /// (overlay target, relative sub-path) pairs bound read-only once the overlays are mounted
+    /// (a write there fails with EROFS; the path cannot be removed or renamed: EBUSY), with the
+    /// same pinning as the policy's protected paths. The sub-path must exist in the overlay and
+    /// contain no symlink.
+    pub read_only_beneath: Vec<(PathBuf, PathBuf)>,
 }
 
 impl ZoneSpec {
@@ -51,6 +56,7 @@ impl ZoneSpec {
             extra_ro: Vec::new(),
             loopback_listener: None,
             overlays: Vec::new(),
+            read_only_beneath: Vec::new(),
         }
     }
 }
@@ -65,6 +71,12 @@ pub(crate) fn check_spec(spec: &ZoneSpec) -> Result<(), SandboxError> {
     check_absolute(&spec.cwd).or_else(|e| if spec.cwd == Path::new("/") { Ok(()) } else { Err(e) }).map_err(SandboxError::Spec)?;
     let grants = spec.policy.filesystem.read_only.iter().chain(&spec.policy.filesystem.read_write).chain(&spec.extra_rw).chain(&spec.extra_ro);
     check_overlays(spec, grants.clone())?;
+    for (target, sub) in &spec.read_only_beneath {
+        if !spec.overlays.iter().any(|o| o.target == *target) {
+            return Err(SandboxError::Spec(format!("read-only path {} lies in no overlay of the zone", target.join(sub).display())));
+        }
+        crate::policy::check_relative(sub).map_err(|e| SandboxError::Spec(format!("read-only path beneath {}: {e}", target.display())))?;
+    }
     let inside = spec.cwd == Path::new("/")
         || spec.cwd.starts_with("/tmp")
         || grants.clone().any(|g| spec.cwd.starts_with(g))

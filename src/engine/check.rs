@@ -84,6 +84,9 @@ pub struct CheckOutcome {
     /// The declared coverage report as read (`super::coverage_guard`; none: none declared, or
     /// the check did not exit).
     pub coverage: Option<super::coverage_guard::CoverageRead>,
+    /// The check-writes guard's finding (`super::check_writes`): the check wrote to the tree it
+    /// tested (none: it did not, or it ran in place).
+    pub tree_writes: Option<crate::receipt::events::GuardRecord>,
 }
 
 impl CheckOutcome {
@@ -226,5 +229,5 @@ pub fn run_check(
         None => ReportOutcome::NotRead,
         Some(code) => read_evidence(Some(code), &run, &artifacts, report),
     };
-    Ok(Ok(CheckOutcome { run, report, coverage: None }))
+    Ok(Ok(CheckOutcome { run, report, coverage: None, tree_writes: None }))
 }

@@ -73,6 +73,7 @@ impl RoleCommand<'_> {
             inject: self.credential.into_iter().collect(),
             stdin: None,
             read_only: Vec::new(),
+            read_only_beneath: Vec::new(),
         }
     }
 }

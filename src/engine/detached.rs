@@ -74,12 +74,20 @@ pub struct CheckScratch {
     parent: std::os::fd::OwnedFd,
     name: String,
     upper: SafeDir,
+    /// The tree under test as the check sees it (what it must leave as it found it).
+    tested: crate::workspace::Manifest,
 }
 
 impl CheckScratch {
     /// The check's own writes (its scratch upper layer), e.g. to read the JUnit report it wrote.
     pub fn writes(&self) -> &SafeDir {
         &self.upper
+    }
+
+    /// The paths of the tree under test the check modified, replaced or deleted (read once its
+    /// process tree is dead), within `limits`.
+    pub fn tree_writes(&self, limits: &sandbox::WorkspaceLimits) -> Result<Vec<super::check_writes::TreeWrite>, super::check_writes::Unlisted> {
+        super::check_writes::writes(&self.tested, self.upper.path(), limits)
     }
 }
 
@@ -284,7 +292,18 @@ impl RunWorkspace {
         let upper = dir.subdir("upper").map_err(fs_failure)?;
         tracing::debug!(elapsed_us = started.elapsed().as_micros() as u64, "check layers");
         let parent = self.checks.fd().try_clone_to_owned().map_err(|e| Failure::io(self.checks.path(), &e))?;
-        Ok((layers.overlay, CheckScratch { parent, name, upper }))
+        Ok((layers.overlay, CheckScratch { parent, name, upper, tested: layers.tested }))
+    }
+
+    /// t0's protected paths the check's zone holds read-only (relative to the workspace).
+    pub fn check_read_only(&self) -> Vec<std::path::PathBuf> {
+        use std::os::unix::ffi::OsStrExt;
+        self.frozen.read_only().iter().map(|p| std::path::PathBuf::from(std::ffi::OsStr::from_bytes(p))).collect()
+    }
+
+    /// The `[workspace]` limits the check's writes are listed within (the agent policy's).
+    pub fn limits(&self) -> &sandbox::WorkspaceLimits {
+        &self.limits
     }
 
     /// The throwaway layers of the check of one mutant (`name`, e.g. `0003-mutant-07`): those of
@@ -305,7 +324,7 @@ impl RunWorkspace {
             .map_err(ws_failure)?;
         let parent = self.checks.fd().try_clone_to_owned().map_err(|e| Failure::io(self.checks.path(), &e))?;
         let upper = dir.subdir("upper").map_err(fs_failure)?;
-        let scratch = CheckScratch { parent, name: name.to_string(), upper };
+        let scratch = CheckScratch { parent, name: name.to_string(), upper, tested: layers.tested };
         let layer = dir.path().join("mutant");
         super::canary::write_layer_file(&layer, path, bytes).map_err(|e| Failure::io(&layer, &e))?;
         let mut overlay = layers.overlay;

@@ -10,6 +10,8 @@
 //!   the iteration-0 halt) and the guard of the collected and skipped sets against it.
 //! - [`check`]: the one check runner (the loop's and `replay`'s), returning a typed
 //!   [`check::CheckOutcome`].
+//! - [`check_writes`]: a check that wrote to the tree it tests (its scratch layer against that
+//!   tree) is a `metric_integrity_violation`.
 //! - [`verdict`]: pass / fail / could-not-run (the 126/127 rule).
 //! - [`guards`]: judges of the agent's step behind one trait (protected paths today).
 //! - [`in_place`]: a green check in place (no guard can judge the step) is `human_required`.
@@ -34,6 +36,7 @@ pub mod analysis_guards;
 pub mod canary;
 pub mod baseline;
 pub mod check;
+pub mod check_writes;
 pub mod commands;
 pub mod config;
 pub mod coverage_guard;

@@ -208,6 +208,7 @@ pub fn run(spec: &RunSpec) -> CmdResult<RunReport> {
         inject: spec.plan.env.iter().map(|(k, v)| (k.clone(), crate::secret::Secret::new(v.clone()))).collect(),
         stdin: None,
         read_only: Vec::new(),
+        read_only_beneath: Vec::new(),
     };
     let _load = (spec.plan.load_workers > 0).then(|| Load::start(spec.plan.load_workers));
     let mut shown = Vec::new();
