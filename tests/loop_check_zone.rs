@@ -122,3 +122,133 @@ fn a_helper_module_that_rewrites_a_test_file_at_import_halts_naming_the_file() {
     let check_result = ev.iter().find(|e| e["type"] == "check_result").unwrap();
     assert_eq!(check_result["check_exit"], 0, "the check itself was green");
 }
+
+// ---- Runner pinning (`[runner]` of loop.toml) ----
+
+/// A committed cargo project without dependencies or build script: `add` off by one, and its
+/// inline test.
+fn cargo_project() -> tempfile::TempDir {
+    let dir = workdir();
+    write(dir.path(), "Cargo.toml", "[package]\nname = \"calc\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n");
+    write(
+        dir.path(),
+        "src/lib.rs",
+        "pub fn add(a: i64, b: i64) -> i64 {\n    a + b + 1\n}\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn adds() {\n        assert_eq!(super::add(2, 3), 5);\n    }\n}\n",
+    );
+    write(dir.path(), ".gitignore", "target/\n.loopexec/\n");
+    commit_t0(dir.path());
+    dir
+}
+
+const HONEST_RUST_FIX: &str = "sed -i 's/a + b + 1/a + b/' src/lib.rs";
+
+fn run_start_config(ev: &[Value]) -> Value {
+    ev.iter().find(|e| e["type"] == "run_start").map(|e| e["config"].clone()).unwrap_or_else(|| panic!("no run_start in {ev:#?}"))
+}
+
+#[test]
+fn a_cargo_check_that_writes_only_target_converges() {
+    // The default exec policy's cargo is Debian's (/usr/bin): no rustup, nothing pinned.
+    assert!(Path::new("/usr/bin/cargo").exists(), "Debian's cargo is needed in /usr/bin (ci/setup.sh installs it)");
+    let repo = cargo_project();
+    let (r, ev) = run(repo.path(), "c", HONEST_RUST_FIX, "cargo test --offline", &["--no-baseline"]);
+    assert_eq!(r.code, 10, "{r:?} {ev:#?}");
+    assert!(ev.iter().all(|e| e["type"] != "guard"), "{ev:#?}");
+    let runner = &run_start_config(&ev)["runner"];
+    assert_eq!(runner["rust_toolchain_source"], "no rustup", "{runner}");
+    assert!(runner.get("rust_toolchain").is_none(), "{runner}");
+}
+
+/// Whether rustup is installed for the operator (only a run outside CI may go without it).
+fn rustup_present() -> bool {
+    let present = std::process::Command::new("rustup").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !present {
+        assert!(std::env::var_os("CI").is_none(), "rustup is needed under CI for the toolchain-pinning test");
+        eprintln!("NOT RUN: rustup is not installed (CI=true makes this a failure)");
+    }
+    present
+}
+
+/// loopexec run in place on the host (`--isolation none`): the check's cargo is the operator's,
+/// a rustup proxy when rustup is installed (the exec zone binds only the system's, and rustup's
+/// directories under /root are closed to the zone's uid). rustup never downloads anything here.
+fn run_on_host(repo: &Path, run_id: &str, check: &str) -> (Ran, Vec<Value>) {
+    let args = ["run", "--json", "--run-id", run_id, "--isolation", "none", "--no-baseline", "--exec", HONEST_RUST_FIX, "--check", check, "--max-iterations", "1"];
+    let out = command().current_dir(repo).args(args).env("RUSTUP_AUTO_INSTALL", "0").env_remove("RUSTUP_TOOLCHAIN").output().unwrap();
+    let r = from_output(out);
+    let ev = events(repo, run_id);
+    (r, ev)
+}
+
+#[test]
+fn a_toolchain_file_naming_a_missing_toolchain_does_not_change_what_the_check_runs() {
+    if !rustup_present() {
+        return;
+    }
+    // The check plants the toolchain file itself, before cargo runs: an agent planting it is
+    // stopped before any check by the test-surface digest (tests/loop_guards.rs).
+    let check = "printf '[toolchain]\\nchannel = \"nonexistent-0.0.1\"\\n' > rust-toolchain.toml && cargo test --offline";
+    let repo = cargo_project();
+    let (r, ev) = run_on_host(repo.path(), "r", check);
+    let check_result = ev.iter().find(|e| e["type"] == "check_result").unwrap_or_else(|| panic!("{r:?} {ev:#?}"));
+    assert_eq!(check_result["check_exit"], 0, "the pinned toolchain ran the tests: {check_result:#}");
+    let runner = &run_start_config(&ev)["runner"];
+    let outside = std::process::Command::new("rustup").args(["show", "active-toolchain"]).current_dir("/").env_remove("RUSTUP_TOOLCHAIN").output().unwrap();
+    let expected = String::from_utf8_lossy(&outside.stdout).split_whitespace().next().unwrap().to_string();
+    assert_eq!((runner["rust_toolchain"].as_str(), runner["rust_toolchain_source"].as_str()), (Some(expected.as_str()), Some("rustup show active-toolchain")));
+
+    // Unpinned, the same check runs the toolchain the file names (here: none installed).
+    let repo = cargo_project();
+    write(repo.path(), "loop.toml", "[runner]\nrust_toolchain = false\n");
+    git(repo.path(), &["add", "loop.toml"]);
+    git(repo.path(), &["commit", "-q", "-m", "unpinned"]);
+    let (r, ev) = run_on_host(repo.path(), "u", check);
+    let check_result = ev.iter().find(|e| e["type"] == "check_result").unwrap_or_else(|| panic!("{r:?} {ev:#?}"));
+    assert_ne!(check_result["check_exit"], 0, "{check_result:#}");
+    assert_eq!(run_start_config(&ev)["runner"]["rust_toolchain_source"], "off");
+}
+
+#[test]
+fn named_pytest_plugins_are_the_only_ones_loaded_and_safe_path_reaches_the_check() {
+    let repo = calc_project();
+    write(repo.path(), "loop.toml", "[runner]\npytest_plugins = [\"pytest_cov.plugin\"]\npython_safe_path = true\n");
+    // `--cov` exists only with pytest-cov loaded: named, it is (autoload off).
+    let check = format!("test \"$PYTEST_DISABLE_PLUGIN_AUTOLOAD\" = 1 && test \"$PYTHONSAFEPATH\" = 1 && {PYTEST} --cov=calc");
+    let (r, ev) = run(repo.path(), "y", &honest_fix(), &check, &["--no-baseline"]);
+    assert_eq!(r.code, 10, "{r:?} {ev:#?}");
+    let runner = &run_start_config(&ev)["runner"];
+    assert_eq!(runner["pytest_plugins"], serde_json::json!(["pytest_cov.plugin"]));
+    assert_eq!(runner["python_safe_path"], true);
+}
+
+#[test]
+fn with_no_plugin_named_autoload_is_off_and_an_unnamed_plugin_is_not_loaded() {
+    let repo = calc_project();
+    write(repo.path(), "loop.toml", "[runner]\npytest_plugins = []\n");
+    let check = format!("{PYTEST} --cov=calc");
+    let (r, ev) = run(repo.path(), "n", &honest_fix(), &check, &["--no-baseline"]);
+    assert_ne!(r.code, 10, "{r:?}");
+    let check_result = ev.iter().find(|e| e["type"] == "check_result").unwrap();
+    assert_eq!(check_result["check_exit"], 4, "pytest's usage error: --cov is unknown without pytest-cov: {check_result:#}");
+}
+
+#[test]
+fn bad_runner_settings_are_refused_with_exit_20_and_nothing_is_written() {
+    for (table, named) in [
+        ("[runner]\nrust_tolchain = \"stable\"\n", "rust_tolchain"),
+        ("[runner]\npytest_plugins = \"pytest_cov\"\n", "loop.toml line 2: invalid type: string \"pytest_cov\", expected a sequence"),
+        ("[runner]\npython_safe_path = \"yes\"\n", "loop.toml line 2: invalid type: string \"yes\", expected a boolean"),
+        ("[runner]\npytest_plugins = [\"pytest-cov\"]\n", "\"pytest-cov\" is not a Python module name"),
+        ("[runner]\nrust_toolchain = \"stable; true\"\n", "is not a toolchain name"),
+    ] {
+        let repo = calc_project();
+        write(repo.path(), "loop.toml", table);
+        let r = loopexec(repo.path(), &["run", "--json", "--run-id", "b", "--exec", "true", "--check", "true"]);
+        assert_eq!(r.code, 20, "{table}: {r:?}");
+        let v = r.json();
+        let message = v["errors"][0]["message"].as_str().unwrap().to_string();
+        assert!(message.contains(named), "{table}: {message}");
+        assert_eq!(r.stdout.lines().count(), 1, "exactly one JSON object: {}", r.stdout);
+        assert!(!repo.path().join(".loopexec").exists(), "nothing is written for a refused configuration");
+    }
+}

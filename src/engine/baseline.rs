@@ -106,6 +106,15 @@ pub fn cache_key(tree_id: &str, cfg: &LoopConfig, env: &[(String, String)]) -> S
         field(b"\0coverage");
         field(coverage.as_bytes());
     }
+    // The check's pinned runner variables (`[runner]`), NUL-prefixed like the coverage field.
+    let runner = cfg.runner.check_env();
+    if !runner.is_empty() {
+        field(b"\0runner");
+        for (k, v) in &runner {
+            field(k.as_bytes());
+            field(v.as_bytes());
+        }
+    }
     field(b"env");
     for (k, v) in env {
         field(k.as_bytes());

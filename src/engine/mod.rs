@@ -12,6 +12,7 @@
 //!   [`check::CheckOutcome`].
 //! - [`check_writes`]: a check that wrote to the tree it tests (its scratch layer against that
 //!   tree) is a `metric_integrity_violation`.
+//! - [`runner_pin`]: the toolchain and runner plugins the check is pinned to (`[runner]`).
 //! - [`verdict`]: pass / fail / could-not-run (the 126/127 rule).
 //! - [`guards`]: judges of the agent's step behind one trait (protected paths today).
 //! - [`in_place`]: a green check in place (no guard can judge the step) is `human_required`.
@@ -53,6 +54,7 @@ pub mod lifecycle;
 pub mod loopfile;
 pub mod progress;
 pub mod reference;
+pub mod runner_pin;
 pub mod replay;
 mod revert;
 pub mod seats;

@@ -79,7 +79,7 @@ pub struct ZoneCommand {
     /// sandboxing backends can honour them: the host backend refuses a command that has any.
     pub overlays: Vec<sandbox::OverlayMount>,
     /// Variables set for this command whatever the zone's environment policy: the agent's
-    /// minted credential. Only in the command's environment (never argv); `Debug` redacts them.
+    /// minted credential, the check's pinned runner variables (`[runner]`). Only in the command's environment (never argv); `Debug` redacts them.
     pub inject: Vec<(String, crate::secret::Secret)>,
     /// A file the command reads as its stdin (the judge's packet); `None`: `/dev/null`. Opened by
     /// the supervisor without following links.
