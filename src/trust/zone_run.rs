@@ -7,10 +7,11 @@
 //!
 //! What the process itself moves before the zone starts (children inherit it): the network
 //! (`no_network`: a new network namespace, under `--isolation none`; the exec zone of native
-//! isolation has none anyway), the monotonic and boot clocks (a clock offset: a time namespace,
-//! under `--isolation none`; the exec zone applies its own), the CPUs (`one_cpu`: affinity to one CPU), and the load (busy
-//! threads beside the check while it runs). The variables of the plan reach the check whatever the
-//! zone's environment policy says.
+//! isolation has none anyway), the monotonic and boot clocks (a clock offset: a time namespace
+//! under `--isolation none`; the exec zone applies its own), the CPUs (`one_cpu`: affinity to one
+//! CPU), and the load (the exec zone's CPU quota lowered to `cpu_quota_percent`; under
+//! `--isolation none`, busy threads beside the check while it runs). The variables of the plan
+//! reach the check whatever the zone's environment policy says.
 
 use super::perturb::RunPlan;
 use super::probe::{Outcome, RunClass};
@@ -197,7 +198,11 @@ fn setup_of(spec: &RunSpec) -> CmdResult<ZoneSetup> {
         // The exec zone's own time namespace (under `--isolation none`: this process's, above).
         setup.clock_offset_s = spec.plan.clock_offset_s;
         let source = spec.check_policy.clone().unwrap_or_else(|| crate::engine::config::DEFAULT_CHECK_POLICY.to_string());
-        let (pin, policy) = crate::engine::config::PolicyPin::resolve(&source)?;
+        let (pin, mut policy) = crate::engine::config::PolicyPin::resolve(&source)?;
+        // Load: the zone held to its quota, however idle the host (the policy's own when lower).
+        if let Some(quota) = spec.plan.cpu_quota_percent {
+            policy.resources.cpu_percent = policy.resources.cpu_percent.min(quota);
+        }
         for role in Role::ALL {
             setup = setup.with_policy(role, pin.source.clone(), policy.clone());
         }
@@ -234,7 +239,10 @@ pub fn run(spec: &RunSpec) -> CmdResult<RunReport> {
         stdin: None,
         read_only: Vec::new(),
     };
-    let _load = (spec.plan.load_workers > 0).then(|| Load::start(spec.plan.load_workers));
+    // Busy threads only without isolation: in the exec zone the quota is the load, and threads
+    // here would load the probe's other runs as well.
+    let threads = if spec.isolation == Isolation::None { spec.plan.load_workers } else { 0 };
+    let _load = (threads > 0).then(|| Load::start(threads));
     let mut shown = Vec::new();
     for repetition in 0..spec.repeat.max(1) {
         let artifacts = Artifacts { dir: &out, rel: "out", stem: format!("{:04}-{repetition}-check", spec.plan.run) };
