@@ -39,6 +39,9 @@ pub struct ZoneSpec {
     /// same pinning as the policy's protected paths. The sub-path must exist in the overlay and
     /// contain no symlink.
     pub read_only_beneath: Vec<(PathBuf, PathBuf)>,
+    /// Some(s): the command runs in its own time namespace, its monotonic and boot clocks `s`
+    /// seconds from the host's (the wall clock cannot move). Refused where the kernel has none.
+    pub clock_offset_s: Option<i64>,
 }
 
 impl ZoneSpec {
@@ -57,6 +60,7 @@ impl ZoneSpec {
             loopback_listener: None,
             overlays: Vec::new(),
             read_only_beneath: Vec::new(),
+            clock_offset_s: None,
         }
     }
 }

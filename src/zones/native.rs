@@ -30,6 +30,7 @@ pub struct NativeZone {
     workdir: PathBuf,
     state_dir: PathBuf,
     egress: Option<EgressSetup>,
+    clock_offset_s: Option<i64>,
 }
 
 impl NativeZone {
@@ -59,6 +60,7 @@ impl NativeZone {
             workdir: setup.workdir.clone(),
             state_dir: setup.state_dir.clone(),
             egress: setup.egress_setup(),
+            clock_offset_s: setup.clock_offset_s,
         })
     }
 
@@ -108,6 +110,7 @@ impl NativeZone {
         if let Some(overlay) = cmd.overlays.first() {
             spec.read_only_beneath = cmd.read_only_beneath.iter().map(|sub| (overlay.target.clone(), sub.clone())).collect();
         }
+        spec.clock_offset_s = self.clock_offset_s;
         if proxied {
             spec.loopback_listener = Some(PROXY_PORT);
         }
