@@ -209,6 +209,19 @@ mod tests {
     }
 
     #[test]
+    fn a_read_only_path_must_lie_in_an_overlay_and_be_relative_without_dot_dot() {
+        let mut s = spec("");
+        s.cwd = PathBuf::from("/workspace");
+        s.overlays = vec![OverlayMount { target: "/workspace".into(), lowers: vec!["/srv/lower".into()], upper: None, work: None, volatile: false }];
+        s.read_only_beneath = vec![("/elsewhere".into(), "tests".into())];
+        assert!(matches!(check_spec(&s), Err(SandboxError::Spec(m)) if m == "read-only path /elsewhere/tests lies in no overlay of the zone"));
+        s.read_only_beneath = vec![("/workspace".into(), "../etc".into())];
+        assert!(matches!(check_spec(&s), Err(SandboxError::Spec(m)) if m.starts_with("read-only path beneath /workspace: ")));
+        s.read_only_beneath = vec![("/workspace".into(), "tests/test_calc.py".into())];
+        assert!(check_spec(&s).is_ok());
+    }
+
+    #[test]
     fn empty_command_is_refused() {
         let mut s = spec("");
         s.argv.clear();
