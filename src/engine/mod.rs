@@ -51,7 +51,7 @@ pub mod loopfile;
 pub mod progress;
 pub mod reference;
 pub mod replay;
-mod revert;
+pub mod revert;
 pub mod seats;
 pub mod targets;
 pub mod sink;
