@@ -73,8 +73,9 @@ fn with_the_ratchet_on_the_same_agent_is_held_at_the_frontier_and_reaches_the_ca
 const ADD_THEN_SUB: [&[&str]; 2] = [&["add"], &["sub"]];
 
 /// A detached run paused after iteration 2, which the ratchet rejected (lost add) and reverted.
+/// The agent prints the feedback it was given (its stdout artifact), then follows the plan.
 fn paused_after_a_rejection(dir: &Path) {
-    let exec = agent(&ADD_THEN_SUB);
+    let exec = format!("cat \"$LOOPEXEC_FEEDBACK\"; {}", agent(&ADD_THEN_SUB));
     let first = loopexec(dir, &["run", "--json", "--run-id", "r", "--once", "--exec", &exec, "--check", PYTEST, "--report", "out/junit.xml", "--max-iterations", "3"]);
     assert_eq!((first.code, first.json()["iteration"].as_u64()), (0, Some(1)), "{first:?}");
     let second = loopexec(dir, &["run", "--json", "--resume", "r", "--once"]);
@@ -116,6 +117,10 @@ fn an_iteration_accepted_by_hand_is_where_the_resumed_run_starts_and_the_run_ver
     // Iteration 3 changed nothing: the agent was given iteration 2's tree, and the frontier is
     // iteration 2's passing set (sub), so it is accepted though add still fails.
     assert_eq!(of_type(repo.path(), "snapshot")[2]["tree_id"], rejected_tree.as_str());
+    let told: Value = serde_json::from_str(&std::fs::read_to_string(run_dir(repo.path(), "r").join("artifacts/0003-exec.stdout")).unwrap()).unwrap();
+    let failing: Vec<&str> = told["failing"].as_array().unwrap().iter().filter_map(|f| f["test"].as_str()).collect();
+    assert_eq!(failing, [test_id("add"), test_id("div"), test_id("mul")], "the agent is told it starts from iteration 2: {told}");
+    assert_eq!(told.get("rejected"), None, "{told}");
     let third = &of_type(repo.path(), "progress")[2];
     assert_eq!((third["accepted"].as_bool(), third["frontier"].as_u64()), (Some(true), Some(3)), "{third}");
     assert_eq!(events(repo.path(), "r").pop().unwrap()["delivery"]["tree"], rejected_tree.as_str());
