@@ -260,8 +260,10 @@ impl RunWorkspace {
     }
 
     /// Return the agent's layer to the last accepted snapshot (t0 before any) and prove it: the
-    /// tree id of the workspace taken again. `Err`: why it could not be reverted exactly.
-    pub fn revert_to_best(&mut self) -> Result<String, String> {
+    /// tree id of the workspace taken again. The layer of the `rejected` iteration is kept first
+    /// (for a hand acceptance). `Err`: why it could not be reverted exactly.
+    pub fn revert_to_best(&mut self, rejected: u64) -> Result<String, String> {
+        super::revert::keep_rejected(self.workspace.upper_dir(), rejected)?;
         super::revert::restore_accepted(self.workspace.upper_dir())?;
         let expected = self.last_accepted.as_ref().map_or(self.workspace.baseline().tree_id, |s| s.tree_id);
         match self.snapshot() {
@@ -271,6 +273,22 @@ impl RunWorkspace {
             }
             Taken::Refused(detail) => Err(detail),
             Taken::Interrupted(signal) => Err(format!("interrupted by signal {signal} while reverting")),
+        }
+    }
+
+    /// Start from the kept layer of `iteration`, which the operator accepted by hand: put it in
+    /// place, take the workspace again, and accept it as the best if its tree is `tree_id`
+    /// exactly. `Err`: why it could not be taken.
+    pub fn take_hand_accepted(&mut self, iteration: u64, tree_id: &str) -> Result<(), String> {
+        super::revert::restore_rejected(self.workspace.upper_dir(), iteration)?;
+        match self.snapshot() {
+            Taken::Snapshot { snapshot, .. } if snapshot.tree_id.to_hex() == tree_id => self.accept_as_best(snapshot),
+            Taken::Snapshot { snapshot, .. } => Err(format!(
+                "the kept layer of iteration {iteration} (accepted by hand) has tree {}, not the accepted {tree_id}",
+                snapshot.tree_id.to_hex()
+            )),
+            Taken::Refused(detail) => Err(detail),
+            Taken::Interrupted(signal) => Err(format!("interrupted by signal {signal} while taking the workspace")),
         }
     }
 

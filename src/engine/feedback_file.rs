@@ -139,7 +139,9 @@ pub fn zone_reader_gid(cfg: &super::config::LoopConfig) -> Result<Option<u32>, F
 /// iteration was not kept when the ratchet rejected it, and the iterations left after `n`.
 pub fn from_history(history: &History, n: u64, max_iterations: u64) -> Feedback {
     let previous = history.iterations.iter().rev().find(|r| r.iteration < n);
-    let progress = previous.and_then(|r| r.progress.as_ref());
+    // An iteration the operator accepted by hand is where the agent starts, not a rejection.
+    let by_hand = previous.is_some_and(|r| history.accepted_by_hand(r.iteration));
+    let progress = previous.and_then(|r| r.progress.as_ref()).filter(|_| !by_hand);
     let rejected = progress.filter(|p| !p.accepted).map(|p| Rejected {
         iteration: p.iteration,
         why: rejection_sentence(p.rejection.as_ref()),

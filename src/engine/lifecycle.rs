@@ -327,7 +327,13 @@ impl<'a> ActiveRun<'a> {
         guards.extend(self.syntax_tree_guards(&ws)?);
         guards.push(Box::new(BaselineSetGuard));
         guards.extend(CoverageGuard::of(&self.cfg.coverage));
-        if resumed {
+        // A hand acceptance no iteration started from yet: the resumed run starts from its tree.
+        let hand = self.history.pending_hand_acceptance().filter(|_| resumed).cloned();
+        if let Some(hand) = hand {
+            if let Err(detail) = ws.take_hand_accepted(hand.iteration, &hand.tree_id) {
+                self.refused_at_reopen = Some(detail);
+            }
+        } else if resumed {
             match ws.snapshot() {
                 Taken::Snapshot { snapshot, .. } => {
                     let baseline = ws.baseline_manifest()?;

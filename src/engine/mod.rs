@@ -56,7 +56,7 @@ pub mod progress;
 pub mod reference;
 pub mod runner_pin;
 pub mod replay;
-mod revert;
+pub mod revert;
 pub mod seats;
 pub mod targets;
 pub mod sink;

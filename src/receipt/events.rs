@@ -59,6 +59,10 @@ pub enum Event {
     /// The progress judgement of an iteration whose check named its tests: the ratchet's
     /// acceptance and, when a no-convergence rule fired, its halt and evidence (docs/progress.md).
     Progress(ProgressRecord),
+    /// The operator advanced the ratchet's frontier by hand to an iteration it rejected
+    /// (`loopexec ratchet --accept`), signed by the operator key; a resumed run starts from that
+    /// iteration's tree (docs/progress.md, "Accepting by hand").
+    RatchetAccept(RatchetAcceptRecord),
     /// The known-feasible reference checked at the start, or that none was given.
     Reference(ReferenceRecord),
     /// The check run once on t0 before the first agent call (or its cache entry): the sets the
@@ -100,6 +104,7 @@ impl Event {
             Event::CheckConfirmation(_) => "check_confirmation",
             Event::Progress(_) => "progress",
             Event::Reference(_) => "reference",
+            Event::RatchetAccept(_) => "ratchet_accept",
             Event::CheckBaseline(_) => "check_baseline",
             Event::Targets(_) => "targets",
             Event::Judge(_) => "judge",
@@ -187,6 +192,19 @@ pub struct ProtectedChangeRecord {
     pub path: String,
     /// `added`, `modified`, `deleted`, ... (lowercase).
     pub change: String,
+}
+
+/// A hand acceptance (`ratchet_accept`): the operator key's signature over the run id, the
+/// iteration, its tree and the receipt line before this event (`receipt::acceptance`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RatchetAcceptRecord {
+    pub iteration: u64,
+    /// The git tree id of the accepted iteration's snapshot.
+    pub tree_id: String,
+    /// The fingerprint of the operator key that signed.
+    pub operator_key: String,
+    /// Base64 Ed25519 signature (docs/signing.md).
+    pub signature: String,
 }
 
 /// The known-feasible reference of a run (docs/progress.md, "The reference").
