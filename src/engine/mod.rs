@@ -45,6 +45,7 @@ mod confirm;
 pub mod credentials;
 pub mod decide;
 pub mod detached;
+pub mod excerpts;
 pub mod feedback_file;
 pub mod guards;
 pub mod in_place;

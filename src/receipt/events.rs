@@ -371,6 +371,21 @@ pub struct CheckResult {
     /// the check did not exit, and in receipts written before coverage was read).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coverage: Option<LineCoverageRecord>,
+    /// Per failing test with a failure excerpt, the hex SHA-256 of its normalised excerpt, by id
+    /// (what the failure signature needs; null without excerpts and in older receipts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_digests: Option<Vec<FailureDigest>>,
+    /// The artifact holding the excerpts themselves (`artifacts/<stem>-excerpts.json`), which the
+    /// feedback file quotes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub excerpts_artifact: Option<crate::receipt::bounded::ArtifactRef>,
+}
+
+/// One failing test's normalised failure excerpt, by digest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailureDigest {
+    pub test: String,
+    pub sha256: String,
 }
 
 /// A declared coverage report as one check left it: its overall line coverage, or why it could
@@ -763,6 +778,8 @@ pub(crate) mod sample {
             junit_error: None,
             evidence: None,
             coverage: None,
+            failure_digests: None,
+            excerpts_artifact: None,
         })
     }
 

@@ -363,6 +363,8 @@ mod tests {
                         junit_error,
                         evidence: None,
                         coverage: None,
+                        failure_digests: None,
+                        excerpts_artifact: None,
                     })
                 }
             ),
