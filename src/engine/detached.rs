@@ -324,6 +324,18 @@ impl RunWorkspace {
         &self.limits
     }
 
+    /// The check's throwaway layers under the scratch name `name` (e.g. `0003-mutator`, where the
+    /// canary runs an operator's mutator on the green tree; its writes land in the scratch).
+    pub fn named_check_overlay(&self, name: &str, snapshot: &Snapshot, fresh: &dyn Fn(&[u8]) -> bool) -> CmdResult<(OverlayMount, CheckScratch)> {
+        let _ = crate::workspace::fsat::remove_tree(self.checks.fd().as_raw_fd(), name.as_bytes());
+        let dir = self.checks.subdir_or_create(name).map_err(fs_failure)?;
+        let layers = check_layers(&self.workspace, snapshot, &self.frozen, &self.protected, fresh, &dir, Path::new(WORKSPACE_TARGET), self.check_owner)
+            .map_err(ws_failure)?;
+        let parent = self.checks.fd().try_clone_to_owned().map_err(|e| Failure::io(self.checks.path(), &e))?;
+        let upper = dir.subdir("upper").map_err(fs_failure)?;
+        Ok((layers.overlay, CheckScratch { parent, name: name.to_string(), upper, tested: layers.tested }))
+    }
+
     /// The throwaway layers of the check of one mutant (`name`, e.g. `0003-mutant-07`): those of
     /// [`Self::check_overlay`] with one more layer, just above the agent's, holding the mutated
     /// file at `path` (a tree path of the snapshot, never a protected one: protected paths come
@@ -336,16 +348,9 @@ impl RunWorkspace {
         path: &str,
         bytes: &[u8],
     ) -> CmdResult<(OverlayMount, CheckScratch)> {
-        let _ = crate::workspace::fsat::remove_tree(self.checks.fd().as_raw_fd(), name.as_bytes());
-        let dir = self.checks.subdir_or_create(name).map_err(fs_failure)?;
-        let layers = check_layers(&self.workspace, snapshot, &self.frozen, &self.protected, fresh, &dir, Path::new(WORKSPACE_TARGET), self.check_owner)
-            .map_err(ws_failure)?;
-        let parent = self.checks.fd().try_clone_to_owned().map_err(|e| Failure::io(self.checks.path(), &e))?;
-        let upper = dir.subdir("upper").map_err(fs_failure)?;
-        let scratch = CheckScratch { parent, name: name.to_string(), upper, tested: layers.tested };
-        let layer = dir.path().join("mutant");
+        let (mut overlay, scratch) = self.named_check_overlay(name, snapshot, fresh)?;
+        let layer = self.checks.path().join(name).join("mutant");
         super::canary::write_layer_file(&layer, path, bytes).map_err(|e| Failure::io(&layer, &e))?;
-        let mut overlay = layers.overlay;
         let agent = overlay.lowers.iter().position(|l| l == self.workspace.upper_dir()).unwrap_or(overlay.lowers.len());
         overlay.lowers.insert(agent, layer);
         Ok((overlay, scratch))

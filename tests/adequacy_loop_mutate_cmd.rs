@@ -1,0 +1,122 @@
+//! The loop's adequacy canary with an operator's mutator (`mutate_cmd` in loop.toml), end to end
+//! on a small pytest project in a detached workspace: the agent implements `clamp`; the mutator
+//! (a Python script written for the test, printing `{file, line, description, diff}` entries)
+//! runs once in an exec zone on the green tree; its mutants of the files the agent changed are
+//! sampled and run like the built-in ones, into the same `adequacy` event (`tier` `external`). A
+//! suite that exercises `clamp` kills them and the run converges; one that only imports the
+//! module halts `check_inadequate` naming the survivors; a mutator that prints garbage halts
+//! `execution_failure`.
+mod common;
+use common::*;
+use serde_json::Value;
+use std::path::Path;
+
+fn write(dir: &Path, path: &str, text: &str) {
+    let p = dir.join(path);
+    if let Some(parent) = p.parent() {
+        std::fs::create_dir_all(parent).unwrap();
+    }
+    std::fs::write(p, text).unwrap();
+}
+
+const CHECK: &str = "/usr/bin/python3 -B -m pytest -q -p no:cacheprovider";
+const AGENT: &str = "printf 'def clamp(x, lo, hi):\\n    if x < lo:\\n        return lo\\n    if x > hi:\\n        return hi\\n    return x\\n' > calc/core.py";
+const STUB: &str = "def clamp(x, lo, hi):\n    return x\n";
+const ADEQUATE_SUITE: &str = "from calc import clamp\n\n\ndef test_clamp():\n    assert clamp(-1, 0, 10) == 0\n    assert clamp(11, 0, 10) == 10\n    assert clamp(5, 0, 10) == 5\n";
+const IMPORT_ONLY_SUITE: &str = "import calc\n\n\ndef test_imports():\n    assert calc is not None\n";
+
+/// Flips `<` and `>` in calc/core.py, one mutant a comparison; and lists one mutant of
+/// calc/__init__.py, a file the agent does not change (the loop's canary leaves it out).
+const MUTATOR: &str = r#"import difflib, json
+def mutants_of(path, flips):
+    source = open(path).read().splitlines(keepends=True)
+    for i, line in enumerate(source):
+        for old, new in flips:
+            if old in line:
+                mutated = source[:i] + [line.replace(old, new)] + source[i + 1:]
+                diff = "".join(difflib.unified_diff(source, mutated, "a/" + path, "b/" + path))
+                yield {"file": path, "line": i + 1, "description": f"{old.strip()} -> {new.strip()}", "diff": diff}
+listed = list(mutants_of("calc/core.py", ((" < ", " >= "), (" > ", " <= "))))
+listed += list(mutants_of("calc/__init__.py", (("clamp", "clamp as clamp"),)))
+print(json.dumps(listed))
+"#;
+
+/// The project at t0: `calc.clamp` a stub (`t0_core`; `None`: not written yet, so even the
+/// import-only suite fails at t0 and the agent is called).
+fn project(t0_core: Option<&str>, tests: &str, mutate_cmd: &str) -> tempfile::TempDir {
+    require_pytest();
+    let dir = workdir();
+    write(dir.path(), "pyproject.toml", "[project]\nname = \"calc\"\nversion = \"0.1.0\"\n\n[tool.pytest.ini_options]\ntestpaths = [\"tests\"]\n");
+    write(dir.path(), "calc/__init__.py", "from calc.core import clamp\n");
+    if let Some(core) = t0_core {
+        write(dir.path(), "calc/core.py", core);
+    }
+    write(dir.path(), "tests/test_core.py", tests);
+    write(dir.path(), "mutator.py", MUTATOR);
+    write(dir.path(), "loop.toml", &format!("adequacy = \"final\"\nmutants = 20\nmutate_cmd = {}\n", serde_json::to_string(mutate_cmd).unwrap()));
+    commit_t0(dir.path());
+    dir
+}
+
+fn run(repo: &Path, run_id: &str) -> (Ran, Vec<Value>) {
+    let r = loopexec(repo, &["run", "--json", "--run-id", run_id, "--exec", AGENT, "--check", CHECK, "--max-iterations", "2"]);
+    (r, events(repo, run_id))
+}
+
+fn adequacy(ev: &[Value]) -> &Value {
+    ev.iter().find(|e| e["type"] == "adequacy").unwrap_or_else(|| panic!("no adequacy event in {ev:#?}"))
+}
+
+fn mutants(a: &Value) -> Vec<(String, u64, String, String)> {
+    a["mutants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["path"].as_str().unwrap().into(), m["line"].as_u64().unwrap(), m["change"].as_str().unwrap().into(), m["outcome"].as_str().unwrap().into()))
+        .collect()
+}
+
+const MUTATOR_CMD: &str = "/usr/bin/python3 -B mutator.py";
+
+#[test]
+fn a_suite_that_exercises_the_change_kills_the_mutators_mutants_and_the_run_converges() {
+    let repo = project(Some(STUB), ADEQUATE_SUITE, MUTATOR_CMD);
+    let (r, ev) = run(repo.path(), "adequate");
+    assert_eq!(r.code, 10, "{r:?}");
+    let a = adequacy(&ev);
+    assert_eq!((a["tier"].as_str(), a["verdict"].as_str(), a["external_exit"].as_i64()), (Some("external"), Some("adequate"), Some(0)), "{a:#}");
+    // calc/__init__.py's mutant is left out: the agent did not change that file.
+    assert_eq!((a["generated"].as_u64(), a["sampled"].as_u64(), a["killed"].as_u64()), (Some(2), Some(2), Some(2)), "{a:#}");
+    let expected = vec![
+        ("calc/core.py".to_string(), 2, "external: < -> >=".to_string(), "killed".to_string()),
+        ("calc/core.py".to_string(), 4, "external: > -> <=".to_string(), "killed".to_string()),
+    ];
+    assert_eq!(mutants(a), expected, "{a:#}");
+    assert!(ev.iter().all(|e| e["type"] != "guard"), "{ev:#?}");
+}
+
+#[test]
+fn a_suite_that_only_imports_the_module_halts_check_inadequate_naming_the_mutators_survivors() {
+    let repo = project(None, IMPORT_ONLY_SUITE, MUTATOR_CMD);
+    let (r, ev) = run(repo.path(), "inadequate");
+    assert_eq!(r.code, 15, "{r:?}");
+    assert_eq!(r.json()["halt_reason"], "check_inadequate", "{r:?}");
+    let a = adequacy(&ev);
+    let survivors: Vec<(String, u64)> = mutants(a).into_iter().filter(|m| m.3 == "survived").map(|m| (m.0, m.1)).collect();
+    assert_eq!(survivors, vec![("calc/core.py".to_string(), 2), ("calc/core.py".to_string(), 4)], "{a:#}");
+    let guard = ev.iter().find(|e| e["type"] == "guard").expect("guard event");
+    assert_eq!((guard["guard"].as_str(), guard["halt_reason"].as_str()), (Some("adequacy"), Some("check_inadequate")));
+}
+
+#[test]
+fn a_mutator_that_prints_garbage_halts_execution_failure() {
+    let repo = project(Some(STUB), ADEQUATE_SUITE, "echo 'two mutants, trust me'");
+    let (r, ev) = run(repo.path(), "garbage");
+    assert_eq!(r.code, 40, "{r:?}");
+    assert_eq!(r.json()["halt_reason"], "execution_failure", "{r:?}");
+    let a = adequacy(&ev);
+    assert_eq!((a["tier"].as_str(), a["verdict"].as_str(), a["sampled"].as_u64()), (Some("external"), Some("not_run"), Some(0)), "{a:#}");
+    let guard = ev.iter().find(|e| e["type"] == "guard").expect("guard event");
+    assert_eq!(guard["halt_reason"], "execution_failure");
+    assert!(guard["detail"].as_str().unwrap().starts_with("the mutator (mutate_cmd) printed no valid list: the mutator's output is not a JSON array"), "{guard:#}");
+}
