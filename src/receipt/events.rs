@@ -77,6 +77,13 @@ pub enum Event {
     /// The lists the event just before it left out because they were over the receipt's bound
     /// (`receipt::bounded`): each by count, digest and sample, and the artifact holding them.
     Externalised(crate::receipt::bounded::Externalised),
+    /// The first event of a probe receipt (`probe-check`, `doctor --check`; `receipt::probe`):
+    /// never in a run's receipt.
+    ProbeStart(crate::receipt::probe::ProbeStart),
+    /// One determinism run of a probe: its plan, exit class and failing-set digest.
+    ProbeRun(crate::receipt::probe::ProbeRunRecord),
+    /// A probe's verdict, bound and (doctor) gates: the last event of a probe receipt.
+    ProbeVerdict(crate::receipt::probe::ProbeVerdictRecord),
     /// An event type this version does not know (kept verbatim in [`Recorded::body`]).
     #[serde(other)]
     Unknown,
@@ -110,6 +117,9 @@ impl Event {
             Event::Judge(_) => "judge",
             Event::Halt(_) => "halt",
             Event::Externalised(_) => "externalised",
+            Event::ProbeStart(_) => "probe_start",
+            Event::ProbeRun(_) => "probe_run",
+            Event::ProbeVerdict(_) => "probe_verdict",
             Event::Unknown => "unknown",
         }
     }

@@ -205,6 +205,8 @@ impl History {
                     slot.externalised.push(x.clone());
                 }
             }
+            // A probe's events make a probe receipt (`receipt::probe`), not a run's history.
+            Event::ProbeStart(_) | Event::ProbeRun(_) | Event::ProbeVerdict(_) => {}
             Event::Unknown => {
                 if recorded.kind().starts_with("guard") {
                     self.guard_bodies.push(recorded.body());

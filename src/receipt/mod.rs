@@ -10,6 +10,7 @@
 //! - `dsse`, `statement`: the DSSE envelope and the in-toto Statement with loopexec's predicate.
 //! - `seal`: endorsing run keys, sealing a finished run, operator attestation.
 //! - `verify`: offline verification of a sealed run.
+//! - `probe`: the signed receipt of a `probe-check` or `doctor --check`, and its verification.
 pub mod bounded;
 pub mod chain;
 pub mod dsse;
@@ -17,6 +18,7 @@ pub mod events;
 pub mod history;
 pub mod acceptance;
 pub mod keys;
+pub mod probe;
 pub mod seal;
 pub mod state;
 pub mod statement;
