@@ -252,3 +252,34 @@ fn bad_runner_settings_are_refused_with_exit_20_and_nothing_is_written() {
         assert!(!repo.path().join(".loopexec").exists(), "nothing is written for a refused configuration");
     }
 }
+
+#[test]
+fn a_reference_whose_check_writes_to_its_tree_halts_before_any_agent_call() {
+    let repo = calc_project();
+    let p = repo.path();
+    git(p, &["checkout", "-q", "-b", "solution"]);
+    let status = std::process::Command::new("sh").arg("-c").arg(honest_fix()).current_dir(p).status().unwrap();
+    assert!(status.success());
+    git(p, &["commit", "-q", "-am", "solution"]);
+    git(p, &["checkout", "-q", "main"]);
+    let check = format!("rm pyproject.toml; {PYTEST}");
+    let (r, ev) = run(p, "f", "true", &check, &["--no-baseline", "--reference", "solution"]);
+    assert_eq!((r.code, r.json()["halt_reason"].as_str()), (13, Some("metric_integrity_violation")), "{r:?}");
+    let detail = r.json()["run"]["detail"].as_str().unwrap().to_string();
+    assert!(detail.starts_with("the check of the reference solution wrote to 1 path(s) of the tree it tested: pyproject.toml (deleted)"), "{detail}");
+    assert!(ev.iter().all(|e| e["type"] != "exec_result"), "the agent was never called: {ev:#?}");
+}
+
+#[test]
+fn explain_halt_and_report_show_what_the_check_wrote() {
+    let repo = calc_project();
+    let check = format!("rm .gitignore && {PYTEST}");
+    let (r, _) = run(repo.path(), "e", &honest_fix(), &check, &["--no-baseline"]);
+    assert_eq!(r.code, 13, "{r:?}");
+    let explain = loopexec(repo.path(), &["explain-halt", "--json", "e"]).json();
+    let guard = &explain["explanation"]["guards"][0];
+    assert_eq!((guard["guard"].as_str(), guard["stage"].as_str()), (Some("metric_integrity"), Some("after_check")), "{explain:#}");
+    assert_eq!(guard["findings"][0], serde_json::json!({"path": ".gitignore", "what": "deleted by the check"}));
+    let report = loopexec(repo.path(), &["report", "e"]);
+    assert!(report.stdout.contains("guard metric_integrity (metric_integrity_violation)"), "{}", report.stdout);
+}

@@ -10,8 +10,6 @@
 //! a declared report) are none either. A layer that cannot be read within the bounds is a
 //! violation too: a check whose writes cannot be listed has not shown it left the tree alone.
 
-use super::seats::Seat;
-use crate::halt::HaltReason;
 use crate::receipt::events::{FindingRecord, GuardRecord};
 use crate::testreport::shown;
 use crate::workspace::{snapshot, Bounds, ChangeKind, EntryKind, Manifest};
@@ -98,14 +96,7 @@ fn something_at(tree: &Manifest, path: &[u8]) -> bool {
 /// check of iteration 3", "the check on t0"), if it wrote to its tree or its writes could not be
 /// listed.
 pub fn finding(iteration: u64, what: &str, listed: &Result<Vec<TreeWrite>, Unlisted>) -> Option<GuardRecord> {
-    let record = |detail: String, findings: Vec<FindingRecord>| GuardRecord {
-        iteration,
-        guard: Seat::MetricIntegrity.as_str().to_string(),
-        stage: "after_check".to_string(),
-        halt_reason: HaltReason::MetricIntegrityViolation,
-        detail,
-        findings,
-    };
+    let record = |detail: String, findings: Vec<FindingRecord>| super::coverage_guard::violation(iteration, detail, findings);
     match listed {
         Err(Unlisted(why)) => Some(record(
             format!("{what} left writes that cannot be listed ({}), so it has not shown that it left the tree it tested unchanged", shown(why)),
@@ -156,6 +147,7 @@ fn findings_of(writes: &[TreeWrite]) -> Vec<FindingRecord> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::halt::HaltReason;
     use crate::workspace::object_id::blob_id;
     use crate::workspace::Entry;
     use std::os::unix::fs::PermissionsExt;
