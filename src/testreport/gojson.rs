@@ -6,8 +6,11 @@
 //! failing test in it (a build failure, a panic or an exit in TestMain) puts the package itself in
 //! the failing set and in `incomplete` (as does go 1.24's `build-fail` event, by import path); a test that started but has no result in a package that
 //! failed counts as failed (the binary died under it). A line that is not such an event, a
-//! package without its final `pass`/`fail`/`skip` (a truncated stream) are errors.
+//! package without its final `pass`/`fail`/`skip` (a truncated stream) are errors. A failing
+//! test's excerpt ([`super::excerpt`]) is its own `output` lines, go's `=== RUN`/`PAUSE`/`CONT`/
+//! `NAME` framing lines left out.
 
+use super::excerpt::Gathering;
 use super::{bounded_id, lines, Format, Outcome, ParsedReport, Producer, ReportBuilder, ReportError};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -23,12 +26,16 @@ struct Event {
     /// go >= 1.24 reports a build failure by import path, outside any package's events.
     #[serde(rename = "ImportPath", default)]
     import_path: String,
+    #[serde(rename = "Output", default)]
+    output: String,
 }
 
 #[derive(Default)]
 struct Package {
     /// Tests started and not yet ended, by name.
     running: BTreeMap<String, usize>,
+    /// What each test printed so far (bounded each), by name, until its result.
+    output: BTreeMap<String, Gathering>,
     failed_tests: usize,
     result: Option<String>,
     last_line: usize,
@@ -63,6 +70,11 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
         pkg.last_line = number;
         match (event.action.as_str(), event.test.is_empty()) {
             ("run", false) => *pkg.running.entry(event.test).or_default() += 1,
+            ("output", false) => {
+                if !is_framing(&event.output) {
+                    pkg.output.entry(event.test).or_default().push(&event.output);
+                }
+            }
             ("pass" | "fail" | "skip", false) => {
                 if let Some(n) = pkg.running.get_mut(&event.test) {
                     *n -= 1;
@@ -81,13 +93,17 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
                 let id = bounded_id(format!("{}/{}", event.package, event.test), report, Format::GoJson, || {
                     format!("line {number}")
                 })?;
+                let printed = pkg.output.remove(&event.test).unwrap_or_default();
+                if outcome == Outcome::Failed {
+                    builder.add_excerpt(&id, printed);
+                }
                 builder.add(id, outcome);
             }
             ("pass" | "fail" | "skip", true) => pkg.result = Some(event.action),
             _ => {}
         }
     }
-    for (name, pkg) in packages {
+    for (name, mut pkg) in packages {
         let Some(result) = pkg.result else {
             return Err(ReportError::malformed(
                 report,
@@ -97,7 +113,9 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
             ));
         };
         for test in pkg.running.keys() {
-            builder.add(format!("{name}/{test}"), Outcome::Failed);
+            let id = format!("{name}/{test}");
+            builder.add_excerpt(&id, pkg.output.remove(test).unwrap_or_default());
+            builder.add(id, Outcome::Failed);
             incomplete.push(format!("{name}/{test}: started and never ended (package {result})"));
         }
         if result == "fail" && pkg.failed_tests == 0 && pkg.running.is_empty() {
@@ -106,6 +124,11 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
         }
     }
     Ok(builder.finish(Format::GoJson, Some(Producer::GoTest), None, incomplete))
+}
+
+/// go's own lines framing a test's output (`=== RUN   TestA`, `=== PAUSE`, `=== CONT`, `=== NAME`).
+fn is_framing(output: &str) -> bool {
+    ["=== RUN", "=== PAUSE", "=== CONT", "=== NAME"].iter().any(|p| output.starts_with(p))
 }
 
 #[cfg(test)]

@@ -4,7 +4,9 @@
 //! The root is `<testsuites>` or `<testsuite>`; every `<testcase>` inside a `<testsuite>` is one
 //! entry, failed when it has a `<failure>` or `<error>` child, skipped when it has a `<skipped>`
 //! child (pytest writes xfail as a skip), passed otherwise (nextest's `<flakyFailure>` and
-//! `<rerunFailure>` of a test that passed on retry do not fail it). Its id is
+//! `<rerunFailure>` of a test that passed on retry do not fail it). A failing case's excerpt
+//! ([`super::excerpt`]) is each `<failure>`/`<error>` child's `message` attribute and text
+//! (character data included). Its id is
 //! `classname::name`, or `suite::name` when it has no classname. The `tests`, `failures`,
 //! `errors` and `skipped` attributes of the outermost suites (or of `<testsuites>`) are the
 //! report's declared counts.
@@ -14,6 +16,7 @@
 //! [`MAX_DEPTH`] elements and tracked on a flat stack, and a document that ends inside an
 //! element is truncated, not complete.
 
+use super::excerpt::Gathering;
 use super::{bounded_id, Counts, Format, Outcome, ParsedReport, Producer, ReportBuilder, ReportError};
 use quick_xml::events::{BytesStart, Event};
 use quick_xml::Reader;
@@ -23,7 +26,9 @@ pub const MAX_DEPTH: usize = 256;
 
 enum Frame {
     Suite { name: String },
-    Case { id: String, failed: bool, skipped: bool },
+    Case { id: String, failed: bool, skipped: bool, excerpt: Gathering },
+    /// A `<failure>` or `<error>` child of a case: its text is the case's excerpt.
+    Failure,
     Other,
 }
 
@@ -105,6 +110,13 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
             Event::Text(t) if p.stack.is_empty() && !t.iter().all(u8::is_ascii_whitespace) => {
                 return Err(p.error(at, "text outside the root element"));
             }
+            Event::Text(t) if matches!(p.stack.last(), Some(Frame::Failure)) => {
+                let text = t.unescape().map_err(|e| p.error(at, format!("bad text: {e}")))?;
+                p.failure_text(&text);
+            }
+            Event::CData(c) if matches!(p.stack.last(), Some(Frame::Failure)) => {
+                p.failure_text(&String::from_utf8_lossy(&c));
+            }
             Event::Eof => break,
             _ => {}
         }
@@ -113,7 +125,7 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
         let what = match open {
             Frame::Suite { .. } => "<testsuite>",
             Frame::Case { .. } => "<testcase>",
-            Frame::Other => "an element",
+            Frame::Failure | Frame::Other => "an element",
         };
         return Err(p.error(bytes.len() as u64, format!("truncated: the document ends inside {what}")));
     }
@@ -127,6 +139,14 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
 impl Parser<'_> {
     fn error(&self, at: u64, detail: impl Into<String>) -> ReportError {
         ReportError::malformed(self.report, Format::Junit, format!("byte {at}"), detail)
+    }
+
+    /// Text inside a `<failure>`/`<error>`, appended to its case's excerpt.
+    fn failure_text(&mut self, text: &str) {
+        let depth = self.stack.len();
+        if let Some(Frame::Case { excerpt, .. }) = depth.checked_sub(2).and_then(|i| self.stack.get_mut(i)) {
+            excerpt.push(text);
+        }
     }
 
     fn attr(&self, e: &BytesStart<'_>, key: &[u8], at: u64) -> Result<Option<String>, ReportError> {
@@ -221,17 +241,23 @@ impl Parser<'_> {
                     _ => case_name,
                 };
                 let id = bounded_id(id, self.report, Format::Junit, || format!("byte {at}"))?;
-                Frame::Case { id, failed: false, skipped: false }
+                Frame::Case { id, failed: false, skipped: false, excerpt: Gathering::default() }
             }
-            b"failure" | b"error" | b"skipped" if in_case => {
-                if let Some(Frame::Case { failed, skipped, .. }) = self.stack.last_mut() {
-                    if name == b"skipped" {
-                        *skipped = true;
-                    } else {
-                        *failed = true;
-                    }
+            b"skipped" if in_case => {
+                if let Some(Frame::Case { skipped, .. }) = self.stack.last_mut() {
+                    *skipped = true;
                 }
                 Frame::Other
+            }
+            b"failure" | b"error" if in_case => {
+                let message = self.attr(e, b"message", at)?;
+                if let Some(Frame::Case { failed, excerpt, .. }) = self.stack.last_mut() {
+                    *failed = true;
+                    if let Some(message) = message.filter(|m| !m.trim().is_empty()) {
+                        excerpt.push_line(&message);
+                    }
+                }
+                Frame::Failure
             }
             _ => Frame::Other,
         };
@@ -246,7 +272,10 @@ impl Parser<'_> {
         let Some(frame) = self.stack.pop() else {
             return Err(self.error(at, "a closing tag without its opening tag"));
         };
-        if let Frame::Case { id, failed, skipped } = frame {
+        if let Frame::Case { id, failed, skipped, excerpt } = frame {
+            if failed {
+                self.builder.add_excerpt(&id, excerpt);
+            }
             let outcome = if failed {
                 Outcome::Failed
             } else if skipped {
@@ -294,6 +323,24 @@ mod tests {
         assert_eq!(r.collected.len(), 4);
         assert_eq!(r.counts, Counts { total: 4, passed: 1, failed: 2, skipped: 1 });
         assert_eq!(r.declared, Some(r.counts));
+    }
+
+    #[test]
+    fn a_failing_case_keeps_its_message_and_text_escaped_and_bounded() {
+        let body = "x".repeat(crate::testreport::excerpt::MAX_EXCERPT_BYTES);
+        let r = parsed(&format!(
+            r#"<testsuite name="s"><testcase name="t"><failure message="bad &#27;[2J">{body}</failure></testcase><testcase name="ok"/></testsuite>"#
+        ));
+        let e = &r.excerpts["s::t"];
+        assert!(e.cut);
+        assert!(e.text.starts_with("bad \\u{1b}[2J\nxxx"), "{}", e.text);
+        assert_eq!(r.excerpts.len(), 1);
+    }
+
+    #[test]
+    fn an_error_keeps_its_character_data() {
+        let r = parsed(r#"<testsuite name="s"><testcase name="t"><error><![CDATA[<boom> & more]]></error></testcase></testsuite>"#);
+        assert_eq!(r.excerpts["s::t"].text, "<boom> & more");
     }
 
     #[test]

@@ -14,7 +14,11 @@
 //! A binary that printed `running N tests` and no `test result:` line ended abnormally; one that
 //! cargo started and that printed nothing did too; a block whose lines do not add up to its own
 //! counts was cut or interleaved. Each of these lands in the report's `incomplete` list.
+//!
+//! A failing test's excerpt ([`super::excerpt`]) is its `---- NAME stdout ----` section of the
+//! `failures:` replay: what the test printed and its panic message.
 
+use super::excerpt::Gathering;
 use super::{bounded_id, lines, output_lines, Counts, Format, Outcome, ParsedReport, Producer, ReportBuilder, ReportError};
 
 /// One `test result:` line.
@@ -41,6 +45,8 @@ pub struct Binary {
     /// Results libtest's terse format (`cargo test -q`) printed as `.`, `F` and `i`, unnamed.
     pub terse: u64,
     pub result: Option<ResultLine>,
+    /// The `---- NAME stdout ----` sections of the failures replay, by NAME as the header spells it.
+    pub excerpts: Vec<(String, Gathering)>,
 }
 
 /// Every test binary found in a capture, in order.
@@ -133,6 +139,19 @@ fn parse_test_line(line: &str) -> Option<(&str, Option<Outcome>)> {
     Some((name, outcome_word(result.trim())))
 }
 
+/// The NAME of a replay section's header, `---- NAME stdout ----` (or `stderr`).
+fn section_header(line: &str) -> Option<&str> {
+    let rest = line.strip_prefix("---- ")?;
+    rest.strip_suffix(" stdout ----").or_else(|| rest.strip_suffix(" stderr ----"))
+}
+
+/// The section being read, kept by its binary (none: there is no binary to keep it).
+fn close_section(section: &mut Option<(String, Gathering)>, block: Option<&mut Binary>) {
+    if let (Some(done), Some(block)) = (section.take(), block) {
+        block.excerpts.push(done);
+    }
+}
+
 /// A line of the terse format's results (`..i.F`, with ` 88/100` progress on long runs).
 fn terse_results(line: &str) -> Option<u64> {
     let marks = line.split(' ').next()?;
@@ -170,12 +189,15 @@ fn parse_lines(stdout: &[u8], stderr: Option<&[u8]>, name: &str, strict: bool) -
     let mut pending: Option<String> = None;
     // After `failures:` / `successes:` libtest replays the tests' own output: no result lines there.
     let mut replaying = false;
+    // The `---- NAME stdout ----` section being read, in the replay.
+    let mut section: Option<(String, Gathering)> = None;
     for line in split(stdout) {
         let (number, raw) = line?;
         let lossy = String::from_utf8_lossy(raw);
         let text = super::without_colours(&lossy);
         let text = text.as_ref();
         if let Some(n) = running_count(text) {
+            close_section(&mut section, blocks.last_mut());
             blocks.push(Binary {
                 key: String::new(),
                 label: inline_label.take(),
@@ -183,6 +205,7 @@ fn parse_lines(stdout: &[u8], stderr: Option<&[u8]>, name: &str, strict: bool) -
                 tests: Vec::new(),
                 terse: 0,
                 result: None,
+                excerpts: Vec::new(),
             });
             open = true;
             pending = None;
@@ -191,7 +214,7 @@ fn parse_lines(stdout: &[u8], stderr: Option<&[u8]>, name: &str, strict: bool) -
         }
         if label_key(text).is_some() && (text.starts_with(' ') || text.starts_with("Running") || text.starts_with("Doc-tests")) {
             if let Some(label) = inline_label.replace(text.trim().to_string()) {
-                blocks.push(Binary { key: String::new(), label: Some(label), running: None, tests: Vec::new(), terse: 0, result: None });
+                blocks.push(Binary { key: String::new(), label: Some(label), running: None, tests: Vec::new(), terse: 0, result: None, excerpts: Vec::new() });
             }
             saw_inline_label = true;
             open = false;
@@ -199,14 +222,23 @@ fn parse_lines(stdout: &[u8], stderr: Option<&[u8]>, name: &str, strict: bool) -
         }
         let Some(block) = blocks.last_mut().filter(|_| open) else { continue };
         if let Some(result) = parse_result_line(text, number) {
+            close_section(&mut section, Some(&mut *block));
             block.result = Some(result);
             open = false;
             continue;
         }
         if text == "failures:" || text == "successes:" {
+            close_section(&mut section, Some(&mut *block));
             replaying = true;
+            continue;
         }
         if replaying {
+            if let Some(name) = section_header(text) {
+                close_section(&mut section, Some(&mut *block));
+                section = Some((name.to_string(), Gathering::default()));
+            } else if let Some((_, gathering)) = section.as_mut() {
+                gathering.push_line(text);
+            }
             continue;
         }
         if let Some(n) = terse_results(text) {
@@ -229,7 +261,7 @@ fn parse_lines(stdout: &[u8], stderr: Option<&[u8]>, name: &str, strict: bool) -
         }
     }
     if let Some(label) = inline_label.take() {
-        blocks.push(Binary { key: String::new(), label: Some(label), running: None, tests: Vec::new(), terse: 0, result: None });
+        blocks.push(Binary { key: String::new(), label: Some(label), running: None, tests: Vec::new(), terse: 0, result: None, excerpts: Vec::new() });
     }
     if !saw_inline_label {
         if let Some(stderr) = stderr {
@@ -246,7 +278,7 @@ fn parse_lines(stdout: &[u8], stderr: Option<&[u8]>, name: &str, strict: bool) -
                 block.label = labels.next();
             }
             for label in labels {
-                blocks.push(Binary { key: String::new(), label: Some(label), running: None, tests: Vec::new(), terse: 0, result: None });
+                blocks.push(Binary { key: String::new(), label: Some(label), running: None, tests: Vec::new(), terse: 0, result: None, excerpts: Vec::new() });
             }
         }
     }
@@ -316,6 +348,15 @@ impl LibtestRun {
             for (test, outcome) in &binary.tests {
                 let id = bounded_id(format!("{}::{test}", binary.key), name, Format::Libtest, || binary.key.clone())?;
                 builder.add(id, *outcome);
+            }
+            for (section, gathering) in &binary.excerpts {
+                // The header names the test without libtest's ` - should panic` mark.
+                let marked = format!("{section} - ");
+                let failed = binary.tests.iter().filter(|(_, o)| *o == Outcome::Failed).map(|(t, _)| t);
+                let test = failed.clone().find(|t| *t == section).or_else(|| failed.clone().find(|t| t.starts_with(&marked)));
+                if let Some(test) = test {
+                    builder.add_excerpt(&format!("{}::{test}", binary.key), gathering.clone());
+                }
             }
             match (&binary.result, declared.as_mut()) {
                 (Some(r), Some(d)) => {
@@ -420,6 +461,13 @@ mod tests {
         let out = "running 1 test\ntest a ... FAILED\n\nfailures:\n\n---- a stdout ----\ntest fake ... ok\n\nfailures:\n    a\n\ntest result: FAILED. 0 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out\n";
         let r = parse_output(out.as_bytes(), None, "stdout").unwrap();
         assert_eq!(r.binaries[0].tests, vec![("a".to_string(), Outcome::Failed)]);
+    }
+
+    #[test]
+    fn a_should_panic_test_keeps_its_section_under_its_marked_id() {
+        let out = "running 1 test\ntest a - should panic ... FAILED\n\nfailures:\n\n---- a stdout ----\nnote: test did not panic as expected\n\nfailures:\n    a\n\ntest result: FAILED. 0 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out\n";
+        let r = parse_output(out.as_bytes(), None, "stdout").unwrap().to_report("stdout").unwrap();
+        assert_eq!(r.excerpts["#1::a - should panic"].text, "note: test did not panic as expected");
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //! - [`format`]: the report formats, sniffing a format from content.
 //! - [`junit`], [`gojson`], [`tap`], [`libtest`]: one parser per format, each returning a
 //!   [`ParsedReport`] or a [`ReportError`] naming the report and what is wrong with it.
+//! - [`excerpt`]: the bounded, escaped failure excerpt each parser keeps per failing test.
 //! - [`summary`]: the runners' own summary lines found in captured output.
 //! - [`paths`]: `--report` patterns (globs) and resolving them beneath a directory.
 //! - [`agreement`]: the verdict from the exit code AND the evidence.
@@ -21,6 +22,7 @@
 //! The id scheme of each format is documented in docs/guards.md ("Test reports").
 
 pub mod agreement;
+pub mod excerpt;
 pub mod format;
 pub mod gojson;
 pub mod junit;
@@ -31,8 +33,9 @@ pub mod tap;
 
 use crate::safefs::SafeDir;
 use serde::Serialize;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
+pub use excerpt::Excerpt;
 pub use format::Format;
 
 /// Largest report file read.
@@ -66,6 +69,9 @@ pub struct ParsedReport {
     /// Units of the run that ended abnormally or without their result (a go package that
     /// failed without a failing test, a libtest binary without its `test result:` line).
     pub incomplete: Vec<String>,
+    /// What the failing tests printed, by id (a subset of `failing`), bounded ([`excerpt`]).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub excerpts: BTreeMap<String, Excerpt>,
 }
 
 /// Counts of test entries by result.
@@ -96,6 +102,7 @@ pub(crate) struct ReportBuilder {
     failing: BTreeSet<String>,
     skipped: BTreeSet<String>,
     counts: Counts,
+    excerpts: excerpt::Excerpts,
 }
 
 /// The result of one test entry.
@@ -124,6 +131,11 @@ impl ReportBuilder {
         self.collected.insert(id);
     }
 
+    /// What the failing test `id` printed (kept within the report's excerpt bounds).
+    pub(crate) fn add_excerpt(&mut self, id: &str, gathered: excerpt::Gathering) {
+        self.excerpts.add(id, gathered);
+    }
+
     /// A failure that belongs to no test entry (a go package that failed on its own).
     pub(crate) fn add_unit_failure(&mut self, id: String) {
         self.failing.insert(id);
@@ -136,9 +148,11 @@ impl ReportBuilder {
         declared: Option<Counts>,
         incomplete: Vec<String>,
     ) -> ParsedReport {
+        let excerpts = self.excerpts.of_failing(&self.failing);
         ParsedReport {
             format,
             producer,
+            excerpts,
             collected: self.collected,
             failing: self.failing,
             skipped: self.skipped,

@@ -12,9 +12,12 @@
 //! Checked: the version line (13 or 14), one plan per level matching its number of points, test
 //! numbers in sequence, every YAML block closed, every subtest closed by its parent's point.
 //! `Bail out!` ends the stream and fails it as a unit. YAML diagnostics are skipped line by line;
-//! only a top-level `type:` key is read. node's closing comments (`# tests N`, `# pass N`, ...)
+//! only a top-level `type:` key is read, and the block of a `not ok` point is kept as that
+//! test's excerpt ([`super::excerpt`]), dedented, never interpreted, as are the `#` diagnostic
+//! lines right after it (Test::More's `#   Failed test ...`). node's closing comments (`# tests N`, `# pass N`, ...)
 //! after the last plan are the declared counts.
 
+use super::excerpt::Gathering;
 use super::{bounded_id, lines, Counts, Format, Outcome, ParsedReport, Producer, ReportBuilder, ReportError};
 use std::collections::BTreeMap;
 
@@ -28,6 +31,8 @@ struct Entry {
     suite: bool,
     /// Whether an entry below this one failed (a failed suite without one failed on its own).
     failed_inside: bool,
+    /// The YAML diagnostic block of a `not ok` point.
+    excerpt: Gathering,
 }
 
 #[derive(Default)]
@@ -63,6 +68,8 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
     let mut closing_comments: BTreeMap<String, u64> = BTreeMap::new();
     let mut last_line = 0;
     let mut after_point: Option<usize> = None;
+    // The level whose last point the `#` diagnostic lines that follow it belong to (Test::More).
+    let mut diagnosing: Option<usize> = None;
     for line in lines(bytes, report, Format::Tap) {
         let (number, raw) = line?;
         last_line = number;
@@ -79,6 +86,10 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
             }
             if indent < block.indent {
                 return Err(err(block.opened_at, "a YAML block that is never closed with `...`".into()));
+            }
+            let level = &mut levels[block.level];
+            if let Some(entry) = level.last_point.and_then(|i| level.entries.get_mut(i)).filter(|e| e.outcome == Outcome::Failed) {
+                entry.excerpt.push_line(text[block.indent..].trim_end());
             }
             if indent == block.indent {
                 if let Some(value) = body.strip_prefix("type:") {
@@ -124,6 +135,16 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
             continue;
         }
         let depth = indent / 4;
+        let diagnosed = diagnosing.take();
+        if let (Some(d), Some(diagnostic)) = (diagnosed, body.strip_prefix('#')) {
+            if d == depth && !diagnostic.trim_start().starts_with("Subtest:") {
+                let level = &mut levels[d];
+                if let Some(entry) = level.last_point.and_then(|i| level.entries.get_mut(i)).filter(|e| e.outcome == Outcome::Failed) {
+                    entry.excerpt.push_line(diagnostic.strip_prefix(' ').unwrap_or(diagnostic));
+                }
+                diagnosing = Some(d);
+            }
+        }
         if depth >= MAX_DEPTH {
             return Err(err(number, format!("subtests nested deeper than {MAX_DEPTH}")));
         }
@@ -177,9 +198,10 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
                 child.path.push(description.clone());
                 level.entries.push(child);
             }
-            level.entries.push(Entry { path: vec![description], outcome, suite: false, failed_inside });
+            level.entries.push(Entry { path: vec![description], outcome, suite: false, failed_inside, excerpt: Gathering::default() });
             level.last_point = Some(level.entries.len() - 1);
             after_point = Some(depth);
+            diagnosing = Some(depth);
             seen_tap = true;
             if depth == 0 {
                 closing_comments.clear();
@@ -208,18 +230,22 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
     }
     let mut builder = ReportBuilder::default();
     let top = levels.swap_remove(0);
-    let ids: Vec<(String, &Entry)> = top
+    let ids: Vec<(String, Entry)> = top
         .entries
-        .iter()
+        .into_iter()
         .map(|e| {
             let id = e.path.iter().rev().map(String::as_str).collect::<Vec<_>>().join(" > ");
             bounded_id(id, report, Format::Tap, || "a test point".to_string()).map(|id| (id, e))
         })
         .collect::<Result<_, _>>()?;
     for (id, entry) in ids {
+        let failed_unit = entry.suite && entry.outcome == Outcome::Failed && !entry.failed_inside;
+        if (!entry.suite || failed_unit) && entry.outcome == Outcome::Failed {
+            builder.add_excerpt(&id, entry.excerpt);
+        }
         if !entry.suite {
             builder.add(id, entry.outcome);
-        } else if entry.outcome == Outcome::Failed && !entry.failed_inside {
+        } else if failed_unit {
             builder.add_unit_failure(id);
         }
     }
