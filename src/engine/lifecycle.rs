@@ -400,6 +400,15 @@ impl<'a> ActiveRun<'a> {
             sink.event(&LoopEvent::HaltingBeforeIterations { detail: &detail });
             return self.halt(HaltReason::WorkspaceInvalid, detail);
         }
+        // A green whose confirmations (or canary) loopexec died before recording gets them now.
+        let decided = match decided {
+            Some((HaltReason::SuccessConditionMet, _)) if self.resumed => match self.finish_resumed_green(zone)? {
+                Step::Halt(reason, detail) => Some((reason, detail)),
+                Step::Interrupted(signal) => return self.interrupted(signal, None),
+                Step::Continue => None,
+            },
+            other => other,
+        };
         if let Some((reason, detail)) = decided {
             // The outcome was observed and recorded before loopexec died; only its halt is missing.
             return self.halt(reason, detail);

@@ -87,6 +87,8 @@ pub struct History {
     pub halt_line: Option<Map<String, Value>>,
     /// Bodies of events whose type starts with `guard` (listed in the predicate).
     pub guard_bodies: Vec<Map<String, Value>>,
+    /// The iterations an `adequacy` event (the canary) was recorded for.
+    pub adequacy_iterations: Vec<u64>,
     /// The t0 baseline check (`check_baseline`), when the run recorded one, and the
     /// `externalised` event that holds its large sets (read back from the receipt).
     pub check_baseline: Option<super::events::CheckBaselineRecord>,
@@ -174,7 +176,11 @@ impl History {
                     slot.guards.push(guard.clone());
                 }
             }
-            Event::GuardBaseline(_) | Event::Adequacy(_) => self.guard_bodies.push(recorded.body()),
+            Event::GuardBaseline(_) => self.guard_bodies.push(recorded.body()),
+            Event::Adequacy(adequacy) => {
+                self.adequacy_iterations.push(adequacy.iteration);
+                self.guard_bodies.push(recorded.body());
+            }
             Event::CheckConfirmation(confirmation) => {
                 if let Some(slot) = self.slot(confirmation.check.iteration) {
                     slot.confirmations.push(confirmation.clone());
@@ -223,6 +229,11 @@ impl History {
     /// The record of the last iteration started.
     pub fn current(&self) -> Option<&IterationRecord> {
         self.iterations.last()
+    }
+
+    /// Whether an `adequacy` event (the canary) was recorded for iteration `n`.
+    pub fn adequacy_of(&self, n: u64) -> bool {
+        self.adequacy_iterations.contains(&n)
     }
 
     pub fn run_id(&self) -> Option<&str> {
