@@ -65,6 +65,8 @@ impl Baseline {
             collected: set(&check.collected_set),
             failing: set(&check.failing_set),
             skipped: set(&check.skipped_set),
+            // The receipt keeps the excerpts' digests, not the excerpts.
+            excerpts: Default::default(),
         });
         Baseline {
             ending: check.ending.clone(),
@@ -193,6 +195,7 @@ fn sets_unmeasured(check: &CheckResult) -> Option<String> {
 fn as_cached(mut check: CheckResult) -> CheckResult {
     check.stdout.artifact = None;
     check.stderr.artifact = None;
+    check.excerpts_artifact = None;
     check
 }
 
@@ -415,6 +418,7 @@ mod tests {
             collected: collected.iter().map(|s| s.to_string()).collect(),
             failing: BTreeSet::new(),
             skipped: skipped.iter().map(|s| s.to_string()).collect(),
+            excerpts: Default::default(),
         }
     }
 

@@ -105,7 +105,7 @@ impl ActiveRun<'_> {
             Some(mut progress) => {
                 // A rejected step is undone: the workspace returns to the last accepted tree.
                 let reverted = match (progress.accepted, self.workspace.as_mut()) {
-                    (false, Some(ws)) => Some(ws.revert_to_best()),
+                    (false, Some(ws)) => Some(ws.revert_to_best(n)),
                     _ => None,
                 };
                 if let Some(Ok(tree)) = &reverted {

@@ -22,6 +22,7 @@ use crate::engine::targets::Targets;
 use crate::engine::verdict::Verdict;
 use crate::receipt::events::{CheckResult, ProgressRecord};
 use crate::receipt::history::{History, IterationRecord};
+use std::collections::BTreeMap;
 
 /// At most this many test ids are listed in a `progress` event's lists; each list cut is
 /// followed by `<name>_count`, its exact length (the receipt stays bounded).
@@ -50,20 +51,24 @@ fn sets(check: &CheckResult) -> Option<(TestSet, TestSet)> {
     Some((passing, failing))
 }
 
-/// The observation of a check's sets (`accepted` as judged then), the pre-existing failures
-/// removed when the run has targets.
-fn observation(iteration: u64, (passing, failing): (TestSet, TestSet), targets: Option<&Targets>, accepted: bool) -> Observation {
+/// The observation of `check`'s sets (`accepted` as judged then), the pre-existing failures
+/// removed when the run has targets; its signature over the failing tests and the digests of
+/// their excerpts the check recorded.
+fn observation(iteration: u64, check: &CheckResult, targets: Option<&Targets>, accepted: bool) -> Option<Observation> {
+    let (passing, failing) = sets(check)?;
     let (passing, failing, failing_targets) = match targets {
         Some(t) => (t.without_preexisting(&passing), t.without_preexisting(&failing), t.failing_targets(&failing)),
         None => (passing, failing.clone(), failing),
     };
-    let signature = signature::of_failures(failing.iter().map(|t| (t.as_str(), "")));
-    Observation { iteration, failing_targets, passing, failing, signature, accepted }
+    let digests: BTreeMap<&str, &str> =
+        check.failure_digests.iter().flatten().map(|d| (d.test.as_str(), d.sha256.as_str())).collect();
+    let signature = signature::of_failures(failing.iter().map(|t| (t.as_str(), digests.get(t.as_str()).copied())));
+    Some(Observation { iteration, failing_targets, passing, failing, signature, accepted })
 }
 
 /// The observation of one recorded iteration (`accepted` as judged then).
 fn observe(record: &IterationRecord, targets: Option<&Targets>, accepted: bool) -> Option<Observation> {
-    Some(observation(record.iteration, sets(record.check.as_ref()?)?, targets, accepted))
+    observation(record.iteration, record.check.as_ref()?, targets, accepted)
 }
 
 /// The earlier observations, in order, each with the acceptance its `progress` event recorded.
@@ -72,14 +77,14 @@ fn trajectory_before(history: &History, iteration: u64, targets: Option<&Targets
         .iterations
         .iter()
         .filter(|r| r.iteration < iteration)
-        .filter_map(|r| observe(r, targets, r.progress.as_ref()?.accepted))
+        // An iteration the operator accepted by hand counts as accepted from then on.
+        .filter_map(|r| observe(r, targets, r.progress.as_ref()?.accepted || history.accepted_by_hand(r.iteration)))
         .collect()
 }
 
 /// t0 as the `check_baseline` event measured it (iteration 0, accepted), when its sets were.
 fn t0(history: &History, targets: Option<&Targets>) -> Option<Observation> {
-    let check = &history.check_baseline.as_ref()?.check;
-    Some(observation(0, sets(check)?, targets, true))
+    observation(0, &history.check_baseline.as_ref()?.check, targets, true)
 }
 
 /// The frontier the earlier observations left: the last accepted one (none yet: t0, or nothing
@@ -142,7 +147,8 @@ pub fn accepted_trajectory(history: &History) -> Vec<(u64, usize)> {
     let judged: Vec<(u64, usize)> = history
         .iterations
         .iter()
-        .filter_map(|r| r.progress.as_ref().filter(|p| p.accepted).map(|p| (r.iteration, p.failing_targets as usize)))
+        .filter(|r| history.ratchet_kept(r))
+        .filter_map(|r| r.progress.as_ref().map(|p| (r.iteration, p.failing_targets as usize)))
         .collect();
     match t0(history, Targets::of_history(history, &crate::engine::targets::pinned_patterns(history)).as_ref()) {
         Some(t0) if !judged.is_empty() => std::iter::once((0, t0.failing_targets.len())).chain(judged).collect(),
@@ -196,6 +202,35 @@ mod tests {
         let third = step(&mut h, 4, &["a"], &limits);
         assert_eq!(third.halt_reason, Some(HaltReason::SameFailureRepeated));
         assert_eq!(third.evidence.unwrap()["iterations"], serde_json::json!([2, 3, 4]));
+    }
+
+    /// Iterations 1..=3 each failing `a` with the excerpt `excerpts[i]` (after `a`, `b` failing at 1).
+    fn failing_a_with(excerpts: [&str; 3]) -> Option<HaltReason> {
+        let mut h = History::default();
+        let limits = Limits::default();
+        step(&mut h, 1, &["a", "b"], &limits);
+        let mut last = None;
+        for (i, excerpt) in excerpts.iter().enumerate() {
+            let n = i as u64 + 2;
+            checked(&mut h, n, &["a"]);
+            let digest = crate::receipt::events::FailureDigest { test: "a".into(), sha256: signature::excerpt_digest(excerpt) };
+            h.iterations.last_mut().unwrap().check.as_mut().unwrap().failure_digests = Some(vec![digest]);
+            let judged = judge(&h, n, &limits, &[]).unwrap();
+            last = judged.halt_reason;
+            h.iterations.last_mut().unwrap().progress = Some(judged);
+        }
+        last
+    }
+
+    #[test]
+    fn the_same_test_failing_with_other_assertion_messages_is_not_the_same_failure() {
+        assert_eq!(failing_a_with(["expected 1, got 2", "expected 1, got 3", "expected 1, got 4"]), None);
+    }
+
+    #[test]
+    fn the_same_message_with_other_timings_and_addresses_is_the_same_failure() {
+        let halt = failing_a_with(["<X at 0x7f01> after 0.1s", "<X at 0x7f99> after 2.5s", "<X at 0x5501> after 9s"]);
+        assert_eq!(halt, Some(HaltReason::SameFailureRepeated));
     }
 
     #[test]
