@@ -73,23 +73,15 @@ ROUNDS=${2:-7}
 BENCH_DIR=${BENCH_DIR:-/tmp}
 ROOT="$BENCH_DIR/loopexec-bench-guards"
 REPO="$ROOT/repo-$FILES"
-export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null
-export GIT_AUTHOR_NAME=bench GIT_AUTHOR_EMAIL=bench@example.com GIT_COMMITTER_NAME=bench GIT_COMMITTER_EMAIL=bench@example.com
-export GIT_AUTHOR_DATE=2026-01-01T00:00:00Z GIT_COMMITTER_DATE=2026-01-01T00:00:00Z
+. ci/bench-lib.sh
 
-field() { sed -n "s/.*\"$1\":\([0-9.]*\).*/\1/p" | awk '{ printf "%.1f", $1 }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b <= 0) b = 0.001; printf "%.2f", a / b }'; }
 
 cargo build --release --quiet --example guards_bench
 GB=target/release/examples/guards_bench
 
 mkdir -p "$ROOT"
 chmod 0711 "$ROOT"
-if [ ! -f "$REPO/.generated" ]; then
-    echo "generating $FILES files in $REPO (deterministic; takes a while)..."
-    rm -rf "$REPO"
-    mkdir -p "$REPO"
-    python3 - "$REPO" "$FILES" <<'PY'
+generated_repo "$REPO" "$FILES files" "$FILES" <<'PY'
 import os, random, sys
 root, files = sys.argv[1], int(sys.argv[2])
 rng = random.Random(20261201)
@@ -118,12 +110,6 @@ for i in range(files):
     with open(os.path.join(d, name), "w") as f:
         f.write(text)
 PY
-    git -C "$REPO" init -q -b main
-    git -C "$REPO" add -A
-    git -C "$REPO" commit -q -m "generated"
-    touch "$REPO/.generated"
-    echo ".generated" > "$REPO/.git/info/exclude"
-fi
 echo "repository: $(git -C "$REPO" ls-files | wc -l) files, $(du -sm --exclude=.git "$REPO" | cut -f1) MB of files"
 
 # The agent's 10 changes, made in the repository's working tree (the example copies them into

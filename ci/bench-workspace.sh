@@ -73,14 +73,10 @@ TOTAL_MB=${2:-1024}
 BENCH_DIR=${BENCH_DIR:-/tmp}
 ROOT="$BENCH_DIR/loopexec-bench-workspace"
 REPO="$ROOT/repo-$FILES-$TOTAL_MB"
-export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null
-export GIT_AUTHOR_NAME=bench GIT_AUTHOR_EMAIL=bench@example.com GIT_COMMITTER_NAME=bench GIT_COMMITTER_EMAIL=bench@example.com
-export GIT_AUTHOR_DATE=2026-01-01T00:00:00Z GIT_COMMITTER_DATE=2026-01-01T00:00:00Z
+. ci/bench-lib.sh
 
 now_ms() { date +%s%N | awk '{ printf "%.1f", $1 / 1000000 }'; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b <= 0) b = 0.001; printf "%.1f", a / b }'; }
-field() { sed -n "s/.*\"$1\":\([0-9.]*\).*/\1/p" | awk '{ printf "%.1f", $1 }'; }
 sfield() { sed -n "s/.*\"$1\":\"\([^\"]*\)\".*/\1/p"; }
 
 cargo build --release --quiet --bin loopexec --example workspace_bench
@@ -89,11 +85,7 @@ WSB=target/release/examples/workspace_bench
 
 mkdir -p "$ROOT"
 chmod 0711 "$ROOT"
-if [ ! -f "$REPO/.generated" ]; then
-    echo "generating $FILES files / $TOTAL_MB MB in $REPO (deterministic; takes a while)..."
-    rm -rf "$REPO"
-    mkdir -p "$REPO"
-    python3 - "$REPO" "$FILES" "$TOTAL_MB" <<'PY'
+generated_repo "$REPO" "$FILES files / $TOTAL_MB MB" "$FILES" "$TOTAL_MB" <<'PY'
 import os, random, sys
 root, files, total_mb = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 rng = random.Random(20261130)
@@ -107,12 +99,6 @@ for i in range(files):
     with open(os.path.join(d, "f%06d.txt" % i), "wb") as f:
         f.write(data)
 PY
-    git -C "$REPO" init -q -b main
-    git -C "$REPO" add -A
-    git -C "$REPO" commit -q -m "generated"
-    touch "$REPO/.generated"
-    echo ".generated" > "$REPO/.git/info/exclude"
-fi
 echo "repository: $(git -C "$REPO" ls-files | wc -l) files, $(du -sm --exclude=.git "$REPO" | cut -f1) MB of files, $(du -sm "$REPO/.git" | cut -f1) MB .git"
 
 STATE="$ROOT/state"

@@ -183,6 +183,9 @@ impl From<sandbox::SandboxError> for Failure {
             e @ SandboxError::ProtectedSymlink { .. } => {
                 Failure::isolation(e.to_string()).with_hint("replace the symlink with the real directory or file, or remove it")
             }
+            e @ SandboxError::TimeNamespaceUnsupported { .. } => {
+                Failure::isolation(e.to_string()).with_hint("run on Linux >= 5.6 built with CONFIG_TIME_NS, or leave out the clock offset (probe-check without the clock dimension)")
+            }
             SandboxError::Policy(p) => Failure::from(p),
             SandboxError::Spec(m) => Failure::usage(m),
             SandboxError::Spawn(m) => Failure::new(FailureCode::SpawnFailed, m),

@@ -268,3 +268,40 @@ fn egress_flags_with_isolation_none_are_refused() {
     assert_eq!(r.code, 20, "{r:?}");
     assert!(r.json()["errors"][0]["message"].as_str().unwrap().contains("native isolation"));
 }
+
+/// Runs with `loop_toml` and returns the usage error's message, asserting exit 20, one JSON
+/// object and nothing written under `.loopexec/`.
+fn loop_file_refusal(loop_toml: &str) -> String {
+    let dir = workdir();
+    std::fs::write(dir.path().join("loop.toml"), loop_toml).unwrap();
+    let r = loopexec(dir.path(), &["run", "--json", "--isolation", "none"]);
+    assert_eq!(r.code, 20, "{r:?}");
+    assert!(!dir.path().join(".loopexec").exists(), "nothing written for a refused loop file");
+    r.json()["errors"][0]["message"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn an_unknown_key_in_the_progress_table_is_refused_with_its_line() {
+    let message = loop_file_refusal("check = \"true\"\nexec = \"true\"\n\n[progress]\nno_progres_k = 3\n");
+    assert!(message.starts_with("loop.toml line 5:"), "{message}");
+    assert!(message.contains("no_progres_k"), "{message}");
+}
+
+#[test]
+fn a_negative_progress_limit_is_refused_with_its_line() {
+    let message = loop_file_refusal("check = \"true\"\nexec = \"true\"\n[progress]\nsame_failure_n = -1\n");
+    assert!(message.starts_with("loop.toml line 4:"), "{message}");
+}
+
+#[test]
+fn an_unknown_adequacy_mode_is_refused_naming_the_modes() {
+    let message = loop_file_refusal("check = \"true\"\nexec = \"true\"\nadequacy = \"sometimes\"\n");
+    assert!(message.starts_with("loop.toml line 3:"), "{message}");
+    assert!(message.contains("sometimes") && message.contains("final"), "{message}");
+}
+
+#[test]
+fn a_confirm_runs_that_is_not_a_count_is_refused_with_its_line() {
+    let message = loop_file_refusal("check = \"true\"\nexec = \"true\"\nconfirm_runs = 1.5\n");
+    assert!(message.starts_with("loop.toml line 3:"), "{message}");
+}

@@ -76,6 +76,10 @@ pub enum SandboxError {
     /// The command could not be started inside the zone (exit 40).
     #[error("could not start the command: {0}")]
     Spawn(String),
+    /// A clock offset was asked for, but this kernel has no time namespaces (Linux >= 5.6 with
+    /// CONFIG_TIME_NS) (maps to `isolation_unsatisfiable`, exit 30).
+    #[error("time namespace unavailable: {cause}")]
+    TimeNamespaceUnsupported { cause: String },
     /// An I/O error while setting up or tearing down the zone.
     #[error("{context}: {source}")]
     Io { context: String, source: std::io::Error },

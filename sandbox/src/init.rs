@@ -9,7 +9,7 @@
 
 use crate::error::Layer;
 use crate::plan::{self, CommandFailure, Msg, Plan, SETUP_FAILED_EXIT};
-use crate::{landlock_rules, mounts, netns, privileges, seccomp_filter, sys};
+use crate::{landlock_rules, mounts, netns, privileges, seccomp_filter, sys, timens};
 use nix::sched::CloneFlags;
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::{fork, ForkResult, Pid};
@@ -122,6 +122,12 @@ fn write_id_maps(uid: u32, gid: u32) -> Result<(), StepError> {
 }
 
 fn zone_init(sock: &OwnedFd, plan: &Plan, trees: Vec<OwnedFd>) -> Result<i32, StepError> {
+    // The time namespace of the children (the command) first, while /proc/self is still ours:
+    // once non-dumpable, its files belong to the host's root and `timens_offsets` cannot be opened.
+    // The init forks nothing before the command, and a time namespace holds only children.
+    if let Some(offset_s) = plan.clock_offset_s {
+        timens::offset_for_children(offset_s).map_err(|e| fail(None, "time namespace (clock offset)", e))?;
+    }
     // pid 1 keeps its namespace capabilities: nothing in the zone may open its /proc/1/mem.
     if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
         return Err(fail(None, "PR_SET_DUMPABLE", std::io::Error::last_os_error()));

@@ -3,7 +3,7 @@
 //! `PreparedInit::start` read top to bottom as that list. What each step does, and what the zone
 //! side does after it, is described once in docs/zones.md ("The native zone's setup sequence");
 //! the steps live in the files named for what they own: `spec.rs` (1, 8), `preflight.rs` (2),
-//! `cgroup.rs` (3), `spawn.rs` (4, 5), `grants.rs` (6), `protected.rs` (7), `plan.rs` (9, 10:
+//! `timens.rs` (2: a clock offset's host check; the zone init's time namespace), `cgroup.rs` (3), `spawn.rs` (4, 5), `grants.rs` (6), `protected.rs` (7), `plan.rs` (9, 10:
 //! the messages, the pre-exec failure codes and their decoder), `zone.rs` (the running zone and
 //! its teardown), `report.rs` (what was applied).
 
@@ -99,6 +99,7 @@ fn launch_with(
     let started = Instant::now();
     check_spec(&spec)?; // 1
     let skipped = check_host(&spec.policy, host)?; // 2
+    crate::timens::check_offset(spec.clock_offset_s, &host.kernel)?; // 2: a clock offset needs time namespaces
     let key = InitKey::of(&spec.policy, &skipped);
     // 3-5, unless `Launcher::prepare` already did them: the init executes and initialises while
     // the plan is resolved.
@@ -312,6 +313,7 @@ fn build_plan(
         cwd: spec.cwd.clone(),
         argv: spec.argv.iter().map(|a| a.as_bytes().to_vec()).collect(),
         env: build_env(spec),
+        clock_offset_s: spec.clock_offset_s,
     }
 }
 

@@ -28,6 +28,7 @@ mod report;
 mod spawn;
 mod spec;
 mod sys;
+mod timens;
 mod zone;
 
 pub use error::{Layer, SandboxError};
@@ -36,5 +37,6 @@ pub use launch::{hold_protected_paths, launch, AppliedReport, Launcher, LayerSta
 pub use plan::OverlayMount;
 pub use policy::{Policy, PolicyError, WorkspaceLimits};
 pub use preflight::{HostReport, Missing};
+pub use timens::{offset_for_children as offset_clocks_for_children, supported as time_namespaces_supported, MAX_OFFSET_S as MAX_CLOCK_OFFSET_S};
 /// For backends that prepare a zone's network namespace themselves (the container backend).
 pub use netns::{bring_up_loopback, listen as listen_loopback};

@@ -88,6 +88,9 @@ pub struct Plan {
     pub cwd: PathBuf,
     pub argv: Vec<Vec<u8>>,
     pub env: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Some(s): the command's own time namespace, monotonic and boot clocks offset by `s` seconds.
+    #[serde(default)]
+    pub clock_offset_s: Option<i64>,
 }
 
 /// Environment variable marking a process as a zone init (its value: the plan socket's fd).

@@ -34,6 +34,9 @@ pub struct ZoneSpec {
     /// A target must not overlap any granted path; it is readable, and writable when the overlay
     /// has an upper layer.
     pub overlays: Vec<OverlayMount>,
+    /// Some(s): the command runs in its own time namespace, its monotonic and boot clocks `s`
+    /// seconds from the host's (the wall clock cannot move). Refused where the kernel has none.
+    pub clock_offset_s: Option<i64>,
 }
 
 impl ZoneSpec {
@@ -51,6 +54,7 @@ impl ZoneSpec {
             extra_ro: Vec::new(),
             loopback_listener: None,
             overlays: Vec::new(),
+            clock_offset_s: None,
         }
     }
 }

@@ -145,9 +145,10 @@ pub struct Args {
     /// (default 3; 0 turns the rule off; docs/progress.md). Over `[progress] no_progress_k`.
     #[arg(long, value_name = "K")]
     pub no_progress_k: Option<usize>,
-    /// A commit (or tree) of the workdir's repository known to pass the check: checked in an exec
-    /// zone before the first agent call; if it fails the run stops `infeasible_suspected`.
-    #[arg(long, value_name = "REV")]
+    /// A commit (or tree) of the workdir's repository, or a patch file (a unified diff applied to
+    /// t0; an existing file wins over a revision of that name), known to pass the check: checked
+    /// in an exec zone before the first agent call; if it fails the run stops `infeasible_suspected`.
+    #[arg(long, value_name = "REV|PATCH")]
     pub reference: Option<String>,
     /// A test to fix: a glob over test ids as the reports name them (repeatable; default: every
     /// test failing at t0). Tests failing at t0 that are not targets neither block success nor

@@ -41,6 +41,11 @@ pub struct SandboxArgs {
     /// a new file in $TMPDIR, named in the output.
     #[arg(long, value_name = "FILE")]
     pub egress_log: Option<PathBuf>,
+    /// Run the command in its own time namespace with its monotonic and boot clocks (and
+    /// /proc/uptime) this many seconds ahead of the host's (negative: behind). The wall clock
+    /// cannot be moved. Needs Linux >= 5.6.
+    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
+    pub clock_offset: Option<i64>,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<OsString>,
@@ -141,6 +146,7 @@ pub fn run(args: SandboxArgs, json: bool) -> CmdResult<Outcome> {
     spec.extra_rw = extra_rw;
     spec.extra_ro = extra_ro;
     spec.overlays = args.overlay;
+    spec.clock_offset_s = args.clock_offset;
     // The zone never holds the operator's terminal or files (see zone_stream). Under --json stdout
     // carries the one JSON object, so the command's stdout goes to our stderr.
     let stdout_sink = if json { Sink::Stderr } else { Sink::Stdout };

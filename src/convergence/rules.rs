@@ -30,11 +30,15 @@ pub struct Limits {
     pub unsatisfiable_cycles: usize,
     /// `oscillation_detected` on or off.
     pub oscillation: bool,
+    /// The no-regression ratchet on or off. Off: every judged iteration is accepted (nothing is
+    /// reverted), so each starts from the one before and the rules see the whole trajectory
+    /// (the only way `unsatisfiable_constraints` can be observed; docs/progress.md).
+    pub ratchet: bool,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { no_progress_k: 3, same_failure_n: 3, regressed_n: 2, unsatisfiable_cycles: 2, oscillation: true }
+        Limits { no_progress_k: 3, same_failure_n: 3, regressed_n: 2, unsatisfiable_cycles: 2, oscillation: true, ratchet: true }
     }
 }
 

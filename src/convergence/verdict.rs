@@ -4,7 +4,7 @@
 //! `human_needed`, computed from the halt reason and the trajectory of failing targets alone, so
 //! `explain-halt` reaches it offline from the receipt.
 
-use crate::halt::HaltReason;
+use crate::halt::{ExitClass, HaltReason};
 use serde::Serialize;
 
 /// What the operator should do next.
@@ -60,15 +60,13 @@ pub fn explain(reason: HaltReason, trajectory: &[(u64, usize)]) -> Explanation {
         more_iterations: None,
         because: because.to_string(),
     };
-    match reason {
-        SuccessConditionMet => fixed(Verdict::Done, "the check passed and every guard held"),
-        MaxIterationsReached | BudgetExceeded => at_the_cap(trajectory),
-        NoProgressDetected | SameFailureRepeated | OscillationDetected | SameTestRegressed
-        | UnsatisfiableConstraints | InfeasibleSuspected => {
+    match (reason, reason.class()) {
+        (SuccessConditionMet, _) => fixed(Verdict::Done, "the check passed and every guard held"),
+        (MaxIterationsReached | BudgetExceeded, _) => at_the_cap(trajectory),
+        (_, ExitClass::NoConvergence) => {
             fixed(Verdict::DoNotRetry, "the loop stopped converging; more iterations of the same task will not help")
         }
-        CheckFlaky | CheckNotDeterministic | CheckHasSideEffects | CheckNotHermetic | HermeticityViolation
-        | CheckInadequate | ObjectiveUnverified => {
+        (ObjectiveUnverified, _) | (_, ExitClass::OracleUntrusted | ExitClass::CheckInadequate) => {
             fixed(Verdict::FixTheCheck, "the check cannot be trusted as an oracle for this change")
         }
         _ => fixed(Verdict::HumanNeeded, "the run stopped on something only a person can resolve"),
@@ -148,21 +146,18 @@ mod tests {
 
     #[test]
     fn each_no_convergence_halt_is_do_not_retry() {
-        for reason in [
-            HaltReason::NoProgressDetected,
-            HaltReason::SameFailureRepeated,
-            HaltReason::OscillationDetected,
-            HaltReason::SameTestRegressed,
-            HaltReason::UnsatisfiableConstraints,
-            HaltReason::InfeasibleSuspected,
-        ] {
+        let no_convergence = HaltReason::ALL.iter().filter(|r| r.class() == ExitClass::NoConvergence);
+        for &reason in no_convergence {
             assert_eq!(explain(reason, &[]).verdict, Verdict::DoNotRetry, "{reason}");
         }
     }
 
     #[test]
-    fn an_untrusted_oracle_is_fix_the_check() {
-        for reason in [HaltReason::CheckFlaky, HaltReason::CheckNotDeterministic, HaltReason::CheckInadequate] {
+    fn an_untrusted_or_inadequate_oracle_is_fix_the_check() {
+        let untrusted = HaltReason::ALL
+            .iter()
+            .filter(|r| matches!(r.class(), ExitClass::OracleUntrusted | ExitClass::CheckInadequate));
+        for &reason in untrusted.chain([&HaltReason::ObjectiveUnverified]) {
             assert_eq!(explain(reason, &[]).verdict, Verdict::FixTheCheck, "{reason}");
         }
     }

@@ -483,13 +483,15 @@ impl LoopConfig {
         input.adequacy.validate(workspace == WorkspaceMode::Detached)?;
         let coverage = crate::engine::coverage_guard::CoveragePins::resolve(input.coverage, input.coverage_tolerance)?;
         let progress = input.progress.unwrap_or_default();
-        // A reference that does not resolve is refused before anything is written.
-        if let Some(rev) = &input.reference {
-            if workspace != WorkspaceMode::Detached {
+        // A reference that does not resolve (or a patch that does not apply) is refused before
+        // anything is written; a patch is pinned by its absolute path.
+        let reference = match &input.reference {
+            Some(_) if workspace != WorkspaceMode::Detached => {
                 return Err(Failure::usage("--reference needs a detached workspace (a git repository under native isolation)"));
             }
-            crate::engine::reference::resolve_tree(workdir, rev)?;
-        }
+            Some(value) => Some(crate::engine::reference::resolve(workdir, value, include_uncommitted)?),
+            None => None,
+        };
         let judge = crate::engine::judge::resolve_pins(input.judge, isolation, backend)?;
         let context_files =
             input.context_files.iter().map(|raw| pin_context_file(workdir, raw)).collect::<Result<Vec<_>, _>>()?;
@@ -516,7 +518,7 @@ impl LoopConfig {
             junit: None,
             guards: input.guards,
             adequacy: input.adequacy,
-            reference: input.reference,
+            reference,
             targets: crate::engine::targets::validated_patterns(input.targets, input.baseline.unwrap_or(true))?,
             progress: crate::convergence::rules::Limits {
                 no_progress_k: input.no_progress_k.unwrap_or(progress.no_progress_k),

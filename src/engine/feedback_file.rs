@@ -2,7 +2,9 @@
 //! feedback file"). Before each agent call the feedback (`crate::feedback`) is built from the
 //! run's history, the record the receipt holds, and written into a per-run directory outside the
 //! workdir (so never delivered and never in the agent's writable layer), owned by the operator and
-//! granted to the agent zone read-only. The directory is held open: every write is beneath its
+//! granted to the agent zone read-only. It is private: mode 0700 (files 0600) when the agent zone
+//! runs as the operator's uid, else mode 0750 (files 0640) with the agent zone's gid as its group
+//! ([`zone_reader_gid`]), so no other local user reads an iteration's feedback. The directory is held open: every write is beneath its
 //! descriptor, into a fresh temporary file renamed over `feedback.json` / `feedback.md`, so a
 //! symbolic link the agent planted where the file goes is replaced, never followed. Nothing here
 //! reads the file back: what the agent does to it cannot reach a verdict.
@@ -36,19 +38,27 @@ pub struct FeedbackFile {
     /// Held for its removal on drop.
     _dir: tempfile::TempDir,
     safe: SafeDir,
+    /// 0640 when the zone reads through the directory's group, else 0600.
+    file_mode: u32,
 }
 
 impl FeedbackFile {
-    /// A fresh private directory under the system temporary directory, readable (not writable)
-    /// by every uid so that a zone uid other than the operator's can read it through its grant.
-    pub fn create() -> Result<FeedbackFile, Failure> {
+    /// A fresh directory under the system temporary directory, private to the operator: with
+    /// `reader_gid` (the agent zone's gid, when the zone runs as another uid) its group is that gid
+    /// and it is group-readable, never writable; without, only the operator reads it.
+    pub fn create(reader_gid: Option<u32>) -> Result<FeedbackFile, Failure> {
         let dir = tempfile::Builder::new()
             .prefix("loopexec-feedback-")
+            .permissions(std::fs::Permissions::from_mode(0o700))
             .tempdir()
             .map_err(|e| Failure::internal(format!("the feedback directory cannot be created: {e}")))?;
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).map_err(|e| Failure::io(dir.path(), &e))?;
+        if let Some(gid) = reader_gid {
+            std::os::unix::fs::chown(dir.path(), None, Some(gid)).map_err(|e| Failure::io(dir.path(), &e))?;
+        }
+        let mode = if reader_gid.is_some() { 0o750 } else { 0o700 };
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(mode)).map_err(|e| Failure::io(dir.path(), &e))?;
         let safe = SafeDir::open(dir.path()).map_err(|e| Failure::internal(format!("the feedback directory: {e}")))?;
-        Ok(FeedbackFile { _dir: dir, safe })
+        Ok(FeedbackFile { _dir: dir, safe, file_mode: if reader_gid.is_some() { 0o640 } else { 0o600 } })
     }
 
     /// The directory the agent zone is granted read-only.
@@ -67,16 +77,20 @@ impl FeedbackFile {
         self.replace(MARKDOWN_NAME, feedback.to_markdown().as_bytes())
     }
 
-    /// A new file (mode 0644, created exclusively beneath the held descriptor, no link resolved)
-    /// renamed over `name`: a link at `name` is itself replaced.
+    /// A new file (created exclusively beneath the held descriptor, no link resolved, group-readable
+    /// only when the zone reads through the group) renamed over `name`: a link at `name` is itself
+    /// replaced. New files take the directory's group (its gid is the zone's, see `create`)
+    /// only where set-group-id would give it, so the group is set explicitly.
     fn replace(&self, name: &str, bytes: &[u8]) -> Result<(), Failure> {
         let failed = |e: String| Failure::internal(format!("the feedback file {}: {e}", self.safe.path().join(name).display()));
         let tmp = format!(".{name}.tmp-{}", std::process::id());
         let fd = self.safe.fd().as_raw_fd();
         let _ = nix::unistd::unlinkat(Some(fd), tmp.as_str(), nix::unistd::UnlinkatFlags::NoRemoveDir);
-        let mut file = self.safe.create_new(&tmp, 0o644).map_err(|e| failed(e.to_string()))?;
-        // The creation mode is filtered by the umask; the zone uid must be able to read it.
-        file.set_permissions(std::fs::Permissions::from_mode(0o644)).map_err(|e| failed(e.to_string()))?;
+        let mut file = self.safe.create_new(&tmp, 0o600).map_err(|e| failed(e.to_string()))?;
+        let dir_gid = nix::sys::stat::fstat(fd).map_err(|e| failed(e.to_string()))?.st_gid;
+        nix::unistd::fchown(file.as_raw_fd(), None, Some(nix::unistd::Gid::from_raw(dir_gid))).map_err(|e| failed(e.to_string()))?;
+        // The creation mode is filtered by the umask; the zone's group must be able to read it.
+        file.set_permissions(std::fs::Permissions::from_mode(self.file_mode)).map_err(|e| failed(e.to_string()))?;
         file.write_all(bytes).map_err(|e| failed(e.to_string()))?;
         drop(file);
         nix::fcntl::renameat(Some(fd), tmp.as_str(), Some(fd), name).map_err(|e| failed(e.to_string()))
@@ -89,7 +103,8 @@ impl ActiveRun<'_> {
     /// place of `{feedback}`. `Err(detail)`: it could not be written (the run halts with it).
     pub(super) fn give_feedback(&mut self, n: u64, cmd: &mut ZoneCommand) -> Result<(), String> {
         if self.feedback.is_none() {
-            self.feedback = Some(FeedbackFile::create().map_err(|f| f.message)?);
+            let reader = zone_reader_gid(&self.cfg).map_err(|f| f.message)?;
+            self.feedback = Some(FeedbackFile::create(reader).map_err(|f| f.message)?);
         }
         let Some(file) = self.feedback.as_ref() else { return Ok(()) };
         let run_dir = self.run.dir();
@@ -101,6 +116,25 @@ impl ActiveRun<'_> {
         cmd.read_only.push(file.dir().to_path_buf());
         Ok(())
     }
+}
+
+/// The gid the agent zone reads the feedback directory with, when it runs as a uid other than the
+/// operator's: only a root supervisor drops the zone to another uid (the native zone to its
+/// policy's `identity.gid_when_root`, a container zone to `zones::container::zone_user`'s). An
+/// unprivileged operator's zones run as the operator, who owns the directory.
+pub fn zone_reader_gid(cfg: &super::config::LoopConfig) -> Result<Option<u32>, Failure> {
+    if !nix::unistd::geteuid().is_root() || cfg.isolation == crate::zones::Isolation::None {
+        return Ok(None);
+    }
+    let Some(pin) = &cfg.agent_policy else { return Ok(None) };
+    let (_, policy) = super::config::PolicyPin::resolve(&pin.source)?;
+    if cfg.backend.engine().is_none() {
+        return Ok(Some(policy.identity.gid_when_root));
+    }
+    let detached = cfg.workspace == super::detached::WorkspaceMode::Detached;
+    crate::zones::container::zone_user(&policy, detached, true, Path::new(&cfg.workdir))
+        .map(|(_, gid)| Some(gid))
+        .map_err(|r| Failure::isolation(r.cause).with_hint(r.fix))
 }
 
 /// The feedback before iteration `n`, from the history alone: the failing targets of the tree the
@@ -187,10 +221,56 @@ mod tests {
         let outside = tempfile::tempdir().unwrap();
         let victim = outside.path().join("victim");
         std::fs::write(&victim, "kept").unwrap();
-        let file = FeedbackFile::create().unwrap();
+        let file = FeedbackFile::create(None).unwrap();
         std::os::unix::fs::symlink(&victim, file.json_path()).unwrap();
         file.write(&Feedback::new(1, 0, [("t", None)], None, vec![])).unwrap();
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "kept");
         assert!(std::fs::symlink_metadata(file.json_path()).unwrap().file_type().is_file());
+    }
+
+    /// The second unprivileged local user of ci/setup-test-user.sh, when this test runs as root.
+    fn other_local_user() -> Option<&'static str> {
+        let exists = std::process::Command::new("id").arg("loopexec-other").output().is_ok_and(|o| o.status.success());
+        match (nix::unistd::geteuid().is_root(), exists) {
+            (true, true) => Some("loopexec-other"),
+            _ if std::env::var_os("CI").is_some() => panic!("CI runs this as root with the user loopexec-other (ci/setup-test-user.sh)"),
+            _ => {
+                eprintln!("skipped: needs root and the user loopexec-other (ci/setup-test-user.sh)");
+                None
+            }
+        }
+    }
+
+    /// `cat path` as `uid`/`gid` with no supplementary groups: whether it read the file.
+    fn reads_as(uid: &str, gid: &str, path: &Path) -> bool {
+        std::process::Command::new("setpriv")
+            .args(["--reuid", uid, "--regid", gid, "--clear-groups", "cat"])
+            .arg(path)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap()
+            .success()
+    }
+
+    #[test]
+    fn another_local_user_cannot_read_the_feedback_the_zone_group_can() {
+        let Some(other) = other_local_user() else { return };
+        let zone_gid = 60200;
+        let file = FeedbackFile::create(Some(zone_gid)).unwrap();
+        file.write(&Feedback::new(1, 0, [("secret_test", None)], None, vec![])).unwrap();
+        assert!(!reads_as(other, other, &file.json_path()), "{other} read the feedback file");
+        assert!(!reads_as(other, other, &file.dir().join(MARKDOWN_NAME)));
+        assert!(reads_as("60200", "60200", &file.json_path()), "the zone's uid/gid reads it");
+        let meta = std::fs::metadata(file.dir()).unwrap();
+        assert_eq!((meta.permissions().mode() & 0o7777, std::os::unix::fs::MetadataExt::gid(&meta)), (0o750, zone_gid));
+    }
+
+    #[test]
+    fn without_a_zone_group_the_feedback_is_the_operators_alone() {
+        let file = FeedbackFile::create(None).unwrap();
+        file.write(&Feedback::new(1, 0, [("t", None)], None, vec![])).unwrap();
+        assert_eq!(std::fs::metadata(file.dir()).unwrap().permissions().mode() & 0o7777, 0o700);
+        assert_eq!(std::fs::metadata(file.json_path()).unwrap().permissions().mode() & 0o7777, 0o600);
     }
 }

@@ -97,7 +97,8 @@ impl ActiveRun<'_> {
         self.append_findings(findings.into_iter())?;
         // The progress stage: the ratchet and the no-convergence rules over the failing sets.
         let judged = super::progress::judge(&self.history, n, &self.cfg.progress, &self.cfg.targets);
-        let ratchet_applies = judged.is_some();
+        // Only a ratchet that judges can revert: then each accepted layer is kept aside.
+        let ratchet_applies = judged.is_some() && self.cfg.progress.ratchet;
         let targets_met = judged.as_ref().is_some_and(|p| p.targets_met);
         let ratcheted = match judged {
             Some(mut progress) => {

@@ -239,7 +239,7 @@ pub fn template(check: Option<&str>, exec: Option<&str>, isolation: Option<Isola
     t.push_str("# A commit known to pass the check, checked before the first agent call (docs/progress.md):\n");
     t.push_str("# reference = \"solution-branch\"\n");
     t.push_str("# The tests to fix, globs over test ids (default: every test failing at t0):\n# target = [\"tests/test_parse.py::*\"]\n");
-    t.push_str("# no_progress_k = 3\n# same_failure_n = 3\n# regressed_n = 2\n# unsatisfiable_cycles = 2\n# oscillation = true\n\n");
+    t.push_str("# no_progress_k = 3\n# same_failure_n = 3\n# regressed_n = 2\n# unsatisfiable_cycles = 2\n# oscillation = true\n# ratchet = true\n\n");
     t.push_str("# Model identity, recorded in the receipt.\n[model]\n");
     t.push_str("# provider = \"example\"\n# id = \"example-model\"\n# version = \"2026-01-01\"\n\n");
     t.push_str("# Sampling pins, recorded in the receipt.\n[sampling]\n");

@@ -111,7 +111,9 @@ pub fn judge(history: &History, iteration: u64, limits: &Limits, patterns: &[Str
     let candidate = observe(record, targets.as_ref(), false)?;
     let t0 = t0(history, targets.as_ref());
     let frontier = frontier_of(t0.as_ref(), &trajectory);
+    // With the ratchet off (`[progress] ratchet = false`) every judged iteration is kept.
     let (accepted, rejection, frontier_at) = match ratchet::judge(&frontier, iteration, &candidate.passing, None, None) {
+        _ if !limits.ratchet => (true, None, iteration),
         Decision::Accepted(next) => (true, None, next.iteration),
         Decision::Rejected(why) => (false, serde_json::to_value(why).ok().map(bounded), frontier.iteration),
     };
@@ -247,6 +249,17 @@ mod tests {
         assert_eq!((broke.accepted, broke.frontier), (false, 0));
         assert!(step(&mut h, 2, &["a"], &limits).accepted);
         assert_eq!(accepted_trajectory(&h), vec![(0, 2), (2, 1)]);
+    }
+
+    #[test]
+    fn with_the_ratchet_off_an_iteration_that_breaks_a_passing_test_is_kept_and_the_next_starts_from_it() {
+        let mut h = History::default();
+        let limits = Limits { ratchet: false, ..Limits::default() };
+        step(&mut h, 1, &["a", "b"], &limits);
+        let broke = step(&mut h, 2, &["b", "c"], &limits);
+        assert_eq!((broke.accepted, broke.rejection, broke.frontier), (true, None, 2));
+        assert!(step(&mut h, 3, &["b"], &limits).accepted);
+        assert_eq!(accepted_trajectory(&h), vec![(1, 2), (2, 2), (3, 1)]);
     }
 
     #[test]

@@ -196,6 +196,12 @@ pub struct ReferenceRecord {
     pub given: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rev: Option<String>,
+    /// A patch reference (`--reference PATCH`): its absolute path and the SHA-256 of the bytes
+    /// applied to t0 (`tree_id` is the tree it made).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patch: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patch_sha256: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tree_id: Option<String>,
     /// Whether the check passed on the reference's tree.

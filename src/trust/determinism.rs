@@ -31,6 +31,10 @@ pub struct RecordedRun {
     pub plan: RunPlan,
     #[serde(flatten)]
     pub shown: ShownRun,
+    /// What the run's clock offset moved: CLOCK_MONOTONIC and CLOCK_BOOTTIME (and /proc/uptime)
+    /// by this many seconds, in the check's own time namespace. Absent when nothing moved them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clock_offset_applied_s: Option<i64>,
 }
 
 /// A probe's record: settings, runs, summary.
@@ -61,8 +65,9 @@ pub fn probe(target: &CheckTarget, settings: &ProbeSettings) -> CmdResult<Determ
     let reports = execute(target, &plans, RunMode { no_network: false, repeat: 1 }, settings.jobs)?;
     let mut recorded = Vec::with_capacity(reports.len());
     for (plan, report) in plans.into_iter().zip(reports) {
+        let clock_offset_applied_s = report.clock_offset_applied_s;
         let shown = report.shown.into_iter().next().ok_or_else(|| Failure::internal("a probe run reported no check run"))?;
-        recorded.push(RecordedRun { plan, shown });
+        recorded.push(RecordedRun { plan, shown, clock_offset_applied_s });
     }
     let probe_runs: Vec<ProbeRun> =
         recorded.iter().map(|r| ProbeRun { run: r.plan.run, dimension: r.plan.dimension, outcome: r.shown.outcome() }).collect();

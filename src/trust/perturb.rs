@@ -79,8 +79,13 @@ pub struct RunPlan {
     pub clock_offset_s: Option<i64>,
     /// Limit the zone to one CPU.
     pub one_cpu: bool,
-    /// Sibling zones burning CPU while the check runs.
+    /// Busy threads beside the check while it runs (`--isolation none`, where no quota can hold
+    /// the check).
     pub load_workers: u32,
+    /// The exec zone's CPU quota under load, in percent of one CPU (native isolation: the zone's
+    /// cgroup, at most the policy's own `cpu_percent`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_quota_percent: Option<u32>,
     /// A suffix that moves the check's working directory to another path.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cwd_suffix: Option<String>,
@@ -99,6 +104,12 @@ impl SplitMix64 {
     }
 }
 
+/// Busy threads of a `load` run without isolation.
+pub const LOAD_WORKERS: u32 = 2;
+/// The exec zone's CPU quota in a `load` run: a tenth of one CPU, so the check runs about ten
+/// times slower and in bursts (10 ms of every 100 ms CFS period), whatever else the host runs.
+pub const LOAD_CPU_PERCENT: u32 = 10;
+
 const TIME_ZONES: [&str; 4] = ["Pacific/Kiritimati", "America/St_Johns", "Asia/Kathmandu", "Pacific/Pago_Pago"];
 const LOCALES: [&str; 3] = ["C.UTF-8", "POSIX", "C"];
 
@@ -116,6 +127,7 @@ pub fn plan(runs: u64, dims: &[Dimension], seed: u64) -> Vec<RunPlan> {
                 clock_offset_s: None,
                 one_cpu: false,
                 load_workers: 0,
+                cpu_quota_percent: None,
                 cwd_suffix: None,
             };
             let r = rng.next();
@@ -138,7 +150,10 @@ pub fn plan(runs: u64, dims: &[Dimension], seed: u64) -> Vec<RunPlan> {
                     p.clock_offset_s = Some(86_400 + (r % (365 * 86_400)) as i64);
                 }
                 Some(Dimension::Concurrency) => p.one_cpu = true,
-                Some(Dimension::Load) => p.load_workers = 2,
+                Some(Dimension::Load) => {
+                    p.load_workers = LOAD_WORKERS;
+                    p.cpu_quota_percent = Some(LOAD_CPU_PERCENT);
+                }
                 Some(Dimension::Env) => {
                     let locale = LOCALES[(r % LOCALES.len() as u64) as usize];
                     p.env.push(("LANG".into(), locale.into()));
@@ -191,6 +206,13 @@ mod tests {
     fn the_seed_dimension_varies_the_hash_seed() {
         let p = plan(2, &[Dimension::Seed], 9);
         assert!(p[1].env.iter().any(|(k, _)| k == "PYTHONHASHSEED"));
+    }
+
+    #[test]
+    fn the_load_dimension_plans_a_tenth_of_a_cpu_and_busy_threads() {
+        let p = plan(2, &[Dimension::Load], 9);
+        assert_eq!((p[1].cpu_quota_percent, p[1].load_workers), (Some(10), 2));
+        assert_eq!((p[0].cpu_quota_percent, p[0].load_workers), (None, 0));
     }
 
     #[test]

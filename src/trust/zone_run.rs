@@ -7,9 +7,11 @@
 //!
 //! What the process itself moves before the zone starts (children inherit it): the network
 //! (`no_network`: a new network namespace, under `--isolation none`; the exec zone of native
-//! isolation has none anyway), the CPUs (`one_cpu`: affinity to one CPU), and the load (busy
-//! threads beside the check while it runs). The variables of the plan reach the check whatever the
-//! zone's environment policy says.
+//! isolation has none anyway), the monotonic and boot clocks (a clock offset: a time namespace
+//! under `--isolation none`; the exec zone applies its own), the CPUs (`one_cpu`: affinity to one
+//! CPU), and the load (the exec zone's CPU quota lowered to `cpu_quota_percent`; under
+//! `--isolation none`, busy threads beside the check while it runs). The variables of the plan
+//! reach the check whatever the zone's environment policy says.
 
 use super::perturb::RunPlan;
 use super::probe::{Outcome, RunClass};
@@ -80,6 +82,10 @@ impl ShownRun {
 pub struct RunReport {
     pub run: u64,
     pub shown: Vec<ShownRun>,
+    /// The offset the check's monotonic and boot clocks ran at (its own time namespace), when the
+    /// plan moved them; the wall clock never moves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_offset_applied_s: Option<i64>,
 }
 
 fn class_of(verdict: Verdict) -> RunClass {
@@ -106,19 +112,37 @@ fn failing_digest(failing: Option<&std::collections::BTreeSet<String>>) -> Strin
     }
 }
 
-/// A new network namespace for this process and what it starts: only loopback, down. Without
-/// root, inside a new user namespace mapping the caller to itself.
-fn leave_network() -> Result<(), Failure> {
+/// Namespaces for what this process starts (`--isolation none`; the exec zone has its own): a new
+/// network namespace (only loopback, down) when `no_network`, a time namespace with the
+/// monotonic and boot clocks offset when `clock_offset_s`. Without root, inside a new user
+/// namespace mapping the caller to itself (which then owns them, so the capabilities they need
+/// are ours there).
+fn own_namespaces(no_network: bool, clock_offset_s: Option<i64>) -> Result<(), Failure> {
     use nix::sched::{unshare, CloneFlags};
-    let refuse = |e: String| Failure::isolation(format!("removing the network for the hermeticity gate: {e}"));
-    if nix::unistd::geteuid().is_root() {
-        return unshare(CloneFlags::CLONE_NEWNET).map_err(|e| refuse(e.to_string()));
+    let refuse = |e: String| Failure::isolation(format!("giving the probe run its own namespaces: {e}"));
+    let mut flags = CloneFlags::empty();
+    if no_network {
+        flags |= CloneFlags::CLONE_NEWNET;
     }
-    let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
-    unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNET).map_err(|e| refuse(e.to_string()))?;
-    std::fs::write("/proc/self/setgroups", "deny").map_err(|e| refuse(e.to_string()))?;
-    std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1")).map_err(|e| refuse(e.to_string()))?;
-    std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1")).map_err(|e| refuse(e.to_string()))
+    if let Some(s) = clock_offset_s {
+        if !sandbox::time_namespaces_supported() {
+            return Err(Failure::isolation(format!("a clock offset of {s} s was planned, but this kernel has no time namespaces (/proc/self/ns/time is missing)"))
+                .with_hint("run on Linux >= 5.6 built with CONFIG_TIME_NS, or probe without the clock dimension"));
+        }
+    }
+    if !nix::unistd::geteuid().is_root() && (no_network || clock_offset_s.is_some()) {
+        let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
+        unshare(CloneFlags::CLONE_NEWUSER | flags).map_err(|e| refuse(e.to_string()))?;
+        std::fs::write("/proc/self/setgroups", "deny").map_err(|e| refuse(e.to_string()))?;
+        std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1")).map_err(|e| refuse(e.to_string()))?;
+        std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1")).map_err(|e| refuse(e.to_string()))?;
+    } else if !flags.is_empty() {
+        unshare(flags).map_err(|e| refuse(e.to_string()))?;
+    }
+    if let Some(s) = clock_offset_s {
+        sandbox::offset_clocks_for_children(s).map_err(|e| refuse(format!("time namespace (clock offset {s} s): {e}")))?;
+    }
+    Ok(())
 }
 
 /// Pin this process (and what it starts) to the first CPU it may run on.
@@ -171,8 +195,14 @@ fn setup_of(spec: &RunSpec) -> CmdResult<ZoneSetup> {
     let state_dir = spec.tree.join(".loopexec");
     let mut setup = ZoneSetup::new(spec.isolation, spec.tree.clone(), state_dir);
     if spec.isolation == Isolation::Native {
+        // The exec zone's own time namespace (under `--isolation none`: this process's, above).
+        setup.clock_offset_s = spec.plan.clock_offset_s;
         let source = spec.check_policy.clone().unwrap_or_else(|| crate::engine::config::DEFAULT_CHECK_POLICY.to_string());
-        let (pin, policy) = crate::engine::config::PolicyPin::resolve(&source)?;
+        let (pin, mut policy) = crate::engine::config::PolicyPin::resolve(&source)?;
+        // Load: the zone held to its quota, however idle the host (the policy's own when lower).
+        if let Some(quota) = spec.plan.cpu_quota_percent {
+            policy.resources.cpu_percent = policy.resources.cpu_percent.min(quota);
+        }
         for role in Role::ALL {
             setup = setup.with_policy(role, pin.source.clone(), policy.clone());
         }
@@ -183,8 +213,8 @@ fn setup_of(spec: &RunSpec) -> CmdResult<ZoneSetup> {
 /// Run the probe run of `spec` in this process.
 pub fn run(spec: &RunSpec) -> CmdResult<RunReport> {
     // Namespaces first, while this process has one thread.
-    if spec.no_network && spec.isolation == Isolation::None {
-        leave_network()?;
+    if spec.isolation == Isolation::None {
+        own_namespaces(spec.no_network, spec.plan.clock_offset_s)?;
     }
     if spec.plan.one_cpu {
         one_cpu()?;
@@ -209,7 +239,10 @@ pub fn run(spec: &RunSpec) -> CmdResult<RunReport> {
         stdin: None,
         read_only: Vec::new(),
     };
-    let _load = (spec.plan.load_workers > 0).then(|| Load::start(spec.plan.load_workers));
+    // Busy threads only without isolation: in the exec zone the quota is the load, and threads
+    // here would load the probe's other runs as well.
+    let threads = if spec.isolation == Isolation::None { spec.plan.load_workers } else { 0 };
+    let _load = (threads > 0).then(|| Load::start(threads));
     let mut shown = Vec::new();
     for repetition in 0..spec.repeat.max(1) {
         let artifacts = Artifacts { dir: &out, rel: "out", stem: format!("{:04}-{repetition}-check", spec.plan.run) };
@@ -224,7 +257,9 @@ pub fn run(spec: &RunSpec) -> CmdResult<RunReport> {
             duration_ms: outcome.run.duration.as_millis() as u64,
         });
     }
-    Ok(RunReport { run: spec.plan.run, shown })
+    // Reaching here, the plan's offset was applied: a zone or namespace that could not apply it
+    // refused above.
+    Ok(RunReport { run: spec.plan.run, shown, clock_offset_applied_s: spec.plan.clock_offset_s })
 }
 
 /// The hidden `__probe-run --spec FILE` command: one run, its report as one JSON object.

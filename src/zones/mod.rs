@@ -290,6 +290,9 @@ pub trait Zone {
 
 /// Open the zone backend of a setup.
 pub fn open_zone(setup: &setup::ZoneSetup) -> Result<Box<dyn Zone>, ZoneError> {
+    if setup.clock_offset_s.is_some() && (setup.isolation == Isolation::None || setup.backend.engine().is_some()) {
+        return Err(ZoneError::Spec("a clock offset needs the native sandbox's time namespace (the host and container backends cannot apply one)".into()));
+    }
     match setup.isolation {
         Isolation::None => Ok(Box::new(host::HostZone::new()?)),
         Isolation::Native => match setup.backend.engine() {

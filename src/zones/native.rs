@@ -30,6 +30,7 @@ pub struct NativeZone {
     workdir: PathBuf,
     state_dir: PathBuf,
     egress: Option<EgressSetup>,
+    clock_offset_s: Option<i64>,
 }
 
 impl NativeZone {
@@ -59,6 +60,7 @@ impl NativeZone {
             workdir: setup.workdir.clone(),
             state_dir: setup.state_dir.clone(),
             egress: setup.egress_setup(),
+            clock_offset_s: setup.clock_offset_s,
         })
     }
 
@@ -105,6 +107,7 @@ impl NativeZone {
             spec.overlays = cmd.overlays.clone();
         }
         spec.extra_ro.extend(cmd.read_only.iter().cloned());
+        spec.clock_offset_s = self.clock_offset_s;
         if proxied {
             spec.loopback_listener = Some(PROXY_PORT);
         }

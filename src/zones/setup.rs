@@ -41,6 +41,9 @@ pub struct ZoneSetup {
     pub role_egress: BTreeMap<Role, EgressConfig>,
     /// What the egress proxy served the run before this process (a resumed run's receipt).
     pub egress_totals: crate::egress::ProxyStats,
+    /// Some(s): every command runs in its own time namespace, its monotonic and boot clocks `s`
+    /// seconds from the host's (probe-check's `clock` dimension; native backend only).
+    pub clock_offset_s: Option<i64>,
     policies: BTreeMap<Role, RolePolicy>,
 }
 
@@ -58,6 +61,7 @@ impl ZoneSetup {
             egress: None,
             role_egress: BTreeMap::new(),
             egress_totals: Default::default(),
+            clock_offset_s: None,
             policies: BTreeMap::new(),
         }
     }
