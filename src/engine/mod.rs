@@ -51,6 +51,7 @@ pub mod lifecycle;
 pub mod loopfile;
 pub mod progress;
 pub mod reference;
+pub mod score;
 pub mod replay;
 mod revert;
 pub mod seats;
