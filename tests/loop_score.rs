@@ -44,6 +44,10 @@ fn progress(dir: &Path, iteration: u64) -> Value {
     events(dir, "r").into_iter().find(|e| e["type"] == "progress" && e["iteration"] == iteration).expect("a progress event")
 }
 
+fn check_result(dir: &Path, iteration: u64) -> Value {
+    events(dir, "r").into_iter().find(|e| e["type"] == "check_result" && e["iteration"] == iteration).expect("a check_result")
+}
+
 fn snapshot_tree(dir: &Path, iteration: u64) -> Value {
     events(dir, "r").into_iter().find(|e| e["type"] == "snapshot" && e["iteration"] == iteration).expect("a snapshot")["tree_id"].clone()
 }
@@ -81,8 +85,7 @@ fn a_green_check_without_its_declared_score_is_a_metric_integrity_violation() {
     let exec = agent(&[(&["add", "sub", "mul", "div"], None)]);
     let r = run(repo.path(), &exec, &printing_check(), BAND_1, "2");
     assert_eq!(r.json()["halt_reason"], "metric_integrity_violation", "{r:?}");
-    let check = events(repo.path(), "r").into_iter().find(|e| e["type"] == "check_result" && e["iteration"] == 1).unwrap();
-    assert_eq!(check["score"], json!({"source": "stdout", "error": "the regex score: ([0-9.]+) matched nothing in the check's stdout"}));
+    assert_eq!(check_result(repo.path(), 1)["score"], json!({"source": "stdout", "error": "the regex score: ([0-9.]+) matched nothing in the check's stdout"}));
 }
 
 #[test]
@@ -93,8 +96,7 @@ fn a_score_file_the_agent_planted_is_hidden_from_the_check_so_only_the_checks_ow
     let toml = "[progress.score]\nfile = \"out/score.txt\"\n";
     let r = run(repo.path(), &exec, PYTEST, toml, "1");
     assert_eq!(r.json()["halt_reason"], "metric_integrity_violation", "{r:?}");
-    let check = events(repo.path(), "r").into_iter().find(|e| e["type"] == "check_result" && e["iteration"] == 1).unwrap();
-    assert_eq!(check["score"], json!({"source": "out/score.txt", "error": "the check did not write out/score.txt"}));
+    assert_eq!(check_result(repo.path(), 1)["score"], json!({"source": "out/score.txt", "error": "the check did not write out/score.txt"}));
 }
 
 #[test]
