@@ -56,6 +56,7 @@ pub mod loopfile;
 pub mod progress;
 pub mod reference;
 pub mod runner_pin;
+pub mod score;
 pub mod replay;
 pub mod revert;
 pub mod seats;

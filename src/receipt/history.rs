@@ -378,6 +378,7 @@ mod tests {
                         coverage: None,
                         failure_digests: None,
                         excerpts_artifact: None,
+                        score: None,
                     })
                 }
             ),
