@@ -85,7 +85,7 @@ impl ActiveRun<'_> {
         }
         let tree = match (self.workspace.as_ref(), record.snapshot.as_ref()) {
             (Some(ws), Some(recorded)) => match ws.last_accepted() {
-                Some(snapshot) if snapshot.tree_id.to_hex().to_string() == recorded.tree_id => Some(snapshot.clone()),
+                Some(snapshot) if snapshot.tree_id.to_hex() == recorded.tree_id => Some(snapshot.clone()),
                 other => {
                     let found = other.map(|s| s.tree_id.to_hex().to_string()).unwrap_or_else(|| "none the guards let through".into());
                     let detail = format!("the resumed run cannot confirm iteration {n}'s green: its workspace holds tree {found}, not the recorded {}", recorded.tree_id);
