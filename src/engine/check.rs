@@ -98,6 +98,9 @@ pub struct CheckOutcome {
     pub tree_writes: Option<crate::receipt::events::GuardRecord>,
     /// The artifact the failing tests' excerpts were written to (none: there were none).
     pub excerpts_artifact: Option<crate::receipt::bounded::ArtifactRef>,
+    /// The declared score as read after the check (`super::score`; none: none declared, or the
+    /// check did not exit).
+    pub score: Option<crate::receipt::events::ScoreRecord>,
 }
 
 impl CheckOutcome {
@@ -134,6 +137,7 @@ impl CheckOutcome {
             coverage: self.coverage.as_ref().map(|c| c.record.clone()),
             failure_digests: sets.map(|s| super::excerpts::digests(&s.excerpts)).filter(|d| !d.is_empty()),
             excerpts_artifact: self.excerpts_artifact.clone(),
+            score: self.score.clone(),
         }
     }
 
@@ -189,6 +193,13 @@ pub struct Artifacts<'a> {
     pub dir: &'a SafeDir,
     pub rel: &'a str,
     pub stem: String,
+}
+
+impl CheckOutcome {
+    /// The check's captured stdout as its artifact in `dir` (the run directory's `rel`) kept it.
+    pub fn stdout(&self, dir: &SafeDir, rel: &str) -> Vec<u8> {
+        captured(&Artifacts { dir, rel, stem: String::new() }, self.run.output.stdout.artifact.as_deref())
+    }
 }
 
 /// The bytes of a captured stream as its artifact kept them (bounded head and tail).
@@ -248,5 +259,5 @@ pub fn run_check(
             .map_err(|e| Failure::internal(format!("the check's failure excerpts cannot be kept: {e}")))?,
         None => None,
     };
-    Ok(Ok(CheckOutcome { run, report, coverage: None, tree_writes: None, excerpts_artifact }))
+    Ok(Ok(CheckOutcome { run, report, coverage: None, tree_writes: None, excerpts_artifact, score: None }))
 }

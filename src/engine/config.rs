@@ -186,6 +186,10 @@ pub struct LoopConfig {
     /// docs/progress.md). Receipts pinned before them read as the defaults.
     #[serde(default)]
     pub progress: crate::convergence::rules::Limits,
+    /// The numeric score the ratchet keeps from falling (`[progress.score]` in loop.toml;
+    /// docs/progress.md, "The score"). Absent without one, and in receipts pinned before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub score: Option<crate::engine::score::ScorePins>,
     /// A known-feasible reference revision (`--reference`, `reference` in loop.toml), checked at
     /// the start (docs/progress.md).
     #[serde(default)]
@@ -265,6 +269,8 @@ pub struct ConfigInput {
     pub progress: Option<crate::convergence::rules::Limits>,
     /// `--no-progress-k`, over `[progress] no_progress_k`.
     pub no_progress_k: Option<usize>,
+    /// `[progress.score]` of loop.toml.
+    pub score: Option<crate::engine::score::ScorePins>,
     /// `--reference`, `reference`.
     pub reference: Option<String>,
     /// `--target` (repeatable), `target = [...]`.
@@ -312,6 +318,7 @@ impl ConfigInput {
             adequacy: file.adequacy,
             progress: self.progress.or(file.progress),
             no_progress_k: self.no_progress_k.or(file.no_progress_k),
+            score: self.score.or(file.score),
             reference: self.reference.or(file.reference),
             targets: if self.targets.is_empty() { file.targets } else { self.targets },
             trust: file.trust,
@@ -500,6 +507,7 @@ impl LoopConfig {
         input.adequacy.validate(workspace == WorkspaceMode::Detached)?;
         let coverage = crate::engine::coverage_guard::CoveragePins::resolve(input.coverage, input.coverage_tolerance)?;
         let progress = input.progress.unwrap_or_default();
+        let score = input.score.map(crate::engine::score::ScorePins::validated).transpose()?;
         // A reference that does not resolve (or a patch that does not apply) is refused before
         // anything is written; a patch is pinned by its absolute path.
         let reference = match &input.reference {
@@ -542,6 +550,7 @@ impl LoopConfig {
                 no_progress_k: input.no_progress_k.unwrap_or(progress.no_progress_k),
                 ..progress
             },
+            score,
             model: input.model,
             sampling: input.sampling,
             context_files,

@@ -65,7 +65,7 @@ impl CoveragePins {
 }
 
 /// Why `path` cannot name a report beneath the check's working directory.
-fn check_path(path: &str) -> Result<(), &'static str> {
+pub(crate) fn check_path(path: &str) -> Result<(), &'static str> {
     if path.is_empty() {
         return Err("the path is empty");
     }

@@ -181,6 +181,10 @@ fn rejection_sentence(rejection: Option<&Value>) -> String {
         .filter(|r| r["kind"] == "lost_tests")
         .and_then(|r| r["lost"].as_array())
         .map(|lost| lost.iter().filter_map(Value::as_str).collect());
+    let scores = rejection.filter(|r| r["kind"] == "score_below_best").map(|r| (&r["score"], &r["best"], &r["band"]));
+    if let Some((score, best, band)) = scores {
+        return format!("its score {score} is worse than the best accepted score {best} by more than the band {band}");
+    }
     match (lost, rejection) {
         (Some(lost), _) => format!("it broke tests that passed before: {}", lost.join(", ")),
         (None, Some(other)) => format!("the ratchet rejected it: {other}"),
@@ -216,6 +220,12 @@ mod tests {
     fn a_lost_tests_rejection_names_the_tests() {
         let r = serde_json::json!({"kind": "lost_tests", "lost": ["a", "b"]});
         assert_eq!(rejection_sentence(Some(&r)), "it broke tests that passed before: a, b");
+    }
+
+    #[test]
+    fn a_score_rejection_gives_the_score_the_best_and_the_band() {
+        let r = serde_json::json!({"kind": "score_below_best", "score": 0.5, "best": 0.75, "band": 0.1});
+        assert_eq!(rejection_sentence(Some(&r)), "its score 0.5 is worse than the best accepted score 0.75 by more than the band 0.1");
     }
 
     #[test]

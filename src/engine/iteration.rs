@@ -97,7 +97,8 @@ impl ActiveRun<'_> {
         let mut clean = findings.is_empty() && outcome.verdict() != Verdict::Disagrees;
         self.append_findings(findings.into_iter())?;
         // The progress stage: the ratchet and the no-convergence rules over the failing sets.
-        let judged = super::progress::judge(&self.history, n, &self.cfg.progress, &self.cfg.targets);
+        let score_rule = self.cfg.score.as_ref().map(super::score::ScorePins::rule);
+        let judged = super::progress::judge_scored(&self.history, n, &self.cfg.progress, &self.cfg.targets, score_rule);
         // Only a ratchet that judges can revert: then each accepted layer is kept aside.
         let ratchet_applies = judged.is_some() && self.cfg.progress.ratchet;
         let targets_met = judged.as_ref().is_some_and(|p| p.targets_met);
@@ -252,7 +253,9 @@ impl ActiveRun<'_> {
     ) -> CmdResult<Result<CheckOutcome, Step>> {
         let patterns = ReportPatterns::new(&self.cfg.report_patterns()).map_err(|e| Failure::invalid_input(e.to_string()))?;
         let (overlay, scratch) = match (&self.workspace, candidate) {
-            (Some(ws), Some(snapshot)) => match ws.check_overlay(n, snapshot, &|path| patterns.matches(path) || self.cfg.coverage.hides(path)) {
+            (Some(ws), Some(snapshot)) => match ws.check_overlay(n, snapshot, &|path| {
+                patterns.matches(path) || self.cfg.coverage.hides(path) || self.cfg.score.as_ref().is_some_and(|s| s.hides(path))
+            }) {
                 Ok((overlay, scratch)) => (Some(overlay), Some(scratch)),
                 Err(f) => {
                     let detail = format!("the check's layers cannot be built: {}", f.message);
@@ -287,6 +290,11 @@ impl ActiveRun<'_> {
                 (_, Some(k)) => format!("confirmation rerun {k} of iteration {n}"),
             };
             outcome.tree_writes = super::check_writes::finding(n, &what, &scratch.tree_writes(ws.limits()));
+        }
+        if let (Ok(outcome), Some(pins)) = (&mut checked, &self.cfg.score) {
+            if outcome.ending().exit_code().is_some() {
+                outcome.score = Some(super::score::read(pins, &outcome.stdout(&self.artifacts, ARTIFACTS), report_dir));
+            }
         }
         Ok(checked.map_err(|detail| Step::Halt(HaltReason::IsolationUnsatisfiable, detail)))
     }

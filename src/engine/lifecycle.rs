@@ -115,6 +115,10 @@ enum Pending {
 }
 
 fn pending(history: &History, mode: Mode, max_iterations: u64, judged: bool) -> Pending {
+    // A `doctor = true` gate failed before the first agent call.
+    if let Some((reason, detail)) = history.preconditions.as_ref().and_then(|p| p.refusal()) {
+        return Pending::Decided(reason, detail);
+    }
     let Some(record) = history.current() else {
         return Pending::Nothing;
     };
@@ -158,6 +162,20 @@ pub fn start(
     once: bool,
     sink: &mut dyn EventSink,
 ) -> CmdResult<RunOutcome> {
+    start_after_gates(statedir, run_id, cfg, operator, once, sink, None)
+}
+
+/// [`start`] after `doctor = true`'s gates: their verdicts are recorded (`preconditions`) before
+/// anything else is spent, and a failed gate halts the run, sealed, with its reason.
+pub fn start_after_gates(
+    statedir: &StateDir,
+    run_id: RunId,
+    cfg: LoopConfig,
+    operator: &OperatorKey,
+    once: bool,
+    sink: &mut dyn EventSink,
+    gates: Option<crate::receipt::probe::PreconditionsRecord>,
+) -> CmdResult<RunOutcome> {
     let workdir = open_workdir(&cfg)?;
     let zones = zone_setup(&cfg, statedir.path())?;
     let mut zone = open_zone(&zones)?;
@@ -192,6 +210,13 @@ pub fn start(
         )?;
         active.append(Event::Workspace(record))?;
         active.attach_workspace(ws, false)?;
+    }
+    if let Some(gates) = gates {
+        let refused = gates.refusal();
+        active.append(Event::Preconditions(gates))?;
+        if refused.is_some() {
+            return active.begin(zone.as_mut(), refused, once, sink);
+        }
     }
     // The known-feasible reference, checked before anything is spent on the agent.
     let infeasible = active.check_reference(statedir, zone.as_mut(), &zones)?;
@@ -272,6 +297,7 @@ impl<'a> ActiveRun<'a> {
         // In place no guard can judge a step: a green check there is refused (`in_place`).
         let mut guards: Vec<Box<dyn Guard>> = vec![Box::new(BaselineSetGuard)];
         guards.extend(CoverageGuard::of(&o.cfg.coverage));
+        guards.extend(super::score::ScoreGuard::of(o.cfg.score.as_ref()));
         if o.cfg.workspace == WorkspaceMode::InPlace {
             guards.push(Box::new(InPlaceGuard));
         }
@@ -327,6 +353,7 @@ impl<'a> ActiveRun<'a> {
         guards.extend(self.syntax_tree_guards(&ws)?);
         guards.push(Box::new(BaselineSetGuard));
         guards.extend(CoverageGuard::of(&self.cfg.coverage));
+        guards.extend(super::score::ScoreGuard::of(self.cfg.score.as_ref()));
         // A hand acceptance no iteration started from yet: the resumed run starts from its tree.
         let hand = self.history.pending_hand_acceptance().filter(|_| resumed).cloned();
         if let Some(hand) = hand {

@@ -84,6 +84,9 @@ pub enum Event {
     ProbeRun(crate::receipt::probe::ProbeRunRecord),
     /// A probe's verdict, bound and (doctor) gates: the last event of a probe receipt.
     ProbeVerdict(crate::receipt::probe::ProbeVerdictRecord),
+    /// `doctor = true`: the gates' verdicts before the first agent call, and the doctor receipt
+    /// holding their runs and evidence. A failed gate halts the run with its reason.
+    Preconditions(crate::receipt::probe::PreconditionsRecord),
     /// An event type this version does not know (kept verbatim in [`Recorded::body`]).
     #[serde(other)]
     Unknown,
@@ -120,6 +123,7 @@ impl Event {
             Event::ProbeStart(_) => "probe_start",
             Event::ProbeRun(_) => "probe_run",
             Event::ProbeVerdict(_) => "probe_verdict",
+            Event::Preconditions(_) => "preconditions",
             Event::Unknown => "unknown",
         }
     }
@@ -290,6 +294,19 @@ pub struct ProgressRecord {
     /// every target and every test passing at t0 passing: success (docs/progress.md, "Targets").
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub targets_met: bool,
+    /// With a declared score (`[progress.score]`): this iteration's score (null: missing), the
+    /// best accepted score before it (null: none yet) and the band (absent without a score).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub score: Option<ProgressScore>,
+}
+
+/// The score part of a `progress` event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProgressScore {
+    pub score: Option<f64>,
+    pub best: Option<f64>,
+    pub band: f64,
+    pub direction: crate::engine::score::Direction,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -389,6 +406,22 @@ pub struct CheckResult {
     /// feedback file quotes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub excerpts_artifact: Option<crate::receipt::bounded::ArtifactRef>,
+    /// The score the loop declares (`[progress.score]`) as this check reported it (null without
+    /// a declared score, when the check did not exit, and in older receipts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub score: Option<ScoreRecord>,
+}
+
+/// A declared score as one check reported it: its value, or why it has none.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScoreRecord {
+    /// `stdout` (the regex's source) or the score file's path.
+    pub source: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<f64>,
+    /// Why there is no value (missing, a link, unparsable), escaped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// One failing test's normalised failure excerpt, by digest.
@@ -790,6 +823,7 @@ pub(crate) mod sample {
             coverage: None,
             failure_digests: None,
             excerpts_artifact: None,
+            score: None,
         })
     }
 
