@@ -289,7 +289,10 @@ impl ActiveRun<'_> {
                 (_, None) => format!("the check of iteration {n}"),
                 (_, Some(k)) => format!("confirmation rerun {k} of iteration {n}"),
             };
-            outcome.tree_writes = super::check_writes::finding(n, &what, &scratch.tree_writes(ws.limits()));
+            let started = std::time::Instant::now();
+            let listed = scratch.tree_writes(ws.limits());
+            tracing::debug!(elapsed_us = started.elapsed().as_micros() as u64, "check writes listed");
+            outcome.tree_writes = super::check_writes::finding(n, &what, &listed);
         }
         if let (Ok(outcome), Some(pins)) = (&mut checked, &self.cfg.score) {
             if outcome.ending().exit_code().is_some() {
