@@ -19,6 +19,11 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 chmod 711 "$work"
 echo "a tree" > "$work/file"
+# probe-check signs its receipt: an operator key for the benchmark, outside the probed tree.
+keys=$(mktemp -d)
+trap 'rm -rf "$work" "$keys"' EXIT
+"$LOOPEXEC_BIN" keygen --dir "$keys" >/dev/null
+export LOOPEXEC_CONFIG_DIR="$keys"
 
 now_ns() { date +%s%N; }
 

@@ -169,3 +169,94 @@ fn a_decided_halt_lost_in_a_crash_is_appended_on_resume_without_rerunning_anythi
     );
     assert_eq!(loopexec(dir.path(), &["check", "--json"]).code, 0);
 }
+
+/// A detached run whose check fails on t0 and passes, slowly, once the agent wrote `done`; its
+/// supervisor is killed (SIGKILL, by pid) as soon as the receipt holds `count` events of type
+/// `kind` for iteration 1, while the next check run (a confirmation rerun) is still sleeping.
+fn killed_after(dir: &std::path::Path, run_id: &str, kind: &str, count: usize) {
+    killed_after_exec(dir, run_id, "touch done", kind, count)
+}
+
+fn killed_after_exec(dir: &std::path::Path, run_id: &str, exec: &str, kind: &str, count: usize) {
+    let mut child = common::command()
+        .current_dir(dir)
+        .args(["run", "--json", "--run-id", run_id, "--exec", exec, "--check", "test -f done && sleep 3"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn loopexec");
+    let receipt = run_dir(dir, run_id).join("receipt.jsonl");
+    let seen = || {
+        let text = std::fs::read_to_string(&receipt).unwrap_or_default();
+        text.lines().filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()).filter(|e| e["type"] == kind && (e["iteration"] == 1 || e["check"]["iteration"] == 1)).count()
+    };
+    let mut polls = 0;
+    while seen() < count {
+        assert!(child.try_wait().unwrap().is_none(), "loopexec ended before the receipt held {count} {kind}");
+        polls += 1;
+        assert!(polls < 12_000, "the receipt never held {count} {kind}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // SAFETY: kill(2) of the loopexec this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    child.wait().unwrap();
+}
+
+fn confirmations(dir: &std::path::Path, run_id: &str) -> Vec<serde_json::Value> {
+    events(dir, run_id).into_iter().filter(|e| e["type"] == "check_confirmation").collect()
+}
+
+#[test]
+fn a_supervisor_killed_between_a_green_and_its_confirmation_reruns_it_on_resume_before_success() {
+    let dir = workdir();
+    std::fs::write(dir.path().join("src"), "x\n").unwrap();
+    commit_t0(dir.path());
+    killed_after(dir.path(), "g", "check_result", 1);
+    let before = event_types(dir.path(), "g");
+    assert!(!before.iter().any(|t| t == "check_confirmation" || t == "halt"), "the kill landed before the confirmation was recorded: {before:?}");
+    let resumed = loopexec(dir.path(), &["run", "--json", "--resume", "g"]);
+    assert_eq!((resumed.code, resumed.json()["halt_reason"].as_str()), (10, Some("success_condition_met")), "{resumed:?}");
+    let types = event_types(dir.path(), "g");
+    let resumed_at = types.iter().position(|t| t == "run_resumed").unwrap();
+    let confirmed_at = types.iter().position(|t| t == "check_confirmation").unwrap();
+    assert!(resumed_at < confirmed_at && confirmed_at < types.len() - 1, "{types:?}");
+    let c = confirmations(dir.path(), "g");
+    assert_eq!(c.len(), 1, "{c:?}");
+    assert_eq!((c[0]["confirmation"].as_u64(), c[0]["iteration"].as_u64(), c[0]["agrees"].as_bool()), (Some(1), Some(1), Some(true)));
+    assert!(!types[resumed_at..].iter().any(|t| t == "exec_result"), "the agent did not run again: {types:?}");
+    assert_eq!(loopexec(dir.path(), &["check", "--json"]).code, 0);
+}
+
+#[test]
+fn a_supervisor_killed_between_two_confirmations_runs_only_the_missing_one_on_resume() {
+    let dir = workdir();
+    std::fs::write(dir.path().join("src"), "x\n").unwrap();
+    std::fs::write(dir.path().join("loop.toml"), "confirm_runs = 2\n").unwrap();
+    commit_t0(dir.path());
+    killed_after(dir.path(), "g2", "check_confirmation", 1);
+    assert_eq!(confirmations(dir.path(), "g2").len(), 1, "the kill landed before the second confirmation was recorded");
+    let resumed = loopexec(dir.path(), &["run", "--json", "--resume", "g2"]);
+    assert_eq!((resumed.code, resumed.json()["halt_reason"].as_str()), (10, Some("success_condition_met")), "{resumed:?}");
+    let numbers: Vec<u64> = confirmations(dir.path(), "g2").iter().map(|c| c["confirmation"].as_u64().unwrap()).collect();
+    assert_eq!(numbers, vec![1, 2]);
+    // Wilson lower bound of 2 agreeing samples of 2 at 95%: 1 / (1 + z^2 / 2), z = 1.6448536...
+    let second = &confirmations(dir.path(), "g2")[1];
+    assert!((second["stability_lower_bound"].as_f64().unwrap() - 1.0 / (1.0 + 1.6448536269514722f64.powi(2) / 2.0)).abs() < 1e-9, "{second}");
+}
+
+#[test]
+fn a_supervisor_killed_before_the_adequacy_canary_runs_it_on_resume_and_no_success_is_declared() {
+    let dir = workdir();
+    std::fs::write(dir.path().join("src"), "x\n").unwrap();
+    std::fs::write(dir.path().join("loop.toml"), "adequacy = \"final\"\nmutants = 2\n").unwrap();
+    commit_t0(dir.path());
+    // The agent's change has mutable lines; the check never reads them, so every mutant survives.
+    let exec = "printf 'def f(x):\\n    return x > 1\\n' > change.py && touch done";
+    killed_after_exec(dir.path(), "c", exec, "check_confirmation", 1);
+    assert!(!event_types(dir.path(), "c").iter().any(|t| t == "adequacy"), "the kill landed before the canary was recorded");
+    let resumed = loopexec(dir.path(), &["run", "--json", "--resume", "c"]);
+    assert_eq!((resumed.code, resumed.json()["halt_reason"].as_str()), (15, Some("check_inadequate")), "{resumed:?}");
+    let adequacy: Vec<serde_json::Value> = events(dir.path(), "c").into_iter().filter(|e| e["type"] == "adequacy").collect();
+    assert_eq!(adequacy.len(), 1, "{adequacy:?}");
+    assert_eq!((adequacy[0]["iteration"].as_u64(), adequacy[0]["killed"].as_u64()), (Some(1), Some(0)), "{adequacy:?}");
+}

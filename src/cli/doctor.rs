@@ -39,6 +39,10 @@ pub struct DoctorArgs {
     /// The adequacy gate's mutants (`--diff-base`, `--mutants`).
     #[command(flatten)]
     pub adequacy: super::doctor_adequacy::AdequacyArgs,
+    /// With `--check`: the operator key that endorses the doctor receipt's key (default:
+    /// operator.key in the key dir).
+    #[arg(long, value_name = "FILE")]
+    pub operator_key: Option<PathBuf>,
 }
 
 /// The engine's answer and the policy's refusals under it.
@@ -90,6 +94,9 @@ pub fn run(args: DoctorArgs, json: bool) -> CmdResult<Outcome> {
     let input = file.as_ref().map(|(input, _)| input);
     let settings = args.probe.resolve(input)?;
     let target = args.target.resolve(input)?;
+    // The gates' receipt is signed: without the operator key no check runs.
+    let operator = crate::cli::run::load_operator_key(args.operator_key.as_deref())?;
+    let statedir = crate::receipt::store::StateDir::open_or_create(&workdir)?;
     let preflight = match target.isolation {
         crate::zones::Isolation::Native => {
             let out = isolation_preflight(&args, json)?;
@@ -100,7 +107,7 @@ pub fn run(args: DoctorArgs, json: bool) -> CmdResult<Outcome> {
         }
         crate::zones::Isolation::None => None,
     };
-    gates_outcome(preflight, &target, &settings, Some(&args.adequacy))
+    gates_outcome(preflight, &target, &settings, Some(&args.adequacy), Some((&statedir, &operator)))
 }
 
 /// `doctor = true` in loop.toml: the gates `run` runs before a new run starts, over the resolved
@@ -124,6 +131,7 @@ pub fn gate_loop(cfg: &crate::engine::config::LoopConfig, input: &crate::engine:
                 target: Default::default(),
                 probe: Default::default(),
                 adequacy: Default::default(),
+                operator_key: None,
             };
             let out = isolation_preflight(&args, json)?;
             if out.exit_code() != 0 {
@@ -135,16 +143,18 @@ pub fn gate_loop(cfg: &crate::engine::config::LoopConfig, input: &crate::engine:
     };
     // Before a run there is no agent change to mutate: the loop's own canary (`adequacy =
     // "final"`) judges adequacy on its final green iteration.
-    let out = gates_outcome(preflight, &target, &settings, None)?;
+    let out = gates_outcome(preflight, &target, &settings, None, None)?;
     Ok((out.exit_code() != 0).then_some(out))
 }
 
-/// The oracle gates' outcome after a preflight that passed (`None`: no isolation to check).
+/// The oracle gates' outcome after a preflight that passed (`None`: no isolation to check);
+/// with `record`, the gates' signed receipt written under the state dir (`trust::record`).
 pub fn gates_outcome(
     preflight: Option<Outcome>,
     target: &crate::trust::runner::CheckTarget,
     settings: &crate::trust::determinism::ProbeSettings,
     adequacy: Option<&super::doctor_adequacy::AdequacyArgs>,
+    record: Option<(&crate::receipt::store::StateDir, &crate::receipt::keys::OperatorKey)>,
 ) -> CmdResult<Outcome> {
     use crate::trust::gates::{first_failure, run_gates, GateVerdict};
     let (determinism, mut reports) = run_gates(target, settings)?;
@@ -156,9 +166,19 @@ pub fn gates_outcome(
         Some(Err(why)) => Some(why),
         None => None,
     };
-    let mut out = match first_failure(&reports) {
-        Some((reason, detail, gate)) => Outcome::halted("doctor", reason).field("detail", format!("{gate}: {detail}")),
+    let failure = first_failure(&reports);
+    let mut out = match &failure {
+        Some((reason, detail, gate)) => Outcome::halted("doctor", *reason).field("detail", format!("{gate}: {detail}")),
         None => Outcome::ok("doctor"),
+    };
+    let kept = match record {
+        Some((statedir, operator)) => {
+            use crate::trust::record::{gate_values, isolation_gate, keep, Conclusion};
+            let gates = std::iter::once(isolation_gate(preflight.is_some())).chain(gate_values(&reports)).collect();
+            let conclusion = Conclusion { command: "doctor", gates: Some(gates), halt_reason: failure.as_ref().map(|f| f.0), exit_code: out.exit_code(), target };
+            Some(keep(statedir, operator, &determinism, conclusion)?)
+        }
+        None => None,
     };
     let mut human = preflight.as_ref().map(|p| p.human.clone()).unwrap_or_default();
     let isolation = match &preflight {
@@ -189,6 +209,10 @@ pub fn gates_outcome(
     out.set("check", target.check.clone());
     out.set("gates", serde_json::to_value(&reports).unwrap_or_default());
     out.set("probe", serde_json::to_value(&determinism).unwrap_or_default());
+    if let Some(kept) = kept {
+        human.push_str(&format!("receipt          {}\n", crate::inert::inert(&kept.dir.to_string_lossy())));
+        out.set("receipt", kept.dir.to_string_lossy().into_owned());
+    }
     Ok(out.human(human))
 }
 

@@ -73,6 +73,9 @@ pub struct Args {
     pub target: CheckTargetArgs,
     #[command(flatten)]
     pub probe: ProbeArgs,
+    /// The operator key that endorses the probe receipt's key (default: operator.key in the key dir).
+    #[arg(long, value_name = "FILE")]
+    pub operator_key: Option<PathBuf>,
 }
 
 /// The loop file's settings, if there is one.
@@ -135,11 +138,7 @@ fn e_flag(e: &crate::trust::stats::StatsError) -> &'static str {
 
 /// The verdict's name as the output and docs spell it.
 pub fn verdict_name(verdict: &ProbeVerdict) -> &'static str {
-    match verdict {
-        ProbeVerdict::Certified => "certified",
-        ProbeVerdict::NotCertified => "not_certified",
-        ProbeVerdict::Flaky { .. } => "varies",
-    }
+    crate::receipt::probe::verdict_name(verdict)
 }
 
 /// The human lines of a determinism probe.
@@ -175,6 +174,9 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     let input = file.as_ref().map(|(input, _)| input);
     let settings = args.probe.resolve(input)?;
     let target = args.target.resolve(input)?;
+    // The receipt is signed: without the operator key no check runs.
+    let operator = super::run::load_operator_key(args.operator_key.as_deref())?;
+    let statedir = crate::receipt::store::StateDir::open_or_create(&workdir)?;
     let result = probe(&target, &settings)?;
     let mut out = match &result.summary.verdict {
         ProbeVerdict::Flaky { .. } => {
@@ -188,5 +190,8 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     out.set("check", target.check.clone());
     out.set("isolation", target.isolation.as_str());
     out.set("probe", serde_json::to_value(&result).unwrap_or_default());
-    Ok(out.human(human(&result)))
+    let conclusion = crate::trust::record::Conclusion { command: "probe-check", gates: None, halt_reason: matches!(result.summary.verdict, ProbeVerdict::Flaky { .. }).then_some(HaltReason::CheckFlaky), exit_code: out.exit_code(), target: &target };
+    let kept = crate::trust::record::keep(&statedir, &operator, &result, conclusion)?;
+    out.set("receipt", kept.dir.to_string_lossy().into_owned());
+    Ok(out.human(format!("{}receipt   {}\n", human(&result), crate::inert::inert(&kept.dir.to_string_lossy()))))
 }

@@ -1,5 +1,6 @@
 //! `loopexec report`: a digest of a run's receipt (verified first): configuration, one line per
-//! iteration, and how it ended.
+//! iteration, and how it ended. Of a probe's receipt (`--receipt .loopexec/probes/<id>/receipt.jsonl`):
+//! what was probed, the runs, the bound, the verdict and gates, and whether the runs give that verdict.
 
 use super::receipt_source::{self, ReceiptArgs};
 use crate::error::CmdResult;
@@ -81,6 +82,9 @@ fn egress_summary(receipt: &std::path::Path, history: &History) -> Value {
 
 pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     let loaded = receipt_source::load(&args.source)?;
+    if crate::receipt::probe::is_probe_receipt(&loaded.chain.events) {
+        return probe_report(&loaded);
+    }
     let history = &loaded.history;
     let start = history.start.as_ref();
     let halt = history.halt.as_ref();
@@ -181,4 +185,60 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
             }),
         )
         .human(human))
+}
+
+/// The report of a probe's receipt (`probe-check`, `doctor --check`): its verdict recomputed from
+/// its runs as `verify` does (without the signature, which needs the operator's public key).
+fn probe_report(loaded: &receipt_source::LoadedReceipt) -> CmdResult<Outcome> {
+    use crate::receipt::probe::{recompute, ProbeRecord};
+    let bad = |e: String| crate::error::Failure::workspace(format!("{}: {e}", loaded.path.display()));
+    let records = crate::receipt::events::Recorded::decode_all(&loaded.chain.events).map_err(|e| bad(e.to_string()))?;
+    let record = ProbeRecord::of(&records).map_err(bad)?;
+    let (start, verdict) = (&record.start, &record.verdict);
+    let recomputed = recompute(&record);
+    let dims = if start.dimensions.is_empty() { "none".to_string() } else { start.dimensions.iter().map(|d| d.as_str()).collect::<Vec<_>>().join(",") };
+    let mut human = format!(
+        "probe {} ({}, {} events, chain verified, head {})\ncheck  {}\nisolation {}  seed {}  perturbed {dims}\n",
+        inert(&start.probe_id), inert(&start.command), loaded.chain.events.len(), &loaded.chain.head[..12], inert(&start.check), inert(&start.isolation), start.seed
+    );
+    human.push_str(&format!(
+        "verdict {}: {} runs ({} disagreeing; {} needed), flake rate bound {:.6} at confidence {} (target {})\n",
+        inert(&verdict.verdict), verdict.runs, verdict.disagreeing, start.runs_required, verdict.flake_rate_bound, start.confidence, start.target
+    ));
+    for b in &verdict.broken_by {
+        let runs = b.runs.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
+        human.push_str(&format!("  broken by {} (runs {runs})\n", b.dimension.map(|d| d.as_str()).unwrap_or("unperturbed runs")));
+    }
+    for gate in verdict.gates.iter().flatten() {
+        let what = [gate["verdict"].as_str(), gate["reason"].as_str(), gate["detail"].as_str()].into_iter().flatten().collect::<Vec<_>>().join(" ");
+        human.push_str(&format!("  gate {:<13} {}\n", inert(gate["gate"].as_str().unwrap_or("?")), inert(&what)));
+    }
+    match &verdict.halt_reason {
+        Some(h) => human.push_str(&format!("halt   {} (exit {})\n", h, verdict.exit_code)),
+        None => human.push_str(&format!("no halt (exit {})\n", verdict.exit_code)),
+    }
+    if let Ok(detail) = &recomputed {
+        human.push_str(&format!("recomputed from the runs: {}\n", inert(detail)));
+    }
+    let receipt = loaded.path.to_string_lossy().into_owned();
+    human.push_str(&format!("receipt {}\n", inert(&receipt)));
+    let out = Outcome::ok("report")
+        .field("probe_id", start.probe_id.clone())
+        .field("receipt", receipt)
+        .field("halt_reason", json!(verdict.halt_reason))
+        .field(
+            "report",
+            json!({
+                "probe": start,
+                "runs": record.runs,
+                "verdict": verdict,
+                "recomputed": {"agrees": recomputed.is_ok(), "detail": match &recomputed { Ok(d) | Err(d) => d }},
+                "chain": {"verified": true, "events": loaded.chain.events.len(), "head": loaded.chain.head, "file_sha256": loaded.chain.file_sha256},
+            }),
+        );
+    // As a receipt that does not verify: a verdict its own runs contradict is not reported as one.
+    if let Err(problem) = recomputed {
+        return Err(bad(format!("the recorded verdict is not what its runs give: {problem}")));
+    }
+    Ok(out.human(human))
 }

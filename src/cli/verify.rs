@@ -1,4 +1,5 @@
-//! `loopexec verify`: offline verification of a sealed run against the operator's public key.
+//! `loopexec verify`: offline verification of a sealed run, or of a probe's receipt
+//! (`.loopexec/probes/<id>`), against the operator's public key.
 
 use crate::error::CmdResult;
 use crate::halt::ExitClass;
@@ -9,7 +10,8 @@ use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// A run id of the workdir, or the path of a run directory (e.g. .loopexec/runs/<id>).
+    /// A run id of the workdir, or the path of a run directory (e.g. .loopexec/runs/<id>) or of a
+    /// probe's directory (.loopexec/probes/<id>).
     #[arg(value_name = "RUN")]
     pub run: String,
     /// The operator's public key (operator.pub). Required: there is no default key.
@@ -23,7 +25,12 @@ pub struct Args {
 pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     let operator = load_public_key(&args.pubkey).map_err(super::keygen::key_failure)?;
     let run_dir = super::sealed_run::open(&args.run, &args.workdir)?;
-    let verification = verify_run(&run_dir, &operator);
+    // A probe's receipt (`probe-check`, `doctor --check`) verifies with its verdict recomputed.
+    let verification = if holds_probe_receipt(&run_dir) {
+        crate::receipt::probe::verify_probe(&run_dir, &operator)
+    } else {
+        verify_run(&run_dir, &operator)
+    };
     let mut human = String::new();
     for check in &verification.checks {
         human.push_str(&format!("{:<4} {:<22} {}\n", if check.ok { "ok" } else { "FAIL" }, check.name, crate::inert::inert(&check.detail)));
@@ -69,4 +76,17 @@ fn halt_verdict(run_dir: &crate::safefs::SafeDir) -> Option<super::explain_halt:
     let verified = chain::verify(&bytes).ok()?;
     let history = crate::receipt::history::History::of_lines(&verified.events).ok()?;
     super::explain_halt::verdict_of(&history)
+}
+
+/// Whether the directory's receipt starts with `probe_start` (read without verifying: the
+/// verifier then checks everything).
+fn holds_probe_receipt(dir: &crate::safefs::SafeDir) -> bool {
+    use std::io::{BufRead, BufReader};
+    let Ok(file) = dir.open_read(crate::receipt::seal::RECEIPT_FILE) else { return false };
+    let mut first = Vec::new();
+    if BufReader::new(std::io::Read::take(file, 64 * 1024)).read_until(b'\n', &mut first).is_err() {
+        return false;
+    }
+    serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&first)
+        .is_ok_and(|line| crate::receipt::probe::is_probe_receipt(std::slice::from_ref(&line)))
 }

@@ -93,6 +93,9 @@ pub struct CheckOutcome {
     /// The declared coverage report as read (`super::coverage_guard`; none: none declared, or
     /// the check did not exit).
     pub coverage: Option<super::coverage_guard::CoverageRead>,
+    /// The check-writes guard's finding (`super::check_writes`): the check wrote to the tree it
+    /// tested (none: it did not, or it ran in place).
+    pub tree_writes: Option<crate::receipt::events::GuardRecord>,
     /// The artifact the failing tests' excerpts were written to (none: there were none).
     pub excerpts_artifact: Option<crate::receipt::bounded::ArtifactRef>,
     /// The declared score as read after the check (`super::score`; none: none declared, or the
@@ -256,5 +259,5 @@ pub fn run_check(
             .map_err(|e| Failure::internal(format!("the check's failure excerpts cannot be kept: {e}")))?,
         None => None,
     };
-    Ok(Ok(CheckOutcome { run, report, coverage: None, excerpts_artifact, score: None }))
+    Ok(Ok(CheckOutcome { run, report, coverage: None, tree_writes: None, excerpts_artifact, score: None }))
 }

@@ -218,6 +218,9 @@ pub struct LoopConfig {
     pub max_flake_rate: f64,
     #[serde(default = "default_confidence")]
     pub confidence: f64,
+    /// The toolchain and runner plugins the check runs with (`[runner]`; docs/guards.md).
+    #[serde(default)]
+    pub runner: crate::engine::runner_pin::RunnerPins,
 }
 
 pub const DEFAULT_CONFIRM_RUNS: u64 = 1;
@@ -280,6 +283,8 @@ pub struct ConfigInput {
     pub cost_usd: Option<f64>,
     /// The judge's settings (`--judge` and its flags, `judge` keys in loop.toml).
     pub judge: crate::engine::judge::JudgeInput,
+    /// `[runner]` of loop.toml: the toolchain and runner plugins the check is pinned to.
+    pub runner: crate::engine::runner_pin::RunnerInput,
 }
 
 impl ConfigInput {
@@ -333,6 +338,7 @@ impl ConfigInput {
             revoke_cmd: self.revoke_cmd.or(file.revoke_cmd),
             mint_env: self.mint_env.or(file.mint_env),
             judge: self.judge.over(file.judge),
+            runner: file.runner,
         }
     }
 }
@@ -441,9 +447,20 @@ impl LoopConfig {
             }
             Isolation::Native => (
                 Some(PolicyPin::resolve(input.agent_policy.as_deref().unwrap_or(DEFAULT_AGENT_POLICY))?.0),
-                Some(PolicyPin::resolve(input.check_policy.as_deref().unwrap_or(DEFAULT_CHECK_POLICY))?.0),
+                Some(PolicyPin::resolve(input.check_policy.as_deref().unwrap_or(DEFAULT_CHECK_POLICY))?),
             ),
         };
+        let operator_env = crate::engine::commands::operator_env();
+        let operator_path = operator_env.iter().find(|(k, _)| k == "PATH").map_or("", |(_, v)| v.as_str());
+        let check_path = match &check_policy {
+            None => operator_path.to_string(),
+            Some((_, policy)) => match policy.env.set.get("PATH") {
+                Some(path) => path.clone(),
+                None if policy.env.allow.iter().any(|a| a == "PATH") => operator_path.to_string(),
+                None => String::new(),
+            },
+        };
+        let check_policy = check_policy.map(|(pin, _)| pin);
         let (backend, image, cgroup_parent) = resolve_backend(isolation, input.backend, input.image, input.cgroup_parent)?;
         use crate::engine::detached::{is_git_repository, WorkspaceMode};
         let workspace = match (isolation, input.workspace) {
@@ -501,6 +518,7 @@ impl LoopConfig {
             None => None,
         };
         let judge = crate::engine::judge::resolve_pins(input.judge, isolation, backend)?;
+        let runner = crate::engine::runner_pin::resolve(input.runner, &check_path, &operator_env)?;
         let context_files =
             input.context_files.iter().map(|raw| pin_context_file(workdir, raw)).collect::<Result<Vec<_>, _>>()?;
         Ok(LoopConfig {
@@ -547,6 +565,7 @@ impl LoopConfig {
                 .map_err(|e| Failure::usage(format!("confidence: {e}")))?
                 .get(),
             judge,
+            runner,
         })
     }
 }

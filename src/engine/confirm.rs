@@ -1,5 +1,6 @@
 //! Confirmation of a green before `success_condition_met`: the check rerun `confirm_runs` times
-//! on the same tree (the iteration's candidate, through the one check runner), each rerun a free
+//! on the same tree (the iteration's candidate, through the one check runner; on resume, the
+//! reruns a crashed supervisor did not record, and the canary), each rerun a free
 //! sample of the in-loop stability monitor. A rerun whose verdict class or failing set differs
 //! from the iteration's `check_result` is a flake, not success: it is recorded
 //! (`check_confirmation`, with the Wilson lower bound on stability at the run's confidence) and
@@ -29,10 +30,16 @@ impl ActiveRun<'_> {
     /// Rerun iteration `n`'s green check on `tree` (`None`: in place) until `confirm_runs`
     /// reruns agreed or one did not, then decide again.
     pub(super) fn confirm_green(&mut self, zone: &mut dyn Zone, n: u64, tree: Option<&Snapshot>, original: &CheckResult) -> CmdResult<Step> {
+        self.confirm_green_from(zone, n, tree, original, 1, 0)
+    }
+
+    /// The reruns `first..=confirm_runs` of iteration `n`'s green, the `agreeing` earlier ones
+    /// counted in the bound.
+    fn confirm_green_from(&mut self, zone: &mut dyn Zone, n: u64, tree: Option<&Snapshot>, original: &CheckResult, first: u64, agreeing: u64) -> CmdResult<Step> {
         let confidence = Confidence::new(self.cfg.confidence).map_err(|e| Failure::invalid_input(format!("the pinned confidence: {e}")))?;
         let target = 1.0 - self.cfg.max_flake_rate;
-        let mut agreeing = 0u64;
-        for k in 1..=self.cfg.confirm_runs {
+        let mut agreeing = agreeing;
+        for k in first..=self.cfg.confirm_runs {
             if let Some(sig) = crate::interrupt::pending() {
                 return Ok(Step::Interrupted(sig));
             }
@@ -53,9 +60,54 @@ impl ActiveRun<'_> {
                 stability_target: target,
                 check,
             }))?;
+            // A rerun that wrote to the tree it tested halts like the iteration's check would.
+            if let Some(finding) = outcome.tree_writes {
+                self.append(Event::Guard(finding))?;
+                break;
+            }
             if !agreed {
                 break;
             }
+        }
+        Ok(self.decide())
+    }
+
+    /// A resumed run whose receipt ends in a green iteration decided as success: the confirmation
+    /// reruns it lacks (the supervisor died between the green `check_result` and them) run now
+    /// on the same tree, and the adequacy canary when configured and not recorded, before any
+    /// success. The tree is the workspace as the resumed run took it again, which must be the
+    /// green iteration's recorded snapshot (else `workspace_invalid`); the canary's coverage
+    /// tier is skipped (the live check's coverage hits are not in the receipt).
+    pub(super) fn finish_resumed_green(&mut self, zone: &mut dyn Zone) -> CmdResult<Step> {
+        let Some(record) = self.history.current().cloned() else { return Ok(self.decide()) };
+        let Some(original) = record.check.clone().filter(|c| Verdict::of_check(c) == Verdict::Pass) else { return Ok(self.decide()) };
+        let n = record.iteration;
+        let reruns: Vec<&ConfirmationRecord> = record.confirmations.iter().filter(|c| c.confirmation > 0).collect();
+        let missing = reruns.len() as u64 != self.cfg.confirm_runs && reruns.iter().all(|c| c.agrees);
+        let canary_missing = self.cfg.adequacy.mode != super::canary::AdequacyMode::Off && !self.history.adequacy_of(n);
+        if !missing && !canary_missing {
+            return Ok(self.decide());
+        }
+        let tree = match (self.workspace.as_ref(), record.snapshot.as_ref()) {
+            (Some(ws), Some(recorded)) => match ws.last_accepted() {
+                Some(snapshot) if snapshot.tree_id.to_hex().to_string() == recorded.tree_id => Some(snapshot.clone()),
+                other => {
+                    let found = other.map(|s| s.tree_id.to_hex().to_string()).unwrap_or_else(|| "none the guards let through".into());
+                    let detail = format!("the resumed run cannot confirm iteration {n}'s green: its workspace holds tree {found}, not the recorded {}", recorded.tree_id);
+                    return Ok(Step::Halt(crate::halt::HaltReason::WorkspaceInvalid, detail));
+                }
+            },
+            _ => None,
+        };
+        if missing {
+            let agreeing = reruns.len() as u64;
+            match self.confirm_green_from(zone, n, tree.as_ref(), &original, agreeing + 1, agreeing)? {
+                Step::Halt(crate::halt::HaltReason::SuccessConditionMet, _) => {}
+                other => return Ok(other),
+            }
+        }
+        if canary_missing {
+            self.adequacy_canary(n, None)?;
         }
         Ok(self.decide())
     }

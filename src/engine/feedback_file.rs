@@ -145,7 +145,9 @@ pub fn zone_reader_gid(cfg: &super::config::LoopConfig) -> Result<Option<u32>, F
 /// it kept none or they can no longer be read as the receipt recorded them).
 pub fn from_history(history: &History, n: u64, max_iterations: u64, excerpts_of: &dyn Fn(&CheckResult) -> BTreeMap<String, Excerpt>) -> Feedback {
     let previous = history.iterations.iter().rev().find(|r| r.iteration < n);
-    let progress = previous.and_then(|r| r.progress.as_ref());
+    // An iteration the operator accepted by hand is where the agent starts, not a rejection.
+    let by_hand = previous.is_some_and(|r| history.accepted_by_hand(r.iteration));
+    let progress = previous.and_then(|r| r.progress.as_ref()).filter(|_| !by_hand);
     let rejected = progress.filter(|p| !p.accepted).map(|p| Rejected {
         iteration: p.iteration,
         why: rejection_sentence(p.rejection.as_ref()),

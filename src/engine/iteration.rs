@@ -89,7 +89,8 @@ impl ActiveRun<'_> {
             Err(halt) => return Ok(halt),
         };
         let check = outcome.record(n);
-        let findings = self.guards.after_check(&CheckStep { iteration: n, check: &check, history: &self.history });
+        let mut findings = self.guards.after_check(&CheckStep { iteration: n, check: &check, history: &self.history });
+        findings.extend(outcome.tree_writes.clone());
         self.append(Event::CheckResult(check.clone()))?;
         self.same_tree_sample(n, &check)?;
         // A zero exit whose evidence disagrees is no accepted step either.
@@ -105,7 +106,7 @@ impl ActiveRun<'_> {
             Some(mut progress) => {
                 // A rejected step is undone: the workspace returns to the last accepted tree.
                 let reverted = match (progress.accepted, self.workspace.as_mut()) {
-                    (false, Some(ws)) => Some(ws.revert_to_best()),
+                    (false, Some(ws)) => Some(ws.revert_to_best(n)),
                     _ => None,
                 };
                 if let Some(Ok(tree)) = &reverted {
@@ -269,7 +270,10 @@ impl ActiveRun<'_> {
             Some(k) => format!("{n:04}-confirm-{k}"),
         };
         let artifacts = Artifacts { dir: &self.artifacts, rel: ARTIFACTS, stem };
-        let cmd = command.zone_command(&self.cfg, &self.env);
+        let mut cmd = command.zone_command(&self.cfg, &self.env);
+        if let (Some(ws), Some(_)) = (&self.workspace, &scratch) {
+            cmd.read_only_beneath = ws.check_read_only();
+        }
         let report_dir = scratch.as_ref().map(|s| s.writes()).unwrap_or(&self.workdir);
         let report = (!patterns.is_empty()).then_some(ReportSource { dir: report_dir, patterns: &patterns });
         // The scratch layers are removed when `scratch` drops, after the report was read.
@@ -278,6 +282,14 @@ impl ActiveRun<'_> {
             if outcome.ending().exit_code().is_some() {
                 outcome.coverage = Some(super::coverage_guard::read(report_dir, path));
             }
+        }
+        if let (Ok(outcome), Some(ws), Some(scratch)) = (&mut checked, &self.workspace, &scratch) {
+            let what = match (n, confirmation) {
+                (0, None) => "the check on t0".to_string(),
+                (_, None) => format!("the check of iteration {n}"),
+                (_, Some(k)) => format!("confirmation rerun {k} of iteration {n}"),
+            };
+            outcome.tree_writes = super::check_writes::finding(n, &what, &scratch.tree_writes(ws.limits()));
         }
         if let (Ok(outcome), Some(pins)) = (&mut checked, &self.cfg.score) {
             if outcome.ending().exit_code().is_some() {

@@ -329,7 +329,13 @@ impl<'a> ActiveRun<'a> {
         guards.push(Box::new(BaselineSetGuard));
         guards.extend(CoverageGuard::of(&self.cfg.coverage));
         guards.extend(super::score::ScoreGuard::of(self.cfg.score.as_ref()));
-        if resumed {
+        // A hand acceptance no iteration started from yet: the resumed run starts from its tree.
+        let hand = self.history.pending_hand_acceptance().filter(|_| resumed).cloned();
+        if let Some(hand) = hand {
+            if let Err(detail) = ws.take_hand_accepted(hand.iteration, &hand.tree_id) {
+                self.refused_at_reopen = Some(detail);
+            }
+        } else if resumed {
             match ws.snapshot() {
                 Taken::Snapshot { snapshot, .. } => {
                     let baseline = ws.baseline_manifest()?;
@@ -396,6 +402,15 @@ impl<'a> ActiveRun<'a> {
             sink.event(&LoopEvent::HaltingBeforeIterations { detail: &detail });
             return self.halt(HaltReason::WorkspaceInvalid, detail);
         }
+        // A green whose confirmations (or canary) loopexec died before recording gets them now.
+        let decided = match decided {
+            Some((HaltReason::SuccessConditionMet, _)) if self.resumed => match self.finish_resumed_green(zone)? {
+                Step::Halt(reason, detail) => Some((reason, detail)),
+                Step::Interrupted(signal) => return self.interrupted(signal, None),
+                Step::Continue => None,
+            },
+            other => other,
+        };
         if let Some((reason, detail)) = decided {
             // The outcome was observed and recorded before loopexec died; only its halt is missing.
             return self.halt(reason, detail);

@@ -78,6 +78,7 @@ struct LoopFile {
     max_flake_rate: Option<f64>,
     confidence: Option<f64>,
     confirm_runs: Option<u64>,
+    runner: Option<super::runner_pin::RunnerInput>,
     doctor: Option<bool>,
 }
 
@@ -176,6 +177,7 @@ pub fn parse(text: &str, name: &str) -> Result<ConfigInput, Failure> {
             resolve: file.judge_resolve.unwrap_or_default(),
             timeout_secs: file.judge_timeout,
         },
+        runner: file.runner.unwrap_or_default(),
     })
 }
 

@@ -78,7 +78,8 @@ fn trajectory_before(history: &History, iteration: u64, targets: Option<&Targets
         .iterations
         .iter()
         .filter(|r| r.iteration < iteration)
-        .filter_map(|r| observe(r, targets, r.progress.as_ref()?.accepted))
+        // An iteration the operator accepted by hand counts as accepted from then on.
+        .filter_map(|r| observe(r, targets, r.progress.as_ref()?.accepted || history.accepted_by_hand(r.iteration)))
         .collect()
 }
 
@@ -184,7 +185,8 @@ pub fn accepted_trajectory(history: &History) -> Vec<(u64, usize)> {
     let judged: Vec<(u64, usize)> = history
         .iterations
         .iter()
-        .filter_map(|r| r.progress.as_ref().filter(|p| p.accepted).map(|p| (r.iteration, p.failing_targets as usize)))
+        .filter(|r| history.ratchet_kept(r))
+        .filter_map(|r| r.progress.as_ref().map(|p| (r.iteration, p.failing_targets as usize)))
         .collect();
     match t0(history, Targets::of_history(history, &crate::engine::targets::pinned_patterns(history)).as_ref()) {
         Some(t0) if !judged.is_empty() => std::iter::once((0, t0.failing_targets.len())).chain(judged).collect(),

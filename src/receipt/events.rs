@@ -59,6 +59,10 @@ pub enum Event {
     /// The progress judgement of an iteration whose check named its tests: the ratchet's
     /// acceptance and, when a no-convergence rule fired, its halt and evidence (docs/progress.md).
     Progress(ProgressRecord),
+    /// The operator advanced the ratchet's frontier by hand to an iteration it rejected
+    /// (`loopexec ratchet --accept`), signed by the operator key; a resumed run starts from that
+    /// iteration's tree (docs/progress.md, "Accepting by hand").
+    RatchetAccept(RatchetAcceptRecord),
     /// The known-feasible reference checked at the start, or that none was given.
     Reference(ReferenceRecord),
     /// The check run once on t0 before the first agent call (or its cache entry): the sets the
@@ -73,6 +77,13 @@ pub enum Event {
     /// The lists the event just before it left out because they were over the receipt's bound
     /// (`receipt::bounded`): each by count, digest and sample, and the artifact holding them.
     Externalised(crate::receipt::bounded::Externalised),
+    /// The first event of a probe receipt (`probe-check`, `doctor --check`; `receipt::probe`):
+    /// never in a run's receipt.
+    ProbeStart(crate::receipt::probe::ProbeStart),
+    /// One determinism run of a probe: its plan, exit class and failing-set digest.
+    ProbeRun(crate::receipt::probe::ProbeRunRecord),
+    /// A probe's verdict, bound and (doctor) gates: the last event of a probe receipt.
+    ProbeVerdict(crate::receipt::probe::ProbeVerdictRecord),
     /// An event type this version does not know (kept verbatim in [`Recorded::body`]).
     #[serde(other)]
     Unknown,
@@ -100,11 +111,15 @@ impl Event {
             Event::CheckConfirmation(_) => "check_confirmation",
             Event::Progress(_) => "progress",
             Event::Reference(_) => "reference",
+            Event::RatchetAccept(_) => "ratchet_accept",
             Event::CheckBaseline(_) => "check_baseline",
             Event::Targets(_) => "targets",
             Event::Judge(_) => "judge",
             Event::Halt(_) => "halt",
             Event::Externalised(_) => "externalised",
+            Event::ProbeStart(_) => "probe_start",
+            Event::ProbeRun(_) => "probe_run",
+            Event::ProbeVerdict(_) => "probe_verdict",
             Event::Unknown => "unknown",
         }
     }
@@ -187,6 +202,19 @@ pub struct ProtectedChangeRecord {
     pub path: String,
     /// `added`, `modified`, `deleted`, ... (lowercase).
     pub change: String,
+}
+
+/// A hand acceptance (`ratchet_accept`): the operator key's signature over the run id, the
+/// iteration, its tree and the receipt line before this event (`receipt::acceptance`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RatchetAcceptRecord {
+    pub iteration: u64,
+    /// The git tree id of the accepted iteration's snapshot.
+    pub tree_id: String,
+    /// The fingerprint of the operator key that signed.
+    pub operator_key: String,
+    /// Base64 Ed25519 signature (docs/signing.md).
+    pub signature: String,
 }
 
 /// The known-feasible reference of a run (docs/progress.md, "The reference").

@@ -87,12 +87,17 @@ pub struct History {
     pub halt_line: Option<Map<String, Value>>,
     /// Bodies of events whose type starts with `guard` (listed in the predicate).
     pub guard_bodies: Vec<Map<String, Value>>,
+    /// The iterations an `adequacy` event (the canary) was recorded for.
+    pub adequacy_iterations: Vec<u64>,
     /// The t0 baseline check (`check_baseline`), when the run recorded one, and the
     /// `externalised` event that holds its large sets (read back from the receipt).
     pub check_baseline: Option<super::events::CheckBaselineRecord>,
     pub check_baseline_externalised: Option<crate::receipt::bounded::Externalised>,
     /// The run's `targets` event, when it recorded one.
     pub targets: Option<super::events::TargetsRecord>,
+    /// The operator's hand acceptances (`ratchet_accept`), in order, each with the last
+    /// iteration started when it was recorded.
+    pub hand_accepted: Vec<(super::events::RatchetAcceptRecord, u64)>,
 }
 
 impl History {
@@ -171,13 +176,18 @@ impl History {
                     slot.guards.push(guard.clone());
                 }
             }
-            Event::GuardBaseline(_) | Event::Adequacy(_) => self.guard_bodies.push(recorded.body()),
+            Event::GuardBaseline(_) => self.guard_bodies.push(recorded.body()),
+            Event::Adequacy(adequacy) => {
+                self.adequacy_iterations.push(adequacy.iteration);
+                self.guard_bodies.push(recorded.body());
+            }
             Event::CheckConfirmation(confirmation) => {
                 if let Some(slot) = self.slot(confirmation.check.iteration) {
                     slot.confirmations.push(confirmation.clone());
                 }
             }
             Event::Reference(reference) => self.reference = Some(reference.clone()),
+            Event::RatchetAccept(accept) => self.hand_accepted.push((accept.clone(), self.last_started)),
             Event::Progress(progress) => {
                 if let Some(slot) = self.slot(progress.iteration) {
                     slot.progress = Some(progress.clone());
@@ -201,6 +211,8 @@ impl History {
                     slot.externalised.push(x.clone());
                 }
             }
+            // A probe's events make a probe receipt (`receipt::probe`), not a run's history.
+            Event::ProbeStart(_) | Event::ProbeRun(_) | Event::ProbeVerdict(_) => {}
             Event::Unknown => {
                 if recorded.kind().starts_with("guard") {
                     self.guard_bodies.push(recorded.body());
@@ -217,6 +229,11 @@ impl History {
     /// The record of the last iteration started.
     pub fn current(&self) -> Option<&IterationRecord> {
         self.iterations.last()
+    }
+
+    /// Whether an `adequacy` event (the canary) was recorded for iteration `n`.
+    pub fn adequacy_of(&self, n: u64) -> bool {
+        self.adequacy_iterations.contains(&n)
     }
 
     pub fn run_id(&self) -> Option<&str> {
@@ -244,10 +261,25 @@ impl History {
         self.iterations.iter().filter(|r| r.check.is_some()).map(IterationRecord::failing_count).collect()
     }
 
+    /// Whether the operator accepted iteration `n` by hand (`ratchet --accept`).
+    pub fn accepted_by_hand(&self, n: u64) -> bool {
+        self.hand_accepted.iter().any(|(a, _)| a.iteration == n)
+    }
+
+    /// Whether the ratchet kept iteration `n`: its `progress` accepted it, or the operator did.
+    pub fn ratchet_kept(&self, record: &IterationRecord) -> bool {
+        record.progress.as_ref().is_some_and(|p| p.accepted) || self.accepted_by_hand(record.iteration)
+    }
+
+    /// The hand acceptance no iteration has started from yet (what a resume applies).
+    pub fn pending_hand_acceptance(&self) -> Option<&super::events::RatchetAcceptRecord> {
+        self.hand_accepted.last().filter(|(_, after)| *after == self.last_started).map(|(a, _)| a)
+    }
+
     /// The last snapshot the guards accepted (the end state of a detached run).
     pub fn last_accepted_snapshot(&self) -> Option<&SnapshotRecord> {
-        // An iteration the ratchet rejected is never the end state.
-        let ratcheted = |r: &&IterationRecord| r.progress.as_ref().is_none_or(|p| p.accepted);
+        // An iteration the ratchet rejected (and the operator did not accept) is never the end state.
+        let ratcheted = |r: &&IterationRecord| r.progress.is_none() || self.ratchet_kept(r);
         self.iterations.iter().rev().filter(ratcheted).filter_map(|r| r.snapshot.as_ref()).find(|s| s.accepted())
     }
 

@@ -2,6 +2,7 @@
 //! - `bounded`: large per-iteration lists moved to digest-named run artifacts.
 //! - `chain`: the hash-chained JSONL event log.
 //! - `events`: the typed events a receipt holds (names and fields are a contract).
+//! - `acceptance`: the operator's signed hand acceptances of rejected iterations.
 //! - `history`: the events folded into the one state every reader (and the live loop) uses.
 //! - `state`: the atomically written `state.json` summaries.
 //! - `store`: the `.loopexec/` layout, reached only through symlink-proof handles.
@@ -9,12 +10,15 @@
 //! - `dsse`, `statement`: the DSSE envelope and the in-toto Statement with loopexec's predicate.
 //! - `seal`: endorsing run keys, sealing a finished run, operator attestation.
 //! - `verify`: offline verification of a sealed run.
+//! - `probe`: the signed receipt of a `probe-check` or `doctor --check`, and its verification.
 pub mod bounded;
 pub mod chain;
 pub mod dsse;
 pub mod events;
 pub mod history;
+pub mod acceptance;
 pub mod keys;
+pub mod probe;
 pub mod seal;
 pub mod state;
 pub mod statement;

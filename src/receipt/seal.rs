@@ -79,8 +79,15 @@ pub fn seal_run(run_dir: &SafeDir, run_key: RunKey, extra_subjects: Vec<Value>) 
     let predicate = statement::predicate(&history)?;
     let mut subjects = vec![statement::subject(RECEIPT_FILE, "sha256", &verified.file_sha256)];
     subjects.extend(extra_subjects);
-    let stmt = statement::statement(subjects, predicate);
-    let payload = serde_json::to_vec(&stmt).map_err(|e| SealError::Encode(e.to_string()))?;
+    sign_statement(run_dir, run_key, &statement::statement(subjects, predicate), verified.file_sha256)
+}
+
+/// Sign `stmt` with `run_key` (consumed) and write the envelope and the run key's PEM into
+/// `run_dir` atomically: the last step of sealing a run, and of sealing a probe's receipt
+/// (`receipt::probe`).
+pub fn sign_statement(run_dir: &SafeDir, run_key: RunKey, stmt: &Value, receipt_sha256: String) -> Result<SealSummary, SealError> {
+    let public = run_key.verifying_key();
+    let payload = serde_json::to_vec(stmt).map_err(|e| SealError::Encode(e.to_string()))?;
     let signature = run_key.sign(&dsse::pae(IN_TOTO_PAYLOAD_TYPE, &payload));
     drop(run_key);
     let envelope = Envelope {
@@ -95,7 +102,7 @@ pub fn seal_run(run_dir: &SafeDir, run_key: RunKey, extra_subjects: Vec<Value>) 
     run_dir.write_atomic(RUN_PUBKEY_FILE, pem.as_bytes())?;
     Ok(SealSummary {
         envelope_sha256: hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes)),
-        receipt_sha256: verified.file_sha256,
+        receipt_sha256,
         run_key: hex::encode(public.as_bytes()),
     })
 }

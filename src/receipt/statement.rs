@@ -11,7 +11,8 @@ use serde_json::{json, Map, Value};
 pub const STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
 pub const PREDICATE_TYPE: &str = "https://loopexec.dev/attestation/run/v1";
 
-fn body(line: &Map<String, Value>) -> Map<String, Value> {
+/// An event's own fields: its line without the chain's.
+pub(crate) fn body(line: &Map<String, Value>) -> Map<String, Value> {
     line.iter().filter(|(k, _)| !CHAIN_FIELDS.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect()
 }
 

@@ -51,6 +51,46 @@ impl Verification {
         self.checks.push(Check { name, ok: false, detail: detail.into() });
         self
     }
+
+    /// A passed step, for the other sealed receipts' verifiers (`receipt::probe`).
+    pub(crate) fn pass_step(&mut self, name: &'static str, detail: impl Into<String>) {
+        self.pass(name, detail);
+    }
+
+    pub(crate) fn fail_step(&mut self, name: &'static str, detail: impl Into<String>) {
+        self.fail(name, detail);
+    }
+}
+
+/// Check that every `run_key` event of a receipt (`records`, its raw `lines`) is endorsed by
+/// `operator` over the line before it: the number of endorsements and the last run key, or each
+/// failure (one per line; "no run_key event" when there is none).
+pub fn endorsements(records: &[Recorded], lines: &[&[u8]], run_id: &str, operator: &VerifyingKey) -> Result<(usize, VerifyingKey), Vec<String>> {
+    let mut failures = Vec::new();
+    let mut last_run_key = None;
+    let mut count = 0;
+    for (i, record) in records.iter().enumerate() {
+        let Event::RunKey(endorsed) = &record.event else {
+            continue;
+        };
+        count += 1;
+        let prev = match i.checked_sub(1).and_then(|p| lines.get(p)) {
+            Some(line) => chain::line_hash(line),
+            None => chain::GENESIS.to_string(),
+        };
+        match keys::public_key_from_hex(&endorsed.public_key) {
+            Some(key) if keys::verify_b64(operator, &keys::endorsement_message(run_id, &key, &prev), &endorsed.endorsement) => {
+                last_run_key = Some(key);
+            }
+            Some(_) => failures.push(format!("receipt line {}: run key not endorsed by operator key {}", i + 1, keys::fingerprint(operator))),
+            None => failures.push(format!("receipt line {}: malformed run public key", i + 1)),
+        }
+    }
+    match last_run_key {
+        _ if count == 0 => Err(vec!["receipt has no run_key event".to_string()]),
+        Some(key) if failures.is_empty() => Ok((count, key)),
+        _ => Err(failures),
+    }
 }
 
 /// Verify the sealed run in `run_dir` against the operator's public key.
@@ -84,119 +124,10 @@ pub fn verify_run(run_dir: &SafeDir, operator: &VerifyingKey) -> Verification {
     v.run_id = history.run_id().map(str::to_string);
     v.halt_reason = history.halt.as_ref().map(|h| h.halt_reason.as_str().to_string());
 
-    // 2. Endorsements of every run key. The endorsed message binds the line before the event.
-    let lines: Vec<&[u8]> = receipt.split(|b| *b == b'\n').filter(|l| !l.is_empty()).collect();
     let run_id = v.run_id.clone().unwrap_or_default();
-    let mut last_run_key: Option<VerifyingKey> = None;
-    let mut endorsement_ok = true;
-    let mut endorsements = 0;
-    for (i, record) in records.iter().enumerate() {
-        let Event::RunKey(endorsed) = &record.event else {
-            continue;
-        };
-        endorsements += 1;
-        let key = keys::public_key_from_hex(&endorsed.public_key);
-        let sig = endorsed.endorsement.as_str();
-        let prev = if i == 0 { chain::GENESIS.to_string() } else { chain::line_hash(lines[i - 1]) };
-        match key {
-            Some(key) if keys::verify_b64(operator, &keys::endorsement_message(&run_id, &key, &prev), sig) => {
-                last_run_key = Some(key);
-            }
-            Some(_) => {
-                endorsement_ok = false;
-                v.fail("run_key_endorsement", format!("receipt line {}: run key not endorsed by operator key {}", i + 1, keys::fingerprint(operator)));
-            }
-            None => {
-                endorsement_ok = false;
-                v.fail("run_key_endorsement", format!("receipt line {}: malformed run public key", i + 1));
-            }
-        }
-    }
-    if endorsements == 0 {
-        v.fail("run_key_endorsement", "receipt has no run_key event");
-        return v;
-    }
-    if !endorsement_ok {
-        return v;
-    }
-    v.pass("run_key_endorsement", format!("{endorsements} run key(s) endorsed by operator key"));
-    let Some(run_key) = last_run_key else {
+    let Some(stmt) = verify_envelope(run_dir, operator, &receipt, &verified, &records, &run_id, PREDICATE_TYPE, &mut v) else {
         return v;
     };
-
-    // 3. The envelope.
-    let envelope: Envelope = match run_dir.read(ENVELOPE_FILE, ENVELOPE_MAX_BYTES).map_err(|e| e.to_string()).and_then(|b| {
-        serde_json::from_slice(&b).map_err(|e| format!("{ENVELOPE_FILE}: not a DSSE envelope: {e}"))
-    }) {
-        Ok(env) => env,
-        Err(e) => {
-            v.fail("envelope_format", e);
-            return v;
-        }
-    };
-    if envelope.payload_type != IN_TOTO_PAYLOAD_TYPE {
-        v.fail("envelope_format", format!("payloadType is {:?}, expected {IN_TOTO_PAYLOAD_TYPE}", envelope.payload_type));
-        return v;
-    }
-    let (Some(payload), Some(signed)) = (envelope.payload_bytes(), envelope.signed_bytes()) else {
-        v.fail("envelope_format", "payload is not valid base64");
-        return v;
-    };
-    let stmt: Value = match serde_json::from_slice(&payload) {
-        Ok(s) => s,
-        Err(e) => {
-            v.fail("envelope_format", format!("payload is not JSON: {e}"));
-            return v;
-        }
-    };
-    if stmt.get("_type").and_then(Value::as_str) != Some(STATEMENT_TYPE)
-        || stmt.get("predicateType").and_then(Value::as_str) != Some(PREDICATE_TYPE)
-    {
-        v.fail("envelope_format", "payload is not a loopexec in-toto Statement v1");
-        return v;
-    }
-    v.pass("envelope_format", "DSSE envelope of an in-toto Statement v1");
-
-    // 4. Signatures: the run key's, and any operator attestations.
-    let run_id_key = run_keyid(&run_key);
-    let op_id = operator_keyid(operator);
-    let mut run_signed = false;
-    for sig in &envelope.signatures {
-        if sig.keyid == run_id_key {
-            if keys::verify_b64(&run_key, &signed, &sig.sig) {
-                run_signed = true;
-            } else {
-                v.fail("envelope_signature", "run key signature does not verify");
-                return v;
-            }
-        } else if sig.keyid == op_id {
-            if keys::verify_b64(operator, &signed, &sig.sig) {
-                v.attested = true;
-            } else {
-                v.fail("operator_attestation", "operator signature does not verify");
-                return v;
-            }
-        } else {
-            v.fail("envelope_signature", format!("signature by an unknown key {:?}", sig.keyid));
-            return v;
-        }
-    }
-    if !run_signed {
-        v.fail("envelope_signature", "no signature by the receipt's last endorsed run key (swapped envelope?)");
-        return v;
-    }
-    v.pass("envelope_signature", format!("signed by run key {}", hex::encode(run_key.as_bytes())));
-
-    // 5. Subjects and predicate against the log.
-    let receipt_subject = stmt.get("subject").and_then(Value::as_array).and_then(|subjects| {
-        subjects.iter().find(|s| s.get("name").and_then(Value::as_str) == Some(RECEIPT_FILE))
-    });
-    let digest = receipt_subject.and_then(|s| s.pointer("/digest/sha256")).and_then(Value::as_str);
-    if digest != Some(verified.file_sha256.as_str()) {
-        v.fail("subject_digest", format!("receipt subject digest {:?} is not the receipt's sha256 {}", digest, verified.file_sha256));
-        return v;
-    }
-    v.pass("subject_digest", format!("receipt sha256 {}", verified.file_sha256));
     match statement::predicate(&history) {
         Ok(expected) if Some(&expected) == stmt.get("predicate") => v.pass("predicate_matches_log", "predicate recomputed from the receipt matches"),
         Ok(_) => {
@@ -236,6 +167,121 @@ pub fn verify_run(run_dir: &SafeDir, operator: &VerifyingKey) -> Verification {
         }
     }
     v
+}
+
+/// The steps every sealed receipt shares (a run's, a probe's): every `run_key` event endorsed by
+/// the operator key over the line before it (`id` is the run or probe id the endorsement binds),
+/// the envelope a DSSE envelope of an in-toto Statement of `predicate_type`, signed by the last
+/// endorsed run key (and otherwise only by the operator), its receipt subject the receipt's
+/// digest. Each step is recorded in `v`; the Statement when all passed.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn verify_envelope(
+    run_dir: &SafeDir,
+    operator: &VerifyingKey,
+    receipt: &[u8],
+    verified: &chain::VerifiedChain,
+    records: &[Recorded],
+    run_id: &str,
+    predicate_type: &str,
+    v: &mut Verification,
+) -> Option<Value> {
+    // 2. Endorsements of every run key. The endorsed message binds the line before the event.
+    let lines: Vec<&[u8]> = receipt.split(|b| *b == b'\n').filter(|l| !l.is_empty()).collect();
+    let run_key = match endorsements(records, &lines, run_id, operator) {
+        Ok((count, key)) => {
+            v.pass("run_key_endorsement", format!("{count} run key(s) endorsed by operator key"));
+            key
+        }
+        Err(failures) => {
+            for failure in failures {
+                v.fail("run_key_endorsement", failure);
+            }
+            return None;
+        }
+    };
+    // The operator's hand acceptances of rejected iterations (`ratchet --accept`), when any.
+    match super::acceptance::verify_all(records, &lines, operator) {
+        Some(Ok(detail)) => v.pass("hand_acceptances", detail),
+        Some(Err(detail)) => {
+            v.fail("hand_acceptances", detail);
+        }
+        None => {}
+    }
+
+    // 3. The envelope.
+    let envelope: Envelope = match run_dir.read(ENVELOPE_FILE, ENVELOPE_MAX_BYTES).map_err(|e| e.to_string()).and_then(|b| {
+        serde_json::from_slice(&b).map_err(|e| format!("{ENVELOPE_FILE}: not a DSSE envelope: {e}"))
+    }) {
+        Ok(env) => env,
+        Err(e) => {
+            v.fail("envelope_format", e);
+            return None;
+        }
+    };
+    if envelope.payload_type != IN_TOTO_PAYLOAD_TYPE {
+        v.fail("envelope_format", format!("payloadType is {:?}, expected {IN_TOTO_PAYLOAD_TYPE}", envelope.payload_type));
+        return None;
+    }
+    let (Some(payload), Some(signed)) = (envelope.payload_bytes(), envelope.signed_bytes()) else {
+        v.fail("envelope_format", "payload is not valid base64");
+        return None;
+    };
+    let stmt: Value = match serde_json::from_slice(&payload) {
+        Ok(s) => s,
+        Err(e) => {
+            v.fail("envelope_format", format!("payload is not JSON: {e}"));
+            return None;
+        }
+    };
+    if stmt.get("_type").and_then(Value::as_str) != Some(STATEMENT_TYPE)
+        || stmt.get("predicateType").and_then(Value::as_str) != Some(predicate_type)
+    {
+        v.fail("envelope_format", format!("payload is not an in-toto Statement v1 with predicate type {predicate_type}"));
+        return None;
+    }
+    v.pass("envelope_format", "DSSE envelope of an in-toto Statement v1");
+
+    // 4. Signatures: the run key's, and any operator attestations.
+    let run_id_key = run_keyid(&run_key);
+    let op_id = operator_keyid(operator);
+    let mut run_signed = false;
+    for sig in &envelope.signatures {
+        if sig.keyid == run_id_key {
+            if keys::verify_b64(&run_key, &signed, &sig.sig) {
+                run_signed = true;
+            } else {
+                v.fail("envelope_signature", "run key signature does not verify");
+                return None;
+            }
+        } else if sig.keyid == op_id {
+            if keys::verify_b64(operator, &signed, &sig.sig) {
+                v.attested = true;
+            } else {
+                v.fail("operator_attestation", "operator signature does not verify");
+                return None;
+            }
+        } else {
+            v.fail("envelope_signature", format!("signature by an unknown key {:?}", sig.keyid));
+            return None;
+        }
+    }
+    if !run_signed {
+        v.fail("envelope_signature", "no signature by the receipt's last endorsed run key (swapped envelope?)");
+        return None;
+    }
+    v.pass("envelope_signature", format!("signed by run key {}", hex::encode(run_key.as_bytes())));
+
+    // 5. Subjects and predicate against the log.
+    let receipt_subject = stmt.get("subject").and_then(Value::as_array).and_then(|subjects| {
+        subjects.iter().find(|s| s.get("name").and_then(Value::as_str) == Some(RECEIPT_FILE))
+    });
+    let digest = receipt_subject.and_then(|s| s.pointer("/digest/sha256")).and_then(Value::as_str);
+    if digest != Some(verified.file_sha256.as_str()) {
+        v.fail("subject_digest", format!("receipt subject digest {:?} is not the receipt's sha256 {}", digest, verified.file_sha256));
+        return None;
+    }
+    v.pass("subject_digest", format!("receipt sha256 {}", verified.file_sha256));
+    Some(stmt)
 }
 
 #[cfg(test)]

@@ -1,0 +1,134 @@
+//! `probe-check` and `doctor --check` leave a signed receipt in `.loopexec/probes/<id>/`: `verify`
+//! checks it offline against the operator's public key and recomputes its verdict from the runs
+//! it holds, `report` shows it; an edited one fails verification naming the broken step. The
+//! checks run on the host (`--isolation none`) to keep the suite quick.
+
+mod common;
+
+use common::{key_dir, loopexec, workdir};
+use serde_json::Value;
+use std::path::Path;
+
+fn pubkey() -> String {
+    key_dir().join("operator.pub").to_string_lossy().into_owned()
+}
+
+fn probe(dir: &Path, check: &str, extra: &[&str]) -> (i32, Value) {
+    let mut args = vec!["--json", "probe-check", "--isolation", "none", "--check", check];
+    args.extend_from_slice(extra);
+    let ran = loopexec(dir, &args);
+    (ran.code, ran.json())
+}
+
+fn verify(dir: &Path, receipt_dir: &str) -> (i32, Value) {
+    let ran = loopexec(dir, &["--json", "verify", receipt_dir, "--pubkey", &pubkey()]);
+    (ran.code, ran.json())
+}
+
+fn failed_checks(v: &Value) -> Vec<String> {
+    v["verify"]["checks"].as_array().unwrap().iter().filter(|c| c["ok"] == false).map(|c| c["name"].as_str().unwrap().to_string()).collect()
+}
+
+fn receipt_lines(receipt_dir: &str) -> Vec<Value> {
+    let text = std::fs::read_to_string(Path::new(receipt_dir).join("receipt.jsonl")).unwrap();
+    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+#[test]
+fn a_certified_probe_leaves_a_receipt_that_verifies_with_its_verdict_recomputed() {
+    let dir = workdir();
+    let (code, v) = probe(dir.path(), "true", &["--runs", "59", "--seed", "5"]);
+    assert_eq!((code, v["verdict"].as_str()), (0, Some("certified")), "{v}");
+    let receipt = v["receipt"].as_str().unwrap().to_string();
+    assert!(receipt.starts_with(&dir.path().join(".loopexec/probes/").to_string_lossy().into_owned()), "{receipt}");
+    let lines = receipt_lines(&receipt);
+    let kinds: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap()).collect();
+    assert_eq!((kinds[0], kinds[1], kinds.len(), kinds[kinds.len() - 1]), ("probe_start", "run_key", 62, "probe_verdict"));
+    assert_eq!(lines[0]["seed"], 5);
+    assert_eq!(lines[2]["class"], "pass");
+    let (code, verified) = verify(dir.path(), &receipt);
+    assert_eq!(code, 0, "{verified}");
+    assert_eq!(verified["verified"], true);
+    let recomputed = verified["verify"]["checks"].as_array().unwrap().iter().find(|c| c["name"] == "verdict_recomputed").unwrap().clone();
+    assert!(recomputed["detail"].as_str().unwrap().starts_with("certified: 59 runs, 0 disagreeing, bound 0.049"), "{recomputed}");
+}
+
+#[test]
+fn a_flaky_probe_receipt_holds_the_dimension_and_runs_that_broke_it_and_the_halt() {
+    let dir = workdir();
+    let (code, v) = probe(dir.path(), r#"test "${PYTHONHASHSEED:-0}" = 0"#, &["--runs", "5", "--perturb", "seed", "--seed", "2"]);
+    assert_eq!(code, 14, "{v}");
+    let receipt = v["receipt"].as_str().unwrap().to_string();
+    let last = receipt_lines(&receipt).pop().unwrap();
+    assert_eq!((last["verdict"].as_str(), last["halt_reason"].as_str(), last["exit_code"].as_i64()), (Some("varies"), Some("check_flaky"), Some(14)));
+    assert_eq!(last["broken_by"], v["probe"]["summary"]["broken_by"], "{last}");
+    let (code, verified) = verify(dir.path(), &receipt);
+    assert_eq!((code, verified["halt_reason"].as_str()), (0, Some("check_flaky")), "{verified}");
+    let report = loopexec(dir.path(), &["--json", "report", "--receipt", &format!("{receipt}/receipt.jsonl")]);
+    let r = report.json();
+    assert_eq!((report.code, r["halt_reason"].as_str(), r["report"]["recomputed"]["agrees"].as_bool()), (0, Some("check_flaky"), Some(true)), "{r}");
+    assert_eq!(r["report"]["verdict"]["broken_by"], v["probe"]["summary"]["broken_by"], "{r}");
+    assert_eq!(r["report"]["runs"].as_array().unwrap().len(), 5, "{r}");
+}
+
+#[test]
+fn an_edited_run_in_a_probe_receipt_fails_verification_naming_the_chain() {
+    let dir = workdir();
+    let (_, v) = probe(dir.path(), "true", &["--runs", "3"]);
+    let receipt = v["receipt"].as_str().unwrap().to_string();
+    let path = Path::new(&receipt).join("receipt.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap().replacen("\"class\":\"pass\"", "\"class\":\"fail\"", 1);
+    std::fs::write(&path, text).unwrap();
+    let (code, verified) = verify(dir.path(), &receipt);
+    assert_eq!((code, failed_checks(&verified)), (13, vec!["receipt_chain".to_string()]), "{verified}");
+    assert_eq!(verified["errors"][0]["code"], "verify_receipt_chain");
+    let report = loopexec(dir.path(), &["--json", "report", "--receipt", &path.to_string_lossy()]);
+    assert_eq!(report.code, 30, "{}", report.stdout);
+    assert!(report.json()["errors"][0]["message"].as_str().unwrap().contains("receipt does not verify"), "{}", report.stdout);
+}
+
+#[test]
+fn a_probe_receipt_whose_envelope_was_swapped_for_another_probes_fails_the_signature() {
+    let dir = workdir();
+    let (_, a) = probe(dir.path(), "true", &["--runs", "2"]);
+    let (_, b) = probe(dir.path(), "true", &["--runs", "2"]);
+    let (a, b) = (a["receipt"].as_str().unwrap().to_string(), b["receipt"].as_str().unwrap().to_string());
+    std::fs::copy(Path::new(&b).join("envelope.dsse.json"), Path::new(&a).join("envelope.dsse.json")).unwrap();
+    let (code, verified) = verify(dir.path(), &a);
+    assert_eq!((code, failed_checks(&verified)), (13, vec!["envelope_signature".to_string()]), "{verified}");
+}
+
+#[test]
+fn probe_check_without_an_operator_key_runs_no_check_and_writes_nothing() {
+    let dir = workdir();
+    let empty = workdir();
+    let marker = dir.path().join("ran");
+    let out = std::process::Command::new(common::bin())
+        .current_dir(dir.path())
+        .env("LOOPEXEC_CONFIG_DIR", empty.path())
+        .args(["--json", "probe-check", "--isolation", "none", "--runs", "2", "--check"])
+        .arg(format!("touch {}", marker.display()))
+        .output()
+        .unwrap();
+    let ran = common::from_output(out);
+    assert_eq!(ran.code, 20, "{}", ran.stdout);
+    assert!(ran.json()["errors"][0]["message"].as_str().unwrap().contains("no operator key"), "{}", ran.stdout);
+    assert!(!marker.exists());
+    assert!(!dir.path().join(".loopexec/probes").exists());
+}
+
+#[test]
+fn doctor_check_leaves_a_receipt_with_every_gate_recomputed_from_its_evidence() {
+    let dir = workdir();
+    let ran = loopexec(dir.path(), &["--json", "doctor", "--isolation", "none", "--check", "true", "--runs", "4"]);
+    let v = ran.json();
+    let receipt = v["receipt"].as_str().unwrap_or_else(|| panic!("no receipt: {v}")).to_string();
+    let last = receipt_lines(&receipt).pop().unwrap();
+    let gates: Vec<&str> = last["gates"].as_array().unwrap().iter().map(|g| g["gate"].as_str().unwrap()).collect();
+    assert_eq!(&gates[..4], &["isolation", "determinism", "hermeticity", "side_effects"], "{last}");
+    assert_eq!(last["halt_reason"], v["halt_reason"].clone(), "{last}");
+    let (code, verified) = verify(dir.path(), &receipt);
+    assert_eq!(code, 0, "{verified}");
+    let recomputed = verified["verify"]["checks"].as_array().unwrap().iter().find(|c| c["name"] == "verdict_recomputed").unwrap().clone();
+    assert!(recomputed["detail"].as_str().unwrap().contains("(isolation as recorded: not recomputable offline)"), "{recomputed}");
+}
