@@ -51,6 +51,9 @@ fn a_certified_probe_leaves_a_receipt_that_verifies_with_its_verdict_recomputed(
     assert_eq!(verified["verified"], true);
     let recomputed = verified["verify"]["checks"].as_array().unwrap().iter().find(|c| c["name"] == "verdict_recomputed").unwrap().clone();
     assert!(recomputed["detail"].as_str().unwrap().starts_with("certified: 59 runs, 0 disagreeing, bound 0.049"), "{recomputed}");
+    let e = loopexec(dir.path(), &["--json", "explain-halt", "--receipt", &format!("{receipt}/receipt.jsonl")]).json();
+    assert_eq!((e["halt_reason"].clone(), e["explanation"]["halted"].as_bool()), (Value::Null, Some(false)), "{e}");
+    assert!(e["explanation"]["summary"].as_str().unwrap().starts_with("the check can be looped on: certified"), "{e}");
 }
 
 #[test]
@@ -68,6 +71,10 @@ fn a_flaky_probe_receipt_holds_the_dimension_and_runs_that_broke_it_and_the_halt
     let r = report.json();
     assert_eq!((report.code, r["halt_reason"].as_str(), r["report"]["recomputed"]["agrees"].as_bool()), (0, Some("check_flaky"), Some(true)), "{r}");
     assert_eq!(r["report"]["verdict"]["broken_by"], v["probe"]["summary"]["broken_by"], "{r}");
+    let explained = loopexec(dir.path(), &["--json", "explain-halt", "--receipt", &format!("{receipt}/receipt.jsonl")]);
+    let e = explained.json();
+    assert_eq!((explained.code, e["halt_reason"].as_str()), (0, Some("check_flaky")), "{e}");
+    assert_eq!(e["explanation"]["verdict"]["verdict"], "fix_the_check", "{e}");
     assert_eq!(r["report"]["runs"].as_array().unwrap().len(), 5, "{r}");
 }
 

@@ -165,6 +165,9 @@ fn list(items: impl IntoIterator<Item = String>) -> String {
 
 pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     let loaded = receipt_source::load(&args.source)?;
+    if crate::receipt::probe::is_probe_receipt(&loaded.chain.events) {
+        return probe_explanation(&loaded);
+    }
     let history = &loaded.history;
     let run_id = history.run_id().unwrap_or("").to_string();
     let counts: Vec<Option<u64>> = history.failing_counts();
@@ -238,4 +241,43 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
         fields.insert("judge".into(), json!({"outcome": j.outcome, "reward_hacking": j.reward_hacking, "reason": j.reason}));
     }
     Ok(out.field("halt_reason", reason.clone()).field("iteration", iteration).field("explanation", explanation).human(aligned(&rows)))
+}
+
+/// Why a probe (`probe-check`, `doctor --check`) stopped a loop or not, from its receipt alone:
+/// its halt recomputed from its runs (as `verify` does), the operator's verdict on it, and the
+/// next command. A receipt whose runs do not give its recorded verdict is refused (exit 30).
+fn probe_explanation(loaded: &receipt_source::LoadedReceipt) -> CmdResult<Outcome> {
+    use crate::receipt::probe::{recompute, ProbeRecord};
+    let bad = |e: String| crate::error::Failure::workspace(format!("{}: {e}", loaded.path.display()));
+    let records = crate::receipt::events::Recorded::decode_all(&loaded.chain.events).map_err(|e| bad(e.to_string()))?;
+    let record = ProbeRecord::of(&records).map_err(bad)?;
+    let recomputed = recompute(&record).map_err(|e| bad(format!("the recorded verdict is not what its runs give: {e}")))?;
+    let (start, verdict) = (&record.start, &record.verdict);
+    let receipt = loaded.path.to_string_lossy().into_owned();
+    let out = Outcome::ok("explain-halt").field("probe_id", start.probe_id.clone()).field("receipt", receipt);
+    let Some(reason) = verdict.halt_reason else {
+        let (summary, next) = match verdict.verdict.as_str() {
+            "certified" => (format!("the check can be looped on: {recomputed}"), "loopexec run".to_string()),
+            _ => (
+                format!("every run agreed, but too few ran to certify the target: {recomputed}"),
+                format!("loopexec {} --check {} --runs {}", start.command, quote(&start.check), start.runs_required),
+            ),
+        };
+        return Ok(out
+            .field("halt_reason", Value::Null)
+            .field("explanation", json!({"halted": false, "summary": summary, "next_command": next}))
+            .human(aligned(&[("probe", start.probe_id.clone()), ("why", summary), ("next", next)])));
+    };
+    let explanation = explain(reason, &[]);
+    let gate = verdict.gates.iter().flatten().find(|g| g["verdict"] == "failed").and_then(|g| g["gate"].as_str()).unwrap_or("determinism");
+    let summary = format!("{reason} ({gate}): {recomputed}. {}.", explanation.because);
+    Ok(out
+        .field("halt_reason", reason.as_str())
+        .field("explanation", json!({"halted": true, "exit_code": verdict.exit_code, "summary": summary, "verdict": {"verdict": explanation.verdict.as_str(), "because": explanation.because}}))
+        .human(aligned(&[
+            ("probe", start.probe_id.clone()),
+            ("halt_reason", reason.as_str().to_string()),
+            ("why", summary),
+            ("verdict", explanation.verdict.as_str().to_string()),
+        ])))
 }
