@@ -157,10 +157,12 @@ pub fn judge_scored(history: &History, iteration: u64, limits: &Limits, patterns
 fn scored(history: &History, iteration: u64, check: &CheckResult, rule: Option<ScoreRule>, frontier: &mut Frontier) -> (Option<f64>, Option<f64>, Option<ProgressScore>) {
     let Some(rule) = rule else { return (None, None, None) };
     let value = check.score.as_ref().and_then(|s| s.value);
+    // A hand acceptance resets the best to the accepted iteration's score (it is the frontier).
+    let since = history.hand_accepted.iter().map(|(a, _)| a.iteration).filter(|n| *n < iteration).max().unwrap_or(0);
     let best = history
         .iterations
         .iter()
-        .filter(|r| r.iteration < iteration && r.progress.as_ref().is_some_and(|p| p.accepted))
+        .filter(|r| r.iteration >= since && r.iteration < iteration && history.ratchet_kept(r))
         .filter_map(|r| r.check.as_ref()?.score.as_ref()?.value)
         .map(|v| rule.oriented(v))
         .reduce(f64::max);
@@ -296,6 +298,27 @@ mod tests {
         let judged = scored_steps(&[Some(2.0), Some(2.4), Some(3.0)], rule);
         assert!(judged[0].accepted && judged[1].accepted);
         assert_eq!(judged[2].rejection, Some(serde_json::json!({"kind": "score_below_best", "score": 3.0, "best": 2.0, "band": 0.5})));
+    }
+
+    #[test]
+    fn after_a_hand_acceptance_the_best_score_is_the_accepted_iterations() {
+        let rule = ScoreRule { direction: crate::engine::score::Direction::Higher, band: 0.0 };
+        let mut h = History::default();
+        let limits = Limits { same_failure_n: 0, no_progress_k: 0, ..Limits::default() };
+        let step = |h: &mut History, n: u64, score: f64| {
+            checked(h, n, &["a"]);
+            let record = crate::receipt::events::ScoreRecord { source: "stdout".into(), value: Some(score), error: None };
+            h.iterations.last_mut().unwrap().check.as_mut().unwrap().score = Some(record);
+            let judged = judge_scored(h, n, &limits, &[], Some(rule)).unwrap();
+            h.iterations.last_mut().unwrap().progress = Some(judged.clone());
+            judged
+        };
+        assert!(step(&mut h, 1, 0.9).accepted);
+        assert!(!step(&mut h, 2, 0.7).accepted);
+        let accept = crate::receipt::events::RatchetAcceptRecord { iteration: 2, tree_id: "t".into(), operator_key: "k".into(), signature: "s".into() };
+        h.hand_accepted.push((accept, 2));
+        let third = step(&mut h, 3, 0.7);
+        assert_eq!((third.accepted, third.score.and_then(|s| s.best)), (true, Some(0.7)));
     }
 
     #[test]
