@@ -8,14 +8,6 @@ use common::*;
 use serde_json::Value;
 use std::path::Path;
 
-fn write(dir: &Path, path: &str, text: &str) {
-    let p = dir.join(path);
-    if let Some(parent) = p.parent() {
-        std::fs::create_dir_all(parent).unwrap();
-    }
-    std::fs::write(p, text).unwrap();
-}
-
 /// The crate at t0 (committed): `is_adult` is a stub; `tests` is its inline test module. The
 /// working tree then implements it (the change the gate mutates).
 fn crate_with_change(tests: &str) -> tempfile::TempDir {

@@ -11,14 +11,6 @@ use common::*;
 use serde_json::Value;
 use std::path::Path;
 
-fn write(dir: &Path, path: &str, text: &str) {
-    let p = dir.join(path);
-    if let Some(parent) = p.parent() {
-        std::fs::create_dir_all(parent).unwrap();
-    }
-    std::fs::write(p, text).unwrap();
-}
-
 const CHECK: &str = "/usr/bin/python3 -m pytest -q -p no:cacheprovider";
 
 /// The agent's change: `clamp` implemented (t0 returns `x` unchanged).

@@ -11,12 +11,6 @@ use std::path::Path;
 
 const PYTEST: &str = "/usr/bin/python3 -m pytest -q -p no:cacheprovider --junitxml=out/junit.xml";
 
-fn write(dir: &Path, path: &str, text: &str) {
-    let p = dir.join(path);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, text).unwrap();
-}
-
 /// A committed pytest project whose `add` is wrong for negative numbers: the data-driven
 /// `test_add[-1-1-0]` and `test_add_negative` fail on t0, `test_add[2-3-5]` passes.
 /// `test_add_negative` runs only while the production flag `SIGNED` is true.

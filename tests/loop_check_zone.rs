@@ -9,14 +9,6 @@ use common::*;
 use serde_json::Value;
 use std::path::Path;
 
-fn write(dir: &Path, path: &str, text: &str) {
-    let p = dir.join(path);
-    if let Some(parent) = p.parent() {
-        std::fs::create_dir_all(parent).unwrap();
-    }
-    std::fs::write(p, text).unwrap();
-}
-
 fn run(repo: &Path, run_id: &str, agent: &str, check: &str, extra: &[&str]) -> (Ran, Vec<Value>) {
     let mut args = vec!["run", "--json", "--run-id", run_id, "--exec", agent, "--check", check, "--max-iterations", "2"];
     args.extend_from_slice(extra);

@@ -34,12 +34,6 @@ fi
 grep -q '^hit done$' app.txt
 "#;
 
-fn write(dir: &Path, path: &str, text: &str) {
-    let p = dir.join(path);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, text).unwrap();
-}
-
 /// A committed project whose t0 covers 1 of 2 lines (50%) and fails the check.
 fn project(loop_toml: Option<&str>) -> tempfile::TempDir {
     let repo = workdir();

@@ -8,14 +8,6 @@ mod common;
 use common::*;
 use std::path::Path;
 
-fn write(dir: &Path, path: &str, text: &str) {
-    let p = dir.join(path);
-    if let Some(parent) = p.parent() {
-        std::fs::create_dir_all(parent).unwrap();
-    }
-    std::fs::write(p, text).unwrap();
-}
-
 /// A pytest project: a `calc` package with an off-by-one bug and its tests.
 fn python_project() -> tempfile::TempDir {
     let dir = workdir();

@@ -23,12 +23,6 @@ const FIX_ADD: &str = "sed -i 's/return a - b  # add/return a + b  # add/' calc/
 const FIX_ADD_BREAK_SUB: &str =
     "sed -i -e 's/return a - b  # add/return a + b  # add/' -e 's/return a - b  # sub/return a * b  # sub/' calc/__init__.py";
 
-fn write(dir: &Path, path: &str, text: &str) {
-    let p = dir.join(path);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, text).unwrap();
-}
-
 /// t0: `test_add` and `test_legacy_format` fail, `test_sub` passes.
 fn project() -> tempfile::TempDir {
     require_pytest();

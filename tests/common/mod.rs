@@ -210,6 +210,15 @@ pub fn git_value(dir: &Path, args: &[&str]) -> String {
     git(dir, args).trim().to_string()
 }
 
+/// Writes `text` to `path` beneath `dir`, creating its parent directories (a test project's file).
+pub fn write(dir: &Path, path: &str, text: &str) {
+    let p = dir.join(path);
+    if let Some(parent) = p.parent() {
+        std::fs::create_dir_all(parent).unwrap();
+    }
+    std::fs::write(p, text).unwrap();
+}
+
 /// Make `dir` a repository whose first commit (t0) holds everything in it, reachable by the zone uid.
 pub fn commit_t0(dir: &Path) {
     git(dir, &["init", "-q", "-b", "main"]);
