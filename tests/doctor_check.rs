@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{loopexec, workdir};
+use common::{event_types, loopexec, workdir};
 use serde_json::Value;
 use std::path::Path;
 
@@ -103,15 +103,17 @@ fn a_bad_target_is_refused_before_anything_runs() {
 }
 
 #[test]
-fn doctor_true_in_loop_toml_makes_run_refuse_a_check_with_side_effects_before_any_run_starts() {
+fn doctor_true_in_loop_toml_halts_the_run_sealed_on_a_check_with_side_effects_before_any_agent_call() {
     let dir = workdir();
-    std::fs::write(dir.path().join("loop.toml"), "doctor = true\nisolation = \"none\"\nexec = \"true\"\ncheck = \"test ! -e marker && touch marker\"\n").unwrap();
-    let ran = loopexec(dir.path(), &["--json", "run"]);
+    std::fs::write(dir.path().join("loop.toml"), "doctor = true\nisolation = \"none\"\nexec = \"touch agent-ran\"\ncheck = \"test ! -e marker && touch marker\"\n").unwrap();
+    let ran = loopexec(dir.path(), &["--json", "run", "--run-id", "d"]);
     let v = ran.json();
     assert_eq!(ran.code, 14, "{v}");
     assert_eq!(v["halt_reason"], "check_has_side_effects", "{v}");
     assert_eq!(v["command"], "run");
-    assert!(!dir.path().join(".loopexec/runs").exists(), "no run was started");
+    assert_eq!(event_types(dir.path(), "d"), ["run_start", "preconditions", "halt"], "the gates are recorded and the run halts before any agent call");
+    assert!(!dir.path().join("agent-ran").exists());
+    assert!(dir.path().join(".loopexec/runs/d/envelope.dsse.json").exists(), "the halted run is sealed");
 }
 
 #[test]

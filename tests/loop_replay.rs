@@ -157,3 +157,23 @@ fn the_same_exit_class_with_another_failing_set_is_objective_unverified() {
     assert_eq!(v["replay"]["observed"]["failing_set"], serde_json::json!(["t::flag"]));
     assert_eq!(v["replay"]["observed"]["collected_set"], serde_json::json!(["t::flag"]));
 }
+
+#[test]
+fn a_replay_is_a_free_sample_of_the_trees_stability_printed_with_its_confirmation_and_never_recorded() {
+    let repo = answer_repo();
+    let (verdicts, dir, policy_path) = verdict_dir();
+    let check = format!("test \"$(cat answer)\" = 42 && ! test -e {dir}/fail");
+    let r = loopexec(repo.path(), &["run", "--json", "--run-id", "s", "--exec", AGENT, "--check", &check, "--check-policy", &policy_path]);
+    assert_eq!(r.code, 10, "{r:?}");
+    let receipt = std::fs::read(run_dir(repo.path(), "s").join("receipt.jsonl")).unwrap();
+    // The default confirm_runs = 1 rerun agreed; the replay agrees too: 2 of 2.
+    let v = loopexec(repo.path(), &["replay", "--json", "s"]).json();
+    let s = &v["stability"];
+    assert_eq!((s["samples"].as_u64(), s["agreeing"].as_u64(), s["confidence"].as_f64()), (Some(2), Some(2), Some(0.95)), "{v}");
+    // Wilson lower bound of 2 agreeing samples of 2 at 95%: 1 / (1 + z^2 / 2), z = 1.6448536...
+    assert!((s["stability_lower_bound"].as_f64().unwrap() - 1.0 / (1.0 + 1.6448536269514722f64.powi(2) / 2.0)).abs() < 1e-9, "{v}");
+    std::fs::write(verdicts.path().join("fail"), "").unwrap();
+    let v = loopexec(repo.path(), &["replay", "--json", "s"]).json();
+    assert_eq!((v["stability"]["samples"].as_u64(), v["stability"]["agreeing"].as_u64()), (Some(2), Some(1)), "{v}");
+    assert_eq!(std::fs::read(run_dir(repo.path(), "s").join("receipt.jsonl")).unwrap(), receipt, "the sealed receipt is unchanged");
+}

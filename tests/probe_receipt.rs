@@ -132,3 +132,43 @@ fn doctor_check_leaves_a_receipt_with_every_gate_recomputed_from_its_evidence() 
     let recomputed = verified["verify"]["checks"].as_array().unwrap().iter().find(|c| c["name"] == "verdict_recomputed").unwrap().clone();
     assert!(recomputed["detail"].as_str().unwrap().contains("(isolation as recorded: not recomputable offline)"), "{recomputed}");
 }
+
+#[test]
+fn doctor_true_records_the_gates_and_their_doctor_receipt_in_the_runs_receipt_before_anything_runs() {
+    let dir = workdir();
+    std::fs::write(dir.path().join("loop.toml"), "doctor = true\nisolation = \"none\"\nexec = \"true\"\ncheck = \"true\"\nmax_flake_rate = 0.3\n").unwrap();
+    let ran = loopexec(dir.path(), &["--json", "run", "--run-id", "g"]);
+    assert_eq!(ran.code, 10, "{}", ran.stdout);
+    let types = common::event_types(dir.path(), "g");
+    // The check passes on t0, so the run ends at its baseline: the gates come before even that.
+    assert_eq!(types, ["run_start", "preconditions", "check_baseline", "halt"]);
+    let record = common::events(dir.path(), "g").into_iter().find(|e| e["type"] == "preconditions").unwrap();
+    assert_eq!(record["halt_reason"], Value::Null, "{record}");
+    let gates: Vec<(&str, &str)> = record["gates"].as_array().unwrap().iter().map(|g| (g["gate"].as_str().unwrap(), g["verdict"].as_str().unwrap())).collect();
+    assert_eq!(gates, [("isolation", "inconclusive"), ("determinism", "passed"), ("hermeticity", "passed"), ("side_effects", "passed")]);
+    // The doctor receipt it names verifies, and is the one whose envelope digest it recorded.
+    let probe_dir = dir.path().join(".loopexec").join(record["probe_receipt"].as_str().unwrap());
+    let (code, verified) = verify(dir.path(), &probe_dir.to_string_lossy());
+    assert_eq!(code, 0, "{verified}");
+    use sha2::Digest;
+    let envelope = std::fs::read(probe_dir.join("envelope.dsse.json")).unwrap();
+    assert_eq!(record["envelope_sha256"].as_str().unwrap(), hex::encode(sha2::Sha256::digest(&envelope)));
+    let (code, run_verified) = verify(dir.path(), "g");
+    assert_eq!(code, 0, "the run's receipt still verifies: {run_verified}");
+}
+
+#[test]
+fn a_failed_gate_whose_halt_was_lost_in_a_crash_halts_the_resumed_run_without_an_agent_call() {
+    let dir = workdir();
+    std::fs::write(dir.path().join("loop.toml"), "doctor = true\nisolation = \"none\"\nexec = \"touch agent-ran\"\ncheck = \"test ! -e marker && touch marker\"\n").unwrap();
+    assert_eq!(loopexec(dir.path(), &["--json", "run", "--run-id", "lost"]).code, 14);
+    // Simulate a crash between appending preconditions and appending halt.
+    let receipt = dir.path().join(".loopexec/runs/lost/receipt.jsonl");
+    let text = std::fs::read_to_string(&receipt).unwrap();
+    let without_halt: String = text.lines().take_while(|l| !l.contains("\"type\":\"halt\"")).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&receipt, without_halt).unwrap();
+    let resumed = loopexec(dir.path(), &["--json", "run", "--resume", "lost"]);
+    assert_eq!((resumed.code, resumed.json()["halt_reason"].as_str()), (14, Some("check_has_side_effects")), "{}", resumed.stdout);
+    assert_eq!(common::event_types(dir.path(), "lost"), ["run_start", "preconditions", "run_resumed", "halt"]);
+    assert!(!dir.path().join("agent-ran").exists());
+}

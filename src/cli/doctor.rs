@@ -11,7 +11,8 @@
 //! With `--check CMD` (and probe-check's flags) doctor is the precondition gate of a loop: after
 //! the isolation preflight (native isolation), the oracle gates of `crate::trust::gates` run, each
 //! with its verdict and evidence; the first that fails gives the exit (14 `check_flaky`,
-//! `check_not_hermetic`, `check_has_side_effects`).
+//! `check_not_hermetic`, `check_has_side_effects`). Their results are kept in a signed doctor
+//! receipt (`trust::record`); under `doctor = true` a run records them and halts on a failed one.
 
 use crate::cli::sandbox::load_policy;
 use crate::error::{CmdResult, Failure};
@@ -110,10 +111,25 @@ pub fn run(args: DoctorArgs, json: bool) -> CmdResult<Outcome> {
     gates_outcome(preflight, &target, &settings, Some(&args.adequacy), Some((&statedir, &operator)))
 }
 
+/// What `doctor = true`'s gates decided about a new run.
+pub enum LoopGate {
+    /// The isolation preflight refused: no zone can run, so no run is started (doctor's outcome).
+    Refused(Outcome),
+    /// The oracle gates ran, their doctor receipt written: the run starts and records them; a
+    /// failed gate halts it before any agent call.
+    Judged(crate::receipt::probe::PreconditionsRecord),
+}
+
 /// `doctor = true` in loop.toml: the gates `run` runs before a new run starts, over the resolved
 /// configuration (its check, isolation, exec-zone policy, timeout, reports; the target from the
-/// loop file). `Some(outcome)`: a gate or the preflight refused, and no run is started.
-pub fn gate_loop(cfg: &crate::engine::config::LoopConfig, input: &crate::engine::config::ConfigInput, json: bool) -> CmdResult<Option<Outcome>> {
+/// loop file), their results kept in a doctor receipt under `statedir`.
+pub fn gate_loop(
+    cfg: &crate::engine::config::LoopConfig,
+    input: &crate::engine::config::ConfigInput,
+    json: bool,
+    statedir: &crate::receipt::store::StateDir,
+    operator: &crate::receipt::keys::OperatorKey,
+) -> CmdResult<LoopGate> {
     let target = crate::trust::runner::CheckTarget {
         workdir: std::path::PathBuf::from(&cfg.workdir),
         isolation: cfg.isolation,
@@ -135,7 +151,7 @@ pub fn gate_loop(cfg: &crate::engine::config::LoopConfig, input: &crate::engine:
             };
             let out = isolation_preflight(&args, json)?;
             if out.exit_code() != 0 {
-                return Ok(Some(out));
+                return Ok(LoopGate::Refused(out));
             }
             Some(out)
         }
@@ -143,8 +159,8 @@ pub fn gate_loop(cfg: &crate::engine::config::LoopConfig, input: &crate::engine:
     };
     // Before a run there is no agent change to mutate: the loop's own canary (`adequacy =
     // "final"`) judges adequacy on its final green iteration.
-    let out = gates_outcome(preflight, &target, &settings, None, None)?;
-    Ok((out.exit_code() != 0).then_some(out))
+    let gated = gates_run(preflight, &target, &settings, None, Some((statedir, operator)))?;
+    gated.preconditions.map(LoopGate::Judged).ok_or_else(|| Failure::internal("the gates' receipt was not written"))
 }
 
 /// The oracle gates' outcome after a preflight that passed (`None`: no isolation to check);
@@ -156,6 +172,22 @@ pub fn gates_outcome(
     adequacy: Option<&super::doctor_adequacy::AdequacyArgs>,
     record: Option<(&crate::receipt::store::StateDir, &crate::receipt::keys::OperatorKey)>,
 ) -> CmdResult<Outcome> {
+    gates_run(preflight, target, settings, adequacy, record).map(|g| g.out)
+}
+
+/// The gates' outcome, and with `record` what a run's receipt records of them.
+pub struct GatesRun {
+    pub out: Outcome,
+    pub preconditions: Option<crate::receipt::probe::PreconditionsRecord>,
+}
+
+fn gates_run(
+    preflight: Option<Outcome>,
+    target: &crate::trust::runner::CheckTarget,
+    settings: &crate::trust::determinism::ProbeSettings,
+    adequacy: Option<&super::doctor_adequacy::AdequacyArgs>,
+    record: Option<(&crate::receipt::store::StateDir, &crate::receipt::keys::OperatorKey)>,
+) -> CmdResult<GatesRun> {
     use crate::trust::gates::{first_failure, run_gates, GateVerdict};
     let (determinism, mut reports) = run_gates(target, settings)?;
     let adequacy_skipped = match adequacy.map(|a| super::doctor_adequacy::gate(target, a, settings.jobs, determinism.summary.modal.class == crate::trust::probe::RunClass::Pass)).transpose()? {
@@ -171,12 +203,16 @@ pub fn gates_outcome(
         Some((reason, detail, gate)) => Outcome::halted("doctor", *reason).field("detail", format!("{gate}: {detail}")),
         None => Outcome::ok("doctor"),
     };
+    let mut preconditions = None;
     let kept = match record {
         Some((statedir, operator)) => {
-            use crate::trust::record::{gate_values, isolation_gate, keep, Conclusion};
-            let gates = std::iter::once(isolation_gate(preflight.is_some())).chain(gate_values(&reports)).collect();
-            let conclusion = Conclusion { command: "doctor", gates: Some(gates), halt_reason: failure.as_ref().map(|f| f.0), exit_code: out.exit_code(), target };
-            Some(keep(statedir, operator, &determinism, conclusion)?)
+            use crate::trust::record::{gate_values, isolation_gate, keep, preconditions_of, Conclusion};
+            let gates: Vec<serde_json::Value> = std::iter::once(isolation_gate(preflight.is_some())).chain(gate_values(&reports)).collect();
+            let detail = failure.as_ref().map(|(_, detail, gate)| format!("doctor gate {gate}: {detail}"));
+            let conclusion = Conclusion { command: "doctor", gates: Some(gates.clone()), halt_reason: failure.as_ref().map(|f| f.0), exit_code: out.exit_code(), target };
+            let kept = keep(statedir, operator, &determinism, conclusion)?;
+            preconditions = Some(preconditions_of(&kept, &gates, &determinism, failure.as_ref().map(|f| f.0), detail));
+            Some(kept)
         }
         None => None,
     };
@@ -213,7 +249,7 @@ pub fn gates_outcome(
         human.push_str(&format!("receipt          {}\n", crate::inert::inert(&kept.dir.to_string_lossy())));
         out.set("receipt", kept.dir.to_string_lossy().into_owned());
     }
-    Ok(out.human(human))
+    Ok(GatesRun { out: out.human(human), preconditions })
 }
 
 /// The isolation preflight (doctor without `--check`).

@@ -1,5 +1,6 @@
 //! `loopexec replay`: re-run a halted run's recorded check on its recorded end-state tree, in an
-//! exec zone, and compare the normalised fingerprint with the receipt's (engine::replay).
+//! exec zone, and compare the normalised fingerprint with the receipt's (engine::replay). The
+//! rerun is a free sample of the tree's stability: the bound with it is printed, not recorded.
 
 use crate::engine::replay::replay;
 use crate::error::CmdResult;
@@ -32,6 +33,9 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     let statedir = StateDir::open(&super::run::absolute_workdir(&args.workdir)?)?;
     let run = statedir.resolve(Some(&args.run))?;
     let r = replay(&statedir, &run)?;
+    // The replay is one more sample of the recorded tree's stability (printed, never recorded).
+    let (cfg, history) = crate::engine::replay::pinned_run(&run)?;
+    let sample = crate::engine::replay_sample(&history, r.iteration, r.matched, &cfg)?;
     let human = aligned(&[
         ("run", r.run_id.clone()),
         ("tree", r.tree_id.clone()),
@@ -39,6 +43,13 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
         ("recorded", fingerprint_text(&r.recorded)),
         ("observed", fingerprint_text(&r.observed)),
         ("match", if r.matched { "yes".into() } else { "NO: objective_unverified".into() }),
+        (
+            "stability",
+            format!(
+                "lower bound {:.3} at confidence {} after {} sample(s) of this tree, {} agreeing (target {})",
+                sample.stability_lower_bound, sample.confidence, sample.samples, sample.agreeing, sample.stability_target
+            ),
+        ),
     ]);
     let mut out = if r.matched {
         Outcome::ok("replay")
@@ -50,5 +61,6 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     out.set("iteration", r.iteration);
     out.set("check_exit", serde_json::to_value(r.check_exit).unwrap_or_default());
     out.set("replay", serde_json::to_value(&r).unwrap_or_default());
+    out.set("stability", serde_json::to_value(&sample).unwrap_or_default());
     Ok(out)
 }

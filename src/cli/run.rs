@@ -349,15 +349,18 @@ pub fn run(args: Args, json: bool) -> CmdResult<Outcome> {
         let doctor_first = input.trust.doctor == Some(true);
         let trust_input = input.clone();
         let cfg = LoopConfig::resolve(input, &workdir, loop_ref)?;
-        // `doctor = true`: the oracle's gates first; a refusal starts no run.
-        if doctor_first {
-            if let Some(refused) = super::doctor::gate_loop(&cfg, &trust_input, json)? {
-                return Ok(refused);
-            }
-        }
         let operator = load_operator_key(args.operator_key.as_deref())?;
         let statedir = StateDir::open_or_create(&workdir)?;
-        engine::start(&statedir, run_id, cfg, &operator, args.once, &mut progress)?
+        // `doctor = true`: the oracle's gates first, recorded in the run's receipt; a failed gate
+        // halts the run before any agent call. An isolation refusal starts no run.
+        let gates = match doctor_first {
+            true => match super::doctor::gate_loop(&cfg, &trust_input, json, &statedir, &operator)? {
+                super::doctor::LoopGate::Refused(refused) => return Ok(refused),
+                super::doctor::LoopGate::Judged(record) => Some(record),
+            },
+            false => None,
+        };
+        engine::start_after_gates(&statedir, run_id, cfg, &operator, args.once, &mut progress, gates)?
     };
     Ok(render(outcome))
 }

@@ -11,6 +11,10 @@
 //! the same way (`confirmation` 0, `same_tree_as`), so `decide` halts on it whether live or
 //! resumed. Agreeing free samples are counted, not recorded: the bound is recomputed from the
 //! receipt (the iterations with a repeated tree).
+//!
+//! `replay`'s rerun of the last check on its recorded tree is a free sample too ([`replay_sample`]):
+//! it cannot change the sealed receipt, so the bound over that iteration's confirmation reruns and
+//! the replay is printed with the replay's output only.
 
 use super::decide::Step;
 use super::lifecycle::ActiveRun;
@@ -90,7 +94,7 @@ impl ActiveRun<'_> {
         }
         let tree = match (self.workspace.as_ref(), record.snapshot.as_ref()) {
             (Some(ws), Some(recorded)) => match ws.last_accepted() {
-                Some(snapshot) if snapshot.tree_id.to_hex().to_string() == recorded.tree_id => Some(snapshot.clone()),
+                Some(snapshot) if snapshot.tree_id.to_hex() == recorded.tree_id => Some(snapshot.clone()),
                 other => {
                     let found = other.map(|s| s.tree_id.to_hex().to_string()).unwrap_or_else(|| "none the guards let through".into());
                     let detail = format!("the resumed run cannot confirm iteration {n}'s green: its workspace holds tree {found}, not the recorded {}", recorded.tree_id);
@@ -151,4 +155,27 @@ impl ActiveRun<'_> {
             check: check.clone(),
         }))
     }
+}
+
+/// The stability of a recorded tree's check after a replay reran it: the replayed iteration's
+/// confirmation reruns (`confirmation` > 0) and the replay, each a sample agreeing or not with the
+/// iteration's `check_result`, and the Wilson lower bound over them at the run's confidence.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct FreeSample {
+    pub samples: u64,
+    pub agreeing: u64,
+    pub stability_lower_bound: f64,
+    pub confidence: f64,
+    pub stability_target: f64,
+}
+
+/// The [`FreeSample`] of iteration `n` once a replay `matched` (or not) its recorded check.
+pub fn replay_sample(history: &crate::receipt::history::History, n: u64, matched: bool, cfg: &super::config::LoopConfig) -> CmdResult<FreeSample> {
+    let confidence = Confidence::new(cfg.confidence).map_err(|e| Failure::invalid_input(format!("the pinned confidence: {e}")))?;
+    let reruns: Vec<&ConfirmationRecord> =
+        history.iterations.iter().filter(|r| r.iteration == n).flat_map(|r| r.confirmations.iter()).filter(|c| c.confirmation > 0).collect();
+    let samples = reruns.len() as u64 + 1;
+    let agreeing = reruns.iter().filter(|c| c.agrees).count() as u64 + u64::from(matched);
+    let bound = stability_lower_bound(agreeing, samples, confidence).map_err(|e| Failure::internal(e.to_string()))?;
+    Ok(FreeSample { samples, agreeing, stability_lower_bound: bound, confidence: confidence.get(), stability_target: 1.0 - cfg.max_flake_rate })
 }

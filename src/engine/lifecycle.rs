@@ -115,6 +115,10 @@ enum Pending {
 }
 
 fn pending(history: &History, mode: Mode, max_iterations: u64, judged: bool) -> Pending {
+    // A `doctor = true` gate failed before the first agent call.
+    if let Some((reason, detail)) = history.preconditions.as_ref().and_then(|p| p.refusal()) {
+        return Pending::Decided(reason, detail);
+    }
     let Some(record) = history.current() else {
         return Pending::Nothing;
     };
@@ -158,6 +162,20 @@ pub fn start(
     once: bool,
     sink: &mut dyn EventSink,
 ) -> CmdResult<RunOutcome> {
+    start_after_gates(statedir, run_id, cfg, operator, once, sink, None)
+}
+
+/// [`start`] after `doctor = true`'s gates: their verdicts are recorded (`preconditions`) before
+/// anything else is spent, and a failed gate halts the run, sealed, with its reason.
+pub fn start_after_gates(
+    statedir: &StateDir,
+    run_id: RunId,
+    cfg: LoopConfig,
+    operator: &OperatorKey,
+    once: bool,
+    sink: &mut dyn EventSink,
+    gates: Option<crate::receipt::probe::PreconditionsRecord>,
+) -> CmdResult<RunOutcome> {
     let workdir = open_workdir(&cfg)?;
     let zones = zone_setup(&cfg, statedir.path())?;
     let mut zone = open_zone(&zones)?;
@@ -192,6 +210,13 @@ pub fn start(
         )?;
         active.append(Event::Workspace(record))?;
         active.attach_workspace(ws, false)?;
+    }
+    if let Some(gates) = gates {
+        let refused = gates.refusal();
+        active.append(Event::Preconditions(gates))?;
+        if refused.is_some() {
+            return active.begin(zone.as_mut(), refused, once, sink);
+        }
     }
     // The known-feasible reference, checked before anything is spent on the agent.
     let infeasible = active.check_reference(statedir, zone.as_mut(), &zones)?;

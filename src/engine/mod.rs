@@ -66,7 +66,8 @@ pub mod verdict;
 pub mod zone_setup;
 
 pub use commands::operator_env;
-pub use lifecycle::{pinned_config, resume, start};
+pub use confirm::{replay_sample, FreeSample};
+pub use lifecycle::{pinned_config, resume, start, start_after_gates};
 
 use crate::halt::HaltReason;
 use crate::receipt::state::RunPhase;

@@ -84,6 +84,9 @@ pub enum Event {
     ProbeRun(crate::receipt::probe::ProbeRunRecord),
     /// A probe's verdict, bound and (doctor) gates: the last event of a probe receipt.
     ProbeVerdict(crate::receipt::probe::ProbeVerdictRecord),
+    /// `doctor = true`: the gates' verdicts before the first agent call, and the doctor receipt
+    /// holding their runs and evidence. A failed gate halts the run with its reason.
+    Preconditions(crate::receipt::probe::PreconditionsRecord),
     /// An event type this version does not know (kept verbatim in [`Recorded::body`]).
     #[serde(other)]
     Unknown,
@@ -120,6 +123,7 @@ impl Event {
             Event::ProbeStart(_) => "probe_start",
             Event::ProbeRun(_) => "probe_run",
             Event::ProbeVerdict(_) => "probe_verdict",
+            Event::Preconditions(_) => "preconditions",
             Event::Unknown => "unknown",
         }
     }

@@ -89,6 +89,8 @@ pub struct History {
     pub guard_bodies: Vec<Map<String, Value>>,
     /// The iterations an `adequacy` event (the canary) was recorded for.
     pub adequacy_iterations: Vec<u64>,
+    /// The `doctor = true` gates the run ran before its first agent call.
+    pub preconditions: Option<crate::receipt::probe::PreconditionsRecord>,
     /// The t0 baseline check (`check_baseline`), when the run recorded one, and the
     /// `externalised` event that holds its large sets (read back from the receipt).
     pub check_baseline: Option<super::events::CheckBaselineRecord>,
@@ -210,6 +212,10 @@ impl History {
                 if let Some(slot) = self.slot(x.iteration) {
                     slot.externalised.push(x.clone());
                 }
+            }
+            Event::Preconditions(p) => {
+                self.preconditions = Some(p.clone());
+                self.guard_bodies.push(recorded.body());
             }
             // A probe's events make a probe receipt (`receipt::probe`), not a run's history.
             Event::ProbeStart(_) | Event::ProbeRun(_) | Event::ProbeVerdict(_) => {}

@@ -108,6 +108,31 @@ pub struct ProbeVerdictRecord {
     pub exit_code: i32,
 }
 
+/// `doctor = true`: the gates a run ran before its first agent call, as its own receipt records
+/// them (a `preconditions` event); the runs and evidence are in the doctor receipt it names.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PreconditionsRecord {
+    /// The doctor receipt, relative to `.loopexec/` (`probes/<id>`), and its envelope's SHA-256.
+    pub probe_receipt: String,
+    pub probe_id: String,
+    pub envelope_sha256: String,
+    /// Each gate's `{gate, verdict, reason?, detail?}` (the evidence stays in the doctor receipt).
+    pub gates: Vec<Value>,
+    pub runs: u64,
+    pub flake_rate_bound: f64,
+    /// The first failed gate's reason: the run halts with it before any agent call.
+    pub halt_reason: Option<HaltReason>,
+    #[serde(default)]
+    pub detail: Option<String>,
+}
+
+impl PreconditionsRecord {
+    /// The halt the gates decided, if one failed.
+    pub fn refusal(&self) -> Option<(HaltReason, String)> {
+        self.halt_reason.map(|reason| (reason, self.detail.clone().unwrap_or_default()))
+    }
+}
+
 /// A probe receipt written and sealed.
 #[derive(Debug, Clone)]
 pub struct WrittenProbe {

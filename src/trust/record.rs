@@ -90,3 +90,32 @@ pub fn keep(statedir: &StateDir, operator: &OperatorKey, probe: &DeterminismProb
     };
     probe::write(statedir, operator, start, &runs, &verdict)
 }
+
+/// What a `doctor = true` run's receipt records of the gates kept in `kept`: each gate's verdict
+/// without its evidence (that stays in the doctor receipt), and the halt a failed gate decided.
+pub fn preconditions_of(
+    kept: &WrittenProbe,
+    gates: &[Value],
+    probe: &DeterminismProbe,
+    halt_reason: Option<HaltReason>,
+    detail: Option<String>,
+) -> probe::PreconditionsRecord {
+    let verdicts = gates
+        .iter()
+        .map(|g| {
+            let mut v = g.as_object().cloned().unwrap_or_default();
+            v.remove("evidence");
+            Value::Object(v)
+        })
+        .collect();
+    probe::PreconditionsRecord {
+        probe_receipt: format!("{}/{}", probe::PROBES, kept.id),
+        probe_id: kept.id.clone(),
+        envelope_sha256: kept.envelope_sha256.clone(),
+        gates: verdicts,
+        runs: probe.summary.runs,
+        flake_rate_bound: probe.summary.flake_rate_bound,
+        halt_reason,
+        detail,
+    }
+}
