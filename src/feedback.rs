@@ -5,23 +5,26 @@
 //! This module owns its schema (`loopexec.feedback/v1`, docs/progress.md), its bounds and its two
 //! renderings (JSON, and Markdown for agents that read prose).
 
+use crate::testreport::Excerpt;
 use serde::Serialize;
 
 /// The schema identifier written into every feedback file.
 pub const SCHEMA: &str = "loopexec.feedback/v1";
 /// At most this many failing targets are listed (the count is always exact).
 pub const MAX_LISTED: usize = 50;
-/// Each failure excerpt is cut to this many bytes (at a character boundary).
-pub const MAX_EXCERPT_BYTES: usize = 2048;
+/// Each failure excerpt is cut to this many bytes (at a character boundary); the parsers keep
+/// excerpts within the same bound.
+pub const MAX_EXCERPT_BYTES: usize = crate::testreport::excerpt::MAX_EXCERPT_BYTES;
 
 /// One failing target and what its failure printed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FailingTarget {
     pub test: String,
-    /// What its failure printed, when the run's record carries it (omitted otherwise).
+    /// What its failure printed, bounded, control characters escaped (`\u{1b}`), when the
+    /// report showed it (omitted otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub excerpt: Option<String>,
-    /// Whether `excerpt` was cut.
+    /// Whether `excerpt` was cut (by the parser or here).
     pub truncated: bool,
 }
 
@@ -68,12 +71,12 @@ fn bounded(text: &str, max: usize) -> (String, bool) {
 }
 
 impl Feedback {
-    /// Build the feedback; `failures` are (test id, failure output when known) of every failing
-    /// target.
+    /// Build the feedback; `failures` are (test id, its failure excerpt when known) of every
+    /// failing target.
     pub fn new<'a>(
         iteration: u64,
         iterations_left: u64,
-        failures: impl IntoIterator<Item = (&'a str, Option<&'a str>)>,
+        failures: impl IntoIterator<Item = (&'a str, Option<&'a Excerpt>)>,
         rejected: Option<Rejected>,
         budget_left: Vec<(String, u64)>,
     ) -> Self {
@@ -82,8 +85,8 @@ impl Feedback {
         for (test, output) in failures {
             failing_count += 1;
             if failing.len() < MAX_LISTED {
-                let (excerpt, truncated) = match output.map(|o| bounded(o, MAX_EXCERPT_BYTES)) {
-                    Some((excerpt, truncated)) => (Some(excerpt), truncated),
+                let (excerpt, truncated) = match output.map(|o| (bounded(&o.text, MAX_EXCERPT_BYTES), o.cut)) {
+                    Some(((excerpt, cut_here), cut_before)) => (Some(excerpt), cut_here || cut_before),
                     None => (None, false),
                 };
                 failing.push(FailingTarget { test: test.to_string(), excerpt, truncated });
@@ -158,9 +161,14 @@ fn longest_backtick_run(text: &str) -> usize {
 mod tests {
     use super::*;
 
+    fn excerpt(text: &str) -> Excerpt {
+        Excerpt { text: text.into(), cut: false }
+    }
+
     #[test]
     fn feedback_lists_failing_targets_with_their_excerpts() {
-        let f = Feedback::new(3, 2, [("tests/test_a.py::test_x", Some("assert 1 == 2"))], None, vec![]);
+        let e = excerpt("assert 1 == 2");
+        let f = Feedback::new(3, 2, [("tests/test_a.py::test_x", Some(&e))], None, vec![]);
         let json: serde_json::Value = serde_json::from_str(&f.to_json()).unwrap();
         assert_eq!(json["schema"], "loopexec.feedback/v1");
         assert_eq!(json["failing_count"], 1);
@@ -171,8 +179,8 @@ mod tests {
 
     #[test]
     fn excerpts_are_cut_at_a_character_boundary() {
-        let long = "é".repeat(MAX_EXCERPT_BYTES);
-        let f = Feedback::new(1, 0, [("t", Some(long.as_str()))], None, vec![]);
+        let long = excerpt(&"é".repeat(MAX_EXCERPT_BYTES));
+        let f = Feedback::new(1, 0, [("t", Some(&long))], None, vec![]);
         assert!(f.failing[0].truncated);
         let excerpt = f.failing[0].excerpt.as_deref().unwrap();
         assert!(excerpt.len() <= MAX_EXCERPT_BYTES);
@@ -182,7 +190,8 @@ mod tests {
     #[test]
     fn the_list_is_bounded_and_the_count_exact() {
         let ids: Vec<String> = (0..MAX_LISTED + 7).map(|i| format!("t{i}")).collect();
-        let f = Feedback::new(1, 0, ids.iter().map(|s| (s.as_str(), Some("boom"))), None, vec![]);
+        let boom = excerpt("boom");
+        let f = Feedback::new(1, 0, ids.iter().map(|s| (s.as_str(), Some(&boom))), None, vec![]);
         assert_eq!(f.failing_count, Some(MAX_LISTED + 7));
         assert_eq!(f.failing.len(), MAX_LISTED);
         assert!(f.to_markdown().contains("... and 7 more."));
@@ -191,15 +200,25 @@ mod tests {
     #[test]
     fn a_rejection_says_why_and_where_the_workspace_went() {
         let rejected = Rejected { iteration: 4, why: "it broke tests that passed before: b".into(), reverted_to: Some(2) };
-        let md = Feedback::new(5, 1, [("a", Some("x"))], Some(rejected), vec![]).to_markdown();
+        let x = excerpt("x");
+        let md = Feedback::new(5, 1, [("a", Some(&x))], Some(rejected), vec![]).to_markdown();
         assert!(md.contains("## Iteration 4 was not kept\n\nit broke tests that passed before: b\n"));
         assert!(md.contains("returned to the state after iteration 2."));
     }
 
     #[test]
     fn an_excerpt_cannot_close_its_markdown_block() {
-        let md = Feedback::new(1, 0, [("t\n# forged", Some("```\n# forged heading\n```"))], None, vec![]).to_markdown();
+        let forged = excerpt("```\n# forged heading\n```");
+        let md = Feedback::new(1, 0, [("t\n# forged", Some(&forged))], None, vec![]).to_markdown();
         assert!(md.contains("### t # forged\n\n````\n```\n# forged heading\n```\n````\n"));
+    }
+
+    #[test]
+    fn an_excerpt_the_parser_cut_stays_marked_cut() {
+        let cut = Excerpt { text: "boom".into(), cut: true };
+        let f = Feedback::new(1, 0, [("t", Some(&cut))], None, vec![]);
+        assert!(f.failing[0].truncated);
+        assert!(f.to_markdown().contains("```\nboom\n```\n(excerpt cut)\n"));
     }
 
     #[test]

@@ -2,7 +2,10 @@
 //! small pytest project: the agent implements `clamp`; a suite that exercises it kills the
 //! mutants of the change and the run converges; a suite that only imports the module lets every
 //! mutant survive and the run halts `check_inadequate` (exit 15), naming the survivors with file
-//! and line in the receipt.
+//! and line in the receipt. With `mutate_cmd` the mutants come from an operator's mutator (a
+//! Python script written for the test, printing `{file, line, description, diff}` entries), run
+//! once in an exec zone on the green tree, into the same `adequacy` event (`tier` `external`); a
+//! mutator that prints garbage halts `execution_failure`.
 mod common;
 use common::*;
 use serde_json::Value;
@@ -24,7 +27,15 @@ const AGENT: &str = "printf 'def clamp(x, lo, hi):\\n    if x < lo:\\n        re
 /// A pytest project whose `calc.clamp` is a stub (`t0_core`; `None`: not written yet, so even an
 /// import fails at t0), with `tests` as its suite and `loop_toml` as its loop file.
 fn project(t0_core: Option<&str>, tests: &str, loop_toml: &str) -> tempfile::TempDir {
+    project_with(t0_core, tests, loop_toml, &[])
+}
+
+/// [`project`], with `extra` files (path, text) in t0 too.
+fn project_with(t0_core: Option<&str>, tests: &str, loop_toml: &str, extra: &[(&str, &str)]) -> tempfile::TempDir {
     let dir = workdir();
+    for (path, text) in extra {
+        write(dir.path(), path, text);
+    }
     write(dir.path(), "pyproject.toml", "[project]\nname = \"calc\"\nversion = \"0.1.0\"\n\n[tool.pytest.ini_options]\ntestpaths = [\"tests\"]\n");
     write(dir.path(), "calc/__init__.py", "from calc.core import clamp\n");
     if let Some(core) = t0_core {
@@ -112,4 +123,82 @@ fn mutants_zero_in_loop_toml_is_refused() {
     let r = loopexec(dir.path(), &["run", "--json", "--isolation", "none", "--exec", "true", "--check", "true"]);
     assert_eq!(r.code, 20, "{r:?}");
     assert!(r.json()["errors"][0]["message"].as_str().unwrap().contains("mutants must be in 1..=1000"), "{r:?}");
+}
+
+/// Flips `<` and `>` in calc/core.py, one mutant a comparison; and lists one mutant of
+/// calc/__init__.py, a file the agent does not change (the loop's canary leaves it out).
+const MUTATOR: &str = r#"import difflib, json
+def mutants_of(path, flips):
+    source = open(path).read().splitlines(keepends=True)
+    for i, line in enumerate(source):
+        for old, new in flips:
+            if old in line:
+                mutated = source[:i] + [line.replace(old, new)] + source[i + 1:]
+                diff = "".join(difflib.unified_diff(source, mutated, "a/" + path, "b/" + path))
+                yield {"file": path, "line": i + 1, "description": f"{old.strip()} -> {new.strip()}", "diff": diff}
+listed = list(mutants_of("calc/core.py", ((" < ", " >= "), (" > ", " <= "))))
+listed += list(mutants_of("calc/__init__.py", (("clamp", "clamp as clamp"),)))
+print(json.dumps(listed))
+"#;
+
+/// The project at t0: `calc.clamp` a stub (`t0_core`; `None`: not written yet, so even the
+/// import-only suite fails at t0 and the agent is called).
+/// The project with `mutator.py` in t0 and `mutate_cmd` in its loop file.
+fn mutator_project(t0_core: Option<&str>, tests: &str, mutate_cmd: &str) -> tempfile::TempDir {
+    let toml = format!("adequacy = \"final\"\nmutants = 20\nmutate_cmd = {}\n", serde_json::to_string(mutate_cmd).unwrap());
+    project_with(t0_core, tests, &toml, &[("mutator.py", MUTATOR)])
+}
+
+fn mutants(a: &Value) -> Vec<(String, u64, String, String)> {
+    a["mutants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["path"].as_str().unwrap().into(), m["line"].as_u64().unwrap(), m["change"].as_str().unwrap().into(), m["outcome"].as_str().unwrap().into()))
+        .collect()
+}
+
+const MUTATOR_CMD: &str = "/usr/bin/python3 -B mutator.py";
+
+#[test]
+fn a_suite_that_exercises_the_change_kills_the_mutators_mutants_and_the_run_converges() {
+    let repo = mutator_project(Some(STUB), ADEQUATE_SUITE, MUTATOR_CMD);
+    let (r, ev) = run(repo.path(), "external-adequate");
+    assert_eq!(r.code, 10, "{r:?}");
+    let a = adequacy(&ev);
+    assert_eq!((a["tier"].as_str(), a["verdict"].as_str(), a["external_exit"].as_i64()), (Some("external"), Some("adequate"), Some(0)), "{a:#}");
+    // calc/__init__.py's mutant is left out: the agent did not change that file.
+    assert_eq!((a["generated"].as_u64(), a["sampled"].as_u64(), a["killed"].as_u64()), (Some(2), Some(2), Some(2)), "{a:#}");
+    let expected = vec![
+        ("calc/core.py".to_string(), 2, "external: < -> >=".to_string(), "killed".to_string()),
+        ("calc/core.py".to_string(), 4, "external: > -> <=".to_string(), "killed".to_string()),
+    ];
+    assert_eq!(mutants(a), expected, "{a:#}");
+    assert!(ev.iter().all(|e| e["type"] != "guard"), "{ev:#?}");
+}
+
+#[test]
+fn a_suite_that_only_imports_the_module_halts_check_inadequate_naming_the_mutators_survivors() {
+    let repo = mutator_project(None, IMPORT_ONLY_SUITE, MUTATOR_CMD);
+    let (r, ev) = run(repo.path(), "external-inadequate");
+    assert_eq!(r.code, 15, "{r:?}");
+    assert_eq!(r.json()["halt_reason"], "check_inadequate", "{r:?}");
+    let a = adequacy(&ev);
+    let survivors: Vec<(String, u64)> = mutants(a).into_iter().filter(|m| m.3 == "survived").map(|m| (m.0, m.1)).collect();
+    assert_eq!(survivors, vec![("calc/core.py".to_string(), 2), ("calc/core.py".to_string(), 4)], "{a:#}");
+    let guard = ev.iter().find(|e| e["type"] == "guard").expect("guard event");
+    assert_eq!((guard["guard"].as_str(), guard["halt_reason"].as_str()), (Some("adequacy"), Some("check_inadequate")));
+}
+
+#[test]
+fn a_mutator_that_prints_garbage_halts_execution_failure() {
+    let repo = mutator_project(Some(STUB), ADEQUATE_SUITE, "echo 'two mutants, trust me'");
+    let (r, ev) = run(repo.path(), "garbage");
+    assert_eq!(r.code, 40, "{r:?}");
+    assert_eq!(r.json()["halt_reason"], "execution_failure", "{r:?}");
+    let a = adequacy(&ev);
+    assert_eq!((a["tier"].as_str(), a["verdict"].as_str(), a["sampled"].as_u64()), (Some("external"), Some("not_run"), Some(0)), "{a:#}");
+    let guard = ev.iter().find(|e| e["type"] == "guard").expect("guard event");
+    assert_eq!(guard["halt_reason"], "execution_failure");
+    assert!(guard["detail"].as_str().unwrap().starts_with("the mutator (mutate_cmd) printed no valid list: the mutator's output is not a JSON array"), "{guard:#}");
 }

@@ -34,6 +34,14 @@ fn feedback_seen(dir: &Path, n: u64) -> Value {
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("iteration {n}'s feedback is not JSON ({e}): {out:?}"))
 }
 
+/// The feedback without its failure excerpts (pytest's wording is shown by its own test).
+fn without_excerpts(mut feedback: Value) -> Value {
+    for target in feedback["failing"].as_array_mut().into_iter().flatten() {
+        target.as_object_mut().map(|t| t.remove("excerpt"));
+    }
+    feedback
+}
+
 #[test]
 fn after_a_rejected_iteration_the_feedback_says_why_where_the_workspace_went_and_what_still_fails() {
     let repo = calc_project();
@@ -41,7 +49,7 @@ fn after_a_rejected_iteration_the_feedback_says_why_where_the_workspace_went_and
     let r = run(repo.path(), &agent("cat \"$LOOPEXEC_FEEDBACK\"", &[&["add"], &["sub"]]), &["--max-iterations", "3"]);
     assert_eq!(r.json()["iteration"], 3, "{r:?}");
     assert_eq!(
-        feedback_seen(repo.path(), 3),
+        without_excerpts(feedback_seen(repo.path(), 3)),
         json!({
             "schema": "loopexec.feedback/v1",
             "iteration": 3,
@@ -55,6 +63,25 @@ fn after_a_rejected_iteration_the_feedback_says_why_where_the_workspace_went_and
             "rejected": {"iteration": 2, "why": format!("it broke tests that passed before: {}", test_id("add")), "reverted_to": 1},
         })
     );
+}
+
+#[test]
+fn after_a_red_iteration_each_failing_target_comes_with_its_failure_excerpt() {
+    let repo = calc_project();
+    // Iteration 1 fixes add; iteration 2 is told how sub, mul and div still fail.
+    let look = "cat \"$LOOPEXEC_FEEDBACK\"; cat \"$(dirname \"$LOOPEXEC_FEEDBACK\")/feedback.md\"";
+    let r = run(repo.path(), &agent(look, &[&["add"], &["add", "sub"]]), &["--max-iterations", "2"]);
+    assert_eq!(r.json()["iteration"], 2, "{r:?}");
+    let out = agent_stdout(repo.path(), 2);
+    let (json_part, md) = out.split_at(out.find("# loopexec feedback").expect("the markdown follows the JSON"));
+    let seen: Value = serde_json::from_str(json_part).unwrap();
+    let failing = seen["failing"].as_array().unwrap();
+    assert_eq!(failing.iter().map(|t| t["test"].clone()).collect::<Vec<_>>(), [test_id("div"), test_id("mul"), test_id("sub")]);
+    let sub = failing[2]["excerpt"].as_str().unwrap_or_else(|| panic!("no excerpt: {seen}"));
+    assert!(sub.starts_with("assert 8 == 2\n"), "{sub}");
+    assert!(sub.contains("where 8 = sub(5, 3)"), "{sub}");
+    assert_eq!(failing[2]["truncated"], false);
+    assert!(md.contains(&format!("### {}\n\n```\nassert 8 == 2\n", test_id("sub"))), "{md}");
 }
 
 #[test]

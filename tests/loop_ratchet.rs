@@ -66,3 +66,197 @@ fn with_the_ratchet_on_the_same_agent_is_held_at_the_frontier_and_reaches_the_ca
     assert_eq!(progress[3]["rejection"], json!({"kind": "lost_tests", "lost": [test_id("add")]}));
     assert!(progress.iter().all(|p| p.get("halt_reason").is_none()), "{progress:?}");
 }
+
+// ---- `ratchet --accept N --key KEY`: the operator's hand on the ratchet ----
+
+/// add right at 1 (accepted), sub right at 2 (add broken: rejected), then no change.
+const ADD_THEN_SUB: [&[&str]; 2] = [&["add"], &["sub"]];
+
+/// A detached run paused after iteration 2, which the ratchet rejected (lost add) and reverted.
+/// The agent prints the feedback it was given (its stdout artifact), then follows the plan.
+fn paused_after_a_rejection(dir: &Path) {
+    let exec = format!("cat \"$LOOPEXEC_FEEDBACK\"; {}", agent(&ADD_THEN_SUB));
+    let first = loopexec(dir, &["run", "--json", "--run-id", "r", "--once", "--exec", &exec, "--check", PYTEST, "--report", "out/junit.xml", "--max-iterations", "3"]);
+    assert_eq!((first.code, first.json()["iteration"].as_u64()), (0, Some(1)), "{first:?}");
+    let second = loopexec(dir, &["run", "--json", "--resume", "r", "--once"]);
+    assert_eq!((second.code, second.json()["iteration"].as_u64()), (0, Some(2)), "{second:?}");
+    assert_eq!(of_type(dir, "progress")[1]["accepted"], false);
+}
+
+fn operator_key() -> String {
+    path_str(&key_dir().join("operator.key"))
+}
+
+fn accept(dir: &Path, n: &str, key: &str) -> Ran {
+    loopexec(dir, &["ratchet", "r", "--json", "--accept", n, "--key", key])
+}
+
+fn receipt_bytes(dir: &Path) -> Vec<u8> {
+    std::fs::read(run_dir(dir, "r").join("receipt.jsonl")).unwrap()
+}
+
+/// The refusal's exit code and message, asserting one JSON object and an untouched receipt.
+fn refused(dir: &Path, n: &str, key: &str) -> (i32, String, String) {
+    let before = receipt_bytes(dir);
+    let r = accept(dir, n, key);
+    assert_eq!(receipt_bytes(dir), before, "nothing is written: {r:?}");
+    let error = &r.json()["errors"][0];
+    (r.code, error["code"].as_str().unwrap_or("").to_string(), error["message"].as_str().unwrap_or("").to_string())
+}
+
+#[test]
+fn an_iteration_accepted_by_hand_is_where_the_resumed_run_starts_and_the_run_verifies() {
+    let repo = calc_project();
+    paused_after_a_rejection(repo.path());
+    let rejected_tree = of_type(repo.path(), "snapshot")[1]["tree_id"].as_str().unwrap().to_string();
+    let accepted = accept(repo.path(), "2", &operator_key());
+    assert_eq!(accepted.code, 0, "{accepted:?}");
+    assert_eq!((accepted.json()["accepted"]["iteration"].as_u64(), accepted.json()["accepted"]["tree_id"].as_str()), (Some(2), Some(rejected_tree.as_str())));
+    let resumed = loopexec(repo.path(), &["run", "--json", "--resume", "r"]);
+    assert_eq!((resumed.code, resumed.json()["halt_reason"].as_str()), (12, Some("max_iterations_reached")), "{resumed:?}");
+    // Iteration 3 changed nothing: the agent was given iteration 2's tree, and the frontier is
+    // iteration 2's passing set (sub), so it is accepted though add still fails.
+    assert_eq!(of_type(repo.path(), "snapshot")[2]["tree_id"], rejected_tree.as_str());
+    let told: Value = serde_json::from_str(&std::fs::read_to_string(run_dir(repo.path(), "r").join("artifacts/0003-exec.stdout")).unwrap()).unwrap();
+    let failing: Vec<&str> = told["failing"].as_array().unwrap().iter().filter_map(|f| f["test"].as_str()).collect();
+    assert_eq!(failing, [test_id("add"), test_id("div"), test_id("mul")], "the agent is told it starts from iteration 2: {told}");
+    assert_eq!(told.get("rejected"), None, "{told}");
+    let third = &of_type(repo.path(), "progress")[2];
+    assert_eq!((third["accepted"].as_bool(), third["frontier"].as_u64()), (Some(true), Some(3)), "{third}");
+    assert_eq!(events(repo.path(), "r").pop().unwrap()["delivery"]["tree"], rejected_tree.as_str());
+    let pubkey = path_str(&key_dir().join("operator.pub"));
+    let verified = loopexec(repo.path(), &["verify", "r", "--json", "--pubkey", &pubkey]);
+    assert_eq!(verified.code, 0, "{verified:?}");
+    let checks = verified.json()["verify"]["checks"].clone();
+    let hand = checks.as_array().unwrap().iter().find(|c| c["name"] == "hand_acceptances").cloned();
+    assert_eq!(hand, Some(json!({"name": "hand_acceptances", "ok": true, "detail": "1 hand acceptance(s) signed by the operator key"})));
+}
+
+#[test]
+fn ratchet_shows_a_hand_acceptance_and_the_frontier_it_set() {
+    let repo = calc_project();
+    paused_after_a_rejection(repo.path());
+    assert_eq!(accept(repo.path(), "2", &operator_key()).code, 0);
+    let shown = loopexec(repo.path(), &["ratchet", "r", "--json"]);
+    assert_eq!(shown.code, 0, "{shown:?}");
+    let ratchet = &shown.json()["ratchet"];
+    let tree = of_type(repo.path(), "snapshot")[1]["tree_id"].clone();
+    assert_eq!(ratchet["frontier"], json!({"iteration": 2, "tree_id": tree}));
+    assert_eq!((ratchet["judged"][1]["accepted"].as_bool(), ratchet["judged"][1]["accepted_by_hand"].as_bool()), (Some(false), Some(true)));
+    assert_eq!(ratchet["hand_accepted"][0]["applied"], false);
+}
+
+#[test]
+fn a_tampered_acceptance_fails_verify() {
+    let repo = calc_project();
+    paused_after_a_rejection(repo.path());
+    assert_eq!(accept(repo.path(), "2", &operator_key()).code, 0);
+    assert_eq!(loopexec(repo.path(), &["run", "--json", "--resume", "r"]).code, 12);
+    let path = run_dir(repo.path(), "r").join("receipt.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let tampered: Vec<String> = text
+        .lines()
+        .map(|l| if l.contains("\"type\":\"ratchet_accept\"") { l.replace("\"iteration\":2", "\"iteration\":1") } else { l.to_string() })
+        .collect();
+    assert_ne!(tampered.join("\n") + "\n", text);
+    std::fs::write(&path, tampered.join("\n") + "\n").unwrap();
+    let pubkey = path_str(&key_dir().join("operator.pub"));
+    let verified = loopexec(repo.path(), &["verify", "r", "--json", "--pubkey", &pubkey]);
+    assert_eq!((verified.code, verified.json()["status"].as_str()), (13, Some("failed")), "{verified:?}");
+}
+
+#[test]
+fn accepting_an_iteration_the_ratchet_accepted_is_refused() {
+    let repo = calc_project();
+    paused_after_a_rejection(repo.path());
+    let (code, kind, message) = refused(repo.path(), "1", &operator_key());
+    assert_eq!((code, kind.as_str()), (20, "usage"));
+    assert_eq!(message, "--accept 1: iteration 1 is already accepted; only an iteration the ratchet rejected can be accepted by hand");
+}
+
+#[test]
+fn accepting_an_iteration_that_was_not_judged_is_refused() {
+    let repo = calc_project();
+    paused_after_a_rejection(repo.path());
+    let (code, _, message) = refused(repo.path(), "7", &operator_key());
+    assert_eq!((code, message.as_str()), (20, "--accept 7: iteration 7 is not a judged iteration of this run (judged: 1, 2)"));
+}
+
+#[test]
+fn accepting_while_a_process_drives_the_run_is_refused() {
+    let repo = calc_project();
+    paused_after_a_rejection(repo.path());
+    // Hold the run's lock as a driving loopexec would (a POSIX record lock on `lock`).
+    let lock = path_str(&run_dir(repo.path(), "r").join("lock"));
+    let script = "import fcntl, sys, time\nf = open(sys.argv[1], 'r+')\nfcntl.lockf(f, fcntl.LOCK_EX)\nprint('locked', flush=True)\ntime.sleep(120)\n";
+    let mut holder = std::process::Command::new("python3")
+        .args(["-c", script, &lock])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(holder.stdout.take().unwrap()), &mut line).unwrap();
+    assert_eq!(line, "locked\n");
+    let (code, _, message) = refused(repo.path(), "2", &operator_key());
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    assert_eq!((code, message.as_str()), (30, "run r is being driven by another loopexec process"));
+}
+
+#[test]
+fn a_key_file_that_is_no_private_key_is_refused() {
+    let repo = calc_project();
+    paused_after_a_rejection(repo.path());
+    // A public key, readable only by its owner (so that its content, not its mode, is refused).
+    let keys = tempfile::tempdir().unwrap();
+    let not_private = keys.path().join("operator.pub");
+    std::fs::copy(key_dir().join("operator.pub"), &not_private).unwrap();
+    std::fs::set_permissions(&not_private, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let (code, kind, message) = refused(repo.path(), "2", &path_str(&not_private));
+    assert_eq!((code, kind.as_str()), (20, "invalid_input"), "{message}");
+    assert!(message.contains("not an Ed25519 private key in PEM form"), "{message}");
+}
+
+#[test]
+fn a_key_that_cannot_be_read_is_refused() {
+    let repo = calc_project();
+    paused_after_a_rejection(repo.path());
+    let missing = path_str(&repo.path().join("no-such.key"));
+    let (code, _, message) = refused(repo.path(), "2", &missing);
+    assert_eq!(code, 30, "{message}");
+    assert!(message.starts_with(&missing), "{message}");
+}
+
+#[test]
+fn another_operators_key_is_refused() {
+    let repo = calc_project();
+    paused_after_a_rejection(repo.path());
+    let other = tempfile::tempdir().unwrap();
+    let other_keys = other.path().join("keys");
+    assert_eq!(loopexec(repo.path(), &["keygen", "--json", "--dir", &path_str(&other_keys)]).code, 0);
+    let (code, kind, message) = refused(repo.path(), "2", &path_str(&other_keys.join("operator.key")));
+    assert_eq!((code, kind.as_str()), (13, "not_verified"), "{message}");
+    assert!(message.contains("run key not endorsed by operator key"), "{message}");
+}
+
+#[test]
+fn accepting_in_a_receipt_that_does_not_verify_is_refused() {
+    let repo = calc_project();
+    paused_after_a_rejection(repo.path());
+    let path = run_dir(repo.path(), "r").join("receipt.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap().replacen("\"iteration\":1", "\"iteration\":9", 1);
+    std::fs::write(&path, text).unwrap();
+    let (code, _, message) = refused(repo.path(), "2", &operator_key());
+    assert_eq!(code, 30, "{message}");
+    assert!(message.contains("receipt does not verify"), "{message}");
+}
+
+#[test]
+fn accepting_in_a_halted_run_is_refused() {
+    let repo = calc_project();
+    let exec = agent(&ADD_THEN_SUB);
+    let r = loopexec(repo.path(), &["run", "--json", "--run-id", "r", "--exec", &exec, "--check", PYTEST, "--report", "out/junit.xml", "--max-iterations", "2"]);
+    assert_eq!(r.code, 12, "{r:?}");
+    let (code, kind, message) = refused(repo.path(), "2", &operator_key());
+    assert_eq!((code, kind.as_str(), message.as_str()), (20, "run_already_halted", "run r already halted with max_iterations_reached; a halted run is final"));
+}

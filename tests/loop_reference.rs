@@ -101,3 +101,24 @@ fn a_file_that_is_no_patch_is_refused_with_gits_reason() {
     assert!(message.contains("the patch does not apply to t0: error: No valid patches in input"), "{message}");
     assert!(!repo.path().join(".loopexec/runs/r").exists(), "nothing is written");
 }
+
+#[test]
+fn with_uncommitted_changes_a_patch_that_does_not_apply_to_t0_halts_invariant_failed_before_the_agent() {
+    let repo = calc_project();
+    let out = tempfile::tempdir().unwrap();
+    let patch = patch_of(repo.path(), "solution", &["add", "sub", "mul", "div"], out.path());
+    // t0 includes this change to the file the patch rewrites: the patch no longer applies.
+    std::fs::write(repo.path().join("src/calc/__init__.py"), "def add(a, b):\n    return 0\n").unwrap();
+    let exec = agent(&[&["add"]]);
+    let reference = path_str(&patch);
+    let args = ["run", "--json", "--run-id", "r", "--include-uncommitted", "--exec", &exec, "--check", PYTEST, "--report", "out/junit.xml", "--reference", &reference];
+    let r = loopexec(repo.path(), &args);
+    assert_eq!((r.code, r.json()["halt_reason"].as_str(), r.json()["iteration"].as_u64()), (20, Some("invariant_failed"), Some(0)), "{r:?}");
+    let types = event_types(repo.path(), "r");
+    assert!(!types.iter().any(|t| t == "iteration_start" || t == "exec_result"), "{types:?}");
+    let reference = reference_event(repo.path());
+    let detail = reference["detail"].as_str().unwrap();
+    assert!(detail.starts_with(&format!("--reference {}: the patch does not apply to t0: ", path_str(&patch))), "{detail}");
+    assert_eq!((reference.get("tree_id"), reference.get("passed")), (None, None), "{reference}");
+    assert!(run_dir(repo.path(), "r").join("envelope.dsse.json").exists(), "the run ends sealed");
+}

@@ -66,3 +66,36 @@ fn green_samples_keep_no_excerpt() {
         assert!(report(name).excerpts.is_empty(), "{name}");
     }
 }
+
+#[test]
+fn a_report_full_of_long_failures_keeps_excerpts_within_the_bounds() {
+    use loopexec::testreport::excerpt::{MAX_EXCERPTS, MAX_EXCERPT_BYTES, MAX_TOTAL_BYTES};
+    let body = "x".repeat(3 * 1024);
+    let mut xml = String::from("<testsuite name=\"s\">");
+    for i in 0..5000 {
+        xml.push_str(&format!("<testcase name=\"t{i:05}\"><failure message=\"m\">{body}</failure></testcase>"));
+    }
+    xml.push_str("</testsuite>");
+    let r = parse_report(xml.as_bytes(), "big.xml", None).unwrap();
+    assert_eq!(r.failing.len(), 5000);
+    assert_eq!(r.excerpts.len(), (MAX_TOTAL_BYTES / MAX_EXCERPT_BYTES).min(MAX_EXCERPTS));
+    assert!(r.excerpts.values().all(|e| e.cut && e.text.len() <= MAX_EXCERPT_BYTES));
+    assert!(r.excerpts.values().map(|e| e.text.len()).sum::<usize>() <= MAX_TOTAL_BYTES);
+}
+
+#[test]
+fn go_test_json_output_of_many_running_tests_is_gathered_within_each_bound() {
+    let mut stream = String::new();
+    for i in 0..2000 {
+        stream.push_str(&format!("{{\"Action\":\"run\",\"Package\":\"p\",\"Test\":\"T{i}\"}}\n"));
+        stream.push_str(&format!("{{\"Action\":\"output\",\"Package\":\"p\",\"Test\":\"T{i}\",\"Output\":\"{}\\n\"}}\n", "y".repeat(4000)));
+    }
+    for i in 0..2000 {
+        stream.push_str(&format!("{{\"Action\":\"fail\",\"Package\":\"p\",\"Test\":\"T{i}\"}}\n"));
+    }
+    stream.push_str("{\"Action\":\"fail\",\"Package\":\"p\"}\n");
+    let r = parse_report(stream.as_bytes(), "go.json", None).unwrap();
+    assert_eq!(r.failing.len(), 2000);
+    assert!(r.excerpts.len() <= loopexec::testreport::excerpt::MAX_EXCERPTS);
+    assert!(r.excerpts.values().all(|e| e.cut && e.text.len() == loopexec::testreport::excerpt::MAX_EXCERPT_BYTES));
+}

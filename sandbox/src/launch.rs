@@ -120,7 +120,8 @@ fn launch_with(
     if trees.len() > plan::MAX_FDS - 3 {
         return Err(SandboxError::Spec(format!("a zone takes at most {} idmapped grants and overlay layers together", plan::MAX_FDS - 3)));
     }
-    let holds = hold_protected(&mut zone, &spec.policy, &ro, &grants)?; // 7
+    let mut holds = hold_protected(&mut zone, &spec.policy, &ro, &grants)?; // 7
+    holds.0.extend(spec.read_only_beneath.iter().cloned());
     let plan = build_plan(&spec, host, &skipped, ro, &grants, &trees, (overlays, layers_from), holds); // 8
     let stdio = command_stdio([spec.stdin.take(), spec.stdout.take(), spec.stderr.take()])?;
     send_plan(&mut zone, &plan, stdio, trees)?; // 9

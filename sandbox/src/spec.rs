@@ -34,6 +34,11 @@ pub struct ZoneSpec {
     /// A target must not overlap any granted path; it is readable, and writable when the overlay
     /// has an upper layer.
     pub overlays: Vec<OverlayMount>,
+    /// (overlay target, relative sub-path) pairs bound read-only once the overlays are mounted
+    /// (a write there fails with EROFS; the path cannot be removed or renamed: EBUSY), with the
+    /// same pinning as the policy's protected paths. The sub-path must exist in the overlay and
+    /// contain no symlink.
+    pub read_only_beneath: Vec<(PathBuf, PathBuf)>,
     /// Some(s): the command runs in its own time namespace, its monotonic and boot clocks `s`
     /// seconds from the host's (the wall clock cannot move). Refused where the kernel has none.
     pub clock_offset_s: Option<i64>,
@@ -54,6 +59,7 @@ impl ZoneSpec {
             extra_ro: Vec::new(),
             loopback_listener: None,
             overlays: Vec::new(),
+            read_only_beneath: Vec::new(),
             clock_offset_s: None,
         }
     }
@@ -69,6 +75,12 @@ pub(crate) fn check_spec(spec: &ZoneSpec) -> Result<(), SandboxError> {
     check_absolute(&spec.cwd).or_else(|e| if spec.cwd == Path::new("/") { Ok(()) } else { Err(e) }).map_err(SandboxError::Spec)?;
     let grants = spec.policy.filesystem.read_only.iter().chain(&spec.policy.filesystem.read_write).chain(&spec.extra_rw).chain(&spec.extra_ro);
     check_overlays(spec, grants.clone())?;
+    for (target, sub) in &spec.read_only_beneath {
+        if !spec.overlays.iter().any(|o| o.target == *target) {
+            return Err(SandboxError::Spec(format!("read-only path {} lies in no overlay of the zone", target.join(sub).display())));
+        }
+        crate::policy::check_relative(sub).map_err(|e| SandboxError::Spec(format!("read-only path beneath {}: {e}", target.display())))?;
+    }
     let inside = spec.cwd == Path::new("/")
         || spec.cwd.starts_with("/tmp")
         || grants.clone().any(|g| spec.cwd.starts_with(g))
@@ -193,6 +205,19 @@ mod tests {
         assert!(matches!(check_spec(&s), Err(SandboxError::Spec(m)) if m.contains("proxy")));
         let mut s = spec("[network]\nmode = \"proxy\"\n");
         s.loopback_listener = Some(0);
+        assert!(check_spec(&s).is_ok());
+    }
+
+    #[test]
+    fn a_read_only_path_must_lie_in_an_overlay_and_be_relative_without_dot_dot() {
+        let mut s = spec("");
+        s.cwd = PathBuf::from("/workspace");
+        s.overlays = vec![OverlayMount { target: "/workspace".into(), lowers: vec!["/srv/lower".into()], upper: None, work: None, volatile: false }];
+        s.read_only_beneath = vec![("/elsewhere".into(), "tests".into())];
+        assert!(matches!(check_spec(&s), Err(SandboxError::Spec(m)) if m == "read-only path /elsewhere/tests lies in no overlay of the zone"));
+        s.read_only_beneath = vec![("/workspace".into(), "../etc".into())];
+        assert!(matches!(check_spec(&s), Err(SandboxError::Spec(m)) if m.starts_with("read-only path beneath /workspace: ")));
+        s.read_only_beneath = vec![("/workspace".into(), "tests/test_calc.py".into())];
         assert!(check_spec(&s).is_ok());
     }
 

@@ -4,7 +4,8 @@
 //! repository. Each mutant gets its own throwaway copy of the tree with the one file mutated, and
 //! the check runs on it in its own exec zone, `--jobs` at a time (the probe's runner,
 //! `crate::trust::runner`). A check that no mutant turns red fails the gate `check_inadequate`
-//! (exit 15). The mutants and the verdict are `crate::mutation`'s.
+//! (exit 15). The mutants and the verdict are `crate::mutation`'s. With `--mutate-cmd` the
+//! mutants are the operator's mutator's (`crate::mutation::external`), sampled the same way.
 
 use crate::error::{CmdResult, Failure};
 use crate::halt::HaltReason;
@@ -28,13 +29,18 @@ pub struct AdequacyArgs {
     /// The seed the mutants are sampled with.
     #[arg(long = "mutant-seed", value_name = "N", default_value_t = 0)]
     pub mutant_seed: u64,
+    /// An operator's mutator instead of the built-in operators: run once in an exec zone on a
+    /// copy of the tree, it prints a JSON array of `{file, line, description, diff}`
+    /// (`cargo mutants --list --json --diff` prints one; docs/oracle-trust.md).
+    #[arg(long = "mutate-cmd", value_name = "CMD")]
+    pub mutate_cmd: Option<String>,
 }
 
 /// The flags' defaults, as clap gives them (for callers that build a `doctor` without a
 /// command line, e.g. `run` with `doctor = true`).
 impl Default for AdequacyArgs {
     fn default() -> AdequacyArgs {
-        AdequacyArgs { diff_base: "HEAD".into(), mutants: mutation::DEFAULT_MUTANTS as u64, mutant_seed: 0 }
+        AdequacyArgs { diff_base: "HEAD".into(), mutants: mutation::DEFAULT_MUTANTS as u64, mutant_seed: 0, mutate_cmd: None }
     }
 }
 
@@ -103,21 +109,86 @@ fn write_mutant(tree: &Path, path: &str, bytes: &[u8]) -> CmdResult<()> {
 
 /// The gate: mutants of the change (or of the whole repository), the check on each, the verdict.
 /// `Err(why)` inside: the workdir is no git repository, so there is no change to mutate (the
-/// caller says so in its output).
+/// caller says so in its output); with `--mutate-cmd` the operator's mutator makes the mutants
+/// and no repository is needed.
 /// `reference_green`: the check passed on the unmutated tree (the determinism probe's modal
 /// outcome); on a red tree a red mutant shows nothing, and the gate says so.
 pub fn gate(target: &CheckTarget, args: &AdequacyArgs, jobs: usize, reference_green: bool) -> CmdResult<Result<GateReport, String>> {
     if args.mutants == 0 || args.mutants > crate::engine::canary::MAX_MUTANTS {
         return Err(Failure::usage(format!("--mutants must be in 1..={}, got {}", crate::engine::canary::MAX_MUTANTS, args.mutants)));
     }
-    if !crate::engine::detached::is_git_repository(&target.workdir) {
+    if args.mutate_cmd.as_deref().is_some_and(|c| c.trim().is_empty()) {
+        return Err(Failure::usage("--mutate-cmd is empty"));
+    }
+    if args.mutate_cmd.is_none() && !crate::engine::detached::is_git_repository(&target.workdir) {
         return Ok(Err(format!("not run: {} is not a git repository (the gate mutates the changes against --diff-base)", target.workdir.display())));
     }
-    let (tree, changed) = read_tree(&target.workdir, &args.diff_base)?;
     if !reference_green {
         let detail = "the check is not green on the unmutated tree, so a red mutant shows nothing".to_string();
         return Ok(Ok(GateReport { gate: "adequacy", verdict: GateVerdict::Inconclusive { detail }, evidence: serde_json::json!({}) }));
     }
+    let chosen = match &args.mutate_cmd {
+        Some(cmd) => match external_mutants(target, cmd, args)? {
+            Ok(chosen) => chosen,
+            Err(refused) => return Ok(Ok(refused)),
+        },
+        None => builtin_mutants(target, args)?,
+    };
+    let Chosen { scope, generated: generated_count, work, unapplied } = chosen;
+    let plans = crate::trust::perturb::plan(work.len() as u64, &[], args.mutant_seed);
+    let edit = |plan: &crate::trust::perturb::RunPlan, copy: &Path| -> CmdResult<()> {
+        let (mutant, bytes) = &work[plan.run as usize];
+        write_mutant(copy, &mutant.path, bytes)
+    };
+    let reports = if work.is_empty() { Vec::new() } else { execute_edited(target, &plans, RunMode::default(), jobs, &edit)? };
+    let mut results: Vec<MutantResult> = work
+        .iter()
+        .zip(&reports)
+        .map(|((mutant, _), report)| match report.shown.first() {
+            Some(shown) => {
+                let outcome = match shown.class {
+                    RunClass::Pass => MutantOutcome::Survived,
+                    RunClass::Fail => MutantOutcome::Killed,
+                    RunClass::CouldNotRun => MutantOutcome::NotRun,
+                };
+                MutantResult::of(mutant, outcome, shown.exit_code, shown.duration_ms, None)
+            }
+            None => MutantResult::of(mutant, MutantOutcome::NotRun, None, 0, Some("the run showed nothing".into())),
+        })
+        .collect();
+    results.extend(unapplied);
+    let s = score(&results);
+    let verdict = match s.verdict {
+        Adequacy::Inadequate => GateVerdict::Failed {
+            reason: HaltReason::CheckInadequate,
+            detail: format!("no mutant of the {scope} turned the check red: {} of {} survived", s.survived, results.len()),
+        },
+        Adequacy::NotRun => GateVerdict::Inconclusive { detail: format!("the check ran on none of the {} mutants", results.len()) },
+        Adequacy::NoMutants if scope == "mutate_cmd" => GateVerdict::Inconclusive { detail: "the mutator (--mutate-cmd) listed no mutant".into() },
+        Adequacy::NoMutants => GateVerdict::Inconclusive { detail: "no line of the repository can be mutated".into() },
+        Adequacy::Adequate => GateVerdict::Passed,
+    };
+    let evidence = serde_json::json!({
+        "scope": scope, "diff_base": args.diff_base, "mutate_cmd": args.mutate_cmd, "seed": args.mutant_seed, "generated": generated_count,
+        "sampled": results.len(), "killed": s.killed, "survived": s.survived, "not_run": s.not_run, "score": s.score,
+        "mutants": results,
+    });
+    Ok(Ok(GateReport { gate: "adequacy", verdict, evidence }))
+}
+
+/// The mutants a gate runs: each with its file's mutated bytes, and those that could not be
+/// materialised (already `not_run`).
+struct Chosen {
+    scope: &'static str,
+    generated: usize,
+    work: Vec<(Mutant, Vec<u8>)>,
+    unapplied: Vec<MutantResult>,
+}
+
+/// The built-in operators' mutants of the changes against `--diff-base` (or of the repository;
+/// the caller made sure the workdir is a git repository).
+fn builtin_mutants(target: &CheckTarget, args: &AdequacyArgs) -> CmdResult<Chosen> {
+    let (tree, changed) = read_tree(&target.workdir, &args.diff_base)?;
     let limits = crate::analysis::Limits::default();
     let sources_of = |only: Option<&[String]>| -> Vec<ChangedSource<'_>> {
         tree.sources
@@ -145,41 +216,47 @@ pub fn gate(target: &CheckTarget, args: &AdequacyArgs, jobs: usize, reference_gr
             Some((m, bytes))
         })
         .collect();
-    let plans = crate::trust::perturb::plan(work.len() as u64, &[], args.mutant_seed);
-    let edit = |plan: &crate::trust::perturb::RunPlan, copy: &Path| -> CmdResult<()> {
-        let (mutant, bytes) = &work[plan.run as usize];
-        write_mutant(copy, &mutant.path, bytes)
+    Ok(Chosen { scope, generated: generated_count, work, unapplied: Vec::new() })
+}
+
+/// The operator's mutator's mutants (`--mutate-cmd`), run once in an exec zone on a copy of the
+/// tree: sampled like the built-in ones, each diff applied to the working tree's version of its
+/// file. `Err(report)` inside: the mutator failed or printed no valid list, so the gate cannot
+/// conclude: `execution_failure` (a command the gate needs could not run; it says nothing
+/// against the check).
+fn external_mutants(target: &CheckTarget, cmd: &str, args: &AdequacyArgs) -> CmdResult<Result<Chosen, GateReport>> {
+    use mutation::external::{self, ListError, MAX_LIST_BYTES, MUTANTS_FILE};
+    let mutator = CheckTarget { check: external::wrapped(cmd), reports: Vec::new(), ..target.clone() };
+    let (report, list) = crate::trust::runner::run_once_reading(&mutator, MUTANTS_FILE, MAX_LIST_BYTES)?;
+    let exit = report.shown.first().and_then(|s| s.exit_code);
+    let exit_text = exit.map_or("none".to_string(), |c| c.to_string());
+    let refuse = |why: String| {
+        let detail = format!("the mutator (--mutate-cmd) {why}");
+        let evidence = serde_json::json!({"scope": "mutate_cmd", "mutate_cmd": cmd, "mutator_exit": exit});
+        Ok(Err(GateReport { gate: "adequacy", verdict: GateVerdict::Failed { reason: HaltReason::ExecutionFailure, detail }, evidence }))
     };
-    let reports = if work.is_empty() { Vec::new() } else { execute_edited(target, &plans, RunMode::default(), jobs, &edit)? };
-    let results: Vec<MutantResult> = work
-        .iter()
-        .zip(&reports)
-        .map(|((mutant, _), report)| match report.shown.first() {
-            Some(shown) => {
-                let outcome = match shown.class {
-                    RunClass::Pass => MutantOutcome::Survived,
-                    RunClass::Fail => MutantOutcome::Killed,
-                    RunClass::CouldNotRun => MutantOutcome::NotRun,
-                };
-                MutantResult::of(mutant, outcome, shown.exit_code, shown.duration_ms, None)
-            }
-            None => MutantResult::of(mutant, MutantOutcome::NotRun, None, 0, Some("the run showed nothing".into())),
-        })
-        .collect();
-    let s = score(&results);
-    let verdict = match s.verdict {
-        Adequacy::Inadequate => GateVerdict::Failed {
-            reason: HaltReason::CheckInadequate,
-            detail: format!("no mutant of the {scope} turned the check red: {} of {} survived", s.survived, results.len()),
-        },
-        Adequacy::NotRun => GateVerdict::Inconclusive { detail: format!("the check ran on none of the {} mutants", results.len()) },
-        Adequacy::NoMutants => GateVerdict::Inconclusive { detail: "no line of the repository can be mutated".into() },
-        Adequacy::Adequate => GateVerdict::Passed,
+    match report.shown.first().map(|s| s.class) {
+        Some(RunClass::Pass) => {}
+        Some(RunClass::CouldNotRun) => return refuse(format!("could not run, was killed or timed out (exit {exit_text})")),
+        _ => return refuse(format!("failed (exit {exit_text})")),
+    }
+    let bytes = match list {
+        Ok(bytes) => bytes,
+        Err(crate::safefs::SafeFsError::TooLarge { .. }) => return refuse(ListError::TooLarge.to_string().replace("the mutator ", "")),
+        Err(e) => return refuse(format!("left no list: {}", crate::analysis::syntax::evidence_text(&e.to_string()))),
     };
-    let evidence = serde_json::json!({
-        "scope": scope, "diff_base": args.diff_base, "seed": args.mutant_seed, "generated": generated_count,
-        "sampled": results.len(), "killed": s.killed, "survived": s.survived, "not_run": s.not_run, "score": s.score,
-        "mutants": results,
-    });
-    Ok(Ok(GateReport { gate: "adequacy", verdict, evidence }))
+    let listed = match external::parse(&bytes) {
+        Ok(listed) => listed,
+        Err(e) => return refuse(format!("printed no valid list: {e}")),
+    };
+    let generated = listed.len();
+    let workdir = crate::safefs::SafeDir::open(&target.workdir).map_err(crate::receipt::store::fs_failure)?;
+    let (mut work, mut unapplied) = (Vec::new(), Vec::new());
+    for m in mutation::sample::sample(listed, args.mutants as usize, args.mutant_seed) {
+        match workdir.read(&m.path, MAX_SOURCE_BYTES).ok().and_then(|original| m.apply(&original)) {
+            Some(bytes) => work.push((m, bytes)),
+            None => unapplied.push(MutantResult::of(&m, MutantOutcome::NotRun, None, 0, Some("its diff does not apply to the file in the tree".into()))),
+        }
+    }
+    Ok(Ok(Chosen { scope: "mutate_cmd", generated, work, unapplied }))
 }

@@ -65,6 +65,8 @@ impl Baseline {
             collected: set(&check.collected_set),
             failing: set(&check.failing_set),
             skipped: set(&check.skipped_set),
+            // The receipt keeps the excerpts' digests, not the excerpts.
+            excerpts: Default::default(),
         });
         Baseline {
             ending: check.ending.clone(),
@@ -105,6 +107,15 @@ pub fn cache_key(tree_id: &str, cfg: &LoopConfig, env: &[(String, String)]) -> S
     if let Some(coverage) = &cfg.coverage.report {
         field(b"\0coverage");
         field(coverage.as_bytes());
+    }
+    // The check's pinned runner variables (`[runner]`), NUL-prefixed like the coverage field.
+    let runner = cfg.runner.check_env();
+    if !runner.is_empty() {
+        field(b"\0runner");
+        for (k, v) in &runner {
+            field(k.as_bytes());
+            field(v.as_bytes());
+        }
     }
     field(b"env");
     for (k, v) in env {
@@ -184,6 +195,7 @@ fn sets_unmeasured(check: &CheckResult) -> Option<String> {
 fn as_cached(mut check: CheckResult) -> CheckResult {
     check.stdout.artifact = None;
     check.stderr.artifact = None;
+    check.excerpts_artifact = None;
     check
 }
 
@@ -260,6 +272,14 @@ impl ActiveRun<'_> {
             return Ok(Some(Step::Interrupted(*signal)));
         }
         let check = outcome.record(0);
+        // The operator's own check wrote to t0: it would do so on every tree, so no verdict of
+        // it can be trusted; the run halts before any agent call (nothing cached).
+        if let Some(finding) = outcome.tree_writes {
+            let detail = finding.detail.clone();
+            self.append_baseline(check, tree_id, cache.map(|(_, key)| key), false, Some("not cached: the check wrote to t0".into()))?;
+            self.append(Event::Guard(finding))?;
+            return Ok(Some(Step::Halt(HaltReason::MetricIntegrityViolation, detail)));
+        }
         if let (Some((Ok(dir), key)), true) = (&cache, cacheable(&check)) {
             if let Err(e) = write_cache(dir, key, &check) {
                 let note = format!("the cache entry could not be written: {e}");
@@ -398,6 +418,7 @@ mod tests {
             collected: collected.iter().map(|s| s.to_string()).collect(),
             failing: BTreeSet::new(),
             skipped: skipped.iter().map(|s| s.to_string()).collect(),
+            excerpts: Default::default(),
         }
     }
 

@@ -10,7 +10,10 @@
 //! halts `check_inadequate` before the mutants' verdict is looked at.
 //!
 //! The mutants are `crate::mutation`'s (pure); this module only materialises and runs them.
-//! `mutate_cmd` (an operator's mutator) is accepted and pinned but not run yet.
+//! With `mutate_cmd` (an operator's mutator, `crate::mutation::external`) the mutants are the
+//! ones it lists, on the files the agent changed: it runs once in an exec zone on the green
+//! tree's throwaway layers, and a mutator that fails or prints no valid list halts
+//! `execution_failure` (the canary cannot conclude; nothing is said against the check).
 
 use super::check::{run_check, Artifacts, ReportSource};
 use super::commands::RoleCommand;
@@ -53,7 +56,8 @@ pub struct AdequacyPins {
     /// How many mutants to sample (default [`mutation::DEFAULT_MUTANTS`]).
     #[serde(default)]
     pub mutants: Option<u64>,
-    /// The operator's mutator (reserved: pinned in the receipt, not run yet).
+    /// The operator's mutator: its mutants replace the built-in operators' (docs/oracle-trust.md,
+    /// "An operator's mutator").
     #[serde(default)]
     pub mutate_cmd: Option<String>,
 }
@@ -167,6 +171,37 @@ impl Canary<'_> {
         MutantResult::of(mutant, outcome, exit, ms, detail)
     }
 
+    /// Run the operator's mutator once on the green tree's layers, in an exec zone, and read the
+    /// list it printed. `Err((exit, why))`: it failed, or its list is refused.
+    fn list_external(&self, mutate_cmd: &str) -> Result<(Option<i32>, Vec<Mutant>), (Option<i32>, String)> {
+        use crate::mutation::external::{self, ListError, MAX_LIST_BYTES, MUTANTS_FILE};
+        let name = format!("{:04}-mutator", self.iteration);
+        let (overlay, scratch) = self.ws.named_check_overlay(&name, self.snapshot, &|p| self.patterns.matches(p)).map_err(|f| (None, f.message))?;
+        let command = RoleCommand { role: Role::Check, run_id: self.run_id, iteration: self.iteration, overlay: Some(overlay), credential: None };
+        let mut cmd = command.zone_command(self.cfg, self.env);
+        cmd.command_line = external::wrapped(mutate_cmd);
+        let mut zone = zone_setup(self.cfg, self.state_dir).and_then(|z| open_zone(&z).map_err(Failure::from)).map_err(|f| (None, format!("no exec zone: {}", f.message)))?;
+        let artifacts = Artifacts { dir: self.artifacts, rel: ARTIFACTS, stem: name };
+        let ran = match run_check(zone.as_mut(), &cmd, artifacts, None) {
+            Ok(Ok(outcome)) => outcome.run.ending,
+            Ok(Err(detail)) => return Err((None, format!("could not run: {detail}"))),
+            Err(f) => return Err((None, format!("could not run: {}", f.message))),
+        };
+        let exit = ran.exit_code();
+        match exit {
+            Some(0) => {}
+            Some(code) => return Err((exit, format!("failed (exit {code})"))),
+            None => return Err((exit, format!("was killed or timed out ({ran:?})"))),
+        }
+        let bytes = match scratch.writes().read(MUTANTS_FILE, MAX_LIST_BYTES) {
+            Ok(bytes) => bytes,
+            Err(crate::safefs::SafeFsError::TooLarge { .. }) => return Err((exit, format!("printed no valid list: {}", ListError::TooLarge))),
+            Err(e) => return Err((exit, format!("left no list: {}", crate::analysis::syntax::evidence_text(&e.to_string())))),
+        };
+        drop(scratch);
+        external::parse(&bytes).map(|listed| (exit, listed)).map_err(|e| (exit, format!("printed no valid list: {e}")))
+    }
+
     /// Every mutant's result, `jobs` exec zones at a time, in the mutants' order.
     fn run_all(&self, mutants: &[(Mutant, &[u8])], jobs: usize) -> Vec<MutantResult> {
         let next = AtomicUsize::new(0);
@@ -224,13 +259,6 @@ impl ActiveRun<'_> {
             (Some(report), Some(hits)) => Some(super::coverage_guard::changed_line_tier(report, &sources, hits)),
             _ => None,
         };
-        let generated = mutation::generate(&sources, false, limits).map_err(|e| Failure::internal(format!("generating mutants: {e}")))?;
-        let generated_count = generated.len() as u64;
-        let chosen = mutation::sample::sample(generated, self.cfg.adequacy.sample_size(), seed);
-        let with_sources: Vec<(Mutant, &[u8])> = chosen
-            .into_iter()
-            .filter_map(|m| sources.iter().find(|s| s.path == m.path).map(|s| (m, s.end)))
-            .collect();
         let canary = Canary {
             ws,
             snapshot: &snapshot,
@@ -242,11 +270,25 @@ impl ActiveRun<'_> {
             artifacts: &self.artifacts,
             patterns: &patterns,
         };
+        let (tier, generated, external_exit) = match self.cfg.adequacy.mutate_cmd.as_deref() {
+            None => ("mutation", mutation::generate(&sources, false, limits).map_err(|e| Failure::internal(format!("generating mutants: {e}")))?, None),
+            Some(cmd) => match canary.list_external(cmd) {
+                // The canary judges the agent's change: mutants of files it did not change are left out.
+                Ok((exit, listed)) => ("external", listed.into_iter().filter(|m| sources.iter().any(|s| s.path == m.path)).collect(), exit),
+                Err((exit, why)) => return self.mutator_refused(n, seed, exit, &why, coverage, started),
+            },
+        };
+        let generated_count = generated.len() as u64;
+        let chosen = mutation::sample::sample(generated, self.cfg.adequacy.sample_size(), seed);
+        let with_sources: Vec<(Mutant, &[u8])> = chosen
+            .into_iter()
+            .filter_map(|m| sources.iter().find(|s| s.path == m.path).map(|s| (m, s.end)))
+            .collect();
         let results = canary.run_all(&with_sources, jobs());
         let s = score(&results);
         let record = AdequacyRecord {
             iteration: n,
-            tier: "mutation".into(),
+            tier: tier.into(),
             seed,
             generated: generated_count,
             sampled: results.len() as u64,
@@ -256,7 +298,7 @@ impl ActiveRun<'_> {
             score: s.score,
             verdict: s.verdict.as_str().into(),
             mutants: results,
-            external_exit: None,
+            external_exit,
             coverage,
             duration_ms: started.elapsed().as_millis() as u64,
         };
@@ -267,6 +309,49 @@ impl ActiveRun<'_> {
             self.append(Event::Guard(guard))?;
         }
         Ok(())
+    }
+}
+
+impl ActiveRun<'_> {
+    /// The operator's mutator failed or printed no valid list: the canary cannot conclude. An
+    /// `adequacy` event (`tier` `external`, `verdict` `not_run`, the mutator's exit) and a `guard`
+    /// halting `execution_failure` with the reason; uncovered changed lines still decide first.
+    fn mutator_refused(
+        &mut self,
+        n: u64,
+        seed: u64,
+        exit: Option<i32>,
+        why: &str,
+        coverage: Option<crate::receipt::events::CoverageRecord>,
+        started: std::time::Instant,
+    ) -> CmdResult<()> {
+        let record = AdequacyRecord {
+            iteration: n,
+            tier: "external".into(),
+            seed,
+            generated: 0,
+            sampled: 0,
+            killed: 0,
+            survived: 0,
+            not_run: 0,
+            score: None,
+            verdict: Adequacy::NotRun.as_str().into(),
+            mutants: Vec::new(),
+            external_exit: exit,
+            coverage,
+            duration_ms: started.elapsed().as_millis() as u64,
+        };
+        let refused = GuardRecord {
+            iteration: n,
+            guard: "adequacy".into(),
+            stage: "after_check".into(),
+            halt_reason: HaltReason::ExecutionFailure,
+            detail: format!("the mutator (mutate_cmd) {why}"),
+            findings: Vec::new(),
+        };
+        let guard = record.coverage.as_ref().and_then(|c| super::coverage_guard::uncovered_guard(n, c)).unwrap_or(refused);
+        self.append(Event::Adequacy(record))?;
+        self.append(Event::Guard(guard))
     }
 }
 

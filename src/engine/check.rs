@@ -13,9 +13,10 @@ use crate::receipt::events::{CheckEvidence, CheckResult, DisagreementRecord, Rep
 use crate::safefs::SafeDir;
 use crate::testreport::agreement::{self, Agreement, CapturedOutput};
 use crate::testreport::paths::{self, DeclaredReport, ReportPatterns};
-use crate::testreport::{shown, ParsedReport};
+use crate::testreport::excerpt::MAX_EXCERPTS;
+use crate::testreport::{shown, Excerpt, ParsedReport};
 use crate::zones::{Zone, ZoneCommand, ZoneRun};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Longest disagreement detail recorded (characters); the ids in it are escaped.
 const MAX_DETAIL_CHARS: usize = 1000;
@@ -27,6 +28,9 @@ pub struct TestSets {
     pub collected: BTreeSet<String>,
     pub failing: BTreeSet<String>,
     pub skipped: BTreeSet<String>,
+    /// What failing tests printed, by id: the first source's excerpt of each, at most
+    /// [`MAX_EXCERPTS`] over every source.
+    pub excerpts: BTreeMap<String, Excerpt>,
 }
 
 impl TestSets {
@@ -34,6 +38,11 @@ impl TestSets {
         self.collected.extend(report.collected.iter().cloned());
         self.failing.extend(report.failing.iter().cloned());
         self.skipped.extend(report.skipped.iter().cloned());
+        for (id, excerpt) in &report.excerpts {
+            if self.excerpts.len() < MAX_EXCERPTS && !self.excerpts.contains_key(id) {
+                self.excerpts.insert(id.clone(), excerpt.clone());
+            }
+        }
     }
 }
 
@@ -84,6 +93,14 @@ pub struct CheckOutcome {
     /// The declared coverage report as read (`super::coverage_guard`; none: none declared, or
     /// the check did not exit).
     pub coverage: Option<super::coverage_guard::CoverageRead>,
+    /// The check-writes guard's finding (`super::check_writes`): the check wrote to the tree it
+    /// tested (none: it did not, or it ran in place).
+    pub tree_writes: Option<crate::receipt::events::GuardRecord>,
+    /// The artifact the failing tests' excerpts were written to (none: there were none).
+    pub excerpts_artifact: Option<crate::receipt::bounded::ArtifactRef>,
+    /// The declared score as read after the check (`super::score`; none: none declared, or the
+    /// check did not exit).
+    pub score: Option<crate::receipt::events::ScoreRecord>,
 }
 
 impl CheckOutcome {
@@ -118,6 +135,9 @@ impl CheckOutcome {
             junit_error: self.report.error(),
             evidence: self.evidence(),
             coverage: self.coverage.as_ref().map(|c| c.record.clone()),
+            failure_digests: sets.map(|s| super::excerpts::digests(&s.excerpts)).filter(|d| !d.is_empty()),
+            excerpts_artifact: self.excerpts_artifact.clone(),
+            score: self.score.clone(),
         }
     }
 
@@ -175,6 +195,13 @@ pub struct Artifacts<'a> {
     pub stem: String,
 }
 
+impl CheckOutcome {
+    /// The check's captured stdout as its artifact in `dir` (the run directory's `rel`) kept it.
+    pub fn stdout(&self, dir: &SafeDir, rel: &str) -> Vec<u8> {
+        captured(&Artifacts { dir, rel, stem: String::new() }, self.run.output.stdout.artifact.as_deref())
+    }
+}
+
 /// The bytes of a captured stream as its artifact kept them (bounded head and tail).
 fn captured(artifacts: &Artifacts<'_>, artifact: Option<&str>) -> Vec<u8> {
     let Some(name) = artifact.and_then(|a| a.strip_prefix(artifacts.rel)).map(|a| a.trim_start_matches('/')) else {
@@ -226,5 +253,11 @@ pub fn run_check(
         None => ReportOutcome::NotRead,
         Some(code) => read_evidence(Some(code), &run, &artifacts, report),
     };
-    Ok(Ok(CheckOutcome { run, report, coverage: None }))
+    let excerpts = report.sets().map(|s| &s.excerpts);
+    let excerpts_artifact = match excerpts {
+        Some(e) => super::excerpts::write(artifacts.dir, artifacts.rel, &artifacts.stem, e)
+            .map_err(|e| Failure::internal(format!("the check's failure excerpts cannot be kept: {e}")))?,
+        None => None,
+    };
+    Ok(Ok(CheckOutcome { run, report, coverage: None, tree_writes: None, excerpts_artifact, score: None }))
 }

@@ -59,6 +59,12 @@ impl RoleCommand<'_> {
             env.push(("LOOPEXEC_ITERATION".into(), self.iteration.to_string()));
             env.push(("LOOPEXEC_ROLE".into(), self.role.as_str().into()));
         }
+        // The check's pinned toolchain and runner plugins (`[runner]`), set whatever the exec
+        // policy's `env.allow` says.
+        let mut inject: Vec<(String, Secret)> = self.credential.into_iter().collect();
+        if self.role == Role::Check {
+            inject.extend(cfg.runner.check_env().into_iter().map(|(k, v)| (k, Secret::new(v))));
+        }
         let cwd = match &self.overlay {
             Some(o) => o.target.clone(),
             None => PathBuf::from(&cfg.workdir),
@@ -70,9 +76,10 @@ impl RoleCommand<'_> {
             env,
             timeout: Some(Duration::from_millis(timeout_ms)),
             overlays: self.overlay.into_iter().collect(),
-            inject: self.credential.into_iter().collect(),
+            inject,
             stdin: None,
             read_only: Vec::new(),
+            read_only_beneath: Vec::new(),
         }
     }
 }

@@ -186,6 +186,10 @@ pub struct LoopConfig {
     /// docs/progress.md). Receipts pinned before them read as the defaults.
     #[serde(default)]
     pub progress: crate::convergence::rules::Limits,
+    /// The numeric score the ratchet keeps from falling (`[progress.score]` in loop.toml;
+    /// docs/progress.md, "The score"). Absent without one, and in receipts pinned before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub score: Option<crate::engine::score::ScorePins>,
     /// A known-feasible reference revision (`--reference`, `reference` in loop.toml), checked at
     /// the start (docs/progress.md).
     #[serde(default)]
@@ -214,6 +218,9 @@ pub struct LoopConfig {
     pub max_flake_rate: f64,
     #[serde(default = "default_confidence")]
     pub confidence: f64,
+    /// The toolchain and runner plugins the check runs with (`[runner]`; docs/guards.md).
+    #[serde(default)]
+    pub runner: crate::engine::runner_pin::RunnerPins,
 }
 
 pub const DEFAULT_CONFIRM_RUNS: u64 = 1;
@@ -262,6 +269,8 @@ pub struct ConfigInput {
     pub progress: Option<crate::convergence::rules::Limits>,
     /// `--no-progress-k`, over `[progress] no_progress_k`.
     pub no_progress_k: Option<usize>,
+    /// `[progress.score]` of loop.toml.
+    pub score: Option<crate::engine::score::ScorePins>,
     /// `--reference`, `reference`.
     pub reference: Option<String>,
     /// `--target` (repeatable), `target = [...]`.
@@ -274,6 +283,8 @@ pub struct ConfigInput {
     pub cost_usd: Option<f64>,
     /// The judge's settings (`--judge` and its flags, `judge` keys in loop.toml).
     pub judge: crate::engine::judge::JudgeInput,
+    /// `[runner]` of loop.toml: the toolchain and runner plugins the check is pinned to.
+    pub runner: crate::engine::runner_pin::RunnerInput,
 }
 
 impl ConfigInput {
@@ -307,6 +318,7 @@ impl ConfigInput {
             adequacy: file.adequacy,
             progress: self.progress.or(file.progress),
             no_progress_k: self.no_progress_k.or(file.no_progress_k),
+            score: self.score.or(file.score),
             reference: self.reference.or(file.reference),
             targets: if self.targets.is_empty() { file.targets } else { self.targets },
             trust: file.trust,
@@ -326,6 +338,7 @@ impl ConfigInput {
             revoke_cmd: self.revoke_cmd.or(file.revoke_cmd),
             mint_env: self.mint_env.or(file.mint_env),
             judge: self.judge.over(file.judge),
+            runner: file.runner,
         }
     }
 }
@@ -434,9 +447,20 @@ impl LoopConfig {
             }
             Isolation::Native => (
                 Some(PolicyPin::resolve(input.agent_policy.as_deref().unwrap_or(DEFAULT_AGENT_POLICY))?.0),
-                Some(PolicyPin::resolve(input.check_policy.as_deref().unwrap_or(DEFAULT_CHECK_POLICY))?.0),
+                Some(PolicyPin::resolve(input.check_policy.as_deref().unwrap_or(DEFAULT_CHECK_POLICY))?),
             ),
         };
+        let operator_env = crate::engine::commands::operator_env();
+        let operator_path = operator_env.iter().find(|(k, _)| k == "PATH").map_or("", |(_, v)| v.as_str());
+        let check_path = match &check_policy {
+            None => operator_path.to_string(),
+            Some((_, policy)) => match policy.env.set.get("PATH") {
+                Some(path) => path.clone(),
+                None if policy.env.allow.iter().any(|a| a == "PATH") => operator_path.to_string(),
+                None => String::new(),
+            },
+        };
+        let check_policy = check_policy.map(|(pin, _)| pin);
         let (backend, image, cgroup_parent) = resolve_backend(isolation, input.backend, input.image, input.cgroup_parent)?;
         use crate::engine::detached::{is_git_repository, WorkspaceMode};
         let workspace = match (isolation, input.workspace) {
@@ -483,6 +507,7 @@ impl LoopConfig {
         input.adequacy.validate(workspace == WorkspaceMode::Detached)?;
         let coverage = crate::engine::coverage_guard::CoveragePins::resolve(input.coverage, input.coverage_tolerance)?;
         let progress = input.progress.unwrap_or_default();
+        let score = input.score.map(crate::engine::score::ScorePins::validated).transpose()?;
         // A reference that does not resolve (or a patch that does not apply) is refused before
         // anything is written; a patch is pinned by its absolute path.
         let reference = match &input.reference {
@@ -493,6 +518,7 @@ impl LoopConfig {
             None => None,
         };
         let judge = crate::engine::judge::resolve_pins(input.judge, isolation, backend)?;
+        let runner = crate::engine::runner_pin::resolve(input.runner, &check_path, &operator_env)?;
         let context_files =
             input.context_files.iter().map(|raw| pin_context_file(workdir, raw)).collect::<Result<Vec<_>, _>>()?;
         Ok(LoopConfig {
@@ -524,6 +550,7 @@ impl LoopConfig {
                 no_progress_k: input.no_progress_k.unwrap_or(progress.no_progress_k),
                 ..progress
             },
+            score,
             model: input.model,
             sampling: input.sampling,
             context_files,
@@ -538,6 +565,7 @@ impl LoopConfig {
                 .map_err(|e| Failure::usage(format!("confidence: {e}")))?
                 .get(),
             judge,
+            runner,
         })
     }
 }

@@ -64,6 +64,11 @@ impl ActiveRun<'_> {
                 stability_target: target,
                 check,
             }))?;
+            // A rerun that wrote to the tree it tested halts like the iteration's check would.
+            if let Some(finding) = outcome.tree_writes {
+                self.append(Event::Guard(finding))?;
+                break;
+            }
             if !agreed {
                 break;
             }

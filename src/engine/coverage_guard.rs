@@ -65,7 +65,7 @@ impl CoveragePins {
 }
 
 /// Why `path` cannot name a report beneath the check's working directory.
-fn check_path(path: &str) -> Result<(), &'static str> {
+pub(crate) fn check_path(path: &str) -> Result<(), &'static str> {
     if path.is_empty() {
         return Err("the path is empty");
     }
@@ -141,7 +141,8 @@ fn fell(now: (u64, u64), t0: (u64, u64), tolerance: f64) -> bool {
     diff > 0 && diff as f64 * 100.0 > tolerance * (t0.1 as f64) * (now.1 as f64)
 }
 
-fn violation(iteration: u64, detail: String, findings: Vec<FindingRecord>) -> GuardRecord {
+/// A `metric_integrity_violation` after the check of `iteration` (also the check-writes guard's).
+pub(super) fn violation(iteration: u64, detail: String, findings: Vec<FindingRecord>) -> GuardRecord {
     GuardRecord {
         iteration,
         guard: Seat::MetricIntegrity.as_str().to_string(),

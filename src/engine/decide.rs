@@ -126,6 +126,18 @@ fn check_fixpoint(record: &IterationRecord, max_iterations: u64) -> Step {
         Some(check) => match (after_check(check, record.iteration, max_iterations), no_convergence(record)) {
             // A green check the judge was asked about stands or falls with its answer; it is
             // never asked on any other verdict, so it can never turn red into green.
+            // A green the ratchet rejected (its score worse than the best beyond the band) was
+            // reverted: no success; the loop goes on from the best accepted tree.
+            (Step::Halt(HaltReason::SuccessConditionMet, _), _) if record.progress.as_ref().is_some_and(|p| !p.accepted) => {
+                if record.iteration >= max_iterations {
+                    Step::Halt(
+                        HaltReason::MaxIterationsReached,
+                        format!("the check passed at iteration {} but the ratchet rejected it; {max_iterations} iterations used", record.iteration),
+                    )
+                } else {
+                    Step::Continue
+                }
+            }
             (Step::Halt(HaltReason::SuccessConditionMet, detail), _) => match &record.judge {
                 Some(judge) => super::judge::decide_on(judge, detail),
                 None => Step::Halt(HaltReason::SuccessConditionMet, detail),

@@ -74,12 +74,20 @@ pub struct CheckScratch {
     parent: std::os::fd::OwnedFd,
     name: String,
     upper: SafeDir,
+    /// The tree under test as the check sees it (what it must leave as it found it).
+    tested: crate::workspace::Manifest,
 }
 
 impl CheckScratch {
     /// The check's own writes (its scratch upper layer), e.g. to read the JUnit report it wrote.
     pub fn writes(&self) -> &SafeDir {
         &self.upper
+    }
+
+    /// The paths of the tree under test the check modified, replaced or deleted (read once its
+    /// process tree is dead), within `limits`.
+    pub fn tree_writes(&self, limits: &sandbox::WorkspaceLimits) -> Result<Vec<super::check_writes::TreeWrite>, super::check_writes::Unlisted> {
+        super::check_writes::writes(&self.tested, self.upper.path(), limits)
     }
 }
 
@@ -252,8 +260,10 @@ impl RunWorkspace {
     }
 
     /// Return the agent's layer to the last accepted snapshot (t0 before any) and prove it: the
-    /// tree id of the workspace taken again. `Err`: why it could not be reverted exactly.
-    pub fn revert_to_best(&mut self) -> Result<String, String> {
+    /// tree id of the workspace taken again. The layer of the `rejected` iteration is kept first
+    /// (for a hand acceptance). `Err`: why it could not be reverted exactly.
+    pub fn revert_to_best(&mut self, rejected: u64) -> Result<String, String> {
+        super::revert::keep_rejected(self.workspace.upper_dir(), rejected)?;
         super::revert::restore_accepted(self.workspace.upper_dir())?;
         let expected = self.last_accepted.as_ref().map_or(self.workspace.baseline().tree_id, |s| s.tree_id);
         match self.snapshot() {
@@ -263,6 +273,22 @@ impl RunWorkspace {
             }
             Taken::Refused(detail) => Err(detail),
             Taken::Interrupted(signal) => Err(format!("interrupted by signal {signal} while reverting")),
+        }
+    }
+
+    /// Start from the kept layer of `iteration`, which the operator accepted by hand: put it in
+    /// place, take the workspace again, and accept it as the best if its tree is `tree_id`
+    /// exactly. `Err`: why it could not be taken.
+    pub fn take_hand_accepted(&mut self, iteration: u64, tree_id: &str) -> Result<(), String> {
+        super::revert::restore_rejected(self.workspace.upper_dir(), iteration)?;
+        match self.snapshot() {
+            Taken::Snapshot { snapshot, .. } if snapshot.tree_id.to_hex() == tree_id => self.accept_as_best(snapshot),
+            Taken::Snapshot { snapshot, .. } => Err(format!(
+                "the kept layer of iteration {iteration} (accepted by hand) has tree {}, not the accepted {tree_id}",
+                snapshot.tree_id.to_hex()
+            )),
+            Taken::Refused(detail) => Err(detail),
+            Taken::Interrupted(signal) => Err(format!("interrupted by signal {signal} while taking the workspace")),
         }
     }
 
@@ -284,7 +310,30 @@ impl RunWorkspace {
         let upper = dir.subdir("upper").map_err(fs_failure)?;
         tracing::debug!(elapsed_us = started.elapsed().as_micros() as u64, "check layers");
         let parent = self.checks.fd().try_clone_to_owned().map_err(|e| Failure::io(self.checks.path(), &e))?;
-        Ok((layers.overlay, CheckScratch { parent, name, upper }))
+        Ok((layers.overlay, CheckScratch { parent, name, upper, tested: layers.tested }))
+    }
+
+    /// t0's protected paths the check's zone holds read-only (relative to the workspace).
+    pub fn check_read_only(&self) -> Vec<std::path::PathBuf> {
+        use std::os::unix::ffi::OsStrExt;
+        self.frozen.read_only().iter().map(|p| std::path::PathBuf::from(std::ffi::OsStr::from_bytes(p))).collect()
+    }
+
+    /// The `[workspace]` limits the check's writes are listed within (the agent policy's).
+    pub fn limits(&self) -> &sandbox::WorkspaceLimits {
+        &self.limits
+    }
+
+    /// The check's throwaway layers under the scratch name `name` (e.g. `0003-mutator`, where the
+    /// canary runs an operator's mutator on the green tree; its writes land in the scratch).
+    pub fn named_check_overlay(&self, name: &str, snapshot: &Snapshot, fresh: &dyn Fn(&[u8]) -> bool) -> CmdResult<(OverlayMount, CheckScratch)> {
+        let _ = crate::workspace::fsat::remove_tree(self.checks.fd().as_raw_fd(), name.as_bytes());
+        let dir = self.checks.subdir_or_create(name).map_err(fs_failure)?;
+        let layers = check_layers(&self.workspace, snapshot, &self.frozen, &self.protected, fresh, &dir, Path::new(WORKSPACE_TARGET), self.check_owner)
+            .map_err(ws_failure)?;
+        let parent = self.checks.fd().try_clone_to_owned().map_err(|e| Failure::io(self.checks.path(), &e))?;
+        let upper = dir.subdir("upper").map_err(fs_failure)?;
+        Ok((layers.overlay, CheckScratch { parent, name: name.to_string(), upper, tested: layers.tested }))
     }
 
     /// The throwaway layers of the check of one mutant (`name`, e.g. `0003-mutant-07`): those of
@@ -299,16 +348,9 @@ impl RunWorkspace {
         path: &str,
         bytes: &[u8],
     ) -> CmdResult<(OverlayMount, CheckScratch)> {
-        let _ = crate::workspace::fsat::remove_tree(self.checks.fd().as_raw_fd(), name.as_bytes());
-        let dir = self.checks.subdir_or_create(name).map_err(fs_failure)?;
-        let layers = check_layers(&self.workspace, snapshot, &self.frozen, &self.protected, fresh, &dir, Path::new(WORKSPACE_TARGET), self.check_owner)
-            .map_err(ws_failure)?;
-        let parent = self.checks.fd().try_clone_to_owned().map_err(|e| Failure::io(self.checks.path(), &e))?;
-        let upper = dir.subdir("upper").map_err(fs_failure)?;
-        let scratch = CheckScratch { parent, name: name.to_string(), upper };
-        let layer = dir.path().join("mutant");
+        let (mut overlay, scratch) = self.named_check_overlay(name, snapshot, fresh)?;
+        let layer = self.checks.path().join(name).join("mutant");
         super::canary::write_layer_file(&layer, path, bytes).map_err(|e| Failure::io(&layer, &e))?;
-        let mut overlay = layers.overlay;
         let agent = overlay.lowers.iter().position(|l| l == self.workspace.upper_dir()).unwrap_or(overlay.lowers.len());
         overlay.lowers.insert(agent, layer);
         Ok((overlay, scratch))

@@ -16,7 +16,9 @@ use crate::receipt::events::CheckResult;
 use crate::receipt::history::History;
 use crate::safefs::SafeDir;
 use crate::zones::ZoneCommand;
+use crate::testreport::Excerpt;
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
@@ -105,7 +107,9 @@ impl ActiveRun<'_> {
             self.feedback = Some(FeedbackFile::create(reader).map_err(|f| f.message)?);
         }
         let Some(file) = self.feedback.as_ref() else { return Ok(()) };
-        file.write(&from_history(&self.history, n, self.cfg.max_iterations)).map_err(|f| f.message)?;
+        let run_dir = self.run.dir();
+        let excerpts_of = |check: &CheckResult| check.excerpts_artifact.as_ref().and_then(|a| super::excerpts::read(run_dir, a)).unwrap_or_default();
+        file.write(&from_history(&self.history, n, self.cfg.max_iterations, &excerpts_of)).map_err(|f| f.message)?;
         let path = file.json_path();
         cmd.command_line = expand(&cmd.command_line, &path);
         cmd.env.push((ENV_VAR.to_string(), path.to_string_lossy().into_owned()));
@@ -137,9 +141,13 @@ pub fn zone_reader_gid(cfg: &super::config::LoopConfig) -> Result<Option<u32>, F
 /// agent is given (the accepted iteration a rejected one was reverted to, else the previous
 /// iteration's; the t0 baseline before any), why the previous
 /// iteration was not kept when the ratchet rejected it, and the iterations left after `n`.
-pub fn from_history(history: &History, n: u64, max_iterations: u64) -> Feedback {
+/// `excerpts_of` gives the failure excerpts a recorded check kept (`super::excerpts`; empty when
+/// it kept none or they can no longer be read as the receipt recorded them).
+pub fn from_history(history: &History, n: u64, max_iterations: u64, excerpts_of: &dyn Fn(&CheckResult) -> BTreeMap<String, Excerpt>) -> Feedback {
     let previous = history.iterations.iter().rev().find(|r| r.iteration < n);
-    let progress = previous.and_then(|r| r.progress.as_ref());
+    // An iteration the operator accepted by hand is where the agent starts, not a rejection.
+    let by_hand = previous.is_some_and(|r| history.accepted_by_hand(r.iteration));
+    let progress = previous.and_then(|r| r.progress.as_ref()).filter(|_| !by_hand);
     let rejected = progress.filter(|p| !p.accepted).map(|p| Rejected {
         iteration: p.iteration,
         why: rejection_sentence(p.rejection.as_ref()),
@@ -156,8 +164,9 @@ pub fn from_history(history: &History, n: u64, max_iterations: u64) -> Feedback 
         Some(i) => history.iterations.iter().find(|r| r.iteration == i).and_then(|r| r.check.as_ref()),
     };
     let failing = check.and_then(|c| c.failing_set.as_deref());
-    // The receipt keeps the failing tests' ids, not their output: no excerpt is invented.
-    let feedback = Feedback::new(n, max_iterations.saturating_sub(n), failing.unwrap_or(&[]).iter().map(|t| (t.as_str(), None)), rejected, Vec::new());
+    let excerpts = check.map(excerpts_of).unwrap_or_default();
+    let failures = failing.unwrap_or(&[]).iter().map(|t| (t.as_str(), excerpts.get(t)));
+    let feedback = Feedback::new(n, max_iterations.saturating_sub(n), failures, rejected, Vec::new());
     match (failing, check.and_then(|c| c.failing_count)) {
         (Some(_), _) => feedback,
         // A set over the receipt's bound was externalised: its count is still exact.
@@ -172,6 +181,10 @@ fn rejection_sentence(rejection: Option<&Value>) -> String {
         .filter(|r| r["kind"] == "lost_tests")
         .and_then(|r| r["lost"].as_array())
         .map(|lost| lost.iter().filter_map(Value::as_str).collect());
+    let scores = rejection.filter(|r| r["kind"] == "score_below_best").map(|r| (&r["score"], &r["best"], &r["band"]));
+    if let Some((score, best, band)) = scores {
+        return format!("its score {score} is worse than the best accepted score {best} by more than the band {band}");
+    }
     match (lost, rejection) {
         (Some(lost), _) => format!("it broke tests that passed before: {}", lost.join(", ")),
         (None, Some(other)) => format!("the ratchet rejected it: {other}"),
@@ -207,6 +220,12 @@ mod tests {
     fn a_lost_tests_rejection_names_the_tests() {
         let r = serde_json::json!({"kind": "lost_tests", "lost": ["a", "b"]});
         assert_eq!(rejection_sentence(Some(&r)), "it broke tests that passed before: a, b");
+    }
+
+    #[test]
+    fn a_score_rejection_gives_the_score_the_best_and_the_band() {
+        let r = serde_json::json!({"kind": "score_below_best", "score": 0.5, "best": 0.75, "band": 0.1});
+        assert_eq!(rejection_sentence(Some(&r)), "its score 0.5 is worse than the best accepted score 0.75 by more than the band 0.1");
     }
 
     #[test]

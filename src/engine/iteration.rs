@@ -89,14 +89,16 @@ impl ActiveRun<'_> {
             Err(halt) => return Ok(halt),
         };
         let check = outcome.record(n);
-        let findings = self.guards.after_check(&CheckStep { iteration: n, check: &check, history: &self.history });
+        let mut findings = self.guards.after_check(&CheckStep { iteration: n, check: &check, history: &self.history });
+        findings.extend(outcome.tree_writes.clone());
         self.append(Event::CheckResult(check.clone()))?;
         self.same_tree_sample(n, &check)?;
         // A zero exit whose evidence disagrees is no accepted step either.
         let mut clean = findings.is_empty() && outcome.verdict() != Verdict::Disagrees;
         self.append_findings(findings.into_iter())?;
         // The progress stage: the ratchet and the no-convergence rules over the failing sets.
-        let judged = super::progress::judge(&self.history, n, &self.cfg.progress, &self.cfg.targets);
+        let score_rule = self.cfg.score.as_ref().map(super::score::ScorePins::rule);
+        let judged = super::progress::judge_scored(&self.history, n, &self.cfg.progress, &self.cfg.targets, score_rule);
         // Only a ratchet that judges can revert: then each accepted layer is kept aside.
         let ratchet_applies = judged.is_some() && self.cfg.progress.ratchet;
         let targets_met = judged.as_ref().is_some_and(|p| p.targets_met);
@@ -104,7 +106,7 @@ impl ActiveRun<'_> {
             Some(mut progress) => {
                 // A rejected step is undone: the workspace returns to the last accepted tree.
                 let reverted = match (progress.accepted, self.workspace.as_mut()) {
-                    (false, Some(ws)) => Some(ws.revert_to_best()),
+                    (false, Some(ws)) => Some(ws.revert_to_best(n)),
                     _ => None,
                 };
                 if let Some(Ok(tree)) = &reverted {
@@ -251,7 +253,9 @@ impl ActiveRun<'_> {
     ) -> CmdResult<Result<CheckOutcome, Step>> {
         let patterns = ReportPatterns::new(&self.cfg.report_patterns()).map_err(|e| Failure::invalid_input(e.to_string()))?;
         let (overlay, scratch) = match (&self.workspace, candidate) {
-            (Some(ws), Some(snapshot)) => match ws.check_overlay(n, snapshot, &|path| patterns.matches(path) || self.cfg.coverage.hides(path)) {
+            (Some(ws), Some(snapshot)) => match ws.check_overlay(n, snapshot, &|path| {
+                patterns.matches(path) || self.cfg.coverage.hides(path) || self.cfg.score.as_ref().is_some_and(|s| s.hides(path))
+            }) {
                 Ok((overlay, scratch)) => (Some(overlay), Some(scratch)),
                 Err(f) => {
                     let detail = format!("the check's layers cannot be built: {}", f.message);
@@ -266,7 +270,10 @@ impl ActiveRun<'_> {
             Some(k) => format!("{n:04}-confirm-{k}"),
         };
         let artifacts = Artifacts { dir: &self.artifacts, rel: ARTIFACTS, stem };
-        let cmd = command.zone_command(&self.cfg, &self.env);
+        let mut cmd = command.zone_command(&self.cfg, &self.env);
+        if let (Some(ws), Some(_)) = (&self.workspace, &scratch) {
+            cmd.read_only_beneath = ws.check_read_only();
+        }
         let report_dir = scratch.as_ref().map(|s| s.writes()).unwrap_or(&self.workdir);
         let report = (!patterns.is_empty()).then_some(ReportSource { dir: report_dir, patterns: &patterns });
         // The scratch layers are removed when `scratch` drops, after the report was read.
@@ -274,6 +281,19 @@ impl ActiveRun<'_> {
         if let (Ok(outcome), Some(path)) = (&mut checked, &self.cfg.coverage.report) {
             if outcome.ending().exit_code().is_some() {
                 outcome.coverage = Some(super::coverage_guard::read(report_dir, path));
+            }
+        }
+        if let (Ok(outcome), Some(ws), Some(scratch)) = (&mut checked, &self.workspace, &scratch) {
+            let what = match (n, confirmation) {
+                (0, None) => "the check on t0".to_string(),
+                (_, None) => format!("the check of iteration {n}"),
+                (_, Some(k)) => format!("confirmation rerun {k} of iteration {n}"),
+            };
+            outcome.tree_writes = super::check_writes::finding(n, &what, &scratch.tree_writes(ws.limits()));
+        }
+        if let (Ok(outcome), Some(pins)) = (&mut checked, &self.cfg.score) {
+            if outcome.ending().exit_code().is_some() {
+                outcome.score = Some(super::score::read(pins, &outcome.stdout(&self.artifacts, ARTIFACTS), report_dir));
             }
         }
         Ok(checked.map_err(|detail| Step::Halt(HaltReason::IsolationUnsatisfiable, detail)))

@@ -297,6 +297,7 @@ impl<'a> ActiveRun<'a> {
         // In place no guard can judge a step: a green check there is refused (`in_place`).
         let mut guards: Vec<Box<dyn Guard>> = vec![Box::new(BaselineSetGuard)];
         guards.extend(CoverageGuard::of(&o.cfg.coverage));
+        guards.extend(super::score::ScoreGuard::of(o.cfg.score.as_ref()));
         if o.cfg.workspace == WorkspaceMode::InPlace {
             guards.push(Box::new(InPlaceGuard));
         }
@@ -352,7 +353,14 @@ impl<'a> ActiveRun<'a> {
         guards.extend(self.syntax_tree_guards(&ws)?);
         guards.push(Box::new(BaselineSetGuard));
         guards.extend(CoverageGuard::of(&self.cfg.coverage));
-        if resumed {
+        guards.extend(super::score::ScoreGuard::of(self.cfg.score.as_ref()));
+        // A hand acceptance no iteration started from yet: the resumed run starts from its tree.
+        let hand = self.history.pending_hand_acceptance().filter(|_| resumed).cloned();
+        if let Some(hand) = hand {
+            if let Err(detail) = ws.take_hand_accepted(hand.iteration, &hand.tree_id) {
+                self.refused_at_reopen = Some(detail);
+            }
+        } else if resumed {
             match ws.snapshot() {
                 Taken::Snapshot { snapshot, .. } => {
                     let baseline = ws.baseline_manifest()?;

@@ -67,7 +67,7 @@ struct LoopFile {
     adequacy: Option<super::canary::AdequacyMode>,
     mutants: Option<u64>,
     mutate_cmd: Option<String>,
-    progress: Option<crate::convergence::rules::Limits>,
+    progress: Option<ProgressSection>,
     reference: Option<String>,
     target: Option<Vec<String>>,
     judge: Option<String>,
@@ -78,7 +78,37 @@ struct LoopFile {
     max_flake_rate: Option<f64>,
     confidence: Option<f64>,
     confirm_runs: Option<u64>,
+    runner: Option<super::runner_pin::RunnerInput>,
     doctor: Option<bool>,
+}
+
+/// `[progress]`: the rules' parameters (`convergence::rules::Limits`, each defaulted when
+/// absent), and the declared score in its own `[progress.score]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProgressSection {
+    no_progress_k: Option<usize>,
+    same_failure_n: Option<usize>,
+    regressed_n: Option<usize>,
+    unsatisfiable_cycles: Option<usize>,
+    oscillation: Option<bool>,
+    ratchet: Option<bool>,
+    score: Option<crate::engine::score::ScorePins>,
+}
+
+impl ProgressSection {
+    /// The rules' parameters (a field added to `Limits` must be read here: the literal is whole).
+    fn limits(&self) -> crate::convergence::rules::Limits {
+        let d = crate::convergence::rules::Limits::default();
+        crate::convergence::rules::Limits {
+            no_progress_k: self.no_progress_k.unwrap_or(d.no_progress_k),
+            same_failure_n: self.same_failure_n.unwrap_or(d.same_failure_n),
+            regressed_n: self.regressed_n.unwrap_or(d.regressed_n),
+            unsatisfiable_cycles: self.unsatisfiable_cycles.unwrap_or(d.unsatisfiable_cycles),
+            oscillation: self.oscillation.unwrap_or(d.oscillation),
+            ratchet: self.ratchet.unwrap_or(d.ratchet),
+        }
+    }
 }
 
 /// Parse loop file text. Errors name the file and the line.
@@ -122,7 +152,8 @@ pub fn parse(text: &str, name: &str) -> Result<ConfigInput, Failure> {
         coverage_tolerance: file.coverage_tolerance,
         guards: file.guards.unwrap_or_default(),
         adequacy: super::canary::AdequacyPins { mode: file.adequacy.unwrap_or_default(), mutants: file.mutants, mutate_cmd: file.mutate_cmd },
-        progress: file.progress,
+        progress: file.progress.as_ref().map(ProgressSection::limits),
+        score: file.progress.and_then(|p| p.score),
         no_progress_k: None,
         reference: file.reference,
         targets: file.target.unwrap_or_default(),
@@ -146,6 +177,7 @@ pub fn parse(text: &str, name: &str) -> Result<ConfigInput, Failure> {
             resolve: file.judge_resolve.unwrap_or_default(),
             timeout_secs: file.judge_timeout,
         },
+        runner: file.runner.unwrap_or_default(),
     })
 }
 
@@ -240,6 +272,8 @@ pub fn template(check: Option<&str>, exec: Option<&str>, isolation: Option<Isola
     t.push_str("# reference = \"solution-branch\"\n");
     t.push_str("# The tests to fix, globs over test ids (default: every test failing at t0):\n# target = [\"tests/test_parse.py::*\"]\n");
     t.push_str("# no_progress_k = 3\n# same_failure_n = 3\n# regressed_n = 2\n# unsatisfiable_cycles = 2\n# oscillation = true\n# ratchet = true\n\n");
+    t.push_str("# A numeric score the check reports, kept from falling beyond the band (docs/progress.md, \"The score\"):\n");
+    t.push_str("# [progress.score]\n# regex = 'score: ([0-9.]+)'   # or: file = \"out/score.txt\"\n# direction = \"higher\"\n# band = 0.0\n\n");
     t.push_str("# Model identity, recorded in the receipt.\n[model]\n");
     t.push_str("# provider = \"example\"\n# id = \"example-model\"\n# version = \"2026-01-01\"\n\n");
     t.push_str("# Sampling pins, recorded in the receipt.\n[sampling]\n");
@@ -265,6 +299,22 @@ mod tests {
         let err = parse("check = \"x\"\n\nmax_iteration = 3\n", "loop.toml").unwrap_err();
         assert!(err.message.starts_with("loop.toml line 3:"), "{}", err.message);
         assert_eq!(err.class().code(), 20);
+    }
+
+    #[test]
+    fn progress_score_is_read_beside_the_rules_parameters() {
+        let input = parse("[progress]\nsame_failure_n = 5\n\n[progress.score]\nregex = 'score: (\\d+)'\ndirection = \"lower\"\nband = 0.5\n", "t").unwrap();
+        assert_eq!(input.progress.map(|p| p.same_failure_n), Some(5));
+        let score = input.score.unwrap();
+        assert_eq!((score.regex.as_deref(), score.direction, score.band), (Some("score: (\\d+)"), crate::engine::score::Direction::Lower, 0.5));
+    }
+
+    #[test]
+    fn unknown_keys_in_progress_and_its_score_are_refused() {
+        assert_eq!(parse("[progress]\nsame_failure = 5\n", "t").unwrap_err().class().code(), 20);
+        let err = parse("[progress.score]\nregexp = '(x)'\n", "t").unwrap_err();
+        assert_eq!(err.class().code(), 20);
+        assert!(err.message.contains("regexp"), "{}", err.message);
     }
 
     #[test]

@@ -10,6 +10,9 @@
 //!   the iteration-0 halt) and the guard of the collected and skipped sets against it.
 //! - [`check`]: the one check runner (the loop's and `replay`'s), returning a typed
 //!   [`check::CheckOutcome`].
+//! - [`check_writes`]: a check that wrote to the tree it tests (its scratch layer against that
+//!   tree) is a `metric_integrity_violation`.
+//! - [`runner_pin`]: the toolchain and runner plugins the check is pinned to (`[runner]`).
 //! - [`verdict`]: pass / fail / could-not-run (the 126/127 rule).
 //! - [`guards`]: judges of the agent's step behind one trait (protected paths today).
 //! - [`in_place`]: a green check in place (no guard can judge the step) is `human_required`.
@@ -34,6 +37,7 @@ pub mod analysis_guards;
 pub mod canary;
 pub mod baseline;
 pub mod check;
+pub mod check_writes;
 pub mod commands;
 pub mod config;
 pub mod coverage_guard;
@@ -41,6 +45,7 @@ mod confirm;
 pub mod credentials;
 pub mod decide;
 pub mod detached;
+pub mod excerpts;
 pub mod feedback_file;
 pub mod guards;
 pub mod in_place;
@@ -50,8 +55,10 @@ pub mod lifecycle;
 pub mod loopfile;
 pub mod progress;
 pub mod reference;
+pub mod runner_pin;
+pub mod score;
 pub mod replay;
-mod revert;
+pub mod revert;
 pub mod seats;
 pub mod targets;
 pub mod sink;

@@ -15,13 +15,15 @@
 //! are the targets among the failing tests, and a red check failing only on those pre-existing
 //! failures, with every target and t0 pass passing, is recorded `targets_met` (success).
 
-use crate::convergence::ratchet::{self, Decision, Frontier};
+use crate::convergence::ratchet::{self, Decision, Frontier, Rejection};
+use crate::engine::score::ScoreRule;
 use crate::convergence::rules::{self, Limits};
 use crate::convergence::{signature, Observation, TestSet};
 use crate::engine::targets::Targets;
 use crate::engine::verdict::Verdict;
-use crate::receipt::events::{CheckResult, ProgressRecord};
+use crate::receipt::events::{CheckResult, ProgressRecord, ProgressScore};
 use crate::receipt::history::{History, IterationRecord};
+use std::collections::BTreeMap;
 
 /// At most this many test ids are listed in a `progress` event's lists; each list cut is
 /// followed by `<name>_count`, its exact length (the receipt stays bounded).
@@ -50,20 +52,24 @@ fn sets(check: &CheckResult) -> Option<(TestSet, TestSet)> {
     Some((passing, failing))
 }
 
-/// The observation of a check's sets (`accepted` as judged then), the pre-existing failures
-/// removed when the run has targets.
-fn observation(iteration: u64, (passing, failing): (TestSet, TestSet), targets: Option<&Targets>, accepted: bool) -> Observation {
+/// The observation of `check`'s sets (`accepted` as judged then), the pre-existing failures
+/// removed when the run has targets; its signature over the failing tests and the digests of
+/// their excerpts the check recorded.
+fn observation(iteration: u64, check: &CheckResult, targets: Option<&Targets>, accepted: bool) -> Option<Observation> {
+    let (passing, failing) = sets(check)?;
     let (passing, failing, failing_targets) = match targets {
         Some(t) => (t.without_preexisting(&passing), t.without_preexisting(&failing), t.failing_targets(&failing)),
         None => (passing, failing.clone(), failing),
     };
-    let signature = signature::of_failures(failing.iter().map(|t| (t.as_str(), "")));
-    Observation { iteration, failing_targets, passing, failing, signature, accepted }
+    let digests: BTreeMap<&str, &str> =
+        check.failure_digests.iter().flatten().map(|d| (d.test.as_str(), d.sha256.as_str())).collect();
+    let signature = signature::of_failures(failing.iter().map(|t| (t.as_str(), digests.get(t.as_str()).copied())));
+    Some(Observation { iteration, failing_targets, passing, failing, signature, accepted })
 }
 
 /// The observation of one recorded iteration (`accepted` as judged then).
 fn observe(record: &IterationRecord, targets: Option<&Targets>, accepted: bool) -> Option<Observation> {
-    Some(observation(record.iteration, sets(record.check.as_ref()?)?, targets, accepted))
+    observation(record.iteration, record.check.as_ref()?, targets, accepted)
 }
 
 /// The earlier observations, in order, each with the acceptance its `progress` event recorded.
@@ -72,14 +78,14 @@ fn trajectory_before(history: &History, iteration: u64, targets: Option<&Targets
         .iterations
         .iter()
         .filter(|r| r.iteration < iteration)
-        .filter_map(|r| observe(r, targets, r.progress.as_ref()?.accepted))
+        // An iteration the operator accepted by hand counts as accepted from then on.
+        .filter_map(|r| observe(r, targets, r.progress.as_ref()?.accepted || history.accepted_by_hand(r.iteration)))
         .collect()
 }
 
 /// t0 as the `check_baseline` event measured it (iteration 0, accepted), when its sets were.
 fn t0(history: &History, targets: Option<&Targets>) -> Option<Observation> {
-    let check = &history.check_baseline.as_ref()?.check;
-    Some(observation(0, sets(check)?, targets, true))
+    observation(0, &history.check_baseline.as_ref()?.check, targets, true)
 }
 
 /// The frontier the earlier observations left: the last accepted one (none yet: t0, or nothing
@@ -96,6 +102,11 @@ fn frontier_of(t0: Option<&Observation>, trajectory: &[Observation]) -> Frontier
 /// Judge iteration `iteration` of `history` (its check recorded) under the run's target
 /// `patterns`: `None` when its check named no tests.
 pub fn judge(history: &History, iteration: u64, limits: &Limits, patterns: &[String]) -> Option<ProgressRecord> {
+    judge_scored(history, iteration, limits, patterns, None)
+}
+
+/// [`judge`], with the loop's declared score (`super::score`): see [`scored`].
+pub fn judge_scored(history: &History, iteration: u64, limits: &Limits, patterns: &[String], score: Option<ScoreRule>) -> Option<ProgressRecord> {
     let record = history.iterations.iter().rev().find(|r| r.iteration == iteration)?;
     let check = record.check.as_ref()?;
     let targets = Targets::of_history(history, patterns);
@@ -106,12 +117,13 @@ pub fn judge(history: &History, iteration: u64, limits: &Limits, patterns: &[Str
     let mut trajectory = trajectory_before(history, iteration, targets.as_ref());
     let candidate = observe(record, targets.as_ref(), false)?;
     let t0 = t0(history, targets.as_ref());
-    let frontier = frontier_of(t0.as_ref(), &trajectory);
+    let mut frontier = frontier_of(t0.as_ref(), &trajectory);
+    let (candidate_score, band, progress_score) = scored(history, iteration, check, score, &mut frontier);
     // With the ratchet off (`[progress] ratchet = false`) every judged iteration is kept.
-    let (accepted, rejection, frontier_at) = match ratchet::judge(&frontier, iteration, &candidate.passing, None, None) {
+    let (accepted, rejection, frontier_at) = match ratchet::judge(&frontier, iteration, &candidate.passing, candidate_score, band) {
         _ if !limits.ratchet => (true, None, iteration),
         Decision::Accepted(next) => (true, None, next.iteration),
-        Decision::Rejected(why) => (false, serde_json::to_value(why).ok().map(bounded), frontier.iteration),
+        Decision::Rejected(why) => (false, serde_json::to_value(as_declared(why, score)).ok().map(bounded), frontier.iteration),
     };
     let failing_targets = candidate.failing_targets.len() as u64;
     trajectory.push(Observation { accepted, ..candidate });
@@ -133,7 +145,38 @@ pub fn judge(history: &History, iteration: u64, limits: &Limits, patterns: &[Str
         detail: finding.as_ref().map(rules::Finding::detail),
         evidence: finding.as_ref().and_then(|f| serde_json::to_value(f).ok()).map(bounded),
         targets_met,
+        score: progress_score,
     })
+}
+
+/// The score part of judging `check` (iteration `iteration`) under the declared `rule`: the
+/// candidate's score and the band for the ratchet (both oriented so that higher is better; none
+/// when the check reported no score: a red check without one is judged on its tests alone, a
+/// green one is the score guard's), the frontier's best set to the best accepted score before
+/// it, and the record for the `progress` event.
+fn scored(history: &History, iteration: u64, check: &CheckResult, rule: Option<ScoreRule>, frontier: &mut Frontier) -> (Option<f64>, Option<f64>, Option<ProgressScore>) {
+    let Some(rule) = rule else { return (None, None, None) };
+    let value = check.score.as_ref().and_then(|s| s.value);
+    let best = history
+        .iterations
+        .iter()
+        .filter(|r| r.iteration < iteration && r.progress.as_ref().is_some_and(|p| p.accepted))
+        .filter_map(|r| r.check.as_ref()?.score.as_ref()?.value)
+        .map(|v| rule.oriented(v))
+        .reduce(f64::max);
+    frontier.best_score = best;
+    let record = ProgressScore { score: value, best: best.map(|b| rule.oriented(b)), band: rule.band, direction: rule.direction };
+    (value.map(|v| rule.oriented(v)), value.map(|_| rule.band), Some(record))
+}
+
+/// A rejection with its scores as the check reported them (the ratchet saw them oriented).
+fn as_declared(why: Rejection, rule: Option<ScoreRule>) -> Rejection {
+    match (why, rule) {
+        (Rejection::ScoreBelowBest { score, best, band }, Some(rule)) => {
+            Rejection::ScoreBelowBest { score: rule.oriented(score), best: rule.oriented(best), band }
+        }
+        (other, _) => other,
+    }
 }
 
 /// |F_i|: failing targets at t0 (when measured) and after each iteration the ratchet accepted,
@@ -142,7 +185,8 @@ pub fn accepted_trajectory(history: &History) -> Vec<(u64, usize)> {
     let judged: Vec<(u64, usize)> = history
         .iterations
         .iter()
-        .filter_map(|r| r.progress.as_ref().filter(|p| p.accepted).map(|p| (r.iteration, p.failing_targets as usize)))
+        .filter(|r| history.ratchet_kept(r))
+        .filter_map(|r| r.progress.as_ref().map(|p| (r.iteration, p.failing_targets as usize)))
         .collect();
     match t0(history, Targets::of_history(history, &crate::engine::targets::pinned_patterns(history)).as_ref()) {
         Some(t0) if !judged.is_empty() => std::iter::once((0, t0.failing_targets.len())).chain(judged).collect(),
@@ -196,6 +240,71 @@ mod tests {
         let third = step(&mut h, 4, &["a"], &limits);
         assert_eq!(third.halt_reason, Some(HaltReason::SameFailureRepeated));
         assert_eq!(third.evidence.unwrap()["iterations"], serde_json::json!([2, 3, 4]));
+    }
+
+    /// Iterations 1..=3 each failing `a` with the excerpt `excerpts[i]` (after `a`, `b` failing at 1).
+    fn failing_a_with(excerpts: [&str; 3]) -> Option<HaltReason> {
+        let mut h = History::default();
+        let limits = Limits::default();
+        step(&mut h, 1, &["a", "b"], &limits);
+        let mut last = None;
+        for (i, excerpt) in excerpts.iter().enumerate() {
+            let n = i as u64 + 2;
+            checked(&mut h, n, &["a"]);
+            let digest = crate::receipt::events::FailureDigest { test: "a".into(), sha256: signature::excerpt_digest(excerpt) };
+            h.iterations.last_mut().unwrap().check.as_mut().unwrap().failure_digests = Some(vec![digest]);
+            let judged = judge(&h, n, &limits, &[]).unwrap();
+            last = judged.halt_reason;
+            h.iterations.last_mut().unwrap().progress = Some(judged);
+        }
+        last
+    }
+
+    #[test]
+    fn the_same_test_failing_with_other_assertion_messages_is_not_the_same_failure() {
+        assert_eq!(failing_a_with(["expected 1, got 2", "expected 1, got 3", "expected 1, got 4"]), None);
+    }
+
+    #[test]
+    fn the_same_message_with_other_timings_and_addresses_is_the_same_failure() {
+        let halt = failing_a_with(["<X at 0x7f01> after 0.1s", "<X at 0x7f99> after 2.5s", "<X at 0x5501> after 9s"]);
+        assert_eq!(halt, Some(HaltReason::SameFailureRepeated));
+    }
+
+    /// Iterations failing `a` with the given scores (none: missing), judged under `rule`.
+    fn scored_steps(scores: &[Option<f64>], rule: ScoreRule) -> Vec<ProgressRecord> {
+        let mut h = History::default();
+        let limits = Limits { same_failure_n: 0, no_progress_k: 0, ..Limits::default() };
+        scores
+            .iter()
+            .enumerate()
+            .map(|(i, value)| {
+                let n = i as u64 + 1;
+                checked(&mut h, n, &["a"]);
+                let record = crate::receipt::events::ScoreRecord { source: "stdout".into(), value: *value, error: None };
+                h.iterations.last_mut().unwrap().check.as_mut().unwrap().score = Some(record);
+                let judged = judge_scored(&h, n, &limits, &[], Some(rule)).unwrap();
+                h.iterations.last_mut().unwrap().progress = Some(judged.clone());
+                judged
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_lower_is_better_score_that_rises_beyond_the_band_is_rejected_with_the_scores_as_reported() {
+        let rule = ScoreRule { direction: crate::engine::score::Direction::Lower, band: 0.5 };
+        let judged = scored_steps(&[Some(2.0), Some(2.4), Some(3.0)], rule);
+        assert!(judged[0].accepted && judged[1].accepted);
+        assert_eq!(judged[2].rejection, Some(serde_json::json!({"kind": "score_below_best", "score": 3.0, "best": 2.0, "band": 0.5})));
+    }
+
+    #[test]
+    fn a_red_check_without_its_score_is_judged_on_its_tests_and_recorded_missing() {
+        let rule = ScoreRule { direction: crate::engine::score::Direction::Higher, band: 0.0 };
+        let judged = scored_steps(&[Some(1.0), None], rule);
+        assert!(judged[1].accepted);
+        let score = judged[1].score.as_ref().unwrap();
+        assert_eq!((score.score, score.best), (None, Some(1.0)));
     }
 
     #[test]

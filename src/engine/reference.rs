@@ -178,11 +178,15 @@ pub fn check(
     let layers = replay_layers(t0, &reference, ws.protected(), &|path| patterns.matches(path), &scratch, Path::new(WORKSPACE_TARGET), check_owner)
         .map_err(Failure::from)?;
     let command = RoleCommand { role: crate::zones::Role::Check, run_id: run.id().as_str(), iteration: 0, overlay: Some(layers.overlay), credential: None };
-    let cmd = command.zone_command(cfg, &super::commands::operator_env());
+    let mut cmd = command.zone_command(cfg, &super::commands::operator_env());
+    cmd.read_only_beneath = ws.check_read_only();
     let writes = scratch.subdir("upper").map_err(fs_failure)?;
     let report = (!patterns.is_empty()).then_some(ReportSource { dir: &writes, patterns: &patterns });
     let stem = "0000-reference".to_string();
     let checked = run_check(zone, &cmd, Artifacts { dir: artifacts, rel: crate::receipt::store::ARTIFACTS, stem }, report);
+    // The reference's check must leave its tree alone too (super::check_writes).
+    let wrote = super::check_writes::writes(&layers.tested, writes.path(), ws.limits());
+    let wrote = super::check_writes::finding(0, &format!("the check of the reference {rev}"), &wrote);
     drop((writes, scratch));
     // Scratch layers are removed through descriptors (the overlay's work directory is mode 000).
     let _ = crate::workspace::fsat::remove_tree(run.dir().fd().as_raw_fd(), REFERENCE_DIR.as_bytes());
@@ -204,7 +208,10 @@ pub fn check(
             record.check_exit.map_or_else(|| "it did not exit".to_string(), |code| format!("exit {code}"))
         ),
     };
-    let halt = (!passed).then(|| (HaltReason::InfeasibleSuspected, detail.clone()));
+    let (halt, detail) = match wrote {
+        Some(finding) => (Some((HaltReason::MetricIntegrityViolation, finding.detail.clone())), finding.detail),
+        None => ((!passed).then(|| (HaltReason::InfeasibleSuspected, detail.clone())), detail),
+    };
     let record = ReferenceRecord {
         given: true,
         rev: rev_field,

@@ -4,6 +4,10 @@
 //! the delivery at the halt, start from the last accepted tree exactly (the caller re-snapshots
 //! and compares tree ids).
 //!
+//! The layer of a rejected iteration is kept too (`<run>/workspace/rejected-NNNN`, replacing the
+//! one kept before, so at most one such copy exists), so that the operator can accept it by hand
+//! (`ratchet --accept N`, only the last judged iteration) and a resumed run start from it.
+//!
 //! The copy is `cp -a` (no symlink is followed; whiteouts, opaque-directory xattrs, modes and, as
 //! root, owners are kept). It runs only after the agent zone has ended, on a layer the snapshot
 //! already bounded; the entries of the rejected layer are removed through descriptors.
@@ -45,6 +49,55 @@ fn remove(dir: &Path, name: &str) -> Result<(), String> {
     }
 }
 
+/// The name of the kept layer of rejected iteration `n`.
+fn rejected_name(n: u64) -> String {
+    format!("{REJECTED}{n:04}")
+}
+const REJECTED: &str = "rejected-";
+
+/// Keep the agent's layer of rejected iteration `n` (before it is reverted), replacing the
+/// layer kept of an earlier rejection.
+pub fn keep_rejected(upper: &Path, n: u64) -> Result<(), String> {
+    let parent = upper.parent().ok_or_else(|| format!("{}: the agent's layer has no parent directory", upper.display()))?;
+    let fd = fsat::open_dir_path(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+    for name in fsat::list(fd.as_raw_fd()).map_err(|e| format!("{}: {e}", parent.display()))? {
+        if name.starts_with(REJECTED.as_bytes()) {
+            fsat::remove_tree(fd.as_raw_fd(), &name).map_err(|e| format!("removing from {}: {e}", parent.display()))?;
+        }
+    }
+    copy_tree(upper, &parent.join(rejected_name(n)))
+}
+
+/// Whether the layer of rejected iteration `n` is kept in the run's workspace directory
+/// (`<run>/workspace`).
+pub fn rejected_kept(workspace_dir: &Path, n: u64) -> bool {
+    std::fs::symlink_metadata(workspace_dir.join(rejected_name(n))).is_ok_and(|m| m.is_dir())
+}
+
+/// Put the kept layer of rejected iteration `n` in place of the agent's.
+pub fn restore_rejected(upper: &Path, n: u64) -> Result<(), String> {
+    let parent = upper.parent().ok_or_else(|| format!("{}: the agent's layer has no parent directory", upper.display()))?;
+    if !rejected_kept(parent, n) {
+        return Err(format!("the layer of iteration {n} is not kept in {}", parent.display()));
+    }
+    replace_with(upper, &parent.join(rejected_name(n)))
+}
+
+/// Empty the agent's layer.
+fn clear(upper: &Path) -> Result<(), String> {
+    let fd = fsat::open_dir_path(upper).map_err(|e| format!("{}: {e}", upper.display()))?;
+    for name in fsat::list(fd.as_raw_fd()).map_err(|e| format!("{}: {e}", upper.display()))? {
+        fsat::remove_tree(fd.as_raw_fd(), &name).map_err(|e| format!("removing from {}: {e}", upper.display()))?;
+    }
+    Ok(())
+}
+
+/// Empty the agent's layer and copy `from` into it.
+fn replace_with(upper: &Path, from: &Path) -> Result<(), String> {
+    clear(upper)?;
+    copy_tree(from, upper)
+}
+
 /// Keep the agent's layer as the accepted one (replacing the copy of an earlier acceptance).
 pub fn keep_accepted(upper: &Path) -> Result<(), String> {
     let accepted = accepted_of(upper)?;
@@ -57,14 +110,10 @@ pub fn keep_accepted(upper: &Path) -> Result<(), String> {
 /// acceptance).
 pub fn restore_accepted(upper: &Path) -> Result<(), String> {
     let accepted = accepted_of(upper)?;
-    let fd = fsat::open_dir_path(upper).map_err(|e| format!("{}: {e}", upper.display()))?;
-    for name in fsat::list(fd.as_raw_fd()).map_err(|e| format!("{}: {e}", upper.display()))? {
-        fsat::remove_tree(fd.as_raw_fd(), &name).map_err(|e| format!("removing from {}: {e}", upper.display()))?;
-    }
     match std::fs::symlink_metadata(&accepted) {
-        Ok(meta) if meta.is_dir() => copy_tree(&accepted, upper),
+        Ok(meta) if meta.is_dir() => replace_with(upper, &accepted),
         Ok(_) => Err(format!("{}: not a directory", accepted.display())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => clear(upper),
         Err(e) => Err(format!("{}: {e}", accepted.display())),
     }
 }

@@ -7,10 +7,12 @@
 //! - `lines`: the changed and added lines against t0.
 //! - `operators`: trivial lines dropped, the built-in mutation operators per language.
 //! - `sample`: K mutants chosen deterministically from the seed.
+//! - `external`: an operator's mutator (`--mutate-cmd`): its list of diffs, validated.
 //! - `coverage`: the coverage-delta tier (changed lines covered, from lcov or Cobertura).
 //! - `verdict`: mutation score, survivors, adequate or `check_inadequate`.
 
 pub mod coverage;
+pub mod external;
 pub mod lines;
 pub mod operators;
 pub mod sample;

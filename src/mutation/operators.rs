@@ -45,7 +45,9 @@ impl Operator {
     }
 }
 
-/// One mutant: replace `start..end` of the file at `path` with `replacement`.
+/// One mutant: replace `start..end` of the file at `path` with `replacement`. An
+/// [`Operator::External`] mutant (an operator's mutator, `super::external`) instead holds its
+/// description in `original` and its unified diff in `replacement`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Mutant {
     pub path: String,
@@ -61,6 +63,9 @@ pub struct Mutant {
 impl Mutant {
     /// The file's bytes with this mutant applied (`None`: its range is not in `source`).
     pub fn apply(&self, source: &[u8]) -> Option<Vec<u8>> {
+        if self.operator == Operator::External {
+            return super::external::apply(&self.replacement, source);
+        }
         if self.start > self.end || self.end > source.len() {
             return None;
         }
@@ -74,6 +79,9 @@ impl Mutant {
     /// What was changed, escaped and bounded for the terminal and the receipt.
     pub fn change(&self) -> String {
         let show = |s: &str| if s.trim().is_empty() { "(nothing)".to_string() } else { evidence_text(s) };
+        if self.operator == Operator::External {
+            return format!("external: {}", show(&self.original));
+        }
         format!("{}: `{}` -> `{}`", self.operator.as_str(), show(&self.original), show(&self.replacement))
     }
 }

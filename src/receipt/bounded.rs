@@ -178,6 +178,10 @@ pub fn artifacts_named(events: &[Event]) -> Vec<&ArtifactRef> {
         .iter()
         .filter_map(|e| match e {
             Event::Externalised(x) => Some(&x.artifact),
+            // A check's failure excerpts (`engine::excerpts`).
+            Event::CheckResult(c) => c.excerpts_artifact.as_ref(),
+            Event::CheckBaseline(b) => b.check.excerpts_artifact.as_ref(),
+            Event::CheckConfirmation(c) => c.check.excerpts_artifact.as_ref(),
             _ => None,
         })
         .collect()

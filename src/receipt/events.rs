@@ -59,6 +59,10 @@ pub enum Event {
     /// The progress judgement of an iteration whose check named its tests: the ratchet's
     /// acceptance and, when a no-convergence rule fired, its halt and evidence (docs/progress.md).
     Progress(ProgressRecord),
+    /// The operator advanced the ratchet's frontier by hand to an iteration it rejected
+    /// (`loopexec ratchet --accept`), signed by the operator key; a resumed run starts from that
+    /// iteration's tree (docs/progress.md, "Accepting by hand").
+    RatchetAccept(RatchetAcceptRecord),
     /// The known-feasible reference checked at the start, or that none was given.
     Reference(ReferenceRecord),
     /// The check run once on t0 before the first agent call (or its cache entry): the sets the
@@ -110,6 +114,7 @@ impl Event {
             Event::CheckConfirmation(_) => "check_confirmation",
             Event::Progress(_) => "progress",
             Event::Reference(_) => "reference",
+            Event::RatchetAccept(_) => "ratchet_accept",
             Event::CheckBaseline(_) => "check_baseline",
             Event::Targets(_) => "targets",
             Event::Judge(_) => "judge",
@@ -203,6 +208,19 @@ pub struct ProtectedChangeRecord {
     pub change: String,
 }
 
+/// A hand acceptance (`ratchet_accept`): the operator key's signature over the run id, the
+/// iteration, its tree and the receipt line before this event (`receipt::acceptance`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RatchetAcceptRecord {
+    pub iteration: u64,
+    /// The git tree id of the accepted iteration's snapshot.
+    pub tree_id: String,
+    /// The fingerprint of the operator key that signed.
+    pub operator_key: String,
+    /// Base64 Ed25519 signature (docs/signing.md).
+    pub signature: String,
+}
+
 /// The known-feasible reference of a run (docs/progress.md, "The reference").
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReferenceRecord {
@@ -276,6 +294,19 @@ pub struct ProgressRecord {
     /// every target and every test passing at t0 passing: success (docs/progress.md, "Targets").
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub targets_met: bool,
+    /// With a declared score (`[progress.score]`): this iteration's score (null: missing), the
+    /// best accepted score before it (null: none yet) and the band (absent without a score).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub score: Option<ProgressScore>,
+}
+
+/// The score part of a `progress` event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProgressScore {
+    pub score: Option<f64>,
+    pub best: Option<f64>,
+    pub band: f64,
+    pub direction: crate::engine::score::Direction,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -367,6 +398,37 @@ pub struct CheckResult {
     /// the check did not exit, and in receipts written before coverage was read).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coverage: Option<LineCoverageRecord>,
+    /// Per failing test with a failure excerpt, the hex SHA-256 of its normalised excerpt, by id
+    /// (what the failure signature needs; null without excerpts and in older receipts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_digests: Option<Vec<FailureDigest>>,
+    /// The artifact holding the excerpts themselves (`artifacts/<stem>-excerpts.json`), which the
+    /// feedback file quotes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub excerpts_artifact: Option<crate::receipt::bounded::ArtifactRef>,
+    /// The score the loop declares (`[progress.score]`) as this check reported it (null without
+    /// a declared score, when the check did not exit, and in older receipts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub score: Option<ScoreRecord>,
+}
+
+/// A declared score as one check reported it: its value, or why it has none.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScoreRecord {
+    /// `stdout` (the regex's source) or the score file's path.
+    pub source: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<f64>,
+    /// Why there is no value (missing, a link, unparsable), escaped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One failing test's normalised failure excerpt, by digest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailureDigest {
+    pub test: String,
+    pub sha256: String,
 }
 
 /// A declared coverage report as one check left it: its overall line coverage, or why it could
@@ -759,6 +821,9 @@ pub(crate) mod sample {
             junit_error: None,
             evidence: None,
             coverage: None,
+            failure_digests: None,
+            excerpts_artifact: None,
+            score: None,
         })
     }
 

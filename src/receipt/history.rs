@@ -97,6 +97,9 @@ pub struct History {
     pub check_baseline_externalised: Option<crate::receipt::bounded::Externalised>,
     /// The run's `targets` event, when it recorded one.
     pub targets: Option<super::events::TargetsRecord>,
+    /// The operator's hand acceptances (`ratchet_accept`), in order, each with the last
+    /// iteration started when it was recorded.
+    pub hand_accepted: Vec<(super::events::RatchetAcceptRecord, u64)>,
 }
 
 impl History {
@@ -186,6 +189,7 @@ impl History {
                 }
             }
             Event::Reference(reference) => self.reference = Some(reference.clone()),
+            Event::RatchetAccept(accept) => self.hand_accepted.push((accept.clone(), self.last_started)),
             Event::Progress(progress) => {
                 if let Some(slot) = self.slot(progress.iteration) {
                     slot.progress = Some(progress.clone());
@@ -263,10 +267,25 @@ impl History {
         self.iterations.iter().filter(|r| r.check.is_some()).map(IterationRecord::failing_count).collect()
     }
 
+    /// Whether the operator accepted iteration `n` by hand (`ratchet --accept`).
+    pub fn accepted_by_hand(&self, n: u64) -> bool {
+        self.hand_accepted.iter().any(|(a, _)| a.iteration == n)
+    }
+
+    /// Whether the ratchet kept iteration `n`: its `progress` accepted it, or the operator did.
+    pub fn ratchet_kept(&self, record: &IterationRecord) -> bool {
+        record.progress.as_ref().is_some_and(|p| p.accepted) || self.accepted_by_hand(record.iteration)
+    }
+
+    /// The hand acceptance no iteration has started from yet (what a resume applies).
+    pub fn pending_hand_acceptance(&self) -> Option<&super::events::RatchetAcceptRecord> {
+        self.hand_accepted.last().filter(|(_, after)| *after == self.last_started).map(|(a, _)| a)
+    }
+
     /// The last snapshot the guards accepted (the end state of a detached run).
     pub fn last_accepted_snapshot(&self) -> Option<&SnapshotRecord> {
-        // An iteration the ratchet rejected is never the end state.
-        let ratcheted = |r: &&IterationRecord| r.progress.as_ref().is_none_or(|p| p.accepted);
+        // An iteration the ratchet rejected (and the operator did not accept) is never the end state.
+        let ratcheted = |r: &&IterationRecord| r.progress.is_none() || self.ratchet_kept(r);
         self.iterations.iter().rev().filter(ratcheted).filter_map(|r| r.snapshot.as_ref()).find(|s| s.accepted())
     }
 
@@ -363,6 +382,9 @@ mod tests {
                         junit_error,
                         evidence: None,
                         coverage: None,
+                        failure_digests: None,
+                        excerpts_artifact: None,
+                        score: None,
                     })
                 }
             ),

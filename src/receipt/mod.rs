@@ -2,6 +2,7 @@
 //! - `bounded`: large per-iteration lists moved to digest-named run artifacts.
 //! - `chain`: the hash-chained JSONL event log.
 //! - `events`: the typed events a receipt holds (names and fields are a contract).
+//! - `acceptance`: the operator's signed hand acceptances of rejected iterations.
 //! - `history`: the events folded into the one state every reader (and the live loop) uses.
 //! - `state`: the atomically written `state.json` summaries.
 //! - `store`: the `.loopexec/` layout, reached only through symlink-proof handles.
@@ -15,6 +16,7 @@ pub mod chain;
 pub mod dsse;
 pub mod events;
 pub mod history;
+pub mod acceptance;
 pub mod keys;
 pub mod probe;
 pub mod seal;

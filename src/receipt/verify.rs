@@ -62,6 +62,37 @@ impl Verification {
     }
 }
 
+/// Check that every `run_key` event of a receipt (`records`, its raw `lines`) is endorsed by
+/// `operator` over the line before it: the number of endorsements and the last run key, or each
+/// failure (one per line; "no run_key event" when there is none).
+pub fn endorsements(records: &[Recorded], lines: &[&[u8]], run_id: &str, operator: &VerifyingKey) -> Result<(usize, VerifyingKey), Vec<String>> {
+    let mut failures = Vec::new();
+    let mut last_run_key = None;
+    let mut count = 0;
+    for (i, record) in records.iter().enumerate() {
+        let Event::RunKey(endorsed) = &record.event else {
+            continue;
+        };
+        count += 1;
+        let prev = match i.checked_sub(1).and_then(|p| lines.get(p)) {
+            Some(line) => chain::line_hash(line),
+            None => chain::GENESIS.to_string(),
+        };
+        match keys::public_key_from_hex(&endorsed.public_key) {
+            Some(key) if keys::verify_b64(operator, &keys::endorsement_message(run_id, &key, &prev), &endorsed.endorsement) => {
+                last_run_key = Some(key);
+            }
+            Some(_) => failures.push(format!("receipt line {}: run key not endorsed by operator key {}", i + 1, keys::fingerprint(operator))),
+            None => failures.push(format!("receipt line {}: malformed run public key", i + 1)),
+        }
+    }
+    match last_run_key {
+        _ if count == 0 => Err(vec!["receipt has no run_key event".to_string()]),
+        Some(key) if failures.is_empty() => Ok((count, key)),
+        _ => Err(failures),
+    }
+}
+
 /// Verify the sealed run in `run_dir` against the operator's public key.
 pub fn verify_run(run_dir: &SafeDir, operator: &VerifyingKey) -> Verification {
     let mut v = Verification { operator_key: Some(keys::fingerprint(operator)), ..Default::default() };
@@ -156,40 +187,26 @@ pub(crate) fn verify_envelope(
 ) -> Option<Value> {
     // 2. Endorsements of every run key. The endorsed message binds the line before the event.
     let lines: Vec<&[u8]> = receipt.split(|b| *b == b'\n').filter(|l| !l.is_empty()).collect();
-    let mut last_run_key: Option<VerifyingKey> = None;
-    let mut endorsement_ok = true;
-    let mut endorsements = 0;
-    for (i, record) in records.iter().enumerate() {
-        let Event::RunKey(endorsed) = &record.event else {
-            continue;
-        };
-        endorsements += 1;
-        let key = keys::public_key_from_hex(&endorsed.public_key);
-        let sig = endorsed.endorsement.as_str();
-        let prev = if i == 0 { chain::GENESIS.to_string() } else { chain::line_hash(lines[i - 1]) };
-        match key {
-            Some(key) if keys::verify_b64(operator, &keys::endorsement_message(run_id, &key, &prev), sig) => {
-                last_run_key = Some(key);
-            }
-            Some(_) => {
-                endorsement_ok = false;
-                v.fail("run_key_endorsement", format!("receipt line {}: run key not endorsed by operator key {}", i + 1, keys::fingerprint(operator)));
-            }
-            None => {
-                endorsement_ok = false;
-                v.fail("run_key_endorsement", format!("receipt line {}: malformed run public key", i + 1));
-            }
+    let run_key = match endorsements(records, &lines, run_id, operator) {
+        Ok((count, key)) => {
+            v.pass("run_key_endorsement", format!("{count} run key(s) endorsed by operator key"));
+            key
         }
+        Err(failures) => {
+            for failure in failures {
+                v.fail("run_key_endorsement", failure);
+            }
+            return None;
+        }
+    };
+    // The operator's hand acceptances of rejected iterations (`ratchet --accept`), when any.
+    match super::acceptance::verify_all(records, &lines, operator) {
+        Some(Ok(detail)) => v.pass("hand_acceptances", detail),
+        Some(Err(detail)) => {
+            v.fail("hand_acceptances", detail);
+        }
+        None => {}
     }
-    if endorsements == 0 {
-        v.fail("run_key_endorsement", "receipt has no run_key event");
-        return None;
-    }
-    if !endorsement_ok {
-        return None;
-    }
-    v.pass("run_key_endorsement", format!("{endorsements} run key(s) endorsed by operator key"));
-    let run_key = last_run_key?;
 
     // 3. The envelope.
     let envelope: Envelope = match run_dir.read(ENVELOPE_FILE, ENVELOPE_MAX_BYTES).map_err(|e| e.to_string()).and_then(|b| {

@@ -375,6 +375,14 @@ mod tests {
     }
 
     #[test]
+    fn a_failing_point_keeps_its_diagnostics_and_a_passing_one_keeps_none() {
+        let r = parsed("1..3\nok 1 - fine\n# chatter\nnot ok 2 - bad\n#   Failed test 'bad'\n#   at t/x.t line 7.\nnot ok 3 - yaml\n  ---\n  message: \"boom\"\n  ...\n# Looks like you failed 2 tests of 3.\n");
+        assert_eq!(r.excerpts.keys().collect::<Vec<_>>(), ["bad", "yaml"]);
+        assert_eq!(r.excerpts["bad"].text, "Failed test 'bad'\n  at t/x.t line 7.");
+        assert!(r.excerpts["yaml"].text.starts_with("message: \"boom\"\n"), "{}", r.excerpts["yaml"].text);
+    }
+
+    #[test]
     fn points_become_sets_with_directives_as_skips() {
         let r = parsed("TAP version 13\n1..4\nok 1 - a\nnot ok 2 - b\nok 3 - c # SKIP later\nnot ok 4 - d # TODO bug\n");
         assert_eq!(r.failing.iter().collect::<Vec<_>>(), ["b"]);

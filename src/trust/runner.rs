@@ -163,6 +163,20 @@ fn run_process(spec_path: &Path) -> CmdResult<RunReport> {
     serde_json::from_value(value["report"].clone()).map_err(|e| Failure::internal(format!("a probe run's report: {e}")))
 }
 
+/// Run `target`'s check once, unperturbed, on its own copy, and read the file `name` it left at
+/// the top of that copy (at most `max` bytes, never through a link). For a command whose product
+/// is a file (the operator's mutator's list), not its verdict.
+pub fn run_once_reading(target: &CheckTarget, name: &str, max: u64) -> CmdResult<(RunReport, Result<Vec<u8>, crate::safefs::SafeFsError>)> {
+    let scratch = Scratch::create()?;
+    let plans = super::perturb::plan(1, &[], 0);
+    let (spec, path) = prepare(target, &scratch, &plans[0], RunMode::default(), zone_owner(target)?)?;
+    let report = run_process(&path)?;
+    let tree = crate::safefs::SafeDir::open(&spec.tree).map_err(crate::receipt::store::fs_failure)?;
+    let bytes = tree.read(name, max);
+    drop(scratch);
+    Ok((report, bytes))
+}
+
 /// Run every plan (each with `mode`), `jobs` at a time; reports in plan order.
 pub fn execute(target: &CheckTarget, plans: &[RunPlan], mode: RunMode, jobs: usize) -> CmdResult<Vec<RunReport>> {
     execute_edited(target, plans, mode, jobs, &|_, _| Ok(()))

@@ -238,6 +238,7 @@ pub fn run(spec: &RunSpec) -> CmdResult<RunReport> {
         inject: spec.plan.env.iter().map(|(k, v)| (k.clone(), crate::secret::Secret::new(v.clone()))).collect(),
         stdin: None,
         read_only: Vec::new(),
+        read_only_beneath: Vec::new(),
     };
     // Busy threads only without isolation: in the exec zone the quota is the load, and threads
     // here would load the probe's other runs as well.

@@ -41,6 +41,9 @@ pub struct CheckLayers {
     pub frozen: usize,
     /// Paths hidden from the check (agent-created protected paths, entries not in the tree).
     pub hidden: Vec<String>,
+    /// The tree under test as the check sees it: the tree with its hidden paths removed and
+    /// t0's protected entries on top (what a check must leave as it found it).
+    pub tested: Manifest,
 }
 
 /// t0's protected entries, hard-linked from the baseline into a directory of their own: the top
@@ -49,6 +52,26 @@ pub struct CheckLayers {
 pub struct FrozenLayer {
     path: PathBuf,
     entries: usize,
+    /// The paths the check's zone holds read-only: each topmost protected directory of t0 and
+    /// each protected t0 file outside one (symlinks left out: a bind cannot hold one without
+    /// following it), at most [`MAX_READ_ONLY_HOLDS`].
+    read_only: Vec<Vec<u8>>,
+}
+
+/// The most paths a check's zone holds read-only (each is a bind in its mount namespace and a
+/// line of its plan); protected paths past it are guarded by the check-writes guard alone.
+pub const MAX_READ_ONLY_HOLDS: usize = 256;
+
+/// The shortest protected ancestor of `path` (or `path`): what a read-only hold covers.
+fn topmost_protected(path: &[u8], protected: &ProtectedPaths) -> Vec<u8> {
+    let mut i = 0;
+    while let Some(off) = path[i..].iter().position(|&b| b == b'/') {
+        if protected.is_protected(&path[..i + off]) {
+            return path[..i + off].to_vec();
+        }
+        i += off + 1;
+    }
+    path.to_vec()
 }
 
 impl FrozenLayer {
@@ -64,7 +87,14 @@ impl FrozenLayer {
         let base_root = fsat::open_dir_path(base_files).map_err(|e| WorkspaceError::io(base_files, e.into()))?;
         let mut layer = Layer { root, root_path: path.clone(), owner };
         let mut entries = 0;
+        let mut read_only: Vec<Vec<u8>> = Vec::new();
         for (p, entry) in baseline.iter().filter(|(p, _)| protected.is_protected(p)) {
+            if entry.kind != EntryKind::Symlink && read_only.len() < MAX_READ_ONLY_HOLDS {
+                let hold = topmost_protected(p, protected);
+                if read_only.last() != Some(&hold) {
+                    read_only.push(hold);
+                }
+            }
             let dst = layer.parent_of(p)?;
             let src = fsat::open_dir_beneath(base_root.as_raw_fd(), tree_path::parent(p))
                 .map_err(|e| WorkspaceError::io(base_files.join(std::ffi::OsStr::from_bytes(p)), e.into()))?;
@@ -76,7 +106,12 @@ impl FrozenLayer {
             }
             entries += 1;
         }
-        Ok(FrozenLayer { path, entries })
+        Ok(FrozenLayer { path, entries, read_only })
+    }
+
+    /// The paths the check's zone holds read-only (tree paths, in path order).
+    pub fn read_only(&self) -> &[Vec<u8>] {
+        &self.read_only
     }
 
     pub fn path(&self) -> &Path {
@@ -188,12 +223,20 @@ fn layers_over(
         all_lowers.push(hide_path);
     }
     all_lowers.extend(lowers.iter().cloned());
+    let mut tested = tree.clone();
+    for path in &hidden {
+        tested.remove_tree(path);
+    }
+    for (path, entry) in baseline.iter().filter(|(p, _)| protected.is_protected(p)) {
+        tested.insert(path.clone(), *entry)?;
+    }
     let (upper_path, _) = make_dir(check_dir, UPPER, 0o755, owner)?;
     let (work_path, _) = make_dir(check_dir, WORK, 0o700, owner)?;
     Ok(CheckLayers {
         overlay: OverlayMount { target: target.to_path_buf(), lowers: all_lowers, upper: Some(upper_path), work: Some(work_path), volatile: true },
         frozen: frozen.entries,
         hidden: hidden.iter().map(|p| String::from_utf8_lossy(p).into_owned()).collect(),
+        tested,
     })
 }
 

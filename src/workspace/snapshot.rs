@@ -94,9 +94,20 @@ impl Snapshot {
     }
 }
 
+/// Which entries of an upper layer the walk reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    /// Every entry: the agent's layer, all of which may be delivered.
+    Everything,
+    /// Only the entries at a path of the lower tree or above one: a check's scratch layer, where
+    /// a new file or a new directory is no write to the tree under test (never opened, never
+    /// hashed, never descended into: a `target/` of any size costs one entry).
+    TreePaths,
+}
+
 /// Merge the upper layer at `upper` over `baseline` (the tree id hashed in full), within `bounds`.
 pub fn take(baseline: &Manifest, upper: &Path, bounds: &mut Bounds) -> WsResult<Snapshot> {
-    let mut s = merge(baseline, upper, bounds)?.0;
+    let mut s = merge(baseline, upper, Scope::Everything, bounds)?.0;
     s.tree_id = s.manifest.tree_id();
     Ok(s)
 }
@@ -104,14 +115,22 @@ pub fn take(baseline: &Manifest, upper: &Path, bounds: &mut Bounds) -> WsResult<
 /// The same snapshot as [`take`], hashing only the directories the upper layer touched;
 /// `baseline_dirs` is `baseline.dir_ids()`.
 pub fn take_reusing(baseline: &Manifest, baseline_dirs: &DirIds, upper: &Path, bounds: &mut Bounds) -> WsResult<Snapshot> {
-    let (mut s, dirty) = merge(baseline, upper, bounds)?;
+    let (mut s, dirty) = merge(baseline, upper, Scope::Everything, bounds)?;
     s.tree_id = s.manifest.tree_id_reusing(baseline_dirs, &dirty);
     Ok(s)
 }
 
+/// What the tree `tested` became under the upper layer at `upper` (a check's writes), reading
+/// only the upper entries at paths of `tested` or above them (see [`Scope::TreePaths`]): new
+/// paths are left out, so [`Snapshot::changes`] against `tested` names exactly the paths the
+/// layer modified, replaced or deleted. The tree id is not computed.
+pub fn over_tree_paths(tested: &Manifest, upper: &Path, bounds: &mut Bounds) -> WsResult<Snapshot> {
+    Ok(merge(tested, upper, Scope::TreePaths, bounds)?.0)
+}
+
 /// The merged manifest (tree id not yet computed), and every directory path where it may
 /// differ from `baseline`: each changed path, its ancestors, and the root `""`.
-fn merge(baseline: &Manifest, upper: &Path, bounds: &mut Bounds) -> WsResult<(Snapshot, BTreeSet<Vec<u8>>)> {
+fn merge(baseline: &Manifest, upper: &Path, scope: Scope, bounds: &mut Bounds) -> WsResult<(Snapshot, BTreeSet<Vec<u8>>)> {
     let root = fsat::open_dir_path(upper).map_err(|e| WorkspaceError::io(upper, e.into()))?;
     let mut s = Snapshot {
         tree_id: ObjectId([0; 20]),
@@ -121,7 +140,8 @@ fn merge(baseline: &Manifest, upper: &Path, bounds: &mut Bounds) -> WsResult<(Sn
         not_in_tree: Vec::new(),
     };
     let mut dirty = BTreeSet::from([Vec::new()]);
-    walk(root, upper, &mut s, &mut dirty, bounds)?;
+    let lower = (scope == Scope::TreePaths).then_some(baseline);
+    walk(root, upper, lower, &mut s, &mut dirty, bounds)?;
     bounds.check_now()?;
     Ok((s, dirty))
 }
@@ -149,8 +169,17 @@ fn listing(dir: RawFd, path: &[u8], at: &dyn Fn(&[u8]) -> PathBuf, bounds: &Boun
 }
 
 /// Read the upper layer depth first with an explicit stack ([`fsat::DirStack`]: bounded
-/// descriptors whatever the depth), checking every entry against `bounds` as it is read.
-fn walk(root: OwnedFd, upper: &Path, s: &mut Snapshot, dirty: &mut BTreeSet<Vec<u8>>, bounds: &mut Bounds) -> WsResult<()> {
+/// descriptors whatever the depth), checking every entry against `bounds` as it is read. With
+/// `only_paths_of`, an entry at a path that tree neither holds nor has anything beneath is
+/// skipped unread.
+fn walk(
+    root: OwnedFd,
+    upper: &Path,
+    only_paths_of: Option<&Manifest>,
+    s: &mut Snapshot,
+    dirty: &mut BTreeSet<Vec<u8>>,
+    bounds: &mut Bounds,
+) -> WsResult<()> {
     let at = |p: &[u8]| upper.join(std::ffi::OsStr::from_bytes(p));
     let mut stack = fsat::DirStack::new(root);
     let mut rel: Vec<u8> = Vec::new();
@@ -166,6 +195,9 @@ fn walk(root: OwnedFd, upper: &Path, s: &mut Snapshot, dirty: &mut BTreeSet<Vec<
             continue;
         };
         let path = tree_path::join(&rel, &name);
+        if only_paths_of.is_some_and(|tree| tree.get(&path).is_none() && !tree.has_beneath(&path)) {
+            continue;
+        }
         bounds.entry(&path, stack.depth() + 1)?;
         let io = |e: nix::Error| WorkspaceError::io(at(&path), e.into());
         if tree_path::component_problem(&name).is_some() {

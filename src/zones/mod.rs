@@ -79,7 +79,7 @@ pub struct ZoneCommand {
     /// sandboxing backends can honour them: the host backend refuses a command that has any.
     pub overlays: Vec<sandbox::OverlayMount>,
     /// Variables set for this command whatever the zone's environment policy: the agent's
-    /// minted credential. Only in the command's environment (never argv); `Debug` redacts them.
+    /// minted credential, the check's pinned runner variables (`[runner]`). Only in the command's environment (never argv); `Debug` redacts them.
     pub inject: Vec<(String, crate::secret::Secret)>,
     /// A file the command reads as its stdin (the judge's packet); `None`: `/dev/null`. Opened by
     /// the supervisor without following links.
@@ -87,6 +87,10 @@ pub struct ZoneCommand {
     /// Operator-owned paths outside the workspace the command may read, never write (the
     /// agent's feedback directory), bound at the same path by sandboxing backends.
     pub read_only: Vec<PathBuf>,
+    /// Paths inside the command's first overlay (relative to its target) the command may read
+    /// but never write, rename or remove (t0's protected paths in the check's copy), bound
+    /// read-only there by the native backend.
+    pub read_only_beneath: Vec<PathBuf>,
 }
 
 /// Open a command's stdin file read-only, never through a symbolic link.

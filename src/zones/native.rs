@@ -107,6 +107,9 @@ impl NativeZone {
             spec.overlays = cmd.overlays.clone();
         }
         spec.extra_ro.extend(cmd.read_only.iter().cloned());
+        if let Some(overlay) = cmd.overlays.first() {
+            spec.read_only_beneath = cmd.read_only_beneath.iter().map(|sub| (overlay.target.clone(), sub.clone())).collect();
+        }
         spec.clock_offset_s = self.clock_offset_s;
         if proxied {
             spec.loopback_listener = Some(PROXY_PORT);
