@@ -165,3 +165,44 @@ fn the_feedback_is_not_in_the_delivered_branch_nor_left_behind() {
     assert!(!dir.starts_with(repo.path()), "{}", dir.display());
     assert!(!dir.exists(), "{} is left after the run", dir.display());
 }
+
+/// `cat path` as `uid`/`gid` with no supplementary groups: whether it read the file.
+fn reads_as(uid: &str, gid: &str, path: &Path) -> bool {
+    std::process::Command::new("setpriv")
+        .args(["--reuid", uid, "--regid", gid, "--clear-groups", "cat"])
+        .arg(path)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap()
+        .success()
+}
+
+fn one_feedback() -> loopexec::feedback::Feedback {
+    loopexec::feedback::Feedback::new(1, 0, [("secret_test", None)], None, vec![])
+}
+
+#[test]
+fn another_local_user_cannot_read_the_feedback_the_zone_group_can() {
+    use loopexec::engine::feedback_file::{FeedbackFile, MARKDOWN_NAME};
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let Some(other) = other_local_user() else { return };
+    let file = FeedbackFile::create(Some(ZONE_UID_WHEN_ROOT)).unwrap();
+    file.write(&one_feedback()).unwrap();
+    assert!(!reads_as(other, other, &file.json_path()), "{other} read the feedback file");
+    assert!(!reads_as(other, other, &file.dir().join(MARKDOWN_NAME)));
+    let zone = ZONE_UID_WHEN_ROOT.to_string();
+    assert!(reads_as(&zone, &zone, &file.json_path()), "the zone's uid/gid reads it");
+    let meta = std::fs::metadata(file.dir()).unwrap();
+    assert_eq!((meta.permissions().mode() & 0o7777, meta.gid()), (0o750, ZONE_UID_WHEN_ROOT));
+}
+
+#[test]
+fn without_a_zone_group_the_feedback_is_the_operators_alone() {
+    use loopexec::engine::feedback_file::FeedbackFile;
+    use std::os::unix::fs::PermissionsExt;
+    let file = FeedbackFile::create(None).unwrap();
+    file.write(&one_feedback()).unwrap();
+    assert_eq!(std::fs::metadata(file.dir()).unwrap().permissions().mode() & 0o7777, 0o700);
+    assert_eq!(std::fs::metadata(file.json_path()).unwrap().permissions().mode() & 0o7777, 0o600);
+}

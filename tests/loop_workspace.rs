@@ -396,19 +396,6 @@ fn three_sparse_gigabyte_files_are_streamed_never_read_whole() {
     assert!(patch.contains("-41\n+42\n"), "the other changes are in the patch as usual");
 }
 
-/// The second unprivileged local user of ci/setup-test-user.sh, when this test runs as root.
-fn other_local_user() -> Option<&'static str> {
-    let exists = std::process::Command::new("id").arg("loopexec-other").output().is_ok_and(|o| o.status.success());
-    match (nix::unistd::geteuid().is_root(), exists) {
-        (true, true) => Some("loopexec-other"),
-        _ if std::env::var_os("CI").is_some() => panic!("CI runs this as root with the user loopexec-other (ci/setup-test-user.sh)"),
-        _ => {
-            eprintln!("skipped: needs root and the user loopexec-other (ci/setup-test-user.sh)");
-            None
-        }
-    }
-}
-
 #[test]
 fn another_local_user_reaches_neither_the_baseline_cache_nor_the_run_directory() {
     let Some(other) = other_local_user() else { return };

@@ -108,7 +108,7 @@ pub fn run(args: DoctorArgs, json: bool) -> CmdResult<Outcome> {
         }
         crate::zones::Isolation::None => None,
     };
-    gates_outcome(preflight, &target, &settings, Some(&args.adequacy), Some((&statedir, &operator)))
+    gates_run(preflight, &target, &settings, Some(&args.adequacy), (&statedir, &operator)).map(|g| g.out)
 }
 
 /// What `doctor = true`'s gates decided about a new run.
@@ -159,34 +159,23 @@ pub fn gate_loop(
     };
     // Before a run there is no agent change to mutate: the loop's own canary (`adequacy =
     // "final"`) judges adequacy on its final green iteration.
-    let gated = gates_run(preflight, &target, &settings, None, Some((statedir, operator)))?;
-    gated.preconditions.map(LoopGate::Judged).ok_or_else(|| Failure::internal("the gates' receipt was not written"))
+    Ok(LoopGate::Judged(gates_run(preflight, &target, &settings, None, (statedir, operator))?.preconditions))
 }
 
-/// The oracle gates' outcome after a preflight that passed (`None`: no isolation to check);
-/// with `record`, the gates' signed receipt written under the state dir (`trust::record`).
-pub fn gates_outcome(
-    preflight: Option<Outcome>,
-    target: &crate::trust::runner::CheckTarget,
-    settings: &crate::trust::determinism::ProbeSettings,
-    adequacy: Option<&super::doctor_adequacy::AdequacyArgs>,
-    record: Option<(&crate::receipt::store::StateDir, &crate::receipt::keys::OperatorKey)>,
-) -> CmdResult<Outcome> {
-    gates_run(preflight, target, settings, adequacy, record).map(|g| g.out)
-}
-
-/// The gates' outcome, and with `record` what a run's receipt records of them.
+/// The oracle gates' outcome after a preflight that passed (`None`: no isolation to check), their
+/// signed receipt written under the state dir with the operator key (`record`, `trust::record`),
+/// and what a run's receipt records of them.
 pub struct GatesRun {
     pub out: Outcome,
-    pub preconditions: Option<crate::receipt::probe::PreconditionsRecord>,
+    pub preconditions: crate::receipt::probe::PreconditionsRecord,
 }
 
-fn gates_run(
+pub fn gates_run(
     preflight: Option<Outcome>,
     target: &crate::trust::runner::CheckTarget,
     settings: &crate::trust::determinism::ProbeSettings,
     adequacy: Option<&super::doctor_adequacy::AdequacyArgs>,
-    record: Option<(&crate::receipt::store::StateDir, &crate::receipt::keys::OperatorKey)>,
+    record: (&crate::receipt::store::StateDir, &crate::receipt::keys::OperatorKey),
 ) -> CmdResult<GatesRun> {
     use crate::trust::gates::{first_failure, run_gates, GateVerdict};
     let (determinism, mut reports) = run_gates(target, settings)?;
@@ -203,19 +192,13 @@ fn gates_run(
         Some((reason, detail, gate)) => Outcome::halted("doctor", *reason).field("detail", format!("{gate}: {detail}")),
         None => Outcome::ok("doctor"),
     };
-    let mut preconditions = None;
-    let kept = match record {
-        Some((statedir, operator)) => {
-            use crate::trust::record::{gate_values, isolation_gate, keep, preconditions_of, Conclusion};
-            let gates: Vec<serde_json::Value> = std::iter::once(isolation_gate(preflight.is_some())).chain(gate_values(&reports)).collect();
-            let detail = failure.as_ref().map(|(_, detail, gate)| format!("doctor gate {gate}: {detail}"));
-            let conclusion = Conclusion { command: "doctor", gates: Some(gates.clone()), halt_reason: failure.as_ref().map(|f| f.0), exit_code: out.exit_code(), target };
-            let kept = keep(statedir, operator, &determinism, conclusion)?;
-            preconditions = Some(preconditions_of(&kept, &gates, &determinism, failure.as_ref().map(|f| f.0), detail));
-            Some(kept)
-        }
-        None => None,
-    };
+    let (statedir, operator) = record;
+    use crate::trust::record::{gate_values, isolation_gate, keep, preconditions_of, Conclusion};
+    let gates: Vec<serde_json::Value> = std::iter::once(isolation_gate(preflight.is_some())).chain(gate_values(&reports)).collect();
+    let detail = failure.as_ref().map(|(_, detail, gate)| format!("doctor gate {gate}: {detail}"));
+    let conclusion = Conclusion { command: "doctor", gates: Some(gates.clone()), halt_reason: failure.as_ref().map(|f| f.0), exit_code: out.exit_code(), target };
+    let kept = keep(statedir, operator, &determinism, conclusion)?;
+    let preconditions = preconditions_of(&kept, &gates, &determinism, failure.as_ref().map(|f| f.0), detail);
     let mut human = preflight.as_ref().map(|p| p.human.clone()).unwrap_or_default();
     let isolation = match &preflight {
         Some(_) => "passed".to_string(),
@@ -245,10 +228,8 @@ fn gates_run(
     out.set("check", target.check.clone());
     out.set("gates", serde_json::to_value(&reports).unwrap_or_default());
     out.set("probe", serde_json::to_value(&determinism).unwrap_or_default());
-    if let Some(kept) = kept {
-        human.push_str(&format!("receipt          {}\n", crate::inert::inert(&kept.dir.to_string_lossy())));
-        out.set("receipt", kept.dir.to_string_lossy().into_owned());
-    }
+    human.push_str(&format!("receipt          {}\n", crate::inert::inert(&kept.dir.to_string_lossy())));
+    out.set("receipt", kept.dir.to_string_lossy().into_owned());
     Ok(GatesRun { out: out.human(human), preconditions })
 }
 

@@ -449,10 +449,9 @@ mod tests {
         ProbeRunRecord { run: i, dimension, class, failing_digest: String::new(), failing_count: None, exit_code: Some(0), duration_ms: 1, plan: json!({}) }
     }
 
-    /// 59 agreeing runs, certified.
-    fn certified(f: &Fixture) -> WrittenProbe {
-        let runs: Vec<ProbeRunRecord> = (0..59).map(|i| run(i, RunClass::Pass)).collect();
-        let verdict = ProbeVerdictRecord {
+    /// The verdict 59 agreeing runs give: certified.
+    fn certified_verdict() -> ProbeVerdictRecord {
+        ProbeVerdictRecord {
             verdict: "certified".into(),
             runs: 59,
             disagreeing: 0,
@@ -463,9 +462,19 @@ mod tests {
             gates: None,
             halt_reason: None,
             exit_code: 0,
-        };
+        }
+    }
+
+    /// A probe receipt of `runs` with the certified verdict, written and sealed.
+    fn written(f: &Fixture, runs: &[ProbeRunRecord]) -> WrittenProbe {
         let statedir = StateDir::open_or_create(&f.tmp.path().join("work")).unwrap();
-        write(&statedir, &f.operator, start(59), &runs, &verdict).unwrap()
+        write(&statedir, &f.operator, start(runs.len() as u64), runs, &certified_verdict()).unwrap()
+    }
+
+    /// 59 agreeing runs, certified.
+    fn certified(f: &Fixture) -> WrittenProbe {
+        let runs: Vec<ProbeRunRecord> = (0..59).map(|i| run(i, RunClass::Pass)).collect();
+        written(f, &runs)
     }
 
     fn failed(v: &Verification) -> Vec<&'static str> {
@@ -489,20 +498,7 @@ mod tests {
         let f = fixture();
         let mut runs: Vec<ProbeRunRecord> = (0..59).map(|i| run(i, RunClass::Pass)).collect();
         runs[3].class = RunClass::Fail;
-        let verdict = ProbeVerdictRecord {
-            verdict: "certified".into(),
-            runs: 59,
-            disagreeing: 0,
-            modal_class: RunClass::Pass,
-            modal_failing_digest: String::new(),
-            flake_rate_bound: crate::trust::stats::clean_runs_bound(59, Confidence::new(0.95).unwrap()),
-            broken_by: vec![],
-            gates: None,
-            halt_reason: None,
-            exit_code: 0,
-        };
-        let statedir = StateDir::open_or_create(&f.tmp.path().join("work")).unwrap();
-        let written = write(&statedir, &f.operator, start(59), &runs, &verdict).unwrap();
+        let written = written(&f, &runs);
         let v = verify_probe(&SafeDir::open(&written.dir).unwrap(), &f.operator.verifying_key());
         assert_eq!(failed(&v), vec!["verdict_recomputed"]);
         let detail = &v.checks.iter().find(|c| !c.ok).unwrap().detail;

@@ -1,7 +1,8 @@
 //! The operator-side state directory `<workdir>/.loopexec/` and its run directories.
 //!
 //! Layout: `state.json` (summary of the latest run), `latest` (the latest run id), and
-//! `runs/<id>/{receipt.jsonl, state.json, lock, artifacts/}`. Everything is reached through
+//! `runs/<id>/{receipt.jsonl, state.json, lock, artifacts/}`, and `probes/<id>/` (a probe's signed
+//! receipt, `receipt::probe`). Everything is reached through
 //! [`SafeDir`], so a symlink planted anywhere below `.loopexec/` is refused (`workspace_invalid`,
 //! exit 30) and its target is never touched.
 

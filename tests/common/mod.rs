@@ -248,3 +248,16 @@ pub fn require_pytest() {
     let ok = Command::new("/usr/bin/python3").args(["-m", "pytest", "--version"]).output().is_ok_and(|o| o.status.success());
     assert!(ok, "Debian's python3-pytest is needed (ci/setup.sh installs it)");
 }
+
+/// The second unprivileged local user of ci/setup-test-user.sh, when this test runs as root.
+pub fn other_local_user() -> Option<&'static str> {
+    let exists = std::process::Command::new("id").arg("loopexec-other").output().is_ok_and(|o| o.status.success());
+    match (nix::unistd::geteuid().is_root(), exists) {
+        (true, true) => Some("loopexec-other"),
+        _ if std::env::var_os("CI").is_some() => panic!("CI runs this as root with the user loopexec-other (ci/setup-test-user.sh)"),
+        _ => {
+            eprintln!("skipped: needs root and the user loopexec-other (ci/setup-test-user.sh)");
+            None
+        }
+    }
+}
