@@ -260,3 +260,32 @@ fn accepting_in_a_halted_run_is_refused() {
     let (code, kind, message) = refused(repo.path(), "2", &operator_key());
     assert_eq!((code, kind.as_str(), message.as_str()), (20, "run_already_halted", "run r already halted with max_iterations_reached; a halted run is final"));
 }
+
+#[test]
+fn resume_refuses_a_hand_acceptance_the_operator_key_did_not_sign() {
+    let repo = calc_project();
+    paused_after_a_rejection(repo.path());
+    assert_eq!(accept(repo.path(), "2", &operator_key()).code, 0);
+    // The acceptance is the receipt's last line: no later line's `prev` binds it, so its
+    // signature can be swapped without breaking the chain.
+    let path = run_dir(repo.path(), "r").join("receipt.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let forged_signature = format!("\"signature\":\"{}==\"", "A".repeat(86));
+    let forged: String = text
+        .lines()
+        .map(|l| match (l.contains("\"type\":\"ratchet_accept\""), l.find("\"signature\":\"")) {
+            (true, Some(at)) => {
+                let end = at + 13 + l[at + 13..].find('"').unwrap() + 1;
+                format!("{}{}{}\n", &l[..at], forged_signature, &l[end..])
+            }
+            _ => format!("{l}\n"),
+        })
+        .collect();
+    assert_ne!(forged, text);
+    std::fs::write(&path, &forged).unwrap();
+    let resumed = loopexec(repo.path(), &["run", "--json", "--resume", "r"]);
+    assert_eq!((resumed.code, resumed.json()["errors"][0]["code"].as_str()), (13, Some("not_verified")), "{resumed:?}");
+    let message = resumed.json()["errors"][0]["message"].as_str().unwrap().to_string();
+    assert!(message.contains("not signed by operator key"), "{message}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), forged, "nothing is appended to the receipt");
+}

@@ -117,6 +117,7 @@ fn a_malformed_score_declaration_is_refused_before_anything_is_written() {
         ("[progress.score]\nfile = \"/etc/score\"\n", "file /etc/score"),
         ("[progress.score]\nregex = '(x)'\ndirection = \"up\"\n", "loop.toml line 3: unknown variant `up`"),
         ("[progress.score]\nregex = '(x)'\nband = -1.0\n", "band must be a finite number >= 0"),
+        ("[progress.score]\nfile = \"out/score.txt\"\n", "file needs a detached workspace"),
     ] {
         let dir = workdir();
         std::fs::write(dir.path().join("loop.toml"), toml).unwrap();

@@ -179,3 +179,20 @@ fn a_failed_gate_whose_halt_was_lost_in_a_crash_halts_the_resumed_run_without_an
     assert_eq!(common::event_types(dir.path(), "lost"), ["run_start", "preconditions", "run_resumed", "halt"]);
     assert!(!dir.path().join("agent-ran").exists());
 }
+
+#[test]
+fn a_probe_receipt_copied_under_runs_does_not_verify_as_the_run_its_id_names() {
+    let dir = workdir();
+    let (code, v) = probe(dir.path(), "true", &["--runs", "3"]);
+    assert_eq!(code, 0, "{v}");
+    let receipt = v["receipt"].as_str().unwrap().to_string();
+    let (code, by_path) = verify(dir.path(), &receipt);
+    assert_eq!((code, by_path["kind"].as_str()), (0, Some("probe")), "{by_path}");
+    let runs = dir.path().join(".loopexec/runs");
+    std::fs::create_dir_all(&runs).unwrap();
+    let copied = std::process::Command::new("cp").arg("-a").arg(&receipt).arg(runs.join("posing")).status().unwrap();
+    assert!(copied.success());
+    let (code, by_id) = verify(dir.path(), "posing");
+    assert_eq!((code, by_id["kind"].as_str()), (13, Some("probe")), "{by_id}");
+    assert_eq!(failed_checks(&by_id), ["receipt_kind"], "{by_id}");
+}

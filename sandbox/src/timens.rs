@@ -28,12 +28,27 @@ pub(crate) fn check_offset(offset_s: Option<i64>, kernel: &str) -> Result<(), Sa
     if !(-MAX_OFFSET_S..=MAX_OFFSET_S).contains(&s) {
         return Err(SandboxError::Spec(format!("a clock offset of {s} s is out of range (at most {MAX_OFFSET_S} s either way)")));
     }
+    let ran_s = host_monotonic_s();
+    if s < 0 && s.unsigned_abs() >= ran_s.unsigned_abs() {
+        return Err(SandboxError::Spec(format!(
+            "a clock offset of {s} s would take the zone's monotonic clock below zero (the host's has run {ran_s} s)"
+        )));
+    }
     if !supported() {
         return Err(SandboxError::TimeNamespaceUnsupported {
             cause: format!("a clock offset of {s} s was requested, but kernel {kernel} has no time namespaces (/proc/self/ns/time is missing)"),
         });
     }
     Ok(())
+}
+
+/// Whole seconds the host's monotonic clock has run (its boot clock is never behind it, so this
+/// bounds how far back both can be offset: the kernel refuses an offset below zero).
+fn host_monotonic_s() -> i64 {
+    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `now` is a valid timespec for the kernel to fill; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    now.tv_sec
 }
 
 /// Zone side, in the zone init right before it forks the command: a new time namespace for the
@@ -58,5 +73,11 @@ mod tests {
     fn an_offset_beyond_ten_years_is_refused_naming_it() {
         let e = check_offset(Some(MAX_OFFSET_S + 1), "6.1").unwrap_err();
         assert!(matches!(e, SandboxError::Spec(ref m) if m.contains(&(MAX_OFFSET_S + 1).to_string())), "{e}");
+    }
+
+    #[test]
+    fn a_negative_offset_beyond_the_hosts_uptime_is_refused_before_the_zone_starts() {
+        let e = check_offset(Some(-(host_monotonic_s() + 1)), "6.1").unwrap_err();
+        assert!(matches!(e, SandboxError::Spec(ref m) if m.contains("below zero")), "{e}");
     }
 }

@@ -26,11 +26,12 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     let operator = load_public_key(&args.pubkey).map_err(super::keygen::key_failure)?;
     let run_dir = super::sealed_run::open(&args.run, &args.workdir)?;
     // A probe's receipt (`probe-check`, `doctor --check`) verifies with its verdict recomputed.
-    let verification = if holds_probe_receipt(&run_dir) {
-        crate::receipt::probe::verify_probe(&run_dir, &operator)
-    } else {
-        verify_run(&run_dir, &operator)
-    };
+    let probe = holds_probe_receipt(&run_dir);
+    let mut verification = if probe { crate::receipt::probe::verify_probe(&run_dir, &operator) } else { verify_run(&run_dir, &operator) };
+    // A run id names a run: a probe's receipt copied under runs/ is not passed off as one.
+    if probe && !args.run.contains('/') {
+        verification.fail_step("receipt_kind", format!("run {} holds a probe's receipt, not a run's", crate::inert::inert(&args.run)));
+    }
     let mut human = String::new();
     for check in &verification.checks {
         human.push_str(&format!("{:<4} {:<22} {}\n", if check.ok { "ok" } else { "FAIL" }, check.name, crate::inert::inert(&check.detail)));
@@ -43,6 +44,7 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     }
     human.push_str(if ok { "verified\n" } else { "NOT verified\n" });
     let mut out = Outcome::ok("verify");
+    out.set("kind", if probe { "probe" } else { "run" });
     if let Some(id) = &verification.run_id {
         out.set("run_id", id.clone());
     }

@@ -508,6 +508,10 @@ impl LoopConfig {
         let coverage = crate::engine::coverage_guard::CoveragePins::resolve(input.coverage, input.coverage_tolerance)?;
         let progress = input.progress.unwrap_or_default();
         let score = input.score.map(crate::engine::score::ScorePins::validated).transpose()?;
+        if score.as_ref().is_some_and(|s| s.file.is_some()) && workspace != WorkspaceMode::Detached {
+            // In place nothing hides the file before the check: an old one, or the agent's, would count.
+            return Err(Failure::usage("[progress.score] file needs a detached workspace (in place, use regex over the check's output)"));
+        }
         // A reference that does not resolve (or a patch that does not apply) is refused before
         // anything is written; a patch is pinned by its absolute path.
         let reference = match &input.reference {

@@ -240,6 +240,14 @@ pub fn resume(
         tracing::warn!("resume: {note}");
     }
     let cfg = pinned_config(&run, &history)?;
+    if history.pending_hand_acceptance().is_some() {
+        // Anyone who can write the receipt can chain an event onto it: only the operator key's
+        // signature makes a hand acceptance the operator's, so it is checked before it is applied.
+        if let Some(Err(why)) = crate::receipt::acceptance::verify_receipt(&run.receipt_bytes()?, &operator.verifying_key()) {
+            return Err(Failure::new(crate::error::FailureCode::NotVerified, format!("{}: {why}", run.receipt_path().display()))
+                .with_hint("a hand acceptance is made with `loopexec ratchet RUN --accept N --key OPERATOR_KEY`"));
+        }
+    }
     if let Some(halt) = &history.halt {
         return Err(Failure::new(
             crate::error::FailureCode::RunAlreadyHalted,

@@ -96,9 +96,11 @@ fn check_module_name(name: &str) -> Result<(), Failure> {
     }
 }
 
-/// The `rustup` beside the first `cargo` on `path` (a `PATH` value), when there is one.
+/// The `rustup` beside the first `cargo` on `path` (a `PATH` value), when there is one. Relative
+/// entries (`.`, `bin`) are skipped: they would resolve against loopexec's own working directory,
+/// often the workdir, whose files are the agent's.
 pub fn rustup_beside_cargo(path: &str) -> Option<PathBuf> {
-    let cargo_dir = path.split(':').filter(|d| !d.is_empty()).map(Path::new).find(|d| d.join("cargo").is_file())?;
+    let cargo_dir = path.split(':').map(Path::new).filter(|d| d.is_absolute()).find(|d| d.join("cargo").is_file())?;
     let rustup = cargo_dir.join("rustup");
     rustup.is_file().then_some(rustup)
 }
@@ -161,6 +163,20 @@ pub fn resolve(input: RunnerInput, check_path: &str, env: &[(String, String)]) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_relative_path_entry_never_names_the_rustup_to_ask() {
+        let tools = tempfile::tempdir().unwrap();
+        for name in ["cargo", "rustup"] {
+            std::fs::write(tools.path().join(name), "").unwrap();
+        }
+        assert_eq!(rustup_beside_cargo(tools.path().to_str().unwrap()), Some(tools.path().join("rustup")));
+        // The same directory named relative to this process's working directory.
+        let up = std::env::current_dir().unwrap().components().count() - 1;
+        let relative = Path::new(&"../".repeat(up)).join(tools.path().strip_prefix("/").unwrap());
+        assert!(relative.join("cargo").is_file());
+        assert_eq!(rustup_beside_cargo(relative.to_str().unwrap()), None);
+    }
 
     #[test]
     fn nothing_is_set_by_default_without_rustup_on_the_checks_path() {

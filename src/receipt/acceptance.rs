@@ -86,12 +86,31 @@ pub fn verify_all(records: &[Recorded], lines: &[&[u8]], operator: &VerifyingKey
             Some(line) => chain::line_hash(line),
             None => return Some(Err(format!("{at}: no receipt line before it"))),
         };
+        if accept.operator_key != keys::fingerprint(operator) {
+            return Some(Err(format!("{at}: names operator key {}, not {}", accept.operator_key, keys::fingerprint(operator))));
+        }
         let run_id = before.run_id().unwrap_or("");
         if !keys::verify_b64(operator, &message(run_id, accept.iteration, &accept.tree_id, &prev), &accept.signature) {
             return Some(Err(format!("{at}: not signed by operator key {}", keys::fingerprint(operator))));
         }
     }
     (checked > 0).then(|| Ok(format!("{checked} hand acceptance(s) signed by the operator key")))
+}
+
+/// [`verify_all`] over a receipt's raw bytes, its hash chain verified first: what `run --resume`
+/// checks before it starts from a pending hand acceptance (the chain needs no key to extend, so
+/// the signature is what makes an acceptance the operator's).
+pub fn verify_receipt(bytes: &[u8], operator: &VerifyingKey) -> Option<Result<String, String>> {
+    let verified = match chain::verify(bytes) {
+        Ok(verified) => verified,
+        Err(e) => return Some(Err(format!("the receipt does not verify: {e}"))),
+    };
+    let records = match Recorded::decode_all(&verified.events) {
+        Ok(records) => records,
+        Err(e) => return Some(Err(e.to_string())),
+    };
+    let lines: Vec<&[u8]> = bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()).collect();
+    verify_all(&records, &lines, operator)
 }
 
 #[cfg(test)]
@@ -180,8 +199,22 @@ mod tests {
         let (key, other) = (operator(&tmp.path().join("a")), operator(&tmp.path().join("b")));
         let mut records = rejected_at_2();
         accept(&mut records, &other, 2, "t2");
+        // The record claims the operator's key; the signature is another key's.
+        let Some(Recorded { event: Event::RatchetAccept(a), .. }) = records.last_mut() else { unreachable!() };
+        a.operator_key = keys::fingerprint(&key.verifying_key());
         let failure = verified(&records, &key.verifying_key()).unwrap().unwrap_err();
         assert!(failure.ends_with(&format!("not signed by operator key {}", keys::fingerprint(&key.verifying_key()))), "{failure}");
+    }
+
+    #[test]
+    fn an_acceptance_naming_another_operator_key_fails() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (key, other) = (operator(&tmp.path().join("a")), operator(&tmp.path().join("b")));
+        let mut records = rejected_at_2();
+        accept(&mut records, &other, 2, "t2");
+        let failure = verified(&records, &key.verifying_key()).unwrap().unwrap_err();
+        let (named, given) = (keys::fingerprint(&other.verifying_key()), keys::fingerprint(&key.verifying_key()));
+        assert_eq!(failure, format!("receipt line 10 (ratchet_accept of iteration 2): names operator key {named}, not {given}"));
     }
 
     #[test]
