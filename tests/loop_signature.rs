@@ -23,9 +23,13 @@ fn agent(same: bool) -> String {
 }
 
 fn run(dir: &Path, same: bool) -> Ran {
+    run_as(dir, "r", same)
+}
+
+fn run_as(dir: &Path, run_id: &str, same: bool) -> Ran {
     // No stall rule: the failing set never shrinks here, and only the signature is under test.
     std::fs::write(dir.join("loop.toml"), "[progress]\nno_progress_k = 0\n").unwrap();
-    loopexec(dir, &["run", "--json", "--run-id", "r", "--exec", &agent(same), "--check", PYTEST, "--report", "out/junit.xml", "--max-iterations", "4"])
+    loopexec(dir, &["run", "--json", "--run-id", run_id, "--exec", &agent(same), "--check", PYTEST, "--report", "out/junit.xml", "--max-iterations", "4"])
 }
 
 fn check_results(dir: &Path) -> Vec<serde_json::Value> {
@@ -55,11 +59,12 @@ fn the_same_failure_each_time_halts_same_failure_repeated() {
 #[test]
 fn the_judgement_recomputed_from_the_receipt_alone_is_the_recorded_one() {
     let repo = calc_project();
-    for same in [false, true] {
-        let _ = std::fs::remove_dir_all(repo.path().join(".loopexec/runs/r"));
-        run(repo.path(), same);
+    // One run id each: an unprivileged caller cannot remove a run directory whose layers hold the
+    // zone's files.
+    for (run_id, same) in [("differing", false), ("same", true)] {
+        run_as(repo.path(), run_id, same);
         let lines: Vec<serde_json::Map<String, serde_json::Value>> =
-            all_events(repo.path(), "r").into_iter().map(|e| e.as_object().unwrap().clone()).collect();
+            all_events(repo.path(), run_id).into_iter().map(|e| e.as_object().unwrap().clone()).collect();
         let history = History::of_lines(&lines).unwrap();
         let limits = Limits { no_progress_k: 0, ..Limits::default() };
         let recorded: Vec<_> = history.iterations.iter().filter_map(|r| r.progress.clone()).collect();
