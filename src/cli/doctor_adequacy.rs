@@ -225,7 +225,7 @@ fn builtin_mutants(target: &CheckTarget, args: &AdequacyArgs) -> CmdResult<Chose
 /// conclude: `execution_failure` (a command the gate needs could not run; it says nothing
 /// against the check).
 fn external_mutants(target: &CheckTarget, cmd: &str, args: &AdequacyArgs) -> CmdResult<Result<Chosen, GateReport>> {
-    use mutation::external::{self, ListError, MAX_LIST_BYTES, MUTANTS_FILE};
+    use mutation::external::{self, MAX_LIST_BYTES, MUTANTS_FILE};
     let mutator = CheckTarget { check: external::wrapped(cmd), reports: Vec::new(), ..target.clone() };
     let (report, list) = crate::trust::runner::run_once_reading(&mutator, MUTANTS_FILE, MAX_LIST_BYTES)?;
     let exit = report.shown.first().and_then(|s| s.exit_code);
@@ -240,14 +240,9 @@ fn external_mutants(target: &CheckTarget, cmd: &str, args: &AdequacyArgs) -> Cmd
         Some(RunClass::CouldNotRun) => return refuse(format!("could not run, was killed or timed out (exit {exit_text})")),
         _ => return refuse(format!("failed (exit {exit_text})")),
     }
-    let bytes = match list {
-        Ok(bytes) => bytes,
-        Err(crate::safefs::SafeFsError::TooLarge { .. }) => return refuse(ListError::TooLarge.to_string().replace("the mutator ", "")),
-        Err(e) => return refuse(format!("left no list: {}", crate::analysis::syntax::evidence_text(&e.to_string()))),
-    };
-    let listed = match external::parse(&bytes) {
+    let listed = match external::list_from(list) {
         Ok(listed) => listed,
-        Err(e) => return refuse(format!("printed no valid list: {e}")),
+        Err(why) => return refuse(why),
     };
     let generated = listed.len();
     let workdir = crate::safefs::SafeDir::open(&target.workdir).map_err(crate::receipt::store::fs_failure)?;

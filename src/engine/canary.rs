@@ -174,7 +174,7 @@ impl Canary<'_> {
     /// Run the operator's mutator once on the green tree's layers, in an exec zone, and read the
     /// list it printed. `Err((exit, why))`: it failed, or its list is refused.
     fn list_external(&self, mutate_cmd: &str) -> Result<(Option<i32>, Vec<Mutant>), (Option<i32>, String)> {
-        use crate::mutation::external::{self, ListError, MAX_LIST_BYTES, MUTANTS_FILE};
+        use crate::mutation::external::{self, MAX_LIST_BYTES, MUTANTS_FILE};
         let name = format!("{:04}-mutator", self.iteration);
         let (overlay, scratch) = self.ws.named_check_overlay(&name, self.snapshot, &|p| self.patterns.matches(p)).map_err(|f| (None, f.message))?;
         let command = RoleCommand { role: Role::Check, run_id: self.run_id, iteration: self.iteration, overlay: Some(overlay), credential: None };
@@ -193,13 +193,9 @@ impl Canary<'_> {
             Some(code) => return Err((exit, format!("failed (exit {code})"))),
             None => return Err((exit, format!("was killed or timed out ({ran:?})"))),
         }
-        let bytes = match scratch.writes().read(MUTANTS_FILE, MAX_LIST_BYTES) {
-            Ok(bytes) => bytes,
-            Err(crate::safefs::SafeFsError::TooLarge { .. }) => return Err((exit, format!("printed no valid list: {}", ListError::TooLarge))),
-            Err(e) => return Err((exit, format!("left no list: {}", crate::analysis::syntax::evidence_text(&e.to_string())))),
-        };
+        let listed = external::list_from(scratch.writes().read(MUTANTS_FILE, MAX_LIST_BYTES));
         drop(scratch);
-        external::parse(&bytes).map(|listed| (exit, listed)).map_err(|e| (exit, format!("printed no valid list: {e}")))
+        listed.map(|listed| (exit, listed)).map_err(|why| (exit, why))
     }
 
     /// Every mutant's result, `jobs` exec zones at a time, in the mutants' order.

@@ -116,6 +116,17 @@ fn mutant_of(entry: Listed) -> Result<Mutant, String> {
     })
 }
 
+/// The mutants of the list file a mutator left, as read ([`MUTANTS_FILE`] from its scratch, at
+/// most [`MAX_LIST_BYTES`]), or why there are none: a phrase that follows "the mutator".
+pub fn list_from(read: Result<Vec<u8>, crate::safefs::SafeFsError>) -> Result<Vec<Mutant>, String> {
+    let bytes = match read {
+        Ok(bytes) => bytes,
+        Err(crate::safefs::SafeFsError::TooLarge { .. }) => return Err(format!("printed no valid list: {}", ListError::TooLarge)),
+        Err(e) => return Err(format!("left no list: {}", crate::analysis::syntax::evidence_text(&e.to_string()))),
+    };
+    parse(&bytes).map_err(|e| format!("printed no valid list: {e}"))
+}
+
 /// The mutants of a mutator's list (its stdout, read at most [`MAX_LIST_BYTES`] + 1 bytes).
 pub fn parse(bytes: &[u8]) -> Result<Vec<Mutant>, ListError> {
     if bytes.len() as u64 > MAX_LIST_BYTES {
