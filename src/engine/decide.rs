@@ -164,6 +164,18 @@ fn check_fixpoint(record: &IterationRecord, max_iterations: u64) -> Step {
 
 /// A confirmation rerun that disagreed with the iteration's green: a flake, not success.
 fn flake(c: &crate::receipt::events::ConfirmationRecord, iteration: u64) -> Step {
+    // A rerun the zone or its engine could not start says nothing about the check: no verdict
+    // was sampled, so it is the machinery's failure, not the check's instability.
+    if let Ending::FailedToStart { reason } = &c.check.ending {
+        return Step::Halt(
+            HaltReason::ExecutionFailure,
+            format!(
+                "the check passed at iteration {iteration}, but confirmation rerun {} could not start ({}): its stability was not sampled, so this is no success and no verdict on the check",
+                c.confirmation,
+                crate::inert::inert(reason)
+            ),
+        );
+    }
     let shown = match Verdict::of_check(&c.check) {
         Verdict::Pass => "green with another failing set",
         Verdict::Fail => "red",
@@ -286,6 +298,30 @@ mod tests {
         let Step::Halt(reason, detail) = decide(Mode::CheckFixpoint, &r, 3) else { panic!("no halt") };
         assert_eq!(reason, HaltReason::CheckNotDeterministic);
         assert!(detail.contains("confirmation rerun 1 on the same tree was red: a flake, not success"), "{detail}");
+    }
+
+    #[test]
+    fn a_confirmation_rerun_that_could_not_start_is_an_execution_failure_not_a_flake() {
+        let mut r = record(0, Some(Ending::Exited { code: 0 }), 1);
+        let Event::CheckResult(mut rerun) = sample::check_result(1, 0) else { unreachable!() };
+        rerun.ending = Ending::FailedToStart { reason: "docker: daemon not answering".into() };
+        rerun.check_exit = None;
+        r.confirmations = vec![crate::receipt::events::ConfirmationRecord {
+            confirmation: 2,
+            same_tree_as: None,
+            agrees: false,
+            stability_lower_bound: 0.0,
+            confidence: 0.95,
+            stability_target: 0.95,
+            check: rerun,
+        }];
+        assert_eq!(
+            decide(Mode::CheckFixpoint, &r, 3),
+            Step::Halt(
+                HaltReason::ExecutionFailure,
+                "the check passed at iteration 1, but confirmation rerun 2 could not start (docker: daemon not answering): its stability was not sampled, so this is no success and no verdict on the check".into()
+            )
+        );
     }
 
     #[test]
