@@ -65,7 +65,7 @@ impl TreeFiles {
         read_bounded(&self.t0_dir, path, limits.max_parse_bytes)
     }
 
-    fn end(&self, snapshot: &Snapshot, path: &[u8], limits: Limits) -> Option<Vec<u8>> {
+    pub(super) fn end(&self, snapshot: &Snapshot, path: &[u8], limits: Limits) -> Option<Vec<u8>> {
         let root = if snapshot.from_upper.contains(path) { &self.upper } else { &self.t0_dir };
         read_bounded(root, path, limits.max_parse_bytes)
     }

@@ -42,7 +42,7 @@ use std::sync::Mutex;
 pub enum AdequacyMode {
     /// On the iteration whose check went green, before success is declared.
     Final,
-    /// Never (the default: the canary costs up to `mutants` more check runs).
+    /// Never (`adequacy = "off"`; what a receipt without the key pinned, and an in-place run).
     #[default]
     Off,
 }
@@ -60,6 +60,34 @@ pub struct AdequacyPins {
     /// "An operator's mutator").
     #[serde(default)]
     pub mutate_cmd: Option<String>,
+}
+
+/// The canary's settings as loop.toml gives them, before the workspace is known: without an
+/// `adequacy` key a detached run gets the canary by default, on a small sample
+/// ([`mutation::DEFAULT_SMALL_MUTANTS`] unless `mutants` says otherwise); an in-place run cannot
+/// (it has no t0 to mutate against) and gets none.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AdequacyInput {
+    pub mode: Option<AdequacyMode>,
+    pub mutants: Option<u64>,
+    pub mutate_cmd: Option<String>,
+}
+
+impl AdequacyInput {
+    /// The pinned settings for a run on a detached workspace or not, validated.
+    pub fn resolve(self, detached: bool) -> Result<AdequacyPins, Failure> {
+        let pins = match self.mode {
+            Some(mode) => AdequacyPins { mode, mutants: self.mutants, mutate_cmd: self.mutate_cmd },
+            None if detached => AdequacyPins {
+                mode: AdequacyMode::Final,
+                mutants: Some(self.mutants.unwrap_or(mutation::DEFAULT_SMALL_MUTANTS as u64)),
+                mutate_cmd: self.mutate_cmd,
+            },
+            None => AdequacyPins { mode: AdequacyMode::Off, mutants: self.mutants, mutate_cmd: self.mutate_cmd },
+        };
+        pins.validate(detached)?;
+        Ok(pins)
+    }
 }
 
 /// Most mutants one canary may run.
@@ -199,7 +227,7 @@ impl Canary<'_> {
     }
 
     /// Every mutant's result, `jobs` exec zones at a time, in the mutants' order.
-    fn run_all(&self, mutants: &[(Mutant, &[u8])], jobs: usize) -> Vec<MutantResult> {
+    fn run_all(&self, mutants: &[(Mutant, mutation::Stratum, &[u8])], jobs: usize) -> Vec<MutantResult> {
         let next = AtomicUsize::new(0);
         let results: Mutex<Vec<Option<MutantResult>>> = Mutex::new(vec![None; mutants.len()]);
         std::thread::scope(|scope| {
@@ -208,11 +236,12 @@ impl Canary<'_> {
                     let mut zone = zone_setup(self.cfg, self.state_dir).and_then(|z| open_zone(&z).map_err(Failure::from));
                     loop {
                         let i = next.fetch_add(1, Ordering::SeqCst);
-                        let Some((mutant, original)) = mutants.get(i) else { return };
+                        let Some((mutant, stratum, original)) = mutants.get(i) else { return };
                         let result = match zone.as_mut() {
                             Ok(zone) => self.run_one(zone.as_mut(), i, mutant, original),
                             Err(f) => MutantResult::of(mutant, MutantOutcome::NotRun, None, 0, Some(format!("no exec zone: {}", f.message))),
-                        };
+                        }
+                        .in_stratum(*stratum);
                         if let Ok(mut slots) = results.lock() {
                             slots[i] = Some(result);
                         }
@@ -222,6 +251,52 @@ impl Canary<'_> {
         });
         results.into_inner().unwrap_or_default().into_iter().flatten().collect()
     }
+}
+
+/// Most files of the green tree scanned for the tests failing at t0 and the functions they call
+/// (test files first); a larger tree is scanned this far and no further.
+const MAX_SCANNED_FILES: usize = 4000;
+
+/// The production functions (`path: name`) the tests failing at t0 call, and per file of them its
+/// end version and the lines of those functions: the `t0_failure` stratum's sources. Files are
+/// the green tree's (test files are protected, so their bodies are t0's), read bounded without
+/// following a link; protected files are never mutated.
+fn t0_failure_sources(
+    files: &super::analysis_guards::TreeFiles,
+    snapshot: &Snapshot,
+    protected: &crate::workspace::ProtectedPaths,
+    failing: &[String],
+    limits: crate::analysis::Limits,
+) -> (Vec<String>, Vec<(String, Vec<u8>, std::collections::BTreeSet<u32>)>) {
+    use crate::analysis::syntax::{parse, Parse};
+    use crate::analysis::Language;
+    use crate::mutation::targets::{lines_by_file, test_names, Scan};
+    let tests = test_names(failing);
+    if tests.is_empty() {
+        return (Vec::new(), Vec::new());
+    }
+    let mut paths: Vec<(bool, &str)> = snapshot
+        .manifest
+        .iter()
+        .filter(|(_, e)| matches!(e.kind, crate::workspace::manifest::EntryKind::File | crate::workspace::manifest::EntryKind::Executable))
+        .filter_map(|(p, _)| std::str::from_utf8(p).ok())
+        .filter_map(|p| Language::of_path(p).map(|l| (!crate::analysis::test_code::is_test_file(p, l), p)))
+        .collect();
+    paths.sort();
+    let mut scan = Scan::default();
+    for (_, path) in paths.into_iter().take(MAX_SCANNED_FILES) {
+        let Some(bytes) = files.end(snapshot, path.as_bytes(), limits) else { continue };
+        if let Ok(Parse::Parsed(parsed)) = parse(path, &bytes, limits) {
+            scan.add(&parsed, &tests);
+        }
+    }
+    let targets: Vec<_> = scan.targets().into_iter().filter(|d| !protected.is_protected(d.path.as_bytes())).collect();
+    let names = targets.iter().map(|d| crate::analysis::syntax::evidence_text(&format!("{}: {}", d.path, d.name))).collect();
+    let sources = lines_by_file(&targets)
+        .into_iter()
+        .filter_map(|(path, lines)| files.end(snapshot, path.as_bytes(), limits).map(|bytes| (path, bytes, lines)))
+        .collect();
+    (names, sources)
 }
 
 /// The number of exec zones run at once: the cores.
@@ -266,6 +341,11 @@ impl ActiveRun<'_> {
             artifacts: &self.artifacts,
             patterns: &patterns,
         };
+        // The second stratum: the production functions the tests failing at t0 call.
+        let t0_failing = self.history.check_baseline.as_ref().and_then(|b| b.check.failing_set.clone()).unwrap_or_default();
+        let (t0_functions, t0_sources) = t0_failure_sources(&ws.tree_files(), &snapshot, ws.protected(), &t0_failing, limits);
+        let t0_lines: Vec<(&str, &[u8], &std::collections::BTreeSet<u32>)> = t0_sources.iter().map(|(p, b, l)| (p.as_str(), b.as_slice(), l)).collect();
+        let t0_mutants = mutation::generate_on_lines(&t0_lines, limits).map_err(|e| Failure::internal(format!("generating mutants: {e}")))?;
         let (tier, generated, external_exit) = match self.cfg.adequacy.mutate_cmd.as_deref() {
             None => ("mutation", mutation::generate(&sources, false, limits).map_err(|e| Failure::internal(format!("generating mutants: {e}")))?, None),
             Some(cmd) => match canary.list_external(cmd) {
@@ -274,12 +354,14 @@ impl ActiveRun<'_> {
                 Err((exit, why)) => return self.mutator_refused(n, seed, exit, &why, coverage, started),
             },
         };
-        let generated_count = generated.len() as u64;
-        let chosen = mutation::sample::sample(generated, self.cfg.adequacy.sample_size(), seed);
-        let with_sources: Vec<(Mutant, &[u8])> = chosen
-            .into_iter()
-            .filter_map(|m| sources.iter().find(|s| s.path == m.path).map(|s| (m, s.end)))
-            .collect();
+        // The operator's mutator judges the change alone.
+        let t0_mutants = if tier == "external" { Vec::new() } else { t0_mutants };
+        let generated_count = (generated.len() + t0_mutants.len()) as u64;
+        let chosen = mutation::sample::stratified(generated, t0_mutants, self.cfg.adequacy.sample_size(), seed);
+        let original = |path: &str| -> Option<&[u8]> {
+            sources.iter().find(|s| s.path == path).map(|s| s.end).or_else(|| t0_sources.iter().find(|(p, _, _)| p == path).map(|(_, b, _)| b.as_slice()))
+        };
+        let with_sources: Vec<(Mutant, mutation::Stratum, &[u8])> = chosen.into_iter().filter_map(|(m, stratum)| original(&m.path).map(|b| (m, stratum, b))).collect();
         let results = canary.run_all(&with_sources, jobs());
         let s = score(&results);
         let record = AdequacyRecord {
@@ -296,6 +378,7 @@ impl ActiveRun<'_> {
             mutants: results,
             external_exit,
             coverage,
+            t0_failure_functions: if tier == "external" { Vec::new() } else { t0_functions },
             duration_ms: started.elapsed().as_millis() as u64,
         };
         // Changed lines the check never ran decide first: no mutant there could have been killed.
@@ -335,6 +418,7 @@ impl ActiveRun<'_> {
             mutants: Vec::new(),
             external_exit: exit,
             coverage,
+            t0_failure_functions: Vec::new(),
             duration_ms: started.elapsed().as_millis() as u64,
         };
         let refused = GuardRecord {
@@ -353,8 +437,32 @@ impl ActiveRun<'_> {
 
 /// The `guard` event that halts the run on the canary's verdict, if it halts.
 fn adequacy_guard(record: &AdequacyRecord, verdict: Adequacy) -> Option<GuardRecord> {
+    let t0_failure = |m: &&crate::mutation::MutantResult| m.stratum == mutation::Stratum::T0Failure;
+    let t0_ran = record.mutants.iter().filter(t0_failure).filter(|m| m.outcome != MutantOutcome::NotRun).count();
+    let t0_killed = record.mutants.iter().filter(t0_failure).filter(|m| m.outcome == MutantOutcome::Killed).count();
     let (halt_reason, detail) = match verdict {
         Adequacy::Adequate | Adequacy::NoMutants => return None,
+        // The change's mutants were killed but none of the code the failing tests call: the
+        // check bites on the agent's lines, not on the code it tests.
+        Adequacy::Inadequate if record.killed > 0 && t0_ran > 0 && t0_killed == 0 => (
+            HaltReason::CheckInadequate,
+            format!(
+                "no mutant of the code the tests failing at t0 call turned the check red: {t0_ran} of {t0_ran} survived in {}, while {} mutant(s) of the agent's change were killed (seed {}): the check no longer bites on the code it tests",
+                record.t0_failure_functions.join(", "),
+                record.killed,
+                record.seed
+            ),
+        ),
+        Adequacy::Inadequate if t0_ran > 0 => (
+            HaltReason::CheckInadequate,
+            format!(
+                "no mutant of the agent's change or of the code the tests failing at t0 call ({}) turned the check red: {} of {} survived (seed {})",
+                record.t0_failure_functions.join(", "),
+                record.survived,
+                record.sampled,
+                record.seed
+            ),
+        ),
         Adequacy::Inadequate => (
             HaltReason::CheckInadequate,
             format!(
@@ -367,9 +475,11 @@ fn adequacy_guard(record: &AdequacyRecord, verdict: Adequacy) -> Option<GuardRec
             format!("the adequacy canary could not run the check on any of its {} mutants", record.sampled),
         ),
     };
+    let only_t0 = record.killed > 0;
     let findings = record
         .mutants
         .iter()
+        .filter(|m| !only_t0 || m.stratum == mutation::Stratum::T0Failure)
         .filter(|m| m.outcome != MutantOutcome::Killed)
         .take(MAX_NAMED_SURVIVORS)
         .map(|m| FindingRecord { path: Some(m.path.clone()), what: format!("line {}: {}", m.line, m.change) })
@@ -397,6 +507,17 @@ mod tests {
         let pins = AdequacyPins { mode: AdequacyMode::Final, ..AdequacyPins::default() };
         assert!(pins.validate(true).is_ok());
         assert!(pins.validate(false).unwrap_err().message.contains("needs a detached workspace"));
+    }
+
+    #[test]
+    fn without_an_adequacy_key_a_detached_run_gets_a_small_canary_and_in_place_none() {
+        let detached = AdequacyInput::default().resolve(true).unwrap();
+        assert_eq!((detached.mode, detached.mutants), (AdequacyMode::Final, Some(mutation::DEFAULT_SMALL_MUTANTS as u64)));
+        assert_eq!(AdequacyInput::default().resolve(false).unwrap().mode, AdequacyMode::Off);
+        let asked = AdequacyInput { mode: Some(AdequacyMode::Off), ..AdequacyInput::default() }.resolve(true).unwrap();
+        assert_eq!(asked.mode, AdequacyMode::Off);
+        let explicit = AdequacyInput { mode: Some(AdequacyMode::Final), ..AdequacyInput::default() }.resolve(false).unwrap_err();
+        assert!(explicit.message.contains("needs a detached workspace"), "{}", explicit.message);
     }
 
     #[test]

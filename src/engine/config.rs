@@ -264,7 +264,7 @@ pub struct ConfigInput {
     /// `coverage_tolerance`: percentage points the line coverage may fall below t0's.
     pub coverage_tolerance: Option<f64>,
     pub guards: GuardPins,
-    pub adequacy: crate::engine::canary::AdequacyPins,
+    pub adequacy: crate::engine::canary::AdequacyInput,
     /// `[progress]` of loop.toml.
     pub progress: Option<crate::convergence::rules::Limits>,
     /// `--no-progress-k`, over `[progress] no_progress_k`.
@@ -504,7 +504,7 @@ impl LoopConfig {
         // Validated here too, so that a rule disabled without a reason leaves no run behind.
         input.guards.rule_set()?;
         input.guards.surface_spec()?;
-        input.adequacy.validate(workspace == WorkspaceMode::Detached)?;
+        let adequacy = input.adequacy.resolve(workspace == WorkspaceMode::Detached)?;
         let coverage = crate::engine::coverage_guard::CoveragePins::resolve(input.coverage, input.coverage_tolerance)?;
         let progress = input.progress.unwrap_or_default();
         let score = input.score.map(crate::engine::score::ScorePins::validated).transpose()?;
@@ -547,7 +547,7 @@ impl LoopConfig {
             coverage,
             junit: None,
             guards: input.guards,
-            adequacy: input.adequacy,
+            adequacy,
             reference,
             targets: crate::engine::targets::validated_patterns(input.targets, input.baseline.unwrap_or(true))?,
             progress: crate::convergence::rules::Limits {

@@ -151,7 +151,7 @@ pub fn parse(text: &str, name: &str) -> Result<ConfigInput, Failure> {
         coverage: file.coverage,
         coverage_tolerance: file.coverage_tolerance,
         guards: file.guards.unwrap_or_default(),
-        adequacy: super::canary::AdequacyPins { mode: file.adequacy.unwrap_or_default(), mutants: file.mutants, mutate_cmd: file.mutate_cmd },
+        adequacy: super::canary::AdequacyInput { mode: file.adequacy, mutants: file.mutants, mutate_cmd: file.mutate_cmd },
         progress: file.progress.as_ref().map(ProgressSection::limits),
         score: file.progress.and_then(|p| p.score),
         no_progress_k: None,
@@ -261,8 +261,10 @@ pub fn template(check: Option<&str>, exec: Option<&str>, isolation: Option<Isola
     t.push_str("# through, a JSON packet on stdin, approve or veto on stdout; its own zone policy and allowlist.\n");
     t.push_str("# judge = \"./review.sh\"\n# judge_policy = \"builtin:agent\"\n# judge_allow_hosts = [\"api.example.com\"]\n# judge_timeout = 300\n\n");
     t.push_str("# The adequacy canary (docs/oracle-trust.md, \"Adequacy\"): on the final green iteration, mutants of\n");
-    t.push_str("# the agent's change; if none turns the check red the run halts check_inadequate (exit 15).\n");
-    t.push_str("# adequacy = \"final\"\n# mutants = 20\n\n");
+    t.push_str("# the agent's change and of the functions the tests failing at t0 call; if none of either turns\n");
+    t.push_str("# the check red the run halts check_inadequate (exit 15). On by default on a detached workspace\n");
+    t.push_str("# with 8 mutants; \"final\" alone samples 20; \"off\" switches it off.\n");
+    t.push_str("# adequacy = \"final\"\n# mutants = 8\n\n");
     t.push_str("# The syntax-tree guards (docs/guards.md): tampering rules switched off, each with the\n");
     t.push_str("# reason the receipt records, and files added to the test-determining surface.\n[guards]\n");
     t.push_str("# disable = [{ rule = \"test-environment-read\", reason = \"the app reads CI on purpose\" }]\n");

@@ -9,6 +9,7 @@
 //! - `sample`: K mutants chosen deterministically from the seed.
 //! - `external`: an operator's mutator (`--mutate-cmd`): its list of diffs, validated.
 //! - `coverage`: the coverage-delta tier (changed lines covered, from lcov or Cobertura).
+//! - `targets`: the production functions the tests failing at t0 call (the `t0_failure` stratum).
 //! - `verdict`: mutation score, survivors, adequate or `check_inadequate`.
 
 pub mod coverage;
@@ -16,18 +17,21 @@ pub mod external;
 pub mod lines;
 pub mod operators;
 pub mod sample;
+pub mod targets;
 pub mod verdict;
 
 use std::collections::BTreeSet;
 
 pub use operators::{Mutant, Operator};
-pub use verdict::{Adequacy, MutantOutcome, MutantResult};
+pub use verdict::{Adequacy, MutantOutcome, MutantResult, Stratum};
 
 use crate::analysis::syntax::{self, Limits, Parse};
 use crate::analysis::AnalysisError;
 
-/// The default number of mutants the canary runs.
+/// The default number of mutants the canary runs when loop.toml asks for it (`adequacy = "final"`).
 pub const DEFAULT_MUTANTS: usize = 20;
+/// The default number when the canary runs by default (no `adequacy` key): a small sample.
+pub const DEFAULT_SMALL_MUTANTS: usize = 8;
 
 /// One file of the change, with its t0 and end versions.
 #[derive(Debug, Clone, Copy)]
@@ -54,6 +58,19 @@ pub fn generate(changes: &[ChangedSource<'_>], whole_files: bool, limits: Limits
             lines::changed_lines(change.t0, change.end)
         };
         out.extend(operators::mutants(&parsed, &changed));
+    }
+    Ok(out)
+}
+
+/// The mutants of the `t0_failure` stratum: on `lines` (per file, the lines of the functions the
+/// tests failing at t0 call) of each file's end version. `sources` are (path, end bytes).
+pub fn generate_on_lines(sources: &[(&str, &[u8], &BTreeSet<u32>)], limits: Limits) -> Result<Vec<Mutant>, AnalysisError> {
+    let mut out = Vec::new();
+    for (path, end, lines) in sources {
+        match syntax::parse(path, end, limits)? {
+            Parse::Parsed(parsed) => out.extend(operators::mutants(&parsed, lines)),
+            Parse::NotAnalysed(_) => continue,
+        }
     }
     Ok(out)
 }

@@ -2,8 +2,10 @@
 //! on the lines the caller names (the agent's changed lines, trivial ones dropped by
 //! [`substantive_lines`]). Every mutant keeps the file parseable and, as far as the tree tells,
 //! well-typed (a mutant that only fails to compile would be "killed" by any suite, adequate or
-//! not): comparison and boolean operators flipped, boolean and small-integer literals changed,
-//! an early return of a default, a condition negated, a statement deleted.
+//! not): comparison and boolean operators flipped, arithmetic flipped where it stays numeric
+//! (`-` to `+`, `/` to `*`, and `+` to `-` only beside a number literal, since `+` also joins
+//! strings), boolean and small-integer literals changed, an early return of a default, a
+//! condition negated, a statement deleted.
 //!
 //! Walks are cursor loops (`analysis::syntax::walk`), never recursion.
 
@@ -21,6 +23,7 @@ use crate::analysis::test_code;
 pub enum Operator {
     ComparisonFlipped,
     BooleanOperatorFlipped,
+    ArithmeticFlipped,
     BooleanLiteral,
     IntegerLiteral,
     EarlyReturn,
@@ -35,6 +38,7 @@ impl Operator {
         match self {
             Operator::ComparisonFlipped => "comparison_flipped",
             Operator::BooleanOperatorFlipped => "boolean_operator_flipped",
+            Operator::ArithmeticFlipped => "arithmetic_flipped",
             Operator::BooleanLiteral => "boolean_literal",
             Operator::IntegerLiteral => "integer_literal",
             Operator::EarlyReturn => "early_return",
@@ -199,8 +203,11 @@ fn token_mutant(file: &ParsedFile<'_>, node: Node<'_>) -> Option<Mutant> {
     let text = file.text(node);
     let parent = node.parent().map(|p| p.kind()).unwrap_or_default();
     if !node.is_named() {
-        if !matches!(parent, "binary_expression" | "comparison_operator" | "boolean_operator") {
+        if !matches!(parent, "binary_expression" | "comparison_operator" | "boolean_operator" | "binary_operator") {
             return None;
+        }
+        if let Some(flipped) = arithmetic_flip(node) {
+            return Some(mutant(file, node, Operator::ArithmeticFlipped, flipped.to_string()));
         }
         let (flipped, operator) = match node.kind() {
             "==" => ("!=", Operator::ComparisonFlipped),
@@ -225,6 +232,19 @@ fn token_mutant(file: &ParsedFile<'_>, node: Node<'_>) -> Option<Mutant> {
         ("true", "True") => Some(mutant(file, node, Operator::BooleanLiteral, "False".into())),
         ("false", "False") => Some(mutant(file, node, Operator::BooleanLiteral, "True".into())),
         ("integer_literal" | "integer" | "int_literal" | "number", _) => integer_mutant(file, node, &text),
+        _ => None,
+    }
+}
+
+/// The flip of an arithmetic operator token of a binary expression, where the result stays
+/// numeric: `-` and `/` are numeric in every grammar here; `+` also joins strings, so it is
+/// flipped only when one operand is a number literal.
+fn arithmetic_flip(operator: Node<'_>) -> Option<&'static str> {
+    let numeric = |n: Option<Node<'_>>| n.is_some_and(|n| matches!(n.kind(), "integer_literal" | "integer" | "int_literal" | "number" | "float_literal" | "float"));
+    match operator.kind() {
+        "-" => Some("+"),
+        "/" => Some("*"),
+        "+" if numeric(operator.prev_named_sibling()) || numeric(operator.next_named_sibling()) => Some("-"),
         _ => None,
     }
 }
@@ -401,6 +421,26 @@ mod tests {
         let all = mutated("m.py", "ok = a and True\n", &[]);
         assert_eq!(of(&all, Operator::BooleanOperatorFlipped), vec!["ok = a or True\n"]);
         assert_eq!(of(&all, Operator::BooleanLiteral), vec!["ok = a and False\n"]);
+    }
+
+    #[test]
+    fn subtraction_and_division_flip_in_every_grammar() {
+        assert_eq!(of(&mutated("m.py", "x = a - b / c\n", &[]), Operator::ArithmeticFlipped), vec!["x = a + b / c\n", "x = a - b * c\n"]);
+        assert_eq!(of(&mutated("m.rs", "fn f(a: i64, b: i64) -> i64 { a - b }\n", &[]), Operator::ArithmeticFlipped), vec!["fn f(a: i64, b: i64) -> i64 { a + b }\n"]);
+        assert_eq!(of(&mutated("m.go", "package m\n\nfunc f(a, b int) int { return a - b }\n", &[]), Operator::ArithmeticFlipped), vec!["package m\n\nfunc f(a, b int) int { return a + b }\n"]);
+        assert_eq!(of(&mutated("m.js", "const f = (a, b) => a - b;\n", &[]), Operator::ArithmeticFlipped), vec!["const f = (a, b) => a + b;\n"]);
+    }
+
+    #[test]
+    fn addition_flips_only_beside_a_number_literal_since_it_also_joins_strings() {
+        assert_eq!(of(&mutated("m.py", "x = a + 1\ny = s + t\n", &[]), Operator::ArithmeticFlipped), vec!["x = a - 1\ny = s + t\n"]);
+        assert_eq!(of(&mutated("m.js", "const s = a + b;\n", &[]), Operator::ArithmeticFlipped), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_unary_minus_is_not_an_arithmetic_flip() {
+        assert_eq!(of(&mutated("m.py", "x = -a\n", &[]), Operator::ArithmeticFlipped), Vec::<String>::new());
+        assert_eq!(of(&mutated("m.rs", "fn f(a: i64) -> i64 { -a }\n", &[]), Operator::ArithmeticFlipped), Vec::<String>::new());
     }
 
     #[test]

@@ -576,6 +576,10 @@ pub struct AdequacyRecord {
     /// The coverage-delta tier, when the run declares a coverage report (`--coverage`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coverage: Option<CoverageRecord>,
+    /// The production functions the tests failing at t0 call (`path: name`, escaped), whose
+    /// mutants are the `t0_failure` stratum (`crate::mutation::targets`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub t0_failure_functions: Vec<String>,
     pub duration_ms: u64,
 }
 
