@@ -132,7 +132,9 @@ fn a_module_shadowing_the_standard_library_halts_metric_integrity_violation() {
 #[test]
 fn a_disabled_rule_lets_its_pattern_through_and_its_reason_is_recorded() {
     let repo = python_project();
-    write(repo.path(), "loop.toml", "[guards]\ndisable = [{ rule = \"always-equal\", reason = \"Money compares by identity on purpose\" }]\n");
+    // The check is `true`, which no mutant can turn red: the canary is off so that only the
+    // switched-off rule is under test.
+    write(repo.path(), "loop.toml", "adequacy = \"off\"\n\n[guards]\ndisable = [{ rule = \"always-equal\", reason = \"Money compares by identity on purpose\" }]\n");
     let agent = "sed -i 's/        return isinstance(other, Money) and self.cents == other.cents/        return True/' calc/core.py";
     let (r, ev) = run_agent(repo.path(), "r", agent, "true");
     assert_eq!(r.code, 10, "{r:?}");
