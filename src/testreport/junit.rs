@@ -23,7 +23,14 @@
 //! `tests + suites - <testsuite> elements` (a test with subtests is counted in `tests` but
 //! written as a suite), skipped `skipped + todo`, and failed `fail + cancelled` less at most one
 //! per `<testsuite>` element (node counts a failing parent test in `fail`; its JUnit writes it
-//! as a suite), so a count of failing cases within that range agrees.
+//! as a suite), so a count of failing cases within that range agrees. Node's summary line
+//! (`ℹ tests N` from its spec reporter) is compared with the comments themselves
+//! ([`ParsedReport::runner_counts`]), which count what node counts.
+//!
+//! jest-junit (root `name="jest tests"`) writes a `todo` test as a case without any result
+//! element and leaves it out of its `tests` attributes, so in its report passing cases beyond
+//! the declared `tests` (with failures and skips as declared) are read as those todo tests and
+//! agree.
 //!
 //! Hostile input: a DTD is refused (so no entity is ever declared or expanded; quick-xml itself
 //! only resolves the five predefined entities and character references), nesting is capped at
@@ -195,18 +202,27 @@ impl Parser<'_> {
             }
             builder.add(id, case.outcome);
         }
+        let counted = builder.counts();
         let Some(get) = node_counts(&self.root_comments) else {
-            let declared = self.suites_declared.get().or(self.root_declared);
+            let mut declared = self.suites_declared.get().or(self.root_declared);
+            if let Some(d) = declared.filter(|_| self.producer == Some(Producer::Jest)) {
+                // jest-junit writes a `todo` test as a case with no result element and leaves it
+                // out of `tests`: passing cases beyond `tests` are those.
+                if counted.total > d.total && counted.failed == d.failed && counted.skipped == d.skipped {
+                    declared = Some(counted);
+                }
+            }
             return builder.finish(Format::Junit, self.producer, declared, Vec::new());
         };
-        let counted = builder.counts();
         let total = (get("tests") + get("suites")).saturating_sub(self.suite_elements);
         let skipped = get("skipped") + get("todo");
         let most_failed = get("fail") + get("cancelled");
         let least_failed = most_failed.saturating_sub(self.suite_elements);
         let failed = counted.failed.clamp(least_failed, most_failed);
         let declared = Counts { total, failed, skipped, passed: total.saturating_sub(failed + skipped) };
-        builder.finish(Format::Junit, Some(Producer::NodeTest), Some(declared), Vec::new())
+        let mut report = builder.finish(Format::Junit, Some(Producer::NodeTest), Some(declared), Vec::new());
+        report.runner_counts = Some(Counts { total: get("tests"), passed: get("pass"), failed: most_failed, skipped });
+        report
     }
 
     fn error(&self, at: u64, detail: impl Into<String>) -> ReportError {
@@ -544,6 +560,8 @@ mod tests {
         let r = parsed(NODE);
         // tests 9 + suites 2 - 3 <testsuite> elements = 8 cases; fail 3 holds the parent test.
         assert_eq!(r.declared, Some(r.counts));
+        // What node's summary line counts: the parent test too.
+        assert_eq!(r.runner_counts, Some(Counts { total: 9, passed: 4, failed: 3, skipped: 2 }));
     }
 
     #[test]
@@ -552,6 +570,17 @@ mod tests {
         assert_eq!(r.declared.map(|d| d.total), Some(11));
         let r = parsed(&NODE.replace("<!-- fail 3 -->", "<!-- fail 9 -->"));
         assert_eq!(r.declared.map(|d| d.failed), Some(6));
+    }
+
+    #[test]
+    fn jest_junit_todo_cases_beyond_its_declared_tests_agree_and_other_surpluses_do_not() {
+        let jest = |failures: u32| {
+            format!(r#"<testsuites name="jest tests" tests="2" failures="{failures}"><testsuite name="m" tests="2" failures="{failures}" skipped="1"><testcase classname="m a" name="m a"/><testcase classname="m s" name="m s"><skipped/></testcase><testcase classname="m todo" name="m todo"/></testsuite></testsuites>"#)
+        };
+        let r = parsed(&jest(0));
+        assert_eq!(r.declared, Some(r.counts));
+        let r = parsed(&jest(1));
+        assert_eq!(r.declared.map(|d| (d.total, d.failed)), Some((2, 1)));
     }
 
     #[test]

@@ -74,6 +74,12 @@ pub struct ParsedReport {
     /// What the report declares about itself (JUnit's `tests`/`failures` attributes, node's
     /// `# tests` comments), to be checked against `counts`.
     pub declared: Option<Counts>,
+    /// The report's counts in its runner's own terms, where they differ from its entries: node's
+    /// JUnit writes a test with subtests as a suite, which node's summary counts as a test (its
+    /// closing comments, the same numbers its spec reporter prints). The runner's summary line
+    /// is compared with these (none: with `counts`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runner_counts: Option<Counts>,
     /// Units of the run that ended abnormally or without their result (a go package that
     /// failed without a failing test, a libtest binary without its `test result:` line).
     pub incomplete: Vec<String>,
@@ -184,6 +190,7 @@ impl ReportBuilder {
             skipped_repeats: self.skipped_repeats,
             counts: self.counts,
             declared,
+            runner_counts: None,
             incomplete,
         }
     }
