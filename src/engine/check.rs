@@ -69,7 +69,8 @@ impl TestSets {
         (set, repeats)
     }
 
-    fn add(&mut self, report: &ParsedReport) {
+    /// The sets with one more source's (its ids joined, its repeats as the larger count).
+    pub fn add(&mut self, report: &ParsedReport) {
         self.collected.extend(report.collected.iter().cloned());
         self.failing.extend(report.failing.iter().cloned());
         self.skipped.extend(report.skipped.iter().cloned());
