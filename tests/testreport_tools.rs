@@ -492,3 +492,35 @@ fn jest_junit_report_from_a_real_run() {
     assert_eq!(ids(&parsed(&red.1).failing), ["math wrong when asked::math wrong when asked"]);
     assert_green_and_red(&green.0, &green.1, &red.0, &red.1, &["report_shows_failures"]);
 }
+
+#[test]
+fn node_junit_of_a_skipped_describe_and_a_failing_todo_test_is_green_and_agrees_with_its_summary() {
+    let Some(node) = tool(&["node", "nodejs"]) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("test")).unwrap();
+    std::fs::write(
+        dir.path().join("test/odd.test.js"),
+        "const { describe, it, test } = require('node:test');\n\
+         describe.skip('skipped suite', () => { it('inside', () => {}); });\n\
+         test('todo failing', { todo: 'later' }, () => { throw new Error('nope'); });\n\
+         describe('empty', () => {});\n\
+         describe('d', () => { it('x', () => {}); });\n",
+    )
+    .unwrap();
+    let ran = run(command(&node, dir.path(), false).args([
+        "--test",
+        "--test-reporter=junit",
+        "--test-reporter-destination=junit.xml",
+        "--test-reporter=spec",
+        "--test-reporter-destination=stdout",
+    ]));
+    assert_eq!(ran.code, Some(0), "{}", ran.show());
+    let reports = reports_in(dir.path(), "junit.xml");
+    let report = parsed(&reports);
+    assert_eq!(ids(&report.collected), ["d > x", "empty", "skipped suite", "todo failing"]);
+    assert_eq!(ids(&report.skipped), ["skipped suite", "todo failing"]);
+    assert!(report.failing.is_empty(), "{report:?}");
+    assert_eq!(report.declared, Some(report.counts));
+    let verdict = agree(ran.code, &reports, &ran.output());
+    assert!(matches!(verdict, Agreement::Green { ref sources } if sources.len() == 2), "{verdict:?}\n{}", ran.show());
+}

@@ -21,9 +21,12 @@
 //! the id node's TAP reporter gives the same test. Node's suite attributes count direct
 //! children, not tests, so the declared counts come from the comments instead: total
 //! `tests + suites - <testsuite> elements` (a test with subtests is counted in `tests` but
-//! written as a suite), skipped `skipped + todo`, and failed `fail + cancelled` less at most one
-//! per `<testsuite>` element (node counts a failing parent test in `fail`; its JUnit writes it
-//! as a suite), so a count of failing cases within that range agrees. Node's summary line
+//! written as a suite), skipped `skipped + todo` plus at most `suites` (a skipped `describe` is
+//! a case with a `<skipped>` child, counted in `suites`), and failed `fail + cancelled` less at
+//! most one per `<testsuite>` element (node counts a failing parent test in `fail`; its JUnit
+//! writes it as a suite), so counts of skipped and failing cases within those ranges agree. A
+//! case with a `<skipped type="todo">` child is skipped even when it also has a `<failure>`
+//! (node's failing TODO test, which does not fail the run). Node's summary line
 //! (`ℹ tests N` from its spec reporter) is compared with the comments themselves
 //! ([`ParsedReport::runner_counts`]), which count what node counts.
 //!
@@ -50,7 +53,8 @@ const NODE_COUNTS: [&str; 7] = ["tests", "suites", "pass", "fail", "cancelled", 
 
 enum Frame {
     Suite { name: String },
-    Case { id: String, node_id: String, failed: bool, skipped: bool, excerpt: Gathering },
+    /// `todo`: a `<skipped type="todo">` child (node's TODO test: an expected failure).
+    Case { id: String, node_id: String, failed: bool, skipped: bool, todo: bool, excerpt: Gathering },
     /// A `<failure>` or `<error>` child of a case: its text is the case's excerpt.
     Failure,
     Other,
@@ -215,13 +219,15 @@ impl Parser<'_> {
             return builder.finish(Format::Junit, self.producer, declared, Vec::new());
         };
         let total = (get("tests") + get("suites")).saturating_sub(self.suite_elements);
-        let skipped = get("skipped") + get("todo");
+        // A skipped `describe` is a case with a `<skipped>` child that node counts in `suites`.
+        let least_skipped = get("skipped") + get("todo");
+        let skipped = counted.skipped.clamp(least_skipped, least_skipped + get("suites"));
         let most_failed = get("fail") + get("cancelled");
         let least_failed = most_failed.saturating_sub(self.suite_elements);
         let failed = counted.failed.clamp(least_failed, most_failed);
         let declared = Counts { total, failed, skipped, passed: total.saturating_sub(failed + skipped) };
         let mut report = builder.finish(Format::Junit, Some(Producer::NodeTest), Some(declared), Vec::new());
-        report.runner_counts = Some(Counts { total: get("tests"), passed: get("pass"), failed: most_failed, skipped });
+        report.runner_counts = Some(Counts { total: get("tests"), passed: get("pass"), failed: most_failed, skipped: least_skipped });
         report
     }
 
@@ -338,11 +344,13 @@ impl Parser<'_> {
                 }
                 let id = bounded_id(id, self.report, Format::Junit, || format!("byte {at}"))?;
                 let node_id = bounded_id(node_id, self.report, Format::Junit, || format!("byte {at}"))?;
-                Frame::Case { id, node_id, failed: false, skipped: false, excerpt: Gathering::default() }
+                Frame::Case { id, node_id, failed: false, skipped: false, todo: false, excerpt: Gathering::default() }
             }
             b"skipped" if in_case => {
-                if let Some(Frame::Case { skipped, .. }) = self.stack.last_mut() {
+                let is_todo = self.attr(e, b"type", at)?.as_deref() == Some("todo");
+                if let Some(Frame::Case { skipped, todo, .. }) = self.stack.last_mut() {
                     *skipped = true;
+                    *todo |= is_todo;
                 }
                 Frame::Other
             }
@@ -369,7 +377,9 @@ impl Parser<'_> {
         let Some(frame) = self.stack.pop() else {
             return Err(self.error(at, "a closing tag without its opening tag"));
         };
-        if let Frame::Case { id, node_id, failed, skipped, excerpt } = frame {
+        if let Frame::Case { id, node_id, failed, skipped, todo, excerpt } = frame {
+            // A TODO test that fails is expected to (node exits 0 for it): skipped, as in TAP.
+            let failed = failed && !todo;
             let outcome = if failed {
                 Outcome::Failed
             } else if skipped {
@@ -562,6 +572,24 @@ mod tests {
         assert_eq!(r.declared, Some(r.counts));
         // What node's summary line counts: the parent test too.
         assert_eq!(r.runner_counts, Some(Counts { total: 9, passed: 4, failed: 3, skipped: 2 }));
+    }
+
+    #[test]
+    fn a_failing_node_todo_test_and_a_skipped_describe_are_skipped_and_agree_with_the_comments() {
+        // node 20 on `describe.skip('skipped suite', ...)`, a failing `{ todo }` test and a
+        // `describe` holding one test.
+        let r = parsed(
+            r#"<testsuites>
+	<testcase name="skipped suite" time="0.000722" classname="test"><skipped type="skipped" message="true"/></testcase>
+	<testcase name="todo failing" time="0.000609" classname="test" failure="nope"><skipped type="todo" message="later"/><failure type="testCodeFailure" message="nope">boom</failure></testcase>
+	<testsuite name="d" time="0.000345" disabled="0" errors="0" tests="1" failures="0" skipped="0" hostname="vm"><testcase name="x" time="0.000139" classname="test"/></testsuite>
+	<!-- tests 2 --><!-- suites 2 --><!-- pass 1 --><!-- fail 0 --><!-- cancelled 0 --><!-- skipped 0 --><!-- todo 1 -->
+</testsuites>"#,
+        );
+        assert!(r.failing.is_empty(), "{:?}", r.failing);
+        assert_eq!(r.skipped.iter().collect::<Vec<_>>(), ["skipped suite", "todo failing"]);
+        assert_eq!(r.declared, Some(r.counts));
+        assert_eq!(r.runner_counts, Some(Counts { total: 2, passed: 1, failed: 0, skipped: 1 }));
     }
 
     #[test]
