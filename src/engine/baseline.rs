@@ -379,7 +379,7 @@ pub fn set_violation(iteration: u64, check: &CheckResult, baseline: &TestSets) -
     let collected = counted(check.collected_set.as_ref());
     let skipped = counted(check.skipped_set.as_ref());
     let times = |repeats: &BTreeMap<String, u64>, id: &String| repeats.get(id).copied().unwrap_or(1);
-    // An id once per test lost (named once, the count said in the detail).
+    // Each C0 id with fewer entries now than at t0, named once; `lost_entries` counts the tests.
     let mut lost: Vec<&String> = Vec::new();
     let mut lost_entries = 0u64;
     for id in &baseline.collected {
