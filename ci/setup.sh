@@ -5,13 +5,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# python3-pytest, golang-go, nodejs and perl (prove): the real test runners the report parser tests
+# python3-pytest, golang-go, nodejs (npm: vitest and jest, ci/fetch-js-runners.sh) and perl (prove):
+# the real test runners the report parser tests
 # run (tests/testreport_tools.rs, ci/report-samples.sh). cargo (Debian's, with its rustc, in
 # /usr/bin): the system toolchain a Rust check runs in the exec zone, which binds /usr but nothing
 # under /root or /home where rustup keeps its own (tests/loop_real_projects.rs). python3-pytest-cov
 # (with python3-coverage): the real lcov and Cobertura reports of the coverage guard's tests
 # (tests/loop_coverage.rs).
-packages=(gcc libc6-dev python3 git openssl python3-pytest python3-pytest-cov golang-go nodejs perl cargo)
+packages=(gcc libc6-dev python3 git openssl python3-pytest python3-pytest-cov golang-go nodejs npm perl cargo)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -47,6 +48,8 @@ fi
 # that the tests run offline (pinned by SHA-256; never vendored).
 if [ "$(id -u)" = 0 ] || [ -n "${LOOPEXEC_TEST_PROJECTS:-}" ]; then
   ci/fetch-test-projects.sh
+  # vitest and jest (with jest-junit) from npm, pinned by the committed package-lock.json.
+  ci/fetch-js-runners.sh
 fi
 
 if [ "$(id -u)" = 0 ] && [ -x ci/setup-test-user.sh ]; then

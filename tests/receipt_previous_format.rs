@@ -52,3 +52,26 @@ fn a_delivered_detached_run_reads_and_verifies_as_before() {
 fn a_blocked_detached_run_reads_and_verifies_as_before() {
     reads_as_before("blocked");
 }
+
+/// A receipt from before doctest ids lost their line numbers (commit e340552; written by
+/// tests/fixtures/receipts_doctest_lines/make.sh): its sets hold `src/lib.rs - add (line 3)`.
+/// It still verifies, and `report`, `explain-halt` and `verify` say what that binary said.
+#[test]
+fn a_receipt_with_line_numbered_doctest_ids_reads_and_verifies_as_before() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/receipts_doctest_lines");
+    let run = root.join("doctests");
+    let text = std::fs::read_to_string(run.join("receipt.jsonl")).unwrap();
+    assert!(text.contains("\"doc/demo::src/lib.rs - add (line 3)\""), "the fixture holds a line-numbered doctest id");
+    let dir = workdir();
+    let receipt = path_str(&run.join("receipt.jsonl"));
+    let recorded = |command: &str| without_path(serde_json::from_slice(&std::fs::read(run.join(format!("{command}.json"))).unwrap()).unwrap());
+    for command in ["report", "explain-halt"] {
+        let now = loopexec(dir.path(), &[command, "--json", "--receipt", &receipt]);
+        assert_eq!(now.code, 0, "{now:?}");
+        assert_eq!(without_path(now.json()), recorded(command), "{command}");
+    }
+    let verified = loopexec(dir.path(), &["verify", "--json", &path_str(&run), "--pubkey", &path_str(&root.join("operator.pub"))]);
+    assert_eq!(verified.code, 0, "{verified:?}");
+    assert_eq!(verified.json()["verified"], true);
+    assert_eq!(verified.json(), recorded("verify"));
+}

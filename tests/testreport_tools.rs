@@ -3,6 +3,10 @@
 //! (report patterns resolved beneath the directory, the captured output), and check the sets
 //! against the committed sample of the same project and the verdict against the exit code.
 //!
+//! vitest and jest (with jest-junit) come from npm, installed by ci/fetch-js-runners.sh into the
+//! test-project cache from the committed lock (tests/fixtures/reports/js-runners/); each JS project
+//! links its `node_modules` there.
+//!
 //! Each project has one test that fails only with SAMPLE_FAIL=1: the red run must exit non-zero
 //! and show exactly that failing test; the same evidence under a pretended exit 0 must disagree.
 //! A missing tool fails the test under CI (`CI=true`); elsewhere it is reported on stderr and the
@@ -300,4 +304,223 @@ fn perl_tap_and_prove_from_a_real_run() {
     assert_eq!(parsed(&green.1).collected, sample("perl-tap-green.tap").collected);
     assert_eq!(ids(&parsed(&red.1).failing), ["wrong when asked"]);
     assert_green_and_red(&green.0, &green.1, &red.0, &red.1, &["report_shows_failures", "summary_shows_failures"]);
+}
+
+#[test]
+fn node_test_junit_and_its_spec_summary_from_a_real_run() {
+    let Some(node) = tool(&["node", "nodejs"]) else { return };
+    let runs = green_and_red(|fail| {
+        let dir = project("node");
+        // node's own JUnit to a file and its spec reporter (`ℹ tests N` closing lines) on stdout.
+        let ran = run(command(&node, dir.path(), fail).args([
+            "--test",
+            "--test-reporter=junit",
+            "--test-reporter-destination=junit.xml",
+            "--test-reporter=spec",
+            "--test-reporter-destination=stdout",
+        ]));
+        let reports = reports_in(dir.path(), "*.xml");
+        (ran, reports)
+    });
+    let (green, red) = (&runs[0], &runs[1]);
+    let report = parsed(&green.1);
+    assert_eq!(
+        ids(&report.collected),
+        ["math > adds", "math > skipped one", "math > todo one", "math > wrong when asked", "upper", "with subtests > inner a", "with subtests > inner b # not a directive"]
+    );
+    // node's TAP names the same tests the same way (its TAP also lists the parent test itself).
+    let tap = sample("node-tap-green.tap");
+    let tap_cases: Vec<&str> = ids(&tap.collected).into_iter().filter(|id| *id != "with subtests").collect();
+    assert_eq!(ids(&report.collected), tap_cases);
+    assert_eq!(ids(&report.skipped), ["math > skipped one", "math > todo one"]);
+    assert_eq!(report.declared, Some(report.counts));
+    assert_eq!(ids(&parsed(&red.1).failing), ["math > wrong when asked"]);
+    assert_eq!(parsed(&red.1).declared, Some(parsed(&red.1).counts));
+    assert_green_and_red(&green.0, &green.1, &red.0, &red.1, &["report_shows_failures", "summary_shows_failures"]);
+}
+
+/// Writes a node project whose hooks fail: a `before` hook (node cancels the tests under it) and
+/// an `after` hook (node 20's JUnit shows no failure for it at all).
+fn node_project_with_failing_hooks(dir: &Path, which: &str) {
+    std::fs::create_dir_all(dir.join("test")).unwrap();
+    let body = format!(
+        "const {{ describe, it, {which} }} = require('node:test');\n\
+         describe('hooked', () => {{\n  {which}(() => {{ throw new Error('hook failed'); }});\n  it('under hook', () => {{}});\n}});\n\
+         describe('plain', () => {{ it('fine', () => {{}}); }});\n"
+    );
+    std::fs::write(dir.join("test/hooks.test.js"), body).unwrap();
+}
+
+#[test]
+fn a_failing_before_hook_in_node_junit_fails_the_cancelled_test_and_the_run_is_red() {
+    let Some(node) = tool(&["node", "nodejs"]) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    node_project_with_failing_hooks(dir.path(), "before");
+    let ran = run(command(&node, dir.path(), false).args(["--test", "--test-reporter=junit", "--test-reporter-destination=junit.xml"]));
+    let reports = reports_in(dir.path(), "junit.xml");
+    let report = parsed(&reports);
+    assert_eq!(ids(&report.collected), ["hooked > under hook", "plain > fine"]);
+    assert_eq!(ids(&report.failing), ["hooked > under hook"]);
+    assert_eq!(report.declared, Some(report.counts));
+    assert_eq!(agree(ran.code, &reports, &ran.output()), Agreement::Red { exit_code: Some(1) }, "{}", ran.show());
+}
+
+#[test]
+fn a_failing_after_hook_that_node_junit_does_not_show_still_leaves_the_run_red() {
+    let Some(node) = tool(&["node", "nodejs"]) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    node_project_with_failing_hooks(dir.path(), "after");
+    let ran = run(command(&node, dir.path(), false).args(["--test", "--test-reporter=junit", "--test-reporter-destination=junit.xml"]));
+    let reports = reports_in(dir.path(), "junit.xml");
+    let report = parsed(&reports);
+    assert!(report.failing.is_empty(), "node 20 writes the after hook's failure nowhere in its JUnit: {report:?}");
+    assert_eq!(report.declared, Some(report.counts));
+    // The exit code is the evidence that counts: red, never green.
+    assert_eq!(agree(ran.code, &reports, &ran.output()), Agreement::Red { exit_code: Some(1) }, "{}", ran.show());
+}
+
+#[test]
+fn cargo_test_names_doctests_by_file_and_item_without_their_line() {
+    let Some(cargo) = cargo() else { return };
+    let dir = project("rust");
+    let ran = cargo_in(&cargo, dir.path(), false, &["test", "--offline", "--doc"]);
+    assert_eq!(ran.code, Some(0), "{}", ran.show());
+    let report = output_report(&ran.output()).unwrap().unwrap();
+    assert_eq!(ids(&report.collected), ["doc/sample::src/lib.rs - add", "doc/sample::src/lib.rs - add - compile"]);
+    // Five lines above the doctests: the same ids.
+    let lib = dir.path().join("src/lib.rs");
+    let source = std::fs::read_to_string(&lib).unwrap();
+    std::fs::write(&lib, format!("// one\n// two\n// three\n// four\n// five\n{source}")).unwrap();
+    let shifted = cargo_in(&cargo, dir.path(), false, &["test", "--offline", "--doc"]);
+    assert!(String::from_utf8_lossy(&shifted.stdout).contains("src/lib.rs - add (line 8)"), "{}", shifted.show());
+    assert_eq!(output_report(&shifted.output()).unwrap().unwrap().collected, report.collected);
+}
+
+/// The directory ci/fetch-js-runners.sh installed vitest and jest into (run here when absent).
+/// `None` (a notice) when it cannot be had outside CI; under CI a failure.
+fn js_runners() -> Option<PathBuf> {
+    let lock = std::fs::read(fixtures().join("js-runners/package-lock.json")).unwrap();
+    let sha = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&lock));
+    let cache = std::env::var_os("LOOPEXEC_TEST_PROJECTS").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/var/cache/loopexec-test-projects"));
+    let dir = cache.join(format!("js-runners-{sha}"));
+    if !dir.join("node_modules").is_dir() {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("ci/fetch-js-runners.sh");
+        let status = Command::new("bash").arg(script).status();
+        if !status.is_ok_and(|s| s.success()) || !dir.join("node_modules").is_dir() {
+            if std::env::var("CI").as_deref() == Ok("true") {
+                panic!("{} is missing and ci/fetch-js-runners.sh could not install it", dir.display());
+            }
+            eprintln!("NOT RUN: {} is missing (run ci/fetch-js-runners.sh; CI=true makes this a failure)", dir.display());
+            return None;
+        }
+    }
+    Some(dir)
+}
+
+/// A JS fixture project in a temp dir, its `node_modules` a link to the cached runners.
+fn js_project(name: &str, runners: &Path) -> tempfile::TempDir {
+    let dir = project(name);
+    std::os::unix::fs::symlink(runners.join("node_modules"), dir.path().join("node_modules")).unwrap();
+    dir
+}
+
+#[test]
+fn vitest_junit_report_from_a_real_run() {
+    let Some(node) = tool(&["node", "nodejs"]) else { return };
+    let Some(runners) = js_runners() else { return };
+    let vitest = runners.join("node_modules/vitest/vitest.mjs");
+    let runs = green_and_red(|fail| {
+        let dir = js_project("vitest", &runners);
+        // --no-cache: vitest would otherwise write its results cache into the shared node_modules.
+        let ran = run(command(&node, dir.path(), fail).arg(&vitest).args(["run", "--no-cache", "--reporter=junit", "--outputFile=out/junit.xml"]));
+        (ran, reports_in(dir.path(), "out/*.xml"))
+    });
+    let (green, red) = (&runs[0], &runs[1]);
+    let report = parsed(&green.1);
+    assert_eq!(
+        ids(&report.collected),
+        [
+            "test/math.test.js::math > adds",
+            "test/math.test.js::math > inner > deep",
+            "test/math.test.js::math > skipped one",
+            "test/math.test.js::math > todo one",
+            "test/math.test.js::math > wrong when asked",
+            "test/math.test.js::top level",
+            "test/strs.test.js::upper",
+        ]
+    );
+    assert_eq!(ids(&report.skipped), ["test/math.test.js::math > skipped one", "test/math.test.js::math > todo one"]);
+    assert_eq!(report.declared, Some(report.counts));
+    assert_eq!(ids(&parsed(&red.1).failing), ["test/math.test.js::math > wrong when asked"]);
+    assert_green_and_red(&green.0, &green.1, &red.0, &red.1, &["report_shows_failures"]);
+}
+
+#[test]
+fn jest_junit_report_from_a_real_run() {
+    let Some(node) = tool(&["node", "nodejs"]) else { return };
+    let Some(runners) = js_runners() else { return };
+    let jest = runners.join("node_modules/jest/bin/jest.js");
+    let runs = green_and_red(|fail| {
+        let dir = js_project("jest", &runners);
+        let cache = tempfile::tempdir().unwrap();
+        let mut cmd = command(&node, dir.path(), fail);
+        cmd.arg(&jest)
+            .args(["--ci", "--reporters=default", "--reporters=jest-junit", "--cacheDirectory"])
+            .arg(cache.path())
+            .env("JEST_JUNIT_OUTPUT_DIR", "out");
+        let ran = run(&mut cmd);
+        (ran, reports_in(dir.path(), "out/*.xml"))
+    });
+    let (green, red) = (&runs[0], &runs[1]);
+    let report = parsed(&green.1);
+    // jest-junit's default: classname and name are both the titles joined with a space.
+    assert_eq!(
+        ids(&report.collected),
+        [
+            " top level:: top level",
+            " upper:: upper",
+            "math adds::math adds",
+            "math inner deep::math inner deep",
+            "math skipped one::math skipped one",
+            "math todo one::math todo one",
+            "math wrong when asked::math wrong when asked",
+        ]
+    );
+    // jest-junit writes a todo test as a case with no result element, outside its `tests` counts.
+    assert_eq!(ids(&report.skipped), ["math skipped one::math skipped one"]);
+    assert_eq!(report.declared, Some(report.counts));
+    assert_eq!(ids(&parsed(&red.1).failing), ["math wrong when asked::math wrong when asked"]);
+    assert_green_and_red(&green.0, &green.1, &red.0, &red.1, &["report_shows_failures"]);
+}
+
+#[test]
+fn node_junit_of_a_skipped_describe_and_a_failing_todo_test_is_green_and_agrees_with_its_summary() {
+    let Some(node) = tool(&["node", "nodejs"]) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("test")).unwrap();
+    std::fs::write(
+        dir.path().join("test/odd.test.js"),
+        "const { describe, it, test } = require('node:test');\n\
+         describe.skip('skipped suite', () => { it('inside', () => {}); });\n\
+         test('todo failing', { todo: 'later' }, () => { throw new Error('nope'); });\n\
+         describe('empty', () => {});\n\
+         describe('d', () => { it('x', () => {}); });\n",
+    )
+    .unwrap();
+    let ran = run(command(&node, dir.path(), false).args([
+        "--test",
+        "--test-reporter=junit",
+        "--test-reporter-destination=junit.xml",
+        "--test-reporter=spec",
+        "--test-reporter-destination=stdout",
+    ]));
+    assert_eq!(ran.code, Some(0), "{}", ran.show());
+    let reports = reports_in(dir.path(), "junit.xml");
+    let report = parsed(&reports);
+    assert_eq!(ids(&report.collected), ["d > x", "empty", "skipped suite", "todo failing"]);
+    assert_eq!(ids(&report.skipped), ["skipped suite", "todo failing"]);
+    assert!(report.failing.is_empty(), "{report:?}");
+    assert_eq!(report.declared, Some(report.counts));
+    let verdict = agree(ran.code, &reports, &ran.output());
+    assert!(matches!(verdict, Agreement::Green { ref sources } if sources.len() == 2), "{verdict:?}\n{}", ran.show());
 }

@@ -31,7 +31,7 @@ use crate::testreport::shown;
 use crate::zones::Zone;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 
 /// The cache's directory beneath the state dir.
 pub const CACHE_DIR: &str = "check-baselines";
@@ -60,13 +60,19 @@ impl Baseline {
     /// The baseline a `check_baseline` event recorded.
     pub fn of_record(record: &CheckBaselineRecord) -> Baseline {
         let check = &record.check;
-        let set = |s: &Option<Vec<String>>| s.iter().flatten().cloned().collect::<BTreeSet<String>>();
-        let sets = check.collected_set.as_ref().map(|_| TestSets {
-            collected: set(&check.collected_set),
-            failing: set(&check.failing_set),
-            skipped: set(&check.skipped_set),
-            // The receipt keeps the excerpts' digests, not the excerpts.
-            excerpts: Default::default(),
+        let set = |s: &Option<Vec<String>>| TestSets::unlisted(s.as_deref().unwrap_or_default());
+        let sets = check.collected_set.as_ref().map(|_| {
+            let (collected, collected_repeats) = set(&check.collected_set);
+            let (skipped, skipped_repeats) = set(&check.skipped_set);
+            TestSets {
+                collected,
+                failing: set(&check.failing_set).0,
+                skipped,
+                collected_repeats,
+                skipped_repeats,
+                // The receipt keeps the excerpts' digests, not the excerpts.
+                excerpts: Default::default(),
+            }
         });
         Baseline {
             ending: check.ending.clone(),
@@ -356,20 +362,46 @@ fn named(what: &str, ids: &[&String]) -> Vec<FindingRecord> {
     out
 }
 
+/// How many entries of `list` bear each id.
+fn counted(list: Option<&Vec<String>>) -> BTreeMap<&String, u64> {
+    let mut counts = BTreeMap::new();
+    for id in list.into_iter().flatten() {
+        *counts.entry(id).or_insert(0) += 1;
+    }
+    counts
+}
+
 /// The set guard's finding on `check` against `baseline`, if the sets moved the wrong way.
+/// Both are compared as multisets (an id the receipt lists twice is two tests, such as two
+/// doctests of one item): an id of C0 with fewer entries now lost a test, an id with more
+/// skipped entries than S0 gained a skip; a count gained in the collected set is a new test.
 pub fn set_violation(iteration: u64, check: &CheckResult, baseline: &TestSets) -> Option<GuardRecord> {
-    let empty = Vec::new();
-    let collected: BTreeSet<&String> = check.collected_set.as_ref().unwrap_or(&empty).iter().collect();
-    let skipped: BTreeSet<&String> = check.skipped_set.as_ref().unwrap_or(&empty).iter().collect();
-    let lost: Vec<&String> = baseline.collected.iter().filter(|id| !collected.contains(id)).collect();
-    let newly_skipped: Vec<&String> = skipped.iter().copied().filter(|id| !baseline.skipped.contains(*id)).collect();
+    let collected = counted(check.collected_set.as_ref());
+    let skipped = counted(check.skipped_set.as_ref());
+    let times = |repeats: &BTreeMap<String, u64>, id: &String| repeats.get(id).copied().unwrap_or(1);
+    // Each C0 id with fewer entries now than at t0, named once; `lost_entries` counts the tests.
+    let mut lost: Vec<&String> = Vec::new();
+    let mut lost_entries = 0u64;
+    for id in &baseline.collected {
+        let missing = times(&baseline.collected_repeats, id).saturating_sub(collected.get(id).copied().unwrap_or(0));
+        if missing > 0 {
+            lost.push(id);
+            lost_entries += missing;
+        }
+    }
+    let newly_skipped: Vec<&String> = skipped
+        .iter()
+        .filter(|(id, n)| !baseline.skipped.contains(**id) || **n > times(&baseline.skipped_repeats, id))
+        .map(|(id, _)| *id)
+        .collect();
     if lost.is_empty() && newly_skipped.is_empty() {
         return None;
     }
     let mut parts = Vec::new();
     if !lost.is_empty() {
         let measured = if check.collected_set.is_none() { " (this check named no test at all)" } else { "" };
-        parts.push(format!("{} test(s) of t0's {} collected are no longer collected{measured}", lost.len(), baseline.collected.len()));
+        let t0_entries = TestSets::entries(&baseline.collected, &baseline.collected_repeats);
+        parts.push(format!("{lost_entries} test(s) of t0's {t0_entries} collected are no longer collected{measured}"));
     }
     if !newly_skipped.is_empty() {
         parts.push(format!("{} test(s) are skipped that t0 did not skip", newly_skipped.len()));
@@ -405,6 +437,7 @@ impl Guard for BaselineSetGuard {
 mod tests {
     use super::*;
     use crate::receipt::events::sample;
+    use std::collections::BTreeSet;
 
     fn check_with(collected: &[&str], skipped: &[&str]) -> CheckResult {
         let Event::CheckResult(mut c) = sample::check_result(1, 0) else { unreachable!() };
@@ -414,12 +447,11 @@ mod tests {
     }
 
     fn sets(collected: &[&str], skipped: &[&str]) -> TestSets {
-        TestSets {
-            collected: collected.iter().map(|s| s.to_string()).collect(),
-            failing: BTreeSet::new(),
-            skipped: skipped.iter().map(|s| s.to_string()).collect(),
-            excerpts: Default::default(),
-        }
+        let collected: Vec<String> = collected.iter().map(|s| s.to_string()).collect();
+        let skipped: Vec<String> = skipped.iter().map(|s| s.to_string()).collect();
+        let (collected, collected_repeats) = TestSets::unlisted(&collected);
+        let (skipped, skipped_repeats) = TestSets::unlisted(&skipped);
+        TestSets { collected, failing: BTreeSet::new(), skipped, collected_repeats, skipped_repeats, excerpts: Default::default() }
     }
 
     #[test]
@@ -439,6 +471,39 @@ mod tests {
     fn a_newly_skipped_test_is_named_in_the_finding() {
         let found = set_violation(1, &check_with(&["a", "b"], &["a", "b"]), &sets(&["a", "b"], &["b"])).unwrap();
         assert_eq!(found.findings, vec![FindingRecord { path: None, what: "newly skipped: a".into() }]);
+    }
+
+    #[test]
+    fn a_repeated_id_with_fewer_entries_than_at_t0_lost_a_test() {
+        let doc = "doc/demo::src/lib.rs - add";
+        let found = set_violation(3, &check_with(&["a", doc], &[]), &sets(&["a", doc, doc], &[])).unwrap();
+        assert_eq!(found.detail, "the check exited 0 at iteration 3 but against the t0 baseline 1 test(s) of t0's 3 collected are no longer collected");
+        assert_eq!(found.findings, vec![FindingRecord { path: None, what: format!("no longer collected: {doc}") }]);
+    }
+
+    #[test]
+    fn a_repeated_id_with_more_entries_than_at_t0_is_a_new_test() {
+        let doc = "doc/demo::src/lib.rs - add";
+        assert_eq!(set_violation(1, &check_with(&[doc, doc, doc], &[]), &sets(&[doc, doc], &[])), None);
+    }
+
+    #[test]
+    fn a_repeated_id_skipped_more_often_than_at_t0_is_newly_skipped() {
+        let doc = "doc/demo::src/lib.rs - add";
+        let found = set_violation(1, &check_with(&[doc, doc], &[doc, doc]), &sets(&[doc, doc], &[doc])).unwrap();
+        assert_eq!(found.findings, vec![FindingRecord { path: None, what: format!("newly skipped: {doc}") }]);
+        assert_eq!(set_violation(1, &check_with(&[doc, doc], &[doc]), &sets(&[doc, doc], &[doc])), None);
+    }
+
+    #[test]
+    fn a_baseline_recorded_without_repeats_reads_each_id_once() {
+        let Event::CheckResult(mut c) = sample::check_result(0, 1) else { unreachable!() };
+        c.collected_set = Some(vec!["a".into(), "b".into(), "b".into()]);
+        c.skipped_set = Some(vec![]);
+        let record = CheckBaselineRecord { check: c, tree_id: None, cache_key: None, cache_hit: false, cache_note: None, sets_unmeasured: None };
+        let sets = Baseline::of_record(&record).sets.unwrap();
+        assert_eq!(sets.collected.iter().collect::<Vec<_>>(), ["a", "b"]);
+        assert_eq!(sets.collected_repeats.iter().collect::<Vec<_>>(), [(&"b".to_string(), &2)]);
     }
 
     #[test]

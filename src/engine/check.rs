@@ -22,22 +22,64 @@ use std::collections::{BTreeMap, BTreeSet};
 const MAX_DETAIL_CHARS: usize = 1000;
 
 /// The tests one check run showed, over every source that parsed (the declared reports and
-/// libtest's output): sorted, de-duplicated ids.
+/// libtest's output): sorted, de-duplicated ids, and how many entries bear an id that some
+/// source shows more than once (the largest count any one source shows: two sources are two
+/// views of one run, not twice the tests).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct TestSets {
     pub collected: BTreeSet<String>,
     pub failing: BTreeSet<String>,
     pub skipped: BTreeSet<String>,
+    /// Ids of `collected` shown more than once, with their count (absent: once).
+    pub collected_repeats: BTreeMap<String, u64>,
+    /// Ids of `skipped` shown more than once, with their count (absent: once).
+    pub skipped_repeats: BTreeMap<String, u64>,
     /// What failing tests printed, by id: the first source's excerpt of each, at most
     /// [`MAX_EXCERPTS`] over every source.
     pub excerpts: BTreeMap<String, Excerpt>,
 }
 
 impl TestSets {
-    fn add(&mut self, report: &ParsedReport) {
+    /// `set` as the receipt lists it: sorted, an id repeated once per entry bearing it.
+    pub fn listed(set: &BTreeSet<String>, repeats: &BTreeMap<String, u64>) -> Vec<String> {
+        let mut out = Vec::with_capacity(set.len());
+        for id in set {
+            let n = repeats.get(id).copied().unwrap_or(1).max(1);
+            out.extend(std::iter::repeat_n(id, n as usize).cloned());
+        }
+        out
+    }
+
+    /// How many entries [`TestSets::listed`] lists.
+    pub fn entries(set: &BTreeSet<String>, repeats: &BTreeMap<String, u64>) -> u64 {
+        set.len() as u64 + repeats.iter().filter(|(id, _)| set.contains(*id)).map(|(_, n)| n.saturating_sub(1)).sum::<u64>()
+    }
+
+    /// A receipt's list read back as a set and its repeats (the inverse of [`TestSets::listed`];
+    /// a list without repeats, as every receipt before repeats were recorded has, reads as
+    /// each id once).
+    pub fn unlisted(list: &[String]) -> (BTreeSet<String>, BTreeMap<String, u64>) {
+        let mut set = BTreeSet::new();
+        let mut repeats = BTreeMap::new();
+        for id in list {
+            if !set.insert(id.clone()) {
+                *repeats.entry(id.clone()).or_insert(1) += 1;
+            }
+        }
+        (set, repeats)
+    }
+
+    /// The sets with one more source's (its ids joined, its repeats as the larger count).
+    pub fn add(&mut self, report: &ParsedReport) {
         self.collected.extend(report.collected.iter().cloned());
         self.failing.extend(report.failing.iter().cloned());
         self.skipped.extend(report.skipped.iter().cloned());
+        for (mine, theirs) in [(&mut self.collected_repeats, &report.collected_repeats), (&mut self.skipped_repeats, &report.skipped_repeats)] {
+            for (id, n) in theirs {
+                let count = mine.entry(id.clone()).or_insert(*n);
+                *count = (*count).max(*n);
+            }
+        }
         for (id, excerpt) in &report.excerpts {
             if self.excerpts.len() < MAX_EXCERPTS && !self.excerpts.contains_key(id) {
                 self.excerpts.insert(id.clone(), excerpt.clone());
@@ -128,10 +170,10 @@ impl CheckOutcome {
             stderr: self.run.output.stderr.clone(),
             failing_set: sets.map(|s| list(&s.failing)),
             failing_count: sets.map(|s| s.failing.len() as u64),
-            collected_set: sets.map(|s| list(&s.collected)),
-            collected_count: sets.map(|s| s.collected.len() as u64),
-            skipped_set: sets.map(|s| list(&s.skipped)),
-            skipped_count: sets.map(|s| s.skipped.len() as u64),
+            collected_set: sets.map(|s| TestSets::listed(&s.collected, &s.collected_repeats)),
+            collected_count: sets.map(|s| TestSets::entries(&s.collected, &s.collected_repeats)),
+            skipped_set: sets.map(|s| TestSets::listed(&s.skipped, &s.skipped_repeats)),
+            skipped_count: sets.map(|s| TestSets::entries(&s.skipped, &s.skipped_repeats)),
             junit_error: self.report.error(),
             evidence: self.evidence(),
             coverage: self.coverage.as_ref().map(|c| c.record.clone()),

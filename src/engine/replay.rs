@@ -86,7 +86,7 @@ impl Fingerprint {
         Fingerprint {
             exit_class: outcome.verdict(),
             failing_set: sets.map(|s| s.failing.iter().cloned().collect()),
-            collected_set: sets.map(|s| s.collected.iter().cloned().collect()),
+            collected_set: sets.map(|s| super::check::TestSets::listed(&s.collected, &s.collected_repeats)),
             failing_sha256: None,
             collected_sha256: None,
         }

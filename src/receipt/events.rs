@@ -376,12 +376,15 @@ pub struct CheckResult {
     pub failing_set: Option<Vec<String>>,
     #[serde(default)]
     pub failing_count: Option<u64>,
-    /// Sorted ids of every test the report collected (null without a readable report).
+    /// Sorted ids of every test the report collected, an id listed once per test entry bearing
+    /// it (two doctests of one item; receipts before repeats were recorded list each id once;
+    /// null without a readable report).
     #[serde(default)]
     pub collected_set: Option<Vec<String>>,
     #[serde(default)]
     pub collected_count: Option<u64>,
-    /// Sorted ids of the tests skipped, ignored or xfailed (null without a source naming tests).
+    /// Sorted ids of the tests skipped, ignored or xfailed, listed like `collected_set` (null
+    /// without a source naming tests).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skipped_set: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

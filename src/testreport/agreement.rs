@@ -221,10 +221,11 @@ fn compare_with_reports(
     }
     let mut counted = Counts::default();
     for (_, r) in &theirs {
-        counted.total += r.counts.total;
-        counted.passed += r.counts.passed;
-        counted.failed += r.counts.failed;
-        counted.skipped += r.counts.skipped;
+        let counts = r.runner_counts.unwrap_or(r.counts);
+        counted.total += counts.total;
+        counted.passed += counts.passed;
+        counted.failed += counts.failed;
+        counted.skipped += counts.skipped;
     }
     let agrees = summary.total.is_none_or(|t| t == counted.total)
         && summary.failed == counted.failed

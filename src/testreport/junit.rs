@@ -7,9 +7,33 @@
 //! `<rerunFailure>` of a test that passed on retry do not fail it). A failing case's excerpt
 //! ([`super::excerpt`]) is each `<failure>`/`<error>` child's `message` attribute and text
 //! (character data included). Its id is
-//! `classname::name`, or `suite::name` when it has no classname. The `tests`, `failures`,
-//! `errors` and `skipped` attributes of the outermost suites (or of `<testsuites>`) are the
-//! report's declared counts.
+//! `classname::name`, or `suite::name` when it has no classname (the innermost suite), or
+//! `name` alone for a case with neither (directly under `<testsuites>`). The `tests`,
+//! `failures`, `errors` and `skipped` attributes of the outermost suites (or of `<testsuites>`,
+//! when a case stands outside every suite) are the report's declared counts.
+//!
+//! Node's own reporter (`node --test --test-reporter=junit`, recognised by its closing
+//! `<!-- tests N -->`, `<!-- pass N -->` and `<!-- fail N -->` comments in `<testsuites>`) is read
+//! by its own shape: a top-level test is a `<testcase>` directly under `<testsuites>`, a
+//! `describe` (or a test with subtests) is a `<testsuite>` holding its children, and every
+//! case's classname is the constant `test`. A node case's id is therefore the chain of its
+//! suites' names and its own, joined with ` > ` (`math > inner > deep`, `adds` at top level),
+//! the id node's TAP reporter gives the same test. Node's suite attributes count direct
+//! children, not tests, so the declared counts come from the comments instead: total
+//! `tests + suites - <testsuite> elements` (a test with subtests is counted in `tests` but
+//! written as a suite), skipped `skipped + todo` plus at most `suites` (a skipped `describe` is
+//! a case with a `<skipped>` child, counted in `suites`), and failed `fail + cancelled` less at
+//! most one per `<testsuite>` element (node counts a failing parent test in `fail`; its JUnit
+//! writes it as a suite), so counts of skipped and failing cases within those ranges agree. A
+//! case with a `<skipped type="todo">` child is skipped even when it also has a `<failure>`
+//! (node's failing TODO test, which does not fail the run). Node's summary line
+//! (`ℹ tests N` from its spec reporter) is compared with the comments themselves
+//! ([`ParsedReport::runner_counts`]), which count what node counts.
+//!
+//! jest-junit (root `name="jest tests"`) writes a `todo` test as a case without any result
+//! element and leaves it out of its `tests` attributes, so in its report passing cases beyond
+//! the declared `tests` (with failures and skips as declared) are read as those todo tests and
+//! agree.
 //!
 //! Hostile input: a DTD is refused (so no entity is ever declared or expanded; quick-xml itself
 //! only resolves the five predefined entities and character references), nesting is capped at
@@ -24,9 +48,13 @@ use quick_xml::Reader;
 /// Deepest element nesting accepted.
 pub const MAX_DEPTH: usize = 256;
 
+/// The closing comments of node's reporter that are read (any other comment is ignored).
+const NODE_COUNTS: [&str; 7] = ["tests", "suites", "pass", "fail", "cancelled", "skipped", "todo"];
+
 enum Frame {
     Suite { name: String },
-    Case { id: String, failed: bool, skipped: bool, excerpt: Gathering },
+    /// `todo`: a `<skipped type="todo">` child (node's TODO test: an expected failure).
+    Case { id: String, node_id: String, failed: bool, skipped: bool, todo: bool, excerpt: Gathering },
     /// A `<failure>` or `<error>` child of a case: its text is the case's excerpt.
     Failure,
     Other,
@@ -60,14 +88,32 @@ impl Declared {
     }
 }
 
+/// One `<testcase>` read, its id decided once the whole document is read (node's shape is
+/// known only from its closing comments).
+struct Case {
+    id: String,
+    node_id: String,
+    outcome: Outcome,
+    excerpt: Option<Gathering>,
+}
+
 struct Parser<'a> {
     report: &'a str,
     stack: Vec<Frame>,
-    builder: ReportBuilder,
+    cases: Vec<Case>,
     root_declared: Option<Counts>,
     suites_declared: Declared,
     producer: Option<Producer>,
     root_closed: bool,
+    /// `<!-- key N -->` comments directly in the root (node's closing counts).
+    root_comments: std::collections::BTreeMap<String, u64>,
+    /// `<testsuite>` elements seen.
+    suite_elements: u64,
+}
+
+/// Node's closing comments, when the report has them: `tests`, `pass` and `fail` at least.
+fn node_counts(comments: &std::collections::BTreeMap<String, u64>) -> Option<impl Fn(&str) -> u64 + '_> {
+    ["tests", "pass", "fail"].iter().all(|k| comments.contains_key(*k)).then_some(|k: &str| comments.get(k).copied().unwrap_or(0))
 }
 
 /// Parse a JUnit XML report.
@@ -79,11 +125,13 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
     let mut p = Parser {
         report,
         stack: Vec::new(),
-        builder: ReportBuilder::default(),
+        cases: Vec::new(),
         root_declared: None,
         suites_declared: Declared::default(),
         producer: None,
         root_closed: false,
+        root_comments: Default::default(),
+        suite_elements: 0,
     };
     loop {
         let at = reader.buffer_position();
@@ -117,6 +165,16 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
             Event::CData(c) if matches!(p.stack.last(), Some(Frame::Failure)) => {
                 p.failure_text(&String::from_utf8_lossy(&c));
             }
+            Event::Comment(c) if p.stack.len() == 1 => {
+                let text = String::from_utf8_lossy(&c);
+                if let Some((key, value)) = text.trim().split_once(' ') {
+                    if let Ok(n) = value.trim().parse::<f64>() {
+                        if NODE_COUNTS.contains(&key) && n.is_finite() && n >= 0.0 {
+                            p.root_comments.insert(key.to_string(), n as u64);
+                        }
+                    }
+                }
+            }
             Event::Eof => break,
             _ => {}
         }
@@ -132,11 +190,47 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
     if !p.root_closed {
         return Err(p.error(0, "no root element"));
     }
-    let declared = p.suites_declared.get().or(p.root_declared);
-    Ok(p.builder.finish(Format::Junit, p.producer, declared, Vec::new()))
+    Ok(p.finish())
 }
 
 impl Parser<'_> {
+    /// The report: ids by node's rule when the closing comments say node wrote it, else by the
+    /// classname/suite rule; the declared counts of that producer.
+    fn finish(self) -> ParsedReport {
+        let node = node_counts(&self.root_comments).is_some();
+        let mut builder = ReportBuilder::default();
+        for case in self.cases {
+            let id = if node { case.node_id } else { case.id };
+            if let Some(excerpt) = case.excerpt {
+                builder.add_excerpt(&id, excerpt);
+            }
+            builder.add(id, case.outcome);
+        }
+        let counted = builder.counts();
+        let Some(get) = node_counts(&self.root_comments) else {
+            let mut declared = self.suites_declared.get().or(self.root_declared);
+            if let Some(d) = declared.filter(|_| self.producer == Some(Producer::Jest)) {
+                // jest-junit writes a `todo` test as a case with no result element and leaves it
+                // out of `tests`: passing cases beyond `tests` are those.
+                if counted.total > d.total && counted.failed == d.failed && counted.skipped == d.skipped {
+                    declared = Some(counted);
+                }
+            }
+            return builder.finish(Format::Junit, self.producer, declared, Vec::new());
+        };
+        let total = (get("tests") + get("suites")).saturating_sub(self.suite_elements);
+        // A skipped `describe` is a case with a `<skipped>` child that node counts in `suites`.
+        let least_skipped = get("skipped") + get("todo");
+        let skipped = counted.skipped.clamp(least_skipped, least_skipped + get("suites"));
+        let most_failed = get("fail") + get("cancelled");
+        let least_failed = most_failed.saturating_sub(self.suite_elements);
+        let failed = counted.failed.clamp(least_failed, most_failed);
+        let declared = Counts { total, failed, skipped, passed: total.saturating_sub(failed + skipped) };
+        let mut report = builder.finish(Format::Junit, Some(Producer::NodeTest), Some(declared), Vec::new());
+        report.runner_counts = Some(Counts { total: get("tests"), passed: get("pass"), failed: most_failed, skipped: least_skipped });
+        report
+    }
+
     fn error(&self, at: u64, detail: impl Into<String>) -> ReportError {
         ReportError::malformed(self.report, Format::Junit, format!("byte {at}"), detail)
     }
@@ -214,6 +308,7 @@ impl Parser<'_> {
         let in_case = matches!(self.stack.last(), Some(Frame::Case { .. }));
         let frame = match name {
             b"testsuite" if !in_case => {
+                self.suite_elements += 1;
                 let suite_name = self.attr(e, b"name", at)?.unwrap_or_default();
                 if !self.stack.iter().any(|f| matches!(f, Frame::Suite { .. })) {
                     let counts = self.declared_counts(e, at)?;
@@ -225,27 +320,37 @@ impl Parser<'_> {
                 Frame::Suite { name: suite_name }
             }
             b"testcase" if !in_case => {
-                let suite = self.stack.iter().rev().find_map(|f| match f {
-                    Frame::Suite { name } => Some(name.as_str()),
-                    _ => None,
-                });
-                let Some(suite) = suite else {
-                    return Err(self.error(at, "a <testcase> outside any <testsuite>"));
-                };
+                let suites: Vec<&str> = self
+                    .stack
+                    .iter()
+                    .filter_map(|f| match f {
+                        Frame::Suite { name } => Some(name.as_str()),
+                        _ => None,
+                    })
+                    .collect();
                 let Some(case_name) = self.attr(e, b"name", at)? else {
                     return Err(self.error(at, "a <testcase> without a name attribute"));
                 };
+                let suite = suites.last().copied().unwrap_or("");
                 let id = match self.attr(e, b"classname", at)? {
                     Some(class) if !class.is_empty() => format!("{class}::{case_name}"),
                     _ if !suite.is_empty() => format!("{suite}::{case_name}"),
-                    _ => case_name,
+                    _ => case_name.clone(),
                 };
+                let node_id = suites.iter().copied().chain([case_name.as_str()]).collect::<Vec<_>>().join(" > ");
+                if suites.is_empty() {
+                    // A case outside every suite: the outermost suites' counts do not cover it.
+                    self.suites_declared.add(None);
+                }
                 let id = bounded_id(id, self.report, Format::Junit, || format!("byte {at}"))?;
-                Frame::Case { id, failed: false, skipped: false, excerpt: Gathering::default() }
+                let node_id = bounded_id(node_id, self.report, Format::Junit, || format!("byte {at}"))?;
+                Frame::Case { id, node_id, failed: false, skipped: false, todo: false, excerpt: Gathering::default() }
             }
             b"skipped" if in_case => {
-                if let Some(Frame::Case { skipped, .. }) = self.stack.last_mut() {
+                let is_todo = self.attr(e, b"type", at)?.as_deref() == Some("todo");
+                if let Some(Frame::Case { skipped, todo, .. }) = self.stack.last_mut() {
                     *skipped = true;
+                    *todo |= is_todo;
                 }
                 Frame::Other
             }
@@ -272,10 +377,9 @@ impl Parser<'_> {
         let Some(frame) = self.stack.pop() else {
             return Err(self.error(at, "a closing tag without its opening tag"));
         };
-        if let Frame::Case { id, failed, skipped, excerpt } = frame {
-            if failed {
-                self.builder.add_excerpt(&id, excerpt);
-            }
+        if let Frame::Case { id, node_id, failed, skipped, todo, excerpt } = frame {
+            // A TODO test that fails is expected to (node exits 0 for it): skipped, as in TAP.
+            let failed = failed && !todo;
             let outcome = if failed {
                 Outcome::Failed
             } else if skipped {
@@ -283,7 +387,7 @@ impl Parser<'_> {
             } else {
                 Outcome::Passed
             };
-            self.builder.add(id, outcome);
+            self.cases.push(Case { id, node_id, outcome, excerpt: failed.then_some(excerpt) });
         }
         if self.stack.is_empty() {
             self.root_closed = true;
@@ -397,8 +501,121 @@ mod tests {
     }
 
     #[test]
-    fn a_testcase_outside_a_suite_is_an_error() {
-        assert_eq!(detail(br#"<testsuites><testcase name="t"/></testsuites>"#), "a <testcase> outside any <testsuite>");
+    fn a_testcase_outside_every_suite_is_named_by_its_classname_or_its_name() {
+        let r = parsed(r#"<testsuites tests="3" failures="1"><testcase name="t"/><testcase classname="c" name="u"><failure/></testcase><testsuite name="s" tests="1"><testcase name="v"/></testsuite></testsuites>"#);
+        assert_eq!(r.collected.iter().collect::<Vec<_>>(), ["c::u", "s::v", "t"]);
+        assert_eq!(r.declared, Some(Counts { total: 3, passed: 2, failed: 1, skipped: 0 }));
+    }
+
+    /// What node 20's `--test-reporter=junit` writes (trimmed): top-level tests under the root,
+    /// `describe`s and tests with subtests as suites, classname `test`, closing comments.
+    const NODE: &str = r#"<?xml version="1.0" encoding="utf-8"?>
+<testsuites>
+	<testcase name="adds" time="0.001" classname="test"/>
+	<testcase name="fails" time="0.001" classname="test" failure="2 !== 3">
+		<failure type="testCodeFailure" message="2 !== 3">
+[Error [ERR_TEST_FAILURE]: 2 !== 3]
+		</failure>
+	</testcase>
+	<testcase name="skipped" time="0.000189" classname="test">
+		<skipped type="skipped" message="true"/>
+	</testcase>
+	<testcase name="todo one" time="0.000096" classname="test">
+		<skipped type="todo" message="true"/>
+	</testcase>
+	<testsuite name="math" time="0.000885" disabled="0" errors="0" tests="2" failures="0" skipped="0" hostname="vm">
+		<testcase name="nested ok" time="0.000185" classname="test"/>
+		<testsuite name="inner" time="0.000229" disabled="0" errors="0" tests="1" failures="0" skipped="0" hostname="vm">
+			<testcase name="deep" time="0.000109" classname="test"/>
+		</testsuite>
+	</testsuite>
+	<testsuite name="parent" time="0.001867" disabled="0" errors="0" tests="1" failures="1" skipped="0" hostname="vm">
+		<testcase name="subfail" time="0.000691" classname="test" failure="x">
+			<failure type="testCodeFailure" message="x">boom</failure>
+		</testcase>
+	</testsuite>
+	<testcase name="adds" time="0.001105" classname="test"/>
+	<!-- tests 9 -->
+	<!-- suites 2 -->
+	<!-- pass 4 -->
+	<!-- fail 3 -->
+	<!-- cancelled 0 -->
+	<!-- skipped 1 -->
+	<!-- todo 1 -->
+	<!-- duration_ms 203.677335 -->
+</testsuites>"#;
+
+    #[test]
+    fn node_cases_are_named_by_their_suites_and_name() {
+        let r = parsed(NODE);
+        assert_eq!(r.producer, Some(Producer::NodeTest));
+        assert_eq!(
+            r.collected.iter().collect::<Vec<_>>(),
+            ["adds", "fails", "math > inner > deep", "math > nested ok", "parent > subfail", "skipped", "todo one"]
+        );
+        assert_eq!(r.failing.iter().collect::<Vec<_>>(), ["fails", "parent > subfail"]);
+        assert_eq!(r.skipped.iter().collect::<Vec<_>>(), ["skipped", "todo one"]);
+        assert_eq!(r.excerpts["parent > subfail"].text, "x\nboom");
+    }
+
+    #[test]
+    fn two_node_tests_of_one_name_are_counted_twice() {
+        let r = parsed(NODE);
+        assert_eq!(r.collected_repeats.iter().collect::<Vec<_>>(), [(&"adds".to_string(), &2)]);
+        assert_eq!(r.counts, Counts { total: 8, passed: 4, failed: 2, skipped: 2 });
+    }
+
+    #[test]
+    fn node_closing_comments_are_its_declared_counts() {
+        let r = parsed(NODE);
+        // tests 9 + suites 2 - 3 <testsuite> elements = 8 cases; fail 3 holds the parent test.
+        assert_eq!(r.declared, Some(r.counts));
+        // What node's summary line counts: the parent test too.
+        assert_eq!(r.runner_counts, Some(Counts { total: 9, passed: 4, failed: 3, skipped: 2 }));
+    }
+
+    #[test]
+    fn a_failing_node_todo_test_and_a_skipped_describe_are_skipped_and_agree_with_the_comments() {
+        // node 20 on `describe.skip('skipped suite', ...)`, a failing `{ todo }` test and a
+        // `describe` holding one test.
+        let r = parsed(
+            r#"<testsuites>
+	<testcase name="skipped suite" time="0.000722" classname="test"><skipped type="skipped" message="true"/></testcase>
+	<testcase name="todo failing" time="0.000609" classname="test" failure="nope"><skipped type="todo" message="later"/><failure type="testCodeFailure" message="nope">boom</failure></testcase>
+	<testsuite name="d" time="0.000345" disabled="0" errors="0" tests="1" failures="0" skipped="0" hostname="vm"><testcase name="x" time="0.000139" classname="test"/></testsuite>
+	<!-- tests 2 --><!-- suites 2 --><!-- pass 1 --><!-- fail 0 --><!-- cancelled 0 --><!-- skipped 0 --><!-- todo 1 -->
+</testsuites>"#,
+        );
+        assert!(r.failing.is_empty(), "{:?}", r.failing);
+        assert_eq!(r.skipped.iter().collect::<Vec<_>>(), ["skipped suite", "todo failing"]);
+        assert_eq!(r.declared, Some(r.counts));
+        assert_eq!(r.runner_counts, Some(Counts { total: 2, passed: 1, failed: 0, skipped: 1 }));
+    }
+
+    #[test]
+    fn node_comments_that_do_not_add_up_to_its_cases_are_declared_as_they_say() {
+        let r = parsed(&NODE.replace("<!-- tests 9 -->", "<!-- tests 12 -->"));
+        assert_eq!(r.declared.map(|d| d.total), Some(11));
+        let r = parsed(&NODE.replace("<!-- fail 3 -->", "<!-- fail 9 -->"));
+        assert_eq!(r.declared.map(|d| d.failed), Some(6));
+    }
+
+    #[test]
+    fn jest_junit_todo_cases_beyond_its_declared_tests_agree_and_other_surpluses_do_not() {
+        let jest = |failures: u32| {
+            format!(r#"<testsuites name="jest tests" tests="2" failures="{failures}"><testsuite name="m" tests="2" failures="{failures}" skipped="1"><testcase classname="m a" name="m a"/><testcase classname="m s" name="m s"><skipped/></testcase><testcase classname="m todo" name="m todo"/></testsuite></testsuites>"#)
+        };
+        let r = parsed(&jest(0));
+        assert_eq!(r.declared, Some(r.counts));
+        let r = parsed(&jest(1));
+        assert_eq!(r.declared.map(|d| (d.total, d.failed)), Some((2, 1)));
+    }
+
+    #[test]
+    fn without_node_comments_a_classname_of_test_is_a_classname() {
+        let r = parsed(r#"<testsuites><testsuite name="s"><testcase classname="test" name="a"/></testsuite></testsuites>"#);
+        assert_eq!(r.collected.iter().collect::<Vec<_>>(), ["test::a"]);
+        assert_eq!(r.producer, None);
     }
 
     #[test]

@@ -9,7 +9,11 @@
 //! BINARY is `NAME` for a library's unit tests, `bin/NAME`, `example/NAME`, `bench/NAME`,
 //! `test/NAME` for an integration test target, `doc/CRATE` for doctests, and `#K` (the K-th
 //! binary) when no label was captured; NAME is what libtest prints between `test ` and ` ... `
-//! (its ` - should panic` / ` - compile` marks included, so a changed attribute changes the id).
+//! (its ` - should panic` / ` - compile` marks included, so a changed attribute changes the id),
+//! except that a doctest's ` (line N)` is dropped ([`doctest_identity`]): a doctest is named by
+//! its file and item (`doc/CRATE::src/lib.rs - f`), so an edit that shifts lines above it keeps
+//! its id, and two doctests of one item share that id (counted, see
+//! [`super::ParsedReport::collected_repeats`]).
 //!
 //! A binary that printed `running N tests` and no `test result:` line ended abnormally; one that
 //! cargo started and that printed nothing did too; a block whose lines do not add up to its own
@@ -20,6 +24,27 @@
 
 use super::excerpt::Gathering;
 use super::{bounded_id, lines, output_lines, Counts, Format, Outcome, ParsedReport, Producer, ReportBuilder, ReportError};
+
+/// A doctest's name without its line number: rustdoc names a doctest `FILE - ITEM (line N)`,
+/// followed by marks such as ` - compile` or ` - should panic`; the ` (line N)` goes, the rest
+/// stays. A name of any other shape (a unit test's path has no ` - `) is returned as it is.
+pub fn doctest_identity(name: &str) -> std::borrow::Cow<'_, str> {
+    let Some(dash) = name.find(" - ") else { return name.into() };
+    let mut from = dash + 2;
+    while let Some(at) = name[from..].find(" (line ").map(|i| from + i) {
+        let digits_start = at + " (line ".len();
+        let digits = name[digits_start..].bytes().take_while(u8::is_ascii_digit).count();
+        if digits > 0 && name[digits_start + digits..].starts_with(')') {
+            let end = digits_start + digits + 1;
+            let rest = &name[end..];
+            if rest.is_empty() || rest.starts_with(" - ") {
+                return format!("{}{rest}", &name[..at]).into();
+            }
+        }
+        from = digits_start;
+    }
+    name.into()
+}
 
 /// One `test result:` line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -346,6 +371,7 @@ impl LibtestRun {
         let mut incomplete = Vec::new();
         for binary in &self.binaries {
             for (test, outcome) in &binary.tests {
+                let test = doctest_identity(test);
                 let id = bounded_id(format!("{}::{test}", binary.key), name, Format::Libtest, || binary.key.clone())?;
                 builder.add(id, *outcome);
             }
@@ -355,7 +381,7 @@ impl LibtestRun {
                 let failed = binary.tests.iter().filter(|(_, o)| *o == Outcome::Failed).map(|(t, _)| t);
                 let test = failed.clone().find(|t| *t == section).or_else(|| failed.clone().find(|t| t.starts_with(&marked)));
                 if let Some(test) = test {
-                    builder.add_excerpt(&format!("{}::{test}", binary.key), gathering.clone());
+                    builder.add_excerpt(&format!("{}::{}", binary.key, doctest_identity(test)), gathering.clone());
                 }
             }
             match (&binary.result, declared.as_mut()) {
@@ -495,6 +521,42 @@ mod tests {
         let r = parse_output(out.as_bytes(), None, "stdout").unwrap();
         assert_eq!(r.binaries[0].tests, vec![("a".to_string(), Outcome::Passed)]);
         assert!(r.binaries[0].problems().is_empty());
+    }
+
+    #[test]
+    fn a_doctest_is_named_by_its_file_and_item_without_its_line() {
+        assert_eq!(doctest_identity("src/lib.rs - add (line 3)"), "src/lib.rs - add");
+        assert_eq!(doctest_identity("src/lib.rs - add (line 7) - compile"), "src/lib.rs - add - compile");
+        assert_eq!(doctest_identity("src/lib.rs - add (line 7) - compile fail"), "src/lib.rs - add - compile fail");
+        assert_eq!(doctest_identity("src/a b.rs - S::f (line 12) - should panic"), "src/a b.rs - S::f - should panic");
+        assert_eq!(doctest_identity("src/lib.rs - (line 1)"), "src/lib.rs -");
+    }
+
+    #[test]
+    fn a_name_of_another_shape_keeps_its_line_words() {
+        assert_eq!(doctest_identity("tests::line_numbers"), "tests::line_numbers");
+        assert_eq!(doctest_identity("src/lib.rs - f (line x)"), "src/lib.rs - f (line x)");
+        assert_eq!(doctest_identity("src/lib.rs - f (line 3)x"), "src/lib.rs - f (line 3)x");
+        assert_eq!(doctest_identity("f (line 3)"), "f (line 3)");
+    }
+
+    #[test]
+    fn two_doctests_of_one_item_share_an_id_and_are_counted() {
+        let out = "running 3 tests\ntest src/lib.rs - add (line 3) ... ok\ntest src/lib.rs - add (line 9) ... ok\ntest src/lib.rs - sub (line 20) ... ignored\n\ntest result: ok. 2 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out\n";
+        let stderr = b"   Doc-tests demo\n";
+        let r = parse_output(out.as_bytes(), Some(stderr), "stdout").unwrap().to_report("stdout").unwrap();
+        assert_eq!(r.collected.iter().collect::<Vec<_>>(), ["doc/demo::src/lib.rs - add", "doc/demo::src/lib.rs - sub"]);
+        assert_eq!(r.collected_repeats.iter().collect::<Vec<_>>(), [(&"doc/demo::src/lib.rs - add".to_string(), &2)]);
+        assert_eq!(r.counts.total, 3);
+        assert_eq!(r.declared, Some(r.counts));
+    }
+
+    #[test]
+    fn a_failing_doctest_keeps_its_excerpt_under_its_lineless_id() {
+        let out = "running 1 test\ntest src/lib.rs - add (line 3) ... FAILED\n\nfailures:\n\n---- src/lib.rs - add (line 3) stdout ----\nassertion failed\n\nfailures:\n    src/lib.rs - add (line 3)\n\ntest result: FAILED. 0 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out\n";
+        let r = parse_output(out.as_bytes(), Some(b"   Doc-tests demo\n"), "stdout").unwrap().to_report("stdout").unwrap();
+        assert_eq!(r.failing.iter().collect::<Vec<_>>(), ["doc/demo::src/lib.rs - add"]);
+        assert_eq!(r.excerpts["doc/demo::src/lib.rs - add"].text, "assertion failed");
     }
 
     #[test]

@@ -61,11 +61,25 @@ pub struct ParsedReport {
     pub failing: BTreeSet<String>,
     /// Tests skipped, ignored, xfailed or marked TODO.
     pub skipped: BTreeSet<String>,
+    /// Ids of `collected` the report shows more than once (two doctests of one item, two node
+    /// tests of one name in two files), with how many entries bear each; an id not here was
+    /// shown once. The set guard compares collected ids as this multiset.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub collected_repeats: BTreeMap<String, u64>,
+    /// The same for `skipped`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub skipped_repeats: BTreeMap<String, u64>,
     /// Counted over the report's entries (a duplicated id counts twice here, once in the sets).
     pub counts: Counts,
     /// What the report declares about itself (JUnit's `tests`/`failures` attributes, node's
     /// `# tests` comments), to be checked against `counts`.
     pub declared: Option<Counts>,
+    /// The report's counts in its runner's own terms, where they differ from its entries: node's
+    /// JUnit writes a test with subtests as a suite, which node's summary counts as a test (its
+    /// closing comments, the same numbers its spec reporter prints). The runner's summary line
+    /// is compared with these (none: with `counts`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runner_counts: Option<Counts>,
     /// Units of the run that ended abnormally or without their result (a go package that
     /// failed without a failing test, a libtest binary without its `test result:` line).
     pub incomplete: Vec<String>,
@@ -101,8 +115,19 @@ pub(crate) struct ReportBuilder {
     collected: BTreeSet<String>,
     failing: BTreeSet<String>,
     skipped: BTreeSet<String>,
+    collected_repeats: BTreeMap<String, u64>,
+    skipped_repeats: BTreeMap<String, u64>,
     counts: Counts,
     excerpts: excerpt::Excerpts,
+}
+
+/// One more entry bearing `id` in `set`: counted in `repeats` from its second entry on.
+fn insert_counted(set: &mut BTreeSet<String>, repeats: &mut BTreeMap<String, u64>, id: &str) {
+    if set.contains(id) {
+        *repeats.entry(id.to_string()).or_insert(1) += 1;
+    } else {
+        set.insert(id.to_string());
+    }
 }
 
 /// The result of one test entry.
@@ -125,10 +150,15 @@ impl ReportBuilder {
             }
             Outcome::Skipped => {
                 self.counts.skipped += 1;
-                self.skipped.insert(id.clone());
+                insert_counted(&mut self.skipped, &mut self.skipped_repeats, &id);
             }
         }
-        self.collected.insert(id);
+        insert_counted(&mut self.collected, &mut self.collected_repeats, &id);
+    }
+
+    /// The entries counted so far.
+    pub(crate) fn counts(&self) -> Counts {
+        self.counts
     }
 
     /// What the failing test `id` printed (kept within the report's excerpt bounds).
@@ -156,8 +186,11 @@ impl ReportBuilder {
             collected: self.collected,
             failing: self.failing,
             skipped: self.skipped,
+            collected_repeats: self.collected_repeats,
+            skipped_repeats: self.skipped_repeats,
             counts: self.counts,
             declared,
+            runner_counts: None,
             incomplete,
         }
     }
