@@ -80,6 +80,7 @@ struct LoopFile {
     confirm_runs: Option<u64>,
     runner: Option<super::runner_pin::RunnerInput>,
     doctor: Option<bool>,
+    allow_test_change: Option<Vec<super::allow_change::AllowTestChange>>,
 }
 
 /// `[progress]`: the rules' parameters (`convergence::rules::Limits`, each defaulted when
@@ -178,6 +179,7 @@ pub fn parse(text: &str, name: &str) -> Result<ConfigInput, Failure> {
             timeout_secs: file.judge_timeout,
         },
         runner: file.runner.unwrap_or_default(),
+        allow_test_change: file.allow_test_change.unwrap_or_default(),
     })
 }
 
