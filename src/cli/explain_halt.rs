@@ -214,8 +214,8 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
         }
     }
     // The guards that could not see (their evidence and the switch that enables each).
-    let inactive = history.inactive_guards.as_ref().map(|i| i.guards.as_slice()).unwrap_or_default();
-    for line in crate::engine::inactive_guards::lines(inactive) {
+    let inactive = crate::engine::inactive_guards::of_history(history);
+    for line in crate::engine::inactive_guards::lines(inactive.as_deref().unwrap_or_default()) {
         rows.push(("blind", line));
     }
     // The judge's answer on the halting iteration (its reason is escaped when recorded and by `aligned`).
@@ -250,8 +250,8 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     if let (false, Some(fields)) = (guards.is_empty(), explanation.as_object_mut()) {
         fields.insert("guards".into(), json!(guards));
     }
-    if let (Some(record), Some(fields)) = (&history.inactive_guards, explanation.as_object_mut()) {
-        fields.insert("inactive_guards".into(), json!(record.guards));
+    if let (Some(inactive), Some(fields)) = (&inactive, explanation.as_object_mut()) {
+        fields.insert("inactive_guards".into(), json!(inactive));
     }
     if let (false, Some(fields)) = (allowed.is_empty(), explanation.as_object_mut()) {
         fields.insert("allowed".into(), json!(allowed.iter().map(|(_, a)| a).collect::<Vec<_>>()));

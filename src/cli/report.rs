@@ -117,12 +117,12 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     ));
     human.push_str(&format!("exec   {}\ncheck  {}\n", inert(config["exec"].as_str().unwrap_or("?")), inert(config["check"].as_str().unwrap_or("?"))));
     // The guards that could not see (receipts written before the event say nothing).
-    if let Some(inactive) = &history.inactive_guards {
-        match inactive.guards.len() {
+    if let Some(inactive) = crate::engine::inactive_guards::of_history(history) {
+        match inactive.len() {
             0 => human.push_str("guards every guard could see (none inactive)\n"),
             n => human.push_str(&format!("guards {n} inactive or partly blind:\n")),
         }
-        for line in crate::engine::inactive_guards::lines(&inactive.guards) {
+        for line in crate::engine::inactive_guards::lines(&inactive) {
             human.push_str(&format!("  blind {}\n", inert(&line)));
         }
     }
@@ -204,7 +204,7 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
                     "head": loaded.chain.head,
                     "file_sha256": loaded.chain.file_sha256,
                 },
-                "inactive_guards": history.inactive_guards.as_ref().map(|i| &i.guards),
+                "inactive_guards": crate::engine::inactive_guards::of_history(history),
                 "iterations": history.iterations.iter().map(iteration_json).collect::<Vec<_>>(),
                 "halt": history.halt_line,
                 "delivery": delivery,

@@ -332,7 +332,9 @@ impl ActiveRun<'_> {
         cache_note: Option<String>,
     ) -> CmdResult<()> {
         let sets_unmeasured = sets_unmeasured(&check);
-        self.append(Event::CheckBaseline(CheckBaselineRecord { check, tree_id, cache_key, cache_hit, cache_note, sets_unmeasured }))
+        // Which guards cannot see, from the run's setting and what this check on t0 showed.
+        let inactive_guards = Some(self.inactive_guards(&check));
+        self.append(Event::CheckBaseline(CheckBaselineRecord { check, tree_id, cache_key, cache_hit, cache_note, sets_unmeasured, inactive_guards }))
     }
 }
 

@@ -8,15 +8,19 @@
 //! - [`assess`], the pure assessment, shared by the loop and `doctor`;
 //! - [`CheckSight`], the part of one check's result the assessment reads (a probe run carries it
 //!   from its own process to doctor);
-//! - the `inactive_guards` receipt event, appended once per run before the first agent call.
+//! - the list `check_baseline` records (`inactive_guards`), and [`of_history`], the list of a
+//!   recorded run (a run without a baseline has no `check_baseline`: its pinned configuration
+//!   gives the list).
 //!
 //! A guard listed here is not weaker for being named: naming it is the point. A run whose set
 //! guard is blind still halts on everything the other guards see.
 
+use super::config::LoopConfig;
+use super::detached::WorkspaceMode;
 use super::lifecycle::ActiveRun;
 use crate::ending::Ending;
-use crate::error::CmdResult;
-use crate::receipt::events::{BlindCause, BlindGuard, Blindness, CheckResult, Event, InactiveGuard, InactiveGuardsRecord};
+use crate::receipt::events::{BlindCause, BlindGuard, Blindness, CheckResult, InactiveGuard};
+use crate::receipt::history::History;
 use crate::testreport::shown;
 use crate::testreport::sight::OutputSight;
 use crate::testreport::summary::Runner;
@@ -182,24 +186,45 @@ pub fn assess(setting: &Setting, t0: Option<&CheckSight>, not_parsed: &[String],
     out
 }
 
-impl ActiveRun<'_> {
-    /// Record which guards of this run cannot see, once per run, before the first agent call
-    /// (a resumed run that recorded them, or whose iterations started, records nothing).
-    pub(super) fn record_inactive_guards(&mut self) -> CmdResult<()> {
-        if self.history.inactive_guards.is_some() || self.history.last_started > 0 {
-            return Ok(());
+impl Setting {
+    /// The setting a run's pinned configuration describes.
+    pub fn of_config(cfg: &LoopConfig) -> Setting {
+        Setting {
+            detached: cfg.workspace == WorkspaceMode::Detached,
+            baseline: cfg.baseline,
+            coverage: cfg.coverage.report.clone(),
+            check: cfg.check.clone(),
         }
-        let setting = Setting {
-            detached: self.workspace.is_some(),
-            baseline: self.cfg.baseline,
-            coverage: self.cfg.coverage.report.clone(),
-            check: self.cfg.check.clone(),
-        };
-        let t0 = self.history.check_baseline.as_ref().map(|b| CheckSight::of_check(&b.check));
-        let not_parsed = self.history.guard_baseline.as_ref().map(|b| b.not_analysed.clone()).unwrap_or_default();
-        let guards = assess(&setting, t0.as_ref(), &not_parsed, crate::analysis::Limits::default().max_parse_bytes);
-        self.append(Event::InactiveGuards(InactiveGuardsRecord { guards }))
     }
+}
+
+/// The parse cap the syntax-tree guards read files with.
+fn parse_cap() -> usize {
+    crate::analysis::Limits::default().max_parse_bytes
+}
+
+impl ActiveRun<'_> {
+    /// The guards of this run that cannot see, given the t0 baseline's check `t0` (recorded in
+    /// its `check_baseline`).
+    pub(super) fn inactive_guards(&self, t0: &CheckResult) -> Vec<InactiveGuard> {
+        let not_parsed = self.history.guard_baseline.as_ref().map(|b| b.not_analysed.clone()).unwrap_or_default();
+        assess(&Setting::of_config(&self.cfg), Some(&CheckSight::of_check(t0)), &not_parsed, parse_cap())
+    }
+}
+
+/// The guards of a recorded run that cannot see: its `check_baseline`'s list, or, for a run
+/// without a baseline (`--no-baseline`: no `check_baseline`), the list its pinned configuration
+/// gives. None for receipts written before the list existed.
+pub fn of_history(history: &History) -> Option<Vec<InactiveGuard>> {
+    if let Some(baseline) = &history.check_baseline {
+        return baseline.inactive_guards.clone();
+    }
+    let cfg: LoopConfig = serde_json::from_value(history.start.as_ref()?.config.clone()).ok()?;
+    if cfg.baseline {
+        return None;
+    }
+    let not_parsed = history.guard_baseline.as_ref().map(|b| b.not_analysed.clone()).unwrap_or_default();
+    Some(assess(&Setting::of_config(&cfg), None, &not_parsed, parse_cap()))
 }
 
 /// One line per guard that cannot see, for the terminal (escaped by the caller's renderer or here).

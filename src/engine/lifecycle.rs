@@ -452,12 +452,7 @@ impl<'a> ActiveRun<'a> {
             // The outcome was observed and recorded before loopexec died; only its halt is missing.
             return self.halt(reason, detail);
         }
-        let t0 = self.t0_baseline(zone)?;
-        if !matches!(t0, Some(Step::Interrupted(_))) {
-            // Which guards cannot see, from the setting and what the check on t0 showed.
-            self.record_inactive_guards()?;
-        }
-        match t0 {
+        match self.t0_baseline(zone)? {
             Some(Step::Halt(reason, detail)) => {
                 sink.event(&LoopEvent::HaltingBeforeIterations { detail: &detail });
                 return self.halt(reason, detail);

@@ -73,10 +73,6 @@ pub enum Event {
     Targets(TargetsRecord),
     /// The advisory judge's answer on a green iteration (or why it gave none).
     Judge(JudgeRecord),
-    /// Which guards of the run cannot see (inactive or partly blind), why, and the switch that
-    /// enables each; once per run, before the first `iteration_start` (docs/guards.md, "Guards
-    /// that cannot see").
-    InactiveGuards(InactiveGuardsRecord),
     /// A named allowance of loop.toml (`[[allow_test_change]]`) let a test change through a
     /// guard that would otherwise have halted on it, in one iteration (docs/guards.md, "A named
     /// path for a legitimate test change").
@@ -126,7 +122,6 @@ impl Event {
             Event::CheckBaseline(_) => "check_baseline",
             Event::Targets(_) => "targets",
             Event::Judge(_) => "judge",
-            Event::InactiveGuards(_) => "inactive_guards",
             Event::TestChangeAllowed(_) => "test_change_allowed",
             Event::Halt(_) => "halt",
             Event::Externalised(_) => "externalised",
@@ -649,9 +644,14 @@ pub struct CheckBaselineRecord {
     /// Why the collected and skipped sets cannot be measured (null: they were).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sets_unmeasured: Option<String>,
+    /// Which guards of the run cannot see (inactive or partly blind), why, and the switch that
+    /// enables each, from the run's setting and this baseline's evidence (empty: every guard can;
+    /// absent in receipts written before it; docs/guards.md, "Guards that cannot see").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inactive_guards: Option<Vec<InactiveGuard>>,
 }
 
-/// A guard that cannot see all it judges, as `inactive_guards` names it.
+/// A guard that cannot see all it judges, as `check_baseline`'s `inactive_guards` names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BlindGuard {
@@ -703,8 +703,8 @@ pub enum BlindCause {
     NotParsed,
 }
 
-/// One guard that cannot see: which, how much, why (a sentence naming the evidence, escaped) and
-/// the switch that enables it.
+/// One guard that cannot see (`check_baseline`'s `inactive_guards`): which, how much, why (a
+/// sentence naming the evidence, escaped) and the switch that enables it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InactiveGuard {
     pub guard: BlindGuard,
@@ -713,12 +713,6 @@ pub struct InactiveGuard {
     pub detail: String,
     /// What the operator changes so that the guard sees (a flag, a loop.toml key, a runner switch).
     pub enable: String,
-}
-
-/// The `inactive_guards` event: every guard of the run that cannot see (empty: all can).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct InactiveGuardsRecord {
-    pub guards: Vec<InactiveGuard>,
 }
 
 /// One use of an allowance: what changed and the allowance (with its reason) that let it through.

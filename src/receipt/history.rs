@@ -99,9 +99,6 @@ pub struct History {
     pub check_baseline_externalised: Option<crate::receipt::bounded::Externalised>,
     /// The run's `targets` event, when it recorded one.
     pub targets: Option<super::events::TargetsRecord>,
-    /// The guards that cannot see (`inactive_guards`), when the run recorded them (receipts
-    /// written before the event have none).
-    pub inactive_guards: Option<super::events::InactiveGuardsRecord>,
     /// The syntax-tree guards' last `guard_baseline` (A0, H0, the t0 files not parsed).
     pub guard_baseline: Option<super::events::GuardBaselineRecord>,
     /// The operator's hand acceptances (`ratchet_accept`), in order, each with the last
@@ -207,7 +204,6 @@ impl History {
             }
             Event::CheckBaseline(baseline) => self.check_baseline = Some(baseline.clone()),
             Event::Targets(targets) => self.targets = Some(targets.clone()),
-            Event::InactiveGuards(inactive) => self.inactive_guards = Some(inactive.clone()),
             Event::TestChangeAllowed(allowed) => {
                 if let Some(slot) = self.slot(allowed.iteration) {
                     slot.allowed.push(allowed.clone());
