@@ -185,34 +185,35 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     }
     human.push_str(&format!("receipt {}\n", inert(&receipt)));
 
+    let mut report = json!({
+        "mode": start.map(|s| &s.mode),
+        "isolation": start.map(|s| &s.isolation),
+        "loopexec_version": start.map(|s| &s.loopexec_version),
+        "config": config,
+        "chain": {
+            "verified": true,
+            "events": events,
+            "head": loaded.chain.head,
+            "file_sha256": loaded.chain.file_sha256,
+        },
+        "iterations": history.iterations.iter().map(iteration_json).collect::<Vec<_>>(),
+        "halt": history.halt_line,
+        "delivery": delivery,
+        "egress": egress,
+        "interruptions": history.interruptions,
+        "resumes": history.resumes,
+    });
+    // Which guards could not see (receipts written before the list: no key, as before).
+    if let (Some(inactive), Some(fields)) = (crate::engine::inactive_guards::of_history(history), report.as_object_mut()) {
+        fields.insert("inactive_guards".into(), json!(inactive));
+    }
     Ok(Outcome::ok("report")
         .field("run_id", run_id)
         .field("receipt", receipt)
         .field("halt_reason", halt_reason)
         .field("iteration", history.current().map(|d| d.iteration).unwrap_or(0))
         .field("check_exit", json!(last_exit))
-        .field(
-            "report",
-            json!({
-                "mode": start.map(|s| &s.mode),
-                "isolation": start.map(|s| &s.isolation),
-                "loopexec_version": start.map(|s| &s.loopexec_version),
-                "config": config,
-                "chain": {
-                    "verified": true,
-                    "events": events,
-                    "head": loaded.chain.head,
-                    "file_sha256": loaded.chain.file_sha256,
-                },
-                "inactive_guards": crate::engine::inactive_guards::of_history(history),
-                "iterations": history.iterations.iter().map(iteration_json).collect::<Vec<_>>(),
-                "halt": history.halt_line,
-                "delivery": delivery,
-                "egress": egress,
-                "interruptions": history.interruptions,
-                "resumes": history.resumes,
-            }),
-        )
+        .field("report", report)
         .human(human))
 }
 
