@@ -138,6 +138,19 @@ fn a_renamed_test_in_the_allowed_file_loses_its_id_to_the_set_guard_unless_the_i
 }
 
 #[test]
+fn an_assertion_dropped_from_the_allowed_file_is_let_through_by_the_assertion_guard_and_recorded() {
+    let repo = pinned_bug_project();
+    write(repo.path(), "loop.toml", &allowance("tests/test_api.py"));
+    let agent = "sed -i 's/return a + b + 1/return a + b/' calc/core.py && sed -i 's/    assert total(\\[1, 2\\]) == 5/    pass/' tests/test_api.py";
+    let (r, ev) = run(repo.path(), "d", agent);
+    assert_eq!(r.code, 10, "{r:?}");
+    let guards: Vec<&str> = allowed(&ev).iter().map(|a| a["guard"].as_str().unwrap()).collect();
+    assert_eq!(guards, vec!["protected_paths", "metric_integrity"]);
+    let assertions = allowed(&ev).into_iter().find(|a| a["guard"] == "metric_integrity").unwrap();
+    assert_eq!(assertions["uses"][0]["what"], "tests/test_api.py: assertions in test code: 2 at t0, 1 now", "{assertions}");
+}
+
+#[test]
 fn a_resumed_run_reads_its_pinned_allowances_back_even_when_loop_toml_changed() {
     let repo = pinned_bug_project();
     write(repo.path(), "loop.toml", &allowance("tests/test_api.py"));

@@ -122,6 +122,20 @@ fn no_baseline_switches_the_set_guard_off_and_report_says_so_from_the_pinned_con
 }
 
 #[test]
+fn a_t0_test_file_above_the_parse_cap_leaves_the_syntax_tree_guards_partly_blind_and_is_named() {
+    let repo = workdir();
+    write(repo.path(), "calc.py", "def add(a, b):\n    return a + b + 1\n");
+    let padding = "# padding\n".repeat(110_000);
+    write(repo.path(), "tests/test_huge.py", &format!("from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n{padding}"));
+    commit_t0(repo.path());
+    let baseline = baseline_of(repo.path(), "p", "false", &[]);
+    let inactive = baseline["inactive_guards"].as_array().unwrap();
+    let syntax = inactive.iter().find(|g| g["guard"] == "syntax_tree").unwrap_or_else(|| panic!("{baseline}"));
+    assert_eq!((syntax["blindness"].as_str(), syntax["cause"].as_str()), (Some("partial"), Some("not_parsed")));
+    assert!(syntax["detail"].as_str().unwrap().ends_with("no tampering rule reads them: tests/test_huge.py"), "{syntax}");
+}
+
+#[test]
 fn doctor_names_the_guards_a_loop_on_plain_go_test_would_have_blind() {
     let repo = go_project();
     let ran = loopexec(repo.path(), &["--json", "doctor", "--check", "go test ./...", "--runs", "2"]);
