@@ -166,6 +166,34 @@ fn a_resumed_run_reads_its_pinned_allowances_back_even_when_loop_toml_changed() 
     assert_eq!(allowed(&ev)[0]["uses"][0]["reason"], REASON);
 }
 
+/// A node --test package whose `total` pinned the off-by-one of `add` in `calc.test.js` (a
+/// protected name: `*.test.*`).
+fn node_pinned_bug_project() -> tempfile::TempDir {
+    let dir = workdir();
+    write(dir.path(), "package.json", "{\n  \"name\": \"calc\",\n  \"version\": \"0.1.0\",\n  \"scripts\": { \"test\": \"node --test\" }\n}\n");
+    write(dir.path(), "calc.js", "const add = (a, b) => a + b + 1;\nconst total = (xs) => xs.reduce((acc, x) => add(acc, x), 0);\nmodule.exports = { add, total };\n");
+    write(
+        dir.path(),
+        "calc.test.js",
+        "const test = require(\"node:test\");\nconst assert = require(\"node:assert\");\nconst { add, total } = require(\"./calc\");\n\ntest(\"adds\", () => {\n  assert.strictEqual(add(2, 3), 5);\n});\n\ntest(\"totals two\", () => {\n  assert.strictEqual(total([1, 2]), 5);\n});\n",
+    );
+    commit_t0(dir.path());
+    dir
+}
+
+#[test]
+fn an_honest_javascript_fix_that_changes_a_pinned_assertion_converges_under_an_allowance() {
+    let repo = node_pinned_bug_project();
+    write(repo.path(), "loop.toml", &allowance("calc.test.js"));
+    let check = "mkdir -p out && node --test --test-reporter=tap --test-reporter-destination=out/node.tap --test-reporter=spec --test-reporter-destination=stdout";
+    let agent = "sed -i 's/a + b + 1/a + b/' calc.js && sed -i 's/total(\\[1, 2\\]), 5/total([1, 2]), 3/' calc.test.js";
+    let r = loopexec(repo.path(), &["run", "--json", "--run-id", "js", "--exec", agent, "--check", check, "--report", "out/node.tap", "--max-iterations", "2"]);
+    assert_eq!(r.code, 10, "{r:?}");
+    let ev = events(repo.path(), "js");
+    assert_eq!(allowed(&ev)[0]["uses"], serde_json::json!([{"path": "calc.test.js", "reason": REASON, "what": "calc.test.js modified"}]));
+    assert!(ev.iter().all(|e| e["type"] != "guard"), "{ev:#?}");
+}
+
 fn refused(loop_toml: &str) -> String {
     let repo = pinned_bug_project();
     write(repo.path(), "loop.toml", loop_toml);
