@@ -1,8 +1,8 @@
 //! A named path for a legitimate test change (issue 18, item 1): `[[allow_test_change]]` in
 //! loop.toml names the test files (`path`) and test ids (`id`) the operator allows the agent to
 //! change, each with a reason. End to end with Debian's pytest and node --test in the zones: an
-//! honest fix that
-//! must change an assertion in a protected test file halts `blocked_path_modified` without the
+//! honest fix that must change an assertion in a protected test file halts
+//! `blocked_path_modified` without the
 //! allowance and converges with it; the allowance lets exactly that file through (another test
 //! file, a tampering pattern in the allowed file, a test id it loses stay judged); every use is a
 //! `test_change_allowed` event with the reason, shown by `report` and `explain-halt`; a resumed
