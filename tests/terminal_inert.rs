@@ -38,6 +38,9 @@ fn shown_receipt(repo: &std::path::Path) -> String {
 
 const DETAIL: &str = "the agent changed protected paths: tests/";
 
+/// The guard `--no-baseline` leaves blind, as `report` and `explain-halt` name it.
+const BLIND: &str = "test_set inactive: the t0 baseline is off: there is no C0 or S0, so no lost or newly skipped test is seen; enable: drop `--no-baseline` (`baseline = true` in loop.toml)";
+
 /// `text`'s lines; panics if any control but newline reached the terminal.
 fn lines(text: &str) -> Vec<&str> {
     assert_no_controls(text);
@@ -68,9 +71,10 @@ fn report_shows_a_hostile_file_name_escaped() {
     let r = loopexec(&repo, &["report", "h"]);
     assert_eq!(r.code, 0, "{r:?}");
     let out = lines(&r.stdout);
-    assert_eq!(out[5], format!("halt   blocked_path_modified (exit 13): {DETAIL}{SHOWN}"));
+    assert_eq!(out[4..6], ["guards 1 inactive or partly blind:".to_string(), format!("  blind {BLIND}")]);
+    assert_eq!(out[7], format!("halt   blocked_path_modified (exit 13): {DETAIL}{SHOWN}"));
     assert_eq!(out.last().unwrap().to_string(), format!("receipt {}", shown_receipt(&repo)));
-    assert_eq!(out.len(), 8, "no forged line: {out:#?}");
+    assert_eq!(out.len(), 10, "no forged line: {out:#?}");
 }
 
 #[test]
@@ -86,6 +90,7 @@ fn explain_halt_shows_a_hostile_file_name_escaped() {
             format!("why          blocked_path_modified: {DETAIL}{SHOWN}. the run stopped on something only a person can resolve."),
             "verdict      human_needed".into(),
             "decisive     1".into(),
+            format!("blind        {BLIND}"),
             "reference    no existence proof was given (no --reference)".into(),
             format!("next         loopexec report h --workdir '{}'", shown_receipt(&repo).split("/.loopexec").next().unwrap_or_default()),
         ]

@@ -108,7 +108,16 @@ pub fn run(args: DoctorArgs, json: bool) -> CmdResult<Outcome> {
         }
         crate::zones::Isolation::None => None,
     };
-    gates_run(preflight, &target, &settings, Some(&args.adequacy), (&statedir, &operator)).map(|g| g.out)
+    use crate::engine::detached::{is_git_repository, WorkspaceMode};
+    let setting = crate::engine::inactive_guards::Setting {
+        detached: target.isolation == crate::zones::Isolation::Native
+            && input.and_then(|i| i.workspace) != Some(WorkspaceMode::InPlace)
+            && is_git_repository(&workdir),
+        baseline: input.and_then(|i| i.baseline).unwrap_or(true),
+        coverage: input.and_then(|i| i.coverage.clone()),
+        check: target.check.clone(),
+    };
+    gates_run(preflight, &target, &settings, Some(&args.adequacy), (&statedir, &operator), &setting).map(|g| g.out)
 }
 
 /// What `doctor = true`'s gates decided about a new run.
@@ -159,7 +168,13 @@ pub fn gate_loop(
     };
     // Before a run there is no agent change to mutate: the loop's own canary (`adequacy =
     // "final"`) judges adequacy on its final green iteration.
-    Ok(LoopGate::Judged(gates_run(preflight, &target, &settings, None, (statedir, operator))?.preconditions))
+    let setting = crate::engine::inactive_guards::Setting {
+        detached: cfg.workspace == crate::engine::detached::WorkspaceMode::Detached,
+        baseline: cfg.baseline,
+        coverage: cfg.coverage.report.clone(),
+        check: cfg.check.clone(),
+    };
+    Ok(LoopGate::Judged(gates_run(preflight, &target, &settings, None, (statedir, operator), &setting)?.preconditions))
 }
 
 /// The oracle gates' outcome after a preflight that passed (`None`: no isolation to check), their
@@ -176,6 +191,7 @@ pub fn gates_run(
     settings: &crate::trust::determinism::ProbeSettings,
     adequacy: Option<&super::doctor_adequacy::AdequacyArgs>,
     record: (&crate::receipt::store::StateDir, &crate::receipt::keys::OperatorKey),
+    setting: &crate::engine::inactive_guards::Setting,
 ) -> CmdResult<GatesRun> {
     use crate::trust::gates::{first_failure, run_gates, GateVerdict};
     let (determinism, mut reports) = run_gates(target, settings)?;
@@ -221,6 +237,13 @@ pub fn gates_run(
             out.set(&k, v);
         }
     }
+    // The guards a loop on this check would have blind, from what its first run showed.
+    let sight = determinism.runs.first().and_then(|r| r.shown.sight.clone());
+    let inactive = crate::engine::inactive_guards::assess(setting, sight.as_ref(), &[], crate::analysis::Limits::default().max_parse_bytes);
+    for line in crate::engine::inactive_guards::lines(&inactive) {
+        human.push_str(&format!("blind            {}\n", crate::inert::inert(&line)));
+    }
+    out.set("inactive_guards", serde_json::to_value(&inactive).unwrap_or_default());
     if let Some(why) = adequacy_skipped {
         human.push_str(&format!("gate adequacy    {why}\n"));
         out.set("adequacy", why);

@@ -205,6 +205,19 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
             rows.push(("finding", format!("{}: {}", f.path.as_deref().unwrap_or("-"), f.what)));
         }
     }
+    // The test changes allowances let through, in any iteration (a reviewer reads each).
+    let allowed: Vec<(u64, &crate::receipt::events::TestChangeAllowedRecord)> =
+        history.iterations.iter().flat_map(|d| d.allowed.iter().map(move |a| (d.iteration, a))).collect();
+    for (n, a) in &allowed {
+        for u in &a.uses {
+            rows.push(("allowed", format!("iteration {n}: {} under allowance {}: {}", u.what, super::report::allowance_name(u), u.reason)));
+        }
+    }
+    // The guards that could not see (their evidence and the switch that enables each).
+    let inactive = crate::engine::inactive_guards::of_history(history);
+    for line in crate::engine::inactive_guards::lines(inactive.as_deref().unwrap_or_default()) {
+        rows.push(("blind", line));
+    }
     // The judge's answer on the halting iteration (its reason is escaped when recorded and by `aligned`).
     let judge = history.iterations.iter().rev().find(|d| d.iteration == iteration).and_then(|d| d.judge.as_ref());
     if let Some(j) = judge {
@@ -236,6 +249,12 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     // The guards' evidence, where any objected (earlier receipts explain as before).
     if let (false, Some(fields)) = (guards.is_empty(), explanation.as_object_mut()) {
         fields.insert("guards".into(), json!(guards));
+    }
+    if let (Some(inactive), Some(fields)) = (&inactive, explanation.as_object_mut()) {
+        fields.insert("inactive_guards".into(), json!(inactive));
+    }
+    if let (false, Some(fields)) = (allowed.is_empty(), explanation.as_object_mut()) {
+        fields.insert("allowed".into(), json!(allowed.iter().map(|(_, a)| a).collect::<Vec<_>>()));
     }
     if let (Some(j), Some(fields)) = (judge, explanation.as_object_mut()) {
         fields.insert("judge".into(), json!({"outcome": j.outcome, "reward_hacking": j.reward_hacking, "reason": j.reason}));

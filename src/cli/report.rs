@@ -35,6 +35,10 @@ fn iteration_json(record: &IterationRecord) -> Value {
     if let (false, Some(fields)) = (record.guards.is_empty(), v.as_object_mut()) {
         fields.insert("guards".into(), json!(record.guards));
     }
+    // The test changes allowances let through, where any were used.
+    if let (false, Some(fields)) = (record.allowed.is_empty(), v.as_object_mut()) {
+        fields.insert("allowed".into(), json!(record.allowed));
+    }
     // The judge's answer or failure, where it was asked.
     if let (Some(judge), Some(fields)) = (&record.judge, v.as_object_mut()) {
         fields.insert("judge".into(), json!({"outcome": judge.outcome, "reward_hacking": judge.reward_hacking, "reason": judge.reason, "packet_sha256": judge.packet_sha256}));
@@ -46,6 +50,15 @@ fn iteration_json(record: &IterationRecord) -> Value {
         fields.insert("evidence".into(), json!(evidence));
     }
     v
+}
+
+/// How an allowance is named: `path GLOB` or `id ID`.
+pub(crate) fn allowance_name(used: &crate::receipt::events::AllowanceUse) -> String {
+    match (&used.path, &used.id) {
+        (Some(path), _) => format!("path {path}"),
+        (None, Some(id)) => format!("id {id}"),
+        (None, None) => "-".into(),
+    }
 }
 
 fn ending_text(ending: Option<&Ending>) -> String {
@@ -103,6 +116,16 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
         start.map(|s| s.isolation.as_str()).unwrap_or("?")
     ));
     human.push_str(&format!("exec   {}\ncheck  {}\n", inert(config["exec"].as_str().unwrap_or("?")), inert(config["check"].as_str().unwrap_or("?"))));
+    // The guards that could not see (receipts written before the event say nothing).
+    if let Some(inactive) = crate::engine::inactive_guards::of_history(history) {
+        match inactive.len() {
+            0 => human.push_str("guards every guard could see (none inactive)\n"),
+            n => human.push_str(&format!("guards {n} inactive or partly blind:\n")),
+        }
+        for line in crate::engine::inactive_guards::lines(&inactive) {
+            human.push_str(&format!("  blind {}\n", inert(&line)));
+        }
+    }
     for d in &history.iterations {
         let failing = d.failing_count().map(|c| format!("  failing {c}")).unwrap_or_default();
         let interrupted = d.interrupted.as_ref().map(|c| format!("  INTERRUPTED ({c})")).unwrap_or_default();
@@ -116,6 +139,11 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
             human.push_str(&format!("       guard {} ({}): {}\n", g.guard, g.halt_reason, inert(&g.detail)));
             for f in &g.findings {
                 human.push_str(&format!("         {}: {}\n", inert(f.path.as_deref().unwrap_or("-")), inert(&f.what)));
+            }
+        }
+        for allowed in &d.allowed {
+            for u in &allowed.uses {
+                human.push_str(&format!("       allowed ({}): {} under allowance {}: {}\n", allowed.guard, inert(&u.what), inert(&allowance_name(u)), inert(&u.reason)));
             }
         }
         if let Some(judge) = &d.judge {
@@ -157,33 +185,35 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     }
     human.push_str(&format!("receipt {}\n", inert(&receipt)));
 
+    let mut report = json!({
+        "mode": start.map(|s| &s.mode),
+        "isolation": start.map(|s| &s.isolation),
+        "loopexec_version": start.map(|s| &s.loopexec_version),
+        "config": config,
+        "chain": {
+            "verified": true,
+            "events": events,
+            "head": loaded.chain.head,
+            "file_sha256": loaded.chain.file_sha256,
+        },
+        "iterations": history.iterations.iter().map(iteration_json).collect::<Vec<_>>(),
+        "halt": history.halt_line,
+        "delivery": delivery,
+        "egress": egress,
+        "interruptions": history.interruptions,
+        "resumes": history.resumes,
+    });
+    // Which guards could not see (receipts written before the list: no key, as before).
+    if let (Some(inactive), Some(fields)) = (crate::engine::inactive_guards::of_history(history), report.as_object_mut()) {
+        fields.insert("inactive_guards".into(), json!(inactive));
+    }
     Ok(Outcome::ok("report")
         .field("run_id", run_id)
         .field("receipt", receipt)
         .field("halt_reason", halt_reason)
         .field("iteration", history.current().map(|d| d.iteration).unwrap_or(0))
         .field("check_exit", json!(last_exit))
-        .field(
-            "report",
-            json!({
-                "mode": start.map(|s| &s.mode),
-                "isolation": start.map(|s| &s.isolation),
-                "loopexec_version": start.map(|s| &s.loopexec_version),
-                "config": config,
-                "chain": {
-                    "verified": true,
-                    "events": events,
-                    "head": loaded.chain.head,
-                    "file_sha256": loaded.chain.file_sha256,
-                },
-                "iterations": history.iterations.iter().map(iteration_json).collect::<Vec<_>>(),
-                "halt": history.halt_line,
-                "delivery": delivery,
-                "egress": egress,
-                "interruptions": history.interruptions,
-                "resumes": history.resumes,
-            }),
-        )
+        .field("report", report)
         .human(human))
 }
 

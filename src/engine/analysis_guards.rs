@@ -15,12 +15,14 @@ use std::io::Read;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
+use super::allow_change::{self, Allowances};
 use super::guards::{AgentStep, Guard, Objection};
 use super::seats::Seat;
 use crate::analysis::surface::{SurfaceChange, SurfaceDigest, SurfaceSpec};
 use crate::analysis::{self, ChangedFile, Limits, RuleSet, SourceFile, TestItemChange};
 use crate::halt::HaltReason;
-use crate::receipt::events::{FindingRecord, GuardRecord};
+use crate::receipt::events::{AllowanceUse, FindingRecord, GuardRecord, TestChangeAllowedRecord};
+use crate::testreport::shown;
 use crate::workspace::{fsat, EntryKind, Manifest, Snapshot};
 
 /// At most this many findings are recorded per guard (the count of the rest is said).
@@ -200,6 +202,10 @@ pub struct MetricIntegrityGuard {
     /// Names the check's interpreter resolves without the workspace (`Ok(None)`: t0 has no
     /// Python files; `Err`: they could not be obtained, so no step is vouched for).
     python_modules: Result<Option<BTreeSet<String>>, String>,
+    /// The loop's `[[allow_test_change]]` paths: their own fall in assertions and their test
+    /// items' changes are let through (recorded), nothing else of them.
+    allowances: Allowances,
+    allowed: Option<TestChangeAllowedRecord>,
 }
 
 impl MetricIntegrityGuard {
@@ -210,23 +216,46 @@ impl MetricIntegrityGuard {
         limits: Limits,
         python_modules: Result<Option<BTreeSet<String>>, String>,
     ) -> MetricIntegrityGuard {
-        MetricIntegrityGuard { files, baseline, spec, limits, python_modules }
+        MetricIntegrityGuard { files, baseline, spec, limits, python_modules, allowances: Allowances::default(), allowed: None }
     }
 
-    fn judge(&self, snapshot: &Snapshot, t0: &Manifest) -> Result<Vec<FindingRecord>, analysis::AnalysisError> {
+    /// The guard with the loop's allowances.
+    pub fn allowing(self, allowances: Allowances) -> MetricIntegrityGuard {
+        MetricIntegrityGuard { allowances, ..self }
+    }
+
+    fn judge(&self, snapshot: &Snapshot, t0: &Manifest) -> Result<(Vec<FindingRecord>, Vec<AllowanceUse>), analysis::AnalysisError> {
         let mut findings = Vec::new();
+        let mut uses = Vec::new();
         let bytes = ChangedBytes::read(&self.files, snapshot, t0, self.limits);
         let change = analysis::analyse_change(&bytes.changed(), &RuleSet::all(), self.limits)?;
-        if change.assertions_end < change.assertions_t0 {
-            let end_total = self.baseline.assertions - change.assertions_t0.min(self.baseline.assertions) + change.assertions_end;
+        // An allowed file's own fall in assertions is let through; its gains still count, so an
+        // assertion moved out of another file into it is no fall either.
+        let mut forgiven = 0;
+        for changed in bytes.changed() {
+            let Some(pin) = self.allowances.for_path(changed.path) else { continue };
+            let (before, after) = (assertions_of(changed.path, changed.t0, self.limits)?, assertions_of(changed.path, changed.end, self.limits)?);
+            if after < before {
+                forgiven += before - after;
+                uses.push(allow_change::use_of(pin, format!("{}: assertions in test code: {before} at t0, {after} now", shown(changed.path))));
+            }
+        }
+        let assertions_end = change.assertions_end + forgiven;
+        if assertions_end < change.assertions_t0 {
+            let end_total = self.baseline.assertions - change.assertions_t0.min(self.baseline.assertions) + assertions_end;
             findings.push(FindingRecord {
                 path: None,
                 what: format!("assertions in test code fell from A0 = {} to {end_total}", self.baseline.assertions),
             });
-            findings.extend(fewer_assertions(&bytes, self.limits)?);
+            let guarded = fewer_assertions(&bytes, self.limits)?.into_iter().filter(|f| f.path.as_deref().is_none_or(|p| self.allowances.for_path(p).is_none()));
+            findings.extend(guarded);
         }
         for item_change in &change.test_item_changes {
-            findings.push(test_item_finding(item_change));
+            let finding = test_item_finding(item_change);
+            match finding.path.as_deref().and_then(|p| self.allowances.for_path(p)) {
+                Some(pin) => uses.push(allow_change::use_of(pin, format!("{}: {}", shown(finding.path.as_deref().unwrap_or("")), finding.what))),
+                None => findings.push(finding),
+            }
         }
         let end_surface = surface_of(&self.spec, &snapshot.manifest, |p| self.files.end(snapshot, p, self.limits));
         findings.extend(end_surface.diff_from(&self.baseline.surface).iter().map(surface_finding));
@@ -240,7 +269,7 @@ impl MetricIntegrityGuard {
                 }
             }
         }
-        Ok(findings)
+        Ok((findings, uses))
     }
 }
 
@@ -250,9 +279,14 @@ impl Guard for MetricIntegrityGuard {
     }
 
     fn after_agent(&mut self, step: &AgentStep<'_>) -> Option<Objection> {
+        self.allowed = None;
         let (snapshot, t0) = step.workspace?;
         let reason = HaltReason::MetricIntegrityViolation;
-        match self.judge(snapshot, t0) {
+        let judged = self.judge(snapshot, t0).map(|(findings, uses)| {
+            self.allowed = allow_change::record(step.iteration, Seat::MetricIntegrity.as_str(), "after_agent", uses);
+            findings
+        });
+        match judged {
             Err(e) => Some(analysis_failure(step.iteration, self.seat(), reason, e)),
             Ok(findings) if findings.is_empty() => None,
             Ok(findings) => {
@@ -260,6 +294,10 @@ impl Guard for MetricIntegrityGuard {
                 Some(Objection::Finding(record(step.iteration, self.seat(), reason, detail, findings)))
             }
         }
+    }
+
+    fn take_allowed(&mut self) -> Option<TestChangeAllowedRecord> {
+        self.allowed.take()
     }
 }
 

@@ -37,8 +37,9 @@ use std::collections::BTreeMap;
 pub const CACHE_DIR: &str = "check-baselines";
 /// Largest cache entry read.
 const MAX_CACHE_ENTRY_BYTES: u64 = 64 * 1024 * 1024;
-/// The cache entry format this version writes (part of the key, too).
-const CACHE_FORMAT: u32 = 1;
+/// The cache entry format this version writes (part of the key, too): 2 since the baseline's
+/// check records its `output_sight` (entries of format 1 lack it and are recomputed).
+const CACHE_FORMAT: u32 = 2;
 /// At most this many ids are named in a set-guard finding; the rest are counted and digested.
 const NAMED_IDS: usize = 50;
 
@@ -277,7 +278,9 @@ impl ActiveRun<'_> {
         if let Ending::Interrupted { signal } = outcome.ending() {
             return Ok(Some(Step::Interrupted(*signal)));
         }
-        let check = outcome.record(0);
+        let mut check = outcome.record(0);
+        // What the output showed of the evidence's reach: the inactive-guard assessment reads it.
+        check.output_sight = (!outcome.sight.is_empty()).then(|| outcome.sight.clone());
         // The operator's own check wrote to t0: it would do so on every tree, so no verdict of
         // it can be trusted; the run halts before any agent call (nothing cached).
         if let Some(finding) = outcome.tree_writes {
@@ -335,14 +338,68 @@ impl ActiveRun<'_> {
         cache_note: Option<String>,
     ) -> CmdResult<()> {
         let sets_unmeasured = sets_unmeasured(&check);
-        self.append(Event::CheckBaseline(CheckBaselineRecord { check, tree_id, cache_key, cache_hit, cache_note, sets_unmeasured }))
+        // Which guards cannot see, from the run's setting and what this check on t0 showed.
+        let inactive_guards = Some(self.inactive_guards(&check));
+        self.append(Event::CheckBaseline(CheckBaselineRecord { check, tree_id, cache_key, cache_hit, cache_note, sets_unmeasured, inactive_guards }))
     }
 }
 
 /// After every check that exited 0, before its green verdict: the collected set must hold every
 /// member of C0 and the skipped set no member that S0 lacks.
 #[derive(Debug, Default)]
-pub struct BaselineSetGuard;
+pub struct BaselineSetGuard {
+    /// The loop's `[[allow_test_change]]` ids: exempt from the comparison (each use recorded).
+    allowances: super::allow_change::Allowances,
+    allowed: Option<crate::receipt::events::TestChangeAllowedRecord>,
+}
+
+impl BaselineSetGuard {
+    pub fn new(allowances: super::allow_change::Allowances) -> BaselineSetGuard {
+        BaselineSetGuard { allowances, allowed: None }
+    }
+
+    /// `check` as the comparison sees it: each allowed id of C0 it lost counted as collected, each
+    /// allowed id it newly skipped as not skipped, and those uses. C0, S0 and the comparison
+    /// itself ([`set_violation`]) are untouched.
+    fn exempting(&self, check: &CheckResult, baseline: &TestSets) -> (CheckResult, Vec<crate::receipt::events::AllowanceUse>) {
+        let mut check = check.clone();
+        let mut uses = Vec::new();
+        if self.allowances.is_empty() {
+            return (check, uses);
+        }
+        if let Some(collected) = check.collected_set.as_mut() {
+            // Counted as the set guard counts (a multiset): each entry of an allowed t0 id that
+            // the check lost is put back, once per lost entry.
+            let mut have: BTreeMap<&str, u64> = BTreeMap::new();
+            for id in collected.iter() {
+                *have.entry(id.as_str()).or_insert(0) += 1;
+            }
+            let mut restored = Vec::new();
+            for id in &baseline.collected {
+                let at_t0 = baseline.collected_repeats.get(id).copied().unwrap_or(1).max(1);
+                let lost = at_t0.saturating_sub(have.get(id.as_str()).copied().unwrap_or(0));
+                if lost == 0 {
+                    continue;
+                }
+                if let Some(pin) = self.allowances.for_id(id) {
+                    uses.push(super::allow_change::use_of(pin, format!("no longer collected: {}", shown(id))));
+                    restored.extend(std::iter::repeat_n(id.clone(), lost as usize));
+                }
+            }
+            collected.extend(restored);
+        }
+        if let Some(skipped) = check.skipped_set.as_mut() {
+            skipped.retain(|id| match (baseline.skipped.contains(id), self.allowances.for_id(id)) {
+                (false, Some(pin)) => {
+                    uses.push(super::allow_change::use_of(pin, format!("newly skipped: {}", shown(id))));
+                    false
+                }
+                _ => true,
+            });
+        }
+        (check, uses)
+    }
+}
 
 /// The members of `ids` named (escaped), at most [`NAMED_IDS`], then a count and a digest of all.
 fn named(what: &str, ids: &[&String]) -> Vec<FindingRecord> {
@@ -425,11 +482,19 @@ impl Guard for BaselineSetGuard {
 
 
     fn after_check(&mut self, step: &CheckStep<'_>) -> Option<GuardRecord> {
+        self.allowed = None;
         if step.check.check_exit != Some(0) {
             return None;
         }
         let baseline = Baseline::of_record(step.history.check_baseline.as_ref()?);
-        set_violation(step.iteration, step.check, baseline.sets.as_ref()?)
+        let sets = baseline.sets.as_ref()?;
+        let (check, uses) = self.exempting(step.check, sets);
+        self.allowed = super::allow_change::record(step.iteration, Seat::MetricIntegrity.as_str(), "after_check", uses);
+        set_violation(step.iteration, &check, sets)
+    }
+
+    fn take_allowed(&mut self) -> Option<crate::receipt::events::TestChangeAllowedRecord> {
+        self.allowed.take()
     }
 }
 
@@ -500,7 +565,7 @@ mod tests {
         let Event::CheckResult(mut c) = sample::check_result(0, 1) else { unreachable!() };
         c.collected_set = Some(vec!["a".into(), "b".into(), "b".into()]);
         c.skipped_set = Some(vec![]);
-        let record = CheckBaselineRecord { check: c, tree_id: None, cache_key: None, cache_hit: false, cache_note: None, sets_unmeasured: None };
+        let record = CheckBaselineRecord { check: c, tree_id: None, cache_key: None, cache_hit: false, cache_note: None, sets_unmeasured: None, inactive_guards: None };
         let sets = Baseline::of_record(&record).sets.unwrap();
         assert_eq!(sets.collected.iter().collect::<Vec<_>>(), ["a", "b"]);
         assert_eq!(sets.collected_repeats.iter().collect::<Vec<_>>(), [(&"b".to_string(), &2)]);
@@ -514,6 +579,44 @@ mod tests {
         assert_eq!(found.findings.len(), NAMED_IDS + 1);
         let digest = hex::encode(Sha256::digest(ids.iter().map(|i| format!("{i}\n")).collect::<String>()));
         assert_eq!(found.findings[NAMED_IDS].what, format!("no longer collected: 10 more (sha256 of all 60 ids, one a line: {digest})"));
+    }
+
+    fn allowing(ids: &[&str]) -> BaselineSetGuard {
+        let pins: Vec<_> = ids
+            .iter()
+            .map(|id| crate::engine::allow_change::AllowTestChange { path: None, id: Some(id.to_string()), reason: format!("{id} changes on purpose") })
+            .collect();
+        BaselineSetGuard::new(crate::engine::allow_change::Allowances::new(&pins).unwrap())
+    }
+
+    #[test]
+    fn an_allowed_id_lost_or_newly_skipped_is_let_through_and_each_use_is_named() {
+        let guard = allowing(&["b", "c"]);
+        let t0 = sets(&["a", "b", "c"], &[]);
+        let (check, uses) = guard.exempting(&check_with(&["a", "c"], &["c"]), &t0);
+        assert_eq!(set_violation(1, &check, &t0), None);
+        let what: Vec<&str> = uses.iter().map(|u| u.what.as_str()).collect();
+        assert_eq!(what, vec!["no longer collected: b", "newly skipped: c"]);
+        assert_eq!(uses[0].reason, "b changes on purpose");
+    }
+
+    #[test]
+    fn an_allowance_for_one_id_does_not_let_another_lost_id_through() {
+        let guard = allowing(&["b"]);
+        let t0 = sets(&["a", "b", "c"], &[]);
+        let (check, _) = guard.exempting(&check_with(&["a"], &[]), &t0);
+        let found = set_violation(1, &check, &t0).unwrap();
+        assert_eq!(found.findings, vec![FindingRecord { path: None, what: "no longer collected: c".into() }]);
+    }
+
+    #[test]
+    fn an_allowed_id_that_lost_one_of_its_repeated_entries_is_put_back_once_per_lost_entry() {
+        let guard = allowing(&["doc/c::src/lib.rs - f"]);
+        let t0 = sets(&["a", "doc/c::src/lib.rs - f", "doc/c::src/lib.rs - f", "doc/c::src/lib.rs - f"], &[]);
+        let (check, uses) = guard.exempting(&check_with(&["a", "doc/c::src/lib.rs - f"], &[]), &t0);
+        assert_eq!(set_violation(1, &check, &t0), None);
+        assert_eq!(uses.len(), 1);
+        assert_eq!(check.collected_set.unwrap().iter().filter(|id| id.as_str() == "doc/c::src/lib.rs - f").count(), 3);
     }
 
     #[test]

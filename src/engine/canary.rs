@@ -323,7 +323,7 @@ impl ActiveRun<'_> {
         let sources: Vec<ChangedSource<'_>> = changed
             .files
             .iter()
-            .filter(|(path, _, _)| !ws.protected().is_protected(path.as_bytes()))
+            .filter(|(path, _, _)| !ws.protected().is_protected(path.as_bytes()) && !ws.protected().is_exempt(path.as_bytes()))
             .filter_map(|(path, t0, end)| end.as_deref().map(|end| ChangedSource { path, t0: t0.as_deref(), end }))
             .collect();
         let coverage = match (&self.cfg.coverage.report, coverage) {

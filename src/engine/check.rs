@@ -143,6 +143,9 @@ pub struct CheckOutcome {
     /// The declared score as read after the check (`super::score`; none: none declared, or the
     /// check did not exit).
     pub score: Option<crate::receipt::events::ScoreRecord>,
+    /// What the check's output showed about the reach of its evidence (the runners whose
+    /// summaries it printed, cargo stopping at its first failing target; empty when it did not exit).
+    pub sight: crate::testreport::sight::OutputSight,
 }
 
 impl CheckOutcome {
@@ -180,6 +183,8 @@ impl CheckOutcome {
             failure_digests: sets.map(|s| super::excerpts::digests(&s.excerpts)).filter(|d| !d.is_empty()),
             excerpts_artifact: self.excerpts_artifact.clone(),
             score: self.score.clone(),
+            // The baseline records it (`super::baseline`); an iteration's check does not.
+            output_sight: None,
         }
     }
 
@@ -295,11 +300,18 @@ pub fn run_check(
         None => ReportOutcome::NotRead,
         Some(code) => read_evidence(Some(code), &run, &artifacts, report),
     };
+    let sight = match run.ending.exit_code() {
+        None => Default::default(),
+        Some(_) => crate::testreport::sight::of_output(
+            &captured(&artifacts, run.output.stdout.artifact.as_deref()),
+            &captured(&artifacts, run.output.stderr.artifact.as_deref()),
+        ),
+    };
     let excerpts = report.sets().map(|s| &s.excerpts);
     let excerpts_artifact = match excerpts {
         Some(e) => super::excerpts::write(artifacts.dir, artifacts.rel, &artifacts.stem, e)
             .map_err(|e| Failure::internal(format!("the check's failure excerpts cannot be kept: {e}")))?,
         None => None,
     };
-    Ok(Ok(CheckOutcome { run, report, coverage: None, tree_writes: None, excerpts_artifact, score: None }))
+    Ok(Ok(CheckOutcome { run, report, coverage: None, tree_writes: None, excerpts_artifact, score: None, sight }))
 }

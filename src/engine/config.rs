@@ -221,6 +221,10 @@ pub struct LoopConfig {
     /// The toolchain and runner plugins the check runs with (`[runner]`; docs/guards.md).
     #[serde(default)]
     pub runner: crate::engine::runner_pin::RunnerPins,
+    /// The test files and ids the operator allows the agent to change, each with its reason
+    /// (`[[allow_test_change]]`; docs/guards.md). Absent without any, and in older receipts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_test_change: Vec<crate::engine::allow_change::AllowTestChange>,
 }
 
 pub const DEFAULT_CONFIRM_RUNS: u64 = 1;
@@ -285,6 +289,8 @@ pub struct ConfigInput {
     pub judge: crate::engine::judge::JudgeInput,
     /// `[runner]` of loop.toml: the toolchain and runner plugins the check is pinned to.
     pub runner: crate::engine::runner_pin::RunnerInput,
+    /// `[[allow_test_change]]` of loop.toml.
+    pub allow_test_change: Vec<crate::engine::allow_change::AllowTestChange>,
 }
 
 impl ConfigInput {
@@ -339,6 +345,7 @@ impl ConfigInput {
             mint_env: self.mint_env.or(file.mint_env),
             judge: self.judge.over(file.judge),
             runner: file.runner,
+            allow_test_change: file.allow_test_change,
         }
     }
 }
@@ -523,6 +530,8 @@ impl LoopConfig {
         };
         let judge = crate::engine::judge::resolve_pins(input.judge, isolation, backend)?;
         let runner = crate::engine::runner_pin::resolve(input.runner, &check_path, &operator_env)?;
+        let allow_test_change =
+            crate::engine::allow_change::validated(input.allow_test_change, workspace == WorkspaceMode::Detached, input.baseline.unwrap_or(true))?;
         let context_files =
             input.context_files.iter().map(|raw| pin_context_file(workdir, raw)).collect::<Result<Vec<_>, _>>()?;
         Ok(LoopConfig {
@@ -570,6 +579,7 @@ impl LoopConfig {
                 .get(),
             judge,
             runner,
+            allow_test_change,
         })
     }
 }

@@ -142,17 +142,19 @@ fn build_frozen(
 
 impl RunWorkspace {
     /// Take the baseline t0 of `repo` and create the run's workspace; returns its `workspace`
-    /// receipt event.
+    /// receipt event. `exempt`: the loop's `[[allow_test_change]]` path globs, exempt from the
+    /// protected paths (neither guarded nor frozen from t0 in the check).
     pub fn create(
         repo: &Path,
         statedir: &StateDir,
         run: &RunDir,
         include_uncommitted: bool,
         protected_extra: &[String],
+        exempt: &[String],
         agent_policy: &sandbox::Policy,
         check_policy: &sandbox::Policy,
     ) -> CmdResult<(RunWorkspace, WorkspaceRecord)> {
-        let protected = ProtectedPaths::new(true, protected_extra).map_err(ws_failure)?;
+        let protected = ProtectedPaths::new(true, protected_extra).and_then(|p| p.exempting(exempt)).map_err(ws_failure)?;
         let agent_owner = zone_owner(agent_policy);
         let opts = BaselineOptions { include_uncommitted, owner: agent_owner };
         let baseline = Baseline::prepare(repo, statedir.root(), &opts).map_err(ws_failure)?;
@@ -184,6 +186,7 @@ impl RunWorkspace {
         statedir: &StateDir,
         run: &RunDir,
         protected_extra: &[String],
+        exempt: &[String],
         agent_policy: &sandbox::Policy,
         check_policy: &sandbox::Policy,
     ) -> CmdResult<RunWorkspace> {
@@ -192,7 +195,7 @@ impl RunWorkspace {
         let baseline = Baseline::reopen(Path::new(&event.repo), statedir.root(), &event.baseline_key, head, event.include_uncommitted)
             .map_err(ws_failure)?;
         let workspace = Workspace::open(baseline, run.dir()).map_err(ws_failure)?;
-        let protected = ProtectedPaths::new(true, protected_extra).map_err(ws_failure)?;
+        let protected = ProtectedPaths::new(true, protected_extra).and_then(|p| p.exempting(exempt)).map_err(ws_failure)?;
         let check_owner = zone_owner(check_policy);
         let (checks, frozen) = build_frozen(&workspace, &protected, run, check_owner)?;
         let limits = agent_policy.workspace.clone();

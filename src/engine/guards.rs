@@ -5,8 +5,9 @@
 //! never delivered). The protected-path guard is the first; the seats for the others are named
 //! in [`super::seats`].
 
+use super::allow_change::{self, Allowances};
 use super::seats::Seat;
-use crate::receipt::events::{CheckResult, ExecResult, GuardRecord, ProtectedChangeRecord};
+use crate::receipt::events::{CheckResult, ExecResult, GuardRecord, ProtectedChangeRecord, TestChangeAllowedRecord};
 use crate::receipt::history::History;
 use crate::workspace::{protected_changes, Manifest, ProtectedPaths, Snapshot};
 
@@ -47,6 +48,11 @@ pub trait Guard {
     fn after_check(&mut self, _step: &CheckStep<'_>) -> Option<GuardRecord> {
         None
     }
+    /// The changes the last hook let through under a `[[allow_test_change]]` allowance, taken
+    /// once (recorded as a `test_change_allowed` event); guards without allowances keep the default.
+    fn take_allowed(&mut self) -> Option<TestChangeAllowedRecord> {
+        None
+    }
 }
 
 /// The run's guards, asked in order.
@@ -72,17 +78,44 @@ impl Guards {
     pub fn after_check(&mut self, step: &CheckStep<'_>) -> Vec<GuardRecord> {
         self.0.iter_mut().filter_map(|g| g.after_check(step)).collect()
     }
+
+    /// What the last hook let through under allowances, per guard.
+    pub fn take_allowed(&mut self) -> Vec<TestChangeAllowedRecord> {
+        self.0.iter_mut().filter_map(|g| g.take_allowed()).collect()
+    }
 }
 
 /// The agent must not change a protected path (tests, their configuration, CI; see
 /// docs/workspace.md): compared with t0 on the step's snapshot.
 pub struct ProtectedPathGuard {
+    /// The run's protected paths, the allowed ones exempt.
     protected: ProtectedPaths,
+    allowances: Allowances,
+    allowed: Option<TestChangeAllowedRecord>,
 }
 
 impl ProtectedPathGuard {
-    pub fn new(protected: ProtectedPaths) -> ProtectedPathGuard {
-        ProtectedPathGuard { protected }
+    pub fn new(protected: ProtectedPaths, allowances: Allowances) -> ProtectedPathGuard {
+        ProtectedPathGuard { protected, allowances, allowed: None }
+    }
+
+    /// The protected paths `snapshot` changed that an allowance let through.
+    fn allowed_changes(&self, iteration: u64, snapshot: &Snapshot, baseline: &Manifest) -> Option<TestChangeAllowedRecord> {
+        if self.allowances.is_empty() {
+            return None;
+        }
+        let uses = snapshot
+            .changes(baseline)
+            .into_iter()
+            .filter(|(p, _)| self.protected.is_exempt(p))
+            .filter_map(|(p, change)| {
+                let path = String::from_utf8_lossy(&p).into_owned();
+                let pin = self.allowances.for_path(&path)?;
+                let change = format!("{change:?}").to_lowercase();
+                Some(allow_change::use_of(pin, format!("{} {change}", crate::testreport::shown(&path))))
+            })
+            .collect();
+        allow_change::record(iteration, Seat::ProtectedPaths.as_str(), "after_agent", uses)
     }
 
     /// The protected paths `snapshot` changed against `baseline`.
@@ -100,8 +133,14 @@ impl Guard for ProtectedPathGuard {
     }
 
     fn after_agent(&mut self, step: &AgentStep<'_>) -> Option<Objection> {
+        self.allowed = None;
         let (snapshot, baseline) = step.workspace?;
+        self.allowed = self.allowed_changes(step.iteration, snapshot, baseline);
         let changes = self.changes(snapshot, baseline);
         (!changes.is_empty()).then_some(Objection::ProtectedChanges(changes))
+    }
+
+    fn take_allowed(&mut self) -> Option<TestChangeAllowedRecord> {
+        self.allowed.take()
     }
 }

@@ -90,8 +90,10 @@ impl ActiveRun<'_> {
         };
         let check = outcome.record(n);
         let mut findings = self.guards.after_check(&CheckStep { iteration: n, check: &check, history: &self.history });
+        let allowed = self.guards.take_allowed();
         findings.extend(outcome.tree_writes.clone());
         self.append(Event::CheckResult(check.clone()))?;
+        self.append_allowed(allowed)?;
         self.same_tree_sample(n, &check)?;
         // A zero exit whose evidence disagrees is no accepted step either.
         let mut clean = findings.is_empty() && outcome.verdict() != Verdict::Disagrees;
@@ -234,7 +236,9 @@ impl ActiveRun<'_> {
             protected_changes,
             duration_ms: Some(duration_ms),
         };
+        let allowed = self.guards.take_allowed();
         self.append(Event::Snapshot(record))?;
+        self.append_allowed(allowed)?;
         self.append_findings(findings.into_iter())?;
         Ok(Ok(Some(snapshot)))
     }
@@ -340,6 +344,14 @@ impl ActiveRun<'_> {
             }
             judge::Asked::Interrupted(signal) => Ok(Err(signal)),
         }
+    }
+
+    /// Record what the guards let through under allowances (`test_change_allowed` events).
+    fn append_allowed(&mut self, allowed: Vec<crate::receipt::events::TestChangeAllowedRecord>) -> CmdResult<()> {
+        for record in allowed {
+            self.append(Event::TestChangeAllowed(record))?;
+        }
+        Ok(())
     }
 
     /// Record guard findings as `guard` events.

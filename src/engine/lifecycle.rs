@@ -205,6 +205,7 @@ pub fn start_after_gates(
             &active.run,
             active.cfg.include_uncommitted,
             &active.cfg.protected,
+            &super::allow_change::Allowances::path_globs(&active.cfg.allow_test_change),
             role_policy(&zones, Role::Agent)?,
             role_policy(&zones, Role::Check)?,
         )?;
@@ -288,7 +289,8 @@ pub fn resume(
             .clone()
             .ok_or_else(|| Failure::workspace(format!("{}: no workspace event", active.run.receipt_path().display())))?;
         let (agent_policy, check_policy) = (role_policy(&zones, Role::Agent)?, role_policy(&zones, Role::Check)?);
-        let ws = RunWorkspace::reopen(&record, statedir, &active.run, &active.cfg.protected, agent_policy, check_policy)?;
+        let exempt = super::allow_change::Allowances::path_globs(&active.cfg.allow_test_change);
+        let ws = RunWorkspace::reopen(&record, statedir, &active.run, &active.cfg.protected, &exempt, agent_policy, check_policy)?;
         active.attach_workspace(ws, true)?;
     }
     let decided = match pending {
@@ -303,7 +305,8 @@ impl<'a> ActiveRun<'a> {
         let artifacts = o.run.artifacts()?;
         let state = running_state(&o.run_id, &o.isolation, o.history.last_started, o.cfg.max_iterations, &o.run);
         // In place no guard can judge a step: a green check there is refused (`in_place`).
-        let mut guards: Vec<Box<dyn Guard>> = vec![Box::new(BaselineSetGuard)];
+        let allowances = super::allow_change::Allowances::new(&o.cfg.allow_test_change)?;
+        let mut guards: Vec<Box<dyn Guard>> = vec![Box::new(BaselineSetGuard::new(allowances))];
         guards.extend(CoverageGuard::of(&o.cfg.coverage));
         guards.extend(super::score::ScoreGuard::of(o.cfg.score.as_ref()));
         if o.cfg.workspace == WorkspaceMode::InPlace {
@@ -357,9 +360,10 @@ impl<'a> ActiveRun<'a> {
     /// process left it is accepted again only if the guards let it through; one that cannot be
     /// taken halts the resumed run with the reason.
     fn attach_workspace(&mut self, mut ws: RunWorkspace, resumed: bool) -> CmdResult<()> {
-        let mut guards: Vec<Box<dyn Guard>> = vec![Box::new(ProtectedPathGuard::new(ws.protected().clone()))];
-        guards.extend(self.syntax_tree_guards(&ws)?);
-        guards.push(Box::new(BaselineSetGuard));
+        let allowances = super::allow_change::Allowances::new(&self.cfg.allow_test_change)?;
+        let mut guards: Vec<Box<dyn Guard>> = vec![Box::new(ProtectedPathGuard::new(ws.protected().clone(), allowances.clone()))];
+        guards.extend(self.syntax_tree_guards(&ws, &allowances)?);
+        guards.push(Box::new(BaselineSetGuard::new(allowances)));
         guards.extend(CoverageGuard::of(&self.cfg.coverage));
         guards.extend(super::score::ScoreGuard::of(self.cfg.score.as_ref()));
         // A hand acceptance no iteration started from yet: the resumed run starts from its tree.
@@ -391,7 +395,7 @@ impl<'a> ActiveRun<'a> {
 
     /// The metric-integrity and tampering guards, with A0 and H0 computed from t0 and recorded
     /// (a `guard_baseline` event).
-    fn syntax_tree_guards(&mut self, ws: &RunWorkspace) -> CmdResult<Vec<Box<dyn Guard>>> {
+    fn syntax_tree_guards(&mut self, ws: &RunWorkspace, allowances: &super::allow_change::Allowances) -> CmdResult<Vec<Box<dyn Guard>>> {
         let rules = self.cfg.guards.rule_set()?;
         let spec = self.cfg.guards.surface_spec()?;
         let limits = crate::analysis::Limits::default();
@@ -412,7 +416,7 @@ impl<'a> ActiveRun<'a> {
             disabled_rules: rules.disabled().map(|(rule, reason)| serde_json::json!({"rule": rule.id(), "reason": reason})).collect(),
         }))?;
         Ok(vec![
-            Box::new(MetricIntegrityGuard::new(files.clone(), baseline, spec, limits, python_modules)),
+            Box::new(MetricIntegrityGuard::new(files.clone(), baseline, spec, limits, python_modules).allowing(allowances.clone())),
             Box::new(TamperingGuard::new(files, rules, limits)),
         ])
     }

@@ -80,6 +80,7 @@ struct LoopFile {
     confirm_runs: Option<u64>,
     runner: Option<super::runner_pin::RunnerInput>,
     doctor: Option<bool>,
+    allow_test_change: Option<Vec<super::allow_change::AllowTestChange>>,
 }
 
 /// `[progress]`: the rules' parameters (`convergence::rules::Limits`, each defaulted when
@@ -178,6 +179,7 @@ pub fn parse(text: &str, name: &str) -> Result<ConfigInput, Failure> {
             timeout_secs: file.judge_timeout,
         },
         runner: file.runner.unwrap_or_default(),
+        allow_test_change: file.allow_test_change.unwrap_or_default(),
     })
 }
 
@@ -279,7 +281,10 @@ pub fn template(check: Option<&str>, exec: Option<&str>, isolation: Option<Isola
     t.push_str("# Model identity, recorded in the receipt.\n[model]\n");
     t.push_str("# provider = \"example\"\n# id = \"example-model\"\n# version = \"2026-01-01\"\n\n");
     t.push_str("# Sampling pins, recorded in the receipt.\n[sampling]\n");
-    t.push_str("# temperature = 0.0\n# seed = 42\n# max_tokens = 4096\n");
+    t.push_str("# temperature = 0.0\n# seed = 42\n# max_tokens = 4096\n\n");
+    t.push_str("# A legitimate test change (docs/guards.md): a test file (`path`, a glob) or test id (`id`)\n");
+    t.push_str("# the agent may change, each with the reason the receipt records with every use.\n");
+    t.push_str("# [[allow_test_change]]\n# path = \"tests/test_api.py\"\n# reason = \"the API's error message changes on purpose\"\n");
     t
 }
 
@@ -317,6 +322,16 @@ mod tests {
         let err = parse("[progress.score]\nregexp = '(x)'\n", "t").unwrap_err();
         assert_eq!(err.class().code(), 20);
         assert!(err.message.contains("regexp"), "{}", err.message);
+    }
+
+    #[test]
+    fn allow_test_change_entries_are_read_and_an_unknown_key_in_one_is_refused_with_its_line() {
+        let input = parse("[[allow_test_change]]\npath = \"tests/a.py\"\nreason = \"r\"\n\n[[allow_test_change]]\nid = \"t::x\"\nreason = \"s\"\n", "t").unwrap();
+        let read: Vec<(Option<&str>, Option<&str>, &str)> = input.allow_test_change.iter().map(|a| (a.path.as_deref(), a.id.as_deref(), a.reason.as_str())).collect();
+        assert_eq!(read, vec![(Some("tests/a.py"), None, "r"), (None, Some("t::x"), "s")]);
+        let err = parse("[[allow_test_change]]\npath = \"tests/a.py\"\nwhy = \"r\"\n", "loop.toml").unwrap_err();
+        assert!(err.message.starts_with("loop.toml line 3:") && err.message.contains("unknown field `why`"), "{}", err.message);
+        assert_eq!(err.class().code(), 20);
     }
 
     #[test]

@@ -33,6 +33,7 @@
 //! a computed halt (final), a pause after `--once`, or an operator interrupt (SIGINT/SIGTERM).
 //! Paused, interrupted and crashed runs continue with [`resume`].
 
+pub mod allow_change;
 pub mod analysis_guards;
 pub mod canary;
 pub mod baseline;
@@ -49,6 +50,7 @@ pub mod excerpts;
 pub mod feedback_file;
 pub mod guards;
 pub mod in_place;
+pub mod inactive_guards;
 mod iteration;
 pub mod judge;
 pub mod lifecycle;

@@ -342,6 +342,7 @@ mod tests {
             cache_hit: false,
             cache_note: None,
             sets_unmeasured: None,
+            inactive_guards: None,
         });
         let limits = Limits::default();
         let broke = step(&mut h, 1, &["a", "c"], &limits);

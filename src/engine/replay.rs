@@ -202,7 +202,9 @@ pub fn replay(statedir: &StateDir, run: &RunDir) -> CmdResult<Replay> {
     let repo = Path::new(&rec.repo);
     let t0 = Baseline::of_tree(repo, statedir.root(), rec.t0_tree, rec.head_commit, owner).map_err(Failure::from)?;
     let end = Baseline::of_tree(repo, statedir.root(), rec.end_tree, rec.head_commit, owner).map_err(Failure::from)?;
-    let protected = ProtectedPaths::new(true, &cfg.protected).map_err(Failure::from)?;
+    // The loop's allowed test paths came from the agent's tree in its checks: so they do here.
+    let exempt = super::allow_change::Allowances::path_globs(&cfg.allow_test_change);
+    let protected = ProtectedPaths::new(true, &cfg.protected).and_then(|p| p.exempting(&exempt)).map_err(Failure::from)?;
 
     let dir = run.dir().subdir_or_create(REPLAY_DIR).map_err(fs_failure)?;
     let check_owner = zone_owner(check_policy);

@@ -73,6 +73,10 @@ pub enum Event {
     Targets(TargetsRecord),
     /// The advisory judge's answer on a green iteration (or why it gave none).
     Judge(JudgeRecord),
+    /// A named allowance of loop.toml (`[[allow_test_change]]`) let a test change through a
+    /// guard that would otherwise have halted on it, in one iteration (docs/guards.md, "A named
+    /// path for a legitimate test change").
+    TestChangeAllowed(TestChangeAllowedRecord),
     Halt(HaltRecord),
     /// The lists the event just before it left out because they were over the receipt's bound
     /// (`receipt::bounded`): each by count, digest and sample, and the artifact holding them.
@@ -118,6 +122,7 @@ impl Event {
             Event::CheckBaseline(_) => "check_baseline",
             Event::Targets(_) => "targets",
             Event::Judge(_) => "judge",
+            Event::TestChangeAllowed(_) => "test_change_allowed",
             Event::Halt(_) => "halt",
             Event::Externalised(_) => "externalised",
             Event::ProbeStart(_) => "probe_start",
@@ -413,6 +418,12 @@ pub struct CheckResult {
     /// a declared score, when the check did not exit, and in older receipts).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub score: Option<ScoreRecord>,
+    /// What the check's own output showed about the reach of its evidence
+    /// (`testreport::sight`: the runners whose summaries it printed, whether cargo stopped at its
+    /// first failing target). Recorded for the t0 baseline's check only (`check_baseline`), where
+    /// the inactive-guard assessment reads it; absent when it showed nothing, and in older receipts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_sight: Option<crate::testreport::sight::OutputSight>,
 }
 
 /// A declared score as one check reported it: its value, or why it has none.
@@ -640,6 +651,101 @@ pub struct CheckBaselineRecord {
     /// Why the collected and skipped sets cannot be measured (null: they were).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sets_unmeasured: Option<String>,
+    /// Which guards of the run cannot see (inactive or partly blind), why, and the switch that
+    /// enables each, from the run's setting and this baseline's evidence (empty: every guard can;
+    /// absent in receipts written before it; docs/guards.md, "Guards that cannot see").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inactive_guards: Option<Vec<InactiveGuard>>,
+}
+
+/// A guard that cannot see all it judges, as `check_baseline`'s `inactive_guards` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BlindGuard {
+    /// The set guard (C0, S0 of the t0 baseline; seat `metric_integrity`, after the check).
+    TestSet,
+    /// The progress rules and the targets (the ratchet, the no-convergence halts): they read the
+    /// failing sets.
+    Progress,
+    /// The coverage guard's comparison with t0's line coverage.
+    Coverage,
+    /// The protected-path guard (`blocked_path_modified`).
+    ProtectedPaths,
+    /// The syntax-tree guards after the agent (assertions, test items, surface, shadowing,
+    /// tampering rules).
+    SyntaxTree,
+    /// The check-writes guard (the check must not change the tree it tests).
+    CheckWrites,
+}
+
+/// How much of what it judges a guard cannot see.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Blindness {
+    /// It never runs.
+    Inactive,
+    /// It runs, over less than it should.
+    Partial,
+}
+
+/// Why a guard cannot see, computed from the run's configuration and the t0 evidence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BlindCause {
+    /// `--no-baseline`: no check on t0, so no C0, S0 or t0 coverage.
+    NoBaseline,
+    /// An in-place run: no t0 tree the agent cannot change.
+    InPlace,
+    /// The check on t0 did not exit (timed out, killed, could not start).
+    CheckDidNotExit,
+    /// The check on t0 exited but no source named a test (no declared report, no libtest output).
+    NoTestIds,
+    /// A declared report could not be read on t0.
+    ReportUnusable,
+    /// cargo stopped at its first failing test target on t0 (fail-fast): later targets never ran.
+    CargoStoppedEarly,
+    /// The declared coverage report gave no usable coverage on t0.
+    CoverageAbsentAtT0,
+    /// t0 files the syntax-tree guards could not parse (above the parse cap).
+    NotParsed,
+}
+
+/// One guard that cannot see (`check_baseline`'s `inactive_guards`): which, how much, why (a
+/// sentence naming the evidence, escaped) and the switch that enables it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InactiveGuard {
+    pub guard: BlindGuard,
+    pub blindness: Blindness,
+    pub cause: BlindCause,
+    pub detail: String,
+    /// What the operator changes so that the guard sees (a flag, a loop.toml key, a runner switch).
+    pub enable: String,
+}
+
+/// One use of an allowance: what changed and the allowance (with its reason) that let it through.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllowanceUse {
+    /// The allowance as loop.toml names it: its `path` glob or its test `id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub reason: String,
+    /// What changed (escaped): `tests/test_api.py modified`, `assertions in test code: 3 at t0,
+    /// 2 now`, `no longer collected: ID`.
+    pub what: String,
+}
+
+/// The `test_change_allowed` event: the changes one guard let through in one iteration under an
+/// allowance (at most 50 uses, then one counting the rest).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TestChangeAllowedRecord {
+    pub iteration: u64,
+    /// The guard that would have halted (`protected_paths`, `metric_integrity`).
+    pub guard: String,
+    /// `after_agent` or `after_check`.
+    pub stage: String,
+    pub uses: Vec<AllowanceUse>,
 }
 
 /// What the judge's answer was (docs/guards.md, "The judge").
@@ -831,6 +937,7 @@ pub(crate) mod sample {
             failure_digests: None,
             excerpts_artifact: None,
             score: None,
+            output_sight: None,
         })
     }
 

@@ -25,6 +25,8 @@ pub struct IterationRecord {
     pub progress: Option<ProgressRecord>,
     /// The judge's answer on a green check (`judge` event).
     pub judge: Option<JudgeRecord>,
+    /// The test changes allowances of loop.toml let through (`test_change_allowed` events).
+    pub allowed: Vec<crate::receipt::events::TestChangeAllowedRecord>,
     /// The cause, when the iteration was interrupted (`SIGINT`, `SIGTERM`, `supervisor_lost`).
     pub interrupted: Option<String>,
     /// Lists of this iteration's events moved to run artifacts (`externalised` events).
@@ -97,6 +99,8 @@ pub struct History {
     pub check_baseline_externalised: Option<crate::receipt::bounded::Externalised>,
     /// The run's `targets` event, when it recorded one.
     pub targets: Option<super::events::TargetsRecord>,
+    /// The syntax-tree guards' last `guard_baseline` (A0, H0, the t0 files not parsed).
+    pub guard_baseline: Option<super::events::GuardBaselineRecord>,
     /// The operator's hand acceptances (`ratchet_accept`), in order, each with the last
     /// iteration started when it was recorded.
     pub hand_accepted: Vec<(super::events::RatchetAcceptRecord, u64)>,
@@ -178,7 +182,10 @@ impl History {
                     slot.guards.push(guard.clone());
                 }
             }
-            Event::GuardBaseline(_) => self.guard_bodies.push(recorded.body()),
+            Event::GuardBaseline(baseline) => {
+                self.guard_bodies.push(recorded.body());
+                self.guard_baseline = Some(baseline.clone());
+            }
             Event::Adequacy(adequacy) => {
                 self.adequacy_iterations.push(adequacy.iteration);
                 self.guard_bodies.push(recorded.body());
@@ -197,6 +204,11 @@ impl History {
             }
             Event::CheckBaseline(baseline) => self.check_baseline = Some(baseline.clone()),
             Event::Targets(targets) => self.targets = Some(targets.clone()),
+            Event::TestChangeAllowed(allowed) => {
+                if let Some(slot) = self.slot(allowed.iteration) {
+                    slot.allowed.push(allowed.clone());
+                }
+            }
             Event::Judge(judge) => {
                 if let Some(slot) = self.slot(judge.iteration) {
                     slot.judge = Some(judge.clone());
@@ -385,6 +397,7 @@ mod tests {
                         failure_digests: None,
                         excerpts_artifact: None,
                         score: None,
+                        output_sight: None,
                     })
                 }
             ),

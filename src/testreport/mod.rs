@@ -28,6 +28,7 @@ pub mod gojson;
 pub mod junit;
 pub mod libtest;
 pub mod paths;
+pub mod sight;
 pub mod summary;
 pub mod tap;
 

@@ -69,6 +69,10 @@ pub struct ShownRun {
     pub failing_count: Option<u64>,
     pub exit_code: Option<i32>,
     pub duration_ms: u64,
+    /// What the run showed of its evidence's reach (`engine::inactive_guards`): doctor names
+    /// the guards a loop on this check would have blind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sight: Option<crate::engine::inactive_guards::CheckSight>,
 }
 
 impl ShownRun {
@@ -250,7 +254,10 @@ pub fn run(spec: &RunSpec) -> CmdResult<RunReport> {
         let report = (!patterns.is_empty()).then_some(ReportSource { dir: &tree, patterns: &patterns });
         let outcome = run_check(zone.as_mut(), &cmd, artifacts, report)?.map_err(Failure::isolation)?;
         let sets = outcome.report.sets();
+        let mut record = outcome.record(0);
+        record.output_sight = Some(outcome.sight.clone());
         shown.push(ShownRun {
+            sight: Some(crate::engine::inactive_guards::CheckSight::of_check(&record)),
             class: class_of(outcome.verdict()),
             failing_digest: failing_digest(sets.map(|s| &s.failing)),
             failing_count: sets.map(|s| s.failing.len() as u64),

@@ -26,6 +26,28 @@ use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 pub struct ProtectedPaths {
     patterns: Vec<String>,
     set: GlobSet,
+    /// Paths exempt from the patterns (the loop's `[[allow_test_change]]` paths): neither
+    /// guarded nor frozen from t0 in the check.
+    exempt: Option<GlobSet>,
+}
+
+/// One exemption's glob: a repository-relative path pattern matched against the whole path (`*`
+/// and `?` within one component, `**` across); refused when empty, absolute, with a `..`, `.`
+/// or empty component, a NUL byte, or not a glob.
+pub fn exempt_glob(pattern: &str) -> Result<globset::Glob, String> {
+    if pattern.is_empty() {
+        return Err("an empty path".into());
+    }
+    if pattern.contains('\0') {
+        return Err("a NUL byte".into());
+    }
+    if pattern.starts_with('/') {
+        return Err("an absolute path (name it relative to the repository root)".into());
+    }
+    if pattern.split('/').any(|c| c.is_empty() || c == "." || c == "..") {
+        return Err("an empty, `.` or `..` component".into());
+    }
+    GlobBuilder::new(pattern).literal_separator(true).backslash_escape(true).build().map_err(|e| format!("not a glob: {}", e.kind()))
 }
 
 /// One protected path the agent changed.
@@ -125,7 +147,26 @@ impl ProtectedPaths {
             }
         }
         let set = b.build().map_err(|e| WorkspaceError::Pattern { pattern: patterns.join(" "), detail: e.to_string() })?;
-        Ok(ProtectedPaths { patterns, set })
+        Ok(ProtectedPaths { patterns, set, exempt: None })
+    }
+
+    /// These patterns with the paths `globs` match exempt from them ([`exempt_glob`]).
+    pub fn exempting(mut self, globs: &[String]) -> WsResult<ProtectedPaths> {
+        if globs.is_empty() {
+            return Ok(self);
+        }
+        let mut b = GlobSetBuilder::new();
+        for g in globs {
+            b.add(exempt_glob(g).map_err(|detail| WorkspaceError::Pattern { pattern: g.clone(), detail })?);
+        }
+        self.exempt = Some(b.build().map_err(|e| WorkspaceError::Pattern { pattern: globs.join(" "), detail: e.to_string() })?);
+        Ok(self)
+    }
+
+    /// Whether the patterns protect `path` but an exemption lets it change.
+    pub fn is_exempt(&self, path: &[u8]) -> bool {
+        let text = String::from_utf8_lossy(path);
+        self.set.is_match(text.as_ref()) && self.exempt.as_ref().is_some_and(|e| e.is_match(text.as_ref()))
     }
 
     /// The patterns as given (for the receipt).
@@ -136,7 +177,7 @@ impl ProtectedPaths {
     /// Whether `path` (repository-relative, `/`-separated) or one of its ancestors is protected.
     pub fn is_protected(&self, path: &[u8]) -> bool {
         let text = String::from_utf8_lossy(path);
-        self.set.is_match(text.as_ref())
+        self.set.is_match(text.as_ref()) && !self.exempt.as_ref().is_some_and(|e| e.is_match(text.as_ref()))
     }
 }
 
@@ -183,6 +224,16 @@ mod tests {
 
     fn p(list: &[&str]) -> ProtectedPaths {
         ProtectedPaths::new(false, &list.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap()
+    }
+
+    #[test]
+    fn an_exempt_path_is_no_longer_protected_and_its_siblings_still_are() {
+        let set = ProtectedPaths::defaults().exempting(&["tests/test_api.py".to_string()]).unwrap();
+        assert!(!set.is_protected(b"tests/test_api.py"));
+        assert!(set.is_exempt(b"tests/test_api.py"));
+        assert!(set.is_protected(b"tests/test_other.py"));
+        assert!(set.is_protected(b"tests"));
+        assert!(!set.is_exempt(b"src/api.py"), "an exemption of an unprotected path exempts nothing");
     }
 
     #[test]
