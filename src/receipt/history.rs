@@ -25,6 +25,8 @@ pub struct IterationRecord {
     pub progress: Option<ProgressRecord>,
     /// The judge's answer on a green check (`judge` event).
     pub judge: Option<JudgeRecord>,
+    /// The held-out check on a green every guard let through (`holdout_check` event).
+    pub holdout: Option<crate::receipt::events::HoldoutRecord>,
     /// The cause, when the iteration was interrupted (`SIGINT`, `SIGTERM`, `supervisor_lost`).
     pub interrupted: Option<String>,
     /// Lists of this iteration's events moved to run artifacts (`externalised` events).
@@ -201,6 +203,12 @@ impl History {
                 if let Some(slot) = self.slot(judge.iteration) {
                     slot.judge = Some(judge.clone());
                     slot.lines.judge = Some(recorded.line.clone());
+                }
+            }
+            Event::HoldoutCheck(holdout) => {
+                self.guard_bodies.push(recorded.body());
+                if let Some(slot) = self.slot(holdout.check.iteration) {
+                    slot.holdout = Some(holdout.clone());
                 }
             }
             Event::Halt(halt) => {
