@@ -93,7 +93,8 @@ fn a_python_agent_fitted_to_the_visible_inputs_passes_them_and_halts_objective_u
     assert_unverified(repo.path(), "fit", &r);
     let ev = events(repo.path(), "fit");
     let holdout = of_type(&ev, "holdout_check")[0];
-    assert_eq!(holdout["check"]["failing_set"], serde_json::json!(["test_hidden::test_square_of_seven"]), "{holdout}");
+    let failing = serde_json::json!(["test_hidden::test_square_of_minus_two", "test_hidden::test_square_of_seven"]);
+    assert_eq!(holdout["check"]["failing_set"], failing, "{holdout}");
     assert_eq!(holdout["dir"], path_str(&std::fs::canonicalize(&held).unwrap()));
     assert_eq!(holdout["dir_changed"], false);
     // The receipt holds the directory's digest (the one run_start pinned), never its contents.
@@ -103,7 +104,7 @@ fn a_python_agent_fitted_to_the_visible_inputs_passes_them_and_halts_objective_u
     let receipt = std::fs::read_to_string(run_dir(repo.path(), "fit").join("receipt.jsonl")).unwrap();
     assert!(!receipt.contains("square(7) == 49"), "the held-out tests' text is not in the receipt");
     // Its output is kept beside the visible check's, as the run's artifact.
-    assert!(artifact(repo.path(), "fit", "0001-holdout.stdout").contains("1 failed, 1 passed"));
+    assert!(artifact(repo.path(), "fit", "0001-holdout.stdout").contains("2 failed"));
 }
 
 #[test]
@@ -327,4 +328,40 @@ fn a_bad_feedback_include_is_refused_with_its_line() {
     write(repo.path(), "loop.toml", "max_iterations = 2\n[feedback]\ninclude = \"everything\"\n");
     let r = refused_run(repo.path(), &[]);
     assert_refused(repo.path(), &r, "loop.toml line 3:");
+}
+
+#[test]
+fn a_held_out_check_whose_evidence_disagrees_with_its_zero_exit_halts_objective_unverified() {
+    let repo = python_project();
+    let (_outer, held) = holdout_dir(&[("test_hidden.py", HIDDEN_PY)]);
+    let held = path_str(&held);
+    // Exit 0 without the declared report: the held-out check is held to the visible one's evidence.
+    let r = loopexec(
+        repo.path(),
+        &["run", "--json", "--run-id", "dis", "--exec", HONEST_PY, "--check", PYTEST, "--report", "out/junit.xml", "--holdout-check", "true", "--holdout-dir", &held],
+    );
+    assert_eq!((r.code, r.json()["halt_reason"].clone()), (13, Value::from("objective_unverified")), "{r:?}");
+    let ev = events(repo.path(), "dis");
+    let holdout = of_type(&ev, "holdout_check")[0];
+    assert_eq!(holdout["verdict"], "disagree");
+    assert_eq!(holdout["check"]["evidence"]["disagreements"][0]["kind"], "report_unusable", "{holdout}");
+    assert!(git(repo.path(), &["branch", "--list", "loopexec/dis"]).trim().is_empty(), "nothing delivered");
+}
+
+#[test]
+fn a_held_out_check_that_writes_to_the_tree_it_tests_halts_metric_integrity_violation() {
+    let repo = python_project();
+    let (_outer, held) = holdout_dir(&[("test_hidden.py", HIDDEN_PY)]);
+    let held = path_str(&held);
+    let writing = format!("echo '# touched' >> src/sq/__init__.py && {PYTEST_HOLDOUT}");
+    let r = loopexec(
+        repo.path(),
+        &["run", "--json", "--run-id", "w", "--exec", HONEST_PY, "--check", PYTEST, "--report", "out/junit.xml", "--holdout-check", &writing, "--holdout-dir", &held],
+    );
+    assert_eq!((r.code, r.json()["halt_reason"].clone()), (13, Value::from("metric_integrity_violation")), "{r:?}");
+    let ev = events(repo.path(), "w");
+    let guard = of_type(&ev, "guard").into_iter().find(|g| g["stage"] == "after_check").unwrap_or_else(|| panic!("{ev:#?}"));
+    assert!(guard["detail"].as_str().unwrap().starts_with("the held-out check of iteration 1 wrote to 1 path(s) of the tree it tested: src/sq/__init__.py (modified)"), "{guard}");
+    assert_eq!(guard["findings"][0], serde_json::json!({"path": "src/sq/__init__.py", "what": "modified by the check"}));
+    assert!(git(repo.path(), &["branch", "--list", "loopexec/w"]).trim().is_empty(), "nothing delivered");
 }
