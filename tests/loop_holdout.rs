@@ -365,3 +365,35 @@ fn a_held_out_check_that_writes_to_the_tree_it_tests_halts_metric_integrity_viol
     assert_eq!(guard["findings"][0], serde_json::json!({"path": "src/sq/__init__.py", "what": "modified by the check"}));
     assert!(git(repo.path(), &["branch", "--list", "loopexec/w"]).trim().is_empty(), "nothing delivered");
 }
+
+#[test]
+fn a_supervisor_killed_between_the_green_and_its_held_out_check_runs_it_on_resume_and_delivers_nothing() {
+    let repo = python_project();
+    let (_outer, held) = holdout_dir(&[("test_hidden.py", HIDDEN_PY)]);
+    let held = path_str(&held);
+    let slow = format!("sleep 3; {PYTEST_HOLDOUT}");
+    let mut child = command()
+        .current_dir(repo.path())
+        .args(["run", "--json", "--run-id", "k", "--exec", FIT_PY, "--check", PYTEST, "--report", "out/junit.xml", "--holdout-check", &slow, "--holdout-dir", &held])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn loopexec");
+    let receipt = run_dir(repo.path(), "k").join("receipt.jsonl");
+    let mut polls = 0;
+    while !std::fs::read_to_string(&receipt).unwrap_or_default().contains("\"type\":\"check_result\"") {
+        assert!(child.try_wait().unwrap().is_none(), "loopexec ended before the green was recorded");
+        polls += 1;
+        assert!(polls < 12_000, "the green was never recorded");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // SAFETY: kill(2) of the loopexec this test started, while its held-out check sleeps.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    child.wait().unwrap();
+    assert!(!event_types(repo.path(), "k").iter().any(|t| t == "holdout_check" || t == "halt"), "the kill landed before the held-out check was recorded");
+    let r = loopexec(repo.path(), &["run", "--json", "--resume", "k"]);
+    assert_unverified(repo.path(), "k", &r);
+    let types = event_types(repo.path(), "k");
+    let resumed_at = types.iter().position(|t| t == "run_resumed").unwrap();
+    assert_eq!(&types[resumed_at..], ["run_resumed", "guard_baseline", "holdout_check", "halt"], "the agent did not run again: {types:?}");
+}
