@@ -397,3 +397,35 @@ fn a_supervisor_killed_between_the_green_and_its_held_out_check_runs_it_on_resum
     let resumed_at = types.iter().position(|t| t == "run_resumed").unwrap();
     assert_eq!(&types[resumed_at..], ["run_resumed", "guard_baseline", "holdout_check", "halt"], "the agent did not run again: {types:?}");
 }
+
+#[test]
+fn a_held_out_directory_gone_before_its_check_halts_objective_unverified_sealed() {
+    let repo = python_project();
+    let (outer, held) = holdout_dir(&[("test_hidden.py", HIDDEN_PY)]);
+    let slow = format!("sleep 2; {PYTEST}");
+    let held_arg = path_str(&held);
+    let mut child = command()
+        .current_dir(repo.path())
+        .args(["run", "--json", "--run-id", "gone", "--exec", HONEST_PY, "--check", &slow, "--report", "out/junit.xml", "--holdout-check", PYTEST_HOLDOUT, "--holdout-dir", &held_arg])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn loopexec");
+    let receipt = run_dir(repo.path(), "gone").join("receipt.jsonl");
+    let mut polls = 0;
+    // While the visible check sleeps, the operator moves the held-out directory away.
+    while !std::fs::read_to_string(&receipt).unwrap_or_default().contains("\"type\":\"exec_result\"") {
+        polls += 1;
+        assert!(polls < 12_000, "the agent step was never recorded");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    std::fs::rename(&held, outer.path().join("moved")).unwrap();
+    let r = from_output(child.wait_with_output().unwrap());
+    assert_eq!((r.code, r.json()["halt_reason"].clone()), (13, Value::from("objective_unverified")), "{r:?}");
+    let ev = events(repo.path(), "gone");
+    let guard = of_type(&ev, "guard").into_iter().find(|g| g["guard"] == "holdout").unwrap_or_else(|| panic!("{ev:#?}"));
+    assert!(guard["detail"].as_str().unwrap().contains("can no longer be read"), "{guard}");
+    assert!(of_type(&ev, "holdout_check").is_empty(), "the held-out check did not run");
+    assert_eq!(of_type(&ev, "halt")[0]["delivery"]["branch"], Value::Null, "nothing delivered");
+    assert!(run_dir(repo.path(), "gone").join("envelope.dsse.json").exists(), "sealed");
+}

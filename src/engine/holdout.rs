@@ -19,6 +19,7 @@ use super::decide::Step;
 use super::lifecycle::ActiveRun;
 use super::verdict::Verdict;
 use crate::error::{CmdResult, Failure};
+use crate::receipt::events::GuardRecord;
 use crate::halt::HaltReason;
 use crate::receipt::events::{CheckResult, Event, HoldoutRecord};
 use crate::workspace::fsat;
@@ -31,6 +32,8 @@ use std::path::{Path, PathBuf};
 
 /// The variable naming the held-out directory, in the held-out command's environment only.
 pub const DIR_ENV: &str = "LOOPEXEC_HOLDOUT_DIR";
+/// The name of the `guard` event recorded when the held-out directory can no longer be read.
+pub const GUARD: &str = "holdout";
 /// The most entries (files, directories, links) the held-out directory may hold.
 pub const MAX_ENTRIES: u64 = 100_000;
 /// The most bytes its regular files may hold together.
@@ -279,7 +282,25 @@ impl ActiveRun<'_> {
         if let Some(sig) = crate::interrupt::pending() {
             return Ok(Err(Step::Interrupted(sig)));
         }
-        let now = digest(Path::new(&pins.dir)).map_err(|why| Failure::workspace(format!("held-out directory {}: {why}", pins.dir)))?;
+        let now = match digest(Path::new(&pins.dir)) {
+            Ok(now) => now,
+            Err(why) => {
+                // Gone, replaced by a link, or past its bounds since the run started: the green
+                // cannot be verified, and the run still ends sealed with that reason.
+                self.append(Event::Guard(GuardRecord {
+                    iteration: n,
+                    guard: GUARD.into(),
+                    stage: "after_check".into(),
+                    halt_reason: HaltReason::ObjectiveUnverified,
+                    detail: format!(
+                        "the held-out directory {} can no longer be read ({why}): iteration {n}'s green is not verified",
+                        crate::inert::inert(&pins.dir)
+                    ),
+                    findings: vec![],
+                }))?;
+                return Ok(Ok(false));
+            }
+        };
         let outcome = match self.run_check(zone, n, candidate, super::iteration::CheckRun::Holdout)? {
             Ok(outcome) => outcome,
             Err(step) => return Ok(Err(step)),
