@@ -415,6 +415,7 @@ fn a_held_out_directory_gone_before_its_check_halts_objective_unverified_sealed(
     let mut polls = 0;
     // While the visible check sleeps, the operator moves the held-out directory away.
     while !std::fs::read_to_string(&receipt).unwrap_or_default().contains("\"type\":\"exec_result\"") {
+        assert!(child.try_wait().unwrap().is_none(), "loopexec ended before the agent step was recorded");
         polls += 1;
         assert!(polls < 12_000, "the agent step was never recorded");
         std::thread::sleep(std::time::Duration::from_millis(10));
