@@ -103,6 +103,12 @@ fn a_python_agent_fitted_to_the_visible_inputs_passes_them_and_halts_objective_u
     assert_eq!(start["config"]["holdout"]["digest"]["entries"], 1);
     let receipt = std::fs::read_to_string(run_dir(repo.path(), "fit").join("receipt.jsonl")).unwrap();
     assert!(!receipt.contains("square(7) == 49"), "the held-out tests' text is not in the receipt");
+    let report = loopexec(repo.path(), &["report", "--json", "fit"]);
+    let iteration = &report.json()["report"]["iterations"][0];
+    assert_eq!(iteration["holdout"]["verdict"], "red", "{iteration}");
+    assert_eq!(iteration["holdout"]["failing_count"], 2);
+    let human = loopexec(repo.path(), &["report", "fit"]);
+    assert!(human.stdout.contains("       held-out check red (exit 1, failing 2)\n"), "{}", human.stdout);
     // Its output is kept beside the visible check's, as the run's artifact.
     assert!(artifact(repo.path(), "fit", "0001-holdout.stdout").contains("2 failed"));
 }
