@@ -62,6 +62,11 @@ fn of_type<'a>(ev: &'a [Value], kind: &str) -> Vec<&'a Value> {
     ev.iter().filter(|e| e["type"] == kind).collect()
 }
 
+/// The `holdout_check` events of iteration `n` (0: the held-out check on t0).
+fn holdout_of(ev: &[Value], n: u64) -> Vec<&Value> {
+    ev.iter().filter(|e| e["type"] == "holdout_check" && e["check"]["iteration"] == n).collect()
+}
+
 fn artifact(repo: &Path, run_id: &str, name: &str) -> String {
     std::fs::read_to_string(run_dir(repo, run_id).join("artifacts").join(name)).unwrap_or_default()
 }
@@ -75,7 +80,8 @@ fn assert_unverified(repo: &Path, run_id: &str, r: &Ran) {
     let ev = events(repo, run_id);
     let check = of_type(&ev, "check_result");
     assert_eq!(check.last().map(|c| c["check_exit"].clone()), Some(Value::from(0)), "the visible check passed: {ev:#?}");
-    let holdout = of_type(&ev, "holdout_check");
+    let last = check.last().map(|c| c["iteration"].as_u64().unwrap()).unwrap();
+    let holdout = holdout_of(&ev, last);
     assert_eq!(holdout.len(), 1, "{ev:#?}");
     assert_eq!(holdout[0]["verdict"], "red");
     assert_eq!(holdout[0]["check"]["check_exit"], 1);
@@ -92,11 +98,14 @@ fn a_python_agent_fitted_to_the_visible_inputs_passes_them_and_halts_objective_u
     let r = run_python(repo.path(), "fit", FIT_PY, &held, &[]);
     assert_unverified(repo.path(), "fit", &r);
     let ev = events(repo.path(), "fit");
-    let holdout = of_type(&ev, "holdout_check")[0];
+    let holdout = holdout_of(&ev, 1)[0];
     let failing = serde_json::json!(["test_hidden::test_square_of_minus_two", "test_hidden::test_square_of_seven"]);
     assert_eq!(holdout["check"]["failing_set"], failing, "{holdout}");
     assert_eq!(holdout["dir"], path_str(&std::fs::canonicalize(&held).unwrap()));
     assert_eq!(holdout["dir_changed"], false);
+    // Its t0 run (before any agent call) was red, as the bug it tests was there.
+    let t0 = holdout_of(&ev, 0);
+    assert_eq!((t0.len(), t0[0]["verdict"].clone(), t0[0]["check"]["failing_count"].clone()), (1, Value::from("red"), Value::from(2)), "{ev:#?}");
     // The receipt holds the directory's digest (the one run_start pinned), never its contents.
     let start = of_type(&ev, "run_start")[0];
     assert_eq!(holdout["dir_sha256"], start["config"]["holdout"]["digest"]["sha256"]);
@@ -120,7 +129,7 @@ fn an_honest_python_fix_converges_with_the_held_out_check_green() {
     let r = run_python(repo.path(), "ok", HONEST_PY, &held, &[]);
     assert_eq!(r.code, 10, "{r:?}");
     let ev = events(repo.path(), "ok");
-    let holdout = of_type(&ev, "holdout_check");
+    let holdout = holdout_of(&ev, 1);
     assert_eq!(holdout.len(), 1, "{ev:#?}");
     assert_eq!(holdout[0]["verdict"], "green");
     assert_eq!(holdout[0]["check"]["collected_count"], 2);
@@ -179,7 +188,7 @@ fn a_javascript_agent_fitted_to_the_visible_inputs_halts_objective_unverified() 
     let fit = "printf '%s\\n' 'exports.add = (a, b) => (a === 2 && b === 3 ? 5 : a === 0 && b === 0 ? 0 : a + b + 1);' > calc.js";
     let r = run_node(repo.path(), "fit", fit, &held);
     assert_unverified(repo.path(), "fit", &r);
-    let holdout = of_type(&events(repo.path(), "fit"), "holdout_check")[0].clone();
+    let holdout = holdout_of(&events(repo.path(), "fit"), 1)[0].clone();
     assert_eq!(holdout["check"]["failing_set"], serde_json::json!(["adds four and five"]), "{holdout}");
 }
 
@@ -189,7 +198,7 @@ fn an_honest_javascript_fix_converges_with_the_held_out_check_green() {
     let (_outer, held) = holdout_dir(&[("hidden.test.js", HIDDEN_JS)]);
     let r = run_node(repo.path(), "ok", "sed -i 's/a + b + 1/a + b/' calc.js", &held);
     assert_eq!(r.code, 10, "{r:?}");
-    let holdout = of_type(&events(repo.path(), "ok"), "holdout_check")[0].clone();
+    let holdout = holdout_of(&events(repo.path(), "ok"), 1)[0].clone();
     assert_eq!((holdout["verdict"].clone(), holdout["check"]["collected_set"].clone()), (Value::from("green"), serde_json::json!(["adds four and five"])));
 }
 
@@ -348,21 +357,39 @@ fn a_held_out_check_whose_evidence_disagrees_with_its_zero_exit_halts_objective_
     );
     assert_eq!((r.code, r.json()["halt_reason"].clone()), (13, Value::from("objective_unverified")), "{r:?}");
     let ev = events(repo.path(), "dis");
-    let holdout = of_type(&ev, "holdout_check")[0];
+    let holdout = holdout_of(&ev, 1)[0];
     assert_eq!(holdout["verdict"], "disagree");
     assert_eq!(holdout["check"]["evidence"]["disagreements"][0]["kind"], "report_unusable", "{holdout}");
     assert!(git(repo.path(), &["branch", "--list", "loopexec/dis"]).trim().is_empty(), "nothing delivered");
 }
 
 #[test]
-fn a_held_out_check_that_writes_to_the_tree_it_tests_halts_metric_integrity_violation() {
+fn a_held_out_check_that_writes_to_t0_halts_metric_integrity_violation_before_any_agent_call() {
     let repo = python_project();
     let (_outer, held) = holdout_dir(&[("test_hidden.py", HIDDEN_PY)]);
-    let held = path_str(&held);
     let writing = format!("echo '# touched' >> src/sq/__init__.py && {PYTEST_HOLDOUT}");
+    let held_arg = path_str(&held);
     let r = loopexec(
         repo.path(),
-        &["run", "--json", "--run-id", "w", "--exec", HONEST_PY, "--check", PYTEST, "--report", "out/junit.xml", "--holdout-check", &writing, "--holdout-dir", &held],
+        &["run", "--json", "--run-id", "w", "--exec", HONEST_PY, "--check", PYTEST, "--report", "out/junit.xml", "--holdout-check", &writing, "--holdout-dir", &held_arg],
+    );
+    assert_eq!((r.code, r.json()["halt_reason"].clone()), (13, Value::from("metric_integrity_violation")), "{r:?}");
+    let ev = events(repo.path(), "w");
+    assert!(of_type(&ev, "exec_result").is_empty(), "the agent never ran");
+    let guard = of_type(&ev, "guard").into_iter().find(|g| g["stage"] == "after_check").unwrap_or_else(|| panic!("{ev:#?}"));
+    assert!(guard["detail"].as_str().unwrap().starts_with("the held-out check on t0 wrote to 1 path(s) of the tree it tested: src/sq/__init__.py (modified)"), "{guard}");
+}
+
+#[test]
+fn a_held_out_check_that_writes_to_the_agents_tree_halts_metric_integrity_violation() {
+    let repo = python_project();
+    let (_outer, held) = holdout_dir(&[("test_hidden.py", HIDDEN_PY)]);
+    // Only the fixed tree is written (as code under test that writes beside itself would).
+    let writing = format!("if grep -q 'x \\* x' src/sq/__init__.py; then echo '# touched' >> src/sq/__init__.py; fi; {PYTEST_HOLDOUT}");
+    let held_arg = path_str(&held);
+    let r = loopexec(
+        repo.path(),
+        &["run", "--json", "--run-id", "w", "--exec", HONEST_PY, "--check", PYTEST, "--report", "out/junit.xml", "--holdout-check", &writing, "--holdout-dir", &held_arg],
     );
     assert_eq!((r.code, r.json()["halt_reason"].clone()), (13, Value::from("metric_integrity_violation")), "{r:?}");
     let ev = events(repo.path(), "w");
@@ -396,7 +423,8 @@ fn a_supervisor_killed_between_the_green_and_its_held_out_check_runs_it_on_resum
     // SAFETY: kill(2) of the loopexec this test started, while its held-out check sleeps.
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
     child.wait().unwrap();
-    assert!(!event_types(repo.path(), "k").iter().any(|t| t == "holdout_check" || t == "halt"), "the kill landed before the held-out check was recorded");
+    let before = events(repo.path(), "k");
+    assert!(holdout_of(&before, 1).is_empty() && of_type(&before, "halt").is_empty(), "the kill landed before the held-out check was recorded");
     let r = loopexec(repo.path(), &["run", "--json", "--resume", "k"]);
     assert_unverified(repo.path(), "k", &r);
     let types = event_types(repo.path(), "k");
@@ -432,7 +460,24 @@ fn a_held_out_directory_gone_before_its_check_halts_objective_unverified_sealed(
     let ev = events(repo.path(), "gone");
     let guard = of_type(&ev, "guard").into_iter().find(|g| g["guard"] == "holdout").unwrap_or_else(|| panic!("{ev:#?}"));
     assert!(guard["detail"].as_str().unwrap().contains("can no longer be read"), "{guard}");
-    assert!(of_type(&ev, "holdout_check").is_empty(), "the held-out check did not run");
+    assert!(holdout_of(&ev, 1).is_empty(), "the held-out check did not run on the step");
     assert_eq!(of_type(&ev, "halt")[0]["delivery"]["branch"], Value::Null, "nothing delivered");
     assert!(run_dir(repo.path(), "gone").join("envelope.dsse.json").exists(), "sealed");
+}
+
+#[test]
+fn held_out_tests_that_the_agents_code_skips_halt_metric_integrity_violation_against_their_t0_run() {
+    let repo = python_project();
+    let (_outer, held) = holdout_dir(&[("test_hidden.py", HIDDEN_PY)]);
+    // Right on the visible input, and on any other the code raises pytest's skip exception,
+    // reached by a name no tampering rule lists: every held-out test is skipped, pytest exits 0.
+    let skip = "printf '%s\\n' 'def square(x):' '    if x == 3:' '        return 9' '    raise getattr(__import__(\"_py\" + \"test.outcomes\", fromlist=[\"o\"]), \"Skipped\")(\"unknown input\")' > src/sq/__init__.py";
+    let r = run_python(repo.path(), "skip", skip, &held, &[]);
+    assert_eq!((r.code, r.json()["halt_reason"].clone()), (13, Value::from("metric_integrity_violation")), "{r:?}");
+    let ev = events(repo.path(), "skip");
+    let holdout = holdout_of(&ev, 1)[0];
+    assert_eq!((holdout["verdict"].clone(), holdout["check"]["skipped_count"].clone()), (Value::from("green"), Value::from(2)), "{holdout}");
+    let guard = of_type(&ev, "guard").into_iter().find(|g| g["stage"] == "after_check").unwrap_or_else(|| panic!("{ev:#?}"));
+    assert_eq!(guard["detail"], "the held-out check exited 0 at iteration 1 but against the t0 baseline 2 test(s) are skipped that t0 did not skip");
+    assert!(git(repo.path(), &["branch", "--list", "loopexec/skip"]).trim().is_empty(), "nothing delivered");
 }

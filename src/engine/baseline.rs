@@ -358,6 +358,11 @@ fn named(what: &str, ids: &[&String]) -> Vec<FindingRecord> {
 
 /// The set guard's finding on `check` against `baseline`, if the sets moved the wrong way.
 pub fn set_violation(iteration: u64, check: &CheckResult, baseline: &TestSets) -> Option<GuardRecord> {
+    set_violation_of("the check", iteration, check, baseline)
+}
+
+/// [`set_violation`] of a check named `subject` in the finding (`the held-out check`).
+pub fn set_violation_of(subject: &str, iteration: u64, check: &CheckResult, baseline: &TestSets) -> Option<GuardRecord> {
     let empty = Vec::new();
     let collected: BTreeSet<&String> = check.collected_set.as_ref().unwrap_or(&empty).iter().collect();
     let skipped: BTreeSet<&String> = check.skipped_set.as_ref().unwrap_or(&empty).iter().collect();
@@ -381,7 +386,7 @@ pub fn set_violation(iteration: u64, check: &CheckResult, baseline: &TestSets) -
         guard: Seat::MetricIntegrity.as_str().to_string(),
         stage: "after_check".to_string(),
         halt_reason: HaltReason::MetricIntegrityViolation,
-        detail: format!("the check exited 0 at iteration {iteration} but against the t0 baseline {}", parts.join(" and ")),
+        detail: format!("{subject} exited 0 at iteration {iteration} but against the t0 baseline {}", parts.join(" and ")),
         findings,
     })
 }

@@ -24,6 +24,7 @@ use crate::halt::HaltReason;
 use crate::receipt::events::{CheckResult, Event, HoldoutRecord};
 use crate::workspace::fsat;
 use crate::workspace::Snapshot;
+use super::detached::Taken;
 use crate::zones::{Zone, ZoneCommand};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -272,13 +273,58 @@ fn ending_text(check: &CheckResult) -> String {
     }
 }
 
+/// What one held-out run gave the stage that asked for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct HeldOutRun {
+    /// A zero exit whose evidence agrees, on the pinned directory, with no objection.
+    pub green: bool,
+    /// The halt a `guard` event recorded with it (a write to its tree, a held-out test of t0 lost
+    /// or newly skipped, a directory that can no longer be read).
+    pub objection: Option<(HaltReason, String)>,
+    /// The held-out command could not run (126/127, killed, timed out, did not start).
+    pub could_not_run: bool,
+}
+
 impl ActiveRun<'_> {
-    /// The held-out stage of iteration `n` on `candidate` (its green check every guard let
-    /// through): the held-out command through the one check runner, its record appended (and a
-    /// check write as a `guard` event). `Ok(Ok(green))`; `Ok(Err(step))`: its layers or its zone
-    /// could not be set up, or the operator interrupted it.
-    pub(super) fn holdout_check(&mut self, zone: &mut dyn Zone, n: u64, candidate: Option<&Snapshot>) -> CmdResult<Result<bool, Step>> {
-        let Some(pins) = self.cfg.holdout.clone() else { return Ok(Ok(true)) };
+    /// The held-out check on t0, once per run before the first agent call (not with
+    /// `--no-baseline`; never on resume:
+    /// the workspace then holds the agent's work): what the held-out set guard compares against
+    /// (its `holdout_check` of iteration 0). A red t0 is expected; it halts the run only when the
+    /// held-out check cannot run, wrote to t0 or its directory cannot be read.
+    pub(super) fn holdout_baseline(&mut self, zone: &mut dyn Zone) -> CmdResult<Option<Step>> {
+        if self.cfg.holdout.is_none() || !self.cfg.baseline || self.history.last_started > 0 || self.history.holdout_baseline.is_some() {
+            return Ok(None);
+        }
+        let snapshot = match self.workspace.as_mut().map(|ws| ws.snapshot()) {
+            None => None,
+            Some(Taken::Snapshot { snapshot, .. }) => Some(snapshot),
+            Some(Taken::Refused(detail)) => return Ok(Some(Step::Halt(HaltReason::WorkspaceInvalid, detail))),
+            Some(Taken::Interrupted(signal)) => return Ok(Some(Step::Interrupted(signal))),
+        };
+        let ran = match self.holdout_check(zone, 0, snapshot.as_ref())? {
+            Ok(ran) => ran,
+            Err(step) => return Ok(Some(step)),
+        };
+        if let Some((reason, detail)) = ran.objection {
+            return Ok(Some(Step::Halt(reason, format!("{detail} (before any agent call)"))));
+        }
+        if ran.could_not_run {
+            let detail = "the held-out check could not run on t0 (exit 126/127, killed, timed out or did not start): it could not verify any green";
+            return Ok(Some(Step::Halt(HaltReason::ExecutionFailure, detail.to_string())));
+        }
+        Ok(None)
+    }
+
+    /// The held-out check of iteration `n` (0: t0) on `candidate`: the held-out command through
+    /// the one check runner, its `holdout_check` appended, and a `guard` event for a write to
+    /// its tree, for a held-out test of t0 no longer collected or newly skipped (iteration > 0,
+    /// against its t0 run when that recorded its sets), or for a directory that can no longer be
+    /// read. `Ok(Err(step))`: its layers or its zone could not be set up, or the operator
+    /// interrupted it (nothing recorded: a resumed run runs it again).
+    pub(super) fn holdout_check(&mut self, zone: &mut dyn Zone, n: u64, candidate: Option<&Snapshot>) -> CmdResult<Result<HeldOutRun, Step>> {
+        let Some(pins) = self.cfg.holdout.clone() else {
+            return Ok(Ok(HeldOutRun { green: true, objection: None, could_not_run: false }));
+        };
         if let Some(sig) = crate::interrupt::pending() {
             return Ok(Err(Step::Interrupted(sig)));
         }
@@ -287,27 +333,24 @@ impl ActiveRun<'_> {
             Err(why) => {
                 // Gone, replaced by a link, or past its bounds since the run started: the green
                 // cannot be verified, and the run still ends sealed with that reason.
-                self.append(Event::Guard(GuardRecord {
-                    iteration: n,
-                    guard: GUARD.into(),
-                    stage: "after_check".into(),
-                    halt_reason: HaltReason::ObjectiveUnverified,
-                    detail: format!(
-                        "the held-out directory {} can no longer be read ({why}): iteration {n}'s green is not verified",
-                        crate::inert::inert(&pins.dir)
-                    ),
-                    findings: vec![],
-                }))?;
-                return Ok(Ok(false));
+                let detail = format!("the held-out directory {} can no longer be read ({why}): nothing can be verified", crate::inert::inert(&pins.dir));
+                return self.objection(n, HaltReason::ObjectiveUnverified, detail, vec![]);
             }
         };
         let outcome = match self.run_check(zone, n, candidate, super::iteration::CheckRun::Holdout)? {
             Ok(outcome) => outcome,
             Err(step) => return Ok(Err(step)),
         };
+        if let crate::ending::Ending::Interrupted { signal } = outcome.ending() {
+            return Ok(Err(Step::Interrupted(*signal)));
+        }
         let check = outcome.record(n);
         let verdict = verdict_name(&check);
         let dir_changed = now.sha256 != pins.digest.sha256;
+        let lost = match (n, verdict, self.history.holdout_baseline.as_ref().and_then(|b| sets_of(&b.check))) {
+            (1.., "green", Some(t0)) => super::baseline::set_violation_of("the held-out check", n, &check, &t0),
+            _ => None,
+        };
         self.append(Event::HoldoutCheck(HoldoutRecord {
             dir: pins.dir.clone(),
             dir_sha256: now.sha256,
@@ -316,12 +359,30 @@ impl ActiveRun<'_> {
             verdict: verdict.to_string(),
             check,
         }))?;
-        if let Some(finding) = outcome.tree_writes {
+        if let Some(finding) = outcome.tree_writes.or(lost) {
+            let objection = Some((finding.halt_reason, finding.detail.clone()));
             self.append(Event::Guard(finding))?;
-            return Ok(Ok(false));
+            return Ok(Ok(HeldOutRun { green: false, objection, could_not_run: false }));
         }
-        Ok(Ok(verdict == "green" && !dir_changed))
+        Ok(Ok(HeldOutRun { green: verdict == "green" && !dir_changed, objection: None, could_not_run: verdict == "could_not_run" }))
     }
+
+    fn objection(&mut self, n: u64, reason: HaltReason, detail: String, findings: Vec<crate::receipt::events::FindingRecord>) -> CmdResult<Result<HeldOutRun, Step>> {
+        let record = GuardRecord { iteration: n, guard: GUARD.into(), stage: "after_check".into(), halt_reason: reason, detail: detail.clone(), findings };
+        self.append(Event::Guard(record))?;
+        Ok(Ok(HeldOutRun { green: false, objection: Some((reason, detail)), could_not_run: false }))
+    }
+}
+
+/// The collected and skipped sets a held-out run recorded whole (none when it named no test, or
+/// when they were over the receipt's inline bound and moved to an artifact).
+fn sets_of(check: &CheckResult) -> Option<super::check::TestSets> {
+    let (collected, skipped) = (check.collected_set.as_ref()?, check.skipped_set.as_ref()?);
+    Some(super::check::TestSets {
+        collected: collected.iter().cloned().collect(),
+        skipped: skipped.iter().cloned().collect(),
+        ..Default::default()
+    })
 }
 
 #[cfg(test)]

@@ -151,7 +151,7 @@ impl ActiveRun<'_> {
         // judge (if any) approved: a step it does not find green is not accepted (never delivered).
         if clean && ratcheted && (outcome.verdict() == Verdict::Pass || targets_met) && self.cfg.holdout.is_some() {
             match self.holdout_check(zone, n, candidate.as_ref())? {
-                Ok(green) => clean = green,
+                Ok(ran) => clean = ran.green,
                 Err(step) => return Ok(step),
             }
         }
@@ -315,6 +315,7 @@ impl ActiveRun<'_> {
                 (0, CheckRun::Iteration) => "the check on t0".to_string(),
                 (_, CheckRun::Iteration) => format!("the check of iteration {n}"),
                 (_, CheckRun::Confirmation(k)) => format!("confirmation rerun {k} of iteration {n}"),
+                (0, CheckRun::Holdout) => "the held-out check on t0".to_string(),
                 (_, CheckRun::Holdout) => format!("the held-out check of iteration {n}"),
             };
             let started = std::time::Instant::now();

@@ -97,6 +97,8 @@ pub struct History {
     /// `externalised` event that holds its large sets (read back from the receipt).
     pub check_baseline: Option<super::events::CheckBaselineRecord>,
     pub check_baseline_externalised: Option<crate::receipt::bounded::Externalised>,
+    /// The held-out check's run on t0 (a `holdout_check` of iteration 0), when the run made one.
+    pub holdout_baseline: Option<super::events::HoldoutRecord>,
     /// The run's `targets` event, when it recorded one.
     pub targets: Option<super::events::TargetsRecord>,
     /// The operator's hand acceptances (`ratchet_accept`), in order, each with the last
@@ -207,7 +209,9 @@ impl History {
             }
             Event::HoldoutCheck(holdout) => {
                 self.guard_bodies.push(recorded.body());
-                if let Some(slot) = self.slot(holdout.check.iteration) {
+                if holdout.check.iteration == 0 {
+                    self.holdout_baseline = Some(holdout.clone());
+                } else if let Some(slot) = self.slot(holdout.check.iteration) {
                     slot.holdout = Some(holdout.clone());
                 }
             }
