@@ -5,7 +5,8 @@
 //! Honest work converges. The agent's zone never sees DIR, and nothing of the held-out check
 //! reaches the agent. Also `[feedback] include`: what of the visible check reaches the agent.
 //!
-//! Two languages, real runners: a pytest package (`square`) and a `node --test` package (`add`).
+//! Three languages, real runners: a pytest package (`square`), a `node --test` package (`add`) and a
+//! cargo crate (`square`, its held-out test compiled by rustc against the candidate's library).
 //! Each agent is a scripted shell line that writes the code under test.
 mod common;
 use common::*;
@@ -84,7 +85,7 @@ fn assert_unverified(repo: &Path, run_id: &str, r: &Ran) {
     let holdout = holdout_of(&ev, last);
     assert_eq!(holdout.len(), 1, "{ev:#?}");
     assert_eq!(holdout[0]["verdict"], "red");
-    assert_eq!(holdout[0]["check"]["check_exit"], 1);
+    assert!(holdout[0]["check"]["check_exit"].as_i64().is_some_and(|c| c != 0), "{}", holdout[0]);
     let halt = of_type(&ev, "halt")[0];
     assert!(halt["detail"].as_str().unwrap().contains("the held-out check failed"), "{halt}");
     assert_eq!(halt["delivery"]["branch"], Value::Null, "nothing is delivered: {halt}");
@@ -480,4 +481,49 @@ fn held_out_tests_that_the_agents_code_skips_halt_metric_integrity_violation_aga
     let guard = of_type(&ev, "guard").into_iter().find(|g| g["stage"] == "after_check").unwrap_or_else(|| panic!("{ev:#?}"));
     assert_eq!(guard["detail"], "the held-out check exited 0 at iteration 1 but against the t0 baseline 2 test(s) are skipped that t0 did not skip");
     assert!(git(repo.path(), &["branch", "--list", "loopexec/skip"]).trim().is_empty(), "nothing delivered");
+}
+
+/// A cargo crate whose `square` doubles at t0; its one visible integration test uses 3. The
+/// held-out test is compiled against the candidate's library by Debian's rustc (the exec zone's).
+fn rust_project() -> tempfile::TempDir {
+    assert!(Path::new("/usr/bin/cargo").exists() && Path::new("/usr/bin/rustc").exists(), "Debian's cargo and rustc are needed (ci/setup.sh installs them)");
+    let dir = workdir();
+    write(dir.path(), "Cargo.toml", "[package]\nname = \"sq\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n");
+    write(dir.path(), "src/lib.rs", "pub fn square(x: i64) -> i64 {\n    x + x\n}\n");
+    write(dir.path(), "tests/visible.rs", "use sq::square;\n\n#[test]\nfn square_of_three() {\n    assert_eq!(square(3), 9);\n}\n");
+    write(dir.path(), ".gitignore", "target/\nCargo.lock\n.loopexec/\n");
+    commit_t0(dir.path());
+    dir
+}
+
+const HIDDEN_RS: &str = "use sq::square;\n\n#[test]\nfn square_of_seven() {\n    assert_eq!(square(7), 49);\n}\n\n#[test]\nfn square_of_minus_two() {\n    assert_eq!(square(-2), 4);\n}\n";
+const CARGO_HOLDOUT: &str = "cargo build --offline --quiet && rustc --edition 2021 --test \"$LOOPEXEC_HOLDOUT_DIR/hidden.rs\" --extern sq=target/debug/libsq.rlib -L target/debug/deps -o target/hidden && ./target/hidden";
+
+fn run_rust(repo: &Path, run_id: &str, agent: &str, holdout: &Path) -> Ran {
+    let held = path_str(holdout);
+    loopexec(
+        repo,
+        &["run", "--json", "--run-id", run_id, "--exec", agent, "--check", "cargo test --offline", "--holdout-check", CARGO_HOLDOUT, "--holdout-dir", &held, "--max-iterations", "2"],
+    )
+}
+
+#[test]
+fn a_rust_agent_fitted_to_the_visible_inputs_halts_objective_unverified() {
+    let repo = rust_project();
+    let (_outer, held) = holdout_dir(&[("hidden.rs", HIDDEN_RS)]);
+    let fit = "printf 'pub fn square(x: i64) -> i64 {\\n    if x == 3 { 9 } else { x + x }\\n}\\n' > src/lib.rs";
+    let r = run_rust(repo.path(), "fit", fit, &held);
+    assert_unverified(repo.path(), "fit", &r);
+    let holdout = holdout_of(&events(repo.path(), "fit"), 1)[0].clone();
+    assert_eq!(holdout["check"]["failing_count"], 2, "{holdout}");
+}
+
+#[test]
+fn an_honest_rust_fix_converges_with_the_held_out_check_green() {
+    let repo = rust_project();
+    let (_outer, held) = holdout_dir(&[("hidden.rs", HIDDEN_RS)]);
+    let r = run_rust(repo.path(), "ok", "sed -i 's/x + x/x * x/' src/lib.rs", &held);
+    assert_eq!(r.code, 10, "{r:?}");
+    let holdout = holdout_of(&events(repo.path(), "ok"), 1)[0].clone();
+    assert_eq!((holdout["verdict"].clone(), holdout["check"]["collected_count"].clone()), (Value::from("green"), Value::from(2)), "{holdout}");
 }
