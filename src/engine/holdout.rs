@@ -266,10 +266,14 @@ pub fn decide_on(holdout: &HoldoutRecord, success: Step) -> Step {
 }
 
 fn ending_text(check: &CheckResult) -> String {
+    use crate::ending::Ending;
     match (&check.ending, check.failing_count) {
-        (crate::ending::Ending::Exited { code }, Some(f)) => format!("exit {code}, {f} failing"),
-        (crate::ending::Ending::Exited { code }, None) => format!("exit {code}"),
-        (other, _) => format!("{other:?}").to_lowercase(),
+        (Ending::Exited { code }, Some(f)) => format!("exit {code}, {f} failing"),
+        (Ending::Exited { code }, None) => format!("exit {code}"),
+        (Ending::Signaled { signal }, _) => format!("killed by signal {signal}"),
+        (Ending::TimedOut { after_ms }, _) => format!("timed out after {after_ms} ms"),
+        (Ending::FailedToStart { reason }, _) => format!("could not start: {}", crate::inert::inert(reason)),
+        (Ending::Interrupted { signal }, _) => format!("interrupted by signal {signal}"),
     }
 }
 
