@@ -77,10 +77,10 @@ impl ActiveRun<'_> {
     }
 
     /// A resumed run whose receipt ends in a green iteration decided as success: its held-out
-    /// check when configured and not recorded (a held-out check that does not find it green
-    /// halts, delivering nothing), the confirmation reruns it lacks (the supervisor died between the green `check_result` and them) run now
-    /// on the same tree, and the adequacy canary when configured and not recorded, before any
-    /// success. The tree is the workspace as the resumed run took it again, which must be the
+    /// check when configured and not recorded (one that does not find the step green halts,
+    /// delivering nothing), the confirmation reruns it lacks (the supervisor died between the
+    /// green `check_result` and them) run now on the same tree, and the adequacy canary when
+    /// configured and not recorded, before any success. The tree is the workspace as the resumed run took it again, which must be the
     /// green iteration's recorded snapshot (else `workspace_invalid`); the canary's coverage
     /// tier is skipped (the live check's coverage hits are not in the receipt).
     pub(super) fn finish_resumed_green(&mut self, zone: &mut dyn Zone) -> CmdResult<Step> {
