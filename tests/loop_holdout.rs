@@ -153,6 +153,7 @@ fn a_resumed_run_gets_the_held_out_check_it_pinned() {
 
 /// The node --test project: `add` off by one; its visible tests use (2, 3) and (0, 0).
 fn node_project() -> tempfile::TempDir {
+    assert!(Path::new("/usr/bin/node").exists(), "Debian's nodejs is needed in /usr/bin (ci/setup.sh installs it)");
     let dir = workdir();
     write(dir.path(), "package.json", "{\n  \"name\": \"calc\",\n  \"version\": \"0.1.0\",\n  \"scripts\": { \"test\": \"node --test\" }\n}\n");
     write(dir.path(), "calc.js", "exports.add = (a, b) => a + b + 1;\n");
