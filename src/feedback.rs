@@ -16,6 +16,46 @@ pub const MAX_LISTED: usize = 50;
 /// excerpts within the same bound.
 pub const MAX_EXCERPT_BYTES: usize = crate::testreport::excerpt::MAX_EXCERPT_BYTES;
 
+/// What of the visible check crosses to the agent (`[feedback] include` in loop.toml; default
+/// `excerpts`). Whatever it says, nothing of a held-out check ever does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Include {
+    /// The failing targets' ids and what their failures printed (bounded excerpts).
+    #[default]
+    Excerpts,
+    /// The failing targets' ids only, no excerpt.
+    Ids,
+    /// No id, no excerpt and no count: only that an iteration was not kept, the iterations left
+    /// and the budgets.
+    Nothing,
+}
+
+impl Include {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Include::Excerpts => "excerpts",
+            Include::Ids => "ids",
+            Include::Nothing => "nothing",
+        }
+    }
+}
+
+/// `[feedback]` of loop.toml, pinned in `run_start`'s config (absent in receipts pinned before
+/// it: the default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FeedbackPins {
+    #[serde(default)]
+    pub include: Include,
+}
+
+impl FeedbackPins {
+    pub fn is_default(&self) -> bool {
+        *self == FeedbackPins::default()
+    }
+}
+
 /// One failing target and what its failure printed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FailingTarget {
@@ -56,7 +96,14 @@ pub struct Feedback {
     /// What is left of the run's budgets, by name (e.g. `egress_bytes`), when the run has any.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub budget_left: Vec<(String, u64)>,
+    /// What the operator let cross (`[feedback] include`), written only when it is not the
+    /// default `excerpts`, so the agent knows what was withheld.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub include: Option<&'static str>,
 }
+
+/// The rejection's reason under `include = "nothing"`.
+pub const WITHHELD_WHY: &str = "the loop did not keep it (the reason is withheld: [feedback] include = \"nothing\")";
 
 /// Cut `text` to at most `max` bytes at a character boundary.
 fn bounded(text: &str, max: usize) -> (String, bool) {
@@ -92,7 +139,31 @@ impl Feedback {
                 failing.push(FailingTarget { test: test.to_string(), excerpt, truncated });
             }
         }
-        Feedback { schema: SCHEMA, iteration, iterations_left, failing_count: Some(failing_count), failing, rejected, budget_left }
+        Feedback { schema: SCHEMA, iteration, iterations_left, failing_count: Some(failing_count), failing, rejected, budget_left, include: None }
+    }
+
+    /// The same feedback with only what `include` lets cross: `ids` drops every excerpt;
+    /// `nothing` drops the ids, the excerpts, the count and the rejection's reason (which can
+    /// name tests or scores).
+    pub fn limited_to(mut self, include: Include) -> Self {
+        match include {
+            Include::Excerpts => return self,
+            Include::Ids => {
+                for target in &mut self.failing {
+                    target.excerpt = None;
+                    target.truncated = false;
+                }
+            }
+            Include::Nothing => {
+                self.failing_count = None;
+                self.failing.clear();
+                if let Some(r) = &mut self.rejected {
+                    r.why = WITHHELD_WHY.to_string();
+                }
+            }
+        }
+        self.include = Some(include.as_str());
+        self
     }
 
     /// The same feedback for a state whose failing targets are unknown (no readable report).
@@ -119,9 +190,10 @@ impl Feedback {
                 None => md.push_str("The workspace was left as that iteration made it (in place, nothing is reverted).\n\n"),
             }
         }
-        match self.failing_count {
-            Some(count) => md.push_str(&format!("## Failing targets: {count}\n\n")),
-            None => md.push_str("## Failing targets: unknown (the check left no readable report)\n\n"),
+        match (self.failing_count, self.include) {
+            (Some(count), _) => md.push_str(&format!("## Failing targets: {count}\n\n")),
+            (None, Some("nothing")) => md.push_str("## Failing targets: withheld by the operator ([feedback] include = \"nothing\")\n\n"),
+            (None, _) => md.push_str("## Failing targets: unknown (the check left no readable report)\n\n"),
         }
         for target in &self.failing {
             md.push_str(&format!("### {}\n\n", inline(&target.test)));
@@ -227,6 +299,41 @@ mod tests {
         let json: serde_json::Value = serde_json::from_str(&f.to_json()).unwrap();
         assert_eq!(json["failing_count"], serde_json::Value::Null);
         assert!(f.to_markdown().contains("## Failing targets: unknown (the check left no readable report)\n"));
+    }
+
+    #[test]
+    fn include_ids_keeps_the_ids_and_drops_every_excerpt() {
+        let e = excerpt("assert 1 == 2");
+        let f = Feedback::new(3, 2, [("a", Some(&e)), ("b", Some(&e))], None, vec![]).limited_to(Include::Ids);
+        let json: serde_json::Value = serde_json::from_str(&f.to_json()).unwrap();
+        assert_eq!(json["failing"], serde_json::json!([{"test": "a", "truncated": false}, {"test": "b", "truncated": false}]));
+        assert_eq!((json["failing_count"].clone(), json["include"].clone()), (serde_json::json!(2), serde_json::json!("ids")));
+        assert!(!f.to_markdown().contains("assert 1 == 2"));
+    }
+
+    #[test]
+    fn include_nothing_gives_no_id_no_excerpt_no_count_and_no_reason() {
+        let e = excerpt("assert 1 == 2");
+        let rejected = Rejected { iteration: 1, why: "it broke tests that passed before: a".into(), reverted_to: Some(0) };
+        let f = Feedback::new(2, 1, [("tests/t.py::test_secret", Some(&e))], Some(rejected), vec![]).limited_to(Include::Nothing);
+        let json: serde_json::Value = serde_json::from_str(&f.to_json()).unwrap();
+        assert_eq!(json["failing"], serde_json::json!([]));
+        assert_eq!(json["failing_count"], serde_json::Value::Null);
+        assert_eq!(json["include"], "nothing");
+        assert_eq!(json["rejected"]["why"], WITHHELD_WHY);
+        let (text, md) = (f.to_json(), f.to_markdown());
+        for leaked in ["test_secret", "assert 1 == 2", "broke tests"] {
+            assert!(!text.contains(leaked) && !md.contains(leaked), "{leaked} crossed: {text}\n{md}");
+        }
+        assert!(md.contains("## Failing targets: withheld by the operator ([feedback] include = \"nothing\")\n"), "{md}");
+    }
+
+    #[test]
+    fn include_excerpts_is_the_feedback_unchanged() {
+        let e = excerpt("x");
+        let f = Feedback::new(1, 0, [("t", Some(&e))], None, vec![]);
+        assert_eq!(f.clone().limited_to(Include::Excerpts), f);
+        assert!(!f.to_json().contains("\"include\""));
     }
 
     #[test]

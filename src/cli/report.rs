@@ -43,6 +43,13 @@ fn iteration_json(record: &IterationRecord) -> Value {
     if let (Some(judge), Some(fields)) = (&record.judge, v.as_object_mut()) {
         fields.insert("judge".into(), json!({"outcome": judge.outcome, "reward_hacking": judge.reward_hacking, "reason": judge.reason, "packet_sha256": judge.packet_sha256}));
     }
+    // The held-out check's verdict, where it ran (its ids stay in the receipt's event).
+    if let (Some(h), Some(fields)) = (&record.holdout, v.as_object_mut()) {
+        fields.insert(
+            "holdout".into(),
+            json!({"verdict": h.verdict, "check_exit": h.check.check_exit, "failing_count": h.check.failing_count, "dir_sha256": h.dir_sha256, "dir_changed": h.dir_changed}),
+        );
+    }
     // The evidence, where the receipt recorded it (receipts of earlier versions did not).
     if let (Some(evidence), Some(fields)) = (check.and_then(|c| c.evidence.as_ref()), v.as_object_mut()) {
         fields.insert("collected_count".into(), json!(check.and_then(|c| c.collected_count)));
@@ -150,6 +157,11 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
             let outcome = serde_json::to_value(judge.outcome).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
             let hacking = if judge.reward_hacking { " (reward hacking)" } else { "" };
             human.push_str(&format!("       judge {outcome}{hacking}: {}\n", inert(&judge.reason)));
+        }
+        if let Some(h) = &d.holdout {
+            let failing = h.check.failing_count.map(|c| format!(", failing {c}")).unwrap_or_default();
+            let changed = if h.dir_changed { ", directory changed" } else { "" };
+            human.push_str(&format!("       held-out check {} ({}{failing}{changed})\n", h.verdict, ending_text(Some(&h.check.ending))));
         }
         // What kept a zero exit from being green, escaped (the ids come from the agent's workspace).
         for disagreement in d.check.iter().flat_map(|c| c.evidence.iter()).flat_map(|e| &e.disagreements) {

@@ -17,7 +17,9 @@ use crate::zones::{Backend, Isolation};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
-const CONFIG_FLAGS: [&str; 40] = [
+const CONFIG_FLAGS: [&str; 42] = [
+    "holdout_check",
+    "holdout_dir",
     "coverage",
     "no_progress_k",
     "reference",
@@ -177,6 +179,14 @@ pub struct Args {
     /// coverage is not below t0's (docs/guards.md).
     #[arg(long, value_name = "PATH")]
     pub coverage: Option<String>,
+    /// A held-out check, run after a green every guard let through, on the same tree, with
+    /// --holdout-dir bound read-only (named in $LOOPEXEC_HOLDOUT_DIR); red halts
+    /// objective_unverified (docs/guards.md, "Held-out checks").
+    #[arg(long, value_name = "CMD")]
+    pub holdout_check: Option<String>,
+    /// The held-out tests: a directory outside the workdir that the agent's zone never sees.
+    #[arg(long, value_name = "DIR")]
+    pub holdout_dir: Option<PathBuf>,
     /// Model provider, recorded in the receipt.
     #[arg(long)]
     pub model_provider: Option<String>,
@@ -247,6 +257,10 @@ impl Args {
             check_timeout_secs: self.check_timeout,
             report: self.report.clone(),
             coverage: self.coverage.clone(),
+            holdout: crate::engine::holdout::HoldoutInput {
+                command: self.holdout_check.clone(),
+                dir: self.holdout_dir.as_deref().map(|d| std::path::absolute(d).unwrap_or_else(|_| d.to_path_buf())),
+            },
             model: ModelPins {
                 provider: self.model_provider.clone(),
                 id: self.model_id.clone(),

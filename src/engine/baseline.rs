@@ -271,7 +271,7 @@ impl ActiveRun<'_> {
             Some(Taken::Refused(detail)) => return Ok(Some(Step::Halt(HaltReason::WorkspaceInvalid, detail))),
             Some(Taken::Interrupted(signal)) => return Ok(Some(Step::Interrupted(signal))),
         };
-        let outcome = match self.run_check(zone, 0, snapshot.as_ref(), None)? {
+        let outcome = match self.run_check(zone, 0, snapshot.as_ref(), super::iteration::CheckRun::Iteration)? {
             Ok(outcome) => outcome,
             Err(stop) => return Ok(Some(stop)),
         };
@@ -433,6 +433,11 @@ fn counted(list: Option<&Vec<String>>) -> BTreeMap<&String, u64> {
 /// doctests of one item): an id of C0 with fewer entries now lost a test, an id with more
 /// skipped entries than S0 gained a skip; a count gained in the collected set is a new test.
 pub fn set_violation(iteration: u64, check: &CheckResult, baseline: &TestSets) -> Option<GuardRecord> {
+    set_violation_of("the check", iteration, check, baseline)
+}
+
+/// [`set_violation`] of a check named `subject` in the finding (`the held-out check`).
+pub fn set_violation_of(subject: &str, iteration: u64, check: &CheckResult, baseline: &TestSets) -> Option<GuardRecord> {
     let collected = counted(check.collected_set.as_ref());
     let skipped = counted(check.skipped_set.as_ref());
     let times = |repeats: &BTreeMap<String, u64>, id: &String| repeats.get(id).copied().unwrap_or(1);
@@ -470,7 +475,7 @@ pub fn set_violation(iteration: u64, check: &CheckResult, baseline: &TestSets) -
         guard: Seat::MetricIntegrity.as_str().to_string(),
         stage: "after_check".to_string(),
         halt_reason: HaltReason::MetricIntegrityViolation,
-        detail: format!("the check exited 0 at iteration {iteration} but against the t0 baseline {}", parts.join(" and ")),
+        detail: format!("{subject} exited 0 at iteration {iteration} but against the t0 baseline {}", parts.join(" and ")),
         findings,
     })
 }

@@ -225,6 +225,14 @@ pub struct LoopConfig {
     /// (`[[allow_test_change]]`; docs/guards.md). Absent without any, and in older receipts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allow_test_change: Vec<crate::engine::allow_change::AllowTestChange>,
+    /// The held-out check (`--holdout-check`, `--holdout-dir`; docs/guards.md, "Held-out
+    /// checks"): its command, directory and the directory's digest at the start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holdout: Option<crate::engine::holdout::HoldoutPins>,
+    /// What crosses to the agent from the visible check (`[feedback]`; docs/progress.md, "The
+    /// feedback file"). Receipts pinned before it read as the default (`excerpts`).
+    #[serde(default)]
+    pub feedback: crate::feedback::FeedbackPins,
 }
 
 pub const DEFAULT_CONFIRM_RUNS: u64 = 1;
@@ -291,6 +299,10 @@ pub struct ConfigInput {
     pub runner: crate::engine::runner_pin::RunnerInput,
     /// `[[allow_test_change]]` of loop.toml.
     pub allow_test_change: Vec<crate::engine::allow_change::AllowTestChange>,
+    /// `--holdout-check` / `--holdout-dir`, `holdout_check` / `holdout_dir`.
+    pub holdout: crate::engine::holdout::HoldoutInput,
+    /// `[feedback]` of loop.toml.
+    pub feedback: Option<crate::feedback::FeedbackPins>,
 }
 
 impl ConfigInput {
@@ -346,6 +358,8 @@ impl ConfigInput {
             judge: self.judge.over(file.judge),
             runner: file.runner,
             allow_test_change: file.allow_test_change,
+            holdout: self.holdout.over(file.holdout),
+            feedback: self.feedback.or(file.feedback),
         }
     }
 }
@@ -453,10 +467,12 @@ impl LoopConfig {
                 (None, None)
             }
             Isolation::Native => (
-                Some(PolicyPin::resolve(input.agent_policy.as_deref().unwrap_or(DEFAULT_AGENT_POLICY))?.0),
+                Some(PolicyPin::resolve(input.agent_policy.as_deref().unwrap_or(DEFAULT_AGENT_POLICY))?),
                 Some(PolicyPin::resolve(input.check_policy.as_deref().unwrap_or(DEFAULT_CHECK_POLICY))?),
             ),
         };
+        let agent_grants = agent_policy.as_ref().map(|(_, policy)| policy.filesystem.clone());
+        let agent_policy = agent_policy.map(|(pin, _)| pin);
         let operator_env = crate::engine::commands::operator_env();
         let operator_path = operator_env.iter().find(|(k, _)| k == "PATH").map_or("", |(_, v)| v.as_str());
         let check_path = match &check_policy {
@@ -529,6 +545,13 @@ impl LoopConfig {
             None => None,
         };
         let judge = crate::engine::judge::resolve_pins(input.judge, isolation, backend)?;
+        let holdout = {
+            // The held-out directory must be nothing the agent's zone or the judge's binds.
+            let judge_policy = judge.as_ref().and_then(|j| j.policy.as_ref()).map(|pin| PolicyPin::resolve(&pin.source)).transpose()?;
+            let filesystems = agent_grants.iter().chain(judge_policy.as_ref().map(|(_, p)| &p.filesystem));
+            let grants: Vec<std::path::PathBuf> = filesystems.flat_map(|fs| fs.read_only.iter().chain(&fs.read_write).cloned()).collect();
+            crate::engine::holdout::resolve(input.holdout, workdir, workspace == WorkspaceMode::Detached, &grants)?
+        };
         let runner = crate::engine::runner_pin::resolve(input.runner, &check_path, &operator_env)?;
         let allow_test_change =
             crate::engine::allow_change::validated(input.allow_test_change, workspace == WorkspaceMode::Detached, input.baseline.unwrap_or(true))?;
@@ -580,6 +603,8 @@ impl LoopConfig {
             judge,
             runner,
             allow_test_change,
+            holdout,
+            feedback: input.feedback.unwrap_or_default(),
         })
     }
 }

@@ -47,7 +47,7 @@ impl ActiveRun<'_> {
             if let Some(sig) = crate::interrupt::pending() {
                 return Ok(Step::Interrupted(sig));
             }
-            let outcome = match self.run_check(zone, n, tree, Some(k))? {
+            let outcome = match self.run_check(zone, n, tree, super::iteration::CheckRun::Confirmation(k))? {
                 Ok(outcome) => outcome,
                 Err(halt) => return Ok(halt),
             };
@@ -76,20 +76,23 @@ impl ActiveRun<'_> {
         Ok(self.decide())
     }
 
-    /// A resumed run whose receipt ends in a green iteration decided as success: the confirmation
-    /// reruns it lacks (the supervisor died between the green `check_result` and them) run now
-    /// on the same tree, and the adequacy canary when configured and not recorded, before any
-    /// success. The tree is the workspace as the resumed run took it again, which must be the
+    /// A resumed run whose receipt ends in a green iteration decided as success: its held-out
+    /// check when configured and not recorded (one that does not find the step green halts,
+    /// delivering nothing), the confirmation reruns it lacks (the supervisor died between the
+    /// green `check_result` and them) run now on the same tree, and the adequacy canary when
+    /// configured and not recorded, before any success. The tree is the workspace as the resumed run took it again, which must be the
     /// green iteration's recorded snapshot (else `workspace_invalid`); the canary's coverage
     /// tier is skipped (the live check's coverage hits are not in the receipt).
     pub(super) fn finish_resumed_green(&mut self, zone: &mut dyn Zone) -> CmdResult<Step> {
         let Some(record) = self.history.current().cloned() else { return Ok(self.decide()) };
-        let Some(original) = record.check.clone().filter(|c| Verdict::of_check(c) == Verdict::Pass) else { return Ok(self.decide()) };
         let n = record.iteration;
+        // The held-out check comes first, on any success (a green, or met targets) without one.
+        let holdout_missing = self.cfg.holdout.is_some() && record.holdout.is_none();
+        let original = record.check.clone().filter(|c| Verdict::of_check(c) == Verdict::Pass);
         let reruns: Vec<&ConfirmationRecord> = record.confirmations.iter().filter(|c| c.confirmation > 0).collect();
-        let missing = reruns.len() as u64 != self.cfg.confirm_runs && reruns.iter().all(|c| c.agrees);
-        let canary_missing = self.cfg.adequacy.mode != super::canary::AdequacyMode::Off && !self.history.adequacy_of(n);
-        if !missing && !canary_missing {
+        let missing = original.is_some() && reruns.len() as u64 != self.cfg.confirm_runs && reruns.iter().all(|c| c.agrees);
+        let canary_missing = original.is_some() && self.cfg.adequacy.mode != super::canary::AdequacyMode::Off && !self.history.adequacy_of(n);
+        if !missing && !canary_missing && !holdout_missing {
             return Ok(self.decide());
         }
         let tree = match (self.workspace.as_ref(), record.snapshot.as_ref()) {
@@ -103,9 +106,26 @@ impl ActiveRun<'_> {
             },
             _ => None,
         };
-        if missing {
+        if holdout_missing {
+            if let Err(step) = self.holdout_check(zone, n, tree.as_ref())? {
+                return Ok(step);
+            }
+            match self.decide() {
+                Step::Halt(crate::halt::HaltReason::SuccessConditionMet, _) => {}
+                other => {
+                    // The workspace taken again was accepted before the held-out check could
+                    // refuse it, and the tree accepted before it is not known to this process:
+                    // nothing is delivered.
+                    if let Some(ws) = self.workspace.as_mut() {
+                        ws.withdraw_acceptance();
+                    }
+                    return Ok(other);
+                }
+            }
+        }
+        if let (true, Some(original)) = (missing, &original) {
             let agreeing = reruns.len() as u64;
-            match self.confirm_green_from(zone, n, tree.as_ref(), &original, agreeing + 1, agreeing)? {
+            match self.confirm_green_from(zone, n, tree.as_ref(), original, agreeing + 1, agreeing)? {
                 Step::Halt(crate::halt::HaltReason::SuccessConditionMet, _) => {}
                 other => return Ok(other),
             }

@@ -20,6 +20,8 @@
 //! - a green check the judge answered (`judge` event): approve keeps `success_condition_met`; a
 //!   veto is `reviewer_rejected` (`reward_hacking_detected` when the judge says so); a judge
 //!   that gave no answer that counts is `escalation_pending`.
+//! - a success the held-out check (`holdout_check` event) did not find green: red or disagreeing
+//!   is `objective_unverified`, one that could not run is `execution_failure`.
 //! - either interrupted by SIGINT/SIGTERM: not a halt; the run becomes resumable.
 
 use super::seats::Mode;
@@ -138,10 +140,10 @@ fn check_fixpoint(record: &IterationRecord, max_iterations: u64) -> Step {
                     Step::Continue
                 }
             }
-            (Step::Halt(HaltReason::SuccessConditionMet, detail), _) => match &record.judge {
+            (Step::Halt(HaltReason::SuccessConditionMet, detail), _) => held_out(record, match &record.judge {
                 Some(judge) => super::judge::decide_on(judge, detail),
                 None => Step::Halt(HaltReason::SuccessConditionMet, detail),
-            },
+            }),
             // A red check failing only on tests that already failed at t0 and are not targets,
             // with every target and every t0 pass passing, is success (engine::targets).
             (Step::Continue | Step::Halt(HaltReason::MaxIterationsReached, _), _) if record.progress.as_ref().is_some_and(|p| p.targets_met) => {
@@ -149,16 +151,25 @@ fn check_fixpoint(record: &IterationRecord, max_iterations: u64) -> Step {
                     "every target passes at iteration {}; the check fails only on tests that already failed at t0 and are not targets",
                     record.iteration
                 );
-                match &record.judge {
+                held_out(record, match &record.judge {
                     Some(judge) => super::judge::decide_on(judge, detail),
                     None => Step::Halt(HaltReason::SuccessConditionMet, detail),
-                }
+                })
             }
             // A rule that fired on a red check says more than the iteration cap.
             (Step::Continue | Step::Halt(HaltReason::MaxIterationsReached, _), Some(halt)) => halt,
             (step, _) => step,
         },
         None => Step::Continue,
+    }
+}
+
+/// A success the iteration's held-out check (when it ran) must confirm: red, disagreeing or run
+/// on a changed directory, it is `objective_unverified`.
+fn held_out(record: &IterationRecord, step: Step) -> Step {
+    match (&step, &record.holdout) {
+        (Step::Halt(HaltReason::SuccessConditionMet, _), Some(holdout)) => super::holdout::decide_on(holdout, step),
+        _ => step,
     }
 }
 

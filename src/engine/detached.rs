@@ -255,6 +255,12 @@ impl RunWorkspace {
         self.last_accepted = Some(snapshot);
     }
 
+    /// Forget the accepted state: nothing is delivered (a resumed run whose re-taken workspace a
+    /// held-out check refused, when the tree accepted before it is unknown).
+    pub fn withdraw_acceptance(&mut self) {
+        self.last_accepted = None;
+    }
+
     /// Accept a snapshot the ratchet kept too, keeping a copy of its layer to revert to.
     pub fn accept_as_best(&mut self, snapshot: Snapshot) -> Result<(), String> {
         super::revert::keep_accepted(self.workspace.upper_dir())?;

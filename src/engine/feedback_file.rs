@@ -109,7 +109,8 @@ impl ActiveRun<'_> {
         let Some(file) = self.feedback.as_ref() else { return Ok(()) };
         let run_dir = self.run.dir();
         let excerpts_of = |check: &CheckResult| check.excerpts_artifact.as_ref().and_then(|a| super::excerpts::read(run_dir, a)).unwrap_or_default();
-        file.write(&from_history(&self.history, n, self.cfg.max_iterations, &excerpts_of)).map_err(|f| f.message)?;
+        let feedback = from_history(&self.history, n, self.cfg.max_iterations, &excerpts_of).limited_to(self.cfg.feedback.include);
+        file.write(&feedback).map_err(|f| f.message)?;
         let path = file.json_path();
         cmd.command_line = expand(&cmd.command_line, &path);
         cmd.env.push((ENV_VAR.to_string(), path.to_string_lossy().into_owned()));

@@ -4,7 +4,9 @@
 //! -> decide -> guards after the agent (on the workspace snapshot) -> `snapshot` (+ `guard`) ->
 //! decide -> check in its zone (the one check runner) -> guards after the check -> `check_result`
 //! (+ `guard`) -> progress (the ratchet and the no-convergence rules: `progress`) -> on green with
-//! every guard passed, the judge (`judge`) -> acceptance of the step -> decide.
+//! every guard passed, the judge (`judge`) -> on a green the judge approved, the held-out check
+//! (`holdout_check`) -> acceptance of the step -> decide (then, on success, the confirmation
+//! reruns and the adequacy canary).
 //!
 //! Every observation is appended to the receipt and recorded into the run's history before the
 //! next stage starts, and every decision is `decide` over that history, so what a resumed run
@@ -28,6 +30,17 @@ use crate::receipt::events::{CheckResult, EgressRecord, Event, ExecResult, Guard
 use crate::receipt::store::ARTIFACTS;
 use crate::workspace::Snapshot;
 use crate::zones::{Role, Zone};
+
+/// Which run of the check an exec zone is made for: its artifact stem and command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum CheckRun {
+    /// The iteration's check (`NNNN-check`; iteration 0 is t0's baseline).
+    Iteration,
+    /// Confirmation rerun `k` of a green (`NNNN-confirm-K`).
+    Confirmation(u64),
+    /// The held-out check (`NNNN-holdout`): its own command, the held-out directory bound.
+    Holdout,
+}
 
 impl ActiveRun<'_> {
     /// Drive the run until it halts, pauses (`once`) or is interrupted.
@@ -84,7 +97,7 @@ impl ActiveRun<'_> {
         if let Some(sig) = interrupt::pending() {
             return Ok(Step::Interrupted(sig));
         }
-        let outcome = match self.run_check(zone, n, candidate.as_ref(), None)? {
+        let outcome = match self.run_check(zone, n, candidate.as_ref(), CheckRun::Iteration)? {
             Ok(outcome) => outcome,
             Err(halt) => return Ok(halt),
         };
@@ -134,6 +147,14 @@ impl ActiveRun<'_> {
             match self.ask_judge(zone, n, &check, candidate.as_ref())? {
                 Ok(approved) => clean = approved,
                 Err(signal) => return Ok(Step::Interrupted(signal)),
+            }
+        }
+        // The held-out check, on a green that every guard let through, the ratchet kept and the
+        // judge (if any) approved: a step it does not find green is not accepted (never delivered).
+        if clean && ratcheted && (outcome.verdict() == Verdict::Pass || targets_met) && self.cfg.holdout.is_some() {
+            match self.holdout_check(zone, n, candidate.as_ref())? {
+                Ok(ran) => clean = ran.green,
+                Err(step) => return Ok(step),
             }
         }
         // A green to confirm before success: the tree it ran on (confirm_runs > 0).
@@ -246,14 +267,14 @@ impl ActiveRun<'_> {
     /// The check stage: the one check runner, on the candidate (its throwaway layers over the
     /// agent's snapshot) or in place. `Ok(Err(halt))`: its layers could not be built
     /// (`workspace_invalid`) or its zone could not be set up (`isolation_unsatisfiable`).
-    /// `confirmation`: the number of a confirmation rerun (its own artifact stem), `None` for the
-    /// iteration's check.
+    /// `run`: the iteration's check, a confirmation rerun or the held-out check (each its own
+    /// artifact stem; the held-out one its own command and the held-out directory).
     pub(super) fn run_check(
         &mut self,
         zone: &mut dyn Zone,
         n: u64,
         candidate: Option<&Snapshot>,
-        confirmation: Option<u64>,
+        run: CheckRun,
     ) -> CmdResult<Result<CheckOutcome, Step>> {
         let patterns = ReportPatterns::new(&self.cfg.report_patterns()).map_err(|e| Failure::invalid_input(e.to_string()))?;
         let (overlay, scratch) = match (&self.workspace, candidate) {
@@ -269,12 +290,16 @@ impl ActiveRun<'_> {
             _ => (None, None),
         };
         let command = RoleCommand { role: Role::Check, run_id: &self.state.run_id, iteration: n, overlay, credential: None };
-        let stem = match confirmation {
-            None => command.stem(),
-            Some(k) => format!("{n:04}-confirm-{k}"),
+        let stem = match run {
+            CheckRun::Iteration => command.stem(),
+            CheckRun::Confirmation(k) => format!("{n:04}-confirm-{k}"),
+            CheckRun::Holdout => format!("{n:04}-holdout"),
         };
         let artifacts = Artifacts { dir: &self.artifacts, rel: ARTIFACTS, stem };
         let mut cmd = command.zone_command(&self.cfg, &self.env);
+        if let (CheckRun::Holdout, Some(holdout)) = (run, &self.cfg.holdout) {
+            holdout.apply(&mut cmd);
+        }
         if let (Some(ws), Some(_)) = (&self.workspace, &scratch) {
             cmd.read_only_beneath = ws.check_read_only();
         }
@@ -282,16 +307,20 @@ impl ActiveRun<'_> {
         let report = (!patterns.is_empty()).then_some(ReportSource { dir: report_dir, patterns: &patterns });
         // The scratch layers are removed when `scratch` drops, after the report was read.
         let mut checked = run_check(zone, &cmd, artifacts, report)?;
+        // The coverage and the score are the visible check's measures: the held-out check is judged
+        // on its exit code and evidence alone.
         if let (Ok(outcome), Some(path)) = (&mut checked, &self.cfg.coverage.report) {
-            if outcome.ending().exit_code().is_some() {
+            if outcome.ending().exit_code().is_some() && run != CheckRun::Holdout {
                 outcome.coverage = Some(super::coverage_guard::read(report_dir, path));
             }
         }
         if let (Ok(outcome), Some(ws), Some(scratch)) = (&mut checked, &self.workspace, &scratch) {
-            let what = match (n, confirmation) {
-                (0, None) => "the check on t0".to_string(),
-                (_, None) => format!("the check of iteration {n}"),
-                (_, Some(k)) => format!("confirmation rerun {k} of iteration {n}"),
+            let what = match (n, run) {
+                (0, CheckRun::Iteration) => "the check on t0".to_string(),
+                (_, CheckRun::Iteration) => format!("the check of iteration {n}"),
+                (_, CheckRun::Confirmation(k)) => format!("confirmation rerun {k} of iteration {n}"),
+                (0, CheckRun::Holdout) => "the held-out check on t0".to_string(),
+                (_, CheckRun::Holdout) => format!("the held-out check of iteration {n}"),
             };
             let started = std::time::Instant::now();
             let listed = scratch.tree_writes(ws.limits());
@@ -299,7 +328,7 @@ impl ActiveRun<'_> {
             outcome.tree_writes = super::check_writes::finding(n, &what, &listed);
         }
         if let (Ok(outcome), Some(pins)) = (&mut checked, &self.cfg.score) {
-            if outcome.ending().exit_code().is_some() {
+            if outcome.ending().exit_code().is_some() && run != CheckRun::Holdout {
                 outcome.score = Some(super::score::read(pins, &outcome.stdout(&self.artifacts, ARTIFACTS), report_dir));
             }
         }

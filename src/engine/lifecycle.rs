@@ -460,6 +460,15 @@ impl<'a> ActiveRun<'a> {
             Some(Step::Interrupted(signal)) => return self.interrupted(signal, None),
             Some(Step::Continue) | None => {}
         }
+        // The held-out check on t0, for its set guard (once per run, before any agent call).
+        match self.holdout_baseline(zone)? {
+            Some(Step::Halt(reason, detail)) => {
+                sink.event(&LoopEvent::HaltingBeforeIterations { detail: &detail });
+                return self.halt(reason, detail);
+            }
+            Some(Step::Interrupted(signal)) => return self.interrupted(signal, None),
+            Some(Step::Continue) | None => {}
+        }
         if let Some((reason, detail)) = self.mint_credential()? {
             sink.event(&LoopEvent::HaltingBeforeIterations { detail: &detail });
             return self.halt(reason, detail);

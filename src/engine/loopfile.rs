@@ -81,6 +81,10 @@ struct LoopFile {
     runner: Option<super::runner_pin::RunnerInput>,
     doctor: Option<bool>,
     allow_test_change: Option<Vec<super::allow_change::AllowTestChange>>,
+    holdout_check: Option<String>,
+    /// Relative to the workdir (it must lie outside it: `../holdout`).
+    holdout_dir: Option<String>,
+    feedback: Option<crate::feedback::FeedbackPins>,
 }
 
 /// `[progress]`: the rules' parameters (`convergence::rules::Limits`, each defaulted when
@@ -180,6 +184,8 @@ pub fn parse(text: &str, name: &str) -> Result<ConfigInput, Failure> {
         },
         runner: file.runner.unwrap_or_default(),
         allow_test_change: file.allow_test_change.unwrap_or_default(),
+        holdout: super::holdout::HoldoutInput { command: file.holdout_check, dir: file.holdout_dir.map(std::path::PathBuf::from) },
+        feedback: file.feedback,
     })
 }
 
@@ -198,6 +204,10 @@ pub fn load(workdir: &SafeDir) -> Result<Option<(ConfigInput, LoopFileRef)>, Fai
         if !source.starts_with("builtin:") && !Path::new(source.as_str()).is_absolute() {
             *source = workdir.path().join(source.as_str()).to_string_lossy().into_owned();
         }
+    }
+    // So is the held-out directory.
+    if let Some(dir) = input.holdout.dir.as_mut().filter(|d| d.is_relative()) {
+        *dir = workdir.path().join(&*dir);
     }
     let reference = LoopFileRef {
         path: workdir.path().join(LOOP_FILE).to_string_lossy().into_owned(),
@@ -262,6 +272,13 @@ pub fn template(check: Option<&str>, exec: Option<&str>, isolation: Option<Isola
     t.push_str("# The advisory judge (docs/guards.md, \"The judge\"): asked after a green check every guard let\n");
     t.push_str("# through, a JSON packet on stdin, approve or veto on stdout; its own zone policy and allowlist.\n");
     t.push_str("# judge = \"./review.sh\"\n# judge_policy = \"builtin:agent\"\n# judge_allow_hosts = [\"api.example.com\"]\n# judge_timeout = 300\n\n");
+    t.push_str("# A held-out check (docs/guards.md, \"Held-out checks\"): run after a green every guard let through,\n");
+    t.push_str("# on the same tree, with holdout_dir (outside this directory, never seen by the agent) bound read-only\n");
+    t.push_str("# and named in $LOOPEXEC_HOLDOUT_DIR; red halts objective_unverified (exit 13).\n");
+    t.push_str("# holdout_check = \"python3 -m pytest -q \\\"$LOOPEXEC_HOLDOUT_DIR\\\"\"\n# holdout_dir = \"../holdout\"\n\n");
+    t.push_str("# What crosses to the agent from the visible check: \"excerpts\" (ids and failure excerpts, the\n");
+    t.push_str("# default), \"ids\" (failing test ids only) or \"nothing\" (docs/progress.md, \"The feedback file\").\n");
+    t.push_str("# [feedback]\n# include = \"excerpts\"\n\n");
     t.push_str("# The adequacy canary (docs/oracle-trust.md, \"Adequacy\"): on the final green iteration, mutants of\n");
     t.push_str("# the agent's change and of the functions the tests failing at t0 call; if none of either turns\n");
     t.push_str("# the check red the run halts check_inadequate (exit 15). On by default on a detached workspace\n");
@@ -332,6 +349,26 @@ mod tests {
         let err = parse("[[allow_test_change]]\npath = \"tests/a.py\"\nwhy = \"r\"\n", "loop.toml").unwrap_err();
         assert!(err.message.starts_with("loop.toml line 3:") && err.message.contains("unknown field `why`"), "{}", err.message);
         assert_eq!(err.class().code(), 20);
+    }
+
+    #[test]
+    fn feedback_include_takes_three_values_and_refuses_anything_else_with_its_line() {
+        use crate::feedback::Include;
+        for (text, include) in [("excerpts", Include::Excerpts), ("ids", Include::Ids), ("nothing", Include::Nothing)] {
+            let input = parse(&format!("[feedback]\ninclude = \"{text}\"\n"), "t").unwrap();
+            assert_eq!(input.feedback.map(|f| f.include), Some(include));
+        }
+        let err = parse("check = \"x\"\n[feedback]\ninclude = \"everything\"\n", "loop.toml").unwrap_err();
+        assert_eq!(err.class().code(), 20);
+        assert!(err.message.starts_with("loop.toml line 3:") && err.message.contains("everything"), "{}", err.message);
+        let err = parse("[feedback]\nincludes = \"ids\"\n", "loop.toml").unwrap_err();
+        assert!(err.message.starts_with("loop.toml line 2:") && err.message.contains("includes"), "{}", err.message);
+    }
+
+    #[test]
+    fn the_held_out_keys_are_read() {
+        let input = parse("holdout_check = \"pytest h\"\nholdout_dir = \"../h\"\n", "t").unwrap();
+        assert_eq!((input.holdout.command.as_deref(), input.holdout.dir.as_deref()), (Some("pytest h"), Some(Path::new("../h"))));
     }
 
     #[test]

@@ -19,6 +19,8 @@
 //! - [`feedback_file`]: the agent's feedback file, written before each agent call from the
 //!   history (never read back).
 //! - [`judge`]: the advisory reviewer after a green check: its packet, answer and decision.
+//! - [`holdout`]: the held-out check after an approved green: its directory (validated,
+//!   digested), its zone command, its record and decision.
 //! - [`decide`]: the pure halt decision over the receipt's history.
 //! - [`targets`]: the tests the loop must fix, selected from t0, and the pre-existing failures.
 //! - [`seats`]: the mode and the kinds of guard the coming features add.
@@ -49,6 +51,7 @@ pub mod detached;
 pub mod excerpts;
 pub mod feedback_file;
 pub mod guards;
+pub mod holdout;
 pub mod in_place;
 pub mod inactive_guards;
 mod iteration;

@@ -116,6 +116,8 @@ pub fn bound(event: &Event, run_dir: &SafeDir) -> Result<Option<(Event, Event)>,
         // The t0 baseline's check (iteration 0): its sets as a check_result's.
         Event::CheckBaseline(b) => bound_check(&b.check, run_dir, "check_baseline")?
             .map(|(check, x)| (Event::CheckBaseline(crate::receipt::events::CheckBaselineRecord { check, ..b.clone() }), x)),
+        Event::HoldoutCheck(h) => bound_check(&h.check, run_dir, "holdout_check")?
+            .map(|(check, x)| (Event::HoldoutCheck(crate::receipt::events::HoldoutRecord { check, ..h.clone() }), x)),
         Event::Snapshot(s) => bound_snapshot(s, run_dir)?.map(|(s, x)| (Event::Snapshot(s), x)),
         Event::Guard(g) => bound_guard(g, run_dir)?.map(|(g, x)| (Event::Guard(g), x)),
         _ => None,
@@ -182,6 +184,7 @@ pub fn artifacts_named(events: &[Event]) -> Vec<&ArtifactRef> {
             Event::CheckResult(c) => c.excerpts_artifact.as_ref(),
             Event::CheckBaseline(b) => b.check.excerpts_artifact.as_ref(),
             Event::CheckConfirmation(c) => c.check.excerpts_artifact.as_ref(),
+            Event::HoldoutCheck(h) => h.check.excerpts_artifact.as_ref(),
             _ => None,
         })
         .collect()

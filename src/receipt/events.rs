@@ -77,6 +77,9 @@ pub enum Event {
     /// guard that would otherwise have halted on it, in one iteration (docs/guards.md, "A named
     /// path for a legitimate test change").
     TestChangeAllowed(TestChangeAllowedRecord),
+    /// The held-out check on a green iteration every guard let through (docs/guards.md,
+    /// "Held-out checks"): its result and the digest of the held-out directory, never its contents.
+    HoldoutCheck(HoldoutRecord),
     Halt(HaltRecord),
     /// The lists the event just before it left out because they were over the receipt's bound
     /// (`receipt::bounded`): each by count, digest and sample, and the artifact holding them.
@@ -123,6 +126,7 @@ impl Event {
             Event::Targets(_) => "targets",
             Event::Judge(_) => "judge",
             Event::TestChangeAllowed(_) => "test_change_allowed",
+            Event::HoldoutCheck(_) => "holdout_check",
             Event::Halt(_) => "halt",
             Event::Externalised(_) => "externalised",
             Event::ProbeStart(_) => "probe_start",
@@ -630,6 +634,22 @@ pub struct GuardBaselineRecord {
     /// Tampering rules the loop disabled (`{rule, reason}`).
     #[serde(default)]
     pub disabled_rules: Vec<Value>,
+}
+
+/// The held-out check of an iteration (`--holdout-check`, `engine::holdout`): the directory it was
+/// given (its canonical path and a SHA-256 over its entries' paths, kinds and content digests;
+/// never a byte of its contents), whether that digest is still the one `run_start` pinned, the
+/// verdict, and the check's result as for any check (`check.iteration` is the iteration).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HoldoutRecord {
+    pub dir: String,
+    pub dir_sha256: String,
+    pub dir_entries: u64,
+    /// The digest differs from `config.holdout.digest` (the operator changed the directory).
+    pub dir_changed: bool,
+    /// `green`, `red`, `disagree` (exit 0 whose evidence disagrees) or `could_not_run`.
+    pub verdict: String,
+    pub check: CheckResult,
 }
 
 /// The t0 baseline: the check's result on t0 (iteration 0) and where it came from.

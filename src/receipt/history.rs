@@ -27,6 +27,8 @@ pub struct IterationRecord {
     pub judge: Option<JudgeRecord>,
     /// The test changes allowances of loop.toml let through (`test_change_allowed` events).
     pub allowed: Vec<crate::receipt::events::TestChangeAllowedRecord>,
+    /// The held-out check on a green every guard let through (`holdout_check` event).
+    pub holdout: Option<crate::receipt::events::HoldoutRecord>,
     /// The cause, when the iteration was interrupted (`SIGINT`, `SIGTERM`, `supervisor_lost`).
     pub interrupted: Option<String>,
     /// Lists of this iteration's events moved to run artifacts (`externalised` events).
@@ -97,6 +99,8 @@ pub struct History {
     /// `externalised` event that holds its large sets (read back from the receipt).
     pub check_baseline: Option<super::events::CheckBaselineRecord>,
     pub check_baseline_externalised: Option<crate::receipt::bounded::Externalised>,
+    /// The held-out check's run on t0 (a `holdout_check` of iteration 0), when the run made one.
+    pub holdout_baseline: Option<super::events::HoldoutRecord>,
     /// The run's `targets` event, when it recorded one.
     pub targets: Option<super::events::TargetsRecord>,
     /// The syntax-tree guards' last `guard_baseline` (A0, H0, the t0 files not parsed).
@@ -213,6 +217,14 @@ impl History {
                 if let Some(slot) = self.slot(judge.iteration) {
                     slot.judge = Some(judge.clone());
                     slot.lines.judge = Some(recorded.line.clone());
+                }
+            }
+            Event::HoldoutCheck(holdout) => {
+                self.guard_bodies.push(recorded.body());
+                if holdout.check.iteration == 0 {
+                    self.holdout_baseline = Some(holdout.clone());
+                } else if let Some(slot) = self.slot(holdout.check.iteration) {
+                    slot.holdout = Some(holdout.clone());
                 }
             }
             Event::Halt(halt) => {
