@@ -13,8 +13,8 @@ use crate::receipt::events::WorkspaceRecord;
 use crate::receipt::store::{fs_failure, RunDir, StateDir};
 use crate::safefs::SafeDir;
 use crate::workspace::{
-    check_layers, deliver, Baseline, BaselineOptions, Delivery, FrozenLayer, ObjectId, ProtectedPaths, Snapshot, Workspace,
-    WorkspaceError,
+    check_layers, deliver, Baseline, BaselineOptions, Delivery, FrozenLayer, IgnoreRules, ObjectId, ProtectedPaths, Snapshot,
+    Workspace, WorkspaceError,
 };
 use sandbox::OverlayMount;
 use std::os::fd::AsRawFd;
@@ -25,6 +25,9 @@ pub const WORKSPACE_TARGET: &str = "/workspace";
 /// Per-check scratch layers live under the run directory and are removed after each check; the
 /// frozen layer of t0's protected paths (`checks/frozen`) is built once per run.
 const CHECKS: &str = "checks";
+/// The repository's `info/exclude` as it was when the run started (t0's ignore rules beside its
+/// `.gitignore` files), kept so that a resumed run leaves out exactly what the live run did.
+const INFO_EXCLUDE: &str = "info-exclude";
 
 /// How a run's commands see the operator's directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
@@ -156,7 +159,11 @@ impl RunWorkspace {
         let agent_owner = zone_owner(agent_policy);
         let opts = BaselineOptions { include_uncommitted, owner: agent_owner };
         let baseline = Baseline::prepare(repo, statedir.root(), &opts).map_err(ws_failure)?;
+        let info_exclude = crate::workspace::ignore_rules::read_info_exclude(repo).map_err(ws_failure)?;
+        run.dir().write_atomic(INFO_EXCLUDE, &info_exclude).map_err(fs_failure)?;
         let workspace = Workspace::create(baseline, run.dir(), agent_owner).map_err(ws_failure)?;
+        let rules = IgnoreRules::of_t0(workspace.baseline(), &info_exclude).map_err(ws_failure)?;
+        let workspace = workspace.with_ignore_rules(rules);
         let b = workspace.baseline();
         let record = WorkspaceRecord {
             mode: WorkspaceMode::Detached.as_str().into(),
@@ -192,6 +199,19 @@ impl RunWorkspace {
         let baseline = Baseline::reopen(Path::new(&event.repo), statedir.root(), &event.baseline_key, head, event.include_uncommitted)
             .map_err(ws_failure)?;
         let workspace = Workspace::open(baseline, run.dir()).map_err(ws_failure)?;
+        // A run started before the rules were kept has none: it goes on as it began.
+        let info_exclude = match run.dir().read(INFO_EXCLUDE, crate::workspace::ignore_rules::MAX_IGNORE_FILE_BYTES) {
+            Ok(bytes) => Some(bytes),
+            Err(e) if e.is_not_found() => None,
+            Err(e) => return Err(fs_failure(e)),
+        };
+        let workspace = match info_exclude {
+            Some(bytes) => {
+                let rules = IgnoreRules::of_t0(workspace.baseline(), &bytes).map_err(ws_failure)?;
+                workspace.with_ignore_rules(rules)
+            }
+            None => workspace,
+        };
         let protected = ProtectedPaths::new(true, protected_extra).map_err(ws_failure)?;
         let check_owner = zone_owner(check_policy);
         let (checks, frozen) = build_frozen(&workspace, &protected, run, check_owner)?;

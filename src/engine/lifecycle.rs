@@ -358,6 +358,7 @@ impl<'a> ActiveRun<'a> {
     /// taken halts the resumed run with the reason.
     fn attach_workspace(&mut self, mut ws: RunWorkspace, resumed: bool) -> CmdResult<()> {
         let mut guards: Vec<Box<dyn Guard>> = vec![Box::new(ProtectedPathGuard::new(ws.protected().clone()))];
+        guards.push(Box::new(super::artefact_guard::ArtefactGuard));
         guards.extend(self.syntax_tree_guards(&ws)?);
         guards.push(Box::new(BaselineSetGuard));
         guards.extend(CoverageGuard::of(&self.cfg.coverage));
