@@ -87,10 +87,14 @@ impl CheckScratch {
         &self.upper
     }
 
-    /// The paths of the tree under test the check modified, replaced or deleted (read once its
-    /// process tree is dead), within `limits`.
-    pub fn tree_writes(&self, limits: &sandbox::WorkspaceLimits) -> Result<Vec<super::check_writes::TreeWrite>, super::check_writes::Unlisted> {
-        super::check_writes::writes(&self.tested, self.upper.path(), limits)
+    /// The paths of the tree under test the check modified, replaced or deleted, and the files
+    /// it created where `counts` holds (read once its process tree is dead), within `limits`.
+    pub fn tree_writes(
+        &self,
+        limits: &sandbox::WorkspaceLimits,
+        counts: &dyn Fn(&[u8], bool) -> bool,
+    ) -> Result<Vec<super::check_writes::TreeWrite>, super::check_writes::Unlisted> {
+        super::check_writes::writes(&self.tested, self.upper.path(), limits, counts)
     }
 }
 
@@ -337,6 +341,20 @@ impl RunWorkspace {
     pub fn check_read_only(&self) -> Vec<std::path::PathBuf> {
         use std::os::unix::ffi::OsStrExt;
         self.frozen.read_only().iter().map(|p| std::path::PathBuf::from(std::ffi::OsStr::from_bytes(p))).collect()
+    }
+
+    /// Whether a file or directory a check created at `path` counts as a write to the tree it
+    /// tested: at a path t0 held or a protected one (the test surface), unless it is harmless
+    /// (`check_writes::harmless`: caches, bytecode, coverage data, a runner's mismatch record),
+    /// ignored by t0's rules, or `fresh` (a declared report the check must write).
+    pub fn created_counts(&self, path: &[u8], is_dir: bool, fresh: &dyn Fn(&[u8]) -> bool) -> bool {
+        let Ok(t0) = self.workspace.baseline().manifest() else {
+            return true;
+        };
+        (t0.get(path).is_some() || t0.has_beneath(path) || self.protected.is_protected(path))
+            && !super::check_writes::harmless(path)
+            && !self.workspace.ignore_rules().is_ignored(path, is_dir)
+            && !fresh(path)
     }
 
     /// The `[workspace]` limits the check's writes are listed within (the agent policy's).

@@ -132,7 +132,7 @@ enum Scope {
 /// Merge the upper layer at `upper` over `baseline` (the tree id hashed in full), within
 /// `bounds`, leaving out what `rules` ignore.
 pub fn take(baseline: &Manifest, upper: &Path, rules: &IgnoreRules, bounds: &mut Bounds) -> WsResult<Snapshot> {
-    let mut s = merge(baseline, upper, Scope::Everything, rules, bounds)?.0;
+    let mut s = merge(baseline, upper, Scope::Everything, rules, None, bounds)?.0;
     s.tree_id = s.manifest.tree_id();
     Ok(s)
 }
@@ -140,22 +140,31 @@ pub fn take(baseline: &Manifest, upper: &Path, rules: &IgnoreRules, bounds: &mut
 /// The same snapshot as [`take`], hashing only the directories the upper layer touched;
 /// `baseline_dirs` is `baseline.dir_ids()`.
 pub fn take_reusing(baseline: &Manifest, baseline_dirs: &DirIds, upper: &Path, rules: &IgnoreRules, bounds: &mut Bounds) -> WsResult<Snapshot> {
-    let (mut s, dirty) = merge(baseline, upper, Scope::Everything, rules, bounds)?;
+    let (mut s, dirty) = merge(baseline, upper, Scope::Everything, rules, None, bounds)?;
     s.tree_id = s.manifest.tree_id_reusing(baseline_dirs, &dirty);
     Ok(s)
 }
 
 /// What the tree `tested` became under the upper layer at `upper` (a check's writes), reading
-/// only the upper entries at paths of `tested` or above them (see [`Scope::TreePaths`]): new
-/// paths are left out, so [`Snapshot::changes`] against `tested` names exactly the paths the
-/// layer modified, replaced or deleted. The tree id is not computed.
-pub fn over_tree_paths(tested: &Manifest, upper: &Path, bounds: &mut Bounds) -> WsResult<Snapshot> {
-    Ok(merge(tested, upper, Scope::TreePaths, &IgnoreRules::none(), bounds)?.0)
+/// only the upper entries at paths of `tested` or above them (see [`Scope::TreePaths`]), and the
+/// new entries for which `read_new(path, is_dir)` holds (a new directory it refuses is never
+/// descended into): so [`Snapshot::changes`] against `tested` names exactly the paths the layer
+/// modified, replaced or deleted, and the new files `read_new` asked for. The tree id is not
+/// computed.
+pub fn over_tree_paths(tested: &Manifest, upper: &Path, bounds: &mut Bounds, read_new: &dyn Fn(&[u8], bool) -> bool) -> WsResult<Snapshot> {
+    Ok(merge(tested, upper, Scope::TreePaths, &IgnoreRules::none(), Some(read_new), bounds)?.0)
 }
 
 /// The merged manifest (tree id not yet computed), and every directory path where it may
 /// differ from `baseline`: each changed path, its ancestors, and the root `""`.
-fn merge(baseline: &Manifest, upper: &Path, scope: Scope, rules: &IgnoreRules, bounds: &mut Bounds) -> WsResult<(Snapshot, BTreeSet<Vec<u8>>)> {
+fn merge(
+    baseline: &Manifest,
+    upper: &Path,
+    scope: Scope,
+    rules: &IgnoreRules,
+    read_new: Option<&dyn Fn(&[u8], bool) -> bool>,
+    bounds: &mut Bounds,
+) -> WsResult<(Snapshot, BTreeSet<Vec<u8>>)> {
     let root = fsat::open_dir_path(upper).map_err(|e| WorkspaceError::io(upper, e.into()))?;
     let mut s = Snapshot {
         tree_id: ObjectId([0; 20]),
@@ -167,7 +176,7 @@ fn merge(baseline: &Manifest, upper: &Path, scope: Scope, rules: &IgnoreRules, b
         artefacts: Vec::new(),
     };
     let mut dirty = BTreeSet::from([Vec::new()]);
-    walk(root, upper, baseline, scope, rules, &mut s, &mut dirty, bounds)?;
+    walk(root, upper, baseline, scope, rules, read_new, &mut s, &mut dirty, bounds)?;
     bounds.check_now()?;
     Ok((s, dirty))
 }
@@ -202,6 +211,8 @@ struct Level {
     ignored: bool,
     /// An ancestor (or the directory itself) is named `__pycache__`.
     in_cache: bool,
+    /// A new directory `read_new` accepted, or beneath one: every entry is read.
+    read_whole: bool,
 }
 
 /// Read the upper layer depth first with an explicit stack ([`fsat::DirStack`]: bounded
@@ -216,6 +227,7 @@ fn walk(
     t0: &Manifest,
     scope: Scope,
     rules: &IgnoreRules,
+    read_new: Option<&dyn Fn(&[u8], bool) -> bool>,
     s: &mut Snapshot,
     dirty: &mut BTreeSet<Vec<u8>>,
     bounds: &mut Bounds,
@@ -226,7 +238,7 @@ fn walk(
     let first = stack.top().map_err(|e| WorkspaceError::io(upper, e.into()))?;
     // Everything the agent wrote belongs to the uid owning the upper layer (the zone's).
     let zone_uid = nix::sys::stat::fstat(first).map_err(|e| WorkspaceError::io(upper, e.into()))?.st_uid;
-    let mut pending = vec![Level { names: listing(first, &rel, &at, bounds)?, ignored: false, in_cache: false }];
+    let mut pending = vec![Level { names: listing(first, &rel, &at, bounds)?, ignored: false, in_cache: false, read_whole: false }];
     while let Some(level) = pending.last_mut() {
         let Some(name) = level.names.pop() else {
             pending.pop();
@@ -234,11 +246,16 @@ fn walk(
             rel = tree_path::parent(&rel).to_vec();
             continue;
         };
-        let (ignored_above, in_cache_above) = (level.ignored, level.in_cache);
+        let (ignored_above, in_cache_above, read_whole) = (level.ignored, level.in_cache, level.read_whole);
         let path = tree_path::join(&rel, &name);
         let is_new = t0.get(&path).is_none() && !t0.has_beneath(&path);
-        if scope == Scope::TreePaths && is_new {
-            continue;
+        // Below a new directory `read_new` accepted, every entry is read.
+        if scope == Scope::TreePaths && is_new && !read_whole {
+            let dir = stack.top().map_err(|e| WorkspaceError::io(at(&rel), e.into()))?;
+            let is_dir = fsat::lstat(dir, &name).is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR);
+            if !read_new.is_some_and(|wanted| wanted(&path, is_dir)) {
+                continue;
+            }
         }
         bounds.entry(&path, stack.depth() + 1)?;
         let io = |e: nix::Error| WorkspaceError::io(at(&path), e.into());
@@ -297,7 +314,8 @@ fn walk(
                     }
                     _ => {}
                 }
-                pending.push(Level { names: listing(fd, &path, &at, bounds)?, ignored: ignored_here, in_cache });
+                let read_whole = read_whole || (scope == Scope::TreePaths && is_new);
+                pending.push(Level { names: listing(fd, &path, &at, bounds)?, ignored: ignored_here, in_cache, read_whole });
                 rel = path;
             }
             libc::S_IFREG => {
