@@ -36,7 +36,8 @@ pub fn by_name(name: &[u8]) -> Option<&'static str> {
     if ext(b".jar") {
         return Some("Java archive");
     }
-    if ext(b".o") {
+    if ext(b".o") || ext(b".syso") {
+        // `.syso`: an object file the go command links into its package without being asked.
         return Some("object file");
     }
     if ext(b".a") {
@@ -102,6 +103,7 @@ mod tests {
             ("m.wasm", "WebAssembly module"),
             ("App.class", "Java class file"),
             ("x.o", "object file"),
+            ("zz_amd64.syso", "object file"),
             ("libx.a", "static archive"),
             ("lib.dylib", "shared library"),
         ] {
