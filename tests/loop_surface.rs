@@ -229,6 +229,26 @@ fn a_golden_the_agent_deleted_and_the_check_wrote_afresh_is_created_by_the_check
     assert_eq!(findings, &vec![serde_json::json!({"path": "expected/render.out", "what": "created by the check"})], "{guard}");
 }
 
+#[test]
+fn a_check_that_records_a_missing_snapshot_on_t0_halts_before_any_agent_call() {
+    let dir = workdir();
+    write(dir.path(), "render.js", "exports.render = (n) => `n=${n + 1}`;\n");
+    // jest without --ci in the style of node --test: a missing snapshot is written, and passes.
+    write(
+        dir.path(),
+        "render_test.js",
+        "const test = require(\"node:test\");\nconst assert = require(\"node:assert\");\nconst fs = require(\"node:fs\");\nconst { render } = require(\"./render\");\n\ntest(\"renders\", () => {\n  const snap = __dirname + \"/__snapshots__/render.snap\";\n  if (!fs.existsSync(snap)) {\n    fs.mkdirSync(__dirname + \"/__snapshots__\", { recursive: true });\n    fs.writeFileSync(snap, render(1));\n  }\n  assert.strictEqual(render(1), fs.readFileSync(snap, \"utf8\"));\n});\n",
+    );
+    commit_t0(dir.path());
+    let r = loopexec(dir.path(), &["run", "--json", "--run-id", "t0snap", "--exec", "true", "--check", "node --test", "--max-iterations", "2"]);
+    assert_eq!(r.code, 13, "{r:?}");
+    let ev = events(dir.path(), "t0snap");
+    assert!(ev.iter().all(|e| e["type"] != "exec_result"), "the agent was never called: {ev:#?}");
+    let guard = ev.iter().find(|e| e["type"] == "guard").unwrap_or_else(|| panic!("{ev:#?}"));
+    assert_eq!(guard["iteration"], 0);
+    assert_eq!(guard["findings"], serde_json::json!([{"path": "__snapshots__/render.snap", "what": "created by the check"}]), "{guard}");
+}
+
 // ---- Vendored dependency trees ----
 
 /// A node --test project whose tests use a committed assertion library in `node_modules/`.

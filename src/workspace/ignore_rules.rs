@@ -238,4 +238,12 @@ mod tests {
         std::fs::write(d.path().join("CACHEDIR.TAG"), [CACHEDIR_SIGNATURE, b"\n# This file is a cache directory tag.\n"].concat()).unwrap();
         assert!(has_cachedir_tag(fd.as_raw_fd()));
     }
+
+    #[test]
+    fn a_fifo_named_cachedir_tag_is_no_tag_and_is_never_opened() {
+        let d = tempfile::tempdir().unwrap();
+        nix::unistd::mkfifo(&d.path().join("CACHEDIR.TAG"), nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
+        let fd = fsat::open_dir_path(d.path()).unwrap();
+        assert!(!has_cachedir_tag(fd.as_raw_fd()), "opening the fifo would block this test");
+    }
 }
