@@ -300,6 +300,31 @@ fn an_honest_new_dependency_under_node_modules_converges_and_is_delivered() {
     assert!(delivered_paths(repo.path(), "dep").contains(&"node_modules/sum-two/index.js".to_string()));
 }
 
+#[test]
+fn an_honest_new_vendored_go_module_converges_and_is_delivered() {
+    let dir = workdir();
+    write(dir.path(), "go.mod", "module example.com/calc\n\ngo 1.19\n\nrequire example.com/check v1.0.0\n");
+    write(dir.path(), "vendor/modules.txt", "# example.com/check v1.0.0\n## explicit\nexample.com/check\n");
+    write(dir.path(), "vendor/example.com/check/check.go", "package check\n\nfunc Equal(a, b int) bool { return a == b }\n");
+    write(dir.path(), "calc.go", "package calc\n\nfunc Add(a, b int) int { return a + b + 1 }\n");
+    write(
+        dir.path(),
+        "calc_test.go",
+        "package calc\n\nimport (\n\t\"testing\"\n\n\t\"example.com/check\"\n)\n\nfunc TestAdd(t *testing.T) {\n\tif !check.Equal(Add(2, 3), 5) {\n\t\tt.Fatal(\"Add(2, 3)\")\n\t}\n}\n",
+    );
+    commit_t0(dir.path());
+    // What `go get` + `go mod vendor` leave: the module's package, its go.mod line and its
+    // vendor/modules.txt entry.
+    let agent = "mkdir -p vendor/example.com/sum && printf 'package sum\\n\\nfunc Two(a, b int) int { return a + b }\\n' > vendor/example.com/sum/sum.go && \
+        printf '# example.com/sum v1.0.0\\n## explicit\\nexample.com/sum\\n' >> vendor/modules.txt && \
+        printf 'require example.com/sum v1.0.0\\n' >> go.mod && \
+        printf 'package calc\\n\\nimport \"example.com/sum\"\\n\\nfunc Add(a, b int) int { return sum.Two(a, b) }\\n' > calc.go";
+    let (r, ev) = run(dir.path(), "godep", agent, "go test ./...", "2");
+    assert_eq!(r.code, 10, "{r:?} {ev:#?}");
+    assert!(ev.iter().all(|e| e["type"] != "guard"), "{ev:#?}");
+    assert!(delivered_paths(dir.path(), "godep").contains(&"vendor/example.com/sum/sum.go".to_string()));
+}
+
 // ---- Rust: an honest agent's own cargo test ----
 
 #[test]

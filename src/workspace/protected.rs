@@ -25,7 +25,8 @@
 //! dependency can be added, while nothing can join a package that exists (a Go file compiled into
 //! a vendored package, a `foo` that node resolves before the existing `foo.js`, a nested
 //! `node_modules/` that shadows a hoisted package, a new file at the root of `node_modules/` that
-//! shadows a package directory, a new link in `node_modules/.bin/`).
+//! shadows a package directory, a new link in `node_modules/.bin/`). The package managers'
+//! listings at the top of the root ([`ProtectedPaths::VENDORED_LISTINGS`]) may change.
 
 use super::manifest::Manifest;
 use super::snapshot::{ChangeKind, Snapshot};
@@ -130,6 +131,12 @@ impl ProtectedPaths {
     /// The vendored dependency trees whose existing entries are frozen (see the module's
     /// comment): directory names, at any depth.
     pub const VENDORED: &'static [&'static str] = &["node_modules", "vendor", "third_party"];
+
+    /// The package managers' own listings at the top of a vendored root, which a new dependency
+    /// rewrites and no runtime loads (the go command checks `vendor/modules.txt` against `go.mod`
+    /// and loads packages from their directories; node never reads npm's, yarn's or pnpm's
+    /// state files): they may change.
+    pub const VENDORED_LISTINGS: &'static [&'static str] = &["modules.txt", ".package-lock.json", ".yarn-integrity", ".yarn-state.yml", ".modules.yaml"];
 
     /// The defaults plus `extra` (when `use_defaults`), or `extra` alone; the vendored roots are
     /// part of the defaults.
@@ -265,6 +272,7 @@ pub fn protected_changes(baseline: &Manifest, snapshot: &Snapshot, protected: &P
         }
         match protected.vendored_root_of(p) {
             None => false,
+            Some(root) if p[root + 1..].iter().all(|&b| b != b'/') && ProtectedPaths::VENDORED_LISTINGS.iter().any(|n| n.as_bytes() == &p[root + 1..]) => false,
             Some(_) if change != ChangeKind::Added => true,
             Some(root) => !in_new_package(p, root, baseline, &snapshot.manifest, protected, &mut namespaces),
         }
@@ -420,6 +428,8 @@ mod tests {
         assert_eq!(vendored_changes(NODE_T0, &[], &added, &[]), vec![]);
         // An edit beside the vendored tree is no concern of this guard.
         assert_eq!(vendored_changes(NODE_T0, &["src/app.js"], &[], &[]), vec![]);
+        // The package managers' listings at the top of a root follow the new dependency.
+        assert_eq!(vendored_changes(NODE_T0, &["vendor/modules.txt", "node_modules/.package-lock.json"], &[], &[]), vec![]);
     }
 
     #[test]
@@ -438,6 +448,12 @@ mod tests {
         ] {
             assert_eq!(vendored_changes(NODE_T0, &[], &[joined], &[]), vec![(joined.to_string(), ChangeKind::Added)], "{joined}");
         }
+    }
+
+    #[test]
+    fn a_listings_name_inside_a_package_is_frozen_like_any_file() {
+        let t0 = [NODE_T0, &["node_modules/tap-runner/modules.txt"]].concat();
+        assert_eq!(vendored_changes(&t0, &["node_modules/tap-runner/modules.txt"], &[], &[]), vec![("node_modules/tap-runner/modules.txt".to_string(), ChangeKind::Modified)]);
     }
 
     #[test]
