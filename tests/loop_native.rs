@@ -48,11 +48,13 @@ fn the_check_runs_in_a_hermetic_environment() {
     let env = std::fs::read_to_string(dir.path().join("check-env")).unwrap();
     let names: Vec<&str> = env.lines().filter_map(|l| l.split_once('=').map(|(k, _)| k)).collect();
     assert!(env.contains("TZ=UTC\n") && env.contains("PYTHONHASHSEED=0\n") && env.contains("SOURCE_DATE_EPOCH=315532800\n"), "{env}");
+    // Python's bytecode cache outside the tree (docs/guards.md, "The check runs what would be committed").
+    assert!(env.contains("PYTHONPYCACHEPREFIX=/tmp/loopexec-pycache\n"), "{env}");
     assert!(!env.contains("s3cr3t"), "nothing of the operator's environment reaches the check: {env}");
     for name in &names {
         assert!(
             name.starts_with("LOOPEXEC_")
-                || ["PATH", "HOME", "TMPDIR", "TZ", "LANG", "LC_ALL", "PYTHONHASHSEED", "SOURCE_DATE_EPOCH", "PWD", "SHLVL", "_"].contains(name),
+                || ["PATH", "HOME", "TMPDIR", "TZ", "LANG", "LC_ALL", "PYTHONHASHSEED", "PYTHONPYCACHEPREFIX", "SOURCE_DATE_EPOCH", "PWD", "SHLVL", "_"].contains(name),
             "unexpected variable {name} in the check's environment"
         );
     }

@@ -7,8 +7,12 @@
 //! `metric_integrity_violation`, named (escaped, at most [`MAX_NAMED`], then a count and a
 //! digest) with what happened to it. A copy-up whose content and mode equal the lower file is no
 //! write; new files and directories (`__pycache__/`, `target/`, `.pytest_cache/`, coverage data,
-//! a declared report) are none either. A layer that cannot be read within the bounds is a
-//! violation too: a check whose writes cannot be listed has not shown it left the tree alone.
+//! a declared report) are none either, except where a created file stands for test data
+//! (issue 18, item 5): a file created at a path t0 held (the agent deleted it; the check wrote
+//! it afresh, as jest does with a missing snapshot) or at a protected path (the test surface: a
+//! new golden in `testdata/`, a snapshot in `__snapshots__/`) is `created`, unless it is
+//! [`harmless`]. A layer that cannot be read within the bounds is a violation too: a check whose
+//! writes cannot be listed has not shown it left the tree alone.
 
 use crate::receipt::events::{FindingRecord, GuardRecord};
 use crate::testreport::shown;
@@ -28,6 +32,8 @@ pub enum WriteKind {
     Replaced,
     /// The path is gone.
     Deleted,
+    /// A file the tree did not hold, at a path of the test surface or one t0 held.
+    Created,
 }
 
 impl WriteKind {
@@ -36,6 +42,7 @@ impl WriteKind {
             WriteKind::Modified => "modified",
             WriteKind::Replaced => "replaced",
             WriteKind::Deleted => "deleted",
+            WriteKind::Created => "created",
         }
     }
 }
@@ -51,15 +58,38 @@ pub struct TreeWrite {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unlisted(pub String);
 
+/// Whether a file or directory the check created at `path` is harmless whatever the path: a
+/// cache or bytecode (`__pycache__/`, `*.pyc`, `.pytest_cache/`, `.mypy_cache/`, `.ruff_cache/`,
+/// `.hypothesis/`, `.cache/`), coverage data (`.coverage`, `.coverage.*`), or a runner's record
+/// of a mismatch that is never read back as the expectation (insta's `*.snap.new` and
+/// `*.pending-snap`, ApprovalTests' `*.received.*`).
+pub fn harmless(path: &[u8]) -> bool {
+    let caches: [&[u8]; 7] = [b"__pycache__", b".pytest_cache", b".mypy_cache", b".ruff_cache", b".hypothesis", b".cache", b".tox"];
+    if path.split(|&b| b == b'/').any(|c| caches.contains(&c)) {
+        return true;
+    }
+    let name = crate::workspace::tree_path::file_name(path);
+    name.ends_with(b".pyc")
+        || name == b".coverage"
+        || name.starts_with(b".coverage.")
+        || name.ends_with(b".snap.new")
+        || name.ends_with(b".pending-snap")
+        || name.windows(10).any(|w| w == b".received.")
+}
+
 /// Every path of `tested` (the tree as the check saw it) that the check's scratch upper layer
-/// `upper` modified, replaced or deleted, in path order, read within `limits`.
-pub fn writes(tested: &Manifest, upper: &Path, limits: &sandbox::WorkspaceLimits) -> Result<Vec<TreeWrite>, Unlisted> {
+/// `upper` modified, replaced or deleted, and every file it created where `counts(path, is_dir)`
+/// holds (a new directory it refuses is not descended into), in path order, read within `limits`.
+pub fn writes(tested: &Manifest, upper: &Path, limits: &sandbox::WorkspaceLimits, counts: &dyn Fn(&[u8], bool) -> bool) -> Result<Vec<TreeWrite>, Unlisted> {
     let mut bounds = Bounds::snapshot(limits);
-    let after = snapshot::over_tree_paths(tested, upper, &mut bounds).map_err(|e| Unlisted(e.to_string()))?;
+    let after = snapshot::over_tree_paths(tested, upper, &mut bounds, counts).map_err(|e| Unlisted(e.to_string()))?;
     let mut out = Vec::new();
     for (path, change) in after.changes(tested) {
         let kind = match change {
-            ChangeKind::Added | ChangeKind::Hardlinked => continue,
+            ChangeKind::Hardlinked => continue,
+            // The other side of a replacement (reported at the deleted path), or a new file.
+            ChangeKind::Added if tested.get(&path).is_some() || something_at(tested, &path) => continue,
+            ChangeKind::Added => WriteKind::Created,
             ChangeKind::Modified => {
                 let same_kind = match (tested.get(&path), after.manifest.get(&path)) {
                     (Some(a), Some(b)) => a.kind == b.kind || (is_file(a.kind) && is_file(b.kind)),
@@ -162,7 +192,7 @@ mod tests {
     }
 
     fn listed(upper: &Path) -> Vec<(String, WriteKind)> {
-        writes(&tested(), upper, &sandbox::WorkspaceLimits::default())
+        writes(&tested(), upper, &sandbox::WorkspaceLimits::default(), &|_, _| false)
             .unwrap()
             .into_iter()
             .map(|w| (String::from_utf8_lossy(&w.path).into_owned(), w.kind))
@@ -184,6 +214,35 @@ mod tests {
         std::fs::create_dir(u.join(".pytest_cache")).unwrap();
         std::fs::write(u.join(".coverage"), b"data").unwrap();
         assert_eq!(listed(u), vec![]);
+    }
+
+    #[test]
+    fn a_file_created_where_it_counts_is_named_and_other_creations_are_not() {
+        let upper = tempfile::tempdir().unwrap();
+        let u = upper.path();
+        std::fs::create_dir_all(u.join("tests/__snapshots__")).unwrap();
+        std::fs::write(u.join("tests/__snapshots__/calc.test.js.snap"), b"exports[`adds 1`] = `4`;").unwrap();
+        std::fs::write(u.join("tests/golden.txt"), b"buggy output").unwrap();
+        std::fs::create_dir_all(u.join("target/debug")).unwrap();
+        std::fs::write(u.join("target/debug/calc"), b"elf").unwrap();
+        // Counts beneath tests/ only; target/ is refused, so never descended into.
+        let counts = |p: &[u8], _: bool| p.starts_with(b"tests/") && !harmless(p);
+        let got: Vec<(String, WriteKind)> = writes(&tested(), u, &sandbox::WorkspaceLimits::default(), &counts)
+            .unwrap()
+            .into_iter()
+            .map(|w| (String::from_utf8_lossy(&w.path).into_owned(), w.kind))
+            .collect();
+        assert_eq!(got, vec![("tests/__snapshots__/calc.test.js.snap".into(), WriteKind::Created), ("tests/golden.txt".into(), WriteKind::Created)]);
+    }
+
+    #[test]
+    fn caches_bytecode_coverage_and_mismatch_records_are_harmless_creations() {
+        for p in ["tests/__pycache__/t.cpython-311.pyc", "tests/.pytest_cache/v/x", "tests/x.pyc", ".coverage", "tests/.coverage.host.1", "src/snapshots/a.snap.new", "tests/r.received.txt", "tests/.hypothesis/db"] {
+            assert!(harmless(p.as_bytes()), "{p}");
+        }
+        for p in ["tests/golden.txt", "src/__snapshots__/a.snap", "testdata/out.golden", "tests/Report.approved.txt"] {
+            assert!(!harmless(p.as_bytes()), "{p}");
+        }
     }
 
     #[test]

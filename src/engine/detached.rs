@@ -13,8 +13,8 @@ use crate::receipt::events::WorkspaceRecord;
 use crate::receipt::store::{fs_failure, RunDir, StateDir};
 use crate::safefs::SafeDir;
 use crate::workspace::{
-    check_layers, deliver, Baseline, BaselineOptions, Delivery, FrozenLayer, ObjectId, ProtectedPaths, Snapshot, Workspace,
-    WorkspaceError,
+    check_layers, deliver, Baseline, BaselineOptions, Delivery, FrozenLayer, IgnoreRules, ObjectId, ProtectedPaths, Snapshot,
+    Workspace, WorkspaceError,
 };
 use sandbox::OverlayMount;
 use std::os::fd::AsRawFd;
@@ -25,6 +25,9 @@ pub const WORKSPACE_TARGET: &str = "/workspace";
 /// Per-check scratch layers live under the run directory and are removed after each check; the
 /// frozen layer of t0's protected paths (`checks/frozen`) is built once per run.
 const CHECKS: &str = "checks";
+/// The repository's `info/exclude` as it was when the run started (t0's ignore rules beside its
+/// `.gitignore` files), kept so that a resumed run leaves out exactly what the live run did.
+const INFO_EXCLUDE: &str = "info-exclude";
 
 /// How a run's commands see the operator's directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
@@ -84,10 +87,14 @@ impl CheckScratch {
         &self.upper
     }
 
-    /// The paths of the tree under test the check modified, replaced or deleted (read once its
-    /// process tree is dead), within `limits`.
-    pub fn tree_writes(&self, limits: &sandbox::WorkspaceLimits) -> Result<Vec<super::check_writes::TreeWrite>, super::check_writes::Unlisted> {
-        super::check_writes::writes(&self.tested, self.upper.path(), limits)
+    /// The paths of the tree under test the check modified, replaced or deleted, and the files
+    /// it created where `counts` holds (read once its process tree is dead), within `limits`.
+    pub fn tree_writes(
+        &self,
+        limits: &sandbox::WorkspaceLimits,
+        counts: &dyn Fn(&[u8], bool) -> bool,
+    ) -> Result<Vec<super::check_writes::TreeWrite>, super::check_writes::Unlisted> {
+        super::check_writes::writes(&self.tested, self.upper.path(), limits, counts)
     }
 }
 
@@ -158,7 +165,11 @@ impl RunWorkspace {
         let agent_owner = zone_owner(agent_policy);
         let opts = BaselineOptions { include_uncommitted, owner: agent_owner };
         let baseline = Baseline::prepare(repo, statedir.root(), &opts).map_err(ws_failure)?;
+        let info_exclude = crate::workspace::ignore_rules::read_info_exclude(repo).map_err(ws_failure)?;
+        run.dir().write_atomic(INFO_EXCLUDE, &info_exclude).map_err(fs_failure)?;
         let workspace = Workspace::create(baseline, run.dir(), agent_owner).map_err(ws_failure)?;
+        let rules = IgnoreRules::of_t0(workspace.baseline(), &info_exclude).map_err(ws_failure)?;
+        let workspace = workspace.with_ignore_rules(rules);
         let b = workspace.baseline();
         let record = WorkspaceRecord {
             mode: WorkspaceMode::Detached.as_str().into(),
@@ -195,6 +206,19 @@ impl RunWorkspace {
         let baseline = Baseline::reopen(Path::new(&event.repo), statedir.root(), &event.baseline_key, head, event.include_uncommitted)
             .map_err(ws_failure)?;
         let workspace = Workspace::open(baseline, run.dir()).map_err(ws_failure)?;
+        // A run started before the rules were kept has none: it goes on as it began.
+        let info_exclude = match run.dir().read(INFO_EXCLUDE, crate::workspace::ignore_rules::MAX_IGNORE_FILE_BYTES) {
+            Ok(bytes) => Some(bytes),
+            Err(e) if e.is_not_found() => None,
+            Err(e) => return Err(fs_failure(e)),
+        };
+        let workspace = match info_exclude {
+            Some(bytes) => {
+                let rules = IgnoreRules::of_t0(workspace.baseline(), &bytes).map_err(ws_failure)?;
+                workspace.with_ignore_rules(rules)
+            }
+            None => workspace,
+        };
         let protected = ProtectedPaths::new(true, protected_extra).and_then(|p| p.exempting(exempt)).map_err(ws_failure)?;
         let check_owner = zone_owner(check_policy);
         let (checks, frozen) = build_frozen(&workspace, &protected, run, check_owner)?;
@@ -326,6 +350,20 @@ impl RunWorkspace {
     pub fn check_read_only(&self) -> Vec<std::path::PathBuf> {
         use std::os::unix::ffi::OsStrExt;
         self.frozen.read_only().iter().map(|p| std::path::PathBuf::from(std::ffi::OsStr::from_bytes(p))).collect()
+    }
+
+    /// Whether a file or directory a check created at `path` counts as a write to the tree it
+    /// tested: at a path t0 held or a protected one (the test surface), unless it is harmless
+    /// (`check_writes::harmless`: caches, bytecode, coverage data, a runner's mismatch record),
+    /// ignored by t0's rules, or `fresh` (a declared report the check must write).
+    pub fn created_counts(&self, path: &[u8], is_dir: bool, fresh: &dyn Fn(&[u8]) -> bool) -> bool {
+        let Ok(t0) = self.workspace.baseline().manifest() else {
+            return true;
+        };
+        (t0.get(path).is_some() || t0.has_beneath(path) || self.protected.is_protected(path))
+            && !super::check_writes::harmless(path)
+            && !self.workspace.ignore_rules().is_ignored(path, is_dir)
+            && !fresh(path)
     }
 
     /// The `[workspace]` limits the check's writes are listed within (the agent policy's).

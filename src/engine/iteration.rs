@@ -277,10 +277,9 @@ impl ActiveRun<'_> {
         run: CheckRun,
     ) -> CmdResult<Result<CheckOutcome, Step>> {
         let patterns = ReportPatterns::new(&self.cfg.report_patterns()).map_err(|e| Failure::invalid_input(e.to_string()))?;
+        let fresh = |path: &[u8]| patterns.matches(path) || self.cfg.coverage.hides(path) || self.cfg.score.as_ref().is_some_and(|s| s.hides(path));
         let (overlay, scratch) = match (&self.workspace, candidate) {
-            (Some(ws), Some(snapshot)) => match ws.check_overlay(n, snapshot, &|path| {
-                patterns.matches(path) || self.cfg.coverage.hides(path) || self.cfg.score.as_ref().is_some_and(|s| s.hides(path))
-            }) {
+            (Some(ws), Some(snapshot)) => match ws.check_overlay(n, snapshot, &fresh) {
                 Ok((overlay, scratch)) => (Some(overlay), Some(scratch)),
                 Err(f) => {
                     let detail = format!("the check's layers cannot be built: {}", f.message);
@@ -323,7 +322,7 @@ impl ActiveRun<'_> {
                 (_, CheckRun::Holdout) => format!("the held-out check of iteration {n}"),
             };
             let started = std::time::Instant::now();
-            let listed = scratch.tree_writes(ws.limits());
+            let listed = scratch.tree_writes(ws.limits(), &|path, is_dir| ws.created_counts(path, is_dir, &fresh));
             tracing::debug!(elapsed_us = started.elapsed().as_micros() as u64, "check writes listed");
             outcome.tree_writes = super::check_writes::finding(n, &what, &listed);
         }

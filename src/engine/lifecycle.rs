@@ -362,6 +362,7 @@ impl<'a> ActiveRun<'a> {
     fn attach_workspace(&mut self, mut ws: RunWorkspace, resumed: bool) -> CmdResult<()> {
         let allowances = super::allow_change::Allowances::new(&self.cfg.allow_test_change)?;
         let mut guards: Vec<Box<dyn Guard>> = vec![Box::new(ProtectedPathGuard::new(ws.protected().clone(), allowances.clone()))];
+        guards.push(Box::new(super::artefact_guard::ArtefactGuard));
         guards.extend(self.syntax_tree_guards(&ws, &allowances)?);
         guards.push(Box::new(BaselineSetGuard::new(allowances)));
         guards.extend(CoverageGuard::of(&self.cfg.coverage));

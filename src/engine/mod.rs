@@ -12,6 +12,8 @@
 //!   [`check::CheckOutcome`].
 //! - [`check_writes`]: a check that wrote to the tree it tests (its scratch layer against that
 //!   tree) is a `metric_integrity_violation`.
+//! - [`artefact_guard`]: a build artefact the agent put in the tree (bytecode, shared objects,
+//!   `.node`, `.wasm`, ...) halts the step `metric_integrity_violation`.
 //! - [`runner_pin`]: the toolchain and runner plugins the check is pinned to (`[runner]`).
 //! - [`verdict`]: pass / fail / could-not-run (the 126/127 rule).
 //! - [`guards`]: judges of the agent's step behind one trait (protected paths today).
@@ -37,6 +39,7 @@
 
 pub mod allow_change;
 pub mod analysis_guards;
+pub mod artefact_guard;
 pub mod canary;
 pub mod baseline;
 pub mod check;

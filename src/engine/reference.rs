@@ -185,7 +185,7 @@ pub fn check(
     let stem = "0000-reference".to_string();
     let checked = run_check(zone, &cmd, Artifacts { dir: artifacts, rel: crate::receipt::store::ARTIFACTS, stem }, report);
     // The reference's check must leave its tree alone too (super::check_writes).
-    let wrote = super::check_writes::writes(&layers.tested, writes.path(), ws.limits());
+    let wrote = super::check_writes::writes(&layers.tested, writes.path(), ws.limits(), &|path, is_dir| ws.created_counts(path, is_dir, &|p| patterns.matches(p)));
     let wrote = super::check_writes::finding(0, &format!("the check of the reference {rev}"), &wrote);
     drop((writes, scratch));
     // Scratch layers are removed through descriptors (the overlay's work directory is mode 000).

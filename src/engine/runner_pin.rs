@@ -12,6 +12,10 @@
 //! - Python: `pytest_plugins = [...]` sets `PYTEST_DISABLE_PLUGIN_AUTOLOAD=1` and
 //!   `PYTEST_PLUGINS` to exactly those modules; `python_safe_path = true` sets
 //!   `PYTHONSAFEPATH=1`. Both off by default (docs/guards.md says why).
+//! - Always: `PYTHONPYCACHEPREFIX` points into the check zone's private `/tmp`
+//!   ([`PYCACHE_PREFIX`]), so the check's Python never reads a bytecode cache of the tree (an
+//!   agent's `__pycache__/*.pyc` compiled from other source than the `.py` beside it) and writes
+//!   none into it (issue 18, item 6).
 
 use crate::error::Failure;
 use serde::{Deserialize, Serialize};
@@ -54,10 +58,14 @@ pub struct RunnerPins {
     pub python_safe_path: bool,
 }
 
+/// Where the check's Python keeps its bytecode cache: the exec zone's private `/tmp`, thrown
+/// away with the zone, never the tree under test.
+pub const PYCACHE_PREFIX: &str = "/tmp/loopexec-pycache";
+
 impl RunnerPins {
     /// The variables the check runs with.
     pub fn check_env(&self) -> Vec<(String, String)> {
-        let mut env = Vec::new();
+        let mut env = vec![("PYTHONPYCACHEPREFIX".to_string(), PYCACHE_PREFIX.to_string())];
         if let Some(toolchain) = &self.rust_toolchain {
             env.push(("RUSTUP_TOOLCHAIN".to_string(), toolchain.clone()));
         }
@@ -164,6 +172,10 @@ pub fn resolve(input: RunnerInput, check_path: &str, env: &[(String, String)]) -
 mod tests {
     use super::*;
 
+    fn pycache() -> (String, String) {
+        ("PYTHONPYCACHEPREFIX".to_string(), PYCACHE_PREFIX.to_string())
+    }
+
     #[test]
     fn a_relative_path_entry_never_names_the_rustup_to_ask() {
         let tools = tempfile::tempdir().unwrap();
@@ -181,7 +193,7 @@ mod tests {
     #[test]
     fn nothing_is_set_by_default_without_rustup_on_the_checks_path() {
         let pins = resolve(RunnerInput::default(), "/nonexistent/bin", &[]).unwrap();
-        assert_eq!(pins.check_env(), vec![]);
+        assert_eq!(pins.check_env(), vec![pycache()]);
         assert_eq!(pins.rust_toolchain_source.as_deref(), Some("no rustup"));
     }
 
@@ -192,6 +204,7 @@ mod tests {
         assert_eq!(
             pins.check_env(),
             vec![
+                pycache(),
                 ("PYTEST_DISABLE_PLUGIN_AUTOLOAD".to_string(), "1".to_string()),
                 ("PYTEST_PLUGINS".to_string(), "pytest_cov,xdist.plugin".to_string()),
                 ("PYTHONSAFEPATH".to_string(), "1".to_string()),
@@ -202,7 +215,7 @@ mod tests {
     #[test]
     fn a_named_toolchain_is_pinned_as_given_and_false_pins_none() {
         let named = resolve(RunnerInput { rust_toolchain: Some(ToolchainSetting::Name("1.95.0".into())), ..Default::default() }, "", &[]).unwrap();
-        assert_eq!(named.check_env(), vec![("RUSTUP_TOOLCHAIN".to_string(), "1.95.0".to_string())]);
+        assert_eq!(named.check_env(), vec![pycache(), ("RUSTUP_TOOLCHAIN".to_string(), "1.95.0".to_string())]);
         let off = resolve(RunnerInput { rust_toolchain: Some(ToolchainSetting::Resolve(false)), ..Default::default() }, "", &[]).unwrap();
         assert_eq!((off.rust_toolchain, off.rust_toolchain_source.as_deref()), (None, Some("off")));
     }

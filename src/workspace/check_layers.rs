@@ -2,7 +2,8 @@
 //!
 //! Layers, top first: the *frozen* layer (the t0 entries of every protected path, hard-linked
 //! from the baseline), a *hide* layer of whiteouts (protected paths the agent created, and
-//! upper-layer entries that are not part of the tree, such as a planted `.git`, and the paths the
+//! upper-layer entries that are not part of the tree, such as a planted `.git`, an ignored file or
+//! a `__pycache__`, and the paths the
 //! caller wants fresh, such as a declared test report the check must write itself; only when there
 //! is something to hide), the agent's upper layer (read-only here), then the baseline. The check
 //! writes into a scratch upper layer, so it can neither change the agent's workspace nor the
@@ -141,7 +142,11 @@ pub fn check_layers(
 ) -> WsResult<CheckLayers> {
     let middle = [workspace.upper_dir().to_path_buf(), workspace.baseline().files_dir.clone()];
     let baseline = workspace.baseline().manifest()?;
-    layers_over(baseline, &snapshot.manifest, &snapshot.not_in_tree, frozen, &middle, protected, fresh, check_dir, target, owner)
+    // What is not part of the tree is not part of the check's copy: a planted `.git`, a fifo, and
+    // what git would not commit (ignored paths, caches).
+    let mut not_in_tree = snapshot.not_in_tree.clone();
+    not_in_tree.extend(snapshot.left_out.iter().map(|(p, _)| p.clone()));
+    layers_over(baseline, &snapshot.manifest, &not_in_tree, frozen, &middle, protected, fresh, check_dir, target, owner)
 }
 
 /// The same throwaway copy for `replay`: the check sees the materialised end-state tree

@@ -116,6 +116,12 @@ impl Manifest {
         self.entries.range(prefix.clone()..).next().is_some_and(|(k, _)| k.starts_with(&prefix))
     }
 
+    /// Every entry beneath `dir/`, in path order.
+    pub fn iter_beneath<'a>(&'a self, dir: &[u8]) -> impl Iterator<Item = (&'a Vec<u8>, &'a Entry)> + 'a {
+        let prefix = tree_path::join(dir, b"");
+        self.entries.range(prefix.clone()..).take_while(move |(k, _)| k.starts_with(&prefix))
+    }
+
     /// Insert a leaf. A leaf at an ancestor path (a file replaced by a directory) and every entry
     /// beneath this path (a directory replaced by a file) are removed first.
     pub fn insert(&mut self, path: Vec<u8>, entry: Entry) -> WsResult<()> {

@@ -9,6 +9,8 @@
 //!   costs two `mkdir`s, whatever the repository's size.
 //! - [`snapshot`]: the merged tree after an agent step (baseline manifest + the upper layer's
 //!   files, whiteouts and opaque directories) and its git tree id.
+//! - [`ignore_rules`]: what git would not commit (t0's ignore rules, caches), left out of the tree.
+//! - [`artefact`]: build artefacts recognised by name and content (bytecode, shared objects, ...).
 //! - [`protected`]: the protected path patterns and the protected paths an agent step changed.
 //! - [`check_layers`]: the overlay of the exec zone's throwaway copy, with protected paths from t0.
 //! - [`deliver`]: the branch `loopexec/<run-id>` and the patch file, written with plumbing only.
@@ -18,12 +20,14 @@
 //! descriptor-relative file operations, [`fsat::DirStack`] the bounded-descriptor walk), [`bounds`]
 //! (the limits and time bound of a post-agent phase).
 
+pub mod artefact;
 pub mod baseline;
 pub mod bounds;
 pub mod check_layers;
 pub mod deliver;
 pub mod fsat;
 pub mod git;
+pub mod ignore_rules;
 pub mod manifest;
 pub mod object_id;
 pub mod overlay;
@@ -39,7 +43,8 @@ pub use manifest::{Entry, EntryKind, Manifest};
 pub use object_id::ObjectId;
 pub use overlay::Workspace;
 pub use protected::{protected_changes, ProtectedChange, ProtectedPaths};
-pub use snapshot::{ChangeKind, Snapshot};
+pub use ignore_rules::{IgnoreRules, LeftOut};
+pub use snapshot::{Artefact, ChangeKind, Snapshot};
 
 use crate::error::Failure;
 use crate::safefs::SafeFsError;

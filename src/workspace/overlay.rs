@@ -6,6 +6,7 @@
 
 use super::baseline::Baseline;
 use super::bounds::Bounds;
+use super::ignore_rules::IgnoreRules;
 use super::manifest::DirIds;
 use super::snapshot::{self, Snapshot};
 use super::{fsat, WorkspaceError, WsResult};
@@ -28,6 +29,8 @@ pub struct Workspace {
     /// The baseline's directory tree ids, computed at the first snapshot: every later snapshot
     /// hashes only the directories the agent touched.
     baseline_dirs: OnceLock<DirIds>,
+    /// t0's ignore rules: what the agent wrote that they ignore is left out of every snapshot.
+    rules: IgnoreRules,
 }
 
 impl Workspace {
@@ -46,7 +49,7 @@ impl Workspace {
             let fd = fsat::open_dir(ws.fd().as_raw_fd(), name.as_bytes()).map_err(|e| WorkspaceError::io(&path, e.into()))?;
             fsat::chown_fd(&fd, owner).map_err(|e| WorkspaceError::io(&path, e.into()))?;
         }
-        Ok(Workspace { baseline, upper: ws.path().join(UPPER), work: ws.path().join(WORK), baseline_dirs: OnceLock::new() })
+        Ok(Workspace { baseline, upper: ws.path().join(UPPER), work: ws.path().join(WORK), baseline_dirs: OnceLock::new(), rules: IgnoreRules::none() })
     }
 
     /// Re-open the workspace of an existing run (resume after a crash).
@@ -54,11 +57,22 @@ impl Workspace {
         let ws = run_dir.subdir(WORKSPACE)?;
         let upper = ws.subdir(UPPER)?;
         let work = ws.subdir(WORK)?;
-        Ok(Workspace { baseline, upper: upper.path().to_path_buf(), work: work.path().to_path_buf(), baseline_dirs: OnceLock::new() })
+        Ok(Workspace { baseline, upper: upper.path().to_path_buf(), work: work.path().to_path_buf(), baseline_dirs: OnceLock::new(), rules: IgnoreRules::none() })
     }
 
     pub fn baseline(&self) -> &Baseline {
         &self.baseline
+    }
+
+    /// The same workspace leaving out of its snapshots what `rules` (t0's) ignore.
+    pub fn with_ignore_rules(mut self, rules: IgnoreRules) -> Workspace {
+        self.rules = rules;
+        self
+    }
+
+    /// t0's ignore rules, as the snapshots apply them.
+    pub fn ignore_rules(&self) -> &IgnoreRules {
+        &self.rules
     }
 
     /// The agent's changes (overlayfs upper layer).
@@ -95,6 +109,6 @@ impl Workspace {
         let mut bounds = Bounds::snapshot(limits);
         let manifest = self.baseline.manifest()?;
         let dirs = self.baseline_dirs.get_or_init(|| manifest.dir_ids());
-        snapshot::take_reusing(manifest, dirs, &self.upper, &mut bounds)
+        snapshot::take_reusing(manifest, dirs, &self.upper, &self.rules, &mut bounds)
     }
 }

@@ -8,7 +8,13 @@
 //! - an opaque directory (`user.overlay.opaque`=`y`) hides everything the baseline had beneath it;
 //! - a directory over a baseline file replaces the file;
 //! - names git cannot hold (`.git` in any case) and file types it cannot hold (fifos, sockets,
-//!   devices) are left out of the tree and listed in `not_in_tree`.
+//!   devices) are left out of the tree and listed in `not_in_tree`;
+//! - what git would not commit is left out of the tree too and listed in `left_out`: a path t0
+//!   has nothing at that t0's ignore rules ignore ([`IgnoreRules`]), and new caches (anything new
+//!   beneath a `__pycache__` directory, a new directory tagged `CACHEDIR.TAG`), never descended
+//!   into;
+//! - every file the agent wrote that the tree holds and that is a build artefact by its name or
+//!   its first bytes ([`super::artefact`]) is listed in `artefacts`.
 //!
 //! The result is a [`Manifest`] and its git tree id: the id `git write-tree` would give the same
 //! content, so the receipt's tree, the delivered commit's tree and `git` agree. [`take_reusing`]
@@ -17,6 +23,8 @@
 
 use super::manifest::{DirIds, Entry, EntryKind, Manifest};
 use super::bounds::Bounds;
+use super::ignore_rules::{self, IgnoreRules, LeftOut};
+use super::artefact;
 use super::object_id::{blob_id, blob_id_of_file, ObjectId};
 use super::{fsat, tree_path, WorkspaceError, WsResult};
 use std::collections::BTreeSet;
@@ -39,6 +47,22 @@ pub struct Snapshot {
     pub hardlinked: BTreeSet<Vec<u8>>,
     /// Upper-layer paths left out of the tree (`.git`, fifos, sockets, devices).
     pub not_in_tree: Vec<Vec<u8>>,
+    /// Upper-layer paths git would not commit (ignored by t0's rules, or caches), each the
+    /// topmost such path (nothing beneath it was read), in walk order.
+    pub left_out: Vec<(Vec<u8>, LeftOut)>,
+    /// Files the agent wrote that the tree holds with other content than t0's and that are build
+    /// artefacts, in walk order.
+    pub artefacts: Vec<Artefact>,
+}
+
+/// A build artefact the agent wrote into the tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Artefact {
+    pub path: Vec<u8>,
+    /// What it is (`shared object`, `ELF binary`, ...).
+    pub kind: &'static str,
+    /// How it was recognised: `name` or `content`.
+    pub by: &'static str,
 }
 
 /// How a path differs between two manifests.
@@ -105,32 +129,42 @@ enum Scope {
     TreePaths,
 }
 
-/// Merge the upper layer at `upper` over `baseline` (the tree id hashed in full), within `bounds`.
-pub fn take(baseline: &Manifest, upper: &Path, bounds: &mut Bounds) -> WsResult<Snapshot> {
-    let mut s = merge(baseline, upper, Scope::Everything, bounds)?.0;
+/// Merge the upper layer at `upper` over `baseline` (the tree id hashed in full), within
+/// `bounds`, leaving out what `rules` ignore.
+pub fn take(baseline: &Manifest, upper: &Path, rules: &IgnoreRules, bounds: &mut Bounds) -> WsResult<Snapshot> {
+    let mut s = merge(baseline, upper, Scope::Everything, rules, None, bounds)?.0;
     s.tree_id = s.manifest.tree_id();
     Ok(s)
 }
 
 /// The same snapshot as [`take`], hashing only the directories the upper layer touched;
 /// `baseline_dirs` is `baseline.dir_ids()`.
-pub fn take_reusing(baseline: &Manifest, baseline_dirs: &DirIds, upper: &Path, bounds: &mut Bounds) -> WsResult<Snapshot> {
-    let (mut s, dirty) = merge(baseline, upper, Scope::Everything, bounds)?;
+pub fn take_reusing(baseline: &Manifest, baseline_dirs: &DirIds, upper: &Path, rules: &IgnoreRules, bounds: &mut Bounds) -> WsResult<Snapshot> {
+    let (mut s, dirty) = merge(baseline, upper, Scope::Everything, rules, None, bounds)?;
     s.tree_id = s.manifest.tree_id_reusing(baseline_dirs, &dirty);
     Ok(s)
 }
 
 /// What the tree `tested` became under the upper layer at `upper` (a check's writes), reading
-/// only the upper entries at paths of `tested` or above them (see [`Scope::TreePaths`]): new
-/// paths are left out, so [`Snapshot::changes`] against `tested` names exactly the paths the
-/// layer modified, replaced or deleted. The tree id is not computed.
-pub fn over_tree_paths(tested: &Manifest, upper: &Path, bounds: &mut Bounds) -> WsResult<Snapshot> {
-    Ok(merge(tested, upper, Scope::TreePaths, bounds)?.0)
+/// only the upper entries at paths of `tested` or above them (see [`Scope::TreePaths`]), and the
+/// new entries for which `read_new(path, is_dir)` holds (a new directory it refuses is never
+/// descended into): so [`Snapshot::changes`] against `tested` names exactly the paths the layer
+/// modified, replaced or deleted, and the new files `read_new` asked for. The tree id is not
+/// computed.
+pub fn over_tree_paths(tested: &Manifest, upper: &Path, bounds: &mut Bounds, read_new: &dyn Fn(&[u8], bool) -> bool) -> WsResult<Snapshot> {
+    Ok(merge(tested, upper, Scope::TreePaths, &IgnoreRules::none(), Some(read_new), bounds)?.0)
 }
 
 /// The merged manifest (tree id not yet computed), and every directory path where it may
 /// differ from `baseline`: each changed path, its ancestors, and the root `""`.
-fn merge(baseline: &Manifest, upper: &Path, scope: Scope, bounds: &mut Bounds) -> WsResult<(Snapshot, BTreeSet<Vec<u8>>)> {
+fn merge(
+    baseline: &Manifest,
+    upper: &Path,
+    scope: Scope,
+    rules: &IgnoreRules,
+    read_new: Option<&dyn Fn(&[u8], bool) -> bool>,
+    bounds: &mut Bounds,
+) -> WsResult<(Snapshot, BTreeSet<Vec<u8>>)> {
     let root = fsat::open_dir_path(upper).map_err(|e| WorkspaceError::io(upper, e.into()))?;
     let mut s = Snapshot {
         tree_id: ObjectId([0; 20]),
@@ -138,10 +172,11 @@ fn merge(baseline: &Manifest, upper: &Path, scope: Scope, bounds: &mut Bounds) -
         from_upper: BTreeSet::new(),
         hardlinked: BTreeSet::new(),
         not_in_tree: Vec::new(),
+        left_out: Vec::new(),
+        artefacts: Vec::new(),
     };
     let mut dirty = BTreeSet::from([Vec::new()]);
-    let lower = (scope == Scope::TreePaths).then_some(baseline);
-    walk(root, upper, lower, &mut s, &mut dirty, bounds)?;
+    walk(root, upper, baseline, scope, rules, read_new, &mut s, &mut dirty, bounds)?;
     bounds.check_now()?;
     Ok((s, dirty))
 }
@@ -168,14 +203,31 @@ fn listing(dir: RawFd, path: &[u8], at: &dyn Fn(&[u8]) -> PathBuf, bounds: &Boun
     }
 }
 
+/// One directory level of the walk: the names left to read, and what its path implies for new
+/// entries beneath it.
+struct Level {
+    names: Vec<Vec<u8>>,
+    /// An ancestor (or the directory itself) is ignored by t0's rules.
+    ignored: bool,
+    /// An ancestor (or the directory itself) is named `__pycache__`.
+    in_cache: bool,
+    /// A new directory `read_new` accepted, or beneath one: every entry is read.
+    read_whole: bool,
+}
+
 /// Read the upper layer depth first with an explicit stack ([`fsat::DirStack`]: bounded
-/// descriptors whatever the depth), checking every entry against `bounds` as it is read. With
-/// `only_paths_of`, an entry at a path that tree neither holds nor has anything beneath is
-/// skipped unread.
+/// descriptors whatever the depth), checking every entry against `bounds` as it is read. In
+/// [`Scope::TreePaths`], an entry at a path `t0` neither holds nor has anything beneath is
+/// skipped unread; in [`Scope::Everything`] such a new entry is left out of the tree when `rules`
+/// ignore it or it is a cache, and the files kept are classified as artefacts or not.
+#[allow(clippy::too_many_arguments)]
 fn walk(
     root: OwnedFd,
     upper: &Path,
-    only_paths_of: Option<&Manifest>,
+    t0: &Manifest,
+    scope: Scope,
+    rules: &IgnoreRules,
+    read_new: Option<&dyn Fn(&[u8], bool) -> bool>,
     s: &mut Snapshot,
     dirty: &mut BTreeSet<Vec<u8>>,
     bounds: &mut Bounds,
@@ -186,17 +238,24 @@ fn walk(
     let first = stack.top().map_err(|e| WorkspaceError::io(upper, e.into()))?;
     // Everything the agent wrote belongs to the uid owning the upper layer (the zone's).
     let zone_uid = nix::sys::stat::fstat(first).map_err(|e| WorkspaceError::io(upper, e.into()))?.st_uid;
-    let mut pending = vec![listing(first, &rel, &at, bounds)?];
-    while let Some(names) = pending.last_mut() {
-        let Some(name) = names.pop() else {
+    let mut pending = vec![Level { names: listing(first, &rel, &at, bounds)?, ignored: false, in_cache: false, read_whole: false }];
+    while let Some(level) = pending.last_mut() {
+        let Some(name) = level.names.pop() else {
             pending.pop();
             stack.pop();
             rel = tree_path::parent(&rel).to_vec();
             continue;
         };
+        let (ignored_above, in_cache_above, read_whole) = (level.ignored, level.in_cache, level.read_whole);
         let path = tree_path::join(&rel, &name);
-        if only_paths_of.is_some_and(|tree| tree.get(&path).is_none() && !tree.has_beneath(&path)) {
-            continue;
+        let is_new = t0.get(&path).is_none() && !t0.has_beneath(&path);
+        // Below a new directory `read_new` accepted, every entry is read.
+        if scope == Scope::TreePaths && is_new && !read_whole {
+            let dir = stack.top().map_err(|e| WorkspaceError::io(at(&rel), e.into()))?;
+            let is_dir = fsat::lstat(dir, &name).is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR);
+            if !read_new.is_some_and(|wanted| wanted(&path, is_dir)) {
+                continue;
+            }
         }
         bounds.entry(&path, stack.depth() + 1)?;
         let io = |e: nix::Error| WorkspaceError::io(at(&path), e.into());
@@ -214,7 +273,23 @@ fn walk(
         if st.st_uid != zone_uid {
             return Err(WorkspaceError::ForeignOwner { path: String::from_utf8_lossy(&path).into_owned(), uid: st.st_uid, zone_uid });
         }
-        match st.st_mode & libc::S_IFMT {
+        let kind = st.st_mode & libc::S_IFMT;
+        let is_dir = kind == libc::S_IFDIR;
+        let is_whiteout = kind == libc::S_IFCHR && st.st_rdev == 0;
+        // What git would not commit, decided by the path alone (a whiteout deletes, it adds nothing).
+        let ignored_here = scope == Scope::Everything && (ignored_above || ((is_new || is_dir) && !rules.is_empty() && rules.matches(&path, is_dir)));
+        let in_cache = in_cache_above || (is_dir && ignore_rules::is_cache_dir_name(&name));
+        if scope == Scope::Everything && is_new && !is_whiteout && matches!(kind, libc::S_IFDIR | libc::S_IFREG | libc::S_IFLNK) {
+            if ignored_here {
+                s.left_out.push((path, LeftOut::Ignored));
+                continue;
+            }
+            if in_cache {
+                s.left_out.push((path, LeftOut::Cache));
+                continue;
+            }
+        }
+        match kind {
             libc::S_IFCHR if st.st_rdev == 0 => {
                 touch(dirty, &path);
                 forget(s, &path)
@@ -222,6 +297,11 @@ fn walk(
             libc::S_IFDIR => {
                 stack.push(&name, None).map_err(io)?;
                 let fd = stack.top().map_err(io)?;
+                if scope == Scope::Everything && is_new && ignore_rules::has_cachedir_tag(fd) {
+                    stack.pop();
+                    s.left_out.push((path, LeftOut::Cache));
+                    continue;
+                }
                 let opaque = fsat::get_xattr(&fd, OPAQUE_XATTR).is_some_and(|v| v == b"y");
                 match s.manifest.get(&path) {
                     Some(e) if e.kind != EntryKind::Gitlink || opaque => {
@@ -234,7 +314,8 @@ fn walk(
                     }
                     _ => {}
                 }
-                pending.push(listing(fd, &path, &at, bounds)?);
+                let read_whole = read_whole || (scope == Scope::TreePaths && is_new);
+                pending.push(Level { names: listing(fd, &path, &at, bounds)?, ignored: ignored_here, in_cache, read_whole });
                 rel = path;
             }
             libc::S_IFREG => {
@@ -246,6 +327,7 @@ fn walk(
                     forget(s, &path);
                     continue;
                 }
+                let class = if scope == Scope::Everything { classify(&f, &name) } else { None };
                 let mut stopped = None;
                 let hashed = blob_id_of_file(&f, size, &mut |_| {
                     bounds.tick().map_err(|e| {
@@ -262,17 +344,36 @@ fn walk(
                     s.hardlinked.insert(path.clone());
                 }
                 touch(dirty, &path);
-                record(s, path, Entry { kind, oid })?;
+                let entry = Entry { kind, oid };
+                if let Some((kind, by)) = class.filter(|_| t0.get(&path) != Some(&entry)) {
+                    s.artefacts.push(Artefact { path: path.clone(), kind, by });
+                }
+                record(s, path, entry)?;
             }
             libc::S_IFLNK => {
                 let target = fsat::read_link(dir, &name).map_err(io)?;
                 touch(dirty, &path);
-                record(s, path, Entry { kind: EntryKind::Symlink, oid: blob_id(&target) })?;
+                let entry = Entry { kind: EntryKind::Symlink, oid: blob_id(&target) };
+                // A link is never followed: only its name can make it an artefact.
+                if let Some(kind) = artefact::by_name(&name).filter(|_| scope == Scope::Everything && t0.get(&path) != Some(&entry)) {
+                    s.artefacts.push(Artefact { path: path.clone(), kind, by: "name" });
+                }
+                record(s, path, entry)?;
             }
             _ => s.not_in_tree.push(path),
         }
     }
     Ok(())
+}
+
+/// A file's artefact kind by its name, else by its first bytes (one `pread`, nothing else read).
+fn classify(f: &std::fs::File, name: &[u8]) -> Option<(&'static str, &'static str)> {
+    if let Some(kind) = artefact::by_name(name) {
+        return Some((kind, "name"));
+    }
+    let mut head = [0u8; artefact::HEAD_BYTES];
+    let n = std::os::unix::fs::FileExt::read_at(f, &mut head, 0).ok()?;
+    artefact::by_content(&head[..n]).map(|kind| (kind, "content"))
 }
 
 fn forget(s: &mut Snapshot, path: &[u8]) {
@@ -334,7 +435,7 @@ mod tests {
         std::fs::write(u.join("f/inner"), b"i").unwrap();
         std::fs::write(u.join("run.sh"), b"#!/bin/sh\n").unwrap();
         std::fs::set_permissions(u.join("run.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
-        let s = take(&t0(), u, &mut bounds()).unwrap();
+        let s = take(&t0(), u, &IgnoreRules::none(), &mut bounds()).unwrap();
         let paths: Vec<String> = s.manifest.iter().map(|(p, _)| String::from_utf8_lossy(p).into_owned()).collect();
         assert_eq!(paths, vec!["d/z", "f/inner", "keep", "run.sh"]);
         assert_eq!(s.manifest.get(b"run.sh").unwrap().kind, EntryKind::Executable);
@@ -367,8 +468,8 @@ mod tests {
 
     /// The incremental tree id equals the full one (and so what git computes).
     fn assert_incremental_equals_full(t0: &Manifest, upper: &Path) -> Snapshot {
-        let full = take(t0, upper, &mut bounds()).unwrap();
-        let incremental = take_reusing(t0, &t0.dir_ids(), upper, &mut bounds()).unwrap();
+        let full = take(t0, upper, &IgnoreRules::none(), &mut bounds()).unwrap();
+        let incremental = take_reusing(t0, &t0.dir_ids(), upper, &IgnoreRules::none(), &mut bounds()).unwrap();
         assert_eq!(incremental.tree_id, full.tree_id);
         assert_eq!(incremental.tree_id, incremental.manifest.tree_id());
         assert_eq!(incremental.manifest, full.manifest);
@@ -427,11 +528,85 @@ mod tests {
         assert!(s.manifest.get(b"lib/x/y.rs").is_none() && s.manifest.get(b"lib").is_some());
     }
 
+    fn paths_of(s: &Snapshot) -> Vec<String> {
+        s.manifest.iter().map(|(p, _)| String::from_utf8_lossy(p).into_owned()).collect()
+    }
+
+    fn left_out_of(s: &Snapshot) -> Vec<(String, LeftOut)> {
+        s.left_out.iter().map(|(p, why)| (String::from_utf8_lossy(p).into_owned(), *why)).collect()
+    }
+
+    #[test]
+    fn what_t0s_ignore_rules_ignore_is_left_out_of_the_tree_unread() {
+        let upper = tempfile::tempdir().unwrap();
+        let u = upper.path();
+        std::fs::create_dir_all(u.join("out/deep")).unwrap();
+        std::fs::write(u.join("out/deep/report.xml"), b"<x/>").unwrap();
+        std::fs::write(u.join("debug.log"), b"log").unwrap();
+        std::fs::create_dir(u.join("d")).unwrap();
+        std::fs::write(u.join("d/new.log"), b"log").unwrap();
+        std::fs::write(u.join("d/kept.txt"), b"kept").unwrap();
+        // A t0 path stays in the tree whatever the rules say (git tracks it).
+        std::fs::write(u.join("keep"), b"changed").unwrap();
+        let rules = IgnoreRules::from_texts(&[("", "out/\n*.log\nkeep\n")], "");
+        let s = take(&t0(), u, &rules, &mut bounds()).unwrap();
+        assert_eq!(paths_of(&s), vec!["a", "d/kept.txt", "d/x", "d/y", "e", "f", "keep"]);
+        assert_eq!(s.manifest.get(b"keep").unwrap().oid, blob_id(b"changed"));
+        assert_eq!(left_out_of(&s), vec![("d/new.log".into(), LeftOut::Ignored), ("debug.log".into(), LeftOut::Ignored), ("out".into(), LeftOut::Ignored)]);
+    }
+
+    #[test]
+    fn new_caches_are_left_out_whatever_the_ignore_rules() {
+        let upper = tempfile::tempdir().unwrap();
+        let u = upper.path();
+        std::fs::create_dir_all(u.join("pkg/__pycache__")).unwrap();
+        std::fs::write(u.join("pkg/__pycache__/core.cpython-311.pyc"), b"bytecode").unwrap();
+        std::fs::create_dir_all(u.join("target/debug")).unwrap();
+        std::fs::write(u.join("target/CACHEDIR.TAG"), ignore_rules::CACHEDIR_SIGNATURE).unwrap();
+        std::fs::write(u.join("target/debug/calc"), b"\x7fELF").unwrap();
+        std::fs::create_dir(u.join("notes")).unwrap();
+        std::fs::write(u.join("notes/CACHEDIR.TAG"), b"no signature").unwrap();
+        let s = take(&t0(), u, &IgnoreRules::none(), &mut bounds()).unwrap();
+        assert_eq!(left_out_of(&s), vec![("pkg/__pycache__".into(), LeftOut::Cache), ("target".into(), LeftOut::Cache)]);
+        assert!(paths_of(&s).contains(&"notes/CACHEDIR.TAG".to_string()));
+        assert!(s.artefacts.is_empty(), "{:?}", s.artefacts);
+    }
+
+    #[test]
+    fn artefacts_the_agent_wrote_are_named_by_name_or_by_content() {
+        let upper = tempfile::tempdir().unwrap();
+        let u = upper.path();
+        std::fs::write(u.join("core.cpython-311-x86_64-linux-gnu.so"), b"whatever").unwrap();
+        std::fs::write(u.join("helper.py"), b"\x7fELF\x02\x01\x01").unwrap();
+        std::fs::write(u.join("plain.py"), b"def f():\n    return 1\n").unwrap();
+        std::os::unix::fs::symlink("/usr/lib/libz.so.1", u.join("libz.so.1")).unwrap();
+        let s = take(&t0(), u, &IgnoreRules::none(), &mut bounds()).unwrap();
+        let found: Vec<(String, &str, &str)> = s.artefacts.iter().map(|a| (String::from_utf8_lossy(&a.path).into_owned(), a.kind, a.by)).collect();
+        assert_eq!(
+            found,
+            vec![
+                ("core.cpython-311-x86_64-linux-gnu.so".into(), "shared object", "name"),
+                ("helper.py".into(), "ELF binary", "content"),
+                ("libz.so.1".into(), "shared object", "name"),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_t0_artefact_copied_up_unchanged_is_not_the_agents() {
+        let mut t0 = t0();
+        t0.insert(b"lib.so".to_vec(), Entry { kind: EntryKind::File, oid: blob_id(b"elf") }).unwrap();
+        let upper = tempfile::tempdir().unwrap();
+        std::fs::write(upper.path().join("lib.so"), b"elf").unwrap();
+        let s = take(&t0, upper.path(), &IgnoreRules::none(), &mut bounds()).unwrap();
+        assert!(s.artefacts.is_empty());
+    }
+
     #[test]
     fn a_symlink_in_the_upper_layer_is_recorded_not_followed() {
         let upper = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink("/etc/shadow", upper.path().join("keep")).unwrap();
-        let s = take(&t0(), upper.path(), &mut bounds()).unwrap();
+        let s = take(&t0(), upper.path(), &IgnoreRules::none(), &mut bounds()).unwrap();
         let e = s.manifest.get(b"keep").unwrap();
         assert_eq!((e.kind, e.oid), (EntryKind::Symlink, blob_id(b"/etc/shadow")));
     }
@@ -440,7 +615,7 @@ mod tests {
     fn a_symlinked_upper_directory_is_refused() {
         let tmp = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink("/etc", tmp.path().join("upper")).unwrap();
-        assert!(matches!(take(&t0(), &tmp.path().join("upper"), &mut bounds()), Err(WorkspaceError::Io { .. })));
+        assert!(matches!(take(&t0(), &tmp.path().join("upper"), &IgnoreRules::none(), &mut bounds()), Err(WorkspaceError::Io { .. })));
     }
 
     fn limits(edit: impl FnOnce(&mut sandbox::WorkspaceLimits)) -> Bounds {
@@ -450,7 +625,7 @@ mod tests {
     }
 
     fn refused(upper: &Path, mut bounds: Bounds) -> (String, String) {
-        match take(&t0(), upper, &mut bounds) {
+        match take(&t0(), upper, &IgnoreRules::none(), &mut bounds) {
             Err(WorkspaceError::Limit { limit, path, .. }) => (limit.to_string(), path),
             other => panic!("expected a limit, got {other:?}"),
         }
@@ -467,7 +642,7 @@ mod tests {
         let planted = upper.path().join("lib/a.rs");
         nix::sys::stat::mknod(&planted, nix::sys::stat::SFlag::S_IFCHR, nix::sys::stat::Mode::empty(), 0).unwrap();
         std::os::unix::fs::lchown(&planted, Some(4242), Some(4242)).unwrap();
-        match take(&t0(), upper.path(), &mut bounds()) {
+        match take(&t0(), upper.path(), &IgnoreRules::none(), &mut bounds()) {
             Err(WorkspaceError::ForeignOwner { path, uid, zone_uid }) => assert_eq!((path.as_str(), uid, zone_uid), ("lib/a.rs", 4242, 0)),
             other => panic!("expected a refusal, got {other:?}"),
         }
@@ -507,7 +682,7 @@ mod tests {
         let upper = tempfile::tempdir().unwrap();
         std::fs::create_dir(upper.path().join("sub")).unwrap();
         std::fs::write(upper.path().join("sub/GIT~1"), b"").unwrap();
-        match take(&t0(), upper.path(), &mut bounds()) {
+        match take(&t0(), upper.path(), &IgnoreRules::none(), &mut bounds()) {
             Err(WorkspaceError::GitAlias { path, alias }) => assert_eq!((path.as_str(), alias), ("sub/GIT~1", ".git")),
             other => panic!("expected a refusal, got {other:?}"),
         }
@@ -520,7 +695,7 @@ mod tests {
         std::fs::create_dir_all(upper.path().join(&deep)).unwrap();
         std::fs::write(upper.path().join(&deep).join("f"), b"deep").unwrap();
         let u = upper.path().to_path_buf();
-        let s = std::thread::Builder::new().stack_size(64 << 10).spawn(move || take(&t0(), &u, &mut bounds()).unwrap()).unwrap().join().unwrap();
+        let s = std::thread::Builder::new().stack_size(64 << 10).spawn(move || take(&t0(), &u, &IgnoreRules::none(), &mut bounds()).unwrap()).unwrap().join().unwrap();
         let path: Vec<u8> = [deep.as_os_str().as_bytes(), b"/f"].concat();
         assert_eq!(s.manifest.get(&path).unwrap().oid, blob_id(b"deep"));
     }
