@@ -264,7 +264,7 @@ impl ActiveRun<'_> {
             Some(Taken::Refused(detail)) => return Ok(Some(Step::Halt(HaltReason::WorkspaceInvalid, detail))),
             Some(Taken::Interrupted(signal)) => return Ok(Some(Step::Interrupted(signal))),
         };
-        let outcome = match self.run_check(zone, 0, snapshot.as_ref(), None)? {
+        let outcome = match self.run_check(zone, 0, snapshot.as_ref(), super::iteration::CheckRun::Iteration)? {
             Ok(outcome) => outcome,
             Err(stop) => return Ok(Some(stop)),
         };

@@ -101,6 +101,9 @@ pub struct CheckOutcome {
     /// The declared score as read after the check (`super::score`; none: none declared, or the
     /// check did not exit).
     pub score: Option<crate::receipt::events::ScoreRecord>,
+    /// The sentinel run's proof files as read back from its scratch layer (`super::sentinel`;
+    /// empty for any other run), in the plan's order; `None`: absent or unreadable.
+    pub sentinel_proofs: Vec<Option<Vec<u8>>>,
 }
 
 impl CheckOutcome {
@@ -259,5 +262,5 @@ pub fn run_check(
             .map_err(|e| Failure::internal(format!("the check's failure excerpts cannot be kept: {e}")))?,
         None => None,
     };
-    Ok(Ok(CheckOutcome { run, report, coverage: None, tree_writes: None, excerpts_artifact, score: None }))
+    Ok(Ok(CheckOutcome { run, report, coverage: None, tree_writes: None, excerpts_artifact, score: None, sentinel_proofs: Vec::new() }))
 }

@@ -221,6 +221,10 @@ pub struct LoopConfig {
     /// The toolchain and runner plugins the check runs with (`[runner]`; docs/guards.md).
     #[serde(default)]
     pub runner: crate::engine::runner_pin::RunnerPins,
+    /// The sentinel run before a green counts (`[sentinel]`; docs/guards.md, "The sentinel
+    /// run"). Receipts pinned before it read as off.
+    #[serde(default)]
+    pub sentinel: crate::engine::sentinel::SentinelPins,
 }
 
 pub const DEFAULT_CONFIRM_RUNS: u64 = 1;
@@ -285,6 +289,8 @@ pub struct ConfigInput {
     pub judge: crate::engine::judge::JudgeInput,
     /// `[runner]` of loop.toml: the toolchain and runner plugins the check is pinned to.
     pub runner: crate::engine::runner_pin::RunnerInput,
+    /// `[sentinel]` of loop.toml: the sentinel run turned off, with a reason.
+    pub sentinel: crate::engine::sentinel::SentinelInput,
 }
 
 impl ConfigInput {
@@ -339,6 +345,7 @@ impl ConfigInput {
             mint_env: self.mint_env.or(file.mint_env),
             judge: self.judge.over(file.judge),
             runner: file.runner,
+            sentinel: file.sentinel,
         }
     }
 }
@@ -523,6 +530,7 @@ impl LoopConfig {
         };
         let judge = crate::engine::judge::resolve_pins(input.judge, isolation, backend)?;
         let runner = crate::engine::runner_pin::resolve(input.runner, &check_path, &operator_env)?;
+        let sentinel = crate::engine::sentinel::SentinelPins::resolve(input.sentinel, workspace == WorkspaceMode::Detached)?;
         let context_files =
             input.context_files.iter().map(|raw| pin_context_file(workdir, raw)).collect::<Result<Vec<_>, _>>()?;
         Ok(LoopConfig {
@@ -570,6 +578,7 @@ impl LoopConfig {
                 .get(),
             judge,
             runner,
+            sentinel,
         })
     }
 }

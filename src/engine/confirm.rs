@@ -47,7 +47,7 @@ impl ActiveRun<'_> {
             if let Some(sig) = crate::interrupt::pending() {
                 return Ok(Step::Interrupted(sig));
             }
-            let outcome = match self.run_check(zone, n, tree, Some(k))? {
+            let outcome = match self.run_check(zone, n, tree, super::iteration::CheckRun::Confirmation(k))? {
                 Ok(outcome) => outcome,
                 Err(halt) => return Ok(halt),
             };
@@ -89,7 +89,8 @@ impl ActiveRun<'_> {
         let reruns: Vec<&ConfirmationRecord> = record.confirmations.iter().filter(|c| c.confirmation > 0).collect();
         let missing = reruns.len() as u64 != self.cfg.confirm_runs && reruns.iter().all(|c| c.agrees);
         let canary_missing = self.cfg.adequacy.mode != super::canary::AdequacyMode::Off && !self.history.adequacy_of(n);
-        if !missing && !canary_missing {
+        let sentinel_missing = self.cfg.sentinel.enabled && !self.history.sentinel_of(n);
+        if !missing && !canary_missing && !sentinel_missing {
             return Ok(self.decide());
         }
         let tree = match (self.workspace.as_ref(), record.snapshot.as_ref()) {
@@ -108,6 +109,14 @@ impl ActiveRun<'_> {
             match self.confirm_green_from(zone, n, tree.as_ref(), &original, agreeing + 1, agreeing)? {
                 Step::Halt(crate::halt::HaltReason::SuccessConditionMet, _) => {}
                 other => return Ok(other),
+            }
+        }
+        if sentinel_missing {
+            self.sentinel_run(zone, n, &original)?;
+            if let step @ Step::Halt(reason, _) = self.decide() {
+                if reason != crate::halt::HaltReason::SuccessConditionMet {
+                    return Ok(step);
+                }
             }
         }
         if canary_missing {

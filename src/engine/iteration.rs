@@ -29,6 +29,27 @@ use crate::receipt::store::ARTIFACTS;
 use crate::workspace::Snapshot;
 use crate::zones::{Role, Zone};
 
+/// Which run of the check [`ActiveRun::run_check`] makes (its artifact stem, its scratch name, and
+/// what the check-writes guard's finding calls it).
+#[derive(Clone, Copy)]
+pub(super) enum CheckRun<'a> {
+    /// The iteration's own check (iteration 0: the check on t0).
+    Iteration,
+    /// Confirmation rerun `k` of a green.
+    Confirmation(u64),
+    /// The sentinel run (`super::sentinel`): the check with the sentinel files in one more top
+    /// layer of its overlay, their proof files read back from its scratch layer.
+    Sentinel(&'a SentinelLayer),
+}
+
+/// The sentinel files of one sentinel run and the proof files to read back after it.
+pub(super) struct SentinelLayer {
+    /// (tree path, bytes) of each sentinel file.
+    pub files: Vec<(String, Vec<u8>)>,
+    /// Names of the proof files at the workspace root.
+    pub proofs: Vec<String>,
+}
+
 impl ActiveRun<'_> {
     /// Drive the run until it halts, pauses (`once`) or is interrupted.
     pub(super) fn drive(&mut self, zone: &mut dyn Zone, once: bool, sink: &mut dyn EventSink) -> CmdResult<RunOutcome> {
@@ -84,7 +105,7 @@ impl ActiveRun<'_> {
         if let Some(sig) = interrupt::pending() {
             return Ok(Step::Interrupted(sig));
         }
-        let outcome = match self.run_check(zone, n, candidate.as_ref(), None)? {
+        let outcome = match self.run_check(zone, n, candidate.as_ref(), CheckRun::Iteration)? {
             Ok(outcome) => outcome,
             Err(halt) => return Ok(halt),
         };
@@ -160,9 +181,17 @@ impl ActiveRun<'_> {
             (Step::Halt(HaltReason::SuccessConditionMet, _), Some(tree)) => self.confirm_green(zone, n, tree.as_ref(), &check)?,
             (step, _) => step,
         };
-        // The final green iteration (confirmed): the adequacy canary runs before success is
-        // declared.
+        // The final green iteration (confirmed): the sentinel run, then the adequacy canary,
+        // before success is declared.
         if let Step::Halt(HaltReason::SuccessConditionMet, _) = step {
+            if outcome.verdict() == Verdict::Pass {
+                self.sentinel_run(zone, n, &check)?;
+                if let step @ Step::Halt(reason, _) = self.decide() {
+                    if reason != HaltReason::SuccessConditionMet {
+                        return Ok(step);
+                    }
+                }
+            }
             self.adequacy_canary(n, outcome.coverage.as_ref().and_then(|c| c.hits.as_ref()))?;
             return Ok(self.decide());
         }
@@ -242,20 +271,22 @@ impl ActiveRun<'_> {
     /// The check stage: the one check runner, on the candidate (its throwaway layers over the
     /// agent's snapshot) or in place. `Ok(Err(halt))`: its layers could not be built
     /// (`workspace_invalid`) or its zone could not be set up (`isolation_unsatisfiable`).
-    /// `confirmation`: the number of a confirmation rerun (its own artifact stem), `None` for the
-    /// iteration's check.
+    /// `run`: the iteration's check, a confirmation rerun (its own artifact stem) or the sentinel
+    /// run (its own layer and stem).
     pub(super) fn run_check(
         &mut self,
         zone: &mut dyn Zone,
         n: u64,
         candidate: Option<&Snapshot>,
-        confirmation: Option<u64>,
+        run: CheckRun<'_>,
     ) -> CmdResult<Result<CheckOutcome, Step>> {
         let patterns = ReportPatterns::new(&self.cfg.report_patterns()).map_err(|e| Failure::invalid_input(e.to_string()))?;
+        let fresh = |path: &[u8]| patterns.matches(path) || self.cfg.coverage.hides(path) || self.cfg.score.as_ref().is_some_and(|s| s.hides(path));
         let (overlay, scratch) = match (&self.workspace, candidate) {
-            (Some(ws), Some(snapshot)) => match ws.check_overlay(n, snapshot, &|path| {
-                patterns.matches(path) || self.cfg.coverage.hides(path) || self.cfg.score.as_ref().is_some_and(|s| s.hides(path))
-            }) {
+            (Some(ws), Some(snapshot)) => match match run {
+                CheckRun::Sentinel(layer) => ws.sentinel_overlay(&format!("{n:04}-sentinel"), snapshot, &fresh, &layer.files),
+                _ => ws.check_overlay(n, snapshot, &fresh),
+            } {
                 Ok((overlay, scratch)) => (Some(overlay), Some(scratch)),
                 Err(f) => {
                     let detail = format!("the check's layers cannot be built: {}", f.message);
@@ -265,9 +296,10 @@ impl ActiveRun<'_> {
             _ => (None, None),
         };
         let command = RoleCommand { role: Role::Check, run_id: &self.state.run_id, iteration: n, overlay, credential: None };
-        let stem = match confirmation {
-            None => command.stem(),
-            Some(k) => format!("{n:04}-confirm-{k}"),
+        let stem = match run {
+            CheckRun::Iteration => command.stem(),
+            CheckRun::Confirmation(k) => format!("{n:04}-confirm-{k}"),
+            CheckRun::Sentinel(_) => format!("{n:04}-sentinel"),
         };
         let artifacts = Artifacts { dir: &self.artifacts, rel: ARTIFACTS, stem };
         let mut cmd = command.zone_command(&self.cfg, &self.env);
@@ -284,15 +316,20 @@ impl ActiveRun<'_> {
             }
         }
         if let (Ok(outcome), Some(ws), Some(scratch)) = (&mut checked, &self.workspace, &scratch) {
-            let what = match (n, confirmation) {
-                (0, None) => "the check on t0".to_string(),
-                (_, None) => format!("the check of iteration {n}"),
-                (_, Some(k)) => format!("confirmation rerun {k} of iteration {n}"),
+            let what = match (n, run) {
+                (0, CheckRun::Iteration) => "the check on t0".to_string(),
+                (_, CheckRun::Iteration) => format!("the check of iteration {n}"),
+                (_, CheckRun::Confirmation(k)) => format!("confirmation rerun {k} of iteration {n}"),
+                (_, CheckRun::Sentinel(_)) => format!("the sentinel run of iteration {n}"),
             };
             let started = std::time::Instant::now();
             let listed = scratch.tree_writes(ws.limits());
             tracing::debug!(elapsed_us = started.elapsed().as_micros() as u64, "check writes listed");
             outcome.tree_writes = super::check_writes::finding(n, &what, &listed);
+            if let CheckRun::Sentinel(layer) = run {
+                let max = super::sentinel::MAX_PROOF_BYTES;
+                outcome.sentinel_proofs = layer.proofs.iter().map(|name| scratch.writes().read(name, max).ok()).collect();
+            }
         }
         if let (Ok(outcome), Some(pins)) = (&mut checked, &self.cfg.score) {
             if outcome.ending().exit_code().is_some() {

@@ -80,6 +80,7 @@ struct LoopFile {
     confirm_runs: Option<u64>,
     runner: Option<super::runner_pin::RunnerInput>,
     doctor: Option<bool>,
+    sentinel: Option<super::sentinel::SentinelInput>,
 }
 
 /// `[progress]`: the rules' parameters (`convergence::rules::Limits`, each defaulted when
@@ -178,6 +179,7 @@ pub fn parse(text: &str, name: &str) -> Result<ConfigInput, Failure> {
             timeout_secs: file.judge_timeout,
         },
         runner: file.runner.unwrap_or_default(),
+        sentinel: file.sentinel.unwrap_or_default(),
     })
 }
 
@@ -263,6 +265,10 @@ pub fn template(check: Option<&str>, exec: Option<&str>, isolation: Option<Isola
     t.push_str("# The adequacy canary (docs/oracle-trust.md, \"Adequacy\"): on the final green iteration, mutants of\n");
     t.push_str("# the agent's change; if none turns the check red the run halts check_inadequate (exit 15).\n");
     t.push_str("# adequacy = \"final\"\n# mutants = 20\n\n");
+    t.push_str("# The sentinel run (docs/guards.md, \"The sentinel run\"): before a green counts, the check runs\n");
+    t.push_str("# once more with one test that must fail and one that must pass added to each test surface.\n");
+    t.push_str("# On by default (detached workspace); off only with the reason the receipt records:\n");
+    t.push_str("# [sentinel]\n# enabled = false\n# reason = \"the check runs named test files only\"\n\n");
     t.push_str("# The syntax-tree guards (docs/guards.md): tampering rules switched off, each with the\n");
     t.push_str("# reason the receipt records, and files added to the test-determining surface.\n[guards]\n");
     t.push_str("# disable = [{ rule = \"test-environment-read\", reason = \"the app reads CI on purpose\" }]\n");

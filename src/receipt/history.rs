@@ -89,6 +89,8 @@ pub struct History {
     pub guard_bodies: Vec<Map<String, Value>>,
     /// The iterations an `adequacy` event (the canary) was recorded for.
     pub adequacy_iterations: Vec<u64>,
+    /// The iterations a `guard_sentinel` event (the sentinel run) was recorded for.
+    pub sentinel_iterations: Vec<u64>,
     /// The `doctor = true` gates the run ran before its first agent call.
     pub preconditions: Option<crate::receipt::probe::PreconditionsRecord>,
     /// The t0 baseline check (`check_baseline`), when the run recorded one, and the
@@ -183,6 +185,10 @@ impl History {
                 self.adequacy_iterations.push(adequacy.iteration);
                 self.guard_bodies.push(recorded.body());
             }
+            Event::GuardSentinel(sentinel) => {
+                self.sentinel_iterations.push(sentinel.iteration);
+                self.guard_bodies.push(recorded.body());
+            }
             Event::CheckConfirmation(confirmation) => {
                 if let Some(slot) = self.slot(confirmation.check.iteration) {
                     slot.confirmations.push(confirmation.clone());
@@ -240,6 +246,11 @@ impl History {
     /// Whether an `adequacy` event (the canary) was recorded for iteration `n`.
     pub fn adequacy_of(&self, n: u64) -> bool {
         self.adequacy_iterations.contains(&n)
+    }
+
+    /// Whether a `guard_sentinel` event (the sentinel run) was recorded for iteration `n`.
+    pub fn sentinel_of(&self, n: u64) -> bool {
+        self.sentinel_iterations.contains(&n)
     }
 
     pub fn run_id(&self) -> Option<&str> {
