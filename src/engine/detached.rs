@@ -321,6 +321,12 @@ impl RunWorkspace {
         }
     }
 
+    /// Take back every acceptance: nothing is delivered (the sentinel run showed the accepted
+    /// green was not the check's own).
+    pub fn withdraw_acceptance(&mut self) {
+        self.last_accepted = None;
+    }
+
     pub fn last_accepted(&self) -> Option<&Snapshot> {
         self.last_accepted.as_ref()
     }

@@ -599,6 +599,9 @@ impl ActiveRun<'_> {
         self.record_sentinel(n, &plan, Some(check), broken, not_started, started)?;
         // A sentinel run that wrote to the tree it tested halts like any check would.
         if let Some(finding) = outcome.tree_writes {
+            if let Some(ws) = self.workspace.as_mut() {
+                ws.withdraw_acceptance();
+            }
             self.append(Event::Guard(finding))?;
         }
         Ok(())
@@ -619,6 +622,10 @@ impl ActiveRun<'_> {
             duration_ms: started.elapsed().as_millis() as u64,
         }))?;
         let Some(first) = texts.first() else { return Ok(()) };
+        // A forged green is delivered as nothing at all.
+        if let Some(ws) = self.workspace.as_mut() {
+            ws.withdraw_acceptance();
+        }
         self.append(Event::Guard(GuardRecord {
             iteration: n,
             guard: "sentinel".into(),
