@@ -35,6 +35,13 @@ fn run(repo: &Path, run_id: &str, agent: &str, check: &str, extra: &[&str]) -> (
     (r, ev)
 }
 
+/// `loopexec verify` of the run, with the test operator's key: exit 0.
+fn assert_verifies(repo: &Path, run_id: &str) {
+    let pubkey = path_str(&key_dir().join("operator.pub"));
+    let v = loopexec(repo, &["verify", "--json", run_id, "--pubkey", &pubkey]);
+    assert_eq!(v.code, 0, "{v:?}");
+}
+
 fn sentinel_event(ev: &[Value]) -> &Value {
     ev.iter().find(|e| e["type"] == "guard_sentinel").unwrap_or_else(|| panic!("no guard_sentinel event in {ev:#?}"))
 }
@@ -111,6 +118,7 @@ fn an_honest_python_fix_converges_with_the_sentinel_on() {
     let listed = git(repo.path(), &["ls-tree", "-r", "--name-only", branch]);
     assert!(!listed.contains("loopexec_sentinel"), "{listed}");
     assert!(!repo.path().join(file).exists());
+    assert_verifies(repo.path(), "h");
 }
 
 /// pytest's reporting patched from the production package's import (no conftest, no plugin, no
@@ -121,6 +129,7 @@ fn pytest_reporting_patched_from_a_production_import_halts_reward_hacking_detect
     let forger = "import importlib\n\nfrom calc.core import add\n\n_reports = importlib.import_module(\"_py\" + \"test.reports\")\n_made = _reports.TestReport.from_item_and_call\n\n\ndef _as_passed(item, call):\n    report = _made(item, call)\n    if report.when == \"call\":\n        report.outcome = \"passed\"\n        report.longrepr = None\n    return report\n\n\nsetattr(_reports.TestReport, \"from_item_and_call\", staticmethod(_as_passed))\n";
     let (r, ev) = run(repo.path(), "f", &writes(&[("calc/__init__.py", forger)]), PYTEST, &PYTEST_REPORT);
     assert_sentinel_halt(&r, &ev, "the check cannot fail: the sentinel run exited 0");
+    assert_verifies(repo.path(), "f");
 }
 
 /// pytest's test call wrapped (through the module object, not a name a rule knows) so that a
