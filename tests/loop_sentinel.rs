@@ -266,6 +266,19 @@ fn a_check_that_names_no_test_records_the_sentinel_as_inactive_and_converges() {
     assert!(s["inactive_reason"].as_str().unwrap().contains("the green check named no test"), "{s}");
 }
 
+/// A check that names its test file never discovers the sentinel module: the run cannot tell
+/// that from a check reporting a run it did not make, so it halts, and the detail says how an
+/// operator whose check is narrow on purpose goes on.
+#[test]
+fn a_check_naming_its_test_file_halts_and_says_how_to_turn_the_sentinel_off() {
+    let repo = python_project();
+    let narrow = format!("{PYTEST} tests/test_core.py");
+    let (r, ev) = run(repo.path(), "t", PY_FIX, &narrow, &PYTEST_REPORT);
+    assert_sentinel_halt(&r, &ev, "the check cannot fail: the sentinel run exited 0");
+    let guard = ev.iter().find(|e| e["type"] == "guard").unwrap();
+    assert!(guard["detail"].as_str().unwrap().ends_with("turn the sentinel off with a reason: [sentinel] enabled = false in loop.toml)"), "{guard}");
+}
+
 #[test]
 fn sentinel_off_in_loop_toml_is_recorded_with_its_reason() {
     let repo = python_project();

@@ -125,6 +125,8 @@ const ROOT: &str = super::detached::WORKSPACE_TARGET;
 const MAX_PLAN_READ: usize = 1024 * 1024;
 /// Most bytes of a proof file read back.
 pub const MAX_PROOF_BYTES: u64 = 4096;
+/// Said when the sentinels left no trace: how an operator whose check is narrow on purpose goes on.
+const UNDISCOVERED_HINT: &str = "no sentinel was run or reported: a check that names its test files or filters tests does not discover new ones; if it is narrow on purpose, turn the sentinel off with a reason: [sentinel] enabled = false in loop.toml";
 /// Most broken expectations named in the record and the guard's findings.
 const MAX_BROKEN: usize = 20;
 
@@ -411,6 +413,14 @@ impl Broken {
     }
 }
 
+/// Whether some surface's sentinels left no trace at all: neither reported nor run (no proof).
+/// A check that names its test files or filters tests by name does not discover them; so does a
+/// check that reports a run it did not make. The halt's detail then says how to turn it off.
+pub fn undiscovered(plan: &Plan, seen: &Observed<'_>) -> bool {
+    let reported = |s: &Surface| seen.sets.is_some_and(|sets| sets.collected.iter().any(|id| s.owns(id)));
+    plan.surfaces.iter().zip(seen.proofs).any(|(s, proof)| proof.is_none() && !reported(s))
+}
+
 /// Every expectation the sentinel run broke (empty: the green stands), and how many tests of
 /// the green check it did not run because cargo stopped after the failing sentinel's binary.
 pub fn judge(plan: &Plan, green: &Green<'_>, seen: &Observed<'_>) -> (Vec<Broken>, u64) {
@@ -568,7 +578,7 @@ impl ActiveRun<'_> {
             Ok(outcome) => outcome,
             Err(super::decide::Step::Halt(_, detail)) => {
                 let broken = vec![Broken::CannotFail(format!("the sentinel run could not run: {detail}"))];
-                return self.record_sentinel(n, &plan, None, broken, 0, started);
+                return self.record_sentinel(n, &plan, None, broken, 0, None, started);
             }
             Err(_) => return Ok(()),
         };
@@ -586,6 +596,7 @@ impl ActiveRun<'_> {
             proofs: &outcome.sentinel_proofs,
         };
         let (broken, not_started) = judge(&plan, &green_sets, &seen);
+        let hint = undiscovered(&plan, &seen).then_some(UNDISCOVERED_HINT);
         let sets = outcome.report.sets();
         let check = SentinelCheck {
             ending: outcome.run.ending.clone(),
@@ -596,7 +607,7 @@ impl ActiveRun<'_> {
             failing_count: sets.map(|s| s.failing.len() as u64),
             collected_count: sets.map(|s| s.collected.len() as u64),
         };
-        self.record_sentinel(n, &plan, Some(check), broken, not_started, started)?;
+        self.record_sentinel(n, &plan, Some(check), broken, not_started, hint, started)?;
         // A sentinel run that wrote to the tree it tested halts like any check would.
         if let Some(finding) = outcome.tree_writes {
             if let Some(ws) = self.workspace.as_mut() {
@@ -607,7 +618,17 @@ impl ActiveRun<'_> {
         Ok(())
     }
 
-    fn record_sentinel(&mut self, n: u64, plan: &Plan, check: Option<SentinelCheck>, broken: Vec<Broken>, not_started: u64, started: std::time::Instant) -> CmdResult<()> {
+    #[allow(clippy::too_many_arguments)]
+    fn record_sentinel(
+        &mut self,
+        n: u64,
+        plan: &Plan,
+        check: Option<SentinelCheck>,
+        broken: Vec<Broken>,
+        not_started: u64,
+        hint: Option<&str>,
+        started: std::time::Instant,
+    ) -> CmdResult<()> {
         let texts: Vec<String> = broken.iter().map(Broken::text).collect();
         self.append(Event::GuardSentinel(SentinelRecord {
             iteration: n,
@@ -631,7 +652,7 @@ impl ActiveRun<'_> {
             guard: "sentinel".into(),
             stage: "after_check".into(),
             halt_reason: HaltReason::RewardHackingDetected,
-            detail: format!("the sentinel run on iteration {n}'s green tree: {first}"),
+            detail: format!("the sentinel run on iteration {n}'s green tree: {first}{}", hint.map(|h| format!(" ({h})")).unwrap_or_default()),
             findings: texts.iter().map(|t| FindingRecord { path: None, what: t.clone() }).collect(),
         }))
     }
@@ -778,6 +799,15 @@ mod tests {
         let green = Green { collected: &collected, failing: &[], skipped: &[] };
         let (broken, _) = judge(&p, &green, &Observed { exit: Some(1), ending: String::new(), sets: Some(&sets), proofs: &proofs });
         assert_eq!(broken, vec![Broken::DidNotRun("1 test(s) fail in the sentinel run that passed in the green check: tests.test_a::test_x".into())]);
+    }
+
+    #[test]
+    fn sentinels_neither_reported_nor_run_are_undiscovered() {
+        let p = one_surface();
+        let nothing = TestSets::default();
+        assert!(undiscovered(&p, &Observed { exit: Some(0), ending: String::new(), sets: Some(&nothing), proofs: &[None] }));
+        let proof = vec![Some(b"x".to_vec())];
+        assert!(!undiscovered(&p, &Observed { exit: Some(0), ending: String::new(), sets: Some(&nothing), proofs: &proof }));
     }
 
     #[test]
