@@ -24,6 +24,7 @@ use crate::receipt::events::{Event, FindingRecord, GuardRecord, SentinelCheck, S
 use crate::workspace::manifest::{EntryKind, Manifest};
 use crate::zones::Zone;
 use serde::{Deserialize, Serialize};
+use crate::testreport::shown;
 use std::collections::BTreeSet;
 
 /// Whether the loop runs the sentinel (`[sentinel]` in loop.toml). Receipts pinned before it
@@ -117,6 +118,9 @@ impl Surface {
 pub struct Plan {
     pub surfaces: Vec<Surface>,
     pub unrecognised: Vec<(String, String)>,
+    /// The libtest binary labels of the crates that got a sentinel (`LIB`, `doc/LIB`,
+    /// `bin/NAME`, `test/NAME`): the only tests the sentinel run may leave unstarted.
+    pub libtest_labels: BTreeSet<String>,
 }
 
 /// Where the check's overlay is mounted: the passing sentinels write their proof beneath it.
@@ -267,8 +271,15 @@ fn read_crate(manifest: &Manifest, path: &str, bytes: &[u8]) -> Option<Crate> {
         None if edition == "2015" && declares_tests => Some(format!("{path}: edition 2015 with [[test]] targets turns test discovery off")),
         _ => None,
     };
-    let has_lib = doc.get("lib").is_some() || is_file(manifest, &joined(&dir, "src/lib.rs"));
+    let has_lib = (doc.get("lib").is_some() || is_file(manifest, &joined(&dir, "src/lib.rs"))) && is_identifier(&lib);
     Some(Crate { dir, manifest_path: path.to_string(), labels, autotests_off, lib: has_lib.then_some(lib) })
+}
+
+/// A Rust identifier (what `extern crate` may name): the only text of the agent's tree that
+/// reaches a sentinel's source.
+fn is_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_') && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// An integration test in `tests/` of each crate whose targets the green check ran.
@@ -290,6 +301,7 @@ fn cargo_surfaces(manifest: &Manifest, read: &dyn Fn(&str) -> Option<Vec<u8>>, c
             plan.unrecognised.push((krate.manifest_path, why));
             continue;
         }
+        plan.libtest_labels.extend(krate.labels.iter().cloned());
         let token = format!("loopexec_sentinel_{}", &fresh()[..16]);
         let (fail_nonce, pass_nonce) = (fresh(), fresh());
         let proof = format!(".{token}.proof");
@@ -440,28 +452,28 @@ pub fn judge(plan: &Plan, green: &Green<'_>, seen: &Observed<'_>) -> (Vec<Broken
         let failing = sets.failing.iter().find(|id| surface.is_failing_sentinel(id));
         match failing {
             None if sets.collected.iter().any(|id| surface.is_failing_sentinel(id)) => {
-                broken.push(Broken::CannotFail(format!("the failing sentinel {} is reported as not failing", surface.file)))
+                broken.push(Broken::CannotFail(format!("the failing sentinel {} is reported as not failing", shown(&surface.file))))
             }
-            None => broken.push(Broken::CannotFail(format!("the failing sentinel {} is not reported failing (not collected)", surface.file))),
+            None => broken.push(Broken::CannotFail(format!("the failing sentinel {} is not reported failing (not collected)", shown(&surface.file)))),
             Some(id) => {
                 let message = sets.excerpts.get(id).map(|e| e.text.as_str()).unwrap_or("");
                 if !message.contains(&format!("loopexec-sentinel-fail-{}", surface.fail_nonce)) {
-                    broken.push(Broken::DidNotRun(format!("the failure of {} does not carry its nonce", surface.file)));
+                    broken.push(Broken::DidNotRun(format!("the failure of {} does not carry its nonce", shown(&surface.file))));
                 }
             }
         }
         let passing = sets.collected.iter().find(|id| surface.is_passing_sentinel(id));
         match passing {
-            None => broken.push(Broken::DidNotRun(format!("the passing sentinel of {} is not reported", surface.file))),
+            None => broken.push(Broken::DidNotRun(format!("the passing sentinel of {} is not reported", shown(&surface.file)))),
             Some(id) if sets.failing.contains(id) || sets.skipped.contains(id) => {
-                broken.push(Broken::DidNotRun(format!("the passing sentinel of {} is reported failing or skipped", surface.file)))
+                broken.push(Broken::DidNotRun(format!("the passing sentinel of {} is reported failing or skipped", shown(&surface.file))))
             }
             Some(_) => {}
         }
         match proof {
             Some(bytes) if bytes == surface.pass_nonce.as_bytes() => {}
             Some(_) => broken.push(Broken::DidNotRun(format!("the passing sentinel's proof {} holds another value", surface.proof))),
-            None => broken.push(Broken::DidNotRun(format!("the passing sentinel of {} left no proof it ran ({})", surface.file, surface.proof))),
+            None => broken.push(Broken::DidNotRun(format!("the passing sentinel of {} left no proof it ran ({})", shown(&surface.file), surface.proof))),
         }
     }
     let sentinel = |id: &str| plan.surfaces.iter().any(|s| s.owns(id));
@@ -471,7 +483,7 @@ pub fn judge(plan: &Plan, green: &Green<'_>, seen: &Observed<'_>) -> (Vec<Broken
         broken.push(Broken::DidNotRun(format!(
             "{} test(s) fail in the sentinel run that passed in the green check: {}",
             other_failures.len(),
-            crate::testreport::shown(&other_failures.iter().take(5).map(|s| s.as_str()).collect::<Vec<_>>().join(", "))
+            shown(&other_failures.iter().take(5).map(|s| s.as_str()).collect::<Vec<_>>().join(", "))
         )));
     }
     let newly_skipped = sets.skipped.iter().filter(|id| !sentinel(id) && !green.skipped.contains(id)).count();
@@ -481,11 +493,10 @@ pub fn judge(plan: &Plan, green: &Green<'_>, seen: &Observed<'_>) -> (Vec<Broken
     // Tests of the green check the sentinel run did not collect: tolerated only as whole libtest
     // binaries of a tested crate that cargo never started (it stops after the first failing one).
     let ran_labels: BTreeSet<&str> = sets.collected.iter().filter_map(|id| id.split_once("::").map(|(l, _)| l)).collect();
-    let cargo_run = plan.surfaces.iter().any(|s| s.runner == Runner::Cargo);
     let (mut unstarted, mut missing) = (0u64, Vec::new());
     for id in green.collected.iter().filter(|id| !sets.collected.contains(*id)) {
         let label = id.split_once("::").map(|(l, _)| l);
-        let whole_binary_unstarted = cargo_run && label.is_some_and(|l| is_libtest_label(l) && !ran_labels.contains(l));
+        let whole_binary_unstarted = label.is_some_and(|l| plan.libtest_labels.contains(l) && !ran_labels.contains(l));
         if whole_binary_unstarted {
             unstarted += 1;
         } else {
@@ -496,16 +507,11 @@ pub fn judge(plan: &Plan, green: &Green<'_>, seen: &Observed<'_>) -> (Vec<Broken
         broken.push(Broken::DidNotRun(format!(
             "{} test(s) of the green check are missing from the sentinel run: {}",
             missing.len(),
-            crate::testreport::shown(&missing.iter().take(5).copied().collect::<Vec<_>>().join(", "))
+            shown(&missing.iter().take(5).copied().collect::<Vec<_>>().join(", "))
         )));
     }
     broken.truncate(MAX_BROKEN);
     (broken, unstarted)
-}
-
-/// A libtest binary label as `testreport::libtest` writes it from cargo's `Running` lines.
-fn is_libtest_label(label: &str) -> bool {
-    !label.contains('.') && (label.split_once('/').is_none_or(|(kind, _)| matches!(kind, "bin" | "test" | "doc" | "example" | "bench")))
 }
 
 impl Plan {
@@ -514,8 +520,8 @@ impl Plan {
             .iter()
             .map(|s| SentinelSurfaceRecord {
                 runner: s.runner.as_str().into(),
-                found_at: crate::testreport::shown(&s.found_at),
-                file: s.file.clone(),
+                found_at: shown(&s.found_at),
+                file: shown(&s.file),
                 fail_nonce: s.fail_nonce.clone(),
                 pass_nonce: s.pass_nonce.clone(),
                 proof: s.proof.clone(),
@@ -524,7 +530,7 @@ impl Plan {
     }
 
     fn unrecognised_records(&self) -> Vec<UnrecognisedSurface> {
-        self.unrecognised.iter().map(|(at, why)| UnrecognisedSurface { surface: crate::testreport::shown(at), reason: crate::testreport::shown(why) }).collect()
+        self.unrecognised.iter().map(|(at, why)| UnrecognisedSurface { surface: shown(at), reason: shown(why) }).collect()
     }
 }
 
@@ -799,6 +805,25 @@ mod tests {
         let green = Green { collected: &collected, failing: &[], skipped: &[] };
         let (broken, _) = judge(&p, &green, &Observed { exit: Some(1), ending: String::new(), sets: Some(&sets), proofs: &proofs });
         assert_eq!(broken, vec![Broken::DidNotRun("1 test(s) fail in the sentinel run that passed in the green check: tests.test_a::test_x".into())]);
+    }
+
+    #[test]
+    fn only_whole_libtest_binaries_of_a_tested_crate_may_go_unstarted() {
+        let m = tree(&["Cargo.toml", "src/lib.rs"]);
+        let read = |p: &str| (p == "Cargo.toml").then(|| b"[package]\nname = \"a\"\nedition = \"2021\"\n".to_vec());
+        let collected = ids(&["a::tests::adds", "doc/a::src/lib.rs - f (line 3)", "other::x"]);
+        let p = plan(&m, &read, &collected, &mut counter());
+        let s = &p.surfaces[0];
+        let fail = format!("test/zz_{}::must_fail", s.token);
+        let mut sets = TestSets::default();
+        sets.collected.extend([fail.clone(), format!("test/zz_{}::must_pass", s.token), "a::tests::adds".to_string()]);
+        sets.failing.insert(fail.clone());
+        sets.excerpts.insert(fail, Excerpt { text: format!("loopexec-sentinel-fail-{}", s.fail_nonce), cut: false });
+        let proofs = vec![Some(s.pass_nonce.as_bytes().to_vec())];
+        let green = Green { collected: &collected, failing: &[], skipped: &[] };
+        let (broken, unstarted) = judge(&p, &green, &Observed { exit: Some(101), ending: String::new(), sets: Some(&sets), proofs: &proofs });
+        assert_eq!(unstarted, 1);
+        assert_eq!(broken, vec![Broken::DidNotRun("1 test(s) of the green check are missing from the sentinel run: other::x".into())]);
     }
 
     #[test]
