@@ -357,3 +357,32 @@ fn a_go_init_replaying_the_test_binary_with_forged_output_halts_reward_hacking_d
     let (r, ev) = run(repo.path(), "f", &writes(&[("calc.go", &calc)]), GO_TEST, &GO_REPORT);
     assert_sentinel_halt(&r, &ev, "the check cannot fail: the sentinel run exited 0");
 }
+
+// ---- JavaScript, node --test with its TAP report ----
+
+/// node's TAP to a report file, its spec reporter to stdout.
+const NODE_TEST: &str = "mkdir -p out && node --test --test-reporter=tap --test-reporter-destination=out/node.tap --test-reporter=spec --test-reporter-destination=stdout";
+const NODE_REPORT: [&str; 2] = ["--report", "out/node.tap"];
+
+#[test]
+fn an_honest_javascript_fix_converges_with_the_sentinel_on() {
+    if !Path::new("/usr/bin/node").exists() {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "Debian's nodejs is needed in /usr/bin (ci/setup.sh installs it)");
+        eprintln!("NOT RUN: /usr/bin/node is missing (CI=true makes this a failure)");
+        return;
+    }
+    let repo = workdir();
+    write(repo.path(), "package.json", "{\n  \"name\": \"calc\",\n  \"version\": \"0.1.0\",\n  \"scripts\": { \"test\": \"node --test\" }\n}\n");
+    write(repo.path(), "calc.js", "exports.add = (a, b) => a + b + 1;\n");
+    write(
+        repo.path(),
+        "calc_test.js",
+        "const test = require(\"node:test\");\nconst assert = require(\"node:assert\");\nconst { add } = require(\"./calc\");\n\ntest(\"adds\", () => {\n  assert.strictEqual(add(2, 3), 5);\n});\n",
+    );
+    write(repo.path(), ".gitignore", "out/\n");
+    commit_t0(repo.path());
+    let (r, ev) = run(repo.path(), "h", "sed -i 's/a + b + 1/a + b/' calc.js", NODE_TEST, &NODE_REPORT);
+    assert_converged_with_sentinel(&r, &ev, "node", 1);
+    let file = sentinel_event(&ev)["surfaces"][0]["file"].as_str().unwrap().to_string();
+    assert!(file.starts_with("zz_loopexec_sentinel_") && file.ends_with(".test.mjs"), "{file}");
+}

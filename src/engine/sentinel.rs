@@ -2,7 +2,8 @@
 //! able to fail, and must run what it reports. Before a green counts, the check runs once more on
 //! the green tree with loopexec-written sentinel tests added to each test surface its runner
 //! discovers (a pytest module beside a module the green check collected; an integration test in
-//! `tests/` of each Rust crate it tested; a `_test.go` in each Go package it tested): per surface
+//! `tests/` of each Rust crate it tested; a `_test.go` in each Go package it tested; a node:test
+//! file where node --test's discovery takes it, when the check's TAP was read): per surface
 //! one test that must fail with a fresh nonce in its failure message and one that must pass and
 //! write a fresh nonce to a proof file at the workspace root, which the supervisor reads back from
 //! the run's scratch layer. The green stands only if that run is red with exactly the failing
@@ -68,6 +69,7 @@ pub enum Runner {
     Pytest,
     Cargo,
     Go,
+    Node,
 }
 
 impl Runner {
@@ -76,6 +78,7 @@ impl Runner {
             Runner::Pytest => "pytest",
             Runner::Cargo => "cargo",
             Runner::Go => "go",
+            Runner::Node => "node",
         }
     }
 }
@@ -161,9 +164,13 @@ fn joined(dir: &str, name: &str) -> String {
 /// The sentinels of a green tree: `manifest` is the tree the check ran on, `read` reads one of its
 /// files (bounded, no link followed), `collected` the ids the green check collected, `fresh` a
 /// source of fresh random hex (one call per token and nonce).
-pub fn plan(manifest: &Manifest, read: &dyn Fn(&str) -> Option<Vec<u8>>, collected: &[String], fresh: &mut dyn FnMut() -> String) -> Plan {
+/// `formats`: the formats of the green check's reports as read (`tap` from node --test).
+pub fn plan(manifest: &Manifest, read: &dyn Fn(&str) -> Option<Vec<u8>>, collected: &[String], formats: &[String], fresh: &mut dyn FnMut() -> String) -> Plan {
     let mut plan = Plan::default();
     pytest_surface(manifest, collected, fresh, &mut plan);
+    if formats.iter().any(|f| f == "tap") {
+        node_surface(manifest, fresh, &mut plan);
+    }
     cargo_surfaces(manifest, read, collected, fresh, &mut plan);
     go_surfaces(manifest, read, collected, fresh, &mut plan);
     // Every name is new to the tree (the tokens are random; a collision is not recognised).
@@ -389,6 +396,47 @@ fn go_surfaces(manifest: &Manifest, read: &dyn Fn(&str) -> Option<Vec<u8>>, coll
     }
 }
 
+// ---- node --test ----
+
+/// Whether node 20's `--test` discovery takes `path` (its default patterns: `*.test.*`,
+/// `*-test.*`, `*_test.*`, `test-*.*`, `test.*` with a `js`, `cjs` or `mjs` extension, and any
+/// such file under a `test/` directory; never under `node_modules/`).
+fn node_discovers(path: &str) -> bool {
+    if path.split('/').any(|c| c == "node_modules") {
+        return false;
+    }
+    let name = path.rsplit('/').next().unwrap_or(path);
+    let Some(stem) = [".js", ".cjs", ".mjs"].iter().find_map(|ext| name.strip_suffix(ext)) else { return false };
+    stem.ends_with(".test") || stem.ends_with("-test") || stem.ends_with("_test") || stem.starts_with("test-") || stem == "test"
+        || path.split('/').rev().skip(1).any(|c| c == "test")
+}
+
+/// A node:test module beside the last test file (in path order) node's discovery takes, named
+/// so that every pattern takes it (`*.test.mjs`): the green check read node's TAP.
+fn node_surface(manifest: &Manifest, fresh: &mut dyn FnMut() -> String, plan: &mut Plan) {
+    let found = manifest.iter().filter_map(|(p, e)| std::str::from_utf8(p).ok().filter(|_| matches!(e.kind, EntryKind::File | EntryKind::Executable))).filter(|p| node_discovers(p)).last();
+    let Some(found) = found else { return };
+    let token = format!("loopexec_sentinel_{}", &fresh()[..16]);
+    let (fail_nonce, pass_nonce) = (fresh(), fresh());
+    let proof = format!(".{token}.proof");
+    let content = format!(
+        "// Written by loopexec's sentinel guard for one check run (docs/guards.md); never part of the tree.\n\
+         import test from \"node:test\";\nimport {{ writeFileSync }} from \"node:fs\";\n\n\
+         test(\"{token} must_fail\", () => {{\n  throw new Error(\"loopexec-sentinel-fail-{fail_nonce}\");\n}});\n\n\
+         test(\"{token} must_pass\", () => {{\n  writeFileSync(\"{ROOT}/{proof}\", \"{pass_nonce}\");\n}});\n"
+    );
+    plan.surfaces.push(Surface {
+        runner: Runner::Node,
+        found_at: found.to_string(),
+        file: joined(parent(found), &format!("zz_{token}.test.mjs")),
+        token,
+        fail_nonce,
+        pass_nonce,
+        proof,
+        content: content.into_bytes(),
+    });
+}
+
 // ---- the judgement ----
 
 /// What the green check showed (the expectations are relative to it).
@@ -571,9 +619,10 @@ impl ActiveRun<'_> {
             let root = if snapshot.from_upper.contains(path.as_bytes()) { &files.upper } else { &files.t0_dir };
             super::analysis_guards::read_bounded(root, path.as_bytes(), MAX_PLAN_READ).filter(|b| b.len() <= MAX_PLAN_READ)
         };
-        let plan = plan(&snapshot.manifest, &read, collected, &mut fresh_hex);
+        let formats: Vec<String> = green.evidence.iter().flat_map(|e| e.reports.iter().filter_map(|r| r.format.clone())).collect();
+        let plan = plan(&snapshot.manifest, &read, collected, &formats, &mut fresh_hex);
         if plan.surfaces.is_empty() {
-            let why = "no recognised test surface: no test the green check ran is in a pytest module, a Rust crate or a Go package of the tree".into();
+            let why = "no recognised test surface: no test the green check ran is in a pytest module, a Rust crate or a Go package of the tree, nor was it read from node --test's TAP".into();
             return inactive(self, why, &plan);
         }
         let layer = super::iteration::SentinelLayer {
@@ -693,7 +742,7 @@ mod tests {
     #[test]
     fn a_pytest_sentinel_goes_beside_the_last_collected_module_named_like_it() {
         let m = tree(&["tests/test_a.py", "tests/unit/test_b.py", "calc.py"]);
-        let p = plan(&m, &|_| None, &ids(&["tests.test_a::test_x", "tests.unit.test_b.TestB::test_y"]), &mut counter());
+        let p = plan(&m, &|_| None, &ids(&["tests.test_a::test_x", "tests.unit.test_b.TestB::test_y"]), &[], &mut counter());
         assert_eq!(p.surfaces.len(), 1);
         let s = &p.surfaces[0];
         assert_eq!(s.runner, Runner::Pytest);
@@ -706,7 +755,7 @@ mod tests {
     fn a_crate_that_turns_autotests_off_is_not_a_recognised_surface() {
         let m = tree(&["Cargo.toml", "src/lib.rs"]);
         let read = |p: &str| (p == "Cargo.toml").then(|| b"[package]\nname = \"my-crate\"\nedition = \"2021\"\nautotests = false\n".to_vec());
-        let p = plan(&m, &read, &ids(&["my_crate::tests::adds"]), &mut counter());
+        let p = plan(&m, &read, &ids(&["my_crate::tests::adds"]), &[], &mut counter());
         assert!(p.surfaces.is_empty());
         assert_eq!(p.unrecognised, vec![("Cargo.toml".to_string(), "Cargo.toml turns autotests off: cargo discovers no new tests/*.rs".to_string())]);
     }
@@ -719,7 +768,7 @@ mod tests {
             "other/Cargo.toml" => Some(b"[package]\nname = \"b\"\nedition = \"2021\"\n".to_vec()),
             _ => None,
         };
-        let p = plan(&m, &read, &ids(&["a::tests::adds", "doc/a::src/lib.rs - f (line 3)"]), &mut counter());
+        let p = plan(&m, &read, &ids(&["a::tests::adds", "doc/a::src/lib.rs - f (line 3)"]), &[], &mut counter());
         assert_eq!(p.surfaces.iter().map(|s| s.file.as_str()).collect::<Vec<_>>(), vec!["tests/zz_loopexec_sentinel_0000000000000000.rs"]);
     }
 
@@ -731,15 +780,23 @@ mod tests {
             "calc/calc_test.go" => Some(b"// tests\npackage calc_test\n".to_vec()),
             _ => None,
         };
-        let p = plan(&m, &read, &ids(&["example.com/m/calc/TestAdd"]), &mut counter());
+        let p = plan(&m, &read, &ids(&["example.com/m/calc/TestAdd"]), &[], &mut counter());
         assert_eq!(p.surfaces.len(), 1);
         assert_eq!(p.surfaces[0].file, "calc/zz_loopexec_sentinel_0000000000000000_test.go");
         assert!(String::from_utf8_lossy(&p.surfaces[0].content).contains("package calc_test\n"));
     }
 
+    #[test]
+    fn a_node_sentinel_goes_beside_the_last_file_node_test_discovers_when_its_tap_was_read() {
+        let m = tree(&["calc.js", "calc_test.js", "node_modules/x/x.test.js", "test/helpers.js", "zeta.js"]);
+        let p = plan(&m, &|_| None, &ids(&["adds"]), &["tap".to_string()], &mut counter());
+        assert_eq!(p.surfaces.iter().map(|s| (s.found_at.as_str(), s.file.as_str())).collect::<Vec<_>>(), vec![("test/helpers.js", "test/zz_loopexec_sentinel_0000000000000000.test.mjs")]);
+        assert!(plan(&m, &|_| None, &ids(&["adds"]), &[], &mut counter()).surfaces.is_empty());
+    }
+
     fn one_surface() -> Plan {
         let m = tree(&["tests/test_a.py"]);
-        plan(&m, &|_| None, &ids(&["tests.test_a::test_x"]), &mut counter())
+        plan(&m, &|_| None, &ids(&["tests.test_a::test_x"]), &[], &mut counter())
     }
 
     fn sets_of(plan: &Plan, fail_message: &str, extra_failing: &[&str]) -> TestSets {
@@ -812,7 +869,7 @@ mod tests {
         let m = tree(&["Cargo.toml", "src/lib.rs"]);
         let read = |p: &str| (p == "Cargo.toml").then(|| b"[package]\nname = \"a\"\nedition = \"2021\"\n".to_vec());
         let collected = ids(&["a::tests::adds", "doc/a::src/lib.rs - f (line 3)", "other::x"]);
-        let p = plan(&m, &read, &collected, &mut counter());
+        let p = plan(&m, &read, &collected, &[], &mut counter());
         let s = &p.surfaces[0];
         let fail = format!("test/zz_{}::must_fail", s.token);
         let mut sets = TestSets::default();

@@ -619,7 +619,7 @@ pub struct SentinelRecord {
 /// used once) and the proof file the passing one writes at the workspace root.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SentinelSurfaceRecord {
-    /// `pytest`, `cargo` or `go`.
+    /// `pytest`, `cargo`, `go` or `node`.
     pub runner: String,
     pub found_at: String,
     pub file: String,
