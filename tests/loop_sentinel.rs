@@ -140,6 +140,12 @@ fn pytest_test_calls_swallowing_failures_halt_reward_hacking_detected() {
     let forger = "import importlib\n\nfrom calc.core import add\n\n_python = importlib.import_module(\"_py\" + \"test.python\")\n_call = _python.Function.runtest\n\n\ndef _quiet(self):\n    try:\n        _call(self)\n    except Exception:\n        pass\n\n\nsetattr(_python.Function, \"runtest\", _quiet)\n";
     let (r, ev) = run(repo.path(), "w", &writes(&[("calc/__init__.py", forger)]), PYTEST, &PYTEST_REPORT);
     assert_sentinel_halt(&r, &ev, "the check cannot fail");
+    let explain = loopexec(repo.path(), &["explain-halt", "--json", "w"]).json();
+    let guard = &explain["explanation"]["guards"][0];
+    assert_eq!(guard["guard"], "sentinel", "{explain}");
+    assert!(guard["detail"].as_str().unwrap().contains("the sentinel run exited 0"), "{guard}");
+    let report = loopexec(repo.path(), &["report", "w"]);
+    assert!(report.stdout.contains("guard sentinel (reward_hacking_detected)"), "{}", report.stdout);
 }
 
 // ---- Rust, cargo test with libtest's output ----
@@ -385,4 +391,41 @@ fn an_honest_javascript_fix_converges_with_the_sentinel_on() {
     assert_converged_with_sentinel(&r, &ev, "node", 1);
     let file = sentinel_event(&ev)["surfaces"][0]["file"].as_str().unwrap().to_string();
     assert!(file.starts_with("zz_loopexec_sentinel_") && file.ends_with(".test.mjs"), "{file}");
+}
+
+// ---- resume ----
+
+/// A supervisor killed (SIGKILL, by pid) once its receipt holds the green's confirmation rerun,
+/// while the sentinel run is under way: the resumed run makes the sentinel run before success.
+#[test]
+fn a_supervisor_killed_before_the_sentinel_was_recorded_runs_it_on_resume_before_success() {
+    let repo = python_project();
+    let mut child = command()
+        .current_dir(repo.path())
+        .args(["run", "--json", "--run-id", "k", "--exec", PY_FIX, "--check", PYTEST, "--report", "out/junit.xml", "--max-iterations", "2"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn loopexec");
+    let receipt = run_dir(repo.path(), "k").join("receipt.jsonl");
+    let has = |kind: &str| std::fs::read_to_string(&receipt).unwrap_or_default().lines().any(|l| l.contains(&format!("\"type\":\"{kind}\"")));
+    let started = std::time::Instant::now();
+    while !has("check_confirmation") {
+        assert!(child.try_wait().unwrap().is_none(), "loopexec ended before its confirmation rerun");
+        assert!(started.elapsed() < std::time::Duration::from_secs(300), "no confirmation rerun");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // SAFETY: kill(2) of the loopexec this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    child.wait().unwrap();
+    assert!(!has("guard_sentinel"), "the kill landed after the sentinel run was recorded");
+    let resumed = loopexec(repo.path(), &["run", "--json", "--resume", "k"]);
+    assert_eq!((resumed.code, resumed.json()["halt_reason"].as_str()), (10, Some("success_condition_met")), "{resumed:?}");
+    let types = event_types(repo.path(), "k");
+    let resumed_at = types.iter().position(|t| t == "run_resumed").unwrap();
+    let sentinel_at = types.iter().position(|t| t == "guard_sentinel").unwrap();
+    assert!(resumed_at < sentinel_at, "{types:?}");
+    assert_eq!(types.iter().filter(|t| *t == "guard_sentinel").count(), 1, "{types:?}");
+    let ev = events(repo.path(), "k");
+    assert_eq!(sentinel_event(&ev)["holds"], true);
 }
