@@ -631,11 +631,35 @@ impl ActiveRun<'_> {
         };
         let outcome = match self.run_check(zone, n, Some(&snapshot), super::iteration::CheckRun::Sentinel(&layer))? {
             Ok(outcome) => outcome,
-            Err(super::decide::Step::Halt(_, detail)) => {
-                let broken = vec![Broken::CannotFail(format!("the sentinel run could not run: {detail}"))];
-                return self.record_sentinel(n, &plan, None, broken, 0, None, started);
+            // Its layers or its zone could not be made: no success without the sentinel run, but
+            // nothing is said against the check (the halt is the check runner's).
+            Err(step) => {
+                let (reason, detail) = match step {
+                    super::decide::Step::Halt(reason, detail) => (reason, detail),
+                    _ => (HaltReason::ExecutionFailure, "interrupted".to_string()),
+                };
+                let detail = format!("the sentinel run on iteration {n}'s green tree could not run: {detail}");
+                self.append(Event::GuardSentinel(SentinelRecord {
+                    iteration: n,
+                    active: true,
+                    inactive_reason: Some(detail.clone()),
+                    surfaces: plan.surface_records(),
+                    unrecognised: plan.unrecognised_records(),
+                    check: None,
+                    holds: None,
+                    broken: Vec::new(),
+                    not_started: 0,
+                    duration_ms: started.elapsed().as_millis() as u64,
+                }))?;
+                return self.append(Event::Guard(GuardRecord {
+                    iteration: n,
+                    guard: "sentinel".into(),
+                    stage: "after_check".into(),
+                    halt_reason: reason,
+                    detail,
+                    findings: Vec::new(),
+                }));
             }
-            Err(_) => return Ok(()),
         };
         let empty_failing = Vec::new();
         let empty_skipped = Vec::new();
