@@ -184,7 +184,9 @@ impl ActiveRun<'_> {
         // The final green iteration (confirmed): the sentinel run, then the adequacy canary,
         // before success is declared.
         if let Step::Halt(HaltReason::SuccessConditionMet, _) = step {
-            if outcome.verdict() == Verdict::Pass {
+            // Also for a success on met targets (a red check whose failures all precede the run):
+            // its failing set is then what the sentinel run may fail besides the sentinels.
+            if outcome.ending().exit_code().is_some() {
                 self.sentinel_run(zone, n, &check)?;
                 if let step @ Step::Halt(reason, _) = self.decide() {
                     if reason != HaltReason::SuccessConditionMet {
