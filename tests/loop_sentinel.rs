@@ -182,6 +182,30 @@ fn an_honest_rust_fix_converges_with_the_sentinel_on() {
     assert!(file.starts_with("tests/zz_loopexec_sentinel_") && file.ends_with(".rs"), "{file}");
 }
 
+/// A cargo workspace of two crates: cargo stops after the first crate's failing sentinel binary
+/// (no `--no-fail-fast`), so the second crate's tests and sentinel never start in the sentinel
+/// run; the honest fix still converges, with both crates' sentinels written.
+#[test]
+fn an_honest_fix_in_a_two_crate_workspace_converges_with_the_sentinel_on() {
+    let Some(repo) = rust_project() else { return };
+    let p = repo.path();
+    std::fs::remove_file(p.join("Cargo.toml")).unwrap();
+    write(p, "Cargo.toml", "[workspace]\nmembers = [\"calc\", \"more\"]\n");
+    for f in ["src/lib.rs", "tests/it.rs"] {
+        let text = std::fs::read_to_string(p.join(f)).unwrap();
+        write(p, &format!("calc/{f}"), &text);
+    }
+    std::fs::remove_dir_all(p.join("src")).unwrap();
+    std::fs::remove_dir_all(p.join("tests")).unwrap();
+    write(p, "calc/Cargo.toml", "[package]\nname = \"calc\"\nversion = \"0.1.0\"\nedition = \"2021\"\n");
+    write(p, "more/Cargo.toml", "[package]\nname = \"more\"\nversion = \"0.1.0\"\nedition = \"2021\"\n");
+    write(p, "more/src/lib.rs", "pub fn twice(a: i64) -> i64 {\n    a * 2\n}\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn doubles() {\n        assert_eq!(super::twice(2), 4);\n    }\n}\n");
+    git(p, &["add", "-A"]);
+    git(p, &["commit", "-q", "-m", "workspace"]);
+    let (r, ev) = run(p, "w", "sed -i 's/    a + b + 1/    a + b/' calc/src/lib.rs", CARGO_TEST, &[]);
+    assert_converged_with_sentinel(&r, &ev, "cargo", 2);
+}
+
 /// A static initializer in the library (an `.init_array` entry, no `#[ctor]`): in every test
 /// binary that links the library it forks, lets the child run the real tests into a pipe, and
 /// prints their names as passing with an all-ok `test result:` line, then exits 0.

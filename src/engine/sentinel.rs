@@ -99,6 +99,9 @@ pub struct Surface {
     pub proof: String,
     /// The sentinel file's bytes.
     pub content: Vec<u8>,
+    /// cargo: the libtest labels of the sentinel's crate, its own binary's included (cargo may
+    /// stop before it starts any of them; empty for the other runners).
+    pub crate_labels: BTreeSet<String>,
 }
 
 impl Surface {
@@ -227,6 +230,7 @@ fn pytest_surface(manifest: &Manifest, collected: &[String], fresh: &mut dyn FnM
         pass_nonce,
         proof,
         content: content.into_bytes(),
+        crate_labels: BTreeSet::new(),
     });
 }
 
@@ -310,6 +314,8 @@ fn cargo_surfaces(manifest: &Manifest, read: &dyn Fn(&str) -> Option<Vec<u8>>, c
         }
         plan.libtest_labels.extend(krate.labels.iter().cloned());
         let token = format!("loopexec_sentinel_{}", &fresh()[..16]);
+        let mut crate_labels = krate.labels.clone();
+        crate_labels.insert(format!("test/zz_{token}"));
         let (fail_nonce, pass_nonce) = (fresh(), fresh());
         let proof = format!(".{token}.proof");
         // Linked like the crate's own integration tests link it: a library that acts at load time
@@ -329,6 +335,7 @@ fn cargo_surfaces(manifest: &Manifest, read: &dyn Fn(&str) -> Option<Vec<u8>>, c
             pass_nonce,
             proof,
             content: content.into_bytes(),
+            crate_labels,
         });
     }
 }
@@ -392,6 +399,7 @@ fn go_surfaces(manifest: &Manifest, read: &dyn Fn(&str) -> Option<Vec<u8>>, coll
             pass_nonce,
             proof,
             content: content.into_bytes(),
+            crate_labels: BTreeSet::new(),
         });
     }
 }
@@ -434,6 +442,7 @@ fn node_surface(manifest: &Manifest, fresh: &mut dyn FnMut() -> String, plan: &m
         pass_nonce,
         proof,
         content: content.into_bytes(),
+        crate_labels: BTreeSet::new(),
     });
 }
 
@@ -496,7 +505,18 @@ pub fn judge(plan: &Plan, green: &Green<'_>, seen: &Observed<'_>) -> (Vec<Broken
     if seen.exit.is_some() && seen.sets.is_none() {
         broken.push(Broken::DidNotRun("the sentinel run named no test".into()));
     }
+    // cargo stops after the first failing test binary (without `--no-fail-fast`): in a workspace
+    // the crates after the first sentinel's never start. A cargo sentinel none of whose crate's
+    // binaries started (and that left no proof) is not judged, as long as another one was.
+    let ran_labels: BTreeSet<&str> = sets.collected.iter().filter_map(|id| id.split_once("::").map(|(l, _)| l)).collect();
+    let unstarted_crate = |s: &Surface, proof: &Option<Vec<u8>>| {
+        s.runner == Runner::Cargo && proof.is_none() && !s.crate_labels.iter().any(|l| ran_labels.contains(l.as_str()))
+    };
+    let cargo_started = plan.surfaces.iter().zip(seen.proofs).any(|(s, p)| s.runner == Runner::Cargo && !unstarted_crate(s, p));
     for (surface, proof) in plan.surfaces.iter().zip(seen.proofs) {
+        if cargo_started && unstarted_crate(surface, proof) {
+            continue;
+        }
         let failing = sets.failing.iter().find(|id| surface.is_failing_sentinel(id));
         match failing {
             None if sets.collected.iter().any(|id| surface.is_failing_sentinel(id)) => {
@@ -540,7 +560,6 @@ pub fn judge(plan: &Plan, green: &Green<'_>, seen: &Observed<'_>) -> (Vec<Broken
     }
     // Tests of the green check the sentinel run did not collect: tolerated only as whole libtest
     // binaries of a tested crate that cargo never started (it stops after the first failing one).
-    let ran_labels: BTreeSet<&str> = sets.collected.iter().filter_map(|id| id.split_once("::").map(|(l, _)| l)).collect();
     let (mut unstarted, mut missing) = (0u64, Vec::new());
     for id in green.collected.iter().filter(|id| !sets.collected.contains(*id)) {
         let label = id.split_once("::").map(|(l, _)| l);
@@ -755,7 +774,7 @@ mod tests {
         let mut i = 0u32;
         move || {
             i += 1;
-            format!("{i:032x}")
+            format!("{i:016x}{i:016x}")
         }
     }
 
@@ -771,7 +790,7 @@ mod tests {
         let s = &p.surfaces[0];
         assert_eq!(s.runner, Runner::Pytest);
         assert_eq!(s.found_at, "tests/unit/test_b.py");
-        assert_eq!(s.file, "tests/unit/test_zz_loopexec_sentinel_0000000000000000.py");
+        assert_eq!(s.file, "tests/unit/test_zz_loopexec_sentinel_0000000000000001.py");
         assert!(String::from_utf8_lossy(&s.content).contains(&format!("loopexec-sentinel-fail-{}", s.fail_nonce)));
     }
 
@@ -793,7 +812,7 @@ mod tests {
             _ => None,
         };
         let p = plan(&m, &read, &ids(&["a::tests::adds", "doc/a::src/lib.rs - f (line 3)"]), &[], &mut counter());
-        assert_eq!(p.surfaces.iter().map(|s| s.file.as_str()).collect::<Vec<_>>(), vec!["tests/zz_loopexec_sentinel_0000000000000000.rs"]);
+        assert_eq!(p.surfaces.iter().map(|s| s.file.as_str()).collect::<Vec<_>>(), vec!["tests/zz_loopexec_sentinel_0000000000000001.rs"]);
     }
 
     #[test]
@@ -806,7 +825,7 @@ mod tests {
         };
         let p = plan(&m, &read, &ids(&["example.com/m/calc/TestAdd"]), &[], &mut counter());
         assert_eq!(p.surfaces.len(), 1);
-        assert_eq!(p.surfaces[0].file, "calc/zz_loopexec_sentinel_0000000000000000_test.go");
+        assert_eq!(p.surfaces[0].file, "calc/zz_loopexec_sentinel_0000000000000001_test.go");
         assert!(String::from_utf8_lossy(&p.surfaces[0].content).contains("package calc_test\n"));
     }
 
@@ -814,7 +833,7 @@ mod tests {
     fn a_node_sentinel_goes_beside_the_last_file_node_test_discovers_when_its_tap_was_read() {
         let m = tree(&["calc.js", "calc_test.js", "node_modules/x/x.test.js", "test/helpers.js", "zeta.js"]);
         let p = plan(&m, &|_| None, &ids(&["adds"]), &["tap".to_string()], &mut counter());
-        assert_eq!(p.surfaces.iter().map(|s| (s.found_at.as_str(), s.file.as_str())).collect::<Vec<_>>(), vec![("test/helpers.js", "test/zz_loopexec_sentinel_0000000000000000.test.mjs")]);
+        assert_eq!(p.surfaces.iter().map(|s| (s.found_at.as_str(), s.file.as_str())).collect::<Vec<_>>(), vec![("test/helpers.js", "test/zz_loopexec_sentinel_0000000000000001.test.mjs")]);
         assert!(plan(&m, &|_| None, &ids(&["adds"]), &[], &mut counter()).surfaces.is_empty());
     }
 
@@ -905,6 +924,33 @@ mod tests {
         let (broken, unstarted) = judge(&p, &green, &Observed { exit: Some(101), ending: String::new(), sets: Some(&sets), proofs: &proofs });
         assert_eq!(unstarted, 1);
         assert_eq!(broken, vec![Broken::DidNotRun("1 test(s) of the green check are missing from the sentinel run: other::x".into())]);
+    }
+
+    #[test]
+    fn a_crate_cargo_never_started_after_another_crates_failing_sentinel_is_not_judged() {
+        let m = tree(&["a/Cargo.toml", "a/src/lib.rs", "b/Cargo.toml", "b/src/lib.rs"]);
+        let read = |p: &str| match p {
+            "a/Cargo.toml" => Some(b"[package]\nname = \"a\"\nedition = \"2021\"\n".to_vec()),
+            "b/Cargo.toml" => Some(b"[package]\nname = \"b\"\nedition = \"2021\"\n".to_vec()),
+            _ => None,
+        };
+        let collected = ids(&["a::tests::x", "b::tests::y"]);
+        let p = plan(&m, &read, &collected, &[], &mut counter());
+        assert_eq!(p.surfaces.len(), 2);
+        let a = &p.surfaces[0];
+        let fail = format!("test/zz_{}::must_fail", a.token);
+        let mut sets = TestSets::default();
+        sets.collected.extend([fail.clone(), format!("test/zz_{}::must_pass", a.token), "a::tests::x".to_string()]);
+        sets.failing.insert(fail.clone());
+        sets.excerpts.insert(fail, Excerpt { text: format!("loopexec-sentinel-fail-{}", a.fail_nonce), cut: false });
+        let proofs = vec![Some(a.pass_nonce.as_bytes().to_vec()), None];
+        let green = Green { collected: &collected, failing: &[], skipped: &[] };
+        let (broken, unstarted) = judge(&p, &green, &Observed { exit: Some(101), ending: String::new(), sets: Some(&sets), proofs: &proofs });
+        assert_eq!((broken, unstarted), (vec![], 1));
+        // Neither crate started: nothing ran, and both are judged.
+        let none = TestSets::default();
+        let (broken, _) = judge(&p, &green, &Observed { exit: Some(101), ending: String::new(), sets: Some(&none), proofs: &[None, None] });
+        assert!(broken.len() >= 4, "{broken:?}");
     }
 
     #[test]
