@@ -3,9 +3,11 @@
 # suites, more-itertools 10.5.0 (664 tests, Debian's pytest, a JUnit report) and strsim 0.11.1
 # (107 inline, integration and doc tests, Debian's cargo), each with one injected bug the scripted
 # agent reverts, run side by side in each round with the defenses at a green switched off
-# (`adequacy = "off"`, the plain arm) and as they are by default (the default arm). Prints the
-# median wall time of each arm per project, the ratio default / plain, the added seconds per
-# green, and the canary's own duration (its `adequacy` event).
+# (`adequacy = "off"` and `[sentinel] enabled = false`, the plain arm) and as they are by default
+# (the default arm: the sentinel run and the adequacy canary). Prints the median wall time of each
+# arm per project, the ratio default / plain, the added seconds per green, and the sentinel run's
+# and the canary's own durations (their `guard_sentinel` and `adequacy` events).
+# (ci/bench-sentinel.sh measures the sentinel run alone, on and off.)
 #
 # Usage: ci/bench-green.sh [ROUNDS]   (default 3); BENCH_DIR (/tmp). Needs ci/setup.sh's
 # packages and ci/fetch-test-projects.sh's cache (it runs it when an archive is missing).
@@ -40,7 +42,7 @@ PY
     (cd "$2" && git init -q -b main && git add -A && git commit -q -m t0)
 }
 
-# arm NAME REPO LOOP_TOML AGENT CHECK [ARGS...]: one run, prints "wall_ms canary_ms halt".
+# arm NAME REPO LOOP_TOML AGENT CHECK [ARGS...]: one run, prints "wall_ms canary_ms sentinel_ms halt".
 arm() {
     name=$1 repo=$2 toml=$3 agent=$4 check=$5
     shift 5
@@ -50,12 +52,14 @@ arm() {
     out=$(cd "$repo" && "$BIN" run --json --run-id "$name" --max-iterations 2 --exec "$agent" --check "$check" "$@" || true)
     b=$(now_ms)
     halt=$(echo "$out" | sed -n 's/.*"halt_reason":"\([a-z_]*\)".*/\1/p')
-    canary=$(python3 -c 'import json, sys
+    spent=$(python3 -c 'import json, sys
+ms = {"adequacy": 0, "guard_sentinel": 0}
 for line in open(sys.argv[1]):
     e = json.loads(line)
-    if e.get("type") == "adequacy":
-        print(e["duration_ms"])' "$repo/.loopexec/runs/$name/receipt.jsonl")
-    echo "$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.1f", b - a }') ${canary:-0} $halt"
+    if e.get("type") in ms:
+        ms[e["type"]] = e.get("duration_ms") or 0
+print(ms["adequacy"], ms["guard_sentinel"])' "$repo/.loopexec/runs/$name/receipt.jsonl")
+    echo "$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.1f", b - a }') $spent $halt"
 }
 
 # bench LABEL ARCHIVE FILE FROM TO AGENT CHECK [ARGS...]
@@ -69,16 +73,20 @@ bench() {
             project "$archive" "$repo" "$file" "$from" "$to"
             toml=""
             [ "$which" = plain ] && toml='adequacy = "off"
+
+[sentinel]
+enabled = false
+reason = "the plain arm of ci/bench-green.sh"
 '
             line=$(arm "$which$i" "$repo" "$toml" "$agent" "$check" "$@")
-            [ "$(echo "$line" | cut -d' ' -f3)" = success_condition_met ] || { echo "$label $which round $i did not converge: $line" >&2; exit 1; }
+            [ "$(echo "$line" | cut -d' ' -f4)" = success_condition_met ] || { echo "$label $which round $i did not converge: $line" >&2; exit 1; }
             echo "$line" >> "$ROOT/$label.$which"
             rm -rf "$repo"
         done
     done
     p=$(cut -d' ' -f1 "$ROOT/$label.plain" | med); d=$(cut -d' ' -f1 "$ROOT/$label.default" | med)
-    c=$(cut -d' ' -f2 "$ROOT/$label.default" | med)
-    echo "$label: plain $p ms, default $d ms (canary $c ms), median of $ROUNDS"
+    c=$(cut -d' ' -f2 "$ROOT/$label.default" | med); t=$(cut -d' ' -f3 "$ROOT/$label.default" | med)
+    echo "$label: plain $p ms, default $d ms (sentinel run $t ms, canary $c ms), median of $ROUNDS"
     echo "$label: ratio default / plain $(awk -v a="$d" -v b="$p" 'BEGIN { if (b <= 0) b = 0.001; printf "%.2f", a / b }')x, added per green $(awk -v a="$d" -v b="$p" 'BEGIN { printf "%.1f", (a - b) / 1000 }') s"
 }
 

@@ -85,6 +85,17 @@ fn assert_converged(r: &Ran, ev: &[serde_json::Value], collected: u64, skipped: 
     assert_eq!(check["skipped_set"].as_array().map(Vec::len), Some(skipped as usize), "{check}");
 }
 
+/// Asserts the sentinel run (on by default) ran on one surface of `runner` and held, and that
+/// it left `not_started` tests of the green check unstarted (cargo stops after the failing
+/// sentinel's binary).
+fn assert_sentinel_held(ev: &[serde_json::Value], runner: &str, not_started: u64) {
+    let s = ev.iter().find(|e| e["type"] == "guard_sentinel").unwrap_or_else(|| panic!("no guard_sentinel: {ev:#?}"));
+    assert_eq!(s["active"], true, "{s}");
+    assert_eq!(s["holds"], true, "{s}");
+    assert_eq!(s["surfaces"].as_array().map(|a| a.iter().map(|f| f["runner"].clone()).collect::<Vec<_>>()), Some(vec![serde_json::json!(runner)]), "{s}");
+    assert_eq!(s["not_started"], not_started, "{s}");
+}
+
 // ---- more-itertools 10.5.0 (PyPI), `quantify` off by one ----
 
 /// The injected bug: `quantify` counts one too few (QuantifyTests' two tests fail).
@@ -105,6 +116,7 @@ fn more_itertools_an_honest_fix_converges_on_its_own_663_test_suite() {
     let (r, ev) = run_agent(repo.path(), "h", agent, PYTEST, &PYTEST_REPORT);
     // 663 passed and 1 skipped at t0's own skip (a Python-version condition), as upstream.
     assert_converged(&r, &ev, 664, 1);
+    assert_sentinel_held(&ev, "pytest", 0);
 }
 
 #[test]
@@ -157,6 +169,9 @@ fn strsim_an_honest_fix_converges_on_its_inline_integration_and_doc_tests() {
     let (r, ev) = run_agent(repo.path(), "h", agent, CARGO_TEST, &[]);
     // 88 inline tests, 8 integration tests (tests/lib.rs), 11 doctests, read from libtest's output.
     assert_converged(&r, &ev, 107, 0);
+    // The sentinel's integration test fails last of the integration tests; cargo then runs no
+    // doctest (11).
+    assert_sentinel_held(&ev, "cargo", 11);
     let check = ev.iter().rev().find(|e| e["type"] == "check_result").unwrap();
     let collected: Vec<&str> = check["collected_set"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
     for id in ["strsim::tests::hamming_diff", "test/lib::hamming_works", "doc/strsim::src/lib.rs - hamming"] {

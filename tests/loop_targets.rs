@@ -68,6 +68,10 @@ fn a_preexisting_unrelated_failure_does_not_block_success() {
     let progress = only(repo.path(), "progress");
     assert_eq!((progress["iteration"].as_u64(), progress["failing_targets"].as_u64()), (Some(1), Some(0)));
     assert_eq!((progress["accepted"].as_bool(), progress["targets_met"].as_bool()), (Some(true), Some(true)));
+    // The sentinel run judged the red success too: only the sentinel and the pre-existing
+    // failure failed in it.
+    let sentinel = only(repo.path(), "guard_sentinel");
+    assert_eq!((&sentinel["active"], &sentinel["holds"]), (&json!(true), &json!(true)), "{sentinel}");
     let pubkey = key_dir().join("operator.pub");
     let verified = loopexec(repo.path(), &["verify", "r", "--json", "--pubkey", pubkey.to_str().unwrap()]);
     assert_eq!(verified.code, 0, "{verified:?}");

@@ -146,6 +146,9 @@ pub struct CheckOutcome {
     /// What the check's output showed about the reach of its evidence (the runners whose
     /// summaries it printed, cargo stopping at its first failing target; empty when it did not exit).
     pub sight: crate::testreport::sight::OutputSight,
+    /// The sentinel run's proof files as read back from its scratch layer (`super::sentinel`;
+    /// empty for any other run), in the plan's order; `None`: absent or unreadable.
+    pub sentinel_proofs: Vec<Option<Vec<u8>>>,
 }
 
 impl CheckOutcome {
@@ -313,5 +316,5 @@ pub fn run_check(
             .map_err(|e| Failure::internal(format!("the check's failure excerpts cannot be kept: {e}")))?,
         None => None,
     };
-    Ok(Ok(CheckOutcome { run, report, coverage: None, tree_writes: None, excerpts_artifact, score: None, sight }))
+    Ok(Ok(CheckOutcome { run, report, coverage: None, tree_writes: None, excerpts_artifact, score: None, sight, sentinel_proofs: Vec::new() }))
 }

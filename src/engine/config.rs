@@ -233,6 +233,10 @@ pub struct LoopConfig {
     /// feedback file"). Receipts pinned before it read as the default (`excerpts`).
     #[serde(default)]
     pub feedback: crate::feedback::FeedbackPins,
+    /// The sentinel run before a green counts (`[sentinel]`; docs/guards.md, "The sentinel
+    /// run"). Receipts pinned before it read as off.
+    #[serde(default)]
+    pub sentinel: crate::engine::sentinel::SentinelPins,
 }
 
 pub const DEFAULT_CONFIRM_RUNS: u64 = 1;
@@ -303,6 +307,8 @@ pub struct ConfigInput {
     pub holdout: crate::engine::holdout::HoldoutInput,
     /// `[feedback]` of loop.toml.
     pub feedback: Option<crate::feedback::FeedbackPins>,
+    /// `[sentinel]` of loop.toml: the sentinel run turned off, with a reason.
+    pub sentinel: crate::engine::sentinel::SentinelInput,
 }
 
 impl ConfigInput {
@@ -360,6 +366,7 @@ impl ConfigInput {
             allow_test_change: file.allow_test_change,
             holdout: self.holdout.over(file.holdout),
             feedback: self.feedback.or(file.feedback),
+            sentinel: file.sentinel,
         }
     }
 }
@@ -555,6 +562,7 @@ impl LoopConfig {
         let runner = crate::engine::runner_pin::resolve(input.runner, &check_path, &operator_env)?;
         let allow_test_change =
             crate::engine::allow_change::validated(input.allow_test_change, workspace == WorkspaceMode::Detached, input.baseline.unwrap_or(true))?;
+        let sentinel = crate::engine::sentinel::SentinelPins::resolve(input.sentinel, workspace == WorkspaceMode::Detached)?;
         let context_files =
             input.context_files.iter().map(|raw| pin_context_file(workdir, raw)).collect::<Result<Vec<_>, _>>()?;
         Ok(LoopConfig {
@@ -605,6 +613,7 @@ impl LoopConfig {
             allow_test_change,
             holdout,
             feedback: input.feedback.unwrap_or_default(),
+            sentinel,
         })
     }
 }

@@ -92,7 +92,8 @@ impl ActiveRun<'_> {
         let reruns: Vec<&ConfirmationRecord> = record.confirmations.iter().filter(|c| c.confirmation > 0).collect();
         let missing = original.is_some() && reruns.len() as u64 != self.cfg.confirm_runs && reruns.iter().all(|c| c.agrees);
         let canary_missing = original.is_some() && self.cfg.adequacy.mode != super::canary::AdequacyMode::Off && !self.history.adequacy_of(n);
-        if !missing && !canary_missing && !holdout_missing {
+        let sentinel_missing = self.cfg.sentinel.enabled && !self.history.sentinel_of(n);
+        if !missing && !canary_missing && !sentinel_missing && !holdout_missing {
             return Ok(self.decide());
         }
         let tree = match (self.workspace.as_ref(), record.snapshot.as_ref()) {
@@ -128,6 +129,15 @@ impl ActiveRun<'_> {
             match self.confirm_green_from(zone, n, tree.as_ref(), original, agreeing + 1, agreeing)? {
                 Step::Halt(crate::halt::HaltReason::SuccessConditionMet, _) => {}
                 other => return Ok(other),
+            }
+        }
+        // The sentinel run judges the iteration's check, green or with its targets met.
+        if let (true, Some(check)) = (sentinel_missing, record.check.as_ref()) {
+            self.sentinel_run(zone, n, check)?;
+            if let step @ Step::Halt(reason, _) = self.decide() {
+                if reason != crate::halt::HaltReason::SuccessConditionMet {
+                    return Ok(step);
+                }
             }
         }
         if canary_missing {

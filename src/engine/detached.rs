@@ -105,6 +105,35 @@ impl Drop for CheckScratch {
     }
 }
 
+/// Write `files` into the new directory `<checks>/<name>/sentinel`: every directory created
+/// (0755) or entered without following a link, every file created new (0644, `O_EXCL |
+/// O_NOFOLLOW`).
+fn write_sentinel_layer(checks: &SafeDir, name: &str, files: &[(String, Vec<u8>)]) -> std::io::Result<()> {
+    use crate::workspace::fsat;
+    use std::io::Write;
+    let check_dir = fsat::open_dir(checks.fd().as_raw_fd(), name.as_bytes())?;
+    nix::sys::stat::mkdirat(Some(check_dir.as_raw_fd()), "sentinel", nix::sys::stat::Mode::from_bits_truncate(0o755))?;
+    let root = fsat::open_dir(check_dir.as_raw_fd(), b"sentinel")?;
+    // The exec zone's uid reads the layer whatever the supervisor's umask.
+    let readable = |fd: std::os::fd::RawFd, mode: u32| nix::sys::stat::fchmod(fd, nix::sys::stat::Mode::from_bits_truncate(mode));
+    readable(root.as_raw_fd(), 0o755)?;
+    for (path, bytes) in files {
+        let parts: Vec<&str> = path.split('/').collect();
+        if parts.iter().any(|p| p.is_empty() || *p == "." || *p == "..") {
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("not a tree path: {path:?}")));
+        }
+        let mut dir = nix::unistd::dup(root.as_raw_fd()).map(|fd| unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })?;
+        for part in &parts[..parts.len() - 1] {
+            dir = fsat::ensure_dir(dir.as_raw_fd(), part.as_bytes(), 0o755)?;
+            readable(dir.as_raw_fd(), 0o755)?;
+        }
+        let mut file = fsat::create_file(dir.as_raw_fd(), parts[parts.len() - 1].as_bytes(), 0o644)?;
+        readable(std::os::fd::AsRawFd::as_raw_fd(&file), 0o644)?;
+        file.write_all(bytes)?;
+    }
+    Ok(())
+}
+
 /// The detached workspace of one run.
 pub struct RunWorkspace {
     workspace: Workspace,
@@ -279,8 +308,9 @@ impl RunWorkspace {
         self.last_accepted = Some(snapshot);
     }
 
-    /// Forget the accepted state: nothing is delivered (a resumed run whose re-taken workspace a
-    /// held-out check refused, when the tree accepted before it is unknown).
+    /// Forget the accepted state: nothing is delivered (the sentinel run showed the accepted green
+    /// was not the check's own; a resumed run whose re-taken workspace a held-out check refused,
+    /// when the tree accepted before it is unknown).
     pub fn withdraw_acceptance(&mut self) {
         self.last_accepted = None;
     }
@@ -400,6 +430,25 @@ impl RunWorkspace {
         super::canary::write_layer_file(&layer, path, bytes).map_err(|e| Failure::io(&layer, &e))?;
         let agent = overlay.lowers.iter().position(|l| l == self.workspace.upper_dir()).unwrap_or(overlay.lowers.len());
         overlay.lowers.insert(agent, layer);
+        Ok((overlay, scratch))
+    }
+
+    /// The throwaway layers of the sentinel run (`name`, e.g. `0003-sentinel`): those of
+    /// [`Self::named_check_overlay`] with one more layer on top holding the sentinel `files`
+    /// (tree paths the tree does not have, with their bytes), written by the supervisor into a
+    /// directory it just made, descriptor-relative and without following a link. Only this one
+    /// check sees them; the layer goes with the scratch.
+    pub fn sentinel_overlay(
+        &self,
+        name: &str,
+        snapshot: &Snapshot,
+        fresh: &dyn Fn(&[u8]) -> bool,
+        files: &[(String, Vec<u8>)],
+    ) -> CmdResult<(OverlayMount, CheckScratch)> {
+        let (mut overlay, scratch) = self.named_check_overlay(name, snapshot, fresh)?;
+        let layer = self.checks.path().join(name).join("sentinel");
+        write_sentinel_layer(&self.checks, name, files).map_err(|e| Failure::io(&layer, &e))?;
+        overlay.lowers.insert(0, layer);
         Ok((overlay, scratch))
     }
 

@@ -6,7 +6,7 @@
 //! (+ `guard`) -> progress (the ratchet and the no-convergence rules: `progress`) -> on green with
 //! every guard passed, the judge (`judge`) -> on a green the judge approved, the held-out check
 //! (`holdout_check`) -> acceptance of the step -> decide (then, on success, the confirmation
-//! reruns and the adequacy canary).
+//! reruns, the sentinel run (`guard_sentinel`) and the adequacy canary (`adequacy`)).
 //!
 //! Every observation is appended to the receipt and recorded into the run's history before the
 //! next stage starts, and every decision is `decide` over that history, so what a resumed run
@@ -31,15 +31,27 @@ use crate::receipt::store::ARTIFACTS;
 use crate::workspace::Snapshot;
 use crate::zones::{Role, Zone};
 
-/// Which run of the check an exec zone is made for: its artifact stem and command.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum CheckRun {
-    /// The iteration's check (`NNNN-check`; iteration 0 is t0's baseline).
+/// Which run of the check [`ActiveRun::run_check`] makes (its artifact stem, its scratch name, and
+/// what the check-writes guard's finding calls it).
+#[derive(Clone, Copy)]
+pub(super) enum CheckRun<'a> {
+    /// The iteration's own check (iteration 0: the check on t0).
     Iteration,
-    /// Confirmation rerun `k` of a green (`NNNN-confirm-K`).
+    /// Confirmation rerun `k` of a green.
     Confirmation(u64),
     /// The held-out check (`NNNN-holdout`): its own command, the held-out directory bound.
     Holdout,
+    /// The sentinel run (`super::sentinel`): the check with the sentinel files in one more top
+    /// layer of its overlay, their proof files read back from its scratch layer.
+    Sentinel(&'a SentinelLayer),
+}
+
+/// The sentinel files of one sentinel run and the proof files to read back after it.
+pub(super) struct SentinelLayer {
+    /// (tree path, bytes) of each sentinel file.
+    pub files: Vec<(String, Vec<u8>)>,
+    /// Names of the proof files at the workspace root.
+    pub proofs: Vec<String>,
 }
 
 impl ActiveRun<'_> {
@@ -183,9 +195,19 @@ impl ActiveRun<'_> {
             (Step::Halt(HaltReason::SuccessConditionMet, _), Some(tree)) => self.confirm_green(zone, n, tree.as_ref(), &check)?,
             (step, _) => step,
         };
-        // The final green iteration (confirmed): the adequacy canary runs before success is
-        // declared.
+        // The final green iteration (confirmed): the sentinel run, then the adequacy canary,
+        // before success is declared.
         if let Step::Halt(HaltReason::SuccessConditionMet, _) = step {
+            // Also for a success on met targets (a red check whose failures all precede the run):
+            // its failing set is then what the sentinel run may fail besides the sentinels.
+            if outcome.ending().exit_code().is_some() {
+                self.sentinel_run(zone, n, &check)?;
+                if let step @ Step::Halt(reason, _) = self.decide() {
+                    if reason != HaltReason::SuccessConditionMet {
+                        return Ok(step);
+                    }
+                }
+            }
             self.adequacy_canary(n, outcome.coverage.as_ref().and_then(|c| c.hits.as_ref()))?;
             return Ok(self.decide());
         }
@@ -267,19 +289,22 @@ impl ActiveRun<'_> {
     /// The check stage: the one check runner, on the candidate (its throwaway layers over the
     /// agent's snapshot) or in place. `Ok(Err(halt))`: its layers could not be built
     /// (`workspace_invalid`) or its zone could not be set up (`isolation_unsatisfiable`).
-    /// `run`: the iteration's check, a confirmation rerun or the held-out check (each its own
-    /// artifact stem; the held-out one its own command and the held-out directory).
+    /// `run`: the iteration's check, a confirmation rerun, the held-out check (its own command
+    /// and the held-out directory) or the sentinel run (its own layer); each its own artifact stem.
     pub(super) fn run_check(
         &mut self,
         zone: &mut dyn Zone,
         n: u64,
         candidate: Option<&Snapshot>,
-        run: CheckRun,
+        run: CheckRun<'_>,
     ) -> CmdResult<Result<CheckOutcome, Step>> {
         let patterns = ReportPatterns::new(&self.cfg.report_patterns()).map_err(|e| Failure::invalid_input(e.to_string()))?;
         let fresh = |path: &[u8]| patterns.matches(path) || self.cfg.coverage.hides(path) || self.cfg.score.as_ref().is_some_and(|s| s.hides(path));
         let (overlay, scratch) = match (&self.workspace, candidate) {
-            (Some(ws), Some(snapshot)) => match ws.check_overlay(n, snapshot, &fresh) {
+            (Some(ws), Some(snapshot)) => match match run {
+                CheckRun::Sentinel(layer) => ws.sentinel_overlay(&format!("{n:04}-sentinel"), snapshot, &fresh, &layer.files),
+                _ => ws.check_overlay(n, snapshot, &fresh),
+            } {
                 Ok((overlay, scratch)) => (Some(overlay), Some(scratch)),
                 Err(f) => {
                     let detail = format!("the check's layers cannot be built: {}", f.message);
@@ -293,6 +318,7 @@ impl ActiveRun<'_> {
             CheckRun::Iteration => command.stem(),
             CheckRun::Confirmation(k) => format!("{n:04}-confirm-{k}"),
             CheckRun::Holdout => format!("{n:04}-holdout"),
+            CheckRun::Sentinel(_) => format!("{n:04}-sentinel"),
         };
         let artifacts = Artifacts { dir: &self.artifacts, rel: ARTIFACTS, stem };
         let mut cmd = command.zone_command(&self.cfg, &self.env);
@@ -309,7 +335,7 @@ impl ActiveRun<'_> {
         // The coverage and the score are the visible check's measures: the held-out check is judged
         // on its exit code and evidence alone.
         if let (Ok(outcome), Some(path)) = (&mut checked, &self.cfg.coverage.report) {
-            if outcome.ending().exit_code().is_some() && run != CheckRun::Holdout {
+            if outcome.ending().exit_code().is_some() && !matches!(run, CheckRun::Holdout) {
                 outcome.coverage = Some(super::coverage_guard::read(report_dir, path));
             }
         }
@@ -320,14 +346,19 @@ impl ActiveRun<'_> {
                 (_, CheckRun::Confirmation(k)) => format!("confirmation rerun {k} of iteration {n}"),
                 (0, CheckRun::Holdout) => "the held-out check on t0".to_string(),
                 (_, CheckRun::Holdout) => format!("the held-out check of iteration {n}"),
+                (_, CheckRun::Sentinel(_)) => format!("the sentinel run of iteration {n}"),
             };
             let started = std::time::Instant::now();
             let listed = scratch.tree_writes(ws.limits(), &|path, is_dir| ws.created_counts(path, is_dir, &fresh));
             tracing::debug!(elapsed_us = started.elapsed().as_micros() as u64, "check writes listed");
             outcome.tree_writes = super::check_writes::finding(n, &what, &listed);
+            if let CheckRun::Sentinel(layer) = run {
+                let max = super::sentinel::MAX_PROOF_BYTES;
+                outcome.sentinel_proofs = layer.proofs.iter().map(|name| scratch.writes().read(name, max).ok()).collect();
+            }
         }
         if let (Ok(outcome), Some(pins)) = (&mut checked, &self.cfg.score) {
-            if outcome.ending().exit_code().is_some() && run != CheckRun::Holdout {
+            if outcome.ending().exit_code().is_some() && !matches!(run, CheckRun::Holdout) {
                 outcome.score = Some(super::score::read(pins, &outcome.stdout(&self.artifacts, ARTIFACTS), report_dir));
             }
         }

@@ -378,7 +378,9 @@ impl<'a> ActiveRun<'a> {
                 Taken::Snapshot { snapshot, .. } => {
                     let baseline = ws.baseline_manifest()?;
                     let step = AgentStep { iteration: self.history.last_started, exec: None, workspace: Some((&snapshot, baseline)) };
-                    if guards.iter_mut().all(|g| g.after_agent(&step).is_none()) {
+                    // A tree whose sentinel run showed a forged green is never accepted again.
+                    let forged = self.history.sentinel_refused_of(self.history.last_started);
+                    if guards.iter_mut().all(|g| g.after_agent(&step).is_none()) && !forged {
                         ws.accept(snapshot);
                     }
                 }

@@ -85,6 +85,7 @@ struct LoopFile {
     /// Relative to the workdir (it must lie outside it: `../holdout`).
     holdout_dir: Option<String>,
     feedback: Option<crate::feedback::FeedbackPins>,
+    sentinel: Option<super::sentinel::SentinelInput>,
 }
 
 /// `[progress]`: the rules' parameters (`convergence::rules::Limits`, each defaulted when
@@ -186,6 +187,7 @@ pub fn parse(text: &str, name: &str) -> Result<ConfigInput, Failure> {
         allow_test_change: file.allow_test_change.unwrap_or_default(),
         holdout: super::holdout::HoldoutInput { command: file.holdout_check, dir: file.holdout_dir.map(std::path::PathBuf::from) },
         feedback: file.feedback,
+        sentinel: file.sentinel.unwrap_or_default(),
     })
 }
 
@@ -284,6 +286,10 @@ pub fn template(check: Option<&str>, exec: Option<&str>, isolation: Option<Isola
     t.push_str("# the check red the run halts check_inadequate (exit 15). On by default on a detached workspace\n");
     t.push_str("# with 8 mutants; \"final\" alone samples 20; \"off\" switches it off.\n");
     t.push_str("# adequacy = \"final\"\n# mutants = 8\n\n");
+    t.push_str("# The sentinel run (docs/guards.md, \"The sentinel run\"): before a green counts, the check runs\n");
+    t.push_str("# once more with one test that must fail and one that must pass added to each test surface.\n");
+    t.push_str("# On by default (detached workspace); off only with the reason the receipt records:\n");
+    t.push_str("# [sentinel]\n# enabled = false\n# reason = \"the check runs named test files only\"\n\n");
     t.push_str("# The syntax-tree guards (docs/guards.md): tampering rules switched off, each with the\n");
     t.push_str("# reason the receipt records, and files added to the test-determining surface.\n[guards]\n");
     t.push_str("# disable = [{ rule = \"test-environment-read\", reason = \"the app reads CI on purpose\" }]\n");

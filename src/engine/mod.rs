@@ -28,6 +28,8 @@
 //! - [`seats`]: the mode and the kinds of guard the coming features add.
 //! - [`sink`]: typed progress events for the caller to render.
 //! - [`replay`]: re-running a halted run's last check on its end state.
+//! - [`sentinel`]: the sentinel run before a green counts (the check must be able to fail, and
+//!   must run what it reports).
 //! - [`zone_setup`]: the pinned configuration made into the zones' setup, once per run.
 //!
 //! Every event is appended (fsync'd) to the hash-chained receipt before the next step starts, and
@@ -65,6 +67,7 @@ pub mod progress;
 pub mod reference;
 pub mod runner_pin;
 pub mod score;
+pub mod sentinel;
 pub mod replay;
 pub mod revert;
 pub mod seats;

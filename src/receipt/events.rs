@@ -53,6 +53,11 @@ pub enum Event {
     /// score and the survivors (docs/oracle-trust.md, "Adequacy"). Listed in the sealed
     /// predicate's `guards`.
     Adequacy(AdequacyRecord),
+    /// The sentinel run on the final green iteration (docs/guards.md, "The sentinel run"): the
+    /// surfaces the sentinels went to, what the run showed, and which expectation broke; or why
+    /// the guard was inactive. Listed in the sealed predicate's `guards` (its type starts with
+    /// `guard`, so earlier versions list it too).
+    GuardSentinel(SentinelRecord),
     /// A rerun of a green check on the same tree before `success_condition_met` (`confirm_runs`),
     /// and whether it agreed with the iteration's `check_result` (docs/oracle-trust.md).
     CheckConfirmation(ConfirmationRecord),
@@ -118,6 +123,7 @@ impl Event {
             Event::Guard(_) => "guard",
             Event::GuardBaseline(_) => "guard_baseline",
             Event::Adequacy(_) => "adequacy",
+            Event::GuardSentinel(_) => "guard_sentinel",
             Event::CheckConfirmation(_) => "check_confirmation",
             Event::Progress(_) => "progress",
             Event::Reference(_) => "reference",
@@ -599,6 +605,68 @@ pub struct AdequacyRecord {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub t0_failure_functions: Vec<String>,
     pub duration_ms: u64,
+}
+
+/// The sentinel run's record (`guard_sentinel`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SentinelRecord {
+    pub iteration: u64,
+    /// Whether a sentinel run ran; when not, `inactive_reason` says why (turned off, no
+    /// recognised surface, no test ids).
+    pub active: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inactive_reason: Option<String>,
+    /// The sentinels written, one pair per recognised surface.
+    #[serde(default)]
+    pub surfaces: Vec<SentinelSurfaceRecord>,
+    /// Surfaces found but not recognised, and why.
+    #[serde(default)]
+    pub unrecognised: Vec<UnrecognisedSurface>,
+    /// The sentinel run itself (output in `NNNN-sentinel.{stdout,stderr}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<SentinelCheck>,
+    /// Whether every expectation held (null when inactive).
+    pub holds: Option<bool>,
+    /// Each expectation that broke, as a sentence (at most 20).
+    #[serde(default)]
+    pub broken: Vec<String>,
+    /// Tests of the green check in libtest binaries cargo never started in the sentinel run (it
+    /// stops after the first failing binary without `--no-fail-fast`).
+    #[serde(default)]
+    pub not_started: u64,
+    pub duration_ms: u64,
+}
+
+/// One surface's sentinels: where the surface was found, the sentinel file, its nonces (fresh,
+/// used once) and the proof file the passing one writes at the workspace root.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SentinelSurfaceRecord {
+    /// `pytest`, `cargo`, `go` or `node`.
+    pub runner: String,
+    pub found_at: String,
+    pub file: String,
+    pub fail_nonce: String,
+    pub pass_nonce: String,
+    pub proof: String,
+}
+
+/// A test surface the sentinel could not be placed in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnrecognisedSurface {
+    pub surface: String,
+    pub reason: String,
+}
+
+/// The sentinel run's check, bounded: how it ended, its output and its counts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SentinelCheck {
+    pub ending: Ending,
+    pub check_exit: Option<i32>,
+    pub duration_ms: u64,
+    pub stdout: StreamRecord,
+    pub stderr: StreamRecord,
+    pub failing_count: Option<u64>,
+    pub collected_count: Option<u64>,
 }
 
 /// The coverage-delta tier's record.

@@ -93,6 +93,10 @@ pub struct History {
     pub guard_bodies: Vec<Map<String, Value>>,
     /// The iterations an `adequacy` event (the canary) was recorded for.
     pub adequacy_iterations: Vec<u64>,
+    /// The iterations a `guard_sentinel` event (the sentinel run) was recorded for, and those
+    /// whose sentinel run broke an expectation (their green was not the check's own).
+    pub sentinel_iterations: Vec<u64>,
+    pub sentinel_refused: Vec<u64>,
     /// The `doctor = true` gates the run ran before its first agent call.
     pub preconditions: Option<crate::receipt::probe::PreconditionsRecord>,
     /// The t0 baseline check (`check_baseline`), when the run recorded one, and the
@@ -194,6 +198,13 @@ impl History {
                 self.adequacy_iterations.push(adequacy.iteration);
                 self.guard_bodies.push(recorded.body());
             }
+            Event::GuardSentinel(sentinel) => {
+                self.sentinel_iterations.push(sentinel.iteration);
+                if sentinel.holds == Some(false) {
+                    self.sentinel_refused.push(sentinel.iteration);
+                }
+                self.guard_bodies.push(recorded.body());
+            }
             Event::CheckConfirmation(confirmation) => {
                 if let Some(slot) = self.slot(confirmation.check.iteration) {
                     slot.confirmations.push(confirmation.clone());
@@ -264,6 +275,16 @@ impl History {
     /// Whether an `adequacy` event (the canary) was recorded for iteration `n`.
     pub fn adequacy_of(&self, n: u64) -> bool {
         self.adequacy_iterations.contains(&n)
+    }
+
+    /// Whether a `guard_sentinel` event (the sentinel run) was recorded for iteration `n`.
+    pub fn sentinel_of(&self, n: u64) -> bool {
+        self.sentinel_iterations.contains(&n)
+    }
+
+    /// Whether iteration `n`'s sentinel run broke an expectation.
+    pub fn sentinel_refused_of(&self, n: u64) -> bool {
+        self.sentinel_refused.contains(&n)
     }
 
     pub fn run_id(&self) -> Option<&str> {
