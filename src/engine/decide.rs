@@ -140,7 +140,7 @@ fn check_fixpoint(record: &IterationRecord, max_iterations: u64) -> Step {
             }
             (Step::Halt(HaltReason::SuccessConditionMet, detail), _) => match &record.judge {
                 Some(judge) => super::judge::decide_on(judge, detail),
-                None => Step::Halt(HaltReason::SuccessConditionMet, detail),
+                None => unjudged_green(record, detail),
             },
             // A red check failing only on tests that already failed at t0 and are not targets,
             // with every target and every t0 pass passing, is success (engine::targets).
@@ -151,7 +151,7 @@ fn check_fixpoint(record: &IterationRecord, max_iterations: u64) -> Step {
                 );
                 match &record.judge {
                     Some(judge) => super::judge::decide_on(judge, detail),
-                    None => Step::Halt(HaltReason::SuccessConditionMet, detail),
+                    None => unjudged_green(record, detail),
                 }
             }
             // A rule that fired on a red check says more than the iteration cap.
@@ -160,6 +160,30 @@ fn check_fixpoint(record: &IterationRecord, max_iterations: u64) -> Step {
         },
         None => Step::Continue,
     }
+}
+
+/// A green no judge answered on: success, unless the agent's tree observes what can tell a test
+/// run from a real one (the snapshot's `awareness`); then a human reviews it (`human_required`).
+fn unjudged_green(record: &IterationRecord, detail: String) -> Step {
+    let observed = record.snapshot.as_ref().map(|s| s.awareness.as_slice()).unwrap_or_default();
+    if observed.is_empty() {
+        return Step::Halt(HaltReason::SuccessConditionMet, detail);
+    }
+    let shown: Vec<String> = observed.iter().take(3).map(|f| format!("{}: {}", f.path.as_deref().unwrap_or("-"), f.what)).collect();
+    let more = match observed.len().saturating_sub(shown.len()) {
+        0 => String::new(),
+        n => format!("; and {n} more"),
+    };
+    Step::Halt(
+        HaltReason::HumanRequired,
+        format!(
+            "{detail}, but the agent's production code observes what can tell a test run from a real one ({} observations: {}{more}): \
+             not a success loopexec stands behind unreviewed; review the delivered change, or give a judge (--judge) that answers on each \
+             observation, or allow the API in loop.toml with a reason ([guards] allow)",
+            observed.len(),
+            shown.join("; ")
+        ),
+    )
 }
 
 /// A confirmation rerun that disagreed with the iteration's green: a flake, not success.
@@ -258,6 +282,7 @@ mod tests {
             changed_paths: 1,
             protected_changes: vec![ProtectedChangeRecord { path: "tests/a.sh".into(), change: "modified".into() }],
             duration_ms: None,
+            awareness: vec![],
         });
         assert_eq!(
             decide(Mode::CheckFixpoint, &r, 3),

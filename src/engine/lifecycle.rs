@@ -11,7 +11,7 @@ use super::detached::{RunWorkspace, Taken, WorkspaceMode};
 use super::baseline::BaselineSetGuard;
 use super::coverage_guard::CoverageGuard;
 use super::in_place::InPlaceGuard;
-use super::analysis_guards::{self, AnalysisBaseline, MetricIntegrityGuard, TamperingGuard};
+use super::analysis_guards::{self, AnalysisBaseline, AwarenessGuard, MetricIntegrityGuard, TamperingGuard};
 use super::guards::{AgentStep, Guard, Guards, ProtectedPathGuard};
 use super::seats::Mode;
 use super::sink::{EventSink, LoopEvent};
@@ -373,7 +373,8 @@ impl<'a> ActiveRun<'a> {
                 Taken::Snapshot { snapshot, .. } => {
                     let baseline = ws.baseline_manifest()?;
                     let step = AgentStep { iteration: self.history.last_started, exec: None, workspace: Some((&snapshot, baseline)) };
-                    if guards.iter_mut().all(|g| g.after_agent(&step).is_none()) {
+                    // A review the awareness guard asks for is no refusal of the tree.
+                    if guards.iter_mut().all(|g| g.after_agent(&step).is_none_or(|o| !o.refuses())) {
                         ws.accept(snapshot);
                     }
                 }
@@ -411,9 +412,11 @@ impl<'a> ActiveRun<'a> {
             python_module_names: python_modules.as_ref().ok().and_then(|m| m.as_ref()).map(|m| m.len() as u64),
             disabled_rules: rules.disabled().map(|(rule, reason)| serde_json::json!({"rule": rule.id(), "reason": reason})).collect(),
         }))?;
+        let allowances = self.cfg.guards.allowances()?;
         Ok(vec![
             Box::new(MetricIntegrityGuard::new(files.clone(), baseline, spec, limits, python_modules)),
-            Box::new(TamperingGuard::new(files, rules, limits)),
+            Box::new(TamperingGuard::new(files.clone(), rules, limits)),
+            Box::new(AwarenessGuard::new(files, allowances, limits)),
         ])
     }
 
