@@ -246,6 +246,37 @@ mod tests {
         IterationRecord { iteration, exec: Some(exec), check, ..Default::default() }
     }
 
+    fn observing(iteration: u64, code: i32) -> IterationRecord {
+        let mut r = record(0, Some(Ending::Exited { code }), iteration);
+        r.snapshot = Some(SnapshotRecord {
+            iteration,
+            tree_id: "t".into(),
+            changed_paths: 1,
+            protected_changes: vec![],
+            duration_ms: None,
+            awareness: vec![crate::receipt::events::FindingRecord {
+                path: Some("calc/core.py".into()),
+                what: "line 4: call-stack traceback.extract_stack: tb.extract_stack()".into(),
+            }],
+        });
+        r
+    }
+
+    #[test]
+    fn a_green_whose_tree_observes_the_test_run_is_human_required() {
+        let Step::Halt(reason, detail) = decide(Mode::CheckFixpoint, &observing(2, 0), 3) else { panic!("no halt") };
+        assert_eq!(reason, HaltReason::HumanRequired);
+        assert!(
+            detail.starts_with("the check passed at iteration 2, but the agent's production code observes what can tell a test run from a real one (1 observations: calc/core.py: line 4: call-stack traceback.extract_stack"),
+            "{detail}"
+        );
+    }
+
+    #[test]
+    fn a_red_check_whose_tree_observes_the_test_run_goes_on() {
+        assert_eq!(decide(Mode::CheckFixpoint, &observing(2, 1), 3), Step::Continue);
+    }
+
     fn decided(check: Ending, iteration: u64, max: u64) -> Step {
         decide(Mode::CheckFixpoint, &record(0, Some(check), iteration), max)
     }
