@@ -347,6 +347,13 @@ fn test_code_is_never_looked_at() {
 }
 
 #[test]
+fn rust_bench_and_example_targets_are_not_the_code_under_test() {
+    assert_eq!(found("benches/benches.rs", "#![feature(test)]\nextern crate test;\n"), vec![]);
+    assert_eq!(found("examples/cli.rs", "fn main() { let _ = std::env::args(); }\n"), vec![]);
+    assert_eq!(found("src/lib.rs", "extern crate test;\n"), one(Channel::RunnerObjects, "extern crate test", 1));
+}
+
+#[test]
 fn an_observation_t0_already_had_is_not_new_even_when_moved() {
     let t0 = "import traceback\n\ndef where():\n    return traceback.extract_stack()\n";
     let end = "import traceback\n\n\ndef helper():\n    pass\n\n\ndef where():\n    return traceback.extract_stack()\n";

@@ -225,9 +225,12 @@ pub fn new_observations(t0: &[(&str, Vec<Observation>)], end: &[(&str, Vec<Obser
         .collect()
 }
 
-/// Every observation in one parsed file's production code (none in a test file).
+/// Every observation in one parsed file's production code (none in a test file, nor in a Rust
+/// bench or example target: `benches/` use libtest's `test` crate, `examples/` are programs of
+/// their own, neither is the code under test).
 pub fn observations(file: &ParsedFile<'_>, whole_file_is_test: bool, context: &Context) -> Vec<Observation> {
-    if whole_file_is_test {
+    let rust_target_dir = file.language == Language::Rust && file.path.split('/').rev().skip(1).any(|d| d == "benches" || d == "examples");
+    if whole_file_is_test || rust_target_dir {
         return Vec::new();
     }
     let mut out = Vec::new();
