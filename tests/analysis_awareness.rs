@@ -386,6 +386,13 @@ fn an_unknown_api_or_a_missing_reason_is_refused() {
 }
 
 #[test]
+fn a_deeply_nested_rust_file_is_analysed_in_one_pass() {
+    let depth = 20_000;
+    let src = format!("pub fn f() {{ {}let _ = std::env::args();{} }}\n", "{".repeat(depth), "}".repeat(depth));
+    assert_eq!(found("src/lib.rs", &src), one(Channel::ArgvAndFlags, "std::env::args", 1));
+}
+
+#[test]
 fn a_deeply_nested_hostile_file_is_analysed_without_recursion() {
     let depth = 20_000;
     let src = format!("import sys\nx = {}sys.argv{}\n", "(".repeat(depth), ")".repeat(depth));

@@ -28,7 +28,7 @@ use serde::Serialize;
 use tree_sitter::Node;
 
 use super::syntax::{ancestor, compact_text, file_name, named_children, string_value, walk, Language, ParsedFile};
-use super::test_code::{in_test_code, is_test_file};
+use super::test_code::{is_cfg_test, is_rust_test_fn, is_test_file, rust_attributes};
 use super::{AnalysisError, ChangedFile, Limits, NotAnalysed, NotAnalysedReason, Version};
 
 /// The sub-classes of "an observation that can tell a test run from a real one".
@@ -309,8 +309,8 @@ fn proc_path(content: &str) -> bool {
 fn string_content(file: &ParsedFile<'_>, node: Node<'_>) -> String {
     let text = file.text(node);
     let t = text.trim_start_matches(|c: char| c.is_ascii_alphabetic());
-    let t = t.trim_start_matches(['"', '\'', '`']);
-    t.trim_end_matches(['"', '\'', '`']).to_string()
+    let t = t.trim_start_matches(['#', '"', '\'', '`']);
+    t.trim_end_matches(['#', '"', '\'', '`']).to_string()
 }
 
 /// Every API name the rules can report (besides `env:NAME`, `feature:NAME`, `import:MODULE`).
@@ -728,12 +728,21 @@ struct RustNames {
     aliases: HashMap<String, String>,
     /// `use x::*;` prefixes.
     globs: Vec<String>,
+    /// `const`, `static` and `let` names bound to a string literal.
+    strings: HashMap<String, String>,
 }
 
 impl RustNames {
     fn collect(file: &ParsedFile<'_>) -> RustNames {
-        let mut names = RustNames { aliases: HashMap::new(), globs: Vec::new() };
+        let mut names = RustNames { aliases: HashMap::new(), globs: Vec::new(), strings: HashMap::new() };
         walk(file.root(), |n| {
+            if matches!(n.kind(), "const_item" | "static_item" | "let_declaration") {
+                let name = n.child_by_field_name("name").or_else(|| n.child_by_field_name("pattern"));
+                if let (Some(name), Some(value)) = (name, n.child_by_field_name("value").and_then(|v| string_value(file, v))) {
+                    names.strings.insert(file.text(name).into_owned(), value);
+                }
+                return true;
+            }
             if n.kind() != "use_declaration" {
                 return true;
             }
@@ -921,10 +930,10 @@ fn has_side_effect(tokens: &str) -> bool {
 fn rust(file: &ParsedFile<'_>, context: &Context, out: &mut Vec<Observation>) {
     let names = RustNames::collect(file);
     walk(file.root(), |n| {
-        if in_test_code(file, false, n) {
-            return false;
-        }
         match n.kind() {
+            // Test code (a `#[cfg(test)]` module, a test function) is not descended into.
+            "mod_item" if rust_attributes(file, n).iter().any(|a| is_cfg_test(a)) => false,
+            "function_item" if is_rust_test_fn(file, n) => false,
             "use_declaration" => false,
             "extern_crate_declaration" => {
                 if n.child_by_field_name("name").is_some_and(|c| file.text(c) == "test") {
@@ -1028,26 +1037,12 @@ fn rust(file: &ParsedFile<'_>, context: &Context, out: &mut Vec<Observation>) {
     });
 }
 
-/// A Rust string argument: a literal, or a `const`/`static` of one in the same file.
-fn rust_string(file: &ParsedFile<'_>, _names: &RustNames, node: Node<'_>) -> Option<String> {
+/// A Rust string argument: a literal, or a `const`/`static`/`let` of one in the same file.
+fn rust_string(file: &ParsedFile<'_>, names: &RustNames, node: Node<'_>) -> Option<String> {
     if let Some(v) = string_value(file, node) {
         return Some(v);
     }
-    if node.kind() != "identifier" {
-        return None;
-    }
-    let wanted = file.text(node);
-    let mut found = None;
-    walk(file.root(), |n| {
-        if matches!(n.kind(), "const_item" | "static_item" | "let_declaration") {
-            let name = n.child_by_field_name("name").or_else(|| n.child_by_field_name("pattern"));
-            if name.is_some_and(|x| file.text(x) == wanted) {
-                found = n.child_by_field_name("value").and_then(|v| string_value(file, v));
-            }
-        }
-        found.is_none()
-    });
-    found
+    (node.kind() == "identifier").then(|| names.strings.get(file.text(node).as_ref()).cloned()).flatten()
 }
 
 fn rust_value_position(n: Node<'_>) -> bool {
