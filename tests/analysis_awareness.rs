@@ -161,6 +161,8 @@ fn argv_read_by_a_programs_entry_point_is_not_an_observation() {
     assert_eq!(found("calc/cli.py", py), vec![]);
     let go = "package main\n\nimport (\n\t\"flag\"\n\t\"os\"\n)\n\nfunc main() {\n\tflag.Parse()\n\t_ = os.Args\n}\n";
     assert_eq!(found("cmd/calc/main.go", go), vec![]);
+    let rs = "fn main() {\n    std::panic::set_hook(Box::new(|_| {}));\n    let args: Vec<String> = std::env::args().collect();\n    println!(\"{}\", args.len());\n}\n";
+    assert_eq!(found("src/main.rs", rs), vec![]);
 }
 
 // ------------------------------------------------------------------ parent process

@@ -18,7 +18,8 @@
 //! `DATABASE_URL`); output-only uses whose value no code can read back (Python's
 //! `traceback.print_stack`, `traceback.format_exc` of the exception being handled, whose frames
 //! are only those below the handler; `console.error(err.stack)`); argv and flags read inside a
-//! program's entry point (`if __name__ == "__main__":`, `def main`, Go's `func main`). Test code is
+//! program's entry point (`if __name__ == "__main__":`, `def main`, Go's `func main`, Rust's
+//! `fn main`, which may also install a panic hook). Test code is
 //! never looked at (it is the test surface). Pure: bytes in, observations out.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -927,6 +928,13 @@ fn has_side_effect(tokens: &str) -> bool {
     assignment || tokens.contains('{') || [".store(", ".fetch_", ".set(", ".insert(", ".push(", ".swap(", ".replace("].iter().any(|m| tokens.contains(m))
 }
 
+/// Whether a Rust observation is a program's own business in its `fn main`: its arguments and
+/// its panic hook (a CLI reads `std::env::args()` and installs a hook there).
+fn rust_entry_point(file: &ParsedFile<'_>, n: Node<'_>, channel: Channel, api: &str) -> bool {
+    let entry_business = channel == Channel::ArgvAndFlags || matches!(api, "std::panic::set_hook" | "std::panic::take_hook");
+    entry_business && ancestor(n, |a| a.kind() == "function_item" && a.child_by_field_name("name").is_some_and(|x| file.text(x) == "main")).is_some()
+}
+
 fn rust(file: &ParsedFile<'_>, context: &Context, out: &mut Vec<Observation>) {
     let names = RustNames::collect(file);
     walk(file.root(), |n| {
@@ -992,7 +1000,7 @@ fn rust(file: &ParsedFile<'_>, context: &Context, out: &mut Vec<Observation>) {
                         if let Some((key, channel)) = literal.as_ref().and_then(|k| runner_variable(k).map(|c| (k, c))) {
                             push(out, file, n, channel, format!("env:{key}"));
                         }
-                    } else if let Some((api, channel)) = names.api(&path) {
+                    } else if let Some((api, channel)) = names.api(&path).filter(|(a, c)| !rust_entry_point(file, n, *c, a)) {
                         push(out, file, n, channel, api);
                     }
                 }
@@ -1012,7 +1020,7 @@ fn rust(file: &ParsedFile<'_>, context: &Context, out: &mut Vec<Observation>) {
                 true
             }
             "scoped_identifier" => {
-                if let Some((api, channel)) = names.api(&compact_text(file, n)) {
+                if let Some((api, channel)) = names.api(&compact_text(file, n)).filter(|(a, c)| !rust_entry_point(file, n, *c, a)) {
                     push(out, file, n, channel, api);
                 }
                 false
@@ -1020,7 +1028,7 @@ fn rust(file: &ParsedFile<'_>, context: &Context, out: &mut Vec<Observation>) {
             "identifier" if rust_value_position(n) => {
                 let name = file.text(n);
                 if names.aliases.contains_key(name.as_ref()) || !names.globs.is_empty() {
-                    if let Some((api, channel)) = names.api(&name) {
+                    if let Some((api, channel)) = names.api(&name).filter(|(a, c)| !rust_entry_point(file, n, *c, a)) {
                         push(out, file, n, channel, api);
                     }
                 }
