@@ -9,7 +9,8 @@
 #   t0 facts : once per run: A0 (assertions over every t0 file with a grammar), H0 (the test
 #              surface), the interpreter's module names
 #   snapshot : reading the agent's layer back (the workspace's cost, every iteration)
-#   guards   : metric integrity + tampering on that snapshot (every iteration)
+#   guards   : metric integrity + tampering + awareness on that snapshot (every iteration;
+#              awareness also printed on its own)
 #   git      : `git status --porcelain` (index refreshed beforehand, so it stats every file)
 #
 # Rounds alternate snapshot, guards and git status side by side (ROUNDS, default 7), and each
@@ -146,7 +147,7 @@ both=$(awk -v a="$guards" -v b="$snap" 'BEGIN { printf "%.1f", a + b }')
 echo "changed paths in the snapshot : $(echo "$out" | field changes | cut -d. -f1) of $(echo "$out" | field entries | cut -d. -f1) entries"
 echo "t0 facts (once per run)       : $(echo "$out" | field t0_facts_ms) ms (A0 = $(echo "$out" | field assertions_t0 | cut -d. -f1))"
 echo "snapshot (median of $ROUNDS)       : $snap ms"
-echo "guards (median of $ROUNDS)         : $guards ms"
+echo "guards (median of $ROUNDS)         : $guards ms (of which awareness $(echo "$out" | field awareness_ms) ms)"
 echo "git status (median of $ROUNDS)     : $git_ms ms"
 echo "ratio guards / git status            : $(ratio "$guards" "$git_ms")x (target <= 1.5x)"
 echo "ratio (snapshot + guards) / git status : $(ratio "$both" "$git_ms")x"

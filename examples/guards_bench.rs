@@ -4,13 +4,13 @@
 //! under STATE_DIR, creates a workspace in RUN_DIR, copies each PATH as REPO's working tree has it
 //! (the agent's change, which the script made there) into the workspace's upper layer, computes
 //! the once-per-run facts of t0 (A0, H0, the interpreter's module names), then alternates ROUNDS
-//! times: the snapshot of the workspace, the metric-integrity and tampering guards on it, and
-//! `git status --porcelain` in REPO. Prints one JSON object with the medians (ms). A guard that
+//! times: the snapshot of the workspace, the metric-integrity and tampering guards on it, the
+//! awareness guard on it (timed on its own as well), and `git status --porcelain` in REPO. Prints one JSON object with the medians (ms). A guard that
 //! objects is an error: the changes the script makes are honest ones.
 
 use loopexec::analysis::surface::SurfaceSpec;
 use loopexec::analysis::{Limits, RuleSet};
-use loopexec::engine::analysis_guards::{self, AnalysisBaseline, MetricIntegrityGuard, TamperingGuard, TreeFiles};
+use loopexec::engine::analysis_guards::{self, AnalysisBaseline, AwarenessGuard, MetricIntegrityGuard, TamperingGuard, TreeFiles};
 use loopexec::engine::guards::{AgentStep, Guard};
 use loopexec::safefs::SafeDir;
 use loopexec::workspace::{Baseline, BaselineOptions, Workspace};
@@ -63,10 +63,11 @@ fn main() {
         let assertions = facts.assertions;
         let mut guards: Vec<Box<dyn Guard>> = vec![
             Box::new(MetricIntegrityGuard::new(files.clone(), facts, spec, limits, Ok(python_modules))),
-            Box::new(TamperingGuard::new(files, RuleSet::all(), limits)),
+            Box::new(TamperingGuard::new(files.clone(), RuleSet::all(), limits)),
         ];
+        let mut awareness = AwarenessGuard::new(files, Default::default(), limits);
         let workspace_limits = sandbox::policy::WorkspaceLimits::default();
-        let (mut snapshot_ms, mut guards_ms, mut git_ms) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut snapshot_ms, mut guards_ms, mut awareness_ms, mut git_ms) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let mut changes = 0;
         for _ in 0..rounds {
             let start = Instant::now();
@@ -76,7 +77,15 @@ fn main() {
             let step = AgentStep { iteration: 1, exec: None, workspace: Some((&snapshot, t0)) };
             let start = Instant::now();
             let objections: Vec<_> = guards.iter_mut().filter_map(|g| g.after_agent(&step)).collect();
-            guards_ms.push(ms(start));
+            let integrity_and_tampering = ms(start);
+            let start = Instant::now();
+            let observed = awareness.after_agent(&step);
+            let awareness_now = ms(start);
+            awareness_ms.push(awareness_now);
+            guards_ms.push(integrity_and_tampering + awareness_now);
+            if let Some(o) = observed {
+                return Err(format!("the awareness guard found observations in the honest change: {o:?}").into());
+            }
             if !objections.is_empty() {
                 return Err(format!("a guard objected to the honest change: {objections:?}").into());
             }
@@ -94,6 +103,7 @@ fn main() {
             "t0_facts_ms": t0_facts_ms,
             "snapshot_ms": median(snapshot_ms),
             "guards_ms": median(guards_ms),
+            "awareness_ms": median(awareness_ms),
             "git_status_ms": median(git_ms),
         })
         .to_string())

@@ -49,8 +49,39 @@ serde = "1"
 
 #[test]
 fn adding_a_cargo_dependency_leaves_the_digest_unchanged() {
-    let end = format!("{CARGO_T0}regex = \"1\"\n\n[dev-dependencies]\ntempfile = \"3\"\n");
+    let end = format!("{CARGO_T0}regex = \"1\"\n");
     assert_eq!(digest(&[("Cargo.toml", CARGO_T0)]).sha256, digest(&[("Cargo.toml", &end)]).sha256);
+}
+
+#[test]
+fn a_dev_dependency_added_is_test_surface() {
+    // A dev-dependency of the crate on itself turns features on for test builds only.
+    let end = format!("{CARGO_T0}\n[dev-dependencies]\ncalc = {{ path = \".\", features = [\"fixed\"] }}\n\n[target.'cfg(unix)'.dev-dependencies]\ntempfile = \"3\"\n");
+    assert_eq!(
+        changed_parts("Cargo.toml", CARGO_T0, &end),
+        vec![part("Cargo.toml", "dev-dependencies", "added"), part("Cargo.toml", "target.cfg(unix).dev-dependencies", "added")]
+    );
+}
+
+#[test]
+fn js_and_python_dev_dependencies_are_test_surface() {
+    let package = r#"{"name": "calc", "devDependencies": {"vitest": "^1"}}"#;
+    let changed = package.replace("\"^1\"", "\"^1\", \"vitest-magic\": \"1\"");
+    assert_eq!(changed_parts("package.json", package, &changed), vec![part("package.json", "devDependencies", "changed")]);
+    let pyproject = "[project]\nname = \"calc\"\n";
+    let end = format!("{pyproject}\n[dependency-groups]\ntest = [\"pytest-randomly\"]\n");
+    assert_eq!(changed_parts("pyproject.toml", pyproject, &end), vec![part("pyproject.toml", "dependency-groups", "added")]);
+}
+
+#[test]
+fn env_files_a_runner_loads_and_package_manager_settings_are_whole_surface_files() {
+    for path in [".env", ".env.test", "web/.env.test.local", ".env.local", ".npmrc", "app/.yarnrc.yml"] {
+        assert_eq!(changed_parts(path, "A=1\n", "A=2\n"), vec![part(path, "file", "changed")], "{path}");
+    }
+    // A template no loader reads by default stays editable.
+    for path in [".env.example", ".env.sample", ".env.template"] {
+        assert_eq!(changed_parts(path, "A=1\n", "A=2\n"), vec![], "{path}");
+    }
 }
 
 #[test]

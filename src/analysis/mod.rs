@@ -9,11 +9,13 @@
 //! - `assertions`, `test_items`, `rust_doc`, `tampering`: the per-file facts.
 //! - `surface`: the test-determining surface digest H0 and its diff.
 //! - `shadowing`: workspace modules named like standard-library or installed modules.
+//! - `awareness`: production code observing what can tell a test run from a real one.
 //!
 //! What each rule catches and misses is in docs/guards.md. These are best-effort checks against
 //! a determined agent; the judge and the adequacy canary are the next lines.
 
 pub mod assertions;
+pub mod awareness;
 pub mod rust_doc;
 pub mod shadowing;
 pub mod surface;
@@ -40,6 +42,10 @@ pub enum AnalysisError {
     UnknownRule(String),
     #[error("tampering rule `{0}` is disabled without a reason")]
     DisabledWithoutReason(RuleId),
+    #[error("[guards] allow: `{0}` is not an observation the awareness rule reports (see docs/guards.md, \"The code under test must not know it is tested\")")]
+    UnknownObservationApi(String),
+    #[error("[guards] allow: `{0}` is allowed without a reason")]
+    AllowedWithoutReason(String),
     #[error("surface glob `{glob}` is invalid: {message}")]
     InvalidGlob { glob: String, message: String },
     #[error("the module-name command failed: {0}")]

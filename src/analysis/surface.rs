@@ -42,6 +42,15 @@ pub const DEFAULT_WHOLE_FILES: &[(&str, &str)] = &[
     (".nvmrc", "toolchain file"),
     (".node-version", "toolchain file"),
     ("node.config.json", "node configuration"),
+    // Files a runner or the package manager running it reads by convention (issue 18, item 4):
+    // npm's and yarn's settings (`node-options` reach every script), bun's, swc's transforms.
+    (".npmrc", "package manager configuration"),
+    (".yarnrc", "package manager configuration"),
+    (".yarnrc.yml", "package manager configuration"),
+    ("bunfig.toml", "bun configuration"),
+    (".swcrc", "swc configuration"),
+    ("noxfile.py", "nox configuration"),
+    (".coveragerc", "coverage configuration"),
 ];
 
 /// File-name prefixes (any extension) that are surface whole: jest, vitest (which also reads
@@ -55,7 +64,18 @@ pub const DEFAULT_WHOLE_PREFIXES: &[(&str, &str)] = &[
     ("ava.config.", "ava configuration"),
     ("babel.config.", "babel configuration"),
     (".babelrc", "babel configuration"),
+    ("karma.conf.", "karma configuration"),
+    ("playwright.config.", "playwright configuration"),
+    ("cypress.config.", "cypress configuration"),
 ];
+
+/// `.env` files vite (and so vitest) loads into `import.meta.env` by mode (`.env`, `.env.local`,
+/// `.env.test`, `.env.test.local`, ...), dotenv loaders read: surface whole. Templates that no
+/// loader reads by default are not.
+fn is_env_file(name: &str) -> bool {
+    name == ".env"
+        || name.strip_prefix(".env.").is_some_and(|mode| !mode.is_empty() && !matches!(mode, "example" | "sample" | "template" | "dist" | "defaults"))
+}
 
 /// One surface entry.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -193,6 +213,9 @@ pub fn whole_file_role(path: &str) -> Option<&'static str> {
     if name.ends_with(".pth") {
         return Some("interpreter start-up hook");
     }
+    if is_env_file(name) {
+        return Some("environment file a runner loads");
+    }
     let dirs: Vec<&str> = path.split('/').collect();
     let dirs = &dirs[..dirs.len().saturating_sub(1)];
     if dirs.iter().any(|d| matches!(*d, "_pytest" | "pytest" | "pluggy")) {
@@ -285,6 +308,20 @@ fn cargo_parts(text: &str) -> Result<Parts, ()> {
     if let Some(tests) = table.get("test") {
         parts.push(("[[test]]".to_string(), canonical(tests)));
     }
+    // Dev-dependencies exist only for test builds (a dev-dependency of the crate on itself turns
+    // features on for tests only).
+    for key in ["dev-dependencies", "dev_dependencies"] {
+        if let Some(v) = table.get(key) {
+            parts.push((key.to_string(), canonical(v)));
+        }
+        if let Some(targets) = table.get("target").and_then(|t| t.as_table()) {
+            for (cfg, target) in targets {
+                if let Some(v) = target.get(key) {
+                    parts.push((format!("target.{cfg}.{key}"), canonical(v)));
+                }
+            }
+        }
+    }
     for key in ["members", "exclude", "default-members"] {
         if let Some(v) = toml_at(&table, &["workspace", key]) {
             parts.push((format!("workspace.{key}"), canonical(v)));
@@ -306,7 +343,18 @@ fn cargo_parts(text: &str) -> Result<Parts, ()> {
 fn pyproject_parts(text: &str) -> Result<Parts, ()> {
     let table: toml::Table = toml::from_str(text).map_err(|_| ())?;
     let mut parts = Vec::new();
-    for path in [&["tool", "pytest"][..], &["project", "entry-points", "pytest11"], &["tool", "poetry", "plugins", "pytest11"]] {
+    let dev_dependencies: [&[&str]; 9] = [
+        &["dependency-groups"],
+        &["tool", "poetry", "dev-dependencies"],
+        &["tool", "poetry", "group"],
+        &["tool", "pdm", "dev-dependencies"],
+        &["tool", "uv", "dev-dependencies"],
+        &["project", "optional-dependencies", "test"],
+        &["project", "optional-dependencies", "tests"],
+        &["project", "optional-dependencies", "testing"],
+        &["project", "optional-dependencies", "dev"],
+    ];
+    for path in [&["tool", "pytest"][..], &["project", "entry-points", "pytest11"], &["tool", "poetry", "plugins", "pytest11"]].into_iter().chain(dev_dependencies) {
         if let Some(v) = toml_at(&table, path) {
             parts.push((path.join("."), canonical(v)));
         }
@@ -327,7 +375,7 @@ fn package_json_parts(text: &str) -> Result<Parts, ()> {
             }
         }
     }
-    for key in ["jest", "mocha", "ava"] {
+    for key in ["jest", "mocha", "ava", "devDependencies"] {
         if let Some(v) = object.get(key) {
             parts.push((key.to_string(), canonical(v)));
         }

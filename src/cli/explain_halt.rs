@@ -218,6 +218,11 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     for line in crate::engine::inactive_guards::lines(inactive.as_deref().unwrap_or_default()) {
         rows.push(("blind", line));
     }
+    // What the halting iteration's tree observes that can tell a test run from a real one.
+    let observed = history.iterations.iter().rev().find(|d| d.iteration == iteration).and_then(|d| d.snapshot.as_ref()).map(|s| s.awareness.as_slice()).unwrap_or_default();
+    for f in observed {
+        rows.push(("awareness", format!("{}: {}", f.path.as_deref().unwrap_or("-"), f.what)));
+    }
     // The judge's answer on the halting iteration (its reason is escaped when recorded and by `aligned`).
     let judge = history.iterations.iter().rev().find(|d| d.iteration == iteration).and_then(|d| d.judge.as_ref());
     if let Some(j) = judge {

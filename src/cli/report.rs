@@ -153,6 +153,9 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
                 human.push_str(&format!("       allowed ({}): {} under allowance {}: {}\n", allowed.guard, inert(&u.what), inert(&allowance_name(u)), inert(&u.reason)));
             }
         }
+        for f in d.snapshot.iter().flat_map(|s| &s.awareness) {
+            human.push_str(&format!("       awareness {}: {}\n", inert(f.path.as_deref().unwrap_or("-")), inert(&f.what)));
+        }
         if let Some(judge) = &d.judge {
             let outcome = serde_json::to_value(judge.outcome).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
             let hacking = if judge.reward_hacking { " (reward hacking)" } else { "" };

@@ -344,6 +344,94 @@ impl Guard for TamperingGuard {
     }
 }
 
+/// Awareness after the agent (issue 18, item 4): production code the agent changed that observes
+/// what can tell a test run from a real one (`analysis::awareness`). Not a refusal: the step goes
+/// on, and its observations are recorded in the `snapshot`; a green from a tree with any halts
+/// `human_required` unless the judge answers on each (`decide`, `judge`). APIs the loop allows
+/// (`[guards] allow`) are let through with their reason, recorded in `run_start`'s config.
+pub struct AwarenessGuard {
+    files: TreeFiles,
+    allowances: analysis::awareness::Allowances,
+    limits: Limits,
+}
+
+impl AwarenessGuard {
+    pub fn new(files: TreeFiles, allowances: analysis::awareness::Allowances, limits: Limits) -> AwarenessGuard {
+        AwarenessGuard { files, allowances, limits }
+    }
+
+    /// The test-only features of the crate a Rust file belongs to: its nearest Cargo.toml in the
+    /// end state, read bounded (cached per manifest).
+    fn context_of(&self, snapshot: &Snapshot, path: &str, cache: &mut std::collections::HashMap<String, analysis::awareness::Context>) -> analysis::awareness::Context {
+        if !path.ends_with(".rs") {
+            return analysis::awareness::Context::default();
+        }
+        let mut dir = path.rsplit_once('/').map(|(d, _)| d);
+        loop {
+            let manifest = match dir {
+                Some(d) => format!("{d}/Cargo.toml"),
+                None => "Cargo.toml".to_string(),
+            };
+            if snapshot.manifest.get(manifest.as_bytes()).is_some_and(|e| is_file(e.kind)) {
+                if let Some(context) = cache.get(&manifest) {
+                    return context.clone();
+                }
+                let text = self.files.end(snapshot, manifest.as_bytes(), self.limits).and_then(|b| String::from_utf8(b).ok()).unwrap_or_default();
+                let context = analysis::awareness::Context { test_only_features: analysis::awareness::test_only_features(&text) };
+                cache.insert(manifest, context.clone());
+                return context;
+            }
+            match dir {
+                Some(d) => dir = d.rsplit_once('/').map(|(p, _)| p),
+                None => return analysis::awareness::Context::default(),
+            }
+        }
+    }
+
+    /// The findings of the step, as the snapshot records them (at most [`MAX_FINDINGS`], then a count).
+    fn judge(&self, snapshot: &Snapshot, t0: &Manifest) -> Vec<FindingRecord> {
+        let bytes = ChangedBytes::read(&self.files, snapshot, t0, self.limits);
+        let mut cache = std::collections::HashMap::new();
+        let contexts: std::collections::HashMap<String, analysis::awareness::Context> =
+            bytes.files.iter().map(|(p, _, _)| (p.clone(), self.context_of(snapshot, p, &mut cache))).collect();
+        let context_of = |p: &str| contexts.get(p).cloned().unwrap_or_default();
+        let mut findings: Vec<FindingRecord> = match analysis::awareness::analyse_change(&bytes.changed(), &context_of, &self.allowances, self.limits) {
+            // A change that cannot be analysed is not vouched for: it needs the review too.
+            Err(e) => vec![FindingRecord { path: None, what: format!("the agent's change could not be analysed for observations: {e}") }],
+            Ok(change) => {
+                let mut out: Vec<FindingRecord> = change
+                    .findings
+                    .iter()
+                    .map(|f| FindingRecord { path: Some(f.file.clone()), what: format!("line {}: {} {}: {}", f.line, f.channel, f.api, f.evidence) })
+                    .collect();
+                out.extend(change.not_analysed.iter().filter(|(v, _)| *v == analysis::Version::End).map(|(_, na)| FindingRecord {
+                    path: Some(na.path.clone()),
+                    what: format!("not analysed for observations: {} (sha256 {})", na.reason, na.sha256),
+                }));
+                out
+            }
+        };
+        if findings.len() > MAX_FINDINGS {
+            let rest = findings.len() - MAX_FINDINGS;
+            findings.truncate(MAX_FINDINGS);
+            findings.push(FindingRecord { path: None, what: format!("{rest} more observations not recorded") });
+        }
+        findings
+    }
+}
+
+impl Guard for AwarenessGuard {
+    fn seat(&self) -> Seat {
+        Seat::Awareness
+    }
+
+    fn after_agent(&mut self, step: &AgentStep<'_>) -> Option<Objection> {
+        let (snapshot, t0) = step.workspace?;
+        let findings = self.judge(snapshot, t0);
+        (!findings.is_empty()).then_some(Objection::ReviewRequired(findings))
+    }
+}
+
 /// Whether a tree has Python files (only then are module names obtained).
 pub fn has_python(manifest: &Manifest) -> bool {
     manifest.iter().any(|(p, e)| is_file(e.kind) && (p.ends_with(b".py") || p.ends_with(b".pyi")))

@@ -98,6 +98,16 @@ pub struct DisabledRulePin {
     pub reason: String,
 }
 
+/// An observation API the awareness rule may let through, with the reason the receipt records
+/// (docs/guards.md, "The code under test must not know it is tested").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AllowedApiPin {
+    pub api: String,
+    #[serde(default)]
+    pub reason: String,
+}
+
 /// The syntax-tree guards' settings (`[guards]` in loop.toml; docs/guards.md).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -108,6 +118,10 @@ pub struct GuardPins {
     /// Globs of files added to the test-determining surface (whole files).
     #[serde(default)]
     pub surface: Vec<String>,
+    /// Observation APIs the awareness rule lets through, each with a reason (absent in receipts
+    /// pinned before it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow: Vec<AllowedApiPin>,
 }
 
 impl GuardPins {
@@ -119,6 +133,17 @@ impl GuardPins {
             rules.disable(rule, &pin.reason).map_err(|e| Failure::usage(format!("[guards] disable: {e}")).with_hint("give each disabled rule a `reason = \"...\"` the receipt records"))?;
         }
         Ok(rules)
+    }
+
+    /// The awareness rule's allowances. Fails on an API the rule does not report or a missing reason.
+    pub fn allowances(&self) -> Result<crate::analysis::awareness::Allowances, Failure> {
+        let mut allowances = crate::analysis::awareness::Allowances::default();
+        for pin in &self.allow {
+            allowances.allow(&pin.api, &pin.reason).map_err(|e| {
+                Failure::usage(e.to_string()).with_hint("name an API as a finding of the awareness rule names it, with a `reason = \"...\"` the receipt records")
+            })?;
+        }
+        Ok(allowances)
     }
 
     /// The test-determining surface these pins describe.
@@ -534,6 +559,7 @@ impl LoopConfig {
         // Validated here too, so that a rule disabled without a reason leaves no run behind.
         input.guards.rule_set()?;
         input.guards.surface_spec()?;
+        input.guards.allowances()?;
         let adequacy = input.adequacy.resolve(workspace == WorkspaceMode::Detached)?;
         let coverage = crate::engine::coverage_guard::CoveragePins::resolve(input.coverage, input.coverage_tolerance)?;
         let progress = input.progress.unwrap_or_default();

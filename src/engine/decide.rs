@@ -142,7 +142,7 @@ fn check_fixpoint(record: &IterationRecord, max_iterations: u64) -> Step {
             }
             (Step::Halt(HaltReason::SuccessConditionMet, detail), _) => held_out(record, match &record.judge {
                 Some(judge) => super::judge::decide_on(judge, detail),
-                None => Step::Halt(HaltReason::SuccessConditionMet, detail),
+                None => unjudged_green(record, detail),
             }),
             // A red check failing only on tests that already failed at t0 and are not targets,
             // with every target and every t0 pass passing, is success (engine::targets).
@@ -153,7 +153,7 @@ fn check_fixpoint(record: &IterationRecord, max_iterations: u64) -> Step {
                 );
                 held_out(record, match &record.judge {
                     Some(judge) => super::judge::decide_on(judge, detail),
-                    None => Step::Halt(HaltReason::SuccessConditionMet, detail),
+                    None => unjudged_green(record, detail),
                 })
             }
             // A rule that fired on a red check says more than the iteration cap.
@@ -171,6 +171,30 @@ fn held_out(record: &IterationRecord, step: Step) -> Step {
         (Step::Halt(HaltReason::SuccessConditionMet, _), Some(holdout)) => super::holdout::decide_on(holdout, step),
         _ => step,
     }
+}
+
+/// A green no judge answered on: success, unless the agent's tree observes what can tell a test
+/// run from a real one (the snapshot's `awareness`); then a human reviews it (`human_required`).
+fn unjudged_green(record: &IterationRecord, detail: String) -> Step {
+    let observed = record.snapshot.as_ref().map(|s| s.awareness.as_slice()).unwrap_or_default();
+    if observed.is_empty() {
+        return Step::Halt(HaltReason::SuccessConditionMet, detail);
+    }
+    let shown: Vec<String> = observed.iter().take(3).map(|f| format!("{}: {}", f.path.as_deref().unwrap_or("-"), f.what)).collect();
+    let more = match observed.len().saturating_sub(shown.len()) {
+        0 => String::new(),
+        n => format!("; and {n} more"),
+    };
+    Step::Halt(
+        HaltReason::HumanRequired,
+        format!(
+            "{detail}, but the agent's production code observes what can tell a test run from a real one ({} observations: {}{more}): \
+             not a success loopexec stands behind unreviewed; review the delivered change, or give a judge (--judge) that answers on each \
+             observation, or allow the API in loop.toml with a reason ([guards] allow)",
+            observed.len(),
+            shown.join("; ")
+        ),
+    )
 }
 
 /// A confirmation rerun that disagreed with the iteration's green: a flake, not success.
@@ -245,6 +269,37 @@ mod tests {
         IterationRecord { iteration, exec: Some(exec), check, ..Default::default() }
     }
 
+    fn observing(iteration: u64, code: i32) -> IterationRecord {
+        let mut r = record(0, Some(Ending::Exited { code }), iteration);
+        r.snapshot = Some(SnapshotRecord {
+            iteration,
+            tree_id: "t".into(),
+            changed_paths: 1,
+            protected_changes: vec![],
+            duration_ms: None,
+            awareness: vec![crate::receipt::events::FindingRecord {
+                path: Some("calc/core.py".into()),
+                what: "line 4: call-stack traceback.extract_stack: tb.extract_stack()".into(),
+            }],
+        });
+        r
+    }
+
+    #[test]
+    fn a_green_whose_tree_observes_the_test_run_is_human_required() {
+        let Step::Halt(reason, detail) = decide(Mode::CheckFixpoint, &observing(2, 0), 3) else { panic!("no halt") };
+        assert_eq!(reason, HaltReason::HumanRequired);
+        assert!(
+            detail.starts_with("the check passed at iteration 2, but the agent's production code observes what can tell a test run from a real one (1 observations: calc/core.py: line 4: call-stack traceback.extract_stack"),
+            "{detail}"
+        );
+    }
+
+    #[test]
+    fn a_red_check_whose_tree_observes_the_test_run_goes_on() {
+        assert_eq!(decide(Mode::CheckFixpoint, &observing(2, 1), 3), Step::Continue);
+    }
+
     fn decided(check: Ending, iteration: u64, max: u64) -> Step {
         decide(Mode::CheckFixpoint, &record(0, Some(check), iteration), max)
     }
@@ -281,6 +336,7 @@ mod tests {
             changed_paths: 1,
             protected_changes: vec![ProtectedChangeRecord { path: "tests/a.sh".into(), change: "modified".into() }],
             duration_ms: None,
+            awareness: vec![],
         });
         assert_eq!(
             decide(Mode::CheckFixpoint, &r, 3),

@@ -35,6 +35,16 @@ pub enum Objection {
     ProtectedChanges(Vec<ProtectedChangeRecord>),
     /// Any other guard's finding: recorded as a `guard` event.
     Finding(GuardRecord),
+    /// Not a refusal: the step goes on, but a green from it needs a review (the awareness
+    /// findings, recorded as the `snapshot`'s `awareness`).
+    ReviewRequired(Vec<crate::receipt::events::FindingRecord>),
+}
+
+impl Objection {
+    /// Whether the step is refused (a review is not a refusal).
+    pub fn refuses(&self) -> bool {
+        !matches!(self, Objection::ReviewRequired(_))
+    }
 }
 
 /// A judge of the agent's step.

@@ -254,7 +254,7 @@ impl ActiveRun<'_> {
             let objections = self.guards.after_agent(&AgentStep { iteration: n, exec: Some(exec), workspace: None });
             self.append_findings(objections.into_iter().filter_map(|o| match o {
                 Objection::Finding(finding) => Some(finding),
-                Objection::ProtectedChanges(_) => None,
+                Objection::ProtectedChanges(_) | Objection::ReviewRequired(_) => None,
             }))?;
             return Ok(Ok(None));
         };
@@ -265,11 +265,12 @@ impl ActiveRun<'_> {
         };
         let baseline = ws.baseline_manifest()?;
         let objections = self.guards.after_agent(&AgentStep { iteration: n, exec: Some(exec), workspace: Some((&snapshot, baseline)) });
-        let (mut protected_changes, mut findings) = (Vec::new(), Vec::new());
+        let (mut protected_changes, mut findings, mut awareness) = (Vec::new(), Vec::new(), Vec::new());
         for objection in objections {
             match objection {
                 Objection::ProtectedChanges(changes) => protected_changes.extend(changes),
                 Objection::Finding(finding) => findings.push(finding),
+                Objection::ReviewRequired(observed) => awareness.extend(observed),
             }
         }
         let record = SnapshotRecord {
@@ -278,6 +279,7 @@ impl ActiveRun<'_> {
             changed_paths: snapshot.changes(baseline).len() as u64,
             protected_changes,
             duration_ms: Some(duration_ms),
+            awareness,
         };
         let allowed = self.guards.take_allowed();
         self.append(Event::Snapshot(record))?;
@@ -380,6 +382,7 @@ impl ActiveRun<'_> {
             _ => None,
         };
         let guards_passed = self.guards.seats().into_iter().map(|s| s.as_str()).collect();
+        let awareness = self.history.current().and_then(|r| r.snapshot.as_ref()).map(|s| s.awareness.clone()).unwrap_or_default();
         let packet = judge::packet(&judge::PacketInput {
             run_id: &self.state.run_id,
             iteration: n,
@@ -390,6 +393,7 @@ impl ActiveRun<'_> {
             guards_passed,
             run_dir: self.run.dir(),
             tree,
+            awareness: &awareness,
         });
         let overlay = self.workspace.as_ref().map(RunWorkspace::judge_overlay);
         let command = RoleCommand { role: Role::Judge, run_id: &self.state.run_id, iteration: n, overlay, credential: None };

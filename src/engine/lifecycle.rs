@@ -11,7 +11,7 @@ use super::detached::{RunWorkspace, Taken, WorkspaceMode};
 use super::baseline::BaselineSetGuard;
 use super::coverage_guard::CoverageGuard;
 use super::in_place::InPlaceGuard;
-use super::analysis_guards::{self, AnalysisBaseline, MetricIntegrityGuard, TamperingGuard};
+use super::analysis_guards::{self, AnalysisBaseline, AwarenessGuard, MetricIntegrityGuard, TamperingGuard};
 use super::guards::{AgentStep, Guard, Guards, ProtectedPathGuard};
 use super::seats::Mode;
 use super::sink::{EventSink, LoopEvent};
@@ -378,9 +378,10 @@ impl<'a> ActiveRun<'a> {
                 Taken::Snapshot { snapshot, .. } => {
                     let baseline = ws.baseline_manifest()?;
                     let step = AgentStep { iteration: self.history.last_started, exec: None, workspace: Some((&snapshot, baseline)) };
-                    // A tree whose sentinel run showed a forged green is never accepted again.
+                    // A tree whose sentinel run showed a forged green is never accepted again; a
+                    // review the awareness guard asks for is no refusal of the tree.
                     let forged = self.history.sentinel_refused_of(self.history.last_started);
-                    if guards.iter_mut().all(|g| g.after_agent(&step).is_none()) && !forged {
+                    if guards.iter_mut().all(|g| g.after_agent(&step).is_none_or(|o| !o.refuses())) && !forged {
                         ws.accept(snapshot);
                     }
                 }
@@ -418,9 +419,11 @@ impl<'a> ActiveRun<'a> {
             python_module_names: python_modules.as_ref().ok().and_then(|m| m.as_ref()).map(|m| m.len() as u64),
             disabled_rules: rules.disabled().map(|(rule, reason)| serde_json::json!({"rule": rule.id(), "reason": reason})).collect(),
         }))?;
+        let api_allowances = self.cfg.guards.allowances()?;
         Ok(vec![
             Box::new(MetricIntegrityGuard::new(files.clone(), baseline, spec, limits, python_modules).allowing(allowances.clone())),
-            Box::new(TamperingGuard::new(files, rules, limits)),
+            Box::new(TamperingGuard::new(files.clone(), rules, limits)),
+            Box::new(AwarenessGuard::new(files, api_allowances, limits)),
         ])
     }
 

@@ -293,7 +293,10 @@ pub fn template(check: Option<&str>, exec: Option<&str>, isolation: Option<Isola
     t.push_str("# The syntax-tree guards (docs/guards.md): tampering rules switched off, each with the\n");
     t.push_str("# reason the receipt records, and files added to the test-determining surface.\n[guards]\n");
     t.push_str("# disable = [{ rule = \"test-environment-read\", reason = \"the app reads CI on purpose\" }]\n");
-    t.push_str("# surface = [\"tests/fixtures/**\"]\n\n");
+    t.push_str("# surface = [\"tests/fixtures/**\"]\n");
+    t.push_str("# Observation APIs production code may use although they can tell a test run from a real one\n");
+    t.push_str("# (otherwise a green from such code halts human_required unless the judge answers on it):\n");
+    t.push_str("# allow = [{ api = \"traceback.extract_stack\", reason = \"the logger names its caller\" }]\n\n");
     t.push_str("# The no-convergence halts (docs/progress.md), computed from the reports' failing sets.\n[progress]\n");
     t.push_str("# A commit known to pass the check, checked before the first agent call (docs/progress.md):\n");
     t.push_str("# reference = \"solution-branch\"\n");

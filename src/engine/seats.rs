@@ -44,6 +44,9 @@ pub enum Seat {
     Tampering,
     /// A check that passed in place, where no guard could judge the change (`human_required`).
     InPlace,
+    /// Production code the agent changed observes what can tell a test run from a real one: a
+    /// green from it needs a review (`human_required`, or the judge's answer on each finding).
+    Awareness,
 }
 
 impl Seat {
@@ -53,6 +56,7 @@ impl Seat {
             Seat::MetricIntegrity => "metric_integrity",
             Seat::Tampering => "tampering",
             Seat::InPlace => "in_place",
+            Seat::Awareness => "awareness",
         }
     }
 }

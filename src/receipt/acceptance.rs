@@ -139,6 +139,7 @@ mod tests {
                 changed_paths: 1,
                 protected_changes: vec![],
                 duration_ms: None,
+                awareness: vec![],
             })));
             events.push(recorded(sample::check_result(n, 1)));
             let progress: ProgressRecord =

@@ -335,6 +335,10 @@ pub struct SnapshotRecord {
     /// How long the snapshot took (absent in receipts written before it was measured).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,
+    /// What the agent's production code observes that can tell a test run from a real one (the
+    /// awareness rule, docs/guards.md): a green from this tree needs a review. Absent when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub awareness: Vec<FindingRecord>,
 }
 
 impl SnapshotRecord {
