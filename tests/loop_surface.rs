@@ -99,6 +99,15 @@ fn an_honest_agent_that_runs_pytest_in_its_zone_converges_and_delivers_no_cache(
     assert!(ev.iter().all(|e| e["type"] != "guard"), "{ev:#?}");
     let delivered = delivered_paths(repo.path(), "honest");
     assert_eq!(delivered, vec![".gitignore", "calc/__init__.py", "calc/core.py", "tests/test_core.py"], "no __pycache__ delivered");
+    // The receipt says what was left out, and why.
+    let snapshot = ev.iter().find(|e| e["type"] == "snapshot").expect("snapshot event");
+    let left = &snapshot["left_out"];
+    let named: Vec<&str> = left["named"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    assert_eq!(left["count"].as_u64(), Some(named.len() as u64), "{left}");
+    for cache in ["calc/__pycache__ (cache)", "tests/__pycache__ (cache)"] {
+        assert!(named.contains(&cache), "{cache} not in {named:?}");
+    }
+    assert_eq!(left["sha256"].as_str().map(str::len), Some(64), "{left}");
 }
 
 // ---- JavaScript: native addons ----

@@ -281,6 +281,7 @@ mod tests {
                 path: Some("calc/core.py".into()),
                 what: "line 4: call-stack traceback.extract_stack: tb.extract_stack()".into(),
             }],
+            left_out: None,
         });
         r
     }
@@ -337,6 +338,7 @@ mod tests {
             protected_changes: vec![ProtectedChangeRecord { path: "tests/a.sh".into(), change: "modified".into() }],
             duration_ms: None,
             awareness: vec![],
+            left_out: None,
         });
         assert_eq!(
             decide(Mode::CheckFixpoint, &r, 3),

@@ -280,6 +280,7 @@ impl ActiveRun<'_> {
             protected_changes,
             duration_ms: Some(duration_ms),
             awareness,
+            left_out: crate::receipt::events::LeftOutRecord::of(snapshot.left_out.iter().map(|(path, why)| (path.as_slice(), why.as_str()))),
         };
         let allowed = self.guards.take_allowed();
         self.append(Event::Snapshot(record))?;

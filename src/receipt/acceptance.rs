@@ -140,6 +140,7 @@ mod tests {
                 protected_changes: vec![],
                 duration_ms: None,
                 awareness: vec![],
+                left_out: None,
             })));
             events.push(recorded(sample::check_result(n, 1)));
             let progress: ProgressRecord =

@@ -351,7 +351,7 @@ mod tests {
     fn many_protected_changes_keep_a_sample_so_the_snapshot_is_still_refused() {
         let (_t, dir) = run_dir();
         let changes: Vec<ProtectedChangeRecord> = (0..3000).map(|i| ProtectedChangeRecord { path: format!("tests/t{i}.py"), change: "added".into() }).collect();
-        let s = SnapshotRecord { iteration: 1, tree_id: "0".repeat(40), changed_paths: 3000, protected_changes: changes, duration_ms: None, awareness: vec![] };
+        let s = SnapshotRecord { iteration: 1, tree_id: "0".repeat(40), changed_paths: 3000, protected_changes: changes, duration_ms: None, awareness: vec![], left_out: None };
         let Some((Event::Snapshot(b), Event::Externalised(x))) = bound(&Event::Snapshot(s), &dir).unwrap() else { panic!("not bounded") };
         assert_eq!((b.protected_changes.len(), b.accepted(), x.lists["protected_changes"].count), (SAMPLE_ITEMS, false, 3000));
     }

@@ -339,6 +339,43 @@ pub struct SnapshotRecord {
     /// awareness rule, docs/guards.md): a green from this tree needs a review. Absent when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub awareness: Vec<FindingRecord>,
+    /// What the agent left that is not part of the tree (what t0's ignore rules ignore, new
+    /// caches): never in the check's copy, never delivered. Absent when nothing was left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub left_out: Option<LeftOutRecord>,
+}
+
+/// The paths an agent step left out of the tree, bounded: the first [`LeftOutRecord::MAX_NAMED`]
+/// named (escaped, with why), the count and the SHA-256 of all of them (one a line, as bytes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeftOutRecord {
+    pub count: u64,
+    /// `path (ignored)` or `path (cache)`, escaped.
+    pub named: Vec<String>,
+    pub sha256: String,
+}
+
+impl LeftOutRecord {
+    pub const MAX_NAMED: usize = 20;
+
+    /// The record of `paths` (each with why it was left out); `None` when there are none.
+    pub fn of<'a>(paths: impl ExactSizeIterator<Item = (&'a [u8], &'static str)>) -> Option<LeftOutRecord> {
+        use sha2::{Digest, Sha256};
+        let count = paths.len() as u64;
+        if count == 0 {
+            return None;
+        }
+        let mut h = Sha256::new();
+        let mut named = Vec::new();
+        for (path, why) in paths {
+            h.update(path);
+            h.update(b"\n");
+            if named.len() < Self::MAX_NAMED {
+                named.push(format!("{} ({why})", crate::inert::inert_bytes(path)));
+            }
+        }
+        Some(LeftOutRecord { count, named, sha256: hex::encode(h.finalize()) })
+    }
 }
 
 impl SnapshotRecord {
@@ -1050,6 +1087,21 @@ mod tests {
 
     fn line(text: &str) -> Map<String, Value> {
         serde_json::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn left_out_paths_are_named_escaped_up_to_the_bound_then_counted_and_digested() {
+        let paths: Vec<Vec<u8>> = (0..25).map(|i| format!("cache{i:02}").into_bytes()).chain([b"a\x1b[2Jb".to_vec()]).collect();
+        let record = LeftOutRecord::of(paths.iter().map(|p| (p.as_slice(), "cache"))).unwrap();
+        assert_eq!(record.count, 26);
+        assert_eq!(record.named.len(), LeftOutRecord::MAX_NAMED);
+        assert_eq!(record.named[0], "cache00 (cache)");
+        let all: Vec<u8> = paths.iter().flat_map(|p| p.iter().copied().chain([b'\n'])).collect();
+        use sha2::Digest;
+        assert_eq!(record.sha256, hex::encode(sha2::Sha256::digest(&all)));
+        let escaped = LeftOutRecord::of([(&b"a\x1b[2Jb"[..], "ignored")].into_iter()).unwrap();
+        assert!(!escaped.named[0].contains('\x1b'), "{:?}", escaped.named);
+        assert_eq!(LeftOutRecord::of(std::iter::empty::<(&[u8], &str)>()), None);
     }
 
     #[test]

@@ -408,6 +408,7 @@ mod tests {
                     protected_changes: paths.into_iter().map(|path| ProtectedChangeRecord { path, change: "modified".into() }).collect(),
                     duration_ms: Some(changed_paths * 3),
                     awareness: vec![],
+                    left_out: None,
                 })
             }),
             (n.clone(), ending(), stream(), stream(), set(), set(), proptest::option::of("[a-z ]{1,10}")).prop_map(

@@ -46,6 +46,15 @@ pub enum LeftOut {
     Cache,
 }
 
+impl LeftOut {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LeftOut::Ignored => "ignored",
+            LeftOut::Cache => "cache",
+        }
+    }
+}
+
 /// t0's ignore rules, compiled.
 #[derive(Debug, Clone, Default)]
 pub struct IgnoreRules {
