@@ -140,10 +140,7 @@ fn check_fixpoint(record: &IterationRecord, max_iterations: u64) -> Step {
                     Step::Continue
                 }
             }
-            (Step::Halt(HaltReason::SuccessConditionMet, detail), _) => held_out(record, match &record.judge {
-                Some(judge) => super::judge::decide_on(judge, detail),
-                None => unjudged_green(record, detail),
-            }),
+            (Step::Halt(HaltReason::SuccessConditionMet, detail), _) => success_to_stand(record, detail),
             // A red check failing only on tests that already failed at t0 and are not targets,
             // with every target and every t0 pass passing, is success (engine::targets).
             (Step::Continue | Step::Halt(HaltReason::MaxIterationsReached, _), _) if record.progress.as_ref().is_some_and(|p| p.targets_met) => {
@@ -151,16 +148,27 @@ fn check_fixpoint(record: &IterationRecord, max_iterations: u64) -> Step {
                     "every target passes at iteration {}; the check fails only on tests that already failed at t0 and are not targets",
                     record.iteration
                 );
-                held_out(record, match &record.judge {
-                    Some(judge) => super::judge::decide_on(judge, detail),
-                    None => unjudged_green(record, detail),
-                })
+                success_to_stand(record, detail)
             }
             // A rule that fired on a red check says more than the iteration cap.
             (Step::Continue | Step::Halt(HaltReason::MaxIterationsReached, _), Some(halt)) => halt,
             (step, _) => step,
         },
         None => Step::Continue,
+    }
+}
+
+/// A success the iteration's record has still to let stand: first the held-out check (when it
+/// ran), then the judge's answer, or without a judge the review the awareness findings ask for.
+/// A red held-out check decides before a review is asked for: the step it refused is not the
+/// one a human would review.
+fn success_to_stand(record: &IterationRecord, detail: String) -> Step {
+    match held_out(record, Step::Halt(HaltReason::SuccessConditionMet, detail)) {
+        Step::Halt(HaltReason::SuccessConditionMet, detail) => match &record.judge {
+            Some(judge) => super::judge::decide_on(judge, detail),
+            None => unjudged_green(record, detail),
+        },
+        other => other,
     }
 }
 
@@ -294,6 +302,25 @@ mod tests {
             detail.starts_with("the check passed at iteration 2, but the agent's production code observes what can tell a test run from a real one (1 observations: calc/core.py: line 4: call-stack traceback.extract_stack"),
             "{detail}"
         );
+    }
+
+    #[test]
+    fn a_red_held_out_check_decides_before_the_review_an_observing_tree_asks_for() {
+        let mut r = observing(2, 0);
+        let mut held_out = r.check.clone().unwrap();
+        held_out.ending = Ending::Exited { code: 1 };
+        held_out.check_exit = Some(1);
+        r.holdout = Some(crate::receipt::events::HoldoutRecord {
+            dir: "/h".into(),
+            dir_sha256: "0".repeat(64),
+            dir_entries: 1,
+            dir_changed: false,
+            verdict: "red".into(),
+            check: held_out,
+        });
+        let Step::Halt(reason, detail) = decide(Mode::CheckFixpoint, &r, 3) else { panic!("no halt") };
+        assert_eq!(reason, HaltReason::ObjectiveUnverified, "{detail}");
+        assert!(detail.contains("the held-out check failed"), "{detail}");
     }
 
     #[test]

@@ -208,7 +208,11 @@ impl ActiveRun<'_> {
                     }
                 }
             }
-            self.adequacy_canary(n, outcome.coverage.as_ref().and_then(|c| c.hits.as_ref()))?;
+            // Only a green check can show a mutant killed: on met targets the check is already
+            // red, and every mutant would count as killed (a resumed run does the same).
+            if outcome.verdict() == Verdict::Pass {
+                self.adequacy_canary(n, outcome.coverage.as_ref().and_then(|c| c.hits.as_ref()))?;
+            }
             return Ok(self.decide());
         }
         Ok(step)
@@ -382,7 +386,9 @@ impl ActiveRun<'_> {
             (Some(snapshot), Some((t0, t0_tree)), Some(files)) => Some(judge::TreeView { snapshot, t0, t0_tree: t0_tree.clone(), files }),
             _ => None,
         };
-        let guards_passed = self.guards.seats().into_iter().map(|s| s.as_str()).collect();
+        // The awareness guard asks the judge about its findings: it has not passed them.
+        let observed = self.history.current().and_then(|r| r.snapshot.as_ref()).is_some_and(|s| !s.awareness.is_empty());
+        let guards_passed = self.guards.seats().into_iter().filter(|s| !(observed && *s == super::seats::Seat::Awareness)).map(|s| s.as_str()).collect();
         let awareness = self.history.current().and_then(|r| r.snapshot.as_ref()).map(|s| s.awareness.clone()).unwrap_or_default();
         let packet = judge::packet(&judge::PacketInput {
             run_id: &self.state.run_id,
