@@ -64,6 +64,13 @@ impl SafeDir {
         }
     }
 
+    /// A directory already open at `dir` (its descriptor duplicated, close-on-exec), named
+    /// `path` in errors: for a caller holding a directory descriptor of its own walk.
+    pub fn duplicate(dir: BorrowedFd<'_>, path: &Path) -> Result<SafeDir, SafeFsError> {
+        let fd = dir.try_clone_to_owned().map_err(|source| SafeFsError::Io { path: path.to_path_buf(), source })?;
+        Ok(SafeDir { fd, path: path.to_path_buf() })
+    }
+
     /// Open `path` as a directory, creating it (mode 0700) if it does not exist.
     pub fn open_or_create(path: &Path) -> Result<SafeDir, SafeFsError> {
         match std::fs::symlink_metadata(path) {

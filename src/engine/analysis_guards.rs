@@ -402,10 +402,10 @@ impl AwarenessGuard {
                 let mut out: Vec<FindingRecord> = change
                     .findings
                     .iter()
-                    .map(|f| FindingRecord { path: Some(f.file.clone()), what: format!("line {}: {} {}: {}", f.line, f.channel, f.api, f.evidence) })
+                    .map(awareness_record)
                     .collect();
                 out.extend(change.not_analysed.iter().filter(|(v, _)| *v == analysis::Version::End).map(|(_, na)| FindingRecord {
-                    path: Some(na.path.clone()),
+                    path: Some(shown(&na.path)),
                     what: format!("not analysed for observations: {} (sha256 {})", na.reason, na.sha256),
                 }));
                 out
@@ -484,4 +484,37 @@ pub fn python_module_names(t0_dir: &Path) -> Result<BTreeSet<String>, analysis::
         }
         Ok(bytes)
     })
+}
+
+/// An awareness finding as the receipt records it: its path and api (both may hold the text of
+/// the agent's literals: a name with control bytes, of any length) escaped and bounded; the
+/// evidence is already (`syntax::evidence_text`).
+fn awareness_record(f: &analysis::awareness::AwarenessFinding) -> FindingRecord {
+    FindingRecord { path: Some(shown(&f.file)), what: format!("line {}: {} {}: {}", f.line, f.channel, shown(&f.api), f.evidence) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::awareness::{Allowances, Context};
+    use crate::analysis::{ChangedFile, Limits};
+
+    #[test]
+    fn an_awareness_finding_from_a_hostile_literal_is_escaped_and_bounded() {
+        let long = "X".repeat(100 * 1024);
+        let path = format!("calc/\u{1b}]0;{long}.py");
+        let src = format!("import os\n\ndef add(a, b):\n    if os.environ.get('PYTEST_\u{1b}[2J\u{7}{long}'):\n        return a + b\n    return a + b + 1\n");
+        let changed = ChangedFile { path: &path, t0: None, end: Some(src.as_bytes()) };
+        let change = analysis::awareness::analyse_change(&[changed], &|_| Context::default(), &Allowances::default(), Limits::default()).unwrap();
+        assert_eq!(change.findings.len(), 1, "{:?}", change.findings.iter().map(|f| &f.api[..40]).collect::<Vec<_>>());
+        assert!(change.findings[0].api.starts_with("env:PYTEST_\u{1b}[2J"), "the analysis keeps the api it matches by");
+        let record = awareness_record(&change.findings[0]);
+        let (path, what) = (record.path.unwrap(), record.what);
+        assert!(path.starts_with("calc/\\u{1b}]0;XX") && path.ends_with("X..."), "{}", &path[..40]);
+        assert!(what.starts_with("line 4: runner-environment env:PYTEST_\\u{1b}[2J\\u{7}XX"), "{}", &what[..80]);
+        for text in [&path, &what] {
+            assert!(text.len() < 600, "{} bytes", text.len());
+            assert!(!text.chars().any(char::is_control), "{text}");
+        }
+    }
 }

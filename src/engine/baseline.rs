@@ -389,9 +389,26 @@ impl BaselineSetGuard {
             collected.extend(restored);
         }
         if let Some(skipped) = check.skipped_set.as_mut() {
-            skipped.retain(|id| match (baseline.skipped.contains(id), self.allowances.for_id(id)) {
-                (false, Some(pin)) => {
-                    uses.push(super::allow_change::use_of(pin, format!("newly skipped: {}", shown(id))));
+            // Counted as the set guard counts: the entries of an allowed id beyond its t0 count
+            // (none when t0 did not skip it) are taken out, its use named once.
+            let mut now: BTreeMap<String, u64> = BTreeMap::new();
+            for id in skipped.iter() {
+                *now.entry(id.clone()).or_insert(0) += 1;
+            }
+            let mut excess: BTreeMap<String, (u64, bool)> = BTreeMap::new();
+            for (id, n) in now {
+                let at_t0 = if baseline.skipped.contains(&id) { baseline.skipped_repeats.get(&id).copied().unwrap_or(1) } else { 0 };
+                if n > at_t0 && self.allowances.for_id(&id).is_some() {
+                    excess.insert(id, (n - at_t0, false));
+                }
+            }
+            skipped.retain(|id| match (excess.get_mut(id), self.allowances.for_id(id)) {
+                (Some((left, named)), Some(pin)) if *left > 0 => {
+                    if !*named {
+                        uses.push(super::allow_change::use_of(pin, format!("newly skipped: {}", shown(id))));
+                        *named = true;
+                    }
+                    *left -= 1;
                     false
                 }
                 _ => true,
@@ -622,6 +639,25 @@ mod tests {
         assert_eq!(set_violation(1, &check, &t0), None);
         assert_eq!(uses.len(), 1);
         assert_eq!(check.collected_set.unwrap().iter().filter(|id| id.as_str() == "doc/c::src/lib.rs - f").count(), 3);
+    }
+
+    #[test]
+    fn an_allowed_id_skipped_at_t0_and_now_skipped_more_times_is_let_through_once_per_extra_entry() {
+        let doc = "doc/c::src/lib.rs - f";
+        let guard = allowing(&[doc]);
+        let t0 = sets(&["a", doc, doc, doc], &[doc]);
+        let (check, uses) = guard.exempting(&check_with(&["a", doc, doc, doc], &[doc, doc, doc]), &t0);
+        assert_eq!(set_violation(1, &check, &t0), None);
+        assert_eq!(uses.iter().map(|u| u.what.as_str()).collect::<Vec<_>>(), vec![format!("newly skipped: {doc}")]);
+        assert_eq!(check.skipped_set.unwrap(), vec![doc.to_string()]);
+    }
+
+    #[test]
+    fn an_id_skipped_as_often_as_at_t0_uses_no_allowance() {
+        let guard = allowing(&["b"]);
+        let t0 = sets(&["a", "b"], &["b"]);
+        let (check, uses) = guard.exempting(&check_with(&["a", "b"], &["b"]), &t0);
+        assert_eq!((uses.len(), check.skipped_set.unwrap()), (0, vec!["b".to_string()]));
     }
 
     #[test]

@@ -390,7 +390,9 @@ impl RunWorkspace {
         let Ok(t0) = self.workspace.baseline().manifest() else {
             return true;
         };
-        (t0.get(path).is_some() || t0.has_beneath(path) || self.protected.is_protected(path))
+        // The protected patterns without the `[[allow_test_change]]` exemptions: the check-writes
+        // guard stays judged on an allowed path (docs: allow_change.rs).
+        (t0.get(path).is_some() || t0.has_beneath(path) || self.protected.matches_patterns(path))
             && !super::check_writes::harmless(path)
             && !self.workspace.ignore_rules().is_ignored(path, is_dir)
             && !fresh(path)

@@ -382,16 +382,30 @@ impl ActiveRun<'_> {
 /// when they were over the receipt's inline bound and moved to an artifact).
 fn sets_of(check: &CheckResult) -> Option<super::check::TestSets> {
     let (collected, skipped) = (check.collected_set.as_ref()?, check.skipped_set.as_ref()?);
-    Some(super::check::TestSets {
-        collected: collected.iter().cloned().collect(),
-        skipped: skipped.iter().cloned().collect(),
-        ..Default::default()
-    })
+    // The lists hold an id once per run of it: read back with its repeats, as `Baseline::of_record`
+    // does, so a lost repeat of a held-out test is a lost test.
+    let (collected, collected_repeats) = super::check::TestSets::unlisted(collected);
+    let (skipped, skipped_repeats) = super::check::TestSets::unlisted(skipped);
+    Some(super::check::TestSets { collected, skipped, collected_repeats, skipped_repeats, ..Default::default() })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_held_out_run_that_lost_one_entry_of_a_repeated_test_lost_a_test() {
+        let Event::CheckResult(mut t0) = crate::receipt::events::sample::check_result(0, 0) else { unreachable!() };
+        let ids = |v: &[&str]| Some(v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        let doc = "doc/c::src/lib.rs - f";
+        (t0.collected_set, t0.skipped_set) = (ids(&["a", doc, doc]), ids(&[doc, doc]));
+        let sets = sets_of(&t0).unwrap();
+        assert_eq!((sets.collected_repeats.get(doc), sets.skipped_repeats.get(doc)), (Some(&2), Some(&2)));
+        let mut now = t0.clone();
+        (now.collected_set, now.skipped_set) = (ids(&["a", doc]), ids(&[doc]));
+        let found = super::super::baseline::set_violation_of("the held-out check", 1, &now, &sets).unwrap();
+        assert_eq!(found.detail, "the held-out check exited 0 at iteration 1 but against the t0 baseline 1 test(s) of t0's 3 collected are no longer collected");
+    }
 
     fn input(command: Option<&str>, dir: Option<&Path>) -> HoldoutInput {
         HoldoutInput { command: command.map(str::to_string), dir: dir.map(Path::to_path_buf) }

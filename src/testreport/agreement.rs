@@ -215,17 +215,18 @@ fn compare_with_reports(
     let (Some(last), false) = (mine.last(), theirs.is_empty()) else { return };
     let mut summary = SummaryCounts { total: Some(0), failed: 0, skipped: Some(0) };
     for s in &mine {
-        summary.total = summary.total.zip(s.counts.total).map(|(a, b)| a + b);
-        summary.failed += s.counts.failed;
-        summary.skipped = summary.skipped.zip(s.counts.skipped).map(|(a, b)| a + b);
+        // Numbers the check printed or wrote: summed saturating, never overflowing.
+        summary.total = summary.total.zip(s.counts.total).map(|(a, b)| a.saturating_add(b));
+        summary.failed = summary.failed.saturating_add(s.counts.failed);
+        summary.skipped = summary.skipped.zip(s.counts.skipped).map(|(a, b)| a.saturating_add(b));
     }
     let mut counted = Counts::default();
     for (_, r) in &theirs {
         let counts = r.runner_counts.unwrap_or(r.counts);
-        counted.total += counts.total;
-        counted.passed += counts.passed;
-        counted.failed += counts.failed;
-        counted.skipped += counts.skipped;
+        counted.total = counted.total.saturating_add(counts.total);
+        counted.passed = counted.passed.saturating_add(counts.passed);
+        counted.failed = counted.failed.saturating_add(counts.failed);
+        counted.skipped = counted.skipped.saturating_add(counts.skipped);
     }
     let agrees = summary.total.is_none_or(|t| t == counted.total)
         && summary.failed == counted.failed
@@ -386,6 +387,14 @@ mod tests {
         let r = declared("r.xml", r#"<testsuites><testsuite name="pytest" tests="1"><testcase classname="t" name="a"/></testsuite></testsuites>"#);
         assert_eq!(r.result.as_ref().unwrap().producer, Some(Producer::Pytest));
         let a = agree(Some(0), &[r], &out(b"========== 2 passed in 0.01s ==========\n"));
+        assert_eq!(kinds(&a), ["summary_contradicts_reports"]);
+    }
+
+    #[test]
+    fn summaries_whose_sum_passes_u64_contradict_their_report_rather_than_overflow() {
+        let r = declared("r.xml", r#"<testsuites><testsuite name="pytest" tests="1"><testcase classname="t" name="a"/></testsuite></testsuites>"#);
+        let line = format!("========== {} passed, {} skipped in 0.01s ==========\n", u64::MAX, u64::MAX);
+        let a = agree(Some(0), &[r], &out(line.repeat(2).as_bytes()));
         assert_eq!(kinds(&a), ["summary_contradicts_reports"]);
     }
 

@@ -72,10 +72,10 @@ impl Declared {
     fn add(&mut self, attrs: Option<Counts>) {
         match attrs {
             Some(c) if !self.seen || self.complete => {
-                self.counts.total += c.total;
-                self.counts.failed += c.failed;
-                self.counts.skipped += c.skipped;
-                self.counts.passed += c.passed;
+                self.counts.total = self.counts.total.saturating_add(c.total);
+                self.counts.failed = self.counts.failed.saturating_add(c.failed);
+                self.counts.skipped = self.counts.skipped.saturating_add(c.skipped);
+                self.counts.passed = self.counts.passed.saturating_add(c.passed);
                 self.complete = true;
             }
             _ => self.complete = false,
@@ -105,15 +105,25 @@ struct Parser<'a> {
     suites_declared: Declared,
     producer: Option<Producer>,
     root_closed: bool,
-    /// `<!-- key N -->` comments directly in the root (node's closing counts).
-    root_comments: std::collections::BTreeMap<String, u64>,
+    /// `<!-- key N -->` comments directly in the root (node's closing counts), each with the
+    /// byte it was read at.
+    root_comments: std::collections::BTreeMap<String, (u64, u64)>,
     /// `<testsuite>` elements seen.
     suite_elements: u64,
 }
 
 /// Node's closing comments, when the report has them: `tests`, `pass` and `fail` at least.
-fn node_counts(comments: &std::collections::BTreeMap<String, u64>) -> Option<impl Fn(&str) -> u64 + '_> {
-    ["tests", "pass", "fail"].iter().all(|k| comments.contains_key(*k)).then_some(|k: &str| comments.get(k).copied().unwrap_or(0))
+fn node_counts(comments: &std::collections::BTreeMap<String, (u64, u64)>) -> Option<impl Fn(&str) -> u64 + '_> {
+    ["tests", "pass", "fail"]
+        .iter()
+        .all(|k| comments.contains_key(*k))
+        .then_some(|k: &str| comments.get(k).map_or(0, |(n, _)| *n))
+}
+
+/// A closing comment's number as a count: a whole number from 0 to `u64::MAX`, else `None`.
+fn node_count(n: f64) -> Option<u64> {
+    // 2^64 as f64 is exact; anything at or above it does not fit.
+    (n.is_finite() && n >= 0.0 && n.fract() == 0.0 && n < 18_446_744_073_709_551_616.0).then_some(n as u64)
 }
 
 /// Parse a JUnit XML report.
@@ -168,10 +178,11 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
             Event::Comment(c) if p.stack.len() == 1 => {
                 let text = String::from_utf8_lossy(&c);
                 if let Some((key, value)) = text.trim().split_once(' ') {
-                    if let Ok(n) = value.trim().parse::<f64>() {
-                        if NODE_COUNTS.contains(&key) && n.is_finite() && n >= 0.0 {
-                            p.root_comments.insert(key.to_string(), n as u64);
-                        }
+                    if let (true, Ok(n)) = (NODE_COUNTS.contains(&key), value.trim().parse::<f64>()) {
+                        let count = node_count(n).ok_or_else(|| {
+                            p.error(at, format!("the closing comment `{key} {}` is not a count", super::shown(value.trim())))
+                        })?;
+                        p.root_comments.insert(key.to_string(), (count, at));
                     }
                 }
             }
@@ -189,6 +200,14 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
     }
     if !p.root_closed {
         return Err(p.error(0, "no root element"));
+    }
+    // Every count node writes is of elements it wrote: one above them all is a contradiction.
+    let elements = (p.cases.len() as u64).saturating_add(p.suite_elements);
+    if let Some((key, (n, at))) = p.root_comments.iter().find(|(_, (n, _))| *n > elements) {
+        return Err(p.error(
+            *at,
+            format!("the closing comment `{key} {n}` counts more than the {elements} cases and suites the report holds"),
+        ));
     }
     Ok(p.finish())
 }
@@ -218,14 +237,15 @@ impl Parser<'_> {
             }
             return builder.finish(Format::Junit, self.producer, declared, Vec::new());
         };
-        let total = (get("tests") + get("suites")).saturating_sub(self.suite_elements);
+        // The comments were bounded by the elements seen (`parse`); the sums saturate all the same.
+        let total = get("tests").saturating_add(get("suites")).saturating_sub(self.suite_elements);
         // A skipped `describe` is a case with a `<skipped>` child that node counts in `suites`.
-        let least_skipped = get("skipped") + get("todo");
-        let skipped = counted.skipped.clamp(least_skipped, least_skipped + get("suites"));
-        let most_failed = get("fail") + get("cancelled");
+        let least_skipped = get("skipped").saturating_add(get("todo"));
+        let skipped = counted.skipped.clamp(least_skipped, least_skipped.saturating_add(get("suites")));
+        let most_failed = get("fail").saturating_add(get("cancelled"));
         let least_failed = most_failed.saturating_sub(self.suite_elements);
         let failed = counted.failed.clamp(least_failed, most_failed);
-        let declared = Counts { total, failed, skipped, passed: total.saturating_sub(failed + skipped) };
+        let declared = Counts { total, failed, skipped, passed: total.saturating_sub(failed.saturating_add(skipped)) };
         let mut report = builder.finish(Format::Junit, Some(Producer::NodeTest), Some(declared), Vec::new());
         report.runner_counts = Some(Counts { total: get("tests"), passed: get("pass"), failed: most_failed, skipped: least_skipped });
         report
@@ -269,12 +289,13 @@ impl Parser<'_> {
     /// The `tests`/`failures`/`errors`/`skipped` attributes of a suite element, when it has `tests`.
     fn declared_counts(&self, e: &BytesStart<'_>, at: u64) -> Result<Option<Counts>, ReportError> {
         let Some(total) = self.count_attr(e, b"tests", at)? else { return Ok(None) };
-        let failed = self.count_attr(e, b"failures", at)?.unwrap_or(0) + self.count_attr(e, b"errors", at)?.unwrap_or(0);
+        let failed =
+            self.count_attr(e, b"failures", at)?.unwrap_or(0).saturating_add(self.count_attr(e, b"errors", at)?.unwrap_or(0));
         let skipped = match self.count_attr(e, b"skipped", at)? {
             Some(s) => s,
             None => self.count_attr(e, b"disabled", at)?.unwrap_or(0),
         };
-        Ok(Some(Counts { total, failed, skipped, passed: total.saturating_sub(failed + skipped) }))
+        Ok(Some(Counts { total, failed, skipped, passed: total.saturating_sub(failed.saturating_add(skipped)) }))
     }
 
     fn open(&mut self, e: &BytesStart<'_>, at: u64, empty: bool) -> Result<(), ReportError> {
@@ -594,10 +615,40 @@ mod tests {
 
     #[test]
     fn node_comments_that_do_not_add_up_to_its_cases_are_declared_as_they_say() {
-        let r = parsed(&NODE.replace("<!-- tests 9 -->", "<!-- tests 12 -->"));
-        assert_eq!(r.declared.map(|d| d.total), Some(11));
+        let r = parsed(&NODE.replace("<!-- tests 9 -->", "<!-- tests 10 -->"));
+        assert_eq!(r.declared.map(|d| d.total), Some(9));
         let r = parsed(&NODE.replace("<!-- fail 3 -->", "<!-- fail 9 -->"));
         assert_eq!(r.declared.map(|d| d.failed), Some(6));
+    }
+
+    #[test]
+    fn node_comments_counting_more_than_the_elements_written_are_a_contradiction() {
+        // NODE holds 8 cases and 3 <testsuite> elements: 11 at most for any count.
+        for key in NODE_COUNTS {
+            for n in ["12", "1e19", "1e15", "18446744073709549568"] {
+                let xml = format!("{}<!-- {key} {n} --></testsuites>\n", NODE.trim_end().trim_end_matches("</testsuites>"));
+                let d = detail(xml.as_bytes());
+                assert!(d.contains("counts more than the 11 cases and suites"), "{key} {n}: {d}");
+            }
+        }
+        assert!(parse(NODE.replace("<!-- tests 9 -->", "<!-- tests 11 -->").as_bytes(), "r.xml").is_ok());
+    }
+
+    #[test]
+    fn node_comments_that_are_not_whole_counts_are_malformed() {
+        for n in ["2.5", "-1", "1e400", "-0.5", "NaN", "inf", "1e20", "18446744073709551615", "1.8446744073709552e19"] {
+            let d = detail(NODE.replace("<!-- skipped 1 -->", &format!("<!-- skipped {n} -->")).as_bytes());
+            assert_eq!(d, format!("the closing comment `skipped {n}` is not a count"), "{n}");
+        }
+    }
+
+    #[test]
+    fn suite_attributes_at_the_limit_of_u64_saturate_rather_than_overflow() {
+        let max = u64::MAX;
+        let r = parsed(&format!(
+            r#"<testsuites><testsuite name="a" tests="{max}" failures="{max}" errors="{max}" skipped="{max}"><testcase classname="a" name="x"/></testsuite><testsuite name="b" tests="{max}" failures="1"><testcase classname="b" name="y"/></testsuite></testsuites>"#
+        ));
+        assert_eq!(r.declared, Some(Counts { total: max, failed: max, skipped: max, passed: max - 1 }));
     }
 
     #[test]

@@ -267,7 +267,7 @@ fn parse_lines(stdout: &[u8], stderr: Option<&[u8]>, name: &str, strict: bool) -
             continue;
         }
         if let Some(n) = terse_results(text) {
-            block.terse += n;
+            block.terse = block.terse.saturating_add(n);
             continue;
         }
         if let Some((test, outcome)) = parse_test_line(text) {
@@ -341,7 +341,7 @@ impl Binary {
             )];
         }
         let mut problems = Vec::new();
-        let summed = result.passed + result.failed + result.ignored + result.measured;
+        let summed = result.passed.saturating_add(result.failed).saturating_add(result.ignored).saturating_add(result.measured);
         if summed != declared {
             problems.push(format!("{key}: `running {declared} tests` but its `test result:` line adds up to {summed}"));
         }
@@ -386,10 +386,12 @@ impl LibtestRun {
             }
             match (&binary.result, declared.as_mut()) {
                 (Some(r), Some(d)) => {
-                    d.total += r.passed + r.failed + r.ignored + r.measured;
-                    d.passed += r.passed + r.measured;
-                    d.failed += r.failed;
-                    d.skipped += r.ignored;
+                    // The check printed these numbers: summed saturating, never overflowing.
+                    let all = r.passed.saturating_add(r.failed).saturating_add(r.ignored).saturating_add(r.measured);
+                    d.total = d.total.saturating_add(all);
+                    d.passed = d.passed.saturating_add(r.passed.saturating_add(r.measured));
+                    d.failed = d.failed.saturating_add(r.failed);
+                    d.skipped = d.skipped.saturating_add(r.ignored);
                 }
                 _ => declared = None,
             }
@@ -473,6 +475,16 @@ mod tests {
         let out = "running 2 tests\ntest a ... ok\ntest b ... ok\ntest result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out\n";
         let r = parse_output(out.as_bytes(), None, "stdout").unwrap();
         assert_eq!(r.binaries[0].problems(), vec!["#1: `running 2 tests` but its `test result:` line adds up to 1".to_string()]);
+    }
+
+    #[test]
+    fn result_numbers_whose_sum_passes_u64_saturate_rather_than_overflow() {
+        let max = u64::MAX;
+        let out = format!("running 1 test\ntest a ... ok\ntest result: ok. {max} passed; {max} failed; {max} ignored; {max} measured; 0 filtered out\n").repeat(2);
+        let r = parse_output(out.as_bytes(), None, "stdout").unwrap();
+        assert_eq!(r.binaries[0].problems()[0], format!("#1: `running 1 tests` but its `test result:` line adds up to {max}"));
+        let report = r.to_report("stdout").unwrap();
+        assert_eq!(report.declared, Some(Counts { total: max, passed: max, failed: max, skipped: max }));
     }
 
     #[test]

@@ -124,14 +124,15 @@ fn pytest_line(text: &str) -> Option<SummaryCounts> {
         let (n, word) = item.split_once(' ')?;
         let n: u64 = n.parse().ok()?;
         match word {
-            "passed" | "xpassed" => total += n,
+            // Numbers the check printed: summed saturating, never overflowing.
+            "passed" | "xpassed" => total = u64::saturating_add(total, n),
             "failed" | "error" | "errors" => {
-                total += n;
-                failed += n
+                total = u64::saturating_add(total, n);
+                failed = u64::saturating_add(failed, n)
             }
             "skipped" | "xfailed" => {
-                total += n;
-                skipped += n
+                total = u64::saturating_add(total, n);
+                skipped = u64::saturating_add(skipped, n)
             }
             "deselected" | "warning" | "warnings" | "rerun" | "reruns" => {}
             _ => return None,
@@ -157,7 +158,7 @@ fn nextest_line(text: &str) -> Option<(SummaryCounts, bool)> {
         let Some((n, word)) = item.split_once(' ') else { continue };
         let Ok(n) = n.parse::<u64>() else { continue };
         if matches!(word, "failed" | "timed out" | "exec failed" | "leaky failed") {
-            failed += n;
+            failed = u64::saturating_add(failed, n);
         }
     }
     Some((SummaryCounts { total: Some(ran), failed, skipped: None }, cut_short))
@@ -214,8 +215,8 @@ impl NodeCounts {
         let (tests, fail) = (get("tests")?, get("fail")?);
         get("pass")?;
         let line = self.values.values().map(|v| v.1).max().unwrap_or(0);
-        let failed = fail + get("cancelled").unwrap_or(0);
-        let skipped = get("skipped").unwrap_or(0) + get("todo").unwrap_or(0);
+        let failed = fail.saturating_add(get("cancelled").unwrap_or(0));
+        let skipped = get("skipped").unwrap_or(0).saturating_add(get("todo").unwrap_or(0));
         let text = self.values.iter().map(|(k, v)| format!("{k} {}", v.0)).collect::<Vec<_>>().join(", ");
         Some(SummaryLine {
             runner: Runner::NodeTest,
@@ -284,6 +285,17 @@ mod tests {
         let s = one("# pass 99\nok 1 - a\n1..1\n# tests 1\n# pass 1\n# fail 0\n# skipped 0\n# todo 0\n");
         assert_eq!(s.counts, SummaryCounts { total: Some(1), failed: 0, skipped: Some(0) });
         assert!(!s.failed);
+    }
+
+    #[test]
+    fn summary_numbers_whose_sum_passes_u64_saturate_rather_than_overflow() {
+        let max = u64::MAX;
+        let s = one(&format!("== {max} failed, {max} passed, {max} skipped in 0.11s ==\n"));
+        assert_eq!(s.counts, SummaryCounts { total: Some(max), failed: max, skipped: Some(max) });
+        let s = one(&format!("     Summary [   0.705s] 5 tests run: {max} failed, {max} timed out\n"));
+        assert_eq!(s.counts.failed, max);
+        let s = one(&format!("# tests 1\n# pass 1\n# fail {max}\n# cancelled {max}\n# skipped {max}\n# todo {max}\n"));
+        assert_eq!(s.counts, SummaryCounts { total: Some(1), failed: max, skipped: Some(max) });
     }
 
     #[test]

@@ -21,6 +21,7 @@
 use super::baseline::Baseline;
 use super::manifest::EntryKind;
 use super::{fsat, tree_path, WorkspaceError, WsResult};
+use crate::safefs::{SafeDir, SafeFsError};
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use ignore::Match;
 use std::collections::BTreeMap;
@@ -152,22 +153,23 @@ impl IgnoreRules {
 }
 
 /// The bytes of the repository's `info/exclude` (where `git rev-parse --git-path` puts it; a
-/// missing one is empty), at most [`MAX_IGNORE_FILE_BYTES`] (a larger one is not read: no rules).
+/// missing one is empty), at most [`MAX_IGNORE_FILE_BYTES`]. Read as `crate::safefs` reads:
+/// never through a link, non-blocking and checked a regular file on its descriptor; a larger
+/// one, a link, a fifo or anything else in its place is not read (no rules: nothing more is
+/// left out of the tree).
 pub fn read_info_exclude(repo: &Path) -> WsResult<Vec<u8>> {
     let out = super::git::Git::new(repo).run(["rev-parse", "--git-path", "info/exclude"], None)?;
     let rel = out.strip_suffix(b"\n").unwrap_or(&out);
     let path = repo.join(std::ffi::OsStr::from_bytes(rel));
-    let file = match std::fs::File::open(&path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(WorkspaceError::io(path, e)),
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) else {
+        return Ok(Vec::new());
     };
-    let mut text = Vec::new();
-    file.take(MAX_IGNORE_FILE_BYTES + 1).read_to_end(&mut text).map_err(|e| WorkspaceError::io(&path, e))?;
-    if text.len() as u64 > MAX_IGNORE_FILE_BYTES {
-        text.clear();
+    match SafeDir::open(dir).and_then(|d| d.read(name, MAX_IGNORE_FILE_BYTES)) {
+        Ok(text) => Ok(text),
+        Err(e) if e.is_not_found() => Ok(Vec::new()),
+        Err(SafeFsError::Symlink { .. } | SafeFsError::NotRegular { .. } | SafeFsError::TooLarge { .. }) => Ok(Vec::new()),
+        Err(e) => Err(e.into()),
     }
-    Ok(text)
 }
 
 /// Whether a new directory named `name` is a cache by its name alone (`__pycache__`).
@@ -178,11 +180,15 @@ pub fn is_cache_dir_name(name: &[u8]) -> bool {
 /// Whether the directory `dir` holds a `CACHEDIR.TAG` regular file starting with the signature
 /// (never following a link; a tag that cannot be read is no tag).
 pub fn has_cachedir_tag(dir: std::os::fd::RawFd) -> bool {
-    // Only a regular file is opened (opening a fifo would block).
+    // The lstat spares an open of what is plainly no regular file; the open itself is safefs's
+    // (no link, non-blocking, a regular file by its descriptor), so a fifo swapped in after
+    // the lstat is refused rather than blocking the walk.
     if !fsat::lstat(dir, b"CACHEDIR.TAG").is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFREG) {
         return false;
     }
-    let Ok(file) = fsat::open_file(dir, b"CACHEDIR.TAG") else {
+    // SAFETY: `dir` is the caller's open directory descriptor for the length of this call.
+    let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(dir) };
+    let Ok(file) = SafeDir::duplicate(borrowed, Path::new("CACHEDIR.TAG's directory")).and_then(|d| d.open_read("CACHEDIR.TAG")) else {
         return false;
     };
     let mut head = Vec::with_capacity(CACHEDIR_SIGNATURE.len());
@@ -246,6 +252,49 @@ mod tests {
         assert!(!has_cachedir_tag(fd.as_raw_fd()));
         std::fs::write(d.path().join("CACHEDIR.TAG"), [CACHEDIR_SIGNATURE, b"\n# This file is a cache directory tag.\n"].concat()).unwrap();
         assert!(has_cachedir_tag(fd.as_raw_fd()));
+    }
+
+    /// A fresh repository whose `info/exclude` is replaced by `plant` (given its path).
+    fn repo_with_exclude(plant: impl FnOnce(&Path)) -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        let ok = std::process::Command::new("git").args(["init", "-q"]).current_dir(d.path()).status().unwrap();
+        assert!(ok.success());
+        let exclude = d.path().join(".git/info/exclude");
+        std::fs::create_dir_all(exclude.parent().unwrap()).unwrap();
+        let _ = std::fs::remove_file(&exclude);
+        plant(&exclude);
+        d
+    }
+
+    #[test]
+    fn a_regular_info_exclude_is_read() {
+        let d = repo_with_exclude(|p| std::fs::write(p, "*.secret\n").unwrap());
+        assert_eq!(read_info_exclude(d.path()).unwrap(), b"*.secret\n");
+    }
+
+    #[test]
+    fn an_info_exclude_that_is_a_symlink_is_not_followed_and_gives_no_rules() {
+        let outside = tempfile::tempdir().unwrap();
+        let target = outside.path().join("rules");
+        std::fs::write(&target, "*.py\n").unwrap();
+        let d = repo_with_exclude(|p| std::os::unix::fs::symlink(&target, p).unwrap());
+        assert_eq!(read_info_exclude(d.path()).unwrap(), b"");
+    }
+
+    #[test]
+    fn an_info_exclude_that_is_a_fifo_is_never_opened_blocking_and_gives_no_rules() {
+        let d = repo_with_exclude(|p| nix::unistd::mkfifo(p, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap());
+        assert_eq!(read_info_exclude(d.path()).unwrap(), b"", "opening the fifo would block this test");
+    }
+
+    #[test]
+    fn a_cachedir_tag_that_is_a_symlink_to_a_tag_is_no_tag() {
+        let d = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("tag"), CACHEDIR_SIGNATURE).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("tag"), d.path().join("CACHEDIR.TAG")).unwrap();
+        let fd = fsat::open_dir_path(d.path()).unwrap();
+        assert!(!has_cachedir_tag(fd.as_raw_fd()));
     }
 
     #[test]

@@ -226,6 +226,13 @@ impl ProtectedPaths {
         self.set.is_match(text.as_ref()) && !self.exempt.as_ref().is_some_and(|e| e.is_match(text.as_ref()))
     }
 
+    /// Whether `path` or one of its ancestors matches a protected pattern, `[[allow_test_change]]`
+    /// exemptions or not: the test surface a check's writes are judged on (the exemptions let
+    /// the agent change a test, never the check write into one).
+    pub fn matches_patterns(&self, path: &[u8]) -> bool {
+        self.set.is_match(String::from_utf8_lossy(path).as_ref())
+    }
+
     fn is_vendored_root(&self, path: &[u8]) -> bool {
         !self.vendored.is_empty() && self.vendored.is_match(String::from_utf8_lossy(path).as_ref())
     }
@@ -348,6 +355,14 @@ mod tests {
         assert!(set.is_protected(b"tests/test_other.py"));
         assert!(set.is_protected(b"tests"));
         assert!(!set.is_exempt(b"src/api.py"), "an exemption of an unprotected path exempts nothing");
+    }
+
+    #[test]
+    fn an_exempt_path_still_matches_the_patterns() {
+        let set = ProtectedPaths::defaults().exempting(&["tests/**".to_string()]).unwrap();
+        assert!(!set.is_protected(b"tests/test_made.py"));
+        assert!(set.matches_patterns(b"tests/test_made.py"));
+        assert!(!set.matches_patterns(b"src/api.py"));
     }
 
     #[test]
