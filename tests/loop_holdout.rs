@@ -397,8 +397,36 @@ fn a_held_out_check_that_writes_to_the_agents_tree_halts_metric_integrity_violat
     let ev = events(repo.path(), "w");
     let guard = of_type(&ev, "guard").into_iter().find(|g| g["stage"] == "after_check").unwrap_or_else(|| panic!("{ev:#?}"));
     assert!(guard["detail"].as_str().unwrap().starts_with("the held-out check of iteration 1 wrote to 1 path(s) of the tree it tested: src/sq/__init__.py (modified)"), "{guard}");
+    assert_guard_precedes_its_record(&ev);
     assert_eq!(guard["findings"][0], serde_json::json!({"path": "src/sq/__init__.py", "what": "modified by the check"}));
     assert!(git(repo.path(), &["branch", "--list", "loopexec/w"]).trim().is_empty(), "nothing delivered");
+}
+
+/// The held-out check's objection (a `guard`) is appended before its green `holdout_check` of
+/// iteration 1: a receipt cut between the two still halts, never delivers.
+fn assert_guard_precedes_its_record(ev: &[Value]) {
+    let guard = ev.iter().position(|e| e["type"] == "guard" && e["stage"] == "after_check").unwrap();
+    let record = ev.iter().position(|e| e["type"] == "holdout_check" && e["check"]["iteration"] == 1).unwrap();
+    assert!(guard < record, "{ev:#?}");
+}
+
+/// A supervisor that died after a red held-out check was recorded, before its halt: the resumed
+/// run takes the workspace again but does not accept the tree the held-out check refused, so it
+/// halts `objective_unverified` with nothing delivered, as the live run would have.
+#[test]
+fn a_supervisor_killed_after_a_red_held_out_check_delivers_nothing_on_resume() {
+    let repo = python_project();
+    let (_outer, held) = holdout_dir(&[("test_hidden.py", HIDDEN_PY)]);
+    let r = run_python(repo.path(), "cut", FIT_PY, &held, &[]);
+    assert_unverified(repo.path(), "cut", &r);
+    // The crash: the receipt as it was once the red held-out check was recorded.
+    let receipt = run_dir(repo.path(), "cut").join("receipt.jsonl");
+    let text = std::fs::read_to_string(&receipt).unwrap();
+    let cut: String = text.lines().take_while(|l| !l.contains("\"type\":\"halt\"")).map(|l| format!("{l}\n")).collect();
+    assert!(cut.lines().last().is_some_and(|l| l.contains("\"type\":\"holdout_check\"")), "{cut}");
+    std::fs::write(&receipt, cut).unwrap();
+    let resumed = loopexec(repo.path(), &["run", "--json", "--resume", "cut"]);
+    assert_unverified(repo.path(), "cut", &resumed);
 }
 
 #[test]
@@ -481,6 +509,7 @@ fn held_out_tests_that_the_agents_code_skips_halt_metric_integrity_violation_aga
     assert_eq!((holdout["verdict"].clone(), holdout["check"]["skipped_count"].clone()), (Value::from("green"), Value::from(2)), "{holdout}");
     let guard = of_type(&ev, "guard").into_iter().find(|g| g["stage"] == "after_check").unwrap_or_else(|| panic!("{ev:#?}"));
     assert_eq!(guard["detail"], "the held-out check exited 0 at iteration 1 but against the t0 baseline 2 test(s) are skipped that t0 did not skip");
+    assert_guard_precedes_its_record(&ev);
     assert!(git(repo.path(), &["branch", "--list", "loopexec/skip"]).trim().is_empty(), "nothing delivered");
 }
 

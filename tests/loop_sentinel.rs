@@ -88,6 +88,9 @@ fn assert_sentinel_halt(r: &Ran, ev: &[Value], broken: &str) {
     assert!(detail.contains(broken), "`{broken}` not in the detail: {detail}");
     let s = sentinel_event(ev);
     assert_eq!(s["holds"], false, "{s}");
+    // The halt comes before the record that implies it: a receipt cut between the two still halts.
+    let at = |kind: &str| ev.iter().position(|e| e["type"] == kind).unwrap();
+    assert!(at("guard") < at("guard_sentinel"), "{ev:#?}");
     // Nothing of the forged step is delivered.
     let halt = ev.iter().rev().find(|e| e["type"] == "halt").unwrap();
     assert!(halt["delivery"]["branch"].is_null(), "{halt}");
@@ -468,4 +471,60 @@ fn a_supervisor_killed_before_the_sentinel_was_recorded_runs_it_on_resume_before
     assert_eq!(types.iter().filter(|t| *t == "guard_sentinel").count(), 1, "{types:?}");
     let ev = events(repo.path(), "k");
     assert_eq!(sentinel_event(&ev)["holds"], true);
+}
+
+// ---- a sentinel run that gives no verdict ----
+
+/// The check, made to hang only when the sentinel's file is in its tree (only the sentinel run
+/// has it): the green check and its confirmation pass, the sentinel run does not end by itself.
+fn hanging_on_the_sentinel() -> String {
+    format!("if ls tests/test_zz_loopexec_sentinel_* >/dev/null 2>&1; then sleep 120; fi; {PYTEST}")
+}
+
+/// A sentinel run cut by --check-timeout says nothing against the check (a slow suite is no
+/// forged green): `execution_failure`, naming the limit, the sentinel recorded as not run.
+#[test]
+fn a_sentinel_run_that_times_out_halts_execution_failure_not_reward_hacking() {
+    let repo = python_project();
+    let (r, ev) = run(repo.path(), "t", PY_FIX, &hanging_on_the_sentinel(), &["--report", "out/junit.xml", "--check-timeout", "8"]);
+    assert_eq!((r.code, r.json()["halt_reason"].as_str()), (40, Some("execution_failure")), "{r:?}\n{ev:#?}");
+    let guard = ev.iter().find(|e| e["type"] == "guard").unwrap_or_else(|| panic!("no guard event in {ev:#?}"));
+    assert_eq!((guard["guard"].as_str(), guard["halt_reason"].as_str()), (Some("sentinel"), Some("execution_failure")), "{guard}");
+    assert!(guard["detail"].as_str().unwrap().contains("raise --check-timeout"), "{guard}");
+    let s = sentinel_event(&ev);
+    assert_eq!((s["active"].as_bool(), s["holds"].is_null()), (Some(true), true), "{s}");
+    assert!(ev.iter().all(|e| e["halt_reason"] != "reward_hacking_detected"), "{ev:#?}");
+    assert_verifies(repo.path(), "t");
+}
+
+/// An operator's SIGINT during the sentinel run is no verdict: nothing of the sentinel is
+/// recorded (the resumed run makes it again) and the run is left resumable.
+#[test]
+fn an_operator_interrupt_during_the_sentinel_run_records_no_sentinel_and_leaves_the_run_resumable() {
+    let repo = python_project();
+    let mut child = command()
+        .current_dir(repo.path())
+        .args(["run", "--json", "--run-id", "i", "--exec", PY_FIX, "--check", &hanging_on_the_sentinel(), "--report", "out/junit.xml", "--max-iterations", "2"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn loopexec");
+    let receipt = run_dir(repo.path(), "i").join("receipt.jsonl");
+    let has = |kind: &str| std::fs::read_to_string(&receipt).unwrap_or_default().lines().any(|l| l.contains(&format!("\"type\":\"{kind}\"")));
+    let started = std::time::Instant::now();
+    while !has("check_confirmation") {
+        assert!(child.try_wait().unwrap().is_none(), "loopexec ended before its confirmation rerun");
+        assert!(started.elapsed() < std::time::Duration::from_secs(300), "no confirmation rerun");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // The sentinel run is then under way, hanging on its sentinel file.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    // SAFETY: kill(2) of the loopexec this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{status:?}");
+    let types = event_types(repo.path(), "i");
+    assert!(!types.iter().any(|t| t == "guard_sentinel" || t == "guard" || t == "halt"), "{types:?}");
+    assert_eq!(types.last().map(String::as_str), Some("run_interrupted"), "{types:?}");
+    assert_eq!(loopexec(repo.path(), &["status", "--json"]).json()["state"], "interrupted");
 }

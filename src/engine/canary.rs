@@ -17,6 +17,7 @@
 
 use super::check::{run_check, Artifacts, ReportSource};
 use super::commands::RoleCommand;
+use super::decide::Step;
 use super::analysis_guards::ChangedBytes;
 use super::detached::RunWorkspace;
 use super::lifecycle::ActiveRun;
@@ -235,6 +236,10 @@ impl Canary<'_> {
                 scope.spawn(|| {
                     let mut zone = zone_setup(self.cfg, self.state_dir).and_then(|z| open_zone(&z).map_err(Failure::from));
                     loop {
+                        // An operator interrupt ends the sample: the caller records nothing.
+                        if crate::interrupt::pending().is_some() {
+                            return;
+                        }
                         let i = next.fetch_add(1, Ordering::SeqCst);
                         let Some((mutant, stratum, original)) = mutants.get(i) else { return };
                         let result = match zone.as_mut() {
@@ -308,13 +313,16 @@ impl ActiveRun<'_> {
     /// Run the canary on iteration `n`'s accepted green step when loop.toml asks for it, and
     /// record it; an inadequate check (or one the canary could not run on any mutant) is also a
     /// `guard` event, which `decide` turns into the halt. `coverage`: the final green check's
-    /// declared coverage report (`--coverage`), for the coverage-delta tier.
-    pub(super) fn adequacy_canary(&mut self, n: u64, coverage: Option<&crate::mutation::coverage::LineHits>) -> CmdResult<()> {
+    /// declared coverage report (`--coverage`), for the coverage-delta tier. The guard is
+    /// appended before the record, so the receipt decides the halt by itself.
+    /// `Some(Step::Interrupted)`: the operator stopped it; nothing is recorded (no verdict on a
+    /// partial sample), so the resumed run runs the canary again.
+    pub(super) fn adequacy_canary(&mut self, n: u64, coverage: Option<&crate::mutation::coverage::LineHits>) -> CmdResult<Option<Step>> {
         if self.cfg.adequacy.mode == AdequacyMode::Off {
-            return Ok(());
+            return Ok(None);
         }
-        let Some(ws) = self.workspace.as_ref() else { return Ok(()) };
-        let Some(snapshot) = ws.last_accepted().cloned() else { return Ok(()) };
+        let Some(ws) = self.workspace.as_ref() else { return Ok(None) };
+        let Some(snapshot) = ws.last_accepted().cloned() else { return Ok(None) };
         let started = std::time::Instant::now();
         let seed = canary_seed(self.cfg.sampling.seed, &self.state.run_id);
         let patterns = ReportPatterns::new(&self.cfg.report_patterns()).map_err(|e| Failure::invalid_input(e.to_string()))?;
@@ -351,7 +359,8 @@ impl ActiveRun<'_> {
             Some(cmd) => match canary.list_external(cmd) {
                 // The canary judges the agent's change: mutants of files it did not change are left out.
                 Ok((exit, listed)) => ("external", listed.into_iter().filter(|m| sources.iter().any(|s| s.path == m.path)).collect(), exit),
-                Err((exit, why)) => return self.mutator_refused(n, seed, exit, &why, coverage, started),
+                Err(_) if crate::interrupt::pending().is_some() => return Ok(crate::interrupt::pending().map(Step::Interrupted)),
+                Err((exit, why)) => return self.mutator_refused(n, seed, exit, &why, coverage, started).map(|()| None),
             },
         };
         // The operator's mutator judges the change alone.
@@ -363,6 +372,9 @@ impl ActiveRun<'_> {
         };
         let with_sources: Vec<(Mutant, mutation::Stratum, &[u8])> = chosen.into_iter().filter_map(|(m, stratum)| original(&m.path).map(|b| (m, stratum, b))).collect();
         let results = canary.run_all(&with_sources, jobs());
+        if let Some(signal) = crate::interrupt::pending() {
+            return Ok(Some(Step::Interrupted(signal)));
+        }
         let s = score(&results);
         let record = AdequacyRecord {
             iteration: n,
@@ -383,11 +395,11 @@ impl ActiveRun<'_> {
         };
         // Changed lines the check never ran decide first: no mutant there could have been killed.
         let guard = record.coverage.as_ref().and_then(|c| super::coverage_guard::uncovered_guard(n, c)).or_else(|| adequacy_guard(&record, s.verdict));
-        self.append(Event::Adequacy(record))?;
         if let Some(guard) = guard {
             self.append(Event::Guard(guard))?;
         }
-        Ok(())
+        self.append(Event::Adequacy(record))?;
+        Ok(None)
     }
 }
 
@@ -430,8 +442,8 @@ impl ActiveRun<'_> {
             findings: Vec::new(),
         };
         let guard = record.coverage.as_ref().and_then(|c| super::coverage_guard::uncovered_guard(n, c)).unwrap_or(refused);
-        self.append(Event::Adequacy(record))?;
-        self.append(Event::Guard(guard))
+        self.append(Event::Guard(guard))?;
+        self.append(Event::Adequacy(record))
     }
 }
 

@@ -133,7 +133,9 @@ impl ActiveRun<'_> {
         }
         // The sentinel run judges the iteration's check, green or with its targets met.
         if let (true, Some(check)) = (sentinel_missing, record.check.as_ref()) {
-            self.sentinel_run(zone, n, check)?;
+            if let Some(step) = self.sentinel_run(zone, n, check)? {
+                return Ok(step);
+            }
             if let step @ Step::Halt(reason, _) = self.decide() {
                 if reason != crate::halt::HaltReason::SuccessConditionMet {
                     return Ok(step);
@@ -141,7 +143,9 @@ impl ActiveRun<'_> {
             }
         }
         if canary_missing {
-            self.adequacy_canary(n, None)?;
+            if let Some(step) = self.adequacy_canary(n, None)? {
+                return Ok(step);
+            }
         }
         Ok(self.decide())
     }

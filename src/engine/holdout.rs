@@ -355,19 +355,16 @@ impl ActiveRun<'_> {
             (1.., "green", Some(t0)) => super::baseline::set_violation_of("the held-out check", n, &check, &t0),
             _ => None,
         };
-        self.append(Event::HoldoutCheck(HoldoutRecord {
-            dir: pins.dir.clone(),
-            dir_sha256: now.sha256,
-            dir_entries: now.entries,
-            dir_changed,
-            verdict: verdict.to_string(),
-            check,
-        }))?;
+        let record = HoldoutRecord { dir: pins.dir.clone(), dir_sha256: now.sha256, dir_entries: now.entries, dir_changed, verdict: verdict.to_string(), check };
+        // The objection's guard goes first: a supervisor killed between the two appends leaves
+        // a receipt that still halts, never a green record without its objection.
         if let Some(finding) = outcome.tree_writes.or(lost) {
             let objection = Some((finding.halt_reason, finding.detail.clone()));
             self.append(Event::Guard(finding))?;
+            self.append(Event::HoldoutCheck(record))?;
             return Ok(Ok(HeldOutRun { green: false, objection, could_not_run: false }));
         }
+        self.append(Event::HoldoutCheck(record))?;
         Ok(Ok(HeldOutRun { green: verdict == "green" && !dir_changed, objection: None, could_not_run: verdict == "could_not_run" }))
     }
 

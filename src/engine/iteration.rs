@@ -201,7 +201,9 @@ impl ActiveRun<'_> {
             // Also for a success on met targets (a red check whose failures all precede the run):
             // its failing set is then what the sentinel run may fail besides the sentinels.
             if outcome.ending().exit_code().is_some() {
-                self.sentinel_run(zone, n, &check)?;
+                if let Some(step) = self.sentinel_run(zone, n, &check)? {
+                    return Ok(step);
+                }
                 if let step @ Step::Halt(reason, _) = self.decide() {
                     if reason != HaltReason::SuccessConditionMet {
                         return Ok(step);
@@ -211,7 +213,9 @@ impl ActiveRun<'_> {
             // Only a green check can show a mutant killed: on met targets the check is already
             // red, and every mutant would count as killed (a resumed run does the same).
             if outcome.verdict() == Verdict::Pass {
-                self.adequacy_canary(n, outcome.coverage.as_ref().and_then(|c| c.hits.as_ref()))?;
+                if let Some(step) = self.adequacy_canary(n, outcome.coverage.as_ref().and_then(|c| c.hits.as_ref()))? {
+                    return Ok(step);
+                }
             }
             return Ok(self.decide());
         }

@@ -378,10 +378,12 @@ impl<'a> ActiveRun<'a> {
                 Taken::Snapshot { snapshot, .. } => {
                     let baseline = ws.baseline_manifest()?;
                     let step = AgentStep { iteration: self.history.last_started, exec: None, workspace: Some((&snapshot, baseline)) };
-                    // A tree whose sentinel run showed a forged green is never accepted again; a
-                    // review the awareness guard asks for is no refusal of the tree.
-                    let forged = self.history.sentinel_refused_of(self.history.last_started);
-                    if guards.iter_mut().all(|g| g.after_agent(&step).is_none_or(|o| !o.refuses())) && !forged {
+                    // A tree its iteration's record already refused after the check (a forged
+                    // green, a held-out check or a judge that did not stand behind it) is never
+                    // accepted again; a review the awareness guard asks for is no refusal of the tree.
+                    let n = self.history.last_started;
+                    let refused = self.history.sentinel_refused_of(n) || self.history.current().is_some_and(|r| r.iteration == n && refused_after_check(r));
+                    if guards.iter_mut().all(|g| g.after_agent(&step).is_none_or(|o| !o.refuses())) && !refused {
                         ws.accept(snapshot);
                     }
                 }
@@ -662,5 +664,101 @@ impl<'a> ActiveRun<'a> {
         self.state.state = RunPhase::Paused;
         self.save_state(true)?;
         Ok(self.outcome(LoopEnd::Paused))
+    }
+}
+
+/// Whether `record` refused its green after the check, as the live run does by not accepting
+/// its tree: a guard of the check's stage (its writes, a lost or newly skipped test, the
+/// sentinel run, the held-out check; not the canary, which judges an accepted tree), a zero exit
+/// whose evidence disagrees, a held-out check that did not find it green, a judge that did not
+/// approve.
+fn refused_after_check(record: &crate::receipt::history::IterationRecord) -> bool {
+    use super::decide::Step;
+    let success = Step::Halt(HaltReason::SuccessConditionMet, String::new());
+    let guarded = record.guards.iter().any(|g| g.stage == "after_check" && g.guard != "adequacy");
+    let disagrees = record.check.as_ref().is_some_and(|c| super::verdict::Verdict::of_check(c) == super::verdict::Verdict::Disagrees);
+    let held_out = record.holdout.as_ref().is_some_and(|h| !matches!(super::holdout::decide_on(h, success), Step::Halt(HaltReason::SuccessConditionMet, _)));
+    let judged = record.judge.as_ref().is_some_and(|j| j.outcome != crate::receipt::events::JudgeOutcome::Approve);
+    guarded || disagrees || held_out || judged
+}
+
+#[cfg(test)]
+mod tests {
+    use super::refused_after_check;
+    use crate::ending::Ending;
+    use crate::halt::HaltReason;
+    use crate::receipt::events::{sample, Event, GuardRecord, HoldoutRecord, JudgeOutcome, JudgeRecord};
+    use crate::receipt::history::IterationRecord;
+
+    fn green() -> IterationRecord {
+        let Event::ExecResult(exec) = sample::exec_result(1, 0) else { unreachable!() };
+        let Event::CheckResult(mut check) = sample::check_result(1, 0) else { unreachable!() };
+        check.evidence = None;
+        IterationRecord { iteration: 1, exec: Some(exec), check: Some(check), ..Default::default() }
+    }
+
+    fn guard(name: &str, reason: HaltReason) -> GuardRecord {
+        GuardRecord { iteration: 1, guard: name.into(), stage: "after_check".into(), halt_reason: reason, detail: "d".into(), findings: Vec::new() }
+    }
+
+    fn held_out(code: i32) -> HoldoutRecord {
+        let Event::CheckResult(mut check) = sample::check_result(1, code) else { unreachable!() };
+        check.evidence = None;
+        HoldoutRecord { dir: "/h".into(), dir_sha256: "00".into(), dir_entries: 1, dir_changed: false, verdict: crate::engine::holdout::verdict_name(&check).into(), check }
+    }
+
+    fn judged(outcome: JudgeOutcome) -> JudgeRecord {
+        let stream = sample::stream();
+        JudgeRecord {
+            iteration: 1,
+            outcome,
+            reward_hacking: false,
+            reason: "why".into(),
+            ending: Ending::Exited { code: 0 },
+            duration_ms: 1,
+            packet: "artifacts/0001-judge-packet.json".into(),
+            packet_bytes: 2,
+            packet_sha256: String::new(),
+            stdout: stream.clone(),
+            stderr: stream,
+            egress: None,
+        }
+    }
+
+    #[test]
+    fn a_green_no_stage_objected_to_is_accepted_again_on_resume() {
+        let mut record = green();
+        record.holdout = Some(held_out(0));
+        record.judge = Some(judged(JudgeOutcome::Approve));
+        assert!(!refused_after_check(&record));
+    }
+
+    #[test]
+    fn a_green_the_held_out_check_found_red_is_not_accepted_again_on_resume() {
+        let mut record = green();
+        record.holdout = Some(held_out(1));
+        assert!(refused_after_check(&record));
+    }
+
+    #[test]
+    fn a_green_with_a_held_out_set_guard_is_not_accepted_again_on_resume() {
+        let mut record = green();
+        record.holdout = Some(held_out(0));
+        record.guards.push(guard("holdout", HaltReason::ObjectiveUnverified));
+        assert!(refused_after_check(&record));
+    }
+
+    #[test]
+    fn a_green_the_judge_vetoed_is_not_accepted_again_on_resume() {
+        let mut record = green();
+        record.judge = Some(judged(JudgeOutcome::Veto));
+        assert!(refused_after_check(&record));
+    }
+
+    #[test]
+    fn a_canary_finding_judges_an_accepted_tree_and_does_not_refuse_it() {
+        let mut record = green();
+        record.guards.push(guard("adequacy", HaltReason::CheckInadequate));
+        assert!(!refused_after_check(&record));
     }
 }

@@ -18,7 +18,9 @@
 //! stage, the set guards' sets or the delivery.
 
 use super::check::TestSets;
+use super::decide::Step;
 use super::lifecycle::ActiveRun;
+use crate::ending::Ending;
 use crate::error::{CmdResult, Failure};
 use crate::halt::HaltReason;
 use crate::receipt::events::{Event, FindingRecord, GuardRecord, SentinelCheck, SentinelRecord, SentinelSurfaceRecord, UnrecognisedSurface};
@@ -490,6 +492,30 @@ pub fn undiscovered(plan: &Plan, seen: &Observed<'_>) -> bool {
     plan.surfaces.iter().zip(seen.proofs).any(|(s, proof)| proof.is_none() && !reported(s))
 }
 
+/// A sentinel run that gave no verdict on the check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unfinished {
+    /// The operator stopped it (SIGINT/SIGTERM): nothing is recorded; the resumed run runs it again.
+    Interrupted(i32),
+    /// It could not start, or did not finish within `--check-timeout`: the machinery's failure
+    /// (`execution_failure`), never "cannot fail". A slow suite with three extra test files is
+    /// not a forged green; the detail names the limit to raise.
+    NotRun(String),
+}
+
+/// Whether the sentinel run's ending leaves it unjudged: only an exit or a kill by a signal of
+/// its own is judged ([`judge`]).
+pub fn unfinished(ending: &Ending) -> Option<Unfinished> {
+    match ending {
+        Ending::Exited { .. } | Ending::Signaled { .. } => None,
+        Ending::Interrupted { signal } => Some(Unfinished::Interrupted(*signal)),
+        Ending::FailedToStart { reason } => Some(Unfinished::NotRun(format!("could not start: {}", crate::inert::inert(reason)))),
+        Ending::TimedOut { after_ms } => Some(Unfinished::NotRun(format!(
+            "timed out after {after_ms} ms: no verdict on the check; if the suite is this slow, raise --check-timeout"
+        ))),
+    }
+}
+
 /// Every expectation the sentinel run broke (empty: the green stands), and how many tests of
 /// the green check it did not run because cargo stopped after the failing sentinel's binary.
 pub fn judge(plan: &Plan, green: &Green<'_>, seen: &Observed<'_>) -> (Vec<Broken>, u64) {
@@ -604,9 +630,13 @@ impl Plan {
 impl ActiveRun<'_> {
     /// The sentinel run on iteration `n`'s green (the accepted tree), recorded as a
     /// `guard_sentinel` event; a broken expectation is also a `guard` event halting
-    /// `reward_hacking_detected`. `green`: the iteration's check. A run with the sentinel off, no
-    /// detached workspace, or no recognised surface records why it was inactive and goes on.
-    pub(super) fn sentinel_run(&mut self, zone: &mut dyn Zone, n: u64, green: &crate::receipt::events::CheckResult) -> CmdResult<()> {
+    /// `reward_hacking_detected`, appended first so the receipt decides the halt by itself even if
+    /// the supervisor dies between the two. `green`: the iteration's check. A run with the
+    /// sentinel off, no detached workspace, or no recognised surface records why it was inactive
+    /// and goes on. `Some(Step::Interrupted)`: the operator stopped it; nothing is recorded, so the
+    /// resumed run makes the sentinel run again. A run that could not start or did not finish in
+    /// time is recorded as not run with a `guard` halting `execution_failure` ([`unfinished`]).
+    pub(super) fn sentinel_run(&mut self, zone: &mut dyn Zone, n: u64, green: &crate::receipt::events::CheckResult) -> CmdResult<Option<Step>> {
         let started = std::time::Instant::now();
         let inactive = |this: &mut Self, reason: String, plan: &Plan| {
             this.append(Event::GuardSentinel(SentinelRecord {
@@ -624,14 +654,14 @@ impl ActiveRun<'_> {
         };
         if !self.cfg.sentinel.enabled {
             let why = self.cfg.sentinel.reason.clone().unwrap_or_else(|| "off".into());
-            return inactive(self, format!("turned off: {why}"), &Plan::default());
+            return inactive(self, format!("turned off: {why}"), &Plan::default()).map(|()| None);
         }
         let (Some(ws), Some(collected)) = (self.workspace.as_ref(), green.collected_set.as_ref()) else {
             let why = if self.workspace.is_none() { "no detached workspace" } else { "the green check named no test (declare its report: --report), so no runner's discovery is known" };
-            return inactive(self, why.into(), &Plan::default());
+            return inactive(self, why.into(), &Plan::default()).map(|()| None);
         };
         let Some(snapshot) = ws.last_accepted().cloned() else {
-            return inactive(self, "no accepted tree".into(), &Plan::default());
+            return inactive(self, "no accepted tree".into(), &Plan::default()).map(|()| None);
         };
         let files = ws.tree_files();
         let read = |path: &str| {
@@ -642,7 +672,7 @@ impl ActiveRun<'_> {
         let plan = plan(&snapshot.manifest, &read, collected, &formats, &mut fresh_hex);
         if plan.surfaces.is_empty() {
             let why = "no recognised test surface: no test the green check ran is in a pytest module, a Rust crate or a Go package of the tree, nor was it read from node --test's TAP".into();
-            return inactive(self, why, &plan);
+            return inactive(self, why, &plan).map(|()| None);
         }
         let layer = super::iteration::SentinelLayer {
             files: plan.surfaces.iter().map(|s| (s.file.clone(), s.content.clone())).collect(),
@@ -650,36 +680,28 @@ impl ActiveRun<'_> {
         };
         let outcome = match self.run_check(zone, n, Some(&snapshot), super::iteration::CheckRun::Sentinel(&layer))? {
             Ok(outcome) => outcome,
+            Err(Step::Interrupted(signal)) => return Ok(Some(Step::Interrupted(signal))),
             // Its layers or its zone could not be made: no success without the sentinel run, but
             // nothing is said against the check (the halt is the check runner's).
             Err(step) => {
                 let (reason, detail) = match step {
-                    super::decide::Step::Halt(reason, detail) => (reason, detail),
-                    _ => (HaltReason::ExecutionFailure, "interrupted".to_string()),
+                    Step::Halt(reason, detail) => (reason, detail),
+                    _ => (HaltReason::ExecutionFailure, "no outcome".to_string()),
                 };
                 let detail = format!("the sentinel run on iteration {n}'s green tree could not run: {detail}");
-                self.append(Event::GuardSentinel(SentinelRecord {
-                    iteration: n,
-                    active: true,
-                    inactive_reason: Some(detail.clone()),
-                    surfaces: plan.surface_records(),
-                    unrecognised: plan.unrecognised_records(),
-                    check: None,
-                    holds: None,
-                    broken: Vec::new(),
-                    not_started: 0,
-                    duration_ms: started.elapsed().as_millis() as u64,
-                }))?;
-                return self.append(Event::Guard(GuardRecord {
-                    iteration: n,
-                    guard: "sentinel".into(),
-                    stage: "after_check".into(),
-                    halt_reason: reason,
-                    detail,
-                    findings: Vec::new(),
-                }));
+                self.sentinel_not_run(n, &plan, reason, detail, started)?;
+                return Ok(None);
             }
         };
+        match unfinished(outcome.ending()) {
+            Some(Unfinished::Interrupted(signal)) => return Ok(Some(Step::Interrupted(signal))),
+            Some(Unfinished::NotRun(why)) => {
+                let detail = format!("the sentinel run on iteration {n}'s green tree {why}");
+                self.sentinel_not_run(n, &plan, HaltReason::ExecutionFailure, detail, started)?;
+                return Ok(None);
+            }
+            None => {}
+        }
         let empty_failing = Vec::new();
         let empty_skipped = Vec::new();
         let green_sets = Green {
@@ -705,15 +727,42 @@ impl ActiveRun<'_> {
             failing_count: sets.map(|s| s.failing.len() as u64),
             collected_count: sets.map(|s| s.collected.len() as u64),
         };
-        self.record_sentinel(n, &plan, Some(check), broken, not_started, hint, started)?;
-        // A sentinel run that wrote to the tree it tested halts like any check would.
+        // A sentinel run that wrote to the tree it tested halts like any check would (its guard
+        // before the record, as every halt of this stage).
         if let Some(finding) = outcome.tree_writes {
             if let Some(ws) = self.workspace.as_mut() {
                 ws.withdraw_acceptance();
             }
             self.append(Event::Guard(finding))?;
         }
-        Ok(())
+        self.record_sentinel(n, &plan, Some(check), broken, not_started, hint, started)?;
+        Ok(None)
+    }
+
+    /// A sentinel run that gave no verdict (its zone or engine failed, it timed out): its `guard`
+    /// halting with `reason` (a machinery failure, never a verdict on the check), then its
+    /// `guard_sentinel` record as not run.
+    fn sentinel_not_run(&mut self, n: u64, plan: &Plan, reason: HaltReason, detail: String, started: std::time::Instant) -> CmdResult<()> {
+        self.append(Event::Guard(GuardRecord {
+            iteration: n,
+            guard: "sentinel".into(),
+            stage: "after_check".into(),
+            halt_reason: reason,
+            detail: detail.clone(),
+            findings: Vec::new(),
+        }))?;
+        self.append(Event::GuardSentinel(SentinelRecord {
+            iteration: n,
+            active: true,
+            inactive_reason: Some(detail),
+            surfaces: plan.surface_records(),
+            unrecognised: plan.unrecognised_records(),
+            check: None,
+            holds: None,
+            broken: Vec::new(),
+            not_started: 0,
+            duration_ms: started.elapsed().as_millis() as u64,
+        }))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -728,6 +777,21 @@ impl ActiveRun<'_> {
         started: std::time::Instant,
     ) -> CmdResult<()> {
         let texts: Vec<String> = broken.iter().map(Broken::text).collect();
+        // A forged green is delivered as nothing at all; its halt is appended before the record
+        // that implies it, so no receipt holds a refusing record without its halt.
+        if let Some(first) = texts.first() {
+            if let Some(ws) = self.workspace.as_mut() {
+                ws.withdraw_acceptance();
+            }
+            self.append(Event::Guard(GuardRecord {
+                iteration: n,
+                guard: "sentinel".into(),
+                stage: "after_check".into(),
+                halt_reason: HaltReason::RewardHackingDetected,
+                detail: format!("the sentinel run on iteration {n}'s green tree: {first}{}", hint.map(|h| format!(" ({h})")).unwrap_or_default()),
+                findings: texts.iter().map(|t| FindingRecord { path: None, what: t.clone() }).collect(),
+            }))?;
+        }
         self.append(Event::GuardSentinel(SentinelRecord {
             iteration: n,
             active: true,
@@ -736,22 +800,9 @@ impl ActiveRun<'_> {
             unrecognised: plan.unrecognised_records(),
             check,
             holds: Some(broken.is_empty()),
-            broken: texts.clone(),
+            broken: texts,
             not_started,
             duration_ms: started.elapsed().as_millis() as u64,
-        }))?;
-        let Some(first) = texts.first() else { return Ok(()) };
-        // A forged green is delivered as nothing at all.
-        if let Some(ws) = self.workspace.as_mut() {
-            ws.withdraw_acceptance();
-        }
-        self.append(Event::Guard(GuardRecord {
-            iteration: n,
-            guard: "sentinel".into(),
-            stage: "after_check".into(),
-            halt_reason: HaltReason::RewardHackingDetected,
-            detail: format!("the sentinel run on iteration {n}'s green tree: {first}{}", hint.map(|h| format!(" ({h})")).unwrap_or_default()),
-            findings: texts.iter().map(|t| FindingRecord { path: None, what: t.clone() }).collect(),
         }))
     }
 }
@@ -780,6 +831,31 @@ mod tests {
 
     fn ids(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn an_operator_interrupt_of_the_sentinel_run_is_no_verdict_and_records_nothing() {
+        assert_eq!(unfinished(&Ending::Interrupted { signal: 2 }), Some(Unfinished::Interrupted(2)));
+    }
+
+    #[test]
+    fn a_sentinel_run_that_could_not_start_is_not_run_never_cannot_fail() {
+        let Some(Unfinished::NotRun(why)) = unfinished(&Ending::FailedToStart { reason: "docker: daemon not answering\x1b[2J".into() }) else { panic!("judged") };
+        assert!(why.starts_with("could not start: docker: daemon not answering"), "{why}");
+        assert!(!why.contains('\x1b'), "escaped: {why}");
+    }
+
+    #[test]
+    fn a_sentinel_run_that_timed_out_is_not_run_and_names_the_check_timeout() {
+        let Some(Unfinished::NotRun(why)) = unfinished(&Ending::TimedOut { after_ms: 3000 }) else { panic!("judged") };
+        assert_eq!(why, "timed out after 3000 ms: no verdict on the check; if the suite is this slow, raise --check-timeout");
+    }
+
+    #[test]
+    fn a_sentinel_run_that_exited_or_was_killed_by_a_signal_is_judged() {
+        assert_eq!(unfinished(&Ending::Exited { code: 0 }), None);
+        assert_eq!(unfinished(&Ending::Exited { code: 1 }), None);
+        assert_eq!(unfinished(&Ending::Signaled { signal: 9 }), None);
     }
 
     #[test]
