@@ -204,28 +204,8 @@ fn an_operator_interrupt_during_the_canary_records_no_adequacy_and_leaves_the_ru
     let repo = project(Some(STUB), ADEQUATE_SUITE, "adequacy = \"final\"\nmutants = 4\n");
     let agent = format!("{AGENT} && cp calc/core.py calc/agent_core.txt");
     let check = format!("if test -f calc/agent_core.txt && ! cmp -s calc/core.py calc/agent_core.txt; then sleep 120; fi; {CHECK}");
-    let mut child = command()
-        .current_dir(repo.path())
-        .args(["run", "--json", "--run-id", "i", "--exec", &agent, "--check", &check, "--max-iterations", "2"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn loopexec");
-    let receipt = run_dir(repo.path(), "i").join("receipt.jsonl");
-    let has = |kind: &str| std::fs::read_to_string(&receipt).unwrap_or_default().lines().any(|l| l.contains(&format!("\"type\":\"{kind}\"")));
-    let started = std::time::Instant::now();
-    while !has("guard_sentinel") {
-        assert!(child.try_wait().unwrap().is_none(), "loopexec ended before the canary");
-        assert!(started.elapsed() < std::time::Duration::from_secs(300), "no sentinel record before the canary");
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    // The canary's mutants are then running, hanging.
-    std::thread::sleep(std::time::Duration::from_secs(3));
-    // SAFETY: kill(2) of the loopexec this test started.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(130), "{status:?}");
-    let types = event_types(repo.path(), "i");
+    // The canary's mutants hang once the sentinel run has been recorded.
+    let types = interrupted_after(repo.path(), "i", &["run", "--json", "--run-id", "i", "--exec", &agent, "--check", &check, "--max-iterations", "2"], "guard_sentinel");
     assert!(!types.iter().any(|t| t == "adequacy" || t == "guard" || t == "halt"), "{types:?}");
     assert_eq!(types.last().map(String::as_str), Some("run_interrupted"), "{types:?}");
     assert_eq!(loopexec(repo.path(), &["status", "--json"]).json()["state"], "interrupted");

@@ -502,28 +502,9 @@ fn a_sentinel_run_that_times_out_halts_execution_failure_not_reward_hacking() {
 #[test]
 fn an_operator_interrupt_during_the_sentinel_run_records_no_sentinel_and_leaves_the_run_resumable() {
     let repo = python_project();
-    let mut child = command()
-        .current_dir(repo.path())
-        .args(["run", "--json", "--run-id", "i", "--exec", PY_FIX, "--check", &hanging_on_the_sentinel(), "--report", "out/junit.xml", "--max-iterations", "2"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn loopexec");
-    let receipt = run_dir(repo.path(), "i").join("receipt.jsonl");
-    let has = |kind: &str| std::fs::read_to_string(&receipt).unwrap_or_default().lines().any(|l| l.contains(&format!("\"type\":\"{kind}\"")));
-    let started = std::time::Instant::now();
-    while !has("check_confirmation") {
-        assert!(child.try_wait().unwrap().is_none(), "loopexec ended before its confirmation rerun");
-        assert!(started.elapsed() < std::time::Duration::from_secs(300), "no confirmation rerun");
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    // The sentinel run is then under way, hanging on its sentinel file.
-    std::thread::sleep(std::time::Duration::from_secs(3));
-    // SAFETY: kill(2) of the loopexec this test started.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(130), "{status:?}");
-    let types = event_types(repo.path(), "i");
+    // The sentinel run hangs on its sentinel file once the confirmation rerun has been recorded.
+    let args = ["run", "--json", "--run-id", "i", "--exec", PY_FIX, "--check", &hanging_on_the_sentinel(), "--report", "out/junit.xml", "--max-iterations", "2"];
+    let types = interrupted_after(repo.path(), "i", &args, "check_confirmation");
     assert!(!types.iter().any(|t| t == "guard_sentinel" || t == "guard" || t == "halt"), "{types:?}");
     assert_eq!(types.last().map(String::as_str), Some("run_interrupted"), "{types:?}");
     assert_eq!(loopexec(repo.path(), &["status", "--json"]).json()["state"], "interrupted");

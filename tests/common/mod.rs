@@ -261,3 +261,30 @@ pub fn other_local_user() -> Option<&'static str> {
         }
     }
 }
+
+/// Runs `loopexec ARGS` in `repo` (run id `run_id`), waits (at most 300 s) until its receipt holds
+/// an event of type `after`, gives the stage after it 3 s to be under way, interrupts it with
+/// SIGINT and asserts it exited 130 (the operator's interrupt); returns the receipt's event types.
+pub fn interrupted_after(repo: &Path, run_id: &str, args: &[&str], after: &str) -> Vec<String> {
+    let mut child = command()
+        .current_dir(repo)
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn loopexec");
+    let receipt = run_dir(repo, run_id).join("receipt.jsonl");
+    let has = |kind: &str| std::fs::read_to_string(&receipt).unwrap_or_default().lines().any(|l| l.contains(&format!("\"type\":\"{kind}\"")));
+    let started = std::time::Instant::now();
+    while !has(after) {
+        assert!(child.try_wait().unwrap().is_none(), "loopexec ended before its {after} event");
+        assert!(started.elapsed() < Duration::from_secs(300), "no {after} event within 300 s");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    // SAFETY: kill(2) of the loopexec this function started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{status:?}");
+    event_types(repo, run_id)
+}
