@@ -9,7 +9,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 start=$(date +%s)
 need=()
-command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
+# qemu-utils with qemu-system-x86: apt resolves the pair together (a qemu-utils from another
+# archive, such as a backport, is otherwise removed to fit the system emulator's version).
+command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86 qemu-utils)
 command -v qemu-img >/dev/null || need+=(qemu-utils)
 command -v debootstrap >/dev/null || need+=(debootstrap)
 command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
@@ -22,6 +24,9 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
+for tool in qemu-system-x86_64 qemu-img debootstrap mkfs.ext4; do
+  command -v "$tool" >/dev/null || { echo "vm: $tool is still missing after installing ${need[*]:-nothing}" >&2; exit 1; }
+done
 
 image=$(ci/vm/build-image.sh)
 built=$(date +%s)
