@@ -4,9 +4,17 @@
 //! regenerated each time and never read back by the oracle: nothing in it can influence a verdict.
 //! This module owns its schema (`loopexec.feedback/v1`, docs/progress.md), its bounds and its two
 //! renderings (JSON, and Markdown for agents that read prose).
+//!
+//! Everything that came from the check (a test id, a failure excerpt, a field of a recorded
+//! rejection) is held as [`Untrusted`], whose text is private: it reaches either rendering only
+//! through its one control-free form (`crate::inert`: every control, C1 and bidi character shown
+//! as an escape, bounded in length), and in Markdown only inside a code span or a fence longer
+//! than any backtick run in it. The prose around it is [`Sentence`]s of the oracle's own static
+//! fragments, so no raw test id can reach the file by construction.
 
 use crate::testreport::Excerpt;
-use serde::Serialize;
+use serde::{Serialize, Serializer};
+use std::borrow::Cow;
 
 /// The schema identifier written into every feedback file.
 pub const SCHEMA: &str = "loopexec.feedback/v1";
@@ -56,14 +64,145 @@ impl FeedbackPins {
     }
 }
 
+/// A test id is cut to this many bytes (at a character boundary) before it is rendered.
+pub const MAX_ID_BYTES: usize = 512;
+
+/// Text from the check's reports or its recorded judgement (a test id, a failure excerpt, a
+/// field of a ratchet rejection). Its text is private: it is written into either rendering only
+/// through [`Untrusted::rendered`] (JSON) and the Markdown code span / fence built from it, so
+/// the raw text never reaches the feedback file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Untrusted {
+    text: String,
+    /// Cut to its bound here.
+    cut: bool,
+    /// An excerpt keeps its line structure; everything else is one line.
+    lines: bool,
+}
+
+impl Untrusted {
+    /// One line of report text (a test id, a recorded value), bounded to [`MAX_ID_BYTES`].
+    pub fn line(text: &str) -> Self {
+        let (text, cut) = bounded(text, MAX_ID_BYTES);
+        Untrusted { text, cut, lines: false }
+    }
+
+    /// A failure excerpt (newlines kept), bounded to [`MAX_EXCERPT_BYTES`].
+    pub fn excerpt(text: &str) -> Self {
+        let (text, cut) = bounded(text, MAX_EXCERPT_BYTES);
+        Untrusted { text, cut, lines: true }
+    }
+
+    /// Whether it was cut to its bound.
+    pub fn was_cut(&self) -> bool {
+        self.cut
+    }
+
+    /// The one control-free form, as both renderings carry it: every control character (newlines
+    /// too, except in an excerpt), C1 control and bidi override shown as a visible escape
+    /// (`crate::inert`); a cut line ends in `...`.
+    pub fn rendered(&self) -> Cow<'_, str> {
+        let escaped = if self.lines { crate::inert::inert_lines(&self.text) } else { crate::inert::inert(&self.text) };
+        match self.cut && !self.lines {
+            true => Cow::Owned(format!("{escaped}...")),
+            false => escaped,
+        }
+    }
+
+    /// The Markdown inline code span: delimited by a backtick run longer than any inside, padded
+    /// so a leading or trailing backtick cannot join the delimiter.
+    fn code_span(&self) -> String {
+        let text = self.rendered();
+        let ticks = "`".repeat(longest_backtick_run(&text) + 1);
+        format!("{ticks} {text} {ticks}")
+    }
+
+    /// The Markdown fenced block: a fence longer than any backtick run inside (at least three).
+    fn code_block(&self) -> String {
+        let text = self.rendered();
+        let fence = "`".repeat(longest_backtick_run(&text).max(2) + 1);
+        format!("{fence}\n{text}\n{fence}\n")
+    }
+}
+
+impl Serialize for Untrusted {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.rendered())
+    }
+}
+
+/// One piece of a [`Sentence`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Part {
+    /// The oracle's own words.
+    Fixed(&'static str),
+    /// A number the oracle counted.
+    Count(usize),
+    /// Report-derived text, rendered through [`Untrusted`].
+    Data(Untrusted),
+}
+
+/// A sentence made only of the oracle's static fragments and [`Untrusted`] data, so nothing from
+/// a report is written into it raw.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Sentence(Vec<Part>);
+
+impl Sentence {
+    pub fn new(words: &'static str) -> Self {
+        Sentence(vec![Part::Fixed(words)])
+    }
+
+    /// The sentence followed by more of the oracle's words.
+    pub fn words(mut self, words: &'static str) -> Self {
+        self.0.push(Part::Fixed(words));
+        self
+    }
+
+    /// The sentence followed by a number the oracle counted.
+    pub fn count(mut self, n: usize) -> Self {
+        self.0.push(Part::Count(n));
+        self
+    }
+
+    /// The sentence followed by report-derived text.
+    pub fn data(mut self, data: Untrusted) -> Self {
+        self.0.push(Part::Data(data));
+        self
+    }
+
+    /// As JSON carries it: the data in its control-free form.
+    pub fn plain(&self) -> String {
+        self.0.iter().map(|p| match p {
+            Part::Fixed(w) => Cow::Borrowed(*w),
+            Part::Count(n) => Cow::Owned(n.to_string()),
+            Part::Data(d) => d.rendered(),
+        }).collect()
+    }
+
+    /// As Markdown shows it: the data in code spans.
+    fn markdown(&self) -> String {
+        self.0.iter().map(|p| match p {
+            Part::Fixed(w) => Cow::Borrowed(*w),
+            Part::Count(n) => Cow::Owned(n.to_string()),
+            Part::Data(d) => Cow::Owned(d.code_span()),
+        }).collect()
+    }
+}
+
+impl Serialize for Sentence {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.plain())
+    }
+}
+
 /// One failing target and what its failure printed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FailingTarget {
-    pub test: String,
-    /// What its failure printed, bounded, control characters escaped (`\u{1b}`), when the
+    pub test: Untrusted,
+    /// What its failure printed, bounded, control characters escaped (`\x1b`), when the
     /// report showed it (omitted otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub excerpt: Option<String>,
+    pub excerpt: Option<Untrusted>,
     /// Whether `excerpt` was cut (by the parser or here).
     pub truncated: bool,
 }
@@ -73,7 +212,7 @@ pub struct FailingTarget {
 pub struct Rejected {
     pub iteration: u64,
     /// One sentence, e.g. "it broke tests that passed before: a, b".
-    pub why: String,
+    pub why: Sentence,
     /// The workspace was returned to this accepted iteration's tree (0: the starting commit);
     /// `None`: it was left as the rejected iteration made it (in place nothing is reverted).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -93,9 +232,10 @@ pub struct Feedback {
     pub failing: Vec<FailingTarget>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rejected: Option<Rejected>,
-    /// What is left of the run's budgets, by name (e.g. `egress_bytes`), when the run has any.
+    /// What is left of the run's budgets, by the oracle's name (e.g. `egress_bytes`), when the run
+    /// has any.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub budget_left: Vec<(String, u64)>,
+    pub budget_left: Vec<(&'static str, u64)>,
     /// What the operator let cross (`[feedback] include`), written only when it is not the
     /// default `excerpts`, so the agent knows what was withheld.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -125,18 +265,16 @@ impl Feedback {
         iterations_left: u64,
         failures: impl IntoIterator<Item = (&'a str, Option<&'a Excerpt>)>,
         rejected: Option<Rejected>,
-        budget_left: Vec<(String, u64)>,
+        budget_left: Vec<(&'static str, u64)>,
     ) -> Self {
         let mut failing_count = 0;
         let mut failing = Vec::new();
         for (test, output) in failures {
             failing_count += 1;
             if failing.len() < MAX_LISTED {
-                let (excerpt, truncated) = match output.map(|o| (bounded(&o.text, MAX_EXCERPT_BYTES), o.cut)) {
-                    Some(((excerpt, cut_here), cut_before)) => (Some(excerpt), cut_here || cut_before),
-                    None => (None, false),
-                };
-                failing.push(FailingTarget { test: test.to_string(), excerpt, truncated });
+                let excerpt = output.map(|o| (Untrusted::excerpt(&o.text), o.cut));
+                let truncated = excerpt.as_ref().is_some_and(|(e, cut_before)| e.was_cut() || *cut_before);
+                failing.push(FailingTarget { test: Untrusted::line(test), excerpt: excerpt.map(|(e, _)| e), truncated });
             }
         }
         Feedback { schema: SCHEMA, iteration, iterations_left, failing_count: Some(failing_count), failing, rejected, budget_left, include: None }
@@ -158,7 +296,7 @@ impl Feedback {
                 self.failing_count = None;
                 self.failing.clear();
                 if let Some(r) = &mut self.rejected {
-                    r.why = WITHHELD_WHY.to_string();
+                    r.why = Sentence::new(WITHHELD_WHY);
                 }
             }
         }
@@ -178,13 +316,14 @@ impl Feedback {
         serde_json::to_string_pretty(self).unwrap_or_default()
     }
 
-    /// The Markdown rendering. Test output goes inside fenced blocks whose fence is longer than
-    /// any backtick run in it, so an excerpt cannot close its block and forge headings.
+    /// The Markdown rendering. Report-derived text is only ever in a code span (ids, the data of
+    /// a rejection) or a fenced block (excerpts), in its control-free form, delimited by more
+    /// backticks than any run in it: it cannot break its line, close its block or forge headings.
     pub fn to_markdown(&self) -> String {
         let mut md = format!("# loopexec feedback, before iteration {}\n\n", self.iteration);
         md.push_str(&format!("Iterations left after this one: {}\n\n", self.iterations_left));
         if let Some(r) = &self.rejected {
-            md.push_str(&format!("## Iteration {} was not kept\n\n{}\n", r.iteration, r.why));
+            md.push_str(&format!("## Iteration {} was not kept\n\n{}\n", r.iteration, r.why.markdown()));
             match r.reverted_to {
                 Some(to) => md.push_str(&format!("The workspace was returned to the state after iteration {to}.\n\n")),
                 None => md.push_str("The workspace was left as that iteration made it (in place, nothing is reverted).\n\n"),
@@ -196,10 +335,9 @@ impl Feedback {
             (None, _) => md.push_str("## Failing targets: unknown (the check left no readable report)\n\n"),
         }
         for target in &self.failing {
-            md.push_str(&format!("### {}\n\n", inline(&target.test)));
+            md.push_str(&format!("### {}\n\n", target.test.code_span()));
             let Some(excerpt) = &target.excerpt else { continue };
-            let fence = "`".repeat(longest_backtick_run(excerpt).max(2) + 1);
-            md.push_str(&format!("{fence}\n{excerpt}\n{fence}\n"));
+            md.push_str(&excerpt.code_block());
             if target.truncated {
                 md.push_str("(excerpt cut)\n");
             }
@@ -213,11 +351,6 @@ impl Feedback {
         }
         md
     }
-}
-
-/// A test id on one line: newlines and other control characters become spaces.
-fn inline(text: &str) -> String {
-    text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect()
 }
 
 fn longest_backtick_run(text: &str) -> usize {
@@ -254,7 +387,7 @@ mod tests {
         let long = excerpt(&"é".repeat(MAX_EXCERPT_BYTES));
         let f = Feedback::new(1, 0, [("t", Some(&long))], None, vec![]);
         assert!(f.failing[0].truncated);
-        let excerpt = f.failing[0].excerpt.as_deref().unwrap();
+        let excerpt = f.failing[0].excerpt.as_ref().unwrap().rendered();
         assert!(excerpt.len() <= MAX_EXCERPT_BYTES);
         assert_eq!(excerpt.len() % 2, 0);
     }
@@ -271,10 +404,11 @@ mod tests {
 
     #[test]
     fn a_rejection_says_why_and_where_the_workspace_went() {
-        let rejected = Rejected { iteration: 4, why: "it broke tests that passed before: b".into(), reverted_to: Some(2) };
+        let why = Sentence::new("it broke tests that passed before: ").data(Untrusted::line("b"));
+        let rejected = Rejected { iteration: 4, why, reverted_to: Some(2) };
         let x = excerpt("x");
         let md = Feedback::new(5, 1, [("a", Some(&x))], Some(rejected), vec![]).to_markdown();
-        assert!(md.contains("## Iteration 4 was not kept\n\nit broke tests that passed before: b\n"));
+        assert!(md.contains("## Iteration 4 was not kept\n\nit broke tests that passed before: ` b `\n"), "{md}");
         assert!(md.contains("returned to the state after iteration 2."));
     }
 
@@ -282,7 +416,7 @@ mod tests {
     fn an_excerpt_cannot_close_its_markdown_block() {
         let forged = excerpt("```\n# forged heading\n```");
         let md = Feedback::new(1, 0, [("t\n# forged", Some(&forged))], None, vec![]).to_markdown();
-        assert!(md.contains("### t # forged\n\n````\n```\n# forged heading\n```\n````\n"));
+        assert!(md.contains("### ` t\\n# forged `\n\n````\n```\n# forged heading\n```\n````\n"), "{md}");
     }
 
     #[test]
@@ -314,7 +448,8 @@ mod tests {
     #[test]
     fn include_nothing_gives_no_id_no_excerpt_no_count_and_no_reason() {
         let e = excerpt("assert 1 == 2");
-        let rejected = Rejected { iteration: 1, why: "it broke tests that passed before: a".into(), reverted_to: Some(0) };
+        let why = Sentence::new("it broke tests that passed before: ").data(Untrusted::line("a"));
+        let rejected = Rejected { iteration: 1, why, reverted_to: Some(0) };
         let f = Feedback::new(2, 1, [("tests/t.py::test_secret", Some(&e))], Some(rejected), vec![]).limited_to(Include::Nothing);
         let json: serde_json::Value = serde_json::from_str(&f.to_json()).unwrap();
         assert_eq!(json["failing"], serde_json::json!([]));
@@ -341,6 +476,6 @@ mod tests {
         let f = Feedback::new(2, 1, [("t", None)], None, vec![]);
         let json: serde_json::Value = serde_json::from_str(&f.to_json()).unwrap();
         assert_eq!(json["failing"][0], serde_json::json!({"test": "t", "truncated": false}));
-        assert!(f.to_markdown().contains("## Failing targets: 1\n\n### t\n\n"));
+        assert!(f.to_markdown().contains("## Failing targets: 1\n\n### ` t `\n\n"));
     }
 }

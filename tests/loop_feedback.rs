@@ -81,7 +81,7 @@ fn after_a_red_iteration_each_failing_target_comes_with_its_failure_excerpt() {
     assert!(sub.starts_with("assert 8 == 2\n"), "{sub}");
     assert!(sub.contains("where 8 = sub(5, 3)"), "{sub}");
     assert_eq!(failing[2]["truncated"], false);
-    assert!(md.contains(&format!("### {}\n\n```\nassert 8 == 2\n", test_id("sub"))), "{md}");
+    assert!(md.contains(&format!("### ` {} `\n\n```\nassert 8 == 2\n", test_id("sub"))), "{md}");
 }
 
 #[test]
@@ -103,7 +103,7 @@ fn the_first_agent_call_is_told_the_t0_failures_and_its_markdown_sits_beside_the
     assert_eq!(r.json()["halt_reason"], "success_condition_met", "{r:?}");
     let md = agent_stdout(repo.path(), 1);
     assert!(md.starts_with("# loopexec feedback, before iteration 1\n\nIterations left after this one: 1\n\n## Failing targets: 4\n\n"), "{md}");
-    assert!(md.contains(&format!("### {}\n", test_id("add"))), "{md}");
+    assert!(md.contains(&format!("### ` {} `\n", test_id("add"))), "{md}");
 }
 
 #[test]
