@@ -75,8 +75,13 @@ const ADD_THEN_SUB: [&[&str]; 2] = [&["add"], &["sub"]];
 /// A detached run paused after iteration 2, which the ratchet rejected (lost add) and reverted.
 /// The agent prints the feedback it was given (its stdout artifact), then follows the plan.
 fn paused_after_a_rejection(dir: &Path) {
+    paused_after_a_rejection_of(dir, "3");
+}
+
+/// [`paused_after_a_rejection`] with `max` iterations.
+fn paused_after_a_rejection_of(dir: &Path, max: &str) {
     let exec = format!("cat \"$LOOPEXEC_FEEDBACK\"; {}", agent(&ADD_THEN_SUB));
-    let first = loopexec(dir, &["run", "--json", "--run-id", "r", "--once", "--exec", &exec, "--check", PYTEST, "--report", "out/junit.xml", "--max-iterations", "3"]);
+    let first = loopexec(dir, &["run", "--json", "--run-id", "r", "--once", "--exec", &exec, "--check", PYTEST, "--report", "out/junit.xml", "--max-iterations", max]);
     assert_eq!((first.code, first.json()["iteration"].as_u64()), (0, Some(1)), "{first:?}");
     let second = loopexec(dir, &["run", "--json", "--resume", "r", "--once"]);
     assert_eq!((second.code, second.json()["iteration"].as_u64()), (0, Some(2)), "{second:?}");
@@ -288,4 +293,110 @@ fn resume_refuses_a_hand_acceptance_the_operator_key_did_not_sign() {
     let message = resumed.json()["errors"][0]["message"].as_str().unwrap().to_string();
     assert!(message.contains("not signed by operator key"), "{message}");
     assert_eq!(std::fs::read_to_string(&path).unwrap(), forged, "nothing is appended to the receipt");
+}
+
+// ---- every hand acceptance in the history is the operator's, not only the pending one ----
+
+/// Chain `events` onto run r's receipt, each line's `prev` the hash of the line before: what
+/// anyone who can write the receipt can do, with no key at all.
+fn chain_onto_receipt(dir: &Path, events: &[loopexec::receipt::events::Event]) {
+    let run = loopexec::safefs::SafeDir::open(&run_dir(dir, "r")).unwrap();
+    let (mut log, _) = loopexec::receipt::chain::ReceiptLog::open(&run, "receipt.jsonl").unwrap();
+    for event in events {
+        log.append_event(event).unwrap();
+    }
+}
+
+/// The hash of run r's receipt's last line (the `prev` an acceptance appended now signs).
+fn receipt_head(dir: &Path) -> String {
+    let bytes = receipt_bytes(dir);
+    loopexec::receipt::chain::line_hash(bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()).last().unwrap())
+}
+
+fn operator_fingerprint() -> String {
+    let public = loopexec::receipt::keys::load_public_key(&key_dir().join("operator.pub")).unwrap();
+    loopexec::receipt::keys::fingerprint(&public)
+}
+
+/// `accept` of iteration 2 chained onto the paused run, then an `iteration_start` of 3 chained
+/// after it, so it is an acceptance already applied, not the pending one a resume starts from.
+fn chain_applied_acceptance(dir: &Path, accept: loopexec::receipt::events::RatchetAcceptRecord) {
+    use loopexec::receipt::events::Event;
+    chain_onto_receipt(dir, &[Event::RatchetAccept(accept), Event::IterationStart { iteration: 3 }]);
+}
+
+/// A resume of run r refused as tampered: exit 13 `not_verified`, the message's detail after the
+/// receipt's path, and nothing appended to the receipt nor any ref written in the repository.
+fn resume_refused(dir: &Path) -> String {
+    let (before, refs) = (receipt_bytes(dir), git(dir, &["for-each-ref"]));
+    let resumed = loopexec(dir, &["run", "--json", "--resume", "r"]);
+    assert_eq!((resumed.code, resumed.json()["errors"][0]["code"].as_str()), (13, Some("not_verified")), "{resumed:?}");
+    assert_eq!(receipt_bytes(dir), before, "nothing is appended to the receipt");
+    assert_eq!(git(dir, &["for-each-ref"]), refs, "nothing is delivered");
+    let message = resumed.json()["errors"][0]["message"].as_str().unwrap_or("").to_string();
+    message.split_once("receipt.jsonl: ").map(|(_, detail)| detail.to_string()).unwrap_or(message)
+}
+
+/// The receipt line number the next appended line will have.
+fn next_line(dir: &Path) -> usize {
+    receipt_bytes(dir).split(|b| *b == b'\n').filter(|l| !l.is_empty()).count() + 1
+}
+
+#[test]
+fn resume_refuses_an_unsigned_acceptance_with_an_iteration_start_chained_after_it() {
+    let repo = calc_project();
+    paused_after_a_rejection(repo.path());
+    let tree = of_type(repo.path(), "snapshot")[1]["tree_id"].as_str().unwrap().to_string();
+    let line = next_line(repo.path());
+    let fingerprint = operator_fingerprint();
+    let unsigned = loopexec::receipt::events::RatchetAcceptRecord { iteration: 2, tree_id: tree, operator_key: fingerprint.clone(), signature: String::new() };
+    chain_applied_acceptance(repo.path(), unsigned);
+    assert_eq!(resume_refused(repo.path()), format!("receipt line {line} (ratchet_accept of iteration 2): not signed by operator key {fingerprint}"));
+}
+
+#[test]
+fn resume_refuses_an_applied_acceptance_signed_by_another_key_naming_it() {
+    let repo = calc_project();
+    paused_after_a_rejection(repo.path());
+    let tree = of_type(repo.path(), "snapshot")[1]["tree_id"].as_str().unwrap().to_string();
+    let others = tempfile::tempdir().unwrap();
+    let other = loopexec::receipt::keys::generate_operator_key(others.path(), false).unwrap();
+    let other = loopexec::receipt::keys::OperatorKey::load(&other.private_key).unwrap();
+    let line = next_line(repo.path());
+    let signed = loopexec::receipt::acceptance::sign(&other, "r", 2, &tree, &receipt_head(repo.path()));
+    let named = signed.operator_key.clone();
+    chain_applied_acceptance(repo.path(), signed);
+    let fingerprint = operator_fingerprint();
+    assert_eq!(resume_refused(repo.path()), format!("receipt line {line} (ratchet_accept of iteration 2): names operator key {named}, not {fingerprint}"));
+}
+
+#[test]
+fn resume_refuses_an_applied_acceptance_signed_by_another_key_claiming_the_operators() {
+    let repo = calc_project();
+    paused_after_a_rejection(repo.path());
+    let tree = of_type(repo.path(), "snapshot")[1]["tree_id"].as_str().unwrap().to_string();
+    let others = tempfile::tempdir().unwrap();
+    let other = loopexec::receipt::keys::generate_operator_key(others.path(), false).unwrap();
+    let other = loopexec::receipt::keys::OperatorKey::load(&other.private_key).unwrap();
+    let line = next_line(repo.path());
+    let fingerprint = operator_fingerprint();
+    let signed = loopexec::receipt::acceptance::sign(&other, "r", 2, &tree, &receipt_head(repo.path()));
+    chain_applied_acceptance(repo.path(), loopexec::receipt::events::RatchetAcceptRecord { operator_key: fingerprint.clone(), ..signed });
+    assert_eq!(resume_refused(repo.path()), format!("receipt line {line} (ratchet_accept of iteration 2): not signed by operator key {fingerprint}"));
+}
+
+#[test]
+fn an_applied_acceptance_the_operator_signed_is_still_honoured_by_a_later_resume() {
+    let repo = calc_project();
+    paused_after_a_rejection_of(repo.path(), "4");
+    let rejected_tree = of_type(repo.path(), "snapshot")[1]["tree_id"].as_str().unwrap().to_string();
+    assert_eq!(accept(repo.path(), "2", &operator_key()).code, 0);
+    let applied = loopexec(repo.path(), &["run", "--json", "--resume", "r", "--once"]);
+    assert_eq!((applied.code, applied.json()["iteration"].as_u64()), (0, Some(3)), "{applied:?}");
+    // The acceptance is no longer pending: this resume verifies it as an applied one, and the
+    // agent's unchanged iteration 4 repeats iteration 2's failure (the tree it was given) again.
+    let resumed = loopexec(repo.path(), &["run", "--json", "--resume", "r"]);
+    assert_eq!((resumed.code, resumed.json()["halt_reason"].as_str()), (17, Some("same_failure_repeated")), "{resumed:?}");
+    assert_eq!(resumed.json()["run"]["detail"], "the same failure repeated in 3 iterations in a row (2, 3, 4)");
+    assert_eq!(events(repo.path(), "r").pop().unwrap()["delivery"]["tree"], rejected_tree.as_str());
 }

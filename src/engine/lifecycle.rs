@@ -240,15 +240,19 @@ pub fn resume(
     for note in crate::receipt::bounded::rehydrate(&mut history, run.dir()) {
         tracing::warn!("resume: {note}");
     }
-    let cfg = pinned_config(&run, &history)?;
-    if history.pending_hand_acceptance().is_some() {
-        // Anyone who can write the receipt can chain an event onto it: only the operator key's
-        // signature makes a hand acceptance the operator's, so it is checked before it is applied.
+    // Anyone who can write the receipt can chain events onto it (an acceptance, then an
+    // `iteration_start` so that it is no longer the pending one): only the operator key's
+    // signature makes a hand acceptance the operator's. The history honours every acceptance it
+    // holds (the frontier, the feedback, the delivered tree), so every one is checked before the
+    // history is used, the applied ones as well as the pending one; one that fails makes the
+    // receipt tampered, and nothing is appended to it.
+    if !history.hand_accepted.is_empty() {
         if let Some(Err(why)) = crate::receipt::acceptance::verify_receipt(&run.receipt_bytes()?, &operator.verifying_key()) {
             return Err(Failure::new(crate::error::FailureCode::NotVerified, format!("{}: {why}", run.receipt_path().display()))
-                .with_hint("a hand acceptance is made with `loopexec ratchet RUN --accept N --key OPERATOR_KEY`"));
+                .with_hint("a hand acceptance is made with `loopexec ratchet RUN --accept N --key OPERATOR_KEY`, by the key that started the run"));
         }
     }
+    let cfg = pinned_config(&run, &history)?;
     if let Some(halt) = &history.halt {
         return Err(Failure::new(
             crate::error::FailureCode::RunAlreadyHalted,
