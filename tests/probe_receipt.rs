@@ -194,5 +194,140 @@ fn a_probe_receipt_copied_under_runs_does_not_verify_as_the_run_its_id_names() {
     assert!(copied.success());
     let (code, by_id) = verify(dir.path(), "posing");
     assert_eq!((code, by_id["kind"].as_str()), (13, Some("probe")), "{by_id}");
-    assert_eq!(failed_checks(&by_id), ["receipt_kind"], "{by_id}");
+    assert_eq!(failed_checks(&by_id), ["probe_directory", "receipt_kind"], "{by_id}");
+}
+
+// ---- a probe's directory is tied to the id inside; a run's pinned doctor receipt is verified ----
+
+/// The detail of the check `name` of a verification.
+fn check_detail(v: &Value, name: &str) -> Option<(bool, String)> {
+    let check = v["verify"]["checks"].as_array()?.iter().find(|c| c["name"] == name)?;
+    Some((check["ok"].as_bool()?, check["detail"].as_str()?.to_string()))
+}
+
+/// The probe id of a probe directory (its name).
+fn id_of(probe_dir: &str) -> String {
+    Path::new(probe_dir).file_name().unwrap().to_string_lossy().into_owned()
+}
+
+/// Replace the files of `into` with those of `from` (the directory keeps its name).
+fn swap_files(from: &str, into: &str) {
+    for file in ["receipt.jsonl", "envelope.dsse.json", "run-key.pub"] {
+        std::fs::copy(Path::new(from).join(file), Path::new(into).join(file)).unwrap();
+    }
+}
+
+/// Put the directory `from` in the place of `into` (removed first).
+fn move_directory(from: &str, into: &str) {
+    std::fs::remove_dir_all(into).unwrap();
+    std::fs::rename(from, into).unwrap();
+}
+
+#[test]
+fn a_probe_directory_holding_another_probes_files_fails_naming_both_ids() {
+    let dir = workdir();
+    let (_, a) = probe(dir.path(), "true", &["--runs", "2"]);
+    let (_, b) = probe(dir.path(), "true", &["--runs", "2"]);
+    let (a, b) = (a["receipt"].as_str().unwrap().to_string(), b["receipt"].as_str().unwrap().to_string());
+    swap_files(&b, &a);
+    let (code, verified) = verify(dir.path(), &a);
+    assert_eq!((code, failed_checks(&verified)), (13, vec!["probe_directory".to_string()]), "{verified}");
+    let expected = format!("the directory is named {}, its receipt is probe {}'s (another probe's receipt moved or copied in)", id_of(&a), id_of(&b));
+    assert_eq!(check_detail(&verified, "probe_directory"), Some((false, expected)));
+}
+
+#[test]
+fn another_probes_directory_moved_in_under_a_probes_id_fails_the_directory_check() {
+    let dir = workdir();
+    let (_, a) = probe(dir.path(), "true", &["--runs", "2"]);
+    let (_, b) = probe(dir.path(), "true", &["--runs", "2"]);
+    let (a, b) = (a["receipt"].as_str().unwrap().to_string(), b["receipt"].as_str().unwrap().to_string());
+    move_directory(&b, &a);
+    let (code, verified) = verify(dir.path(), &a);
+    assert_eq!((code, failed_checks(&verified)), (13, vec!["probe_directory".to_string()]), "{verified}");
+}
+
+#[test]
+fn a_probe_directory_named_for_its_probe_passes_the_directory_check() {
+    let dir = workdir();
+    let (_, a) = probe(dir.path(), "true", &["--runs", "2"]);
+    let a = a["receipt"].as_str().unwrap().to_string();
+    let (code, verified) = verify(dir.path(), &format!("{a}/"));
+    assert_eq!(code, 0, "{verified}");
+    assert_eq!(check_detail(&verified, "probe_directory"), Some((true, format!("the directory is named for probe {}", id_of(&a)))));
+}
+
+/// A `doctor = true` run `g` (its check passes on t0) and the doctor receipt it pinned.
+fn doctor_run(dir: &Path) -> (String, String) {
+    std::fs::write(dir.join("loop.toml"), "doctor = true\nisolation = \"none\"\nexec = \"true\"\ncheck = \"true\"\nmax_flake_rate = 0.3\n").unwrap();
+    let ran = loopexec(dir, &["--json", "run", "--run-id", "g"]);
+    assert_eq!(ran.code, 10, "{}", ran.stdout);
+    let record = common::events(dir, "g").into_iter().find(|e| e["type"] == "preconditions").unwrap();
+    let probe_dir = dir.join(".loopexec").join(record["probe_receipt"].as_str().unwrap());
+    (record["probe_id"].as_str().unwrap().to_string(), probe_dir.to_string_lossy().into_owned())
+}
+
+#[test]
+fn verify_run_verifies_the_doctor_receipt_the_run_pinned_and_says_so() {
+    let dir = workdir();
+    let (id, pinned) = doctor_run(dir.path());
+    let (code, verified) = verify(dir.path(), "g");
+    assert_eq!(code, 0, "{verified}");
+    assert_eq!(verified["verify"]["pinned_probe"], serde_json::json!({"probe_id": id, "probe_receipt": format!("probes/{id}"), "state": "verified"}));
+    use sha2::Digest;
+    let digest = hex::encode(sha2::Sha256::digest(std::fs::read(Path::new(&pinned).join("envelope.dsse.json")).unwrap()));
+    let expected = format!("the doctor receipt probes/{id} the run pinned verifies: envelope sha256 {digest}, probe {id}");
+    assert_eq!(check_detail(&verified, "probe_receipt"), Some((true, expected)));
+}
+
+#[test]
+fn verify_run_fails_when_the_pinned_doctor_receipts_files_are_another_probes() {
+    let dir = workdir();
+    let (id, pinned) = doctor_run(dir.path());
+    let (_, other) = probe(dir.path(), "true", &["--runs", "2"]);
+    swap_files(other["receipt"].as_str().unwrap(), &pinned);
+    let (code, verified) = verify(dir.path(), "g");
+    assert_eq!((code, failed_checks(&verified)), (13, vec!["probe_receipt".to_string()]), "{verified}");
+    assert_eq!(verified["verify"]["pinned_probe"]["state"], "failed");
+    let (_, detail) = check_detail(&verified, "probe_receipt").unwrap();
+    assert!(detail.starts_with(&format!("the doctor receipt probes/{id}: its envelope's sha256 is ")), "{detail}");
+    assert!(detail.ends_with("(another probe's receipt, or a re-sealed one)"), "{detail}");
+}
+
+#[test]
+fn verify_run_fails_when_another_probes_directory_replaces_the_pinned_one() {
+    let dir = workdir();
+    let (_, pinned) = doctor_run(dir.path());
+    let (_, other) = probe(dir.path(), "true", &["--runs", "2"]);
+    move_directory(other["receipt"].as_str().unwrap(), &pinned);
+    let (code, verified) = verify(dir.path(), "g");
+    assert_eq!((code, failed_checks(&verified)), (13, vec!["probe_receipt".to_string()]), "{verified}");
+}
+
+#[test]
+fn verify_run_fails_when_the_pinned_doctor_receipt_was_edited_under_its_envelope() {
+    let dir = workdir();
+    let (id, pinned) = doctor_run(dir.path());
+    let receipt = Path::new(&pinned).join("receipt.jsonl");
+    let text = std::fs::read_to_string(&receipt).unwrap();
+    // A gate of the last line (`probe_verdict`) edited: no later line's `prev` binds it.
+    std::fs::write(&receipt, text.replacen("\"verdict\":\"passed\"", "\"verdict\":\"failed\"", 1)).unwrap();
+    let (code, verified) = verify(dir.path(), "g");
+    assert_eq!((code, failed_checks(&verified)), (13, vec!["probe_receipt".to_string()]), "{verified}");
+    let (_, detail) = check_detail(&verified, "probe_receipt").unwrap();
+    assert!(detail.starts_with(&format!("the doctor receipt probes/{id} does not verify: subject_digest: receipt subject digest ")), "{detail}");
+}
+
+#[test]
+fn verify_run_says_when_the_pinned_doctor_receipt_is_absent() {
+    let dir = workdir();
+    let (id, pinned) = doctor_run(dir.path());
+    std::fs::remove_dir_all(&pinned).unwrap();
+    let (code, verified) = verify(dir.path(), "g");
+    assert_eq!(code, 0, "the run's own receipt still verifies: {verified}");
+    assert_eq!(verified["verify"]["pinned_probe"]["state"], "absent");
+    let expected = format!(
+        "the doctor receipt probes/{id} the run pinned is absent beside the run: not checked (its gates' verdicts in the run's receipt are sealed with it; its runs and evidence are not verified)"
+    );
+    assert_eq!(check_detail(&verified, "probe_receipt"), Some((true, expected)));
 }

@@ -388,6 +388,20 @@ pub fn verify_probe(dir: &SafeDir, operator: &VerifyingKey) -> Verification {
         return v;
     };
     v.pass_step("receipt_chain", format!("{} events, head {}", verified.events.len(), verified.head));
+    // The directory is the probe's by name (`probes/<id>`), as a run pins it: another probe's
+    // receipt moved or copied into it verifies as that other probe, never as this directory's.
+    match directory_name(dir) {
+        Some(name) if name == record.start.probe_id => v.pass_step("probe_directory", format!("the directory is named for probe {name}")),
+        Some(name) => v.fail_step(
+            "probe_directory",
+            format!(
+                "the directory is named {}, its receipt is probe {}'s (another probe's receipt moved or copied in)",
+                crate::inert::inert(&name),
+                crate::inert::inert(&record.start.probe_id)
+            ),
+        ),
+        None => v.fail_step("probe_directory", format!("{}: the directory's name cannot be read", dir.path().display())),
+    }
     v.run_id = Some(record.start.probe_id.clone());
     v.halt_reason = record.verdict.halt_reason.map(|h| h.as_str().to_string());
     let Some(stmt) = verify_envelope(dir, operator, receipt, verified, records, &record.start.probe_id, PROBE_PREDICATE_TYPE, &mut v) else {
@@ -403,6 +417,72 @@ pub fn verify_probe(dir: &SafeDir, operator: &VerifyingKey) -> Verification {
         Err(problem) => v.fail_step("verdict_recomputed", problem),
     }
     v
+}
+
+/// The name of the directory `dir` was opened as (resolved when the path ends in `.` or `..`).
+fn directory_name(dir: &SafeDir) -> Option<String> {
+    let named = dir.path().file_name().map(|n| n.to_string_lossy().into_owned());
+    named.or_else(|| std::fs::canonicalize(dir.path()).ok()?.file_name().map(|n| n.to_string_lossy().into_owned()))
+}
+
+/// What `verify RUN` found of the doctor receipt a `doctor = true` run pinned in its
+/// `preconditions` event (JSON `verify.pinned_probe`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PinnedProbe {
+    pub probe_id: String,
+    /// The directory, relative to `.loopexec/` (`probes/<id>`).
+    pub probe_receipt: String,
+    /// `verified`, `absent` (not beside the run: not checked), or `failed`.
+    pub state: &'static str,
+}
+
+/// Check the doctor receipt `pin` names, looked up beside the run (`<state>/probes/<id>` for the
+/// run directory `<state>/runs/<run>`), opened beneath that state directory without following a
+/// link: its envelope's SHA-256 is the pinned one, the receipt verifies as a probe's against
+/// `operator` (chain, endorsement, seal, predicate, verdict recomputed, directory named for its
+/// id), and its id is the pinned id. `Ok(detail)` when it verifies or is absent (the detail says
+/// which), else the first failure.
+pub fn verify_pinned(pin: &PreconditionsRecord, run_dir: &SafeDir, operator: &VerifyingKey) -> (PinnedProbe, Result<String, String>) {
+    let shown = crate::inert::inert(&pin.probe_receipt).into_owned();
+    let mut pinned = PinnedProbe { probe_id: pin.probe_id.clone(), probe_receipt: pin.probe_receipt.clone(), state: "failed" };
+    if RunId::parse(&pin.probe_id).is_err() || pin.probe_receipt != format!("{PROBES}/{}", pin.probe_id) {
+        return (pinned, Err(format!("the preconditions event pins {shown} as probe {}: not a probe directory of the state directory", crate::inert::inert(&pin.probe_id))));
+    }
+    let state_dir = run_dir.path().parent().and_then(std::path::Path::parent);
+    let opened = state_dir.ok_or_else(|| "the run directory has no state directory above it".to_string()).and_then(|root| {
+        SafeDir::open(root).and_then(|root| root.subdir(&pin.probe_receipt)).map_err(|e| if e.is_not_found() { String::new() } else { e.to_string() })
+    });
+    let dir = match opened {
+        Ok(dir) => dir,
+        Err(absent) if absent.is_empty() => {
+            pinned.state = "absent";
+            return (pinned, Ok(format!(
+                "the doctor receipt {shown} the run pinned is absent beside the run: not checked (its gates' verdicts in the run's receipt are sealed with it; its runs and evidence are not verified)"
+            )));
+        }
+        Err(e) => return (pinned, Err(format!("the doctor receipt {shown}: {e}"))),
+    };
+    let envelope = match dir.read(super::seal::ENVELOPE_FILE, super::seal::ENVELOPE_MAX_BYTES) {
+        Ok(bytes) => bytes,
+        Err(e) => return (pinned, Err(format!("the doctor receipt {shown}: {e}"))),
+    };
+    let digest = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&envelope));
+    if digest != pin.envelope_sha256 {
+        return (pinned, Err(format!(
+            "the doctor receipt {shown}: its envelope's sha256 is {digest}, the run pinned {} (another probe's receipt, or a re-sealed one)",
+            crate::inert::inert(&pin.envelope_sha256)
+        )));
+    }
+    let verified = verify_probe(&dir, operator);
+    if !verified.ok() {
+        let failed: Vec<String> = verified.checks.iter().filter(|c| !c.ok).map(|c| format!("{}: {}", c.name, c.detail)).collect();
+        return (pinned, Err(format!("the doctor receipt {shown} does not verify: {}", failed.join("; "))));
+    }
+    if verified.run_id.as_deref() != Some(pin.probe_id.as_str()) {
+        return (pinned, Err(format!("the doctor receipt {shown} is probe {}'s, the run pinned {}", verified.run_id.unwrap_or_default(), pin.probe_id)));
+    }
+    pinned.state = "verified";
+    (pinned, Ok(format!("the doctor receipt {shown} the run pinned verifies: envelope sha256 {digest}, probe {}", pin.probe_id)))
 }
 
 #[cfg(test)]

@@ -36,6 +36,9 @@ pub struct Verification {
     pub halt_reason: Option<String>,
     pub operator_key: Option<String>,
     pub attested: bool,
+    /// A `doctor = true` run's pinned doctor receipt, as found (`receipt::probe::verify_pinned`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pinned_probe: Option<super::probe::PinnedProbe>,
 }
 
 impl Verification {
@@ -146,7 +149,20 @@ pub fn verify_run(run_dir: &SafeDir, operator: &VerifyingKey) -> Verification {
         None => {}
     }
 
-    // 6. The artifacts the receipt names by digest (lists over its bound): each one present must
+    // 6. A `doctor = true` run's doctor receipt, pinned by its envelope's digest: verified in
+    // full when it is beside the run; an absent one is said, not failed (like an artifact).
+    if let Some(pin) = &history.preconditions {
+        let (pinned, found) = super::probe::verify_pinned(pin, run_dir, operator);
+        v.pinned_probe = Some(pinned);
+        match found {
+            Ok(detail) => v.pass("probe_receipt", detail),
+            Err(detail) => {
+                v.fail("probe_receipt", detail);
+            }
+        }
+    }
+
+    // 7. The artifacts the receipt names by digest (lists over its bound): each one present must
     // match; an absent one is said, not failed (the receipt's counts, digests and samples are
     // covered by the chain and the seal above).
     let events: Vec<Event> = records.into_iter().map(|r| r.event).collect();
