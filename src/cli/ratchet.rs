@@ -72,7 +72,16 @@ fn show(history: &History) -> Outcome {
         .collect();
     for (a, after) in &history.hand_accepted {
         let when = if history.last_started > *after { "applied by the resumed run" } else { "takes effect on run --resume" };
-        rows.push(("accepted by hand", format!("iteration {} (tree {}), signed by operator key {}; {when}", a.iteration, a.tree_id, a.operator_key)));
+        // Read without a key: the signature is what `verify` and `run --resume` check.
+        rows.push((
+            "accepted by hand",
+            format!(
+                "iteration {} (tree {}), naming operator key {} (its signature checked by verify and run --resume); {when}",
+                a.iteration,
+                crate::inert::inert(&a.tree_id),
+                crate::inert::inert(&a.operator_key)
+            ),
+        ));
     }
     let frontier = history.iterations.iter().rev().find(|r| r.progress.is_some() && history.ratchet_kept(r));
     let (at, tree) = match frontier {
