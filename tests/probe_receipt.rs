@@ -331,3 +331,12 @@ fn verify_run_says_when_the_pinned_doctor_receipt_is_absent() {
     );
     assert_eq!(check_detail(&verified, "probe_receipt"), Some((true, expected)));
 }
+
+#[test]
+fn verify_run_finds_the_pinned_doctor_receipt_from_a_relative_run_path() {
+    let dir = workdir();
+    let (id, _) = doctor_run(dir.path());
+    let (code, verified) = verify(&dir.path().join(".loopexec"), "runs/g");
+    assert_eq!(code, 0, "{verified}");
+    assert_eq!(verified["verify"]["pinned_probe"]["state"], "verified", "probes/{id} is found two levels above runs/g");
+}

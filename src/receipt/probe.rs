@@ -448,10 +448,12 @@ pub fn verify_pinned(pin: &PreconditionsRecord, run_dir: &SafeDir, operator: &Ve
     if RunId::parse(&pin.probe_id).is_err() || pin.probe_receipt != format!("{PROBES}/{}", pin.probe_id) {
         return (pinned, Err(format!("the preconditions event pins {shown} as probe {}: not a probe directory of the state directory", crate::inert::inert(&pin.probe_id))));
     }
-    let state_dir = run_dir.path().parent().and_then(std::path::Path::parent);
-    let opened = state_dir.ok_or_else(|| "the run directory has no state directory above it".to_string()).and_then(|root| {
-        SafeDir::open(root).and_then(|root| root.subdir(&pin.probe_receipt)).map_err(|e| if e.is_not_found() { String::new() } else { e.to_string() })
-    });
+    // Two levels up from the run directory as the kernel resolves them (a relative path such as
+    // `runs/<run>` or `.` included).
+    let state_dir = run_dir.path().join("../..");
+    let opened = SafeDir::open(&state_dir)
+        .and_then(|root| root.subdir(&pin.probe_receipt))
+        .map_err(|e| if e.is_not_found() { String::new() } else { e.to_string() });
     let dir = match opened {
         Ok(dir) => dir,
         Err(absent) if absent.is_empty() => {
