@@ -12,6 +12,10 @@
 //! decides: `auto` asks only when the current cgroup cannot host zones, `systemd` always asks (and
 //! refuses without systemd), `inherit` never asks. Without systemd or D-Bus the launch refuses as
 //! before, naming the exact `systemd-run` line that would make it work.
+//!
+//! The bus is not trusted to behave: the whole placement has [`PLACEMENT_DEADLINE`], the D-Bus
+//! client runs on a thread of its own whose panics (and zbus's executor's) are caught and named,
+//! and the wait honours SIGINT/SIGTERM. Any failure of the bus is a failed placement.
 
 use sandbox::policy::CgroupDelegation;
 use sandbox::preflight::{self, CgroupReport};
@@ -37,7 +41,15 @@ pub struct Scope {
 pub struct Refusal {
     pub cause: String,
     pub fix: String,
+    /// The SIGINT or SIGTERM that ended the placement while it waited for systemd: no refusal
+    /// of the host, an operator's interrupt (the caller ends with the interrupt exit class).
+    pub interrupted: Option<i32>,
 }
+
+/// How long the whole placement may take: connecting to the bus, StartTransientUnit, and the
+/// kernel showing this process in the new scope (systemd does all of it in milliseconds). Past
+/// it the placement has failed; every D-Bus call also times out at it.
+pub const PLACEMENT_DEADLINE: Duration = Duration::from_secs(15);
 
 /// The outcome of the first placement, reused by every later call of this process.
 static PLACED: Mutex<Option<Option<Scope>>> = Mutex::new(None);
@@ -71,6 +83,8 @@ pub fn place_supervisor(policies: &[&Policy]) -> Result<Option<Scope>, Refusal> 
             *placed = Some(scope.clone());
             Ok(scope)
         }
+        // An interrupt is no refusal: it ends the launch, whatever the policy allows.
+        Err((refusal, _)) if refusal.interrupted.is_some() => Err(refusal),
         // `auto` and a policy that may run without a cgroup: the launch skips the layer.
         Err((_, CgroupDelegation::Auto)) if may_skip => Ok(None),
         Err((refusal, _)) => Err(refusal),
@@ -89,18 +103,28 @@ fn decide(mode: CgroupDelegation, report: &CgroupReport) -> Result<Option<Scope>
                 v.map(|v| format!("cgroup v{v}")).unwrap_or_else(|| "no cgroup hierarchy".into())
             ),
             fix: "use layers.cgroup_delegation = \"auto\" (zones then go beneath loopexec's own cgroups)".into(),
+            interrupted: None,
         }),
         _ => {
             let why = if report.delegated { String::new() } else { format!("{}; ", report.detail) };
-            let scope = ask_systemd(root).map_err(|e| Refusal {
-                cause: format!("{why}asking systemd for a delegated scope failed: {e}"),
-                fix: preflight::cgroup_fix(report, root),
+            let scope = ask_systemd(root).map_err(|e| match e {
+                AskError::Failed(e) => Refusal {
+                    cause: format!("{why}asking systemd for a delegated scope failed: {e}"),
+                    fix: preflight::cgroup_fix(report, root),
+                    interrupted: None,
+                },
+                AskError::Interrupted(sig) => Refusal {
+                    cause: format!("interrupted by {} while asking systemd for a delegated scope", crate::interrupt::signal_name(sig)),
+                    fix: "start it again".into(),
+                    interrupted: Some(sig),
+                },
             })?;
             let after = preflight::cgroup_report();
             if !after.delegated {
                 return Err(Refusal {
                     cause: format!("the delegated scope {} cannot host zones: {}", scope.unit, after.detail),
                     fix: preflight::cgroup_fix(&after, root),
+                    interrupted: None,
                 });
             }
             Ok(Some(scope))
@@ -109,35 +133,163 @@ fn decide(mode: CgroupDelegation, report: &CgroupReport) -> Result<Option<Scope>
 }
 
 /// The D-Bus address of the manager to ask: the system bus as root, the user's session bus
-/// (dbus-user-session, or the user manager's own bus socket) otherwise.
-fn connect(root: bool) -> Result<zbus::blocking::Connection, String> {
+/// (dbus-user-session, or the user manager's own bus socket) otherwise; and what to call it.
+fn bus_address(root: bool) -> Result<(String, &'static str), String> {
     if !std::path::Path::new("/run/systemd/system").exists() {
         return Err("systemd is not the init of this host".into());
     }
+    let set = |var: &str| std::env::var(var).ok().filter(|a| !a.is_empty());
     if root {
-        return zbus::blocking::Connection::system().map_err(|e| format!("connecting to the system bus: {e}"));
+        let address = set("DBUS_SYSTEM_BUS_ADDRESS").unwrap_or_else(|| "unix:path=/var/run/dbus/system_bus_socket".into());
+        return Ok((address, "the system bus"));
     }
-    let address = match std::env::var("DBUS_SESSION_BUS_ADDRESS") {
-        Ok(a) if !a.is_empty() => a,
-        _ => {
-            let runtime = std::env::var("XDG_RUNTIME_DIR")
-                .unwrap_or_else(|_| format!("/run/user/{}", nix::unistd::geteuid().as_raw()));
-            format!("unix:path={runtime}/bus")
-        }
-    };
-    zbus::blocking::connection::Builder::address(address.as_str())
-        .and_then(|b| b.build())
-        .map_err(|e| format!("connecting to the user's session bus at {address} (is dbus-user-session installed and the user manager running?): {e}"))
+    let address = set("DBUS_SESSION_BUS_ADDRESS").unwrap_or_else(|| {
+        let runtime = std::env::var("XDG_RUNTIME_DIR").unwrap_or_else(|_| format!("/run/user/{}", nix::unistd::geteuid().as_raw()));
+        format!("unix:path={runtime}/bus")
+    });
+    Ok((address, "the user's session bus"))
+}
+
+/// Why asking systemd ended without a scope.
+#[derive(Debug, PartialEq, Eq)]
+enum AskError {
+    Failed(String),
+    /// SIGINT or SIGTERM arrived while waiting.
+    Interrupted(i32),
+}
+
+/// What the D-Bus thread reports to the waiting supervisor.
+enum Progress {
+    /// Authenticated and greeted by the bus; StartTransientUnit is on its way.
+    Connected,
+    /// systemd's answer to StartTransientUnit: accepted (a job), or why not.
+    Answered(Result<(), String>),
+}
+
+/// The D-Bus exchange's thread, and the prefix of the threads zbus starts for a connection.
+const DBUS_THREAD: &str = "loopexec systemd placement";
+const ZBUS_THREADS: &str = "zbus";
+/// How often the wait looks at interrupts and the D-Bus thread's fate.
+const TICK: Duration = Duration::from_millis(20);
+
+/// The first panic of a D-Bus thread (ours or zbus's) since [`watch_dbus_panics`] was last called.
+static DBUS_PANIC: Mutex<Option<String>> = Mutex::new(None);
+
+/// Record panics of the D-Bus threads instead of printing them (the placement's failure names
+/// them); every other thread's panic goes to the hook that was installed before. zbus's executor
+/// thread panics on some replies (an error whose name is invalid), and nothing else tells the
+/// waiting caller that no answer will come.
+fn watch_dbus_panics() {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    *DBUS_PANIC.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    INSTALLED.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let thread = std::thread::current();
+            let name = thread.name().unwrap_or_default();
+            if name != DBUS_THREAD && !name.starts_with(ZBUS_THREADS) {
+                return previous(info);
+            }
+            let what = info.payload().downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| info.payload().downcast_ref::<String>().cloned());
+            let text = format!("thread {name:?} panicked: {}", what.as_deref().unwrap_or("(no message)"));
+            let mut slot = DBUS_PANIC.lock().unwrap_or_else(|p| p.into_inner());
+            slot.get_or_insert_with(|| bounded(&text, 300));
+        }));
+    });
+}
+
+fn dbus_panic() -> Option<String> {
+    DBUS_PANIC.lock().unwrap_or_else(|p| p.into_inner()).clone()
+}
+
+/// At most `max` bytes of `text`, cut on a character boundary.
+fn bounded(text: &str, max: usize) -> String {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let cut = if end < text.len() { "..." } else { "" };
+    format!("{}{cut}", &text[..end])
 }
 
 /// StartTransientUnit for `loopexec-<pid>-<random>.scope` holding this process, `Delegate=yes`;
-/// then wait (bounded) until the kernel shows us in it.
-fn ask_systemd(root: bool) -> Result<Scope, String> {
-    let conn = connect(root)?;
+/// then wait until the kernel shows us in it. The whole exchange has [`PLACEMENT_DEADLINE`]: the
+/// D-Bus client runs on a thread of its own (its calls also time out at the deadline) and this
+/// thread waits for its answer, SIGINT/SIGTERM and the deadline, so no bus (silent, hanging up,
+/// answering what the client cannot parse, panicking the client) holds the supervisor.
+fn ask_systemd(root: bool) -> Result<Scope, AskError> {
+    let deadline = Instant::now() + PLACEMENT_DEADLINE;
+    let (address, bus) = bus_address(root).map_err(AskError::Failed)?;
     let pid = std::process::id();
     let mut nonce = [0u8; 4];
     rand_core::RngCore::fill_bytes(&mut rand_core::OsRng, &mut nonce);
     let unit = format!("loopexec-{pid}-{}.scope", hex::encode(nonce));
+    let secs = PLACEMENT_DEADLINE.as_secs();
+    watch_dbus_panics();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (thread_address, thread_unit) = (address.clone(), unit.clone());
+    std::thread::Builder::new()
+        .name(DBUS_THREAD.into())
+        .spawn(move || {
+            let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| start_unit(&thread_address, &thread_unit, deadline, &tx)))
+                .unwrap_or_else(|_| Err(dbus_panic().unwrap_or_else(|| "the D-Bus client panicked".into())));
+            let _ = tx.send(Progress::Answered(answer));
+        })
+        .map_err(|e| AskError::Failed(format!("starting the D-Bus client thread: {e}")))?;
+    let mut connected = false;
+    loop {
+        if let Some(sig) = crate::interrupt::pending() {
+            return Err(AskError::Interrupted(sig));
+        }
+        if let Some(panic) = dbus_panic() {
+            return Err(AskError::Failed(format!("the D-Bus client failed during StartTransientUnit {unit} ({panic})")));
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(AskError::Failed(if connected {
+                format!("systemd did not answer StartTransientUnit {unit} within {secs} s")
+            } else {
+                format!("no answer from the bus at {address} ({bus}) within {secs} s")
+            }));
+        }
+        match rx.recv_timeout(left.min(TICK)) {
+            Ok(Progress::Connected) => connected = true,
+            Ok(Progress::Answered(Ok(()))) => break,
+            Ok(Progress::Answered(Err(e))) => return Err(AskError::Failed(e)),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(AskError::Failed(format!("the D-Bus client ended without systemd's answer to StartTransientUnit {unit}")))
+            }
+        }
+    }
+    loop {
+        let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+        if let Some(path) = own.lines().find_map(|l| l.strip_prefix("0::")) {
+            if path.trim_end().ends_with(&format!("/{unit}")) {
+                let manager = if root { "system" } else { "user" };
+                return Ok(Scope { unit, manager, cgroup: path.trim().to_string() });
+            }
+        }
+        if let Some(sig) = crate::interrupt::pending() {
+            return Err(AskError::Interrupted(sig));
+        }
+        if Instant::now() >= deadline {
+            return Err(AskError::Failed(format!("systemd accepted {unit} but did not move this process into it within {secs} s")));
+        }
+        std::thread::sleep(TICK);
+    }
+}
+
+/// The D-Bus half of [`ask_systemd`], on its own thread: connect (reporting it), then
+/// StartTransientUnit; every call times out at `deadline`.
+fn start_unit(address: &str, unit: &str, deadline: Instant, progress: &std::sync::mpsc::Sender<Progress>) -> Result<(), String> {
+    let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+    let conn = zbus::blocking::connection::Builder::address(address)
+        .map(|b| b.method_timeout(left))
+        .and_then(|b| b.build())
+        .map_err(|e| format!("connecting to the bus at {address} (for a user: is dbus-user-session installed and the user manager running?): {e}"))?;
+    let _ = progress.send(Progress::Connected);
+    let pid = std::process::id();
     let description = format!("loopexec supervisor {pid}");
     let properties: Vec<(&str, Value<'_>)> = vec![
         ("Description", Value::from(description.as_str())),
@@ -152,24 +304,11 @@ fn ask_systemd(root: bool) -> Result<Scope, String> {
             "/org/freedesktop/systemd1",
             Some("org.freedesktop.systemd1.Manager"),
             "StartTransientUnit",
-            &(unit.as_str(), "fail", properties, aux),
+            &(unit, "fail", properties, aux),
         )
         .map_err(|e| format!("StartTransientUnit {unit}: {e}"))?;
     let _job: OwnedObjectPath = reply.body().deserialize().map_err(|e| format!("StartTransientUnit {unit}: {e}"))?;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
-        if let Some(path) = own.lines().find_map(|l| l.strip_prefix("0::")) {
-            if path.trim_end().ends_with(&format!("/{unit}")) {
-                let manager = if root { "system" } else { "user" };
-                return Ok(Scope { unit, manager, cgroup: path.trim().to_string() });
-            }
-        }
-        if Instant::now() > deadline {
-            return Err(format!("systemd accepted {unit} but did not move this process into it"));
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -227,5 +366,26 @@ mod tests {
         let refusal = decide(CgroupDelegation::Systemd, &v1).unwrap_err();
         assert!(refusal.cause.contains("needs the unified cgroup v2 hierarchy; this host has cgroup v1"), "{}", refusal.cause);
         assert!(refusal.fix.contains("cgroup_delegation = \"auto\""), "{}", refusal.fix);
+    }
+
+    #[test]
+    fn a_panic_of_zbus_s_executor_thread_is_recorded_with_its_message() {
+        watch_dbus_panics();
+        let died = std::thread::Builder::new()
+            .name("zbus::Connection executor".into())
+            .spawn(|| panic!("Invalid field reconstruction: {}", "InvalidName"))
+            .unwrap()
+            .join();
+        assert!(died.is_err());
+        assert_eq!(
+            dbus_panic().as_deref(),
+            Some("thread \"zbus::Connection executor\" panicked: Invalid field reconstruction: InvalidName")
+        );
+    }
+
+    #[test]
+    fn a_panic_message_is_bounded_on_a_character_boundary() {
+        assert_eq!(bounded("short", 300), "short");
+        assert_eq!(bounded("\u{e9}\u{e9}\u{e9}", 3), "\u{e9}...");
     }
 }

@@ -72,10 +72,16 @@ fn parse_overlay(text: &str) -> Result<sandbox::OverlayMount, String> {
 }
 
 /// Move this supervisor where its zone's cgroup can be created (a delegated systemd scope when
-/// the policy's `layers.cgroup_delegation` calls for one); a refusal is an isolation failure.
-pub fn place_supervisor(policy: &Policy) -> CmdResult<Option<crate::delegation::Scope>> {
-    crate::delegation::place_supervisor(&[policy])
-        .map_err(|r| Failure::isolation(format!("isolation layer cgroup unavailable: {}", r.cause)).with_hint(r.fix))
+/// the policy's `layers.cgroup_delegation` calls for one); a refusal is an isolation failure,
+/// `Ok(Err(signal))` an interrupt while it waited for systemd.
+pub fn place_supervisor(policy: &Policy) -> CmdResult<Result<Option<crate::delegation::Scope>, i32>> {
+    match crate::delegation::place_supervisor(&[policy]) {
+        Ok(scope) => Ok(Ok(scope)),
+        Err(r) => match r.interrupted {
+            Some(signal) => Ok(Err(signal)),
+            None => Err(Failure::isolation(format!("isolation layer cgroup unavailable: {}", r.cause)).with_hint(r.fix)),
+        },
+    }
 }
 
 /// Load `--policy FILE` or `--builtin NAME` (default: builtin exec).
@@ -157,7 +163,10 @@ pub fn run(args: SandboxArgs, json: bool) -> CmdResult<Outcome> {
     if egress.is_some() {
         spec.loopback_listener = Some(PROXY_PORT);
     }
-    let scope = place_supervisor(&spec.policy)?;
+    let scope = match place_supervisor(&spec.policy)? {
+        Ok(scope) => scope,
+        Err(sig) => return Ok(Outcome::interrupted("sandbox", crate::interrupt::exit_code(sig))),
+    };
     let mut zone = sandbox::launch(spec)?;
     let mut relays = Vec::new();
     for (read, sink) in [(out_read, stdout_sink), (err_read, Sink::Stderr)] {
