@@ -22,6 +22,9 @@ use std::path::Path;
 
 /// Where the workspace appears inside the zones.
 pub const WORKSPACE_TARGET: &str = "/workspace";
+/// Where the judge zone sees the agent's tree (read-only data; its working directory,
+/// [`WORKSPACE_TARGET`], is t0's tree: the operator's code).
+pub const CANDIDATE_TARGET: &str = "/candidate";
 /// Per-check scratch layers live under the run directory and are removed after each check; the
 /// frozen layer of t0's protected paths (`checks/frozen`) is built once per run.
 const CHECKS: &str = "checks";
@@ -260,9 +263,12 @@ impl RunWorkspace {
         self.workspace.agent_overlay(Path::new(WORKSPACE_TARGET))
     }
 
-    /// The read-only view of the agent's tree the judge zone mounts.
-    pub fn judge_overlay(&self) -> OverlayMount {
-        self.workspace.read_only_overlay(Path::new(WORKSPACE_TARGET))
+    /// What the judge zone mounts: t0's tree alone, read-only, at [`WORKSPACE_TARGET`] (its
+    /// working directory, so whatever its command names, `./review.sh`, `python3 tools/judge.py`
+    /// or a helper one of them sources, is the operator's copy), and the agent's tree,
+    /// read-only, at [`CANDIDATE_TARGET`]: data to review, never code the judge runs.
+    pub fn judge_overlays(&self) -> (OverlayMount, OverlayMount) {
+        (self.workspace.t0_overlay(Path::new(WORKSPACE_TARGET)), self.workspace.read_only_overlay(Path::new(CANDIDATE_TARGET)))
     }
 
     /// The tree id of t0.
