@@ -227,6 +227,18 @@ fn an_honest_change_converges_when_the_mutator_lists_nothing_and_the_suite_kills
     assert_eq!((a["tier"].as_str(), a["verdict"].as_str(), a["killed"].as_u64()), (Some("mutation"), Some("adequate"), Some(5)), "{a:#}");
 }
 
+#[test]
+fn the_operators_mutator_script_is_protected_and_an_agent_rewriting_it_halts_blocked_path_modified() {
+    let repo = mutator_project(None, IMPORT_ONLY_SUITE, MUTATOR_CMD);
+    let agent = format!("{AGENT}; echo 'print(\"[]\")' > mutator.py");
+    let r = loopexec(repo.path(), &["run", "--json", "--run-id", "steer", "--exec", &agent, "--check", CHECK, "--max-iterations", "2"]);
+    assert_eq!((r.code, r.json()["halt_reason"].as_str()), (13, Some("blocked_path_modified")), "{r:?}");
+    let ev = events(repo.path(), "steer");
+    let snap = ev.iter().find(|e| e["type"] == "snapshot").unwrap();
+    assert_eq!(snap["protected_changes"][0]["path"], "mutator.py");
+    assert!(ev.iter().all(|e| e["type"] != "adequacy"), "{ev:#?}");
+}
+
 /// An operator's SIGINT while the canary's mutants run is no verdict on a partial sample: no
 /// `adequacy` event, no `guard`, no halt; the run is left resumable (the resumed run runs the
 /// canary again). The check hangs only on a mutant: its `calc/core.py` differs from the copy

@@ -179,6 +179,21 @@ fn build_frozen(
     Ok((checks, frozen))
 }
 
+/// The run's protected paths: the defaults, the loop's `protected` patterns, and every t0 file
+/// `commands` (the check's, the operator's mutator's, the held-out check's) run, directly or
+/// through a file they run (`crate::workspace::command_files`), the loop's `[[allow_test_change]]`
+/// paths exempt. The same t0 and commands give the same set, so a resumed run protects what the
+/// live run did.
+fn run_protected(workspace: &Workspace, protected_extra: &[String], exempt: &[String], commands: &[(&str, crate::workspace::command_files::Follow)]) -> CmdResult<ProtectedPaths> {
+    use crate::workspace::command_files::{files_run, literal_pattern};
+    let t0 = workspace.baseline().manifest().map_err(ws_failure)?;
+    let root = workspace.baseline().files_dir.clone();
+    let read = |path: &[u8], limit: usize| crate::engine::analysis_guards::read_bounded(&root, path, limit);
+    let mut patterns = protected_extra.to_vec();
+    patterns.extend(files_run(commands, t0, &read).iter().map(|p| literal_pattern(p)));
+    ProtectedPaths::new(true, &patterns).and_then(|p| p.exempting(exempt)).map_err(ws_failure)
+}
+
 impl RunWorkspace {
     /// Take the baseline t0 of `repo` and create the run's workspace; returns its `workspace`
     /// receipt event. `exempt`: the loop's `[[allow_test_change]]` path globs, exempt from the
@@ -190,10 +205,10 @@ impl RunWorkspace {
         include_uncommitted: bool,
         protected_extra: &[String],
         exempt: &[String],
+        commands: &[(&str, crate::workspace::command_files::Follow)],
         agent_policy: &sandbox::Policy,
         check_policy: &sandbox::Policy,
     ) -> CmdResult<(RunWorkspace, WorkspaceRecord)> {
-        let protected = ProtectedPaths::new(true, protected_extra).and_then(|p| p.exempting(exempt)).map_err(ws_failure)?;
         let agent_owner = zone_owner(agent_policy);
         let opts = BaselineOptions { include_uncommitted, owner: agent_owner };
         let baseline = Baseline::prepare(repo, statedir.root(), &opts).map_err(ws_failure)?;
@@ -202,6 +217,7 @@ impl RunWorkspace {
         let workspace = Workspace::create(baseline, run.dir(), agent_owner).map_err(ws_failure)?;
         let rules = IgnoreRules::of_t0(workspace.baseline(), &info_exclude).map_err(ws_failure)?;
         let workspace = workspace.with_ignore_rules(rules);
+        let protected = run_protected(&workspace, protected_extra, exempt, commands)?;
         let b = workspace.baseline();
         let record = WorkspaceRecord {
             mode: WorkspaceMode::Detached.as_str().into(),
@@ -230,6 +246,7 @@ impl RunWorkspace {
         run: &RunDir,
         protected_extra: &[String],
         exempt: &[String],
+        commands: &[(&str, crate::workspace::command_files::Follow)],
         agent_policy: &sandbox::Policy,
         check_policy: &sandbox::Policy,
     ) -> CmdResult<RunWorkspace> {
@@ -251,7 +268,7 @@ impl RunWorkspace {
             }
             None => workspace,
         };
-        let protected = ProtectedPaths::new(true, protected_extra).and_then(|p| p.exempting(exempt)).map_err(ws_failure)?;
+        let protected = run_protected(&workspace, protected_extra, exempt, commands)?;
         let check_owner = zone_owner(check_policy);
         let (checks, frozen) = build_frozen(&workspace, &protected, run, check_owner)?;
         let limits = agent_policy.workspace.clone();

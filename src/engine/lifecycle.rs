@@ -206,6 +206,7 @@ pub fn start_after_gates(
             active.cfg.include_uncommitted,
             &active.cfg.protected,
             &super::allow_change::Allowances::path_globs(&active.cfg.allow_test_change),
+            &active.cfg.operator_commands(),
             role_policy(&zones, Role::Agent)?,
             role_policy(&zones, Role::Check)?,
         )?;
@@ -290,7 +291,7 @@ pub fn resume(
             .ok_or_else(|| Failure::workspace(format!("{}: no workspace event", active.run.receipt_path().display())))?;
         let (agent_policy, check_policy) = (role_policy(&zones, Role::Agent)?, role_policy(&zones, Role::Check)?);
         let exempt = super::allow_change::Allowances::path_globs(&active.cfg.allow_test_change);
-        let ws = RunWorkspace::reopen(&record, statedir, &active.run, &active.cfg.protected, &exempt, agent_policy, check_policy)?;
+        let ws = RunWorkspace::reopen(&record, statedir, &active.run, &active.cfg.protected, &exempt, &active.cfg.operator_commands(), agent_policy, check_policy)?;
         active.attach_workspace(ws, true)?;
     }
     let decided = match pending {
