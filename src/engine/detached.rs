@@ -179,13 +179,24 @@ fn build_frozen(
     Ok((checks, frozen))
 }
 
+/// What a run protects beyond the defaults: the loop's `protected` patterns, its
+/// `[[allow_test_change]]` path globs (exempt), and the operator's commands whose t0 files are
+/// protected ([`crate::engine::config::LoopConfig::operator_commands`]).
+#[derive(Clone, Copy)]
+pub struct Protection<'a> {
+    pub extra: &'a [String],
+    pub exempt: &'a [String],
+    pub commands: &'a [(&'a str, crate::workspace::command_files::Follow)],
+}
+
 /// The run's protected paths: the defaults, the loop's `protected` patterns, and every t0 file
 /// `commands` (the check's, the operator's mutator's, the held-out check's) run, directly or
 /// through a file they run (`crate::workspace::command_files`), the loop's `[[allow_test_change]]`
 /// paths exempt. The same t0 and commands give the same set, so a resumed run protects what the
 /// live run did.
-fn run_protected(workspace: &Workspace, protected_extra: &[String], exempt: &[String], commands: &[(&str, crate::workspace::command_files::Follow)]) -> CmdResult<ProtectedPaths> {
+fn run_protected(workspace: &Workspace, protection: &Protection<'_>) -> CmdResult<ProtectedPaths> {
     use crate::workspace::command_files::{files_run, literal_pattern};
+    let Protection { extra: protected_extra, exempt, commands } = *protection;
     let t0 = workspace.baseline().manifest().map_err(ws_failure)?;
     let root = workspace.baseline().files_dir.clone();
     let read = |path: &[u8], limit: usize| crate::engine::analysis_guards::read_bounded(&root, path, limit);
@@ -196,16 +207,14 @@ fn run_protected(workspace: &Workspace, protected_extra: &[String], exempt: &[St
 
 impl RunWorkspace {
     /// Take the baseline t0 of `repo` and create the run's workspace; returns its `workspace`
-    /// receipt event. `exempt`: the loop's `[[allow_test_change]]` path globs, exempt from the
-    /// protected paths (neither guarded nor frozen from t0 in the check).
+    /// receipt event. `protection`: what it protects beyond the defaults; its `exempt`, the loop's
+    /// `[[allow_test_change]]` path globs, are neither guarded nor frozen from t0 in the check.
     pub fn create(
         repo: &Path,
         statedir: &StateDir,
         run: &RunDir,
         include_uncommitted: bool,
-        protected_extra: &[String],
-        exempt: &[String],
-        commands: &[(&str, crate::workspace::command_files::Follow)],
+        protection: &Protection<'_>,
         agent_policy: &sandbox::Policy,
         check_policy: &sandbox::Policy,
     ) -> CmdResult<(RunWorkspace, WorkspaceRecord)> {
@@ -217,7 +226,7 @@ impl RunWorkspace {
         let workspace = Workspace::create(baseline, run.dir(), agent_owner).map_err(ws_failure)?;
         let rules = IgnoreRules::of_t0(workspace.baseline(), &info_exclude).map_err(ws_failure)?;
         let workspace = workspace.with_ignore_rules(rules);
-        let protected = run_protected(&workspace, protected_extra, exempt, commands)?;
+        let protected = run_protected(&workspace, protection)?;
         let b = workspace.baseline();
         let record = WorkspaceRecord {
             mode: WorkspaceMode::Detached.as_str().into(),
@@ -244,9 +253,7 @@ impl RunWorkspace {
         event: &WorkspaceRecord,
         statedir: &StateDir,
         run: &RunDir,
-        protected_extra: &[String],
-        exempt: &[String],
-        commands: &[(&str, crate::workspace::command_files::Follow)],
+        protection: &Protection<'_>,
         agent_policy: &sandbox::Policy,
         check_policy: &sandbox::Policy,
     ) -> CmdResult<RunWorkspace> {
@@ -268,7 +275,7 @@ impl RunWorkspace {
             }
             None => workspace,
         };
-        let protected = run_protected(&workspace, protected_extra, exempt, commands)?;
+        let protected = run_protected(&workspace, protection)?;
         let check_owner = zone_owner(check_policy);
         let (checks, frozen) = build_frozen(&workspace, &protected, run, check_owner)?;
         let limits = agent_policy.workspace.clone();

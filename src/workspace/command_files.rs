@@ -54,10 +54,13 @@ pub enum Follow {
     Everything,
 }
 
+/// Reads a t0 file: its bytes, at most the limit plus one (None: unreadable).
+pub type ReadT0<'a> = &'a dyn Fn(&[u8], usize) -> Option<Vec<u8>>;
+
 /// The t0 files (repository paths, sorted) that `commands` run, directly or through files they
 /// run, each followed as its [`Follow`] says. `read`: a t0 file's bytes, at most the limit plus
 /// one (None: unreadable).
-pub fn files_run(commands: &[(&str, Follow)], t0: &Manifest, read: &dyn Fn(&[u8], usize) -> Option<Vec<u8>>) -> Vec<String> {
+pub fn files_run(commands: &[(&str, Follow)], t0: &Manifest, read: ReadT0<'_>) -> Vec<String> {
     let mut named: BTreeSet<String> = BTreeSet::new();
     // (text, directory of the file it came from, what the text is, how far to follow)
     let mut work: VecDeque<(String, String, Text, Follow)> = commands.iter().map(|(c, f)| (c.to_string(), String::new(), Text::CommandLine, *f)).collect();
