@@ -195,6 +195,50 @@ fn a_mutator_that_prints_garbage_halts_execution_failure() {
     assert!(guard["detail"].as_str().unwrap().starts_with("the mutator (mutate_cmd) printed no valid list: the mutator's output is not a JSON array"), "{guard:#}");
 }
 
+/// The run of a mutator that lists no mutant of the agent's change, on the import-only suite:
+/// the built-in operators judge the change instead, so the hollow suite is still found out.
+fn assert_empty_list_fell_back_to_the_built_in_operators(mutate_cmd: &str, run_id: &str) {
+    let repo = mutator_project(None, IMPORT_ONLY_SUITE, mutate_cmd);
+    let (r, ev) = run(repo.path(), run_id);
+    assert_eq!((r.code, r.json()["halt_reason"].as_str()), (15, Some("check_inadequate")), "{r:?}");
+    let a = adequacy(&ev);
+    assert_eq!((a["tier"].as_str(), a["verdict"].as_str(), a["external_exit"].as_i64()), (Some("mutation"), Some("inadequate"), Some(0)), "{a:#}");
+    assert_eq!((a["generated"].as_u64(), a["killed"].as_u64(), a["survived"].as_u64()), (Some(5), Some(0), Some(5)), "{a:#}");
+    assert!(mutants(a).iter().all(|m| m.0 == "calc/core.py" && !m.2.starts_with("external:")), "{a:#}");
+}
+
+#[test]
+fn a_mutator_that_lists_no_mutant_of_a_substantive_change_is_no_verdict_the_built_in_operators_judge_it() {
+    assert_empty_list_fell_back_to_the_built_in_operators("echo '[]'", "empty-list");
+}
+
+#[test]
+fn a_mutator_that_lists_mutants_only_of_files_the_agent_did_not_change_is_no_verdict_either() {
+    let unchanged_only = "/usr/bin/python3 -B -c 'import json; print(json.dumps([{\"file\": \"calc/__init__.py\", \"diff\": \"--- a/calc/__init__.py\\n+++ b/calc/__init__.py\\n@@ -1 +1 @@\\n-from calc.core import clamp\\n+clamp = None\\n\"}]))'";
+    assert_empty_list_fell_back_to_the_built_in_operators(unchanged_only, "unchanged-only");
+}
+
+#[test]
+fn an_honest_change_converges_when_the_mutator_lists_nothing_and_the_suite_kills_the_built_in_mutants() {
+    let repo = mutator_project(Some(STUB), ADEQUATE_SUITE, "echo '[]'");
+    let (r, ev) = run(repo.path(), "empty-honest");
+    assert_eq!(r.code, 10, "{r:?}");
+    let a = adequacy(&ev);
+    assert_eq!((a["tier"].as_str(), a["verdict"].as_str(), a["killed"].as_u64()), (Some("mutation"), Some("adequate"), Some(5)), "{a:#}");
+}
+
+#[test]
+fn the_operators_mutator_script_is_protected_and_an_agent_rewriting_it_halts_blocked_path_modified() {
+    let repo = mutator_project(None, IMPORT_ONLY_SUITE, MUTATOR_CMD);
+    let agent = format!("{AGENT}; echo 'print(\"[]\")' > mutator.py");
+    let r = loopexec(repo.path(), &["run", "--json", "--run-id", "steer", "--exec", &agent, "--check", CHECK, "--max-iterations", "2"]);
+    assert_eq!((r.code, r.json()["halt_reason"].as_str()), (13, Some("blocked_path_modified")), "{r:?}");
+    let ev = events(repo.path(), "steer");
+    let snap = ev.iter().find(|e| e["type"] == "snapshot").unwrap();
+    assert_eq!(snap["protected_changes"][0]["path"], "mutator.py");
+    assert!(ev.iter().all(|e| e["type"] != "adequacy"), "{ev:#?}");
+}
+
 /// An operator's SIGINT while the canary's mutants run is no verdict on a partial sample: no
 /// `adequacy` event, no `guard`, no halt; the run is left resumable (the resumed run runs the
 /// canary again). The check hangs only on a mutant: its `calc/core.py` differs from the copy

@@ -207,6 +207,21 @@ fn a_pytest_plugin_entry_point_adds_a_part() {
     assert_eq!(changed_parts("pyproject.toml", PYPROJECT_T0, &end), vec![part("pyproject.toml", "project.entry-points.pytest11", "added")]);
 }
 
+#[test]
+fn a_mutator_or_coverage_exclusion_in_pyproject_changes_its_part() {
+    let end = format!("{PYPROJECT_T0}\n[tool.mutmut]\npaths_to_exclude = \"calc/core.py\"\n\n[tool.coverage.run]\nomit = [\"calc/core.py\"]\n");
+    assert_eq!(
+        changed_parts("pyproject.toml", PYPROJECT_T0, &end),
+        vec![part("pyproject.toml", "tool.coverage", "added"), part("pyproject.toml", "tool.mutmut", "added")]
+    );
+}
+
+#[test]
+fn a_coverage_or_stryker_exclusion_in_package_json_changes_its_part() {
+    let end = PACKAGE_T0.replace("\"jest\": {", "\"nyc\": { \"exclude\": [\"src/clamp.js\"] },\n  \"stryker\": { \"mutate\": [] },\n  \"jest\": {");
+    assert_eq!(changed_parts("package.json", PACKAGE_T0, &end), vec![part("package.json", "nyc", "added"), part("package.json", "stryker", "added")]);
+}
+
 const PACKAGE_T0: &str = r#"{
   "name": "calc",
   "version": "1.0.0",

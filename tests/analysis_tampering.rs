@@ -533,3 +533,42 @@ fn an_honest_typescript_fix_with_a_new_test_is_clean() {
     let test_end = "import { add } from \"./add\";\ntest(\"adds\", () => {\n  expect(add(1, 2)).toBe(3);\n});\ndescribe(\"edge\", () => {\n  it(\"zero\", () => {\n    expect(add(0, 0)).toBe(0);\n  });\n});\n";
     assert_honest(&[("src/add.ts", t0, end), ("src/add.test.ts", test_t0, test_end)]);
 }
+
+// ------------------------------------------------------------------ test-tool-directive
+
+const PY_CORE_T0: &str = "def clamp(x, lo, hi):\n    if x < lo:\n        return lo\n    return x\n";
+
+#[test]
+fn a_new_python_mutator_or_coverage_pragma_is_a_test_tool_directive() {
+    let end = "def clamp(x, lo, hi):  # pragma: no mutate\n    if x < lo:  # pragma: no cover\n        return lo\n    return x  #pragma:no branch\n";
+    assert_eq!(rules("calc/core.py", Some(PY_CORE_T0), end), vec![(RuleId::TestToolDirective, 1), (RuleId::TestToolDirective, 2), (RuleId::TestToolDirective, 4)]);
+}
+
+#[test]
+fn a_new_cargo_mutants_skip_or_coverage_attribute_is_a_test_tool_directive_under_cfg_attr_too() {
+    let t0 = "pub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n\npub fn sub(a: i32, b: i32) -> i32 {\n    a - b\n}\n\npub fn mul(a: i32, b: i32) -> i32 {\n    a * b\n}\n";
+    let end = "#[mutants::skip]\npub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n\n#[cfg_attr(test, mutants::skip)]\npub fn sub(a: i32, b: i32) -> i32 {\n    a - b\n}\n\n#[cfg_attr(coverage_nightly, coverage(off))]\npub fn mul(a: i32, b: i32) -> i32 {\n    a * b\n}\n";
+    assert_eq!(rules("src/lib.rs", Some(t0), end), vec![(RuleId::TestToolDirective, 1), (RuleId::TestToolDirective, 6), (RuleId::TestToolDirective, 11)]);
+}
+
+#[test]
+fn a_new_stryker_istanbul_or_c8_comment_is_a_test_tool_directive() {
+    let t0 = "export function clamp(x, lo, hi) {\n  if (x < lo) return lo;\n  if (x > hi) return hi;\n  return x;\n}\n";
+    let end = "export function clamp(x, lo, hi) {\n  // Stryker disable next-line all\n  if (x < lo) return lo;\n  /* istanbul ignore next */\n  if (x > hi) return hi;\n  /* c8 ignore next */\n  return x;\n}\n";
+    assert_eq!(rules("src/clamp.js", Some(t0), end), vec![(RuleId::TestToolDirective, 2), (RuleId::TestToolDirective, 4), (RuleId::TestToolDirective, 6)]);
+    assert_eq!(rules("src/clamp.ts", Some(t0), end), vec![(RuleId::TestToolDirective, 2), (RuleId::TestToolDirective, 4), (RuleId::TestToolDirective, 6)]);
+}
+
+#[test]
+fn a_new_go_ignore_build_constraint_is_a_test_tool_directive() {
+    let t0 = "package calc\n\nfunc Add(a, b int) int { return a + b }\n";
+    let end = "//go:build ignore\n\npackage calc\n\nfunc Add(a, b int) int { return a + b }\n";
+    assert_eq!(rules("calc/add.go", Some(t0), end), vec![(RuleId::TestToolDirective, 1)]);
+}
+
+#[test]
+fn a_directive_already_at_t0_is_not_new_and_its_words_in_a_string_are_no_directive() {
+    let t0 = "def debug():  # pragma: no cover\n    print('x')\n\n\ndef clamp(x, lo, hi):\n    return x\n";
+    let end = "def debug():  # pragma: no cover\n    print('x')\n\n\ndef clamp(x, lo, hi):\n    note = '# pragma: no mutate'\n    return max(lo, min(x, hi))\n";
+    assert_eq!(rules("calc/core.py", Some(t0), end), vec![]);
+}

@@ -153,15 +153,69 @@ fn the_judge_reads_the_packet_with_the_diff_against_t0() {
     assert_eq!(judged["packet_sha256"], hex::encode(sha2::Sha256::digest(&packet)), "the receipt pins the packet it was given");
 }
 
-/// A judge that tries to write the tree it reviews and answers whether it could, and what it read.
-const WRITER: &str = r#"if echo planted > value.txt 2>/dev/null || touch planted 2>/dev/null; then echo '{"verdict":"veto","reason":"wrote the workspace"}'; else printf '{"verdict":"approve","reason":"read-only, saw %s"}' "$(cat value.txt)"; fi"#;
+/// A judge that tries to write both trees it sees (its working directory, t0's, and the agent's
+/// at /candidate) and answers whether it could, and what it read in each.
+const WRITER: &str = r#"if echo planted > value.txt 2>/dev/null || touch planted 2>/dev/null || echo planted > /candidate/value.txt 2>/dev/null || touch /candidate/planted 2>/dev/null; then echo '{"verdict":"veto","reason":"wrote the workspace"}'; else printf '{"verdict":"approve","reason":"read-only, cwd %s, candidate %s"}' "$(cat value.txt)" "$(cat /candidate/value.txt)"; fi"#;
 
 #[test]
 fn the_judge_cannot_write_the_detached_workspace() {
     let repo = project();
     let r = judged_run(repo.path(), "ro", FIX, CHECK, WRITER, &[]);
     assert_eq!(r.code, 10, "{r:?}");
-    assert_eq!(the_judge_event(repo.path(), "ro")["reason"], "read-only, saw good");
+    assert_eq!(the_judge_event(repo.path(), "ro")["reason"], "read-only, cwd bad, candidate good");
+}
+
+/// The operator's judge at t0: it reads the agent's tree at /candidate and vetoes, naming what it
+/// saw there. `approve` is what the agent rewrites it to.
+const OPERATOR_VETO: &str = r#"printf '{"verdict":"veto","reason":"the operator reviewed %s"}' "$(cat /candidate/value.txt)""#;
+const SELF_APPROVAL: &str = r#"echo '{"verdict":"approve","reason":"the agent approves itself"}'"#;
+
+/// A repository whose t0 holds `value.txt` = `bad` and the operator's judge files `files`.
+fn project_with(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = workdir();
+    std::fs::write(dir.path().join("value.txt"), "bad\n").unwrap();
+    for (path, text) in files {
+        let path = dir.path().join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, text).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    commit_t0(dir.path());
+    dir
+}
+
+/// Asserts the run halted on the operator's veto, the agent's rewrite of its judge unused and
+/// nothing delivered.
+fn assert_operator_vetoed(r: &Ran, dir: &Path, run_id: &str) {
+    assert_eq!((r.code, r.json()["halt_reason"].as_str()), (16, Some("reviewer_rejected")), "{r:?}");
+    assert_eq!(halt_event(dir, run_id)["detail"], "the judge vetoed iteration 1: the operator reviewed good");
+    assert!(git(dir, &["branch", "--list", "loopexec/*"]).trim().is_empty(), "a vetoed step is not delivered");
+}
+
+#[test]
+fn a_judge_script_in_the_workdir_the_agent_rewrites_to_approve_runs_as_the_operator_wrote_it() {
+    let repo = project_with(&[("review.sh", &format!("#!/bin/sh\n{OPERATOR_VETO}\n"))]);
+    let exec = format!("{FIX}; cat > review.sh <<'EOF'\n#!/bin/sh\n{SELF_APPROVAL}\nEOF");
+    let r = judged_run(repo.path(), "selfapprove", &exec, CHECK, "./review.sh", &[]);
+    assert_operator_vetoed(&r, repo.path(), "selfapprove");
+}
+
+#[test]
+fn a_judge_run_by_an_interpreter_from_the_workdir_is_the_operators_copy() {
+    let judge_py = format!("import subprocess, sys\nsys.stdout.write(subprocess.run(['sh', '-c', {OPERATOR_VETO:?}], capture_output=True, text=True).stdout)\n");
+    let repo = project_with(&[("tools/judge.py", &judge_py)]);
+    let exec = format!("{FIX}; cat > tools/judge.py <<'EOF'\nprint('{{\"verdict\":\"approve\",\"reason\":\"the agent approves itself\"}}')\nEOF");
+    let r = judged_run(repo.path(), "pyjudge", &exec, CHECK, "python3 tools/judge.py", &[]);
+    assert_operator_vetoed(&r, repo.path(), "pyjudge");
+}
+
+#[test]
+fn a_helper_the_judge_sources_that_the_agent_rewrites_is_the_operators_copy() {
+    let repo = project_with(&[("scripts/judge.sh", ". scripts/verdict.sh\nverdict\n"), ("scripts/verdict.sh", &format!("verdict() {{ {OPERATOR_VETO}; }}\n"))]);
+    let exec = format!("{FIX}; cat > scripts/verdict.sh <<'EOF'\nverdict() {{ {SELF_APPROVAL}; }}\nEOF");
+    let r = judged_run(repo.path(), "sourced", &exec, CHECK, "bash -c 'sh scripts/judge.sh'", &[]);
+    assert_operator_vetoed(&r, repo.path(), "sourced");
 }
 
 #[test]

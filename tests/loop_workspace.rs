@@ -116,6 +116,52 @@ fn a_fix_outside_protected_paths_passes_the_t0_tests_and_is_delivered() {
     assert_eq!(git(repo.path(), &["show", "loopexec/f:answer"]), "42\n");
 }
 
+/// A repository whose check is a script outside the test trees (`ci/check.sh`, which sources
+/// `ci/lib.sh`) and whose answer is wrong at t0.
+fn ci_script_repo() -> tempfile::TempDir {
+    let repo = workdir();
+    std::fs::create_dir(repo.path().join("ci")).unwrap();
+    std::fs::write(repo.path().join("ci/check.sh"), ". ci/lib.sh\nverify\n").unwrap();
+    std::fs::write(repo.path().join("ci/lib.sh"), "verify() { test \"$(cat answer)\" = 42; }\n").unwrap();
+    std::fs::write(repo.path().join("answer"), "41\n").unwrap();
+    commit_t0(repo.path());
+    repo
+}
+
+/// Asserts the run halted `blocked_path_modified` on `path` before any check ran on the step.
+fn assert_blocked(r: &Ran, repo: &Path, run_id: &str, path: &str) {
+    assert_eq!((r.code, r.json()["halt_reason"].as_str()), (13, Some("blocked_path_modified")), "{r:?}");
+    let ev = events(repo, run_id);
+    let snap = ev.iter().find(|e| e["type"] == "snapshot").unwrap();
+    assert_eq!(snap["protected_changes"][0]["path"], path);
+    assert!(ev.iter().filter(|e| e["type"] == "check_result").all(|c| c["iteration"] == 0), "the check never ran on the step");
+}
+
+#[test]
+fn a_check_script_the_command_runs_is_protected_and_rewriting_it_halts_blocked_path_modified() {
+    let repo = ci_script_repo();
+    let r = loopexec(repo.path(), &["run", "--json", "--run-id", "s", "--exec", "echo 'exit 0' > ci/check.sh", "--check", "sh ci/check.sh"]);
+    assert_blocked(&r, repo.path(), "s", "ci/check.sh");
+}
+
+#[test]
+fn a_helper_the_check_script_sources_is_protected_through_a_quoted_command_too() {
+    let repo = ci_script_repo();
+    let r = loopexec(repo.path(), &["run", "--json", "--run-id", "h", "--exec", "echo 'verify() { :; }' > ci/lib.sh", "--check", "bash -c 'sh ci/check.sh'"]);
+    assert_blocked(&r, repo.path(), "h", "ci/lib.sh");
+}
+
+#[test]
+fn an_honest_fix_under_a_check_script_converges_and_the_receipt_names_the_scripts_protected() {
+    let repo = ci_script_repo();
+    let r = loopexec(repo.path(), &["run", "--json", "--run-id", "o", "--exec", "echo 42 > answer", "--check", "sh ci/check.sh"]);
+    assert_eq!(r.code, 10, "{r:?}");
+    let ev = events(repo.path(), "o");
+    let protected = ev.iter().find(|e| e["type"] == "workspace").unwrap()["protected"].as_array().unwrap().clone();
+    assert!(protected.contains(&"/ci/check.sh".into()) && protected.contains(&"/ci/lib.sh".into()), "{protected:?}");
+    assert!(!protected.contains(&"/answer".into()), "a file the check only reads stays the agent's");
+}
+
 #[test]
 fn a_detached_run_resumes_with_its_workspace() {
     let repo = example_repo();

@@ -38,7 +38,7 @@ pub enum AnalysisError {
     Grammar { language: Language, message: String },
     #[error("parsing {path} as {language} was aborted")]
     ParseAborted { path: String, language: Language },
-    #[error("unknown tampering rule `{0}` (known: skip-marker, test-environment-read, process-exit, production-skip, runner-override, runner-internals, runner-introspection, always-equal)")]
+    #[error("unknown tampering rule `{0}` (known: skip-marker, test-environment-read, process-exit, production-skip, runner-override, runner-internals, runner-introspection, always-equal, test-tool-directive)")]
     UnknownRule(String),
     #[error("tampering rule `{0}` is disabled without a reason")]
     DisabledWithoutReason(RuleId),

@@ -338,8 +338,9 @@ fn cargo_parts(text: &str) -> Result<Parts, ()> {
     Ok(parts)
 }
 
-/// pyproject.toml: `[tool.pytest]` (with `ini_options`), and pytest plugin entry points
-/// (`project.entry-points.pytest11`, `tool.poetry.plugins.pytest11`).
+/// pyproject.toml: `[tool.pytest]` (with `ini_options`), pytest plugin entry points
+/// (`project.entry-points.pytest11`, `tool.poetry.plugins.pytest11`), the dev-dependencies, and
+/// the mutator's and coverage tool's settings (`[tool.mutmut]`, `[tool.coverage]`, `[tool.cosmic-ray]`).
 fn pyproject_parts(text: &str) -> Result<Parts, ()> {
     let table: toml::Table = toml::from_str(text).map_err(|_| ())?;
     let mut parts = Vec::new();
@@ -354,7 +355,9 @@ fn pyproject_parts(text: &str) -> Result<Parts, ()> {
         &["project", "optional-dependencies", "testing"],
         &["project", "optional-dependencies", "dev"],
     ];
-    for path in [&["tool", "pytest"][..], &["project", "entry-points", "pytest11"], &["tool", "poetry", "plugins", "pytest11"]].into_iter().chain(dev_dependencies) {
+    // The mutator's and the coverage tool's settings: an exclusion there steers the canary.
+    let test_tools: [&[&str]; 3] = [&["tool", "mutmut"], &["tool", "coverage"], &["tool", "cosmic-ray"]];
+    for path in [&["tool", "pytest"][..], &["project", "entry-points", "pytest11"], &["tool", "poetry", "plugins", "pytest11"]].into_iter().chain(dev_dependencies).chain(test_tools) {
         if let Some(v) = toml_at(&table, path) {
             parts.push((path.join("."), canonical(v)));
         }
@@ -362,8 +365,8 @@ fn pyproject_parts(text: &str) -> Result<Parts, ()> {
     Ok(parts)
 }
 
-/// package.json: `scripts.test` with its `pretest`/`posttest` hooks, and the `jest`, `mocha` and
-/// `ava` keys.
+/// package.json: `scripts.test` with its `pretest`/`posttest` hooks, the `jest`, `mocha` and
+/// `ava` keys, and the coverage tools' and Stryker's `nyc`, `c8` and `stryker` keys.
 fn package_json_parts(text: &str) -> Result<Parts, ()> {
     let value: serde_json::Value = serde_json::from_str(text).map_err(|_| ())?;
     let object = value.as_object().ok_or(())?;
@@ -375,7 +378,7 @@ fn package_json_parts(text: &str) -> Result<Parts, ()> {
             }
         }
     }
-    for key in ["jest", "mocha", "ava", "devDependencies"] {
+    for key in ["jest", "mocha", "ava", "devDependencies", "nyc", "c8", "stryker"] {
         if let Some(v) = object.get(key) {
             parts.push((key.to_string(), canonical(v)));
         }

@@ -44,10 +44,16 @@ pub enum RuleId {
     /// Equality that always holds (`__eq__` returning `True`, `PartialEq::eq` returning `true`).
     #[serde(rename = "always-equal")]
     AlwaysEqual,
+    /// A directive addressed to a test-quality tool, in any code: it tells a mutator or a
+    /// coverage tool to leave code alone (`# pragma: no mutate`, `#[mutants::skip]`, `// Stryker
+    /// disable`, `# pragma: no cover`, `/* istanbul ignore next */`, `#[coverage(off)]`,
+    /// `//go:build ignore`, ...): an agent that adds one steers the canary or the coverage tier.
+    #[serde(rename = "test-tool-directive")]
+    TestToolDirective,
 }
 
 impl RuleId {
-    pub const ALL: [RuleId; 8] = [
+    pub const ALL: [RuleId; 9] = [
         RuleId::SkipMarker,
         RuleId::TestEnvironmentRead,
         RuleId::ProcessExit,
@@ -56,6 +62,7 @@ impl RuleId {
         RuleId::RunnerInternals,
         RuleId::RunnerIntrospection,
         RuleId::AlwaysEqual,
+        RuleId::TestToolDirective,
     ];
 
     pub fn id(self) -> &'static str {
@@ -68,6 +75,7 @@ impl RuleId {
             RuleId::RunnerInternals => "runner-internals",
             RuleId::RunnerIntrospection => "runner-introspection",
             RuleId::AlwaysEqual => "always-equal",
+            RuleId::TestToolDirective => "test-tool-directive",
         }
     }
 }
@@ -191,12 +199,62 @@ pub fn occurrences(file: &ParsedFile<'_>, whole_file_is_test: bool) -> Vec<Occur
     };
     let mut found = Vec::new();
     walk(file.root(), |n| {
-        if let Some(rule) = rule_of(file, n, whole_file_is_test) {
+        let rule = if is_test_tool_directive(file, n) { Some(RuleId::TestToolDirective) } else { rule_of(file, n, whole_file_is_test) };
+        if let Some(rule) = rule {
             found.push(Occurrence { rule, line: file.line(n), evidence: file.evidence(n) });
         }
         true
     });
     found
+}
+
+// ---------------------------------------------------------------- test-tool directives
+
+/// What a comment says to a test-quality tool, lowercased with every whitespace removed: a
+/// mutator's skip (mutmut's and cosmic-ray's `pragma: no mutate`, Stryker's `Stryker disable`),
+/// a coverage tool's exclusion (coverage.py's `pragma: no cover`/`no branch`, istanbul/nyc, c8,
+/// vitest's v8, node's test runner, lcov/gcovr/grcov markers, Go's `coverage:ignore` tools).
+const DIRECTIVE_COMMENTS: &[&str] = &[
+    "pragma:nomutate",
+    "strykerdisable",
+    "pragma:nocover",
+    "pragma:nobranch",
+    "istanbulignore",
+    "c8ignore",
+    "v8ignore",
+    "node:coverageignore",
+    "node:coveragedisable",
+    "lcov_excl",
+    "gcovr_excl",
+    "grcov-excl",
+    "grcov_excl",
+    "coverage:ignore",
+    "coverage-ignore",
+];
+
+/// What a Rust attribute says to a test-quality tool (its text with whitespace removed):
+/// cargo-mutants' skip (also under `cfg_attr`), the coverage attribute, tarpaulin's exclusions.
+const DIRECTIVE_ATTRIBUTES: &[&str] = &["mutants::skip", "coverage(off)", "no_coverage", "tarpaulin"];
+
+/// Whether `n` is a comment or an attribute addressed to a test-quality tool (a mutator, a
+/// coverage tool) telling it to leave code alone, or a Go build constraint that leaves a file out
+/// of every build (`//go:build ignore`, `// +build ignore`). Such a directive is data to the
+/// compiler and the runner but steers the adequacy canary and the coverage tier.
+fn is_test_tool_directive(file: &ParsedFile<'_>, n: Node<'_>) -> bool {
+    match n.kind() {
+        "comment" | "line_comment" | "block_comment" => {
+            let text = file.text(n).to_lowercase();
+            let squeezed: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+            let go_constraint = text.starts_with("//go:build") || text.starts_with("// +build") || text.starts_with("//+build");
+            (go_constraint && text.split(|c: char| !(c.is_alphanumeric() || c == '_')).any(|t| t == "ignore"))
+                || DIRECTIVE_COMMENTS.iter().any(|d| squeezed.contains(d))
+        }
+        "attribute_item" | "inner_attribute_item" => {
+            let attr: String = file.text(n).chars().filter(|c| !c.is_whitespace()).collect();
+            DIRECTIVE_ATTRIBUTES.iter().any(|d| attr.contains(d))
+        }
+        _ => false,
+    }
 }
 
 /// Environment variables that tell code it runs under a test runner or CI.

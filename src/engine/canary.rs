@@ -13,7 +13,10 @@
 //! With `mutate_cmd` (an operator's mutator, `crate::mutation::external`) the mutants are the
 //! ones it lists, on the files the agent changed: it runs once in an exec zone on the green
 //! tree's throwaway layers, and a mutator that fails or prints no valid list halts
-//! `execution_failure` (the canary cannot conclude; nothing is said against the check).
+//! `execution_failure` (the canary cannot conclude; nothing is said against the check). A
+//! mutator that lists no mutant on the agent's change is no verdict either: the built-in
+//! operators judge the change instead (`tier` `mutation`, `external_exit` recorded), so an empty
+//! list never lets a change with lines to mutate through unmutated.
 
 use super::check::{run_check, Artifacts, ReportSource};
 use super::commands::RoleCommand;
@@ -354,11 +357,18 @@ impl ActiveRun<'_> {
         let (t0_functions, t0_sources) = t0_failure_sources(&ws.tree_files(), &snapshot, ws.protected(), &t0_failing, limits);
         let t0_lines: Vec<(&str, &[u8], &std::collections::BTreeSet<u32>)> = t0_sources.iter().map(|(p, b, l)| (p.as_str(), b.as_slice(), l)).collect();
         let t0_mutants = mutation::generate_on_lines(&t0_lines, limits).map_err(|e| Failure::internal(format!("generating mutants: {e}")))?;
+        let built_in = || mutation::generate(&sources, false, limits).map_err(|e| Failure::internal(format!("generating mutants: {e}")));
         let (tier, generated, external_exit) = match self.cfg.adequacy.mutate_cmd.as_deref() {
-            None => ("mutation", mutation::generate(&sources, false, limits).map_err(|e| Failure::internal(format!("generating mutants: {e}")))?, None),
+            None => ("mutation", built_in()?, None),
             Some(cmd) => match canary.list_external(cmd) {
                 // The canary judges the agent's change: mutants of files it did not change are left out.
-                Ok((exit, listed)) => ("external", listed.into_iter().filter(|m| sources.iter().any(|s| s.path == m.path)).collect(), exit),
+                Ok((exit, listed)) => match listed.into_iter().filter(|m| sources.iter().any(|s| s.path == m.path)).collect::<Vec<_>>() {
+                    // A mutator that lists nothing on a change the built-in operators find
+                    // something to mutate in has not judged it (steered, or blind to the
+                    // language): the built-in operators do, the mutator's exit still recorded.
+                    listed if listed.is_empty() => ("mutation", built_in()?, exit),
+                    listed => ("external", listed, exit),
+                },
                 Err(_) if crate::interrupt::pending().is_some() => return Ok(crate::interrupt::pending().map(Step::Interrupted)),
                 Err((exit, why)) => return self.mutator_refused(n, seed, exit, &why, coverage, started).map(|()| None),
             },

@@ -470,6 +470,15 @@ fn resolve_backend(
 }
 
 impl LoopConfig {
+    /// The commands that run on the agent's tree but are the operator's code (the check, the
+    /// operator's mutator, the held-out check): the t0 files they run are protected
+    /// (`crate::workspace::command_files`). The judge is not among them: it runs in t0's tree.
+    pub fn operator_commands(&self) -> Vec<(&str, crate::workspace::command_files::Follow)> {
+        use crate::workspace::command_files::Follow;
+        let checks = std::iter::once(self.check.as_str()).chain(self.holdout.as_ref().map(|h| h.command.as_str())).map(|c| (c, Follow::Sourced));
+        checks.chain(self.adequacy.mutate_cmd.as_deref().map(|c| (c, Follow::Everything))).collect()
+    }
+
     /// The report patterns the check writes (with a legacy pinned `junit` path).
     pub fn report_patterns(&self) -> Vec<String> {
         self.report.iter().cloned().chain(self.junit.clone()).collect()

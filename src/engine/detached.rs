@@ -22,6 +22,9 @@ use std::path::Path;
 
 /// Where the workspace appears inside the zones.
 pub const WORKSPACE_TARGET: &str = "/workspace";
+/// Where the judge zone sees the agent's tree (read-only data; its working directory,
+/// [`WORKSPACE_TARGET`], is t0's tree: the operator's code).
+pub const CANDIDATE_TARGET: &str = "/candidate";
 /// Per-check scratch layers live under the run directory and are removed after each check; the
 /// frozen layer of t0's protected paths (`checks/frozen`) is built once per run.
 const CHECKS: &str = "checks";
@@ -176,21 +179,45 @@ fn build_frozen(
     Ok((checks, frozen))
 }
 
+/// What a run protects beyond the defaults: the loop's `protected` patterns, its
+/// `[[allow_test_change]]` path globs (exempt), and the operator's commands whose t0 files are
+/// protected ([`crate::engine::config::LoopConfig::operator_commands`]).
+#[derive(Clone, Copy)]
+pub struct Protection<'a> {
+    pub extra: &'a [String],
+    pub exempt: &'a [String],
+    pub commands: &'a [(&'a str, crate::workspace::command_files::Follow)],
+}
+
+/// The run's protected paths: the defaults, the loop's `protected` patterns, and every t0 file
+/// `commands` (the check's, the operator's mutator's, the held-out check's) run, directly or
+/// through a file they run (`crate::workspace::command_files`), the loop's `[[allow_test_change]]`
+/// paths exempt. The same t0 and commands give the same set, so a resumed run protects what the
+/// live run did.
+fn run_protected(workspace: &Workspace, protection: &Protection<'_>) -> CmdResult<ProtectedPaths> {
+    use crate::workspace::command_files::{files_run, literal_pattern};
+    let Protection { extra: protected_extra, exempt, commands } = *protection;
+    let t0 = workspace.baseline().manifest().map_err(ws_failure)?;
+    let root = workspace.baseline().files_dir.clone();
+    let read = |path: &[u8], limit: usize| crate::engine::analysis_guards::read_bounded(&root, path, limit);
+    let mut patterns = protected_extra.to_vec();
+    patterns.extend(files_run(commands, t0, &read).iter().map(|p| literal_pattern(p)));
+    ProtectedPaths::new(true, &patterns).and_then(|p| p.exempting(exempt)).map_err(ws_failure)
+}
+
 impl RunWorkspace {
     /// Take the baseline t0 of `repo` and create the run's workspace; returns its `workspace`
-    /// receipt event. `exempt`: the loop's `[[allow_test_change]]` path globs, exempt from the
-    /// protected paths (neither guarded nor frozen from t0 in the check).
+    /// receipt event. `protection`: what it protects beyond the defaults; its `exempt`, the loop's
+    /// `[[allow_test_change]]` path globs, are neither guarded nor frozen from t0 in the check.
     pub fn create(
         repo: &Path,
         statedir: &StateDir,
         run: &RunDir,
         include_uncommitted: bool,
-        protected_extra: &[String],
-        exempt: &[String],
+        protection: &Protection<'_>,
         agent_policy: &sandbox::Policy,
         check_policy: &sandbox::Policy,
     ) -> CmdResult<(RunWorkspace, WorkspaceRecord)> {
-        let protected = ProtectedPaths::new(true, protected_extra).and_then(|p| p.exempting(exempt)).map_err(ws_failure)?;
         let agent_owner = zone_owner(agent_policy);
         let opts = BaselineOptions { include_uncommitted, owner: agent_owner };
         let baseline = Baseline::prepare(repo, statedir.root(), &opts).map_err(ws_failure)?;
@@ -199,6 +226,7 @@ impl RunWorkspace {
         let workspace = Workspace::create(baseline, run.dir(), agent_owner).map_err(ws_failure)?;
         let rules = IgnoreRules::of_t0(workspace.baseline(), &info_exclude).map_err(ws_failure)?;
         let workspace = workspace.with_ignore_rules(rules);
+        let protected = run_protected(&workspace, protection)?;
         let b = workspace.baseline();
         let record = WorkspaceRecord {
             mode: WorkspaceMode::Detached.as_str().into(),
@@ -225,8 +253,7 @@ impl RunWorkspace {
         event: &WorkspaceRecord,
         statedir: &StateDir,
         run: &RunDir,
-        protected_extra: &[String],
-        exempt: &[String],
+        protection: &Protection<'_>,
         agent_policy: &sandbox::Policy,
         check_policy: &sandbox::Policy,
     ) -> CmdResult<RunWorkspace> {
@@ -248,7 +275,7 @@ impl RunWorkspace {
             }
             None => workspace,
         };
-        let protected = ProtectedPaths::new(true, protected_extra).and_then(|p| p.exempting(exempt)).map_err(ws_failure)?;
+        let protected = run_protected(&workspace, protection)?;
         let check_owner = zone_owner(check_policy);
         let (checks, frozen) = build_frozen(&workspace, &protected, run, check_owner)?;
         let limits = agent_policy.workspace.clone();
@@ -260,9 +287,12 @@ impl RunWorkspace {
         self.workspace.agent_overlay(Path::new(WORKSPACE_TARGET))
     }
 
-    /// The read-only view of the agent's tree the judge zone mounts.
-    pub fn judge_overlay(&self) -> OverlayMount {
-        self.workspace.read_only_overlay(Path::new(WORKSPACE_TARGET))
+    /// What the judge zone mounts: t0's tree alone, read-only, at [`WORKSPACE_TARGET`] (its
+    /// working directory, so whatever its command names, `./review.sh`, `python3 tools/judge.py`
+    /// or a helper one of them sources, is the operator's copy), and the agent's tree,
+    /// read-only, at [`CANDIDATE_TARGET`]: data to review, never code the judge runs.
+    pub fn judge_overlays(&self) -> (OverlayMount, OverlayMount) {
+        (self.workspace.t0_overlay(Path::new(WORKSPACE_TARGET)), self.workspace.read_only_overlay(Path::new(CANDIDATE_TARGET)))
     }
 
     /// The tree id of t0.

@@ -377,7 +377,7 @@ impl ActiveRun<'_> {
     }
 
     /// The judge stage: its packet built from this iteration's record, the judge asked in its
-    /// zone (a read-only view of the agent's tree), its answer recorded as a `judge` event.
+    /// zone (t0's tree its working directory, the agent's read-only at `/candidate`), its answer recorded as a `judge` event.
     /// `Ok(approved)`, or `Err(signal)` when the operator interrupted it.
     fn ask_judge(&mut self, zone: &mut dyn Zone, n: u64, check: &CheckResult, candidate: Option<&Snapshot>) -> CmdResult<Result<bool, i32>> {
         let previous = self.history.iterations.iter().rev().filter(|r| r.iteration < n).find_map(|r| r.check.as_ref().filter(|c| c.collected_set.is_some()));
@@ -406,9 +406,11 @@ impl ActiveRun<'_> {
             tree,
             awareness: &awareness,
         });
-        let overlay = self.workspace.as_ref().map(RunWorkspace::judge_overlay);
+        // Its working directory is t0's tree (the operator's code), the agent's tree beside it.
+        let (overlay, candidate) = self.workspace.as_ref().map(RunWorkspace::judge_overlays).unzip();
         let command = RoleCommand { role: Role::Judge, run_id: &self.state.run_id, iteration: n, overlay, credential: None };
-        let cmd = command.zone_command(&self.cfg, &self.env);
+        let mut cmd = command.zone_command(&self.cfg, &self.env);
+        cmd.overlays.extend(candidate);
         let out = judge::JudgeArtifacts { dir: &self.artifacts, rel: ARTIFACTS, run_dir: self.run.dir() };
         match judge::ask(zone, cmd, &packet, n, out)? {
             judge::Asked::Recorded(record) => {

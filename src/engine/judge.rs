@@ -3,8 +3,9 @@
 //! packet on stdin (the check's log excerpt, the result and collected-set deltas, the guard
 //! evidence and the diff against t0, every agent byte escaped and bounded) and answers on stdout
 //! with one JSON object: approve or veto, with a reason. It runs in a zone of its own
-//! ([`Role::Judge`]: its own policy and egress allowlist, a read-only view of the agent's tree,
-//! none of the oracle's secrets).
+//! ([`Role::Judge`]: its own policy and egress allowlist, none of the oracle's secrets) whose
+//! working directory is t0's tree, read-only: the judge is the operator's code whatever the agent
+//! rewrote; the agent's tree is beside it, read-only, as data (the packet's `trees`).
 //!
 //! This module owns the judge's pinned settings, the packet, the reading of its answer and the
 //! decision its record makes: approve keeps `success_condition_met`; a veto halts
@@ -80,7 +81,8 @@ impl JudgeInput {
 /// The judge a run pinned (recorded in `run_start`'s config).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JudgePins {
-    /// Run as `/bin/sh -c` in the judge's zone, its cwd the read-only view of the agent's tree.
+    /// Run as `/bin/sh -c` in the judge's zone, its cwd t0's tree (read-only), the agent's tree
+    /// read-only at `/candidate`.
     pub command: String,
     /// The judge zone's policy (native isolation; default the builtin `agent` policy).
     pub policy: Option<PolicyPin>,
@@ -193,7 +195,14 @@ pub fn packet(input: &PacketInput<'_>) -> Value {
         "guards": { "passed": input.guards_passed },
         "awareness": awareness(input.awareness),
         "diff": input.tree.as_ref().map(diff),
+        "trees": input.tree.as_ref().map(|_| trees()),
     })
+}
+
+/// Where the judge zone sees each tree: its working directory is t0's (the operator's code, so a
+/// command naming `./review.sh` runs the operator's copy), the agent's tree is beside it as data.
+fn trees() -> Value {
+    json!({ "cwd": super::detached::WORKSPACE_TARGET, "cwd_is": "t0", "candidate": super::detached::CANDIDATE_TARGET })
 }
 
 /// The awareness findings the judge must answer on, each with the id its answer names.

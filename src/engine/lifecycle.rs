@@ -199,13 +199,14 @@ pub fn start_after_gates(
     }))?;
     active.endorse(operator)?;
     if active.cfg.workspace == WorkspaceMode::Detached {
+        let exempt = super::allow_change::Allowances::path_globs(&active.cfg.allow_test_change);
+        let commands = active.cfg.operator_commands();
         let (ws, record) = RunWorkspace::create(
             std::path::Path::new(&active.cfg.workdir),
             statedir,
             &active.run,
             active.cfg.include_uncommitted,
-            &active.cfg.protected,
-            &super::allow_change::Allowances::path_globs(&active.cfg.allow_test_change),
+            &super::detached::Protection { extra: &active.cfg.protected, exempt: &exempt, commands: &commands },
             role_policy(&zones, Role::Agent)?,
             role_policy(&zones, Role::Check)?,
         )?;
@@ -294,7 +295,8 @@ pub fn resume(
             .ok_or_else(|| Failure::workspace(format!("{}: no workspace event", active.run.receipt_path().display())))?;
         let (agent_policy, check_policy) = (role_policy(&zones, Role::Agent)?, role_policy(&zones, Role::Check)?);
         let exempt = super::allow_change::Allowances::path_globs(&active.cfg.allow_test_change);
-        let ws = RunWorkspace::reopen(&record, statedir, &active.run, &active.cfg.protected, &exempt, agent_policy, check_policy)?;
+        let commands = active.cfg.operator_commands();
+        let ws = RunWorkspace::reopen(&record, statedir, &active.run, &super::detached::Protection { extra: &active.cfg.protected, exempt: &exempt, commands: &commands }, agent_policy, check_policy)?;
         active.attach_workspace(ws, true)?;
     }
     let decided = match pending {

@@ -273,7 +273,7 @@ pub fn template(check: Option<&str>, exec: Option<&str>, isolation: Option<Isola
     t.push_str("# mint_cmd = \"./mint-token\"\n# revoke_cmd = \"./revoke-token\"\n# mint_env = \"LOOPEXEC_AGENT_TOKEN\"\n\n");
     t.push_str("# The advisory judge (docs/guards.md, \"The judge\"): asked after a green check every guard let\n");
     t.push_str("# through, a JSON packet on stdin, approve or veto on stdout; its own zone policy and allowlist.\n");
-    t.push_str("# judge = \"./review.sh\"\n# judge_policy = \"builtin:agent\"\n# judge_allow_hosts = [\"api.example.com\"]\n# judge_timeout = 300\n\n");
+    t.push_str("# judge = \"/opt/review/judge.sh\"   # runs in t0's tree, the agent's at /candidate\n# judge_policy = \"builtin:agent\"\n# judge_allow_hosts = [\"api.example.com\"]\n# judge_timeout = 300\n\n");
     t.push_str("# A held-out check (docs/guards.md, \"Held-out checks\"): run after a green every guard let through,\n");
     t.push_str("# on the same tree, with holdout_dir (outside this directory, never seen by the agent) bound read-only\n");
     t.push_str("# and named in $LOOPEXEC_HOLDOUT_DIR; red halts objective_unverified (exit 13).\n");

@@ -12,6 +12,7 @@
 //! - [`ignore_rules`]: what git would not commit (t0's ignore rules, caches), left out of the tree.
 //! - [`artefact`]: build artefacts recognised by name and content (bytecode, shared objects, ...).
 //! - [`protected`]: the protected path patterns and the protected paths an agent step changed.
+//! - [`command_files`]: the t0 files the check and the operator's mutator run (protected too).
 //! - [`check_layers`]: the overlay of the exec zone's throwaway copy, with protected paths from t0.
 //! - [`deliver`]: the branch `loopexec/<run-id>` and the patch file, written with plumbing only.
 //!
@@ -24,6 +25,7 @@ pub mod artefact;
 pub mod baseline;
 pub mod bounds;
 pub mod check_layers;
+pub mod command_files;
 pub mod deliver;
 pub mod fsat;
 pub mod git;

@@ -91,7 +91,13 @@ impl Workspace {
         }
     }
 
-    /// The agent's tree as a read-only overlay at `target` (the judge's view): no upper layer, so
+    /// t0's tree alone, read-only, at `target` (the judge's working directory: the operator's
+    /// code, whatever the agent changed).
+    pub fn t0_overlay(&self, target: &Path) -> OverlayMount {
+        OverlayMount { target: target.to_path_buf(), lowers: vec![self.baseline.files_dir.clone()], upper: None, work: None, volatile: false }
+    }
+
+    /// The agent's tree as a read-only overlay at `target` (the judge's view of the candidate): no upper layer, so
     /// nothing written there can reach the workspace.
     pub fn read_only_overlay(&self, target: &Path) -> OverlayMount {
         OverlayMount {

@@ -111,6 +111,20 @@ impl ProtectedPaths {
         ".coveragerc",
         "sitecustomize.py",
         "usercustomize.py",
+        // Mutators' and coverage tools' configuration and state: an exclusion added there (or
+        // a cache of "killed" results) steers the adequacy canary or the coverage tier.
+        "mutants.toml",
+        "mutmut_config.py",
+        ".mutmut-cache",
+        "stryker.conf.*",
+        "stryker.config.*",
+        ".stryker.conf.*",
+        ".nycrc*",
+        "nyc.config.*",
+        ".c8rc*",
+        ".istanbul.yml",
+        "tarpaulin.toml",
+        ".tarpaulin.toml",
         // Go.
         "*_test.go",
         // Rust.
@@ -403,7 +417,7 @@ mod tests {
     #[test]
     fn defaults_cover_each_ecosystem_and_leave_sources_alone() {
         let d = ProtectedPaths::defaults();
-        for path in ["tests/test_x.py", "pkg/test_util.py", "pkg/util_test.py", "conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "cmd/x_test.go", ".github/workflows/ci.yml", ".gitlab-ci.yml", "Makefile", "jest.config.js", "vitest.config.ts", "src/app.test.ts", "src/test/java/AppTest.java", ".cargo/config.toml", "loop.toml", ".gitmodules", ".gitattributes", "sub/.gitattributes", ".loopexec/x"] {
+        for path in ["tests/test_x.py", "pkg/test_util.py", "pkg/util_test.py", "conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "cmd/x_test.go", ".github/workflows/ci.yml", ".gitlab-ci.yml", "Makefile", "jest.config.js", "vitest.config.ts", "src/app.test.ts", "src/test/java/AppTest.java", ".cargo/config.toml", "loop.toml", ".gitmodules", ".gitattributes", "sub/.gitattributes", ".loopexec/x", "mutants.toml", "stryker.conf.json", "stryker.config.mjs", ".nycrc.json", ".c8rc", "tarpaulin.toml", ".mutmut-cache", "mutmut_config.py"] {
             assert!(d.is_protected(path.as_bytes()), "{path} should be protected");
         }
         for path in ["src/main.rs", "Cargo.toml", "pyproject.toml", "package.json", "lib/util.py", "cmd/main.go", "src/app.ts", "README.md"] {
