@@ -82,6 +82,69 @@ try:\n    os.unlink('tests/test_calc.py')\n    sys.exit(4)\nexcept OSError as e:
     assert_eq!(r.code, 10, "{r:?} {ev:#?}");
 }
 
+/// A check's probe: for each path given, rewrite the file and write the original back (by
+/// `open('w')`, then by renaming a copy over it); exits 3 when any rewrite went through, 0 when
+/// every one was refused by the zone (`EROFS`, `EACCES`, `EPERM`, `EBUSY`).
+const REWRITE_AND_RESTORE: &str = r#"import errno, os, sys
+refused = (errno.EROFS, errno.EACCES, errno.EPERM, errno.EBUSY)
+for t in sys.argv[1:]:
+    original = open(t, 'rb').read()
+    try:
+        with open(t, 'wb') as f:
+            f.write(b'def test_nothing():\n    pass\n')
+        with open(t, 'wb') as f:
+            f.write(original)
+        sys.exit(3)
+    except OSError as e:
+        assert e.errno in refused, (t, e)
+    tmp = os.path.join(os.path.dirname(t), 'rewrite.tmp')
+    try:
+        with open(tmp, 'wb') as f:
+            f.write(original)
+        os.replace(tmp, t)
+        sys.exit(4)
+    except OSError as e:
+        assert e.errno in refused, (t, e)
+    if os.path.exists(tmp):
+        os.unlink(tmp)
+"#;
+
+/// The calc project with `extra` files committed after t0's first commit, and the probe.
+fn calc_project_with(extra: &[String]) -> tempfile::TempDir {
+    let repo = calc_project();
+    for path in extra {
+        write(repo.path(), path, "def test_extra():\n    pass\n");
+    }
+    write(repo.path(), "probe.py", REWRITE_AND_RESTORE);
+    git(repo.path(), &["add", "-A"]);
+    git(repo.path(), &["commit", "-q", "-m", "extra protected files and the probe"]);
+    repo
+}
+
+#[test]
+fn three_hundred_protected_files_sorting_before_tests_leave_the_tests_read_only_in_the_check() {
+    // 300 goldens (each a protected file held on its own) sort before `tests/`.
+    let goldens: Vec<String> = (0..300).map(|i| format!("data/case_{i:03}.golden")).collect();
+    let repo = calc_project_with(&goldens);
+    let check = format!("/usr/bin/python3 probe.py tests/test_calc.py data/case_299.golden && {PYTEST} tests");
+    let (r, ev) = run(repo.path(), "many", &honest_fix(), &check, &["--no-baseline"]);
+    assert_eq!(r.code, 10, "the probe could rewrite a protected file: {r:?} {ev:#?}");
+    assert!(ev.iter().all(|e| e["type"] != "guard"), "{ev:#?}");
+}
+
+#[test]
+fn a_deep_tree_of_three_hundred_test_files_stays_read_only_in_the_check() {
+    // `test_*.py` outside a protected directory: each file is held on its own, 50 levels down,
+    // and all of them sort before `tests/`.
+    let deep: String = (1..=50).map(|i| format!("d{i}/")).collect();
+    let tests: Vec<String> = (0..300).map(|i| format!("pkg/{deep}test_case_{i:03}.py")).collect();
+    let repo = calc_project_with(&tests);
+    let check = format!("/usr/bin/python3 probe.py tests/test_calc.py pkg/{deep}test_case_299.py pkg/{deep}test_case_000.py && {PYTEST} tests");
+    let (r, ev) = run(repo.path(), "deep", &honest_fix(), &check, &["--no-baseline"]);
+    assert_eq!(r.code, 10, "the probe could rewrite a protected file: {r:?} {ev:#?}");
+    assert!(ev.iter().all(|e| e["type"] != "guard"), "{ev:#?}");
+}
+
 /// A pytest project whose tests live in the package (`calc/testcore.py`, collected through
 /// `python_files = test*.py`; no default protected pattern matches it) and import a helper
 /// module `calc/support.py` the agent may change.
