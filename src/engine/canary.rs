@@ -335,7 +335,7 @@ impl ActiveRun<'_> {
             .filter_map(|(path, t0, end)| end.as_deref().map(|end| ChangedSource { path, t0: t0.as_deref(), end }))
             .collect();
         let coverage = match (&self.cfg.coverage.report, coverage) {
-            (Some(report), Some(hits)) => Some(super::coverage_guard::changed_line_tier(report, &sources, hits)),
+            (Some(report), Some(hits)) => Some(super::coverage_guard::changed_line_tier(report, &sources, hits, super::detached::WORKSPACE_TARGET, &snapshot.manifest)),
             _ => None,
         };
         let canary = Canary {
