@@ -145,6 +145,28 @@ fn a_deep_tree_of_three_hundred_test_files_stays_read_only_in_the_check() {
     assert!(ev.iter().all(|e| e["type"] != "guard"), "{ev:#?}");
 }
 
+#[test]
+fn a_t0_whose_protected_files_need_more_holds_than_the_zone_takes_refuses_the_run_before_the_agent() {
+    // 8,000 held test files: 296,000 bytes of paths in the zone's plan, past its budget.
+    let repo = workdir();
+    let p = repo.path();
+    std::fs::create_dir_all(p.join("pkg")).unwrap();
+    for i in 0..8_000 {
+        std::fs::write(p.join(format!("pkg/test_{i:05}.py")), "").unwrap();
+    }
+    commit_t0(p);
+    let (r, ev) = run(p, "cap", "touch agent-ran", "true", &["--no-baseline"]);
+    assert_eq!(r.code, 30, "{r:?}");
+    let v = r.json();
+    assert_eq!(v["errors"][0]["code"], "workspace_invalid", "{v:#}");
+    let message = v["errors"][0]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("t0's protected paths need 8000 read-only holds in the check's zone (8001 mounts with the directories pinned above them, 296000 bytes of paths in the zone's plan), more than it takes (16384 mounts, 131072 bytes)"),
+        "{message}"
+    );
+    assert!(ev.iter().all(|e| e["type"] != "exec_result"), "the agent was never called: {ev:#?}");
+}
+
 /// A pytest project whose tests live in the package (`calc/testcore.py`, collected through
 /// `python_files = test*.py`; no default protected pattern matches it) and import a helper
 /// module `calc/support.py` the agent may change.

@@ -55,8 +55,9 @@ pub struct FrozenLayer {
     entries: usize,
     /// The paths the check's zone holds read-only: each topmost protected directory of t0 and
     /// each protected t0 file outside one (symlinks left out: a bind cannot hold one without
-    /// following it). Every one of them: a t0 that needs more than [`MAX_HOLD_MOUNTS`] refuses
-    /// the run ([`WorkspaceError::TooManyHolds`]), never a hold dropped.
+    /// following it). Every one of them: a t0 that needs more than [`MAX_HOLD_MOUNTS`] mounts or
+    /// [`MAX_HOLD_BYTES`] of paths refuses the run ([`WorkspaceError::TooManyHolds`]), never a
+    /// hold dropped.
     read_only: Vec<Vec<u8>>,
 }
 
@@ -66,11 +67,20 @@ pub struct FrozenLayer {
 /// before any agent call: no protected path is ever left writable in the check.
 pub const MAX_HOLD_MOUNTS: usize = 16_384;
 
+/// The most bytes the held paths may take in the zone's plan, which travels as one socket
+/// message (bounded by the socket's send buffer, 208 KiB by default; the rest of the plan needs
+/// the remainder): each held path counts its length and [`HOLD_OVERHEAD_BYTES`].
+pub const MAX_HOLD_BYTES: usize = 128 * 1024;
+
+/// What one held path costs in the plan beyond its own bytes (the mount point and the encoding).
+pub const HOLD_OVERHEAD_BYTES: usize = 20;
+
 /// The read-only holds of t0's protected entries, in path order: for each protected entry
 /// (symlinks left out) its topmost protected ancestor or itself, so that one directory hold
 /// covers everything beneath it and no path beneath a held directory is held again. Refused when
-/// the holds and the directories pinned above them are more than `max` mounts.
-fn read_only_holds(baseline: &Manifest, protected: &ProtectedPaths, max: usize) -> WsResult<Vec<Vec<u8>>> {
+/// the holds and the directories pinned above them are more than `max.0` mounts, or the held
+/// paths take more than `max.1` bytes of the plan.
+fn read_only_holds(baseline: &Manifest, protected: &ProtectedPaths, max: (usize, usize)) -> WsResult<Vec<Vec<u8>>> {
     let mut holds: Vec<Vec<u8>> = Vec::new();
     let mut pinned: BTreeSet<&[u8]> = BTreeSet::new();
     for (p, entry) in baseline.iter().filter(|(p, _)| protected.is_protected(p)) {
@@ -85,6 +95,7 @@ fn read_only_holds(baseline: &Manifest, protected: &ProtectedPaths, max: usize) 
         }
         holds.push(hold);
     }
+    let bytes: usize = holds.iter().map(|h| h.len() + HOLD_OVERHEAD_BYTES).sum();
     for hold in &holds {
         let mut end = hold.len();
         while let Some(slash) = hold[..end].iter().rposition(|&b| b == b'/') {
@@ -93,9 +104,9 @@ fn read_only_holds(baseline: &Manifest, protected: &ProtectedPaths, max: usize) 
             }
             end = slash;
         }
-        if holds.len() + pinned.len() > max {
-            return Err(WorkspaceError::TooManyHolds { holds: holds.len(), pinned: pinned.len(), max });
-        }
+    }
+    if holds.len() + pinned.len() > max.0 || bytes > max.1 {
+        return Err(WorkspaceError::TooManyHolds { holds: holds.len(), pinned: pinned.len(), bytes, max_mounts: max.0, max_bytes: max.1 });
     }
     Ok(holds)
 }
@@ -121,7 +132,7 @@ impl FrozenLayer {
     pub fn build(t0: &Baseline, protected: &ProtectedPaths, parent: &SafeDir, owner: Option<(u32, u32)>) -> WsResult<FrozenLayer> {
         let baseline = t0.manifest()?;
         let base_files = &t0.files_dir;
-        let read_only = read_only_holds(baseline, protected, MAX_HOLD_MOUNTS)?;
+        let read_only = read_only_holds(baseline, protected, (MAX_HOLD_MOUNTS, MAX_HOLD_BYTES))?;
         let (path, root) = make_dir(parent, FROZEN, 0o755, owner)?;
         let base_root = fsat::open_dir_path(base_files).map_err(|e| WorkspaceError::io(base_files, e.into()))?;
         let mut layer = Layer { root, root_path: path.clone(), owner };
@@ -362,7 +373,7 @@ mod tests {
     fn three_hundred_protected_files_sorting_before_tests_leave_tests_held() {
         let mut paths: Vec<String> = (0..300).map(|i| format!("data/case_{i:03}.golden")).collect();
         paths.extend(["tests/test_calc.py".to_string(), "tests/unit/test_more.py".to_string(), "src/calc.py".to_string()]);
-        let holds = text(&read_only_holds(&manifest(&paths), &ProtectedPaths::defaults(), MAX_HOLD_MOUNTS).unwrap());
+        let holds = text(&read_only_holds(&manifest(&paths), &ProtectedPaths::defaults(), (MAX_HOLD_MOUNTS, MAX_HOLD_BYTES)).unwrap());
         assert_eq!(holds.len(), 301, "{holds:?}");
         assert_eq!(holds.last().map(String::as_str), Some("tests"), "the test directory is held as one");
         assert_eq!(holds[299], "data/case_299.golden");
@@ -374,7 +385,7 @@ mod tests {
         let deep: String = (1..=50).map(|i| format!("d{i}/")).collect();
         let mut paths: Vec<String> = (0..300).map(|i| format!("pkg/{deep}test_case_{i:03}.py")).collect();
         paths.extend((0..300).map(|i| format!("tests/{deep}test_case_{i:03}.py")));
-        let holds = text(&read_only_holds(&manifest(&paths), &ProtectedPaths::defaults(), MAX_HOLD_MOUNTS).unwrap());
+        let holds = text(&read_only_holds(&manifest(&paths), &ProtectedPaths::defaults(), (MAX_HOLD_MOUNTS, MAX_HOLD_BYTES)).unwrap());
         assert_eq!(holds.len(), 301, "300 files in pkg/, tests/ whole");
         assert_eq!(holds[0], format!("pkg/{deep}test_case_000.py"));
         assert_eq!(holds[300], "tests");
@@ -386,9 +397,20 @@ mod tests {
         let paths: Vec<String> = (0..300).map(|i| format!("pkg/{deep}test_case_{i:03}.py")).collect();
         let m = manifest(&paths);
         // 300 held files and the 51 directories above them.
-        assert_eq!(read_only_holds(&m, &ProtectedPaths::defaults(), 351).map(|h| h.len()).ok(), Some(300));
-        let refused = read_only_holds(&m, &ProtectedPaths::defaults(), 350).unwrap_err();
-        assert!(matches!(refused, WorkspaceError::TooManyHolds { holds: 300, pinned: 51, max: 350 }), "{refused:?}");
-        assert!(refused.to_string().starts_with("t0's protected paths need 351 read-only mounts in the check's zone (300 held paths and 51 directories above them), more than the 350 it takes"), "{refused}");
+        assert_eq!(read_only_holds(&m, &ProtectedPaths::defaults(), (351, MAX_HOLD_BYTES)).map(|h| h.len()).ok(), Some(300));
+        let refused = read_only_holds(&m, &ProtectedPaths::defaults(), (350, MAX_HOLD_BYTES)).unwrap_err();
+        assert!(matches!(refused, WorkspaceError::TooManyHolds { holds: 300, pinned: 51, max_mounts: 350, .. }), "{refused:?}");
+        assert!(refused.to_string().starts_with("t0's protected paths need 300 read-only holds in the check's zone (351 mounts with the directories pinned above them, "), "{refused}");
+    }
+
+    #[test]
+    fn held_paths_past_the_plans_byte_budget_refuse_the_layer_naming_the_bytes() {
+        let paths: Vec<String> = (0..100).map(|i| format!("pkg/test_{i:03}.py")).collect();
+        let m = manifest(&paths);
+        // Each path is 15 bytes, plus the overhead.
+        let bytes = 100 * (15 + HOLD_OVERHEAD_BYTES);
+        assert!(read_only_holds(&m, &ProtectedPaths::defaults(), (MAX_HOLD_MOUNTS, bytes)).is_ok());
+        let refused = read_only_holds(&m, &ProtectedPaths::defaults(), (MAX_HOLD_MOUNTS, bytes - 1)).unwrap_err();
+        assert!(matches!(refused, WorkspaceError::TooManyHolds { holds: 100, pinned: 1, bytes: b, .. } if b == bytes), "{refused:?}");
     }
 }
