@@ -192,7 +192,9 @@ impl Canary<'_> {
             Err(f) => return MutantResult::of(mutant, MutantOutcome::NotRun, None, 0, Some(f.message)),
         };
         let command = RoleCommand { role: Role::Check, run_id: self.run_id, iteration: self.iteration, overlay: Some(overlay), credential: None };
-        let cmd = command.zone_command(self.cfg, self.env);
+        let mut cmd = command.zone_command(self.cfg, self.env);
+        // t0's protected paths read-only, as in every run of the check (docs/guards.md).
+        cmd.read_only_beneath = self.ws.check_read_only();
         let artifacts = Artifacts { dir: self.artifacts, rel: ARTIFACTS, stem: name };
         let report = (!self.patterns.is_empty()).then_some(ReportSource { dir: scratch.writes(), patterns: self.patterns });
         let (outcome, exit, ms, detail) = outcome_of(run_check(zone, &cmd, artifacts, report));

@@ -45,6 +45,8 @@ pub struct CheckLayers {
     /// The tree under test as the check sees it: the tree with its hidden paths removed and
     /// t0's protected entries on top (what a check must leave as it found it).
     pub tested: Manifest,
+    /// The paths the check's zone must hold read-only (the frozen layer's, [`FrozenLayer::read_only`]).
+    pub read_only: Vec<Vec<u8>>,
 }
 
 /// t0's protected entries, hard-linked from the baseline into a directory of their own: the top
@@ -284,6 +286,7 @@ fn layers_over(
         frozen: frozen.entries,
         hidden: hidden.iter().map(|p| String::from_utf8_lossy(p).into_owned()).collect(),
         tested,
+        read_only: frozen.read_only.clone(),
     })
 }
 
