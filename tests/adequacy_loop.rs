@@ -85,6 +85,19 @@ fn a_suite_that_only_imports_the_module_halts_check_inadequate_naming_the_surviv
 }
 
 #[test]
+fn the_mutant_runs_hold_t0s_tests_read_only_like_every_check() {
+    // A check that fails whenever it can rewrite the test file (and writes it back): with the
+    // test read-only in every run of the check, the mutants of an import-only suite survive.
+    let repo = project_with(None, IMPORT_ONLY_SUITE, "adequacy = \"final\"\nmutants = 4\n", &[("probe.py", REWRITE_AND_RESTORE)]);
+    let check = format!("/usr/bin/python3 probe.py tests/test_core.py && {CHECK}");
+    let r = loopexec(repo.path(), &["run", "--json", "--run-id", "held", "--exec", AGENT, "--check", &check, "--max-iterations", "2"]);
+    let ev = events(repo.path(), "held");
+    let a = adequacy(&ev);
+    assert_eq!((a["verdict"].as_str(), a["killed"].as_u64(), a["survived"].as_u64()), (Some("inadequate"), Some(0), Some(4)), "{a:#}");
+    assert_eq!(r.code, 15, "{r:?}");
+}
+
+#[test]
 fn the_same_seed_runs_the_same_mutants() {
     let toml = "adequacy = \"final\"\nmutants = 3\n\n[sampling]\nseed = 11\n";
     let picked = |run_id: &str| {

@@ -82,6 +82,64 @@ try:\n    os.unlink('tests/test_calc.py')\n    sys.exit(4)\nexcept OSError as e:
     assert_eq!(r.code, 10, "{r:?} {ev:#?}");
 }
 
+/// The calc project with `extra` files committed after t0's first commit, and the probe.
+fn calc_project_with(extra: &[String]) -> tempfile::TempDir {
+    let repo = calc_project();
+    for path in extra {
+        write(repo.path(), path, "def test_extra():\n    pass\n");
+    }
+    write(repo.path(), "probe.py", REWRITE_AND_RESTORE);
+    git(repo.path(), &["add", "-A"]);
+    git(repo.path(), &["commit", "-q", "-m", "extra protected files and the probe"]);
+    repo
+}
+
+#[test]
+fn three_hundred_protected_files_sorting_before_tests_leave_the_tests_read_only_in_the_check() {
+    // 300 goldens (each a protected file held on its own) sort before `tests/`.
+    let goldens: Vec<String> = (0..300).map(|i| format!("data/case_{i:03}.golden")).collect();
+    let repo = calc_project_with(&goldens);
+    let check = format!("/usr/bin/python3 probe.py tests/test_calc.py data/case_299.golden && {PYTEST} tests");
+    let (r, ev) = run(repo.path(), "many", &honest_fix(), &check, &["--no-baseline"]);
+    assert_eq!(r.code, 10, "the probe could rewrite a protected file: {r:?} {ev:#?}");
+    assert!(ev.iter().all(|e| e["type"] != "guard"), "{ev:#?}");
+}
+
+#[test]
+fn a_deep_tree_of_three_hundred_test_files_stays_read_only_in_the_check() {
+    // `test_*.py` outside a protected directory: each file is held on its own, 50 levels down,
+    // and all of them sort before `tests/`.
+    let deep: String = (1..=50).map(|i| format!("d{i}/")).collect();
+    let tests: Vec<String> = (0..300).map(|i| format!("pkg/{deep}test_case_{i:03}.py")).collect();
+    let repo = calc_project_with(&tests);
+    let check = format!("/usr/bin/python3 probe.py tests/test_calc.py pkg/{deep}test_case_299.py pkg/{deep}test_case_000.py && {PYTEST} tests");
+    let (r, ev) = run(repo.path(), "deep", &honest_fix(), &check, &["--no-baseline"]);
+    assert_eq!(r.code, 10, "the probe could rewrite a protected file: {r:?} {ev:#?}");
+    assert!(ev.iter().all(|e| e["type"] != "guard"), "{ev:#?}");
+}
+
+#[test]
+fn a_t0_whose_protected_files_need_more_holds_than_the_zone_takes_refuses_the_run_before_the_agent() {
+    // 8,000 held test files: 296,000 bytes of paths in the zone's plan, past its budget.
+    let repo = workdir();
+    let p = repo.path();
+    std::fs::create_dir_all(p.join("pkg")).unwrap();
+    for i in 0..8_000 {
+        std::fs::write(p.join(format!("pkg/test_{i:05}.py")), "").unwrap();
+    }
+    commit_t0(p);
+    let (r, ev) = run(p, "cap", "touch agent-ran", "true", &["--no-baseline"]);
+    assert_eq!(r.code, 30, "{r:?}");
+    let v = r.json();
+    assert_eq!(v["errors"][0]["code"], "workspace_invalid", "{v:#}");
+    let message = v["errors"][0]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("t0's protected paths need 8000 read-only holds in the check's zone (8001 mounts with the directories pinned above them, 296000 bytes of paths in the zone's plan), more than it takes (16384 mounts, 131072 bytes)"),
+        "{message}"
+    );
+    assert!(ev.iter().all(|e| e["type"] != "exec_result"), "the agent was never called: {ev:#?}");
+}
+
 /// A pytest project whose tests live in the package (`calc/testcore.py`, collected through
 /// `python_files = test*.py`; no default protected pattern matches it) and import a helper
 /// module `calc/support.py` the agent may change.

@@ -261,3 +261,97 @@ fn pytest_cov_cobertura_names_the_changed_line_no_test_ran() {
         json!({"report": "out/cov.xml", "changed_lines": 3, "uncovered": [{"path": "calc.py", "line": 3, "file_missing": false}], "uncovered_count": 1})
     );
 }
+
+// ---- Coverage paths resolve exactly (issue 19 item 9) ----
+
+/// A pytest project with the package `lib/` whose `add` subtracts; its one test covers every
+/// line of t0.
+fn package_pytest_project() -> tempfile::TempDir {
+    require_pytest_cov();
+    let repo = workdir();
+    let p = repo.path();
+    write(p, "lib/__init__.py", "");
+    write(p, "lib/calc.py", "def add(a, b):\n    return a - b\n");
+    write(p, "tests/test_calc.py", "from lib import calc\n\ndef test_add():\n    assert calc.add(2, 3) == 5\n");
+    write(p, ".gitignore", "out/\n.coverage\n__pycache__/\n");
+    write(p, "loop.toml", "adequacy = \"final\"\nmutants = 2\ncoverage_tolerance = 50.0\n");
+    commit_t0(p);
+    repo
+}
+
+/// Fixes `lib/calc.py` with a branch no test reaches (line 3), and adds the same-tail copy
+/// `a/lib/calc.py`, which runs that branch at import; `lib/__init__.py` imports it.
+const FIX_WITH_A_SAME_TAIL_COPY: &str = "printf 'def add(a, b):\\n    if a < -1000:\\n        return 0\\n    return a + b\\n' > lib/calc.py && \
+    mkdir -p a/lib && : > a/__init__.py && : > a/lib/__init__.py && \
+    printf 'def add(a, b):\\n    if a < -1000:\\n        return 0\\n    return a + b\\nadd(-2000, 0)\\nadd(1, 1)\\n' > a/lib/calc.py && \
+    printf 'import a.lib.calc\\n' > lib/__init__.py";
+
+fn run_copy_loop(dir: &Path, id: &str, report_flag: &str, report_path: &str, exec: &str) -> Ran {
+    let check = pytest_cov(report_flag);
+    let args = ["run", "--json", "--run-id", id, "--exec", exec, "--check", &check, "--report", "out/junit.xml", "--coverage", report_path, "--max-iterations", "1"];
+    loopexec(dir, &args)
+}
+
+/// The adequacy event's coverage names `lib/calc.py` line 3 uncovered, and the run halts on it.
+fn assert_real_file_uncovered(r: &Ran, dir: &Path, id: &str, report: &str) {
+    let coverage = &adequacy_event(dir, id)["coverage"];
+    assert_eq!(coverage["report"], report);
+    assert_eq!(coverage["uncovered"], json!([{"path": "lib/calc.py", "line": 3, "file_missing": false}]), "{coverage:#}");
+    assert_eq!(coverage["uncovered_count"], 1);
+    assert_eq!(r.code, 15, "{r:?}");
+    let guard = of_type(dir, id, "guard").pop().unwrap();
+    assert_eq!(guard["halt_reason"], "check_inadequate");
+    assert_eq!(guard["findings"], json!([{"path": "lib/calc.py", "what": "line 3: never executed by the check"}]));
+}
+
+#[test]
+fn a_same_tail_copy_run_at_import_lends_no_hits_to_the_real_file_in_lcov() {
+    let repo = package_pytest_project();
+    let r = run_copy_loop(repo.path(), "copy-lcov", "lcov:out/cov.lcov", "out/cov.lcov", FIX_WITH_A_SAME_TAIL_COPY);
+    assert_real_file_uncovered(&r, repo.path(), "copy-lcov", "out/cov.lcov");
+}
+
+#[test]
+fn a_same_tail_copy_run_at_import_lends_no_hits_to_the_real_file_in_cobertura() {
+    let repo = package_pytest_project();
+    let r = run_copy_loop(repo.path(), "copy-xml", "xml:out/cov.xml", "out/cov.xml", FIX_WITH_A_SAME_TAIL_COPY);
+    assert_real_file_uncovered(&r, repo.path(), "copy-xml", "out/cov.xml");
+}
+
+#[test]
+fn an_honest_cobertura_report_of_a_package_resolves_and_converges() {
+    let repo = package_pytest_project();
+    let r = run_copy_loop(repo.path(), "honest-xml", "xml:out/cov.xml", "out/cov.xml", "sed -i 's/a - b/a + b/' lib/calc.py");
+    let coverage = &adequacy_event(repo.path(), "honest-xml")["coverage"];
+    assert_eq!(*coverage, json!({"report": "out/cov.xml", "changed_lines": 1, "uncovered": [], "uncovered_count": 0}));
+    assert_eq!(r.code, 10, "{r:?}");
+}
+
+/// A hand-made report naming files through `..` (as gcov's do: `/workspace/build/../src/x.c`):
+/// the agent's copy `x/calc.py` as `/workspace/a/../x/calc.py`, every line run, sorting before the
+/// real `calc.py` as `/workspace/out/../calc.py`, whose line 3 never ran. Each resolves to its own
+/// file, through the real directories `a/` and `out/`.
+#[test]
+fn report_names_with_dot_dot_resolve_each_to_its_own_file() {
+    let repo = workdir();
+    let p = repo.path();
+    write(p, "calc.py", "def add(a, b):\n    return a - b\n");
+    write(p, "a/keep.txt", "kept\n");
+    write(p, "out/keep.txt", "kept\n");
+    write(
+        p,
+        "tests/check.sh",
+        "printf 'SF:/workspace/a/../x/calc.py\\nDA:1,1\\nDA:2,1\\nDA:3,1\\nend_of_record\\nSF:/workspace/out/../calc.py\\nDA:1,1\\nDA:2,1\\nDA:3,0\\nend_of_record\\n' > cov.lcov\n/usr/bin/python3 -B -c 'import calc; assert calc.add(2, 3) == 5'\n",
+    );
+    write(p, ".gitignore", "cov.lcov\n");
+    write(p, "loop.toml", "adequacy = \"final\"\nmutants = 2\n");
+    commit_t0(p);
+    let agent = "printf 'def add(a, b):\\n    return a + b\\nUNUSED = 1\\n' > calc.py && mkdir x && cp calc.py x/calc.py";
+    let args = ["run", "--json", "--run-id", "dots", "--exec", agent, "--check", "sh tests/check.sh", "--coverage", "cov.lcov", "--max-iterations", "1"];
+    let r = loopexec(p, &args);
+    assert_eq!(
+        adequacy_event(p, "dots")["coverage"],
+        json!({"report": "cov.lcov", "changed_lines": 5, "uncovered": [{"path": "calc.py", "line": 3, "file_missing": false}], "uncovered_count": 1})
+    );
+    assert_eq!(r.code, 15, "{r:?}");
+}

@@ -220,16 +220,21 @@ fn protect_sub_paths(protected: &[(PathBuf, PathBuf)]) -> io::Result<()> {
             sys::openat2(root_fd.as_raw_fd(), &sub.to_string_lossy(), libc::O_PATH, sys::RESOLVE_BENEATH | sys::RESOLVE_NO_SYMLINKS),
         )
     };
-    let mut pinned: Vec<(PathBuf, PathBuf)> = Vec::new();
+    // Sets, not lists: a check's zone holds thousands of paths (t0's protected files).
+    let held: std::collections::HashSet<(&Path, &Path)> = protected.iter().map(|(r, s)| (r.as_path(), s.as_path())).collect();
+    let mut pinned: std::collections::HashSet<(&Path, &Path)> = std::collections::HashSet::new();
     for (root, sub) in protected {
-        for ancestor in sub.ancestors().skip(1).filter(|a| !a.as_os_str().is_empty()) {
-            let key = (root.clone(), ancestor.to_path_buf());
-            if pinned.contains(&key) || protected.contains(&key) {
+        // Outermost first: a directory is pinned before anything beneath it.
+        let mut above: Vec<&Path> = sub.ancestors().skip(1).filter(|a| !a.as_os_str().is_empty()).collect();
+        above.reverse();
+        for ancestor in above {
+            let key = (root.as_path(), ancestor);
+            if pinned.contains(&key) || held.contains(&key) {
                 continue;
             }
             let fd = open_beneath(root, ancestor)?;
             ctx(format!("pin {}", root.join(ancestor).display()), bind_fd(&fd, &fd, sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV, true))?;
-            pinned.push(key);
+            pinned.insert(key);
         }
     }
     let mut ordered: Vec<&(PathBuf, PathBuf)> = protected.iter().collect();

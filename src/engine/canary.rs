@@ -195,7 +195,9 @@ impl Canary<'_> {
             Err(f) => return MutantResult::of(mutant, MutantOutcome::NotRun, None, 0, Some(f.message)),
         };
         let command = RoleCommand { role: Role::Check, run_id: self.run_id, iteration: self.iteration, overlay: Some(overlay), credential: None };
-        let cmd = command.zone_command(self.cfg, self.env);
+        let mut cmd = command.zone_command(self.cfg, self.env);
+        // t0's protected paths read-only, as in every run of the check (docs/guards.md).
+        cmd.read_only_beneath = self.ws.check_read_only();
         let artifacts = Artifacts { dir: self.artifacts, rel: ARTIFACTS, stem: name };
         let report = (!self.patterns.is_empty()).then_some(ReportSource { dir: scratch.writes(), patterns: self.patterns });
         let (outcome, exit, ms, detail) = outcome_of(run_check(zone, &cmd, artifacts, report));
@@ -338,7 +340,7 @@ impl ActiveRun<'_> {
             .filter_map(|(path, t0, end)| end.as_deref().map(|end| ChangedSource { path, t0: t0.as_deref(), end }))
             .collect();
         let coverage = match (&self.cfg.coverage.report, coverage) {
-            (Some(report), Some(hits)) => Some(super::coverage_guard::changed_line_tier(report, &sources, hits)),
+            (Some(report), Some(hits)) => Some(super::coverage_guard::changed_line_tier(report, &sources, hits, super::detached::WORKSPACE_TARGET, &snapshot.manifest)),
             _ => None,
         };
         let canary = Canary {

@@ -19,7 +19,7 @@ use super::seats::Seat;
 use crate::error::Failure;
 use crate::halt::HaltReason;
 use crate::mutation::coverage::{CoverageFormat, LineHits, MAX_REPORT_BYTES};
-use crate::mutation::coverage::{uncovered, Uncovered};
+use crate::mutation::coverage::{uncovered, AmbiguousEntry, TreeKind, Uncovered};
 use crate::mutation::ChangedSource;
 use crate::receipt::events::{CheckResult, CoverageRecord, FindingRecord, GuardRecord, LineCoverageRecord};
 use crate::safefs::SafeDir;
@@ -202,19 +202,47 @@ fn changed_source_lines(sources: &[ChangedSource<'_>]) -> std::collections::BTre
     out
 }
 
+/// Ambiguous report entries recorded in the `adequacy` event (the count is whole).
+const MAX_RECORDED_AMBIGUOUS: usize = 50;
+/// Candidate tree files recorded per ambiguous entry.
+const MAX_RECORDED_CANDIDATES: usize = 10;
+
+/// What `path` is in `tree` (the tree the check ran on).
+pub fn tree_kind(tree: &crate::workspace::Manifest, path: &str) -> TreeKind {
+    use crate::workspace::EntryKind;
+    match tree.get(path.as_bytes()) {
+        Some(e) if matches!(e.kind, EntryKind::File | EntryKind::Executable) => TreeKind::File,
+        Some(_) => TreeKind::Other,
+        None if tree.has_beneath(path.as_bytes()) => TreeKind::Dir,
+        None => TreeKind::Other,
+    }
+}
+
 /// The coverage-delta tier on the final green check's report `hits` (at `report`): the changed
-/// substantive lines of `sources` it shows never executed (a changed file it does not name: all
-/// of them). Lines the report does not instrument are not held against the check.
-pub fn changed_line_tier(report: &str, sources: &[ChangedSource<'_>], hits: &LineHits) -> CoverageRecord {
+/// substantive lines of `sources` it shows never executed (a changed file no entry resolves to:
+/// all of them; one an ambiguous entry could name: all of them too). Report names are resolved
+/// exactly against `tree`, the tree the check ran on, mounted at `mount` in its zone. Lines the
+/// report does not instrument are not held against the check.
+pub fn changed_line_tier(report: &str, sources: &[ChangedSource<'_>], hits: &LineHits, mount: &str, tree: &crate::workspace::Manifest) -> CoverageRecord {
     let changed = changed_source_lines(sources);
-    let mut missed: Vec<Uncovered> = uncovered(&changed, hits);
+    let found = uncovered(&changed, hits, mount, &|p: &str| tree_kind(tree, p));
+    let mut missed: Vec<Uncovered> = found.uncovered;
     let uncovered_count = missed.len() as u64;
     missed.truncate(MAX_RECORDED_UNCOVERED);
+    let ambiguous_count = found.ambiguous.len() as u64;
+    let ambiguous: Vec<AmbiguousEntry> = found
+        .ambiguous
+        .into_iter()
+        .take(MAX_RECORDED_AMBIGUOUS)
+        .map(|a| AmbiguousEntry { entry: shown(&a.entry), candidates: a.candidates.into_iter().take(MAX_RECORDED_CANDIDATES).collect() })
+        .collect();
     CoverageRecord {
         report: report.to_string(),
         changed_lines: changed.values().map(|l| l.len() as u64).sum(),
         uncovered: missed,
         uncovered_count,
+        ambiguous,
+        ambiguous_count,
         error: None,
     }
 }
@@ -229,7 +257,13 @@ pub fn uncovered_guard(iteration: u64, record: &CoverageRecord) -> Option<GuardR
         .iter()
         .take(MAX_NAMED_UNCOVERED)
         .map(|u| {
-            let why = if u.file_missing { "the coverage report does not name the file" } else { "never executed by the check" };
+            let why = if u.ambiguous {
+                "an entry of the coverage report could name this file or another one, and counts for neither"
+            } else if u.file_missing {
+                "the coverage report does not name the file"
+            } else {
+                "never executed by the check"
+            };
             FindingRecord { path: Some(u.path.clone()), what: format!("line {}: {why}", u.line) }
         })
         .collect();
@@ -286,6 +320,15 @@ mod tests {
         LineCoverageRecord { report: "cov.lcov".into(), format: Some("lcov".into()), covered_lines: Some(covered), coverable_lines: Some(coverable), error: None }
     }
 
+    fn tree(files: &[&str]) -> crate::workspace::Manifest {
+        let mut m = crate::workspace::Manifest::default();
+        for f in files {
+            let entry = crate::workspace::manifest::Entry { kind: crate::workspace::EntryKind::File, oid: crate::workspace::object_id::blob_id(f.as_bytes()) };
+            m.insert(f.as_bytes().to_vec(), entry).unwrap();
+        }
+        m
+    }
+
     fn green_with(coverage: LineCoverageRecord) -> CheckResult {
         let Event::CheckResult(mut c) = sample::check_result(2, 0) else { unreachable!() };
         c.coverage = Some(coverage);
@@ -294,11 +337,11 @@ mod tests {
 
     #[test]
     fn changed_lines_the_report_shows_unexecuted_are_uncovered_and_blank_lines_never_count() {
-        let hits = LineHits::parse(b"SF:/w/calc.py\nDA:1,1\nDA:3,0\nend_of_record\n").unwrap();
+        let hits = LineHits::parse(b"SF:/workspace/calc.py\nDA:1,1\nDA:3,0\nend_of_record\n").unwrap();
         let sources = [ChangedSource { path: "calc.py", t0: Some(b"a = 1\n"), end: b"a = 2\n\nb = 3\n" }];
-        let record = changed_line_tier("cov.lcov", &sources, &hits);
+        let record = changed_line_tier("cov.lcov", &sources, &hits, "/workspace", &tree(&["calc.py"]));
         assert_eq!((record.changed_lines, record.uncovered_count), (2, 1));
-        assert_eq!(record.uncovered, vec![Uncovered { path: "calc.py".into(), line: 3, file_missing: false }]);
+        assert_eq!(record.uncovered, vec![Uncovered { path: "calc.py".into(), line: 3, file_missing: false, ambiguous: false }]);
         let guard = uncovered_guard(4, &record).unwrap();
         assert_eq!(guard.halt_reason, HaltReason::CheckInadequate);
         assert_eq!(guard.detail, "1 of the 2 substantive lines the agent changed were never executed by the check (cov.lcov)");
@@ -309,7 +352,7 @@ mod tests {
     fn a_changed_file_without_a_grammar_is_not_held_against_the_check() {
         let hits = LineHits::parse(b"SF:calc.py\nDA:1,1\nend_of_record\n").unwrap();
         let sources = [ChangedSource { path: "NOTES.md", t0: None, end: b"# notes\n" }];
-        let record = changed_line_tier("cov.lcov", &sources, &hits);
+        let record = changed_line_tier("cov.lcov", &sources, &hits, "/workspace", &tree(&["calc.py", "NOTES.md"]));
         assert_eq!((record.changed_lines, record.uncovered_count), (0, 0));
         assert_eq!(uncovered_guard(1, &record), None);
     }

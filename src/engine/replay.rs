@@ -238,9 +238,12 @@ fn replay_check(
     // The run's own backend (the native sandbox or its container engine), from the pinned config.
     let mut zone = crate::zones::open_zone(zones)?;
     zone.bind_run(run.path())?;
+    let read_only = layers.read_only.iter().map(|p| std::path::PathBuf::from(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(p))).collect();
     let command = RoleCommand { role: Role::Check, run_id: run.id().as_str(), iteration: rec.iteration, overlay: Some(layers.overlay), credential: None };
     let artifacts = Artifacts { dir, rel: REPLAY_DIR, stem: command.stem() };
-    let cmd = command.zone_command(cfg, &operator_env());
+    let mut cmd = command.zone_command(cfg, &operator_env());
+    // t0's protected paths read-only, as in the loop's own check.
+    cmd.read_only_beneath = read_only;
     let writes = scratch.subdir("upper").map_err(fs_failure)?;
     let report = (!patterns.is_empty()).then_some(ReportSource { dir: &writes, patterns: &patterns });
     let outcome = run_check(zone.as_mut(), &cmd, artifacts, report)?.map_err(Failure::isolation)?;

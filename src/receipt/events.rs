@@ -710,6 +710,10 @@ pub struct SentinelCheck {
     pub collected_count: Option<u64>,
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 /// The coverage-delta tier's record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CoverageRecord {
@@ -720,6 +724,13 @@ pub struct CoverageRecord {
     /// Changed lines never executed (bounded; `uncovered_count` is the whole number).
     pub uncovered: Vec<crate::mutation::coverage::Uncovered>,
     pub uncovered_count: u64,
+    /// Report entries that could name a changed file and another tree file (bounded, entries
+    /// escaped; `ambiguous_count` is the whole number): their hits count for neither, the changed
+    /// files they could name are uncovered. Absent when there are none, and in older receipts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ambiguous: Vec<crate::mutation::coverage::AmbiguousEntry>,
+    #[serde(default, skip_serializing_if = "crate::receipt::events::is_zero")]
+    pub ambiguous_count: u64,
     /// Why the report could not be used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

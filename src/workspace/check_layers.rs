@@ -45,6 +45,8 @@ pub struct CheckLayers {
     /// The tree under test as the check sees it: the tree with its hidden paths removed and
     /// t0's protected entries on top (what a check must leave as it found it).
     pub tested: Manifest,
+    /// The paths the check's zone must hold read-only (the frozen layer's, [`FrozenLayer::read_only`]).
+    pub read_only: Vec<Vec<u8>>,
 }
 
 /// t0's protected entries, hard-linked from the baseline into a directory of their own: the top
@@ -55,13 +57,61 @@ pub struct FrozenLayer {
     entries: usize,
     /// The paths the check's zone holds read-only: each topmost protected directory of t0 and
     /// each protected t0 file outside one (symlinks left out: a bind cannot hold one without
-    /// following it), at most [`MAX_READ_ONLY_HOLDS`].
+    /// following it). Every one of them: a t0 that needs more than [`MAX_HOLD_MOUNTS`] mounts or
+    /// [`MAX_HOLD_BYTES`] of paths refuses the run ([`WorkspaceError::TooManyHolds`]), never a
+    /// hold dropped.
     read_only: Vec<Vec<u8>>,
 }
 
-/// The most paths a check's zone holds read-only (each is a bind in its mount namespace and a
-/// line of its plan); protected paths past it are guarded by the check-writes guard alone.
-pub const MAX_READ_ONLY_HOLDS: usize = 256;
+/// The most mounts a check's zone makes to hold t0's protected paths read-only: one bind per
+/// held path and one per directory pinned above a held path (docs/guards.md, "t0's protected
+/// paths are read-only inside the check"). A t0 whose protected paths need more refuses the run
+/// before any agent call: no protected path is ever left writable in the check.
+pub const MAX_HOLD_MOUNTS: usize = 16_384;
+
+/// The most bytes the held paths may take in the zone's plan, which travels as one socket
+/// message (bounded by the socket's send buffer, 208 KiB by default; the rest of the plan needs
+/// the remainder): each held path counts its length and [`HOLD_OVERHEAD_BYTES`].
+pub const MAX_HOLD_BYTES: usize = 128 * 1024;
+
+/// What one held path costs in the plan beyond its own bytes (the mount point and the encoding).
+pub const HOLD_OVERHEAD_BYTES: usize = 20;
+
+/// The read-only holds of t0's protected entries, in path order: for each protected entry
+/// (symlinks left out) its topmost protected ancestor or itself, so that one directory hold
+/// covers everything beneath it and no path beneath a held directory is held again. Refused when
+/// the holds and the directories pinned above them are more than `max.0` mounts, or the held
+/// paths take more than `max.1` bytes of the plan.
+fn read_only_holds(baseline: &Manifest, protected: &ProtectedPaths, max: (usize, usize)) -> WsResult<Vec<Vec<u8>>> {
+    let mut holds: Vec<Vec<u8>> = Vec::new();
+    let mut pinned: BTreeSet<&[u8]> = BTreeSet::new();
+    for (p, entry) in baseline.iter().filter(|(p, _)| protected.is_protected(p)) {
+        if entry.kind == EntryKind::Symlink {
+            continue;
+        }
+        // Everything beneath a protected directory maps to that directory, and the paths beneath
+        // one directory are contiguous in path order: comparing with the last hold coalesces them.
+        let hold = topmost_protected(p, protected);
+        if holds.last() == Some(&hold) {
+            continue;
+        }
+        holds.push(hold);
+    }
+    let bytes: usize = holds.iter().map(|h| h.len() + HOLD_OVERHEAD_BYTES).sum();
+    for hold in &holds {
+        let mut end = hold.len();
+        while let Some(slash) = hold[..end].iter().rposition(|&b| b == b'/') {
+            if !pinned.insert(&hold[..slash]) {
+                break; // its ancestors are in already
+            }
+            end = slash;
+        }
+    }
+    if holds.len() + pinned.len() > max.0 || bytes > max.1 {
+        return Err(WorkspaceError::TooManyHolds { holds: holds.len(), pinned: pinned.len(), bytes, max_mounts: max.0, max_bytes: max.1 });
+    }
+    Ok(holds)
+}
 
 /// The shortest protected ancestor of `path` (or `path`): what a read-only hold covers.
 fn topmost_protected(path: &[u8], protected: &ProtectedPaths) -> Vec<u8> {
@@ -84,18 +134,12 @@ impl FrozenLayer {
     pub fn build(t0: &Baseline, protected: &ProtectedPaths, parent: &SafeDir, owner: Option<(u32, u32)>) -> WsResult<FrozenLayer> {
         let baseline = t0.manifest()?;
         let base_files = &t0.files_dir;
+        let read_only = read_only_holds(baseline, protected, (MAX_HOLD_MOUNTS, MAX_HOLD_BYTES))?;
         let (path, root) = make_dir(parent, FROZEN, 0o755, owner)?;
         let base_root = fsat::open_dir_path(base_files).map_err(|e| WorkspaceError::io(base_files, e.into()))?;
         let mut layer = Layer { root, root_path: path.clone(), owner };
         let mut entries = 0;
-        let mut read_only: Vec<Vec<u8>> = Vec::new();
         for (p, entry) in baseline.iter().filter(|(p, _)| protected.is_protected(p)) {
-            if entry.kind != EntryKind::Symlink && read_only.len() < MAX_READ_ONLY_HOLDS {
-                let hold = topmost_protected(p, protected);
-                if read_only.last() != Some(&hold) {
-                    read_only.push(hold);
-                }
-            }
             let dst = layer.parent_of(p)?;
             let src = fsat::open_dir_beneath(base_root.as_raw_fd(), tree_path::parent(p))
                 .map_err(|e| WorkspaceError::io(base_files.join(std::ffi::OsStr::from_bytes(p)), e.into()))?;
@@ -242,6 +286,7 @@ fn layers_over(
         frozen: frozen.entries,
         hidden: hidden.iter().map(|p| String::from_utf8_lossy(p).into_owned()).collect(),
         tested,
+        read_only: frozen.read_only.clone(),
     })
 }
 
@@ -307,5 +352,68 @@ impl Layer {
             }
         }
         Ok(cur)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workspace::object_id::blob_id;
+
+    fn manifest(paths: &[String]) -> Manifest {
+        let mut m = Manifest::default();
+        for p in paths {
+            m.insert(p.as_bytes().to_vec(), super::super::manifest::Entry { kind: EntryKind::File, oid: blob_id(p.as_bytes()) }).unwrap();
+        }
+        m
+    }
+
+    fn text(holds: &[Vec<u8>]) -> Vec<String> {
+        holds.iter().map(|h| String::from_utf8_lossy(h).into_owned()).collect()
+    }
+
+    #[test]
+    fn three_hundred_protected_files_sorting_before_tests_leave_tests_held() {
+        let mut paths: Vec<String> = (0..300).map(|i| format!("data/case_{i:03}.golden")).collect();
+        paths.extend(["tests/test_calc.py".to_string(), "tests/unit/test_more.py".to_string(), "src/calc.py".to_string()]);
+        let holds = text(&read_only_holds(&manifest(&paths), &ProtectedPaths::defaults(), (MAX_HOLD_MOUNTS, MAX_HOLD_BYTES)).unwrap());
+        assert_eq!(holds.len(), 301, "{holds:?}");
+        assert_eq!(holds.last().map(String::as_str), Some("tests"), "the test directory is held as one");
+        assert_eq!(holds[299], "data/case_299.golden");
+        assert!(!holds.iter().any(|h| h == "src/calc.py" || h.starts_with("tests/")), "{holds:?}");
+    }
+
+    #[test]
+    fn a_deep_test_tree_is_held_file_by_file_outside_a_protected_directory_and_whole_inside_one() {
+        let deep: String = (1..=50).map(|i| format!("d{i}/")).collect();
+        let mut paths: Vec<String> = (0..300).map(|i| format!("pkg/{deep}test_case_{i:03}.py")).collect();
+        paths.extend((0..300).map(|i| format!("tests/{deep}test_case_{i:03}.py")));
+        let holds = text(&read_only_holds(&manifest(&paths), &ProtectedPaths::defaults(), (MAX_HOLD_MOUNTS, MAX_HOLD_BYTES)).unwrap());
+        assert_eq!(holds.len(), 301, "300 files in pkg/, tests/ whole");
+        assert_eq!(holds[0], format!("pkg/{deep}test_case_000.py"));
+        assert_eq!(holds[300], "tests");
+    }
+
+    #[test]
+    fn holds_and_their_pinned_directories_past_the_cap_refuse_the_layer_naming_the_count() {
+        let deep: String = (1..=50).map(|i| format!("d{i}/")).collect();
+        let paths: Vec<String> = (0..300).map(|i| format!("pkg/{deep}test_case_{i:03}.py")).collect();
+        let m = manifest(&paths);
+        // 300 held files and the 51 directories above them.
+        assert_eq!(read_only_holds(&m, &ProtectedPaths::defaults(), (351, MAX_HOLD_BYTES)).map(|h| h.len()).ok(), Some(300));
+        let refused = read_only_holds(&m, &ProtectedPaths::defaults(), (350, MAX_HOLD_BYTES)).unwrap_err();
+        assert!(matches!(refused, WorkspaceError::TooManyHolds { holds: 300, pinned: 51, max_mounts: 350, .. }), "{refused:?}");
+        assert!(refused.to_string().starts_with("t0's protected paths need 300 read-only holds in the check's zone (351 mounts with the directories pinned above them, "), "{refused}");
+    }
+
+    #[test]
+    fn held_paths_past_the_plans_byte_budget_refuse_the_layer_naming_the_bytes() {
+        let paths: Vec<String> = (0..100).map(|i| format!("pkg/test_{i:03}.py")).collect();
+        let m = manifest(&paths);
+        // Each path is 15 bytes, plus the overhead.
+        let bytes = 100 * (15 + HOLD_OVERHEAD_BYTES);
+        assert!(read_only_holds(&m, &ProtectedPaths::defaults(), (MAX_HOLD_MOUNTS, bytes)).is_ok());
+        let refused = read_only_holds(&m, &ProtectedPaths::defaults(), (MAX_HOLD_MOUNTS, bytes - 1)).unwrap_err();
+        assert!(matches!(refused, WorkspaceError::TooManyHolds { holds: 100, pinned: 1, bytes: b, .. } if b == bytes), "{refused:?}");
     }
 }

@@ -90,6 +90,12 @@ pub enum WorkspaceError {
     /// A post-agent phase ran past its time bound.
     #[error("the {phase} took longer than workspace.{key} = {seconds} s")]
     Timeout { phase: &'static str, key: &'static str, seconds: u64 },
+    /// t0's protected paths need more read-only holds in the check's zone than it takes.
+    #[error(
+        "t0's protected paths need {holds} read-only holds in the check's zone ({} mounts with the directories pinned above them, {bytes} bytes of paths in the zone's plan), more than it takes ({max_mounts} mounts, {max_bytes} bytes); no protected path is left writable, so the run cannot start: protect whole directories (`--protect DIR/` or `protected` in loop.toml, one hold each) rather than many files in them",
+        holds + pinned
+    )]
+    TooManyHolds { holds: usize, pinned: usize, bytes: usize, max_mounts: usize, max_bytes: usize },
     /// The operator interrupted a post-agent phase (SIGINT/SIGTERM); the run stays resumable.
     #[error("the {phase} was interrupted by the operator")]
     Interrupted { phase: &'static str, signal: i32 },

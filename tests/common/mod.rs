@@ -288,3 +288,30 @@ pub fn interrupted_after(repo: &Path, run_id: &str, args: &[&str], after: &str) 
     assert_eq!(status.code(), Some(130), "{status:?}");
     event_types(repo, run_id)
 }
+
+/// A check's probe: for each path given, rewrite the file and write the original back (by
+/// `open('w')`, then by renaming a copy over it); exits 3 when any rewrite went through, 0 when
+/// every one was refused by the zone (`EROFS`, `EACCES`, `EPERM`, `EBUSY`).
+pub const REWRITE_AND_RESTORE: &str = r#"import errno, os, sys
+refused = (errno.EROFS, errno.EACCES, errno.EPERM, errno.EBUSY)
+for t in sys.argv[1:]:
+    original = open(t, 'rb').read()
+    try:
+        with open(t, 'wb') as f:
+            f.write(b'def test_nothing():\n    pass\n')
+        with open(t, 'wb') as f:
+            f.write(original)
+        sys.exit(3)
+    except OSError as e:
+        assert e.errno in refused, (t, e)
+    tmp = os.path.join(os.path.dirname(t), 'rewrite.tmp')
+    try:
+        with open(tmp, 'wb') as f:
+            f.write(original)
+        os.replace(tmp, t)
+        sys.exit(4)
+    except OSError as e:
+        assert e.errno in refused, (t, e)
+    if os.path.exists(tmp):
+        os.unlink(tmp)
+"#;
