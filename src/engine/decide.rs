@@ -14,7 +14,9 @@
 //! - a confirmation rerun of a green that disagreed with it (`check_confirmation`):
 //!   `check_not_deterministic`, before the green could count as success.
 //! - a red check whose `progress` event says `targets_met` (it failed only on pre-existing,
-//!   non-target failures; docs/progress.md, "Targets"): `success_condition_met`.
+//!   non-target failures, on whole evidence; docs/progress.md, "Targets"): `success_condition_met`;
+//!   one whose sets met the targets on evidence with gaps is the `progress` event's
+//!   `metric_integrity_violation` (the gate a green passes, `super::verdict::evidence_whole`).
 //! - a red check whose `progress` event names a no-convergence halt (`no_progress_detected`,
 //!   `same_failure_repeated`, ...; docs/progress.md): that halt, also at the cap.
 //! - a green check the judge answered (`judge` event): approve keeps `success_condition_met`; a
@@ -82,8 +84,7 @@ fn after_check(check: &CheckResult, iteration: u64, max_iterations: u64) -> Step
 /// The halt detail of a zero exit whose evidence disagrees: every disagreement (each is escaped
 /// and bounded in the record).
 fn disagreement_detail(check: &CheckResult, iteration: u64) -> String {
-    let found: Vec<&str> = check.evidence.iter().flat_map(|e| &e.disagreements).map(|d| d.detail.as_str()).collect();
-    format!("the check exited 0 at iteration {iteration} but its evidence disagrees: {}", found.join("; "))
+    format!("the check exited 0 at iteration {iteration} but its evidence disagrees: {}", super::verdict::evidence_gaps(check).join("; "))
 }
 
 /// Decide on the current iteration as recorded so far: `Continue` means no recorded stage halts

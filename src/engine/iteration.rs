@@ -140,6 +140,11 @@ impl ActiveRun<'_> {
                     progress.reverted_to_tree = Some(tree.clone());
                 }
                 let accepted = progress.accepted;
+                // A red check whose sets met the targets on evidence with gaps is no accepted
+                // step, as a zero exit whose evidence disagrees is not (never delivered).
+                if super::progress::refused_unevidenced_targets(&progress) {
+                    clean = false;
+                }
                 self.append(Event::Progress(progress))?;
                 // In place no guard can judge the step: met targets are no success either.
                 if targets_met && self.workspace.is_none() {
