@@ -12,7 +12,8 @@
 //!   (not a failure), and at the iteration cap `max_iterations_reached`; could-not-run is
 //!   `execution_failure`.
 //! - a confirmation rerun of a green that disagreed with it (`check_confirmation`):
-//!   `check_not_deterministic`, before the green could count as success.
+//!   `check_not_deterministic`, before the green could count as success (`flake`, which a
+//!   green t0 baseline's disagreeing rerun is decided by too, `super::baseline`).
 //! - a red check whose `progress` event says `targets_met` (it failed only on pre-existing,
 //!   non-target failures, on whole evidence; docs/progress.md, "Targets"): `success_condition_met`;
 //!   one whose sets met the targets on evidence with gaps is the `progress` event's
@@ -206,15 +207,20 @@ fn unjudged_green(record: &IterationRecord, detail: String) -> Step {
     )
 }
 
-/// A confirmation rerun that disagreed with the iteration's green: a flake, not success.
-fn flake(c: &crate::receipt::events::ConfirmationRecord, iteration: u64) -> Step {
+/// A confirmation rerun that disagreed with the iteration's green (iteration 0: the green t0
+/// baseline's, `super::baseline`): a flake, not success.
+pub(super) fn flake(c: &crate::receipt::events::ConfirmationRecord, iteration: u64) -> Step {
+    let at = match iteration {
+        0 => "on t0".to_string(),
+        n => format!("at iteration {n}"),
+    };
     // A rerun the zone or its engine could not start says nothing about the check: no verdict
     // was sampled, so it is the machinery's failure, not the check's instability.
     if let Ending::FailedToStart { reason } = &c.check.ending {
         return Step::Halt(
             HaltReason::ExecutionFailure,
             format!(
-                "the check passed at iteration {iteration}, but confirmation rerun {} could not start ({}): its stability was not sampled, so this is no success and no verdict on the check",
+                "the check passed {at}, but confirmation rerun {} could not start ({}): its stability was not sampled, so this is no success and no verdict on the check",
                 c.confirmation,
                 crate::inert::inert(reason)
             ),
@@ -238,7 +244,7 @@ fn flake(c: &crate::receipt::events::ConfirmationRecord, iteration: u64) -> Step
     Step::Halt(
         HaltReason::CheckNotDeterministic,
         format!(
-            "the check passed at iteration {iteration}, but confirmation rerun {} on the same tree was {shown}: a flake, not success (stability lower bound {:.4}, Wilson at {}, below {})",
+            "the check passed {at}, but confirmation rerun {} on the same tree was {shown}: a flake, not success (stability lower bound {:.4}, Wilson at {}, below {})",
             c.confirmation, c.stability_lower_bound, c.confidence, c.stability_target
         ),
     )
