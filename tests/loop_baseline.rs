@@ -135,7 +135,7 @@ fn a_check_already_green_on_t0_halts_at_iteration_0_without_calling_the_agent() 
     assert_eq!((v["halt_reason"].as_str(), v["iteration"].as_u64()), (Some("success_condition_met"), Some(0)));
     assert_eq!(
         v["run"]["detail"],
-        "the check already passes on t0 (the baseline run before any agent call): halted at iteration 0, the agent was not called"
+        "the check already passes on t0 (the baseline run before any agent call, confirmed by 1 agreeing rerun(s)): halted at iteration 0, the agent was not called"
     );
     let types = event_types(p, "g");
     assert!(!types.iter().any(|t| t == "iteration_start" || t == "exec_result"), "no iteration ran: {types:?}");

@@ -147,8 +147,9 @@ fn doctor_true_records_the_gates_and_their_doctor_receipt_in_the_runs_receipt_be
     let ran = loopexec(dir.path(), &["--json", "run", "--run-id", "g"]);
     assert_eq!(ran.code, 10, "{}", ran.stdout);
     let types = common::event_types(dir.path(), "g");
-    // The check passes on t0, so the run ends at its baseline: the gates come before even that.
-    assert_eq!(types, ["run_start", "preconditions", "check_baseline", "halt"]);
+    // The check passes on t0 (confirmed by its rerun), so the run ends at its baseline: the
+    // gates come before even that.
+    assert_eq!(types, ["run_start", "preconditions", "check_baseline", "check_confirmation", "halt"]);
     let record = common::events(dir.path(), "g").into_iter().find(|e| e["type"] == "preconditions").unwrap();
     assert_eq!(record["halt_reason"], Value::Null, "{record}");
     let gates: Vec<(&str, &str)> = record["gates"].as_array().unwrap().iter().map(|g| (g["gate"].as_str().unwrap(), g["verdict"].as_str().unwrap())).collect();

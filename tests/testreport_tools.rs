@@ -133,7 +133,7 @@ fn assert_green_and_red(
     let verdict = agree(green.code, green_reports, &green.output());
     assert!(matches!(verdict, Agreement::Green { .. }), "{verdict:?}\n{}", green.show());
     assert_ne!(red.code, Some(0), "{}", red.show());
-    assert_eq!(agree(red.code, red_reports, &red.output()), Agreement::Red { exit_code: red.code });
+    assert_eq!(agree(red.code, red_reports, &red.output()), Agreement::Red { exit_code: red.code, gaps: vec![] }, "an honest red run has whole evidence: {}", red.show());
     assert_eq!(kinds(&agree(Some(0), red_reports, &red.output())), red_disagreements, "{}", red.show());
 }
 
@@ -362,7 +362,7 @@ fn a_failing_before_hook_in_node_junit_fails_the_cancelled_test_and_the_run_is_r
     assert_eq!(ids(&report.collected), ["hooked > under hook", "plain > fine"]);
     assert_eq!(ids(&report.failing), ["hooked > under hook"]);
     assert_eq!(report.declared, Some(report.counts));
-    assert_eq!(agree(ran.code, &reports, &ran.output()), Agreement::Red { exit_code: Some(1) }, "{}", ran.show());
+    assert_eq!(agree(ran.code, &reports, &ran.output()), Agreement::Red { exit_code: Some(1), gaps: vec![] }, "{}", ran.show());
 }
 
 #[test]
@@ -376,7 +376,7 @@ fn a_failing_after_hook_that_node_junit_does_not_show_still_leaves_the_run_red()
     assert!(report.failing.is_empty(), "node 20 writes the after hook's failure nowhere in its JUnit: {report:?}");
     assert_eq!(report.declared, Some(report.counts));
     // The exit code is the evidence that counts: red, never green.
-    assert_eq!(agree(ran.code, &reports, &ran.output()), Agreement::Red { exit_code: Some(1) }, "{}", ran.show());
+    assert_eq!(agree(ran.code, &reports, &ran.output()), Agreement::Red { exit_code: Some(1), gaps: vec![] }, "{}", ran.show());
 }
 
 #[test]

@@ -229,7 +229,8 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
         let hacking = if j.reward_hacking { ", reward hacking" } else { "" };
         rows.push(("judge", format!("{}{hacking}: {}", json!(j.outcome).as_str().unwrap_or(""), j.reason)));
     }
-    // The evidence of the last check (its disagreements, when it kept a zero exit from passing).
+    // The evidence of the last check (its disagreements, when it kept a zero exit from passing, or
+    // a red check's gaps, which keep its sets from meeting the targets).
     let evidence = history.last_check().and_then(|(_, c)| c.evidence.clone());
     for d in evidence.iter().flat_map(|e| &e.disagreements) {
         rows.push(("evidence", format!("{}: {}", d.kind, d.detail)));

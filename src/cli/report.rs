@@ -166,7 +166,8 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
             let changed = if h.dir_changed { ", directory changed" } else { "" };
             human.push_str(&format!("       held-out check {} ({}{failing}{changed})\n", h.verdict, ending_text(Some(&h.check.ending))));
         }
-        // What kept a zero exit from being green, escaped (the ids come from the agent's workspace).
+        // What kept a zero exit from being green (or a red check's sets from meeting the targets),
+        // escaped (the ids come from the agent's workspace).
         for disagreement in d.check.iter().flat_map(|c| c.evidence.iter()).flat_map(|e| &e.disagreements) {
             human.push_str(&format!("       evidence {}: {}\n", inert(&disagreement.kind), inert(&disagreement.detail)));
         }

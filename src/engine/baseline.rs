@@ -6,9 +6,16 @@
 //! - its cache under the state dir (`.loopexec/check-baselines/<key>.json`), keyed by t0's tree
 //!   id, the check command, the exec policy, the report patterns, the environment and loopexec's
 //!   version. An entry is operator data: written atomically, read with a size bound, and one
-//!   that is malformed or does not match its key is ignored (recomputed) and said so;
+//!   that is malformed or does not match its key is ignored (recomputed) and said so. A green is
+//!   cached only once confirmed, with its confirmations; a green entry holding fewer agreeing
+//!   confirmations than the run asks for (one written before confirmations were cached, format
+//!   2, has a key of its own and is never read) is ignored and recomputed, never trusted as
+//!   confirmed;
 //! - the `check_baseline` receipt event, and the iteration-0 halt when the check already passes
-//!   on t0 (the agent is never called);
+//!   on t0 (the agent is never called): a green t0 is confirmed like any green first, by
+//!   `confirm_runs` reruns on t0 (`super::confirm`, recorded as `check_confirmation` events of
+//!   iteration 0 after `check_baseline`); one that disagrees halts `check_not_deterministic` as a
+//!   flaky green does at any iteration (`super::decide::flake`), and is never cached;
 //! - [`BaselineSetGuard`], the guard after every check with exit 0: the collected set lost a
 //!   member of C0, or the skipped set gained one against S0 (`metric_integrity_violation`).
 //!
@@ -25,7 +32,9 @@ use super::verdict::{shell_could_not_run, Verdict};
 use crate::ending::Ending;
 use crate::error::CmdResult;
 use crate::halt::HaltReason;
-use crate::receipt::events::{CheckBaselineRecord, CheckResult, Event, FindingRecord, GuardRecord};
+use crate::receipt::events::{CheckBaselineRecord, CheckResult, ConfirmationRecord, Event, FindingRecord, GuardRecord};
+use crate::receipt::history::History;
+use crate::workspace::Snapshot;
 use crate::safefs::SafeDir;
 use crate::testreport::shown;
 use crate::zones::Zone;
@@ -38,8 +47,10 @@ pub const CACHE_DIR: &str = "check-baselines";
 /// Largest cache entry read.
 const MAX_CACHE_ENTRY_BYTES: u64 = 64 * 1024 * 1024;
 /// The cache entry format this version writes (part of the key, too): 2 since the baseline's
-/// check records its `output_sight` (entries of format 1 lack it and are recomputed).
-const CACHE_FORMAT: u32 = 2;
+/// check records its `output_sight` (entries of format 1 lack it and are recomputed), 3 since a
+/// green is cached with its confirmation reruns (entries of format 2 hold an unconfirmed green
+/// and are never read: their key is another).
+const CACHE_FORMAT: u32 = 3;
 /// At most this many ids are named in a set-guard finding; the rest are counted and digested.
 const NAMED_IDS: usize = 50;
 
@@ -139,12 +150,15 @@ struct CacheEntry {
     format: u32,
     key: String,
     check: CheckResult,
+    /// The confirmation reruns of a green (all agreeing), in order; empty for any other verdict.
+    confirmations: Vec<ConfirmationRecord>,
 }
 
 /// What reading the cache gave.
 #[derive(Debug)]
 pub enum CacheRead {
-    Hit(CheckResult),
+    /// The baseline's check and, for a green, its confirmations (as many as the run asks for).
+    Hit { check: CheckResult, confirmations: Vec<ConfirmationRecord> },
     /// No usable entry; the note says why when an entry was there and was ignored.
     Miss(Option<String>),
 }
@@ -154,8 +168,10 @@ fn entry_name(key: &str) -> String {
 }
 
 /// Read the entry of `key` beneath `dir`, never trusting it: bounded, without following a link,
-/// and only when it parses and names the same key and format.
-pub fn read_cache(dir: &SafeDir, key: &str) -> CacheRead {
+/// and only when it parses and names the same key and format; a green only when it holds at
+/// least `confirm_runs` confirmations of iteration 0, all agreeing (the first `confirm_runs` are
+/// returned).
+pub fn read_cache(dir: &SafeDir, key: &str, confirm_runs: u64) -> CacheRead {
     let name = entry_name(key);
     let ignored = |why: String| CacheRead::Miss(Some(format!("cache entry {CACHE_DIR}/{name} ignored ({why}); the baseline was recomputed")));
     let bytes = match dir.read(&name, MAX_CACHE_ENTRY_BYTES) {
@@ -168,14 +184,22 @@ pub fn read_cache(dir: &SafeDir, key: &str) -> CacheRead {
         Ok(entry) if entry.format != CACHE_FORMAT => ignored(format!("format {} is not {CACHE_FORMAT}", entry.format)),
         Ok(entry) if entry.key != key => ignored("it names another key".into()),
         Ok(entry) if entry.check.iteration != 0 || entry.check.check_exit.is_none() => ignored("it holds no exited baseline check".into()),
-        Ok(entry) => CacheRead::Hit(entry.check),
+        Ok(entry) if Verdict::of_check(&entry.check) == Verdict::Pass => {
+            let agreeing = entry.confirmations.iter().take_while(|c| c.agrees && c.check.iteration == 0).count() as u64;
+            if agreeing < confirm_runs {
+                return ignored(format!("a green confirmed by {agreeing} agreeing rerun(s), not the {confirm_runs} this run asks for"));
+            }
+            let confirmations = entry.confirmations.into_iter().take(confirm_runs as usize).map(|c| ConfirmationRecord { check: as_cached(c.check), ..c }).collect();
+            CacheRead::Hit { check: entry.check, confirmations }
+        }
+        Ok(entry) => CacheRead::Hit { check: entry.check, confirmations: Vec::new() },
     }
 }
 
-/// Store `check` as the entry of `key` beneath `dir` (atomically: a reader sees the old entry or
-/// the new one, never half of one).
-pub fn write_cache(dir: &SafeDir, key: &str, check: &CheckResult) -> Result<(), String> {
-    let entry = CacheEntry { format: CACHE_FORMAT, key: key.to_string(), check: check.clone() };
+/// Store `check` (a green: with its agreeing `confirmations`) as the entry of `key` beneath
+/// `dir` (atomically: a reader sees the old entry or the new one, never half of one).
+pub fn write_cache(dir: &SafeDir, key: &str, check: &CheckResult, confirmations: &[ConfirmationRecord]) -> Result<(), String> {
+    let entry = CacheEntry { format: CACHE_FORMAT, key: key.to_string(), check: check.clone(), confirmations: confirmations.to_vec() };
     let bytes = serde_json::to_vec(&entry).map_err(|e| e.to_string())?;
     dir.write_atomic(&entry_name(key), &bytes).map_err(|e| e.to_string())
 }
@@ -222,8 +246,9 @@ impl ActiveRun<'_> {
         if self.history.last_started > 0 {
             return Ok(None);
         }
+        let mut t0_tree = None;
         if self.history.check_baseline.is_none() {
-            if let Some(stop) = self.record_baseline(zone)? {
+            if let Some(stop) = self.record_baseline(zone, &mut t0_tree)? {
                 return Ok(Some(stop));
             }
         }
@@ -233,15 +258,52 @@ impl ActiveRun<'_> {
             // A red t0: the loop's targets are selected from it (engine::targets).
             return self.select_targets();
         }
-        let source = if baseline.cached { "its cached baseline" } else { "the baseline run before any agent call" };
-        Ok(Some(Step::Halt(
-            HaltReason::SuccessConditionMet,
-            format!("the check already passes on t0 ({source}): halted at iteration 0, the agent was not called"),
-        )))
+        // A green t0 is confirmed like any green before it is success (or cached).
+        if let Some(stop) = self.confirm_baseline(zone, t0_tree)? {
+            return Ok(Some(stop));
+        }
+        Ok(Some(decide_green_t0(&self.history, self.cfg.confirm_runs)))
     }
 
-    /// Run (or read from the cache) the check on t0 and append `check_baseline`.
-    fn record_baseline(&mut self, zone: &mut dyn Zone) -> CmdResult<Option<Step>> {
+    /// The confirmation reruns of the green t0 baseline that the receipt does not hold yet (all
+    /// of them; on resume, those a stopped run did not record), on t0 (`tree`: its snapshot,
+    /// taken again when `None` in a detached workspace), then the green cached with them when
+    /// every one agreed. `Some(step)`: an interrupt, a zone that could not be set up, or a rerun
+    /// that wrote to t0 (`metric_integrity_violation`).
+    fn confirm_baseline(&mut self, zone: &mut dyn Zone, tree: Option<Snapshot>) -> CmdResult<Option<Step>> {
+        let Some(record) = self.history.check_baseline.clone() else { return Ok(None) };
+        let done = self.history.baseline_confirmations.len() as u64;
+        let flaked = self.history.baseline_confirmations.iter().any(|c| !c.agrees);
+        if !flaked && done < self.cfg.confirm_runs {
+            let tree = match (tree, self.workspace.as_mut()) {
+                (Some(tree), _) => Some(tree),
+                (None, Some(ws)) => match ws.snapshot() {
+                    Taken::Snapshot { snapshot, .. } => Some(snapshot),
+                    Taken::Refused(detail) => return Ok(Some(Step::Halt(HaltReason::WorkspaceInvalid, detail))),
+                    Taken::Interrupted(signal) => return Ok(Some(Step::Interrupted(signal))),
+                },
+                (None, None) => None,
+            };
+            match self.rerun_green(zone, 0, tree.as_ref(), &record.check, done + 1, done)? {
+                super::confirm::Rerun::Done => {}
+                super::confirm::Rerun::Stopped(step) | super::confirm::Rerun::WroteTree(step) => return Ok(Some(step)),
+            }
+        }
+        // Only a confirmed green is cached, with its confirmations (a hit is not written again).
+        let confirmations = &self.history.baseline_confirmations;
+        let confirmed = confirmations.len() as u64 >= self.cfg.confirm_runs && confirmations.iter().all(|c| c.agrees);
+        if let (true, false, Some(key)) = (confirmed, record.cache_hit, record.cache_key.as_ref()) {
+            let written = self.statedir.root().subdir_or_create(CACHE_DIR).map_err(|e| e.to_string()).and_then(|dir| write_cache(&dir, key, &record.check, confirmations));
+            if let Err(e) = written {
+                tracing::warn!(error = %e, "the confirmed t0 baseline could not be cached");
+            }
+        }
+        Ok(None)
+    }
+
+    /// Run (or read from the cache) the check on t0 and append `check_baseline` (a cache hit on
+    /// a green: with the confirmations cached with it). `t0_tree`: the snapshot the check ran on.
+    fn record_baseline(&mut self, zone: &mut dyn Zone, t0_tree: &mut Option<Snapshot>) -> CmdResult<Option<Step>> {
         let tree_id = match (&self.workspace, &self.history.workspace) {
             (Some(_), Some(ws)) if self.cfg.workspace == WorkspaceMode::Detached => Some(ws.tree_id.clone()),
             _ => None,
@@ -256,10 +318,13 @@ impl ActiveRun<'_> {
             Some((Ok(_), _)) => None,
         };
         if let Some((Ok(dir), key)) = &cache {
-            match read_cache(dir, key) {
-                CacheRead::Hit(check) => {
+            match read_cache(dir, key, self.cfg.confirm_runs) {
+                CacheRead::Hit { check, confirmations } => {
                     let check = as_cached(check);
                     self.append_baseline(check, tree_id, Some(key.clone()), true, None)?;
+                    for confirmation in confirmations {
+                        self.append(Event::CheckConfirmation(confirmation))?;
+                    }
                     return Ok(None);
                 }
                 CacheRead::Miss(note) => cache_note = note,
@@ -289,12 +354,22 @@ impl ActiveRun<'_> {
             self.append(Event::Guard(finding))?;
             return Ok(Some(Step::Halt(HaltReason::MetricIntegrityViolation, detail)));
         }
-        if let (Some((Ok(dir), key)), true) = (&cache, cacheable(&check)) {
-            if let Err(e) = write_cache(dir, key, &check) {
-                let note = format!("the cache entry could not be written: {e}");
+        // A green is cached once confirmed (`confirm_baseline`), with its confirmations.
+        let unconfirmed = Verdict::of_check(&check) == Verdict::Pass && self.cfg.confirm_runs > 0;
+        match (&cache, cacheable(&check)) {
+            (Some((Ok(_), _)), true) if unconfirmed => {
+                let note = "a green is cached once its confirmation reruns agree".to_string();
                 cache_note = Some(cache_note.map_or(note.clone(), |n| format!("{n}; {note}")));
             }
+            (Some((Ok(dir), key)), true) => {
+                if let Err(e) = write_cache(dir, key, &check, &[]) {
+                    let note = format!("the cache entry could not be written: {e}");
+                    cache_note = Some(cache_note.map_or(note.clone(), |n| format!("{n}; {note}")));
+                }
+            }
+            _ => {}
         }
+        *t0_tree = snapshot;
         let key = cache.map(|(_, key)| key);
         self.append_baseline(check, tree_id, key, false, cache_note)?;
         Ok(None)
@@ -416,6 +491,33 @@ impl BaselineSetGuard {
         }
         (check, uses)
     }
+}
+
+/// The decision on a green t0 baseline as the receipt holds it (live and resumed alike): a
+/// confirmation rerun that disagreed is a flake (`check_not_deterministic`, or
+/// `execution_failure` for a rerun that could not start), as at any iteration; confirmed by
+/// `confirm_runs` agreeing reruns, success at iteration 0; fewer (a run stopped before them) is
+/// no success yet.
+pub fn decide_green_t0(history: &History, confirm_runs: u64) -> Step {
+    let confirmations = &history.baseline_confirmations;
+    if let Some(flaky) = confirmations.iter().find(|c| !c.agrees) {
+        return super::decide::flake(flaky, 0);
+    }
+    if (confirmations.len() as u64) < confirm_runs {
+        return Step::Continue;
+    }
+    let source = match history.check_baseline.as_ref().is_some_and(|b| b.cache_hit) {
+        true => "its cached baseline",
+        false => "the baseline run before any agent call",
+    };
+    let confirmed = match confirmations.len() {
+        0 => String::new(),
+        n => format!(", confirmed by {n} agreeing rerun(s)"),
+    };
+    Step::Halt(
+        HaltReason::SuccessConditionMet,
+        format!("the check already passes on t0 ({source}{confirmed}): halted at iteration 0, the agent was not called"),
+    )
 }
 
 /// The members of `ids` named (escaped), at most [`NAMED_IDS`], then a count and a digest of all.
@@ -666,11 +768,11 @@ mod tests {
         let safe = SafeDir::open(dir.path()).unwrap();
         let Event::CheckResult(mut check) = sample::check_result(0, 1) else { unreachable!() };
         check.iteration = 0;
-        write_cache(&safe, "k1", &check).unwrap();
-        assert!(matches!(read_cache(&safe, "k1"), CacheRead::Hit(c) if c == check));
-        assert!(matches!(read_cache(&safe, "k2"), CacheRead::Miss(None)));
+        write_cache(&safe, "k1", &check, &[]).unwrap();
+        assert!(matches!(read_cache(&safe, "k1", 1), CacheRead::Hit { check: c, confirmations } if c == check && confirmations.is_empty()));
+        assert!(matches!(read_cache(&safe, "k2", 1), CacheRead::Miss(None)));
         std::fs::rename(dir.path().join("k1.json"), dir.path().join("k2.json")).unwrap();
-        let CacheRead::Miss(Some(note)) = read_cache(&safe, "k2") else { panic!("a moved entry was trusted") };
+        let CacheRead::Miss(Some(note)) = read_cache(&safe, "k2", 1) else { panic!("a moved entry was trusted") };
         assert_eq!(note, "cache entry check-baselines/k2.json ignored (it names another key); the baseline was recomputed");
     }
 
@@ -679,7 +781,78 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let safe = SafeDir::open(dir.path()).unwrap();
         std::fs::write(dir.path().join("k.json"), b"{\"format\":1,").unwrap();
-        let CacheRead::Miss(Some(note)) = read_cache(&safe, "k") else { panic!("a malformed entry was trusted") };
+        let CacheRead::Miss(Some(note)) = read_cache(&safe, "k", 1) else { panic!("a malformed entry was trusted") };
         assert!(note.starts_with("cache entry check-baselines/k.json ignored (malformed: "), "{note}");
+    }
+
+    fn green_t0() -> CheckResult {
+        let Event::CheckResult(mut check) = sample::check_result(0, 0) else { unreachable!() };
+        check.iteration = 0;
+        check.stdout.artifact = Some("artifacts/0000-check.stdout".into());
+        check
+    }
+
+    fn confirmation(k: u64, agrees: bool) -> ConfirmationRecord {
+        ConfirmationRecord { confirmation: k, same_tree_as: None, agrees, stability_lower_bound: 0.27, confidence: 0.95, stability_target: 0.95, check: green_t0() }
+    }
+
+    #[test]
+    fn a_cached_green_is_read_back_with_the_confirmations_the_run_asks_for_their_artifacts_unnamed() {
+        let dir = tempfile::tempdir().unwrap();
+        let safe = SafeDir::open(dir.path()).unwrap();
+        write_cache(&safe, "k", &green_t0(), &[confirmation(1, true), confirmation(2, true)]).unwrap();
+        let CacheRead::Hit { confirmations, .. } = read_cache(&safe, "k", 1) else { panic!("a confirmed green was not read back") };
+        assert_eq!(confirmations.iter().map(|c| (c.confirmation, c.check.stdout.artifact.clone())).collect::<Vec<_>>(), vec![(1, None)]);
+        assert!(matches!(read_cache(&safe, "k", 0), CacheRead::Hit { confirmations, .. } if confirmations.is_empty()));
+    }
+
+    #[test]
+    fn a_cached_green_with_fewer_agreeing_confirmations_than_the_run_asks_for_is_ignored_and_recomputed() {
+        let dir = tempfile::tempdir().unwrap();
+        let safe = SafeDir::open(dir.path()).unwrap();
+        write_cache(&safe, "k", &green_t0(), &[]).unwrap();
+        let CacheRead::Miss(Some(note)) = read_cache(&safe, "k", 1) else { panic!("an unconfirmed green was trusted") };
+        assert_eq!(note, "cache entry check-baselines/k.json ignored (a green confirmed by 0 agreeing rerun(s), not the 1 this run asks for); the baseline was recomputed");
+        write_cache(&safe, "k", &green_t0(), &[confirmation(1, true), confirmation(2, false)]).unwrap();
+        assert!(matches!(read_cache(&safe, "k", 2), CacheRead::Miss(Some(_))), "a disagreeing confirmation confirms nothing");
+        assert!(matches!(read_cache(&safe, "k", 1), CacheRead::Hit { .. }));
+    }
+
+    fn green_t0_history(confirmations: Vec<ConfirmationRecord>) -> History {
+        let record = CheckBaselineRecord { check: green_t0(), tree_id: None, cache_key: None, cache_hit: false, cache_note: None, sets_unmeasured: None, inactive_guards: None };
+        History { check_baseline: Some(record), baseline_confirmations: confirmations, ..Default::default() }
+    }
+
+    #[test]
+    fn a_green_t0_is_success_only_once_confirmed_by_the_reruns_the_run_asks_for() {
+        assert_eq!(decide_green_t0(&green_t0_history(vec![]), 1), Step::Continue);
+        assert_eq!(
+            decide_green_t0(&green_t0_history(vec![confirmation(1, true)]), 1),
+            Step::Halt(
+                HaltReason::SuccessConditionMet,
+                "the check already passes on t0 (the baseline run before any agent call, confirmed by 1 agreeing rerun(s)): halted at iteration 0, the agent was not called".into()
+            )
+        );
+        assert!(matches!(decide_green_t0(&green_t0_history(vec![]), 0), Step::Halt(HaltReason::SuccessConditionMet, _)));
+    }
+
+    #[test]
+    fn a_green_t0_whose_rerun_disagrees_is_a_flake_as_at_any_iteration() {
+        let mut red = confirmation(1, false);
+        red.check.ending = Ending::Exited { code: 1 };
+        red.check.check_exit = Some(1);
+        let Step::Halt(reason, detail) = decide_green_t0(&green_t0_history(vec![red]), 1) else { panic!("no halt") };
+        assert_eq!(reason, HaltReason::CheckNotDeterministic);
+        assert!(detail.starts_with("the check passed on t0, but confirmation rerun 1 on the same tree was red: a flake, not success"), "{detail}");
+    }
+
+    #[test]
+    fn a_cache_entry_without_its_confirmations_field_is_malformed() {
+        let dir = tempfile::tempdir().unwrap();
+        let safe = SafeDir::open(dir.path()).unwrap();
+        let entry = serde_json::json!({"format": CACHE_FORMAT, "key": "k", "check": green_t0()});
+        std::fs::write(dir.path().join("k.json"), serde_json::to_vec(&entry).unwrap()).unwrap();
+        let CacheRead::Miss(Some(note)) = read_cache(&safe, "k", 0) else { panic!("an entry without confirmations was trusted") };
+        assert!(note.contains("malformed: missing field `confirmations`"), "{note}");
     }
 }

@@ -212,17 +212,15 @@ impl CheckOutcome {
                         error: r.result.as_ref().err().map(|e| bounded(&e.to_string())),
                     })
                     .collect();
+                let records = |found: &[agreement::Disagreement]| {
+                    found.iter().map(|d| DisagreementRecord { kind: d.kind().into(), subject: shown(&d.subject()), detail: bounded(&d.to_string()) }).collect()
+                };
+                // A red run's disagreements are the gaps in its evidence (no failure among them):
+                // its sets count as met targets only without any (`super::verdict::evidence_gaps`).
                 let (verdict, sources, disagreements) = match agreement {
                     Agreement::Green { sources } => ("green", sources.iter().map(|s| shown(&s.name)).collect(), vec![]),
-                    Agreement::Red { .. } => ("red", vec![], vec![]),
-                    Agreement::Disagree { disagreements } => (
-                        "disagree",
-                        vec![],
-                        disagreements
-                            .iter()
-                            .map(|d| DisagreementRecord { kind: d.kind().into(), subject: shown(&d.subject()), detail: bounded(&d.to_string()) })
-                            .collect(),
-                    ),
+                    Agreement::Red { gaps, .. } => ("red", vec![], records(gaps)),
+                    Agreement::Disagree { disagreements } => ("disagree", vec![], records(disagreements)),
                 };
                 Some(CheckEvidence { verdict: verdict.into(), reports, sources, disagreements })
             }

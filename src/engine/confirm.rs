@@ -1,5 +1,6 @@
 //! Confirmation of a green before `success_condition_met`: the check rerun `confirm_runs` times
-//! on the same tree (the iteration's candidate, through the one check runner; on resume, the
+//! on the same tree (the iteration's candidate, or t0 for a green baseline (`super::baseline`),
+//! through the one check runner; on resume, the
 //! reruns a crashed supervisor did not record, and the canary), each rerun a free
 //! sample of the in-loop stability monitor. A rerun whose verdict class or failing set differs
 //! from the iteration's `check_result` is a flake, not success: it is recorded
@@ -25,6 +26,16 @@ use crate::trust::stats::{stability_lower_bound, Confidence};
 use crate::workspace::Snapshot;
 use crate::zones::Zone;
 
+/// How the confirmation reruns of a green ended.
+pub(super) enum Rerun {
+    /// Every rerun ran (or one disagreed): each is recorded.
+    Done,
+    /// An interrupt, or a zone that could not be set up: this step.
+    Stopped(Step),
+    /// A rerun wrote to the tree it tested: its finding's halt (the `guard` event is recorded).
+    WroteTree(Step),
+}
+
 /// Whether a rerun showed what the iteration's check showed: verdict class and failing set.
 fn agrees(original: &CheckResult, rerun: &CheckResult) -> bool {
     Verdict::of_check(original) == Verdict::of_check(rerun) && original.failing_set == rerun.failing_set
@@ -38,19 +49,35 @@ impl ActiveRun<'_> {
     }
 
     /// The reruns `first..=confirm_runs` of iteration `n`'s green, the `agreeing` earlier ones
-    /// counted in the bound.
+    /// counted in the bound, then the decision.
     fn confirm_green_from(&mut self, zone: &mut dyn Zone, n: u64, tree: Option<&Snapshot>, original: &CheckResult, first: u64, agreeing: u64) -> CmdResult<Step> {
+        match self.rerun_green(zone, n, tree, original, first, agreeing)? {
+            Rerun::Stopped(step) => Ok(step),
+            // The rerun's finding is recorded (a `guard` event): `decide` halts on it.
+            Rerun::Done | Rerun::WroteTree(_) => Ok(self.decide()),
+        }
+    }
+
+    /// Rerun the green `original` of iteration `n` (0: the check on t0, `super::baseline`) on
+    /// `tree` as reruns `first..=confirm_runs`, each recorded as a `check_confirmation`, until
+    /// one did not agree; the `agreeing` earlier ones are counted in the bound.
+    pub(super) fn rerun_green(&mut self, zone: &mut dyn Zone, n: u64, tree: Option<&Snapshot>, original: &CheckResult, first: u64, agreeing: u64) -> CmdResult<Rerun> {
         let confidence = Confidence::new(self.cfg.confidence).map_err(|e| Failure::invalid_input(format!("the pinned confidence: {e}")))?;
         let target = 1.0 - self.cfg.max_flake_rate;
         let mut agreeing = agreeing;
         for k in first..=self.cfg.confirm_runs {
             if let Some(sig) = crate::interrupt::pending() {
-                return Ok(Step::Interrupted(sig));
+                return Ok(Rerun::Stopped(Step::Interrupted(sig)));
             }
             let outcome = match self.run_check(zone, n, tree, super::iteration::CheckRun::Confirmation(k))? {
                 Ok(outcome) => outcome,
-                Err(halt) => return Ok(halt),
+                Err(halt) => return Ok(Rerun::Stopped(halt)),
             };
+            // The operator's interrupt is no sample of the check: nothing is recorded, the run
+            // stops resumable and a resumed run makes this rerun again.
+            if let crate::ending::Ending::Interrupted { signal } = outcome.ending() {
+                return Ok(Rerun::Stopped(Step::Interrupted(*signal)));
+            }
             let check = outcome.record(n);
             let agreed = agrees(original, &check);
             agreeing += u64::from(agreed);
@@ -66,14 +93,15 @@ impl ActiveRun<'_> {
             }))?;
             // A rerun that wrote to the tree it tested halts like the iteration's check would.
             if let Some(finding) = outcome.tree_writes {
+                let halt = Step::Halt(finding.halt_reason, finding.detail.clone());
                 self.append(Event::Guard(finding))?;
-                break;
+                return Ok(Rerun::WroteTree(halt));
             }
             if !agreed {
                 break;
             }
         }
-        Ok(self.decide())
+        Ok(Rerun::Done)
     }
 
     /// A resumed run whose receipt ends in a green iteration decided as success: its held-out

@@ -12,9 +12,12 @@
 //!   (not a failure), and at the iteration cap `max_iterations_reached`; could-not-run is
 //!   `execution_failure`.
 //! - a confirmation rerun of a green that disagreed with it (`check_confirmation`):
-//!   `check_not_deterministic`, before the green could count as success.
+//!   `check_not_deterministic`, before the green could count as success (`flake`, which a
+//!   green t0 baseline's disagreeing rerun is decided by too, `super::baseline`).
 //! - a red check whose `progress` event says `targets_met` (it failed only on pre-existing,
-//!   non-target failures; docs/progress.md, "Targets"): `success_condition_met`.
+//!   non-target failures, on whole evidence; docs/progress.md, "Targets"): `success_condition_met`;
+//!   one whose sets met the targets on evidence with gaps is the `progress` event's
+//!   `metric_integrity_violation` (the gate a green passes, `super::verdict::evidence_whole`).
 //! - a red check whose `progress` event names a no-convergence halt (`no_progress_detected`,
 //!   `same_failure_repeated`, ...; docs/progress.md): that halt, also at the cap.
 //! - a green check the judge answered (`judge` event): approve keeps `success_condition_met`; a
@@ -82,8 +85,7 @@ fn after_check(check: &CheckResult, iteration: u64, max_iterations: u64) -> Step
 /// The halt detail of a zero exit whose evidence disagrees: every disagreement (each is escaped
 /// and bounded in the record).
 fn disagreement_detail(check: &CheckResult, iteration: u64) -> String {
-    let found: Vec<&str> = check.evidence.iter().flat_map(|e| &e.disagreements).map(|d| d.detail.as_str()).collect();
-    format!("the check exited 0 at iteration {iteration} but its evidence disagrees: {}", found.join("; "))
+    format!("the check exited 0 at iteration {iteration} but its evidence disagrees: {}", super::verdict::evidence_gaps(check).join("; "))
 }
 
 /// Decide on the current iteration as recorded so far: `Continue` means no recorded stage halts
@@ -205,15 +207,20 @@ fn unjudged_green(record: &IterationRecord, detail: String) -> Step {
     )
 }
 
-/// A confirmation rerun that disagreed with the iteration's green: a flake, not success.
-fn flake(c: &crate::receipt::events::ConfirmationRecord, iteration: u64) -> Step {
+/// A confirmation rerun that disagreed with the iteration's green (iteration 0: the green t0
+/// baseline's, `super::baseline`): a flake, not success.
+pub(super) fn flake(c: &crate::receipt::events::ConfirmationRecord, iteration: u64) -> Step {
+    let at = match iteration {
+        0 => "on t0".to_string(),
+        n => format!("at iteration {n}"),
+    };
     // A rerun the zone or its engine could not start says nothing about the check: no verdict
     // was sampled, so it is the machinery's failure, not the check's instability.
     if let Ending::FailedToStart { reason } = &c.check.ending {
         return Step::Halt(
             HaltReason::ExecutionFailure,
             format!(
-                "the check passed at iteration {iteration}, but confirmation rerun {} could not start ({}): its stability was not sampled, so this is no success and no verdict on the check",
+                "the check passed {at}, but confirmation rerun {} could not start ({}): its stability was not sampled, so this is no success and no verdict on the check",
                 c.confirmation,
                 crate::inert::inert(reason)
             ),
@@ -237,7 +244,7 @@ fn flake(c: &crate::receipt::events::ConfirmationRecord, iteration: u64) -> Step
     Step::Halt(
         HaltReason::CheckNotDeterministic,
         format!(
-            "the check passed at iteration {iteration}, but confirmation rerun {} on the same tree was {shown}: a flake, not success (stability lower bound {:.4}, Wilson at {}, below {})",
+            "the check passed {at}, but confirmation rerun {} on the same tree was {shown}: a flake, not success (stability lower bound {:.4}, Wilson at {}, below {})",
             c.confirmation, c.stability_lower_bound, c.confidence, c.stability_target
         ),
     )

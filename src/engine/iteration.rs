@@ -37,7 +37,7 @@ use crate::zones::{Role, Zone};
 pub(super) enum CheckRun<'a> {
     /// The iteration's own check (iteration 0: the check on t0).
     Iteration,
-    /// Confirmation rerun `k` of a green.
+    /// Confirmation rerun `k` of a green (iteration 0: of the green t0 baseline).
     Confirmation(u64),
     /// The held-out check (`NNNN-holdout`): its own command, the held-out directory bound.
     Holdout,
@@ -140,6 +140,11 @@ impl ActiveRun<'_> {
                     progress.reverted_to_tree = Some(tree.clone());
                 }
                 let accepted = progress.accepted;
+                // A red check whose sets met the targets on evidence with gaps is no accepted
+                // step, as a zero exit whose evidence disagrees is not (never delivered).
+                if super::progress::refused_unevidenced_targets(&progress) {
+                    clean = false;
+                }
                 self.append(Event::Progress(progress))?;
                 // In place no guard can judge the step: met targets are no success either.
                 if targets_met && self.workspace.is_none() {
@@ -354,6 +359,7 @@ impl ActiveRun<'_> {
             let what = match (n, run) {
                 (0, CheckRun::Iteration) => "the check on t0".to_string(),
                 (_, CheckRun::Iteration) => format!("the check of iteration {n}"),
+                (0, CheckRun::Confirmation(k)) => format!("confirmation rerun {k} of the check on t0"),
                 (_, CheckRun::Confirmation(k)) => format!("confirmation rerun {k} of iteration {n}"),
                 (0, CheckRun::Holdout) => "the held-out check on t0".to_string(),
                 (_, CheckRun::Holdout) => format!("the held-out check of iteration {n}"),

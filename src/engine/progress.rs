@@ -20,7 +20,8 @@ use crate::engine::score::ScoreRule;
 use crate::convergence::rules::{self, Limits};
 use crate::convergence::{signature, Observation, TestSet};
 use crate::engine::targets::Targets;
-use crate::engine::verdict::Verdict;
+use crate::engine::verdict::{evidence_gaps, evidence_whole, Verdict};
+use crate::halt::HaltReason;
 use crate::receipt::events::{CheckResult, ProgressRecord, ProgressScore};
 use crate::receipt::history::{History, IterationRecord};
 use std::collections::BTreeMap;
@@ -110,10 +111,12 @@ pub fn judge_scored(history: &History, iteration: u64, limits: &Limits, patterns
     let record = history.iterations.iter().rev().find(|r| r.iteration == iteration)?;
     let check = record.check.as_ref()?;
     let targets = Targets::of_history(history, patterns);
-    let targets_met = match (&targets, Verdict::of_check(check), sets(check)) {
+    let met_by_sets = match (&targets, Verdict::of_check(check), sets(check)) {
         (Some(t), Verdict::Fail, Some((passing, failing))) => t.met(&passing, &failing),
         _ => false,
     };
+    // The met targets of a red check stand only on whole evidence: the gate a green passes.
+    let targets_met = met_by_sets && evidence_whole(check);
     let mut trajectory = trajectory_before(history, iteration, targets.as_ref());
     let candidate = observe(record, targets.as_ref(), false)?;
     let t0 = t0(history, targets.as_ref());
@@ -129,7 +132,7 @@ pub fn judge_scored(history: &History, iteration: u64, limits: &Limits, patterns
     trajectory.push(Observation { accepted, ..candidate });
     // The rules judge a red check only: a green one (or one that met the targets) ends the run.
     let finding = match (Verdict::of_check(check), &t0, trajectory.split_first()) {
-        _ if targets_met => None,
+        _ if met_by_sets => None,
         (Verdict::Fail, Some(t0), _) => rules::evaluate(t0, &trajectory, limits),
         (Verdict::Fail, None, Some((start, rest))) if !rest.is_empty() => rules::evaluate(start, rest, limits),
         _ => None,
@@ -141,12 +144,40 @@ pub fn judge_scored(history: &History, iteration: u64, limits: &Limits, patterns
         rejection,
         frontier: frontier_at,
         reverted_to_tree: None,
-        halt_reason: finding.as_ref().map(rules::Finding::reason),
-        detail: finding.as_ref().map(rules::Finding::detail),
-        evidence: finding.as_ref().and_then(|f| serde_json::to_value(f).ok()).map(bounded),
+        halt_reason: match met_by_sets && !targets_met {
+            true => Some(HaltReason::MetricIntegrityViolation),
+            false => finding.as_ref().map(rules::Finding::reason),
+        },
+        detail: match met_by_sets && !targets_met {
+            true => Some(unevidenced_targets(iteration, check)),
+            false => finding.as_ref().map(rules::Finding::detail),
+        },
+        evidence: match met_by_sets && !targets_met {
+            true => Some(bounded(serde_json::json!({"rule": UNEVIDENCED_TARGETS, "gaps": evidence_gaps(check)}))),
+            false => finding.as_ref().and_then(|f| serde_json::to_value(f).ok()).map(bounded),
+        },
         targets_met,
         score: progress_score,
     })
+}
+
+/// The `progress` evidence's rule name when a red check's sets met the targets on evidence with
+/// gaps (`metric_integrity_violation`).
+pub const UNEVIDENCED_TARGETS: &str = "targets_met_on_incomplete_evidence";
+
+/// The halt detail of a red check whose sets meet the targets but whose evidence has gaps.
+fn unevidenced_targets(iteration: u64, check: &CheckResult) -> String {
+    format!(
+        "the check exited {} at iteration {iteration} and its sets show every target passing, but its evidence is not whole: {}; \
+         met targets count only on whole evidence, as a green does",
+        check.check_exit.map_or("-".to_string(), |c| c.to_string()),
+        evidence_gaps(check).join("; ")
+    )
+}
+
+/// Whether `progress` refused met targets for the gaps in the check's evidence.
+pub fn refused_unevidenced_targets(progress: &ProgressRecord) -> bool {
+    progress.evidence.as_ref().and_then(|e| e.get("rule")).and_then(|r| r.as_str()) == Some(UNEVIDENCED_TARGETS)
 }
 
 /// The score part of judging `check` (iteration `iteration`) under the declared `rule`: the
@@ -349,6 +380,57 @@ mod tests {
         assert_eq!((broke.accepted, broke.frontier), (false, 0));
         assert!(step(&mut h, 2, &["a"], &limits).accepted);
         assert_eq!(accepted_trajectory(&h), vec![(0, 2), (2, 1)]);
+    }
+
+    /// A history whose t0 failed `a` (the target, by default) and `b` (no pattern: both are
+    /// targets unless `patterns` select `a` only), then iteration 1 failing only `b`, with the
+    /// red check's evidence holding `gaps` (disagreement kinds).
+    fn met_at_1_with(gaps: &[&str]) -> ProgressRecord {
+        let mut h = History::default();
+        checked(&mut h, 0, &["a", "b"]);
+        let t0 = h.iterations.pop().unwrap().check.unwrap();
+        h.check_baseline = Some(crate::receipt::events::CheckBaselineRecord {
+            check: t0,
+            tree_id: None,
+            cache_key: None,
+            cache_hit: false,
+            cache_note: None,
+            sets_unmeasured: None,
+            inactive_guards: None,
+        });
+        checked(&mut h, 1, &["b"]);
+        let check = h.iterations[0].check.as_mut().unwrap();
+        check.evidence = Some(crate::receipt::events::CheckEvidence {
+            verdict: "red".into(),
+            reports: vec![],
+            sources: vec![],
+            disagreements: gaps
+                .iter()
+                .map(|k| crate::receipt::events::DisagreementRecord { kind: k.to_string(), subject: "output".into(), detail: format!("{k} here") })
+                .collect(),
+        });
+        judge(&h, 1, &Limits::default(), &["a".into()]).expect("judged")
+    }
+
+    #[test]
+    fn a_red_check_meeting_the_targets_on_whole_evidence_is_targets_met() {
+        let judged = met_at_1_with(&[]);
+        assert_eq!((judged.targets_met, judged.halt_reason), (true, None));
+    }
+
+    #[test]
+    fn a_red_check_meeting_the_targets_on_evidence_with_gaps_halts_metric_integrity_violation() {
+        for gaps in [&["report_incomplete"][..], &["output_truncated"], &["report_unusable", "report_contradicts_itself"]] {
+            let judged = met_at_1_with(gaps);
+            assert_eq!((judged.targets_met, judged.halt_reason), (false, Some(HaltReason::MetricIntegrityViolation)), "{gaps:?}");
+            assert!(refused_unevidenced_targets(&judged));
+            let details: Vec<String> = gaps.iter().map(|k| format!("{k} here")).collect();
+            assert_eq!(
+                judged.detail.as_deref(),
+                Some(format!("the check exited 1 at iteration 1 and its sets show every target passing, but its evidence is not whole: {}; met targets count only on whole evidence, as a green does", details.join("; ")).as_str())
+            );
+            assert_eq!(judged.evidence, Some(serde_json::json!({"rule": UNEVIDENCED_TARGETS, "gaps": details})));
+        }
     }
 
     #[test]

@@ -10,7 +10,9 @@
 //!   of C0 (or patterns where t0 named no tests) halts `invariant_failed` (20) before the first
 //!   agent call; targets that all pass at t0 already halt `success_condition_met`;
 //! - the success rule of a red check: it failed only on pre-existing failures, with every target
-//!   and every test passing at t0 passing.
+//!   and every test passing at t0 passing, on whole evidence (`super::verdict::evidence_whole`,
+//!   the gate a green passes: a red check's sets with gaps are no success; `super::progress`
+//!   halts `metric_integrity_violation` on them).
 //!
 //! Pre-existing failures are tracked apart: the progress stage removes them from every set it
 //! judges, so they neither block success nor count as regressions. [`Targets`] is a pure function
@@ -181,7 +183,9 @@ impl ActiveRun<'_> {
             self.append(Event::Targets(targets.record(&self.cfg.targets)))?;
         }
         let failing = set(&t0.failing_set);
-        if targets.met(&targets.t0_passing, &failing) {
+        // Only on whole evidence (the gate of every success, `super::verdict::evidence_whole`):
+        // t0's sets with gaps say nothing of the targets, and the loop goes on.
+        if targets.met(&targets.t0_passing, &failing) && super::verdict::evidence_whole(&t0) {
             return Ok(Some(Step::Halt(
                 HaltReason::SuccessConditionMet,
                 format!(

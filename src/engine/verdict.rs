@@ -25,9 +25,10 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    /// The verdict of a recorded check: its ending and its recorded evidence.
+    /// The verdict of a recorded check: its ending and its recorded evidence (a zero exit passes
+    /// only through [`evidence_whole`]).
     pub fn of_check(check: &CheckResult) -> Verdict {
-        Verdict::of_evidence(&check.ending, check.evidence.as_ref().is_some_and(|e| e.disagrees()))
+        Verdict::of_evidence(&check.ending, !evidence_whole(check))
     }
 
     /// The verdict of an ending whose evidence does or does not disagree with it.
@@ -47,6 +48,21 @@ impl Verdict {
             _ => Verdict::CouldNotRun,
         }
     }
+}
+
+/// The evidence gate every success passes, a green and a red check's met targets alike: the
+/// recorded evidence holds no disagreement. For a zero exit that is every rule of
+/// `crate::testreport::agreement`; for a red one, its gaps (an incomplete unit, a binary without
+/// its result line, truncated output, an unusable declared report, a report or summary
+/// contradicting itself; its failures are what red means). A check whose evidence was not read
+/// (it did not exit) has none recorded, and claims no success either way.
+pub fn evidence_whole(check: &CheckResult) -> bool {
+    check.evidence.as_ref().is_none_or(|e| !e.disagrees() && e.disagreements.is_empty())
+}
+
+/// The details of what keeps a check's evidence from being whole ([`evidence_whole`]).
+pub fn evidence_gaps(check: &CheckResult) -> Vec<&str> {
+    check.evidence.iter().flat_map(|e| &e.disagreements).map(|d| d.detail.as_str()).collect()
 }
 
 /// Exit 126 (found but not executable) and 127 (not found) come from the shell, not the check.

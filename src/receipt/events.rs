@@ -538,7 +538,7 @@ pub struct ConfirmationRecord {
 }
 
 /// The evidence of one check run, bounded: per declared report its counts or its error, and
-/// each disagreement with a zero exit code (docs/guards.md, "The agreement").
+/// each disagreement with a zero exit code, or a red one's gaps (docs/guards.md, "The agreement").
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CheckEvidence {
     /// `green` (exit 0 and every source agrees), `red` (a non-zero exit) or `disagree`.

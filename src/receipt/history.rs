@@ -103,6 +103,9 @@ pub struct History {
     /// `externalised` event that holds its large sets (read back from the receipt).
     pub check_baseline: Option<super::events::CheckBaselineRecord>,
     pub check_baseline_externalised: Option<crate::receipt::bounded::Externalised>,
+    /// The confirmation reruns of a green t0 baseline (`check_confirmation` events of iteration 0,
+    /// recorded after `check_baseline`), in order.
+    pub baseline_confirmations: Vec<crate::receipt::events::ConfirmationRecord>,
     /// The held-out check's run on t0 (a `holdout_check` of iteration 0), when the run made one.
     pub holdout_baseline: Option<super::events::HoldoutRecord>,
     /// The run's `targets` event, when it recorded one.
@@ -204,6 +207,9 @@ impl History {
                     self.sentinel_refused.push(sentinel.iteration);
                 }
                 self.guard_bodies.push(recorded.body());
+            }
+            Event::CheckConfirmation(confirmation) if confirmation.check.iteration == 0 => {
+                self.baseline_confirmations.push(confirmation.clone());
             }
             Event::CheckConfirmation(confirmation) => {
                 if let Some(slot) = self.slot(confirmation.check.iteration) {

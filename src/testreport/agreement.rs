@@ -16,7 +16,12 @@
 //! - captured output whose middle was dropped (the per-binary summaries cannot all be seen).
 //!
 //! A non-zero exit (or none: killed) is red whatever the evidence says: evidence can only keep a
-//! run from being green, never make it green.
+//! run from being green, never make it green. A red run is examined by the same rules, and what
+//! they find other than failures (a failing test or a failing summary is what red means) is its
+//! evidence's *gaps* ([`Disagreement::is_gap`]): an incomplete unit, a missing result line,
+//! truncated output, an unusable declared report, a report or summary contradicting itself. A red
+//! run's sets count as met targets only without gaps (`engine::progress`): the one gate a green
+//! passes too.
 
 use super::libtest;
 use super::paths::DeclaredReport;
@@ -50,8 +55,9 @@ pub struct Source {
 pub enum Agreement {
     /// Exit code 0 and every source agrees (`sources` empty: the exit code was the only evidence).
     Green { sources: Vec<Source> },
-    /// A non-zero exit code, or none (the check was killed).
-    Red { exit_code: Option<i32> },
+    /// A non-zero exit code, or none (the check was killed), with the gaps in its evidence (the
+    /// disagreements that are no failure: [`Disagreement::is_gap`]; empty: its evidence is whole).
+    Red { exit_code: Option<i32>, gaps: Vec<Disagreement> },
     /// Exit code 0 and at least one source disagrees.
     Disagree { disagreements: Vec<Disagreement> },
 }
@@ -108,11 +114,24 @@ pub fn output_report(output: &CapturedOutput<'_>) -> Option<Result<ParsedReport,
     Some(run.to_report(LIBTEST_OUTPUT))
 }
 
-/// Decide the verdict from the exit code and every source of evidence.
+/// Decide the verdict from the exit code and every source of evidence: every rule is applied
+/// whatever the exit code ([`examine`]); a zero exit is green without any disagreement, a red run
+/// keeps its gaps.
 pub fn agree(exit_code: Option<i32>, reports: &[DeclaredReport], output: &CapturedOutput<'_>) -> Agreement {
+    let (sources, disagreements) = examine(reports, output);
     if exit_code != Some(0) {
-        return Agreement::Red { exit_code };
+        return Agreement::Red { exit_code, gaps: disagreements.into_iter().filter(Disagreement::is_gap).collect() };
     }
+    if disagreements.is_empty() {
+        Agreement::Green { sources }
+    } else {
+        Agreement::Disagree { disagreements }
+    }
+}
+
+/// The one examination of a check's evidence: the sources consulted and every disagreement of
+/// them with a clean run (a zero exit's; a red run's failures among them are what red means).
+fn examine(reports: &[DeclaredReport], output: &CapturedOutput<'_>) -> (Vec<Source>, Vec<Disagreement>) {
     let mut disagreements = Vec::new();
     let mut sources = Vec::new();
     // Truncated output (its middle dropped) is evidence only where the output is all there is:
@@ -165,11 +184,7 @@ pub fn agree(exit_code: Option<i32>, reports: &[DeclaredReport], output: &Captur
     ] {
         compare_with_reports(runner, producer, &summaries, &parsed, &mut disagreements);
     }
-    if disagreements.is_empty() {
-        Agreement::Green { sources }
-    } else {
-        Agreement::Disagree { disagreements }
-    }
+    (sources, disagreements)
 }
 
 fn check_report(name: &str, report: &ParsedReport, out: &mut Vec<Disagreement>) {
@@ -245,11 +260,12 @@ fn compare_with_reports(
 }
 
 impl Agreement {
-    /// The disagreements (none when green or red).
+    /// The disagreements of a zero exit, or a red run's gaps (none when green).
     pub fn disagreements(&self) -> &[Disagreement] {
         match self {
             Agreement::Disagree { disagreements } => disagreements,
-            _ => &[],
+            Agreement::Red { gaps, .. } => gaps,
+            Agreement::Green { .. } => &[],
         }
     }
 }
@@ -282,6 +298,12 @@ impl Disagreement {
             }
             Disagreement::OutputTruncated => "output".to_string(),
         }
+    }
+
+    /// Whether this is a gap in the evidence rather than a failure it shows: everything but a
+    /// failing test in a report and a summary reporting a failure (which a red run has by rights).
+    pub fn is_gap(&self) -> bool {
+        !matches!(self, Disagreement::ReportShowsFailures { .. } | Disagreement::SummaryShowsFailures { .. })
     }
 
     /// Whether a declared report was missing (the caller may word this case on its own).
@@ -320,8 +342,45 @@ mod tests {
 
     #[test]
     fn a_nonzero_exit_is_red_whatever_the_evidence() {
-        assert_eq!(agree(Some(1), &[], &out(GREEN_LIB)), Agreement::Red { exit_code: Some(1) });
-        assert_eq!(agree(None, &[], &out(b"")), Agreement::Red { exit_code: None });
+        assert_eq!(agree(Some(1), &[], &out(GREEN_LIB)), Agreement::Red { exit_code: Some(1), gaps: vec![] });
+        assert_eq!(agree(None, &[], &out(b"")), Agreement::Red { exit_code: None, gaps: vec![] });
+    }
+
+    fn gaps(a: &Agreement) -> Vec<&'static str> {
+        assert!(matches!(a, Agreement::Red { .. }), "not red: {a:?}");
+        a.disagreements().iter().map(Disagreement::kind).collect()
+    }
+
+    #[test]
+    fn a_red_run_whose_failures_are_all_shown_in_whole_evidence_has_no_gaps() {
+        let red = b"running 2 tests\ntest a ... ok\ntest b ... FAILED\n\ntest result: FAILED. 1 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s\n";
+        let junit = r#"<testsuite name="s" tests="1" failures="1"><testcase classname="t" name="c"><failure/></testcase></testsuite>"#;
+        assert_eq!(gaps(&agree(Some(101), &[declared("r.xml", junit)], &out(red))), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn a_red_libtest_binary_cut_off_after_a_passing_line_has_an_incomplete_unit() {
+        let cut = b"running 3 tests\ntest b ... FAILED\ntest c ... ok\ntest z ... ok\n";
+        assert_eq!(gaps(&agree(Some(101), &[], &out(cut))), ["report_incomplete"]);
+    }
+
+    #[test]
+    fn a_red_run_with_truncated_output_and_no_report_holding_the_tests_has_a_gap() {
+        let captured = CapturedOutput { stdout: GREEN_LIB, stderr: b"", truncated: true };
+        assert_eq!(gaps(&agree(Some(1), &[], &captured)), ["output_truncated"]);
+    }
+
+    #[test]
+    fn a_red_run_with_an_unusable_declared_report_has_a_gap() {
+        let missing = DeclaredReport { pattern: "r.xml".into(), path: None, result: Err(ReportError::new("r.xml", ReportProblem::Missing)) };
+        assert_eq!(gaps(&agree(Some(1), &[missing, declared("m.xml", "<testsuite")], &out(GREEN_LIB))), ["report_unusable", "report_unusable"]);
+    }
+
+    #[test]
+    fn a_red_run_whose_report_contradicts_itself_or_its_summary_has_gaps() {
+        let forged = r#"<testsuites><testsuite name="pytest" tests="3" failures="2"><testcase classname="t" name="a"/><testcase classname="t" name="b"/><testcase classname="t" name="c"><failure/></testcase></testsuite></testsuites>"#;
+        let summary = b"========== 2 failed, 1 passed in 0.01s ==========\n";
+        assert_eq!(gaps(&agree(Some(1), &[declared("r.xml", forged)], &out(summary))), ["report_contradicts_itself", "summary_contradicts_reports"]);
     }
 
     #[test]
