@@ -4,10 +4,9 @@
 //! at any iteration) and nothing is cached; only a confirmed green is cached, with its
 //! confirmations, and an entry without them is never trusted as confirmed.
 //!
-//! The exec zone keeps no state of a check between its runs and shows it no host path of the
-//! test, so the detached flaky checks are green only when they start within 5 s of t0's
-//! materialisation (and then sleep past it): the first run on t0 only. In place, the flaky check
-//! reads its verdict from a FIFO the test feeds, one line per check run.
+//! The exec zone keeps no state of a check between its runs, so every flaky check reads its verdict
+//! from a FIFO the test feeds, one line per check run; a detached check sees the FIFO's directory
+//! through a check policy that binds it read-only (the shipped exec.toml plus that one path).
 mod common;
 use common::*;
 use serde_json::{json, Value};
@@ -60,6 +59,18 @@ impl Verdicts {
 
     fn fifo(&self) -> String {
         path_str(&self.dir.path().join("verdict"))
+    }
+
+    /// The shipped exec zone policy with the FIFO's directory bound read-only: the path of a
+    /// `--check-policy` file.
+    fn check_policy(&self) -> String {
+        let shipped = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/exec.toml")).expect("read exec.toml");
+        let dir = path_str(self.dir.path());
+        let policy = shipped.replacen("read_only = [", &format!("read_only = [\"{dir}\", "), 1);
+        assert_ne!(policy, shipped, "exec.toml has a read_only list");
+        let path = self.dir.path().join("exec.toml");
+        std::fs::write(&path, policy).expect("write the check policy");
+        path_str(&path)
     }
 }
 
@@ -123,20 +134,17 @@ fn assert_flaky_t0_halted(dir: &Path, r: &Ran, ev: &[Value], shown: &str) {
     assert!(cache_entries(dir).is_empty(), "a green that did not confirm is never cached");
 }
 
-/// A shell prelude that sets `fresh` when this check run started within 5 s of t0's
-/// materialisation (the mtime of `src/lib.txt` in the exec zone's view of t0), and else leaves
-/// it empty; a fresh run sleeps past that bound first, so every later run is stale.
-const FRESH_ONCE: &str = "b=$(( $(stat -c %Y src/lib.txt) + 5 )); now=$(date +%s); fresh=''; if [ $now -lt $b ]; then sleep $(( b - now + 1 )); fresh=1; fi";
-
 #[test]
 fn a_check_green_on_t0_and_red_on_its_confirmation_rerun_halts_check_not_deterministic_at_iteration_0_and_is_not_cached() {
     let dir = repo();
-    let check = format!("{FRESH_ONCE}; [ -n \"$fresh\" ]");
-    let (r, ev) = run(dir.path(), "flaky", &check, &[]);
+    let verdicts = Verdicts::new(&["green", "red"]);
+    let policy = verdicts.check_policy();
+    let check = verdict_check(&verdicts.fifo());
+    let (r, ev) = run(dir.path(), "flaky", &check, &["--check-policy", &policy]);
     assert_flaky_t0_halted(dir.path(), &r, &ev, "red");
     assert_eq!(of_type(&ev, "check_confirmation")[0]["check_exit"], 1);
     // The same check on the same commit again: no entry replays the lucky green (t0 is red now).
-    let (r, ev) = run(dir.path(), "again", &check, &[]);
+    let (r, ev) = run(dir.path(), "again", &check, &["--check-policy", &policy]);
     let b = of_type(&ev, "check_baseline")[0];
     assert_eq!((b["cache_hit"].as_bool(), b["check"]["check_exit"].as_i64()), (Some(false), Some(1)), "{b}");
     assert_ne!(r.code, 10, "{r:?}");
@@ -145,11 +153,14 @@ fn a_check_green_on_t0_and_red_on_its_confirmation_rerun_halts_check_not_determi
 #[test]
 fn a_check_green_on_t0_whose_confirmation_rerun_exits_0_on_a_failing_report_halts_check_not_deterministic() {
     let dir = repo();
+    let verdicts = Verdicts::new(&["green", "red"]);
+    let policy = verdicts.check_policy();
     // Exit 0 both times; the rerun's own report shows a failure (its evidence disagrees).
     let check = format!(
-        "{FRESH_ONCE}; if [ -n \"$fresh\" ]; then f=''; else f='<failure/>'; fi; printf '<testsuite tests=\"1\"><testcase classname=\"t\" name=\"a\">%s</testcase></testsuite>' \"$f\" > junit.xml"
+        "v=$(cat {}); if [ \"$v\" = green ]; then f=''; else f='<failure/>'; fi; printf '<testsuite tests=\"1\"><testcase classname=\"t\" name=\"a\">%s</testcase></testsuite>' \"$f\" > junit.xml",
+        verdicts.fifo()
     );
-    let (r, ev) = run(dir.path(), "forged", &check, &["--report", "junit.xml"]);
+    let (r, ev) = run(dir.path(), "forged", &check, &["--report", "junit.xml", "--check-policy", &policy]);
     assert_flaky_t0_halted(dir.path(), &r, &ev, "a zero exit whose evidence disagrees");
 }
 
@@ -237,9 +248,11 @@ fn a_flaky_green_on_t0_in_place_is_not_success_at_iteration_0() {
 #[test]
 fn a_run_interrupted_during_the_t0_confirmation_reruns_it_on_resume_before_deciding() {
     let dir = repo();
-    // The fresh run is green; a later one waits until 10 s past the bound, then fails.
-    let check = format!("{FRESH_ONCE}; if [ -n \"$fresh\" ]; then exit 0; fi; sleep $(( b + 10 - $(date +%s) )); exit 1");
-    let args = ["run", "--json", "--run-id", "i", "--exec", "true", "--check", &check, "--max-iterations", "1"];
+    let verdicts = Verdicts::new(&["green", "red"]);
+    let policy = verdicts.check_policy();
+    // The first run is green; a later one waits (long enough to be interrupted), then fails.
+    let check = format!("v=$(cat {}); if [ \"$v\" = green ]; then exit 0; fi; sleep 8; exit 1", verdicts.fifo());
+    let args = ["run", "--json", "--run-id", "i", "--exec", "true", "--check", &check, "--max-iterations", "1", "--check-policy", &policy];
     let types = interrupted_after(dir.path(), "i", &args, "check_baseline");
     let at = types.iter().position(|t| t == "check_baseline").unwrap();
     assert_eq!(types[at..], ["check_baseline", "run_interrupted"], "{types:?}");
