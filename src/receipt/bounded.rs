@@ -6,8 +6,14 @@
 //! follows it ([`Externalised`]): per list its count, the SHA-256 of the whole list and a sample
 //! of [`SAMPLE_ITEMS`] items (each at most [`SAMPLE_ITEM_CHARS`] characters), and the run
 //! artifact (`artifacts/<event>-<iteration>.json`, 0600) holding the whole lists, by path, size
-//! and digest ([`ArtifactRef`]). `loopexec verify` re-hashes each artifact that is present
-//! ([`check_artifacts`]) and says which it could not check.
+//! and digest ([`ArtifactRef`]). The lists so bounded are those of every event embedding check
+//! evidence (a check result's sets, its evidence's reports, sources and disagreements, in
+//! `check_result`, `check_confirmation`, `check_baseline`, `holdout_check`; the `reference`'s
+//! failing set), a snapshot's protected changes and a guard's findings; and any event at all
+//! whose line would still pass [`MAX_LINE_BYTES`] is trimmed whole ([`fit_whole`]), so no line
+//! of a receipt does. `loopexec verify` re-hashes each artifact that is present
+//! ([`check_artifacts`]) and says which it could not check; a resumed run reads every
+//! externalised event's lists back through them ([`history_of`]).
 
 use crate::receipt::events::{CheckResult, DisagreementRecord, Event, FindingRecord, GuardRecord, ProtectedChangeRecord, ReferenceRecord, ReportRecord, SnapshotRecord};
 use crate::safefs::{SafeDir, SafeFsError};
@@ -664,6 +670,57 @@ mod tests {
         dir.subdir(ARTIFACTS).unwrap().write_atomic("check_result-0003.json", b"{}").unwrap();
         let (tampered, notes) = history_of(&lines, &dir).unwrap();
         assert_eq!((notes.len(), tampered.iterations[0].check.as_ref().unwrap().failing_set.as_ref()), (1, None));
+    }
+
+    fn lines_of(events: &[Event]) -> Vec<serde_json::Map<String, serde_json::Value>> {
+        events
+            .iter()
+            .map(|e| {
+                let mut m = e.fields().unwrap();
+                m.insert("type".into(), e.kind().into());
+                m
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_resumed_history_gets_a_confirmations_reports_back_and_keeps_the_sample_of_a_changed_artifact() {
+        use crate::receipt::events::{CheckEvidence, ConfirmationRecord};
+        let (_t, dir) = run_dir();
+        let mut check = check_with_failing(3);
+        let reports: Vec<ReportRecord> = (0..5000)
+            .map(|i| ReportRecord { pattern: "out/*.xml".into(), path: Some(format!("out/r{i:05}.xml")), format: Some("junit".into()), counts: Some([1, 0, 1, 0]), error: None })
+            .collect();
+        check.evidence = Some(CheckEvidence { verdict: "red".into(), reports: reports.clone(), sources: vec![], disagreements: vec![] });
+        let c = Event::CheckConfirmation(ConfirmationRecord { confirmation: 2, same_tree_as: None, agrees: true, stability_lower_bound: 0.5, confidence: 0.95, stability_target: 0.99, check });
+        let Some((bounded, x)) = pair(bound(&c, &dir).unwrap()) else { panic!("not bounded") };
+        let Event::Externalised(ext) = &x else { panic!("{}", x.kind()) };
+        assert_eq!((ext.artifact.path.as_str(), ext.lists["evidence.reports"].count), ("artifacts/check_confirmation-0003-c2.json", 5000));
+        let lines = lines_of(&[Event::IterationStart { iteration: 3 }, bounded, x]);
+        let (history, notes) = history_of(&lines, &dir).unwrap();
+        assert!(notes.is_empty(), "{notes:?}");
+        let confirmed = &history.iterations[0].confirmations[0].check;
+        assert_eq!(confirmed.evidence.as_ref().unwrap().reports, reports);
+        dir.subdir(ARTIFACTS).unwrap().write_atomic("check_confirmation-0003-c2.json", b"{}").unwrap();
+        let (tampered, notes) = history_of(&lines, &dir).unwrap();
+        assert_eq!((notes.len(), tampered.iterations[0].confirmations[0].check.evidence.as_ref().unwrap().reports.len()), (1, SAMPLE_ITEMS));
+        assert!(notes[0].starts_with("artifacts/check_confirmation-0003-c2.json: artifacts/check_confirmation-0003-c2.json: 2 bytes"), "{notes:?}");
+    }
+
+    #[test]
+    fn an_event_over_the_line_bound_is_trimmed_whole_and_restored_from_its_artifact() {
+        let (_t, dir) = run_dir();
+        let Event::CheckResult(mut c) = sample::check_result(4, 1) else { unreachable!() };
+        c.junit_error = Some("e\u{7}".repeat(MAX_LINE_BYTES));
+        let Some((bounded, x)) = pair(bound(&Event::CheckResult(c.clone()), &dir).unwrap()) else { panic!("not bounded") };
+        let Event::Externalised(ext) = &x else { panic!("{}", x.kind()) };
+        assert_eq!((ext.whole_event, ext.lists["/junit_error"].count), (true, 2 * MAX_LINE_BYTES as u64));
+        assert!(serde_json::to_vec(&bounded).unwrap().len() < 4096);
+        let Event::CheckResult(b) = &bounded else { unreachable!() };
+        assert_eq!(b.junit_error.as_deref().map(|e| e.chars().count()), Some(SAMPLE_ITEM_CHARS + 1));
+        let (history, notes) = history_of(&lines_of(&[Event::IterationStart { iteration: 4 }, bounded, x]), &dir).unwrap();
+        assert!(notes.is_empty(), "{notes:?}");
+        assert_eq!(history.iterations[0].check.as_ref(), Some(&c));
     }
 
     #[test]
