@@ -87,3 +87,121 @@ fn two_hundred_thousand_protected_paths_changed_leave_a_bounded_receipt_that_ver
     assert!(verified.stdout.contains("1 artifact(s) match their digests"), "{}", verified.stdout);
     assert_eq!(loopexec(repo.path(), &["report", "--json", "many"]).code, 0);
 }
+
+// Issue 19 item 1: the bound covers every event that embeds check evidence, whatever its shape.
+
+/// Most bytes of one receipt line (`receipt::bounded::MAX_LINE_BYTES`).
+const LINE_BOUND: usize = 1 << 20;
+
+/// The length of every line of run `run_id`'s receipt, by type.
+fn line_sizes(dir: &Path, run_id: &str) -> Vec<(String, usize)> {
+    let bytes = std::fs::read(run_dir(dir, run_id).join("receipt.jsonl")).unwrap();
+    bytes
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| (serde_json::from_slice::<serde_json::Value>(l).unwrap()["type"].as_str().unwrap().to_string(), l.len()))
+        .collect()
+}
+
+fn largest_line(dir: &Path, run_id: &str) -> usize {
+    line_sizes(dir, run_id).into_iter().map(|(_, n)| n).max().unwrap()
+}
+
+fn line_of(dir: &Path, run_id: &str, kind: &str) -> usize {
+    line_sizes(dir, run_id).into_iter().find(|(t, _)| t == kind).unwrap_or_else(|| panic!("no {kind} line")).1
+}
+
+/// `loopexec verify` passes and re-hashes `n` artifacts.
+fn verifies_with_artifacts(dir: &Path, run_id: &str, n: usize) {
+    let verified = loopexec(dir, &["verify", "--json", run_id, "--pubkey", &path_str(&key_dir().join("operator.pub"))]);
+    assert_eq!(verified.code, 0, "{verified:?}");
+    assert!(verified.stdout.contains(&format!("{n} artifact(s) match their digests")), "{}", verified.stdout);
+}
+
+/// A check writing `n` JUnit files under `out/` (each one test case, failing when `fail`), then
+/// exiting `exit`.
+fn many_reports(n: usize, fail: bool, exit: i32) -> String {
+    let case = if fail { r#"<testcase classname=\\\"t\\\" name=\\\"c\\\"><failure message=\\\"no\\\"/></testcase>"# } else { r#"<testcase classname=\\\"t\\\" name=\\\"c\\\"/>"# };
+    format!("/usr/bin/python3 -c \"import os\nos.makedirs('out', exist_ok=True)\nfor i in range({n}):\n    open('out/r%05d.xml' % i, 'w').write('<testsuite>{case}</testsuite>')\"; exit {exit}")
+}
+
+#[test]
+fn ten_thousand_reports_matched_by_one_glob_leave_bounded_lines_with_their_evidence_in_an_artifact() {
+    let dir = workdir();
+    // Exit 0 with every report failing: 10,000 reports and 10,000 disagreements.
+    let r = loopexec(dir.path(), &["run", "--json", "--no-baseline", "--run-id", "reports", "--isolation", "none", "--exec", "true", "--check", &many_reports(10_000, true, 0), "--report", "out/*.xml", "--max-iterations", "1"]);
+    assert_eq!(r.json()["halt_reason"], "metric_integrity_violation", "{r:?}");
+    let detail = r.json()["run"]["detail"].as_str().unwrap().to_string();
+    assert!(detail.ends_with("report out/r00019.xml: 1 failing test(s), e.g. t::c (and 9980 more)"), "{detail}");
+    let (check, largest) = (line_of(dir.path(), "reports", "check_result"), largest_line(dir.path(), "reports"));
+    eprintln!("10,000 reports: check_result line {check} bytes, largest line {largest} bytes");
+    assert!(check < 64 * 1024, "check_result line of {check} bytes");
+    assert!(largest <= LINE_BOUND, "a line of {largest} bytes");
+    let evs = events(dir.path(), "reports");
+    let c = evs.iter().find(|e| e["type"] == "check_result").unwrap();
+    assert_eq!((c["evidence"]["verdict"].as_str(), c["evidence"]["reports"].as_array().map(Vec::len)), (Some("disagree"), Some(20)));
+    assert_eq!(c["evidence"]["disagreements"].as_array().map(Vec::len), Some(20));
+    let x = evs.iter().find(|e| e["type"] == "externalised" && e["of"] == "check_result").unwrap();
+    assert_eq!((x["lists"]["evidence.reports"]["count"].as_u64(), x["lists"]["evidence.disagreements"]["count"].as_u64()), (Some(10_000), Some(10_000)));
+    let whole: serde_json::Value = serde_json::from_slice(&std::fs::read(run_dir(dir.path(), "reports").join(x["artifact"]["path"].as_str().unwrap())).unwrap()).unwrap();
+    assert_eq!(whole["evidence.reports"].as_array().map(Vec::len), Some(10_000));
+    // The externalised evidence and the failure excerpts.
+    verifies_with_artifacts(dir.path(), "reports", 2);
+}
+
+#[test]
+fn a_report_path_thousands_of_characters_long_is_recorded_escaped_and_cut() {
+    let dir = workdir();
+    // 12 directories of 200 characters, one holding a report whose name carries an escape.
+    let deep = (0..12).map(|i| format!("{i}{}", "d".repeat(199))).collect::<Vec<_>>().join("/");
+    let check = format!("/usr/bin/python3 -c \"import os\nos.makedirs('out/{deep}')\nopen('out/{deep}/r\\x1b.xml', 'w').write('<testsuite><testcase classname=\\\"t\\\" name=\\\"c\\\"/></testsuite>')\"; exit 1");
+    let r = loopexec(dir.path(), &["run", "--json", "--no-baseline", "--run-id", "deep", "--isolation", "none", "--exec", "true", "--check", &check, "--report", "out/**/*.xml", "--max-iterations", "1"]);
+    assert_eq!(r.json()["halt_reason"], "max_iterations_reached", "{r:?}");
+    let evs = events(dir.path(), "deep");
+    let c = evs.iter().find(|e| e["type"] == "check_result").unwrap();
+    let path = c["evidence"]["reports"][0]["path"].as_str().unwrap();
+    assert_eq!(path.chars().count(), 512 + 3, "{path}");
+    assert!(path.starts_with("out/0ddd") && path.ends_with("...") && !path.contains('\x1b'), "{path}");
+    assert!(largest_line(dir.path(), "deep") < 64 * 1024);
+}
+
+#[test]
+fn a_confirmation_of_two_hundred_thousand_and_one_tests_is_bounded_like_its_check_result() {
+    let dir = workdir();
+    let check = "mkdir -p out && /usr/bin/python3 -c \"import sys; n=200001; w=sys.stdout.write; w('<testsuite tests=\\\"%d\\\">' % n); [w('<testcase classname=\\\"tests.generated\\\" name=\\\"case_%06d\\\"/>' % i) for i in range(n)]; w('</testsuite>')\" > out/r.xml";
+    std::fs::write(dir.path().join("value.txt"), "t0\n").unwrap();
+    commit_t0(dir.path());
+    let r = loopexec(dir.path(), &["run", "--json", "--no-baseline", "--run-id", "confirmed", "--exec", "true", "--check", check, "--report", "out/r.xml", "--max-iterations", "1"]);
+    assert_eq!(r.json()["halt_reason"], "success_condition_met", "{r:?}");
+    let (confirmation, largest) = (line_of(dir.path(), "confirmed", "check_confirmation"), largest_line(dir.path(), "confirmed"));
+    eprintln!("200,001 passing tests: check_confirmation line {confirmation} bytes, largest line {largest} bytes");
+    assert!(confirmation < 16 * 1024, "check_confirmation line of {confirmation} bytes");
+    assert!(largest < 64 * 1024, "a line of {largest} bytes");
+    let evs = events(dir.path(), "confirmed");
+    let c = evs.iter().find(|e| e["type"] == "check_confirmation").unwrap();
+    assert_eq!((c["collected_set"].is_null(), c["collected_count"].as_u64(), c["agrees"].as_bool()), (true, Some(200_001), Some(true)));
+    let x = evs.iter().find(|e| e["type"] == "externalised" && e["of"] == "check_confirmation").unwrap();
+    assert_eq!((x["lists"]["collected_set"]["count"].as_u64(), x["artifact"]["path"].as_str()), (Some(200_001), Some("artifacts/check_confirmation-0001-c1.json")));
+    // The check_result's sets and the confirmation's.
+    verifies_with_artifacts(dir.path(), "confirmed", 2);
+}
+
+#[test]
+fn the_judge_packet_of_ten_thousand_reports_is_bounded_like_the_receipt() {
+    let dir = workdir();
+    std::fs::write(dir.path().join("value.txt"), "bad\n").unwrap();
+    commit_t0(dir.path());
+    let judge = r#"cat > /dev/null; echo '{"verdict":"approve","reason":"looks right"}'"#;
+    let r = loopexec(dir.path(), &["run", "--json", "--no-baseline", "--run-id", "judged", "--exec", "echo good > value.txt", "--check", &many_reports(10_000, false, 0), "--report", "out/*.xml", "--judge", judge, "--max-iterations", "1"]);
+    assert_eq!(r.json()["halt_reason"], "success_condition_met", "{r:?}");
+    let evs = events(dir.path(), "judged");
+    let j = evs.iter().find(|e| e["type"] == "judge").unwrap();
+    let packet_bytes = j["packet_bytes"].as_u64().unwrap();
+    let largest = largest_line(dir.path(), "judged");
+    eprintln!("10,000 reports, judged: packet {packet_bytes} bytes, largest line {largest} bytes");
+    assert!(packet_bytes < 64 * 1024, "a judge packet of {packet_bytes} bytes");
+    assert!(largest < 64 * 1024, "a line of {largest} bytes");
+    let packet: serde_json::Value = serde_json::from_slice(&std::fs::read(run_dir(dir.path(), "judged").join(j["packet"].as_str().unwrap())).unwrap()).unwrap();
+    assert_eq!((packet["check"]["reports"].as_array().map(Vec::len), packet["check"]["reports_count"].as_u64()), (Some(20), Some(10_000)));
+    assert!(evs.iter().any(|e| e["type"] == "externalised" && e["of"] == "check_confirmation" && e["lists"]["evidence.reports"]["count"] == 10_000));
+}

@@ -20,6 +20,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// Longest disagreement detail recorded (characters); the ids in it are escaped.
 const MAX_DETAIL_CHARS: usize = 1000;
+/// Most characters of a report's path (escaped) or pattern a `check_result` records (the rest cut,
+/// marked `...`): a path the check's glob matched is the check's to choose, up to PATH_MAX.
+pub const MAX_REPORT_PATH_CHARS: usize = 512;
 
 /// The tests one check run showed, over every source that parsed (the declared reports and
 /// libtest's output): sorted, de-duplicated ids, and how many entries bear an id that some
@@ -205,8 +208,8 @@ impl CheckOutcome {
                 let reports = reports
                     .iter()
                     .map(|r| ReportRecord {
-                        pattern: r.pattern.clone(),
-                        path: r.path.clone(),
+                        pattern: cut(&crate::inert::inert(&r.pattern), MAX_REPORT_PATH_CHARS),
+                        path: r.path.as_deref().map(|p| cut(&crate::inert::inert(p), MAX_REPORT_PATH_CHARS)),
                         format: r.result.as_ref().ok().map(|p| p.format.name().to_string()),
                         counts: r.result.as_ref().ok().map(|p| [p.counts.total, p.counts.passed, p.counts.failed, p.counts.skipped]),
                         error: r.result.as_ref().err().map(|e| bounded(&e.to_string())),
@@ -229,7 +232,11 @@ impl CheckOutcome {
 }
 
 fn bounded(text: &str) -> String {
-    match text.char_indices().nth(MAX_DETAIL_CHARS) {
+    cut(text, MAX_DETAIL_CHARS)
+}
+
+fn cut(text: &str, chars: usize) -> String {
+    match text.char_indices().nth(chars) {
         Some((i, _)) => format!("{}...", &text[..i]),
         None => text.to_string(),
     }

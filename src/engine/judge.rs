@@ -184,8 +184,12 @@ pub fn packet(input: &PacketInput<'_>) -> Value {
             "exit_code": check.check_exit,
             "duration_ms": check.duration_ms,
             "verdict": evidence.map(|e| e.verdict.as_str()),
-            "sources": evidence.map(|e| e.sources.clone()).unwrap_or_default(),
-            "reports": evidence.map(|e| serde_json::to_value(&e.reports).unwrap_or_default()),
+            // The receipt's bound: past it, a sample, with the whole list's count and digest.
+            "sources": evidence.map(|e| bounded_list(&e.sources, |s| s.clone())).unwrap_or_else(|| json!([])),
+            "sources_count": evidence.map_or(0, |e| e.sources.len()),
+            "reports": evidence.map(|e| bounded_list(&e.reports, crate::receipt::bounded::sampled_report)),
+            "reports_count": evidence.map(|e| e.reports.len()),
+            "reports_sha256": evidence.and_then(|e| crate::receipt::bounded::list_sha256(&e.reports)),
             "log": {
                 "stdout": log_excerpt(input.run_dir, &check.stdout),
                 "stderr": log_excerpt(input.run_dir, &check.stderr),
@@ -203,6 +207,16 @@ pub fn packet(input: &PacketInput<'_>) -> Value {
 /// command naming `./review.sh` runs the operator's copy), the agent's tree is beside it as data.
 fn trees() -> Value {
     json!({ "cwd": super::detached::WORKSPACE_TARGET, "cwd_is": "t0", "candidate": super::detached::CANDIDATE_TARGET })
+}
+
+/// A list of the check's evidence as the packet gives it: whole within the receipt's inline
+/// bound (`receipt::bounded`), else its first items, each through `sample`.
+fn bounded_list<T: Serialize>(items: &[T], sample: impl Fn(&T) -> T) -> Value {
+    if crate::receipt::bounded::over_bound(items) {
+        serde_json::to_value(crate::receipt::bounded::sample_items(items, sample)).unwrap_or_default()
+    } else {
+        serde_json::to_value(items).unwrap_or_default()
+    }
 }
 
 /// The awareness findings the judge must answer on, each with the id its answer names.
@@ -242,8 +256,18 @@ fn minus(a: Option<&Vec<String>>, b: Option<&Vec<String>>) -> Value {
     let ids: Vec<&String> = a.into_iter().flatten().filter(|id| !b.contains(id)).collect();
     json!({
         "count": ids.len(),
-        "ids": ids.iter().take(MAX_DELTA_IDS).map(|id| inert(id).into_owned()).collect::<Vec<_>>(),
+        "ids": ids.iter().take(MAX_DELTA_IDS).map(|id| cut_id(&inert(id))).collect::<Vec<_>>(),
     })
+}
+
+/// Characters of one test id the packet gives (the rest cut, marked `…`).
+pub const MAX_PACKET_ID_CHARS: usize = 1000;
+
+fn cut_id(id: &str) -> String {
+    match id.char_indices().nth(MAX_PACKET_ID_CHARS) {
+        Some((i, _)) => format!("{}…", &id[..i]),
+        None => id.to_string(),
+    }
 }
 
 /// The failing, collected and skipped sets of this check against `before` (the previous check),

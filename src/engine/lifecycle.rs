@@ -237,8 +237,9 @@ pub fn resume(
     let lock = run.lock()?;
     let previous = run.read_state().ok().map(|s| s.state.as_str().to_string());
     let (log, lines) = run.open_receipt()?;
-    let mut history = History::of_lines(&lines).map_err(|e| Failure::workspace(format!("{}: {e}", run.receipt_path().display())))?;
-    for note in crate::receipt::bounded::rehydrate(&mut history, run.dir()) {
+    // What the receipt moved to artifacts (over its bound) comes back whole, re-hashed.
+    let (history, notes) = crate::receipt::bounded::history_of(&lines, run.dir()).map_err(|e| Failure::workspace(format!("{}: {e}", run.receipt_path().display())))?;
+    for note in notes {
         tracing::warn!("resume: {note}");
     }
     // Anyone who can write the receipt can chain events onto it (an acceptance, then an
@@ -507,17 +508,20 @@ impl<'a> ActiveRun<'a> {
     /// Append an event to the receipt and record it into the history.
     pub(super) fn append(&mut self, event: Event) -> CmdResult<()> {
         // Lists over the receipt's bound go to a run artifact, named by an `externalised` event
-        // right after their own (receipt::bounded); the live history keeps them whole.
+        // right after their own, and no line is over `bounded::MAX_LINE_BYTES` whatever the
+        // event (receipt::bounded); the live history keeps them whole.
         match crate::receipt::bounded::bound(&event, self.run.dir()).map_err(crate::receipt::store::fs_failure)? {
             None => {
                 let recorded = self.log.append_event(&event).map_err(log_failure)?;
                 self.history.record(&recorded);
             }
-            Some((bounded, externalised)) => {
-                let recorded = self.log.append_event(&bounded).map_err(log_failure)?;
+            Some(bounded) => {
+                let recorded = self.log.append_event(&bounded.event).map_err(log_failure)?;
                 self.history.record(&crate::receipt::events::Recorded { event, line: recorded.line });
-                let recorded = self.log.append_event(&externalised).map_err(log_failure)?;
-                self.history.record(&recorded);
+                for externalised in &bounded.after {
+                    let recorded = self.log.append_event(externalised).map_err(log_failure)?;
+                    self.history.record(&recorded);
+                }
             }
         }
         Ok(())

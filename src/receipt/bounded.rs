@@ -6,10 +6,16 @@
 //! follows it ([`Externalised`]): per list its count, the SHA-256 of the whole list and a sample
 //! of [`SAMPLE_ITEMS`] items (each at most [`SAMPLE_ITEM_CHARS`] characters), and the run
 //! artifact (`artifacts/<event>-<iteration>.json`, 0600) holding the whole lists, by path, size
-//! and digest ([`ArtifactRef`]). `loopexec verify` re-hashes each artifact that is present
-//! ([`check_artifacts`]) and says which it could not check.
+//! and digest ([`ArtifactRef`]). The lists so bounded are those of every event embedding check
+//! evidence (a check result's sets, its evidence's reports, sources and disagreements, in
+//! `check_result`, `check_confirmation`, `check_baseline`, `holdout_check`; the `reference`'s
+//! failing set), a snapshot's protected changes and a guard's findings; and any event at all
+//! whose line would still pass [`MAX_LINE_BYTES`] is trimmed whole ([`fit_whole`]), so no line
+//! of a receipt does. `loopexec verify` re-hashes each artifact that is present
+//! ([`check_artifacts`]) and says which it could not check; a resumed run reads every
+//! externalised event's lists back through them ([`history_of`]).
 
-use crate::receipt::events::{CheckResult, Event, FindingRecord, GuardRecord, ProtectedChangeRecord, SnapshotRecord};
+use crate::receipt::events::{CheckResult, DisagreementRecord, Event, FindingRecord, GuardRecord, ProtectedChangeRecord, ReferenceRecord, ReportRecord, SnapshotRecord};
 use crate::safefs::{SafeDir, SafeFsError};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -54,6 +60,10 @@ pub struct Externalised {
     pub iteration: u64,
     pub lists: std::collections::BTreeMap<String, BoundedList>,
     pub artifact: ArtifactRef,
+    /// The artifact holds the whole event as the engine built it (`{"event": ...}`), and the
+    /// lists are the places trimmed, by JSON pointer ([`fit_whole`]); absent for the typed bound.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub whole_event: bool,
 }
 
 fn hex_sha256(bytes: &[u8]) -> String {
@@ -86,7 +96,9 @@ struct Moved {
 impl Moved {
     fn take<T: Serialize>(&mut self, field: &str, items: &[T], show: impl Fn(&T) -> String) -> Result<(), SafeFsError> {
         let json = serde_json::to_vec(items).map_err(|e| SafeFsError::Io { path: field.into(), source: std::io::Error::other(e) })?;
-        let value = serde_json::from_slice(&json).map_err(|e| SafeFsError::Io { path: field.into(), source: std::io::Error::other(e) })?;
+        let value: serde_json::Value = serde_json::from_slice(&json).map_err(|e| SafeFsError::Io { path: field.into(), source: std::io::Error::other(e) })?;
+        // The digest is of the list as the artifact holds it (records' keys in sorted order).
+        let json = serde_json::to_vec(&value).map_err(|e| SafeFsError::Io { path: field.into(), source: std::io::Error::other(e) })?;
         self.lists.insert(field.into(), BoundedList { count: items.len() as u64, sha256: hex_sha256(&json), sample: sample_of(items.iter().map(show)) });
         self.whole.insert(field.into(), value);
         Ok(())
@@ -103,42 +115,249 @@ impl Moved {
         let file = format!("{name}.json");
         dir.write_atomic(&file, &bytes)?;
         let artifact = ArtifactRef { path: format!("{ARTIFACTS}/{file}"), bytes: bytes.len() as u64, sha256: hex_sha256(&bytes) };
-        Ok(Externalised { of: of.into(), iteration, lists: self.lists, artifact })
+        Ok(Externalised { of: of.into(), iteration, lists: self.lists, artifact, whole_event: false })
     }
 }
 
+/// Most bytes of one receipt line (its compact JSON, the chain's `seq`, `prev`, `ts` and `type`
+/// included) that [`bound`] lets through, whatever the event: the guarantee every event keeps.
+/// The typed bound keeps each of an event's lists within [`INLINE_ITEMS`] / [`INLINE_BYTES`];
+/// an event still over this after it (a string or list no typed rule knows) is trimmed whole
+/// ([`fit_whole`]).
+pub const MAX_LINE_BYTES: usize = 1024 * 1024;
+/// Room left in [`MAX_LINE_BYTES`] for the chain's own fields.
+const CHAIN_ROOM: usize = 512;
+/// Most trimmed places an `externalised` event of a whole-event trim names (the artifact holds
+/// the whole event either way).
+pub const MAX_TRIMMED_NAMED: usize = 20;
+
+/// The event as the receipt records it, and the `externalised` events to append right after it
+/// (each naming the artifact holding what was left out).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bounded {
+    pub event: Event,
+    pub after: Vec<Event>,
+}
+
 /// The event as the receipt records it: `None` when it is small enough as it is; else a copy
-/// without its large lists, and the `externalised` event to append after it (the lists were
-/// written whole to an artifact in `run_dir`).
-pub fn bound(event: &Event, run_dir: &SafeDir) -> Result<Option<(Event, Event)>, SafeFsError> {
-    let pair = match event {
-        Event::CheckResult(c) => bound_check(c, run_dir, "check_result")?.map(|(c, x)| (Event::CheckResult(c), x)),
+/// without its large lists, and the `externalised` events to append after it (the lists were
+/// written whole to an artifact in `run_dir`). Every event goes through here (the engine's one
+/// append path): the typed rules below bound the lists of the events that carry check evidence,
+/// snapshots and guards, and any event (of any type, now or added later) whose line would still
+/// be over [`MAX_LINE_BYTES`] is trimmed whole ([`fit_whole`]).
+pub fn bound(event: &Event, run_dir: &SafeDir) -> Result<Option<Bounded>, SafeFsError> {
+    use crate::receipt::events::{CheckBaselineRecord, ConfirmationRecord, HoldoutRecord};
+    let typed = match event {
+        Event::CheckResult(c) => bound_check(c, run_dir, "check_result", None)?.map(|(c, x)| (Event::CheckResult(c), x)),
         // The t0 baseline's check (iteration 0): its sets as a check_result's.
-        Event::CheckBaseline(b) => bound_check(&b.check, run_dir, "check_baseline")?
-            .map(|(check, x)| (Event::CheckBaseline(crate::receipt::events::CheckBaselineRecord { check, ..b.clone() }), x)),
-        Event::HoldoutCheck(h) => bound_check(&h.check, run_dir, "holdout_check")?
-            .map(|(check, x)| (Event::HoldoutCheck(crate::receipt::events::HoldoutRecord { check, ..h.clone() }), x)),
+        Event::CheckBaseline(b) => bound_check(&b.check, run_dir, "check_baseline", None)?.map(|(check, x)| (Event::CheckBaseline(CheckBaselineRecord { check, ..b.clone() }), x)),
+        Event::HoldoutCheck(h) => bound_check(&h.check, run_dir, "holdout_check", None)?.map(|(check, x)| (Event::HoldoutCheck(HoldoutRecord { check, ..h.clone() }), x)),
+        // A rerun embeds a whole check result: bounded like its iteration's, in an artifact of
+        // its own per rerun (`check_confirmation-NNNN-cK.json`).
+        Event::CheckConfirmation(c) => bound_check(&c.check, run_dir, "check_confirmation", Some(&format!("c{}", c.confirmation)))?
+            .map(|(check, x)| (Event::CheckConfirmation(ConfirmationRecord { check, ..c.clone() }), x)),
+        Event::Reference(r) => bound_reference(r, run_dir)?.map(|(r, x)| (Event::Reference(r), x)),
         Event::Snapshot(s) => bound_snapshot(s, run_dir)?.map(|(s, x)| (Event::Snapshot(s), x)),
         Event::Guard(g) => bound_guard(g, run_dir)?.map(|(g, x)| (Event::Guard(g), x)),
         _ => None,
     };
-    Ok(pair.map(|(e, x)| (e, Event::Externalised(x))))
+    let (recorded, mut after) = match typed {
+        Some((e, x)) => (e, vec![Event::Externalised(x)]),
+        None => (event.clone(), vec![]),
+    };
+    match fit_whole(event, &recorded, run_dir)? {
+        Some((fitted, x)) => {
+            after.push(Event::Externalised(x));
+            Ok(Some(Bounded { event: fitted, after }))
+        }
+        None if after.is_empty() => Ok(None),
+        None => Ok(Some(Bounded { event: recorded, after })),
+    }
 }
 
-fn bound_check(c: &CheckResult, run_dir: &SafeDir, of: &str) -> Result<Option<(CheckResult, Externalised)>, SafeFsError> {
+/// Most characters kept of one string of a record sampled inline (a report's path or error, a
+/// disagreement's detail).
+pub const SAMPLED_FIELD_CHARS: usize = SAMPLE_ITEM_CHARS;
+
+fn cut(s: &str, chars: usize) -> String {
+    match s.char_indices().nth(chars) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+fn cut_opt(s: &Option<String>) -> Option<String> {
+    s.as_deref().map(|s| cut(s, SAMPLED_FIELD_CHARS))
+}
+
+/// A report record as a sample keeps it: every string cut to [`SAMPLED_FIELD_CHARS`].
+pub fn sampled_report(r: &ReportRecord) -> ReportRecord {
+    ReportRecord { pattern: cut(&r.pattern, SAMPLED_FIELD_CHARS), path: cut_opt(&r.path), format: cut_opt(&r.format), counts: r.counts, error: cut_opt(&r.error) }
+}
+
+fn sampled_disagreement(d: &DisagreementRecord) -> DisagreementRecord {
+    DisagreementRecord { kind: cut(&d.kind, SAMPLED_FIELD_CHARS), subject: cut(&d.subject, SAMPLED_FIELD_CHARS), detail: cut(&d.detail, SAMPLED_FIELD_CHARS) }
+}
+
+/// `items` as a sample keeps them inline: the first [`SAMPLE_ITEMS`], each through `cap`.
+pub fn sample_items<T>(items: &[T], cap: impl Fn(&T) -> T) -> Vec<T> {
+    items.iter().take(SAMPLE_ITEMS).map(cap).collect()
+}
+
+/// Whether `items` is over the inline bound ([`INLINE_ITEMS`] items or [`INLINE_BYTES`] bytes).
+pub fn over_bound<T: Serialize>(items: &[T]) -> bool {
+    too_large(items)
+}
+
+fn bound_check(c: &CheckResult, run_dir: &SafeDir, of: &str, tag: Option<&str>) -> Result<Option<(CheckResult, Externalised)>, SafeFsError> {
     let large = |s: &Option<Vec<String>>| s.as_deref().is_some_and(too_large);
-    if !large(&c.failing_set) && !large(&c.collected_set) && !large(&c.skipped_set) {
+    let sets_large = large(&c.failing_set) || large(&c.collected_set) || large(&c.skipped_set);
+    let evidence = c.evidence.as_ref();
+    let reports_large = evidence.is_some_and(|e| too_large(&e.reports));
+    let sources_large = evidence.is_some_and(|e| too_large(&e.sources));
+    let disagreements_large = evidence.is_some_and(|e| too_large(&e.disagreements));
+    if !sets_large && !reports_large && !sources_large && !disagreements_large {
         return Ok(None);
     }
     let mut out = c.clone();
     let mut moved = Moved::default();
-    for (field, set) in [("failing_set", &mut out.failing_set), ("collected_set", &mut out.collected_set), ("skipped_set", &mut out.skipped_set)] {
-        if let Some(items) = set.take() {
-            moved.take(field, &items, String::clone)?;
+    if sets_large {
+        for (field, set) in [("failing_set", &mut out.failing_set), ("collected_set", &mut out.collected_set), ("skipped_set", &mut out.skipped_set)] {
+            if let Some(items) = set.take() {
+                moved.take(field, &items, String::clone)?;
+            }
         }
     }
-    let x = moved.write(run_dir, of, c.iteration, None)?;
+    // The evidence's lists keep a sample inline (never empty when the list was not), so a
+    // reader still sees that there were reports and what kind of disagreement there was; the
+    // verdict is a field of its own and is never sampled.
+    if let Some(e) = out.evidence.as_mut() {
+        if reports_large {
+            let show: fn(&ReportRecord) -> String = |r| format!("{} {}", r.path.as_deref().unwrap_or("(no file)"), r.error.as_deref().unwrap_or(""));
+            moved.take("evidence.reports", &e.reports, show)?;
+            e.reports = sample_items(&e.reports, sampled_report);
+        }
+        if sources_large {
+            moved.take("evidence.sources", &e.sources, String::clone)?;
+            e.sources = sample_items(&e.sources, |s| cut(s, SAMPLED_FIELD_CHARS));
+        }
+        if disagreements_large {
+            let show: fn(&DisagreementRecord) -> String = |d| format!("{} {}: {}", d.kind, d.subject, d.detail);
+            moved.take("evidence.disagreements", &e.disagreements, show)?;
+            e.disagreements = sample_items(&e.disagreements, sampled_disagreement);
+        }
+    }
+    let x = moved.write(run_dir, of, c.iteration, tag)?;
     Ok(Some((out, x)))
+}
+
+/// The reference's failing set, over the bound: left out (null) like a check's.
+fn bound_reference(r: &ReferenceRecord, run_dir: &SafeDir) -> Result<Option<(ReferenceRecord, Externalised)>, SafeFsError> {
+    let Some(failing) = r.failing_set.as_deref().filter(|f| too_large(f)) else { return Ok(None) };
+    let mut moved = Moved::default();
+    moved.take("failing_set", failing, String::clone)?;
+    let x = moved.write(run_dir, "reference", 0, None)?;
+    Ok(Some((ReferenceRecord { failing_set: None, ..r.clone() }, x)))
+}
+
+/// The compact JSON line `event` makes, without the chain's fields.
+fn line_bytes(event: &Event) -> Result<usize, SafeFsError> {
+    serde_json::to_vec(event).map(|b| b.len()).map_err(|e| SafeFsError::Io { path: event.kind().into(), source: std::io::Error::other(e) })
+}
+
+/// The iteration an event names (`iteration`, top level; 0 without one).
+fn iteration_of(value: &serde_json::Value) -> u64 {
+    value.get("iteration").and_then(serde_json::Value::as_u64).or_else(|| value.pointer("/check/iteration").and_then(serde_json::Value::as_u64)).unwrap_or(0)
+}
+
+/// The trims of a whole-event fit, by pass: lists cut to so many items, strings to so many
+/// characters. Lists of up to 5 items (fixed-size tuples such as a report's counts) are never cut.
+const FIT_PASSES: [(usize, usize); 3] = [(SAMPLE_ITEMS, SAMPLE_ITEM_CHARS), (5, 64), (5, 16)];
+
+/// The last resort of the bound, for any event: when `recorded` (the event after its typed
+/// bound) still makes a line over [`MAX_LINE_BYTES`], every list in it past a pass's item count
+/// keeps its first items and every string past its character count is cut (marked `…`), pass
+/// after pass until the line fits; `original` (the event as the engine built it) is written whole
+/// to the artifact `artifacts/<type>-<NNNN>-whole-<digest>.json` (as `{"event": ...}`), and the
+/// `externalised` event returned (`whole_event`) names it, with the count, digest and sample of
+/// the first [`MAX_TRIMMED_NAMED`] places trimmed (by JSON pointer). A trimmed event that no
+/// longer reads as its type, or that does not fit even trimmed, is an error: nothing over the
+/// bound is ever written.
+pub fn fit_whole(original: &Event, recorded: &Event, run_dir: &SafeDir) -> Result<Option<(Event, Externalised)>, SafeFsError> {
+    let limit = MAX_LINE_BYTES - CHAIN_ROOM;
+    if line_bytes(recorded)? <= limit {
+        return Ok(None);
+    }
+    let kind = original.kind();
+    let fail = |why: String| SafeFsError::Io { path: kind.into(), source: std::io::Error::other(why) };
+    let value = serde_json::to_value(recorded).map_err(|e| fail(e.to_string()))?;
+    let mut fitted = None;
+    let mut lists = std::collections::BTreeMap::new();
+    for (items, chars) in FIT_PASSES {
+        let mut v = value.clone();
+        let mut trimmed = Vec::new();
+        trim(&mut v, items, chars, &mut trimmed);
+        let event: Event = serde_json::from_value(v).map_err(|e| fail(format!("a trimmed {kind} event no longer reads as one: {e}")))?;
+        if event.kind() != kind {
+            return Err(fail(format!("a trimmed {kind} event reads as {}", event.kind())));
+        }
+        if line_bytes(&event)? <= limit {
+            lists = trimmed.into_iter().take(MAX_TRIMMED_NAMED).collect();
+            fitted = Some(event);
+            break;
+        }
+    }
+    let Some(fitted) = fitted else {
+        return Err(fail(format!("a {kind} event is over the receipt's line bound ({MAX_LINE_BYTES} bytes) even trimmed")));
+    };
+    let whole = serde_json::to_vec(&serde_json::json!({ "event": original })).map_err(|e| fail(e.to_string()))?;
+    let digest = hex_sha256(&whole);
+    let iteration = iteration_of(&value);
+    let file = format!("{kind}-{iteration:04}-whole-{}.json", &digest[..16]);
+    let dir = run_dir.subdir_or_create(ARTIFACTS)?;
+    dir.write_atomic(&file, &whole)?;
+    let artifact = ArtifactRef { path: format!("{ARTIFACTS}/{file}"), bytes: whole.len() as u64, sha256: digest };
+    Ok(Some((fitted, Externalised { of: kind.into(), iteration, lists, artifact, whole_event: true })))
+}
+
+/// Trim `v` in place (lists past `items` items, strings past `chars` characters), noting each
+/// place trimmed (its JSON pointer, and the count, digest and sample of what was there). The
+/// values are the engine's own typed events made JSON (a depth its types fix), walked with an
+/// explicit stack.
+fn trim(v: &mut serde_json::Value, items: usize, chars: usize, trimmed: &mut Vec<(String, BoundedList)>) {
+    use serde_json::Value;
+    let mut stack: Vec<(String, &mut Value)> = vec![(String::new(), v)];
+    while let Some((pointer, v)) = stack.pop() {
+        match v {
+            Value::String(s) if s.chars().nth(chars).is_some() => {
+                if trimmed.len() < MAX_TRIMMED_NAMED {
+                    let json = serde_json::to_vec(&*s).unwrap_or_default();
+                    trimmed.push((pointer, BoundedList { count: s.chars().count() as u64, sha256: hex_sha256(&json), sample: sample_of(std::iter::once(s.clone())) }));
+                }
+                *s = cut(s, chars);
+            }
+            Value::Array(a) => {
+                if a.len() > items.max(5) {
+                    if trimmed.len() < MAX_TRIMMED_NAMED {
+                        let json = serde_json::to_vec(&*a).unwrap_or_default();
+                        let shown = a.iter().map(|x| serde_json::to_string(x).unwrap_or_default());
+                        trimmed.push((pointer.clone(), BoundedList { count: a.len() as u64, sha256: hex_sha256(&json), sample: sample_of(shown) }));
+                    }
+                    a.truncate(items.max(5));
+                }
+                for (i, x) in a.iter_mut().enumerate() {
+                    stack.push((format!("{pointer}/{i}"), x));
+                }
+            }
+            Value::Object(m) => {
+                for (k, x) in m.iter_mut() {
+                    let key = k.replace('~', "~0").replace('/', "~1");
+                    stack.push((format!("{pointer}/{key}"), x));
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 /// One list of an event, over the bound: its first [`SAMPLE_ITEMS`] items to keep inline, and
@@ -230,44 +449,109 @@ pub fn check_artifacts(events: &[Event], run_dir: &SafeDir) -> ArtifactCheck {
     out
 }
 
-/// A resumed run's history with the lists its receipt moved to artifacts read back whole, so the
-/// guards judge the remaining iterations as the live run did. An artifact that is absent or does
-/// not match its recorded digest restores nothing (its event keeps its counts and sample); the
-/// sentences returned say which.
-pub fn rehydrate(history: &mut crate::receipt::history::History, run_dir: &SafeDir) -> Vec<String> {
+/// A resumed run's history with what its receipt moved to artifacts read back whole, so the
+/// guards and the progress rules judge the remaining iterations as the live run did: each
+/// `externalised` event's artifact, re-hashed against the digest the event records (and each
+/// list against its own), restores the event it follows, whatever its type (a check's sets and
+/// evidence, a confirmation's, the baseline's, the reference's failing set, a snapshot's
+/// protected changes, a guard's findings, or a whole event trimmed to fit the line bound). An
+/// artifact that is absent or does not match restores nothing (its event keeps its counts and
+/// sample); the sentences returned say which.
+pub fn history_of(
+    lines: &[serde_json::Map<String, serde_json::Value>],
+    run_dir: &SafeDir,
+) -> Result<(crate::receipt::history::History, Vec<String>), crate::receipt::events::EventError> {
+    let mut recorded = crate::receipt::events::Recorded::decode_all(lines)?;
+    let notes = rehydrate(&mut recorded, run_dir);
+    Ok((crate::receipt::history::History::fold(&recorded), notes))
+}
+
+/// Restore, in place, each event an `externalised` event follows from its artifact (see
+/// [`history_of`]).
+pub fn rehydrate(recorded: &mut [crate::receipt::events::Recorded], run_dir: &SafeDir) -> Vec<String> {
     let mut notes = Vec::new();
-    for record in &mut history.iterations {
-        for x in record.externalised.clone() {
-            let whole = match read_whole(&x, run_dir) {
-                Ok(w) => w,
-                Err(why) => {
-                    notes.push(format!("{}: {why}; iteration {}'s {} keeps its counts and sample", x.artifact.path, x.iteration, x.of));
-                    continue;
-                }
-            };
-            match x.of.as_str() {
-                "check_result" => {
-                    if let Some(c) = record.check.as_mut() {
-                        c.failing_set = list(&whole, "failing_set").or(c.failing_set.take());
-                        c.collected_set = list(&whole, "collected_set").or(c.collected_set.take());
-                        c.skipped_set = list(&whole, "skipped_set").or(c.skipped_set.take());
-                    }
-                }
-                "snapshot" => {
-                    if let (Some(s), Some(all)) = (record.snapshot.as_mut(), list(&whole, "protected_changes")) {
-                        s.protected_changes = all;
-                    }
-                }
-                _ => {}
+    let mut subject = None;
+    for i in 0..recorded.len() {
+        let Event::Externalised(x) = &recorded[i].event else {
+            subject = Some(i);
+            continue;
+        };
+        let x = x.clone();
+        // An `externalised` event itself trimmed whole is followed by its own.
+        let subject = if x.of == "externalised" && x.whole_event { i.checked_sub(1) } else { subject };
+        let Some(j) = subject.filter(|&j| recorded[j].event.kind() == x.of) else {
+            notes.push(format!("{}: the externalised event at line {} follows no {} event", x.artifact.path, i + 1, x.of));
+            continue;
+        };
+        let whole = match read_whole(&x, run_dir) {
+            Ok(w) => w,
+            Err(why) => {
+                notes.push(format!("{}: {why}; iteration {}'s {} keeps its counts and sample", x.artifact.path, x.iteration, x.of));
+                continue;
             }
+        };
+        if let Err(why) = restore(&mut recorded[j].event, &x, &whole) {
+            notes.push(format!("{}: {why}; iteration {}'s {} keeps its counts and sample", x.artifact.path, x.iteration, x.of));
         }
     }
     notes
 }
 
-/// The list `field` of an artifact, typed.
-fn list<T: serde::de::DeserializeOwned>(whole: &serde_json::Map<String, serde_json::Value>, field: &str) -> Option<T> {
-    whole.get(field).cloned().and_then(|v| serde_json::from_value(v).ok())
+/// Put the lists of `whole` (the artifact of `x`, already checked) back into `event`.
+fn restore(event: &mut Event, x: &Externalised, whole: &serde_json::Map<String, serde_json::Value>) -> Result<(), String> {
+    if x.whole_event {
+        let held = whole.get("event").cloned().ok_or("it holds no event")?;
+        let original: Event = serde_json::from_value(held).map_err(|e| format!("its event does not read: {e}"))?;
+        if original.kind() != event.kind() {
+            return Err(format!("it holds a {} event", original.kind()));
+        }
+        *event = original;
+        return Ok(());
+    }
+    let check = match event {
+        Event::CheckResult(c) => Some(c),
+        Event::CheckBaseline(b) => Some(&mut b.check),
+        Event::HoldoutCheck(h) => Some(&mut h.check),
+        Event::CheckConfirmation(c) => Some(&mut c.check),
+        _ => None,
+    };
+    if let Some(c) = check {
+        c.failing_set = list(whole, "failing_set")?.or(c.failing_set.take());
+        c.collected_set = list(whole, "collected_set")?.or(c.collected_set.take());
+        c.skipped_set = list(whole, "skipped_set")?.or(c.skipped_set.take());
+        if let Some(e) = c.evidence.as_mut() {
+            if let Some(all) = list(whole, "evidence.reports")? {
+                e.reports = all;
+            }
+            if let Some(all) = list(whole, "evidence.sources")? {
+                e.sources = all;
+            }
+            if let Some(all) = list(whole, "evidence.disagreements")? {
+                e.disagreements = all;
+            }
+        }
+        return Ok(());
+    }
+    match event {
+        Event::Reference(r) => r.failing_set = list(whole, "failing_set")?.or(r.failing_set.take()),
+        Event::Snapshot(s) => {
+            if let Some(all) = list(whole, "protected_changes")? {
+                s.protected_changes = all;
+            }
+        }
+        Event::Guard(g) => {
+            if let Some(all) = list(whole, "findings")? {
+                g.findings = all;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// The list `field` of an artifact, typed (`None`: the artifact does not hold it).
+fn list<T: serde::de::DeserializeOwned>(whole: &serde_json::Map<String, serde_json::Value>, field: &str) -> Result<Option<T>, String> {
+    whole.get(field).cloned().map(|v| serde_json::from_value(v).map_err(|e| format!("its {field} does not read: {e}"))).transpose()
 }
 
 /// The artifact of `x`, checked against its recorded size and digest and against each list's.
@@ -279,7 +563,9 @@ fn read_whole(x: &Externalised, run_dir: &SafeDir) -> Result<serde_json::Map<Str
     let name = x.artifact.path.strip_prefix(&format!("{ARTIFACTS}/")).unwrap_or_default();
     let bytes = run_dir.subdir(ARTIFACTS).and_then(|d| d.read(name, MAX_ARTIFACT_BYTES)).map_err(|e| e.to_string())?;
     let whole: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(&bytes).map_err(|e| format!("not a JSON object: {e}"))?;
-    for (field, bounded) in &x.lists {
+    // A whole event's places are pointers into the trimmed event: the artifact's own digest,
+    // which the chain holds, is what vouches for it.
+    for (field, bounded) in x.lists.iter().filter(|_| !x.whole_event) {
         let ok = whole.get(field).and_then(|v| serde_json::to_vec(v).ok()).is_some_and(|b| hex_sha256(&b) == bounded.sha256);
         if !ok {
             return Err(format!("its {field} does not hash to the recorded digest"));
@@ -297,6 +583,13 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dir = SafeDir::open(tmp.path()).unwrap();
         (tmp, dir)
+    }
+
+    /// The bounded event and its one `externalised` event.
+    fn pair(b: Option<Bounded>) -> Option<(Event, Event)> {
+        let b = b?;
+        let [x] = <[Event; 1]>::try_from(b.after).ok()?;
+        Some((b.event, x))
     }
 
     fn check_with_failing(n: usize) -> CheckResult {
@@ -320,7 +613,7 @@ mod tests {
     fn a_large_failing_set_becomes_count_digest_sample_and_an_artifact_that_verifies() {
         let (_t, dir) = run_dir();
         let full = check_with_failing(200_000);
-        let Some((Event::CheckResult(b), Event::Externalised(x))) = bound(&Event::CheckResult(full.clone()), &dir).unwrap() else { panic!("not bounded") };
+        let Some((Event::CheckResult(b), Event::Externalised(x))) = pair(bound(&Event::CheckResult(full.clone()), &dir).unwrap()) else { panic!("not bounded") };
         assert_eq!((b.failing_set.as_ref(), b.collected_set.as_ref(), b.failing_count), (None, None, Some(200_000)));
         assert_eq!((x.of.as_str(), x.iteration), ("check_result", 3));
         let failing = &x.lists["failing_set"];
@@ -337,7 +630,7 @@ mod tests {
     #[test]
     fn verify_names_an_absent_artifact_and_refuses_a_changed_one() {
         let (_t, dir) = run_dir();
-        let Some((_, bounded)) = bound(&Event::CheckResult(check_with_failing(5000)), &dir).unwrap() else { panic!("not bounded") };
+        let Some((_, bounded)) = pair(bound(&Event::CheckResult(check_with_failing(5000)), &dir).unwrap()) else { panic!("not bounded") };
         let arts = dir.subdir(ARTIFACTS).unwrap();
         arts.write_atomic("check_result-0003.json", b"{}").unwrap();
         let found = check_artifacts(std::slice::from_ref(&bounded), &dir);
@@ -352,7 +645,7 @@ mod tests {
         let (_t, dir) = run_dir();
         let changes: Vec<ProtectedChangeRecord> = (0..3000).map(|i| ProtectedChangeRecord { path: format!("tests/t{i}.py"), change: "added".into() }).collect();
         let s = SnapshotRecord { iteration: 1, tree_id: "0".repeat(40), changed_paths: 3000, protected_changes: changes, duration_ms: None, awareness: vec![], left_out: None };
-        let Some((Event::Snapshot(b), Event::Externalised(x))) = bound(&Event::Snapshot(s), &dir).unwrap() else { panic!("not bounded") };
+        let Some((Event::Snapshot(b), Event::Externalised(x))) = pair(bound(&Event::Snapshot(s), &dir).unwrap()) else { panic!("not bounded") };
         assert_eq!((b.protected_changes.len(), b.accepted(), x.lists["protected_changes"].count), (SAMPLE_ITEMS, false, 3000));
     }
 
@@ -360,7 +653,7 @@ mod tests {
     fn a_resumed_history_gets_the_whole_sets_back_from_an_artifact_that_matches() {
         let (_t, dir) = run_dir();
         let full = check_with_failing(5000);
-        let Some((bounded, x)) = bound(&Event::CheckResult(full.clone()), &dir).unwrap() else { panic!("not bounded") };
+        let Some((bounded, x)) = pair(bound(&Event::CheckResult(full.clone()), &dir).unwrap()) else { panic!("not bounded") };
         let lines: Vec<serde_json::Map<String, serde_json::Value>> = [Event::IterationStart { iteration: 3 }, bounded, x]
             .iter()
             .map(|e| {
@@ -369,14 +662,65 @@ mod tests {
                 m
             })
             .collect();
-        let mut history = crate::receipt::history::History::of_lines(&lines).unwrap();
+        let history = crate::receipt::history::History::of_lines(&lines).unwrap();
         assert_eq!(history.iterations[0].check.as_ref().unwrap().failing_set, None);
-        assert!(rehydrate(&mut history, &dir).is_empty());
+        let (history, notes) = history_of(&lines, &dir).unwrap();
+        assert!(notes.is_empty(), "{notes:?}");
         assert_eq!(history.iterations[0].check.as_ref().unwrap().failing_set, full.failing_set);
         dir.subdir(ARTIFACTS).unwrap().write_atomic("check_result-0003.json", b"{}").unwrap();
-        let mut tampered = crate::receipt::history::History::of_lines(&lines).unwrap();
-        let notes = rehydrate(&mut tampered, &dir);
+        let (tampered, notes) = history_of(&lines, &dir).unwrap();
         assert_eq!((notes.len(), tampered.iterations[0].check.as_ref().unwrap().failing_set.as_ref()), (1, None));
+    }
+
+    fn lines_of(events: &[Event]) -> Vec<serde_json::Map<String, serde_json::Value>> {
+        events
+            .iter()
+            .map(|e| {
+                let mut m = e.fields().unwrap();
+                m.insert("type".into(), e.kind().into());
+                m
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_resumed_history_gets_a_confirmations_reports_back_and_keeps_the_sample_of_a_changed_artifact() {
+        use crate::receipt::events::{CheckEvidence, ConfirmationRecord};
+        let (_t, dir) = run_dir();
+        let mut check = check_with_failing(3);
+        let reports: Vec<ReportRecord> = (0..5000)
+            .map(|i| ReportRecord { pattern: "out/*.xml".into(), path: Some(format!("out/r{i:05}.xml")), format: Some("junit".into()), counts: Some([1, 0, 1, 0]), error: None })
+            .collect();
+        check.evidence = Some(CheckEvidence { verdict: "red".into(), reports: reports.clone(), sources: vec![], disagreements: vec![] });
+        let c = Event::CheckConfirmation(ConfirmationRecord { confirmation: 2, same_tree_as: None, agrees: true, stability_lower_bound: 0.5, confidence: 0.95, stability_target: 0.99, check });
+        let Some((bounded, x)) = pair(bound(&c, &dir).unwrap()) else { panic!("not bounded") };
+        let Event::Externalised(ext) = &x else { panic!("{}", x.kind()) };
+        assert_eq!((ext.artifact.path.as_str(), ext.lists["evidence.reports"].count), ("artifacts/check_confirmation-0003-c2.json", 5000));
+        let lines = lines_of(&[Event::IterationStart { iteration: 3 }, bounded, x]);
+        let (history, notes) = history_of(&lines, &dir).unwrap();
+        assert!(notes.is_empty(), "{notes:?}");
+        let confirmed = &history.iterations[0].confirmations[0].check;
+        assert_eq!(confirmed.evidence.as_ref().unwrap().reports, reports);
+        dir.subdir(ARTIFACTS).unwrap().write_atomic("check_confirmation-0003-c2.json", b"{}").unwrap();
+        let (tampered, notes) = history_of(&lines, &dir).unwrap();
+        assert_eq!((notes.len(), tampered.iterations[0].confirmations[0].check.evidence.as_ref().unwrap().reports.len()), (1, SAMPLE_ITEMS));
+        assert!(notes[0].starts_with("artifacts/check_confirmation-0003-c2.json: artifacts/check_confirmation-0003-c2.json: 2 bytes"), "{notes:?}");
+    }
+
+    #[test]
+    fn an_event_over_the_line_bound_is_trimmed_whole_and_restored_from_its_artifact() {
+        let (_t, dir) = run_dir();
+        let Event::CheckResult(mut c) = sample::check_result(4, 1) else { unreachable!() };
+        c.junit_error = Some("e\u{7}".repeat(MAX_LINE_BYTES));
+        let Some((bounded, x)) = pair(bound(&Event::CheckResult(c.clone()), &dir).unwrap()) else { panic!("not bounded") };
+        let Event::Externalised(ext) = &x else { panic!("{}", x.kind()) };
+        assert_eq!((ext.whole_event, ext.lists["/junit_error"].count), (true, 2 * MAX_LINE_BYTES as u64));
+        assert!(serde_json::to_vec(&bounded).unwrap().len() < 4096);
+        let Event::CheckResult(b) = &bounded else { unreachable!() };
+        assert_eq!(b.junit_error.as_deref().map(|e| e.chars().count()), Some(SAMPLE_ITEM_CHARS + 1));
+        let (history, notes) = history_of(&lines_of(&[Event::IterationStart { iteration: 4 }, bounded, x]), &dir).unwrap();
+        assert!(notes.is_empty(), "{notes:?}");
+        assert_eq!(history.iterations[0].check.as_ref(), Some(&c));
     }
 
     #[test]
