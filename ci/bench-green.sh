@@ -21,12 +21,8 @@ SS="$CACHE/strsim-0.11.1-7da8b5736845d9f2fcb837ea5d9e2628564b3b043a70948a3f0b778
 { [ -f "$MI" ] && [ -f "$SS" ]; } || ci/fetch-test-projects.sh
 cargo build --quiet --bin loopexec
 BIN="$PWD/target/debug/loopexec"
-rm -rf "$ROOT" && mkdir -p "$ROOT/keys" && chmod 0711 "$ROOT"
-export LOOPEXEC_CONFIG_DIR="$ROOT/keys" GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null
-export GIT_AUTHOR_NAME=bench GIT_AUTHOR_EMAIL=bench@example.com GIT_COMMITTER_NAME=bench GIT_COMMITTER_EMAIL=bench@example.com
-"$BIN" keygen --dir "$ROOT/keys" >/dev/null
+. ci/bench-env.sh
 now_ms() { date +%s%N | awk '{ printf "%.1f", $1 / 1000000 }'; }
-med() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
 # project ARCHIVE DIR FILE FROM TO: unpack, inject the bug (FROM -> TO in FILE), commit t0.
 project() {

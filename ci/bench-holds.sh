@@ -15,12 +15,8 @@ ROUNDS=${1:-3}
 ROOT="${BENCH_DIR:-/tmp}/loopexec-bench-holds"
 cargo build --quiet --bin loopexec
 BIN="$PWD/target/debug/loopexec"
-rm -rf "$ROOT" && mkdir -p "$ROOT/keys" && chmod 0711 "$ROOT"
-export LOOPEXEC_CONFIG_DIR="$ROOT/keys" GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null
-export GIT_AUTHOR_NAME=bench GIT_AUTHOR_EMAIL=bench@example.com GIT_COMMITTER_NAME=bench GIT_COMMITTER_EMAIL=bench@example.com
-"$BIN" keygen --dir "$ROOT/keys" >/dev/null
+. ci/bench-env.sh
 now_ms() { date +%s%N | awk '{ printf "%.0f", $1 / 1000000 }'; }
-med() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
 printf '%8s %18s %14s\n' held check_median_ms run_wall_ms
 for n in 0 1000 2000 3500; do

@@ -16,10 +16,7 @@ cd "$(dirname "$0")/.."
 N=${1:-10000}
 ROOT="${BENCH_DIR:-/tmp}/loopexec-bench-reports"
 if [ -n "${LOOPEXEC_BIN:-}" ]; then BIN=$LOOPEXEC_BIN; else cargo build --quiet --bin loopexec && BIN="$PWD/target/debug/loopexec"; fi
-rm -rf "$ROOT" && mkdir -p "$ROOT/keys" && chmod 0711 "$ROOT"
-export LOOPEXEC_CONFIG_DIR="$ROOT/keys" GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null
-export GIT_AUTHOR_NAME=bench GIT_AUTHOR_EMAIL=bench@example.com GIT_COMMITTER_NAME=bench GIT_COMMITTER_EMAIL=bench@example.com
-"$BIN" keygen --dir "$ROOT/keys" >/dev/null
+. ci/bench-env.sh
 
 # check N FAIL EXIT: the check command writing N reports (failing when FAIL is 1), exiting EXIT.
 check() {

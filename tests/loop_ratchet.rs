@@ -354,16 +354,22 @@ fn resume_refuses_an_unsigned_acceptance_with_an_iteration_start_chained_after_i
     assert_eq!(resume_refused(repo.path()), format!("receipt line {line} (ratchet_accept of iteration 2): not signed by operator key {fingerprint}"));
 }
 
-#[test]
-fn resume_refuses_an_applied_acceptance_signed_by_another_key_naming_it() {
-    let repo = calc_project();
-    paused_after_a_rejection(repo.path());
-    let tree = of_type(repo.path(), "snapshot")[1]["tree_id"].as_str().unwrap().to_string();
+/// A run paused after iteration 2 was rejected, and an acceptance of iteration 2 signed by a key
+/// that is not the operator's; with the receipt line it would take.
+fn acceptance_signed_by_another_key(repo: &Path) -> (usize, loopexec::receipt::events::RatchetAcceptRecord) {
+    paused_after_a_rejection(repo);
+    let tree = of_type(repo, "snapshot")[1]["tree_id"].as_str().unwrap().to_string();
     let others = tempfile::tempdir().unwrap();
     let other = loopexec::receipt::keys::generate_operator_key(others.path(), false).unwrap();
     let other = loopexec::receipt::keys::OperatorKey::load(&other.private_key).unwrap();
-    let line = next_line(repo.path());
-    let signed = loopexec::receipt::acceptance::sign(&other, "r", 2, &tree, &receipt_head(repo.path()));
+    let line = next_line(repo);
+    (line, loopexec::receipt::acceptance::sign(&other, "r", 2, &tree, &receipt_head(repo)))
+}
+
+#[test]
+fn resume_refuses_an_applied_acceptance_signed_by_another_key_naming_it() {
+    let repo = calc_project();
+    let (line, signed) = acceptance_signed_by_another_key(repo.path());
     let named = signed.operator_key.clone();
     chain_applied_acceptance(repo.path(), signed);
     let fingerprint = operator_fingerprint();
@@ -373,14 +379,8 @@ fn resume_refuses_an_applied_acceptance_signed_by_another_key_naming_it() {
 #[test]
 fn resume_refuses_an_applied_acceptance_signed_by_another_key_claiming_the_operators() {
     let repo = calc_project();
-    paused_after_a_rejection(repo.path());
-    let tree = of_type(repo.path(), "snapshot")[1]["tree_id"].as_str().unwrap().to_string();
-    let others = tempfile::tempdir().unwrap();
-    let other = loopexec::receipt::keys::generate_operator_key(others.path(), false).unwrap();
-    let other = loopexec::receipt::keys::OperatorKey::load(&other.private_key).unwrap();
-    let line = next_line(repo.path());
+    let (line, signed) = acceptance_signed_by_another_key(repo.path());
     let fingerprint = operator_fingerprint();
-    let signed = loopexec::receipt::acceptance::sign(&other, "r", 2, &tree, &receipt_head(repo.path()));
     chain_applied_acceptance(repo.path(), loopexec::receipt::events::RatchetAcceptRecord { operator_key: fingerprint.clone(), ..signed });
     assert_eq!(resume_refused(repo.path()), format!("receipt line {line} (ratchet_accept of iteration 2): not signed by operator key {fingerprint}"));
 }

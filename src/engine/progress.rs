@@ -361,20 +361,17 @@ mod tests {
         assert_eq!((score.score, score.best), (None, Some(1.0)));
     }
 
+    /// A `check_baseline` of `t0`, run (not read from a cache) in place.
+    fn measured_t0(t0: crate::receipt::events::CheckResult) -> crate::receipt::events::CheckBaselineRecord {
+        crate::receipt::events::CheckBaselineRecord { check: t0, tree_id: None, cache_key: None, cache_hit: false, cache_note: None, sets_unmeasured: None, inactive_guards: None }
+    }
+
     #[test]
     fn a_measured_t0_is_the_start_of_the_frontier_and_of_the_trajectory() {
         let mut h = History::default();
         checked(&mut h, 0, &["a", "b"]);
         let t0 = h.iterations.pop().unwrap().check.unwrap();
-        h.check_baseline = Some(crate::receipt::events::CheckBaselineRecord {
-            check: t0,
-            tree_id: None,
-            cache_key: None,
-            cache_hit: false,
-            cache_note: None,
-            sets_unmeasured: None,
-            inactive_guards: None,
-        });
+        h.check_baseline = Some(measured_t0(t0));
         let limits = Limits::default();
         let broke = step(&mut h, 1, &["a", "c"], &limits);
         assert_eq!((broke.accepted, broke.frontier), (false, 0));
@@ -389,15 +386,7 @@ mod tests {
         let mut h = History::default();
         checked(&mut h, 0, &["a", "b"]);
         let t0 = h.iterations.pop().unwrap().check.unwrap();
-        h.check_baseline = Some(crate::receipt::events::CheckBaselineRecord {
-            check: t0,
-            tree_id: None,
-            cache_key: None,
-            cache_hit: false,
-            cache_note: None,
-            sets_unmeasured: None,
-            inactive_guards: None,
-        });
+        h.check_baseline = Some(measured_t0(t0));
         checked(&mut h, 1, &["b"]);
         let check = h.iterations[0].check.as_mut().unwrap();
         check.evidence = Some(crate::receipt::events::CheckEvidence {

@@ -249,6 +249,17 @@ pub fn require_pytest() {
     assert!(ok, "Debian's python3-pytest is needed (ci/setup.sh installs it)");
 }
 
+/// Whether Debian's cargo (`/usr/bin/cargo`, the one the exec zone sees) is there: under CI its
+/// absence fails the test; elsewhere the test says NOT RUN and does nothing.
+pub fn debian_cargo_present() -> bool {
+    if Path::new("/usr/bin/cargo").exists() {
+        return true;
+    }
+    assert!(std::env::var("CI").as_deref() != Ok("true"), "Debian's cargo is needed in /usr/bin (ci/setup.sh installs it)");
+    eprintln!("NOT RUN: /usr/bin/cargo is missing (CI=true makes this a failure)");
+    false
+}
+
 /// The second unprivileged local user of ci/setup-test-user.sh, when this test runs as root.
 pub fn other_local_user() -> Option<&'static str> {
     let exists = std::process::Command::new("id").arg("loopexec-other").output().is_ok_and(|o| o.status.success());
