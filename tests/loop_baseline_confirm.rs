@@ -17,7 +17,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// A FIFO that hands each reader the next verdict of a sequence (the last one repeated), until
-/// dropped.
+/// dropped. A check reads one line of it (`read -r v`): should the feeder offer the next verdict to
+/// a reader still open (under load), that reader still takes only the first line, and the line
+/// left in the pipe is discarded when it closes; the sequences here are one first verdict then one
+/// repeated, so every later reader still gets the repeated one.
 struct Verdicts {
     dir: tempfile::TempDir,
     stop: Arc<AtomicBool>,
@@ -114,7 +117,7 @@ fn cache_entries(dir: &Path) -> Vec<PathBuf> {
 
 /// Exit 0 when the FIFO says `green`, 1 otherwise.
 fn verdict_check(fifo: &str) -> String {
-    format!("v=$(cat {fifo}); echo \"verdict $v\"; [ \"$v\" = green ]")
+    format!("read -r v < {fifo}; echo \"verdict $v\"; [ \"$v\" = green ]")
 }
 
 /// The run halted `check_not_deterministic` at iteration 0 on its first confirmation rerun,
@@ -157,7 +160,7 @@ fn a_check_green_on_t0_whose_confirmation_rerun_exits_0_on_a_failing_report_halt
     let policy = verdicts.check_policy();
     // Exit 0 both times; the rerun's own report shows a failure (its evidence disagrees).
     let check = format!(
-        "v=$(cat {}); if [ \"$v\" = green ]; then f=''; else f='<failure/>'; fi; printf '<testsuite tests=\"1\"><testcase classname=\"t\" name=\"a\">%s</testcase></testsuite>' \"$f\" > junit.xml",
+        "read -r v < {}; if [ \"$v\" = green ]; then f=''; else f='<failure/>'; fi; printf '<testsuite tests=\"1\"><testcase classname=\"t\" name=\"a\">%s</testcase></testsuite>' \"$f\" > junit.xml",
         verdicts.fifo()
     );
     let (r, ev) = run(dir.path(), "forged", &check, &["--report", "junit.xml", "--check-policy", &policy]);
@@ -251,7 +254,7 @@ fn a_run_interrupted_during_the_t0_confirmation_reruns_it_on_resume_before_decid
     let verdicts = Verdicts::new(&["green", "red"]);
     let policy = verdicts.check_policy();
     // The first run is green; a later one waits (long enough to be interrupted), then fails.
-    let check = format!("v=$(cat {}); if [ \"$v\" = green ]; then exit 0; fi; sleep 8; exit 1", verdicts.fifo());
+    let check = format!("read -r v < {}; if [ \"$v\" = green ]; then exit 0; fi; sleep 8; exit 1", verdicts.fifo());
     let args = ["run", "--json", "--run-id", "i", "--exec", "true", "--check", &check, "--max-iterations", "1", "--check-policy", &policy];
     let types = interrupted_after(dir.path(), "i", &args, "check_baseline");
     let at = types.iter().position(|t| t == "check_baseline").unwrap();
