@@ -267,3 +267,41 @@ fn an_operator_interrupt_during_the_canary_records_no_adequacy_and_leaves_the_ru
     assert_eq!(types.last().map(String::as_str), Some("run_interrupted"), "{types:?}");
     assert_eq!(loopexec(repo.path(), &["status", "--json"]).json()["state"], "interrupted");
 }
+
+/// A project the built-in operators cannot mutate: `file` (a shell script, or a text file a
+/// shell check reads) holds `t0` and the check (`check`, a shell test) passes once the agent
+/// wrote `fixed` into it; the operator's mutator (`mutate_cmd`) is the only one that could judge
+/// the change.
+fn unmutatable_project(file: &str, t0: &str, check: &str, mutate_cmd: &str) -> tempfile::TempDir {
+    let dir = workdir();
+    write(dir.path(), file, t0);
+    write(dir.path(), "check.sh", check);
+    write(dir.path(), "loop.toml", &format!("adequacy = \"final\"\nmutants = 20\nmutate_cmd = {}\n", serde_json::to_string(mutate_cmd).unwrap()));
+    commit_t0(dir.path());
+    dir
+}
+
+#[test]
+fn a_mutator_listing_nothing_on_a_change_the_built_in_operators_cannot_mutate_either_halts_execution_failure_not_run() {
+    // A mutator that lists nothing, and one that lists only a file the agent did not change.
+    let elsewhere = "printf '[{\"file\": \"check.sh\", \"diff\": \"--- a/check.sh\\\\n+++ b/check.sh\\\\n@@ -1 +1 @@\\\\n-x\\\\n+y\\\\n\"}]'";
+    let cases = [
+        ("prog.sh", "echo 1\n", "[ \"$(sh prog.sh)\" = 2 ]\n", "printf 'echo 2\\n' > prog.sh", "echo '[]'"),
+        ("answer.txt", "41\n", "[ \"$(cat answer.txt)\" = 42 ]\n", "printf '42\\n' > answer.txt", elsewhere),
+    ];
+    for (file, t0, check, agent, mutate_cmd) in cases {
+        let repo = unmutatable_project(file, t0, check, mutate_cmd);
+        let id = file.replace('.', "-");
+        let r = loopexec(repo.path(), &["run", "--json", "--run-id", &id, "--exec", agent, "--check", "sh check.sh", "--max-iterations", "2"]);
+        let ev = events(repo.path(), &id);
+        assert_eq!((r.code, r.json()["halt_reason"].as_str()), (40, Some("execution_failure")), "{r:?}\n{ev:#?}");
+        let a = adequacy(&ev);
+        assert_eq!((a["tier"].as_str(), a["verdict"].as_str(), a["generated"].as_u64(), a["external_exit"].as_i64()), (Some("external"), Some("not_run"), Some(0), Some(0)), "{a:#}");
+        let guard = ev.iter().find(|e| e["type"] == "guard").expect("guard event");
+        assert_eq!((guard["guard"].as_str(), guard["halt_reason"].as_str()), (Some("adequacy"), Some("execution_failure")), "{guard:#}");
+        assert_eq!(
+            guard["detail"],
+            "the mutator (mutate_cmd) listed no mutant of the agent's change, and the built-in operators generate none in it either (a language they do not mutate): the canary judged nothing, so no verdict"
+        );
+    }
+}

@@ -271,3 +271,107 @@ fn a_run_interrupted_during_the_t0_confirmation_reruns_it_on_resume_before_decid
     assert_eq!((c["iteration"].as_u64(), c["confirmation"].as_u64(), c["agrees"].as_bool(), c["check_exit"].as_i64()), (Some(0), Some(1), Some(false), Some(1)), "{c}");
     assert!(cache_entries(dir.path()).is_empty());
 }
+
+// ---- A success on met targets (a red check whose failures all precede the run) ----
+
+/// The check's report from the FIFO's verdict: `t::a` fails when it names `a`, `t::b` when it
+/// names `b` (`ok`: neither, exit 0); one line read with `read -r`.
+fn targets_check(fifo: &str) -> String {
+    format!(
+        "read -r v < {fifo}; a=''; b=''; n=0; case $v in *a*) a='<failure/>'; n=$((n+1));; esac; case $v in *b*) b='<failure/>'; n=$((n+1));; esac; \
+         printf '<testsuite tests=\"2\" failures=\"%s\"><testcase classname=\"t\" name=\"a\">%s</testcase><testcase classname=\"t\" name=\"b\">%s</testcase></testsuite>' \"$n\" \"$a\" \"$b\" > junit.xml; [ \"$n\" = 0 ]"
+    )
+}
+
+/// The target `t::a`; `t::b` failing at t0 is a pre-existing failure.
+const TARGET_A: [&str; 4] = ["--report", "junit.xml", "--target", "t::a"];
+
+#[test]
+fn a_red_t0_whose_targets_all_pass_and_whose_confirmation_rerun_disagrees_halts_check_not_deterministic_at_iteration_0_and_is_not_cached() {
+    // The rerun fails the target too (red with another failing set), or passes everything (green).
+    for (rerun, shown) in [("ab", "red"), ("ok", "green with another failing set")] {
+        let dir = repo();
+        let verdicts = Verdicts::new(&["b", rerun]);
+        let policy = verdicts.check_policy();
+        let check = targets_check(&verdicts.fifo());
+        let mut extra = TARGET_A.to_vec();
+        extra.extend(["--check-policy", &policy]);
+        let (r, ev) = run(dir.path(), "lucky", &check, &extra);
+        let v = r.json();
+        assert_eq!((r.code, v["halt_reason"].as_str(), v["iteration"].as_u64()), (14, Some("check_not_deterministic"), Some(0)), "{v}\n{ev:#?}");
+        let detail = v["run"]["detail"].as_str().unwrap();
+        assert!(detail.starts_with(&format!("the check passed on t0, but confirmation rerun 1 on the same tree was {shown}: a flake, not success")), "{detail}");
+        assert_eq!(of_type(&ev, "check_baseline")[0]["check"]["check_exit"], 1, "t0 was red");
+        let c = of_type(&ev, "check_confirmation");
+        assert_eq!(c.len(), 1, "{c:#?}");
+        assert_eq!((c[0]["iteration"].as_u64(), c[0]["confirmation"].as_u64(), c[0]["agrees"].as_bool()), (Some(0), Some(1), Some(false)), "{c:?}");
+        assert!(of_type(&ev, "iteration_start").is_empty(), "the agent was never called: {ev:#?}");
+        assert!(cache_entries(dir.path()).is_empty(), "a lucky red whose targets met did not confirm and is never cached");
+    }
+}
+
+#[test]
+fn a_steady_red_t0_whose_targets_all_pass_is_confirmed_then_cached_with_its_confirmation_and_an_entry_without_it_is_recomputed() {
+    let dir = repo();
+    let verdicts = Verdicts::new(&["b"]);
+    let policy = verdicts.check_policy();
+    let check = targets_check(&verdicts.fifo());
+    let mut extra = TARGET_A.to_vec();
+    extra.extend(["--check-policy", &policy]);
+    let met = "every target already passes on t0 (the check fails only on 1 pre-existing failure(s)): halted at iteration 0, the agent was not called";
+    let (r, ev) = run(dir.path(), "first", &check, &extra);
+    let v = r.json();
+    assert_eq!((r.code, v["halt_reason"].as_str(), v["iteration"].as_u64()), (10, Some("success_condition_met"), Some(0)), "{v}\n{ev:#?}");
+    assert_eq!(v["run"]["detail"], format!("{met}; t0 is the baseline run before any agent call, confirmed by 1 agreeing rerun(s)"));
+    let c = of_type(&ev, "check_confirmation");
+    assert_eq!(c.len(), 1, "{c:#?}");
+    assert_eq!((c[0]["iteration"].as_u64(), c[0]["agrees"].as_bool(), c[0]["check_exit"].as_i64()), (Some(0), Some(true), Some(1)), "{c:?}");
+    let entries = cache_entries(dir.path());
+    assert_eq!(entries.len(), 1);
+    let mut entry: Value = serde_json::from_slice(&std::fs::read(&entries[0]).unwrap()).unwrap();
+    assert_eq!(entry["confirmations"].as_array().map(Vec::len), Some(1), "{entry}");
+
+    let (r, ev) = run(dir.path(), "second", &check, &extra);
+    assert_eq!(r.code, 10, "{r:?}");
+    assert_eq!(r.json()["run"]["detail"], format!("{met}; t0 is its cached baseline, confirmed by 1 agreeing rerun(s)"));
+    assert_eq!(of_type(&ev, "check_baseline")[0]["cache_hit"], true);
+
+    // An entry holding the red without its confirmation is not trusted for the success.
+    entry["confirmations"] = json!([]);
+    std::fs::write(&entries[0], serde_json::to_vec(&entry).unwrap()).unwrap();
+    let name = entries[0].file_name().unwrap().to_string_lossy().into_owned();
+    let (r, ev) = run(dir.path(), "emptied", &check, &extra);
+    assert_eq!(r.code, 10, "{r:?}");
+    let b = of_type(&ev, "check_baseline")[0];
+    assert_eq!(b["cache_hit"], false, "{b}");
+    let note = b["cache_note"].as_str().unwrap();
+    assert!(
+        note.starts_with(&format!("cache entry check-baselines/{name} ignored (a red whose targets all pass confirmed by 0 agreeing rerun(s), not the 1 this run asks for)")),
+        "{note}"
+    );
+    assert_eq!(of_type(&ev, "check_confirmation").len(), 1, "the success was confirmed again");
+}
+
+#[test]
+fn targets_met_at_an_iteration_whose_confirmation_rerun_disagrees_halt_check_not_deterministic_not_success() {
+    for (rerun, shown) in [("ab", "red"), ("ok", "green with another failing set")] {
+        let dir = repo();
+        // t0: the target fails; iteration 1: only the pre-existing failure; its rerun: `rerun`.
+        let verdicts = Verdicts::new(&["ab", "b", rerun]);
+        let policy = verdicts.check_policy();
+        let check = targets_check(&verdicts.fifo());
+        let mut args = vec!["run", "--json", "--run-id", "n", "--exec", "echo fix > fix.txt", "--check", &check, "--max-iterations", "2", "--check-policy", &policy];
+        args.extend_from_slice(&TARGET_A);
+        let r = loopexec(dir.path(), &args);
+        let ev = events(dir.path(), "n");
+        let v = r.json();
+        assert_eq!((r.code, v["halt_reason"].as_str(), v["iteration"].as_u64()), (14, Some("check_not_deterministic"), Some(1)), "{v}\n{ev:#?}");
+        let detail = v["run"]["detail"].as_str().unwrap();
+        assert!(detail.starts_with(&format!("the check passed at iteration 1, but confirmation rerun 1 on the same tree was {shown}: a flake, not success")), "{detail}");
+        let p = of_type(&ev, "progress");
+        assert_eq!(p[0]["targets_met"], true, "iteration 1 met its targets: {p:?}");
+        let c = of_type(&ev, "check_confirmation");
+        assert_eq!(c.len(), 1, "{c:#?}");
+        assert_eq!((c[0]["iteration"].as_u64(), c[0]["confirmation"].as_u64(), c[0]["agrees"].as_bool()), (Some(1), Some(1), Some(false)), "{c:?}");
+    }
+}

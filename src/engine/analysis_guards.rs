@@ -135,6 +135,22 @@ impl ChangedBytes {
         ChangedBytes { files: out }
     }
 
+    /// Whether the snapshot changes any file `keep` lets through (in any language, with a grammar
+    /// or not) beyond whitespace against t0, both versions read bounded (a file over the bound,
+    /// or one deleted or new with a non-blank byte, counts as changed).
+    pub(super) fn any_substantive(files: &TreeFiles, snapshot: &Snapshot, t0: &Manifest, limits: Limits, keep: impl Fn(&[u8]) -> bool) -> bool {
+        let tokens = |bytes: &Option<Vec<u8>>| bytes.as_ref().map(|b| b.iter().filter(|c| !c.is_ascii_whitespace()).copied().collect::<Vec<u8>>());
+        snapshot.changes(t0).into_iter().filter(|(path, _)| keep(path)).any(|(path, _)| {
+            let before = t0.get(&path).filter(|e| is_file(e.kind)).and_then(|_| files.t0(&path, limits));
+            let after = snapshot.manifest.get(&path).filter(|e| is_file(e.kind)).and_then(|_| files.end(snapshot, &path, limits));
+            match (tokens(&before), tokens(&after)) {
+                (None, None) => true,
+                (Some(b), None) | (None, Some(b)) => !b.is_empty(),
+                (Some(b), Some(a)) => a != b,
+            }
+        })
+    }
+
     fn changed(&self) -> Vec<ChangedFile<'_>> {
         self.files.iter().map(|(p, a, b)| ChangedFile { path: p, t0: a.as_deref(), end: b.as_deref() }).filter(|c| c.t0 != c.end).collect()
     }

@@ -15,7 +15,9 @@
 //!   on t0 (the agent is never called): a green t0 is confirmed like any green first, by
 //!   `confirm_runs` reruns on t0 (`super::confirm`, recorded as `check_confirmation` events of
 //!   iteration 0 after `check_baseline`); one that disagrees halts `check_not_deterministic` as a
-//!   flaky green does at any iteration (`super::decide::flake`), and is never cached;
+//!   flaky green does at any iteration (`super::decide::flake`), and is never cached; a red t0
+//!   whose targets all pass (`super::targets`) is the same success at iteration 0, confirmed and
+//!   cached by the same rule ([`decide_t0_success`]);
 //! - [`BaselineSetGuard`], the guard after every check with exit 0: the collected set lost a
 //!   member of C0, or the skipped set gained one against S0 (`metric_integrity_violation`).
 //!
@@ -168,10 +170,11 @@ fn entry_name(key: &str) -> String {
 }
 
 /// Read the entry of `key` beneath `dir`, never trusting it: bounded, without following a link,
-/// and only when it parses and names the same key and format; a green only when it holds at
-/// least `confirm_runs` confirmations of iteration 0, all agreeing (the first `confirm_runs` are
+/// and only when it parses and names the same key and format; a success at iteration 0 (a green,
+/// or a red whose targets all pass: `confirmed(check)`) only when it holds at least
+/// `confirm_runs` confirmations of iteration 0, all agreeing (the first `confirm_runs` are
 /// returned).
-pub fn read_cache(dir: &SafeDir, key: &str, confirm_runs: u64) -> CacheRead {
+pub fn read_cache(dir: &SafeDir, key: &str, confirm_runs: u64, confirmed: &dyn Fn(&CheckResult) -> bool) -> CacheRead {
     let name = entry_name(key);
     let ignored = |why: String| CacheRead::Miss(Some(format!("cache entry {CACHE_DIR}/{name} ignored ({why}); the baseline was recomputed")));
     let bytes = match dir.read(&name, MAX_CACHE_ENTRY_BYTES) {
@@ -184,10 +187,14 @@ pub fn read_cache(dir: &SafeDir, key: &str, confirm_runs: u64) -> CacheRead {
         Ok(entry) if entry.format != CACHE_FORMAT => ignored(format!("format {} is not {CACHE_FORMAT}", entry.format)),
         Ok(entry) if entry.key != key => ignored("it names another key".into()),
         Ok(entry) if entry.check.iteration != 0 || entry.check.check_exit.is_none() => ignored("it holds no exited baseline check".into()),
-        Ok(entry) if Verdict::of_check(&entry.check) == Verdict::Pass => {
+        Ok(entry) if confirmed(&entry.check) => {
             let agreeing = entry.confirmations.iter().take_while(|c| c.agrees && c.check.iteration == 0).count() as u64;
             if agreeing < confirm_runs {
-                return ignored(format!("a green confirmed by {agreeing} agreeing rerun(s), not the {confirm_runs} this run asks for"));
+                let what = match Verdict::of_check(&entry.check) {
+                    Verdict::Pass => "a green",
+                    _ => "a red whose targets all pass",
+                };
+                return ignored(format!("{what} confirmed by {agreeing} agreeing rerun(s), not the {confirm_runs} this run asks for"));
             }
             let confirmations = entry.confirmations.into_iter().take(confirm_runs as usize).map(|c| ConfirmationRecord { check: as_cached(c.check), ..c }).collect();
             CacheRead::Hit { check: entry.check, confirmations }
@@ -202,6 +209,13 @@ pub fn write_cache(dir: &SafeDir, key: &str, check: &CheckResult, confirmations:
     let entry = CacheEntry { format: CACHE_FORMAT, key: key.to_string(), check: check.clone(), confirmations: confirmations.to_vec() };
     let bytes = serde_json::to_vec(&entry).map_err(|e| e.to_string())?;
     dir.write_atomic(&entry_name(key), &bytes).map_err(|e| e.to_string())
+}
+
+/// Whether `check` on t0 is a success at iteration 0 under the `targets` patterns: a green, or a
+/// red whose targets all already pass (`super::targets::met_on_t0`). Either stands (and is
+/// cached) only once its confirmation reruns agree.
+fn succeeds_at_t0(targets: &[String], check: &CheckResult) -> bool {
+    Verdict::of_check(check) == Verdict::Pass || super::targets::met_on_t0(targets, check)
 }
 
 /// Whether a baseline result is worth keeping: the check exited and its shell found it.
@@ -254,18 +268,23 @@ impl ActiveRun<'_> {
         }
         let Some(record) = &self.history.check_baseline else { return Ok(None) };
         let baseline = Baseline::of_record(record);
-        if !baseline.passes() {
-            // A red t0: the loop's targets are selected from it (engine::targets).
-            return self.select_targets();
-        }
-        // A green t0 is confirmed like any green before it is success (or cached).
+        let success = match baseline.passes() {
+            true => T0Success::Green,
+            // A red t0: the loop's targets are selected from it (engine::targets); all of them
+            // already passing is a success at iteration 0 too.
+            false => match self.select_targets()? {
+                Some(Step::Halt(HaltReason::SuccessConditionMet, detail)) => T0Success::TargetsMet(detail),
+                other => return Ok(other),
+            },
+        };
+        // A success on t0 is confirmed like any green before it stands (or is cached).
         if let Some(stop) = self.confirm_baseline(zone, t0_tree)? {
             return Ok(Some(stop));
         }
-        Ok(Some(decide_green_t0(&self.history, self.cfg.confirm_runs)))
+        Ok(Some(decide_t0_success(&self.history, self.cfg.confirm_runs, &success)))
     }
 
-    /// The confirmation reruns of the green t0 baseline that the receipt does not hold yet (all
+    /// The confirmation reruns of the t0 baseline that succeeded (green, or its targets met) that the receipt does not hold yet (all
     /// of them; on resume, those a stopped run did not record), on t0 (`tree`: its snapshot,
     /// taken again when `None` in a detached workspace), then the green cached with them when
     /// every one agreed. `Some(step)`: an interrupt, a zone that could not be set up, or a rerun
@@ -289,7 +308,7 @@ impl ActiveRun<'_> {
                 super::confirm::Rerun::Stopped(step) | super::confirm::Rerun::WroteTree(step) => return Ok(Some(step)),
             }
         }
-        // Only a confirmed green is cached, with its confirmations (a hit is not written again).
+        // Only a confirmed success is cached, with its confirmations (a hit is not written again).
         let confirmations = &self.history.baseline_confirmations;
         let confirmed = confirmations.len() as u64 >= self.cfg.confirm_runs && confirmations.iter().all(|c| c.agrees);
         if let (true, false, Some(key)) = (confirmed, record.cache_hit, record.cache_key.as_ref()) {
@@ -318,7 +337,8 @@ impl ActiveRun<'_> {
             Some((Ok(_), _)) => None,
         };
         if let Some((Ok(dir), key)) = &cache {
-            match read_cache(dir, key, self.cfg.confirm_runs) {
+            let targets = self.cfg.targets.clone();
+            match read_cache(dir, key, self.cfg.confirm_runs, &|check| succeeds_at_t0(&targets, check)) {
                 CacheRead::Hit { check, confirmations } => {
                     let check = as_cached(check);
                     self.append_baseline(check, tree_id, Some(key.clone()), true, None)?;
@@ -354,11 +374,16 @@ impl ActiveRun<'_> {
             self.append(Event::Guard(finding))?;
             return Ok(Some(Step::Halt(HaltReason::MetricIntegrityViolation, detail)));
         }
-        // A green is cached once confirmed (`confirm_baseline`), with its confirmations.
-        let unconfirmed = Verdict::of_check(&check) == Verdict::Pass && self.cfg.confirm_runs > 0;
+        // A success at iteration 0 (a green, or a red whose targets all pass) is cached once
+        // confirmed (`confirm_baseline`), with its confirmations.
+        let unconfirmed = succeeds_at_t0(&self.cfg.targets, &check) && self.cfg.confirm_runs > 0;
         match (&cache, cacheable(&check)) {
             (Some((Ok(_), _)), true) if unconfirmed => {
-                let note = "a green is cached once its confirmation reruns agree".to_string();
+                let note = match Verdict::of_check(&check) {
+                    Verdict::Pass => "a green is cached once its confirmation reruns agree",
+                    _ => "a red whose targets all pass is cached once its confirmation reruns agree",
+                }
+                .to_string();
                 cache_note = Some(cache_note.map_or(note.clone(), |n| format!("{n}; {note}")));
             }
             (Some((Ok(dir), key)), true) => {
@@ -493,18 +518,33 @@ impl BaselineSetGuard {
     }
 }
 
-/// The decision on a green t0 baseline as the receipt holds it (live and resumed alike): a
-/// confirmation rerun that disagreed is a flake (`check_not_deterministic`, or
-/// `execution_failure` for a rerun that could not start), as at any iteration; confirmed by
-/// `confirm_runs` agreeing reruns, success at iteration 0; fewer (a run stopped before them) is
-/// no success yet.
-pub fn decide_green_t0(history: &History, confirm_runs: u64) -> Step {
+/// What succeeded on t0: the check, or (a red check) every target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum T0Success {
+    Green,
+    /// The detail of the targets' halt (`super::targets`).
+    TargetsMet(String),
+}
+
+/// The decision on a t0 baseline that succeeded (green, or its targets met) as the receipt holds
+/// it (live and resumed alike): a confirmation rerun that disagreed is a flake
+/// (`check_not_deterministic`, or `execution_failure` for a rerun that could not start), as at
+/// any iteration; confirmed by `confirm_runs` agreeing reruns, success at iteration 0. Fewer is
+/// never success: every path reaching here ran the reruns or stopped before, so it is an
+/// `internal_error` (fail closed), the agent not called on an unconfirmed success.
+pub fn decide_t0_success(history: &History, confirm_runs: u64, success: &T0Success) -> Step {
     let confirmations = &history.baseline_confirmations;
     if let Some(flaky) = confirmations.iter().find(|c| !c.agrees) {
         return super::decide::flake(flaky, 0);
     }
     if (confirmations.len() as u64) < confirm_runs {
-        return Step::Continue;
+        return Step::Halt(
+            HaltReason::InternalError,
+            format!(
+                "the success on t0 holds {} confirmation rerun(s), not the {confirm_runs} the run asks for: neither success nor an agent call on it",
+                confirmations.len()
+            ),
+        );
     }
     let source = match history.check_baseline.as_ref().is_some_and(|b| b.cache_hit) {
         true => "its cached baseline",
@@ -514,10 +554,12 @@ pub fn decide_green_t0(history: &History, confirm_runs: u64) -> Step {
         0 => String::new(),
         n => format!(", confirmed by {n} agreeing rerun(s)"),
     };
-    Step::Halt(
-        HaltReason::SuccessConditionMet,
-        format!("the check already passes on t0 ({source}{confirmed}): halted at iteration 0, the agent was not called"),
-    )
+    let detail = match success {
+        T0Success::Green => format!("the check already passes on t0 ({source}{confirmed}): halted at iteration 0, the agent was not called"),
+        T0Success::TargetsMet(detail) if confirmed.is_empty() => detail.clone(),
+        T0Success::TargetsMet(detail) => format!("{detail}; t0 is {source}{confirmed}"),
+    };
+    Step::Halt(HaltReason::SuccessConditionMet, detail)
 }
 
 /// The members of `ids` named (escaped), at most [`NAMED_IDS`], then a count and a digest of all.
@@ -769,10 +811,10 @@ mod tests {
         let Event::CheckResult(mut check) = sample::check_result(0, 1) else { unreachable!() };
         check.iteration = 0;
         write_cache(&safe, "k1", &check, &[]).unwrap();
-        assert!(matches!(read_cache(&safe, "k1", 1), CacheRead::Hit { check: c, confirmations } if c == check && confirmations.is_empty()));
-        assert!(matches!(read_cache(&safe, "k2", 1), CacheRead::Miss(None)));
+        assert!(matches!(read_cache(&safe, "k1", 1, &green_only), CacheRead::Hit { check: c, confirmations } if c == check && confirmations.is_empty()));
+        assert!(matches!(read_cache(&safe, "k2", 1, &green_only), CacheRead::Miss(None)));
         std::fs::rename(dir.path().join("k1.json"), dir.path().join("k2.json")).unwrap();
-        let CacheRead::Miss(Some(note)) = read_cache(&safe, "k2", 1) else { panic!("a moved entry was trusted") };
+        let CacheRead::Miss(Some(note)) = read_cache(&safe, "k2", 1, &green_only) else { panic!("a moved entry was trusted") };
         assert_eq!(note, "cache entry check-baselines/k2.json ignored (it names another key); the baseline was recomputed");
     }
 
@@ -781,8 +823,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let safe = SafeDir::open(dir.path()).unwrap();
         std::fs::write(dir.path().join("k.json"), b"{\"format\":1,").unwrap();
-        let CacheRead::Miss(Some(note)) = read_cache(&safe, "k", 1) else { panic!("a malformed entry was trusted") };
+        let CacheRead::Miss(Some(note)) = read_cache(&safe, "k", 1, &green_only) else { panic!("a malformed entry was trusted") };
         assert!(note.starts_with("cache entry check-baselines/k.json ignored (malformed: "), "{note}");
+    }
+
+    fn green_only(check: &CheckResult) -> bool {
+        Verdict::of_check(check) == Verdict::Pass
     }
 
     fn green_t0() -> CheckResult {
@@ -801,9 +847,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let safe = SafeDir::open(dir.path()).unwrap();
         write_cache(&safe, "k", &green_t0(), &[confirmation(1, true), confirmation(2, true)]).unwrap();
-        let CacheRead::Hit { confirmations, .. } = read_cache(&safe, "k", 1) else { panic!("a confirmed green was not read back") };
+        let CacheRead::Hit { confirmations, .. } = read_cache(&safe, "k", 1, &green_only) else { panic!("a confirmed green was not read back") };
         assert_eq!(confirmations.iter().map(|c| (c.confirmation, c.check.stdout.artifact.clone())).collect::<Vec<_>>(), vec![(1, None)]);
-        assert!(matches!(read_cache(&safe, "k", 0), CacheRead::Hit { confirmations, .. } if confirmations.is_empty()));
+        assert!(matches!(read_cache(&safe, "k", 0, &green_only), CacheRead::Hit { confirmations, .. } if confirmations.is_empty()));
     }
 
     #[test]
@@ -811,11 +857,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let safe = SafeDir::open(dir.path()).unwrap();
         write_cache(&safe, "k", &green_t0(), &[]).unwrap();
-        let CacheRead::Miss(Some(note)) = read_cache(&safe, "k", 1) else { panic!("an unconfirmed green was trusted") };
+        let CacheRead::Miss(Some(note)) = read_cache(&safe, "k", 1, &green_only) else { panic!("an unconfirmed green was trusted") };
         assert_eq!(note, "cache entry check-baselines/k.json ignored (a green confirmed by 0 agreeing rerun(s), not the 1 this run asks for); the baseline was recomputed");
         write_cache(&safe, "k", &green_t0(), &[confirmation(1, true), confirmation(2, false)]).unwrap();
-        assert!(matches!(read_cache(&safe, "k", 2), CacheRead::Miss(Some(_))), "a disagreeing confirmation confirms nothing");
-        assert!(matches!(read_cache(&safe, "k", 1), CacheRead::Hit { .. }));
+        assert!(matches!(read_cache(&safe, "k", 2, &green_only), CacheRead::Miss(Some(_))), "a disagreeing confirmation confirms nothing");
+        assert!(matches!(read_cache(&safe, "k", 1, &green_only), CacheRead::Hit { .. }));
     }
 
     fn green_t0_history(confirmations: Vec<ConfirmationRecord>) -> History {
@@ -824,16 +870,42 @@ mod tests {
     }
 
     #[test]
-    fn a_green_t0_is_success_only_once_confirmed_by_the_reruns_the_run_asks_for() {
-        assert_eq!(decide_green_t0(&green_t0_history(vec![]), 1), Step::Continue);
+    fn a_green_t0_is_success_once_confirmed_by_the_reruns_the_run_asks_for() {
         assert_eq!(
-            decide_green_t0(&green_t0_history(vec![confirmation(1, true)]), 1),
+            decide_t0_success(&green_t0_history(vec![confirmation(1, true)]), 1, &T0Success::Green),
             Step::Halt(
                 HaltReason::SuccessConditionMet,
                 "the check already passes on t0 (the baseline run before any agent call, confirmed by 1 agreeing rerun(s)): halted at iteration 0, the agent was not called".into()
             )
         );
-        assert!(matches!(decide_green_t0(&green_t0_history(vec![]), 0), Step::Halt(HaltReason::SuccessConditionMet, _)));
+        assert!(matches!(decide_t0_success(&green_t0_history(vec![]), 0, &T0Success::Green), Step::Halt(HaltReason::SuccessConditionMet, _)));
+    }
+
+    #[test]
+    fn a_success_on_t0_with_fewer_confirmations_than_the_run_asks_for_is_an_internal_error_never_an_agent_call() {
+        let targets = T0Success::TargetsMet("every target already passes on t0".into());
+        for (success, held, asked) in [(&T0Success::Green, vec![], 1), (&T0Success::Green, vec![confirmation(1, true)], 3), (&targets, vec![], 2)] {
+            let held_n = held.len();
+            assert_eq!(
+                decide_t0_success(&green_t0_history(held), asked, success),
+                Step::Halt(
+                    HaltReason::InternalError,
+                    format!("the success on t0 holds {held_n} confirmation rerun(s), not the {asked} the run asks for: neither success nor an agent call on it")
+                )
+            );
+        }
+    }
+
+    #[test]
+    fn a_red_t0_whose_targets_all_pass_is_success_once_confirmed_and_names_its_confirmations() {
+        let targets = T0Success::TargetsMet("every target already passes on t0 (the check fails only on 1 pre-existing failure(s)): halted at iteration 0, the agent was not called".into());
+        assert_eq!(
+            decide_t0_success(&green_t0_history(vec![confirmation(1, true), confirmation(2, true)]), 2, &targets),
+            Step::Halt(
+                HaltReason::SuccessConditionMet,
+                "every target already passes on t0 (the check fails only on 1 pre-existing failure(s)): halted at iteration 0, the agent was not called; t0 is the baseline run before any agent call, confirmed by 2 agreeing rerun(s)".into()
+            )
+        );
     }
 
     #[test]
@@ -841,7 +913,7 @@ mod tests {
         let mut red = confirmation(1, false);
         red.check.ending = Ending::Exited { code: 1 };
         red.check.check_exit = Some(1);
-        let Step::Halt(reason, detail) = decide_green_t0(&green_t0_history(vec![red]), 1) else { panic!("no halt") };
+        let Step::Halt(reason, detail) = decide_t0_success(&green_t0_history(vec![red]), 1, &T0Success::Green) else { panic!("no halt") };
         assert_eq!(reason, HaltReason::CheckNotDeterministic);
         assert!(detail.starts_with("the check passed on t0, but confirmation rerun 1 on the same tree was red: a flake, not success"), "{detail}");
     }
@@ -852,7 +924,7 @@ mod tests {
         let safe = SafeDir::open(dir.path()).unwrap();
         let entry = serde_json::json!({"format": CACHE_FORMAT, "key": "k", "check": green_t0()});
         std::fs::write(dir.path().join("k.json"), serde_json::to_vec(&entry).unwrap()).unwrap();
-        let CacheRead::Miss(Some(note)) = read_cache(&safe, "k", 0) else { panic!("an entry without confirmations was trusted") };
+        let CacheRead::Miss(Some(note)) = read_cache(&safe, "k", 0, &green_only) else { panic!("an entry without confirmations was trusted") };
         assert!(note.contains("malformed: missing field `confirmations`"), "{note}");
     }
 }

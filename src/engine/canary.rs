@@ -360,6 +360,9 @@ impl ActiveRun<'_> {
         let t0_lines: Vec<(&str, &[u8], &std::collections::BTreeSet<u32>)> = t0_sources.iter().map(|(p, b, l)| (p.as_str(), b.as_slice(), l)).collect();
         let t0_mutants = mutation::generate_on_lines(&t0_lines, limits).map_err(|e| Failure::internal(format!("generating mutants: {e}")))?;
         let built_in = || mutation::generate(&sources, false, limits).map_err(|e| Failure::internal(format!("generating mutants: {e}")));
+        // Whether the agent changed any file it may change beyond whitespace, in any language.
+        let substantive_change = self.cfg.adequacy.mutate_cmd.is_some()
+            && ChangedBytes::any_substantive(&ws.tree_files(), &snapshot, ws.baseline_manifest()?, limits, |p| !ws.protected().is_protected(p) && !ws.protected().is_exempt(p));
         let (tier, generated, external_exit) = match self.cfg.adequacy.mutate_cmd.as_deref() {
             None => ("mutation", built_in()?, None),
             Some(cmd) => match canary.list_external(cmd) {
@@ -368,7 +371,15 @@ impl ActiveRun<'_> {
                     // A mutator that lists nothing on a change the built-in operators find
                     // something to mutate in has not judged it (steered, or blind to the
                     // language): the built-in operators do, the mutator's exit still recorded.
-                    listed if listed.is_empty() => ("mutation", built_in()?, exit),
+                    listed if listed.is_empty() => match built_in()? {
+                        // Nor do the built-in operators (a language they cannot mutate, why the
+                        // operator gave a mutator): nothing judged the change, so no verdict.
+                        none if none.is_empty() && t0_mutants.is_empty() && substantive_change => {
+                            let why = "listed no mutant of the agent's change, and the built-in operators generate none in it either (a language they do not mutate): the canary judged nothing, so no verdict";
+                            return self.mutator_refused(n, seed, exit, why, coverage, started).map(|()| None);
+                        }
+                        generated => ("mutation", generated, exit),
+                    },
                     listed => ("external", listed, exit),
                 },
                 Err(_) if crate::interrupt::pending().is_some() => return Ok(crate::interrupt::pending().map(Step::Interrupted)),

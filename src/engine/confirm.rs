@@ -1,5 +1,6 @@
-//! Confirmation of a green before `success_condition_met`: the check rerun `confirm_runs` times
-//! on the same tree (the iteration's candidate, or t0 for a green baseline (`super::baseline`),
+//! Confirmation of a green (or of a red check whose targets all pass, `super::targets`) before
+//! `success_condition_met`: the check rerun `confirm_runs` times
+//! on the same tree (the iteration's candidate, or t0 for a baseline that succeeded (`super::baseline`),
 //! through the one check runner; on resume, the
 //! reruns a crashed supervisor did not record, and the canary), each rerun a free
 //! sample of the in-loop stability monitor. A rerun whose verdict class or failing set differs
@@ -116,10 +117,14 @@ impl ActiveRun<'_> {
         let n = record.iteration;
         // The held-out check comes first, on any success (a green, or met targets) without one.
         let holdout_missing = self.cfg.holdout.is_some() && record.holdout.is_none();
-        let original = record.check.clone().filter(|c| Verdict::of_check(c) == Verdict::Pass);
+        // The success to confirm: a green, or a red check whose targets all pass.
+        let targets_met = record.progress.as_ref().is_some_and(|p| p.targets_met);
+        let original = record.check.clone().filter(|c| Verdict::of_check(c) == Verdict::Pass || targets_met);
         let reruns: Vec<&ConfirmationRecord> = record.confirmations.iter().filter(|c| c.confirmation > 0).collect();
         let missing = original.is_some() && reruns.len() as u64 != self.cfg.confirm_runs && reruns.iter().all(|c| c.agrees);
-        let canary_missing = original.is_some() && self.cfg.adequacy.mode != super::canary::AdequacyMode::Off && !self.history.adequacy_of(n);
+        // Only a green check can show a mutant killed (as live): no canary on met targets.
+        let green = original.as_ref().is_some_and(|c| Verdict::of_check(c) == Verdict::Pass);
+        let canary_missing = green && self.cfg.adequacy.mode != super::canary::AdequacyMode::Off && !self.history.adequacy_of(n);
         let sentinel_missing = self.cfg.sentinel.enabled && !self.history.sentinel_of(n);
         if !missing && !canary_missing && !sentinel_missing && !holdout_missing {
             return Ok(self.decide());

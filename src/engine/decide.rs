@@ -85,13 +85,7 @@ fn after_check(check: &CheckResult, iteration: u64, max_iterations: u64) -> Step
 /// The halt detail of a zero exit whose evidence disagrees: its first disagreements (each is
 /// escaped and bounded in the record) and how many more (the receipt's bound, `receipt::bounded`).
 fn disagreement_detail(check: &CheckResult, iteration: u64) -> String {
-    const NAMED: usize = crate::receipt::bounded::SAMPLE_ITEMS;
-    let all = super::verdict::evidence_gaps(check);
-    let more = match all.len().saturating_sub(NAMED) {
-        0 => String::new(),
-        n => format!(" (and {n} more)"),
-    };
-    format!("the check exited 0 at iteration {iteration} but its evidence disagrees: {}{more}", all[..all.len().min(NAMED)].join("; "))
+    format!("the check exited 0 at iteration {iteration} but its evidence disagrees: {}", super::verdict::named_gaps(check))
 }
 
 /// Decide on the current iteration as recorded so far: `Continue` means no recorded stage halts

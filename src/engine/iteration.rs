@@ -174,8 +174,9 @@ impl ActiveRun<'_> {
                 Err(step) => return Ok(step),
             }
         }
-        // A green to confirm before success: the tree it ran on (confirm_runs > 0).
-        let confirm_on = (clean && ratcheted && outcome.verdict() == Verdict::Pass && self.cfg.confirm_runs > 0).then(|| candidate.clone());
+        // A success to confirm before it stands (a green, or a red whose targets all pass): the
+        // tree it ran on (confirm_runs > 0).
+        let confirm_on = (clean && ratcheted && (outcome.verdict() == Verdict::Pass || targets_met) && self.cfg.confirm_runs > 0).then(|| candidate.clone());
         // Acceptance: a step every guard let through, after its check, that the ratchet kept, is
         // the run's new state (kept aside to revert to only where the ratchet judges).
         match (clean, ratcheted, self.workspace.as_mut(), candidate) {

@@ -165,13 +165,14 @@ pub fn judge_scored(history: &History, iteration: u64, limits: &Limits, patterns
 /// gaps (`metric_integrity_violation`).
 pub const UNEVIDENCED_TARGETS: &str = "targets_met_on_incomplete_evidence";
 
-/// The halt detail of a red check whose sets meet the targets but whose evidence has gaps.
+/// The halt detail of a red check whose sets meet the targets but whose evidence has gaps: the
+/// first gaps and how many more (`super::verdict::named_gaps`, as a green's disagreement).
 fn unevidenced_targets(iteration: u64, check: &CheckResult) -> String {
     format!(
         "the check exited {} at iteration {iteration} and its sets show every target passing, but its evidence is not whole: {}; \
          met targets count only on whole evidence, as a green does",
         check.check_exit.map_or("-".to_string(), |c| c.to_string()),
-        evidence_gaps(check).join("; ")
+        super::verdict::named_gaps(check)
     )
 }
 
@@ -250,6 +251,24 @@ mod tests {
         let judged = judge(history, iteration, limits, &[]).expect("a report was recorded");
         history.iterations.last_mut().unwrap().progress = Some(judged.clone());
         judged
+    }
+
+    #[test]
+    fn the_halt_on_met_targets_with_ten_thousand_gaps_names_twenty_and_counts_the_rest() {
+        let Event::CheckResult(mut check) = sample::check_result(3, 1) else { unreachable!() };
+        let disagreements = (0..10_000)
+            .map(|i| crate::receipt::events::DisagreementRecord { kind: "unit_without_result".into(), subject: "stdout".into(), detail: format!("gap {i}") })
+            .collect();
+        check.evidence = Some(crate::receipt::events::CheckEvidence { verdict: "red".into(), reports: vec![], sources: vec![], disagreements });
+        let named: Vec<String> = (0..20).map(|i| format!("gap {i}")).collect();
+        assert_eq!(
+            unevidenced_targets(3, &check),
+            format!(
+                "the check exited 1 at iteration 3 and its sets show every target passing, but its evidence is not whole: {} (and 9980 more); \
+                 met targets count only on whole evidence, as a green does",
+                named.join("; ")
+            )
+        );
     }
 
     #[test]

@@ -169,6 +169,20 @@ pub fn unguarded_in_place(iteration: u64) -> GuardRecord {
     }
 }
 
+/// Whether every target of `targets` already passes on the red `t0`, on whole evidence (the gate
+/// of every success, `super::verdict::evidence_whole`: t0's sets with gaps say nothing of the
+/// targets, and the loop goes on).
+fn met_at_t0(targets: &Targets, t0: &CheckResult) -> bool {
+    targets.met(&targets.t0_passing, &set(&t0.failing_set)) && super::verdict::evidence_whole(t0)
+}
+
+/// Whether the `patterns` select targets from the red `t0` that all already pass on it: a
+/// success at iteration 0 that, like a green t0, stands only once its confirmation reruns agree
+/// (`super::baseline`).
+pub fn met_on_t0(patterns: &[String], t0: &CheckResult) -> bool {
+    matches!(select(patterns, t0), Ok(Some(targets)) if met_at_t0(&targets, t0))
+}
+
 impl ActiveRun<'_> {
     /// After the `check_baseline` (a red t0), before the first agent call: select the targets and
     /// record them (once), or stop at iteration 0.
@@ -182,10 +196,7 @@ impl ActiveRun<'_> {
         if self.history.targets.is_none() {
             self.append(Event::Targets(targets.record(&self.cfg.targets)))?;
         }
-        let failing = set(&t0.failing_set);
-        // Only on whole evidence (the gate of every success, `super::verdict::evidence_whole`):
-        // t0's sets with gaps say nothing of the targets, and the loop goes on.
-        if targets.met(&targets.t0_passing, &failing) && super::verdict::evidence_whole(&t0) {
+        if met_at_t0(&targets, &t0) {
             return Ok(Some(Step::Halt(
                 HaltReason::SuccessConditionMet,
                 format!(

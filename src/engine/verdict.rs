@@ -65,6 +65,19 @@ pub fn evidence_gaps(check: &CheckResult) -> Vec<&str> {
     check.evidence.iter().flat_map(|e| &e.disagreements).map(|d| d.detail.as_str()).collect()
 }
 
+/// The first [`crate::receipt::bounded::SAMPLE_ITEMS`] of [`evidence_gaps`] joined by `; `, then
+/// ` (and N more)` when there are more: the bounded form every halt detail naming gaps uses (the
+/// receipt's bound, `receipt::bounded`).
+pub fn named_gaps(check: &CheckResult) -> String {
+    const NAMED: usize = crate::receipt::bounded::SAMPLE_ITEMS;
+    let all = evidence_gaps(check);
+    let more = match all.len().saturating_sub(NAMED) {
+        0 => String::new(),
+        n => format!(" (and {n} more)"),
+    };
+    format!("{}{more}", all[..all.len().min(NAMED)].join("; "))
+}
+
 /// Exit 126 (found but not executable) and 127 (not found) come from the shell, not the check.
 pub fn shell_could_not_run(code: i32) -> bool {
     matches!(code, 126 | 127)
@@ -73,6 +86,22 @@ pub fn shell_could_not_run(code: i32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::receipt::events::{sample, CheckEvidence, DisagreementRecord, Event};
+
+    fn with_gaps(n: usize) -> CheckResult {
+        let Event::CheckResult(mut check) = sample::check_result(1, 1) else { unreachable!() };
+        let disagreements = (0..n).map(|i| DisagreementRecord { kind: "unit_without_result".into(), subject: "stdout".into(), detail: format!("gap {i}") }).collect();
+        check.evidence = Some(CheckEvidence { verdict: "red".into(), reports: vec![], sources: vec![], disagreements });
+        check
+    }
+
+    #[test]
+    fn named_gaps_names_the_first_twenty_then_counts_the_rest() {
+        let named: Vec<String> = (0..20).map(|i| format!("gap {i}")).collect();
+        assert_eq!(named_gaps(&with_gaps(10_000)), format!("{} (and 9980 more)", named.join("; ")));
+        assert_eq!(named_gaps(&with_gaps(2)), "gap 0; gap 1");
+        assert_eq!(named_gaps(&with_gaps(20)), named.join("; "));
+    }
 
     #[test]
     fn exit_codes_normalise_to_three_verdicts() {
