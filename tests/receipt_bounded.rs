@@ -205,3 +205,62 @@ fn the_judge_packet_of_ten_thousand_reports_is_bounded_like_the_receipt() {
     assert_eq!((packet["check"]["reports"].as_array().map(Vec::len), packet["check"]["reports_count"].as_u64()), (Some(20), Some(10_000)));
     assert!(evs.iter().any(|e| e["type"] == "externalised" && e["of"] == "check_confirmation" && e["lists"]["evidence.reports"]["count"] == 10_000));
 }
+
+/// Chain `events` onto run `run_id`'s receipt, each line's `prev` the hash of the line before:
+/// what anyone who can write the receipt can do, with no key at all.
+fn chain_onto_receipt(dir: &Path, run_id: &str, events: &[loopexec::receipt::events::Event]) {
+    let run = loopexec::safefs::SafeDir::open(&run_dir(dir, run_id)).unwrap();
+    let (mut log, _) = loopexec::receipt::chain::ReceiptLog::open(&run, "receipt.jsonl").unwrap();
+    for event in events {
+        log.append_event(event).unwrap();
+    }
+}
+
+/// A whole-event `externalised` record naming an artifact (written into the run's artifacts/,
+/// with its true size and digest) that holds `held`.
+fn forged_whole_record(dir: &Path, run_id: &str, held: &loopexec::receipt::events::Event) -> loopexec::receipt::events::Event {
+    use sha2::Digest;
+    let bytes = serde_json::to_vec(&serde_json::json!({ "event": held })).unwrap();
+    let arts = run_dir(dir, run_id).join("artifacts");
+    std::fs::create_dir_all(&arts).unwrap();
+    std::fs::write(arts.join("forged.json"), &bytes).unwrap();
+    let artifact = loopexec::receipt::bounded::ArtifactRef { path: "artifacts/forged.json".into(), bytes: bytes.len() as u64, sha256: hex::encode(sha2::Sha256::digest(&bytes)) };
+    loopexec::receipt::events::Event::Externalised(loopexec::receipt::bounded::Externalised { of: held.kind().into(), iteration: 1, lists: Default::default(), artifact, whole_event: true })
+}
+
+#[test]
+fn a_forged_whole_event_record_after_a_check_or_an_acceptance_refuses_resume_and_fails_verify() {
+    use loopexec::receipt::events::{Event, RatchetAcceptRecord};
+    // Two hostile shapes: a green check in place of the red one recorded, an acceptance of
+    // another tree in place of the one recorded.
+    for forge in ["check_result", "ratchet_accept"] {
+        let dir = workdir();
+        let r = loopexec(dir.path(), &["run", "--json", "--no-baseline", "--run-id", "p", "--once", "--isolation", "none", "--exec", "true", "--check", "exit 1", "--max-iterations", "3"]);
+        assert_eq!(r.code, 0, "{r:?}");
+        let last = events(dir.path(), "p").into_iter().rev().find(|e| e["type"] == "check_result").unwrap();
+        let (recorded, held) = match forge {
+            "check_result" => {
+                let red: Event = serde_json::from_value(last).unwrap();
+                let Event::CheckResult(mut green) = red.clone() else { unreachable!() };
+                green.check_exit = Some(0);
+                (red, Event::CheckResult(green))
+            }
+            _ => {
+                let accept = |tree: &str| Event::RatchetAccept(RatchetAcceptRecord { iteration: 1, tree_id: tree.repeat(40), operator_key: "k".into(), signature: "s".into() });
+                (accept("a"), accept("b"))
+            }
+        };
+        let x = forged_whole_record(dir.path(), "p", &held);
+        chain_onto_receipt(dir.path(), "p", &[recorded, x]);
+        let before = std::fs::read(run_dir(dir.path(), "p").join("receipt.jsonl")).unwrap();
+        let resumed = loopexec(dir.path(), &["run", "--json", "--resume", "p", "--once"]);
+        assert_eq!((resumed.code, resumed.json()["errors"][0]["code"].as_str()), (13, Some("not_verified")), "{forge}: {resumed:?}");
+        let message = resumed.json()["errors"][0]["message"].as_str().unwrap_or("").to_string();
+        assert!(message.contains("artifacts/forged.json: ") && message.contains(&format!("the {forge} event at line")), "{message}");
+        assert_eq!(std::fs::read(run_dir(dir.path(), "p").join("receipt.jsonl")).unwrap(), before, "nothing is appended");
+        let verified = loopexec(dir.path(), &["verify", "--json", "p", "--pubkey", &path_str(&key_dir().join("operator.pub"))]);
+        let check = verified.json()["verify"]["checks"].as_array().unwrap().iter().find(|c| c["name"] == "externalised_events").cloned().unwrap_or_default();
+        assert_eq!((verified.code, &check["ok"]), (13, &serde_json::json!(false)), "{forge}: {verified:?}");
+        assert!(check["detail"].as_str().unwrap_or("").starts_with("artifacts/forged.json: "), "{check}");
+    }
+}

@@ -238,7 +238,16 @@ pub fn resume(
     let previous = run.read_state().ok().map(|s| s.state.as_str().to_string());
     let (log, lines) = run.open_receipt()?;
     // What the receipt moved to artifacts (over its bound) comes back whole, re-hashed.
-    let (history, notes) = crate::receipt::bounded::history_of(&lines, run.dir()).map_err(|e| Failure::workspace(format!("{}: {e}", run.receipt_path().display())))?;
+    // An `externalised` event that is not the bound's own record of its event (an artifact that
+    // is not the original of its line), or a trimmed event whose whole copy cannot be read back,
+    // refuses the resume: the history would act on a forged or partial event.
+    let (history, notes) = crate::receipt::bounded::history_of(&lines, run.dir()).map_err(|e| match e {
+        crate::receipt::bounded::Unrestorable::Decode(e) => Failure::workspace(format!("{}: {e}", run.receipt_path().display())),
+        refused @ crate::receipt::bounded::Unrestorable::Refused(_) => {
+            Failure::new(crate::error::FailureCode::NotVerified, format!("{}: {refused}", run.receipt_path().display()))
+                .with_hint("`loopexec verify` names the externalised events it refuses; restore the run's artifacts/ as the run wrote them")
+        }
+    })?;
     for note in notes {
         tracing::warn!("resume: {note}");
     }

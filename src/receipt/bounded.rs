@@ -7,15 +7,17 @@
 //! of [`SAMPLE_ITEMS`] items (each at most [`SAMPLE_ITEM_CHARS`] characters), and the run
 //! artifact (`artifacts/<event>-<iteration>.json`, 0600) holding the whole lists, by path, size
 //! and digest ([`ArtifactRef`]). The lists so bounded are those of every event embedding check
-//! evidence (a check result's sets, its evidence's reports, sources and disagreements, in
+//! evidence (a check result's sets and failure digests, its evidence's reports, sources and disagreements, in
 //! `check_result`, `check_confirmation`, `check_baseline`, `holdout_check`; the `reference`'s
 //! failing set), a snapshot's protected changes and a guard's findings; and any event at all
 //! whose line would still pass [`MAX_LINE_BYTES`] is trimmed whole ([`fit_whole`]), so no line
-//! of a receipt does. `loopexec verify` re-hashes each artifact that is present
-//! ([`check_artifacts`]) and says which it could not check; a resumed run reads every
-//! externalised event's lists back through them ([`history_of`]).
+//! of a receipt does (never one of [`NEVER_TRIMMED`]). `loopexec verify` re-hashes each artifact
+//! that is present ([`check_artifacts`]) and says which it could not check; a resumed run reads
+//! every externalised event's lists back through them ([`history_of`]), restoring an event only
+//! when the bound run again on it gives back exactly its recorded line ([`resolve`]), and refusing
+//! the resume otherwise or when a whole event's artifact cannot be read.
 
-use crate::receipt::events::{CheckResult, DisagreementRecord, Event, FindingRecord, GuardRecord, ProtectedChangeRecord, ReferenceRecord, ReportRecord, SnapshotRecord};
+use crate::receipt::events::{CheckResult, DisagreementRecord, FailureDigest, Event, FindingRecord, GuardRecord, ProtectedChangeRecord, ReferenceRecord, ReportRecord, SnapshotRecord};
 use crate::safefs::{SafeDir, SafeFsError};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -105,15 +107,18 @@ impl Moved {
     }
 
     /// Write the artifact `artifacts/<of>-<NNNN>[-<tag>].json`.
-    fn write(self, run_dir: &SafeDir, of: &str, iteration: u64, tag: Option<&str>) -> Result<Externalised, SafeFsError> {
+    /// `run_dir` `None`: nothing is written (the record a resume recomputes to check the one in
+    /// the receipt, [`rehydrate`]).
+    fn write(self, run_dir: Option<&SafeDir>, of: &str, iteration: u64, tag: Option<&str>) -> Result<Externalised, SafeFsError> {
         let name = match tag {
             Some(t) => format!("{of}-{iteration:04}-{t}"),
             None => format!("{of}-{iteration:04}"),
         };
         let bytes = serde_json::to_vec(&self.whole).map_err(|e| SafeFsError::Io { path: name.clone().into(), source: std::io::Error::other(e) })?;
-        let dir = run_dir.subdir_or_create(ARTIFACTS)?;
         let file = format!("{name}.json");
-        dir.write_atomic(&file, &bytes)?;
+        if let Some(run_dir) = run_dir {
+            run_dir.subdir_or_create(ARTIFACTS)?.write_atomic(&file, &bytes)?;
+        }
         let artifact = ArtifactRef { path: format!("{ARTIFACTS}/{file}"), bytes: bytes.len() as u64, sha256: hex_sha256(&bytes) };
         Ok(Externalised { of: of.into(), iteration, lists: self.lists, artifact, whole_event: false })
     }
@@ -146,6 +151,11 @@ pub struct Bounded {
 /// snapshots and guards, and any event (of any type, now or added later) whose line would still
 /// be over [`MAX_LINE_BYTES`] is trimmed whole ([`fit_whole`]).
 pub fn bound(event: &Event, run_dir: &SafeDir) -> Result<Option<Bounded>, SafeFsError> {
+    bound_in(event, Some(run_dir))
+}
+
+/// [`bound`], writing its artifacts to `run_dir` (`None`: writing nothing).
+fn bound_in(event: &Event, run_dir: Option<&SafeDir>) -> Result<Option<Bounded>, SafeFsError> {
     use crate::receipt::events::{CheckBaselineRecord, ConfirmationRecord, HoldoutRecord};
     let typed = match event {
         Event::CheckResult(c) => bound_check(c, run_dir, "check_result", None)?.map(|(c, x)| (Event::CheckResult(c), x)),
@@ -165,7 +175,7 @@ pub fn bound(event: &Event, run_dir: &SafeDir) -> Result<Option<Bounded>, SafeFs
         Some((e, x)) => (e, vec![Event::Externalised(x)]),
         None => (event.clone(), vec![]),
     };
-    match fit_whole(event, &recorded, run_dir)? {
+    match fit_in(event, &recorded, run_dir)? {
         Some((fitted, x)) => {
             after.push(Event::Externalised(x));
             Ok(Some(Bounded { event: fitted, after }))
@@ -209,14 +219,16 @@ pub fn over_bound<T: Serialize>(items: &[T]) -> bool {
     too_large(items)
 }
 
-fn bound_check(c: &CheckResult, run_dir: &SafeDir, of: &str, tag: Option<&str>) -> Result<Option<(CheckResult, Externalised)>, SafeFsError> {
+fn bound_check(c: &CheckResult, run_dir: Option<&SafeDir>, of: &str, tag: Option<&str>) -> Result<Option<(CheckResult, Externalised)>, SafeFsError> {
     let large = |s: &Option<Vec<String>>| s.as_deref().is_some_and(too_large);
     let sets_large = large(&c.failing_set) || large(&c.collected_set) || large(&c.skipped_set);
     let evidence = c.evidence.as_ref();
     let reports_large = evidence.is_some_and(|e| too_large(&e.reports));
     let sources_large = evidence.is_some_and(|e| too_large(&e.sources));
     let disagreements_large = evidence.is_some_and(|e| too_large(&e.disagreements));
-    if !sets_large && !reports_large && !sources_large && !disagreements_large {
+    // One digest per failing test with an excerpt: as many as the check has failures.
+    let digests_large = large_digests(&c.failure_digests);
+    if !sets_large && !reports_large && !sources_large && !disagreements_large && !digests_large {
         return Ok(None);
     }
     let mut out = c.clone();
@@ -226,6 +238,12 @@ fn bound_check(c: &CheckResult, run_dir: &SafeDir, of: &str, tag: Option<&str>) 
             if let Some(items) = set.take() {
                 moved.take(field, &items, String::clone)?;
             }
+        }
+    }
+    if digests_large {
+        if let Some(items) = out.failure_digests.take() {
+            let show: fn(&FailureDigest) -> String = |d| format!("{} {}", d.test, d.sha256);
+            moved.take("failure_digests", &items, show)?;
         }
     }
     // The evidence's lists keep a sample inline (never empty when the list was not), so a
@@ -251,8 +269,12 @@ fn bound_check(c: &CheckResult, run_dir: &SafeDir, of: &str, tag: Option<&str>) 
     Ok(Some((out, x)))
 }
 
+fn large_digests(d: &Option<Vec<FailureDigest>>) -> bool {
+    d.as_deref().is_some_and(too_large)
+}
+
 /// The reference's failing set, over the bound: left out (null) like a check's.
-fn bound_reference(r: &ReferenceRecord, run_dir: &SafeDir) -> Result<Option<(ReferenceRecord, Externalised)>, SafeFsError> {
+fn bound_reference(r: &ReferenceRecord, run_dir: Option<&SafeDir>) -> Result<Option<(ReferenceRecord, Externalised)>, SafeFsError> {
     let Some(failing) = r.failing_set.as_deref().filter(|f| too_large(f)) else { return Ok(None) };
     let mut moved = Moved::default();
     moved.take("failing_set", failing, String::clone)?;
@@ -271,8 +293,17 @@ fn iteration_of(value: &serde_json::Value) -> u64 {
 }
 
 /// The trims of a whole-event fit, by pass: lists cut to so many items, strings to so many
-/// characters. Lists of up to 5 items (fixed-size tuples such as a report's counts) are never cut.
-const FIT_PASSES: [(usize, usize); 3] = [(SAMPLE_ITEMS, SAMPLE_ITEM_CHARS), (5, 64), (5, 16)];
+/// characters. Lists of up to 5 items (fixed-size tuples such as a report's counts) are never cut,
+/// nor strings of up to [`UNCUT_CHARS`] characters (the `type` tag, enum values, identifiers),
+/// nor the `type` tag whatever its length, so a trimmed event still reads as its type.
+const FIT_PASSES: [(usize, usize); 2] = [(SAMPLE_ITEMS, SAMPLE_ITEM_CHARS), (5, UNCUT_CHARS)];
+/// Strings of up to so many characters are never cut by a whole-event trim.
+pub const UNCUT_CHARS: usize = 64;
+/// The event types a whole-event trim refuses (their append fails): what a resume acts on as the
+/// receipt says it (the run's start and keys, an operator's acceptance, the halt) or an
+/// `externalised` event itself, which is small by construction; none of them is ever restored
+/// from an artifact.
+pub const NEVER_TRIMMED: [&str; 5] = ["run_start", "run_key", "ratchet_accept", "halt", "externalised"];
 
 /// The last resort of the bound, for any event: when `recorded` (the event after its typed
 /// bound) still makes a line over [`MAX_LINE_BYTES`], every list in it past a pass's item count
@@ -284,12 +315,19 @@ const FIT_PASSES: [(usize, usize); 3] = [(SAMPLE_ITEMS, SAMPLE_ITEM_CHARS), (5, 
 /// longer reads as its type, or that does not fit even trimmed, is an error: nothing over the
 /// bound is ever written.
 pub fn fit_whole(original: &Event, recorded: &Event, run_dir: &SafeDir) -> Result<Option<(Event, Externalised)>, SafeFsError> {
+    fit_in(original, recorded, Some(run_dir))
+}
+
+fn fit_in(original: &Event, recorded: &Event, run_dir: Option<&SafeDir>) -> Result<Option<(Event, Externalised)>, SafeFsError> {
     let limit = MAX_LINE_BYTES - CHAIN_ROOM;
     if line_bytes(recorded)? <= limit {
         return Ok(None);
     }
     let kind = original.kind();
     let fail = |why: String| SafeFsError::Io { path: kind.into(), source: std::io::Error::other(why) };
+    if NEVER_TRIMMED.contains(&kind) {
+        return Err(fail(format!("a {kind} event is over the receipt's line bound ({MAX_LINE_BYTES} bytes), and a {kind} event is never trimmed")));
+    }
     let value = serde_json::to_value(recorded).map_err(|e| fail(e.to_string()))?;
     let mut fitted = None;
     let mut lists = std::collections::BTreeMap::new();
@@ -314,8 +352,9 @@ pub fn fit_whole(original: &Event, recorded: &Event, run_dir: &SafeDir) -> Resul
     let digest = hex_sha256(&whole);
     let iteration = iteration_of(&value);
     let file = format!("{kind}-{iteration:04}-whole-{}.json", &digest[..16]);
-    let dir = run_dir.subdir_or_create(ARTIFACTS)?;
-    dir.write_atomic(&file, &whole)?;
+    if let Some(run_dir) = run_dir {
+        run_dir.subdir_or_create(ARTIFACTS)?.write_atomic(&file, &whole)?;
+    }
     let artifact = ArtifactRef { path: format!("{ARTIFACTS}/{file}"), bytes: whole.len() as u64, sha256: digest };
     Ok(Some((fitted, Externalised { of: kind.into(), iteration, lists, artifact, whole_event: true })))
 }
@@ -329,12 +368,12 @@ fn trim(v: &mut serde_json::Value, items: usize, chars: usize, trimmed: &mut Vec
     let mut stack: Vec<(String, &mut Value)> = vec![(String::new(), v)];
     while let Some((pointer, v)) = stack.pop() {
         match v {
-            Value::String(s) if s.chars().nth(chars).is_some() => {
+            Value::String(s) if pointer != "/type" && s.chars().nth(chars.max(UNCUT_CHARS)).is_some() => {
                 if trimmed.len() < MAX_TRIMMED_NAMED {
                     let json = serde_json::to_vec(&*s).unwrap_or_default();
                     trimmed.push((pointer, BoundedList { count: s.chars().count() as u64, sha256: hex_sha256(&json), sample: sample_of(std::iter::once(s.clone())) }));
                 }
-                *s = cut(s, chars);
+                *s = cut(s, chars.max(UNCUT_CHARS));
             }
             Value::Array(a) => {
                 if a.len() > items.max(5) {
@@ -365,7 +404,7 @@ fn trim(v: &mut serde_json::Value, items: usize, chars: usize, trimmed: &mut Vec
 fn bound_list<T: Serialize + Clone>(
     (field, items, show): (&str, &[T], fn(&T) -> String),
     (of, iteration, tag): (&str, u64, Option<&str>),
-    run_dir: &SafeDir,
+    run_dir: Option<&SafeDir>,
 ) -> Result<Option<(Vec<T>, Externalised)>, SafeFsError> {
     if !too_large(items) {
         return Ok(None);
@@ -376,14 +415,14 @@ fn bound_list<T: Serialize + Clone>(
     Ok(Some((items.iter().take(SAMPLE_ITEMS).cloned().collect(), x)))
 }
 
-fn bound_snapshot(s: &SnapshotRecord, run_dir: &SafeDir) -> Result<Option<(SnapshotRecord, Externalised)>, SafeFsError> {
+fn bound_snapshot(s: &SnapshotRecord, run_dir: Option<&SafeDir>) -> Result<Option<(SnapshotRecord, Externalised)>, SafeFsError> {
     let show: fn(&ProtectedChangeRecord) -> String = |c| format!("{} {}", c.change, c.path);
     // The sample stays a list of changes, so the snapshot still reads as not accepted.
     Ok(bound_list(("protected_changes", &s.protected_changes, show), ("snapshot", s.iteration, None), run_dir)?
         .map(|(sample, x)| (SnapshotRecord { protected_changes: sample, ..s.clone() }, x)))
 }
 
-fn bound_guard(g: &GuardRecord, run_dir: &SafeDir) -> Result<Option<(GuardRecord, Externalised)>, SafeFsError> {
+fn bound_guard(g: &GuardRecord, run_dir: Option<&SafeDir>) -> Result<Option<(GuardRecord, Externalised)>, SafeFsError> {
     let show: fn(&FindingRecord) -> String = |f| match &f.path {
         Some(p) => format!("{p}: {}", f.what),
         None => f.what.clone(),
@@ -450,64 +489,170 @@ pub fn check_artifacts(events: &[Event], run_dir: &SafeDir) -> ArtifactCheck {
 }
 
 /// A resumed run's history with what its receipt moved to artifacts read back whole, so the
-/// guards and the progress rules judge the remaining iterations as the live run did: each
-/// `externalised` event's artifact, re-hashed against the digest the event records (and each
-/// list against its own), restores the event it follows, whatever its type (a check's sets and
-/// evidence, a confirmation's, the baseline's, the reference's failing set, a snapshot's
-/// protected changes, a guard's findings, or a whole event trimmed to fit the line bound). An
-/// artifact that is absent or does not match restores nothing (its event keeps its counts and
-/// sample); the sentences returned say which.
+/// guards and the progress rules judge the remaining iterations as the live run did (see
+/// [`rehydrate`] for what is restored and when the resume is refused instead); the sentences
+/// returned say which typed lists could not be restored.
 pub fn history_of(
     lines: &[serde_json::Map<String, serde_json::Value>],
     run_dir: &SafeDir,
-) -> Result<(crate::receipt::history::History, Vec<String>), crate::receipt::events::EventError> {
-    let mut recorded = crate::receipt::events::Recorded::decode_all(lines)?;
-    let notes = rehydrate(&mut recorded, run_dir);
+) -> Result<(crate::receipt::history::History, Vec<String>), Unrestorable> {
+    let mut recorded = crate::receipt::events::Recorded::decode_all(lines).map_err(Unrestorable::Decode)?;
+    let notes = rehydrate(&mut recorded, run_dir).map_err(Unrestorable::Refused)?;
     Ok((crate::receipt::history::History::fold(&recorded), notes))
 }
 
-/// Restore, in place, each event an `externalised` event follows from its artifact (see
-/// [`history_of`]).
-pub fn rehydrate(recorded: &mut [crate::receipt::events::Recorded], run_dir: &SafeDir) -> Vec<String> {
-    let mut notes = Vec::new();
-    let mut subject = None;
-    for i in 0..recorded.len() {
-        let Event::Externalised(x) = &recorded[i].event else {
-            subject = Some(i);
-            continue;
-        };
-        let x = x.clone();
-        // An `externalised` event itself trimmed whole is followed by its own.
-        let subject = if x.of == "externalised" && x.whole_event { i.checked_sub(1) } else { subject };
-        let Some(j) = subject.filter(|&j| recorded[j].event.kind() == x.of) else {
-            notes.push(format!("{}: the externalised event at line {} follows no {} event", x.artifact.path, i + 1, x.of));
-            continue;
-        };
-        let whole = match read_whole(&x, run_dir) {
-            Ok(w) => w,
-            Err(why) => {
-                notes.push(format!("{}: {why}; iteration {}'s {} keeps its counts and sample", x.artifact.path, x.iteration, x.of));
-                continue;
-            }
-        };
-        if let Err(why) = restore(&mut recorded[j].event, &x, &whole) {
-            notes.push(format!("{}: {why}; iteration {}'s {} keeps its counts and sample", x.artifact.path, x.iteration, x.of));
-        }
-    }
-    notes
+/// Why a receipt's history cannot be read back for a resume.
+#[derive(Debug)]
+pub enum Unrestorable {
+    /// A line does not decode as an event.
+    Decode(crate::receipt::events::EventError),
+    /// An `externalised` event is not the bound's own record of the event it follows, or a
+    /// trimmed event's whole copy cannot be read back (a sentence each).
+    Refused(Vec<String>),
 }
 
-/// Put the lists of `whole` (the artifact of `x`, already checked) back into `event`.
-fn restore(event: &mut Event, x: &Externalised, whole: &serde_json::Map<String, serde_json::Value>) -> Result<(), String> {
-    if x.whole_event {
-        let held = whole.get("event").cloned().ok_or("it holds no event")?;
-        let original: Event = serde_json::from_value(held).map_err(|e| format!("its event does not read: {e}"))?;
-        if original.kind() != event.kind() {
-            return Err(format!("it holds a {} event", original.kind()));
+impl std::fmt::Display for Unrestorable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unrestorable::Decode(e) => write!(f, "{e}"),
+            Unrestorable::Refused(why) => write!(f, "{}", why.join("; ")),
         }
-        *event = original;
-        return Ok(());
     }
+}
+
+/// What [`resolve`] found of a receipt's `externalised` events.
+#[derive(Debug, Default)]
+pub struct Resolved {
+    /// Typed lists whose artifact is absent or changed: their event keeps its counts, nulls and
+    /// samples (a sentence each).
+    pub notes: Vec<String>,
+    /// Whole events trimmed to fit whose artifact is absent or changed: a resume cannot judge
+    /// them (a sentence each).
+    pub unrestorable: Vec<String>,
+    /// `externalised` events that are not the bound's own record of the event they follow
+    /// (placed after no event or another type's, an artifact whose event or lists the bound
+    /// would not have recorded so): the receipt is tampered (a sentence each).
+    pub forged: Vec<String>,
+}
+
+/// Restore, in place, each event that `externalised` events follow from their artifacts, for a
+/// resume: the notes of [`Resolved`], or the refusal (forged or unrestorable, named).
+pub fn rehydrate(recorded: &mut [crate::receipt::events::Recorded], run_dir: &SafeDir) -> Result<Vec<String>, Vec<String>> {
+    let found = resolve(recorded, run_dir);
+    if found.forged.is_empty() && found.unrestorable.is_empty() {
+        Ok(found.notes)
+    } else {
+        Err(found.forged.into_iter().chain(found.unrestorable).collect())
+    }
+}
+
+/// Each event followed by `externalised` events is restored only when the bound, run again on
+/// the restored event, gives back EXACTLY what the receipt recorded (the event's line and every
+/// `externalised` event after it, their artifact references aside, which are checked against
+/// the artifacts' bytes): so an artifact restores only the original of its line. The shapes the
+/// bound writes are the event, then its typed record, its whole-event record, or the typed then
+/// the whole one; a whole-event record restores the whole event (never one of
+/// [`NEVER_TRIMMED`]); a typed one alone restores the lists it names.
+pub fn resolve(recorded: &mut [crate::receipt::events::Recorded], run_dir: &SafeDir) -> Resolved {
+    let mut out = Resolved::default();
+    let mut i = 0;
+    while i < recorded.len() {
+        if let Event::Externalised(x) = &recorded[i].event {
+            out.forged.push(format!("{}: the externalised event at line {} follows no event it bounds", x.artifact.path, i + 1));
+            i += 1;
+            continue;
+        }
+        let j = i;
+        let mut end = j + 1;
+        while end < recorded.len() && matches!(recorded[end].event, Event::Externalised(_)) {
+            end += 1;
+        }
+        i = end;
+        let xs: Vec<Externalised> = recorded[j + 1..end].iter().filter_map(|r| if let Event::Externalised(x) = &r.event { Some(x.clone()) } else { None }).collect();
+        if xs.is_empty() {
+            continue;
+        }
+        let pristine = &recorded[j].event;
+        let kind = pristine.kind();
+        let line = j + 1;
+        let shape_ok = xs.iter().all(|x| x.of == kind)
+            && match xs.as_slice() {
+                [_] => true,
+                [a, b] => !a.whole_event && b.whole_event,
+                _ => false,
+            };
+        if !shape_ok {
+            let named: Vec<String> = xs.iter().map(|x| format!("{} ({} of {})", x.artifact.path, if x.whole_event { "whole" } else { "lists" }, x.of)).collect();
+            out.forged.push(format!("the {kind} event at line {line} is followed by externalised events the bound does not write: {}", named.join(", ")));
+            continue;
+        }
+        let last = &xs[xs.len() - 1];
+        if NEVER_TRIMMED.contains(&kind) {
+            out.forged.push(format!("{}: the {kind} event at line {line} is never bounded, so never restored from an artifact", last.artifact.path));
+            continue;
+        }
+        let candidate = if last.whole_event {
+            let whole = match read_whole(last, run_dir) {
+                Ok(w) => w,
+                Err(why) => {
+                    out.unrestorable.push(format!(
+                        "{}: {why}; the {kind} event at line {line} was trimmed to fit the line bound and cannot be read back whole",
+                        last.artifact.path
+                    ));
+                    continue;
+                }
+            };
+            match whole.get("event").cloned().map(serde_json::from_value::<Event>) {
+                Some(Ok(original)) => original,
+                Some(Err(e)) => {
+                    out.forged.push(format!("{}: its event does not read: {e}", last.artifact.path));
+                    continue;
+                }
+                None => {
+                    out.forged.push(format!("{}: it holds no event", last.artifact.path));
+                    continue;
+                }
+            }
+        } else {
+            let whole = match read_whole(last, run_dir) {
+                Ok(w) => w,
+                Err(why) => {
+                    out.notes.push(format!("{}: {why}; iteration {}'s {kind} keeps its counts and sample", last.artifact.path, last.iteration));
+                    continue;
+                }
+            };
+            let mut candidate = pristine.clone();
+            if let Err(why) = restore(&mut candidate, &whole) {
+                out.forged.push(format!("{}: {why}", last.artifact.path));
+                continue;
+            }
+            candidate
+        };
+        match exactly_recorded(&candidate, pristine, &xs) {
+            Ok(()) => recorded[j].event = candidate,
+            Err(why) => out.forged.push(format!("{}: {why}; it is not the original of the {kind} event at line {line}", last.artifact.path)),
+        }
+    }
+    out
+}
+
+/// Whether the bound of `candidate` is exactly `pristine` followed by `xs` (artifact references
+/// aside).
+fn exactly_recorded(candidate: &Event, pristine: &Event, xs: &[Externalised]) -> Result<(), String> {
+    let bounded = bound_in(candidate, None).map_err(|e| format!("the bound refuses its event: {e}"))?.ok_or("its event needs no bound")?;
+    if bounded.event != *pristine {
+        return Err("its event, bounded, is not the recorded one".into());
+    }
+    let without_ref = |x: &Externalised| (x.of.clone(), x.iteration, x.lists.clone(), x.whole_event);
+    let again: Vec<_> = bounded.after.iter().filter_map(|e| if let Event::Externalised(x) = e { Some(without_ref(x)) } else { None }).collect();
+    if again != xs.iter().map(without_ref).collect::<Vec<_>>() {
+        return Err("the externalised records its event makes are not the recorded ones".into());
+    }
+    Ok(())
+}
+
+/// Put the lists of `whole` (a typed artifact, already checked) back into `event`.
+fn restore(event: &mut Event, whole: &serde_json::Map<String, serde_json::Value>) -> Result<(), String> {
     let check = match event {
         Event::CheckResult(c) => Some(c),
         Event::CheckBaseline(b) => Some(&mut b.check),
@@ -519,6 +664,7 @@ fn restore(event: &mut Event, x: &Externalised, whole: &serde_json::Map<String, 
         c.failing_set = list(whole, "failing_set")?.or(c.failing_set.take());
         c.collected_set = list(whole, "collected_set")?.or(c.collected_set.take());
         c.skipped_set = list(whole, "skipped_set")?.or(c.skipped_set.take());
+        c.failure_digests = list(whole, "failure_digests")?.or(c.failure_digests.take());
         if let Some(e) = c.evidence.as_mut() {
             if let Some(all) = list(whole, "evidence.reports")? {
                 e.reports = all;
@@ -721,6 +867,115 @@ mod tests {
         let (history, notes) = history_of(&lines_of(&[Event::IterationStart { iteration: 4 }, bounded, x]), &dir).unwrap();
         assert!(notes.is_empty(), "{notes:?}");
         assert_eq!(history.iterations[0].check.as_ref(), Some(&c));
+    }
+
+    /// `lines` with a forged `externalised` whole-event line appended, its artifact holding `held`.
+    fn with_forged_whole(dir: &SafeDir, events: &[Event], held: &Event) -> Vec<serde_json::Map<String, serde_json::Value>> {
+        let bytes = serde_json::to_vec(&serde_json::json!({ "event": held })).unwrap();
+        dir.subdir_or_create(ARTIFACTS).unwrap().write_atomic("forged.json", &bytes).unwrap();
+        let artifact = ArtifactRef { path: "artifacts/forged.json".into(), bytes: bytes.len() as u64, sha256: hex_sha256(&bytes) };
+        let x = Event::Externalised(Externalised { of: held.kind().into(), iteration: 1, lists: Default::default(), artifact, whole_event: true });
+        let mut all = events.to_vec();
+        all.push(x);
+        lines_of(&all)
+    }
+
+    #[test]
+    fn a_forged_whole_event_record_after_an_acceptance_refuses_the_resume_and_keeps_the_recorded_one() {
+        use crate::receipt::events::RatchetAcceptRecord;
+        let (_t, dir) = run_dir();
+        let accept = |tree: &str| Event::RatchetAccept(RatchetAcceptRecord { iteration: 1, tree_id: tree.repeat(40), operator_key: "k".into(), signature: "s".into() });
+        let lines = with_forged_whole(&dir, &[Event::IterationStart { iteration: 1 }, accept("a")], &accept("b"));
+        let Err(Unrestorable::Refused(why)) = history_of(&lines, &dir) else { panic!("the forged acceptance was restored") };
+        assert_eq!(why, vec!["artifacts/forged.json: the ratchet_accept event at line 2 is never bounded, so never restored from an artifact".to_string()]);
+        let mut recorded = crate::receipt::events::Recorded::decode_all(&lines).unwrap();
+        let found = resolve(&mut recorded, &dir);
+        assert_eq!((found.forged.len(), &recorded[1].event), (1, &accept("a")));
+    }
+
+    #[test]
+    fn a_forged_whole_event_record_after_a_check_result_refuses_the_resume() {
+        let (_t, dir) = run_dir();
+        let red = Event::CheckResult(check_with_failing(3));
+        let Event::CheckResult(mut green) = sample::check_result(3, 0) else { unreachable!() };
+        green.junit_error = Some("g".repeat(MAX_LINE_BYTES));
+        let lines = with_forged_whole(&dir, &[Event::IterationStart { iteration: 3 }, red.clone()], &Event::CheckResult(green));
+        let Err(Unrestorable::Refused(why)) = history_of(&lines, &dir) else { panic!("the forged check was restored") };
+        assert!(why[0].contains("its event, bounded, is not the recorded one; it is not the original of the check_result event at line 2"), "{why:?}");
+    }
+
+    #[test]
+    fn a_forged_typed_record_after_a_small_check_result_refuses_the_resume() {
+        let (_t, dir) = run_dir();
+        let small = Event::CheckResult(check_with_failing(3));
+        let mut moved = Moved::default();
+        moved.take("failing_set", &Vec::<String>::new(), String::clone).unwrap();
+        let x = moved.write(Some(&dir), "check_result", 3, None).unwrap();
+        let lines = lines_of(&[Event::IterationStart { iteration: 3 }, small, Event::Externalised(x)]);
+        let Err(Unrestorable::Refused(why)) = history_of(&lines, &dir) else { panic!("the forged set was restored") };
+        assert!(why[0].starts_with("artifacts/check_result-0003.json: its event needs no bound"), "{why:?}");
+    }
+
+    #[test]
+    fn a_trimmed_event_whose_artifact_is_absent_refuses_the_resume_naming_it() {
+        let (_t, dir) = run_dir();
+        let Event::CheckResult(mut c) = sample::check_result(4, 1) else { unreachable!() };
+        c.junit_error = Some("e".repeat(2 * MAX_LINE_BYTES));
+        let Some((bounded, x)) = pair(bound(&Event::CheckResult(c), &dir).unwrap()) else { panic!("not bounded") };
+        let Event::Externalised(ext) = &x else { panic!("{}", x.kind()) };
+        let path = ext.artifact.path.clone();
+        let arts = dir.subdir(ARTIFACTS).unwrap();
+        nix::unistd::unlinkat(Some(std::os::fd::AsRawFd::as_raw_fd(&arts.fd())), path.strip_prefix("artifacts/").unwrap(), nix::unistd::UnlinkatFlags::NoRemoveDir).unwrap();
+        let Err(Unrestorable::Refused(why)) = history_of(&lines_of(&[Event::IterationStart { iteration: 4 }, bounded, x]), &dir) else { panic!("a trimmed check was judged") };
+        assert_eq!(why, vec![format!("{path}: absent; the check_result event at line 2 was trimmed to fit the line bound and cannot be read back whole")]);
+    }
+
+    #[test]
+    fn many_failure_digests_become_null_and_an_artifact_and_come_back_on_resume() {
+        use crate::receipt::events::FailureDigest;
+        let (_t, dir) = run_dir();
+        for n in [INLINE_ITEMS + 1, 20_000] {
+            let mut c = check_with_failing(3);
+            let digests: Vec<FailureDigest> = (0..n).map(|i| FailureDigest { test: format!("t::{i}"), sha256: "0".repeat(64) }).collect();
+            c.failure_digests = Some(digests.clone());
+            let Some((Event::CheckResult(b), x)) = pair(bound(&Event::CheckResult(c.clone()), &dir).unwrap()) else { panic!("not bounded") };
+            let Event::Externalised(ext) = &x else { panic!("{}", x.kind()) };
+            assert_eq!((b.failure_digests.as_ref(), ext.whole_event, ext.lists["failure_digests"].count), (None, false, n as u64));
+            let (history, notes) = history_of(&lines_of(&[Event::IterationStart { iteration: 3 }, Event::CheckResult(b), x]), &dir).unwrap();
+            assert!(notes.is_empty(), "{notes:?}");
+            assert_eq!(history.iterations[0].check.as_ref().unwrap().failure_digests.as_ref(), Some(&digests));
+        }
+    }
+
+    #[test]
+    fn a_whole_event_trim_never_cuts_the_type_tag_or_short_strings() {
+        use crate::receipt::events::ConfirmationRecord;
+        let mut check = check_with_failing(3);
+        check.junit_error = Some("x".repeat(100));
+        let c = Event::CheckConfirmation(ConfirmationRecord { confirmation: 1, same_tree_as: None, agrees: true, stability_lower_bound: 0.5, confidence: 0.95, stability_target: 0.99, check });
+        let value = serde_json::to_value(&c).unwrap();
+        for (items, chars) in FIT_PASSES.into_iter().chain([(5, 16), (5, 0)]) {
+            let mut v = value.clone();
+            trim(&mut v, items, chars, &mut Vec::new());
+            let back: Event = serde_json::from_value(v).unwrap();
+            assert_eq!(back.kind(), "check_confirmation");
+            let Event::CheckConfirmation(b) = back else { unreachable!() };
+            assert_eq!((b.check.failing_set.as_ref().unwrap()[0].as_str(), b.check.junit_error.unwrap().chars().count()), ("tests::case_000000", if 100 > chars.max(UNCUT_CHARS) { chars.max(UNCUT_CHARS) + 1 } else { 100 }));
+        }
+    }
+
+    #[test]
+    fn an_event_never_trimmed_fails_its_append_over_the_line_bound() {
+        use crate::receipt::events::RatchetAcceptRecord;
+        let (_t, dir) = run_dir();
+        for e in [
+            Event::RatchetAccept(RatchetAcceptRecord { iteration: 1, tree_id: "t".repeat(2 * MAX_LINE_BYTES), operator_key: "k".into(), signature: "s".into() }),
+            Event::RatchetAccept(RatchetAcceptRecord { iteration: 1, tree_id: "t".into(), operator_key: "k".into(), signature: "é".repeat(MAX_LINE_BYTES) }),
+        ] {
+            let err = bound(&e, &dir).unwrap_err().to_string();
+            assert!(err.contains("a ratchet_accept event is over the receipt's line bound (1048576 bytes), and a ratchet_accept event is never trimmed"), "{err}");
+        }
+        assert!(!dir.exists(ARTIFACTS));
     }
 
     #[test]

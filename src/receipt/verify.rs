@@ -127,6 +127,22 @@ pub fn verify_run(run_dir: &SafeDir, operator: &VerifyingKey) -> Verification {
     v.run_id = history.run_id().map(str::to_string);
     v.halt_reason = history.halt.as_ref().map(|h| h.halt_reason.as_str().to_string());
 
+    // Each `externalised` event is the bound's own record of the event it follows: the
+    // artifact present restores an event whose bound gives back exactly the recorded line
+    // (`bounded::resolve`); an absent one is said, not failed. Checked before the envelope, so
+    // it is said whether or not the seal holds.
+    if records.iter().any(|r| matches!(r.event, Event::Externalised(_))) {
+        let found = crate::receipt::bounded::resolve(&mut records.clone(), run_dir);
+        if found.forged.is_empty() {
+            let mut detail = "every externalised event is the bound's record of the event it follows".to_string();
+            if !found.unrestorable.is_empty() {
+                detail.push_str(&format!("; {} trimmed event(s) not checked against an absent artifact", found.unrestorable.len()));
+            }
+            v.pass("externalised_events", detail);
+        } else {
+            v.fail("externalised_events", found.forged.join("; "));
+        }
+    }
     let run_id = v.run_id.clone().unwrap_or_default();
     let Some(stmt) = verify_envelope(run_dir, operator, &receipt, &verified, &records, &run_id, PREDICATE_TYPE, &mut v) else {
         return v;
