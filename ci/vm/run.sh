@@ -9,8 +9,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 start=$(date +%s)
 need=()
-# qemu-utils with qemu-system-x86: apt resolves the pair together (a qemu-utils from another
-# archive, such as a backport, is otherwise removed to fit the system emulator's version).
+# qemu-utils with qemu-system-x86, both at the emulator's candidate version (below): a qemu-utils
+# from another archive, such as a backport, is otherwise removed to fit the emulator, or, asked
+# for by name, refused as a broken hold.
 command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86 qemu-utils)
 command -v qemu-img >/dev/null || need+=(qemu-utils)
 command -v debootstrap >/dev/null || need+=(debootstrap)
@@ -22,7 +23,15 @@ if [ ${#need[@]} -gt 0 ]; then
   fi
   echo "vm: installing ${need[*]}" >&2
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  if [[ " ${need[*]} " == *" qemu-system-x86 "* ]]; then
+    v=$(apt-cache policy qemu-system-x86 | awk '$1 == "Candidate:" { print $2 }')
+    pinned=()
+    for p in "${need[@]}"; do
+      case $p in qemu-system-x86 | qemu-utils) pinned+=("$p=$v") ;; *) pinned+=("$p") ;; esac
+    done
+    need=("${pinned[@]}")
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends --allow-downgrades "${need[@]}" >/dev/null
 fi
 for tool in qemu-system-x86_64 qemu-img debootstrap mkfs.ext4; do
   command -v "$tool" >/dev/null || { echo "vm: $tool is still missing after installing ${need[*]:-nothing}" >&2; exit 1; }
