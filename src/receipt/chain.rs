@@ -115,6 +115,9 @@ pub fn now_rfc3339() -> String {
     now.format(&time::format_description::well_known::Rfc3339).unwrap_or_else(|_| now.unix_timestamp().to_string())
 }
 
+/// An opened receipt: the log to append to, its verified events, and the bytes they came from.
+pub type OpenedReceipt = (ReceiptLog, Vec<Map<String, Value>>, Vec<u8>);
+
 impl ReceiptLog {
     /// Create a new, empty receipt `name` in `dir` (fails if it exists).
     pub fn create(dir: &SafeDir, name: &str) -> Result<ReceiptLog, LogError> {
@@ -132,7 +135,7 @@ impl ReceiptLog {
     /// [`ReceiptLog::open`], also returning the receipt's bytes the events were verified from
     /// (torn final line cut off): one read, so whatever else is checked over the bytes (the
     /// hand acceptances' signatures) is checked over what the events came from.
-    pub fn open_read(dir: &SafeDir, name: &str) -> Result<(ReceiptLog, Vec<Map<String, Value>>, Vec<u8>), LogError> {
+    pub fn open_read(dir: &SafeDir, name: &str) -> Result<OpenedReceipt, LogError> {
         let mut bytes = dir.read(name, MAX_RECEIPT_BYTES)?;
         let mut file = dir.open_rw(name)?;
         if !bytes.is_empty() && !bytes.ends_with(b"\n") {

@@ -263,7 +263,7 @@ impl RunDir {
     }
 
     /// [`RunDir::open_receipt`], with the bytes its events were verified from (read once).
-    pub fn open_receipt_read(&self) -> Result<(ReceiptLog, Vec<serde_json::Map<String, serde_json::Value>>, Vec<u8>), Failure> {
+    pub fn open_receipt_read(&self) -> Result<super::chain::OpenedReceipt, Failure> {
         ReceiptLog::open_read(&self.dir, RECEIPT).map_err(log_failure)
     }
 
