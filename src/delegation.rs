@@ -15,13 +15,19 @@
 //!
 //! The bus is not trusted to behave: the whole placement has [`PLACEMENT_DEADLINE`], the D-Bus
 //! client runs on a thread of its own whose panics (and zbus's executor's) are caught and named,
-//! and the wait honours SIGINT/SIGTERM. Any failure of the bus is a failed placement.
+//! and the wait honours SIGINT/SIGTERM. Any failure of the bus is a failed placement, recorded
+//! for the process (a later placement returns it at once, never waits again); once the wait has
+//! given up, the D-Bus thread does nothing consequential (a cancel flag: no StartTransientUnit,
+//! and a late success undone by moving the supervisor back and stopping the scope); a panic is
+//! tagged with its attempt; text from the bus is escaped ([`crate::inert::inert`]) before it
+//! reaches a refusal's cause.
 
 use sandbox::policy::CgroupDelegation;
 use sandbox::preflight::{self, CgroupReport};
 use sandbox::Policy;
 use serde::Serialize;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use zbus::zvariant::{OwnedObjectPath, Value};
 
@@ -51,8 +57,10 @@ pub struct Refusal {
 /// it the placement has failed; every D-Bus call also times out at it.
 pub const PLACEMENT_DEADLINE: Duration = Duration::from_secs(15);
 
-/// The outcome of the first placement, reused by every later call of this process.
-static PLACED: Mutex<Option<Option<Scope>>> = Mutex::new(None);
+/// The outcome of the first placement, reused by every later call of this process: its scope, or
+/// its refusal (a failed placement is not asked again, so a silent bus costs one deadline, not one
+/// per call). An interrupt is not recorded.
+static PLACED: Mutex<Option<Result<Option<Scope>, Refusal>>> = Mutex::new(None);
 
 /// The strongest delegation any of the supervisor's policies asks for (`systemd` over `auto` over
 /// `inherit`), and whether all of them allow running without a cgroup.
@@ -72,23 +80,28 @@ fn combined(policies: &[&Policy]) -> (CgroupDelegation, bool) {
 /// run under. `Ok(None)`: stay where we are (the launch then checks, and refuses if it must).
 pub fn place_supervisor(policies: &[&Policy]) -> Result<Option<Scope>, Refusal> {
     let mut placed = PLACED.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(done) = placed.as_ref() {
-        return Ok(done.clone());
-    }
     let (mode, may_skip) = combined(policies);
-    let report = preflight::cgroup_report();
-    let outcome = decide(mode, &report).map_err(|r| (r, mode));
-    match outcome {
-        Ok(scope) => {
-            *placed = Some(scope.clone());
-            Ok(scope)
-        }
+    let outcome = once(&mut placed, || decide(mode, &preflight::cgroup_report()));
+    match outcome.map_err(|r| (r, mode)) {
+        Ok(scope) => Ok(scope),
         // An interrupt is no refusal: it ends the launch, whatever the policy allows.
         Err((refusal, _)) if refusal.interrupted.is_some() => Err(refusal),
         // `auto` and a policy that may run without a cgroup: the launch skips the layer.
         Err((_, CgroupDelegation::Auto)) if may_skip => Ok(None),
         Err((refusal, _)) => Err(refusal),
     }
+}
+
+/// The recorded outcome in `placed`, else `place()`'s, recorded unless an interrupt ended it.
+fn once(placed: &mut Option<Result<Option<Scope>, Refusal>>, place: impl FnOnce() -> Result<Option<Scope>, Refusal>) -> Result<Option<Scope>, Refusal> {
+    if let Some(done) = placed.as_ref() {
+        return done.clone();
+    }
+    let outcome = place();
+    if !matches!(&outcome, Err(r) if r.interrupted.is_some()) {
+        *placed = Some(outcome.clone());
+    }
+    outcome
 }
 
 fn decide(mode: CgroupDelegation, report: &CgroupReport) -> Result<Option<Scope>, Refusal> {
@@ -172,34 +185,48 @@ const ZBUS_THREADS: &str = "zbus";
 /// How often the wait looks at interrupts and the D-Bus thread's fate.
 const TICK: Duration = Duration::from_millis(20);
 
-/// The first panic of a D-Bus thread (ours or zbus's) since [`watch_dbus_panics`] was last called.
-static DBUS_PANIC: Mutex<Option<String>> = Mutex::new(None);
+/// The first panic of a D-Bus thread (ours or zbus's) since [`watch_dbus_panics`] was last
+/// called, tagged with the attempt it belongs to: our thread's by its name, zbus's by the attempt
+/// current when it panicked (at most one attempt per process reaches the bus: [`PLACED`]).
+static DBUS_PANIC: Mutex<Option<(u64, String)>> = Mutex::new(None);
+/// The current placement attempt (one per [`watch_dbus_panics`]).
+static ATTEMPT: AtomicU64 = AtomicU64::new(0);
 
 /// Record panics of the D-Bus threads instead of printing them (the placement's failure names
 /// them); every other thread's panic goes to the hook that was installed before. zbus's executor
 /// thread panics on some replies (an error whose name is invalid), and nothing else tells the
 /// waiting caller that no answer will come.
-fn watch_dbus_panics() {
+/// Returns the new attempt's id: our D-Bus thread is named `DBUS_THREAD #<id>`.
+fn watch_dbus_panics() -> u64 {
     static INSTALLED: std::sync::Once = std::sync::Once::new();
+    let attempt = ATTEMPT.fetch_add(1, Ordering::SeqCst) + 1;
     *DBUS_PANIC.lock().unwrap_or_else(|p| p.into_inner()) = None;
     INSTALLED.call_once(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
             let thread = std::thread::current();
             let name = thread.name().unwrap_or_default();
-            if name != DBUS_THREAD && !name.starts_with(ZBUS_THREADS) {
+            if !name.starts_with(DBUS_THREAD) && !name.starts_with(ZBUS_THREADS) {
                 return previous(info);
             }
             let what = info.payload().downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| info.payload().downcast_ref::<String>().cloned());
-            let text = format!("thread {name:?} panicked: {}", what.as_deref().unwrap_or("(no message)"));
+            let text = format!("thread {:?} panicked: {}", crate::inert::inert(name), crate::inert::inert(what.as_deref().unwrap_or("(no message)")));
+            let tag = name.rsplit_once(" #").and_then(|(_, n)| n.parse().ok()).unwrap_or_else(|| ATTEMPT.load(Ordering::SeqCst));
             let mut slot = DBUS_PANIC.lock().unwrap_or_else(|p| p.into_inner());
-            slot.get_or_insert_with(|| bounded(&text, 300));
+            slot.get_or_insert_with(|| (tag, bounded(&text, 300)));
         }));
     });
+    attempt
 }
 
-fn dbus_panic() -> Option<String> {
-    DBUS_PANIC.lock().unwrap_or_else(|p| p.into_inner()).clone()
+/// The recorded panic of attempt `attempt`'s D-Bus threads (another attempt's is not its).
+fn dbus_panic(attempt: u64) -> Option<String> {
+    DBUS_PANIC.lock().unwrap_or_else(|p| p.into_inner()).as_ref().filter(|(tag, _)| *tag == attempt).map(|(_, text)| text.clone())
+}
+
+/// Text from the bus (an error's name and message), escaped and bounded for a refusal's cause.
+fn bus_text(text: &str) -> String {
+    bounded(&crate::inert::inert(text), 300)
 }
 
 /// At most `max` bytes of `text`, cut on a character boundary.
@@ -224,24 +251,53 @@ fn ask_systemd(root: bool) -> Result<Scope, AskError> {
     let mut nonce = [0u8; 4];
     rand_core::RngCore::fill_bytes(&mut rand_core::OsRng, &mut nonce);
     let unit = format!("loopexec-{pid}-{}.scope", hex::encode(nonce));
-    let secs = PLACEMENT_DEADLINE.as_secs();
-    watch_dbus_panics();
+    let attempt = watch_dbus_panics();
     let (tx, rx) = std::sync::mpsc::channel();
     let (thread_address, thread_unit) = (address.clone(), unit.clone());
+    // Set when this wait gives up: the thread then does nothing consequential.
+    let cancel = Arc::new(AtomicBool::new(false));
+    let thread_cancel = Arc::clone(&cancel);
+    let original = own_cgroup();
     std::thread::Builder::new()
-        .name(DBUS_THREAD.into())
+        .name(format!("{DBUS_THREAD} #{attempt}"))
         .spawn(move || {
-            let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| start_unit(&thread_address, &thread_unit, deadline, &tx)))
-                .unwrap_or_else(|_| Err(dbus_panic().unwrap_or_else(|| "the D-Bus client panicked".into())));
+            let ask = || start_unit(&thread_address, &thread_unit, deadline, &tx, &thread_cancel, original.as_deref());
+            let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(ask))
+                .unwrap_or_else(|_| Err(dbus_panic(attempt).unwrap_or_else(|| "the D-Bus client panicked".into())));
             let _ = tx.send(Progress::Answered(answer));
         })
         .map_err(|e| AskError::Failed(format!("starting the D-Bus client thread: {e}")))?;
+    let waited = wait_for_unit(&rx, attempt, &unit, &address, bus, deadline, root);
+    if waited.is_err() {
+        cancel.store(true, Ordering::SeqCst);
+    }
+    waited
+}
+
+/// This process's cgroup v2 path (as in /proc/self/cgroup).
+fn own_cgroup() -> Option<String> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    own.lines().find_map(|l| l.strip_prefix("0::")).map(|p| p.trim().to_string())
+}
+
+/// [`ask_systemd`]'s wait for the D-Bus thread's answer and the move into `unit`.
+fn wait_for_unit(
+    rx: &std::sync::mpsc::Receiver<Progress>,
+    attempt: u64,
+    unit: &str,
+    address: &str,
+    bus: &str,
+    deadline: Instant,
+    root: bool,
+) -> Result<Scope, AskError> {
+    let unit = unit.to_string();
+    let secs = PLACEMENT_DEADLINE.as_secs();
     let mut connected = false;
     loop {
         if let Some(sig) = crate::interrupt::pending() {
             return Err(AskError::Interrupted(sig));
         }
-        if let Some(panic) = dbus_panic() {
+        if let Some(panic) = dbus_panic(attempt) {
             return Err(AskError::Failed(format!("the D-Bus client failed during StartTransientUnit {unit} ({panic})")));
         }
         let left = deadline.saturating_duration_since(Instant::now());
@@ -281,14 +337,27 @@ fn ask_systemd(root: bool) -> Result<Scope, AskError> {
 }
 
 /// The D-Bus half of [`ask_systemd`], on its own thread: connect (reporting it), then
-/// StartTransientUnit; every call times out at `deadline`.
-fn start_unit(address: &str, unit: &str, deadline: Instant, progress: &std::sync::mpsc::Sender<Progress>) -> Result<(), String> {
+/// StartTransientUnit; every call times out at `deadline`. Once `cancel` is set (the wait gave
+/// up) nothing consequential is done: no StartTransientUnit, and a success that arrives after it
+/// is undone, best-effort on this thread (never the supervisor's): this process moved back to
+/// `original`, then StopUnit of the (then empty) scope.
+fn start_unit(
+    address: &str,
+    unit: &str,
+    deadline: Instant,
+    progress: &std::sync::mpsc::Sender<Progress>,
+    cancel: &AtomicBool,
+    original: Option<&str>,
+) -> Result<(), String> {
     let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
     let conn = zbus::blocking::connection::Builder::address(address)
         .map(|b| b.method_timeout(left))
         .and_then(|b| b.build())
-        .map_err(|e| format!("connecting to the bus at {address} (for a user: is dbus-user-session installed and the user manager running?): {e}"))?;
+        .map_err(|e| format!("connecting to the bus at {address} (for a user: is dbus-user-session installed and the user manager running?): {}", bus_text(&e.to_string())))?;
     let _ = progress.send(Progress::Connected);
+    if cancel.load(Ordering::SeqCst) {
+        return Err("cancelled before StartTransientUnit".into());
+    }
     let pid = std::process::id();
     let description = format!("loopexec supervisor {pid}");
     let properties: Vec<(&str, Value<'_>)> = vec![
@@ -306,9 +375,33 @@ fn start_unit(address: &str, unit: &str, deadline: Instant, progress: &std::sync
             "StartTransientUnit",
             &(unit, "fail", properties, aux),
         )
-        .map_err(|e| format!("StartTransientUnit {unit}: {e}"))?;
-    let _job: OwnedObjectPath = reply.body().deserialize().map_err(|e| format!("StartTransientUnit {unit}: {e}"))?;
+        .map_err(|e| format!("StartTransientUnit {unit}: {}", bus_text(&e.to_string())))?;
+    let _job: OwnedObjectPath = reply.body().deserialize().map_err(|e| format!("StartTransientUnit {unit}: {}", bus_text(&e.to_string())))?;
+    if cancel.load(Ordering::SeqCst) {
+        undo_late_placement(&conn, unit, original);
+        return Err("cancelled: a late StartTransientUnit undone".into());
+    }
     Ok(())
+}
+
+/// A scope systemd started after the wait gave up: move this process back to `original` (its
+/// cgroup before the placement), then stop the scope, now empty. Only when the move back worked:
+/// stopping a scope that still holds the supervisor would signal it.
+fn undo_late_placement(conn: &zbus::blocking::Connection, unit: &str, original: Option<&str>) {
+    let Some(original) = original else {
+        tracing::warn!("a late StartTransientUnit {unit} moved this process; its cgroup before is unknown, so it stays");
+        return;
+    };
+    let procs = format!("/sys/fs/cgroup{}/cgroup.procs", original.trim_end_matches('/'));
+    // Every thread of the process moves with the process's pid on cgroup v2.
+    if let Err(e) = std::fs::write(&procs, std::process::id().to_string()) {
+        tracing::warn!("a late StartTransientUnit {unit} moved this process; moving it back to {original} failed: {e}");
+        return;
+    }
+    let stop = conn.call_method(Some("org.freedesktop.systemd1"), "/org/freedesktop/systemd1", Some("org.freedesktop.systemd1.Manager"), "StopUnit", &(unit, "fail"));
+    if let Err(e) = stop {
+        tracing::warn!("StopUnit {unit} after a late placement: {}", bus_text(&e.to_string()));
+    }
 }
 
 #[cfg(test)]
@@ -370,7 +463,8 @@ mod tests {
 
     #[test]
     fn a_panic_of_zbus_s_executor_thread_is_recorded_with_its_message() {
-        watch_dbus_panics();
+        let _one = PANICS.lock().unwrap_or_else(|p| p.into_inner());
+        let attempt = watch_dbus_panics();
         let died = std::thread::Builder::new()
             .name("zbus::Connection executor".into())
             .spawn(|| panic!("Invalid field reconstruction: {}", "InvalidName"))
@@ -378,9 +472,56 @@ mod tests {
             .join();
         assert!(died.is_err());
         assert_eq!(
-            dbus_panic().as_deref(),
+            dbus_panic(attempt).as_deref(),
             Some("thread \"zbus::Connection executor\" panicked: Invalid field reconstruction: InvalidName")
         );
+    }
+
+    /// The panic record is the process's: one test at a time uses it.
+    static PANICS: Mutex<()> = Mutex::new(());
+
+    fn refusal(cause: &str, interrupted: Option<i32>) -> Refusal {
+        Refusal { cause: cause.into(), fix: "f".into(), interrupted }
+    }
+
+    #[test]
+    fn a_failed_placement_is_returned_at_once_by_every_later_call() {
+        let mut placed = None;
+        let failed = Err(refusal("no answer from the bus within 15 s", None));
+        assert_eq!(once(&mut placed, || failed.clone()), failed);
+        // A later call does not ask (nor wait) again: the recorded failure, at once.
+        assert_eq!(once(&mut placed, || unreachable!("asked twice")), failed);
+        let mut skipped = None;
+        assert_eq!(once(&mut skipped, || Ok(None)), Ok(None));
+        assert_eq!(once(&mut skipped, || unreachable!("asked twice")), Ok(None));
+    }
+
+    #[test]
+    fn an_interrupted_placement_is_not_recorded() {
+        let mut placed = None;
+        assert_eq!(once(&mut placed, || Err(refusal("interrupted", Some(15)))), Err(refusal("interrupted", Some(15))));
+        assert_eq!(once(&mut placed, || Ok(None)), Ok(None));
+    }
+
+    #[test]
+    fn a_panic_of_an_earlier_attempts_thread_is_not_blamed_on_the_next() {
+        let _one = PANICS.lock().unwrap_or_else(|p| p.into_inner());
+        let first = watch_dbus_panics();
+        let second = watch_dbus_panics();
+        let died = std::thread::Builder::new().name(format!("{DBUS_THREAD} #{first}")).spawn(|| panic!("late")).unwrap().join();
+        assert!(died.is_err());
+        assert_eq!(dbus_panic(second), None);
+        assert_eq!(dbus_panic(first).as_deref(), Some(format!("thread \"{DBUS_THREAD} #{first}\" panicked: late").as_str()));
+    }
+
+    #[test]
+    fn text_from_the_bus_reaches_a_cause_escaped() {
+        assert_eq!(bus_text("org.x.Err: \u{1b}]0;pwned\u{7}\nloopexec: success"), "org.x.Err: \\x1b]0;pwned\\x07\\nloopexec: success");
+        let _one = PANICS.lock().unwrap_or_else(|p| p.into_inner());
+        let attempt = watch_dbus_panics();
+        let died = std::thread::Builder::new().name(format!("{DBUS_THREAD} #{attempt}")).spawn(|| panic!("bad \u{1b}[2J\rreply")).unwrap().join();
+        assert!(died.is_err());
+        assert_eq!(dbus_panic(attempt).as_deref(), Some(format!("thread \"{DBUS_THREAD} #{attempt}\" panicked: bad \\x1b[2J\\rreply").as_str()));
     }
 
     #[test]

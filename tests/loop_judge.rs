@@ -165,6 +165,27 @@ fn the_judge_cannot_write_the_detached_workspace() {
     assert_eq!(the_judge_event(repo.path(), "ro")["reason"], "read-only, cwd bad, candidate good");
 }
 
+/// A judge that reviews the tree named in its environment (`$LOOPEXEC_CANDIDATE_DIR`, and t0's
+/// in `$LOOPEXEC_T0_DIR`) sees the agent's file there, not t0's.
+const ENV_READER: &str = r#"printf '{"verdict":"approve","reason":"candidate %s, t0 %s"}' "$(cat "$LOOPEXEC_CANDIDATE_DIR/value.txt")" "$(cat "$LOOPEXEC_T0_DIR/value.txt")""#;
+
+#[test]
+fn a_judge_reads_the_candidate_in_loopexec_candidate_dir_and_t0_in_loopexec_t0_dir() {
+    let repo = project();
+    let r = judged_run(repo.path(), "envdir", FIX, CHECK, ENV_READER, &[]);
+    assert_eq!(r.code, 10, "{r:?}");
+    assert_eq!(the_judge_event(repo.path(), "envdir")["reason"], "candidate good, t0 bad");
+}
+
+#[test]
+fn a_judge_in_another_language_finds_the_candidate_through_its_environment() {
+    let repo = project();
+    let judge = r#"python3 -c 'import json, os; d = os.environ["LOOPEXEC_CANDIDATE_DIR"]; print(json.dumps({"verdict": "approve", "reason": d + " holds " + open(os.path.join(d, "value.txt")).read().strip()}))'"#;
+    let r = judged_run(repo.path(), "envpy", FIX, CHECK, judge, &[]);
+    assert_eq!(r.code, 10, "{r:?}");
+    assert_eq!(the_judge_event(repo.path(), "envpy")["reason"], "/candidate holds good");
+}
+
 /// The operator's judge at t0: it reads the agent's tree at /candidate and vetoes, naming what it
 /// saw there. `approve` is what the agent rewrites it to.
 const OPERATOR_VETO: &str = r#"printf '{"verdict":"veto","reason":"the operator reviewed %s"}' "$(cat /candidate/value.txt)""#;

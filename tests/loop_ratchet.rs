@@ -385,6 +385,53 @@ fn resume_refuses_an_applied_acceptance_signed_by_another_key_claiming_the_opera
     assert_eq!(resume_refused(repo.path()), format!("receipt line {line} (ratchet_accept of iteration 2): not signed by operator key {fingerprint}"));
 }
 
+/// `loopexec replay r` (with `env` set) refused as tampered: exit 13 `not_verified`, the
+/// message's detail after the receipt's path.
+fn replay_refused(dir: &Path, env: &[(&str, &Path)]) -> String {
+    let mut c = command();
+    c.current_dir(dir).args(["replay", "r", "--json"]);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let replayed = from_output(c.output().expect("spawn loopexec"));
+    assert_eq!((replayed.code, replayed.json()["errors"][0]["code"].as_str()), (13, Some("not_verified")), "{replayed:?}");
+    let message = replayed.json()["errors"][0]["message"].as_str().unwrap_or("").to_string();
+    message.split_once("receipt.jsonl: ").map(|(_, detail)| detail.to_string()).unwrap_or(message)
+}
+
+#[test]
+fn replay_refuses_an_unsigned_acceptance_chained_into_the_receipt() {
+    let repo = calc_project();
+    paused_after_a_rejection(repo.path());
+    let tree = of_type(repo.path(), "snapshot")[1]["tree_id"].as_str().unwrap().to_string();
+    let line = next_line(repo.path());
+    let fingerprint = operator_fingerprint();
+    let unsigned = loopexec::receipt::events::RatchetAcceptRecord { iteration: 2, tree_id: tree, operator_key: fingerprint.clone(), signature: String::new() };
+    chain_applied_acceptance(repo.path(), unsigned);
+    assert_eq!(replay_refused(repo.path(), &[]), format!("receipt line {line} (ratchet_accept of iteration 2): not signed by operator key {fingerprint}"));
+}
+
+#[test]
+fn replay_refuses_an_acceptance_signed_by_another_key_naming_it() {
+    let repo = calc_project();
+    let (line, signed) = acceptance_signed_by_another_key(repo.path());
+    let named = signed.operator_key.clone();
+    chain_applied_acceptance(repo.path(), signed);
+    assert_eq!(replay_refused(repo.path(), &[]), format!("receipt line {line} (ratchet_accept of iteration 2): names operator key {named}, not {}", operator_fingerprint()));
+}
+
+#[test]
+fn replay_without_an_operator_key_refuses_a_receipt_holding_an_acceptance() {
+    let repo = calc_project();
+    paused_after_a_rejection(repo.path());
+    assert_eq!(accept(repo.path(), "2", &operator_key()).code, 0);
+    let keyless = tempfile::tempdir().unwrap();
+    assert_eq!(
+        replay_refused(repo.path(), &[("LOOPEXEC_CONFIG_DIR", keyless.path())]),
+        "the receipt holds a ratchet_accept (of iteration 2) and no operator public key is available to verify it"
+    );
+}
+
 #[test]
 fn an_applied_acceptance_the_operator_signed_is_still_honoured_by_a_later_resume() {
     let repo = calc_project();

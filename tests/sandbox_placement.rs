@@ -7,8 +7,10 @@
 //! named by DBUS_SYSTEM_BUS_ADDRESS (root) and DBUS_SESSION_BUS_ADDRESS (a user). The placement
 //! only asks systemd on a cgroup v2 host whose init is systemd: on such a host the tests run as
 //! they are; elsewhere, as root, each launch gets a mount namespace of its own with cgroup2 at
-//! /sys/fs/cgroup and /run/systemd/system present (nothing on the host changes); otherwise they
-//! have nothing to test and return.
+//! /sys/fs/cgroup and /run/systemd/system present (nothing on the host changes); otherwise
+//! (unprivileged, not such a host) they have nothing to test and print a `NOT RUN` line on
+//! stderr (under CI as root that would be a failure). Text from the bus reaches the JSON error
+//! escaped.
 
 mod common;
 
@@ -37,6 +39,8 @@ enum Shape {
     ErrorNamed(&'static str),
     /// Answers StartTransientUnit with an error message that has no error name at all.
     ErrorWithoutName,
+    /// Answers StartTransientUnit with a well-named error whose message is this text.
+    ErrorSaying(&'static str),
     /// Closes the connection when StartTransientUnit arrives.
     HangupOnStart,
     /// Answers StartTransientUnit with bytes that are no D-Bus message.
@@ -234,12 +238,16 @@ fn reply(serial: &mut u32, to: u32, signature: Option<&str>, body: &[u8]) -> Vec
 }
 
 fn error(serial: &mut u32, to: u32, name: Option<&str>) -> Vec<u8> {
+    error_saying(serial, to, name, "refused")
+}
+
+fn error_saying(serial: &mut u32, to: u32, name: Option<&str>, text: &str) -> Vec<u8> {
     *serial += 1;
     let mut fields = vec![(5, Field::U(to)), (6, Field::S(":1.42")), (8, Field::G("s"))];
     if let Some(name) = name {
         fields.push((4, Field::S(name)));
     }
-    message(3, *serial, &fields, &string_body("refused"))
+    message(3, *serial, &fields, &string_body(text))
 }
 
 fn serve(stream: UnixStream, shape: Shape, tx: Sender<&'static str>) {
@@ -281,6 +289,10 @@ fn serve(stream: UnixStream, shape: Shape, tx: Sender<&'static str>) {
                         let r = error(&mut serial, call, None);
                         wire.send(&r);
                     }
+                    Shape::ErrorSaying(text) => {
+                        let r = error_saying(&mut serial, call, Some("org.freedesktop.DBus.Error.AccessDenied"), text);
+                        wire.send(&r);
+                    }
                     Shape::HangupOnStart => return,
                     Shape::GarbageOnStart => wire.send(b"l\x02\x00\x01\xff\xff\xff\xff\x07\x00\x00\x00this is not a D-Bus message"),
                     Shape::AcceptsNeverMoves => {
@@ -305,6 +317,19 @@ enum Reach {
     AsIs,
     /// As root elsewhere: the launch runs in a mount namespace of its own that looks like one.
     Namespace,
+}
+
+/// [`reach`], or (when this host has nothing to test) a `NOT RUN` line on stderr naming `test`.
+/// As root the test can always reach the placement (its own mount namespace), so under CI as
+/// root an unreachable placement is a failure, not a skip.
+fn reach_or_not_run(test: &str) -> Option<Reach> {
+    let reach = reach();
+    if reach.is_none() {
+        let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+        assert!(!(ci && common::is_root()), "{test}: the placement is unreachable as root under CI");
+        eprintln!("NOT RUN: {test}: no cgroup v2 host with systemd as init, and not root (no mount namespace of its own)");
+    }
+    reach
 }
 
 fn reach() -> Option<Reach> {
@@ -397,7 +422,7 @@ fn finish(mut child: Child) -> (Option<i32>, Value, String) {
 /// part of `cause` (`{bus}` stands for the fake bus's address), right after
 /// "asking systemd for a delegated scope failed: ".
 fn assert_placement_fails(shape: Shape, cause: &[&str]) {
-    let Some(reach) = reach() else { return };
+    let Some(reach) = reach_or_not_run(&format!("placement under {shape:?}")) else { return };
     let dir = tempfile::tempdir().unwrap();
     let policy = systemd_policy(dir.path());
     let bus = FakeBus::start(shape);
@@ -414,9 +439,21 @@ fn assert_placement_fails(shape: Shape, cause: &[&str]) {
     }
 }
 
+/// The launch under `shape` is a failed placement (exit 30): its JSON error's message (None when
+/// this host cannot reach the placement, with a NOT RUN line).
+fn placement_failure(shape: Shape) -> Option<String> {
+    let reach = reach_or_not_run(&format!("placement under {shape:?}"))?;
+    let dir = tempfile::tempdir().unwrap();
+    let policy = systemd_policy(dir.path());
+    let bus = FakeBus::start(shape);
+    let (code, v, stderr) = finish(launch(reach, &bus, &policy));
+    assert_eq!((code, v["errors"][0]["code"].as_str()), (Some(30), Some("isolation_unsatisfiable")), "{shape:?}: {v}\nstderr:\n{stderr}");
+    Some(v["errors"][0]["message"].as_str().unwrap_or_default().to_string())
+}
+
 /// SIGTERM once the supervisor is waiting at `stage` ends the launch as interrupted (143).
 fn assert_sigterm_interrupts(shape: Shape, stage: &str) {
-    let Some(reach) = reach() else { return };
+    let Some(reach) = reach_or_not_run(&format!("SIGTERM under {shape:?}")) else { return };
     let dir = tempfile::tempdir().unwrap();
     let policy = systemd_policy(dir.path());
     let bus = FakeBus::start(shape);
@@ -442,6 +479,21 @@ fn a_bus_that_never_answers_the_handshake_is_a_failed_placement_at_the_deadline(
 #[test]
 fn an_error_reply_with_an_invalid_error_name_is_a_failed_placement() {
     assert_placement_fails(Shape::ErrorNamed("not a valid error name"), &["the D-Bus client failed during StartTransientUnit loopexec-", "(thread \"zbus::Connection executor\" panicked: "]);
+}
+
+#[test]
+fn an_error_message_with_terminal_controls_reaches_the_json_error_escaped() {
+    let Some(message) = placement_failure(Shape::ErrorSaying("denied\u{1b}]0;pwned\u{7}\nloopexec: sandbox ok")) else { return };
+    assert!(message.contains("AccessDenied"), "{message}");
+    assert!(message.contains("denied\\x1b]0;pwned\\x07\\nloopexec: sandbox ok"), "{message}");
+    assert!(!message.contains(['\u{1b}', '\u{7}', '\n']), "{message:?}");
+}
+
+#[test]
+fn an_invalid_error_name_with_terminal_controls_reaches_the_json_error_escaped() {
+    let Some(message) = placement_failure(Shape::ErrorNamed("bad\u{1b}[2J\nname")) else { return };
+    assert!(message.contains("the D-Bus client failed during StartTransientUnit loopexec-"), "{message}");
+    assert!(!message.contains(['\u{1b}', '\n']), "{message:?}");
 }
 
 #[test]

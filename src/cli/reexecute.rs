@@ -85,7 +85,9 @@ pub fn run(args: Args, json: bool) -> CmdResult<Outcome> {
     let statedir = StateDir::open(&workdir)?;
     let original = statedir.resolve(Some(&args.run))?;
     let id = original.id().to_string();
-    let (cfg, history) = pinned_run(&original)?;
+    // Its hand acceptances decide the end state: verified against the operator key's public half.
+    let operator_pub = super::run::load_operator_key(args.operator_key.as_deref()).ok().map(|k| k.verifying_key());
+    let (cfg, history) = pinned_run(&original, operator_pub.as_ref())?;
     let original_reason = history
         .halt
         .as_ref()
@@ -128,7 +130,7 @@ pub fn run(args: Args, json: bool) -> CmdResult<Outcome> {
     let mut interrupted = None;
     for sample in ids {
         let outcome = engine::start(&statedir, sample.clone(), cfg.clone(), &operator, false, &mut progress)?;
-        let (_, sample_history) = pinned_run(&statedir.open_run(&sample)?)?;
+        let (_, sample_history) = pinned_run(&statedir.open_run(&sample)?, operator_pub.as_ref())?;
         let t0 = sample_history.workspace.as_ref().map(|w| w.tree_id.clone());
         let reason = match &outcome.end {
             LoopEnd::Halted { reason, .. } => Some(reason.as_str().to_string()),

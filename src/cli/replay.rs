@@ -14,6 +14,10 @@ pub struct Args {
     /// The run to replay (a run id of the workdir).
     #[arg(value_name = "RUN")]
     pub run: String,
+    /// The operator's public key (operator.pub) every hand acceptance in the receipt is checked
+    /// against; default: operator.pub in the configuration directory, when there is one.
+    #[arg(long, value_name = "FILE")]
+    pub pubkey: Option<PathBuf>,
     /// Directory holding .loopexec/.
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub workdir: PathBuf,
@@ -29,12 +33,30 @@ fn fingerprint_text(fp: &crate::engine::replay::Fingerprint) -> String {
     )
 }
 
+/// The operator's public key hand acceptances are verified against: `explicit`, else
+/// operator.pub in the configuration directory when it exists, else none (a receipt holding an
+/// acceptance is then refused).
+pub(crate) fn operator_public_key(explicit: Option<&std::path::Path>) -> CmdResult<Option<ed25519_dalek::VerifyingKey>> {
+    let path = match explicit {
+        Some(p) => p.to_path_buf(),
+        None => match crate::receipt::keys::default_key_dir() {
+            Ok(dir) => dir.join(crate::receipt::keys::PUBLIC_KEY_FILE),
+            Err(_) => return Ok(None),
+        },
+    };
+    if explicit.is_none() && std::fs::symlink_metadata(&path).is_err() {
+        return Ok(None);
+    }
+    crate::receipt::keys::load_public_key(&path).map(Some).map_err(super::keygen::key_failure)
+}
+
 pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     let statedir = StateDir::open(&super::run::absolute_workdir(&args.workdir)?)?;
     let run = statedir.resolve(Some(&args.run))?;
-    let r = replay(&statedir, &run)?;
+    let operator = operator_public_key(args.pubkey.as_deref())?;
+    let r = replay(&statedir, &run, operator.as_ref())?;
     // The replay is one more sample of the recorded tree's stability (printed, never recorded).
-    let (cfg, history) = crate::engine::replay::pinned_run(&run)?;
+    let (cfg, history) = crate::engine::replay::pinned_run(&run, operator.as_ref())?;
     let sample = crate::engine::replay_sample(&history, r.iteration, r.matched, &cfg)?;
     let human = aligned(&[
         ("run", r.run_id.clone()),

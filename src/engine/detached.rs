@@ -201,7 +201,9 @@ fn run_protected(workspace: &Workspace, protection: &Protection<'_>) -> CmdResul
     let root = workspace.baseline().files_dir.clone();
     let read = |path: &[u8], limit: usize| crate::engine::analysis_guards::read_bounded(&root, path, limit);
     let mut patterns = protected_extra.to_vec();
-    patterns.extend(files_run(commands, t0, &read).iter().map(|p| literal_pattern(p)));
+    // Past a cap the files run would go partly unprotected: the run is refused (before any agent call).
+    let run = files_run(commands, t0, &read).map_err(|e| Failure::workspace(e.to_string()))?;
+    patterns.extend(run.iter().map(|p| literal_pattern(p)));
     ProtectedPaths::new(true, &patterns).and_then(|p| p.exempting(exempt)).map_err(ws_failure)
 }
 

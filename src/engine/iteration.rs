@@ -417,6 +417,12 @@ impl ActiveRun<'_> {
         let (overlay, candidate) = self.workspace.as_ref().map(RunWorkspace::judge_overlays).unzip();
         let command = RoleCommand { role: Role::Judge, run_id: &self.state.run_id, iteration: n, overlay, credential: None };
         let mut cmd = command.zone_command(&self.cfg, &self.env);
+        // Named in its environment, so a judge that reviews "its tree" reads the agent's, not
+        // t0's: `LOOPEXEC_CANDIDATE_DIR` (the agent's tree), `LOOPEXEC_T0_DIR` (its cwd).
+        if let Some(candidate) = candidate.as_ref() {
+            cmd.env.push((judge::CANDIDATE_DIR_VAR.into(), candidate.target.display().to_string()));
+            cmd.env.push((judge::T0_DIR_VAR.into(), cmd.cwd.display().to_string()));
+        }
         cmd.overlays.extend(candidate);
         let out = judge::JudgeArtifacts { dir: &self.artifacts, rel: ARTIFACTS, run_dir: self.run.dir() };
         match judge::ask(zone, cmd, &packet, n, out)? {

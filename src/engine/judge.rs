@@ -29,6 +29,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 
+/// The judge zone's variable naming the agent's tree (read-only, [`super::detached::CANDIDATE_TARGET`]):
+/// what a judge reviews. Its working directory is t0's tree, named in [`T0_DIR_VAR`].
+pub const CANDIDATE_DIR_VAR: &str = "LOOPEXEC_CANDIDATE_DIR";
+/// The judge zone's variable naming t0's tree (its working directory, the operator's code).
+pub const T0_DIR_VAR: &str = "LOOPEXEC_T0_DIR";
+
 /// The packet's `schema`.
 pub const PACKET_SCHEMA: &str = "loopexec.judge.packet/1";
 /// The answer's `schema` (optional in an answer; when given it must be this).

@@ -236,7 +236,9 @@ pub fn resume(
     let run = statedir.open_run(&run_id)?;
     let lock = run.lock()?;
     let previous = run.read_state().ok().map(|s| s.state.as_str().to_string());
-    let (log, lines) = run.open_receipt()?;
+    // One read: the history and the acceptances' signatures below come from the same bytes (a
+    // writer ignoring the lock cannot swap the file between a read for one and one for the other).
+    let (log, lines, bytes) = run.open_receipt_read()?;
     // What the receipt moved to artifacts (over its bound) comes back whole, re-hashed.
     // An `externalised` event that is not the bound's own record of its event (an artifact that
     // is not the original of its line), or a trimmed event whose whole copy cannot be read back,
@@ -258,7 +260,7 @@ pub fn resume(
     // history is used, the applied ones as well as the pending one; one that fails makes the
     // receipt tampered, and nothing is appended to it.
     if !history.hand_accepted.is_empty() {
-        if let Some(Err(why)) = crate::receipt::acceptance::verify_receipt(&run.receipt_bytes()?, &operator.verifying_key()) {
+        if let Some(Err(why)) = crate::receipt::acceptance::verify_receipt(&bytes, &operator.verifying_key()) {
             return Err(Failure::new(crate::error::FailureCode::NotVerified, format!("{}: {why}", run.receipt_path().display()))
                 .with_hint("a hand acceptance is made with `loopexec ratchet RUN --accept N --key OPERATOR_KEY`, by the key that started the run"));
         }

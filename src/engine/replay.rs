@@ -14,6 +14,7 @@
 //! `runs/<id>/replay/NNNN-check.{stdout,stderr}` (the latest replay's) and its scratch layers
 //! are removed after it.
 
+use ed25519_dalek::VerifyingKey;
 use super::check::{run_check, Artifacts, CheckOutcome, ReportSource};
 use super::commands::{operator_env, RoleCommand};
 use super::config::LoopConfig;
@@ -131,19 +132,41 @@ struct Recorded {
 }
 
 /// A run's verified receipt, folded, and the configuration its `run_start` pinned (for `replay`
-/// and `reexecute`).
-pub fn pinned_run(run: &RunDir) -> CmdResult<(LoopConfig, History)> {
+/// and `reexecute`). The hash chain needs no key to extend, so every hand acceptance the history
+/// honours (it decides which tree is the run's end state) is checked against the operator's key
+/// `operator`, the same bytes the history is folded from; an acceptance that fails, or any
+/// acceptance when no operator key is available, refuses with `not_verified` (13).
+pub fn pinned_run(run: &RunDir, operator: Option<&VerifyingKey>) -> CmdResult<(LoopConfig, History)> {
     let bytes = run.receipt_bytes()?;
     let chain = verify(&bytes)
         .map_err(|e| Failure::workspace(format!("{}: receipt does not verify: {e}", run.receipt_path().display())))?;
     let history = History::of_lines(&chain.events).map_err(|e| Failure::workspace(format!("{}: {e}", run.receipt_path().display())))?;
+    if let Some((first, _)) = history.hand_accepted.first() {
+        let not_verified = |why: String| {
+            Failure::new(crate::error::FailureCode::NotVerified, format!("{}: {why}", run.receipt_path().display()))
+                .with_hint("a hand acceptance is honoured only when it verifies against the operator's public key (--pubkey FILE, or operator.pub in the configuration directory)")
+        };
+        match operator {
+            None => {
+                return Err(not_verified(format!(
+                    "the receipt holds a ratchet_accept (of iteration {}) and no operator public key is available to verify it",
+                    first.iteration
+                )))
+            }
+            Some(key) => {
+                if let Some(Err(why)) = crate::receipt::acceptance::verify_receipt(&bytes, key) {
+                    return Err(not_verified(why));
+                }
+            }
+        }
+    }
     let cfg = super::pinned_config(run, &history)?;
     Ok((cfg, history))
 }
 
-fn read_recorded(run: &RunDir) -> CmdResult<Recorded> {
+fn read_recorded(run: &RunDir, operator: Option<&VerifyingKey>) -> CmdResult<Recorded> {
     let id = run.id().to_string();
-    let (cfg, history) = pinned_run(run)?;
+    let (cfg, history) = pinned_run(run, operator)?;
     let broken = |what: &str| Failure::workspace(format!("{}: {what}", run.receipt_path().display()));
     let Some(halt) = &history.halt else {
         return Err(refuse(format!("run {id} has not halted; only a halted run has an end state to replay"))
@@ -191,8 +214,8 @@ fn read_recorded(run: &RunDir) -> CmdResult<Recorded> {
 }
 
 /// Replay run `run`'s last check on its end-state tree.
-pub fn replay(statedir: &StateDir, run: &RunDir) -> CmdResult<Replay> {
-    let rec = read_recorded(run)?;
+pub fn replay(statedir: &StateDir, run: &RunDir, operator: Option<&VerifyingKey>) -> CmdResult<Replay> {
+    let rec = read_recorded(run, operator)?;
     let cfg = &rec.cfg;
     let missing = || Failure::workspace("the run pinned no agent/check policy (a detached run is native)");
     let zones = super::zone_setup::zone_setup(cfg, statedir.path())?;

@@ -115,6 +115,9 @@ pub fn now_rfc3339() -> String {
     now.format(&time::format_description::well_known::Rfc3339).unwrap_or_else(|_| now.unix_timestamp().to_string())
 }
 
+/// An opened receipt: the log to append to, its verified events, and the bytes they came from.
+pub type OpenedReceipt = (ReceiptLog, Vec<Map<String, Value>>, Vec<u8>);
+
 impl ReceiptLog {
     /// Create a new, empty receipt `name` in `dir` (fails if it exists).
     pub fn create(dir: &SafeDir, name: &str) -> Result<ReceiptLog, LogError> {
@@ -126,6 +129,13 @@ impl ReceiptLog {
     /// Open an existing receipt for appending: verify it, cut off a torn final line.
     /// Returns the log and the verified events.
     pub fn open(dir: &SafeDir, name: &str) -> Result<(ReceiptLog, Vec<Map<String, Value>>), LogError> {
+        Self::open_read(dir, name).map(|(log, events, _)| (log, events))
+    }
+
+    /// [`ReceiptLog::open`], also returning the receipt's bytes the events were verified from
+    /// (torn final line cut off): one read, so whatever else is checked over the bytes (the
+    /// hand acceptances' signatures) is checked over what the events came from.
+    pub fn open_read(dir: &SafeDir, name: &str) -> Result<OpenedReceipt, LogError> {
         let mut bytes = dir.read(name, MAX_RECEIPT_BYTES)?;
         let mut file = dir.open_rw(name)?;
         if !bytes.is_empty() && !bytes.ends_with(b"\n") {
@@ -141,7 +151,7 @@ impl ReceiptLog {
             (chain.events, chain.head)
         };
         file.seek(SeekFrom::End(0))?;
-        Ok((ReceiptLog { file, next_seq: events.len() as u64, head }, events))
+        Ok((ReceiptLog { file, next_seq: events.len() as u64, head }, events, bytes))
     }
 
     /// Append one typed event durably; returns it as a reader of the receipt will see it.
@@ -209,6 +219,20 @@ mod tests {
         log.append("iteration_start", fields(serde_json::json!({"iteration": 1}))).unwrap();
         log.append("halt", fields(serde_json::json!({"halt_reason": "success_condition_met"}))).unwrap();
         dir.read("r.jsonl", 1 << 20).unwrap()
+    }
+
+    #[test]
+    fn open_read_returns_the_bytes_its_events_were_verified_from_torn_tail_cut() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = SafeDir::open(tmp.path()).unwrap();
+        let whole = sample(&dir);
+        let mut torn = whole.clone();
+        torn.extend_from_slice(b"{\"type\":\"iteration_st");
+        std::fs::write(tmp.path().join("r.jsonl"), &torn).unwrap();
+        let (log, events, bytes) = ReceiptLog::open_read(&dir, "r.jsonl").unwrap();
+        assert_eq!(bytes, whole);
+        assert_eq!(verify(&bytes).unwrap().events, events);
+        assert_eq!(log.head(), verify(&bytes).unwrap().head);
     }
 
     #[test]

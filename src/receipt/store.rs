@@ -262,6 +262,11 @@ impl RunDir {
         ReceiptLog::open(&self.dir, RECEIPT).map_err(log_failure)
     }
 
+    /// [`RunDir::open_receipt`], with the bytes its events were verified from (read once).
+    pub fn open_receipt_read(&self) -> Result<super::chain::OpenedReceipt, Failure> {
+        ReceiptLog::open_read(&self.dir, RECEIPT).map_err(log_failure)
+    }
+
     /// Raw receipt bytes (for verification without repairing anything).
     pub fn receipt_bytes(&self) -> Result<Vec<u8>, Failure> {
         self.dir.read(RECEIPT, super::chain::MAX_RECEIPT_BYTES).map_err(fs_failure)

@@ -22,12 +22,13 @@
 //! loop's own `protected` patterns cover such files.
 //!
 //! Bounded: at most [`MAX_FILES`] files named, [`MAX_TEXTS`] texts read, each at most
-//! [`MAX_READ_BYTES`]; no recursion (a work list).
+//! [`MAX_READ_BYTES`]; no recursion (a work list). Past either cap the scan fails closed
+//! ([`TooMany`]): a file past the cap would be left unprotected, so the run is refused instead.
 
 use super::manifest::{EntryKind, Manifest};
 use std::collections::{BTreeSet, VecDeque};
 
-/// Most files one set of commands may name (the rest are not followed).
+/// Most files one set of commands may name (more: [`TooMany`], the run is refused).
 pub const MAX_FILES: usize = 256;
 /// Most texts (command lines, quoted words, files) read.
 pub const MAX_TEXTS: usize = 2048;
@@ -54,13 +55,32 @@ pub enum Follow {
     Everything,
 }
 
+/// The commands name more than a cap allows: past it files they run would go unprotected, so
+/// the scan fails closed instead of stopping short.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TooMany {
+    /// More than [`MAX_FILES`] distinct files named.
+    Files,
+    /// More than [`MAX_TEXTS`] texts (command lines, quoted words, files) to read.
+    Texts,
+}
+
+impl std::fmt::Display for TooMany {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TooMany::Files => write!(f, "the check and mutator commands run more than {MAX_FILES} files (MAX_FILES): past the cap a file they run would be left unprotected; list them in the loop's `protected` patterns and call fewer"),
+            TooMany::Texts => write!(f, "following the check and mutator commands reads more than {MAX_TEXTS} texts (MAX_TEXTS: command lines, quoted words, files): past the cap a file they run would be left unprotected; simplify the commands"),
+        }
+    }
+}
+
 /// Reads a t0 file: its bytes, at most the limit plus one (None: unreadable).
 pub type ReadT0<'a> = &'a dyn Fn(&[u8], usize) -> Option<Vec<u8>>;
 
 /// The t0 files (repository paths, sorted) that `commands` run, directly or through files they
 /// run, each followed as its [`Follow`] says. `read`: a t0 file's bytes, at most the limit plus
-/// one (None: unreadable).
-pub fn files_run(commands: &[(&str, Follow)], t0: &Manifest, read: ReadT0<'_>) -> Vec<String> {
+/// one (None: unreadable). Past [`MAX_FILES`] or [`MAX_TEXTS`]: [`TooMany`] (fail closed).
+pub fn files_run(commands: &[(&str, Follow)], t0: &Manifest, read: ReadT0<'_>) -> Result<Vec<String>, TooMany> {
     let mut named: BTreeSet<String> = BTreeSet::new();
     // (text, directory of the file it came from, what the text is, how far to follow)
     let mut work: VecDeque<(String, String, Text, Follow)> = commands.iter().map(|(c, f)| (c.to_string(), String::new(), Text::CommandLine, *f)).collect();
@@ -68,7 +88,7 @@ pub fn files_run(commands: &[(&str, Follow)], t0: &Manifest, read: ReadT0<'_>) -
     while let Some((text, dir, kind, follow)) = work.pop_front() {
         texts += 1;
         if texts > MAX_TEXTS {
-            break;
+            return Err(TooMany::Texts);
         }
         let mut found: Vec<String> = Vec::new();
         match kind {
@@ -99,12 +119,13 @@ pub fn files_run(commands: &[(&str, Follow)], t0: &Manifest, read: ReadT0<'_>) -
             Text::Python | Text::JavaScript => {}
         }
         for path in found {
-            if named.len() >= MAX_FILES {
-                break;
-            }
-            if !named.insert(path.clone()) {
+            if named.contains(&path) {
                 continue;
             }
+            if named.len() >= MAX_FILES {
+                return Err(TooMany::Files);
+            }
+            named.insert(path.clone());
             let Some(bytes) = read(path.as_bytes(), MAX_READ_BYTES) else { continue };
             let bytes = &bytes[..bytes.len().min(MAX_READ_BYTES)];
             let Ok(content) = std::str::from_utf8(bytes) else { continue };
@@ -113,7 +134,7 @@ pub fn files_run(commands: &[(&str, Follow)], t0: &Manifest, read: ReadT0<'_>) -
             work.push_back((content.to_string(), parent, kind, follow));
         }
     }
-    named.into_iter().collect()
+    Ok(named.into_iter().collect())
 }
 
 /// What a text read is, so it is read in its own language.
@@ -434,10 +455,40 @@ mod tests {
         (m, files.iter().map(|(p, t)| (p.to_string(), t.to_string())).collect())
     }
 
-    fn run_as(follow: Follow, commands: &[&str], files: &[(&str, &str)]) -> Vec<String> {
+    fn try_run_as(follow: Follow, commands: &[&str], files: &[(&str, &str)]) -> Result<Vec<String>, TooMany> {
         let (m, texts) = tree(files);
         let commands: Vec<(&str, Follow)> = commands.iter().map(|c| (*c, follow)).collect();
         files_run(&commands, &m, &|p, _| texts.get(std::str::from_utf8(p).ok()?).map(|t| t.as_bytes().to_vec()))
+    }
+
+    fn run_as(follow: Follow, commands: &[&str], files: &[(&str, &str)]) -> Vec<String> {
+        try_run_as(follow, commands, files).expect("within the caps")
+    }
+
+    #[test]
+    fn more_files_run_than_max_files_fails_closed_not_short() {
+        let names: Vec<String> = (0..=MAX_FILES).map(|i| format!("ci/lib{i:03}.sh")).collect();
+        let script: String = names.iter().map(|n| format!(". {n}\n")).collect();
+        let mut files: Vec<(&str, &str)> = names.iter().map(|n| (n.as_str(), "")).collect();
+        files.push(("check.sh", &script));
+        // 257 sourced helpers plus the script: more than MAX_FILES, in one script or split over a
+        // command line and the helpers it sources.
+        assert_eq!(try_run_as(Follow::Sourced, &["sh check.sh"], &files), Err(TooMany::Files));
+        let split: String = names[..10].iter().map(|n| format!("sh {n}; ")).collect();
+        let chained: Vec<(String, String)> = names.iter().enumerate().map(|(i, n)| (n.clone(), names.get(i + 1).map(|m| format!(". {m}\n")).unwrap_or_default())).collect();
+        let chained: Vec<(&str, &str)> = chained.iter().map(|(n, t)| (n.as_str(), t.as_str())).collect();
+        assert_eq!(try_run_as(Follow::Sourced, &[&split], &chained), Err(TooMany::Files));
+        // At the cap exactly, every file is named.
+        assert_eq!(try_run_as(Follow::Sourced, &["sh check.sh"], &files[2..]).map(|f| f.len()), Ok(MAX_FILES));
+    }
+
+    #[test]
+    fn more_texts_than_max_texts_fails_closed_not_short() {
+        // A `-c` word is read again as a command line: one text each, in a script or on the line.
+        let quoted: String = (0..=MAX_TEXTS).map(|i| format!("sh -c 'true {i}'\n")).collect();
+        assert_eq!(try_run_as(Follow::Sourced, &["sh check.sh"], &[("check.sh", &quoted)]), Err(TooMany::Texts));
+        let nested = (0..MAX_TEXTS).map(|i| format!("bash -c 'true {i}'")).collect::<Vec<_>>().join("; ");
+        assert_eq!(try_run_as(Follow::Everything, &[&nested], &[]), Err(TooMany::Texts));
     }
 
     fn run(commands: &[&str], files: &[(&str, &str)]) -> Vec<String> {
