@@ -342,15 +342,22 @@ fn next_line(dir: &Path) -> usize {
     receipt_bytes(dir).split(|b| *b == b'\n').filter(|l| !l.is_empty()).count() + 1
 }
 
+/// A run paused after iteration 2 was rejected, with an unsigned acceptance of iteration 2 that
+/// names the operator's key chained into its receipt: the receipt line it took and the key named.
+fn unsigned_acceptance_chained(repo: &Path) -> (usize, String) {
+    paused_after_a_rejection(repo);
+    let tree = of_type(repo, "snapshot")[1]["tree_id"].as_str().unwrap().to_string();
+    let line = next_line(repo);
+    let fingerprint = operator_fingerprint();
+    let unsigned = loopexec::receipt::events::RatchetAcceptRecord { iteration: 2, tree_id: tree, operator_key: fingerprint.clone(), signature: String::new() };
+    chain_applied_acceptance(repo, unsigned);
+    (line, fingerprint)
+}
+
 #[test]
 fn resume_refuses_an_unsigned_acceptance_with_an_iteration_start_chained_after_it() {
     let repo = calc_project();
-    paused_after_a_rejection(repo.path());
-    let tree = of_type(repo.path(), "snapshot")[1]["tree_id"].as_str().unwrap().to_string();
-    let line = next_line(repo.path());
-    let fingerprint = operator_fingerprint();
-    let unsigned = loopexec::receipt::events::RatchetAcceptRecord { iteration: 2, tree_id: tree, operator_key: fingerprint.clone(), signature: String::new() };
-    chain_applied_acceptance(repo.path(), unsigned);
+    let (line, fingerprint) = unsigned_acceptance_chained(repo.path());
     assert_eq!(resume_refused(repo.path()), format!("receipt line {line} (ratchet_accept of iteration 2): not signed by operator key {fingerprint}"));
 }
 
@@ -402,12 +409,7 @@ fn replay_refused(dir: &Path, env: &[(&str, &Path)]) -> String {
 #[test]
 fn replay_refuses_an_unsigned_acceptance_chained_into_the_receipt() {
     let repo = calc_project();
-    paused_after_a_rejection(repo.path());
-    let tree = of_type(repo.path(), "snapshot")[1]["tree_id"].as_str().unwrap().to_string();
-    let line = next_line(repo.path());
-    let fingerprint = operator_fingerprint();
-    let unsigned = loopexec::receipt::events::RatchetAcceptRecord { iteration: 2, tree_id: tree, operator_key: fingerprint.clone(), signature: String::new() };
-    chain_applied_acceptance(repo.path(), unsigned);
+    let (line, fingerprint) = unsigned_acceptance_chained(repo.path());
     assert_eq!(replay_refused(repo.path(), &[]), format!("receipt line {line} (ratchet_accept of iteration 2): not signed by operator key {fingerprint}"));
 }
 

@@ -27,6 +27,9 @@ if [ "$(id -u)" != 0 ]; then
   echo "build-image: building the VM image needs root (debootstrap); no cached image at $out" >&2
   exit 1
 fi
+# From here on stdout is the image's path alone: what the build's tools print (mkfs.ext4 says
+# "Creating regular file" even under -q, provision.sh and apt talk) goes to stderr.
+exec 3>&1 1>&2
 for tool in debootstrap mkfs.ext4; do
   command -v "$tool" >/dev/null || { echo "build-image: $tool is missing (ci/vm/run.sh installs it)" >&2; exit 1; }
 done
@@ -87,4 +90,4 @@ mkfs.ext4 -q -F -L loopexec-vm -d "$tree" "$work/img/rootfs.img" 3G
 rm -rf "$out"
 mv "$work/img" "$out"
 echo "vm image: built $out" >&2
-echo "$out"
+echo "$out" >&3
