@@ -177,3 +177,21 @@ fn a_replay_is_a_free_sample_of_the_trees_stability_printed_with_its_confirmatio
     assert_eq!((v["stability"]["samples"].as_u64(), v["stability"]["agreeing"].as_u64()), (Some(2), Some(1)), "{v}");
     assert_eq!(std::fs::read(run_dir(repo.path(), "s").join("receipt.jsonl")).unwrap(), receipt, "the sealed receipt is unchanged");
 }
+
+#[test]
+fn a_malformed_or_missing_pubkey_refuses_the_replay_with_one_json_error_and_writes_nothing() {
+    let repo = answer_repo();
+    let r = loopexec(repo.path(), &["run", "--json", "--run-id", "p", "--exec", AGENT, "--check", "true"]);
+    assert_eq!(r.code, 10, "{r:?}");
+    let junk = repo.path().join("junk.pub");
+    std::fs::write(&junk, "not a public key\n").unwrap();
+    let missing = repo.path().join("absent.pub");
+    // As `verify --pubkey` answers: a file that is no key is bad input (20), an absent one 30.
+    for (key, exit, code) in [(path_str(&junk), 20, "invalid_input"), (path_str(&missing), 30, "workspace_invalid")] {
+        let out = loopexec(repo.path(), &["replay", "--json", "--pubkey", &key, "p"]);
+        let v = out.json();
+        assert_eq!((out.code, v["status"].as_str(), v["errors"][0]["code"].as_str()), (exit, Some("error"), Some(code)), "{out:?}");
+        assert!(v["errors"][0]["message"].as_str().unwrap().contains(&key), "the error names the key file: {v}");
+        assert!(!run_dir(repo.path(), "p").join("replay").exists(), "nothing is replayed");
+    }
+}
