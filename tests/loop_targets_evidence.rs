@@ -123,16 +123,7 @@ const PYTEST: &str = "/usr/bin/python3 -B -m pytest -q -p no:cacheprovider --jun
 /// t0: `test_add` fails (the target), `test_sub` passes, `test_legacy_format` is an unrelated
 /// pre-existing failure.
 fn python_project() -> tempfile::TempDir {
-    require_pytest();
-    let repo = workdir();
-    let p = repo.path();
-    write(p, "calc/__init__.py", "def add(a, b):\n    return a - b  # add\n\n\ndef sub(a, b):\n    return a - b  # sub\n");
-    write(p, "tests/test_calc.py", "from calc import add, sub\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\ndef test_sub():\n    assert sub(5, 3) == 2\n");
-    write(p, "tests/test_legacy.py", "def test_legacy_format():\n    assert '%d' % 3 == 'three'\n");
-    write(p, ".gitignore", "out/\n__pycache__/\n");
-    write(p, "loop.toml", SENTINEL_OFF);
-    commit_t0(p);
-    repo
+    common::targets::project(Some(SENTINEL_OFF))
 }
 
 /// The agent appends `code` to the production module (through base64: any text survives).

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod calc;
+pub mod targets;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
