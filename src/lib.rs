@@ -39,6 +39,7 @@ pub mod interrupt;
 pub mod mutation;
 pub mod output;
 pub mod receipt;
+pub mod rules;
 pub mod run_id;
 pub mod safefs;
 pub mod secret;

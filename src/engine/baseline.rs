@@ -15,7 +15,7 @@
 //!   on t0 (the agent is never called): a green t0 is confirmed like any green first, by
 //!   `confirm_runs` reruns on t0 (`super::confirm`, recorded as `check_confirmation` events of
 //!   iteration 0 after `check_baseline`); one that disagrees halts `check_not_deterministic` as a
-//!   flaky green does at any iteration (`super::decide::flake`), and is never cached; a red t0
+//!   flaky green does at any iteration (`crate::rules::decide::flake`), and is never cached; a red t0
 //!   whose targets all pass (`super::targets`) is the same success at iteration 0, confirmed and
 //!   cached by the same rule ([`decide_t0_success`]);
 //! - [`BaselineSetGuard`], the guard after every check with exit 0: the collected set lost a
@@ -25,12 +25,12 @@
 
 use super::check::TestSets;
 use super::config::LoopConfig;
-use super::decide::Step;
+use crate::rules::decide::Step;
 use super::detached::{Taken, WorkspaceMode};
 use super::guards::{CheckStep, Guard};
 use super::lifecycle::ActiveRun;
 use super::seats::Seat;
-use super::verdict::{shell_could_not_run, Verdict};
+use crate::rules::verdict::{shell_could_not_run, Verdict};
 use crate::ending::Ending;
 use crate::error::CmdResult;
 use crate::halt::HaltReason;
@@ -535,7 +535,7 @@ pub enum T0Success {
 pub fn decide_t0_success(history: &History, confirm_runs: u64, success: &T0Success) -> Step {
     let confirmations = &history.baseline_confirmations;
     if let Some(flaky) = confirmations.iter().find(|c| !c.agrees) {
-        return super::decide::flake(flaky, 0);
+        return crate::rules::decide::flake(flaky, 0);
     }
     if (confirmations.len() as u64) < confirm_runs {
         return Step::Halt(

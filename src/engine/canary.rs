@@ -20,11 +20,11 @@
 
 use super::check::{run_check, Artifacts, ReportSource};
 use super::commands::RoleCommand;
-use super::decide::Step;
+use crate::rules::decide::Step;
 use super::analysis_guards::ChangedBytes;
 use super::detached::RunWorkspace;
 use super::lifecycle::ActiveRun;
-use super::verdict::Verdict;
+use crate::rules::verdict::Verdict;
 use super::zone_setup::zone_setup;
 use crate::error::{CmdResult, Failure};
 use crate::halt::HaltReason;

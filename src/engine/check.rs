@@ -6,7 +6,7 @@
 //! `crate::testreport`'s; this module only gathers the inputs and shapes the receipt's record.
 
 use super::commands::run_in_zone;
-use super::verdict::Verdict;
+use crate::rules::verdict::Verdict;
 use crate::error::Failure;
 use crate::ending::Ending;
 use crate::receipt::events::{CheckEvidence, CheckResult, DisagreementRecord, ReportRecord};
@@ -219,7 +219,7 @@ impl CheckOutcome {
                     found.iter().map(|d| DisagreementRecord { kind: d.kind().into(), subject: shown(&d.subject()), detail: bounded(&d.to_string()) }).collect()
                 };
                 // A red run's disagreements are the gaps in its evidence (no failure among them):
-                // its sets count as met targets only without any (`super::verdict::evidence_gaps`).
+                // its sets count as met targets only without any (`crate::rules::verdict::evidence_gaps`).
                 let (verdict, sources, disagreements) = match agreement {
                     Agreement::Green { sources } => ("green", sources.iter().map(|s| shown(&s.name)).collect(), vec![]),
                     Agreement::Red { gaps, .. } => ("red", vec![], records(gaps)),

@@ -18,9 +18,9 @@
 //! it cannot change the sealed receipt, so the bound over that iteration's confirmation reruns and
 //! the replay is printed with the replay's output only.
 
-use super::decide::Step;
+use crate::rules::decide::Step;
 use super::lifecycle::ActiveRun;
-use super::verdict::Verdict;
+use crate::rules::verdict::Verdict;
 use crate::error::{CmdResult, Failure};
 use crate::receipt::events::{CheckResult, ConfirmationRecord, Event};
 use crate::trust::stats::{stability_lower_bound, Confidence};

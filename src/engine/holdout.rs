@@ -15,9 +15,9 @@
 //! what it printed stays in the run directory, which no zone sees, and the feedback file is built
 //! from the visible check alone.
 
-use super::decide::Step;
+use crate::rules::decide::Step;
 use super::lifecycle::ActiveRun;
-use super::verdict::Verdict;
+use crate::rules::verdict::Verdict;
 use crate::error::{CmdResult, Failure};
 use crate::receipt::events::GuardRecord;
 use crate::halt::HaltReason;
@@ -241,41 +241,6 @@ pub fn verdict_name(check: &CheckResult) -> &'static str {
     }
 }
 
-/// The decision on a step that would otherwise be `success`: it stands only when the held-out
-/// check ran, was green, and on the directory the run pinned.
-pub fn decide_on(holdout: &HoldoutRecord, success: Step) -> Step {
-    let n = holdout.check.iteration;
-    if holdout.dir_changed {
-        return Step::Halt(
-            HaltReason::ObjectiveUnverified,
-            format!("the held-out directory changed since the run started (sha256 {} now): iteration {n}'s green is not verified", holdout.dir_sha256),
-        );
-    }
-    match holdout.verdict.as_str() {
-        "green" => success,
-        "could_not_run" => Step::Halt(HaltReason::ExecutionFailure, format!("the held-out check of iteration {n} could not run ({})", ending_text(&holdout.check))),
-        "red" => Step::Halt(
-            HaltReason::ObjectiveUnverified,
-            format!("the check passed at iteration {n} but the held-out check failed ({}): the work does not hold beyond the visible tests", ending_text(&holdout.check)),
-        ),
-        _ => Step::Halt(
-            HaltReason::ObjectiveUnverified,
-            format!("the check passed at iteration {n} but the held-out check's exit code and its evidence disagree"),
-        ),
-    }
-}
-
-fn ending_text(check: &CheckResult) -> String {
-    use crate::ending::Ending;
-    match (&check.ending, check.failing_count) {
-        (Ending::Exited { code }, Some(f)) => format!("exit {code}, {f} failing"),
-        (Ending::Exited { code }, None) => format!("exit {code}"),
-        (Ending::Signaled { signal }, _) => format!("killed by signal {signal}"),
-        (Ending::TimedOut { after_ms }, _) => format!("timed out after {after_ms} ms"),
-        (Ending::FailedToStart { reason }, _) => format!("could not start: {}", crate::inert::inert(reason)),
-        (Ending::Interrupted { signal }, _) => format!("interrupted by signal {signal}"),
-    }
-}
 
 /// What one held-out run gave the stage that asked for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -389,6 +354,7 @@ fn sets_of(check: &CheckResult) -> Option<super::check::TestSets> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rules::holdout::decide_on;
 
     #[test]
     fn a_held_out_run_that_lost_one_entry_of_a_repeated_test_lost_a_test() {

@@ -7,7 +7,7 @@
 
 use super::guards::{CheckStep, Guard};
 use super::seats::Seat;
-use super::verdict::Verdict;
+use crate::rules::verdict::Verdict;
 use crate::halt::HaltReason;
 use crate::receipt::events::GuardRecord;
 

@@ -14,13 +14,13 @@
 
 use super::check::{run_check, Artifacts, CheckOutcome, ReportSource};
 use super::commands::{run_in_zone, RoleCommand};
-use super::decide::{self, Step};
+use crate::rules::decide::{self, Step};
 use super::detached::{RunWorkspace, Taken};
 use super::guards::{AgentStep, CheckStep, Objection};
 use super::judge;
 use super::lifecycle::ActiveRun;
 use super::sink::{EventSink, LoopEvent};
-use super::verdict::Verdict;
+use crate::rules::verdict::Verdict;
 use super::RunOutcome;
 use crate::error::{CmdResult, Failure};
 use crate::testreport::paths::ReportPatterns;

@@ -15,11 +15,11 @@
 //! asked on any other verdict, so it can never turn red into green.
 
 use super::config::PolicyPin;
-use super::decide::Step;
+use crate::rules::decide::Step;
 use crate::capture::StreamRecord;
 use crate::ending::Ending;
 use crate::error::Failure;
-use crate::halt::HaltReason;
+use crate::rules::judge::decide_on;
 use crate::inert::{inert, inert_bytes, inert_lines, inert_lines_bytes};
 use crate::receipt::events::{CheckResult, JudgeOutcome, JudgeRecord};
 use crate::safefs::SafeDir;
@@ -129,22 +129,6 @@ pub fn resolve_pins(input: JudgeInput, isolation: Isolation, backend: Backend) -
     };
     let timeout_ms = super::config::timeout_ms("judge_timeout", input.timeout_secs, DEFAULT_JUDGE_TIMEOUT_SECS)?;
     Ok(Some(JudgePins { command, policy, allow_hosts: input.allow_hosts, resolve: input.resolve, timeout_ms }))
-}
-
-/// The halt (or not) a judged green iteration comes to; `detail` is the green check's sentence.
-pub fn decide_on(judge: &JudgeRecord, detail: String) -> Step {
-    let n = judge.iteration;
-    match judge.outcome {
-        JudgeOutcome::Approve => Step::Halt(HaltReason::SuccessConditionMet, format!("{detail}; the judge approved")),
-        JudgeOutcome::Veto if judge.reward_hacking => {
-            Step::Halt(HaltReason::RewardHackingDetected, format!("the judge vetoed iteration {n} as reward hacking: {}", judge.reason))
-        }
-        JudgeOutcome::Veto => Step::Halt(HaltReason::ReviewerRejected, format!("the judge vetoed iteration {n}: {}", judge.reason)),
-        JudgeOutcome::Failed => Step::Halt(
-            HaltReason::EscalationPending,
-            format!("the check passed at iteration {n} but the judge gave no answer ({}); a human decides", judge.reason),
-        ),
-    }
 }
 
 /// What the packet is built from.
@@ -527,7 +511,7 @@ pub fn verify_records(history: &crate::receipt::history::History, run_dir: &Safe
     let sha = |bytes: &[u8]| hex::encode(sha2::Sha256::digest(bytes));
     for (record, judge) in &judged {
         let n = judge.iteration;
-        let green = record.check.as_ref().is_some_and(|c| super::verdict::Verdict::of_check(c) == super::verdict::Verdict::Pass);
+        let green = record.check.as_ref().is_some_and(|c| crate::rules::verdict::Verdict::of_check(c) == crate::rules::verdict::Verdict::Pass);
         if !green || !record.guards.is_empty() {
             return Some(Err(format!("iteration {n}: a judge event on a check that was not green or a step a guard objected to")));
         }
@@ -558,6 +542,7 @@ pub fn verify_records(history: &crate::receipt::history::History, run_dir: &Safe
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::halt::HaltReason;
 
     fn stream(bytes: u64) -> StreamRecord {
         StreamRecord { bytes, sha256: String::new(), artifact: None, truncated: false }
@@ -704,7 +689,7 @@ mod tests {
     }
 
     fn decided(record: &crate::receipt::history::IterationRecord) -> Option<HaltReason> {
-        match super::super::decide::decide(super::super::seats::Mode::CheckFixpoint, record, 3) {
+        match crate::rules::decide::decide(crate::rules::mode::Mode::CheckFixpoint, record, 3) {
             Step::Halt(reason, _) => Some(reason),
             _ => None,
         }

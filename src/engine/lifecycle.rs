@@ -6,7 +6,7 @@
 use super::commands::operator_env;
 use super::config::{LoopConfig, MODE_CHECK_FIXPOINT};
 use super::credentials;
-use super::decide::{self, Step};
+use crate::rules::decide::{self, Step};
 use super::detached::{RunWorkspace, Taken, WorkspaceMode};
 use super::baseline::BaselineSetGuard;
 use super::coverage_guard::CoverageGuard;
@@ -694,11 +694,11 @@ impl<'a> ActiveRun<'a> {
 /// whose evidence disagrees, a held-out check that did not find it green, a judge that did not
 /// approve.
 fn refused_after_check(record: &crate::receipt::history::IterationRecord) -> bool {
-    use super::decide::Step;
+    use crate::rules::decide::Step;
     let success = Step::Halt(HaltReason::SuccessConditionMet, String::new());
     let guarded = record.guards.iter().any(|g| g.stage == "after_check" && g.guard != "adequacy");
-    let disagrees = record.check.as_ref().is_some_and(|c| super::verdict::Verdict::of_check(c) == super::verdict::Verdict::Disagrees);
-    let held_out = record.holdout.as_ref().is_some_and(|h| !matches!(super::holdout::decide_on(h, success), Step::Halt(HaltReason::SuccessConditionMet, _)));
+    let disagrees = record.check.as_ref().is_some_and(|c| crate::rules::verdict::Verdict::of_check(c) == crate::rules::verdict::Verdict::Disagrees);
+    let held_out = record.holdout.as_ref().is_some_and(|h| !matches!(crate::rules::holdout::decide_on(h, success), Step::Halt(HaltReason::SuccessConditionMet, _)));
     let judged = record.judge.as_ref().is_some_and(|j| j.outcome != crate::receipt::events::JudgeOutcome::Approve);
     guarded || disagrees || held_out || judged
 }

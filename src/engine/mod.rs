@@ -51,7 +51,6 @@ pub mod config;
 pub mod coverage_guard;
 mod confirm;
 pub mod credentials;
-pub mod decide;
 pub mod detached;
 pub mod excerpts;
 pub mod feedback_file;
@@ -73,7 +72,6 @@ pub mod revert;
 pub mod seats;
 pub mod targets;
 pub mod sink;
-pub mod verdict;
 pub mod zone_setup;
 
 pub use commands::operator_env;

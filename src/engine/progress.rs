@@ -20,7 +20,7 @@ use crate::engine::score::ScoreRule;
 use crate::convergence::rules::{self, Limits};
 use crate::convergence::{signature, Observation, TestSet};
 use crate::engine::targets::Targets;
-use crate::engine::verdict::{evidence_gaps, evidence_whole, Verdict};
+use crate::rules::verdict::{evidence_gaps, evidence_whole, Verdict};
 use crate::halt::HaltReason;
 use crate::receipt::events::{CheckResult, ProgressRecord, ProgressScore};
 use crate::receipt::history::{History, IterationRecord};
@@ -166,13 +166,13 @@ pub fn judge_scored(history: &History, iteration: u64, limits: &Limits, patterns
 pub const UNEVIDENCED_TARGETS: &str = "targets_met_on_incomplete_evidence";
 
 /// The halt detail of a red check whose sets meet the targets but whose evidence has gaps: the
-/// first gaps and how many more (`super::verdict::named_gaps`, as a green's disagreement).
+/// first gaps and how many more (`crate::rules::verdict::named_gaps`, as a green's disagreement).
 fn unevidenced_targets(iteration: u64, check: &CheckResult) -> String {
     format!(
         "the check exited {} at iteration {iteration} and its sets show every target passing, but its evidence is not whole: {}; \
          met targets count only on whole evidence, as a green does",
         check.check_exit.map_or("-".to_string(), |c| c.to_string()),
-        super::verdict::named_gaps(check)
+        crate::rules::verdict::named_gaps(check)
     )
 }
 

@@ -16,7 +16,7 @@ use super::check::{run_check, Artifacts, ReportSource};
 use super::commands::RoleCommand;
 use super::config::LoopConfig;
 use super::detached::{zone_owner, RunWorkspace, WORKSPACE_TARGET};
-use super::verdict::Verdict;
+use crate::rules::verdict::Verdict;
 use crate::error::{CmdResult, Failure};
 use crate::halt::HaltReason;
 use crate::receipt::events::ReferenceRecord;

@@ -19,7 +19,7 @@ use super::check::{run_check, Artifacts, CheckOutcome, ReportSource};
 use super::commands::{operator_env, RoleCommand};
 use super::config::LoopConfig;
 use super::detached::{zone_owner, WorkspaceMode, WORKSPACE_TARGET};
-use super::verdict::Verdict;
+use crate::rules::verdict::Verdict;
 use crate::capture::StreamRecord;
 use crate::error::{CmdResult, Failure};
 use crate::receipt::chain::verify;

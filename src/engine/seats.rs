@@ -15,21 +15,7 @@
 
 use serde::Serialize;
 
-/// What the loop drives towards.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Mode {
-    /// Run the agent, then the check, until the check passes or a halt stops the run.
-    CheckFixpoint,
-}
-
-impl Mode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::CheckFixpoint => "check_fixpoint",
-        }
-    }
-}
+pub use crate::rules::mode::Mode;
 
 /// The kind of a guard, as the receipt names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -18,7 +18,7 @@
 //! stage, the set guards' sets or the delivery.
 
 use super::check::TestSets;
-use super::decide::Step;
+use crate::rules::decide::Step;
 use super::lifecycle::ActiveRun;
 use crate::ending::Ending;
 use crate::error::{CmdResult, Failure};

@@ -10,7 +10,7 @@
 //!   of C0 (or patterns where t0 named no tests) halts `invariant_failed` (20) before the first
 //!   agent call; targets that all pass at t0 already halt `success_condition_met`;
 //! - the success rule of a red check: it failed only on pre-existing failures, with every target
-//!   and every test passing at t0 passing, on whole evidence (`super::verdict::evidence_whole`,
+//!   and every test passing at t0 passing, on whole evidence (`crate::rules::verdict::evidence_whole`,
 //!   the gate a green passes: a red check's sets with gaps are no success; `super::progress`
 //!   halts `metric_integrity_violation` on them).
 //!
@@ -19,7 +19,7 @@
 //! of the pinned patterns and the receipt's `check_baseline`, so a resumed run and an offline
 //! reader select the same targets.
 
-use super::decide::Step;
+use crate::rules::decide::Step;
 use super::lifecycle::ActiveRun;
 use crate::convergence::TestSet;
 use crate::error::{CmdResult, Failure};
@@ -170,10 +170,10 @@ pub fn unguarded_in_place(iteration: u64) -> GuardRecord {
 }
 
 /// Whether every target of `targets` already passes on the red `t0`, on whole evidence (the gate
-/// of every success, `super::verdict::evidence_whole`: t0's sets with gaps say nothing of the
+/// of every success, `crate::rules::verdict::evidence_whole`: t0's sets with gaps say nothing of the
 /// targets, and the loop goes on).
 fn met_at_t0(targets: &Targets, t0: &CheckResult) -> bool {
-    targets.met(&targets.t0_passing, &set(&t0.failing_set)) && super::verdict::evidence_whole(t0)
+    targets.met(&targets.t0_passing, &set(&t0.failing_set)) && crate::rules::verdict::evidence_whole(t0)
 }
 
 /// Whether the `patterns` select targets from the red `t0` that all already pass on it: a

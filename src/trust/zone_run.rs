@@ -17,7 +17,7 @@ use super::perturb::RunPlan;
 use super::probe::{Outcome, RunClass};
 use crate::engine::check::{run_check, Artifacts, ReportSource};
 use crate::engine::operator_env;
-use crate::engine::verdict::Verdict;
+use crate::rules::verdict::Verdict;
 use crate::error::{CmdResult, Failure};
 use crate::receipt::store::fs_failure;
 use crate::safefs::SafeDir;

@@ -13,7 +13,7 @@
 //!   `execution_failure`.
 //! - a confirmation rerun of a green that disagreed with it (`check_confirmation`):
 //!   `check_not_deterministic`, before the green could count as success (`flake`, which a
-//!   green t0 baseline's disagreeing rerun is decided by too, `super::baseline`).
+//!   green t0 baseline's disagreeing rerun is decided by too, the engine's t0 baseline).
 //! - a red check whose `progress` event says `targets_met` (it failed only on pre-existing,
 //!   non-target failures, on whole evidence; docs/progress.md, "Targets"): `success_condition_met`;
 //!   one whose sets met the targets on evidence with gaps is the `progress` event's
@@ -27,7 +27,7 @@
 //!   is `objective_unverified`, one that could not run is `execution_failure`.
 //! - either interrupted by SIGINT/SIGTERM: not a halt; the run becomes resumable.
 
-use super::seats::Mode;
+use super::mode::Mode;
 use super::verdict::{shell_could_not_run, Verdict};
 use crate::halt::HaltReason;
 use crate::receipt::events::CheckResult;
@@ -144,7 +144,7 @@ fn check_fixpoint(record: &IterationRecord, max_iterations: u64) -> Step {
             }
             (Step::Halt(HaltReason::SuccessConditionMet, detail), _) => success_to_stand(record, detail),
             // A red check failing only on tests that already failed at t0 and are not targets,
-            // with every target and every t0 pass passing, is success (engine::targets).
+            // with every target and every t0 pass passing, is success (the engine's targets).
             (Step::Continue | Step::Halt(HaltReason::MaxIterationsReached, _), _) if record.progress.as_ref().is_some_and(|p| p.targets_met) => {
                 let detail = format!(
                     "every target passes at iteration {}; the check fails only on tests that already failed at t0 and are not targets",
@@ -208,8 +208,8 @@ fn unjudged_green(record: &IterationRecord, detail: String) -> Step {
 }
 
 /// A confirmation rerun that disagreed with the iteration's green (iteration 0: the green t0
-/// baseline's, `super::baseline`): a flake, not success.
-pub(super) fn flake(c: &crate::receipt::events::ConfirmationRecord, iteration: u64) -> Step {
+/// baseline's, the engine's t0 baseline): a flake, not success.
+pub fn flake(c: &crate::receipt::events::ConfirmationRecord, iteration: u64) -> Step {
     let at = match iteration {
         0 => "on t0".to_string(),
         n => format!("at iteration {n}"),

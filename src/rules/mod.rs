@@ -1,0 +1,18 @@
+//! The decision rules: pure functions of recorded data (no I/O, no zones, no clock). The engine
+//! decides with them live; `verify`, `run --resume`, `explain-halt` and `report` decide with the
+//! same functions from the receipt, so a halt is replayed, never trusted.
+//!
+//! This layer depends on the record (`crate::receipt`'s event types and history) and the pure
+//! modules below it, never on the engine, the zones or the verifier above it.
+//!
+//! - [`mode`]: what the loop drives towards.
+//! - [`verdict`]: pass / fail / disagrees / could-not-run of a recorded check (the 126/127 rule).
+//! - [`decide`]: the halt decision over an iteration's record.
+//! - [`judge`]: the halt a judged green comes to, from the recorded answer.
+//! - [`holdout`]: a success the held-out check did not find green does not stand.
+
+pub mod decide;
+pub mod holdout;
+pub mod judge;
+pub mod mode;
+pub mod verdict;
