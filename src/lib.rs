@@ -24,6 +24,7 @@
 //! - `trust`: the statistics and perturbation plans of oracle trust (probe-check, the monitor).
 //! - `analysis`: syntax-tree analysis for the guards: assertions, test items, tampering, surface digest.
 pub mod analysis;
+pub mod audit;
 pub mod capture;
 pub mod convergence;
 pub mod cli;

@@ -3,7 +3,7 @@
 use crate::error::{CmdResult, Failure};
 use crate::output::Outcome;
 use crate::receipt::keys::OperatorKey;
-use crate::receipt::seal::{attest_run, AttestError};
+use crate::audit::attest::{attest_run, AttestError};
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]

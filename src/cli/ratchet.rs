@@ -114,7 +114,7 @@ fn accept(source: &ReceiptArgs, n: u64, key: &Path) -> CmdResult<Outcome> {
     let history = History::fold(&records);
     let run_id = history.run_id().unwrap_or("").to_string();
     let operator_public = operator.verifying_key();
-    crate::receipt::verify::endorsements(&records, &lines, &run_id, &operator_public).map_err(|failures| {
+    crate::audit::verify::endorsements(&records, &lines, &run_id, &operator_public).map_err(|failures| {
         not_verified(failures.join("; ")).with_hint("--key must be the operator key that started the run")
     })?;
     if let Some(Err(why)) = acceptance::verify_all(&records, &lines, &operator_public) {

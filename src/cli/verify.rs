@@ -5,7 +5,7 @@ use crate::error::CmdResult;
 use crate::halt::ExitClass;
 use crate::output::Outcome;
 use crate::receipt::keys::load_public_key;
-use crate::receipt::verify::verify_run;
+use crate::audit::verify::verify_run;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]

@@ -9,7 +9,7 @@
 //! - `keys`: the operator key on disk and the per-run key minted in memory.
 //! - `dsse`, `statement`: the DSSE envelope and the in-toto Statement with loopexec's predicate.
 //! - `seal`: endorsing run keys, sealing a finished run, operator attestation.
-//! - `verify`: offline verification of a sealed run.
+//! (Offline verification of a sealed run is `crate::audit`, above the decision rules.)
 //! - `probe`: the signed receipt of a `probe-check` or `doctor --check`, and its verification.
 pub mod bounded;
 pub mod chain;
@@ -23,4 +23,3 @@ pub mod seal;
 pub mod state;
 pub mod statement;
 pub mod store;
-pub mod verify;

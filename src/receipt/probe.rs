@@ -17,7 +17,7 @@ use super::keys::{OperatorKey, RunKey};
 use super::seal::{endorse_run_key, sign_statement, RECEIPT_FILE};
 use super::statement::{self, STATEMENT_TYPE};
 use super::store::{fs_failure, log_failure, StateDir};
-use super::verify::{verify_envelope, Verification};
+use crate::audit::verify::{verify_envelope, Verification};
 use crate::error::Failure;
 use crate::halt::HaltReason;
 use crate::run_id::RunId;

@@ -6,15 +6,15 @@
 //! valid signature by the last endorsed run key; the receipt subject's digest is the receipt's;
 //! the predicate equals the one recomputed from the receipt; every other signature is a valid
 //! operator attestation by the given key (a signature by any other key fails verification); with
-//! a judge, its records read again from the run's artifacts (`engine::judge::verify_records`).
+//! a judge, its records read again from the run's artifacts (`crate::engine::judge::verify_records`).
 
-use super::chain;
-use super::dsse::{Envelope, IN_TOTO_PAYLOAD_TYPE};
-use super::events::{Event, Recorded};
-use super::history::History;
-use super::keys;
-use super::seal::{operator_keyid, run_keyid, ENVELOPE_FILE, ENVELOPE_MAX_BYTES, RECEIPT_FILE};
-use super::statement::{self, PREDICATE_TYPE, STATEMENT_TYPE};
+use crate::receipt::chain;
+use crate::receipt::dsse::{Envelope, IN_TOTO_PAYLOAD_TYPE};
+use crate::receipt::events::{Event, Recorded};
+use crate::receipt::history::History;
+use crate::receipt::keys;
+use crate::receipt::seal::{operator_keyid, run_keyid, ENVELOPE_FILE, ENVELOPE_MAX_BYTES, RECEIPT_FILE};
+use crate::receipt::statement::{self, PREDICATE_TYPE, STATEMENT_TYPE};
 use crate::safefs::SafeDir;
 use ed25519_dalek::VerifyingKey;
 use serde::Serialize;
@@ -38,7 +38,7 @@ pub struct Verification {
     pub attested: bool,
     /// A `doctor = true` run's pinned doctor receipt, as found (`receipt::probe::verify_pinned`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub pinned_probe: Option<super::probe::PinnedProbe>,
+    pub pinned_probe: Option<crate::receipt::probe::PinnedProbe>,
 }
 
 impl Verification {
@@ -168,7 +168,7 @@ pub fn verify_run(run_dir: &SafeDir, operator: &VerifyingKey) -> Verification {
     // 6. A `doctor = true` run's doctor receipt, pinned by its envelope's digest: verified in
     // full when it is beside the run; an absent one is said, not failed (like an artifact).
     if let Some(pin) = &history.preconditions {
-        let (pinned, found) = super::probe::verify_pinned(pin, run_dir, operator);
+        let (pinned, found) = crate::receipt::probe::verify_pinned(pin, run_dir, operator);
         v.pinned_probe = Some(pinned);
         match found {
             Ok(detail) => v.pass("probe_receipt", detail),
@@ -232,7 +232,7 @@ pub(crate) fn verify_envelope(
         }
     };
     // The operator's hand acceptances of rejected iterations (`ratchet --accept`), when any.
-    match super::acceptance::verify_all(records, &lines, operator) {
+    match crate::receipt::acceptance::verify_all(records, &lines, operator) {
         Some(Ok(detail)) => v.pass("hand_acceptances", detail),
         Some(Err(detail)) => {
             v.fail("hand_acceptances", detail);
@@ -321,7 +321,8 @@ mod tests {
     use super::*;
     use crate::receipt::chain::ReceiptLog;
     use crate::receipt::keys::{generate_operator_key, OperatorKey, RunKey};
-    use crate::receipt::seal::{attest_run, endorse_run_key, seal_run};
+    use crate::audit::attest::attest_run;
+    use crate::receipt::seal::{endorse_run_key, seal_run};
     use crate::receipt::events::sample;
 
     struct Fixture {

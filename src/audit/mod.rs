@@ -1,0 +1,10 @@
+//! The verifier: what `verify` checks of a sealed run, offline, from the run directory and the
+//! operator's public key alone. It sits above the record (`crate::receipt`) and the decision
+//! rules (`crate::rules`): it reads the one and replays the verdicts with the other; nothing below
+//! it reaches up to it.
+//!
+//! - [`verify`]: the named checks of a run, in order.
+//! - [`attest`]: the operator's signature added to a run that verifies.
+
+pub mod attest;
+pub mod verify;
