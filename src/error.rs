@@ -203,6 +203,20 @@ impl From<sandbox::PolicyError> for Failure {
 
 pub type CmdResult<T> = Result<T, Failure>;
 
+/// Map a safe-fs error to a command failure: planted links and missing pieces are
+/// `workspace_invalid` (exit 30).
+pub fn fs_failure(err: crate::safefs::SafeFsError) -> Failure {
+    match &err {
+        crate::safefs::SafeFsError::Symlink { path } => Failure::workspace(format!(
+            "{}: is a symlink or leaves the state directory; refusing to follow it",
+            path.display()
+        ))
+        .with_hint("remove the planted link; loopexec never follows links under .loopexec/"),
+        crate::safefs::SafeFsError::TooLarge { .. } | crate::safefs::SafeFsError::NotRegular { .. } => Failure::workspace(err.to_string()),
+        crate::safefs::SafeFsError::Io { path, source } => Failure::io(path, source),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -156,6 +156,17 @@ pub fn verify_run(run_dir: &SafeDir, operator: &VerifyingKey) -> Verification {
             v.fail("predicate_matches_log", e.to_string());
         }
     }
+    // The halt replayed: it must follow from the observations the receipt recorded
+    // (`rules::derive`); what the rule cannot replay is said by name, never passed silently.
+    match crate::rules::derive::derive_halt(&history) {
+        Ok(Some(derivation)) => v.pass("halt_derivation", derivation.detail()),
+        Ok(None) => {
+            v.fail("halt_derivation", "the receipt records no halt");
+        }
+        Err(mismatch) => {
+            v.fail("halt_derivation", mismatch.detail);
+        }
+    }
     // 5. The judge's records, read again from the run's artifacts (runs with a judge only).
     match crate::engine::judge::verify_records(&history, run_dir) {
         Some(Ok(detail)) => v.pass("judge_records", detail),
@@ -333,6 +344,12 @@ mod tests {
 
     /// A finished, sealed run of two iterations.
     fn sealed_run(name: &str) -> Fixture {
+        sealed_with_second_check(name, 0)
+    }
+
+    /// A run of two iterations whose second check exited `second`, then a `halt` claiming
+    /// success, sealed with a valid endorsed run key.
+    fn sealed_with_second_check(name: &str, second: i32) -> Fixture {
         let tmp = tempfile::tempdir().unwrap();
         let keydir = tmp.path().join("keys");
         let generated = generate_operator_key(&keydir, false).unwrap();
@@ -347,7 +364,7 @@ mod tests {
         for i in 1..=2 {
             log.append_event(&Event::IterationStart { iteration: i }).unwrap();
             log.append_event(&sample::exec_result(i, 0)).unwrap();
-            log.append_event(&sample::check_result(i, if i == 2 { 0 } else { 1 })).unwrap();
+            log.append_event(&sample::check_result(i, if i == 2 { second } else { 1 })).unwrap();
         }
         log.append_event(&sample::halt(crate::halt::HaltReason::SuccessConditionMet, 2)).unwrap();
         seal_run(&run_dir, run_key, vec![]).unwrap();
@@ -356,6 +373,27 @@ mod tests {
 
     fn failed(v: &Verification) -> Vec<&'static str> {
         v.checks.iter().filter(|c| !c.ok).map(|c| c.name).collect()
+    }
+
+    #[test]
+    fn a_forged_success_after_a_red_check_sealed_with_the_run_key_fails_halt_derivation_naming_the_iteration() {
+        let f = sealed_with_second_check("forged", 1);
+        let v = verify_run(&f.run_dir, &f.operator.verifying_key());
+        assert_eq!(failed(&v), vec!["halt_derivation"]);
+        let check = v.checks.iter().find(|c| c.name == "halt_derivation").unwrap();
+        assert_eq!(
+            check.detail,
+            "the halt records success_condition_met at iteration 2, but that iteration's recorded stages decide continue (no halt)"
+        );
+    }
+
+    #[test]
+    fn an_honest_success_passes_halt_derivation() {
+        let f = sealed_run("honest");
+        let v = verify_run(&f.run_dir, &f.operator.verifying_key());
+        let check = v.checks.iter().find(|c| c.name == "halt_derivation").unwrap();
+        assert!(check.ok, "{}", check.detail);
+        assert_eq!(check.detail, "success_condition_met follows from the recorded observations (2 iteration decision(s) re-derived)");
     }
 
     #[test]

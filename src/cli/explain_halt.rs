@@ -174,6 +174,18 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     let receipt = loaded.path.to_string_lossy().into_owned();
     let last_exit = history.last_exited_check().and_then(|c| c.check_exit);
     let out = Outcome::ok("explain-halt").field("run_id", run_id.clone()).field("receipt", receipt).field("check_exit", json!(last_exit));
+    // A halt that does not follow from the recorded observations gets no verdict: it is said.
+    if let (Some(halt), Err(mismatch)) = (&history.halt, crate::rules::derive::derive_halt(history)) {
+        let summary = format!("the recorded halt does not follow from the receipt's observations: {}", mismatch.detail);
+        return Ok(out
+            .field("halt_reason", halt.halt_reason.as_str())
+            .field("iteration", halt.iteration)
+            .field(
+                "explanation",
+                json!({"halted": true, "consistent": false, "summary": summary, "derived": mismatch.derived, "derived_at": mismatch.iteration, "verdict": Value::Null}),
+            )
+            .human(format!("run {run_id}: {summary}; no verdict is given on it (loopexec verify names the check that fails)\n")));
+    }
     let (Some(halt), Some(verdict)) = (&history.halt, verdict_of(history)) else {
         let why = match history.last_stop {
             Some(LastStop::Interrupted) => "interrupted by the operator; resumable",

@@ -100,3 +100,12 @@ pub fn run_in_zone(
         Err(other) => Err(other.into()),
     }
 }
+
+/// The record of a proxied command's egress: the run's totals after it, and the audit digest.
+pub fn egress_record(egress: crate::zones::EgressUsage) -> crate::receipt::events::EgressRecord {
+    crate::receipt::events::EgressRecord {
+        totals: serde_json::to_value(egress.run_totals).unwrap_or_default(),
+        audit: crate::zones::pinned::EGRESS_AUDIT_FILE.into(),
+        audit_sha256: egress.audit_sha256,
+    }
+}

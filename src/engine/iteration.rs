@@ -26,7 +26,7 @@ use crate::error::{CmdResult, Failure};
 use crate::testreport::paths::ReportPatterns;
 use crate::halt::HaltReason;
 use crate::interrupt;
-use crate::receipt::events::{CheckResult, EgressRecord, Event, ExecResult, GuardRecord, JudgeOutcome, SnapshotRecord};
+use crate::receipt::events::{CheckResult, Event, ExecResult, GuardRecord, JudgeOutcome, SnapshotRecord};
 use crate::receipt::store::ARTIFACTS;
 use crate::workspace::Snapshot;
 use crate::zones::{Role, Zone};
@@ -252,7 +252,7 @@ impl ActiveRun<'_> {
             exit_code: run.ending.exit_code(),
             duration_ms: run.duration.as_millis() as u64,
             // Cumulative egress of the run and the digest of its audit log so far.
-            egress: run.usage.egress.map(EgressRecord::of_usage),
+            egress: run.usage.egress.map(super::commands::egress_record),
             stdout: run.output.stdout,
             stderr: run.output.stderr,
         }))

@@ -494,7 +494,7 @@ pub fn ask(zone: &mut dyn crate::zones::Zone, mut cmd: crate::zones::ZoneCommand
     }
     let answer = answer_bytes(out.run_dir, &run.output.stdout);
     let reading = read_answer(&run.ending, &run.output.stdout, answer.as_deref(), &required);
-    let egress = run.usage.egress.map(crate::receipt::events::EgressRecord::of_usage);
+    let egress = run.usage.egress.map(super::commands::egress_record);
     Ok(Asked::Recorded(Box::new(record(reading, run.ending, run.duration.as_millis() as u64, run.output.stdout, run.output.stderr, egress))))
 }
 

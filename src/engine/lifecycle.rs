@@ -266,6 +266,12 @@ pub fn resume(
         }
     }
     let cfg = pinned_config(&run, &history)?;
+    // A halt line its observations do not give is no halt to honour: refused, nothing sealed or
+    // delivered (`rules::derive`).
+    if let (Some(_), Err(mismatch)) = (&history.halt, crate::rules::derive::derive_halt(&history)) {
+        return Err(Failure::workspace(format!("{}: the recorded halt does not follow from its observations: {}", run.receipt_path().display(), mismatch.detail))
+            .with_hint("the receipt was tampered with or written by a faulty supervisor; `loopexec verify` names the failing check"));
+    }
     if let Some(halt) = &history.halt {
         return Err(Failure::new(
             crate::error::FailureCode::RunAlreadyHalted,

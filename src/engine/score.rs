@@ -31,14 +31,8 @@ const MAX_REGEX_BYTES: usize = 1 << 20;
 /// Longest captured text parsed as a number.
 const MAX_NUMBER_CHARS: usize = 64;
 
-/// Which way the score improves.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Direction {
-    #[default]
-    Higher,
-    Lower,
-}
+/// Which way the score improves (a recorded type: the receipt names it).
+pub use crate::receipt::events::Direction;
 
 /// `[progress.score]` as given and pinned.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

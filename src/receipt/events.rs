@@ -321,7 +321,7 @@ pub struct ProgressScore {
     pub score: Option<f64>,
     pub best: Option<f64>,
     pub band: f64,
-    pub direction: crate::engine::score::Direction,
+    pub direction: Direction,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -393,15 +393,13 @@ pub struct EgressRecord {
     pub audit_sha256: Option<String>,
 }
 
-impl EgressRecord {
-    /// The record of a proxied command's egress: the run's totals after it, and the audit digest.
-    pub fn of_usage(egress: crate::zones::EgressUsage) -> EgressRecord {
-        EgressRecord {
-            totals: serde_json::to_value(egress.run_totals).unwrap_or_default(),
-            audit: crate::zones::pinned::EGRESS_AUDIT_FILE.into(),
-            audit_sha256: egress.audit_sha256,
-        }
-    }
+/// Which way the score improves.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    #[default]
+    Higher,
+    Lower,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -23,19 +23,7 @@ pub const LATEST: &str = "latest";
 pub const ARTIFACTS: &str = "artifacts";
 const LOCK: &str = "lock";
 
-/// Map a safe-fs error to a command failure: planted links and missing pieces are
-/// `workspace_invalid` (exit 30).
-pub fn fs_failure(err: SafeFsError) -> Failure {
-    match &err {
-        SafeFsError::Symlink { path } => Failure::workspace(format!(
-            "{}: is a symlink or leaves the state directory; refusing to follow it",
-            path.display()
-        ))
-        .with_hint("remove the planted link; loopexec never follows links under .loopexec/"),
-        SafeFsError::TooLarge { .. } | SafeFsError::NotRegular { .. } => Failure::workspace(err.to_string()),
-        SafeFsError::Io { path, source } => Failure::io(path, source),
-    }
-}
+pub use crate::error::fs_failure;
 
 pub fn log_failure(err: LogError) -> Failure {
     match err {

@@ -8,10 +8,12 @@
 //! - [`mode`]: what the loop drives towards.
 //! - [`verdict`]: pass / fail / disagrees / could-not-run of a recorded check (the 126/127 rule).
 //! - [`decide`]: the halt decision over an iteration's record.
+//! - [`derive`]: whether a recorded halt follows from the recorded observations (verdicts replayed, not trusted).
 //! - [`judge`]: the halt a judged green comes to, from the recorded answer.
 //! - [`holdout`]: a success the held-out check did not find green does not stand.
 
 pub mod decide;
+pub mod derive;
 pub mod holdout;
 pub mod judge;
 pub mod mode;

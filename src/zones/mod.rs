@@ -257,7 +257,7 @@ impl From<ZoneError> for crate::error::Failure {
                 Failure::isolation(err.to_string()).with_hint(fix)
             }
             ZoneError::Spec(_) | ZoneError::Io { .. } => Failure::isolation(err.to_string()),
-            ZoneError::Capture(CaptureError::Artifact(e)) => crate::receipt::store::fs_failure(e),
+            ZoneError::Capture(CaptureError::Artifact(e)) => crate::error::fs_failure(e),
             other => Failure::internal(other.to_string()),
         }
     }
