@@ -1,0 +1,78 @@
+//! A `halt` line is never trusted: one that does not follow from the receipt's recorded
+//! observations (here a success chained, correctly, after a red check) is refused by
+//! `run --resume` and given no verdict by `explain-halt` (docs/receipt.md, "Replayed verdicts").
+mod common;
+use common::*;
+use loopexec::halt::HaltReason;
+use loopexec::receipt::events::{Event, HaltRecord};
+use serde_json::Value;
+use std::path::Path;
+
+const MISMATCH: &str = "the halt records success_condition_met at iteration 1, but that iteration's recorded stages decide continue (no halt)";
+
+/// Run r paused after one red iteration, with a `halt` claiming success chained after it: what
+/// anyone who can write the receipt can do, with no key at all.
+fn forged_success_after_a_red_check(dir: &Path) {
+    let r = loopexec(dir, &["run", "--json", "--isolation", "none", "--run-id", "r", "--no-baseline", "--once", "--exec", "true", "--check", "exit 3"]);
+    assert_eq!((r.code, r.json()["state"].as_str()), (0, Some("paused")), "{r:?}");
+    let run = loopexec::safefs::SafeDir::open(&run_dir(dir, "r")).unwrap();
+    let (mut log, _) = loopexec::receipt::chain::ReceiptLog::open(&run, "receipt.jsonl").unwrap();
+    log.append_event(&Event::Halt(HaltRecord {
+        halt_reason: HaltReason::SuccessConditionMet,
+        exit_code: 10,
+        iteration: 1,
+        detail: "the check passed at iteration 1".into(),
+        delivery: None,
+    }))
+    .unwrap();
+}
+
+fn receipt_bytes(dir: &Path) -> Vec<u8> {
+    std::fs::read(run_dir(dir, "r").join("receipt.jsonl")).unwrap()
+}
+
+#[test]
+fn resume_refuses_a_forged_success_after_a_red_check_as_workspace_invalid_naming_both_reasons() {
+    let dir = workdir();
+    forged_success_after_a_red_check(dir.path());
+    let before = receipt_bytes(dir.path());
+    let resumed = loopexec(dir.path(), &["run", "--json", "--resume", "r"]);
+    assert_eq!((resumed.code, resumed.json()["errors"][0]["code"].as_str()), (30, Some("workspace_invalid")), "{resumed:?}");
+    let message = resumed.json()["errors"][0]["message"].as_str().unwrap_or_default().to_string();
+    assert!(message.ends_with(&format!("receipt.jsonl: the recorded halt does not follow from its observations: {MISMATCH}")), "{message}");
+    assert_eq!(receipt_bytes(dir.path()), before, "nothing is appended to the receipt");
+    assert!(!run_dir(dir.path(), "r").join("envelope.dsse.json").exists(), "nothing is sealed");
+}
+
+#[test]
+fn explain_halt_gives_no_verdict_on_a_forged_success_after_a_red_check() {
+    let dir = workdir();
+    forged_success_after_a_red_check(dir.path());
+    let receipt = path_str(&run_dir(dir.path(), "r").join("receipt.jsonl"));
+    let explained = loopexec(dir.path(), &["explain-halt", "--json", "--receipt", &receipt]);
+    assert_eq!(explained.code, 0, "{explained:?}");
+    let v = explained.json();
+    assert_eq!(v["halt_reason"], "success_condition_met");
+    assert_eq!(
+        v["explanation"],
+        serde_json::json!({
+            "halted": true,
+            "consistent": false,
+            "summary": format!("the recorded halt does not follow from the receipt's observations: {MISMATCH}"),
+            "derived": "continue (no halt)",
+            "derived_at": 1,
+            "verdict": Value::Null,
+        })
+    );
+}
+
+#[test]
+fn explain_halt_of_an_honest_halt_gives_its_verdict() {
+    let dir = workdir();
+    let r = loopexec(dir.path(), &["run", "--json", "--isolation", "none", "--run-id", "r", "--no-baseline", "--exec", "true", "--check", "exit 3", "--max-iterations", "2"]);
+    assert_eq!(r.code, 12, "{r:?}");
+    let receipt = path_str(&run_dir(dir.path(), "r").join("receipt.jsonl"));
+    let v = loopexec(dir.path(), &["explain-halt", "--json", "--receipt", &receipt]).json();
+    assert_eq!(v["explanation"]["verdict"]["verdict"], "human_needed", "{v}");
+    assert_eq!(v["explanation"].get("consistent"), None);
+}
