@@ -253,6 +253,15 @@ fn command_under(limits: &str, dir: &Path, args: &[&str]) -> std::process::Comma
 
 const DEEP_TREE: &str = "/usr/bin/python3 -c \"import os,sys\nfor _ in range(int(sys.argv[1])):\n    os.mkdir('d'); os.chdir('d')\nopen('leaf','w').write('x')\"";
 
+/// Remove a tree thousands of levels deep with `rm -rf` (fts: a bounded number of descriptors)
+/// before its TempDir is dropped: the TempDir's own removal holds a descriptor per level in this
+/// test process, which starved the test running beside it (EMFILE under the unprivileged user's
+/// 1024-descriptor limit).
+fn remove_deep_tree(dir: &Path) {
+    let removed = std::process::Command::new("rm").arg("-rf").arg(dir).status().unwrap();
+    assert!(removed.success(), "rm -rf {}: {removed:?}", dir.display());
+}
+
 #[test]
 fn a_tree_over_max_depth_halts_workspace_invalid_sealed_and_resume_reports_the_halt() {
     let repo = workdir();
@@ -290,6 +299,7 @@ fn a_workspace_5000_levels_deep_is_read_on_a_small_stack_and_the_run_ends_sealed
     assert_eq!(r.code, 10, "{r:?}");
     assert_sealed(repo.path(), "stack");
     assert_receipt_matches_delivery(repo.path(), "stack");
+    remove_deep_tree(repo.path());
 }
 
 #[test]
@@ -306,6 +316,7 @@ fn a_workspace_deeper_than_the_descriptor_limit_is_delivered_under_ulimit_n_256(
     assert_receipt_matches_delivery(repo.path(), "fds");
     let leaf = format!("loopexec/fds:{}/leaf", ["d"; 1100].join("/"));
     assert_eq!(git(repo.path(), &["show", &leaf]), "x");
+    remove_deep_tree(repo.path());
 }
 
 #[test]
