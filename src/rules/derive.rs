@@ -16,7 +16,7 @@
 //! - the supervisor's own failures (`workspace_invalid`, `isolation_unsatisfiable`,
 //!   `credential_scope_invalid`, `internal_error`, and an `execution_failure` no recorded stage
 //!   decides): they record what the machine did, not an observation of the agent's work; they
-//!   are accepted as recorded, but never over a success, which must always follow;
+//!   are accepted as recorded (a recorded success is never accepted this way: it must follow);
 //! - a halt before the first agent step (the t0 baseline, the reference, the doctor gates):
 //!   recorded in run-level events this rule does not replay yet;
 //! - the iteration cap reached before an iteration started;
@@ -125,7 +125,7 @@ pub fn derive_halt(history: &History) -> Result<Option<Derivation>, Mismatch> {
     match &step {
         Step::Halt(reason, _) if *reason == recorded => accept(derived, None),
         // The machine failing after its stages decided is its own record (a delivery that
-        // could not be made, a zone that could not start the next stage); never over a success.
+        // could not be made, a zone that could not start the next stage); a recorded success is never one of these.
         Step::Halt(..) | Step::Continue if operational(recorded) => {
             accept(derived, Some(format!("{recorded} records the supervisor's own failure at iteration {}, accepted as recorded ({} by the stages)", record.iteration, step_name(&step))))
         }
