@@ -89,7 +89,7 @@ pub fn derive_halt(history: &History) -> Result<Option<Derivation>, Mismatch> {
     let Some(start) = &history.start else {
         return accept(0, Some("the receipt has no run_start".into()));
     };
-    let Ok(Mode::CheckFixpoint) = mode_of(&start.mode) else {
+    let Some(Mode::CheckFixpoint) = Mode::of_name(&start.mode) else {
         return accept(0, Some(format!("mode {} has no decision rule here", crate::inert::inert(&start.mode))));
     };
     let Some(max_iterations) = start.config.get("max_iterations").and_then(serde_json::Value::as_u64) else {
@@ -110,6 +110,14 @@ pub fn derive_halt(history: &History) -> Result<Option<Derivation>, Mismatch> {
         }
     }
     let Some(record) = halted else {
+        if halt.iteration > history.last_started {
+            return Err(Mismatch {
+                iteration: halt.iteration,
+                recorded,
+                derived: "no such iteration".into(),
+                detail: format!("the halt records {recorded} at iteration {}, but the receipt started no iteration past {}", halt.iteration, history.last_started),
+            });
+        }
         if recorded == HaltReason::SuccessConditionMet && halt.iteration > 0 {
             return Err(Mismatch {
                 iteration: halt.iteration,
@@ -141,13 +149,6 @@ pub fn derive_halt(history: &History) -> Result<Option<Derivation>, Mismatch> {
                 derived: name,
             })
         }
-    }
-}
-
-fn mode_of(name: &str) -> Result<Mode, ()> {
-    match name {
-        "check_fixpoint" => Ok(Mode::CheckFixpoint),
-        _ => Err(()),
     }
 }
 
@@ -212,6 +213,12 @@ mod tests {
     #[test]
     fn a_success_claimed_where_no_agent_step_was_recorded_is_a_mismatch() {
         assert!(derive_halt(&history(&[1], HaltReason::SuccessConditionMet, 2)).is_err());
+    }
+
+    #[test]
+    fn a_halt_at_an_iteration_the_receipt_never_started_is_a_mismatch() {
+        let found = derive_halt(&history(&[1], HaltReason::NoProgressDetected, 4)).unwrap_err();
+        assert_eq!(found.detail, "the halt records no_progress_detected at iteration 4, but the receipt started no iteration past 1");
     }
 
     #[test]
