@@ -70,7 +70,7 @@ fn the_judgement_recomputed_from_the_receipt_alone_is_the_recorded_one() {
         let recorded: Vec<_> = history.iterations.iter().filter_map(|r| r.progress.clone()).collect();
         assert!(!recorded.is_empty());
         for p in recorded {
-            let recomputed = loopexec::engine::progress::judge(&history, p.iteration, &limits, &[]).unwrap();
+            let recomputed = loopexec::rules::progress::judge(&history, p.iteration, &limits, &[]).unwrap();
             assert_eq!((recomputed.halt_reason, recomputed.evidence), (p.halt_reason, p.evidence), "same={same} iteration {}", p.iteration);
         }
     }

@@ -35,7 +35,7 @@ pub struct HaltVerdict {
 /// |F_i| of the run: failing targets after each accepted iteration (the `progress` events); a
 /// receipt written before them falls back to each check's failing-set size.
 fn trajectory(history: &History) -> Vec<(u64, usize)> {
-    let judged = crate::engine::progress::accepted_trajectory(history);
+    let judged = crate::rules::progress::accepted_trajectory(history);
     if !judged.is_empty() || history.iterations.iter().any(|r| r.progress.is_some()) {
         return judged;
     }

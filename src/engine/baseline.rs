@@ -34,9 +34,10 @@ use crate::rules::verdict::{shell_could_not_run, Verdict};
 use crate::ending::Ending;
 use crate::error::CmdResult;
 use crate::halt::HaltReason;
-use crate::receipt::events::{CheckBaselineRecord, CheckResult, ConfirmationRecord, Event, FindingRecord, GuardRecord};
-use crate::receipt::history::History;
+use crate::receipt::events::{CheckBaselineRecord, CheckResult, ConfirmationRecord, Event, GuardRecord};
 use crate::workspace::Snapshot;
+pub use crate::rules::baseline::{decide_t0_success, succeeds_at_t0, T0Success};
+use crate::rules::set_guards::T0Sets;
 use crate::safefs::SafeDir;
 use crate::testreport::shown;
 use crate::zones::Zone;
@@ -53,8 +54,6 @@ const MAX_CACHE_ENTRY_BYTES: u64 = 64 * 1024 * 1024;
 /// green is cached with its confirmation reruns (entries of format 2 hold an unconfirmed green
 /// and are never read: their key is another).
 const CACHE_FORMAT: u32 = 3;
-/// At most this many ids are named in a set-guard finding; the rest are counted and digested.
-const NAMED_IDS: usize = 50;
 
 /// The check's result on t0.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -209,13 +208,6 @@ pub fn write_cache(dir: &SafeDir, key: &str, check: &CheckResult, confirmations:
     let entry = CacheEntry { format: CACHE_FORMAT, key: key.to_string(), check: check.clone(), confirmations: confirmations.to_vec() };
     let bytes = serde_json::to_vec(&entry).map_err(|e| e.to_string())?;
     dir.write_atomic(&entry_name(key), &bytes).map_err(|e| e.to_string())
-}
-
-/// Whether `check` on t0 is a success at iteration 0 under the `targets` patterns: a green, or a
-/// red whose targets all already pass (`super::targets::met_on_t0`). Either stands (and is
-/// cached) only once its confirmation reruns agree.
-fn succeeds_at_t0(targets: &[String], check: &CheckResult) -> bool {
-    Verdict::of_check(check) == Verdict::Pass || super::targets::met_on_t0(targets, check)
 }
 
 /// Whether a baseline result is worth keeping: the check exited and its shell found it.
@@ -518,127 +510,25 @@ impl BaselineSetGuard {
     }
 }
 
-/// What succeeded on t0: the check, or (a red check) every target.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum T0Success {
-    Green,
-    /// The detail of the targets' halt (`super::targets`).
-    TargetsMet(String),
-}
-
-/// The decision on a t0 baseline that succeeded (green, or its targets met) as the receipt holds
-/// it (live and resumed alike): a confirmation rerun that disagreed is a flake
-/// (`check_not_deterministic`, or `execution_failure` for a rerun that could not start), as at
-/// any iteration; confirmed by `confirm_runs` agreeing reruns, success at iteration 0. Fewer is
-/// never success: every path reaching here ran the reruns or stopped before, so it is an
-/// `internal_error` (fail closed), the agent not called on an unconfirmed success.
-pub fn decide_t0_success(history: &History, confirm_runs: u64, success: &T0Success) -> Step {
-    let confirmations = &history.baseline_confirmations;
-    if let Some(flaky) = confirmations.iter().find(|c| !c.agrees) {
-        return crate::rules::decide::flake(flaky, 0);
-    }
-    if (confirmations.len() as u64) < confirm_runs {
-        return Step::Halt(
-            HaltReason::InternalError,
-            format!(
-                "the success on t0 holds {} confirmation rerun(s), not the {confirm_runs} the run asks for: neither success nor an agent call on it",
-                confirmations.len()
-            ),
-        );
-    }
-    let source = match history.check_baseline.as_ref().is_some_and(|b| b.cache_hit) {
-        true => "its cached baseline",
-        false => "the baseline run before any agent call",
-    };
-    let confirmed = match confirmations.len() {
-        0 => String::new(),
-        n => format!(", confirmed by {n} agreeing rerun(s)"),
-    };
-    let detail = match success {
-        T0Success::Green => format!("the check already passes on t0 ({source}{confirmed}): halted at iteration 0, the agent was not called"),
-        T0Success::TargetsMet(detail) if confirmed.is_empty() => detail.clone(),
-        T0Success::TargetsMet(detail) => format!("{detail}; t0 is {source}{confirmed}"),
-    };
-    Step::Halt(HaltReason::SuccessConditionMet, detail)
-}
-
-/// The members of `ids` named (escaped), at most [`NAMED_IDS`], then a count and a digest of all.
-fn named(what: &str, ids: &[&String]) -> Vec<FindingRecord> {
-    let mut out: Vec<FindingRecord> =
-        ids.iter().take(NAMED_IDS).map(|id| FindingRecord { path: None, what: format!("{what}: {}", shown(id)) }).collect();
-    if ids.len() > NAMED_IDS {
-        let mut h = Sha256::new();
-        for id in ids {
-            h.update(id.as_bytes());
-            h.update(b"\n");
-        }
-        out.push(FindingRecord {
-            path: None,
-            what: format!("{what}: {} more (sha256 of all {} ids, one a line: {})", ids.len() - NAMED_IDS, ids.len(), hex::encode(h.finalize())),
-        });
-    }
-    out
-}
-
-/// How many entries of `list` bear each id.
-fn counted(list: Option<&Vec<String>>) -> BTreeMap<&String, u64> {
-    let mut counts = BTreeMap::new();
-    for id in list.into_iter().flatten() {
-        *counts.entry(id).or_insert(0) += 1;
-    }
-    counts
-}
-
-/// The set guard's finding on `check` against `baseline`, if the sets moved the wrong way.
-/// Both are compared as multisets (an id the receipt lists twice is two tests, such as two
-/// doctests of one item): an id of C0 with fewer entries now lost a test, an id with more
-/// skipped entries than S0 gained a skip; a count gained in the collected set is a new test.
+/// The set guard's finding on `check` against `baseline`, if the sets moved the wrong way
+/// (`crate::rules::set_guards`, which the halt derivation replays).
 pub fn set_violation(iteration: u64, check: &CheckResult, baseline: &TestSets) -> Option<GuardRecord> {
     set_violation_of("the check", iteration, check, baseline)
 }
 
 /// [`set_violation`] of a check named `subject` in the finding (`the held-out check`).
 pub fn set_violation_of(subject: &str, iteration: u64, check: &CheckResult, baseline: &TestSets) -> Option<GuardRecord> {
-    let collected = counted(check.collected_set.as_ref());
-    let skipped = counted(check.skipped_set.as_ref());
-    let times = |repeats: &BTreeMap<String, u64>, id: &String| repeats.get(id).copied().unwrap_or(1);
-    // Each C0 id with fewer entries now than at t0, named once; `lost_entries` counts the tests.
-    let mut lost: Vec<&String> = Vec::new();
-    let mut lost_entries = 0u64;
-    for id in &baseline.collected {
-        let missing = times(&baseline.collected_repeats, id).saturating_sub(collected.get(id).copied().unwrap_or(0));
-        if missing > 0 {
-            lost.push(id);
-            lost_entries += missing;
-        }
+    crate::rules::set_guards::violation_of(subject, iteration, check, &t0_sets(baseline))
+}
+
+/// The t0 sets the set guard compares with, of the baseline's [`TestSets`].
+fn t0_sets(sets: &TestSets) -> T0Sets {
+    T0Sets {
+        collected: sets.collected.clone(),
+        skipped: sets.skipped.clone(),
+        collected_repeats: sets.collected_repeats.clone(),
+        skipped_repeats: sets.skipped_repeats.clone(),
     }
-    let newly_skipped: Vec<&String> = skipped
-        .iter()
-        .filter(|(id, n)| !baseline.skipped.contains(**id) || **n > times(&baseline.skipped_repeats, id))
-        .map(|(id, _)| *id)
-        .collect();
-    if lost.is_empty() && newly_skipped.is_empty() {
-        return None;
-    }
-    let mut parts = Vec::new();
-    if !lost.is_empty() {
-        let measured = if check.collected_set.is_none() { " (this check named no test at all)" } else { "" };
-        let t0_entries = TestSets::entries(&baseline.collected, &baseline.collected_repeats);
-        parts.push(format!("{lost_entries} test(s) of t0's {t0_entries} collected are no longer collected{measured}"));
-    }
-    if !newly_skipped.is_empty() {
-        parts.push(format!("{} test(s) are skipped that t0 did not skip", newly_skipped.len()));
-    }
-    let mut findings = named("no longer collected", &lost);
-    findings.extend(named("newly skipped", &newly_skipped));
-    Some(GuardRecord {
-        iteration,
-        guard: Seat::MetricIntegrity.as_str().to_string(),
-        stage: "after_check".to_string(),
-        halt_reason: HaltReason::MetricIntegrityViolation,
-        detail: format!("{subject} exited 0 at iteration {iteration} but against the t0 baseline {}", parts.join(" and ")),
-        findings,
-    })
 }
 
 impl Guard for BaselineSetGuard {
@@ -667,7 +557,7 @@ impl Guard for BaselineSetGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::receipt::events::sample;
+    use crate::receipt::events::{sample, FindingRecord};
     use std::collections::BTreeSet;
 
     fn check_with(collected: &[&str], skipped: &[&str]) -> CheckResult {
@@ -686,47 +576,6 @@ mod tests {
     }
 
     #[test]
-    fn the_same_sets_as_t0_and_new_tests_are_no_violation() {
-        assert_eq!(set_violation(1, &check_with(&["a", "b", "c"], &["b"]), &sets(&["a", "b"], &["b"])), None);
-    }
-
-    #[test]
-    fn a_lost_test_is_named_in_the_finding() {
-        let found = set_violation(2, &check_with(&["a"], &[]), &sets(&["a", "b"], &[])).unwrap();
-        assert_eq!(found.halt_reason, HaltReason::MetricIntegrityViolation);
-        assert_eq!(found.detail, "the check exited 0 at iteration 2 but against the t0 baseline 1 test(s) of t0's 2 collected are no longer collected");
-        assert_eq!(found.findings, vec![FindingRecord { path: None, what: "no longer collected: b".into() }]);
-    }
-
-    #[test]
-    fn a_newly_skipped_test_is_named_in_the_finding() {
-        let found = set_violation(1, &check_with(&["a", "b"], &["a", "b"]), &sets(&["a", "b"], &["b"])).unwrap();
-        assert_eq!(found.findings, vec![FindingRecord { path: None, what: "newly skipped: a".into() }]);
-    }
-
-    #[test]
-    fn a_repeated_id_with_fewer_entries_than_at_t0_lost_a_test() {
-        let doc = "doc/demo::src/lib.rs - add";
-        let found = set_violation(3, &check_with(&["a", doc], &[]), &sets(&["a", doc, doc], &[])).unwrap();
-        assert_eq!(found.detail, "the check exited 0 at iteration 3 but against the t0 baseline 1 test(s) of t0's 3 collected are no longer collected");
-        assert_eq!(found.findings, vec![FindingRecord { path: None, what: format!("no longer collected: {doc}") }]);
-    }
-
-    #[test]
-    fn a_repeated_id_with_more_entries_than_at_t0_is_a_new_test() {
-        let doc = "doc/demo::src/lib.rs - add";
-        assert_eq!(set_violation(1, &check_with(&[doc, doc, doc], &[]), &sets(&[doc, doc], &[])), None);
-    }
-
-    #[test]
-    fn a_repeated_id_skipped_more_often_than_at_t0_is_newly_skipped() {
-        let doc = "doc/demo::src/lib.rs - add";
-        let found = set_violation(1, &check_with(&[doc, doc], &[doc, doc]), &sets(&[doc, doc], &[doc])).unwrap();
-        assert_eq!(found.findings, vec![FindingRecord { path: None, what: format!("newly skipped: {doc}") }]);
-        assert_eq!(set_violation(1, &check_with(&[doc, doc], &[doc]), &sets(&[doc, doc], &[doc])), None);
-    }
-
-    #[test]
     fn a_baseline_recorded_without_repeats_reads_each_id_once() {
         let Event::CheckResult(mut c) = sample::check_result(0, 1) else { unreachable!() };
         c.collected_set = Some(vec!["a".into(), "b".into(), "b".into()]);
@@ -735,16 +584,6 @@ mod tests {
         let sets = Baseline::of_record(&record).sets.unwrap();
         assert_eq!(sets.collected.iter().collect::<Vec<_>>(), ["a", "b"]);
         assert_eq!(sets.collected_repeats.iter().collect::<Vec<_>>(), [(&"b".to_string(), &2)]);
-    }
-
-    #[test]
-    fn many_lost_tests_are_named_up_to_the_bound_then_counted_and_digested() {
-        let ids: Vec<String> = (0..60).map(|i| format!("t{i:02}")).collect();
-        let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
-        let found = set_violation(1, &check_with(&[], &[]), &sets(&refs, &[])).unwrap();
-        assert_eq!(found.findings.len(), NAMED_IDS + 1);
-        let digest = hex::encode(Sha256::digest(ids.iter().map(|i| format!("{i}\n")).collect::<String>()));
-        assert_eq!(found.findings[NAMED_IDS].what, format!("no longer collected: 10 more (sha256 of all 60 ids, one a line: {digest})"));
     }
 
     fn allowing(ids: &[&str]) -> BaselineSetGuard {
@@ -862,60 +701,6 @@ mod tests {
         write_cache(&safe, "k", &green_t0(), &[confirmation(1, true), confirmation(2, false)]).unwrap();
         assert!(matches!(read_cache(&safe, "k", 2, &green_only), CacheRead::Miss(Some(_))), "a disagreeing confirmation confirms nothing");
         assert!(matches!(read_cache(&safe, "k", 1, &green_only), CacheRead::Hit { .. }));
-    }
-
-    fn green_t0_history(confirmations: Vec<ConfirmationRecord>) -> History {
-        let record = CheckBaselineRecord { check: green_t0(), tree_id: None, cache_key: None, cache_hit: false, cache_note: None, sets_unmeasured: None, inactive_guards: None };
-        History { check_baseline: Some(record), baseline_confirmations: confirmations, ..Default::default() }
-    }
-
-    #[test]
-    fn a_green_t0_is_success_once_confirmed_by_the_reruns_the_run_asks_for() {
-        assert_eq!(
-            decide_t0_success(&green_t0_history(vec![confirmation(1, true)]), 1, &T0Success::Green),
-            Step::Halt(
-                HaltReason::SuccessConditionMet,
-                "the check already passes on t0 (the baseline run before any agent call, confirmed by 1 agreeing rerun(s)): halted at iteration 0, the agent was not called".into()
-            )
-        );
-        assert!(matches!(decide_t0_success(&green_t0_history(vec![]), 0, &T0Success::Green), Step::Halt(HaltReason::SuccessConditionMet, _)));
-    }
-
-    #[test]
-    fn a_success_on_t0_with_fewer_confirmations_than_the_run_asks_for_is_an_internal_error_never_an_agent_call() {
-        let targets = T0Success::TargetsMet("every target already passes on t0".into());
-        for (success, held, asked) in [(&T0Success::Green, vec![], 1), (&T0Success::Green, vec![confirmation(1, true)], 3), (&targets, vec![], 2)] {
-            let held_n = held.len();
-            assert_eq!(
-                decide_t0_success(&green_t0_history(held), asked, success),
-                Step::Halt(
-                    HaltReason::InternalError,
-                    format!("the success on t0 holds {held_n} confirmation rerun(s), not the {asked} the run asks for: neither success nor an agent call on it")
-                )
-            );
-        }
-    }
-
-    #[test]
-    fn a_red_t0_whose_targets_all_pass_is_success_once_confirmed_and_names_its_confirmations() {
-        let targets = T0Success::TargetsMet("every target already passes on t0 (the check fails only on 1 pre-existing failure(s)): halted at iteration 0, the agent was not called".into());
-        assert_eq!(
-            decide_t0_success(&green_t0_history(vec![confirmation(1, true), confirmation(2, true)]), 2, &targets),
-            Step::Halt(
-                HaltReason::SuccessConditionMet,
-                "every target already passes on t0 (the check fails only on 1 pre-existing failure(s)): halted at iteration 0, the agent was not called; t0 is the baseline run before any agent call, confirmed by 2 agreeing rerun(s)".into()
-            )
-        );
-    }
-
-    #[test]
-    fn a_green_t0_whose_rerun_disagrees_is_a_flake_as_at_any_iteration() {
-        let mut red = confirmation(1, false);
-        red.check.ending = Ending::Exited { code: 1 };
-        red.check.check_exit = Some(1);
-        let Step::Halt(reason, detail) = decide_t0_success(&green_t0_history(vec![red]), 1, &T0Success::Green) else { panic!("no halt") };
-        assert_eq!(reason, HaltReason::CheckNotDeterministic);
-        assert!(detail.starts_with("the check passed on t0, but confirmation rerun 1 on the same tree was red: a flake, not success"), "{detail}");
     }
 
     #[test]

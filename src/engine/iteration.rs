@@ -125,7 +125,7 @@ impl ActiveRun<'_> {
         self.append_findings(findings.into_iter())?;
         // The progress stage: the ratchet and the no-convergence rules over the failing sets.
         let score_rule = self.cfg.score.as_ref().map(super::score::ScorePins::rule);
-        let judged = super::progress::judge_scored(&self.history, n, &self.cfg.progress, &self.cfg.targets, score_rule);
+        let judged = crate::rules::progress::judge_scored(&self.history, n, &self.cfg.progress, &self.cfg.targets, score_rule);
         // Only a ratchet that judges can revert: then each accepted layer is kept aside.
         let ratchet_applies = judged.is_some() && self.cfg.progress.ratchet;
         let targets_met = judged.as_ref().is_some_and(|p| p.targets_met);
@@ -142,7 +142,7 @@ impl ActiveRun<'_> {
                 let accepted = progress.accepted;
                 // A red check whose sets met the targets on evidence with gaps is no accepted
                 // step, as a zero exit whose evidence disagrees is not (never delivered).
-                if super::progress::refused_unevidenced_targets(&progress) {
+                if crate::rules::progress::refused_unevidenced_targets(&progress) {
                     clean = false;
                 }
                 self.append(Event::Progress(progress))?;

@@ -62,7 +62,6 @@ mod iteration;
 pub mod judge;
 pub mod lifecycle;
 pub mod loopfile;
-pub mod progress;
 pub mod reference;
 pub mod runner_pin;
 pub mod score;

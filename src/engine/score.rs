@@ -51,22 +51,8 @@ pub struct ScorePins {
     pub band: f64,
 }
 
-/// What the ratchet needs of the score declaration.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ScoreRule {
-    pub direction: Direction,
-    pub band: f64,
-}
-
-impl ScoreRule {
-    /// `value` oriented so that higher is better.
-    pub fn oriented(&self, value: f64) -> f64 {
-        match self.direction {
-            Direction::Higher => value,
-            Direction::Lower => -value,
-        }
-    }
-}
+/// What the ratchet needs of the score declaration (a pure rule: `crate::rules::progress`).
+pub use crate::rules::progress::ScoreRule;
 
 fn malformed(why: impl std::fmt::Display) -> Failure {
     Failure::invalid_input(format!("[progress.score]: {why}"))

@@ -11,10 +11,18 @@
 //! - [`derive`]: whether a recorded halt follows from the recorded observations (verdicts replayed, not trusted).
 //! - [`judge`]: the halt a judged green comes to, from the recorded answer.
 //! - [`holdout`]: a success the held-out check did not find green does not stand.
+//! - [`targets`]: the tests a run must fix, selected from t0, and the success rule of a red check.
+//! - [`progress`]: the ratchet's acceptance and the no-convergence rules over the failing sets.
+//! - [`set_guards`]: the set guard, a green check's collected and skipped sets against t0's.
+//! - [`baseline`]: a success on t0 and the confirmations it stands on.
 
+pub mod baseline;
 pub mod decide;
 pub mod derive;
 pub mod holdout;
 pub mod judge;
 pub mod mode;
+pub mod progress;
+pub mod set_guards;
+pub mod targets;
 pub mod verdict;

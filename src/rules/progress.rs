@@ -15,16 +15,32 @@
 //! are the targets among the failing tests, and a red check failing only on those pre-existing
 //! failures, with every target and t0 pass passing, is recorded `targets_met` (success).
 
+use super::targets::Targets;
+use super::verdict::{evidence_gaps, evidence_whole, Verdict};
 use crate::convergence::ratchet::{self, Decision, Frontier, Rejection};
-use crate::engine::score::ScoreRule;
 use crate::convergence::rules::{self, Limits};
 use crate::convergence::{signature, Observation, TestSet};
-use crate::engine::targets::Targets;
-use crate::rules::verdict::{evidence_gaps, evidence_whole, Verdict};
 use crate::halt::HaltReason;
-use crate::receipt::events::{CheckResult, ProgressRecord, ProgressScore};
+use crate::receipt::events::{CheckResult, Direction, ProgressRecord, ProgressScore};
 use crate::receipt::history::{History, IterationRecord};
 use std::collections::BTreeMap;
+
+/// What the ratchet needs of the score declaration.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Deserialize)]
+pub struct ScoreRule {
+    pub direction: Direction,
+    pub band: f64,
+}
+
+impl ScoreRule {
+    /// `value` oriented so that higher is better.
+    pub fn oriented(&self, value: f64) -> f64 {
+        match self.direction {
+            Direction::Higher => value,
+            Direction::Lower => -value,
+        }
+    }
+}
 
 /// At most this many test ids are listed in a `progress` event's lists; each list cut is
 /// followed by `<name>_count`, its exact length (the receipt stays bounded).
@@ -106,7 +122,7 @@ pub fn judge(history: &History, iteration: u64, limits: &Limits, patterns: &[Str
     judge_scored(history, iteration, limits, patterns, None)
 }
 
-/// [`judge`], with the loop's declared score (`super::score`): see [`scored`].
+/// [`judge`], with the loop's declared score (`engine::score`, [`ScoreRule`]): see [`scored`].
 pub fn judge_scored(history: &History, iteration: u64, limits: &Limits, patterns: &[String], score: Option<ScoreRule>) -> Option<ProgressRecord> {
     let record = history.iterations.iter().rev().find(|r| r.iteration == iteration)?;
     let check = record.check.as_ref()?;
@@ -172,7 +188,7 @@ fn unevidenced_targets(iteration: u64, check: &CheckResult) -> String {
         "the check exited {} at iteration {iteration} and its sets show every target passing, but its evidence is not whole: {}; \
          met targets count only on whole evidence, as a green does",
         check.check_exit.map_or("-".to_string(), |c| c.to_string()),
-        crate::rules::verdict::named_gaps(check)
+        super::verdict::named_gaps(check)
     )
 }
 
@@ -222,7 +238,7 @@ pub fn accepted_trajectory(history: &History) -> Vec<(u64, usize)> {
         .filter(|r| history.ratchet_kept(r))
         .filter_map(|r| r.progress.as_ref().map(|p| (r.iteration, p.failing_targets as usize)))
         .collect();
-    match t0(history, Targets::of_history(history, &crate::engine::targets::pinned_patterns(history)).as_ref()) {
+    match t0(history, Targets::of_history(history, &super::targets::pinned_patterns(history)).as_ref()) {
         Some(t0) if !judged.is_empty() => std::iter::once((0, t0.failing_targets.len())).chain(judged).collect(),
         _ => judged,
     }
@@ -344,7 +360,7 @@ mod tests {
 
     #[test]
     fn a_lower_is_better_score_that_rises_beyond_the_band_is_rejected_with_the_scores_as_reported() {
-        let rule = ScoreRule { direction: crate::engine::score::Direction::Lower, band: 0.5 };
+        let rule = ScoreRule { direction: Direction::Lower, band: 0.5 };
         let judged = scored_steps(&[Some(2.0), Some(2.4), Some(3.0)], rule);
         assert!(judged[0].accepted && judged[1].accepted);
         assert_eq!(judged[2].rejection, Some(serde_json::json!({"kind": "score_below_best", "score": 3.0, "best": 2.0, "band": 0.5})));
@@ -352,7 +368,7 @@ mod tests {
 
     #[test]
     fn after_a_hand_acceptance_the_best_score_is_the_accepted_iterations() {
-        let rule = ScoreRule { direction: crate::engine::score::Direction::Higher, band: 0.0 };
+        let rule = ScoreRule { direction: Direction::Higher, band: 0.0 };
         let mut h = History::default();
         let limits = Limits { same_failure_n: 0, no_progress_k: 0, ..Limits::default() };
         let step = |h: &mut History, n: u64, score: f64| {
@@ -373,7 +389,7 @@ mod tests {
 
     #[test]
     fn a_red_check_without_its_score_is_judged_on_its_tests_and_recorded_missing() {
-        let rule = ScoreRule { direction: crate::engine::score::Direction::Higher, band: 0.0 };
+        let rule = ScoreRule { direction: Direction::Higher, band: 0.0 };
         let judged = scored_steps(&[Some(1.0), None], rule);
         assert!(judged[1].accepted);
         let score = judged[1].score.as_ref().unwrap();
