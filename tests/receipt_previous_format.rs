@@ -23,7 +23,8 @@ fn recorded(run: &str, command: &str) -> Value {
 
 /// Take `verify`'s `halt_derivation` check (added since those versions) out of its JSON output,
 /// asserting it passed with `derivation` as its detail: the halt of an earlier version's receipt
-/// is replayed from its observations too.
+/// is replayed from its observations too, and what it lacks to replay a judgement (the progress
+/// limits a receipt before progress events never pinned) is named.
 fn halt_derived(now: &mut Value, derivation: &str) {
     let checks = now["verify"]["checks"].as_array_mut().unwrap();
     let at = checks.iter().position(|c| c["name"] == "halt_derivation").expect("a halt_derivation check");
@@ -51,12 +52,20 @@ fn reads_as_before(run: &str, derivation: &str) {
 
 #[test]
 fn a_paused_and_resumed_in_place_run_with_a_failing_set_and_credentials_reads_and_verifies_as_before() {
-    reads_as_before("inplace", "success_condition_met follows from the recorded observations (3 iteration decision(s) re-derived)");
+    reads_as_before(
+        "inplace",
+        "success_condition_met follows from the recorded observations (3 iteration decision(s) re-derived); judgement(s) not replayed: \
+         progress of iterations 1, 2, 3 (its run_start pins no progress limits (a receipt of an earlier version, before progress events))",
+    );
 }
 
 #[test]
 fn a_delivered_detached_run_reads_and_verifies_as_before() {
-    reads_as_before("detached", "success_condition_met follows from the recorded observations (2 iteration decision(s) re-derived)");
+    reads_as_before(
+        "detached",
+        "success_condition_met follows from the recorded observations (2 iteration decision(s) re-derived); judgement(s) not replayed: \
+         progress of iterations 1, 2 (its run_start pins no progress limits (a receipt of an earlier version, before progress events))",
+    );
 }
 
 #[test]

@@ -23,6 +23,7 @@
 //! - a receipt whose `run_start` pins no `max_iterations` (written by an earlier version).
 
 use super::decide::{decide, Step};
+use super::judgements::{self, Differs, NotReplayed, Pins};
 use super::mode::Mode;
 use crate::halt::HaltReason;
 use crate::receipt::history::{History, IterationRecord};
@@ -30,8 +31,11 @@ use crate::receipt::history::{History, IterationRecord};
 /// A recorded halt its observations do not give.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mismatch {
-    /// The iteration whose recorded stages decide otherwise.
+    /// The iteration whose recorded stages decide otherwise (0: t0).
     pub iteration: u64,
+    /// What differs: `halt` (the decision itself) or the recorded judgement recomputed
+    /// (`progress`, `set_guard`, `evidence`, `confirmation`, `t0_baseline`: [`judgements`]).
+    pub judgement: &'static str,
     pub recorded: HaltReason,
     /// What the stages decide: a halt reason, or `continue` (no halt).
     pub derived: String,
@@ -47,15 +51,53 @@ pub struct Derivation {
     pub iterations: u64,
     /// Why the final halt was accepted without being re-derived, when it was.
     pub not_replayed: Option<String>,
+    /// The recorded judgements that could not be recomputed (an artifact not read back, a
+    /// parameter of an earlier version), by name, in order.
+    pub judgements_not_replayed: Vec<NotReplayed>,
 }
+
+/// At most this many (judgement, reason) groups not replayed are named in [`Derivation::detail`]; the rest are counted.
+const NAMED_NOT_REPLAYED: usize = 5;
 
 impl Derivation {
     /// One sentence for `verify` and `explain-halt`.
     pub fn detail(&self) -> String {
-        match &self.not_replayed {
+        let mut detail = match &self.not_replayed {
             None => format!("{} follows from the recorded observations ({} iteration decision(s) re-derived)", self.recorded, self.iterations),
             Some(why) => format!("{} not replayable: {why} ({} iteration decision(s) re-derived)", self.recorded, self.iterations),
+        };
+        if !self.judgements_not_replayed.is_empty() {
+            // One entry per judgement and reason, naming the iterations it covers.
+            let mut groups: Vec<(&str, &str, Vec<u64>)> = Vec::new();
+            for n in &self.judgements_not_replayed {
+                match groups.iter_mut().find(|(j, why, _)| *j == n.judgement.as_str() && *why == n.why) {
+                    Some((_, _, at)) => at.push(n.iteration),
+                    None => groups.push((n.judgement.as_str(), &n.why, vec![n.iteration])),
+                }
+            }
+            let named: Vec<String> = groups
+                .iter()
+                .take(NAMED_NOT_REPLAYED)
+                .map(|(judgement, why, at)| {
+                    let t0 = at.contains(&0);
+                    let iterations: Vec<String> = at.iter().filter(|i| **i > 0).map(u64::to_string).collect();
+                    let of = match (t0, iterations.len()) {
+                        (true, 0) => "t0".to_string(),
+                        (false, 1) => format!("iteration {}", iterations[0]),
+                        (false, _) => format!("iterations {}", iterations.join(", ")),
+                        (true, 1) => format!("t0 and iteration {}", iterations[0]),
+                        (true, _) => format!("t0 and iterations {}", iterations.join(", ")),
+                    };
+                    format!("{judgement} of {of} ({why})")
+                })
+                .collect();
+            let more = match groups.len().saturating_sub(NAMED_NOT_REPLAYED) {
+                0 => String::new(),
+                n => format!("; and {n} more"),
+            };
+            detail.push_str(&format!("; judgement(s) not replayed: {}{more}", named.join("; ")));
         }
+        detail
     }
 }
 
@@ -81,20 +123,50 @@ fn complete(record: &IterationRecord) -> bool {
     record.exec.is_some() && record.check.is_some() && record.interrupted.is_none()
 }
 
+fn mismatch_of(differs: Differs, recorded: HaltReason) -> Mismatch {
+    Mismatch { iteration: differs.iteration, judgement: differs.judgement.as_str(), recorded, detail: differs.detail(), derived: differs.derived }
+}
+
+/// Recompute the recorded judgements of t0 and of every complete iteration, in order: those
+/// that could not be, or the first that differs.
+fn replay_judgements(history: &History, pins: &Pins, recorded: HaltReason) -> Result<Vec<NotReplayed>, Mismatch> {
+    let mut skipped = Vec::new();
+    if history.last_started >= 1 {
+        skipped.extend(judgements::replay_t0_passed_by(history, pins).map_err(|d| mismatch_of(d, recorded))?);
+    }
+    let mut hole: Option<String> = None;
+    for (i, record) in history.iterations.iter().enumerate().filter(|(_, r)| complete(r)) {
+        // An iteration recorded twice (its first run never finished) is judged as last recorded.
+        if history.iterations[i + 1..].iter().any(|later| later.iteration == record.iteration) {
+            continue;
+        }
+        skipped.extend(judgements::replay_iteration(history, record, pins, hole.as_deref()).map_err(|d| mismatch_of(d, recorded))?);
+        if hole.is_none() {
+            hole = judgements::unrestored_sets(record);
+        }
+    }
+    Ok(skipped)
+}
+
 /// Re-derive the run's halt from its history. `Ok(None)` when the receipt records no halt.
 pub fn derive_halt(history: &History) -> Result<Option<Derivation>, Mismatch> {
     let Some(halt) = &history.halt else { return Ok(None) };
     let recorded = halt.halt_reason;
-    let accept = |iterations: u64, why: Option<String>| Ok(Some(Derivation { recorded, iterations, not_replayed: why }));
+    let mut skipped = Vec::new();
+    let accept = |iterations: u64, why: Option<String>, skipped: Vec<NotReplayed>| {
+        Ok(Some(Derivation { recorded, iterations, not_replayed: why, judgements_not_replayed: skipped }))
+    };
     let Some(start) = &history.start else {
-        return accept(0, Some("the receipt has no run_start".into()));
+        return accept(0, Some("the receipt has no run_start".into()), skipped);
     };
     let Some(Mode::CheckFixpoint) = Mode::of_name(&start.mode) else {
-        return accept(0, Some(format!("mode {} has no decision rule here", crate::inert::inert(&start.mode))));
+        return accept(0, Some(format!("mode {} has no decision rule here", crate::inert::inert(&start.mode))), skipped);
     };
     let Some(max_iterations) = start.config.get("max_iterations").and_then(serde_json::Value::as_u64) else {
-        return accept(0, Some("its run_start pins no max_iterations (a receipt of an earlier version)".into()));
+        return accept(0, Some("its run_start pins no max_iterations (a receipt of an earlier version)".into()), skipped);
     };
+    let pins = Pins::of(history);
+    skipped.extend(replay_judgements(history, &pins, recorded)?);
     let halted = history.iterations.iter().rev().find(|r| r.iteration == halt.iteration && r.exec.is_some());
     let mut derived = 0u64;
     for record in history.iterations.iter().filter(|r| complete(r) && Some(r.iteration) != halted.map(|h| h.iteration)) {
@@ -103,6 +175,7 @@ pub fn derive_halt(history: &History) -> Result<Option<Derivation>, Mismatch> {
             let name = step_name(&step);
             return Err(Mismatch {
                 iteration: record.iteration,
+                judgement: "halt",
                 recorded,
                 detail: format!("iteration {} recorded stages that decide {name}, but the run went on and halted {recorded} at iteration {}", record.iteration, halt.iteration),
                 derived: name,
@@ -113,6 +186,7 @@ pub fn derive_halt(history: &History) -> Result<Option<Derivation>, Mismatch> {
         if halt.iteration > history.last_started {
             return Err(Mismatch {
                 iteration: halt.iteration,
+                judgement: "halt",
                 recorded,
                 derived: "no such iteration".into(),
                 detail: format!("the halt records {recorded} at iteration {}, but the receipt started no iteration past {}", halt.iteration, history.last_started),
@@ -121,29 +195,43 @@ pub fn derive_halt(history: &History) -> Result<Option<Derivation>, Mismatch> {
         if recorded == HaltReason::SuccessConditionMet && halt.iteration > 0 {
             return Err(Mismatch {
                 iteration: halt.iteration,
+                judgement: "halt",
                 recorded,
                 derived: "no recorded agent step".into(),
                 detail: format!("the halt claims success at iteration {} but the receipt records no agent step there", halt.iteration),
             });
         }
-        return accept(derived, Some(format!("halted at iteration {} before any recorded agent step of it (a run-level halt: t0 baseline, reference, doctor gates or the iteration cap)", halt.iteration)));
+        // A halt before the first iteration: the t0 baseline's decision, replayed from its record.
+        if halt.iteration == 0 && history.last_started == 0 {
+            return match judgements::replay_t0_halt(history, &pins, recorded).map_err(|d| mismatch_of(d, recorded))? {
+                None => accept(derived, None, skipped),
+                Some(why) => accept(derived, Some(why), skipped),
+            };
+        }
+        return accept(derived, Some(format!("halted at iteration {} before any recorded agent step of it (a run-level halt: the iteration cap, the machinery)", halt.iteration)), skipped);
     };
     derived += 1;
     let step = decide(Mode::CheckFixpoint, record, max_iterations);
     match &step {
-        Step::Halt(reason, _) if *reason == recorded => accept(derived, None),
+        // A success stands on its confirmation reruns (a disagreeing one decided a flake above).
+        Step::Halt(HaltReason::SuccessConditionMet, _) if recorded == HaltReason::SuccessConditionMet => {
+            judgements::replay_confirmations(record, &pins).map_err(|d| mismatch_of(d, recorded))?;
+            accept(derived, None, skipped)
+        }
+        Step::Halt(reason, _) if *reason == recorded => accept(derived, None, skipped),
         // The machine failing after its stages decided is its own record (a delivery that
         // could not be made, a zone that could not start the next stage); a recorded success is never one of these.
         Step::Halt(..) | Step::Continue if operational(recorded) => {
-            accept(derived, Some(format!("{recorded} records the supervisor's own failure at iteration {}, accepted as recorded ({} by the stages)", record.iteration, step_name(&step))))
+            accept(derived, Some(format!("{recorded} records the supervisor's own failure at iteration {}, accepted as recorded ({} by the stages)", record.iteration, step_name(&step))), skipped)
         }
-        Step::Continue if recorded == HaltReason::MaxIterationsReached && record.iteration >= max_iterations => accept(derived, None),
+        Step::Continue if recorded == HaltReason::MaxIterationsReached && record.iteration >= max_iterations => accept(derived, None, skipped),
         // A green whose later stages (confirmations, judge, canary) were never recorded: only the
         // supervisor's failure can end it.
         _ => {
             let name = step_name(&step);
             Err(Mismatch {
                 iteration: record.iteration,
+                judgement: "halt",
                 recorded,
                 detail: format!("the halt records {recorded} at iteration {}, but that iteration's recorded stages decide {name}", record.iteration),
                 derived: name,
@@ -183,7 +271,7 @@ mod tests {
     #[test]
     fn a_success_after_a_green_check_follows() {
         let found = derive_halt(&history(&[1, 0], HaltReason::SuccessConditionMet, 2)).unwrap().unwrap();
-        assert_eq!(found, Derivation { recorded: HaltReason::SuccessConditionMet, iterations: 2, not_replayed: None });
+        assert_eq!(found, Derivation { recorded: HaltReason::SuccessConditionMet, iterations: 2, not_replayed: None, judgements_not_replayed: vec![] });
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! - [`mode`]: what the loop drives towards.
 //! - [`verdict`]: pass / fail / disagrees / could-not-run of a recorded check (the 126/127 rule).
 //! - [`decide`]: the halt decision over an iteration's record.
+//! - [`judgements`]: the recorded judgements (progress, set guard, evidence, confirmations, t0) recomputed.
 //! - [`derive`]: whether a recorded halt follows from the recorded observations (verdicts replayed, not trusted).
 //! - [`judge`]: the halt a judged green comes to, from the recorded answer.
 //! - [`holdout`]: a success the held-out check did not find green does not stand.
@@ -21,6 +22,7 @@ pub mod decide;
 pub mod derive;
 pub mod holdout;
 pub mod judge;
+pub mod judgements;
 pub mod mode;
 pub mod progress;
 pub mod set_guards;
