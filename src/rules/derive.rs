@@ -246,7 +246,9 @@ mod tests {
     use crate::receipt::events::{sample, Event, Recorded};
 
     fn history(checks: &[i32], halt: HaltReason, at: u64) -> History {
-        let mut events = vec![sample::run_start("r")];
+        let Event::RunStart(mut start) = sample::run_start("r") else { unreachable!() };
+        start.config["progress"] = serde_json::json!(crate::convergence::rules::Limits::default());
+        let mut events = vec![Event::RunStart(start)];
         for (i, code) in checks.iter().enumerate() {
             let n = i as u64 + 1;
             events.push(Event::IterationStart { iteration: n });

@@ -373,3 +373,225 @@ pub fn replay_t0_halt(history: &History, pins: &Pins, recorded: HaltReason) -> R
         _ => Err(differs(step_name(&step))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::receipt::bounded::{ArtifactRef, BoundedList};
+    use crate::receipt::events::{sample, CheckBaselineRecord, CheckEvidence, ConfirmationRecord, Event, Recorded, ReportRecord};
+    use crate::rules::derive::{derive_halt, Mismatch};
+
+    fn ids(ids: &[&str]) -> Vec<String> {
+        ids.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// A check of iteration `n` whose report collected `collected` with `failing` failing (exit 1
+    /// unless nothing fails).
+    fn check(n: u64, collected: &[&str], failing: &[&str]) -> CheckResult {
+        let Event::CheckResult(mut c) = sample::check_result(n, if failing.is_empty() { 0 } else { 1 }) else { unreachable!() };
+        c.collected_set = Some(ids(collected));
+        c.failing_set = Some(ids(failing));
+        c.skipped_set = Some(vec![]);
+        c
+    }
+
+    /// A receipt being written as the engine writes it: each iteration's `progress` event is the
+    /// judgement of the history before it, under the pinned limits.
+    struct Receipt {
+        events: Vec<Event>,
+        targets: Vec<String>,
+    }
+
+    impl Receipt {
+        fn new(confirm_runs: u64, targets: &[&str], t0: Option<CheckResult>) -> Receipt {
+            let Event::RunStart(mut start) = sample::run_start("r") else { unreachable!() };
+            start.config = serde_json::json!({
+                "check": "true", "exec": "true", "max_iterations": 5, "confirm_runs": confirm_runs,
+                "progress": Limits::default(), "targets": targets,
+            });
+            let mut events = vec![Event::RunStart(start)];
+            if let Some(mut t0) = t0 {
+                t0.iteration = 0;
+                events.push(Event::CheckBaseline(CheckBaselineRecord { check: t0, tree_id: None, cache_key: None, cache_hit: false, cache_note: None, sets_unmeasured: None, inactive_guards: None }));
+            }
+            Receipt { events, targets: ids(targets) }
+        }
+
+        fn history(&self) -> History {
+            let recorded: Vec<Recorded> = self.events.iter().cloned().map(|event| Recorded { event, line: Default::default() }).collect();
+            History::fold(&recorded)
+        }
+
+        /// Iteration `check.iteration`: the agent's step, the check and its honest progress event.
+        fn iteration(&mut self, check: CheckResult) -> &mut Receipt {
+            let n = check.iteration;
+            self.events.push(Event::IterationStart { iteration: n });
+            self.events.push(sample::exec_result(n, 0));
+            self.events.push(Event::CheckResult(check));
+            if let Some(progress) = judge_scored(&self.history(), n, &Limits::default(), &self.targets, None) {
+                self.events.push(Event::Progress(progress));
+            }
+            self
+        }
+
+        fn confirmed(&mut self, n: u64, agreeing: u64) -> &mut Receipt {
+            for k in 1..=agreeing {
+                let history = self.history();
+                let check = match n {
+                    0 => history.check_baseline.map(|b| b.check),
+                    n => history.iterations.iter().rev().find(|r| r.iteration == n).and_then(|r| r.check.clone()),
+                };
+                let check = check.expect("a check to confirm");
+                let record = ConfirmationRecord { confirmation: k, same_tree_as: None, agrees: true, stability_lower_bound: 0.5, confidence: 0.95, stability_target: 0.95, check };
+                self.events.push(Event::CheckConfirmation(record));
+            }
+            self
+        }
+
+        /// The last `progress` event of iteration `n`, rewritten by `forge`.
+        fn forge_progress(&mut self, n: u64, forge: impl Fn(&mut crate::receipt::events::ProgressRecord)) -> &mut Receipt {
+            for event in self.events.iter_mut().rev() {
+                if let Event::Progress(p) = event {
+                    if p.iteration == n {
+                        forge(p);
+                        return self;
+                    }
+                }
+            }
+            panic!("no progress event of iteration {n}");
+        }
+
+        fn halted(&mut self, reason: HaltReason, at: u64) -> Result<Option<crate::rules::derive::Derivation>, Mismatch> {
+            self.events.push(sample::halt(reason, at));
+            derive_halt(&self.history())
+        }
+    }
+
+    const C0: [&str; 4] = ["a", "b", "c", "d"];
+
+    #[test]
+    fn an_honest_run_with_progress_set_guard_and_confirmations_follows_with_every_judgement_replayed() {
+        let found = Receipt::new(1, &[], Some(check(0, &C0, &["a", "b"])))
+            .iteration(check(1, &C0, &["a"]))
+            .iteration(check(2, &C0, &[]))
+            .confirmed(2, 1)
+            .halted(HaltReason::SuccessConditionMet, 2)
+            .unwrap()
+            .unwrap();
+        assert_eq!((found.not_replayed, found.judgements_not_replayed), (None, vec![]));
+    }
+
+    #[test]
+    fn a_forged_targets_met_where_the_sets_do_not_meet_the_targets_is_a_progress_mismatch() {
+        let found = Receipt::new(0, &["a"], Some(check(0, &C0, &["a", "b"])))
+            .iteration(check(1, &C0, &["a", "b"]))
+            .forge_progress(1, |p| p.targets_met = true)
+            .halted(HaltReason::SuccessConditionMet, 1)
+            .unwrap_err();
+        assert_eq!((found.iteration, found.judgement), (1, "progress"));
+        assert_eq!(
+            found.detail,
+            "the progress judgement of iteration 1 is recorded as accepted true, no halt, targets_met true, but its recorded observations give accepted true, no halt, targets_met false"
+        );
+    }
+
+    #[test]
+    fn a_forged_no_progress_detected_where_progress_was_made_is_a_progress_mismatch() {
+        let found = Receipt::new(0, &[], Some(check(0, &C0, &["a", "b", "c"])))
+            .iteration(check(1, &C0, &["a", "b"]))
+            .iteration(check(2, &C0, &["a"]))
+            .forge_progress(2, |p| p.halt_reason = Some(HaltReason::NoProgressDetected))
+            .halted(HaltReason::NoProgressDetected, 2)
+            .unwrap_err();
+        assert_eq!((found.iteration, found.judgement, found.derived.as_str()), (2, "progress", "accepted true, no halt, targets_met false"));
+    }
+
+    #[test]
+    fn a_dropped_set_guard_finding_on_a_test_deleted_from_c0_is_a_set_guard_mismatch() {
+        let found = Receipt::new(0, &[], Some(check(0, &C0, &["a"])))
+            .iteration(check(1, &["b", "c", "d"], &[]))
+            .halted(HaltReason::SuccessConditionMet, 1)
+            .unwrap_err();
+        assert_eq!((found.iteration, found.judgement), (1, "set_guard"));
+        assert_eq!(
+            found.detail,
+            "the set_guard judgement of iteration 1 is recorded as no finding, but its recorded observations give metric_integrity_violation \
+             (the check exited 0 at iteration 1 but against the t0 baseline 1 test(s) of t0's 4 collected are no longer collected)"
+        );
+    }
+
+    #[test]
+    fn a_test_the_operator_pinned_as_allowed_to_go_is_no_set_guard_finding() {
+        let mut receipt = Receipt::new(0, &[], Some(check(0, &C0, &["a"])));
+        let Event::RunStart(start) = &mut receipt.events[0] else { unreachable!() };
+        start.config["allow_test_change"] = serde_json::json!([{"id": "a", "reason": "a was a duplicate"}]);
+        let found = receipt.iteration(check(1, &["b", "c", "d"], &[])).halted(HaltReason::SuccessConditionMet, 1).unwrap().unwrap();
+        assert_eq!(found.judgements_not_replayed, vec![]);
+    }
+
+    #[test]
+    fn a_success_on_fewer_confirmations_than_the_run_asks_for_is_a_confirmation_mismatch() {
+        let found = Receipt::new(2, &[], Some(check(0, &C0, &["a"])))
+            .iteration(check(1, &C0, &[]))
+            .confirmed(1, 1)
+            .halted(HaltReason::SuccessConditionMet, 1)
+            .unwrap_err();
+        assert_eq!((found.iteration, found.judgement), (1, "confirmation"));
+        assert_eq!(found.derived, "no success: the run asks for 2 agreeing confirmation rerun(s)");
+    }
+
+    #[test]
+    fn a_forged_success_at_t0_on_a_red_baseline_is_a_t0_baseline_mismatch() {
+        let found = Receipt::new(0, &[], Some(check(0, &C0, &["a"]))).halted(HaltReason::SuccessConditionMet, 0).unwrap_err();
+        assert_eq!((found.iteration, found.judgement, found.derived.as_str()), (0, "t0_baseline", "continue (t0 is red and its targets do not all pass)"));
+    }
+
+    #[test]
+    fn a_green_t0_confirmed_as_the_run_asks_is_success_at_t0_and_unconfirmed_is_not() {
+        let mut confirmed = Receipt::new(1, &[], Some(check(0, &C0, &[])));
+        confirmed.confirmed(0, 1);
+        assert_eq!(confirmed.halted(HaltReason::SuccessConditionMet, 0).unwrap().unwrap().not_replayed, None);
+        let found = Receipt::new(1, &[], Some(check(0, &C0, &[]))).halted(HaltReason::SuccessConditionMet, 0).unwrap_err();
+        assert_eq!((found.judgement, found.derived.as_str()), ("t0_baseline", "internal_error"));
+    }
+
+    #[test]
+    fn a_run_that_went_on_past_a_confirmed_green_t0_is_a_t0_baseline_mismatch() {
+        let found = Receipt::new(0, &[], Some(check(0, &C0, &[])))
+            .iteration(check(1, &C0, &["a"]))
+            .halted(HaltReason::MaxIterationsReached, 1)
+            .unwrap_err();
+        assert_eq!((found.iteration, found.judgement, found.derived.as_str()), (0, "t0_baseline", "success_condition_met"));
+    }
+
+    #[test]
+    fn a_green_verdict_whose_report_counts_show_failures_is_an_evidence_mismatch() {
+        let mut green = check(1, &C0, &[]);
+        let report = ReportRecord { pattern: "r.xml".into(), path: Some("r.xml".into()), format: Some("junit".into()), counts: Some([4, 3, 1, 0]), error: None };
+        green.evidence = Some(CheckEvidence { verdict: "green".into(), reports: vec![report], sources: vec!["r.xml".into()], disagreements: vec![] });
+        let found = Receipt::new(0, &[], Some(check(0, &C0, &["a"]))).iteration(green).halted(HaltReason::SuccessConditionMet, 1).unwrap_err();
+        assert_eq!((found.iteration, found.judgement), (1, "evidence"));
+        assert_eq!(found.detail, "the evidence judgement of iteration 1 is recorded as verdict green, but its recorded observations give verdict disagree");
+    }
+
+    #[test]
+    fn sets_moved_to_an_artifact_that_was_not_read_back_name_their_judgements_not_replayed() {
+        let mut receipt = Receipt::new(0, &[], Some(check(0, &C0, &["a", "b"])));
+        receipt.iteration(check(1, &C0, &["a"]));
+        let mut large = check(2, &C0, &[]);
+        large.collected_set = None;
+        receipt.iteration(large);
+        let artifact = ArtifactRef { path: "artifacts/0002-check_result.json".into(), bytes: 9, sha256: "0".repeat(64) };
+        let list = BoundedList { count: 4, sha256: "0".repeat(64), sample: ids(&C0) };
+        let x = Externalised { of: "check_result".into(), iteration: 2, lists: [("collected_set".to_string(), list)].into(), artifact, whole_event: false };
+        let at = receipt.events.iter().position(|e| matches!(e, Event::CheckResult(c) if c.iteration == 2)).unwrap();
+        receipt.events.insert(at + 1, Event::Externalised(x));
+        let found = receipt.halted(HaltReason::SuccessConditionMet, 2).unwrap().unwrap();
+        let why = "check_result collected_set of iteration 2 is in artifacts/0002-check_result.json, absent or changed".to_string();
+        assert_eq!(
+            found.judgements_not_replayed,
+            vec![NotReplayed { iteration: 2, judgement: Judgement::Progress, why: why.clone() }, NotReplayed { iteration: 2, judgement: Judgement::SetGuard, why: why.clone() }]
+        );
+        assert!(found.detail().ends_with(&format!("; judgement(s) not replayed: progress of iteration 2 ({why}); set_guard of iteration 2 ({why})")), "{}", found.detail());
+    }
+}
