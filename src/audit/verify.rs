@@ -157,8 +157,17 @@ pub fn verify_run(run_dir: &SafeDir, operator: &VerifyingKey) -> Verification {
         }
     }
     // The halt replayed: it must follow from the observations the receipt recorded
-    // (`rules::derive`); what the rule cannot replay is said by name, never passed silently.
-    match crate::rules::derive::derive_halt(&history) {
+    // (`rules::derive`), with the lists the receipt moved to artifacts read back whole where
+    // they match their digests; what the rule cannot replay is said by name, never passed silently.
+    let replayed = match records.iter().any(|r| matches!(r.event, Event::Externalised(_))) {
+        true => {
+            let mut restored = records.clone();
+            crate::receipt::bounded::resolve(&mut restored, run_dir);
+            History::fold(&restored)
+        }
+        false => history.clone(),
+    };
+    match crate::rules::derive::derive_halt(&replayed) {
         Ok(Some(derivation)) => v.pass("halt_derivation", derivation.detail()),
         Ok(None) => {
             v.fail("halt_derivation", "the receipt records no halt");
