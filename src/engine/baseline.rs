@@ -17,9 +17,10 @@
 //!   iteration 0 after `check_baseline`); one that disagrees halts `check_not_deterministic` as a
 //!   flaky green does at any iteration (`crate::rules::decide::flake`), and is never cached; a red t0
 //!   whose targets all pass (`super::targets`) is the same success at iteration 0, confirmed and
-//!   cached by the same rule ([`decide_t0_success`]);
+//!   cached by the same rule ([`decide_t0_success`], a pure rule of `crate::rules::baseline`);
 //! - [`BaselineSetGuard`], the guard after every check with exit 0: the collected set lost a
-//!   member of C0, or the skipped set gained one against S0 (`metric_integrity_violation`).
+//!   member of C0, or the skipped set gained one against S0 (`metric_integrity_violation`; the
+//!   comparison is the pure rule `crate::rules::set_guards`, which the halt derivation replays).
 //!
 //! A resumed run never reruns it: the baseline is read back from the receipt's history.
 

@@ -1,23 +1,16 @@
-//! The loop's targets (docs/progress.md, "Targets"): the tests it must fix, chosen once from t0.
-//! It owns:
+//! The loop's targets (docs/progress.md, "Targets") from the engine's side; the selection and
+//! the success rule are pure rules (`crate::rules::targets`: [`Targets`], [`select`],
+//! [`met_on_t0`]), re-exported here. It owns:
 //!
 //! - the `--target` patterns (globs over test ids as the reports name them), checked when the
 //!   configuration is built;
-//! - [`Targets`], selected from t0's `check_baseline` sets: the targets (the tests of C0 a
-//!   pattern matches; without patterns, F0), the *pre-existing failures* (F0 minus the targets),
-//!   and t0's passing set;
 //! - the `targets` receipt event and the iteration-0 stops it implies: a pattern matching no test
 //!   of C0 (or patterns where t0 named no tests) halts `invariant_failed` (20) before the first
 //!   agent call; targets that all pass at t0 already halt `success_condition_met`;
-//! - the success rule of a red check: it failed only on pre-existing failures, with every target
-//!   and every test passing at t0 passing, on whole evidence (`crate::rules::verdict::evidence_whole`,
-//!   the gate a green passes: a red check's sets with gaps are no success; `super::progress`
-//!   halts `metric_integrity_violation` on them).
+//! - the in-place guard's finding on met targets ([`unguarded_in_place`]).
 //!
-//! Pre-existing failures are tracked apart: the progress stage removes them from every set it
-//! judges, so they neither block success nor count as regressions. [`Targets`] is a pure function
-//! of the pinned patterns and the receipt's `check_baseline`, so a resumed run and an offline
-//! reader select the same targets.
+//! Pre-existing failures are tracked apart: the progress judgement (`crate::rules::progress`)
+//! removes them from every set it judges, so they neither block success nor count as regressions.
 
 use crate::rules::decide::Step;
 use super::lifecycle::ActiveRun;

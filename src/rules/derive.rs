@@ -5,21 +5,28 @@
 //! trusted.
 //!
 //! What it re-derives, from the receipt alone:
+//! - the recorded judgements of t0 and of every iteration that recorded its agent step and its
+//!   check, recomputed from the recorded observations and the pinned configuration
+//!   ([`super::judgements`]: `progress`, `set_guard`, `evidence`, `confirmation`, `t0_baseline`);
+//!   one that differs is a [`Mismatch`] naming the iteration, the judgement and both values;
 //! - every iteration before the halted one that recorded its agent step and its check: its
 //!   recorded stages decide no halt (a run that went on past a decided halt is inconsistent);
 //! - the halted iteration: the reason its recorded stages decide (the exec's ending, the
 //!   snapshot's protected changes, each guard finding, the confirmations, the check's verdict and
 //!   evidence, the progress event's ratchet and no-convergence judgement, the held-out check, the
-//!   judge's answer, the awareness findings) equals the recorded reason.
+//!   judge's answer, the awareness findings) equals the recorded reason, and a success stands on
+//!   the confirmation reruns the run asks for;
+//! - a halt before the first iteration: the t0 baseline's decision, from its record.
 //!
-//! What it does not re-derive, and says so by name ([`Derivation::not_replayed`]):
+//! What it does not re-derive, and says so by name ([`Derivation::not_replayed`] for the halt,
+//! [`Derivation::judgements_not_replayed`] for a judgement whose lists are in an artifact not
+//! read back, or whose parameters the receipt does not pin):
 //! - the supervisor's own failures (`workspace_invalid`, `isolation_unsatisfiable`,
 //!   `credential_scope_invalid`, `internal_error`, and an `execution_failure` no recorded stage
 //!   decides): they record what the machine did, not an observation of the agent's work; they
 //!   are accepted as recorded (a recorded success is never accepted this way: it must follow);
-//! - a halt before the first agent step (the t0 baseline, the reference, the doctor gates):
-//!   recorded in run-level events this rule does not replay yet;
-//! - the iteration cap reached before an iteration started;
+//! - a halt at iteration 0 that t0's record does not decide (the reference, the doctor gates, the
+//!   targets' selection, the machinery), and the iteration cap reached before an iteration started;
 //! - a receipt whose `run_start` pins no `max_iterations` (written by an earlier version).
 
 use super::decide::{decide, Step};
