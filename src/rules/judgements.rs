@@ -264,6 +264,10 @@ pub fn replay_iteration(history: &History, record: &IterationRecord, pins: &Pins
 pub fn evidence_verdict(check: &CheckResult) -> Option<&'static str> {
     let evidence = check.evidence.as_ref()?;
     let exit = check.check_exit?;
+    // `--report` patterns that could not be resolved at all: no report was read, whatever the exit.
+    if evidence.reports.is_empty() && evidence.disagreements.iter().any(|d| d.kind == "report_unusable" && d.subject == "--report") {
+        return Some("disagree");
+    }
     if exit != 0 {
         return Some("red");
     }
