@@ -76,3 +76,31 @@ fn explain_halt_of_an_honest_halt_gives_its_verdict() {
     assert_eq!(v["explanation"]["verdict"]["verdict"], "human_needed", "{v}");
     assert_eq!(v["explanation"].get("consistent"), None);
 }
+
+#[test]
+fn report_says_a_forged_success_after_a_red_check_does_not_follow() {
+    let dir = workdir();
+    forged_success_after_a_red_check(dir.path());
+    let receipt = path_str(&run_dir(dir.path(), "r").join("receipt.jsonl"));
+    let reported = loopexec(dir.path(), &["report", "--json", "--receipt", &receipt]);
+    assert_eq!(reported.code, 0, "{reported:?}");
+    assert_eq!(
+        reported.json()["report"]["halt_derivation"],
+        serde_json::json!({"consistent": false, "replayed": true, "detail": MISMATCH, "derived": "continue (no halt)", "derived_at": 1})
+    );
+    let human = loopexec(dir.path(), &["report", "--receipt", &receipt]);
+    assert!(human.stdout.contains(&format!("HALT DOES NOT FOLLOW: {MISMATCH}\n")), "{human:?}");
+}
+
+#[test]
+fn report_of_an_honest_halt_says_it_follows() {
+    let dir = workdir();
+    let r = loopexec(dir.path(), &["run", "--json", "--isolation", "none", "--run-id", "r", "--no-baseline", "--exec", "true", "--check", "exit 3", "--max-iterations", "2"]);
+    assert_eq!(r.code, 12, "{r:?}");
+    let receipt = path_str(&run_dir(dir.path(), "r").join("receipt.jsonl"));
+    let derivation = loopexec(dir.path(), &["report", "--json", "--receipt", &receipt]).json()["report"]["halt_derivation"].clone();
+    assert_eq!(
+        derivation,
+        serde_json::json!({"consistent": true, "replayed": true, "detail": "max_iterations_reached follows from the recorded observations (2 iteration decision(s) re-derived)"})
+    );
+}
