@@ -197,6 +197,24 @@ fn max_iterations_reached_follows_from_red_checks_to_the_cap() {
     assert_eq!(halt_derivation(dir.path(), "r"), follows("max_iterations_reached", 2));
 }
 
+/// Runs `args` (a run `r` in place whose agent sleeps), interrupts it with SIGINT during its
+/// agent step, and resumes it: the halt the resume records is at the interrupted iteration.
+fn interrupted_then_resumed(dir: &Path, args: &[&str]) -> Ran {
+    let mut all = vec!["run", "--json", "--run-id", "r", "--isolation", "none", "--no-baseline", "--exec", "sleep 30"];
+    all.extend_from_slice(args);
+    let types = interrupted_after(dir, "r", &all, "iteration_start");
+    assert_eq!(types.last().map(String::as_str), Some("run_interrupted"), "{types:?}");
+    loopexec(dir, &["run", "--json", "--resume", "r"])
+}
+
+#[test]
+fn max_iterations_reached_follows_from_the_cap_an_interrupted_iteration_used() {
+    let dir = workdir();
+    let r = interrupted_then_resumed(dir.path(), &["--check", "false", "--max-iterations", "1"]);
+    assert_halted(&r, HaltReason::MaxIterationsReached, 1);
+    assert_eq!(halt_derivation(dir.path(), "r"), follows("max_iterations_reached", 1));
+}
+
 // ------------------------------------------------------------------ integrity
 
 #[test]
@@ -251,6 +269,17 @@ fn credential_scope_invalid_is_not_replayable_a_mint_that_failed_before_the_agen
     let r = run(dir.path(), "r", &["--isolation", "none", "--no-baseline", "--exec", "true", "--check", "true", "--mint-cmd", "exit 3", "--revoke-cmd", "true"]);
     assert_halted(&r, HaltReason::CredentialScopeInvalid, 0);
     assert_eq!(halt_derivation(dir.path(), "r"), run_level("credential_scope_invalid", 0));
+}
+
+#[test]
+fn credential_scope_invalid_at_the_resume_after_an_interrupted_iteration_is_accepted_as_the_supervisors_failure() {
+    let dir = workdir();
+    let state = workdir();
+    // The mint hook gives a credential once: at the resume it fails.
+    let mint = format!("n={runs}; test -e $n && exit 1; touch $n; echo tok", runs = path_str(&state.path().join("minted")));
+    let r = interrupted_then_resumed(dir.path(), &["--check", "false", "--max-iterations", "3", "--mint-cmd", &mint, "--revoke-cmd", "true"]);
+    assert_halted(&r, HaltReason::CredentialScopeInvalid, 1);
+    assert_eq!(halt_derivation(dir.path(), "r"), supervisor_failure("credential_scope_invalid", 1, "interrupted by signal 2", 1));
 }
 
 #[test]

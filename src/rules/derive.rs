@@ -10,7 +10,9 @@
 //! - the halted iteration: the reason its recorded stages decide (the exec's ending, the
 //!   snapshot's protected changes, each guard finding, the confirmations, the check's verdict and
 //!   evidence, the progress event's ratchet and no-convergence judgement, the held-out check, the
-//!   judge's answer, the awareness findings) equals the recorded reason.
+//!   judge's answer, the awareness findings) equals the recorded reason. An iteration the
+//!   operator interrupted decided nothing: a halt recorded at its number by the resume follows
+//!   only as the cap it used, or is a supervisor failure accepted as recorded (below).
 //!
 //! What it does not re-derive, and says so by name ([`Derivation::not_replayed`]):
 //! - the supervisor's own failures (`workspace_invalid`, `isolation_unsatisfiable`,
@@ -134,10 +136,13 @@ pub fn derive_halt(history: &History) -> Result<Option<Derivation>, Mismatch> {
         Step::Halt(reason, _) if *reason == recorded => accept(derived, None),
         // The machine failing after its stages decided is its own record (a delivery that
         // could not be made, a zone that could not start the next stage); a recorded success is never one of these.
-        Step::Halt(..) | Step::Continue if operational(recorded) => {
+        // An iteration the operator interrupted decided nothing: the halt recorded at its number
+        // was decided by the resume that followed (a mint hook or a zone that failed there).
+        Step::Halt(..) | Step::Continue | Step::Interrupted(_) if operational(recorded) => {
             accept(derived, Some(format!("{recorded} records the supervisor's own failure at iteration {}, accepted as recorded ({} by the stages)", record.iteration, step_name(&step))))
         }
-        Step::Continue if recorded == HaltReason::MaxIterationsReached && record.iteration >= max_iterations => accept(derived, None),
+        // An interrupted iteration counts toward the cap: a resume that finds it used halts there.
+        Step::Continue | Step::Interrupted(_) if recorded == HaltReason::MaxIterationsReached && record.iteration >= max_iterations => accept(derived, None),
         // A green whose later stages (confirmations, judge, canary) were never recorded: only the
         // supervisor's failure can end it.
         _ => {
@@ -219,6 +224,59 @@ mod tests {
     fn a_halt_at_an_iteration_the_receipt_never_started_is_a_mismatch() {
         let found = derive_halt(&history(&[1], HaltReason::NoProgressDetected, 4)).unwrap_err();
         assert_eq!(found.detail, "the halt records no_progress_detected at iteration 4, but the receipt started no iteration past 1");
+    }
+
+    /// `history` whose last iteration's agent step was interrupted by SIGINT (and recorded so),
+    /// with `halt` recorded at its number by the resume that followed.
+    fn interrupted_at_the_last(checks: &[i32], halt: HaltReason) -> History {
+        let mut events = vec![sample::run_start("r")];
+        for (i, code) in checks.iter().enumerate() {
+            let n = i as u64 + 1;
+            events.push(Event::IterationStart { iteration: n });
+            events.push(sample::exec_result(n, 0));
+            let Event::CheckResult(mut check) = sample::check_result(n, *code) else { unreachable!() };
+            check.evidence = None;
+            events.push(Event::CheckResult(check));
+        }
+        let last = checks.len() as u64 + 1;
+        events.push(Event::IterationStart { iteration: last });
+        let Event::ExecResult(mut exec) = sample::exec_result(last, 0) else { unreachable!() };
+        exec.ending = crate::ending::Ending::Interrupted { signal: 2 };
+        events.push(Event::ExecResult(exec));
+        events.push(Event::IterationInterrupted { iteration: last, cause: "SIGINT".into() });
+        events.push(sample::halt(halt, last));
+        let recorded: Vec<Recorded> = events.into_iter().map(|event| Recorded { event, line: Default::default() }).collect();
+        History::fold(&recorded)
+    }
+
+    #[test]
+    fn the_cap_used_by_an_interrupted_last_iteration_follows_as_max_iterations_reached() {
+        // run_start pins max_iterations = 3; iterations 1 and 2 red, 3 interrupted.
+        let found = derive_halt(&interrupted_at_the_last(&[1, 1], HaltReason::MaxIterationsReached)).unwrap().unwrap();
+        assert_eq!(found, Derivation { recorded: HaltReason::MaxIterationsReached, iterations: 3, not_replayed: None });
+    }
+
+    #[test]
+    fn a_cap_claimed_at_an_interrupted_iteration_before_the_cap_is_a_mismatch() {
+        let found = derive_halt(&interrupted_at_the_last(&[1], HaltReason::MaxIterationsReached)).unwrap_err();
+        assert_eq!(found.detail, "the halt records max_iterations_reached at iteration 2, but that iteration's recorded stages decide interrupted by signal 2");
+    }
+
+    #[test]
+    fn a_supervisor_failure_at_the_resume_after_an_interrupted_iteration_is_accepted_as_recorded() {
+        let found = derive_halt(&interrupted_at_the_last(&[1], HaltReason::CredentialScopeInvalid)).unwrap().unwrap();
+        assert_eq!(
+            found.not_replayed.as_deref(),
+            Some("credential_scope_invalid records the supervisor's own failure at iteration 2, accepted as recorded (interrupted by signal 2 by the stages)")
+        );
+    }
+
+    #[test]
+    fn a_judgement_claimed_at_an_interrupted_iteration_is_a_mismatch() {
+        for claimed in [HaltReason::SuccessConditionMet, HaltReason::NoProgressDetected] {
+            let found = derive_halt(&interrupted_at_the_last(&[1, 1], claimed)).unwrap_err();
+            assert_eq!((found.iteration, found.derived.as_str()), (3, "interrupted by signal 2"), "{claimed}");
+        }
     }
 
     #[test]
