@@ -197,22 +197,27 @@ fn max_iterations_reached_follows_from_red_checks_to_the_cap() {
     assert_eq!(halt_derivation(dir.path(), "r"), follows("max_iterations_reached", 2));
 }
 
-/// Runs `args` (a run `r` in place whose agent sleeps), interrupts it with SIGINT during its
-/// agent step, and resumes it: the halt the resume records is at the interrupted iteration.
-fn interrupted_then_resumed(dir: &Path, args: &[&str]) -> Ran {
-    let mut all = vec!["run", "--json", "--run-id", "r", "--isolation", "none", "--no-baseline", "--exec", "sleep 30"];
+/// Runs `loopexec ARGS` (run `r`), interrupts it with SIGINT 3 s after its receipt holds an
+/// `after` event, and resumes it: the halt the resume records is at the interrupted iteration.
+fn interrupted_then_resumed(dir: &Path, args: &[&str], after: &str) -> Ran {
+    let mut all = vec!["run", "--json", "--run-id", "r"];
     all.extend_from_slice(args);
-    let types = interrupted_after(dir, "r", &all, "iteration_start");
+    let types = interrupted_after(dir, "r", &all, after);
     assert_eq!(types.last().map(String::as_str), Some("run_interrupted"), "{types:?}");
     loopexec(dir, &["run", "--json", "--resume", "r"])
 }
 
 #[test]
-fn max_iterations_reached_follows_from_the_cap_an_interrupted_iteration_used() {
-    let dir = workdir();
-    let r = interrupted_then_resumed(dir.path(), &["--check", "false", "--max-iterations", "1"]);
+fn max_iterations_reached_follows_from_the_cap_an_iteration_interrupted_after_its_green_check_used() {
+    let repo = workdir();
+    write(repo.path(), "answer", "41\n");
+    commit_t0(repo.path());
+    // Interrupted during the green's confirmation rerun: the iteration decides nothing, and it
+    // was the last one the cap allows.
+    let args = ["--no-baseline", "--exec", "echo 42 > answer", "--check", "sleep 4; grep -q 42 answer", "--max-iterations", "1"];
+    let r = interrupted_then_resumed(repo.path(), &args, "check_result");
     assert_halted(&r, HaltReason::MaxIterationsReached, 1);
-    assert_eq!(halt_derivation(dir.path(), "r"), follows("max_iterations_reached", 1));
+    assert_eq!(halt_derivation(repo.path(), "r"), follows("max_iterations_reached", 1));
 }
 
 // ------------------------------------------------------------------ integrity
@@ -277,9 +282,10 @@ fn credential_scope_invalid_at_the_resume_after_an_interrupted_iteration_is_acce
     let state = workdir();
     // The mint hook gives a credential once: at the resume it fails.
     let mint = format!("n={runs}; test -e $n && exit 1; touch $n; echo tok", runs = path_str(&state.path().join("minted")));
-    let r = interrupted_then_resumed(dir.path(), &["--check", "false", "--max-iterations", "3", "--mint-cmd", &mint, "--revoke-cmd", "true"]);
+    let args = ["--isolation", "none", "--no-baseline", "--exec", "sleep 30", "--check", "false", "--max-iterations", "3", "--mint-cmd", &mint, "--revoke-cmd", "true"];
+    let r = interrupted_then_resumed(dir.path(), &args, "iteration_start");
     assert_halted(&r, HaltReason::CredentialScopeInvalid, 1);
-    assert_eq!(halt_derivation(dir.path(), "r"), supervisor_failure("credential_scope_invalid", 1, "interrupted by signal 2", 1));
+    assert_eq!(halt_derivation(dir.path(), "r"), supervisor_failure("credential_scope_invalid", 1, "no halt: interrupted (SIGINT)", 1));
 }
 
 #[test]
