@@ -19,8 +19,9 @@
 //! when no recorded tree is there at all the check fails.
 //!
 //! The repository is untrusted input. git runs as a child with the hardened invocation
-//! (`workspace::git`: cleared environment, no hooks, fsmonitor or pager, no replace objects) and
-//! `GIT_DIR` fixed to the repository found; only `cat-file --batch(-check)` and `ls-tree` run.
+//! (`workspace::git`: cleared environment, no hooks, fsmonitor or pager, no replace objects, no
+//! transport) and `GIT_DIR` fixed to the repository found, a partial clone's missing objects never
+//! fetched (`GIT_NO_LAZY_FETCH`); only `cat-file --batch(-check)` and `ls-tree` run.
 //! Nothing is written to disk: a listing is read bounded and must hash to its tree id, a blob is
 //! read at most the parse cap plus one byte (the rest streamed past while hashing) and must hash
 //! to its id, and only regular files are read (a symlink is never followed: it is never read).
@@ -109,7 +110,8 @@ impl Repo {
         S: AsRef<std::ffi::OsStr>,
     {
         let mut c = Git::new(&self.git_dir).command(args);
-        c.env("GIT_DIR", &self.git_dir);
+        // A partial clone's missing object is never fetched (besides `protocol.allow=never`).
+        c.env("GIT_DIR", &self.git_dir).env("GIT_NO_LAZY_FETCH", "1");
         c
     }
 
@@ -477,7 +479,7 @@ fn replay(events: &[Event], repo: &Repo, t0_text: &str, pins: &Pins) -> Result<R
         Ok(b) => b,
         Err(e) => return Ok(Err(format!("t0 {t0_id}: the analysis failed: {e}"))),
     };
-    tally.trees.insert(format!("t0 {t0_id}"));
+    tally.trees.insert(t0_id.to_hex());
     for recorded in events.iter().filter_map(|e| if let Event::GuardBaseline(b) = e { Some(b) } else { None }) {
         tally.guards += 1;
         let (a0, h0) = (baseline.assertions, baseline.surface.sha256.as_str());
@@ -514,7 +516,7 @@ fn replay(events: &[Event], repo: &Repo, t0_text: &str, pins: &Pins) -> Result<R
                 continue;
             }
         };
-        tally.trees.insert(format!("tree {tree}"));
+        tally.trees.insert(tree.to_string());
         let bytes = RepoBytes::new(repo, &objects, &t0, &end);
         let step = TreeStep { t0: &t0, end: &end, bytes: &bytes };
         // Metric integrity, with the interpreter's module names as far as the receipt shows them.

@@ -148,8 +148,10 @@ fn verify_checks(run_dir: &SafeDir, operator: &VerifyingKey) -> (Verification, O
     // artifact present restores an event whose bound gives back exactly the recorded line
     // (`bounded::resolve`); an absent one is said, not failed. Checked before the envelope, so
     // it is said whether or not the seal holds.
+    // The restored events are what the tree guards are compared with.
+    let mut restored = records.clone();
     if records.iter().any(|r| matches!(r.event, Event::Externalised(_))) {
-        let found = crate::receipt::bounded::resolve(&mut records.clone(), run_dir);
+        let found = crate::receipt::bounded::resolve(&mut restored, run_dir);
         if found.forged.is_empty() {
             let mut detail = "every externalised event is the bound's record of the event it follows".to_string();
             if !found.unrestorable.is_empty() {
@@ -226,7 +228,7 @@ fn verify_checks(run_dir: &SafeDir, operator: &VerifyingKey) -> (Verification, O
             v.fail("artifacts", found.mismatched.join("; "));
         }
     }
-    (v, Some(events))
+    (v, Some(restored.into_iter().map(|r| r.event).collect()))
 }
 
 /// The steps every sealed receipt shares (a run's, a probe's): every `run_key` event endorsed by

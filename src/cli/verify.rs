@@ -50,6 +50,8 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     }
     if repo.is_none() && !probe {
         human.push_str("tree guards not re-run: pass --repo\n");
+    } else if !probe && !verification.checks.iter().any(|c| c.name == crate::audit::tree_guards::CHECK) {
+        human.push_str("tree guards not re-run: the checks before them did not pass\n");
     }
     let ok = verification.ok();
     // The operator's verdict, as `explain-halt` computes it from the same receipt.
