@@ -395,7 +395,7 @@ fn metric_agrees(recorded: Option<&GuardRecord>, replayed: Option<&GuardRecord>,
     match (recorded, replayed) {
         (Some(r), Some(p)) if shadowing && r.findings.len() > analysis_guards::MAX_FINDINGS => {
             let n = analysis_guards::MAX_FINDINGS;
-            p.findings.len() > n && r.findings[..n] == p.findings[..n] && (r.guard.as_str(), r.halt_reason) == (p.guard.as_str(), p.halt_reason)
+            p.findings.len() >= n && r.findings[..n] == p.findings[..n] && (r.guard.as_str(), r.halt_reason) == (p.guard.as_str(), p.halt_reason)
         }
         (r, p) => r == p,
     }
@@ -570,4 +570,54 @@ fn replay(events: &[Event], repo: &Repo, t0_text: &str, pins: &Pins) -> Result<R
         }
     }
     Ok(Ok(tally))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::halt::HaltReason;
+
+    fn record(findings: Vec<FindingRecord>) -> GuardRecord {
+        GuardRecord {
+            iteration: 1,
+            guard: "metric_integrity".into(),
+            stage: "after_agent".into(),
+            halt_reason: HaltReason::MetricIntegrityViolation,
+            detail: format!("the agent's change weakens what the check measures ({} findings against t0)", findings.len()),
+            findings,
+        }
+    }
+
+    fn findings(n: usize, tail: &str) -> Vec<FindingRecord> {
+        let mut out: Vec<FindingRecord> = (0..n).map(|i| FindingRecord { path: Some(format!("t{i}.py")), what: "assertions fell".into() }).collect();
+        out.push(FindingRecord { path: None, what: tail.into() });
+        out
+    }
+
+    #[test]
+    fn a_record_cut_at_the_bound_agrees_up_to_the_cut_when_unrecorded_shadowing_may_make_the_rest() {
+        let recorded = record(findings(analysis_guards::MAX_FINDINGS, "3 more findings not recorded"));
+        let replayed = record(findings(analysis_guards::MAX_FINDINGS, "1 more findings not recorded"));
+        assert!(metric_agrees(Some(&recorded), Some(&replayed), true));
+        assert!(!metric_agrees(Some(&recorded), Some(&replayed), false), "without shadowing the rest is the re-run's exactly");
+        // The unrecorded rest all shadowing: the re-run, knowing none of those modules, is not cut.
+        let mut uncut = findings(analysis_guards::MAX_FINDINGS, "");
+        uncut.pop();
+        assert!(metric_agrees(Some(&recorded), Some(&record(uncut)), true));
+    }
+
+    #[test]
+    fn a_record_cut_at_the_bound_disagrees_when_a_finding_before_the_cut_differs() {
+        let recorded = record(findings(analysis_guards::MAX_FINDINGS, "3 more findings not recorded"));
+        let mut other = findings(analysis_guards::MAX_FINDINGS, "3 more findings not recorded");
+        other[7].what = "assertions rose".into();
+        assert!(!metric_agrees(Some(&recorded), Some(&record(other)), true));
+    }
+
+    #[test]
+    fn a_recorded_finding_the_re_run_does_not_make_disagrees_whatever_the_shadowing() {
+        let recorded = record(findings(1, "assertions in test code fell from A0 = 3 to 2"));
+        assert!(!metric_agrees(Some(&recorded), None, true));
+        assert!(!metric_agrees(None, Some(&recorded), false));
+    }
 }
