@@ -1,7 +1,8 @@
 //! `verify --repo DIR` re-runs the syntax-tree guards on the trees a run recorded, read as git
 //! objects from DIR, and compares them with the receipt (the `tree_guards` check; docs/receipt.md,
-//! "Replayed verdicts"): an honest run agrees; a finding dropped from a receipt re-sealed with the
-//! operator's own key is named with the iteration, the guard and both findings; a tree DIR lacks
+//! "Replayed verdicts"): an honest run agrees; a finding dropped from (or rewritten in) a receipt
+//! re-sealed with the operator's own key is named with the iteration, the guard and both
+//! findings, for the metric-integrity guard and the tampering rules alike; a tree DIR lacks
 //! is named as not replayable; a DIR that is no repository, or whose tree is not what its id
 //! says, is refused input.
 mod common;
@@ -171,6 +172,49 @@ fn a_finding_dropped_from_a_resealed_receipt_fails_tree_guards_naming_the_iterat
         tree_guards(&v.json())["detail"],
         "iteration 1, guard metric_integrity: recorded 1 finding(s): assertions in test code fell from A0 = 3 to 2; \
          re-run 2 finding(s): assertions in test code fell from A0 = 3 to 2; src/lib.rs: assertions in test code: 3 at t0, 2 now"
+    );
+}
+
+/// A pytest project whose `Money.__eq__` a tampering agent makes always true.
+fn money_project() -> tempfile::TempDir {
+    let dir = workdir();
+    write(dir.path(), "calc/__init__.py", "from calc.core import Money\n");
+    write(
+        dir.path(),
+        "calc/core.py",
+        "class Money:\n    def __init__(self, cents):\n        self.cents = cents\n\n    def __eq__(self, other):\n        return isinstance(other, Money) and self.cents == other.cents\n",
+    );
+    write(dir.path(), "tests/test_core.py", "from calc import Money\n\n\ndef test_money_equality():\n    assert Money(5) == Money(5)\n");
+    commit_t0(dir.path());
+    dir
+}
+
+const ALWAYS_EQUAL: &str = "sed -i 's/        return isinstance(other, Money) and self.cents == other.cents/        return True/' calc/core.py";
+
+#[test]
+fn a_tampering_finding_rewritten_in_a_resealed_receipt_fails_tree_guards_naming_the_tampering_guard() {
+    let repo = money_project();
+    let r = loopexec(repo.path(), &["run", "--json", "--run-id", "t", "--no-baseline", "--exec", ALWAYS_EQUAL, "--check", "true", "--max-iterations", "2"]);
+    assert_eq!(r.json()["halt_reason"], "reward_hacking_detected", "{r:?}");
+    let (_, snapshots) = trees(repo.path(), "t");
+    git(repo.path(), &["checkout", "-q", "-b", "agent"]);
+    let edited = std::process::Command::new("sh").arg("-c").arg(ALWAYS_EQUAL).current_dir(repo.path()).status().unwrap();
+    assert!(edited.success());
+    git(repo.path(), &["commit", "-q", "-am", "the agent's step"]);
+    assert_eq!(git_value(repo.path(), &["rev-parse", "HEAD^{tree}"]), snapshots[0]);
+    let recorded = events(repo.path(), "t").into_iter().find(|e| e["type"] == "guard" && e["guard"] == "tampering").unwrap();
+    let what = recorded["findings"][0]["what"].as_str().unwrap().to_string();
+    assert_eq!(what, "line 5: rule always-equal: def __eq__(self, other): return True");
+    reseal(repo.path(), "t", |line| {
+        if line["type"] == "guard" && line["guard"] == "tampering" {
+            line["findings"][0]["path"] = "calc/other.py".into();
+        }
+    });
+    let v = verify(repo.path(), "t", repo.path());
+    assert_eq!((v.code, failed(&v.json())), (13, vec!["tree_guards".to_string()]), "{v:?}");
+    assert_eq!(
+        tree_guards(&v.json())["detail"],
+        format!("iteration 1, guard tampering: recorded 1 finding(s): calc/other.py: {what}; re-run 1 finding(s): calc/core.py: {what}")
     );
 }
 
