@@ -220,12 +220,18 @@ pub(super) struct ChangedBytes {
 impl ChangedBytes {
     pub(super) fn read(files: &TreeFiles, snapshot: &Snapshot, t0: &Manifest, limits: Limits) -> ChangedBytes {
         let host = HostBytes { files, snapshot };
-        ChangedBytes::of_step(&TreeStep { t0, end: &snapshot.manifest, bytes: &host }, limits)
+        // The snapshot's changes: a hard-linked file with t0's content is one too (for the canary).
+        let paths = snapshot.changes(t0).into_iter().map(|(p, _)| p).collect();
+        ChangedBytes::of_paths(&TreeStep { t0, end: &snapshot.manifest, bytes: &host }, paths, limits)
     }
 
     fn of_step(step: &TreeStep<'_>, limits: Limits) -> ChangedBytes {
+        ChangedBytes::of_paths(step, step.changed_paths(), limits)
+    }
+
+    fn of_paths(step: &TreeStep<'_>, paths: Vec<Vec<u8>>, limits: Limits) -> ChangedBytes {
         let mut out = Vec::new();
-        for path in step.changed_paths() {
+        for path in paths {
             let Some(p) = utf8_path(&path) else { continue };
             if analysis::Language::of_path(p).is_none() {
                 continue;
