@@ -316,7 +316,7 @@ impl Pins {
 
 /// What one iteration's record says the after-agent tree guards found.
 #[derive(Default)]
-struct Recorded<'a> {
+struct IterationRecord<'a> {
     tree: Option<&'a str>,
     awareness: Option<&'a [FindingRecord]>,
     metric: Option<&'a GuardRecord>,
@@ -327,8 +327,8 @@ struct Recorded<'a> {
 }
 
 /// The iterations' records, in iteration order.
-fn recorded(events: &[Event]) -> BTreeMap<u64, Recorded<'_>> {
-    let mut out: BTreeMap<u64, Recorded<'_>> = BTreeMap::new();
+fn recorded(events: &[Event]) -> BTreeMap<u64, IterationRecord<'_>> {
+    let mut out: BTreeMap<u64, IterationRecord<'_>> = BTreeMap::new();
     let mut baseline = None;
     for event in events {
         match event {
