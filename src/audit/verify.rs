@@ -7,6 +7,8 @@
 //! the predicate equals the one recomputed from the receipt; every other signature is a valid
 //! operator attestation by the given key (a signature by any other key fails verification); with
 //! a judge, its records read again from the run's artifacts (`crate::engine::judge::verify_records`).
+//! With a repository holding the run's trees (`verify --repo`), last, the tree guards re-run on
+//! them ([`super::tree_guards`]).
 
 use crate::receipt::chain;
 use crate::receipt::dsse::{Envelope, IN_TOTO_PAYLOAD_TYPE};
@@ -98,6 +100,21 @@ pub fn endorsements(records: &[Recorded], lines: &[&[u8]], run_id: &str, operato
 
 /// Verify the sealed run in `run_dir` against the operator's public key.
 pub fn verify_run(run_dir: &SafeDir, operator: &VerifyingKey) -> Verification {
+    verify_checks(run_dir, operator).0
+}
+
+/// [`verify_run`], then, when every check before could run, the tree guards re-run on the trees
+/// `repo` holds (`tree_guards`). `Err` only when the repository cannot be used.
+pub fn verify_run_with_repo(run_dir: &SafeDir, operator: &VerifyingKey, repo: &super::tree_guards::Repo) -> Result<Verification, super::tree_guards::RepoError> {
+    let (mut v, events) = verify_checks(run_dir, operator);
+    if let Some(events) = events {
+        super::tree_guards::check(&events, repo, &mut v)?;
+    }
+    Ok(v)
+}
+
+/// The checks, and the receipt's events when every check could run to the end.
+fn verify_checks(run_dir: &SafeDir, operator: &VerifyingKey) -> (Verification, Option<Vec<Event>>) {
     let mut v = Verification { operator_key: Some(keys::fingerprint(operator)), ..Default::default() };
 
     // 1. The hash chain.
@@ -105,21 +122,21 @@ pub fn verify_run(run_dir: &SafeDir, operator: &VerifyingKey) -> Verification {
         Ok(bytes) => bytes,
         Err(e) => {
             v.fail("receipt_chain", e.to_string());
-            return v;
+            return (v, None);
         }
     };
     let verified = match chain::verify(&receipt) {
         Ok(c) => c,
         Err(e) => {
             v.fail("receipt_chain", e.to_string());
-            return v;
+            return (v, None);
         }
     };
     let records = match Recorded::decode_all(&verified.events) {
         Ok(records) => records,
         Err(e) => {
             v.fail("receipt_chain", e.to_string());
-            return v;
+            return (v, None);
         }
     };
     let history = History::fold(&records);
@@ -131,8 +148,10 @@ pub fn verify_run(run_dir: &SafeDir, operator: &VerifyingKey) -> Verification {
     // artifact present restores an event whose bound gives back exactly the recorded line
     // (`bounded::resolve`); an absent one is said, not failed. Checked before the envelope, so
     // it is said whether or not the seal holds.
+    // The restored events are what the tree guards are compared with.
+    let mut restored = records.clone();
     if records.iter().any(|r| matches!(r.event, Event::Externalised(_))) {
-        let found = crate::receipt::bounded::resolve(&mut records.clone(), run_dir);
+        let found = crate::receipt::bounded::resolve(&mut restored, run_dir);
         if found.forged.is_empty() {
             let mut detail = "every externalised event is the bound's record of the event it follows".to_string();
             if !found.unrestorable.is_empty() {
@@ -145,7 +164,7 @@ pub fn verify_run(run_dir: &SafeDir, operator: &VerifyingKey) -> Verification {
     }
     let run_id = v.run_id.clone().unwrap_or_default();
     let Some(stmt) = verify_envelope(run_dir, operator, &receipt, &verified, &records, &run_id, PREDICATE_TYPE, &mut v) else {
-        return v;
+        return (v, None);
     };
     match statement::predicate(&history) {
         Ok(expected) if Some(&expected) == stmt.get("predicate") => v.pass("predicate_matches_log", "predicate recomputed from the receipt matches"),
@@ -209,7 +228,7 @@ pub fn verify_run(run_dir: &SafeDir, operator: &VerifyingKey) -> Verification {
             v.fail("artifacts", found.mismatched.join("; "));
         }
     }
-    v
+    (v, Some(restored.into_iter().map(|r| r.event).collect()))
 }
 
 /// The steps every sealed receipt shares (a run's, a probe's): every `run_key` event endorsed by
