@@ -86,6 +86,7 @@ fn verify_of_a_halted_unsealed_run_fails_naming_the_missing_seal() {
     assert_eq!(verified.code, 13, "{verified:?}");
     let v = verified.json();
     assert_eq!(v["verified"], false);
+    assert_eq!(v.get("verdict"), None, "no verdict on a halt that was never sealed, as explain-halt gives none");
     let failed: Vec<&str> = v["verify"]["checks"].as_array().unwrap().iter().filter(|c| c["ok"] == false).map(|c| c["name"].as_str().unwrap()).collect();
     assert_eq!(failed, vec!["sealed"]);
     assert_eq!(
