@@ -87,10 +87,13 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     Ok(out.human(human))
 }
 
-/// The verdict on the run's halt from its receipt alone (none when it does not verify or the run
-/// has not halted).
+/// The verdict on the run's halt from its receipt alone (none when it does not verify, the run
+/// has not halted, or its halt was never sealed: `explain-halt` gives none then either).
 fn halt_verdict(run_dir: &crate::safefs::SafeDir) -> Option<super::explain_halt::HaltVerdict> {
     use crate::receipt::chain;
+    if !run_dir.exists(crate::receipt::seal::ENVELOPE_FILE) {
+        return None;
+    }
     let bytes = run_dir.read(crate::receipt::seal::RECEIPT_FILE, chain::MAX_RECEIPT_BYTES).ok()?;
     let verified = chain::verify(&bytes).ok()?;
     let history = crate::receipt::history::History::of_lines(&verified.events).ok()?;
