@@ -36,8 +36,13 @@ fn image() -> String {
 
 /// A cgroup path beneath the cgroup this test runs in, in every controller: the deepest of this
 /// process's cgroup paths (on a hybrid host the controllers may sit at different depths, each an
-/// ancestor of the deepest here) plus a name of our own.
+/// ancestor of the deepest here) plus a name of our own, unique to the call: tests run in
+/// parallel threads of one process, and each one's [`CgroupCleanup`] removes its parent's tree,
+/// which must never be a parent another test's engine is creating a container's cgroup in (runc's
+/// mkdir then fails with ENOENT, which docker reports as exit 127, seen in CI).
 fn cgroup_parent() -> String {
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let text = std::fs::read_to_string("/proc/self/cgroup").unwrap();
     let deepest = text
         .lines()
@@ -46,7 +51,7 @@ fn cgroup_parent() -> String {
         .unwrap_or("/")
         .trim_end_matches('/')
         .to_string();
-    format!("{deepest}/lx-container-test-{}", std::process::id())
+    format!("{deepest}/lx-container-test-{}-{call}", std::process::id())
 }
 
 /// Remove the cgroup directories an engine created beneath [`cgroup_parent`] (empty by then).
@@ -117,6 +122,16 @@ fn counting_repo() -> tempfile::TempDir {
 
 const COUNT_UP: &str = "echo $(( $(cat a) + 1 )) > a";
 
+/// The engine clients' stderr the run kept as artifacts (what docker or podman said when a
+/// container could not start), for a failing assertion's message.
+fn client_stderr(dir: &Path, run_id: &str) -> String {
+    let artifacts = run_dir(dir, run_id).join("artifacts");
+    let mut names: Vec<PathBuf> = std::fs::read_dir(&artifacts).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_default();
+    names.retain(|p| p.extension().is_some_and(|e| e == "stderr"));
+    names.sort();
+    names.iter().map(|p| format!("{}: {}", p.display(), String::from_utf8_lossy(&std::fs::read(p).unwrap_or_default()))).collect::<Vec<_>>().join("\n")
+}
+
 fn halted(r: &Ran) -> (i32, String) {
     let v = r.json();
     (r.code, v["halt_reason"].as_str().unwrap_or("").to_string())
@@ -131,7 +146,7 @@ fn podman_runs_a_detached_loop_to_convergence_and_delivers_a_branch() {
     }
     let repo = counting_repo();
     let r = run_in("podman", repo.path(), &["--run-id", "p", "--policy", "builtin:offline", "--exec", COUNT_UP, "--check", "sh tests/check.sh"]);
-    assert_eq!(halted(&r), (10, "success_condition_met".into()), "{r:?}");
+    assert_eq!(halted(&r), (10, "success_condition_met".into()), "{r:?}\n{}", client_stderr(repo.path(), "p"));
     assert_eq!(std::fs::read_to_string(repo.path().join("a")).unwrap(), "1\n", "the operator's checkout is untouched");
     assert_eq!(git(repo.path(), &["show", "loopexec/p:a"]), "3\n");
     let start = events(repo.path(), "p").into_iter().find(|e| e["type"] == "run_start").unwrap();
@@ -376,7 +391,7 @@ fn docker_runs_a_detached_offline_loop_to_convergence() {
     }
     let repo = counting_repo();
     let r = run_in("docker", repo.path(), &["--run-id", "d", "--policy", "builtin:offline", "--exec", COUNT_UP, "--check", "sh tests/check.sh"]);
-    assert_eq!(halted(&r), (10, "success_condition_met".into()), "{r:?}");
+    assert_eq!(halted(&r), (10, "success_condition_met".into()), "{r:?}\n{}", client_stderr(repo.path(), "d"));
     assert_eq!(git(repo.path(), &["show", "loopexec/d:a"]), "3\n");
     let start = events(repo.path(), "d").into_iter().find(|e| e["type"] == "run_start").unwrap();
     assert_eq!(start["zone"], "docker");

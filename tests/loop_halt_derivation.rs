@@ -79,6 +79,83 @@ fn explain_halt_of_an_honest_halt_gives_its_verdict() {
     assert_eq!(v["explanation"].get("consistent"), None);
 }
 
+#[test]
+fn report_says_a_forged_success_after_a_red_check_does_not_follow() {
+    let dir = workdir();
+    forged_success_after_a_red_check(dir.path());
+    let receipt = path_str(&run_dir(dir.path(), "r").join("receipt.jsonl"));
+    let reported = loopexec(dir.path(), &["report", "--json", "--receipt", &receipt]);
+    assert_eq!(reported.code, 0, "{reported:?}");
+    assert_eq!(
+        reported.json()["report"]["halt_derivation"],
+        serde_json::json!({"consistent": false, "replayed": true, "detail": MISMATCH, "derived": "continue (no halt)", "derived_at": 1})
+    );
+    let human = loopexec(dir.path(), &["report", "--receipt", &receipt]);
+    assert!(human.stdout.contains(&format!("HALT DOES NOT FOLLOW: {MISMATCH}\n")), "{human:?}");
+}
+
+#[test]
+fn report_of_an_honest_halt_says_it_follows() {
+    let dir = workdir();
+    let r = loopexec(dir.path(), &["run", "--json", "--isolation", "none", "--run-id", "r", "--no-baseline", "--exec", "true", "--check", "exit 3", "--max-iterations", "2"]);
+    assert_eq!(r.code, 12, "{r:?}");
+    let receipt = path_str(&run_dir(dir.path(), "r").join("receipt.jsonl"));
+    let derivation = loopexec(dir.path(), &["report", "--json", "--receipt", &receipt]).json()["report"]["halt_derivation"].clone();
+    assert_eq!(
+        derivation,
+        serde_json::json!({"consistent": true, "replayed": true, "detail": "max_iterations_reached follows from the recorded observations (2 iteration decision(s) re-derived)"})
+    );
+}
+
+/// A faulty or subverted supervisor: it holds the run key it minted, so the seal it makes is
+/// valid. Run r's red iteration is written again into a fresh receipt with a run key this test
+/// mints and endorses with the test's operator key (the one line that changes), the forged
+/// success is chained after it, and the receipt is sealed with that key.
+fn sealed_forged_success_after_a_red_check(dir: &Path) {
+    use loopexec::receipt::{chain::ReceiptLog, events::Recorded, keys::{OperatorKey, RunKey}, seal};
+    let r = loopexec(dir, &["run", "--json", "--isolation", "none", "--run-id", "r", "--no-baseline", "--once", "--exec", "true", "--check", "exit 3"]);
+    assert_eq!((r.code, r.json()["state"].as_str()), (0, Some("paused")), "{r:?}");
+    let run = loopexec::safefs::SafeDir::open(&run_dir(dir, "r")).unwrap();
+    let (_, lines) = ReceiptLog::open(&run, "receipt.jsonl").unwrap();
+    let recorded = Recorded::decode_all(&lines).unwrap();
+    std::fs::remove_file(run_dir(dir, "r").join("receipt.jsonl")).unwrap();
+    let operator = OperatorKey::load(&key_dir().join("operator.key")).unwrap();
+    let run_key = RunKey::mint();
+    let mut log = ReceiptLog::create(&run, "receipt.jsonl").unwrap();
+    for record in &recorded {
+        match &record.event {
+            Event::RunKey(_) => seal::endorse_run_key(&mut log, "r", &run_key, &operator).map(drop).unwrap(),
+            event => log.append_event(event).map(drop).unwrap(),
+        }
+    }
+    log.append_event(&Event::Halt(HaltRecord {
+        halt_reason: HaltReason::SuccessConditionMet,
+        exit_code: 10,
+        iteration: 1,
+        detail: "the check passed at iteration 1".into(),
+        delivery: None,
+    }))
+    .unwrap();
+    drop(log);
+    seal::seal_run(&run, run_key, Vec::new()).unwrap();
+}
+
+#[test]
+fn verify_fails_a_validly_sealed_forged_success_on_the_halt_derivation_alone_naming_the_iteration() {
+    let dir = workdir();
+    sealed_forged_success_after_a_red_check(dir.path());
+    let pubkey = path_str(&key_dir().join("operator.pub"));
+    let verified = loopexec(dir.path(), &["verify", "--json", "r", "--pubkey", &pubkey]);
+    assert_eq!(verified.code, 13, "{verified:?}");
+    let checks = verified.json()["verify"]["checks"].as_array().cloned().unwrap_or_default();
+    let failed: Vec<(String, String)> = checks
+        .iter()
+        .filter(|c| c["ok"] == false)
+        .map(|c| (c["name"].as_str().unwrap_or("").to_string(), c["detail"].as_str().unwrap_or("").to_string()))
+        .collect();
+    assert_eq!(failed, vec![("halt_derivation".to_string(), MISMATCH.to_string())], "{verified:?}");
+}
+
 /// A check writing a JUnit report of `tests` tests (`t::t0`, `t::t1`, ...) of which `t::t0` fails.
 fn junit_check(tests: usize) -> String {
     format!(

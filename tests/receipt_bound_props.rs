@@ -16,7 +16,7 @@ use proptest::prelude::*;
 use serde_json::{json, Value};
 
 /// How many variants `Event` has (`index` gives each one of 0..VARIANTS).
-const VARIANTS: usize = 32;
+const VARIANTS: usize = 33;
 
 /// The place of each variant; a new variant fails to compile here.
 fn index(e: &Event) -> usize {
@@ -53,6 +53,7 @@ fn index(e: &Event) -> usize {
         Event::ProbeVerdict(_) => 29,
         Event::Preconditions(_) => 30,
         Event::Unknown => 31,
+        Event::SealResumed(_) => 32,
     }
 }
 
@@ -140,6 +141,7 @@ fn template(i: usize, n: usize, s: &str) -> Value {
         30 => json!({"type": "preconditions", "probe_receipt": s, "probe_id": s, "envelope_sha256": s, "gates": list(json!({"gate": s})), "runs": 1, "flake_rate_bound": 0.1, "halt_reason": halt, "detail": s}),
         // An event type this version does not know is never appended by it (it decodes without a body).
         31 => json!({"type": "a_later_type", "anything": strings()}),
+        32 => json!({"type": "seal_resumed", "run_id": s, "previous_state": s, "halt_reason": halt, "pid": 1}),
         _ => unreachable!("no template for variant {i}"),
     };
     body

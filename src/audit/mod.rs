@@ -5,6 +5,8 @@
 //!
 //! - [`verify`]: the named checks of a run, in order.
 //! - [`attest`]: the operator's signature added to a run that verifies.
+//! - [`tree_guards`]: `verify --repo`, the syntax-tree guards re-run on the recorded trees.
 
 pub mod attest;
+pub mod tree_guards;
 pub mod verify;

@@ -1,19 +1,23 @@
 //! Offline verification of a sealed run: needs only the run directory and the operator's public
 //! key. No agent, no check, no network.
 //!
-//! Checks, in order: the receipt's hash chain; every `run_key` event is endorsed by the operator key
+//! Checks, in order: the receipt's hash chain; after the halt, nothing but the seal's completion
+//! by a resume (`seal_completion`, said when anything follows it); a halted run is sealed
+//! (`sealed`, said when it is not); every `run_key` event is endorsed by the operator key
 //! over the line before it; the envelope is a DSSE envelope of an in-toto Statement; it carries a
 //! valid signature by the last endorsed run key; the receipt subject's digest is the receipt's;
 //! the predicate equals the one recomputed from the receipt; every other signature is a valid
 //! operator attestation by the given key (a signature by any other key fails verification); with
 //! a judge, its records read again from the run's artifacts (`crate::engine::judge::verify_records`).
+//! With a repository holding the run's trees (`verify --repo`), last, the tree guards re-run on
+//! them ([`super::tree_guards`]).
 
 use crate::receipt::chain;
 use crate::receipt::dsse::{Envelope, IN_TOTO_PAYLOAD_TYPE};
 use crate::receipt::events::{Event, Recorded};
 use crate::receipt::history::History;
 use crate::receipt::keys;
-use crate::receipt::seal::{operator_keyid, run_keyid, ENVELOPE_FILE, ENVELOPE_MAX_BYTES, RECEIPT_FILE};
+use crate::receipt::seal::{operator_keyid, run_keyid, AfterHalt, ENVELOPE_FILE, ENVELOPE_MAX_BYTES, RECEIPT_FILE};
 use crate::receipt::statement::{self, PREDICATE_TYPE, STATEMENT_TYPE};
 use crate::safefs::SafeDir;
 use ed25519_dalek::VerifyingKey;
@@ -98,6 +102,21 @@ pub fn endorsements(records: &[Recorded], lines: &[&[u8]], run_id: &str, operato
 
 /// Verify the sealed run in `run_dir` against the operator's public key.
 pub fn verify_run(run_dir: &SafeDir, operator: &VerifyingKey) -> Verification {
+    verify_checks(run_dir, operator).0
+}
+
+/// [`verify_run`], then, when every check before could run, the tree guards re-run on the trees
+/// `repo` holds (`tree_guards`). `Err` only when the repository cannot be used.
+pub fn verify_run_with_repo(run_dir: &SafeDir, operator: &VerifyingKey, repo: &super::tree_guards::Repo) -> Result<Verification, super::tree_guards::RepoError> {
+    let (mut v, events) = verify_checks(run_dir, operator);
+    if let Some(events) = events {
+        super::tree_guards::check(&events, repo, &mut v)?;
+    }
+    Ok(v)
+}
+
+/// The checks, and the receipt's events when every check could run to the end.
+fn verify_checks(run_dir: &SafeDir, operator: &VerifyingKey) -> (Verification, Option<Vec<Event>>) {
     let mut v = Verification { operator_key: Some(keys::fingerprint(operator)), ..Default::default() };
 
     // 1. The hash chain.
@@ -105,21 +124,21 @@ pub fn verify_run(run_dir: &SafeDir, operator: &VerifyingKey) -> Verification {
         Ok(bytes) => bytes,
         Err(e) => {
             v.fail("receipt_chain", e.to_string());
-            return v;
+            return (v, None);
         }
     };
     let verified = match chain::verify(&receipt) {
         Ok(c) => c,
         Err(e) => {
             v.fail("receipt_chain", e.to_string());
-            return v;
+            return (v, None);
         }
     };
     let records = match Recorded::decode_all(&verified.events) {
         Ok(records) => records,
         Err(e) => {
             v.fail("receipt_chain", e.to_string());
-            return v;
+            return (v, None);
         }
     };
     let history = History::fold(&records);
@@ -131,8 +150,10 @@ pub fn verify_run(run_dir: &SafeDir, operator: &VerifyingKey) -> Verification {
     // artifact present restores an event whose bound gives back exactly the recorded line
     // (`bounded::resolve`); an absent one is said, not failed. Checked before the envelope, so
     // it is said whether or not the seal holds.
+    // The restored events are what the tree guards are compared with.
+    let mut restored = records.clone();
     if records.iter().any(|r| matches!(r.event, Event::Externalised(_))) {
-        let found = crate::receipt::bounded::resolve(&mut records.clone(), run_dir);
+        let found = crate::receipt::bounded::resolve(&mut restored, run_dir);
         if found.forged.is_empty() {
             let mut detail = "every externalised event is the bound's record of the event it follows".to_string();
             if !found.unrestorable.is_empty() {
@@ -143,9 +164,37 @@ pub fn verify_run(run_dir: &SafeDir, operator: &VerifyingKey) -> Verification {
             v.fail("externalised_events", found.forged.join("; "));
         }
     }
+    // What follows the halt: nothing, or only the seal's completion by the resume that finished
+    // it after its supervisor died (`seal_resumed`, then its run key; `receipt::seal::after_halt`).
+    // Said only when something follows the halt.
+    match crate::receipt::seal::after_halt(&records) {
+        Ok(AfterHalt::NotHalted | AfterHalt::Nothing) => {}
+        Ok(AfterHalt::Completions { resumes, keyed: true }) => v.pass(
+            "seal_completion",
+            format!("the halt is followed only by the seal's completion ({resumes} seal_resumed, each run key minted and endorsed after the halt by the resume that finished the seal)"),
+        ),
+        Ok(AfterHalt::Completions { keyed: false, .. }) => {
+            v.fail("seal_completion", "the last seal_resumed after the halt has no run_key after it");
+        }
+        Err(why) => {
+            v.fail("seal_completion", why);
+        }
+    }
+    // A halt recorded but never sealed: its supervisor died between the halt line and the seal.
+    if let (Some(halt), false) = (&history.halt, run_dir.exists(ENVELOPE_FILE)) {
+        v.fail(
+            "sealed",
+            format!(
+                "the run halted ({}) but was never sealed: there is no {ENVELOPE_FILE} (the supervisor died between the halt and the seal); `loopexec run --resume {}` finishes the seal",
+                halt.halt_reason,
+                crate::inert::inert(v.run_id.as_deref().unwrap_or("RUN"))
+            ),
+        );
+        return (v, None);
+    }
     let run_id = v.run_id.clone().unwrap_or_default();
     let Some(stmt) = verify_envelope(run_dir, operator, &receipt, &verified, &records, &run_id, PREDICATE_TYPE, &mut v) else {
-        return v;
+        return (v, None);
     };
     match statement::predicate(&history) {
         Ok(expected) if Some(&expected) == stmt.get("predicate") => v.pass("predicate_matches_log", "predicate recomputed from the receipt matches"),
@@ -159,15 +208,7 @@ pub fn verify_run(run_dir: &SafeDir, operator: &VerifyingKey) -> Verification {
     // The halt replayed: it must follow from the observations the receipt recorded
     // (`rules::derive`), with the lists the receipt moved to artifacts read back whole where
     // they match their digests; what the rule cannot replay is said by name, never passed silently.
-    let replayed = match records.iter().any(|r| matches!(r.event, Event::Externalised(_))) {
-        true => {
-            let mut restored = records.clone();
-            crate::receipt::bounded::resolve(&mut restored, run_dir);
-            History::fold(&restored)
-        }
-        false => history.clone(),
-    };
-    match crate::rules::derive::derive_halt(&replayed) {
+    match crate::rules::derive::derive_halt(&History::fold(&restored)) {
         Ok(Some(derivation)) => v.pass("halt_derivation", derivation.detail()),
         Ok(None) => {
             v.fail("halt_derivation", "the receipt records no halt");
@@ -218,7 +259,7 @@ pub fn verify_run(run_dir: &SafeDir, operator: &VerifyingKey) -> Verification {
             v.fail("artifacts", found.mismatched.join("; "));
         }
     }
-    v
+    (v, Some(restored.into_iter().map(|r| r.event).collect()))
 }
 
 /// The steps every sealed receipt shares (a run's, a probe's): every `run_key` event endorsed by
@@ -380,6 +421,90 @@ mod tests {
         Fixture { _tmp: tmp, run_dir, operator }
     }
 
+    /// A run of two iterations halted success_condition_met whose supervisor died before
+    /// sealing, then `after` appended after the halt (with the run key `sealing` endorsed where
+    /// `after` holds a `run_key`), then the statement signed by `sealing` whatever the layout.
+    fn sealed_after_halt(name: &str, after: &[&str]) -> Fixture {
+        let tmp = tempfile::tempdir().unwrap();
+        let generated = generate_operator_key(&tmp.path().join("keys"), false).unwrap();
+        let operator = OperatorKey::load(&generated.private_key).unwrap();
+        let run_path = tmp.path().join(name);
+        std::fs::create_dir(&run_path).unwrap();
+        let run_dir = SafeDir::open(&run_path).unwrap();
+        let mut log = ReceiptLog::create(&run_dir, RECEIPT_FILE).unwrap();
+        log.append_event(&sample::run_start(name)).unwrap();
+        endorse_run_key(&mut log, name, &RunKey::mint(), &operator).unwrap();
+        for i in 1..=2 {
+            log.append_event(&Event::IterationStart { iteration: i }).unwrap();
+            log.append_event(&sample::exec_result(i, 0)).unwrap();
+            log.append_event(&sample::check_result(i, if i == 2 { 0 } else { 1 })).unwrap();
+        }
+        log.append_event(&sample::halt(crate::halt::HaltReason::SuccessConditionMet, 2)).unwrap();
+        let sealing = RunKey::mint();
+        for kind in after {
+            match *kind {
+                "seal_resumed" => {
+                    let resumed = crate::receipt::events::SealResumed { run_id: name.into(), previous_state: Some("running".into()), halt_reason: crate::halt::HaltReason::SuccessConditionMet, pid: 2 };
+                    log.append_event(&Event::SealResumed(resumed)).unwrap();
+                }
+                "run_key" => {
+                    endorse_run_key(&mut log, name, &sealing, &operator).unwrap();
+                }
+                other => {
+                    log.append_event(&Event::IterationStart { iteration: other.parse().unwrap() }).unwrap();
+                }
+            }
+        }
+        let receipt = std::fs::read(run_path.join(RECEIPT_FILE)).unwrap();
+        let verified = chain::verify(&receipt).unwrap();
+        let history = History::of_lines(&verified.events).unwrap();
+        let subjects = vec![statement::subject(RECEIPT_FILE, "sha256", &verified.file_sha256)];
+        let stmt = statement::statement(subjects, statement::predicate(&history).unwrap());
+        crate::receipt::seal::sign_statement(&run_dir, sealing, &stmt, verified.file_sha256).unwrap();
+        Fixture { _tmp: tmp, run_dir, operator }
+    }
+
+    #[test]
+    fn a_run_sealed_by_the_resume_that_finished_its_seal_verifies() {
+        let f = sealed_after_halt("resealed", &["seal_resumed", "run_key"]);
+        let v = verify_run(&f.run_dir, &f.operator.verifying_key());
+        assert!(v.ok(), "{:?}", v.checks);
+        let check = v.checks.iter().find(|c| c.name == "seal_completion").unwrap();
+        assert_eq!(
+            check.detail,
+            "the halt is followed only by the seal's completion (1 seal_resumed, each run key minted and endorsed after the halt by the resume that finished the seal)"
+        );
+    }
+
+    #[test]
+    fn an_iteration_chained_after_the_halt_fails_seal_completion_even_under_a_valid_seal() {
+        let f = sealed_after_halt("extended", &["seal_resumed", "3", "run_key"]);
+        let v = verify_run(&f.run_dir, &f.operator.verifying_key());
+        assert_eq!(failed(&v), vec!["seal_completion"]);
+    }
+
+    #[test]
+    fn a_run_key_endorsed_after_the_halt_without_a_seal_resumed_fails_seal_completion() {
+        let f = sealed_after_halt("rekeyed", &["run_key"]);
+        let v = verify_run(&f.run_dir, &f.operator.verifying_key());
+        assert_eq!(failed(&v), vec!["seal_completion"]);
+    }
+
+    #[test]
+    fn sealing_refuses_a_receipt_with_an_iteration_after_its_halt() {
+        let f = sealed_after_halt("refused", &["seal_resumed", "run_key"]);
+        let (mut log, _) = ReceiptLog::open(&f.run_dir, RECEIPT_FILE).unwrap();
+        let key = RunKey::mint();
+        log.append_event(&Event::IterationStart { iteration: 3 }).unwrap();
+        log.append_event(&Event::SealResumed(crate::receipt::events::SealResumed { run_id: "refused".into(), previous_state: None, halt_reason: crate::halt::HaltReason::SuccessConditionMet, pid: 3 })).unwrap();
+        endorse_run_key(&mut log, "refused", &key, &f.operator).unwrap();
+        let refused = seal_run(&f.run_dir, key, vec![]).unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            "receipt line 12: event iteration_start after the halt (line 9); only a seal_resumed and its run_key may follow a halt"
+        );
+    }
+
     fn failed(v: &Verification) -> Vec<&'static str> {
         v.checks.iter().filter(|c| !c.ok).map(|c| c.name).collect()
     }
@@ -433,7 +558,8 @@ mod tests {
         let (mut log, _) = ReceiptLog::open(&dir, RECEIPT_FILE).unwrap();
         log.append("note", serde_json::Map::new()).unwrap();
         assert_ne!(std::fs::read(&path).unwrap(), text);
-        assert_eq!(failed(&verify_run(&f.run_dir, &f.operator.verifying_key())), vec!["subject_digest"]);
+        // The appended event follows the halt, which only the seal's completion may.
+        assert_eq!(failed(&verify_run(&f.run_dir, &f.operator.verifying_key())), vec!["seal_completion", "subject_digest"]);
     }
 
     #[test]

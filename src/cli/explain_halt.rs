@@ -2,7 +2,8 @@
 //! (`done`, `raise_the_limit`, `do_not_retry`, `fix_the_check`, `human_needed`;
 //! [`crate::convergence::verdict`]), its evidence (the |F_i| trajectory of failing targets over the
 //! accepted iterations, the decisive iterations) and the exact next command. Everything comes from
-//! the receipt alone, so `verify` reaches the same verdict offline ([`verdict_of`]).
+//! the receipt alone, so `verify` reaches the same verdict offline ([`verdict_of`]). A halt that
+//! does not follow from its observations, or that was never sealed, gets no verdict: it is said.
 
 use super::receipt_source::{self, ReceiptArgs};
 use crate::convergence::verdict::{explain, Explanation, Verdict};
@@ -159,6 +160,13 @@ fn summary(reason: &str, detail: &str, verdict: &HaltVerdict) -> String {
     }
 }
 
+/// Whether the run's envelope is beside its receipt (`receipt`'s directory holds
+/// `envelope.dsse.json`, not followed if a symlink).
+fn envelope_beside(receipt: &std::path::Path) -> bool {
+    let dir = receipt.parent().unwrap_or(std::path::Path::new(""));
+    std::fs::symlink_metadata(dir.join(crate::receipt::seal::ENVELOPE_FILE)).is_ok()
+}
+
 fn list(items: impl IntoIterator<Item = String>) -> String {
     items.into_iter().collect::<Vec<_>>().join(", ")
 }
@@ -185,6 +193,23 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
                 json!({"halted": true, "consistent": false, "summary": summary, "derived": mismatch.derived, "derived_at": mismatch.iteration, "verdict": Value::Null}),
             )
             .human(format!("run {run_id}: {summary}; no verdict is given on it (loopexec verify names the check that fails)\n")));
+    }
+    // A halt recorded but never sealed (its supervisor died between the two) gets no verdict
+    // until the resume that finishes the seal: it is said, with that command.
+    if let (Some(halt), false) = (&history.halt, envelope_beside(&loaded.path)) {
+        let resume = format!("loopexec run --resume {}", quote(&run_id));
+        let summary = format!(
+            "halted {} at iteration {}, but the run is not sealed (its supervisor died between the halt and the seal); `{resume}` finishes the seal",
+            halt.halt_reason, halt.iteration
+        );
+        return Ok(out
+            .field("halt_reason", halt.halt_reason.as_str())
+            .field("iteration", halt.iteration)
+            .field(
+                "explanation",
+                json!({"halted": true, "sealed": false, "consistent": true, "summary": summary, "next_command": resume, "verdict": Value::Null}),
+            )
+            .human(format!("run {run_id}: {summary}; no verdict is given on it before it is sealed\n")));
     }
     let (Some(halt), Some(verdict)) = (&history.halt, verdict_of(history)) else {
         let why = match history.last_stop {

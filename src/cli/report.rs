@@ -1,5 +1,5 @@
 //! `loopexec report`: a digest of a run's receipt (verified first): configuration, one line per
-//! iteration, and how it ended. Of a probe's receipt (`--receipt .loopexec/probes/<id>/receipt.jsonl`):
+//! iteration, and how it ended, with that halt re-derived from the recorded observations. Of a probe's receipt (`--receipt .loopexec/probes/<id>/receipt.jsonl`):
 //! what was probed, the runs, the bound, the verdict and gates, and whether the runs give that verdict.
 
 use super::receipt_source::{self, ReceiptArgs};
@@ -100,6 +100,17 @@ fn egress_summary(receipt: &std::path::Path, history: &History) -> Value {
     }
 }
 
+/// The recorded halt re-derived from the recorded observations by the rule `verify`, `run
+/// --resume` and `explain-halt` use (`rules::derive`): `consistent` false when it does not follow;
+/// null fields on a run that has not halted.
+fn halt_derivation(history: &History) -> Value {
+    match crate::rules::derive::derive_halt(history) {
+        Ok(None) => json!({"consistent": null, "replayed": null, "detail": null}),
+        Ok(Some(d)) => json!({"consistent": true, "replayed": d.not_replayed.is_none(), "detail": d.detail()}),
+        Err(m) => json!({"consistent": false, "replayed": true, "detail": m.detail, "derived": m.derived, "derived_at": m.iteration}),
+    }
+}
+
 pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     let loaded = receipt_source::load(&args.source)?;
     if crate::receipt::probe::is_probe_receipt(&loaded.chain.events) {
@@ -176,6 +187,11 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
         Some(h) => human.push_str(&format!("halt   {} (exit {}): {}\n", h.halt_reason, h.exit_code, inert(&h.detail))),
         None => human.push_str("not halted (resumable)\n"),
     }
+    let derivation = halt_derivation(history);
+    if let Some(line) = derivation["detail"].as_str() {
+        let lead = if derivation["consistent"] == json!(false) { "HALT DOES NOT FOLLOW" } else { "derived" };
+        human.push_str(&format!("       {lead}: {}\n", inert(line)));
+    }
     let delivery = halt.and_then(|h| h.delivery.as_ref());
     if let Some((branch, d)) = delivery.and_then(|d| Some((d.branch.as_deref()?, d))) {
         human.push_str(&format!(
@@ -214,6 +230,7 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
         },
         "iterations": history.iterations.iter().map(iteration_json).collect::<Vec<_>>(),
         "halt": history.halt_line,
+        "halt_derivation": derivation,
         "delivery": delivery,
         "egress": egress,
         "interruptions": history.interruptions,

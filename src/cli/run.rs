@@ -384,7 +384,10 @@ fn render(run: RunOutcome) -> Outcome {
     let (mut out, headline, detail) = match &run.end {
         LoopEnd::Halted { reason, detail } => (
             Outcome::halted("run", *reason),
-            format!("halted      {reason}"),
+            match run.finished_seal {
+                true => format!("halted      {reason} (recorded before its supervisor died; this resume sealed it)"),
+                false => format!("halted      {reason}"),
+            },
             Some(detail.clone()),
         ),
         LoopEnd::Paused => (
@@ -416,6 +419,10 @@ fn render(run: RunOutcome) -> Outcome {
             "max_iterations": run.max_iterations,
             "failing_count": run.failing_count,
             "resumed": run.resumed,
+            // Every halt returned is sealed; `finished_seal`: by this resume, after the
+            // supervisor that recorded the halt died before sealing it.
+            "sealed": matches!(run.end, LoopEnd::Halted { .. }),
+            "finished_seal": run.finished_seal,
             "detail": detail,
             "signal": match run.end { LoopEnd::Interrupted { signal } => json!(interrupt::signal_name(signal)), _ => json!(null) },
         }),

@@ -5,7 +5,7 @@ use crate::error::CmdResult;
 use crate::halt::ExitClass;
 use crate::output::Outcome;
 use crate::receipt::keys::load_public_key;
-use crate::audit::verify::verify_run;
+use crate::audit::verify::{verify_run, verify_run_with_repo};
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -20,14 +20,26 @@ pub struct Args {
     /// Directory holding .loopexec/ (for a run id).
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub workdir: PathBuf,
+    /// A git repository holding the run's trees (the operator's): re-run the tree guards on t0
+    /// and on each iteration's tree it holds, and compare with the receipt (`tree_guards`).
+    #[arg(long, value_name = "DIR")]
+    pub repo: Option<PathBuf>,
 }
 
 pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     let operator = load_public_key(&args.pubkey).map_err(super::keygen::key_failure)?;
     let run_dir = super::sealed_run::open(&args.run, &args.workdir)?;
+    let repo = args.repo.as_deref().map(crate::audit::tree_guards::Repo::open).transpose().map_err(|e| e.failure())?;
     // A probe's receipt (`probe-check`, `doctor --check`) verifies with its verdict recomputed.
     let probe = holds_probe_receipt(&run_dir);
-    let mut verification = if probe { crate::receipt::probe::verify_probe(&run_dir, &operator) } else { verify_run(&run_dir, &operator) };
+    if probe && repo.is_some() {
+        return Err(crate::error::Failure::usage("--repo re-runs a run's tree guards: a probe's receipt records no tree"));
+    }
+    let mut verification = match &repo {
+        _ if probe => crate::receipt::probe::verify_probe(&run_dir, &operator),
+        Some(repo) => verify_run_with_repo(&run_dir, &operator, repo).map_err(|e| e.failure())?,
+        None => verify_run(&run_dir, &operator),
+    };
     // A run id names a run: a probe's receipt copied under runs/ is not passed off as one.
     if probe && !args.run.contains('/') {
         verification.fail_step("receipt_kind", format!("run {} holds a probe's receipt, not a run's", crate::inert::inert(&args.run)));
@@ -35,6 +47,11 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     let mut human = String::new();
     for check in &verification.checks {
         human.push_str(&format!("{:<4} {:<22} {}\n", if check.ok { "ok" } else { "FAIL" }, check.name, crate::inert::inert(&check.detail)));
+    }
+    if repo.is_none() && !probe {
+        human.push_str("tree guards not re-run: pass --repo\n");
+    } else if !probe && !verification.checks.iter().any(|c| c.name == crate::audit::tree_guards::CHECK) {
+        human.push_str("tree guards not re-run: the checks before them did not pass\n");
     }
     let ok = verification.ok();
     // The operator's verdict, as `explain-halt` computes it from the same receipt.
@@ -70,10 +87,13 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     Ok(out.human(human))
 }
 
-/// The verdict on the run's halt from its receipt alone (none when it does not verify or the run
-/// has not halted).
+/// The verdict on the run's halt from its receipt alone (none when it does not verify, the run
+/// has not halted, or its halt was never sealed: `explain-halt` gives none then either).
 fn halt_verdict(run_dir: &crate::safefs::SafeDir) -> Option<super::explain_halt::HaltVerdict> {
     use crate::receipt::chain;
+    if !run_dir.exists(crate::receipt::seal::ENVELOPE_FILE) {
+        return None;
+    }
     let bytes = run_dir.read(crate::receipt::seal::RECEIPT_FILE, chain::MAX_RECEIPT_BYTES).ok()?;
     let verified = chain::verify(&bytes).ok()?;
     let history = crate::receipt::history::History::of_lines(&verified.events).ok()?;

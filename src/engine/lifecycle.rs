@@ -1,7 +1,8 @@
 //! The run lifecycle: starting a run or resuming one (one [`ActiveRun`] either way), its lock,
 //! keys and state file, the agent's credential, and the three ways a call ends (a halt, sealed;
 //! a pause after `--once`; an operator interrupt). The iterations themselves are
-//! [`super::iteration`]'s.
+//! [`super::iteration`]'s; finishing the seal of a halt whose supervisor died before sealing is
+//! [`super::seal_window`]'s.
 
 use super::commands::operator_env;
 use super::config::{LoopConfig, MODE_CHECK_FIXPOINT};
@@ -271,6 +272,24 @@ pub fn resume(
     if let (Some(_), Err(mismatch)) = (&history.halt, crate::rules::derive::derive_halt(&history)) {
         return Err(Failure::workspace(format!("{}: the recorded halt does not follow from its observations: {}", run.receipt_path().display(), mismatch.detail))
             .with_hint("the receipt was tampered with or written by a faulty supervisor; `loopexec verify` names the failing check"));
+    }
+    // A halt recorded by a supervisor that died before sealing it: this resume finishes the seal
+    // (once: a sealed run is final).
+    if history.halt.is_some() && !run.dir().exists(crate::receipt::seal::ENVELOPE_FILE) {
+        let records = crate::receipt::events::Recorded::decode_all(&lines).map_err(|e| Failure::workspace(format!("{}: {e}", run.receipt_path().display())))?;
+        let unsealed = super::seal_window::Unsealed {
+            statedir,
+            run_id: &run_id,
+            run: &run,
+            log,
+            records: &records,
+            history: &history,
+            max_iterations: cfg.max_iterations,
+            previous_state: previous,
+        };
+        let outcome = super::seal_window::finish_seal(unsealed, operator);
+        drop(lock);
+        return outcome;
     }
     if let Some(halt) = &history.halt {
         return Err(Failure::new(
@@ -609,6 +628,7 @@ impl<'a> ActiveRun<'a> {
             state: self.state.state,
             isolation: self.state.isolation.clone(),
             resumed: self.resumed,
+            finished_seal: false,
         }
     }
 
@@ -648,6 +668,9 @@ impl<'a> ActiveRun<'a> {
             detail: detail.clone(),
             delivery,
         }))?;
+        // Tests kill the supervisor here, between the halt line and the seal (`seal_window`).
+        #[cfg(debug_assertions)]
+        super::test_pause::at(super::test_pause::BEFORE_SEAL);
         self.seal()?;
         self.state.state = RunPhase::Halted;
         self.state.halt_reason = Some(reason.as_str().into());

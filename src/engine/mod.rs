@@ -69,7 +69,10 @@ pub mod sentinel;
 pub mod replay;
 pub mod revert;
 pub mod seats;
+mod seal_window;
 pub mod targets;
+#[cfg(debug_assertions)]
+mod test_pause;
 pub mod sink;
 pub mod zone_setup;
 
@@ -108,4 +111,7 @@ pub struct RunOutcome {
     pub state: RunPhase,
     pub isolation: String,
     pub resumed: bool,
+    /// This call only finished the seal of a halt recorded by a supervisor that died before
+    /// sealing (`run --resume`; `seal_window`).
+    pub finished_seal: bool,
 }

@@ -37,6 +37,10 @@ pub enum Event {
     CheckResult(CheckResult),
     IterationInterrupted { iteration: u64, cause: String },
     RunResumed(RunResumed),
+    /// A `run --resume` that found the run halted but not sealed (its supervisor died between
+    /// the `halt` line and the seal) and finished the seal: only its own `run_key` follows it
+    /// (docs/receipt.md, "The crash window between halt and seal").
+    SealResumed(SealResumed),
     RunInterrupted { signal: String, iteration: u64 },
     /// The agent's credential was minted by the operator's hook (never the secret itself).
     CredentialMinted { env: String, duration_ms: u64 },
@@ -117,6 +121,7 @@ impl Event {
             Event::CheckResult(_) => "check_result",
             Event::IterationInterrupted { .. } => "iteration_interrupted",
             Event::RunResumed(_) => "run_resumed",
+            Event::SealResumed(_) => "seal_resumed",
             Event::RunInterrupted { .. } => "run_interrupted",
             Event::CredentialMinted { .. } => "credential_minted",
             Event::CredentialRevoked(_) => "credential_revoked",
@@ -591,6 +596,17 @@ pub struct RunResumed {
     /// The resuming supervisor's scope, as in `run_start`.
     #[serde(default)]
     pub cgroup_scope: Option<Value>,
+}
+
+/// The resume that finished the seal of a run halted but never sealed (`seal_resumed`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SealResumed {
+    pub run_id: String,
+    /// The state.json phase the run was left in (null when unreadable).
+    pub previous_state: Option<String>,
+    /// The recorded halt this resume seals.
+    pub halt_reason: HaltReason,
+    pub pid: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -89,6 +89,9 @@ pub struct History {
     /// The last `halt` (a run has at most one) and its line.
     pub halt: Option<HaltRecord>,
     pub halt_line: Option<Map<String, Value>>,
+    /// Bodies of the `seal_resumed` events: resumes that finished the seal of the halt (listed
+    /// in the predicate when there are any).
+    pub seal_resumes: Vec<Map<String, Value>>,
     /// Bodies of events whose type starts with `guard` (listed in the predicate).
     pub guard_bodies: Vec<Map<String, Value>>,
     /// The iterations an `adequacy` event (the canary) was recorded for.
@@ -181,6 +184,7 @@ impl History {
                 self.resumes += 1;
                 self.last_stop = Some(LastStop::Resumed);
             }
+            Event::SealResumed(_) => self.seal_resumes.push(recorded.body()),
             Event::RunInterrupted { .. } => {
                 self.interruptions += 1;
                 self.last_stop = Some(LastStop::Interrupted);

@@ -32,8 +32,9 @@ pub enum PredicateError {
 pub fn predicate(history: &History) -> Result<Value, PredicateError> {
     let run_start = history.start_line.as_ref().ok_or(PredicateError::NoRunStart)?;
     let halt = history.halt_line.as_ref().ok_or(PredicateError::NoHalt)?;
-    // A run mints a new key when it resumes after a crash (the old one died with the process):
-    // every run_key event is listed, and the last one seals.
+    // A run mints a new key when it resumes after a crash (the old one died with the process),
+    // also after its halt when the crash came before the seal: every run_key event is listed,
+    // and the last one seals.
     if history.run_keys.is_empty() {
         return Err(PredicateError::NoRunKey);
     }
@@ -54,13 +55,21 @@ pub fn predicate(history: &History) -> Result<Value, PredicateError> {
         })
         .collect();
     let guards: Vec<Value> = history.guard_bodies.iter().cloned().map(Value::Object).collect();
-    Ok(json!({
+    let mut predicate = json!({
         "run": body(run_start),
         "run_keys": history.run_keys,
         "iterations": iterations,
         "guards": guards,
         "halt": body(halt),
-    }))
+    });
+    // A run whose supervisor died between the halt and the seal was sealed by the resume that
+    // finished it (`seal_resumed`, then its run key): listed, so the statement alone says that
+    // its sealing key was minted after the halt. Absent otherwise (earlier receipts' predicates
+    // are unchanged).
+    if let (false, Some(fields)) = (history.seal_resumes.is_empty(), predicate.as_object_mut()) {
+        fields.insert("seal_resumed".into(), Value::Array(history.seal_resumes.iter().cloned().map(Value::Object).collect()));
+    }
+    Ok(predicate)
 }
 
 /// Build the Statement: subjects are matched by digest.

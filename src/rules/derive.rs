@@ -15,7 +15,9 @@
 //!   snapshot's protected changes, each guard finding, the confirmations, the check's verdict and
 //!   evidence, the progress event's ratchet and no-convergence judgement, the held-out check, the
 //!   judge's answer, the awareness findings) equals the recorded reason, and a success stands on
-//!   the confirmation reruns the run asks for;
+//!   the confirmation reruns the run asks for. An interrupted iteration decides nothing, as the
+//!   engine's resume holds: a halt recorded at its number by the resume follows only as the cap it
+//!   used, or is a supervisor failure accepted as recorded;
 //! - a halt before the first iteration: the t0 baseline's decision, from its record.
 //!
 //! What it does not re-derive, and says so by name ([`Derivation::not_replayed`] for the halt,
@@ -218,7 +220,17 @@ pub fn derive_halt(history: &History) -> Result<Option<Derivation>, Mismatch> {
         return accept(derived, Some(format!("halted at iteration {} before any recorded agent step of it (a run-level halt: the iteration cap, the machinery)", halt.iteration)), skipped);
     };
     derived += 1;
-    let step = decide(Mode::CheckFixpoint, record, max_iterations);
+    // An interrupted iteration (a signal, a supervisor lost) decides nothing, whatever stages it
+    // recorded: the resume goes on from the next one (engine::lifecycle's `pending`), so only the
+    // cap it used or a failure of the resume itself (a mint hook, a zone) halts at its number.
+    let (step, name) = match &record.interrupted {
+        Some(cause) => (Step::Continue, format!("no halt: interrupted ({})", crate::inert::inert(cause))),
+        None => {
+            let step = decide(Mode::CheckFixpoint, record, max_iterations);
+            let name = step_name(&step);
+            (step, name)
+        }
+    };
     match &step {
         // A success stands on its confirmation reruns (a disagreeing one decided a flake above).
         Step::Halt(HaltReason::SuccessConditionMet, _) if recorded == HaltReason::SuccessConditionMet => {
@@ -229,21 +241,18 @@ pub fn derive_halt(history: &History) -> Result<Option<Derivation>, Mismatch> {
         // The machine failing after its stages decided is its own record (a delivery that
         // could not be made, a zone that could not start the next stage); a recorded success is never one of these.
         Step::Halt(..) | Step::Continue if operational(recorded) => {
-            accept(derived, Some(format!("{recorded} records the supervisor's own failure at iteration {}, accepted as recorded ({} by the stages)", record.iteration, step_name(&step))), skipped)
+            accept(derived, Some(format!("{recorded} records the supervisor's own failure at iteration {}, accepted as recorded ({name} by the stages)", record.iteration)), skipped)
         }
         Step::Continue if recorded == HaltReason::MaxIterationsReached && record.iteration >= max_iterations => accept(derived, None, skipped),
         // A green whose later stages (confirmations, judge, canary) were never recorded: only the
         // supervisor's failure can end it.
-        _ => {
-            let name = step_name(&step);
-            Err(Mismatch {
-                iteration: record.iteration,
-                judgement: "halt",
-                recorded,
-                detail: format!("the halt records {recorded} at iteration {}, but that iteration's recorded stages decide {name}", record.iteration),
-                derived: name,
-            })
-        }
+        _ => Err(Mismatch {
+            iteration: record.iteration,
+            judgement: "halt",
+            recorded,
+            detail: format!("the halt records {recorded} at iteration {}, but that iteration's recorded stages decide {name}", record.iteration),
+            derived: name,
+        }),
     }
 }
 
@@ -252,10 +261,15 @@ mod tests {
     use super::*;
     use crate::receipt::events::{sample, Event, Recorded};
 
-    fn history(checks: &[i32], halt: HaltReason, at: u64) -> History {
+    /// A `run_start` as this version writes it: its cap and its progress limits pinned.
+    fn start() -> Event {
         let Event::RunStart(mut start) = sample::run_start("r") else { unreachable!() };
         start.config["progress"] = serde_json::json!(crate::convergence::rules::Limits::default());
-        let mut events = vec![Event::RunStart(start)];
+        Event::RunStart(start)
+    }
+
+    fn history(checks: &[i32], halt: HaltReason, at: u64) -> History {
+        let mut events = vec![start()];
         for (i, code) in checks.iter().enumerate() {
             let n = i as u64 + 1;
             events.push(Event::IterationStart { iteration: n });
@@ -316,6 +330,68 @@ mod tests {
     fn a_halt_at_an_iteration_the_receipt_never_started_is_a_mismatch() {
         let found = derive_halt(&history(&[1], HaltReason::NoProgressDetected, 4)).unwrap_err();
         assert_eq!(found.detail, "the halt records no_progress_detected at iteration 4, but the receipt started no iteration past 1");
+    }
+
+    /// `history` of red `checks`, then one more iteration that recorded its agent step (and, when
+    /// `green`, a green check) before it was interrupted by SIGINT, with `halt` recorded at its
+    /// number by the resume that followed.
+    fn interrupted_at_the_last(checks: &[i32], green: bool, halt: HaltReason) -> History {
+        let mut events = vec![start()];
+        let checked = |n: u64, code: i32| {
+            let Event::CheckResult(mut check) = sample::check_result(n, code) else { unreachable!() };
+            check.evidence = None;
+            Event::CheckResult(check)
+        };
+        for (i, code) in checks.iter().enumerate() {
+            let n = i as u64 + 1;
+            events.extend([Event::IterationStart { iteration: n }, sample::exec_result(n, 0), checked(n, *code)]);
+        }
+        let last = checks.len() as u64 + 1;
+        events.push(Event::IterationStart { iteration: last });
+        if green {
+            events.extend([sample::exec_result(last, 0), checked(last, 0)]);
+        } else {
+            let Event::ExecResult(mut exec) = sample::exec_result(last, 0) else { unreachable!() };
+            exec.ending = crate::ending::Ending::Interrupted { signal: 2 };
+            events.push(Event::ExecResult(exec));
+        }
+        events.push(Event::IterationInterrupted { iteration: last, cause: "SIGINT".into() });
+        events.push(sample::halt(halt, last));
+        let recorded: Vec<Recorded> = events.into_iter().map(|event| Recorded { event, line: Default::default() }).collect();
+        History::fold(&recorded)
+    }
+
+    #[test]
+    fn the_cap_used_by_an_interrupted_last_iteration_follows_as_max_iterations_reached_whatever_it_recorded() {
+        // run_start pins max_iterations = 3; iterations 1 and 2 red, 3 interrupted in its agent
+        // step, or after a green check, before its confirmation.
+        for green in [false, true] {
+            let found = derive_halt(&interrupted_at_the_last(&[1, 1], green, HaltReason::MaxIterationsReached)).unwrap().unwrap();
+            assert_eq!(found, Derivation { recorded: HaltReason::MaxIterationsReached, iterations: 3, not_replayed: None, judgements_not_replayed: vec![] }, "green {green}");
+        }
+    }
+
+    #[test]
+    fn a_cap_claimed_at_an_interrupted_iteration_before_the_cap_is_a_mismatch() {
+        let found = derive_halt(&interrupted_at_the_last(&[1], false, HaltReason::MaxIterationsReached)).unwrap_err();
+        assert_eq!(found.detail, "the halt records max_iterations_reached at iteration 2, but that iteration's recorded stages decide no halt: interrupted (SIGINT)");
+    }
+
+    #[test]
+    fn a_supervisor_failure_at_the_resume_after_an_interrupted_iteration_is_accepted_as_recorded() {
+        let found = derive_halt(&interrupted_at_the_last(&[1], false, HaltReason::CredentialScopeInvalid)).unwrap().unwrap();
+        assert_eq!(
+            found.not_replayed.as_deref(),
+            Some("credential_scope_invalid records the supervisor's own failure at iteration 2, accepted as recorded (no halt: interrupted (SIGINT) by the stages)")
+        );
+    }
+
+    #[test]
+    fn a_judgement_claimed_at_an_interrupted_iteration_is_a_mismatch_even_after_a_green_check() {
+        for (green, claimed) in [(true, HaltReason::SuccessConditionMet), (false, HaltReason::NoProgressDetected)] {
+            let found = derive_halt(&interrupted_at_the_last(&[1, 1], green, claimed)).unwrap_err();
+            assert_eq!((found.iteration, found.derived.as_str()), (3, "no halt: interrupted (SIGINT)"), "{claimed}");
+        }
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 pub mod calc;
 pub mod targets;
+pub mod verdicts;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
