@@ -190,7 +190,7 @@ fn verify_checks(run_dir: &SafeDir, operator: &VerifyingKey) -> (Verification, O
                 crate::inert::inert(v.run_id.as_deref().unwrap_or("RUN"))
             ),
         );
-        return v;
+        return (v, None);
     }
     let run_id = v.run_id.clone().unwrap_or_default();
     let Some(stmt) = verify_envelope(run_dir, operator, &receipt, &verified, &records, &run_id, PREDICATE_TYPE, &mut v) else {
