@@ -5,6 +5,8 @@
 //!
 //! - [`verify`]: the named checks of a run, in order.
 //! - [`attest`]: the operator's signature added to a run that verifies.
+//! - [`probe`]: the checks of a probe receipt, and of the doctor receipt a run pinned.
 
 pub mod attest;
+pub mod probe;
 pub mod verify;

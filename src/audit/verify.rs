@@ -36,9 +36,9 @@ pub struct Verification {
     pub halt_reason: Option<String>,
     pub operator_key: Option<String>,
     pub attested: bool,
-    /// A `doctor = true` run's pinned doctor receipt, as found (`receipt::probe::verify_pinned`).
+    /// A `doctor = true` run's pinned doctor receipt, as found (`super::probe::verify_pinned`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub pinned_probe: Option<crate::receipt::probe::PinnedProbe>,
+    pub pinned_probe: Option<super::probe::PinnedProbe>,
 }
 
 impl Verification {
@@ -55,7 +55,7 @@ impl Verification {
         self
     }
 
-    /// A passed step, for the other sealed receipts' verifiers (`receipt::probe`).
+    /// A passed step, for the other sealed receipts' verifiers (`super::probe`).
     pub(crate) fn pass_step(&mut self, name: &'static str, detail: impl Into<String>) {
         self.pass(name, detail);
     }
@@ -179,7 +179,7 @@ pub fn verify_run(run_dir: &SafeDir, operator: &VerifyingKey) -> Verification {
     // 6. A `doctor = true` run's doctor receipt, pinned by its envelope's digest: verified in
     // full when it is beside the run; an absent one is said, not failed (like an artifact).
     if let Some(pin) = &history.preconditions {
-        let (pinned, found) = crate::receipt::probe::verify_pinned(pin, run_dir, operator);
+        let (pinned, found) = super::probe::verify_pinned(pin, run_dir, operator);
         v.pinned_probe = Some(pinned);
         match found {
             Ok(detail) => v.pass("probe_receipt", detail),

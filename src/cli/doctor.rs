@@ -195,7 +195,7 @@ pub fn gates_run(
 ) -> CmdResult<GatesRun> {
     use crate::trust::gates::{first_failure, run_gates, GateVerdict};
     let (determinism, mut reports) = run_gates(target, settings)?;
-    let adequacy_skipped = match adequacy.map(|a| super::doctor_adequacy::gate(target, a, settings.jobs, determinism.summary.modal.class == crate::trust::probe::RunClass::Pass)).transpose()? {
+    let adequacy_skipped = match adequacy.map(|a| super::doctor_adequacy::gate(target, a, settings.jobs, determinism.summary.modal.class == crate::receipt::probe::RunClass::Pass)).transpose()? {
         Some(Ok(report)) => {
             reports.push(report);
             None

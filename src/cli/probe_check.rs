@@ -10,16 +10,16 @@ use crate::engine::loopfile;
 use crate::error::{CmdResult, Failure};
 use crate::halt::HaltReason;
 use crate::output::{aligned, Outcome};
+use crate::rules::probe::ProbeVerdict;
+use crate::rules::stats::{Confidence, FlakeRate};
 use crate::safefs::SafeDir;
 use crate::trust::determinism::{default_jobs, probe, DeterminismProbe, ProbeSettings};
 use crate::trust::perturb::parse_dimensions;
-use crate::trust::probe::ProbeVerdict;
 use crate::trust::runner::CheckTarget;
-use crate::trust::stats::{Confidence, FlakeRate};
 use crate::zones::Isolation;
 use std::path::PathBuf;
 
-use crate::trust::stats::{DEFAULT_CONFIDENCE, DEFAULT_MAX_FLAKE_RATE};
+use crate::rules::stats::{DEFAULT_CONFIDENCE, DEFAULT_MAX_FLAKE_RATE};
 
 /// Which check, where: shared by `probe-check` and `doctor --check`.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -114,7 +114,7 @@ impl ProbeArgs {
     /// its range is refused naming it (exit 20).
     pub fn resolve(&self, file: Option<&ConfigInput>) -> CmdResult<ProbeSettings> {
         let trust = file.map(|f| f.trust.clone()).unwrap_or_default();
-        let usage = |e: crate::trust::stats::StatsError| Failure::usage(format!("--{}: {e}", e_flag(&e)));
+        let usage = |e: crate::rules::stats::StatsError| Failure::usage(format!("--{}: {e}", e_flag(&e)));
         let target = FlakeRate::new(self.max_flake_rate.or(trust.max_flake_rate).unwrap_or(DEFAULT_MAX_FLAKE_RATE)).map_err(usage)?;
         let confidence = Confidence::new(self.confidence.or(trust.confidence).unwrap_or(DEFAULT_CONFIDENCE)).map_err(usage)?;
         let dimensions = parse_dimensions(self.perturb.as_deref().unwrap_or("")).map_err(|e| Failure::usage(format!("--perturb: {e}")))?;
@@ -129,16 +129,16 @@ impl ProbeArgs {
     }
 }
 
-fn e_flag(e: &crate::trust::stats::StatsError) -> &'static str {
+fn e_flag(e: &crate::rules::stats::StatsError) -> &'static str {
     match e {
-        crate::trust::stats::StatsError::Confidence(_) => "confidence",
+        crate::rules::stats::StatsError::Confidence(_) => "confidence",
         _ => "max-flake-rate",
     }
 }
 
 /// The verdict's name as the output and docs spell it.
 pub fn verdict_name(verdict: &ProbeVerdict) -> &'static str {
-    crate::receipt::probe::verdict_name(verdict)
+    verdict.name()
 }
 
 /// The human lines of a determinism probe.

@@ -27,7 +27,7 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     let run_dir = super::sealed_run::open(&args.run, &args.workdir)?;
     // A probe's receipt (`probe-check`, `doctor --check`) verifies with its verdict recomputed.
     let probe = holds_probe_receipt(&run_dir);
-    let mut verification = if probe { crate::receipt::probe::verify_probe(&run_dir, &operator) } else { verify_run(&run_dir, &operator) };
+    let mut verification = if probe { crate::audit::probe::verify_probe(&run_dir, &operator) } else { verify_run(&run_dir, &operator) };
     // A run id names a run: a probe's receipt copied under runs/ is not passed off as one.
     if probe && !args.run.contains('/') {
         verification.fail_step("receipt_kind", format!("run {} holds a probe's receipt, not a run's", crate::inert::inert(&args.run)));

@@ -14,12 +14,13 @@
 //! reach the check whatever the zone's environment policy says.
 
 use super::perturb::RunPlan;
-use super::probe::{Outcome, RunClass};
 use crate::engine::check::{run_check, Artifacts, ReportSource};
 use crate::engine::operator_env;
 use crate::rules::verdict::Verdict;
 use crate::error::{CmdResult, Failure};
+use crate::receipt::probe::RunClass;
 use crate::receipt::store::fs_failure;
+use crate::rules::probe::Outcome;
 use crate::safefs::SafeDir;
 use crate::testreport::paths::ReportPatterns;
 use crate::zones::setup::ZoneSetup;
