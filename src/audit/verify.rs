@@ -6,7 +6,7 @@
 //! valid signature by the last endorsed run key; the receipt subject's digest is the receipt's;
 //! the predicate equals the one recomputed from the receipt; every other signature is a valid
 //! operator attestation by the given key (a signature by any other key fails verification); with
-//! a judge, its records read again from the run's artifacts (`crate::engine::judge::verify_records`).
+//! a judge, its records read again from the run's artifacts (`super::judge`).
 
 use crate::receipt::chain;
 use crate::receipt::dsse::{Envelope, IN_TOTO_PAYLOAD_TYPE};
@@ -168,7 +168,7 @@ pub fn verify_run(run_dir: &SafeDir, operator: &VerifyingKey) -> Verification {
         }
     }
     // 5. The judge's records, read again from the run's artifacts (runs with a judge only).
-    match crate::engine::judge::verify_records(&history, run_dir) {
+    match super::judge::verify_records(&history, run_dir) {
         Some(Ok(detail)) => v.pass("judge_records", detail),
         Some(Err(detail)) => {
             v.fail("judge_records", detail);
