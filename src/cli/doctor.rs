@@ -146,6 +146,7 @@ pub fn gate_loop(
         check: cfg.check.clone(),
         timeout_ms: cfg.check_timeout_ms,
         reports: cfg.report_patterns(),
+        zone_owner: crate::engine::probe_run::zone_owner(cfg.isolation, cfg.check_policy.as_ref().map(|p| p.source.as_str()))?,
     };
     let settings = crate::cli::probe_check::ProbeArgs::default().resolve(Some(input))?;
     let preflight = match cfg.isolation {

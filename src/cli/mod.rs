@@ -142,7 +142,7 @@ impl Command {
             Command::Replay(args) => replay::run(args, json),
             Command::Reexecute(args) => reexecute::run(args, json),
             Command::ProbeCheck(args) => probe_check::run(args, json),
-            Command::ProbeRun(args) => crate::trust::zone_run::command(&args.spec),
+            Command::ProbeRun(args) => crate::engine::probe_run::command(&args.spec),
         }
     }
 }

@@ -105,7 +105,8 @@ impl CheckTargetArgs {
         }
         let reports = if self.report.is_empty() { file.map(|f| f.report.clone()).unwrap_or_default() } else { self.report.clone() };
         crate::testreport::paths::ReportPatterns::new(&reports).map_err(|e| Failure::invalid_input(e.to_string()))?;
-        Ok(CheckTarget { workdir, isolation, check_policy, check, timeout_ms: ((secs * 1000.0).round() as u64).max(1), reports })
+        let zone_owner = crate::engine::probe_run::zone_owner(isolation, check_policy.as_deref())?;
+        Ok(CheckTarget { workdir, isolation, check_policy, check, timeout_ms: ((secs * 1000.0).round() as u64).max(1), reports, zone_owner })
     }
 }
 

@@ -3,6 +3,10 @@
 //! record (`record`: the signed probe receipt). The pure parts it decides with sit below it: the
 //! statistics and the probe's verdict are `crate::rules::stats` and `crate::rules::probe`, the
 //! receipt's types `crate::receipt::probe`.
+//!
+//! Nothing here reaches the engine: a probe run's process runs its check with the engine's check
+//! runner (`crate::engine::probe_run`, started as `loopexec __probe-run`), and what the exec zone
+//! needs of the engine's policies is handed in by the caller ([`runner::CheckTarget`]).
 pub mod determinism;
 pub mod gates;
 pub mod perturb;
