@@ -89,14 +89,14 @@ pub fn run(args: DoctorArgs, json: bool) -> CmdResult<Outcome> {
     if args.target.check.is_none() {
         return isolation_preflight(&args, json);
     }
-    let workdir = crate::cli::run::absolute_workdir(&args.target.workdir)?;
+    let workdir = crate::cli::operator::absolute_workdir(&args.target.workdir)?;
     let wd = crate::safefs::SafeDir::open(&workdir).map_err(|e| Failure::workspace(format!("workdir: {e}")))?;
     let file = crate::engine::loopfile::load(&wd)?;
     let input = file.as_ref().map(|(input, _)| input);
     let settings = args.probe.resolve(input)?;
     let target = args.target.resolve(input)?;
     // The gates' receipt is signed: without the operator key no check runs.
-    let operator = crate::cli::run::load_operator_key(args.operator_key.as_deref())?;
+    let operator = crate::cli::operator::load_operator_key(args.operator_key.as_deref())?;
     let statedir = crate::receipt::store::StateDir::open_or_create(&workdir)?;
     let preflight = match target.isolation {
         crate::zones::Isolation::Native => {

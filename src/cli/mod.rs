@@ -16,6 +16,7 @@ pub mod init;
 pub mod isolate;
 pub mod keygen;
 pub mod loop_args;
+pub mod operator;
 pub mod policy;
 pub mod probe_check;
 pub mod receipt_source;

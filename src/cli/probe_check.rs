@@ -87,12 +87,12 @@ fn loop_file(workdir: &std::path::Path) -> CmdResult<Option<(ConfigInput, LoopFi
 impl CheckTargetArgs {
     /// The check target: flags over loop.toml over defaults.
     pub fn resolve(&self, file: Option<&ConfigInput>) -> CmdResult<CheckTarget> {
-        let workdir = super::run::absolute_workdir(&self.workdir)?;
+        let workdir = super::operator::absolute_workdir(&self.workdir)?;
         let check = self.check.clone().or_else(|| file.and_then(|f| f.check.clone())).filter(|c| !c.trim().is_empty()).ok_or_else(|| {
             Failure::workspace("no check configured: nothing to probe").with_hint("give --check '<command>' or set `check = \"...\"` in loop.toml")
         })?;
         let isolation = self.isolation.or(file.and_then(|f| f.isolation)).unwrap_or(Isolation::Native);
-        let check_policy = self.check_policy.as_deref().map(super::run::policy_source).or_else(|| file.and_then(|f| f.check_policy.clone()));
+        let check_policy = self.check_policy.as_deref().map(super::operator::policy_source).or_else(|| file.and_then(|f| f.check_policy.clone()));
         if isolation == Isolation::None && check_policy.is_some() {
             return Err(Failure::usage("a policy applies only to native isolation, not to --isolation none"));
         }
@@ -170,13 +170,13 @@ pub fn flaky_detail(p: &DeterminismProbe) -> String {
 }
 
 pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
-    let workdir = super::run::absolute_workdir(&args.target.workdir)?;
+    let workdir = super::operator::absolute_workdir(&args.target.workdir)?;
     let file = loop_file(&workdir)?;
     let input = file.as_ref().map(|(input, _)| input);
     let settings = args.probe.resolve(input)?;
     let target = args.target.resolve(input)?;
     // The receipt is signed: without the operator key no check runs.
-    let operator = super::run::load_operator_key(args.operator_key.as_deref())?;
+    let operator = super::operator::load_operator_key(args.operator_key.as_deref())?;
     let statedir = crate::receipt::store::StateDir::open_or_create(&workdir)?;
     let result = probe(&target, &settings)?;
     let mut out = match &result.summary.verdict {
