@@ -36,7 +36,7 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
         return Err(crate::error::Failure::usage("--repo re-runs a run's tree guards: a probe's receipt records no tree"));
     }
     let mut verification = match &repo {
-        _ if probe => crate::receipt::probe::verify_probe(&run_dir, &operator),
+        _ if probe => crate::audit::probe::verify_probe(&run_dir, &operator),
         Some(repo) => verify_run_with_repo(&run_dir, &operator, repo).map_err(|e| e.failure())?,
         None => verify_run(&run_dir, &operator),
     };

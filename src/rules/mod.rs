@@ -11,10 +11,16 @@
 //! - [`derive`]: whether a recorded halt follows from the recorded observations (verdicts replayed, not trusted).
 //! - [`judge`]: the halt a judged green comes to, from the recorded answer.
 //! - [`holdout`]: a success the held-out check did not find green does not stand.
+//! - [`stats`]: the exact bounds of oracle trust (runs to certify, Clopper-Pearson, Wilson).
+//! - [`probe`]: the verdict of a probe's runs (certified, not certified, varies, and what broke it).
+//! - [`probe_replay`]: whether a probe receipt's verdict and gates follow from its runs and evidence.
 
 pub mod decide;
 pub mod derive;
 pub mod holdout;
 pub mod judge;
 pub mod mode;
+pub mod probe;
+pub mod probe_replay;
+pub mod stats;
 pub mod verdict;
