@@ -152,4 +152,5 @@ fn verify_fails_a_validly_sealed_forged_success_on_the_halt_derivation_alone_nam
         .map(|c| (c["name"].as_str().unwrap_or("").to_string(), c["detail"].as_str().unwrap_or("").to_string()))
         .collect();
     assert_eq!(failed, vec![("halt_derivation".to_string(), MISMATCH.to_string())], "{verified:?}");
+    assert_eq!(verified.json().get("verdict"), None, "a receipt that does not verify gets no verdict");
 }
