@@ -40,6 +40,16 @@ pub struct StreamRecord {
     pub truncated: bool,
 }
 
+impl StreamRecord {
+    /// The stream's artifact bytes, when the whole stream fits `max_bytes` (`None`: it does not,
+    /// it has no artifact, or the artifact cannot be read). The judge's answer is read with it,
+    /// live by the engine and again by `verify`.
+    pub fn artifact_within(&self, run_dir: &crate::safefs::SafeDir, max_bytes: u64) -> Option<Vec<u8>> {
+        let rel = self.artifact.as_deref()?;
+        (self.bytes <= max_bytes).then(|| run_dir.read(rel, max_bytes).ok()).flatten()
+    }
+}
+
 /// Both streams of one command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CapturedOutput {

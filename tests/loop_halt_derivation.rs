@@ -154,6 +154,7 @@ fn verify_fails_a_validly_sealed_forged_success_on_the_halt_derivation_alone_nam
         .map(|c| (c["name"].as_str().unwrap_or("").to_string(), c["detail"].as_str().unwrap_or("").to_string()))
         .collect();
     assert_eq!(failed, vec![("halt_derivation".to_string(), MISMATCH.to_string())], "{verified:?}");
+    assert_eq!(verified.json().get("verdict"), None, "a receipt that does not verify gets no verdict");
 }
 
 /// A check writing a JUnit report of `tests` tests (`t::t0`, `t::t1`, ...) of which `t::t0` fails.

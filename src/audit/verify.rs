@@ -8,7 +8,7 @@
 //! valid signature by the last endorsed run key; the receipt subject's digest is the receipt's;
 //! the predicate equals the one recomputed from the receipt; every other signature is a valid
 //! operator attestation by the given key (a signature by any other key fails verification); with
-//! a judge, its records read again from the run's artifacts (`crate::engine::judge::verify_records`).
+//! a judge, its records read again from the run's artifacts (`super::judge`).
 //! With a repository holding the run's trees (`verify --repo`), last, the tree guards re-run on
 //! them ([`super::tree_guards`]).
 
@@ -40,9 +40,9 @@ pub struct Verification {
     pub halt_reason: Option<String>,
     pub operator_key: Option<String>,
     pub attested: bool,
-    /// A `doctor = true` run's pinned doctor receipt, as found (`receipt::probe::verify_pinned`).
+    /// A `doctor = true` run's pinned doctor receipt, as found (`super::probe::verify_pinned`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub pinned_probe: Option<crate::receipt::probe::PinnedProbe>,
+    pub pinned_probe: Option<super::probe::PinnedProbe>,
 }
 
 impl Verification {
@@ -59,7 +59,7 @@ impl Verification {
         self
     }
 
-    /// A passed step, for the other sealed receipts' verifiers (`receipt::probe`).
+    /// A passed step, for the other sealed receipts' verifiers (`super::probe`).
     pub(crate) fn pass_step(&mut self, name: &'static str, detail: impl Into<String>) {
         self.pass(name, detail);
     }
@@ -218,7 +218,7 @@ fn verify_checks(run_dir: &SafeDir, operator: &VerifyingKey) -> (Verification, O
         }
     }
     // 5. The judge's records, read again from the run's artifacts (runs with a judge only).
-    match crate::engine::judge::verify_records(&history, run_dir) {
+    match super::judge::verify_records(&history, run_dir) {
         Some(Ok(detail)) => v.pass("judge_records", detail),
         Some(Err(detail)) => {
             v.fail("judge_records", detail);
@@ -229,7 +229,7 @@ fn verify_checks(run_dir: &SafeDir, operator: &VerifyingKey) -> (Verification, O
     // 6. A `doctor = true` run's doctor receipt, pinned by its envelope's digest: verified in
     // full when it is beside the run; an absent one is said, not failed (like an artifact).
     if let Some(pin) = &history.preconditions {
-        let (pinned, found) = crate::receipt::probe::verify_pinned(pin, run_dir, operator);
+        let (pinned, found) = super::probe::verify_pinned(pin, run_dir, operator);
         v.pinned_probe = Some(pinned);
         match found {
             Ok(detail) => v.pass("probe_receipt", detail),

@@ -124,7 +124,7 @@ fn check_run(problems: &mut Problems, runs: &SafeDir, name: &str) -> u64 {
 }
 
 pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
-    let statedir = StateDir::open_for_inspection(&super::run::absolute_workdir(&args.workdir)?)?;
+    let statedir = StateDir::open_for_inspection(&super::operator::absolute_workdir(&args.workdir)?)?;
     let root = statedir.root();
     let mut problems = Problems(Vec::new());
     problems.scan_entries(root);

@@ -89,14 +89,14 @@ pub fn run(args: DoctorArgs, json: bool) -> CmdResult<Outcome> {
     if args.target.check.is_none() {
         return isolation_preflight(&args, json);
     }
-    let workdir = crate::cli::run::absolute_workdir(&args.target.workdir)?;
+    let workdir = crate::cli::operator::absolute_workdir(&args.target.workdir)?;
     let wd = crate::safefs::SafeDir::open(&workdir).map_err(|e| Failure::workspace(format!("workdir: {e}")))?;
     let file = crate::engine::loopfile::load(&wd)?;
     let input = file.as_ref().map(|(input, _)| input);
     let settings = args.probe.resolve(input)?;
     let target = args.target.resolve(input)?;
     // The gates' receipt is signed: without the operator key no check runs.
-    let operator = crate::cli::run::load_operator_key(args.operator_key.as_deref())?;
+    let operator = crate::cli::operator::load_operator_key(args.operator_key.as_deref())?;
     let statedir = crate::receipt::store::StateDir::open_or_create(&workdir)?;
     let preflight = match target.isolation {
         crate::zones::Isolation::Native => {
@@ -146,6 +146,7 @@ pub fn gate_loop(
         check: cfg.check.clone(),
         timeout_ms: cfg.check_timeout_ms,
         reports: cfg.report_patterns(),
+        zone_owner: crate::engine::probe_run::zone_owner(cfg.isolation, cfg.check_policy.as_ref().map(|p| p.source.as_str()))?,
     };
     let settings = crate::cli::probe_check::ProbeArgs::default().resolve(Some(input))?;
     let preflight = match cfg.isolation {
@@ -195,7 +196,7 @@ pub fn gates_run(
 ) -> CmdResult<GatesRun> {
     use crate::trust::gates::{first_failure, run_gates, GateVerdict};
     let (determinism, mut reports) = run_gates(target, settings)?;
-    let adequacy_skipped = match adequacy.map(|a| super::doctor_adequacy::gate(target, a, settings.jobs, determinism.summary.modal.class == crate::trust::probe::RunClass::Pass)).transpose()? {
+    let adequacy_skipped = match adequacy.map(|a| super::doctor_adequacy::gate(target, a, settings.jobs, determinism.summary.modal.class == crate::receipt::probe::RunClass::Pass)).transpose()? {
         Some(Ok(report)) => {
             reports.push(report);
             None

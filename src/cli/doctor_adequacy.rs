@@ -11,7 +11,7 @@ use crate::error::{CmdResult, Failure};
 use crate::halt::HaltReason;
 use crate::mutation::{self, verdict::score, Adequacy, ChangedSource, Mutant, MutantOutcome, MutantResult};
 use crate::trust::gates::{GateReport, GateVerdict};
-use crate::trust::probe::RunClass;
+use crate::receipt::probe::RunClass;
 use crate::trust::runner::{execute_edited, CheckTarget, RunMode};
 use std::io::Read;
 use std::path::Path;

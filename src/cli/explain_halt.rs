@@ -309,7 +309,8 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
 /// its halt recomputed from its runs (as `verify` does), the operator's verdict on it, and the
 /// next command. A receipt whose runs do not give its recorded verdict is refused (exit 30).
 fn probe_explanation(loaded: &receipt_source::LoadedReceipt) -> CmdResult<Outcome> {
-    use crate::receipt::probe::{recompute, ProbeRecord};
+    use crate::receipt::probe::ProbeRecord;
+    use crate::rules::probe_replay::recompute;
     let bad = |e: String| crate::error::Failure::workspace(format!("{}: {e}", loaded.path.display()));
     let records = crate::receipt::events::Recorded::decode_all(&loaded.chain.events).map_err(|e| bad(e.to_string()))?;
     let record = ProbeRecord::of(&records).map_err(bad)?;

@@ -1,7 +1,7 @@
 //! `loopexec init`: create `.loopexec/` and a commented `loop.toml` in the workdir.
 
 use super::loop_args::LoopCommandArgs;
-use super::run::absolute_workdir;
+use super::operator::absolute_workdir;
 use crate::engine::loopfile::{self, LOOP_FILE};
 use crate::error::{CmdResult, Failure};
 use crate::output::{aligned, Outcome};

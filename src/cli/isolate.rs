@@ -7,7 +7,8 @@
 //! enforce on this host is checked when the run starts.
 
 use super::loop_args::LoopCommandArgs;
-use super::run::{absolute_workdir, ZoneArgs};
+use super::operator::absolute_workdir;
+use super::run::ZoneArgs;
 use crate::engine::config::LoopConfig;
 use crate::engine::detached::WORKSPACE_TARGET;
 use crate::engine::loopfile;

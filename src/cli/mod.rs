@@ -16,6 +16,7 @@ pub mod init;
 pub mod isolate;
 pub mod keygen;
 pub mod loop_args;
+pub mod operator;
 pub mod policy;
 pub mod probe_check;
 pub mod receipt_source;
@@ -142,7 +143,7 @@ impl Command {
             Command::Replay(args) => replay::run(args, json),
             Command::Reexecute(args) => reexecute::run(args, json),
             Command::ProbeCheck(args) => probe_check::run(args, json),
-            Command::ProbeRun(args) => crate::trust::zone_run::command(&args.spec),
+            Command::ProbeRun(args) => crate::engine::probe_run::command(&args.spec),
         }
     }
 }

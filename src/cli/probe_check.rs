@@ -10,16 +10,16 @@ use crate::engine::loopfile;
 use crate::error::{CmdResult, Failure};
 use crate::halt::HaltReason;
 use crate::output::{aligned, Outcome};
+use crate::rules::probe::ProbeVerdict;
+use crate::rules::stats::{Confidence, FlakeRate};
 use crate::safefs::SafeDir;
 use crate::trust::determinism::{default_jobs, probe, DeterminismProbe, ProbeSettings};
 use crate::trust::perturb::parse_dimensions;
-use crate::trust::probe::ProbeVerdict;
 use crate::trust::runner::CheckTarget;
-use crate::trust::stats::{Confidence, FlakeRate};
 use crate::zones::Isolation;
 use std::path::PathBuf;
 
-use crate::trust::stats::{DEFAULT_CONFIDENCE, DEFAULT_MAX_FLAKE_RATE};
+use crate::rules::stats::{DEFAULT_CONFIDENCE, DEFAULT_MAX_FLAKE_RATE};
 
 /// Which check, where: shared by `probe-check` and `doctor --check`.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -87,12 +87,12 @@ fn loop_file(workdir: &std::path::Path) -> CmdResult<Option<(ConfigInput, LoopFi
 impl CheckTargetArgs {
     /// The check target: flags over loop.toml over defaults.
     pub fn resolve(&self, file: Option<&ConfigInput>) -> CmdResult<CheckTarget> {
-        let workdir = super::run::absolute_workdir(&self.workdir)?;
+        let workdir = super::operator::absolute_workdir(&self.workdir)?;
         let check = self.check.clone().or_else(|| file.and_then(|f| f.check.clone())).filter(|c| !c.trim().is_empty()).ok_or_else(|| {
             Failure::workspace("no check configured: nothing to probe").with_hint("give --check '<command>' or set `check = \"...\"` in loop.toml")
         })?;
         let isolation = self.isolation.or(file.and_then(|f| f.isolation)).unwrap_or(Isolation::Native);
-        let check_policy = self.check_policy.as_deref().map(super::run::policy_source).or_else(|| file.and_then(|f| f.check_policy.clone()));
+        let check_policy = self.check_policy.as_deref().map(super::operator::policy_source).or_else(|| file.and_then(|f| f.check_policy.clone()));
         if isolation == Isolation::None && check_policy.is_some() {
             return Err(Failure::usage("a policy applies only to native isolation, not to --isolation none"));
         }
@@ -105,7 +105,8 @@ impl CheckTargetArgs {
         }
         let reports = if self.report.is_empty() { file.map(|f| f.report.clone()).unwrap_or_default() } else { self.report.clone() };
         crate::testreport::paths::ReportPatterns::new(&reports).map_err(|e| Failure::invalid_input(e.to_string()))?;
-        Ok(CheckTarget { workdir, isolation, check_policy, check, timeout_ms: ((secs * 1000.0).round() as u64).max(1), reports })
+        let zone_owner = crate::engine::probe_run::zone_owner(isolation, check_policy.as_deref())?;
+        Ok(CheckTarget { workdir, isolation, check_policy, check, timeout_ms: ((secs * 1000.0).round() as u64).max(1), reports, zone_owner })
     }
 }
 
@@ -114,7 +115,7 @@ impl ProbeArgs {
     /// its range is refused naming it (exit 20).
     pub fn resolve(&self, file: Option<&ConfigInput>) -> CmdResult<ProbeSettings> {
         let trust = file.map(|f| f.trust.clone()).unwrap_or_default();
-        let usage = |e: crate::trust::stats::StatsError| Failure::usage(format!("--{}: {e}", e_flag(&e)));
+        let usage = |e: crate::rules::stats::StatsError| Failure::usage(format!("--{}: {e}", e_flag(&e)));
         let target = FlakeRate::new(self.max_flake_rate.or(trust.max_flake_rate).unwrap_or(DEFAULT_MAX_FLAKE_RATE)).map_err(usage)?;
         let confidence = Confidence::new(self.confidence.or(trust.confidence).unwrap_or(DEFAULT_CONFIDENCE)).map_err(usage)?;
         let dimensions = parse_dimensions(self.perturb.as_deref().unwrap_or("")).map_err(|e| Failure::usage(format!("--perturb: {e}")))?;
@@ -129,16 +130,16 @@ impl ProbeArgs {
     }
 }
 
-fn e_flag(e: &crate::trust::stats::StatsError) -> &'static str {
+fn e_flag(e: &crate::rules::stats::StatsError) -> &'static str {
     match e {
-        crate::trust::stats::StatsError::Confidence(_) => "confidence",
+        crate::rules::stats::StatsError::Confidence(_) => "confidence",
         _ => "max-flake-rate",
     }
 }
 
 /// The verdict's name as the output and docs spell it.
 pub fn verdict_name(verdict: &ProbeVerdict) -> &'static str {
-    crate::receipt::probe::verdict_name(verdict)
+    verdict.name()
 }
 
 /// The human lines of a determinism probe.
@@ -169,13 +170,13 @@ pub fn flaky_detail(p: &DeterminismProbe) -> String {
 }
 
 pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
-    let workdir = super::run::absolute_workdir(&args.target.workdir)?;
+    let workdir = super::operator::absolute_workdir(&args.target.workdir)?;
     let file = loop_file(&workdir)?;
     let input = file.as_ref().map(|(input, _)| input);
     let settings = args.probe.resolve(input)?;
     let target = args.target.resolve(input)?;
     // The receipt is signed: without the operator key no check runs.
-    let operator = super::run::load_operator_key(args.operator_key.as_deref())?;
+    let operator = super::operator::load_operator_key(args.operator_key.as_deref())?;
     let statedir = crate::receipt::store::StateDir::open_or_create(&workdir)?;
     let result = probe(&target, &settings)?;
     let mut out = match &result.summary.verdict {

@@ -101,7 +101,7 @@ fn show(history: &History) -> Outcome {
 /// rejected it, and that iteration's layer is kept.
 fn accept(source: &ReceiptArgs, n: u64, key: &Path) -> CmdResult<Outcome> {
     let operator = OperatorKey::load(key).map_err(super::keygen::key_failure)?;
-    let statedir = StateDir::open(&super::run::absolute_workdir(&source.workdir)?)?;
+    let statedir = StateDir::open(&super::operator::absolute_workdir(&source.workdir)?)?;
     let run = statedir.resolve(source.run_id.as_deref())?;
     // Held until the event is appended: no loopexec process drives the run meanwhile.
     let _lock = run.lock()?;

@@ -49,7 +49,7 @@ pub fn load(args: &ReceiptArgs) -> CmdResult<LoadedReceipt> {
     let (path, bytes) = match &args.receipt {
         Some(path) => (path.clone(), read_file_nofollow(path)?),
         None => {
-            let statedir = StateDir::open(&super::run::absolute_workdir(&args.workdir)?)?;
+            let statedir = StateDir::open(&super::operator::absolute_workdir(&args.workdir)?)?;
             let run = statedir.resolve(args.run_id.as_deref())?;
             (run.receipt_path(), run.receipt_bytes()?)
         }

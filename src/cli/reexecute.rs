@@ -81,12 +81,12 @@ pub fn run(args: Args, json: bool) -> CmdResult<Outcome> {
     if args.samples == 0 || args.samples > MAX_SAMPLES {
         return Err(Failure::usage(format!("--samples must be between 1 and {MAX_SAMPLES}, got {}", args.samples)));
     }
-    let workdir = super::run::absolute_workdir(&args.workdir)?;
+    let workdir = super::operator::absolute_workdir(&args.workdir)?;
     let statedir = StateDir::open(&workdir)?;
     let original = statedir.resolve(Some(&args.run))?;
     let id = original.id().to_string();
     // Its hand acceptances decide the end state: verified against the operator key's public half.
-    let operator_pub = super::run::load_operator_key(args.operator_key.as_deref()).ok().map(|k| k.verifying_key());
+    let operator_pub = super::operator::load_operator_key(args.operator_key.as_deref()).ok().map(|k| k.verifying_key());
     let (cfg, history) = pinned_run(&original, operator_pub.as_ref())?;
     let original_reason = history
         .halt
@@ -122,7 +122,7 @@ pub fn run(args: Args, json: bool) -> CmdResult<Outcome> {
         check_same_t0(&history, &id)?;
     }
     let recorded_t0 = history.workspace.as_ref().map(|w| w.tree_id.clone());
-    let operator = super::run::load_operator_key(args.operator_key.as_deref())?;
+    let operator = super::operator::load_operator_key(args.operator_key.as_deref())?;
     interrupt::install().map_err(|e| Failure::internal(format!("installing signal handlers: {e}")))?;
     let mut progress = super::run::ProgressPrinter { json };
     let mut samples = Vec::new();

@@ -51,7 +51,7 @@ pub(crate) fn operator_public_key(explicit: Option<&std::path::Path>) -> CmdResu
 }
 
 pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
-    let statedir = StateDir::open(&super::run::absolute_workdir(&args.workdir)?)?;
+    let statedir = StateDir::open(&super::operator::absolute_workdir(&args.workdir)?)?;
     let run = statedir.resolve(Some(&args.run))?;
     let operator = operator_public_key(args.pubkey.as_deref())?;
     let r = replay(&statedir, &run, operator.as_ref())?;

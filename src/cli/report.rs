@@ -253,7 +253,8 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
 /// The report of a probe's receipt (`probe-check`, `doctor --check`): its verdict recomputed from
 /// its runs as `verify` does (without the signature, which needs the operator's public key).
 fn probe_report(loaded: &receipt_source::LoadedReceipt) -> CmdResult<Outcome> {
-    use crate::receipt::probe::{recompute, ProbeRecord};
+    use crate::receipt::probe::ProbeRecord;
+    use crate::rules::probe_replay::recompute;
     let bad = |e: String| crate::error::Failure::workspace(format!("{}: {e}", loaded.path.display()));
     let records = crate::receipt::events::Recorded::decode_all(&loaded.chain.events).map_err(|e| bad(e.to_string()))?;
     let record = ProbeRecord::of(&records).map_err(bad)?;

@@ -2,9 +2,9 @@
 //! one with `--resume <id>`, and report how it stopped.
 
 use crate::egress::EgressArgs;
+use super::operator::{absolute_workdir, load_operator_key, policy_source};
 use crate::engine::detached::WorkspaceMode;
 use crate::engine::config::{ConfigInput, EgressPins, LoopConfig, ModelPins, SamplingPins};
-use crate::receipt::keys::{default_key_dir, OperatorKey, PRIVATE_KEY_FILE};
 use crate::engine::sink::{EventSink, LoopEvent};
 use crate::engine::{self, loopfile, LoopEnd, RunOutcome};
 use crate::error::{CmdResult, Failure};
@@ -15,7 +15,7 @@ use crate::run_id::RunId;
 use crate::safefs::SafeDir;
 use crate::zones::{Backend, Isolation};
 use serde_json::json;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 const CONFIG_FLAGS: [&str; 42] = [
     "holdout_check",
@@ -278,39 +278,6 @@ impl Args {
             },
             ..self.zones.input()
         })
-    }
-}
-
-/// A policy flag as a pinned source: `builtin:<name>` stays, a path becomes absolute.
-pub(crate) fn policy_source(raw: &Path) -> String {
-    let text = raw.to_string_lossy();
-    if text.starts_with("builtin:") {
-        return text.into_owned();
-    }
-    std::path::absolute(raw).unwrap_or_else(|_| raw.to_path_buf()).to_string_lossy().into_owned()
-}
-
-/// The operator key that endorses run keys: `--operator-key`, or operator.key in the key dir.
-/// There is no default key: without one, no run starts.
-pub(crate) fn load_operator_key(explicit: Option<&Path>) -> CmdResult<OperatorKey> {
-    let path = match explicit {
-        Some(p) => p.to_path_buf(),
-        None => default_key_dir().map_err(super::keygen::key_failure)?.join(PRIVATE_KEY_FILE),
-    };
-    if explicit.is_none() && std::fs::symlink_metadata(&path).is_err() {
-        return Err(Failure::usage(format!("no operator key at {}: every run's receipt is endorsed by the operator's key", path.display()))
-            .with_hint("create one with `loopexec keygen`, or pass --operator-key FILE"));
-    }
-    OperatorKey::load(&path).map_err(super::keygen::key_failure)
-}
-
-/// The absolute workdir, which must be an existing directory.
-pub fn absolute_workdir(raw: &Path) -> CmdResult<PathBuf> {
-    let abs = std::path::absolute(raw).map_err(|e| Failure::io(raw, &e))?;
-    match std::fs::metadata(&abs) {
-        Ok(m) if m.is_dir() => Ok(abs),
-        Ok(_) => Err(Failure::workspace(format!("workdir {}: not a directory", abs.display()))),
-        Err(e) => Err(Failure::workspace(format!("workdir {}: {e}", abs.display())).with_hint("check --workdir")),
     }
 }
 

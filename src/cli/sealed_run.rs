@@ -11,7 +11,7 @@ pub fn open(target: &str, workdir: &Path) -> CmdResult<SafeDir> {
     if target.contains('/') {
         return SafeDir::open(&PathBuf::from(target)).map_err(fs_failure);
     }
-    let statedir = StateDir::open(&super::run::absolute_workdir(workdir)?)?;
+    let statedir = StateDir::open(&super::operator::absolute_workdir(workdir)?)?;
     let run = statedir.resolve(Some(target))?;
     SafeDir::open(run.path()).map_err(|e| Failure::workspace(e.to_string()))
 }

@@ -19,7 +19,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
-    let statedir = StateDir::open(&super::run::absolute_workdir(&args.workdir)?)?;
+    let statedir = StateDir::open(&super::operator::absolute_workdir(&args.workdir)?)?;
     let run = statedir.resolve(args.run_id.as_deref())?;
     let mut state = run.read_state()?;
     if state.state == RunPhase::Running {

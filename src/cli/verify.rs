@@ -36,7 +36,7 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
         return Err(crate::error::Failure::usage("--repo re-runs a run's tree guards: a probe's receipt records no tree"));
     }
     let mut verification = match &repo {
-        _ if probe => crate::receipt::probe::verify_probe(&run_dir, &operator),
+        _ if probe => crate::audit::probe::verify_probe(&run_dir, &operator),
         Some(repo) => verify_run_with_repo(&run_dir, &operator, repo).map_err(|e| e.failure())?,
         None => verify_run(&run_dir, &operator),
     };
@@ -54,8 +54,9 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
         human.push_str("tree guards not re-run: the checks before them did not pass\n");
     }
     let ok = verification.ok();
-    // The operator's verdict, as `explain-halt` computes it from the same receipt.
-    let verdict = halt_verdict(&run_dir);
+    // The operator's verdict, as `explain-halt` computes it from the same receipt: only of a
+    // receipt that verifies (a halt that does not follow, or a seal that does not hold, gets none).
+    let verdict = if ok { halt_verdict(&run_dir) } else { None };
     if let Some(verdict) = &verdict {
         human.push_str(&format!("verdict {} (loopexec explain-halt)\n", verdict.explanation.verdict.as_str()));
     }
@@ -87,7 +88,7 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     Ok(out.human(human))
 }
 
-/// The verdict on the run's halt from its receipt alone (none when it does not verify, the run
+/// The verdict on the run's halt from its receipt alone (the caller asks only when it verifies; none when the run
 /// has not halted, or its halt was never sealed: `explain-halt` gives none then either).
 fn halt_verdict(run_dir: &crate::safefs::SafeDir) -> Option<super::explain_halt::HaltVerdict> {
     use crate::receipt::chain;

@@ -267,11 +267,11 @@ pub struct LoopConfig {
 pub const DEFAULT_CONFIRM_RUNS: u64 = 1;
 
 fn default_max_flake_rate() -> f64 {
-    crate::trust::stats::DEFAULT_MAX_FLAKE_RATE
+    crate::rules::stats::DEFAULT_MAX_FLAKE_RATE
 }
 
 fn default_confidence() -> f64 {
-    crate::trust::stats::DEFAULT_CONFIDENCE
+    crate::rules::stats::DEFAULT_CONFIDENCE
 }
 
 /// One setting as given by a flag or the loop file, before defaults.
@@ -637,10 +637,10 @@ impl LoopConfig {
             loop_file,
             credentials: crate::engine::credentials::hooks_from_flags(input.mint_cmd, input.revoke_cmd, input.mint_env)?,
             confirm_runs: input.trust.confirm_runs.unwrap_or(DEFAULT_CONFIRM_RUNS),
-            max_flake_rate: crate::trust::stats::FlakeRate::new(input.trust.max_flake_rate.unwrap_or_else(default_max_flake_rate))
+            max_flake_rate: crate::rules::stats::FlakeRate::new(input.trust.max_flake_rate.unwrap_or_else(default_max_flake_rate))
                 .map_err(|e| Failure::usage(format!("max_flake_rate: {e}")))?
                 .get(),
-            confidence: crate::trust::stats::Confidence::new(input.trust.confidence.unwrap_or_else(default_confidence))
+            confidence: crate::rules::stats::Confidence::new(input.trust.confidence.unwrap_or_else(default_confidence))
                 .map_err(|e| Failure::usage(format!("confidence: {e}")))?
                 .get(),
             judge,

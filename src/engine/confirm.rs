@@ -23,7 +23,7 @@ use super::lifecycle::ActiveRun;
 use crate::rules::verdict::Verdict;
 use crate::error::{CmdResult, Failure};
 use crate::receipt::events::{CheckResult, ConfirmationRecord, Event};
-use crate::trust::stats::{stability_lower_bound, Confidence};
+use crate::rules::stats::{stability_lower_bound, Confidence};
 use crate::workspace::Snapshot;
 use crate::zones::Zone;
 

@@ -6,8 +6,9 @@
 //! the syntax-tree guards could not parse). It owns:
 //!
 //! - [`assess`], the pure assessment, shared by the loop and `doctor`;
-//! - [`CheckSight`], the part of one check's result the assessment reads (a probe run carries it
-//!   from its own process to doctor);
+//! - [`CheckSight::of_check`], the part of one check's result the assessment reads (the type is
+//!   `crate::testreport::sight`'s, below the engine, as a probe run carries it from its own
+//!   process to doctor);
 //! - the list `check_baseline` records (`inactive_guards`), and [`of_history`], the list of a
 //!   recorded run (a run without a baseline has no `check_baseline`: its pinned configuration
 //!   gives the list).
@@ -22,31 +23,11 @@ use crate::ending::Ending;
 use crate::receipt::events::{BlindCause, BlindGuard, Blindness, CheckResult, InactiveGuard};
 use crate::receipt::history::History;
 use crate::testreport::shown;
-use crate::testreport::sight::OutputSight;
+use crate::testreport::sight::{CheckSight, OutputSight};
 use crate::testreport::summary::Runner;
-use serde::{Deserialize, Serialize};
 
 /// At most this many files are named in a not-parsed finding.
 const NAMED_FILES: usize = 10;
-
-/// What one check run showed that the assessment reads.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct CheckSight {
-    /// How the check ended when it did not exit (none: it exited).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub not_exited: Option<String>,
-    /// Tests its sources named (none: no source named any).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub collected: Option<u64>,
-    /// Why a declared report could not be used.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub report_error: Option<String>,
-    /// Why a declared coverage report gave no usable coverage (none: it did, or none declared).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub coverage_unusable: Option<String>,
-    #[serde(default, skip_serializing_if = "OutputSight::is_empty")]
-    pub output: OutputSight,
-}
 
 fn ending_text(ending: &Ending) -> String {
     match ending {

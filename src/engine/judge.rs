@@ -7,21 +7,22 @@
 //! working directory is t0's tree, read-only: the judge is the operator's code whatever the agent
 //! rewrote; the agent's tree is beside it, read-only, as data (the packet's `trees`).
 //!
-//! This module owns the judge's pinned settings, the packet, the reading of its answer and the
-//! decision its record makes: approve keeps `success_condition_met`; a veto halts
-//! `reviewer_rejected` (`reward_hacking_detected` when the answer says so); a judge that crashed,
-//! timed out, wrote more than [`MAX_ANSWER_BYTES`] or something that is not an answer has not
-//! approved, and the run halts `escalation_pending` with the failure recorded. The judge is never
-//! asked on any other verdict, so it can never turn red into green.
+//! This module owns the judge's pinned settings, the packet, and asking the judge. What its answer
+//! comes to and the decision its record makes are `crate::rules::judge` (approve keeps
+//! `success_condition_met`; a veto halts `reviewer_rejected`, `reward_hacking_detected` when the
+//! answer says so; a judge that crashed, timed out, wrote more than
+//! [`crate::rules::judge::MAX_ANSWER_BYTES`] or something that is not an answer has not approved,
+//! and the run halts `escalation_pending` with the failure recorded); `verify` reads the records
+//! again with the same rules (`crate::audit::judge`). The judge is never asked on any other
+//! verdict, so it can never turn red into green.
 
 use super::config::PolicyPin;
-use crate::rules::decide::Step;
 use crate::capture::StreamRecord;
 use crate::ending::Ending;
 use crate::error::Failure;
-use crate::rules::judge::decide_on;
+use crate::rules::judge::{read_answer, required_reviews, Reading};
 use crate::inert::{inert, inert_bytes, inert_lines, inert_lines_bytes};
-use crate::receipt::events::{CheckResult, JudgeOutcome, JudgeRecord};
+use crate::receipt::events::{CheckResult, JudgeRecord};
 use crate::safefs::SafeDir;
 use crate::workspace::{Manifest, Snapshot};
 use crate::zones::{Backend, Isolation};
@@ -37,12 +38,6 @@ pub const T0_DIR_VAR: &str = "LOOPEXEC_T0_DIR";
 
 /// The packet's `schema`.
 pub const PACKET_SCHEMA: &str = "loopexec.judge.packet/1";
-/// The answer's `schema` (optional in an answer; when given it must be this).
-pub const ANSWER_SCHEMA: &str = "loopexec.judge.answer/1";
-/// Largest answer read: a judge that writes more has not answered.
-pub const MAX_ANSWER_BYTES: u64 = 16 * 1024;
-/// Characters of the judge's reason kept (longer ones are cut, marked `...[truncated]`).
-pub const MAX_REASON_CHARS: usize = 2000;
 /// Bytes of the end of each of the check's streams given in the packet.
 pub const LOG_EXCERPT_BYTES: usize = 8 * 1024;
 /// Test ids listed per set delta (the counts are always exact).
@@ -222,11 +217,6 @@ fn awareness(findings: &[crate::receipt::events::FindingRecord]) -> Value {
     })
 }
 
-/// The ids of the awareness findings a packet asks the judge to answer on.
-pub fn required_reviews(packet: &Value) -> Vec<String> {
-    packet["awareness"]["findings"].as_array().into_iter().flatten().filter_map(|f| f["id"].as_str().map(str::to_string)).collect()
-}
-
 /// The end of one captured stream of the check, escaped, with its exact size and digest.
 fn log_excerpt(run_dir: &SafeDir, stream: &StreamRecord) -> Value {
     let kept = stream.artifact.as_deref().and_then(|rel| run_dir.read(rel, (crate::capture::HEAD_BYTES + crate::capture::TAIL_BYTES) as u64 + 4096).ok());
@@ -345,101 +335,6 @@ fn file_patch(view: &TreeView<'_>, path: &[u8], in_t0: bool, in_tree: bool) -> R
     Ok(inert_lines(&text).into_owned())
 }
 
-/// The judge's answer on stdout (docs/guards.md has its schema).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Answer {
-    #[serde(default)]
-    schema: Option<String>,
-    verdict: AnswerVerdict,
-    reason: String,
-    #[serde(default)]
-    reward_hacking: bool,
-    /// The ids of the packet's awareness findings the judge answered on.
-    #[serde(default)]
-    reviewed: Vec<String>,
-}
-
-#[derive(Debug, Clone, Copy, Deserialize)]
-#[serde(rename_all = "snake_case")]
-enum AnswerVerdict {
-    Approve,
-    Veto,
-}
-
-/// What the judge's answer came to: the outcome, whether it said reward hacking, the reason
-/// (escaped, bounded) or the failure.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Reading {
-    pub outcome: JudgeOutcome,
-    pub reward_hacking: bool,
-    pub reason: String,
-}
-
-impl Reading {
-    fn failed(reason: String) -> Reading {
-        Reading { outcome: JudgeOutcome::Failed, reward_hacking: false, reason }
-    }
-}
-
-/// The reason as the receipt and the terminal get it: one escaped line of bounded length.
-fn bounded_reason(reason: &str) -> String {
-    let line = inert(reason.trim());
-    match line.char_indices().nth(MAX_REASON_CHARS) {
-        Some((cut, _)) => format!("{}...[truncated]", &line[..cut]),
-        None => line.into_owned(),
-    }
-}
-
-/// Read the judge's answer from how its command ended and what it wrote (`stdout`: the stdout
-/// artifact's bytes, `None` when it wrote nothing or the artifact cannot be read). `required`:
-/// the awareness findings the packet listed; an approval that does not name each in `reviewed`
-/// has not answered on them and is no approval.
-pub fn read_answer(ending: &Ending, stdout: &StreamRecord, bytes: Option<&[u8]>, required: &[String]) -> Reading {
-    match ending {
-        Ending::Exited { code: 0 } => {}
-        Ending::Exited { code } => return Reading::failed(format!("the judge exited {code}")),
-        Ending::Signaled { signal } => return Reading::failed(format!("the judge was killed by signal {signal}")),
-        Ending::TimedOut { after_ms } => return Reading::failed(format!("the judge timed out after {after_ms} ms")),
-        Ending::FailedToStart { reason } => return Reading::failed(format!("the judge could not start: {}", inert(reason))),
-        Ending::Interrupted { signal } => return Reading::failed(format!("the judge was interrupted by signal {signal}")),
-    }
-    if stdout.bytes > MAX_ANSWER_BYTES {
-        return Reading::failed(format!("the judge wrote {} bytes on stdout, more than the answer bound of {MAX_ANSWER_BYTES}", stdout.bytes));
-    }
-    let Some(bytes) = bytes.filter(|b| !b.is_empty()) else {
-        return Reading::failed("the judge wrote no answer on stdout".into());
-    };
-    let answer: Answer = match serde_json::from_slice(bytes) {
-        Ok(answer) => answer,
-        Err(e) => return Reading::failed(format!("the judge's stdout is not an answer: {}", inert(&e.to_string()))),
-    };
-    if let Some(schema) = answer.schema.as_deref().filter(|s| *s != ANSWER_SCHEMA) {
-        return Reading::failed(format!("the judge's answer has schema {:?}, not {ANSWER_SCHEMA:?}", inert(schema)));
-    }
-    if answer.reason.trim().is_empty() {
-        return Reading::failed("the judge's answer has an empty reason".into());
-    }
-    let outcome = match answer.verdict {
-        AnswerVerdict::Approve => JudgeOutcome::Approve,
-        AnswerVerdict::Veto => JudgeOutcome::Veto,
-    };
-    let unanswered: Vec<&str> = required.iter().filter(|id| !answer.reviewed.contains(id)).map(String::as_str).collect();
-    if outcome == JudgeOutcome::Approve && !unanswered.is_empty() {
-        return Reading::failed(format!(
-            "the judge approved without answering on the awareness findings {} (an approval must name each in `reviewed`)",
-            unanswered.join(", ")
-        ));
-    }
-    Reading { outcome, reward_hacking: answer.reward_hacking && outcome == JudgeOutcome::Veto, reason: bounded_reason(&answer.reason) }
-}
-
-/// The stdout artifact's bytes, when the judge's output fits the answer bound.
-pub fn answer_bytes(run_dir: &SafeDir, stdout: &StreamRecord) -> Option<Vec<u8>> {
-    let rel = stdout.artifact.as_deref()?;
-    (stdout.bytes <= MAX_ANSWER_BYTES).then(|| run_dir.read(rel, MAX_ANSWER_BYTES).ok()).flatten()
-}
-
 /// How asking the judge ended.
 pub enum Asked {
     /// Its answer, or its failure, to record.
@@ -492,65 +387,15 @@ pub fn ask(zone: &mut dyn crate::zones::Zone, mut cmd: crate::zones::ZoneCommand
     if let Ending::Interrupted { signal } = run.ending {
         return Ok(Asked::Interrupted(signal));
     }
-    let answer = answer_bytes(out.run_dir, &run.output.stdout);
+    let answer = run.output.stdout.artifact_within(out.run_dir, crate::rules::judge::MAX_ANSWER_BYTES);
     let reading = read_answer(&run.ending, &run.output.stdout, answer.as_deref(), &required);
     let egress = run.usage.egress.map(super::commands::egress_record);
     Ok(Asked::Recorded(Box::new(record(reading, run.ending, run.duration.as_millis() as u64, run.output.stdout, run.output.stderr, egress))))
 }
 
-/// What `verify` recomputes of the `judge` events from the run directory alone: each was asked
-/// on a green iteration no guard objected to; its packet artifact is the one pinned; its answer,
-/// read again from its stdout artifact, comes to the recorded outcome and reason; the halt of a
-/// judged iteration is the one its record decides. `None`: the run has no judge event.
-pub fn verify_records(history: &crate::receipt::history::History, run_dir: &SafeDir) -> Option<Result<String, String>> {
-    use sha2::Digest;
-    let judged: Vec<_> = history.iterations.iter().filter_map(|r| Some((r, r.judge.as_ref()?))).collect();
-    if judged.is_empty() {
-        return None;
-    }
-    let sha = |bytes: &[u8]| hex::encode(sha2::Sha256::digest(bytes));
-    for (record, judge) in &judged {
-        let n = judge.iteration;
-        let green = record.check.as_ref().is_some_and(|c| crate::rules::verdict::Verdict::of_check(c) == crate::rules::verdict::Verdict::Pass);
-        if !green || !record.guards.is_empty() {
-            return Some(Err(format!("iteration {n}: a judge event on a check that was not green or a step a guard objected to")));
-        }
-        let required = match run_dir.read(&judge.packet, judge.packet_bytes) {
-            Ok(packet) if sha(&packet) == judge.packet_sha256 => serde_json::from_slice::<Value>(&packet).map(|p| required_reviews(&p)).unwrap_or_default(),
-            Ok(_) => return Some(Err(format!("iteration {n}: the judge's packet {} is not the one the receipt pins", judge.packet))),
-            Err(e) => return Some(Err(format!("iteration {n}: the judge's packet: {e}"))),
-        };
-        let answer = answer_bytes(run_dir, &judge.stdout);
-        if answer.as_deref().is_some_and(|bytes| sha(bytes) != judge.stdout.sha256) {
-            return Some(Err(format!("iteration {n}: the judge's stdout artifact is not the output the receipt pins")));
-        }
-        let again = read_answer(&judge.ending, &judge.stdout, answer.as_deref(), &required);
-        if (again.outcome, again.reward_hacking, again.reason.as_str()) != (judge.outcome, judge.reward_hacking, judge.reason.as_str()) {
-            return Some(Err(format!("iteration {n}: the judge's output, read again, does not come to the recorded answer")));
-        }
-        if let Some(halt) = history.halt.as_ref().filter(|h| h.iteration == n) {
-            if let Step::Halt(reason, _) = decide_on(judge, String::new()) {
-                if reason != halt.halt_reason {
-                    return Some(Err(format!("iteration {n}: the judge's record decides {reason}, the run halted {}", halt.halt_reason)));
-                }
-            }
-        }
-    }
-    Some(Ok(format!("{} judge answer(s) read again from their artifacts", judged.len())))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::halt::HaltReason;
-
-    fn stream(bytes: u64) -> StreamRecord {
-        StreamRecord { bytes, sha256: String::new(), artifact: None, truncated: false }
-    }
-
-    fn read(text: &str) -> Reading {
-        read_answer(&Ending::Exited { code: 0 }, &stream(text.len() as u64), Some(text.as_bytes()), &[])
-    }
 
     fn artifact(bytes: &[u8]) -> (tempfile::TempDir, SafeDir, StreamRecord) {
         let tmp = tempfile::tempdir().unwrap();
@@ -580,132 +425,12 @@ mod tests {
     }
 
     #[test]
-    fn an_approval_is_read_with_its_reason() {
-        let r = read(r#"{"schema":"loopexec.judge.answer/1","verdict":"approve","reason":"the fix is real"}"#);
-        assert_eq!(r, Reading { outcome: JudgeOutcome::Approve, reward_hacking: false, reason: "the fix is real".into() });
-    }
-
-    fn read_with_findings(text: &str) -> Reading {
-        let required = ["A1".to_string(), "A2".to_string()];
-        read_answer(&Ending::Exited { code: 0 }, &stream(text.len() as u64), Some(text.as_bytes()), &required)
-    }
-
-    #[test]
-    fn an_approval_that_does_not_answer_on_every_awareness_finding_is_no_approval() {
-        let r = read_with_findings(r#"{"verdict":"approve","reason":"looks fine","reviewed":["A1"]}"#);
-        assert_eq!(r.outcome, JudgeOutcome::Failed);
-        assert_eq!(r.reason, "the judge approved without answering on the awareness findings A2 (an approval must name each in `reviewed`)");
-        let r = read_with_findings(r#"{"verdict":"approve","reason":"the stack is only logged","reviewed":["A2","A1"]}"#);
-        assert_eq!(r.outcome, JudgeOutcome::Approve);
-    }
-
-    #[test]
-    fn a_veto_needs_no_review_list() {
-        let r = read_with_findings(r#"{"verdict":"veto","reason":"reads the caller"}"#);
-        assert_eq!(r.outcome, JudgeOutcome::Veto);
-    }
-
-    #[test]
     fn the_packet_lists_awareness_findings_with_ids_the_answer_names() {
         let findings = [crate::receipt::events::FindingRecord { path: Some("calc/core.py".into()), what: "line 4: call-stack traceback.extract_stack: tb.extract_stack()".into() }];
         let v = json!({ "awareness": awareness(&findings) });
         assert_eq!(v["awareness"]["findings"][0]["id"], "A1");
         assert_eq!(v["awareness"]["findings"][0]["path"], "calc/core.py");
         assert_eq!(required_reviews(&v), ["A1"]);
-    }
-
-    #[test]
-    fn reward_hacking_counts_only_on_a_veto() {
-        let r = read(r#"{"verdict":"approve","reason":"ok","reward_hacking":true}"#);
-        assert!(!r.reward_hacking);
-        let r = read(r#"{"verdict":"veto","reason":"special-cases the test input","reward_hacking":true}"#);
-        assert_eq!((r.outcome, r.reward_hacking), (JudgeOutcome::Veto, true));
-    }
-
-    #[test]
-    fn a_reason_is_escaped_and_bounded() {
-        let r = read(&format!(r#"{{"verdict":"veto","reason":"bad\u001b[2J{}"}}"#, "x".repeat(3000)));
-        assert!(r.reason.starts_with("bad\\x1b[2J"), "{}", r.reason);
-        assert!(r.reason.ends_with("...[truncated]"));
-        assert_eq!(r.reason.chars().count(), MAX_REASON_CHARS + "...[truncated]".len());
-    }
-
-    #[test]
-    fn anything_but_an_answer_is_a_failure_naming_what_was_wrong() {
-        for (text, why) in [
-            ("LGTM", "is not an answer"),
-            (r#"{"verdict":"maybe","reason":"x"}"#, "is not an answer"),
-            (r#"{"verdict":"approve"}"#, "is not an answer"),
-            (r#"{"verdict":"approve","reason":"ok","extra":1}"#, "is not an answer"),
-            (r#"{"verdict":"approve","reason":"  "}"#, "empty reason"),
-            (r#"{"schema":"other/2","verdict":"approve","reason":"ok"}"#, "has schema"),
-            ("", "no answer"),
-        ] {
-            let r = read(text);
-            assert_eq!(r.outcome, JudgeOutcome::Failed, "{text}");
-            assert!(r.reason.contains(why), "{text}: {}", r.reason);
-        }
-    }
-
-    #[test]
-    fn an_answer_over_the_bound_is_not_read() {
-        let r = read_answer(&Ending::Exited { code: 0 }, &stream(MAX_ANSWER_BYTES + 1), None, &[]);
-        assert_eq!(r.outcome, JudgeOutcome::Failed);
-        assert!(r.reason.contains("more than the answer bound"), "{}", r.reason);
-    }
-
-    #[test]
-    fn a_judge_that_did_not_exit_zero_has_not_answered() {
-        let ok = br#"{"verdict":"approve","reason":"ok"}"#;
-        for (ending, why) in [
-            (Ending::Exited { code: 2 }, "exited 2"),
-            (Ending::Signaled { signal: 9 }, "signal 9"),
-            (Ending::TimedOut { after_ms: 50 }, "timed out after 50 ms"),
-        ] {
-            let r = read_answer(&ending, &stream(ok.len() as u64), Some(ok), &[]);
-            assert_eq!((r.outcome, r.reason.contains(why)), (JudgeOutcome::Failed, true), "{}", r.reason);
-        }
-    }
-
-    fn judged(outcome: JudgeOutcome, reward_hacking: bool, check_exit: i32) -> crate::receipt::history::IterationRecord {
-        use crate::receipt::events::{sample, Event};
-        let Event::ExecResult(exec) = sample::exec_result(1, 0) else { unreachable!() };
-        let Event::CheckResult(check) = sample::check_result(1, check_exit) else { unreachable!() };
-        let judge = JudgeRecord {
-            iteration: 1,
-            outcome,
-            reward_hacking,
-            reason: "why".into(),
-            ending: Ending::Exited { code: 0 },
-            duration_ms: 1,
-            packet: "artifacts/0001-judge-packet.json".into(),
-            packet_bytes: 2,
-            packet_sha256: String::new(),
-            stdout: stream(0),
-            stderr: stream(0),
-            egress: None,
-        };
-        crate::receipt::history::IterationRecord { iteration: 1, exec: Some(exec), check: Some(check), judge: Some(judge), ..Default::default() }
-    }
-
-    fn decided(record: &crate::receipt::history::IterationRecord) -> Option<HaltReason> {
-        match crate::rules::decide::decide(crate::rules::mode::Mode::CheckFixpoint, record, 3) {
-            Step::Halt(reason, _) => Some(reason),
-            _ => None,
-        }
-    }
-
-    #[test]
-    fn a_judges_approval_recorded_on_a_red_check_decides_nothing() {
-        assert_eq!(decided(&judged(JudgeOutcome::Approve, false, 1)), None);
-    }
-
-    #[test]
-    fn a_judged_green_check_halts_as_the_judge_decided() {
-        assert_eq!(decided(&judged(JudgeOutcome::Approve, false, 0)), Some(HaltReason::SuccessConditionMet));
-        assert_eq!(decided(&judged(JudgeOutcome::Veto, false, 0)), Some(HaltReason::ReviewerRejected));
-        assert_eq!(decided(&judged(JudgeOutcome::Veto, true, 0)), Some(HaltReason::RewardHackingDetected));
-        assert_eq!(decided(&judged(JudgeOutcome::Failed, false, 0)), Some(HaltReason::EscalationPending));
     }
 
     #[test]

@@ -31,6 +31,8 @@
 //! - [`sentinel`]: the sentinel run before a green counts (the check must be able to fail, and
 //!   must run what it reports).
 //! - [`zone_setup`]: the pinned configuration made into the zones' setup, once per run.
+//! - [`probe_run`]: one run of a probe (`probe-check`, `doctor`) in its own process, its check run
+//!   by [`check`] in an exec zone with the run's perturbation applied.
 //!
 //! Every event is appended (fsync'd) to the hash-chained receipt before the next step starts, and
 //! recorded into the run's [`History`](crate::receipt::history::History); `state.json` is
@@ -62,6 +64,7 @@ mod iteration;
 pub mod judge;
 pub mod lifecycle;
 pub mod loopfile;
+pub mod probe_run;
 pub mod reference;
 pub mod runner_pin;
 pub mod score;

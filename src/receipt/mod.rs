@@ -10,7 +10,7 @@
 //! - `dsse`, `statement`: the DSSE envelope and the in-toto Statement with loopexec's predicate.
 //! - `seal`: endorsing run keys, sealing a finished run, operator attestation.
 //! (Offline verification of a sealed run is `crate::audit`, above the decision rules.)
-//! - `probe`: the signed receipt of a `probe-check` or `doctor --check`, and its verification.
+//! - `probe`: the signed receipt of a `probe-check` or `doctor --check` (verified by `crate::audit::probe`).
 pub mod bounded;
 pub mod chain;
 pub mod dsse;

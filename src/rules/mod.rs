@@ -16,6 +16,9 @@
 //! - [`progress`]: the ratchet's acceptance and the no-convergence rules over the failing sets.
 //! - [`set_guards`]: the set guard, a green check's collected and skipped sets against t0's.
 //! - [`baseline`]: a success on t0 and the confirmations it stands on.
+//! - [`stats`]: the exact bounds of oracle trust (runs to certify, Clopper-Pearson, Wilson).
+//! - [`probe`]: the verdict of a probe's runs (certified, not certified, varies, and what broke it).
+//! - [`probe_replay`]: whether a probe receipt's verdict and gates follow from its runs and evidence.
 
 pub mod baseline;
 pub mod decide;
@@ -24,7 +27,10 @@ pub mod holdout;
 pub mod judge;
 pub mod judgements;
 pub mod mode;
+pub mod probe;
+pub mod probe_replay;
 pub mod progress;
 pub mod set_guards;
+pub mod stats;
 pub mod targets;
 pub mod verdict;

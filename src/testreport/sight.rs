@@ -15,6 +15,27 @@ use super::summary::{self, Runner};
 use super::{output_lines, without_colours};
 use serde::{Deserialize, Serialize};
 
+/// What one check run showed of its evidence's reach, as the assessment of the guards' sight
+/// reads it (`crate::engine::inactive_guards`, which also makes it of a recorded check): a probe
+/// run carries it from its own process to doctor.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct CheckSight {
+    /// How the check ended when it did not exit (none: it exited).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_exited: Option<String>,
+    /// Tests its sources named (none: no source named any).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collected: Option<u64>,
+    /// Why a declared report could not be used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report_error: Option<String>,
+    /// Why a declared coverage report gave no usable coverage (none: it did, or none declared).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage_unusable: Option<String>,
+    #[serde(default, skip_serializing_if = "OutputSight::is_empty")]
+    pub output: OutputSight,
+}
+
 /// What the output showed about the evidence's reach.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct OutputSight {

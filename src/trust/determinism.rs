@@ -4,12 +4,13 @@
 //! dimension(s) and runs that broke the agreement. Everything needed to reproduce the probe (its
 //! seed, dimensions, each run's plan and outcome) is in the [`DeterminismProbe`] it returns.
 
-use super::perturb::{plan, Dimension, RunPlan};
-use super::probe::{summarise, ProbeRun, ProbeSummary};
+use super::perturb::{plan, RunPlan};
 use super::runner::{execute, CheckTarget, RunMode};
-use super::stats::{runs_to_certify, Confidence, FlakeRate};
 use super::zone_run::ShownRun;
 use crate::error::{CmdResult, Failure};
+use crate::receipt::probe::Dimension;
+use crate::rules::probe::{summarise, ProbeRun, ProbeSummary};
+use crate::rules::stats::{runs_to_certify, Confidence, FlakeRate};
 use serde::Serialize;
 
 /// What the operator asked of a probe (flags over loop.toml over defaults).

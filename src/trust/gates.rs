@@ -12,12 +12,13 @@
 //! A further gate (the adequacy canary) is one more [`Gate`] in [`oracle_gates`].
 
 use super::determinism::DeterminismProbe;
-use super::perturb::{plan, Dimension, RunPlan};
-use super::probe::{Outcome, ProbeVerdict};
+use super::perturb::{plan, RunPlan};
 use super::runner::{execute, CheckTarget, RunMode};
 use super::zone_run::ShownRun;
 use crate::error::CmdResult;
 use crate::halt::HaltReason;
+use crate::receipt::probe::Dimension;
+use crate::rules::probe::{Outcome, ProbeVerdict};
 use serde::Serialize;
 use serde_json::{json, Value};
 

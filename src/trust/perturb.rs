@@ -6,42 +6,8 @@
 //! door of one dimension. What a dimension can and cannot move is documented in
 //! docs/oracle-trust.md; this module only plans, the zone applies.
 
+use crate::receipt::probe::Dimension;
 use serde::{Deserialize, Serialize};
-use std::fmt;
-
-/// A dimension along which the check's environment is varied.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Dimension {
-    Order,
-    Seed,
-    Clock,
-    Concurrency,
-    Load,
-    Env,
-}
-
-impl Dimension {
-    pub const ALL: [Dimension; 6] =
-        [Dimension::Order, Dimension::Seed, Dimension::Clock, Dimension::Concurrency, Dimension::Load, Dimension::Env];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Dimension::Order => "order",
-            Dimension::Seed => "seed",
-            Dimension::Clock => "clock",
-            Dimension::Concurrency => "concurrency",
-            Dimension::Load => "load",
-            Dimension::Env => "env",
-        }
-    }
-}
-
-impl fmt::Display for Dimension {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// A `--perturb` value that names no dimension.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

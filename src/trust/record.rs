@@ -4,13 +4,13 @@
 
 use super::determinism::DeterminismProbe;
 use super::gates::GateReport;
-use super::probe::ProbeVerdict;
 use super::runner::CheckTarget;
 use crate::error::CmdResult;
 use crate::halt::HaltReason;
 use crate::receipt::keys::OperatorKey;
 use crate::receipt::probe::{self, BreakageRecord, ProbeRunRecord, ProbeStart, ProbeVerdictRecord, WrittenProbe};
 use crate::receipt::store::StateDir;
+use crate::rules::probe::ProbeVerdict;
 use serde_json::Value;
 
 /// What the probe's receipt says besides its determinism runs.
@@ -77,7 +77,7 @@ pub fn keep(statedir: &StateDir, operator: &OperatorKey, probe: &DeterminismProb
         _ => Vec::new(),
     };
     let verdict = ProbeVerdictRecord {
-        verdict: probe::verdict_name(&s.verdict).to_string(),
+        verdict: s.verdict.name().to_string(),
         runs: s.runs,
         disagreeing: s.disagreeing,
         modal_class: s.modal.class,

@@ -24,6 +24,10 @@ pub struct CheckTarget {
     pub check: String,
     pub timeout_ms: u64,
     pub reports: Vec<String>,
+    /// The uid and gid the copies are handed to, as the exec zone writes them as that user
+    /// (native isolation, as root: `crate::engine::probe_run::zone_owner`); `None`: the copies
+    /// stay the caller's.
+    pub zone_owner: Option<(u32, u32)>,
 }
 
 /// How one run departs from the probe's plan beyond its perturbation.
@@ -58,16 +62,6 @@ impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.root);
     }
-}
-
-/// The uid and gid the exec zone runs as, when its files must belong to it (native, as root).
-fn zone_owner(target: &CheckTarget) -> CmdResult<Option<(u32, u32)>> {
-    if target.isolation != Isolation::Native || !nix::unistd::geteuid().is_root() {
-        return Ok(None);
-    }
-    let source = target.check_policy.clone().unwrap_or_else(|| crate::engine::config::DEFAULT_CHECK_POLICY.to_string());
-    let (_, policy) = crate::engine::config::PolicyPin::resolve(&source)?;
-    Ok(Some((policy.identity.uid_when_root, policy.identity.gid_when_root)))
 }
 
 fn run_tool(cmd: &mut Command, what: &str) -> CmdResult<()> {
@@ -169,7 +163,7 @@ fn run_process(spec_path: &Path) -> CmdResult<RunReport> {
 pub fn run_once_reading(target: &CheckTarget, name: &str, max: u64) -> CmdResult<(RunReport, Result<Vec<u8>, crate::safefs::SafeFsError>)> {
     let scratch = Scratch::create()?;
     let plans = super::perturb::plan(1, &[], 0);
-    let (spec, path) = prepare(target, &scratch, &plans[0], RunMode::default(), zone_owner(target)?)?;
+    let (spec, path) = prepare(target, &scratch, &plans[0], RunMode::default(), target.zone_owner)?;
     let report = run_process(&path)?;
     let tree = crate::safefs::SafeDir::open(&spec.tree).map_err(crate::receipt::store::fs_failure)?;
     let bytes = tree.read(name, max);
@@ -192,7 +186,7 @@ pub fn execute_edited(
     edit: &(dyn Fn(&RunPlan, &Path) -> CmdResult<()> + Sync),
 ) -> CmdResult<Vec<RunReport>> {
     let scratch = Scratch::create()?;
-    let owner = zone_owner(target)?;
+    let owner = target.zone_owner;
     let specs = plans
         .iter()
         .map(|p| {

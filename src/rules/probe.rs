@@ -4,19 +4,10 @@
 //! against the modal outcome, the exact Clopper-Pearson bound is computed over all runs, and each
 //! dimension whose runs disagreed is named, so the operator knows which way the check broke.
 
-use super::perturb::Dimension;
 use super::stats::{flake_upper_bound, Confidence, FlakeRate, StatsError};
-use serde::{Deserialize, Serialize};
+use crate::receipt::probe::{Dimension, RunClass};
+use serde::Serialize;
 use std::collections::BTreeMap;
-
-/// The verdict class of one check run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RunClass {
-    Pass,
-    Fail,
-    CouldNotRun,
-}
 
 /// What one run of the probe showed.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -59,6 +50,17 @@ pub enum ProbeVerdict {
     NotCertified,
     /// Runs disagreed: `check_flaky`, with what broke it.
     Flaky { broken_by: Vec<Breakage> },
+}
+
+impl ProbeVerdict {
+    /// The verdict's name as probe-check prints it and the probe receipt records it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ProbeVerdict::Certified => "certified",
+            ProbeVerdict::NotCertified => "not_certified",
+            ProbeVerdict::Flaky { .. } => "varies",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
