@@ -1054,7 +1054,11 @@ pub(crate) mod sample {
             loopexec_version: "0.1.0".into(),
             pid: 1,
             cgroup_scope: None,
-            config: serde_json::json!({"check": "true", "exec": "true", "max_iterations": 3}),
+            // As this version pins it: the cap and the progress limits (their defaults).
+            config: serde_json::json!({
+                "check": "true", "exec": "true", "max_iterations": 3,
+                "progress": {"no_progress_k": 3, "same_failure_n": 3, "regressed_n": 2, "unsatisfiable_cycles": 2, "oscillation": true, "ratchet": true},
+            }),
             schema: Some(SCHEMA_VERSION),
         })
     }

@@ -261,15 +261,8 @@ mod tests {
     use super::*;
     use crate::receipt::events::{sample, Event, Recorded};
 
-    /// A `run_start` as this version writes it: its cap and its progress limits pinned.
-    fn start() -> Event {
-        let Event::RunStart(mut start) = sample::run_start("r") else { unreachable!() };
-        start.config["progress"] = serde_json::json!(crate::convergence::rules::Limits::default());
-        Event::RunStart(start)
-    }
-
     fn history(checks: &[i32], halt: HaltReason, at: u64) -> History {
-        let mut events = vec![start()];
+        let mut events = vec![sample::run_start("r")];
         for (i, code) in checks.iter().enumerate() {
             let n = i as u64 + 1;
             events.push(Event::IterationStart { iteration: n });
@@ -336,7 +329,7 @@ mod tests {
     /// `green`, a green check) before it was interrupted by SIGINT, with `halt` recorded at its
     /// number by the resume that followed.
     fn interrupted_at_the_last(checks: &[i32], green: bool, halt: HaltReason) -> History {
-        let mut events = vec![start()];
+        let mut events = vec![sample::run_start("r")];
         let checked = |n: u64, code: i32| {
             let Event::CheckResult(mut check) = sample::check_result(n, code) else { unreachable!() };
             check.evidence = None;
