@@ -128,11 +128,12 @@ fn follows(reason: &str, decisions: u64) -> String {
     format!("{reason} follows from the recorded observations ({decisions} iteration decision(s) re-derived)")
 }
 
-/// The detail of a halt before the first agent step of iteration `at` (t0 baseline, reference,
-/// doctor gates, a hook before the agent, a zone refused).
-fn run_level(reason: &str, at: u64) -> String {
+/// The detail of a halt at iteration 0 that t0's record does not decide (the reference, the
+/// doctor gates, the targets' selection, a hook before the agent, a zone refused).
+fn run_level(reason: &str) -> String {
     format!(
-        "{reason} not replayable: halted at iteration {at} before any recorded agent step of it (a run-level halt: t0 baseline, reference, doctor gates or the iteration cap) (0 iteration decision(s) re-derived)"
+        "{reason} not replayable: {reason} at iteration 0 is decided by run-level events this rule does not replay \
+         (the reference, the doctor gates, the targets' selection, the machinery) (0 iteration decision(s) re-derived)"
     )
 }
 
@@ -273,7 +274,7 @@ fn credential_scope_invalid_is_not_replayable_a_mint_that_failed_before_the_agen
     let dir = workdir();
     let r = run(dir.path(), "r", &["--isolation", "none", "--no-baseline", "--exec", "true", "--check", "true", "--mint-cmd", "exit 3", "--revoke-cmd", "true"]);
     assert_halted(&r, HaltReason::CredentialScopeInvalid, 0);
-    assert_eq!(halt_derivation(dir.path(), "r"), run_level("credential_scope_invalid", 0));
+    assert_eq!(halt_derivation(dir.path(), "r"), run_level("credential_scope_invalid"));
 }
 
 #[test]
@@ -353,7 +354,7 @@ fn check_flaky_is_not_replayable_a_doctor_gate_before_the_agent() {
     write(repo.path(), "loop.toml", &format!("doctor = true\nisolation = \"none\"\nexec = \"true\"\ncheck = {PYTEST:?}\nreport = [\"out/junit.xml\"]\n"));
     let r = run(repo.path(), "r", &[]);
     assert_halted(&r, HaltReason::CheckFlaky, 0);
-    assert_eq!(halt_derivation(repo.path(), "r"), run_level("check_flaky", 0));
+    assert_eq!(halt_derivation(repo.path(), "r"), run_level("check_flaky"));
 }
 
 #[test]
@@ -363,7 +364,7 @@ fn check_has_side_effects_is_not_replayable_a_doctor_gate_before_the_agent() {
     write(dir.path(), "loop.toml", "doctor = true\nisolation = \"none\"\nexec = \"true\"\ncheck = \"test ! -e marker && touch marker\"\n");
     let r = run(dir.path(), "r", &[]);
     assert_halted(&r, HaltReason::CheckHasSideEffects, 0);
-    assert_eq!(halt_derivation(dir.path(), "r"), run_level("check_has_side_effects", 0));
+    assert_eq!(halt_derivation(dir.path(), "r"), run_level("check_has_side_effects"));
 }
 
 #[test]
@@ -373,7 +374,7 @@ fn check_not_hermetic_is_not_replayable_a_doctor_gate_before_the_agent() {
     write(dir.path(), "loop.toml", "doctor = true\nisolation = \"none\"\nexec = \"true\"\ncheck = 'test \"$(date +%H%M)\" = \"$(date -u +%H%M)\"'\n");
     let r = run(dir.path(), "r", &[]);
     assert_halted(&r, HaltReason::CheckNotHermetic, 0);
-    assert_eq!(halt_derivation(dir.path(), "r"), run_level("check_not_hermetic", 0));
+    assert_eq!(halt_derivation(dir.path(), "r"), run_level("check_not_hermetic"));
 }
 
 #[test]
@@ -463,7 +464,7 @@ fn infeasible_suspected_is_not_replayable_a_reference_that_fails_before_the_agen
     let repo = calc_project();
     let r = pytest_run(repo.path(), "r", &full_fix(), &["--reference", "main"]);
     assert_halted(&r, HaltReason::InfeasibleSuspected, 0);
-    assert_eq!(halt_derivation(repo.path(), "r"), run_level("infeasible_suspected", 0));
+    assert_eq!(halt_derivation(repo.path(), "r"), run_level("infeasible_suspected"));
 }
 
 // ------------------------------------------------------------------ invariant, workspace, execution
@@ -473,7 +474,7 @@ fn invariant_failed_is_not_replayable_a_target_matching_no_test_before_the_agent
     let repo = calc_project();
     let r = pytest_run(repo.path(), "r", &full_fix(), &["--target", "tests.test_nothing::*"]);
     assert_halted(&r, HaltReason::InvariantFailed, 0);
-    assert_eq!(halt_derivation(repo.path(), "r"), run_level("invariant_failed", 0));
+    assert_eq!(halt_derivation(repo.path(), "r"), run_level("invariant_failed"));
 }
 
 #[test]
@@ -497,7 +498,7 @@ fn isolation_unsatisfiable_is_not_replayable_a_zone_refused_before_the_agent() {
     std::os::unix::fs::symlink(outside.path(), dir.path().join(".gitmodules")).unwrap();
     let r = run(dir.path(), "r", &["--max-iterations", "1", "--exec", "true", "--check", "true"]);
     assert_halted(&r, HaltReason::IsolationUnsatisfiable, 0);
-    assert_eq!(halt_derivation(dir.path(), "r"), run_level("isolation_unsatisfiable", 0));
+    assert_eq!(halt_derivation(dir.path(), "r"), run_level("isolation_unsatisfiable"));
 }
 
 #[test]
