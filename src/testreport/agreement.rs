@@ -20,7 +20,7 @@
 //! they find other than failures (a failing test or a failing summary is what red means) is its
 //! evidence's *gaps* ([`Disagreement::is_gap`]): an incomplete unit, a missing result line,
 //! truncated output, an unusable declared report, a report or summary contradicting itself. A red
-//! run's sets count as met targets only without gaps (`engine::progress`): the one gate a green
+//! run's sets count as met targets only without gaps (`rules::progress`): the one gate a green
 //! passes too.
 
 use super::libtest;
