@@ -73,8 +73,9 @@ fn report_shows_a_hostile_file_name_escaped() {
     let out = lines(&r.stdout);
     assert_eq!(out[4..6], ["guards 1 inactive or partly blind:".to_string(), format!("  blind {BLIND}")]);
     assert_eq!(out[7], format!("halt   blocked_path_modified (exit 13): {DETAIL}{SHOWN}"));
+    assert_eq!(out[8], "       derived: blocked_path_modified follows from the recorded observations (1 iteration decision(s) re-derived)");
     assert_eq!(out.last().unwrap().to_string(), format!("receipt {}", shown_receipt(&repo)));
-    assert_eq!(out.len(), 10, "no forged line: {out:#?}");
+    assert_eq!(out.len(), 11, "no forged line: {out:#?}");
 }
 
 #[test]
