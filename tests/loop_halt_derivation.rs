@@ -33,17 +33,23 @@ fn receipt_bytes(dir: &Path) -> Vec<u8> {
     std::fs::read(run_dir(dir, "r").join("receipt.jsonl")).unwrap()
 }
 
+/// `run --resume r` refuses the run, exit 30 `workspace_invalid`, saying its halt does not follow
+/// (`mismatch`); nothing is appended to the receipt and nothing is sealed.
+fn assert_resume_refused(dir: &Path, mismatch: &str) {
+    let before = receipt_bytes(dir);
+    let resumed = loopexec(dir, &["run", "--json", "--resume", "r"]);
+    assert_eq!((resumed.code, resumed.json()["errors"][0]["code"].as_str()), (30, Some("workspace_invalid")), "{resumed:?}");
+    let message = resumed.json()["errors"][0]["message"].as_str().unwrap_or_default().to_string();
+    assert!(message.ends_with(&format!("receipt.jsonl: the recorded halt does not follow from its observations: {mismatch}")), "{message}");
+    assert_eq!(receipt_bytes(dir), before, "nothing is appended to the receipt");
+    assert!(!run_dir(dir, "r").join("envelope.dsse.json").exists(), "nothing is sealed");
+}
+
 #[test]
 fn resume_refuses_a_forged_success_after_a_red_check_as_workspace_invalid_naming_both_reasons() {
     let dir = workdir();
     forged_success_after_a_red_check(dir.path());
-    let before = receipt_bytes(dir.path());
-    let resumed = loopexec(dir.path(), &["run", "--json", "--resume", "r"]);
-    assert_eq!((resumed.code, resumed.json()["errors"][0]["code"].as_str()), (30, Some("workspace_invalid")), "{resumed:?}");
-    let message = resumed.json()["errors"][0]["message"].as_str().unwrap_or_default().to_string();
-    assert!(message.ends_with(&format!("receipt.jsonl: the recorded halt does not follow from its observations: {MISMATCH}")), "{message}");
-    assert_eq!(receipt_bytes(dir.path()), before, "nothing is appended to the receipt");
-    assert!(!run_dir(dir.path(), "r").join("envelope.dsse.json").exists(), "nothing is sealed");
+    assert_resume_refused(dir.path(), MISMATCH);
 }
 
 #[test]
@@ -209,13 +215,7 @@ fn forged_targets_met(dir: &Path) {
 fn resume_refuses_a_rewritten_progress_event_that_claims_the_targets_met() {
     let dir = workdir();
     forged_targets_met(dir.path());
-    let before = receipt_bytes(dir.path());
-    let resumed = loopexec(dir.path(), &["run", "--json", "--resume", "r"]);
-    assert_eq!((resumed.code, resumed.json()["errors"][0]["code"].as_str()), (30, Some("workspace_invalid")), "{resumed:?}");
-    let message = resumed.json()["errors"][0]["message"].as_str().unwrap_or_default().to_string();
-    assert!(message.ends_with(&format!("receipt.jsonl: the recorded halt does not follow from its observations: {FORGED_PROGRESS}")), "{message}");
-    assert_eq!(receipt_bytes(dir.path()), before, "nothing is appended to the receipt");
-    assert!(!run_dir(dir.path(), "r").join("envelope.dsse.json").exists(), "nothing is sealed");
+    assert_resume_refused(dir.path(), FORGED_PROGRESS);
 }
 
 #[test]

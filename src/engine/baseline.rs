@@ -561,13 +561,6 @@ mod tests {
     use crate::receipt::events::{sample, FindingRecord};
     use std::collections::BTreeSet;
 
-    fn check_with(collected: &[&str], skipped: &[&str]) -> CheckResult {
-        let Event::CheckResult(mut c) = sample::check_result(1, 0) else { unreachable!() };
-        c.collected_set = Some(collected.iter().map(|s| s.to_string()).collect());
-        c.skipped_set = Some(skipped.iter().map(|s| s.to_string()).collect());
-        c
-    }
-
     fn sets(collected: &[&str], skipped: &[&str]) -> TestSets {
         let collected: Vec<String> = collected.iter().map(|s| s.to_string()).collect();
         let skipped: Vec<String> = skipped.iter().map(|s| s.to_string()).collect();
@@ -599,7 +592,7 @@ mod tests {
     fn an_allowed_id_lost_or_newly_skipped_is_let_through_and_each_use_is_named() {
         let guard = allowing(&["b", "c"]);
         let t0 = sets(&["a", "b", "c"], &[]);
-        let (check, uses) = guard.exempting(&check_with(&["a", "c"], &["c"]), &t0);
+        let (check, uses) = guard.exempting(&sample::check_with_sets(&["a", "c"], &["c"]), &t0);
         assert_eq!(set_violation(1, &check, &t0), None);
         let what: Vec<&str> = uses.iter().map(|u| u.what.as_str()).collect();
         assert_eq!(what, vec!["no longer collected: b", "newly skipped: c"]);
@@ -610,7 +603,7 @@ mod tests {
     fn an_allowance_for_one_id_does_not_let_another_lost_id_through() {
         let guard = allowing(&["b"]);
         let t0 = sets(&["a", "b", "c"], &[]);
-        let (check, _) = guard.exempting(&check_with(&["a"], &[]), &t0);
+        let (check, _) = guard.exempting(&sample::check_with_sets(&["a"], &[]), &t0);
         let found = set_violation(1, &check, &t0).unwrap();
         assert_eq!(found.findings, vec![FindingRecord { path: None, what: "no longer collected: c".into() }]);
     }
@@ -619,7 +612,7 @@ mod tests {
     fn an_allowed_id_that_lost_one_of_its_repeated_entries_is_put_back_once_per_lost_entry() {
         let guard = allowing(&["doc/c::src/lib.rs - f"]);
         let t0 = sets(&["a", "doc/c::src/lib.rs - f", "doc/c::src/lib.rs - f", "doc/c::src/lib.rs - f"], &[]);
-        let (check, uses) = guard.exempting(&check_with(&["a", "doc/c::src/lib.rs - f"], &[]), &t0);
+        let (check, uses) = guard.exempting(&sample::check_with_sets(&["a", "doc/c::src/lib.rs - f"], &[]), &t0);
         assert_eq!(set_violation(1, &check, &t0), None);
         assert_eq!(uses.len(), 1);
         assert_eq!(check.collected_set.unwrap().iter().filter(|id| id.as_str() == "doc/c::src/lib.rs - f").count(), 3);
@@ -630,7 +623,7 @@ mod tests {
         let doc = "doc/c::src/lib.rs - f";
         let guard = allowing(&[doc]);
         let t0 = sets(&["a", doc, doc, doc], &[doc]);
-        let (check, uses) = guard.exempting(&check_with(&["a", doc, doc, doc], &[doc, doc, doc]), &t0);
+        let (check, uses) = guard.exempting(&sample::check_with_sets(&["a", doc, doc, doc], &[doc, doc, doc]), &t0);
         assert_eq!(set_violation(1, &check, &t0), None);
         assert_eq!(uses.iter().map(|u| u.what.as_str()).collect::<Vec<_>>(), vec![format!("newly skipped: {doc}")]);
         assert_eq!(check.skipped_set.unwrap(), vec![doc.to_string()]);
@@ -640,7 +633,7 @@ mod tests {
     fn an_id_skipped_as_often_as_at_t0_uses_no_allowance() {
         let guard = allowing(&["b"]);
         let t0 = sets(&["a", "b"], &["b"]);
-        let (check, uses) = guard.exempting(&check_with(&["a", "b"], &["b"]), &t0);
+        let (check, uses) = guard.exempting(&sample::check_with_sets(&["a", "b"], &["b"]), &t0);
         assert_eq!((uses.len(), check.skipped_set.unwrap()), (0, vec!["b".to_string()]));
     }
 

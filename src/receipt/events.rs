@@ -1099,6 +1099,14 @@ pub(crate) mod sample {
         })
     }
 
+    /// A green check of iteration 1 that collected and skipped exactly these test ids.
+    pub fn check_with_sets(collected: &[&str], skipped: &[&str]) -> CheckResult {
+        let Event::CheckResult(mut c) = check_result(1, 0) else { unreachable!("check_result makes a CheckResult") };
+        c.collected_set = Some(collected.iter().map(|s| s.to_string()).collect());
+        c.skipped_set = Some(skipped.iter().map(|s| s.to_string()).collect());
+        c
+    }
+
     pub fn halt(reason: HaltReason, iteration: u64) -> Event {
         Event::Halt(HaltRecord {
             halt_reason: reason,

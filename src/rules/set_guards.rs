@@ -180,25 +180,18 @@ mod tests {
     use super::*;
     use crate::receipt::events::{sample, Event};
 
-    fn check_with(collected: &[&str], skipped: &[&str]) -> CheckResult {
-        let Event::CheckResult(mut c) = sample::check_result(1, 0) else { unreachable!() };
-        c.collected_set = Some(collected.iter().map(|s| s.to_string()).collect());
-        c.skipped_set = Some(skipped.iter().map(|s| s.to_string()).collect());
-        c
-    }
-
     fn t0(collected: &[&str], skipped: &[&str]) -> T0Sets {
-        T0Sets::of_check(&check_with(collected, skipped)).unwrap()
+        T0Sets::of_check(&sample::check_with_sets(collected, skipped)).unwrap()
     }
 
     #[test]
     fn the_same_sets_as_t0_and_new_tests_are_no_violation() {
-        assert_eq!(violation_of("the check", 1, &check_with(&["a", "b", "c"], &["b"]), &t0(&["a", "b"], &["b"])), None);
+        assert_eq!(violation_of("the check", 1, &sample::check_with_sets(&["a", "b", "c"], &["b"]), &t0(&["a", "b"], &["b"])), None);
     }
 
     #[test]
     fn a_lost_test_is_named_in_the_finding() {
-        let found = violation_of("the check", 2, &check_with(&["a"], &[]), &t0(&["a", "b"], &[])).unwrap();
+        let found = violation_of("the check", 2, &sample::check_with_sets(&["a"], &[]), &t0(&["a", "b"], &[])).unwrap();
         assert_eq!(found.halt_reason, HaltReason::MetricIntegrityViolation);
         assert_eq!(found.detail, "the check exited 0 at iteration 2 but against the t0 baseline 1 test(s) of t0's 2 collected are no longer collected");
         assert_eq!(found.findings, vec![FindingRecord { path: None, what: "no longer collected: b".into() }]);
@@ -206,14 +199,14 @@ mod tests {
 
     #[test]
     fn a_newly_skipped_test_is_named_in_the_finding() {
-        let found = violation_of("the check", 1, &check_with(&["a", "b"], &["a", "b"]), &t0(&["a", "b"], &["b"])).unwrap();
+        let found = violation_of("the check", 1, &sample::check_with_sets(&["a", "b"], &["a", "b"]), &t0(&["a", "b"], &["b"])).unwrap();
         assert_eq!(found.findings, vec![FindingRecord { path: None, what: "newly skipped: a".into() }]);
     }
 
     #[test]
     fn a_repeated_id_with_fewer_entries_than_at_t0_lost_a_test() {
         let doc = "doc/demo::src/lib.rs - add";
-        let found = violation_of("the check", 3, &check_with(&["a", doc], &[]), &t0(&["a", doc, doc], &[])).unwrap();
+        let found = violation_of("the check", 3, &sample::check_with_sets(&["a", doc], &[]), &t0(&["a", doc, doc], &[])).unwrap();
         assert_eq!(found.detail, "the check exited 0 at iteration 3 but against the t0 baseline 1 test(s) of t0's 3 collected are no longer collected");
         assert_eq!(found.findings, vec![FindingRecord { path: None, what: format!("no longer collected: {doc}") }]);
     }
@@ -221,22 +214,22 @@ mod tests {
     #[test]
     fn a_repeated_id_with_more_entries_than_at_t0_is_a_new_test() {
         let doc = "doc/demo::src/lib.rs - add";
-        assert_eq!(violation_of("the check", 1, &check_with(&[doc, doc, doc], &[]), &t0(&[doc, doc], &[])), None);
+        assert_eq!(violation_of("the check", 1, &sample::check_with_sets(&[doc, doc, doc], &[]), &t0(&[doc, doc], &[])), None);
     }
 
     #[test]
     fn a_repeated_id_skipped_more_often_than_at_t0_is_newly_skipped() {
         let doc = "doc/demo::src/lib.rs - add";
-        let found = violation_of("the check", 1, &check_with(&[doc, doc], &[doc, doc]), &t0(&[doc, doc], &[doc])).unwrap();
+        let found = violation_of("the check", 1, &sample::check_with_sets(&[doc, doc], &[doc, doc]), &t0(&[doc, doc], &[doc])).unwrap();
         assert_eq!(found.findings, vec![FindingRecord { path: None, what: format!("newly skipped: {doc}") }]);
-        assert_eq!(violation_of("the check", 1, &check_with(&[doc, doc], &[doc]), &t0(&[doc, doc], &[doc])), None);
+        assert_eq!(violation_of("the check", 1, &sample::check_with_sets(&[doc, doc], &[doc]), &t0(&[doc, doc], &[doc])), None);
     }
 
     #[test]
     fn many_lost_tests_are_named_up_to_the_bound_then_counted_and_digested() {
         let ids: Vec<String> = (0..60).map(|i| format!("t{i:02}")).collect();
         let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
-        let found = violation_of("the check", 1, &check_with(&[], &[]), &t0(&refs, &[])).unwrap();
+        let found = violation_of("the check", 1, &sample::check_with_sets(&[], &[]), &t0(&refs, &[])).unwrap();
         assert_eq!(found.findings.len(), NAMED_IDS + 1);
         let digest = hex::encode(Sha256::digest(ids.iter().map(|i| format!("{i}\n")).collect::<String>()));
         assert_eq!(found.findings[NAMED_IDS].what, format!("no longer collected: 10 more (sha256 of all 60 ids, one a line: {digest})"));
@@ -249,9 +242,9 @@ mod tests {
     #[test]
     fn an_allowed_id_lost_or_newly_skipped_is_put_back_as_at_t0_and_no_other() {
         let at_t0 = t0(&["a", "b", "c", "d"], &[]);
-        let now = exempting(&check_with(&["a", "c"], &["c"]), &at_t0, &ids(&["b", "c"]));
+        let now = exempting(&sample::check_with_sets(&["a", "c"], &["c"]), &at_t0, &ids(&["b", "c"]));
         assert_eq!(violation_of("the check", 1, &now, &at_t0).map(|f| f.findings), Some(vec![FindingRecord { path: None, what: "no longer collected: d".into() }]));
-        let now = exempting(&check_with(&["a", "c", "d"], &["c"]), &at_t0, &ids(&["b", "c"]));
+        let now = exempting(&sample::check_with_sets(&["a", "c", "d"], &["c"]), &at_t0, &ids(&["b", "c"]));
         assert_eq!(violation_of("the check", 1, &now, &at_t0), None);
     }
 }
