@@ -40,19 +40,6 @@ fn pinned_bug_project() -> tempfile::TempDir {
 const HONEST_FIX: &str = "sed -i 's/return a + b + 1/return a + b/' calc/core.py && sed -i 's/total(\\[1, 2\\]) == 5/total([1, 2]) == 3/' tests/test_api.py \
     && printf '\\n\\ndef test_total_of_none():\\n    assert total([]) == 0\\n' >> tests/test_api.py";
 
-/// A crate with an inline `#[cfg(test)]` module (not a protected path) and an off-by-one bug.
-fn rust_project() -> tempfile::TempDir {
-    let dir = workdir();
-    write(dir.path(), "Cargo.toml", "[package]\nname = \"calc\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n");
-    write(
-        dir.path(),
-        "src/lib.rs",
-        "pub fn add(a: i64, b: i64) -> i64 {\n    a + b + 1\n}\n\n#[cfg(test)]\nmod tests {\n    use super::*;\n\n    #[test]\n    fn adds() {\n        assert_eq!(add(2, 3), 5);\n        assert_eq!(add(-1, 1), 0);\n    }\n\n    #[test]\n    fn adds_zero() {\n        assert_eq!(add(0, 0), 0);\n    }\n}\n",
-    );
-    commit_t0(dir.path());
-    dir
-}
-
 /// The agent drops an assertion from the inline tests: the metric-integrity guard halts the run.
 const DROP_ASSERTION: &str = "sed -i '/add(-1, 1)/d' src/lib.rs";
 
@@ -140,7 +127,7 @@ fn an_honest_run_that_changes_code_and_an_allowed_test_agrees_with_the_guards_re
 
 #[test]
 fn without_repo_the_check_is_absent_and_the_human_output_says_so() {
-    let repo = rust_project();
+    let repo = off_by_one_crate();
     let r = loopexec(repo.path(), &["run", "--json", "--run-id", "d", "--no-baseline", "--exec", DROP_ASSERTION, "--check", "true", "--max-iterations", "2"]);
     assert_eq!(r.json()["halt_reason"], "metric_integrity_violation", "{r:?}");
     let v = loopexec(repo.path(), &["verify", "d", "--pubkey", &pubkey()]);
@@ -151,7 +138,7 @@ fn without_repo_the_check_is_absent_and_the_human_output_says_so() {
 
 #[test]
 fn a_finding_dropped_from_a_resealed_receipt_fails_tree_guards_naming_the_iteration_the_guard_and_both_findings() {
-    let repo = rust_project();
+    let repo = off_by_one_crate();
     let r = loopexec(repo.path(), &["run", "--json", "--run-id", "d", "--no-baseline", "--exec", DROP_ASSERTION, "--check", "true", "--max-iterations", "2"]);
     assert_eq!(r.json()["halt_reason"], "metric_integrity_violation", "{r:?}");
     // The reviewer's repository holds the agent's tree: the same edit, committed.
@@ -220,7 +207,7 @@ fn a_tampering_finding_rewritten_in_a_resealed_receipt_fails_tree_guards_naming_
 
 #[test]
 fn an_iteration_tree_the_repository_lacks_is_named_not_replayable_beside_t0_re_run() {
-    let repo = rust_project();
+    let repo = off_by_one_crate();
     let r = loopexec(repo.path(), &["run", "--json", "--run-id", "d", "--no-baseline", "--exec", DROP_ASSERTION, "--check", "true", "--max-iterations", "2"]);
     assert_eq!(r.json()["halt_reason"], "metric_integrity_violation", "{r:?}");
     // The refused step was never delivered: only t0 is in the operator's repository.
@@ -235,7 +222,7 @@ fn an_iteration_tree_the_repository_lacks_is_named_not_replayable_beside_t0_re_r
 
 #[test]
 fn a_repository_holding_none_of_the_trees_fails_tree_guards_naming_each_as_not_replayable() {
-    let repo = rust_project();
+    let repo = off_by_one_crate();
     let r = loopexec(repo.path(), &["run", "--json", "--run-id", "d", "--no-baseline", "--exec", DROP_ASSERTION, "--check", "true", "--max-iterations", "2"]);
     assert_eq!(r.json()["halt_reason"], "metric_integrity_violation", "{r:?}");
     let (t0, snapshots) = trees(repo.path(), "d");
@@ -256,7 +243,7 @@ fn a_repository_holding_none_of_the_trees_fails_tree_guards_naming_each_as_not_r
 
 #[test]
 fn a_directory_that_is_not_a_git_repository_is_refused_as_invalid_input_with_one_json_object() {
-    let repo = rust_project();
+    let repo = off_by_one_crate();
     let r = loopexec(repo.path(), &["run", "--json", "--run-id", "d", "--no-baseline", "--exec", DROP_ASSERTION, "--check", "true", "--max-iterations", "2"]);
     assert_eq!(r.json()["halt_reason"], "metric_integrity_violation", "{r:?}");
     let plain = workdir();
@@ -269,7 +256,7 @@ fn a_directory_that_is_not_a_git_repository_is_refused_as_invalid_input_with_one
 
 #[test]
 fn a_tree_whose_listing_is_not_what_its_id_says_is_refused_as_corrupt() {
-    let repo = rust_project();
+    let repo = off_by_one_crate();
     let r = loopexec(repo.path(), &["run", "--json", "--run-id", "d", "--no-baseline", "--exec", DROP_ASSERTION, "--check", "true", "--max-iterations", "2"]);
     assert_eq!(r.json()["halt_reason"], "metric_integrity_violation", "{r:?}");
     let (t0, _) = trees(repo.path(), "d");

@@ -178,7 +178,7 @@ pub fn violation_of(subject: &str, iteration: u64, check: &CheckResult, baseline
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::receipt::events::{sample, Event};
+    use crate::receipt::events::sample;
 
     fn t0(collected: &[&str], skipped: &[&str]) -> T0Sets {
         T0Sets::of_check(&sample::check_with_sets(collected, skipped)).unwrap()

@@ -328,3 +328,17 @@ for t in sys.argv[1:]:
     if os.path.exists(tmp):
         os.unlink(tmp)
 "#;
+
+/// A crate with an inline `#[cfg(test)]` module (not a protected path) and an off-by-one bug in
+/// `add`, committed as t0.
+pub fn off_by_one_crate() -> tempfile::TempDir {
+    let dir = workdir();
+    write(dir.path(), "Cargo.toml", "[package]\nname = \"calc\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n");
+    write(
+        dir.path(),
+        "src/lib.rs",
+        "pub fn add(a: i64, b: i64) -> i64 {\n    a + b + 1\n}\n\n#[cfg(test)]\nmod tests {\n    use super::*;\n\n    #[test]\n    fn adds() {\n        assert_eq!(add(2, 3), 5);\n        assert_eq!(add(-1, 1), 0);\n    }\n\n    #[test]\n    fn adds_zero() {\n        assert_eq!(add(0, 0), 0);\n    }\n}\n",
+    );
+    commit_t0(dir.path());
+    dir
+}
