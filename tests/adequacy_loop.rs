@@ -305,3 +305,66 @@ fn a_mutator_listing_nothing_on_a_change_the_built_in_operators_cannot_mutate_ei
         );
     }
 }
+
+/// Run `inadequate` (every mutant survived, halted `check_inadequate`) with its canary's outcome
+/// rewritten as anyone who can write the receipt could: the `adequacy` event made to say every
+/// mutant was killed, its halting `guard` dropped, the halt made a success, the chain rebuilt
+/// from there and the envelope gone (what a crash before the seal leaves).
+fn forged_adequate_canary(repo: &Path) {
+    use loopexec::receipt::events::{Event, Recorded};
+    let (r, _) = run(repo, "inadequate");
+    assert_eq!(r.code, 15, "{r:?}");
+    let dir = run_dir(repo, "inadequate");
+    let receipt = dir.join("receipt.jsonl");
+    let text = std::fs::read_to_string(&receipt).unwrap();
+    let lines: Vec<serde_json::Map<String, Value>> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let at = lines.iter().position(|l| l["type"] == "guard" && l["guard"] == "adequacy").expect("the canary's guard");
+    let events: Vec<Event> = Recorded::decode_all(&lines).unwrap().into_iter().map(|r| r.event).collect();
+    std::fs::write(&receipt, text.lines().take(at).map(|l| format!("{l}\n")).collect::<String>()).unwrap();
+    std::fs::remove_file(dir.join("envelope.dsse.json")).unwrap();
+    let run = loopexec::safefs::SafeDir::open(&dir).unwrap();
+    let (mut log, _) = loopexec::receipt::chain::ReceiptLog::open(&run, "receipt.jsonl").unwrap();
+    for event in &events[at + 1..] {
+        let mut event = event.clone();
+        match &mut event {
+            Event::Adequacy(a) => {
+                (a.killed, a.survived, a.score, a.verdict) = (a.survived, 0, Some(1.0), "adequate".into());
+            }
+            Event::Halt(h) => {
+                (h.halt_reason, h.exit_code, h.detail) = (loopexec::halt::HaltReason::SuccessConditionMet, 10, "the check passed at iteration 1".into());
+            }
+            _ => {}
+        }
+        log.append_event(&event).unwrap();
+    }
+}
+
+const FORGED_CANARY: &str = "the canary judgement of iteration 1 is recorded as killed 4, survived 0, not run 0, score Some(1.0), verdict adequate, \
+                             but its recorded observations give killed 0, survived 4, not run 0, score Some(0.0), verdict inadequate";
+
+#[test]
+fn a_canary_outcome_rewritten_to_adequate_is_refused_by_resume_and_given_no_verdict() {
+    let repo = project(None, IMPORT_ONLY_SUITE, "adequacy = \"final\"\nmutants = 4\n");
+    forged_adequate_canary(repo.path());
+    let before = std::fs::read(run_dir(repo.path(), "inadequate").join("receipt.jsonl")).unwrap();
+    let resumed = loopexec(repo.path(), &["run", "--json", "--resume", "inadequate"]);
+    assert_eq!((resumed.code, resumed.json()["errors"][0]["code"].as_str()), (30, Some("workspace_invalid")), "{resumed:?}");
+    let message = resumed.json()["errors"][0]["message"].as_str().unwrap_or_default().to_string();
+    assert!(message.ends_with(&format!("the recorded halt does not follow from its observations: {FORGED_CANARY}")), "{message}");
+    assert_eq!(std::fs::read(run_dir(repo.path(), "inadequate").join("receipt.jsonl")).unwrap(), before, "nothing is appended");
+    assert!(!run_dir(repo.path(), "inadequate").join("envelope.dsse.json").exists(), "nothing is sealed");
+    let explained = loopexec(repo.path(), &["explain-halt", "--json", "inadequate"]).json();
+    assert_eq!((explained["explanation"]["consistent"].as_bool(), explained["explanation"]["verdict"].is_null()), (Some(false), true), "{explained}");
+}
+
+#[test]
+fn an_honest_inadequate_canary_replays_in_verify() {
+    let repo = project(None, IMPORT_ONLY_SUITE, "adequacy = \"final\"\nmutants = 4\n");
+    let (r, _) = run(repo.path(), "inadequate");
+    assert_eq!(r.code, 15, "{r:?}");
+    let verified = loopexec(repo.path(), &["verify", "--json", "inadequate", "--pubkey", &path_str(&key_dir().join("operator.pub"))]);
+    assert_eq!(verified.code, 0, "{verified:?}");
+    let checks = verified.json()["verify"]["checks"].as_array().cloned().unwrap_or_default();
+    let derivation = checks.iter().find(|c| c["name"] == "halt_derivation").cloned().unwrap_or_default();
+    assert_eq!(derivation["detail"], "check_inadequate follows from the recorded observations (1 iteration decision(s) re-derived)", "{derivation}");
+}

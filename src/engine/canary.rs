@@ -29,7 +29,7 @@ use super::zone_setup::zone_setup;
 use crate::error::{CmdResult, Failure};
 use crate::halt::HaltReason;
 use crate::mutation::{self, verdict::score, Adequacy, ChangedSource, Mutant, MutantOutcome, MutantResult};
-use crate::receipt::events::{AdequacyRecord, Event, FindingRecord, GuardRecord};
+use crate::receipt::events::{AdequacyRecord, Event, GuardRecord};
 use crate::receipt::store::ARTIFACTS;
 use crate::testreport::paths::ReportPatterns;
 use crate::workspace::Snapshot;
@@ -96,8 +96,6 @@ impl AdequacyInput {
 
 /// Most mutants one canary may run.
 pub const MAX_MUTANTS: u64 = 1000;
-/// Survivors named in the halt's `guard` event (all are in the `adequacy` event).
-const MAX_NAMED_SURVIVORS: usize = 20;
 
 impl AdequacyPins {
     /// Refuse settings the canary cannot honour, before anything is written.
@@ -417,7 +415,7 @@ impl ActiveRun<'_> {
             duration_ms: started.elapsed().as_millis() as u64,
         };
         // Changed lines the check never ran decide first: no mutant there could have been killed.
-        let guard = record.coverage.as_ref().and_then(|c| super::coverage_guard::uncovered_guard(n, c)).or_else(|| adequacy_guard(&record, s.verdict));
+        let guard = crate::rules::canary::canary_guard(&record, s.verdict);
         if let Some(guard) = guard {
             self.append(Event::Guard(guard))?;
         }
@@ -464,62 +462,10 @@ impl ActiveRun<'_> {
             detail: format!("the mutator (mutate_cmd) {why}"),
             findings: Vec::new(),
         };
-        let guard = record.coverage.as_ref().and_then(|c| super::coverage_guard::uncovered_guard(n, c)).unwrap_or(refused);
+        let guard = record.coverage.as_ref().and_then(|c| crate::rules::canary::uncovered_guard(n, c)).unwrap_or(refused);
         self.append(Event::Guard(guard))?;
         self.append(Event::Adequacy(record))
     }
-}
-
-/// The `guard` event that halts the run on the canary's verdict, if it halts.
-fn adequacy_guard(record: &AdequacyRecord, verdict: Adequacy) -> Option<GuardRecord> {
-    let t0_failure = |m: &&crate::mutation::MutantResult| m.stratum == mutation::Stratum::T0Failure;
-    let t0_ran = record.mutants.iter().filter(t0_failure).filter(|m| m.outcome != MutantOutcome::NotRun).count();
-    let t0_killed = record.mutants.iter().filter(t0_failure).filter(|m| m.outcome == MutantOutcome::Killed).count();
-    let (halt_reason, detail) = match verdict {
-        Adequacy::Adequate | Adequacy::NoMutants => return None,
-        // The change's mutants were killed but none of the code the failing tests call: the
-        // check bites on the agent's lines, not on the code it tests.
-        Adequacy::Inadequate if record.killed > 0 && t0_ran > 0 && t0_killed == 0 => (
-            HaltReason::CheckInadequate,
-            format!(
-                "no mutant of the code the tests failing at t0 call turned the check red: {t0_ran} of {t0_ran} survived in {}, while {} mutant(s) of the agent's change were killed (seed {}): the check no longer bites on the code it tests",
-                record.t0_failure_functions.join(", "),
-                record.killed,
-                record.seed
-            ),
-        ),
-        Adequacy::Inadequate if t0_ran > 0 => (
-            HaltReason::CheckInadequate,
-            format!(
-                "no mutant of the agent's change or of the code the tests failing at t0 call ({}) turned the check red: {} of {} survived (seed {})",
-                record.t0_failure_functions.join(", "),
-                record.survived,
-                record.sampled,
-                record.seed
-            ),
-        ),
-        Adequacy::Inadequate => (
-            HaltReason::CheckInadequate,
-            format!(
-                "no mutant of the agent's change turned the check red: {} of {} survived (seed {})",
-                record.survived, record.sampled, record.seed
-            ),
-        ),
-        Adequacy::NotRun => (
-            HaltReason::ExecutionFailure,
-            format!("the adequacy canary could not run the check on any of its {} mutants", record.sampled),
-        ),
-    };
-    let only_t0 = record.killed > 0;
-    let findings = record
-        .mutants
-        .iter()
-        .filter(|m| !only_t0 || m.stratum == mutation::Stratum::T0Failure)
-        .filter(|m| m.outcome != MutantOutcome::Killed)
-        .take(MAX_NAMED_SURVIVORS)
-        .map(|m| FindingRecord { path: Some(m.path.clone()), what: format!("line {}: {}", m.line, m.change) })
-        .collect();
-    Some(GuardRecord { iteration: record.iteration, guard: "adequacy".into(), stage: "after_check".into(), halt_reason, detail, findings })
 }
 
 #[cfg(test)]

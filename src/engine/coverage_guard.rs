@@ -183,8 +183,6 @@ pub fn coverage_violation(iteration: u64, check: &CheckResult, t0: Option<&LineC
 
 /// Uncovered changed lines recorded in the `adequacy` event (the count is whole).
 const MAX_RECORDED_UNCOVERED: usize = 1000;
-/// Uncovered changed lines named in the halt's `guard` event.
-const MAX_NAMED_UNCOVERED: usize = 50;
 
 /// The substantive (not blank) lines of each changed source file (one with a grammar) that the
 /// agent changed against t0.
@@ -247,41 +245,6 @@ pub fn changed_line_tier(report: &str, sources: &[ChangedSource<'_>], hits: &Lin
     }
 }
 
-/// The `guard` event that halts the run `check_inadequate` when the tier found uncovered lines.
-pub fn uncovered_guard(iteration: u64, record: &CoverageRecord) -> Option<GuardRecord> {
-    if record.uncovered_count == 0 {
-        return None;
-    }
-    let findings = record
-        .uncovered
-        .iter()
-        .take(MAX_NAMED_UNCOVERED)
-        .map(|u| {
-            let why = if u.ambiguous {
-                "an entry of the coverage report could name this file or another one, and counts for neither"
-            } else if u.file_missing {
-                "the coverage report does not name the file"
-            } else {
-                "never executed by the check"
-            };
-            FindingRecord { path: Some(u.path.clone()), what: format!("line {}: {why}", u.line) }
-        })
-        .collect();
-    Some(GuardRecord {
-        iteration,
-        guard: "adequacy".into(),
-        stage: "after_check".into(),
-        halt_reason: HaltReason::CheckInadequate,
-        detail: format!(
-            "{} of the {} substantive lines the agent changed were never executed by the check ({})",
-            record.uncovered_count,
-            record.changed_lines,
-            shown(&record.report)
-        ),
-        findings,
-    })
-}
-
 /// After every check that exited 0: its declared coverage report must be usable and its line
 /// coverage not below t0's (beyond the tolerance).
 #[derive(Debug)]
@@ -315,6 +278,7 @@ impl Guard for CoverageGuard {
 mod tests {
     use super::*;
     use crate::receipt::events::{sample, Event};
+    use crate::rules::canary::uncovered_guard;
 
     fn measured(covered: u64, coverable: u64) -> LineCoverageRecord {
         LineCoverageRecord { report: "cov.lcov".into(), format: Some("lcov".into()), covered_lines: Some(covered), coverable_lines: Some(coverable), error: None }

@@ -29,6 +29,8 @@ pub struct IterationRecord {
     pub allowed: Vec<crate::receipt::events::TestChangeAllowedRecord>,
     /// The held-out check on a green every guard let through (`holdout_check` event).
     pub holdout: Option<crate::receipt::events::HoldoutRecord>,
+    /// The adequacy canary's outcome (`adequacy`), when it ran on this iteration's green.
+    pub adequacy: Option<crate::receipt::events::AdequacyRecord>,
     /// The cause, when the iteration was interrupted (`SIGINT`, `SIGTERM`, `supervisor_lost`).
     pub interrupted: Option<String>,
     /// Lists of this iteration's events moved to run artifacts (`externalised` events).
@@ -203,6 +205,9 @@ impl History {
             }
             Event::Adequacy(adequacy) => {
                 self.adequacy_iterations.push(adequacy.iteration);
+                if let Some(slot) = self.slot(adequacy.iteration) {
+                    slot.adequacy = Some(adequacy.clone());
+                }
                 self.guard_bodies.push(recorded.body());
             }
             Event::GuardSentinel(sentinel) => {

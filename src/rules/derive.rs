@@ -235,6 +235,7 @@ pub fn derive_halt(history: &History) -> Result<Option<Derivation>, Mismatch> {
         // A success stands on its confirmation reruns (a disagreeing one decided a flake above).
         Step::Halt(HaltReason::SuccessConditionMet, _) if recorded == HaltReason::SuccessConditionMet => {
             judgements::replay_confirmations(record, &pins).map_err(|d| mismatch_of(d, recorded))?;
+            judgements::replay_canary_ran(record, &pins).map_err(|d| mismatch_of(d, recorded))?;
             accept(derived, None, skipped)
         }
         Step::Halt(reason, _) if *reason == recorded => accept(derived, None, skipped),

@@ -27,10 +27,12 @@ use super::baseline::{decide_t0_success, T0Success};
 use super::decide::Step;
 use super::progress::{judge_scored, ScoreRule};
 use super::set_guards::{exempting, violation_of, T0Sets, GUARD, STAGE};
+use super::canary::canary_guard;
 use super::targets::{met_on_t0, pinned_patterns};
 use super::verdict::Verdict;
 use crate::convergence::rules::Limits;
 use crate::halt::HaltReason;
+use crate::mutation::verdict::{score, Adequacy};
 use crate::receipt::bounded::Externalised;
 use crate::receipt::events::CheckResult;
 use crate::receipt::history::{History, IterationRecord};
@@ -45,6 +47,7 @@ pub enum Judgement {
     Evidence,
     Confirmation,
     T0Baseline,
+    Canary,
 }
 
 impl Judgement {
@@ -55,6 +58,7 @@ impl Judgement {
             Judgement::Evidence => "evidence",
             Judgement::Confirmation => "confirmation",
             Judgement::T0Baseline => "t0_baseline",
+            Judgement::Canary => "canary",
         }
     }
 }
@@ -97,6 +101,10 @@ pub struct Pins {
     pub confirm_runs: u64,
     /// The `[[allow_test_change]]` ids the set guard lets through.
     pub allowed_ids: BTreeSet<String>,
+    /// Whether the adequacy canary must run on a detached green: `adequacy.mode` pinned other
+    /// than `off` and the workspace detached (`None`: the receipt pins no adequacy mode, an
+    /// earlier version's).
+    pub canary_required: Option<bool>,
 }
 
 impl Pins {
@@ -125,6 +133,10 @@ impl Pins {
             score,
             confirm_runs: config.get("confirm_runs").and_then(Value::as_u64).unwrap_or(0),
             allowed_ids,
+            canary_required: config
+                .pointer("/adequacy/mode")
+                .and_then(Value::as_str)
+                .map(|mode| mode != "off" && config.get("workspace").and_then(Value::as_str) == Some("detached")),
         }
     }
 }
@@ -247,6 +259,10 @@ pub fn replay_iteration(history: &History, record: &IterationRecord, pins: &Pins
             }
         }
     }
+    // the canary: its recorded outcome against its recorded mutants
+    if let Some(why) = replay_canary(record)? {
+        skipped.push(why);
+    }
     // evidence: the recorded verdict against the exit and the reports' recorded counts
     if let Some(derived) = evidence_verdict(check) {
         let recorded = check.evidence.as_ref().map(|e| e.verdict.clone()).unwrap_or_default();
@@ -294,6 +310,65 @@ pub fn replay_confirmations(record: &IterationRecord, pins: &Pins) -> Result<(),
         judgement: Judgement::Confirmation,
         recorded: format!("a success on {held} confirmation rerun(s)"),
         derived: format!("no success: the run asks for {} agreeing confirmation rerun(s)", pins.confirm_runs),
+    })
+}
+
+/// The canary's recorded outcome at the iteration `record` against its recorded mutants: the
+/// counts and the verdict `mutation::verdict::score` gives them, and the `guard` event that
+/// outcome gives (`super::canary`). `Ok(Some)`: not replayed, and why (the mutator gave no
+/// mutant, or the mutants were trimmed to the receipt's bound and not read back).
+pub fn replay_canary(record: &IterationRecord) -> Result<Option<NotReplayed>, Differs> {
+    let Some(adequacy) = &record.adequacy else { return Ok(None) };
+    let n = record.iteration;
+    let not = |why: String| Ok(Some(NotReplayed { iteration: n, judgement: Judgement::Canary, why }));
+    if adequacy.tier == "external" && adequacy.mutants.is_empty() && adequacy.verdict == Adequacy::NotRun.as_str() {
+        return not("the operator's mutator gave no mutant to run: its outcome is its exit, taken as recorded".into());
+    }
+    if adequacy.mutants.len() as u64 != adequacy.sampled {
+        return not(format!(
+            "the adequacy event holds {} of its {} mutants (trimmed to the receipt's bound, not read back)",
+            adequacy.mutants.len(),
+            adequacy.sampled
+        ));
+    }
+    let derived = score(&adequacy.mutants);
+    let counts = |killed: u64, survived: u64, not_run: u64, score: Option<f64>, verdict: &str| {
+        format!("killed {killed}, survived {survived}, not run {not_run}, score {score:?}, verdict {verdict}")
+    };
+    let recorded_counts = counts(adequacy.killed, adequacy.survived, adequacy.not_run, adequacy.score, &crate::inert::inert(&adequacy.verdict));
+    let derived_counts = counts(derived.killed, derived.survived, derived.not_run, derived.score, derived.verdict.as_str());
+    if recorded_counts != derived_counts {
+        return Err(Differs { iteration: n, judgement: Judgement::Canary, recorded: recorded_counts, derived: derived_counts });
+    }
+    let guard = canary_guard(adequacy, derived.verdict);
+    let recorded = record.guards.iter().find(|g| g.guard == "adequacy" && g.stage == "after_check");
+    let shown = |g: Option<&crate::receipt::events::GuardRecord>| match g {
+        None => "no guard".to_string(),
+        Some(g) => format!("a guard halting {} ({})", g.halt_reason, crate::inert::inert(&g.detail)),
+    };
+    let same = match (&guard, recorded) {
+        (None, None) => true,
+        (Some(d), Some(r)) => d.halt_reason == r.halt_reason && d.detail == r.detail,
+        _ => false,
+    };
+    if !same {
+        return Err(Differs { iteration: n, judgement: Judgement::Canary, recorded: shown(recorded), derived: shown(guard.as_ref()) });
+    }
+    Ok(None)
+}
+
+/// A recorded success at the iteration `record` whose green the canary had to judge (a detached
+/// workspace, adequacy not `off`, a check that passed) stands on a recorded `adequacy` event.
+pub fn replay_canary_ran(record: &IterationRecord, pins: &Pins) -> Result<(), Differs> {
+    let green = record.check.as_ref().is_some_and(|c| Verdict::of_check(c) == Verdict::Pass);
+    if pins.canary_required != Some(true) || !green || record.adequacy.is_some() {
+        return Ok(());
+    }
+    Err(Differs {
+        iteration: record.iteration,
+        judgement: Judgement::Canary,
+        recorded: "a success with no adequacy event".into(),
+        derived: "no success before the adequacy canary judged the green (adequacy pinned on, detached workspace)".into(),
     })
 }
 
@@ -597,5 +672,108 @@ mod tests {
             vec![NotReplayed { iteration: 2, judgement: Judgement::Progress, why: why.clone() }, NotReplayed { iteration: 2, judgement: Judgement::SetGuard, why: why.clone() }]
         );
         assert!(found.detail().ends_with(&format!("; judgement(s) not replayed: progress of iteration 2 ({why}); set_guard of iteration 2 ({why})")), "{}", found.detail());
+    }
+
+    fn mutant(outcome: crate::mutation::MutantOutcome) -> crate::mutation::MutantResult {
+        crate::mutation::MutantResult {
+            path: "calc.py".into(),
+            line: 3,
+            operator: crate::mutation::Operator::ArithmeticFlipped,
+            change: "+ -> -".into(),
+            outcome,
+            check_exit: Some(1),
+            duration_ms: 1,
+            detail: None,
+            stratum: crate::mutation::Stratum::Change,
+        }
+    }
+
+    /// Iteration 1's green and the canary's outcome on `mutants` as the engine records it: the
+    /// counts `score` gives, and the guard `canary_guard` gives, if any.
+    fn canaried(mutants: Vec<crate::mutation::MutantResult>) -> IterationRecord {
+        let scored = score(&mutants);
+        let adequacy = crate::receipt::events::AdequacyRecord {
+            iteration: 1,
+            tier: "mutation".into(),
+            seed: 7,
+            generated: mutants.len() as u64,
+            sampled: mutants.len() as u64,
+            killed: scored.killed,
+            survived: scored.survived,
+            not_run: scored.not_run,
+            score: scored.score,
+            verdict: scored.verdict.as_str().into(),
+            mutants,
+            external_exit: None,
+            coverage: None,
+            t0_failure_functions: vec![],
+            duration_ms: 1,
+        };
+        let guards = canary_guard(&adequacy, scored.verdict).into_iter().collect();
+        let Event::ExecResult(exec) = sample::exec_result(1, 0) else { unreachable!() };
+        IterationRecord { iteration: 1, exec: Some(exec), check: Some(check(1, &["a"], &[])), guards, adequacy: Some(adequacy), ..Default::default() }
+    }
+
+    use crate::mutation::MutantOutcome::{Killed, Survived};
+
+    #[test]
+    fn an_honest_canary_outcome_replays() {
+        assert_eq!(replay_canary(&canaried(vec![mutant(Killed), mutant(Survived)])), Ok(None));
+        assert_eq!(replay_canary(&canaried(vec![mutant(Survived)])), Ok(None), "an inadequate check with its guard");
+    }
+
+    #[test]
+    fn a_canary_verdict_rewritten_to_adequate_over_surviving_mutants_differs() {
+        let mut record = canaried(vec![mutant(Survived), mutant(Survived)]);
+        record.guards.clear();
+        let adequacy = record.adequacy.as_mut().unwrap();
+        (adequacy.killed, adequacy.survived, adequacy.score, adequacy.verdict) = (2, 0, Some(1.0), "adequate".into());
+        assert_eq!(
+            replay_canary(&record),
+            Err(Differs {
+                iteration: 1,
+                judgement: Judgement::Canary,
+                recorded: "killed 2, survived 0, not run 0, score Some(1.0), verdict adequate".into(),
+                derived: "killed 0, survived 2, not run 0, score Some(0.0), verdict inadequate".into(),
+            })
+        );
+    }
+
+    #[test]
+    fn a_dropped_canary_guard_differs() {
+        let mut record = canaried(vec![mutant(Survived)]);
+        record.guards.clear();
+        let found = replay_canary(&record).unwrap_err();
+        assert_eq!((found.judgement, found.recorded.as_str()), (Judgement::Canary, "no guard"));
+        assert!(found.derived.starts_with("a guard halting check_inadequate (no mutant of the agent's change turned the check red: 1 of 1 survived (seed 7))"), "{}", found.derived);
+    }
+
+    #[test]
+    fn mutants_trimmed_out_of_the_receipt_are_named_not_replayed() {
+        let mut record = canaried(vec![mutant(Killed), mutant(Killed)]);
+        record.adequacy.as_mut().unwrap().mutants.truncate(1);
+        assert_eq!(
+            replay_canary(&record),
+            Ok(Some(NotReplayed {
+                iteration: 1,
+                judgement: Judgement::Canary,
+                why: "the adequacy event holds 1 of its 2 mutants (trimmed to the receipt's bound, not read back)".into(),
+            }))
+        );
+    }
+
+    #[test]
+    fn a_detached_green_success_without_its_canary_differs_and_with_adequacy_off_does_not() {
+        let mut record = canaried(vec![mutant(Killed)]);
+        record.adequacy = None;
+        let history = History::default();
+        let mut pins = Pins::of(&history);
+        pins.canary_required = Some(true);
+        let found = replay_canary_ran(&record, &pins).unwrap_err();
+        assert_eq!((found.judgement, found.recorded.as_str()), (Judgement::Canary, "a success with no adequacy event"));
+        pins.canary_required = Some(false);
+        assert_eq!(replay_canary_ran(&record, &pins), Ok(()));
+        pins.canary_required = None;
+        assert_eq!(replay_canary_ran(&record, &pins), Ok(()), "a receipt that pins no adequacy mode");
     }
 }

@@ -8,10 +8,11 @@
 //! - [`mode`]: what the loop drives towards.
 //! - [`verdict`]: pass / fail / disagrees / could-not-run of a recorded check (the 126/127 rule).
 //! - [`decide`]: the halt decision over an iteration's record.
-//! - [`judgements`]: the recorded judgements (progress, set guard, evidence, confirmations, t0) recomputed.
+//! - [`judgements`]: the recorded judgements (progress, set guard, evidence, confirmations, t0, the canary) recomputed.
 //! - [`derive`]: whether a recorded halt follows from the recorded observations (verdicts replayed, not trusted).
 //! - [`judge`]: the halt a judged green comes to, from the recorded answer.
 //! - [`holdout`]: a success the held-out check did not find green does not stand.
+//! - [`canary`]: the guard the adequacy canary's recorded outcome gives (uncovered lines, the mutants' verdict).
 //! - [`targets`]: the tests a run must fix, selected from t0, and the success rule of a red check.
 //! - [`progress`]: the ratchet's acceptance and the no-convergence rules over the failing sets.
 //! - [`set_guards`]: the set guard, a green check's collected and skipped sets against t0's.
@@ -21,6 +22,7 @@
 //! - [`probe_replay`]: whether a probe receipt's verdict and gates follow from its runs and evidence.
 
 pub mod baseline;
+pub mod canary;
 pub mod decide;
 pub mod derive;
 pub mod holdout;
