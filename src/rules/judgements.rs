@@ -16,7 +16,10 @@
 //! - `confirmation`: a success stands on `confirm_runs` recorded confirmation reruns;
 //! - `t0_baseline`: the decision on t0 ([`super::baseline::decide_t0_success`]): a success at
 //!   iteration 0 needs a green t0 (or one whose targets all pass) and its confirmations, and a
-//!   run whose t0 so succeeded never started an iteration.
+//!   run whose t0 so succeeded never started an iteration;
+//! - `canary`: the `adequacy` event's counts and verdict against its recorded mutants'
+//!   outcomes, the halting guard they give ([`super::canary`]) against the recorded one, and a
+//!   detached green's success standing on a recorded canary when `adequacy` is pinned on.
 //!
 //! What it cannot recompute is named ([`NotReplayed`]), never passed silently and never a
 //! mismatch: a list the receipt moved to a run artifact (`externalised`) that was not read back
