@@ -12,7 +12,7 @@
 //!
 //! The judging itself is pure: [`metric_integrity`], [`tampering`] and [`awareness`] take the two
 //! listings and a [`TreeBytes`] (where their bytes come from: the host's layers here, git objects
-//! for `verify --repo`, `crate::audit::tree_guards`) and give the records the engine appends.
+//! for `verify --repo`, the verifier's tree guards) and give the records the engine appends.
 
 use std::collections::BTreeSet;
 use std::io::Read;

@@ -13,7 +13,7 @@
 //! answer says so; a judge that crashed, timed out, wrote more than
 //! [`crate::rules::judge::MAX_ANSWER_BYTES`] or something that is not an answer has not approved,
 //! and the run halts `escalation_pending` with the failure recorded); `verify` reads the records
-//! again with the same rules (`crate::audit::judge`). The judge is never asked on any other
+//! again with the same rules (the verifier's `judge_records` check). The judge is never asked on any other
 //! verdict, so it can never turn red into green.
 
 use super::config::PolicyPin;

@@ -2,7 +2,7 @@
 //! can be mutated, the mutants the syntax trees allow there, the K of them a seed picks, and what
 //! the check's answers on them mean. Parsing is `crate::analysis::syntax`'s (no second parser);
 //! nothing here touches the file system or runs a process: the engine's canary
-//! (`crate::engine::canary`) materialises each mutant in a throwaway copy and runs the check.
+//! (the engine's canary) materialises each mutant in a throwaway copy and runs the check.
 //!
 //! - `lines`: the changed and added lines against t0.
 //! - `operators`: trivial lines dropped, the built-in mutation operators per language.

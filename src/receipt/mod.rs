@@ -9,8 +9,8 @@
 //! - `keys`: the operator key on disk and the per-run key minted in memory.
 //! - `dsse`, `statement`: the DSSE envelope and the in-toto Statement with loopexec's predicate.
 //! - `seal`: endorsing run keys, sealing a finished run, operator attestation.
-//! (Offline verification of a sealed run is `crate::audit`, above the decision rules.)
-//! - `probe`: the signed receipt of a `probe-check` or `doctor --check` (verified by `crate::audit::probe`).
+//! (Offline verification of a sealed run is the verifier's, a layer above the decision rules.)
+//! - `probe`: the signed receipt of a `probe-check` or `doctor --check` (verified by the verifier, above this layer).
 pub mod bounded;
 pub mod chain;
 pub mod dsse;

@@ -9,8 +9,8 @@
 //! This module owns the record only: the events' types (with the two values they name, a run's
 //! [`RunClass`] and a perturbation [`Dimension`]), writing and sealing a probe receipt, picking a
 //! receipt's probe events out ([`ProbeRecord`]) and its predicate. Whether its verdict follows
-//! from its runs is `crate::rules::probe_replay`; verifying a probe directory offline is
-//! `crate::audit::probe`.
+//! from its runs is the decision rules' (`probe_replay`); verifying a probe directory offline is
+//! the verifier's (`probe`), both layers above this one.
 
 use super::chain::{self, ReceiptLog};
 use super::events::{Event, Recorded};

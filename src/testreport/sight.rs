@@ -16,7 +16,7 @@ use super::{output_lines, without_colours};
 use serde::{Deserialize, Serialize};
 
 /// What one check run showed of its evidence's reach, as the assessment of the guards' sight
-/// reads it (`crate::engine::inactive_guards`, which also makes it of a recorded check): a probe
+/// reads it (the engine's `inactive_guards`, which also makes it of a recorded check): a probe
 /// run carries it from its own process to doctor.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct CheckSight {

@@ -5,7 +5,7 @@
 //! receipt's types `crate::receipt::probe`.
 //!
 //! Nothing here reaches the engine: a probe run's process runs its check with the engine's check
-//! runner (`crate::engine::probe_run`, started as `loopexec __probe-run`), and what the exec zone
+//! runner (the engine's `probe_run`, started as `loopexec __probe-run`), and what the exec zone
 //! needs of the engine's policies is handed in by the caller ([`runner::CheckTarget`]).
 pub mod determinism;
 pub mod gates;

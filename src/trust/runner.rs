@@ -25,7 +25,7 @@ pub struct CheckTarget {
     pub timeout_ms: u64,
     pub reports: Vec<String>,
     /// The uid and gid the copies are handed to, as the exec zone writes them as that user
-    /// (native isolation, as root: `crate::engine::probe_run::zone_owner`); `None`: the copies
+    /// (native isolation, as root: the engine's `probe_run::zone_owner`); `None`: the copies
     /// stay the caller's.
     pub zone_owner: Option<(u32, u32)>,
 }

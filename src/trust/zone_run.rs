@@ -4,7 +4,7 @@
 //! process tree alone, and `--jobs` runs can go side by side), with the [`RunSpec`] written to
 //! FILE, and read its [`RunReport`] back from the one JSON object it prints. What the process
 //! does with the spec (the check run once in an exec zone on a throwaway copy, the run's
-//! perturbation applied) is `crate::engine::probe_run`: the engine runs checks; this layer only
+//! perturbation applied) is the engine's `probe_run`: the engine runs checks; this layer only
 //! plans the runs and reads what they showed.
 
 use super::perturb::RunPlan;
