@@ -397,34 +397,10 @@ mod tests {
         sealed_with_second_check(name, 0)
     }
 
-    /// A run of two iterations whose second check exited `second`, then a `halt` claiming
-    /// success, sealed with a valid endorsed run key.
-    fn sealed_with_second_check(name: &str, second: i32) -> Fixture {
-        let tmp = tempfile::tempdir().unwrap();
-        let keydir = tmp.path().join("keys");
-        let generated = generate_operator_key(&keydir, false).unwrap();
-        let operator = OperatorKey::load(&generated.private_key).unwrap();
-        let run_path = tmp.path().join(name);
-        std::fs::create_dir(&run_path).unwrap();
-        let run_dir = SafeDir::open(&run_path).unwrap();
-        let mut log = ReceiptLog::create(&run_dir, RECEIPT_FILE).unwrap();
-        log.append_event(&sample::run_start(name)).unwrap();
-        let run_key = RunKey::mint();
-        endorse_run_key(&mut log, name, &run_key, &operator).unwrap();
-        for i in 1..=2 {
-            log.append_event(&Event::IterationStart { iteration: i }).unwrap();
-            log.append_event(&sample::exec_result(i, 0)).unwrap();
-            log.append_event(&sample::check_result(i, if i == 2 { second } else { 1 })).unwrap();
-        }
-        log.append_event(&sample::halt(crate::halt::HaltReason::SuccessConditionMet, 2)).unwrap();
-        seal_run(&run_dir, run_key, vec![]).unwrap();
-        Fixture { _tmp: tmp, run_dir, operator }
-    }
-
-    /// A run of two iterations halted success_condition_met whose supervisor died before
-    /// sealing, then `after` appended after the halt (with the run key `sealing` endorsed where
-    /// `after` holds a `run_key`), then the statement signed by `sealing` whatever the layout.
-    fn sealed_after_halt(name: &str, after: &[&str]) -> Fixture {
+    /// A receipt being written in a fresh directory: `run_start`, the run key `run_key` endorsed
+    /// by a fresh operator key, two iterations whose second check exited `second`, then a `halt`
+    /// claiming success.
+    fn halted_success(name: &str, second: i32, run_key: &RunKey) -> (tempfile::TempDir, std::path::PathBuf, SafeDir, OperatorKey, ReceiptLog) {
         let tmp = tempfile::tempdir().unwrap();
         let generated = generate_operator_key(&tmp.path().join("keys"), false).unwrap();
         let operator = OperatorKey::load(&generated.private_key).unwrap();
@@ -433,13 +409,31 @@ mod tests {
         let run_dir = SafeDir::open(&run_path).unwrap();
         let mut log = ReceiptLog::create(&run_dir, RECEIPT_FILE).unwrap();
         log.append_event(&sample::run_start(name)).unwrap();
-        endorse_run_key(&mut log, name, &RunKey::mint(), &operator).unwrap();
+        endorse_run_key(&mut log, name, run_key, &operator).unwrap();
         for i in 1..=2 {
             log.append_event(&Event::IterationStart { iteration: i }).unwrap();
             log.append_event(&sample::exec_result(i, 0)).unwrap();
-            log.append_event(&sample::check_result(i, if i == 2 { 0 } else { 1 })).unwrap();
+            log.append_event(&sample::check_result(i, if i == 2 { second } else { 1 })).unwrap();
         }
         log.append_event(&sample::halt(crate::halt::HaltReason::SuccessConditionMet, 2)).unwrap();
+        (tmp, run_path, run_dir, operator, log)
+    }
+
+    /// A run of two iterations whose second check exited `second`, then a `halt` claiming
+    /// success, sealed with a valid endorsed run key.
+    fn sealed_with_second_check(name: &str, second: i32) -> Fixture {
+        let run_key = RunKey::mint();
+        let (tmp, _, run_dir, operator, log) = halted_success(name, second, &run_key);
+        drop(log);
+        seal_run(&run_dir, run_key, vec![]).unwrap();
+        Fixture { _tmp: tmp, run_dir, operator }
+    }
+
+    /// A run of two iterations halted success_condition_met whose supervisor died before
+    /// sealing, then `after` appended after the halt (with the run key `sealing` endorsed where
+    /// `after` holds a `run_key`), then the statement signed by `sealing` whatever the layout.
+    fn sealed_after_halt(name: &str, after: &[&str]) -> Fixture {
+        let (tmp, run_path, run_dir, operator, mut log) = halted_success(name, 0, &RunKey::mint());
         let sealing = RunKey::mint();
         for kind in after {
             match *kind {
