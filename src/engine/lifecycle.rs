@@ -735,7 +735,6 @@ fn refused_after_check(record: &crate::receipt::history::IterationRecord) -> boo
 #[cfg(test)]
 mod tests {
     use super::refused_after_check;
-    use crate::ending::Ending;
     use crate::halt::HaltReason;
     use crate::receipt::events::{sample, Event, GuardRecord, HoldoutRecord, JudgeOutcome, JudgeRecord};
     use crate::receipt::history::IterationRecord;
@@ -758,21 +757,7 @@ mod tests {
     }
 
     fn judged(outcome: JudgeOutcome) -> JudgeRecord {
-        let stream = sample::stream();
-        JudgeRecord {
-            iteration: 1,
-            outcome,
-            reward_hacking: false,
-            reason: "why".into(),
-            ending: Ending::Exited { code: 0 },
-            duration_ms: 1,
-            packet: "artifacts/0001-judge-packet.json".into(),
-            packet_bytes: 2,
-            packet_sha256: String::new(),
-            stdout: stream.clone(),
-            stderr: stream,
-            egress: None,
-        }
+        sample::judge(outcome, false)
     }
 
     #[test]

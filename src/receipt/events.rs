@@ -1099,6 +1099,24 @@ pub(crate) mod sample {
         })
     }
 
+    /// The judge's answer `outcome` on iteration 1 (its streams empty).
+    pub fn judge(outcome: JudgeOutcome, reward_hacking: bool) -> JudgeRecord {
+        JudgeRecord {
+            iteration: 1,
+            outcome,
+            reward_hacking,
+            reason: "why".into(),
+            ending: Ending::Exited { code: 0 },
+            duration_ms: 1,
+            packet: "artifacts/0001-judge-packet.json".into(),
+            packet_bytes: 2,
+            packet_sha256: String::new(),
+            stdout: stream(),
+            stderr: stream(),
+            egress: None,
+        }
+    }
+
     /// A green check of iteration 1 that collected and skipped exactly these test ids.
     pub fn check_with_sets(collected: &[&str], skipped: &[&str]) -> CheckResult {
         let Event::CheckResult(mut c) = check_result(1, 0) else { unreachable!("check_result makes a CheckResult") };

@@ -223,20 +223,7 @@ mod tests {
         use crate::receipt::events::{sample, Event};
         let Event::ExecResult(exec) = sample::exec_result(1, 0) else { unreachable!() };
         let Event::CheckResult(check) = sample::check_result(1, check_exit) else { unreachable!() };
-        let judge = JudgeRecord {
-            iteration: 1,
-            outcome,
-            reward_hacking,
-            reason: "why".into(),
-            ending: Ending::Exited { code: 0 },
-            duration_ms: 1,
-            packet: "artifacts/0001-judge-packet.json".into(),
-            packet_bytes: 2,
-            packet_sha256: String::new(),
-            stdout: stream(0),
-            stderr: stream(0),
-            egress: None,
-        };
+        let judge = sample::judge(outcome, reward_hacking);
         crate::receipt::history::IterationRecord { iteration: 1, exec: Some(exec), check: Some(check), judge: Some(judge), ..Default::default() }
     }
 
