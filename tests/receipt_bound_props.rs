@@ -16,7 +16,7 @@ use proptest::prelude::*;
 use serde_json::{json, Value};
 
 /// How many variants `Event` has (`index` gives each one of 0..VARIANTS).
-const VARIANTS: usize = 33;
+const VARIANTS: usize = 34;
 
 /// The place of each variant; a new variant fails to compile here.
 fn index(e: &Event) -> usize {
@@ -54,6 +54,7 @@ fn index(e: &Event) -> usize {
         Event::Preconditions(_) => 30,
         Event::Unknown => 31,
         Event::SealResumed(_) => 32,
+        Event::Usage(_) => 33,
     }
 }
 
@@ -142,6 +143,9 @@ fn template(i: usize, n: usize, s: &str) -> Value {
         // An event type this version does not know is never appended by it (it decodes without a body).
         31 => json!({"type": "a_later_type", "anything": strings()}),
         32 => json!({"type": "seal_resumed", "run_id": s, "previous_state": s, "halt_reason": halt, "pid": 1}),
+        33 => json!({"type": "usage", "iteration": 1, "stage": "agent", "usd_micros": 1, "basis": "priced", "tokens": {"input": 1, "output": 1},
+            "models": list(json!({"provider": s, "model": s, "tokens": {"input": 1}, "usd_micros": null})),
+            "sources": list(json!({"name": s, "records": 1, "rejected": {"malformed": 1}})), "egress_bytes": 1, "cpu_ms": 1}),
         _ => unreachable!("no template for variant {i}"),
     };
     body

@@ -89,6 +89,8 @@ pub enum Event {
     /// The held-out check on a green iteration every guard let through (docs/guards.md,
     /// "Held-out checks"): its result and the digest of the held-out directory, never its contents.
     HoldoutCheck(HoldoutRecord),
+    /// What one stage of an iteration consumed (docs/budget.md).
+    Usage(crate::receipt::usage::UsageRecord),
     Halt(HaltRecord),
     /// The lists the event just before it left out because they were over the receipt's bound
     /// (`receipt::bounded`): each by count, digest and sample, and the artifact holding them.
@@ -138,6 +140,7 @@ impl Event {
             Event::Judge(_) => "judge",
             Event::TestChangeAllowed(_) => "test_change_allowed",
             Event::HoldoutCheck(_) => "holdout_check",
+            Event::Usage(_) => "usage",
             Event::Halt(_) => "halt",
             Event::Externalised(_) => "externalised",
             Event::ProbeStart(_) => "probe_start",

@@ -31,6 +31,8 @@ pub struct IterationRecord {
     pub holdout: Option<crate::receipt::events::HoldoutRecord>,
     /// The adequacy canary's outcome (`adequacy`), when it ran on this iteration's green.
     pub adequacy: Option<crate::receipt::events::AdequacyRecord>,
+    /// What the iteration's stages consumed (`usage` events), in order.
+    pub usage: Vec<crate::receipt::usage::UsageRecord>,
     /// The cause, when the iteration was interrupted (`SIGINT`, `SIGTERM`, `supervisor_lost`).
     pub interrupted: Option<String>,
     /// Lists of this iteration's events moved to run artifacts (`externalised` events).
@@ -251,6 +253,11 @@ impl History {
                     self.holdout_baseline = Some(holdout.clone());
                 } else if let Some(slot) = self.slot(holdout.check.iteration) {
                     slot.holdout = Some(holdout.clone());
+                }
+            }
+            Event::Usage(usage) => {
+                if let Some(slot) = self.slot(usage.iteration) {
+                    slot.usage.push(usage.clone());
                 }
             }
             Event::Halt(halt) => {

@@ -23,3 +23,4 @@ pub mod seal;
 pub mod state;
 pub mod statement;
 pub mod store;
+pub mod usage;
