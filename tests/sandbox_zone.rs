@@ -360,7 +360,9 @@ fn a_hidden_path_beneath_a_directory_the_zone_cannot_search_is_covered_and_the_z
     // policy binding `/` meets the placeholder registry under a 0700 home. (Unprivileged, the
     // zone's setup can, and the file itself is covered.)
     use std::os::unix::fs::PermissionsExt;
-    let home = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    // Not under /tmp: the zone has its own.
+    let base = if is_root() { std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")) } else { std::path::PathBuf::from(std::env::var("HOME").unwrap()) };
+    let home = tempfile::tempdir_in(base).unwrap();
     std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
     std::fs::create_dir(home.path().join("state")).unwrap();
     std::fs::write(home.path().join("state/secret"), "s3cret").unwrap();
