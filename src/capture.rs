@@ -236,6 +236,11 @@ impl CaptureInProgress<'_> {
         Ok(fds[open.len()..].iter().any(|p| p.revents != 0))
     }
 
+    /// stdout + stderr bytes read so far.
+    pub fn bytes_so_far(&self) -> u64 {
+        self.streams.iter().map(|s| s.tap.total).sum()
+    }
+
     /// Drain both streams to end-of-file (the caller guarantees no writer is left) and write the
     /// artifacts.
     pub fn finish(mut self) -> Result<CapturedOutput, CaptureError> {

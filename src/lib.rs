@@ -9,6 +9,7 @@
 //! - `safefs`: symlink-proof file access beneath supervisor-owned directories.
 //! - `receipt`: the hash-chained receipt log, state files and the `.loopexec/` layout.
 //! - `capture`: bounded capture of a command's stdout/stderr into artifacts.
+//! - `procfs`: bounded reads of /proc and the cgroup files (start times, CPU time, members).
 //! - `ending`: how a command a zone ran ended (shared by zones and the receipt).
 //! - `secret`: an in-memory secret with redacted `Debug`, zeroed on drop.
 //! - `zones`: where commands run (host today; native sandbox and container engine plug in).
@@ -39,6 +40,7 @@ pub mod inert;
 pub mod interrupt;
 pub mod mutation;
 pub mod output;
+pub mod procfs;
 pub mod receipt;
 pub mod rules;
 pub mod run_id;

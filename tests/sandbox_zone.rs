@@ -353,27 +353,3 @@ fn a_command_too_large_for_the_plan_message_is_refused_instead_of_hanging() {
     let message = v["errors"][0]["message"].as_str().unwrap_or_default();
     assert!(message.contains("could not be sent"), "{v}");
 }
-
-#[test]
-fn a_hidden_path_beneath_a_directory_the_zone_cannot_search_is_covered_and_the_zone_starts() {
-    // A 0700 directory of the caller's: as root the zone (uid 60200) cannot search it, the way a
-    // policy binding `/` meets the placeholder registry under a 0700 home. (Unprivileged, the
-    // zone's setup can, and the file itself is covered.)
-    use std::os::unix::fs::PermissionsExt;
-    // Not under /tmp: the zone has its own.
-    let base = if is_root() { std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")) } else { std::path::PathBuf::from(std::env::var("HOME").unwrap()) };
-    let home = tempfile::tempdir_in(base).unwrap();
-    std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
-    std::fs::create_dir(home.path().join("state")).unwrap();
-    std::fs::write(home.path().join("state/secret"), "s3cret").unwrap();
-    let hidden = home.path().join("state/secret");
-    let policy = home.path().join("root.toml");
-    std::fs::write(
-        &policy,
-        format!("[filesystem]\nread_only = [\"/\"]\nhidden = [\"{}\"]\n[env]\nset = {{ PATH = \"/usr/bin:/bin\" }}\n", hidden.display()),
-    )
-    .unwrap();
-    let o = sandbox(&["--policy", policy.to_str().unwrap()], &format!("cat {} 2>/dev/null | wc -c", hidden.display()));
-    assert_eq!(o.status.code(), Some(0), "stderr: {}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(stdout(&o), "0\n");
-}

@@ -63,7 +63,7 @@ fn coverage(reason: HaltReason) -> Coverage {
         InfeasibleSuspected => Test("infeasible_suspected_is_not_replayable_a_reference_that_fails_before_the_agent"),
         BudgetExceeded => NotComputed("issue 21 (metered budgets)"),
         CostAnomaly => NotComputed("issue 21 (metered budgets)"),
-        HeartbeatStale => NotComputed("issue 21 (liveness)"),
+        HeartbeatStale => Test("heartbeat_stale_follows_from_an_agent_the_stall_rule_stopped"),
         ModelDriftDetected => NotComputed("issue 21 (model drift)"),
         ComprehensionDebtExceeded => NotComputed("issue 21 (the comprehension gate)"),
         ContextBudgetUnsatisfiable => NotComputed("issue 22 (task_list mode)"),
@@ -97,7 +97,6 @@ fn every_halt_reason_is_covered_here_or_named_as_not_computed() {
             "hermeticity_violation",
             "budget_exceeded",
             "cost_anomaly",
-            "heartbeat_stale",
             "model_drift_detected",
             "comprehension_debt_exceeded",
             "context_budget_unsatisfiable"
@@ -499,6 +498,16 @@ fn isolation_unsatisfiable_is_not_replayable_a_zone_refused_before_the_agent() {
     let r = run(dir.path(), "r", &["--max-iterations", "1", "--exec", "true", "--check", "true"]);
     assert_halted(&r, HaltReason::IsolationUnsatisfiable, 0);
     assert_eq!(halt_derivation(dir.path(), "r"), run_level("isolation_unsatisfiable"));
+}
+
+#[test]
+fn heartbeat_stale_follows_from_an_agent_the_stall_rule_stopped() {
+    // The agent's recorded ending (`stalled`, with what the loop observed) decides the halt: the
+    // live stall is replayed from it. (`watch --kill`'s halt is the run-level one: tests/watch_kill.rs.)
+    let dir = workdir();
+    let r = run(dir.path(), "r", &["--isolation", "none", "--no-baseline", "--stall-timeout", "0.5", "--exec", "sleep 300", "--check", "true"]);
+    assert_halted(&r, HaltReason::HeartbeatStale, 1);
+    assert_eq!(halt_derivation(dir.path(), "r"), follows("heartbeat_stale", 1));
 }
 
 #[test]

@@ -256,9 +256,6 @@ fn hide_paths(hidden: &[PathBuf]) -> io::Result<()> {
         let fd = match sys::openat2(root.as_raw_fd(), &rel(h), libc::O_PATH, sys::RESOLVE_BENEATH | sys::RESOLVE_NO_SYMLINKS) {
             Ok(fd) => fd,
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
-            // A directory on the way cannot be searched (e.g. the registry under a 0700 home
-            // when `/` is bound): that directory itself is covered instead.
-            Err(e) if e.raw_os_error() == Some(libc::EACCES) => ctx(format!("hidden path {}", h.display()), unsearchable_ancestor(&root, h))?,
             Err(e) => return ctx(format!("hidden path {}", h.display()), Err(e)),
         };
         let st = nixctx("fstat", nix::sys::stat::fstat(fd.as_raw_fd()))?;
@@ -274,25 +271,6 @@ fn hide_paths(hidden: &[PathBuf]) -> io::Result<()> {
         }
     }
     Ok(())
-}
-
-/// The deepest directory on the way to `hidden` that can be opened but not searched: covering
-/// it hides `hidden` whatever the zone's credentials, and hides nothing the zone could list,
-/// since the zone's credentials are never wider than those of its setup.
-fn unsearchable_ancestor(root: &OwnedFd, hidden: &Path) -> io::Result<OwnedFd> {
-    let mut reached = PathBuf::new();
-    let mut last: Option<OwnedFd> = None;
-    for part in hidden.components().filter(|c| matches!(c, std::path::Component::Normal(_))) {
-        reached.push(part);
-        match sys::openat2(root.as_raw_fd(), &reached.to_string_lossy(), libc::O_PATH, sys::RESOLVE_BENEATH | sys::RESOLVE_NO_SYMLINKS) {
-            Ok(fd) => last = Some(fd),
-            Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
-                return last.ok_or_else(|| io::Error::new(io::ErrorKind::PermissionDenied, "the zone root cannot be searched"));
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    Err(io::Error::new(io::ErrorKind::PermissionDenied, "permission denied, but every directory on the way could be searched"))
 }
 
 fn mount_tmp(size: u64) -> io::Result<()> {

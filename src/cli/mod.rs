@@ -27,6 +27,7 @@ pub mod run;
 pub mod sandbox;
 pub mod sealed_run;
 pub mod status;
+pub mod watch;
 pub mod verify;
 
 use crate::error::{CmdResult, Failure};
@@ -78,6 +79,9 @@ pub enum Command {
     Step(run::Args),
     /// Show the live or last state of a run.
     Status(status::Args),
+    /// Is a run alive, stale or halted (its heartbeat)? `--kill` ends a stale run's processes
+    /// and seals its `heartbeat_stale` halt.
+    Watch(watch::Args),
     /// Validate the state directory and receipt chains (state hygiene, not the oracle).
     Check(check::Args),
     /// A digest of a run's receipt.
@@ -129,6 +133,7 @@ impl Command {
                 run::run(args, json)
             }
             Command::Status(args) => status::run(args, json),
+            Command::Watch(args) => watch::run(args, json),
             Command::Check(args) => check::run(args, json),
             Command::Report(args) => report::run(args, json),
             Command::ExplainHalt(args) => explain_halt::run(args, json),

@@ -76,6 +76,7 @@ fn ending_text(ending: Option<&Ending>) -> String {
         Some(Ending::Signaled { signal }) => format!("signal {signal}"),
         Some(Ending::FailedToStart { .. }) => "could not start".into(),
         Some(Ending::Interrupted { .. }) => "interrupted".into(),
+        Some(Ending::Stalled { .. }) => "stalled".into(),
     }
 }
 

@@ -17,7 +17,9 @@ use crate::zones::{Backend, Isolation};
 use serde_json::json;
 use std::path::PathBuf;
 
-const CONFIG_FLAGS: [&str; 42] = [
+const CONFIG_FLAGS: [&str; 44] = [
+    "stall_timeout",
+    "stall_timeout_busy",
     "holdout_check",
     "holdout_dir",
     "coverage",
@@ -143,6 +145,14 @@ pub struct Args {
     /// Seconds before the check's process tree is killed (default 600).
     #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
     pub check_timeout: Option<f64>,
+    /// The stall rule: the agent or the check that writes no output and uses no CPU for SECS
+    /// (or writes no output for the busy limit) is killed and the run halts `heartbeat_stale`
+    /// (docs/gates.md, "Liveness"). Default: off.
+    #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
+    pub stall_timeout: Option<f64>,
+    /// The stall rule's busy limit: no output for SECS however busy (default 4 x --stall-timeout).
+    #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
+    pub stall_timeout_busy: Option<f64>,
     /// Accepted iterations without a new fewest-failing-targets before `no_progress_detected`
     /// (default 3; 0 turns the rule off; docs/progress.md). Over `[progress] no_progress_k`.
     #[arg(long, value_name = "K")]
@@ -254,6 +264,8 @@ impl Args {
             reference: self.reference.clone(),
             targets: self.targets.clone(),
             exec_timeout_secs: self.exec_timeout,
+            stall_timeout_secs: self.stall_timeout,
+            stall_busy_timeout_secs: self.stall_timeout_busy,
             check_timeout_secs: self.check_timeout,
             report: self.report.clone(),
             coverage: self.coverage.clone(),

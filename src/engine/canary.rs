@@ -321,6 +321,7 @@ impl ActiveRun<'_> {
     /// `Some(Step::Interrupted)`: the operator stopped it; nothing is recorded (no verdict on a
     /// partial sample), so the resumed run runs the canary again.
     pub(super) fn adequacy_canary(&mut self, n: u64, coverage: Option<&crate::mutation::coverage::LineHits>) -> CmdResult<Option<Step>> {
+        self.beat("canary", n);
         if self.cfg.adequacy.mode == AdequacyMode::Off {
             return Ok(None);
         }

@@ -190,6 +190,14 @@ pub struct LoopConfig {
     pub max_iterations: u64,
     pub exec_timeout_ms: u64,
     pub check_timeout_ms: u64,
+    /// The stall rule's idle limit for the agent and the check (`--stall-timeout`,
+    /// `stall_timeout_seconds`; docs/gates.md, "Liveness"). Absent: no stall rule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stall_timeout_ms: Option<u64>,
+    /// Its busy limit (`--stall-timeout-busy`, `stall_timeout_busy_seconds`); absent with a
+    /// stall rule: `4 x` the idle limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stall_busy_timeout_ms: Option<u64>,
     /// Report patterns the check writes (`--report`, `report = [...]`; `--junit` is an alias),
     /// relative to the check's working directory, globs allowed (docs/guards.md).
     #[serde(default)]
@@ -298,6 +306,8 @@ pub struct ConfigInput {
     pub protected: Vec<String>,
     pub max_iterations: Option<u64>,
     pub exec_timeout_secs: Option<f64>,
+    pub stall_timeout_secs: Option<f64>,
+    pub stall_busy_timeout_secs: Option<f64>,
     pub check_timeout_secs: Option<f64>,
     pub report: Vec<String>,
     /// `--coverage` / `coverage`: the coverage report the check writes.
@@ -359,6 +369,8 @@ impl ConfigInput {
             protected: if self.protected.is_empty() { file.protected } else { self.protected },
             max_iterations: self.max_iterations.or(file.max_iterations),
             exec_timeout_secs: self.exec_timeout_secs.or(file.exec_timeout_secs),
+            stall_timeout_secs: self.stall_timeout_secs.or(file.stall_timeout_secs),
+            stall_busy_timeout_secs: self.stall_busy_timeout_secs.or(file.stall_busy_timeout_secs),
             check_timeout_secs: self.check_timeout_secs.or(file.check_timeout_secs),
             report: if self.report.is_empty() { file.report } else { self.report },
             coverage: self.coverage.or(file.coverage),
@@ -406,6 +418,21 @@ pub(super) fn timeout_ms(name: &str, secs: Option<f64>, default: f64) -> Result<
         return Err(Failure::usage(format!("{name} must be a number of seconds in (0, 2592000], got {secs}")));
     }
     Ok(((secs * 1000.0).round() as u64).max(1))
+}
+
+/// The stall rule's limits in ms: the busy limit needs the idle one and may not be below it.
+fn stall_limits(idle: Option<f64>, busy: Option<f64>) -> Result<(Option<u64>, Option<u64>), Failure> {
+    let idle_ms = idle.map(|s| timeout_ms("stall_timeout", Some(s), 0.0)).transpose()?;
+    let busy_ms = busy.map(|s| timeout_ms("stall_timeout_busy", Some(s), 0.0)).transpose()?;
+    match (idle_ms, busy_ms) {
+        (None, Some(_)) => Err(Failure::usage("stall_timeout_busy needs stall_timeout (the idle limit) as well")),
+        (Some(i), Some(b)) if b < i => Err(Failure::usage(format!(
+            "stall_timeout_busy ({} s) must not be below stall_timeout ({} s): a busy command is given at least the idle limit",
+            b as f64 / 1000.0,
+            i as f64 / 1000.0
+        ))),
+        limits => Ok(limits),
+    }
 }
 
 /// sha256 and size of a context file (read through `O_NOFOLLOW` on the last component).
@@ -600,6 +627,7 @@ impl LoopConfig {
         let sentinel = crate::engine::sentinel::SentinelPins::resolve(input.sentinel, workspace == WorkspaceMode::Detached)?;
         let context_files =
             input.context_files.iter().map(|raw| pin_context_file(workdir, raw)).collect::<Result<Vec<_>, _>>()?;
+        let (stall_ms, stall_busy_ms) = stall_limits(input.stall_timeout_secs, input.stall_busy_timeout_secs)?;
         Ok(LoopConfig {
             check,
             exec,
@@ -618,6 +646,8 @@ impl LoopConfig {
             max_iterations,
             exec_timeout_ms: timeout_ms("exec_timeout", input.exec_timeout_secs, DEFAULT_EXEC_TIMEOUT_SECS)?,
             check_timeout_ms: timeout_ms("check_timeout", input.check_timeout_secs, DEFAULT_CHECK_TIMEOUT_SECS)?,
+            stall_timeout_ms: stall_ms,
+            stall_busy_timeout_ms: stall_busy_ms,
             report: input.report,
             coverage,
             junit: None,

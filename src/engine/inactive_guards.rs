@@ -36,6 +36,7 @@ fn ending_text(ending: &Ending) -> String {
         Ending::TimedOut { after_ms } => format!("timed out after {} s", after_ms / 1000),
         Ending::FailedToStart { reason } => format!("could not start: {}", shown(reason)),
         Ending::Interrupted { .. } => "interrupted".into(),
+        stalled @ Ending::Stalled { .. } => format!("stalled: {}", stalled.stall_words().unwrap_or_default()),
     }
 }
 

@@ -80,6 +80,20 @@ impl ActiveRun<'_> {
         }
     }
 
+    /// Record a phase change in the heartbeat.
+    pub(super) fn beat(&self, phase: &'static str, n: u64) {
+        if let Some(beacon) = &self.beacon {
+            beacon.phase(phase, n);
+        }
+    }
+
+    /// Arm a command of `phase` with the heartbeat hook (the phase is recorded now).
+    pub(super) fn arm(&self, cmd: &mut crate::zones::ZoneCommand, phase: &'static str, n: u64) {
+        if let Some(beacon) = &self.beacon {
+            beacon.arm(cmd, phase, n);
+        }
+    }
+
     /// The decision on the current iteration as the history holds it.
     pub(super) fn decide(&self) -> Step {
         self.history.current().map_or(Step::Continue, |record| decide::decide(self.mode, record, self.cfg.max_iterations))
@@ -92,6 +106,7 @@ impl ActiveRun<'_> {
             Err(detail) => return Ok(Step::Halt(HaltReason::IsolationUnsatisfiable, detail)),
         };
         self.append(Event::ExecResult(exec.clone()))?;
+        self.beat("snapshot", n);
         if let Some(step) = self.halting_after_agent(n, sink) {
             return Ok(step);
         }
@@ -114,6 +129,7 @@ impl ActiveRun<'_> {
             Err(halt) => return Ok(halt),
         };
         let check = outcome.record(n);
+        self.beat("guards", n);
         let mut findings = self.guards.after_check(&CheckStep { iteration: n, check: &check, history: &self.history });
         let allowed = self.guards.take_allowed();
         findings.extend(outcome.tree_writes.clone());
@@ -239,6 +255,7 @@ impl ActiveRun<'_> {
         let command = RoleCommand { role: Role::Agent, run_id: &self.state.run_id, iteration: n, overlay, credential };
         let stem = command.stem();
         let mut cmd = command.zone_command(&self.cfg, &self.env);
+        self.arm(&mut cmd, "agent", n);
         if let Err(detail) = self.give_feedback(n, &mut cmd) {
             return Ok(Err(detail));
         }
@@ -339,6 +356,14 @@ impl ActiveRun<'_> {
         };
         let artifacts = Artifacts { dir: &self.artifacts, rel: ARTIFACTS, stem };
         let mut cmd = command.zone_command(&self.cfg, &self.env);
+        let phase = match run {
+            CheckRun::Iteration if n == 0 => "baseline",
+            CheckRun::Iteration => "check",
+            CheckRun::Confirmation(_) => "confirmation",
+            CheckRun::Holdout => "holdout",
+            CheckRun::Sentinel(_) => "sentinel",
+        };
+        self.arm(&mut cmd, phase, n);
         if let (CheckRun::Holdout, Some(holdout)) = (run, &self.cfg.holdout) {
             holdout.apply(&mut cmd);
         }
@@ -417,6 +442,7 @@ impl ActiveRun<'_> {
         let (overlay, candidate) = self.workspace.as_ref().map(RunWorkspace::judge_overlays).unzip();
         let command = RoleCommand { role: Role::Judge, run_id: &self.state.run_id, iteration: n, overlay, credential: None };
         let mut cmd = command.zone_command(&self.cfg, &self.env);
+        self.arm(&mut cmd, "judge", n);
         // Named in its environment, so a judge that reviews "its tree" reads the agent's, not
         // t0's: `LOOPEXEC_CANDIDATE_DIR` (the agent's tree), `LOOPEXEC_T0_DIR` (its cwd).
         if let Some(candidate) = candidate.as_ref() {

@@ -59,6 +59,8 @@ pub(super) struct ActiveRun<'a> {
     refused_at_reopen: Option<String>,
     /// The agent's feedback directory, made before the first agent call of this process.
     pub(super) feedback: Option<super::feedback_file::FeedbackFile>,
+    /// The run's heartbeat (`None`: this process's start time could not be read).
+    pub(super) beacon: Option<std::sync::Arc<super::heartbeat::Beacon>>,
 }
 
 /// The state of a run this process is about to drive (its counters are filled in on save).
@@ -356,7 +358,9 @@ impl<'a> ActiveRun<'a> {
             guards.push(Box::new(InPlaceGuard));
         }
         let guards = Guards::new(guards);
+        let beacon = super::heartbeat::Beacon::new(o.run.path(), &state.run_id);
         Ok(ActiveRun {
+            beacon,
             statedir: o.statedir,
             run: o.run,
             _lock: o.lock,
@@ -634,6 +638,7 @@ impl<'a> ActiveRun<'a> {
 
     /// Halt with a computed reason: deliver the accepted end state, append `halt`, seal.
     pub(super) fn halt(&mut self, reason: HaltReason, detail: String) -> CmdResult<RunOutcome> {
+        self.beat("sealing", self.state.iteration);
         self.revoke_held("halt")?;
         let delivery = match &self.workspace {
             None => None,

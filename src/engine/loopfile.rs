@@ -50,6 +50,8 @@ struct LoopFile {
     protected: Option<Vec<String>>,
     max_iterations: Option<u64>,
     exec_timeout: Option<f64>,
+    stall_timeout_seconds: Option<f64>,
+    stall_timeout_busy_seconds: Option<f64>,
     check_timeout: Option<f64>,
     report: Option<Vec<String>>,
     coverage: Option<String>,
@@ -152,6 +154,8 @@ pub fn parse(text: &str, name: &str) -> Result<ConfigInput, Failure> {
         protected: file.protected.unwrap_or_default(),
         max_iterations: file.max_iterations,
         exec_timeout_secs: file.exec_timeout,
+        stall_timeout_secs: file.stall_timeout_seconds,
+        stall_busy_timeout_secs: file.stall_timeout_busy_seconds,
         check_timeout_secs: file.check_timeout,
         report: file.report.unwrap_or_default().into_iter().chain(file.junit).collect(),
         coverage: file.coverage,
@@ -257,7 +261,10 @@ pub fn template(check: Option<&str>, exec: Option<&str>, isolation: Option<Isola
     t.push_str("\n# Limits. Timeouts are seconds; on expiry the whole process tree is killed.\n");
     t.push_str("max_iterations = 10\n");
     t.push_str("exec_timeout = 1800\n");
-    t.push_str("check_timeout = 600\n\n");
+    t.push_str("check_timeout = 600\n");
+    t.push_str("# The stall rule: a command with no output and no CPU progress for this long (or no output\n");
+    t.push_str("# for the busy limit, default 4x) is killed and the run halts heartbeat_stale (docs/gates.md).\n");
+    t.push_str("# stall_timeout_seconds = 300\n# stall_timeout_busy_seconds = 1200\n\n");
     t.push_str("# Test reports the check writes (relative paths, globs allowed; JUnit XML, go test -json, TAP).\n");
     t.push_str("# A zero exit is green only when they agree with it (libtest output needs no report).\n");
     t.push_str("# report = [\"out/junit.xml\"]\n\n");

@@ -57,6 +57,7 @@ pub mod detached;
 pub mod excerpts;
 pub mod feedback_file;
 pub mod guards;
+pub mod heartbeat;
 pub mod holdout;
 pub mod in_place;
 pub mod inactive_guards;

@@ -190,6 +190,7 @@ pub fn run(spec: &RunSpec) -> CmdResult<RunReport> {
         stdin: None,
         read_only: Vec::new(),
         read_only_beneath: Vec::new(),
+        liveness: Default::default(),
     };
     // Busy threads only without isolation: in the exec zone the quota is the load, and threads
     // here would load the probe's other runs as well.

@@ -513,6 +513,7 @@ pub fn unfinished(ending: &Ending) -> Option<Unfinished> {
         Ending::TimedOut { after_ms } => Some(Unfinished::NotRun(format!(
             "timed out after {after_ms} ms: no verdict on the check; if the suite is this slow, raise --check-timeout"
         ))),
+        stalled @ Ending::Stalled { .. } => Some(Unfinished::NotRun(format!("stalled ({}): no verdict on the check", stalled.stall_words().unwrap_or_default()))),
     }
 }
 

@@ -15,6 +15,7 @@ pub mod bounded;
 pub mod chain;
 pub mod dsse;
 pub mod events;
+pub mod heartbeat;
 pub mod history;
 pub mod acceptance;
 pub mod keys;

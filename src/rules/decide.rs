@@ -3,7 +3,8 @@
 //! loop records each observation into the history and then decides; `run --resume` decides on
 //! the same record it folds from the receipt, so a live run and a resumed one halt alike.
 //!
-//! - agent (`exec`) exits 0: go on; anything else (non-zero exit, killed by a signal, timeout,
+//! - agent (`exec`) exits 0: go on; stopped by the stall rule (`Ending::Stalled`, the agent's or
+//!   the check's): `heartbeat_stale`; anything else (non-zero exit, killed by a signal, timeout,
 //!   could not start): `execution_failure`.
 //! - the guards found the agent's step unacceptable (a protected path changed, recorded in the
 //!   `snapshot`; a finding recorded in a `guard` event): the guard's halt, e.g. `blocked_path_modified`.
@@ -52,6 +53,10 @@ fn not_completed(who: &str, ending: &Ending) -> Step {
         Ending::TimedOut { after_ms } => format!("{who} timed out after {after_ms} ms; its process tree was killed"),
         Ending::FailedToStart { reason } => format!("{who} could not start: {reason}"),
         Ending::Interrupted { signal } => return Step::Interrupted(*signal),
+        stalled @ Ending::Stalled { .. } => {
+            let words = stalled.stall_words().unwrap_or_default();
+            return Step::Halt(HaltReason::HeartbeatStale, format!("{who} stalled: {words}; its process tree was killed"));
+        }
     };
     Step::Halt(HaltReason::ExecutionFailure, detail)
 }

@@ -23,6 +23,8 @@
 //! What it does not re-derive, and says so by name ([`Derivation::not_replayed`] for the halt,
 //! [`Derivation::judgements_not_replayed`] for a judgement whose lists are in an artifact not
 //! read back, or whose parameters the receipt does not pin):
+//! - a `heartbeat_stale` no recorded stage decides: a stale heartbeat observed from outside the
+//!   receipt (`watch --kill`); the halt's detail carries the observations;
 //! - the supervisor's own failures (`workspace_invalid`, `isolation_unsatisfiable`,
 //!   `credential_scope_invalid`, `internal_error`, and an `execution_failure` no recorded stage
 //!   decides): they record what the machine did, not an observation of the agent's work; they
@@ -189,6 +191,23 @@ pub fn derive_halt(history: &History) -> Result<Option<Derivation>, Mismatch> {
                 detail: format!("iteration {} recorded stages that decide {name}, but the run went on and halted {recorded} at iteration {}", record.iteration, halt.iteration),
                 derived: name,
             });
+        }
+    }
+    // A stale heartbeat observed from outside (`watch --kill` of a supervisor that stopped
+    // beating) is in no recorded stage: accepted as recorded, naming what the stages decide. The
+    // stall rule's own halt is decided by a recorded `stalled` ending and replays below.
+    if recorded == HaltReason::HeartbeatStale {
+        let decided = halted.filter(|r| r.interrupted.is_none()).map(|r| decide(Mode::CheckFixpoint, r, max_iterations));
+        if !matches!(decided, Some(Step::Halt(HaltReason::HeartbeatStale, _))) {
+            let stages = decided.as_ref().map_or("no recorded agent step".to_string(), step_name);
+            return accept(
+                derived + u64::from(halted.is_some()),
+                Some(format!(
+                    "heartbeat_stale at iteration {} was observed outside the receipt (a supervisor that stopped beating, ended by `watch --kill`); the halt's detail carries the observations ({stages} by the stages)",
+                    halt.iteration
+                )),
+                skipped,
+            );
         }
     }
     let Some(record) = halted else {

@@ -38,6 +38,7 @@ fn ending_text(check: &CheckResult) -> String {
         (Ending::TimedOut { after_ms }, _) => format!("timed out after {after_ms} ms"),
         (Ending::FailedToStart { reason }, _) => format!("could not start: {}", crate::inert::inert(reason)),
         (Ending::Interrupted { signal }, _) => format!("interrupted by signal {signal}"),
+        (stalled @ Ending::Stalled { .. }, _) => format!("stalled: {}", stalled.stall_words().unwrap_or_default()),
     }
 }
 

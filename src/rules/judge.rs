@@ -97,6 +97,7 @@ pub fn read_answer(ending: &Ending, stdout: &StreamRecord, bytes: Option<&[u8]>,
         Ending::TimedOut { after_ms } => return Reading::failed(format!("the judge timed out after {after_ms} ms")),
         Ending::FailedToStart { reason } => return Reading::failed(format!("the judge could not start: {}", inert(reason))),
         Ending::Interrupted { signal } => return Reading::failed(format!("the judge was interrupted by signal {signal}")),
+        stalled @ Ending::Stalled { .. } => return Reading::failed(format!("the judge stalled: {}", stalled.stall_words().unwrap_or_default())),
     }
     if stdout.bytes > MAX_ANSWER_BYTES {
         return Reading::failed(format!("the judge wrote {} bytes on stdout, more than the answer bound of {MAX_ANSWER_BYTES}", stdout.bytes));

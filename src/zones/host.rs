@@ -6,6 +6,7 @@
 //! re-parented descendant (a `setsid` double-fork included) until none remains.
 
 use super::supervise::{children_cpu, pipe, watch, Supervised, Watched};
+use super::liveness::ZoneIdentity;
 use super::{reap, Ending, Zone, ZoneCommand, ZoneError, ZoneRun, ZoneUsage};
 use crate::capture::ArtifactSink;
 use nix::sys::wait::{waitpid, WaitStatus};
@@ -69,29 +70,43 @@ fn reap(pid: Pid) -> Ending {
     }
 }
 
-/// A command on the host: its process group, led by the child we spawned.
-struct HostCommand(Pid);
+/// A command on the host: its process group, led by the child we spawned, and the CPU time of
+/// loopexec's reaped descendants when it started.
+struct HostCommand {
+    pid: Pid,
+    reaped_cpu_before: std::time::Duration,
+}
 
 impl Supervised for HostCommand {
     type Exit = Ending;
 
     fn try_exit(&mut self) -> Result<Option<Ending>, ZoneError> {
-        if !has_exited(self.0) {
+        if !has_exited(self.pid) {
             return Ok(None);
         }
-        reap::kill_group(self.0.as_raw());
-        Ok(Some(reap(self.0)))
+        reap::kill_group(self.pid.as_raw());
+        Ok(Some(reap(self.pid)))
     }
 
     fn stop(&mut self) -> Result<(), ZoneError> {
-        reap::kill_group(self.0.as_raw());
-        reap(self.0);
+        reap::kill_group(self.pid.as_raw());
+        reap(self.pid);
         Ok(())
     }
 
     fn abandon(&mut self) {
         let _ = self.stop();
         let _ = reap::kill_remaining_descendants();
+    }
+
+    fn identity(&self) -> ZoneIdentity {
+        let pid = self.pid.as_raw();
+        ZoneIdentity { leader_pid: pid, leader_start: crate::procfs::start_time(pid), cgroup: Vec::new(), process_group: Some(pid) }
+    }
+
+    /// The live processes of its group, and the descendants loopexec reaped since it started.
+    fn cpu(&self) -> Option<std::time::Duration> {
+        Some(crate::procfs::group_cpu(self.pid.as_raw()) + children_cpu().saturating_sub(self.reaped_cpu_before))
     }
 }
 
@@ -164,7 +179,8 @@ impl Zone for HostZone {
         let mut running = capture.start(out_r, err_r)?;
         let pid = Pid::from_raw(child.id() as i32);
         let deadline = cmd.timeout.map(|t| started + t);
-        let ending = match watch(&mut HostCommand(pid), pid.as_raw(), &mut running, started, deadline)? {
+        let mut host_command = HostCommand { pid, reaped_cpu_before: cpu_before };
+        let ending = match watch(&mut host_command, pid.as_raw(), &mut running, started, deadline, &cmd.liveness)? {
             Watched::Exited(ending) | Watched::Stopped(ending) => ending,
         };
         let duration = started.elapsed();

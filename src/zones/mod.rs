@@ -91,6 +91,9 @@ pub struct ZoneCommand {
     /// but never write, rename or remove (t0's protected paths in the check's copy), bound
     /// read-only there by the native backend.
     pub read_only_beneath: Vec<PathBuf>,
+    /// The stall rule and the heartbeat hook while the command runs (docs/gates.md, "Liveness");
+    /// the default is neither.
+    pub liveness: liveness::Liveness,
 }
 
 /// Open a command's stdin file read-only, never through a symbolic link.
@@ -107,6 +110,7 @@ pub use crate::ending::Ending;
 
 pub mod container;
 pub mod host;
+pub mod liveness;
 pub mod native;
 pub mod pinned;
 pub mod reap;

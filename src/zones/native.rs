@@ -8,6 +8,7 @@
 use super::pinned::{command_limit, EgressSetup, PROXY_PORT};
 use super::setup::ZoneSetup;
 use super::supervise::{children_cpu, pipe, watch, Supervised, Watched};
+use super::liveness::ZoneIdentity;
 use super::{EgressUsage, Ending, Role, Zone, ZoneCommand, ZoneError, ZoneRun, ZoneUsage};
 use crate::egress::ProxyHandle;
 use crate::capture::ArtifactSink;
@@ -142,6 +143,20 @@ impl Supervised for NativeCommand {
     fn abandon(&mut self) {
         let _ = self.0.kill();
     }
+
+    fn identity(&self) -> ZoneIdentity {
+        let pid = self.0.pid();
+        ZoneIdentity { leader_pid: pid, leader_start: crate::procfs::start_time(pid), cgroup: self.0.report().cgroup.clone(), process_group: None }
+    }
+
+    /// The zone cgroup's CPU time (the first of its directories that accounts it), else (a v1
+    /// hierarchy without `cpuacct` for the zone) that of the processes its cgroup lists.
+    fn cpu(&self) -> Option<Duration> {
+        let dirs = &self.0.report().cgroup;
+        dirs.iter()
+            .find_map(|dir| crate::procfs::cgroup_cpu(dir))
+            .or_else(|| dirs.iter().find_map(|dir| crate::procfs::cgroup_procs(dir)).map(|pids| crate::procfs::pids_cpu(&pids)))
+    }
 }
 
 impl Zone for NativeZone {
@@ -199,7 +214,7 @@ impl Zone for NativeZone {
             _ => None,
         };
         let pid = zone.0.pid();
-        let ending = match watch(&mut zone, pid, &mut running, started, Some(started + limit))? {
+        let ending = match watch(&mut zone, pid, &mut running, started, Some(started + limit), &cmd.liveness)? {
             Watched::Exited(exit) => ending_of(exit),
             Watched::Stopped(ending) => ending,
         };

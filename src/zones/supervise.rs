@@ -5,8 +5,11 @@
 //! A backend says how its command is observed and stopped ([`Supervised`]: the host's process
 //! group, the native zone's init, a container engine's client); [`watch`] owns the order of the
 //! checks (exit, interrupt, deadline, then a bounded wait on the pipes and wake-up descriptors),
-//! and leaves nothing running when the capture itself fails.
+//! and leaves nothing running when the capture itself fails. With a [`Liveness`] it also samples
+//! the command (at most every [`SAMPLE_EVERY`]): gives the caller's heartbeat hook a pulse and
+//! stops a command the stall rule finds stale ([`Ending::Stalled`]).
 
+use super::liveness::{Liveness, Pulse, Tracker, ZoneIdentity, SAMPLE_EVERY};
 use super::{Ending, ZoneError};
 use crate::capture::CaptureInProgress;
 use crate::interrupt;
@@ -42,6 +45,14 @@ pub trait Supervised {
     fn stop(&mut self) -> Result<(), ZoneError>;
     /// Capture failed: kill and remove everything, best effort (the capture error is reported).
     fn abandon(&mut self);
+    /// Who the command is (its leader, its cgroup or process group), for the heartbeat.
+    fn identity(&self) -> ZoneIdentity {
+        ZoneIdentity::default()
+    }
+    /// CPU time of the command's whole tree so far, where the backend can read it while it runs.
+    fn cpu(&self) -> Option<Duration> {
+        None
+    }
 }
 
 /// How a watched command ended.
@@ -49,19 +60,21 @@ pub trait Supervised {
 pub enum Watched<E> {
     /// It exited by itself.
     Exited(E),
-    /// We stopped it: [`Ending::TimedOut`] or [`Ending::Interrupted`].
+    /// We stopped it: [`Ending::TimedOut`], [`Ending::Interrupted`] or [`Ending::Stalled`].
     Stopped(Ending),
 }
 
 /// Pump `capture` until the command exits, its `deadline` passes or an interrupt is pending,
 /// stopping it in the last two cases. `pid` is the process whose exit ends the wait (a pidfd on it
-/// wakes the loop; without one the loop polls every few milliseconds).
+/// wakes the loop; without one the loop polls every few milliseconds). `liveness`: the stall rule
+/// and the heartbeat hook, if any (the wait then lasts at most [`SAMPLE_EVERY`]).
 pub fn watch<S: Supervised>(
     command: &mut S,
     pid: i32,
     capture: &mut CaptureInProgress<'_>,
     started: Instant,
     deadline: Option<Instant>,
+    liveness: &Liveness,
 ) -> Result<Watched<S::Exit>, ZoneError> {
     let pidfd = pidfd_open(pid);
     let mut wake: Vec<BorrowedFd<'_>> = Vec::new();
@@ -71,7 +84,16 @@ pub fn watch<S: Supervised>(
     if let Some(fd) = interrupt::wake_fd() {
         wake.push(fd);
     }
-    let slice = if pidfd.is_some() { PIDFD_SLICE } else { POLL_SLICE };
+    let slice = match (pidfd.is_some(), liveness.is_off()) {
+        (false, _) => POLL_SLICE,
+        (true, true) => PIDFD_SLICE,
+        (true, false) => SAMPLE_EVERY,
+    };
+    let mut tracker = Tracker::new(liveness.stall, started);
+    let identity = if liveness.is_off() { ZoneIdentity::default() } else { command.identity() };
+    let mut sampled: Option<Instant> = None;
+    // The CPU counter at the first sample: a reused zone cgroup's counts its earlier commands.
+    let mut cpu_base: Option<Duration> = None;
     loop {
         if let Some(exit) = command.try_exit()? {
             return Ok(Watched::Exited(exit));
@@ -84,6 +106,22 @@ pub fn watch<S: Supervised>(
         if deadline.is_some_and(|d| now >= d) {
             command.stop()?;
             return Ok(Watched::Stopped(Ending::TimedOut { after_ms: started.elapsed().as_millis() as u64 }));
+        }
+        if !liveness.is_off() && sampled.is_none_or(|at| now.saturating_duration_since(at) >= SAMPLE_EVERY) {
+            sampled = Some(now);
+            let raw = command.cpu();
+            if cpu_base.is_none() {
+                cpu_base = raw;
+            }
+            let cpu = raw.map(|c| c.saturating_sub(cpu_base.unwrap_or_default()));
+            let output_bytes = capture.bytes_so_far();
+            if let Some(hook) = &liveness.heartbeat {
+                hook.beat(&Pulse { zone: identity.clone(), cpu, output_bytes });
+            }
+            if let Some(stall) = tracker.observe(now, output_bytes, cpu) {
+                command.stop()?;
+                return Ok(Watched::Stopped(Ending::Stalled { quiet_ms: stall.quiet_ms, cpu_ms: stall.cpu_ms, busy: stall.busy }));
+            }
         }
         let wait = deadline.map(|d| d.saturating_duration_since(now).min(slice)).unwrap_or(slice);
         if let Err(e) = capture.pump(&wake, wait) {
@@ -152,9 +190,22 @@ mod tests {
     fn a_command_that_exits_is_not_stopped() {
         with_capture(|capture| {
             let mut cmd = Scripted { polls: 0, exit_on: Some(3), stops: 0 };
-            let watched = watch(&mut cmd, NO_PIDFD, capture, Instant::now(), None).unwrap();
+            let watched = watch(&mut cmd, NO_PIDFD, capture, Instant::now(), None, &Liveness::default()).unwrap();
             assert_eq!(watched, Watched::Exited(3));
             assert_eq!(cmd.stops, 0);
+        });
+    }
+
+    #[test]
+    fn a_command_the_stall_rule_finds_stale_is_stopped_once_and_reports_the_stall() {
+        with_capture(|capture| {
+            let mut cmd = Scripted { polls: 0, exit_on: None, stops: 0 };
+            let rule = super::super::liveness::StallRule::new(Duration::ZERO, None);
+            let liveness = Liveness { stall: Some(rule), heartbeat: None };
+            let watched = watch(&mut cmd, NO_PIDFD, capture, Instant::now(), None, &liveness).unwrap();
+            // Its CPU time is not readable (`Scripted`): judged by the busy limit only.
+            assert!(matches!(watched, Watched::Stopped(Ending::Stalled { cpu_ms: None, busy: true, .. })), "{watched:?}");
+            assert_eq!(cmd.stops, 1);
         });
     }
 
@@ -163,7 +214,7 @@ mod tests {
         with_capture(|capture| {
             let mut cmd = Scripted { polls: 0, exit_on: None, stops: 0 };
             let started = Instant::now();
-            let watched = watch(&mut cmd, NO_PIDFD, capture, started, Some(started)).unwrap();
+            let watched = watch(&mut cmd, NO_PIDFD, capture, started, Some(started), &Liveness::default()).unwrap();
             assert!(matches!(watched, Watched::Stopped(Ending::TimedOut { .. })), "{watched:?}");
             assert_eq!(cmd.stops, 1);
         });

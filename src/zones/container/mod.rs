@@ -478,7 +478,7 @@ impl Zone for ContainerZone {
         let pid = child.id() as i32;
         let mut client = EngineClient { engine: self.engine, name: name.clone(), child };
         let deadline = Some(started + command_limit(cmd.timeout, &policy));
-        let stopped_by_us = match watch(&mut client, pid, &mut running, started, deadline)? {
+        let stopped_by_us = match watch(&mut client, pid, &mut running, started, deadline, &cmd.liveness)? {
             Watched::Exited(()) => None,
             Watched::Stopped(ending) => Some(ending),
         };
