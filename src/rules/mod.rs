@@ -8,6 +8,7 @@
 //! - [`mode`]: what the loop drives towards.
 //! - [`verdict`]: pass / fail / disagrees / could-not-run of a recorded check (the 126/127 rule).
 //! - [`decide`]: the halt decision over an iteration's record.
+//! - [`budget`]: run-total spend, the projection, the caps, the cost anomaly and model drift over the recorded usage.
 //! - [`judgements`]: the recorded judgements (progress, set guard, evidence, confirmations, t0, the canary) recomputed.
 //! - [`derive`]: whether a recorded halt follows from the recorded observations (verdicts replayed, not trusted).
 //! - [`judge`]: the halt a judged green comes to, from the recorded answer.
@@ -22,6 +23,7 @@
 //! - [`probe_replay`]: whether a probe receipt's verdict and gates follow from its runs and evidence.
 
 pub mod baseline;
+pub mod budget;
 pub mod canary;
 pub mod decide;
 pub mod derive;
