@@ -61,7 +61,7 @@ fn coverage(reason: HaltReason) -> Coverage {
         SameTestRegressed => Test("same_test_regressed_follows_from_a_pytest_test_broken_again_and_again"),
         UnsatisfiableConstraints => Test("unsatisfiable_constraints_follows_from_two_pytest_tests_that_break_each_other"),
         InfeasibleSuspected => Test("infeasible_suspected_is_not_replayable_a_reference_that_fails_before_the_agent"),
-        BudgetExceeded => NotComputed("issue 21 (metered budgets)"),
+        BudgetExceeded => Test("budget_exceeded_follows_from_the_wall_time_the_zones_ran_against_the_cap"),
         CostAnomaly => NotComputed("issue 21 (metered budgets)"),
         HeartbeatStale => Test("heartbeat_stale_follows_from_an_agent_the_stall_rule_stopped"),
         ModelDriftDetected => NotComputed("issue 21 (model drift)"),
@@ -95,7 +95,6 @@ fn every_halt_reason_is_covered_here_or_named_as_not_computed() {
         [
             "no_actionable_tasks",
             "hermeticity_violation",
-            "budget_exceeded",
             "cost_anomaly",
             "model_drift_detected",
             "comprehension_debt_exceeded",
@@ -516,4 +515,16 @@ fn execution_failure_follows_from_an_agent_that_exited_non_zero() {
     let r = run(dir.path(), "r", &["--isolation", "none", "--no-baseline", "--exec", "exit 4", "--check", "true"]);
     assert_halted(&r, HaltReason::ExecutionFailure, 1);
     assert_eq!(halt_derivation(dir.path(), "r"), follows("execution_failure", 1));
+}
+
+// ------------------------------------------------------------------ budgets
+
+#[test]
+fn budget_exceeded_follows_from_the_wall_time_the_zones_ran_against_the_cap() {
+    // The agent runs at least 0.3 s: within a 0.5 s cap after iteration 1, never with a second
+    // one projected (or crossed already), so the run halts budget_exceeded at iteration 1.
+    let dir = workdir();
+    let r = run(dir.path(), "r", &["--isolation", "none", "--no-baseline", "--exec", "sleep 0.3", "--check", "exit 1", "--budget-wall", "0.5"]);
+    assert_halted(&r, HaltReason::BudgetExceeded, 1);
+    assert_eq!(halt_derivation(dir.path(), "r"), follows("budget_exceeded", 1));
 }

@@ -17,9 +17,13 @@ use crate::zones::{Backend, Isolation};
 use serde_json::json;
 use std::path::PathBuf;
 
-const CONFIG_FLAGS: [&str; 44] = [
+const CONFIG_FLAGS: [&str; 48] = [
     "stall_timeout",
     "stall_timeout_busy",
+    "budget_usd",
+    "budget_tokens",
+    "budget_wall",
+    "budget_unknown_money",
     "holdout_check",
     "holdout_dir",
     "coverage",
@@ -63,6 +67,22 @@ const CONFIG_FLAGS: [&str; 44] = [
     "context_file",
     "cost_usd",
 ];
+
+/// `--budget-unknown-money`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum UnknownMoneyArg {
+    Ignore,
+    Halt,
+}
+
+impl UnknownMoneyArg {
+    fn pin(self) -> crate::rules::budget::UnknownMoney {
+        match self {
+            UnknownMoneyArg::Ignore => crate::rules::budget::UnknownMoney::Ignore,
+            UnknownMoneyArg::Halt => crate::rules::budget::UnknownMoney::Halt,
+        }
+    }
+}
 
 /// How the zones are provided and confined: shared by `run` and `isolate`.
 #[derive(Debug, clap::Args)]
@@ -221,6 +241,19 @@ pub struct Args {
     /// Declared cost in USD of one agent invocation, recorded in the receipt.
     #[arg(long, value_name = "USD", allow_negative_numbers = true)]
     pub cost_usd: Option<f64>,
+    /// Run-total USD cap, resumes included (docs/budget.md): the loop halts budget_exceeded
+    /// before an agent call whose projected cost would cross it. Needs --budget-unknown-money.
+    #[arg(long, value_name = "USD", allow_negative_numbers = true)]
+    pub budget_usd: Option<String>,
+    /// Run-total token cap (every token the usage records count), resumes included.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub budget_tokens: Option<String>,
+    /// Run-total cap on the time the zones ran: seconds, or a number with s, m, h or d.
+    #[arg(long, value_name = "DURATION", allow_negative_numbers = true)]
+    pub budget_wall: Option<String>,
+    /// How usage of unknown money counts against --budget-usd: `ignore` (as 0) or `halt`.
+    #[arg(long, value_name = "HOW")]
+    pub budget_unknown_money: Option<UnknownMoneyArg>,
     /// Host command (run by loopexec, not in a zone) printing a short-lived secret for the agent
     /// on stdout; run before the agent's first iteration of each start or resume. Needs --revoke-cmd.
     #[arg(long, value_name = "CMD")]
@@ -287,6 +320,12 @@ impl Args {
                 allow_hosts: self.judge_allow_host.clone(),
                 resolve: self.judge_resolve.clone(),
                 timeout_secs: self.judge_timeout,
+            },
+            budget: crate::engine::budget::BudgetInput {
+                usd: self.budget_usd.clone(),
+                tokens: self.budget_tokens.clone(),
+                wall: self.budget_wall.clone(),
+                unknown_money: self.budget_unknown_money.map(UnknownMoneyArg::pin),
             },
             ..self.zones.input()
         })

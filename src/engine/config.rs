@@ -270,6 +270,10 @@ pub struct LoopConfig {
     /// run"). Receipts pinned before it read as off.
     #[serde(default)]
     pub sentinel: crate::engine::sentinel::SentinelPins,
+    /// The run-total caps (`--budget-*`, `[budget]`; docs/budget.md). Absent without any, and in
+    /// receipts pinned before them; a resume uses them as pinned.
+    #[serde(default, skip_serializing_if = "crate::rules::budget::BudgetPins::is_unset")]
+    pub budget: crate::rules::budget::BudgetPins,
 }
 
 pub const DEFAULT_CONFIRM_RUNS: u64 = 1;
@@ -344,6 +348,8 @@ pub struct ConfigInput {
     pub feedback: Option<crate::feedback::FeedbackPins>,
     /// `[sentinel]` of loop.toml: the sentinel run turned off, with a reason.
     pub sentinel: crate::engine::sentinel::SentinelInput,
+    /// `--budget-*` and `[budget]`.
+    pub budget: crate::engine::budget::BudgetInput,
 }
 
 impl ConfigInput {
@@ -404,6 +410,7 @@ impl ConfigInput {
             holdout: self.holdout.over(file.holdout),
             feedback: self.feedback.or(file.feedback),
             sentinel: file.sentinel,
+            budget: self.budget.over(file.budget),
         }
     }
 }
@@ -625,6 +632,7 @@ impl LoopConfig {
         let allow_test_change =
             crate::engine::allow_change::validated(input.allow_test_change, workspace == WorkspaceMode::Detached, input.baseline.unwrap_or(true))?;
         let sentinel = crate::engine::sentinel::SentinelPins::resolve(input.sentinel, workspace == WorkspaceMode::Detached)?;
+        let budget = input.budget.resolve()?;
         let context_files =
             input.context_files.iter().map(|raw| pin_context_file(workdir, raw)).collect::<Result<Vec<_>, _>>()?;
         let (stall_ms, stall_busy_ms) = stall_limits(input.stall_timeout_secs, input.stall_busy_timeout_secs)?;
@@ -679,6 +687,7 @@ impl LoopConfig {
             holdout,
             feedback: input.feedback.unwrap_or_default(),
             sentinel,
+            budget,
         })
     }
 }

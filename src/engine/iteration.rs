@@ -14,6 +14,7 @@
 
 use super::check::{run_check, Artifacts, CheckOutcome, ReportSource};
 use super::commands::{run_in_zone, RoleCommand};
+use crate::rules::budget::Point;
 use crate::rules::decide::{self, Step};
 use super::detached::{RunWorkspace, Taken};
 use super::guards::{AgentStep, CheckStep, Objection};
@@ -65,12 +66,23 @@ impl ActiveRun<'_> {
             if let Step::Halt(reason, detail) = decide::before_iteration(n, self.cfg.max_iterations) {
                 return self.halt(reason, detail);
             }
+            // The budget before the agent: spent plus the projection of one more iteration.
+            if let Step::Halt(reason, detail) = self.budget_step(Point::BeforeAgent) {
+                sink.event(&LoopEvent::HaltingBeforeIterations { detail: &detail });
+                return self.halt(reason, detail);
+            }
             // The receipt is the live record: state.json is rewritten only when the run stops, so
             // that an iteration costs one fsync per event and nothing more.
             self.append(Event::IterationStart { iteration: n })?;
             self.state.iteration = n;
             match self.iterate(zone, n, sink)? {
-                Step::Continue => {}
+                // The budget at the iteration's end (every stage's usage), when it decided no other halt.
+                Step::Continue => {
+                    if let Step::Halt(reason, detail) = self.budget_step(Point::End) {
+                        sink.event(&LoopEvent::HaltingAfterAgent { iteration: n, detail: &detail });
+                        return self.halt(reason, detail);
+                    }
+                }
                 Step::Interrupted(sig) => return self.interrupted(sig, Some(n)),
                 Step::Halt(reason, detail) => return self.halt(reason, detail),
             }
@@ -109,6 +121,11 @@ impl ActiveRun<'_> {
         self.beat("snapshot", n);
         if let Some(step) = self.halting_after_agent(n, sink) {
             return Ok(step);
+        }
+        // The budget after the agent's usage: model drift, a cap crossed, the cost anomaly.
+        if let Step::Halt(reason, detail) = self.budget_step(Point::AfterAgent) {
+            sink.event(&LoopEvent::HaltingAfterAgent { iteration: n, detail: &detail });
+            return Ok(Step::Halt(reason, detail));
         }
         let candidate = match self.judge_agent_step(n, &exec)? {
             Ok(candidate) => candidate,

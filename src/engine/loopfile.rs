@@ -88,6 +88,7 @@ struct LoopFile {
     holdout_dir: Option<String>,
     feedback: Option<crate::feedback::FeedbackPins>,
     sentinel: Option<super::sentinel::SentinelInput>,
+    budget: Option<super::budget::BudgetSection>,
 }
 
 /// `[progress]`: the rules' parameters (`convergence::rules::Limits`, each defaulted when
@@ -192,6 +193,7 @@ pub fn parse(text: &str, name: &str) -> Result<ConfigInput, Failure> {
         holdout: super::holdout::HoldoutInput { command: file.holdout_check, dir: file.holdout_dir.map(std::path::PathBuf::from) },
         feedback: file.feedback,
         sentinel: file.sentinel.unwrap_or_default(),
+        budget: file.budget.map(super::budget::BudgetSection::input).unwrap_or_default(),
     })
 }
 

@@ -3,6 +3,7 @@
 //! The stages, one concept per module, data flowing one way:
 //! - [`lifecycle`]: start or resume a run (one active run either way), its lock, keys, state
 //!   file and credential; halt (deliver, seal), pause, interrupt.
+//! - [`budget`]: the run-total caps as given and pinned, enforced before and after the agent and at the end of each iteration.
 //! - [`iteration`]: one iteration's stages: agent, guards, check, acceptance.
 //! - [`commands`]: a role's command built for its zone and run there.
 //! - `confirm`: confirmation reruns of a green check before `success_condition_met`.
@@ -46,6 +47,7 @@ pub mod analysis_guards;
 pub mod artefact_guard;
 pub mod canary;
 pub mod baseline;
+pub mod budget;
 pub mod check;
 pub mod check_writes;
 pub mod commands;

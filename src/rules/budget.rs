@@ -131,6 +131,24 @@ pub fn spent(records: &[&IterationRecord]) -> Cost {
     records.iter().fold(Cost::default(), |total, r| total.add(iteration_cost(r, Point::End)))
 }
 
+/// A USD amount written in decimal (`2`, `0.25`, `1.000001`) as micro-USD. Refused: a sign, an
+/// exponent, more than 6 decimals (finer than a micro-USD), anything not a number, an amount
+/// past u64 micro-USD.
+pub fn parse_usd_micros(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let (whole, frac) = t.split_once('.').unwrap_or((t, ""));
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if t.is_empty() || (whole.is_empty() && frac.is_empty()) || !digits(whole) || !digits(frac) {
+        return Err(format!("{:?} is not a non-negative decimal USD amount", crate::inert::inert(t)));
+    }
+    if frac.len() > 6 {
+        return Err(format!("{:?} has more than 6 decimals (money is counted in micro-USD)", crate::inert::inert(t)));
+    }
+    let whole: u64 = if whole.is_empty() { 0 } else { whole.parse().map_err(|_| format!("{:?} is too large", crate::inert::inert(t)))? };
+    let frac_micros: u64 = format!("{frac:0<6}").parse().unwrap_or(0);
+    whole.checked_mul(1_000_000).and_then(|w| w.checked_add(frac_micros)).ok_or_else(|| format!("{:?} is too large", crate::inert::inert(t)))
+}
+
 /// The quantile the projection takes of the run's own iterations: the 90th percentile.
 pub const PROJECTION_PERCENT: u64 = 90;
 
@@ -546,5 +564,16 @@ mod tests {
     fn usd_has_six_decimals() {
         assert_eq!(usd(1_234_567), "1.234567");
         assert_eq!(usd(5), "0.000005");
+    }
+
+    #[test]
+    fn usd_amounts_parse_to_micros_and_bad_ones_are_refused() {
+        assert_eq!(parse_usd_micros("2"), Ok(2_000_000));
+        assert_eq!(parse_usd_micros("0.25"), Ok(250_000));
+        assert_eq!(parse_usd_micros(".5"), Ok(500_000));
+        assert_eq!(parse_usd_micros("1.000001"), Ok(1_000_001));
+        for bad in ["", "-1", "+1", "1e3", "abc", "1.2.3", ".", "1.0000001", "99999999999999999999"] {
+            assert!(parse_usd_micros(bad).is_err(), "{bad:?}");
+        }
     }
 }

@@ -18,7 +18,11 @@
 //!   the confirmation reruns the run asks for. An interrupted iteration decides nothing, as the
 //!   engine's resume holds: a halt recorded at its number by the resume follows only as the cap it
 //!   used, or is a supervisor failure accepted as recorded;
-//! - a halt before the first iteration: the t0 baseline's decision, from its record.
+//! - a halt before the first iteration: the t0 baseline's decision, from its record;
+//! - the budget rules (`budget_exceeded`, `cost_anomaly`, `model_drift_detected`): replayed over
+//!   the recorded usage events and the caps and model `run_start` pins, at each point the loop
+//!   evaluates them; the recorded budget halt must be the first they decide, and a run that went
+//!   on past one they decide is inconsistent.
 //!
 //! What it does not re-derive, and says so by name ([`Derivation::not_replayed`] for the halt,
 //! [`Derivation::judgements_not_replayed`] for a judgement whose lists are in an artifact not
@@ -120,6 +124,11 @@ fn operational(reason: HaltReason) -> bool {
     )
 }
 
+/// The reasons the budget rules decide (`super::budget`), replayed from the usage records.
+fn budget_reason(reason: HaltReason) -> bool {
+    matches!(reason, HaltReason::BudgetExceeded | HaltReason::CostAnomaly | HaltReason::ModelDriftDetected)
+}
+
 fn step_name(step: &Step) -> String {
     match step {
         Step::Continue => "continue (no halt)".into(),
@@ -209,6 +218,37 @@ pub fn derive_halt(history: &History) -> Result<Option<Derivation>, Mismatch> {
                 skipped,
             );
         }
+    }
+    // The budget rules, replayed at the points the loop evaluates them (`super::budget`): a
+    // budget halt must be the first one they decide, and no run may go on past one.
+    let caps: super::budget::BudgetPins = start.config.get("budget").and_then(|b| serde_json::from_value(b.clone()).ok()).unwrap_or_default();
+    let model = start.config.get("model");
+    let pin = |key: &str| model.and_then(|m| m.get(key)).and_then(serde_json::Value::as_str).map(str::to_string);
+    let pinned = super::budget::PinnedModel { provider: pin("provider"), id: pin("id") };
+    let first = super::budget::first_halt(&history.iterations, &caps, &pinned, |r| complete(r) && decide(Mode::CheckFixpoint, r, max_iterations) == Step::Continue);
+    if budget_reason(recorded) {
+        return match first {
+            Some(found) if found.reason == recorded && found.iteration == halt.iteration => accept(derived + 1, None, skipped),
+            found => {
+                let name = found.as_ref().map_or("no budget halt".to_string(), |f| format!("{} at iteration {} ({})", f.reason, f.iteration, f.point.as_str()));
+                Err(Mismatch {
+                    iteration: halt.iteration,
+                    judgement: "budget",
+                    recorded,
+                    detail: format!("the halt records {recorded} at iteration {}, but the budget rules over the recorded usage decide {name}", halt.iteration),
+                    derived: name,
+                })
+            }
+        };
+    }
+    if let Some(found) = first.filter(|f| f.iteration < halt.iteration) {
+        return Err(Mismatch {
+            iteration: found.iteration,
+            judgement: "budget",
+            recorded,
+            detail: format!("the budget rules decide {} at iteration {} ({}), but the run went on and halted {recorded} at iteration {}", found.reason, found.iteration, found.point.as_str(), halt.iteration),
+            derived: found.reason.as_str().into(),
+        });
     }
     let Some(record) = halted else {
         if halt.iteration > history.last_started {
