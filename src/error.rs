@@ -52,13 +52,15 @@ pub enum FailureCode {
     WallClockExceeded,
     /// `sandbox`: the command could not be started inside the zone.
     SpawnFailed,
+    /// `escalate`: the escalation could not be delivered (after its retries).
+    DeliveryFailed,
     /// Anything we did not expect (a bug).
     InternalError,
 }
 
 impl FailureCode {
     /// Every code, in the order of the table above (used by the contract tests).
-    pub const ALL: [FailureCode; 12] = [
+    pub const ALL: [FailureCode; 13] = [
         FailureCode::Usage,
         FailureCode::InvalidInput,
         FailureCode::RunAlreadyHalted,
@@ -70,6 +72,7 @@ impl FailureCode {
         FailureCode::NotVerified,
         FailureCode::WallClockExceeded,
         FailureCode::SpawnFailed,
+        FailureCode::DeliveryFailed,
         FailureCode::InternalError,
     ];
 
@@ -81,7 +84,7 @@ impl FailureCode {
             WorkspaceInvalid | IsolationUnsatisfiable | Io | NotReplayable | NotReexecutable => ExitClass::Workspace,
             NotVerified => ExitClass::Integrity,
             WallClockExceeded => ExitClass::Budget,
-            SpawnFailed => ExitClass::Execution,
+            SpawnFailed | DeliveryFailed => ExitClass::Execution,
             InternalError => ExitClass::Internal,
         }
     }
@@ -101,6 +104,7 @@ impl FailureCode {
             NotVerified => "not_verified",
             WallClockExceeded => "wall_clock_exceeded",
             SpawnFailed => "spawn_failed",
+            DeliveryFailed => "delivery_failed",
             InternalError => HaltReason::InternalError.as_str(),
         }
     }
@@ -235,6 +239,7 @@ mod tests {
             (FailureCode::NotVerified, 13),
             (FailureCode::WallClockExceeded, 18),
             (FailureCode::SpawnFailed, 40),
+            (FailureCode::DeliveryFailed, 40),
             (FailureCode::InternalError, 50),
         ];
         assert_eq!(expect.len(), FailureCode::ALL.len());
@@ -258,6 +263,7 @@ mod tests {
             "not_verified",
             "wall_clock_exceeded",
             "spawn_failed",
+            "delivery_failed",
             "internal_error",
         ];
         for (code, name) in FailureCode::ALL.into_iter().zip(expect) {

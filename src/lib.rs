@@ -19,6 +19,7 @@
 //! - `interrupt`: SIGINT/SIGTERM handling.
 //! - `run_id`: run id validation and generation.
 //! - `egress`: the agent zone's allowlist proxy and its audit log.
+//! - `escalation`: the escalation packet, its channels (file, stdout, webhook, Slack, GitHub), HMAC and log.
 //! - `workspace`: the detached workspace: baseline t0, overlay, snapshot, protected paths, delivery.
 //! - `convergence`: the progress rules (ratchet, no-convergence halts, explain-halt's verdict).
 //! - `feedback`: the structured feedback file the oracle side writes for the agent.
@@ -31,6 +32,7 @@ pub mod convergence;
 pub mod cli;
 pub mod delegation;
 pub mod egress;
+pub mod escalation;
 pub mod ending;
 pub mod engine;
 pub mod error;

@@ -10,6 +10,7 @@ pub mod attest;
 pub mod check;
 pub mod doctor;
 pub mod doctor_adequacy;
+pub mod escalate;
 pub mod explain_halt;
 pub mod ratchet;
 pub mod init;
@@ -45,6 +46,7 @@ Examples:
   loopexec run --resume <RUN_ID>                # continue a paused, interrupted or crashed run
   loopexec status --json
   loopexec explain-halt
+  loopexec escalate <RUN_ID> --channel webhook --webhook https://hooks.example/loop   # exit 16
   loopexec report <RUN_ID>
   loopexec verify <RUN_ID> --pubkey ~/.config/loopexec/operator.pub
   loopexec sandbox --rw . -- make test          # one command in a zone
@@ -54,8 +56,8 @@ Examples:
   loopexec isolate --backend podman --image localhost/agent:1   # the zones' plan, nothing run
 
 Exit codes: 0 ok, 10 converged, 12 iteration cap, 13 integrity (blocked path, verify failed,
-attest refused), 14 oracle untrusted (check_flaky, check_not_hermetic, ...), 18 budget (sandbox wall clock), 20 bad usage, 30 workspace or isolation,
-40 execution failure, 50 internal; 130/143 interrupted by SIGINT/SIGTERM (resumable); sandbox
+attest refused), 14 oracle untrusted (check_flaky, check_not_hermetic, ...), 16 escalation pending (escalate), 18 budget (sandbox wall clock), 20 bad usage, 30 workspace or isolation,
+40 execution failure (escalate: delivery_failed), 50 internal; 130/143 interrupted by SIGINT/SIGTERM (resumable); sandbox
 exits with its command's code. See SPEC.md §2.";
 
 /// loopexec: run an agent against an external check until a computed halt, with a receipt.
@@ -88,6 +90,8 @@ pub enum Command {
     Report(report::Args),
     /// Why a run stopped; for an iteration cap, whether it was still improving.
     ExplainHalt(explain_halt::Args),
+    /// Tell a person a run needs them: a packet to a file, stdout, a webhook, Slack or GitHub (exit 16).
+    Escalate(escalate::Args),
     /// The ratchet's frontier: accepted and rejected iterations, and the last accepted tree.
     Ratchet(ratchet::Args),
     /// Run one command in a zone (namespaces, Landlock, seccomp, cgroup) and exit with its code.
@@ -137,6 +141,7 @@ impl Command {
             Command::Check(args) => check::run(args, json),
             Command::Report(args) => report::run(args, json),
             Command::ExplainHalt(args) => explain_halt::run(args, json),
+            Command::Escalate(args) => escalate::run(args, json),
             Command::Ratchet(args) => ratchet::run(args, json),
             Command::Sandbox(args) => sandbox::run(args, json),
             Command::Policy(args) => policy::run(args, json),

@@ -280,6 +280,12 @@ pub struct Args {
     /// Seconds before the judge's process tree is killed (default 300).
     #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
     pub judge_timeout: Option<f64>,
+    /// After a sealed halt with one of these reasons (snake_case names, or exit class names such
+    /// as `budget`; comma-separated or repeated), escalate on --channel; exit 16 once delivered.
+    #[arg(long = "escalate-on", value_name = "REASONS")]
+    pub escalate_on: Vec<String>,
+    #[command(flatten)]
+    pub escalation: super::escalate::ChannelArgs,
 }
 
 impl Args {
@@ -359,20 +365,69 @@ impl EventSink for ProgressPrinter {
     }
 }
 
+/// `--escalate-on` / `[escalation] on` resolved before the run starts (an unknown reason, a bad
+/// channel or a missing secret is exit 20 then, before anything is written): the triggers and
+/// the target, or none.
+fn auto_escalation(args: &Args, workdir: &std::path::Path, run_id: &str) -> CmdResult<Option<(Vec<crate::escalation::config::Trigger>, crate::escalation::config::Target)>> {
+    use crate::escalation::config;
+    let on = (!args.escalate_on.is_empty()).then(|| args.escalate_on.clone());
+    let settings = super::escalate::settings_of(workdir, args.escalation.settings(on))?;
+    let triggers = config::triggers(settings.on.as_deref().unwrap_or_default())?;
+    if triggers.is_empty() {
+        return match args.escalation.channel {
+            Some(_) => Err(Failure::usage("--channel needs --escalate-on REASONS (or [escalation] on) in `run`")),
+            None => Ok(None),
+        };
+    }
+    let default_out = || workdir.join(crate::receipt::store::STATE_DIR).join(crate::receipt::store::RUNS).join(run_id).join("escalation.json");
+    Ok(Some((triggers, config::resolve(&settings, default_out)?)))
+}
+
+/// Escalate the halted run when its reason is one the run escalates on: a delivered escalation
+/// makes the exit 16 (`escalation_pending`; the receipt's halt reason stays); a failed one is
+/// reported in `errors` and leaves the halt's exit code.
+fn escalate_after(out: &mut Outcome, auto: Option<(Vec<crate::escalation::config::Trigger>, crate::escalation::config::Target)>, reason: Option<crate::halt::HaltReason>, workdir: &std::path::Path, run_id: &str) {
+    let (Some((triggers, target)), Some(reason)) = (auto, reason) else { return };
+    if !crate::escalation::config::triggered(&triggers, reason) {
+        return;
+    }
+    let stdout = matches!(target.channel, crate::escalation::config::Channel::Stdout);
+    let done = StateDir::open(workdir)
+        .and_then(|sd| sd.open_run(&RunId::parse(run_id)?))
+        .and_then(|run| super::escalate::escalate(workdir, &run, &target));
+    match done {
+        Ok(done) => {
+            out.exit = crate::halt::ExitClass::ResumableJudgment;
+            out.human.push_str(&format!("escalation  escalation_pending (packet sha256:{}, {})\n", done.packet_sha256, done.record.channel));
+            if stdout {
+                out.human.push_str(&crate::inert::json_text(&done.packet).unwrap_or_default());
+                out.human.push('\n');
+            }
+            out.set("escalation", done.json(stdout));
+        }
+        Err(failure) => {
+            out.set("escalation", json!({"state": "not_delivered", "error": failure.message}));
+            out.errors.push(failure.entry());
+        }
+    }
+}
+
 pub fn run(args: Args, json: bool) -> CmdResult<Outcome> {
     let workdir = absolute_workdir(&args.workdir)?;
     interrupt::install().map_err(|e| Failure::internal(format!("installing signal handlers: {e}")))?;
     let mut progress = ProgressPrinter { json };
+    let generated = match (&args.resume, &args.run_id) {
+        (Some(raw), _) | (None, Some(raw)) => RunId::parse(raw)?,
+        (None, None) => RunId::generate(),
+    };
+    let auto = auto_escalation(&args, &workdir, generated.as_str())?;
     let outcome = if let Some(raw) = &args.resume {
         let id = RunId::parse(raw)?;
         let statedir = StateDir::open(&workdir)?;
         let operator = load_operator_key(args.operator_key.as_deref())?;
         engine::resume(&statedir, id, &operator, args.once, &mut progress)?
     } else {
-        let run_id = match &args.run_id {
-            Some(raw) => RunId::parse(raw)?,
-            None => RunId::generate(),
-        };
+        let run_id = generated;
         let wd = SafeDir::open(&workdir).map_err(|e| Failure::workspace(format!("workdir: {e}")))?;
         let (input, loop_ref) = match loopfile::load(&wd)? {
             Some((file_input, reference)) => (args.flag_input().over(file_input), Some(reference)),
@@ -394,7 +449,14 @@ pub fn run(args: Args, json: bool) -> CmdResult<Outcome> {
         };
         engine::start_after_gates(&statedir, run_id, cfg, &operator, args.once, &mut progress, gates)?
     };
-    Ok(render(outcome))
+    let reason = match &outcome.end {
+        LoopEnd::Halted { reason, .. } => Some(*reason),
+        _ => None,
+    };
+    let run_id = outcome.run_id.clone();
+    let mut out = render(outcome);
+    escalate_after(&mut out, auto, reason, &workdir, &run_id);
+    Ok(out)
 }
 
 fn render(run: RunOutcome) -> Outcome {

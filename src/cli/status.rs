@@ -1,4 +1,5 @@
-//! `loopexec status`: the live or last state of a run (default: the latest).
+//! `loopexec status`: the live or last state of a run (default: the latest), and whether a person
+//! was told it needs them (`escalation_pending`, from the run's `escalations.jsonl`).
 
 use crate::error::CmdResult;
 use crate::output::{aligned, Outcome};
@@ -47,9 +48,28 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     if resumable {
         rows.push(("resume", format!("loopexec run --resume {}", state.run_id)));
     }
+    // A delivered escalation (`loopexec escalate`): the run waits on a person.
+    let escalations = crate::escalation::log::read(run.dir()).map_err(crate::error::fs_failure)?;
+    let escalation = escalations.pending().map(|r| {
+        json!({
+            "state": "escalation_pending",
+            "packet_sha256": r.packet_sha256,
+            "channel": r.channel,
+            "at": r.time,
+            "escalations": escalations.records.len(),
+            "chain_intact": escalations.broken_at.is_none(),
+        })
+    });
+    if let Some(r) = escalations.pending() {
+        rows.push(("escalation", format!("escalation_pending (packet sha256:{}, {} at {})", r.packet_sha256, r.channel, r.time)));
+    }
+    if let Some(line) = escalations.broken_at {
+        rows.push(("escalations", format!("{} line {line} breaks its hash chain", crate::escalation::log::FILE)));
+    }
     let receipt = run.receipt_path().to_string_lossy().into_owned();
     rows.push(("receipt", receipt.clone()));
     Ok(Outcome::ok("status")
+        .field("escalation", json!(escalation))
         .field("run_id", state.run_id.clone())
         .field("state", state.state.as_str())
         .field("iteration", state.iteration)

@@ -89,6 +89,9 @@ struct LoopFile {
     feedback: Option<crate::feedback::FeedbackPins>,
     sentinel: Option<super::sentinel::SentinelInput>,
     budget: Option<super::budget::BudgetSection>,
+    /// `[escalation]`: read by `escalate` and `run --escalate-on` themselves; validated here.
+    #[allow(dead_code)]
+    escalation: Option<crate::escalation::config::Settings>,
 }
 
 /// `[progress]`: the rules' parameters (`convergence::rules::Limits`, each defaulted when
