@@ -69,9 +69,9 @@ fn an_unknown_key_or_unknown_money_mode_in_the_budget_table_is_refused_with_its_
     assert!(message.starts_with("loop.toml line 3:") && message.contains("guess"), "{message}");
 }
 
-/// A run of an agent that takes at least 0.3 s against a red check, with `extra` flags.
+/// A run of an agent that takes at least 2 s against a red check, with `extra` flags.
 fn slow_agent(dir: &Path, extra: &[&str]) -> Ran {
-    let mut all = vec!["run", "--json", "--run-id", "b", "--isolation", "none", "--no-baseline", "--exec", "sleep 0.3", "--check", "exit 1", "--max-iterations", "10"];
+    let mut all = vec!["run", "--json", "--run-id", "b", "--isolation", "none", "--no-baseline", "--exec", "sleep 2", "--check", "exit 1", "--max-iterations", "10"];
     all.extend_from_slice(extra);
     loopexec(dir, &all)
 }
@@ -90,10 +90,10 @@ fn a_wall_budget_halts_budget_exceeded_naming_spent_and_cap() {
 
 #[test]
 fn a_resumed_run_keeps_the_spend_of_its_earlier_processes() {
-    // Iteration 1 (>= 0.3 s of a 0.5 s cap) pauses; the resume projects one more iteration of
+    // Iteration 1 (>= 2 s of a 3 s cap: a second left for a loaded machine) pauses; the resume projects one more iteration of
     // the same cost over the spend the receipt holds, and halts before its agent.
     let dir = workdir();
-    let first = slow_agent(dir.path(), &["--budget-wall", "0.5", "--once"]);
+    let first = slow_agent(dir.path(), &["--budget-wall", "3", "--once"]);
     assert_eq!(first.code, 0, "{first:?}");
     let resumed = loopexec(dir.path(), &["run", "--json", "--resume", "b", "--once"]);
     assert_eq!((resumed.code, resumed.json()["halt_reason"].as_str(), resumed.json()["iteration"].as_u64()), (18, Some("budget_exceeded"), Some(1)), "{resumed:?}");
@@ -104,7 +104,7 @@ fn a_resumed_run_keeps_the_spend_of_its_earlier_processes() {
 #[test]
 fn a_resume_cannot_raise_its_pinned_cap() {
     let dir = workdir();
-    let first = slow_agent(dir.path(), &["--budget-wall", "0.5", "--once"]);
+    let first = slow_agent(dir.path(), &["--budget-wall", "3", "--once"]);
     assert_eq!(first.code, 0, "{first:?}");
     let r = loopexec(dir.path(), &["run", "--json", "--resume", "b", "--budget-wall", "100"]);
     assert_eq!(r.code, 20, "{r:?}");
