@@ -17,6 +17,7 @@
 //!   exit code with them and with the runners' summaries.
 //! - `progress`: the failing-set trend behind `explain-halt`.
 //! - `interrupt`: SIGINT/SIGTERM handling.
+//! - `metering`: what each stage of an iteration cost (usage file, agent CLI output, prices).
 //! - `run_id`: run id validation and generation.
 //! - `egress`: the agent zone's allowlist proxy and its audit log.
 //! - `escalation`: the escalation packet, its channels (file, stdout, webhook, Slack, GitHub), HMAC and log.
@@ -40,6 +41,7 @@ pub mod feedback;
 pub mod halt;
 pub mod inert;
 pub mod interrupt;
+pub mod metering;
 pub mod mutation;
 pub mod output;
 pub mod procfs;

@@ -79,6 +79,7 @@ impl RoleCommand<'_> {
             inject,
             stdin: None,
             read_only: Vec::new(),
+            read_write: Vec::new(),
             read_only_beneath: Vec::new(),
             liveness: crate::zones::liveness::Liveness { stall: super::heartbeat::stall_rule(cfg, self.role), heartbeat: None },
         }

@@ -29,6 +29,7 @@ use crate::halt::HaltReason;
 use crate::interrupt;
 use crate::receipt::events::{CheckResult, Event, ExecResult, GuardRecord, JudgeOutcome, SnapshotRecord};
 use crate::receipt::store::ARTIFACTS;
+use crate::receipt::usage::UsageRecord;
 use crate::workspace::Snapshot;
 use crate::zones::{Role, Zone};
 
@@ -113,11 +114,14 @@ impl ActiveRun<'_> {
 
     /// Run iteration `n`'s stages; `Continue` when it ended without a halt.
     fn iterate(&mut self, zone: &mut dyn Zone, n: u64, sink: &mut dyn EventSink) -> CmdResult<Step> {
-        let exec = match self.run_agent(zone, n)? {
-            Ok(exec) => exec,
+        let (exec, usage) = match self.run_agent(zone, n)? {
+            Ok(ran) => ran,
             Err(detail) => return Ok(Step::Halt(HaltReason::IsolationUnsatisfiable, detail)),
         };
         self.append(Event::ExecResult(exec.clone()))?;
+        if let Some(usage) = usage {
+            self.append(Event::Usage(usage))?;
+        }
         self.beat("snapshot", n);
         if let Some(step) = self.halting_after_agent(n, sink) {
             return Ok(step);
@@ -261,9 +265,9 @@ impl ActiveRun<'_> {
         Ok(step)
     }
 
-    /// The agent stage: its command in the agent zone, observed as the `exec_result` to record.
-    /// `Ok(Err(detail))`: the zone could not be set up.
-    fn run_agent(&mut self, zone: &mut dyn Zone, n: u64) -> CmdResult<Result<ExecResult, String>> {
+    /// The agent stage: its command in the agent zone, observed as the `exec_result` to record and
+    /// the `usage` it metered (`super::usage_meter`). `Ok(Err(detail))`: the zone could not be set up.
+    fn run_agent(&mut self, zone: &mut dyn Zone, n: u64) -> CmdResult<Result<(ExecResult, Option<UsageRecord>), String>> {
         let overlay = self.workspace.as_ref().map(RunWorkspace::agent_overlay);
         let credential = match (&self.cfg.credentials, &self.credential) {
             (Some(hooks), Some(secret)) => Some((hooks.env.clone(), secret.clone())),
@@ -273,14 +277,15 @@ impl ActiveRun<'_> {
         let stem = command.stem();
         let mut cmd = command.zone_command(&self.cfg, &self.env);
         self.arm(&mut cmd, "agent", n);
-        if let Err(detail) = self.give_feedback(n, &mut cmd) {
+        if let Err(detail) = self.give_feedback(n, &mut cmd).and_then(|()| self.give_usage_file(&mut cmd)) {
             return Ok(Err(detail));
         }
         let run = match run_in_zone(zone, &cmd, &self.artifacts, ARTIFACTS, &stem)? {
             Ok(run) => run,
             Err(detail) => return Ok(Err(detail)),
         };
-        Ok(Ok(ExecResult {
+        let usage = self.agent_usage(n, &run.usage);
+        Ok(Ok((ExecResult {
             iteration: n,
             ending: run.ending.clone(),
             exit_code: run.ending.exit_code(),
@@ -289,7 +294,7 @@ impl ActiveRun<'_> {
             egress: run.usage.egress.map(super::commands::egress_record),
             stdout: run.output.stdout,
             stderr: run.output.stderr,
-        }))
+        }, usage)))
     }
 
     /// The guards' stage after the agent: snapshot the detached workspace, ask every guard, and

@@ -61,6 +61,8 @@ pub(super) struct ActiveRun<'a> {
     pub(super) feedback: Option<super::feedback_file::FeedbackFile>,
     /// The run's heartbeat (`None`: this process's start time could not be read).
     pub(super) beacon: Option<std::sync::Arc<super::heartbeat::Beacon>>,
+    /// The agent's usage directory (`LOOPEXEC_USAGE`), made before the first agent call.
+    pub(super) usage: Option<super::usage_meter::UsageDir>,
 }
 
 /// The state of a run this process is about to drive (its counters are filled in on save).
@@ -379,6 +381,7 @@ impl<'a> ActiveRun<'a> {
             credential: None,
             refused_at_reopen: None,
             feedback: None,
+            usage: None,
         })
     }
 

@@ -26,6 +26,7 @@
 //!   digested), its zone command, its record and decision.
 //! - [`decide`]: the pure halt decision over the receipt's history.
 //! - [`targets`]: the tests the loop must fix, selected from t0, and the pre-existing failures.
+//! - [`usage_meter`]: the agent's usage file (`LOOPEXEC_USAGE`) and the agent stage's `usage` record.
 //! - [`seats`]: the mode and the kinds of guard the coming features add.
 //! - [`sink`]: typed progress events for the caller to render.
 //! - [`replay`]: re-running a halted run's last check on its end state.
@@ -77,6 +78,7 @@ pub mod revert;
 pub mod seats;
 mod seal_window;
 pub mod targets;
+pub mod usage_meter;
 #[cfg(debug_assertions)]
 mod test_pause;
 pub mod sink;

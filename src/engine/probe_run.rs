@@ -189,6 +189,7 @@ pub fn run(spec: &RunSpec) -> CmdResult<RunReport> {
         inject: spec.plan.env.iter().map(|(k, v)| (k.clone(), crate::secret::Secret::new(v.clone()))).collect(),
         stdin: None,
         read_only: Vec::new(),
+        read_write: Vec::new(),
         read_only_beneath: Vec::new(),
         liveness: Default::default(),
     };

@@ -87,6 +87,10 @@ pub struct ZoneCommand {
     /// Operator-owned paths outside the workspace the command may read, never write (the
     /// agent's feedback directory), bound at the same path by sandboxing backends.
     pub read_only: Vec<PathBuf>,
+    /// Operator-owned directories outside the workspace the command may write (the agent's
+    /// per-run usage directory, `LOOPEXEC_USAGE`), bound writable at the same path by
+    /// sandboxing backends. Nothing the check or the judge sees.
+    pub read_write: Vec<PathBuf>,
     /// Paths inside the command's first overlay (relative to its target) the command may read
     /// but never write, rename or remove (t0's protected paths in the check's copy), bound
     /// read-only there by the native backend.

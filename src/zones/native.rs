@@ -108,6 +108,7 @@ impl NativeZone {
             spec.overlays = cmd.overlays.clone();
         }
         spec.extra_ro.extend(cmd.read_only.iter().cloned());
+        spec.extra_rw.extend(cmd.read_write.iter().cloned());
         if let Some(overlay) = cmd.overlays.first() {
             spec.read_only_beneath = cmd.read_only_beneath.iter().map(|sub| (overlay.target.clone(), sub.clone())).collect();
         }

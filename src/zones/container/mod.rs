@@ -293,6 +293,7 @@ impl ContainerZone {
             }
         }
         mounts.extend(cmd.read_only.iter().map(|p| ContainerMount::Bind { source: p.clone(), target: p.clone(), writable: false }));
+        mounts.extend(cmd.read_write.iter().map(|p| ContainerMount::Bind { source: p.clone(), target: p.clone(), writable: true }));
         Ok(PreparedMounts { mounts, _overlays: overlays, _placeholders: placeholders })
     }
 }

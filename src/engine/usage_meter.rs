@@ -1,0 +1,101 @@
+//! The agent stage's metering (docs/budget.md, "Metering"): the run's usage directory, outside
+//! the workdir and private to the operator (mode 0700; 0770 with the agent zone's gid as its group
+//! when the zone runs as another uid), bound writable into the agent zone; before each agent call
+//! a fresh empty `usage.jsonl` in it (its path in `LOOPEXEC_USAGE`), after the call the file read
+//! back bounded, without following a link and refusing anything but a regular file
+//! (`crate::metering::usage_file`), and the `usage` record (stage agent) made from it with the
+//! command's egress bytes and CPU time. A record is made only when the file had a line in it:
+//! a run whose agent reports nothing keeps the receipt it had before metering.
+
+use super::lifecycle::ActiveRun;
+use crate::error::Failure;
+use crate::metering::prices::Prices;
+use crate::metering::record::{self, SourceKind, SourceReading};
+use crate::metering::usage_file;
+use crate::receipt::usage::{RejectedInput, UsageRecord, UsageStage};
+use crate::safefs::SafeDir;
+use crate::zones::{ZoneCommand, ZoneUsage};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::PermissionsExt;
+
+/// The usage file's name in the usage directory.
+pub const FILE_NAME: &str = "usage.jsonl";
+/// The variable that names it in the agent's environment.
+pub const ENV_VAR: &str = "LOOPEXEC_USAGE";
+
+/// The run's usage directory; removed when the run's process ends with it.
+pub struct UsageDir {
+    _dir: tempfile::TempDir,
+    safe: SafeDir,
+    file_mode: u32,
+}
+
+impl UsageDir {
+    /// A fresh directory, writable by the operator and, with `writer_gid`, by that group.
+    pub fn create(writer_gid: Option<u32>) -> Result<UsageDir, Failure> {
+        let dir = tempfile::Builder::new()
+            .prefix("loopexec-usage-")
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir()
+            .map_err(|e| Failure::internal(format!("the usage directory cannot be created: {e}")))?;
+        if let Some(gid) = writer_gid {
+            std::os::unix::fs::chown(dir.path(), None, Some(gid)).map_err(|e| Failure::io(dir.path(), &e))?;
+        }
+        let mode = if writer_gid.is_some() { 0o770 } else { 0o700 };
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(mode)).map_err(|e| Failure::io(dir.path(), &e))?;
+        let safe = SafeDir::open(dir.path()).map_err(|e| Failure::internal(format!("the usage directory: {e}")))?;
+        Ok(UsageDir { _dir: dir, safe, file_mode: if writer_gid.is_some() { 0o660 } else { 0o600 } })
+    }
+
+    /// Remove whatever the last call left at the file's name (a link, a directory's contents are
+    /// not followed: only the name is unlinked) and create it empty.
+    fn reset(&self) -> Result<(), String> {
+        let fd = self.safe.fd().as_raw_fd();
+        let _ = nix::unistd::unlinkat(Some(fd), FILE_NAME, nix::unistd::UnlinkatFlags::NoRemoveDir);
+        let _ = nix::unistd::unlinkat(Some(fd), FILE_NAME, nix::unistd::UnlinkatFlags::RemoveDir);
+        let file = self.safe.create_new(FILE_NAME, 0o600).map_err(|e| format!("the usage file: {e}"))?;
+        let dir_gid = nix::sys::stat::fstat(fd).map_err(|e| format!("the usage file: {e}"))?.st_gid;
+        nix::unistd::fchown(file.as_raw_fd(), None, Some(nix::unistd::Gid::from_raw(dir_gid))).map_err(|e| format!("the usage file: {e}"))?;
+        file.set_permissions(std::fs::Permissions::from_mode(self.file_mode)).map_err(|e| format!("the usage file: {e}"))
+    }
+
+    /// What the file holds after the call: nothing when it is gone, not a regular file, or unreadable
+    /// (counted malformed then: the agent replaced it with something that is no usage file).
+    fn read(&self) -> usage_file::Reading {
+        match self.safe.open_read(FILE_NAME) {
+            Ok(file) => usage_file::read(file),
+            Err(e) if e.is_not_found() => usage_file::Reading::default(),
+            Err(_) => usage_file::Reading { calls: Vec::new(), rejected: RejectedInput { malformed: 1, ..Default::default() } },
+        }
+    }
+}
+
+impl ActiveRun<'_> {
+    /// Before the agent's call: a fresh empty usage file, its directory bound writable into `cmd`,
+    /// its path in `LOOPEXEC_USAGE`. `Err(detail)`: it could not be made (the run halts with it).
+    pub(super) fn give_usage_file(&mut self, cmd: &mut ZoneCommand) -> Result<(), String> {
+        if self.usage.is_none() {
+            let writer = super::feedback_file::zone_reader_gid(&self.cfg).map_err(|f| f.message)?;
+            self.usage = Some(UsageDir::create(writer).map_err(|f| f.message)?);
+        }
+        let Some(dir) = self.usage.as_ref() else { return Ok(()) };
+        dir.reset()?;
+        cmd.env.push((ENV_VAR.to_string(), dir.safe.path().join(FILE_NAME).to_string_lossy().into_owned()));
+        cmd.read_write.push(dir.safe.path().to_path_buf());
+        Ok(())
+    }
+
+    /// After the agent's call of iteration `n`: its `usage` record, or `None` when nothing was
+    /// metered (the usage file had no line).
+    pub(super) fn agent_usage(&self, n: u64, used: &ZoneUsage) -> Option<UsageRecord> {
+        let reading = self.usage.as_ref()?.read();
+        if reading.is_empty() {
+            return None;
+        }
+        let source = SourceReading { name: "usage_file".into(), kind: SourceKind::UsageFile, calls: reading.calls, rejected: reading.rejected };
+        let mut usage = record::combine(n, UsageStage::Agent, vec![source], &Prices::default());
+        usage.egress_bytes = used.egress.as_ref().map(|e| e.command.bytes_up.saturating_add(e.command.bytes_down));
+        usage.cpu_ms = used.cpu.map(|d| d.as_millis().min(u128::from(u64::MAX)) as u64);
+        Some(usage)
+    }
+}

@@ -1,0 +1,37 @@
+//! Metering: what each stage of an iteration consumed, read from sources the agent controls
+//! (so every reader here is bounded and never fatal) and turned into the receipt's `usage`
+//! records (`crate::receipt::usage`). No I/O beyond the readers' `Read` inputs; no engine import.
+//!
+//! - [`usage_file`]: the `LOOPEXEC_USAGE` file (`loopexec.usage/v1`, one JSON line per call).
+//! - [`prices`]: the price table (tokens -> micro-USD, integer arithmetic) and the CPU rate.
+//! - [`record`]: a stage's calls folded into one `UsageRecord` (tokens, models, money, sources).
+//!
+//! docs/budget.md, "Metering", states the rules.
+
+pub mod prices;
+pub mod record;
+pub mod usage_file;
+
+/// A model or provider name as the receipt keeps it: at most [`MAX_NAME`] characters of
+/// `[A-Za-z0-9._:/@+-]`, anything else replaced by `?` (the source is the agent's).
+pub fn clean_name(name: &str) -> String {
+    name.chars()
+        .take(MAX_NAME)
+        .map(|c| if c.is_ascii_alphanumeric() || "._:/@+-".contains(c) { c } else { '?' })
+        .collect()
+}
+
+/// The longest model or provider name kept.
+pub const MAX_NAME: usize = 128;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_keeps_its_safe_characters_and_loses_the_rest_within_the_bound() {
+        assert_eq!(clean_name("claude-sonnet-4.5@2025"), "claude-sonnet-4.5@2025");
+        assert_eq!(clean_name("a\u{1b}[31mb c"), "a??31mb?c");
+        assert_eq!(clean_name(&"x".repeat(1000)).len(), MAX_NAME);
+    }
+}
