@@ -69,3 +69,17 @@ fn the_native_zones_agent_writes_its_usage_file_through_the_writable_grant() {
     assert_eq!(r.code, 10, "{}", r.stderr);
     assert_two_calls_metered(&events(dir.path(), "n"));
 }
+
+#[test]
+fn tokens_the_usage_file_reports_past_a_token_cap_halt_budget_exceeded_after_the_agent() {
+    let dir = workdir();
+    let r = loopexec(dir.path(), &["run", "--isolation", "none", "--no-baseline", "--json", "--run-id", "b", "--exec", TWO_CALLS, "--check", "true", "--max-iterations", "3", "--budget-tokens", "1000"]);
+    assert_eq!(r.code, 18, "{}", r.stdout);
+    let ev = events(dir.path(), "b");
+    let types: Vec<&str> = ev.iter().map(|e| e["type"].as_str().unwrap_or("")).collect();
+    assert_eq!(types.iter().filter(|t| **t == "check_result").count(), 0, "{types:?}");
+    let halt = ev.last().unwrap();
+    assert_eq!(halt["halt_reason"], "budget_exceeded");
+    // 1000 + 500 input, 200 + 100 output, 30 cache read: the two believed lines, exactly.
+    assert_eq!(halt["detail"], "tokens: spent 1830 crossed the cap 1000 in iteration 1");
+}
