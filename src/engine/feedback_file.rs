@@ -42,21 +42,29 @@ pub struct FeedbackFile {
     file_mode: u32,
 }
 
+/// A fresh `loopexec-<what>-` directory under the system temporary directory, mode 0700, or, with
+/// `gid` (the agent zone's gid when it runs as another uid), that group's with `group_mode`.
+/// Shared with the usage directory, which the zone writes.
+pub(super) fn zone_shared_dir(what: &str, gid: Option<u32>, group_mode: u32) -> Result<tempfile::TempDir, Failure> {
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("loopexec-{what}-"))
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir()
+        .map_err(|e| Failure::internal(format!("the {what} directory cannot be created: {e}")))?;
+    if let Some(gid) = gid {
+        std::os::unix::fs::chown(dir.path(), None, Some(gid)).map_err(|e| Failure::io(dir.path(), &e))?;
+    }
+    let mode = if gid.is_some() { group_mode } else { 0o700 };
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(mode)).map_err(|e| Failure::io(dir.path(), &e))?;
+    Ok(dir)
+}
+
 impl FeedbackFile {
     /// A fresh directory under the system temporary directory, private to the operator: with
     /// `reader_gid` (the agent zone's gid, when the zone runs as another uid) its group is that gid
     /// and it is group-readable, never writable; without, only the operator reads it.
     pub fn create(reader_gid: Option<u32>) -> Result<FeedbackFile, Failure> {
-        let dir = tempfile::Builder::new()
-            .prefix("loopexec-feedback-")
-            .permissions(std::fs::Permissions::from_mode(0o700))
-            .tempdir()
-            .map_err(|e| Failure::internal(format!("the feedback directory cannot be created: {e}")))?;
-        if let Some(gid) = reader_gid {
-            std::os::unix::fs::chown(dir.path(), None, Some(gid)).map_err(|e| Failure::io(dir.path(), &e))?;
-        }
-        let mode = if reader_gid.is_some() { 0o750 } else { 0o700 };
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(mode)).map_err(|e| Failure::io(dir.path(), &e))?;
+        let dir = zone_shared_dir("feedback", reader_gid, 0o750)?;
         let safe = SafeDir::open(dir.path()).map_err(|e| Failure::internal(format!("the feedback directory: {e}")))?;
         Ok(FeedbackFile { _dir: dir, safe, file_mode: if reader_gid.is_some() { 0o640 } else { 0o600 } })
     }

@@ -33,16 +33,7 @@ pub struct UsageDir {
 impl UsageDir {
     /// A fresh directory, writable by the operator and, with `writer_gid`, by that group.
     pub fn create(writer_gid: Option<u32>) -> Result<UsageDir, Failure> {
-        let dir = tempfile::Builder::new()
-            .prefix("loopexec-usage-")
-            .permissions(std::fs::Permissions::from_mode(0o700))
-            .tempdir()
-            .map_err(|e| Failure::internal(format!("the usage directory cannot be created: {e}")))?;
-        if let Some(gid) = writer_gid {
-            std::os::unix::fs::chown(dir.path(), None, Some(gid)).map_err(|e| Failure::io(dir.path(), &e))?;
-        }
-        let mode = if writer_gid.is_some() { 0o770 } else { 0o700 };
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(mode)).map_err(|e| Failure::io(dir.path(), &e))?;
+        let dir = super::feedback_file::zone_shared_dir("usage", writer_gid, 0o770)?;
         let safe = SafeDir::open(dir.path()).map_err(|e| Failure::internal(format!("the usage directory: {e}")))?;
         Ok(UsageDir { _dir: dir, safe, file_mode: if writer_gid.is_some() { 0o660 } else { 0o600 } })
     }
