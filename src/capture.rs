@@ -131,8 +131,9 @@ impl Drain {
         Ok(Drain { file: Some(File::from(fd)), tap: StreamTap::default() })
     }
 
-    /// Read what is available (at most `max_reads` chunks); closes the stream at end-of-file.
-    fn read_available(&mut self, buf: &mut [u8], max_reads: usize) -> Result<(), CaptureError> {
+    /// Read what is available (at most `max_reads` chunks), showing it to `observer`; closes the
+    /// stream at end-of-file.
+    fn read_available(&mut self, buf: &mut [u8], max_reads: usize, observer: Option<&std::cell::RefCell<dyn StreamObserver + 'static>>) -> Result<(), CaptureError> {
         let Some(file) = self.file.as_mut() else { return Ok(()) };
         for _ in 0..max_reads {
             match file.read(buf) {
@@ -140,7 +141,12 @@ impl Drain {
                     self.file = None;
                     return Ok(());
                 }
-                Ok(n) => self.tap.feed(&buf[..n]),
+                Ok(n) => {
+                    self.tap.feed(&buf[..n]);
+                    if let Some(o) = observer {
+                        o.borrow_mut().observe(&buf[..n]);
+                    }
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) => return Err(CaptureError::Read(e)),
@@ -150,19 +156,41 @@ impl Drain {
     }
 }
 
+/// Something shown every byte of a command's stdout as it is read, in order, in chunks of any
+/// size (the meter of an agent CLI's machine-readable output). It must bound its own memory.
+pub trait StreamObserver {
+    fn observe(&mut self, bytes: &[u8]);
+}
+
 /// Where the artifacts of one command go: `<dir>/<stem>.stdout` and `<stem>.stderr`, recorded in
-/// the receipt as `<rel_prefix>/<stem>.stdout`.
-#[derive(Debug)]
+/// the receipt as `<rel_prefix>/<stem>.stdout`; and who else sees the stdout.
 pub struct ArtifactSink<'a> {
     dir: &'a SafeDir,
     rel_prefix: String,
     stem: String,
+    stdout_observer: Option<&'a std::cell::RefCell<dyn StreamObserver + 'static>>,
+}
+
+impl std::fmt::Debug for ArtifactSink<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ArtifactSink")
+            .field("rel_prefix", &self.rel_prefix)
+            .field("stem", &self.stem)
+            .field("stdout_observer", &self.stdout_observer.is_some())
+            .finish()
+    }
 }
 
 impl<'a> ArtifactSink<'a> {
     /// `dir` is the artifacts directory; `rel_prefix` its path relative to the run directory.
     pub fn new(dir: &'a SafeDir, rel_prefix: &str, stem: &str) -> Self {
-        ArtifactSink { dir, rel_prefix: rel_prefix.to_string(), stem: stem.to_string() }
+        ArtifactSink { dir, rel_prefix: rel_prefix.to_string(), stem: stem.to_string(), stdout_observer: None }
+    }
+
+    /// Show every stdout byte to `observer` too.
+    pub fn observing_stdout(mut self, observer: &'a std::cell::RefCell<dyn StreamObserver + 'static>) -> Self {
+        self.stdout_observer = Some(observer);
+        self
     }
 
     /// Start capturing from the read ends of a command's stdout and stderr pipes.
@@ -230,7 +258,8 @@ impl CaptureInProgress<'_> {
         }
         for (slot, &i) in open.iter().enumerate() {
             if fds[slot].revents != 0 {
-                self.streams[i].read_available(&mut self.buf, READS_PER_PUMP)?;
+                let observer = if i == 0 { self.sink.stdout_observer } else { None };
+                self.streams[i].read_available(&mut self.buf, READS_PER_PUMP, observer)?;
             }
         }
         Ok(fds[open.len()..].iter().any(|p| p.revents != 0))
@@ -281,5 +310,40 @@ mod tests {
         assert_eq!(tap.tail(), &data[data.len() - TAIL_BYTES..]);
         assert_eq!(tap.omitted(), 1000);
         assert_eq!(hex::encode(tap.hasher.finalize()), hex::encode(Sha256::digest(&data)));
+    }
+
+    #[derive(Default)]
+    struct Seen(Vec<u8>);
+
+    impl StreamObserver for Seen {
+        fn observe(&mut self, bytes: &[u8]) {
+            self.0.extend_from_slice(bytes);
+        }
+    }
+
+    #[test]
+    fn an_observer_sees_every_stdout_byte_in_order_and_none_of_stderr() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = SafeDir::open(tmp.path()).unwrap();
+        let (out_r, out_w) = nix::unistd::pipe().unwrap();
+        let (err_r, err_w) = nix::unistd::pipe().unwrap();
+        let data: Vec<u8> = (0..200_000u32).map(|i| (i % 253) as u8).collect();
+        let writer = {
+            let data = data.clone();
+            std::thread::spawn(move || {
+                let mut out = File::from(out_w);
+                let mut err = File::from(err_w);
+                out.write_all(&data).unwrap();
+                err.write_all(b"not for the observer").unwrap();
+            })
+        };
+        let seen = std::cell::RefCell::new(Seen::default());
+        let sink = ArtifactSink::new(&dir, "artifacts", "t").observing_stdout(&seen);
+        let capture = sink.start(out_r, err_r).unwrap();
+        // finish drains both pipes to end-of-file, which the writer reaches once it has written all.
+        let captured = capture.finish().unwrap();
+        writer.join().unwrap();
+        assert_eq!(captured.stdout.bytes, data.len() as u64);
+        assert_eq!(seen.into_inner().0, data);
     }
 }

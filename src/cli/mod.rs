@@ -14,6 +14,7 @@ pub mod escalate;
 pub mod explain_halt;
 pub mod ratchet;
 pub mod init;
+pub mod inspect_cost;
 pub mod isolate;
 pub mod keygen;
 pub mod loop_args;
@@ -90,6 +91,8 @@ pub enum Command {
     Report(report::Args),
     /// Why a run stopped; for an iteration cap, whether it was still improving.
     ExplainHalt(explain_halt::Args),
+    /// The budget rules offline: a run's recorded cost, or a ledger of costs, under a cap.
+    InspectCost(inspect_cost::Args),
     /// Tell a person a run needs them: a packet to a file, stdout, a webhook, Slack or GitHub (exit 16).
     Escalate(escalate::Args),
     /// The ratchet's frontier: accepted and rejected iterations, and the last accepted tree.
@@ -141,6 +144,7 @@ impl Command {
             Command::Check(args) => check::run(args, json),
             Command::Report(args) => report::run(args, json),
             Command::ExplainHalt(args) => explain_halt::run(args, json),
+            Command::InspectCost(args) => inspect_cost::run(args, json),
             Command::Escalate(args) => escalate::run(args, json),
             Command::Ratchet(args) => ratchet::run(args, json),
             Command::Sandbox(args) => sandbox::run(args, json),

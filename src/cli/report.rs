@@ -43,6 +43,10 @@ fn iteration_json(record: &IterationRecord) -> Value {
     if let (Some(judge), Some(fields)) = (&record.judge, v.as_object_mut()) {
         fields.insert("judge".into(), json!({"outcome": judge.outcome, "reward_hacking": judge.reward_hacking, "reason": judge.reason, "packet_sha256": judge.packet_sha256}));
     }
+    // What it consumed, where it was metered (receipts without `usage` events: no key).
+    if let (false, Some(fields)) = (record.usage.is_empty(), v.as_object_mut()) {
+        fields.insert("cost".into(), cost_json(record));
+    }
     // The held-out check's verdict, where it ran (its ids stay in the receipt's event).
     if let (Some(h), Some(fields)) = (&record.holdout, v.as_object_mut()) {
         fields.insert(
@@ -57,6 +61,40 @@ fn iteration_json(record: &IterationRecord) -> Value {
         fields.insert("evidence".into(), json!(evidence));
     }
     v
+}
+
+/// An iteration's metered cost: known money, the records of unknown money (never counted as 0
+/// here), tokens, and each stage's record.
+fn cost_json(record: &IterationRecord) -> Value {
+    let cost = crate::rules::budget::iteration_cost(record, crate::rules::budget::Point::End);
+    let stages: Vec<Value> = record
+        .usage
+        .iter()
+        .map(|u| json!({"stage": u.stage, "usd_micros": u.usd_micros, "basis": u.basis, "tokens": u.tokens, "models": u.models, "sources": u.sources, "egress_bytes": u.egress_bytes, "cpu_ms": u.cpu_ms}))
+        .collect();
+    json!({
+        "usd_micros": if cost.unknown_money == 0 { json!(cost.usd_micros) } else { Value::Null },
+        "usd_micros_known": cost.usd_micros,
+        "unknown_money_records": cost.unknown_money,
+        "tokens": cost.tokens,
+        "stages": stages,
+    })
+}
+
+/// The cost column of an iteration's line: its USD, `unknown` (no record stated money), a known
+/// part followed by `+?`, or nothing when it was not metered.
+fn cost_text(record: &IterationRecord) -> String {
+    if record.usage.is_empty() {
+        return String::new();
+    }
+    let cost = crate::rules::budget::iteration_cost(record, crate::rules::budget::Point::End);
+    let usd = crate::rules::budget::usd(cost.usd_micros);
+    let money = match (cost.unknown_money, record.usage.len() as u64) {
+        (0, _) => format!("${usd}"),
+        (u, all) if u == all => "$unknown".to_string(),
+        _ => format!("${usd}+?"),
+    };
+    format!("  cost {money} {} tok", cost.tokens)
 }
 
 /// How an allowance is named: `path GLOB` or `id ID`.
@@ -99,6 +137,47 @@ fn egress_summary(receipt: &std::path::Path, history: &History) -> Value {
         }
         None => json!({"summary": null, "error": "the egress audit log is missing"}),
     }
+}
+
+/// The run's total cost and its pinned caps: `{"json": ..., "line": ...}`; both null for a run
+/// that metered nothing and pinned no cap.
+fn run_cost(history: &History, config: &Value) -> Value {
+    use crate::rules::budget::{spent, usd, BudgetPins};
+    let ran: Vec<&IterationRecord> = history.iterations.iter().filter(|r| r.exec.is_some()).collect();
+    let metered = ran.iter().any(|r| !r.usage.is_empty());
+    let caps: BudgetPins = config.get("budget").and_then(|b| serde_json::from_value(b.clone()).ok()).unwrap_or_default();
+    if !metered && caps.is_unset() {
+        return json!({"json": null, "line": null});
+    }
+    let total = spent(&ran);
+    let money = match total.unknown_money {
+        _ if !metered => "not metered (no usage recorded: unknown, not 0)".to_string(),
+        0 => format!("{} USD", usd(total.usd_micros)),
+        n => format!("{} USD known + {n} usage record(s) of unknown money", usd(total.usd_micros)),
+    };
+    let mut cap_text = Vec::new();
+    if let Some(c) = caps.usd_micros {
+        cap_text.push(format!("{} USD (unknown money: {})", usd(c), caps.unknown_money.as_str()));
+    }
+    if let Some(c) = caps.tokens {
+        cap_text.push(format!("{c} tokens"));
+    }
+    if let Some(c) = caps.wall_ms {
+        cap_text.push(format!("{}.{:03} s wall", c / 1000, c % 1000));
+    }
+    let caps_line = if cap_text.is_empty() { String::new() } else { format!("; caps {}", cap_text.join(", ")) };
+    let line = format!("cost   {money}, {} tokens{caps_line}\n", total.tokens);
+    json!({
+        "json": {
+            "usd_micros": if total.unknown_money == 0 && metered { json!(total.usd_micros) } else { Value::Null },
+            "usd_micros_known": total.usd_micros,
+            "unknown_money_records": total.unknown_money,
+            "tokens": total.tokens,
+            "wall_ms": total.wall_ms,
+            "caps": caps,
+        },
+        "line": line,
+    })
 }
 
 /// The recorded halt re-derived from the recorded observations by the rule `verify`, `run
@@ -149,10 +228,11 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
         let failing = d.failing_count().map(|c| format!("  failing {c}")).unwrap_or_default();
         let interrupted = d.interrupted.as_ref().map(|c| format!("  INTERRUPTED ({c})")).unwrap_or_default();
         human.push_str(&format!(
-            "  #{:<3} exec {:<14} check {:<14}{failing}{interrupted}\n",
+            "  #{:<3} exec {:<14} check {:<14}{failing}{}{interrupted}\n",
             d.iteration,
             ending_text(d.exec.as_ref().map(|e| &e.ending)),
-            ending_text(d.check.as_ref().map(|c| &c.ending))
+            ending_text(d.check.as_ref().map(|c| &c.ending)),
+            cost_text(d)
         ));
         for g in &d.guards {
             human.push_str(&format!("       guard {} ({}): {}\n", g.guard, g.halt_reason, inert(&g.detail)));
@@ -183,6 +263,10 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
         for disagreement in d.check.iter().flat_map(|c| c.evidence.iter()).flat_map(|e| &e.disagreements) {
             human.push_str(&format!("       evidence {}: {}\n", inert(&disagreement.kind), inert(&disagreement.detail)));
         }
+    }
+    let cost = run_cost(history, &config);
+    if let Some(line) = cost["line"].as_str() {
+        human.push_str(line);
     }
     match halt {
         Some(h) => human.push_str(&format!("halt   {} (exit {}): {}\n", h.halt_reason, h.exit_code, inert(&h.detail))),
@@ -234,6 +318,7 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
         "halt_derivation": derivation,
         "delivery": delivery,
         "egress": egress,
+        "cost": cost["json"],
         "interruptions": history.interruptions,
         "resumes": history.resumes,
     });

@@ -274,6 +274,10 @@ pub struct LoopConfig {
     /// receipts pinned before them; a resume uses them as pinned.
     #[serde(default, skip_serializing_if = "crate::rules::budget::BudgetPins::is_unset")]
     pub budget: crate::rules::budget::BudgetPins,
+    /// What is metered and how it is priced (`[metering]`; docs/budget.md, "Metering"). Absent
+    /// without it, and in receipts pinned before it.
+    #[serde(default, skip_serializing_if = "crate::metering::config::MeteringPins::is_unset")]
+    pub metering: crate::metering::config::MeteringPins,
 }
 
 pub const DEFAULT_CONFIRM_RUNS: u64 = 1;
@@ -350,6 +354,8 @@ pub struct ConfigInput {
     pub sentinel: crate::engine::sentinel::SentinelInput,
     /// `--budget-*` and `[budget]`.
     pub budget: crate::engine::budget::BudgetInput,
+    /// `[metering]` of loop.toml.
+    pub metering: crate::metering::config::MeteringSection,
 }
 
 impl ConfigInput {
@@ -411,6 +417,7 @@ impl ConfigInput {
             feedback: self.feedback.or(file.feedback),
             sentinel: file.sentinel,
             budget: self.budget.over(file.budget),
+            metering: file.metering,
         }
     }
 }
@@ -633,6 +640,10 @@ impl LoopConfig {
             crate::engine::allow_change::validated(input.allow_test_change, workspace == WorkspaceMode::Detached, input.baseline.unwrap_or(true))?;
         let sentinel = crate::engine::sentinel::SentinelPins::resolve(input.sentinel, workspace == WorkspaceMode::Detached)?;
         let budget = input.budget.resolve()?;
+        let metering = input
+            .metering
+            .resolve(input.model.id.as_deref())
+            .map_err(|r| Failure::usage(format!("loop.toml: {} {}", r.key, r.why)))?;
         let context_files =
             input.context_files.iter().map(|raw| pin_context_file(workdir, raw)).collect::<Result<Vec<_>, _>>()?;
         let (stall_ms, stall_busy_ms) = stall_limits(input.stall_timeout_secs, input.stall_busy_timeout_secs)?;
@@ -688,6 +699,7 @@ impl LoopConfig {
             feedback: input.feedback.unwrap_or_default(),
             sentinel,
             budget,
+            metering,
         })
     }
 }

@@ -117,7 +117,9 @@ impl ActiveRun<'_> {
         let Some(file) = self.feedback.as_ref() else { return Ok(()) };
         let run_dir = self.run.dir();
         let excerpts_of = |check: &CheckResult| check.excerpts_artifact.as_ref().and_then(|a| super::excerpts::read(run_dir, a)).unwrap_or_default();
-        let feedback = from_history(&self.history, n, self.cfg.max_iterations, &excerpts_of).limited_to(self.cfg.feedback.include);
+        let mut feedback = from_history(&self.history, n, self.cfg.max_iterations, &excerpts_of);
+        feedback.budget_left = budget_left(&self.history, &self.cfg.budget);
+        let feedback = feedback.limited_to(self.cfg.feedback.include);
         file.write(&feedback).map_err(|f| f.message)?;
         let path = file.json_path();
         cmd.command_line = expand(&cmd.command_line, &path);
@@ -125,6 +127,25 @@ impl ActiveRun<'_> {
         cmd.read_only.push(file.dir().to_path_buf());
         Ok(())
     }
+}
+
+/// What is left of each pinned cap after the iterations recorded so far (`crate::rules::budget`):
+/// `usd_micros` (of the money known: records of unknown money count as the cap's
+/// `unknown_money` says, so as 0 here), `tokens`, `wall_ms`; none without a cap.
+pub fn budget_left(history: &History, caps: &crate::rules::budget::BudgetPins) -> Vec<(&'static str, u64)> {
+    let ran: Vec<&crate::receipt::history::IterationRecord> = history.iterations.iter().filter(|r| r.exec.is_some()).collect();
+    let spent = crate::rules::budget::spent(&ran);
+    let mut left = Vec::new();
+    if let Some(cap) = caps.usd_micros {
+        left.push(("usd_micros", cap.saturating_sub(spent.usd_micros)));
+    }
+    if let Some(cap) = caps.tokens {
+        left.push(("tokens", cap.saturating_sub(spent.tokens)));
+    }
+    if let Some(cap) = caps.wall_ms {
+        left.push(("wall_ms", cap.saturating_sub(spent.wall_ms)));
+    }
+    left
 }
 
 /// The gid the agent zone reads the feedback directory with, when it runs as a uid other than the

@@ -155,6 +155,9 @@ impl ActiveRun<'_> {
         let allowed = self.guards.take_allowed();
         findings.extend(outcome.tree_writes.clone());
         self.append(Event::CheckResult(check.clone()))?;
+        if let Some(usage) = self.check_usage(n, &outcome.run.usage) {
+            self.append(Event::Usage(usage))?;
+        }
         self.append_allowed(allowed)?;
         self.same_tree_sample(n, &check)?;
         // A zero exit whose evidence disagrees is no accepted step either.

@@ -89,6 +89,7 @@ struct LoopFile {
     feedback: Option<crate::feedback::FeedbackPins>,
     sentinel: Option<super::sentinel::SentinelInput>,
     budget: Option<super::budget::BudgetSection>,
+    metering: Option<crate::metering::config::MeteringSection>,
     /// `[escalation]`: read by `escalate` and `run --escalate-on` themselves; validated here.
     #[allow(dead_code)]
     escalation: Option<crate::escalation::config::Settings>,
@@ -197,6 +198,7 @@ pub fn parse(text: &str, name: &str) -> Result<ConfigInput, Failure> {
         feedback: file.feedback,
         sentinel: file.sentinel.unwrap_or_default(),
         budget: file.budget.map(super::budget::BudgetSection::input).unwrap_or_default(),
+        metering: file.metering.unwrap_or_default(),
     })
 }
 

@@ -76,6 +76,18 @@ impl ActiveRun<'_> {
         Ok(())
     }
 
+    /// The run's price table and CPU rate (`[metering]`), a call naming no model priced as the
+    /// pinned one.
+    pub(super) fn prices(&self) -> Prices {
+        self.cfg.metering.prices(self.cfg.model.id.as_deref())
+    }
+
+    /// After the check of iteration `n`: its `usage` record (stage check, its CPU time at
+    /// `check_cpu_usd_per_hour`), or `None` without that rate.
+    pub(super) fn check_usage(&self, n: u64, used: &ZoneUsage) -> Option<UsageRecord> {
+        record::check_cpu(n, used.cpu.map(|d| d.as_millis().min(u128::from(u64::MAX)) as u64), &self.prices())
+    }
+
     /// After the agent's call of iteration `n`: its `usage` record, or `None` when nothing was
     /// metered (the usage file had no line).
     pub(super) fn agent_usage(&self, n: u64, used: &ZoneUsage) -> Option<UsageRecord> {
@@ -84,7 +96,7 @@ impl ActiveRun<'_> {
             return None;
         }
         let source = SourceReading { name: "usage_file".into(), kind: SourceKind::UsageFile, calls: reading.calls, rejected: reading.rejected };
-        let mut usage = record::combine(n, UsageStage::Agent, vec![source], &Prices::default());
+        let mut usage = record::combine(n, UsageStage::Agent, vec![source], &self.prices());
         usage.egress_bytes = used.egress.as_ref().map(|e| e.command.bytes_up.saturating_add(e.command.bytes_down));
         usage.cpu_ms = used.cpu.map(|d| d.as_millis().min(u128::from(u64::MAX)) as u64);
         Some(usage)

@@ -8,6 +8,8 @@
 //!
 //! docs/budget.md, "Metering", states the rules.
 
+pub mod agent_output;
+pub mod config;
 pub mod prices;
 pub mod record;
 pub mod usage_file;

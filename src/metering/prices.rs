@@ -37,6 +37,9 @@ pub struct Prices {
     pub models: BTreeMap<String, ModelPrice>,
     /// Micro-USD per CPU hour of the check.
     pub check_cpu_micros_per_hour: Option<u128>,
+    /// The model a call that names none is priced as: the run's pinned model (`--model-id`),
+    /// when it has one (a Codex stream names no model).
+    pub unnamed_calls_as: Option<String>,
 }
 
 /// A rate in USD as nano-USD, or the reason it is refused.
@@ -74,7 +77,7 @@ impl Prices {
         let cpu = check_cpu_usd_per_hour
             .map(|v| nanos(v).map(|n| n / 1000).map_err(|why| ("metering.check_cpu_usd_per_hour".to_string(), why)))
             .transpose()?;
-        Ok(Prices { models, check_cpu_micros_per_hour: cpu })
+        Ok(Prices { models, check_cpu_micros_per_hour: cpu, unnamed_calls_as: None })
     }
 
     /// Whether nothing is priced or rated.
@@ -82,10 +85,23 @@ impl Prices {
         self.models.is_empty() && self.check_cpu_micros_per_hour.is_none()
     }
 
-    /// Micro-USD of `tokens` of `model`, rounded up; `None` when the table has no such model.
+    /// The entry that prices `model`: its own, else the longest entry `model` is a dated or
+    /// versioned release of (the entry followed by `-` or `@`: `claude-sonnet-4-5` prices
+    /// `claude-sonnet-4-5-20250929`; the rule model drift uses, `crate::rules::budget::model_matches`).
+    pub fn entry_for(&self, model: &str) -> Option<&ModelPrice> {
+        self.models.get(model).or_else(|| {
+            self.models
+                .iter()
+                .filter(|(key, _)| crate::rules::budget::model_matches(key, model))
+                .max_by_key(|(key, _)| key.len())
+                .map(|(_, p)| p)
+        })
+    }
+
+    /// Micro-USD of `tokens` of `model`, rounded up; `None` when the table has no entry for it.
     /// tokens x nano-USD/Mtok / 1e15 is USD, so / 1e9 is micro-USD.
     pub fn price(&self, model: Option<&str>, tokens: &TokenCounts) -> Option<u64> {
-        let p = self.models.get(model?)?;
+        let p = self.entry_for(model.or(self.unnamed_calls_as.as_deref())?)?;
         let nanos_x_tok = u128::from(tokens.input) * p.input
             + u128::from(tokens.output) * p.output
             + u128::from(tokens.cache_read) * p.cache_read
@@ -128,6 +144,25 @@ mod tests {
         let p = table(PriceEntry { input_usd_per_mtok: 3.0, output_usd_per_mtok: 15.0, ..Default::default() }).unwrap();
         assert_eq!(p.price(Some("other"), &TokenCounts { input: 5, ..Default::default() }), None);
         assert_eq!(p.price(None, &TokenCounts { input: 5, ..Default::default() }), None);
+    }
+
+    #[test]
+    fn a_call_naming_no_model_is_priced_as_the_pinned_model() {
+        let mut p = table(PriceEntry { input_usd_per_mtok: 2.0, output_usd_per_mtok: 0.0, ..Default::default() }).unwrap();
+        p.unnamed_calls_as = Some("m-2025".into());
+        assert_eq!(p.price(None, &TokenCounts { input: 5, ..Default::default() }), Some(10));
+        assert_eq!(p.price(Some("other"), &TokenCounts { input: 5, ..Default::default() }), None);
+    }
+
+    #[test]
+    fn a_dated_release_is_priced_by_the_longest_entry_it_extends() {
+        let entry = |v: f64| PriceEntry { input_usd_per_mtok: v, output_usd_per_mtok: 0.0, ..Default::default() };
+        let p = Prices::new(&BTreeMap::from([("claude".to_string(), entry(1.0)), ("claude-sonnet-4".to_string(), entry(3.0))]), None).unwrap();
+        let one = TokenCounts { input: 1_000_000, ..Default::default() };
+        assert_eq!(p.price(Some("claude-sonnet-4-20250514"), &one), Some(3_000_000));
+        assert_eq!(p.price(Some("claude@x"), &one), Some(1_000_000));
+        assert_eq!(p.price(Some("claude-sonnet-40"), &one), Some(1_000_000));
+        assert_eq!(p.price(Some("claudex"), &one), None);
     }
 
     #[test]

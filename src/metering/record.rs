@@ -132,6 +132,25 @@ pub fn combine(n: u64, stage: UsageStage, sources: Vec<SourceReading>, prices: &
     record
 }
 
+/// The check stage's record of iteration `n`: its CPU time (`None`: the backend cannot see it)
+/// at the configured rate, money unknown when the time is; `None` without a rate (an unrated check
+/// is not metered: its cost is the operator's machine, not a model).
+pub fn check_cpu(n: u64, cpu_ms: Option<u64>, prices: &Prices) -> Option<UsageRecord> {
+    prices.check_cpu_micros_per_hour?;
+    let usd_micros = cpu_ms.and_then(|ms| prices.rate_cpu(ms));
+    Some(UsageRecord {
+        iteration: n,
+        stage: UsageStage::Check,
+        usd_micros,
+        basis: if usd_micros.is_some() { MoneyBasis::Rated } else { MoneyBasis::Unknown },
+        tokens: TokenCounts::default(),
+        models: Vec::new(),
+        sources: vec![UsageSource { name: "check_cpu".into(), records: u64::from(cpu_ms.is_some()), rejected: RejectedInput::default() }],
+        egress_bytes: None,
+        cpu_ms,
+    })
+}
+
 /// Add `micros` of money on `basis` (a rated quantity) to a record: unknown stays unknown.
 pub fn add_rated(record: &mut UsageRecord, micros: u64) {
     record.usd_micros = record.usd_micros.map(|m| m.saturating_add(micros));
@@ -231,5 +250,17 @@ mod tests {
         r.basis = MoneyBasis::Reported;
         add_rated(&mut r, 5);
         assert_eq!((r.usd_micros, r.basis), (Some(6), MoneyBasis::Rated));
+    }
+
+    #[test]
+    fn the_check_is_rated_by_its_cpu_time_and_unknown_when_the_time_is() {
+        let prices = Prices::new(&BTreeMap::new(), Some(3.6)).unwrap();
+        let r = check_cpu(2, Some(2_500), &prices).unwrap();
+        // 3.6 USD/h = 1 micro-USD per ms.
+        assert_eq!((r.iteration, r.stage, r.usd_micros, r.basis, r.cpu_ms), (2, UsageStage::Check, Some(2_500), MoneyBasis::Rated, Some(2_500)));
+        assert_eq!(r.sources, vec![UsageSource { name: "check_cpu".into(), records: 1, rejected: RejectedInput::default() }]);
+        let blind = check_cpu(2, None, &prices).unwrap();
+        assert_eq!((blind.usd_micros, blind.basis, blind.sources[0].records), (None, MoneyBasis::Unknown, 0));
+        assert_eq!(check_cpu(2, Some(5), &Prices::default()), None);
     }
 }

@@ -169,6 +169,11 @@ pub fn nearest_rank(values: &[u64], percent: u64) -> u64 {
 /// crossing halts (the first iteration of a run is never refused by a projection).
 pub fn projection(records: &[&IterationRecord]) -> Cost {
     let costs: Vec<Cost> = records.iter().map(|r| iteration_cost(r, Point::End)).collect();
+    projection_of(&costs)
+}
+
+/// [`projection`] over iterations' costs.
+pub fn projection_of(costs: &[Cost]) -> Cost {
     let of = |f: fn(&Cost) -> u64| nearest_rank(&costs.iter().map(f).collect::<Vec<_>>(), PROJECTION_PERCENT);
     Cost { usd_micros: of(|c| c.usd_micros), unknown_money: 0, tokens: of(|c| c.tokens), wall_ms: of(|c| c.wall_ms) }
 }
@@ -280,6 +285,11 @@ pub fn anomaly_threshold(history: &[u64]) -> Option<u64> {
 /// earlier iterations. Money when every iteration so far stated it, tokens otherwise.
 pub fn cost_anomaly(earlier: &[&IterationRecord], last: &Cost, iteration: u64) -> Option<(HaltReason, String)> {
     let costs: Vec<Cost> = earlier.iter().map(|r| iteration_cost(r, Point::End)).collect();
+    cost_anomaly_of(&costs, last, iteration)
+}
+
+/// [`cost_anomaly`] over the earlier iterations' costs.
+pub fn cost_anomaly_of(costs: &[Cost], last: &Cost, iteration: u64) -> Option<(HaltReason, String)> {
     let money = last.unknown_money == 0 && costs.iter().all(|c| c.unknown_money == 0);
     let (name, values, value, fmt): (&str, Vec<u64>, u64, fn(u64) -> String) = if money {
         ("USD", costs.iter().map(|c| c.usd_micros).collect(), last.usd_micros, usd)
@@ -388,6 +398,57 @@ pub fn first_halt(iterations: &[IterationRecord], caps: &BudgetPins, pinned: &Pi
         last_started = record.iteration;
     }
     decide_at(&ran, Point::BeforeAgent, caps, pinned).map(|(reason, detail)| BudgetHalt { reason, iteration: last_started, point: Point::BeforeAgent, detail })
+}
+
+/// One line of a cost ledger walked by the rules (`loopexec inspect-cost --ledger`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LedgerStep {
+    pub iteration: u64,
+    pub usd_micros: u64,
+    /// The spend after it.
+    pub spent_micros: u64,
+    /// The projection the loop would have made before it (p90 of the lines before).
+    pub projected_micros: u64,
+    /// The anomaly threshold of the lines before (`None` before three of them).
+    pub anomaly_threshold: Option<u64>,
+    pub anomalous: bool,
+}
+
+/// A cost ledger (one iteration's USD per line, every money known) walked as the loop walks a
+/// run: each line's projection, spend and anomaly, and the first halt the rules decide with
+/// `caps` (before a line: spent plus projection would cross; after it: spent crossed, or, with a
+/// cap set, the line is anomalous). The steps stop at that halt.
+pub fn walk_ledger(values: &[u64], caps: &BudgetPins) -> (Vec<LedgerStep>, Option<BudgetHalt>) {
+    let mut steps = Vec::new();
+    let mut costs: Vec<Cost> = Vec::new();
+    for (i, &value) in values.iter().enumerate() {
+        let iteration = i as u64 + 1;
+        let spent_before = costs.iter().fold(Cost::default(), |t, c| t.add(*c));
+        let projected = projection_of(&costs);
+        if !caps.is_unset() {
+            if let Some((reason, detail)) = before_agent(&spent_before, caps, &projected) {
+                return (steps, Some(BudgetHalt { reason, iteration: i as u64, point: Point::BeforeAgent, detail }));
+            }
+        }
+        let now = Cost { usd_micros: value, ..Cost::default() };
+        let threshold = anomaly_threshold(&costs.iter().map(|c| c.usd_micros).collect::<Vec<_>>());
+        let anomaly = cost_anomaly_of(&costs, &now, iteration);
+        let spent_after = spent_before.add(now);
+        steps.push(LedgerStep {
+            iteration,
+            usd_micros: value,
+            spent_micros: spent_after.usd_micros,
+            projected_micros: projected.usd_micros,
+            anomaly_threshold: threshold,
+            anomalous: anomaly.is_some(),
+        });
+        let halt = crossed(&spent_after, caps, iteration).or_else(|| if caps.is_unset() { None } else { anomaly });
+        if let Some((reason, detail)) = halt {
+            return (steps, Some(BudgetHalt { reason, iteration, point: Point::End, detail }));
+        }
+        costs.push(now);
+    }
+    (steps, None)
 }
 
 #[cfg(test)]
@@ -575,5 +636,28 @@ mod tests {
         for bad in ["", "-1", "+1", "1e3", "abc", "1.2.3", ".", "1.0000001", "99999999999999999999"] {
             assert!(parse_usd_micros(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_ledger_halts_before_the_line_whose_projection_would_cross_the_cap() {
+        // 1 + 1 + 1 spent, p90 projection 1: 3 + 1 > 3.5 before line 4.
+        let (steps, halt) = walk_ledger(&[1_000_000, 1_000_000, 1_000_000, 1_000_000], &usd_cap(3_500_000));
+        assert_eq!(steps.len(), 3);
+        assert_eq!(steps[2].spent_micros, 3_000_000);
+        let halt = halt.unwrap();
+        assert_eq!((halt.reason, halt.iteration, halt.point), (HaltReason::BudgetExceeded, 3, Point::BeforeAgent));
+        assert_eq!(halt.detail, "USD: spent 3.000000 + projected 1.000000 for the next iteration (p90 of this run's iterations) would cross the cap 3.500000");
+    }
+
+    #[test]
+    fn a_ledger_spike_after_a_flat_history_is_an_anomaly_and_jitter_is_not() {
+        let (steps, halt) = walk_ledger(&[100, 110, 95, 105, 120, 2_000], &usd_cap(1_000_000_000));
+        assert_eq!(steps.iter().map(|s| s.anomalous).collect::<Vec<_>>(), vec![false, false, false, false, false, true]);
+        assert_eq!(steps[5].anomaly_threshold, Some(105 + 6 * 26));
+        assert_eq!(halt.map(|h| (h.reason, h.iteration)), Some((HaltReason::CostAnomaly, 6)));
+        // Without a cap the anomaly is reported, and nothing halts.
+        let (steps, halt) = walk_ledger(&[100, 110, 95, 105, 120, 2_000], &BudgetPins::default());
+        assert!(steps[5].anomalous);
+        assert_eq!(halt, None);
     }
 }
