@@ -1,5 +1,5 @@
 //! `[metering]` of loop.toml (docs/budget.md, "Metering"): the price table, the check's CPU
-//! rate, and which machine-readable output of the agent CLI (and of the judge's) to meter. The
+//! rate, and which machine-readable output of the agent CLI to meter. The
 //! section as written ([`MeteringSection`]) is validated into the pins `run_start` records
 //! ([`MeteringPins`]: integers only, so a resumed run and `verify` read the very table the run
 //! priced with), and the pins back into the arithmetic's [`Prices`].
@@ -20,8 +20,6 @@ pub struct MeteringSection {
     pub check_cpu_usd_per_hour: Option<f64>,
     /// The agent CLI's output format to meter (its stdout; aider's analytics log).
     pub agent_output: Option<Format>,
-    /// The judge command's output format to meter (its stdout).
-    pub judge_output: Option<Format>,
 }
 
 /// One model's pinned prices, nano-USD per million tokens.
@@ -44,8 +42,6 @@ pub struct MeteringPins {
     pub check_cpu_micros_per_hour: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_output: Option<Format>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub judge_output: Option<Format>,
 }
 
 impl MeteringPins {
@@ -111,7 +107,6 @@ impl MeteringSection {
                 .collect(),
             check_cpu_micros_per_hour: prices.check_cpu_micros_per_hour.map(pin),
             agent_output: self.agent_output,
-            judge_output: self.judge_output,
         })
     }
 }
