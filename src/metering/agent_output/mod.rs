@@ -92,7 +92,7 @@ impl LineReader {
 
 #[derive(Debug)]
 enum Input {
-    Lines(LineSplitter, LineReader),
+    Lines(LineSplitter, Box<LineReader>),
     Document(DocumentBuffer),
 }
 
@@ -105,7 +105,7 @@ pub struct OutputMeter {
 
 impl OutputMeter {
     pub fn new(format: Format) -> OutputMeter {
-        let lines = |reader| Input::Lines(LineSplitter::new(MAX_LINE_BYTES, MAX_STREAM_BYTES), reader);
+        let lines = |reader| Input::Lines(LineSplitter::new(MAX_LINE_BYTES, MAX_STREAM_BYTES), Box::new(reader));
         let input = match format {
             Format::ClaudeJson | Format::GeminiJson => Input::Document(DocumentBuffer::new(MAX_DOCUMENT_BYTES)),
             Format::ClaudeStreamJson => lines(LineReader::Claude(claude::Messages::default())),
@@ -218,6 +218,21 @@ mod tests {
             // Past the stream cap (256 MiB) nothing more is read: the line after is cut too.
             assert_eq!((r.calls.len(), r.rejected), (0, RejectedInput { oversized: 1, ..Default::default() }), "{format:?}");
         }
+    }
+
+    #[test]
+    fn a_claude_reading_combines_with_the_usage_file_and_its_cli_reported_cost_wins() {
+        use crate::metering::{prices::Prices, record::combine, usage_file};
+        use crate::receipt::usage::{MoneyBasis, UsageStage};
+        let mut m = OutputMeter::new(Format::ClaudeJson);
+        m.feed(include_bytes!("../../../tests/fixtures/agent_output/claude.json"));
+        let file = usage_file::read(&br#"{"model":"claude-sonnet-4-5-20250929","input_tokens":9,"output_tokens":1003,"usd":0.07}"#[..]);
+        let file = SourceReading { name: "usage_file".into(), kind: SourceKind::UsageFile, calls: file.calls, rejected: file.rejected };
+        let r = combine(4, UsageStage::Agent, vec![file, m.finish()], &Prices::default());
+        assert_eq!((r.usd_micros, r.basis), (Some(1320 + 75_498), MoneyBasis::Reported));
+        assert_eq!(r.models.len(), 2);
+        assert_eq!((r.sources[0].records, r.sources[0].rejected.overridden), (0, 1));
+        assert_eq!((r.sources[1].name.as_str(), r.sources[1].records), ("claude_json", 2));
     }
 
     #[test]
