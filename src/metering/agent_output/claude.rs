@@ -15,11 +15,11 @@
 //! - Every other message type is ignored; a line or element that is no JSON object with a
 //!   string `type` is malformed.
 
-use super::tally::{self, is_blank, Tally};
+use super::tally::{self, is_blank, Capped, Tally};
 use crate::metering::record::Call;
 use crate::receipt::usage::TokenCounts;
 use serde::Deserialize;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 
 /// The longest `message.id` believed (Claude's are about 30 characters).
 pub const MAX_ID_BYTES: usize = 256;
@@ -37,7 +37,7 @@ struct ResultMessage {
     #[serde(default)]
     usage: Option<Usage>,
     #[serde(default, rename = "modelUsage")]
-    model_usage: Option<BTreeMap<String, ModelUsage>>,
+    model_usage: Option<Capped<ModelUsage>>,
 }
 
 /// The Messages API's usage object (result `usage`, assistant `message.usage`).
@@ -181,9 +181,10 @@ fn result_calls(bytes: &[u8]) -> Option<Tally> {
     let result = serde_json::from_slice::<ResultMessage>(bytes).ok()?;
     let total = tally::cost(result.total_cost_usd)?;
     let mut calls = Tally::default();
-    match result.model_usage.filter(|m| !m.is_empty()) {
+    match result.model_usage.filter(|m| !m.entries.is_empty()) {
         Some(models) => {
-            for (name, m) in models {
+            calls.rejected.oversized += models.dropped;
+            for (name, m) in models.entries {
                 let tokens = tally::counts(m.input_tokens, m.output_tokens, m.cache_read_input_tokens.unwrap_or(0), m.cache_creation_input_tokens.unwrap_or(0))?;
                 let usd_micros = tally::cost(m.cost_usd)?;
                 calls.push(Call { provider: None, model: tally::model(Some(&name)), tokens, usd_micros });

@@ -8,10 +8,9 @@
 //! Every other field is ignored. A document is believed whole or not at all: one without
 //! `stats.models`, or with any count refused, is one `malformed`.
 
-use super::tally::{self, Tally};
+use super::tally::{self, Capped, Tally};
 use crate::metering::record::Call;
 use serde::Deserialize;
-use std::collections::BTreeMap;
 
 #[derive(Deserialize)]
 struct Output {
@@ -20,7 +19,7 @@ struct Output {
 
 #[derive(Deserialize)]
 struct Stats {
-    models: BTreeMap<String, ModelStats>,
+    models: Capped<ModelStats>,
 }
 
 #[derive(Deserialize)]
@@ -46,14 +45,22 @@ pub fn document(doc: &[u8]) -> Tally {
     if tally::is_blank(doc) {
         return tally;
     }
-    match serde_json::from_slice::<Output>(doc).ok().and_then(|o| calls(o.stats.models)) {
-        Some(calls) => calls.into_iter().for_each(|c| tally.push(c)),
+    let Ok(output) = serde_json::from_slice::<Output>(doc) else {
+        tally.malformed();
+        return tally;
+    };
+    let models = output.stats.models;
+    match calls(models.entries) {
+        Some(calls) => {
+            calls.into_iter().for_each(|c| tally.push(c));
+            tally.rejected.oversized += models.dropped;
+        }
         None => tally.malformed(),
     }
     tally
 }
 
-fn calls(models: BTreeMap<String, ModelStats>) -> Option<Vec<Call>> {
+fn calls(models: Vec<(String, ModelStats)>) -> Option<Vec<Call>> {
     models
         .into_iter()
         .map(|(name, m)| {
@@ -85,16 +92,16 @@ mod tests {
     }
 
     #[test]
-    fn each_models_tokens_map_to_input_output_and_cache_read() {
+    fn each_models_tokens_map_to_input_output_and_cache_read_in_document_order() {
         let r = read(DOC);
         assert_eq!(r.name, "gemini_json");
         assert_eq!(
             r.calls,
             vec![
-                // flash: prompt 4210, cached 0, tool 0; candidates 95, thoughts 0.
-                Call { provider: None, model: Some("gemini-2.5-flash".into()), tokens: TokenCounts { input: 4210, output: 95, cache_read: 0, cache_write: 0 }, usd_micros: None },
                 // pro: prompt 24939 - cached 21263 + tool 12; candidates 20 + thoughts 154.
                 Call { provider: None, model: Some("gemini-2.5-pro".into()), tokens: TokenCounts { input: 3688, output: 174, cache_read: 21_263, cache_write: 0 }, usd_micros: None },
+                // flash: prompt 4210, cached 0, tool 0; candidates 95, thoughts 0.
+                Call { provider: None, model: Some("gemini-2.5-flash".into()), tokens: TokenCounts { input: 4210, output: 95, cache_read: 0, cache_write: 0 }, usd_micros: None },
             ]
         );
         assert_eq!(r.rejected, RejectedInput::default());
@@ -148,6 +155,15 @@ mod tests {
         assert_eq!(r.rejected, malformed());
         let r = read(format!("{{\"stats\":{{\"models\":{{\"m\":{deep}}}}}}}").as_bytes());
         assert_eq!(r.rejected, malformed());
+    }
+
+    #[test]
+    fn models_past_the_call_cap_are_counted_oversized_unread() {
+        use super::super::tally::MAX_CALLS;
+        let models: Vec<String> = (0..MAX_CALLS + 2).map(|i| format!("\"m{i}\":{{\"tokens\":{{\"prompt\":1,\"candidates\":1}}}}")).collect();
+        let r = read(format!("{{\"stats\":{{\"models\":{{{}}}}}}}", models.join(",")).as_bytes());
+        assert_eq!((r.calls.len(), r.rejected), (MAX_CALLS, RejectedInput { oversized: 2, ..Default::default() }));
+        assert_eq!(r.calls[MAX_CALLS - 1].model.as_deref(), Some("m9999"));
     }
 
     #[test]

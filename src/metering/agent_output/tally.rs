@@ -41,6 +41,42 @@ impl Tally {
     }
 }
 
+/// A JSON object's entries in document order, at most [`MAX_CALLS`] of them kept: the values of
+/// the rest are skipped unread (`dropped` counts them), so an object of a million models costs no
+/// more memory than the cap. Duplicate keys are kept as they come.
+#[derive(Debug)]
+pub struct Capped<T> {
+    pub entries: Vec<(String, T)>,
+    pub dropped: u64,
+}
+
+impl<'de, T: serde::Deserialize<'de>> serde::Deserialize<'de> for Capped<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Entries<T>(std::marker::PhantomData<T>);
+        impl<'de, T: serde::Deserialize<'de>> serde::de::Visitor<'de> for Entries<T> {
+            type Value = Capped<T>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Capped<T>, A::Error> {
+                let mut capped = Capped { entries: Vec::new(), dropped: 0 };
+                loop {
+                    if capped.entries.len() < MAX_CALLS {
+                        let Some(key) = map.next_key::<String>()? else { break };
+                        capped.entries.push((key, map.next_value()?));
+                    } else {
+                        let Some(serde::de::IgnoredAny) = map.next_key()? else { break };
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                        capped.dropped += 1;
+                    }
+                }
+                Ok(capped)
+            }
+        }
+        deserializer.deserialize_map(Entries(std::marker::PhantomData))
+    }
+}
+
 /// Token counts when every one is believable.
 pub fn counts(input: u64, output: u64, cache_read: u64, cache_write: u64) -> Option<TokenCounts> {
     [input, output, cache_read, cache_write].iter().all(|n| *n <= MAX_TOKENS).then_some(TokenCounts { input, output, cache_read, cache_write })
@@ -76,6 +112,16 @@ mod tests {
         }
         assert_eq!(t.calls.len(), MAX_CALLS);
         assert_eq!(t.rejected, RejectedInput { oversized: 3, ..Default::default() });
+    }
+
+    #[test]
+    fn an_object_keeps_its_entries_in_order_up_to_the_cap_and_counts_the_rest_dropped() {
+        let c: Capped<u64> = serde_json::from_str(r#"{"b":1,"a":2,"b":3}"#).unwrap();
+        assert_eq!((c.entries, c.dropped), (vec![("b".into(), 1), ("a".into(), 2), ("b".into(), 3)], 0));
+        let many = format!("{{{}}}", (0..MAX_CALLS + 5).map(|i| format!("\"k{i}\":{i}")).collect::<Vec<_>>().join(","));
+        let c: Capped<u64> = serde_json::from_str(&many).unwrap();
+        assert_eq!((c.entries.len(), c.dropped), (MAX_CALLS, 5));
+        assert!(serde_json::from_str::<Capped<u64>>(r#"{"a":"x"}"#).is_err());
     }
 
     #[test]
