@@ -40,7 +40,7 @@ impl Events {
         if is_blank(bytes) {
             return;
         }
-        let Ok(tagged) = serde_json::from_slice::<Tagged>(bytes) else {
+        let Some(tagged) = tally::is_object(bytes).then(|| serde_json::from_slice::<Tagged>(bytes).ok()).flatten() else {
             self.tally.malformed();
             return;
         };
@@ -116,6 +116,7 @@ mod tests {
         let bad = [
             "garbage",
             "\0",
+            "[\"launched\"]",
             "{\"type\":\"message_send\"}",
             "{\"event\":\"message_send\"}",
             "{\"event\":\"message_send\",\"properties\":{\"prompt_tokens\":1}}",

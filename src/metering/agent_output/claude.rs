@@ -102,7 +102,7 @@ pub struct Messages {
 impl Messages {
     /// One message (a stream line, an array element, or the whole object).
     pub fn message(&mut self, bytes: &[u8]) {
-        let Ok(tagged) = serde_json::from_slice::<Tagged>(bytes) else {
+        let Some(tagged) = tally::is_object(bytes).then(|| serde_json::from_slice::<Tagged>(bytes).ok()).flatten() else {
             self.input.malformed();
             return;
         };
@@ -388,6 +388,7 @@ mod tests {
             "{\"no\":\"type\"}",
             "{\"type\":7}",
             "[1,2]",
+            "[\"system\"]",
             "\0\0\0",
             "{\"type\":\"assistant\",\"message\":{\"id\":\"m1\",\"usage\":{\"input_tokens\":-1,\"output_tokens\":1}}}",
             "{\"type\":\"assistant\",\"message\":{\"id\":\"m2\",\"usage\":{\"input_tokens\":1.5,\"output_tokens\":1}}}",

@@ -44,7 +44,7 @@ impl Turns {
         if is_blank(bytes) {
             return;
         }
-        let Ok(tagged) = serde_json::from_slice::<Tagged>(bytes) else {
+        let Some(tagged) = tally::is_object(bytes).then(|| serde_json::from_slice::<Tagged>(bytes).ok()).flatten() else {
             self.tally.malformed();
             return;
         };
@@ -133,6 +133,7 @@ mod tests {
         let bad = [
             "{not json",
             "\0\0",
+            "[\"turn.started\"]",
             "{\"msg\":\"no type\"}",
             "{\"type\":\"turn.completed\"}",
             "{\"type\":\"turn.completed\",\"usage\":{\"input_tokens\":-5,\"output_tokens\":1}}",

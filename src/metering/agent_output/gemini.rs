@@ -45,7 +45,7 @@ pub fn document(doc: &[u8]) -> Tally {
     if tally::is_blank(doc) {
         return tally;
     }
-    let Ok(output) = serde_json::from_slice::<Output>(doc) else {
+    let Some(output) = tally::is_object(doc).then(|| serde_json::from_slice::<Output>(doc).ok()).flatten() else {
         tally.malformed();
         return tally;
     };
@@ -133,6 +133,7 @@ mod tests {
             r#"{"stats":{"models":{"m":{"tokens":{"prompt":1,"candidates":1e300}}}}}"#,
             "{\"stats\":\0{}}",
             "[1,2,3]",
+            r#"[{"models":{"m":{"tokens":{"prompt":1,"candidates":1}}}}]"#,
         ] {
             let r = read(doc.as_bytes());
             assert_eq!((r.calls.len(), r.rejected), (0, malformed()), "{doc}");

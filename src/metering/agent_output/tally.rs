@@ -95,6 +95,12 @@ pub fn model(name: Option<&str>) -> Option<String> {
     name.map(crate::metering::clean_name)
 }
 
+/// Whether a line, element or document is (at least begins as) a JSON object: serde would
+/// read a struct from an array too (`["result"]`), which no format writes.
+pub fn is_object(bytes: &[u8]) -> bool {
+    bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
+}
+
 /// Whether a line or element is nothing but whitespace (skipped, never malformed).
 pub fn is_blank(bytes: &[u8]) -> bool {
     bytes.iter().all(u8::is_ascii_whitespace)
