@@ -3,6 +3,7 @@
 //! records (`crate::receipt::usage`). No I/O beyond the readers' `Read` inputs; no engine import.
 //!
 //! - [`usage_file`]: the `LOOPEXEC_USAGE` file (`loopexec.usage/v1`, one JSON line per call).
+//! - [`agent_output`]: the agent CLIs' own machine-readable output (claude, codex, gemini, aider).
 //! - [`prices`]: the price table (tokens -> micro-USD, integer arithmetic) and the CPU rate.
 //! - [`record`]: a stage's calls folded into one `UsageRecord` (tokens, models, money, sources).
 //!
