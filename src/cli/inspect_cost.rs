@@ -158,9 +158,7 @@ fn recorded_run(args: &Args, usd: Option<u64>, tokens: Option<u64>) -> CmdResult
     if caps.usd_micros.is_some() && caps.unknown_money == UnknownMoney::Refuse {
         return Err(Failure::usage("--budget-usd: the run pinned no choice for usage of unknown money").with_hint("add --budget-unknown-money ignore or halt"));
     }
-    let model = start.config.get("model");
-    let pin = |key: &str| model.and_then(|m| m.get(key)).and_then(Value::as_str).map(str::to_string);
-    let pinned_model = PinnedModel { provider: pin("provider"), id: pin("id") };
+    let pinned_model = PinnedModel::of_config(&start.config);
     let ran: Vec<&crate::receipt::history::IterationRecord> = history.iterations.iter().filter(|r| r.exec.is_some()).collect();
     let halt = budget::first_halt(&history.iterations, &caps, &pinned_model, |r| r.check.is_some());
     let run_id = history.run_id().unwrap_or("").to_string();

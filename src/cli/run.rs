@@ -17,7 +17,7 @@ use crate::zones::{Backend, Isolation};
 use serde_json::json;
 use std::path::PathBuf;
 
-const CONFIG_FLAGS: [&str; 48] = [
+const CONFIG_FLAGS: [&str; 49] = [
     "stall_timeout",
     "stall_timeout_busy",
     "budget_usd",
@@ -61,6 +61,7 @@ const CONFIG_FLAGS: [&str; 48] = [
     "model_provider",
     "model_id",
     "model_version",
+    "model_auxiliary",
     "temperature",
     "seed",
     "max_tokens",
@@ -226,6 +227,10 @@ pub struct Args {
     /// Model version, recorded in the receipt.
     #[arg(long)]
     pub model_version: Option<String>,
+    /// Another model the agent may call beside --model-id without drift (repeatable; matched as
+    /// --model-id is: dated releases and a provider/ prefix included).
+    #[arg(long, value_name = "ID")]
+    pub model_auxiliary: Vec<String>,
     /// Sampling temperature, recorded in the receipt.
     #[arg(long, allow_negative_numbers = true)]
     pub temperature: Option<f64>,
@@ -316,6 +321,7 @@ impl Args {
                 provider: self.model_provider.clone(),
                 id: self.model_id.clone(),
                 version: self.model_version.clone(),
+                auxiliary: self.model_auxiliary.clone(),
             },
             sampling: SamplingPins { temperature: self.temperature, seed: self.seed, max_tokens: self.max_tokens },
             context_files: self.context_file.clone(),

@@ -108,7 +108,7 @@ impl BudgetSection {
 
 /// The pinned model as the drift rule compares it.
 pub fn pinned_model(model: &super::config::ModelPins) -> PinnedModel {
-    PinnedModel { provider: model.provider.clone(), id: model.id.clone() }
+    PinnedModel { provider: model.provider.clone(), id: model.id.clone(), auxiliary: model.auxiliary.clone() }
 }
 
 impl ActiveRun<'_> {

@@ -95,7 +95,22 @@ pub fn run_in_zone(
     rel: &str,
     stem: &str,
 ) -> Result<Result<ZoneRun, String>, Failure> {
-    let sink = ArtifactSink::new(artifacts, rel, stem);
+    run_observed(zone, cmd, artifacts, rel, stem, None)
+}
+
+/// [`run_in_zone`], every stdout byte shown to `observer` as well (the agent CLI's output meter).
+pub fn run_observed(
+    zone: &mut dyn Zone,
+    cmd: &ZoneCommand,
+    artifacts: &SafeDir,
+    rel: &str,
+    stem: &str,
+    observer: Option<&std::cell::RefCell<dyn crate::capture::StreamObserver>>,
+) -> Result<Result<ZoneRun, String>, Failure> {
+    let sink = match observer {
+        Some(o) => ArtifactSink::new(artifacts, rel, stem).observing_stdout(o),
+        None => ArtifactSink::new(artifacts, rel, stem),
+    };
     match zone.run(cmd, &sink) {
         Ok(run) => Ok(Ok(run)),
         Err(e) if e.is_setup() => Ok(Err(format!("{} zone: {e}", cmd.role.as_str()))),

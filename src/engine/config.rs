@@ -23,6 +23,10 @@ pub struct ModelPins {
     pub provider: Option<String>,
     pub id: Option<String>,
     pub version: Option<String>,
+    /// Other models the agent may call beside the pinned one (`[model] auxiliary`: Claude Code's
+    /// small background calls go to a second model), matched as the pinned id is; absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub auxiliary: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -399,6 +403,7 @@ impl ConfigInput {
                 provider: self.model.provider.or(file.model.provider),
                 id: self.model.id.or(file.model.id),
                 version: self.model.version.or(file.model.version),
+                auxiliary: if self.model.auxiliary.is_empty() { file.model.auxiliary } else { self.model.auxiliary },
             },
             sampling: SamplingPins {
                 temperature: self.sampling.temperature.or(file.sampling.temperature),

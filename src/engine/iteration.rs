@@ -13,7 +13,7 @@
 //! decides from the receipt is what the live run decided.
 
 use super::check::{run_check, Artifacts, CheckOutcome, ReportSource};
-use super::commands::{run_in_zone, RoleCommand};
+use super::commands::RoleCommand;
 use crate::rules::budget::Point;
 use crate::rules::decide::{self, Step};
 use super::detached::{RunWorkspace, Taken};
@@ -283,11 +283,13 @@ impl ActiveRun<'_> {
         if let Err(detail) = self.give_feedback(n, &mut cmd).and_then(|()| self.give_usage_file(&mut cmd)) {
             return Ok(Err(detail));
         }
-        let run = match run_in_zone(zone, &cmd, &self.artifacts, ARTIFACTS, &stem)? {
+        let meter = self.stdout_meter();
+        let observer = meter.as_ref().map(|m| m as &std::cell::RefCell<dyn crate::capture::StreamObserver>);
+        let run = match super::commands::run_observed(zone, &cmd, &self.artifacts, ARTIFACTS, &stem, observer)? {
             Ok(run) => run,
             Err(detail) => return Ok(Err(detail)),
         };
-        let usage = self.agent_usage(n, &run.usage);
+        let usage = self.agent_usage(n, &run.usage, meter.map(std::cell::RefCell::into_inner));
         Ok(Ok((ExecResult {
             iteration: n,
             ending: run.ending.clone(),

@@ -20,6 +20,7 @@ struct ModelSection {
     provider: Option<String>,
     id: Option<String>,
     version: Option<String>,
+    auxiliary: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -134,7 +135,7 @@ pub fn parse(text: &str, name: &str) -> Result<ConfigInput, Failure> {
             None => Failure::invalid_input(format!("{name}: {msg}")),
         }
     })?;
-    let model = file.model.map(|m| ModelPins { provider: m.provider, id: m.id, version: m.version }).unwrap_or_default();
+    let model = file.model.map(|m| ModelPins { provider: m.provider, id: m.id, version: m.version, auxiliary: m.auxiliary.unwrap_or_default() }).unwrap_or_default();
     let sampling = file
         .sampling
         .map(|s| SamplingPins { temperature: s.temperature, seed: s.seed, max_tokens: s.max_tokens })

@@ -66,6 +66,22 @@ impl BudgetPins {
 pub struct PinnedModel {
     pub provider: Option<String>,
     pub id: Option<String>,
+    /// Other models the agent may call (`[model] auxiliary`), matched as `id` is.
+    pub auxiliary: Vec<String>,
+}
+
+impl PinnedModel {
+    /// The pins of a `run_start` config (`config.model`; absent keys: nothing pinned).
+    pub fn of_config(config: &serde_json::Value) -> PinnedModel {
+        let model = config.get("model");
+        let pin = |key: &str| model.and_then(|m| m.get(key)).and_then(serde_json::Value::as_str).map(str::to_string);
+        let auxiliary = model
+            .and_then(|m| m.get("auxiliary"))
+            .and_then(serde_json::Value::as_array)
+            .map(|a| a.iter().filter_map(serde_json::Value::as_str).map(str::to_string).collect())
+            .unwrap_or_default();
+        PinnedModel { provider: pin("provider"), id: pin("id"), auxiliary }
+    }
 }
 
 /// What one iteration (or its agent stage) consumed.
@@ -312,9 +328,12 @@ pub fn cost_anomaly_of(costs: &[Cost], last: &Cost, iteration: u64) -> Option<(H
 
 /// Whether a reported model id is the pinned one: the same string, or the pinned id followed by
 /// `-` or `@` and more (a dated or versioned release of it: `claude-sonnet-4` matches
-/// `claude-sonnet-4-20250514` and `claude-sonnet-4@20250514`, not `claude-sonnet-40`).
+/// `claude-sonnet-4-20250514` and `claude-sonnet-4@20250514`, not `claude-sonnet-40`); a reported
+/// id with a routing prefix (`anthropic/claude-sonnet-4`, as aider and LiteLLM name models) is
+/// compared without it when the pinned id has none.
 pub fn model_matches(pinned: &str, reported: &str) -> bool {
-    reported == pinned || reported.strip_prefix(pinned).is_some_and(|rest| rest.starts_with('-') || rest.starts_with('@'))
+    let same = |r: &str| r == pinned || r.strip_prefix(pinned).is_some_and(|rest| rest.starts_with('-') || rest.starts_with('@'));
+    same(reported) || (!pinned.contains('/') && reported.rsplit_once('/').is_some_and(|(_, bare)| same(bare)))
 }
 
 /// Model drift: a usage record of the iteration's agent stage names a model (or provider) other
@@ -331,7 +350,7 @@ pub fn model_drift(record: &IterationRecord, pinned: &PinnedModel) -> Option<(Ha
                 }
             }
             if let (Some(pin), Some(reported)) = (&pinned.id, &model.model) {
-                if !model_matches(pin, reported) {
+                if !model_matches(pin, reported) && !pinned.auxiliary.iter().any(|a| model_matches(a, reported)) {
                     return Some((
                         HaltReason::ModelDriftDetected,
                         format!("iteration {}: the agent's usage names model {:?}, the run pins {:?}", record.iteration, crate::inert::inert(reported), crate::inert::inert(pin)),
@@ -597,7 +616,7 @@ mod tests {
 
     #[test]
     fn another_model_than_the_pinned_one_is_drift_naming_both() {
-        let pinned = PinnedModel { provider: Some("anthropic".into()), id: Some("claude-sonnet-4".into()) };
+        let pinned = PinnedModel { provider: Some("anthropic".into()), id: Some("claude-sonnet-4".into()), auxiliary: Vec::new() };
         let found = model_drift(&with_model(2, Some("anthropic"), Some("claude-opus-4")), &pinned).unwrap();
         assert_eq!(found, (HaltReason::ModelDriftDetected, "iteration 2: the agent's usage names model \"claude-opus-4\", the run pins \"claude-sonnet-4\"".into()));
         let found = model_drift(&with_model(1, Some("openai"), Some("claude-sonnet-4")), &pinned).unwrap();
@@ -659,5 +678,15 @@ mod tests {
         let (steps, halt) = walk_ledger(&[100, 110, 95, 105, 120, 2_000], &BudgetPins::default());
         assert!(steps[5].anomalous);
         assert_eq!(halt, None);
+    }
+
+    #[test]
+    fn a_routing_prefix_and_an_auxiliary_model_are_no_drift_and_another_model_still_is() {
+        assert!(model_matches("claude-sonnet-4-5", "anthropic/claude-sonnet-4-5-20250929"));
+        assert!(!model_matches("anthropic/claude-sonnet-4-5", "openrouter/claude-sonnet-4-5"));
+        assert!(!model_matches("claude-sonnet-4-5", "anthropic/claude-opus-4"));
+        let pinned = PinnedModel { provider: None, id: Some("claude-sonnet-4-5".into()), auxiliary: vec!["claude-3-5-haiku".into()] };
+        assert_eq!(model_drift(&with_model(1, None, Some("claude-3-5-haiku-20241022")), &pinned), None);
+        assert!(model_drift(&with_model(1, None, Some("claude-opus-4-1")), &pinned).is_some());
     }
 }

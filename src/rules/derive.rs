@@ -222,9 +222,7 @@ pub fn derive_halt(history: &History) -> Result<Option<Derivation>, Mismatch> {
     // The budget rules, replayed at the points the loop evaluates them (`super::budget`): a
     // budget halt must be the first one they decide, and no run may go on past one.
     let caps: super::budget::BudgetPins = start.config.get("budget").and_then(|b| serde_json::from_value(b.clone()).ok()).unwrap_or_default();
-    let model = start.config.get("model");
-    let pin = |key: &str| model.and_then(|m| m.get(key)).and_then(serde_json::Value::as_str).map(str::to_string);
-    let pinned = super::budget::PinnedModel { provider: pin("provider"), id: pin("id") };
+    let pinned = super::budget::PinnedModel::of_config(&start.config);
     let first = super::budget::first_halt(&history.iterations, &caps, &pinned, |r| complete(r) && decide(Mode::CheckFixpoint, r, max_iterations) == Step::Continue);
     if budget_reason(recorded) {
         return match first {
