@@ -379,3 +379,44 @@ fn an_empty_judge_in_loop_toml_is_refused_before_anything_is_written() {
     std::fs::write(repo.path().join("loop.toml"), format!("exec = {FIX:?}\ncheck = {CHECK:?}\njudge = \"\"\n")).unwrap();
     assert_refused(repo.path(), &["run", "--json"], "--judge: the command is empty");
 }
+
+/// A judge that is an agent CLI printing Claude Code's JSON result: its answer in `result`, its
+/// cost in `total_cost_usd` and `modelUsage`.
+const CLAUDE_JUDGE: &str = r#"printf '%s\n' '{"type":"result","subtype":"success","result":"{\"verdict\":\"approve\",\"reason\":\"a real fix\"}","total_cost_usd":0.0125,"usage":{"input_tokens":900,"output_tokens":40},"modelUsage":{"claude-sonnet-4-5-20250929":{"inputTokens":900,"outputTokens":40,"cacheReadInputTokens":0,"cacheCreationInputTokens":0,"costUSD":0.0125}}}'"#;
+
+#[test]
+fn a_judge_that_is_an_agent_cli_answers_in_its_final_text_and_its_cost_is_metered() {
+    let repo = project();
+    std::fs::write(repo.path().join("loop.toml"), "[metering]\njudge_output = \"claude-json\"\n").unwrap();
+    git(repo.path(), &["add", "loop.toml"]);
+    git(repo.path(), &["commit", "-qm", "loop.toml"]);
+    let r = judged_run(repo.path(), "cli", FIX, CHECK, CLAUDE_JUDGE, &[]);
+    assert_eq!(r.code, 10, "{r:?}");
+    let judged = the_judge_event(repo.path(), "cli");
+    assert_eq!((judged["outcome"].as_str(), judged["reason"].as_str()), (Some("approve"), Some("a real fix")));
+    let ev = events(repo.path(), "cli");
+    let usage: Vec<&Value> = ev.iter().filter(|e| e["type"] == "usage" && e["stage"] == "judge").collect();
+    assert_eq!(usage.len(), 1, "{ev:#?}");
+    assert_eq!((usage[0]["usd_micros"].as_u64(), usage[0]["basis"].as_str()), (Some(12_500), Some("reported")));
+    assert_eq!(usage[0]["sources"][0]["name"], "claude_json");
+    let at = ev.iter().position(|e| e["type"] == "usage" && e["stage"] == "judge").unwrap();
+    assert_eq!(ev[at - 1]["type"], "judge");
+    // verify reads the answer again the same way: the final text of the recorded output.
+    let v = verify(repo.path(), "cli");
+    assert_eq!(v.code, 0, "{v:?}");
+    let checks = v.json()["verify"]["checks"].as_array().unwrap().clone();
+    assert_eq!(checks.iter().find(|c| c["name"] == "judge_records").unwrap()["detail"], "1 judge answer(s) read again from their artifacts");
+}
+
+#[test]
+fn a_metered_judge_whose_output_has_no_final_text_has_not_approved() {
+    let repo = project();
+    std::fs::write(repo.path().join("loop.toml"), "[metering]\njudge_output = \"claude-json\"\n").unwrap();
+    git(repo.path(), &["add", "loop.toml"]);
+    git(repo.path(), &["commit", "-qm", "loop.toml"]);
+    let r = judged_run(repo.path(), "nt", FIX, CHECK, APPROVE, &[]);
+    assert_eq!(r.code, 16, "{r:?}");
+    let judged = the_judge_event(repo.path(), "nt");
+    assert_eq!(judged["outcome"], "failed");
+    assert_eq!(judged["reason"], "the judge's claude_json output has no answer: its output has no final text");
+}

@@ -6,7 +6,7 @@
 
 use crate::receipt::history::History;
 use crate::rules::decide::Step;
-use crate::rules::judge::{decide_on, read_answer, required_reviews, MAX_ANSWER_BYTES};
+use crate::rules::judge::{decide_on, output_bound, read_output, required_reviews};
 use crate::rules::verdict::Verdict;
 use crate::safefs::SafeDir;
 use serde_json::Value;
@@ -20,6 +20,13 @@ pub fn verify_records(history: &History, run_dir: &SafeDir) -> Option<Result<Str
         return None;
     }
     let sha = |bytes: &[u8]| hex::encode(sha2::Sha256::digest(bytes));
+    // A judge that is an agent CLI answered in its output's final text (`[metering] judge_output`).
+    let format: Option<crate::metering::agent_output::Format> = history
+        .start
+        .as_ref()
+        .and_then(|s| s.config.get("metering"))
+        .and_then(|m| m.get("judge_output"))
+        .and_then(|f| serde_json::from_value(f.clone()).ok());
     for (record, judge) in &judged {
         let n = judge.iteration;
         let green = record.check.as_ref().is_some_and(|c| Verdict::of_check(c) == Verdict::Pass);
@@ -31,11 +38,11 @@ pub fn verify_records(history: &History, run_dir: &SafeDir) -> Option<Result<Str
             Ok(_) => return Some(Err(format!("iteration {n}: the judge's packet {} is not the one the receipt pins", judge.packet))),
             Err(e) => return Some(Err(format!("iteration {n}: the judge's packet: {e}"))),
         };
-        let answer = judge.stdout.artifact_within(run_dir, MAX_ANSWER_BYTES);
+        let answer = judge.stdout.artifact_within(run_dir, output_bound(format));
         if answer.as_deref().is_some_and(|bytes| sha(bytes) != judge.stdout.sha256) {
             return Some(Err(format!("iteration {n}: the judge's stdout artifact is not the output the receipt pins")));
         }
-        let again = read_answer(&judge.ending, &judge.stdout, answer.as_deref(), &required);
+        let again = read_output(&judge.ending, &judge.stdout, answer.as_deref(), format, &required);
         if (again.outcome, again.reward_hacking, again.reason.as_str()) != (judge.outcome, judge.reward_hacking, judge.reason.as_str()) {
             return Some(Err(format!("iteration {n}: the judge's output, read again, does not come to the recorded answer")));
         }

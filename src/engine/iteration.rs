@@ -478,10 +478,14 @@ impl ActiveRun<'_> {
         }
         cmd.overlays.extend(candidate);
         let out = judge::JudgeArtifacts { dir: &self.artifacts, rel: ARTIFACTS, run_dir: self.run.dir() };
-        match judge::ask(zone, cmd, &packet, n, out)? {
-            judge::Asked::Recorded(record) => {
+        let meter = self.cfg.metering.judge_output.map(|format| judge::JudgeMeter { format, prices: self.prices() });
+        match judge::ask(zone, cmd, &packet, n, out, meter.as_ref())? {
+            judge::Asked::Recorded(record, usage) => {
                 let approved = record.outcome == JudgeOutcome::Approve;
                 self.append(Event::Judge(*record))?;
+                if let Some(usage) = usage {
+                    self.append(Event::Usage(usage))?;
+                }
                 Ok(Ok(approved))
             }
             judge::Asked::Interrupted(signal) => Ok(Err(signal)),

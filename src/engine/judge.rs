@@ -337,8 +337,8 @@ fn file_patch(view: &TreeView<'_>, path: &[u8], in_t0: bool, in_tree: bool) -> R
 
 /// How asking the judge ended.
 pub enum Asked {
-    /// Its answer, or its failure, to record.
-    Recorded(Box<JudgeRecord>),
+    /// Its answer, or its failure, to record, and (with `[metering] judge_output`) its usage.
+    Recorded(Box<JudgeRecord>, Option<crate::receipt::usage::UsageRecord>),
     /// The operator interrupted the run while the judge ran (nothing recorded; resumable).
     Interrupted(i32),
 }
@@ -351,9 +351,19 @@ pub struct JudgeArtifacts<'a> {
     pub run_dir: &'a SafeDir,
 }
 
+/// The judge's output metered (`[metering] judge_output`): its format and the run's prices.
+pub struct JudgeMeter {
+    pub format: crate::metering::agent_output::Format,
+    pub prices: crate::metering::prices::Prices,
+}
+
+// The metered judge's answer is looked for in what capture keeps whole.
+const _: () = assert!(crate::rules::judge::MAX_METERED_OUTPUT_BYTES == (crate::capture::HEAD_BYTES + crate::capture::TAIL_BYTES) as u64);
+
 /// Ask the judge about iteration `iteration`: write `packet` as the artifact `NNNN-judge-packet.json`,
-/// run `cmd` in the judge's zone with the packet on its stdin, and read its answer.
-pub fn ask(zone: &mut dyn crate::zones::Zone, mut cmd: crate::zones::ZoneCommand, packet: &Value, iteration: u64, out: JudgeArtifacts<'_>) -> Result<Asked, Failure> {
+/// run `cmd` in the judge's zone with the packet on its stdin, and read its answer (with `meter`,
+/// from the final text of its CLI output, which is metered as its `usage`).
+pub fn ask(zone: &mut dyn crate::zones::Zone, mut cmd: crate::zones::ZoneCommand, packet: &Value, iteration: u64, out: JudgeArtifacts<'_>, meter: Option<&JudgeMeter>) -> Result<Asked, Failure> {
     use sha2::Digest;
     let bytes = serde_json::to_vec(packet).map_err(|e| Failure::internal(format!("the judge's packet: {e}")))?;
     let required = required_reviews(packet);
@@ -375,22 +385,34 @@ pub fn ask(zone: &mut dyn crate::zones::Zone, mut cmd: crate::zones::ZoneCommand
         stderr,
         egress,
     };
-    let run = match super::commands::run_in_zone(zone, &cmd, out.dir, out.rel, &stem)? {
+    let output_meter = meter.map(|m| std::cell::RefCell::new(crate::metering::agent_output::OutputMeter::new(m.format)));
+    let observer = output_meter.as_ref().map(|m| m as &std::cell::RefCell<dyn crate::capture::StreamObserver>);
+    let run = match super::commands::run_observed(zone, &cmd, out.dir, out.rel, &stem, observer)? {
         Ok(run) => run,
         Err(detail) => {
             let ending = Ending::FailedToStart { reason: format!("its zone could not be set up: {detail}") };
             let reading = read_answer(&ending, &StreamRecord { bytes: 0, sha256: String::new(), artifact: None, truncated: false }, None, &required);
             let empty = || StreamRecord { bytes: 0, sha256: hex::encode(sha2::Sha256::digest([])), artifact: None, truncated: false };
-            return Ok(Asked::Recorded(Box::new(record(reading, ending, 0, empty(), empty(), None))));
+            return Ok(Asked::Recorded(Box::new(record(reading, ending, 0, empty(), empty(), None)), None));
         }
     };
     if let Ending::Interrupted { signal } = run.ending {
         return Ok(Asked::Interrupted(signal));
     }
-    let answer = run.output.stdout.artifact_within(out.run_dir, crate::rules::judge::MAX_ANSWER_BYTES);
-    let reading = read_answer(&run.ending, &run.output.stdout, answer.as_deref(), &required);
+    let format = meter.map(|m| m.format);
+    let artifact = run.output.stdout.artifact_within(out.run_dir, crate::rules::judge::output_bound(format));
+    let reading = crate::rules::judge::read_output(&run.ending, &run.output.stdout, artifact.as_deref(), format, &required);
+    let usage = match (meter, output_meter) {
+        (Some(m), Some(o)) => {
+            let mut usage = crate::metering::record::combine(iteration, crate::receipt::usage::UsageStage::Judge, vec![o.into_inner().finish()], &m.prices);
+            usage.egress_bytes = run.usage.egress.as_ref().map(|e| e.command.bytes_up.saturating_add(e.command.bytes_down));
+            usage.cpu_ms = run.usage.cpu.map(|d| d.as_millis().min(u128::from(u64::MAX)) as u64);
+            Some(usage)
+        }
+        _ => None,
+    };
     let egress = run.usage.egress.map(super::commands::egress_record);
-    Ok(Asked::Recorded(Box::new(record(reading, run.ending, run.duration.as_millis() as u64, run.output.stdout, run.output.stderr, egress))))
+    Ok(Asked::Recorded(Box::new(record(reading, run.ending, run.duration.as_millis() as u64, run.output.stdout, run.output.stderr, egress)), usage))
 }
 
 #[cfg(test)]

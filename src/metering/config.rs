@@ -1,5 +1,5 @@
 //! `[metering]` of loop.toml (docs/budget.md, "Metering"): the price table, the check's CPU
-//! rate, and which machine-readable output of the agent CLI to meter. The
+//! rate, and which machine-readable output of the agent CLI (and of a judge that is one) to meter. The
 //! section as written ([`MeteringSection`]) is validated into the pins `run_start` records
 //! ([`MeteringPins`]: integers only, so a resumed run and `verify` read the very table the run
 //! priced with), and the pins back into the arithmetic's [`Prices`].
@@ -20,6 +20,9 @@ pub struct MeteringSection {
     pub check_cpu_usd_per_hour: Option<f64>,
     /// The agent CLI's output format to meter (its stdout; aider's analytics log).
     pub agent_output: Option<Format>,
+    /// The judge's output format, when the judge is an agent CLI: its stdout is metered and its
+    /// answer is the output's final text (`super::agent_output::answer`).
+    pub judge_output: Option<Format>,
 }
 
 /// One model's pinned prices, nano-USD per million tokens.
@@ -42,6 +45,8 @@ pub struct MeteringPins {
     pub check_cpu_micros_per_hour: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_output: Option<Format>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge_output: Option<Format>,
 }
 
 impl MeteringPins {
@@ -98,6 +103,9 @@ impl MeteringSection {
                 });
             }
         }
+        if self.judge_output == Some(Format::AiderAnalytics) {
+            return Err(Refused { key: "metering.judge_output".into(), why: "cannot be aider-analytics: a judge's answer is its stdout, and aider's usage is in a log".into() });
+        }
         let pin = |v: u128| u64::try_from(v).unwrap_or(u64::MAX);
         Ok(MeteringPins {
             prices: prices
@@ -107,6 +115,7 @@ impl MeteringSection {
                 .collect(),
             check_cpu_micros_per_hour: prices.check_cpu_micros_per_hour.map(pin),
             agent_output: self.agent_output,
+            judge_output: self.judge_output,
         })
     }
 }
@@ -154,6 +163,13 @@ mod tests {
     fn an_unknown_output_format_or_key_is_a_parse_error() {
         assert!(toml::from_str::<MeteringSection>("agent_output = \"cursor\"").is_err());
         assert!(toml::from_str::<MeteringSection>("price = 1").is_err());
+    }
+
+    #[test]
+    fn a_judge_cannot_be_metered_from_aiders_log() {
+        let refused = section("judge_output = \"aider-analytics\"").resolve(None).unwrap_err();
+        assert_eq!(refused.key, "metering.judge_output");
+        assert_eq!(section("judge_output = \"claude-json\"").resolve(None).unwrap().judge_output, Some(Format::ClaudeJson));
     }
 
     #[test]

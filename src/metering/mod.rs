@@ -24,6 +24,16 @@ pub fn clean_name(name: &str) -> String {
         .collect()
 }
 
+/// Whether a reported model id is the pinned one: the same string, or the pinned id followed by
+/// `-` or `@` and more (a dated or versioned release of it: `claude-sonnet-4` matches
+/// `claude-sonnet-4-20250514` and `claude-sonnet-4@20250514`, not `claude-sonnet-40`); a reported
+/// id with a routing prefix (`anthropic/claude-sonnet-4`, as aider and LiteLLM name models) is
+/// compared without it when the pinned id has none.
+pub fn model_matches(pinned: &str, reported: &str) -> bool {
+    let same = |r: &str| r == pinned || r.strip_prefix(pinned).is_some_and(|rest| rest.starts_with('-') || rest.starts_with('@'));
+    same(reported) || (!pinned.contains('/') && reported.rsplit_once('/').is_some_and(|(_, bare)| same(bare)))
+}
+
 /// The longest model or provider name kept.
 pub const MAX_NAME: usize = 128;
 

@@ -87,12 +87,12 @@ impl Prices {
 
     /// The entry that prices `model`: its own, else the longest entry `model` is a dated or
     /// versioned release of (the entry followed by `-` or `@`: `claude-sonnet-4-5` prices
-    /// `claude-sonnet-4-5-20250929`; the rule model drift uses, `crate::rules::budget::model_matches`).
+    /// `claude-sonnet-4-5-20250929`; the rule model drift uses, `super::model_matches`).
     pub fn entry_for(&self, model: &str) -> Option<&ModelPrice> {
         self.models.get(model).or_else(|| {
             self.models
                 .iter()
-                .filter(|(key, _)| crate::rules::budget::model_matches(key, model))
+                .filter(|(key, _)| super::model_matches(key, model))
                 .max_by_key(|(key, _)| key.len())
                 .map(|(_, p)| p)
         })

@@ -326,15 +326,7 @@ pub fn cost_anomaly_of(costs: &[Cost], last: &Cost, iteration: u64) -> Option<(H
     })
 }
 
-/// Whether a reported model id is the pinned one: the same string, or the pinned id followed by
-/// `-` or `@` and more (a dated or versioned release of it: `claude-sonnet-4` matches
-/// `claude-sonnet-4-20250514` and `claude-sonnet-4@20250514`, not `claude-sonnet-40`); a reported
-/// id with a routing prefix (`anthropic/claude-sonnet-4`, as aider and LiteLLM name models) is
-/// compared without it when the pinned id has none.
-pub fn model_matches(pinned: &str, reported: &str) -> bool {
-    let same = |r: &str| r == pinned || r.strip_prefix(pinned).is_some_and(|rest| rest.starts_with('-') || rest.starts_with('@'));
-    same(reported) || (!pinned.contains('/') && reported.rsplit_once('/').is_some_and(|(_, bare)| same(bare)))
-}
+pub use crate::metering::model_matches;
 
 /// Model drift: a usage record of the iteration's agent stage names a model (or provider) other
 /// than the pinned one. A record naming none does not drift. Providers compare ASCII-case-insensitively.

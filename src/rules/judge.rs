@@ -85,6 +85,43 @@ fn bounded_reason(reason: &str) -> String {
     }
 }
 
+/// The most bytes of a metered judge's stdout (`[metering] judge_output`) its answer is looked for
+/// in: what output capture keeps whole (`crate::capture::HEAD_BYTES + TAIL_BYTES`); the answer
+/// found in it is bound by [`MAX_ANSWER_BYTES`] as any answer is.
+pub const MAX_METERED_OUTPUT_BYTES: u64 = 128 * 1024;
+
+/// How many bytes of the judge's stdout artifact its answer is read from.
+pub fn output_bound(format: Option<crate::metering::agent_output::Format>) -> u64 {
+    if format.is_some() {
+        MAX_METERED_OUTPUT_BYTES
+    } else {
+        MAX_ANSWER_BYTES
+    }
+}
+
+/// The judge's answer from its stdout as recorded (`artifact`: the artifact's bytes, read within
+/// [`output_bound`]): the output itself, or, for a judge that is an agent CLI (`format`), the
+/// final text of its output (`crate::metering::agent_output::answer`), which must then be whole
+/// in the artifact. The live loop and `verify` read it the same way.
+pub fn read_output(ending: &Ending, stdout: &StreamRecord, artifact: Option<&[u8]>, format: Option<crate::metering::agent_output::Format>, required: &[String]) -> Reading {
+    let Some(format) = format else {
+        return read_answer(ending, stdout, artifact, required);
+    };
+    if ending.exit_code() != Some(0) {
+        return read_answer(ending, stdout, None, required);
+    }
+    if stdout.truncated || stdout.bytes > MAX_METERED_OUTPUT_BYTES {
+        return Reading::failed(format!("the judge wrote {} bytes on stdout, more than a metered judge's output bound of {MAX_METERED_OUTPUT_BYTES}", stdout.bytes));
+    }
+    match crate::metering::agent_output::answer::final_text(format, artifact.unwrap_or_default()) {
+        Ok(text) => {
+            let answer = StreamRecord { bytes: text.len() as u64, sha256: String::new(), artifact: None, truncated: false };
+            read_answer(ending, &answer, Some(text.as_bytes()), required)
+        }
+        Err(why) => Reading::failed(format!("the judge's {} output has no answer: {why}", format.source_name())),
+    }
+}
+
 /// Read the judge's answer from how its command ended and what it wrote (`stdout`: the stdout
 /// artifact's bytes, `None` when it wrote nothing or the artifact cannot be read). `required`:
 /// the awareness findings the packet listed; an approval that does not name each in `reviewed`

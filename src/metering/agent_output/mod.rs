@@ -11,6 +11,7 @@
 //! docs/budget.md, "Metering", "The agent CLI's own output", states what each reads.
 
 pub mod aider;
+pub mod answer;
 pub mod claude;
 pub mod codex;
 pub mod document;
