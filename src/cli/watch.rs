@@ -176,6 +176,7 @@ fn report(run: &RunDir, seen: &Look) -> Outcome {
             "detail": detail,
             "phase": beat.map(|b| b.phase.clone()),
             "iteration": beat.map(|b| b.iteration),
+            "phase_for_ms": beat.and_then(|b| b.phase_since_unix_ms).map(|since| heartbeat::now_unix_ms().saturating_sub(since)),
             "heartbeat_age_ms": seen.age_ms,
             "supervisor_pid": beat.map(|b| b.supervisor_pid),
             "zone": beat.and_then(|b| b.zone.as_ref()).map(|z| json!({
@@ -189,7 +190,8 @@ fn report(run: &RunDir, seen: &Look) -> Outcome {
         rows.push(("detail", detail));
     }
     if let Some(b) = beat {
-        rows.push(("phase", format!("{} (iteration {})", crate::inert::inert(&b.phase), b.iteration)));
+        let lasted = b.phase_since_unix_ms.map(|since| format!(", for {:.0} s", heartbeat::now_unix_ms().saturating_sub(since) as f64 / 1000.0)).unwrap_or_default();
+        rows.push(("phase", format!("{} (iteration {}{lasted})", crate::inert::inert(&b.phase), b.iteration)));
     }
     out.human(aligned(&rows))
 }

@@ -47,6 +47,9 @@ pub struct HeartbeatRecord {
     /// `judge`, `canary`, `sealing`.
     pub phase: String,
     pub iteration: u64,
+    /// When the phase began, in ms since the Unix epoch (absent in heartbeats of earlier versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase_since_unix_ms: Option<u64>,
     /// The zone running now (`None` between commands).
     pub zone: Option<ZoneRecord>,
     /// RFC 3339, UTC.
@@ -103,6 +106,7 @@ mod tests {
             supervisor_start: 7,
             phase: "agent".into(),
             iteration: 1,
+            phase_since_unix_ms: None,
             zone: None,
             updated_at: "2026-01-01T00:00:00Z".into(),
             updated_at_unix_ms: 1,
