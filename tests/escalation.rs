@@ -409,3 +409,30 @@ fn an_edited_escalation_log_is_shown_broken_and_refused_before_anything_is_sent(
     assert_eq!(all(&rx).len(), 0);
     assert_eq!(std::fs::read_to_string(&path).unwrap(), edited);
 }
+
+fn verify_run(dir: &Path, run_id: &str) -> Ran {
+    let pubkey = path_str(&key_dir().join("operator.pub"));
+    loopexec(dir, &["verify", "--json", run_id, "--pubkey", &pubkey])
+}
+
+#[test]
+fn verify_checks_the_escalation_logs_chain_and_fails_an_edited_line() {
+    let dir = halted_run("v1");
+    let out = dir.path().join("packet.json");
+    for _ in 0..2 {
+        assert_eq!(escalate(dir.path(), &["v1", "--json", "--channel", "file", "--out", out.to_str().unwrap()], &[]).code, 16);
+    }
+    let r = verify_run(dir.path(), "v1");
+    assert_eq!(r.code, 0, "{r:?}");
+    let checks = r.json()["verify"]["checks"].as_array().unwrap().clone();
+    assert_eq!(checks.iter().find(|c| c["name"] == "escalations").unwrap()["detail"], "2 escalation(s) of this run (2 delivered), hash chain intact");
+    // Rewriting the first attempt as undelivered breaks the second line's `prev`.
+    let log = run_path(dir.path(), "v1", "escalations.jsonl");
+    let text = std::fs::read_to_string(&log).unwrap().replacen("\"delivered\":true", "\"delivered\":false", 1);
+    std::fs::write(&log, text).unwrap();
+    let r = verify_run(dir.path(), "v1");
+    assert_ne!(r.code, 0, "{r:?}");
+    let errors = r.json()["errors"].clone();
+    assert_eq!(errors[0]["code"], "verify_escalations");
+    assert_eq!(errors[0]["message"], "escalations.jsonl: line 2 breaks its hash chain (edited, removed or reordered)");
+}

@@ -226,6 +226,27 @@ fn verify_checks(run_dir: &SafeDir, operator: &VerifyingKey) -> (Verification, O
         None => {}
     }
 
+    // 5b. The run's escalations (`escalations.jsonl`, beside the receipt, never in it): the
+    // log's hash chain and that each line names this run (runs escalated only).
+    match crate::escalation::log::read(run_dir) {
+        Ok(log) if log.records.is_empty() && log.broken_at.is_none() => {}
+        Ok(log) => match (log.broken_at, log.records.iter().find(|r| r.run_id != run_id)) {
+            (Some(line), _) => {
+                v.fail("escalations", format!("{}: line {line} breaks its hash chain (edited, removed or reordered)", crate::escalation::log::FILE));
+            }
+            (None, Some(other)) => {
+                v.fail("escalations", format!("{}: line {} names another run ({})", crate::escalation::log::FILE, other.seq, crate::inert::inert(&other.run_id)));
+            }
+            (None, None) => {
+                let delivered = log.records.iter().filter(|r| r.delivered).count();
+                v.pass("escalations", format!("{} escalation(s) of this run ({delivered} delivered), hash chain intact", log.records.len()));
+            }
+        },
+        Err(e) => {
+            v.fail("escalations", format!("{}: {e}", crate::escalation::log::FILE));
+        }
+    }
+
     // 6. A `doctor = true` run's doctor receipt, pinned by its envelope's digest: verified in
     // full when it is beside the run; an absent one is said, not failed (like an artifact).
     if let Some(pin) = &history.preconditions {
