@@ -172,7 +172,7 @@ fn slack_gets_text_and_blocks_from_the_url_in_the_variable_loop_toml_names() {
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].line, "POST /services/T000/B000/secretpart HTTP/1.1");
     let payload = got[0].json();
-    assert_eq!(payload["text"], "loopexec run s1 halted maxˍiterationsˍreached (exit 12): a person must decide");
+    assert_eq!(payload["text"], "loopexec run s1 halted maxˍiterationsˍreached (exit 12)\u{2236} a person must decide");
     let types: Vec<&str> = payload["blocks"].as_array().unwrap().iter().map(|b| b["type"].as_str().unwrap()).collect();
     assert_eq!(types, ["header", "section", "section", "context"]);
     assert_eq!(payload["blocks"][0]["text"]["type"], "plain_text");
@@ -206,7 +206,7 @@ fn github_comments_through_an_enterprise_api_base_with_the_token_as_bearer() {
     assert_eq!(req.header("accept"), "application/vnd.github+json");
     assert_eq!(req.header("x-github-api-version"), "2022-11-28");
     let body = req.json()["body"].as_str().unwrap().to_string();
-    assert!(body.starts_with("### loopexec run g1 halted max\\_iterations\\_reached \\(exit 12\\): a person must decide\n\n**Halt:** max\\_iterations\\_reached (exit 12) at iteration 1\n"), "{body}");
+    assert!(body.starts_with("### loopexec run g1 halted max\\_iterations\\_reached \\(exit 12\\)\u{2236} a person must decide\n\n**Halt:** max\\_iterations\\_reached (exit 12) at iteration 1\n"), "{body}");
     assert_eq!(escalations(dir.path(), "g1")[0]["target"], format!("http://127.0.0.1:{port}/api/v3 octo/loop#7"));
     assert!(!everything(dir.path(), "g1", &r).contains("ghp_testtoken123"), "the token leaked");
 }
@@ -381,9 +381,9 @@ fn hostile_halt_details_are_neutralised_in_slack_and_github_texts() {
     let got = all(&rx);
     assert_eq!(got.len(), 2);
     let slack_facts = got[0].json()["blocks"][1]["text"]["text"].as_str().unwrap().to_string();
-    assert!(slack_facts.contains("*Detail:* the agent changed protected paths: guarded/(at)channel &lt;!here&gt; \\x1b[2J [a](x) ![i](y)"), "{slack_facts}");
+    assert!(slack_facts.contains("*Detail:* the agent changed protected paths\u{2236} guarded/(at)channel &lt;!here&gt; \\x1b[2J [a](x) ![i](y)"), "{slack_facts}");
     let github = got[1].json()["body"].as_str().unwrap().to_string();
-    assert!(github.contains("**Detail:** the agent changed protected paths: guarded/\\(at\\)channel \\<\\!here\\> \\\\x1b\\[2J \\[a\\]\\(x\\) \\!\\[i\\]\\(y\\)"), "{github}");
+    assert!(github.contains("**Detail:** the agent changed protected paths\u{2236} guarded/\\(at\\)channel \\<\\!here\\> \\\\x1b\\[2J \\[a\\]\\(x\\) \\!\\[i\\]\\(y\\)"), "{github}");
     // Slack links are `<url|label>` (neutralised above); GitHub's are markdown's.
     assert!(!github.contains("](x)") && !github.contains("![i]"), "{github}");
     for text in [String::from_utf8_lossy(&got[0].body).into_owned(), github] {

@@ -34,9 +34,11 @@ pub fn packet_value(value: &serde_json::Value) -> serde_json::Value {
     }
 }
 
-/// `@` never starts a mention: shown as `(at)`.
+/// `@` never starts a mention: shown as `(at)`; `.` and `:` as the look-alikes `․` (one dot
+/// leader) and `∶` (ratio), so no domain or scheme in the text is auto-linked (`https://evil.example`
+/// is shown as `https∶//evil․example`).
 fn no_mentions(text: &str) -> String {
-    text.replace('@', "(at)")
+    text.replace('@', "(at)").replace('.', "\u{2024}").replace(':', "\u{2236}")
 }
 
 /// A run string for Slack mrkdwn: inert, bounded, `&`, `<`, `>` as entities (so `<!here>`,
@@ -87,13 +89,21 @@ mod tests {
     #[test]
     fn slack_text_cannot_mention_link_or_carry_controls() {
         let s = slack("@channel <!here> <@U123> <https://evil|click> \u{1b}[2J\nnext");
-        assert_eq!(s, "(at)channel &lt;!here&gt; &lt;(at)U123&gt; &lt;https://evil|click&gt; \\x1b[2J\\nnext");
+        assert_eq!(s, "(at)channel &lt;!here&gt; &lt;(at)U123&gt; &lt;https\u{2236}//evil|click&gt; \\x1b[2J\\nnext");
     }
 
     #[test]
     fn github_text_cannot_mention_link_or_embed_an_image() {
         let s = github("@octocat ![x](https://e/i.png) [a](b) <img>");
-        assert_eq!(s, "\\(at\\)octocat \\!\\[x\\]\\(https://e/i.png\\) \\[a\\]\\(b\\) \\<img\\>");
+        assert_eq!(s, "\\(at\\)octocat \\!\\[x\\]\\(https\u{2236}//e/i\u{2024}png\\) \\[a\\]\\(b\\) \\<img\\>");
+    }
+
+    #[test]
+    fn a_bare_url_or_domain_is_no_link_in_either_chat() {
+        for text in [slack("see https://evil.example/x and www.evil.example"), github("see https://evil.example/x and www.evil.example")] {
+            assert!(!text.contains("://") && !text.contains("www."), "{text}");
+            assert!(text.contains("https\u{2236}//evil\u{2024}example/x"), "{text}");
+        }
     }
 
     #[test]
