@@ -603,7 +603,7 @@ impl<'a> ActiveRun<'a> {
     }
 
     /// Revoke the credential this process minted, if it holds one.
-    fn revoke_held(&mut self, cause: &str) -> CmdResult<()> {
+    pub(super) fn revoke_held(&mut self, cause: &str) -> CmdResult<()> {
         match self.credential.take() {
             Some(secret) => self.revoke_credential(Some(secret), cause),
             None => Ok(()),
@@ -611,7 +611,7 @@ impl<'a> ActiveRun<'a> {
     }
 
     /// Write the run's state.json (and, with `publish`, `latest` and `.loopexec/state.json`).
-    fn save_state(&mut self, publish: bool) -> CmdResult<()> {
+    pub(super) fn save_state(&mut self, publish: bool) -> CmdResult<()> {
         self.state.receipt_events = self.log.len();
         self.state.receipt_head = self.log.head().to_string();
         self.state.updated_at = crate::receipt::chain::now_rfc3339();
@@ -622,7 +622,7 @@ impl<'a> ActiveRun<'a> {
         Ok(())
     }
 
-    fn outcome(&self, end: LoopEnd) -> RunOutcome {
+    pub(super) fn outcome(&self, end: LoopEnd) -> RunOutcome {
         let last_check = self.history.last_exited_check();
         RunOutcome {
             run_id: self.state.run_id.clone(),
