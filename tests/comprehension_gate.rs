@@ -250,3 +250,39 @@ fn the_gate_in_loop_toml_is_pinned_in_run_start() {
     assert_eq!(r.code, 10, "{r:?}");
     assert_eq!(events(repo.path(), "t")[0]["config"]["comprehension"], json!({"every": 5, "reviewers": [hex]}));
 }
+
+/// A run gated, acked and resumed to success: (the repository, the operator public key path).
+fn acked_and_sealed() -> (tempfile::TempDir, String) {
+    let repo = repo();
+    let (keys, hex) = reviewer();
+    assert_gated(&gated_run(repo.path(), "g", &hex));
+    assert_eq!(loopexec(repo.path(), &["ack", "g", "--json", "--key", &key_of(keys.path())]).code, 0);
+    assert_eq!(resume(repo.path(), "g").code, 10);
+    (repo, path_str(&key_dir().join("operator.pub")))
+}
+
+#[test]
+fn verify_checks_the_honest_ack_log_of_a_gated_run() {
+    let (repo, pubkey) = acked_and_sealed();
+    let r = loopexec(repo.path(), &["verify", "--json", "g", "--pubkey", &pubkey, "--acks"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let checks = r.json()["verify"]["checks"].as_array().unwrap().clone();
+    let acks = checks.iter().find(|c| c["name"] == "acks").unwrap();
+    assert_eq!(acks["detail"], "1 ack line(s) chained and signed; 1 ack(s) the receipt says cleared debt are in the log");
+}
+
+#[test]
+fn verify_fails_on_an_ack_log_whose_clearing_ack_was_rewritten() {
+    let (repo, pubkey) = acked_and_sealed();
+    // `signed_at` is outside the signature: the line still verifies, but is not the line that cleared.
+    let text = std::fs::read_to_string(acks_file(repo.path())).unwrap();
+    let mut line: Value = serde_json::from_str(text.trim()).unwrap();
+    line["signed_at"] = json!("2000-01-01T00:00:00Z");
+    std::fs::write(acks_file(repo.path()), format!("{line}\n")).unwrap();
+    // On by default: the receipt has comprehension events.
+    let r = loopexec(repo.path(), &["verify", "--json", "g", "--pubkey", &pubkey]);
+    assert_ne!(r.code, 0, "{r:?}");
+    let error = r.json()["errors"].as_array().unwrap().iter().find(|e| e["code"] == "verify_acks").cloned().unwrap();
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("cleared debt, and the log does not hold it as recorded"), "{message}");
+}

@@ -129,6 +129,32 @@ pub fn evaluate(entries: &[LedgerEntry], judged: &[JudgedLine], reviewers: &[Str
     GateView { unread, acks, over }
 }
 
+/// `verify --acks`: the ack log holds as written (every line an ack of this ledger in its place
+/// in the chain, signed by the key it names, no copy of an earlier one) and every ack a
+/// `comprehension` event of the receipt says cleared debt is in it, byte-identical by hash.
+/// `events` are (receipt line number, record). `Ok`: what was checked; `Err`: every failure.
+pub fn audit(events: &[(usize, &crate::receipt::events::ComprehensionRecord)], bytes: &[u8], ledger_id: &str) -> Result<String, Vec<String>> {
+    let judged = judge_log(bytes, ledger_id);
+    let mut failures: Vec<String> = judged.iter().filter_map(|j| j.valid.as_ref().err().map(|why| format!("ack line {}: {why}", j.line))).collect();
+    let mut cited = 0;
+    for (at, record) in events {
+        if record.ledger_id != ledger_id {
+            failures.push(format!("receipt line {at}: names ledger {}, this workspace's is {ledger_id}", crate::inert::inert(&record.ledger_id)));
+        }
+        for ack in record.acks.iter().filter(|a| !a.cleared.is_empty()) {
+            cited += 1;
+            let held = judged.iter().any(|j| j.line == ack.line && j.line_sha256 == ack.line_sha256 && j.valid.is_ok());
+            if !held {
+                failures.push(format!("receipt line {at}: ack line {} (sha256 {}) cleared debt, and the log does not hold it as recorded", ack.line, crate::inert::inert(&ack.line_sha256)));
+            }
+        }
+    }
+    match failures.is_empty() {
+        true => Ok(format!("{} ack line(s) chained and signed; {cited} ack(s) the receipt says cleared debt are in the log", judged.len())),
+        false => Err(failures),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,6 +188,46 @@ mod tests {
             bytes.push(b'\n');
         }
         bytes
+    }
+
+    fn record(ledger: &str, acks: Vec<AckOutcome>) -> crate::receipt::events::ComprehensionRecord {
+        crate::receipt::events::ComprehensionRecord {
+            outcome: "cleared".into(),
+            iteration: 3,
+            every: 1,
+            ledger_id: ledger.into(),
+            unread_count: 0,
+            unread: vec![],
+            acks,
+            acks_sha256: String::new(),
+        }
+    }
+
+    #[test]
+    fn an_honest_log_holding_the_acks_the_receipt_cites_audits() {
+        let tmp = tempfile::tempdir().unwrap();
+        let k = key(tmp.path());
+        let e = entries(1);
+        let bytes = log(&k, "L", &[vec![e[0].digest.clone()]]);
+        let view = evaluate(&e, &judge_log(&bytes, "L"), &[hex_of(&k)], 0);
+        let r = record("L", view.acks);
+        assert_eq!(audit(&[(9, &r)], &bytes, "L"), Ok("1 ack line(s) chained and signed; 1 ack(s) the receipt says cleared debt are in the log".into()));
+    }
+
+    #[test]
+    fn a_log_whose_cited_ack_was_rewritten_fails_the_audit() {
+        let tmp = tempfile::tempdir().unwrap();
+        let k = key(tmp.path());
+        let e = entries(1);
+        let bytes = log(&k, "L", &[vec![e[0].digest.clone()]]);
+        let view = evaluate(&e, &judge_log(&bytes, "L"), &[hex_of(&k)], 0);
+        let r = record("L", view.acks.clone());
+        // `signed_at` is not signed: the rewritten line still verifies, and is not the line that cleared.
+        let mut line: AckLine = serde_json::from_slice(lines_of(&bytes)[0]).unwrap();
+        line.signed_at = "2000-01-01T00:00:00Z".into();
+        let other = serde_json::to_vec(&line).unwrap();
+        let failures = audit(&[(9, &r)], &other, "L").unwrap_err();
+        assert_eq!(failures, vec![format!("receipt line 9: ack line 1 (sha256 {}) cleared debt, and the log does not hold it as recorded", view.acks[0].line_sha256)]);
     }
 
     #[test]
