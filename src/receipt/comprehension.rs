@@ -80,6 +80,24 @@ pub struct AckLine {
     pub signature: Option<String>,
 }
 
+/// At most this many unread digests and ack outcomes are listed in a `comprehension` event.
+pub const LISTED: usize = 200;
+
+/// What one ack line did for the run: the digests it cleared, or why it cleared nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AckOutcome {
+    pub line: u64,
+    pub line_sha256: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reviewer: Option<String>,
+    /// The unread digests this ack cleared (empty: nothing it listed was still unread).
+    #[serde(default)]
+    pub cleared: Vec<String>,
+    /// Why it cleared nothing, when it proves nothing for this run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejected: Option<String>,
+}
+
 /// The diff digest of an accepted step from `from` to `to` (git tree ids).
 pub fn diff_digest(from: &str, to: &str) -> String {
     let mut h = Sha256::new();

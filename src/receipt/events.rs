@@ -179,10 +179,10 @@ pub struct ComprehensionRecord {
     pub every: u64,
     pub ledger_id: String,
     pub unread_count: u64,
-    /// The unread diff digests (at most [`crate::rules::comprehension::LISTED`]; `unread_count` is all of them).
+    /// The unread diff digests (at most [`crate::receipt::comprehension::LISTED`]; `unread_count` is all of them).
     pub unread: Vec<String>,
-    /// What each ack line did (the last [`crate::rules::comprehension::LISTED`] lines).
-    pub acks: Vec<crate::rules::comprehension::AckOutcome>,
+    /// What each ack line did (the last [`crate::receipt::comprehension::LISTED`] lines).
+    pub acks: Vec<crate::receipt::comprehension::AckOutcome>,
     /// sha256 of the ack log as read (empty bytes when there is none).
     pub acks_sha256: String,
 }

@@ -8,13 +8,10 @@
 //! the key it names, and that key is one of the run's pinned reviewers. Anything else clears
 //! nothing, with the reason.
 
+pub use crate::receipt::comprehension::{AckOutcome, LISTED};
 use crate::receipt::comprehension::{ack_message, line_hash, lines_of, AckLine, LedgerEntry, ACK_SCHEMA, GENESIS};
 use crate::receipt::keys;
-use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashMap};
-
-/// At most this many unread digests and ack outcomes are listed in a `comprehension` event.
-pub const LISTED: usize = 200;
 
 /// One ack log line as judged on its own (signature and chain), before the run's reviewers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,21 +67,6 @@ fn judge_one(ack: &AckLine, line: u64, prev: &str, ledger_id: &str, seen: &mut H
         return Err(format!("bad signature: not signed by reviewer key {}", ack.reviewer));
     }
     Ok(())
-}
-
-/// What one ack line did for the run: the digests it cleared, or why it cleared nothing.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AckOutcome {
-    pub line: u64,
-    pub line_sha256: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reviewer: Option<String>,
-    /// The unread digests this ack cleared (empty: nothing it listed was still unread).
-    #[serde(default)]
-    pub cleared: Vec<String>,
-    /// Why it cleared nothing, when it proves nothing for this run.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rejected: Option<String>,
 }
 
 /// The gate's view of the workspace for a run.
