@@ -286,3 +286,18 @@ fn verify_fails_on_an_ack_log_whose_clearing_ack_was_rewritten() {
     let message = error["message"].as_str().unwrap();
     assert!(message.contains("cleared debt, and the log does not hold it as recorded"), "{message}");
 }
+
+#[test]
+fn a_gated_run_is_escalated_with_ack_then_resume_as_the_commands_to_continue() {
+    let repo = repo();
+    let (_keys, hex) = reviewer();
+    assert_gated(&gated_run(repo.path(), "g", &hex));
+    let out = repo.path().join("packet.json");
+    let r = loopexec(repo.path(), &["escalate", "g", "--json", "--channel", "file", "--out", &path_str(&out)]);
+    assert_eq!(r.code, 16, "{r:?}");
+    let packet: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let wd = path_str(repo.path());
+    assert_eq!(packet["halt"]["reason"], "comprehension_debt_exceeded");
+    assert_eq!(packet["continue"][0], format!("loopexec ack g --workdir {wd} --key REVIEWER_KEY"));
+    assert_eq!(packet["continue"][1], format!("loopexec run --resume g --workdir {wd}"));
+}

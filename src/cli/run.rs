@@ -471,7 +471,7 @@ pub fn run(args: Args, json: bool) -> CmdResult<Outcome> {
         engine::start_after_gates(&statedir, run_id, cfg, &operator, args.once, &mut progress, gates)?
     };
     let reason = match &outcome.end {
-        LoopEnd::Halted { reason, .. } => Some(*reason),
+        LoopEnd::Halted { reason, .. } | LoopEnd::Gated { reason, .. } => Some(*reason),
         _ => None,
     };
     let run_id = outcome.run_id.clone();
