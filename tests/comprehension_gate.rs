@@ -301,3 +301,23 @@ fn a_gated_run_is_escalated_with_ack_then_resume_as_the_commands_to_continue() {
     assert_eq!(packet["continue"][0], format!("loopexec ack g --workdir {wd} --key REVIEWER_KEY"));
     assert_eq!(packet["continue"][1], format!("loopexec run --resume g --workdir {wd}"));
 }
+
+#[test]
+fn a_malformed_ledger_is_bad_state_and_the_resume_writes_nothing() {
+    let repo = repo();
+    let (_keys, hex) = reviewer();
+    assert_gated(&gated_run(repo.path(), "g", &hex));
+    let ledger = repo.path().join(".loopexec/comprehension/ledger.jsonl");
+    let mut text = std::fs::read_to_string(&ledger).unwrap();
+    text.push_str("{\"run_id\": \"g\"}\n");
+    std::fs::write(&ledger, text).unwrap();
+    let before = events(repo.path(), "g").len();
+    let r = resume(repo.path(), "g");
+    assert_eq!(r.code, 30, "{r:?}");
+    assert_eq!(r.stdout.trim().lines().count(), 1, "one JSON object: {r:?}");
+    let message = r.json()["errors"][0]["message"].as_str().unwrap_or_default().to_string();
+    assert!(message.contains("ledger.jsonl: line 4 is not a ledger entry"), "{message}");
+    assert_eq!(events(repo.path(), "g").len(), before, "nothing appended to the receipt");
+    let status = loopexec(repo.path(), &["status", "--json", "g"]).json();
+    assert_eq!(status["state"], "gated", "the run is still gated: {status:#}");
+}

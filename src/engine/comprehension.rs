@@ -95,6 +95,19 @@ impl ComprehensionSection {
     }
 }
 
+/// Read the workspace's ledger and ack log, if any, before a gated run starts or resumes: bad
+/// state there is refused before anything of the run is written.
+pub(super) fn check_state(statedir: &crate::receipt::store::StateDir, pins: Option<&ComprehensionPins>) -> CmdResult<()> {
+    if pins.is_none() {
+        return Ok(());
+    }
+    if let Some(files) = Files::open(statedir.root())? {
+        files.ledger()?;
+        files.acks()?;
+    }
+    Ok(())
+}
+
 impl ActiveRun<'_> {
     fn comprehension_files(&self) -> CmdResult<Files> {
         Files::open_or_create(self.statedir.root())

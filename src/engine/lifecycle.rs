@@ -182,6 +182,7 @@ pub fn start_after_gates(
     gates: Option<crate::receipt::probe::PreconditionsRecord>,
 ) -> CmdResult<RunOutcome> {
     let workdir = open_workdir(&cfg)?;
+    super::comprehension::check_state(statedir, cfg.comprehension.as_ref())?;
     let zones = zone_setup(&cfg, statedir.path())?;
     let mut zone = open_zone(&zones)?;
     let run = statedir.create_run(&run_id)?;
@@ -303,6 +304,7 @@ pub fn resume(
         .with_hint("start a new run (loopexec run); `loopexec explain-halt` says why it stopped"));
     }
     let workdir = open_workdir(&cfg)?;
+    super::comprehension::check_state(statedir, cfg.comprehension.as_ref())?;
     let mut zones = zone_setup(&cfg, statedir.path())?;
     if let Some(totals) = recorded_egress_totals(&history) {
         // The run's egress budgets continue from what its receipt recorded.
