@@ -321,3 +321,13 @@ fn a_malformed_ledger_is_bad_state_and_the_resume_writes_nothing() {
     let status = loopexec(repo.path(), &["status", "--json", "g"]).json();
     assert_eq!(status["state"], "gated", "the run is still gated: {status:#}");
 }
+
+#[test]
+fn a_resume_cannot_change_its_pinned_gate() {
+    let repo = repo();
+    let (_keys, hex) = reviewer();
+    assert_gated(&gated_run(repo.path(), "g", &hex));
+    let r = loopexec(repo.path(), &["run", "--json", "--resume", "g", "--comprehension-every", "100"]);
+    assert_eq!((r.code, r.stdout.trim().lines().count()), (20, 1), "{r:?}");
+    assert_eq!(of_type(repo.path(), "g", "comprehension").len(), 1, "nothing written");
+}
