@@ -92,6 +92,10 @@ fn more_unread_diffs_than_every_stop_the_run_resumable_before_the_next_agent_ste
     assert!(of_type(repo.path(), "g", "halt").is_empty() && !run_dir(repo.path(), "g").join("envelope.json").exists(), "not a sealed halt");
     let status = loopexec(repo.path(), &["status", "--json", "g"]).json();
     assert_eq!((status["state"].as_str(), status["halt_reason"].as_str()), (Some("gated"), Some("comprehension_debt_exceeded")), "{status:#}");
+    assert_eq!(status["run"]["resumable"], true, "{status:#}");
+    let human = loopexec(repo.path(), &["status", "g"]).stdout;
+    assert!(human.contains("ack          loopexec ack g --key REVIEWER_KEY (review the diffs it prints)\n"), "{human}");
+    assert!(human.contains("resume       loopexec run --resume g\n"), "{human}");
 }
 
 #[test]
