@@ -96,6 +96,8 @@ fn more_unread_diffs_than_every_stop_the_run_resumable_before_the_next_agent_ste
     let human = loopexec(repo.path(), &["status", "g"]).stdout;
     assert!(human.contains("ack          loopexec ack g --key REVIEWER_KEY (review the diffs it prints)\n"), "{human}");
     assert!(human.contains("resume       loopexec run --resume g\n"), "{human}");
+    let explained = loopexec(repo.path(), &["explain-halt", "--json", "g"]).json();
+    assert_eq!(explained["explanation"]["summary"], "not halted: stopped by the comprehension gate (comprehension_debt_exceeded): a pinned reviewer's `loopexec ack`, then resumable");
 }
 
 #[test]
@@ -334,4 +336,28 @@ fn a_resume_cannot_change_its_pinned_gate() {
     let r = loopexec(repo.path(), &["run", "--json", "--resume", "g", "--comprehension-every", "100"]);
     assert_eq!((r.code, r.stdout.trim().lines().count()), (20, 1), "{r:?}");
     assert_eq!(of_type(repo.path(), "g", "comprehension").len(), 1, "nothing written");
+}
+
+#[test]
+fn an_ack_of_a_run_without_the_gate_is_refused_and_writes_nothing() {
+    let repo = repo();
+    let (keys, _hex) = reviewer();
+    let r = loopexec(repo.path(), &["run", "--json", "--run-id", "n", "--exec", "echo x >> notes.txt", "--check", "sh check.sh"]);
+    assert_eq!(r.code, 10, "{r:?}");
+    let ack = loopexec(repo.path(), &["ack", "n", "--json", "--key", &key_of(keys.path())]);
+    assert_eq!((ack.code, ack.stdout.trim().lines().count()), (20, 1), "{ack:?}");
+    assert_eq!(ack.json()["errors"][0]["message"], "run n has no comprehension gate (it was started without --comprehension-every)");
+    assert!(!repo.path().join(".loopexec/comprehension").exists(), "nothing written");
+}
+
+#[test]
+fn a_second_ack_with_nothing_unread_is_refused_and_the_log_keeps_one_line() {
+    let repo = repo();
+    let (keys, hex) = reviewer();
+    assert_gated(&gated_run(repo.path(), "g", &hex));
+    assert_eq!(loopexec(repo.path(), &["ack", "g", "--json", "--key", &key_of(keys.path())]).code, 0);
+    let again = loopexec(repo.path(), &["ack", "g", "--json", "--key", &key_of(keys.path())]);
+    assert_eq!(again.code, 20, "{again:?}");
+    assert_eq!(again.json()["errors"][0]["message"], "nothing to acknowledge: every accepted diff of this workspace is acked for run g");
+    assert_eq!(std::fs::read_to_string(acks_file(repo.path())).unwrap().lines().count(), 1);
 }
