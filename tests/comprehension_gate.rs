@@ -112,6 +112,9 @@ fn a_signed_ack_by_a_pinned_reviewer_clears_the_debt_and_the_resumed_run_succeed
     let t0 = of_type(repo.path(), "g", "workspace")[0]["tree_id"].as_str().unwrap().to_string();
     let t1 = of_type(repo.path(), "g", "snapshot")[0]["tree_id"].as_str().unwrap().to_string();
     assert_eq!(ack.json()["ack"]["diffs"][0]["command"], format!("git diff {t0} {t1}"));
+    // The trees are in the repository: the command shows the step.
+    let shown = git(repo.path(), &["diff", &t0, &t1]);
+    assert!(shown.contains("+++ b/notes.txt\n@@ -0,0 +1 @@\n+x\n"), "{shown}");
     let r = resume(repo.path(), "g");
     assert_eq!((r.code, r.json()["halt_reason"].as_str(), r.json()["iteration"].as_u64()), (10, Some("success_condition_met"), Some(3)), "{r:?}");
     let gate = of_type(repo.path(), "g", "comprehension");

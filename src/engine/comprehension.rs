@@ -132,6 +132,8 @@ impl ActiveRun<'_> {
             // An accepted step that changed nothing is no diff to read.
             return Ok(());
         }
+        // The tree goes to the repository's object store first, so that the entry's `git diff` works.
+        ws.store_accepted(&self.run).map_err(|e| Failure::workspace(format!("storing the accepted tree of iteration {n} for review: {e}")))?;
         files.append_entry(&LedgerEntry { run_id, iteration: n, digest: diff_digest(&from, to_tree), from_tree: from, to_tree: to_tree.to_string() })
     }
 
