@@ -239,8 +239,12 @@ impl ActiveRun<'_> {
             _ => None,
         };
         // The accepted step is a diff for a person to read (the comprehension gate's ledger).
+        // A ledger that cannot take it (bad state, the tree not storable) halts the run as a
+        // workspace it cannot keep.
         if let Some(tree) = accepted_tree {
-            self.record_accepted(n, &tree)?;
+            if let Err(failure) = self.record_accepted(n, &tree) {
+                return Ok(Step::Halt(HaltReason::WorkspaceInvalid, failure.message));
+            }
         }
         if let Some(check_exit) = check.check_exit {
             sink.event(&LoopEvent::Checked {
