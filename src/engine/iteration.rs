@@ -68,8 +68,12 @@ impl ActiveRun<'_> {
                 return self.halt(reason, detail);
             }
             // The comprehension gate: too many accepted diffs unread stop the run, resumable.
-            if let Some(stopped) = self.comprehension_gate(n, sink)? {
-                return Ok(stopped);
+            // A ledger or ack log gone bad since the run started halts it as a workspace it cannot keep.
+            match self.comprehension_gate(n, sink) {
+                Ok(Some(stopped)) => return Ok(stopped),
+                Ok(None) => {}
+                Err(f) if f.code == crate::error::FailureCode::WorkspaceInvalid => return self.halt(HaltReason::WorkspaceInvalid, f.message),
+                Err(f) => return Err(f),
             }
             // The budget before the agent: spent plus the projection of one more iteration.
             if let Step::Halt(reason, detail) = self.budget_step(Point::BeforeAgent) {
