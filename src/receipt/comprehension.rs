@@ -146,7 +146,7 @@ pub fn is_public_key(text: &str) -> bool {
     keys::public_key_from_hex(text).is_some() && text.len() == 64
 }
 
-/// The raw lines of a JSON-lines file (empty lines skipped), refusing bytes that are no text.
+/// The raw lines of a JSON-lines file (empty lines skipped).
 pub fn lines_of(bytes: &[u8]) -> Vec<&[u8]> {
     bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()).collect()
 }
