@@ -16,7 +16,7 @@ use proptest::prelude::*;
 use serde_json::{json, Value};
 
 /// How many variants `Event` has (`index` gives each one of 0..VARIANTS).
-const VARIANTS: usize = 34;
+const VARIANTS: usize = 35;
 
 /// The place of each variant; a new variant fails to compile here.
 fn index(e: &Event) -> usize {
@@ -55,6 +55,7 @@ fn index(e: &Event) -> usize {
         Event::Unknown => 31,
         Event::SealResumed(_) => 32,
         Event::Usage(_) => 33,
+        Event::Comprehension(_) => 34,
     }
 }
 
@@ -146,6 +147,8 @@ fn template(i: usize, n: usize, s: &str) -> Value {
         33 => json!({"type": "usage", "iteration": 1, "stage": "agent", "usd_micros": 1, "basis": "priced", "tokens": {"input": 1, "output": 1},
             "models": list(json!({"provider": s, "model": s, "tokens": {"input": 1}, "usd_micros": null})),
             "sources": list(json!({"name": s, "records": 1, "rejected": {"malformed": 1}})), "egress_bytes": 1, "cpu_ms": 1}),
+        34 => json!({"type": "comprehension", "outcome": s, "iteration": 1, "every": 1, "ledger_id": s, "unread_count": n, "unread": strings(),
+            "acks": list(json!({"line": 1, "line_sha256": s, "reviewer": s, "cleared": strings(), "rejected": s})), "acks_sha256": s}),
         _ => unreachable!("no template for variant {i}"),
     };
     body

@@ -136,7 +136,12 @@ pub fn escalate(workdir: &Path, run: &RunDir, target: &Target) -> CmdResult<Esca
     let explanation = explained.fields.get("explanation").cloned().unwrap_or(Value::Null);
     let sealed = run.dir().exists(crate::receipt::seal::ENVELOPE_FILE);
     let state = run.read_state()?;
-    let halt = loaded.history.halt.as_ref().map(|h| HaltFacts { reason: h.halt_reason, iteration: h.iteration, detail: h.detail.clone() });
+    let mut halt = loaded.history.halt.as_ref().map(|h| HaltFacts { reason: h.halt_reason, iteration: h.iteration, detail: h.detail.clone() });
+    // A run the comprehension gate stopped is no sealed halt, but a person must decide all the same.
+    if halt.is_none() && state.state == crate::receipt::state::RunPhase::Gated {
+        let detail = "the comprehension gate stopped the run (resumable, not sealed): more accepted diffs unread than --comprehension-every".to_string();
+        halt = Some(HaltFacts { reason: crate::halt::HaltReason::ComprehensionDebtExceeded, iteration: state.iteration, detail });
+    }
     let input = PacketInput {
         run_id: run.id().as_str().to_string(),
         workdir: workdir.to_string_lossy().into_owned(),

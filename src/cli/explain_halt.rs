@@ -213,6 +213,7 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     }
     let (Some(halt), Some(verdict)) = (&history.halt, verdict_of(history)) else {
         let why = match history.last_stop {
+            _ if history.comprehension_stopped => "stopped by the comprehension gate (comprehension_debt_exceeded): a pinned reviewer's `loopexec ack`, then resumable",
             Some(LastStop::Interrupted) => "interrupted by the operator; resumable",
             _ => "paused or still running; resumable",
         };

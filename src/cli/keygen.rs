@@ -1,4 +1,5 @@
-//! `loopexec keygen`: create the operator's long-lived Ed25519 key pair.
+//! `loopexec keygen`: create the operator's long-lived Ed25519 key pair (or, with `--reviewer`,
+//! a reviewer's pair for comprehension acks).
 
 use crate::error::{CmdResult, Failure};
 use crate::output::{aligned, Outcome};
@@ -14,6 +15,10 @@ pub struct Args {
     /// Replace an existing key pair.
     #[arg(long)]
     pub force: bool,
+    /// Create a reviewer's pair (reviewer.key / reviewer.pub) instead: it signs comprehension
+    /// acks (`loopexec ack`), never a run; its hex public key goes to --reviewer-pubkey.
+    #[arg(long)]
+    pub reviewer: bool,
 }
 
 pub fn key_failure(err: KeyError) -> Failure {
@@ -30,12 +35,20 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
         Some(d) => d,
         None => default_key_dir().map_err(key_failure)?,
     };
-    let generated = generate_operator_key(&dir, args.force).map_err(key_failure)?;
-    let human = aligned(&[
+    let generated = match args.reviewer {
+        true => crate::receipt::keys::generate_reviewer_key(&dir, args.force),
+        false => generate_operator_key(&dir, args.force),
+    }
+    .map_err(key_failure)?;
+    let mut rows = vec![
         ("private key", generated.private_key.display().to_string()),
         ("public key", generated.public_key.display().to_string()),
         ("fingerprint", generated.fingerprint.clone()),
-    ]);
+    ];
+    if args.reviewer {
+        rows.push(("reviewer", format!("--reviewer-pubkey {}", generated.public_hex)));
+    }
+    let human = aligned(&rows);
     Ok(Outcome::ok("keygen")
         .field(
             "keygen",
@@ -43,6 +56,8 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
                 "private_key": generated.private_key,
                 "public_key": generated.public_key,
                 "fingerprint": generated.fingerprint,
+                "kind": if args.reviewer { "reviewer" } else { "operator" },
+                "public_key_hex": generated.public_hex,
             }),
         )
         .human(human))

@@ -13,6 +13,7 @@ pub mod doctor_adequacy;
 pub mod escalate;
 pub mod explain_halt;
 pub mod ratchet;
+pub mod ack;
 pub mod init;
 pub mod inspect_cost;
 pub mod isolate;
@@ -105,8 +106,10 @@ pub enum Command {
     Doctor(doctor::DoctorArgs),
     /// Print how a loop's zones would be isolated (native plan or engine command), running nothing.
     Isolate(isolate::Args),
-    /// Create the operator's Ed25519 key pair (signs each run's key).
+    /// Create the operator's Ed25519 key pair (signs each run's key), or a reviewer's (--reviewer).
     Keygen(keygen::Args),
+    /// Acknowledge a run's unread accepted diffs with a reviewer key (clears comprehension debt).
+    Ack(ack::Args),
     /// Verify a sealed run offline: hash chain, key endorsement, envelope, predicate.
     Verify(verify::Args),
     /// Add the operator's signature to a sealed run that verifies against that key.
@@ -152,6 +155,7 @@ impl Command {
             Command::Doctor(args) => doctor::run(args, json),
             Command::Isolate(args) => isolate::run(args, json),
             Command::Keygen(args) => keygen::run(args, json),
+            Command::Ack(args) => ack::run(args, json),
             Command::Verify(args) => verify::run(args, json),
             Command::Attest(args) => attest::run(args, json),
             Command::Replay(args) => replay::run(args, json),

@@ -17,7 +17,9 @@ use crate::zones::{Backend, Isolation};
 use serde_json::json;
 use std::path::PathBuf;
 
-const CONFIG_FLAGS: [&str; 49] = [
+const CONFIG_FLAGS: [&str; 51] = [
+    "comprehension_every",
+    "reviewer_pubkey",
     "stall_timeout",
     "stall_timeout_busy",
     "budget_usd",
@@ -259,6 +261,15 @@ pub struct Args {
     /// How usage of unknown money counts against --budget-usd: `ignore` (as 0) or `halt`.
     #[arg(long, value_name = "HOW")]
     pub budget_unknown_money: Option<UnknownMoneyArg>,
+    /// The comprehension gate (docs/gates.md): before each agent step, more than N accepted
+    /// diffs of this workspace not yet acked by a pinned reviewer stop the run, resumable, with
+    /// comprehension_debt_exceeded (exit 19). Needs a detached workspace and --reviewer-pubkey.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub comprehension_every: Option<String>,
+    /// A reviewer whose signed acks clear comprehension debt: the hex public key `loopexec keygen
+    /// --reviewer` prints (repeatable).
+    #[arg(long = "reviewer-pubkey", value_name = "HEX")]
+    pub reviewer_pubkey: Vec<String>,
     /// Host command (run by loopexec, not in a zone) printing a short-lived secret for the agent
     /// on stdout; run before the agent's first iteration of each start or resume. Needs --revoke-cmd.
     #[arg(long, value_name = "CMD")]
@@ -338,6 +349,10 @@ impl Args {
                 tokens: self.budget_tokens.clone(),
                 wall: self.budget_wall.clone(),
                 unknown_money: self.budget_unknown_money.map(UnknownMoneyArg::pin),
+            },
+            comprehension: crate::engine::comprehension::ComprehensionInput {
+                every: self.comprehension_every.clone(),
+                reviewers: self.reviewer_pubkey.clone(),
             },
             ..self.zones.input()
         })
@@ -456,7 +471,7 @@ pub fn run(args: Args, json: bool) -> CmdResult<Outcome> {
         engine::start_after_gates(&statedir, run_id, cfg, &operator, args.once, &mut progress, gates)?
     };
     let reason = match &outcome.end {
-        LoopEnd::Halted { reason, .. } => Some(*reason),
+        LoopEnd::Halted { reason, .. } | LoopEnd::Gated { reason, .. } => Some(*reason),
         _ => None,
     };
     let run_id = outcome.run_id.clone();
@@ -474,6 +489,15 @@ fn render(run: RunOutcome) -> Outcome {
                 true => format!("halted      {reason} (recorded before its supervisor died; this resume sealed it)"),
                 false => format!("halted      {reason}"),
             },
+            Some(detail.clone()),
+        ),
+        LoopEnd::Gated { reason, detail } => (
+            {
+                let mut out = Outcome::halted("run", *reason);
+                out.status = "gated";
+                out
+            },
+            format!("gated       {reason} (not a halt: ack the diffs, then loopexec run --resume {})", run.run_id),
             Some(detail.clone()),
         ),
         LoopEnd::Paused => (
@@ -508,6 +532,7 @@ fn render(run: RunOutcome) -> Outcome {
             // Every halt returned is sealed; `finished_seal`: by this resume, after the
             // supervisor that recorded the halt died before sealing it.
             "sealed": matches!(run.end, LoopEnd::Halted { .. }),
+            "resumable": !matches!(run.end, LoopEnd::Halted { .. }),
             "finished_seal": run.finished_seal,
             "detail": detail,
             "signal": match run.end { LoopEnd::Interrupted { signal } => json!(interrupt::signal_name(signal)), _ => json!(null) },

@@ -45,6 +45,10 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     if let Some(reason) = &state.halt_reason {
         rows.push(("halt_reason", reason.clone()));
     }
+    if state.state == RunPhase::Gated {
+        // The comprehension gate's stop: a pinned reviewer's ack first, or the resume stops again.
+        rows.push(("ack", format!("loopexec ack {} --key REVIEWER_KEY (review the diffs it prints)", state.run_id)));
+    }
     if resumable {
         rows.push(("resume", format!("loopexec run --resume {}", state.run_id)));
     }

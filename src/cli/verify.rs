@@ -24,6 +24,11 @@ pub struct Args {
     /// and on each iteration's tree it holds, and compare with the receipt (`tree_guards`).
     #[arg(long, value_name = "DIR")]
     pub repo: Option<PathBuf>,
+    /// Check the workspace's comprehension ack log (chain, signatures, and that every ack the
+    /// receipt says cleared debt is in it, byte-identical); on by default for a run whose
+    /// receipt has `comprehension` events (docs/gates.md, "The comprehension gate").
+    #[arg(long)]
+    pub acks: bool,
 }
 
 pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
@@ -43,6 +48,11 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     // A run id names a run: a probe's receipt copied under runs/ is not passed off as one.
     if probe && !args.run.contains('/') {
         verification.fail_step("receipt_kind", format!("run {} holds a probe's receipt, not a run's", crate::inert::inert(&args.run)));
+    }
+    if !probe {
+        if let Some(check) = ack_check(&run_dir, &args, args.acks) {
+            verification.checks.push(check);
+        }
     }
     let mut human = String::new();
     for check in &verification.checks {
@@ -86,6 +96,42 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
         }
     }
     Ok(out.human(human))
+}
+
+/// The `acks` check: the run's `comprehension` events against the workspace's ack log (the
+/// state dir holding the run: `--workdir` for a run id, two levels up from a run directory).
+/// `None` when not asked for and the receipt has no `comprehension` event.
+fn ack_check(run_dir: &crate::safefs::SafeDir, args: &Args, asked: bool) -> Option<crate::audit::verify::Check> {
+    use crate::receipt::events::{Event, Recorded};
+    let fail = |detail: String| Some(crate::audit::verify::Check { name: "acks", ok: false, detail });
+    let bytes = run_dir.read(crate::receipt::seal::RECEIPT_FILE, crate::receipt::chain::MAX_RECEIPT_BYTES).ok();
+    let records = bytes.as_deref().and_then(|b| crate::receipt::chain::verify(b).ok()).and_then(|v| Recorded::decode_all(&v.events).ok()).unwrap_or_default();
+    let events: Vec<(usize, &crate::receipt::events::ComprehensionRecord)> =
+        records.iter().enumerate().filter_map(|(i, r)| match &r.event { Event::Comprehension(c) => Some((i + 1, c)), _ => None }).collect();
+    if events.is_empty() && !asked {
+        return None;
+    }
+    let root = match args.run.contains('/') {
+        true => run_dir.path().parent().and_then(std::path::Path::parent).map(std::path::Path::to_path_buf),
+        false => super::operator::absolute_workdir(&args.workdir).ok().map(|w| w.join(crate::receipt::store::STATE_DIR)),
+    };
+    let Some(root) = root.and_then(|r| crate::safefs::SafeDir::open(&r).ok()) else {
+        return fail("the state directory holding the run cannot be opened".into());
+    };
+    let files = match crate::receipt::comprehension::Files::open(&root) {
+        Ok(Some(files)) => files,
+        Ok(None) => return fail("the workspace has no comprehension ledger or ack log".into()),
+        Err(e) => return fail(e.message),
+    };
+    let (ledger, log) = match (files.ledger(), files.acks()) {
+        (Ok(Some(ledger)), Ok(log)) => (ledger, log),
+        (Ok(None), _) => return fail("the workspace has no comprehension ledger".into()),
+        (Err(e), _) | (_, Err(e)) => return fail(e.message),
+    };
+    Some(match crate::rules::comprehension::audit(&events, &log, &ledger.ledger_id) {
+        Ok(detail) => crate::audit::verify::Check { name: "acks", ok: true, detail },
+        Err(failures) => crate::audit::verify::Check { name: "acks", ok: false, detail: failures.join("; ") },
+    })
 }
 
 /// The verdict on the run's halt from its receipt alone (the caller asks only when it verifies; none when the run

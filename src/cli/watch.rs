@@ -76,7 +76,7 @@ fn look(run: &RunDir, limit_ms: u64) -> CmdResult<Look> {
         return Ok(Look { verdict: Verdict::Halted(reason), beat: heartbeat::read(run.dir()).ok(), age_ms: None });
     }
     if let Ok(state) = run.read_state() {
-        if matches!(state.state, RunPhase::Paused | RunPhase::Interrupted) && !run.is_driven() {
+        if matches!(state.state, RunPhase::Paused | RunPhase::Interrupted | RunPhase::Gated) && !run.is_driven() {
             return Ok(Look { verdict: Verdict::Paused(state.state.as_str()), beat: heartbeat::read(run.dir()).ok(), age_ms: None });
         }
     }

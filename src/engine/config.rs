@@ -282,6 +282,10 @@ pub struct LoopConfig {
     /// without it, and in receipts pinned before it.
     #[serde(default, skip_serializing_if = "crate::metering::config::MeteringPins::is_unset")]
     pub metering: crate::metering::config::MeteringPins,
+    /// The comprehension gate (`--comprehension-every`, `--reviewer-pubkey`, `[comprehension]`;
+    /// docs/gates.md). Absent without it, and in receipts pinned before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comprehension: Option<crate::engine::comprehension::ComprehensionPins>,
 }
 
 pub const DEFAULT_CONFIRM_RUNS: u64 = 1;
@@ -360,6 +364,8 @@ pub struct ConfigInput {
     pub budget: crate::engine::budget::BudgetInput,
     /// `[metering]` of loop.toml.
     pub metering: crate::metering::config::MeteringSection,
+    /// `--comprehension-every`, `--reviewer-pubkey` and `[comprehension]`.
+    pub comprehension: crate::engine::comprehension::ComprehensionInput,
 }
 
 impl ConfigInput {
@@ -423,6 +429,7 @@ impl ConfigInput {
             sentinel: file.sentinel,
             budget: self.budget.over(file.budget),
             metering: file.metering,
+            comprehension: self.comprehension.over(file.comprehension),
         }
     }
 }
@@ -649,6 +656,7 @@ impl LoopConfig {
             .metering
             .resolve(input.model.id.as_deref())
             .map_err(|r| Failure::usage(format!("loop.toml: {} {}", r.key, r.why)))?;
+        let comprehension = input.comprehension.resolve(workspace == WorkspaceMode::Detached)?;
         let context_files =
             input.context_files.iter().map(|raw| pin_context_file(workdir, raw)).collect::<Result<Vec<_>, _>>()?;
         let (stall_ms, stall_busy_ms) = stall_limits(input.stall_timeout_secs, input.stall_busy_timeout_secs)?;
@@ -705,6 +713,7 @@ impl LoopConfig {
             sentinel,
             budget,
             metering,
+            comprehension,
         })
     }
 }

@@ -487,6 +487,15 @@ impl RunWorkspace {
     }
 
     /// Deliver the last accepted state, if it differs from t0, within the delivery time bound.
+    /// Write the last accepted tree into the operator's object store (the comprehension gate's
+    /// `git diff FROM TO`); nothing when there is none.
+    pub fn store_accepted(&self, run: &RunDir) -> Result<(), WorkspaceError> {
+        match &self.last_accepted {
+            Some(snapshot) => crate::workspace::deliver::store_tree(&self.workspace, snapshot, run.dir(), &self.limits),
+            None => Ok(()),
+        }
+    }
+
     pub fn deliver(&self, run_id: &str, run: &RunDir, message: &str) -> Result<Option<Delivery>, WorkspaceError> {
         let Some(snapshot) = &self.last_accepted else {
             return Ok(None);

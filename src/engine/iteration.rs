@@ -67,6 +67,14 @@ impl ActiveRun<'_> {
             if let Step::Halt(reason, detail) = decide::before_iteration(n, self.cfg.max_iterations) {
                 return self.halt(reason, detail);
             }
+            // The comprehension gate: too many accepted diffs unread stop the run, resumable.
+            // A ledger or ack log gone bad since the run started halts it as a workspace it cannot keep.
+            match self.comprehension_gate(n, sink) {
+                Ok(Some(stopped)) => return Ok(stopped),
+                Ok(None) => {}
+                Err(f) if f.code == crate::error::FailureCode::WorkspaceInvalid => return self.halt(HaltReason::WorkspaceInvalid, f.message),
+                Err(f) => return Err(f),
+            }
             // The budget before the agent: spent plus the projection of one more iteration.
             if let Step::Halt(reason, detail) = self.budget_step(Point::BeforeAgent) {
                 sink.event(&LoopEvent::HaltingBeforeIterations { detail: &detail });
@@ -219,14 +227,28 @@ impl ActiveRun<'_> {
         let confirm_on = (clean && ratcheted && (outcome.verdict() == Verdict::Pass || targets_met) && self.cfg.confirm_runs > 0).then(|| candidate.clone());
         // Acceptance: a step every guard let through, after its check, that the ratchet kept, is
         // the run's new state (kept aside to revert to only where the ratchet judges).
-        match (clean, ratcheted, self.workspace.as_mut(), candidate) {
+        let accepted_tree = match (clean, ratcheted, self.workspace.as_mut(), candidate) {
             (true, true, Some(ws), Some(snapshot)) if ratchet_applies => {
+                let tree = snapshot.tree_id.to_hex();
                 if let Err(detail) = ws.accept_as_best(snapshot) {
                     return Ok(Step::Halt(HaltReason::WorkspaceInvalid, format!("the accepted iteration {n} could not be kept: {detail}")));
                 }
+                Some(tree)
             }
-            (true, true, Some(ws), Some(snapshot)) => ws.accept(snapshot),
-            _ => {}
+            (true, true, Some(ws), Some(snapshot)) => {
+                let tree = snapshot.tree_id.to_hex();
+                ws.accept(snapshot);
+                Some(tree)
+            }
+            _ => None,
+        };
+        // The accepted step is a diff for a person to read (the comprehension gate's ledger).
+        // A ledger that cannot take it (bad state, the tree not storable) halts the run as a
+        // workspace it cannot keep.
+        if let Some(tree) = accepted_tree {
+            if let Err(failure) = self.record_accepted(n, &tree) {
+                return Ok(Step::Halt(HaltReason::WorkspaceInvalid, failure.message));
+            }
         }
         if let Some(check_exit) = check.check_exit {
             sink.event(&LoopEvent::Checked {

@@ -182,6 +182,7 @@ pub fn start_after_gates(
     gates: Option<crate::receipt::probe::PreconditionsRecord>,
 ) -> CmdResult<RunOutcome> {
     let workdir = open_workdir(&cfg)?;
+    super::comprehension::check_state(statedir, cfg.comprehension.as_ref())?;
     let zones = zone_setup(&cfg, statedir.path())?;
     let mut zone = open_zone(&zones)?;
     let run = statedir.create_run(&run_id)?;
@@ -303,6 +304,7 @@ pub fn resume(
         .with_hint("start a new run (loopexec run); `loopexec explain-halt` says why it stopped"));
     }
     let workdir = open_workdir(&cfg)?;
+    super::comprehension::check_state(statedir, cfg.comprehension.as_ref())?;
     let mut zones = zone_setup(&cfg, statedir.path())?;
     if let Some(totals) = recorded_egress_totals(&history) {
         // The run's egress budgets continue from what its receipt recorded.
@@ -603,7 +605,7 @@ impl<'a> ActiveRun<'a> {
     }
 
     /// Revoke the credential this process minted, if it holds one.
-    fn revoke_held(&mut self, cause: &str) -> CmdResult<()> {
+    pub(super) fn revoke_held(&mut self, cause: &str) -> CmdResult<()> {
         match self.credential.take() {
             Some(secret) => self.revoke_credential(Some(secret), cause),
             None => Ok(()),
@@ -611,7 +613,7 @@ impl<'a> ActiveRun<'a> {
     }
 
     /// Write the run's state.json (and, with `publish`, `latest` and `.loopexec/state.json`).
-    fn save_state(&mut self, publish: bool) -> CmdResult<()> {
+    pub(super) fn save_state(&mut self, publish: bool) -> CmdResult<()> {
         self.state.receipt_events = self.log.len();
         self.state.receipt_head = self.log.head().to_string();
         self.state.updated_at = crate::receipt::chain::now_rfc3339();
@@ -622,7 +624,7 @@ impl<'a> ActiveRun<'a> {
         Ok(())
     }
 
-    fn outcome(&self, end: LoopEnd) -> RunOutcome {
+    pub(super) fn outcome(&self, end: LoopEnd) -> RunOutcome {
         let last_check = self.history.last_exited_check();
         RunOutcome {
             run_id: self.state.run_id.clone(),

@@ -91,6 +91,7 @@ struct LoopFile {
     sentinel: Option<super::sentinel::SentinelInput>,
     budget: Option<super::budget::BudgetSection>,
     metering: Option<crate::metering::config::MeteringSection>,
+    comprehension: Option<super::comprehension::ComprehensionSection>,
     /// `[escalation]`: read by `escalate` and `run --escalate-on` themselves; validated here.
     #[allow(dead_code)]
     escalation: Option<crate::escalation::config::Settings>,
@@ -200,6 +201,7 @@ pub fn parse(text: &str, name: &str) -> Result<ConfigInput, Failure> {
         sentinel: file.sentinel.unwrap_or_default(),
         budget: file.budget.map(super::budget::BudgetSection::input).unwrap_or_default(),
         metering: file.metering.unwrap_or_default(),
+        comprehension: file.comprehension.map(super::comprehension::ComprehensionSection::input).unwrap_or_default(),
     })
 }
 

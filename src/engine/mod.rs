@@ -4,6 +4,7 @@
 //! - [`lifecycle`]: start or resume a run (one active run either way), its lock, keys, state
 //!   file and credential; halt (deliver, seal), pause, interrupt.
 //! - [`budget`]: the run-total caps as given and pinned, enforced before and after the agent and at the end of each iteration.
+//! - [`comprehension`]: the comprehension gate before each agent step and the ledger entry of each accepted iteration.
 //! - [`iteration`]: one iteration's stages: agent, guards, check, acceptance.
 //! - [`commands`]: a role's command built for its zone and run there.
 //! - `confirm`: confirmation reruns of a green check before `success_condition_met`.
@@ -52,6 +53,7 @@ pub mod budget;
 pub mod check;
 pub mod check_writes;
 pub mod commands;
+pub mod comprehension;
 pub mod config;
 pub mod coverage_guard;
 mod confirm;
@@ -101,6 +103,9 @@ pub enum LoopEnd {
     Paused,
     /// Stopped by SIGINT/SIGTERM; resumable.
     Interrupted { signal: i32 },
+    /// Stopped by the comprehension gate (`comprehension_debt_exceeded`, exit 19): resumable,
+    /// not sealed; an ack by a pinned reviewer then `run --resume` continues it.
+    Gated { reason: HaltReason, detail: String },
 }
 
 /// What the CLI reports about a run after the engine returns.

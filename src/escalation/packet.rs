@@ -102,11 +102,12 @@ pub fn commands(input: &PacketInput, verdict_next: Option<&str>) -> Vec<String> 
             out.push(format!("loopexec run --resume {id} --workdir {wd}"));
             out.push(format!("loopexec status {id} --workdir {wd}"));
         }
-        Some(_) if !input.sealed => out.push(format!("loopexec run --resume {id} --workdir {wd}")),
+        // The comprehension gate's stop is never sealed (a gated run is resumable).
         Some(h) if h.reason == HaltReason::ComprehensionDebtExceeded => {
             out.push(format!("loopexec ack {id} --workdir {wd} --key REVIEWER_KEY"));
             out.push(format!("loopexec run --resume {id} --workdir {wd}"));
         }
+        Some(_) if !input.sealed => out.push(format!("loopexec run --resume {id} --workdir {wd}")),
         Some(h) if h.reason.class() == ExitClass::Budget => {
             out.push(format!("loopexec run --workdir {wd} --budget-usd NEW_CAP"));
         }
@@ -212,7 +213,7 @@ mod tests {
     #[test]
     fn comprehension_debt_is_continued_by_an_ack_then_a_resume() {
         let debt = HaltFacts { reason: HaltReason::ComprehensionDebtExceeded, iteration: 2, detail: "d".into() };
-        let p = build(&input(Some(debt), true));
+        let p = build(&input(Some(debt), false));
         assert_eq!(p.value["continue"][0], "loopexec ack r1 --workdir /w --key REVIEWER_KEY");
         assert_eq!(p.value["continue"][1], "loopexec run --resume r1 --workdir /w");
     }

@@ -91,6 +91,10 @@ pub enum Event {
     HoldoutCheck(HoldoutRecord),
     /// What one stage of an iteration consumed (docs/budget.md).
     Usage(crate::receipt::usage::UsageRecord),
+    /// The comprehension gate before an agent step (docs/gates.md, "The comprehension gate"):
+    /// it stopped the run (unread diffs past `every`; resumable) or, on the first check after
+    /// such a stop, found the debt cleared, with what each ack line did.
+    Comprehension(ComprehensionRecord),
     Halt(HaltRecord),
     /// The lists the event just before it left out because they were over the receipt's bound
     /// (`receipt::bounded`): each by count, digest and sample, and the artifact holding them.
@@ -141,6 +145,7 @@ impl Event {
             Event::TestChangeAllowed(_) => "test_change_allowed",
             Event::HoldoutCheck(_) => "holdout_check",
             Event::Usage(_) => "usage",
+            Event::Comprehension(_) => "comprehension",
             Event::Halt(_) => "halt",
             Event::Externalised(_) => "externalised",
             Event::ProbeStart(_) => "probe_start",
@@ -161,6 +166,25 @@ impl Event {
             _ => Ok(Map::new()),
         }
     }
+}
+
+/// What the comprehension gate found before an agent step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ComprehensionRecord {
+    /// `stopped` (the run stops, resumable) or `cleared` (the debt of an earlier stop was acked).
+    pub outcome: String,
+    /// The iteration the gate stood before.
+    pub iteration: u64,
+    /// The pinned limit: the run stops when more than `every` diffs are unread.
+    pub every: u64,
+    pub ledger_id: String,
+    pub unread_count: u64,
+    /// The unread diff digests (at most [`crate::receipt::comprehension::LISTED`]; `unread_count` is all of them).
+    pub unread: Vec<String>,
+    /// What each ack line did (the last [`crate::receipt::comprehension::LISTED`] lines).
+    pub acks: Vec<crate::receipt::comprehension::AckOutcome>,
+    /// sha256 of the ack log as read (empty bytes when there is none).
+    pub acks_sha256: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -87,6 +87,9 @@ pub struct History {
     pub last_started: u64,
     /// Whether the last `credential_minted` has no `credential_revoked` after it.
     pub credential_outstanding: bool,
+    /// The last `comprehension` event stopped the run (a resume that finds the debt cleared
+    /// records it).
+    pub comprehension_stopped: bool,
     pub interruptions: u64,
     pub resumes: u64,
     pub last_stop: Option<LastStop>,
@@ -260,6 +263,7 @@ impl History {
                     slot.usage.push(usage.clone());
                 }
             }
+            Event::Comprehension(gate) => self.comprehension_stopped = gate.outcome == "stopped",
             Event::Halt(halt) => {
                 self.halt = Some(halt.clone());
                 self.halt_line = Some(recorded.line.clone());

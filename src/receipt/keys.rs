@@ -16,6 +16,9 @@ use std::path::{Path, PathBuf};
 /// File names inside the key directory.
 pub const PRIVATE_KEY_FILE: &str = "operator.key";
 pub const PUBLIC_KEY_FILE: &str = "operator.pub";
+/// The reviewer's pair (`keygen --reviewer`): signs comprehension acks, never a run.
+pub const REVIEWER_PRIVATE_KEY_FILE: &str = "reviewer.key";
+pub const REVIEWER_PUBLIC_KEY_FILE: &str = "reviewer.pub";
 
 /// Domain separation for the endorsement of a run key.
 const ENDORSEMENT_CONTEXT: &[u8] = b"loopexec/run-key-endorsement/v1";
@@ -75,15 +78,26 @@ pub struct GeneratedKey {
     pub private_key: PathBuf,
     pub public_key: PathBuf,
     pub fingerprint: String,
+    /// The raw public key, hex (what `--reviewer-pubkey` and `[comprehension] reviewers` take).
+    pub public_hex: String,
 }
 
 /// Create a new operator key pair in `dir` (created 0700 if missing).
 pub fn generate_operator_key(dir: &Path, force: bool) -> Result<GeneratedKey, KeyError> {
+    generate_key_pair(dir, force, PRIVATE_KEY_FILE, PUBLIC_KEY_FILE)
+}
+
+/// Create a new reviewer key pair (reviewer.key / reviewer.pub) in `dir`.
+pub fn generate_reviewer_key(dir: &Path, force: bool) -> Result<GeneratedKey, KeyError> {
+    generate_key_pair(dir, force, REVIEWER_PRIVATE_KEY_FILE, REVIEWER_PUBLIC_KEY_FILE)
+}
+
+fn generate_key_pair(dir: &Path, force: bool, private_name: &str, public_name: &str) -> Result<GeneratedKey, KeyError> {
     if let Some(parent) = dir.parent() {
         std::fs::create_dir_all(parent).map_err(|source| KeyError::Io { path: parent.to_path_buf(), source })?;
     }
     let safe = SafeDir::open_or_create(dir)?;
-    for name in [PRIVATE_KEY_FILE, PUBLIC_KEY_FILE] {
+    for name in [private_name, public_name] {
         if safe.exists(name) && !force {
             return Err(KeyError::Exists { path: dir.join(name) });
         }
@@ -97,22 +111,23 @@ pub fn generate_operator_key(dir: &Path, force: bool) -> Result<GeneratedKey, Ke
         .to_public_key_pem(ed25519_dalek::pkcs8::spki::der::pem::LineEnding::LF)
         .map_err(|e| KeyError::Encode(e.to_string()))?;
     // Write both under temporary names, then rename, so a failure leaves no half key pair.
-    let tmp_priv = format!(".{PRIVATE_KEY_FILE}.new-{}", std::process::id());
-    let tmp_pub = format!(".{PUBLIC_KEY_FILE}.new-{}", std::process::id());
+    let tmp_priv = format!(".{private_name}.new-{}", std::process::id());
+    let tmp_pub = format!(".{public_name}.new-{}", std::process::id());
     for (tmp, bytes, mode) in [(&tmp_priv, private_pem.as_bytes(), 0o600), (&tmp_pub, public_pem.as_bytes(), 0o644)] {
         let _ = nix::unistd::unlinkat(Some(std::os::fd::AsRawFd::as_raw_fd(&safe.fd())), tmp.as_str(), nix::unistd::UnlinkatFlags::NoRemoveDir);
         let mut f = safe.create_new(tmp, mode)?;
         f.write_all(bytes).and_then(|_| f.sync_all()).map_err(|source| KeyError::Io { path: dir.join(tmp), source })?;
     }
     let fd = std::os::fd::AsRawFd::as_raw_fd(&safe.fd());
-    for (tmp, name) in [(&tmp_priv, PRIVATE_KEY_FILE), (&tmp_pub, PUBLIC_KEY_FILE)] {
+    for (tmp, name) in [(&tmp_priv, private_name), (&tmp_pub, public_name)] {
         nix::fcntl::renameat(Some(fd), tmp.as_str(), Some(fd), name)
             .map_err(|e| KeyError::Io { path: dir.join(name), source: e.into() })?;
     }
     safe.sync()?;
     Ok(GeneratedKey {
-        private_key: dir.join(PRIVATE_KEY_FILE),
-        public_key: dir.join(PUBLIC_KEY_FILE),
+        private_key: dir.join(private_name),
+        public_key: dir.join(public_name),
+        public_hex: hex::encode(signing.verifying_key().as_bytes()),
         fingerprint: fingerprint(&signing.verifying_key()),
     })
 }

@@ -13,6 +13,7 @@
 //! - `probe`: the signed receipt of a `probe-check` or `doctor --check` (verified by the verifier, above this layer).
 pub mod bounded;
 pub mod chain;
+pub mod comprehension;
 pub mod dsse;
 pub mod events;
 pub mod heartbeat;

@@ -16,6 +16,9 @@ pub enum RunPhase {
     Paused,
     /// Stopped by SIGINT/SIGTERM; `run --resume <id>` continues it.
     Interrupted,
+    /// Stopped by the comprehension gate (more unread diffs than `--comprehension-every`): not
+    /// a halt, never sealed; `loopexec ack` then `run --resume <id>` continues it.
+    Gated,
     /// Halted with a computed reason; final.
     Halted,
 }
@@ -26,6 +29,7 @@ impl RunPhase {
             RunPhase::Running => "running",
             RunPhase::Paused => "paused",
             RunPhase::Interrupted => "interrupted",
+            RunPhase::Gated => "gated",
             RunPhase::Halted => "halted",
         }
     }

@@ -25,6 +25,7 @@
 pub mod baseline;
 pub mod budget;
 pub mod canary;
+pub mod comprehension;
 pub mod decide;
 pub mod derive;
 pub mod holdout;

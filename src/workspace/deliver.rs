@@ -82,6 +82,18 @@ pub fn deliver(workspace: &Workspace, snapshot: &Snapshot, run_id: &str, run_dir
     Ok(Delivery { branch, commit: commit.to_hex(), tree: tree.to_hex(), parent, patch })
 }
 
+/// Write `snapshot`'s blobs and tree into the operator's object store, no commit, no ref: what
+/// the comprehension gate needs so that `git diff FROM TO` of an accepted step works in the
+/// repository (docs/gates.md; unreferenced, so `git gc` may prune them once expired).
+pub fn store_tree(workspace: &Workspace, snapshot: &Snapshot, run_dir: &SafeDir, limits: &WorkspaceLimits) -> WsResult<()> {
+    let bounds = Bounds::delivery(limits);
+    let git = Git::new(&workspace.baseline().repo);
+    write_missing_blobs(&git, workspace, snapshot, bounds.clone())?;
+    bounds.check_now()?;
+    write_tree(&git, snapshot, run_dir)?;
+    Ok(())
+}
+
 fn parse_oid(out: &[u8], command: &str) -> WsResult<ObjectId> {
     let text = out.strip_suffix(b"\n").unwrap_or(out);
     ObjectId::from_hex(text).ok_or_else(|| WorkspaceError::GitOutput { command: command.into(), detail: String::from_utf8_lossy(text).into_owned() })
