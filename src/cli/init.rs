@@ -1,4 +1,6 @@
-//! `loopexec init`: create `.loopexec/` and a commented `loop.toml` in the workdir.
+//! `loopexec init`: create `.loopexec/` and a commented `loop.toml` in the workdir, and the
+//! operator's key pair when there is none in the key directory (`--no-keygen`: not), so that
+//! `init` then `run` works.
 
 use super::loop_args::LoopCommandArgs;
 use super::operator::absolute_workdir;
@@ -26,6 +28,26 @@ pub struct Args {
     /// Overwrite an existing loop.toml.
     #[arg(long)]
     pub force: bool,
+    /// Do not create the operator's key pair when there is none (`loopexec keygen` does).
+    #[arg(long)]
+    pub no_keygen: bool,
+}
+
+/// The operator key `init` found or made: `(created, private key path, fingerprint)`; `None`
+/// with `--no-keygen` and no key.
+fn operator_key(no_keygen: bool) -> CmdResult<Option<(bool, PathBuf, String)>> {
+    use crate::receipt::keys::{default_key_dir, fingerprint, generate_operator_key, load_public_key, PRIVATE_KEY_FILE, PUBLIC_KEY_FILE};
+    let dir = default_key_dir().map_err(super::keygen::key_failure)?;
+    let private = dir.join(PRIVATE_KEY_FILE);
+    if std::fs::symlink_metadata(&private).is_ok() {
+        let public = load_public_key(&dir.join(PUBLIC_KEY_FILE)).map_err(super::keygen::key_failure)?;
+        return Ok(Some((false, private, fingerprint(&public))));
+    }
+    if no_keygen {
+        return Ok(None);
+    }
+    let made = generate_operator_key(&dir, false).map_err(super::keygen::key_failure)?;
+    Ok(Some((true, made.private_key, made.fingerprint)))
 }
 
 pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
@@ -39,6 +61,7 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     }
     // Validate our own template before writing anything.
     loopfile::parse(&text, LOOP_FILE)?;
+    let key = operator_key(args.no_keygen)?;
     let statedir = StateDir::open_or_create(&workdir)?;
     if existed {
         wd.write_atomic(LOOP_FILE, text.as_bytes()).map_err(fs_failure)?;
@@ -49,11 +72,20 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     }
     let loop_file = workdir.join(LOOP_FILE).to_string_lossy().into_owned();
     let state_dir = statedir.path().to_string_lossy().into_owned();
-    let human = format!(
-        "initialised\n{}next: edit loop.toml (check, exec, isolation), then `loopexec run`\n",
-        aligned(&[("loop_file", loop_file.clone()), ("state_dir", state_dir.clone())])
-    );
+    let mut rows = vec![("loop_file", loop_file.clone()), ("state_dir", state_dir.clone())];
+    let key_json = match &key {
+        Some((created, path, fp)) => {
+            let what = if *created { "created" } else { "found" };
+            rows.push(("operator_key", format!("{} ({what}; fingerprint {fp})", path.display())));
+            json!({"private_key": path, "fingerprint": fp, "created": created})
+        }
+        None => {
+            rows.push(("operator_key", "none (--no-keygen): create one with `loopexec keygen` before `loopexec run`".into()));
+            serde_json::Value::Null
+        }
+    };
+    let human = format!("initialised\n{}next: edit loop.toml (check, exec, isolation), then `loopexec run`\n", aligned(&rows));
     Ok(Outcome::ok("init")
-        .field("init", json!({"loop_file": loop_file, "state_dir": state_dir, "overwrote": existed}))
+        .field("init", json!({"loop_file": loop_file, "state_dir": state_dir, "overwrote": existed, "operator_key": key_json}))
         .human(human))
 }

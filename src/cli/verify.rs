@@ -14,9 +14,11 @@ pub struct Args {
     /// probe's directory (.loopexec/probes/<id>).
     #[arg(value_name = "RUN")]
     pub run: String,
-    /// The operator's public key (operator.pub). Required: there is no default key.
+    /// The operator's public key (operator.pub). Default: operator.pub in the operator's key
+    /// directory ($LOOPEXEC_CONFIG_DIR, $XDG_CONFIG_HOME/loopexec or ~/.config/loopexec), for the
+    /// operator verifying their own run; a third party passes the key they were given.
     #[arg(long, value_name = "FILE")]
-    pub pubkey: PathBuf,
+    pub pubkey: Option<PathBuf>,
     /// Directory holding .loopexec/ (for a run id).
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub workdir: PathBuf,
@@ -32,7 +34,23 @@ pub struct Args {
 }
 
 pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
-    let operator = load_public_key(&args.pubkey).map_err(super::keygen::key_failure)?;
+    let (pubkey, defaulted) = match &args.pubkey {
+        Some(path) => (path.clone(), false),
+        None => {
+            let path = crate::receipt::keys::default_key_dir().map_err(super::keygen::key_failure)?.join(crate::receipt::keys::PUBLIC_KEY_FILE);
+            if std::fs::symlink_metadata(&path).is_err() {
+                return Err(crate::error::Failure::usage(format!("no --pubkey and no operator public key at {}", path.display()))
+                    .with_hint("pass --pubkey FILE (the key of the operator who ran it), or create your own with `loopexec keygen`"));
+            }
+            (path, true)
+        }
+    };
+    let operator = load_public_key(&pubkey).map_err(super::keygen::key_failure)?;
+    let key_used = serde_json::json!({
+        "path": pubkey,
+        "fingerprint": crate::receipt::keys::fingerprint(&operator),
+        "source": if defaulted { "operator_default" } else { "pubkey" },
+    });
     let run_dir = super::sealed_run::open(&args.run, &args.workdir)?;
     let repo = args.repo.as_deref().map(crate::audit::tree_guards::Repo::open).transpose().map_err(|e| e.failure())?;
     // A probe's receipt (`probe-check`, `doctor --check`) verifies with its verdict recomputed.
@@ -54,7 +72,12 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
             verification.checks.push(check);
         }
     }
-    let mut human = String::new();
+    let mut human = format!(
+        "key  {} (fingerprint {}{})\n",
+        crate::inert::inert(&pubkey.to_string_lossy()),
+        key_used["fingerprint"].as_str().unwrap_or(""),
+        if defaulted { "; the operator's own key: a third party passes --pubkey" } else { "" }
+    );
     for check in &verification.checks {
         human.push_str(&format!("{:<4} {:<22} {}\n", if check.ok { "ok" } else { "FAIL" }, check.name, crate::inert::inert(&check.detail)));
     }
@@ -84,6 +107,7 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
         out.set("verdict", serde_json::to_value(verdict).unwrap_or_default());
     }
     out.set("verified", ok);
+    out.set("key", key_used);
     if !ok {
         out.status = "failed";
         out.exit = ExitClass::Integrity;
