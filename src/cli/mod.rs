@@ -29,6 +29,7 @@ pub mod report;
 pub mod run;
 pub mod sandbox;
 pub mod sealed_run;
+pub mod shell_docs;
 pub mod status;
 pub mod watch;
 pub mod verify;
@@ -120,6 +121,10 @@ pub enum Command {
     Reexecute(reexecute::Args),
     /// Run the check many times on copies of the same tree (some perturbed): is it deterministic?
     ProbeCheck(probe_check::Args),
+    /// Print the shell completion script (bash, zsh or fish), generated from this binary.
+    Completions(shell_docs::CompletionsArgs),
+    /// Print the manual page, or write one per command with --out DIR.
+    Man(shell_docs::ManArgs),
     /// One run of a probe in its own process (started by probe-check and doctor; not for operators).
     #[command(name = "__probe-run", hide = true)]
     ProbeRun(ProbeRunArgs),
@@ -161,6 +166,8 @@ impl Command {
             Command::Replay(args) => replay::run(args, json),
             Command::Reexecute(args) => reexecute::run(args, json),
             Command::ProbeCheck(args) => probe_check::run(args, json),
+            Command::Completions(args) => shell_docs::completions(args, json),
+            Command::Man(args) => shell_docs::man(args, json),
             Command::ProbeRun(args) => crate::engine::probe_run::command(&args.spec),
         }
     }
