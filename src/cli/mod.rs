@@ -12,6 +12,7 @@ pub mod doctor;
 pub mod doctor_adequacy;
 pub mod escalate;
 pub mod explain_halt;
+pub mod follow;
 pub mod ratchet;
 pub mod ack;
 pub mod init;

@@ -17,11 +17,18 @@ pub struct Args {
     /// Directory holding .loopexec/.
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub workdir: PathBuf,
+    /// Print each event of the run as it lands in its receipt, until it halts or no process
+    /// drives it, then its status (`--json`: one JSON object per event, then the status object).
+    #[arg(long)]
+    pub follow: bool,
 }
 
-pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
+pub fn run(args: Args, json: bool) -> CmdResult<Outcome> {
     let statedir = StateDir::open(&super::operator::absolute_workdir(&args.workdir)?)?;
     let run = statedir.resolve(args.run_id.as_deref())?;
+    if args.follow {
+        super::follow::follow(&run, json)?;
+    }
     let mut state = run.read_state()?;
     if state.state == RunPhase::Running {
         // While a run is driven, the receipt is the live record of its iteration.
