@@ -55,8 +55,10 @@ fn reads_as_before(run: &str, derivation: &str) {
     let verified = loopexec(dir.path(), &["verify", "--json", &path_str(&fixture(run)), "--pubkey", &pubkey]);
     assert_eq!(verified.code, 0, "{verified:?}");
     let mut now = verified.json();
-    // Added since that version: which kind of receipt was checked.
+    // Added since that version: which kind of receipt was checked, and with which key.
     assert_eq!(now.as_object_mut().unwrap().remove("kind"), Some(Value::from("run")), "verify of {run}");
+    let key = now.as_object_mut().unwrap().remove("key").expect("the key verify used");
+    assert_eq!((key["source"].as_str(), key["path"].as_str()), (Some("pubkey"), Some(pubkey.as_str())), "verify of {run}");
     halt_derived(&mut now, derivation);
     assert_eq!(now, recorded(run, "verify"), "verify of {run}");
 }
@@ -109,6 +111,8 @@ fn a_receipt_with_line_numbered_doctest_ids_reads_and_verifies_as_before() {
     assert_eq!(verified.code, 0, "{verified:?}");
     assert_eq!(verified.json()["verified"], true);
     let mut now = verified.json();
+    // Added since that version: the key verify used.
+    assert_eq!(now.as_object_mut().unwrap().remove("key").map(|k| k["source"].clone()), Some(Value::from("pubkey")));
     halt_derived(&mut now, "human_required follows from the recorded observations (1 iteration decision(s) re-derived)");
     assert_eq!(now, recorded("verify"));
 }

@@ -106,12 +106,13 @@ fn a_receipt_endorsed_by_an_unknown_key_fails_verify() {
 }
 
 #[test]
-fn verify_has_no_default_key() {
+fn verify_without_a_pubkey_checks_against_the_operators_own_key_and_says_so() {
     let dir = workdir();
     halted_run(dir.path(), "r");
     let r = loopexec(dir.path(), &["verify", "--json", "r"]);
-    assert_eq!(r.code, 20);
-    assert!(r.json()["errors"][0]["message"].as_str().unwrap().contains("--pubkey"));
+    assert_eq!(r.code, 0, "{r:?}");
+    let key = r.json()["key"].clone();
+    assert_eq!((key["source"].as_str(), key["path"].as_str()), (Some("operator_default"), Some(path_str(&key_dir().join("operator.pub")).as_str())));
 }
 
 #[test]

@@ -318,10 +318,13 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
         "halt_derivation": derivation,
         "delivery": delivery,
         "egress": egress,
-        "cost": cost["json"],
         "interruptions": history.interruptions,
         "resumes": history.resumes,
     });
+    // What the run cost (a run that metered nothing and pinned no cap: no key, as before).
+    if let (false, Some(fields)) = (cost["json"].is_null(), report.as_object_mut()) {
+        fields.insert("cost".into(), cost["json"].clone());
+    }
     // Which guards could not see (receipts written before the list: no key, as before).
     if let (Some(inactive), Some(fields)) = (crate::engine::inactive_guards::of_history(history), report.as_object_mut()) {
         fields.insert("inactive_guards".into(), json!(inactive));
