@@ -334,6 +334,11 @@ fn kill(statedir: &StateDir, run: RunDir, seen: Look, why: &str, operator: &crat
         if !wait_until(|| !procfs::is_same_process(beat.supervisor_pid, beat.supervisor_start)) {
             return Err(Failure::internal(format!("the supervisor pid {} is still alive after SIGKILL", beat.supervisor_pid)));
         }
+        // Its leader shows as a zombie while its other threads (the heartbeat's pulse) still
+        // exit, holding its descriptors and so the run's lock: wait for the lock to be free.
+        if !wait_until(|| !run.is_driven()) {
+            return Err(Failure::internal(format!("the run's lock is still held after its supervisor pid {} was killed", beat.supervisor_pid)));
+        }
     }
     remove_cgroups(&zone)?;
     record_halt(&run, &beat, why, &zone)?;
