@@ -7,7 +7,7 @@
 //! diff digest: sha256 over `loopexec.diff/v1` NUL from NUL to). `acks.jsonl`: one signed
 //! `loopexec.ack/v1` line per `loopexec ack`, hash-chained (seq, the sha256 of the line before)
 //! and bound to the ledger id. Both are append-only (one write per line, fsync'd) and read
-//! bounded; what an ack line proves is judged by `crate::rules::comprehension`. A ledger that
+//! bounded; what an ack line proves is judged by the ack rule (`rules/comprehension.rs`). A ledger that
 //! does not read as one is bad state: an error, never a guess.
 
 use super::keys::{self, OperatorKey};
