@@ -405,8 +405,7 @@ pub fn ask(zone: &mut dyn crate::zones::Zone, mut cmd: crate::zones::ZoneCommand
     let usage = match (meter, output_meter) {
         (Some(m), Some(o)) => {
             let mut usage = crate::metering::record::combine(iteration, crate::receipt::usage::UsageStage::Judge, vec![o.into_inner().finish()], &m.prices);
-            usage.egress_bytes = run.usage.egress.as_ref().map(|e| e.command.bytes_up.saturating_add(e.command.bytes_down));
-            usage.cpu_ms = run.usage.cpu.map(|d| d.as_millis().min(u128::from(u64::MAX)) as u64);
+            super::usage_meter::stamp(&mut usage, &run.usage);
             Some(usage)
         }
         _ => None,

@@ -33,6 +33,17 @@ pub const AGENT_LOG_ENV_VAR: &str = "LOOPEXEC_AGENT_LOG";
 /// Bytes of the agent log read per chunk.
 const LOG_CHUNK: usize = 64 * 1024;
 
+/// The zone's CPU time of a command, in ms.
+pub(super) fn cpu_ms(used: &ZoneUsage) -> Option<u64> {
+    used.cpu.map(|d| d.as_millis().min(u128::from(u64::MAX)) as u64)
+}
+
+/// A stage's record completed with what its zone measured: egress bytes (both directions) and CPU.
+pub(super) fn stamp(usage: &mut UsageRecord, used: &ZoneUsage) {
+    usage.egress_bytes = used.egress.as_ref().map(|e| e.command.bytes_up.saturating_add(e.command.bytes_down));
+    usage.cpu_ms = cpu_ms(used);
+}
+
 impl crate::capture::StreamObserver for OutputMeter {
     fn observe(&mut self, bytes: &[u8]) {
         self.feed(bytes);
@@ -133,7 +144,7 @@ impl ActiveRun<'_> {
     /// After the check of iteration `n`: its `usage` record (stage check, its CPU time at
     /// `check_cpu_usd_per_hour`), or `None` without that rate.
     pub(super) fn check_usage(&self, n: u64, used: &ZoneUsage) -> Option<UsageRecord> {
-        record::check_cpu(n, used.cpu.map(|d| d.as_millis().min(u128::from(u64::MAX)) as u64), &self.prices())
+        record::check_cpu(n, cpu_ms(used), &self.prices())
     }
 
     /// The meter the agent's stdout is shown to while it runs: the configured format's, unless it
@@ -165,8 +176,7 @@ impl ActiveRun<'_> {
         }
         sources.extend(output);
         let mut usage = record::combine(n, UsageStage::Agent, sources, &self.prices());
-        usage.egress_bytes = used.egress.as_ref().map(|e| e.command.bytes_up.saturating_add(e.command.bytes_down));
-        usage.cpu_ms = used.cpu.map(|d| d.as_millis().min(u128::from(u64::MAX)) as u64);
+        stamp(&mut usage, used);
         Some(usage)
     }
 }
