@@ -1,0 +1,47 @@
+//! The operator documentation stays whole (issue 23 item 10): every halt reason of the binary has
+//! its section in docs/halts.md under its own exit code, and the README's index names every page
+//! under docs/ (and no page that is not there).
+use loopexec::halt::HaltReason;
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(format!("{ROOT}/{path}")).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+#[test]
+fn every_halt_reason_has_a_section_under_its_exit_code_with_what_to_do() {
+    let page = read("docs/halts.md");
+    let sections: Vec<&str> = page.split("\n### ").skip(1).collect();
+    for reason in HaltReason::ALL {
+        let heading = format!("`{}` (exit {})", reason.as_str(), reason.class().code());
+        let section = sections
+            .iter()
+            .find(|s| s.starts_with(&heading))
+            .unwrap_or_else(|| panic!("docs/halts.md has no section `### {heading}`"));
+        assert!(section.contains("**Do:**"), "docs/halts.md `{heading}` does not say what to do");
+    }
+    assert_eq!(sections.len(), HaltReason::ALL.len(), "docs/halts.md has a section for a reason the binary does not have");
+}
+
+#[test]
+fn the_readme_index_names_every_page_under_docs_and_only_those() {
+    let readme = read("README.md");
+    let index = readme.split("\n## Documentation\n").nth(1).expect("README.md has no `## Documentation` index");
+    let index = index.split("\n## ").next().unwrap_or(index);
+    let mut pages: Vec<String> = std::fs::read_dir(format!("{ROOT}/docs"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".md"))
+        .collect();
+    pages.sort();
+    for page in &pages {
+        assert!(index.contains(&format!("(docs/{page})")), "README.md's index does not link docs/{page}");
+    }
+    for link in index.split("(docs/").skip(1) {
+        let target = link.split(')').next().unwrap_or("");
+        let file = target.split('#').next().unwrap_or(target);
+        assert!(std::path::Path::new(&format!("{ROOT}/docs/{file}")).exists(), "README.md's index links docs/{target}, which is not there");
+    }
+}
