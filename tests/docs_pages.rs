@@ -19,15 +19,25 @@ fn every_halt_reason_has_a_section_under_its_exit_code_with_what_to_do() {
             .iter()
             .find(|s| s.starts_with(&heading))
             .unwrap_or_else(|| panic!("docs/halts.md has no section `### {heading}`"));
-        assert!(section.contains("**Do:**"), "docs/halts.md `{heading}` does not say what to do");
+        assert!(
+            section.contains("**Do:**"),
+            "docs/halts.md `{heading}` does not say what to do"
+        );
     }
-    assert_eq!(sections.len(), HaltReason::ALL.len(), "docs/halts.md has a section for a reason the binary does not have");
+    assert_eq!(
+        sections.len(),
+        HaltReason::ALL.len(),
+        "docs/halts.md has a section for a reason the binary does not have"
+    );
 }
 
 #[test]
 fn the_readme_index_names_every_page_under_docs_and_only_those() {
     let readme = read("README.md");
-    let index = readme.split("\n## Documentation\n").nth(1).expect("README.md has no `## Documentation` index");
+    let index = readme
+        .split("\n## Documentation\n")
+        .nth(1)
+        .expect("README.md has no `## Documentation` index");
     let index = index.split("\n## ").next().unwrap_or(index);
     let mut pages: Vec<String> = std::fs::read_dir(format!("{ROOT}/docs"))
         .unwrap()
@@ -37,11 +47,17 @@ fn the_readme_index_names_every_page_under_docs_and_only_those() {
         .collect();
     pages.sort();
     for page in &pages {
-        assert!(index.contains(&format!("(docs/{page})")), "README.md's index does not link docs/{page}");
+        assert!(
+            index.contains(&format!("(docs/{page})")),
+            "README.md's index does not link docs/{page}"
+        );
     }
     for link in index.split("(docs/").skip(1) {
         let target = link.split(')').next().unwrap_or("");
         let file = target.split('#').next().unwrap_or(target);
-        assert!(std::path::Path::new(&format!("{ROOT}/docs/{file}")).exists(), "README.md's index links docs/{target}, which is not there");
+        assert!(
+            std::path::Path::new(&format!("{ROOT}/docs/{file}")).exists(),
+            "README.md's index links docs/{target}, which is not there"
+        );
     }
 }
