@@ -67,10 +67,18 @@ fn the_readme_index_names_every_page_under_docs_and_only_those() {
 fn workflow_steps() -> Vec<(String, String)> {
     let script = "import json, sys, yaml\nw = yaml.safe_load(open(sys.argv[1]))\nprint(json.dumps([[s.get('uses', ''), s.get('run', '')] for j in w['jobs'].values() for s in j['steps']]))";
     let out = std::process::Command::new("/usr/bin/python3")
-        .args(["-c", script, &format!("{ROOT}/docs/examples/github-actions-loop.yml")])
+        .args([
+            "-c",
+            script,
+            &format!("{ROOT}/docs/examples/github-actions-loop.yml"),
+        ])
         .output()
         .expect("python3 (ci/setup.sh installs python3-yaml)");
-    assert!(out.status.success(), "the workflow is not valid YAML: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "the workflow is not valid YAML: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
@@ -78,9 +86,29 @@ fn workflow_steps() -> Vec<(String, String)> {
 fn the_github_actions_example_runs_a_loop_verifies_it_and_uploads_the_receipt_and_report() {
     let steps = workflow_steps();
     let runs: Vec<&str> = steps.iter().map(|(_, run)| run.as_str()).collect();
-    let position = |needle: &str| runs.iter().position(|r| r.contains(needle)).unwrap_or_else(|| panic!("no step runs `{needle}`"));
-    let (up, run, verify, report) = (position("vagrant up"), position("loopexec run"), position("loopexec verify"), position("--html"));
-    assert!(up < run && run < verify && verify <= report, "steps out of order: {runs:#?}");
-    let upload = steps.iter().position(|(uses, _)| uses.starts_with("actions/upload-artifact@")).expect("no upload step");
-    assert!(report < upload && runs[upload - 1].contains("report.html") && runs[upload - 1].contains("run.tar"), "{runs:#?}");
+    let position = |needle: &str| {
+        runs.iter()
+            .position(|r| r.contains(needle))
+            .unwrap_or_else(|| panic!("no step runs `{needle}`"))
+    };
+    let (up, run, verify, report) = (
+        position("vagrant up"),
+        position("loopexec run"),
+        position("loopexec verify"),
+        position("--html"),
+    );
+    assert!(
+        up < run && run < verify && verify <= report,
+        "steps out of order: {runs:#?}"
+    );
+    let upload = steps
+        .iter()
+        .position(|(uses, _)| uses.starts_with("actions/upload-artifact@"))
+        .expect("no upload step");
+    assert!(
+        report < upload
+            && runs[upload - 1].contains("report.html")
+            && runs[upload - 1].contains("run.tar"),
+        "{runs:#?}"
+    );
 }

@@ -145,3 +145,10 @@ fn diff_names_the_network_mode_between_agent_and_exec() {
     assert!(keys.contains(&"network.mode"), "{keys:?}");
     assert_eq!(v["identical"], false);
 }
+
+#[test]
+fn a_nul_byte_in_an_env_set_value_is_refused_with_its_line() {
+    let (code, msg) = malformed("[env]\nallow = [\"PATH\"]\n[env.set]\nTOKEN = \"ab\\u0000cd\"\n");
+    assert_eq!(code, 20);
+    assert!(msg.ends_with(":4:9: env.set.TOKEN: the value holds a NUL byte, which no environment variable can carry"), "{msg}");
+}

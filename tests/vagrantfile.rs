@@ -8,7 +8,11 @@ use std::path::Path;
 use std::process::Command;
 
 fn vagrant_present() -> bool {
-    let present = Command::new("vagrant").arg("--version").output().map(|o| o.status.success()).unwrap_or(false);
+    let present = Command::new("vagrant")
+        .arg("--version")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
     if !present {
         assert!(std::env::var("CI").is_err(), "vagrant is missing under CI: ci/setup.sh (as root) installs vagrant and vagrant-libvirt");
         eprintln!("skipped: vagrant is not installed (ci/setup.sh installs it as root)");
@@ -23,12 +27,23 @@ fn validate(vagrantfile: &str, args: &[&str], env: &[(&str, &str)]) -> (i32, Str
     std::fs::write(dir.path().join("Vagrantfile"), vagrantfile).unwrap();
     let home = dir.path().join("vagrant-home");
     let mut c = Command::new("vagrant");
-    c.arg("validate").args(args).current_dir(dir.path()).env("VAGRANT_HOME", &home).env("VAGRANT_DEFAULT_PROVIDER", "libvirt");
+    c.arg("validate")
+        .args(args)
+        .current_dir(dir.path())
+        .env("VAGRANT_HOME", &home)
+        .env("VAGRANT_DEFAULT_PROVIDER", "libvirt");
     for (k, v) in env {
         c.env(k, v);
     }
     let out = c.output().unwrap();
-    (out.status.code().unwrap_or(-1), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+    (
+        out.status.code().unwrap_or(-1),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
 }
 
 fn ours() -> String {
@@ -41,7 +56,11 @@ fn the_vagrantfile_validates_with_the_libvirt_providers_settings_checked() {
         return;
     }
     let (code, out) = validate(&ours(), &[], &[]);
-    assert_eq!((code, out.trim_end().lines().last()), (0, Some("Vagrantfile validated successfully.")), "{out}");
+    assert_eq!(
+        (code, out.trim_end().lines().last()),
+        (0, Some("Vagrantfile validated successfully.")),
+        "{out}"
+    );
 }
 
 #[test]

@@ -286,11 +286,16 @@ fn command(plan: &Plan, listener_port: Option<u16>) -> CommandFailure {
         Ok(v) => v,
         Err(_) => return (None, "argument contains a NUL byte".into()),
     };
-    let envp: Vec<CString> = plan
+    // check_spec refused a NUL in the environment already; never drop a variable silently.
+    let envp: Vec<CString> = match plan
         .env
         .iter()
-        .filter_map(|(k, v)| CString::new([k.as_slice(), b"=", v.as_slice()].concat()).ok())
-        .collect();
+        .map(|(k, v)| CString::new([k.as_slice(), b"=", v.as_slice()].concat()))
+        .collect()
+    {
+        Ok(v) => v,
+        Err(_) => return (None, "an environment variable contains a NUL byte".into()),
+    };
     let Some(first) = plan.argv.first() else {
         return (None, "empty command".into());
     };

@@ -28,7 +28,7 @@ struct RawPolicy {
     #[serde(default)]
     syscalls: RawSyscalls,
     #[serde(default)]
-    env: Env,
+    env: RawEnv,
     #[serde(default)]
     identity: Identity,
     #[serde(default)]
@@ -184,6 +184,16 @@ pub struct Resources {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Syscalls {
     pub deny: Vec<String>,
+}
+
+/// `[env]` as written, with the place of every name and value (for errors naming the line).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEnv {
+    #[serde(default)]
+    allow: Vec<Spanned<String>>,
+    #[serde(default)]
+    set: BTreeMap<Spanned<String>, Spanned<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -533,10 +543,32 @@ impl Policy {
             may_skip.push(layer);
         }
         for name in raw.env.allow.iter().chain(raw.env.set.keys()) {
-            if name.is_empty() || name.contains('=') || name.contains('\0') {
-                return Err(at(None, format!("env: invalid variable name {name:?}")));
+            let text = name.get_ref();
+            if text.is_empty() || text.contains('=') || text.contains('\0') {
+                return Err(at(
+                    Some(name.span()),
+                    format!("env: invalid variable name {text:?}"),
+                ));
             }
         }
+        // A NUL cannot cross execve: the variable would arrive cut (or empty) in the zone.
+        for (name, value) in &raw.env.set {
+            if value.get_ref().contains('\0') {
+                return Err(at(
+                    Some(value.span()),
+                    format!("env.set.{}: the value holds a NUL byte, which no environment variable can carry", name.get_ref()),
+                ));
+            }
+        }
+        let env = Env {
+            allow: raw.env.allow.iter().map(|n| n.get_ref().clone()).collect(),
+            set: raw
+                .env
+                .set
+                .iter()
+                .map(|(k, v)| (k.get_ref().clone(), v.get_ref().clone()))
+                .collect(),
+        };
         let r = &raw.resources;
         if r.memory_bytes < (16 << 20) {
             return Err(at(
@@ -593,7 +625,7 @@ impl Policy {
             network: raw.network,
             resources: raw.resources,
             syscalls: Syscalls { deny },
-            env: raw.env,
+            env,
             identity: raw.identity,
             layers: Layers {
                 may_skip,
@@ -849,6 +881,41 @@ mod tests {
 
     fn err(text: &str) -> PolicyError {
         Policy::parse(text.as_bytes(), "t.toml").unwrap_err()
+    }
+
+    #[test]
+    fn a_nul_byte_in_an_env_set_value_is_refused_at_its_line() {
+        let e = err(
+            "[env]\nallow = [\"PATH\"]\n\n[env.set]\nLANG = \"C\"\nTOKEN = \"abc\\u0000def\"\n",
+        );
+        assert_eq!((e.line, e.column), (6, 9), "{e}");
+        assert_eq!(
+            e.message,
+            "env.set.TOKEN: the value holds a NUL byte, which no environment variable can carry"
+        );
+    }
+
+    #[test]
+    fn an_invalid_env_name_is_refused_at_its_line() {
+        let e = err("[env]\nallow = [\"PATH\", \"A=B\"]\n");
+        assert_eq!(
+            (e.line, e.message.as_str()),
+            (2, "env: invalid variable name \"A=B\""),
+            "{e}"
+        );
+        let e = err("[env.set]\n\"\" = \"x\"\n");
+        assert_eq!(
+            (e.line, e.message.as_str()),
+            (2, "env: invalid variable name \"\""),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn env_set_values_without_nul_arrive_as_written() {
+        let p = Policy::parse(b"[env.set]\nA = \"x y\"\nB = \"\"\n", "t").unwrap();
+        assert_eq!(p.env.set.get("A").map(String::as_str), Some("x y"));
+        assert_eq!(p.env.set.get("B").map(String::as_str), Some(""));
     }
 
     #[test]

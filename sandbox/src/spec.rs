@@ -114,6 +114,16 @@ pub(crate) fn check_spec(spec: &ZoneSpec) -> Result<(), SandboxError> {
             spec.cwd.display()
         )));
     }
+    // No NUL can cross execve: a variable holding one would arrive cut or not at all.
+    if let Some((k, _)) = build_env(spec)
+        .into_iter()
+        .find(|(k, v)| k.contains(&0) || v.contains(&0))
+    {
+        return Err(SandboxError::Spec(format!(
+            "environment variable {:?} holds a NUL byte, which no environment variable can carry",
+            String::from_utf8_lossy(&k)
+        )));
+    }
     if spec.loopback_listener.is_some() && spec.policy.network.mode != NetworkMode::Proxy {
         return Err(SandboxError::Spec(
             "a proxy listener needs network.mode = \"proxy\"".into(),
@@ -264,6 +274,26 @@ mod tests {
                 (b"LANG".to_vec(), b"C".to_vec()),
                 (b"HOME".to_vec(), b"/tmp".to_vec())
             ]
+        );
+    }
+
+    #[test]
+    fn a_nul_byte_in_a_set_or_passed_variable_refuses_the_zone_naming_it() {
+        // A policy built in code (not parsed: parsing refuses it at its line) can still hold one.
+        let mut s = spec("[filesystem]\nread_only = [\"/usr\"]\n");
+        s.cwd = PathBuf::from("/usr");
+        s.policy.env.set.insert("TOKEN".into(), "ab\0cd".into());
+        assert!(
+            matches!(check_spec(&s), Err(SandboxError::Spec(m)) if m == "environment variable \"TOKEN\" holds a NUL byte, which no environment variable can carry")
+        );
+        let mut s = spec("[filesystem]\nread_only = [\"/usr\"]\n[env]\nallow = [\"LANG\"]\n");
+        s.cwd = PathBuf::from("/usr");
+        s.env = vec![(
+            "LANG".into(),
+            std::ffi::OsString::from(std::ffi::OsStr::from_bytes(b"C\0x")),
+        )];
+        assert!(
+            matches!(check_spec(&s), Err(SandboxError::Spec(m)) if m.contains("\"LANG\" holds a NUL byte"))
         );
     }
 
