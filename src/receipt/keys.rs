@@ -172,10 +172,45 @@ fn generate_key_pair(
     })
 }
 
-fn read_key_file(path: &Path) -> Result<String, KeyError> {
+/// The longest key file read (a PEM key is a few hundred bytes).
+const MAX_KEY_FILE_BYTES: u64 = 64 * 1024;
+
+/// Read a key file through one descriptor: opened once (no link, a regular file), and, for a
+/// private key (`private`), its mode checked on that descriptor (fstat) before a byte is read, so
+/// the file checked is the file read.
+fn read_key_file(path: &Path, private: bool) -> Result<String, KeyError> {
+    use std::io::Read;
+    use std::os::unix::fs::PermissionsExt;
     let (dir, name) = split(path)?;
     let safe = SafeDir::open(&dir)?;
-    let bytes = safe.read(&name, 64 * 1024)?;
+    let mut file = safe.open_read(&name)?;
+    if private {
+        let meta = file.metadata().map_err(|source| KeyError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            return Err(KeyError::Permissions {
+                path: path.to_path_buf(),
+                mode,
+            });
+        }
+    }
+    let mut bytes = Vec::new();
+    (&mut file)
+        .take(MAX_KEY_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|source| KeyError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    if bytes.len() as u64 > MAX_KEY_FILE_BYTES {
+        return Err(KeyError::Fs(SafeFsError::TooLarge {
+            path: path.to_path_buf(),
+            limit: MAX_KEY_FILE_BYTES,
+        }));
+    }
     String::from_utf8(bytes).map_err(|e| KeyError::Malformed {
         path: path.to_path_buf(),
         what: "key",
@@ -199,21 +234,10 @@ fn split(path: &Path) -> Result<(PathBuf, String), KeyError> {
 }
 
 impl OperatorKey {
-    /// Load a PKCS#8 PEM private key, refusing one that group or others can read.
+    /// Load a PKCS#8 PEM private key, refusing one that group or others can read (checked on the
+    /// descriptor it is read from) and a link.
     pub fn load(path: &Path) -> Result<OperatorKey, KeyError> {
-        use std::os::unix::fs::PermissionsExt;
-        let meta = std::fs::symlink_metadata(path).map_err(|source| KeyError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        let mode = meta.permissions().mode() & 0o777;
-        if mode & 0o077 != 0 {
-            return Err(KeyError::Permissions {
-                path: path.to_path_buf(),
-                mode,
-            });
-        }
-        let pem = read_key_file(path)?;
+        let pem = read_key_file(path, true)?;
         let signing = SigningKey::from_pkcs8_pem(&pem).map_err(|e| KeyError::Malformed {
             path: path.to_path_buf(),
             what: "private key",
@@ -233,7 +257,7 @@ impl OperatorKey {
 
 /// Load an SPKI PEM public key.
 pub fn load_public_key(path: &Path) -> Result<VerifyingKey, KeyError> {
-    let pem = read_key_file(path)?;
+    let pem = read_key_file(path, false)?;
     VerifyingKey::from_public_key_pem(&pem).map_err(|e| KeyError::Malformed {
         path: path.to_path_buf(),
         what: "public key",
@@ -343,6 +367,26 @@ mod tests {
             Err(KeyError::Exists { .. })
         ));
         generate_operator_key(tmp.path(), true).unwrap();
+    }
+
+    #[test]
+    fn a_private_key_reached_through_a_link_or_as_a_fifo_is_refused_unread() {
+        let dir = tempfile::tempdir().unwrap();
+        let generated = generate_operator_key(dir.path(), false).unwrap();
+        let link = dir.path().join("link.key");
+        std::os::unix::fs::symlink(&generated.private_key, &link).unwrap();
+        assert!(matches!(
+            OperatorKey::load(&link),
+            Err(KeyError::Fs(SafeFsError::Symlink { .. }))
+        ));
+        let fifo = dir.path().join("fifo.key");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        // Refused on what the descriptor is, without blocking on a writer.
+        assert!(matches!(
+            OperatorKey::load(&fifo),
+            Err(KeyError::Fs(SafeFsError::NotRegular { .. }))
+        ));
+        assert!(OperatorKey::load(&generated.private_key).is_ok());
     }
 
     #[test]
