@@ -64,3 +64,21 @@ fn the_rust_crate_example_converges_in_three_iterations_with_debians_cargo_offli
     let last = events(dir.path(), "example").into_iter().rev().find(|e| e["type"] == "check_result").unwrap();
     assert_eq!(last["collected_count"], 7, "libtest's seven tests: {last}");
 }
+
+#[test]
+fn the_python_pytest_example_converges_in_three_iterations_from_its_junit_report() {
+    require("/usr/bin/python3", "python3-pytest");
+    let dir = checkout("python-pytest");
+    assert_converges(dir.path(), [3, 1, 0]);
+    let last = events(dir.path(), "example").into_iter().rev().find(|e| e["type"] == "check_result").unwrap();
+    assert_eq!(last["collected_count"], 7, "the report's seven test cases: {last}");
+}
+
+#[test]
+fn the_node_test_example_converges_in_three_iterations_from_its_tap_report() {
+    require("/usr/bin/node", "nodejs");
+    let dir = checkout("node-test");
+    assert_converges(dir.path(), [3, 1, 0]);
+    let last = events(dir.path(), "example").into_iter().rev().find(|e| e["type"] == "check_result").unwrap();
+    assert_eq!(last["collected_count"], 7, "the stream's seven test points: {last}");
+}

@@ -1,7 +1,7 @@
 //! Roman numerals. The table starts out incomplete on purpose; the example's agent (agent.sh)
 //! adds the missing numerals one step per iteration.
 
-/// The numerals, largest first: `to_roman` takes each as often as it fits.
+/// The numerals, largest first: `to_roman` writes each as often as it fits.
 const NUMERALS: &[(u32, &str)] = &[
     (1, "I"),
 ];
@@ -10,10 +10,8 @@ const NUMERALS: &[(u32, &str)] = &[
 pub fn to_roman(mut n: u32) -> String {
     let mut out = String::new();
     for &(value, numeral) in NUMERALS {
-        while n >= value {
-            out.push_str(numeral);
-            n -= value;
-        }
+        out.push_str(&numeral.repeat((n / value) as usize));
+        n %= value;
     }
     out
 }
