@@ -45,22 +45,31 @@ fn failing_counts(dir: &Path, run_id: &str) -> Vec<u64> {
         .collect()
 }
 
-/// Runs the example's loop with its own loop.toml and asserts it converged sandboxed in three
-/// iterations with `counts` failing.
-fn assert_converges(dir: &Path, counts: [u64; 3]) {
-    let r = loopexec(dir, &["run", "--json", "--run-id", "example"]);
+/// Asserts the run halted `success_condition_met` (exit 10) after `iterations`, sandboxed.
+fn assert_succeeded_sandboxed(r: &Ran, iterations: u64) {
     assert_eq!(r.code, 10, "{r:?}");
     let v = r.json();
     assert_eq!(
         (v["halt_reason"].as_str(), v["iteration"].as_u64()),
-        (Some("success_condition_met"), Some(3)),
+        (Some("success_condition_met"), Some(iterations)),
         "{v}"
     );
-    assert_eq!(
-        v["run"]["isolation"], "native",
-        "the example runs sandboxed"
-    );
+    assert_eq!(v["run"]["isolation"], "native", "the loop runs sandboxed");
+}
+
+/// Runs the example's loop with its own loop.toml and asserts it converged sandboxed in three
+/// iterations with `counts` failing, its last check reading `collected` tests.
+fn assert_converges(dir: &Path, counts: [u64; 3], collected: u64) {
+    let r = loopexec(dir, &["run", "--json", "--run-id", "example"]);
+    assert_succeeded_sandboxed(&r, 3);
     assert_eq!(failing_counts(dir, "example"), counts);
+    let ev = events(dir, "example");
+    let last = ev
+        .iter()
+        .rev()
+        .find(|e| e["type"] == "check_result")
+        .unwrap();
+    assert_eq!(last["collected_count"], collected, "{last}");
 }
 
 /// A Debian package's program the example's check runs, or a failure naming it (ci/setup.sh
@@ -76,45 +85,24 @@ fn require(program: &str, package: &str) {
 fn the_rust_crate_example_converges_in_three_iterations_with_debians_cargo_offline() {
     require("/usr/bin/cargo", "cargo");
     let dir = checkout("rust-crate");
-    assert_converges(dir.path(), [2, 1, 0]);
-    let last = events(dir.path(), "example")
-        .into_iter()
-        .rev()
-        .find(|e| e["type"] == "check_result")
-        .unwrap();
-    assert_eq!(last["collected_count"], 7, "libtest's seven tests: {last}");
+    // libtest's seven unit tests, read from cargo's output.
+    assert_converges(dir.path(), [2, 1, 0], 7);
 }
 
 #[test]
 fn the_python_pytest_example_converges_in_three_iterations_from_its_junit_report() {
-    require("/usr/bin/python3", "python3-pytest");
+    require("/usr/lib/python3/dist-packages/pytest", "python3-pytest");
     let dir = checkout("python-pytest");
-    assert_converges(dir.path(), [3, 1, 0]);
-    let last = events(dir.path(), "example")
-        .into_iter()
-        .rev()
-        .find(|e| e["type"] == "check_result")
-        .unwrap();
-    assert_eq!(
-        last["collected_count"], 7,
-        "the report's seven test cases: {last}"
-    );
+    // The JUnit report's seven test cases.
+    assert_converges(dir.path(), [3, 1, 0], 7);
 }
 
 #[test]
 fn the_node_test_example_converges_in_three_iterations_from_its_tap_report() {
     require("/usr/bin/node", "nodejs");
     let dir = checkout("node-test");
-    assert_converges(dir.path(), [3, 1, 0]);
-    let last = events(dir.path(), "example")
-        .into_iter()
-        .rev()
-        .find(|e| e["type"] == "check_result")
-        .unwrap();
-    assert_eq!(
-        last["collected_count"], 7,
-        "the stream's seven test points: {last}"
-    );
+    // The TAP stream's seven test points.
+    assert_converges(dir.path(), [3, 1, 0], 7);
 }
 
 // ---- examples/agents: the loop files for real agent CLIs, run against stubs of the same name ----
@@ -210,15 +198,7 @@ fn assert_agent_cli_converges(cli: &AgentCli) {
         .arg(&policy)
         .output()
         .unwrap();
-    let r = from_output(out);
-    assert_eq!(r.code, 10, "{r:?}");
-    let v = r.json();
-    assert_eq!(
-        (v["halt_reason"].as_str(), v["iteration"].as_u64()),
-        (Some("success_condition_met"), Some(1)),
-        "{v}"
-    );
-    assert_eq!(v["run"]["isolation"], "native");
+    assert_succeeded_sandboxed(&from_output(out), 1);
     let ev = events(dir.path(), "agent");
     let minted = ev
         .iter()
