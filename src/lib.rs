@@ -51,6 +51,7 @@ pub mod run_id;
 pub mod safefs;
 pub mod secret;
 pub mod testreport;
+pub mod timestamp;
 pub mod trust;
 pub mod workspace;
 pub mod zones;

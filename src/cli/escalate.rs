@@ -172,7 +172,7 @@ pub fn escalate(workdir: &Path, run: &RunDir, target: &Target) -> CmdResult<Esca
         receipt_sha256: receipt_sha256.clone(),
         receipt_events: loaded.chain.events.len(),
         sealed,
-        created_at: crate::receipt::chain::now_rfc3339(),
+        created_at: crate::timestamp::now_rfc3339(),
     };
     let built = packet::build(&input);
     let packet_sha256 = built.sha256();
@@ -193,7 +193,7 @@ pub fn escalate(workdir: &Path, run: &RunDir, target: &Target) -> CmdResult<Esca
     };
     let record = Record {
         seq: 0,
-        time: crate::receipt::chain::now_rfc3339(),
+        time: crate::timestamp::now_rfc3339(),
         run_id: input.run_id.clone(),
         packet_sha256: packet_sha256.clone(),
         receipt_sha256,

@@ -192,7 +192,7 @@ fn accept(source: &ReceiptArgs, n: u64, key: &Path) -> CmdResult<Outcome> {
     if let Ok(mut state) = run.read_state() {
         state.receipt_events = log.len();
         state.receipt_head = log.head().to_string();
-        state.updated_at = chain::now_rfc3339();
+        state.updated_at = crate::timestamp::now_rfc3339();
         run.write_state(&state)?;
     }
     let human = aligned(&[

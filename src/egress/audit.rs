@@ -339,16 +339,6 @@ impl AuditLog {
     }
 }
 
-/// The current UTC time as RFC 3339 with milliseconds.
-pub fn now_rfc3339() -> String {
-    let now = time::OffsetDateTime::now_utc();
-    let format = time::macros::format_description!(
-        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
-    );
-    now.format(format)
-        .unwrap_or_else(|_| now.unix_timestamp().to_string())
-}
-
 /// Per-host counts for `loopexec report`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct HostSummary {
@@ -414,7 +404,7 @@ mod tests {
 
     fn record(host: &str, decision: Decision, up: u64) -> AuditRecord {
         let r = AuditRecord::new(
-            now_rfc3339(),
+            crate::timestamp::now_rfc3339(),
             "agent".into(),
             decision,
             Some("CONNECT".into()),
@@ -566,7 +556,7 @@ mod tests {
         ]);
         bytes.extend(
             serde_json::to_vec(&AuditRecord::aggregate(
-                now_rfc3339(),
+                crate::timestamp::now_rfc3339(),
                 "agent".into(),
                 counts,
             ))

@@ -12,7 +12,7 @@
 //! `ProxyHandle::stop` stops accepting, cuts every open connection, joins all threads, writes the
 //! step's last aggregate line and returns the totals.
 
-use super::audit::{now_rfc3339, AuditLog, AuditRecord, Decision, RefusalTally, TallyStep};
+use super::audit::{AuditLog, AuditRecord, Decision, RefusalTally, TallyStep};
 use super::config::EgressConfig;
 use super::decision::{decide, Denial};
 use super::relay::{relay, ByteBudget, RelayEnd, Upstream};
@@ -399,7 +399,7 @@ impl Accepted {
     fn now() -> Accepted {
         Accepted {
             at: Instant::now(),
-            ts: now_rfc3339(),
+            ts: crate::timestamp::now_rfc3339(),
         }
     }
 }
@@ -668,7 +668,8 @@ fn deny(shared: &Shared, mut record: AuditRecord, denial: &Denial, started: &Acc
 }
 
 fn write_aggregate(shared: &Shared, counts: std::collections::BTreeMap<String, u64>) {
-    let record = AuditRecord::aggregate(now_rfc3339(), shared.zone.clone(), counts);
+    let record =
+        AuditRecord::aggregate(crate::timestamp::now_rfc3339(), shared.zone.clone(), counts);
     write_record(shared, record, &Accepted::now());
 }
 

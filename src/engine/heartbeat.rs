@@ -124,7 +124,7 @@ impl Beacon {
             iteration: at.iteration,
             phase_since_unix_ms: Some(at.since_unix_ms),
             zone,
-            updated_at: crate::receipt::chain::now_rfc3339(),
+            updated_at: crate::timestamp::now_rfc3339(),
             updated_at_unix_ms: heartbeat::now_unix_ms(),
         };
         // Best effort: an unwritable heartbeat goes stale, which `watch` reports.

@@ -802,7 +802,7 @@ impl<'a> ActiveRun<'a> {
     pub(super) fn save_state(&mut self, publish: bool) -> CmdResult<()> {
         self.state.receipt_events = self.log.len();
         self.state.receipt_head = self.log.head().to_string();
-        self.state.updated_at = crate::receipt::chain::now_rfc3339();
+        self.state.updated_at = crate::timestamp::now_rfc3339();
         self.run.write_state(&self.state)?;
         if publish {
             self.statedir.publish_latest(&self.state)?;

@@ -96,7 +96,7 @@ pub(super) fn finish_seal(u: Unsealed<'_>, operator: &OperatorKey) -> CmdResult<
         receipt_events: log.len(),
         receipt_head: log.head().to_string(),
         pid: std::process::id(),
-        updated_at: crate::receipt::chain::now_rfc3339(),
+        updated_at: crate::timestamp::now_rfc3339(),
     };
     run.write_state(&state)?;
     statedir.publish_latest(&state)?;

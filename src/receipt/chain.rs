@@ -153,13 +153,6 @@ pub enum LogError {
     Io(#[from] std::io::Error),
 }
 
-/// The current time as RFC 3339 UTC with nanoseconds.
-pub fn now_rfc3339() -> String {
-    let now = time::OffsetDateTime::now_utc();
-    now.format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_else(|_| now.unix_timestamp().to_string())
-}
-
 /// An opened receipt: the log to append to, its verified events, and the bytes they came from.
 pub type OpenedReceipt = (ReceiptLog, Vec<Map<String, Value>>, Vec<u8>);
 
@@ -246,7 +239,7 @@ impl ReceiptLog {
         let mut obj = Map::new();
         obj.insert("seq".into(), Value::from(self.next_seq));
         obj.insert("prev".into(), Value::String(self.head.clone()));
-        obj.insert("ts".into(), Value::String(now_rfc3339()));
+        obj.insert("ts".into(), Value::String(crate::timestamp::now_rfc3339()));
         obj.insert("type".into(), Value::String(event_type.into()));
         for (k, v) in fields {
             if !matches!(k.as_str(), "seq" | "prev" | "ts" | "type") {

@@ -158,7 +158,7 @@ pub fn sign_ack(
         run_id: run_id.into(),
         reviewer: hex::encode(key.verifying_key().as_bytes()),
         digests,
-        signed_at: super::chain::now_rfc3339(),
+        signed_at: crate::timestamp::now_rfc3339(),
         signature: Some(signature),
     }
 }
@@ -281,7 +281,7 @@ impl Files {
         let header = Header {
             schema: LEDGER_SCHEMA.into(),
             ledger_id: hex::encode(id),
-            created_at: super::chain::now_rfc3339(),
+            created_at: crate::timestamp::now_rfc3339(),
         };
         let mut line = serde_json::to_vec(&header).map_err(|e| Failure::internal(e.to_string()))?;
         line.push(b'\n');
