@@ -345,21 +345,16 @@ fn resolve(arg0: &[u8], env: &[(Vec<u8>, Vec<u8>)]) -> Vec<CString> {
 /// dispositions survive execve. Restore the default for every signal 1..=64 (through the raw
 /// syscall: libc refuses the two real-time signals it reserves) and unblock them all.
 fn reset_signals() -> nix::Result<()> {
-    // The kernel's `struct sigaction` (8-byte mask), hand-written: libc's `sigaction` is glibc's
-    // userspace layout (a 128-byte mask), and nix goes through libc's wrapper, which refuses the
-    // reserved real-time signals.
-    #[repr(C)]
-    struct KernelSigaction {
-        handler: usize,
-        flags: u64,
-        restorer: usize,
-        mask: u64,
-    }
+    // The kernel's `struct sigaction` (an 8-byte mask, linux-raw-sys's generated UAPI type): libc's
+    // `sigaction` is glibc's userspace layout (a 128-byte mask), and nix goes through libc's
+    // wrapper, which refuses the reserved real-time signals.
+    use linux_raw_sys::general::{kernel_sigaction as KernelSigaction, kernel_sigset_t};
+    // SIG_DFL is the null handler.
     let default = KernelSigaction {
-        handler: libc::SIG_DFL,
-        flags: 0,
-        restorer: 0,
-        mask: 0,
+        sa_handler_kernel: None,
+        sa_flags: 0,
+        sa_restorer: None,
+        sa_mask: kernel_sigset_t { sig: [0] },
     };
     for sig in 1..=64 {
         if sig == libc::SIGKILL || sig == libc::SIGSTOP {
@@ -371,7 +366,7 @@ fn reset_signals() -> nix::Result<()> {
                 sig,
                 &default as *const KernelSigaction,
                 std::ptr::null_mut::<KernelSigaction>(),
-                8usize,
+                std::mem::size_of::<kernel_sigset_t>(),
             )
         };
         if rc != 0 {

@@ -58,23 +58,13 @@ fn clone3(args: &mut libc::clone_args) -> libc::c_long {
     }
 }
 
-/// Written here: libc's `CLONE_INTO_CGROUP` is a `c_int` that overflows (deprecated since 0.2.188).
-const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
-
-/// The capget/capset ABI (linux/capability.h, version 3), which libc does not define; the caps
+/// clone3's `CLONE_INTO_CGROUP` as the kernel defines it (libc's is a `c_int` that overflows), and
+/// the capget/capset ABI (linux/capability.h, version 3), which libc does not define; the caps
 /// crate's calls allocate, so they cannot run between clone and exec.
-#[repr(C)]
-struct CapHeader {
-    version: u32,
-    pid: i32,
-}
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct CapData {
-    effective: u32,
-    permitted: u32,
-    inheritable: u32,
-}
+use linux_raw_sys::general::{
+    __user_cap_data_struct as CapData, __user_cap_header_struct as CapHeader,
+    _LINUX_CAPABILITY_VERSION_3, CLONE_INTO_CGROUP,
+};
 
 /// Step 4 of docs/zones.md ("The native zone's setup sequence"): clone3(2) the zone init
 /// straight into its namespaces (and, on cgroup v2, its cgroup). The child makes only
@@ -197,7 +187,7 @@ pub(crate) fn clone_zone_init(
                 }
             }
             let mut head = CapHeader {
-                version: 0x2008_0522,
+                version: _LINUX_CAPABILITY_VERSION_3,
                 pid: 0,
             };
             let mut data = [CapData {
