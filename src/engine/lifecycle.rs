@@ -211,7 +211,7 @@ pub fn start_after_gates(
             std::path::Path::new(&active.cfg.workdir),
             statedir,
             &active.run,
-            active.cfg.include_uncommitted,
+            super::detached::Start { include_uncommitted: active.cfg.include_uncommitted, agent_git: active.cfg.agent_git },
             &super::detached::Protection { extra: &active.cfg.protected, exempt: &exempt, commands: &commands },
             role_policy(&zones, Role::Agent)?,
             role_policy(&zones, Role::Check)?,
@@ -339,7 +339,7 @@ pub fn resume(
         let (agent_policy, check_policy) = (role_policy(&zones, Role::Agent)?, role_policy(&zones, Role::Check)?);
         let exempt = super::allow_change::Allowances::path_globs(&active.cfg.allow_test_change);
         let commands = active.cfg.operator_commands();
-        let ws = RunWorkspace::reopen(&record, statedir, &active.run, &super::detached::Protection { extra: &active.cfg.protected, exempt: &exempt, commands: &commands }, agent_policy, check_policy)?;
+        let ws = RunWorkspace::reopen(&record, statedir, &active.run, active.cfg.agent_git, &super::detached::Protection { extra: &active.cfg.protected, exempt: &exempt, commands: &commands }, agent_policy, check_policy)?;
         active.attach_workspace(ws, true)?;
     }
     let decided = match pending {
