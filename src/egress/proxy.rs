@@ -33,6 +33,8 @@ use std::time::{Duration, Instant};
 const ACCEPT_POLL: u16 = 100;
 /// How long writing a refusal to a client may block.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(2);
+/// The header of a refusal the proxy decided (an upstream failure has `X-Loopexec-Error`).
+const DENIED_HEADER: &str = "X-Loopexec-Denied";
 
 /// Totals over the proxy's life (one step), or, added up, over a run.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -266,7 +268,7 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
         }
         if let Some(denial) = refusal_at_accept(shared) {
             let started = Accepted::now();
-            answer(&stream, &denial, "X-Loopexec-Denied");
+            answer(&stream, shared, &denial, DENIED_HEADER, None);
             audit_denied(shared, None, &denial, &started);
             continue;
         }
@@ -389,7 +391,7 @@ fn handle_connection(shared: &Shared, id: u64, client: TcpStream) {
     }
     if shared.stopping.load(Ordering::SeqCst) {
         let denial = Denial::new(503, "stopping", "the zone is ending");
-        answer(&client, &denial, "X-Loopexec-Denied");
+        answer(&client, shared, &denial, DENIED_HEADER, None);
         audit_denied(shared, None, &denial, &started);
         return;
     }
@@ -398,7 +400,7 @@ fn handle_connection(shared: &Shared, id: u64, client: TcpStream) {
         Err(e) => {
             let denial = head_denial(e);
             if denial.status != 0 {
-                answer(&client, &denial, "X-Loopexec-Denied");
+                answer(&client, shared, &denial, DENIED_HEADER, None);
             }
             audit_denied(shared, None, &denial, &started);
             return;
@@ -408,11 +410,12 @@ fn handle_connection(shared: &Shared, id: u64, client: TcpStream) {
         Ok(r) => r,
         Err(e) => {
             let denial = head_denial(e);
-            answer(&client, &denial, "X-Loopexec-Denied");
+            answer(&client, shared, &denial, DENIED_HEADER, None);
             audit_denied(shared, None, &denial, &started);
             return;
         }
     };
+    let asked = request.host.authority(request.port);
     let seen = Seen {
         method: Some(request.method.clone()),
         host: Some(request.host.to_string()),
@@ -421,14 +424,14 @@ fn handle_connection(shared: &Shared, id: u64, client: TcpStream) {
     let permit = match decide(&shared.config, &request.host, request.port) {
         Ok(p) => p,
         Err(denial) => {
-            answer(&client, &denial, "X-Loopexec-Denied");
+            answer(&client, shared, &denial, DENIED_HEADER, Some(&asked));
             audit_denied(shared, Some(seen), &denial, &started);
             return;
         }
     };
     if !take_connection(shared) {
         let denial = connection_budget_denial(shared);
-        answer(&client, &denial, "X-Loopexec-Denied");
+        answer(&client, shared, &denial, DENIED_HEADER, Some(&asked));
         audit_denied(shared, Some(seen), &denial, &started);
         return;
     }
@@ -451,7 +454,7 @@ fn handle_connection(shared: &Shared, id: u64, client: TcpStream) {
     }
     let Some(server) = server else {
         let failure = Denial::new(502, "connect_failed", last_error);
-        answer(&client, &failure, "X-Loopexec-Error");
+        answer(&client, shared, &failure, "X-Loopexec-Error", Some(&asked));
         finish_failed(shared, record, &failure, &started);
         return;
     };
@@ -471,7 +474,7 @@ fn handle_connection(shared: &Shared, id: u64, client: TcpStream) {
             Ok(extra) => first_down = extra,
             Err(problem) => {
                 let failure = Denial::new(502, "upstream_refused", problem);
-                answer(&client, &failure, "X-Loopexec-Error");
+                answer(&client, shared, &failure, "X-Loopexec-Error", Some(&asked));
                 finish_failed(shared, record, &failure, &started);
                 return;
             }
@@ -575,12 +578,14 @@ fn reason_phrase(status: u16) -> &'static str {
     }
 }
 
-/// Write the proxy's own refusal: status, a header naming the reason, a one-line body.
-fn answer(client: &TcpStream, denial: &Denial, header: &str) {
+/// Write the proxy's own refusal: status, a header naming the reason, and the JSON body an
+/// agent reads (`super::refusal`); `host` is the `host:port` the client asked for, when it got that
+/// far.
+fn answer(client: &TcpStream, shared: &Shared, denial: &Denial, header: &str, host: Option<&str>) {
     let value = printable(&format!("{}: {}", denial.reason, denial.detail));
-    let body = format!("loopexec egress: {value}\n");
+    let body = super::refusal::body(denial, host, &shared.config.rules, header == DENIED_HEADER);
     let response = format!(
-        "HTTP/1.1 {} {}\r\n{header}: {value}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "HTTP/1.1 {} {}\r\n{header}: {value}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         denial.status,
         reason_phrase(denial.status),
         body.len()
