@@ -50,6 +50,9 @@ pub struct ProxyStats {
     pub byte_cap_hits: u64,
     /// Audit lines that could not be written (the proxy refuses new connections after the first).
     pub audit_errors: u64,
+    /// This step's refusals by destination (bounded; never summed into a run's totals).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub denied_hosts: Vec<super::refusal::DeniedHost>,
 }
 
 impl ProxyStats {
@@ -90,6 +93,7 @@ struct Shared {
     connections_left: AtomicU64,
     connections_name: String,
     tally: Mutex<RefusalTally>,
+    denied_hosts: Mutex<Vec<super::refusal::DeniedHost>>,
     active: AtomicUsize,
     stopping: AtomicBool,
     audit_broken: AtomicBool,
@@ -147,6 +151,7 @@ impl Proxy {
             connections_left: AtomicU64::new(connections),
             connections_name,
             tally: Mutex::new(RefusalTally::new(config.denied_lines)),
+            denied_hosts: Mutex::new(Vec::new()),
             config,
             audit,
             zone: zone.to_string(),
@@ -177,7 +182,7 @@ impl ProxyHandle {
 
     /// Totals so far.
     pub fn stats(&self) -> ProxyStats {
-        snapshot(&self.shared.counters)
+        ProxyStats { denied_hosts: lock(&self.shared.denied_hosts).clone(), ..snapshot(&self.shared.counters) }
     }
 
     /// Stop accepting, cut open connections, join every thread, return the totals.
@@ -229,6 +234,7 @@ fn snapshot(c: &Counters) -> ProxyStats {
         bytes_down: c.bytes_down.load(Ordering::Relaxed),
         byte_cap_hits: c.byte_cap_hits.load(Ordering::Relaxed),
         audit_errors: c.audit_errors.load(Ordering::Relaxed),
+        denied_hosts: Vec::new(),
     }
 }
 
@@ -616,6 +622,11 @@ fn audit_denied(shared: &Shared, seen: Option<Seen>, denial: &Denial, started: &
 /// line after that.
 fn deny(shared: &Shared, mut record: AuditRecord, denial: &Denial, started: &Accepted) {
     shared.counters.denied.fetch_add(1, Ordering::Relaxed);
+    let asked = record.host.as_ref().map(|h| match record.port {
+        Some(port) => format!("{h}:{port}"),
+        None => h.clone(),
+    });
+    super::refusal::count_denied(&mut lock(&shared.denied_hosts), asked.as_deref(), denial.reason);
     let step = lock(&shared.tally).refusal(denial.reason);
     match step {
         TallyStep::Line => {

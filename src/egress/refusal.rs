@@ -30,6 +30,37 @@ pub fn body(denial: &Denial, host: Option<&str>, allowed: &[AllowRule], policy: 
     format!("{value}\n")
 }
 
+/// At most this many destinations are told apart in a step's [`DeniedHost`] list; refusals of
+/// any other destination are counted on the last entry, whose `host` is then null.
+pub const MAX_DENIED_HOSTS: usize = 20;
+
+/// The refusals of one destination in one step, with the reason of the first.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DeniedHost {
+    /// `host:port` as the client asked (printable, bounded); null for refusals before a request
+    /// head, or of destinations past [`MAX_DENIED_HOSTS`].
+    pub host: Option<String>,
+    pub reason: String,
+    pub count: u64,
+}
+
+/// Count one refusal of `host` for `reason` in `list` (bounded by [`MAX_DENIED_HOSTS`]).
+pub fn count_denied(list: &mut Vec<DeniedHost>, host: Option<&str>, reason: &str) {
+    let host = host.map(printable);
+    if let Some(entry) = list.iter_mut().find(|d| d.host == host) {
+        entry.count += 1;
+        return;
+    }
+    if list.len() + 1 >= MAX_DENIED_HOSTS {
+        match list.iter_mut().find(|d| d.host.is_none()) {
+            Some(rest) => rest.count += 1,
+            None => list.push(DeniedHost { host: None, reason: "(more destinations)".into(), count: 1 }),
+        }
+        return;
+    }
+    list.push(DeniedHost { host, reason: reason.to_string(), count: 1 });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -45,5 +76,19 @@ mod tests {
         assert_eq!(v["allowed"][0], "h0.example:443");
         assert_eq!(v["allowed_not_listed"], 5);
         assert_eq!(v["retry"], RETRY_FUTILE);
+    }
+
+    #[test]
+    fn denied_destinations_are_counted_each_and_bounded() {
+        let mut list = Vec::new();
+        count_denied(&mut list, Some("a.example:443"), "no_matching_rule");
+        count_denied(&mut list, Some("a.example:443"), "no_matching_rule");
+        for i in 0..30 {
+            count_denied(&mut list, Some(&format!("h{i}.example:443")), "no_matching_rule");
+        }
+        assert_eq!(list.len(), MAX_DENIED_HOSTS);
+        assert_eq!(list[0], DeniedHost { host: Some("a.example:443".into()), reason: "no_matching_rule".into(), count: 2 });
+        let rest = list.last().unwrap();
+        assert_eq!((rest.host.as_deref(), rest.count), (None, 30 - (MAX_DENIED_HOSTS as u64 - 2)));
     }
 }
