@@ -237,6 +237,17 @@ pub struct Rejected {
     pub reverted_to: Option<u64>,
 }
 
+/// Connections the egress proxy refused during the previous agent step, for one destination.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EgressDenied {
+    /// `host:port` as the agent asked for it (escaped, bounded); null for refusals before a
+    /// request head, or for destinations past the proxy's bound, counted together.
+    pub host: Option<Untrusted>,
+    /// The proxy's reason code (docs/egress.md), e.g. `no_matching_rule`.
+    pub reason: Untrusted,
+    pub count: u64,
+}
+
 /// The feedback for the coming agent call.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Feedback {
@@ -254,6 +265,10 @@ pub struct Feedback {
     /// has any.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub budget_left: Vec<(&'static str, u64)>,
+    /// What the egress proxy refused during the previous agent step, by destination (absent when
+    /// it refused nothing): retrying those destinations, by any route, is refused the same way.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub egress_denied: Vec<EgressDenied>,
     /// What the operator let cross (`[feedback] include`), written only when it is not the
     /// default `excerpts`, so the agent knows what was withheld.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -310,6 +325,7 @@ impl Feedback {
             failing,
             rejected,
             budget_left,
+            egress_denied: Vec::new(),
             include: None,
         }
     }
@@ -335,6 +351,23 @@ impl Feedback {
             }
         }
         self.include = Some(include.as_str());
+        self
+    }
+
+    /// The same feedback telling the agent what the egress proxy refused in its previous step:
+    /// (`host:port` or none, reason code, count).
+    pub fn with_egress_denied<'a>(
+        mut self,
+        denied: impl IntoIterator<Item = (Option<&'a str>, &'a str, u64)>,
+    ) -> Self {
+        self.egress_denied = denied
+            .into_iter()
+            .map(|(host, reason, count)| EgressDenied {
+                host: host.map(Untrusted::line),
+                reason: Untrusted::line(reason),
+                count,
+            })
+            .collect();
         self
     }
 
@@ -395,6 +428,21 @@ impl Feedback {
             .filter(|more| *more > 0)
         {
             md.push_str(&format!("... and {more} more.\n\n"));
+        }
+        if !self.egress_denied.is_empty() {
+            md.push_str("## Egress refused in the previous step\n\nRetrying these destinations through another route is refused the same way.\n\n");
+            for d in &self.egress_denied {
+                let host = d
+                    .host
+                    .as_ref()
+                    .map_or_else(|| "(no destination named)".to_string(), |h| h.code_span());
+                md.push_str(&format!(
+                    "- {host}: {} x{}\n",
+                    d.reason.code_span(),
+                    d.count
+                ));
+            }
+            md.push('\n');
         }
         for (name, left) in &self.budget_left {
             md.push_str(&format!("Budget left, {name}: {left}\n"));

@@ -488,13 +488,49 @@ fn a_host_no_entry_allows_is_refused_with_403_naming_the_reason() {
         denied(&r),
         "no_matching_rule: no allow entry matches other.example.test:443"
     );
-    assert_eq!(
-        r.body,
-        b"loopexec egress: no_matching_rule: no allow entry matches other.example.test:443\n"
-    );
     let r = ask(h.addr, "GET http://other.example.test/ HTTP/1.1\r\n\r\n");
     assert_eq!(r.status, 403);
     assert!(denied(&r).starts_with("no_matching_rule"));
+}
+
+#[test]
+fn a_refusal_carries_a_json_body_naming_the_reason_the_host_the_allowlist_and_that_retrying_is_futile(
+) {
+    let allow = [format!("{HOST}:443")];
+    let h = start(Setup {
+        allow: &allow,
+        ..Setup::default()
+    });
+    for (request, asked) in [
+        (
+            connect_request("other.example.test:443"),
+            "other.example.test:443",
+        ),
+        (
+            "GET http://other.example.test/ HTTP/1.1\r\n\r\n".to_string(),
+            "other.example.test:80",
+        ),
+    ] {
+        let r = ask(h.addr, &request);
+        assert_eq!(r.status, 403);
+        assert_eq!(
+            r.headers.get("content-type").map(String::as_str),
+            Some("application/json")
+        );
+        let body: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(
+            body,
+            serde_json::json!({
+                "loopexec_egress": "denied",
+                "reason": "no_matching_rule",
+                "detail": format!("no allow entry matches {asked}"),
+                "host": asked,
+                "allowed": [format!("{HOST}:443")],
+                "allowed_not_listed": 0,
+                "retry": loopexec::egress::refusal::RETRY_FUTILE,
+            })
+        );
+    }
 }
 
 #[test]

@@ -356,3 +356,62 @@ fn the_byte_budget_bounds_the_run_across_three_steps_and_a_resume() {
         "{totals}"
     );
 }
+
+const DENIED_THEN_READ: &str = r#"
+import os, shutil, sys, urllib.request, urllib.error
+port = int(sys.argv[1])
+if os.environ["LOOPEXEC_ITERATION"] == "1":
+    for _ in range(2):
+        try:
+            urllib.request.urlopen("http://denied.test:%d/" % port, timeout=10)
+        except urllib.error.HTTPError as e:
+            open("refusal.json", "wb").write(e.read())
+else:
+    shutil.copy(os.environ["LOOPEXEC_FEEDBACK"], "feedback-2.json")
+    shutil.copy(os.path.join(os.path.dirname(os.environ["LOOPEXEC_FEEDBACK"]), "feedback.md"), "feedback-2.md")
+"#;
+
+#[test]
+fn a_refused_request_gets_a_json_body_and_is_listed_in_the_next_feedback_file() {
+    let (port, _server) = hello_server();
+    let dir = workdir();
+    std::fs::write(dir.path().join("agent.py"), DENIED_THEN_READ).unwrap();
+    zone_writable(dir.path());
+    let exec = format!("python3 agent.py {port}");
+    let r = proxied_run(
+        dir.path(),
+        port,
+        "fd",
+        &[
+            "--max-iterations",
+            "2",
+            "--exec",
+            &exec,
+            "--check",
+            "test -f feedback-2.json",
+        ],
+    );
+    assert_eq!(r.code, 11, "{r:?}");
+    let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap_or_default();
+    let refusal: Value = serde_json::from_str(&read("refusal.json")).unwrap();
+    assert_eq!(refusal["loopexec_egress"], "denied");
+    assert_eq!(refusal["reason"], "no_matching_rule");
+    assert_eq!(refusal["host"], format!("denied.test:{port}"));
+    assert_eq!(
+        refusal["allowed"],
+        serde_json::json!([format!("allowed.test:{port}")])
+    );
+    assert_eq!(refusal["retry"], loopexec::egress::refusal::RETRY_FUTILE);
+    let feedback: Value = serde_json::from_str(&read("feedback-2.json")).unwrap();
+    assert_eq!(
+        feedback["egress_denied"],
+        serde_json::json!([{"host": format!("denied.test:{port}"), "reason": "no_matching_rule", "count": 2}])
+    );
+    assert!(
+        read("feedback-2.md").contains(&format!(
+            "- ` denied.test:{port} `: ` no_matching_rule ` x2\n"
+        )),
+        "{}",
+        read("feedback-2.md")
+    );
+}

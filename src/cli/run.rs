@@ -17,7 +17,8 @@ use crate::zones::{Backend, Isolation};
 use serde_json::json;
 use std::path::PathBuf;
 
-const CONFIG_FLAGS: [&str; 51] = [
+const CONFIG_FLAGS: [&str; 52] = [
+    "agent_git",
     "comprehension_every",
     "reviewer_pubkey",
     "stall_timeout",
@@ -148,6 +149,10 @@ pub struct Args {
     /// Start the detached workspace from the working tree's changes too, not only from HEAD.
     #[arg(long)]
     pub include_uncommitted: bool,
+    /// The git repository the agent finds in its workspace: `none` (default) or `t0`, a fresh
+    /// repository whose only commit is t0 (no history, remotes or refs of yours; docs/workspace.md).
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub agent_git: Option<crate::engine::detached::AgentGit>,
     /// Do not run the check on t0 before the first agent call (no iteration-0 halt when it
     /// already passes, no collected/skipped-set guards; docs/guards.md).
     #[arg(long)]
@@ -312,6 +317,7 @@ impl Args {
             mint_env: self.mint_env.clone(),
             isolation: self.isolation,
             include_uncommitted: self.include_uncommitted.then_some(true),
+            agent_git: self.agent_git,
             baseline: self.no_baseline.then_some(false),
             protected: self.protect.clone(),
             max_iterations: self.max_iterations,

@@ -12,6 +12,7 @@
 //! - `sni`: the TLS ClientHello of a CONNECT tunnel to port 443 must name the CONNECT host.
 //! - `relay`: copying bytes both ways under the byte budget and the idle timeout.
 //! - `upstream`: chaining through the operator's proxy.
+//! - `refusal`: the JSON body of the proxy's refusals (reason, host, allowlist, retry advice).
 //! - `proxy`: the accept loop, per-connection handling, caps, stop.
 //! - `audit`: the JSONL audit log, its digest and summary, refusals aggregated past a few per step.
 //! - `args`: `--allow-host`, `--resolve`, `--egress-proxy` for clap.
@@ -24,6 +25,7 @@ pub mod config;
 pub mod decision;
 pub mod env;
 pub mod proxy;
+pub mod refusal;
 pub mod relay;
 pub mod request;
 pub mod resolve;

@@ -33,6 +33,8 @@ use std::time::{Duration, Instant};
 const ACCEPT_POLL: u16 = 100;
 /// How long writing a refusal to a client may block.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(2);
+/// The header of a refusal the proxy decided (an upstream failure has `X-Loopexec-Error`).
+const DENIED_HEADER: &str = "X-Loopexec-Denied";
 
 /// Totals over the proxy's life (one step), or, added up, over a run.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -48,6 +50,9 @@ pub struct ProxyStats {
     pub byte_cap_hits: u64,
     /// Audit lines that could not be written (the proxy refuses new connections after the first).
     pub audit_errors: u64,
+    /// This step's refusals by destination (bounded; never summed into a run's totals).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub denied_hosts: Vec<super::refusal::DeniedHost>,
 }
 
 impl ProxyStats {
@@ -88,6 +93,7 @@ struct Shared {
     connections_left: AtomicU64,
     connections_name: String,
     tally: Mutex<RefusalTally>,
+    denied_hosts: Mutex<Vec<super::refusal::DeniedHost>>,
     active: AtomicUsize,
     stopping: AtomicBool,
     audit_broken: AtomicBool,
@@ -162,6 +168,7 @@ impl Proxy {
             connections_left: AtomicU64::new(connections),
             connections_name,
             tally: Mutex::new(RefusalTally::new(config.denied_lines)),
+            denied_hosts: Mutex::new(Vec::new()),
             config,
             audit,
             zone: zone.to_string(),
@@ -192,7 +199,10 @@ impl ProxyHandle {
 
     /// Totals so far.
     pub fn stats(&self) -> ProxyStats {
-        snapshot(&self.shared.counters)
+        ProxyStats {
+            denied_hosts: lock(&self.shared.denied_hosts).clone(),
+            ..snapshot(&self.shared.counters)
+        }
     }
 
     /// Stop accepting, cut open connections, join every thread, return the totals.
@@ -244,6 +254,7 @@ fn snapshot(c: &Counters) -> ProxyStats {
         bytes_down: c.bytes_down.load(Ordering::Relaxed),
         byte_cap_hits: c.byte_cap_hits.load(Ordering::Relaxed),
         audit_errors: c.audit_errors.load(Ordering::Relaxed),
+        denied_hosts: Vec::new(),
     }
 }
 
@@ -286,7 +297,7 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
         }
         if let Some(denial) = refusal_at_accept(shared) {
             let started = Accepted::now();
-            answer(&stream, &denial, "X-Loopexec-Denied");
+            answer(&stream, shared, &denial, DENIED_HEADER, None);
             audit_denied(shared, None, &denial, &started);
             continue;
         }
@@ -419,7 +430,7 @@ fn handle_connection(shared: &Shared, id: u64, client: TcpStream) {
     }
     if shared.stopping.load(Ordering::SeqCst) {
         let denial = Denial::new(503, "stopping", "the zone is ending");
-        answer(&client, &denial, "X-Loopexec-Denied");
+        answer(&client, shared, &denial, DENIED_HEADER, None);
         audit_denied(shared, None, &denial, &started);
         return;
     }
@@ -428,7 +439,7 @@ fn handle_connection(shared: &Shared, id: u64, client: TcpStream) {
         Err(e) => {
             let denial = head_denial(e);
             if denial.status != 0 {
-                answer(&client, &denial, "X-Loopexec-Denied");
+                answer(&client, shared, &denial, DENIED_HEADER, None);
             }
             audit_denied(shared, None, &denial, &started);
             return;
@@ -438,11 +449,12 @@ fn handle_connection(shared: &Shared, id: u64, client: TcpStream) {
         Ok(r) => r,
         Err(e) => {
             let denial = head_denial(e);
-            answer(&client, &denial, "X-Loopexec-Denied");
+            answer(&client, shared, &denial, DENIED_HEADER, None);
             audit_denied(shared, None, &denial, &started);
             return;
         }
     };
+    let asked = request.host.authority(request.port);
     let seen = Seen {
         method: Some(request.method.clone()),
         host: Some(request.host.to_string()),
@@ -451,14 +463,14 @@ fn handle_connection(shared: &Shared, id: u64, client: TcpStream) {
     let permit = match decide(&shared.config, &request.host, request.port) {
         Ok(p) => p,
         Err(denial) => {
-            answer(&client, &denial, "X-Loopexec-Denied");
+            answer(&client, shared, &denial, DENIED_HEADER, Some(&asked));
             audit_denied(shared, Some(seen), &denial, &started);
             return;
         }
     };
     if !take_connection(shared) {
         let denial = connection_budget_denial(shared);
-        answer(&client, &denial, "X-Loopexec-Denied");
+        answer(&client, shared, &denial, DENIED_HEADER, Some(&asked));
         audit_denied(shared, Some(seen), &denial, &started);
         return;
     }
@@ -481,7 +493,7 @@ fn handle_connection(shared: &Shared, id: u64, client: TcpStream) {
     }
     let Some(server) = server else {
         let failure = Denial::new(502, "connect_failed", last_error);
-        answer(&client, &failure, "X-Loopexec-Error");
+        answer(&client, shared, &failure, "X-Loopexec-Error", Some(&asked));
         finish_failed(shared, record, &failure, &started);
         return;
     };
@@ -501,7 +513,7 @@ fn handle_connection(shared: &Shared, id: u64, client: TcpStream) {
             Ok(extra) => first_down = extra,
             Err(problem) => {
                 let failure = Denial::new(502, "upstream_refused", problem);
-                answer(&client, &failure, "X-Loopexec-Error");
+                answer(&client, shared, &failure, "X-Loopexec-Error", Some(&asked));
                 finish_failed(shared, record, &failure, &started);
                 return;
             }
@@ -611,12 +623,14 @@ fn reason_phrase(status: u16) -> &'static str {
     }
 }
 
-/// Write the proxy's own refusal: status, a header naming the reason, a one-line body.
-fn answer(client: &TcpStream, denial: &Denial, header: &str) {
+/// Write the proxy's own refusal: status, a header naming the reason, and the JSON body an
+/// agent reads (`super::refusal`); `host` is the `host:port` the client asked for, when it got that
+/// far.
+fn answer(client: &TcpStream, shared: &Shared, denial: &Denial, header: &str, host: Option<&str>) {
     let value = printable(&format!("{}: {}", denial.reason, denial.detail));
-    let body = format!("loopexec egress: {value}\n");
+    let body = super::refusal::body(denial, host, &shared.config.rules, header == DENIED_HEADER);
     let response = format!(
-        "HTTP/1.1 {} {}\r\n{header}: {value}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "HTTP/1.1 {} {}\r\n{header}: {value}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         denial.status,
         reason_phrase(denial.status),
         body.len()
@@ -654,6 +668,15 @@ fn audit_denied(shared: &Shared, seen: Option<Seen>, denial: &Denial, started: &
 /// line after that.
 fn deny(shared: &Shared, mut record: AuditRecord, denial: &Denial, started: &Accepted) {
     shared.counters.denied.fetch_add(1, Ordering::Relaxed);
+    let asked = record.host.as_ref().map(|h| match record.port {
+        Some(port) => format!("{h}:{port}"),
+        None => h.clone(),
+    });
+    super::refusal::count_denied(
+        &mut lock(&shared.denied_hosts),
+        asked.as_deref(),
+        denial.reason,
+    );
     let step = lock(&shared.tally).refusal(denial.reason);
     match step {
         TallyStep::Line => {

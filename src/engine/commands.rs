@@ -135,5 +135,6 @@ pub fn egress_record(egress: crate::zones::EgressUsage) -> crate::receipt::event
         totals: serde_json::to_value(egress.run_totals).unwrap_or_default(),
         audit: crate::zones::pinned::EGRESS_AUDIT_FILE.into(),
         audit_sha256: egress.audit_sha256,
+        denied: egress.command.denied_hosts,
     }
 }

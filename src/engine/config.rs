@@ -202,6 +202,13 @@ pub struct LoopConfig {
     pub workspace: crate::engine::detached::WorkspaceMode,
     /// With a detached workspace: start from the working tree's changes too, not only HEAD.
     pub include_uncommitted: bool,
+    /// The git repository the agent finds in its workspace (`none`, absent in receipts pinned
+    /// before it, or `t0`; docs/workspace.md).
+    #[serde(
+        default,
+        skip_serializing_if = "crate::engine::detached::AgentGit::is_none"
+    )]
+    pub agent_git: crate::engine::detached::AgentGit,
     /// Run the check once on t0 before the first agent call (`--no-baseline`, `baseline = false`
     /// switch it off; absent in receipts pinned before it: on).
     #[serde(default = "baseline_on")]
@@ -344,6 +351,7 @@ pub struct ConfigInput {
     pub mint_env: Option<String>,
     pub workspace: Option<crate::engine::detached::WorkspaceMode>,
     pub include_uncommitted: Option<bool>,
+    pub agent_git: Option<crate::engine::detached::AgentGit>,
     pub baseline: Option<bool>,
     pub protected: Vec<String>,
     pub max_iterations: Option<u64>,
@@ -421,6 +429,7 @@ impl ConfigInput {
             },
             workspace: self.workspace.or(file.workspace),
             include_uncommitted: self.include_uncommitted.or(file.include_uncommitted),
+            agent_git: self.agent_git.or(file.agent_git),
             baseline: self.baseline.or(file.baseline),
             protected: if self.protected.is_empty() {
                 file.protected
@@ -716,6 +725,13 @@ impl LoopConfig {
                 "--include-uncommitted applies to a detached workspace only",
             ));
         }
+        let agent_git = input.agent_git.unwrap_or_default();
+        if !agent_git.is_none() && workspace != WorkspaceMode::Detached {
+            return Err(Failure::usage(
+                "agent_git = \"t0\" (--agent-git t0) applies to a detached workspace only",
+            )
+            .with_hint("run in a git repository under native isolation, or leave agent_git out"));
+        }
         if !input.protected.is_empty() && workspace != WorkspaceMode::Detached {
             return Err(Failure::usage(
                 "protected paths apply to a detached workspace only",
@@ -837,6 +853,7 @@ impl LoopConfig {
             egress: input.egress,
             workspace,
             include_uncommitted,
+            agent_git,
             baseline: input.baseline.unwrap_or(true),
             protected: input.protected,
             max_iterations,

@@ -53,6 +53,34 @@ impl WorkspaceMode {
     }
 }
 
+/// Which git repository the agent zone finds in its workspace (`agent_git` in loop.toml,
+/// `--agent-git`).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    serde::Deserialize,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentGit {
+    /// None: the workspace is plain files (the default).
+    #[default]
+    None,
+    /// A fresh repository whose only commit is t0's tree (`crate::workspace::agent_repo`).
+    T0,
+}
+
+impl AgentGit {
+    pub fn is_none(&self) -> bool {
+        *self == AgentGit::None
+    }
+}
+
 /// Whether `workdir` is the top of a git work tree (it has a `.git` entry).
 pub fn is_git_repository(workdir: &Path) -> bool {
     std::fs::symlink_metadata(workdir.join(".git")).is_ok()
@@ -244,6 +272,14 @@ fn run_protected(workspace: &Workspace, protection: &Protection<'_>) -> CmdResul
         .map_err(ws_failure)
 }
 
+/// What a new run's workspace starts from: t0 with or without the working tree's changes, and
+/// whether the agent gets a git repository of it.
+#[derive(Clone, Copy)]
+pub struct Start {
+    pub include_uncommitted: bool,
+    pub agent_git: AgentGit,
+}
+
 impl RunWorkspace {
     /// Take the baseline t0 of `repo` and create the run's workspace; returns its `workspace`
     /// receipt event. `protection`: what it protects beyond the defaults; its `exempt`, the loop's
@@ -252,11 +288,15 @@ impl RunWorkspace {
         repo: &Path,
         statedir: &StateDir,
         run: &RunDir,
-        include_uncommitted: bool,
+        start: Start,
         protection: &Protection<'_>,
         agent_policy: &sandbox::Policy,
         check_policy: &sandbox::Policy,
     ) -> CmdResult<(RunWorkspace, WorkspaceRecord)> {
+        let Start {
+            include_uncommitted,
+            agent_git,
+        } = start;
         let agent_owner = zone_owner(agent_policy);
         let opts = BaselineOptions {
             include_uncommitted,
@@ -269,6 +309,18 @@ impl RunWorkspace {
             .write_atomic(INFO_EXCLUDE, &info_exclude)
             .map_err(fs_failure)?;
         let workspace = Workspace::create(baseline, run.dir(), agent_owner).map_err(ws_failure)?;
+        let workspace = match agent_git {
+            AgentGit::None => workspace,
+            AgentGit::T0 => {
+                let layer = crate::workspace::agent_repo::build(
+                    workspace.baseline(),
+                    run.dir(),
+                    agent_owner,
+                )
+                .map_err(ws_failure)?;
+                workspace.with_agent_repo(layer)
+            }
+        };
         let rules = IgnoreRules::of_t0(workspace.baseline(), &info_exclude).map_err(ws_failure)?;
         let workspace = workspace.with_ignore_rules(rules);
         let protected = run_protected(&workspace, protection)?;
@@ -309,6 +361,7 @@ impl RunWorkspace {
         event: &WorkspaceRecord,
         statedir: &StateDir,
         run: &RunDir,
+        agent_git: AgentGit,
         protection: &Protection<'_>,
         agent_policy: &sandbox::Policy,
         check_policy: &sandbox::Policy,
@@ -329,6 +382,12 @@ impl RunWorkspace {
         )
         .map_err(ws_failure)?;
         let workspace = Workspace::open(baseline, run.dir()).map_err(ws_failure)?;
+        let workspace = match agent_git {
+            AgentGit::None => workspace,
+            AgentGit::T0 => workspace.with_agent_repo(
+                crate::workspace::agent_repo::existing(run.dir()).map_err(ws_failure)?,
+            ),
+        };
         // A run started before the rules were kept has none: it goes on as it began.
         let info_exclude = match run.dir().read(
             INFO_EXCLUDE,

@@ -260,12 +260,22 @@ pub fn from_history(
         .unwrap_or(&[])
         .iter()
         .map(|t| (t.as_str(), excerpts.get(t)));
+    let denied = previous
+        .and_then(|r| r.exec.as_ref())
+        .and_then(|e| e.egress.as_ref())
+        .map(|e| e.denied.as_slice())
+        .unwrap_or_default();
     let feedback = Feedback::new(
         n,
         max_iterations.saturating_sub(n),
         failures,
         rejected,
         Vec::new(),
+    )
+    .with_egress_denied(
+        denied
+            .iter()
+            .map(|d| (d.host.as_deref(), d.reason.as_str(), d.count)),
     );
     match (failing, check.and_then(|c| c.failing_count)) {
         (Some(_), _) => feedback,

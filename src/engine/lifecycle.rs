@@ -247,7 +247,10 @@ pub fn start_after_gates(
             std::path::Path::new(&active.cfg.workdir),
             statedir,
             &active.run,
-            active.cfg.include_uncommitted,
+            super::detached::Start {
+                include_uncommitted: active.cfg.include_uncommitted,
+                agent_git: active.cfg.agent_git,
+            },
             &super::detached::Protection {
                 extra: &active.cfg.protected,
                 exempt: &exempt,
@@ -419,6 +422,7 @@ pub fn resume(
             &record,
             statedir,
             &active.run,
+            active.cfg.agent_git,
             &super::detached::Protection {
                 extra: &active.cfg.protected,
                 exempt: &exempt,

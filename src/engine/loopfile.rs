@@ -47,6 +47,7 @@ struct LoopFile {
     egress_proxy: Option<String>,
     workspace: Option<crate::engine::detached::WorkspaceMode>,
     include_uncommitted: Option<bool>,
+    agent_git: Option<crate::engine::detached::AgentGit>,
     baseline: Option<bool>,
     protected: Option<Vec<String>>,
     max_iterations: Option<u64>,
@@ -171,6 +172,7 @@ pub fn parse(text: &str, name: &str) -> Result<ConfigInput, Failure> {
         },
         workspace: file.workspace,
         include_uncommitted: file.include_uncommitted,
+        agent_git: file.agent_git,
         baseline: file.baseline,
         protected: file.protected.unwrap_or_default(),
         max_iterations: file.max_iterations,
@@ -325,6 +327,11 @@ pub fn template(check: Option<&str>, exec: Option<&str>, isolation: Option<Isola
         "# over the committed tree, delivered as branch loopexec/<run-id>) or \"in_place\".\n",
     );
     t.push_str("# workspace = \"detached\"\n# include_uncommitted = false\n# baseline = true\n");
+    t.push_str("# The agent's git repository: \"none\" (default) or \"t0\" (a fresh repository whose only\n");
+    t.push_str(
+        "# commit is t0, for agents that run `git status`/`git diff`; no history of yours).\n",
+    );
+    t.push_str("# agent_git = \"none\"\n");
     t.push_str(
         "# Paths the agent may not change (added to the defaults: tests, test config, CI files).\n",
     );

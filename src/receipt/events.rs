@@ -440,6 +440,10 @@ pub struct EgressRecord {
     pub totals: Value,
     pub audit: String,
     pub audit_sha256: Option<String>,
+    /// This step's refusals by destination, bounded (absent when there were none, and in
+    /// receipts written before it); what the next feedback file's `egress_denied` lists.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub denied: Vec<crate::egress::refusal::DeniedHost>,
 }
 
 /// Which way the score improves.

@@ -471,6 +471,7 @@ mod tests {
                         totals: serde_json::json!({"allowed": 1, "denied": 0, "bytes_up": 10, "bytes_down": 20}),
                         audit: "egress.jsonl".into(),
                         audit_sha256: Some("ab".repeat(32)),
+                        denied: vec![],
                     }),
                 })
             }),

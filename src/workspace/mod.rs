@@ -14,6 +14,7 @@
 //! - [`protected`]: the protected path patterns and the protected paths an agent step changed.
 //! - [`command_files`]: the t0 files the check and the operator's mutator run (protected too).
 //! - [`check_layers`]: the overlay of the exec zone's throwaway copy, with protected paths from t0.
+//! - [`agent_repo`]: the agent's own git repository whose only commit is t0 (`agent_git = "t0"`).
 //! - [`deliver`]: the branch `loopexec/<run-id>` and the patch file, written with plumbing only.
 //!
 //! Support: [`git`] (the hardened git invocation), [`tree_path`] (which paths a tree may hold),
@@ -21,6 +22,7 @@
 //! descriptor-relative file operations, [`fsat::DirStack`] the bounded-descriptor walk), [`bounds`]
 //! (the limits and time bound of a post-agent phase).
 
+pub mod agent_repo;
 pub mod artefact;
 pub mod baseline;
 pub mod bounds;

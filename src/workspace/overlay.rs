@@ -16,7 +16,7 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-const WORKSPACE: &str = "workspace";
+pub(crate) const WORKSPACE: &str = "workspace";
 const UPPER: &str = "upper";
 const WORK: &str = "work";
 
@@ -31,6 +31,9 @@ pub struct Workspace {
     baseline_dirs: OnceLock<DirIds>,
     /// t0's ignore rules: what the agent wrote that they ignore is left out of every snapshot.
     rules: IgnoreRules,
+    /// The agent's own git repository of t0 (`agent_git = "t0"`): a read-only layer holding
+    /// `.git`, between the agent's upper layer and the baseline (`super::agent_repo`).
+    agent_repo: Option<PathBuf>,
 }
 
 impl Workspace {
@@ -67,6 +70,7 @@ impl Workspace {
             work: ws.path().join(WORK),
             baseline_dirs: OnceLock::new(),
             rules: IgnoreRules::none(),
+            agent_repo: None,
         })
     }
 
@@ -81,6 +85,7 @@ impl Workspace {
             work: work.path().to_path_buf(),
             baseline_dirs: OnceLock::new(),
             rules: IgnoreRules::none(),
+            agent_repo: None,
         })
     }
 
@@ -91,6 +96,13 @@ impl Workspace {
     /// The same workspace leaving out of its snapshots what `rules` (t0's) ignore.
     pub fn with_ignore_rules(mut self, rules: IgnoreRules) -> Workspace {
         self.rules = rules;
+        self
+    }
+
+    /// The same workspace with the agent's git repository `layer` (built by
+    /// `super::agent_repo::build`) beneath the agent's writes.
+    pub fn with_agent_repo(mut self, layer: PathBuf) -> Workspace {
+        self.agent_repo = Some(layer);
         self
     }
 
@@ -108,7 +120,12 @@ impl Workspace {
     pub fn agent_overlay(&self, target: &Path) -> OverlayMount {
         OverlayMount {
             target: target.to_path_buf(),
-            lowers: vec![self.baseline.files_dir.clone()],
+            lowers: self
+                .agent_repo
+                .iter()
+                .cloned()
+                .chain([self.baseline.files_dir.clone()])
+                .collect(),
             upper: Some(self.upper.clone()),
             work: Some(self.work.clone()),
             volatile: false,
