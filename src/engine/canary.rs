@@ -24,6 +24,7 @@ use crate::rules::decide::Step;
 use super::analysis_guards::ChangedBytes;
 use super::detached::RunWorkspace;
 use super::lifecycle::ActiveRun;
+use super::sink::{LoopEvent, Phase};
 use crate::rules::verdict::Verdict;
 use super::zone_setup::zone_setup;
 use crate::error::{CmdResult, Failure};
@@ -231,12 +232,20 @@ impl Canary<'_> {
     }
 
     /// Every mutant's result, `jobs` exec zones at a time, in the mutants' order.
-    fn run_all(&self, mutants: &[(Mutant, mutation::Stratum, &[u8])], jobs: usize) -> Vec<MutantResult> {
+    fn run_all(&self, mutants: &[(Mutant, mutation::Stratum, &[u8])], jobs: usize, progress: &mut dyn FnMut(u64, u64)) -> Vec<MutantResult> {
         let next = AtomicUsize::new(0);
         let results: Mutex<Vec<Option<MutantResult>>> = Mutex::new(vec![None; mutants.len()]);
+        let total = mutants.len() as u64;
+        if total > 0 {
+            progress(0, total);
+        }
         std::thread::scope(|scope| {
+            // Each worker says when it finished a mutant; this thread counts them for `progress`.
+            let (finished, finishes) = std::sync::mpsc::channel::<()>();
+            let (next, results) = (&next, &results);
             for _ in 0..jobs.clamp(1, mutants.len().max(1)) {
-                scope.spawn(|| {
+                let finished = finished.clone();
+                scope.spawn(move || {
                     let mut zone = zone_setup(self.cfg, self.state_dir).and_then(|z| open_zone(&z).map_err(Failure::from));
                     loop {
                         // An operator interrupt ends the sample: the caller records nothing.
@@ -253,8 +262,15 @@ impl Canary<'_> {
                         if let Ok(mut slots) = results.lock() {
                             slots[i] = Some(result);
                         }
+                        let _ = finished.send(());
                     }
                 });
+            }
+            drop(finished);
+            let mut done = 0;
+            for () in finishes {
+                done += 1;
+                progress(done, total);
             }
         });
         results.into_inner().unwrap_or_default().into_iter().flatten().collect()
@@ -321,7 +337,7 @@ impl ActiveRun<'_> {
     /// `Some(Step::Interrupted)`: the operator stopped it; nothing is recorded (no verdict on a
     /// partial sample), so the resumed run runs the canary again.
     pub(super) fn adequacy_canary(&mut self, n: u64, coverage: Option<&crate::mutation::coverage::LineHits>) -> CmdResult<Option<Step>> {
-        self.beat("canary", n);
+        self.beat(super::sink::Phase::Canary, n);
         if self.cfg.adequacy.mode == AdequacyMode::Off {
             return Ok(None);
         }
@@ -393,7 +409,8 @@ impl ActiveRun<'_> {
             sources.iter().find(|s| s.path == path).map(|s| s.end).or_else(|| t0_sources.iter().find(|(p, _, _)| p == path).map(|(_, b, _)| b.as_slice()))
         };
         let with_sources: Vec<(Mutant, mutation::Stratum, &[u8])> = chosen.into_iter().filter_map(|(m, stratum)| original(&m.path).map(|b| (m, stratum, b))).collect();
-        let results = canary.run_all(&with_sources, jobs());
+        let sink = &mut *self.sink;
+        let results = canary.run_all(&with_sources, jobs(), &mut |done, total| sink.event(&LoopEvent::Progress { phase: Phase::Canary, iteration: n, done, total }));
         if let Some(signal) = crate::interrupt::pending() {
             return Ok(Some(Step::Interrupted(signal)));
         }

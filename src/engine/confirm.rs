@@ -20,6 +20,7 @@
 
 use crate::rules::decide::Step;
 use super::lifecycle::ActiveRun;
+use super::sink::{LoopEvent, Phase};
 use crate::rules::verdict::Verdict;
 use crate::error::{CmdResult, Failure};
 use crate::receipt::events::{CheckResult, ConfirmationRecord, Event};
@@ -66,7 +67,8 @@ impl ActiveRun<'_> {
         let confidence = Confidence::new(self.cfg.confidence).map_err(|e| Failure::invalid_input(format!("the pinned confidence: {e}")))?;
         let target = 1.0 - self.cfg.max_flake_rate;
         let mut agreeing = agreeing;
-        for k in first..=self.cfg.confirm_runs {
+        let total = self.cfg.confirm_runs;
+        for k in first..=total {
             if let Some(sig) = crate::interrupt::pending() {
                 return Ok(Rerun::Stopped(Step::Interrupted(sig)));
             }
@@ -74,6 +76,7 @@ impl ActiveRun<'_> {
                 Ok(outcome) => outcome,
                 Err(halt) => return Ok(Rerun::Stopped(halt)),
             };
+            self.sink.event(&LoopEvent::Progress { phase: Phase::Confirmation, iteration: n, done: k, total });
             // The operator's interrupt is no sample of the check: nothing is recorded, the run
             // stops resumable and a resumed run makes this rerun again.
             if let crate::ending::Ending::Interrupted { signal } = outcome.ending() {

@@ -15,7 +15,7 @@ use super::in_place::InPlaceGuard;
 use super::analysis_guards::{self, AnalysisBaseline, AwarenessGuard, MetricIntegrityGuard, TamperingGuard};
 use super::guards::{AgentStep, Guard, Guards, ProtectedPathGuard};
 use super::seats::Mode;
-use super::sink::{EventSink, LoopEvent};
+use super::sink::{EventSink, LoopEvent, Phase};
 use super::{LoopEnd, RunOutcome};
 use crate::error::{CmdResult, Failure};
 use crate::halt::HaltReason;
@@ -37,6 +37,8 @@ use crate::zones::{open_zone, Role, Zone};
 /// far (every event it appends is recorded into it).
 pub(super) struct ActiveRun<'a> {
     pub(super) statedir: &'a StateDir,
+    /// Where the stages report what they do while the run goes on (`super::sink`).
+    pub(super) sink: &'a mut dyn EventSink,
     pub(super) run: RunDir,
     _lock: RunLock,
     log: ReceiptLog,
@@ -63,6 +65,14 @@ pub(super) struct ActiveRun<'a> {
     pub(super) beacon: Option<std::sync::Arc<super::heartbeat::Beacon>>,
     /// The agent's usage directory (`LOOPEXEC_USAGE`), made before the first agent call.
     pub(super) usage: Option<super::usage_meter::UsageDir>,
+}
+
+/// What a recorded event has to tell the sink (`ActiveRun::append`).
+enum Recorded {
+    Nothing,
+    Baseline { check_exit: Option<i32>, failing: Option<u64> },
+    Usage,
+    Egress { allowed: u64, denied: u64 },
 }
 
 /// The state of a run this process is about to drive (its counters are filled in on save).
@@ -148,6 +158,7 @@ fn recorded_egress_totals(history: &History) -> Option<crate::egress::ProxyStats
 /// What `start` and `resume` hand to [`ActiveRun::open`].
 struct Opening<'a> {
     statedir: &'a StateDir,
+    sink: &'a mut dyn EventSink,
     run_id: RunId,
     run: RunDir,
     lock: RunLock,
@@ -190,7 +201,7 @@ pub fn start_after_gates(
     zone.bind_run(run.path())?;
     let log = run.create_receipt()?;
     let isolation = zone.isolation().to_string();
-    let opening = Opening { statedir, run_id: run_id.clone(), run, lock, log, history: History::default(), cfg, isolation, resumed: false };
+    let opening = Opening { statedir, sink, run_id: run_id.clone(), run, lock, log, history: History::default(), cfg, isolation, resumed: false };
     let mut active = ActiveRun::open(opening, workdir)?;
     active.append(Event::RunStart(RunStart {
         run_id: run_id.to_string(),
@@ -223,12 +234,12 @@ pub fn start_after_gates(
         let refused = gates.refusal();
         active.append(Event::Preconditions(gates))?;
         if refused.is_some() {
-            return active.begin(zone.as_mut(), refused, once, sink);
+            return active.begin(zone.as_mut(), refused, once);
         }
     }
     // The known-feasible reference, checked before anything is spent on the agent.
     let infeasible = active.check_reference(statedir, zone.as_mut(), &zones)?;
-    active.begin(zone.as_mut(), infeasible, once, sink)
+    active.begin(zone.as_mut(), infeasible, once)
 }
 
 /// Continue a paused, interrupted or crashed run from its durable state.
@@ -313,7 +324,7 @@ pub fn resume(
     let mut zone = open_zone(&zones)?;
     zone.bind_run(run.path())?;
     let isolation = history.start.as_ref().map(|s| s.isolation.clone()).unwrap_or_default();
-    let opening = Opening { statedir, run_id: run_id.clone(), run, lock, log, history, cfg, isolation, resumed: true };
+    let opening = Opening { statedir, sink, run_id: run_id.clone(), run, lock, log, history, cfg, isolation, resumed: true };
     let mut active = ActiveRun::open(opening, workdir)?;
     let last = active.history.last_started;
     let pending = pending(&active.history, active.mode, active.cfg.max_iterations, active.cfg.judge.is_some());
@@ -346,7 +357,7 @@ pub fn resume(
         Pending::Decided(reason, detail) => Some((reason, detail)),
         _ => None,
     };
-    active.begin(zone.as_mut(), decided, once, sink)
+    active.begin(zone.as_mut(), decided, once)
 }
 
 impl<'a> ActiveRun<'a> {
@@ -366,6 +377,7 @@ impl<'a> ActiveRun<'a> {
         Ok(ActiveRun {
             beacon,
             statedir: o.statedir,
+            sink: o.sink,
             run: o.run,
             _lock: o.lock,
             log: o.log,
@@ -390,6 +402,10 @@ impl<'a> ActiveRun<'a> {
     /// Check the run's reference, when it names one (`config.reference: null` in `run_start`
     /// says that no existence proof was given); the halt when it fails.
     fn check_reference(&mut self, statedir: &StateDir, zone: &mut dyn Zone, zones: &ZoneSetup) -> CmdResult<Option<(HaltReason, String)>> {
+        if self.cfg.reference.is_none() || self.workspace.is_none() {
+            return Ok(None);
+        }
+        self.beat(Phase::Reference, 0);
         let (Some(rev), Some(ws)) = (self.cfg.reference.clone(), &self.workspace) else {
             return Ok(None);
         };
@@ -488,7 +504,6 @@ impl<'a> ActiveRun<'a> {
         zone: &mut dyn Zone,
         decided: Option<(HaltReason, String)>,
         once: bool,
-        sink: &mut dyn EventSink,
     ) -> CmdResult<RunOutcome> {
         self.save_state(true)?;
         // A credential minted by a process that died without revoking it is revoked now.
@@ -496,7 +511,7 @@ impl<'a> ActiveRun<'a> {
             self.revoke_credential(None, "supervisor_lost")?;
         }
         if let Some(detail) = self.refused_at_reopen.take() {
-            sink.event(&LoopEvent::HaltingBeforeIterations { detail: &detail });
+            self.sink.event(&LoopEvent::HaltingBeforeIterations { detail: &detail });
             return self.halt(HaltReason::WorkspaceInvalid, detail);
         }
         // A green whose confirmations (or canary) loopexec died before recording gets them now.
@@ -514,7 +529,7 @@ impl<'a> ActiveRun<'a> {
         }
         match self.t0_baseline(zone)? {
             Some(Step::Halt(reason, detail)) => {
-                sink.event(&LoopEvent::HaltingBeforeIterations { detail: &detail });
+                self.sink.event(&LoopEvent::HaltingBeforeIterations { detail: &detail });
                 return self.halt(reason, detail);
             }
             Some(Step::Interrupted(signal)) => return self.interrupted(signal, None),
@@ -523,17 +538,17 @@ impl<'a> ActiveRun<'a> {
         // The held-out check on t0, for its set guard (once per run, before any agent call).
         match self.holdout_baseline(zone)? {
             Some(Step::Halt(reason, detail)) => {
-                sink.event(&LoopEvent::HaltingBeforeIterations { detail: &detail });
+                self.sink.event(&LoopEvent::HaltingBeforeIterations { detail: &detail });
                 return self.halt(reason, detail);
             }
             Some(Step::Interrupted(signal)) => return self.interrupted(signal, None),
             Some(Step::Continue) | None => {}
         }
         if let Some((reason, detail)) = self.mint_credential()? {
-            sink.event(&LoopEvent::HaltingBeforeIterations { detail: &detail });
+            self.sink.event(&LoopEvent::HaltingBeforeIterations { detail: &detail });
             return self.halt(reason, detail);
         }
-        let result = self.drive(zone, once, sink);
+        let result = self.drive(zone, once);
         if result.is_err() {
             // A failure (not a halt: e.g. the receipt could not be written) still revokes the
             // credential this process holds, recording it when the receipt allows.
@@ -552,6 +567,7 @@ impl<'a> ActiveRun<'a> {
 
     /// Append an event to the receipt and record it into the history.
     pub(super) fn append(&mut self, event: Event) -> CmdResult<()> {
+        let told = self.recorded_progress(&event);
         // Lists over the receipt's bound go to a run artifact, named by an `externalised` event
         // right after their own, and no line is over `bounded::MAX_LINE_BYTES` whatever the
         // event (receipt::bounded); the live history keeps them whole.
@@ -569,7 +585,35 @@ impl<'a> ActiveRun<'a> {
                 }
             }
         }
+        self.tell(told);
         Ok(())
+    }
+
+    /// What an event about to be appended tells the sink once it is recorded.
+    fn recorded_progress(&self, event: &Event) -> Recorded {
+        match event {
+            Event::CheckBaseline(b) => Recorded::Baseline { check_exit: b.check.check_exit, failing: b.check.failing_count },
+            Event::Usage(_) => Recorded::Usage,
+            Event::ExecResult(crate::receipt::events::ExecResult { egress: Some(egress), .. }) => match serde_json::from_value::<crate::egress::proxy::ProxyStats>(egress.totals.clone()) {
+                Ok(totals) => Recorded::Egress { allowed: totals.allowed, denied: totals.denied },
+                Err(_) => Recorded::Nothing,
+            },
+            _ => Recorded::Nothing,
+        }
+    }
+
+    /// Tell the sink what a recorded event changed (the spend from the history, which now holds it).
+    fn tell(&mut self, told: Recorded) {
+        match told {
+            Recorded::Nothing => {}
+            Recorded::Baseline { check_exit, failing } => self.sink.event(&LoopEvent::BaselineChecked { check_exit, failing }),
+            Recorded::Usage => {
+                let records: Vec<&crate::receipt::history::IterationRecord> = self.history.iterations.iter().collect();
+                let spent = crate::rules::budget::spent(&records);
+                self.sink.event(&LoopEvent::Spent { usd_micros: spent.usd_micros, unknown_money: spent.unknown_money, tokens: spent.tokens });
+            }
+            Recorded::Egress { allowed, denied } => self.sink.event(&LoopEvent::Egress { allowed, denied }),
+        }
     }
 
     /// Mint the agent's credential with the operator's hook, if the run has one. A failing mint
@@ -643,7 +687,7 @@ impl<'a> ActiveRun<'a> {
 
     /// Halt with a computed reason: deliver the accepted end state, append `halt`, seal.
     pub(super) fn halt(&mut self, reason: HaltReason, detail: String) -> CmdResult<RunOutcome> {
-        self.beat("sealing", self.state.iteration);
+        self.beat(Phase::Sealing, self.state.iteration);
         self.revoke_held("halt")?;
         let delivery = match &self.workspace {
             None => None,
