@@ -25,7 +25,9 @@ pub fn key_failure(err: KeyError) -> Failure {
     match err {
         KeyError::Exists { .. } => Failure::usage(err.to_string()),
         KeyError::NoConfigDir => Failure::usage(err.to_string()).with_hint("pass --dir"),
-        KeyError::Permissions { .. } | KeyError::Malformed { .. } => Failure::invalid_input(err.to_string()),
+        KeyError::Permissions { .. } | KeyError::Malformed { .. } => {
+            Failure::invalid_input(err.to_string())
+        }
         other => Failure::workspace(other.to_string()),
     }
 }
@@ -46,7 +48,10 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
         ("fingerprint", generated.fingerprint.clone()),
     ];
     if args.reviewer {
-        rows.push(("reviewer", format!("--reviewer-pubkey {}", generated.public_hex)));
+        rows.push((
+            "reviewer",
+            format!("--reviewer-pubkey {}", generated.public_hex),
+        ));
     }
     let human = aligned(&rows);
     Ok(Outcome::ok("keygen")

@@ -24,7 +24,13 @@ pub enum Style {
 impl Style {
     /// The style for these flags and this terminal: none under `--json` or `--quiet`; live only
     /// when stderr is a terminal, `NO_COLOR` is unset and `TERM` is not `dumb`.
-    pub fn choose(json: bool, quiet: bool, stderr_terminal: bool, no_color: bool, term: Option<&str>) -> Style {
+    pub fn choose(
+        json: bool,
+        quiet: bool,
+        stderr_terminal: bool,
+        no_color: bool,
+        term: Option<&str>,
+    ) -> Style {
         match () {
             _ if json || quiet => Style::None,
             _ if stderr_terminal && !no_color && term != Some("dumb") => Style::Live,
@@ -35,7 +41,13 @@ impl Style {
     /// [`Style::choose`] for this process's stderr and environment.
     pub fn detect(json: bool, quiet: bool) -> Style {
         let term = std::env::var("TERM").ok();
-        Style::choose(json, quiet, std::io::stderr().is_terminal(), std::env::var_os("NO_COLOR").is_some(), term.as_deref())
+        Style::choose(
+            json,
+            quiet,
+            std::io::stderr().is_terminal(),
+            std::env::var_os("NO_COLOR").is_some(),
+            term.as_deref(),
+        )
     }
 }
 
@@ -76,27 +88,64 @@ impl Seen {
                 self.phase = Some((phase, iteration));
                 changed.then(|| stage(&label_of(iteration), phase.as_str(), "started"))
             }
-            LoopEvent::Progress { phase, iteration, done, total } => {
-                (done == total && total > 0).then(|| stage(&label_of(iteration), phase.as_str(), &format!("{done}/{total} done")))
-            }
-            LoopEvent::BaselineChecked { check_exit, failing } => {
+            LoopEvent::Progress {
+                phase,
+                iteration,
+                done,
+                total,
+            } => (done == total && total > 0).then(|| {
+                stage(
+                    &label_of(iteration),
+                    phase.as_str(),
+                    &format!("{done}/{total} done"),
+                )
+            }),
+            LoopEvent::BaselineChecked {
+                check_exit,
+                failing,
+            } => {
                 self.record_failing(failing);
-                Some(stage("t0", "baseline", &check_found(&dash(check_exit), &dash(failing))))
+                Some(stage(
+                    "t0",
+                    "baseline",
+                    &check_found(&dash(check_exit), &dash(failing)),
+                ))
             }
-            LoopEvent::Checked { iteration, check_exit, check_ms, failing, .. } => {
+            LoopEvent::Checked {
+                iteration,
+                check_exit,
+                check_ms,
+                failing,
+                ..
+            } => {
                 self.record_failing(failing);
                 let trend = match (self.previous_failing, failing) {
                     (Some(before), Some(now)) => format!("  ({})", trend(before, now)),
                     _ => String::new(),
                 };
-                Some(stage(&label_of(iteration), "check", &format!("{}{trend}{}", check_found(&check_exit.to_string(), &dash(failing)), duration(check_ms))))
+                Some(stage(
+                    &label_of(iteration),
+                    "check",
+                    &format!(
+                        "{}{trend}{}",
+                        check_found(&check_exit.to_string(), &dash(failing)),
+                        duration(check_ms)
+                    ),
+                ))
             }
-            LoopEvent::Spent { usd_micros, unknown_money, tokens } => {
+            LoopEvent::Spent {
+                usd_micros,
+                unknown_money,
+                tokens,
+            } => {
                 let unknown = match unknown_money {
                     0 => String::new(),
                     n => format!(", {n} of unknown money"),
                 };
-                let spent = format!("${}, {tokens} tokens{unknown}", crate::rules::budget::usd(usd_micros));
+                let spent = format!(
+                    "${}, {tokens} tokens{unknown}",
+                    crate::rules::budget::usd(usd_micros)
+                );
                 self.spent = Some(spent.clone());
                 let at = self.phase.map_or(0, |(_, n)| n);
                 Some(stage(&label_of(at), "budget", &format!("spent {spent}")))
@@ -106,10 +155,18 @@ impl Seen {
                 let changed = self.egress.unwrap_or_default() != (allowed, denied);
                 self.egress = Some((allowed, denied));
                 let at = self.phase.map_or(0, |(_, n)| n);
-                changed.then(|| stage(&label_of(at), "egress", &format!("{allowed} allowed, {denied} denied")))
+                changed.then(|| {
+                    stage(
+                        &label_of(at),
+                        "egress",
+                        &format!("{allowed} allowed, {denied} denied"),
+                    )
+                })
             }
             LoopEvent::HaltingBeforeIterations { detail } => Some(detail.to_string()),
-            LoopEvent::HaltingAfterAgent { iteration, detail } => Some(format!("iteration {iteration}: {detail}")),
+            LoopEvent::HaltingAfterAgent { iteration, detail } => {
+                Some(format!("iteration {iteration}: {detail}"))
+            }
         }
     }
 
@@ -162,7 +219,11 @@ impl ProgressView {
             bar.enable_steady_tick(Duration::from_millis(200));
             bar
         });
-        ProgressView { style, seen: Seen::default(), bar }
+        ProgressView {
+            style,
+            seen: Seen::default(),
+            bar,
+        }
     }
 
     /// The live line after `event`: the phase as its prefix, a bar when the phase has a total.
@@ -194,7 +255,10 @@ impl EventSink for ProgressView {
         if self.style == Style::None {
             return;
         }
-        let line = self.seen.line(event).map(|l| format!("loopexec: {}", crate::inert::inert(&l)));
+        let line = self
+            .seen
+            .line(event)
+            .map(|l| format!("loopexec: {}", crate::inert::inert(&l)));
         match (&self.bar, line) {
             (Some(bar), Some(line)) => bar.println(line),
             (None, Some(line)) => eprintln!("{line}"),
@@ -226,14 +290,30 @@ mod tests {
         let started = |phase, iteration| LoopEvent::PhaseStarted { phase, iteration };
         let events = [
             started(Phase::Baseline, 0),
-            LoopEvent::BaselineChecked { check_exit: Some(1), failing: Some(5) },
+            LoopEvent::BaselineChecked {
+                check_exit: Some(1),
+                failing: Some(5),
+            },
             started(Phase::Agent, 1),
-            LoopEvent::Egress { allowed: 2, denied: 1 },
-            LoopEvent::Spent { usd_micros: 120_000, unknown_money: 0, tokens: 900 },
+            LoopEvent::Egress {
+                allowed: 2,
+                denied: 1,
+            },
+            LoopEvent::Spent {
+                usd_micros: 120_000,
+                unknown_money: 0,
+                tokens: 900,
+            },
             started(Phase::Snapshot, 1),
             started(Phase::Check, 1),
             started(Phase::Guards, 1),
-            LoopEvent::Checked { iteration: 1, exec_ms: 300, check_exit: 1, check_ms: 1500, failing: Some(3) },
+            LoopEvent::Checked {
+                iteration: 1,
+                exec_ms: 300,
+                check_exit: 1,
+                check_ms: 1500,
+                failing: Some(3),
+            },
         ];
         assert_eq!(
             lines(&events),
@@ -253,27 +333,65 @@ mod tests {
 
     #[test]
     fn a_phase_entered_again_in_the_same_iteration_is_not_a_new_line() {
-        let again = LoopEvent::PhaseStarted { phase: Phase::Confirmation, iteration: 2 };
-        assert_eq!(lines(&[again.clone(), again]), ["#2   confirmation started"]);
+        let again = LoopEvent::PhaseStarted {
+            phase: Phase::Confirmation,
+            iteration: 2,
+        };
+        assert_eq!(
+            lines(&[again.clone(), again]),
+            ["#2   confirmation started"]
+        );
     }
 
     #[test]
     fn a_counted_phase_has_a_plain_line_only_when_it_is_done() {
-        let progress = |done| LoopEvent::Progress { phase: Phase::Canary, iteration: 3, done, total: 4 };
-        assert_eq!(lines(&[progress(0), progress(2), progress(4)]), ["#3   canary   4/4 done"]);
+        let progress = |done| LoopEvent::Progress {
+            phase: Phase::Canary,
+            iteration: 3,
+            done,
+            total: 4,
+        };
+        assert_eq!(
+            lines(&[progress(0), progress(2), progress(4)]),
+            ["#3   canary   4/4 done"]
+        );
     }
 
     #[test]
     fn egress_counts_are_a_line_only_when_they_change() {
-        let egress = LoopEvent::Egress { allowed: 1, denied: 0 };
-        assert_eq!(lines(&[LoopEvent::Egress { allowed: 0, denied: 0 }, egress.clone(), egress]), ["t0   egress   1 allowed, 0 denied"]);
+        let egress = LoopEvent::Egress {
+            allowed: 1,
+            denied: 0,
+        };
+        assert_eq!(
+            lines(&[
+                LoopEvent::Egress {
+                    allowed: 0,
+                    denied: 0
+                },
+                egress.clone(),
+                egress
+            ]),
+            ["t0   egress   1 allowed, 0 denied"]
+        );
     }
 
     #[test]
     fn a_growing_failing_set_trends_up_and_an_unreported_one_shows_a_dash() {
-        let checked = |iteration, failing| LoopEvent::Checked { iteration, exec_ms: 1, check_exit: 1, check_ms: 0, failing };
+        let checked = |iteration, failing| LoopEvent::Checked {
+            iteration,
+            exec_ms: 1,
+            check_exit: 1,
+            check_ms: 0,
+            failing,
+        };
         assert_eq!(
-            lines(&[checked(1, Some(2)), checked(2, Some(4)), checked(3, None), checked(4, Some(4))]),
+            lines(&[
+                checked(1, Some(2)),
+                checked(2, Some(4)),
+                checked(3, None),
+                checked(4, Some(4))
+            ]),
             [
                 "#1   check    exit 1  failing 2  0.0 s",
                 "#2   check    exit 1  failing 4  (2 → 4 ↑)  0.0 s",
@@ -287,10 +405,26 @@ mod tests {
     fn the_live_summary_carries_the_trend_the_spend_and_the_egress() {
         let mut seen = Seen::default();
         for event in [
-            LoopEvent::BaselineChecked { check_exit: Some(1), failing: Some(5) },
-            LoopEvent::Checked { iteration: 1, exec_ms: 1, check_exit: 1, check_ms: 1, failing: Some(3) },
-            LoopEvent::Spent { usd_micros: 0, unknown_money: 1, tokens: 10 },
-            LoopEvent::Egress { allowed: 4, denied: 2 },
+            LoopEvent::BaselineChecked {
+                check_exit: Some(1),
+                failing: Some(5),
+            },
+            LoopEvent::Checked {
+                iteration: 1,
+                exec_ms: 1,
+                check_exit: 1,
+                check_ms: 1,
+                failing: Some(3),
+            },
+            LoopEvent::Spent {
+                usd_micros: 0,
+                unknown_money: 1,
+                tokens: 10,
+            },
+            LoopEvent::Egress {
+                allowed: 4,
+                denied: 2,
+            },
         ] {
             seen.line(&event);
         }
@@ -309,7 +443,11 @@ mod tests {
             ((false, true, true, false, None), Style::None),
         ];
         for ((json, quiet, terminal, no_color, term), style) in cases {
-            assert_eq!(Style::choose(json, quiet, terminal, no_color, term), style, "{json} {quiet} {terminal} {no_color} {term:?}");
+            assert_eq!(
+                Style::choose(json, quiet, terminal, no_color, term),
+                style,
+                "{json} {quiet} {terminal} {no_color} {term:?}"
+            );
         }
     }
 }

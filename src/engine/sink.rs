@@ -51,11 +51,23 @@ pub enum LoopEvent<'a> {
     /// The supervisor entered `phase` of `iteration` (0: before the first agent call).
     PhaseStarted { phase: Phase, iteration: u64 },
     /// `done` of `total` units of the current phase are finished (confirmation reruns, mutants).
-    Progress { phase: Phase, iteration: u64, done: u64, total: u64 },
+    Progress {
+        phase: Phase,
+        iteration: u64,
+        done: u64,
+        total: u64,
+    },
     /// The t0 baseline check exited; `failing`: its failing set's size when a report named it.
-    BaselineChecked { check_exit: Option<i32>, failing: Option<u64> },
+    BaselineChecked {
+        check_exit: Option<i32>,
+        failing: Option<u64>,
+    },
     /// What the run has spent so far, after a stage's usage was recorded (metered runs only).
-    Spent { usd_micros: u64, unknown_money: u64, tokens: u64 },
+    Spent {
+        usd_micros: u64,
+        unknown_money: u64,
+        tokens: u64,
+    },
     /// The run's egress through the proxy so far, after an agent step that used it.
     Egress { allowed: u64, denied: u64 },
     /// The run halts before its first agent ran (e.g. no credential could be minted).
@@ -63,7 +75,13 @@ pub enum LoopEvent<'a> {
     /// The run halts on what the agent did (its ending, a guard's objection), before any check.
     HaltingAfterAgent { iteration: u64, detail: &'a str },
     /// An iteration's check exited.
-    Checked { iteration: u64, exec_ms: u64, check_exit: i32, check_ms: u64, failing: Option<u64> },
+    Checked {
+        iteration: u64,
+        exec_ms: u64,
+        check_exit: i32,
+        check_ms: u64,
+        failing: Option<u64>,
+    },
 }
 
 /// Where the engine sends its [`LoopEvent`]s.
