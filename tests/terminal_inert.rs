@@ -88,7 +88,12 @@ fn run_shows_a_hostile_file_name_escaped_in_its_result_and_progress() {
     );
     assert_eq!(
         lines(&run.stderr),
-        vec![format!("loopexec: iteration 1: {DETAIL}{SHOWN}")]
+        vec![
+            "loopexec: #1   agent    started".to_string(),
+            "loopexec: #1   snapshot started".into(),
+            format!("loopexec: iteration 1: {DETAIL}{SHOWN}"),
+            "loopexec: #1   sealing  started".into(),
+        ]
     );
 }
 

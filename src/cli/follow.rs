@@ -52,7 +52,28 @@ fn seconds(event: &Map<String, Value>) -> String {
     event
         .get("duration_ms")
         .and_then(Value::as_u64)
-        .map_or_else(String::new, |ms| format!("  {:.1} s", ms as f64 / 1000.0))
+        .map_or_else(String::new, duration)
+}
+
+/// A stage's duration as the lines show it (`  1.5 s`).
+pub fn duration(ms: u64) -> String {
+    format!("  {:.1} s", ms as f64 / 1000.0)
+}
+
+/// A line about one stage: the iteration's label (`#2`, `t0`), the stage's word, the rest; the
+/// wording `run`'s plain progress shares (`super::progress_view`).
+pub fn stage(label: &str, word: &str, rest: &str) -> String {
+    format!("{label:<4} {word:<8} {rest}")
+}
+
+/// The label of iteration `n` in a stage's line.
+pub fn label(n: &str) -> String {
+    format!("#{n}")
+}
+
+/// What a check found, as the lines show it (`exit 1  failing 3`; `-` when no report named them).
+pub fn check_found(check_exit: &str, failing: &str) -> String {
+    format!("exit {check_exit}  failing {failing}")
 }
 
 /// One event as a line (every string from the run escaped); `None` for the receipt's own
@@ -67,18 +88,21 @@ pub fn line(event: &Map<String, Value>) -> Option<String> {
             text(event, "isolation")
         ),
         "run_resumed" => "run resumed".into(),
-        "exec_result" => format!(
-            "#{n:<3} agent    exit {}{}",
-            num(event, "exit_code"),
-            seconds(event)
+        "exec_result" => stage(
+            &label(&n),
+            "agent",
+            &format!("exit {}{}", num(event, "exit_code"), seconds(event)),
         ),
-        "check_result" => format!(
-            "#{n:<3} check    exit {}  failing {}{}",
-            num(event, "check_exit"),
-            num(event, "failing_count"),
-            seconds(event)
+        "check_result" => stage(
+            &label(&n),
+            "check",
+            &format!(
+                "{}{}",
+                check_found(&num(event, "check_exit"), &num(event, "failing_count")),
+                seconds(event)
+            ),
         ),
-        "check_baseline" => "t0   baseline check recorded".into(),
+        "check_baseline" => stage("t0", "baseline", "check recorded"),
         "usage" => {
             let money = event
                 .get("usd_micros")

@@ -23,6 +23,7 @@ pub mod loop_args;
 pub mod operator;
 pub mod policy;
 pub mod probe_check;
+pub mod progress_view;
 pub mod ratchet;
 pub mod receipt_source;
 pub mod reexecute;

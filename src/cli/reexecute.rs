@@ -136,7 +136,8 @@ pub fn run(args: Args, json: bool) -> CmdResult<Outcome> {
     let operator = super::operator::load_operator_key(args.operator_key.as_deref())?;
     interrupt::install()
         .map_err(|e| Failure::internal(format!("installing signal handlers: {e}")))?;
-    let mut progress = super::run::ProgressPrinter { json };
+    let mut progress =
+        super::progress_view::ProgressView::new(super::progress_view::Style::detect(json, false));
     let mut samples = Vec::new();
     let mut counts: BTreeMap<String, u64> = BTreeMap::new();
     let mut interrupted = None;

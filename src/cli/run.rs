@@ -2,10 +2,10 @@
 //! one with `--resume <id>`, and report how it stopped.
 
 use super::operator::{absolute_workdir, load_operator_key, policy_source};
+use super::progress_view::{ProgressView, Style};
 use crate::egress::EgressArgs;
 use crate::engine::config::{ConfigInput, EgressPins, LoopConfig, ModelPins, SamplingPins};
 use crate::engine::detached::WorkspaceMode;
-use crate::engine::sink::{EventSink, LoopEvent};
 use crate::engine::{self, loopfile, LoopEnd, RunOutcome};
 use crate::error::{CmdResult, Failure};
 use crate::interrupt;
@@ -198,6 +198,10 @@ pub struct Args {
     /// Run one iteration, then stop (resumable unless it halted).
     #[arg(long)]
     pub once: bool,
+    /// Print nothing but errors: no progress on stderr, no summary on stdout (the exit code
+    /// says how the run stopped; `report` tells the rest).
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
     /// Name of the new run (1-64 of A-Za-z0-9._-); generated when absent.
     #[arg(long, value_name = "ID")]
     pub run_id: Option<String>,
@@ -372,43 +376,6 @@ impl Args {
     }
 }
 
-/// Renders the engine's progress events as `loopexec: ...` lines on stderr (nothing under
-/// `--json`).
-pub(crate) struct ProgressPrinter {
-    pub json: bool,
-}
-
-/// The progress line of an engine event.
-pub(crate) fn progress_line(event: &LoopEvent<'_>) -> String {
-    match event {
-        LoopEvent::HaltingBeforeIterations { detail } => detail.to_string(),
-        LoopEvent::HaltingAfterAgent { iteration, detail } => {
-            format!("iteration {iteration}: {detail}")
-        }
-        LoopEvent::Checked {
-            iteration,
-            exec_ms,
-            check_exit,
-            check_ms,
-            failing,
-        } => {
-            let failing = failing
-                .map(|c| format!(", {c} failing"))
-                .unwrap_or_default();
-            format!("iteration {iteration}: exec ok ({exec_ms} ms), check exit {check_exit} ({check_ms} ms){failing}")
-        }
-    }
-}
-
-impl EventSink for ProgressPrinter {
-    fn event(&mut self, event: &LoopEvent<'_>) {
-        if !self.json {
-            // A progress line may name agent-made paths: one inert line.
-            eprintln!("loopexec: {}", crate::inert::inert(&progress_line(event)));
-        }
-    }
-}
-
 /// `--escalate-on` / `[escalation] on` resolved before the run starts (an unknown reason, a bad
 /// channel or a missing secret is exit 20 then, before anything is written): the triggers and
 /// the target, or none.
@@ -495,7 +462,7 @@ pub fn run(args: Args, json: bool) -> CmdResult<Outcome> {
     let workdir = absolute_workdir(&args.workdir)?;
     interrupt::install()
         .map_err(|e| Failure::internal(format!("installing signal handlers: {e}")))?;
-    let mut progress = ProgressPrinter { json };
+    let mut progress = ProgressView::new(Style::detect(json, args.quiet));
     let generated = match (&args.resume, &args.run_id) {
         (Some(raw), _) | (None, Some(raw)) => RunId::parse(raw)?,
         (None, None) => RunId::generate(),
@@ -543,9 +510,13 @@ pub fn run(args: Args, json: bool) -> CmdResult<Outcome> {
         LoopEnd::Halted { reason, .. } | LoopEnd::Gated { reason, .. } => Some(*reason),
         _ => None,
     };
+    drop(progress);
     let run_id = outcome.run_id.clone();
     let mut out = render(outcome);
     escalate_after(&mut out, auto, reason, &workdir, &run_id);
+    if args.quiet {
+        out.human.clear();
+    }
     Ok(out)
 }
 

@@ -23,6 +23,7 @@ use super::check::{run_check, Artifacts, ReportSource};
 use super::commands::RoleCommand;
 use super::detached::RunWorkspace;
 use super::lifecycle::ActiveRun;
+use super::sink::{LoopEvent, Phase};
 use super::zone_setup::zone_setup;
 use crate::error::{CmdResult, Failure};
 use crate::halt::HaltReason;
@@ -331,12 +332,21 @@ impl Canary<'_> {
         &self,
         mutants: &[(Mutant, mutation::Stratum, &[u8])],
         jobs: usize,
+        progress: &mut dyn FnMut(u64, u64),
     ) -> Vec<MutantResult> {
         let next = AtomicUsize::new(0);
         let results: Mutex<Vec<Option<MutantResult>>> = Mutex::new(vec![None; mutants.len()]);
+        let total = mutants.len() as u64;
+        if total > 0 {
+            progress(0, total);
+        }
         std::thread::scope(|scope| {
+            // Each worker says when it finished a mutant; this thread counts them for `progress`.
+            let (finished, finishes) = std::sync::mpsc::channel::<()>();
+            let (next, results) = (&next, &results);
             for _ in 0..jobs.clamp(1, mutants.len().max(1)) {
-                scope.spawn(|| {
+                let finished = finished.clone();
+                scope.spawn(move || {
                     let mut zone = zone_setup(self.cfg, self.state_dir)
                         .and_then(|z| open_zone(&z).map_err(Failure::from));
                     loop {
@@ -362,8 +372,15 @@ impl Canary<'_> {
                         if let Ok(mut slots) = results.lock() {
                             slots[i] = Some(result);
                         }
+                        let _ = finished.send(());
                     }
                 });
+            }
+            drop(finished);
+            let mut done = 0;
+            for () in finishes {
+                done += 1;
+                progress(done, total);
             }
         });
         results
@@ -463,7 +480,7 @@ impl ActiveRun<'_> {
         n: u64,
         coverage: Option<&crate::mutation::coverage::LineHits>,
     ) -> CmdResult<Option<Step>> {
-        self.beat("canary", n);
+        self.beat(super::sink::Phase::Canary, n);
         if self.cfg.adequacy.mode == AdequacyMode::Off {
             return Ok(None);
         }
@@ -613,7 +630,15 @@ impl ActiveRun<'_> {
             .into_iter()
             .filter_map(|(m, stratum)| original(&m.path).map(|b| (m, stratum, b)))
             .collect();
-        let results = canary.run_all(&with_sources, jobs());
+        let sink = &mut *self.sink;
+        let results = canary.run_all(&with_sources, jobs(), &mut |done, total| {
+            sink.event(&LoopEvent::Progress {
+                phase: Phase::Canary,
+                iteration: n,
+                done,
+                total,
+            })
+        });
         if let Some(signal) = crate::interrupt::pending() {
             return Ok(Some(Step::Interrupted(signal)));
         }

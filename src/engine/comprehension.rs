@@ -5,7 +5,7 @@
 //! workspace's ledger and ack log (`crate::receipt::comprehension`).
 
 use super::lifecycle::ActiveRun;
-use super::sink::{EventSink, LoopEvent};
+use super::sink::LoopEvent;
 use super::{LoopEnd, RunOutcome};
 use crate::error::{CmdResult, Failure};
 use crate::halt::HaltReason;
@@ -172,11 +172,7 @@ impl ActiveRun<'_> {
 
     /// The gate before the agent step of iteration `n`: past the limit, record the stop and end
     /// this call resumable (`Some`); else, after an earlier stop, record what cleared it.
-    pub(super) fn comprehension_gate(
-        &mut self,
-        n: u64,
-        sink: &mut dyn EventSink,
-    ) -> CmdResult<Option<RunOutcome>> {
+    pub(super) fn comprehension_gate(&mut self, n: u64) -> CmdResult<Option<RunOutcome>> {
         let Some(pins) = self.cfg.comprehension.clone() else {
             return Ok(None);
         };
@@ -222,7 +218,8 @@ impl ActiveRun<'_> {
         if !rejected.is_empty() {
             detail.push_str(&format!(" (cleared nothing: {})", rejected.join("; ")));
         }
-        sink.event(&LoopEvent::HaltingBeforeIterations { detail: &detail });
+        self.sink
+            .event(&LoopEvent::HaltingBeforeIterations { detail: &detail });
         self.revoke_held("comprehension")?;
         let reason = HaltReason::ComprehensionDebtExceeded;
         self.state.state = RunPhase::Gated;

@@ -19,6 +19,7 @@
 //! the replay is printed with the replay's output only.
 
 use super::lifecycle::ActiveRun;
+use super::sink::{LoopEvent, Phase};
 use crate::error::{CmdResult, Failure};
 use crate::receipt::events::{CheckResult, ConfirmationRecord, Event};
 use crate::rules::decide::Step;
@@ -90,7 +91,8 @@ impl ActiveRun<'_> {
             .map_err(|e| Failure::invalid_input(format!("the pinned confidence: {e}")))?;
         let target = 1.0 - self.cfg.max_flake_rate;
         let mut agreeing = agreeing;
-        for k in first..=self.cfg.confirm_runs {
+        let total = self.cfg.confirm_runs;
+        for k in first..=total {
             if let Some(sig) = crate::interrupt::pending() {
                 return Ok(Rerun::Stopped(Step::Interrupted(sig)));
             }
@@ -99,6 +101,12 @@ impl ActiveRun<'_> {
                     Ok(outcome) => outcome,
                     Err(halt) => return Ok(Rerun::Stopped(halt)),
                 };
+            self.sink.event(&LoopEvent::Progress {
+                phase: Phase::Confirmation,
+                iteration: n,
+                done: k,
+                total,
+            });
             // The operator's interrupt is no sample of the check: nothing is recorded, the run
             // stops resumable and a resumed run makes this rerun again.
             if let crate::ending::Ending::Interrupted { signal } = outcome.ending() {

@@ -18,7 +18,7 @@ use super::detached::{RunWorkspace, Taken};
 use super::guards::{AgentStep, CheckStep, Objection};
 use super::judge;
 use super::lifecycle::ActiveRun;
-use super::sink::{EventSink, LoopEvent};
+use super::sink::{LoopEvent, Phase};
 use super::RunOutcome;
 use crate::error::{CmdResult, Failure};
 use crate::halt::HaltReason;
@@ -60,12 +60,7 @@ pub(super) struct SentinelLayer {
 
 impl ActiveRun<'_> {
     /// Drive the run until it halts, pauses (`once`) or is interrupted.
-    pub(super) fn drive(
-        &mut self,
-        zone: &mut dyn Zone,
-        once: bool,
-        sink: &mut dyn EventSink,
-    ) -> CmdResult<RunOutcome> {
+    pub(super) fn drive(&mut self, zone: &mut dyn Zone, once: bool) -> CmdResult<RunOutcome> {
         loop {
             if let Some(sig) = interrupt::pending() {
                 return self.interrupted(sig, None);
@@ -77,7 +72,7 @@ impl ActiveRun<'_> {
             }
             // The comprehension gate: too many accepted diffs unread stop the run, resumable.
             // A ledger or ack log gone bad since the run started halts it as a workspace it cannot keep.
-            match self.comprehension_gate(n, sink) {
+            match self.comprehension_gate(n) {
                 Ok(Some(stopped)) => return Ok(stopped),
                 Ok(None) => {}
                 Err(f) if f.code == crate::error::FailureCode::WorkspaceInvalid => {
@@ -87,18 +82,19 @@ impl ActiveRun<'_> {
             }
             // The budget before the agent: spent plus the projection of one more iteration.
             if let Step::Halt(reason, detail) = self.budget_step(Point::BeforeAgent) {
-                sink.event(&LoopEvent::HaltingBeforeIterations { detail: &detail });
+                self.sink
+                    .event(&LoopEvent::HaltingBeforeIterations { detail: &detail });
                 return self.halt(reason, detail);
             }
             // The receipt is the live record: state.json is rewritten only when the run stops, so
             // that an iteration costs one fsync per event and nothing more.
             self.append(Event::IterationStart { iteration: n })?;
             self.state.iteration = n;
-            match self.iterate(zone, n, sink)? {
+            match self.iterate(zone, n)? {
                 // The budget at the iteration's end (every stage's usage), when it decided no other halt.
                 Step::Continue => {
                     if let Step::Halt(reason, detail) = self.budget_step(Point::End) {
-                        sink.event(&LoopEvent::HaltingAfterAgent {
+                        self.sink.event(&LoopEvent::HaltingAfterAgent {
                             iteration: n,
                             detail: &detail,
                         });
@@ -114,17 +110,21 @@ impl ActiveRun<'_> {
         }
     }
 
-    /// Record a phase change in the heartbeat.
-    pub(super) fn beat(&self, phase: &'static str, n: u64) {
+    /// Record a phase change in the heartbeat and tell the sink.
+    pub(super) fn beat(&mut self, phase: Phase, n: u64) {
         if let Some(beacon) = &self.beacon {
-            beacon.phase(phase, n);
+            beacon.phase(phase.as_str(), n);
         }
+        self.sink.event(&LoopEvent::PhaseStarted {
+            phase,
+            iteration: n,
+        });
     }
 
-    /// Arm a command of `phase` with the heartbeat hook (the phase is recorded now).
-    pub(super) fn arm(&self, cmd: &mut crate::zones::ZoneCommand, phase: &'static str, n: u64) {
+    /// Arm a command of `phase` (begun with [`Self::beat`]) with the heartbeat hook.
+    pub(super) fn arm(&self, cmd: &mut crate::zones::ZoneCommand, phase: Phase, n: u64) {
         if let Some(beacon) = &self.beacon {
-            beacon.arm(cmd, phase, n);
+            beacon.arm(cmd, phase.as_str(), n);
         }
     }
 
@@ -136,12 +136,7 @@ impl ActiveRun<'_> {
     }
 
     /// Run iteration `n`'s stages; `Continue` when it ended without a halt.
-    fn iterate(
-        &mut self,
-        zone: &mut dyn Zone,
-        n: u64,
-        sink: &mut dyn EventSink,
-    ) -> CmdResult<Step> {
+    fn iterate(&mut self, zone: &mut dyn Zone, n: u64) -> CmdResult<Step> {
         let (exec, usage) = match self.run_agent(zone, n)? {
             Ok(ran) => ran,
             Err(detail) => return Ok(Step::Halt(HaltReason::IsolationUnsatisfiable, detail)),
@@ -150,13 +145,13 @@ impl ActiveRun<'_> {
         if let Some(usage) = usage {
             self.append(Event::Usage(usage))?;
         }
-        self.beat("snapshot", n);
-        if let Some(step) = self.halting_after_agent(n, sink) {
+        self.beat(Phase::Snapshot, n);
+        if let Some(step) = self.halting_after_agent(n) {
             return Ok(step);
         }
         // The budget after the agent's usage: model drift, a cap crossed, the cost anomaly.
         if let Step::Halt(reason, detail) = self.budget_step(Point::AfterAgent) {
-            sink.event(&LoopEvent::HaltingAfterAgent {
+            self.sink.event(&LoopEvent::HaltingAfterAgent {
                 iteration: n,
                 detail: &detail,
             });
@@ -165,7 +160,7 @@ impl ActiveRun<'_> {
         let candidate = match self.judge_agent_step(n, &exec)? {
             Ok(candidate) => candidate,
             Err(Step::Halt(reason, detail)) => {
-                sink.event(&LoopEvent::HaltingAfterAgent {
+                self.sink.event(&LoopEvent::HaltingAfterAgent {
                     iteration: n,
                     detail: &detail,
                 });
@@ -173,7 +168,7 @@ impl ActiveRun<'_> {
             }
             Err(stop) => return Ok(stop),
         };
-        if let Some(step) = self.halting_after_agent(n, sink) {
+        if let Some(step) = self.halting_after_agent(n) {
             return Ok(step);
         }
         if let Some(sig) = interrupt::pending() {
@@ -184,7 +179,7 @@ impl ActiveRun<'_> {
             Err(halt) => return Ok(halt),
         };
         let check = outcome.record(n);
-        self.beat("guards", n);
+        self.beat(Phase::Guards, n);
         let mut findings = self.guards.after_check(&CheckStep {
             iteration: n,
             check: &check,
@@ -302,7 +297,7 @@ impl ActiveRun<'_> {
             }
         }
         if let Some(check_exit) = check.check_exit {
-            sink.event(&LoopEvent::Checked {
+            self.sink.event(&LoopEvent::Checked {
                 iteration: n,
                 exec_ms: exec.duration_ms,
                 check_exit,
@@ -352,6 +347,7 @@ impl ActiveRun<'_> {
         zone: &mut dyn Zone,
         n: u64,
     ) -> CmdResult<Result<(ExecResult, Option<UsageRecord>), String>> {
+        self.beat(Phase::Agent, n);
         let overlay = self.workspace.as_ref().map(RunWorkspace::agent_overlay);
         let credential = match (&self.cfg.credentials, &self.credential) {
             (Some(hooks), Some(secret)) => Some((hooks.env.clone(), secret.clone())),
@@ -366,7 +362,7 @@ impl ActiveRun<'_> {
         };
         let stem = command.stem();
         let mut cmd = command.zone_command(&self.cfg, &self.env);
-        self.arm(&mut cmd, "agent", n);
+        self.arm(&mut cmd, Phase::Agent, n);
         if let Err(detail) = self
             .give_feedback(n, &mut cmd)
             .and_then(|()| self.give_usage_file(&mut cmd))
@@ -484,6 +480,14 @@ impl ActiveRun<'_> {
         candidate: Option<&Snapshot>,
         run: CheckRun<'_>,
     ) -> CmdResult<Result<CheckOutcome, Step>> {
+        let phase = match run {
+            CheckRun::Iteration if n == 0 => Phase::Baseline,
+            CheckRun::Iteration => Phase::Check,
+            CheckRun::Confirmation(_) => Phase::Confirmation,
+            CheckRun::Holdout => Phase::Holdout,
+            CheckRun::Sentinel(_) => Phase::Sentinel,
+        };
+        self.beat(phase, n);
         let patterns = ReportPatterns::new(&self.cfg.report_patterns())
             .map_err(|e| Failure::invalid_input(e.to_string()))?;
         let fresh = |path: &[u8]| {
@@ -525,13 +529,6 @@ impl ActiveRun<'_> {
             stem,
         };
         let mut cmd = command.zone_command(&self.cfg, &self.env);
-        let phase = match run {
-            CheckRun::Iteration if n == 0 => "baseline",
-            CheckRun::Iteration => "check",
-            CheckRun::Confirmation(_) => "confirmation",
-            CheckRun::Holdout => "holdout",
-            CheckRun::Sentinel(_) => "sentinel",
-        };
         self.arm(&mut cmd, phase, n);
         if let (CheckRun::Holdout, Some(holdout)) = (run, &self.cfg.holdout) {
             holdout.apply(&mut cmd);
@@ -610,6 +607,7 @@ impl ActiveRun<'_> {
         check: &CheckResult,
         candidate: Option<&Snapshot>,
     ) -> CmdResult<Result<bool, i32>> {
+        self.beat(Phase::Judge, n);
         let previous = self
             .history
             .iterations
@@ -676,7 +674,7 @@ impl ActiveRun<'_> {
             credential: None,
         };
         let mut cmd = command.zone_command(&self.cfg, &self.env);
-        self.arm(&mut cmd, "judge", n);
+        self.arm(&mut cmd, Phase::Judge, n);
         // Named in its environment, so a judge that reviews "its tree" reads the agent's, not
         // t0's: `LOOPEXEC_CANDIDATE_DIR` (the agent's tree), `LOOPEXEC_T0_DIR` (its cwd).
         if let Some(candidate) = candidate.as_ref() {
@@ -735,11 +733,11 @@ impl ActiveRun<'_> {
 
     /// The decision after the agent's stages, when it stops the iteration (a halt is told to
     /// the sink: no check result will follow it).
-    fn halting_after_agent(&self, n: u64, sink: &mut dyn EventSink) -> Option<Step> {
+    fn halting_after_agent(&mut self, n: u64) -> Option<Step> {
         match self.decide() {
             Step::Continue => None,
             Step::Halt(reason, detail) => {
-                sink.event(&LoopEvent::HaltingAfterAgent {
+                self.sink.event(&LoopEvent::HaltingAfterAgent {
                     iteration: n,
                     detail: &detail,
                 });

@@ -16,7 +16,7 @@ use super::detached::{RunWorkspace, Taken, WorkspaceMode};
 use super::guards::{AgentStep, Guard, Guards, ProtectedPathGuard};
 use super::in_place::InPlaceGuard;
 use super::seats::Mode;
-use super::sink::{EventSink, LoopEvent};
+use super::sink::{EventSink, LoopEvent, Phase};
 use super::zone_setup::zone_setup;
 use super::{LoopEnd, RunOutcome};
 use crate::error::{CmdResult, Failure};
@@ -42,6 +42,8 @@ use crate::zones::{open_zone, Role, Zone};
 /// far (every event it appends is recorded into it).
 pub(super) struct ActiveRun<'a> {
     pub(super) statedir: &'a StateDir,
+    /// Where the stages report what they do while the run goes on (`super::sink`).
+    pub(super) sink: &'a mut dyn EventSink,
     pub(super) run: RunDir,
     _lock: RunLock,
     log: ReceiptLog,
@@ -68,6 +70,20 @@ pub(super) struct ActiveRun<'a> {
     pub(super) beacon: Option<std::sync::Arc<super::heartbeat::Beacon>>,
     /// The agent's usage directory (`LOOPEXEC_USAGE`), made before the first agent call.
     pub(super) usage: Option<super::usage_meter::UsageDir>,
+}
+
+/// What a recorded event has to tell the sink (`ActiveRun::append`).
+enum Recorded {
+    Nothing,
+    Baseline {
+        check_exit: Option<i32>,
+        failing: Option<u64>,
+    },
+    Usage,
+    Egress {
+        allowed: u64,
+        denied: u64,
+    },
 }
 
 /// The state of a run this process is about to drive (its counters are filled in on save).
@@ -170,6 +186,7 @@ fn recorded_egress_totals(history: &History) -> Option<crate::egress::ProxyStats
 /// What `start` and `resume` hand to [`ActiveRun::open`].
 struct Opening<'a> {
     statedir: &'a StateDir,
+    sink: &'a mut dyn EventSink,
     run_id: RunId,
     run: RunDir,
     lock: RunLock,
@@ -214,6 +231,7 @@ pub fn start_after_gates(
     let isolation = zone.isolation().to_string();
     let opening = Opening {
         statedir,
+        sink,
         run_id: run_id.clone(),
         run,
         lock,
@@ -266,12 +284,12 @@ pub fn start_after_gates(
         let refused = gates.refusal();
         active.append(Event::Preconditions(gates))?;
         if refused.is_some() {
-            return active.begin(zone.as_mut(), refused, once, sink);
+            return active.begin(zone.as_mut(), refused, once);
         }
     }
     // The known-feasible reference, checked before anything is spent on the agent.
     let infeasible = active.check_reference(statedir, zone.as_mut(), &zones)?;
-    active.begin(zone.as_mut(), infeasible, once, sink)
+    active.begin(zone.as_mut(), infeasible, once)
 }
 
 /// Continue a paused, interrupted or crashed run from its durable state.
@@ -368,6 +386,7 @@ pub fn resume(
         .unwrap_or_default();
     let opening = Opening {
         statedir,
+        sink,
         run_id: run_id.clone(),
         run,
         lock,
@@ -437,7 +456,7 @@ pub fn resume(
         Pending::Decided(reason, detail) => Some((reason, detail)),
         _ => None,
     };
-    active.begin(zone.as_mut(), decided, once, sink)
+    active.begin(zone.as_mut(), decided, once)
 }
 
 impl<'a> ActiveRun<'a> {
@@ -463,6 +482,7 @@ impl<'a> ActiveRun<'a> {
         Ok(ActiveRun {
             beacon,
             statedir: o.statedir,
+            sink: o.sink,
             run: o.run,
             _lock: o.lock,
             log: o.log,
@@ -492,6 +512,10 @@ impl<'a> ActiveRun<'a> {
         zone: &mut dyn Zone,
         zones: &ZoneSetup,
     ) -> CmdResult<Option<(HaltReason, String)>> {
+        if self.cfg.reference.is_none() || self.workspace.is_none() {
+            return Ok(None);
+        }
+        self.beat(Phase::Reference, 0);
         let (Some(rev), Some(ws)) = (self.cfg.reference.clone(), &self.workspace) else {
             return Ok(None);
         };
@@ -647,7 +671,6 @@ impl<'a> ActiveRun<'a> {
         zone: &mut dyn Zone,
         decided: Option<(HaltReason, String)>,
         once: bool,
-        sink: &mut dyn EventSink,
     ) -> CmdResult<RunOutcome> {
         self.save_state(true)?;
         // A credential minted by a process that died without revoking it is revoked now.
@@ -655,7 +678,8 @@ impl<'a> ActiveRun<'a> {
             self.revoke_credential(None, "supervisor_lost")?;
         }
         if let Some(detail) = self.refused_at_reopen.take() {
-            sink.event(&LoopEvent::HaltingBeforeIterations { detail: &detail });
+            self.sink
+                .event(&LoopEvent::HaltingBeforeIterations { detail: &detail });
             return self.halt(HaltReason::WorkspaceInvalid, detail);
         }
         // A green whose confirmations (or canary) loopexec died before recording gets them now.
@@ -675,7 +699,8 @@ impl<'a> ActiveRun<'a> {
         }
         match self.t0_baseline(zone)? {
             Some(Step::Halt(reason, detail)) => {
-                sink.event(&LoopEvent::HaltingBeforeIterations { detail: &detail });
+                self.sink
+                    .event(&LoopEvent::HaltingBeforeIterations { detail: &detail });
                 return self.halt(reason, detail);
             }
             Some(Step::Interrupted(signal)) => return self.interrupted(signal, None),
@@ -684,17 +709,19 @@ impl<'a> ActiveRun<'a> {
         // The held-out check on t0, for its set guard (once per run, before any agent call).
         match self.holdout_baseline(zone)? {
             Some(Step::Halt(reason, detail)) => {
-                sink.event(&LoopEvent::HaltingBeforeIterations { detail: &detail });
+                self.sink
+                    .event(&LoopEvent::HaltingBeforeIterations { detail: &detail });
                 return self.halt(reason, detail);
             }
             Some(Step::Interrupted(signal)) => return self.interrupted(signal, None),
             Some(Step::Continue) | None => {}
         }
         if let Some((reason, detail)) = self.mint_credential()? {
-            sink.event(&LoopEvent::HaltingBeforeIterations { detail: &detail });
+            self.sink
+                .event(&LoopEvent::HaltingBeforeIterations { detail: &detail });
             return self.halt(reason, detail);
         }
-        let result = self.drive(zone, once, sink);
+        let result = self.drive(zone, once);
         if result.is_err() {
             // A failure (not a halt: e.g. the receipt could not be written) still revokes the
             // credential this process holds, recording it when the receipt allows.
@@ -721,6 +748,7 @@ impl<'a> ActiveRun<'a> {
 
     /// Append an event to the receipt and record it into the history.
     pub(super) fn append(&mut self, event: Event) -> CmdResult<()> {
+        let told = self.recorded_progress(&event);
         // Lists over the receipt's bound go to a run artifact, named by an `externalised` event
         // right after their own, and no line is over `bounded::MAX_LINE_BYTES` whatever the
         // event (receipt::bounded); the live history keeps them whole.
@@ -743,7 +771,59 @@ impl<'a> ActiveRun<'a> {
                 }
             }
         }
+        self.tell(told);
         Ok(())
+    }
+
+    /// What an event about to be appended tells the sink once it is recorded.
+    fn recorded_progress(&self, event: &Event) -> Recorded {
+        match event {
+            Event::CheckBaseline(b) => Recorded::Baseline {
+                check_exit: b.check.check_exit,
+                failing: b.check.failing_count,
+            },
+            Event::Usage(_) => Recorded::Usage,
+            Event::ExecResult(crate::receipt::events::ExecResult {
+                egress: Some(egress),
+                ..
+            }) => match serde_json::from_value::<crate::egress::proxy::ProxyStats>(
+                egress.totals.clone(),
+            ) {
+                Ok(totals) => Recorded::Egress {
+                    allowed: totals.allowed,
+                    denied: totals.denied,
+                },
+                Err(_) => Recorded::Nothing,
+            },
+            _ => Recorded::Nothing,
+        }
+    }
+
+    /// Tell the sink what a recorded event changed (the spend from the history, which now holds it).
+    fn tell(&mut self, told: Recorded) {
+        match told {
+            Recorded::Nothing => {}
+            Recorded::Baseline {
+                check_exit,
+                failing,
+            } => self.sink.event(&LoopEvent::BaselineChecked {
+                check_exit,
+                failing,
+            }),
+            Recorded::Usage => {
+                let records: Vec<&crate::receipt::history::IterationRecord> =
+                    self.history.iterations.iter().collect();
+                let spent = crate::rules::budget::spent(&records);
+                self.sink.event(&LoopEvent::Spent {
+                    usd_micros: spent.usd_micros,
+                    unknown_money: spent.unknown_money,
+                    tokens: spent.tokens,
+                });
+            }
+            Recorded::Egress { allowed, denied } => {
+                self.sink.event(&LoopEvent::Egress { allowed, denied })
+            }
+        }
     }
 
     /// Mint the agent's credential with the operator's hook, if the run has one. A failing mint
@@ -833,7 +913,7 @@ impl<'a> ActiveRun<'a> {
 
     /// Halt with a computed reason: deliver the accepted end state, append `halt`, seal.
     pub(super) fn halt(&mut self, reason: HaltReason, detail: String) -> CmdResult<RunOutcome> {
-        self.beat("sealing", self.state.iteration);
+        self.beat(Phase::Sealing, self.state.iteration);
         self.revoke_held("halt")?;
         let delivery = match &self.workspace {
             None => None,
