@@ -33,6 +33,18 @@ impl Ending {
         Some(format!("no output for {:.1} s, {cpu} ({})", *quiet_ms as f64 / 1000.0, if *busy { "busy" } else { "idle" }))
     }
 
+    /// The ending in a word or two, as `report` lists it: `exit 3`, `timed out`, `signal 9`.
+    pub fn short_text(&self) -> String {
+        match self {
+            Ending::Exited { code } => format!("exit {code}"),
+            Ending::TimedOut { .. } => "timed out".into(),
+            Ending::Signaled { signal } => format!("signal {signal}"),
+            Ending::FailedToStart { .. } => "could not start".into(),
+            Ending::Interrupted { .. } => "interrupted".into(),
+            Ending::Stalled { .. } => "stalled".into(),
+        }
+    }
+
     /// The exit code when the command exited normally.
     pub fn exit_code(&self) -> Option<i32> {
         match self {
