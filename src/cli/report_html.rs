@@ -67,7 +67,10 @@ fn shown(value: &Value) -> String {
 
 /// The verification of the run as `verify` computes it, or why it could not be done.
 enum Verified {
-    Checked { key: Value, verification: crate::audit::verify::Verification },
+    Checked {
+        key: Value,
+        verification: crate::audit::verify::Verification,
+    },
     NotChecked(String),
 }
 
@@ -90,14 +93,20 @@ fn verification(page: &Page) -> CmdResult<Verified> {
 /// Render the page and write it to `out` atomically (a temporary file beside it, renamed over it).
 pub fn write(page: &Page, out: &Path) -> CmdResult<Outcome> {
     if out.is_dir() {
-        return Err(Failure::usage(format!("--html {}: is a directory", crate::inert::inert(&out.to_string_lossy())))
-            .with_hint("name the file to write, e.g. --html report.html"));
+        return Err(
+            Failure::usage(format!("--html {}: is a directory", crate::inert::inert(&out.to_string_lossy())))
+                .with_hint("name the file to write, e.g. --html report.html"),
+        );
     }
     let verified = verification(page)?;
     let html = render(page, &verified);
     let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let io = |e: &std::io::Error| Failure::io(out, e).with_hint("--html names a file in a directory you can write");
-    let mut tmp = tempfile::Builder::new().prefix(".loopexec-report-").suffix(".html.tmp").tempfile_in(parent).map_err(|e| io(&e))?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".loopexec-report-")
+        .suffix(".html.tmp")
+        .tempfile_in(parent)
+        .map_err(|e| io(&e))?;
     std::io::Write::write_all(&mut tmp, html.as_bytes()).map_err(|e| io(&e))?;
     tmp.as_file().sync_all().map_err(|e| io(&e))?;
     // Readable as any report (a temporary file is 0600).
@@ -136,7 +145,7 @@ td code,code{font:12.5px ui-monospace,SFMono-Regular,Menlo,monospace;word-break:
 ul{margin:2px 0;padding-left:18px}li{margin:1px 0}
 .note{color:#5a6472;font-size:12.5px}
 svg text{font:11px system-ui,sans-serif;fill:#5a6472}
-.it td{font-size:13px}
+.it th{width:auto}.it td{font-size:13px}.it td:last-child{width:42%}
 ";
 
 fn badge(class: &str, text: &str) -> String {
@@ -155,7 +164,10 @@ fn render(page: &Page, verified: &Verified) -> String {
          <title>loopexec run {run_id}</title>\n<style>\n{STYLE}</style>\n</head>\n<body>\n<main>\n"
     );
     let halt = match &history.halt {
-        Some(h) => badge(if h.halt_reason.as_str() == "success_condition_met" { "ok" } else { "warn" }, h.halt_reason.as_str()),
+        Some(h) => badge(
+            if h.halt_reason.as_str() == "success_condition_met" { "ok" } else { "warn" },
+            h.halt_reason.as_str(),
+        ),
         None => badge("na", "not halted"),
     };
     let _ = writeln!(html, "<h1>loopexec run <code>{run_id}</code> {halt}</h1>");
@@ -189,7 +201,16 @@ fn pins(html: &mut String, report: &Value) {
     let config = &report["config"];
     html.push_str("<h2>Pins</h2>\n<section><table>\n");
     row(html, "mode", &shown(&report["mode"]));
-    row(html, "isolation", &format!("{} (backend {}, workspace {})", shown(&report["isolation"]), shown(&config["backend"]), shown(&config["workspace"])));
+    row(
+        html,
+        "isolation",
+        &format!(
+            "{} (backend {}, workspace {})",
+            shown(&report["isolation"]),
+            shown(&config["backend"]),
+            shown(&config["workspace"])
+        ),
+    );
     for (name, key) in [("agent policy", "agent_policy"), ("check policy", "check_policy")] {
         let pin = &config[key];
         let value = match pin.is_null() {
@@ -206,7 +227,13 @@ fn pins(html: &mut String, report: &Value) {
         .collect::<Vec<_>>()
         .join(", ");
     row(html, "model", if model_text.is_empty() { "not pinned" } else { &model_text });
-    let runner = config["runner"].as_object().map(|r| r.iter().take(MAX_ITEMS).map(|(k, v)| format!("{} {}", escaped(k), shown(v))).collect::<Vec<_>>().join(", "));
+    let runner = config["runner"].as_object().map(|r| {
+        r.iter()
+            .take(MAX_ITEMS)
+            .map(|(k, v)| format!("{} {}", escaped(k), shown(v)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    });
     row(html, "runner", runner.as_deref().filter(|r| !r.is_empty()).unwrap_or("-"));
     row(html, "exec", &format!("<code>{}</code>", shown(&config["exec"])));
     row(html, "check", &format!("<code>{}</code>", shown(&config["check"])));
@@ -215,7 +242,11 @@ fn pins(html: &mut String, report: &Value) {
     if let Some(cost) = report.get("cost") {
         let money = match cost["usd_micros"].as_u64() {
             Some(m) => format!("{} USD", crate::rules::budget::usd(m)),
-            None => format!("{} USD known, {} record(s) of unknown money", crate::rules::budget::usd(cost["usd_micros_known"].as_u64().unwrap_or(0)), shown(&cost["unknown_money_records"])),
+            None => format!(
+                "{} USD known, {} record(s) of unknown money",
+                crate::rules::budget::usd(cost["usd_micros_known"].as_u64().unwrap_or(0)),
+                shown(&cost["unknown_money_records"])
+            ),
         };
         row(html, "cost", &format!("{money}, {} tokens", shown(&cost["tokens"])));
     }
@@ -230,8 +261,16 @@ fn verification_section(html: &mut String, verified: &Verified) {
             let _ = writeln!(html, "<p>{} {}</p>", badge("na", "signature not checked"), escaped(why));
         }
         Verified::Checked { key, verification } => {
-            let status = if verification.ok() { badge("ok", "verified") } else { badge("bad", "NOT verified") };
-            let source = if key["source"] == "operator_default" { "the operator's own key (a third party passes --pubkey)" } else { "--pubkey" };
+            let status = if verification.ok() {
+                badge("ok", "verified")
+            } else {
+                badge("bad", "NOT verified")
+            };
+            let source = if key["source"] == "operator_default" {
+                "the operator's own key (a third party passes --pubkey)"
+            } else {
+                "--pubkey"
+            };
             let _ = writeln!(
                 html,
                 "<p>{status} against key <code>{}</code> (fingerprint <code>{}</code>; {})</p>\n<table>",
@@ -241,7 +280,12 @@ fn verification_section(html: &mut String, verified: &Verified) {
             );
             for check in verification.checks.iter().take(MAX_ITEMS) {
                 let mark = if check.ok { badge("ok", "ok") } else { badge("bad", "FAIL") };
-                let _ = writeln!(html, "<tr><th>{mark}</th><td><code>{}</code></td><td>{}</td></tr>", escaped(check.name), escaped(&check.detail));
+                let _ = writeln!(
+                    html,
+                    "<tr><th>{mark}</th><td><code>{}</code></td><td>{}</td></tr>",
+                    escaped(check.name),
+                    escaped(&check.detail)
+                );
             }
             left_out(html, verification.checks.len(), MAX_ITEMS, "checks");
             html.push_str("</table>\n");
@@ -252,7 +296,11 @@ fn verification_section(html: &mut String, verified: &Verified) {
 
 fn left_out(html: &mut String, total: usize, shown: usize, what: &str) {
     if total > shown {
-        let _ = writeln!(html, "<p class=\"note\">{} more {what} left out (loopexec report --json lists them)</p>", total - shown);
+        let _ = writeln!(
+            html,
+            "<p class=\"note\">{} more {what} left out (loopexec report --json lists them)</p>",
+            total - shown
+        );
     }
 }
 
@@ -265,11 +313,24 @@ fn halt_section(html: &mut String, page: &Page) {
         html.push_str("</table></section>\n");
         return;
     };
-    row(html, "reason", &format!("<code>{}</code> (exit {}) at iteration {}", escaped(halt.halt_reason.as_str()), halt.exit_code, halt.iteration));
+    row(
+        html,
+        "reason",
+        &format!(
+            "<code>{}</code> (exit {}) at iteration {}",
+            escaped(halt.halt_reason.as_str()),
+            halt.exit_code,
+            halt.iteration
+        ),
+    );
     row(html, "detail", &escaped(&halt.detail));
     let derivation = &page.report["halt_derivation"];
     if let Some(detail) = derivation["detail"].as_str() {
-        let mark = if derivation["consistent"] == Value::Bool(false) { badge("bad", "does not follow") } else { badge("ok", "derived") };
+        let mark = if derivation["consistent"] == Value::Bool(false) {
+            badge("bad", "does not follow")
+        } else {
+            badge("ok", "derived")
+        };
         row(html, "derivation", &format!("{mark} {}", escaped(detail)));
     }
     match super::explain_halt::withheld(history, &page.loaded.path) {
@@ -278,7 +339,11 @@ fn halt_section(html: &mut String, page: &Page) {
             if let Some(verdict) = super::explain_halt::verdict_of(history) {
                 let why = super::explain_halt::summary(halt.halt_reason.as_str(), &halt.detail, &verdict);
                 let class = if verdict.explanation.verdict.as_str() == "done" { "ok" } else { "warn" };
-                row(html, "verdict", &format!("{} {}", badge(class, verdict.explanation.verdict.as_str()), escaped(&why)));
+                row(
+                    html,
+                    "verdict",
+                    &format!("{} {}", badge(class, verdict.explanation.verdict.as_str()), escaped(&why)),
+                );
                 let decisive = verdict.decisive_iterations.iter().map(u64::to_string).collect::<Vec<_>>().join(", ");
                 row(html, "decisive", &escaped(&decisive));
                 row(html, "next", &format!("<code>{}</code>", escaped(&verdict.next_command)));
@@ -299,7 +364,10 @@ fn shown_iterations(history: &History) -> &[IterationRecord] {
 
 /// Whether the ratchet rejected iteration `n` (`None`: it judged nothing there).
 fn rejected(judged: &[(Value, String)], n: u64) -> Option<bool> {
-    judged.iter().find(|(v, _)| v["iteration"].as_u64() == Some(n)).map(|(v, _)| v["accepted"] == Value::Bool(false))
+    judged
+        .iter()
+        .find(|(v, _)| v["iteration"].as_u64() == Some(n))
+        .map(|(v, _)| v["accepted"] == Value::Bool(false))
 }
 
 /// The inline SVG chart: the failing set's size per iteration (one `circle` each, with its
@@ -315,32 +383,79 @@ fn chart(html: &mut String, history: &History) {
     let (w, h, left, right, top, bottom) = (1000.0_f64, 260.0_f64, 48.0, 16.0, 14.0, 34.0);
     let max = records.iter().filter_map(IterationRecord::failing_count).max().unwrap_or(0).max(1) as f64;
     let n = records.len();
-    let x = |i: usize| if n == 1 { left + (w - left - right) / 2.0 } else { left + (w - left - right) * i as f64 / (n - 1) as f64 };
+    let x = |i: usize| {
+        if n == 1 {
+            left + (w - left - right) / 2.0
+        } else {
+            left + (w - left - right) * i as f64 / (n - 1) as f64
+        }
+    };
     let y = |c: f64| top + (h - top - bottom) * (1.0 - c / max);
-    let _ = writeln!(html, "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {w} {h}\" width=\"100%\" role=\"img\" aria-label=\"failing tests per iteration\">");
+    let _ = writeln!(
+        html,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {w} {h}\" width=\"100%\" role=\"img\" aria-label=\"failing tests per iteration\">"
+    );
     let mut ticks = vec![0.0, (max / 2.0).round(), max];
     ticks.dedup();
     for tick in ticks {
         let (x2, ty, lx) = (w - right, y(tick), left - 6.0);
-        let _ = writeln!(html, "<line x1=\"{left}\" x2=\"{x2}\" y1=\"{ty:.1}\" y2=\"{ty:.1}\" stroke=\"#e3e6eb\"/><text x=\"{lx}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>", ty + 4.0, tick.round());
+        let _ = writeln!(
+            html,
+            "<line x1=\"{left}\" x2=\"{x2}\" y1=\"{ty:.1}\" y2=\"{ty:.1}\" stroke=\"#e3e6eb\"/><text x=\"{lx}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+            ty + 4.0,
+            tick.round()
+        );
     }
-    let line: Vec<String> = records.iter().enumerate().filter_map(|(i, r)| Some(format!("{:.1},{:.1}", x(i), y(r.failing_count()? as f64)))).collect();
+    let line: Vec<String> = records
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| Some(format!("{:.1},{:.1}", x(i), y(r.failing_count()? as f64))))
+        .collect();
     if line.len() > 1 {
-        let _ = writeln!(html, "<polyline points=\"{}\" fill=\"none\" stroke=\"#3b6fd8\" stroke-width=\"2\"/>", line.join(" "));
+        let _ = writeln!(
+            html,
+            "<polyline points=\"{}\" fill=\"none\" stroke=\"#3b6fd8\" stroke-width=\"2\"/>",
+            line.join(" ")
+        );
     }
     let label_every = n.div_ceil(20).max(1);
     for (i, r) in records.iter().enumerate() {
         let (cy, title, style) = match (r.failing_count(), rejected(&judged, r.iteration)) {
-            (None, _) => (y(0.0), format!("iteration {}: no failing set (no readable report)", r.iteration), "fill=\"#fff\" stroke=\"#8a93a0\""),
-            (Some(c), Some(true)) => (y(c as f64), format!("iteration {}: {c} failing, rejected by the ratchet", r.iteration), "fill=\"#fff\" stroke=\"#c53030\" stroke-width=\"2\""),
+            (None, _) => (
+                y(0.0),
+                format!("iteration {}: no failing set (no readable report)", r.iteration),
+                "fill=\"#fff\" stroke=\"#8a93a0\"",
+            ),
+            (Some(c), Some(true)) => (
+                y(c as f64),
+                format!("iteration {}: {c} failing, rejected by the ratchet", r.iteration),
+                "fill=\"#fff\" stroke=\"#c53030\" stroke-width=\"2\"",
+            ),
             (Some(c), _) => (y(c as f64), format!("iteration {}: {c} failing", r.iteration), "fill=\"#3b6fd8\""),
         };
-        let _ = writeln!(html, "<circle data-iteration=\"{}\" cx=\"{:.1}\" cy=\"{cy:.1}\" r=\"4.5\" {style}><title>{}</title></circle>", r.iteration, x(i), escaped(&title));
+        let _ = writeln!(
+            html,
+            "<circle data-iteration=\"{}\" cx=\"{:.1}\" cy=\"{cy:.1}\" r=\"4.5\" {style}><title>{}</title></circle>",
+            r.iteration,
+            x(i),
+            escaped(&title)
+        );
         if i % label_every == 0 || i + 1 == n {
-            let _ = writeln!(html, "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>", x(i), h - bottom + 16.0, r.iteration);
+            let _ = writeln!(
+                html,
+                "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
+                x(i),
+                h - bottom + 16.0,
+                r.iteration
+            );
         }
     }
-    let _ = writeln!(html, "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">iteration</text>\n</svg>", left + (w - left - right) / 2.0, h - 4.0);
+    let _ = writeln!(
+        html,
+        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">iteration</text>\n</svg>",
+        left + (w - left - right) / 2.0,
+        h - 4.0
+    );
     html.push_str("<p class=\"note\">filled: accepted or not judged; red ring: rejected by the ratchet; grey ring: no readable report</p>\n");
     left_out(html, history.iterations.len(), records.len(), "earlier iterations");
     cost_chart(html, records);
@@ -364,10 +479,20 @@ fn cost_chart(html: &mut String, records: &[IterationRecord]) {
     let (w, h, left, right, top, bottom) = (1000.0_f64, 140.0_f64, 48.0, 16.0, 10.0, 20.0);
     let slot = (w - left - right) / costs.len() as f64;
     let _ = writeln!(html, "<h2>Cost per iteration (USD)</h2>\n<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {w} {h}\" width=\"100%\" role=\"img\" aria-label=\"cost per iteration\">");
-    let _ = writeln!(html, "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>", left - 6.0, top + 8.0, usd(max as u64));
+    let _ = writeln!(
+        html,
+        "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>",
+        left - 6.0,
+        top + 8.0,
+        usd(max as u64)
+    );
     for (i, (n, micros, unknown)) in costs.iter().enumerate() {
         let bar = (h - top - bottom) * (*micros as f64 / max);
-        let unknown_note = if *unknown > 0 { format!(" + {unknown} record(s) of unknown money") } else { String::new() };
+        let unknown_note = if *unknown > 0 {
+            format!(" + {unknown} record(s) of unknown money")
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             html,
             "<rect data-cost-iteration=\"{n}\" x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{bar:.1}\" fill=\"{}\"><title>iteration {n}: {} USD{unknown_note}</title></rect>",
@@ -393,7 +518,13 @@ fn notes(items: &[String]) -> String {
 fn iteration_notes(history: &History, r: &IterationRecord) -> Vec<String> {
     let mut items = Vec::new();
     for g in &r.guards {
-        items.push(format!("{} <code>{}</code> ({}): {}", badge("bad", "guard"), escaped(&g.guard), escaped(g.halt_reason.as_str()), escaped(&g.detail)));
+        items.push(format!(
+            "{} <code>{}</code> ({}): {}",
+            badge("bad", "guard"),
+            escaped(&g.guard),
+            escaped(g.halt_reason.as_str()),
+            escaped(&g.detail)
+        ));
         for f in g.findings.iter().take(MAX_ITEMS) {
             items.push(format!("<code>{}</code>: {}", escaped(f.path.as_deref().unwrap_or("-")), escaped(&f.what)));
         }
@@ -402,16 +533,33 @@ fn iteration_notes(history: &History, r: &IterationRecord) -> Vec<String> {
         }
     }
     for u in r.allowed.iter().flat_map(|a| a.uses.iter().map(move |u| (a, u))).take(MAX_ITEMS) {
-        items.push(format!("{} ({}): {} under allowance {}: {}", badge("warn", "allowed"), escaped(&u.0.guard), escaped(&u.1.what), escaped(&u.1.name()), escaped(&u.1.reason)));
+        items.push(format!(
+            "{} ({}): {} under allowance {}: {}",
+            badge("warn", "allowed"),
+            escaped(&u.0.guard),
+            escaped(&u.1.what),
+            escaped(&u.1.name()),
+            escaped(&u.1.reason)
+        ));
     }
     for c in r.confirmations.iter().take(MAX_ITEMS) {
         let class = if c.agrees { "ok" } else { "bad" };
         let what = if c.agrees { "agrees" } else { "disagrees" };
-        items.push(format!("{} {what} (stability lower bound {:.4}, target {:.4})", badge(class, &format!("confirmation {}", c.confirmation)), c.stability_lower_bound, c.stability_target));
+        items.push(format!(
+            "{} {what} (stability lower bound {:.4}, target {:.4})",
+            badge(class, &format!("confirmation {}", c.confirmation)),
+            c.stability_lower_bound,
+            c.stability_target
+        ));
     }
     if let Some(h) = &r.holdout {
         let class = if h.verdict == "green" { "ok" } else { "bad" };
-        items.push(format!("{} {}{}", badge(class, "held-out check"), escaped(&h.verdict), if h.dir_changed { ", directory changed" } else { "" }));
+        items.push(format!(
+            "{} {}{}",
+            badge(class, "held-out check"),
+            escaped(&h.verdict),
+            if h.dir_changed { ", directory changed" } else { "" }
+        ));
     }
     if history.sentinel_of(r.iteration) {
         let refused = history.sentinel_refused_of(r.iteration);
@@ -419,7 +567,10 @@ fn iteration_notes(history: &History, r: &IterationRecord) -> Vec<String> {
         items.push(format!("{} {text}", badge(class, "sentinel run")));
     }
     if let Some(j) = &r.judge {
-        let outcome = serde_json::to_value(j.outcome).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+        let outcome = serde_json::to_value(j.outcome)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
         let class = if outcome == "approve" { "ok" } else { "bad" };
         let hacking = if j.reward_hacking { " (reward hacking)" } else { "" };
         items.push(format!("{}{hacking}: {}", badge(class, &format!("judge {outcome}")), escaped(&j.reason)));
@@ -431,7 +582,14 @@ fn iteration_notes(history: &History, r: &IterationRecord) -> Vec<String> {
             _ => "na",
         };
         let score = a.score.map(|s| format!(", score {s:.2}")).unwrap_or_default();
-        items.push(format!("{} {}: {} killed, {} survived of {} sampled{score}", badge(class, "canary"), escaped(&a.verdict), a.killed, a.survived, a.sampled));
+        items.push(format!(
+            "{} {}: {} killed, {} survived of {} sampled{score}",
+            badge(class, "canary"),
+            escaped(&a.verdict),
+            a.killed,
+            a.survived,
+            a.sampled
+        ));
     }
     for d in r.check.iter().flat_map(|c| c.evidence.iter()).flat_map(|e| &e.disagreements).take(MAX_ITEMS) {
         items.push(format!("{} {}: {}", badge("bad", "evidence"), escaped(&d.kind), escaped(&d.detail)));
@@ -447,7 +605,9 @@ fn iteration_notes(history: &History, r: &IterationRecord) -> Vec<String> {
 fn iterations(html: &mut String, history: &History) {
     let records = shown_iterations(history);
     let judged = super::ratchet::judged(history);
-    html.push_str("<h2>Iterations</h2>\n<section><table class=\"it\">\n<tr><th>#</th><th>agent</th><th>check</th><th>failing</th><th>ratchet</th><th>results</th></tr>\n");
+    html.push_str(
+        "<h2>Iterations</h2>\n<section><table class=\"it\">\n<tr><th>#</th><th>agent</th><th>check</th><th>failing</th><th>ratchet</th><th>results</th></tr>\n",
+    );
     for r in records {
         let ending = |e: Option<&crate::ending::Ending>| e.map(crate::ending::Ending::short_text).unwrap_or_else(|| "-".into());
         let failing = match (r.failing_count(), r.check.as_ref().and_then(|c| c.failing_set.as_ref())) {
@@ -462,14 +622,27 @@ fn iterations(html: &mut String, history: &History) {
             }
         };
         let ratchet = match judged.iter().find(|(v, _)| v["iteration"].as_u64() == Some(r.iteration)) {
-            Some((v, line)) => format!("{} {}", if v["accepted"] == Value::Bool(true) { badge("ok", "accepted") } else { badge("bad", "rejected") }, escaped(line)),
+            Some((v, line)) => format!(
+                "{} {}",
+                if v["accepted"] == Value::Bool(true) {
+                    badge("ok", "accepted")
+                } else {
+                    badge("bad", "rejected")
+                },
+                escaped(line)
+            ),
             None => "-".to_string(),
         };
         let cost = match r.usage.is_empty() {
             true => String::new(),
             false => {
                 let c = crate::rules::budget::iteration_cost(r, crate::rules::budget::Point::End);
-                format!("<br><span class=\"note\">cost {} USD{}, {} tokens</span>", crate::rules::budget::usd(c.usd_micros), if c.unknown_money > 0 { " + unknown" } else { "" }, c.tokens)
+                format!(
+                    "<br><span class=\"note\">cost {} USD{}, {} tokens</span>",
+                    crate::rules::budget::usd(c.usd_micros),
+                    if c.unknown_money > 0 { " + unknown" } else { "" },
+                    c.tokens
+                )
             }
         };
         let _ = writeln!(
@@ -503,11 +676,18 @@ fn egress(html: &mut String, report: &Value) {
     html.push_str("<h2>Egress</h2>\n<section>\n");
     let summary = &egress["summary"];
     if summary.is_null() {
-        let why = egress["error"].as_str().map(escaped).unwrap_or_else(|| "no egress audit recorded (the zones had no proxied network)".into());
+        let why = egress["error"]
+            .as_str()
+            .map(escaped)
+            .unwrap_or_else(|| "no egress audit recorded (the zones had no proxied network)".into());
         let _ = writeln!(html, "<p>{why}</p>\n</section>");
         return;
     }
-    let changed = if egress["audit_matches_receipt"] == Value::Bool(false) { badge("bad", "audit log changed since the receipt recorded it") } else { badge("ok", "audit log as recorded") };
+    let changed = if egress["audit_matches_receipt"] == Value::Bool(false) {
+        badge("bad", "audit log changed since the receipt recorded it")
+    } else {
+        badge("ok", "audit log as recorded")
+    };
     let _ = writeln!(
         html,
         "<p>{} allowed, {} denied, {} bytes up, {} bytes down {changed}</p>",
@@ -519,7 +699,13 @@ fn egress(html: &mut String, report: &Value) {
     if let Some(hosts) = summary["hosts"].as_object() {
         html.push_str("<table><tr><th>host</th><th>allowed</th><th>denied</th></tr>\n");
         for (host, h) in hosts.iter().take(MAX_ITEMS) {
-            let _ = writeln!(html, "<tr><td><code>{}</code></td><td>{}</td><td>{}</td></tr>", escaped(host), shown(&h["allowed"]), shown(&h["denied"]));
+            let _ = writeln!(
+                html,
+                "<tr><td><code>{}</code></td><td>{}</td><td>{}</td></tr>",
+                escaped(host),
+                shown(&h["allowed"]),
+                shown(&h["denied"])
+            );
         }
         html.push_str("</table>\n");
         left_out(html, hosts.len(), MAX_ITEMS, "hosts");
