@@ -734,6 +734,73 @@ mod tests {
         assert_eq!(escaped(&long), format!("{}\u{2026} (10 more characters)", "&lt;".repeat(MAX_TEXT_CHARS)));
     }
 
+    /// A history of `n` iterations, each with a guard objection; the last one's detail is 100 KB
+    /// and it has 100 findings on a 100 KB path.
+    fn huge_history(n: u64) -> History {
+        use crate::receipt::events::{FindingRecord, GuardRecord};
+        let huge = "<".repeat(100_000);
+        let guard = |i: u64, detail: &str, findings: Vec<FindingRecord>| GuardRecord {
+            iteration: i,
+            guard: "protected_paths".into(),
+            stage: "after_agent".into(),
+            halt_reason: crate::halt::HaltReason::BlockedPathModified,
+            detail: detail.into(),
+            findings,
+        };
+        let mut iterations: Vec<IterationRecord> = (1..n)
+            .map(|i| IterationRecord {
+                iteration: i,
+                guards: vec![guard(i, "tests/x changed", Vec::new())],
+                ..Default::default()
+            })
+            .collect();
+        let findings = vec![
+            FindingRecord {
+                path: Some(huge.clone()),
+                what: "changed".into()
+            };
+            100
+        ];
+        iterations.push(IterationRecord {
+            iteration: n,
+            guards: vec![guard(n, &huge, findings)],
+            ..Default::default()
+        });
+        History {
+            iterations,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_run_of_10000_iterations_with_huge_strings_gives_a_bounded_page() {
+        let loaded = LoadedReceipt {
+            path: "/runs/r/receipt.jsonl".into(),
+            chain: crate::receipt::chain::VerifiedChain {
+                events: Vec::new(),
+                head: "0".repeat(64),
+                file_sha256: "0".repeat(64),
+            },
+            history: huge_history(10_000),
+        };
+        let report = serde_json::json!({"config": {}, "egress": {"summary": null}});
+        let page = Page {
+            loaded: &loaded,
+            report: &report,
+            pubkey: None,
+        };
+        let html = render(&page, &Verified::NotChecked("no key".into()));
+        assert_eq!(html.matches("<circle data-iteration=").count(), MAX_ITERATIONS_SHOWN);
+        assert_eq!(html.matches("<tr id=\"iteration-").count(), MAX_ITERATIONS_SHOWN);
+        assert!(html.contains("<tr id=\"iteration-10000\">"), "the last iterations are the ones shown");
+        assert!(html.contains(&format!("{} more earlier iterations left out", 10_000 - MAX_ITERATIONS_SHOWN)));
+        assert!(html.contains(&format!("{} more findings left out", 100 - MAX_ITEMS)));
+        assert!(html.contains(&format!("\u{2026} ({} more characters)", 100_000 - MAX_TEXT_CHARS)));
+        // 500 short rows, and one of 41 strings cut to 600 characters of at most 6 bytes each.
+        assert!(html.len() < 1024 * 1024, "{} bytes", html.len());
+        assert!(!html.contains("<<"), "no raw markup character");
+    }
+
     #[test]
     fn plain_text_is_unchanged() {
         assert_eq!(escaped("tests.test_calc::test_add"), "tests.test_calc::test_add");
