@@ -38,28 +38,32 @@ fn project(hostile: bool) -> tempfile::TempDir {
     dir
 }
 
+/// `run` (id `r`) of [`check_script`]'s check with the agent `exec` and `extra` arguments.
+fn run_r(dir: &Path, exec: &str, extra: &[&str]) -> Ran {
+    let mut args = vec![
+        "run",
+        "--json",
+        "--run-id",
+        "r",
+        "--exec",
+        exec,
+        "--check",
+        "sh tests/check.sh",
+        "--report",
+        "out/junit.xml",
+    ];
+    args.extend_from_slice(extra);
+    loopexec(dir, &args)
+}
+
 /// A run (id `r`, no sandbox) whose agent writes the iteration number to `progress`: the failing
 /// set shrinks 2, 1, 0 over three iterations.
 fn three_iteration_run() -> tempfile::TempDir {
     let dir = project(false);
-    let r = loopexec(
+    let r = run_r(
         dir.path(),
-        &[
-            "run",
-            "--json",
-            "--run-id",
-            "r",
-            "--isolation",
-            "none",
-            "--exec",
-            "echo $LOOPEXEC_ITERATION > progress",
-            "--check",
-            "sh tests/check.sh",
-            "--report",
-            "out/junit.xml",
-            "--max-iterations",
-            "5",
-        ],
+        "echo $LOOPEXEC_ITERATION > progress",
+        &["--isolation", "none", "--max-iterations", "5"],
     );
     assert_eq!(r.json()["iteration"], 3, "{r:?}");
     dir
@@ -141,21 +145,7 @@ fn a_hostile_test_name_and_file_name_reach_the_page_only_escaped() {
     // Sandboxed and detached (as root the zones run as an unprivileged uid): the protected-path
     // guard sees the agent's file in iteration 2, after iteration 1's check reported the test.
     let dir = project(true);
-    let r = loopexec(
-        dir.path(),
-        &[
-            "run",
-            "--json",
-            "--run-id",
-            "r",
-            "--exec",
-            "case $LOOPEXEC_ITERATION in 1) true ;; *) touch \"tests/$(cat name)\" ;; esac",
-            "--check",
-            "sh tests/check.sh",
-            "--report",
-            "out/junit.xml",
-        ],
-    );
+    let r = run_r(dir.path(), "case $LOOPEXEC_ITERATION in 1) true ;; *) touch \"tests/$(cat name)\" ;; esac", &[]);
     assert_eq!((r.code, r.json()["halt_reason"].as_str()), (13, Some("blocked_path_modified")), "{r:?}");
     let out = dir.path().join("report.html");
     assert_eq!(report_html(dir.path(), &out).code, 0);

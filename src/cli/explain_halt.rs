@@ -221,32 +221,24 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     let receipt = loaded.path.to_string_lossy().into_owned();
     let last_exit = history.last_exited_check().and_then(|c| c.check_exit);
     let out = Outcome::ok("explain-halt").field("run_id", run_id.clone()).field("receipt", receipt).field("check_exit", json!(last_exit));
-    match withheld(history, &loaded.path) {
-        Some(Withheld::DoesNotFollow(mismatch)) => {
-            let summary = Withheld::DoesNotFollow(mismatch.clone()).summary(history);
-            let halt = history.halt.as_ref().map(|h| (h.halt_reason.as_str(), h.iteration)).unwrap_or_default();
-            return Ok(out
-                .field("halt_reason", halt.0)
-                .field("iteration", halt.1)
-                .field(
-                    "explanation",
-                    json!({"halted": true, "consistent": false, "summary": summary, "derived": mismatch.derived, "derived_at": mismatch.iteration, "verdict": Value::Null}),
-                )
-                .human(format!("run {run_id}: {summary}; no verdict is given on it (loopexec verify names the check that fails)\n")));
-        }
-        Some(Withheld::NotSealed) => {
-            let summary = Withheld::NotSealed.summary(history);
-            let halt = history.halt.as_ref().map(|h| (h.halt_reason.as_str(), h.iteration)).unwrap_or_default();
-            return Ok(out
-                .field("halt_reason", halt.0)
-                .field("iteration", halt.1)
-                .field(
-                    "explanation",
-                    json!({"halted": true, "sealed": false, "consistent": true, "summary": summary, "next_command": resume_command(history), "verdict": Value::Null}),
-                )
-                .human(format!("run {run_id}: {summary}; no verdict is given on it before it is sealed\n")));
-        }
-        None => {}
+    if let Some(withheld) = withheld(history, &loaded.path) {
+        let summary = withheld.summary(history);
+        let (reason, iteration) = history.halt.as_ref().map(|h| (h.halt_reason.as_str(), h.iteration)).unwrap_or_default();
+        let (explanation, after) = match &withheld {
+            Withheld::DoesNotFollow(mismatch) => (
+                json!({"halted": true, "consistent": false, "summary": summary, "derived": mismatch.derived, "derived_at": mismatch.iteration, "verdict": Value::Null}),
+                "no verdict is given on it (loopexec verify names the check that fails)",
+            ),
+            Withheld::NotSealed => (
+                json!({"halted": true, "sealed": false, "consistent": true, "summary": summary, "next_command": resume_command(history), "verdict": Value::Null}),
+                "no verdict is given on it before it is sealed",
+            ),
+        };
+        return Ok(out
+            .field("halt_reason", reason)
+            .field("iteration", iteration)
+            .field("explanation", explanation)
+            .human(format!("run {run_id}: {summary}; {after}\n")));
     }
     let (Some(halt), Some(verdict)) = (&history.halt, verdict_of(history)) else {
         let why = match history.last_stop {

@@ -4,7 +4,7 @@
 //! halt derivation, egress, cost), `ratchet`'s accepted and rejected iterations, `explain-halt`'s
 //! verdict and `verify`'s checks with the key they used. Every string from the receipt (test
 //! names, file names, details, commands) is agent-reachable: it reaches the page through
-//! [`escaped`] (controls made visible as `inert` shows them, then `& < > " '` as character
+//! [`escaped`] (controls made visible as `inert` shows them, then ``& < > " ' = ` `` as character
 //! references), cut to [`MAX_TEXT_CHARS`]; lists are capped and say how many were left out, so a
 //! run of 10000 iterations still gives a page of bounded size.
 
@@ -34,7 +34,7 @@ pub struct Page<'a> {
 
 /// `text` for an HTML text node or a double- or single-quoted attribute value: controls,
 /// newlines and bidi overrides shown as `inert` shows them (`\x1b`, `\n`, `\u{202e}`), then
-/// `&`, `<`, `>`, `"` and `'` as character references; longer than [`MAX_TEXT_CHARS`]: cut,
+/// `&`, `<`, `>`, `"`, `'`, `=` and `` ` `` as character references; longer than [`MAX_TEXT_CHARS`]: cut,
 /// saying how much was left out.
 pub fn escaped(text: &str) -> String {
     let visible = crate::inert::inert(text);
@@ -47,6 +47,10 @@ pub fn escaped(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
+            // Not special in text or a quoted value; escaped so that no attribute-shaped text
+            // (`onerror=`) and no backtick (an old browser's attribute quote) appears at all.
+            '=' => out.push_str("&#61;"),
+            '`' => out.push_str("&#96;"),
             c => out.push(c),
         }
     }
@@ -720,7 +724,7 @@ mod tests {
     #[test]
     fn markup_characters_become_character_references() {
         assert_eq!(escaped("</td><script>alert(1)</script>"), "&lt;/td&gt;&lt;script&gt;alert(1)&lt;/script&gt;");
-        assert_eq!(escaped("a\"b'c&d"), "a&quot;b&#39;c&amp;d");
+        assert_eq!(escaped("a\"b'c&d=e`"), "a&quot;b&#39;c&amp;d&#61;e&#96;");
     }
 
     #[test]
