@@ -202,14 +202,20 @@ fn pubkey_without_html_is_a_usage_error() {
     );
 }
 
-/// Where CI keeps the screenshot: `target/ci-artifacts/` of this checkout (or `CARGO_TARGET_DIR`).
+/// Where CI keeps the screenshot: `target/ci-artifacts/` of this checkout (or `CARGO_TARGET_DIR`),
+/// where this user can write there; else (the unprivileged rerun of a root checkout) a directory
+/// of its own that outlives the test, named on stdout.
 fn artifact_dir() -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
     let dir = target.join("ci-artifacts");
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    if std::fs::create_dir_all(&dir).is_ok() && tempfile::tempfile_in(&dir).is_ok() {
+        return dir;
+    }
+    let own = tempfile::Builder::new().prefix("loopexec-ci-artifacts-").tempdir().unwrap().keep();
+    println!("{} is not writable by this user: the screenshot goes to {}", dir.display(), own.display());
+    own
 }
 
 /// Debian's chromium: under CI its absence fails the test; elsewhere the test says why it does
