@@ -298,3 +298,23 @@ fn in_headless_chromium_the_chart_has_one_point_per_iteration_and_a_screenshot_i
     assert_eq!(png_size(&bytes), (1200, 1600));
     assert!(bytes.len() > 20_000, "a screenshot of a rendered page, not a blank one: {} bytes", bytes.len());
 }
+
+#[test]
+fn a_metered_run_has_one_cost_bar_per_iteration_with_reports_cost() {
+    // The agent reports one model call per iteration, costing 0.01 USD times the iteration.
+    let dir = project(false);
+    let agent = r#"echo $LOOPEXEC_ITERATION > progress; printf '{"provider":"anthropic","model":"claude-x","input_tokens":100,"output_tokens":10,"usd":0.0%s,"id":"call%s"}\n' $LOOPEXEC_ITERATION $LOOPEXEC_ITERATION >> "$LOOPEXEC_USAGE""#;
+    let r = run_r(dir.path(), agent, &["--isolation", "none", "--max-iterations", "5"]);
+    assert_eq!(r.json()["iteration"], 3, "{r:?}");
+    let out = dir.path().join("report.html");
+    assert_eq!(report_html(dir.path(), &out).code, 0);
+    let page = std::fs::read_to_string(&out).unwrap();
+    let report = loopexec(dir.path(), &["report", "r", "--json"]).json();
+    assert_eq!(page.matches("<rect data-cost-iteration=").count(), 3, "{page}");
+    for (n, iteration) in report["report"]["iterations"].as_array().unwrap().iter().enumerate() {
+        let micros = iteration["cost"]["usd_micros"].as_u64().unwrap();
+        assert_eq!(micros, 10_000 * (n as u64 + 1));
+        assert!(page.contains(&format!("<title>iteration {}: 0.0{}0000 USD</title>", n + 1, n + 1)), "{page}");
+    }
+    assert!(page.contains("<tr><th>cost</th><td>0.060000 USD, 330 tokens</td></tr>"), "{page}");
+}

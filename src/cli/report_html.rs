@@ -384,7 +384,7 @@ fn chart(html: &mut String, history: &History) {
         return;
     }
     let judged = super::ratchet::judged(history);
-    let (w, h, left, right, top, bottom) = (1000.0_f64, 260.0_f64, 48.0, 16.0, 14.0, 34.0);
+    let (w, h, left, right, top, bottom) = (1000.0_f64, 260.0_f64, 64.0, 16.0, 14.0, 34.0);
     let max = records.iter().filter_map(IterationRecord::failing_count).max().unwrap_or(0).max(1) as f64;
     let n = records.len();
     let x = |i: usize| {
@@ -480,7 +480,7 @@ fn cost_chart(html: &mut String, records: &[IterationRecord]) {
         })
         .collect();
     let max = costs.iter().map(|c| c.1).max().unwrap_or(0).max(1) as f64;
-    let (w, h, left, right, top, bottom) = (1000.0_f64, 140.0_f64, 48.0, 16.0, 10.0, 20.0);
+    let (w, h, left, right, top, bottom) = (1000.0_f64, 150.0_f64, 64.0, 16.0, 10.0, 24.0);
     let slot = (w - left - right) / costs.len() as f64;
     let _ = writeln!(html, "<h2>Cost per iteration (USD)</h2>\n<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {w} {h}\" width=\"100%\" role=\"img\" aria-label=\"cost per iteration\">");
     let _ = writeln!(
@@ -505,6 +505,15 @@ fn cost_chart(html: &mut String, records: &[IterationRecord]) {
             slot * 0.7,
             if *unknown > 0 { "#d69e2e" } else { "#6b8fd6" },
             usd(*micros)
+        );
+    }
+    let label_every = costs.len().div_ceil(20).max(1);
+    for (i, (n, _, _)) in costs.iter().enumerate().filter(|(i, _)| i % label_every == 0 || i + 1 == costs.len()) {
+        let _ = writeln!(
+            html,
+            "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{n}</text>",
+            left + slot * (i as f64 + 0.5),
+            h - bottom + 16.0
         );
     }
     html.push_str("</svg>\n");
