@@ -204,10 +204,22 @@ fn main() {
     .expect("audit log");
     let allow = [format!("{HOST}:{}", server.port())];
     let pins = [format!("{HOST}:{}:127.0.0.1", server.port())];
-    let config =
-        EgressConfig::from_parts(&allow, &[], &pins, None, Limits { max_open_connections: 1024, max_bytes: u64::MAX, max_connections: u64::MAX, ..Limits::default() }).expect("config");
+    let config = EgressConfig::from_parts(
+        &allow,
+        &[],
+        &pins,
+        None,
+        Limits {
+            max_open_connections: 1024,
+            max_bytes: u64::MAX,
+            max_connections: u64::MAX,
+            ..Limits::default()
+        },
+    )
+    .expect("config");
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind proxy");
-    let proxy = Proxy::start(config, listener, audit, "bench", &ProxyStats::default()).expect("start proxy");
+    let proxy = Proxy::start(config, listener, audit, "bench", &ProxyStats::default())
+        .expect("start proxy");
     let via = Some(proxy.local_addr());
 
     // Warm up both paths.

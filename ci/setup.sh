@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# python3-pytest, golang-go, nodejs (npm: vitest and jest, ci/fetch-js-runners.sh) and perl (prove):
+# python3-yaml: reads the GitHub Actions example (tests/docs_pages.rs). python3-pytest, golang-go, nodejs (npm: vitest and jest, ci/fetch-js-runners.sh) and perl (prove):
 # the real test runners the report parser tests
 # run (tests/testreport_tools.rs, ci/report-samples.sh). cargo (Debian's, with its rustc, in
 # /usr/bin): the system toolchain a Rust check runs in the exec zone, which binds /usr but nothing
@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 # (with python3-coverage): the real lcov and Cobertura reports of the coverage guard's tests
 # (tests/loop_coverage.rs).
 # chromium: tests/report_html.rs renders `report --html`'s page headless and screenshots it.
-packages=(gcc libc6-dev python3 git openssl python3-pytest python3-pytest-cov golang-go nodejs perl cargo chromium)
+packages=(gcc libc6-dev python3 python3-yaml git openssl python3-pytest python3-pytest-cov golang-go nodejs perl cargo chromium)
 # Debian's npm only where no npm is there yet: a Node.js from another archive (NodeSource's
 # nodejs carries its own npm) conflicts with Debian's npm package.
 command -v npm >/dev/null 2>&1 || packages+=(npm)
@@ -28,6 +28,24 @@ if [ ${#missing[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
   else
     echo "setup: missing Debian packages: ${missing[*]} (run: sudo apt-get install ${missing[*]})" >&2
+    exit 1
+  fi
+fi
+
+# vagrant with the vagrant-libvirt plugin: `vagrant validate` of the top-level Vagrantfile, its
+# libvirt provider settings checked (tests/vagrantfile.rs); no VM boots. Without recommends: the
+# plugin's recommends pull in the libvirt daemon and a whole qemu, which validation never uses.
+vagrant_missing=()
+for p in vagrant vagrant-libvirt; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || vagrant_missing+=("$p")
+done
+if [ ${#vagrant_missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "setup: installing ${vagrant_missing[*]}" >&2
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${vagrant_missing[@]}" >/dev/null
+  else
+    echo "setup: missing Debian packages: ${vagrant_missing[*]} (run: sudo apt-get install --no-install-recommends ${vagrant_missing[*]})" >&2
     exit 1
   fi
 fi

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test suite. Every test runs as the current user; as root (as in CI) every integration test
 # binary then runs again as the unprivileged user `loopexec-test` (inside a cgroup delegated to
-# it), because operators run loopexec unprivileged. As root, the container engines the
+# it), because operators run loopexec unprivileged; the library-only targets of
+# ci/user-independent-tests.txt are not run twice. As root, the container engines the
 # container-backend tests drive (podman with a private store, a private dockerd) are prepared
 # first by ci/container-engines.sh and taken down at the end.
 # Each phase prints its wall time (`== phase: N s`), and a summary of them all at the end.

@@ -10,7 +10,9 @@
 
 use loopexec::analysis::surface::SurfaceSpec;
 use loopexec::analysis::{Limits, RuleSet};
-use loopexec::engine::analysis_guards::{self, AnalysisBaseline, AwarenessGuard, MetricIntegrityGuard, TamperingGuard, TreeFiles};
+use loopexec::engine::analysis_guards::{
+    self, AnalysisBaseline, AwarenessGuard, MetricIntegrityGuard, TamperingGuard, TreeFiles,
+};
 use loopexec::engine::guards::{AgentStep, Guard};
 use loopexec::safefs::SafeDir;
 use loopexec::workspace::{Baseline, BaselineOptions, Workspace};
@@ -24,7 +26,12 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let (Some(repo), Some(state), Some(run), Some(rounds)) = (args.first(), args.get(1), args.get(2), args.get(3).and_then(|r| r.parse::<usize>().ok())) else {
+    let (Some(repo), Some(state), Some(run), Some(rounds)) = (
+        args.first(),
+        args.get(1),
+        args.get(2),
+        args.get(3).and_then(|r| r.parse::<usize>().ok()),
+    ) else {
         eprintln!("usage: guards_bench REPO STATE_DIR RUN_DIR ROUNDS PATH...");
         std::process::exit(2);
     };
@@ -33,11 +40,22 @@ fn main() {
     let owner = nix::unistd::geteuid().is_root().then_some((60200, 60200));
     let ms = |t: Instant| t.elapsed().as_secs_f64() * 1000.0;
     let result = (|| -> Result<String, Box<dyn std::error::Error>> {
-        let baseline = Baseline::prepare(&repo, &SafeDir::open(std::path::Path::new(state))?, &BaselineOptions { include_uncommitted: false, owner })?;
+        let baseline = Baseline::prepare(
+            &repo,
+            &SafeDir::open(std::path::Path::new(state))?,
+            &BaselineOptions {
+                include_uncommitted: false,
+                owner,
+            },
+        )?;
         let ws = Workspace::create(baseline, &SafeDir::open(std::path::Path::new(run))?, owner)?;
         // What the agent wrote belongs to the zone's uid, as the agent's own writes would.
         let upper = ws.upper_dir().to_path_buf();
-        let give = |p: &std::path::Path| -> std::io::Result<()> { owner.map_or(Ok(()), |(u, g)| std::os::unix::fs::chown(p, Some(u), Some(g))) };
+        let give = |p: &std::path::Path| -> std::io::Result<()> {
+            owner.map_or(Ok(()), |(u, g)| {
+                std::os::unix::fs::chown(p, Some(u), Some(g))
+            })
+        };
         for path in changed {
             let mut dir = upper.clone();
             let components: Vec<&str> = path.split('/').collect();
@@ -52,31 +70,50 @@ fn main() {
             std::fs::copy(repo.join(path), &to)?;
             give(&to)?;
         }
-        let files = TreeFiles { t0_dir: ws.baseline().files_dir.clone(), upper: ws.upper_dir().to_path_buf() };
+        let files = TreeFiles {
+            t0_dir: ws.baseline().files_dir.clone(),
+            upper: ws.upper_dir().to_path_buf(),
+        };
         let t0 = ws.baseline().manifest()?;
         let limits = Limits::default();
         let spec = SurfaceSpec::new(&[])?;
         let start = Instant::now();
         let facts = AnalysisBaseline::of_t0(&files, t0, &spec, limits)?;
-        let python_modules = analysis_guards::has_python(t0).then(|| analysis_guards::python_module_names(&files.t0_dir)).transpose()?;
+        let python_modules = analysis_guards::has_python(t0)
+            .then(|| analysis_guards::python_module_names(&files.t0_dir))
+            .transpose()?;
         let t0_facts_ms = ms(start);
         let assertions = facts.assertions;
         let mut guards: Vec<Box<dyn Guard>> = vec![
-            Box::new(MetricIntegrityGuard::new(files.clone(), facts, spec, limits, Ok(python_modules))),
+            Box::new(MetricIntegrityGuard::new(
+                files.clone(),
+                facts,
+                spec,
+                limits,
+                Ok(python_modules),
+            )),
             Box::new(TamperingGuard::new(files.clone(), RuleSet::all(), limits)),
         ];
         let mut awareness = AwarenessGuard::new(files, Default::default(), limits);
         let workspace_limits = sandbox::policy::WorkspaceLimits::default();
-        let (mut snapshot_ms, mut guards_ms, mut awareness_ms, mut git_ms) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut snapshot_ms, mut guards_ms, mut awareness_ms, mut git_ms) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let mut changes = 0;
         for _ in 0..rounds {
             let start = Instant::now();
             let snapshot = ws.snapshot(&workspace_limits)?;
             snapshot_ms.push(ms(start));
             changes = snapshot.changes(t0).len();
-            let step = AgentStep { iteration: 1, exec: None, workspace: Some((&snapshot, t0)) };
+            let step = AgentStep {
+                iteration: 1,
+                exec: None,
+                workspace: Some((&snapshot, t0)),
+            };
             let start = Instant::now();
-            let objections: Vec<_> = guards.iter_mut().filter_map(|g| g.after_agent(&step)).collect();
+            let objections: Vec<_> = guards
+                .iter_mut()
+                .filter_map(|g| g.after_agent(&step))
+                .collect();
             let integrity_and_tampering = ms(start);
             let start = Instant::now();
             let observed = awareness.after_agent(&step);
@@ -84,13 +121,23 @@ fn main() {
             awareness_ms.push(awareness_now);
             guards_ms.push(integrity_and_tampering + awareness_now);
             if let Some(o) = observed {
-                return Err(format!("the awareness guard found observations in the honest change: {o:?}").into());
+                return Err(format!(
+                    "the awareness guard found observations in the honest change: {o:?}"
+                )
+                .into());
             }
             if !objections.is_empty() {
-                return Err(format!("a guard objected to the honest change: {objections:?}").into());
+                return Err(
+                    format!("a guard objected to the honest change: {objections:?}").into(),
+                );
             }
             let start = Instant::now();
-            let status = std::process::Command::new("git").arg("-C").arg(&repo).args(["status", "--porcelain"]).stdout(std::process::Stdio::null()).status()?;
+            let status = std::process::Command::new("git")
+                .arg("-C")
+                .arg(&repo)
+                .args(["status", "--porcelain"])
+                .stdout(std::process::Stdio::null())
+                .status()?;
             git_ms.push(ms(start));
             if !status.success() {
                 return Err(format!("git status: {status}").into());

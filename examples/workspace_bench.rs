@@ -22,7 +22,14 @@ fn main() {
         let state = SafeDir::open(state)?;
         let run = SafeDir::open(run)?;
         let t0 = Instant::now();
-        let baseline = Baseline::prepare(repo, &state, &BaselineOptions { include_uncommitted: false, owner })?;
+        let baseline = Baseline::prepare(
+            repo,
+            &state,
+            &BaselineOptions {
+                include_uncommitted: false,
+                owner,
+            },
+        )?;
         let baseline_ms = ms(t0);
         let reused = baseline.reused;
         let t1 = Instant::now();

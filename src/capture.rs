@@ -44,9 +44,15 @@ impl StreamRecord {
     /// The stream's artifact bytes, when the whole stream fits `max_bytes` (`None`: it does not,
     /// it has no artifact, or the artifact cannot be read). The judge's answer is read with it,
     /// live by the engine and again by `verify`.
-    pub fn artifact_within(&self, run_dir: &crate::safefs::SafeDir, max_bytes: u64) -> Option<Vec<u8>> {
+    pub fn artifact_within(
+        &self,
+        run_dir: &crate::safefs::SafeDir,
+        max_bytes: u64,
+    ) -> Option<Vec<u8>> {
         let rel = self.artifact.as_deref()?;
-        (self.bytes <= max_bytes).then(|| run_dir.read(rel, max_bytes).ok()).flatten()
+        (self.bytes <= max_bytes)
+            .then(|| run_dir.read(rel, max_bytes).ok())
+            .flatten()
     }
 }
 
@@ -65,7 +71,10 @@ pub enum CaptureError {
     #[error("writing output artifact: {0}")]
     Artifact(#[from] SafeFsError),
     #[error("writing output artifact {path}: {source}")]
-    Write { path: String, source: std::io::Error },
+    Write {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("waiting for command output: {0}")]
     Poll(std::io::Error),
 }
@@ -94,7 +103,8 @@ impl StreamTap {
         }
         if chunk.len() >= TAIL_BYTES {
             self.tail.clear();
-            self.tail.extend_from_slice(&chunk[chunk.len() - TAIL_BYTES..]);
+            self.tail
+                .extend_from_slice(&chunk[chunk.len() - TAIL_BYTES..]);
             return;
         }
         if self.tail.len() + chunk.len() > 2 * TAIL_BYTES {
@@ -127,14 +137,25 @@ impl Drain {
         let flags = nix::fcntl::fcntl(fd.as_raw_fd(), nix::fcntl::FcntlArg::F_GETFL)
             .map_err(|e| CaptureError::Read(e.into()))?;
         let flags = nix::fcntl::OFlag::from_bits_truncate(flags) | nix::fcntl::OFlag::O_NONBLOCK;
-        nix::fcntl::fcntl(fd.as_raw_fd(), nix::fcntl::FcntlArg::F_SETFL(flags)).map_err(|e| CaptureError::Read(e.into()))?;
-        Ok(Drain { file: Some(File::from(fd)), tap: StreamTap::default() })
+        nix::fcntl::fcntl(fd.as_raw_fd(), nix::fcntl::FcntlArg::F_SETFL(flags))
+            .map_err(|e| CaptureError::Read(e.into()))?;
+        Ok(Drain {
+            file: Some(File::from(fd)),
+            tap: StreamTap::default(),
+        })
     }
 
     /// Read what is available (at most `max_reads` chunks), showing it to `observer`; closes the
     /// stream at end-of-file.
-    fn read_available(&mut self, buf: &mut [u8], max_reads: usize, observer: Option<&std::cell::RefCell<dyn StreamObserver + 'static>>) -> Result<(), CaptureError> {
-        let Some(file) = self.file.as_mut() else { return Ok(()) };
+    fn read_available(
+        &mut self,
+        buf: &mut [u8],
+        max_reads: usize,
+        observer: Option<&std::cell::RefCell<dyn StreamObserver + 'static>>,
+    ) -> Result<(), CaptureError> {
+        let Some(file) = self.file.as_mut() else {
+            return Ok(());
+        };
         for _ in 0..max_reads {
             match file.read(buf) {
                 Ok(0) => {
@@ -184,17 +205,29 @@ impl std::fmt::Debug for ArtifactSink<'_> {
 impl<'a> ArtifactSink<'a> {
     /// `dir` is the artifacts directory; `rel_prefix` its path relative to the run directory.
     pub fn new(dir: &'a SafeDir, rel_prefix: &str, stem: &str) -> Self {
-        ArtifactSink { dir, rel_prefix: rel_prefix.to_string(), stem: stem.to_string(), stdout_observer: None }
+        ArtifactSink {
+            dir,
+            rel_prefix: rel_prefix.to_string(),
+            stem: stem.to_string(),
+            stdout_observer: None,
+        }
     }
 
     /// Show every stdout byte to `observer` too.
-    pub fn observing_stdout(mut self, observer: &'a std::cell::RefCell<dyn StreamObserver + 'static>) -> Self {
+    pub fn observing_stdout(
+        mut self,
+        observer: &'a std::cell::RefCell<dyn StreamObserver + 'static>,
+    ) -> Self {
         self.stdout_observer = Some(observer);
         self
     }
 
     /// Start capturing from the read ends of a command's stdout and stderr pipes.
-    pub fn start(&self, stdout: OwnedFd, stderr: OwnedFd) -> Result<CaptureInProgress<'_>, CaptureError> {
+    pub fn start(
+        &self,
+        stdout: OwnedFd,
+        stderr: OwnedFd,
+    ) -> Result<CaptureInProgress<'_>, CaptureError> {
         Ok(CaptureInProgress {
             sink: self,
             streams: [Drain::new(stdout)?, Drain::new(stderr)?],
@@ -206,14 +239,26 @@ impl<'a> ArtifactSink<'a> {
         let sha256 = hex::encode(tap.hasher.clone().finalize());
         let truncated = tap.omitted() > 0;
         if tap.total == 0 {
-            return Ok(StreamRecord { bytes: 0, sha256, artifact: None, truncated: false });
+            return Ok(StreamRecord {
+                bytes: 0,
+                sha256,
+                artifact: None,
+                truncated: false,
+            });
         }
         let name = format!("{}.{suffix}", self.stem);
         let mut file = self.dir.create_truncate(&name, 0o600)?;
-        let io = |source| CaptureError::Write { path: format!("{}/{name}", self.rel_prefix), source };
+        let io = |source| CaptureError::Write {
+            path: format!("{}/{name}", self.rel_prefix),
+            source,
+        };
         file.write_all(&tap.head).map_err(io)?;
         if truncated {
-            let marker = format!("\n[loopexec: {} bytes omitted of {} total]\n", tap.omitted(), tap.total);
+            let marker = format!(
+                "\n[loopexec: {} bytes omitted of {} total]\n",
+                tap.omitted(),
+                tap.total
+            );
             file.write_all(marker.as_bytes()).map_err(io)?;
         }
         file.write_all(tap.tail()).map_err(io)?;
@@ -237,14 +282,22 @@ pub struct CaptureInProgress<'a> {
 impl CaptureInProgress<'_> {
     /// Wait up to `timeout` for output or for one of `wake` to become readable, and read a bounded
     /// amount of whatever output is available. Returns whether a `wake` descriptor is readable.
-    pub fn pump(&mut self, wake: &[BorrowedFd<'_>], timeout: Duration) -> Result<bool, CaptureError> {
+    pub fn pump(
+        &mut self,
+        wake: &[BorrowedFd<'_>],
+        timeout: Duration,
+    ) -> Result<bool, CaptureError> {
         let open: Vec<usize> = (0..2).filter(|&i| self.streams[i].file.is_some()).collect();
         let mut fds: Vec<libc::pollfd> = open
             .iter()
             .filter_map(|&i| self.streams[i].file.as_ref())
             .map(|f| f.as_raw_fd())
             .chain(wake.iter().map(|w| w.as_raw_fd()))
-            .map(|fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 })
+            .map(|fd| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            })
             .collect();
         let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
         // SAFETY: `fds` is a valid pollfd array for the duration of the call.
@@ -258,7 +311,11 @@ impl CaptureInProgress<'_> {
         }
         for (slot, &i) in open.iter().enumerate() {
             if fds[slot].revents != 0 {
-                let observer = if i == 0 { self.sink.stdout_observer } else { None };
+                let observer = if i == 0 {
+                    self.sink.stdout_observer
+                } else {
+                    None
+                };
                 self.streams[i].read_available(&mut self.buf, READS_PER_PUMP, observer)?;
             }
         }
@@ -301,7 +358,9 @@ mod tests {
     #[test]
     fn a_long_stream_keeps_head_and_tail_and_counts_the_rest() {
         let mut tap = StreamTap::default();
-        let data: Vec<u8> = (0..(HEAD_BYTES + TAIL_BYTES + 1000)).map(|i| (i % 251) as u8).collect();
+        let data: Vec<u8> = (0..(HEAD_BYTES + TAIL_BYTES + 1000))
+            .map(|i| (i % 251) as u8)
+            .collect();
         for chunk in data.chunks(777) {
             tap.feed(chunk);
         }
@@ -309,7 +368,10 @@ mod tests {
         assert_eq!(tap.head, &data[..HEAD_BYTES]);
         assert_eq!(tap.tail(), &data[data.len() - TAIL_BYTES..]);
         assert_eq!(tap.omitted(), 1000);
-        assert_eq!(hex::encode(tap.hasher.finalize()), hex::encode(Sha256::digest(&data)));
+        assert_eq!(
+            hex::encode(tap.hasher.finalize()),
+            hex::encode(Sha256::digest(&data))
+        );
     }
 
     #[derive(Default)]

@@ -65,7 +65,10 @@ static PLACED: Mutex<Option<Result<Option<Scope>, Refusal>>> = Mutex::new(None);
 /// The strongest delegation any of the supervisor's policies asks for (`systemd` over `auto` over
 /// `inherit`), and whether all of them allow running without a cgroup.
 fn combined(policies: &[&Policy]) -> (CgroupDelegation, bool) {
-    let modes: Vec<CgroupDelegation> = policies.iter().map(|p| p.layers.cgroup_delegation).collect();
+    let modes: Vec<CgroupDelegation> = policies
+        .iter()
+        .map(|p| p.layers.cgroup_delegation)
+        .collect();
     let mode = if modes.contains(&CgroupDelegation::Systemd) {
         CgroupDelegation::Systemd
     } else if modes.contains(&CgroupDelegation::Auto) {
@@ -73,7 +76,10 @@ fn combined(policies: &[&Policy]) -> (CgroupDelegation, bool) {
     } else {
         CgroupDelegation::Inherit
     };
-    (mode, !policies.is_empty() && policies.iter().all(|p| p.may_skip(sandbox::Layer::Cgroup)))
+    (
+        mode,
+        !policies.is_empty() && policies.iter().all(|p| p.may_skip(sandbox::Layer::Cgroup)),
+    )
 }
 
 /// Place this supervisor where its zones' cgroups can be created, for the policies its zones will
@@ -93,7 +99,10 @@ pub fn place_supervisor(policies: &[&Policy]) -> Result<Option<Scope>, Refusal> 
 }
 
 /// The recorded outcome in `placed`, else `place()`'s, recorded unless an interrupt ended it.
-fn once(placed: &mut Option<Result<Option<Scope>, Refusal>>, place: impl FnOnce() -> Result<Option<Scope>, Refusal>) -> Result<Option<Scope>, Refusal> {
+fn once(
+    placed: &mut Option<Result<Option<Scope>, Refusal>>,
+    place: impl FnOnce() -> Result<Option<Scope>, Refusal>,
+) -> Result<Option<Scope>, Refusal> {
     if let Some(done) = placed.as_ref() {
         return done.clone();
     }
@@ -153,11 +162,13 @@ fn bus_address(root: bool) -> Result<(String, &'static str), String> {
     }
     let set = |var: &str| std::env::var(var).ok().filter(|a| !a.is_empty());
     if root {
-        let address = set("DBUS_SYSTEM_BUS_ADDRESS").unwrap_or_else(|| "unix:path=/var/run/dbus/system_bus_socket".into());
+        let address = set("DBUS_SYSTEM_BUS_ADDRESS")
+            .unwrap_or_else(|| "unix:path=/var/run/dbus/system_bus_socket".into());
         return Ok((address, "the system bus"));
     }
     let address = set("DBUS_SESSION_BUS_ADDRESS").unwrap_or_else(|| {
-        let runtime = std::env::var("XDG_RUNTIME_DIR").unwrap_or_else(|_| format!("/run/user/{}", nix::unistd::geteuid().as_raw()));
+        let runtime = std::env::var("XDG_RUNTIME_DIR")
+            .unwrap_or_else(|_| format!("/run/user/{}", nix::unistd::geteuid().as_raw()));
         format!("unix:path={runtime}/bus")
     });
     Ok((address, "the user's session bus"))
@@ -209,9 +220,20 @@ fn watch_dbus_panics() -> u64 {
             if !name.starts_with(DBUS_THREAD) && !name.starts_with(ZBUS_THREADS) {
                 return previous(info);
             }
-            let what = info.payload().downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| info.payload().downcast_ref::<String>().cloned());
-            let text = format!("thread {:?} panicked: {}", crate::inert::inert(name), crate::inert::inert(what.as_deref().unwrap_or("(no message)")));
-            let tag = name.rsplit_once(" #").and_then(|(_, n)| n.parse().ok()).unwrap_or_else(|| ATTEMPT.load(Ordering::SeqCst));
+            let what = info
+                .payload()
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| info.payload().downcast_ref::<String>().cloned());
+            let text = format!(
+                "thread {:?} panicked: {}",
+                crate::inert::inert(name),
+                crate::inert::inert(what.as_deref().unwrap_or("(no message)"))
+            );
+            let tag = name
+                .rsplit_once(" #")
+                .and_then(|(_, n)| n.parse().ok())
+                .unwrap_or_else(|| ATTEMPT.load(Ordering::SeqCst));
             let mut slot = DBUS_PANIC.lock().unwrap_or_else(|p| p.into_inner());
             slot.get_or_insert_with(|| (tag, bounded(&text, 300)));
         }));
@@ -221,7 +243,12 @@ fn watch_dbus_panics() -> u64 {
 
 /// The recorded panic of attempt `attempt`'s D-Bus threads (another attempt's is not its).
 fn dbus_panic(attempt: u64) -> Option<String> {
-    DBUS_PANIC.lock().unwrap_or_else(|p| p.into_inner()).as_ref().filter(|(tag, _)| *tag == attempt).map(|(_, text)| text.clone())
+    DBUS_PANIC
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .as_ref()
+        .filter(|(tag, _)| *tag == attempt)
+        .map(|(_, text)| text.clone())
 }
 
 /// Text from the bus (an error's name and message), escaped and bounded for a refusal's cause.
@@ -261,9 +288,20 @@ fn ask_systemd(root: bool) -> Result<Scope, AskError> {
     std::thread::Builder::new()
         .name(format!("{DBUS_THREAD} #{attempt}"))
         .spawn(move || {
-            let ask = || start_unit(&thread_address, &thread_unit, deadline, &tx, &thread_cancel, original.as_deref());
+            let ask = || {
+                start_unit(
+                    &thread_address,
+                    &thread_unit,
+                    deadline,
+                    &tx,
+                    &thread_cancel,
+                    original.as_deref(),
+                )
+            };
             let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(ask))
-                .unwrap_or_else(|_| Err(dbus_panic(attempt).unwrap_or_else(|| "the D-Bus client panicked".into())));
+                .unwrap_or_else(|_| {
+                    Err(dbus_panic(attempt).unwrap_or_else(|| "the D-Bus client panicked".into()))
+                });
             let _ = tx.send(Progress::Answered(answer));
         })
         .map_err(|e| AskError::Failed(format!("starting the D-Bus client thread: {e}")))?;
@@ -277,7 +315,9 @@ fn ask_systemd(root: bool) -> Result<Scope, AskError> {
 /// This process's cgroup v2 path (as in /proc/self/cgroup).
 fn own_cgroup() -> Option<String> {
     let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    own.lines().find_map(|l| l.strip_prefix("0::")).map(|p| p.trim().to_string())
+    own.lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .map(|p| p.trim().to_string())
 }
 
 /// [`ask_systemd`]'s wait for the D-Bus thread's answer and the move into `unit`.
@@ -298,7 +338,9 @@ fn wait_for_unit(
             return Err(AskError::Interrupted(sig));
         }
         if let Some(panic) = dbus_panic(attempt) {
-            return Err(AskError::Failed(format!("the D-Bus client failed during StartTransientUnit {unit} ({panic})")));
+            return Err(AskError::Failed(format!(
+                "the D-Bus client failed during StartTransientUnit {unit} ({panic})"
+            )));
         }
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -314,7 +356,9 @@ fn wait_for_unit(
             Ok(Progress::Answered(Err(e))) => return Err(AskError::Failed(e)),
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                return Err(AskError::Failed(format!("the D-Bus client ended without systemd's answer to StartTransientUnit {unit}")))
+                return Err(AskError::Failed(format!(
+                    "the D-Bus client ended without systemd's answer to StartTransientUnit {unit}"
+                )))
             }
         }
     }
@@ -323,14 +367,20 @@ fn wait_for_unit(
         if let Some(path) = own.lines().find_map(|l| l.strip_prefix("0::")) {
             if path.trim_end().ends_with(&format!("/{unit}")) {
                 let manager = if root { "system" } else { "user" };
-                return Ok(Scope { unit, manager, cgroup: path.trim().to_string() });
+                return Ok(Scope {
+                    unit,
+                    manager,
+                    cgroup: path.trim().to_string(),
+                });
             }
         }
         if let Some(sig) = crate::interrupt::pending() {
             return Err(AskError::Interrupted(sig));
         }
         if Instant::now() >= deadline {
-            return Err(AskError::Failed(format!("systemd accepted {unit} but did not move this process into it within {secs} s")));
+            return Err(AskError::Failed(format!(
+                "systemd accepted {unit} but did not move this process into it within {secs} s"
+            )));
         }
         std::thread::sleep(TICK);
     }
@@ -349,7 +399,9 @@ fn start_unit(
     cancel: &AtomicBool,
     original: Option<&str>,
 ) -> Result<(), String> {
-    let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+    let left = deadline
+        .saturating_duration_since(Instant::now())
+        .max(Duration::from_millis(1));
     let conn = zbus::blocking::connection::Builder::address(address)
         .map(|b| b.method_timeout(left))
         .and_then(|b| b.build())
@@ -376,7 +428,10 @@ fn start_unit(
             &(unit, "fail", properties, aux),
         )
         .map_err(|e| format!("StartTransientUnit {unit}: {}", bus_text(&e.to_string())))?;
-    let _job: OwnedObjectPath = reply.body().deserialize().map_err(|e| format!("StartTransientUnit {unit}: {}", bus_text(&e.to_string())))?;
+    let _job: OwnedObjectPath = reply
+        .body()
+        .deserialize()
+        .map_err(|e| format!("StartTransientUnit {unit}: {}", bus_text(&e.to_string())))?;
     if cancel.load(Ordering::SeqCst) {
         undo_late_placement(&conn, unit, original);
         return Err("cancelled: a late StartTransientUnit undone".into());
@@ -392,15 +447,27 @@ fn undo_late_placement(conn: &zbus::blocking::Connection, unit: &str, original: 
         tracing::warn!("a late StartTransientUnit {unit} moved this process; its cgroup before is unknown, so it stays");
         return;
     };
-    let procs = format!("/sys/fs/cgroup{}/cgroup.procs", original.trim_end_matches('/'));
+    let procs = format!(
+        "/sys/fs/cgroup{}/cgroup.procs",
+        original.trim_end_matches('/')
+    );
     // Every thread of the process moves with the process's pid on cgroup v2.
     if let Err(e) = std::fs::write(&procs, std::process::id().to_string()) {
         tracing::warn!("a late StartTransientUnit {unit} moved this process; moving it back to {original} failed: {e}");
         return;
     }
-    let stop = conn.call_method(Some("org.freedesktop.systemd1"), "/org/freedesktop/systemd1", Some("org.freedesktop.systemd1.Manager"), "StopUnit", &(unit, "fail"));
+    let stop = conn.call_method(
+        Some("org.freedesktop.systemd1"),
+        "/org/freedesktop/systemd1",
+        Some("org.freedesktop.systemd1.Manager"),
+        "StopUnit",
+        &(unit, "fail"),
+    );
     if let Err(e) = stop {
-        tracing::warn!("StopUnit {unit} after a late placement: {}", bus_text(&e.to_string()));
+        tracing::warn!(
+            "StopUnit {unit} after a late placement: {}",
+            bus_text(&e.to_string())
+        );
     }
 }
 
@@ -417,14 +484,19 @@ mod tests {
             version: Some(2),
             delegated,
             unfit: (!delegated).then_some("other_processes"),
-            detail: "/sys/fs/cgroup/user.slice/user-0.slice/session-1.scope holds 1 other process(es)".into(),
+            detail:
+                "/sys/fs/cgroup/user.slice/user-0.slice/session-1.scope holds 1 other process(es)"
+                    .into(),
         }
     }
 
     #[test]
     fn the_strongest_mode_of_the_supervisors_policies_wins() {
-        let (auto, inherit, systemd) =
-            (policy(""), policy("cgroup_delegation = \"inherit\""), policy("cgroup_delegation = \"systemd\""));
+        let (auto, inherit, systemd) = (
+            policy(""),
+            policy("cgroup_delegation = \"inherit\""),
+            policy("cgroup_delegation = \"systemd\""),
+        );
         assert_eq!(combined(&[&inherit, &auto]).0, CgroupDelegation::Auto);
         assert_eq!(combined(&[&inherit, &systemd]).0, CgroupDelegation::Systemd);
         assert_eq!(combined(&[&inherit, &inherit]).0, CgroupDelegation::Inherit);
@@ -444,7 +516,12 @@ mod tests {
 
     #[test]
     fn auto_stays_on_cgroup_v1_where_systemd_cannot_delegate_controllers() {
-        let v1 = CgroupReport { version: Some(1), delegated: false, unfit: Some("not_writable"), detail: String::new() };
+        let v1 = CgroupReport {
+            version: Some(1),
+            delegated: false,
+            unfit: Some("not_writable"),
+            detail: String::new(),
+        };
         assert_eq!(decide(CgroupDelegation::Auto, &v1), Ok(None));
     }
 
@@ -455,10 +532,25 @@ mod tests {
 
     #[test]
     fn systemd_mode_refuses_on_cgroup_v1_naming_auto_as_the_fix() {
-        let v1 = CgroupReport { version: Some(1), delegated: true, unfit: None, detail: String::new() };
+        let v1 = CgroupReport {
+            version: Some(1),
+            delegated: true,
+            unfit: None,
+            detail: String::new(),
+        };
         let refusal = decide(CgroupDelegation::Systemd, &v1).unwrap_err();
-        assert!(refusal.cause.contains("needs the unified cgroup v2 hierarchy; this host has cgroup v1"), "{}", refusal.cause);
-        assert!(refusal.fix.contains("cgroup_delegation = \"auto\""), "{}", refusal.fix);
+        assert!(
+            refusal
+                .cause
+                .contains("needs the unified cgroup v2 hierarchy; this host has cgroup v1"),
+            "{}",
+            refusal.cause
+        );
+        assert!(
+            refusal.fix.contains("cgroup_delegation = \"auto\""),
+            "{}",
+            refusal.fix
+        );
     }
 
     #[test]
@@ -481,7 +573,11 @@ mod tests {
     static PANICS: Mutex<()> = Mutex::new(());
 
     fn refusal(cause: &str, interrupted: Option<i32>) -> Refusal {
-        Refusal { cause: cause.into(), fix: "f".into(), interrupted }
+        Refusal {
+            cause: cause.into(),
+            fix: "f".into(),
+            interrupted,
+        }
     }
 
     #[test]
@@ -499,7 +595,10 @@ mod tests {
     #[test]
     fn an_interrupted_placement_is_not_recorded() {
         let mut placed = None;
-        assert_eq!(once(&mut placed, || Err(refusal("interrupted", Some(15)))), Err(refusal("interrupted", Some(15))));
+        assert_eq!(
+            once(&mut placed, || Err(refusal("interrupted", Some(15)))),
+            Err(refusal("interrupted", Some(15)))
+        );
         assert_eq!(once(&mut placed, || Ok(None)), Ok(None));
     }
 
@@ -508,20 +607,40 @@ mod tests {
         let _one = PANICS.lock().unwrap_or_else(|p| p.into_inner());
         let first = watch_dbus_panics();
         let second = watch_dbus_panics();
-        let died = std::thread::Builder::new().name(format!("{DBUS_THREAD} #{first}")).spawn(|| panic!("late")).unwrap().join();
+        let died = std::thread::Builder::new()
+            .name(format!("{DBUS_THREAD} #{first}"))
+            .spawn(|| panic!("late"))
+            .unwrap()
+            .join();
         assert!(died.is_err());
         assert_eq!(dbus_panic(second), None);
-        assert_eq!(dbus_panic(first).as_deref(), Some(format!("thread \"{DBUS_THREAD} #{first}\" panicked: late").as_str()));
+        assert_eq!(
+            dbus_panic(first).as_deref(),
+            Some(format!("thread \"{DBUS_THREAD} #{first}\" panicked: late").as_str())
+        );
     }
 
     #[test]
     fn text_from_the_bus_reaches_a_cause_escaped() {
-        assert_eq!(bus_text("org.x.Err: \u{1b}]0;pwned\u{7}\nloopexec: success"), "org.x.Err: \\x1b]0;pwned\\x07\\nloopexec: success");
+        assert_eq!(
+            bus_text("org.x.Err: \u{1b}]0;pwned\u{7}\nloopexec: success"),
+            "org.x.Err: \\x1b]0;pwned\\x07\\nloopexec: success"
+        );
         let _one = PANICS.lock().unwrap_or_else(|p| p.into_inner());
         let attempt = watch_dbus_panics();
-        let died = std::thread::Builder::new().name(format!("{DBUS_THREAD} #{attempt}")).spawn(|| panic!("bad \u{1b}[2J\rreply")).unwrap().join();
+        let died = std::thread::Builder::new()
+            .name(format!("{DBUS_THREAD} #{attempt}"))
+            .spawn(|| panic!("bad \u{1b}[2J\rreply"))
+            .unwrap()
+            .join();
         assert!(died.is_err());
-        assert_eq!(dbus_panic(attempt).as_deref(), Some(format!("thread \"{DBUS_THREAD} #{attempt}\" panicked: bad \\x1b[2J\\rreply").as_str()));
+        assert_eq!(
+            dbus_panic(attempt).as_deref(),
+            Some(
+                format!("thread \"{DBUS_THREAD} #{attempt}\" panicked: bad \\x1b[2J\\rreply")
+                    .as_str()
+            )
+        );
     }
 
     #[test]

@@ -18,19 +18,34 @@ pub enum Ending {
     /// Killed by us under the stall rule (`--stall-timeout`; docs/gates.md, "Liveness"): no
     /// output for `quiet_ms`, in which it used `cpu_ms` of CPU (`None`: not readable); `busy`
     /// when it was judged by the busy limit (CPU progress, no output).
-    Stalled { quiet_ms: u64, cpu_ms: Option<u64>, busy: bool },
+    Stalled {
+        quiet_ms: u64,
+        cpu_ms: Option<u64>,
+        busy: bool,
+    },
 }
 
 impl Ending {
     /// The stall's observations in words, for a halt detail: "no output for 5.0 s, 0.00 CPU s
     /// in that window (idle)". `None` for any other ending.
     pub fn stall_words(&self) -> Option<String> {
-        let Ending::Stalled { quiet_ms, cpu_ms, busy } = self else { return None };
+        let Ending::Stalled {
+            quiet_ms,
+            cpu_ms,
+            busy,
+        } = self
+        else {
+            return None;
+        };
         let cpu = match cpu_ms {
             Some(ms) => format!("{:.2} CPU s in that window", *ms as f64 / 1000.0),
             None => "CPU time not readable".to_string(),
         };
-        Some(format!("no output for {:.1} s, {cpu} ({})", *quiet_ms as f64 / 1000.0, if *busy { "busy" } else { "idle" }))
+        Some(format!(
+            "no output for {:.1} s, {cpu} ({})",
+            *quiet_ms as f64 / 1000.0,
+            if *busy { "busy" } else { "idle" }
+        ))
     }
 
     /// The ending in a word or two, as `report` lists it: `exit 3`, `timed out`, `signal 9`.

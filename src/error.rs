@@ -81,7 +81,9 @@ impl FailureCode {
         use FailureCode::*;
         match self {
             Usage | InvalidInput | RunAlreadyHalted => ExitClass::Invariant,
-            WorkspaceInvalid | IsolationUnsatisfiable | Io | NotReplayable | NotReexecutable => ExitClass::Workspace,
+            WorkspaceInvalid | IsolationUnsatisfiable | Io | NotReplayable | NotReexecutable => {
+                ExitClass::Workspace
+            }
             NotVerified => ExitClass::Integrity,
             WallClockExceeded => ExitClass::Budget,
             SpawnFailed | DeliveryFailed => ExitClass::Execution,
@@ -127,7 +129,11 @@ pub struct Failure {
 
 impl Failure {
     pub fn new(code: FailureCode, message: impl Into<String>) -> Self {
-        Failure { code, message: message.into(), hint: None }
+        Failure {
+            code,
+            message: message.into(),
+            hint: None,
+        }
     }
 
     /// The exit class of this failure (its code's).
@@ -171,7 +177,11 @@ impl Failure {
     }
 
     pub fn entry(&self) -> ErrorEntry {
-        ErrorEntry { code: self.code.as_str().to_string(), message: self.message.clone(), hint: self.hint.clone() }
+        ErrorEntry {
+            code: self.code.as_str().to_string(),
+            message: self.message.clone(),
+            hint: self.hint.clone(),
+        }
     }
 }
 
@@ -216,7 +226,8 @@ pub fn fs_failure(err: crate::safefs::SafeFsError) -> Failure {
             path.display()
         ))
         .with_hint("remove the planted link; loopexec never follows links under .loopexec/"),
-        crate::safefs::SafeFsError::TooLarge { .. } | crate::safefs::SafeFsError::NotRegular { .. } => Failure::workspace(err.to_string()),
+        crate::safefs::SafeFsError::TooLarge { .. }
+        | crate::safefs::SafeFsError::NotRegular { .. } => Failure::workspace(err.to_string()),
         crate::safefs::SafeFsError::Io { path, source } => Failure::io(path, source),
     }
 }
@@ -267,7 +278,10 @@ mod tests {
             "internal_error",
         ];
         for (code, name) in FailureCode::ALL.into_iter().zip(expect) {
-            assert_eq!(serde_json::to_value(code).unwrap(), serde_json::Value::String(name.into()));
+            assert_eq!(
+                serde_json::to_value(code).unwrap(),
+                serde_json::Value::String(name.into())
+            );
             assert_eq!(code.as_str(), name);
             assert_eq!(Failure::new(code, "m").entry().code, name);
         }
@@ -284,9 +298,17 @@ mod tests {
 
     #[test]
     fn a_sandbox_io_error_exits_like_every_other_io_error() {
-        let e = sandbox::SandboxError::io("cgroup", std::io::Error::from_raw_os_error(libc::EACCES));
+        let e =
+            sandbox::SandboxError::io("cgroup", std::io::Error::from_raw_os_error(libc::EACCES));
         let failure = Failure::from(e);
         assert_eq!(failure.code, FailureCode::Io);
-        assert_eq!(failure.class(), Failure::io(std::path::Path::new("/x"), &std::io::Error::from_raw_os_error(libc::EACCES)).class());
+        assert_eq!(
+            failure.class(),
+            Failure::io(
+                std::path::Path::new("/x"),
+                &std::io::Error::from_raw_os_error(libc::EACCES)
+            )
+            .class()
+        );
     }
 }

@@ -84,13 +84,21 @@ impl Untrusted {
     /// One line of report text (a test id, a recorded value), bounded to [`MAX_ID_BYTES`].
     pub fn line(text: &str) -> Self {
         let (text, cut) = bounded(text, MAX_ID_BYTES);
-        Untrusted { text, cut, lines: false }
+        Untrusted {
+            text,
+            cut,
+            lines: false,
+        }
     }
 
     /// A failure excerpt (newlines kept), bounded to [`MAX_EXCERPT_BYTES`].
     pub fn excerpt(text: &str) -> Self {
         let (text, cut) = bounded(text, MAX_EXCERPT_BYTES);
-        Untrusted { text, cut, lines: true }
+        Untrusted {
+            text,
+            cut,
+            lines: true,
+        }
     }
 
     /// Whether it was cut to its bound.
@@ -102,7 +110,11 @@ impl Untrusted {
     /// too, except in an excerpt), C1 control and bidi override shown as a visible escape
     /// (`crate::inert`); a cut line ends in `...`.
     pub fn rendered(&self) -> Cow<'_, str> {
-        let escaped = if self.lines { crate::inert::inert_lines(&self.text) } else { crate::inert::inert(&self.text) };
+        let escaped = if self.lines {
+            crate::inert::inert_lines(&self.text)
+        } else {
+            crate::inert::inert(&self.text)
+        };
         match self.cut && !self.lines {
             true => Cow::Owned(format!("{escaped}...")),
             false => escaped,
@@ -172,20 +184,26 @@ impl Sentence {
 
     /// As JSON carries it: the data in its control-free form.
     pub fn plain(&self) -> String {
-        self.0.iter().map(|p| match p {
-            Part::Fixed(w) => Cow::Borrowed(*w),
-            Part::Count(n) => Cow::Owned(n.to_string()),
-            Part::Data(d) => d.rendered(),
-        }).collect()
+        self.0
+            .iter()
+            .map(|p| match p {
+                Part::Fixed(w) => Cow::Borrowed(*w),
+                Part::Count(n) => Cow::Owned(n.to_string()),
+                Part::Data(d) => d.rendered(),
+            })
+            .collect()
     }
 
     /// As Markdown shows it: the data in code spans.
     fn markdown(&self) -> String {
-        self.0.iter().map(|p| match p {
-            Part::Fixed(w) => Cow::Borrowed(*w),
-            Part::Count(n) => Cow::Owned(n.to_string()),
-            Part::Data(d) => Cow::Owned(d.code_span()),
-        }).collect()
+        self.0
+            .iter()
+            .map(|p| match p {
+                Part::Fixed(w) => Cow::Borrowed(*w),
+                Part::Count(n) => Cow::Owned(n.to_string()),
+                Part::Data(d) => Cow::Owned(d.code_span()),
+            })
+            .collect()
     }
 }
 
@@ -243,7 +261,8 @@ pub struct Feedback {
 }
 
 /// The rejection's reason under `include = "nothing"`.
-pub const WITHHELD_WHY: &str = "the loop did not keep it (the reason is withheld: [feedback] include = \"nothing\")";
+pub const WITHHELD_WHY: &str =
+    "the loop did not keep it (the reason is withheld: [feedback] include = \"nothing\")";
 
 /// Cut `text` to at most `max` bytes at a character boundary.
 fn bounded(text: &str, max: usize) -> (String, bool) {
@@ -273,11 +292,26 @@ impl Feedback {
             failing_count += 1;
             if failing.len() < MAX_LISTED {
                 let excerpt = output.map(|o| (Untrusted::excerpt(&o.text), o.cut));
-                let truncated = excerpt.as_ref().is_some_and(|(e, cut_before)| e.was_cut() || *cut_before);
-                failing.push(FailingTarget { test: Untrusted::line(test), excerpt: excerpt.map(|(e, _)| e), truncated });
+                let truncated = excerpt
+                    .as_ref()
+                    .is_some_and(|(e, cut_before)| e.was_cut() || *cut_before);
+                failing.push(FailingTarget {
+                    test: Untrusted::line(test),
+                    excerpt: excerpt.map(|(e, _)| e),
+                    truncated,
+                });
             }
         }
-        Feedback { schema: SCHEMA, iteration, iterations_left, failing_count: Some(failing_count), failing, rejected, budget_left, include: None }
+        Feedback {
+            schema: SCHEMA,
+            iteration,
+            iterations_left,
+            failing_count: Some(failing_count),
+            failing,
+            rejected,
+            budget_left,
+            include: None,
+        }
     }
 
     /// The same feedback with only what `include` lets cross: `ids` drops every excerpt;
@@ -320,10 +354,20 @@ impl Feedback {
     /// a rejection) or a fenced block (excerpts), in its control-free form, delimited by more
     /// backticks than any run in it: it cannot break its line, close its block or forge headings.
     pub fn to_markdown(&self) -> String {
-        let mut md = format!("# loopexec feedback, before iteration {}\n\n", self.iteration);
-        md.push_str(&format!("Iterations left after this one: {}\n\n", self.iterations_left));
+        let mut md = format!(
+            "# loopexec feedback, before iteration {}\n\n",
+            self.iteration
+        );
+        md.push_str(&format!(
+            "Iterations left after this one: {}\n\n",
+            self.iterations_left
+        ));
         if let Some(r) = &self.rejected {
-            md.push_str(&format!("## Iteration {} was not kept\n\n{}\n", r.iteration, r.why.markdown()));
+            md.push_str(&format!(
+                "## Iteration {} was not kept\n\n{}\n",
+                r.iteration,
+                r.why.markdown()
+            ));
             match r.reverted_to {
                 Some(to) => md.push_str(&format!("The workspace was returned to the state after iteration {to}.\n\n")),
                 None => md.push_str("The workspace was left as that iteration made it (in place, nothing is reverted).\n\n"),
@@ -336,14 +380,20 @@ impl Feedback {
         }
         for target in &self.failing {
             md.push_str(&format!("### {}\n\n", target.test.code_span()));
-            let Some(excerpt) = &target.excerpt else { continue };
+            let Some(excerpt) = &target.excerpt else {
+                continue;
+            };
             md.push_str(&excerpt.code_block());
             if target.truncated {
                 md.push_str("(excerpt cut)\n");
             }
             md.push('\n');
         }
-        if let Some(more) = self.failing_count.and_then(|count| count.checked_sub(self.failing.len())).filter(|more| *more > 0) {
+        if let Some(more) = self
+            .failing_count
+            .and_then(|count| count.checked_sub(self.failing.len()))
+            .filter(|more| *more > 0)
+        {
             md.push_str(&format!("... and {more} more.\n\n"));
         }
         for (name, left) in &self.budget_left {
@@ -367,7 +417,10 @@ mod tests {
     use super::*;
 
     fn excerpt(text: &str) -> Excerpt {
-        Excerpt { text: text.into(), cut: false }
+        Excerpt {
+            text: text.into(),
+            cut: false,
+        }
     }
 
     #[test]
@@ -396,7 +449,13 @@ mod tests {
     fn the_list_is_bounded_and_the_count_exact() {
         let ids: Vec<String> = (0..MAX_LISTED + 7).map(|i| format!("t{i}")).collect();
         let boom = excerpt("boom");
-        let f = Feedback::new(1, 0, ids.iter().map(|s| (s.as_str(), Some(&boom))), None, vec![]);
+        let f = Feedback::new(
+            1,
+            0,
+            ids.iter().map(|s| (s.as_str(), Some(&boom))),
+            None,
+            vec![],
+        );
         assert_eq!(f.failing_count, Some(MAX_LISTED + 7));
         assert_eq!(f.failing.len(), MAX_LISTED);
         assert!(f.to_markdown().contains("... and 7 more."));
@@ -405,10 +464,19 @@ mod tests {
     #[test]
     fn a_rejection_says_why_and_where_the_workspace_went() {
         let why = Sentence::new("it broke tests that passed before: ").data(Untrusted::line("b"));
-        let rejected = Rejected { iteration: 4, why, reverted_to: Some(2) };
+        let rejected = Rejected {
+            iteration: 4,
+            why,
+            reverted_to: Some(2),
+        };
         let x = excerpt("x");
         let md = Feedback::new(5, 1, [("a", Some(&x))], Some(rejected), vec![]).to_markdown();
-        assert!(md.contains("## Iteration 4 was not kept\n\nit broke tests that passed before: ` b `\n"), "{md}");
+        assert!(
+            md.contains(
+                "## Iteration 4 was not kept\n\nit broke tests that passed before: ` b `\n"
+            ),
+            "{md}"
+        );
         assert!(md.contains("returned to the state after iteration 2."));
     }
 
@@ -416,12 +484,18 @@ mod tests {
     fn an_excerpt_cannot_close_its_markdown_block() {
         let forged = excerpt("```\n# forged heading\n```");
         let md = Feedback::new(1, 0, [("t\n# forged", Some(&forged))], None, vec![]).to_markdown();
-        assert!(md.contains("### ` t\\n# forged `\n\n````\n```\n# forged heading\n```\n````\n"), "{md}");
+        assert!(
+            md.contains("### ` t\\n# forged `\n\n````\n```\n# forged heading\n```\n````\n"),
+            "{md}"
+        );
     }
 
     #[test]
     fn an_excerpt_the_parser_cut_stays_marked_cut() {
-        let cut = Excerpt { text: "boom".into(), cut: true };
+        let cut = Excerpt {
+            text: "boom".into(),
+            cut: true,
+        };
         let f = Feedback::new(1, 0, [("t", Some(&cut))], None, vec![]);
         assert!(f.failing[0].truncated);
         assert!(f.to_markdown().contains("```\nboom\n```\n(excerpt cut)\n"));
@@ -432,16 +506,25 @@ mod tests {
         let f = Feedback::new(2, 1, [], None, vec![]).failing_unknown();
         let json: serde_json::Value = serde_json::from_str(&f.to_json()).unwrap();
         assert_eq!(json["failing_count"], serde_json::Value::Null);
-        assert!(f.to_markdown().contains("## Failing targets: unknown (the check left no readable report)\n"));
+        assert!(f
+            .to_markdown()
+            .contains("## Failing targets: unknown (the check left no readable report)\n"));
     }
 
     #[test]
     fn include_ids_keeps_the_ids_and_drops_every_excerpt() {
         let e = excerpt("assert 1 == 2");
-        let f = Feedback::new(3, 2, [("a", Some(&e)), ("b", Some(&e))], None, vec![]).limited_to(Include::Ids);
+        let f = Feedback::new(3, 2, [("a", Some(&e)), ("b", Some(&e))], None, vec![])
+            .limited_to(Include::Ids);
         let json: serde_json::Value = serde_json::from_str(&f.to_json()).unwrap();
-        assert_eq!(json["failing"], serde_json::json!([{"test": "a", "truncated": false}, {"test": "b", "truncated": false}]));
-        assert_eq!((json["failing_count"].clone(), json["include"].clone()), (serde_json::json!(2), serde_json::json!("ids")));
+        assert_eq!(
+            json["failing"],
+            serde_json::json!([{"test": "a", "truncated": false}, {"test": "b", "truncated": false}])
+        );
+        assert_eq!(
+            (json["failing_count"].clone(), json["include"].clone()),
+            (serde_json::json!(2), serde_json::json!("ids"))
+        );
         assert!(!f.to_markdown().contains("assert 1 == 2"));
     }
 
@@ -449,8 +532,19 @@ mod tests {
     fn include_nothing_gives_no_id_no_excerpt_no_count_and_no_reason() {
         let e = excerpt("assert 1 == 2");
         let why = Sentence::new("it broke tests that passed before: ").data(Untrusted::line("a"));
-        let rejected = Rejected { iteration: 1, why, reverted_to: Some(0) };
-        let f = Feedback::new(2, 1, [("tests/t.py::test_secret", Some(&e))], Some(rejected), vec![]).limited_to(Include::Nothing);
+        let rejected = Rejected {
+            iteration: 1,
+            why,
+            reverted_to: Some(0),
+        };
+        let f = Feedback::new(
+            2,
+            1,
+            [("tests/t.py::test_secret", Some(&e))],
+            Some(rejected),
+            vec![],
+        )
+        .limited_to(Include::Nothing);
         let json: serde_json::Value = serde_json::from_str(&f.to_json()).unwrap();
         assert_eq!(json["failing"], serde_json::json!([]));
         assert_eq!(json["failing_count"], serde_json::Value::Null);
@@ -458,9 +552,17 @@ mod tests {
         assert_eq!(json["rejected"]["why"], WITHHELD_WHY);
         let (text, md) = (f.to_json(), f.to_markdown());
         for leaked in ["test_secret", "assert 1 == 2", "broke tests"] {
-            assert!(!text.contains(leaked) && !md.contains(leaked), "{leaked} crossed: {text}\n{md}");
+            assert!(
+                !text.contains(leaked) && !md.contains(leaked),
+                "{leaked} crossed: {text}\n{md}"
+            );
         }
-        assert!(md.contains("## Failing targets: withheld by the operator ([feedback] include = \"nothing\")\n"), "{md}");
+        assert!(
+            md.contains(
+                "## Failing targets: withheld by the operator ([feedback] include = \"nothing\")\n"
+            ),
+            "{md}"
+        );
     }
 
     #[test]
@@ -475,7 +577,12 @@ mod tests {
     fn a_target_without_known_output_is_listed_without_an_excerpt() {
         let f = Feedback::new(2, 1, [("t", None)], None, vec![]);
         let json: serde_json::Value = serde_json::from_str(&f.to_json()).unwrap();
-        assert_eq!(json["failing"][0], serde_json::json!({"test": "t", "truncated": false}));
-        assert!(f.to_markdown().contains("## Failing targets: 1\n\n### ` t `\n\n"));
+        assert_eq!(
+            json["failing"][0],
+            serde_json::json!({"test": "t", "truncated": false})
+        );
+        assert!(f
+            .to_markdown()
+            .contains("## Failing targets: 1\n\n### ` t `\n\n"));
     }
 }

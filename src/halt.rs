@@ -142,12 +142,19 @@ impl HaltReason {
             | MetricIntegrityViolation
             | CredentialScopeInvalid
             | ObjectiveUnverified => ExitClass::Integrity,
-            CheckFlaky | CheckNotDeterministic | CheckHasSideEffects | CheckNotHermetic
+            CheckFlaky
+            | CheckNotDeterministic
+            | CheckHasSideEffects
+            | CheckNotHermetic
             | HermeticityViolation => ExitClass::OracleUntrusted,
             CheckInadequate => ExitClass::CheckInadequate,
             EscalationPending | ReviewerRejected => ExitClass::ResumableJudgment,
-            NoProgressDetected | SameFailureRepeated | OscillationDetected | SameTestRegressed
-            | UnsatisfiableConstraints | InfeasibleSuspected => ExitClass::NoConvergence,
+            NoProgressDetected
+            | SameFailureRepeated
+            | OscillationDetected
+            | SameTestRegressed
+            | UnsatisfiableConstraints
+            | InfeasibleSuspected => ExitClass::NoConvergence,
             BudgetExceeded | CostAnomaly => ExitClass::Budget,
             HeartbeatStale
             | ModelDriftDetected

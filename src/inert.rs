@@ -64,7 +64,11 @@ pub fn json_text(value: &serde_json::Value) -> Option<String> {
 struct InertJson;
 
 impl serde_json::ser::Formatter for InertJson {
-    fn write_string_fragment<W: ?Sized + std::io::Write>(&mut self, writer: &mut W, fragment: &str) -> std::io::Result<()> {
+    fn write_string_fragment<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        fragment: &str,
+    ) -> std::io::Result<()> {
         let mut start = 0;
         for (i, c) in fragment.char_indices() {
             if needs_escape(c, true) && c as u32 >= 0x80 {
@@ -82,7 +86,11 @@ fn needs_escape(c: char, keep_newlines: bool) -> bool {
         '\n' => !keep_newlines,
         c if (c as u32) < 0x20 || c == '\u{7f}' => true,
         '\u{80}'..='\u{9f}' => true,
-        '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' => true,
+        '\u{061c}'
+        | '\u{200e}'
+        | '\u{200f}'
+        | '\u{202a}'..='\u{202e}'
+        | '\u{2066}'..='\u{2069}' => true,
         '\u{2028}' | '\u{2029}' => true,
         _ => false,
     }
@@ -119,12 +127,18 @@ mod tests {
 
     #[test]
     fn plain_text_is_returned_unchanged_and_borrowed() {
-        assert!(matches!(inert("src/lib.rs and ünïcode"), Cow::Borrowed("src/lib.rs and ünïcode")));
+        assert!(matches!(
+            inert("src/lib.rs and ünïcode"),
+            Cow::Borrowed("src/lib.rs and ünïcode")
+        ));
     }
 
     #[test]
     fn escape_sequences_and_newlines_are_shown_visibly() {
-        assert_eq!(inert("\x1b]0;pwned\x07a\x1b[2Jb\nloopexec: forged"), "\\x1b]0;pwned\\x07a\\x1b[2Jb\\nloopexec: forged");
+        assert_eq!(
+            inert("\x1b]0;pwned\x07a\x1b[2Jb\nloopexec: forged"),
+            "\\x1b]0;pwned\\x07a\\x1b[2Jb\\nloopexec: forged"
+        );
         assert_eq!(inert("tab\there\r\u{7f}\0"), "tab\\there\\r\\x7f\\x00");
     }
 
@@ -152,11 +166,17 @@ mod tests {
         let value = serde_json::json!({"name": "a\x1b[2J\u{9b}b\u{202e}c\u{2028}d ü"});
         let text = json_text(&value).unwrap();
         assert_eq!(text, r#"{"name":"a\u001b[2J\u009bb\u202ec\u2028d ü"}"#);
-        assert_eq!(serde_json::from_str::<serde_json::Value>(&text).unwrap(), value);
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&text).unwrap(),
+            value
+        );
     }
 
     #[test]
     fn bytes_that_are_not_utf8_are_shown_as_hex() {
-        assert_eq!(inert_bytes(b"name\xff\xfe\x1b.txt"), "name\\xff\\xfe\\x1b.txt");
+        assert_eq!(
+            inert_bytes(b"name\xff\xfe\x1b.txt"),
+            "name\\xff\\xfe\\x1b.txt"
+        );
     }
 }

@@ -30,7 +30,10 @@ pub fn install() -> std::io::Result<()> {
         signal_hook::flag::register_usize(sig, Arc::clone(&received), sig as usize)?;
         signal_hook::low_level::pipe::register(sig, wake_write.try_clone()?)?;
     }
-    let _ = INTERRUPTS.set(Interrupts { received, wake_read });
+    let _ = INTERRUPTS.set(Interrupts {
+        received,
+        wake_read,
+    });
     Ok(())
 }
 

@@ -56,7 +56,8 @@ impl Outcome {
         let mut out = Outcome::ok(command);
         out.status = "halted";
         out.exit = reason.class();
-        out.fields.insert("halt_reason".into(), Value::String(reason.as_str().into()));
+        out.fields
+            .insert("halt_reason".into(), Value::String(reason.as_str().into()));
         out
     }
 
@@ -87,7 +88,10 @@ impl Outcome {
     pub fn to_json(&self) -> Value {
         let mut obj = Map::new();
         obj.insert("tool".into(), Value::String("loopexec".into()));
-        obj.insert("version".into(), Value::String(env!("CARGO_PKG_VERSION").into()));
+        obj.insert(
+            "version".into(),
+            Value::String(env!("CARGO_PKG_VERSION").into()),
+        );
         obj.insert("command".into(), Value::String(self.command.clone()));
         obj.insert("status".into(), Value::String(self.status.into()));
         obj.insert("exit_code".into(), Value::from(self.exit_code()));

@@ -60,7 +60,10 @@ pub fn start_time(pid: i32) -> Option<u64> {
 /// zombie counts as gone.
 pub fn is_same_process(pid: i32, start: u64) -> bool {
     match stat_fields(pid) {
-        Some(fields) => fields.first().map(String::as_str) != Some("Z") && stat_field(&fields, 22) == Some(start),
+        Some(fields) => {
+            fields.first().map(String::as_str) != Some("Z")
+                && stat_field(&fields, 22) == Some(start)
+        }
         None => false,
     }
 }
@@ -73,10 +76,20 @@ pub fn is_stopped(pid: i32) -> bool {
 /// Every live process whose process group is `pgid`, with its start time.
 pub fn group_members(pgid: i32) -> Vec<(i32, u64)> {
     let mut members = Vec::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else { return members };
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return members;
+    };
     for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-        let Some(fields) = stat_fields(pid) else { continue };
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Some(fields) = stat_fields(pid) else {
+            continue;
+        };
         if fields.first().map(String::as_str) == Some("Z") {
             continue;
         }
@@ -93,10 +106,20 @@ pub fn group_members(pgid: i32) -> Vec<(i32, u64)> {
 /// `pgid`.
 pub fn group_cpu(pgid: i32) -> Duration {
     let mut total = 0u64;
-    let Ok(entries) = std::fs::read_dir("/proc") else { return Duration::ZERO };
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Duration::ZERO;
+    };
     for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-        let Some(fields) = stat_fields(pid) else { continue };
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Some(fields) = stat_fields(pid) else {
+            continue;
+        };
         if stat_field(&fields, 5) != Some(pgid as u64) {
             continue;
         }
@@ -109,7 +132,11 @@ pub fn group_cpu(pgid: i32) -> Duration {
 /// CPU time (user + system, its reaped children's included) of each live process of `pids`,
 /// summed (a cgroup whose CPU controller is not accounted for it: its `cgroup.procs`).
 pub fn pids_cpu(pids: &[i32]) -> Duration {
-    let total: u64 = pids.iter().filter_map(|&pid| stat_fields(pid)).map(|f| (14..=17).filter_map(|n| stat_field(&f, n)).sum::<u64>()).sum();
+    let total: u64 = pids
+        .iter()
+        .filter_map(|&pid| stat_fields(pid))
+        .map(|f| (14..=17).filter_map(|n| stat_field(&f, n)).sum::<u64>())
+        .sum();
     ticks(total)
 }
 
@@ -117,12 +144,18 @@ pub fn pids_cpu(pids: &[i32]) -> Duration {
 /// `cpuacct.usage` (v1, nanoseconds). `None` when neither can be read.
 pub fn cgroup_cpu(dir: &Path) -> Option<Duration> {
     if let Some(stat) = read_bounded(&dir.join("cpu.stat")) {
-        let usec = stat.lines().find_map(|l| l.strip_prefix("usage_usec ")).and_then(|v| v.trim().parse::<u64>().ok());
+        let usec = stat
+            .lines()
+            .find_map(|l| l.strip_prefix("usage_usec "))
+            .and_then(|v| v.trim().parse::<u64>().ok());
         if let Some(usec) = usec {
             return Some(Duration::from_micros(usec));
         }
     }
-    let ns = read_bounded(&dir.join("cpuacct.usage"))?.trim().parse::<u64>().ok()?;
+    let ns = read_bounded(&dir.join("cpuacct.usage"))?
+        .trim()
+        .parse::<u64>()
+        .ok()?;
     Some(Duration::from_nanos(ns))
 }
 
@@ -136,13 +169,19 @@ pub fn cgroup_procs(dir: &Path) -> Option<Vec<i32>> {
 /// mount `root` (normally `/sys/fs/cgroup`): v2's one line (`0::/path`) gives `root/path`; a v1
 /// line with a controller list gives `root/<controllers>/path`.
 pub fn cgroups_of(pid: i32, root: &Path) -> Vec<PathBuf> {
-    let Some(text) = read_bounded(Path::new(&format!("/proc/{pid}/cgroup"))) else { return Vec::new() };
+    let Some(text) = read_bounded(Path::new(&format!("/proc/{pid}/cgroup"))) else {
+        return Vec::new();
+    };
     text.lines()
         .filter_map(|l| {
             let mut parts = l.splitn(3, ':');
             let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
             let rel = path.trim_start_matches('/');
-            Some(if controllers.is_empty() { root.join(rel) } else { root.join(controllers).join(rel) })
+            Some(if controllers.is_empty() {
+                root.join(rel)
+            } else {
+                root.join(controllers).join(rel)
+            })
         })
         .collect()
 }
@@ -178,7 +217,11 @@ mod tests {
     #[test]
     fn a_v2_cpu_stat_gives_its_usage_usec() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("cpu.stat"), "usage_usec 1500000\nuser_usec 1000000\n").unwrap();
+        std::fs::write(
+            dir.path().join("cpu.stat"),
+            "usage_usec 1500000\nuser_usec 1000000\n",
+        )
+        .unwrap();
         assert_eq!(cgroup_cpu(dir.path()), Some(Duration::from_millis(1500)));
     }
 

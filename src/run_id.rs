@@ -24,9 +24,15 @@ impl RunId {
             return Err(bad("it is empty"));
         }
         if raw.len() > MAX_LEN {
-            return Err(bad(&format!("it is {} characters long (at most {MAX_LEN})", raw.len())));
+            return Err(bad(&format!(
+                "it is {} characters long (at most {MAX_LEN})",
+                raw.len()
+            )));
         }
-        if let Some(c) = raw.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))) {
+        if let Some(c) = raw
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+        {
             return Err(bad(&format!("character {c:?} is not allowed")));
         }
         if raw.chars().all(|c| c == '.') {

@@ -26,7 +26,10 @@ pub enum SafeFsError {
     #[error("{path}: refusing to follow a symlink or leave the directory (a planted link?)")]
     Symlink { path: PathBuf },
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{path}: larger than the {limit} bytes allowed")]
     TooLarge { path: PathBuf, limit: u64 },
     #[error("{path}: not a regular file (a fifo, device or directory planted in its place?)")]
@@ -37,7 +40,10 @@ impl SafeFsError {
     fn from_errno(path: PathBuf, e: Errno) -> Self {
         match e {
             Errno::ELOOP | Errno::EXDEV => SafeFsError::Symlink { path },
-            other => SafeFsError::Io { path, source: std::io::Error::from(other) },
+            other => SafeFsError::Io {
+                path,
+                source: std::io::Error::from(other),
+            },
         }
     }
 
@@ -47,7 +53,9 @@ impl SafeFsError {
 }
 
 fn resolve_flags() -> ResolveFlag {
-    ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS
+    ResolveFlag::RESOLVE_BENEATH
+        | ResolveFlag::RESOLVE_NO_SYMLINKS
+        | ResolveFlag::RESOLVE_NO_MAGICLINKS
 }
 
 impl SafeDir {
@@ -56,9 +64,14 @@ impl SafeDir {
     pub fn open(path: &Path) -> Result<SafeDir, SafeFsError> {
         let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
         match nix::fcntl::open(path, flags, Mode::empty()) {
-            Ok(fd) => Ok(SafeDir { fd: unsafe { OwnedFd::from_raw_fd(fd) }, path: path.to_path_buf() }),
+            Ok(fd) => Ok(SafeDir {
+                fd: unsafe { OwnedFd::from_raw_fd(fd) },
+                path: path.to_path_buf(),
+            }),
             Err(Errno::ELOOP) | Err(Errno::ENOTDIR) if is_symlink(path) => {
-                Err(SafeFsError::Symlink { path: path.to_path_buf() })
+                Err(SafeFsError::Symlink {
+                    path: path.to_path_buf(),
+                })
             }
             Err(e) => Err(SafeFsError::from_errno(path.to_path_buf(), e)),
         }
@@ -67,8 +80,14 @@ impl SafeDir {
     /// A directory already open at `dir` (its descriptor duplicated, close-on-exec), named
     /// `path` in errors: for a caller holding a directory descriptor of its own walk.
     pub fn duplicate(dir: BorrowedFd<'_>, path: &Path) -> Result<SafeDir, SafeFsError> {
-        let fd = dir.try_clone_to_owned().map_err(|source| SafeFsError::Io { path: path.to_path_buf(), source })?;
-        Ok(SafeDir { fd, path: path.to_path_buf() })
+        let fd = dir.try_clone_to_owned().map_err(|source| SafeFsError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Ok(SafeDir {
+            fd,
+            path: path.to_path_buf(),
+        })
     }
 
     /// Open `path` as a directory, creating it (mode 0700) if it does not exist.
@@ -80,9 +99,17 @@ impl SafeDir {
                 std::fs::DirBuilder::new()
                     .mode(0o700)
                     .create(path)
-                    .map_err(|source| SafeFsError::Io { path: path.to_path_buf(), source })?;
+                    .map_err(|source| SafeFsError::Io {
+                        path: path.to_path_buf(),
+                        source,
+                    })?;
             }
-            Err(source) => return Err(SafeFsError::Io { path: path.to_path_buf(), source }),
+            Err(source) => {
+                return Err(SafeFsError::Io {
+                    path: path.to_path_buf(),
+                    source,
+                })
+            }
         }
         SafeDir::open(path)
     }
@@ -116,12 +143,19 @@ impl SafeDir {
     /// Open a sub-directory beneath this one.
     pub fn subdir(&self, rel: &str) -> Result<SafeDir, SafeFsError> {
         let fd = self.open_beneath(rel, OFlag::O_RDONLY | OFlag::O_DIRECTORY, 0)?;
-        Ok(SafeDir { fd, path: self.join(rel) })
+        Ok(SafeDir {
+            fd,
+            path: self.join(rel),
+        })
     }
 
     /// Open a sub-directory, creating the last component (mode 0700) if needed.
     pub fn subdir_or_create(&self, rel: &str) -> Result<SafeDir, SafeFsError> {
-        match nix::sys::stat::mkdirat(Some(self.fd.as_raw_fd()), rel, Mode::from_bits_truncate(0o700)) {
+        match nix::sys::stat::mkdirat(
+            Some(self.fd.as_raw_fd()),
+            rel,
+            Mode::from_bits_truncate(0o700),
+        ) {
             Ok(()) | Err(Errno::EEXIST) => {}
             Err(e) => return Err(SafeFsError::from_errno(self.join(rel), e)),
         }
@@ -143,12 +177,18 @@ impl SafeDir {
     /// until a writer came) is refused instead of hanging the caller.
     fn open_regular(&self, rel: &str) -> Result<File, SafeFsError> {
         let fd = self.open_beneath(rel, OFlag::O_RDONLY | OFlag::O_NONBLOCK, 0)?;
-        let stat = nix::sys::stat::fstat(fd.as_raw_fd()).map_err(|e| SafeFsError::from_errno(self.join(rel), e))?;
-        if stat.st_mode & libc::S_IFMT != libc::S_IFREG {
-            return Err(SafeFsError::NotRegular { path: self.join(rel) });
-        }
-        nix::fcntl::fcntl(fd.as_raw_fd(), nix::fcntl::FcntlArg::F_SETFL(OFlag::empty()))
+        let stat = nix::sys::stat::fstat(fd.as_raw_fd())
             .map_err(|e| SafeFsError::from_errno(self.join(rel), e))?;
+        if stat.st_mode & libc::S_IFMT != libc::S_IFREG {
+            return Err(SafeFsError::NotRegular {
+                path: self.join(rel),
+            });
+        }
+        nix::fcntl::fcntl(
+            fd.as_raw_fd(),
+            nix::fcntl::FcntlArg::F_SETFL(OFlag::empty()),
+        )
+        .map_err(|e| SafeFsError::from_errno(self.join(rel), e))?;
         Ok(File::from(fd))
     }
 
@@ -160,16 +200,26 @@ impl SafeDir {
         (&mut file)
             .take(limit + 1)
             .read_to_end(&mut buf)
-            .map_err(|source| SafeFsError::Io { path: self.join(rel), source })?;
+            .map_err(|source| SafeFsError::Io {
+                path: self.join(rel),
+                source,
+            })?;
         if buf.len() as u64 > limit {
-            return Err(SafeFsError::TooLarge { path: self.join(rel), limit });
+            return Err(SafeFsError::TooLarge {
+                path: self.join(rel),
+                limit,
+            });
         }
         Ok(buf)
     }
 
     /// Open a regular file for appending, creating it (mode 0600) if needed.
     pub fn open_append(&self, rel: &str) -> Result<File, SafeFsError> {
-        let fd = self.open_beneath(rel, OFlag::O_WRONLY | OFlag::O_APPEND | OFlag::O_CREAT, 0o600)?;
+        let fd = self.open_beneath(
+            rel,
+            OFlag::O_WRONLY | OFlag::O_APPEND | OFlag::O_CREAT,
+            0o600,
+        )?;
         Ok(File::from(fd))
     }
 
@@ -199,26 +249,41 @@ impl SafeDir {
     /// Replace `rel` atomically with `bytes`: temp file, fsync, rename, fsync of the directory.
     pub fn write_atomic(&self, rel: &str, bytes: &[u8]) -> Result<(), SafeFsError> {
         let tmp = format!(".{rel}.tmp-{}", std::process::id());
-        let _ = nix::unistd::unlinkat(Some(self.fd.as_raw_fd()), tmp.as_str(), nix::unistd::UnlinkatFlags::NoRemoveDir);
+        let _ = nix::unistd::unlinkat(
+            Some(self.fd.as_raw_fd()),
+            tmp.as_str(),
+            nix::unistd::UnlinkatFlags::NoRemoveDir,
+        );
         let mut file = self.create_new(&tmp, 0o600)?;
-        let io = |source| SafeFsError::Io { path: self.join(rel), source };
+        let io = |source| SafeFsError::Io {
+            path: self.join(rel),
+            source,
+        };
         file.write_all(bytes).map_err(io)?;
         file.sync_all().map_err(io)?;
         drop(file);
-        nix::fcntl::renameat(Some(self.fd.as_raw_fd()), tmp.as_str(), Some(self.fd.as_raw_fd()), rel)
-            .map_err(|e| SafeFsError::from_errno(self.join(rel), e))?;
+        nix::fcntl::renameat(
+            Some(self.fd.as_raw_fd()),
+            tmp.as_str(),
+            Some(self.fd.as_raw_fd()),
+            rel,
+        )
+        .map_err(|e| SafeFsError::from_errno(self.join(rel), e))?;
         self.sync()
     }
 
     /// fsync the directory itself, so that renames and creations are durable.
     pub fn sync(&self) -> Result<(), SafeFsError> {
-        nix::unistd::fsync(self.fd.as_raw_fd()).map_err(|e| SafeFsError::from_errno(self.path.clone(), e))
+        nix::unistd::fsync(self.fd.as_raw_fd())
+            .map_err(|e| SafeFsError::from_errno(self.path.clone(), e))
     }
 
     /// Names of the entries of this directory (not `.`/`..`), sorted.
     pub fn list(&self) -> Result<Vec<String>, SafeFsError> {
-        let dup = nix::unistd::dup(self.fd.as_raw_fd()).map_err(|e| SafeFsError::from_errno(self.path.clone(), e))?;
-        let mut dir = nix::dir::Dir::from_fd(dup).map_err(|e| SafeFsError::from_errno(self.path.clone(), e))?;
+        let dup = nix::unistd::dup(self.fd.as_raw_fd())
+            .map_err(|e| SafeFsError::from_errno(self.path.clone(), e))?;
+        let mut dir = nix::dir::Dir::from_fd(dup)
+            .map_err(|e| SafeFsError::from_errno(self.path.clone(), e))?;
         let mut names = Vec::new();
         for entry in dir.iter() {
             let entry = entry.map_err(|e| SafeFsError::from_errno(self.path.clone(), e))?;
@@ -233,7 +298,9 @@ impl SafeDir {
 }
 
 fn is_symlink(path: &Path) -> bool {
-    std::fs::symlink_metadata(path).map(|m| m.file_type().is_symlink()).unwrap_or(false)
+    std::fs::symlink_metadata(path)
+        .map(|m| m.file_type().is_symlink())
+        .unwrap_or(false)
 }
 
 #[cfg(test)]
@@ -246,16 +313,29 @@ mod tests {
         std::fs::write(tmp.path().join("secret"), b"x").unwrap();
         std::os::unix::fs::symlink(tmp.path().join("secret"), tmp.path().join("link")).unwrap();
         let dir = SafeDir::open(tmp.path()).unwrap();
-        assert!(matches!(dir.read("link", 10), Err(SafeFsError::Symlink { .. })));
+        assert!(matches!(
+            dir.read("link", 10),
+            Err(SafeFsError::Symlink { .. })
+        ));
     }
 
     #[test]
     fn a_planted_fifo_is_refused_on_read_instead_of_blocking() {
         let tmp = tempfile::tempdir().unwrap();
-        nix::unistd::mkfifo(&tmp.path().join("report.xml"), Mode::from_bits_truncate(0o644)).unwrap();
+        nix::unistd::mkfifo(
+            &tmp.path().join("report.xml"),
+            Mode::from_bits_truncate(0o644),
+        )
+        .unwrap();
         let dir = SafeDir::open(tmp.path()).unwrap();
-        assert!(matches!(dir.read("report.xml", 10), Err(SafeFsError::NotRegular { .. })));
-        assert!(matches!(dir.open_read("report.xml"), Err(SafeFsError::NotRegular { .. })));
+        assert!(matches!(
+            dir.read("report.xml", 10),
+            Err(SafeFsError::NotRegular { .. })
+        ));
+        assert!(matches!(
+            dir.open_read("report.xml"),
+            Err(SafeFsError::NotRegular { .. })
+        ));
     }
 
     #[test]
@@ -263,7 +343,10 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         std::fs::create_dir(tmp.path().join("a")).unwrap();
         let dir = SafeDir::open(&tmp.path().join("a")).unwrap();
-        assert!(matches!(dir.open_append("../escape"), Err(SafeFsError::Symlink { .. })));
+        assert!(matches!(
+            dir.open_append("../escape"),
+            Err(SafeFsError::Symlink { .. })
+        ));
         assert!(!tmp.path().join("escape").exists());
     }
 
@@ -273,7 +356,10 @@ mod tests {
         let dir = SafeDir::open(tmp.path()).unwrap();
         dir.write_atomic("state.json", b"one").unwrap();
         dir.write_atomic("state.json", b"two").unwrap();
-        assert_eq!(std::fs::read(tmp.path().join("state.json")).unwrap(), b"two");
+        assert_eq!(
+            std::fs::read(tmp.path().join("state.json")).unwrap(),
+            b"two"
+        );
         assert_eq!(dir.list().unwrap(), vec!["state.json".to_string()]);
     }
 

@@ -23,13 +23,22 @@ fn project(t0_core: Option<&str>, tests: &str, loop_toml: &str) -> tempfile::Tem
 }
 
 /// [`project`], with `extra` files (path, text) in t0 too.
-fn project_with(t0_core: Option<&str>, tests: &str, loop_toml: &str, extra: &[(&str, &str)]) -> tempfile::TempDir {
+fn project_with(
+    t0_core: Option<&str>,
+    tests: &str,
+    loop_toml: &str,
+    extra: &[(&str, &str)],
+) -> tempfile::TempDir {
     let dir = workdir();
     for (path, text) in extra {
         write(dir.path(), path, text);
     }
     write(dir.path(), "pyproject.toml", "[project]\nname = \"calc\"\nversion = \"0.1.0\"\n\n[tool.pytest.ini_options]\ntestpaths = [\"tests\"]\n");
-    write(dir.path(), "calc/__init__.py", "from calc.core import clamp\n");
+    write(
+        dir.path(),
+        "calc/__init__.py",
+        "from calc.core import clamp\n",
+    );
     if let Some(core) = t0_core {
         write(dir.path(), "calc/core.py", core);
     }
@@ -41,46 +50,93 @@ fn project_with(t0_core: Option<&str>, tests: &str, loop_toml: &str, extra: &[(&
 
 const STUB: &str = "def clamp(x, lo, hi):\n    return x\n";
 const ADEQUATE_SUITE: &str = "from calc import clamp\n\n\ndef test_clamp():\n    assert clamp(-1, 0, 10) == 0\n    assert clamp(11, 0, 10) == 10\n    assert clamp(5, 0, 10) == 5\n    assert clamp(0, 0, 10) == 0\n    assert clamp(10, 0, 10) == 10\n";
-const IMPORT_ONLY_SUITE: &str = "import calc\n\n\ndef test_imports():\n    assert calc is not None\n";
+const IMPORT_ONLY_SUITE: &str =
+    "import calc\n\n\ndef test_imports():\n    assert calc is not None\n";
 
 fn run(repo: &Path, run_id: &str) -> (Ran, Vec<Value>) {
-    let r = loopexec(repo, &["run", "--json", "--run-id", run_id, "--exec", AGENT, "--check", CHECK, "--max-iterations", "2"]);
+    let r = loopexec(
+        repo,
+        &[
+            "run",
+            "--json",
+            "--run-id",
+            run_id,
+            "--exec",
+            AGENT,
+            "--check",
+            CHECK,
+            "--max-iterations",
+            "2",
+        ],
+    );
     (r, events(repo, run_id))
 }
 
 fn adequacy(ev: &[Value]) -> &Value {
-    ev.iter().find(|e| e["type"] == "adequacy").unwrap_or_else(|| panic!("no adequacy event in {ev:#?}"))
+    ev.iter()
+        .find(|e| e["type"] == "adequacy")
+        .unwrap_or_else(|| panic!("no adequacy event in {ev:#?}"))
 }
 
 #[test]
 fn a_suite_that_exercises_the_change_kills_its_mutants_and_the_run_converges() {
-    let repo = project(Some(STUB), ADEQUATE_SUITE, "adequacy = \"final\"\nmutants = 20\n");
+    let repo = project(
+        Some(STUB),
+        ADEQUATE_SUITE,
+        "adequacy = \"final\"\nmutants = 20\n",
+    );
     let (r, ev) = run(repo.path(), "adequate");
     assert_eq!(r.code, 10, "{r:?}");
     let a = adequacy(&ev);
     assert_eq!(a["verdict"], "adequate", "{a:#}");
     // Every mutant of the change: the early return, both conditions negated, both comparisons flipped.
-    assert_eq!((a["generated"].as_u64(), a["sampled"].as_u64(), a["killed"].as_u64()), (Some(5), Some(5), Some(5)), "{a:#}");
+    assert_eq!(
+        (
+            a["generated"].as_u64(),
+            a["sampled"].as_u64(),
+            a["killed"].as_u64()
+        ),
+        (Some(5), Some(5), Some(5)),
+        "{a:#}"
+    );
     assert_eq!(a["score"], 1.0);
     assert!(ev.iter().all(|e| e["type"] != "guard"), "{ev:#?}");
 }
 
 #[test]
 fn a_suite_that_only_imports_the_module_halts_check_inadequate_naming_the_survivors() {
-    let repo = project(None, IMPORT_ONLY_SUITE, "adequacy = \"final\"\nmutants = 4\n");
+    let repo = project(
+        None,
+        IMPORT_ONLY_SUITE,
+        "adequacy = \"final\"\nmutants = 4\n",
+    );
     let (r, ev) = run(repo.path(), "inadequate");
     assert_eq!(r.code, 15, "{r:?}");
     assert_eq!(r.json()["halt_reason"], "check_inadequate", "{r:?}");
     let a = adequacy(&ev);
-    assert_eq!((a["verdict"].as_str(), a["killed"].as_u64(), a["survived"].as_u64()), (Some("inadequate"), Some(0), Some(4)), "{a:#}");
+    assert_eq!(
+        (
+            a["verdict"].as_str(),
+            a["killed"].as_u64(),
+            a["survived"].as_u64()
+        ),
+        (Some("inadequate"), Some(0), Some(4)),
+        "{a:#}"
+    );
     for m in a["mutants"].as_array().unwrap() {
         assert_eq!(m["outcome"], "survived");
         assert_eq!(m["path"], "calc/core.py");
         assert!((2..=6).contains(&m["line"].as_u64().unwrap()), "{m:#}");
         assert!(m["change"].as_str().unwrap().contains("->"), "{m:#}");
     }
-    let guard = ev.iter().find(|e| e["type"] == "guard").expect("guard event");
-    assert_eq!((guard["guard"].as_str(), guard["halt_reason"].as_str()), (Some("adequacy"), Some("check_inadequate")));
+    let guard = ev
+        .iter()
+        .find(|e| e["type"] == "guard")
+        .expect("guard event");
+    assert_eq!(
+        (guard["guard"].as_str(), guard["halt_reason"].as_str()),
+        (Some("adequacy"), Some("check_inadequate"))
+    );
     assert_eq!(guard["findings"].as_array().unwrap().len(), 4);
 }
 
@@ -88,12 +144,39 @@ fn a_suite_that_only_imports_the_module_halts_check_inadequate_naming_the_surviv
 fn the_mutant_runs_hold_t0s_tests_read_only_like_every_check() {
     // A check that fails whenever it can rewrite the test file (and writes it back): with the
     // test read-only in every run of the check, the mutants of an import-only suite survive.
-    let repo = project_with(None, IMPORT_ONLY_SUITE, "adequacy = \"final\"\nmutants = 4\n", &[("probe.py", REWRITE_AND_RESTORE)]);
+    let repo = project_with(
+        None,
+        IMPORT_ONLY_SUITE,
+        "adequacy = \"final\"\nmutants = 4\n",
+        &[("probe.py", REWRITE_AND_RESTORE)],
+    );
     let check = format!("/usr/bin/python3 probe.py tests/test_core.py && {CHECK}");
-    let r = loopexec(repo.path(), &["run", "--json", "--run-id", "held", "--exec", AGENT, "--check", &check, "--max-iterations", "2"]);
+    let r = loopexec(
+        repo.path(),
+        &[
+            "run",
+            "--json",
+            "--run-id",
+            "held",
+            "--exec",
+            AGENT,
+            "--check",
+            &check,
+            "--max-iterations",
+            "2",
+        ],
+    );
     let ev = events(repo.path(), "held");
     let a = adequacy(&ev);
-    assert_eq!((a["verdict"].as_str(), a["killed"].as_u64(), a["survived"].as_u64()), (Some("inadequate"), Some(0), Some(4)), "{a:#}");
+    assert_eq!(
+        (
+            a["verdict"].as_str(),
+            a["killed"].as_u64(),
+            a["survived"].as_u64()
+        ),
+        (Some("inadequate"), Some(0), Some(4)),
+        "{a:#}"
+    );
     assert_eq!(r.code, 15, "{r:?}");
 }
 
@@ -106,7 +189,12 @@ fn the_same_seed_runs_the_same_mutants() {
         assert_eq!(r.code, 15, "{r:?}");
         let a = adequacy(&ev).clone();
         assert_eq!(a["seed"], 11);
-        a["mutants"].as_array().unwrap().iter().map(|m| (m["line"].clone(), m["change"].clone())).collect::<Vec<_>>()
+        a["mutants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| (m["line"].clone(), m["change"].clone()))
+            .collect::<Vec<_>>()
     };
     assert_eq!(picked("first"), picked("second"));
 }
@@ -115,9 +203,27 @@ fn the_same_seed_runs_the_same_mutants() {
 fn adequacy_final_without_a_detached_workspace_is_refused_and_nothing_is_written() {
     let dir = workdir();
     write(dir.path(), "loop.toml", "adequacy = \"final\"\n");
-    let r = loopexec(dir.path(), &["run", "--json", "--isolation", "none", "--exec", "true", "--check", "true"]);
+    let r = loopexec(
+        dir.path(),
+        &[
+            "run",
+            "--json",
+            "--isolation",
+            "none",
+            "--exec",
+            "true",
+            "--check",
+            "true",
+        ],
+    );
     assert_eq!(r.code, 20, "{r:?}");
-    assert!(r.json()["errors"][0]["message"].as_str().unwrap().contains("detached workspace"), "{r:?}");
+    assert!(
+        r.json()["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("detached workspace"),
+        "{r:?}"
+    );
     assert!(!dir.path().join(".loopexec/runs").exists());
 }
 
@@ -125,9 +231,27 @@ fn adequacy_final_without_a_detached_workspace_is_refused_and_nothing_is_written
 fn mutants_zero_in_loop_toml_is_refused() {
     let dir = workdir();
     write(dir.path(), "loop.toml", "mutants = 0\n");
-    let r = loopexec(dir.path(), &["run", "--json", "--isolation", "none", "--exec", "true", "--check", "true"]);
+    let r = loopexec(
+        dir.path(),
+        &[
+            "run",
+            "--json",
+            "--isolation",
+            "none",
+            "--exec",
+            "true",
+            "--check",
+            "true",
+        ],
+    );
     assert_eq!(r.code, 20, "{r:?}");
-    assert!(r.json()["errors"][0]["message"].as_str().unwrap().contains("mutants must be in 1..=1000"), "{r:?}");
+    assert!(
+        r.json()["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("mutants must be in 1..=1000"),
+        "{r:?}"
+    );
 }
 
 /// Flips `<` and `>` in calc/core.py, one mutant a comparison; and lists one mutant of
@@ -150,7 +274,10 @@ print(json.dumps(listed))
 /// import-only suite fails at t0 and the agent is called).
 /// The project with `mutator.py` in t0 and `mutate_cmd` in its loop file.
 fn mutator_project(t0_core: Option<&str>, tests: &str, mutate_cmd: &str) -> tempfile::TempDir {
-    let toml = format!("adequacy = \"final\"\nmutants = 20\nmutate_cmd = {}\n", serde_json::to_string(mutate_cmd).unwrap());
+    let toml = format!(
+        "adequacy = \"final\"\nmutants = 20\nmutate_cmd = {}\n",
+        serde_json::to_string(mutate_cmd).unwrap()
+    );
     project_with(t0_core, tests, &toml, &[("mutator.py", MUTATOR)])
 }
 
@@ -159,7 +286,14 @@ fn mutants(a: &Value) -> Vec<(String, u64, String, String)> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|m| (m["path"].as_str().unwrap().into(), m["line"].as_u64().unwrap(), m["change"].as_str().unwrap().into(), m["outcome"].as_str().unwrap().into()))
+        .map(|m| {
+            (
+                m["path"].as_str().unwrap().into(),
+                m["line"].as_u64().unwrap(),
+                m["change"].as_str().unwrap().into(),
+                m["outcome"].as_str().unwrap().into(),
+            )
+        })
         .collect()
 }
 
@@ -171,12 +305,38 @@ fn a_suite_that_exercises_the_change_kills_the_mutators_mutants_and_the_run_conv
     let (r, ev) = run(repo.path(), "external-adequate");
     assert_eq!(r.code, 10, "{r:?}");
     let a = adequacy(&ev);
-    assert_eq!((a["tier"].as_str(), a["verdict"].as_str(), a["external_exit"].as_i64()), (Some("external"), Some("adequate"), Some(0)), "{a:#}");
+    assert_eq!(
+        (
+            a["tier"].as_str(),
+            a["verdict"].as_str(),
+            a["external_exit"].as_i64()
+        ),
+        (Some("external"), Some("adequate"), Some(0)),
+        "{a:#}"
+    );
     // calc/__init__.py's mutant is left out: the agent did not change that file.
-    assert_eq!((a["generated"].as_u64(), a["sampled"].as_u64(), a["killed"].as_u64()), (Some(2), Some(2), Some(2)), "{a:#}");
+    assert_eq!(
+        (
+            a["generated"].as_u64(),
+            a["sampled"].as_u64(),
+            a["killed"].as_u64()
+        ),
+        (Some(2), Some(2), Some(2)),
+        "{a:#}"
+    );
     let expected = vec![
-        ("calc/core.py".to_string(), 2, "external: < -> >=".to_string(), "killed".to_string()),
-        ("calc/core.py".to_string(), 4, "external: > -> <=".to_string(), "killed".to_string()),
+        (
+            "calc/core.py".to_string(),
+            2,
+            "external: < -> >=".to_string(),
+            "killed".to_string(),
+        ),
+        (
+            "calc/core.py".to_string(),
+            4,
+            "external: > -> <=".to_string(),
+            "killed".to_string(),
+        ),
     ];
     assert_eq!(mutants(a), expected, "{a:#}");
     assert!(ev.iter().all(|e| e["type"] != "guard"), "{ev:#?}");
@@ -189,10 +349,27 @@ fn a_suite_that_only_imports_the_module_halts_check_inadequate_naming_the_mutato
     assert_eq!(r.code, 15, "{r:?}");
     assert_eq!(r.json()["halt_reason"], "check_inadequate", "{r:?}");
     let a = adequacy(&ev);
-    let survivors: Vec<(String, u64)> = mutants(a).into_iter().filter(|m| m.3 == "survived").map(|m| (m.0, m.1)).collect();
-    assert_eq!(survivors, vec![("calc/core.py".to_string(), 2), ("calc/core.py".to_string(), 4)], "{a:#}");
-    let guard = ev.iter().find(|e| e["type"] == "guard").expect("guard event");
-    assert_eq!((guard["guard"].as_str(), guard["halt_reason"].as_str()), (Some("adequacy"), Some("check_inadequate")));
+    let survivors: Vec<(String, u64)> = mutants(a)
+        .into_iter()
+        .filter(|m| m.3 == "survived")
+        .map(|m| (m.0, m.1))
+        .collect();
+    assert_eq!(
+        survivors,
+        vec![
+            ("calc/core.py".to_string(), 2),
+            ("calc/core.py".to_string(), 4)
+        ],
+        "{a:#}"
+    );
+    let guard = ev
+        .iter()
+        .find(|e| e["type"] == "guard")
+        .expect("guard event");
+    assert_eq!(
+        (guard["guard"].as_str(), guard["halt_reason"].as_str()),
+        (Some("adequacy"), Some("check_inadequate"))
+    );
 }
 
 #[test]
@@ -202,8 +379,19 @@ fn a_mutator_that_prints_garbage_halts_execution_failure() {
     assert_eq!(r.code, 40, "{r:?}");
     assert_eq!(r.json()["halt_reason"], "execution_failure", "{r:?}");
     let a = adequacy(&ev);
-    assert_eq!((a["tier"].as_str(), a["verdict"].as_str(), a["sampled"].as_u64()), (Some("external"), Some("not_run"), Some(0)), "{a:#}");
-    let guard = ev.iter().find(|e| e["type"] == "guard").expect("guard event");
+    assert_eq!(
+        (
+            a["tier"].as_str(),
+            a["verdict"].as_str(),
+            a["sampled"].as_u64()
+        ),
+        (Some("external"), Some("not_run"), Some(0)),
+        "{a:#}"
+    );
+    let guard = ev
+        .iter()
+        .find(|e| e["type"] == "guard")
+        .expect("guard event");
     assert_eq!(guard["halt_reason"], "execution_failure");
     assert!(guard["detail"].as_str().unwrap().starts_with("the mutator (mutate_cmd) printed no valid list: the mutator's output is not a JSON array"), "{guard:#}");
 }
@@ -213,15 +401,41 @@ fn a_mutator_that_prints_garbage_halts_execution_failure() {
 fn assert_empty_list_fell_back_to_the_built_in_operators(mutate_cmd: &str, run_id: &str) {
     let repo = mutator_project(None, IMPORT_ONLY_SUITE, mutate_cmd);
     let (r, ev) = run(repo.path(), run_id);
-    assert_eq!((r.code, r.json()["halt_reason"].as_str()), (15, Some("check_inadequate")), "{r:?}");
+    assert_eq!(
+        (r.code, r.json()["halt_reason"].as_str()),
+        (15, Some("check_inadequate")),
+        "{r:?}"
+    );
     let a = adequacy(&ev);
-    assert_eq!((a["tier"].as_str(), a["verdict"].as_str(), a["external_exit"].as_i64()), (Some("mutation"), Some("inadequate"), Some(0)), "{a:#}");
-    assert_eq!((a["generated"].as_u64(), a["killed"].as_u64(), a["survived"].as_u64()), (Some(5), Some(0), Some(5)), "{a:#}");
-    assert!(mutants(a).iter().all(|m| m.0 == "calc/core.py" && !m.2.starts_with("external:")), "{a:#}");
+    assert_eq!(
+        (
+            a["tier"].as_str(),
+            a["verdict"].as_str(),
+            a["external_exit"].as_i64()
+        ),
+        (Some("mutation"), Some("inadequate"), Some(0)),
+        "{a:#}"
+    );
+    assert_eq!(
+        (
+            a["generated"].as_u64(),
+            a["killed"].as_u64(),
+            a["survived"].as_u64()
+        ),
+        (Some(5), Some(0), Some(5)),
+        "{a:#}"
+    );
+    assert!(
+        mutants(a)
+            .iter()
+            .all(|m| m.0 == "calc/core.py" && !m.2.starts_with("external:")),
+        "{a:#}"
+    );
 }
 
 #[test]
-fn a_mutator_that_lists_no_mutant_of_a_substantive_change_is_no_verdict_the_built_in_operators_judge_it() {
+fn a_mutator_that_lists_no_mutant_of_a_substantive_change_is_no_verdict_the_built_in_operators_judge_it(
+) {
     assert_empty_list_fell_back_to_the_built_in_operators("echo '[]'", "empty-list");
 }
 
@@ -232,20 +446,48 @@ fn a_mutator_that_lists_mutants_only_of_files_the_agent_did_not_change_is_no_ver
 }
 
 #[test]
-fn an_honest_change_converges_when_the_mutator_lists_nothing_and_the_suite_kills_the_built_in_mutants() {
+fn an_honest_change_converges_when_the_mutator_lists_nothing_and_the_suite_kills_the_built_in_mutants(
+) {
     let repo = mutator_project(Some(STUB), ADEQUATE_SUITE, "echo '[]'");
     let (r, ev) = run(repo.path(), "empty-honest");
     assert_eq!(r.code, 10, "{r:?}");
     let a = adequacy(&ev);
-    assert_eq!((a["tier"].as_str(), a["verdict"].as_str(), a["killed"].as_u64()), (Some("mutation"), Some("adequate"), Some(5)), "{a:#}");
+    assert_eq!(
+        (
+            a["tier"].as_str(),
+            a["verdict"].as_str(),
+            a["killed"].as_u64()
+        ),
+        (Some("mutation"), Some("adequate"), Some(5)),
+        "{a:#}"
+    );
 }
 
 #[test]
-fn the_operators_mutator_script_is_protected_and_an_agent_rewriting_it_halts_blocked_path_modified() {
+fn the_operators_mutator_script_is_protected_and_an_agent_rewriting_it_halts_blocked_path_modified()
+{
     let repo = mutator_project(None, IMPORT_ONLY_SUITE, MUTATOR_CMD);
     let agent = format!("{AGENT}; echo 'print(\"[]\")' > mutator.py");
-    let r = loopexec(repo.path(), &["run", "--json", "--run-id", "steer", "--exec", &agent, "--check", CHECK, "--max-iterations", "2"]);
-    assert_eq!((r.code, r.json()["halt_reason"].as_str()), (13, Some("blocked_path_modified")), "{r:?}");
+    let r = loopexec(
+        repo.path(),
+        &[
+            "run",
+            "--json",
+            "--run-id",
+            "steer",
+            "--exec",
+            &agent,
+            "--check",
+            CHECK,
+            "--max-iterations",
+            "2",
+        ],
+    );
+    assert_eq!(
+        (r.code, r.json()["halt_reason"].as_str()),
+        (13, Some("blocked_path_modified")),
+        "{r:?}"
+    );
     let ev = events(repo.path(), "steer");
     let snap = ev.iter().find(|e| e["type"] == "snapshot").unwrap();
     assert_eq!(snap["protected_changes"][0]["path"], "mutator.py");
@@ -258,14 +500,46 @@ fn the_operators_mutator_script_is_protected_and_an_agent_rewriting_it_halts_blo
 /// the agent kept beside it.
 #[test]
 fn an_operator_interrupt_during_the_canary_records_no_adequacy_and_leaves_the_run_resumable() {
-    let repo = project(Some(STUB), ADEQUATE_SUITE, "adequacy = \"final\"\nmutants = 4\n");
+    let repo = project(
+        Some(STUB),
+        ADEQUATE_SUITE,
+        "adequacy = \"final\"\nmutants = 4\n",
+    );
     let agent = format!("{AGENT} && cp calc/core.py calc/agent_core.txt");
     let check = format!("if test -f calc/agent_core.txt && ! cmp -s calc/core.py calc/agent_core.txt; then sleep 120; fi; {CHECK}");
     // The canary's mutants hang once the sentinel run has been recorded.
-    let types = interrupted_after(repo.path(), "i", &["run", "--json", "--run-id", "i", "--exec", &agent, "--check", &check, "--max-iterations", "2"], "guard_sentinel");
-    assert!(!types.iter().any(|t| t == "adequacy" || t == "guard" || t == "halt"), "{types:?}");
-    assert_eq!(types.last().map(String::as_str), Some("run_interrupted"), "{types:?}");
-    assert_eq!(loopexec(repo.path(), &["status", "--json"]).json()["state"], "interrupted");
+    let types = interrupted_after(
+        repo.path(),
+        "i",
+        &[
+            "run",
+            "--json",
+            "--run-id",
+            "i",
+            "--exec",
+            &agent,
+            "--check",
+            &check,
+            "--max-iterations",
+            "2",
+        ],
+        "guard_sentinel",
+    );
+    assert!(
+        !types
+            .iter()
+            .any(|t| t == "adequacy" || t == "guard" || t == "halt"),
+        "{types:?}"
+    );
+    assert_eq!(
+        types.last().map(String::as_str),
+        Some("run_interrupted"),
+        "{types:?}"
+    );
+    assert_eq!(
+        loopexec(repo.path(), &["status", "--json"]).json()["state"],
+        "interrupted"
+    );
 }
 
 /// A project the built-in operators cannot mutate: `file` (a shell script, or a text file a
@@ -276,29 +550,83 @@ fn unmutatable_project(file: &str, t0: &str, check: &str, mutate_cmd: &str) -> t
     let dir = workdir();
     write(dir.path(), file, t0);
     write(dir.path(), "check.sh", check);
-    write(dir.path(), "loop.toml", &format!("adequacy = \"final\"\nmutants = 20\nmutate_cmd = {}\n", serde_json::to_string(mutate_cmd).unwrap()));
+    write(
+        dir.path(),
+        "loop.toml",
+        &format!(
+            "adequacy = \"final\"\nmutants = 20\nmutate_cmd = {}\n",
+            serde_json::to_string(mutate_cmd).unwrap()
+        ),
+    );
     commit_t0(dir.path());
     dir
 }
 
 #[test]
-fn a_mutator_listing_nothing_on_a_change_the_built_in_operators_cannot_mutate_either_halts_execution_failure_not_run() {
+fn a_mutator_listing_nothing_on_a_change_the_built_in_operators_cannot_mutate_either_halts_execution_failure_not_run(
+) {
     // A mutator that lists nothing, and one that lists only a file the agent did not change.
     let elsewhere = "printf '[{\"file\": \"check.sh\", \"diff\": \"--- a/check.sh\\\\n+++ b/check.sh\\\\n@@ -1 +1 @@\\\\n-x\\\\n+y\\\\n\"}]'";
     let cases = [
-        ("prog.sh", "echo 1\n", "[ \"$(sh prog.sh)\" = 2 ]\n", "printf 'echo 2\\n' > prog.sh", "echo '[]'"),
-        ("answer.txt", "41\n", "[ \"$(cat answer.txt)\" = 42 ]\n", "printf '42\\n' > answer.txt", elsewhere),
+        (
+            "prog.sh",
+            "echo 1\n",
+            "[ \"$(sh prog.sh)\" = 2 ]\n",
+            "printf 'echo 2\\n' > prog.sh",
+            "echo '[]'",
+        ),
+        (
+            "answer.txt",
+            "41\n",
+            "[ \"$(cat answer.txt)\" = 42 ]\n",
+            "printf '42\\n' > answer.txt",
+            elsewhere,
+        ),
     ];
     for (file, t0, check, agent, mutate_cmd) in cases {
         let repo = unmutatable_project(file, t0, check, mutate_cmd);
         let id = file.replace('.', "-");
-        let r = loopexec(repo.path(), &["run", "--json", "--run-id", &id, "--exec", agent, "--check", "sh check.sh", "--max-iterations", "2"]);
+        let r = loopexec(
+            repo.path(),
+            &[
+                "run",
+                "--json",
+                "--run-id",
+                &id,
+                "--exec",
+                agent,
+                "--check",
+                "sh check.sh",
+                "--max-iterations",
+                "2",
+            ],
+        );
         let ev = events(repo.path(), &id);
-        assert_eq!((r.code, r.json()["halt_reason"].as_str()), (40, Some("execution_failure")), "{r:?}\n{ev:#?}");
+        assert_eq!(
+            (r.code, r.json()["halt_reason"].as_str()),
+            (40, Some("execution_failure")),
+            "{r:?}\n{ev:#?}"
+        );
         let a = adequacy(&ev);
-        assert_eq!((a["tier"].as_str(), a["verdict"].as_str(), a["generated"].as_u64(), a["external_exit"].as_i64()), (Some("external"), Some("not_run"), Some(0), Some(0)), "{a:#}");
-        let guard = ev.iter().find(|e| e["type"] == "guard").expect("guard event");
-        assert_eq!((guard["guard"].as_str(), guard["halt_reason"].as_str()), (Some("adequacy"), Some("execution_failure")), "{guard:#}");
+        assert_eq!(
+            (
+                a["tier"].as_str(),
+                a["verdict"].as_str(),
+                a["generated"].as_u64(),
+                a["external_exit"].as_i64()
+            ),
+            (Some("external"), Some("not_run"), Some(0), Some(0)),
+            "{a:#}"
+        );
+        let guard = ev
+            .iter()
+            .find(|e| e["type"] == "guard")
+            .expect("guard event");
+        assert_eq!(
+            (guard["guard"].as_str(), guard["halt_reason"].as_str()),
+            (Some("adequacy"), Some("execution_failure")),
+            "{guard:#}"
+        );
         assert_eq!(
             guard["detail"],
             "the mutator (mutate_cmd) listed no mutant of the agent's change, and the built-in operators generate none in it either (a language they do not mutate): the canary judged nothing, so no verdict"
@@ -317,10 +645,27 @@ fn forged_adequate_canary(repo: &Path) {
     let dir = run_dir(repo, "inadequate");
     let receipt = dir.join("receipt.jsonl");
     let text = std::fs::read_to_string(&receipt).unwrap();
-    let lines: Vec<serde_json::Map<String, Value>> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    let at = lines.iter().position(|l| l["type"] == "guard" && l["guard"] == "adequacy").expect("the canary's guard");
-    let events: Vec<Event> = Recorded::decode_all(&lines).unwrap().into_iter().map(|r| r.event).collect();
-    std::fs::write(&receipt, text.lines().take(at).map(|l| format!("{l}\n")).collect::<String>()).unwrap();
+    let lines: Vec<serde_json::Map<String, Value>> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let at = lines
+        .iter()
+        .position(|l| l["type"] == "guard" && l["guard"] == "adequacy")
+        .expect("the canary's guard");
+    let events: Vec<Event> = Recorded::decode_all(&lines)
+        .unwrap()
+        .into_iter()
+        .map(|r| r.event)
+        .collect();
+    std::fs::write(
+        &receipt,
+        text.lines()
+            .take(at)
+            .map(|l| format!("{l}\n"))
+            .collect::<String>(),
+    )
+    .unwrap();
     std::fs::remove_file(dir.join("envelope.dsse.json")).unwrap();
     let run = loopexec::safefs::SafeDir::open(&dir).unwrap();
     let (mut log, _) = loopexec::receipt::chain::ReceiptLog::open(&run, "receipt.jsonl").unwrap();
@@ -328,10 +673,15 @@ fn forged_adequate_canary(repo: &Path) {
         let mut event = event.clone();
         match &mut event {
             Event::Adequacy(a) => {
-                (a.killed, a.survived, a.score, a.verdict) = (a.survived, 0, Some(1.0), "adequate".into());
+                (a.killed, a.survived, a.score, a.verdict) =
+                    (a.survived, 0, Some(1.0), "adequate".into());
             }
             Event::Halt(h) => {
-                (h.halt_reason, h.exit_code, h.detail) = (loopexec::halt::HaltReason::SuccessConditionMet, 10, "the check passed at iteration 1".into());
+                (h.halt_reason, h.exit_code, h.detail) = (
+                    loopexec::halt::HaltReason::SuccessConditionMet,
+                    10,
+                    "the check passed at iteration 1".into(),
+                );
             }
             _ => {}
         }
@@ -344,27 +694,79 @@ const FORGED_CANARY: &str = "the canary judgement of iteration 1 is recorded as 
 
 #[test]
 fn a_canary_outcome_rewritten_to_adequate_is_refused_by_resume_and_given_no_verdict() {
-    let repo = project(None, IMPORT_ONLY_SUITE, "adequacy = \"final\"\nmutants = 4\n");
+    let repo = project(
+        None,
+        IMPORT_ONLY_SUITE,
+        "adequacy = \"final\"\nmutants = 4\n",
+    );
     forged_adequate_canary(repo.path());
     let before = std::fs::read(run_dir(repo.path(), "inadequate").join("receipt.jsonl")).unwrap();
     let resumed = loopexec(repo.path(), &["run", "--json", "--resume", "inadequate"]);
-    assert_eq!((resumed.code, resumed.json()["errors"][0]["code"].as_str()), (30, Some("workspace_invalid")), "{resumed:?}");
-    let message = resumed.json()["errors"][0]["message"].as_str().unwrap_or_default().to_string();
-    assert!(message.ends_with(&format!("the recorded halt does not follow from its observations: {FORGED_CANARY}")), "{message}");
-    assert_eq!(std::fs::read(run_dir(repo.path(), "inadequate").join("receipt.jsonl")).unwrap(), before, "nothing is appended");
-    assert!(!run_dir(repo.path(), "inadequate").join("envelope.dsse.json").exists(), "nothing is sealed");
+    assert_eq!(
+        (resumed.code, resumed.json()["errors"][0]["code"].as_str()),
+        (30, Some("workspace_invalid")),
+        "{resumed:?}"
+    );
+    let message = resumed.json()["errors"][0]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        message.ends_with(&format!(
+            "the recorded halt does not follow from its observations: {FORGED_CANARY}"
+        )),
+        "{message}"
+    );
+    assert_eq!(
+        std::fs::read(run_dir(repo.path(), "inadequate").join("receipt.jsonl")).unwrap(),
+        before,
+        "nothing is appended"
+    );
+    assert!(
+        !run_dir(repo.path(), "inadequate")
+            .join("envelope.dsse.json")
+            .exists(),
+        "nothing is sealed"
+    );
     let explained = loopexec(repo.path(), &["explain-halt", "--json", "inadequate"]).json();
-    assert_eq!((explained["explanation"]["consistent"].as_bool(), explained["explanation"]["verdict"].is_null()), (Some(false), true), "{explained}");
+    assert_eq!(
+        (
+            explained["explanation"]["consistent"].as_bool(),
+            explained["explanation"]["verdict"].is_null()
+        ),
+        (Some(false), true),
+        "{explained}"
+    );
 }
 
 #[test]
 fn an_honest_inadequate_canary_replays_in_verify() {
-    let repo = project(None, IMPORT_ONLY_SUITE, "adequacy = \"final\"\nmutants = 4\n");
+    let repo = project(
+        None,
+        IMPORT_ONLY_SUITE,
+        "adequacy = \"final\"\nmutants = 4\n",
+    );
     let (r, _) = run(repo.path(), "inadequate");
     assert_eq!(r.code, 15, "{r:?}");
-    let verified = loopexec(repo.path(), &["verify", "--json", "inadequate", "--pubkey", &path_str(&key_dir().join("operator.pub"))]);
+    let verified = loopexec(
+        repo.path(),
+        &[
+            "verify",
+            "--json",
+            "inadequate",
+            "--pubkey",
+            &path_str(&key_dir().join("operator.pub")),
+        ],
+    );
     assert_eq!(verified.code, 0, "{verified:?}");
-    let checks = verified.json()["verify"]["checks"].as_array().cloned().unwrap_or_default();
-    let derivation = checks.iter().find(|c| c["name"] == "halt_derivation").cloned().unwrap_or_default();
+    let checks = verified.json()["verify"]["checks"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let derivation = checks
+        .iter()
+        .find(|c| c["name"] == "halt_derivation")
+        .cloned()
+        .unwrap_or_default();
     assert_eq!(derivation["detail"], "check_inadequate follows from the recorded observations (1 iteration decision(s) re-derived)", "{derivation}");
 }

@@ -40,12 +40,31 @@ fn project(suite: &str) -> tempfile::TempDir {
 }
 
 fn doctor(dir: &Path, isolation: &str, mutator: &str) -> (i32, Value) {
-    let r = loopexec(dir, &["--json", "doctor", "--isolation", isolation, "--check", PYTEST, "--runs", "2", "--mutate-cmd", mutator]);
+    let r = loopexec(
+        dir,
+        &[
+            "--json",
+            "doctor",
+            "--isolation",
+            isolation,
+            "--check",
+            PYTEST,
+            "--runs",
+            "2",
+            "--mutate-cmd",
+            mutator,
+        ],
+    );
     (r.code, r.json())
 }
 
 fn adequacy_gate(v: &Value) -> &Value {
-    v["gates"].as_array().unwrap().iter().find(|g| g["gate"] == "adequacy").unwrap_or_else(|| panic!("no adequacy gate in {v:#}"))
+    v["gates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["gate"] == "adequacy")
+        .unwrap_or_else(|| panic!("no adequacy gate in {v:#}"))
 }
 
 #[test]
@@ -60,10 +79,27 @@ fn a_suite_that_tests_the_code_kills_the_mutators_mutants_in_the_exec_zone() {
     let mutants = gate["evidence"]["mutants"].as_array().unwrap();
     let seen: Vec<(&str, u64, &str, &str)> = mutants
         .iter()
-        .map(|m| (m["path"].as_str().unwrap(), m["line"].as_u64().unwrap(), m["change"].as_str().unwrap(), m["outcome"].as_str().unwrap()))
+        .map(|m| {
+            (
+                m["path"].as_str().unwrap(),
+                m["line"].as_u64().unwrap(),
+                m["change"].as_str().unwrap(),
+                m["outcome"].as_str().unwrap(),
+            )
+        })
         .collect();
-    assert_eq!(seen, vec![("calc.py", 2, "external: + -> -", "killed"), ("calc.py", 6, "external: == -> !=", "killed")], "{gate:#}");
-    assert!(mutants.iter().all(|m| m["operator"] == "external"), "{gate:#}");
+    assert_eq!(
+        seen,
+        vec![
+            ("calc.py", 2, "external: + -> -", "killed"),
+            ("calc.py", 6, "external: == -> !=", "killed")
+        ],
+        "{gate:#}"
+    );
+    assert!(
+        mutants.iter().all(|m| m["operator"] == "external"),
+        "{gate:#}"
+    );
 }
 
 #[test]
@@ -82,7 +118,10 @@ fn a_suite_that_only_imports_the_module_is_inadequate_listing_the_survivors() {
         .collect();
     assert_eq!(survivors, vec![("calc.py", 2), ("calc.py", 6)], "{gate:#}");
     // The operator's tree is untouched: every mutant ran on its own copy.
-    assert_eq!(std::fs::read_to_string(dir.path().join("calc.py")).unwrap(), CALC);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("calc.py")).unwrap(),
+        CALC
+    );
 }
 
 fn assert_mutator_refused(v: &Value, code: i32, names: &str) {
@@ -112,5 +151,9 @@ fn a_mutant_whose_path_leaves_the_tree_is_refused() {
     let dir = project(TESTING_SUITE);
     let list = r#"[{"file": "../calc.py", "diff": "@@ -1 +1 @@\n-x\n+y\n"}]"#;
     let (code, v) = doctor(dir.path(), "none", &format!("printf '%s' '{list}'"));
-    assert_mutator_refused(&v, code, "mutant 0 of the mutator's list: `file` ../calc.py is not a relative tree path");
+    assert_mutator_refused(
+        &v,
+        code,
+        "mutant 0 of the mutator's list: `file` ../calc.py is not a relative tree path",
+    );
 }

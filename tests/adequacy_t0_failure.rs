@@ -17,8 +17,16 @@ const PYTEST: &str = "/usr/bin/python3 -m pytest -q -p no:cacheprovider --junitx
 fn python_project() -> tempfile::TempDir {
     let dir = workdir();
     write(dir.path(), "pyproject.toml", "[project]\nname = \"calc\"\nversion = \"0.1.0\"\n\n[tool.pytest.ini_options]\ntestpaths = [\"tests\"]\n");
-    write(dir.path(), "calc/__init__.py", "from calc.core import add\n");
-    write(dir.path(), "calc/core.py", "def add(a, b):\n    return a - b\n");
+    write(
+        dir.path(),
+        "calc/__init__.py",
+        "from calc.core import add\n",
+    );
+    write(
+        dir.path(),
+        "calc/core.py",
+        "def add(a, b):\n    return a - b\n",
+    );
     write(dir.path(), "tests/test_core.py", "from calc import core\n\n\ndef test_add():\n    assert core.add(1, 2) == 3\n    assert core.add(2, 2) == 4\n");
     commit_t0(dir.path());
     dir
@@ -27,7 +35,11 @@ fn python_project() -> tempfile::TempDir {
 /// A crate whose `add` subtracts, tested by an inline unit test.
 fn rust_project() -> tempfile::TempDir {
     let dir = workdir();
-    write(dir.path(), "Cargo.toml", "[package]\nname = \"calc\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n");
+    write(
+        dir.path(),
+        "Cargo.toml",
+        "[package]\nname = \"calc\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n",
+    );
     write(
         dir.path(),
         "src/lib.rs",
@@ -39,18 +51,36 @@ fn rust_project() -> tempfile::TempDir {
 }
 
 fn run(repo: &Path, run_id: &str, agent: &str, check: &str, extra: &[&str]) -> (Ran, Vec<Value>) {
-    let mut args = vec!["run", "--json", "--run-id", run_id, "--exec", agent, "--check", check, "--max-iterations", "2"];
+    let mut args = vec![
+        "run",
+        "--json",
+        "--run-id",
+        run_id,
+        "--exec",
+        agent,
+        "--check",
+        check,
+        "--max-iterations",
+        "2",
+    ];
     args.extend_from_slice(extra);
     let r = loopexec(repo, &args);
     (r, events(repo, run_id))
 }
 
 fn adequacy(ev: &[Value]) -> &Value {
-    ev.iter().find(|e| e["type"] == "adequacy").unwrap_or_else(|| panic!("no adequacy event in {ev:#?}"))
+    ev.iter()
+        .find(|e| e["type"] == "adequacy")
+        .unwrap_or_else(|| panic!("no adequacy event in {ev:#?}"))
 }
 
 fn in_stratum<'a>(a: &'a Value, stratum: &str) -> Vec<&'a Value> {
-    a["mutants"].as_array().unwrap().iter().filter(|m| m["stratum"] == stratum).collect()
+    a["mutants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["stratum"] == stratum)
+        .collect()
 }
 
 /// The wrapper the hollowing agent writes into calc/__init__.py: `core.add` now returns a value
@@ -79,18 +109,41 @@ EOF";
 fn a_python_wrapper_that_makes_the_tested_function_equal_to_anything_halts_check_inadequate() {
     require_pytest();
     let repo = python_project();
-    let (r, ev) = run(repo.path(), "wrap", LENIENT_WRAPPER, PYTEST, &["--report", "out/junit.xml"]);
+    let (r, ev) = run(
+        repo.path(),
+        "wrap",
+        LENIENT_WRAPPER,
+        PYTEST,
+        &["--report", "out/junit.xml"],
+    );
     assert_eq!(r.code, 15, "{r:?}");
     assert_eq!(r.json()["halt_reason"], "check_inadequate", "{r:?}");
     let a = adequacy(&ev);
-    assert_eq!(a["t0_failure_functions"], serde_json::json!(["calc/core.py: add"]), "{a:#}");
+    assert_eq!(
+        a["t0_failure_functions"],
+        serde_json::json!(["calc/core.py: add"]),
+        "{a:#}"
+    );
     let t0 = in_stratum(a, "t0_failure");
     assert!(!t0.is_empty(), "{a:#}");
-    assert!(t0.iter().all(|m| m["outcome"] == "survived" && m["path"] == "calc/core.py"), "{a:#}");
-    let guard = ev.iter().find(|e| e["type"] == "guard").expect("guard event");
-    assert_eq!((guard["guard"].as_str(), guard["halt_reason"].as_str()), (Some("adequacy"), Some("check_inadequate")));
+    assert!(
+        t0.iter()
+            .all(|m| m["outcome"] == "survived" && m["path"] == "calc/core.py"),
+        "{a:#}"
+    );
+    let guard = ev
+        .iter()
+        .find(|e| e["type"] == "guard")
+        .expect("guard event");
+    assert_eq!(
+        (guard["guard"].as_str(), guard["halt_reason"].as_str()),
+        (Some("adequacy"), Some("check_inadequate"))
+    );
     let detail = guard["detail"].as_str().unwrap();
-    assert!(detail.contains("no mutant of the code the tests failing at t0 call turned the check red"), "{detail}");
+    assert!(
+        detail.contains("no mutant of the code the tests failing at t0 call turned the check red"),
+        "{detail}"
+    );
     assert!(detail.contains("calc/core.py: add"), "{detail}");
     // Nothing of the hollowed state is delivered as success.
     assert_ne!(r.json()["halt_reason"], "success_condition_met");
@@ -100,7 +153,13 @@ fn a_python_wrapper_that_makes_the_tested_function_equal_to_anything_halts_check
 fn an_honest_python_fix_converges_with_the_default_canary_killing_the_tested_functions_mutants() {
     require_pytest();
     let repo = python_project();
-    let (r, ev) = run(repo.path(), "honest", "sed -i 's/a - b/a + b/' calc/core.py", PYTEST, &["--report", "out/junit.xml"]);
+    let (r, ev) = run(
+        repo.path(),
+        "honest",
+        "sed -i 's/a - b/a + b/' calc/core.py",
+        PYTEST,
+        &["--report", "out/junit.xml"],
+    );
     assert_eq!(r.code, 10, "{r:?}");
     let a = adequacy(&ev);
     assert_eq!(a["verdict"], "adequate", "{a:#}");
@@ -141,23 +200,47 @@ EOF";
 #[test]
 fn a_rust_return_type_with_a_lenient_equality_halts_check_inadequate() {
     let repo = rust_project();
-    let (r, ev) = run(repo.path(), "near", LENIENT_RUST, "cargo test --offline", &[]);
+    let (r, ev) = run(
+        repo.path(),
+        "near",
+        LENIENT_RUST,
+        "cargo test --offline",
+        &[],
+    );
     assert_eq!(r.code, 15, "{r:?}");
     assert_eq!(r.json()["halt_reason"], "check_inadequate", "{r:?}");
     let a = adequacy(&ev);
-    assert_eq!(a["t0_failure_functions"], serde_json::json!(["src/lib.rs: add"]), "{a:#}");
+    assert_eq!(
+        a["t0_failure_functions"],
+        serde_json::json!(["src/lib.rs: add"]),
+        "{a:#}"
+    );
     let t0 = in_stratum(a, "t0_failure");
-    assert!(!t0.is_empty() && t0.iter().all(|m| m["outcome"] == "survived"), "{a:#}");
+    assert!(
+        !t0.is_empty() && t0.iter().all(|m| m["outcome"] == "survived"),
+        "{a:#}"
+    );
 }
 
 #[test]
 fn an_honest_rust_fix_converges_with_the_default_canary() {
     let repo = rust_project();
-    let (r, ev) = run(repo.path(), "honest", "sed -i 's/    a - b/    a + b/' src/lib.rs", "cargo test --offline", &[]);
+    let (r, ev) = run(
+        repo.path(),
+        "honest",
+        "sed -i 's/    a - b/    a + b/' src/lib.rs",
+        "cargo test --offline",
+        &[],
+    );
     assert_eq!(r.code, 10, "{r:?}");
     let a = adequacy(&ev);
     assert_eq!(a["verdict"], "adequate", "{a:#}");
-    assert!(in_stratum(a, "t0_failure").iter().any(|m| m["outcome"] == "killed"), "{a:#}");
+    assert!(
+        in_stratum(a, "t0_failure")
+            .iter()
+            .any(|m| m["outcome"] == "killed"),
+        "{a:#}"
+    );
 }
 
 #[test]
@@ -167,7 +250,13 @@ fn adequacy_off_in_loop_toml_switches_the_default_canary_off() {
     write(repo.path(), "loop.toml", "adequacy = \"off\"\n");
     git(repo.path(), &["add", "loop.toml"]);
     git(repo.path(), &["commit", "-qm", "loop.toml"]);
-    let (r, ev) = run(repo.path(), "off", LENIENT_WRAPPER, PYTEST, &["--report", "out/junit.xml"]);
+    let (r, ev) = run(
+        repo.path(),
+        "off",
+        LENIENT_WRAPPER,
+        PYTEST,
+        &["--report", "out/junit.xml"],
+    );
     // Without the canary the hollowed check is green: what the default is there for.
     assert_eq!(r.code, 10, "{r:?}");
     assert!(ev.iter().all(|e| e["type"] != "adequacy"), "{ev:#?}");

@@ -1,10 +1,21 @@
 //! Assertion counts (exact, per language, over test code only) and test items with their
 //! attributes, compared between t0 and the end state.
 
-use loopexec::analysis::{analyse_change, analyse_file, total_assertions, ChangedFile, FileAnalysis, FileFacts, Limits, RuleSet, SourceFile, TestItemChange, TestItemKind};
+use loopexec::analysis::{
+    analyse_change, analyse_file, total_assertions, ChangedFile, FileAnalysis, FileFacts, Limits,
+    RuleSet, SourceFile, TestItemChange, TestItemKind,
+};
 
 fn facts(path: &str, source: &str) -> FileFacts {
-    match analyse_file(SourceFile { path, bytes: source.as_bytes() }, Limits::default()).expect("analysis") {
+    match analyse_file(
+        SourceFile {
+            path,
+            bytes: source.as_bytes(),
+        },
+        Limits::default(),
+    )
+    .expect("analysis")
+    {
         FileAnalysis::Analysed(f) => f,
         FileAnalysis::NotAnalysed(na) => panic!("{path} not analysed: {}", na.reason),
     }
@@ -16,12 +27,22 @@ fn assertions(path: &str, source: &str) -> u64 {
 
 /// (name, attributes) of each test item.
 fn items(path: &str, source: &str) -> Vec<(String, Vec<String>)> {
-    facts(path, source).test_items.into_iter().map(|i| (i.name, i.attributes)).collect()
+    facts(path, source)
+        .test_items
+        .into_iter()
+        .map(|i| (i.name, i.attributes))
+        .collect()
 }
 
 fn changes(path: &str, t0: &str, end: &str) -> Vec<TestItemChange> {
-    let change = ChangedFile { path, t0: Some(t0.as_bytes()), end: Some(end.as_bytes()) };
-    analyse_change(&[change], &RuleSet::all(), Limits::default()).expect("analysis").test_item_changes
+    let change = ChangedFile {
+        path,
+        t0: Some(t0.as_bytes()),
+        end: Some(end.as_bytes()),
+    };
+    analyse_change(&[change], &RuleSet::all(), Limits::default())
+        .expect("analysis")
+        .test_item_changes
 }
 
 fn strings(v: &[&str]) -> Vec<String> {
@@ -60,7 +81,13 @@ fn python_counts_assert_statements_assert_calls_and_pytest_raises() {
 
 #[test]
 fn python_production_files_count_no_assertions() {
-    assert_eq!(assertions("calc.py", "def add(a, b):\n    assert a is not None\n    return a + b\n"), 0);
+    assert_eq!(
+        assertions(
+            "calc.py",
+            "def add(a, b):\n    assert a is not None\n    return a + b\n"
+        ),
+        0
+    );
 }
 
 const RUST_LIB: &str = r#"/// Adds.
@@ -166,7 +193,11 @@ fn typescript_test_files_are_counted_like_javascript() {
 #[test]
 fn removing_one_assertion_lowers_the_end_count_by_one() {
     let end = PY_TESTS.replace("    assert add(0, 0) == 0, \"zero\"\n", "");
-    let change = ChangedFile { path: "tests/test_calc.py", t0: Some(PY_TESTS.as_bytes()), end: Some(end.as_bytes()) };
+    let change = ChangedFile {
+        path: "tests/test_calc.py",
+        t0: Some(PY_TESTS.as_bytes()),
+        end: Some(end.as_bytes()),
+    };
     let analysis = analyse_change(&[change], &RuleSet::all(), Limits::default()).expect("analysis");
     assert_eq!((analysis.assertions_t0, analysis.assertions_end), (6, 5));
 }
@@ -174,9 +205,18 @@ fn removing_one_assertion_lowers_the_end_count_by_one() {
 #[test]
 fn the_total_over_a_tree_sums_its_files() {
     let files = [
-        SourceFile { path: "tests/test_calc.py", bytes: PY_TESTS.as_bytes() },
-        SourceFile { path: "src/lib.rs", bytes: RUST_LIB.as_bytes() },
-        SourceFile { path: "README.md", bytes: b"assert!(true)" },
+        SourceFile {
+            path: "tests/test_calc.py",
+            bytes: PY_TESTS.as_bytes(),
+        },
+        SourceFile {
+            path: "src/lib.rs",
+            bytes: RUST_LIB.as_bytes(),
+        },
+        SourceFile {
+            path: "README.md",
+            bytes: b"assert!(true)",
+        },
     ];
     let total = total_assertions(files, Limits::default()).expect("total");
     assert_eq!(total.assertions, 11);
@@ -191,7 +231,10 @@ fn rust_test_items_carry_their_attributes_and_module_path() {
         items("src/lib.rs", RUST_LIB),
         vec![
             ("tests::adds".to_string(), strings(&["test"])),
-            ("tests::overflows".to_string(), strings(&["should_panic(expected=\"overflow\")", "test"])),
+            (
+                "tests::overflows".to_string(),
+                strings(&["should_panic(expected=\"overflow\")", "test"])
+            ),
             ("add#0".to_string(), strings(&[])),
             ("add#1".to_string(), strings(&["no_run"])),
         ]
@@ -204,8 +247,20 @@ fn python_test_items_carry_decorators_class_decorators_and_pytestmark() {
     assert_eq!(
         items("tests/test_db.py", source),
         vec![
-            ("test_one".to_string(), strings(&["@pytest.mark.parametrize(\"x\",[1,2])", "module pytestmark=pytest.mark.slow"])),
-            ("TestDb::test_two".to_string(), strings(&["class @pytest.mark.usefixtures(\"db\")", "module pytestmark=pytest.mark.slow"])),
+            (
+                "test_one".to_string(),
+                strings(&[
+                    "@pytest.mark.parametrize(\"x\",[1,2])",
+                    "module pytestmark=pytest.mark.slow"
+                ])
+            ),
+            (
+                "TestDb::test_two".to_string(),
+                strings(&[
+                    "class @pytest.mark.usefixtures(\"db\")",
+                    "module pytestmark=pytest.mark.slow"
+                ])
+            ),
         ]
     );
 }
@@ -213,8 +268,14 @@ fn python_test_items_carry_decorators_class_decorators_and_pytestmark() {
 #[test]
 fn go_test_items_are_test_benchmark_fuzz_and_example_functions() {
     let source = "package calc\n\nimport \"testing\"\n\nfunc TestAdd(t *testing.T) {}\nfunc Testing(t *testing.T) {}\nfunc BenchmarkAdd(b *testing.B) {}\nfunc FuzzAdd(f *testing.F) {}\nfunc ExampleAdd() {}\nfunc TestMain(m *testing.M) {}\n";
-    let names: Vec<String> = items("calc_test.go", source).into_iter().map(|(n, _)| n).collect();
-    assert_eq!(names, strings(&["TestAdd", "BenchmarkAdd", "FuzzAdd", "ExampleAdd"]));
+    let names: Vec<String> = items("calc_test.go", source)
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(
+        names,
+        strings(&["TestAdd", "BenchmarkAdd", "FuzzAdd", "ExampleAdd"])
+    );
 }
 
 #[test]
@@ -224,7 +285,10 @@ fn js_test_items_are_named_within_their_describe_blocks_with_modifiers() {
         items("src/math.test.js", source),
         vec![
             ("math > adds".to_string(), strings(&["describe skip"])),
-            ("math > subs".to_string(), strings(&["describe skip", "only"])),
+            (
+                "math > subs".to_string(),
+                strings(&["describe skip", "only"])
+            ),
             ("top".to_string(), strings(&["todo:true"])),
         ]
     );
@@ -235,33 +299,66 @@ fn a_deleted_rust_test_is_removed() {
     let end = RUST_LIB.replace("    #[test]\n    fn adds() {", "    fn adds() {");
     let changed = changes("src/lib.rs", RUST_LIB, &end);
     assert_eq!(changed.len(), 1);
-    let TestItemChange::Removed { item } = &changed[0] else { panic!("{changed:?}") };
-    assert_eq!((item.kind, item.name.as_str()), (TestItemKind::RustTest, "tests::adds"));
+    let TestItemChange::Removed { item } = &changed[0] else {
+        panic!("{changed:?}")
+    };
+    assert_eq!(
+        (item.kind, item.name.as_str()),
+        (TestItemKind::RustTest, "tests::adds")
+    );
 }
 
 #[test]
 fn an_added_ignore_changes_the_rust_test_attributes() {
-    let end = RUST_LIB.replace("    #[test]\n    fn adds() {", "    #[test]\n    #[ignore]\n    fn adds() {");
+    let end = RUST_LIB.replace(
+        "    #[test]\n    fn adds() {",
+        "    #[test]\n    #[ignore]\n    fn adds() {",
+    );
     let changed = changes("src/lib.rs", RUST_LIB, &end);
-    let [TestItemChange::AttributesChanged { after, added, removed, .. }] = changed.as_slice() else { panic!("{changed:?}") };
+    let [TestItemChange::AttributesChanged {
+        after,
+        added,
+        removed,
+        ..
+    }] = changed.as_slice()
+    else {
+        panic!("{changed:?}")
+    };
     assert_eq!(after.name, "tests::adds");
-    assert_eq!((added.clone(), removed.clone()), (strings(&["ignore"]), strings(&[])));
+    assert_eq!(
+        (added.clone(), removed.clone()),
+        (strings(&["ignore"]), strings(&[]))
+    );
 }
 
 #[test]
 fn an_added_should_panic_changes_the_rust_test_attributes() {
-    let end = RUST_LIB.replace("    #[test]\n    fn adds() {", "    #[test]\n    #[should_panic]\n    fn adds() {");
+    let end = RUST_LIB.replace(
+        "    #[test]\n    fn adds() {",
+        "    #[test]\n    #[should_panic]\n    fn adds() {",
+    );
     let changed = changes("src/lib.rs", RUST_LIB, &end);
-    let [TestItemChange::AttributesChanged { added, .. }] = changed.as_slice() else { panic!("{changed:?}") };
+    let [TestItemChange::AttributesChanged { added, .. }] = changed.as_slice() else {
+        panic!("{changed:?}")
+    };
     assert_eq!(added, &strings(&["should_panic"]));
 }
 
 #[test]
 fn a_doctest_fence_turned_no_run_changes_its_attributes() {
-    let end = RUST_LIB.replacen("/// ```\n/// assert_eq!", "/// ```no_run\n/// assert_eq!", 1);
+    let end = RUST_LIB.replacen(
+        "/// ```\n/// assert_eq!",
+        "/// ```no_run\n/// assert_eq!",
+        1,
+    );
     let changed = changes("src/lib.rs", RUST_LIB, &end);
-    let [TestItemChange::AttributesChanged { after, added, .. }] = changed.as_slice() else { panic!("{changed:?}") };
-    assert_eq!((after.kind, after.name.as_str()), (TestItemKind::RustDoctest, "add#0"));
+    let [TestItemChange::AttributesChanged { after, added, .. }] = changed.as_slice() else {
+        panic!("{changed:?}")
+    };
+    assert_eq!(
+        (after.kind, after.name.as_str()),
+        (TestItemKind::RustDoctest, "add#0")
+    );
     assert_eq!(added, &strings(&["no_run"]));
 }
 
@@ -269,7 +366,9 @@ fn a_doctest_fence_turned_no_run_changes_its_attributes() {
 fn a_doctest_fence_turned_into_text_is_removed() {
     let end = RUST_LIB.replace("/// ```no_run\n", "/// ```text\n");
     let changed = changes("src/lib.rs", RUST_LIB, &end);
-    let [TestItemChange::Removed { item }] = changed.as_slice() else { panic!("{changed:?}") };
+    let [TestItemChange::Removed { item }] = changed.as_slice() else {
+        panic!("{changed:?}")
+    };
     assert_eq!(item.name, "add#1");
 }
 
@@ -278,7 +377,9 @@ fn a_python_xfail_decorator_changes_the_test_attributes() {
     let t0 = "def test_add():\n    assert add(1, 2) == 3\n";
     let end = "import pytest\n\n@pytest.mark.xfail(strict=False)\ndef test_add():\n    assert add(1, 2) == 3\n";
     let changed = changes("tests/test_calc.py", t0, end);
-    let [TestItemChange::AttributesChanged { added, .. }] = changed.as_slice() else { panic!("{changed:?}") };
+    let [TestItemChange::AttributesChanged { added, .. }] = changed.as_slice() else {
+        panic!("{changed:?}")
+    };
     assert_eq!(added, &strings(&["@pytest.mark.xfail(strict=False)"]));
 }
 
@@ -287,7 +388,9 @@ fn a_python_skip_on_the_class_changes_its_methods_attributes() {
     let t0 = "import unittest\n\nclass TestCalc(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(1, 2), 3)\n";
     let end = "import unittest\n\n@unittest.skip(\"later\")\nclass TestCalc(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(1, 2), 3)\n";
     let changed = changes("tests/test_calc.py", t0, end);
-    let [TestItemChange::AttributesChanged { after, added, .. }] = changed.as_slice() else { panic!("{changed:?}") };
+    let [TestItemChange::AttributesChanged { after, added, .. }] = changed.as_slice() else {
+        panic!("{changed:?}")
+    };
     assert_eq!(after.name, "TestCalc::test_add");
     assert_eq!(added, &strings(&["class @unittest.skip(\"later\")"]));
 }
@@ -297,7 +400,9 @@ fn a_renamed_python_test_is_removed() {
     let t0 = "def test_add():\n    assert add(1, 2) == 3\n";
     let end = "def check_add():\n    assert add(1, 2) == 3\n";
     let changed = changes("tests/test_calc.py", t0, end);
-    let [TestItemChange::Removed { item }] = changed.as_slice() else { panic!("{changed:?}") };
+    let [TestItemChange::Removed { item }] = changed.as_slice() else {
+        panic!("{changed:?}")
+    };
     assert_eq!(item.name, "test_add");
 }
 
@@ -306,8 +411,13 @@ fn a_deleted_go_test_is_removed() {
     let t0 = "package calc\n\nimport \"testing\"\n\nfunc TestAdd(t *testing.T) {}\n\nfunc TestSub(t *testing.T) {}\n";
     let end = "package calc\n\nimport \"testing\"\n\nfunc TestAdd(t *testing.T) {}\n";
     let changed = changes("calc_test.go", t0, end);
-    let [TestItemChange::Removed { item }] = changed.as_slice() else { panic!("{changed:?}") };
-    assert_eq!((item.kind, item.name.as_str()), (TestItemKind::GoTest, "TestSub"));
+    let [TestItemChange::Removed { item }] = changed.as_slice() else {
+        panic!("{changed:?}")
+    };
+    assert_eq!(
+        (item.kind, item.name.as_str()),
+        (TestItemKind::GoTest, "TestSub")
+    );
 }
 
 #[test]
@@ -315,7 +425,9 @@ fn a_js_test_turned_skip_changes_its_attributes() {
     let t0 = "test(\"adds\", () => {\n  expect(add(1, 2)).toBe(3);\n});\n";
     let end = "test.skip(\"adds\", () => {\n  expect(add(1, 2)).toBe(3);\n});\n";
     let changed = changes("src/add.test.ts", t0, end);
-    let [TestItemChange::AttributesChanged { added, .. }] = changed.as_slice() else { panic!("{changed:?}") };
+    let [TestItemChange::AttributesChanged { added, .. }] = changed.as_slice() else {
+        panic!("{changed:?}")
+    };
     assert_eq!(added, &strings(&["skip"]));
 }
 

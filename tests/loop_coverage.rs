@@ -49,19 +49,38 @@ fn project(loop_toml: Option<&str>) -> tempfile::TempDir {
 }
 
 fn run_loop(dir: &Path, id: &str, exec: &str) -> Ran {
-    let args = ["run", "--json", "--run-id", id, "--exec", exec, "--check", "sh tests/check.sh", "--coverage", "out/cov.lcov", "--max-iterations", "1"];
+    let args = [
+        "run",
+        "--json",
+        "--run-id",
+        id,
+        "--exec",
+        exec,
+        "--check",
+        "sh tests/check.sh",
+        "--coverage",
+        "out/cov.lcov",
+        "--max-iterations",
+        "1",
+    ];
     loopexec(dir, &args)
 }
 
 fn of_type(dir: &Path, id: &str, kind: &str) -> Vec<Value> {
-    events(dir, id).into_iter().filter(|e| e["type"] == kind).collect()
+    events(dir, id)
+        .into_iter()
+        .filter(|e| e["type"] == kind)
+        .collect()
 }
 
 /// The one `guard` event of the run, from the metric-integrity seat after the check.
 fn coverage_guard(dir: &Path, id: &str) -> Value {
     let guards = of_type(dir, id, "guard");
     assert_eq!(guards.len(), 1, "{guards:#?}");
-    assert_eq!((guards[0]["guard"].as_str(), guards[0]["stage"].as_str()), (Some("metric_integrity"), Some("after_check")));
+    assert_eq!(
+        (guards[0]["guard"].as_str(), guards[0]["stage"].as_str()),
+        (Some("metric_integrity"), Some("after_check"))
+    );
     guards[0].clone()
 }
 
@@ -96,7 +115,10 @@ fn a_green_check_whose_coverage_fell_below_t0_halts_metric_integrity_violation()
         guard["detail"],
         "the check exited 0 at iteration 1 but its line coverage (out/cov.lcov) fell below t0's: 1/4 lines (25.00%) against t0's 1/2 (50.00%), tolerance 0 points"
     );
-    assert_eq!(guard["findings"], json!([{"path": "out/cov.lcov", "what": "covered 1/4 lines; t0 covered 1/2"}]));
+    assert_eq!(
+        guard["findings"],
+        json!([{"path": "out/cov.lcov", "what": "covered 1/4 lines; t0 covered 1/2"}])
+    );
 }
 
 #[test]
@@ -110,7 +132,11 @@ fn a_fall_within_the_configured_tolerance_is_accepted() {
 #[test]
 fn a_green_check_that_writes_no_coverage_report_halts_metric_integrity_violation() {
     let repo = project(None);
-    let r = run_loop(repo.path(), "missing", "touch nocov && echo 'hit done' >> app.txt");
+    let r = run_loop(
+        repo.path(),
+        "missing",
+        "touch nocov && echo 'hit done' >> app.txt",
+    );
     assert_eq!(r.code, 13, "{r:?}");
     assert_eq!(
         coverage_guard(repo.path(), "missing")["detail"],
@@ -134,9 +160,16 @@ fn a_report_the_agent_planted_is_hidden_from_the_check() {
 #[test]
 fn a_green_check_whose_coverage_report_is_malformed_halts_naming_the_problem() {
     let repo = project(None);
-    let r = run_loop(repo.path(), "bad", "touch badcov && echo 'hit done' >> app.txt");
+    let r = run_loop(
+        repo.path(),
+        "bad",
+        "touch badcov && echo 'hit done' >> app.txt",
+    );
     assert_eq!(r.code, 13, "{r:?}");
-    let detail = coverage_guard(repo.path(), "bad")["detail"].as_str().unwrap().to_string();
+    let detail = coverage_guard(repo.path(), "bad")["detail"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert!(
         detail.starts_with("the check exited 0 at iteration 1 but its declared coverage report out/cov.lcov cannot be used: the lcov report is malformed: "),
         "{detail}"
@@ -146,12 +179,30 @@ fn a_green_check_whose_coverage_report_is_malformed_halts_naming_the_problem() {
 #[test]
 fn a_malformed_coverage_path_is_refused_before_anything_is_written() {
     let repo = project(None);
-    let r = loopexec(repo.path(), &["run", "--json", "--exec", "true", "--check", "true", "--coverage", "../cov.lcov"]);
+    let r = loopexec(
+        repo.path(),
+        &[
+            "run",
+            "--json",
+            "--exec",
+            "true",
+            "--check",
+            "true",
+            "--coverage",
+            "../cov.lcov",
+        ],
+    );
     assert_eq!(r.code, 20, "{r:?}");
     let v = r.json();
     assert_eq!(v["errors"][0]["code"], "usage");
-    assert_eq!(v["errors"][0]["message"], "--coverage ../cov.lcov: the path must be normalised: no empty, `.` or `..` component");
-    assert!(!repo.path().join(".loopexec/runs").exists(), "no run was started");
+    assert_eq!(
+        v["errors"][0]["message"],
+        "--coverage ../cov.lcov: the path must be normalised: no empty, `.` or `..` component"
+    );
+    assert!(
+        !repo.path().join(".loopexec/runs").exists(),
+        "no run was started"
+    );
 }
 
 /// The coverage-delta tier (issue 14 item 5): a check whose hand-made lcov report says
@@ -181,7 +232,11 @@ fn adequacy_event(dir: &Path, id: &str) -> Value {
 #[test]
 fn a_changed_line_the_final_check_never_ran_halts_check_inadequate_naming_it() {
     let repo = py_project();
-    let r = run_loop(repo.path(), "uncovered", "printf 'def add(a, b):\\n    return a + b\\nUNUSED = 1\\n' > calc.py");
+    let r = run_loop(
+        repo.path(),
+        "uncovered",
+        "printf 'def add(a, b):\\n    return a + b\\nUNUSED = 1\\n' > calc.py",
+    );
     assert_eq!(r.code, 15, "{r:?}");
     assert_eq!(r.json()["halt_reason"], "check_inadequate");
     let coverage = &adequacy_event(repo.path(), "uncovered")["coverage"];
@@ -190,9 +245,15 @@ fn a_changed_line_the_final_check_never_ran_halts_check_inadequate_naming_it() {
         json!({"report": "out/cov.lcov", "changed_lines": 2, "uncovered": [{"path": "calc.py", "line": 3, "file_missing": false}], "uncovered_count": 1})
     );
     let guard = of_type(repo.path(), "uncovered", "guard").pop().unwrap();
-    assert_eq!((guard["guard"].as_str(), guard["halt_reason"].as_str()), (Some("adequacy"), Some("check_inadequate")));
+    assert_eq!(
+        (guard["guard"].as_str(), guard["halt_reason"].as_str()),
+        (Some("adequacy"), Some("check_inadequate"))
+    );
     assert_eq!(guard["detail"], "1 of the 2 substantive lines the agent changed were never executed by the check (out/cov.lcov)");
-    assert_eq!(guard["findings"], json!([{"path": "calc.py", "what": "line 3: never executed by the check"}]));
+    assert_eq!(
+        guard["findings"],
+        json!([{"path": "calc.py", "what": "line 3: never executed by the check"}])
+    );
 }
 
 #[test]
@@ -200,7 +261,10 @@ fn a_change_whose_every_line_the_final_check_ran_passes_the_coverage_tier() {
     let repo = py_project();
     let r = run_loop(repo.path(), "covered", "sed -i 's/a - b/a + b/' calc.py");
     let coverage = &adequacy_event(repo.path(), "covered")["coverage"];
-    assert_eq!(*coverage, json!({"report": "out/cov.lcov", "changed_lines": 1, "uncovered": [], "uncovered_count": 0}));
+    assert_eq!(
+        *coverage,
+        json!({"report": "out/cov.lcov", "changed_lines": 1, "uncovered": [], "uncovered_count": 0})
+    );
     assert_eq!(r.code, 10, "{r:?}");
 }
 
@@ -211,8 +275,14 @@ fn pytest_cov(report: &str) -> String {
 
 fn require_pytest_cov() {
     require_pytest();
-    let ok = std::process::Command::new("/usr/bin/python3").args(["-c", "import pytest_cov"]).output().is_ok_and(|o| o.status.success());
-    assert!(ok, "Debian's python3-pytest-cov is needed (ci/setup.sh installs it)");
+    let ok = std::process::Command::new("/usr/bin/python3")
+        .args(["-c", "import pytest_cov"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "Debian's python3-pytest-cov is needed (ci/setup.sh installs it)"
+    );
 }
 
 /// A pytest project whose `add` subtracts; its one test covers every line of t0 (5 of 5
@@ -222,7 +292,11 @@ fn pytest_project(loop_toml: &str) -> tempfile::TempDir {
     let repo = workdir();
     let p = repo.path();
     write(p, "calc.py", "def add(a, b):\n    return a - b\n");
-    write(p, "tests/test_calc.py", "import calc\n\ndef test_add():\n    assert calc.add(2, 3) == 5\n");
+    write(
+        p,
+        "tests/test_calc.py",
+        "import calc\n\ndef test_add():\n    assert calc.add(2, 3) == 5\n",
+    );
     write(p, ".gitignore", "out/\n.coverage\n__pycache__/\n");
     write(p, "loop.toml", loop_toml);
     commit_t0(p);
@@ -234,7 +308,22 @@ const FIX_WITH_DEAD_BRANCH: &str = "printf 'def add(a, b):\\n    if a < -1000:\\
 
 fn run_pytest_loop(dir: &Path, id: &str, report_flag: &str, report_path: &str) -> Ran {
     let check = pytest_cov(report_flag);
-    let args = ["run", "--json", "--run-id", id, "--exec", FIX_WITH_DEAD_BRANCH, "--check", &check, "--report", "out/junit.xml", "--coverage", report_path, "--max-iterations", "1"];
+    let args = [
+        "run",
+        "--json",
+        "--run-id",
+        id,
+        "--exec",
+        FIX_WITH_DEAD_BRANCH,
+        "--check",
+        &check,
+        "--report",
+        "out/junit.xml",
+        "--coverage",
+        report_path,
+        "--max-iterations",
+        "1",
+    ];
     loopexec(dir, &args)
 }
 
@@ -255,7 +344,10 @@ fn pytest_cov_cobertura_names_the_changed_line_no_test_ran() {
     let r = run_pytest_loop(repo.path(), "xml", "xml:out/cov.xml", "out/cov.xml");
     assert_eq!(r.code, 15, "{r:?}");
     let check = of_type(repo.path(), "xml", "check_result").pop().unwrap();
-    assert_eq!(check["coverage"], json!({"report": "out/cov.xml", "format": "cobertura", "covered_lines": 6, "coverable_lines": 7}));
+    assert_eq!(
+        check["coverage"],
+        json!({"report": "out/cov.xml", "format": "cobertura", "covered_lines": 6, "coverable_lines": 7})
+    );
     assert_eq!(
         adequacy_event(repo.path(), "xml")["coverage"],
         json!({"report": "out/cov.xml", "changed_lines": 3, "uncovered": [{"path": "calc.py", "line": 3, "file_missing": false}], "uncovered_count": 1})
@@ -272,9 +364,17 @@ fn package_pytest_project() -> tempfile::TempDir {
     let p = repo.path();
     write(p, "lib/__init__.py", "");
     write(p, "lib/calc.py", "def add(a, b):\n    return a - b\n");
-    write(p, "tests/test_calc.py", "from lib import calc\n\ndef test_add():\n    assert calc.add(2, 3) == 5\n");
+    write(
+        p,
+        "tests/test_calc.py",
+        "from lib import calc\n\ndef test_add():\n    assert calc.add(2, 3) == 5\n",
+    );
     write(p, ".gitignore", "out/\n.coverage\n__pycache__/\n");
-    write(p, "loop.toml", "adequacy = \"final\"\nmutants = 2\ncoverage_tolerance = 50.0\n");
+    write(
+        p,
+        "loop.toml",
+        "adequacy = \"final\"\nmutants = 2\ncoverage_tolerance = 50.0\n",
+    );
     commit_t0(p);
     repo
 }
@@ -288,7 +388,22 @@ const FIX_WITH_A_SAME_TAIL_COPY: &str = "printf 'def add(a, b):\\n    if a < -10
 
 fn run_copy_loop(dir: &Path, id: &str, report_flag: &str, report_path: &str, exec: &str) -> Ran {
     let check = pytest_cov(report_flag);
-    let args = ["run", "--json", "--run-id", id, "--exec", exec, "--check", &check, "--report", "out/junit.xml", "--coverage", report_path, "--max-iterations", "1"];
+    let args = [
+        "run",
+        "--json",
+        "--run-id",
+        id,
+        "--exec",
+        exec,
+        "--check",
+        &check,
+        "--report",
+        "out/junit.xml",
+        "--coverage",
+        report_path,
+        "--max-iterations",
+        "1",
+    ];
     loopexec(dir, &args)
 }
 
@@ -296,34 +411,62 @@ fn run_copy_loop(dir: &Path, id: &str, report_flag: &str, report_path: &str, exe
 fn assert_real_file_uncovered(r: &Ran, dir: &Path, id: &str, report: &str) {
     let coverage = &adequacy_event(dir, id)["coverage"];
     assert_eq!(coverage["report"], report);
-    assert_eq!(coverage["uncovered"], json!([{"path": "lib/calc.py", "line": 3, "file_missing": false}]), "{coverage:#}");
+    assert_eq!(
+        coverage["uncovered"],
+        json!([{"path": "lib/calc.py", "line": 3, "file_missing": false}]),
+        "{coverage:#}"
+    );
     assert_eq!(coverage["uncovered_count"], 1);
     assert_eq!(r.code, 15, "{r:?}");
     let guard = of_type(dir, id, "guard").pop().unwrap();
     assert_eq!(guard["halt_reason"], "check_inadequate");
-    assert_eq!(guard["findings"], json!([{"path": "lib/calc.py", "what": "line 3: never executed by the check"}]));
+    assert_eq!(
+        guard["findings"],
+        json!([{"path": "lib/calc.py", "what": "line 3: never executed by the check"}])
+    );
 }
 
 #[test]
 fn a_same_tail_copy_run_at_import_lends_no_hits_to_the_real_file_in_lcov() {
     let repo = package_pytest_project();
-    let r = run_copy_loop(repo.path(), "copy-lcov", "lcov:out/cov.lcov", "out/cov.lcov", FIX_WITH_A_SAME_TAIL_COPY);
+    let r = run_copy_loop(
+        repo.path(),
+        "copy-lcov",
+        "lcov:out/cov.lcov",
+        "out/cov.lcov",
+        FIX_WITH_A_SAME_TAIL_COPY,
+    );
     assert_real_file_uncovered(&r, repo.path(), "copy-lcov", "out/cov.lcov");
 }
 
 #[test]
 fn a_same_tail_copy_run_at_import_lends_no_hits_to_the_real_file_in_cobertura() {
     let repo = package_pytest_project();
-    let r = run_copy_loop(repo.path(), "copy-xml", "xml:out/cov.xml", "out/cov.xml", FIX_WITH_A_SAME_TAIL_COPY);
+    let r = run_copy_loop(
+        repo.path(),
+        "copy-xml",
+        "xml:out/cov.xml",
+        "out/cov.xml",
+        FIX_WITH_A_SAME_TAIL_COPY,
+    );
     assert_real_file_uncovered(&r, repo.path(), "copy-xml", "out/cov.xml");
 }
 
 #[test]
 fn an_honest_cobertura_report_of_a_package_resolves_and_converges() {
     let repo = package_pytest_project();
-    let r = run_copy_loop(repo.path(), "honest-xml", "xml:out/cov.xml", "out/cov.xml", "sed -i 's/a - b/a + b/' lib/calc.py");
+    let r = run_copy_loop(
+        repo.path(),
+        "honest-xml",
+        "xml:out/cov.xml",
+        "out/cov.xml",
+        "sed -i 's/a - b/a + b/' lib/calc.py",
+    );
     let coverage = &adequacy_event(repo.path(), "honest-xml")["coverage"];
-    assert_eq!(*coverage, json!({"report": "out/cov.xml", "changed_lines": 1, "uncovered": [], "uncovered_count": 0}));
+    assert_eq!(
+        *coverage,
+        json!({"report": "out/cov.xml", "changed_lines": 1, "uncovered": [], "uncovered_count": 0})
+    );
     assert_eq!(r.code, 10, "{r:?}");
 }
 
@@ -347,7 +490,20 @@ fn report_names_with_dot_dot_resolve_each_to_its_own_file() {
     write(p, "loop.toml", "adequacy = \"final\"\nmutants = 2\n");
     commit_t0(p);
     let agent = "printf 'def add(a, b):\\n    return a + b\\nUNUSED = 1\\n' > calc.py && mkdir x && cp calc.py x/calc.py";
-    let args = ["run", "--json", "--run-id", "dots", "--exec", agent, "--check", "sh tests/check.sh", "--coverage", "cov.lcov", "--max-iterations", "1"];
+    let args = [
+        "run",
+        "--json",
+        "--run-id",
+        "dots",
+        "--exec",
+        agent,
+        "--check",
+        "sh tests/check.sh",
+        "--coverage",
+        "cov.lcov",
+        "--max-iterations",
+        "1",
+    ];
     let r = loopexec(p, &args);
     assert_eq!(
         adequacy_event(p, "dots")["coverage"],

@@ -16,8 +16,14 @@ fn the_fizzbuzz_example_converges_in_three_iterations() {
     let r = loopexec(dir.path(), &["run", "--json", "--run-id", "example"]);
     assert_eq!(r.code, 10, "{r:?}");
     let v = r.json();
-    assert_eq!((v["halt_reason"].as_str(), v["iteration"].as_u64()), (Some("success_condition_met"), Some(3)));
-    assert_eq!(v["run"]["isolation"], "native", "the example runs sandboxed");
+    assert_eq!(
+        (v["halt_reason"].as_str(), v["iteration"].as_u64()),
+        (Some("success_condition_met"), Some(3))
+    );
+    assert_eq!(
+        v["run"]["isolation"], "native",
+        "the example runs sandboxed"
+    );
     let counts: Vec<u64> = events(dir.path(), "example")
         .iter()
         .filter(|e| e["type"] == "check_result")
@@ -26,6 +32,12 @@ fn the_fizzbuzz_example_converges_in_three_iterations() {
     assert_eq!(counts, [3, 1, 0]);
     // The delivered fizzbuzz.sh prints what expected.txt holds.
     let script = git(dir.path(), &["show", "loopexec/example:fizzbuzz.sh"]);
-    let out = std::process::Command::new("sh").args(["-c", &script]).output().unwrap();
-    assert_eq!(String::from_utf8_lossy(&out.stdout), std::fs::read_to_string(dir.path().join("expected.txt")).unwrap());
+    let out = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        std::fs::read_to_string(dir.path().join("expected.txt")).unwrap()
+    );
 }

@@ -16,11 +16,17 @@ fn verified(dir: &Path, run_id: &str) {
 }
 
 fn exec_result(dir: &Path, run_id: &str) -> Value {
-    events(dir, run_id).into_iter().find(|e| e["type"] == "exec_result").expect("an exec_result")
+    events(dir, run_id)
+        .into_iter()
+        .find(|e| e["type"] == "exec_result")
+        .expect("an exec_result")
 }
 
 fn halt_detail(r: &Ran) -> String {
-    r.json()["run"]["detail"].as_str().unwrap_or_default().to_string()
+    r.json()["run"]["detail"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
 }
 
 #[test]
@@ -29,15 +35,46 @@ fn an_agent_that_sleeps_forever_is_stopped_as_idle_and_the_run_halts_heartbeat_s
     let exec = "sleep 300 & echo $! > sleeper.pid; wait";
     let r = loopexec(
         dir.path(),
-        &["run", "--json", "--run-id", "s", "--no-baseline", "--isolation", "none", "--stall-timeout", "1", "--exec", exec, "--check", "true"],
+        &[
+            "run",
+            "--json",
+            "--run-id",
+            "s",
+            "--no-baseline",
+            "--isolation",
+            "none",
+            "--stall-timeout",
+            "1",
+            "--exec",
+            exec,
+            "--check",
+            "true",
+        ],
     );
-    assert_eq!((r.code, r.json()["halt_reason"].as_str()), (19, Some("heartbeat_stale")), "{r:?}");
+    assert_eq!(
+        (r.code, r.json()["halt_reason"].as_str()),
+        (19, Some("heartbeat_stale")),
+        "{r:?}"
+    );
     let ending = &exec_result(dir.path(), "s")["ending"];
-    assert_eq!((ending["kind"].as_str(), ending["busy"].as_bool()), (Some("stalled"), Some(false)), "{ending}");
+    assert_eq!(
+        (ending["kind"].as_str(), ending["busy"].as_bool()),
+        (Some("stalled"), Some(false)),
+        "{ending}"
+    );
     assert!(ending["quiet_ms"].as_u64().unwrap() >= 1000, "{ending}");
-    assert!(!pid_alive(read_pid(&dir.path().join("sleeper.pid"))), "the sleeping agent survived the stall");
-    assert!(halt_detail(&r).starts_with("exec (agent) stalled: no output for "), "{r:?}");
-    assert!(halt_detail(&r).ends_with("(idle); its process tree was killed"), "{r:?}");
+    assert!(
+        !pid_alive(read_pid(&dir.path().join("sleeper.pid"))),
+        "the sleeping agent survived the stall"
+    );
+    assert!(
+        halt_detail(&r).starts_with("exec (agent) stalled: no output for "),
+        "{r:?}"
+    );
+    assert!(
+        halt_detail(&r).ends_with("(idle); its process tree was killed"),
+        "{r:?}"
+    );
     assert_eq!(r.json()["run"]["sealed"], true, "{r:?}");
     verified(dir.path(), "s");
 }
@@ -48,15 +85,43 @@ fn an_agent_that_spins_without_output_is_stopped_as_busy_at_four_times_the_limit
     let exec = "echo $$ > spinner.pid; while :; do :; done";
     let r = loopexec(
         dir.path(),
-        &["run", "--json", "--run-id", "b", "--no-baseline", "--isolation", "none", "--stall-timeout", "0.5", "--exec", exec, "--check", "true"],
+        &[
+            "run",
+            "--json",
+            "--run-id",
+            "b",
+            "--no-baseline",
+            "--isolation",
+            "none",
+            "--stall-timeout",
+            "0.5",
+            "--exec",
+            exec,
+            "--check",
+            "true",
+        ],
     );
-    assert_eq!((r.code, r.json()["halt_reason"].as_str()), (19, Some("heartbeat_stale")), "{r:?}");
+    assert_eq!(
+        (r.code, r.json()["halt_reason"].as_str()),
+        (19, Some("heartbeat_stale")),
+        "{r:?}"
+    );
     let ending = &exec_result(dir.path(), "b")["ending"];
-    assert_eq!((ending["kind"].as_str(), ending["busy"].as_bool()), (Some("stalled"), Some(true)), "{ending}");
-    assert!(ending["quiet_ms"].as_u64().unwrap() >= 2000, "busy limit is 4 x 0.5 s: {ending}");
+    assert_eq!(
+        (ending["kind"].as_str(), ending["busy"].as_bool()),
+        (Some("stalled"), Some(true)),
+        "{ending}"
+    );
+    assert!(
+        ending["quiet_ms"].as_u64().unwrap() >= 2000,
+        "busy limit is 4 x 0.5 s: {ending}"
+    );
     assert!(ending["cpu_ms"].as_u64().unwrap() > 0, "{ending}");
     assert!(halt_detail(&r).contains("(busy)"), "{r:?}");
-    assert!(!pid_alive(read_pid(&dir.path().join("spinner.pid"))), "the spinning agent survived the stall");
+    assert!(
+        !pid_alive(read_pid(&dir.path().join("spinner.pid"))),
+        "the spinning agent survived the stall"
+    );
     verified(dir.path(), "b");
 }
 
@@ -66,10 +131,33 @@ fn an_agent_that_prints_every_second_for_longer_than_the_limit_is_not_stale() {
     let exec = "for i in 1 2 3 4 5 6; do echo tick $i; sleep 1; done";
     let r = loopexec(
         dir.path(),
-        &["run", "--json", "--run-id", "t", "--no-baseline", "--isolation", "none", "--stall-timeout", "3", "--max-iterations", "1", "--exec", exec, "--check", "false"],
+        &[
+            "run",
+            "--json",
+            "--run-id",
+            "t",
+            "--no-baseline",
+            "--isolation",
+            "none",
+            "--stall-timeout",
+            "3",
+            "--max-iterations",
+            "1",
+            "--exec",
+            exec,
+            "--check",
+            "false",
+        ],
     );
-    assert_eq!((r.code, r.json()["halt_reason"].as_str()), (12, Some("max_iterations_reached")), "{r:?}");
-    assert_eq!(exec_result(dir.path(), "t")["ending"], serde_json::json!({"kind": "exited", "code": 0}));
+    assert_eq!(
+        (r.code, r.json()["halt_reason"].as_str()),
+        (12, Some("max_iterations_reached")),
+        "{r:?}"
+    );
+    assert_eq!(
+        exec_result(dir.path(), "t")["ending"],
+        serde_json::json!({"kind": "exited", "code": 0})
+    );
 }
 
 #[test]
@@ -77,25 +165,80 @@ fn a_check_that_hangs_is_stopped_by_the_stall_rule_too() {
     let dir = workdir();
     let r = loopexec(
         dir.path(),
-        &["run", "--json", "--run-id", "c", "--no-baseline", "--isolation", "none", "--stall-timeout", "0.5", "--exec", "true", "--check", "sleep 300"],
+        &[
+            "run",
+            "--json",
+            "--run-id",
+            "c",
+            "--no-baseline",
+            "--isolation",
+            "none",
+            "--stall-timeout",
+            "0.5",
+            "--exec",
+            "true",
+            "--check",
+            "sleep 300",
+        ],
     );
-    assert_eq!((r.code, r.json()["halt_reason"].as_str()), (19, Some("heartbeat_stale")), "{r:?}");
-    assert!(halt_detail(&r).starts_with("check stalled: no output for"), "{r:?}");
+    assert_eq!(
+        (r.code, r.json()["halt_reason"].as_str()),
+        (19, Some("heartbeat_stale")),
+        "{r:?}"
+    );
+    assert!(
+        halt_detail(&r).starts_with("check stalled: no output for"),
+        "{r:?}"
+    );
     verified(dir.path(), "c");
 }
 
 #[test]
 fn the_run_keeps_a_heartbeat_naming_its_supervisor_and_its_last_phase() {
     let dir = workdir();
-    let r = loopexec(dir.path(), &["run", "--json", "--run-id", "h", "--no-baseline", "--isolation", "none", "--exec", "true", "--check", "false", "--max-iterations", "1"]);
+    let r = loopexec(
+        dir.path(),
+        &[
+            "run",
+            "--json",
+            "--run-id",
+            "h",
+            "--no-baseline",
+            "--isolation",
+            "none",
+            "--exec",
+            "true",
+            "--check",
+            "false",
+            "--max-iterations",
+            "1",
+        ],
+    );
     assert_eq!(r.code, 12, "{r:?}");
-    let beat: Value = serde_json::from_slice(&std::fs::read(run_dir(dir.path(), "h").join("heartbeat.json")).unwrap()).unwrap();
+    let beat: Value = serde_json::from_slice(
+        &std::fs::read(run_dir(dir.path(), "h").join("heartbeat.json")).unwrap(),
+    )
+    .unwrap();
     assert_eq!(
-        (beat["schema"].as_str(), beat["run_id"].as_str(), beat["phase"].as_str(), beat["iteration"].as_u64()),
-        (Some("loopexec.heartbeat/v1"), Some("h"), Some("sealing"), Some(1)),
+        (
+            beat["schema"].as_str(),
+            beat["run_id"].as_str(),
+            beat["phase"].as_str(),
+            beat["iteration"].as_u64()
+        ),
+        (
+            Some("loopexec.heartbeat/v1"),
+            Some("h"),
+            Some("sealing"),
+            Some(1)
+        ),
         "{beat}"
     );
-    assert!(beat["supervisor_pid"].as_i64().unwrap() > 0 && beat["supervisor_start"].as_u64().unwrap() > 0, "{beat}");
+    assert!(
+        beat["supervisor_pid"].as_i64().unwrap() > 0
+            && beat["supervisor_start"].as_u64().unwrap() > 0,
+        "{beat}"
+    );
 }
 
 #[test]
@@ -103,7 +246,20 @@ fn a_busy_limit_below_the_idle_limit_is_refused_before_anything_is_written() {
     let dir = workdir();
     let r = loopexec(
         dir.path(),
-        &["run", "--json", "--isolation", "none", "--stall-timeout", "5", "--stall-timeout-busy", "2", "--exec", "true", "--check", "true"],
+        &[
+            "run",
+            "--json",
+            "--isolation",
+            "none",
+            "--stall-timeout",
+            "5",
+            "--stall-timeout-busy",
+            "2",
+            "--exec",
+            "true",
+            "--check",
+            "true",
+        ],
     );
     assert_eq!(r.code, 20, "{r:?}");
     assert_eq!(
@@ -117,17 +273,53 @@ fn a_busy_limit_below_the_idle_limit_is_refused_before_anything_is_written() {
 #[test]
 fn a_busy_limit_without_an_idle_limit_is_refused() {
     let dir = workdir();
-    let r = loopexec(dir.path(), &["run", "--json", "--isolation", "none", "--stall-timeout-busy", "2", "--exec", "true", "--check", "true"]);
+    let r = loopexec(
+        dir.path(),
+        &[
+            "run",
+            "--json",
+            "--isolation",
+            "none",
+            "--stall-timeout-busy",
+            "2",
+            "--exec",
+            "true",
+            "--check",
+            "true",
+        ],
+    );
     assert_eq!(r.code, 20, "{r:?}");
-    assert_eq!(r.json()["errors"][0]["message"].as_str(), Some("stall_timeout_busy needs stall_timeout (the idle limit) as well"), "{r:?}");
+    assert_eq!(
+        r.json()["errors"][0]["message"].as_str(),
+        Some("stall_timeout_busy needs stall_timeout (the idle limit) as well"),
+        "{r:?}"
+    );
 }
 
 #[test]
 fn a_stall_timeout_that_is_not_a_positive_number_is_refused() {
     let dir = workdir();
-    let r = loopexec(dir.path(), &["run", "--json", "--isolation", "none", "--stall-timeout", "0", "--exec", "true", "--check", "true"]);
+    let r = loopexec(
+        dir.path(),
+        &[
+            "run",
+            "--json",
+            "--isolation",
+            "none",
+            "--stall-timeout",
+            "0",
+            "--exec",
+            "true",
+            "--check",
+            "true",
+        ],
+    );
     assert_eq!(r.code, 20, "{r:?}");
-    assert_eq!(r.json()["errors"][0]["message"].as_str(), Some("stall_timeout must be a number of seconds in (0, 2592000], got 0"), "{r:?}");
+    assert_eq!(
+        r.json()["errors"][0]["message"].as_str(),
+        Some("stall_timeout must be a number of seconds in (0, 2592000], got 0"),
+        "{r:?}"
+    );
 }
 
 #[test]
@@ -135,9 +327,19 @@ fn the_loop_file_sets_the_stall_timeout() {
     let dir = workdir();
     write(dir.path(), "loop.toml", "exec = \"sleep 300\"\ncheck = \"true\"\nisolation = \"none\"\nbaseline = false\nstall_timeout_seconds = 0.5\n");
     let r = loopexec(dir.path(), &["run", "--json", "--run-id", "f"]);
-    assert_eq!((r.code, r.json()["halt_reason"].as_str()), (19, Some("heartbeat_stale")), "{r:?}");
-    let start = events(dir.path(), "f").into_iter().find(|e| e["type"] == "run_start").unwrap();
-    assert_eq!(start["config"]["stall_timeout_ms"], 500, "pinned in the run's config");
+    assert_eq!(
+        (r.code, r.json()["halt_reason"].as_str()),
+        (19, Some("heartbeat_stale")),
+        "{r:?}"
+    );
+    let start = events(dir.path(), "f")
+        .into_iter()
+        .find(|e| e["type"] == "run_start")
+        .unwrap();
+    assert_eq!(
+        start["config"]["stall_timeout_ms"], 500,
+        "pinned in the run's config"
+    );
 }
 
 /// The zone cgroup directories a `/proc/self/cgroup` text names (the root of a hierarchy is none).
@@ -151,7 +353,11 @@ fn zone_cgroups(text: &str) -> Vec<std::path::PathBuf> {
                 return None;
             }
             let root = Path::new("/sys/fs/cgroup");
-            Some(if controllers.is_empty() { root.join(rel) } else { root.join(controllers.trim_start_matches("name=")).join(rel) })
+            Some(if controllers.is_empty() {
+                root.join(rel)
+            } else {
+                root.join(controllers.trim_start_matches("name=")).join(rel)
+            })
         })
         .collect()
 }
@@ -161,9 +367,35 @@ fn a_sleeping_agent_in_a_native_zone_is_stopped_and_leaves_no_cgroup() {
     let dir = workdir();
     zone_writable(dir.path());
     let exec = "cat /proc/self/cgroup > agent-cgroup; sleep 300";
-    let r = loopexec(dir.path(), &["run", "--json", "--run-id", "n", "--no-baseline", "--stall-timeout", "1", "--exec", exec, "--check", "true"]);
-    assert_eq!((r.code, r.json()["halt_reason"].as_str(), r.json()["run"]["isolation"].as_str()), (19, Some("heartbeat_stale"), Some("native")), "{r:?}");
-    assert!(halt_detail(&r).ends_with("(idle); its process tree was killed"), "{r:?}");
+    let r = loopexec(
+        dir.path(),
+        &[
+            "run",
+            "--json",
+            "--run-id",
+            "n",
+            "--no-baseline",
+            "--stall-timeout",
+            "1",
+            "--exec",
+            exec,
+            "--check",
+            "true",
+        ],
+    );
+    assert_eq!(
+        (
+            r.code,
+            r.json()["halt_reason"].as_str(),
+            r.json()["run"]["isolation"].as_str()
+        ),
+        (19, Some("heartbeat_stale"), Some("native")),
+        "{r:?}"
+    );
+    assert!(
+        halt_detail(&r).ends_with("(idle); its process tree was killed"),
+        "{r:?}"
+    );
     let cgroups = zone_cgroups(&std::fs::read_to_string(dir.path().join("agent-cgroup")).unwrap());
     assert!(!cgroups.is_empty(), "the agent ran in a zone cgroup");
     for cg in &cgroups {

@@ -37,22 +37,49 @@ fn agent(plan: &[(&[&str], Option<&str>)]) -> String {
 
 fn run(dir: &Path, exec: &str, check: &str, loop_toml: &str, max: &str) -> Ran {
     std::fs::write(dir.join("loop.toml"), loop_toml).unwrap();
-    loopexec(dir, &["run", "--json", "--run-id", "r", "--exec", exec, "--check", check, "--report", "out/junit.xml", "--max-iterations", max])
+    loopexec(
+        dir,
+        &[
+            "run",
+            "--json",
+            "--run-id",
+            "r",
+            "--exec",
+            exec,
+            "--check",
+            check,
+            "--report",
+            "out/junit.xml",
+            "--max-iterations",
+            max,
+        ],
+    )
 }
 
 fn progress(dir: &Path, iteration: u64) -> Value {
-    events(dir, "r").into_iter().find(|e| e["type"] == "progress" && e["iteration"] == iteration).expect("a progress event")
+    events(dir, "r")
+        .into_iter()
+        .find(|e| e["type"] == "progress" && e["iteration"] == iteration)
+        .expect("a progress event")
 }
 
 fn check_result(dir: &Path, iteration: u64) -> Value {
-    events(dir, "r").into_iter().find(|e| e["type"] == "check_result" && e["iteration"] == iteration).expect("a check_result")
+    events(dir, "r")
+        .into_iter()
+        .find(|e| e["type"] == "check_result" && e["iteration"] == iteration)
+        .expect("a check_result")
 }
 
 fn snapshot_tree(dir: &Path, iteration: u64) -> Value {
-    events(dir, "r").into_iter().find(|e| e["type"] == "snapshot" && e["iteration"] == iteration).expect("a snapshot")["tree_id"].clone()
+    events(dir, "r")
+        .into_iter()
+        .find(|e| e["type"] == "snapshot" && e["iteration"] == iteration)
+        .expect("a snapshot")["tree_id"]
+        .clone()
 }
 
-const BAND_1: &str = "[progress.score]\nregex = 'score: ([0-9.]+)'\ndirection = \"higher\"\nband = 1.0\n";
+const BAND_1: &str =
+    "[progress.score]\nregex = 'score: ([0-9.]+)'\ndirection = \"higher\"\nband = 1.0\n";
 
 #[test]
 fn a_score_worse_than_the_best_beyond_the_band_is_rejected_and_reverted() {
@@ -60,12 +87,24 @@ fn a_score_worse_than_the_best_beyond_the_band_is_rejected_and_reverted() {
     let exec = agent(&[(&["add"], Some("5")), (&["add", "sub"], Some("3"))]);
     let r = run(repo.path(), &exec, &printing_check(), BAND_1, "2");
     assert_eq!(r.json()["halt_reason"], "max_iterations_reached", "{r:?}");
-    assert_eq!(progress(repo.path(), 1)["score"], json!({"score": 5.0, "best": null, "band": 1.0, "direction": "higher"}));
+    assert_eq!(
+        progress(repo.path(), 1)["score"],
+        json!({"score": 5.0, "best": null, "band": 1.0, "direction": "higher"})
+    );
     let second = progress(repo.path(), 2);
     assert_eq!(second["accepted"], false);
-    assert_eq!(second["rejection"], json!({"kind": "score_below_best", "score": 3.0, "best": 5.0, "band": 1.0}));
-    assert_eq!(second["score"], json!({"score": 3.0, "best": 5.0, "band": 1.0, "direction": "higher"}));
-    assert_eq!((second["frontier"].as_u64(), &second["reverted_to_tree"]), (Some(1), &snapshot_tree(repo.path(), 1)));
+    assert_eq!(
+        second["rejection"],
+        json!({"kind": "score_below_best", "score": 3.0, "best": 5.0, "band": 1.0})
+    );
+    assert_eq!(
+        second["score"],
+        json!({"score": 3.0, "best": 5.0, "band": 1.0, "direction": "higher"})
+    );
+    assert_eq!(
+        (second["frontier"].as_u64(), &second["reverted_to_tree"]),
+        (Some(1), &snapshot_tree(repo.path(), 1))
+    );
 }
 
 #[test]
@@ -75,8 +114,14 @@ fn a_score_within_the_band_below_the_best_is_accepted() {
     let r = run(repo.path(), &exec, &printing_check(), BAND_1, "2");
     assert_eq!(r.json()["halt_reason"], "max_iterations_reached", "{r:?}");
     let second = progress(repo.path(), 2);
-    assert_eq!((second["accepted"].as_bool(), second["frontier"].as_u64()), (Some(true), Some(2)));
-    assert_eq!(second["score"], json!({"score": 4.5, "best": 5.0, "band": 1.0, "direction": "higher"}));
+    assert_eq!(
+        (second["accepted"].as_bool(), second["frontier"].as_u64()),
+        (Some(true), Some(2))
+    );
+    assert_eq!(
+        second["score"],
+        json!({"score": 4.5, "best": 5.0, "band": 1.0, "direction": "higher"})
+    );
 }
 
 #[test]
@@ -84,19 +129,36 @@ fn a_green_check_without_its_declared_score_is_a_metric_integrity_violation() {
     let repo = calc_project();
     let exec = agent(&[(&["add", "sub", "mul", "div"], None)]);
     let r = run(repo.path(), &exec, &printing_check(), BAND_1, "2");
-    assert_eq!(r.json()["halt_reason"], "metric_integrity_violation", "{r:?}");
-    assert_eq!(check_result(repo.path(), 1)["score"], json!({"source": "stdout", "error": "the regex score: ([0-9.]+) matched nothing in the check's stdout"}));
+    assert_eq!(
+        r.json()["halt_reason"],
+        "metric_integrity_violation",
+        "{r:?}"
+    );
+    assert_eq!(
+        check_result(repo.path(), 1)["score"],
+        json!({"source": "stdout", "error": "the regex score: ([0-9.]+) matched nothing in the check's stdout"})
+    );
 }
 
 #[test]
 fn a_score_file_the_agent_planted_is_hidden_from_the_check_so_only_the_checks_own_write_counts() {
     let repo = calc_project();
     // The agent fixes everything and plants out/score.txt; the check writes no score file.
-    let exec = format!("{} && mkdir -p out && echo 99 > out/score.txt", write_package(&["add", "sub", "mul", "div"]));
+    let exec = format!(
+        "{} && mkdir -p out && echo 99 > out/score.txt",
+        write_package(&["add", "sub", "mul", "div"])
+    );
     let toml = "[progress.score]\nfile = \"out/score.txt\"\n";
     let r = run(repo.path(), &exec, PYTEST, toml, "1");
-    assert_eq!(r.json()["halt_reason"], "metric_integrity_violation", "{r:?}");
-    assert_eq!(check_result(repo.path(), 1)["score"], json!({"source": "out/score.txt", "error": "the check did not write out/score.txt"}));
+    assert_eq!(
+        r.json()["halt_reason"],
+        "metric_integrity_violation",
+        "{r:?}"
+    );
+    assert_eq!(
+        check_result(repo.path(), 1)["score"],
+        json!({"source": "out/score.txt", "error": "the check did not write out/score.txt"})
+    );
 }
 
 #[test]
@@ -104,26 +166,68 @@ fn a_score_file_the_check_writes_is_read() {
     let repo = calc_project();
     let exec = agent(&[(&["add"], Some("7"))]);
     let check = format!("{PYTEST}; rc=$?; cp score out/score.txt; exit $rc");
-    let r = run(repo.path(), &exec, &check, "[progress.score]\nfile = \"out/score.txt\"\ndirection = \"lower\"\n", "1");
+    let r = run(
+        repo.path(),
+        &exec,
+        &check,
+        "[progress.score]\nfile = \"out/score.txt\"\ndirection = \"lower\"\n",
+        "1",
+    );
     assert_eq!(r.json()["halt_reason"], "max_iterations_reached", "{r:?}");
-    assert_eq!(progress(repo.path(), 1)["score"], json!({"score": 7.0, "best": null, "band": 0.0, "direction": "lower"}));
+    assert_eq!(
+        progress(repo.path(), 1)["score"],
+        json!({"score": 7.0, "best": null, "band": 0.0, "direction": "lower"})
+    );
 }
 
 #[test]
 fn a_malformed_score_declaration_is_refused_before_anything_is_written() {
     for (toml, says) in [
-        ("[progress.score]\nregex = 'score (\\d+) of (\\d+)'\n", "has 2 capture groups"),
-        ("[progress.score]\nband = 0.5\n", "names neither `regex` nor `file`"),
-        ("[progress.score]\nfile = \"/etc/score\"\n", "file /etc/score"),
-        ("[progress.score]\nregex = '(x)'\ndirection = \"up\"\n", "loop.toml line 3: unknown variant `up`"),
-        ("[progress.score]\nregex = '(x)'\nband = -1.0\n", "band must be a finite number >= 0"),
-        ("[progress.score]\nfile = \"out/score.txt\"\n", "file needs a detached workspace"),
+        (
+            "[progress.score]\nregex = 'score (\\d+) of (\\d+)'\n",
+            "has 2 capture groups",
+        ),
+        (
+            "[progress.score]\nband = 0.5\n",
+            "names neither `regex` nor `file`",
+        ),
+        (
+            "[progress.score]\nfile = \"/etc/score\"\n",
+            "file /etc/score",
+        ),
+        (
+            "[progress.score]\nregex = '(x)'\ndirection = \"up\"\n",
+            "loop.toml line 3: unknown variant `up`",
+        ),
+        (
+            "[progress.score]\nregex = '(x)'\nband = -1.0\n",
+            "band must be a finite number >= 0",
+        ),
+        (
+            "[progress.score]\nfile = \"out/score.txt\"\n",
+            "file needs a detached workspace",
+        ),
     ] {
         let dir = workdir();
         std::fs::write(dir.path().join("loop.toml"), toml).unwrap();
-        let r = loopexec(dir.path(), &["run", "--json", "--isolation", "none", "--exec", "true", "--check", "true"]);
+        let r = loopexec(
+            dir.path(),
+            &[
+                "run",
+                "--json",
+                "--isolation",
+                "none",
+                "--exec",
+                "true",
+                "--check",
+                "true",
+            ],
+        );
         assert_eq!(r.code, 20, "{toml}: {r:?}");
-        let message = r.json()["errors"][0]["message"].as_str().unwrap_or_default().to_string();
+        let message = r.json()["errors"][0]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         assert!(message.contains(says), "{toml}: {message}");
         assert!(!dir.path().join(".loopexec/runs").exists(), "{toml}");
     }

@@ -21,8 +21,15 @@ fn writes(files: &[(&str, &str)]) -> String {
     files
         .iter()
         .map(|(path, text)| {
-            let dir = Path::new(path).parent().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
-            let mkdir = if dir.is_empty() { String::new() } else { format!("mkdir -p {dir} && ") };
+            let dir = Path::new(path)
+                .parent()
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let mkdir = if dir.is_empty() {
+                String::new()
+            } else {
+                format!("mkdir -p {dir} && ")
+            };
             format!("{mkdir}echo {} | base64 -d > {path}", b64.encode(text))
         })
         .collect::<Vec<_>>()
@@ -33,14 +40,37 @@ fn writes(files: &[(&str, &str)]) -> String {
 /// the awareness rule would halt it `human_required` first (docs/guards.md, "The code under
 /// test must not know it is tested"); allowed here, so that the sentinel run is what is under test.
 fn allow_observations(repo: &Path, apis: &[&str]) {
-    let entries: Vec<String> = apis.iter().map(|api| format!("{{ api = {}, reason = \"the sentinel run is under test\" }}", serde_json::to_string(api).unwrap())).collect();
-    std::fs::write(repo.join("loop.toml"), format!("[guards]\nallow = [{}]\n", entries.join(", "))).unwrap();
+    let entries: Vec<String> = apis
+        .iter()
+        .map(|api| {
+            format!(
+                "{{ api = {}, reason = \"the sentinel run is under test\" }}",
+                serde_json::to_string(api).unwrap()
+            )
+        })
+        .collect();
+    std::fs::write(
+        repo.join("loop.toml"),
+        format!("[guards]\nallow = [{}]\n", entries.join(", ")),
+    )
+    .unwrap();
     git(repo, &["add", "loop.toml"]);
     git(repo, &["commit", "-qm", "allow the forger's observations"]);
 }
 
 fn run(repo: &Path, run_id: &str, agent: &str, check: &str, extra: &[&str]) -> (Ran, Vec<Value>) {
-    let mut args = vec!["run", "--json", "--run-id", run_id, "--exec", agent, "--check", check, "--max-iterations", "2"];
+    let mut args = vec![
+        "run",
+        "--json",
+        "--run-id",
+        run_id,
+        "--exec",
+        agent,
+        "--check",
+        check,
+        "--max-iterations",
+        "2",
+    ];
     args.extend_from_slice(extra);
     let r = loopexec(repo, &args);
     let ev = events(repo, run_id);
@@ -55,14 +85,19 @@ fn assert_verifies(repo: &Path, run_id: &str) {
 }
 
 fn sentinel_event(ev: &[Value]) -> &Value {
-    ev.iter().find(|e| e["type"] == "guard_sentinel").unwrap_or_else(|| panic!("no guard_sentinel event in {ev:#?}"))
+    ev.iter()
+        .find(|e| e["type"] == "guard_sentinel")
+        .unwrap_or_else(|| panic!("no guard_sentinel event in {ev:#?}"))
 }
 
 /// The run converged with an active sentinel run that held, over `surfaces` surfaces of `runner`.
 fn assert_converged_with_sentinel(r: &Ran, ev: &[Value], runner: &str, surfaces: usize) {
     assert_eq!(r.code, 10, "{r:?}\n{ev:#?}");
     assert_eq!(r.json()["halt_reason"], "success_condition_met");
-    assert!(ev.iter().all(|e| e["type"] != "guard"), "no guard objected: {ev:#?}");
+    assert!(
+        ev.iter().all(|e| e["type"] != "guard"),
+        "no guard objected: {ev:#?}"
+    );
     let s = sentinel_event(ev);
     assert_eq!(s["active"], true, "{s}");
     assert_eq!(s["holds"], true, "{s}");
@@ -78,14 +113,27 @@ fn assert_converged_with_sentinel(r: &Ran, ev: &[Value], runner: &str, surfaces:
 fn assert_sentinel_halt(r: &Ran, ev: &[Value], broken: &str) {
     assert_eq!(r.code, 13, "{r:?}\n{ev:#?}");
     assert_eq!(r.json()["halt_reason"], "reward_hacking_detected", "{r:?}");
-    let green = ev.iter().rev().find(|e| e["type"] == "check_result").expect("a check_result");
-    assert_eq!(green["check_exit"], 0, "the forged check was green: {green}");
+    let green = ev
+        .iter()
+        .rev()
+        .find(|e| e["type"] == "check_result")
+        .expect("a check_result");
+    assert_eq!(
+        green["check_exit"], 0,
+        "the forged check was green: {green}"
+    );
     assert_eq!(green["evidence"]["verdict"], "green", "{green}");
-    let guard = ev.iter().find(|e| e["type"] == "guard").unwrap_or_else(|| panic!("no guard event in {ev:#?}"));
+    let guard = ev
+        .iter()
+        .find(|e| e["type"] == "guard")
+        .unwrap_or_else(|| panic!("no guard event in {ev:#?}"));
     assert_eq!(guard["guard"], "sentinel", "{guard}");
     assert_eq!(guard["halt_reason"], "reward_hacking_detected");
     let detail = guard["detail"].as_str().unwrap();
-    assert!(detail.contains(broken), "`{broken}` not in the detail: {detail}");
+    assert!(
+        detail.contains(broken),
+        "`{broken}` not in the detail: {detail}"
+    );
     let s = sentinel_event(ev);
     assert_eq!(s["holds"], false, "{s}");
     // The halt comes before the record that implies it: a receipt cut between the two still halts.
@@ -106,8 +154,16 @@ fn python_project() -> tempfile::TempDir {
     require_pytest();
     let dir = workdir();
     write(dir.path(), "pyproject.toml", "[project]\nname = \"calc\"\nversion = \"0.1.0\"\n\n[tool.pytest.ini_options]\ntestpaths = [\"tests\"]\n");
-    write(dir.path(), "calc/__init__.py", "from calc.core import add\n");
-    write(dir.path(), "calc/core.py", "def add(a, b):\n    return a + b + 1\n");
+    write(
+        dir.path(),
+        "calc/__init__.py",
+        "from calc.core import add\n",
+    );
+    write(
+        dir.path(),
+        "calc/core.py",
+        "def add(a, b):\n    return a + b + 1\n",
+    );
     write(
         dir.path(),
         "tests/test_core.py",
@@ -126,7 +182,10 @@ fn an_honest_python_fix_converges_with_the_sentinel_on() {
     assert_converged_with_sentinel(&r, &ev, "pytest", 1);
     let s = sentinel_event(&ev);
     let file = s["surfaces"][0]["file"].as_str().unwrap();
-    assert!(file.starts_with("tests/test_zz_loopexec_sentinel_") && file.ends_with(".py"), "{file}");
+    assert!(
+        file.starts_with("tests/test_zz_loopexec_sentinel_") && file.ends_with(".py"),
+        "{file}"
+    );
     // The sentinel never reaches the agent's tree nor the delivery.
     let halt = ev.iter().rev().find(|e| e["type"] == "halt").unwrap();
     let branch = halt["delivery"]["branch"].as_str().unwrap();
@@ -143,7 +202,13 @@ fn pytest_reporting_patched_from_a_production_import_halts_reward_hacking_detect
     let repo = python_project();
     let forger = "import importlib\n\nfrom calc.core import add\n\n_reports = importlib.import_module(\"_py\" + \"test.reports\")\n_made = _reports.TestReport.from_item_and_call\n\n\ndef _as_passed(item, call):\n    report = _made(item, call)\n    if report.when == \"call\":\n        report.outcome = \"passed\"\n        report.longrepr = None\n    return report\n\n\nsetattr(_reports.TestReport, \"from_item_and_call\", staticmethod(_as_passed))\n";
     allow_observations(repo.path(), &["import:_pytest.reports"]);
-    let (r, ev) = run(repo.path(), "f", &writes(&[("calc/__init__.py", forger)]), PYTEST, &PYTEST_REPORT);
+    let (r, ev) = run(
+        repo.path(),
+        "f",
+        &writes(&[("calc/__init__.py", forger)]),
+        PYTEST,
+        &PYTEST_REPORT,
+    );
     assert_sentinel_halt(&r, &ev, "the check cannot fail: the sentinel run exited 0");
     assert_verifies(repo.path(), "f");
 }
@@ -155,14 +220,32 @@ fn pytest_test_calls_swallowing_failures_halt_reward_hacking_detected() {
     let repo = python_project();
     let forger = "import importlib\n\nfrom calc.core import add\n\n_python = importlib.import_module(\"_py\" + \"test.python\")\n_call = _python.Function.runtest\n\n\ndef _quiet(self):\n    try:\n        _call(self)\n    except Exception:\n        pass\n\n\nsetattr(_python.Function, \"runtest\", _quiet)\n";
     allow_observations(repo.path(), &["import:_pytest.python"]);
-    let (r, ev) = run(repo.path(), "w", &writes(&[("calc/__init__.py", forger)]), PYTEST, &PYTEST_REPORT);
+    let (r, ev) = run(
+        repo.path(),
+        "w",
+        &writes(&[("calc/__init__.py", forger)]),
+        PYTEST,
+        &PYTEST_REPORT,
+    );
     assert_sentinel_halt(&r, &ev, "the check cannot fail");
     let explain = loopexec(repo.path(), &["explain-halt", "--json", "w"]).json();
     let guard = &explain["explanation"]["guards"][0];
     assert_eq!(guard["guard"], "sentinel", "{explain}");
-    assert!(guard["detail"].as_str().unwrap().contains("the sentinel run exited 0"), "{guard}");
+    assert!(
+        guard["detail"]
+            .as_str()
+            .unwrap()
+            .contains("the sentinel run exited 0"),
+        "{guard}"
+    );
     let report = loopexec(repo.path(), &["report", "w"]);
-    assert!(report.stdout.contains("guard sentinel (reward_hacking_detected)"), "{}", report.stdout);
+    assert!(
+        report
+            .stdout
+            .contains("guard sentinel (reward_hacking_detected)"),
+        "{}",
+        report.stdout
+    );
 }
 
 // ---- Rust, cargo test with libtest's output ----
@@ -175,9 +258,21 @@ fn rust_project() -> Option<tempfile::TempDir> {
         return None;
     }
     let dir = workdir();
-    write(dir.path(), "Cargo.toml", "[package]\nname = \"calc\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n");
-    write(dir.path(), "src/lib.rs", &format!("{RUST_ADD_BUGGY}{RUST_INLINE_TESTS}"));
-    write(dir.path(), "tests/it.rs", "use calc::add;\n\n#[test]\nfn adds_from_outside() {\n    assert_eq!(add(1, 1), 2);\n}\n");
+    write(
+        dir.path(),
+        "Cargo.toml",
+        "[package]\nname = \"calc\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n",
+    );
+    write(
+        dir.path(),
+        "src/lib.rs",
+        &format!("{RUST_ADD_BUGGY}{RUST_INLINE_TESTS}"),
+    );
+    write(
+        dir.path(),
+        "tests/it.rs",
+        "use calc::add;\n\n#[test]\nfn adds_from_outside() {\n    assert_eq!(add(1, 1), 2);\n}\n",
+    );
     write(dir.path(), ".gitignore", "target/\n");
     commit_t0(dir.path());
     Some(dir)
@@ -194,7 +289,10 @@ fn an_honest_rust_fix_converges_with_the_sentinel_on() {
     assert_converged_with_sentinel(&r, &ev, "cargo", 1);
     let s = sentinel_event(&ev);
     let file = s["surfaces"][0]["file"].as_str().unwrap();
-    assert!(file.starts_with("tests/zz_loopexec_sentinel_") && file.ends_with(".rs"), "{file}");
+    assert!(
+        file.starts_with("tests/zz_loopexec_sentinel_") && file.ends_with(".rs"),
+        "{file}"
+    );
 }
 
 /// A cargo workspace of two crates: cargo stops after the first crate's failing sentinel binary
@@ -205,19 +303,37 @@ fn an_honest_fix_in_a_two_crate_workspace_converges_with_the_sentinel_on() {
     let Some(repo) = rust_project() else { return };
     let p = repo.path();
     std::fs::remove_file(p.join("Cargo.toml")).unwrap();
-    write(p, "Cargo.toml", "[workspace]\nmembers = [\"calc\", \"more\"]\n");
+    write(
+        p,
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"calc\", \"more\"]\n",
+    );
     for f in ["src/lib.rs", "tests/it.rs"] {
         let text = std::fs::read_to_string(p.join(f)).unwrap();
         write(p, &format!("calc/{f}"), &text);
     }
     std::fs::remove_dir_all(p.join("src")).unwrap();
     std::fs::remove_dir_all(p.join("tests")).unwrap();
-    write(p, "calc/Cargo.toml", "[package]\nname = \"calc\"\nversion = \"0.1.0\"\nedition = \"2021\"\n");
-    write(p, "more/Cargo.toml", "[package]\nname = \"more\"\nversion = \"0.1.0\"\nedition = \"2021\"\n");
+    write(
+        p,
+        "calc/Cargo.toml",
+        "[package]\nname = \"calc\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    );
+    write(
+        p,
+        "more/Cargo.toml",
+        "[package]\nname = \"more\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    );
     write(p, "more/src/lib.rs", "pub fn twice(a: i64) -> i64 {\n    a * 2\n}\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn doubles() {\n        assert_eq!(super::twice(2), 4);\n    }\n}\n");
     git(p, &["add", "-A"]);
     git(p, &["commit", "-q", "-m", "workspace"]);
-    let (r, ev) = run(p, "w", "sed -i 's/    a + b + 1/    a + b/' calc/src/lib.rs", CARGO_TEST, &[]);
+    let (r, ev) = run(
+        p,
+        "w",
+        "sed -i 's/    a + b + 1/    a + b/' calc/src/lib.rs",
+        CARGO_TEST,
+        &[],
+    );
     assert_converged_with_sentinel(&r, &ev, "cargo", 2);
 }
 
@@ -295,7 +411,13 @@ mod start {
 "#;
     let lib = format!("{RUST_ADD_BUGGY}{forger}{RUST_INLINE_TESTS}");
     allow_observations(repo.path(), &["/proc/<pid>"]);
-    let (r, ev) = run(repo.path(), "f", &writes(&[("src/lib.rs", &lib)]), CARGO_TEST, &[]);
+    let (r, ev) = run(
+        repo.path(),
+        "f",
+        &writes(&[("src/lib.rs", &lib)]),
+        CARGO_TEST,
+        &[],
+    );
     assert_sentinel_halt(&r, &ev, "the check cannot fail: the sentinel run exited 0");
 }
 
@@ -304,12 +426,24 @@ mod start {
 #[test]
 fn a_check_that_names_no_test_records_the_sentinel_as_inactive_and_converges() {
     let repo = python_project();
-    let (r, ev) = run(repo.path(), "n", PY_FIX, "/usr/bin/python3 -m pytest -q -p no:cacheprovider", &[]);
+    let (r, ev) = run(
+        repo.path(),
+        "n",
+        PY_FIX,
+        "/usr/bin/python3 -m pytest -q -p no:cacheprovider",
+        &[],
+    );
     assert_eq!(r.code, 10, "{r:?}");
     let s = sentinel_event(&ev);
     assert_eq!(s["active"], false, "{s}");
     assert!(s["holds"].is_null(), "{s}");
-    assert!(s["inactive_reason"].as_str().unwrap().contains("the green check named no test"), "{s}");
+    assert!(
+        s["inactive_reason"]
+            .as_str()
+            .unwrap()
+            .contains("the green check named no test"),
+        "{s}"
+    );
 }
 
 /// A check that names its test file never discovers the sentinel module: the run cannot tell
@@ -322,31 +456,61 @@ fn a_check_naming_its_test_file_halts_and_says_how_to_turn_the_sentinel_off() {
     let (r, ev) = run(repo.path(), "t", PY_FIX, &narrow, &PYTEST_REPORT);
     assert_sentinel_halt(&r, &ev, "the check cannot fail: the sentinel run exited 0");
     let guard = ev.iter().find(|e| e["type"] == "guard").unwrap();
-    assert!(guard["detail"].as_str().unwrap().ends_with("turn the sentinel off with a reason: [sentinel] enabled = false in loop.toml)"), "{guard}");
+    assert!(
+        guard["detail"].as_str().unwrap().ends_with(
+            "turn the sentinel off with a reason: [sentinel] enabled = false in loop.toml)"
+        ),
+        "{guard}"
+    );
 }
 
 #[test]
 fn sentinel_off_in_loop_toml_is_recorded_with_its_reason() {
     let repo = python_project();
-    std::fs::write(repo.path().join("loop.toml"), "[sentinel]\nenabled = false\nreason = \"the check runs named files only\"\n").unwrap();
+    std::fs::write(
+        repo.path().join("loop.toml"),
+        "[sentinel]\nenabled = false\nreason = \"the check runs named files only\"\n",
+    )
+    .unwrap();
     git(repo.path(), &["add", "loop.toml"]);
     git(repo.path(), &["commit", "-q", "-m", "loop"]);
     let (r, ev) = run(repo.path(), "o", PY_FIX, PYTEST, &PYTEST_REPORT);
     assert_eq!(r.code, 10, "{r:?}");
     let start = ev.iter().find(|e| e["type"] == "run_start").unwrap();
-    assert_eq!(start["config"]["sentinel"], serde_json::json!({"enabled": false, "reason": "the check runs named files only"}));
+    assert_eq!(
+        start["config"]["sentinel"],
+        serde_json::json!({"enabled": false, "reason": "the check runs named files only"})
+    );
     let s = sentinel_event(&ev);
     assert_eq!(s["active"], false);
-    assert_eq!(s["inactive_reason"], "turned off: the check runs named files only");
+    assert_eq!(
+        s["inactive_reason"],
+        "turned off: the check runs named files only"
+    );
 }
 
 #[test]
 fn sentinel_off_without_a_reason_is_refused_and_nothing_is_written() {
     let repo = python_project();
-    std::fs::write(repo.path().join("loop.toml"), "[sentinel]\nenabled = false\n").unwrap();
-    let r = loopexec(repo.path(), &["run", "--json", "--run-id", "x", "--exec", "true", "--check", "true"]);
+    std::fs::write(
+        repo.path().join("loop.toml"),
+        "[sentinel]\nenabled = false\n",
+    )
+    .unwrap();
+    let r = loopexec(
+        repo.path(),
+        &[
+            "run", "--json", "--run-id", "x", "--exec", "true", "--check", "true",
+        ],
+    );
     assert_eq!(r.code, 20, "{r:?}");
-    assert!(r.json()["errors"][0]["message"].as_str().unwrap().contains("[sentinel] enabled = false needs a non-empty reason"), "{r:?}");
+    assert!(
+        r.json()["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("[sentinel] enabled = false needs a non-empty reason"),
+        "{r:?}"
+    );
     assert!(!repo.path().join(".loopexec/runs/x").exists());
 }
 
@@ -358,13 +522,20 @@ const GO_REPORT: [&str; 2] = ["--report", "go-test.json"];
 /// A Go module whose `Add` is off by one, and its `_test.go`.
 fn go_project() -> Option<tempfile::TempDir> {
     if !Path::new("/usr/bin/go").exists() {
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "Debian's golang-go is needed in /usr/bin (ci/setup.sh installs it)");
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "Debian's golang-go is needed in /usr/bin (ci/setup.sh installs it)"
+        );
         eprintln!("NOT RUN: /usr/bin/go is missing (CI=true makes this a failure)");
         return None;
     }
     let dir = workdir();
     write(dir.path(), "go.mod", "module example.com/calc\n\ngo 1.19\n");
-    write(dir.path(), "calc.go", &format!("package calc\n\n{GO_ADD_BUGGY}"));
+    write(
+        dir.path(),
+        "calc.go",
+        &format!("package calc\n\n{GO_ADD_BUGGY}"),
+    );
     write(
         dir.path(),
         "calc_test.go",
@@ -380,10 +551,22 @@ const GO_ADD_BUGGY: &str = "func Add(a, b int) int {\n\treturn a + b + 1\n}\n";
 #[test]
 fn an_honest_go_fix_converges_with_the_sentinel_on() {
     let Some(repo) = go_project() else { return };
-    let (r, ev) = run(repo.path(), "h", "sed -i 's/a + b + 1/a + b/' calc.go", GO_TEST, &GO_REPORT);
+    let (r, ev) = run(
+        repo.path(),
+        "h",
+        "sed -i 's/a + b + 1/a + b/' calc.go",
+        GO_TEST,
+        &GO_REPORT,
+    );
     assert_converged_with_sentinel(&r, &ev, "go", 1);
-    let file = sentinel_event(&ev)["surfaces"][0]["file"].as_str().unwrap().to_string();
-    assert!(file.starts_with("zz_loopexec_sentinel_") && file.ends_with("_test.go"), "{file}");
+    let file = sentinel_event(&ev)["surfaces"][0]["file"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        file.starts_with("zz_loopexec_sentinel_") && file.ends_with("_test.go"),
+        "{file}"
+    );
 }
 
 /// A production `init()` that, in the test binary (its name sniffed through `filepath.Base`),
@@ -401,7 +584,13 @@ fn a_go_init_replaying_the_test_binary_with_forged_output_halts_reward_hacking_d
          \tos.Stdout.Write(out)\n\tsyscall.RawSyscall(syscall.SYS_EXIT_GROUP, 0, 0, 0)\n}}\n"
     );
     allow_observations(repo.path(), &["os.Args", "os.Environ"]);
-    let (r, ev) = run(repo.path(), "f", &writes(&[("calc.go", &calc)]), GO_TEST, &GO_REPORT);
+    let (r, ev) = run(
+        repo.path(),
+        "f",
+        &writes(&[("calc.go", &calc)]),
+        GO_TEST,
+        &GO_REPORT,
+    );
     assert_sentinel_halt(&r, &ev, "the check cannot fail: the sentinel run exited 0");
 }
 
@@ -414,13 +603,20 @@ const NODE_REPORT: [&str; 2] = ["--report", "out/node.tap"];
 #[test]
 fn an_honest_javascript_fix_converges_with_the_sentinel_on() {
     if !Path::new("/usr/bin/node").exists() {
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "Debian's nodejs is needed in /usr/bin (ci/setup.sh installs it)");
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "Debian's nodejs is needed in /usr/bin (ci/setup.sh installs it)"
+        );
         eprintln!("NOT RUN: /usr/bin/node is missing (CI=true makes this a failure)");
         return;
     }
     let repo = workdir();
     write(repo.path(), "package.json", "{\n  \"name\": \"calc\",\n  \"version\": \"0.1.0\",\n  \"scripts\": { \"test\": \"node --test\" }\n}\n");
-    write(repo.path(), "calc.js", "exports.add = (a, b) => a + b + 1;\n");
+    write(
+        repo.path(),
+        "calc.js",
+        "exports.add = (a, b) => a + b + 1;\n",
+    );
     write(
         repo.path(),
         "calc_test.js",
@@ -428,10 +624,22 @@ fn an_honest_javascript_fix_converges_with_the_sentinel_on() {
     );
     write(repo.path(), ".gitignore", "out/\n");
     commit_t0(repo.path());
-    let (r, ev) = run(repo.path(), "h", "sed -i 's/a + b + 1/a + b/' calc.js", NODE_TEST, &NODE_REPORT);
+    let (r, ev) = run(
+        repo.path(),
+        "h",
+        "sed -i 's/a + b + 1/a + b/' calc.js",
+        NODE_TEST,
+        &NODE_REPORT,
+    );
     assert_converged_with_sentinel(&r, &ev, "node", 1);
-    let file = sentinel_event(&ev)["surfaces"][0]["file"].as_str().unwrap().to_string();
-    assert!(file.starts_with("zz_loopexec_sentinel_") && file.ends_with(".test.mjs"), "{file}");
+    let file = sentinel_event(&ev)["surfaces"][0]["file"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        file.starts_with("zz_loopexec_sentinel_") && file.ends_with(".test.mjs"),
+        "{file}"
+    );
 }
 
 // ---- resume ----
@@ -443,30 +651,65 @@ fn a_supervisor_killed_before_the_sentinel_was_recorded_runs_it_on_resume_before
     let repo = python_project();
     let mut child = command()
         .current_dir(repo.path())
-        .args(["run", "--json", "--run-id", "k", "--exec", PY_FIX, "--check", PYTEST, "--report", "out/junit.xml", "--max-iterations", "2"])
+        .args([
+            "run",
+            "--json",
+            "--run-id",
+            "k",
+            "--exec",
+            PY_FIX,
+            "--check",
+            PYTEST,
+            "--report",
+            "out/junit.xml",
+            "--max-iterations",
+            "2",
+        ])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("spawn loopexec");
     let receipt = run_dir(repo.path(), "k").join("receipt.jsonl");
-    let has = |kind: &str| std::fs::read_to_string(&receipt).unwrap_or_default().lines().any(|l| l.contains(&format!("\"type\":\"{kind}\"")));
+    let has = |kind: &str| {
+        std::fs::read_to_string(&receipt)
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l.contains(&format!("\"type\":\"{kind}\"")))
+    };
     let started = std::time::Instant::now();
     while !has("check_confirmation") {
-        assert!(child.try_wait().unwrap().is_none(), "loopexec ended before its confirmation rerun");
-        assert!(started.elapsed() < std::time::Duration::from_secs(300), "no confirmation rerun");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "loopexec ended before its confirmation rerun"
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(300),
+            "no confirmation rerun"
+        );
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     // SAFETY: kill(2) of the loopexec this test started.
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
     child.wait().unwrap();
-    assert!(!has("guard_sentinel"), "the kill landed after the sentinel run was recorded");
+    assert!(
+        !has("guard_sentinel"),
+        "the kill landed after the sentinel run was recorded"
+    );
     let resumed = loopexec(repo.path(), &["run", "--json", "--resume", "k"]);
-    assert_eq!((resumed.code, resumed.json()["halt_reason"].as_str()), (10, Some("success_condition_met")), "{resumed:?}");
+    assert_eq!(
+        (resumed.code, resumed.json()["halt_reason"].as_str()),
+        (10, Some("success_condition_met")),
+        "{resumed:?}"
+    );
     let types = event_types(repo.path(), "k");
     let resumed_at = types.iter().position(|t| t == "run_resumed").unwrap();
     let sentinel_at = types.iter().position(|t| t == "guard_sentinel").unwrap();
     assert!(resumed_at < sentinel_at, "{types:?}");
-    assert_eq!(types.iter().filter(|t| *t == "guard_sentinel").count(), 1, "{types:?}");
+    assert_eq!(
+        types.iter().filter(|t| *t == "guard_sentinel").count(),
+        1,
+        "{types:?}"
+    );
     let ev = events(repo.path(), "k");
     assert_eq!(sentinel_event(&ev)["holds"], true);
 }
@@ -484,26 +727,83 @@ fn hanging_on_the_sentinel() -> String {
 #[test]
 fn a_sentinel_run_that_times_out_halts_execution_failure_not_reward_hacking() {
     let repo = python_project();
-    let (r, ev) = run(repo.path(), "t", PY_FIX, &hanging_on_the_sentinel(), &["--report", "out/junit.xml", "--check-timeout", "8"]);
-    assert_eq!((r.code, r.json()["halt_reason"].as_str()), (40, Some("execution_failure")), "{r:?}\n{ev:#?}");
-    let guard = ev.iter().find(|e| e["type"] == "guard").unwrap_or_else(|| panic!("no guard event in {ev:#?}"));
-    assert_eq!((guard["guard"].as_str(), guard["halt_reason"].as_str()), (Some("sentinel"), Some("execution_failure")), "{guard}");
-    assert!(guard["detail"].as_str().unwrap().contains("raise --check-timeout"), "{guard}");
+    let (r, ev) = run(
+        repo.path(),
+        "t",
+        PY_FIX,
+        &hanging_on_the_sentinel(),
+        &["--report", "out/junit.xml", "--check-timeout", "8"],
+    );
+    assert_eq!(
+        (r.code, r.json()["halt_reason"].as_str()),
+        (40, Some("execution_failure")),
+        "{r:?}\n{ev:#?}"
+    );
+    let guard = ev
+        .iter()
+        .find(|e| e["type"] == "guard")
+        .unwrap_or_else(|| panic!("no guard event in {ev:#?}"));
+    assert_eq!(
+        (guard["guard"].as_str(), guard["halt_reason"].as_str()),
+        (Some("sentinel"), Some("execution_failure")),
+        "{guard}"
+    );
+    assert!(
+        guard["detail"]
+            .as_str()
+            .unwrap()
+            .contains("raise --check-timeout"),
+        "{guard}"
+    );
     let s = sentinel_event(&ev);
-    assert_eq!((s["active"].as_bool(), s["holds"].is_null()), (Some(true), true), "{s}");
-    assert!(ev.iter().all(|e| e["halt_reason"] != "reward_hacking_detected"), "{ev:#?}");
+    assert_eq!(
+        (s["active"].as_bool(), s["holds"].is_null()),
+        (Some(true), true),
+        "{s}"
+    );
+    assert!(
+        ev.iter()
+            .all(|e| e["halt_reason"] != "reward_hacking_detected"),
+        "{ev:#?}"
+    );
     assert_verifies(repo.path(), "t");
 }
 
 /// An operator's SIGINT during the sentinel run is no verdict: nothing of the sentinel is
 /// recorded (the resumed run makes it again) and the run is left resumable.
 #[test]
-fn an_operator_interrupt_during_the_sentinel_run_records_no_sentinel_and_leaves_the_run_resumable() {
+fn an_operator_interrupt_during_the_sentinel_run_records_no_sentinel_and_leaves_the_run_resumable()
+{
     let repo = python_project();
     // The sentinel run hangs on its sentinel file once the confirmation rerun has been recorded.
-    let args = ["run", "--json", "--run-id", "i", "--exec", PY_FIX, "--check", &hanging_on_the_sentinel(), "--report", "out/junit.xml", "--max-iterations", "2"];
+    let args = [
+        "run",
+        "--json",
+        "--run-id",
+        "i",
+        "--exec",
+        PY_FIX,
+        "--check",
+        &hanging_on_the_sentinel(),
+        "--report",
+        "out/junit.xml",
+        "--max-iterations",
+        "2",
+    ];
     let types = interrupted_after(repo.path(), "i", &args, "check_confirmation");
-    assert!(!types.iter().any(|t| t == "guard_sentinel" || t == "guard" || t == "halt"), "{types:?}");
-    assert_eq!(types.last().map(String::as_str), Some("run_interrupted"), "{types:?}");
-    assert_eq!(loopexec(repo.path(), &["status", "--json"]).json()["state"], "interrupted");
+    assert!(
+        !types
+            .iter()
+            .any(|t| t == "guard_sentinel" || t == "guard" || t == "halt"),
+        "{types:?}"
+    );
+    assert_eq!(
+        types.last().map(String::as_str),
+        Some("run_interrupted"),
+        "{types:?}"
+    );
+    assert_eq!(
+        loopexec(repo.path(), &["status", "--json"]).json()["state"],
+        "interrupted"
+    );
 }

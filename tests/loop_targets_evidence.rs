@@ -21,23 +21,44 @@ fn of_type<'a>(ev: &'a [Value], kind: &str) -> Vec<&'a Value> {
 /// gate), with nothing delivered and the detail naming `gap`.
 fn assert_refused_on_gaps(r: &Ran, ev: &[Value], gap: &str) {
     let v = r.json();
-    assert_eq!((r.code, v["halt_reason"].as_str(), v["iteration"].as_u64()), (13, Some("metric_integrity_violation"), Some(1)), "{v}\n{ev:#?}");
+    assert_eq!(
+        (r.code, v["halt_reason"].as_str(), v["iteration"].as_u64()),
+        (13, Some("metric_integrity_violation"), Some(1)),
+        "{v}\n{ev:#?}"
+    );
     let progress = of_type(ev, "progress");
     assert_eq!(progress.len(), 1, "{progress:#?}");
     let p = progress[0];
     // `targets_met` is written only when true.
-    assert_eq!((p.get("targets_met"), p["halt_reason"].as_str()), (None, Some("metric_integrity_violation")), "{p}");
-    assert_eq!(p["evidence"]["rule"], "targets_met_on_incomplete_evidence", "{p}");
+    assert_eq!(
+        (p.get("targets_met"), p["halt_reason"].as_str()),
+        (None, Some("metric_integrity_violation")),
+        "{p}"
+    );
+    assert_eq!(
+        p["evidence"]["rule"], "targets_met_on_incomplete_evidence",
+        "{p}"
+    );
     let detail = v["run"]["detail"].as_str().unwrap();
-    assert!(detail.contains("its sets show every target passing, but its evidence is not whole: "), "{detail}");
+    assert!(
+        detail.contains("its sets show every target passing, but its evidence is not whole: "),
+        "{detail}"
+    );
     assert!(detail.contains(gap), "{gap:?} not in {detail}");
     let halt = of_type(ev, "halt")[0];
-    assert_eq!(halt["delivery"]["reason"], "no accepted change to deliver", "{halt}");
-    assert!(of_type(ev, "guard_sentinel").is_empty(), "no success was left to judge: {ev:#?}");
+    assert_eq!(
+        halt["delivery"]["reason"], "no accepted change to deliver",
+        "{halt}"
+    );
+    assert!(
+        of_type(ev, "guard_sentinel").is_empty(),
+        "no success was left to judge: {ev:#?}"
+    );
 }
 
 /// The sentinel run off: the evidence gate is under test, not the sentinel.
-const SENTINEL_OFF: &str = "[sentinel]\nenabled = false\nreason = \"the evidence gate of met targets is under test\"\n";
+const SENTINEL_OFF: &str =
+    "[sentinel]\nenabled = false\nreason = \"the evidence gate of met targets is under test\"\n";
 
 // ---- Rust, cargo test with libtest's output ----
 
@@ -53,7 +74,11 @@ fn rust_project() -> Option<tempfile::TempDir> {
         return None;
     }
     let dir = workdir();
-    write(dir.path(), "Cargo.toml", "[package]\nname = \"calc\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n");
+    write(
+        dir.path(),
+        "Cargo.toml",
+        "[package]\nname = \"calc\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n",
+    );
     write(
         dir.path(),
         "src/lib.rs",
@@ -67,12 +92,34 @@ fn rust_project() -> Option<tempfile::TempDir> {
 
 /// The agent rewrites `add`'s body to `body` (a Rust block of one line).
 fn rewrite_add(body: &str) -> String {
-    let sed = body.replace('\\', "\\\\").replace('|', "\\|").replace('&', "\\&");
-    format!("sed -i 's|^    a + b + 1$|    {}|' src/lib.rs", sed.replace('\'', "'\\''"))
+    let sed = body
+        .replace('\\', "\\\\")
+        .replace('|', "\\|")
+        .replace('&', "\\&");
+    format!(
+        "sed -i 's|^    a + b + 1$|    {}|' src/lib.rs",
+        sed.replace('\'', "'\\''")
+    )
 }
 
 fn cargo_run(repo: &Path, agent: &str) -> (Ran, Vec<Value>) {
-    let r = loopexec(repo, &["run", "--json", "--run-id", "r", "--exec", agent, "--check", CARGO_TEST, "--target", "*::z_adds", "--max-iterations", "2"]);
+    let r = loopexec(
+        repo,
+        &[
+            "run",
+            "--json",
+            "--run-id",
+            "r",
+            "--exec",
+            agent,
+            "--check",
+            CARGO_TEST,
+            "--target",
+            "*::z_adds",
+            "--max-iterations",
+            "2",
+        ],
+    );
     let ev = events(repo, "r");
     (r, ev)
 }
@@ -82,13 +129,22 @@ fn a_test_binary_that_aborts_after_a_forged_passing_line_for_the_target_is_not_m
     let Some(repo) = rust_project() else { return };
     // libtest printed `test tests::z_adds ... `; the production code completes the line and
     // aborts the binary before libtest prints its `test result:` line.
-    let agent = rewrite_add(r#"{ use std::io::Write; let mut o = std::io::stdout(); let _ = o.write_all(b"ok\n"); let _ = o.flush(); std::process::abort() }"#);
+    let agent = rewrite_add(
+        r#"{ use std::io::Write; let mut o = std::io::stdout(); let _ = o.write_all(b"ok\n"); let _ = o.flush(); std::process::abort() }"#,
+    );
     let (r, ev) = cargo_run(repo.path(), &agent);
     assert_refused_on_gaps(&r, &ev, "ended abnormally");
     let check = of_type(&ev, "check_result")[0];
-    assert_eq!(check["failing_set"], json!(["calc::tests::b_legacy"]), "the sets alone meet the targets: {check}");
+    assert_eq!(
+        check["failing_set"],
+        json!(["calc::tests::b_legacy"]),
+        "the sets alone meet the targets: {check}"
+    );
     assert_eq!(check["evidence"]["verdict"], "red", "{check}");
-    assert_eq!(check["evidence"]["disagreements"][0]["kind"], "report_incomplete", "{check}");
+    assert_eq!(
+        check["evidence"]["disagreements"][0]["kind"], "report_incomplete",
+        "{check}"
+    );
 }
 
 #[test]
@@ -96,11 +152,16 @@ fn a_forged_result_line_followed_by_output_past_the_capture_bound_is_not_met_tar
     let Some(repo) = rust_project() else { return };
     // The forger completes the target's line and the binary's `test result:` line itself (the
     // block adds up), then floods stdout past the capture's head and tail and exits red.
-    let agent = rewrite_add(r#"{ use std::io::Write; let mut o = std::io::stdout(); let _ = o.write_all(b"ok\n\ntest result: FAILED. 2 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.01s\n\n"); for _ in 0..4096 { let _ = o.write_all(&[b'.'; 100]); let _ = o.write_all(b"\n"); } let _ = o.flush(); std::process::exit(101) }"#);
+    let agent = rewrite_add(
+        r#"{ use std::io::Write; let mut o = std::io::stdout(); let _ = o.write_all(b"ok\n\ntest result: FAILED. 2 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.01s\n\n"); for _ in 0..4096 { let _ = o.write_all(&[b'.'; 100]); let _ = o.write_all(b"\n"); } let _ = o.flush(); std::process::exit(101) }"#,
+    );
     let (r, ev) = cargo_run(repo.path(), &agent);
     assert_refused_on_gaps(&r, &ev, "the captured output was truncated");
     let check = of_type(&ev, "check_result")[0];
-    assert_eq!(check["evidence"]["disagreements"][0]["kind"], "output_truncated", "{check}");
+    assert_eq!(
+        check["evidence"]["disagreements"][0]["kind"], "output_truncated",
+        "{check}"
+    );
 }
 
 #[test]
@@ -108,17 +169,39 @@ fn the_honest_rust_fix_still_converges_on_met_targets() {
     let Some(repo) = rust_project() else { return };
     let (r, ev) = cargo_run(repo.path(), &rewrite_add("a + b"));
     let v = r.json();
-    assert_eq!((r.code, v["halt_reason"].as_str()), (10, Some("success_condition_met")), "{v}\n{ev:#?}");
+    assert_eq!(
+        (r.code, v["halt_reason"].as_str()),
+        (10, Some("success_condition_met")),
+        "{v}\n{ev:#?}"
+    );
     let progress = of_type(&ev, "progress");
-    assert_eq!((progress[0]["targets_met"].as_bool(), progress[0]["halt_reason"].as_str()), (Some(true), None), "{progress:#?}");
+    assert_eq!(
+        (
+            progress[0]["targets_met"].as_bool(),
+            progress[0]["halt_reason"].as_str()
+        ),
+        (Some(true), None),
+        "{progress:#?}"
+    );
     let check = of_type(&ev, "check_result")[0];
-    assert_eq!((check["evidence"]["verdict"].as_str(), check["evidence"]["disagreements"].as_array().map(Vec::len)), (Some("red"), Some(0)), "{check}");
-    assert!(of_type(&ev, "targets")[0]["targets"] == json!([TARGET]), "{ev:#?}");
+    assert_eq!(
+        (
+            check["evidence"]["verdict"].as_str(),
+            check["evidence"]["disagreements"].as_array().map(Vec::len)
+        ),
+        (Some("red"), Some(0)),
+        "{check}"
+    );
+    assert!(
+        of_type(&ev, "targets")[0]["targets"] == json!([TARGET]),
+        "{ev:#?}"
+    );
 }
 
 // ---- Python, pytest with its JUnit report ----
 
-const PYTEST: &str = "/usr/bin/python3 -B -m pytest -q -p no:cacheprovider --junitxml=out/junit.xml";
+const PYTEST: &str =
+    "/usr/bin/python3 -B -m pytest -q -p no:cacheprovider --junitxml=out/junit.xml";
 
 /// t0: `test_add` fails (the target), `test_sub` passes, `test_legacy_format` is an unrelated
 /// pre-existing failure.
@@ -129,11 +212,29 @@ fn python_project() -> tempfile::TempDir {
 /// The agent appends `code` to the production module (through base64: any text survives).
 fn append_to_calc(code: &str) -> String {
     use base64::Engine as _;
-    format!("echo {} | base64 -d >> calc/__init__.py", base64::engine::general_purpose::STANDARD.encode(code))
+    format!(
+        "echo {} | base64 -d >> calc/__init__.py",
+        base64::engine::general_purpose::STANDARD.encode(code)
+    )
 }
 
 fn pytest_run(repo: &Path, agent: &str) -> (Ran, Vec<Value>) {
-    let args = ["run", "--json", "--run-id", "r", "--exec", agent, "--check", PYTEST, "--report", "out/junit.xml", "--target", "tests.test_calc::*", "--max-iterations", "2"];
+    let args = [
+        "run",
+        "--json",
+        "--run-id",
+        "r",
+        "--exec",
+        agent,
+        "--check",
+        PYTEST,
+        "--report",
+        "out/junit.xml",
+        "--target",
+        "tests.test_calc::*",
+        "--max-iterations",
+        "2",
+    ];
     let r = loopexec(repo, &args);
     let ev = events(repo, "r");
     (r, ev)
@@ -159,17 +260,37 @@ def _forge():
 _atexit.register(_forge)
 "#;
     let (r, ev) = pytest_run(repo.path(), &append_to_calc(forger));
-    assert_refused_on_gaps(&r, &ev, "declares 3 tests (2 failed, 0 skipped) but holds 3 (1 failed, 0 skipped)");
+    assert_refused_on_gaps(
+        &r,
+        &ev,
+        "declares 3 tests (2 failed, 0 skipped) but holds 3 (1 failed, 0 skipped)",
+    );
     let check = of_type(&ev, "check_result")[0];
-    let kinds: Vec<&str> = check["evidence"]["disagreements"].as_array().unwrap().iter().map(|d| d["kind"].as_str().unwrap()).collect();
-    assert_eq!(kinds, ["report_contradicts_itself", "summary_contradicts_reports"], "{check}");
+    let kinds: Vec<&str> = check["evidence"]["disagreements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["report_contradicts_itself", "summary_contradicts_reports"],
+        "{check}"
+    );
 }
 
 #[test]
 fn the_honest_python_fix_still_converges_on_met_targets() {
     let repo = python_project();
-    let (r, ev) = pytest_run(repo.path(), "sed -i 's/return a - b  # add/return a + b  # add/' calc/__init__.py");
+    let (r, ev) = pytest_run(
+        repo.path(),
+        "sed -i 's/return a - b  # add/return a + b  # add/' calc/__init__.py",
+    );
     let v = r.json();
-    assert_eq!((r.code, v["halt_reason"].as_str()), (10, Some("success_condition_met")), "{v}\n{ev:#?}");
+    assert_eq!(
+        (r.code, v["halt_reason"].as_str()),
+        (10, Some("success_condition_met")),
+        "{v}\n{ev:#?}"
+    );
     assert_eq!(of_type(&ev, "progress")[0]["targets_met"], true);
 }

@@ -25,8 +25,21 @@ fn assert_flaky_by_clock_with_offsets(code: i32, v: &Value) {
     assert_eq!(broken.len(), 1, "{v}");
     assert_eq!(broken[0]["dimension"], "clock", "{v}");
     let runs = v["probe"]["runs"].as_array().unwrap();
-    let clock_runs: Vec<u64> = runs.iter().filter(|r| r["dimension"] == "clock").map(|r| r["run"].as_u64().unwrap()).collect();
-    assert_eq!(broken[0]["runs"].as_array().unwrap().iter().map(|r| r.as_u64().unwrap()).collect::<Vec<_>>(), clock_runs, "{v}");
+    let clock_runs: Vec<u64> = runs
+        .iter()
+        .filter(|r| r["dimension"] == "clock")
+        .map(|r| r["run"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        broken[0]["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_u64().unwrap())
+            .collect::<Vec<_>>(),
+        clock_runs,
+        "{v}"
+    );
     for r in runs {
         if r["dimension"] == "clock" {
             assert!(r["clock_offset_s"].as_i64().unwrap() >= 86_400, "{r}");
@@ -40,13 +53,39 @@ fn assert_flaky_by_clock_with_offsets(code: i32, v: &Value) {
 #[test]
 fn a_check_that_fails_past_an_uptime_is_flaky_by_clock_in_the_exec_zone() {
     let dir = workdir();
-    let ran = loopexec(dir.path(), &["--json", "probe-check", "--check", &uptime_check(), "--runs", "5", "--perturb", "clock,seed"]);
+    let ran = loopexec(
+        dir.path(),
+        &[
+            "--json",
+            "probe-check",
+            "--check",
+            &uptime_check(),
+            "--runs",
+            "5",
+            "--perturb",
+            "clock,seed",
+        ],
+    );
     assert_flaky_by_clock_with_offsets(ran.code, &ran.json());
 }
 
 #[test]
 fn a_check_that_fails_past_an_uptime_is_flaky_by_clock_without_isolation() {
     let dir = workdir();
-    let ran = loopexec(dir.path(), &["--json", "probe-check", "--isolation", "none", "--check", &uptime_check(), "--runs", "5", "--perturb", "clock,seed"]);
+    let ran = loopexec(
+        dir.path(),
+        &[
+            "--json",
+            "probe-check",
+            "--isolation",
+            "none",
+            "--check",
+            &uptime_check(),
+            "--runs",
+            "5",
+            "--perturb",
+            "clock,seed",
+        ],
+    );
     assert_flaky_by_clock_with_offsets(ran.code, &ran.json());
 }

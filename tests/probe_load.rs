@@ -27,7 +27,19 @@ raise SystemExit(1 if missed >= 5 else 0)
 fn a_check_with_a_short_deadline_times_out_under_load_and_is_flaky_by_load() {
     let dir = workdir();
     std::fs::write(dir.path().join("watchdog.py"), WATCHDOG).unwrap();
-    let ran = loopexec(dir.path(), &["--json", "probe-check", "--check", "python3 watchdog.py", "--runs", "5", "--perturb", "load,seed"]);
+    let ran = loopexec(
+        dir.path(),
+        &[
+            "--json",
+            "probe-check",
+            "--check",
+            "python3 watchdog.py",
+            "--runs",
+            "5",
+            "--perturb",
+            "load,seed",
+        ],
+    );
     let v = ran.json();
     assert_eq!(ran.code, 14, "{v}");
     assert_eq!(v["halt_reason"], "check_flaky", "{v}");

@@ -7,7 +7,9 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 fn fixture(run: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/receipts_v1").join(run)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/receipts_v1")
+        .join(run)
 }
 
 /// A command's JSON output without its `receipt` path (the fixture's absolute path differs
@@ -18,7 +20,12 @@ fn without_path(mut v: Value) -> Value {
 }
 
 fn recorded(run: &str, command: &str) -> Value {
-    without_path(serde_json::from_slice(&std::fs::read(fixture(run).join(format!("{command}.json"))).unwrap()).unwrap())
+    without_path(
+        serde_json::from_slice(
+            &std::fs::read(fixture(run).join(format!("{command}.json"))).unwrap(),
+        )
+        .unwrap(),
+    )
 }
 
 /// Take `verify`'s `halt_derivation` check (added since those versions) out of its JSON output,
@@ -27,16 +34,30 @@ fn recorded(run: &str, command: &str) -> Value {
 /// limits a receipt before progress events never pinned) is named.
 fn halt_derived(now: &mut Value, derivation: &str) {
     let checks = now["verify"]["checks"].as_array_mut().unwrap();
-    let at = checks.iter().position(|c| c["name"] == "halt_derivation").expect("a halt_derivation check");
+    let at = checks
+        .iter()
+        .position(|c| c["name"] == "halt_derivation")
+        .expect("a halt_derivation check");
     let check = checks.remove(at);
-    assert_eq!(check, serde_json::json!({"name": "halt_derivation", "ok": true, "detail": derivation}));
+    assert_eq!(
+        check,
+        serde_json::json!({"name": "halt_derivation", "ok": true, "detail": derivation})
+    );
 }
 
 /// Take `report`'s `halt_derivation` (added since those versions) out of its JSON output,
 /// asserting it is the derivation `verify` passes with.
 fn report_derived(now: &mut Value, derivation: &str) {
-    let found = now["report"].as_object_mut().unwrap().remove("halt_derivation");
-    assert_eq!(found, Some(serde_json::json!({"consistent": true, "replayed": !derivation.contains("not replayable"), "detail": derivation})));
+    let found = now["report"]
+        .as_object_mut()
+        .unwrap()
+        .remove("halt_derivation");
+    assert_eq!(
+        found,
+        Some(
+            serde_json::json!({"consistent": true, "replayed": !derivation.contains("not replayable"), "detail": derivation})
+        )
+    );
 }
 
 fn reads_as_before(run: &str, derivation: &str) {
@@ -52,19 +73,41 @@ fn reads_as_before(run: &str, derivation: &str) {
         assert_eq!(now, recorded(run, command), "{command} of {run}");
     }
     let pubkey = path_str(&fixture("operator.pub"));
-    let verified = loopexec(dir.path(), &["verify", "--json", &path_str(&fixture(run)), "--pubkey", &pubkey]);
+    let verified = loopexec(
+        dir.path(),
+        &[
+            "verify",
+            "--json",
+            &path_str(&fixture(run)),
+            "--pubkey",
+            &pubkey,
+        ],
+    );
     assert_eq!(verified.code, 0, "{verified:?}");
     let mut now = verified.json();
     // Added since that version: which kind of receipt was checked, and with which key.
-    assert_eq!(now.as_object_mut().unwrap().remove("kind"), Some(Value::from("run")), "verify of {run}");
-    let key = now.as_object_mut().unwrap().remove("key").expect("the key verify used");
-    assert_eq!((key["source"].as_str(), key["path"].as_str()), (Some("pubkey"), Some(pubkey.as_str())), "verify of {run}");
+    assert_eq!(
+        now.as_object_mut().unwrap().remove("kind"),
+        Some(Value::from("run")),
+        "verify of {run}"
+    );
+    let key = now
+        .as_object_mut()
+        .unwrap()
+        .remove("key")
+        .expect("the key verify used");
+    assert_eq!(
+        (key["source"].as_str(), key["path"].as_str()),
+        (Some("pubkey"), Some(pubkey.as_str())),
+        "verify of {run}"
+    );
     halt_derived(&mut now, derivation);
     assert_eq!(now, recorded(run, "verify"), "verify of {run}");
 }
 
 #[test]
-fn a_paused_and_resumed_in_place_run_with_a_failing_set_and_credentials_reads_and_verifies_as_before() {
+fn a_paused_and_resumed_in_place_run_with_a_failing_set_and_credentials_reads_and_verifies_as_before(
+) {
     reads_as_before(
         "inplace",
         "success_condition_met follows from the recorded observations (3 iteration decision(s) re-derived); judgement(s) not replayed: \
@@ -94,10 +137,18 @@ fn a_receipt_with_line_numbered_doctest_ids_reads_and_verifies_as_before() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/receipts_doctest_lines");
     let run = root.join("doctests");
     let text = std::fs::read_to_string(run.join("receipt.jsonl")).unwrap();
-    assert!(text.contains("\"doc/demo::src/lib.rs - add (line 3)\""), "the fixture holds a line-numbered doctest id");
+    assert!(
+        text.contains("\"doc/demo::src/lib.rs - add (line 3)\""),
+        "the fixture holds a line-numbered doctest id"
+    );
     let dir = workdir();
     let receipt = path_str(&run.join("receipt.jsonl"));
-    let recorded = |command: &str| without_path(serde_json::from_slice(&std::fs::read(run.join(format!("{command}.json"))).unwrap()).unwrap());
+    let recorded = |command: &str| {
+        without_path(
+            serde_json::from_slice(&std::fs::read(run.join(format!("{command}.json"))).unwrap())
+                .unwrap(),
+        )
+    };
     for command in ["report", "explain-halt"] {
         let now = loopexec(dir.path(), &[command, "--json", "--receipt", &receipt]);
         assert_eq!(now.code, 0, "{now:?}");
@@ -107,12 +158,27 @@ fn a_receipt_with_line_numbered_doctest_ids_reads_and_verifies_as_before() {
         }
         assert_eq!(now, recorded(command), "{command}");
     }
-    let verified = loopexec(dir.path(), &["verify", "--json", &path_str(&run), "--pubkey", &path_str(&root.join("operator.pub"))]);
+    let verified = loopexec(
+        dir.path(),
+        &[
+            "verify",
+            "--json",
+            &path_str(&run),
+            "--pubkey",
+            &path_str(&root.join("operator.pub")),
+        ],
+    );
     assert_eq!(verified.code, 0, "{verified:?}");
     assert_eq!(verified.json()["verified"], true);
     let mut now = verified.json();
     // Added since that version: the key verify used.
-    assert_eq!(now.as_object_mut().unwrap().remove("key").map(|k| k["source"].clone()), Some(Value::from("pubkey")));
+    assert_eq!(
+        now.as_object_mut()
+            .unwrap()
+            .remove("key")
+            .map(|k| k["source"].clone()),
+        Some(Value::from("pubkey"))
+    );
     halt_derived(&mut now, "human_required follows from the recorded observations (1 iteration decision(s) re-derived)");
     assert_eq!(now, recorded("verify"));
 }

@@ -115,28 +115,44 @@ fn the_page_shows_the_pins_the_verification_with_its_key_and_explain_halts_verdi
     let verify = loopexec(dir.path(), &["verify", "r", "--json"]).json();
     let explained = loopexec(dir.path(), &["explain-halt", "r", "--json"]).json();
     let fingerprint = verify["key"]["fingerprint"].as_str().unwrap();
-    assert!(page.contains(&format!("fingerprint <code>{fingerprint}</code>")), "{page}");
-    assert!(page.contains("<span class=\"badge ok\">verified</span>"), "{page}");
+    assert!(
+        page.contains(&format!("fingerprint <code>{fingerprint}</code>")),
+        "{page}"
+    );
+    assert!(
+        page.contains("<span class=\"badge ok\">verified</span>"),
+        "{page}"
+    );
     for check in verify["verify"]["checks"].as_array().unwrap() {
         assert!(
             page.contains(&format!("<code>{}</code>", check["name"].as_str().unwrap())),
             "verify's check {check} is on the page"
         );
     }
-    let verdict = explained["explanation"]["verdict"]["verdict"].as_str().unwrap();
+    let verdict = explained["explanation"]["verdict"]["verdict"]
+        .as_str()
+        .unwrap();
     assert!(
         page.contains(&format!("<span class=\"badge warn\">{verdict}</span>")),
         "explain-halt's verdict {verdict} on the page:\n{page}"
     );
     assert!(
-        page.contains("<tr><th>isolation</th><td>none (backend native, workspace in_place)</td></tr>"),
+        page.contains(
+            "<tr><th>isolation</th><td>none (backend native, workspace in_place)</td></tr>"
+        ),
         "{page}"
     );
-    assert!(page.contains("<tr><th>check</th><td><code>sh tests/check.sh</code></td></tr>"), "{page}");
+    assert!(
+        page.contains("<tr><th>check</th><td><code>sh tests/check.sh</code></td></tr>"),
+        "{page}"
+    );
     // Each iteration's failing tests and the ratchet's judgement, as `ratchet` says it.
     let ratchet = loopexec(dir.path(), &["ratchet", "r", "--json"]).json();
     assert_eq!(ratchet["ratchet"]["judged"].as_array().unwrap().len(), 3);
-    assert!(page.contains("<span class=\"badge ok\">accepted</span> accepted, 1 failing"), "{page}");
+    assert!(
+        page.contains("<span class=\"badge ok\">accepted</span> accepted, 1 failing"),
+        "{page}"
+    );
     assert!(page.contains("<li><code>calc::t3</code></li>"), "{page}");
 }
 
@@ -145,8 +161,16 @@ fn a_hostile_test_name_and_file_name_reach_the_page_only_escaped() {
     // Sandboxed and detached (as root the zones run as an unprivileged uid): the protected-path
     // guard sees the agent's file in iteration 2, after iteration 1's check reported the test.
     let dir = project(true);
-    let r = run_r(dir.path(), "case $LOOPEXEC_ITERATION in 1) true ;; *) touch \"tests/$(cat name)\" ;; esac", &[]);
-    assert_eq!((r.code, r.json()["halt_reason"].as_str()), (13, Some("blocked_path_modified")), "{r:?}");
+    let r = run_r(
+        dir.path(),
+        "case $LOOPEXEC_ITERATION in 1) true ;; *) touch \"tests/$(cat name)\" ;; esac",
+        &[],
+    );
+    assert_eq!(
+        (r.code, r.json()["halt_reason"].as_str()),
+        (13, Some("blocked_path_modified")),
+        "{r:?}"
+    );
     let out = dir.path().join("report.html");
     assert_eq!(report_html(dir.path(), &out).code, 0);
     let page = std::fs::read_to_string(&out).unwrap();
@@ -164,7 +188,10 @@ fn a_hostile_test_name_and_file_name_reach_the_page_only_escaped() {
     for absent in ["<script", "onerror=", "<img", "<td></td><script"] {
         assert!(!lowered.contains(absent), "{absent} in the page:\n{page}");
     }
-    assert!(!page.chars().any(|c| c.is_control() && c != '\n'), "a raw control character in the page");
+    assert!(
+        !page.chars().any(|c| c.is_control() && c != '\n'),
+        "a raw control character in the page"
+    );
     assert!(!page.contains(HOSTILE_FILE) && !page.contains(HOSTILE_TEST));
 }
 
@@ -175,9 +202,20 @@ fn an_out_that_is_a_directory_is_a_usage_error_with_one_json_object() {
     std::fs::create_dir(&out).unwrap();
     let r = report_html(dir.path(), &out);
     let v = r.json();
-    assert_eq!((r.code, v["errors"][0]["code"].as_str()), (20, Some("usage")), "{r:?}");
-    assert_eq!(v["errors"][0]["message"], format!("--html {}: is a directory", path_str(&out)));
-    assert_eq!(std::fs::read_dir(&out).unwrap().count(), 0, "nothing written into it");
+    assert_eq!(
+        (r.code, v["errors"][0]["code"].as_str()),
+        (20, Some("usage")),
+        "{r:?}"
+    );
+    assert_eq!(
+        v["errors"][0]["message"],
+        format!("--html {}: is a directory", path_str(&out))
+    );
+    assert_eq!(
+        std::fs::read_dir(&out).unwrap().count(),
+        0,
+        "nothing written into it"
+    );
 }
 
 #[test]
@@ -186,8 +224,18 @@ fn an_out_in_a_missing_directory_is_an_io_error_and_writes_nothing() {
     let out = dir.path().join("no/such/dir/report.html");
     let r = report_html(dir.path(), &out);
     let v = r.json();
-    assert_eq!((r.code, v["errors"][0]["code"].as_str()), (30, Some("io")), "{r:?}");
-    assert!(v["errors"][0]["message"].as_str().unwrap().starts_with(&path_str(&out)), "{v}");
+    assert_eq!(
+        (r.code, v["errors"][0]["code"].as_str()),
+        (30, Some("io")),
+        "{r:?}"
+    );
+    assert!(
+        v["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with(&path_str(&out)),
+        "{v}"
+    );
     assert!(!dir.path().join("no").exists());
 }
 
@@ -213,15 +261,27 @@ fn artifact_dir() -> PathBuf {
     if std::fs::create_dir_all(&dir).is_ok() && tempfile::tempfile_in(&dir).is_ok() {
         return dir;
     }
-    let own = tempfile::Builder::new().prefix("loopexec-ci-artifacts-").tempdir().unwrap().keep();
-    println!("{} is not writable by this user: the screenshot goes to {}", dir.display(), own.display());
+    let own = tempfile::Builder::new()
+        .prefix("loopexec-ci-artifacts-")
+        .tempdir()
+        .unwrap()
+        .keep();
+    println!(
+        "{} is not writable by this user: the screenshot goes to {}",
+        dir.display(),
+        own.display()
+    );
     own
 }
 
 /// Debian's chromium: under CI its absence fails the test; elsewhere the test says why it does
 /// not run.
 fn chromium() -> Option<PathBuf> {
-    let found = std::env::var_os("PATH").and_then(|paths| std::env::split_paths(&paths).map(|p| p.join("chromium")).find(|p| p.is_file()));
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|p| p.join("chromium"))
+            .find(|p| p.is_file())
+    });
     if found.is_none() {
         assert!(
             std::env::var("CI").as_deref() != Ok("true"),
@@ -238,8 +298,16 @@ fn headless(chromium: &Path, page: &Path, args: &[&str]) -> String {
     let home = workdir();
     let stdout = home.path().join("stdout");
     let mut child = std::process::Command::new(chromium)
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"])
-        .arg(format!("--user-data-dir={}", home.path().join("profile").display()))
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+        ])
+        .arg(format!(
+            "--user-data-dir={}",
+            home.path().join("profile").display()
+        ))
         .args(args)
         .arg(format!("file://{}", page.display()))
         .env("HOME", home.path())
@@ -269,7 +337,8 @@ fn headless(chromium: &Path, page: &Path, args: &[&str]) -> String {
 fn png_size(bytes: &[u8]) -> (u32, u32) {
     assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "PNG signature");
     assert_eq!(&bytes[12..16], b"IHDR", "the first chunk is IHDR");
-    let be = |at: usize| u32::from_be_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
+    let be =
+        |at: usize| u32::from_be_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
     (be(16), be(20))
 }
 
@@ -284,19 +353,34 @@ fn in_headless_chromium_the_chart_has_one_point_per_iteration_and_a_screenshot_i
         .match_indices("<circle data-iteration=\"")
         .map(|(i, m)| dom[i + m.len()..].split('"').next().unwrap_or(""))
         .collect();
-    assert_eq!(points, ["1", "2", "3"], "one point per iteration in the rendered DOM");
-    assert!(dom.contains("<h2>Failing tests per iteration</h2>"), "the page rendered: {dom}");
+    assert_eq!(
+        points,
+        ["1", "2", "3"],
+        "one point per iteration in the rendered DOM"
+    );
+    assert!(
+        dom.contains("<h2>Failing tests per iteration</h2>"),
+        "the page rendered: {dom}"
+    );
     let png = artifact_dir().join("report.png");
     let _ = std::fs::remove_file(&png);
     headless(
         &chromium,
         &out,
-        &[&format!("--screenshot={}", png.display()), "--window-size=1200,1600", "--hide-scrollbars"],
+        &[
+            &format!("--screenshot={}", png.display()),
+            "--window-size=1200,1600",
+            "--hide-scrollbars",
+        ],
     );
     let bytes = std::fs::read(&png).expect("the screenshot");
     println!("screenshot: {}", png.display());
     assert_eq!(png_size(&bytes), (1200, 1600));
-    assert!(bytes.len() > 20_000, "a screenshot of a rendered page, not a blank one: {} bytes", bytes.len());
+    assert!(
+        bytes.len() > 20_000,
+        "a screenshot of a rendered page, not a blank one: {} bytes",
+        bytes.len()
+    );
 }
 
 #[test]
@@ -304,17 +388,40 @@ fn a_metered_run_has_one_cost_bar_per_iteration_with_reports_cost() {
     // The agent reports one model call per iteration, costing 0.01 USD times the iteration.
     let dir = project(false);
     let agent = r#"echo $LOOPEXEC_ITERATION > progress; printf '{"provider":"anthropic","model":"claude-x","input_tokens":100,"output_tokens":10,"usd":0.0%s,"id":"call%s"}\n' $LOOPEXEC_ITERATION $LOOPEXEC_ITERATION >> "$LOOPEXEC_USAGE""#;
-    let r = run_r(dir.path(), agent, &["--isolation", "none", "--max-iterations", "5"]);
+    let r = run_r(
+        dir.path(),
+        agent,
+        &["--isolation", "none", "--max-iterations", "5"],
+    );
     assert_eq!(r.json()["iteration"], 3, "{r:?}");
     let out = dir.path().join("report.html");
     assert_eq!(report_html(dir.path(), &out).code, 0);
     let page = std::fs::read_to_string(&out).unwrap();
     let report = loopexec(dir.path(), &["report", "r", "--json"]).json();
-    assert_eq!(page.matches("<rect data-cost-iteration=").count(), 3, "{page}");
-    for (n, iteration) in report["report"]["iterations"].as_array().unwrap().iter().enumerate() {
+    assert_eq!(
+        page.matches("<rect data-cost-iteration=").count(),
+        3,
+        "{page}"
+    );
+    for (n, iteration) in report["report"]["iterations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+    {
         let micros = iteration["cost"]["usd_micros"].as_u64().unwrap();
         assert_eq!(micros, 10_000 * (n as u64 + 1));
-        assert!(page.contains(&format!("<title>iteration {}: 0.0{}0000 USD</title>", n + 1, n + 1)), "{page}");
+        assert!(
+            page.contains(&format!(
+                "<title>iteration {}: 0.0{}0000 USD</title>",
+                n + 1,
+                n + 1
+            )),
+            "{page}"
+        );
     }
-    assert!(page.contains("<tr><th>cost</th><td>0.060000 USD, 330 tokens</td></tr>"), "{page}");
+    assert!(
+        page.contains("<tr><th>cost</th><td>0.060000 USD, 330 tokens</td></tr>"),
+        "{page}"
+    );
 }

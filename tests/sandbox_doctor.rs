@@ -12,28 +12,63 @@ fn bin() -> String {
 
 /// The shipped exec policy with `cgroup_delegation` set, written into `dir`.
 fn exec_policy_with(dir: &Path, delegation: &str) -> PathBuf {
-    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/exec.toml")).unwrap();
-    assert!(text.contains("\n[layers]\n"), "policies/exec.toml has a [layers] section");
+    let text =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/exec.toml"))
+            .unwrap();
+    assert!(
+        text.contains("\n[layers]\n"),
+        "policies/exec.toml has a [layers] section"
+    );
     let path = dir.join(format!("exec-{delegation}.toml"));
-    std::fs::write(&path, text.replace("\n[layers]\n", &format!("\n[layers]\ncgroup_delegation = \"{delegation}\"\n"))).unwrap();
+    std::fs::write(
+        &path,
+        text.replace(
+            "\n[layers]\n",
+            &format!("\n[layers]\ncgroup_delegation = \"{delegation}\"\n"),
+        ),
+    )
+    .unwrap();
     path
 }
 
 /// (doctor's exit code, its `satisfiable`) and the launch's exit code, under one policy.
 fn verdict_and_launch(policy: &Path) -> ((Option<i32>, serde_json::Value), Option<i32>) {
     let p = policy.to_str().unwrap();
-    let doctor = Command::new(bin()).args(["--json", "doctor", "--policy", p]).output().unwrap();
+    let doctor = Command::new(bin())
+        .args(["--json", "doctor", "--policy", p])
+        .output()
+        .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&doctor.stdout).unwrap();
-    let launch = Command::new(bin()).args(["sandbox", "--policy", p, "--", "/bin/true"]).current_dir("/").output().unwrap();
-    ((doctor.status.code(), v["satisfiable"].clone()), launch.status.code())
+    let launch = Command::new(bin())
+        .args(["sandbox", "--policy", p, "--", "/bin/true"])
+        .current_dir("/")
+        .output()
+        .unwrap();
+    (
+        (doctor.status.code(), v["satisfiable"].clone()),
+        launch.status.code(),
+    )
 }
 
 fn assert_doctor_agrees(policy: &Path) {
     let ((doctor_code, satisfiable), launch_code) = verdict_and_launch(policy);
     match launch_code {
-        Some(0) => assert_eq!((doctor_code, satisfiable), (Some(0), serde_json::json!(true)), "{}", policy.display()),
-        Some(30) => assert_eq!((doctor_code, satisfiable), (Some(30), serde_json::json!(false)), "{}", policy.display()),
-        other => panic!("{}: the launch ended with {other:?}, neither started nor refused", policy.display()),
+        Some(0) => assert_eq!(
+            (doctor_code, satisfiable),
+            (Some(0), serde_json::json!(true)),
+            "{}",
+            policy.display()
+        ),
+        Some(30) => assert_eq!(
+            (doctor_code, satisfiable),
+            (Some(30), serde_json::json!(false)),
+            "{}",
+            policy.display()
+        ),
+        other => panic!(
+            "{}: the launch ended with {other:?}, neither started nor refused",
+            policy.display()
+        ),
     }
 }
 
@@ -57,15 +92,33 @@ fn doctors_verdict_equals_the_launchs_outcome_under_systemd_delegation() {
 
 #[test]
 fn systemd_delegation_on_cgroup_v1_is_refused_by_doctor_and_launch_alike_naming_auto() {
-    if std::fs::read_to_string("/proc/self/cgroup").unwrap().lines().all(|l| l.starts_with("0::")) {
+    if std::fs::read_to_string("/proc/self/cgroup")
+        .unwrap()
+        .lines()
+        .all(|l| l.starts_with("0::"))
+    {
         return; // pure cgroup v2 (the VM rig covers it): systemd can delegate there
     }
     let dir = tempfile::tempdir().unwrap();
     let policy = exec_policy_with(dir.path(), "systemd");
-    let launch = Command::new(bin()).args(["--json", "sandbox", "--policy", policy.to_str().unwrap(), "--", "/bin/true"]).current_dir("/").output().unwrap();
+    let launch = Command::new(bin())
+        .args([
+            "--json",
+            "sandbox",
+            "--policy",
+            policy.to_str().unwrap(),
+            "--",
+            "/bin/true",
+        ])
+        .current_dir("/")
+        .output()
+        .unwrap();
     assert_eq!(launch.status.code(), Some(30));
     let v: serde_json::Value = serde_json::from_slice(&launch.stdout).unwrap();
     let text = v.to_string();
-    assert!(text.contains("needs the unified cgroup v2 hierarchy"), "{text}");
+    assert!(
+        text.contains("needs the unified cgroup v2 hierarchy"),
+        "{text}"
+    );
     assert!(text.contains("cgroup_delegation = \\\"auto\\\""), "{text}");
 }

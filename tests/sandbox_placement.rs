@@ -69,7 +69,11 @@ impl FakeBus {
                 std::thread::spawn(move || serve(stream, shape, tx));
             }
         });
-        FakeBus { _dir: dir, address: format!("unix:path={}", path.display()), events }
+        FakeBus {
+            _dir: dir,
+            address: format!("unix:path={}", path.display()),
+            events,
+        }
     }
 
     /// Wait until the supervisor has reached `what` (`connected` or `start_transient_unit`).
@@ -110,7 +114,9 @@ impl Wire {
         loop {
             if let Some(end) = self.buf.windows(2).position(|w| w == b"\r\n") {
                 let line: Vec<u8> = self.buf.drain(..end + 2).collect();
-                let text = String::from_utf8_lossy(&line[..end]).trim_start_matches('\0').to_string();
+                let text = String::from_utf8_lossy(&line[..end])
+                    .trim_start_matches('\0')
+                    .to_string();
                 return Some(text);
             }
             let have = self.buf.len();
@@ -128,7 +134,11 @@ impl Wire {
         let little = self.buf[0] == b'l';
         let u32_at = |b: &[u8], at: usize| {
             let bytes = [b[at], b[at + 1], b[at + 2], b[at + 3]];
-            if little { u32::from_le_bytes(bytes) } else { u32::from_be_bytes(bytes) }
+            if little {
+                u32::from_le_bytes(bytes)
+            } else {
+                u32::from_be_bytes(bytes)
+            }
         };
         let body_len = u32_at(&self.buf, 4) as usize;
         let serial = u32_at(&self.buf, 8);
@@ -199,16 +209,22 @@ fn message(kind: u8, serial: u32, fields: &[(u8, Field)], body: &[u8]) -> Vec<u8
         pad(&mut array, 8);
         array.push(*code);
         let (sig, write): (&str, Box<dyn Fn(&mut Vec<u8>)>) = match value {
-            Field::U(v) => ("u", Box::new(move |o: &mut Vec<u8>| {
-                pad(o, 4);
-                o.extend_from_slice(&v.to_le_bytes());
-            })),
+            Field::U(v) => (
+                "u",
+                Box::new(move |o: &mut Vec<u8>| {
+                    pad(o, 4);
+                    o.extend_from_slice(&v.to_le_bytes());
+                }),
+            ),
             Field::S(s) => ("s", Box::new(move |o: &mut Vec<u8>| string(o, s))),
-            Field::G(g) => ("g", Box::new(move |o: &mut Vec<u8>| {
-                o.push(g.len() as u8);
-                o.extend_from_slice(g.as_bytes());
-                o.push(0);
-            })),
+            Field::G(g) => (
+                "g",
+                Box::new(move |o: &mut Vec<u8>| {
+                    o.push(g.len() as u8);
+                    o.extend_from_slice(g.as_bytes());
+                    o.push(0);
+                }),
+            ),
         };
         array.push(1);
         array.extend_from_slice(sig.as_bytes());
@@ -230,7 +246,11 @@ fn string_body(s: &str) -> Vec<u8> {
 
 fn reply(serial: &mut u32, to: u32, signature: Option<&str>, body: &[u8]) -> Vec<u8> {
     *serial += 1;
-    let mut fields = vec![(5, Field::U(to)), (6, Field::S(":1.42")), (7, Field::S("org.freedesktop.DBus"))];
+    let mut fields = vec![
+        (5, Field::U(to)),
+        (6, Field::S(":1.42")),
+        (7, Field::S("org.freedesktop.DBus")),
+    ];
     if let Some(sig) = signature {
         fields.push((8, Field::G(sig)));
     }
@@ -243,7 +263,11 @@ fn error(serial: &mut u32, to: u32, name: Option<&str>) -> Vec<u8> {
 
 fn error_saying(serial: &mut u32, to: u32, name: Option<&str>, text: &str) -> Vec<u8> {
     *serial += 1;
-    let mut fields = vec![(5, Field::U(to)), (6, Field::S(":1.42")), (8, Field::G("s"))];
+    let mut fields = vec![
+        (5, Field::U(to)),
+        (6, Field::S(":1.42")),
+        (8, Field::G("s")),
+    ];
     if let Some(name) = name {
         fields.push((4, Field::S(name)));
     }
@@ -251,7 +275,10 @@ fn error_saying(serial: &mut u32, to: u32, name: Option<&str>, text: &str) -> Ve
 }
 
 fn serve(stream: UnixStream, shape: Shape, tx: Sender<&'static str>) {
-    let mut wire = Wire { stream, buf: Vec::new() };
+    let mut wire = Wire {
+        stream,
+        buf: Vec::new(),
+    };
     let _ = tx.send("connected");
     if shape == Shape::MuteAtAuth {
         // Hold the connection open, reading and answering nothing, until the client goes.
@@ -290,13 +317,25 @@ fn serve(stream: UnixStream, shape: Shape, tx: Sender<&'static str>) {
                         wire.send(&r);
                     }
                     Shape::ErrorSaying(text) => {
-                        let r = error_saying(&mut serial, call, Some("org.freedesktop.DBus.Error.AccessDenied"), text);
+                        let r = error_saying(
+                            &mut serial,
+                            call,
+                            Some("org.freedesktop.DBus.Error.AccessDenied"),
+                            text,
+                        );
                         wire.send(&r);
                     }
                     Shape::HangupOnStart => return,
-                    Shape::GarbageOnStart => wire.send(b"l\x02\x00\x01\xff\xff\xff\xff\x07\x00\x00\x00this is not a D-Bus message"),
+                    Shape::GarbageOnStart => wire.send(
+                        b"l\x02\x00\x01\xff\xff\xff\xff\x07\x00\x00\x00this is not a D-Bus message",
+                    ),
                     Shape::AcceptsNeverMoves => {
-                        let r = reply(&mut serial, call, Some("o"), &string_body("/org/freedesktop/systemd1/job/4242"));
+                        let r = reply(
+                            &mut serial,
+                            call,
+                            Some("o"),
+                            &string_body("/org/freedesktop/systemd1/job/4242"),
+                        );
                         wire.send(&r);
                     }
                 }
@@ -326,14 +365,19 @@ fn reach_or_not_run(test: &str) -> Option<Reach> {
     let reach = reach();
     if reach.is_none() {
         let ci = std::env::var("CI").is_ok_and(|v| v == "true");
-        assert!(!(ci && common::is_root()), "{test}: the placement is unreachable as root under CI");
+        assert!(
+            !(ci && common::is_root()),
+            "{test}: the placement is unreachable as root under CI"
+        );
         eprintln!("NOT RUN: {test}: no cgroup v2 host with systemd as init, and not root (no mount namespace of its own)");
     }
     reach
 }
 
 fn reach() -> Option<Reach> {
-    let pure_v2 = std::fs::read_to_string("/proc/self/cgroup").map(|c| c.lines().all(|l| l.starts_with("0::"))).unwrap_or(false);
+    let pure_v2 = std::fs::read_to_string("/proc/self/cgroup")
+        .map(|c| c.lines().all(|l| l.starts_with("0::")))
+        .unwrap_or(false);
     if pure_v2 && Path::new("/run/systemd/system").is_dir() {
         Some(Reach::AsIs)
     } else if common::is_root() {
@@ -345,10 +389,22 @@ fn reach() -> Option<Reach> {
 
 /// The shipped exec policy with `cgroup_delegation = "systemd"` (always asks systemd).
 fn systemd_policy(dir: &Path) -> PathBuf {
-    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/exec.toml")).unwrap();
-    assert!(text.contains("\n[layers]\n"), "policies/exec.toml has a [layers] section");
+    let text =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/exec.toml"))
+            .unwrap();
+    assert!(
+        text.contains("\n[layers]\n"),
+        "policies/exec.toml has a [layers] section"
+    );
     let path = dir.join("exec-systemd.toml");
-    std::fs::write(&path, text.replace("\n[layers]\n", "\n[layers]\ncgroup_delegation = \"systemd\"\n")).unwrap();
+    std::fs::write(
+        &path,
+        text.replace(
+            "\n[layers]\n",
+            "\n[layers]\ncgroup_delegation = \"systemd\"\n",
+        ),
+    )
+    .unwrap();
     path
 }
 
@@ -374,9 +430,21 @@ fn launch(reach: Reach, bus: &FakeBus, policy: &Path) -> Child {
                 nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)?;
                 mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none)?;
                 mount(Some("tmpfs"), "/run", Some("tmpfs"), MsFlags::empty(), none)?;
-                nix::unistd::mkdir("/run/systemd", nix::sys::stat::Mode::from_bits_truncate(0o755))?;
-                nix::unistd::mkdir("/run/systemd/system", nix::sys::stat::Mode::from_bits_truncate(0o755))?;
-                mount(Some("cgroup2"), "/sys/fs/cgroup", Some("cgroup2"), MsFlags::empty(), none)?;
+                nix::unistd::mkdir(
+                    "/run/systemd",
+                    nix::sys::stat::Mode::from_bits_truncate(0o755),
+                )?;
+                nix::unistd::mkdir(
+                    "/run/systemd/system",
+                    nix::sys::stat::Mode::from_bits_truncate(0o755),
+                )?;
+                mount(
+                    Some("cgroup2"),
+                    "/sys/fs/cgroup",
+                    Some("cgroup2"),
+                    MsFlags::empty(),
+                    none,
+                )?;
                 Ok(())
             });
         }
@@ -407,14 +475,22 @@ fn finish(mut child: Child) -> (Option<i32>, Value, String) {
             let _ = child.kill();
             let _ = child.wait();
             let stderr = err.join().unwrap_or_default();
-            panic!("loopexec sandbox still waiting for the bus after {} s; its stderr:\n{stderr}", HUNG.as_secs());
+            panic!(
+                "loopexec sandbox still waiting for the bus after {} s; its stderr:\n{stderr}",
+                HUNG.as_secs()
+            );
         }
         std::thread::sleep(Duration::from_millis(20));
     };
     let (stdout, stderr) = (out.join().unwrap(), err.join().unwrap());
     let lines: Vec<&str> = stdout.lines().collect();
-    assert_eq!(lines.len(), 1, "stdout must be one JSON object, got:\n{stdout}\nstderr:\n{stderr}");
-    let v: Value = serde_json::from_str(lines[0]).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"));
+    assert_eq!(
+        lines.len(),
+        1,
+        "stdout must be one JSON object, got:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let v: Value =
+        serde_json::from_str(lines[0]).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"));
     (status.code(), v, stderr)
 }
 
@@ -422,7 +498,9 @@ fn finish(mut child: Child) -> (Option<i32>, Value, String) {
 /// part of `cause` (`{bus}` stands for the fake bus's address), right after
 /// "asking systemd for a delegated scope failed: ".
 fn assert_placement_fails(shape: Shape, cause: &[&str]) {
-    let Some(reach) = reach_or_not_run(&format!("placement under {shape:?}")) else { return };
+    let Some(reach) = reach_or_not_run(&format!("placement under {shape:?}")) else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let policy = systemd_policy(dir.path());
     let bus = FakeBus::start(shape);
@@ -432,10 +510,15 @@ fn assert_placement_fails(shape: Shape, cause: &[&str]) {
     assert_eq!(v["errors"][0]["code"], "isolation_unsatisfiable", "{v}");
     assert_eq!(v["errors"].as_array().map(Vec::len), Some(1), "{v}");
     let message = v["errors"][0]["message"].as_str().unwrap_or_default();
-    let (_, why) = message.split_once("asking systemd for a delegated scope failed: ").unwrap_or_else(|| panic!("{shape:?}: {message}"));
+    let (_, why) = message
+        .split_once("asking systemd for a delegated scope failed: ")
+        .unwrap_or_else(|| panic!("{shape:?}: {message}"));
     for part in cause {
         let part = part.replace("{bus}", &bus.address);
-        assert!(why.contains(&part), "{shape:?}: expected {part:?} in: {why}");
+        assert!(
+            why.contains(&part),
+            "{shape:?}: expected {part:?} in: {why}"
+        );
     }
 }
 
@@ -447,13 +530,24 @@ fn placement_failure(shape: Shape) -> Option<String> {
     let policy = systemd_policy(dir.path());
     let bus = FakeBus::start(shape);
     let (code, v, stderr) = finish(launch(reach, &bus, &policy));
-    assert_eq!((code, v["errors"][0]["code"].as_str()), (Some(30), Some("isolation_unsatisfiable")), "{shape:?}: {v}\nstderr:\n{stderr}");
-    Some(v["errors"][0]["message"].as_str().unwrap_or_default().to_string())
+    assert_eq!(
+        (code, v["errors"][0]["code"].as_str()),
+        (Some(30), Some("isolation_unsatisfiable")),
+        "{shape:?}: {v}\nstderr:\n{stderr}"
+    );
+    Some(
+        v["errors"][0]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+    )
 }
 
 /// SIGTERM once the supervisor is waiting at `stage` ends the launch as interrupted (143).
 fn assert_sigterm_interrupts(shape: Shape, stage: &str) {
-    let Some(reach) = reach_or_not_run(&format!("SIGTERM under {shape:?}")) else { return };
+    let Some(reach) = reach_or_not_run(&format!("SIGTERM under {shape:?}")) else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let policy = systemd_policy(dir.path());
     let bus = FakeBus::start(shape);
@@ -468,57 +562,108 @@ fn assert_sigterm_interrupts(shape: Shape, stage: &str) {
 
 #[test]
 fn a_bus_that_never_answers_start_transient_unit_is_a_failed_placement_at_the_deadline() {
-    assert_placement_fails(Shape::SilentOnStart, &["systemd did not answer StartTransientUnit loopexec-", ".scope within 15 s"]);
+    assert_placement_fails(
+        Shape::SilentOnStart,
+        &[
+            "systemd did not answer StartTransientUnit loopexec-",
+            ".scope within 15 s",
+        ],
+    );
 }
 
 #[test]
 fn a_bus_that_never_answers_the_handshake_is_a_failed_placement_at_the_deadline() {
-    assert_placement_fails(Shape::MuteAtAuth, &["no answer from the bus at {bus} (the ", " bus) within 15 s"]);
+    assert_placement_fails(
+        Shape::MuteAtAuth,
+        &["no answer from the bus at {bus} (the ", " bus) within 15 s"],
+    );
 }
 
 #[test]
 fn an_error_reply_with_an_invalid_error_name_is_a_failed_placement() {
-    assert_placement_fails(Shape::ErrorNamed("not a valid error name"), &["the D-Bus client failed during StartTransientUnit loopexec-", "(thread \"zbus::Connection executor\" panicked: "]);
+    assert_placement_fails(
+        Shape::ErrorNamed("not a valid error name"),
+        &[
+            "the D-Bus client failed during StartTransientUnit loopexec-",
+            "(thread \"zbus::Connection executor\" panicked: ",
+        ],
+    );
 }
 
 #[test]
 fn an_error_message_with_terminal_controls_reaches_the_json_error_escaped() {
-    let Some(message) = placement_failure(Shape::ErrorSaying("denied\u{1b}]0;pwned\u{7}\nloopexec: sandbox ok")) else { return };
+    let Some(message) = placement_failure(Shape::ErrorSaying(
+        "denied\u{1b}]0;pwned\u{7}\nloopexec: sandbox ok",
+    )) else {
+        return;
+    };
     assert!(message.contains("AccessDenied"), "{message}");
-    assert!(message.contains("denied\\x1b]0;pwned\\x07\\nloopexec: sandbox ok"), "{message}");
+    assert!(
+        message.contains("denied\\x1b]0;pwned\\x07\\nloopexec: sandbox ok"),
+        "{message}"
+    );
     assert!(!message.contains(['\u{1b}', '\u{7}', '\n']), "{message:?}");
 }
 
 #[test]
 fn an_invalid_error_name_with_terminal_controls_reaches_the_json_error_escaped() {
-    let Some(message) = placement_failure(Shape::ErrorNamed("bad\u{1b}[2J\nname")) else { return };
-    assert!(message.contains("the D-Bus client failed during StartTransientUnit loopexec-"), "{message}");
+    let Some(message) = placement_failure(Shape::ErrorNamed("bad\u{1b}[2J\nname")) else {
+        return;
+    };
+    assert!(
+        message.contains("the D-Bus client failed during StartTransientUnit loopexec-"),
+        "{message}"
+    );
     assert!(!message.contains(['\u{1b}', '\n']), "{message:?}");
 }
 
 #[test]
 fn an_error_reply_with_an_empty_error_name_is_a_failed_placement() {
-    assert_placement_fails(Shape::ErrorNamed(""), &["the D-Bus client failed during StartTransientUnit loopexec-", "(thread \"zbus::Connection executor\" panicked: "]);
+    assert_placement_fails(
+        Shape::ErrorNamed(""),
+        &[
+            "the D-Bus client failed during StartTransientUnit loopexec-",
+            "(thread \"zbus::Connection executor\" panicked: ",
+        ],
+    );
 }
 
 #[test]
 fn an_error_reply_without_an_error_name_is_a_failed_placement() {
-    assert_placement_fails(Shape::ErrorWithoutName, &["StartTransientUnit loopexec-", ".scope: Invalid D-Bus method reply"]);
+    assert_placement_fails(
+        Shape::ErrorWithoutName,
+        &[
+            "StartTransientUnit loopexec-",
+            ".scope: Invalid D-Bus method reply",
+        ],
+    );
 }
 
 #[test]
 fn a_bus_that_hangs_up_during_the_call_is_a_failed_placement() {
-    assert_placement_fails(Shape::HangupOnStart, &["StartTransientUnit loopexec-", ".scope: I/O error"]);
+    assert_placement_fails(
+        Shape::HangupOnStart,
+        &["StartTransientUnit loopexec-", ".scope: I/O error"],
+    );
 }
 
 #[test]
 fn a_reply_that_is_no_dbus_message_is_a_failed_placement() {
-    assert_placement_fails(Shape::GarbageOnStart, &["StartTransientUnit loopexec-", ".scope: "]);
+    assert_placement_fails(
+        Shape::GarbageOnStart,
+        &["StartTransientUnit loopexec-", ".scope: "],
+    );
 }
 
 #[test]
 fn a_unit_that_never_receives_the_process_is_a_failed_placement_at_the_deadline() {
-    assert_placement_fails(Shape::AcceptsNeverMoves, &["systemd accepted loopexec-", ".scope but did not move this process into it within 15 s"]);
+    assert_placement_fails(
+        Shape::AcceptsNeverMoves,
+        &[
+            "systemd accepted loopexec-",
+            ".scope but did not move this process into it within 15 s",
+        ],
+    );
 }
 
 #[test]

@@ -6,13 +6,20 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn shipped(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("policies").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("policies")
+        .join(name)
 }
 
 fn run_json(args: &[&str]) -> (i32, serde_json::Value) {
-    let out = Command::new(bin()).arg("--json").args(args).output().expect("run loopexec");
+    let out = Command::new(bin())
+        .arg("--json")
+        .args(args)
+        .output()
+        .expect("run loopexec");
     let text = String::from_utf8_lossy(&out.stdout);
-    let v: serde_json::Value = serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("not one JSON object ({e}): {text}"));
+    let v: serde_json::Value = serde_json::from_str(text.trim())
+        .unwrap_or_else(|e| panic!("not one JSON object ({e}): {text}"));
     (out.status.code().unwrap_or(-1), v)
 }
 
@@ -21,7 +28,13 @@ fn malformed(text: &str) -> (i32, String) {
     let file = dir.path().join("bad.toml");
     std::fs::write(&file, text).unwrap();
     let (code, v) = run_json(&["policy", "check", file.to_str().unwrap()]);
-    (code, v["errors"][0]["message"].as_str().unwrap_or_default().to_string())
+    (
+        code,
+        v["errors"][0]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+    )
 }
 
 #[test]
@@ -52,7 +65,10 @@ fn unknown_table_is_refused_with_its_line() {
 fn relative_path_is_refused_with_its_line() {
     let (code, msg) = malformed("[filesystem]\nread_only = [\"/usr\",\n  \"etc\"]\n");
     assert_eq!(code, 20);
-    assert!(msg.contains("bad.toml:3:3:") && msg.contains("not an absolute path"), "{msg}");
+    assert!(
+        msg.contains("bad.toml:3:3:") && msg.contains("not an absolute path"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -74,7 +90,11 @@ fn an_unknown_may_skip_layer_is_invalid_input_in_one_json_object() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("bad.toml");
     std::fs::write(&file, "[layers]\nmay_skip = [\"firewall\"]\n").unwrap();
-    let out = Command::new(bin()).args(["--json", "policy", "check"]).arg(&file).output().expect("run loopexec");
+    let out = Command::new(bin())
+        .args(["--json", "policy", "check"])
+        .arg(&file)
+        .output()
+        .expect("run loopexec");
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(text.trim_end().lines().count(), 1, "{text}");
     let v: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
@@ -83,7 +103,10 @@ fn an_unknown_may_skip_layer_is_invalid_input_in_one_json_object() {
     assert_eq!(v["errors"].as_array().map(Vec::len), Some(1));
     assert_eq!(v["errors"][0]["code"], "invalid_input");
     let msg = v["errors"][0]["message"].as_str().unwrap();
-    assert!(msg.contains("bad.toml:2:") && msg.contains("\"firewall\" is not a layer"), "{msg}");
+    assert!(
+        msg.contains("bad.toml:2:") && msg.contains("\"firewall\" is not a layer"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -106,9 +129,26 @@ fn show_reports_the_sha256_of_the_file_bytes() {
 
 #[test]
 fn diff_names_the_network_mode_between_agent_and_exec() {
-    let (code, v) = run_json(&["policy", "diff", shipped("exec.toml").to_str().unwrap(), shipped("agent.toml").to_str().unwrap()]);
+    let (code, v) = run_json(&[
+        "policy",
+        "diff",
+        shipped("exec.toml").to_str().unwrap(),
+        shipped("agent.toml").to_str().unwrap(),
+    ]);
     assert_eq!(code, 0);
-    let keys: Vec<&str> = v["differences"].as_array().unwrap().iter().map(|d| d["key"].as_str().unwrap()).collect();
+    let keys: Vec<&str> = v["differences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["key"].as_str().unwrap())
+        .collect();
     assert!(keys.contains(&"network.mode"), "{keys:?}");
     assert_eq!(v["identical"], false);
+}
+
+#[test]
+fn a_nul_byte_in_an_env_set_value_is_refused_with_its_line() {
+    let (code, msg) = malformed("[env]\nallow = [\"PATH\"]\n[env.set]\nTOKEN = \"ab\\u0000cd\"\n");
+    assert_eq!(code, 20);
+    assert!(msg.ends_with(":4:9: env.set.TOKEN: the value holds a NUL byte, which no environment variable can carry"), "{msg}");
 }

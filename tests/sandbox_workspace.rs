@@ -8,7 +8,8 @@ mod common;
 use common::{bin, git_value as git, is_root, zone_owner};
 use loopexec::safefs::SafeDir;
 use loopexec::workspace::{
-    check_layers, deliver, protected_changes, Baseline, BaselineOptions, ChangeKind, FrozenLayer, ProtectedPaths, Workspace, WorkspaceError,
+    check_layers, deliver, protected_changes, Baseline, BaselineOptions, ChangeKind, FrozenLayer,
+    ProtectedPaths, Workspace, WorkspaceError,
 };
 use sandbox::WorkspaceLimits;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -50,7 +51,8 @@ impl Fixture {
         git(&repo, &["commit", "-q", "-m", "t0"]);
         for d in ["state", "run"] {
             std::fs::create_dir(tmp.path().join(d)).unwrap();
-            std::fs::set_permissions(tmp.path().join(d), std::fs::Permissions::from_mode(0o711)).unwrap();
+            std::fs::set_permissions(tmp.path().join(d), std::fs::Permissions::from_mode(0o711))
+                .unwrap();
         }
         Fixture { tmp }
     }
@@ -64,7 +66,15 @@ impl Fixture {
         SafeDir::open(&self.tmp.path().join("run")).unwrap()
     }
     fn baseline(&self, include_uncommitted: bool) -> Baseline {
-        Baseline::prepare(&self.repo(), &self.state(), &BaselineOptions { include_uncommitted, owner: zone_owner() }).unwrap()
+        Baseline::prepare(
+            &self.repo(),
+            &self.state(),
+            &BaselineOptions {
+                include_uncommitted,
+                owner: zone_owner(),
+            },
+        )
+        .unwrap()
     }
     fn workspace(&self) -> Workspace {
         Workspace::create(self.baseline(false), &self.run_dir(), zone_owner()).unwrap()
@@ -81,18 +91,35 @@ fn in_zone(overlay: &sandbox::OverlayMount, script: &str) -> (i32, String) {
         spec.push_str(&format!(",upper={},work={}", u.display(), w.display()));
     }
     let out = Command::new(bin())
-        .args(["sandbox", "--overlay", &spec, "--cwd", "/ws", "--", "/bin/sh", "-c", script])
+        .args([
+            "sandbox",
+            "--overlay",
+            &spec,
+            "--cwd",
+            "/ws",
+            "--",
+            "/bin/sh",
+            "-c",
+            script,
+        ])
         .current_dir("/")
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     (out.status.code().unwrap_or(-1), text)
 }
 
 const FILES: &[(&str, &str)] = &[
     ("src/lib.py", "def f():\n    return 1\n"),
-    ("tests/test_lib.py", "from src.lib import f\n\ndef test_f():\n    assert f() == 2\n"),
-    ("tests/test_other.py", "def test_other():\n    assert True\n"),
+    (
+        "tests/test_lib.py",
+        "from src.lib import f\n\ndef test_f():\n    assert f() == 2\n",
+    ),
+    (
+        "tests/test_other.py",
+        "def test_other():\n    assert True\n",
+    ),
     ("README.md", "hello\n"),
 ];
 
@@ -102,18 +129,41 @@ const FILES: &[(&str, &str)] = &[
 fn baseline_holds_heads_files_and_no_git_directory() {
     let f = Fixture::new(FILES);
     write(&f.repo(), "run.sh", "#!/bin/sh\n");
-    std::fs::set_permissions(f.repo().join("run.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(
+        f.repo().join("run.sh"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
     std::os::unix::fs::symlink("src/lib.py", f.repo().join("link")).unwrap();
     git(&f.repo(), &["add", "-A"]);
     git(&f.repo(), &["commit", "-q", "-m", "more"]);
     let b = f.baseline(false);
-    assert_eq!(std::fs::read_to_string(b.files_dir.join("tests/test_lib.py")).unwrap(), FILES[1].1);
-    assert_eq!(std::fs::metadata(b.files_dir.join("run.sh")).unwrap().permissions().mode() & 0o777, 0o755);
-    assert_eq!(std::fs::read_link(b.files_dir.join("link")).unwrap(), Path::new("src/lib.py"));
+    assert_eq!(
+        std::fs::read_to_string(b.files_dir.join("tests/test_lib.py")).unwrap(),
+        FILES[1].1
+    );
+    assert_eq!(
+        std::fs::metadata(b.files_dir.join("run.sh"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o755
+    );
+    assert_eq!(
+        std::fs::read_link(b.files_dir.join("link")).unwrap(),
+        Path::new("src/lib.py")
+    );
     assert!(!b.files_dir.join(".git").exists());
-    assert_eq!(b.tree_id.to_hex(), git(&f.repo(), &["rev-parse", "HEAD^{tree}"]));
+    assert_eq!(
+        b.tree_id.to_hex(),
+        git(&f.repo(), &["rev-parse", "HEAD^{tree}"])
+    );
     assert_eq!(b.manifest().unwrap().tree_id(), b.tree_id);
-    assert_eq!(b.head_commit.to_hex(), git(&f.repo(), &["rev-parse", "HEAD"]));
+    assert_eq!(
+        b.head_commit.to_hex(),
+        git(&f.repo(), &["rev-parse", "HEAD"])
+    );
 }
 
 #[test]
@@ -125,8 +175,15 @@ fn the_same_tree_reuses_the_cached_baseline() {
     assert!(warm.reused);
     assert_eq!(cold.files_dir, warm.files_dir);
     assert_eq!(warm.manifest().unwrap(), cold.manifest().unwrap());
-    let entries: Vec<String> = std::fs::read_dir(f.tmp.path().join("state/baselines")).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-    assert_eq!(entries, vec![cold.key.clone()], "no leftover build directories");
+    let entries: Vec<String> = std::fs::read_dir(f.tmp.path().join("state/baselines"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        entries,
+        vec![cold.key.clone()],
+        "no leftover build directories"
+    );
 }
 
 #[test]
@@ -134,26 +191,47 @@ fn a_recorded_baseline_reopens_by_key_whatever_the_working_tree_says_now() {
     let f = Fixture::new(FILES);
     write(&f.repo(), "README.md", "uncommitted\n");
     let first = f.baseline(true);
-    write(&f.repo(), "README.md", "edited again after the run started\n");
-    let again = Baseline::reopen(&f.repo(), &f.state(), &first.key, first.head_commit, true).unwrap();
+    write(
+        &f.repo(),
+        "README.md",
+        "edited again after the run started\n",
+    );
+    let again =
+        Baseline::reopen(&f.repo(), &f.state(), &first.key, first.head_commit, true).unwrap();
     assert_eq!(again.tree_id, first.tree_id);
     assert_eq!(again.files_dir, first.files_dir);
-    assert_eq!(std::fs::read_to_string(again.files_dir.join("README.md")).unwrap(), "uncommitted\n");
+    assert_eq!(
+        std::fs::read_to_string(again.files_dir.join("README.md")).unwrap(),
+        "uncommitted\n"
+    );
     for bad in ["../x", ".building-1", ""] {
-        assert!(Baseline::reopen(&f.repo(), &f.state(), bad, first.head_commit, true).is_err(), "{bad:?}");
+        assert!(
+            Baseline::reopen(&f.repo(), &f.state(), bad, first.head_commit, true).is_err(),
+            "{bad:?}"
+        );
     }
 }
 
 #[test]
 fn include_uncommitted_takes_working_tree_changes_and_untracked_files_but_not_ignored_ones() {
-    let f = Fixture::new(&[("a.txt", "committed\n"), (".gitignore", "*.log\n"), ("gone.txt", "x\n")]);
+    let f = Fixture::new(&[
+        ("a.txt", "committed\n"),
+        (".gitignore", "*.log\n"),
+        ("gone.txt", "x\n"),
+    ]);
     write(&f.repo(), "a.txt", "edited\n");
     write(&f.repo(), "new.txt", "untracked\n");
     write(&f.repo(), "debug.log", "ignored\n");
     std::fs::remove_file(f.repo().join("gone.txt")).unwrap();
     let b = f.baseline(true);
-    assert_eq!(std::fs::read_to_string(b.files_dir.join("a.txt")).unwrap(), "edited\n");
-    assert_eq!(std::fs::read_to_string(b.files_dir.join("new.txt")).unwrap(), "untracked\n");
+    assert_eq!(
+        std::fs::read_to_string(b.files_dir.join("a.txt")).unwrap(),
+        "edited\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(b.files_dir.join("new.txt")).unwrap(),
+        "untracked\n"
+    );
     assert!(!b.files_dir.join("debug.log").exists());
     assert!(!b.files_dir.join("gone.txt").exists());
     // The tree id is git's id of that state.
@@ -170,19 +248,42 @@ fn include_uncommitted_leaves_out_a_state_dir_inside_the_repository() {
     write(&state_path, "runs/r/receipt.jsonl", "{}\n");
     write(&f.repo(), "new.txt", "n\n");
     let state = SafeDir::open(&state_path).unwrap();
-    let b = Baseline::prepare(&f.repo(), &state, &BaselineOptions { include_uncommitted: true, owner: zone_owner() }).unwrap();
+    let b = Baseline::prepare(
+        &f.repo(),
+        &state,
+        &BaselineOptions {
+            include_uncommitted: true,
+            owner: zone_owner(),
+        },
+    )
+    .unwrap();
     assert!(b.files_dir.join("new.txt").exists());
     assert!(!b.files_dir.join(".loopexec").exists());
-    assert!(b.manifest().unwrap().iter().all(|(p, _)| !p.starts_with(b".loopexec")));
+    assert!(b
+        .manifest()
+        .unwrap()
+        .iter()
+        .all(|(p, _)| !p.starts_with(b".loopexec")));
 }
 
 #[test]
 fn overlay_paths_with_option_separators_and_an_upper_without_work_are_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path().display();
-    for spec in [format!("target=/ws,lower={d}/a:b"), format!("target=/ws,lower={d},upper={d}")] {
-        let out = Command::new(bin()).args(["--json", "sandbox", "--overlay", &spec, "--", "/bin/true"]).output().unwrap();
-        assert_eq!(out.status.code(), Some(20), "{spec}: {}", String::from_utf8_lossy(&out.stdout));
+    for spec in [
+        format!("target=/ws,lower={d}/a:b"),
+        format!("target=/ws,lower={d},upper={d}"),
+    ] {
+        let out = Command::new(bin())
+            .args(["--json", "sandbox", "--overlay", &spec, "--", "/bin/true"])
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(20),
+            "{spec}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
     }
 }
 
@@ -212,7 +313,10 @@ fn commit_crafted_tree(repo: &Path, entry_name: &[u8]) {
         .unwrap();
     use std::io::Write;
     child.stdin.take().unwrap().write_all(&body).unwrap();
-    let tree = String::from_utf8(child.wait_with_output().unwrap().stdout).unwrap().trim().to_string();
+    let tree = String::from_utf8(child.wait_with_output().unwrap().stdout)
+        .unwrap()
+        .trim()
+        .to_string();
     let commit = git(repo, &["commit-tree", &tree, "-m", "crafted"]);
     git(repo, &["update-ref", "HEAD", &commit]);
 }
@@ -222,11 +326,20 @@ fn dot_dot_absolute_and_dot_git_tree_entries_are_refused_and_nothing_is_written(
     for name in [&b".."[..], b"/etc", b".git", b"a/../../escape"] {
         let f = Fixture::new(&[("a", "x\n")]);
         commit_crafted_tree(&f.repo(), name);
-        let err = Baseline::prepare(&f.repo(), &f.state(), &BaselineOptions::default()).unwrap_err();
-        assert!(matches!(err, WorkspaceError::UnsafePath { .. }), "{:?}: {err}", String::from_utf8_lossy(name));
-        let left: Vec<_> = std::fs::read_dir(f.tmp.path().join("state/baselines")).unwrap().collect();
+        let err =
+            Baseline::prepare(&f.repo(), &f.state(), &BaselineOptions::default()).unwrap_err();
+        assert!(
+            matches!(err, WorkspaceError::UnsafePath { .. }),
+            "{:?}: {err}",
+            String::from_utf8_lossy(name)
+        );
+        let left: Vec<_> = std::fs::read_dir(f.tmp.path().join("state/baselines"))
+            .unwrap()
+            .collect();
         assert!(left.is_empty(), "nothing materialised");
-        assert!(!f.tmp.path().join("escape").exists() && !f.tmp.path().join("state/escape").exists());
+        assert!(
+            !f.tmp.path().join("escape").exists() && !f.tmp.path().join("state/escape").exists()
+        );
     }
 }
 
@@ -240,9 +353,18 @@ fn a_symlink_pointing_outside_is_materialised_as_a_symlink_never_followed() {
     let b = f.baseline(false);
     let meta = std::fs::symlink_metadata(b.files_dir.join("passwd")).unwrap();
     assert!(meta.file_type().is_symlink());
-    assert_eq!(std::fs::read_link(b.files_dir.join("passwd")).unwrap(), Path::new("/etc/passwd"));
-    assert!(std::fs::symlink_metadata(b.files_dir.join("up")).unwrap().file_type().is_symlink());
-    assert_eq!(b.tree_id.to_hex(), git(&f.repo(), &["rev-parse", "HEAD^{tree}"]));
+    assert_eq!(
+        std::fs::read_link(b.files_dir.join("passwd")).unwrap(),
+        Path::new("/etc/passwd")
+    );
+    assert!(std::fs::symlink_metadata(b.files_dir.join("up"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(
+        b.tree_id.to_hex(),
+        git(&f.repo(), &["rev-parse", "HEAD^{tree}"])
+    );
 }
 
 // ------------------------------------------------- hostile repository config
@@ -252,16 +374,31 @@ const MARKER_SCRIPT: &str = "touch {m}; cat";
 /// A repository whose .git/config, hooks and attributes would each leave a marker file if git
 /// ever ran them.
 fn hostile_fixture() -> (Fixture, PathBuf) {
-    let f = Fixture::new(&[("a.txt", "one\n"), (".gitattributes", "* filter=evil diff=evil\n"), ("tests/test_a.py", "x\n")]);
+    let f = Fixture::new(&[
+        ("a.txt", "one\n"),
+        (".gitattributes", "* filter=evil diff=evil\n"),
+        ("tests/test_a.py", "x\n"),
+    ]);
     let markers = f.tmp.path().join("markers");
     std::fs::create_dir(&markers).unwrap();
     let m = |name: &str| markers.join(name).display().to_string();
     let hooks = f.tmp.path().join("evil-hooks");
     std::fs::create_dir(&hooks).unwrap();
-    for hook in ["pre-commit", "post-commit", "reference-transaction", "post-checkout", "post-index-change", "pre-auto-gc"] {
+    for hook in [
+        "pre-commit",
+        "post-commit",
+        "reference-transaction",
+        "post-checkout",
+        "post-index-change",
+        "pre-auto-gc",
+    ] {
         for dir in [hooks.clone(), f.repo().join(".git/hooks")] {
             let p = dir.join(hook);
-            std::fs::write(&p, format!("#!/bin/sh\ntouch {}\n", m(&format!("hook-{hook}")))).unwrap();
+            std::fs::write(
+                &p,
+                format!("#!/bin/sh\ntouch {}\n", m(&format!("hook-{hook}"))),
+            )
+            .unwrap();
             std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
         }
     }
@@ -289,7 +426,10 @@ fn hostile_fixture() -> (Fixture, PathBuf) {
 }
 
 fn markers_left(markers: &Path) -> Vec<String> {
-    std::fs::read_dir(markers).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect()
+    std::fs::read_dir(markers)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect()
 }
 
 #[test]
@@ -297,14 +437,37 @@ fn hostile_git_config_hooks_and_filters_never_run_from_baseline_to_delivery() {
     let (f, markers) = hostile_fixture();
     write(&f.repo(), "a.txt", "two\n"); // a stat-dirty tracked file: the moment a clean filter would run
     write(&f.repo(), "untracked.txt", "u\n");
-    let b = Baseline::prepare(&f.repo(), &f.state(), &BaselineOptions { include_uncommitted: true, owner: zone_owner() }).unwrap();
-    assert_eq!(std::fs::read_to_string(b.files_dir.join("a.txt")).unwrap(), "two\n");
+    let b = Baseline::prepare(
+        &f.repo(),
+        &f.state(),
+        &BaselineOptions {
+            include_uncommitted: true,
+            owner: zone_owner(),
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(b.files_dir.join("a.txt")).unwrap(),
+        "two\n"
+    );
     let ws = Workspace::create(b, &f.run_dir(), zone_owner()).unwrap();
     write_as_agent(ws.upper_dir(), "agent.txt", "by the agent\n");
     let snap = ws.snapshot(&WorkspaceLimits::default()).unwrap();
-    let d = deliver(&ws, &snap, "r-hostile", &f.run_dir(), "loopexec run r-hostile", &WorkspaceLimits::default()).unwrap();
+    let d = deliver(
+        &ws,
+        &snap,
+        "r-hostile",
+        &f.run_dir(),
+        "loopexec run r-hostile",
+        &WorkspaceLimits::default(),
+    )
+    .unwrap();
     assert!(d.patch.exists());
-    assert_eq!(markers_left(&markers), Vec::<String>::new(), "something of the repository's config ran");
+    assert_eq!(
+        markers_left(&markers),
+        Vec::<String>::new(),
+        "something of the repository's config ran"
+    );
 }
 
 // ---------------------------------------------------------------- snapshot
@@ -321,8 +484,22 @@ fn an_untouched_workspace_snapshots_to_the_baseline_tree() {
 /// The tree id git computes for the repository after running `script` in a checkout of it.
 fn git_tree_after(f: &Fixture, script: &str) -> String {
     let copy = f.tmp.path().join("reference");
-    git(f.tmp.path(), &["clone", "-q", "--no-local", f.repo().to_str().unwrap(), copy.to_str().unwrap()]);
-    let st = Command::new("/bin/sh").arg("-c").arg(script).current_dir(&copy).status().unwrap();
+    git(
+        f.tmp.path(),
+        &[
+            "clone",
+            "-q",
+            "--no-local",
+            f.repo().to_str().unwrap(),
+            copy.to_str().unwrap(),
+        ],
+    );
+    let st = Command::new("/bin/sh")
+        .arg("-c")
+        .arg(script)
+        .current_dir(&copy)
+        .status()
+        .unwrap();
     assert!(st.success());
     git(&copy, &["add", "-A"]);
     git(&copy, &["write-tree"])
@@ -338,13 +515,19 @@ fn the_agent_edits_through_the_overlay_and_the_snapshot_tree_id_is_gits() {
     let (code, out) = in_zone(&ws.agent_overlay(Path::new("/ws")), AGENT_EDITS);
     assert_eq!(code, 0, "{out}");
     // The baseline was not modified.
-    assert_eq!(std::fs::read_to_string(ws.baseline().files_dir.join("README.md")).unwrap(), "hello\n");
+    assert_eq!(
+        std::fs::read_to_string(ws.baseline().files_dir.join("README.md")).unwrap(),
+        "hello\n"
+    );
     let snap = ws.snapshot(&WorkspaceLimits::default()).unwrap();
     assert_eq!(snap.tree_id.to_hex(), git_tree_after(&f, AGENT_EDITS));
     // A symlink in the upper layer is recorded as a symlink (its target, never its target's content).
     let evil = snap.manifest.get(b"evil").unwrap();
     assert_eq!(evil.kind, loopexec::workspace::EntryKind::Symlink);
-    assert_eq!(evil.oid, loopexec::workspace::object_id::blob_id(b"/etc/shadow"));
+    assert_eq!(
+        evil.oid,
+        loopexec::workspace::object_id::blob_id(b"/etc/shadow")
+    );
     // The opaque tests/ directory hid the baseline's tests.
     assert!(snap.manifest.get(b"tests/test_lib.py").is_none());
 }
@@ -353,11 +536,18 @@ fn the_agent_edits_through_the_overlay_and_the_snapshot_tree_id_is_gits() {
 fn a_planted_dot_git_and_a_fifo_are_left_out_of_the_tree() {
     let f = Fixture::new(FILES);
     let ws = f.workspace();
-    let (code, out) = in_zone(&ws.agent_overlay(Path::new("/ws")), "set -e; mkdir -p .git/hooks; echo x > .git/config; mkfifo pipe");
+    let (code, out) = in_zone(
+        &ws.agent_overlay(Path::new("/ws")),
+        "set -e; mkdir -p .git/hooks; echo x > .git/config; mkfifo pipe",
+    );
     assert_eq!(code, 0, "{out}");
     let snap = ws.snapshot(&WorkspaceLimits::default()).unwrap();
     assert_eq!(snap.tree_id, ws.baseline().tree_id);
-    let left: Vec<String> = snap.not_in_tree.iter().map(|p| String::from_utf8_lossy(p).into_owned()).collect();
+    let left: Vec<String> = snap
+        .not_in_tree
+        .iter()
+        .map(|p| String::from_utf8_lossy(p).into_owned())
+        .collect();
     assert_eq!(left, vec![".git".to_string(), "pipe".to_string()]);
 }
 
@@ -369,24 +559,40 @@ fn changes_after(script: &str) -> Vec<(String, ChangeKind)> {
     let (code, out) = in_zone(&ws.agent_overlay(Path::new("/ws")), script);
     assert_eq!(code, 0, "{out}");
     let snap = ws.snapshot(&WorkspaceLimits::default()).unwrap();
-    protected_changes(ws.baseline().manifest().unwrap(), &snap, &ProtectedPaths::defaults()).into_iter().map(|c| (c.path, c.change)).collect()
+    protected_changes(
+        ws.baseline().manifest().unwrap(),
+        &snap,
+        &ProtectedPaths::defaults(),
+    )
+    .into_iter()
+    .map(|c| (c.path, c.change))
+    .collect()
 }
 
 #[test]
 fn editing_a_test_is_a_protected_modification() {
-    assert_eq!(changes_after("echo 'def test_f(): pass' > tests/test_lib.py"), vec![("tests/test_lib.py".into(), ChangeKind::Modified)]);
+    assert_eq!(
+        changes_after("echo 'def test_f(): pass' > tests/test_lib.py"),
+        vec![("tests/test_lib.py".into(), ChangeKind::Modified)]
+    );
 }
 
 #[test]
 fn deleting_a_test_is_a_protected_deletion() {
-    assert_eq!(changes_after("rm tests/test_other.py"), vec![("tests/test_other.py".into(), ChangeKind::Deleted)]);
+    assert_eq!(
+        changes_after("rm tests/test_other.py"),
+        vec![("tests/test_other.py".into(), ChangeKind::Deleted)]
+    );
 }
 
 #[test]
 fn creating_a_protected_path_that_did_not_exist_is_an_addition() {
     assert_eq!(
         changes_after("echo 'import pytest' > conftest.py; echo x > src/test_sneaky.py"),
-        vec![("conftest.py".into(), ChangeKind::Added), ("src/test_sneaky.py".into(), ChangeKind::Added)]
+        vec![
+            ("conftest.py".into(), ChangeKind::Added),
+            ("src/test_sneaky.py".into(), ChangeKind::Added)
+        ]
     );
 }
 
@@ -400,12 +606,18 @@ fn a_symlink_planted_at_a_protected_path_is_a_change() {
 
 #[test]
 fn a_hardlink_planted_on_a_protected_file_is_a_change() {
-    assert_eq!(changes_after("ln tests/test_other.py src/alias.py"), vec![("tests/test_other.py".into(), ChangeKind::Hardlinked)]);
+    assert_eq!(
+        changes_after("ln tests/test_other.py src/alias.py"),
+        vec![("tests/test_other.py".into(), ChangeKind::Hardlinked)]
+    );
 }
 
 #[test]
 fn editing_sources_only_changes_no_protected_path() {
-    assert_eq!(changes_after("echo 'def f(): return 2' > src/lib.py; echo x > src/util.py"), vec![]);
+    assert_eq!(
+        changes_after("echo 'def f(): return 2' > src/lib.py; echo x > src/util.py"),
+        vec![]
+    );
 }
 
 // ------------------------------------------------------------- check layers
@@ -421,11 +633,37 @@ fn the_check_sees_protected_paths_from_t0_and_the_agents_other_changes() {
     let snap = ws.snapshot(&WorkspaceLimits::default()).unwrap();
     let check_dir = f.tmp.path().join("run/check-1");
     std::fs::create_dir(&check_dir).unwrap();
-    let frozen = FrozenLayer::build(ws.baseline(), &ProtectedPaths::defaults(), &f.run_dir(), zone_owner()).unwrap();
-    let layers = check_layers(&ws, &snap, &frozen, &ProtectedPaths::defaults(), &|_| false, &SafeDir::open(&check_dir).unwrap(), Path::new("/ws"), zone_owner()).unwrap();
-    assert_eq!(layers.overlay.lowers[..2], [frozen.path().to_path_buf(), check_dir.join("hide")]);
+    let frozen = FrozenLayer::build(
+        ws.baseline(),
+        &ProtectedPaths::defaults(),
+        &f.run_dir(),
+        zone_owner(),
+    )
+    .unwrap();
+    let layers = check_layers(
+        &ws,
+        &snap,
+        &frozen,
+        &ProtectedPaths::defaults(),
+        &|_| false,
+        &SafeDir::open(&check_dir).unwrap(),
+        Path::new("/ws"),
+        zone_owner(),
+    )
+    .unwrap();
+    assert_eq!(
+        layers.overlay.lowers[..2],
+        [frozen.path().to_path_buf(), check_dir.join("hide")]
+    );
     assert!(layers.overlay.volatile);
-    assert_eq!(layers.hidden, vec![".git".to_string(), "conftest.py".to_string(), "tests/test_new.py".to_string()]);
+    assert_eq!(
+        layers.hidden,
+        vec![
+            ".git".to_string(),
+            "conftest.py".to_string(),
+            "tests/test_new.py".to_string()
+        ]
+    );
     let (code, out) = in_zone(
         &layers.overlay,
         "cat tests/test_lib.py tests/test_other.py src/lib.py; ls -A .; ls -A tests; echo scribble > tests/test_lib.py && echo wrote",
@@ -437,9 +675,18 @@ fn the_check_sees_protected_paths_from_t0_and_the_agents_other_changes() {
     );
     assert_eq!(out, expected);
     // The check's own writes went to its scratch layer: the agent's layer and t0 are unchanged.
-    assert_eq!(std::fs::read_to_string(ws.upper_dir().join("tests/test_lib.py")).unwrap(), "def test_f(): pass\n");
-    assert_eq!(std::fs::read_to_string(ws.baseline().files_dir.join("tests/test_lib.py")).unwrap(), FILES[1].1);
-    assert_eq!(ws.snapshot(&WorkspaceLimits::default()).unwrap().tree_id, snap.tree_id);
+    assert_eq!(
+        std::fs::read_to_string(ws.upper_dir().join("tests/test_lib.py")).unwrap(),
+        "def test_f(): pass\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.baseline().files_dir.join("tests/test_lib.py")).unwrap(),
+        FILES[1].1
+    );
+    assert_eq!(
+        ws.snapshot(&WorkspaceLimits::default()).unwrap().tree_id,
+        snap.tree_id
+    );
 }
 
 #[test]
@@ -448,14 +695,33 @@ fn a_protected_file_the_agent_replaced_by_a_fifo_is_seen_from_t0_by_the_check() 
     // t0 file at the same protected path is what the check reads.
     let f = Fixture::new(FILES);
     let ws = f.workspace();
-    let (code, out) = in_zone(&ws.agent_overlay(Path::new("/ws")), "rm tests/test_other.py && mkfifo tests/test_other.py");
+    let (code, out) = in_zone(
+        &ws.agent_overlay(Path::new("/ws")),
+        "rm tests/test_other.py && mkfifo tests/test_other.py",
+    );
     assert_eq!(code, 0, "{out}");
     let snap = ws.snapshot(&WorkspaceLimits::default()).unwrap();
     assert_eq!(snap.not_in_tree, vec![b"tests/test_other.py".to_vec()]);
-    let frozen = FrozenLayer::build(ws.baseline(), &ProtectedPaths::defaults(), &f.run_dir(), zone_owner()).unwrap();
+    let frozen = FrozenLayer::build(
+        ws.baseline(),
+        &ProtectedPaths::defaults(),
+        &f.run_dir(),
+        zone_owner(),
+    )
+    .unwrap();
     let check_dir = f.tmp.path().join("run/check-1");
     std::fs::create_dir(&check_dir).unwrap();
-    let layers = check_layers(&ws, &snap, &frozen, &ProtectedPaths::defaults(), &|_| false, &SafeDir::open(&check_dir).unwrap(), Path::new("/ws"), zone_owner()).unwrap();
+    let layers = check_layers(
+        &ws,
+        &snap,
+        &frozen,
+        &ProtectedPaths::defaults(),
+        &|_| false,
+        &SafeDir::open(&check_dir).unwrap(),
+        Path::new("/ws"),
+        zone_owner(),
+    )
+    .unwrap();
     assert_eq!(layers.hidden, vec!["tests/test_other.py".to_string()]);
     let (code, out) = in_zone(&layers.overlay, "cat tests/test_other.py");
     assert_eq!((code, out.as_str()), (0, FILES[2].1));
@@ -481,7 +747,11 @@ fn operator_state(repo: &Path) -> Vec<(String, Vec<u8>)> {
             if meta.is_dir() {
                 stack.push(p);
             } else {
-                out.push((p.strip_prefix(repo).unwrap().display().to_string() + &format!(" {:o} {}", meta.mode(), meta.mtime_nsec()), std::fs::read(&p).unwrap_or_default()));
+                out.push((
+                    p.strip_prefix(repo).unwrap().display().to_string()
+                        + &format!(" {:o} {}", meta.mode(), meta.mtime_nsec()),
+                    std::fs::read(&p).unwrap_or_default(),
+                ));
             }
         }
     }
@@ -495,20 +765,52 @@ fn delivery_creates_the_branch_and_patch_and_leaves_head_index_and_working_tree_
     write(&f.repo(), "src/lib.py", "operator's uncommitted edit\n");
     let before = operator_state(&f.repo());
     let ws = f.workspace();
-    let (code, out) = in_zone(&ws.agent_overlay(Path::new("/ws")), "echo 'def f():\n    return 2' > src/lib.py; echo n > src/new.py; rm README.md");
+    let (code, out) = in_zone(
+        &ws.agent_overlay(Path::new("/ws")),
+        "echo 'def f():\n    return 2' > src/lib.py; echo n > src/new.py; rm README.md",
+    );
     assert_eq!(code, 0, "{out}");
     let snap = ws.snapshot(&WorkspaceLimits::default()).unwrap();
-    let d = deliver(&ws, &snap, "r-1", &f.run_dir(), "loopexec run r-1", &WorkspaceLimits::default()).unwrap();
+    let d = deliver(
+        &ws,
+        &snap,
+        "r-1",
+        &f.run_dir(),
+        "loopexec run r-1",
+        &WorkspaceLimits::default(),
+    )
+    .unwrap();
     assert_eq!(operator_state(&f.repo()), before);
     assert_eq!(d.branch, "loopexec/r-1");
-    assert_eq!(git(&f.repo(), &["rev-parse", "loopexec/r-1^{tree}"]), snap.tree_id.to_hex());
-    assert_eq!(git(&f.repo(), &["rev-parse", "loopexec/r-1^"]), git(&f.repo(), &["rev-parse", "HEAD"]));
-    assert_eq!(git(&f.repo(), &["log", "-1", "--format=%an <%ae>", "loopexec/r-1"]), "loopexec <loopexec@localhost>");
+    assert_eq!(
+        git(&f.repo(), &["rev-parse", "loopexec/r-1^{tree}"]),
+        snap.tree_id.to_hex()
+    );
+    assert_eq!(
+        git(&f.repo(), &["rev-parse", "loopexec/r-1^"]),
+        git(&f.repo(), &["rev-parse", "HEAD"])
+    );
+    assert_eq!(
+        git(
+            &f.repo(),
+            &["log", "-1", "--format=%an <%ae>", "loopexec/r-1"]
+        ),
+        "loopexec <loopexec@localhost>"
+    );
     assert_eq!(git(&f.repo(), &["show", "loopexec/r-1:src/new.py"]), "n");
     assert_eq!(git(&f.repo(), &["symbolic-ref", "HEAD"]), "refs/heads/main");
     // The patch turns t0 into the delivered tree.
     let check = f.tmp.path().join("apply");
-    git(f.tmp.path(), &["clone", "-q", "--no-local", f.repo().to_str().unwrap(), check.to_str().unwrap()]);
+    git(
+        f.tmp.path(),
+        &[
+            "clone",
+            "-q",
+            "--no-local",
+            f.repo().to_str().unwrap(),
+            check.to_str().unwrap(),
+        ],
+    );
     git(&check, &["apply", "--index", d.patch.to_str().unwrap()]);
     assert_eq!(git(&check, &["write-tree"]), snap.tree_id.to_hex());
     assert!(!f.tmp.path().join("run/delivery.index").exists());
@@ -522,8 +824,19 @@ fn delivery_never_overwrites_an_existing_branch() {
     let ws = f.workspace();
     write_as_agent(ws.upper_dir(), "x.txt", "x\n");
     let snap = ws.snapshot(&WorkspaceLimits::default()).unwrap();
-    let err = deliver(&ws, &snap, "r-2", &f.run_dir(), "m", &WorkspaceLimits::default()).unwrap_err();
-    assert!(matches!(err, WorkspaceError::BranchExists(ref b) if b == "loopexec/r-2"), "{err}");
+    let err = deliver(
+        &ws,
+        &snap,
+        "r-2",
+        &f.run_dir(),
+        "m",
+        &WorkspaceLimits::default(),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(err, WorkspaceError::BranchExists(ref b) if b == "loopexec/r-2"),
+        "{err}"
+    );
     assert_eq!(git(&f.repo(), &["rev-parse", "loopexec/r-2"]), tip);
 }
 
@@ -533,10 +846,22 @@ fn delivery_never_overwrites_an_existing_branch() {
 fn an_overlay_target_overlapping_a_grant_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let out = Command::new(bin())
-        .args(["--json", "sandbox", "--overlay", &format!("target=/usr/lib,lower={}", tmp.path().display()), "--", "/bin/true"])
+        .args([
+            "--json",
+            "sandbox",
+            "--overlay",
+            &format!("target=/usr/lib,lower={}", tmp.path().display()),
+            "--",
+            "/bin/true",
+        ])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(20), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(
+        out.status.code(),
+        Some(20),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     assert!(String::from_utf8_lossy(&out.stdout).contains("overlaps the granted path /usr"));
 }
 
@@ -551,7 +876,13 @@ fn as_root_layers_beneath_a_directory_only_the_operator_traverses_are_mounted() 
     let second = f.tmp.path().join("second-lower");
     std::fs::create_dir(&second).unwrap();
     std::fs::set_permissions(&second, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let o = sandbox::OverlayMount { target: "/ws".into(), lowers: vec![second, b.files_dir.clone()], upper: None, work: None, volatile: false };
+    let o = sandbox::OverlayMount {
+        target: "/ws".into(),
+        lowers: vec![second, b.files_dir.clone()],
+        upper: None,
+        work: None,
+        volatile: false,
+    };
     let (code, out) = in_zone(&o, "cat README.md");
     assert_eq!((code, out.as_str()), (0, "hello\n"));
 }
@@ -563,9 +894,18 @@ fn a_zone_mountinfo_names_no_host_path_of_its_overlay_layers() {
     let o = ws.agent_overlay(Path::new("/ws"));
     let (code, out) = in_zone(&o, "cat /proc/self/mountinfo");
     assert_eq!(code, 0, "{out}");
-    let overlay_line = out.lines().find(|l| l.contains(" /ws ")).unwrap_or_else(|| panic!("no /ws mount in {out}"));
-    assert!(overlay_line.contains("lowerdir=/layers/0,"), "{overlay_line}");
-    assert!(overlay_line.contains("upperdir=/layers/1/upper,workdir=/layers/1/work"), "{overlay_line}");
+    let overlay_line = out
+        .lines()
+        .find(|l| l.contains(" /ws "))
+        .unwrap_or_else(|| panic!("no /ws mount in {out}"));
+    assert!(
+        overlay_line.contains("lowerdir=/layers/0,"),
+        "{overlay_line}"
+    );
+    assert!(
+        overlay_line.contains("upperdir=/layers/1/upper,workdir=/layers/1/work"),
+        "{overlay_line}"
+    );
     let tmp = f.tmp.path().to_string_lossy().into_owned();
     assert!(!out.contains(&tmp), "mountinfo names {tmp}: {out}");
 }
@@ -574,8 +914,17 @@ fn a_zone_mountinfo_names_no_host_path_of_its_overlay_layers() {
 fn a_read_only_overlay_cannot_be_written() {
     let f = Fixture::new(FILES);
     let b = f.baseline(false);
-    let o = sandbox::OverlayMount { target: "/ws".into(), lowers: vec![b.files_dir.clone()], upper: None, work: None, volatile: false };
+    let o = sandbox::OverlayMount {
+        target: "/ws".into(),
+        lowers: vec![b.files_dir.clone()],
+        upper: None,
+        work: None,
+        volatile: false,
+    };
     let (code, out) = in_zone(&o, "cat README.md; echo x > README.md");
     assert_ne!(code, 0);
-    assert!(out.starts_with("hello\n") && out.contains("Read-only file system"), "{out}");
+    assert!(
+        out.starts_with("hello\n") && out.contains("Read-only file system"),
+        "{out}"
+    );
 }

@@ -25,33 +25,56 @@ fn stdout(o: &Output) -> String {
 fn workspace() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     if is_root() {
-        std::os::unix::fs::chown(dir.path(), Some(ZONE_UID_WHEN_ROOT), Some(ZONE_UID_WHEN_ROOT)).unwrap();
+        std::os::unix::fs::chown(
+            dir.path(),
+            Some(ZONE_UID_WHEN_ROOT),
+            Some(ZONE_UID_WHEN_ROOT),
+        )
+        .unwrap();
     }
     dir
 }
 
-
 #[test]
 fn true_exits_zero() {
-    let o = Command::new(bin()).args(["sandbox", "--", "/bin/true"]).output().unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = Command::new(bin())
+        .args(["sandbox", "--", "/bin/true"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 #[test]
 fn exit_code_of_the_command_is_returned() {
     let o = sandbox(&[], "exit 7");
-    assert_eq!(o.status.code(), Some(7), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(7),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 #[test]
 fn command_found_through_the_zone_path() {
-    let o = Command::new(bin()).args(["sandbox", "--", "true"]).output().unwrap();
+    let o = Command::new(bin())
+        .args(["sandbox", "--", "true"])
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(0));
 }
 
 #[test]
 fn missing_command_is_an_execution_failure() {
-    let o = Command::new(bin()).args(["--json", "sandbox", "--", "/no/such/program"]).output().unwrap();
+    let o = Command::new(bin())
+        .args(["--json", "sandbox", "--", "/no/such/program"])
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(40));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["errors"][0]["code"], "spawn_failed");
@@ -59,12 +82,18 @@ fn missing_command_is_an_execution_failure() {
 
 #[test]
 fn zone_sees_no_host_processes() {
-    let o = sandbox(&[], "ls /proc | grep -c '^[0-9]'; cat /proc/1/cmdline | tr '\\0' ' '");
+    let o = sandbox(
+        &[],
+        "ls /proc | grep -c '^[0-9]'; cat /proc/1/cmdline | tr '\\0' ' '",
+    );
     let text = stdout(&o);
     let mut lines = text.lines();
     let count: u32 = lines.next().unwrap().trim().parse().unwrap();
     assert!(count <= 4, "zone sees {count} processes: {text}");
-    assert!(lines.next().unwrap().starts_with("loopexec-zone-init"), "{text}");
+    assert!(
+        lines.next().unwrap().starts_with("loopexec-zone-init"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -75,10 +104,16 @@ fn zone_has_loopback_only() {
 
 #[test]
 fn zone_has_no_capabilities_no_new_privs_and_seccomp() {
-    let o = sandbox(&[], "grep -E '^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs|Seccomp):' /proc/self/status");
+    let o = sandbox(
+        &[],
+        "grep -E '^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs|Seccomp):' /proc/self/status",
+    );
     let text = stdout(&o);
     for set in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
-        assert!(text.contains(&format!("{set}:\t0000000000000000")), "{set}: {text}");
+        assert!(
+            text.contains(&format!("{set}:\t0000000000000000")),
+            "{set}: {text}"
+        );
     }
     assert!(text.contains("NoNewPrivs:\t1"), "{text}");
     assert!(text.contains("Seccomp:\t2"), "{text}");
@@ -86,7 +121,10 @@ fn zone_has_no_capabilities_no_new_privs_and_seccomp() {
 
 #[test]
 fn system_is_read_only() {
-    let o = sandbox(&[], "touch /usr/loopexec-probe; echo $?; touch /loopexec-probe; echo $?");
+    let o = sandbox(
+        &[],
+        "touch /usr/loopexec-probe; echo $?; touch /loopexec-probe; echo $?",
+    );
     assert_eq!(stdout(&o), "1\n1\n");
     assert!(!Path::new("/usr/loopexec-probe").exists());
 }
@@ -102,8 +140,16 @@ fn granted_path_is_writable_and_the_write_reaches_the_host() {
     let ws = workspace();
     let p = ws.path().display().to_string();
     let o = sandbox(&["--rw", &p], &format!("echo hello > {p}/out.txt"));
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(std::fs::read_to_string(ws.path().join("out.txt")).unwrap(), "hello\n");
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("out.txt")).unwrap(),
+        "hello\n"
+    );
 }
 
 #[test]
@@ -114,7 +160,8 @@ fn protected_paths_stay_read_only_and_cannot_be_swapped() {
     std::fs::write(git.join("config"), "[core]\n").unwrap();
     if is_root() {
         for p in [git.as_path(), &git.join("config")] {
-            std::os::unix::fs::chown(p, Some(ZONE_UID_WHEN_ROOT), Some(ZONE_UID_WHEN_ROOT)).unwrap();
+            std::os::unix::fs::chown(p, Some(ZONE_UID_WHEN_ROOT), Some(ZONE_UID_WHEN_ROOT))
+                .unwrap();
         }
     }
     let p = ws.path().display().to_string();
@@ -123,8 +170,14 @@ fn protected_paths_stay_read_only_and_cannot_be_swapped() {
         &format!("cd {p}; echo '[core] hooksPath=/tmp' >> .git/config; mkdir -p .git/hooks/x; mv .git g2; touch .gitmodules; true"),
     );
     assert_eq!(o.status.code(), Some(0));
-    assert_eq!(std::fs::read_to_string(git.join("config")).unwrap(), "[core]\n");
-    assert!(!git.join("hooks").exists(), "placeholder left behind or hook created");
+    assert_eq!(
+        std::fs::read_to_string(git.join("config")).unwrap(),
+        "[core]\n"
+    );
+    assert!(
+        !git.join("hooks").exists(),
+        "placeholder left behind or hook created"
+    );
     assert!(!ws.path().join("g2").exists());
     assert!(!ws.path().join(".gitmodules").exists());
 }
@@ -135,12 +188,19 @@ fn a_symlinked_protected_path_is_isolation_unsatisfiable_naming_the_path() {
     let outside = tempfile::tempdir().unwrap();
     std::os::unix::fs::symlink(outside.path(), ws.path().join(".git")).unwrap();
     let p = ws.path().display().to_string();
-    let o = Command::new(bin()).args(["sandbox", "--json", "--rw", &p, "--", "/bin/true"]).current_dir("/").output().unwrap();
+    let o = Command::new(bin())
+        .args(["sandbox", "--json", "--rw", &p, "--", "/bin/true"])
+        .current_dir("/")
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(30), "{}", stdout(&o));
     let out: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(out["errors"][0]["code"], "isolation_unsatisfiable", "{out}");
     let message = out["errors"][0]["message"].as_str().unwrap();
-    assert!(message.contains(&format!("{p}/.git")) && message.contains("symlink"), "{message}");
+    assert!(
+        message.contains(&format!("{p}/.git")) && message.contains("symlink"),
+        "{message}"
+    );
 }
 
 #[test]
@@ -159,12 +219,34 @@ fn a_placeholder_registry_inside_a_writable_grant_is_hidden_and_cannot_be_moved(
         .current_dir("/")
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(std::fs::read_to_string(ws.path().join("seen")).unwrap(), "", "the zone saw the registry's records");
-    assert!(!registry.join("forged.jsonl").exists(), "the zone planted a record");
-    assert!(!ws.path().join("moved").exists() && !ws.path().join("state/x").exists(), "the zone moved the registry away");
-    let left: Vec<_> = std::fs::read_dir(&registry).unwrap().map(|e| e.unwrap().file_name()).collect();
-    assert_eq!(left, vec![std::ffi::OsString::from("lock")], "the zone's record outlived it");
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("seen")).unwrap(),
+        "",
+        "the zone saw the registry's records"
+    );
+    assert!(
+        !registry.join("forged.jsonl").exists(),
+        "the zone planted a record"
+    );
+    assert!(
+        !ws.path().join("moved").exists() && !ws.path().join("state/x").exists(),
+        "the zone moved the registry away"
+    );
+    let left: Vec<_> = std::fs::read_dir(&registry)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        left,
+        vec![std::ffi::OsString::from("lock")],
+        "the zone's record outlived it"
+    );
 }
 
 #[test]
@@ -194,13 +276,19 @@ fn no_process_outlives_the_zone() {
     let o = sandbox(&[], &format!("setsid sh -c 'exec -a {marker} sleep 300' & (sh -c 'exec -a {marker} sleep 300' &); exit 0"));
     assert_eq!(o.status.code(), Some(0));
     std::thread::sleep(std::time::Duration::from_millis(100));
-    let left = Command::new("pgrep").args(["-f", &marker]).output().unwrap();
+    let left = Command::new("pgrep")
+        .args(["-f", &marker])
+        .output()
+        .unwrap();
     assert_eq!(String::from_utf8_lossy(&left.stdout), "");
 }
 
 #[test]
 fn json_report_lists_every_layer_as_applied() {
-    let o = Command::new(bin()).args(["--json", "sandbox", "--", "/bin/true"]).output().unwrap();
+    let o = Command::new(bin())
+        .args(["--json", "sandbox", "--", "/bin/true"])
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(0));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["command_exit_code"], 0);
@@ -212,7 +300,10 @@ fn json_report_lists_every_layer_as_applied() {
 
 #[test]
 fn doctor_passes_on_this_host() {
-    let o = Command::new(bin()).args(["--json", "doctor"]).output().unwrap();
+    let o = Command::new(bin())
+        .args(["--json", "doctor"])
+        .output()
+        .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(o.status.code(), Some(0), "{v}");
     assert_eq!(v["satisfiable"], true);
@@ -223,21 +314,43 @@ fn proxy_mode_denies_tcp_connect_through_landlock() {
     // agent.toml is network mode "proxy": without a proxy listener no TCP connect is allowed,
     // not even to loopback (Landlock ABI >= 4 answers EACCES; exec.toml gets "refused").
     let o = sandbox(&["--builtin", "agent"], "exec 3<>/dev/tcp/127.0.0.1/9");
-    assert!(String::from_utf8_lossy(&o.stderr).contains("Permission denied"), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("Permission denied"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let o = sandbox(&["--builtin", "exec"], "exec 3<>/dev/tcp/127.0.0.1/9");
-    assert!(String::from_utf8_lossy(&o.stderr).contains("Connection refused"), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("Connection refused"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 #[test]
 fn wall_clock_limit_kills_the_zone_with_the_budget_class() {
     let dir = tempfile::tempdir().unwrap();
     let policy = dir.path().join("short.toml");
-    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/exec.toml")).unwrap();
-    std::fs::write(&policy, text.replace("wall_clock_seconds = 1800", "wall_clock_seconds = 1")).unwrap();
+    let text =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/exec.toml"))
+            .unwrap();
+    std::fs::write(
+        &policy,
+        text.replace("wall_clock_seconds = 1800", "wall_clock_seconds = 1"),
+    )
+    .unwrap();
     let marker = format!("loopexec-wall-{}", std::process::id());
     let started = std::time::Instant::now();
     let o = Command::new(bin())
-        .args(["--json", "sandbox", "--policy", policy.to_str().unwrap(), "--", "/bin/bash", "-c"])
+        .args([
+            "--json",
+            "sandbox",
+            "--policy",
+            policy.to_str().unwrap(),
+            "--",
+            "/bin/bash",
+            "-c",
+        ])
         .arg(format!("exec -a {marker} sleep 60"))
         .output()
         .unwrap();
@@ -245,7 +358,10 @@ fn wall_clock_limit_kills_the_zone_with_the_budget_class() {
     assert!(started.elapsed() < std::time::Duration::from_secs(30));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["errors"][0]["code"], "wall_clock_exceeded");
-    let left = Command::new("pgrep").args(["-f", &marker]).output().unwrap();
+    let left = Command::new("pgrep")
+        .args(["-f", &marker])
+        .output()
+        .unwrap();
     assert_eq!(String::from_utf8_lossy(&left.stdout), "");
 }
 
@@ -253,9 +369,18 @@ fn wall_clock_limit_kills_the_zone_with_the_budget_class() {
 fn hidden_paths_are_covered() {
     let dir = tempfile::tempdir().unwrap();
     let policy = dir.path().join("hide.toml");
-    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/exec.toml")).unwrap();
-    std::fs::write(&policy, text.replace("hidden = []", "hidden = [\"/etc/passwd\", \"/etc/ssl\"]")).unwrap();
-    let o = sandbox(&["--policy", policy.to_str().unwrap()], "wc -c < /etc/passwd; ls -A /etc/ssl | wc -l; touch /etc/ssl/x 2>/dev/null || echo ro");
+    let text =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/exec.toml"))
+            .unwrap();
+    std::fs::write(
+        &policy,
+        text.replace("hidden = []", "hidden = [\"/etc/passwd\", \"/etc/ssl\"]"),
+    )
+    .unwrap();
+    let o = sandbox(
+        &["--policy", policy.to_str().unwrap()],
+        "wc -c < /etc/passwd; ls -A /etc/ssl | wc -l; touch /etc/ssl/x 2>/dev/null || echo ro",
+    );
     assert_eq!(stdout(&o), "0\n0\nro\n");
 }
 
@@ -274,8 +399,14 @@ fn zone_dies_with_its_supervisor() {
         .spawn()
         .unwrap();
     let find = || {
-        let o = Command::new("pgrep").args(["-f", &format!("^{marker}")]).output().unwrap();
-        String::from_utf8_lossy(&o.stdout).split_whitespace().map(|p| p.parse::<i32>().unwrap()).collect::<Vec<_>>()
+        let o = Command::new("pgrep")
+            .args(["-f", &format!("^{marker}")])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout)
+            .split_whitespace()
+            .map(|p| p.parse::<i32>().unwrap())
+            .collect::<Vec<_>>()
     };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while find().is_empty() && std::time::Instant::now() < deadline {
@@ -289,13 +420,29 @@ fn zone_dies_with_its_supervisor() {
     for pid in &left {
         let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
     }
-    assert!(left.is_empty(), "zone processes outlived the supervisor: {left:?}");
+    assert!(
+        left.is_empty(),
+        "zone processes outlived the supervisor: {left:?}"
+    );
 }
 
 #[test]
 fn command_starts_with_default_signal_dispositions() {
-    let o = Command::new(bin()).args(["sandbox", "--", "/bin/grep", "-E", "^Sig(Ign|Blk):", "/proc/self/status"]).output().unwrap();
-    assert_eq!(stdout(&o), "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n");
+    let o = Command::new(bin())
+        .args([
+            "sandbox",
+            "--",
+            "/bin/grep",
+            "-E",
+            "^Sig(Ign|Blk):",
+            "/proc/self/status",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        stdout(&o),
+        "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n"
+    );
 }
 
 #[test]
@@ -309,19 +456,39 @@ fn files_the_zone_creates_belong_to_the_workspace_owner() {
     std::fs::create_dir(ws.path().join(".git")).unwrap();
     std::fs::write(ws.path().join(".git/config"), "[core]\n").unwrap();
     if nix::unistd::geteuid().is_root() {
-        for p in [ws.path().to_path_buf(), ws.path().join("existing"), ws.path().join(".git"), ws.path().join(".git/config")] {
+        for p in [
+            ws.path().to_path_buf(),
+            ws.path().join("existing"),
+            ws.path().join(".git"),
+            ws.path().join(".git/config"),
+        ] {
             std::os::unix::fs::chown(&p, Some(4242), Some(4242)).unwrap();
         }
     }
     let p = ws.path().display().to_string();
     let o = sandbox(&["--rw", &p], &format!("cd {p} && echo b >> existing && echo c > created && mkdir dir; echo x >> .git/config; true"));
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let owner = std::fs::metadata(ws.path()).unwrap().uid();
-    assert_eq!(std::fs::read_to_string(ws.path().join("existing")).unwrap(), "a\nb\n");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("existing")).unwrap(),
+        "a\nb\n"
+    );
     for name in ["created", "dir"] {
-        assert_eq!(std::fs::metadata(ws.path().join(name)).unwrap().uid(), owner, "{name}");
+        assert_eq!(
+            std::fs::metadata(ws.path().join(name)).unwrap().uid(),
+            owner,
+            "{name}"
+        );
     }
-    assert_eq!(std::fs::read_to_string(ws.path().join(".git/config")).unwrap(), "[core]\n");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join(".git/config")).unwrap(),
+        "[core]\n"
+    );
 }
 
 #[test]
@@ -333,8 +500,16 @@ fn a_root_owned_writable_grant_is_never_mapped_onto_root() {
     }
     let ws = tempfile::tempdir().unwrap();
     let p = ws.path().display().to_string();
-    let o = Command::new(bin()).args(["--json", "sandbox", "--rw", &p, "--", "/bin/true"]).output().unwrap();
-    assert_eq!(o.status.code(), Some(20), "{}", String::from_utf8_lossy(&o.stdout));
+    let o = Command::new(bin())
+        .args(["--json", "sandbox", "--rw", &p, "--", "/bin/true"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(20),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
     assert!(String::from_utf8_lossy(&o.stdout).contains("never mapped onto root"));
 }
 
@@ -344,7 +519,16 @@ fn a_command_too_large_for_the_plan_message_is_refused_instead_of_hanging() {
     // zone's socket.
     let big = "x".repeat(100 * 1024);
     let out = Command::new(bin())
-        .args(["sandbox", "--json", "--", "/bin/true", &big, &big, &big, &big])
+        .args([
+            "sandbox",
+            "--json",
+            "--",
+            "/bin/true",
+            &big,
+            &big,
+            &big,
+            &big,
+        ])
         .current_dir("/")
         .output()
         .expect("run loopexec");

@@ -6,9 +6,11 @@ use common::*;
 
 /// The agent's file name: set the window title, clear the screen, forge a line, then reverse the
 /// display order of what follows (a bidi override).
-const HOSTILE: &str = "\x1b]0;pwned\x07\x1b[2J\nloopexec: halted      success_condition_met\u{202e}";
+const HOSTILE: &str =
+    "\x1b]0;pwned\x07\x1b[2J\nloopexec: halted      success_condition_met\u{202e}";
 /// How every renderer shows it.
-const SHOWN: &str = "\\x1b]0;pwned\\x07\\x1b[2J\\nloopexec: halted      success_condition_met\\u{202e}";
+const SHOWN: &str =
+    "\\x1b]0;pwned\\x07\\x1b[2J\\nloopexec: halted      success_condition_met\\u{202e}";
 
 /// A repository in a directory named with an escape sequence (a checkout's name is not always
 /// the operator's choice), whose agent adds `tests/<HOSTILE>` (a protected path): the run halts
@@ -21,19 +23,41 @@ fn hostile_run() -> (tempfile::TempDir, std::path::PathBuf, Ran) {
     std::fs::write(repo.join("name"), HOSTILE).unwrap();
     commit_t0(&repo);
     zone_traversable(parent.path());
-    let r = loopexec(&repo, &["run", "--no-baseline", "--run-id", "h", "--exec", "touch \"tests/$(cat name)\"", "--check", "sh tests/test_answer.sh"]);
+    let r = loopexec(
+        &repo,
+        &[
+            "run",
+            "--no-baseline",
+            "--run-id",
+            "h",
+            "--exec",
+            "touch \"tests/$(cat name)\"",
+            "--check",
+            "sh tests/test_answer.sh",
+        ],
+    );
     assert_eq!(r.code, 13, "{r:?}");
     (parent, repo, r)
 }
 
 /// No control character but newline, and no bidi override, in `text`.
 fn assert_no_controls(text: &str) {
-    assert!(!text.chars().any(|c| (c.is_control() && c != '\n') || c == '\u{202e}'), "a control character reached the terminal: {text:?}");
+    assert!(
+        !text
+            .chars()
+            .any(|c| (c.is_control() && c != '\n') || c == '\u{202e}'),
+        "a control character reached the terminal: {text:?}"
+    );
 }
 
 /// The receipt's path as every renderer shows it.
 fn shown_receipt(repo: &std::path::Path) -> String {
-    format!("{}/.loopexec/runs/h/receipt.jsonl", path_str(repo).replace("\x1b", "\\x1b").replace("\x07", "\\x07"))
+    format!(
+        "{}/.loopexec/runs/h/receipt.jsonl",
+        path_str(repo)
+            .replace("\x1b", "\\x1b")
+            .replace("\x07", "\\x07")
+    )
 }
 
 const DETAIL: &str = "the agent changed protected paths: tests/";
@@ -62,7 +86,10 @@ fn run_shows_a_hostile_file_name_escaped_in_its_result_and_progress() {
             format!("receipt     {}", shown_receipt(&repo)),
         ]
     );
-    assert_eq!(lines(&run.stderr), vec![format!("loopexec: iteration 1: {DETAIL}{SHOWN}")]);
+    assert_eq!(
+        lines(&run.stderr),
+        vec![format!("loopexec: iteration 1: {DETAIL}{SHOWN}")]
+    );
 }
 
 #[test]
@@ -71,10 +98,22 @@ fn report_shows_a_hostile_file_name_escaped() {
     let r = loopexec(&repo, &["report", "h"]);
     assert_eq!(r.code, 0, "{r:?}");
     let out = lines(&r.stdout);
-    assert_eq!(out[4..6], ["guards 1 inactive or partly blind:".to_string(), format!("  blind {BLIND}")]);
-    assert_eq!(out[7], format!("halt   blocked_path_modified (exit 13): {DETAIL}{SHOWN}"));
+    assert_eq!(
+        out[4..6],
+        [
+            "guards 1 inactive or partly blind:".to_string(),
+            format!("  blind {BLIND}")
+        ]
+    );
+    assert_eq!(
+        out[7],
+        format!("halt   blocked_path_modified (exit 13): {DETAIL}{SHOWN}")
+    );
     assert_eq!(out[8], "       derived: blocked_path_modified follows from the recorded observations (1 iteration decision(s) re-derived)");
-    assert_eq!(out.last().unwrap().to_string(), format!("receipt {}", shown_receipt(&repo)));
+    assert_eq!(
+        out.last().unwrap().to_string(),
+        format!("receipt {}", shown_receipt(&repo))
+    );
     assert_eq!(out.len(), 11, "no forged line: {out:#?}");
 }
 
@@ -117,10 +156,24 @@ fn status_shows_a_hostile_directory_name_escaped() {
 #[test]
 fn verify_and_replay_of_a_hostile_run_print_no_control_character() {
     let (_parent, repo, _) = hostile_run();
-    let r = loopexec(&repo, &["verify", "h", "--pubkey", &path_str(&key_dir().join("operator.pub"))]);
-    assert_eq!((r.code, lines(&r.stdout).last().copied()), (0, Some("verified")));
+    let r = loopexec(
+        &repo,
+        &[
+            "verify",
+            "h",
+            "--pubkey",
+            &path_str(&key_dir().join("operator.pub")),
+        ],
+    );
+    assert_eq!(
+        (r.code, lines(&r.stdout).last().copied()),
+        (0, Some("verified"))
+    );
     let r = loopexec(&repo, &["replay", "h"]);
-    assert_eq!(lines(&r.stderr), vec!["loopexec: error: run h recorded no check result: there is nothing to compare with"]);
+    assert_eq!(
+        lines(&r.stderr),
+        vec!["loopexec: error: run h recorded no check result: there is nothing to compare with"]
+    );
 }
 
 #[test]
@@ -133,7 +186,8 @@ fn an_error_carrying_a_hostile_path_is_one_escaped_line() {
         lines(&r.stderr),
         vec![
             format!("loopexec: error: no run nosuch in {runs}"),
-            "  hint: `loopexec status` names the latest run; `ls .loopexec/runs` lists them".to_string(),
+            "  hint: `loopexec status` names the latest run; `ls .loopexec/runs` lists them"
+                .to_string(),
         ]
     );
 }
@@ -143,5 +197,8 @@ fn json_output_carries_the_exact_name_with_no_raw_control_or_bidi_character() {
     let (_parent, repo, _) = hostile_run();
     let r = loopexec(&repo, &["explain-halt", "--json", "h"]);
     assert_no_controls(r.stdout.trim_end());
-    assert_eq!(r.json()["explanation"]["detail"], format!("{DETAIL}{HOSTILE}"));
+    assert_eq!(
+        r.json()["explanation"]["detail"],
+        format!("{DETAIL}{HOSTILE}")
+    );
 }

@@ -49,18 +49,28 @@ fn green_check(report: &ParsedReport) -> CheckResult {
 fn quiet(t0: &ParsedReport, now: &ParsedReport) -> Result<(), TestCaseError> {
     match set_violation(1, &green_check(now), &sets_of(t0)) {
         None => Ok(()),
-        Some(found) => Err(TestCaseError::fail(format!("{}: {:?}", found.detail, found.findings))),
+        Some(found) => Err(TestCaseError::fail(format!(
+            "{}: {:?}",
+            found.detail, found.findings
+        ))),
     }
 }
 
 fn trips(t0: &ParsedReport, now: &ParsedReport) -> Result<(), TestCaseError> {
-    prop_assert!(set_violation(1, &green_check(now), &sets_of(t0)).is_some(), "a lost test went unseen");
+    prop_assert!(
+        set_violation(1, &green_check(now), &sets_of(t0)).is_some(),
+        "a lost test went unseen"
+    );
     Ok(())
 }
 
 /// Shuffles `items` by the permutation `keys` gives (one key per item).
 fn shuffled<T: Clone>(items: &[T], keys: &[u32]) -> Vec<T> {
-    let mut keyed: Vec<(u32, usize)> = items.iter().enumerate().map(|(i, _)| (keys.get(i).copied().unwrap_or(0), i)).collect();
+    let mut keyed: Vec<(u32, usize)> = items
+        .iter()
+        .enumerate()
+        .map(|(i, _)| (keys.get(i).copied().unwrap_or(0), i))
+        .collect();
     keyed.sort();
     keyed.into_iter().map(|(_, i)| items[i].clone()).collect()
 }
@@ -95,14 +105,23 @@ fn doctest_output(items: &[Item], order: &[u32]) -> ParsedReport {
         out.push_str(&format!("test {name} ... ok\n"));
     }
     out.push_str(&format!("\ntest result: ok. {} passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.20s\n\n", names.len()));
-    let run = libtest::parse_output(out.as_bytes(), Some(b"   Doc-tests demo\n"), "stdout").unwrap();
+    let run =
+        libtest::parse_output(out.as_bytes(), Some(b"   Doc-tests demo\n"), "stdout").unwrap();
     run.to_report("stdout").unwrap()
 }
 
 fn items() -> impl Strategy<Value = Vec<Item>> {
     // Few names, so that two items never share one but an item's doctests often do.
     prop::collection::vec((0usize..40, 1usize..4), 1..6).prop_map(|specs| {
-        specs.into_iter().enumerate().map(|(i, (padding, doctests))| Item { name: format!("f{i}"), padding, doctests }).collect()
+        specs
+            .into_iter()
+            .enumerate()
+            .map(|(i, (padding, doctests))| Item {
+                name: format!("f{i}"),
+                padding,
+                doctests,
+            })
+            .collect()
     })
 }
 
@@ -134,7 +153,14 @@ fn apply_doc_edit(items: &[Item], edit: &DocEdit) -> Vec<Item> {
     match *edit {
         DocEdit::Insert { at, lines } => out[at % n].padding += lines,
         DocEdit::AddDoctest { at } => out[at % n].doctests += 1,
-        DocEdit::AddItem { at } => out.insert(at % (n + 1), Item { name: "added".into(), padding: 2, doctests: 1 }),
+        DocEdit::AddItem { at } => out.insert(
+            at % (n + 1),
+            Item {
+                name: "added".into(),
+                padding: 2,
+                doctests: 1,
+            },
+        ),
         DocEdit::Move { from, to } => {
             let item = out.remove(from % n);
             out.insert(to % n, item);
@@ -187,7 +213,11 @@ fn node_junit(files: &[Vec<NodeTest>]) -> ParsedReport {
         // Consecutive tests of one file under the same outermost describe share its element.
         let mut open: Vec<String> = Vec::new();
         for test in file {
-            let common = open.iter().zip(&test.suites).take_while(|(a, b)| a == b).count();
+            let common = open
+                .iter()
+                .zip(&test.suites)
+                .take_while(|(a, b)| a == b)
+                .count();
             while open.len() > common {
                 open.pop();
                 xml.push_str("</testsuite>\n");
@@ -197,7 +227,10 @@ fn node_junit(files: &[Vec<NodeTest>]) -> ParsedReport {
                 open.push(suite.clone());
                 suites += 1;
             }
-            xml.push_str(&format!("<testcase name=\"{}\" time=\"0.001\" classname=\"test\"/>\n", test.name));
+            xml.push_str(&format!(
+                "<testcase name=\"{}\" time=\"0.001\" classname=\"test\"/>\n",
+                test.name
+            ));
             tests += 1;
         }
         for _ in open.drain(..) {
@@ -214,8 +247,14 @@ fn node_junit(files: &[Vec<NodeTest>]) -> ParsedReport {
 
 fn node_test() -> impl Strategy<Value = NodeTest> {
     // A small alphabet: same-named tests in two files (one id, two entries) are common.
-    (prop::collection::vec(prop::sample::select(vec!["math", "strs", "io"]), 0..3), prop::sample::select(vec!["adds", "works", "is empty", "throws"]))
-        .prop_map(|(suites, name)| NodeTest { suites: suites.into_iter().map(String::from).collect(), name: name.into() })
+    (
+        prop::collection::vec(prop::sample::select(vec!["math", "strs", "io"]), 0..3),
+        prop::sample::select(vec!["adds", "works", "is empty", "throws"]),
+    )
+        .prop_map(|(suites, name)| NodeTest {
+            suites: suites.into_iter().map(String::from).collect(),
+            name: name.into(),
+        })
 }
 
 fn node_files() -> impl Strategy<Value = Vec<Vec<NodeTest>>> {
@@ -238,7 +277,8 @@ enum NodeEdit {
 fn node_edit() -> impl Strategy<Value = NodeEdit> {
     prop_oneof![
         (any::<usize>(), any::<usize>()).prop_map(|(file, at)| NodeEdit::Split { file, at }),
-        (any::<usize>(), any::<usize>(), any::<usize>()).prop_map(|(from, test, to)| NodeEdit::Move { from, test, to }),
+        (any::<usize>(), any::<usize>(), any::<usize>())
+            .prop_map(|(from, test, to)| NodeEdit::Move { from, test, to }),
         (any::<usize>(), node_test()).prop_map(|(file, test)| NodeEdit::Add { file, test }),
         prop::collection::vec(any::<u32>(), 0..8).prop_map(|keys| NodeEdit::Reorder { keys }),
     ]
@@ -305,12 +345,16 @@ fn go_json(module: &GoModule, interleave: &[u32]) -> ParsedReport {
         let package = format!("example.com/m/p{p}");
         let mut events = Vec::new();
         for test in files.iter().flatten() {
-            events.push(format!("{{\"Action\":\"run\",\"Package\":\"{package}\",\"Test\":\"{test}\"}}"));
+            events.push(format!(
+                "{{\"Action\":\"run\",\"Package\":\"{package}\",\"Test\":\"{test}\"}}"
+            ));
             events.push(format!("{{\"Action\":\"output\",\"Package\":\"{package}\",\"Test\":\"{test}\",\"Output\":\"=== RUN   {test}\\n\"}}"));
             events.push(format!("{{\"Action\":\"pass\",\"Package\":\"{package}\",\"Test\":\"{test}\",\"Elapsed\":0}}"));
         }
         events.push(format!("{{\"Action\":\"output\",\"Package\":\"{package}\",\"Output\":\"ok  \\t{package}\\t0.01s\\n\"}}"));
-        events.push(format!("{{\"Action\":\"pass\",\"Package\":\"{package}\",\"Elapsed\":0.01}}"));
+        events.push(format!(
+            "{{\"Action\":\"pass\",\"Package\":\"{package}\",\"Elapsed\":0.01}}"
+        ));
         per_package.push(events);
     }
     // Interleave packages (go runs them in parallel), each package's own events in order.
@@ -320,7 +364,10 @@ fn go_json(module: &GoModule, interleave: &[u32]) -> ParsedReport {
     while lines.len() < per_package.iter().map(Vec::len).sum::<usize>() {
         let pick = interleave.get(k).copied().unwrap_or(0) as usize % per_package.len();
         k += 1;
-        let p = (0..per_package.len()).map(|i| (pick + i) % per_package.len()).find(|&p| cursors[p] < per_package[p].len()).unwrap();
+        let p = (0..per_package.len())
+            .map(|i| (pick + i) % per_package.len())
+            .find(|&p| cursors[p] < per_package[p].len())
+            .unwrap();
         lines.push(per_package[p][cursors[p]].clone());
         cursors[p] += 1;
     }
@@ -335,7 +382,17 @@ fn go_module() -> impl Strategy<Value = GoModule> {
             .into_iter()
             .map(|files| {
                 let mut next = 0;
-                files.into_iter().map(|count| (0..count).map(|_| { next += 1; format!("TestF{next}") }).collect()).collect()
+                files
+                    .into_iter()
+                    .map(|count| {
+                        (0..count)
+                            .map(|_| {
+                                next += 1;
+                                format!("TestF{next}")
+                            })
+                            .collect()
+                    })
+                    .collect()
             })
             .collect()
     })
@@ -345,17 +402,38 @@ fn go_module() -> impl Strategy<Value = GoModule> {
 #[derive(Debug, Clone)]
 enum GoEdit {
     /// A `_test.go` file split in two at `at`.
-    Split { package: usize, file: usize, at: usize },
+    Split {
+        package: usize,
+        file: usize,
+        at: usize,
+    },
     /// A test function moved to another file of its package.
-    Move { package: usize, from: usize, test: usize, to: usize },
+    Move {
+        package: usize,
+        from: usize,
+        test: usize,
+        to: usize,
+    },
     /// A new test function in a file.
     Add { package: usize, file: usize },
 }
 
 fn go_edit() -> impl Strategy<Value = GoEdit> {
     prop_oneof![
-        (any::<usize>(), any::<usize>(), any::<usize>()).prop_map(|(package, file, at)| GoEdit::Split { package, file, at }),
-        (any::<usize>(), any::<usize>(), any::<usize>(), any::<usize>()).prop_map(|(package, from, test, to)| GoEdit::Move { package, from, test, to }),
+        (any::<usize>(), any::<usize>(), any::<usize>())
+            .prop_map(|(package, file, at)| GoEdit::Split { package, file, at }),
+        (
+            any::<usize>(),
+            any::<usize>(),
+            any::<usize>(),
+            any::<usize>()
+        )
+            .prop_map(|(package, from, test, to)| GoEdit::Move {
+                package,
+                from,
+                test,
+                to
+            }),
         (any::<usize>(), any::<usize>()).prop_map(|(package, file)| GoEdit::Add { package, file }),
     ]
 }
@@ -365,14 +443,23 @@ fn apply_go_edit(module: &GoModule, edit: &GoEdit, added: &mut usize) -> GoModul
     let packages = out.len();
     let pick = |package: &usize| package % packages;
     match *edit {
-        GoEdit::Split { ref package, file, at } => {
+        GoEdit::Split {
+            ref package,
+            file,
+            at,
+        } => {
             let files = &mut out[pick(package)];
             let n = files.len();
             let f = &mut files[file % n];
             let second = f.split_off(at % (f.len() + 1));
             files.insert(file % n + 1, second);
         }
-        GoEdit::Move { ref package, from, test, to } => {
+        GoEdit::Move {
+            ref package,
+            from,
+            test,
+            to,
+        } => {
             let files = &mut out[pick(package)];
             let n = files.len();
             if !files[from % n].is_empty() {

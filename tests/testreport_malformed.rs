@@ -55,7 +55,10 @@ fn a_ten_megabyte_line_names_the_report_and_line() {
 fn deep_nesting_names_the_report_instead_of_overflowing() {
     let xml = format!("<testsuites>{}", "<testsuite name=\"s\">".repeat(1_000_000));
     let err = error_of("deep.xml", xml.as_bytes());
-    assert!(err.starts_with("report deep.xml: malformed junit at byte "), "{err}");
+    assert!(
+        err.starts_with("report deep.xml: malformed junit at byte "),
+        "{err}"
+    );
     assert!(err.ends_with(": elements nested deeper than 256"), "{err}");
 }
 
@@ -71,7 +74,10 @@ fn a_tap_plan_mismatch_names_the_report() {
 fn a_go_json_stream_with_garbage_names_the_report_and_line() {
     let stream = b"{\"Action\":\"run\",\"Package\":\"p\",\"Test\":\"TestA\"}\n# p\n./a_test.go:3: syntax error\n";
     let err = error_of("go.json", stream);
-    assert!(err.starts_with("report go.json: malformed go-json at line 2: not a go test -json event ("), "{err}");
+    assert!(
+        err.starts_with("report go.json: malformed go-json at line 2: not a go test -json event ("),
+        "{err}"
+    );
 }
 
 #[test]
@@ -97,9 +103,15 @@ fn a_report_name_with_control_characters_is_shown_escaped() {
 fn an_oversized_report_is_refused_before_parsing() {
     let (tmp, dir) = dir_with(&[]);
     let f = fs::File::create(tmp.path().join("big.xml")).unwrap();
-    f.set_len(loopexec::testreport::MAX_REPORT_BYTES + 1).unwrap();
+    f.set_len(loopexec::testreport::MAX_REPORT_BYTES + 1)
+        .unwrap();
     let err = read_report(&dir, "big.xml", None).unwrap_err();
-    assert_eq!(err.problem, ReportProblem::TooLarge { limit: loopexec::testreport::MAX_REPORT_BYTES });
+    assert_eq!(
+        err.problem,
+        ReportProblem::TooLarge {
+            limit: loopexec::testreport::MAX_REPORT_BYTES
+        }
+    );
 }
 
 #[test]
@@ -110,9 +122,14 @@ fn globs_match_within_and_across_directories_sorted() {
         ("reports/deep/c.xml", b"<testsuite/>"),
         ("reports/notes.txt", b""),
     ]);
-    let patterns = ReportPatterns::new(&["reports/*.xml", "reports/**/*.xml", "missing/*.xml"]).unwrap();
+    let patterns =
+        ReportPatterns::new(&["reports/*.xml", "reports/**/*.xml", "missing/*.xml"]).unwrap();
     let r = resolve(&dir, &patterns).unwrap();
-    let found: Vec<(&str, &str)> = r.found.iter().map(|f| (f.pattern.as_str(), f.path.as_str())).collect();
+    let found: Vec<(&str, &str)> = r
+        .found
+        .iter()
+        .map(|f| (f.pattern.as_str(), f.path.as_str()))
+        .collect();
     assert_eq!(
         found,
         [
@@ -132,9 +149,16 @@ fn patterns_resolve_through_the_directory_descriptor_not_its_path() {
     let moved = tmp.path().with_extension("moved");
     fs::rename(tmp.path(), &moved).unwrap();
     fs::create_dir(tmp.path()).unwrap();
-    let r = resolve(&dir, &ReportPatterns::new(&["r.xml", "*.xml", "out/*.xml"]).unwrap()).unwrap();
+    let r = resolve(
+        &dir,
+        &ReportPatterns::new(&["r.xml", "*.xml", "out/*.xml"]).unwrap(),
+    )
+    .unwrap();
     fs::remove_dir_all(&moved).unwrap();
-    assert_eq!(r.found.iter().map(|f| f.path.as_str()).collect::<Vec<_>>(), ["r.xml", "r.xml", "out/a.xml"]);
+    assert_eq!(
+        r.found.iter().map(|f| f.path.as_str()).collect::<Vec<_>>(),
+        ["r.xml", "r.xml", "out/a.xml"]
+    );
     assert!(r.unmatched.is_empty());
 }
 
@@ -145,25 +169,42 @@ fn a_symlinked_directory_is_not_entered() {
     let patterns = ReportPatterns::new(&["reports/*.xml", "**/r.xml"]).unwrap();
     let r = resolve(&dir, &patterns).unwrap();
     assert_eq!(r.unmatched, ["reports/*.xml"]);
-    assert_eq!(r.found.iter().map(|f| f.path.as_str()).collect::<Vec<_>>(), ["elsewhere/r.xml"]);
+    assert_eq!(
+        r.found.iter().map(|f| f.path.as_str()).collect::<Vec<_>>(),
+        ["elsewhere/r.xml"]
+    );
 }
 
 #[test]
 fn a_symlinked_report_matches_and_is_refused_when_read() {
-    let (tmp, dir) = dir_with(&[("real.xml", b"<testsuite name='s'><testcase name='t'/></testsuite>")]);
+    let (tmp, dir) = dir_with(&[(
+        "real.xml",
+        b"<testsuite name='s'><testcase name='t'/></testsuite>",
+    )]);
     std::os::unix::fs::symlink(tmp.path().join("real.xml"), tmp.path().join("junit.xml")).unwrap();
     let patterns = ReportPatterns::new(&["junit.xml"]).unwrap();
     let reports = collect(&dir, &patterns, None).unwrap();
     assert_eq!(reports.len(), 1);
     let err = reports[0].result.as_ref().unwrap_err();
-    assert!(matches!(err.problem, ReportProblem::Unreadable { .. }), "{err}");
-    assert!(err.to_string().contains("refusing to follow a symlink"), "{err}");
+    assert!(
+        matches!(err.problem, ReportProblem::Unreadable { .. }),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("refusing to follow a symlink"),
+        "{err}"
+    );
 }
 
 #[test]
 fn a_pattern_that_matched_nothing_is_a_missing_report() {
     let (_tmp, dir) = dir_with(&[]);
-    let reports = collect(&dir, &ReportPatterns::new(&["target/nextest/default/junit.xml"]).unwrap(), None).unwrap();
+    let reports = collect(
+        &dir,
+        &ReportPatterns::new(&["target/nextest/default/junit.xml"]).unwrap(),
+        None,
+    )
+    .unwrap();
     assert_eq!(reports[0].path, None);
     assert_eq!(
         reports[0].result.as_ref().unwrap_err().to_string(),

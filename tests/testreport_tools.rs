@@ -13,7 +13,9 @@
 //! test returns (the unprivileged re-run of ci/test.sh has no cargo on its PATH).
 
 use loopexec::safefs::SafeDir;
-use loopexec::testreport::agreement::{agree, output_report, Agreement, CapturedOutput, Disagreement};
+use loopexec::testreport::agreement::{
+    agree, output_report, Agreement, CapturedOutput, Disagreement,
+};
 use loopexec::testreport::paths::{collect, DeclaredReport, ReportPatterns};
 use loopexec::testreport::{parse_report, ParsedReport};
 use std::path::{Path, PathBuf};
@@ -35,9 +37,15 @@ fn tool(names: &[&str]) -> Option<PathBuf> {
         }
     }
     if std::env::var("CI").as_deref() == Ok("true") {
-        panic!("{} not found on PATH under CI: ci/setup.sh installs it", names.join(" / "));
+        panic!(
+            "{} not found on PATH under CI: ci/setup.sh installs it",
+            names.join(" / ")
+        );
     }
-    eprintln!("NOT RUN: {} not found on PATH (CI=true makes this a failure)", names.join(" / "));
+    eprintln!(
+        "NOT RUN: {} not found on PATH (CI=true makes this a failure)",
+        names.join(" / ")
+    );
     None
 }
 
@@ -63,8 +71,17 @@ fn project(name: &str) -> tempfile::TempDir {
 /// A scrubbed command: PATH, HOME and the toolchain locations only, plus SAMPLE_FAIL.
 fn command(program: &Path, dir: &Path, fail: bool) -> Command {
     let mut cmd = Command::new(program);
-    cmd.current_dir(dir).env_clear().env("SAMPLE_FAIL", if fail { "1" } else { "0" }).env("LANG", "C.UTF-8");
-    for key in ["PATH", "HOME", "RUSTUP_HOME", "CARGO_HOME", "RUSTUP_TOOLCHAIN"] {
+    cmd.current_dir(dir)
+        .env_clear()
+        .env("SAMPLE_FAIL", if fail { "1" } else { "0" })
+        .env("LANG", "C.UTF-8");
+    for key in [
+        "PATH",
+        "HOME",
+        "RUSTUP_HOME",
+        "CARGO_HOME",
+        "RUSTUP_TOOLCHAIN",
+    ] {
         if let Some(v) = std::env::var_os(key) {
             cmd.env(key, v);
         }
@@ -80,16 +97,29 @@ struct Ran {
 
 fn run(cmd: &mut Command) -> Ran {
     let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    Ran { code: out.status.code(), stdout: out.stdout, stderr: out.stderr }
+    Ran {
+        code: out.status.code(),
+        stdout: out.stdout,
+        stderr: out.stderr,
+    }
 }
 
 impl Ran {
     fn output(&self) -> CapturedOutput<'_> {
-        CapturedOutput { stdout: &self.stdout, stderr: &self.stderr, truncated: false }
+        CapturedOutput {
+            stdout: &self.stdout,
+            stderr: &self.stderr,
+            truncated: false,
+        }
     }
 
     fn show(&self) -> String {
-        format!("exit {:?}\n{}\n{}", self.code, String::from_utf8_lossy(&self.stdout), String::from_utf8_lossy(&self.stderr))
+        format!(
+            "exit {:?}\n{}\n{}",
+            self.code,
+            String::from_utf8_lossy(&self.stdout),
+            String::from_utf8_lossy(&self.stderr)
+        )
     }
 }
 
@@ -108,12 +138,17 @@ fn parsed(reports: &[DeclaredReport]) -> &ParsedReport {
 }
 
 fn kinds(a: &Agreement) -> Vec<&'static str> {
-    assert!(matches!(a, Agreement::Disagree { .. }), "not a disagreement: {a:?}");
+    assert!(
+        matches!(a, Agreement::Disagree { .. }),
+        "not a disagreement: {a:?}"
+    );
     a.disagreements().iter().map(Disagreement::kind).collect()
 }
 
 /// The green run (SAMPLE_FAIL=0) and the red run (SAMPLE_FAIL=1) of one project.
-fn green_and_red(run_once: impl Fn(bool) -> (Ran, Vec<DeclaredReport>)) -> [(Ran, Vec<DeclaredReport>); 2] {
+fn green_and_red(
+    run_once: impl Fn(bool) -> (Ran, Vec<DeclaredReport>),
+) -> [(Ran, Vec<DeclaredReport>); 2] {
     [run_once(false), run_once(true)]
 }
 
@@ -131,18 +166,41 @@ fn assert_green_and_red(
 ) {
     assert_eq!(green.code, Some(0), "{}", green.show());
     let verdict = agree(green.code, green_reports, &green.output());
-    assert!(matches!(verdict, Agreement::Green { .. }), "{verdict:?}\n{}", green.show());
+    assert!(
+        matches!(verdict, Agreement::Green { .. }),
+        "{verdict:?}\n{}",
+        green.show()
+    );
     assert_ne!(red.code, Some(0), "{}", red.show());
-    assert_eq!(agree(red.code, red_reports, &red.output()), Agreement::Red { exit_code: red.code, gaps: vec![] }, "an honest red run has whole evidence: {}", red.show());
-    assert_eq!(kinds(&agree(Some(0), red_reports, &red.output())), red_disagreements, "{}", red.show());
+    assert_eq!(
+        agree(red.code, red_reports, &red.output()),
+        Agreement::Red {
+            exit_code: red.code,
+            gaps: vec![]
+        },
+        "an honest red run has whole evidence: {}",
+        red.show()
+    );
+    assert_eq!(
+        kinds(&agree(Some(0), red_reports, &red.output())),
+        red_disagreements,
+        "{}",
+        red.show()
+    );
 }
 
 #[test]
 fn pytest_junit_report_from_a_real_run() {
-    let Some(pytest) = tool(&["pytest-3", "pytest"]) else { return };
+    let Some(pytest) = tool(&["pytest-3", "pytest"]) else {
+        return;
+    };
     let runs = green_and_red(|fail| {
         let dir = project("pytest");
-        let ran = run(command(&pytest, dir.path(), fail).args(["-p", "no:cacheprovider", "--junitxml=out/junit.xml"]));
+        let ran = run(command(&pytest, dir.path(), fail).args([
+            "-p",
+            "no:cacheprovider",
+            "--junitxml=out/junit.xml",
+        ]));
         let reports = reports_in(dir.path(), "out/*.xml");
         (ran, reports)
     });
@@ -150,17 +208,32 @@ fn pytest_junit_report_from_a_real_run() {
     let expected = sample("pytest-green.xml");
     assert_eq!(parsed(&green.1).collected, expected.collected);
     assert_eq!(parsed(&green.1).skipped, expected.skipped);
-    assert_eq!(ids(&parsed(&red.1).failing), ["tests.test_calc.TestCalc::test_wrong_when_asked"]);
-    assert_green_and_red(&green.0, &green.1, &red.0, &red.1, &["report_shows_failures", "summary_shows_failures"]);
+    assert_eq!(
+        ids(&parsed(&red.1).failing),
+        ["tests.test_calc.TestCalc::test_wrong_when_asked"]
+    );
+    assert_green_and_red(
+        &green.0,
+        &green.1,
+        &red.0,
+        &red.1,
+        &["report_shows_failures", "summary_shows_failures"],
+    );
 }
 
 #[test]
 fn a_coloured_pytest_run_still_shows_its_final_line() {
-    let Some(pytest) = tool(&["pytest-3", "pytest"]) else { return };
+    let Some(pytest) = tool(&["pytest-3", "pytest"]) else {
+        return;
+    };
     let dir = project("pytest");
-    let ran = run(command(&pytest, dir.path(), true).args(["-p", "no:cacheprovider", "--color=yes"]));
+    let ran =
+        run(command(&pytest, dir.path(), true).args(["-p", "no:cacheprovider", "--color=yes"]));
     assert!(ran.stdout.contains(&0x1b), "no colour: {}", ran.show());
-    assert_eq!(kinds(&agree(Some(0), &[], &ran.output())), ["summary_shows_failures"]);
+    assert_eq!(
+        kinds(&agree(Some(0), &[], &ran.output())),
+        ["summary_shows_failures"]
+    );
 }
 
 /// The cargo that runs these tests (`CARGO`), else the one on PATH.
@@ -180,12 +253,31 @@ fn cargo_in(cargo: &Path, dir: &Path, fail: bool, args: &[&str]) -> Ran {
 
 #[test]
 fn a_pytest_run_that_exits_zero_mid_run_leaves_no_report_and_is_not_green() {
-    let Some(pytest) = tool(&["pytest-3", "pytest"]) else { return };
+    let Some(pytest) = tool(&["pytest-3", "pytest"]) else {
+        return;
+    };
     let dir = project("pytest");
-    std::fs::write(dir.path().join("tests/test_exit.py"), "import os\n\n\ndef test_exits():\n    os._exit(0)\n").unwrap();
-    let ran = run(command(&pytest, dir.path(), false).args(["-p", "no:cacheprovider", "--junitxml=out/junit.xml"]));
-    assert_eq!(ran.code, Some(0), "pytest believes the planted exit: {}", ran.show());
-    let verdict = agree(ran.code, &reports_in(dir.path(), "out/junit.xml"), &ran.output());
+    std::fs::write(
+        dir.path().join("tests/test_exit.py"),
+        "import os\n\n\ndef test_exits():\n    os._exit(0)\n",
+    )
+    .unwrap();
+    let ran = run(command(&pytest, dir.path(), false).args([
+        "-p",
+        "no:cacheprovider",
+        "--junitxml=out/junit.xml",
+    ]));
+    assert_eq!(
+        ran.code,
+        Some(0),
+        "pytest believes the planted exit: {}",
+        ran.show()
+    );
+    let verdict = agree(
+        ran.code,
+        &reports_in(dir.path(), "out/junit.xml"),
+        &ran.output(),
+    );
     assert_eq!(kinds(&verdict), ["report_unusable"]);
     assert!(verdict.disagreements()[0].is_missing_report());
 }
@@ -205,20 +297,42 @@ fn cargo_test_output_and_nextest_junit_from_a_real_run() {
     let report = output_report(&green.output()).unwrap().unwrap();
     let sample_stdout = std::fs::read(fixtures().join("cargo-test-green.stdout")).unwrap();
     let sample_stderr = std::fs::read(fixtures().join("cargo-test-green.stderr")).unwrap();
-    let sample_output = CapturedOutput { stdout: &sample_stdout, stderr: &sample_stderr, truncated: false };
-    assert_eq!(report.collected, output_report(&sample_output).unwrap().unwrap().collected);
+    let sample_output = CapturedOutput {
+        stdout: &sample_stdout,
+        stderr: &sample_stderr,
+        truncated: false,
+    };
+    assert_eq!(
+        report.collected,
+        output_report(&sample_output).unwrap().unwrap().collected
+    );
     assert_eq!(ids(&report.skipped), ["sample::tests::slow_one"]);
     let red_report = output_report(&red.output()).unwrap().unwrap();
-    assert_eq!(ids(&red_report.failing), ["sample::tests::wrong_when_asked"]);
+    assert_eq!(
+        ids(&red_report.failing),
+        ["sample::tests::wrong_when_asked"]
+    );
     assert_green_and_red(&green, &[], &red, &[], &["report_shows_failures"]);
 
     let green = cargo_in(false, &["nextest", "run", "--offline", "--no-fail-fast"]);
     let green_reports = reports_in(dir.path(), "target/nextest/*/junit.xml");
     let red = cargo_in(true, &["nextest", "run", "--offline", "--no-fail-fast"]);
     let red_reports = reports_in(dir.path(), "target/nextest/*/junit.xml");
-    assert_eq!(parsed(&green_reports).collected, sample("nextest-green.xml").collected);
-    assert_eq!(ids(&parsed(&red_reports).failing), ["sample::tests::wrong_when_asked"]);
-    assert_green_and_red(&green, &green_reports, &red, &red_reports, &["report_shows_failures", "summary_shows_failures"]);
+    assert_eq!(
+        parsed(&green_reports).collected,
+        sample("nextest-green.xml").collected
+    );
+    assert_eq!(
+        ids(&parsed(&red_reports).failing),
+        ["sample::tests::wrong_when_asked"]
+    );
+    assert_green_and_red(
+        &green,
+        &green_reports,
+        &red,
+        &red_reports,
+        &["report_shows_failures", "summary_shows_failures"],
+    );
 }
 
 #[test]
@@ -230,8 +344,25 @@ fn a_test_binary_that_exits_zero_mid_run_is_not_green_under_cargo_test() {
         "#[test]\nfn first() {}\n\n#[test]\nfn second() {\n    std::process::exit(0);\n}\n",
     )
     .unwrap();
-    let ran = cargo_in(&cargo, dir.path(), false, &["test", "--offline", "--test", "exits", "--", "--test-threads=1"]);
-    assert_eq!(ran.code, Some(0), "cargo test believes the planted exit: {}", ran.show());
+    let ran = cargo_in(
+        &cargo,
+        dir.path(),
+        false,
+        &[
+            "test",
+            "--offline",
+            "--test",
+            "exits",
+            "--",
+            "--test-threads=1",
+        ],
+    );
+    assert_eq!(
+        ran.code,
+        Some(0),
+        "cargo test believes the planted exit: {}",
+        ran.show()
+    );
     let verdict = agree(ran.code, &[], &ran.output());
     assert_eq!(kinds(&verdict), ["report_incomplete"]);
     assert_eq!(
@@ -243,7 +374,10 @@ fn a_test_binary_that_exits_zero_mid_run_is_not_green_under_cargo_test() {
 #[test]
 fn go_test_json_from_a_real_run() {
     let Some(go) = tool(&["go"]) else { return };
-    let cache = std::env::temp_dir().join(format!("loopexec-testreport-gocache-{}", nix::unistd::getuid()));
+    let cache = std::env::temp_dir().join(format!(
+        "loopexec-testreport-gocache-{}",
+        nix::unistd::getuid()
+    ));
     let runs = green_and_red(|fail| {
         let dir = project("go");
         let mut cmd = command(&go, dir.path(), fail);
@@ -259,22 +393,37 @@ fn go_test_json_from_a_real_run() {
         (ran, reports)
     });
     let (green, red) = (&runs[0], &runs[1]);
-    assert_eq!(parsed(&green.1).collected, sample("go-test-json-green.jsonl").collected);
-    assert_eq!(ids(&parsed(&green.1).skipped), ["example.com/sample/calc/TestSkipped"]);
-    assert_eq!(ids(&parsed(&red.1).failing), ["example.com/sample/calc/TestWrongWhenAsked"]);
+    assert_eq!(
+        parsed(&green.1).collected,
+        sample("go-test-json-green.jsonl").collected
+    );
+    assert_eq!(
+        ids(&parsed(&green.1).skipped),
+        ["example.com/sample/calc/TestSkipped"]
+    );
+    assert_eq!(
+        ids(&parsed(&red.1).failing),
+        ["example.com/sample/calc/TestWrongWhenAsked"]
+    );
     // The stream is the captured stdout too: its `--- FAIL` and `FAIL\tpkg` output lines disagree.
     assert_green_and_red(
         &green.0,
         &green.1,
         &red.0,
         &red.1,
-        &["report_shows_failures", "summary_shows_failures", "summary_shows_failures"],
+        &[
+            "report_shows_failures",
+            "summary_shows_failures",
+            "summary_shows_failures",
+        ],
     );
 }
 
 #[test]
 fn node_test_tap_from_a_real_run() {
-    let Some(node) = tool(&["node", "nodejs"]) else { return };
+    let Some(node) = tool(&["node", "nodejs"]) else {
+        return;
+    };
     let runs = green_and_red(|fail| {
         let dir = project("node");
         let ran = run(command(&node, dir.path(), fail).args(["--test", "--test-reporter=tap"]));
@@ -287,12 +436,20 @@ fn node_test_tap_from_a_real_run() {
     assert_eq!(parsed(&green.1).collected, expected.collected);
     assert_eq!(parsed(&green.1).declared, Some(parsed(&green.1).counts));
     assert_eq!(ids(&parsed(&red.1).failing), ["math > wrong when asked"]);
-    assert_green_and_red(&green.0, &green.1, &red.0, &red.1, &["report_shows_failures", "summary_shows_failures"]);
+    assert_green_and_red(
+        &green.0,
+        &green.1,
+        &red.0,
+        &red.1,
+        &["report_shows_failures", "summary_shows_failures"],
+    );
 }
 
 #[test]
 fn perl_tap_and_prove_from_a_real_run() {
-    let (Some(perl), Some(prove)) = (tool(&["perl"]), tool(&["prove"])) else { return };
+    let (Some(perl), Some(prove)) = (tool(&["perl"]), tool(&["prove"])) else {
+        return;
+    };
     let runs = green_and_red(|fail| {
         let dir = project("perl");
         let tap = run(command(&perl, dir.path(), fail).arg("t/basic.t"));
@@ -301,14 +458,25 @@ fn perl_tap_and_prove_from_a_real_run() {
         (ran, reports_in(dir.path(), "basic.tap"))
     });
     let (green, red) = (&runs[0], &runs[1]);
-    assert_eq!(parsed(&green.1).collected, sample("perl-tap-green.tap").collected);
+    assert_eq!(
+        parsed(&green.1).collected,
+        sample("perl-tap-green.tap").collected
+    );
     assert_eq!(ids(&parsed(&red.1).failing), ["wrong when asked"]);
-    assert_green_and_red(&green.0, &green.1, &red.0, &red.1, &["report_shows_failures", "summary_shows_failures"]);
+    assert_green_and_red(
+        &green.0,
+        &green.1,
+        &red.0,
+        &red.1,
+        &["report_shows_failures", "summary_shows_failures"],
+    );
 }
 
 #[test]
 fn node_test_junit_and_its_spec_summary_from_a_real_run() {
-    let Some(node) = tool(&["node", "nodejs"]) else { return };
+    let Some(node) = tool(&["node", "nodejs"]) else {
+        return;
+    };
     let runs = green_and_red(|fail| {
         let dir = project("node");
         // node's own JUnit to a file and its spec reporter (`ℹ tests N` closing lines) on stdout.
@@ -326,17 +494,37 @@ fn node_test_junit_and_its_spec_summary_from_a_real_run() {
     let report = parsed(&green.1);
     assert_eq!(
         ids(&report.collected),
-        ["math > adds", "math > skipped one", "math > todo one", "math > wrong when asked", "upper", "with subtests > inner a", "with subtests > inner b # not a directive"]
+        [
+            "math > adds",
+            "math > skipped one",
+            "math > todo one",
+            "math > wrong when asked",
+            "upper",
+            "with subtests > inner a",
+            "with subtests > inner b # not a directive"
+        ]
     );
     // node's TAP names the same tests the same way (its TAP also lists the parent test itself).
     let tap = sample("node-tap-green.tap");
-    let tap_cases: Vec<&str> = ids(&tap.collected).into_iter().filter(|id| *id != "with subtests").collect();
+    let tap_cases: Vec<&str> = ids(&tap.collected)
+        .into_iter()
+        .filter(|id| *id != "with subtests")
+        .collect();
     assert_eq!(ids(&report.collected), tap_cases);
-    assert_eq!(ids(&report.skipped), ["math > skipped one", "math > todo one"]);
+    assert_eq!(
+        ids(&report.skipped),
+        ["math > skipped one", "math > todo one"]
+    );
     assert_eq!(report.declared, Some(report.counts));
     assert_eq!(ids(&parsed(&red.1).failing), ["math > wrong when asked"]);
     assert_eq!(parsed(&red.1).declared, Some(parsed(&red.1).counts));
-    assert_green_and_red(&green.0, &green.1, &red.0, &red.1, &["report_shows_failures", "summary_shows_failures"]);
+    assert_green_and_red(
+        &green.0,
+        &green.1,
+        &red.0,
+        &red.1,
+        &["report_shows_failures", "summary_shows_failures"],
+    );
 }
 
 /// Writes a node project whose hooks fail: a `before` hook (node cancels the tests under it) and
@@ -353,30 +541,64 @@ fn node_project_with_failing_hooks(dir: &Path, which: &str) {
 
 #[test]
 fn a_failing_before_hook_in_node_junit_fails_the_cancelled_test_and_the_run_is_red() {
-    let Some(node) = tool(&["node", "nodejs"]) else { return };
+    let Some(node) = tool(&["node", "nodejs"]) else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     node_project_with_failing_hooks(dir.path(), "before");
-    let ran = run(command(&node, dir.path(), false).args(["--test", "--test-reporter=junit", "--test-reporter-destination=junit.xml"]));
+    let ran = run(command(&node, dir.path(), false).args([
+        "--test",
+        "--test-reporter=junit",
+        "--test-reporter-destination=junit.xml",
+    ]));
     let reports = reports_in(dir.path(), "junit.xml");
     let report = parsed(&reports);
-    assert_eq!(ids(&report.collected), ["hooked > under hook", "plain > fine"]);
+    assert_eq!(
+        ids(&report.collected),
+        ["hooked > under hook", "plain > fine"]
+    );
     assert_eq!(ids(&report.failing), ["hooked > under hook"]);
     assert_eq!(report.declared, Some(report.counts));
-    assert_eq!(agree(ran.code, &reports, &ran.output()), Agreement::Red { exit_code: Some(1), gaps: vec![] }, "{}", ran.show());
+    assert_eq!(
+        agree(ran.code, &reports, &ran.output()),
+        Agreement::Red {
+            exit_code: Some(1),
+            gaps: vec![]
+        },
+        "{}",
+        ran.show()
+    );
 }
 
 #[test]
 fn a_failing_after_hook_that_node_junit_does_not_show_still_leaves_the_run_red() {
-    let Some(node) = tool(&["node", "nodejs"]) else { return };
+    let Some(node) = tool(&["node", "nodejs"]) else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     node_project_with_failing_hooks(dir.path(), "after");
-    let ran = run(command(&node, dir.path(), false).args(["--test", "--test-reporter=junit", "--test-reporter-destination=junit.xml"]));
+    let ran = run(command(&node, dir.path(), false).args([
+        "--test",
+        "--test-reporter=junit",
+        "--test-reporter-destination=junit.xml",
+    ]));
     let reports = reports_in(dir.path(), "junit.xml");
     let report = parsed(&reports);
-    assert!(report.failing.is_empty(), "node 20 writes the after hook's failure nowhere in its JUnit: {report:?}");
+    assert!(
+        report.failing.is_empty(),
+        "node 20 writes the after hook's failure nowhere in its JUnit: {report:?}"
+    );
     assert_eq!(report.declared, Some(report.counts));
     // The exit code is the evidence that counts: red, never green.
-    assert_eq!(agree(ran.code, &reports, &ran.output()), Agreement::Red { exit_code: Some(1), gaps: vec![] }, "{}", ran.show());
+    assert_eq!(
+        agree(ran.code, &reports, &ran.output()),
+        Agreement::Red {
+            exit_code: Some(1),
+            gaps: vec![]
+        },
+        "{}",
+        ran.show()
+    );
 }
 
 #[test]
@@ -386,14 +608,31 @@ fn cargo_test_names_doctests_by_file_and_item_without_their_line() {
     let ran = cargo_in(&cargo, dir.path(), false, &["test", "--offline", "--doc"]);
     assert_eq!(ran.code, Some(0), "{}", ran.show());
     let report = output_report(&ran.output()).unwrap().unwrap();
-    assert_eq!(ids(&report.collected), ["doc/sample::src/lib.rs - add", "doc/sample::src/lib.rs - add - compile"]);
+    assert_eq!(
+        ids(&report.collected),
+        [
+            "doc/sample::src/lib.rs - add",
+            "doc/sample::src/lib.rs - add - compile"
+        ]
+    );
     // Five lines above the doctests: the same ids.
     let lib = dir.path().join("src/lib.rs");
     let source = std::fs::read_to_string(&lib).unwrap();
-    std::fs::write(&lib, format!("// one\n// two\n// three\n// four\n// five\n{source}")).unwrap();
+    std::fs::write(
+        &lib,
+        format!("// one\n// two\n// three\n// four\n// five\n{source}"),
+    )
+    .unwrap();
     let shifted = cargo_in(&cargo, dir.path(), false, &["test", "--offline", "--doc"]);
-    assert!(String::from_utf8_lossy(&shifted.stdout).contains("src/lib.rs - add (line 8)"), "{}", shifted.show());
-    assert_eq!(output_report(&shifted.output()).unwrap().unwrap().collected, report.collected);
+    assert!(
+        String::from_utf8_lossy(&shifted.stdout).contains("src/lib.rs - add (line 8)"),
+        "{}",
+        shifted.show()
+    );
+    assert_eq!(
+        output_report(&shifted.output()).unwrap().unwrap().collected,
+        report.collected
+    );
 }
 
 /// The directory ci/fetch-js-runners.sh installed vitest and jest into (run here when absent).
@@ -401,16 +640,24 @@ fn cargo_test_names_doctests_by_file_and_item_without_their_line() {
 fn js_runners() -> Option<PathBuf> {
     let lock = std::fs::read(fixtures().join("js-runners/package-lock.json")).unwrap();
     let sha = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&lock));
-    let cache = std::env::var_os("LOOPEXEC_TEST_PROJECTS").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/var/cache/loopexec-test-projects"));
+    let cache = std::env::var_os("LOOPEXEC_TEST_PROJECTS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/cache/loopexec-test-projects"));
     let dir = cache.join(format!("js-runners-{sha}"));
     if !dir.join("node_modules").is_dir() {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("ci/fetch-js-runners.sh");
         let status = Command::new("bash").arg(script).status();
         if !status.is_ok_and(|s| s.success()) || !dir.join("node_modules").is_dir() {
             if std::env::var("CI").as_deref() == Ok("true") {
-                panic!("{} is missing and ci/fetch-js-runners.sh could not install it", dir.display());
+                panic!(
+                    "{} is missing and ci/fetch-js-runners.sh could not install it",
+                    dir.display()
+                );
             }
-            eprintln!("NOT RUN: {} is missing (run ci/fetch-js-runners.sh; CI=true makes this a failure)", dir.display());
+            eprintln!(
+                "NOT RUN: {} is missing (run ci/fetch-js-runners.sh; CI=true makes this a failure)",
+                dir.display()
+            );
             return None;
         }
     }
@@ -420,19 +667,30 @@ fn js_runners() -> Option<PathBuf> {
 /// A JS fixture project in a temp dir, its `node_modules` a link to the cached runners.
 fn js_project(name: &str, runners: &Path) -> tempfile::TempDir {
     let dir = project(name);
-    std::os::unix::fs::symlink(runners.join("node_modules"), dir.path().join("node_modules")).unwrap();
+    std::os::unix::fs::symlink(
+        runners.join("node_modules"),
+        dir.path().join("node_modules"),
+    )
+    .unwrap();
     dir
 }
 
 #[test]
 fn vitest_junit_report_from_a_real_run() {
-    let Some(node) = tool(&["node", "nodejs"]) else { return };
+    let Some(node) = tool(&["node", "nodejs"]) else {
+        return;
+    };
     let Some(runners) = js_runners() else { return };
     let vitest = runners.join("node_modules/vitest/vitest.mjs");
     let runs = green_and_red(|fail| {
         let dir = js_project("vitest", &runners);
         // --no-cache: vitest would otherwise write its results cache into the shared node_modules.
-        let ran = run(command(&node, dir.path(), fail).arg(&vitest).args(["run", "--no-cache", "--reporter=junit", "--outputFile=out/junit.xml"]));
+        let ran = run(command(&node, dir.path(), fail).arg(&vitest).args([
+            "run",
+            "--no-cache",
+            "--reporter=junit",
+            "--outputFile=out/junit.xml",
+        ]));
         (ran, reports_in(dir.path(), "out/*.xml"))
     });
     let (green, red) = (&runs[0], &runs[1]);
@@ -449,15 +707,32 @@ fn vitest_junit_report_from_a_real_run() {
             "test/strs.test.js::upper",
         ]
     );
-    assert_eq!(ids(&report.skipped), ["test/math.test.js::math > skipped one", "test/math.test.js::math > todo one"]);
+    assert_eq!(
+        ids(&report.skipped),
+        [
+            "test/math.test.js::math > skipped one",
+            "test/math.test.js::math > todo one"
+        ]
+    );
     assert_eq!(report.declared, Some(report.counts));
-    assert_eq!(ids(&parsed(&red.1).failing), ["test/math.test.js::math > wrong when asked"]);
-    assert_green_and_red(&green.0, &green.1, &red.0, &red.1, &["report_shows_failures"]);
+    assert_eq!(
+        ids(&parsed(&red.1).failing),
+        ["test/math.test.js::math > wrong when asked"]
+    );
+    assert_green_and_red(
+        &green.0,
+        &green.1,
+        &red.0,
+        &red.1,
+        &["report_shows_failures"],
+    );
 }
 
 #[test]
 fn jest_junit_report_from_a_real_run() {
-    let Some(node) = tool(&["node", "nodejs"]) else { return };
+    let Some(node) = tool(&["node", "nodejs"]) else {
+        return;
+    };
     let Some(runners) = js_runners() else { return };
     let jest = runners.join("node_modules/jest/bin/jest.js");
     let runs = green_and_red(|fail| {
@@ -465,7 +740,12 @@ fn jest_junit_report_from_a_real_run() {
         let cache = tempfile::tempdir().unwrap();
         let mut cmd = command(&node, dir.path(), fail);
         cmd.arg(&jest)
-            .args(["--ci", "--reporters=default", "--reporters=jest-junit", "--cacheDirectory"])
+            .args([
+                "--ci",
+                "--reporters=default",
+                "--reporters=jest-junit",
+                "--cacheDirectory",
+            ])
             .arg(cache.path())
             .env("JEST_JUNIT_OUTPUT_DIR", "out");
         let ran = run(&mut cmd);
@@ -489,13 +769,24 @@ fn jest_junit_report_from_a_real_run() {
     // jest-junit writes a todo test as a case with no result element, outside its `tests` counts.
     assert_eq!(ids(&report.skipped), ["math skipped one::math skipped one"]);
     assert_eq!(report.declared, Some(report.counts));
-    assert_eq!(ids(&parsed(&red.1).failing), ["math wrong when asked::math wrong when asked"]);
-    assert_green_and_red(&green.0, &green.1, &red.0, &red.1, &["report_shows_failures"]);
+    assert_eq!(
+        ids(&parsed(&red.1).failing),
+        ["math wrong when asked::math wrong when asked"]
+    );
+    assert_green_and_red(
+        &green.0,
+        &green.1,
+        &red.0,
+        &red.1,
+        &["report_shows_failures"],
+    );
 }
 
 #[test]
 fn node_junit_of_a_skipped_describe_and_a_failing_todo_test_is_green_and_agrees_with_its_summary() {
-    let Some(node) = tool(&["node", "nodejs"]) else { return };
+    let Some(node) = tool(&["node", "nodejs"]) else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("test")).unwrap();
     std::fs::write(
@@ -517,10 +808,17 @@ fn node_junit_of_a_skipped_describe_and_a_failing_todo_test_is_green_and_agrees_
     assert_eq!(ran.code, Some(0), "{}", ran.show());
     let reports = reports_in(dir.path(), "junit.xml");
     let report = parsed(&reports);
-    assert_eq!(ids(&report.collected), ["d > x", "empty", "skipped suite", "todo failing"]);
+    assert_eq!(
+        ids(&report.collected),
+        ["d > x", "empty", "skipped suite", "todo failing"]
+    );
     assert_eq!(ids(&report.skipped), ["skipped suite", "todo failing"]);
     assert!(report.failing.is_empty(), "{report:?}");
     assert_eq!(report.declared, Some(report.counts));
     let verdict = agree(ran.code, &reports, &ran.output());
-    assert!(matches!(verdict, Agreement::Green { ref sources } if sources.len() == 2), "{verdict:?}\n{}", ran.show());
+    assert!(
+        matches!(verdict, Agreement::Green { ref sources } if sources.len() == 2),
+        "{verdict:?}\n{}",
+        ran.show()
+    );
 }

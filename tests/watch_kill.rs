@@ -14,9 +14,25 @@ use std::time::Duration;
 /// A run whose agent records its shell's pid and its sleeping child's, then sleeps.
 fn start_sleeping_run(dir: &Path, run_id: &str, isolation: &[&str]) -> Child {
     let exec = "echo $$ > agent.pid; cat /proc/self/cgroup > agent-cgroup; sleep 300 & echo $! > sleeper.pid; wait";
-    let mut args = vec!["run", "--json", "--run-id", run_id, "--no-baseline", "--exec", exec, "--check", "true"];
+    let mut args = vec![
+        "run",
+        "--json",
+        "--run-id",
+        run_id,
+        "--no-baseline",
+        "--exec",
+        exec,
+        "--check",
+        "true",
+    ];
     args.extend_from_slice(isolation);
-    command().current_dir(dir).args(&args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("spawn loopexec run")
+    command()
+        .current_dir(dir)
+        .args(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn loopexec run")
 }
 
 /// Wait until the heartbeat names a running zone (the supervisor is in the agent's wait loop).
@@ -24,12 +40,19 @@ fn wait_for_zone_beat(dir: &Path, run_id: &str) -> Value {
     let path = run_dir(dir, run_id).join("heartbeat.json");
     let start = std::time::Instant::now();
     loop {
-        if let Some(beat) = std::fs::read(&path).ok().and_then(|b| serde_json::from_slice::<Value>(&b).ok()) {
+        if let Some(beat) = std::fs::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        {
             if beat["zone"].is_object() {
                 return beat;
             }
         }
-        assert!(start.elapsed() < Duration::from_secs(30), "no heartbeat with a zone at {}", path.display());
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no heartbeat with a zone at {}",
+            path.display()
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -49,33 +72,80 @@ fn a_stopped_supervisor_is_stale_and_watch_kill_ends_it_and_seals_heartbeat_stal
     let mut run = start_sleeping_run(dir.path(), "w", &["--isolation", "none"]);
     let supervisor = run.id() as i32;
     let beat = wait_for_zone_beat(dir.path(), "w");
-    assert_eq!((beat["phase"].as_str(), beat["supervisor_pid"].as_i64()), (Some("agent"), Some(supervisor as i64)), "{beat}");
+    assert_eq!(
+        (beat["phase"].as_str(), beat["supervisor_pid"].as_i64()),
+        (Some("agent"), Some(supervisor as i64)),
+        "{beat}"
+    );
     let agent = read_pid(&dir.path().join("agent.pid"));
     let sleeper = read_pid(&dir.path().join("sleeper.pid"));
     kill(Pid::from_raw(supervisor), Signal::SIGSTOP).unwrap();
 
-    let r = loopexec(dir.path(), &["watch", "--json", "w", "--stall-timeout", "1", "--follow", "--kill"]);
-    assert_eq!((r.code, r.json()["halt_reason"].as_str(), r.json()["watch"]["verdict"].as_str()), (19, Some("heartbeat_stale"), Some("killed")), "{r:?}");
+    let r = loopexec(
+        dir.path(),
+        &[
+            "watch",
+            "--json",
+            "w",
+            "--stall-timeout",
+            "1",
+            "--follow",
+            "--kill",
+        ],
+    );
+    assert_eq!(
+        (
+            r.code,
+            r.json()["halt_reason"].as_str(),
+            r.json()["watch"]["verdict"].as_str()
+        ),
+        (19, Some("heartbeat_stale"), Some("killed")),
+        "{r:?}"
+    );
     let status = run.wait().unwrap();
-    assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(9), "the supervisor was SIGKILLed");
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(9),
+        "the supervisor was SIGKILLed"
+    );
     for (name, pid) in [("agent shell", agent), ("sleeping child", sleeper)] {
         assert!(!pid_alive(pid), "the {name} {pid} survived watch --kill");
     }
 
     let s = loopexec(dir.path(), &["status", "--json", "w"]);
-    assert_eq!((s.json()["state"].as_str(), s.json()["halt_reason"].as_str()), (Some("halted"), Some("heartbeat_stale")), "{s:?}");
+    assert_eq!(
+        (s.json()["state"].as_str(), s.json()["halt_reason"].as_str()),
+        (Some("halted"), Some("heartbeat_stale")),
+        "{s:?}"
+    );
     let v = verified(dir.path(), "w");
     let checks = v["verify"]["checks"].as_array().unwrap();
-    let derivation = checks.iter().find(|c| c["name"] == "halt_derivation").unwrap();
+    let derivation = checks
+        .iter()
+        .find(|c| c["name"] == "halt_derivation")
+        .unwrap();
     assert_eq!(
         derivation["detail"].as_str().unwrap(),
         "heartbeat_stale not replayable: heartbeat_stale at iteration 1 was observed outside the receipt (a supervisor that stopped beating, ended by `watch --kill`); \
          the halt's detail carries the observations (no recorded agent step by the stages) (0 iteration decision(s) re-derived)"
     );
-    let halt = events(dir.path(), "w").into_iter().find(|e| e["type"] == "halt").unwrap();
+    let halt = events(dir.path(), "w")
+        .into_iter()
+        .find(|e| e["type"] == "halt")
+        .unwrap();
     let detail = halt["detail"].as_str().unwrap();
-    assert!(detail.starts_with(&format!("watch --kill: its supervisor (pid {supervisor}) is stopped")), "{detail}");
-    assert!(detail.contains(&format!("killed the zone's process group {agent} and SIGKILLed the supervisor")), "{detail}");
+    assert!(
+        detail.starts_with(&format!(
+            "watch --kill: its supervisor (pid {supervisor}) is stopped"
+        )),
+        "{detail}"
+    );
+    assert!(
+        detail.contains(&format!(
+            "killed the zone's process group {agent} and SIGKILLed the supervisor"
+        )),
+        "{detail}"
+    );
     // A sealed run is final: resuming it is refused.
     let again = loopexec(dir.path(), &["run", "--json", "--resume", "w"]);
     assert_ne!(again.code, 0, "{again:?}");
@@ -88,13 +158,36 @@ fn a_stopped_supervisor_of_a_native_zone_is_killed_with_its_zone_and_no_cgroup_i
     let mut run = start_sleeping_run(dir.path(), "n", &[]);
     let supervisor = run.id() as i32;
     let beat = wait_for_zone_beat(dir.path(), "n");
-    let cgroups: Vec<String> = beat["zone"]["cgroup"].as_array().unwrap().iter().map(|c| c.as_str().unwrap().to_string()).collect();
-    assert!(!cgroups.is_empty(), "a native zone records its cgroup: {beat}");
+    let cgroups: Vec<String> = beat["zone"]["cgroup"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        !cgroups.is_empty(),
+        "a native zone records its cgroup: {beat}"
+    );
     let leader = beat["zone"]["leader_pid"].as_i64().unwrap() as i32;
     kill(Pid::from_raw(supervisor), Signal::SIGSTOP).unwrap();
 
-    let r = loopexec(dir.path(), &["watch", "--json", "n", "--stall-timeout", "1", "--follow", "--kill"]);
-    assert_eq!((r.code, r.json()["halt_reason"].as_str()), (19, Some("heartbeat_stale")), "{r:?}");
+    let r = loopexec(
+        dir.path(),
+        &[
+            "watch",
+            "--json",
+            "n",
+            "--stall-timeout",
+            "1",
+            "--follow",
+            "--kill",
+        ],
+    );
+    assert_eq!(
+        (r.code, r.json()["halt_reason"].as_str()),
+        (19, Some("heartbeat_stale")),
+        "{r:?}"
+    );
     run.wait().unwrap();
     assert!(!pid_alive(leader), "the zone's init {leader} survived");
     for cg in &cgroups {
@@ -108,11 +201,25 @@ fn a_beating_run_is_alive_and_kill_refuses_it() {
     let dir = workdir();
     let mut run = start_sleeping_run(dir.path(), "a", &["--isolation", "none"]);
     wait_for_zone_beat(dir.path(), "a");
-    let r = loopexec(dir.path(), &["watch", "--json", "a", "--stall-timeout", "30"]);
-    let refused = loopexec(dir.path(), &["watch", "--json", "a", "--stall-timeout", "30", "--kill"]);
+    let r = loopexec(
+        dir.path(),
+        &["watch", "--json", "a", "--stall-timeout", "30"],
+    );
+    let refused = loopexec(
+        dir.path(),
+        &["watch", "--json", "a", "--stall-timeout", "30", "--kill"],
+    );
     kill(Pid::from_raw(run.id() as i32), Signal::SIGTERM).unwrap();
     run.wait().unwrap();
-    assert_eq!((r.code, r.json()["watch"]["verdict"].as_str(), r.json()["watch"]["phase"].as_str()), (0, Some("alive"), Some("agent")), "{r:?}");
+    assert_eq!(
+        (
+            r.code,
+            r.json()["watch"]["verdict"].as_str(),
+            r.json()["watch"]["phase"].as_str()
+        ),
+        (0, Some("alive"), Some("agent")),
+        "{r:?}"
+    );
     assert_eq!(refused.code, 20, "{refused:?}");
     assert_eq!(
         refused.json()["errors"][0]["message"].as_str(),
@@ -124,23 +231,74 @@ fn a_beating_run_is_alive_and_kill_refuses_it() {
 #[test]
 fn a_halted_run_is_reported_halted() {
     let dir = workdir();
-    let r = loopexec(dir.path(), &["run", "--json", "--run-id", "h", "--no-baseline", "--isolation", "none", "--exec", "true", "--check", "false", "--max-iterations", "1"]);
+    let r = loopexec(
+        dir.path(),
+        &[
+            "run",
+            "--json",
+            "--run-id",
+            "h",
+            "--no-baseline",
+            "--isolation",
+            "none",
+            "--exec",
+            "true",
+            "--check",
+            "false",
+            "--max-iterations",
+            "1",
+        ],
+    );
     assert_eq!(r.code, 12, "{r:?}");
     let w = loopexec(dir.path(), &["watch", "--json", "h"]);
-    assert_eq!((w.code, w.json()["watch"]["verdict"].as_str(), w.json()["halt_reason"].as_str()), (0, Some("halted"), Some("max_iterations_reached")), "{w:?}");
+    assert_eq!(
+        (
+            w.code,
+            w.json()["watch"]["verdict"].as_str(),
+            w.json()["halt_reason"].as_str()
+        ),
+        (0, Some("halted"), Some("max_iterations_reached")),
+        "{w:?}"
+    );
 }
 
 #[test]
 fn a_paused_run_is_paused_and_kill_leaves_it_alone() {
     let dir = workdir();
-    let r = loopexec(dir.path(), &["step", "--json", "--run-id", "p", "--no-baseline", "--isolation", "none", "--exec", "true", "--check", "false"]);
+    let r = loopexec(
+        dir.path(),
+        &[
+            "step",
+            "--json",
+            "--run-id",
+            "p",
+            "--no-baseline",
+            "--isolation",
+            "none",
+            "--exec",
+            "true",
+            "--check",
+            "false",
+        ],
+    );
     assert_eq!(r.code, 0, "{r:?}");
     let w = loopexec(dir.path(), &["watch", "--json", "p"]);
-    assert_eq!((w.code, w.json()["watch"]["verdict"].as_str()), (0, Some("paused")), "{w:?}");
+    assert_eq!(
+        (w.code, w.json()["watch"]["verdict"].as_str()),
+        (0, Some("paused")),
+        "{w:?}"
+    );
     let k = loopexec(dir.path(), &["watch", "--json", "p", "--kill"]);
     assert_eq!(k.code, 20, "{k:?}");
-    assert_eq!(k.json()["errors"][0]["message"].as_str(), Some("run p is paused and no process drives it: there is nothing to kill"), "{k:?}");
-    assert!(events(dir.path(), "p").iter().all(|e| e["type"] != "halt"), "nothing was recorded");
+    assert_eq!(
+        k.json()["errors"][0]["message"].as_str(),
+        Some("run p is paused and no process drives it: there is nothing to kill"),
+        "{k:?}"
+    );
+    assert!(
+        events(dir.path(), "p").iter().all(|e| e["type"] != "halt"),
+        "nothing was recorded"
+    );
 }
 
 /// A run whose supervisor was SIGKILLed while its agent slept: `running`, driven by nobody.
@@ -159,8 +317,22 @@ fn a_run_whose_supervisor_died_is_stale() {
     let dir = workdir();
     crashed_run(dir.path(), "d");
     let w = loopexec(dir.path(), &["watch", "--json", "d"]);
-    assert_eq!((w.code, w.json()["status"].as_str(), w.json()["watch"]["verdict"].as_str()), (19, Some("stale"), Some("stale")), "{w:?}");
-    assert!(w.json()["watch"]["detail"].as_str().unwrap().ends_with(") is gone"), "{w:?}");
+    assert_eq!(
+        (
+            w.code,
+            w.json()["status"].as_str(),
+            w.json()["watch"]["verdict"].as_str()
+        ),
+        (19, Some("stale"), Some("stale")),
+        "{w:?}"
+    );
+    assert!(
+        w.json()["watch"]["detail"]
+            .as_str()
+            .unwrap()
+            .ends_with(") is gone"),
+        "{w:?}"
+    );
 }
 
 #[test]
@@ -168,7 +340,10 @@ fn kill_refuses_when_the_recorded_zone_leader_is_another_process() {
     let dir = workdir();
     crashed_run(dir.path(), "f");
     // An unrelated process, named in a forged heartbeat with a start time that is not its own.
-    let mut other = std::process::Command::new("sleep").arg("300").spawn().unwrap();
+    let mut other = std::process::Command::new("sleep")
+        .arg("300")
+        .spawn()
+        .unwrap();
     let pid = other.id() as i32;
     let path = run_dir(dir.path(), "f").join("heartbeat.json");
     let mut beat: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
@@ -185,7 +360,10 @@ fn kill_refuses_when_the_recorded_zone_leader_is_another_process() {
         "{w:?}"
     );
     assert!(alive, "the unrelated process was signalled");
-    assert!(events(dir.path(), "f").iter().all(|e| e["type"] != "halt"), "nothing was recorded");
+    assert!(
+        events(dir.path(), "f").iter().all(|e| e["type"] != "halt"),
+        "nothing was recorded"
+    );
 }
 
 #[test]
@@ -193,5 +371,9 @@ fn a_stall_timeout_for_watch_that_is_not_positive_is_refused() {
     let dir = workdir();
     let w = loopexec(dir.path(), &["watch", "--json", "--stall-timeout", "-1"]);
     assert_eq!(w.code, 20, "{w:?}");
-    assert_eq!(w.json()["errors"][0]["message"].as_str(), Some("--stall-timeout must be a number of seconds in (0, 2592000], got -1"), "{w:?}");
+    assert_eq!(
+        w.json()["errors"][0]["message"].as_str(),
+        Some("--stall-timeout must be a number of seconds in (0, 2592000], got -1"),
+        "{w:?}"
+    );
 }

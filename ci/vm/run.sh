@@ -4,7 +4,9 @@
 # usable, software emulation otherwise, with the freshly built loopexec binary, the example and
 # the test scripts on a 9p share; the guest's loopexec-vm-test.service runs guest-test.sh (the
 # matrix) and powers off. Prints the guest's log, its SUMMARY and the step's timing.
-#   ci/vm/run.sh     as root (installs qemu and debootstrap if missing, builds the image once)
+#   ci/vm/run.sh              as root (installs qemu and debootstrap if missing, builds the image once)
+#   ci/vm/run.sh --tools-only only install qemu and debootstrap (.ci/run does this first, then builds
+#                             the image in the background while the test suite runs)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 start=$(date +%s)
@@ -36,6 +38,8 @@ fi
 for tool in qemu-system-x86_64 qemu-img debootstrap mkfs.ext4; do
   command -v "$tool" >/dev/null || { echo "vm: $tool is still missing after installing ${need[*]:-nothing}" >&2; exit 1; }
 done
+
+[ "${1:-}" = --tools-only ] && exit 0
 
 image=$(ci/vm/build-image.sh)
 built=$(date +%s)

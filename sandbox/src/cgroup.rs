@@ -43,7 +43,10 @@ pub enum Hierarchy {
     /// Unified hierarchy; `base` is the directory of our own cgroup.
     V2 { base: PathBuf },
     /// Legacy hierarchies; one base directory per required controller, plus freezer if present.
-    V1 { bases: Vec<(String, PathBuf)>, freezer: Option<PathBuf> },
+    V1 {
+        bases: Vec<(String, PathBuf)>,
+        freezer: Option<PathBuf>,
+    },
 }
 
 /// The budget of one zone.
@@ -66,7 +69,10 @@ pub fn detect() -> io::Result<Hierarchy> {
         let mut base = join(Path::new(CGROUP_ROOT), path);
         // Already moved into our own supervisor leaf (an earlier pool of this process): zones go
         // beside it, beneath the cgroup we were started in.
-        if base.file_name().is_some_and(|n| n.to_str() == Some(supervisor_leaf_name().as_str())) {
+        if base
+            .file_name()
+            .is_some_and(|n| n.to_str() == Some(supervisor_leaf_name().as_str()))
+        {
             base.pop();
         }
         return Ok(Hierarchy::V2 { base });
@@ -75,17 +81,22 @@ pub fn detect() -> io::Result<Hierarchy> {
         own.lines().find_map(|l| {
             let mut parts = l.splitn(3, ':');
             let (_, list, path) = (parts.next()?, parts.next()?, parts.next()?);
-            list.split(',').any(|c| c == ctrl).then(|| join(&Path::new(CGROUP_ROOT).join(ctrl), path))
+            list.split(',')
+                .any(|c| c == ctrl)
+                .then(|| join(&Path::new(CGROUP_ROOT).join(ctrl), path))
         })
     };
     let mut bases = Vec::new();
     for ctrl in V1_CONTROLLERS {
-        let base = path_of(ctrl)
-            .filter(|p| p.is_dir())
-            .ok_or_else(|| io::Error::other(format!("cgroup v1 controller {ctrl} is not mounted")))?;
+        let base = path_of(ctrl).filter(|p| p.is_dir()).ok_or_else(|| {
+            io::Error::other(format!("cgroup v1 controller {ctrl} is not mounted"))
+        })?;
         bases.push((ctrl.to_string(), base));
     }
-    Ok(Hierarchy::V1 { bases, freezer: path_of("freezer").filter(|p| p.is_dir()) })
+    Ok(Hierarchy::V1 {
+        bases,
+        freezer: path_of("freezer").filter(|p| p.is_dir()),
+    })
 }
 
 fn supervisor_leaf_name() -> String {
@@ -136,7 +147,10 @@ fn missing_v2_controllers(dir: &Path) -> io::Result<Vec<String>> {
 /// Member processes of `dir` other than this one.
 fn other_members(dir: &Path) -> io::Result<usize> {
     let me = std::process::id().to_string();
-    Ok(fs::read_to_string(dir.join("cgroup.procs"))?.lines().filter(|l| l.trim() != me && !l.trim().is_empty()).count())
+    Ok(fs::read_to_string(dir.join("cgroup.procs"))?
+        .lines()
+        .filter(|l| l.trim() != me && !l.trim().is_empty())
+        .count())
 }
 
 fn join(root: &Path, cgroup_path: &str) -> PathBuf {
@@ -167,20 +181,32 @@ impl Hierarchy {
             },
             Hierarchy::V2 { base } => {
                 let subtree = base.join("cgroup.subtree_control");
-                if !writable(base) || nix::unistd::access(&subtree, nix::unistd::AccessFlags::W_OK).is_err() {
+                if !writable(base)
+                    || nix::unistd::access(&subtree, nix::unistd::AccessFlags::W_OK).is_err()
+                {
                     return Err(Unfit::NotWritable(base.clone()));
                 }
-                let missing = missing_v2_controllers(base).map_err(|_| Unfit::NotWritable(base.clone()))?;
+                let missing =
+                    missing_v2_controllers(base).map_err(|_| Unfit::NotWritable(base.clone()))?;
                 if !missing.is_empty() {
-                    return Err(Unfit::ControllersMissing { base: base.clone(), missing });
+                    return Err(Unfit::ControllersMissing {
+                        base: base.clone(),
+                        missing,
+                    });
                 }
                 let enabled = fs::read_to_string(&subtree).unwrap_or_default();
-                if V1_CONTROLLERS.iter().all(|c| enabled.split_whitespace().any(|e| e == *c)) {
+                if V1_CONTROLLERS
+                    .iter()
+                    .all(|c| enabled.split_whitespace().any(|e| e == *c))
+                {
                     return Ok(());
                 }
                 match other_members(base) {
                     Ok(0) => Ok(()),
-                    Ok(others) => Err(Unfit::SharedWithOtherProcesses { base: base.clone(), others }),
+                    Ok(others) => Err(Unfit::SharedWithOtherProcesses {
+                        base: base.clone(),
+                        others,
+                    }),
                     Err(_) => Err(Unfit::NotWritable(base.clone())),
                 }
             }
@@ -201,7 +227,12 @@ impl Hierarchy {
                 let dir = base.join(&name);
                 fs::create_dir(&dir)?;
                 // Dropped on any error below: the new directory is removed at once.
-                let zone = ZoneCgroup { dirs: vec![dir.clone()], kill_v2: true, freezer: None, budget };
+                let zone = ZoneCgroup {
+                    dirs: vec![dir.clone()],
+                    kill_v2: true,
+                    freezer: None,
+                    budget,
+                };
                 let quota = budget.cpu_percent as u64 * CPU_PERIOD_US / 100;
                 let result = (|| {
                     fs::write(dir.join("memory.max"), budget.memory_bytes.to_string())?;
@@ -215,14 +246,22 @@ impl Hierarchy {
             }
             Hierarchy::V1 { bases, freezer } => {
                 // Dropped on any error below: every directory made so far is removed at once.
-                let mut zone = ZoneCgroup { dirs: Vec::new(), kill_v2: false, freezer: None, budget };
+                let mut zone = ZoneCgroup {
+                    dirs: Vec::new(),
+                    kill_v2: false,
+                    freezer: None,
+                    budget,
+                };
                 for (ctrl, base) in bases {
                     let dir = base.join(&name);
                     fs::create_dir(&dir)?;
                     zone.dirs.push(dir.clone());
                     match ctrl.as_str() {
                         "memory" => {
-                            fs::write(dir.join("memory.limit_in_bytes"), budget.memory_bytes.to_string())?;
+                            fs::write(
+                                dir.join("memory.limit_in_bytes"),
+                                budget.memory_bytes.to_string(),
+                            )?;
                             let memsw = dir.join("memory.memsw.limit_in_bytes");
                             if memsw.exists() {
                                 let _ = fs::write(memsw, budget.memory_bytes.to_string());
@@ -256,19 +295,25 @@ impl Hierarchy {
     fn remove_stale(&self) {
         let bases: Vec<&PathBuf> = match self {
             Hierarchy::V2 { base } => vec![base],
-            Hierarchy::V1 { bases, freezer } => bases.iter().map(|(_, b)| b).chain(freezer.iter()).collect(),
+            Hierarchy::V1 { bases, freezer } => {
+                bases.iter().map(|(_, b)| b).chain(freezer.iter()).collect()
+            }
         };
         for base in bases {
-            let Ok(entries) = fs::read_dir(base) else { continue };
+            let Ok(entries) = fs::read_dir(base) else {
+                continue;
+            };
             for e in entries.flatten() {
                 let name = e.file_name();
-                let Some(rest) = name
-                    .to_str()
-                    .and_then(|n| n.strip_prefix("loopexec-zone-").or_else(|| n.strip_prefix("loopexec-supervisor-")))
-                else {
+                let Some(rest) = name.to_str().and_then(|n| {
+                    n.strip_prefix("loopexec-zone-")
+                        .or_else(|| n.strip_prefix("loopexec-supervisor-"))
+                }) else {
                     continue;
                 };
-                let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<i32>().ok()) else { continue };
+                let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<i32>().ok()) else {
+                    continue;
+                };
                 if !Path::new(&format!("/proc/{pid}")).exists() {
                     let _ = fs::remove_dir(e.path()); // only succeeds when empty
                 }
@@ -283,13 +328,18 @@ impl Hierarchy {
 /// back and remove the leaf at once: a refused attempt leaves no cgroup behind.
 fn enable_v2_controllers(base: &Path) -> io::Result<()> {
     let enabled = fs::read_to_string(base.join("cgroup.subtree_control"))?;
-    let missing: Vec<&str> =
-        V1_CONTROLLERS.iter().copied().filter(|c| !enabled.split_whitespace().any(|e| e == *c)).collect();
+    let missing: Vec<&str> = V1_CONTROLLERS
+        .iter()
+        .copied()
+        .filter(|c| !enabled.split_whitespace().any(|e| e == *c))
+        .collect();
     if missing.is_empty() {
         return Ok(());
     }
     let me = std::process::id().to_string();
-    let member = fs::read_to_string(base.join("cgroup.procs"))?.lines().any(|l| l.trim() == me);
+    let member = fs::read_to_string(base.join("cgroup.procs"))?
+        .lines()
+        .any(|l| l.trim() == me);
     let leaf = base.join(supervisor_leaf_name());
     let mut made_leaf = false;
     if member {
@@ -305,7 +355,11 @@ fn enable_v2_controllers(base: &Path) -> io::Result<()> {
             return Err(e);
         }
     }
-    let line = missing.iter().map(|c| format!("+{c}")).collect::<Vec<_>>().join(" ");
+    let line = missing
+        .iter()
+        .map(|c| format!("+{c}"))
+        .collect::<Vec<_>>()
+        .join(" ");
     let enabled = fs::write(base.join("cgroup.subtree_control"), line);
     if enabled.is_err() && member {
         let _ = fs::write(base.join("cgroup.procs"), &me);
@@ -335,12 +389,20 @@ impl ZoneCgroup {
     /// clone3 `CLONE_INTO_CGROUP`), or moving itself through each v1 controller's `tasks` file.
     pub fn entry(&self) -> io::Result<CgroupEntry> {
         if self.kill_v2 {
-            let dir = self.dirs.first().ok_or_else(|| io::Error::other("no cgroup directory"))?;
+            let dir = self
+                .dirs
+                .first()
+                .ok_or_else(|| io::Error::other("no cgroup directory"))?;
             return Ok(CgroupEntry::V2Dir(fs::File::open(dir)?.into()));
         }
         let mut files = Vec::new();
         for d in &self.dirs {
-            files.push(fs::OpenOptions::new().write(true).open(d.join("tasks"))?.into());
+            files.push(
+                fs::OpenOptions::new()
+                    .write(true)
+                    .open(d.join("tasks"))?
+                    .into(),
+            );
         }
         Ok(CgroupEntry::V1Tasks(files))
     }
@@ -382,13 +444,19 @@ impl ZoneCgroup {
                 let _ = fs::write(f.join("freezer.state"), "FROZEN");
             }
             for pid in &pids {
-                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(*pid), nix::sys::signal::Signal::SIGKILL);
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(*pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
             }
             if let Some(f) = &self.freezer {
                 let _ = fs::write(f.join("freezer.state"), "THAWED");
             }
             if Instant::now() > deadline {
-                return Err(io::Error::other(format!("{} process(es) survived SIGKILL", pids.len())));
+                return Err(io::Error::other(format!(
+                    "{} process(es) survived SIGKILL",
+                    pids.len()
+                )));
             }
             std::thread::sleep(Duration::from_millis(2));
         }
@@ -435,7 +503,11 @@ pub struct CgroupPool {
 
 impl CgroupPool {
     pub fn new(reuse: bool) -> CgroupPool {
-        CgroupPool { reuse, hierarchy: Mutex::new(None), idle: Mutex::new(Vec::new()) }
+        CgroupPool {
+            reuse,
+            hierarchy: Mutex::new(None),
+            idle: Mutex::new(Vec::new()),
+        }
     }
 
     /// An idle cgroup with this budget, or a new one (the hierarchy is detected once per pool).
@@ -460,7 +532,10 @@ impl CgroupPool {
         if !self.reuse || !cgroup.members().is_empty() {
             return cgroup.destroy();
         }
-        self.idle.lock().unwrap_or_else(|p| p.into_inner()).push(cgroup);
+        self.idle
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(cgroup);
         Ok(())
     }
 }
@@ -478,7 +553,11 @@ mod tests {
     /// The tests create cgroups of this one process: one at a time, so that each sees only its own.
     static SERIAL: Mutex<()> = Mutex::new(());
 
-    const BUDGET: Budget = Budget { memory_bytes: 256 << 20, pids_max: 64, cpu_percent: 50 };
+    const BUDGET: Budget = Budget {
+        memory_bytes: 256 << 20,
+        pids_max: 64,
+        cpu_percent: 50,
+    };
 
     /// Whether this test process may create cgroups beneath its own (root, or a delegated user).
     fn may_create_cgroups() -> bool {
@@ -497,14 +576,25 @@ mod tests {
         pool.give_back(first).unwrap();
         let again = pool.take(BUDGET).unwrap();
         assert_eq!(again.paths(), &paths[..]);
-        let other = pool.take(Budget { pids_max: 32, ..BUDGET }).unwrap();
+        let other = pool
+            .take(Budget {
+                pids_max: 32,
+                ..BUDGET
+            })
+            .unwrap();
         assert_ne!(other.paths(), &paths[..]);
         let other_paths = other.paths().to_vec();
         pool.give_back(again).unwrap();
         pool.give_back(other).unwrap();
-        assert!(paths.iter().chain(&other_paths).all(|p| p.is_dir()), "idle cgroups are kept");
+        assert!(
+            paths.iter().chain(&other_paths).all(|p| p.is_dir()),
+            "idle cgroups are kept"
+        );
         drop(pool);
-        assert!(paths.iter().chain(&other_paths).all(|p| !p.exists()), "dropping the pool removes them");
+        assert!(
+            paths.iter().chain(&other_paths).all(|p| !p.exists()),
+            "dropping the pool removes them"
+        );
     }
 
     #[test]
@@ -516,13 +606,19 @@ mod tests {
         let pool = CgroupPool::new(true);
         let cg = pool.take(BUDGET).unwrap();
         let paths = cg.paths().to_vec();
-        let mut child = std::process::Command::new("sleep").arg("60").spawn().unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap();
         for d in &paths {
             fs::write(d.join("cgroup.procs"), child.id().to_string()).unwrap();
         }
         pool.give_back(cg).unwrap();
         let status = child.wait().unwrap();
-        assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(libc::SIGKILL));
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(libc::SIGKILL)
+        );
         assert!(paths.iter().all(|p| !p.exists()));
         assert!(pool.idle.lock().unwrap().is_empty());
     }
@@ -532,14 +628,22 @@ mod tests {
         let h = detect().unwrap();
         let bases: Vec<PathBuf> = match &h {
             Hierarchy::V2 { base } => vec![base.clone()],
-            Hierarchy::V1 { bases, freezer } => bases.iter().map(|(_, b)| b.clone()).chain(freezer.clone()).collect(),
+            Hierarchy::V1 { bases, freezer } => bases
+                .iter()
+                .map(|(_, b)| b.clone())
+                .chain(freezer.clone())
+                .collect(),
         };
         let prefix = format!("loopexec-zone-{}-", std::process::id());
         bases
             .iter()
             .flat_map(|b| fs::read_dir(b).into_iter().flatten().flatten())
             .map(|e| e.path())
-            .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(&prefix)))
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with(&prefix))
+            })
             .collect()
     }
 
@@ -551,8 +655,14 @@ mod tests {
         }
         // A zero CPU quota is refused by the kernel (EINVAL) after the memory and pids limits
         // were written: every directory made for this zone must be gone at once.
-        let refused = CgroupPool::new(false).take(Budget { cpu_percent: 0, ..BUDGET });
-        assert_eq!(refused.map(|_| ()).map_err(|e| e.raw_os_error()), Err(Some(libc::EINVAL)));
+        let refused = CgroupPool::new(false).take(Budget {
+            cpu_percent: 0,
+            ..BUDGET
+        });
+        assert_eq!(
+            refused.map(|_| ()).map_err(|e| e.raw_os_error()),
+            Err(Some(libc::EINVAL))
+        );
         assert_eq!(our_zone_dirs(), Vec::<PathBuf>::new());
     }
 

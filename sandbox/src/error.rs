@@ -62,7 +62,11 @@ impl Layer {
 pub enum SandboxError {
     /// A layer the policy needs is missing on this host (maps to `isolation_unsatisfiable`, exit 30).
     #[error("isolation layer {} unavailable: {cause}", layer.as_str())]
-    Unsatisfiable { layer: Layer, cause: String, fix: String },
+    Unsatisfiable {
+        layer: Layer,
+        cause: String,
+        fix: String,
+    },
     /// The policy file is invalid (exit 20).
     #[error(transparent)]
     Policy(#[from] PolicyError),
@@ -82,14 +86,23 @@ pub enum SandboxError {
     TimeNamespaceUnsupported { cause: String },
     /// An I/O error while setting up or tearing down the zone.
     #[error("{context}: {source}")]
-    Io { context: String, source: std::io::Error },
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
 }
 
 impl SandboxError {
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
-        SandboxError::Io { context: context.into(), source }
+        SandboxError::Io {
+            context: context.into(),
+            source,
+        }
     }
     pub fn errno(context: impl Into<String>, e: nix::Error) -> Self {
-        SandboxError::Io { context: context.into(), source: std::io::Error::from(e) }
+        SandboxError::Io {
+            context: context.into(),
+            source: std::io::Error::from(e),
+        }
     }
 }

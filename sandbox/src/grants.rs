@@ -20,28 +20,47 @@ pub(crate) struct RwGrant {
 }
 
 /// Read-only grants (absent ones kept: the zone skips them) and canonical writable grants.
-pub(crate) fn resolve_grants(spec: &ZoneSpec, zone_ids: Option<(u32, u32)>) -> Result<(Vec<PathBuf>, Vec<RwGrant>), SandboxError> {
+pub(crate) fn resolve_grants(
+    spec: &ZoneSpec,
+    zone_ids: Option<(u32, u32)>,
+) -> Result<(Vec<PathBuf>, Vec<RwGrant>), SandboxError> {
     let mut ro: Vec<PathBuf> = spec.policy.filesystem.read_only.clone();
     for p in &spec.extra_ro {
-        let c = std::fs::canonicalize(p).map_err(|e| SandboxError::Spec(format!("read-only grant {}: {e}", p.display())))?;
+        let c = std::fs::canonicalize(p)
+            .map_err(|e| SandboxError::Spec(format!("read-only grant {}: {e}", p.display())))?;
         ro.push(c);
     }
     let mut rw = Vec::new();
-    for p in spec.policy.filesystem.read_write.iter().chain(&spec.extra_rw) {
-        let c = std::fs::canonicalize(p).map_err(|e| SandboxError::Spec(format!("writable grant {}: {e}", p.display())))?;
+    for p in spec
+        .policy
+        .filesystem
+        .read_write
+        .iter()
+        .chain(&spec.extra_rw)
+    {
+        let c = std::fs::canonicalize(p)
+            .map_err(|e| SandboxError::Spec(format!("writable grant {}: {e}", p.display())))?;
         if c == Path::new("/") {
-            return Err(SandboxError::Spec("the host root cannot be granted writable".into()));
+            return Err(SandboxError::Spec(
+                "the host root cannot be granted writable".into(),
+            ));
         }
         let mut idmap_owner = None;
         if let Some((uid, gid)) = zone_ids {
-            let m = std::fs::metadata(&c).map_err(|e| SandboxError::io(c.display().to_string(), e))?;
+            let m =
+                std::fs::metadata(&c).map_err(|e| SandboxError::io(c.display().to_string(), e))?;
             let mode = m.mode();
-            let writable = (m.uid() == uid && mode & 0o200 != 0) || (m.gid() == gid && mode & 0o020 != 0) || mode & 0o002 != 0;
+            let writable = (m.uid() == uid && mode & 0o200 != 0)
+                || (m.gid() == gid && mode & 0o020 != 0)
+                || mode & 0o002 != 0;
             if !writable {
                 idmap_owner = Some((m.uid(), m.gid()));
             }
         }
-        rw.push(RwGrant { path: c, idmap_owner });
+        rw.push(RwGrant {
+            path: c,
+            idmap_owner,
+        });
     }
     Ok((ro, rw))
 }
@@ -50,10 +69,16 @@ pub(crate) fn resolve_grants(spec: &ZoneSpec, zone_ids: Option<(u32, u32)>) -> R
 /// whose on-disk owner is seen as the zone uid (an idmapped mount): the zone writes the
 /// operator's files, and what it creates is stored as owned by the grant's owner. Other on-disk
 /// owners stay unmapped (read-only to the zone, shown as the overflow uid).
-pub(crate) fn idmapped_trees(grants: &[RwGrant], zone_uid: u32, zone_gid: u32) -> Result<Vec<(PathBuf, OwnedFd)>, SandboxError> {
+pub(crate) fn idmapped_trees(
+    grants: &[RwGrant],
+    zone_uid: u32,
+    zone_gid: u32,
+) -> Result<Vec<(PathBuf, OwnedFd)>, SandboxError> {
     let mut out = Vec::new();
     for g in grants {
-        let Some((owner_uid, owner_gid)) = g.idmap_owner else { continue };
+        let Some((owner_uid, owner_gid)) = g.idmap_owner else {
+            continue;
+        };
         let refuse = |cause: String| {
             SandboxError::Spec(format!(
                 "writable grant {} is not writable by the zone uid {zone_uid} and cannot be idmapped ({cause}): `chown -R {zone_uid}:{zone_gid} {}`, or run loopexec unprivileged",
@@ -64,16 +89,27 @@ pub(crate) fn idmapped_trees(grants: &[RwGrant], zone_uid: u32, zone_gid: u32) -
         if owner_uid == 0 || owner_gid == 0 {
             // The zone's files would be root's on the host: a setuid-root binary made in the zone
             // would be one on the host too. Never map the zone onto root.
-            return Err(refuse("it belongs to root, and the zone is never mapped onto root".into()));
+            return Err(refuse(
+                "it belongs to root, and the zone is never mapped onto root".into(),
+            ));
         }
-        let userns = idmap_userns(owner_uid, zone_uid, owner_gid, zone_gid).map_err(|e| refuse(format!("user namespace: {e}")))?;
+        let userns = idmap_userns(owner_uid, zone_uid, owner_gid, zone_gid)
+            .map_err(|e| refuse(format!("user namespace: {e}")))?;
         let tree = sys::clone_tree_at(&g.path).map_err(|e| refuse(format!("open_tree: {e}")))?;
-        sys::idmap_tree(&tree, &userns, sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV).map_err(|e| refuse(format!("mount_setattr: {e}")))?;
+        sys::idmap_tree(
+            &tree,
+            &userns,
+            sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
+        )
+        .map_err(|e| refuse(format!("mount_setattr: {e}")))?;
         out.push((g.path.clone(), tree));
     }
     // The plan carries the command's three stdio descriptors, then the trees.
     if out.len() > plan::MAX_FDS - 3 {
-        return Err(SandboxError::Spec(format!("at most {} writable grants need idmapping", plan::MAX_FDS - 3)));
+        return Err(SandboxError::Spec(format!(
+            "at most {} writable grants need idmapping",
+            plan::MAX_FDS - 3
+        )));
     }
     Ok(out)
 }
@@ -83,14 +119,18 @@ pub(crate) fn idmapped_trees(grants: &[RwGrant], zone_uid: u32, zone_gid: u32) -
 /// must be the zone uid's own (it mounts as that uid): refused here with the fix, rather than
 /// failing inside the zone. The zone never walks a layer's path: it gets each layer as a
 /// descriptor ([`overlay_layer_fds`]), so no directory above a layer needs to let it pass.
-pub(crate) fn resolve_overlays(overlays: &[OverlayMount], zone_ids: Option<(u32, u32)>) -> Result<Vec<OverlayMount>, SandboxError> {
+pub(crate) fn resolve_overlays(
+    overlays: &[OverlayMount],
+    zone_ids: Option<(u32, u32)>,
+) -> Result<Vec<OverlayMount>, SandboxError> {
     if !overlays.is_empty() {
         require_unprivileged_overlayfs()?;
     }
     if let Some((uid, gid)) = zone_ids {
         for o in overlays {
             for own in o.upper.iter().chain(o.work.iter()) {
-                let m = std::fs::metadata(own).map_err(|e| SandboxError::io(own.display().to_string(), e))?;
+                let m = std::fs::metadata(own)
+                    .map_err(|e| SandboxError::io(own.display().to_string(), e))?;
                 if m.uid() != uid {
                     return Err(SandboxError::Spec(format!(
                         "overlay directory {} must belong to the zone uid {uid} (`chown {uid}:{gid} {}`)",
@@ -102,12 +142,23 @@ pub(crate) fn resolve_overlays(overlays: &[OverlayMount], zone_ids: Option<(u32,
         }
     }
     let canon = |p: &PathBuf| -> Result<PathBuf, SandboxError> {
-        let c = std::fs::canonicalize(p).map_err(|e| SandboxError::Spec(format!("overlay layer {}: {e}", p.display())))?;
+        let c = std::fs::canonicalize(p)
+            .map_err(|e| SandboxError::Spec(format!("overlay layer {}: {e}", p.display())))?;
         if !c.is_dir() {
-            return Err(SandboxError::Spec(format!("overlay layer {} is not a directory", p.display())));
+            return Err(SandboxError::Spec(format!(
+                "overlay layer {} is not a directory",
+                p.display()
+            )));
         }
-        if c.as_os_str().as_encoded_bytes().iter().any(|b| matches!(b, b',' | b':' | b'\\')) {
-            return Err(SandboxError::Spec(format!("overlay layer {} resolves to a path with `,`, `:` or `\\`", p.display())));
+        if c.as_os_str()
+            .as_encoded_bytes()
+            .iter()
+            .any(|b| matches!(b, b',' | b':' | b'\\'))
+        {
+            return Err(SandboxError::Spec(format!(
+                "overlay layer {} resolves to a path with `,`, `:` or `\\`",
+                p.display()
+            )));
         }
         Ok(c)
     };
@@ -136,7 +187,10 @@ pub(crate) fn resolve_overlays(overlays: &[OverlayMount], zone_ids: Option<(u32,
 /// included, and its mountinfo names staging paths, never the operator's. Unprivileged callers
 /// send none (a detached tree needs CAP_SYS_ADMIN): the zone runs as the caller, who owns the
 /// state dir, and clones each layer itself from its path.
-pub(crate) fn overlay_layer_trees(overlays: &[OverlayMount], zone_ids: Option<(u32, u32)>) -> Result<Option<Vec<OwnedFd>>, SandboxError> {
+pub(crate) fn overlay_layer_trees(
+    overlays: &[OverlayMount],
+    zone_ids: Option<(u32, u32)>,
+) -> Result<Option<Vec<OwnedFd>>, SandboxError> {
     if zone_ids.is_none() {
         return Ok(None);
     }
@@ -147,8 +201,16 @@ pub(crate) fn overlay_layer_trees(overlays: &[OverlayMount], zone_ids: Option<(u
             _ => None,
         };
         for layer in o.lowers.iter().chain(scratch.iter()) {
-            let refuse = |e: std::io::Error| SandboxError::Spec(format!("overlay layer {}: {e}", layer.display()));
-            let fd = sys::openat2(libc::AT_FDCWD, &layer.to_string_lossy(), libc::O_PATH | libc::O_DIRECTORY, sys::RESOLVE_NO_SYMLINKS).map_err(refuse)?;
+            let refuse = |e: std::io::Error| {
+                SandboxError::Spec(format!("overlay layer {}: {e}", layer.display()))
+            };
+            let fd = sys::openat2(
+                libc::AT_FDCWD,
+                &layer.to_string_lossy(),
+                libc::O_PATH | libc::O_DIRECTORY,
+                sys::RESOLVE_NO_SYMLINKS,
+            )
+            .map_err(refuse)?;
             out.push(sys::clone_tree(&fd, false).map_err(refuse)?);
         }
     }
@@ -156,10 +218,21 @@ pub(crate) fn overlay_layer_trees(overlays: &[OverlayMount], zone_ids: Option<(u
 }
 
 /// The directory holding an overlay's upper and work directories (they must be siblings).
-pub(crate) fn upper_work_parent<'a>(upper: &'a Path, work: &Path) -> Result<&'a Path, SandboxError> {
+pub(crate) fn upper_work_parent<'a>(
+    upper: &'a Path,
+    work: &Path,
+) -> Result<&'a Path, SandboxError> {
     match (upper.parent(), work.parent()) {
-        (Some(a), Some(b)) if a == b && upper.file_name().is_some() && work.file_name().is_some() => Ok(a),
-        _ => Err(SandboxError::Spec(format!("overlay upper {} and work {} must be sibling directories", upper.display(), work.display()))),
+        (Some(a), Some(b))
+            if a == b && upper.file_name().is_some() && work.file_name().is_some() =>
+        {
+            Ok(a)
+        }
+        _ => Err(SandboxError::Spec(format!(
+            "overlay upper {} and work {} must be sibling directories",
+            upper.display(),
+            work.display()
+        ))),
     }
 }
 
@@ -172,11 +245,16 @@ fn require_unprivileged_overlayfs() -> Result<(), SandboxError> {
         fix: "run on Linux >= 5.11 with overlayfs available".into(),
     };
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    let mut nums = release.trim().split(|c: char| !c.is_ascii_digit()).filter_map(|n| n.parse::<u32>().ok());
+    let mut nums = release
+        .trim()
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse::<u32>().ok());
     let (major, minor) = (nums.next().unwrap_or(0), nums.next().unwrap_or(0));
     if (major, minor) < (5, 11) {
-        return Err(unsat(format!("kernel {} cannot mount overlayfs in a user namespace", release.trim())));
+        return Err(unsat(format!(
+            "kernel {} cannot mount overlayfs in a user namespace",
+            release.trim()
+        )));
     }
     Ok(())
 }
-

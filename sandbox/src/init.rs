@@ -22,7 +22,10 @@ pub use crate::plan::{ENV_MARKER, PLAN_FD, PROBE_MARKER};
 /// The doctor's live probe: can this user create the zone's namespaces and map its ids?
 /// Exits 0 on success, else with the errno of the failing step (never returns).
 fn probe_namespaces() -> ! {
-    let (uid, gid) = (nix::unistd::geteuid().as_raw(), nix::unistd::getegid().as_raw());
+    let (uid, gid) = (
+        nix::unistd::geteuid().as_raw(),
+        nix::unistd::getegid().as_raw(),
+    );
     let code = match enter_namespaces().and_then(|_| write_id_maps(uid, gid)) {
         Ok(()) => 0,
         Err((_, errno, _)) => errno.unwrap_or(1).clamp(1, 125),
@@ -46,7 +49,14 @@ pub fn run_if_zone_init() {
     }) {
         Ok(code) => code,
         Err((layer, errno, message)) => {
-            report(&sock, &Msg::Failed { layer, errno, message });
+            report(
+                &sock,
+                &Msg::Failed {
+                    layer,
+                    errno,
+                    message,
+                },
+            );
             SETUP_FAILED_EXIT
         }
     };
@@ -70,7 +80,8 @@ fn read_plan(sock: &OwnedFd) -> Result<(Plan, Vec<OwnedFd>), StepError> {
     let (bytes, trees) = plan::recv(sock, false)
         .map_err(|e| fail(None, "read plan", e))?
         .ok_or((None, None, "supervisor closed the plan socket".to_string()))?;
-    let plan = serde_json::from_slice(&bytes).map_err(|e| (None, None, format!("malformed plan: {e}")))?;
+    let plan =
+        serde_json::from_slice(&bytes).map_err(|e| (None, None, format!("malformed plan: {e}")))?;
     Ok((plan, trees))
 }
 
@@ -78,7 +89,11 @@ fn read_plan(sock: &OwnedFd) -> Result<(Plan, Vec<OwnedFd>), StepError> {
 /// fds 0-2, where the command inherits them; return the rest (the mount trees).
 fn take_stdio(mut fds: Vec<OwnedFd>) -> Result<Vec<OwnedFd>, StepError> {
     if fds.len() < 3 {
-        return Err((None, None, "the plan came without the command's stdin, stdout and stderr".into()));
+        return Err((
+            None,
+            None,
+            "the plan came without the command's stdin, stdout and stderr".into(),
+        ));
     }
     let trees = fds.split_off(3);
     for (target, fd) in fds.iter().enumerate() {
@@ -106,9 +121,22 @@ fn close_stray_descriptors(keep: &[OwnedFd]) -> Result<(), StepError> {
 
 /// The doctor's probe only: the namespaces a zone gets, created by unshare from a fresh process.
 fn enter_namespaces() -> Result<(), StepError> {
-    nix::sched::unshare(CloneFlags::CLONE_NEWUSER).map_err(|e| fail(Some(Layer::UserNamespace), "unshare(CLONE_NEWUSER)", e.into()))?;
-    nix::sched::unshare(crate::spawn::NAMESPACES.difference(CloneFlags::CLONE_NEWUSER))
-        .map_err(|e| fail(Some(Layer::MountNamespace), "unshare(mount, pid, net, ipc, uts, cgroup)", e.into()))
+    nix::sched::unshare(CloneFlags::CLONE_NEWUSER).map_err(|e| {
+        fail(
+            Some(Layer::UserNamespace),
+            "unshare(CLONE_NEWUSER)",
+            e.into(),
+        )
+    })?;
+    nix::sched::unshare(crate::spawn::NAMESPACES.difference(CloneFlags::CLONE_NEWUSER)).map_err(
+        |e| {
+            fail(
+                Some(Layer::MountNamespace),
+                "unshare(mount, pid, net, ipc, uts, cgroup)",
+                e.into(),
+            )
+        },
+    )
 }
 
 /// The doctor's probe only: map our uid/gid to the same numbers inside.
@@ -126,20 +154,33 @@ fn zone_init(sock: &OwnedFd, plan: &Plan, trees: Vec<OwnedFd>) -> Result<i32, St
     // once non-dumpable, its files belong to the host's root and `timens_offsets` cannot be opened.
     // The init forks nothing before the command, and a time namespace holds only children.
     if let Some(offset_s) = plan.clock_offset_s {
-        timens::offset_for_children(offset_s).map_err(|e| fail(None, "time namespace (clock offset)", e))?;
+        timens::offset_for_children(offset_s)
+            .map_err(|e| fail(None, "time namespace (clock offset)", e))?;
     }
     // pid 1 keeps its namespace capabilities: nothing in the zone may open its /proc/1/mem.
     if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
-        return Err(fail(None, "PR_SET_DUMPABLE", std::io::Error::last_os_error()));
+        return Err(fail(
+            None,
+            "PR_SET_DUMPABLE",
+            std::io::Error::last_os_error(),
+        ));
     }
-    mounts::build_root(plan, trees).map_err(|e| fail(Some(Layer::MountNamespace), "filesystem view", e))?;
-    nix::unistd::sethostname(&plan.hostname).map_err(|e| fail(Some(Layer::IpcUtsNamespaces), "sethostname", e.into()))?;
+    mounts::build_root(plan, trees)
+        .map_err(|e| fail(Some(Layer::MountNamespace), "filesystem view", e))?;
+    nix::unistd::sethostname(&plan.hostname)
+        .map_err(|e| fail(Some(Layer::IpcUtsNamespaces), "sethostname", e.into()))?;
     netns::bring_up_loopback().map_err(|e| fail(Some(Layer::NetNamespace), "loopback up", e))?;
     let listener = match plan.listener_port {
-        Some(port) => Some(netns::listen(port).map_err(|e| fail(Some(Layer::NetNamespace), "proxy listener", e))?),
+        Some(port) => Some(
+            netns::listen(port)
+                .map_err(|e| fail(Some(Layer::NetNamespace), "proxy listener", e))?,
+        ),
         None => None,
     };
-    let port = listener.as_ref().and_then(|l| l.local_addr().ok()).map(|a| a.port());
+    let port = listener
+        .as_ref()
+        .and_then(|l| l.local_addr().ok())
+        .map(|a| a.port());
     let (status_r, status_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
         .map_err(|e| fail(None, "pipe", e.into()))?;
     let child = match unsafe { fork() }.map_err(|e| fail(None, "fork command", e.into()))? {
@@ -169,10 +210,12 @@ fn zone_init(sock: &OwnedFd, plan: &Plan, trees: Vec<OwnedFd>) -> Result<i32, St
         let _ = waitpid(child, None);
         return Err((layer, None, message));
     }
-    let ready = serde_json::to_vec(&Msg::Ready { listener_port: port }).unwrap_or_default();
+    let ready = serde_json::to_vec(&Msg::Ready {
+        listener_port: port,
+    })
+    .unwrap_or_default();
     let fds: Vec<RawFd> = listener.iter().map(|l| l.as_raw_fd()).collect();
-    plan::send(sock.as_raw_fd(), &ready, &fds)
-        .map_err(|e| fail(None, "report ready", e))?;
+    plan::send(sock.as_raw_fd(), &ready, &fds).map_err(|e| fail(None, "report ready", e))?;
     drop(listener);
     Ok(reap_until(sock, child))
 }
@@ -206,15 +249,35 @@ fn command(plan: &Plan, listener_port: Option<u16>) -> CommandFailure {
     }
     step!(None, "setsid", nix::unistd::setsid());
     step!(None, "signal dispositions", reset_signals());
-    step!(None, "PR_SET_PDEATHSIG", nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL));
+    step!(
+        None,
+        "PR_SET_PDEATHSIG",
+        nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+    );
     step!(Some(Layer::Rlimits), "rlimits", set_rlimits(plan));
-    step!(None, format!("chdir {}", plan.cwd.display()), nix::unistd::chdir(&plan.cwd));
+    step!(
+        None,
+        format!("chdir {}", plan.cwd.display()),
+        nix::unistd::chdir(&plan.cwd)
+    );
     step!(None, "close_range", sys::close_range_from(3, true));
-    step!(Some(Layer::NoNewPrivs), "no_new_privs", privileges::set_no_new_privs());
+    step!(
+        Some(Layer::NoNewPrivs),
+        "no_new_privs",
+        privileges::set_no_new_privs()
+    );
     if let Some(ll) = &plan.landlock {
-        step!(Some(Layer::Landlock), "landlock", landlock_rules::restrict(ll, listener_port));
+        step!(
+            Some(Layer::Landlock),
+            "landlock",
+            landlock_rules::restrict(ll, listener_port)
+        );
     }
-    step!(Some(Layer::Capabilities), "capabilities", privileges::drop_all_capabilities());
+    step!(
+        Some(Layer::Capabilities),
+        "capabilities",
+        privileges::drop_all_capabilities()
+    );
     let programs = match seccomp_filter::build(&plan.seccomp_extra_deny) {
         Ok(p) => p,
         Err(e) => return (Some(Layer::Seccomp), format!("seccomp filter: {e}")),
@@ -223,14 +286,25 @@ fn command(plan: &Plan, listener_port: Option<u16>) -> CommandFailure {
         Ok(v) => v,
         Err(_) => return (None, "argument contains a NUL byte".into()),
     };
-    let envp: Vec<CString> = plan
+    // check_spec refused a NUL in the environment already; never drop a variable silently.
+    let envp: Vec<CString> = match plan
         .env
         .iter()
-        .filter_map(|(k, v)| CString::new([k.as_slice(), b"=", v.as_slice()].concat()).ok())
-        .collect();
-    let Some(first) = plan.argv.first() else { return (None, "empty command".into()) };
+        .map(|(k, v)| CString::new([k.as_slice(), b"=", v.as_slice()].concat()))
+        .collect()
+    {
+        Ok(v) => v,
+        Err(_) => return (None, "an environment variable contains a NUL byte".into()),
+    };
+    let Some(first) = plan.argv.first() else {
+        return (None, "empty command".into());
+    };
     let candidates = resolve(first, &plan.env);
-    step!(Some(Layer::Seccomp), "seccomp", seccomp_filter::install(&programs));
+    step!(
+        Some(Layer::Seccomp),
+        "seccomp",
+        seccomp_filter::install(&programs)
+    );
     let mut last = nix::Error::ENOENT;
     for path in &candidates {
         match nix::unistd::execve(path, &argv, &envp) {
@@ -238,7 +312,10 @@ fn command(plan: &Plan, listener_port: Option<u16>) -> CommandFailure {
             Ok(_) => unreachable_exec(),
         }
     }
-    (None, format!("{}: {}", String::from_utf8_lossy(first), last.desc()))
+    (
+        None,
+        format!("{}: {}", String::from_utf8_lossy(first), last.desc()),
+    )
 }
 
 fn unreachable_exec() -> ! {
@@ -278,22 +355,47 @@ fn reset_signals() -> nix::Result<()> {
         restorer: usize,
         mask: u64,
     }
-    let default = KernelSigaction { handler: libc::SIG_DFL, flags: 0, restorer: 0, mask: 0 };
+    let default = KernelSigaction {
+        handler: libc::SIG_DFL,
+        flags: 0,
+        restorer: 0,
+        mask: 0,
+    };
     for sig in 1..=64 {
         if sig == libc::SIGKILL || sig == libc::SIGSTOP {
             continue;
         }
-        let rc = unsafe { libc::syscall(libc::SYS_rt_sigaction, sig, &default as *const KernelSigaction, std::ptr::null_mut::<KernelSigaction>(), 8usize) };
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigaction,
+                sig,
+                &default as *const KernelSigaction,
+                std::ptr::null_mut::<KernelSigaction>(),
+                8usize,
+            )
+        };
         if rc != 0 {
             return Err(nix::Error::last());
         }
     }
-    nix::sys::signal::sigprocmask(nix::sys::signal::SigmaskHow::SIG_SETMASK, Some(&nix::sys::signal::SigSet::empty()), None)
+    nix::sys::signal::sigprocmask(
+        nix::sys::signal::SigmaskHow::SIG_SETMASK,
+        Some(&nix::sys::signal::SigSet::empty()),
+        None,
+    )
 }
 
 fn set_rlimits(plan: &Plan) -> nix::Result<()> {
     use nix::sys::resource::{setrlimit, Resource};
-    setrlimit(Resource::RLIMIT_NOFILE, plan.limits.open_files, plan.limits.open_files)?;
-    setrlimit(Resource::RLIMIT_FSIZE, plan.limits.file_size, plan.limits.file_size)?;
+    setrlimit(
+        Resource::RLIMIT_NOFILE,
+        plan.limits.open_files,
+        plan.limits.open_files,
+    )?;
+    setrlimit(
+        Resource::RLIMIT_FSIZE,
+        plan.limits.file_size,
+        plan.limits.file_size,
+    )?;
     setrlimit(Resource::RLIMIT_CORE, plan.limits.core, plan.limits.core)
 }

@@ -5,8 +5,8 @@
 
 use crate::plan::LandlockPlan;
 use landlock::{
-    Access, AccessFs, AccessNet, NetPort, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr,
-    RulesetStatus, Scope, ABI,
+    Access, AccessFs, AccessNet, NetPort, PathBeneath, PathFd, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, RulesetStatus, Scope, ABI,
 };
 
 fn abi_of(v: u32) -> ABI {
@@ -37,13 +37,18 @@ pub fn restrict(plan: &LandlockPlan, listener_port: Option<u16>) -> Result<(), S
         ruleset = ruleset.handle_access(AccessNet::ConnectTcp).map_err(e)?;
     }
     if plan.abi >= 6 {
-        ruleset = ruleset.scope(Scope::AbstractUnixSocket | Scope::Signal).map_err(e)?;
+        ruleset = ruleset
+            .scope(Scope::AbstractUnixSocket | Scope::Signal)
+            .map_err(e)?;
     }
     let mut created = ruleset.create().map_err(e)?;
     let mut add = |path: &std::path::Path, access| -> Result<(), String> {
         match PathFd::new(path) {
             Ok(fd) => {
-                created.as_mut().add_rule(PathBeneath::new(fd, access)).map_err(e)?;
+                created
+                    .as_mut()
+                    .add_rule(PathBeneath::new(fd, access))
+                    .map_err(e)?;
                 Ok(())
             }
             Err(_) => Ok(()), // absent in the zone: nothing to grant
@@ -61,7 +66,9 @@ pub fn restrict(plan: &LandlockPlan, listener_port: Option<u16>) -> Result<(), S
     add(std::path::Path::new("/dev"), dev)?;
     add(std::path::Path::new("/proc"), read)?;
     if let (true, Some(port)) = (plan.restrict_connect && plan.abi >= 4, listener_port) {
-        created = created.add_rule(NetPort::new(port, AccessNet::ConnectTcp)).map_err(e)?;
+        created = created
+            .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
+            .map_err(e)?;
     }
     let status = created.restrict_self().map_err(e)?;
     match status.ruleset {

@@ -9,9 +9,13 @@
 
 use crate::cgroup::{Budget, CgroupEntry, CgroupPool, ZoneCgroup};
 use crate::error::{Layer, SandboxError};
-use crate::grants::{idmapped_trees, overlay_layer_trees, resolve_grants, resolve_overlays, RwGrant};
+use crate::grants::{
+    idmapped_trees, overlay_layer_trees, resolve_grants, resolve_overlays, RwGrant,
+};
 use crate::placeholders::Placeholders;
-use crate::plan::{self, decode_failure, Bind, LandlockPlan, Limits, Msg, NotReady, OverlayMount, Plan};
+use crate::plan::{
+    self, decode_failure, Bind, LandlockPlan, Limits, Msg, NotReady, OverlayMount, Plan,
+};
 use crate::policy::{NetworkMode, Policy};
 use crate::preflight::{self, Missing};
 use crate::report::layer_table;
@@ -52,7 +56,11 @@ impl Launcher {
     }
 
     fn with_reuse(reuse: bool) -> Launcher {
-        Launcher { host: preflight::probe(), cgroups: Arc::new(CgroupPool::new(reuse)), prepared: Mutex::new(None) }
+        Launcher {
+            host: preflight::probe(),
+            cgroups: Arc::new(CgroupPool::new(reuse)),
+            prepared: Mutex::new(None),
+        }
     }
 
     /// What this host offers, as probed when the launcher was made.
@@ -77,7 +85,11 @@ impl Launcher {
 
     /// Start `spec.argv` in a new zone.
     pub fn launch(&self, spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
-        let prepared = self.prepared.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let prepared = self
+            .prepared
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
         launch_with(&self.host, &self.cgroups, prepared, spec)
     }
 }
@@ -108,7 +120,11 @@ fn launch_with(
         _ => PreparedInit::start(key, cgroups)?,
     };
     let init_ready = started.elapsed();
-    let mut zone = adopt_init(init, applied_report(&spec.policy, host, &skipped, key), cgroups)?;
+    let mut zone = adopt_init(
+        init,
+        applied_report(&spec.policy, host, &skipped, key),
+        cgroups,
+    )?;
     let (ro, grants) = resolve_grants(&spec, key.zone_ids())?; // 6
     let overlays = resolve_overlays(&spec.overlays, key.zone_ids())?;
     let mut trees = idmapped_trees(&grants, key.uid, key.gid)?;
@@ -118,11 +134,23 @@ fn launch_with(
         from
     });
     if trees.len() > plan::MAX_FDS - 3 {
-        return Err(SandboxError::Spec(format!("a zone takes at most {} idmapped grants and overlay layers together", plan::MAX_FDS - 3)));
+        return Err(SandboxError::Spec(format!(
+            "a zone takes at most {} idmapped grants and overlay layers together",
+            plan::MAX_FDS - 3
+        )));
     }
     let mut holds = hold_protected(&mut zone, &spec.policy, &ro, &grants)?; // 7
     holds.0.extend(spec.read_only_beneath.iter().cloned());
-    let plan = build_plan(&spec, host, &skipped, ro, &grants, &trees, (overlays, layers_from), holds); // 8
+    let plan = build_plan(
+        &spec,
+        host,
+        &skipped,
+        ro,
+        &grants,
+        &trees,
+        (overlays, layers_from),
+        holds,
+    ); // 8
     let stdio = command_stdio([spec.stdin.take(), spec.stdout.take(), spec.stderr.take()])?;
     send_plan(&mut zone, &plan, stdio, trees)?; // 9
     let plan_sent = started.elapsed();
@@ -139,9 +167,17 @@ fn launch_with(
 /// Step 2: refuse missing layers the policy needs; return those skipped with its permission.
 fn check_host(policy: &Policy, host: &preflight::HostReport) -> Result<Vec<Missing>, SandboxError> {
     if let Some(m) = host.can_satisfy(policy).into_iter().next() {
-        return Err(SandboxError::Unsatisfiable { layer: m.layer, cause: m.cause, fix: m.fix });
+        return Err(SandboxError::Unsatisfiable {
+            layer: m.layer,
+            cause: m.cause,
+            fix: m.fix,
+        });
     }
-    Ok(host.missing(policy).into_iter().filter(|m| policy.may_skip(m.layer)).collect())
+    Ok(host
+        .missing(policy)
+        .into_iter()
+        .filter(|m| policy.may_skip(m.layer))
+        .collect())
 }
 
 /// What a zone init is started with, before any plan: its uid/gid and its cgroup budget.
@@ -161,12 +197,23 @@ impl InitKey {
         let (uid, gid) = if root {
             (policy.identity.uid_when_root, policy.identity.gid_when_root)
         } else {
-            (nix::unistd::geteuid().as_raw(), nix::unistd::getegid().as_raw())
+            (
+                nix::unistd::geteuid().as_raw(),
+                nix::unistd::getegid().as_raw(),
+            )
         };
         let r = &policy.resources;
-        let budget = (!skipped.iter().any(|m| m.layer == Layer::Cgroup))
-            .then_some(Budget { memory_bytes: r.memory_bytes, pids_max: r.pids_max, cpu_percent: r.cpu_percent });
-        InitKey { uid, gid, drop_ids: root, budget }
+        let budget = (!skipped.iter().any(|m| m.layer == Layer::Cgroup)).then_some(Budget {
+            memory_bytes: r.memory_bytes,
+            pids_max: r.pids_max,
+            cpu_percent: r.cpu_percent,
+        });
+        InitKey {
+            uid,
+            gid,
+            drop_ids: root,
+            budget,
+        }
     }
 
     /// Root callers: the ids the zone takes, which grants and overlays are checked against.
@@ -188,7 +235,12 @@ impl PreparedInit {
     /// Steps 3-5: the cgroup, the clone, the id maps.
     fn start(key: InitKey, cgroups: &Arc<CgroupPool>) -> Result<PreparedInit, SandboxError> {
         let cgroup = key.budget.map(|b| create_cgroup(cgroups, b)).transpose()?; // 3
-        let mut init = PreparedInit { key, cloned: None, cgroup, cgroups: Arc::clone(cgroups) };
+        let mut init = PreparedInit {
+            key,
+            cloned: None,
+            cgroup,
+            cgroups: Arc::clone(cgroups),
+        };
         let entry = cgroup_entry(init.cgroup.as_ref())?;
         let cloned = init.cloned.insert(clone_zone_init(key.zone_ids(), &entry)?); // 4
         drop(entry);
@@ -214,13 +266,21 @@ impl Drop for PreparedInit {
 /// when it has one).
 fn create_cgroup(cgroups: &CgroupPool, budget: Budget) -> Result<ZoneCgroup, SandboxError> {
     let fix = "run loopexec in a delegated cgroup (see `loopexec doctor`), or allow skipping with layers.may_skip = [\"cgroup\"]";
-    let unsat = |cause: String| SandboxError::Unsatisfiable { layer: Layer::Cgroup, cause, fix: fix.into() };
-    cgroups.take(budget).map_err(|e| unsat(format!("creating the zone cgroup: {e}")))
+    let unsat = |cause: String| SandboxError::Unsatisfiable {
+        layer: Layer::Cgroup,
+        cause,
+        fix: fix.into(),
+    };
+    cgroups
+        .take(budget)
+        .map_err(|e| unsat(format!("creating the zone cgroup: {e}")))
 }
 
 /// Step 3, for the clone: how the child enters the zone cgroup (v2 directory, v1 `tasks` files).
 fn cgroup_entry(cgroup: Option<&ZoneCgroup>) -> Result<CgroupEntry, SandboxError> {
-    let Some(c) = cgroup else { return Ok(CgroupEntry::None) };
+    let Some(c) = cgroup else {
+        return Ok(CgroupEntry::None);
+    };
     c.entry().map_err(|e| SandboxError::Unsatisfiable {
         layer: Layer::Cgroup,
         cause: format!("opening the zone cgroup: {e}"),
@@ -228,12 +288,21 @@ fn cgroup_entry(cgroup: Option<&ZoneCgroup>) -> Result<CgroupEntry, SandboxError
     })
 }
 
-fn applied_report(policy: &Policy, host: &preflight::HostReport, skipped: &[Missing], key: InitKey) -> AppliedReport {
+fn applied_report(
+    policy: &Policy,
+    host: &preflight::HostReport,
+    skipped: &[Missing],
+    key: InitKey,
+) -> AppliedReport {
     AppliedReport {
         policy_sha256: policy.sha256.clone(),
         layers: layer_table(host, skipped, policy.network.mode),
         skipped: skipped.to_vec(),
-        landlock_abi: if skipped.iter().any(|m| m.layer == Layer::Landlock) { 0 } else { host.landlock_abi },
+        landlock_abi: if skipped.iter().any(|m| m.layer == Layer::Landlock) {
+            0
+        } else {
+            host.landlock_abi
+        },
         cgroup: Vec::new(),
         zone_uid: key.uid,
         zone_gid: key.gid,
@@ -244,11 +313,18 @@ fn applied_report(policy: &Policy, host: &preflight::HostReport, skipped: &[Miss
 }
 
 /// The started init becomes a `RunningZone`: from here on, dropping it kills and cleans up.
-fn adopt_init(mut init: PreparedInit, mut report: AppliedReport, cgroups: &Arc<CgroupPool>) -> Result<RunningZone, SandboxError> {
+fn adopt_init(
+    mut init: PreparedInit,
+    mut report: AppliedReport,
+    cgroups: &Arc<CgroupPool>,
+) -> Result<RunningZone, SandboxError> {
     let (Some(cloned), cgroup) = (init.cloned.take(), init.cgroup.take()) else {
         return Err(SandboxError::Spawn("the zone init was already used".into()));
     };
-    report.cgroup = cgroup.as_ref().map(|c| c.paths().to_vec()).unwrap_or_default();
+    report.cgroup = cgroup
+        .as_ref()
+        .map(|c| c.paths().to_vec())
+        .unwrap_or_default();
     Ok(RunningZone {
         pid: cloned.pid,
         sock: cloned.sock,
@@ -265,10 +341,23 @@ fn adopt_init(mut init: PreparedInit, mut report: AppliedReport, cgroups: &Arc<C
 /// Step 7: the policy's protected paths held in every writable grant; the zone keeps the
 /// placeholders until its teardown.
 /// Returns the (root, sub-path) pairs to hold read-only and the paths to hide.
-fn hold_protected(zone: &mut RunningZone, policy: &Policy, ro: &[PathBuf], grants: &[RwGrant]) -> Result<Holds, SandboxError> {
+fn hold_protected(
+    zone: &mut RunningZone,
+    policy: &Policy,
+    ro: &[PathBuf],
+    grants: &[RwGrant],
+) -> Result<Holds, SandboxError> {
     let rw: Vec<PathBuf> = grants.iter().map(|g| g.path.clone()).collect();
-    let ProtectedHolds { protected, hidden, placeholders: ProtectedPlaceholders(held) } =
-        hold_protected_paths(ro, &rw, &policy.filesystem.protected, &policy.filesystem.hidden)?;
+    let ProtectedHolds {
+        protected,
+        hidden,
+        placeholders: ProtectedPlaceholders(held),
+    } = hold_protected_paths(
+        ro,
+        &rw,
+        &policy.filesystem.protected,
+        &policy.filesystem.hidden,
+    )?;
     zone.report.placeholders = held.created.clone();
     zone.placeholders = held;
     Ok((protected, hidden))
@@ -290,16 +379,42 @@ fn build_plan(
 ) -> Plan {
     let landlock = (!skipped.iter().any(|m| m.layer == Layer::Landlock)).then(|| LandlockPlan {
         abi: host.landlock_abi,
-        read: ro.iter().cloned().chain(overlays.iter().filter(|o| !o.writable()).map(|o| o.target.clone())).collect(),
-        write: grants.iter().map(|g| g.path.clone()).chain(overlays.iter().filter(|o| o.writable()).map(|o| o.target.clone())).collect(),
+        read: ro
+            .iter()
+            .cloned()
+            .chain(
+                overlays
+                    .iter()
+                    .filter(|o| !o.writable())
+                    .map(|o| o.target.clone()),
+            )
+            .collect(),
+        write: grants
+            .iter()
+            .map(|g| g.path.clone())
+            .chain(
+                overlays
+                    .iter()
+                    .filter(|o| o.writable())
+                    .map(|o| o.target.clone()),
+            )
+            .collect(),
         restrict_connect: spec.policy.network.mode == NetworkMode::Proxy,
     });
     let r = &spec.policy.resources;
     Plan {
         binds: ro
             .into_iter()
-            .map(|path| Bind { path, writable: false, tree: None })
-            .chain(grants.iter().map(|g| Bind { path: g.path.clone(), writable: true, tree: trees.iter().position(|(p, _)| *p == g.path) }))
+            .map(|path| Bind {
+                path,
+                writable: false,
+                tree: None,
+            })
+            .chain(grants.iter().map(|g| Bind {
+                path: g.path.clone(),
+                writable: true,
+                tree: trees.iter().position(|(p, _)| *p == g.path),
+            }))
             .collect(),
         protected,
         hidden,
@@ -310,7 +425,11 @@ fn build_plan(
         listener_port: spec.loopback_listener,
         landlock,
         seccomp_extra_deny: spec.policy.syscalls.deny.clone(),
-        limits: Limits { open_files: r.open_files_max, file_size: r.file_size_max_bytes, core: r.core_dump_bytes },
+        limits: Limits {
+            open_files: r.open_files_max,
+            file_size: r.file_size_max_bytes,
+            core: r.core_dump_bytes,
+        },
         cwd: spec.cwd.clone(),
         argv: spec.argv.iter().map(|a| a.as_bytes().to_vec()).collect(),
         env: build_env(spec),
@@ -320,9 +439,19 @@ fn build_plan(
 
 /// Step 9: the plan, with the command's stdin, stdout and stderr, then the idmapped trees and
 /// the overlay layers.
-fn send_plan(zone: &mut RunningZone, plan: &Plan, stdio: [OwnedFd; 3], trees: Vec<(PathBuf, OwnedFd)>) -> Result<(), SandboxError> {
-    let bytes = serde_json::to_vec(plan).map_err(|e| SandboxError::Spawn(format!("encode plan: {e}")))?;
-    let fds: Vec<RawFd> = stdio.iter().map(|f| f.as_raw_fd()).chain(trees.iter().map(|(_, t)| t.as_raw_fd())).collect();
+fn send_plan(
+    zone: &mut RunningZone,
+    plan: &Plan,
+    stdio: [OwnedFd; 3],
+    trees: Vec<(PathBuf, OwnedFd)>,
+) -> Result<(), SandboxError> {
+    let bytes =
+        serde_json::to_vec(plan).map_err(|e| SandboxError::Spawn(format!("encode plan: {e}")))?;
+    let fds: Vec<RawFd> = stdio
+        .iter()
+        .map(|f| f.as_raw_fd())
+        .chain(trees.iter().map(|(_, t)| t.as_raw_fd()))
+        .collect();
     match plan::send(zone.sock.as_raw_fd(), &bytes, &fds) {
         Ok(()) => Ok(()),
         Err(e) if matches!(e.raw_os_error(), Some(libc::EPIPE) | Some(libc::ECONNRESET)) => {
@@ -334,7 +463,10 @@ fn send_plan(zone: &mut RunningZone, plan: &Plan, stdio: [OwnedFd; 3], trees: Ve
             // The init is alive and still waiting for its plan (e.g. EMSGSIZE: argv and
             // environment larger than one message may carry): waiting for it would wait forever.
             let _ = zone.kill();
-            Err(SandboxError::Spec(format!("the zone's plan ({} bytes: command line and environment) could not be sent: {e}", bytes.len())))
+            Err(SandboxError::Spec(format!(
+                "the zone's plan ({} bytes: command line and environment) could not be sent: {e}",
+                bytes.len()
+            )))
         }
     }
 }
@@ -342,7 +474,8 @@ fn send_plan(zone: &mut RunningZone, plan: &Plan, stdio: [OwnedFd; 3], trees: Ve
 /// Step 10: the zone reports `Ready` only once the command was executed; anything else is
 /// decoded by `plan::decode_failure`.
 fn await_ready(zone: &mut RunningZone) -> Result<(), SandboxError> {
-    let got = plan::recv(&zone.sock, false).map_err(|e| SandboxError::io("waiting for the zone", e))?;
+    let got =
+        plan::recv(&zone.sock, false).map_err(|e| SandboxError::io("waiting for the zone", e))?;
     let Some((bytes, fds)) = got else {
         let status = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(zone.pid), None);
         zone.exit = Some(ZoneExit::Exited(127));

@@ -32,11 +32,17 @@ mod timens;
 mod zone;
 
 pub use error::{Layer, SandboxError};
-pub use spawn::NAMESPACES;
-pub use launch::{hold_protected_paths, launch, AppliedReport, Launcher, LayerStatus, ProtectedHolds, ProtectedPlaceholders, RunningZone, ZoneExit, ZoneSpec};
+pub use launch::{
+    hold_protected_paths, launch, AppliedReport, Launcher, LayerStatus, ProtectedHolds,
+    ProtectedPlaceholders, RunningZone, ZoneExit, ZoneSpec,
+};
+/// For backends that prepare a zone's network namespace themselves (the container backend).
+pub use netns::{bring_up_loopback, listen as listen_loopback};
 pub use plan::OverlayMount;
 pub use policy::{Policy, PolicyError, WorkspaceLimits};
 pub use preflight::{HostReport, Missing};
-pub use timens::{offset_for_children as offset_clocks_for_children, supported as time_namespaces_supported, MAX_OFFSET_S as MAX_CLOCK_OFFSET_S};
-/// For backends that prepare a zone's network namespace themselves (the container backend).
-pub use netns::{bring_up_loopback, listen as listen_loopback};
+pub use spawn::NAMESPACES;
+pub use timens::{
+    offset_for_children as offset_clocks_for_children, supported as time_namespaces_supported,
+    MAX_OFFSET_S as MAX_CLOCK_OFFSET_S,
+};

@@ -78,7 +78,11 @@ pub(crate) fn registry_location() -> Option<PathBuf> {
     let absolute = |v: std::ffi::OsString| Some(PathBuf::from(v)).filter(|p| p.is_absolute());
     let base = std::env::var_os("XDG_STATE_HOME")
         .and_then(absolute)
-        .or_else(|| std::env::var_os("HOME").and_then(absolute).map(|h| h.join(".local/state")))?;
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .and_then(absolute)
+                .map(|h| h.join(".local/state"))
+        })?;
     Some(base.join("loopexec").join("placeholders"))
 }
 
@@ -97,8 +101,16 @@ fn flock(fd: RawFd, op: libc::c_int) -> io::Result<bool> {
 }
 
 fn open_at(dir: RawFd, name: &OsStr, flags: i32, mode: libc::mode_t) -> io::Result<File> {
-    let c = std::ffi::CString::new(name.as_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    let fd = unsafe { libc::openat(dir, c.as_ptr(), flags | libc::O_CLOEXEC | libc::O_NOFOLLOW, mode as libc::c_uint) };
+    let c = std::ffi::CString::new(name.as_bytes())
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let fd = unsafe {
+        libc::openat(
+            dir,
+            c.as_ptr(),
+            flags | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+            mode as libc::c_uint,
+        )
+    };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -106,7 +118,8 @@ fn open_at(dir: RawFd, name: &OsStr, flags: i32, mode: libc::mode_t) -> io::Resu
 }
 
 fn fstatat_nofollow(dir: RawFd, name: &OsStr) -> io::Result<libc::stat> {
-    nix::sys::stat::fstatat(Some(dir), name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW).map_err(io::Error::from)
+    nix::sys::stat::fstatat(Some(dir), name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
+        .map_err(io::Error::from)
 }
 
 /// A record file of another supervisor, read under the registry lock.
@@ -129,7 +142,10 @@ impl Registry {
     /// directory owned by us and not writable by anyone else.
     fn lock(path: &Path) -> io::Result<Registry> {
         let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
-            return Err(io::Error::other(format!("{} cannot hold a registry", path.display())));
+            return Err(io::Error::other(format!(
+                "{} cannot hold a registry",
+                path.display()
+            )));
         };
         // The parents are the operator's (a symlinked home is fine); the registry itself is not
         // followed if it is a symlink.
@@ -139,26 +155,50 @@ impl Registry {
             Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
             _ => {}
         }
-        let dir = sys::openat2(libc::AT_FDCWD, &path.to_string_lossy(), libc::O_RDONLY | libc::O_DIRECTORY, sys::RESOLVE_NO_SYMLINKS)?;
+        let dir = sys::openat2(
+            libc::AT_FDCWD,
+            &path.to_string_lossy(),
+            libc::O_RDONLY | libc::O_DIRECTORY,
+            sys::RESOLVE_NO_SYMLINKS,
+        )?;
         let st = nix::sys::stat::fstat(dir.as_raw_fd()).map_err(io::Error::from)?;
         if st.st_uid != nix::unistd::geteuid().as_raw() || st.st_mode & 0o022 != 0 {
-            return Err(io::Error::other(format!("{} is not a directory only we can write", path.display())));
+            return Err(io::Error::other(format!(
+                "{} is not a directory only we can write",
+                path.display()
+            )));
         }
-        let lock = open_at(dir.as_raw_fd(), OsStr::new(LOCK_FILE), libc::O_RDWR | libc::O_CREAT, 0o600)?;
+        let lock = open_at(
+            dir.as_raw_fd(),
+            OsStr::new(LOCK_FILE),
+            libc::O_RDWR | libc::O_CREAT,
+            0o600,
+        )?;
         flock(lock.as_raw_fd(), libc::LOCK_EX)?;
-        Ok(Registry { path, dir, _lock: lock })
+        Ok(Registry {
+            path,
+            dir,
+            _lock: lock,
+        })
     }
 
     /// Every record but `own`, each with its lock taken if its supervisor is dead.
     fn records(&self, own: Option<&OsStr>) -> io::Result<Vec<Record>> {
         let mut out = Vec::new();
-        let dir = nix::dir::Dir::openat(Some(self.dir.as_raw_fd()), ".", nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_DIRECTORY, nix::sys::stat::Mode::empty())
-            .map_err(io::Error::from)?;
+        let dir = nix::dir::Dir::openat(
+            Some(self.dir.as_raw_fd()),
+            ".",
+            nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_DIRECTORY,
+            nix::sys::stat::Mode::empty(),
+        )
+        .map_err(io::Error::from)?;
         let names: Vec<std::ffi::OsString> = dir
             .into_iter()
             .filter_map(Result::ok)
             .map(|e| OsStr::from_bytes(e.file_name().to_bytes()).to_os_string())
-            .filter(|n| n.as_bytes().ends_with(RECORD_SUFFIX.as_bytes()) && Some(n.as_os_str()) != own)
+            .filter(|n| {
+                n.as_bytes().ends_with(RECORD_SUFFIX.as_bytes()) && Some(n.as_os_str()) != own
+            })
             .collect();
         for name in names {
             let file = match open_at(self.dir.as_raw_fd(), &name, libc::O_RDONLY, 0) {
@@ -168,8 +208,16 @@ impl Registry {
             };
             let dead = flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB)?;
             // A torn last line (killed mid-write) is skipped.
-            let entries = io::BufReader::new(&file).lines().map_while(Result::ok).filter_map(|l| serde_json::from_str(&l).ok()).collect();
-            out.push(Record { name, entries, dead: dead.then_some(file) });
+            let entries = io::BufReader::new(&file)
+                .lines()
+                .map_while(Result::ok)
+                .filter_map(|l| serde_json::from_str(&l).ok())
+                .collect();
+            out.push(Record {
+                name,
+                entries,
+                dead: dead.then_some(file),
+            });
         }
         Ok(out)
     }
@@ -177,21 +225,41 @@ impl Registry {
 
 /// Remove `e`'s directory if it is still exactly the one recorded and empty.
 fn remove_if_unchanged(e: &Entry) -> bool {
-    let (Some(name), parent) = (e.sub.file_name(), e.sub.parent().unwrap_or(Path::new(""))) else { return false };
-    let Ok(root) = sys::openat2(libc::AT_FDCWD, &e.grant.to_string_lossy(), libc::O_PATH | libc::O_DIRECTORY, sys::RESOLVE_NO_SYMLINKS) else {
+    let (Some(name), parent) = (e.sub.file_name(), e.sub.parent().unwrap_or(Path::new(""))) else {
+        return false;
+    };
+    let Ok(root) = sys::openat2(
+        libc::AT_FDCWD,
+        &e.grant.to_string_lossy(),
+        libc::O_PATH | libc::O_DIRECTORY,
+        sys::RESOLVE_NO_SYMLINKS,
+    ) else {
         return false;
     };
     let parent_fd = if parent.as_os_str().is_empty() {
         root
     } else {
-        match sys::openat2(root.as_raw_fd(), &parent.to_string_lossy(), libc::O_PATH | libc::O_DIRECTORY, sys::RESOLVE_BENEATH | sys::RESOLVE_NO_SYMLINKS) {
+        match sys::openat2(
+            root.as_raw_fd(),
+            &parent.to_string_lossy(),
+            libc::O_PATH | libc::O_DIRECTORY,
+            sys::RESOLVE_BENEATH | sys::RESOLVE_NO_SYMLINKS,
+        ) {
             Ok(fd) => fd,
             Err(_) => return false,
         }
     };
     match fstatat_nofollow(parent_fd.as_raw_fd(), name) {
-        Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFDIR && identity(&st) == (e.dev, e.ino, e.ctime) => {
-            nix::unistd::unlinkat(Some(parent_fd.as_raw_fd()), name, nix::unistd::UnlinkatFlags::RemoveDir).is_ok()
+        Ok(st)
+            if st.st_mode & libc::S_IFMT == libc::S_IFDIR
+                && identity(&st) == (e.dev, e.ino, e.ctime) =>
+        {
+            nix::unistd::unlinkat(
+                Some(parent_fd.as_raw_fd()),
+                name,
+                nix::unistd::UnlinkatFlags::RemoveDir,
+            )
+            .is_ok()
         }
         _ => false,
     }
@@ -215,7 +283,14 @@ impl Placeholders {
     /// No registry: placeholders are still made and removed at teardown, but one a killed
     /// supervisor leaves cannot be collected.
     pub(crate) fn unrecorded() -> Placeholders {
-        Placeholders { registry: None, locked: None, record: None, entries: Vec::new(), live: Vec::new(), created: Vec::new() }
+        Placeholders {
+            registry: None,
+            locked: None,
+            record: None,
+            entries: Vec::new(),
+            live: Vec::new(),
+            created: Vec::new(),
+        }
     }
 
     /// Lock the registry at `location` and remove what dead supervisors left (see the module
@@ -223,14 +298,29 @@ impl Placeholders {
     pub(crate) fn begin(location: &Path) -> io::Result<Placeholders> {
         let reg = Registry::lock(location)?;
         let records = reg.records(None)?;
-        let live: Vec<Entry> = records.iter().filter(|r| r.dead.is_none()).flat_map(|r| r.entries.iter().cloned()).collect();
+        let live: Vec<Entry> = records
+            .iter()
+            .filter(|r| r.dead.is_none())
+            .flat_map(|r| r.entries.iter().cloned())
+            .collect();
         for r in records.iter().filter(|r| r.dead.is_some()) {
             for e in r.entries.iter().filter(|e| !listed(&live, e)) {
                 remove_if_unchanged(e);
             }
-            let _ = nix::unistd::unlinkat(Some(reg.dir.as_raw_fd()), r.name.as_os_str(), nix::unistd::UnlinkatFlags::NoRemoveDir);
+            let _ = nix::unistd::unlinkat(
+                Some(reg.dir.as_raw_fd()),
+                r.name.as_os_str(),
+                nix::unistd::UnlinkatFlags::NoRemoveDir,
+            );
         }
-        Ok(Placeholders { registry: Some(reg.path.clone()), locked: Some(reg), record: None, entries: Vec::new(), live, created: Vec::new() })
+        Ok(Placeholders {
+            registry: Some(reg.path.clone()),
+            locked: Some(reg),
+            record: None,
+            entries: Vec::new(),
+            live,
+            created: Vec::new(),
+        })
     }
 
     /// The registry's canonical path, when there is one.
@@ -245,11 +335,25 @@ impl Placeholders {
 
     /// Append `e` to our record (created on first use, locked for the zone's lifetime).
     fn record(&mut self, e: &Entry) -> io::Result<()> {
-        let Some(reg) = &self.locked else { return Ok(()) };
+        let Some(reg) = &self.locked else {
+            return Ok(());
+        };
         if self.record.is_none() {
-            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
-            let name = format!("{}-{}-{now}{RECORD_SUFFIX}", std::process::id(), RECORD_COUNTER.fetch_add(1, Ordering::Relaxed));
-            let file = open_at(reg.dir.as_raw_fd(), OsStr::new(&name), libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_APPEND, 0o600)?;
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0);
+            let name = format!(
+                "{}-{}-{now}{RECORD_SUFFIX}",
+                std::process::id(),
+                RECORD_COUNTER.fetch_add(1, Ordering::Relaxed)
+            );
+            let file = open_at(
+                reg.dir.as_raw_fd(),
+                OsStr::new(&name),
+                libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_APPEND,
+                0o600,
+            )?;
             flock(file.as_raw_fd(), libc::LOCK_EX)?;
             self.record = Some((name.into(), file));
         }
@@ -263,16 +367,36 @@ impl Placeholders {
 
     /// Create the placeholder `grant/sub` as `name` in `parent` (the directory `grant/sub`'s
     /// parent, opened beneath the grant) and record it.
-    pub(crate) fn create(&mut self, parent: RawFd, name: &OsStr, grant: &Path, sub: &Path) -> io::Result<()> {
-        nix::sys::stat::mkdirat(Some(parent), name, nix::sys::stat::Mode::from_bits_truncate(0o755)).map_err(io::Error::from)?;
+    pub(crate) fn create(
+        &mut self,
+        parent: RawFd,
+        name: &OsStr,
+        grant: &Path,
+        sub: &Path,
+    ) -> io::Result<()> {
+        nix::sys::stat::mkdirat(
+            Some(parent),
+            name,
+            nix::sys::stat::Mode::from_bits_truncate(0o755),
+        )
+        .map_err(io::Error::from)?;
         let st = fstatat_nofollow(parent, name)?;
         let (dev, ino, ctime) = identity(&st);
-        let e = Entry { grant: grant.to_path_buf(), sub: sub.to_path_buf(), dev, ino, ctime };
+        let e = Entry {
+            grant: grant.to_path_buf(),
+            sub: sub.to_path_buf(),
+            dev,
+            ino,
+            ctime,
+        };
         self.created.push(grant.join(sub));
         self.entries.push(e.clone());
         // Unrecorded, it is still removed at teardown; only a killed supervisor's would stay.
         if let Err(err) = self.record(&e) {
-            tracing::debug!("placeholder registry: recording {}: {err}", grant.join(sub).display());
+            tracing::debug!(
+                "placeholder registry: recording {}: {err}",
+                grant.join(sub).display()
+            );
         }
         Ok(())
     }
@@ -281,10 +405,23 @@ impl Placeholders {
     /// (and say so: the caller then holds it as it is, and creates nothing inside it). An error
     /// here must refuse the launch: unrecorded, the other zone's end would remove the directory
     /// and with it this zone's mount on it.
-    pub(crate) fn adopt_if_placeholder(&mut self, fd: RawFd, grant: &Path, sub: &Path) -> io::Result<bool> {
-        let Ok(st) = nix::sys::stat::fstat(fd) else { return Ok(false) };
+    pub(crate) fn adopt_if_placeholder(
+        &mut self,
+        fd: RawFd,
+        grant: &Path,
+        sub: &Path,
+    ) -> io::Result<bool> {
+        let Ok(st) = nix::sys::stat::fstat(fd) else {
+            return Ok(false);
+        };
         let (dev, ino, ctime) = identity(&st);
-        let e = Entry { grant: grant.to_path_buf(), sub: sub.to_path_buf(), dev, ino, ctime };
+        let e = Entry {
+            grant: grant.to_path_buf(),
+            sub: sub.to_path_buf(),
+            dev,
+            ino,
+            ctime,
+        };
         if !listed(&self.live, &e) {
             return Ok(false);
         }
@@ -307,7 +444,13 @@ impl Placeholders {
         };
         let own = self.record.as_ref().map(|(n, _)| n.clone());
         let live: Vec<Entry> = match &reg {
-            Some(r) => r.records(own.as_deref()).unwrap_or_default().into_iter().filter(|r| r.dead.is_none()).flat_map(|r| r.entries).collect(),
+            Some(r) => r
+                .records(own.as_deref())
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|r| r.dead.is_none())
+                .flat_map(|r| r.entries)
+                .collect(),
             None => Vec::new(),
         };
         for e in self.entries.drain(..).rev() {
@@ -316,7 +459,11 @@ impl Placeholders {
             }
         }
         if let (Some(r), Some(name)) = (&reg, own) {
-            let _ = nix::unistd::unlinkat(Some(r.dir.as_raw_fd()), name.as_os_str(), nix::unistd::UnlinkatFlags::NoRemoveDir);
+            let _ = nix::unistd::unlinkat(
+                Some(r.dir.as_raw_fd()),
+                name.as_os_str(),
+                nix::unistd::UnlinkatFlags::NoRemoveDir,
+            );
         }
         self.record = None;
     }
@@ -353,11 +500,20 @@ pub(crate) fn shield_registry(
     protected: &mut Vec<(PathBuf, PathBuf)>,
     hidden: &mut Vec<PathBuf>,
 ) -> Result<(), String> {
-    let Some(reg) = held.registry() else { return Ok(()) };
+    let Some(reg) = held.registry() else {
+        return Ok(());
+    };
     for g in writable.iter().filter(|g| reg.starts_with(g)) {
         match reg.strip_prefix(g) {
-            Ok(sub) if !sub.as_os_str().is_empty() => protected.push((g.clone(), sub.to_path_buf())),
-            _ => return Err(format!("the writable grant {} is loopexec's placeholder registry", g.display())),
+            Ok(sub) if !sub.as_os_str().is_empty() => {
+                protected.push((g.clone(), sub.to_path_buf()))
+            }
+            _ => {
+                return Err(format!(
+                    "the writable grant {} is loopexec's placeholder registry",
+                    g.display()
+                ))
+            }
         }
     }
     if read_only.iter().chain(writable).any(|g| reg.starts_with(g)) {
@@ -381,12 +537,17 @@ mod tests {
         let base = dir.path().canonicalize().unwrap();
         let grant = base.join("grant");
         std::fs::create_dir(&grant).unwrap();
-        Scene { grant, registry: base.join("state/loopexec/placeholders"), _dir: dir }
+        Scene {
+            grant,
+            registry: base.join("state/loopexec/placeholders"),
+            _dir: dir,
+        }
     }
 
     fn make(p: &mut Placeholders, grant: &Path, name: &str) {
         let root = File::open(grant).unwrap();
-        p.create(root.as_raw_fd(), OsStr::new(name), grant, Path::new(name)).unwrap();
+        p.create(root.as_raw_fd(), OsStr::new(name), grant, Path::new(name))
+            .unwrap();
     }
 
     /// A zone started over the grant, which held a missing `.git` with a placeholder.
@@ -401,7 +562,8 @@ mod tests {
     fn started_over(s: &Scene, name: &str) -> Placeholders {
         let mut p = Placeholders::begin(&s.registry).unwrap();
         let fd = File::open(s.grant.join(name)).unwrap();
-        p.adopt_if_placeholder(fd.as_raw_fd(), &s.grant, Path::new(name)).unwrap();
+        p.adopt_if_placeholder(fd.as_raw_fd(), &s.grant, Path::new(name))
+            .unwrap();
         p.end_setup();
         p
     }
@@ -425,8 +587,15 @@ mod tests {
         assert!(!s.grant.join(".git").exists());
         assert!(!s.grant.join(".loopexec").exists());
         drop(next);
-        let left: Vec<_> = std::fs::read_dir(&s.registry).unwrap().map(|e| e.unwrap().file_name()).collect();
-        assert_eq!(left, vec![std::ffi::OsString::from(LOCK_FILE)], "the dead record was not removed");
+        let left: Vec<_> = std::fs::read_dir(&s.registry)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(
+            left,
+            vec![std::ffi::OsString::from(LOCK_FILE)],
+            "the dead record was not removed"
+        );
     }
 
     #[test]
@@ -450,7 +619,11 @@ mod tests {
         make(&mut killed, &s.grant, ".git");
         leave_as_if_killed(killed);
         std::thread::sleep(std::time::Duration::from_millis(20));
-        std::fs::set_permissions(s.grant.join(".git"), std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+        std::fs::set_permissions(
+            s.grant.join(".git"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o700),
+        )
+        .unwrap();
         drop(Placeholders::begin(&s.registry).unwrap());
         assert!(s.grant.join(".git").is_dir());
     }
@@ -460,7 +633,10 @@ mod tests {
         let s = scene();
         let live = started_with_git(&s);
         drop(started_over(&s, ".git"));
-        assert!(s.grant.join(".git").is_dir(), "another zone's end removed a live zone's placeholder");
+        assert!(
+            s.grant.join(".git").is_dir(),
+            "another zone's end removed a live zone's placeholder"
+        );
         drop(live);
         assert!(!s.grant.join(".git").exists());
     }
@@ -471,7 +647,10 @@ mod tests {
         let first = started_with_git(&s);
         let second = started_over(&s, ".git");
         drop(first);
-        assert!(s.grant.join(".git").is_dir(), "the first zone's end removed what the second still holds");
+        assert!(
+            s.grant.join(".git").is_dir(),
+            "the first zone's end removed what the second still holds"
+        );
         drop(second);
         assert!(!s.grant.join(".git").exists());
     }
@@ -481,7 +660,10 @@ mod tests {
         let s = scene();
         std::fs::create_dir(s.grant.join(".git")).unwrap();
         let p = started_over(&s, ".git");
-        assert!(p.entries.is_empty(), "an operator's directory was taken for a placeholder");
+        assert!(
+            p.entries.is_empty(),
+            "an operator's directory was taken for a placeholder"
+        );
         drop(p);
         assert!(s.grant.join(".git").is_dir());
     }
@@ -490,7 +672,11 @@ mod tests {
     fn a_registry_writable_by_others_is_refused() {
         let s = scene();
         std::fs::create_dir_all(&s.registry).unwrap();
-        std::fs::set_permissions(&s.registry, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+        std::fs::set_permissions(
+            &s.registry,
+            std::os::unix::fs::PermissionsExt::from_mode(0o777),
+        )
+        .unwrap();
         assert!(Placeholders::begin(&s.registry).is_err());
     }
 }

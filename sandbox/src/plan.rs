@@ -162,9 +162,13 @@ impl PreExecFailure {
             PreExecFailure::NullStdio => "could not put /dev/null on its stdin, stdout and stderr",
             PreExecFailure::PlanSocket => "could not put the plan socket on descriptor 3",
             PreExecFailure::ParentDeathSignal => "could not set its parent-death signal",
-            PreExecFailure::NotReleased => "the supervisor gave up before mapping its user and group ids",
+            PreExecFailure::NotReleased => {
+                "the supervisor gave up before mapping its user and group ids"
+            }
             PreExecFailure::ZoneIds => "could not become the zone uid/gid",
-            PreExecFailure::KeepCapabilities => "could not keep its namespace capabilities across exec",
+            PreExecFailure::KeepCapabilities => {
+                "could not keep its namespace capabilities across exec"
+            }
             PreExecFailure::ExecInit => "could not execute /proc/self/exe",
         }
     }
@@ -176,7 +180,10 @@ pub enum NotReady {
     /// The plan socket closed without a message; the init's wait status (or why there is none).
     Ended(nix::Result<WaitStatus>),
     /// The zone reported a failed step.
-    Failed { layer: Option<Layer>, message: String },
+    Failed {
+        layer: Option<Layer>,
+        message: String,
+    },
     /// A message other than `Ready` or `Failed`, or one that does not parse.
     Unexpected,
 }
@@ -187,15 +194,24 @@ pub enum NotReady {
 pub fn decode_failure(end: NotReady) -> SandboxError {
     let doctor = "see `loopexec doctor` for this host's isolation support";
     match end {
-        NotReady::Ended(Ok(WaitStatus::Exited(_, code))) if code == PreExecFailure::EnterCgroup.code() => SandboxError::Unsatisfiable {
-            layer: Layer::Cgroup,
-            cause: PreExecFailure::EnterCgroup.message().into(),
-            fix: "run loopexec in a delegated cgroup (see `loopexec doctor`)".into(),
-        },
+        NotReady::Ended(Ok(WaitStatus::Exited(_, code)))
+            if code == PreExecFailure::EnterCgroup.code() =>
+        {
+            SandboxError::Unsatisfiable {
+                layer: Layer::Cgroup,
+                cause: PreExecFailure::EnterCgroup.message().into(),
+                fix: "run loopexec in a delegated cgroup (see `loopexec doctor`)".into(),
+            }
+        }
         NotReady::Ended(status) => {
             let why = match status {
                 Ok(WaitStatus::Exited(_, code)) => match PreExecFailure::from_code(code) {
-                    Some(f) => return SandboxError::Spawn(format!("the zone init failed before the command started: {}", f.message())),
+                    Some(f) => {
+                        return SandboxError::Spawn(format!(
+                            "the zone init failed before the command started: {}",
+                            f.message()
+                        ))
+                    }
                     None => format!("exited with code {code}"),
                 },
                 Ok(WaitStatus::Signaled(_, signal, _)) => format!("was killed by {signal}"),
@@ -204,9 +220,23 @@ pub fn decode_failure(end: NotReady) -> SandboxError {
             // Not one of our codes: the binary may have run its own `main` instead of the init.
             SandboxError::Spawn(format!("the zone init failed before the command started: it {why} (is run_if_zone_init() called first in main?)"))
         }
-        NotReady::Failed { layer: Some(l @ (Layer::Landlock | Layer::Seccomp | Layer::Capabilities | Layer::NoNewPrivs | Layer::NetNamespace | Layer::IpcUtsNamespaces | Layer::Cgroup)), message } => {
-            SandboxError::Unsatisfiable { layer: l, cause: message, fix: doctor.into() }
-        }
+        NotReady::Failed {
+            layer:
+                Some(
+                    l @ (Layer::Landlock
+                    | Layer::Seccomp
+                    | Layer::Capabilities
+                    | Layer::NoNewPrivs
+                    | Layer::NetNamespace
+                    | Layer::IpcUtsNamespaces
+                    | Layer::Cgroup),
+                ),
+            message,
+        } => SandboxError::Unsatisfiable {
+            layer: l,
+            cause: message,
+            fix: doctor.into(),
+        },
         NotReady::Failed { message, .. } => SandboxError::Spawn(message),
         NotReady::Unexpected => SandboxError::Spawn("unexpected message from the zone".into()),
     }
@@ -218,7 +248,11 @@ pub enum Msg {
     /// The command was executed; a listener descriptor travels with this message when asked for.
     Ready { listener_port: Option<u16> },
     /// Setup failed (the layer, when a protection could not be applied).
-    Failed { layer: Option<Layer>, errno: Option<i32>, message: String },
+    Failed {
+        layer: Option<Layer>,
+        errno: Option<i32>,
+        message: String,
+    },
     /// The command exited with this code.
     Exited { code: i32 },
     /// The command was killed by this signal.
@@ -232,7 +266,9 @@ pub const MAX_FDS: usize = 32;
 pub fn send(sock: RawFd, bytes: &[u8], fds: &[RawFd]) -> std::io::Result<()> {
     use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
     if fds.len() > MAX_FDS {
-        return Err(std::io::Error::other("too many descriptors for one message"));
+        return Err(std::io::Error::other(
+            "too many descriptors for one message",
+        ));
     }
     let iov = [std::io::IoSlice::new(bytes)];
     let cmsg = [ControlMessage::ScmRights(fds)];
@@ -259,7 +295,9 @@ pub fn recv(sock: &OwnedFd, nonblocking: bool) -> std::io::Result<Option<(Vec<u8
         }
     };
     if len > MAX_MESSAGE {
-        return Err(std::io::Error::other(format!("message of {len} bytes is too large")));
+        return Err(std::io::Error::other(format!(
+            "message of {len} bytes is too large"
+        )));
     }
     let mut buf = vec![0u8; len.max(1)];
     let mut space = nix::cmsg_space!([RawFd; MAX_FDS]);
@@ -320,7 +358,10 @@ mod tests {
             SandboxError::Unsatisfiable { layer, cause, fix } => {
                 assert_eq!(layer, Layer::Cgroup);
                 assert_eq!(cause, "the zone init could not enter its cgroup");
-                assert_eq!(fix, "run loopexec in a delegated cgroup (see `loopexec doctor`)");
+                assert_eq!(
+                    fix,
+                    "run loopexec in a delegated cgroup (see `loopexec doctor`)"
+                );
             }
             other => panic!("expected Unsatisfiable, got {other:?}"),
         }
@@ -329,16 +370,25 @@ mod tests {
     #[test]
     fn each_other_pre_exec_code_decodes_to_its_message() {
         let expected = [
-            (120, "could not put /dev/null on its stdin, stdout and stderr"),
+            (
+                120,
+                "could not put /dev/null on its stdin, stdout and stderr",
+            ),
             (121, "could not put the plan socket on descriptor 3"),
             (122, "could not set its parent-death signal"),
-            (123, "the supervisor gave up before mapping its user and group ids"),
+            (
+                123,
+                "the supervisor gave up before mapping its user and group ids",
+            ),
             (124, "could not become the zone uid/gid"),
             (125, "could not keep its namespace capabilities across exec"),
             (126, "could not execute /proc/self/exe"),
         ];
         for (code, message) in expected {
-            assert_eq!(spawn_message(decode_failure(exited(code))), format!("the zone init failed before the command started: {message}"));
+            assert_eq!(
+                spawn_message(decode_failure(exited(code))),
+                format!("the zone init failed before the command started: {message}")
+            );
         }
     }
 
@@ -352,7 +402,11 @@ mod tests {
 
     #[test]
     fn a_killed_init_names_the_signal() {
-        let end = NotReady::Ended(Ok(WaitStatus::Signaled(Pid::from_raw(7), nix::sys::signal::Signal::SIGKILL, false)));
+        let end = NotReady::Ended(Ok(WaitStatus::Signaled(
+            Pid::from_raw(7),
+            nix::sys::signal::Signal::SIGKILL,
+            false,
+        )));
         assert_eq!(
             spawn_message(decode_failure(end)),
             "the zone init failed before the command started: it was killed by SIGKILL (is run_if_zone_init() called first in main?)"
@@ -361,20 +415,40 @@ mod tests {
 
     #[test]
     fn a_protection_that_failed_in_the_zone_is_unsatisfiable() {
-        let end = NotReady::Failed { layer: Some(Layer::Landlock), message: "landlock: ENOSYS".into() };
-        assert!(matches!(decode_failure(end), SandboxError::Unsatisfiable { layer: Layer::Landlock, cause, .. } if cause == "landlock: ENOSYS"));
+        let end = NotReady::Failed {
+            layer: Some(Layer::Landlock),
+            message: "landlock: ENOSYS".into(),
+        };
+        assert!(
+            matches!(decode_failure(end), SandboxError::Unsatisfiable { layer: Layer::Landlock, cause, .. } if cause == "landlock: ENOSYS")
+        );
     }
 
     #[test]
     fn a_failed_step_without_a_protection_layer_is_a_spawn_failure() {
-        let end = NotReady::Failed { layer: Some(Layer::MountNamespace), message: "filesystem view: ENOENT".into() };
-        assert_eq!(spawn_message(decode_failure(end)), "filesystem view: ENOENT");
-        let end = NotReady::Failed { layer: None, message: "nosuch: No such file or directory".into() };
-        assert_eq!(spawn_message(decode_failure(end)), "nosuch: No such file or directory");
+        let end = NotReady::Failed {
+            layer: Some(Layer::MountNamespace),
+            message: "filesystem view: ENOENT".into(),
+        };
+        assert_eq!(
+            spawn_message(decode_failure(end)),
+            "filesystem view: ENOENT"
+        );
+        let end = NotReady::Failed {
+            layer: None,
+            message: "nosuch: No such file or directory".into(),
+        };
+        assert_eq!(
+            spawn_message(decode_failure(end)),
+            "nosuch: No such file or directory"
+        );
     }
 
     #[test]
     fn an_unexpected_message_is_a_spawn_failure() {
-        assert_eq!(spawn_message(decode_failure(NotReady::Unexpected)), "unexpected message from the zone");
+        assert_eq!(
+            spawn_message(decode_failure(NotReady::Unexpected)),
+            "unexpected message from the zone"
+        );
     }
 }

@@ -5,12 +5,12 @@
 //! unknown keys (`deny_unknown_fields`), every host path must be absolute and free of `..`, and
 //! every error names the line and column of the offending value.
 
+use crate::error::Layer;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 use toml::Spanned;
-use crate::error::Layer;
 
 /// The layers a policy may allow to be skipped on a weaker host.
 pub const SKIPPABLE_LAYERS: &[Layer] = &[Layer::Landlock, Layer::Cgroup];
@@ -28,7 +28,7 @@ struct RawPolicy {
     #[serde(default)]
     syscalls: RawSyscalls,
     #[serde(default)]
-    env: Env,
+    env: RawEnv,
     #[serde(default)]
     identity: Identity,
     #[serde(default)]
@@ -184,6 +184,16 @@ pub struct Resources {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Syscalls {
     pub deny: Vec<String>,
+}
+
+/// `[env]` as written, with the place of every name and value (for errors naming the line).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEnv {
+    #[serde(default)]
+    allow: Vec<Spanned<String>>,
+    #[serde(default)]
+    set: BTreeMap<Spanned<String>, Spanned<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -413,7 +423,10 @@ impl PolicyError {
         if self.line == 0 {
             format!("{}: {}", self.source_name, self.message)
         } else {
-            format!("{}:{}:{}: {}", self.source_name, self.line, self.column, self.message)
+            format!(
+                "{}:{}:{}: {}",
+                self.source_name, self.line, self.column, self.message
+            )
         }
     }
 }
@@ -450,7 +463,12 @@ impl Policy {
                 Some(s) => line_col(bytes, s.start),
                 None => (0, 0),
             };
-            PolicyError { source_name: source_name.to_string(), line, column, message }
+            PolicyError {
+                source_name: source_name.to_string(),
+                line,
+                column,
+                message,
+            }
         };
         let text = std::str::from_utf8(bytes).map_err(|e| {
             let (line, column) = line_col(bytes, e.valid_up_to());
@@ -495,29 +513,68 @@ impl Policy {
         }
         let mut may_skip = Vec::new();
         for item in &raw.layers.may_skip {
-            let skippable = || SKIPPABLE_LAYERS.iter().map(|l| l.as_str()).collect::<Vec<_>>().join(", ");
+            let skippable = || {
+                SKIPPABLE_LAYERS
+                    .iter()
+                    .map(|l| l.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
             let Some(layer) = Layer::from_name(item.get_ref()) else {
                 return Err(at(
                     Some(item.span()),
-                    format!("layers.may_skip: {:?} is not a layer (skippable: {})", item.get_ref(), skippable()),
+                    format!(
+                        "layers.may_skip: {:?} is not a layer (skippable: {})",
+                        item.get_ref(),
+                        skippable()
+                    ),
                 ));
             };
             if !SKIPPABLE_LAYERS.contains(&layer) {
                 return Err(at(
                     Some(item.span()),
-                    format!("layers.may_skip: {:?} cannot be skipped (skippable: {})", item.get_ref(), skippable()),
+                    format!(
+                        "layers.may_skip: {:?} cannot be skipped (skippable: {})",
+                        item.get_ref(),
+                        skippable()
+                    ),
                 ));
             }
             may_skip.push(layer);
         }
         for name in raw.env.allow.iter().chain(raw.env.set.keys()) {
-            if name.is_empty() || name.contains('=') || name.contains('\0') {
-                return Err(at(None, format!("env: invalid variable name {name:?}")));
+            let text = name.get_ref();
+            if text.is_empty() || text.contains('=') || text.contains('\0') {
+                return Err(at(
+                    Some(name.span()),
+                    format!("env: invalid variable name {text:?}"),
+                ));
             }
         }
+        // A NUL cannot cross execve: the variable would arrive cut (or empty) in the zone.
+        for (name, value) in &raw.env.set {
+            if value.get_ref().contains('\0') {
+                return Err(at(
+                    Some(value.span()),
+                    format!("env.set.{}: the value holds a NUL byte, which no environment variable can carry", name.get_ref()),
+                ));
+            }
+        }
+        let env = Env {
+            allow: raw.env.allow.iter().map(|n| n.get_ref().clone()).collect(),
+            set: raw
+                .env
+                .set
+                .iter()
+                .map(|(k, v)| (k.get_ref().clone(), v.get_ref().clone()))
+                .collect(),
+        };
         let r = &raw.resources;
         if r.memory_bytes < (16 << 20) {
-            return Err(at(None, "resources.memory_bytes: must be at least 16 MiB".into()));
+            return Err(at(
+                None,
+                "resources.memory_bytes: must be at least 16 MiB".into(),
+            ));
         }
         if r.pids_max < 4 {
             return Err(at(None, "resources.pids_max: must be at least 4".into()));
@@ -526,18 +583,33 @@ impl Policy {
             return Err(at(None, "resources.cpu_percent: must be at least 1".into()));
         }
         if r.wall_clock_seconds == 0 {
-            return Err(at(None, "resources.wall_clock_seconds: must be at least 1".into()));
+            return Err(at(
+                None,
+                "resources.wall_clock_seconds: must be at least 1".into(),
+            ));
         }
         if raw.identity.uid_when_root == 0 || raw.identity.gid_when_root == 0 {
-            return Err(at(None, "identity: the zone uid/gid when run as root must not be 0".into()));
+            return Err(at(
+                None,
+                "identity: the zone uid/gid when run as root must not be 0".into(),
+            ));
         }
         let h = &raw.identity.hostname;
-        if h.is_empty() || h.len() > 64 || !h.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
-            return Err(at(None, "identity.hostname: 1-64 characters of [A-Za-z0-9-]".into()));
+        if h.is_empty()
+            || h.len() > 64
+            || !h.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        {
+            return Err(at(
+                None,
+                "identity.hostname: 1-64 characters of [A-Za-z0-9-]".into(),
+            ));
         }
         let w = &raw.workspace;
         if w.max_depth == 0 || w.max_path_bytes == 0 || w.max_entries == 0 {
-            return Err(at(None, "workspace: max_depth, max_path_bytes and max_entries must be at least 1".into()));
+            return Err(at(
+                None,
+                "workspace: max_depth, max_path_bytes and max_entries must be at least 1".into(),
+            ));
         }
         if w.snapshot_timeout_seconds == 0 || w.delivery_timeout_seconds == 0 {
             return Err(at(None, "workspace: snapshot_timeout_seconds and delivery_timeout_seconds must be at least 1".into()));
@@ -553,9 +625,12 @@ impl Policy {
             network: raw.network,
             resources: raw.resources,
             syscalls: Syscalls { deny },
-            env: raw.env,
+            env,
             identity: raw.identity,
-            layers: Layers { may_skip, cgroup_delegation: raw.layers.cgroup_delegation },
+            layers: Layers {
+                may_skip,
+                cgroup_delegation: raw.layers.cgroup_delegation,
+            },
             workspace: raw.workspace,
             sha256: hex::encode(Sha256::digest(bytes)),
         })
@@ -572,10 +647,19 @@ impl Policy {
             if v.is_empty() {
                 "(none)".to_string()
             } else {
-                v.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+                v.iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             }
         };
-        let list = |v: &[String]| if v.is_empty() { "(none)".to_string() } else { v.join(", ") };
+        let list = |v: &[String]| {
+            if v.is_empty() {
+                "(none)".to_string()
+            } else {
+                v.join(", ")
+            }
+        };
         let f = &self.filesystem;
         let n = &self.network;
         let r = &self.resources;
@@ -585,28 +669,80 @@ impl Policy {
             ("filesystem.read_write".into(), paths(&f.read_write)),
             ("filesystem.hidden".into(), paths(&f.hidden)),
             ("filesystem.protected".into(), paths(&f.protected)),
-            ("filesystem.tmp_size_bytes".into(), f.tmp_size_bytes.to_string()),
+            (
+                "filesystem.tmp_size_bytes".into(),
+                f.tmp_size_bytes.to_string(),
+            ),
             ("network.mode".into(), n.mode.as_str().into()),
             ("network.allow".into(), list(&n.allow)),
             ("network.allow_addresses".into(), list(&n.allow_addresses)),
-            ("network.max_connections".into(), n.max_connections.to_string()),
-            ("network.max_connections_per_step".into(), n.max_connections_per_step.map_or("(none)".into(), |v| v.to_string())),
-            ("network.max_open_connections".into(), n.max_open_connections.to_string()),
+            (
+                "network.max_connections".into(),
+                n.max_connections.to_string(),
+            ),
+            (
+                "network.max_connections_per_step".into(),
+                n.max_connections_per_step
+                    .map_or("(none)".into(), |v| v.to_string()),
+            ),
+            (
+                "network.max_open_connections".into(),
+                n.max_open_connections.to_string(),
+            ),
             ("network.max_bytes".into(), n.max_bytes.to_string()),
-            ("network.max_bytes_per_step".into(), n.max_bytes_per_step.map_or("(none)".into(), |v| v.to_string())),
-            ("network.idle_timeout_seconds".into(), n.idle_timeout_seconds.to_string()),
-            ("network.sni_check_ports".into(), n.sni_check_ports.iter().map(u16::to_string).collect::<Vec<_>>().join(", ")),
+            (
+                "network.max_bytes_per_step".into(),
+                n.max_bytes_per_step
+                    .map_or("(none)".into(), |v| v.to_string()),
+            ),
+            (
+                "network.idle_timeout_seconds".into(),
+                n.idle_timeout_seconds.to_string(),
+            ),
+            (
+                "network.sni_check_ports".into(),
+                n.sni_check_ports
+                    .iter()
+                    .map(u16::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ),
             ("network.sni_check_exempt".into(), list(&n.sni_check_exempt)),
-            ("network.wildcard_max_labels".into(), n.wildcard_max_labels.to_string()),
-            ("network.wildcard_max_label_length".into(), n.wildcard_max_label_length.to_string()),
-            ("network.upstream_proxy".into(), if n.upstream_proxy.is_empty() { "(none)".into() } else { n.upstream_proxy.clone() }),
+            (
+                "network.wildcard_max_labels".into(),
+                n.wildcard_max_labels.to_string(),
+            ),
+            (
+                "network.wildcard_max_label_length".into(),
+                n.wildcard_max_label_length.to_string(),
+            ),
+            (
+                "network.upstream_proxy".into(),
+                if n.upstream_proxy.is_empty() {
+                    "(none)".into()
+                } else {
+                    n.upstream_proxy.clone()
+                },
+            ),
             ("resources.memory_bytes".into(), r.memory_bytes.to_string()),
             ("resources.pids_max".into(), r.pids_max.to_string()),
             ("resources.cpu_percent".into(), r.cpu_percent.to_string()),
-            ("resources.wall_clock_seconds".into(), r.wall_clock_seconds.to_string()),
-            ("resources.open_files_max".into(), r.open_files_max.to_string()),
-            ("resources.file_size_max_bytes".into(), r.file_size_max_bytes.to_string()),
-            ("resources.core_dump_bytes".into(), r.core_dump_bytes.to_string()),
+            (
+                "resources.wall_clock_seconds".into(),
+                r.wall_clock_seconds.to_string(),
+            ),
+            (
+                "resources.open_files_max".into(),
+                r.open_files_max.to_string(),
+            ),
+            (
+                "resources.file_size_max_bytes".into(),
+                r.file_size_max_bytes.to_string(),
+            ),
+            (
+                "resources.core_dump_bytes".into(),
+                r.core_dump_bytes.to_string(),
+            ),
             ("syscalls.deny (extra)".into(), list(&self.syscalls.deny)),
             ("env.allow".into(), list(&self.env.allow)),
             (
@@ -614,21 +750,66 @@ impl Policy {
                 if self.env.set.is_empty() {
                     "(none)".into()
                 } else {
-                    self.env.set.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ")
+                    self.env
+                        .set
+                        .iter()
+                        .map(|(k, v)| format!("{k}={v}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 },
             ),
-            ("identity.uid_when_root".into(), self.identity.uid_when_root.to_string()),
-            ("identity.gid_when_root".into(), self.identity.gid_when_root.to_string()),
+            (
+                "identity.uid_when_root".into(),
+                self.identity.uid_when_root.to_string(),
+            ),
+            (
+                "identity.gid_when_root".into(),
+                self.identity.gid_when_root.to_string(),
+            ),
             ("identity.hostname".into(), self.identity.hostname.clone()),
-            ("layers.may_skip".into(), list(&self.layers.may_skip.iter().map(|l| l.as_str().to_string()).collect::<Vec<_>>())),
-            ("layers.cgroup_delegation".into(), self.layers.cgroup_delegation.as_str().to_string()),
-            ("workspace.max_depth".into(), self.workspace.max_depth.to_string()),
-            ("workspace.max_path_bytes".into(), self.workspace.max_path_bytes.to_string()),
-            ("workspace.max_entries".into(), self.workspace.max_entries.to_string()),
-            ("workspace.max_total_bytes".into(), self.workspace.max_total_bytes.to_string()),
-            ("workspace.max_file_bytes".into(), self.workspace.max_file_bytes.to_string()),
-            ("workspace.snapshot_timeout_seconds".into(), self.workspace.snapshot_timeout_seconds.to_string()),
-            ("workspace.delivery_timeout_seconds".into(), self.workspace.delivery_timeout_seconds.to_string()),
+            (
+                "layers.may_skip".into(),
+                list(
+                    &self
+                        .layers
+                        .may_skip
+                        .iter()
+                        .map(|l| l.as_str().to_string())
+                        .collect::<Vec<_>>(),
+                ),
+            ),
+            (
+                "layers.cgroup_delegation".into(),
+                self.layers.cgroup_delegation.as_str().to_string(),
+            ),
+            (
+                "workspace.max_depth".into(),
+                self.workspace.max_depth.to_string(),
+            ),
+            (
+                "workspace.max_path_bytes".into(),
+                self.workspace.max_path_bytes.to_string(),
+            ),
+            (
+                "workspace.max_entries".into(),
+                self.workspace.max_entries.to_string(),
+            ),
+            (
+                "workspace.max_total_bytes".into(),
+                self.workspace.max_total_bytes.to_string(),
+            ),
+            (
+                "workspace.max_file_bytes".into(),
+                self.workspace.max_file_bytes.to_string(),
+            ),
+            (
+                "workspace.snapshot_timeout_seconds".into(),
+                self.workspace.snapshot_timeout_seconds.to_string(),
+            ),
+            (
+                "workspace.delivery_timeout_seconds".into(),
+                self.workspace.delivery_timeout_seconds.to_string(),
+            ),
         ]
     }
 
@@ -681,7 +862,10 @@ pub fn check_relative(p: &Path) -> Result<(), String> {
         return Err("empty path or NUL byte".into());
     }
     if p.is_absolute() {
-        return Err(format!("{} must be relative to the writable root", p.display()));
+        return Err(format!(
+            "{} must be relative to the writable root",
+            p.display()
+        ));
     }
     if s.split(|&b| b == b'/').any(|c| c == b".." || c == b".")
         || !p.components().all(|c| matches!(c, Component::Normal(_)))
@@ -697,6 +881,41 @@ mod tests {
 
     fn err(text: &str) -> PolicyError {
         Policy::parse(text.as_bytes(), "t.toml").unwrap_err()
+    }
+
+    #[test]
+    fn a_nul_byte_in_an_env_set_value_is_refused_at_its_line() {
+        let e = err(
+            "[env]\nallow = [\"PATH\"]\n\n[env.set]\nLANG = \"C\"\nTOKEN = \"abc\\u0000def\"\n",
+        );
+        assert_eq!((e.line, e.column), (6, 9), "{e}");
+        assert_eq!(
+            e.message,
+            "env.set.TOKEN: the value holds a NUL byte, which no environment variable can carry"
+        );
+    }
+
+    #[test]
+    fn an_invalid_env_name_is_refused_at_its_line() {
+        let e = err("[env]\nallow = [\"PATH\", \"A=B\"]\n");
+        assert_eq!(
+            (e.line, e.message.as_str()),
+            (2, "env: invalid variable name \"A=B\""),
+            "{e}"
+        );
+        let e = err("[env.set]\n\"\" = \"x\"\n");
+        assert_eq!(
+            (e.line, e.message.as_str()),
+            (2, "env: invalid variable name \"\""),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn env_set_values_without_nul_arrive_as_written() {
+        let p = Policy::parse(b"[env.set]\nA = \"x y\"\nB = \"\"\n", "t").unwrap();
+        assert_eq!(p.env.set.get("A").map(String::as_str), Some("x y"));
+        assert_eq!(p.env.set.get("B").map(String::as_str), Some(""));
     }
 
     #[test]
@@ -716,11 +935,22 @@ mod tests {
 
     #[test]
     fn the_workspace_table_sets_limits_over_the_defaults_and_refuses_zero_and_unknown_keys() {
-        let p = Policy::parse(b"[workspace]\nmax_depth = 40\nmax_file_bytes = 1024\n", "t").unwrap();
-        assert_eq!((p.workspace.max_depth, p.workspace.max_file_bytes), (40, 1024));
-        assert_eq!(p.workspace.max_entries, WorkspaceLimits::default().max_entries);
-        assert!(err("[workspace]\nmax_depth = 0\n").message.contains("max_depth"));
-        assert!(err("[workspace]\nsnapshot_timeout_seconds = 0\n").message.contains("snapshot_timeout_seconds"));
+        let p =
+            Policy::parse(b"[workspace]\nmax_depth = 40\nmax_file_bytes = 1024\n", "t").unwrap();
+        assert_eq!(
+            (p.workspace.max_depth, p.workspace.max_file_bytes),
+            (40, 1024)
+        );
+        assert_eq!(
+            p.workspace.max_entries,
+            WorkspaceLimits::default().max_entries
+        );
+        assert!(err("[workspace]\nmax_depth = 0\n")
+            .message
+            .contains("max_depth"));
+        assert!(err("[workspace]\nsnapshot_timeout_seconds = 0\n")
+            .message
+            .contains("snapshot_timeout_seconds"));
         assert_eq!(err("[workspace]\nmax_dept = 3\n").line, 2);
     }
 
@@ -759,13 +989,20 @@ mod tests {
 
     #[test]
     fn unknown_syscall_and_unskippable_layer_are_refused() {
-        assert!(err("[syscalls]\ndeny = [\"no_such_call\"]\n").message.contains("unknown syscall"));
-        assert!(err("[layers]\nmay_skip = [\"seccomp\"]\n").message.contains("cannot be skipped"));
+        assert!(err("[syscalls]\ndeny = [\"no_such_call\"]\n")
+            .message
+            .contains("unknown syscall"));
+        assert!(err("[layers]\nmay_skip = [\"seccomp\"]\n")
+            .message
+            .contains("cannot be skipped"));
     }
 
     #[test]
     fn cgroup_delegation_defaults_to_auto_and_takes_systemd_or_inherit() {
-        assert_eq!(Policy::parse(b"", "t").unwrap().layers.cgroup_delegation, CgroupDelegation::Auto);
+        assert_eq!(
+            Policy::parse(b"", "t").unwrap().layers.cgroup_delegation,
+            CgroupDelegation::Auto
+        );
         let systemd = Policy::parse(b"[layers]\ncgroup_delegation = \"systemd\"\n", "t").unwrap();
         assert_eq!(systemd.layers.cgroup_delegation, CgroupDelegation::Systemd);
         let inherit = Policy::parse(b"[layers]\ncgroup_delegation = \"inherit\"\n", "t").unwrap();
@@ -783,7 +1020,12 @@ mod tests {
     fn an_unknown_may_skip_layer_is_refused_with_its_line() {
         let e = err("\n[layers]\nmay_skip = [\"cgroup\", \"firewall\"]\n");
         assert_eq!(e.line, 3);
-        assert!(e.message.contains("\"firewall\" is not a layer (skippable: landlock, cgroup)"), "{}", e.message);
+        assert!(
+            e.message
+                .contains("\"firewall\" is not a layer (skippable: landlock, cgroup)"),
+            "{}",
+            e.message
+        );
     }
 
     #[test]
@@ -799,7 +1041,14 @@ mod tests {
         let a = Policy::parse(b"[network]\nmode = \"none\"\n", "a").unwrap();
         let b = Policy::parse(b"[network]\nmode = \"proxy\"\n", "b").unwrap();
         let d = a.diff(&b);
-        assert_eq!(d, vec![("network.mode".to_string(), "none".to_string(), "proxy".to_string())]);
+        assert_eq!(
+            d,
+            vec![(
+                "network.mode".to_string(),
+                "none".to_string(),
+                "proxy".to_string()
+            )]
+        );
     }
 
     #[test]

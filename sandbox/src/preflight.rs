@@ -34,17 +34,32 @@ pub struct CgroupReport {
 pub fn cgroup_report() -> CgroupReport {
     match cgroup::detect() {
         Ok(h) => match h.fitness() {
-            Ok(()) => CgroupReport { version: Some(h.version()), delegated: true, unfit: None, detail: format!("{h:?}") },
+            Ok(()) => CgroupReport {
+                version: Some(h.version()),
+                delegated: true,
+                unfit: None,
+                detail: format!("{h:?}"),
+            },
             Err(why) => {
                 let kind = match why {
                     cgroup::Unfit::NotWritable(_) => "not_writable",
                     cgroup::Unfit::ControllersMissing { .. } => "controllers_missing",
                     cgroup::Unfit::SharedWithOtherProcesses { .. } => "other_processes",
                 };
-                CgroupReport { version: Some(h.version()), delegated: false, unfit: Some(kind), detail: why.to_string() }
+                CgroupReport {
+                    version: Some(h.version()),
+                    delegated: false,
+                    unfit: Some(kind),
+                    detail: why.to_string(),
+                }
             }
         },
-        Err(e) => CgroupReport { version: None, delegated: false, unfit: Some("no_hierarchy"), detail: e.to_string() },
+        Err(e) => CgroupReport {
+            version: None,
+            delegated: false,
+            unfit: Some("no_hierarchy"),
+            detail: e.to_string(),
+        },
     }
 }
 
@@ -86,13 +101,16 @@ pub struct HostReport {
 }
 
 fn read_trim(path: &str) -> Option<String> {
-    std::fs::read_to_string(path).ok().map(|s| s.trim().to_string())
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_string())
 }
 
 /// Inspect the host (no process is started).
 pub fn probe() -> HostReport {
     let root = nix::unistd::geteuid().is_root();
-    let apparmor = read_trim("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").map(|v| v == "1");
+    let apparmor =
+        read_trim("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").map(|v| v == "1");
     let user_namespaces = userns_missing(root);
     let cgroup = cgroup_report();
     HostReport {
@@ -101,7 +119,9 @@ pub fn probe() -> HostReport {
         user_namespaces,
         apparmor_restrict_unprivileged_userns: apparmor,
         landlock_abi: crate::sys::landlock_abi(),
-        seccomp: std::fs::read_to_string("/proc/self/status").map(|s| s.contains("\nSeccomp:")).unwrap_or(false),
+        seccomp: std::fs::read_to_string("/proc/self/status")
+            .map(|s| s.contains("\nSeccomp:"))
+            .unwrap_or(false),
         cgroup,
     }
 }
@@ -111,7 +131,8 @@ fn userns_missing(root: bool) -> Option<Missing> {
         return Some(Missing {
             layer: Layer::UserNamespace,
             cause: "user.max_user_namespaces is 0".into(),
-            fix: "sysctl -w user.max_user_namespaces=15000 (and persist it in /etc/sysctl.d)".into(),
+            fix: "sysctl -w user.max_user_namespaces=15000 (and persist it in /etc/sysctl.d)"
+                .into(),
         });
     }
     if !root && read_trim("/proc/sys/kernel/unprivileged_userns_clone").as_deref() == Some("0") {
@@ -130,7 +151,9 @@ fn userns_missing(root: bool) -> Option<Missing> {
 /// The Ubuntu 23.10+ case ("setting up uid map: Permission denied"): the fix is the profile
 /// shipped in policies/apparmor/loopexec, for the binary that is running now.
 pub fn apparmor_missing() -> Missing {
-    let exe = std::fs::read_link("/proc/self/exe").map(|p| p.display().to_string()).unwrap_or_else(|_| "/usr/local/bin/loopexec".into());
+    let exe = std::fs::read_link("/proc/self/exe")
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| "/usr/local/bin/loopexec".into());
     Missing {
         layer: Layer::UserNamespace,
         cause: "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns=1) and no profile grants `userns` to this binary".into(),
@@ -161,14 +184,21 @@ impl HostReport {
         }
         if !self.cgroup.delegated {
             let fix = cgroup_fix(&self.cgroup, self.running_as_root);
-            out.push(Missing { layer: Layer::Cgroup, cause: self.cgroup.detail.clone(), fix });
+            out.push(Missing {
+                layer: Layer::Cgroup,
+                cause: self.cgroup.detail.clone(),
+                fix,
+            });
         }
         out
     }
 
     /// Missing layers the policy does not allow to skip: if non-empty, the zone must not start.
     pub fn can_satisfy(&self, policy: &Policy) -> Vec<Missing> {
-        self.missing(policy).into_iter().filter(|m| !policy.may_skip(m.layer)).collect()
+        self.missing(policy)
+            .into_iter()
+            .filter(|m| !policy.may_skip(m.layer))
+            .collect()
     }
 }
 
@@ -184,14 +214,20 @@ mod tests {
             apparmor_restrict_unprivileged_userns: None,
             landlock_abi,
             seccomp: true,
-            cgroup: CgroupReport { version: Some(1), delegated, unfit: (!delegated).then_some("not_writable"), detail: "not writable".into() },
+            cgroup: CgroupReport {
+                version: Some(1),
+                delegated,
+                unfit: (!delegated).then_some("not_writable"),
+                detail: "not writable".into(),
+            },
         }
     }
 
     #[test]
     fn missing_layers_block_unless_the_policy_allows_skipping_them() {
         let strict = Policy::parse(b"", "t").unwrap();
-        let lenient = Policy::parse(b"[layers]\nmay_skip = [\"cgroup\", \"landlock\"]\n", "t").unwrap();
+        let lenient =
+            Policy::parse(b"[layers]\nmay_skip = [\"cgroup\", \"landlock\"]\n", "t").unwrap();
         let weak = host(0, false);
         let layers: Vec<Layer> = weak.can_satisfy(&strict).iter().map(|m| m.layer).collect();
         assert_eq!(layers, vec![Layer::Landlock, Layer::Cgroup]);
@@ -200,26 +236,43 @@ mod tests {
     }
 
     fn v2(unfit: &'static str) -> CgroupReport {
-        CgroupReport { version: Some(2), delegated: false, unfit: Some(unfit), detail: String::new() }
+        CgroupReport {
+            version: Some(2),
+            delegated: false,
+            unfit: Some(unfit),
+            detail: String::new(),
+        }
     }
 
     #[test]
     fn a_v2_cgroup_shared_with_a_shell_names_the_systemd_run_line_for_a_user() {
         let fix = cgroup_fix(&v2("other_processes"), false);
-        assert!(fix.contains("`systemd-run --user --scope -p Delegate=yes loopexec ...`"), "{fix}");
+        assert!(
+            fix.contains("`systemd-run --user --scope -p Delegate=yes loopexec ...`"),
+            "{fix}"
+        );
     }
 
     #[test]
     fn a_v2_cgroup_of_a_root_service_names_the_system_scope_and_the_services_delegate_line() {
         let fix = cgroup_fix(&v2("controllers_missing"), true);
-        assert!(fix.contains("`systemd-run --scope -p Delegate=yes loopexec ...`"), "{fix}");
-        assert!(fix.contains("`Delegate=yes` in its [Service] section"), "{fix}");
+        assert!(
+            fix.contains("`systemd-run --scope -p Delegate=yes loopexec ...`"),
+            "{fix}"
+        );
+        assert!(
+            fix.contains("`Delegate=yes` in its [Service] section"),
+            "{fix}"
+        );
     }
 
     #[test]
     fn controllers_the_user_manager_does_not_delegate_name_the_user_service_drop_in() {
         let fix = cgroup_fix(&v2("controllers_missing"), false);
-        assert!(fix.contains("/etc/systemd/system/user@.service.d/delegate.conf"), "{fix}");
+        assert!(
+            fix.contains("/etc/systemd/system/user@.service.d/delegate.conf"),
+            "{fix}"
+        );
         assert!(fix.contains("Delegate=cpu memory pids"), "{fix}");
     }
 

@@ -26,7 +26,13 @@ pub fn drop_all_capabilities() -> Result<(), String> {
     caps::clear(None, CapSet::Inheritable).map_err(|x| e("inheritable", x))?;
     caps::clear(None, CapSet::Effective).map_err(|x| e("effective", x))?;
     caps::clear(None, CapSet::Permitted).map_err(|x| e("permitted", x))?;
-    for set in [CapSet::Ambient, CapSet::Bounding, CapSet::Inheritable, CapSet::Permitted, CapSet::Effective] {
+    for set in [
+        CapSet::Ambient,
+        CapSet::Bounding,
+        CapSet::Inheritable,
+        CapSet::Permitted,
+        CapSet::Effective,
+    ] {
         let left = caps::read(None, set).map_err(|x| e("verify", x))?;
         if !left.is_empty() {
             return Err(format!("capability set {set:?} still holds {left:?}"));

@@ -25,54 +25,94 @@ pub struct ProtectedHolds {
 /// Step 7, also for a backend that mounts the holds itself: placeholders
 /// made (and recorded, so that a killed supervisor's are collected) for missing ones, the
 /// registry shielded, a symlinked protected path refused, exactly as for a native zone.
-pub fn hold_protected_paths(read_only: &[PathBuf], rw: &[PathBuf], protected: &[PathBuf], hidden: &[PathBuf]) -> Result<ProtectedHolds, SandboxError> {
+pub fn hold_protected_paths(
+    read_only: &[PathBuf],
+    rw: &[PathBuf],
+    protected: &[PathBuf],
+    hidden: &[PathBuf],
+) -> Result<ProtectedHolds, SandboxError> {
     let mut held = placeholders::open();
     let mut pairs = hold_sub_paths(rw, protected, &mut held)?;
     let mut hidden = hidden.to_vec();
-    placeholders::shield_registry(&held, read_only, rw, &mut pairs, &mut hidden).map_err(SandboxError::Spec)?;
+    placeholders::shield_registry(&held, read_only, rw, &mut pairs, &mut hidden)
+        .map_err(SandboxError::Spec)?;
     held.end_setup();
-    Ok(ProtectedHolds { protected: pairs, hidden, placeholders: ProtectedPlaceholders(held) })
+    Ok(ProtectedHolds {
+        protected: pairs,
+        hidden,
+        placeholders: ProtectedPlaceholders(held),
+    })
 }
 
 /// For every writable root and protected sub-path: the (root, sub-path) pairs the zone must hold
 /// read-only. Nothing is followed through a symlink.
-fn hold_sub_paths(rw: &[PathBuf], protected: &[PathBuf], held: &mut Placeholders) -> Result<Vec<(PathBuf, PathBuf)>, SandboxError> {
+fn hold_sub_paths(
+    rw: &[PathBuf],
+    protected: &[PathBuf],
+    held: &mut Placeholders,
+) -> Result<Vec<(PathBuf, PathBuf)>, SandboxError> {
     let mut out: Vec<(PathBuf, PathBuf)> = Vec::new();
     let nofollow = sys::RESOLVE_BENEATH | sys::RESOLVE_NO_SYMLINKS;
     for root in rw {
         if !root.is_dir() {
             continue;
         }
-        let root_fd = sys::openat2(libc::AT_FDCWD, &root.to_string_lossy(), libc::O_PATH | libc::O_DIRECTORY, 0)
-            .map_err(|e| SandboxError::io(root.display().to_string(), e))?;
+        let root_fd = sys::openat2(
+            libc::AT_FDCWD,
+            &root.to_string_lossy(),
+            libc::O_PATH | libc::O_DIRECTORY,
+            0,
+        )
+        .map_err(|e| SandboxError::io(root.display().to_string(), e))?;
         'each: for sub in protected {
             if out.iter().any(|(r, s)| r == root && sub.starts_with(s)) {
                 continue; // already covered by a held ancestor
             }
-            match sys::openat2(root_fd.as_raw_fd(), &sub.to_string_lossy(), libc::O_PATH, nofollow) {
+            match sys::openat2(
+                root_fd.as_raw_fd(),
+                &sub.to_string_lossy(),
+                libc::O_PATH,
+                nofollow,
+            ) {
                 Ok(fd) => {
-                    held.adopt_if_placeholder(fd.as_raw_fd(), root, sub).map_err(|e| SandboxError::io("placeholder registry", e))?;
+                    held.adopt_if_placeholder(fd.as_raw_fd(), root, sub)
+                        .map_err(|e| SandboxError::io("placeholder registry", e))?;
                     out.push((root.clone(), sub.clone()));
                     continue;
                 }
-                Err(e) if e.raw_os_error() == Some(libc::ELOOP) || e.raw_os_error() == Some(libc::EXDEV) => {
-                    return Err(SandboxError::ProtectedSymlink { path: root.join(sub) });
+                Err(e)
+                    if e.raw_os_error() == Some(libc::ELOOP)
+                        || e.raw_os_error() == Some(libc::EXDEV) =>
+                {
+                    return Err(SandboxError::ProtectedSymlink {
+                        path: root.join(sub),
+                    });
                 }
-                Err(e) if e.raw_os_error() == Some(libc::ENOENT) || e.raw_os_error() == Some(libc::ENOTDIR) => {}
+                Err(e)
+                    if e.raw_os_error() == Some(libc::ENOENT)
+                        || e.raw_os_error() == Some(libc::ENOTDIR) => {}
                 Err(e) => return Err(SandboxError::io(root.join(sub).display().to_string(), e)),
             }
             // Walk down to the first missing component and hold it with an empty directory.
             let mut prefix = PathBuf::new();
             let mut dir: Option<OwnedFd> = None;
             for comp in sub.components() {
-                let parent: RawFd = dir.as_ref().map(|d| d.as_raw_fd()).unwrap_or(root_fd.as_raw_fd());
+                let parent: RawFd = dir
+                    .as_ref()
+                    .map(|d| d.as_raw_fd())
+                    .unwrap_or(root_fd.as_raw_fd());
                 let name = comp.as_os_str();
                 prefix.push(name);
                 match sys::openat2(parent, &name.to_string_lossy(), libc::O_PATH, nofollow) {
                     Ok(fd) => {
-                        let is_dir = nix::sys::stat::fstat(fd.as_raw_fd()).map(|s| s.st_mode & libc::S_IFMT == libc::S_IFDIR).unwrap_or(false);
+                        let is_dir = nix::sys::stat::fstat(fd.as_raw_fd())
+                            .map(|s| s.st_mode & libc::S_IFMT == libc::S_IFDIR)
+                            .unwrap_or(false);
                         // A file, or another live zone's placeholder: held as it is.
-                        let adopted = is_dir && held.adopt_if_placeholder(fd.as_raw_fd(), root, &prefix).map_err(|e| SandboxError::io("placeholder registry", e))?;
+                        let adopted = is_dir
+                            && held
+                                .adopt_if_placeholder(fd.as_raw_fd(), root, &prefix)
+                                .map_err(|e| SandboxError::io("placeholder registry", e))?;
                         if !is_dir || adopted {
                             out.push((root.clone(), prefix.clone()));
                             continue 'each;
@@ -80,12 +120,21 @@ fn hold_sub_paths(rw: &[PathBuf], protected: &[PathBuf], held: &mut Placeholders
                         dir = Some(fd);
                     }
                     Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
-                        held.create(parent, name, root, &prefix)
-                            .map_err(|e| SandboxError::io(format!("placeholder {}", root.join(&prefix).display()), e))?;
+                        held.create(parent, name, root, &prefix).map_err(|e| {
+                            SandboxError::io(
+                                format!("placeholder {}", root.join(&prefix).display()),
+                                e,
+                            )
+                        })?;
                         out.push((root.clone(), prefix.clone()));
                         continue 'each;
                     }
-                    Err(e) => return Err(SandboxError::io(root.join(&prefix).display().to_string(), e)),
+                    Err(e) => {
+                        return Err(SandboxError::io(
+                            root.join(&prefix).display().to_string(),
+                            e,
+                        ))
+                    }
                 }
             }
         }
@@ -102,7 +151,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().canonicalize().unwrap();
         let mut held = Placeholders::unrecorded();
-        let pairs = hold_sub_paths(std::slice::from_ref(&root), &[PathBuf::from(".git/hooks"), PathBuf::from(".git/config")], &mut held).unwrap();
+        let pairs = hold_sub_paths(
+            std::slice::from_ref(&root),
+            &[PathBuf::from(".git/hooks"), PathBuf::from(".git/config")],
+            &mut held,
+        )
+        .unwrap();
         // `.git` is missing: it is held itself, and covers both protected paths.
         assert_eq!(pairs, vec![(root.clone(), PathBuf::from(".git"))]);
         assert!(root.join(".git").is_dir());
@@ -116,7 +170,13 @@ mod tests {
         let root = dir.path().canonicalize().unwrap();
         std::os::unix::fs::symlink("/etc", root.join(".git")).unwrap();
         let mut held = Placeholders::unrecorded();
-        let r = hold_sub_paths(std::slice::from_ref(&root), &[PathBuf::from(".git/config")], &mut held);
-        assert!(matches!(r, Err(SandboxError::ProtectedSymlink { path }) if path == root.join(".git/config")));
+        let r = hold_sub_paths(
+            std::slice::from_ref(&root),
+            &[PathBuf::from(".git/config")],
+            &mut held,
+        );
+        assert!(
+            matches!(r, Err(SandboxError::ProtectedSymlink { path }) if path == root.join(".git/config"))
+        );
     }
 }

@@ -33,21 +33,44 @@ pub struct AppliedReport {
     pub placeholders: Vec<PathBuf>,
 }
 
-pub(crate) fn layer_table(host: &preflight::HostReport, skipped: &[Missing], mode: NetworkMode) -> Vec<LayerStatus> {
+pub(crate) fn layer_table(
+    host: &preflight::HostReport,
+    skipped: &[Missing],
+    mode: NetworkMode,
+) -> Vec<LayerStatus> {
     let skip = |l: Layer| skipped.iter().any(|m| m.layer == l);
-    let s = |layer, detail: String| LayerStatus { layer, applied: !skip(layer), detail: if skip(layer) { "skipped (policy layers.may_skip)".into() } else { detail } };
+    let s = |layer, detail: String| LayerStatus {
+        layer,
+        applied: !skip(layer),
+        detail: if skip(layer) {
+            "skipped (policy layers.may_skip)".into()
+        } else {
+            detail
+        },
+    };
     vec![
-        s(Layer::UserNamespace, "own uid/gid mapped, setgroups denied".into()),
-        s(Layer::MountNamespace, "fresh root, pivot_root, old root detached".into()),
+        s(
+            Layer::UserNamespace,
+            "own uid/gid mapped, setgroups denied".into(),
+        ),
+        s(
+            Layer::MountNamespace,
+            "fresh root, pivot_root, old root detached".into(),
+        ),
         s(Layer::PidNamespace, "own pid 1 reaper".into()),
-        s(Layer::NetNamespace, format!("loopback only (mode {})", mode.as_str())),
+        s(
+            Layer::NetNamespace,
+            format!("loopback only (mode {})", mode.as_str()),
+        ),
         s(Layer::IpcUtsNamespaces, "own ipc and uts".into()),
         s(Layer::Landlock, format!("ABI {}", host.landlock_abi)),
         s(Layer::Seccomp, "deny list, foreign ABIs killed".into()),
         s(Layer::NoNewPrivs, "set".into()),
         s(Layer::Capabilities, "all sets empty".into()),
-        s(Layer::Cgroup, format!("cgroup v{}", host.cgroup.version.unwrap_or(0))),
+        s(
+            Layer::Cgroup,
+            format!("cgroup v{}", host.cgroup.version.unwrap_or(0)),
+        ),
         s(Layer::Rlimits, "nofile, fsize, core".into()),
     ]
 }
-

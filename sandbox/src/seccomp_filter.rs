@@ -12,8 +12,8 @@
 //!    arguments the filter can inspect.
 
 use seccompiler::{
-    BpfProgram, SeccompAction, SeccompCmpArgLen as Len, SeccompCmpOp as Op, SeccompCondition as Cond,
-    SeccompFilter, SeccompRule, TargetArch,
+    BpfProgram, SeccompAction, SeccompCmpArgLen as Len, SeccompCmpOp as Op,
+    SeccompCondition as Cond, SeccompFilter, SeccompRule, TargetArch,
 };
 use std::collections::BTreeMap;
 
@@ -28,7 +28,10 @@ pub const DENIED: &[(&str, &str)] = &[
     ("process_vm_readv", "read another process's memory"),
     ("process_vm_writev", "write another process's memory"),
     ("pidfd_getfd", "steal another process's descriptors"),
-    ("io_uring_setup", "io_uring bypasses seccomp argument checks"),
+    (
+        "io_uring_setup",
+        "io_uring bypasses seccomp argument checks",
+    ),
     ("io_uring_enter", "io_uring"),
     ("io_uring_register", "io_uring"),
     ("bpf", "kernel attack surface"),
@@ -77,7 +80,11 @@ pub const DENIED: &[(&str, &str)] = &[
 /// Every syscall name the policy may name in `syscalls.deny`, with its number on this arch
 /// (names that do not exist on this arch are unknown; built-in ones are then skipped).
 pub fn syscall_number(name: &str) -> Option<i64> {
-    TABLE.iter().chain(ARCH_TABLE).find(|(n, _)| *n == name).map(|(_, nr)| *nr)
+    TABLE
+        .iter()
+        .chain(ARCH_TABLE)
+        .find(|(n, _)| *n == name)
+        .map(|(_, nr)| *nr)
 }
 
 /// Syscalls that only exist on x86_64.
@@ -220,7 +227,12 @@ pub fn build(extra_deny: &[String]) -> Result<Vec<BpfProgram>, FilterError> {
     // clone(flags, ...): any namespace flag.
     let mut clone_rules = Vec::new();
     for flag in NAMESPACE_FLAGS {
-        clone_rules.push(rule(vec![cond(0, Len::Qword, Op::MaskedEq(*flag), *flag)?])?);
+        clone_rules.push(rule(vec![cond(
+            0,
+            Len::Qword,
+            Op::MaskedEq(*flag),
+            *flag,
+        )?])?);
     }
     rules.entry(libc::SYS_clone).or_insert(clone_rules);
     // ioctl(fd, cmd): the kernel only looks at the low 32 bits of cmd, so compare only those.
@@ -255,18 +267,38 @@ pub fn build(extra_deny: &[String]) -> Result<Vec<BpfProgram>, FilterError> {
             rule(vec![cond(arg, Len::Dword, Op::MaskedEq(S_ISGID), S_ISGID)?])?,
         ])
     };
-    for (name, mode_arg) in [("chmod", 1), ("fchmod", 1), ("creat", 1), ("fchmodat", 2), ("fchmodat2", 2), ("open", 2), ("mknod", 1), ("openat", 3), ("mknodat", 2)] {
+    for (name, mode_arg) in [
+        ("chmod", 1),
+        ("fchmod", 1),
+        ("creat", 1),
+        ("fchmodat", 2),
+        ("fchmodat2", 2),
+        ("open", 2),
+        ("mknod", 1),
+        ("openat", 3),
+        ("mknodat", 2),
+    ] {
         if let Some(nr) = syscall_number(name) {
             rules.entry(nr).or_insert(set_id(mode_arg)?);
         }
     }
-    let deny = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(libc::EPERM as u32), ARCH)?;
+    let deny = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        ARCH,
+    )?;
 
     let mut c3 = BTreeMap::new();
     c3.insert(libc::SYS_clone3, Vec::new());
     // openat2 carries its mode in memory the filter cannot read: ENOSYS, so callers fall back to openat.
     c3.insert(libc::SYS_openat2, Vec::new());
-    let clone3 = SeccompFilter::new(c3, SeccompAction::Allow, SeccompAction::Errno(libc::ENOSYS as u32), ARCH)?;
+    let clone3 = SeccompFilter::new(
+        c3,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::ENOSYS as u32),
+        ARCH,
+    )?;
 
     Ok(vec![foreign_abi(), deny.try_into()?, clone3.try_into()?])
 }
@@ -282,10 +314,30 @@ fn foreign_abi() -> BpfProgram {
     const RET_KILL_PROCESS: u32 = libc::SECCOMP_RET_KILL_PROCESS;
     const RET_ALLOW: u32 = libc::SECCOMP_RET_ALLOW;
     vec![
-        sock_filter { code: BPF_LD_W_ABS, jt: 0, jf: 0, k: 0 }, // seccomp_data.nr
-        sock_filter { code: BPF_JGE_K, jt: 0, jf: 1, k: X32_BIT },
-        sock_filter { code: BPF_RET_K, jt: 0, jf: 0, k: RET_KILL_PROCESS },
-        sock_filter { code: BPF_RET_K, jt: 0, jf: 0, k: RET_ALLOW },
+        sock_filter {
+            code: BPF_LD_W_ABS,
+            jt: 0,
+            jf: 0,
+            k: 0,
+        }, // seccomp_data.nr
+        sock_filter {
+            code: BPF_JGE_K,
+            jt: 0,
+            jf: 1,
+            k: X32_BIT,
+        },
+        sock_filter {
+            code: BPF_RET_K,
+            jt: 0,
+            jf: 0,
+            k: RET_KILL_PROCESS,
+        },
+        sock_filter {
+            code: BPF_RET_K,
+            jt: 0,
+            jf: 0,
+            k: RET_ALLOW,
+        },
     ]
 }
 

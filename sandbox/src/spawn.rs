@@ -49,7 +49,13 @@ fn fork_like(flags: u64) -> libc::clone_args {
 /// clone3(2), which neither nix 0.29 nor libc wrap, on fork-like arguments: the child continues
 /// on a copy of our memory (no CLONE_VM) and returns 0.
 fn clone3(args: &mut libc::clone_args) -> libc::c_long {
-    unsafe { libc::syscall(libc::SYS_clone3, args as *mut libc::clone_args, std::mem::size_of::<libc::clone_args>()) }
+    unsafe {
+        libc::syscall(
+            libc::SYS_clone3,
+            args as *mut libc::clone_args,
+            std::mem::size_of::<libc::clone_args>(),
+        )
+    }
 }
 
 /// Written here: libc's `CLONE_INTO_CGROUP` is a `c_int` that overflows (deprecated since 0.2.188).
@@ -74,7 +80,10 @@ struct CapData {
 /// straight into its namespaces (and, on cgroup v2, its cgroup). The child makes only
 /// async-signal-safe calls until it execs /proc/self/exe; each of its steps that can fail exits
 /// with its own [`PreExecFailure`] code.
-pub(crate) fn clone_zone_init(drop_to: Option<(u32, u32)>, entry: &CgroupEntry) -> Result<Cloned, SandboxError> {
+pub(crate) fn clone_zone_init(
+    drop_to: Option<(u32, u32)>,
+    entry: &CgroupEntry,
+) -> Result<Cloned, SandboxError> {
     let (cgroup_dir, task_files): (Option<&OwnedFd>, &[OwnedFd]) = match entry {
         CgroupEntry::V2Dir(d) => (Some(d), &[]),
         CgroupEntry::V1Tasks(t) => (None, t.as_slice()),
@@ -85,11 +94,17 @@ pub(crate) fn clone_zone_init(drop_to: Option<(u32, u32)>, entry: &CgroupEntry) 
     let high = |fd: RawFd| -> Result<OwnedFd, SandboxError> {
         let r = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 10) };
         if r < 0 {
-            return Err(SandboxError::io("fcntl(F_DUPFD_CLOEXEC)", std::io::Error::last_os_error()));
+            return Err(SandboxError::io(
+                "fcntl(F_DUPFD_CLOEXEC)",
+                std::io::Error::last_os_error(),
+            ));
         }
         Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(r) })
     };
-    let task_files: Vec<OwnedFd> = task_files.iter().map(|f| high(f.as_raw_fd())).collect::<Result<_, _>>()?;
+    let task_files: Vec<OwnedFd> = task_files
+        .iter()
+        .map(|f| high(f.as_raw_fd()))
+        .collect::<Result<_, _>>()?;
     let mut tasks: [RawFd; 8] = [-1; 8];
     if task_files.len() > tasks.len() {
         return Err(SandboxError::Spawn("too many cgroup controllers".into()));
@@ -98,26 +113,47 @@ pub(crate) fn clone_zone_init(drop_to: Option<(u32, u32)>, entry: &CgroupEntry) 
         *slot = f.as_raw_fd();
     }
     use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
-    let (ours, theirs) = socketpair(AddressFamily::Unix, SockType::SeqPacket, None, SockFlag::SOCK_CLOEXEC)
-        .map_err(|e| SandboxError::errno("socketpair", e))?;
+    let (ours, theirs) = socketpair(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        None,
+        SockFlag::SOCK_CLOEXEC,
+    )
+    .map_err(|e| SandboxError::errno("socketpair", e))?;
     let theirs = high(theirs.as_raw_fd())?;
     let (hold_r, hold_w) = {
-        let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| SandboxError::errno("pipe", e))?;
+        let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+            .map_err(|e| SandboxError::errno("pipe", e))?;
         (high(r.as_raw_fd())?, high(w.as_raw_fd())?) // the low originals close here
     };
-    let null = high(std::fs::File::open("/dev/null").map_err(|e| SandboxError::io("/dev/null", e))?.as_raw_fd())?;
+    let null = high(
+        std::fs::File::open("/dev/null")
+            .map_err(|e| SandboxError::io("/dev/null", e))?
+            .as_raw_fd(),
+    )?;
     let null_raw = null.as_raw_fd();
-    let exe = std::ffi::CString::new("/proc/self/exe").map_err(|_| SandboxError::Spawn("path".into()))?;
+    let exe =
+        std::ffi::CString::new("/proc/self/exe").map_err(|_| SandboxError::Spawn("path".into()))?;
     let arg0 = std::ffi::CString::new(INIT_ARG0).map_err(|_| SandboxError::Spawn("arg".into()))?;
-    let marker = std::ffi::CString::new(format!("{ENV_MARKER}={PLAN_FD}")).map_err(|_| SandboxError::Spawn("env".into()))?;
+    let marker = std::ffi::CString::new(format!("{ENV_MARKER}={PLAN_FD}"))
+        .map_err(|_| SandboxError::Spawn("env".into()))?;
     let argv = [arg0.as_ptr(), std::ptr::null()];
     let envp = [marker.as_ptr(), std::ptr::null()];
-    let (sock_raw, hold_raw, hold_w_raw) = (theirs.as_raw_fd(), hold_r.as_raw_fd(), hold_w.as_raw_fd());
+    let (sock_raw, hold_raw, hold_w_raw) =
+        (theirs.as_raw_fd(), hold_r.as_raw_fd(), hold_w.as_raw_fd());
     let mut pidfd: RawFd = -1;
     let mut args = libc::clone_args {
         pidfd: &mut pidfd as *mut RawFd as u64,
         cgroup: cgroup_dir.map(|d| d.as_raw_fd() as u64).unwrap_or(0),
-        ..fork_like(NAMESPACES.bits() as u64 | libc::CLONE_PIDFD as u64 | if cgroup_dir.is_some() { CLONE_INTO_CGROUP } else { 0 })
+        ..fork_like(
+            NAMESPACES.bits() as u64
+                | libc::CLONE_PIDFD as u64
+                | if cgroup_dir.is_some() {
+                    CLONE_INTO_CGROUP
+                } else {
+                    0
+                },
+        )
     };
     let ret = clone3(&mut args);
     if ret == 0 {
@@ -160,9 +196,21 @@ pub(crate) fn clone_zone_init(drop_to: Option<(u32, u32)>, entry: &CgroupEntry) 
                     libc::_exit(PreExecFailure::ZoneIds.code());
                 }
             }
-            let mut head = CapHeader { version: 0x2008_0522, pid: 0 };
-            let mut data = [CapData { effective: 0, permitted: 0, inheritable: 0 }; 2];
-            if libc::syscall(libc::SYS_capget, &mut head as *mut CapHeader, data.as_mut_ptr()) != 0 {
+            let mut head = CapHeader {
+                version: 0x2008_0522,
+                pid: 0,
+            };
+            let mut data = [CapData {
+                effective: 0,
+                permitted: 0,
+                inheritable: 0,
+            }; 2];
+            if libc::syscall(
+                libc::SYS_capget,
+                &mut head as *mut CapHeader,
+                data.as_mut_ptr(),
+            ) != 0
+            {
                 libc::_exit(PreExecFailure::KeepCapabilities.code());
             }
             for d in data.iter_mut() {
@@ -186,7 +234,11 @@ pub(crate) fn clone_zone_init(drop_to: Option<(u32, u32)>, entry: &CgroupEntry) 
     if ret < 0 {
         let e = nix::Error::last();
         let (cause, fix) = userns_denied(e);
-        return Err(SandboxError::Unsatisfiable { layer: Layer::UserNamespace, cause, fix });
+        return Err(SandboxError::Unsatisfiable {
+            layer: Layer::UserNamespace,
+            cause,
+            fix,
+        });
     }
     drop((theirs, hold_r, null));
     Ok(Cloned {
@@ -208,11 +260,22 @@ fn userns_denied(e: nix::Error) -> (String, String) {
 }
 
 /// Map the zone uid/gid to the same numbers inside its user namespace, then let it exec.
-pub(crate) fn map_ids_and_release(cloned: &Cloned, uid: u32, gid: u32, root: bool) -> Result<(), SandboxError> {
+pub(crate) fn map_ids_and_release(
+    cloned: &Cloned,
+    uid: u32,
+    gid: u32,
+    root: bool,
+) -> Result<(), SandboxError> {
     let w = |file: &str, text: String| {
         std::fs::write(format!("/proc/{}/{file}", cloned.pid), text).map_err(|e| {
-            let (cause, fix) = userns_denied(nix::Error::from_raw(e.raw_os_error().unwrap_or(libc::EPERM)));
-            SandboxError::Unsatisfiable { layer: Layer::UserNamespace, cause: format!("writing {file}: {cause}"), fix }
+            let (cause, fix) = userns_denied(nix::Error::from_raw(
+                e.raw_os_error().unwrap_or(libc::EPERM),
+            ));
+            SandboxError::Unsatisfiable {
+                layer: Layer::UserNamespace,
+                cause: format!("writing {file}: {cause}"),
+                fix,
+            }
         })
     };
     if !root {
@@ -220,13 +283,19 @@ pub(crate) fn map_ids_and_release(cloned: &Cloned, uid: u32, gid: u32, root: boo
     }
     w("uid_map", format!("{uid} {uid} 1"))?;
     w("gid_map", format!("{gid} {gid} 1"))?;
-    nix::unistd::write(&cloned.release, &[1u8]).map_err(|e| SandboxError::errno("release the zone init", e))?;
+    nix::unistd::write(&cloned.release, &[1u8])
+        .map_err(|e| SandboxError::errno("release the zone init", e))?;
     Ok(())
 }
 
 /// A user namespace mapping `inside_uid` -> `outside_uid` (and the gids), held by a short-lived
 /// child that only waits on a pipe between clone and exit.
-pub(crate) fn idmap_userns(inside_uid: u32, outside_uid: u32, inside_gid: u32, outside_gid: u32) -> std::io::Result<OwnedFd> {
+pub(crate) fn idmap_userns(
+    inside_uid: u32,
+    outside_uid: u32,
+    inside_gid: u32,
+    outside_gid: u32,
+) -> std::io::Result<OwnedFd> {
     let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
     let mut args = fork_like(CloneFlags::CLONE_NEWUSER.bits() as u64);
     let (r_raw, w_raw) = (r.as_raw_fd(), w.as_raw_fd());
@@ -245,8 +314,14 @@ pub(crate) fn idmap_userns(inside_uid: u32, outside_uid: u32, inside_gid: u32, o
     }
     let pid = ret as i32;
     let result = (|| {
-        std::fs::write(format!("/proc/{pid}/uid_map"), format!("{inside_uid} {outside_uid} 1"))?;
-        std::fs::write(format!("/proc/{pid}/gid_map"), format!("{inside_gid} {outside_gid} 1"))?;
+        std::fs::write(
+            format!("/proc/{pid}/uid_map"),
+            format!("{inside_uid} {outside_uid} 1"),
+        )?;
+        std::fs::write(
+            format!("/proc/{pid}/gid_map"),
+            format!("{inside_gid} {outside_gid} 1"),
+        )?;
         std::fs::File::open(format!("/proc/{pid}/ns/user")).map(OwnedFd::from)
     })();
     drop((r, w));

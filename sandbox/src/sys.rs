@@ -9,7 +9,9 @@ use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-pub use libc::{MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY, RESOLVE_BENEATH, RESOLVE_NO_SYMLINKS};
+pub use libc::{
+    MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY, RESOLVE_BENEATH, RESOLVE_NO_SYMLINKS,
+};
 
 fn check(rc: libc::c_long) -> io::Result<libc::c_long> {
     if rc < 0 {
@@ -21,12 +23,19 @@ fn check(rc: libc::c_long) -> io::Result<libc::c_long> {
 
 /// `AT_EMPTY_PATH` (plus `AT_RECURSIVE`) as the mount API's `c_uint` flags.
 fn at_flags(recursive: bool) -> libc::c_uint {
-    libc::AT_EMPTY_PATH as libc::c_uint | if recursive { libc::AT_RECURSIVE as libc::c_uint } else { 0 }
+    libc::AT_EMPTY_PATH as libc::c_uint
+        | if recursive {
+            libc::AT_RECURSIVE as libc::c_uint
+        } else {
+            0
+        }
 }
 
 /// openat2(dirfd, path, flags | O_CLOEXEC, resolve): e.g. without following symlinks, beneath `dir`.
 pub fn openat2(dir: RawFd, path: &str, flags: libc::c_int, resolve: u64) -> io::Result<OwnedFd> {
-    let how = OpenHow::new().flags(OFlag::from_bits_retain(flags | libc::O_CLOEXEC)).resolve(ResolveFlag::from_bits_retain(resolve));
+    let how = OpenHow::new()
+        .flags(OFlag::from_bits_retain(flags | libc::O_CLOEXEC))
+        .resolve(ResolveFlag::from_bits_retain(resolve));
     let fd = nix::fcntl::openat2(dir, path, how)?;
     // SAFETY: openat2 just returned this descriptor; nothing else owns it.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
@@ -48,7 +57,8 @@ pub fn clone_tree(fd: &OwnedFd, recursive: bool) -> io::Result<OwnedFd> {
 /// A detached, recursive copy of the mounts at a host path (operator-given and canonical).
 pub fn clone_tree_at(path: &std::path::Path) -> io::Result<OwnedFd> {
     use std::os::unix::ffi::OsStrExt;
-    let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let c = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
     open_tree(libc::AT_FDCWD, &c, libc::AT_RECURSIVE as libc::c_uint)
 }
 
@@ -56,20 +66,41 @@ pub fn clone_tree_at(path: &std::path::Path) -> io::Result<OwnedFd> {
 fn setattr(fd: RawFd, attr: &libc::mount_attr, recursive: bool) -> io::Result<()> {
     let empty = CString::default();
     let rc = unsafe {
-        libc::syscall(libc::SYS_mount_setattr, fd, empty.as_ptr(), at_flags(recursive), attr as *const libc::mount_attr, std::mem::size_of::<libc::mount_attr>())
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            fd,
+            empty.as_ptr(),
+            at_flags(recursive),
+            attr as *const libc::mount_attr,
+            std::mem::size_of::<libc::mount_attr>(),
+        )
     };
     check(rc).map(|_| ())
 }
 
 /// Add mount flags (`MOUNT_ATTR_RDONLY`, `_NOSUID`, `_NODEV`) to the mount at `fd`.
 pub fn mount_setattr(fd: RawFd, set: u64, recursive: bool) -> io::Result<()> {
-    setattr(fd, &libc::mount_attr { attr_set: set, attr_clr: 0, propagation: 0, userns_fd: 0 }, recursive)
+    setattr(
+        fd,
+        &libc::mount_attr {
+            attr_set: set,
+            attr_clr: 0,
+            propagation: 0,
+            userns_fd: 0,
+        },
+        recursive,
+    )
 }
 
 /// Idmap a detached tree recursively (with `set` flags added): ids on disk are seen through the
 /// user namespace's mapping.
 pub fn idmap_tree(tree: &OwnedFd, userns: &OwnedFd, set: u64) -> io::Result<()> {
-    let attr = libc::mount_attr { attr_set: set | libc::MOUNT_ATTR_IDMAP, attr_clr: 0, propagation: 0, userns_fd: userns.as_raw_fd() as u64 };
+    let attr = libc::mount_attr {
+        attr_set: set | libc::MOUNT_ATTR_IDMAP,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: userns.as_raw_fd() as u64,
+    };
     setattr(tree.as_raw_fd(), &attr, true)
 }
 
@@ -77,7 +108,16 @@ pub fn idmap_tree(tree: &OwnedFd, userns: &OwnedFd, set: u64) -> io::Result<()> 
 pub fn move_mount_onto(from: &OwnedFd, to: RawFd) -> io::Result<()> {
     let empty = CString::default();
     let flags = libc::MOVE_MOUNT_F_EMPTY_PATH | libc::MOVE_MOUNT_T_EMPTY_PATH;
-    let rc = unsafe { libc::syscall(libc::SYS_move_mount, from.as_raw_fd(), empty.as_ptr(), to, empty.as_ptr(), flags) };
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            from.as_raw_fd(),
+            empty.as_ptr(),
+            to,
+            empty.as_ptr(),
+            flags,
+        )
+    };
     check(rc).map(|_| ())
 }
 
@@ -88,7 +128,11 @@ pub fn close_range(first: u32, last: u32) -> io::Result<()> {
 
 /// close_range(first, ~0, flags): close (or only mark close-on-exec) every descriptor from `first`.
 pub fn close_range_from(first: u32, cloexec_only: bool) -> io::Result<()> {
-    let flags = if cloexec_only { libc::CLOSE_RANGE_CLOEXEC as libc::c_int } else { 0 };
+    let flags = if cloexec_only {
+        libc::CLOSE_RANGE_CLOEXEC as libc::c_int
+    } else {
+        0
+    };
     check(unsafe { libc::close_range(first, u32::MAX, flags) } as libc::c_long).map(|_| ())
 }
 
@@ -98,7 +142,12 @@ pub fn close_range_from(first: u32, cloexec_only: bool) -> io::Result<()> {
 pub fn landlock_abi() -> u32 {
     const LANDLOCK_CREATE_RULESET_VERSION: u32 = 1;
     let rc = unsafe {
-        libc::syscall(libc::SYS_landlock_create_ruleset, std::ptr::null::<u8>(), 0usize, LANDLOCK_CREATE_RULESET_VERSION)
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<u8>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
     };
     if rc < 0 {
         0

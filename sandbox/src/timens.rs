@@ -26,7 +26,9 @@ pub fn supported() -> bool {
 pub(crate) fn check_offset(offset_s: Option<i64>, kernel: &str) -> Result<(), SandboxError> {
     let Some(s) = offset_s else { return Ok(()) };
     if !(-MAX_OFFSET_S..=MAX_OFFSET_S).contains(&s) {
-        return Err(SandboxError::Spec(format!("a clock offset of {s} s is out of range (at most {MAX_OFFSET_S} s either way)")));
+        return Err(SandboxError::Spec(format!(
+            "a clock offset of {s} s is out of range (at most {MAX_OFFSET_S} s either way)"
+        )));
     }
     let ran_s = host_monotonic_s();
     if s < 0 && s.unsigned_abs() >= ran_s.unsigned_abs() {
@@ -45,7 +47,10 @@ pub(crate) fn check_offset(offset_s: Option<i64>, kernel: &str) -> Result<(), Sa
 /// Whole seconds the host's monotonic clock has run (its boot clock is never behind it, so this
 /// bounds how far back both can be offset: the kernel refuses an offset below zero).
 fn host_monotonic_s() -> i64 {
-    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: `now` is a valid timespec for the kernel to fill; CLOCK_MONOTONIC always exists.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
     now.tv_sec
@@ -56,8 +61,14 @@ fn host_monotonic_s() -> i64 {
 /// that run commands without a zone (loopexec's `--isolation none` probe runs), from a
 /// single-threaded process holding CAP_SYS_ADMIN and CAP_SYS_TIME in its user namespace.
 pub fn offset_for_children(offset_s: i64) -> std::io::Result<()> {
-    nix::sched::unshare(nix::sched::CloneFlags::from_bits_retain(libc::CLONE_NEWTIME)).map_err(std::io::Error::from)?;
-    std::fs::write("/proc/self/timens_offsets", format!("monotonic {offset_s} 0\nboottime {offset_s} 0\n"))
+    nix::sched::unshare(nix::sched::CloneFlags::from_bits_retain(
+        libc::CLONE_NEWTIME,
+    ))
+    .map_err(std::io::Error::from)?;
+    std::fs::write(
+        "/proc/self/timens_offsets",
+        format!("monotonic {offset_s} 0\nboottime {offset_s} 0\n"),
+    )
 }
 
 #[cfg(test)]
@@ -72,12 +83,18 @@ mod tests {
     #[test]
     fn an_offset_beyond_ten_years_is_refused_naming_it() {
         let e = check_offset(Some(MAX_OFFSET_S + 1), "6.1").unwrap_err();
-        assert!(matches!(e, SandboxError::Spec(ref m) if m.contains(&(MAX_OFFSET_S + 1).to_string())), "{e}");
+        assert!(
+            matches!(e, SandboxError::Spec(ref m) if m.contains(&(MAX_OFFSET_S + 1).to_string())),
+            "{e}"
+        );
     }
 
     #[test]
     fn a_negative_offset_beyond_the_hosts_uptime_is_refused_before_the_zone_starts() {
         let e = check_offset(Some(-(host_monotonic_s() + 1)), "6.1").unwrap_err();
-        assert!(matches!(e, SandboxError::Spec(ref m) if m.contains("below zero")), "{e}");
+        assert!(
+            matches!(e, SandboxError::Spec(ref m) if m.contains("below zero")),
+            "{e}"
+        );
     }
 }

@@ -87,7 +87,11 @@ impl RunningZone {
         self.exit = Some(exit);
         let reaped = waiting.elapsed();
         self.teardown()?;
-        tracing::debug!(reap_us = reaped.as_micros() as u64, teardown_us = (waiting.elapsed() - reaped).as_micros() as u64, "zone ended");
+        tracing::debug!(
+            reap_us = reaped.as_micros() as u64,
+            teardown_us = (waiting.elapsed() - reaped).as_micros() as u64,
+            "zone ended"
+        );
         Ok(exit)
     }
 
@@ -97,11 +101,18 @@ impl RunningZone {
             return Ok(Some(e));
         }
         if let Some(pidfd) = &self.pidfd {
-            let mut fds = [libc::pollfd { fd: pidfd.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
+            let mut fds = [libc::pollfd {
+                fd: pidfd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            }];
             let ms = limit.as_millis().min(i32::MAX as u128) as i32;
             let deadline = std::time::Instant::now() + limit;
             loop {
-                let left = deadline.saturating_duration_since(std::time::Instant::now()).as_millis().min(ms as u128) as i32;
+                let left = deadline
+                    .saturating_duration_since(std::time::Instant::now())
+                    .as_millis()
+                    .min(ms as u128) as i32;
                 let rc = unsafe { libc::poll(fds.as_mut_ptr(), 1, left) };
                 if rc > 0 {
                     return self.wait().map(Some);
@@ -133,7 +144,10 @@ impl RunningZone {
     /// Kill every process of the zone (also double-forked ones) and tear it down.
     pub fn kill(&mut self) -> Result<(), SandboxError> {
         if self.exit.is_none() {
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid), nix::sys::signal::Signal::SIGKILL);
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(self.pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
             if let Some(cg) = &self.cgroup {
                 let _ = cg.kill_all();
             }

@@ -21,7 +21,11 @@ use super::test_code::{in_test_code, is_rust_test_fn, rust_attributes};
 use super::AnalysisError;
 
 /// The number of assertions in the test code of one parsed file.
-pub fn count(file: &ParsedFile<'_>, whole_file_is_test: bool, limits: Limits) -> Result<u64, AnalysisError> {
+pub fn count(
+    file: &ParsedFile<'_>,
+    whole_file_is_test: bool,
+    limits: Limits,
+) -> Result<u64, AnalysisError> {
     type IsAssertion = fn(&ParsedFile<'_>, Node<'_>) -> bool;
     let mut total = 0u64;
     let whole_file_rule: Option<IsAssertion> = match file.language {
@@ -45,7 +49,9 @@ pub fn count(file: &ParsedFile<'_>, whole_file_is_test: bool, limits: Limits) ->
         }
         if n.kind() == "function_item"
             && is_rust_test_fn(file, n)
-            && rust_attributes(file, n).iter().any(|a| a.starts_with("should_panic"))
+            && rust_attributes(file, n)
+                .iter()
+                .any(|a| a.starts_with("should_panic"))
         {
             total += 1;
         }
@@ -61,11 +67,16 @@ fn python_assertion(file: &ParsedFile<'_>, n: Node<'_>) -> bool {
     match n.kind() {
         "assert_statement" => true,
         "call" => {
-            let Some(callee) = n.child_by_field_name("function") else { return false };
+            let Some(callee) = n.child_by_field_name("function") else {
+                return false;
+            };
             let name = compact_text(file, callee);
             let last = name.rsplit('.').next().unwrap_or_default();
             last.starts_with("assert")
-                || matches!(name.as_str(), "pytest.raises" | "pytest.warns" | "pytest.deprecated_call")
+                || matches!(
+                    name.as_str(),
+                    "pytest.raises" | "pytest.warns" | "pytest.deprecated_call"
+                )
         }
         _ => false,
     }
@@ -74,7 +85,9 @@ fn python_assertion(file: &ParsedFile<'_>, n: Node<'_>) -> bool {
 /// Whether a macro name is an assertion macro.
 pub fn is_assertion_macro(name: &str) -> bool {
     let last = name.rsplit("::").next().unwrap_or_default();
-    last.starts_with("assert") || last.starts_with("debug_assert") || last.starts_with("prop_assert")
+    last.starts_with("assert")
+        || last.starts_with("debug_assert")
+        || last.starts_with("prop_assert")
 }
 
 fn is_rust_assertion(file: &ParsedFile<'_>, n: Node<'_>) -> bool {
@@ -100,7 +113,9 @@ fn doctest_assertions(file: &ParsedFile<'_>, limits: Limits) -> Result<u64, Anal
             continue;
         }
         let wrapped = format!("fn doctest() {{\n{}\n}}\n", test.code);
-        if let Parse::Parsed(code) = parse_as(file.path, wrapped.as_bytes(), Language::Rust, limits)? {
+        if let Parse::Parsed(code) =
+            parse_as(file.path, wrapped.as_bytes(), Language::Rust, limits)?
+        {
             walk(code.root(), |n| {
                 total += u64::from(is_rust_assertion(&code, n));
                 true
@@ -117,16 +132,24 @@ fn go_assertion(file: &ParsedFile<'_>, n: Node<'_>) -> bool {
     if n.kind() != "call_expression" {
         return false;
     }
-    let Some(callee) = n.child_by_field_name("function") else { return false };
+    let Some(callee) = n.child_by_field_name("function") else {
+        return false;
+    };
     match callee.kind() {
         "identifier" => matches!(&*file.text(callee), "Expect" | "Ω"),
         "selector_expression" => {
-            let operand = callee.child_by_field_name("operand").map(|o| file.text(o).into_owned());
-            let field = callee.child_by_field_name("field").map(|f| file.text(f).into_owned());
+            let operand = callee
+                .child_by_field_name("operand")
+                .map(|o| file.text(o).into_owned());
+            let field = callee
+                .child_by_field_name("field")
+                .map(|f| file.text(f).into_owned());
             match (operand.as_deref(), field.as_deref()) {
                 (Some("assert" | "require"), Some(_)) => true,
                 (Some("log"), _) => false,
-                (Some(_), Some("Error" | "Errorf" | "Fatal" | "Fatalf" | "Fail" | "FailNow")) => true,
+                (Some(_), Some("Error" | "Errorf" | "Fatal" | "Fatalf" | "Fail" | "FailNow")) => {
+                    true
+                }
                 _ => false,
             }
         }
@@ -138,16 +161,22 @@ fn js_assertion(file: &ParsedFile<'_>, n: Node<'_>) -> bool {
     if n.kind() != "call_expression" {
         return false;
     }
-    let Some(callee) = n.child_by_field_name("function") else { return false };
+    let Some(callee) = n.child_by_field_name("function") else {
+        return false;
+    };
     match callee.kind() {
         "identifier" => matches!(&*file.text(callee), "expect" | "assert"),
-        "member_expression" => callee.child_by_field_name("object").is_some_and(|o| match o.kind() {
-            "identifier" => file.text(o) == "assert",
-            "member_expression" => o
-                .child_by_field_name("property")
-                .is_some_and(|p| file.text(p) == "assert"),
-            _ => false,
-        }),
+        "member_expression" => {
+            callee
+                .child_by_field_name("object")
+                .is_some_and(|o| match o.kind() {
+                    "identifier" => file.text(o) == "assert",
+                    "member_expression" => o
+                        .child_by_field_name("property")
+                        .is_some_and(|p| file.text(p) == "assert"),
+                    _ => false,
+                })
+        }
         _ => false,
     }
 }

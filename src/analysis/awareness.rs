@@ -28,7 +28,9 @@ use std::fmt;
 use serde::Serialize;
 use tree_sitter::Node;
 
-use super::syntax::{ancestor, compact_text, file_name, named_children, string_value, walk, Language, ParsedFile};
+use super::syntax::{
+    ancestor, compact_text, file_name, named_children, string_value, walk, Language, ParsedFile,
+};
 use super::test_code::{is_cfg_test, is_rust_test_fn, is_test_file, rust_attributes};
 use super::{AnalysisError, ChangedFile, Limits, NotAnalysed, NotAnalysedReason, Version};
 
@@ -164,7 +166,10 @@ pub fn analyse_change(
     let mut not_analysed = Vec::new();
     for change in changed {
         let context = context_of(change.path);
-        for (version, bytes, into) in [(Version::T0, change.t0, &mut t0), (Version::End, change.end, &mut end)] {
+        for (version, bytes, into) in [
+            (Version::T0, change.t0, &mut t0),
+            (Version::End, change.end, &mut end),
+        ] {
             let Some(bytes) = bytes else { continue };
             match super::syntax::parse(change.path, bytes, limits)? {
                 super::syntax::Parse::Parsed(parsed) => {
@@ -179,7 +184,10 @@ pub fn analyse_change(
             }
         }
     }
-    let mut out = AwarenessChange { not_analysed, ..Default::default() };
+    let mut out = AwarenessChange {
+        not_analysed,
+        ..Default::default()
+    };
     for finding in new_observations(&t0, &end) {
         match allowances.reason(&finding.api) {
             Some(reason) => out.allowed.push((finding, reason.to_string())),
@@ -191,27 +199,38 @@ pub fn analyse_change(
 
 /// The end observations t0 does not have, matched by (api, evidence): same file and line
 /// first, then same file, then any file (code moved between files is not new).
-pub fn new_observations(t0: &[(&str, Vec<Observation>)], end: &[(&str, Vec<Observation>)]) -> Vec<AwarenessFinding> {
+pub fn new_observations(
+    t0: &[(&str, Vec<Observation>)],
+    end: &[(&str, Vec<Observation>)],
+) -> Vec<AwarenessFinding> {
     let mut pool: BTreeMap<(&str, &str), Vec<(&str, u32, bool)>> = BTreeMap::new();
     for (file, observations) in t0 {
         for o in observations {
-            pool.entry((o.api.as_str(), o.evidence.as_str())).or_default().push((file, o.line, true));
+            pool.entry((o.api.as_str(), o.evidence.as_str()))
+                .or_default()
+                .push((file, o.line, true));
         }
     }
-    let all: Vec<(&str, &Observation)> = end.iter().flat_map(|(f, os)| os.iter().map(move |o| (*f, o))).collect();
+    let all: Vec<(&str, &Observation)> = end
+        .iter()
+        .flat_map(|(f, os)| os.iter().map(move |o| (*f, o)))
+        .collect();
     let mut matched = vec![false; all.len()];
     for pass in 0..3 {
         for (i, (file, o)) in all.iter().enumerate() {
             if matched[i] {
                 continue;
             }
-            let Some(candidates) = pool.get_mut(&(o.api.as_str(), o.evidence.as_str())) else { continue };
+            let Some(candidates) = pool.get_mut(&(o.api.as_str(), o.evidence.as_str())) else {
+                continue;
+            };
             let hit = candidates.iter_mut().find(|(f, l, free)| {
-                *free && match pass {
-                    0 => f == file && *l == o.line,
-                    1 => f == file,
-                    _ => true,
-                }
+                *free
+                    && match pass {
+                        0 => f == file && *l == o.line,
+                        1 => f == file,
+                        _ => true,
+                    }
             });
             if let Some(c) = hit {
                 c.2 = false;
@@ -222,15 +241,31 @@ pub fn new_observations(t0: &[(&str, Vec<Observation>)], end: &[(&str, Vec<Obser
     all.into_iter()
         .zip(matched)
         .filter(|(_, m)| !m)
-        .map(|((file, o), _)| AwarenessFinding { file: file.to_string(), line: o.line, channel: o.channel, api: o.api.clone(), evidence: o.evidence.clone() })
+        .map(|((file, o), _)| AwarenessFinding {
+            file: file.to_string(),
+            line: o.line,
+            channel: o.channel,
+            api: o.api.clone(),
+            evidence: o.evidence.clone(),
+        })
         .collect()
 }
 
 /// Every observation in one parsed file's production code (none in a test file, nor in a Rust
 /// bench or example target: `benches/` use libtest's `test` crate, `examples/` are programs of
 /// their own, neither is the code under test).
-pub fn observations(file: &ParsedFile<'_>, whole_file_is_test: bool, context: &Context) -> Vec<Observation> {
-    let rust_target_dir = file.language == Language::Rust && file.path.split('/').rev().skip(1).any(|d| d == "benches" || d == "examples");
+pub fn observations(
+    file: &ParsedFile<'_>,
+    whole_file_is_test: bool,
+    context: &Context,
+) -> Vec<Observation> {
+    let rust_target_dir = file.language == Language::Rust
+        && file
+            .path
+            .split('/')
+            .rev()
+            .skip(1)
+            .any(|d| d == "benches" || d == "examples");
     if whole_file_is_test || rust_target_dir {
         return Vec::new();
     }
@@ -248,8 +283,19 @@ pub fn observations(file: &ParsedFile<'_>, whole_file_is_test: bool, context: &C
 /// parentheses): a hostile file nested deeper resolves to nothing, never to a deep stack.
 const MAX_RESOLVE_DEPTH: usize = 64;
 
-fn push(out: &mut Vec<Observation>, file: &ParsedFile<'_>, node: Node<'_>, channel: Channel, api: impl Into<String>) {
-    out.push(Observation { channel, api: api.into(), line: file.line(node), evidence: file.evidence(node) });
+fn push(
+    out: &mut Vec<Observation>,
+    file: &ParsedFile<'_>,
+    node: Node<'_>,
+    channel: Channel,
+    api: impl Into<String>,
+) {
+    out.push(Observation {
+        channel,
+        api: api.into(),
+        line: file.line(node),
+        evidence: file.evidence(node),
+    });
 }
 
 // ---------------------------------------------------------------- shared vocabulary
@@ -259,39 +305,97 @@ fn push(out: &mut Vec<Observation>, file: &ParsedFile<'_>, node: Node<'_>, chann
 pub fn runner_variable(name: &str) -> Option<Channel> {
     const BUILD_PROFILE: &[&str] = &["NODE_ENV", "BABEL_ENV"];
     const EXACT: &[&str] = &[
-        "CI", "CONTINUOUS_INTEGRATION", "BUILD_NUMBER", "BUILD_ID", "GITHUB_ACTIONS", "GITHUB_RUN_ID", "GITHUB_WORKFLOW", "GITHUB_JOB",
-        "GITLAB_CI", "BUILDKITE", "TRAVIS", "CIRCLECI", "JENKINS_URL", "JENKINS_HOME", "TF_BUILD", "TEAMCITY_VERSION", "APPVEYOR",
-        "DRONE", "CODEBUILD_BUILD_ID", "BITBUCKET_BUILD_NUMBER", "NODE_TEST_CONTEXT", "NEXTEST", "INIT_CWD", "COVERAGE_PROCESS_START",
-        "GOCOVERDIR", "RUST_TEST_THREADS", "RUST_TEST_NOCAPTURE", "RUST_TEST_TIME_UNIT",
+        "CI",
+        "CONTINUOUS_INTEGRATION",
+        "BUILD_NUMBER",
+        "BUILD_ID",
+        "GITHUB_ACTIONS",
+        "GITHUB_RUN_ID",
+        "GITHUB_WORKFLOW",
+        "GITHUB_JOB",
+        "GITLAB_CI",
+        "BUILDKITE",
+        "TRAVIS",
+        "CIRCLECI",
+        "JENKINS_URL",
+        "JENKINS_HOME",
+        "TF_BUILD",
+        "TEAMCITY_VERSION",
+        "APPVEYOR",
+        "DRONE",
+        "CODEBUILD_BUILD_ID",
+        "BITBUCKET_BUILD_NUMBER",
+        "NODE_TEST_CONTEXT",
+        "NEXTEST",
+        "INIT_CWD",
+        "COVERAGE_PROCESS_START",
+        "GOCOVERDIR",
+        "RUST_TEST_THREADS",
+        "RUST_TEST_NOCAPTURE",
+        "RUST_TEST_TIME_UNIT",
     ];
     const PREFIXES: &[&str] = &[
-        "PYTEST_", "_PYTEST", "RUST_TEST_", "NEXTEST_", "CARGO_", "VITEST", "JEST_", "GOTEST", "TOX_", "NOX_", "npm_lifecycle_",
-        "npm_package_", "npm_config_", "COV_CORE_", "LOOPEXEC_", "CI_", "BUILDKITE_", "CIRCLE_", "TRAVIS_",
+        "PYTEST_",
+        "_PYTEST",
+        "RUST_TEST_",
+        "NEXTEST_",
+        "CARGO_",
+        "VITEST",
+        "JEST_",
+        "GOTEST",
+        "TOX_",
+        "NOX_",
+        "npm_lifecycle_",
+        "npm_package_",
+        "npm_config_",
+        "COV_CORE_",
+        "LOOPEXEC_",
+        "CI_",
+        "BUILDKITE_",
+        "CIRCLE_",
+        "TRAVIS_",
     ];
     if BUILD_PROFILE.contains(&name) {
         return Some(Channel::BuildProfile);
     }
-    (EXACT.contains(&name) || PREFIXES.iter().any(|p| name.starts_with(p))).then_some(Channel::RunnerEnvironment)
+    (EXACT.contains(&name) || PREFIXES.iter().any(|p| name.starts_with(p)))
+        .then_some(Channel::RunnerEnvironment)
 }
 
 /// Compile-time variables cargo sets only for test builds (`env!`, `option_env!`); other
 /// `CARGO_*` values at compile time (`CARGO_PKG_VERSION`) are the same in every build.
 fn compile_time_test_variable(name: &str) -> bool {
-    name == "CARGO_TARGET_TMPDIR" || name.starts_with("CARGO_BIN_EXE_") || (!name.starts_with("CARGO_") && runner_variable(name).is_some())
+    name == "CARGO_TARGET_TMPDIR"
+        || name.starts_with("CARGO_BIN_EXE_")
+        || (!name.starts_with("CARGO_") && runner_variable(name).is_some())
 }
 
 /// Modules of test frameworks (Python).
 fn python_runner_module(module: &str) -> bool {
     let root = module.split('.').next().unwrap_or_default();
-    matches!(root, "pytest" | "_pytest" | "pluggy" | "nose" | "nose2" | "doctest" | "py")
-        || (root == "unittest" && module != "unittest.mock" && !module.starts_with("unittest.mock."))
+    matches!(
+        root,
+        "pytest" | "_pytest" | "pluggy" | "nose" | "nose2" | "doctest" | "py"
+    ) || (root == "unittest" && module != "unittest.mock" && !module.starts_with("unittest.mock."))
 }
 
 /// Modules of test frameworks and runner hooks (JS/TS), by the name after `node:` is dropped.
 fn js_runner_module(module: &str) -> bool {
     let scope = |s: &str| module == s || module.starts_with(&format!("{s}/"));
-    matches!(module, "async_hooks" | "inspector" | "inspector/promises" | "node:test" | "vitest" | "jest" | "mocha" | "ava" | "tap" | "uvu" | "chai")
-        || scope("@jest")
+    matches!(
+        module,
+        "async_hooks"
+            | "inspector"
+            | "inspector/promises"
+            | "node:test"
+            | "vitest"
+            | "jest"
+            | "mocha"
+            | "ava"
+            | "tap"
+            | "uvu"
+            | "chai"
+    ) || scope("@jest")
         || scope("@vitest")
         || module.starts_with("vitest/")
 }
@@ -299,7 +403,9 @@ fn js_runner_module(module: &str) -> bool {
 /// A `/proc` path of a process (its own or another's by pid): `/proc/self/...`,
 /// `/proc/thread-self/...`, `/proc/<pid>/...`, or `/proc/` completed at run time.
 fn proc_path(content: &str) -> bool {
-    let Some(rest) = content.strip_prefix("/proc/") else { return false };
+    let Some(rest) = content.strip_prefix("/proc/") else {
+        return false;
+    };
     rest.is_empty()
         || rest.starts_with("self")
         || rest.starts_with("thread-self")
@@ -364,8 +470,15 @@ fn covers(path: &str, api: &str, separator: &str) -> bool {
     path == api || (path.starts_with(api) && path[api.len()..].starts_with(separator))
 }
 
-fn lookup(table: &'static [(&'static str, Channel)], path: &str, separator: &str) -> Option<(&'static str, Channel)> {
-    table.iter().find(|(api, _)| covers(path, api, separator)).copied()
+fn lookup(
+    table: &'static [(&'static str, Channel)],
+    path: &str,
+    separator: &str,
+) -> Option<(&'static str, Channel)> {
+    table
+        .iter()
+        .find(|(api, _)| covers(path, api, separator))
+        .copied()
 }
 
 // ---------------------------------------------------------------- Python
@@ -435,12 +548,24 @@ const PYTHON_FRAME_ATTRIBUTES: &[(&str, &str)] = &[
 ];
 
 const PYTHON_ENV_GETTERS: &[&str] = &[
-    "os.environ.get", "os.getenv", "os.environ.setdefault", "os.environ.pop", "os.environ.__getitem__", "os.environ.__contains__",
-    "os.getenvb", "os.environb.get",
+    "os.environ.get",
+    "os.getenv",
+    "os.environ.setdefault",
+    "os.environ.pop",
+    "os.environ.__getitem__",
+    "os.environ.__contains__",
+    "os.getenvb",
+    "os.environb.get",
 ];
 const PYTHON_MODULE_LOOKUPS: &[&str] = &[
-    "sys.modules.get", "sys.modules.__getitem__", "sys.modules.__contains__", "importlib.import_module", "importlib.util.find_spec",
-    "__import__", "pkgutil.find_loader", "importlib.find_loader",
+    "sys.modules.get",
+    "sys.modules.__getitem__",
+    "sys.modules.__contains__",
+    "importlib.import_module",
+    "importlib.util.find_spec",
+    "__import__",
+    "pkgutil.find_loader",
+    "importlib.find_loader",
 ];
 
 struct PyNames {
@@ -450,43 +575,70 @@ struct PyNames {
 
 impl PyNames {
     fn collect(file: &ParsedFile<'_>) -> PyNames {
-        let mut names = PyNames { aliases: HashMap::new(), strings: HashMap::new() };
+        let mut names = PyNames {
+            aliases: HashMap::new(),
+            strings: HashMap::new(),
+        };
         walk(file.root(), |n| {
             match n.kind() {
                 "import_statement" => {
                     for child in named_children(n) {
                         if child.kind() == "aliased_import" {
-                            if let (Some(name), Some(alias)) = (child.child_by_field_name("name"), child.child_by_field_name("alias")) {
-                                names.aliases.insert(file.text(alias).into_owned(), compact_text(file, name));
+                            if let (Some(name), Some(alias)) = (
+                                child.child_by_field_name("name"),
+                                child.child_by_field_name("alias"),
+                            ) {
+                                names.aliases.insert(
+                                    file.text(alias).into_owned(),
+                                    compact_text(file, name),
+                                );
                             }
                         }
                     }
                     return false;
                 }
                 "import_from_statement" => {
-                    let Some(module) = n.child_by_field_name("module_name").filter(|m| m.kind() == "dotted_name") else { return false };
+                    let Some(module) = n
+                        .child_by_field_name("module_name")
+                        .filter(|m| m.kind() == "dotted_name")
+                    else {
+                        return false;
+                    };
                     let module = compact_text(file, module);
                     let mut cursor = n.walk();
                     for child in n.children_by_field_name("name", &mut cursor) {
                         let (name, alias) = match child.kind() {
-                            "aliased_import" => (child.child_by_field_name("name"), child.child_by_field_name("alias")),
+                            "aliased_import" => (
+                                child.child_by_field_name("name"),
+                                child.child_by_field_name("alias"),
+                            ),
                             _ => (Some(child), Some(child)),
                         };
                         if let (Some(name), Some(alias)) = (name, alias) {
-                            names.aliases.insert(file.text(alias).into_owned(), format!("{module}.{}", compact_text(file, name)));
+                            names.aliases.insert(
+                                file.text(alias).into_owned(),
+                                format!("{module}.{}", compact_text(file, name)),
+                            );
                         }
                     }
                     return false;
                 }
                 "assignment" => {
-                    if let (Some(left), Some(right)) = (n.child_by_field_name("left"), n.child_by_field_name("right")) {
+                    if let (Some(left), Some(right)) = (
+                        n.child_by_field_name("left"),
+                        n.child_by_field_name("right"),
+                    ) {
                         if left.kind() == "identifier" {
                             let target = file.text(left).into_owned();
                             if let Some(value) = names.string(file, right) {
                                 names.strings.insert(target, value);
-                            } else if let Some(path) = names.canonical(file, right).filter(|p| *p != target) {
+                            } else if let Some(path) =
+                                names.canonical(file, right).filter(|p| *p != target)
+                            {
                                 // A name bound to an observed value is reported where it is bound, once.
-                                if lookup(PYTHON_APIS, &path, ".").is_none() || right.kind() != "attribute" {
+                                if lookup(PYTHON_APIS, &path, ".").is_none()
+                                    || right.kind() != "attribute"
+                                {
                                     names.aliases.insert(target, path);
                                 }
                             }
@@ -512,11 +664,21 @@ impl PyNames {
         let d = depth + 1;
         match node.kind() {
             "string" => string_value(file, node),
-            "concatenated_string" => named_children(node).into_iter().map(|c| self.string_at(file, c, d)).collect(),
+            "concatenated_string" => named_children(node)
+                .into_iter()
+                .map(|c| self.string_at(file, c, d))
+                .collect(),
             "identifier" => self.strings.get(file.text(node).as_ref()).cloned(),
             "parenthesized_expression" => self.string_at(file, node.named_child(0)?, d),
-            "binary_operator" if node.child_by_field_name("operator").is_some_and(|o| file.text(o) == "+") => {
-                Some(self.string_at(file, node.child_by_field_name("left")?, d)? + &self.string_at(file, node.child_by_field_name("right")?, d)?)
+            "binary_operator"
+                if node
+                    .child_by_field_name("operator")
+                    .is_some_and(|o| file.text(o) == "+") =>
+            {
+                Some(
+                    self.string_at(file, node.child_by_field_name("left")?, d)?
+                        + &self.string_at(file, node.child_by_field_name("right")?, d)?,
+                )
             }
             _ => None,
         }
@@ -535,19 +697,33 @@ impl PyNames {
         match node.kind() {
             "identifier" => {
                 let name = file.text(node);
-                Some(self.aliases.get(name.as_ref()).cloned().unwrap_or_else(|| name.into_owned()))
+                Some(
+                    self.aliases
+                        .get(name.as_ref())
+                        .cloned()
+                        .unwrap_or_else(|| name.into_owned()),
+                )
             }
             "attribute" => {
                 let object = self.canonical_at(file, node.child_by_field_name("object")?, d)?;
-                Some(format!("{object}.{}", file.text(node.child_by_field_name("attribute")?)))
+                Some(format!(
+                    "{object}.{}",
+                    file.text(node.child_by_field_name("attribute")?)
+                ))
             }
             "parenthesized_expression" => self.canonical_at(file, node.named_child(0)?, d),
             "call" => {
                 let callee = self.canonical_at(file, node.child_by_field_name("function")?, d)?;
                 let arguments = named_children(node.child_by_field_name("arguments")?);
                 match callee.as_str() {
-                    "getattr" if arguments.len() >= 2 => Some(format!("{}.{}", self.canonical_at(file, arguments[0], d)?, self.string_at(file, arguments[1], d)?)),
-                    "__import__" | "importlib.import_module" => self.string_at(file, *arguments.first()?, d),
+                    "getattr" if arguments.len() >= 2 => Some(format!(
+                        "{}.{}",
+                        self.canonical_at(file, arguments[0], d)?,
+                        self.string_at(file, arguments[1], d)?
+                    )),
+                    "__import__" | "importlib.import_module" => {
+                        self.string_at(file, *arguments.first()?, d)
+                    }
                     _ => None,
                 }
             }
@@ -566,22 +742,37 @@ fn python_entry_point(file: &ParsedFile<'_>, n: Node<'_>) -> bool {
                     let t = compact_text(file, c);
                     t == "__name__=='__main__'" || t == "__name__==\"__main__\""
                 }))
-                || (a.kind() == "function_definition" && a.child_by_field_name("name").is_some_and(|x| file.text(x) == "main"))
+                || (a.kind() == "function_definition"
+                    && a.child_by_field_name("name")
+                        .is_some_and(|x| file.text(x) == "main"))
         })
         .is_some()
 }
 
 /// Whether an identifier stands for a value here (not a name being bound or an attribute name).
 fn python_value_position(n: Node<'_>) -> bool {
-    let Some(parent) = n.parent() else { return true };
-    let is_field = |field: &str| parent.child_by_field_name(field).is_some_and(|c| c.id() == n.id());
+    let Some(parent) = n.parent() else {
+        return true;
+    };
+    let is_field = |field: &str| {
+        parent
+            .child_by_field_name(field)
+            .is_some_and(|c| c.id() == n.id())
+    };
     !match parent.kind() {
         "attribute" => is_field("attribute"),
         "keyword_argument" => is_field("name"),
         "function_definition" | "class_definition" => is_field("name"),
         "assignment" | "augmented_assignment" => is_field("left"),
-        "parameters" | "lambda_parameters" | "default_parameter" | "typed_parameter" | "typed_default_parameter" | "dotted_name"
-        | "aliased_import" | "global_statement" | "nonlocal_statement" => true,
+        "parameters"
+        | "lambda_parameters"
+        | "default_parameter"
+        | "typed_parameter"
+        | "typed_default_parameter"
+        | "dotted_name"
+        | "aliased_import"
+        | "global_statement"
+        | "nonlocal_statement" => true,
         _ => false,
     }
 }
@@ -591,9 +782,16 @@ fn python(file: &ParsedFile<'_>, out: &mut Vec<Observation>) {
     walk(file.root(), |n| match n.kind() {
         "import_statement" | "import_from_statement" => {
             let modules: Vec<String> = if n.kind() == "import_from_statement" {
-                n.child_by_field_name("module_name").filter(|m| m.kind() == "dotted_name").map(|m| compact_text(file, m)).into_iter().collect()
+                n.child_by_field_name("module_name")
+                    .filter(|m| m.kind() == "dotted_name")
+                    .map(|m| compact_text(file, m))
+                    .into_iter()
+                    .collect()
             } else {
-                named_children(n).into_iter().map(|m| compact_text(file, m.child_by_field_name("name").unwrap_or(m))).collect()
+                named_children(n)
+                    .into_iter()
+                    .map(|m| compact_text(file, m.child_by_field_name("name").unwrap_or(m)))
+                    .collect()
             };
             if !python_entry_point(file, n) {
                 if let Some(m) = modules.iter().find(|m| python_runner_module(m)) {
@@ -604,34 +802,70 @@ fn python(file: &ParsedFile<'_>, out: &mut Vec<Observation>) {
         }
         "call" => {
             // `getattr(sys, "_getframe")`, `__import__("psutil")`: the call itself names the API.
-            if let Some((api, channel)) = names.canonical(file, n).and_then(|c| lookup(PYTHON_APIS, &c, ".")) {
+            if let Some((api, channel)) = names
+                .canonical(file, n)
+                .and_then(|c| lookup(PYTHON_APIS, &c, "."))
+            {
                 push(out, file, n, channel, api);
                 return false;
             }
-            let Some(callee) = n.child_by_field_name("function").and_then(|f| names.canonical(file, f)) else { return true };
-            let first = n.child_by_field_name("arguments").and_then(|a| a.named_child(0));
+            let Some(callee) = n
+                .child_by_field_name("function")
+                .and_then(|f| names.canonical(file, f))
+            else {
+                return true;
+            };
+            let first = n
+                .child_by_field_name("arguments")
+                .and_then(|a| a.named_child(0));
             let key = first.and_then(|a| names.string(file, a));
             if PYTHON_ENV_GETTERS.contains(&callee.as_str()) {
-                if let Some((key, channel)) = key.as_ref().and_then(|k| runner_variable(k).map(|c| (k, c))) {
+                if let Some((key, channel)) = key
+                    .as_ref()
+                    .and_then(|k| runner_variable(k).map(|c| (k, c)))
+                {
                     push(out, file, n, channel, format!("env:{key}"));
                 }
-            } else if PYTHON_MODULE_LOOKUPS.contains(&callee.as_str()) && !python_entry_point(file, n) {
+            } else if PYTHON_MODULE_LOOKUPS.contains(&callee.as_str())
+                && !python_entry_point(file, n)
+            {
                 if let Some(key) = key.filter(|k| python_runner_module(k)) {
-                    push(out, file, n, Channel::RunnerObjects, format!("import:{key}"));
+                    push(
+                        out,
+                        file,
+                        n,
+                        Channel::RunnerObjects,
+                        format!("import:{key}"),
+                    );
                 }
             }
             true
         }
         "subscript" => {
-            let (Some(value), Some(key)) = (n.child_by_field_name("value"), n.child_by_field_name("subscript")) else { return true };
-            let (Some(container), Some(key)) = (names.canonical(file, value), names.string(file, key)) else { return true };
+            let (Some(value), Some(key)) = (
+                n.child_by_field_name("value"),
+                n.child_by_field_name("subscript"),
+            ) else {
+                return true;
+            };
+            let (Some(container), Some(key)) =
+                (names.canonical(file, value), names.string(file, key))
+            else {
+                return true;
+            };
             match container.as_str() {
                 "os.environ" | "os.environb" => {
                     if let Some(channel) = runner_variable(&key) {
                         push(out, file, n, channel, format!("env:{key}"));
                     }
                 }
-                "sys.modules" if python_runner_module(&key) => push(out, file, n, Channel::RunnerObjects, format!("import:{key}")),
+                "sys.modules" if python_runner_module(&key) => push(
+                    out,
+                    file,
+                    n,
+                    Channel::RunnerObjects,
+                    format!("import:{key}"),
+                ),
                 _ => {}
             }
             true
@@ -639,14 +873,22 @@ fn python(file: &ParsedFile<'_>, out: &mut Vec<Observation>) {
         "comparison_operator" => {
             let parts = named_children(n);
             if let (Some(left), Some(right)) = (parts.first(), parts.get(1)) {
-                if let (Some(key), Some(container)) = (names.string(file, *left), names.canonical(file, *right)) {
+                if let (Some(key), Some(container)) =
+                    (names.string(file, *left), names.canonical(file, *right))
+                {
                     match container.as_str() {
                         "os.environ" | "os.environb" => {
                             if let Some(channel) = runner_variable(&key) {
                                 push(out, file, n, channel, format!("env:{key}"));
                             }
                         }
-                        "sys.modules" if python_runner_module(&key) => push(out, file, n, Channel::RunnerObjects, format!("import:{key}")),
+                        "sys.modules" if python_runner_module(&key) => push(
+                            out,
+                            file,
+                            n,
+                            Channel::RunnerObjects,
+                            format!("import:{key}"),
+                        ),
                         _ => {}
                     }
                 }
@@ -654,22 +896,46 @@ fn python(file: &ParsedFile<'_>, out: &mut Vec<Observation>) {
             true
         }
         "for_statement" | "for_in_clause" => {
-            if let Some(container) = n.child_by_field_name("right").and_then(|r| names.canonical(file, r)) {
+            if let Some(container) = n
+                .child_by_field_name("right")
+                .and_then(|r| names.canonical(file, r))
+            {
                 match container.as_str() {
-                    "os.environ" | "os.environb" => push(out, file, n, Channel::RunnerEnvironment, "os.environ:enumerated"),
-                    "sys.modules" => push(out, file, n, Channel::RunnerObjects, "sys.modules:enumerated"),
+                    "os.environ" | "os.environb" => push(
+                        out,
+                        file,
+                        n,
+                        Channel::RunnerEnvironment,
+                        "os.environ:enumerated",
+                    ),
+                    "sys.modules" => push(
+                        out,
+                        file,
+                        n,
+                        Channel::RunnerObjects,
+                        "sys.modules:enumerated",
+                    ),
                     _ => {}
                 }
             }
             true
         }
         "attribute" => {
-            let attribute = n.child_by_field_name("attribute").map(|a| file.text(a).into_owned()).unwrap_or_default();
-            if let Some((api, _)) = PYTHON_FRAME_ATTRIBUTES.iter().find(|(_, a)| *a == attribute) {
+            let attribute = n
+                .child_by_field_name("attribute")
+                .map(|a| file.text(a).into_owned())
+                .unwrap_or_default();
+            if let Some((api, _)) = PYTHON_FRAME_ATTRIBUTES
+                .iter()
+                .find(|(_, a)| *a == attribute)
+            {
                 push(out, file, n, Channel::CallStack, *api);
                 return true;
             }
-            match names.canonical(file, n).and_then(|c| lookup(PYTHON_APIS, &c, ".")) {
+            match names
+                .canonical(file, n)
+                .and_then(|c| lookup(PYTHON_APIS, &c, "."))
+            {
                 Some((_, Channel::ArgvAndFlags)) if python_entry_point(file, n) => false,
                 Some((api, channel)) => {
                     push(out, file, n, channel, api);
@@ -682,7 +948,11 @@ fn python(file: &ParsedFile<'_>, out: &mut Vec<Observation>) {
             let name = file.text(n);
             if name == "__debug__" {
                 push(out, file, n, Channel::BuildProfile, "__debug__");
-            } else if let Some((api, channel)) = names.aliases.get(name.as_ref()).and_then(|c| lookup(PYTHON_APIS, c, ".")) {
+            } else if let Some((api, channel)) = names
+                .aliases
+                .get(name.as_ref())
+                .and_then(|c| lookup(PYTHON_APIS, c, "."))
+            {
                 if !(channel == Channel::ArgvAndFlags && python_entry_point(file, n)) {
                     push(out, file, n, channel, api);
                 }
@@ -735,11 +1005,21 @@ struct RustNames {
 
 impl RustNames {
     fn collect(file: &ParsedFile<'_>) -> RustNames {
-        let mut names = RustNames { aliases: HashMap::new(), globs: Vec::new(), strings: HashMap::new() };
+        let mut names = RustNames {
+            aliases: HashMap::new(),
+            globs: Vec::new(),
+            strings: HashMap::new(),
+        };
         walk(file.root(), |n| {
             if matches!(n.kind(), "const_item" | "static_item" | "let_declaration") {
-                let name = n.child_by_field_name("name").or_else(|| n.child_by_field_name("pattern"));
-                if let (Some(name), Some(value)) = (name, n.child_by_field_name("value").and_then(|v| string_value(file, v))) {
+                let name = n
+                    .child_by_field_name("name")
+                    .or_else(|| n.child_by_field_name("pattern"));
+                if let (Some(name), Some(value)) = (
+                    name,
+                    n.child_by_field_name("value")
+                        .and_then(|v| string_value(file, v)),
+                ) {
                     names.strings.insert(file.text(name).into_owned(), value);
                 }
                 return true;
@@ -747,10 +1027,18 @@ impl RustNames {
             if n.kind() != "use_declaration" {
                 return true;
             }
-            let Some(argument) = n.child_by_field_name("argument") else { return false };
+            let Some(argument) = n.child_by_field_name("argument") else {
+                return false;
+            };
             let mut stack: Vec<(Node<'_>, String)> = vec![(argument, String::new())];
             while let Some((node, prefix)) = stack.pop() {
-                let join = |p: &str| if prefix.is_empty() { p.to_string() } else { format!("{prefix}::{p}") };
+                let join = |p: &str| {
+                    if prefix.is_empty() {
+                        p.to_string()
+                    } else {
+                        format!("{prefix}::{p}")
+                    }
+                };
                 match node.kind() {
                     "scoped_identifier" | "identifier" => {
                         let path = join(&compact_text(file, node));
@@ -762,22 +1050,38 @@ impl RustNames {
                         names.aliases.insert(last, prefix.clone());
                     }
                     "use_as_clause" => {
-                        if let (Some(path), Some(alias)) = (node.child_by_field_name("path"), node.child_by_field_name("alias")) {
+                        if let (Some(path), Some(alias)) = (
+                            node.child_by_field_name("path"),
+                            node.child_by_field_name("alias"),
+                        ) {
                             let path = join(&compact_text(file, path));
-                            let path = if path.ends_with("::self") { path.trim_end_matches("::self").to_string() } else { path };
+                            let path = if path.ends_with("::self") {
+                                path.trim_end_matches("::self").to_string()
+                            } else {
+                                path
+                            };
                             names.aliases.insert(file.text(alias).into_owned(), path);
                         }
                     }
                     "scoped_use_list" => {
-                        let path = node.child_by_field_name("path").map(|p| join(&compact_text(file, p))).unwrap_or_else(|| prefix.clone());
+                        let path = node
+                            .child_by_field_name("path")
+                            .map(|p| join(&compact_text(file, p)))
+                            .unwrap_or_else(|| prefix.clone());
                         if let Some(list) = node.child_by_field_name("list") {
                             stack.push((list, path));
                         }
                     }
-                    "use_list" => stack.extend(named_children(node).into_iter().map(|c| (c, prefix.clone()))),
+                    "use_list" => stack.extend(
+                        named_children(node)
+                            .into_iter()
+                            .map(|c| (c, prefix.clone())),
+                    ),
                     "use_wildcard" => {
                         let path = compact_text(file, node);
-                        names.globs.push(join(path.trim_end_matches("::*").trim_end_matches('*')));
+                        names
+                            .globs
+                            .push(join(path.trim_end_matches("::*").trim_end_matches('*')));
                     }
                     _ => {}
                 }
@@ -806,7 +1110,11 @@ impl RustNames {
         }
         if !written.contains("::") {
             for glob in &self.globs {
-                if let Some(hit) = lookup(RUST_APIS, &normalise_std(&format!("{glob}::{written}")), "::") {
+                if let Some(hit) = lookup(
+                    RUST_APIS,
+                    &normalise_std(&format!("{glob}::{written}")),
+                    "::",
+                ) {
                     return Some(hit);
                 }
             }
@@ -816,8 +1124,13 @@ impl RustNames {
 }
 
 fn resolve_rust_path(aliases: &HashMap<String, String>, path: &str, depth: u8) -> String {
-    let (first, rest) = path.split_once("::").map_or((path, None), |(f, r)| (f, Some(r)));
-    match aliases.get(first).filter(|full| depth < 8 && full.as_str() != first) {
+    let (first, rest) = path
+        .split_once("::")
+        .map_or((path, None), |(f, r)| (f, Some(r)));
+    match aliases
+        .get(first)
+        .filter(|full| depth < 8 && full.as_str() != first)
+    {
         Some(full) => {
             let joined = match rest {
                 Some(rest) => format!("{full}::{rest}"),
@@ -869,7 +1182,9 @@ fn token_paths(text: &str) -> Vec<(String, Option<String>)> {
             i += 1;
             continue;
         }
-        if !(chars[i].is_alphabetic() || chars[i] == '_') || (i > 0 && (ident(chars[i - 1]) || chars[i - 1] == '.')) {
+        if !(chars[i].is_alphabetic() || chars[i] == '_')
+            || (i > 0 && (ident(chars[i - 1]) || chars[i - 1] == '.'))
+        {
             i += 1;
             continue;
         }
@@ -878,7 +1193,11 @@ fn token_paths(text: &str) -> Vec<(String, Option<String>)> {
             while i < chars.len() && ident(chars[i]) {
                 i += 1;
             }
-            if i + 2 < chars.len() && chars[i] == ':' && chars[i + 1] == ':' && (chars[i + 2].is_alphabetic() || chars[i + 2] == '_') {
+            if i + 2 < chars.len()
+                && chars[i] == ':'
+                && chars[i + 1] == ':'
+                && (chars[i + 2].is_alphabetic() || chars[i + 2] == '_')
+            {
                 i += 2;
                 continue;
             }
@@ -899,7 +1218,10 @@ fn token_paths(text: &str) -> Vec<(String, Option<String>)> {
 
 /// The observation a `cfg` predicate makes: debug assertions, `test`, a test-only feature.
 fn cfg_observation(predicate: &str, features: &BTreeSet<String>) -> Option<(Channel, String)> {
-    let tokens: Vec<&str> = predicate.split(|c: char| !(c.is_alphanumeric() || c == '_')).filter(|t| !t.is_empty()).collect();
+    let tokens: Vec<&str> = predicate
+        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .filter(|t| !t.is_empty())
+        .collect();
     if tokens.contains(&"debug_assertions") {
         return Some((Channel::BuildProfile, "cfg:debug_assertions".into()));
     }
@@ -923,16 +1245,37 @@ fn cfg_observation(predicate: &str, features: &BTreeSet<String>) -> Option<(Chan
 fn has_side_effect(tokens: &str) -> bool {
     let chars: Vec<char> = tokens.chars().collect();
     let assignment = chars.iter().enumerate().any(|(i, c)| {
-        *c == '=' && !matches!(chars.get(i.wrapping_sub(1)), Some('=' | '!' | '<' | '>')) && !matches!(chars.get(i + 1), Some('=' | '>'))
+        *c == '='
+            && !matches!(chars.get(i.wrapping_sub(1)), Some('=' | '!' | '<' | '>'))
+            && !matches!(chars.get(i + 1), Some('=' | '>'))
     });
-    assignment || tokens.contains('{') || [".store(", ".fetch_", ".set(", ".insert(", ".push(", ".swap(", ".replace("].iter().any(|m| tokens.contains(m))
+    assignment
+        || tokens.contains('{')
+        || [
+            ".store(",
+            ".fetch_",
+            ".set(",
+            ".insert(",
+            ".push(",
+            ".swap(",
+            ".replace(",
+        ]
+        .iter()
+        .any(|m| tokens.contains(m))
 }
 
 /// Whether a Rust observation is a program's own business in its `fn main`: its arguments and
 /// its panic hook (a CLI reads `std::env::args()` and installs a hook there).
 fn rust_entry_point(file: &ParsedFile<'_>, n: Node<'_>, channel: Channel, api: &str) -> bool {
-    let entry_business = channel == Channel::ArgvAndFlags || matches!(api, "std::panic::set_hook" | "std::panic::take_hook");
-    entry_business && ancestor(n, |a| a.kind() == "function_item" && a.child_by_field_name("name").is_some_and(|x| file.text(x) == "main")).is_some()
+    let entry_business = channel == Channel::ArgvAndFlags
+        || matches!(api, "std::panic::set_hook" | "std::panic::take_hook");
+    entry_business
+        && ancestor(n, |a| {
+            a.kind() == "function_item"
+                && a.child_by_field_name("name")
+                    .is_some_and(|x| file.text(x) == "main")
+        })
+        .is_some()
 }
 
 fn rust(file: &ParsedFile<'_>, context: &Context, out: &mut Vec<Observation>) {
@@ -944,25 +1287,41 @@ fn rust(file: &ParsedFile<'_>, context: &Context, out: &mut Vec<Observation>) {
             "function_item" if is_rust_test_fn(file, n) => false,
             "use_declaration" => false,
             "extern_crate_declaration" => {
-                if n.child_by_field_name("name").is_some_and(|c| file.text(c) == "test") {
+                if n.child_by_field_name("name")
+                    .is_some_and(|c| file.text(c) == "test")
+                {
                     push(out, file, n, Channel::RunnerObjects, "extern crate test");
                 }
                 false
             }
             "attribute_item" | "inner_attribute_item" => {
-                let Some(attr) = n.named_child(0) else { return false };
+                let Some(attr) = n.named_child(0) else {
+                    return false;
+                };
                 let text = compact_text(file, attr);
                 let name = text.split(['(', '=']).next().unwrap_or_default();
                 if name == "cfg" || name == "cfg_attr" {
                     // A plain `#[cfg(test)]` on a module or an import is the test module itself.
                     let mut item = n.next_named_sibling();
-                    while let Some(i) = item.filter(|i| matches!(i.kind(), "attribute_item" | "line_comment" | "block_comment")) {
+                    while let Some(i) = item.filter(|i| {
+                        matches!(
+                            i.kind(),
+                            "attribute_item" | "line_comment" | "block_comment"
+                        )
+                    }) {
                         item = i.next_named_sibling();
                     }
-                    let test_module = text == "cfg(test)" && item.is_some_and(|s| matches!(s.kind(), "mod_item" | "use_declaration"));
+                    let test_module = text == "cfg(test)"
+                        && item.is_some_and(|s| matches!(s.kind(), "mod_item" | "use_declaration"));
                     if !test_module {
-                        let predicate = if name == "cfg_attr" { text.split(',').next().unwrap_or_default().to_string() } else { text.clone() };
-                        if let Some((channel, api)) = cfg_observation(&predicate, &context.test_only_features) {
+                        let predicate = if name == "cfg_attr" {
+                            text.split(',').next().unwrap_or_default().to_string()
+                        } else {
+                            text.clone()
+                        };
+                        if let Some((channel, api)) =
+                            cfg_observation(&predicate, &context.test_only_features)
+                        {
                             push(out, file, n, channel, api);
                         }
                     }
@@ -970,26 +1329,46 @@ fn rust(file: &ParsedFile<'_>, context: &Context, out: &mut Vec<Observation>) {
                 false
             }
             "macro_invocation" => {
-                let macro_name = n.child_by_field_name("macro").map(|m| compact_text(file, m)).unwrap_or_default();
+                let macro_name = n
+                    .child_by_field_name("macro")
+                    .map(|m| compact_text(file, m))
+                    .unwrap_or_default();
                 let last = macro_name.rsplit("::").next().unwrap_or_default();
-                let tokens = named_children(n).into_iter().find(|c| c.kind() == "token_tree").map(|t| compact_text(file, t)).unwrap_or_default();
+                let tokens = named_children(n)
+                    .into_iter()
+                    .find(|c| c.kind() == "token_tree")
+                    .map(|t| compact_text(file, t))
+                    .unwrap_or_default();
                 match last {
                     "cfg" => {
-                        if let Some((channel, api)) = cfg_observation(&tokens, &context.test_only_features) {
+                        if let Some((channel, api)) =
+                            cfg_observation(&tokens, &context.test_only_features)
+                        {
                             push(out, file, n, channel, api);
                         }
                         return false;
                     }
                     "env" | "option_env" => {
-                        let key = named_children(n).into_iter().find(|c| c.kind() == "token_tree").and_then(|t| t.named_child(0)).and_then(|k| string_value(file, k));
+                        let key = named_children(n)
+                            .into_iter()
+                            .find(|c| c.kind() == "token_tree")
+                            .and_then(|t| t.named_child(0))
+                            .and_then(|k| string_value(file, k));
                         if let Some(key) = key.filter(|k| compile_time_test_variable(k)) {
-                            let channel = runner_variable(&key).unwrap_or(Channel::RunnerEnvironment);
+                            let channel =
+                                runner_variable(&key).unwrap_or(Channel::RunnerEnvironment);
                             push(out, file, n, channel, format!("env:{key}"));
                         }
                         return false;
                     }
                     m if m.starts_with("debug_assert") && has_side_effect(&tokens) => {
-                        push(out, file, n, Channel::BuildProfile, "debug_assert:side-effect");
+                        push(
+                            out,
+                            file,
+                            n,
+                            Channel::BuildProfile,
+                            "debug_assert:side-effect",
+                        );
                     }
                     _ => {}
                 }
@@ -997,22 +1376,36 @@ fn rust(file: &ParsedFile<'_>, context: &Context, out: &mut Vec<Observation>) {
                 for (path, literal) in token_paths(&tokens) {
                     let canonical = names.canonical(&path);
                     if matches!(canonical.as_str(), "std::env::var" | "std::env::var_os") {
-                        if let Some((key, channel)) = literal.as_ref().and_then(|k| runner_variable(k).map(|c| (k, c))) {
+                        if let Some((key, channel)) = literal
+                            .as_ref()
+                            .and_then(|k| runner_variable(k).map(|c| (k, c)))
+                        {
                             push(out, file, n, channel, format!("env:{key}"));
                         }
-                    } else if let Some((api, channel)) = names.api(&path).filter(|(a, c)| !rust_entry_point(file, n, *c, a)) {
+                    } else if let Some((api, channel)) = names
+                        .api(&path)
+                        .filter(|(a, c)| !rust_entry_point(file, n, *c, a))
+                    {
                         push(out, file, n, channel, api);
                     }
                 }
                 false
             }
             "call_expression" => {
-                let Some(function) = n.child_by_field_name("function") else { return true };
+                let Some(function) = n.child_by_field_name("function") else {
+                    return true;
+                };
                 if matches!(function.kind(), "scoped_identifier" | "identifier") {
                     let canonical = names.canonical(&compact_text(file, function));
                     if matches!(canonical.as_str(), "std::env::var" | "std::env::var_os") {
-                        let key = n.child_by_field_name("arguments").and_then(|a| a.named_child(0)).and_then(|k| rust_string(file, &names, k));
-                        if let Some((key, channel)) = key.as_ref().and_then(|k| runner_variable(k).map(|c| (k, c))) {
+                        let key = n
+                            .child_by_field_name("arguments")
+                            .and_then(|a| a.named_child(0))
+                            .and_then(|k| rust_string(file, &names, k));
+                        if let Some((key, channel)) = key
+                            .as_ref()
+                            .and_then(|k| runner_variable(k).map(|c| (k, c)))
+                        {
                             push(out, file, n, channel, format!("env:{key}"));
                         }
                     }
@@ -1020,7 +1413,10 @@ fn rust(file: &ParsedFile<'_>, context: &Context, out: &mut Vec<Observation>) {
                 true
             }
             "scoped_identifier" => {
-                if let Some((api, channel)) = names.api(&compact_text(file, n)).filter(|(a, c)| !rust_entry_point(file, n, *c, a)) {
+                if let Some((api, channel)) = names
+                    .api(&compact_text(file, n))
+                    .filter(|(a, c)| !rust_entry_point(file, n, *c, a))
+                {
                     push(out, file, n, channel, api);
                 }
                 false
@@ -1028,7 +1424,10 @@ fn rust(file: &ParsedFile<'_>, context: &Context, out: &mut Vec<Observation>) {
             "identifier" if rust_value_position(n) => {
                 let name = file.text(n);
                 if names.aliases.contains_key(name.as_ref()) || !names.globs.is_empty() {
-                    if let Some((api, channel)) = names.api(&name).filter(|(a, c)| !rust_entry_point(file, n, *c, a)) {
+                    if let Some((api, channel)) = names
+                        .api(&name)
+                        .filter(|(a, c)| !rust_entry_point(file, n, *c, a))
+                    {
                         push(out, file, n, channel, api);
                     }
                 }
@@ -1050,16 +1449,35 @@ fn rust_string(file: &ParsedFile<'_>, names: &RustNames, node: Node<'_>) -> Opti
     if let Some(v) = string_value(file, node) {
         return Some(v);
     }
-    (node.kind() == "identifier").then(|| names.strings.get(file.text(node).as_ref()).cloned()).flatten()
+    (node.kind() == "identifier")
+        .then(|| names.strings.get(file.text(node).as_ref()).cloned())
+        .flatten()
 }
 
 fn rust_value_position(n: Node<'_>) -> bool {
-    let Some(parent) = n.parent() else { return true };
+    let Some(parent) = n.parent() else {
+        return true;
+    };
     !matches!(
         parent.kind(),
-        "function_item" | "let_declaration" | "parameter" | "closure_parameters" | "struct_item" | "enum_item" | "field_declaration"
-            | "mod_item" | "const_item" | "static_item" | "type_item" | "macro_definition" | "tuple_pattern" | "field_pattern"
-            | "struct_pattern" | "function_signature_item" | "trait_item" | "enum_variant"
+        "function_item"
+            | "let_declaration"
+            | "parameter"
+            | "closure_parameters"
+            | "struct_item"
+            | "enum_item"
+            | "field_declaration"
+            | "mod_item"
+            | "const_item"
+            | "static_item"
+            | "type_item"
+            | "macro_definition"
+            | "tuple_pattern"
+            | "field_pattern"
+            | "struct_pattern"
+            | "function_signature_item"
+            | "trait_item"
+            | "enum_variant"
     )
 }
 
@@ -1067,22 +1485,47 @@ fn rust_value_position(n: Node<'_>) -> bool {
 /// dev-dependency of the crate on itself turns on, with what they enable in turn, minus what
 /// the `default` feature enables.
 pub fn test_only_features(cargo_toml: &str) -> BTreeSet<String> {
-    let Ok(table) = toml::from_str::<toml::Table>(cargo_toml) else { return BTreeSet::new() };
-    let package = table.get("package").and_then(|p| p.get("name")).and_then(|n| n.as_str()).unwrap_or_default().to_string();
-    let mut dev_tables: Vec<&toml::Table> = ["dev-dependencies", "dev_dependencies"].iter().filter_map(|k| table.get(*k)?.as_table()).collect();
+    let Ok(table) = toml::from_str::<toml::Table>(cargo_toml) else {
+        return BTreeSet::new();
+    };
+    let package = table
+        .get("package")
+        .and_then(|p| p.get("name"))
+        .and_then(|n| n.as_str())
+        .unwrap_or_default()
+        .to_string();
+    let mut dev_tables: Vec<&toml::Table> = ["dev-dependencies", "dev_dependencies"]
+        .iter()
+        .filter_map(|k| table.get(*k)?.as_table())
+        .collect();
     if let Some(targets) = table.get("target").and_then(|t| t.as_table()) {
         for target in targets.values() {
-            dev_tables.extend(["dev-dependencies", "dev_dependencies"].iter().filter_map(|k| target.get(*k)?.as_table()));
+            dev_tables.extend(
+                ["dev-dependencies", "dev_dependencies"]
+                    .iter()
+                    .filter_map(|k| target.get(*k)?.as_table()),
+            );
         }
     }
     let mut enabled: Vec<String> = Vec::new();
     for deps in dev_tables {
         for (key, value) in deps {
-            let Some(spec) = value.as_table() else { continue };
+            let Some(spec) = value.as_table() else {
+                continue;
+            };
             let name = spec.get("package").and_then(|p| p.as_str()).unwrap_or(key);
-            let path_is_self = spec.get("path").and_then(|p| p.as_str()).is_some_and(|p| matches!(p.trim_end_matches('/'), "." | ""));
+            let path_is_self = spec
+                .get("path")
+                .and_then(|p| p.as_str())
+                .is_some_and(|p| matches!(p.trim_end_matches('/'), "." | ""));
             if name == package || path_is_self {
-                enabled.extend(spec.get("features").and_then(|f| f.as_array()).into_iter().flatten().filter_map(|f| f.as_str().map(str::to_string)));
+                enabled.extend(
+                    spec.get("features")
+                        .and_then(|f| f.as_array())
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|f| f.as_str().map(str::to_string)),
+                );
             }
         }
     }
@@ -1101,7 +1544,10 @@ pub fn test_only_features(cargo_toml: &str) -> BTreeSet<String> {
         seen
     };
     let defaults = closure(vec!["default".to_string()]);
-    closure(enabled).into_iter().filter(|f| !defaults.contains(f) && f != "default").collect()
+    closure(enabled)
+        .into_iter()
+        .filter(|f| !defaults.contains(f) && f != "default")
+        .collect()
 }
 
 // ---------------------------------------------------------------- Go
@@ -1132,15 +1578,25 @@ fn go(file: &ParsedFile<'_>, out: &mut Vec<Observation>) {
     let mut main_package = false;
     walk(file.root(), |n| match n.kind() {
         "package_clause" => {
-            main_package = named_children(n).first().is_some_and(|p| file.text(*p) == "main");
+            main_package = named_children(n)
+                .first()
+                .is_some_and(|p| file.text(*p) == "main");
             false
         }
         "import_spec" => {
-            let Some(path) = n.child_by_field_name("path").and_then(|p| string_value(file, p)) else { return false };
+            let Some(path) = n
+                .child_by_field_name("path")
+                .and_then(|p| string_value(file, p))
+            else {
+                return false;
+            };
             if path == "testing" {
                 push(out, file, n, Channel::RunnerObjects, "import:testing");
             }
-            match n.child_by_field_name("name").map(|x| file.text(x).into_owned()) {
+            match n
+                .child_by_field_name("name")
+                .map(|x| file.text(x).into_owned())
+            {
                 Some(name) if name == "." => dotted.push(path),
                 Some(name) if name == "_" => {}
                 Some(name) => {
@@ -1158,29 +1614,47 @@ fn go(file: &ParsedFile<'_>, out: &mut Vec<Observation>) {
     });
     let in_main = |n: Node<'_>| {
         main_package
-            && ancestor(n, |a| a.kind() == "function_declaration" && a.child_by_field_name("name").is_some_and(|x| file.text(x) == "main")).is_some()
+            && ancestor(n, |a| {
+                a.kind() == "function_declaration"
+                    && a.child_by_field_name("name")
+                        .is_some_and(|x| file.text(x) == "main")
+            })
+            .is_some()
     };
     let api_of = |path: &str| lookup(GO_APIS, path, ".");
     walk(file.root(), |n| match n.kind() {
         "import_declaration" | "package_clause" => false,
         "call_expression" => {
-            let Some(callee) = n.child_by_field_name("function") else { return true };
+            let Some(callee) = n.child_by_field_name("function") else {
+                return true;
+            };
             let canonical = match callee.kind() {
                 "selector_expression" => go_selector(file, &packages, callee),
                 "identifier" => {
                     let name = file.text(callee);
-                    dotted.iter().map(|p| format!("{p}.{name}")).find(|c| api_of(c).is_some() || c == "os.Getenv" || c == "os.LookupEnv")
+                    dotted
+                        .iter()
+                        .map(|p| format!("{p}.{name}"))
+                        .find(|c| api_of(c).is_some() || c == "os.Getenv" || c == "os.LookupEnv")
                 }
                 _ => None,
             };
             if let Some(c) = canonical {
                 if matches!(c.as_str(), "os.Getenv" | "os.LookupEnv" | "syscall.Getenv") {
-                    let key = n.child_by_field_name("arguments").and_then(|a| a.named_child(0)).and_then(|k| string_value(file, k));
-                    if let Some((key, channel)) = key.as_ref().and_then(|k| runner_variable(k).map(|ch| (k, ch))) {
+                    let key = n
+                        .child_by_field_name("arguments")
+                        .and_then(|a| a.named_child(0))
+                        .and_then(|k| string_value(file, k));
+                    if let Some((key, channel)) = key
+                        .as_ref()
+                        .and_then(|k| runner_variable(k).map(|ch| (k, ch)))
+                    {
                         push(out, file, n, channel, format!("env:{key}"));
                     }
                 } else if callee.kind() == "identifier" {
-                    if let Some((api, channel)) = api_of(&c).filter(|(_, ch)| !(*ch == Channel::ArgvAndFlags && in_main(n))) {
+                    if let Some((api, channel)) =
+                        api_of(&c).filter(|(_, ch)| !(*ch == Channel::ArgvAndFlags && in_main(n)))
+                    {
                         push(out, file, n, channel, api);
                     }
                 }
@@ -1188,7 +1662,9 @@ fn go(file: &ParsedFile<'_>, out: &mut Vec<Observation>) {
             true
         }
         "selector_expression" => {
-            let Some(c) = go_selector(file, &packages, n) else { return true };
+            let Some(c) = go_selector(file, &packages, n) else {
+                return true;
+            };
             match api_of(&c) {
                 Some((_, Channel::ArgvAndFlags)) if in_main(n) => false,
                 Some((api, channel)) => {
@@ -1208,10 +1684,19 @@ fn go(file: &ParsedFile<'_>, out: &mut Vec<Observation>) {
     });
 }
 
-fn go_selector(file: &ParsedFile<'_>, packages: &HashMap<String, String>, n: Node<'_>) -> Option<String> {
-    let operand = n.child_by_field_name("operand").filter(|o| o.kind() == "identifier")?;
+fn go_selector(
+    file: &ParsedFile<'_>,
+    packages: &HashMap<String, String>,
+    n: Node<'_>,
+) -> Option<String> {
+    let operand = n
+        .child_by_field_name("operand")
+        .filter(|o| o.kind() == "identifier")?;
     let path = packages.get(file.text(operand).as_ref())?;
-    Some(format!("{path}.{}", file.text(n.child_by_field_name("field")?)))
+    Some(format!(
+        "{path}.{}",
+        file.text(n.child_by_field_name("field")?)
+    ))
 }
 
 // ---------------------------------------------------------------- JavaScript / TypeScript
@@ -1250,31 +1735,50 @@ struct JsNames {
 
 impl JsNames {
     fn collect(file: &ParsedFile<'_>) -> JsNames {
-        let mut names = JsNames { aliases: HashMap::new() };
+        let mut names = JsNames {
+            aliases: HashMap::new(),
+        };
         walk(file.root(), |n| {
             match n.kind() {
                 "import_statement" => {
-                    let Some(source) = n.child_by_field_name("source").and_then(|s| string_value(file, s)) else { return false };
+                    let Some(source) = n
+                        .child_by_field_name("source")
+                        .and_then(|s| string_value(file, s))
+                    else {
+                        return false;
+                    };
                     let module = js_module(&source);
                     walk(n, |c| {
                         match c.kind() {
                             "import_clause" => {
                                 for part in named_children(c) {
                                     if part.kind() == "identifier" {
-                                        names.aliases.insert(file.text(part).into_owned(), module.clone());
+                                        names
+                                            .aliases
+                                            .insert(file.text(part).into_owned(), module.clone());
                                     }
                                 }
                             }
                             "namespace_import" => {
-                                if let Some(id) = named_children(c).into_iter().find(|x| x.kind() == "identifier") {
-                                    names.aliases.insert(file.text(id).into_owned(), module.clone());
+                                if let Some(id) = named_children(c)
+                                    .into_iter()
+                                    .find(|x| x.kind() == "identifier")
+                                {
+                                    names
+                                        .aliases
+                                        .insert(file.text(id).into_owned(), module.clone());
                                 }
                             }
                             "import_specifier" => {
                                 if let Some(name) = c.child_by_field_name("name") {
                                     let local = c.child_by_field_name("alias").unwrap_or(name);
-                                    let imported = string_value(file, name).unwrap_or_else(|| file.text(name).into_owned());
-                                    let path = if imported == "default" { module.clone() } else { format!("{module}.{imported}") };
+                                    let imported = string_value(file, name)
+                                        .unwrap_or_else(|| file.text(name).into_owned());
+                                    let path = if imported == "default" {
+                                        module.clone()
+                                    } else {
+                                        format!("{module}.{imported}")
+                                    };
                                     names.aliases.insert(file.text(local).into_owned(), path);
                                 }
                                 return false;
@@ -1287,20 +1791,32 @@ impl JsNames {
                 }
                 "variable_declarator" | "assignment_expression" => {
                     let (name, value) = match n.kind() {
-                        "variable_declarator" => (n.child_by_field_name("name"), n.child_by_field_name("value")),
-                        _ => (n.child_by_field_name("left"), n.child_by_field_name("right")),
+                        "variable_declarator" => (
+                            n.child_by_field_name("name"),
+                            n.child_by_field_name("value"),
+                        ),
+                        _ => (
+                            n.child_by_field_name("left"),
+                            n.child_by_field_name("right"),
+                        ),
                     };
                     if let (Some(name), Some(value)) = (name, value) {
                         // A name bound to an observed value is reported where it is bound, once.
-                        let observed = |p: &String| name.kind() == "identifier" && js_observation(p).is_some();
+                        let observed =
+                            |p: &String| name.kind() == "identifier" && js_observation(p).is_some();
                         if let Some(path) = names.canonical(file, value).filter(|p| !observed(p)) {
                             names.bind(file, name, path);
                         }
                     }
                 }
                 "catch_clause" => {
-                    if let Some(p) = n.child_by_field_name("parameter").filter(|p| p.kind() == "identifier") {
-                        names.aliases.insert(file.text(p).into_owned(), "Error()".into());
+                    if let Some(p) = n
+                        .child_by_field_name("parameter")
+                        .filter(|p| p.kind() == "identifier")
+                    {
+                        names
+                            .aliases
+                            .insert(file.text(p).into_owned(), "Error()".into());
                     }
                 }
                 _ => {}
@@ -1337,9 +1853,17 @@ impl JsNames {
                                 }
                             }
                             "pair_pattern" => {
-                                if let (Some(key), Some(value)) = (child.child_by_field_name("key"), child.child_by_field_name("value")) {
-                                    let key = string_value(file, key).unwrap_or_else(|| file.text(key).into_owned());
-                                    let value = if value.kind() == "assignment_pattern" { value.child_by_field_name("left").unwrap_or(value) } else { value };
+                                if let (Some(key), Some(value)) = (
+                                    child.child_by_field_name("key"),
+                                    child.child_by_field_name("value"),
+                                ) {
+                                    let key = string_value(file, key)
+                                        .unwrap_or_else(|| file.text(key).into_owned());
+                                    let value = if value.kind() == "assignment_pattern" {
+                                        value.child_by_field_name("left").unwrap_or(value)
+                                    } else {
+                                        value
+                                    };
                                     stack.push((value, format!("{path}.{key}")));
                                 }
                             }
@@ -1365,13 +1889,20 @@ impl JsNames {
         match node.kind() {
             "identifier" => {
                 let name = file.text(node);
-                Some(self.aliases.get(name.as_ref()).cloned().unwrap_or_else(|| name.into_owned()))
+                Some(
+                    self.aliases
+                        .get(name.as_ref())
+                        .cloned()
+                        .unwrap_or_else(|| name.into_owned()),
+                )
             }
             "import" => Some("import".into()),
             "meta_property" => Some(compact_text(file, node)),
             "member_expression" => {
                 let object = self.canonical_at(file, node.child_by_field_name("object")?, d)?;
-                let property = file.text(node.child_by_field_name("property")?).into_owned();
+                let property = file
+                    .text(node.child_by_field_name("property")?)
+                    .into_owned();
                 Some(js_join(&object, &property))
             }
             "subscript_expression" => {
@@ -1379,11 +1910,18 @@ impl JsNames {
                 let index = string_value(file, node.child_by_field_name("index")?)?;
                 Some(js_join(&object, &index))
             }
-            "parenthesized_expression" | "await_expression" | "non_null_expression" | "as_expression" => self.canonical_at(file, node.named_child(0)?, d),
+            "parenthesized_expression"
+            | "await_expression"
+            | "non_null_expression"
+            | "as_expression" => self.canonical_at(file, node.named_child(0)?, d),
             "call_expression" => {
                 let callee = node.child_by_field_name("function")?;
-                let first = node.child_by_field_name("arguments").and_then(|a| a.named_child(0));
-                if matches!(callee.kind(), "identifier" | "import") && matches!(&*file.text(callee), "require" | "import") {
+                let first = node
+                    .child_by_field_name("arguments")
+                    .and_then(|a| a.named_child(0));
+                if matches!(callee.kind(), "identifier" | "import")
+                    && matches!(&*file.text(callee), "require" | "import")
+                {
                     return Some(js_module(&string_value(file, first?)?));
                 }
                 let name = self.canonical_at(file, callee, d)?;
@@ -1407,7 +1945,8 @@ fn js_join(object: &str, property: &str) -> String {
 
 fn is_error_constructor(name: &str) -> bool {
     let last = name.rsplit('.').next().unwrap_or(name);
-    last == "Error" || (last.ends_with("Error") && last.starts_with(|c: char| c.is_ascii_uppercase()))
+    last == "Error"
+        || (last.ends_with("Error") && last.starts_with(|c: char| c.is_ascii_uppercase()))
 }
 
 /// Whether a value only reaches output: it is (inside a template or `+`) an argument of a
@@ -1416,11 +1955,22 @@ fn js_output_only(file: &ParsedFile<'_>, n: Node<'_>) -> bool {
     let mut current = n.parent();
     while let Some(p) = current {
         match p.kind() {
-            "template_substitution" | "template_string" | "binary_expression" | "parenthesized_expression" => current = p.parent(),
+            "template_substitution"
+            | "template_string"
+            | "binary_expression"
+            | "parenthesized_expression" => current = p.parent(),
             "arguments" => {
-                let callee = p.parent().and_then(|c| c.child_by_field_name("function")).map(|f| compact_text(file, f)).unwrap_or_default();
+                let callee = p
+                    .parent()
+                    .and_then(|c| c.child_by_field_name("function"))
+                    .map(|f| compact_text(file, f))
+                    .unwrap_or_default();
                 let last = callee.rsplit('.').next().unwrap_or_default();
-                return callee.starts_with("console.") || matches!(last, "log" | "error" | "warn" | "info" | "debug" | "trace" | "fatal");
+                return callee.starts_with("console.")
+                    || matches!(
+                        last,
+                        "log" | "error" | "warn" | "info" | "debug" | "trace" | "fatal"
+                    );
             }
             _ => return false,
         }
@@ -1460,7 +2010,9 @@ fn js_observation(path: &str) -> Option<(Channel, String)> {
 fn js(file: &ParsedFile<'_>, out: &mut Vec<Observation>) {
     let names = JsNames::collect(file);
     let observe_path = |out: &mut Vec<Observation>, n: Node<'_>, path: &str| -> bool {
-        let Some((channel, api)) = js_observation(path) else { return false };
+        let Some((channel, api)) = js_observation(path) else {
+            return false;
+        };
         // A stack that only reaches the console or a logger is output, not an observation.
         if !(api == "Error().stack" && js_output_only(file, n)) {
             push(out, file, n, channel, api);
@@ -1469,37 +2021,83 @@ fn js(file: &ParsedFile<'_>, out: &mut Vec<Observation>) {
     };
     walk(file.root(), |n| match n.kind() {
         "import_statement" => {
-            if let Some(module) = n.child_by_field_name("source").and_then(|s| string_value(file, s)).map(|s| js_module(&s)) {
+            if let Some(module) = n
+                .child_by_field_name("source")
+                .and_then(|s| string_value(file, s))
+                .map(|s| js_module(&s))
+            {
                 if js_runner_module(&module) {
-                    push(out, file, n, Channel::RunnerObjects, format!("import:{module}"));
+                    push(
+                        out,
+                        file,
+                        n,
+                        Channel::RunnerObjects,
+                        format!("import:{module}"),
+                    );
                 }
             }
             false
         }
         "call_expression" => {
             let callee = n.child_by_field_name("function");
-            let first = n.child_by_field_name("arguments").and_then(|a| a.named_child(0));
+            let first = n
+                .child_by_field_name("arguments")
+                .and_then(|a| a.named_child(0));
             if let Some(callee) = callee {
-                if matches!(callee.kind(), "identifier" | "import") && matches!(&*file.text(callee), "require" | "import") {
-                    if let Some(module) = first.and_then(|f| string_value(file, f)).map(|s| js_module(&s)) {
+                if matches!(callee.kind(), "identifier" | "import")
+                    && matches!(&*file.text(callee), "require" | "import")
+                {
+                    if let Some(module) = first
+                        .and_then(|f| string_value(file, f))
+                        .map(|s| js_module(&s))
+                    {
                         if js_runner_module(&module) {
-                            push(out, file, n, Channel::RunnerObjects, format!("import:{module}"));
+                            push(
+                                out,
+                                file,
+                                n,
+                                Channel::RunnerObjects,
+                                format!("import:{module}"),
+                            );
                         }
                     }
                     return false;
                 }
                 let name = names.canonical(file, callee).unwrap_or_default();
-                if matches!(name.as_str(), "Object.keys" | "Object.entries" | "Object.values" | "Object.getOwnPropertyNames" | "Reflect.ownKeys")
-                    && first.and_then(|f| names.canonical(file, f)).as_deref() == Some("process.env")
+                if matches!(
+                    name.as_str(),
+                    "Object.keys"
+                        | "Object.entries"
+                        | "Object.values"
+                        | "Object.getOwnPropertyNames"
+                        | "Reflect.ownKeys"
+                ) && first.and_then(|f| names.canonical(file, f)).as_deref()
+                    == Some("process.env")
                 {
-                    push(out, file, n, Channel::RunnerEnvironment, "process.env:enumerated");
+                    push(
+                        out,
+                        file,
+                        n,
+                        Channel::RunnerEnvironment,
+                        "process.env:enumerated",
+                    );
                 }
             }
             true
         }
         "for_in_statement" => {
-            if n.child_by_field_name("right").and_then(|r| names.canonical(file, r)).as_deref() == Some("process.env") {
-                push(out, file, n, Channel::RunnerEnvironment, "process.env:enumerated");
+            if n.child_by_field_name("right")
+                .and_then(|r| names.canonical(file, r))
+                .as_deref()
+                == Some("process.env")
+            {
+                push(
+                    out,
+                    file,
+                    n,
+                    Channel::RunnerEnvironment,
+                    "process.env:enumerated",
+                );
             }
             true
         }
@@ -1524,15 +2122,25 @@ fn js(file: &ParsedFile<'_>, out: &mut Vec<Observation>) {
 }
 
 fn js_value_position(n: Node<'_>) -> bool {
-    let Some(parent) = n.parent() else { return true };
-    let is_field = |field: &str| parent.child_by_field_name(field).is_some_and(|c| c.id() == n.id());
+    let Some(parent) = n.parent() else {
+        return true;
+    };
+    let is_field = |field: &str| {
+        parent
+            .child_by_field_name(field)
+            .is_some_and(|c| c.id() == n.id())
+    };
     !match parent.kind() {
         "variable_declarator" => is_field("name"),
         "assignment_expression" => is_field("left"),
-        "function_declaration" | "function_expression" | "class_declaration" | "method_definition" => is_field("name"),
+        "function_declaration"
+        | "function_expression"
+        | "class_declaration"
+        | "method_definition" => is_field("name"),
         "assignment_pattern" => is_field("left"),
-        "formal_parameters" | "catch_clause" | "import_specifier" | "namespace_import" | "import_clause" | "export_specifier" | "required_parameter"
-        | "optional_parameter" | "pair_pattern" | "object_pattern" | "array_pattern" | "rest_pattern" => true,
+        "formal_parameters" | "catch_clause" | "import_specifier" | "namespace_import"
+        | "import_clause" | "export_specifier" | "required_parameter" | "optional_parameter"
+        | "pair_pattern" | "object_pattern" | "array_pattern" | "rest_pattern" => true,
         _ => false,
     }
 }

@@ -106,7 +106,10 @@ pub fn analyse_file(file: SourceFile<'_>, limits: Limits) -> Result<FileAnalysis
 }
 
 /// The assertion count of a whole tree (A0 at t0): the sum over its files.
-pub fn total_assertions<'a>(files: impl IntoIterator<Item = SourceFile<'a>>, limits: Limits) -> Result<AssertionTotal, AnalysisError> {
+pub fn total_assertions<'a>(
+    files: impl IntoIterator<Item = SourceFile<'a>>,
+    limits: Limits,
+) -> Result<AssertionTotal, AnalysisError> {
     let mut total = AssertionTotal::default();
     for file in files {
         match analyse_file(file, limits)? {
@@ -163,25 +166,53 @@ pub struct ChangeAnalysis {
 
 /// The paths whose bytes differ between two trees, with both versions.
 pub fn changed_files<'a>(t0: &[SourceFile<'a>], end: &[SourceFile<'a>]) -> Vec<ChangedFile<'a>> {
-    let mut by_path: std::collections::BTreeMap<&'a str, ChangedFile<'a>> = std::collections::BTreeMap::new();
+    let mut by_path: std::collections::BTreeMap<&'a str, ChangedFile<'a>> =
+        std::collections::BTreeMap::new();
     for f in t0 {
-        by_path.insert(f.path, ChangedFile { path: f.path, t0: Some(f.bytes), end: None });
+        by_path.insert(
+            f.path,
+            ChangedFile {
+                path: f.path,
+                t0: Some(f.bytes),
+                end: None,
+            },
+        );
     }
     for f in end {
-        by_path.entry(f.path).or_insert(ChangedFile { path: f.path, t0: None, end: None }).end = Some(f.bytes);
+        by_path
+            .entry(f.path)
+            .or_insert(ChangedFile {
+                path: f.path,
+                t0: None,
+                end: None,
+            })
+            .end = Some(f.bytes);
     }
     by_path.into_values().filter(|c| c.t0 != c.end).collect()
 }
 
 /// Analyses the changed files in both versions and compares them.
-pub fn analyse_change(changed: &[ChangedFile<'_>], rules: &RuleSet, limits: Limits) -> Result<ChangeAnalysis, AnalysisError> {
+pub fn analyse_change(
+    changed: &[ChangedFile<'_>],
+    rules: &RuleSet,
+    limits: Limits,
+) -> Result<ChangeAnalysis, AnalysisError> {
     let mut t0_facts = Vec::new();
     let mut end_facts = Vec::new();
     let mut not_analysed = Vec::new();
     for change in changed {
-        for (version, bytes, facts) in [(Version::T0, change.t0, &mut t0_facts), (Version::End, change.end, &mut end_facts)] {
+        for (version, bytes, facts) in [
+            (Version::T0, change.t0, &mut t0_facts),
+            (Version::End, change.end, &mut end_facts),
+        ] {
             let Some(bytes) = bytes else { continue };
-            match analyse_file(SourceFile { path: change.path, bytes }, limits)? {
+            match analyse_file(
+                SourceFile {
+                    path: change.path,
+                    bytes,
+                },
+                limits,
+            )? {
                 FileAnalysis::Analysed(f) => facts.push(f),
                 FileAnalysis::NotAnalysed(na) => {
                     if matches!(na.reason, NotAnalysedReason::TooLarge { .. }) {
@@ -191,11 +222,21 @@ pub fn analyse_change(changed: &[ChangedFile<'_>], rules: &RuleSet, limits: Limi
             }
         }
     }
-    let t0_items: Vec<TestItem> = t0_facts.iter().flat_map(|f| f.test_items.iter().cloned()).collect();
-    let end_items: Vec<TestItem> = end_facts.iter().flat_map(|f| f.test_items.iter().cloned()).collect();
+    let t0_items: Vec<TestItem> = t0_facts
+        .iter()
+        .flat_map(|f| f.test_items.iter().cloned())
+        .collect();
+    let end_items: Vec<TestItem> = end_facts
+        .iter()
+        .flat_map(|f| f.test_items.iter().cloned())
+        .collect();
     let findings = tampering::new_findings(
-        t0_facts.iter().map(|f| (f.path.as_str(), f.occurrences.as_slice())),
-        end_facts.iter().map(|f| (f.path.as_str(), f.occurrences.as_slice())),
+        t0_facts
+            .iter()
+            .map(|f| (f.path.as_str(), f.occurrences.as_slice())),
+        end_facts
+            .iter()
+            .map(|f| (f.path.as_str(), f.occurrences.as_slice())),
         rules,
     );
     Ok(ChangeAnalysis {
@@ -203,7 +244,13 @@ pub fn analyse_change(changed: &[ChangedFile<'_>], rules: &RuleSet, limits: Limi
         assertions_end: end_facts.iter().map(|f| f.assertions).sum(),
         test_item_changes: test_items::diff(&t0_items, &end_items),
         findings,
-        disabled_rules: rules.disabled().map(|(rule, reason)| DisabledRule { rule, reason: reason.to_string() }).collect(),
+        disabled_rules: rules
+            .disabled()
+            .map(|(rule, reason)| DisabledRule {
+                rule,
+                reason: reason.to_string(),
+            })
+            .collect(),
         not_analysed,
     })
 }

@@ -52,17 +52,30 @@ pub fn doctests(file: &ParsedFile<'_>) -> Vec<DocTest> {
         }
         let end = node.end_position().row;
         // A line comment's node ends on the next line (it includes its newline).
-        let end = if node.kind() == "line_comment" { end.saturating_sub(1) } else { end };
+        let end = if node.kind() == "line_comment" {
+            end.saturating_sub(1)
+        } else {
+            end
+        };
         previous_doc = Some((end, inner));
         false
     });
     let mut tests = Vec::new();
-    let mut per_owner: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+    let mut per_owner: std::collections::BTreeMap<String, usize> =
+        std::collections::BTreeMap::new();
     for (owner, lines) in blocks {
         for (line, info, code) in fences(&lines) {
-            let Some(attributes) = rust_fence_attributes(&info) else { continue };
+            let Some(attributes) = rust_fence_attributes(&info) else {
+                continue;
+            };
             let index = per_owner.entry(owner.clone()).or_insert(0);
-            tests.push(DocTest { owner: owner.clone(), index: *index, line, attributes, code });
+            tests.push(DocTest {
+                owner: owner.clone(),
+                index: *index,
+                line,
+                attributes,
+                code,
+            });
             *index += 1;
         }
     }
@@ -88,7 +101,9 @@ fn doc_comment_kind(node: Node<'_>) -> Option<bool> {
 
 /// The doc text of one comment node, line by line with one-based line numbers.
 fn doc_lines(file: &ParsedFile<'_>, node: Node<'_>) -> Vec<(u32, String)> {
-    let Some(doc) = node.child_by_field_name("doc") else { return Vec::new() };
+    let Some(doc) = node.child_by_field_name("doc") else {
+        return Vec::new();
+    };
     let first = file.line(doc);
     let text = file.text(doc);
     let block = node.kind() == "block_comment";
@@ -101,7 +116,10 @@ fn doc_lines(file: &ParsedFile<'_>, node: Node<'_>) -> Vec<(u32, String)> {
             } else {
                 l
             };
-            (first.saturating_add(u32::try_from(i).unwrap_or(u32::MAX)), l.to_string())
+            (
+                first.saturating_add(u32::try_from(i).unwrap_or(u32::MAX)),
+                l.to_string(),
+            )
         })
         .collect()
 }
@@ -113,13 +131,19 @@ fn doc_owner(file: &ParsedFile<'_>, node: Node<'_>, inner: bool) -> String {
     if !inner {
         let mut next = node.next_sibling();
         while let Some(n) = next {
-            if !matches!(n.kind(), "line_comment" | "block_comment" | "attribute_item") {
+            if !matches!(
+                n.kind(),
+                "line_comment" | "block_comment" | "attribute_item"
+            ) {
                 break;
             }
             next = n.next_sibling();
         }
         let name = next
-            .and_then(|n| n.child_by_field_name("name").or_else(|| n.child_by_field_name("type")))
+            .and_then(|n| {
+                n.child_by_field_name("name")
+                    .or_else(|| n.child_by_field_name("type"))
+            })
             .map_or_else(|| "?".to_string(), |n| file.text(n).into_owned());
         path.push(name);
     }
@@ -137,7 +161,9 @@ pub fn module_path(file: &ParsedFile<'_>, node: Node<'_>) -> Vec<String> {
     while let Some(n) = current {
         let name = match n.kind() {
             "mod_item" => n.child_by_field_name("name"),
-            "impl_item" | "trait_item" => n.child_by_field_name("type").or_else(|| n.child_by_field_name("name")),
+            "impl_item" | "trait_item" => n
+                .child_by_field_name("type")
+                .or_else(|| n.child_by_field_name("name")),
             _ => None,
         };
         if let Some(name) = name {
@@ -170,7 +196,13 @@ fn fences(lines: &[(u32, String)]) -> Vec<(u32, String, String)> {
                 code.push('\n');
             }
             (None, Some(fc)) if run >= 3 => {
-                open = Some((*line, fc, run, trimmed[run..].trim().to_string(), String::new()));
+                open = Some((
+                    *line,
+                    fc,
+                    run,
+                    trimmed[run..].trim().to_string(),
+                    String::new(),
+                ));
             }
             (None, _) => {}
         }
@@ -198,17 +230,27 @@ fn rust_fence_attributes(info: &str) -> Option<Vec<String>> {
     let mut other_tags = false;
     let mut attributes = Vec::new();
     for token in info.split(|c: char| c == ',' || c.is_whitespace()) {
-        let token = token.trim_matches(|c| c == '{' || c == '}').trim_start_matches('.');
+        let token = token
+            .trim_matches(|c| c == '{' || c == '}')
+            .trim_start_matches('.');
         if token.is_empty() {
             continue;
         }
         let known = matches!(
             token,
-            "rust" | "ignore" | "should_panic" | "no_run" | "compile_fail" | "test_harness"
-                | "standalone_crate" | "allow_fail"
+            "rust"
+                | "ignore"
+                | "should_panic"
+                | "no_run"
+                | "compile_fail"
+                | "test_harness"
+                | "standalone_crate"
+                | "allow_fail"
         ) || token.starts_with("ignore-")
             || token.starts_with("edition")
-            || (token.len() == 5 && token.starts_with('E') && token[1..].bytes().all(|b| b.is_ascii_digit()));
+            || (token.len() == 5
+                && token.starts_with('E')
+                && token[1..].bytes().all(|b| b.is_ascii_digit()));
         if known {
             rust_tags = true;
             attributes.push(token.to_string());
@@ -231,7 +273,8 @@ mod tests {
     use super::*;
 
     fn doctests_of(source: &str) -> Vec<DocTest> {
-        let Ok(Parse::Parsed(file)) = parse("src/lib.rs", source.as_bytes(), Limits::default()) else {
+        let Ok(Parse::Parsed(file)) = parse("src/lib.rs", source.as_bytes(), Limits::default())
+        else {
             panic!("did not parse");
         };
         doctests(&file)
@@ -252,7 +295,10 @@ mod tests {
         let tests = doctests_of("//! ```no_run,edition2021\n//! # let x = 1;\n//! ```\n//! ```text\n//! not code\n//! ```\n");
         assert_eq!(tests.len(), 1);
         assert_eq!(tests[0].owner, "crate");
-        assert_eq!(tests[0].attributes, vec!["edition2021".to_string(), "no_run".to_string()]);
+        assert_eq!(
+            tests[0].attributes,
+            vec!["edition2021".to_string(), "no_run".to_string()]
+        );
         assert_eq!(tests[0].code, "let x = 1;\n");
         assert!(!tests[0].runs());
     }

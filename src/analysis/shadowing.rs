@@ -37,7 +37,8 @@ pub const MAX_MODULE_NAMES_BYTES: usize = 4 * 1024 * 1024;
 pub fn module_names_via<E: std::fmt::Display>(
     run: impl FnOnce(&[&str]) -> Result<Vec<u8>, E>,
 ) -> Result<BTreeSet<String>, AnalysisError> {
-    let stdout = run(MODULE_NAMES_ARGV).map_err(|e| AnalysisError::ModuleNamesCommand(e.to_string()))?;
+    let stdout =
+        run(MODULE_NAMES_ARGV).map_err(|e| AnalysisError::ModuleNamesCommand(e.to_string()))?;
     parse_module_names(&stdout)
 }
 
@@ -45,9 +46,13 @@ pub fn module_names_via<E: std::fmt::Display>(
 /// traceback, a path) is an error naming the line.
 pub fn parse_module_names(stdout: &[u8]) -> Result<BTreeSet<String>, AnalysisError> {
     if stdout.len() > MAX_MODULE_NAMES_BYTES {
-        return Err(AnalysisError::ModuleNamesOutput(format!("{} bytes, more than {MAX_MODULE_NAMES_BYTES}", stdout.len())));
+        return Err(AnalysisError::ModuleNamesOutput(format!(
+            "{} bytes, more than {MAX_MODULE_NAMES_BYTES}",
+            stdout.len()
+        )));
     }
-    let text = std::str::from_utf8(stdout).map_err(|_| AnalysisError::ModuleNamesOutput("output that is not UTF-8".to_string()))?;
+    let text = std::str::from_utf8(stdout)
+        .map_err(|_| AnalysisError::ModuleNamesOutput("output that is not UTF-8".to_string()))?;
     let mut names = BTreeSet::new();
     for (i, line) in text.lines().enumerate() {
         let name = line.trim();
@@ -56,15 +61,22 @@ pub fn parse_module_names(stdout: &[u8]) -> Result<BTreeSet<String>, AnalysisErr
         }
         // Installed names need not be identifiers (mypyc ships `81d2...__mypyc`), but one
         // name is one word of letters, digits, `_` and `-`.
-        let word = name.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '-');
+        let word = name
+            .chars()
+            .all(|c| c.is_alphanumeric() || c == '_' || c == '-');
         if !word {
             let shown: String = name.chars().take(60).collect();
-            return Err(AnalysisError::ModuleNamesOutput(format!("line {} that is not a module name: {shown:?}", i + 1)));
+            return Err(AnalysisError::ModuleNamesOutput(format!(
+                "line {} that is not a module name: {shown:?}",
+                i + 1
+            )));
         }
         names.insert(name.to_string());
     }
     if names.is_empty() {
-        return Err(AnalysisError::ModuleNamesOutput("no module names".to_string()));
+        return Err(AnalysisError::ModuleNamesOutput(
+            "no module names".to_string(),
+        ));
     }
     Ok(names)
 }
@@ -98,7 +110,8 @@ pub fn import_roots(paths: &[&str]) -> BTreeSet<String> {
     let mut roots: BTreeSet<String> = [String::new(), "src".to_string()].into_iter().collect();
     for path in paths {
         let name = file_name(path);
-        let python_test = name.ends_with(".py") && (name.starts_with("test_") || name.ends_with("_test.py") || name == "conftest.py");
+        let python_test = name.ends_with(".py")
+            && (name.starts_with("test_") || name.ends_with("_test.py") || name == "conftest.py");
         if !python_test {
             continue;
         }
@@ -119,7 +132,10 @@ pub fn shadowing(known: &BTreeSet<String>, paths: &[&str]) -> Vec<Shadowing> {
         .iter()
         .filter_map(|path| {
             let (dir, module) = module_defined(path)?;
-            (roots.contains(dir) && known.contains(module)).then(|| Shadowing { path: path.to_string(), module: module.to_string() })
+            (roots.contains(dir) && known.contains(module)).then(|| Shadowing {
+                path: path.to_string(),
+                module: module.to_string(),
+            })
         })
         .collect();
     found.sort_by(|a, b| a.path.cmp(&b.path));

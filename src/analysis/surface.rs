@@ -74,7 +74,13 @@ pub const DEFAULT_WHOLE_PREFIXES: &[(&str, &str)] = &[
 /// loader reads by default are not.
 fn is_env_file(name: &str) -> bool {
     name == ".env"
-        || name.strip_prefix(".env.").is_some_and(|mode| !mode.is_empty() && !matches!(mode, "example" | "sample" | "template" | "dist" | "defaults"))
+        || name.strip_prefix(".env.").is_some_and(|mode| {
+            !mode.is_empty()
+                && !matches!(
+                    mode,
+                    "example" | "sample" | "template" | "dist" | "defaults"
+                )
+        })
 }
 
 /// One surface entry.
@@ -98,9 +104,16 @@ pub struct SurfaceDigest {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "change", rename_all = "snake_case")]
 pub enum SurfaceChange {
-    Added { entry: SurfaceEntry },
-    Removed { entry: SurfaceEntry },
-    Changed { before: SurfaceEntry, after: SurfaceEntry },
+    Added {
+        entry: SurfaceEntry,
+    },
+    Removed {
+        entry: SurfaceEntry,
+    },
+    Changed {
+        before: SurfaceEntry,
+        after: SurfaceEntry,
+    },
 }
 
 /// Which files and parts make up the surface: the defaults plus a loop's extra globs.
@@ -117,11 +130,23 @@ impl SurfaceSpec {
     pub fn new(extra_globs: &[String]) -> Result<SurfaceSpec, AnalysisError> {
         let mut builder = GlobSetBuilder::new();
         for glob in extra_globs {
-            let parsed = GlobBuilder::new(glob).literal_separator(true).build().map_err(|e| AnalysisError::InvalidGlob { glob: glob.clone(), message: e.to_string() })?;
+            let parsed = GlobBuilder::new(glob)
+                .literal_separator(true)
+                .build()
+                .map_err(|e| AnalysisError::InvalidGlob {
+                    glob: glob.clone(),
+                    message: e.to_string(),
+                })?;
             builder.add(parsed);
         }
-        let extra = builder.build().map_err(|e| AnalysisError::InvalidGlob { glob: extra_globs.join(", "), message: e.to_string() })?;
-        Ok(SurfaceSpec { extra, max_parse_bytes: DEFAULT_MAX_PARSE_BYTES })
+        let extra = builder.build().map_err(|e| AnalysisError::InvalidGlob {
+            glob: extra_globs.join(", "),
+            message: e.to_string(),
+        })?;
+        Ok(SurfaceSpec {
+            extra,
+            max_parse_bytes: DEFAULT_MAX_PARSE_BYTES,
+        })
     }
 
     /// Whether a path can contribute surface entries (the engine reads only these files).
@@ -131,11 +156,17 @@ impl SurfaceSpec {
 
     /// The entries one file contributes (none when it is not a candidate).
     pub fn entries(&self, file: SourceFile<'_>) -> Vec<SurfaceEntry> {
-        let entry = |part: &str, content: &[u8]| SurfaceEntry { path: file.path.to_string(), part: part.to_string(), sha256: sha256_hex(content) };
+        let entry = |part: &str, content: &[u8]| SurfaceEntry {
+            path: file.path.to_string(),
+            part: part.to_string(),
+            sha256: sha256_hex(content),
+        };
         if whole_file_role(file.path).is_some() || self.extra.is_match(file.path) {
             return vec![entry("file", file.bytes)];
         }
-        let Some(kind) = part_kind(file.path) else { return Vec::new() };
+        let Some(kind) = part_kind(file.path) else {
+            return Vec::new();
+        };
         if file.bytes.len() > self.max_parse_bytes {
             // Too large to parse within bounds: any edit anywhere in it is a change.
             return vec![entry("above the parse cap", file.bytes)];
@@ -146,13 +177,22 @@ impl SurfaceSpec {
                 PartKind::PyprojectToml => pyproject_parts(text),
                 PartKind::PackageJson => package_json_parts(text),
                 PartKind::ToxIni => ini_parts(text, &[("pytest", None)]),
-                PartKind::SetupCfg => ini_parts(text, &[("tool:pytest", None), ("options.entry_points", Some("pytest11"))]),
+                PartKind::SetupCfg => ini_parts(
+                    text,
+                    &[
+                        ("tool:pytest", None),
+                        ("options.entry_points", Some("pytest11")),
+                    ],
+                ),
                 PartKind::GoMod => Ok(go_mod_parts(text)),
             },
             Err(_) => Err(()),
         };
         match parts {
-            Ok(parts) => parts.into_iter().map(|(part, content)| entry(&part, &content)).collect(),
+            Ok(parts) => parts
+                .into_iter()
+                .map(|(part, content)| entry(&part, &content))
+                .collect(),
             // A file its runner cannot read either is digested whole: any edit is a change.
             Err(()) => vec![entry("unparsable", file.bytes)],
         }
@@ -160,7 +200,8 @@ impl SurfaceSpec {
 
     /// H0 over the given files (non-candidates are ignored).
     pub fn digest<'a>(&self, files: impl IntoIterator<Item = SourceFile<'a>>) -> SurfaceDigest {
-        let mut entries: Vec<SurfaceEntry> = files.into_iter().flat_map(|f| self.entries(f)).collect();
+        let mut entries: Vec<SurfaceEntry> =
+            files.into_iter().flat_map(|f| self.entries(f)).collect();
         entries.sort();
         let mut hasher = Sha256::new();
         for e in &entries {
@@ -170,7 +211,10 @@ impl SurfaceSpec {
                 hasher.update(field);
             }
         }
-        SurfaceDigest { sha256: hex::encode(hasher.finalize()), entries }
+        SurfaceDigest {
+            sha256: hex::encode(hasher.finalize()),
+            entries,
+        }
     }
 }
 
@@ -183,14 +227,21 @@ impl SurfaceDigest {
         let mut changes = Vec::new();
         for (k, b) in &before {
             match after.get(k) {
-                None => changes.push(SurfaceChange::Removed { entry: (*b).clone() }),
-                Some(a) if a.sha256 != b.sha256 => changes.push(SurfaceChange::Changed { before: (*b).clone(), after: (*a).clone() }),
+                None => changes.push(SurfaceChange::Removed {
+                    entry: (*b).clone(),
+                }),
+                Some(a) if a.sha256 != b.sha256 => changes.push(SurfaceChange::Changed {
+                    before: (*b).clone(),
+                    after: (*a).clone(),
+                }),
                 Some(_) => {}
             }
         }
         for (k, a) in &after {
             if !before.contains_key(k) {
-                changes.push(SurfaceChange::Added { entry: (*a).clone() });
+                changes.push(SurfaceChange::Added {
+                    entry: (*a).clone(),
+                });
             }
         }
         changes
@@ -203,11 +254,15 @@ pub fn whole_file_role(path: &str) -> Option<&'static str> {
     if let Some((_, role)) = DEFAULT_WHOLE_FILES.iter().find(|(n, _)| *n == name) {
         if name == "entry_points.txt" {
             let parent = path.rsplit('/').nth(1).unwrap_or_default();
-            return (parent.ends_with(".dist-info") || parent.ends_with(".egg-info")).then_some(*role);
+            return (parent.ends_with(".dist-info") || parent.ends_with(".egg-info"))
+                .then_some(*role);
         }
         return Some(role);
     }
-    if let Some((_, role)) = DEFAULT_WHOLE_PREFIXES.iter().find(|(p, _)| name.starts_with(p)) {
+    if let Some((_, role)) = DEFAULT_WHOLE_PREFIXES
+        .iter()
+        .find(|(p, _)| name.starts_with(p))
+    {
         return Some(role);
     }
     if name.ends_with(".pth") {
@@ -218,7 +273,10 @@ pub fn whole_file_role(path: &str) -> Option<&'static str> {
     }
     let dirs: Vec<&str> = path.split('/').collect();
     let dirs = &dirs[..dirs.len().saturating_sub(1)];
-    if dirs.iter().any(|d| matches!(*d, "_pytest" | "pytest" | "pluggy")) {
+    if dirs
+        .iter()
+        .any(|d| matches!(*d, "_pytest" | "pytest" | "pluggy"))
+    {
         return Some("module shadowing the runner");
     }
     let parent = dirs.last().copied().unwrap_or_default();
@@ -243,7 +301,9 @@ fn part_kind(path: &str) -> Option<PartKind> {
     match file_name(path) {
         "Cargo.toml" => Some(PartKind::CargoToml),
         "pyproject.toml" => Some(PartKind::PyprojectToml),
-        "package.json" if !path.split('/').any(|d| d == "node_modules") => Some(PartKind::PackageJson),
+        "package.json" if !path.split('/').any(|d| d == "node_modules") => {
+            Some(PartKind::PackageJson)
+        }
         "tox.ini" => Some(PartKind::ToxIni),
         "setup.cfg" => Some(PartKind::SetupCfg),
         "go.mod" => Some(PartKind::GoMod),
@@ -270,7 +330,16 @@ fn toml_at<'v>(table: &'v toml::Table, path: &[&str]) -> Option<&'v toml::Value>
 }
 
 /// The keys of a cargo target table that decide whether and how its tests run.
-const CARGO_TARGET_KEYS: &[&str] = &["name", "path", "test", "doctest", "harness", "required-features", "proc-macro", "crate-type"];
+const CARGO_TARGET_KEYS: &[&str] = &[
+    "name",
+    "path",
+    "test",
+    "doctest",
+    "harness",
+    "required-features",
+    "proc-macro",
+    "crate-type",
+];
 
 fn cargo_target(value: &toml::Value) -> toml::Value {
     let mut kept = toml::Table::new();
@@ -291,7 +360,14 @@ fn cargo_target(value: &toml::Value) -> toml::Value {
 fn cargo_parts(text: &str) -> Result<Parts, ()> {
     let table: toml::Table = toml::from_str(text).map_err(|_| ())?;
     let mut parts = Vec::new();
-    for key in ["autotests", "autobins", "autoexamples", "autolib", "autobenches", "build"] {
+    for key in [
+        "autotests",
+        "autobins",
+        "autoexamples",
+        "autolib",
+        "autobenches",
+        "build",
+    ] {
         if let Some(v) = toml_at(&table, &["package", key]) {
             parts.push((format!("package.{key}"), canonical(v)));
         }
@@ -356,8 +432,20 @@ fn pyproject_parts(text: &str) -> Result<Parts, ()> {
         &["project", "optional-dependencies", "dev"],
     ];
     // The mutator's and the coverage tool's settings: an exclusion there steers the canary.
-    let test_tools: [&[&str]; 3] = [&["tool", "mutmut"], &["tool", "coverage"], &["tool", "cosmic-ray"]];
-    for path in [&["tool", "pytest"][..], &["project", "entry-points", "pytest11"], &["tool", "poetry", "plugins", "pytest11"]].into_iter().chain(dev_dependencies).chain(test_tools) {
+    let test_tools: [&[&str]; 3] = [
+        &["tool", "mutmut"],
+        &["tool", "coverage"],
+        &["tool", "cosmic-ray"],
+    ];
+    for path in [
+        &["tool", "pytest"][..],
+        &["project", "entry-points", "pytest11"],
+        &["tool", "poetry", "plugins", "pytest11"],
+    ]
+    .into_iter()
+    .chain(dev_dependencies)
+    .chain(test_tools)
+    {
         if let Some(v) = toml_at(&table, path) {
             parts.push((path.join("."), canonical(v)));
         }
@@ -378,7 +466,15 @@ fn package_json_parts(text: &str) -> Result<Parts, ()> {
             }
         }
     }
-    for key in ["jest", "mocha", "ava", "devDependencies", "nyc", "c8", "stryker"] {
+    for key in [
+        "jest",
+        "mocha",
+        "ava",
+        "devDependencies",
+        "nyc",
+        "c8",
+        "stryker",
+    ] {
         if let Some(v) = object.get(key) {
             parts.push((key.to_string(), canonical(v)));
         }
@@ -425,7 +521,8 @@ fn go_mod_parts(text: &str) -> Parts {
         .filter_map(|line| {
             let line = line.split("//").next().unwrap_or_default().trim();
             let (directive, value) = line.split_once(char::is_whitespace)?;
-            matches!(directive, "go" | "toolchain").then(|| (directive.to_string(), value.trim().as_bytes().to_vec()))
+            matches!(directive, "go" | "toolchain")
+                .then(|| (directive.to_string(), value.trim().as_bytes().to_vec()))
         })
         .collect()
 }

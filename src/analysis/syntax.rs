@@ -56,7 +56,10 @@ impl Language {
 
     /// JavaScript and both TypeScript dialects share the test conventions and node kinds used here.
     pub fn is_js_family(self) -> bool {
-        matches!(self, Language::JavaScript | Language::TypeScript | Language::Tsx)
+        matches!(
+            self,
+            Language::JavaScript | Language::TypeScript | Language::Tsx
+        )
     }
 
     fn grammar(self) -> tree_sitter::Language {
@@ -121,7 +124,9 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_parse_bytes: DEFAULT_MAX_PARSE_BYTES }
+        Limits {
+            max_parse_bytes: DEFAULT_MAX_PARSE_BYTES,
+        }
     }
 }
 
@@ -163,9 +168,17 @@ pub enum Parse<'a> {
 }
 
 /// Parses `source` as the language of `path`, unless it is too large or has no grammar.
-pub fn parse<'a>(path: &'a str, source: &'a [u8], limits: Limits) -> Result<Parse<'a>, AnalysisError> {
+pub fn parse<'a>(
+    path: &'a str,
+    source: &'a [u8],
+    limits: Limits,
+) -> Result<Parse<'a>, AnalysisError> {
     let Some(language) = Language::of_path(path) else {
-        return Ok(Parse::NotAnalysed(not_analysed(path, source, NotAnalysedReason::NoGrammar)));
+        return Ok(Parse::NotAnalysed(not_analysed(
+            path,
+            source,
+            NotAnalysedReason::NoGrammar,
+        )));
     };
     parse_as(path, source, language, limits)
 }
@@ -178,21 +191,39 @@ pub fn parse_as<'a>(
     limits: Limits,
 ) -> Result<Parse<'a>, AnalysisError> {
     if source.len() > limits.max_parse_bytes {
-        let reason = NotAnalysedReason::TooLarge { bytes: source.len(), cap: limits.max_parse_bytes };
+        let reason = NotAnalysedReason::TooLarge {
+            bytes: source.len(),
+            cap: limits.max_parse_bytes,
+        };
         return Ok(Parse::NotAnalysed(not_analysed(path, source, reason)));
     }
     let mut parser = Parser::new();
     parser
         .set_language(&language.grammar())
-        .map_err(|e| AnalysisError::Grammar { language, message: e.to_string() })?;
+        .map_err(|e| AnalysisError::Grammar {
+            language,
+            message: e.to_string(),
+        })?;
     let tree = parser
         .parse(source, None)
-        .ok_or_else(|| AnalysisError::ParseAborted { path: path.to_string(), language })?;
-    Ok(Parse::Parsed(ParsedFile { path, source, language, tree }))
+        .ok_or_else(|| AnalysisError::ParseAborted {
+            path: path.to_string(),
+            language,
+        })?;
+    Ok(Parse::Parsed(ParsedFile {
+        path,
+        source,
+        language,
+        tree,
+    }))
 }
 
 fn not_analysed(path: &str, source: &[u8], reason: NotAnalysedReason) -> NotAnalysed {
-    NotAnalysed { path: path.to_string(), reason, sha256: sha256_hex(source) }
+    NotAnalysed {
+        path: path.to_string(),
+        reason,
+        sha256: sha256_hex(source),
+    }
 }
 
 pub fn sha256_hex(bytes: &[u8]) -> String {
@@ -301,13 +332,17 @@ pub fn string_value(file: &ParsedFile<'_>, node: Node<'_>) -> Option<String> {
 
 /// A callee or target with all whitespace removed (`pytest . skip` reads as `pytest.skip`).
 pub fn compact_text(file: &ParsedFile<'_>, node: Node<'_>) -> String {
-    file.text(node).chars().filter(|c| !c.is_whitespace()).collect()
+    file.text(node)
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .collect()
 }
 
 /// The first named argument node of a call node (the `arguments`/`argument_list` field's first
 /// named child), if any.
 pub fn first_argument(node: Node<'_>) -> Option<Node<'_>> {
-    node.child_by_field_name("arguments").and_then(|a| a.named_child(0))
+    node.child_by_field_name("arguments")
+        .and_then(|a| a.named_child(0))
 }
 
 #[cfg(test)]

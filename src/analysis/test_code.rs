@@ -29,7 +29,10 @@ pub fn is_test_file(path: &str, language: Language) -> bool {
                 || under("test")
         }
         Language::Rust => {
-            under("tests") || matches!(stem, "tests" | "test") || stem.ends_with("_tests") || stem.ends_with("_test")
+            under("tests")
+                || matches!(stem, "tests" | "test")
+                || stem.ends_with("_tests")
+                || stem.ends_with("_test")
         }
         Language::Go => name.ends_with("_test.go"),
         Language::JavaScript | Language::TypeScript | Language::Tsx => {
@@ -110,7 +113,9 @@ pub fn is_test_attribute(attr: &str) -> bool {
 
 /// Whether a Rust `function_item` is a test function (carries a test attribute).
 pub fn is_rust_test_fn(file: &ParsedFile<'_>, function: Node<'_>) -> bool {
-    rust_attributes(file, function).iter().any(|a| is_test_attribute(a))
+    rust_attributes(file, function)
+        .iter()
+        .any(|a| is_test_attribute(a))
 }
 
 #[cfg(test)]
@@ -119,7 +124,13 @@ mod tests {
 
     #[test]
     fn python_test_files_follow_pytest_and_unittest_discovery() {
-        for p in ["test_a.py", "pkg/a_test.py", "tests.py", "conftest.py", "tests/helpers.py"] {
+        for p in [
+            "test_a.py",
+            "pkg/a_test.py",
+            "tests.py",
+            "conftest.py",
+            "tests/helpers.py",
+        ] {
             assert!(is_test_file(p, Language::Python), "{p}");
         }
         for p in ["a.py", "pkg/contest.py", "src/attest.py"] {
@@ -129,7 +140,14 @@ mod tests {
 
     #[test]
     fn js_test_files_follow_jest_vitest_and_node_defaults() {
-        for p in ["a.test.js", "src/a.spec.tsx", "__tests__/a.js", "test/a.mjs", "test-a.js", "a_test.cjs"] {
+        for p in [
+            "a.test.js",
+            "src/a.spec.tsx",
+            "__tests__/a.js",
+            "test/a.mjs",
+            "test-a.js",
+            "a_test.cjs",
+        ] {
             assert!(is_test_file(p, Language::JavaScript), "{p}");
         }
         for p in ["src/a.js", "test.config.js", "latest.js", "contest.js"] {

@@ -9,7 +9,10 @@ use serde::Serialize;
 use tree_sitter::Node;
 
 use super::rust_doc::{self, module_path};
-use super::syntax::{ancestor, compact_text, first_argument, named_children, string_value, walk, Language, ParsedFile};
+use super::syntax::{
+    ancestor, compact_text, first_argument, named_children, string_value, walk, Language,
+    ParsedFile,
+};
 use super::test_code::{is_cfg_test, is_rust_test_fn, rust_attributes};
 
 /// What kind of test an item is.
@@ -52,7 +55,12 @@ pub enum TestItemChange {
     /// The item is not in the end state (same file, kind and name).
     Removed { item: TestItem },
     /// The item is there with other attributes.
-    AttributesChanged { before: TestItem, after: TestItem, added: Vec<String>, removed: Vec<String> },
+    AttributesChanged {
+        before: TestItem,
+        after: TestItem,
+        added: Vec<String>,
+        removed: Vec<String>,
+    },
 }
 
 /// The test items of one parsed file (`whole_file_is_test` as decided by `test_code`).
@@ -75,28 +83,63 @@ pub fn items(file: &ParsedFile<'_>, whole_file_is_test: bool) -> Vec<TestItem> {
 pub fn diff(t0: &[TestItem], end: &[TestItem]) -> Vec<TestItemChange> {
     let mut at_end: BTreeMap<(&str, TestItemKind, &str), Vec<&TestItem>> = BTreeMap::new();
     for item in end {
-        at_end.entry((&item.file, item.kind, &item.name)).or_default().push(item);
+        at_end
+            .entry((&item.file, item.kind, &item.name))
+            .or_default()
+            .push(item);
     }
     let mut changes = Vec::new();
     for before in t0 {
         let candidates = at_end.get_mut(&(before.file.as_str(), before.kind, before.name.as_str()));
         let Some(candidates) = candidates.filter(|c| !c.is_empty()) else {
-            changes.push(TestItemChange::Removed { item: before.clone() });
+            changes.push(TestItemChange::Removed {
+                item: before.clone(),
+            });
             continue;
         };
-        let position = candidates.iter().position(|c| c.attributes == before.attributes).unwrap_or(0);
+        let position = candidates
+            .iter()
+            .position(|c| c.attributes == before.attributes)
+            .unwrap_or(0);
         let after = candidates.remove(position);
         if after.attributes != before.attributes {
-            let added = after.attributes.iter().filter(|a| !before.attributes.contains(a)).cloned().collect();
-            let removed = before.attributes.iter().filter(|a| !after.attributes.contains(a)).cloned().collect();
-            changes.push(TestItemChange::AttributesChanged { before: before.clone(), after: after.clone(), added, removed });
+            let added = after
+                .attributes
+                .iter()
+                .filter(|a| !before.attributes.contains(a))
+                .cloned()
+                .collect();
+            let removed = before
+                .attributes
+                .iter()
+                .filter(|a| !after.attributes.contains(a))
+                .cloned()
+                .collect();
+            changes.push(TestItemChange::AttributesChanged {
+                before: before.clone(),
+                after: after.clone(),
+                added,
+                removed,
+            });
         }
     }
     changes
 }
 
-fn item(file: &ParsedFile<'_>, kind: TestItemKind, name: String, node: Node<'_>, attributes: Vec<String>) -> TestItem {
-    TestItem { file: file.path.to_string(), kind, name, line: file.line(node), attributes }
+fn item(
+    file: &ParsedFile<'_>,
+    kind: TestItemKind,
+    name: String,
+    node: Node<'_>,
+    attributes: Vec<String>,
+) -> TestItem {
+    TestItem {
+        file: file.path.to_string(),
+        kind,
+        name,
+        line: file.line(node),
+        attributes,
+    }
 }
 
 fn rust_items(file: &ParsedFile<'_>, whole_file_is_test: bool) -> Vec<TestItem> {
@@ -107,13 +150,27 @@ fn rust_items(file: &ParsedFile<'_>, whole_file_is_test: bool) -> Vec<TestItem> 
             let mut module = n.parent();
             while let Some(m) = module {
                 if m.kind() == "mod_item" {
-                    attributes.extend(rust_attributes(file, m).into_iter().filter(|a| !is_cfg_test(a)).map(|a| format!("mod {a}")));
+                    attributes.extend(
+                        rust_attributes(file, m)
+                            .into_iter()
+                            .filter(|a| !is_cfg_test(a))
+                            .map(|a| format!("mod {a}")),
+                    );
                 }
                 module = m.parent();
             }
             let mut path = module_path(file, n);
-            path.push(n.child_by_field_name("name").map_or_else(String::new, |x| file.text(x).into_owned()));
-            found.push(item(file, TestItemKind::RustTest, path.join("::"), n, attributes));
+            path.push(
+                n.child_by_field_name("name")
+                    .map_or_else(String::new, |x| file.text(x).into_owned()),
+            );
+            found.push(item(
+                file,
+                TestItemKind::RustTest,
+                path.join("::"),
+                n,
+                attributes,
+            ));
         }
         true
     });
@@ -135,11 +192,18 @@ fn rust_items(file: &ParsedFile<'_>, whole_file_is_test: bool) -> Vec<TestItem> 
 fn python_marks(file: &ParsedFile<'_>, body: Node<'_>, prefix: &str) -> Vec<String> {
     let mut marks = Vec::new();
     for statement in named_children(body) {
-        let Some(assignment) = statement.named_child(0).filter(|a| statement.kind() == "expression_statement" && a.kind() == "assignment") else {
+        let Some(assignment) = statement
+            .named_child(0)
+            .filter(|a| statement.kind() == "expression_statement" && a.kind() == "assignment")
+        else {
             continue;
         };
-        let target = assignment.child_by_field_name("left").map(|l| compact_text(file, l));
-        if let (Some(target @ ("pytestmark" | "__test__")), Some(value)) = (target.as_deref(), assignment.child_by_field_name("right")) {
+        let target = assignment
+            .child_by_field_name("left")
+            .map(|l| compact_text(file, l));
+        if let (Some(target @ ("pytestmark" | "__test__")), Some(value)) =
+            (target.as_deref(), assignment.child_by_field_name("right"))
+        {
             marks.push(format!("{prefix}{target}={}", compact_text(file, value)));
         }
     }
@@ -147,10 +211,17 @@ fn python_marks(file: &ParsedFile<'_>, body: Node<'_>, prefix: &str) -> Vec<Stri
 }
 
 fn python_decorators(file: &ParsedFile<'_>, definition: Node<'_>) -> Vec<String> {
-    let Some(parent) = definition.parent().filter(|p| p.kind() == "decorated_definition") else {
+    let Some(parent) = definition
+        .parent()
+        .filter(|p| p.kind() == "decorated_definition")
+    else {
         return Vec::new();
     };
-    named_children(parent).into_iter().filter(|d| d.kind() == "decorator").map(|d| compact_text(file, d)).collect()
+    named_children(parent)
+        .into_iter()
+        .filter(|d| d.kind() == "decorator")
+        .map(|d| compact_text(file, d))
+        .collect()
 }
 
 fn python_items(file: &ParsedFile<'_>) -> Vec<TestItem> {
@@ -165,25 +236,59 @@ fn python_items(file: &ParsedFile<'_>) -> Vec<TestItem> {
             } else {
                 Some(statement)
             };
-            let Some(definition) = definition else { continue };
-            let Some(name) = definition.child_by_field_name("name").map(|n| file.text(n).into_owned()) else { continue };
+            let Some(definition) = definition else {
+                continue;
+            };
+            let Some(name) = definition
+                .child_by_field_name("name")
+                .map(|n| file.text(n).into_owned())
+            else {
+                continue;
+            };
             match definition.kind() {
-                "function_definition" if name.starts_with("test") && (class_path.is_empty() || in_test_class) => {
+                "function_definition"
+                    if name.starts_with("test") && (class_path.is_empty() || in_test_class) =>
+                {
                     let mut attributes = inherited.clone();
                     attributes.extend(python_decorators(file, definition));
-                    let qualified = if class_path.is_empty() { name } else { format!("{class_path}::{name}") };
-                    found.push(item(file, TestItemKind::PythonTest, qualified, definition, attributes));
+                    let qualified = if class_path.is_empty() {
+                        name
+                    } else {
+                        format!("{class_path}::{name}")
+                    };
+                    found.push(item(
+                        file,
+                        TestItemKind::PythonTest,
+                        qualified,
+                        definition,
+                        attributes,
+                    ));
                 }
                 "class_definition" => {
-                    let unittest = definition
-                        .child_by_field_name("superclasses")
-                        .is_some_and(|s| named_children(s).iter().any(|b| compact_text(file, *b).ends_with("TestCase")));
+                    let unittest =
+                        definition
+                            .child_by_field_name("superclasses")
+                            .is_some_and(|s| {
+                                named_children(s)
+                                    .iter()
+                                    .any(|b| compact_text(file, *b).ends_with("TestCase"))
+                            });
                     let is_test_class = name.starts_with("Test") || unittest;
-                    let Some(class_body) = definition.child_by_field_name("body") else { continue };
+                    let Some(class_body) = definition.child_by_field_name("body") else {
+                        continue;
+                    };
                     let mut attributes = inherited.clone();
-                    attributes.extend(python_decorators(file, definition).into_iter().map(|d| format!("class {d}")));
+                    attributes.extend(
+                        python_decorators(file, definition)
+                            .into_iter()
+                            .map(|d| format!("class {d}")),
+                    );
                     attributes.extend(python_marks(file, class_body, "class "));
-                    let path = if class_path.is_empty() { name } else { format!("{class_path}::{name}") };
+                    let path = if class_path.is_empty() {
+                        name
+                    } else {
+                        format!("{class_path}::{name}")
+                    };
                     stack.push((class_body, path, attributes, is_test_class));
                 }
                 _ => {}
@@ -196,9 +301,12 @@ fn python_items(file: &ParsedFile<'_>) -> Vec<TestItem> {
 
 /// Go's rule: `TestX` where X does not start with a lower-case letter.
 fn is_go_test_name(name: &str) -> bool {
-    ["Test", "Benchmark", "Fuzz", "Example"].iter().any(|prefix| {
-        name.strip_prefix(prefix).is_some_and(|rest| !rest.starts_with(|c: char| c.is_lowercase()))
-    })
+    ["Test", "Benchmark", "Fuzz", "Example"]
+        .iter()
+        .any(|prefix| {
+            name.strip_prefix(prefix)
+                .is_some_and(|rest| !rest.starts_with(|c: char| c.is_lowercase()))
+        })
 }
 
 fn go_items(file: &ParsedFile<'_>) -> Vec<TestItem> {
@@ -207,7 +315,8 @@ fn go_items(file: &ParsedFile<'_>) -> Vec<TestItem> {
         .filter(|d| d.kind() == "function_declaration")
         .filter_map(|d| {
             let name = file.text(d.child_by_field_name("name")?).into_owned();
-            (is_go_test_name(&name) && name != "TestMain").then(|| item(file, TestItemKind::GoTest, name, d, Vec::new()))
+            (is_go_test_name(&name) && name != "TestMain")
+                .then(|| item(file, TestItemKind::GoTest, name, d, Vec::new()))
         })
         .collect()
 }
@@ -225,7 +334,10 @@ pub fn js_test_call(file: &ParsedFile<'_>, call: Node<'_>) -> Option<(String, Ve
         callee = callee.child_by_field_name("function")?;
     }
     while callee.kind() == "member_expression" {
-        modifiers.push(file.text(callee.child_by_field_name("property")?).into_owned());
+        modifiers.push(
+            file.text(callee.child_by_field_name("property")?)
+                .into_owned(),
+        );
         callee = callee.child_by_field_name("object")?;
     }
     if callee.kind() != "identifier" {
@@ -246,9 +358,18 @@ pub fn js_test_call(file: &ParsedFile<'_>, call: Node<'_>) -> Option<(String, Ve
         _ => return None,
     };
     if let Some(arguments) = call.child_by_field_name("arguments") {
-        for argument in named_children(arguments).into_iter().filter(|a| a.kind() == "object") {
-            for pair in named_children(argument).into_iter().filter(|p| p.kind() == "pair") {
-                let key = pair.child_by_field_name("key").map(|k| file.text(k).into_owned()).unwrap_or_default();
+        for argument in named_children(arguments)
+            .into_iter()
+            .filter(|a| a.kind() == "object")
+        {
+            for pair in named_children(argument)
+                .into_iter()
+                .filter(|p| p.kind() == "pair")
+            {
+                let key = pair
+                    .child_by_field_name("key")
+                    .map(|k| file.text(k).into_owned())
+                    .unwrap_or_default();
                 if matches!(key.as_str(), "skip" | "todo" | "only") {
                     modifiers.push(compact_text(file, pair));
                 }
@@ -259,13 +380,17 @@ pub fn js_test_call(file: &ParsedFile<'_>, call: Node<'_>) -> Option<(String, Ve
 }
 
 fn js_test_name(file: &ParsedFile<'_>, call: Node<'_>) -> String {
-    first_argument(call).map_or_else(String::new, |a| string_value(file, a).unwrap_or_else(|| compact_text(file, a)))
+    first_argument(call).map_or_else(String::new, |a| {
+        string_value(file, a).unwrap_or_else(|| compact_text(file, a))
+    })
 }
 
 fn js_items(file: &ParsedFile<'_>) -> Vec<TestItem> {
     let mut found = Vec::new();
     walk(file.root(), |n| {
-        let Some((base, modifiers)) = js_test_call(file, n) else { return true };
+        let Some((base, modifiers)) = js_test_call(file, n) else {
+            return true;
+        };
         if base != "test" && base != "it" {
             return true;
         }
@@ -275,12 +400,22 @@ fn js_items(file: &ParsedFile<'_>) -> Vec<TestItem> {
         while let Some(outer) = ancestor(inner, |a| js_test_call(file, a).is_some()) {
             if let Some((outer_base, outer_modifiers)) = js_test_call(file, outer) {
                 names.push(js_test_name(file, outer));
-                attributes.extend(outer_modifiers.into_iter().map(|m| format!("{outer_base} {m}")));
+                attributes.extend(
+                    outer_modifiers
+                        .into_iter()
+                        .map(|m| format!("{outer_base} {m}")),
+                );
             }
             inner = outer;
         }
         names.reverse();
-        found.push(item(file, TestItemKind::JsTest, names.join(" > "), n, attributes));
+        found.push(item(
+            file,
+            TestItemKind::JsTest,
+            names.join(" > "),
+            n,
+            attributes,
+        ));
         true
     });
     found

@@ -15,7 +15,11 @@ use serde_json::Value;
 /// first failure, or how many answers were read again. `None`: the run has no judge event.
 pub fn verify_records(history: &History, run_dir: &SafeDir) -> Option<Result<String, String>> {
     use sha2::Digest;
-    let judged: Vec<_> = history.iterations.iter().filter_map(|r| Some((r, r.judge.as_ref()?))).collect();
+    let judged: Vec<_> = history
+        .iterations
+        .iter()
+        .filter_map(|r| Some((r, r.judge.as_ref()?)))
+        .collect();
     if judged.is_empty() {
         return None;
     }
@@ -29,30 +33,61 @@ pub fn verify_records(history: &History, run_dir: &SafeDir) -> Option<Result<Str
         .and_then(|f| serde_json::from_value(f.clone()).ok());
     for (record, judge) in &judged {
         let n = judge.iteration;
-        let green = record.check.as_ref().is_some_and(|c| Verdict::of_check(c) == Verdict::Pass);
+        let green = record
+            .check
+            .as_ref()
+            .is_some_and(|c| Verdict::of_check(c) == Verdict::Pass);
         if !green || !record.guards.is_empty() {
             return Some(Err(format!("iteration {n}: a judge event on a check that was not green or a step a guard objected to")));
         }
         let required = match run_dir.read(&judge.packet, judge.packet_bytes) {
-            Ok(packet) if sha(&packet) == judge.packet_sha256 => serde_json::from_slice::<Value>(&packet).map(|p| required_reviews(&p)).unwrap_or_default(),
-            Ok(_) => return Some(Err(format!("iteration {n}: the judge's packet {} is not the one the receipt pins", judge.packet))),
+            Ok(packet) if sha(&packet) == judge.packet_sha256 => {
+                serde_json::from_slice::<Value>(&packet)
+                    .map(|p| required_reviews(&p))
+                    .unwrap_or_default()
+            }
+            Ok(_) => {
+                return Some(Err(format!(
+                    "iteration {n}: the judge's packet {} is not the one the receipt pins",
+                    judge.packet
+                )))
+            }
             Err(e) => return Some(Err(format!("iteration {n}: the judge's packet: {e}"))),
         };
         let answer = judge.stdout.artifact_within(run_dir, output_bound(format));
-        if answer.as_deref().is_some_and(|bytes| sha(bytes) != judge.stdout.sha256) {
-            return Some(Err(format!("iteration {n}: the judge's stdout artifact is not the output the receipt pins")));
+        if answer
+            .as_deref()
+            .is_some_and(|bytes| sha(bytes) != judge.stdout.sha256)
+        {
+            return Some(Err(format!(
+                "iteration {n}: the judge's stdout artifact is not the output the receipt pins"
+            )));
         }
-        let again = read_output(&judge.ending, &judge.stdout, answer.as_deref(), format, &required);
-        if (again.outcome, again.reward_hacking, again.reason.as_str()) != (judge.outcome, judge.reward_hacking, judge.reason.as_str()) {
+        let again = read_output(
+            &judge.ending,
+            &judge.stdout,
+            answer.as_deref(),
+            format,
+            &required,
+        );
+        if (again.outcome, again.reward_hacking, again.reason.as_str())
+            != (judge.outcome, judge.reward_hacking, judge.reason.as_str())
+        {
             return Some(Err(format!("iteration {n}: the judge's output, read again, does not come to the recorded answer")));
         }
         if let Some(halt) = history.halt.as_ref().filter(|h| h.iteration == n) {
             if let Step::Halt(reason, _) = decide_on(judge, String::new()) {
                 if reason != halt.halt_reason {
-                    return Some(Err(format!("iteration {n}: the judge's record decides {reason}, the run halted {}", halt.halt_reason)));
+                    return Some(Err(format!(
+                        "iteration {n}: the judge's record decides {reason}, the run halted {}",
+                        halt.halt_reason
+                    )));
                 }
             }
         }
     }
-    Some(Ok(format!("{} judge answer(s) read again from their artifacts", judged.len())))
+    Some(Ok(format!(
+        "{} judge answer(s) read again from their artifacts",
+        judged.len()
+    )))
 }

@@ -10,7 +10,9 @@ use crate::inert::inert;
 use crate::receipt::chain;
 use crate::receipt::events::Recorded;
 use crate::receipt::keys;
-use crate::receipt::probe::{predicate, PreconditionsRecord, ProbeRecord, PROBES, PROBE_PREDICATE_TYPE};
+use crate::receipt::probe::{
+    predicate, PreconditionsRecord, ProbeRecord, PROBES, PROBE_PREDICATE_TYPE,
+};
 use crate::receipt::seal::{ENVELOPE_FILE, ENVELOPE_MAX_BYTES, RECEIPT_FILE};
 use crate::rules::probe_replay;
 use crate::run_id::RunId;
@@ -22,17 +24,41 @@ use serde::Serialize;
 /// endorsement, the envelope and its signature (as a run's), the predicate recomputed from the
 /// receipt, then the verdict recomputed from the runs (`verdict_recomputed`).
 pub fn verify_probe(dir: &SafeDir, operator: &VerifyingKey) -> Verification {
-    let mut v = Verification { operator_key: Some(keys::fingerprint(operator)), ..Default::default() };
-    let read = dir.read(RECEIPT_FILE, chain::MAX_RECEIPT_BYTES).map_err(|e| e.to_string());
-    let verified = read.as_ref().map_err(Clone::clone).and_then(|b| chain::verify(b).map_err(|e| e.to_string()));
-    let records = verified.as_ref().map_err(Clone::clone).and_then(|c| Recorded::decode_all(&c.events).map_err(|e| e.to_string()));
-    let record = records.as_ref().map_err(Clone::clone).and_then(|r| ProbeRecord::of(r));
-    let (Ok(receipt), Ok(verified), Ok(records), Ok(record)) = (&read, &verified, &records, record) else {
-        let problem = [read.err(), verified.err(), records.err()].into_iter().flatten().next();
-        v.fail_step("receipt_chain", problem.unwrap_or_else(|| "not a probe receipt".into()));
+    let mut v = Verification {
+        operator_key: Some(keys::fingerprint(operator)),
+        ..Default::default()
+    };
+    let read = dir
+        .read(RECEIPT_FILE, chain::MAX_RECEIPT_BYTES)
+        .map_err(|e| e.to_string());
+    let verified = read
+        .as_ref()
+        .map_err(Clone::clone)
+        .and_then(|b| chain::verify(b).map_err(|e| e.to_string()));
+    let records = verified
+        .as_ref()
+        .map_err(Clone::clone)
+        .and_then(|c| Recorded::decode_all(&c.events).map_err(|e| e.to_string()));
+    let record = records
+        .as_ref()
+        .map_err(Clone::clone)
+        .and_then(|r| ProbeRecord::of(r));
+    let (Ok(receipt), Ok(verified), Ok(records), Ok(record)) = (&read, &verified, &records, record)
+    else {
+        let problem = [read.err(), verified.err(), records.err()]
+            .into_iter()
+            .flatten()
+            .next();
+        v.fail_step(
+            "receipt_chain",
+            problem.unwrap_or_else(|| "not a probe receipt".into()),
+        );
         return v;
     };
-    v.pass_step("receipt_chain", format!("{} events, head {}", verified.events.len(), verified.head));
+    v.pass_step(
+        "receipt_chain",
+        format!("{} events, head {}", verified.events.len(), verified.head),
+    );
     // The directory is the probe's by name (`probes/<id>`), as a run pins it: another probe's
     // receipt moved or copied into it verifies as that other probe, never as this directory's.
     match directory_name(dir) {
@@ -49,12 +75,27 @@ pub fn verify_probe(dir: &SafeDir, operator: &VerifyingKey) -> Verification {
     }
     v.run_id = Some(record.start.probe_id.clone());
     v.halt_reason = record.verdict.halt_reason.map(|h| h.as_str().to_string());
-    let Some(stmt) = verify_envelope(dir, operator, receipt, verified, records, &record.start.probe_id, PROBE_PREDICATE_TYPE, &mut v) else {
+    let Some(stmt) = verify_envelope(
+        dir,
+        operator,
+        receipt,
+        verified,
+        records,
+        &record.start.probe_id,
+        PROBE_PREDICATE_TYPE,
+        &mut v,
+    ) else {
         return v;
     };
     match predicate(records) {
-        Ok(expected) if Some(&expected) == stmt.get("predicate") => v.pass_step("predicate_matches_log", "predicate recomputed from the receipt matches"),
-        Ok(_) => v.fail_step("predicate_matches_log", "the envelope's predicate differs from the one recomputed from the receipt"),
+        Ok(expected) if Some(&expected) == stmt.get("predicate") => v.pass_step(
+            "predicate_matches_log",
+            "predicate recomputed from the receipt matches",
+        ),
+        Ok(_) => v.fail_step(
+            "predicate_matches_log",
+            "the envelope's predicate differs from the one recomputed from the receipt",
+        ),
         Err(e) => v.fail_step("predicate_matches_log", e),
     }
     match probe_replay::recompute(&record) {
@@ -66,8 +107,16 @@ pub fn verify_probe(dir: &SafeDir, operator: &VerifyingKey) -> Verification {
 
 /// The name of the directory `dir` was opened as (resolved when the path ends in `.` or `..`).
 fn directory_name(dir: &SafeDir) -> Option<String> {
-    let named = dir.path().file_name().map(|n| n.to_string_lossy().into_owned());
-    named.or_else(|| std::fs::canonicalize(dir.path()).ok()?.file_name().map(|n| n.to_string_lossy().into_owned()))
+    let named = dir
+        .path()
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned());
+    named.or_else(|| {
+        std::fs::canonicalize(dir.path())
+            .ok()?
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+    })
 }
 
 /// What `verify RUN` found of the doctor receipt a `doctor = true` run pinned in its
@@ -87,10 +136,20 @@ pub struct PinnedProbe {
 /// `operator` (chain, endorsement, seal, predicate, verdict recomputed, directory named for its
 /// id), and its id is the pinned id. `Ok(detail)` when it verifies or is absent (the detail says
 /// which), else the first failure.
-pub fn verify_pinned(pin: &PreconditionsRecord, run_dir: &SafeDir, operator: &VerifyingKey) -> (PinnedProbe, Result<String, String>) {
+pub fn verify_pinned(
+    pin: &PreconditionsRecord,
+    run_dir: &SafeDir,
+    operator: &VerifyingKey,
+) -> (PinnedProbe, Result<String, String>) {
     let shown = inert(&pin.probe_receipt).into_owned();
-    let mut pinned = PinnedProbe { probe_id: pin.probe_id.clone(), probe_receipt: pin.probe_receipt.clone(), state: "failed" };
-    if RunId::parse(&pin.probe_id).is_err() || pin.probe_receipt != format!("{PROBES}/{}", pin.probe_id) {
+    let mut pinned = PinnedProbe {
+        probe_id: pin.probe_id.clone(),
+        probe_receipt: pin.probe_receipt.clone(),
+        state: "failed",
+    };
+    if RunId::parse(&pin.probe_id).is_err()
+        || pin.probe_receipt != format!("{PROBES}/{}", pin.probe_id)
+    {
         return (pinned, Err(format!("the preconditions event pins {shown} as probe {}: not a probe directory of the state directory", inert(&pin.probe_id))));
     }
     // Two levels up from the run directory as the kernel resolves them (a relative path such as
@@ -98,7 +157,13 @@ pub fn verify_pinned(pin: &PreconditionsRecord, run_dir: &SafeDir, operator: &Ve
     let state_dir = run_dir.path().join("../..");
     let opened = SafeDir::open(&state_dir)
         .and_then(|root| root.subdir(&pin.probe_receipt))
-        .map_err(|e| if e.is_not_found() { String::new() } else { e.to_string() });
+        .map_err(|e| {
+            if e.is_not_found() {
+                String::new()
+            } else {
+                e.to_string()
+            }
+        });
     let dir = match opened {
         Ok(dir) => dir,
         Err(absent) if absent.is_empty() => {
@@ -122,11 +187,29 @@ pub fn verify_pinned(pin: &PreconditionsRecord, run_dir: &SafeDir, operator: &Ve
     }
     let verified = verify_probe(&dir, operator);
     if !verified.ok() {
-        let failed: Vec<String> = verified.checks.iter().filter(|c| !c.ok).map(|c| format!("{}: {}", c.name, c.detail)).collect();
-        return (pinned, Err(format!("the doctor receipt {shown} does not verify: {}", failed.join("; "))));
+        let failed: Vec<String> = verified
+            .checks
+            .iter()
+            .filter(|c| !c.ok)
+            .map(|c| format!("{}: {}", c.name, c.detail))
+            .collect();
+        return (
+            pinned,
+            Err(format!(
+                "the doctor receipt {shown} does not verify: {}",
+                failed.join("; ")
+            )),
+        );
     }
     if verified.run_id.as_deref() != Some(pin.probe_id.as_str()) {
-        return (pinned, Err(format!("the doctor receipt {shown} is probe {}'s, the run pinned {}", verified.run_id.unwrap_or_default(), pin.probe_id)));
+        return (
+            pinned,
+            Err(format!(
+                "the doctor receipt {shown} is probe {}'s, the run pinned {}",
+                verified.run_id.unwrap_or_default(),
+                pin.probe_id
+            )),
+        );
     }
     pinned.state = "verified";
     (pinned, Ok(format!("the doctor receipt {shown} the run pinned verifies: envelope sha256 {digest}, probe {}", pin.probe_id)))
@@ -136,7 +219,9 @@ pub fn verify_pinned(pin: &PreconditionsRecord, run_dir: &SafeDir, operator: &Ve
 mod tests {
     use super::*;
     use crate::receipt::keys::{generate_operator_key, OperatorKey};
-    use crate::receipt::probe::{write, Dimension, ProbeRunRecord, ProbeStart, ProbeVerdictRecord, RunClass, WrittenProbe};
+    use crate::receipt::probe::{
+        write, Dimension, ProbeRunRecord, ProbeStart, ProbeVerdictRecord, RunClass, WrittenProbe,
+    };
     use crate::receipt::store::StateDir;
     use crate::rules::stats::{clean_runs_bound, Confidence};
     use serde_json::json;
@@ -177,7 +262,16 @@ mod tests {
 
     fn run(i: u64, class: RunClass) -> ProbeRunRecord {
         let dimension = (i > 0).then_some(Dimension::Order);
-        ProbeRunRecord { run: i, dimension, class, failing_digest: String::new(), failing_count: None, exit_code: Some(0), duration_ms: 1, plan: json!({}) }
+        ProbeRunRecord {
+            run: i,
+            dimension,
+            class,
+            failing_digest: String::new(),
+            failing_count: None,
+            exit_code: Some(0),
+            duration_ms: 1,
+            plan: json!({}),
+        }
     }
 
     /// The verdict 59 agreeing runs give: certified.
@@ -199,7 +293,14 @@ mod tests {
     /// A probe receipt of `runs` with the certified verdict, written and sealed.
     fn written(f: &Fixture, runs: &[ProbeRunRecord]) -> WrittenProbe {
         let statedir = StateDir::open_or_create(&f.tmp.path().join("work")).unwrap();
-        write(&statedir, &f.operator, start(runs.len() as u64), runs, &certified_verdict()).unwrap()
+        write(
+            &statedir,
+            &f.operator,
+            start(runs.len() as u64),
+            runs,
+            &certified_verdict(),
+        )
+        .unwrap()
     }
 
     /// 59 agreeing runs, certified.
@@ -216,10 +317,23 @@ mod tests {
     fn a_written_probe_receipt_verifies_and_its_verdict_is_recomputed() {
         let f = fixture();
         let written = certified(&f);
-        let v = verify_probe(&SafeDir::open(&written.dir).unwrap(), &f.operator.verifying_key());
+        let v = verify_probe(
+            &SafeDir::open(&written.dir).unwrap(),
+            &f.operator.verifying_key(),
+        );
         assert!(v.ok(), "{:?}", v.checks);
-        let recomputed = v.checks.iter().find(|c| c.name == "verdict_recomputed").unwrap();
-        assert!(recomputed.detail.starts_with("certified: 59 runs, 0 disagreeing"), "{}", recomputed.detail);
+        let recomputed = v
+            .checks
+            .iter()
+            .find(|c| c.name == "verdict_recomputed")
+            .unwrap();
+        assert!(
+            recomputed
+                .detail
+                .starts_with("certified: 59 runs, 0 disagreeing"),
+            "{}",
+            recomputed.detail
+        );
         assert_eq!(v.run_id.as_deref(), Some(written.id.as_str()));
     }
 
@@ -230,10 +344,16 @@ mod tests {
         let mut runs: Vec<ProbeRunRecord> = (0..59).map(|i| run(i, RunClass::Pass)).collect();
         runs[3].class = RunClass::Fail;
         let written = written(&f, &runs);
-        let v = verify_probe(&SafeDir::open(&written.dir).unwrap(), &f.operator.verifying_key());
+        let v = verify_probe(
+            &SafeDir::open(&written.dir).unwrap(),
+            &f.operator.verifying_key(),
+        );
         assert_eq!(failed(&v), vec!["verdict_recomputed"]);
         let detail = &v.checks.iter().find(|c| !c.ok).unwrap().detail;
-        assert!(detail.starts_with("the runs give varies with 1 disagreeing"), "{detail}");
+        assert!(
+            detail.starts_with("the runs give varies with 1 disagreeing"),
+            "{detail}"
+        );
     }
 
     #[test]
@@ -241,15 +361,31 @@ mod tests {
         let f = fixture();
         let written = certified(&f);
         let path = written.dir.join(RECEIPT_FILE);
-        let text = std::fs::read_to_string(&path).unwrap().replacen("\"class\":\"pass\"", "\"class\":\"fail\"", 1);
+        let text = std::fs::read_to_string(&path).unwrap().replacen(
+            "\"class\":\"pass\"",
+            "\"class\":\"fail\"",
+            1,
+        );
         std::fs::write(&path, text).unwrap();
-        assert_eq!(failed(&verify_probe(&SafeDir::open(&written.dir).unwrap(), &f.operator.verifying_key())), vec!["receipt_chain"]);
+        assert_eq!(
+            failed(&verify_probe(
+                &SafeDir::open(&written.dir).unwrap(),
+                &f.operator.verifying_key()
+            )),
+            vec!["receipt_chain"]
+        );
     }
 
     #[test]
     fn a_probe_receipt_of_another_operator_fails_the_endorsement() {
         let (a, b) = (fixture(), fixture());
         let written = certified(&a);
-        assert_eq!(failed(&verify_probe(&SafeDir::open(&written.dir).unwrap(), &b.operator.verifying_key())), vec!["run_key_endorsement"]);
+        assert_eq!(
+            failed(&verify_probe(
+                &SafeDir::open(&written.dir).unwrap(),
+                &b.operator.verifying_key()
+            )),
+            vec!["run_key_endorsement"]
+        );
     }
 }

@@ -36,10 +36,14 @@ use sha1::{Digest, Sha1};
 use super::verify::Verification;
 use crate::analysis::Limits;
 use crate::engine::allow_change::{AllowTestChange, Allowances};
-use crate::engine::analysis_guards::{self, AnalysisBaseline, MetricIntegrityPins, TreeBytes, TreeStep};
+use crate::engine::analysis_guards::{
+    self, AnalysisBaseline, MetricIntegrityPins, TreeBytes, TreeStep,
+};
 use crate::engine::config::GuardPins;
 use crate::error::Failure;
-use crate::receipt::events::{Event, FindingRecord, GuardBaselineRecord, GuardRecord, TestChangeAllowedRecord};
+use crate::receipt::events::{
+    Event, FindingRecord, GuardBaselineRecord, GuardRecord, TestChangeAllowedRecord,
+};
 use crate::workspace::git::Git;
 use crate::workspace::{Manifest, ObjectId};
 
@@ -57,7 +61,11 @@ pub enum RepoError {
     #[error("--repo {dir}: {detail}")]
     Unreadable { dir: PathBuf, detail: String },
     #[error("--repo {dir}: {object} is corrupt: {detail}")]
-    Corrupt { dir: PathBuf, object: String, detail: String },
+    Corrupt {
+        dir: PathBuf,
+        object: String,
+        detail: String,
+    },
 }
 
 impl RepoError {
@@ -65,11 +73,14 @@ impl RepoError {
     /// their ids say, is refused input; one that cannot be read is an I/O failure.
     pub fn failure(&self) -> Failure {
         match self {
-            RepoError::NotARepository { .. } => {
-                Failure::invalid_input(self.to_string()).with_hint("pass the operator's repository (its working tree or its .git directory)")
+            RepoError::NotARepository { .. } => Failure::invalid_input(self.to_string()).with_hint(
+                "pass the operator's repository (its working tree or its .git directory)",
+            ),
+            RepoError::Unreadable { .. } => {
+                Failure::new(crate::error::FailureCode::Io, self.to_string())
             }
-            RepoError::Unreadable { .. } => Failure::new(crate::error::FailureCode::Io, self.to_string()),
-            RepoError::Corrupt { .. } => Failure::invalid_input(self.to_string()).with_hint("run `git fsck` on the repository"),
+            RepoError::Corrupt { .. } => Failure::invalid_input(self.to_string())
+                .with_hint("run `git fsck` on the repository"),
         }
     }
 }
@@ -84,24 +95,40 @@ pub struct Repo {
 impl Repo {
     /// Open `dir`: it must be a directory loopexec can read that git finds a repository at.
     pub fn open(dir: &Path) -> Result<Repo, RepoError> {
-        let unreadable = |detail: String| RepoError::Unreadable { dir: dir.to_path_buf(), detail };
+        let unreadable = |detail: String| RepoError::Unreadable {
+            dir: dir.to_path_buf(),
+            detail,
+        };
         let meta = std::fs::metadata(dir).map_err(|e| unreadable(e.to_string()))?;
         if !meta.is_dir() {
-            return Err(RepoError::NotARepository { dir: dir.to_path_buf(), detail: "not a directory".into() });
+            return Err(RepoError::NotARepository {
+                dir: dir.to_path_buf(),
+                detail: "not a directory".into(),
+            });
         }
         std::fs::read_dir(dir).map_err(|e| unreadable(e.to_string()))?;
-        let out = Git::new(dir).run(["rev-parse", "--absolute-git-dir"], None).map_err(|e| RepoError::NotARepository {
-            dir: dir.to_path_buf(),
-            detail: match e {
-                crate::workspace::WorkspaceError::Git { detail, .. } => detail,
-                other => other.to_string(),
-            },
-        })?;
-        let text = String::from_utf8_lossy(&out).trim_end_matches('\n').to_string();
+        let out = Git::new(dir)
+            .run(["rev-parse", "--absolute-git-dir"], None)
+            .map_err(|e| RepoError::NotARepository {
+                dir: dir.to_path_buf(),
+                detail: match e {
+                    crate::workspace::WorkspaceError::Git { detail, .. } => detail,
+                    other => other.to_string(),
+                },
+            })?;
+        let text = String::from_utf8_lossy(&out)
+            .trim_end_matches('\n')
+            .to_string();
         if text.is_empty() || !text.starts_with('/') {
-            return Err(RepoError::NotARepository { dir: dir.to_path_buf(), detail: format!("git named no repository ({text:?})") });
+            return Err(RepoError::NotARepository {
+                dir: dir.to_path_buf(),
+                detail: format!("git named no repository ({text:?})"),
+            });
         }
-        Ok(Repo { dir: dir.to_path_buf(), git_dir: PathBuf::from(text) })
+        Ok(Repo {
+            dir: dir.to_path_buf(),
+            git_dir: PathBuf::from(text),
+        })
     }
 
     fn command<I, S>(&self, args: I) -> std::process::Command
@@ -111,21 +138,33 @@ impl Repo {
     {
         let mut c = Git::new(&self.git_dir).command(args);
         // A partial clone's missing object is never fetched (besides `protocol.allow=never`).
-        c.env("GIT_DIR", &self.git_dir).env("GIT_NO_LAZY_FETCH", "1");
+        c.env("GIT_DIR", &self.git_dir)
+            .env("GIT_NO_LAZY_FETCH", "1");
         c
     }
 
     fn failed(&self, what: &str, detail: impl std::fmt::Display) -> RepoError {
-        RepoError::Unreadable { dir: self.dir.clone(), detail: format!("`git {what}`: {detail}") }
+        RepoError::Unreadable {
+            dir: self.dir.clone(),
+            detail: format!("`git {what}`: {detail}"),
+        }
     }
 
     fn corrupt(&self, object: String, detail: impl Into<String>) -> RepoError {
-        RepoError::Corrupt { dir: self.dir.clone(), object, detail: detail.into() }
+        RepoError::Corrupt {
+            dir: self.dir.clone(),
+            object,
+            detail: detail.into(),
+        }
     }
 
     /// What the repository holds under `id`: `None` when it lacks it.
     fn object_type(&self, id: ObjectId) -> Result<Option<String>, RepoError> {
-        let mut child = self.command(["cat-file", "--batch-check"]).stdin(Stdio::piped()).spawn().map_err(|e| self.failed("cat-file", e))?;
+        let mut child = self
+            .command(["cat-file", "--batch-check"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .map_err(|e| self.failed("cat-file", e))?;
         if let Some(mut stdin) = child.stdin.take() {
             let _ = writeln!(stdin, "{id}");
         }
@@ -140,7 +179,10 @@ impl Repo {
         match (fields.next(), fields.next()) {
             (Some(found), Some("missing")) if found == id.to_hex() => Ok(None),
             (Some(found), Some(kind)) if found == id.to_hex() => Ok(Some(kind.to_string())),
-            _ => Err(self.failed("cat-file --batch-check", format!("unexpected answer {text:?}"))),
+            _ => Err(self.failed(
+                "cat-file --batch-check",
+                format!("unexpected answer {text:?}"),
+            )),
         }
     }
 
@@ -150,16 +192,29 @@ impl Repo {
         match self.object_type(id)?.as_deref() {
             None => return Ok(Err(format!("tree {id} is not in the repository"))),
             Some("tree") => {}
-            Some(other) => return Err(self.corrupt(format!("tree {id}"), format!("the repository holds a {other} under that id"))),
+            Some(other) => {
+                return Err(self.corrupt(
+                    format!("tree {id}"),
+                    format!("the repository holds a {other} under that id"),
+                ))
+            }
         }
         let hex = id.to_hex();
-        let mut child = self.command(["ls-tree", "-r", "-z", "--full-tree", hex.as_str()]).spawn().map_err(|e| self.failed("ls-tree", e))?;
+        let mut child = self
+            .command(["ls-tree", "-r", "-z", "--full-tree", hex.as_str()])
+            .spawn()
+            .map_err(|e| self.failed("ls-tree", e))?;
         let mut bytes = Vec::new();
-        let read = child.stdout.take().map(|s| s.take(MAX_LISTING_BYTES as u64 + 1).read_to_end(&mut bytes));
+        let read = child
+            .stdout
+            .take()
+            .map(|s| s.take(MAX_LISTING_BYTES as u64 + 1).read_to_end(&mut bytes));
         if bytes.len() > MAX_LISTING_BYTES {
             let _ = child.kill();
             let _ = child.wait();
-            return Ok(Err(format!("tree {id}'s listing is over {MAX_LISTING_BYTES} bytes")));
+            return Ok(Err(format!(
+                "tree {id}'s listing is over {MAX_LISTING_BYTES} bytes"
+            )));
         }
         let mut stderr = Vec::new();
         if let Some(s) = child.stderr.take() {
@@ -167,13 +222,25 @@ impl Repo {
         }
         let status = child.wait().map_err(|e| self.failed("ls-tree", e))?;
         if !status.success() || !matches!(read, Some(Ok(_))) {
-            let said: Vec<String> = String::from_utf8_lossy(&stderr).lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_string).collect();
-            return Err(self.corrupt(format!("tree {id}"), format!("`git ls-tree` failed: {}", said.join("; "))));
+            let said: Vec<String> = String::from_utf8_lossy(&stderr)
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(str::to_string)
+                .collect();
+            return Err(self.corrupt(
+                format!("tree {id}"),
+                format!("`git ls-tree` failed: {}", said.join("; ")),
+            ));
         }
-        let manifest = Manifest::parse(&bytes).map_err(|e| self.corrupt(format!("tree {id}"), e.to_string()))?;
+        let manifest = Manifest::parse(&bytes)
+            .map_err(|e| self.corrupt(format!("tree {id}"), e.to_string()))?;
         let found = manifest.tree_id();
         if found != id {
-            return Err(self.corrupt(format!("tree {id}"), format!("its listing hashes to {found}")));
+            return Err(self.corrupt(
+                format!("tree {id}"),
+                format!("its listing hashes to {found}"),
+            ));
         }
         Ok(Ok(manifest))
     }
@@ -188,26 +255,47 @@ struct Objects {
 
 impl Objects {
     fn start(repo: &Repo) -> Result<Objects, RepoError> {
-        let mut child = repo.command(["cat-file", "--batch"]).stdin(Stdio::piped()).stderr(Stdio::null()).spawn().map_err(|e| repo.failed("cat-file --batch", e))?;
+        let mut child = repo
+            .command(["cat-file", "--batch"])
+            .stdin(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| repo.failed("cat-file --batch", e))?;
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
             let _ = child.kill();
             let _ = child.wait();
             return Err(repo.failed("cat-file --batch", "no pipes"));
         };
-        Ok(Objects { child, stdin, stdout: BufReader::new(stdout) })
+        Ok(Objects {
+            child,
+            stdin,
+            stdout: BufReader::new(stdout),
+        })
     }
 
     /// At most `limit + 1` bytes of blob `id`, the whole blob hashed on the way.
     fn blob(&mut self, repo: &Repo, id: ObjectId, limit: usize) -> Result<Vec<u8>, RepoError> {
         let object = format!("blob {id}");
-        writeln!(self.stdin, "{id}").and_then(|_| self.stdin.flush()).map_err(|e| repo.failed("cat-file --batch", e))?;
+        writeln!(self.stdin, "{id}")
+            .and_then(|_| self.stdin.flush())
+            .map_err(|e| repo.failed("cat-file --batch", e))?;
         let mut header = Vec::new();
-        (&mut self.stdout).take(512).read_until(b'\n', &mut header).map_err(|e| repo.failed("cat-file --batch", e))?;
+        (&mut self.stdout)
+            .take(512)
+            .read_until(b'\n', &mut header)
+            .map_err(|e| repo.failed("cat-file --batch", e))?;
         let text = String::from_utf8_lossy(&header).trim_end().to_string();
         let fields: Vec<&str> = text.split(' ').collect();
         let size: u64 = match fields.as_slice() {
-            [found, "blob", size] if *found == id.to_hex() => size.parse().map_err(|_| repo.failed("cat-file --batch", format!("no size in {text:?}")))?,
-            [found, "missing"] if *found == id.to_hex() => return Err(repo.corrupt(object, "a tree the repository holds names it, but the repository lacks it")),
+            [found, "blob", size] if *found == id.to_hex() => size
+                .parse()
+                .map_err(|_| repo.failed("cat-file --batch", format!("no size in {text:?}")))?,
+            [found, "missing"] if *found == id.to_hex() => {
+                return Err(repo.corrupt(
+                    object,
+                    "a tree the repository holds names it, but the repository lacks it",
+                ))
+            }
             _ => return Err(repo.corrupt(object, format!("the repository answers {text:?}"))),
         };
         let mut hash = Sha1::new();
@@ -217,7 +305,10 @@ impl Objects {
         let mut buf = vec![0u8; 64 * 1024];
         while left > 0 {
             let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
-            let n = self.stdout.read(&mut buf[..want]).map_err(|e| repo.failed("cat-file --batch", e))?;
+            let n = self
+                .stdout
+                .read(&mut buf[..want])
+                .map_err(|e| repo.failed("cat-file --batch", e))?;
             if n == 0 {
                 return Err(repo.corrupt(object, "short object"));
             }
@@ -227,7 +318,9 @@ impl Objects {
             left -= n as u64;
         }
         let mut nl = [0u8; 1];
-        self.stdout.read_exact(&mut nl).map_err(|e| repo.failed("cat-file --batch", e))?;
+        self.stdout
+            .read_exact(&mut nl)
+            .map_err(|e| repo.failed("cat-file --batch", e))?;
         let found = ObjectId(hash.finalize().into());
         if found != id {
             return Err(repo.corrupt(object, format!("its content hashes to {found}")));
@@ -254,13 +347,27 @@ struct RepoBytes<'a> {
 }
 
 impl<'a> RepoBytes<'a> {
-    fn new(repo: &'a Repo, objects: &'a std::cell::RefCell<Objects>, t0: &'a Manifest, end: &'a Manifest) -> RepoBytes<'a> {
-        RepoBytes { repo, objects, t0, end, error: std::cell::RefCell::new(None) }
+    fn new(
+        repo: &'a Repo,
+        objects: &'a std::cell::RefCell<Objects>,
+        t0: &'a Manifest,
+        end: &'a Manifest,
+    ) -> RepoBytes<'a> {
+        RepoBytes {
+            repo,
+            objects,
+            t0,
+            end,
+            error: std::cell::RefCell::new(None),
+        }
     }
 
     fn read(&self, manifest: &Manifest, path: &[u8], limit: usize) -> Option<Vec<u8>> {
         let entry = manifest.get(path)?;
-        if !matches!(entry.kind, crate::workspace::EntryKind::File | crate::workspace::EntryKind::Executable) {
+        if !matches!(
+            entry.kind,
+            crate::workspace::EntryKind::File | crate::workspace::EntryKind::Executable
+        ) {
             return None;
         }
         match self.objects.borrow_mut().blob(self.repo, entry.oid, limit) {
@@ -298,17 +405,32 @@ struct Pins {
 
 impl Pins {
     fn of(events: &[Event]) -> Result<Pins, String> {
-        let Some(start) = events.iter().find_map(|e| if let Event::RunStart(s) = e { Some(s) } else { None }) else {
+        let Some(start) = events.iter().find_map(|e| {
+            if let Event::RunStart(s) = e {
+                Some(s)
+            } else {
+                None
+            }
+        }) else {
             return Err("the receipt has no run_start".into());
         };
-        let field = |name: &str| start.config.get(name).cloned().unwrap_or(serde_json::Value::Null);
+        let field = |name: &str| {
+            start
+                .config
+                .get(name)
+                .cloned()
+                .unwrap_or(serde_json::Value::Null)
+        };
         let guards = match field("guards") {
             serde_json::Value::Null => GuardPins::default(),
-            v => serde_json::from_value(v).map_err(|e| format!("run_start's config.guards is not readable: {e}"))?,
+            v => serde_json::from_value(v)
+                .map_err(|e| format!("run_start's config.guards is not readable: {e}"))?,
         };
         let allow = match field("allow_test_change") {
             serde_json::Value::Null => Vec::new(),
-            v => serde_json::from_value(v).map_err(|e| format!("run_start's config.allow_test_change is not readable: {e}"))?,
+            v => serde_json::from_value(v).map_err(|e| {
+                format!("run_start's config.allow_test_change is not readable: {e}")
+            })?,
         };
         Ok(Pins { guards, allow })
     }
@@ -339,9 +461,19 @@ fn recorded(events: &[Event]) -> BTreeMap<u64, IterationRecord<'_>> {
                 r.awareness = Some(s.awareness.as_slice());
                 r.baseline = baseline;
             }
-            Event::Guard(g) if g.stage == "after_agent" && g.guard == "tampering" => out.entry(g.iteration).or_default().tampering = Some(g),
-            Event::Guard(g) if g.stage == "after_agent" && analysis_guards::is_syntax_tree_record(g) => out.entry(g.iteration).or_default().metric = Some(g),
-            Event::TestChangeAllowed(a) if a.stage == "after_agent" && a.guard == "metric_integrity" => out.entry(a.iteration).or_default().allowed = Some(a),
+            Event::Guard(g) if g.stage == "after_agent" && g.guard == "tampering" => {
+                out.entry(g.iteration).or_default().tampering = Some(g)
+            }
+            Event::Guard(g)
+                if g.stage == "after_agent" && analysis_guards::is_syntax_tree_record(g) =>
+            {
+                out.entry(g.iteration).or_default().metric = Some(g)
+            }
+            Event::TestChangeAllowed(a)
+                if a.stage == "after_agent" && a.guard == "metric_integrity" =>
+            {
+                out.entry(a.iteration).or_default().allowed = Some(a)
+            }
             _ => {}
         }
     }
@@ -354,10 +486,13 @@ fn described(findings: &[FindingRecord]) -> String {
     if findings.is_empty() {
         return "no finding".into();
     }
-    let each: Vec<String> = findings.iter().map(|f| match &f.path {
-        Some(p) => format!("{p}: {}", f.what),
-        None => f.what.clone(),
-    }).collect();
+    let each: Vec<String> = findings
+        .iter()
+        .map(|f| match &f.path {
+            Some(p) => format!("{p}: {}", f.what),
+            None => f.what.clone(),
+        })
+        .collect();
     format!("{} finding(s): {}", findings.len(), each.join("; "))
 }
 
@@ -391,11 +526,17 @@ fn shadowed_modules(record: Option<&GuardRecord>) -> BTreeSet<String> {
 /// Whether two metric-integrity records agree: equal, or, when the recorded one was cut at
 /// [`analysis_guards::MAX_FINDINGS`] with shadowing possible (the modules it left out are unknown),
 /// equal up to the cut.
-fn metric_agrees(recorded: Option<&GuardRecord>, replayed: Option<&GuardRecord>, shadowing: bool) -> bool {
+fn metric_agrees(
+    recorded: Option<&GuardRecord>,
+    replayed: Option<&GuardRecord>,
+    shadowing: bool,
+) -> bool {
     match (recorded, replayed) {
         (Some(r), Some(p)) if shadowing && r.findings.len() > analysis_guards::MAX_FINDINGS => {
             let n = analysis_guards::MAX_FINDINGS;
-            p.findings.len() >= n && r.findings[..n] == p.findings[..n] && (r.guard.as_str(), r.halt_reason) == (p.guard.as_str(), p.halt_reason)
+            p.findings.len() >= n
+                && r.findings[..n] == p.findings[..n]
+                && (r.guard.as_str(), r.halt_reason) == (p.guard.as_str(), p.halt_reason)
         }
         (r, p) => r == p,
     }
@@ -413,8 +554,17 @@ struct Tally {
 /// Re-run the tree guards of the run whose receipt holds `events` on the trees `repo` holds, and
 /// record the `tree_guards` check in `v`. `Err` only when the repository cannot be used.
 pub fn check(events: &[Event], repo: &Repo, v: &mut Verification) -> Result<(), RepoError> {
-    let Some(t0_id) = events.iter().find_map(|e| if let Event::Workspace(w) = e { Some(w.tree_id.as_str()) } else { None }) else {
-        v.pass_step(CHECK, "not re-run: the run is in place, it recorded no tree and its tree guards never ran");
+    let Some(t0_id) = events.iter().find_map(|e| {
+        if let Event::Workspace(w) = e {
+            Some(w.tree_id.as_str())
+        } else {
+            None
+        }
+    }) else {
+        v.pass_step(
+            CHECK,
+            "not re-run: the run is in place, it recorded no tree and its tree guards never ran",
+        );
         return Ok(());
     };
     let pins = match Pins::of(events) {
@@ -427,9 +577,20 @@ pub fn check(events: &[Event], repo: &Repo, v: &mut Verification) -> Result<(), 
     match replay(events, repo, t0_id, &pins)? {
         Err(detail) => v.fail_step(CHECK, detail),
         Ok(t) if !t.disagreements.is_empty() => v.fail_step(CHECK, t.disagreements.join("; ")),
-        Ok(t) if t.trees.is_empty() => v.fail_step(CHECK, format!("no recorded tree is in {}: not replayable: {}", repo.dir.display(), t.unreplayable.join(", "))),
+        Ok(t) if t.trees.is_empty() => v.fail_step(
+            CHECK,
+            format!(
+                "no recorded tree is in {}: not replayable: {}",
+                repo.dir.display(),
+                t.unreplayable.join(", ")
+            ),
+        ),
         Ok(t) => {
-            let mut detail = format!("re-ran {} guard(s) on {} tree(s), all agree with the receipt", t.guards, t.trees.len());
+            let mut detail = format!(
+                "re-ran {} guard(s) on {} tree(s), all agree with the receipt",
+                t.guards,
+                t.trees.len()
+            );
             if !t.unreplayable.is_empty() {
                 detail.push_str(&format!("; not replayable: {}", t.unreplayable.join(", ")));
             }
@@ -446,26 +607,54 @@ fn tree_id(text: &str) -> Option<ObjectId> {
     ObjectId::from_hex(text.as_bytes())
 }
 
-fn replay(events: &[Event], repo: &Repo, t0_text: &str, pins: &Pins) -> Result<Result<Tally, String>, RepoError> {
+fn replay(
+    events: &[Event],
+    repo: &Repo,
+    t0_text: &str,
+    pins: &Pins,
+) -> Result<Result<Tally, String>, RepoError> {
     let limits = Limits::default();
-    let (rules, spec, api_allowances, allowances) = match (pins.guards.rule_set(), pins.guards.surface_spec(), pins.guards.allowances(), Allowances::new(&pins.allow)) {
+    let (rules, spec, api_allowances, allowances) = match (
+        pins.guards.rule_set(),
+        pins.guards.surface_spec(),
+        pins.guards.allowances(),
+        Allowances::new(&pins.allow),
+    ) {
         (Ok(r), Ok(s), Ok(a), Ok(l)) => (r, s, a, l),
         (r, s, a, l) => {
-            let why = [r.err(), s.err(), a.err(), l.err()].into_iter().flatten().map(|f| f.message).collect::<Vec<_>>().join("; ");
-            return Ok(Err(format!("the pinned guard configuration is not usable: {why}")));
+            let why = [r.err(), s.err(), a.err(), l.err()]
+                .into_iter()
+                .flatten()
+                .map(|f| f.message)
+                .collect::<Vec<_>>()
+                .join("; ");
+            return Ok(Err(format!(
+                "the pinned guard configuration is not usable: {why}"
+            )));
         }
     };
     let iterations = recorded(events);
-    let mut tally = Tally { guards: 0, trees: BTreeSet::new(), disagreements: Vec::new(), unreplayable: Vec::new(), notes: Vec::new() };
+    let mut tally = Tally {
+        guards: 0,
+        trees: BTreeSet::new(),
+        disagreements: Vec::new(),
+        unreplayable: Vec::new(),
+        notes: Vec::new(),
+    };
     let Some(t0_id) = tree_id(t0_text) else {
-        return Ok(Err(format!("the workspace event's tree id {t0_text:?} is not an object id")));
+        return Ok(Err(format!(
+            "the workspace event's tree id {t0_text:?} is not an object id"
+        )));
     };
     let t0 = match repo.listing(t0_id)? {
         Ok(m) => m,
         Err(why) => {
             tally.unreplayable.push(format!("t0 ({why})"));
             for (n, r) in &iterations {
-                tally.unreplayable.push(format!("iteration {n} (tree {}: t0 is not there to judge it against)", r.tree.unwrap_or_default()));
+                tally.unreplayable.push(format!(
+                    "iteration {n} (tree {}: t0 is not there to judge it against)",
+                    r.tree.unwrap_or_default()
+                ));
             }
             return Ok(Ok(tally));
         }
@@ -480,10 +669,21 @@ fn replay(events: &[Event], repo: &Repo, t0_text: &str, pins: &Pins) -> Result<R
         Err(e) => return Ok(Err(format!("t0 {t0_id}: the analysis failed: {e}"))),
     };
     tally.trees.insert(t0_id.to_hex());
-    for recorded in events.iter().filter_map(|e| if let Event::GuardBaseline(b) = e { Some(b) } else { None }) {
+    for recorded in events.iter().filter_map(|e| {
+        if let Event::GuardBaseline(b) = e {
+            Some(b)
+        } else {
+            None
+        }
+    }) {
         tally.guards += 1;
         let (a0, h0) = (baseline.assertions, baseline.surface.sha256.as_str());
-        if (recorded.assertions, recorded.surface_sha256.as_str(), &recorded.not_analysed) != (a0, h0, &baseline.not_analysed) {
+        if (
+            recorded.assertions,
+            recorded.surface_sha256.as_str(),
+            &recorded.not_analysed,
+        ) != (a0, h0, &baseline.not_analysed)
+        {
             tally.disagreements.push(format!(
                 "t0, guard_baseline: recorded A0 = {}, H0 = {}, not analysed [{}]; re-run A0 = {a0}, H0 = {h0}, not analysed [{}]",
                 recorded.assertions,
@@ -518,19 +718,33 @@ fn replay(events: &[Event], repo: &Repo, t0_text: &str, pins: &Pins) -> Result<R
         };
         tally.trees.insert(tree.to_string());
         let bytes = RepoBytes::new(repo, &objects, &t0, &end);
-        let step = TreeStep { t0: &t0, end: &end, bytes: &bytes };
+        let step = TreeStep {
+            t0: &t0,
+            end: &end,
+            bytes: &bytes,
+        };
         // Metric integrity, with the interpreter's module names as far as the receipt shows them.
         let known = shadowed_modules(r.metric);
         let names_obtained = r.baseline.is_some_and(|b| b.python_module_names.is_some());
         if has_python && !names_obtained {
             tally.unreplayable.push(format!("iteration {n}'s metric_integrity (the run obtained no module names of the check's interpreter)"));
         } else {
-            let python_modules = if has_python { Ok(Some(&known)) } else { Ok(None) };
+            let python_modules = if has_python {
+                Ok(Some(&known))
+            } else {
+                Ok(None)
+            };
             if has_python && !shadowing_noted {
                 shadowing_noted = true;
                 tally.notes.push("shadowing re-run against the modules the recorded findings name (the receipt does not list the interpreter's)".into());
             }
-            let metric_pins = MetricIntegrityPins { baseline: &baseline, spec: &spec, limits, python_modules, allowances: &allowances };
+            let metric_pins = MetricIntegrityPins {
+                baseline: &baseline,
+                spec: &spec,
+                limits,
+                python_modules,
+                allowances: &allowances,
+            };
             let (finding, allowed) = analysis_guards::metric_integrity(*n, &step, &metric_pins);
             bytes.failure()?;
             tally.guards += 1;
@@ -566,7 +780,11 @@ fn replay(events: &[Event], repo: &Repo, t0_text: &str, pins: &Pins) -> Result<R
         tally.guards += 1;
         let recorded_awareness = r.awareness.unwrap_or_default();
         if recorded_awareness != observed.as_slice() {
-            tally.disagreements.push(format!("iteration {n}, guard awareness: recorded {}; re-run {}", described(recorded_awareness), described(&observed)));
+            tally.disagreements.push(format!(
+                "iteration {n}, guard awareness: recorded {}; re-run {}",
+                described(recorded_awareness),
+                described(&observed)
+            ));
         }
     }
     Ok(Ok(tally))
@@ -583,23 +801,44 @@ mod tests {
             guard: "metric_integrity".into(),
             stage: "after_agent".into(),
             halt_reason: HaltReason::MetricIntegrityViolation,
-            detail: format!("the agent's change weakens what the check measures ({} findings against t0)", findings.len()),
+            detail: format!(
+                "the agent's change weakens what the check measures ({} findings against t0)",
+                findings.len()
+            ),
             findings,
         }
     }
 
     fn findings(n: usize, tail: &str) -> Vec<FindingRecord> {
-        let mut out: Vec<FindingRecord> = (0..n).map(|i| FindingRecord { path: Some(format!("t{i}.py")), what: "assertions fell".into() }).collect();
-        out.push(FindingRecord { path: None, what: tail.into() });
+        let mut out: Vec<FindingRecord> = (0..n)
+            .map(|i| FindingRecord {
+                path: Some(format!("t{i}.py")),
+                what: "assertions fell".into(),
+            })
+            .collect();
+        out.push(FindingRecord {
+            path: None,
+            what: tail.into(),
+        });
         out
     }
 
     #[test]
-    fn a_record_cut_at_the_bound_agrees_up_to_the_cut_when_unrecorded_shadowing_may_make_the_rest() {
-        let recorded = record(findings(analysis_guards::MAX_FINDINGS, "3 more findings not recorded"));
-        let replayed = record(findings(analysis_guards::MAX_FINDINGS, "1 more findings not recorded"));
+    fn a_record_cut_at_the_bound_agrees_up_to_the_cut_when_unrecorded_shadowing_may_make_the_rest()
+    {
+        let recorded = record(findings(
+            analysis_guards::MAX_FINDINGS,
+            "3 more findings not recorded",
+        ));
+        let replayed = record(findings(
+            analysis_guards::MAX_FINDINGS,
+            "1 more findings not recorded",
+        ));
         assert!(metric_agrees(Some(&recorded), Some(&replayed), true));
-        assert!(!metric_agrees(Some(&recorded), Some(&replayed), false), "without shadowing the rest is the re-run's exactly");
+        assert!(
+            !metric_agrees(Some(&recorded), Some(&replayed), false),
+            "without shadowing the rest is the re-run's exactly"
+        );
         // The unrecorded rest all shadowing: the re-run, knowing none of those modules, is not cut.
         let mut uncut = findings(analysis_guards::MAX_FINDINGS, "");
         uncut.pop();
@@ -608,8 +847,14 @@ mod tests {
 
     #[test]
     fn a_record_cut_at_the_bound_disagrees_when_a_finding_before_the_cut_differs() {
-        let recorded = record(findings(analysis_guards::MAX_FINDINGS, "3 more findings not recorded"));
-        let mut other = findings(analysis_guards::MAX_FINDINGS, "3 more findings not recorded");
+        let recorded = record(findings(
+            analysis_guards::MAX_FINDINGS,
+            "3 more findings not recorded",
+        ));
+        let mut other = findings(
+            analysis_guards::MAX_FINDINGS,
+            "3 more findings not recorded",
+        );
         other[7].what = "assertions rose".into();
         assert!(!metric_agrees(Some(&recorded), Some(&record(other)), true));
     }

@@ -17,7 +17,9 @@ use crate::receipt::dsse::{Envelope, IN_TOTO_PAYLOAD_TYPE};
 use crate::receipt::events::{Event, Recorded};
 use crate::receipt::history::History;
 use crate::receipt::keys;
-use crate::receipt::seal::{operator_keyid, run_keyid, AfterHalt, ENVELOPE_FILE, ENVELOPE_MAX_BYTES, RECEIPT_FILE};
+use crate::receipt::seal::{
+    operator_keyid, run_keyid, AfterHalt, ENVELOPE_FILE, ENVELOPE_MAX_BYTES, RECEIPT_FILE,
+};
 use crate::receipt::statement::{self, PREDICATE_TYPE, STATEMENT_TYPE};
 use crate::safefs::SafeDir;
 use ed25519_dalek::VerifyingKey;
@@ -51,11 +53,19 @@ impl Verification {
     }
 
     fn pass(&mut self, name: &'static str, detail: impl Into<String>) {
-        self.checks.push(Check { name, ok: true, detail: detail.into() });
+        self.checks.push(Check {
+            name,
+            ok: true,
+            detail: detail.into(),
+        });
     }
 
     fn fail(&mut self, name: &'static str, detail: impl Into<String>) -> &mut Self {
-        self.checks.push(Check { name, ok: false, detail: detail.into() });
+        self.checks.push(Check {
+            name,
+            ok: false,
+            detail: detail.into(),
+        });
         self
     }
 
@@ -72,7 +82,12 @@ impl Verification {
 /// Check that every `run_key` event of a receipt (`records`, its raw `lines`) is endorsed by
 /// `operator` over the line before it: the number of endorsements and the last run key, or each
 /// failure (one per line; "no run_key event" when there is none).
-pub fn endorsements(records: &[Recorded], lines: &[&[u8]], run_id: &str, operator: &VerifyingKey) -> Result<(usize, VerifyingKey), Vec<String>> {
+pub fn endorsements(
+    records: &[Recorded],
+    lines: &[&[u8]],
+    run_id: &str,
+    operator: &VerifyingKey,
+) -> Result<(usize, VerifyingKey), Vec<String>> {
     let mut failures = Vec::new();
     let mut last_run_key = None;
     let mut count = 0;
@@ -86,10 +101,20 @@ pub fn endorsements(records: &[Recorded], lines: &[&[u8]], run_id: &str, operato
             None => chain::GENESIS.to_string(),
         };
         match keys::public_key_from_hex(&endorsed.public_key) {
-            Some(key) if keys::verify_b64(operator, &keys::endorsement_message(run_id, &key, &prev), &endorsed.endorsement) => {
+            Some(key)
+                if keys::verify_b64(
+                    operator,
+                    &keys::endorsement_message(run_id, &key, &prev),
+                    &endorsed.endorsement,
+                ) =>
+            {
                 last_run_key = Some(key);
             }
-            Some(_) => failures.push(format!("receipt line {}: run key not endorsed by operator key {}", i + 1, keys::fingerprint(operator))),
+            Some(_) => failures.push(format!(
+                "receipt line {}: run key not endorsed by operator key {}",
+                i + 1,
+                keys::fingerprint(operator)
+            )),
             None => failures.push(format!("receipt line {}: malformed run public key", i + 1)),
         }
     }
@@ -107,7 +132,11 @@ pub fn verify_run(run_dir: &SafeDir, operator: &VerifyingKey) -> Verification {
 
 /// [`verify_run`], then, when every check before could run, the tree guards re-run on the trees
 /// `repo` holds (`tree_guards`). `Err` only when the repository cannot be used.
-pub fn verify_run_with_repo(run_dir: &SafeDir, operator: &VerifyingKey, repo: &super::tree_guards::Repo) -> Result<Verification, super::tree_guards::RepoError> {
+pub fn verify_run_with_repo(
+    run_dir: &SafeDir,
+    operator: &VerifyingKey,
+    repo: &super::tree_guards::Repo,
+) -> Result<Verification, super::tree_guards::RepoError> {
     let (mut v, events) = verify_checks(run_dir, operator);
     if let Some(events) = events {
         super::tree_guards::check(&events, repo, &mut v)?;
@@ -117,7 +146,10 @@ pub fn verify_run_with_repo(run_dir: &SafeDir, operator: &VerifyingKey, repo: &s
 
 /// The checks, and the receipt's events when every check could run to the end.
 fn verify_checks(run_dir: &SafeDir, operator: &VerifyingKey) -> (Verification, Option<Vec<Event>>) {
-    let mut v = Verification { operator_key: Some(keys::fingerprint(operator)), ..Default::default() };
+    let mut v = Verification {
+        operator_key: Some(keys::fingerprint(operator)),
+        ..Default::default()
+    };
 
     // 1. The hash chain.
     let receipt = match run_dir.read(RECEIPT_FILE, chain::MAX_RECEIPT_BYTES) {
@@ -142,9 +174,15 @@ fn verify_checks(run_dir: &SafeDir, operator: &VerifyingKey) -> (Verification, O
         }
     };
     let history = History::fold(&records);
-    v.pass("receipt_chain", format!("{} events, head {}", verified.events.len(), verified.head));
+    v.pass(
+        "receipt_chain",
+        format!("{} events, head {}", verified.events.len(), verified.head),
+    );
     v.run_id = history.run_id().map(str::to_string);
-    v.halt_reason = history.halt.as_ref().map(|h| h.halt_reason.as_str().to_string());
+    v.halt_reason = history
+        .halt
+        .as_ref()
+        .map(|h| h.halt_reason.as_str().to_string());
 
     // Each `externalised` event is the bound's own record of the event it follows: the
     // artifact present restores an event whose bound gives back exactly the recorded line
@@ -152,12 +190,20 @@ fn verify_checks(run_dir: &SafeDir, operator: &VerifyingKey) -> (Verification, O
     // it is said whether or not the seal holds.
     // The restored events are what the tree guards are compared with.
     let mut restored = records.clone();
-    if records.iter().any(|r| matches!(r.event, Event::Externalised(_))) {
+    if records
+        .iter()
+        .any(|r| matches!(r.event, Event::Externalised(_)))
+    {
         let found = crate::receipt::bounded::resolve(&mut restored, run_dir);
         if found.forged.is_empty() {
-            let mut detail = "every externalised event is the bound's record of the event it follows".to_string();
+            let mut detail =
+                "every externalised event is the bound's record of the event it follows"
+                    .to_string();
             if !found.unrestorable.is_empty() {
-                detail.push_str(&format!("; {} trimmed event(s) not checked against an absent artifact", found.unrestorable.len()));
+                detail.push_str(&format!(
+                    "; {} trimmed event(s) not checked against an absent artifact",
+                    found.unrestorable.len()
+                ));
             }
             v.pass("externalised_events", detail);
         } else {
@@ -193,13 +239,28 @@ fn verify_checks(run_dir: &SafeDir, operator: &VerifyingKey) -> (Verification, O
         return (v, None);
     }
     let run_id = v.run_id.clone().unwrap_or_default();
-    let Some(stmt) = verify_envelope(run_dir, operator, &receipt, &verified, &records, &run_id, PREDICATE_TYPE, &mut v) else {
+    let Some(stmt) = verify_envelope(
+        run_dir,
+        operator,
+        &receipt,
+        &verified,
+        &records,
+        &run_id,
+        PREDICATE_TYPE,
+        &mut v,
+    ) else {
         return (v, None);
     };
     match statement::predicate(&history) {
-        Ok(expected) if Some(&expected) == stmt.get("predicate") => v.pass("predicate_matches_log", "predicate recomputed from the receipt matches"),
+        Ok(expected) if Some(&expected) == stmt.get("predicate") => v.pass(
+            "predicate_matches_log",
+            "predicate recomputed from the receipt matches",
+        ),
         Ok(_) => {
-            v.fail("predicate_matches_log", "the envelope's predicate differs from the one recomputed from the receipt");
+            v.fail(
+                "predicate_matches_log",
+                "the envelope's predicate differs from the one recomputed from the receipt",
+            );
         }
         Err(e) => {
             v.fail("predicate_matches_log", e.to_string());
@@ -230,20 +291,42 @@ fn verify_checks(run_dir: &SafeDir, operator: &VerifyingKey) -> (Verification, O
     // log's hash chain and that each line names this run (runs escalated only).
     match crate::escalation::log::read(run_dir) {
         Ok(log) if log.records.is_empty() && log.broken_at.is_none() => {}
-        Ok(log) => match (log.broken_at, log.records.iter().find(|r| r.run_id != run_id)) {
-            (Some(line), _) => {
-                v.fail("escalations", format!("{}: line {line} breaks its hash chain (edited, removed or reordered)", crate::escalation::log::FILE));
+        Ok(log) => {
+            match (
+                log.broken_at,
+                log.records.iter().find(|r| r.run_id != run_id),
+            ) {
+                (Some(line), _) => {
+                    v.fail(
+                        "escalations",
+                        format!(
+                            "{}: line {line} breaks its hash chain (edited, removed or reordered)",
+                            crate::escalation::log::FILE
+                        ),
+                    );
+                }
+                (None, Some(other)) => {
+                    v.fail(
+                        "escalations",
+                        format!(
+                            "{}: line {} names another run ({})",
+                            crate::escalation::log::FILE,
+                            other.seq,
+                            crate::inert::inert(&other.run_id)
+                        ),
+                    );
+                }
+                (None, None) => {
+                    let delivered = log.records.iter().filter(|r| r.delivered).count();
+                    v.pass("escalations", format!("{} escalation(s) of this run ({delivered} delivered), hash chain intact", log.records.len()));
+                }
             }
-            (None, Some(other)) => {
-                v.fail("escalations", format!("{}: line {} names another run ({})", crate::escalation::log::FILE, other.seq, crate::inert::inert(&other.run_id)));
-            }
-            (None, None) => {
-                let delivered = log.records.iter().filter(|r| r.delivered).count();
-                v.pass("escalations", format!("{} escalation(s) of this run ({delivered} delivered), hash chain intact", log.records.len()));
-            }
-        },
+        }
         Err(e) => {
-            v.fail("escalations", format!("{}: {e}", crate::escalation::log::FILE));
+            v.fail(
+                "escalations",
+                format!("{}: {e}", crate::escalation::log::FILE),
+            );
         }
     }
 
@@ -300,10 +383,16 @@ pub(crate) fn verify_envelope(
     v: &mut Verification,
 ) -> Option<Value> {
     // 2. Endorsements of every run key. The endorsed message binds the line before the event.
-    let lines: Vec<&[u8]> = receipt.split(|b| *b == b'\n').filter(|l| !l.is_empty()).collect();
+    let lines: Vec<&[u8]> = receipt
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .collect();
     let run_key = match endorsements(records, &lines, run_id, operator) {
         Ok((count, key)) => {
-            v.pass("run_key_endorsement", format!("{count} run key(s) endorsed by operator key"));
+            v.pass(
+                "run_key_endorsement",
+                format!("{count} run key(s) endorsed by operator key"),
+            );
             key
         }
         Err(failures) => {
@@ -323,9 +412,13 @@ pub(crate) fn verify_envelope(
     }
 
     // 3. The envelope.
-    let envelope: Envelope = match run_dir.read(ENVELOPE_FILE, ENVELOPE_MAX_BYTES).map_err(|e| e.to_string()).and_then(|b| {
-        serde_json::from_slice(&b).map_err(|e| format!("{ENVELOPE_FILE}: not a DSSE envelope: {e}"))
-    }) {
+    let envelope: Envelope = match run_dir
+        .read(ENVELOPE_FILE, ENVELOPE_MAX_BYTES)
+        .map_err(|e| e.to_string())
+        .and_then(|b| {
+            serde_json::from_slice(&b)
+                .map_err(|e| format!("{ENVELOPE_FILE}: not a DSSE envelope: {e}"))
+        }) {
         Ok(env) => env,
         Err(e) => {
             v.fail("envelope_format", e);
@@ -333,7 +426,13 @@ pub(crate) fn verify_envelope(
         }
     };
     if envelope.payload_type != IN_TOTO_PAYLOAD_TYPE {
-        v.fail("envelope_format", format!("payloadType is {:?}, expected {IN_TOTO_PAYLOAD_TYPE}", envelope.payload_type));
+        v.fail(
+            "envelope_format",
+            format!(
+                "payloadType is {:?}, expected {IN_TOTO_PAYLOAD_TYPE}",
+                envelope.payload_type
+            ),
+        );
         return None;
     }
     let (Some(payload), Some(signed)) = (envelope.payload_bytes(), envelope.signed_bytes()) else {
@@ -350,10 +449,16 @@ pub(crate) fn verify_envelope(
     if stmt.get("_type").and_then(Value::as_str) != Some(STATEMENT_TYPE)
         || stmt.get("predicateType").and_then(Value::as_str) != Some(predicate_type)
     {
-        v.fail("envelope_format", format!("payload is not an in-toto Statement v1 with predicate type {predicate_type}"));
+        v.fail(
+            "envelope_format",
+            format!("payload is not an in-toto Statement v1 with predicate type {predicate_type}"),
+        );
         return None;
     }
-    v.pass("envelope_format", "DSSE envelope of an in-toto Statement v1");
+    v.pass(
+        "envelope_format",
+        "DSSE envelope of an in-toto Statement v1",
+    );
 
     // 4. Signatures: the run key's, and any operator attestations.
     let run_id_key = run_keyid(&run_key);
@@ -375,37 +480,62 @@ pub(crate) fn verify_envelope(
                 return None;
             }
         } else {
-            v.fail("envelope_signature", format!("signature by an unknown key {:?}", sig.keyid));
+            v.fail(
+                "envelope_signature",
+                format!("signature by an unknown key {:?}", sig.keyid),
+            );
             return None;
         }
     }
     if !run_signed {
-        v.fail("envelope_signature", "no signature by the receipt's last endorsed run key (swapped envelope?)");
+        v.fail(
+            "envelope_signature",
+            "no signature by the receipt's last endorsed run key (swapped envelope?)",
+        );
         return None;
     }
-    v.pass("envelope_signature", format!("signed by run key {}", hex::encode(run_key.as_bytes())));
+    v.pass(
+        "envelope_signature",
+        format!("signed by run key {}", hex::encode(run_key.as_bytes())),
+    );
 
     // 5. Subjects and predicate against the log.
-    let receipt_subject = stmt.get("subject").and_then(Value::as_array).and_then(|subjects| {
-        subjects.iter().find(|s| s.get("name").and_then(Value::as_str) == Some(RECEIPT_FILE))
-    });
-    let digest = receipt_subject.and_then(|s| s.pointer("/digest/sha256")).and_then(Value::as_str);
+    let receipt_subject = stmt
+        .get("subject")
+        .and_then(Value::as_array)
+        .and_then(|subjects| {
+            subjects
+                .iter()
+                .find(|s| s.get("name").and_then(Value::as_str) == Some(RECEIPT_FILE))
+        });
+    let digest = receipt_subject
+        .and_then(|s| s.pointer("/digest/sha256"))
+        .and_then(Value::as_str);
     if digest != Some(verified.file_sha256.as_str()) {
-        v.fail("subject_digest", format!("receipt subject digest {:?} is not the receipt's sha256 {}", digest, verified.file_sha256));
+        v.fail(
+            "subject_digest",
+            format!(
+                "receipt subject digest {:?} is not the receipt's sha256 {}",
+                digest, verified.file_sha256
+            ),
+        );
         return None;
     }
-    v.pass("subject_digest", format!("receipt sha256 {}", verified.file_sha256));
+    v.pass(
+        "subject_digest",
+        format!("receipt sha256 {}", verified.file_sha256),
+    );
     Some(stmt)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::receipt::chain::ReceiptLog;
-    use crate::receipt::keys::{generate_operator_key, OperatorKey, RunKey};
     use crate::audit::attest::attest_run;
-    use crate::receipt::seal::{endorse_run_key, seal_run};
+    use crate::receipt::chain::ReceiptLog;
     use crate::receipt::events::sample;
+    use crate::receipt::keys::{generate_operator_key, OperatorKey, RunKey};
+    use crate::receipt::seal::{endorse_run_key, seal_run};
 
     struct Fixture {
         _tmp: tempfile::TempDir,
@@ -421,7 +551,17 @@ mod tests {
     /// A receipt being written in a fresh directory: `run_start`, the run key `run_key` endorsed
     /// by a fresh operator key, two iterations whose second check exited `second`, then a `halt`
     /// claiming success.
-    fn halted_success(name: &str, second: i32, run_key: &RunKey) -> (tempfile::TempDir, std::path::PathBuf, SafeDir, OperatorKey, ReceiptLog) {
+    fn halted_success(
+        name: &str,
+        second: i32,
+        run_key: &RunKey,
+    ) -> (
+        tempfile::TempDir,
+        std::path::PathBuf,
+        SafeDir,
+        OperatorKey,
+        ReceiptLog,
+    ) {
         let tmp = tempfile::tempdir().unwrap();
         let generated = generate_operator_key(&tmp.path().join("keys"), false).unwrap();
         let operator = OperatorKey::load(&generated.private_key).unwrap();
@@ -432,11 +572,17 @@ mod tests {
         log.append_event(&sample::run_start(name)).unwrap();
         endorse_run_key(&mut log, name, run_key, &operator).unwrap();
         for i in 1..=2 {
-            log.append_event(&Event::IterationStart { iteration: i }).unwrap();
+            log.append_event(&Event::IterationStart { iteration: i })
+                .unwrap();
             log.append_event(&sample::exec_result(i, 0)).unwrap();
-            log.append_event(&sample::check_result(i, if i == 2 { second } else { 1 })).unwrap();
+            log.append_event(&sample::check_result(i, if i == 2 { second } else { 1 }))
+                .unwrap();
         }
-        log.append_event(&sample::halt(crate::halt::HaltReason::SuccessConditionMet, 2)).unwrap();
+        log.append_event(&sample::halt(
+            crate::halt::HaltReason::SuccessConditionMet,
+            2,
+        ))
+        .unwrap();
         (tmp, run_path, run_dir, operator, log)
     }
 
@@ -447,7 +593,11 @@ mod tests {
         let (tmp, _, run_dir, operator, log) = halted_success(name, second, &run_key);
         drop(log);
         seal_run(&run_dir, run_key, vec![]).unwrap();
-        Fixture { _tmp: tmp, run_dir, operator }
+        Fixture {
+            _tmp: tmp,
+            run_dir,
+            operator,
+        }
     }
 
     /// A run of two iterations halted success_condition_met whose supervisor died before
@@ -459,24 +609,41 @@ mod tests {
         for kind in after {
             match *kind {
                 "seal_resumed" => {
-                    let resumed = crate::receipt::events::SealResumed { run_id: name.into(), previous_state: Some("running".into()), halt_reason: crate::halt::HaltReason::SuccessConditionMet, pid: 2 };
+                    let resumed = crate::receipt::events::SealResumed {
+                        run_id: name.into(),
+                        previous_state: Some("running".into()),
+                        halt_reason: crate::halt::HaltReason::SuccessConditionMet,
+                        pid: 2,
+                    };
                     log.append_event(&Event::SealResumed(resumed)).unwrap();
                 }
                 "run_key" => {
                     endorse_run_key(&mut log, name, &sealing, &operator).unwrap();
                 }
                 other => {
-                    log.append_event(&Event::IterationStart { iteration: other.parse().unwrap() }).unwrap();
+                    log.append_event(&Event::IterationStart {
+                        iteration: other.parse().unwrap(),
+                    })
+                    .unwrap();
                 }
             }
         }
         let receipt = std::fs::read(run_path.join(RECEIPT_FILE)).unwrap();
         let verified = chain::verify(&receipt).unwrap();
         let history = History::of_lines(&verified.events).unwrap();
-        let subjects = vec![statement::subject(RECEIPT_FILE, "sha256", &verified.file_sha256)];
+        let subjects = vec![statement::subject(
+            RECEIPT_FILE,
+            "sha256",
+            &verified.file_sha256,
+        )];
         let stmt = statement::statement(subjects, statement::predicate(&history).unwrap());
-        crate::receipt::seal::sign_statement(&run_dir, sealing, &stmt, verified.file_sha256).unwrap();
-        Fixture { _tmp: tmp, run_dir, operator }
+        crate::receipt::seal::sign_statement(&run_dir, sealing, &stmt, verified.file_sha256)
+            .unwrap();
+        Fixture {
+            _tmp: tmp,
+            run_dir,
+            operator,
+        }
     }
 
     #[test]
@@ -484,7 +651,11 @@ mod tests {
         let f = sealed_after_halt("resealed", &["seal_resumed", "run_key"]);
         let v = verify_run(&f.run_dir, &f.operator.verifying_key());
         assert!(v.ok(), "{:?}", v.checks);
-        let check = v.checks.iter().find(|c| c.name == "seal_completion").unwrap();
+        let check = v
+            .checks
+            .iter()
+            .find(|c| c.name == "seal_completion")
+            .unwrap();
         assert_eq!(
             check.detail,
             "the halt is followed only by the seal's completion (1 seal_resumed, each run key minted and endorsed after the halt by the resume that finished the seal)"
@@ -510,8 +681,15 @@ mod tests {
         let f = sealed_after_halt("refused", &["seal_resumed", "run_key"]);
         let (mut log, _) = ReceiptLog::open(&f.run_dir, RECEIPT_FILE).unwrap();
         let key = RunKey::mint();
-        log.append_event(&Event::IterationStart { iteration: 3 }).unwrap();
-        log.append_event(&Event::SealResumed(crate::receipt::events::SealResumed { run_id: "refused".into(), previous_state: None, halt_reason: crate::halt::HaltReason::SuccessConditionMet, pid: 3 })).unwrap();
+        log.append_event(&Event::IterationStart { iteration: 3 })
+            .unwrap();
+        log.append_event(&Event::SealResumed(crate::receipt::events::SealResumed {
+            run_id: "refused".into(),
+            previous_state: None,
+            halt_reason: crate::halt::HaltReason::SuccessConditionMet,
+            pid: 3,
+        }))
+        .unwrap();
         endorse_run_key(&mut log, "refused", &key, &f.operator).unwrap();
         let refused = seal_run(&f.run_dir, key, vec![]).unwrap_err();
         assert_eq!(
@@ -525,11 +703,16 @@ mod tests {
     }
 
     #[test]
-    fn a_forged_success_after_a_red_check_sealed_with_the_run_key_fails_halt_derivation_naming_the_iteration() {
+    fn a_forged_success_after_a_red_check_sealed_with_the_run_key_fails_halt_derivation_naming_the_iteration(
+    ) {
         let f = sealed_with_second_check("forged", 1);
         let v = verify_run(&f.run_dir, &f.operator.verifying_key());
         assert_eq!(failed(&v), vec!["halt_derivation"]);
-        let check = v.checks.iter().find(|c| c.name == "halt_derivation").unwrap();
+        let check = v
+            .checks
+            .iter()
+            .find(|c| c.name == "halt_derivation")
+            .unwrap();
         assert_eq!(
             check.detail,
             "the halt records success_condition_met at iteration 2, but that iteration's recorded stages decide continue (no halt)"
@@ -540,7 +723,11 @@ mod tests {
     fn an_honest_success_passes_halt_derivation() {
         let f = sealed_run("honest");
         let v = verify_run(&f.run_dir, &f.operator.verifying_key());
-        let check = v.checks.iter().find(|c| c.name == "halt_derivation").unwrap();
+        let check = v
+            .checks
+            .iter()
+            .find(|c| c.name == "halt_derivation")
+            .unwrap();
         assert!(check.ok, "{}", check.detail);
         assert_eq!(check.detail, "success_condition_met follows from the recorded observations (2 iteration decision(s) re-derived)");
     }
@@ -558,9 +745,14 @@ mod tests {
     fn a_tampered_receipt_line_fails_the_chain() {
         let f = sealed_run("r1");
         let path = f.run_dir.path().join(RECEIPT_FILE);
-        let text = std::fs::read_to_string(&path).unwrap().replace("\"check_exit\":1", "\"check_exit\":0");
+        let text = std::fs::read_to_string(&path)
+            .unwrap()
+            .replace("\"check_exit\":1", "\"check_exit\":0");
         std::fs::write(&path, text).unwrap();
-        assert_eq!(failed(&verify_run(&f.run_dir, &f.operator.verifying_key())), vec!["receipt_chain"]);
+        assert_eq!(
+            failed(&verify_run(&f.run_dir, &f.operator.verifying_key())),
+            vec!["receipt_chain"]
+        );
     }
 
     #[test]
@@ -574,22 +766,35 @@ mod tests {
         log.append("note", serde_json::Map::new()).unwrap();
         assert_ne!(std::fs::read(&path).unwrap(), text);
         // The appended event follows the halt, which only the seal's completion may.
-        assert_eq!(failed(&verify_run(&f.run_dir, &f.operator.verifying_key())), vec!["seal_completion", "subject_digest"]);
+        assert_eq!(
+            failed(&verify_run(&f.run_dir, &f.operator.verifying_key())),
+            vec!["seal_completion", "subject_digest"]
+        );
     }
 
     #[test]
     fn an_envelope_from_another_run_is_refused() {
         let a = sealed_run("a");
         let b = sealed_run("b");
-        std::fs::copy(b.run_dir.path().join(ENVELOPE_FILE), a.run_dir.path().join(ENVELOPE_FILE)).unwrap();
-        assert_eq!(failed(&verify_run(&a.run_dir, &a.operator.verifying_key())), vec!["envelope_signature"]);
+        std::fs::copy(
+            b.run_dir.path().join(ENVELOPE_FILE),
+            a.run_dir.path().join(ENVELOPE_FILE),
+        )
+        .unwrap();
+        assert_eq!(
+            failed(&verify_run(&a.run_dir, &a.operator.verifying_key())),
+            vec!["envelope_signature"]
+        );
     }
 
     #[test]
     fn a_run_endorsed_by_another_operator_fails() {
         let a = sealed_run("a");
         let b = sealed_run("b");
-        assert_eq!(failed(&verify_run(&a.run_dir, &b.operator.verifying_key())), vec!["run_key_endorsement"]);
+        assert_eq!(
+            failed(&verify_run(&a.run_dir, &b.operator.verifying_key())),
+            vec!["run_key_endorsement"]
+        );
     }
 
     #[test]

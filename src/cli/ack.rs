@@ -35,25 +35,53 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     let run = statedir.open_run(&RunId::parse(&args.run_id)?)?;
     let receipt = run.receipt_path();
     let bytes = run.receipt_bytes()?;
-    let chain = crate::receipt::chain::verify(&bytes).map_err(|e| Failure::workspace(format!("{}: receipt does not verify: {e}", receipt.display())))?;
-    let history = History::of_lines(&chain.events).map_err(|e| Failure::workspace(format!("{}: {e}", receipt.display())))?;
+    let chain = crate::receipt::chain::verify(&bytes).map_err(|e| {
+        Failure::workspace(format!(
+            "{}: receipt does not verify: {e}",
+            receipt.display()
+        ))
+    })?;
+    let history = History::of_lines(&chain.events)
+        .map_err(|e| Failure::workspace(format!("{}: {e}", receipt.display())))?;
     let cfg = crate::engine::pinned_config(&run, &history)?;
     let run_id = run.id().to_string();
-    let pins = cfg
-        .comprehension
-        .ok_or_else(|| Failure::usage(format!("run {run_id} has no comprehension gate (it was started without --comprehension-every)")))?;
-    let files = Files::open(statedir.root())?.ok_or_else(|| Failure::usage("this workspace has no comprehension ledger yet: nothing to acknowledge"))?;
-    let ledger = files.ledger()?.ok_or_else(|| Failure::usage("this workspace has no comprehension ledger yet: nothing to acknowledge"))?;
+    let pins = cfg.comprehension.ok_or_else(|| {
+        Failure::usage(format!(
+            "run {run_id} has no comprehension gate (it was started without --comprehension-every)"
+        ))
+    })?;
+    let files = Files::open(statedir.root())?.ok_or_else(|| {
+        Failure::usage("this workspace has no comprehension ledger yet: nothing to acknowledge")
+    })?;
+    let ledger = files.ledger()?.ok_or_else(|| {
+        Failure::usage("this workspace has no comprehension ledger yet: nothing to acknowledge")
+    })?;
     let lock = files.lock_acks()?;
     let log = files.acks()?;
     let judged = crate::rules::comprehension::judge_log(&log, &ledger.ledger_id);
-    let view = crate::rules::comprehension::evaluate(&ledger.entries, &judged, &pins.reviewers, pins.every);
+    let view = crate::rules::comprehension::evaluate(
+        &ledger.entries,
+        &judged,
+        &pins.reviewers,
+        pins.every,
+    );
     if view.unread.is_empty() {
         return Err(Failure::usage(format!("nothing to acknowledge: every accepted diff of this workspace is acked for run {run_id}")));
     }
     let lines = comprehension::lines_of(&log);
-    let prev = lines.last().map_or(comprehension::GENESIS.to_string(), |l| comprehension::line_hash(l));
-    let ack = comprehension::sign_ack(&key, &ledger.ledger_id, lines.len(), &prev, &run_id, view.unread.clone());
+    let prev = lines
+        .last()
+        .map_or(comprehension::GENESIS.to_string(), |l| {
+            comprehension::line_hash(l)
+        });
+    let ack = comprehension::sign_ack(
+        &key,
+        &ledger.ledger_id,
+        lines.len(),
+        &prev,
+        &run_id,
+        view.unread.clone(),
+    );
     let line = files.append_ack(&lock, &ack)?;
     let reviewer = ack.reviewer.clone();
     let pinned = pins.reviewers.contains(&reviewer);
@@ -74,7 +102,15 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
         .collect();
     let mut rows = vec![
         ("run_id", run_id.clone()),
-        ("acked", format!("{} diff(s), ack line {} of {}", view.unread.len(), ack.seq, files.path().join(comprehension::ACKS_FILE).display())),
+        (
+            "acked",
+            format!(
+                "{} diff(s), ack line {} of {}",
+                view.unread.len(),
+                ack.seq,
+                files.path().join(comprehension::ACKS_FILE).display()
+            ),
+        ),
         ("reviewer", reviewer.clone()),
     ];
     if !pinned {
@@ -83,7 +119,10 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     let mut human = aligned(&rows);
     human.push_str("review each diff with:\n");
     for d in &diffs {
-        human.push_str(&format!("  {}\n", d["command"].as_str().unwrap_or_default()));
+        human.push_str(&format!(
+            "  {}\n",
+            d["command"].as_str().unwrap_or_default()
+        ));
     }
     Ok(Outcome::ok("ack")
         .field(

@@ -1,9 +1,9 @@
 //! `loopexec attest`: add the operator's signature to a sealed run that verifies against it.
 
+use crate::audit::attest::{attest_run, AttestError};
 use crate::error::{CmdResult, Failure};
 use crate::output::Outcome;
 use crate::receipt::keys::OperatorKey;
-use crate::audit::attest::{attest_run, AttestError};
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -23,7 +23,9 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     let operator = OperatorKey::load(&args.key).map_err(super::keygen::key_failure)?;
     let run_dir = super::sealed_run::open(&args.run, &args.workdir)?;
     let verification = attest_run(&run_dir, &operator).map_err(|e| match e {
-        AttestError::NotVerified(_) => Failure::new(crate::error::FailureCode::NotVerified, e.to_string()),
+        AttestError::NotVerified(_) => {
+            Failure::new(crate::error::FailureCode::NotVerified, e.to_string())
+        }
         other => Failure::workspace(other.to_string()),
     })?;
     let mut out = Outcome::ok("attest").human(format!(
@@ -34,6 +36,9 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     if let Some(id) = &verification.run_id {
         out.set("run_id", id.clone());
     }
-    out.set("verify", serde_json::to_value(&verification).unwrap_or_default());
+    out.set(
+        "verify",
+        serde_json::to_value(&verification).unwrap_or_default(),
+    );
     Ok(out)
 }

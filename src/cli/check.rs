@@ -32,7 +32,12 @@ enum Kind {
 }
 
 fn kind(dir: &SafeDir, name: &str) -> Option<Kind> {
-    let st = fstatat(Some(dir.fd().as_raw_fd()), name, AtFlags::AT_SYMLINK_NOFOLLOW).ok()?;
+    let st = fstatat(
+        Some(dir.fd().as_raw_fd()),
+        name,
+        AtFlags::AT_SYMLINK_NOFOLLOW,
+    )
+    .ok()?;
     let fmt = SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits());
     Some(match fmt {
         SFlag::S_IFDIR => Kind::Dir,
@@ -46,7 +51,11 @@ struct Problems(Vec<ErrorEntry>);
 
 impl Problems {
     fn add(&mut self, message: String) {
-        self.0.push(ErrorEntry { code: crate::error::FailureCode::WorkspaceInvalid.as_str().into(), message, hint: None });
+        self.0.push(ErrorEntry {
+            code: crate::error::FailureCode::WorkspaceInvalid.as_str().into(),
+            message,
+            hint: None,
+        });
     }
 
     /// Flag every symlink or special file directly in `dir`.
@@ -60,8 +69,14 @@ impl Problems {
         };
         for name in &names {
             match kind(dir, name) {
-                Some(Kind::Link) => self.add(format!("{}: is a symlink (planted?)", dir.path().join(name).display())),
-                Some(Kind::Other) => self.add(format!("{}: is not a regular file or directory", dir.path().join(name).display())),
+                Some(Kind::Link) => self.add(format!(
+                    "{}: is a symlink (planted?)",
+                    dir.path().join(name).display()
+                )),
+                Some(Kind::Other) => self.add(format!(
+                    "{}: is not a regular file or directory",
+                    dir.path().join(name).display()
+                )),
                 _ => {}
             }
         }
@@ -96,9 +111,14 @@ fn check_run(problems: &mut Problems, runs: &SafeDir, name: &str) -> u64 {
         _ if is_link(RECEIPT) => {}
         Ok(bytes) => match verify(&bytes) {
             Ok(chain) => events = chain.events.len() as u64,
-            Err(e) => problems.add(format!("{}: receipt does not verify: {e}", path.join(RECEIPT).display())),
+            Err(e) => problems.add(format!(
+                "{}: receipt does not verify: {e}",
+                path.join(RECEIPT).display()
+            )),
         },
-        Err(e) if e.is_not_found() => problems.add(format!("{}: missing", path.join(RECEIPT).display())),
+        Err(e) if e.is_not_found() => {
+            problems.add(format!("{}: missing", path.join(RECEIPT).display()))
+        }
         Err(e) => problems.add(e.to_string()),
     }
     match dir.read(STATE_FILE, MAX_STATE_BYTES) {
@@ -110,9 +130,14 @@ fn check_run(problems: &mut Problems, runs: &SafeDir, name: &str) -> u64 {
                 state.run_id
             )),
             Ok(_) => {}
-            Err(e) => problems.add(format!("{}: does not parse: {e}", path.join(STATE_FILE).display())),
+            Err(e) => problems.add(format!(
+                "{}: does not parse: {e}",
+                path.join(STATE_FILE).display()
+            )),
         },
-        Err(e) if e.is_not_found() => problems.add(format!("{}: missing", path.join(STATE_FILE).display())),
+        Err(e) if e.is_not_found() => {
+            problems.add(format!("{}: missing", path.join(STATE_FILE).display()))
+        }
         Err(e) => problems.add(e.to_string()),
     }
     if kind(&dir, ARTIFACTS) == Some(Kind::Dir) {
@@ -124,7 +149,8 @@ fn check_run(problems: &mut Problems, runs: &SafeDir, name: &str) -> u64 {
 }
 
 pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
-    let statedir = StateDir::open_for_inspection(&super::operator::absolute_workdir(&args.workdir)?)?;
+    let statedir =
+        StateDir::open_for_inspection(&super::operator::absolute_workdir(&args.workdir)?)?;
     let root = statedir.root();
     let mut problems = Problems(Vec::new());
     problems.scan_entries(root);
@@ -145,9 +171,10 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     }
     if kind(root, LATEST) == Some(Kind::File) {
         match statedir.latest() {
-            Ok(Some(id)) if !run_names.iter().any(|n| n == id.as_str()) => {
-                problems.add(format!("{}/latest: names run {id}, which does not exist", statedir.path().display()))
-            }
+            Ok(Some(id)) if !run_names.iter().any(|n| n == id.as_str()) => problems.add(format!(
+                "{}/latest: names run {id}, which does not exist",
+                statedir.path().display()
+            )),
             Ok(_) => {}
             Err(f) => problems.add(f.message),
         }
@@ -160,7 +187,11 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     let state_dir = statedir.path().to_string_lossy().into_owned();
     let checked = json!({"state_dir": state_dir, "runs": runs_checked, "events": events, "problems": problems.0.len()});
     if problems.0.is_empty() {
-        let human = aligned(&[("state_dir", state_dir), ("runs", runs_checked.to_string()), ("result", "clean".into())]);
+        let human = aligned(&[
+            ("state_dir", state_dir),
+            ("runs", runs_checked.to_string()),
+            ("result", "clean".into()),
+        ]);
         return Ok(Outcome::ok("check").field("checked", checked).human(human));
     }
     let mut out = Outcome::ok("check").field("checked", checked);

@@ -48,10 +48,21 @@ pub struct DoctorArgs {
 
 /// The engine's answer and the policy's refusals under it.
 fn engine_report(engine: Engine, policy: &sandbox::Policy) -> CmdResult<Outcome> {
-    let caps = engine.capabilities().map_err(|e| Failure::isolation(e.to_string()).with_hint(format!("install and start {}, or use the native backend", engine.program())))?;
+    let caps = engine.capabilities().map_err(|e| {
+        Failure::isolation(e.to_string()).with_hint(format!(
+            "install and start {}, or use the native backend",
+            engine.program()
+        ))
+    })?;
     let root = nix::unistd::geteuid().is_root();
     let refusals = unexpressible(engine, &caps, Role::Agent, policy, root);
-    let yes = |b: bool| if b { "yes".to_string() } else { "NO".to_string() };
+    let yes = |b: bool| {
+        if b {
+            "yes".to_string()
+        } else {
+            "NO".to_string()
+        }
+    };
     let rows = vec![
         ("engine", engine.program().to_string()),
         ("rootless", yes(caps.rootless)),
@@ -73,15 +84,25 @@ fn engine_report(engine: Engine, policy: &sandbox::Policy) -> CmdResult<Outcome>
     });
     let mut out = match refusals.first() {
         Some(first) => {
-            let mut out = Outcome::failed("doctor", &Failure::isolation(first.cause.clone()).with_hint(first.fix.clone()));
+            let mut out = Outcome::failed(
+                "doctor",
+                &Failure::isolation(first.cause.clone()).with_hint(first.fix.clone()),
+            );
             for r in refusals.iter().skip(1) {
-                out.errors.push(Failure::isolation(r.cause.clone()).with_hint(r.fix.clone()).entry());
+                out.errors.push(
+                    Failure::isolation(r.cause.clone())
+                        .with_hint(r.fix.clone())
+                        .entry(),
+                );
             }
             out
         }
         None => Outcome::ok("doctor"),
     };
-    out = out.field("engine", engine_json).field("policy_sha256", policy.sha256.clone()).field("satisfiable", refusals.is_empty());
+    out = out
+        .field("engine", engine_json)
+        .field("policy_sha256", policy.sha256.clone())
+        .field("satisfiable", refusals.is_empty());
     Ok(out.human(human))
 }
 
@@ -90,7 +111,8 @@ pub fn run(args: DoctorArgs, json: bool) -> CmdResult<Outcome> {
         return isolation_preflight(&args, json);
     }
     let workdir = crate::cli::operator::absolute_workdir(&args.target.workdir)?;
-    let wd = crate::safefs::SafeDir::open(&workdir).map_err(|e| Failure::workspace(format!("workdir: {e}")))?;
+    let wd = crate::safefs::SafeDir::open(&workdir)
+        .map_err(|e| Failure::workspace(format!("workdir: {e}")))?;
     let file = crate::engine::loopfile::load(&wd)?;
     let input = file.as_ref().map(|(input, _)| input);
     let settings = args.probe.resolve(input)?;
@@ -117,7 +139,15 @@ pub fn run(args: DoctorArgs, json: bool) -> CmdResult<Outcome> {
         coverage: input.and_then(|i| i.coverage.clone()),
         check: target.check.clone(),
     };
-    gates_run(preflight, &target, &settings, Some(&args.adequacy), (&statedir, &operator), &setting).map(|g| g.out)
+    gates_run(
+        preflight,
+        &target,
+        &settings,
+        Some(&args.adequacy),
+        (&statedir, &operator),
+        &setting,
+    )
+    .map(|g| g.out)
 }
 
 /// What `doctor = true`'s gates decided about a new run.
@@ -146,13 +176,20 @@ pub fn gate_loop(
         check: cfg.check.clone(),
         timeout_ms: cfg.check_timeout_ms,
         reports: cfg.report_patterns(),
-        zone_owner: crate::engine::probe_run::zone_owner(cfg.isolation, cfg.check_policy.as_ref().map(|p| p.source.as_str()))?,
+        zone_owner: crate::engine::probe_run::zone_owner(
+            cfg.isolation,
+            cfg.check_policy.as_ref().map(|p| p.source.as_str()),
+        )?,
     };
     let settings = crate::cli::probe_check::ProbeArgs::default().resolve(Some(input))?;
     let preflight = match cfg.isolation {
         crate::zones::Isolation::Native => {
             let args = DoctorArgs {
-                policy: cfg.agent_policy.as_ref().map(|p| PathBuf::from(&p.source)).filter(|p| p.is_absolute()),
+                policy: cfg
+                    .agent_policy
+                    .as_ref()
+                    .map(|p| PathBuf::from(&p.source))
+                    .filter(|p| p.is_absolute()),
                 backend: Some(cfg.backend),
                 target: Default::default(),
                 probe: Default::default(),
@@ -175,7 +212,17 @@ pub fn gate_loop(
         coverage: cfg.coverage.report.clone(),
         check: cfg.check.clone(),
     };
-    Ok(LoopGate::Judged(gates_run(preflight, &target, &settings, None, (statedir, operator), &setting)?.preconditions))
+    Ok(LoopGate::Judged(
+        gates_run(
+            preflight,
+            &target,
+            &settings,
+            None,
+            (statedir, operator),
+            &setting,
+        )?
+        .preconditions,
+    ))
 }
 
 /// The oracle gates' outcome after a preflight that passed (`None`: no isolation to check), their
@@ -191,12 +238,25 @@ pub fn gates_run(
     target: &crate::trust::runner::CheckTarget,
     settings: &crate::trust::determinism::ProbeSettings,
     adequacy: Option<&super::doctor_adequacy::AdequacyArgs>,
-    record: (&crate::receipt::store::StateDir, &crate::receipt::keys::OperatorKey),
+    record: (
+        &crate::receipt::store::StateDir,
+        &crate::receipt::keys::OperatorKey,
+    ),
     setting: &crate::engine::inactive_guards::Setting,
 ) -> CmdResult<GatesRun> {
     use crate::trust::gates::{first_failure, run_gates, GateVerdict};
     let (determinism, mut reports) = run_gates(target, settings)?;
-    let adequacy_skipped = match adequacy.map(|a| super::doctor_adequacy::gate(target, a, settings.jobs, determinism.summary.modal.class == crate::receipt::probe::RunClass::Pass)).transpose()? {
+    let adequacy_skipped = match adequacy
+        .map(|a| {
+            super::doctor_adequacy::gate(
+                target,
+                a,
+                settings.jobs,
+                determinism.summary.modal.class == crate::receipt::probe::RunClass::Pass,
+            )
+        })
+        .transpose()?
+    {
         Some(Ok(report)) => {
             reports.push(report);
             None
@@ -206,17 +266,38 @@ pub fn gates_run(
     };
     let failure = first_failure(&reports);
     let mut out = match &failure {
-        Some((reason, detail, gate)) => Outcome::halted("doctor", *reason).field("detail", format!("{gate}: {detail}")),
+        Some((reason, detail, gate)) => {
+            Outcome::halted("doctor", *reason).field("detail", format!("{gate}: {detail}"))
+        }
         None => Outcome::ok("doctor"),
     };
     let (statedir, operator) = record;
     use crate::trust::record::{gate_values, isolation_gate, keep, preconditions_of, Conclusion};
-    let gates: Vec<serde_json::Value> = std::iter::once(isolation_gate(preflight.is_some())).chain(gate_values(&reports)).collect();
-    let detail = failure.as_ref().map(|(_, detail, gate)| format!("doctor gate {gate}: {detail}"));
-    let conclusion = Conclusion { command: "doctor", gates: Some(gates.clone()), halt_reason: failure.as_ref().map(|f| f.0), exit_code: out.exit_code(), target };
+    let gates: Vec<serde_json::Value> = std::iter::once(isolation_gate(preflight.is_some()))
+        .chain(gate_values(&reports))
+        .collect();
+    let detail = failure
+        .as_ref()
+        .map(|(_, detail, gate)| format!("doctor gate {gate}: {detail}"));
+    let conclusion = Conclusion {
+        command: "doctor",
+        gates: Some(gates.clone()),
+        halt_reason: failure.as_ref().map(|f| f.0),
+        exit_code: out.exit_code(),
+        target,
+    };
     let kept = keep(statedir, operator, &determinism, conclusion)?;
-    let preconditions = preconditions_of(&kept, &gates, &determinism, failure.as_ref().map(|f| f.0), detail);
-    let mut human = preflight.as_ref().map(|p| p.human.clone()).unwrap_or_default();
+    let preconditions = preconditions_of(
+        &kept,
+        &gates,
+        &determinism,
+        failure.as_ref().map(|f| f.0),
+        detail,
+    );
+    let mut human = preflight
+        .as_ref()
+        .map(|p| p.human.clone())
+        .unwrap_or_default();
     let isolation = match &preflight {
         Some(_) => "passed".to_string(),
         None => "not checked (--isolation none)".to_string(),
@@ -230,7 +311,15 @@ pub fn gates_run(
         };
         rows.push((format!("gate {}", r.gate), shown));
     }
-    rows.push(("flake rate bound".into(), format!("{:.6} after {} runs at confidence {}", determinism.summary.flake_rate_bound, determinism.summary.runs, determinism.summary.confidence)));
+    rows.push((
+        "flake rate bound".into(),
+        format!(
+            "{:.6} after {} runs at confidence {}",
+            determinism.summary.flake_rate_bound,
+            determinism.summary.runs,
+            determinism.summary.confidence
+        ),
+    ));
     let rows: Vec<(&str, String)> = rows.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
     human.push_str(&aligned(&rows));
     if let Some(p) = preflight {
@@ -240,21 +329,41 @@ pub fn gates_run(
     }
     // The guards a loop on this check would have blind, from what its first run showed.
     let sight = determinism.runs.first().and_then(|r| r.shown.sight.clone());
-    let inactive = crate::engine::inactive_guards::assess(setting, sight.as_ref(), &[], crate::analysis::Limits::default().max_parse_bytes);
+    let inactive = crate::engine::inactive_guards::assess(
+        setting,
+        sight.as_ref(),
+        &[],
+        crate::analysis::Limits::default().max_parse_bytes,
+    );
     for line in crate::engine::inactive_guards::lines(&inactive) {
-        human.push_str(&format!("blind            {}\n", crate::inert::inert(&line)));
+        human.push_str(&format!(
+            "blind            {}\n",
+            crate::inert::inert(&line)
+        ));
     }
-    out.set("inactive_guards", serde_json::to_value(&inactive).unwrap_or_default());
+    out.set(
+        "inactive_guards",
+        serde_json::to_value(&inactive).unwrap_or_default(),
+    );
     if let Some(why) = adequacy_skipped {
         human.push_str(&format!("gate adequacy    {why}\n"));
         out.set("adequacy", why);
     }
     out.set("check", target.check.clone());
     out.set("gates", serde_json::to_value(&reports).unwrap_or_default());
-    out.set("probe", serde_json::to_value(&determinism).unwrap_or_default());
-    human.push_str(&format!("receipt          {}\n", crate::inert::inert(&kept.dir.to_string_lossy())));
+    out.set(
+        "probe",
+        serde_json::to_value(&determinism).unwrap_or_default(),
+    );
+    human.push_str(&format!(
+        "receipt          {}\n",
+        crate::inert::inert(&kept.dir.to_string_lossy())
+    ));
     out.set("receipt", kept.dir.to_string_lossy().into_owned());
-    Ok(GatesRun { out: out.human(human), preconditions })
+    Ok(GatesRun {
+        out: out.human(human),
+        preconditions,
+    })
 }
 
 /// The isolation preflight (doctor without `--check`).
@@ -270,21 +379,40 @@ fn isolation_preflight(args: &DoctorArgs, _json: bool) -> CmdResult<Outcome> {
     let mut missing = host.missing(&policy);
     if let Err(r) = &placement {
         missing.retain(|m| m.layer != Layer::Cgroup);
-        missing.push(Missing { layer: Layer::Cgroup, cause: r.cause.clone(), fix: r.fix.clone() });
+        missing.push(Missing {
+            layer: Layer::Cgroup,
+            cause: r.cause.clone(),
+            fix: r.fix.clone(),
+        });
     }
     let live = live_probe(&policy);
     for m in live.zone.iter().chain(live.overlay.iter()) {
-        if !missing.iter().any(|known| known.layer == m.layer && known.cause == m.cause) {
+        if !missing
+            .iter()
+            .any(|known| known.layer == m.layer && known.cause == m.cause)
+        {
             missing.push(m.clone());
         }
     }
-    let blocking: Vec<&Missing> = missing.iter().filter(|m| !policy.may_skip(m.layer)).collect();
+    let blocking: Vec<&Missing> = missing
+        .iter()
+        .filter(|m| !policy.may_skip(m.layer))
+        .collect();
     // The verdict is the live launch's: a zone started (and the overlay mounted) or not.
     let satisfiable = live.zone.is_none() && live.overlay.is_none() && placement.is_ok();
-    let yes = |b: bool| if b { "yes".to_string() } else { "NO".to_string() };
+    let yes = |b: bool| {
+        if b {
+            "yes".to_string()
+        } else {
+            "NO".to_string()
+        }
+    };
     let userns_ok = !missing.iter().any(|m| m.layer == Layer::UserNamespace);
     let place = match &placement {
-        Ok(Some(scope)) => format!("delegated scope {} (systemd {} manager)", scope.unit, scope.manager),
+        Ok(Some(scope)) => format!(
+            "delegated scope {} (systemd {} manager)",
+            scope.unit, scope.manager
+        ),
         Ok(None) => "the cgroup loopexec was started in".into(),
         Err(_) => "NONE".into(),
     };
@@ -298,10 +426,27 @@ fn isolation_preflight(args: &DoctorArgs, _json: bool) -> CmdResult<Outcome> {
         ("running as root", yes(host.running_as_root)),
         ("user namespaces", yes(userns_ok)),
         ("apparmor", apparmor.to_string()),
-        ("landlock ABI", if host.landlock_abi == 0 { "NONE".into() } else { host.landlock_abi.to_string() }),
+        (
+            "landlock ABI",
+            if host.landlock_abi == 0 {
+                "NONE".into()
+            } else {
+                host.landlock_abi.to_string()
+            },
+        ),
         ("seccomp", yes(host.seccomp)),
-        ("cgroup", format!("v{} can host zones: {}", host.cgroup.version.unwrap_or(0), yes(host.cgroup.delegated))),
-        ("cgroup delegation", format!("{} ({})", place, policy.layers.cgroup_delegation.as_str())),
+        (
+            "cgroup",
+            format!(
+                "v{} can host zones: {}",
+                host.cgroup.version.unwrap_or(0),
+                yes(host.cgroup.delegated)
+            ),
+        ),
+        (
+            "cgroup delegation",
+            format!("{} ({})", place, policy.layers.cgroup_delegation.as_str()),
+        ),
         ("zone started", yes(live.zone.is_none())),
         ("overlayfs in a zone", yes(live.overlay.is_none())),
         ("policy sha256", policy.sha256.clone()),
@@ -309,24 +454,50 @@ fn isolation_preflight(args: &DoctorArgs, _json: bool) -> CmdResult<Outcome> {
     ];
     let mut human = aligned(&rows);
     for m in &missing {
-        let allowed = if policy.may_skip(m.layer) { " (skipped: allowed by policy)" } else { "" };
-        human.push_str(&format!("missing {}{allowed}: {}\n  fix: {}\n", m.layer.as_str(), m.cause, m.fix));
+        let allowed = if policy.may_skip(m.layer) {
+            " (skipped: allowed by policy)"
+        } else {
+            ""
+        };
+        human.push_str(&format!(
+            "missing {}{allowed}: {}\n  fix: {}\n",
+            m.layer.as_str(),
+            m.cause,
+            m.fix
+        ));
     }
     let scope = placement.as_ref().ok().cloned().flatten();
     let fields = |out: Outcome| {
         out.field("host", serde_json::to_value(&host).unwrap_or_default())
-            .field("missing", serde_json::to_value(&missing).unwrap_or_default())
-            .field("cgroup_scope", serde_json::to_value(&scope).unwrap_or_default())
+            .field(
+                "missing",
+                serde_json::to_value(&missing).unwrap_or_default(),
+            )
+            .field(
+                "cgroup_scope",
+                serde_json::to_value(&scope).unwrap_or_default(),
+            )
             .field("zone_started", live.zone.is_none())
             .field("overlayfs", live.overlay.is_none())
             .field("policy_sha256", policy.sha256.clone())
             .field("satisfiable", satisfiable)
     };
-    let refusal = |m: &Missing| Failure::isolation(format!("isolation layer {} unavailable: {}", m.layer.as_str(), m.cause)).with_hint(m.fix.clone());
+    let refusal = |m: &Missing| {
+        Failure::isolation(format!(
+            "isolation layer {} unavailable: {}",
+            m.layer.as_str(),
+            m.cause
+        ))
+        .with_hint(m.fix.clone())
+    };
     // A live failure on a layer the policy may skip still stops the launch (the preflight saw
     // the layer, so nothing was skipped): it is a refusal too.
     let live_refusals: Vec<&Missing> = live.zone.iter().chain(live.overlay.iter()).collect();
-    let refusals = if blocking.is_empty() { live_refusals } else { blocking };
+    let refusals = if blocking.is_empty() {
+        live_refusals
+    } else {
+        blocking
+    };
     if let Some(first) = refusals.first().filter(|_| !satisfiable) {
         let mut out = Outcome::failed("doctor", &refusal(first));
         for m in refusals.iter().skip(1) {
@@ -350,7 +521,10 @@ struct LiveProbe {
 fn live_probe(policy: &sandbox::Policy) -> LiveProbe {
     let zone = run_probe_zone(policy, None).err();
     if zone.is_some() {
-        return LiveProbe { zone, overlay: None };
+        return LiveProbe {
+            zone,
+            overlay: None,
+        };
     }
     let scratch = std::env::temp_dir().join(format!("loopexec-doctor-{}", std::process::id()));
     let overlay = overlay_layers(&scratch, policy)
@@ -362,16 +536,26 @@ fn live_probe(policy: &sandbox::Policy) -> LiveProbe {
             ..m
         });
     let _ = std::fs::remove_dir_all(&scratch);
-    LiveProbe { zone: None, overlay }
+    LiveProbe {
+        zone: None,
+        overlay,
+    }
 }
 
 /// lower (one file), upper and work directories under `scratch`, owned by the zone's uid.
-fn overlay_layers(scratch: &std::path::Path, policy: &sandbox::Policy) -> std::io::Result<sandbox::OverlayMount> {
+fn overlay_layers(
+    scratch: &std::path::Path,
+    policy: &sandbox::Policy,
+) -> std::io::Result<sandbox::OverlayMount> {
     use std::os::unix::fs::PermissionsExt;
     let _ = std::fs::remove_dir_all(scratch);
     std::fs::create_dir(scratch)?;
     std::fs::set_permissions(scratch, std::fs::Permissions::from_mode(0o711))?;
-    let (lower, upper, work) = (scratch.join("lower"), scratch.join("upper"), scratch.join("work"));
+    let (lower, upper, work) = (
+        scratch.join("lower"),
+        scratch.join("upper"),
+        scratch.join("work"),
+    );
     for d in [&lower, &upper, &work] {
         std::fs::create_dir(d)?;
     }
@@ -383,26 +567,56 @@ fn overlay_layers(scratch: &std::path::Path, policy: &sandbox::Policy) -> std::i
             std::os::unix::fs::chown(d, Some(uid), Some(gid))?;
         }
     }
-    Ok(sandbox::OverlayMount { target: "/workspace".into(), lowers: vec![lower], upper: Some(upper), work: Some(work), volatile: false })
+    Ok(sandbox::OverlayMount {
+        target: "/workspace".into(),
+        lowers: vec![lower],
+        upper: Some(upper),
+        work: Some(work),
+        volatile: false,
+    })
 }
 
 /// One zone running `sh -c` over the probe (reading the overlay's file when there is one).
-fn run_probe_zone(policy: &sandbox::Policy, overlay: Option<sandbox::OverlayMount>) -> Result<(), Missing> {
-    let script = if overlay.is_some() { "test -f /workspace/probe && : > /workspace/written" } else { ":" };
-    let mut spec = sandbox::ZoneSpec::new(policy.clone(), vec!["/bin/sh".into(), "-c".into(), script.into()]);
+fn run_probe_zone(
+    policy: &sandbox::Policy,
+    overlay: Option<sandbox::OverlayMount>,
+) -> Result<(), Missing> {
+    let script = if overlay.is_some() {
+        "test -f /workspace/probe && : > /workspace/written"
+    } else {
+        ":"
+    };
+    let mut spec = sandbox::ZoneSpec::new(
+        policy.clone(),
+        vec!["/bin/sh".into(), "-c".into(), script.into()],
+    );
     spec.overlays = overlay.into_iter().collect();
-    let null = || std::fs::OpenOptions::new().write(true).open("/dev/null").ok().map(std::os::fd::OwnedFd::from);
+    let null = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/null")
+            .ok()
+            .map(std::os::fd::OwnedFd::from)
+    };
     spec.stdout = null();
     spec.stderr = null();
-    let failed = |cause: String| Missing { layer: Layer::MountNamespace, cause, fix: "see the cause; `loopexec sandbox -- /bin/true` shows the same failure".into() };
+    let failed = |cause: String| Missing {
+        layer: Layer::MountNamespace,
+        cause,
+        fix: "see the cause; `loopexec sandbox -- /bin/true` shows the same failure".into(),
+    };
     let mut zone = match sandbox::launch(spec) {
         Ok(z) => z,
-        Err(SandboxError::Unsatisfiable { layer, cause, fix }) => return Err(Missing { layer, cause, fix }),
+        Err(SandboxError::Unsatisfiable { layer, cause, fix }) => {
+            return Err(Missing { layer, cause, fix })
+        }
         Err(e) => return Err(failed(format!("starting a zone: {e}"))),
     };
     match zone.wait() {
         Ok(ZoneExit::Exited(0)) => Ok(()),
-        Ok(other) => Err(failed(format!("the probe zone's command ended with {other:?}"))),
+        Ok(other) => Err(failed(format!(
+            "the probe zone's command ended with {other:?}"
+        ))),
         Err(e) => Err(failed(format!("waiting for the probe zone: {e}"))),
     }
 }

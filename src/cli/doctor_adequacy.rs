@@ -9,9 +9,11 @@
 
 use crate::error::{CmdResult, Failure};
 use crate::halt::HaltReason;
-use crate::mutation::{self, verdict::score, Adequacy, ChangedSource, Mutant, MutantOutcome, MutantResult};
-use crate::trust::gates::{GateReport, GateVerdict};
+use crate::mutation::{
+    self, verdict::score, Adequacy, ChangedSource, Mutant, MutantOutcome, MutantResult,
+};
 use crate::receipt::probe::RunClass;
+use crate::trust::gates::{GateReport, GateVerdict};
 use crate::trust::runner::{execute_edited, CheckTarget, RunMode};
 use std::io::Read;
 use std::path::Path;
@@ -40,7 +42,12 @@ pub struct AdequacyArgs {
 /// command line, e.g. `run` with `doctor = true`).
 impl Default for AdequacyArgs {
     fn default() -> AdequacyArgs {
-        AdequacyArgs { diff_base: "HEAD".into(), mutants: mutation::DEFAULT_MUTANTS as u64, mutant_seed: 0, mutate_cmd: None }
+        AdequacyArgs {
+            diff_base: "HEAD".into(),
+            mutants: mutation::DEFAULT_MUTANTS as u64,
+            mutant_seed: 0,
+            mutate_cmd: None,
+        }
     }
 }
 
@@ -56,19 +63,29 @@ fn git(repo: &Path, args: &[&str]) -> CmdResult<Vec<u8>> {
         .map_err(|e| Failure::workspace(format!("running git in {}: {e}", repo.display())))?;
     if !out.status.success() {
         let stderr = crate::analysis::syntax::evidence_text(&String::from_utf8_lossy(&out.stderr));
-        return Err(Failure::workspace(format!("git {} in {}: {stderr}", args.join(" "), repo.display())));
+        return Err(Failure::workspace(format!(
+            "git {} in {}: {stderr}",
+            args.join(" "),
+            repo.display()
+        )));
     }
     Ok(out.stdout)
 }
 
 fn nul_paths(bytes: &[u8]) -> Vec<String> {
-    bytes.split(|b| *b == 0).filter(|p| !p.is_empty()).filter_map(|p| std::str::from_utf8(p).ok().map(str::to_string)).collect()
+    bytes
+        .split(|b| *b == 0)
+        .filter(|p| !p.is_empty())
+        .filter_map(|p| std::str::from_utf8(p).ok().map(str::to_string))
+        .collect()
 }
 
 fn read_bounded(path: &Path) -> Option<Vec<u8>> {
     let file = std::fs::File::open(path).ok()?;
     let mut bytes = Vec::new();
-    file.take(MAX_SOURCE_BYTES + 1).read_to_end(&mut bytes).ok()?;
+    file.take(MAX_SOURCE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .ok()?;
     Some(bytes)
 }
 
@@ -79,14 +96,44 @@ struct Tree {
 }
 
 fn read_tree(repo: &Path, base: &str) -> CmdResult<(Tree, Vec<String>)> {
-    git(repo, &["rev-parse", "--verify", "--quiet", &format!("{base}^{{commit}}")])
-        .map_err(|_| Failure::usage(format!("--diff-base {base}: not a commit of {}", repo.display())))?;
-    let files = nul_paths(&git(repo, &["ls-files", "-z", "--cached", "--others", "--exclude-standard"])?);
+    git(
+        repo,
+        &[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            &format!("{base}^{{commit}}"),
+        ],
+    )
+    .map_err(|_| {
+        Failure::usage(format!(
+            "--diff-base {base}: not a commit of {}",
+            repo.display()
+        ))
+    })?;
+    let files = nul_paths(&git(
+        repo,
+        &[
+            "ls-files",
+            "-z",
+            "--cached",
+            "--others",
+            "--exclude-standard",
+        ],
+    )?);
     let mut changed = nul_paths(&git(repo, &["diff", "-z", "--name-only", base, "--"])?);
-    changed.extend(nul_paths(&git(repo, &["ls-files", "-z", "--others", "--exclude-standard"])?));
+    changed.extend(nul_paths(&git(
+        repo,
+        &["ls-files", "-z", "--others", "--exclude-standard"],
+    )?));
     let mut sources = Vec::new();
-    for path in files.iter().filter(|p| crate::analysis::Language::of_path(p).is_some()) {
-        let Some(end) = read_bounded(&repo.join(path)) else { continue };
+    for path in files
+        .iter()
+        .filter(|p| crate::analysis::Language::of_path(p).is_some())
+    {
+        let Some(end) = read_bounded(&repo.join(path)) else {
+            continue;
+        };
         let t0 = git(repo, &["show", &format!("{base}:{path}")]).ok();
         sources.push((path.clone(), t0, end));
     }
@@ -113,19 +160,37 @@ fn write_mutant(tree: &Path, path: &str, bytes: &[u8]) -> CmdResult<()> {
 /// and no repository is needed.
 /// `reference_green`: the check passed on the unmutated tree (the determinism probe's modal
 /// outcome); on a red tree a red mutant shows nothing, and the gate says so.
-pub fn gate(target: &CheckTarget, args: &AdequacyArgs, jobs: usize, reference_green: bool) -> CmdResult<Result<GateReport, String>> {
+pub fn gate(
+    target: &CheckTarget,
+    args: &AdequacyArgs,
+    jobs: usize,
+    reference_green: bool,
+) -> CmdResult<Result<GateReport, String>> {
     if args.mutants == 0 || args.mutants > crate::engine::canary::MAX_MUTANTS {
-        return Err(Failure::usage(format!("--mutants must be in 1..={}, got {}", crate::engine::canary::MAX_MUTANTS, args.mutants)));
+        return Err(Failure::usage(format!(
+            "--mutants must be in 1..={}, got {}",
+            crate::engine::canary::MAX_MUTANTS,
+            args.mutants
+        )));
     }
-    if args.mutate_cmd.as_deref().is_some_and(|c| c.trim().is_empty()) {
+    if args
+        .mutate_cmd
+        .as_deref()
+        .is_some_and(|c| c.trim().is_empty())
+    {
         return Err(Failure::usage("--mutate-cmd is empty"));
     }
     if args.mutate_cmd.is_none() && !crate::engine::detached::is_git_repository(&target.workdir) {
         return Ok(Err(format!("not run: {} is not a git repository (the gate mutates the changes against --diff-base)", target.workdir.display())));
     }
     if !reference_green {
-        let detail = "the check is not green on the unmutated tree, so a red mutant shows nothing".to_string();
-        return Ok(Ok(GateReport { gate: "adequacy", verdict: GateVerdict::Inconclusive { detail }, evidence: serde_json::json!({}) }));
+        let detail = "the check is not green on the unmutated tree, so a red mutant shows nothing"
+            .to_string();
+        return Ok(Ok(GateReport {
+            gate: "adequacy",
+            verdict: GateVerdict::Inconclusive { detail },
+            evidence: serde_json::json!({}),
+        }));
     }
     let chosen = match &args.mutate_cmd {
         Some(cmd) => match external_mutants(target, cmd, args)? {
@@ -134,13 +199,22 @@ pub fn gate(target: &CheckTarget, args: &AdequacyArgs, jobs: usize, reference_gr
         },
         None => builtin_mutants(target, args)?,
     };
-    let Chosen { scope, generated: generated_count, work, unapplied } = chosen;
+    let Chosen {
+        scope,
+        generated: generated_count,
+        work,
+        unapplied,
+    } = chosen;
     let plans = crate::trust::perturb::plan(work.len() as u64, &[], args.mutant_seed);
     let edit = |plan: &crate::trust::perturb::RunPlan, copy: &Path| -> CmdResult<()> {
         let (mutant, bytes) = &work[plan.run as usize];
         write_mutant(copy, &mutant.path, bytes)
     };
-    let reports = if work.is_empty() { Vec::new() } else { execute_edited(target, &plans, RunMode::default(), jobs, &edit)? };
+    let reports = if work.is_empty() {
+        Vec::new()
+    } else {
+        execute_edited(target, &plans, RunMode::default(), jobs, &edit)?
+    };
     let mut results: Vec<MutantResult> = work
         .iter()
         .zip(&reports)
@@ -153,7 +227,13 @@ pub fn gate(target: &CheckTarget, args: &AdequacyArgs, jobs: usize, reference_gr
                 };
                 MutantResult::of(mutant, outcome, shown.exit_code, shown.duration_ms, None)
             }
-            None => MutantResult::of(mutant, MutantOutcome::NotRun, None, 0, Some("the run showed nothing".into())),
+            None => MutantResult::of(
+                mutant,
+                MutantOutcome::NotRun,
+                None,
+                0,
+                Some("the run showed nothing".into()),
+            ),
         })
         .collect();
     results.extend(unapplied);
@@ -161,11 +241,21 @@ pub fn gate(target: &CheckTarget, args: &AdequacyArgs, jobs: usize, reference_gr
     let verdict = match s.verdict {
         Adequacy::Inadequate => GateVerdict::Failed {
             reason: HaltReason::CheckInadequate,
-            detail: format!("no mutant of the {scope} turned the check red: {} of {} survived", s.survived, results.len()),
+            detail: format!(
+                "no mutant of the {scope} turned the check red: {} of {} survived",
+                s.survived,
+                results.len()
+            ),
         },
-        Adequacy::NotRun => GateVerdict::Inconclusive { detail: format!("the check ran on none of the {} mutants", results.len()) },
-        Adequacy::NoMutants if scope == "mutate_cmd" => GateVerdict::Inconclusive { detail: "the mutator (--mutate-cmd) listed no mutant".into() },
-        Adequacy::NoMutants => GateVerdict::Inconclusive { detail: "no line of the repository can be mutated".into() },
+        Adequacy::NotRun => GateVerdict::Inconclusive {
+            detail: format!("the check ran on none of the {} mutants", results.len()),
+        },
+        Adequacy::NoMutants if scope == "mutate_cmd" => GateVerdict::Inconclusive {
+            detail: "the mutator (--mutate-cmd) listed no mutant".into(),
+        },
+        Adequacy::NoMutants => GateVerdict::Inconclusive {
+            detail: "no line of the repository can be mutated".into(),
+        },
         Adequacy::Adequate => GateVerdict::Passed,
     };
     let evidence = serde_json::json!({
@@ -173,7 +263,11 @@ pub fn gate(target: &CheckTarget, args: &AdequacyArgs, jobs: usize, reference_gr
         "sampled": results.len(), "killed": s.killed, "survived": s.survived, "not_run": s.not_run, "score": s.score,
         "mutants": results,
     });
-    Ok(Ok(GateReport { gate: "adequacy", verdict, evidence }))
+    Ok(Ok(GateReport {
+        gate: "adequacy",
+        verdict,
+        evidence,
+    }))
 }
 
 /// The mutants a gate runs: each with its file's mutated bytes, and those that could not be
@@ -194,10 +288,15 @@ fn builtin_mutants(target: &CheckTarget, args: &AdequacyArgs) -> CmdResult<Chose
         tree.sources
             .iter()
             .filter(|(p, _, _)| only.is_none_or(|c| c.contains(p)))
-            .map(|(path, t0, end)| ChangedSource { path, t0: if only.is_some() { t0.as_deref() } else { None }, end })
+            .map(|(path, t0, end)| ChangedSource {
+                path,
+                t0: if only.is_some() { t0.as_deref() } else { None },
+                end,
+            })
             .collect()
     };
-    let analysis = |e: crate::analysis::AnalysisError| Failure::internal(format!("generating mutants: {e}"));
+    let analysis =
+        |e: crate::analysis::AnalysisError| Failure::internal(format!("generating mutants: {e}"));
     let mut scope = "diff";
     let mut sources = sources_of(Some(&changed));
     let mut generated = mutation::generate(&sources, false, limits).map_err(analysis)?;
@@ -216,7 +315,12 @@ fn builtin_mutants(target: &CheckTarget, args: &AdequacyArgs) -> CmdResult<Chose
             Some((m, bytes))
         })
         .collect();
-    Ok(Chosen { scope, generated: generated_count, work, unapplied: Vec::new() })
+    Ok(Chosen {
+        scope,
+        generated: generated_count,
+        work,
+        unapplied: Vec::new(),
+    })
 }
 
 /// The operator's mutator's mutants (`--mutate-cmd`), run once in an exec zone on a copy of the
@@ -224,20 +328,41 @@ fn builtin_mutants(target: &CheckTarget, args: &AdequacyArgs) -> CmdResult<Chose
 /// file. `Err(report)` inside: the mutator failed or printed no valid list, so the gate cannot
 /// conclude: `execution_failure` (a command the gate needs could not run; it says nothing
 /// against the check).
-fn external_mutants(target: &CheckTarget, cmd: &str, args: &AdequacyArgs) -> CmdResult<Result<Chosen, GateReport>> {
+fn external_mutants(
+    target: &CheckTarget,
+    cmd: &str,
+    args: &AdequacyArgs,
+) -> CmdResult<Result<Chosen, GateReport>> {
     use mutation::external::{self, MAX_LIST_BYTES, MUTANTS_FILE};
-    let mutator = CheckTarget { check: external::wrapped(cmd), reports: Vec::new(), ..target.clone() };
-    let (report, list) = crate::trust::runner::run_once_reading(&mutator, MUTANTS_FILE, MAX_LIST_BYTES)?;
+    let mutator = CheckTarget {
+        check: external::wrapped(cmd),
+        reports: Vec::new(),
+        ..target.clone()
+    };
+    let (report, list) =
+        crate::trust::runner::run_once_reading(&mutator, MUTANTS_FILE, MAX_LIST_BYTES)?;
     let exit = report.shown.first().and_then(|s| s.exit_code);
     let exit_text = exit.map_or("none".to_string(), |c| c.to_string());
     let refuse = |why: String| {
         let detail = format!("the mutator (--mutate-cmd) {why}");
-        let evidence = serde_json::json!({"scope": "mutate_cmd", "mutate_cmd": cmd, "mutator_exit": exit});
-        Ok(Err(GateReport { gate: "adequacy", verdict: GateVerdict::Failed { reason: HaltReason::ExecutionFailure, detail }, evidence }))
+        let evidence =
+            serde_json::json!({"scope": "mutate_cmd", "mutate_cmd": cmd, "mutator_exit": exit});
+        Ok(Err(GateReport {
+            gate: "adequacy",
+            verdict: GateVerdict::Failed {
+                reason: HaltReason::ExecutionFailure,
+                detail,
+            },
+            evidence,
+        }))
     };
     match report.shown.first().map(|s| s.class) {
         Some(RunClass::Pass) => {}
-        Some(RunClass::CouldNotRun) => return refuse(format!("could not run, was killed or timed out (exit {exit_text})")),
+        Some(RunClass::CouldNotRun) => {
+            return refuse(format!(
+                "could not run, was killed or timed out (exit {exit_text})"
+            ))
+        }
         _ => return refuse(format!("failed (exit {exit_text})")),
     }
     let listed = match external::list_from(list) {
@@ -245,13 +370,29 @@ fn external_mutants(target: &CheckTarget, cmd: &str, args: &AdequacyArgs) -> Cmd
         Err(why) => return refuse(why),
     };
     let generated = listed.len();
-    let workdir = crate::safefs::SafeDir::open(&target.workdir).map_err(crate::receipt::store::fs_failure)?;
+    let workdir =
+        crate::safefs::SafeDir::open(&target.workdir).map_err(crate::receipt::store::fs_failure)?;
     let (mut work, mut unapplied) = (Vec::new(), Vec::new());
     for m in mutation::sample::sample(listed, args.mutants as usize, args.mutant_seed) {
-        match workdir.read(&m.path, MAX_SOURCE_BYTES).ok().and_then(|original| m.apply(&original)) {
+        match workdir
+            .read(&m.path, MAX_SOURCE_BYTES)
+            .ok()
+            .and_then(|original| m.apply(&original))
+        {
             Some(bytes) => work.push((m, bytes)),
-            None => unapplied.push(MutantResult::of(&m, MutantOutcome::NotRun, None, 0, Some("its diff does not apply to the file in the tree".into()))),
+            None => unapplied.push(MutantResult::of(
+                &m,
+                MutantOutcome::NotRun,
+                None,
+                0,
+                Some("its diff does not apply to the file in the tree".into()),
+            )),
         }
     }
-    Ok(Ok(Chosen { scope: "mutate_cmd", generated, work, unapplied }))
+    Ok(Ok(Chosen {
+        scope: "mutate_cmd",
+        generated,
+        work,
+        unapplied,
+    }))
 }

@@ -85,7 +85,8 @@ pub struct Args {
 
 /// The flags over the workdir's loop.toml `[escalation]` table.
 pub fn settings_of(workdir: &Path, flags: Settings) -> CmdResult<Settings> {
-    let wd = crate::safefs::SafeDir::open(workdir).map_err(|e| Failure::workspace(format!("workdir: {e}")))?;
+    let wd = crate::safefs::SafeDir::open(workdir)
+        .map_err(|e| Failure::workspace(format!("workdir: {e}")))?;
     Ok(flags.over(config::from_loop_file(&wd)?))
 }
 
@@ -126,21 +127,40 @@ pub fn escalate(workdir: &Path, run: &RunDir, target: &Target) -> CmdResult<Esca
     // A log whose chain is broken is refused before anything is sent.
     let prior = log::read(run.dir()).map_err(crate::error::fs_failure)?;
     if let Some(line) = prior.broken_at {
-        return Err(Failure::workspace(format!("{}: line {line} breaks its hash chain; nothing was sent", log::FILE)));
+        return Err(Failure::workspace(format!(
+            "{}: line {line} breaks its hash chain; nothing was sent",
+            log::FILE
+        )));
     }
-    let source = ReceiptArgs { run_id: Some(run.id().as_str().to_string()), receipt: None, workdir: workdir.to_path_buf() };
+    let source = ReceiptArgs {
+        run_id: Some(run.id().as_str().to_string()),
+        receipt: None,
+        workdir: workdir.to_path_buf(),
+    };
     let loaded = super::receipt_source::load(&source)?;
     let receipt_bytes = run.receipt_bytes()?;
     let receipt_sha256 = hex::encode(Sha256::digest(&receipt_bytes));
     let explained = super::explain_halt::run(super::explain_halt::Args { source }, true)?;
-    let explanation = explained.fields.get("explanation").cloned().unwrap_or(Value::Null);
+    let explanation = explained
+        .fields
+        .get("explanation")
+        .cloned()
+        .unwrap_or(Value::Null);
     let sealed = run.dir().exists(crate::receipt::seal::ENVELOPE_FILE);
     let state = run.read_state()?;
-    let mut halt = loaded.history.halt.as_ref().map(|h| HaltFacts { reason: h.halt_reason, iteration: h.iteration, detail: h.detail.clone() });
+    let mut halt = loaded.history.halt.as_ref().map(|h| HaltFacts {
+        reason: h.halt_reason,
+        iteration: h.iteration,
+        detail: h.detail.clone(),
+    });
     // A run the comprehension gate stopped is no sealed halt, but a person must decide all the same.
     if halt.is_none() && state.state == crate::receipt::state::RunPhase::Gated {
         let detail = "the comprehension gate stopped the run (resumable, not sealed): more accepted diffs unread than --comprehension-every".to_string();
-        halt = Some(HaltFacts { reason: crate::halt::HaltReason::ComprehensionDebtExceeded, iteration: state.iteration, detail });
+        halt = Some(HaltFacts {
+            reason: crate::halt::HaltReason::ComprehensionDebtExceeded,
+            iteration: state.iteration,
+            detail,
+        });
     }
     let input = PacketInput {
         run_id: run.id().as_str().to_string(),
@@ -152,7 +172,7 @@ pub fn escalate(workdir: &Path, run: &RunDir, target: &Target) -> CmdResult<Esca
         receipt_sha256: receipt_sha256.clone(),
         receipt_events: loaded.chain.events.len(),
         sealed,
-        created_at: crate::receipt::chain::now_rfc3339(),
+        created_at: crate::timestamp::now_rfc3339(),
     };
     let built = packet::build(&input);
     let packet_sha256 = built.sha256();
@@ -173,7 +193,7 @@ pub fn escalate(workdir: &Path, run: &RunDir, target: &Target) -> CmdResult<Esca
     };
     let record = Record {
         seq: 0,
-        time: crate::receipt::chain::now_rfc3339(),
+        time: crate::timestamp::now_rfc3339(),
         run_id: input.run_id.clone(),
         packet_sha256: packet_sha256.clone(),
         receipt_sha256,
@@ -190,7 +210,11 @@ pub fn escalate(workdir: &Path, run: &RunDir, target: &Target) -> CmdResult<Esca
         return Err(Failure::new(FailureCode::DeliveryFailed, format!("escalation over {} not delivered: {error}", target.channel.name()))
             .with_hint("the attempt is recorded in the run's escalations.jsonl; fix the channel and escalate again"));
     }
-    Ok(Escalated { packet: built.value, packet_sha256, record })
+    Ok(Escalated {
+        packet: built.value,
+        packet_sha256,
+        record,
+    })
 }
 
 pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
@@ -210,10 +234,16 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
         false => aligned(&[
             ("run_id", run.id().as_str().to_string()),
             ("state", "escalation_pending".into()),
-            ("channel", format!("{} ({})", done.record.channel, done.record.target)),
+            (
+                "channel",
+                format!("{} ({})", done.record.channel, done.record.target),
+            ),
             ("packet", format!("sha256:{}", done.packet_sha256)),
             ("receipt", format!("sha256:{}", done.record.receipt_sha256)),
         ]),
     };
-    Ok(out.field("run_id", run.id().as_str()).field("escalation", done.json(stdout)).human(human))
+    Ok(out
+        .field("run_id", run.id().as_str())
+        .field("escalation", done.json(stdout))
+        .human(human))
 }

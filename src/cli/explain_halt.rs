@@ -40,12 +40,18 @@ fn trajectory(history: &History) -> Vec<(u64, usize)> {
     if !judged.is_empty() || history.iterations.iter().any(|r| r.progress.is_some()) {
         return judged;
     }
-    history.iterations.iter().filter_map(|r| Some((r.iteration, r.failing_count()? as usize))).collect()
+    history
+        .iterations
+        .iter()
+        .filter_map(|r| Some((r.iteration, r.failing_count()? as usize)))
+        .collect()
 }
 
 /// The iterations a rule's evidence names (every number under an `iteration`-like key).
 fn evidence_iterations(evidence: &Value, into: &mut Vec<u64>) {
-    let Some(fields) = evidence.as_object() else { return };
+    let Some(fields) = evidence.as_object() else {
+        return;
+    };
     for (key, value) in fields {
         match value {
             Value::Number(n) if key != "best" => into.extend(n.as_u64()),
@@ -64,13 +70,20 @@ fn evidence_iterations(evidence: &Value, into: &mut Vec<u64>) {
 }
 
 fn quote(arg: &str) -> String {
-    shlex::try_quote(arg).map(|q| q.into_owned()).unwrap_or_else(|_| format!("'{}'", arg.replace('\0', "")))
+    shlex::try_quote(arg)
+        .map(|q| q.into_owned())
+        .unwrap_or_else(|_| format!("'{}'", arg.replace('\0', "")))
 }
 
 /// `loopexec run` again with the run's pinned commands, isolation, reports, protected paths,
 /// timeouts, policies, progress parameters, targets and reference, and a cap of `cap`.
 fn rerun_command(cfg: &LoopConfig, cap: u64) -> String {
-    let mut args: Vec<String> = vec!["loopexec".into(), "run".into(), "--workdir".into(), cfg.workdir.clone()];
+    let mut args: Vec<String> = vec![
+        "loopexec".into(),
+        "run".into(),
+        "--workdir".into(),
+        cfg.workdir.clone(),
+    ];
     args.extend(["--isolation".into(), cfg.isolation.as_str().into()]);
     if cfg.isolation == crate::zones::Isolation::Native {
         let mode = match cfg.workspace {
@@ -82,12 +95,20 @@ fn rerun_command(cfg: &LoopConfig, cap: u64) -> String {
     if cfg.include_uncommitted {
         args.push("--include-uncommitted".into());
     }
-    for (flag, pin) in [("--policy", &cfg.agent_policy), ("--check-policy", &cfg.check_policy)] {
+    for (flag, pin) in [
+        ("--policy", &cfg.agent_policy),
+        ("--check-policy", &cfg.check_policy),
+    ] {
         if let Some(pin) = pin {
             args.extend([flag.into(), pin.source.clone()]);
         }
     }
-    args.extend(["--check".into(), cfg.check.clone(), "--exec".into(), cfg.exec.clone()]);
+    args.extend([
+        "--check".into(),
+        cfg.check.clone(),
+        "--exec".into(),
+        cfg.exec.clone(),
+    ]);
     for report in cfg.report_patterns() {
         args.extend(["--report".into(), report]);
     }
@@ -95,8 +116,16 @@ fn rerun_command(cfg: &LoopConfig, cap: u64) -> String {
         args.extend(["--protect".into(), protect.clone()]);
     }
     let secs = |ms: u64| format!("{}", ms as f64 / 1000.0);
-    args.extend(["--exec-timeout".into(), secs(cfg.exec_timeout_ms), "--check-timeout".into(), secs(cfg.check_timeout_ms)]);
-    args.extend(["--no-progress-k".into(), cfg.progress.no_progress_k.to_string()]);
+    args.extend([
+        "--exec-timeout".into(),
+        secs(cfg.exec_timeout_ms),
+        "--check-timeout".into(),
+        secs(cfg.check_timeout_ms),
+    ]);
+    args.extend([
+        "--no-progress-k".into(),
+        cfg.progress.no_progress_k.to_string(),
+    ]);
     for target in &cfg.targets {
         args.extend(["--target".into(), target.clone()]);
     }
@@ -112,32 +141,59 @@ pub fn verdict_of(history: &History) -> Option<HaltVerdict> {
     let halt = history.halt.as_ref()?;
     let explanation = explain(halt.halt_reason, &trajectory(history));
     let mut decisive = vec![halt.iteration];
-    let fired = history.iterations.iter().rev().find_map(|r| r.progress.as_ref().filter(|p| p.halt_reason == Some(halt.halt_reason)));
+    let fired = history.iterations.iter().rev().find_map(|r| {
+        r.progress
+            .as_ref()
+            .filter(|p| p.halt_reason == Some(halt.halt_reason))
+    });
     if let Some(evidence) = fired.and_then(|p| p.evidence.as_ref()) {
         evidence_iterations(evidence, &mut decisive);
     }
     decisive.sort_unstable();
     decisive.dedup();
     let run_id = history.run_id().unwrap_or_default();
-    let cfg: Option<LoopConfig> = history.start.as_ref().and_then(|s| serde_json::from_value(s.config.clone()).ok());
-    let workdir = cfg.as_ref().map(|c| c.workdir.clone()).unwrap_or_else(|| ".".into());
-    let report = format!("loopexec report {} --workdir {}", quote(run_id), quote(&workdir));
+    let cfg: Option<LoopConfig> = history
+        .start
+        .as_ref()
+        .and_then(|s| serde_json::from_value(s.config.clone()).ok());
+    let workdir = cfg
+        .as_ref()
+        .map(|c| c.workdir.clone())
+        .unwrap_or_else(|| ".".into());
+    let report = format!(
+        "loopexec report {} --workdir {}",
+        quote(run_id),
+        quote(&workdir)
+    );
     let next_command = match (explanation.verdict, &cfg, explanation.more_iterations) {
-        (Verdict::RaiseTheLimit, Some(cfg), Some(more)) => rerun_command(cfg, halt.iteration + more),
+        (Verdict::RaiseTheLimit, Some(cfg), Some(more)) => {
+            rerun_command(cfg, halt.iteration + more)
+        }
         (Verdict::Done, _, _) => match halt.delivery.as_ref().and_then(|d| d.branch.as_deref()) {
-            Some(branch) => format!("git -C {} diff --stat HEAD {}", quote(&workdir), quote(branch)),
+            Some(branch) => format!(
+                "git -C {} diff --stat HEAD {}",
+                quote(&workdir),
+                quote(branch)
+            ),
             None => report,
         },
         _ => report,
     };
-    Some(HaltVerdict { explanation, decisive_iterations: decisive, next_command })
+    Some(HaltVerdict {
+        explanation,
+        decisive_iterations: decisive,
+        next_command,
+    })
 }
 
 /// The existence proof: the `reference` event, or that none was given; and one sentence.
 fn existence_proof(history: &History) -> (Value, String) {
     match &history.reference {
         Some(reference) => (json!(reference), reference.detail.clone()),
-        None => (json!({"given": false}), "no existence proof was given (no --reference)".to_string()),
+        None => (
+            json!({"given": false}),
+            "no existence proof was given (no --reference)".to_string(),
+        ),
     }
 }
 
@@ -184,9 +240,16 @@ impl Withheld {
     /// The sentence `explain-halt` says instead of a verdict.
     pub(crate) fn summary(&self, history: &History) -> String {
         match self {
-            Withheld::DoesNotFollow(mismatch) => format!("the recorded halt does not follow from the receipt's observations: {}", mismatch.detail),
+            Withheld::DoesNotFollow(mismatch) => format!(
+                "the recorded halt does not follow from the receipt's observations: {}",
+                mismatch.detail
+            ),
             Withheld::NotSealed => {
-                let (reason, iteration) = history.halt.as_ref().map(|h| (h.halt_reason.as_str(), h.iteration)).unwrap_or_default();
+                let (reason, iteration) = history
+                    .halt
+                    .as_ref()
+                    .map(|h| (h.halt_reason.as_str(), h.iteration))
+                    .unwrap_or_default();
                 format!(
                     "halted {reason} at iteration {iteration}, but the run is not sealed (its supervisor died between the halt and the seal); `{}` finishes the seal",
                     resume_command(history)
@@ -207,7 +270,10 @@ pub(crate) fn withheld(history: &History, receipt: &std::path::Path) -> Option<W
 }
 
 fn resume_command(history: &History) -> String {
-    format!("loopexec run --resume {}", quote(history.run_id().unwrap_or("")))
+    format!(
+        "loopexec run --resume {}",
+        quote(history.run_id().unwrap_or(""))
+    )
 }
 
 pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
@@ -220,10 +286,17 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     let counts: Vec<Option<u64>> = history.failing_counts();
     let receipt = loaded.path.to_string_lossy().into_owned();
     let last_exit = history.last_exited_check().and_then(|c| c.check_exit);
-    let out = Outcome::ok("explain-halt").field("run_id", run_id.clone()).field("receipt", receipt).field("check_exit", json!(last_exit));
+    let out = Outcome::ok("explain-halt")
+        .field("run_id", run_id.clone())
+        .field("receipt", receipt)
+        .field("check_exit", json!(last_exit));
     if let Some(withheld) = withheld(history, &loaded.path) {
         let summary = withheld.summary(history);
-        let (reason, iteration) = history.halt.as_ref().map(|h| (h.halt_reason.as_str(), h.iteration)).unwrap_or_default();
+        let (reason, iteration) = history
+            .halt
+            .as_ref()
+            .map(|h| (h.halt_reason.as_str(), h.iteration))
+            .unwrap_or_default();
         let (explanation, after) = match &withheld {
             Withheld::DoesNotFollow(mismatch) => (
                 json!({"halted": true, "consistent": false, "summary": summary, "derived": mismatch.derived, "derived_at": mismatch.iteration, "verdict": Value::Null}),
@@ -257,27 +330,65 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     let detail = halt.detail.clone();
     let iteration = halt.iteration;
     let text = summary(&reason, &detail, &verdict);
-    let mut rows = vec![("run_id", run_id.clone()), ("halt_reason", reason.clone()), ("iteration", iteration.to_string())];
+    let mut rows = vec![
+        ("run_id", run_id.clone()),
+        ("halt_reason", reason.clone()),
+        ("iteration", iteration.to_string()),
+    ];
     rows.push(("why", text.clone()));
     rows.push(("verdict", verdict.explanation.verdict.as_str().to_string()));
     if !verdict.explanation.trajectory.is_empty() {
-        rows.push(("failing_targets", list(verdict.explanation.trajectory.iter().map(|(i, n)| format!("{n} at {i}")))));
+        rows.push((
+            "failing_targets",
+            list(
+                verdict
+                    .explanation
+                    .trajectory
+                    .iter()
+                    .map(|(i, n)| format!("{n} at {i}")),
+            ),
+        ));
     }
-    rows.push(("decisive", list(verdict.decisive_iterations.iter().map(u64::to_string))));
+    rows.push((
+        "decisive",
+        list(verdict.decisive_iterations.iter().map(u64::to_string)),
+    ));
     // The evidence of the guards that objected in the halting iteration (escaped by `aligned`).
-    let guards: Vec<_> = history.iterations.iter().filter(|d| d.iteration == iteration).flat_map(|d| d.guards.iter()).collect();
+    let guards: Vec<_> = history
+        .iterations
+        .iter()
+        .filter(|d| d.iteration == iteration)
+        .flat_map(|d| d.guards.iter())
+        .collect();
     for g in &guards {
-        rows.push(("guard", format!("{} ({}): {}", g.guard, g.halt_reason, g.detail)));
+        rows.push((
+            "guard",
+            format!("{} ({}): {}", g.guard, g.halt_reason, g.detail),
+        ));
         for f in &g.findings {
-            rows.push(("finding", format!("{}: {}", f.path.as_deref().unwrap_or("-"), f.what)));
+            rows.push((
+                "finding",
+                format!("{}: {}", f.path.as_deref().unwrap_or("-"), f.what),
+            ));
         }
     }
     // The test changes allowances let through, in any iteration (a reviewer reads each).
-    let allowed: Vec<(u64, &crate::receipt::events::TestChangeAllowedRecord)> =
-        history.iterations.iter().flat_map(|d| d.allowed.iter().map(move |a| (d.iteration, a))).collect();
+    let allowed: Vec<(u64, &crate::receipt::events::TestChangeAllowedRecord)> = history
+        .iterations
+        .iter()
+        .flat_map(|d| d.allowed.iter().map(move |a| (d.iteration, a)))
+        .collect();
     for (n, a) in &allowed {
         for u in &a.uses {
-            rows.push(("allowed", format!("iteration {n}: {} under allowance {}: {}", u.what, u.name(), u.reason)));
+            rows.push((
+                "allowed",
+                format!(
+                    "iteration {n}: {} under allowance {}: {}",
+                    u.what,
+                    u.name(),
+                    u.reason
+                ),
+            ));
         }
     }
     // The guards that could not see (their evidence and the switch that enables each).
@@ -286,15 +397,41 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
         rows.push(("blind", line));
     }
     // What the halting iteration's tree observes that can tell a test run from a real one.
-    let observed = history.iterations.iter().rev().find(|d| d.iteration == iteration).and_then(|d| d.snapshot.as_ref()).map(|s| s.awareness.as_slice()).unwrap_or_default();
+    let observed = history
+        .iterations
+        .iter()
+        .rev()
+        .find(|d| d.iteration == iteration)
+        .and_then(|d| d.snapshot.as_ref())
+        .map(|s| s.awareness.as_slice())
+        .unwrap_or_default();
     for f in observed {
-        rows.push(("awareness", format!("{}: {}", f.path.as_deref().unwrap_or("-"), f.what)));
+        rows.push((
+            "awareness",
+            format!("{}: {}", f.path.as_deref().unwrap_or("-"), f.what),
+        ));
     }
     // The judge's answer on the halting iteration (its reason is escaped when recorded and by `aligned`).
-    let judge = history.iterations.iter().rev().find(|d| d.iteration == iteration).and_then(|d| d.judge.as_ref());
+    let judge = history
+        .iterations
+        .iter()
+        .rev()
+        .find(|d| d.iteration == iteration)
+        .and_then(|d| d.judge.as_ref());
     if let Some(j) = judge {
-        let hacking = if j.reward_hacking { ", reward hacking" } else { "" };
-        rows.push(("judge", format!("{}{hacking}: {}", json!(j.outcome).as_str().unwrap_or(""), j.reason)));
+        let hacking = if j.reward_hacking {
+            ", reward hacking"
+        } else {
+            ""
+        };
+        rows.push((
+            "judge",
+            format!(
+                "{}{hacking}: {}",
+                json!(j.outcome).as_str().unwrap_or(""),
+                j.reason
+            ),
+        ));
     }
     // The evidence of the last check (its disagreements, when it kept a zero exit from passing, or
     // a red check's gaps, which keep its sets from meeting the targets).
@@ -327,12 +464,22 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
         fields.insert("inactive_guards".into(), json!(inactive));
     }
     if let (false, Some(fields)) = (allowed.is_empty(), explanation.as_object_mut()) {
-        fields.insert("allowed".into(), json!(allowed.iter().map(|(_, a)| a).collect::<Vec<_>>()));
+        fields.insert(
+            "allowed".into(),
+            json!(allowed.iter().map(|(_, a)| a).collect::<Vec<_>>()),
+        );
     }
     if let (Some(j), Some(fields)) = (judge, explanation.as_object_mut()) {
-        fields.insert("judge".into(), json!({"outcome": j.outcome, "reward_hacking": j.reward_hacking, "reason": j.reason}));
+        fields.insert(
+            "judge".into(),
+            json!({"outcome": j.outcome, "reward_hacking": j.reward_hacking, "reason": j.reason}),
+        );
     }
-    Ok(out.field("halt_reason", reason.clone()).field("iteration", iteration).field("explanation", explanation).human(aligned(&rows)))
+    Ok(out
+        .field("halt_reason", reason.clone())
+        .field("iteration", iteration)
+        .field("explanation", explanation)
+        .human(aligned(&rows)))
 }
 
 /// Why a probe (`probe-check`, `doctor --check`) stopped a loop or not, from its receipt alone:
@@ -341,28 +488,57 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
 fn probe_explanation(loaded: &receipt_source::LoadedReceipt) -> CmdResult<Outcome> {
     use crate::receipt::probe::ProbeRecord;
     use crate::rules::probe_replay::recompute;
-    let bad = |e: String| crate::error::Failure::workspace(format!("{}: {e}", loaded.path.display()));
-    let records = crate::receipt::events::Recorded::decode_all(&loaded.chain.events).map_err(|e| bad(e.to_string()))?;
+    let bad =
+        |e: String| crate::error::Failure::workspace(format!("{}: {e}", loaded.path.display()));
+    let records = crate::receipt::events::Recorded::decode_all(&loaded.chain.events)
+        .map_err(|e| bad(e.to_string()))?;
     let record = ProbeRecord::of(&records).map_err(bad)?;
-    let recomputed = recompute(&record).map_err(|e| bad(format!("the recorded verdict is not what its runs give: {e}")))?;
+    let recomputed = recompute(&record).map_err(|e| {
+        bad(format!(
+            "the recorded verdict is not what its runs give: {e}"
+        ))
+    })?;
     let (start, verdict) = (&record.start, &record.verdict);
     let receipt = loaded.path.to_string_lossy().into_owned();
-    let out = Outcome::ok("explain-halt").field("probe_id", start.probe_id.clone()).field("receipt", receipt);
+    let out = Outcome::ok("explain-halt")
+        .field("probe_id", start.probe_id.clone())
+        .field("receipt", receipt);
     let Some(reason) = verdict.halt_reason else {
         let (summary, next) = match verdict.verdict.as_str() {
-            "certified" => (format!("the check can be looped on: {recomputed}"), "loopexec run".to_string()),
+            "certified" => (
+                format!("the check can be looped on: {recomputed}"),
+                "loopexec run".to_string(),
+            ),
             _ => (
                 format!("every run agreed, but too few ran to certify the target: {recomputed}"),
-                format!("loopexec {} --check {} --runs {}", start.command, quote(&start.check), start.runs_required),
+                format!(
+                    "loopexec {} --check {} --runs {}",
+                    start.command,
+                    quote(&start.check),
+                    start.runs_required
+                ),
             ),
         };
         return Ok(out
             .field("halt_reason", Value::Null)
-            .field("explanation", json!({"halted": false, "summary": summary, "next_command": next}))
-            .human(aligned(&[("probe", start.probe_id.clone()), ("why", summary), ("next", next)])));
+            .field(
+                "explanation",
+                json!({"halted": false, "summary": summary, "next_command": next}),
+            )
+            .human(aligned(&[
+                ("probe", start.probe_id.clone()),
+                ("why", summary),
+                ("next", next),
+            ])));
     };
     let explanation = explain(reason, &[]);
-    let gate = verdict.gates.iter().flatten().find(|g| g["verdict"] == "failed").and_then(|g| g["gate"].as_str()).unwrap_or("determinism");
+    let gate = verdict
+        .gates
+        .iter()
+        .flatten()
+        .find(|g| g["verdict"] == "failed")
+        .and_then(|g| g["gate"].as_str())
+        .unwrap_or("determinism");
     let summary = format!("{reason} ({gate}): {recomputed}. {}.", explanation.because);
     Ok(out
         .field("halt_reason", reason.as_str())

@@ -21,17 +21,27 @@ pub const POLL: Duration = Duration::from_millis(1000);
 /// has none.
 fn complete_events(run: &RunDir) -> CmdResult<Option<Vec<Map<String, Value>>>> {
     let bytes = run.receipt_bytes()?;
-    let Some(end) = bytes.iter().rposition(|b| *b == b'\n') else { return Ok(None) };
+    let Some(end) = bytes.iter().rposition(|b| *b == b'\n') else {
+        return Ok(None);
+    };
     crate::receipt::chain::verify(&bytes[..=end])
         .map(|chain| Some(chain.events))
-        .map_err(|e| Failure::workspace(format!("run {}: the receipt does not verify: {e}", run.id())))
+        .map_err(|e| {
+            Failure::workspace(format!(
+                "run {}: the receipt does not verify: {e}",
+                run.id()
+            ))
+        })
 }
 
 fn num(event: &Map<String, Value>, key: &str) -> String {
-    event.get(key).map_or_else(|| "?".into(), |v| match v {
-        Value::Null => "-".into(),
-        other => other.to_string(),
-    })
+    event.get(key).map_or_else(
+        || "?".into(),
+        |v| match v {
+            Value::Null => "-".into(),
+            other => other.to_string(),
+        },
+    )
 }
 
 fn text(event: &Map<String, Value>, key: &str) -> String {
@@ -39,7 +49,10 @@ fn text(event: &Map<String, Value>, key: &str) -> String {
 }
 
 fn seconds(event: &Map<String, Value>) -> String {
-    event.get("duration_ms").and_then(Value::as_u64).map_or_else(String::new, |ms| format!("  {:.1} s", ms as f64 / 1000.0))
+    event
+        .get("duration_ms")
+        .and_then(Value::as_u64)
+        .map_or_else(String::new, |ms| format!("  {:.1} s", ms as f64 / 1000.0))
 }
 
 /// One event as a line (every string from the run escaped); `None` for the receipt's own
@@ -48,22 +61,68 @@ pub fn line(event: &Map<String, Value>) -> Option<String> {
     let n = num(event, "iteration");
     let kind = event.get("type").and_then(Value::as_str).unwrap_or("?");
     Some(match kind {
-        "run_start" => format!("run started: mode {}, isolation {}", text(event, "mode"), text(event, "isolation")),
+        "run_start" => format!(
+            "run started: mode {}, isolation {}",
+            text(event, "mode"),
+            text(event, "isolation")
+        ),
         "run_resumed" => "run resumed".into(),
-        "exec_result" => format!("#{n:<3} agent    exit {}{}", num(event, "exit_code"), seconds(event)),
-        "check_result" => format!("#{n:<3} check    exit {}  failing {}{}", num(event, "check_exit"), num(event, "failing_count"), seconds(event)),
+        "exec_result" => format!(
+            "#{n:<3} agent    exit {}{}",
+            num(event, "exit_code"),
+            seconds(event)
+        ),
+        "check_result" => format!(
+            "#{n:<3} check    exit {}  failing {}{}",
+            num(event, "check_exit"),
+            num(event, "failing_count"),
+            seconds(event)
+        ),
         "check_baseline" => "t0   baseline check recorded".into(),
         "usage" => {
-            let money = event.get("usd_micros").and_then(Value::as_u64).map_or("unknown".into(), crate::rules::budget::usd);
-            format!("#{n:<3} cost     {} ${money} ({})", text(event, "stage"), text(event, "basis"))
+            let money = event
+                .get("usd_micros")
+                .and_then(Value::as_u64)
+                .map_or("unknown".into(), crate::rules::budget::usd);
+            format!(
+                "#{n:<3} cost     {} ${money} ({})",
+                text(event, "stage"),
+                text(event, "basis")
+            )
         }
-        "guard" => format!("#{n:<3} guard    {} ({}): {}", text(event, "guard"), text(event, "halt_reason"), text(event, "detail")),
-        "judge" => format!("#{n:<3} judge    {}: {}", text(event, "outcome"), text(event, "reason")),
-        "progress" => format!("#{n:<3} progress {}", if event.get("accepted").and_then(Value::as_bool) == Some(true) { "accepted" } else { "rejected" }),
-        "comprehension" => format!("gate     {}: {} unread (limit {})", text(event, "outcome"), num(event, "unread_count"), num(event, "every")),
+        "guard" => format!(
+            "#{n:<3} guard    {} ({}): {}",
+            text(event, "guard"),
+            text(event, "halt_reason"),
+            text(event, "detail")
+        ),
+        "judge" => format!(
+            "#{n:<3} judge    {}: {}",
+            text(event, "outcome"),
+            text(event, "reason")
+        ),
+        "progress" => format!(
+            "#{n:<3} progress {}",
+            if event.get("accepted").and_then(Value::as_bool) == Some(true) {
+                "accepted"
+            } else {
+                "rejected"
+            }
+        ),
+        "comprehension" => format!(
+            "gate     {}: {} unread (limit {})",
+            text(event, "outcome"),
+            num(event, "unread_count"),
+            num(event, "every")
+        ),
         "iteration_interrupted" => format!("#{n:<3} interrupted"),
         "run_interrupted" => format!("interrupted by {}", text(event, "signal")),
-        "halt" => format!("halt     {} (exit {}): {}", text(event, "halt_reason"), num(event, "exit_code"), text(event, "detail")),
+        "halt" => format!(
+            "halt     {} (exit {}): {}",
+            text(event, "halt_reason"),
+            num(event, "exit_code"),
+            text(event, "detail")
+        ),
         _ => return None,
     })
 }
@@ -89,14 +148,20 @@ pub fn follow(run: &RunDir, json: bool) -> CmdResult<(RunPhase, usize)> {
         for event in events.iter().skip(seen) {
             if json {
                 let object = json!({"follow": {"run_id": run.id().as_str(), "seq": event.get("seq"), "event": event}});
-                let _ = writeln!(out, "{}", crate::inert::json_text(&object).unwrap_or_default());
+                let _ = writeln!(
+                    out,
+                    "{}",
+                    crate::inert::json_text(&object).unwrap_or_default()
+                );
             } else if let Some(line) = line(event) {
                 let _ = writeln!(out, "{line}");
             }
         }
         let _ = out.flush();
         seen = seen.max(events.len());
-        let halted = events.iter().any(|e| e.get("type").and_then(Value::as_str) == Some("halt"));
+        let halted = events
+            .iter()
+            .any(|e| e.get("type").and_then(Value::as_str) == Some("halt"));
         if let Some(phase) = over {
             if halted || phase != RunPhase::Halted {
                 return Ok((phase, seen));
@@ -116,13 +181,30 @@ mod tests {
 
     #[test]
     fn each_event_a_person_follows_is_one_escaped_line() {
-        assert_eq!(line(&event(json!({"type": "exec_result", "iteration": 2, "exit_code": 0, "duration_ms": 1500}))), Some("#2   agent    exit 0  1.5 s".into()));
-        assert_eq!(line(&event(json!({"type": "check_result", "iteration": 2, "check_exit": 1, "failing_count": 3}))), Some("#2   check    exit 1  failing 3".into()));
         assert_eq!(
-            line(&event(json!({"type": "halt", "halt_reason": "max_iterations_reached", "exit_code": 12, "detail": "x\u{1b}[2Jy\nforged"}))),
+            line(&event(
+                json!({"type": "exec_result", "iteration": 2, "exit_code": 0, "duration_ms": 1500})
+            )),
+            Some("#2   agent    exit 0  1.5 s".into())
+        );
+        assert_eq!(
+            line(&event(
+                json!({"type": "check_result", "iteration": 2, "check_exit": 1, "failing_count": 3})
+            )),
+            Some("#2   check    exit 1  failing 3".into())
+        );
+        assert_eq!(
+            line(&event(
+                json!({"type": "halt", "halt_reason": "max_iterations_reached", "exit_code": 12, "detail": "x\u{1b}[2Jy\nforged"})
+            )),
             Some("halt     max_iterations_reached (exit 12): x\\x1b[2Jy\\nforged".into())
         );
-        assert_eq!(line(&event(json!({"type": "usage", "iteration": 1, "stage": "agent", "usd_micros": null, "basis": "unknown"}))), Some("#1   cost     agent $unknown (unknown)".into()));
+        assert_eq!(
+            line(&event(
+                json!({"type": "usage", "iteration": 1, "stage": "agent", "usd_micros": null, "basis": "unknown"})
+            )),
+            Some("#1   cost     agent $unknown (unknown)".into())
+        );
         assert_eq!(line(&event(json!({"type": "run_key"}))), None);
     }
 }

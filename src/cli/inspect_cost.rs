@@ -43,11 +43,24 @@ pub enum UnknownMoneyArg {
 }
 
 pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
-    let usd = args.budget_usd.as_deref().map(|raw| budget::parse_usd_micros(raw).map_err(|e| Failure::usage(format!("--budget-usd: {e}")))).transpose()?;
+    let usd = args
+        .budget_usd
+        .as_deref()
+        .map(|raw| {
+            budget::parse_usd_micros(raw).map_err(|e| Failure::usage(format!("--budget-usd: {e}")))
+        })
+        .transpose()?;
     let tokens = args
         .budget_tokens
         .as_deref()
-        .map(|raw| raw.trim().parse::<u64>().map_err(|_| Failure::usage(format!("--budget-tokens: {:?} is not a whole number of tokens", inert(raw)))))
+        .map(|raw| {
+            raw.trim().parse::<u64>().map_err(|_| {
+                Failure::usage(format!(
+                    "--budget-tokens: {:?} is not a whole number of tokens",
+                    inert(raw)
+                ))
+            })
+        })
         .transpose()?;
     if usd == Some(0) || tokens == Some(0) {
         return Err(Failure::usage("a budget cap must be greater than 0"));
@@ -65,20 +78,40 @@ fn read_ledger(path: &PathBuf) -> CmdResult<Vec<u64>> {
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)
-        .map_err(|e| Failure::invalid_input(format!("--ledger {}: {e}", inert(&path.to_string_lossy()))))?;
+        .map_err(|e| {
+            Failure::invalid_input(format!("--ledger {}: {e}", inert(&path.to_string_lossy())))
+        })?;
     let mut bytes = Vec::new();
-    file.take(MAX_LEDGER_BYTES + 1).read_to_end(&mut bytes).map_err(|e| Failure::invalid_input(format!("--ledger {}: {e}", inert(&path.to_string_lossy()))))?;
+    file.take(MAX_LEDGER_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| {
+            Failure::invalid_input(format!("--ledger {}: {e}", inert(&path.to_string_lossy())))
+        })?;
     if bytes.len() as u64 > MAX_LEDGER_BYTES {
-        return Err(Failure::invalid_input(format!("--ledger {}: larger than {MAX_LEDGER_BYTES} bytes", inert(&path.to_string_lossy()))));
+        return Err(Failure::invalid_input(format!(
+            "--ledger {}: larger than {MAX_LEDGER_BYTES} bytes",
+            inert(&path.to_string_lossy())
+        )));
     }
-    let text = String::from_utf8(bytes).map_err(|_| Failure::invalid_input(format!("--ledger {}: not UTF-8", inert(&path.to_string_lossy()))))?;
+    let text = String::from_utf8(bytes).map_err(|_| {
+        Failure::invalid_input(format!(
+            "--ledger {}: not UTF-8",
+            inert(&path.to_string_lossy())
+        ))
+    })?;
     let mut values = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let t = line.trim();
         if t.is_empty() || t.starts_with('#') {
             continue;
         }
-        let micros = budget::parse_usd_micros(t).map_err(|e| Failure::invalid_input(format!("--ledger {} line {}: {e}", inert(&path.to_string_lossy()), i + 1)))?;
+        let micros = budget::parse_usd_micros(t).map_err(|e| {
+            Failure::invalid_input(format!(
+                "--ledger {} line {}: {e}",
+                inert(&path.to_string_lossy()),
+                i + 1
+            ))
+        })?;
         values.push(micros);
     }
     Ok(values)
@@ -86,7 +119,9 @@ fn read_ledger(path: &PathBuf) -> CmdResult<Vec<u64>> {
 
 fn halt_json(halt: &Option<BudgetHalt>) -> Value {
     match halt {
-        Some(h) => json!({"halt_reason": h.reason, "iteration": h.iteration, "point": point_name(h.point), "detail": h.detail}),
+        Some(h) => {
+            json!({"halt_reason": h.reason, "iteration": h.iteration, "point": point_name(h.point), "detail": h.detail})
+        }
         None => Value::Null,
     }
 }
@@ -101,9 +136,22 @@ fn point_name(point: Point) -> &'static str {
 
 fn halt_line(halt: &Option<BudgetHalt>, caps: &BudgetPins) -> String {
     match halt {
-        Some(h) if h.point == Point::BeforeAgent => format!("halt   {} before iteration {}: {}\n", h.reason, h.iteration + 1, inert(&h.detail)),
-        Some(h) => format!("halt   {} at iteration {} ({}): {}\n", h.reason, h.iteration, h.point.as_str(), inert(&h.detail)),
-        None if caps.is_unset() => "no cap applied: no budget halt can be decided (give --budget-usd)\n".into(),
+        Some(h) if h.point == Point::BeforeAgent => format!(
+            "halt   {} before iteration {}: {}\n",
+            h.reason,
+            h.iteration + 1,
+            inert(&h.detail)
+        ),
+        Some(h) => format!(
+            "halt   {} at iteration {} ({}): {}\n",
+            h.reason,
+            h.iteration,
+            h.point.as_str(),
+            inert(&h.detail)
+        ),
+        None if caps.is_unset() => {
+            "no cap applied: no budget halt can be decided (give --budget-usd)\n".into()
+        }
         None => "no budget halt\n".into(),
     }
 }
@@ -115,10 +163,21 @@ fn opt_usd(v: Option<u64>) -> String {
 fn ledger(path: &PathBuf, usd: Option<u64>) -> CmdResult<Outcome> {
     let values = read_ledger(path)?;
     // Every ledger line states its money: nothing is unknown.
-    let caps = BudgetPins { usd_micros: usd, unknown_money: UnknownMoney::Ignore, ..Default::default() };
+    let caps = BudgetPins {
+        usd_micros: usd,
+        unknown_money: UnknownMoney::Ignore,
+        ..Default::default()
+    };
     let (steps, halt) = budget::walk_ledger(&values, &caps);
-    let mut human = format!("ledger {} ({} iteration(s))\n", inert(&path.to_string_lossy()), values.len());
-    human.push_str(&format!("  {:<5} {:>16} {:>16} {:>16} {:>16}\n", "#", "cost USD", "spent USD", "projected USD", "anomaly above"));
+    let mut human = format!(
+        "ledger {} ({} iteration(s))\n",
+        inert(&path.to_string_lossy()),
+        values.len()
+    );
+    human.push_str(&format!(
+        "  {:<5} {:>16} {:>16} {:>16} {:>16}\n",
+        "#", "cost USD", "spent USD", "projected USD", "anomaly above"
+    ));
     for s in &steps {
         human.push_str(&format!(
             "  {:<5} {:>16} {:>16} {:>16} {:>16}{}\n",
@@ -147,30 +206,64 @@ fn ledger(path: &PathBuf, usd: Option<u64>) -> CmdResult<Outcome> {
 fn recorded_run(args: &Args, usd: Option<u64>, tokens: Option<u64>) -> CmdResult<Outcome> {
     let loaded = receipt_source::load(&args.source)?;
     let history = &loaded.history;
-    let start = history.start.as_ref().ok_or_else(|| Failure::workspace(format!("{}: no run_start: not a run's receipt", inert(&loaded.path.to_string_lossy()))))?;
-    let pinned: BudgetPins = start.config.get("budget").and_then(|b| serde_json::from_value(b.clone()).ok()).unwrap_or_default();
+    let start = history.start.as_ref().ok_or_else(|| {
+        Failure::workspace(format!(
+            "{}: no run_start: not a run's receipt",
+            inert(&loaded.path.to_string_lossy())
+        ))
+    })?;
+    let pinned: BudgetPins = start
+        .config
+        .get("budget")
+        .and_then(|b| serde_json::from_value(b.clone()).ok())
+        .unwrap_or_default();
     let unknown_money = match args.budget_unknown_money {
         Some(UnknownMoneyArg::Ignore) => UnknownMoney::Ignore,
         Some(UnknownMoneyArg::Halt) => UnknownMoney::Halt,
         None => pinned.unknown_money,
     };
-    let caps = BudgetPins { usd_micros: usd.or(pinned.usd_micros), tokens: tokens.or(pinned.tokens), wall_ms: pinned.wall_ms, unknown_money };
+    let caps = BudgetPins {
+        usd_micros: usd.or(pinned.usd_micros),
+        tokens: tokens.or(pinned.tokens),
+        wall_ms: pinned.wall_ms,
+        unknown_money,
+    };
     if caps.usd_micros.is_some() && caps.unknown_money == UnknownMoney::Refuse {
-        return Err(Failure::usage("--budget-usd: the run pinned no choice for usage of unknown money").with_hint("add --budget-unknown-money ignore or halt"));
+        return Err(Failure::usage(
+            "--budget-usd: the run pinned no choice for usage of unknown money",
+        )
+        .with_hint("add --budget-unknown-money ignore or halt"));
     }
     let pinned_model = PinnedModel::of_config(&start.config);
-    let ran: Vec<&crate::receipt::history::IterationRecord> = history.iterations.iter().filter(|r| r.exec.is_some()).collect();
-    let halt = budget::first_halt(&history.iterations, &caps, &pinned_model, |r| r.check.is_some());
+    let ran: Vec<&crate::receipt::history::IterationRecord> = history
+        .iterations
+        .iter()
+        .filter(|r| r.exec.is_some())
+        .collect();
+    let halt = budget::first_halt(&history.iterations, &caps, &pinned_model, |r| {
+        r.check.is_some()
+    });
     let run_id = history.run_id().unwrap_or("").to_string();
-    let mut human = format!("run {} ({} iteration(s) with an agent step)\n", inert(&run_id), ran.len());
-    human.push_str(&format!("  {:<5} {:>16} {:>8} {:>12} {:>16} {:>16}\n", "#", "cost USD", "unknown", "tokens", "spent USD", "projected USD"));
+    let mut human = format!(
+        "run {} ({} iteration(s) with an agent step)\n",
+        inert(&run_id),
+        ran.len()
+    );
+    human.push_str(&format!(
+        "  {:<5} {:>16} {:>8} {:>12} {:>16} {:>16}\n",
+        "#", "cost USD", "unknown", "tokens", "spent USD", "projected USD"
+    ));
     let mut iterations = Vec::new();
     let mut spent = budget::Cost::default();
     for (i, record) in ran.iter().enumerate() {
         let cost = budget::iteration_cost(record, Point::End);
         let projected = budget::projection(&ran[..i]);
         spent = budget::spent(&ran[..=i]);
-        let money = if record.usage.is_empty() { None } else { Some(cost.usd_micros) };
+        let money = if record.usage.is_empty() {
+            None
+        } else {
+            Some(cost.usd_micros)
+        };
         human.push_str(&format!(
             "  {:<5} {:>16} {:>8} {:>12} {:>16} {:>16}\n",
             record.iteration,
@@ -198,7 +291,10 @@ fn recorded_run(args: &Args, usd: Option<u64>, tokens: Option<u64>) -> CmdResult
         }));
     }
     if spent.unknown_money > 0 {
-        human.push_str(&format!("  {} usage record(s) of unknown money: the USD above is a lower bound\n", spent.unknown_money));
+        human.push_str(&format!(
+            "  {} usage record(s) of unknown money: the USD above is a lower bound\n",
+            spent.unknown_money
+        ));
     }
     human.push_str(&halt_line(&halt, &caps));
     Ok(Outcome::ok("inspect-cost")

@@ -17,8 +17,13 @@ use crate::output::Outcome;
 use crate::receipt::store::STATE_DIR;
 use crate::safefs::SafeDir;
 use crate::zones::container::engine::Engine;
-use crate::zones::container::plan::{zone_env, ContainerMount, ContainerNetwork, ContainerPlan, ZoneParts};
-use crate::zones::container::{detached_refusal, hidden_mount, in_place_mounts, unexpressible, zone_user, EngineCapabilities, Refusal};
+use crate::zones::container::plan::{
+    zone_env, ContainerMount, ContainerNetwork, ContainerPlan, ZoneParts,
+};
+use crate::zones::container::{
+    detached_refusal, hidden_mount, in_place_mounts, unexpressible, zone_user, EngineCapabilities,
+    Refusal,
+};
 use crate::zones::pinned::PROXY_PORT;
 use crate::zones::{Isolation, Role};
 use sandbox::policy::NetworkMode;
@@ -47,7 +52,9 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
         None => (flags, None),
     };
     if input.isolation == Some(Isolation::None) {
-        return Err(Failure::usage("loop.toml says isolation = \"none\": there are no zones to plan"));
+        return Err(Failure::usage(
+            "loop.toml says isolation = \"none\": there are no zones to plan",
+        ));
     }
     let cfg = LoopConfig::resolve(input, &workdir, loop_ref)?;
     let zones_setup = crate::engine::zone_setup::zone_setup(&cfg, &workdir.join(STATE_DIR))?;
@@ -57,7 +64,11 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     let mut refusals: Vec<Refusal> = Vec::new();
     for (role, pinned) in zones_setup.policies() {
         let (source, policy) = (&pinned.source, &pinned.policy);
-        let command_line = if role.writes_workspace() { &cfg.exec } else { &cfg.check };
+        let command_line = if role.writes_workspace() {
+            &cfg.exec
+        } else {
+            &cfg.check
+        };
         let zone = match cfg.backend.engine() {
             None => native_zone(policy, &cfg, detached),
             Some(engine) => {
@@ -95,7 +106,9 @@ fn native_zone(policy: &Policy, cfg: &LoopConfig, detached: bool) -> Value {
     let writable: Vec<String> = if detached {
         vec![format!("{WORKSPACE_TARGET} (overlay over the baseline t0)")]
     } else {
-        std::iter::once(cfg.workdir.clone()).chain(fs.read_write.iter().map(|p| p.display().to_string())).collect()
+        std::iter::once(cfg.workdir.clone())
+            .chain(fs.read_write.iter().map(|p| p.display().to_string()))
+            .collect()
     };
     json!({
         "namespaces": namespace_names(),
@@ -121,8 +134,15 @@ fn native_zone(policy: &Policy, cfg: &LoopConfig, detached: bool) -> Value {
 /// The namespaces every native zone is cloned into, by name.
 fn namespace_names() -> Vec<&'static str> {
     use nix::sched::CloneFlags as F;
-    [(F::CLONE_NEWUSER, "user"), (F::CLONE_NEWNS, "mount"), (F::CLONE_NEWPID, "pid"), (F::CLONE_NEWNET, "network"),
-     (F::CLONE_NEWIPC, "ipc"), (F::CLONE_NEWUTS, "uts"), (F::CLONE_NEWCGROUP, "cgroup")]
+    [
+        (F::CLONE_NEWUSER, "user"),
+        (F::CLONE_NEWNS, "mount"),
+        (F::CLONE_NEWPID, "pid"),
+        (F::CLONE_NEWNET, "network"),
+        (F::CLONE_NEWIPC, "ipc"),
+        (F::CLONE_NEWUTS, "uts"),
+        (F::CLONE_NEWCGROUP, "cgroup"),
+    ]
     .into_iter()
     .filter(|(flag, _)| sandbox::NAMESPACES.contains(*flag))
     .map(|(_, name)| name)
@@ -142,29 +162,51 @@ fn container_zone(
     let workdir = PathBuf::from(&cfg.workdir);
     let state_dir = workdir.join(STATE_DIR);
     let mut prepared = Vec::new();
-    let mut mounts: Vec<ContainerMount> = policy.filesystem.hidden.iter().map(|h| hidden_mount(h)).collect();
+    let mut mounts: Vec<ContainerMount> = policy
+        .filesystem
+        .hidden
+        .iter()
+        .map(|h| hidden_mount(h))
+        .collect();
     let cwd = if detached {
         mounts.push(ContainerMount::Bind {
-            source: state_dir.join("container-mounts").join(format!("<pid>_<start time>-{name}-0")),
+            source: state_dir
+                .join("container-mounts")
+                .join(format!("<pid>_<start time>-{name}-0")),
             target: PathBuf::from(WORKSPACE_TARGET),
             writable: true,
         });
         prepared.push(format!(
             "{}: the {} overlay, mounted by loopexec before the container starts",
             state_dir.join("container-mounts").display(),
-            if role.writes_workspace() { "workspace" } else { "check's throwaway" }
+            if role.writes_workspace() {
+                "workspace"
+            } else {
+                "check's throwaway"
+            }
         ));
         PathBuf::from(WORKSPACE_TARGET)
     } else {
         let mut rw = vec![workdir.clone()];
         rw.extend(policy.filesystem.read_write.iter().cloned());
-        let pairs: Vec<(PathBuf, PathBuf)> =
-            rw.iter().flat_map(|r| policy.filesystem.protected.iter().map(move |p| (r.clone(), p.clone()))).collect();
+        let pairs: Vec<(PathBuf, PathBuf)> = rw
+            .iter()
+            .flat_map(|r| {
+                policy
+                    .filesystem
+                    .protected
+                    .iter()
+                    .map(move |p| (r.clone(), p.clone()))
+            })
+            .collect();
         mounts.extend(in_place_mounts(&rw, &state_dir, &pairs));
-        prepared.push("empty read-only placeholder directories for protected paths that do not exist".into());
+        prepared.push(
+            "empty read-only placeholder directories for protected paths that do not exist".into(),
+        );
         workdir.clone()
     };
-    let user = zone_user(policy, detached, root, &workdir).map_err(|r| Failure::isolation(r.cause).with_hint(r.fix))?;
+    let user = zone_user(policy, detached, root, &workdir)
+        .map_err(|r| Failure::isolation(r.cause).with_hint(r.fix))?;
     let proxied = policy.network.mode == NetworkMode::Proxy;
     let network = match (proxied, engine) {
         (false, _) => ContainerNetwork::None,
@@ -180,7 +222,11 @@ fn container_zone(
             ContainerNetwork::Container("<egress network holder>".into())
         }
     };
-    let extra = if proxied { crate::egress::proxy_env(PROXY_PORT) } else { Vec::new() };
+    let extra = if proxied {
+        crate::egress::proxy_env(PROXY_PORT)
+    } else {
+        Vec::new()
+    };
     // Only the agent gets loopexec's variables; the check gets none (commands.rs).
     let candidate: Vec<(String, String)> = match role {
         Role::Agent => vec![
@@ -194,7 +240,10 @@ fn container_zone(
         (Some(hooks), Role::Agent) => vec![hooks.env.clone()],
         _ => Vec::new(),
     };
-    let image = cfg.image.clone().ok_or_else(|| Failure::usage("a container backend needs --image"))?;
+    let image = cfg
+        .image
+        .clone()
+        .ok_or_else(|| Failure::usage("a container backend needs --image"))?;
     let env = zone_env(policy, &candidate, &extra);
     let plan = ContainerPlan::new(
         engine,
@@ -209,14 +258,21 @@ fn container_zone(
             network,
             mounts,
             env: env.fixed,
-            env_from_client: env.passed.into_iter().map(|(k, _)| k).chain(env_from_client).collect(),
+            env_from_client: env
+                .passed
+                .into_iter()
+                .map(|(k, _)| k)
+                .chain(env_from_client)
+                .collect(),
             cwd,
             cgroup_parent: cfg.cgroup_parent.clone(),
             command_line: command_line.to_string(),
         },
     );
     let argv = plan.argv().map_err(|e| Failure::isolation(e.to_string()))?;
-    let line = plan.shell_line().map_err(|e| Failure::isolation(e.to_string()))?;
+    let line = plan
+        .shell_line()
+        .map_err(|e| Failure::isolation(e.to_string()))?;
     Ok(json!({
         "engine": engine.program(),
         "argv": std::iter::once(engine.program().to_string()).chain(argv).collect::<Vec<_>>(),
@@ -236,12 +292,23 @@ fn render(body: &Value) -> String {
         body["workspace"].as_str().unwrap_or("?")
     );
     for zone in body["zones"].as_array().into_iter().flatten() {
-        out.push_str(&format!("\n{} zone ({})\n", zone["role"].as_str().unwrap_or("?"), zone["policy"].as_str().unwrap_or("?")));
+        out.push_str(&format!(
+            "\n{} zone ({})\n",
+            zone["role"].as_str().unwrap_or("?"),
+            zone["policy"].as_str().unwrap_or("?")
+        ));
         let plan = &zone["plan"];
         if let Some(cmd) = plan["command"].as_str() {
             out.push_str(&format!("  {cmd}\n"));
-            for p in plan["prepared_at_run_time"].as_array().into_iter().flatten() {
-                out.push_str(&format!("  prepared at run time: {}\n", p.as_str().unwrap_or("")));
+            for p in plan["prepared_at_run_time"]
+                .as_array()
+                .into_iter()
+                .flatten()
+            {
+                out.push_str(&format!(
+                    "  prepared at run time: {}\n",
+                    p.as_str().unwrap_or("")
+                ));
             }
         } else {
             out.push_str(&serde_json::to_string_pretty(plan).unwrap_or_default());
@@ -249,7 +316,11 @@ fn render(body: &Value) -> String {
         }
     }
     for r in body["refusals"].as_array().into_iter().flatten() {
-        out.push_str(&format!("\nrefused: {}\n  fix: {}\n", r["cause"].as_str().unwrap_or(""), r["fix"].as_str().unwrap_or("")));
+        out.push_str(&format!(
+            "\nrefused: {}\n  fix: {}\n",
+            r["cause"].as_str().unwrap_or(""),
+            r["fix"].as_str().unwrap_or("")
+        ));
     }
     out
 }

@@ -25,7 +25,14 @@ pub fn key_failure(err: KeyError) -> Failure {
     match err {
         KeyError::Exists { .. } => Failure::usage(err.to_string()),
         KeyError::NoConfigDir => Failure::usage(err.to_string()).with_hint("pass --dir"),
-        KeyError::Permissions { .. } | KeyError::Malformed { .. } => Failure::invalid_input(err.to_string()),
+        // A key file that is a link, a fifo or a directory, or too long, is a malformed key file.
+        KeyError::Permissions { .. }
+        | KeyError::Malformed { .. }
+        | KeyError::Fs(
+            crate::safefs::SafeFsError::Symlink { .. }
+            | crate::safefs::SafeFsError::NotRegular { .. }
+            | crate::safefs::SafeFsError::TooLarge { .. },
+        ) => Failure::invalid_input(err.to_string()),
         other => Failure::workspace(other.to_string()),
     }
 }
@@ -46,7 +53,10 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
         ("fingerprint", generated.fingerprint.clone()),
     ];
     if args.reviewer {
-        rows.push(("reviewer", format!("--reviewer-pubkey {}", generated.public_hex)));
+        rows.push((
+            "reviewer",
+            format!("--reviewer-pubkey {}", generated.public_hex),
+        ));
     }
     let human = aligned(&rows);
     Ok(Outcome::ok("keygen")

@@ -16,6 +16,10 @@ pub struct LoopCommandArgs {
 impl LoopCommandArgs {
     /// These flags over `rest` (the other configuration input).
     pub fn over(&self, rest: ConfigInput) -> ConfigInput {
-        ConfigInput { check: self.check.clone(), exec: self.exec.clone(), ..rest }
+        ConfigInput {
+            check: self.check.clone(),
+            exec: self.exec.clone(),
+            ..rest
+        }
     }
 }

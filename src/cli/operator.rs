@@ -13,7 +13,10 @@ pub fn policy_source(raw: &Path) -> String {
     if text.starts_with("builtin:") {
         return text.into_owned();
     }
-    std::path::absolute(raw).unwrap_or_else(|_| raw.to_path_buf()).to_string_lossy().into_owned()
+    std::path::absolute(raw)
+        .unwrap_or_else(|_| raw.to_path_buf())
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// The operator key that endorses run keys: `--operator-key`, or operator.key in the key dir.
@@ -21,11 +24,16 @@ pub fn policy_source(raw: &Path) -> String {
 pub fn load_operator_key(explicit: Option<&Path>) -> CmdResult<OperatorKey> {
     let path = match explicit {
         Some(p) => p.to_path_buf(),
-        None => default_key_dir().map_err(super::keygen::key_failure)?.join(PRIVATE_KEY_FILE),
+        None => default_key_dir()
+            .map_err(super::keygen::key_failure)?
+            .join(PRIVATE_KEY_FILE),
     };
     if explicit.is_none() && std::fs::symlink_metadata(&path).is_err() {
-        return Err(Failure::usage(format!("no operator key at {}: every run's receipt is endorsed by the operator's key", path.display()))
-            .with_hint("create one with `loopexec keygen`, or pass --operator-key FILE"));
+        return Err(Failure::usage(format!(
+            "no operator key at {}: every run's receipt is endorsed by the operator's key",
+            path.display()
+        ))
+        .with_hint("create one with `loopexec keygen`, or pass --operator-key FILE"));
     }
     OperatorKey::load(&path).map_err(super::keygen::key_failure)
 }
@@ -35,7 +43,13 @@ pub fn absolute_workdir(raw: &Path) -> CmdResult<PathBuf> {
     let abs = std::path::absolute(raw).map_err(|e| Failure::io(raw, &e))?;
     match std::fs::metadata(&abs) {
         Ok(m) if m.is_dir() => Ok(abs),
-        Ok(_) => Err(Failure::workspace(format!("workdir {}: not a directory", abs.display()))),
-        Err(e) => Err(Failure::workspace(format!("workdir {}: {e}", abs.display())).with_hint("check --workdir")),
+        Ok(_) => Err(Failure::workspace(format!(
+            "workdir {}: not a directory",
+            abs.display()
+        ))),
+        Err(e) => Err(
+            Failure::workspace(format!("workdir {}: {e}", abs.display()))
+                .with_hint("check --workdir"),
+        ),
     }
 }

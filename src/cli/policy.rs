@@ -46,7 +46,8 @@ pub fn run(args: PolicyArgs, _json: bool) -> CmdResult<Outcome> {
         PolicyAction::Show { file } => {
             let p = load(&file)?;
             let rows = p.rows();
-            let table: Vec<(&str, String)> = rows.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+            let table: Vec<(&str, String)> =
+                rows.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
             Ok(Outcome::ok("policy show")
                 .field("file", file.display().to_string())
                 .field("sha256", p.sha256.clone())
@@ -60,13 +61,23 @@ pub fn run(args: PolicyArgs, _json: bool) -> CmdResult<Outcome> {
                 "no difference in effective policy\n".to_string()
             } else {
                 let width = diff.iter().map(|(k, _, _)| k.len()).max().unwrap_or(0);
-                diff.iter().map(|(k, x, y)| format!("{k:<width$}  - {x}\n{:<width$}  + {y}\n", "")).collect()
+                diff.iter()
+                    .map(|(k, x, y)| format!("{k:<width$}  - {x}\n{:<width$}  + {y}\n", ""))
+                    .collect()
             };
-            let json: Vec<serde_json::Value> =
-                diff.iter().map(|(k, x, y)| serde_json::json!({"key": k, "a": x, "b": y})).collect();
+            let json: Vec<serde_json::Value> = diff
+                .iter()
+                .map(|(k, x, y)| serde_json::json!({"key": k, "a": x, "b": y}))
+                .collect();
             Ok(Outcome::ok("policy diff")
-                .field("a", serde_json::json!({"file": a.display().to_string(), "sha256": pa.sha256}))
-                .field("b", serde_json::json!({"file": b.display().to_string(), "sha256": pb.sha256}))
+                .field(
+                    "a",
+                    serde_json::json!({"file": a.display().to_string(), "sha256": pa.sha256}),
+                )
+                .field(
+                    "b",
+                    serde_json::json!({"file": b.display().to_string(), "sha256": pb.sha256}),
+                )
                 .field("identical", diff.is_empty())
                 .field("differences", json)
                 .human(human))

@@ -88,25 +88,58 @@ impl CheckTargetArgs {
     /// The check target: flags over loop.toml over defaults.
     pub fn resolve(&self, file: Option<&ConfigInput>) -> CmdResult<CheckTarget> {
         let workdir = super::operator::absolute_workdir(&self.workdir)?;
-        let check = self.check.clone().or_else(|| file.and_then(|f| f.check.clone())).filter(|c| !c.trim().is_empty()).ok_or_else(|| {
-            Failure::workspace("no check configured: nothing to probe").with_hint("give --check '<command>' or set `check = \"...\"` in loop.toml")
-        })?;
-        let isolation = self.isolation.or(file.and_then(|f| f.isolation)).unwrap_or(Isolation::Native);
-        let check_policy = self.check_policy.as_deref().map(super::operator::policy_source).or_else(|| file.and_then(|f| f.check_policy.clone()));
+        let check = self
+            .check
+            .clone()
+            .or_else(|| file.and_then(|f| f.check.clone()))
+            .filter(|c| !c.trim().is_empty())
+            .ok_or_else(|| {
+                Failure::workspace("no check configured: nothing to probe")
+                    .with_hint("give --check '<command>' or set `check = \"...\"` in loop.toml")
+            })?;
+        let isolation = self
+            .isolation
+            .or(file.and_then(|f| f.isolation))
+            .unwrap_or(Isolation::Native);
+        let check_policy = self
+            .check_policy
+            .as_deref()
+            .map(super::operator::policy_source)
+            .or_else(|| file.and_then(|f| f.check_policy.clone()));
         if isolation == Isolation::None && check_policy.is_some() {
-            return Err(Failure::usage("a policy applies only to native isolation, not to --isolation none"));
+            return Err(Failure::usage(
+                "a policy applies only to native isolation, not to --isolation none",
+            ));
         }
         if let Some(source) = &check_policy {
             crate::engine::config::PolicyPin::resolve(source)?;
         }
-        let secs = self.check_timeout.or(file.and_then(|f| f.check_timeout_secs)).unwrap_or(DEFAULT_CHECK_TIMEOUT_SECS);
+        let secs = self
+            .check_timeout
+            .or(file.and_then(|f| f.check_timeout_secs))
+            .unwrap_or(DEFAULT_CHECK_TIMEOUT_SECS);
         if !secs.is_finite() || secs <= 0.0 || secs > 30.0 * 86400.0 {
-            return Err(Failure::usage(format!("check_timeout must be a number of seconds in (0, 2592000], got {secs}")));
+            return Err(Failure::usage(format!(
+                "check_timeout must be a number of seconds in (0, 2592000], got {secs}"
+            )));
         }
-        let reports = if self.report.is_empty() { file.map(|f| f.report.clone()).unwrap_or_default() } else { self.report.clone() };
-        crate::testreport::paths::ReportPatterns::new(&reports).map_err(|e| Failure::invalid_input(e.to_string()))?;
+        let reports = if self.report.is_empty() {
+            file.map(|f| f.report.clone()).unwrap_or_default()
+        } else {
+            self.report.clone()
+        };
+        crate::testreport::paths::ReportPatterns::new(&reports)
+            .map_err(|e| Failure::invalid_input(e.to_string()))?;
         let zone_owner = crate::engine::probe_run::zone_owner(isolation, check_policy.as_deref())?;
-        Ok(CheckTarget { workdir, isolation, check_policy, check, timeout_ms: ((secs * 1000.0).round() as u64).max(1), reports, zone_owner })
+        Ok(CheckTarget {
+            workdir,
+            isolation,
+            check_policy,
+            check,
+            timeout_ms: ((secs * 1000.0).round() as u64).max(1),
+            reports,
+            zone_owner,
+        })
     }
 }
 
@@ -115,18 +148,39 @@ impl ProbeArgs {
     /// its range is refused naming it (exit 20).
     pub fn resolve(&self, file: Option<&ConfigInput>) -> CmdResult<ProbeSettings> {
         let trust = file.map(|f| f.trust.clone()).unwrap_or_default();
-        let usage = |e: crate::rules::stats::StatsError| Failure::usage(format!("--{}: {e}", e_flag(&e)));
-        let target = FlakeRate::new(self.max_flake_rate.or(trust.max_flake_rate).unwrap_or(DEFAULT_MAX_FLAKE_RATE)).map_err(usage)?;
-        let confidence = Confidence::new(self.confidence.or(trust.confidence).unwrap_or(DEFAULT_CONFIDENCE)).map_err(usage)?;
-        let dimensions = parse_dimensions(self.perturb.as_deref().unwrap_or("")).map_err(|e| Failure::usage(format!("--perturb: {e}")))?;
+        let usage =
+            |e: crate::rules::stats::StatsError| Failure::usage(format!("--{}: {e}", e_flag(&e)));
+        let target = FlakeRate::new(
+            self.max_flake_rate
+                .or(trust.max_flake_rate)
+                .unwrap_or(DEFAULT_MAX_FLAKE_RATE),
+        )
+        .map_err(usage)?;
+        let confidence = Confidence::new(
+            self.confidence
+                .or(trust.confidence)
+                .unwrap_or(DEFAULT_CONFIDENCE),
+        )
+        .map_err(usage)?;
+        let dimensions = parse_dimensions(self.perturb.as_deref().unwrap_or(""))
+            .map_err(|e| Failure::usage(format!("--perturb: {e}")))?;
         if self.runs == Some(0) {
             return Err(Failure::usage("--runs must be at least 1"));
         }
         if self.jobs == Some(0) {
             return Err(Failure::usage("--jobs must be at least 1"));
         }
-        let seed = self.seed.unwrap_or_else(|| rand_core::RngCore::next_u64(&mut rand_core::OsRng));
-        Ok(ProbeSettings { target, confidence, runs: self.runs, dimensions, seed, jobs: self.jobs.unwrap_or_else(default_jobs) })
+        let seed = self
+            .seed
+            .unwrap_or_else(|| rand_core::RngCore::next_u64(&mut rand_core::OsRng));
+        Ok(ProbeSettings {
+            target,
+            confidence,
+            runs: self.runs,
+            dimensions,
+            seed,
+            jobs: self.jobs.unwrap_or_else(default_jobs),
+        })
     }
 }
 
@@ -145,11 +199,31 @@ pub fn verdict_name(verdict: &ProbeVerdict) -> &'static str {
 /// The human lines of a determinism probe.
 pub fn human(p: &DeterminismProbe) -> String {
     let s = &p.summary;
-    let dims = if p.dimensions.is_empty() { "none".to_string() } else { p.dimensions.iter().map(|d| d.as_str()).collect::<Vec<_>>().join(",") };
+    let dims = if p.dimensions.is_empty() {
+        "none".to_string()
+    } else {
+        p.dimensions
+            .iter()
+            .map(|d| d.as_str())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
     let mut rows = vec![
         ("verdict", verdict_name(&s.verdict).to_string()),
-        ("runs", format!("{} ({} disagreeing; {} needed for the target)", s.runs, s.disagreeing, p.runs_required)),
-        ("flake rate bound", format!("{:.6} at confidence {} (target {})", s.flake_rate_bound, s.confidence, s.target)),
+        (
+            "runs",
+            format!(
+                "{} ({} disagreeing; {} needed for the target)",
+                s.runs, s.disagreeing, p.runs_required
+            ),
+        ),
+        (
+            "flake rate bound",
+            format!(
+                "{:.6} at confidence {} (target {})",
+                s.flake_rate_bound, s.confidence, s.target
+            ),
+        ),
         ("perturbed", dims),
         ("seed", p.seed.to_string()),
         ("jobs", p.jobs.to_string()),
@@ -164,9 +238,16 @@ pub fn human(p: &DeterminismProbe) -> String {
 
 /// The sentence naming what broke a flaky probe.
 pub fn flaky_detail(p: &DeterminismProbe) -> String {
-    let ProbeVerdict::Flaky { broken_by } = &p.summary.verdict else { return String::new() };
+    let ProbeVerdict::Flaky { broken_by } = &p.summary.verdict else {
+        return String::new();
+    };
     let parts: Vec<String> = broken_by.iter().map(|b| b.describe()).collect();
-    format!("{} of {} runs disagreed with the modal outcome; broken by {}", p.summary.disagreeing, p.summary.runs, parts.join(", "))
+    format!(
+        "{} of {} runs disagreed with the modal outcome; broken by {}",
+        p.summary.disagreeing,
+        p.summary.runs,
+        parts.join(", ")
+    )
 }
 
 pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
@@ -191,8 +272,19 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     out.set("check", target.check.clone());
     out.set("isolation", target.isolation.as_str());
     out.set("probe", serde_json::to_value(&result).unwrap_or_default());
-    let conclusion = crate::trust::record::Conclusion { command: "probe-check", gates: None, halt_reason: matches!(result.summary.verdict, ProbeVerdict::Flaky { .. }).then_some(HaltReason::CheckFlaky), exit_code: out.exit_code(), target: &target };
+    let conclusion = crate::trust::record::Conclusion {
+        command: "probe-check",
+        gates: None,
+        halt_reason: matches!(result.summary.verdict, ProbeVerdict::Flaky { .. })
+            .then_some(HaltReason::CheckFlaky),
+        exit_code: out.exit_code(),
+        target: &target,
+    };
     let kept = crate::trust::record::keep(&statedir, &operator, &result, conclusion)?;
     out.set("receipt", kept.dir.to_string_lossy().into_owned());
-    Ok(out.human(format!("{}receipt   {}\n", human(&result), crate::inert::inert(&kept.dir.to_string_lossy()))))
+    Ok(out.human(format!(
+        "{}receipt   {}\n",
+        human(&result),
+        crate::inert::inert(&kept.dir.to_string_lossy())
+    )))
 }

@@ -38,9 +38,14 @@ fn read_file_nofollow(path: &PathBuf) -> CmdResult<Vec<u8>> {
         .open(path)
         .map_err(|e| Failure::workspace(format!("{}: {e}", path.display())))?;
     let mut bytes = Vec::new();
-    file.take(MAX_RECEIPT_BYTES + 1).read_to_end(&mut bytes).map_err(|e| Failure::io(path, &e))?;
+    file.take(MAX_RECEIPT_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Failure::io(path, &e))?;
     if bytes.len() as u64 > MAX_RECEIPT_BYTES {
-        return Err(Failure::workspace(format!("{}: larger than {MAX_RECEIPT_BYTES} bytes", path.display())));
+        return Err(Failure::workspace(format!(
+            "{}: larger than {MAX_RECEIPT_BYTES} bytes",
+            path.display()
+        )));
     }
     Ok(bytes)
 }
@@ -54,8 +59,14 @@ pub fn load(args: &ReceiptArgs) -> CmdResult<LoadedReceipt> {
             (run.receipt_path(), run.receipt_bytes()?)
         }
     };
-    let chain = verify(&bytes)
-        .map_err(|e| Failure::workspace(format!("{}: receipt does not verify: {e}", path.display())))?;
-    let history = History::of_lines(&chain.events).map_err(|e| Failure::workspace(format!("{}: {e}", path.display())))?;
-    Ok(LoadedReceipt { path, chain, history })
+    let chain = verify(&bytes).map_err(|e| {
+        Failure::workspace(format!("{}: receipt does not verify: {e}", path.display()))
+    })?;
+    let history = History::of_lines(&chain.events)
+        .map_err(|e| Failure::workspace(format!("{}: {e}", path.display())))?;
+    Ok(LoadedReceipt {
+        path,
+        chain,
+        history,
+    })
 }

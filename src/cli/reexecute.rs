@@ -65,7 +65,9 @@ fn check_same_t0(history: &History, id: &str) -> CmdResult<()> {
     if ws.include_uncommitted {
         return Ok(()); // compared per sample (`same_t0`): the working state is hashed at start
     }
-    let head = crate::workspace::git::Git::new(std::path::Path::new(&ws.repo)).resolve("HEAD^{tree}").map_err(Failure::from)?;
+    let head = crate::workspace::git::Git::new(std::path::Path::new(&ws.repo))
+        .resolve("HEAD^{tree}")
+        .map_err(Failure::from)?;
     let recorded = ws.tree_id.clone();
     match head {
         Some(tree) if tree.to_hex() == recorded => Ok(()),
@@ -79,20 +81,29 @@ fn check_same_t0(history: &History, id: &str) -> CmdResult<()> {
 
 pub fn run(args: Args, json: bool) -> CmdResult<Outcome> {
     if args.samples == 0 || args.samples > MAX_SAMPLES {
-        return Err(Failure::usage(format!("--samples must be between 1 and {MAX_SAMPLES}, got {}", args.samples)));
+        return Err(Failure::usage(format!(
+            "--samples must be between 1 and {MAX_SAMPLES}, got {}",
+            args.samples
+        )));
     }
     let workdir = super::operator::absolute_workdir(&args.workdir)?;
     let statedir = StateDir::open(&workdir)?;
     let original = statedir.resolve(Some(&args.run))?;
     let id = original.id().to_string();
     // Its hand acceptances decide the end state: verified against the operator key's public half.
-    let operator_pub = super::operator::load_operator_key(args.operator_key.as_deref()).ok().map(|k| k.verifying_key());
+    let operator_pub = super::operator::load_operator_key(args.operator_key.as_deref())
+        .ok()
+        .map(|k| k.verifying_key());
     let (cfg, history) = pinned_run(&original, operator_pub.as_ref())?;
     let original_reason = history
         .halt
         .as_ref()
         .map(|h| h.halt_reason.as_str().to_string())
-        .ok_or_else(|| not_reexecutable(format!("run {id} has not halted: there is no halt reason to compare with")))?;
+        .ok_or_else(|| {
+            not_reexecutable(format!(
+                "run {id} has not halted: there is no halt reason to compare with"
+            ))
+        })?;
     let ids = sample_ids(&statedir, &id, args.samples)?;
     let plan = json!({
         "runs": ids.iter().map(|i| i.as_str()).collect::<Vec<_>>(),
@@ -123,13 +134,21 @@ pub fn run(args: Args, json: bool) -> CmdResult<Outcome> {
     }
     let recorded_t0 = history.workspace.as_ref().map(|w| w.tree_id.clone());
     let operator = super::operator::load_operator_key(args.operator_key.as_deref())?;
-    interrupt::install().map_err(|e| Failure::internal(format!("installing signal handlers: {e}")))?;
+    interrupt::install()
+        .map_err(|e| Failure::internal(format!("installing signal handlers: {e}")))?;
     let mut progress = super::run::ProgressPrinter { json };
     let mut samples = Vec::new();
     let mut counts: BTreeMap<String, u64> = BTreeMap::new();
     let mut interrupted = None;
     for sample in ids {
-        let outcome = engine::start(&statedir, sample.clone(), cfg.clone(), &operator, false, &mut progress)?;
+        let outcome = engine::start(
+            &statedir,
+            sample.clone(),
+            cfg.clone(),
+            &operator,
+            false,
+            &mut progress,
+        )?;
         let (_, sample_history) = pinned_run(&statedir.open_run(&sample)?, operator_pub.as_ref())?;
         let t0 = sample_history.workspace.as_ref().map(|w| w.tree_id.clone());
         let reason = match &outcome.end {
@@ -152,14 +171,31 @@ pub fn run(args: Args, json: bool) -> CmdResult<Outcome> {
         }
     }
     let top = counts.values().copied().max().unwrap_or(0);
-    let mode: Vec<&String> = counts.iter().filter(|(_, c)| **c == top && top > 0).map(|(r, _)| r).collect();
+    let mode: Vec<&String> = counts
+        .iter()
+        .filter(|(_, c)| **c == top && top > 0)
+        .map(|(r, _)| r)
+        .collect();
     let original_is_mode = mode.iter().any(|r| **r == original_reason);
     let mut rows = vec![("original", format!("{id}: {original_reason}"))];
     for (reason, count) in &counts {
         rows.push(("halted", format!("{count} x {reason}")));
     }
-    rows.push(("mode", mode.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")));
-    rows.push(("original is the mode", if original_is_mode { "yes".into() } else { "no".into() }));
+    rows.push((
+        "mode",
+        mode.iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+    ));
+    rows.push((
+        "original is the mode",
+        if original_is_mode {
+            "yes".into()
+        } else {
+            "no".into()
+        },
+    ));
     let report = json!({
         "confirmed": true,
         "original": {"run_id": id, "halt_reason": original_reason},

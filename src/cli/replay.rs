@@ -24,10 +24,17 @@ pub struct Args {
 }
 
 fn fingerprint_text(fp: &crate::engine::replay::Fingerprint) -> String {
-    let set = |s: &Option<Vec<String>>| s.as_ref().map(|s| s.len().to_string()).unwrap_or_else(|| "-".into());
+    let set = |s: &Option<Vec<String>>| {
+        s.as_ref()
+            .map(|s| s.len().to_string())
+            .unwrap_or_else(|| "-".into())
+    };
     format!(
         "{} (failing {}, collected {})",
-        serde_json::to_value(fp.exit_class).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default(),
+        serde_json::to_value(fp.exit_class)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
         set(&fp.failing_set),
         set(&fp.collected_set)
     )
@@ -36,7 +43,9 @@ fn fingerprint_text(fp: &crate::engine::replay::Fingerprint) -> String {
 /// The operator's public key hand acceptances are verified against: `explicit`, else
 /// operator.pub in the configuration directory when it exists, else none (a receipt holding an
 /// acceptance is then refused).
-pub(crate) fn operator_public_key(explicit: Option<&std::path::Path>) -> CmdResult<Option<ed25519_dalek::VerifyingKey>> {
+pub(crate) fn operator_public_key(
+    explicit: Option<&std::path::Path>,
+) -> CmdResult<Option<ed25519_dalek::VerifyingKey>> {
     let path = match explicit {
         Some(p) => p.to_path_buf(),
         None => match crate::receipt::keys::default_key_dir() {
@@ -47,7 +56,9 @@ pub(crate) fn operator_public_key(explicit: Option<&std::path::Path>) -> CmdResu
     if explicit.is_none() && std::fs::symlink_metadata(&path).is_err() {
         return Ok(None);
     }
-    crate::receipt::keys::load_public_key(&path).map(Some).map_err(super::keygen::key_failure)
+    crate::receipt::keys::load_public_key(&path)
+        .map(Some)
+        .map_err(super::keygen::key_failure)
 }
 
 pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
@@ -81,8 +92,14 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     .human(human);
     out.set("run_id", r.run_id.clone());
     out.set("iteration", r.iteration);
-    out.set("check_exit", serde_json::to_value(r.check_exit).unwrap_or_default());
+    out.set(
+        "check_exit",
+        serde_json::to_value(r.check_exit).unwrap_or_default(),
+    );
     out.set("replay", serde_json::to_value(&r).unwrap_or_default());
-    out.set("stability", serde_json::to_value(&sample).unwrap_or_default());
+    out.set(
+        "stability",
+        serde_json::to_value(&sample).unwrap_or_default(),
+    );
     Ok(out)
 }

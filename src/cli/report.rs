@@ -3,11 +3,11 @@
 //! what was probed, the runs, the bound, the verdict and gates, and whether the runs give that verdict.
 
 use super::receipt_source::{self, ReceiptArgs};
+use crate::ending::Ending;
 use crate::error::CmdResult;
 use crate::inert::inert;
 use crate::output::Outcome;
 use crate::receipt::history::{History, IterationRecord};
-use crate::ending::Ending;
 use serde_json::{json, Value};
 
 #[derive(Debug, clap::Args)]
@@ -64,9 +64,17 @@ fn iteration_json(record: &IterationRecord) -> Value {
         );
     }
     // The evidence, where the receipt recorded it (receipts of earlier versions did not).
-    if let (Some(evidence), Some(fields)) = (check.and_then(|c| c.evidence.as_ref()), v.as_object_mut()) {
-        fields.insert("collected_count".into(), json!(check.and_then(|c| c.collected_count)));
-        fields.insert("skipped_count".into(), json!(check.and_then(|c| c.skipped_count)));
+    if let (Some(evidence), Some(fields)) =
+        (check.and_then(|c| c.evidence.as_ref()), v.as_object_mut())
+    {
+        fields.insert(
+            "collected_count".into(),
+            json!(check.and_then(|c| c.collected_count)),
+        );
+        fields.insert(
+            "skipped_count".into(),
+            json!(check.and_then(|c| c.skipped_count)),
+        );
         fields.insert("evidence".into(), json!(evidence));
     }
     v
@@ -116,14 +124,21 @@ fn egress_summary(receipt: &std::path::Path, history: &History) -> Value {
     let Some(recorded) = history.last_egress_audit_sha256() else {
         return json!({"summary": null});
     };
-    let dir = receipt.parent().and_then(|p| crate::safefs::SafeDir::open(p).ok());
-    let bytes = dir.as_ref().and_then(|d| d.read(crate::zones::pinned::EGRESS_AUDIT_FILE, 256 * 1024 * 1024).ok());
+    let dir = receipt
+        .parent()
+        .and_then(|p| crate::safefs::SafeDir::open(p).ok());
+    let bytes = dir.as_ref().and_then(|d| {
+        d.read(crate::zones::pinned::EGRESS_AUDIT_FILE, 256 * 1024 * 1024)
+            .ok()
+    });
     match bytes {
         Some(bytes) => {
             use sha2::Digest;
             let actual = hex::encode(sha2::Sha256::digest(&bytes));
             match crate::egress::audit::summarize(&bytes) {
-                Ok(summary) => json!({"summary": summary, "audit_sha256": actual, "audit_matches_receipt": actual == recorded}),
+                Ok(summary) => {
+                    json!({"summary": summary, "audit_sha256": actual, "audit_matches_receipt": actual == recorded})
+                }
                 Err(e) => json!({"summary": null, "error": e.to_string()}),
             }
         }
@@ -135,9 +150,16 @@ fn egress_summary(receipt: &std::path::Path, history: &History) -> Value {
 /// that metered nothing and pinned no cap.
 fn run_cost(history: &History, config: &Value) -> Value {
     use crate::rules::budget::{spent, usd, BudgetPins};
-    let ran: Vec<&IterationRecord> = history.iterations.iter().filter(|r| r.exec.is_some()).collect();
+    let ran: Vec<&IterationRecord> = history
+        .iterations
+        .iter()
+        .filter(|r| r.exec.is_some())
+        .collect();
     let metered = ran.iter().any(|r| !r.usage.is_empty());
-    let caps: BudgetPins = config.get("budget").and_then(|b| serde_json::from_value(b.clone()).ok()).unwrap_or_default();
+    let caps: BudgetPins = config
+        .get("budget")
+        .and_then(|b| serde_json::from_value(b.clone()).ok())
+        .unwrap_or_default();
     if !metered && caps.is_unset() {
         return json!({"json": null, "line": null});
     }
@@ -145,11 +167,18 @@ fn run_cost(history: &History, config: &Value) -> Value {
     let money = match total.unknown_money {
         _ if !metered => "not metered (no usage recorded: unknown, not 0)".to_string(),
         0 => format!("{} USD", usd(total.usd_micros)),
-        n => format!("{} USD known + {n} usage record(s) of unknown money", usd(total.usd_micros)),
+        n => format!(
+            "{} USD known + {n} usage record(s) of unknown money",
+            usd(total.usd_micros)
+        ),
     };
     let mut cap_text = Vec::new();
     if let Some(c) = caps.usd_micros {
-        cap_text.push(format!("{} USD (unknown money: {})", usd(c), caps.unknown_money.as_str()));
+        cap_text.push(format!(
+            "{} USD (unknown money: {})",
+            usd(c),
+            caps.unknown_money.as_str()
+        ));
     }
     if let Some(c) = caps.tokens {
         cap_text.push(format!("{c} tokens"));
@@ -157,7 +186,11 @@ fn run_cost(history: &History, config: &Value) -> Value {
     if let Some(c) = caps.wall_ms {
         cap_text.push(format!("{}.{:03} s wall", c / 1000, c % 1000));
     }
-    let caps_line = if cap_text.is_empty() { String::new() } else { format!("; caps {}", cap_text.join(", ")) };
+    let caps_line = if cap_text.is_empty() {
+        String::new()
+    } else {
+        format!("; caps {}", cap_text.join(", "))
+    };
     let line = format!("cost   {money}, {} tokens{caps_line}\n", total.tokens);
     json!({
         "json": {
@@ -178,8 +211,12 @@ fn run_cost(history: &History, config: &Value) -> Value {
 fn halt_derivation(history: &History) -> Value {
     match crate::rules::derive::derive_halt(history) {
         Ok(None) => json!({"consistent": null, "replayed": null, "detail": null}),
-        Ok(Some(d)) => json!({"consistent": true, "replayed": d.not_replayed.is_none(), "detail": d.detail()}),
-        Err(m) => json!({"consistent": false, "replayed": true, "detail": m.detail, "derived": m.derived, "derived_at": m.iteration}),
+        Ok(Some(d)) => {
+            json!({"consistent": true, "replayed": d.not_replayed.is_none(), "detail": d.detail()})
+        }
+        Err(m) => {
+            json!({"consistent": false, "replayed": true, "detail": m.detail, "derived": m.derived, "derived_at": m.iteration})
+        }
     }
 }
 
@@ -187,8 +224,11 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     let loaded = receipt_source::load(&args.source)?;
     let probe = crate::receipt::probe::is_probe_receipt(&loaded.chain.events);
     if let (true, Some(_)) = (probe, &args.html) {
-        return Err(crate::error::Failure::usage(format!("{}: a probe's receipt has no HTML report", inert(&loaded.path.to_string_lossy())))
-            .with_hint("`loopexec report --receipt PATH` prints it; --html renders a loop run"));
+        return Err(crate::error::Failure::usage(format!(
+            "{}: a probe's receipt has no HTML report",
+            inert(&loaded.path.to_string_lossy())
+        ))
+        .with_hint("`loopexec report --receipt PATH` prints it; --html renders a loop run"));
     }
     if probe {
         return probe_report(&loaded);
@@ -204,13 +244,20 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     let events = history.events;
 
     let mut human = String::new();
-    human.push_str(&format!("run {run_id}  ({events} events, chain verified, head {})\n", &loaded.chain.head[..12]));
+    human.push_str(&format!(
+        "run {run_id}  ({events} events, chain verified, head {})\n",
+        &loaded.chain.head[..12]
+    ));
     human.push_str(&format!(
         "mode {}  isolation {}\n",
         start.map(|s| s.mode.as_str()).unwrap_or("?"),
         start.map(|s| s.isolation.as_str()).unwrap_or("?")
     ));
-    human.push_str(&format!("exec   {}\ncheck  {}\n", inert(config["exec"].as_str().unwrap_or("?")), inert(config["check"].as_str().unwrap_or("?"))));
+    human.push_str(&format!(
+        "exec   {}\ncheck  {}\n",
+        inert(config["exec"].as_str().unwrap_or("?")),
+        inert(config["check"].as_str().unwrap_or("?"))
+    ));
     // The guards that could not see (receipts written before the event say nothing).
     if let Some(inactive) = crate::engine::inactive_guards::of_history(history) {
         match inactive.len() {
@@ -222,8 +269,15 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
         }
     }
     for d in &history.iterations {
-        let failing = d.failing_count().map(|c| format!("  failing {c}")).unwrap_or_default();
-        let interrupted = d.interrupted.as_ref().map(|c| format!("  INTERRUPTED ({c})")).unwrap_or_default();
+        let failing = d
+            .failing_count()
+            .map(|c| format!("  failing {c}"))
+            .unwrap_or_default();
+        let interrupted = d
+            .interrupted
+            .as_ref()
+            .map(|c| format!("  INTERRUPTED ({c})"))
+            .unwrap_or_default();
         human.push_str(&format!(
             "  #{:<3} exec {:<14} check {:<14}{failing}{}{interrupted}\n",
             d.iteration,
@@ -232,33 +286,83 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
             cost_text(d)
         ));
         for g in &d.guards {
-            human.push_str(&format!("       guard {} ({}): {}\n", g.guard, g.halt_reason, inert(&g.detail)));
+            human.push_str(&format!(
+                "       guard {} ({}): {}\n",
+                g.guard,
+                g.halt_reason,
+                inert(&g.detail)
+            ));
             for f in &g.findings {
-                human.push_str(&format!("         {}: {}\n", inert(f.path.as_deref().unwrap_or("-")), inert(&f.what)));
+                human.push_str(&format!(
+                    "         {}: {}\n",
+                    inert(f.path.as_deref().unwrap_or("-")),
+                    inert(&f.what)
+                ));
             }
         }
         for allowed in &d.allowed {
             for u in &allowed.uses {
-                human.push_str(&format!("       allowed ({}): {} under allowance {}: {}\n", allowed.guard, inert(&u.what), inert(&u.name()), inert(&u.reason)));
+                human.push_str(&format!(
+                    "       allowed ({}): {} under allowance {}: {}\n",
+                    allowed.guard,
+                    inert(&u.what),
+                    inert(&u.name()),
+                    inert(&u.reason)
+                ));
             }
         }
         for f in d.snapshot.iter().flat_map(|s| &s.awareness) {
-            human.push_str(&format!("       awareness {}: {}\n", inert(f.path.as_deref().unwrap_or("-")), inert(&f.what)));
+            human.push_str(&format!(
+                "       awareness {}: {}\n",
+                inert(f.path.as_deref().unwrap_or("-")),
+                inert(&f.what)
+            ));
         }
         if let Some(judge) = &d.judge {
-            let outcome = serde_json::to_value(judge.outcome).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
-            let hacking = if judge.reward_hacking { " (reward hacking)" } else { "" };
-            human.push_str(&format!("       judge {outcome}{hacking}: {}\n", inert(&judge.reason)));
+            let outcome = serde_json::to_value(judge.outcome)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            let hacking = if judge.reward_hacking {
+                " (reward hacking)"
+            } else {
+                ""
+            };
+            human.push_str(&format!(
+                "       judge {outcome}{hacking}: {}\n",
+                inert(&judge.reason)
+            ));
         }
         if let Some(h) = &d.holdout {
-            let failing = h.check.failing_count.map(|c| format!(", failing {c}")).unwrap_or_default();
-            let changed = if h.dir_changed { ", directory changed" } else { "" };
-            human.push_str(&format!("       held-out check {} ({}{failing}{changed})\n", h.verdict, ending_text(Some(&h.check.ending))));
+            let failing = h
+                .check
+                .failing_count
+                .map(|c| format!(", failing {c}"))
+                .unwrap_or_default();
+            let changed = if h.dir_changed {
+                ", directory changed"
+            } else {
+                ""
+            };
+            human.push_str(&format!(
+                "       held-out check {} ({}{failing}{changed})\n",
+                h.verdict,
+                ending_text(Some(&h.check.ending))
+            ));
         }
         // What kept a zero exit from being green (or a red check's sets from meeting the targets),
         // escaped (the ids come from the agent's workspace).
-        for disagreement in d.check.iter().flat_map(|c| c.evidence.iter()).flat_map(|e| &e.disagreements) {
-            human.push_str(&format!("       evidence {}: {}\n", inert(&disagreement.kind), inert(&disagreement.detail)));
+        for disagreement in d
+            .check
+            .iter()
+            .flat_map(|c| c.evidence.iter())
+            .flat_map(|e| &e.disagreements)
+        {
+            human.push_str(&format!(
+                "       evidence {}: {}\n",
+                inert(&disagreement.kind),
+                inert(&disagreement.detail)
+            ));
         }
     }
     let cost = run_cost(history, &config);
@@ -266,12 +370,21 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
         human.push_str(line);
     }
     match halt {
-        Some(h) => human.push_str(&format!("halt   {} (exit {}): {}\n", h.halt_reason, h.exit_code, inert(&h.detail))),
+        Some(h) => human.push_str(&format!(
+            "halt   {} (exit {}): {}\n",
+            h.halt_reason,
+            h.exit_code,
+            inert(&h.detail)
+        )),
         None => human.push_str("not halted (resumable)\n"),
     }
     let derivation = halt_derivation(history);
     if let Some(line) = derivation["detail"].as_str() {
-        let lead = if derivation["consistent"] == json!(false) { "HALT DOES NOT FOLLOW" } else { "derived" };
+        let lead = if derivation["consistent"] == json!(false) {
+            "HALT DOES NOT FOLLOW"
+        } else {
+            "derived"
+        };
         human.push_str(&format!("       {lead}: {}\n", inert(line)));
     }
     let delivery = halt.and_then(|h| h.delivery.as_ref());
@@ -280,7 +393,12 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
             "delivered branch {} ({}), patch {}
 ",
             inert(branch),
-            inert(d.commit.as_deref().map(|c| c.get(..c.len().min(12)).unwrap_or(c)).unwrap_or("?")),
+            inert(
+                d.commit
+                    .as_deref()
+                    .map(|c| c.get(..c.len().min(12)).unwrap_or(c))
+                    .unwrap_or("?")
+            ),
             inert(d.patch.as_deref().unwrap_or("?"))
         ));
     }
@@ -288,12 +406,24 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     if let Some(summary) = egress.get("summary").filter(|v| !v.is_null()) {
         human.push_str(&format!(
             "egress {} allowed, {} denied, {} bytes up, {} bytes down{}\n",
-            summary["allowed"], summary["denied"], summary["bytes_up"], summary["bytes_down"],
-            if egress["audit_matches_receipt"] == json!(false) { "  (AUDIT LOG CHANGED since the receipt recorded it)" } else { "" }
+            summary["allowed"],
+            summary["denied"],
+            summary["bytes_up"],
+            summary["bytes_down"],
+            if egress["audit_matches_receipt"] == json!(false) {
+                "  (AUDIT LOG CHANGED since the receipt recorded it)"
+            } else {
+                ""
+            }
         ));
         if let Some(hosts) = summary["hosts"].as_object() {
             for (host, h) in hosts {
-                human.push_str(&format!("  {:<40} allowed {} denied {}\n", inert(host), h["allowed"], h["denied"]));
+                human.push_str(&format!(
+                    "  {:<40} allowed {} denied {}\n",
+                    inert(host),
+                    h["allowed"],
+                    h["denied"]
+                ));
             }
         }
     }
@@ -301,14 +431,21 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
 
     let report = report_value(&loaded, &derivation, &egress, &cost);
     if let Some(out) = &args.html {
-        let page = super::report_html::Page { loaded: &loaded, report: &report, pubkey: args.pubkey.as_deref() };
+        let page = super::report_html::Page {
+            loaded: &loaded,
+            report: &report,
+            pubkey: args.pubkey.as_deref(),
+        };
         return super::report_html::write(&page, out);
     }
     Ok(Outcome::ok("report")
         .field("run_id", run_id)
         .field("receipt", receipt)
         .field("halt_reason", halt_reason)
-        .field("iteration", history.current().map(|d| d.iteration).unwrap_or(0))
+        .field(
+            "iteration",
+            history.current().map(|d| d.iteration).unwrap_or(0),
+        )
         .field("check_exit", json!(last_exit))
         .field("report", report)
         .human(human))
@@ -316,7 +453,12 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
 
 /// The `report` object of `report --json`: the run's configuration, chain, iterations, halt and
 /// its derivation, delivery, egress, cost and blind guards.
-fn report_value(loaded: &receipt_source::LoadedReceipt, derivation: &Value, egress: &Value, cost: &Value) -> Value {
+fn report_value(
+    loaded: &receipt_source::LoadedReceipt,
+    derivation: &Value,
+    egress: &Value,
+    cost: &Value,
+) -> Value {
     let history = &loaded.history;
     let start = history.start.as_ref();
     let config = start.map(|s| s.config.clone()).unwrap_or(Value::Null);
@@ -345,7 +487,10 @@ fn report_value(loaded: &receipt_source::LoadedReceipt, derivation: &Value, egre
         fields.insert("cost".into(), cost["json"].clone());
     }
     // Which guards could not see (receipts written before the list: no key, as before).
-    if let (Some(inactive), Some(fields)) = (crate::engine::inactive_guards::of_history(history), report.as_object_mut()) {
+    if let (Some(inactive), Some(fields)) = (
+        crate::engine::inactive_guards::of_history(history),
+        report.as_object_mut(),
+    ) {
         fields.insert("inactive_guards".into(), json!(inactive));
     }
     report
@@ -356,12 +501,23 @@ fn report_value(loaded: &receipt_source::LoadedReceipt, derivation: &Value, egre
 fn probe_report(loaded: &receipt_source::LoadedReceipt) -> CmdResult<Outcome> {
     use crate::receipt::probe::ProbeRecord;
     use crate::rules::probe_replay::recompute;
-    let bad = |e: String| crate::error::Failure::workspace(format!("{}: {e}", loaded.path.display()));
-    let records = crate::receipt::events::Recorded::decode_all(&loaded.chain.events).map_err(|e| bad(e.to_string()))?;
+    let bad =
+        |e: String| crate::error::Failure::workspace(format!("{}: {e}", loaded.path.display()));
+    let records = crate::receipt::events::Recorded::decode_all(&loaded.chain.events)
+        .map_err(|e| bad(e.to_string()))?;
     let record = ProbeRecord::of(&records).map_err(bad)?;
     let (start, verdict) = (&record.start, &record.verdict);
     let recomputed = recompute(&record);
-    let dims = if start.dimensions.is_empty() { "none".to_string() } else { start.dimensions.iter().map(|d| d.as_str()).collect::<Vec<_>>().join(",") };
+    let dims = if start.dimensions.is_empty() {
+        "none".to_string()
+    } else {
+        start
+            .dimensions
+            .iter()
+            .map(|d| d.as_str())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
     let mut human = format!(
         "probe {} ({}, {} events, chain verified, head {})\ncheck  {}\nisolation {}  seed {}  perturbed {dims}\n",
         inert(&start.probe_id), inert(&start.command), loaded.chain.events.len(), &loaded.chain.head[..12], inert(&start.check), inert(&start.isolation), start.seed
@@ -371,12 +527,34 @@ fn probe_report(loaded: &receipt_source::LoadedReceipt) -> CmdResult<Outcome> {
         inert(&verdict.verdict), verdict.runs, verdict.disagreeing, start.runs_required, verdict.flake_rate_bound, start.confidence, start.target
     ));
     for b in &verdict.broken_by {
-        let runs = b.runs.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
-        human.push_str(&format!("  broken by {} (runs {runs})\n", b.dimension.map(|d| d.as_str()).unwrap_or("unperturbed runs")));
+        let runs = b
+            .runs
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(",");
+        human.push_str(&format!(
+            "  broken by {} (runs {runs})\n",
+            b.dimension
+                .map(|d| d.as_str())
+                .unwrap_or("unperturbed runs")
+        ));
     }
     for gate in verdict.gates.iter().flatten() {
-        let what = [gate["verdict"].as_str(), gate["reason"].as_str(), gate["detail"].as_str()].into_iter().flatten().collect::<Vec<_>>().join(" ");
-        human.push_str(&format!("  gate {:<13} {}\n", inert(gate["gate"].as_str().unwrap_or("?")), inert(&what)));
+        let what = [
+            gate["verdict"].as_str(),
+            gate["reason"].as_str(),
+            gate["detail"].as_str(),
+        ]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(" ");
+        human.push_str(&format!(
+            "  gate {:<13} {}\n",
+            inert(gate["gate"].as_str().unwrap_or("?")),
+            inert(&what)
+        ));
     }
     match &verdict.halt_reason {
         Some(h) => human.push_str(&format!("halt   {} (exit {})\n", h, verdict.exit_code)),
@@ -403,7 +581,9 @@ fn probe_report(loaded: &receipt_source::LoadedReceipt) -> CmdResult<Outcome> {
         );
     // As a receipt that does not verify: a verdict its own runs contradict is not reported as one.
     if let Err(problem) = recomputed {
-        return Err(bad(format!("the recorded verdict is not what its runs give: {problem}")));
+        return Err(bad(format!(
+            "the recorded verdict is not what its runs give: {problem}"
+        )));
     }
     Ok(out.human(human))
 }

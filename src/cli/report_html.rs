@@ -83,29 +83,53 @@ fn verification(page: &Page) -> CmdResult<Verified> {
         Ok(key) => key,
         // An explicit key that cannot be used is the operator's error; no default key is not.
         Err(e) if page.pubkey.is_some() => return Err(e),
-        Err(e) => return Ok(Verified::NotChecked(format!("{} ({})", e.message, e.hint.unwrap_or_default()))),
+        Err(e) => {
+            return Ok(Verified::NotChecked(format!(
+                "{} ({})",
+                e.message,
+                e.hint.unwrap_or_default()
+            )))
+        }
     };
-    let dir = page.loaded.path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = page
+        .loaded
+        .path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     let run_dir = match crate::safefs::SafeDir::open(dir) {
         Ok(d) => d,
-        Err(e) => return Ok(Verified::NotChecked(format!("the run directory cannot be opened: {e}"))),
+        Err(e) => {
+            return Ok(Verified::NotChecked(format!(
+                "the run directory cannot be opened: {e}"
+            )))
+        }
     };
     let (verification, _) = super::verify::verify_loop_run(&run_dir, None, &key, false);
-    Ok(Verified::Checked { key: key.json(), verification })
+    Ok(Verified::Checked {
+        key: key.json(),
+        verification,
+    })
 }
 
 /// Render the page and write it to `out` atomically (a temporary file beside it, renamed over it).
 pub fn write(page: &Page, out: &Path) -> CmdResult<Outcome> {
     if out.is_dir() {
-        return Err(
-            Failure::usage(format!("--html {}: is a directory", crate::inert::inert(&out.to_string_lossy())))
-                .with_hint("name the file to write, e.g. --html report.html"),
-        );
+        return Err(Failure::usage(format!(
+            "--html {}: is a directory",
+            crate::inert::inert(&out.to_string_lossy())
+        ))
+        .with_hint("name the file to write, e.g. --html report.html"));
     }
     let verified = verification(page)?;
     let html = render(page, &verified);
-    let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let io = |e: &std::io::Error| Failure::io(out, e).with_hint("--html names a file in a directory you can write");
+    let parent = out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let io = |e: &std::io::Error| {
+        Failure::io(out, e).with_hint("--html names a file in a directory you can write")
+    };
     let mut tmp = tempfile::Builder::new()
         .prefix(".loopexec-report-")
         .suffix(".html.tmp")
@@ -114,7 +138,11 @@ pub fn write(page: &Page, out: &Path) -> CmdResult<Outcome> {
     std::io::Write::write_all(&mut tmp, html.as_bytes()).map_err(|e| io(&e))?;
     tmp.as_file().sync_all().map_err(|e| io(&e))?;
     // Readable as any report (a temporary file is 0600).
-    std::fs::set_permissions(tmp.path(), std::os::unix::fs::PermissionsExt::from_mode(0o644)).map_err(|e| io(&e))?;
+    std::fs::set_permissions(
+        tmp.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o644),
+    )
+    .map_err(|e| io(&e))?;
     tmp.persist(out).map_err(|e| io(&e.error))?;
     let history = &page.loaded.history;
     let shown_iterations = history.iterations.len().min(MAX_ITERATIONS_SHOWN);
@@ -169,7 +197,11 @@ fn render(page: &Page, verified: &Verified) -> String {
     );
     let halt = match &history.halt {
         Some(h) => badge(
-            if h.halt_reason.as_str() == "success_condition_met" { "ok" } else { "warn" },
+            if h.halt_reason.as_str() == "success_condition_met" {
+                "ok"
+            } else {
+                "warn"
+            },
             h.halt_reason.as_str(),
         ),
         None => badge("na", "not halted"),
@@ -215,11 +247,18 @@ fn pins(html: &mut String, report: &Value) {
             shown(&config["workspace"])
         ),
     );
-    for (name, key) in [("agent policy", "agent_policy"), ("check policy", "check_policy")] {
+    for (name, key) in [
+        ("agent policy", "agent_policy"),
+        ("check policy", "check_policy"),
+    ] {
         let pin = &config[key];
         let value = match pin.is_null() {
             true => "the default policy".to_string(),
-            false => format!("{} <code>sha256 {}</code>", shown(&pin["source"]), shown(&pin["sha256"])),
+            false => format!(
+                "{} <code>sha256 {}</code>",
+                shown(&pin["source"]),
+                shown(&pin["sha256"])
+            ),
         };
         row(html, name, &value);
     }
@@ -230,7 +269,15 @@ fn pins(html: &mut String, report: &Value) {
         .map(|k| format!("{k} {}", shown(&model[*k])))
         .collect::<Vec<_>>()
         .join(", ");
-    row(html, "model", if model_text.is_empty() { "not pinned" } else { &model_text });
+    row(
+        html,
+        "model",
+        if model_text.is_empty() {
+            "not pinned"
+        } else {
+            &model_text
+        },
+    );
     let runner = config["runner"].as_object().map(|r| {
         r.iter()
             .take(MAX_ITEMS)
@@ -238,9 +285,21 @@ fn pins(html: &mut String, report: &Value) {
             .collect::<Vec<_>>()
             .join(", ")
     });
-    row(html, "runner", runner.as_deref().filter(|r| !r.is_empty()).unwrap_or("-"));
-    row(html, "exec", &format!("<code>{}</code>", shown(&config["exec"])));
-    row(html, "check", &format!("<code>{}</code>", shown(&config["check"])));
+    row(
+        html,
+        "runner",
+        runner.as_deref().filter(|r| !r.is_empty()).unwrap_or("-"),
+    );
+    row(
+        html,
+        "exec",
+        &format!("<code>{}</code>", shown(&config["exec"])),
+    );
+    row(
+        html,
+        "check",
+        &format!("<code>{}</code>", shown(&config["check"])),
+    );
     row(html, "max iterations", &shown(&config["max_iterations"]));
     row(html, "loopexec", &shown(&report["loopexec_version"]));
     if let Some(cost) = report.get("cost") {
@@ -252,7 +311,11 @@ fn pins(html: &mut String, report: &Value) {
                 shown(&cost["unknown_money_records"])
             ),
         };
-        row(html, "cost", &format!("{money}, {} tokens", shown(&cost["tokens"])));
+        row(
+            html,
+            "cost",
+            &format!("{money}, {} tokens", shown(&cost["tokens"])),
+        );
     }
     html.push_str("</table></section>\n");
 }
@@ -262,7 +325,12 @@ fn verification_section(html: &mut String, verified: &Verified) {
     html.push_str("<h2>Verification</h2>\n<section>\n");
     match verified {
         Verified::NotChecked(why) => {
-            let _ = writeln!(html, "<p>{} {}</p>", badge("na", "signature not checked"), escaped(why));
+            let _ = writeln!(
+                html,
+                "<p>{} {}</p>",
+                badge("na", "signature not checked"),
+                escaped(why)
+            );
         }
         Verified::Checked { key, verification } => {
             let status = if verification.ok() {
@@ -283,7 +351,11 @@ fn verification_section(html: &mut String, verified: &Verified) {
                 escaped(source)
             );
             for check in verification.checks.iter().take(MAX_ITEMS) {
-                let mark = if check.ok { badge("ok", "ok") } else { badge("bad", "FAIL") };
+                let mark = if check.ok {
+                    badge("ok", "ok")
+                } else {
+                    badge("bad", "FAIL")
+                };
                 let _ = writeln!(
                     html,
                     "<tr><th>{mark}</th><td><code>{}</code></td><td>{}</td></tr>",
@@ -338,24 +410,54 @@ fn halt_section(html: &mut String, page: &Page) {
         row(html, "derivation", &format!("{mark} {}", escaped(detail)));
     }
     match super::explain_halt::withheld(history, &page.loaded.path) {
-        Some(withheld) => row(html, "verdict", &format!("{} {}", badge("na", "none"), escaped(&withheld.summary(history)))),
+        Some(withheld) => row(
+            html,
+            "verdict",
+            &format!(
+                "{} {}",
+                badge("na", "none"),
+                escaped(&withheld.summary(history))
+            ),
+        ),
         None => {
             if let Some(verdict) = super::explain_halt::verdict_of(history) {
-                let why = super::explain_halt::summary(halt.halt_reason.as_str(), &halt.detail, &verdict);
-                let class = if verdict.explanation.verdict.as_str() == "done" { "ok" } else { "warn" };
+                let why =
+                    super::explain_halt::summary(halt.halt_reason.as_str(), &halt.detail, &verdict);
+                let class = if verdict.explanation.verdict.as_str() == "done" {
+                    "ok"
+                } else {
+                    "warn"
+                };
                 row(
                     html,
                     "verdict",
-                    &format!("{} {}", badge(class, verdict.explanation.verdict.as_str()), escaped(&why)),
+                    &format!(
+                        "{} {}",
+                        badge(class, verdict.explanation.verdict.as_str()),
+                        escaped(&why)
+                    ),
                 );
-                let decisive = verdict.decisive_iterations.iter().map(u64::to_string).collect::<Vec<_>>().join(", ");
+                let decisive = verdict
+                    .decisive_iterations
+                    .iter()
+                    .map(u64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ");
                 row(html, "decisive", &escaped(&decisive));
-                row(html, "next", &format!("<code>{}</code>", escaped(&verdict.next_command)));
+                row(
+                    html,
+                    "next",
+                    &format!("<code>{}</code>", escaped(&verdict.next_command)),
+                );
             }
         }
     }
     if let Some(branch) = halt.delivery.as_ref().and_then(|d| d.branch.as_deref()) {
-        row(html, "delivered", &format!("branch <code>{}</code>", escaped(branch)));
+        row(
+            html,
+            "delivered",
+            &format!("branch <code>{}</code>", escaped(branch)),
+        );
     }
     html.push_str("</table></section>\n");
 }
@@ -385,7 +487,12 @@ fn chart(html: &mut String, history: &History) {
     }
     let judged = super::ratchet::judged(history);
     let (w, h, left, right, top, bottom) = (1000.0_f64, 260.0_f64, 64.0, 16.0, 14.0, 34.0);
-    let max = records.iter().filter_map(IterationRecord::failing_count).max().unwrap_or(0).max(1) as f64;
+    let max = records
+        .iter()
+        .filter_map(IterationRecord::failing_count)
+        .max()
+        .unwrap_or(0)
+        .max(1) as f64;
     let n = records.len();
     let x = |i: usize| {
         if n == 1 {
@@ -427,15 +534,25 @@ fn chart(html: &mut String, history: &History) {
         let (cy, title, style) = match (r.failing_count(), rejected(&judged, r.iteration)) {
             (None, _) => (
                 y(0.0),
-                format!("iteration {}: no failing set (no readable report)", r.iteration),
+                format!(
+                    "iteration {}: no failing set (no readable report)",
+                    r.iteration
+                ),
                 "fill=\"#fff\" stroke=\"#8a93a0\"",
             ),
             (Some(c), Some(true)) => (
                 y(c as f64),
-                format!("iteration {}: {c} failing, rejected by the ratchet", r.iteration),
+                format!(
+                    "iteration {}: {c} failing, rejected by the ratchet",
+                    r.iteration
+                ),
                 "fill=\"#fff\" stroke=\"#c53030\" stroke-width=\"2\"",
             ),
-            (Some(c), _) => (y(c as f64), format!("iteration {}: {c} failing", r.iteration), "fill=\"#3b6fd8\""),
+            (Some(c), _) => (
+                y(c as f64),
+                format!("iteration {}: {c} failing", r.iteration),
+                "fill=\"#3b6fd8\"",
+            ),
         };
         let _ = writeln!(
             html,
@@ -461,7 +578,12 @@ fn chart(html: &mut String, history: &History) {
         h - 4.0
     );
     html.push_str("<p class=\"note\">filled: accepted or not judged; red ring: rejected by the ratchet; grey ring: no readable report</p>\n");
-    left_out(html, history.iterations.len(), records.len(), "earlier iterations");
+    left_out(
+        html,
+        history.iterations.len(),
+        records.len(),
+        "earlier iterations",
+    );
     cost_chart(html, records);
     html.push_str("</section>\n");
 }
@@ -508,7 +630,11 @@ fn cost_chart(html: &mut String, records: &[IterationRecord]) {
         );
     }
     let label_every = costs.len().div_ceil(20).max(1);
-    for (i, (n, _, _)) in costs.iter().enumerate().filter(|(i, _)| i % label_every == 0 || i + 1 == costs.len()) {
+    for (i, (n, _, _)) in costs
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| i % label_every == 0 || i + 1 == costs.len())
+    {
         let _ = writeln!(
             html,
             "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{n}</text>",
@@ -523,7 +649,13 @@ fn cost_chart(html: &mut String, records: &[IterationRecord]) {
 fn notes(items: &[String]) -> String {
     match items.is_empty() {
         true => String::new(),
-        false => format!("<ul>{}</ul>", items.iter().map(|i| format!("<li>{i}</li>")).collect::<String>()),
+        false => format!(
+            "<ul>{}</ul>",
+            items
+                .iter()
+                .map(|i| format!("<li>{i}</li>"))
+                .collect::<String>()
+        ),
     }
 }
 
@@ -539,13 +671,25 @@ fn iteration_notes(history: &History, r: &IterationRecord) -> Vec<String> {
             escaped(&g.detail)
         ));
         for f in g.findings.iter().take(MAX_ITEMS) {
-            items.push(format!("<code>{}</code>: {}", escaped(f.path.as_deref().unwrap_or("-")), escaped(&f.what)));
+            items.push(format!(
+                "<code>{}</code>: {}",
+                escaped(f.path.as_deref().unwrap_or("-")),
+                escaped(&f.what)
+            ));
         }
         if g.findings.len() > MAX_ITEMS {
-            items.push(format!("{} more findings left out", g.findings.len() - MAX_ITEMS));
+            items.push(format!(
+                "{} more findings left out",
+                g.findings.len() - MAX_ITEMS
+            ));
         }
     }
-    for u in r.allowed.iter().flat_map(|a| a.uses.iter().map(move |u| (a, u))).take(MAX_ITEMS) {
+    for u in r
+        .allowed
+        .iter()
+        .flat_map(|a| a.uses.iter().map(move |u| (a, u)))
+        .take(MAX_ITEMS)
+    {
         items.push(format!(
             "{} ({}): {} under allowance {}: {}",
             badge("warn", "allowed"),
@@ -571,12 +715,20 @@ fn iteration_notes(history: &History, r: &IterationRecord) -> Vec<String> {
             "{} {}{}",
             badge(class, "held-out check"),
             escaped(&h.verdict),
-            if h.dir_changed { ", directory changed" } else { "" }
+            if h.dir_changed {
+                ", directory changed"
+            } else {
+                ""
+            }
         ));
     }
     if history.sentinel_of(r.iteration) {
         let refused = history.sentinel_refused_of(r.iteration);
-        let (class, text) = if refused { ("bad", "broke an expectation") } else { ("ok", "held") };
+        let (class, text) = if refused {
+            ("bad", "broke an expectation")
+        } else {
+            ("ok", "held")
+        };
         items.push(format!("{} {text}", badge(class, "sentinel run")));
     }
     if let Some(j) = &r.judge {
@@ -585,8 +737,16 @@ fn iteration_notes(history: &History, r: &IterationRecord) -> Vec<String> {
             .and_then(|v| v.as_str().map(str::to_string))
             .unwrap_or_default();
         let class = if outcome == "approve" { "ok" } else { "bad" };
-        let hacking = if j.reward_hacking { " (reward hacking)" } else { "" };
-        items.push(format!("{}{hacking}: {}", badge(class, &format!("judge {outcome}")), escaped(&j.reason)));
+        let hacking = if j.reward_hacking {
+            " (reward hacking)"
+        } else {
+            ""
+        };
+        items.push(format!(
+            "{}{hacking}: {}",
+            badge(class, &format!("judge {outcome}")),
+            escaped(&j.reason)
+        ));
     }
     if let Some(a) = &r.adequacy {
         let class = match a.verdict.as_str() {
@@ -594,7 +754,10 @@ fn iteration_notes(history: &History, r: &IterationRecord) -> Vec<String> {
             "inadequate" => "bad",
             _ => "na",
         };
-        let score = a.score.map(|s| format!(", score {s:.2}")).unwrap_or_default();
+        let score = a
+            .score
+            .map(|s| format!(", score {s:.2}"))
+            .unwrap_or_default();
         items.push(format!(
             "{} {}: {} killed, {} survived of {} sampled{score}",
             badge(class, "canary"),
@@ -604,11 +767,26 @@ fn iteration_notes(history: &History, r: &IterationRecord) -> Vec<String> {
             a.sampled
         ));
     }
-    for d in r.check.iter().flat_map(|c| c.evidence.iter()).flat_map(|e| &e.disagreements).take(MAX_ITEMS) {
-        items.push(format!("{} {}: {}", badge("bad", "evidence"), escaped(&d.kind), escaped(&d.detail)));
+    for d in r
+        .check
+        .iter()
+        .flat_map(|c| c.evidence.iter())
+        .flat_map(|e| &e.disagreements)
+        .take(MAX_ITEMS)
+    {
+        items.push(format!(
+            "{} {}: {}",
+            badge("bad", "evidence"),
+            escaped(&d.kind),
+            escaped(&d.detail)
+        ));
     }
     if let Some(cause) = &r.interrupted {
-        items.push(format!("{} {}", badge("warn", "interrupted"), escaped(cause)));
+        items.push(format!(
+            "{} {}",
+            badge("warn", "interrupted"),
+            escaped(cause)
+        ));
     }
     items
 }
@@ -622,19 +800,32 @@ fn iterations(html: &mut String, history: &History) {
         "<h2>Iterations</h2>\n<section><table class=\"it\">\n<tr><th>#</th><th>agent</th><th>check</th><th>failing</th><th>ratchet</th><th>results</th></tr>\n",
     );
     for r in records {
-        let ending = |e: Option<&crate::ending::Ending>| e.map(crate::ending::Ending::short_text).unwrap_or_else(|| "-".into());
-        let failing = match (r.failing_count(), r.check.as_ref().and_then(|c| c.failing_set.as_ref())) {
+        let ending = |e: Option<&crate::ending::Ending>| {
+            e.map(crate::ending::Ending::short_text)
+                .unwrap_or_else(|| "-".into())
+        };
+        let failing = match (
+            r.failing_count(),
+            r.check.as_ref().and_then(|c| c.failing_set.as_ref()),
+        ) {
             (None, _) => "-".to_string(),
             (Some(c), None) => c.to_string(),
             (Some(c), Some(set)) => {
-                let mut ids: Vec<String> = set.iter().take(5).map(|id| format!("<li><code>{}</code></li>", escaped(id))).collect();
+                let mut ids: Vec<String> = set
+                    .iter()
+                    .take(5)
+                    .map(|id| format!("<li><code>{}</code></li>", escaped(id)))
+                    .collect();
                 if set.len() > 5 {
                     ids.push(format!("<li>{} more</li>", set.len() - 5));
                 }
                 format!("{c}<ul>{}</ul>", ids.concat())
             }
         };
-        let ratchet = match judged.iter().find(|(v, _)| v["iteration"].as_u64() == Some(r.iteration)) {
+        let ratchet = match judged
+            .iter()
+            .find(|(v, _)| v["iteration"].as_u64() == Some(r.iteration))
+        {
             Some((v, line)) => format!(
                 "{} {}",
                 if v["accepted"] == Value::Bool(true) {
@@ -653,7 +844,11 @@ fn iterations(html: &mut String, history: &History) {
                 format!(
                     "<br><span class=\"note\">cost {} USD{}, {} tokens</span>",
                     crate::rules::budget::usd(c.usd_micros),
-                    if c.unknown_money > 0 { " + unknown" } else { "" },
+                    if c.unknown_money > 0 {
+                        " + unknown"
+                    } else {
+                        ""
+                    },
                     c.tokens
                 )
             }
@@ -668,14 +863,29 @@ fn iterations(html: &mut String, history: &History) {
         );
     }
     html.push_str("</table>\n");
-    left_out(html, history.iterations.len(), records.len(), "earlier iterations");
+    left_out(
+        html,
+        history.iterations.len(),
+        records.len(),
+        "earlier iterations",
+    );
     if let Some(inactive) = crate::engine::inactive_guards::of_history(history) {
         let lines = crate::engine::inactive_guards::lines(&inactive);
         match lines.is_empty() {
             true => html.push_str("<p>every guard could see (none inactive)</p>\n"),
             false => {
-                let _ = writeln!(html, "<p>{} guard(s) inactive or partly blind:</p>", lines.len());
-                html.push_str(&notes(&lines.iter().take(MAX_ITEMS).map(|l| escaped(l)).collect::<Vec<_>>()));
+                let _ = writeln!(
+                    html,
+                    "<p>{} guard(s) inactive or partly blind:</p>",
+                    lines.len()
+                );
+                html.push_str(&notes(
+                    &lines
+                        .iter()
+                        .take(MAX_ITEMS)
+                        .map(|l| escaped(l))
+                        .collect::<Vec<_>>(),
+                ));
                 left_out(html, lines.len(), MAX_ITEMS, "blind guards");
             }
         }
@@ -689,10 +899,9 @@ fn egress(html: &mut String, report: &Value) {
     html.push_str("<h2>Egress</h2>\n<section>\n");
     let summary = &egress["summary"];
     if summary.is_null() {
-        let why = egress["error"]
-            .as_str()
-            .map(escaped)
-            .unwrap_or_else(|| "no egress audit recorded (the zones had no proxied network)".into());
+        let why = egress["error"].as_str().map(escaped).unwrap_or_else(|| {
+            "no egress audit recorded (the zones had no proxied network)".into()
+        });
         let _ = writeln!(html, "<p>{why}</p>\n</section>");
         return;
     }
@@ -732,19 +941,31 @@ mod tests {
 
     #[test]
     fn markup_characters_become_character_references() {
-        assert_eq!(escaped("</td><script>alert(1)</script>"), "&lt;/td&gt;&lt;script&gt;alert(1)&lt;/script&gt;");
+        assert_eq!(
+            escaped("</td><script>alert(1)</script>"),
+            "&lt;/td&gt;&lt;script&gt;alert(1)&lt;/script&gt;"
+        );
         assert_eq!(escaped("a\"b'c&d=e`"), "a&quot;b&#39;c&amp;d&#61;e&#96;");
     }
 
     #[test]
     fn controls_are_shown_as_escapes_not_passed_through() {
-        assert_eq!(escaped("a\x1b[2J\x07\nb\u{202e}c\0"), "a\\x1b[2J\\x07\\nb\\u{202e}c\\x00");
+        assert_eq!(
+            escaped("a\x1b[2J\x07\nb\u{202e}c\0"),
+            "a\\x1b[2J\\x07\\nb\\u{202e}c\\x00"
+        );
     }
 
     #[test]
     fn a_long_text_is_cut_saying_how_much_was_left_out() {
         let long = "<".repeat(MAX_TEXT_CHARS + 10);
-        assert_eq!(escaped(&long), format!("{}\u{2026} (10 more characters)", "&lt;".repeat(MAX_TEXT_CHARS)));
+        assert_eq!(
+            escaped(&long),
+            format!(
+                "{}\u{2026} (10 more characters)",
+                "&lt;".repeat(MAX_TEXT_CHARS)
+            )
+        );
     }
 
     /// A history of `n` iterations, each with a guard objection; the last one's detail is 100 KB
@@ -803,12 +1024,27 @@ mod tests {
             pubkey: None,
         };
         let html = render(&page, &Verified::NotChecked("no key".into()));
-        assert_eq!(html.matches("<circle data-iteration=").count(), MAX_ITERATIONS_SHOWN);
-        assert_eq!(html.matches("<tr id=\"iteration-").count(), MAX_ITERATIONS_SHOWN);
-        assert!(html.contains("<tr id=\"iteration-10000\">"), "the last iterations are the ones shown");
-        assert!(html.contains(&format!("{} more earlier iterations left out", 10_000 - MAX_ITERATIONS_SHOWN)));
+        assert_eq!(
+            html.matches("<circle data-iteration=").count(),
+            MAX_ITERATIONS_SHOWN
+        );
+        assert_eq!(
+            html.matches("<tr id=\"iteration-").count(),
+            MAX_ITERATIONS_SHOWN
+        );
+        assert!(
+            html.contains("<tr id=\"iteration-10000\">"),
+            "the last iterations are the ones shown"
+        );
+        assert!(html.contains(&format!(
+            "{} more earlier iterations left out",
+            10_000 - MAX_ITERATIONS_SHOWN
+        )));
         assert!(html.contains(&format!("{} more findings left out", 100 - MAX_ITEMS)));
-        assert!(html.contains(&format!("\u{2026} ({} more characters)", 100_000 - MAX_TEXT_CHARS)));
+        assert!(html.contains(&format!(
+            "\u{2026} ({} more characters)",
+            100_000 - MAX_TEXT_CHARS
+        )));
         // 500 short rows, and one of 41 strings cut to 600 characters of at most 6 bytes each.
         assert!(html.len() < 1024 * 1024, "{} bytes", html.len());
         assert!(!html.contains("<<"), "no raw markup character");
@@ -816,6 +1052,9 @@ mod tests {
 
     #[test]
     fn plain_text_is_unchanged() {
-        assert_eq!(escaped("tests.test_calc::test_add"), "tests.test_calc::test_add");
+        assert_eq!(
+            escaped("tests.test_calc::test_add"),
+            "tests.test_calc::test_add"
+        );
     }
 }

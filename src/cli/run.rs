@@ -1,10 +1,10 @@
 //! `loopexec run` (and `step` = `run --once`): start a run from flags over loop.toml, or continue
 //! one with `--resume <id>`, and report how it stopped.
 
-use crate::egress::EgressArgs;
 use super::operator::{absolute_workdir, load_operator_key, policy_source};
-use crate::engine::detached::WorkspaceMode;
+use crate::egress::EgressArgs;
 use crate::engine::config::{ConfigInput, EgressPins, LoopConfig, ModelPins, SamplingPins};
+use crate::engine::detached::WorkspaceMode;
 use crate::engine::sink::{EventSink, LoopEvent};
 use crate::engine::{self, loopfile, LoopEnd, RunOutcome};
 use crate::error::{CmdResult, Failure};
@@ -326,7 +326,10 @@ impl Args {
             coverage: self.coverage.clone(),
             holdout: crate::engine::holdout::HoldoutInput {
                 command: self.holdout_check.clone(),
-                dir: self.holdout_dir.as_deref().map(|d| std::path::absolute(d).unwrap_or_else(|_| d.to_path_buf())),
+                dir: self
+                    .holdout_dir
+                    .as_deref()
+                    .map(|d| std::path::absolute(d).unwrap_or_else(|_| d.to_path_buf())),
             },
             model: ModelPins {
                 provider: self.model_provider.clone(),
@@ -334,7 +337,11 @@ impl Args {
                 version: self.model_version.clone(),
                 auxiliary: self.model_auxiliary.clone(),
             },
-            sampling: SamplingPins { temperature: self.temperature, seed: self.seed, max_tokens: self.max_tokens },
+            sampling: SamplingPins {
+                temperature: self.temperature,
+                seed: self.seed,
+                max_tokens: self.max_tokens,
+            },
             context_files: self.context_file.clone(),
             cost_usd: self.cost_usd,
             judge: crate::engine::judge::JudgeInput {
@@ -369,9 +376,19 @@ pub(crate) struct ProgressPrinter {
 pub(crate) fn progress_line(event: &LoopEvent<'_>) -> String {
     match event {
         LoopEvent::HaltingBeforeIterations { detail } => detail.to_string(),
-        LoopEvent::HaltingAfterAgent { iteration, detail } => format!("iteration {iteration}: {detail}"),
-        LoopEvent::Checked { iteration, exec_ms, check_exit, check_ms, failing } => {
-            let failing = failing.map(|c| format!(", {c} failing")).unwrap_or_default();
+        LoopEvent::HaltingAfterAgent { iteration, detail } => {
+            format!("iteration {iteration}: {detail}")
+        }
+        LoopEvent::Checked {
+            iteration,
+            exec_ms,
+            check_exit,
+            check_ms,
+            failing,
+        } => {
+            let failing = failing
+                .map(|c| format!(", {c} failing"))
+                .unwrap_or_default();
             format!("iteration {iteration}: exec ok ({exec_ms} ms), check exit {check_exit} ({check_ms} ms){failing}")
         }
     }
@@ -389,26 +406,54 @@ impl EventSink for ProgressPrinter {
 /// `--escalate-on` / `[escalation] on` resolved before the run starts (an unknown reason, a bad
 /// channel or a missing secret is exit 20 then, before anything is written): the triggers and
 /// the target, or none.
-fn auto_escalation(args: &Args, workdir: &std::path::Path, run_id: &str) -> CmdResult<Option<(Vec<crate::escalation::config::Trigger>, crate::escalation::config::Target)>> {
+fn auto_escalation(
+    args: &Args,
+    workdir: &std::path::Path,
+    run_id: &str,
+) -> CmdResult<
+    Option<(
+        Vec<crate::escalation::config::Trigger>,
+        crate::escalation::config::Target,
+    )>,
+> {
     use crate::escalation::config;
     let on = (!args.escalate_on.is_empty()).then(|| args.escalate_on.clone());
     let settings = super::escalate::settings_of(workdir, args.escalation.settings(on))?;
     let triggers = config::triggers(settings.on.as_deref().unwrap_or_default())?;
     if triggers.is_empty() {
         return match args.escalation.channel {
-            Some(_) => Err(Failure::usage("--channel needs --escalate-on REASONS (or [escalation] on) in `run`")),
+            Some(_) => Err(Failure::usage(
+                "--channel needs --escalate-on REASONS (or [escalation] on) in `run`",
+            )),
             None => Ok(None),
         };
     }
-    let default_out = || workdir.join(crate::receipt::store::STATE_DIR).join(crate::receipt::store::RUNS).join(run_id).join("escalation.json");
+    let default_out = || {
+        workdir
+            .join(crate::receipt::store::STATE_DIR)
+            .join(crate::receipt::store::RUNS)
+            .join(run_id)
+            .join("escalation.json")
+    };
     Ok(Some((triggers, config::resolve(&settings, default_out)?)))
 }
 
 /// Escalate the halted run when its reason is one the run escalates on: a delivered escalation
 /// makes the exit 16 (`escalation_pending`; the receipt's halt reason stays); a failed one is
 /// reported in `errors` and leaves the halt's exit code.
-fn escalate_after(out: &mut Outcome, auto: Option<(Vec<crate::escalation::config::Trigger>, crate::escalation::config::Target)>, reason: Option<crate::halt::HaltReason>, workdir: &std::path::Path, run_id: &str) {
-    let (Some((triggers, target)), Some(reason)) = (auto, reason) else { return };
+fn escalate_after(
+    out: &mut Outcome,
+    auto: Option<(
+        Vec<crate::escalation::config::Trigger>,
+        crate::escalation::config::Target,
+    )>,
+    reason: Option<crate::halt::HaltReason>,
+    workdir: &std::path::Path,
+    run_id: &str,
+) {
+    let (Some((triggers, target)), Some(reason)) = (auto, reason) else {
+        return;
+    };
     if !crate::escalation::config::triggered(&triggers, reason) {
         return;
     }
@@ -419,15 +464,22 @@ fn escalate_after(out: &mut Outcome, auto: Option<(Vec<crate::escalation::config
     match done {
         Ok(done) => {
             out.exit = crate::halt::ExitClass::ResumableJudgment;
-            out.human.push_str(&format!("escalation  escalation_pending (packet sha256:{}, {})\n", done.packet_sha256, done.record.channel));
+            out.human.push_str(&format!(
+                "escalation  escalation_pending (packet sha256:{}, {})\n",
+                done.packet_sha256, done.record.channel
+            ));
             if stdout {
-                out.human.push_str(&crate::inert::json_text(&done.packet).unwrap_or_default());
+                out.human
+                    .push_str(&crate::inert::json_text(&done.packet).unwrap_or_default());
                 out.human.push('\n');
             }
             out.set("escalation", done.json(stdout));
         }
         Err(failure) => {
-            out.set("escalation", json!({"state": "not_delivered", "error": failure.message}));
+            out.set(
+                "escalation",
+                json!({"state": "not_delivered", "error": failure.message}),
+            );
             out.errors.push(failure.entry());
         }
     }
@@ -435,7 +487,8 @@ fn escalate_after(out: &mut Outcome, auto: Option<(Vec<crate::escalation::config
 
 pub fn run(args: Args, json: bool) -> CmdResult<Outcome> {
     let workdir = absolute_workdir(&args.workdir)?;
-    interrupt::install().map_err(|e| Failure::internal(format!("installing signal handlers: {e}")))?;
+    interrupt::install()
+        .map_err(|e| Failure::internal(format!("installing signal handlers: {e}")))?;
     let mut progress = ProgressPrinter { json };
     let generated = match (&args.resume, &args.run_id) {
         (Some(raw), _) | (None, Some(raw)) => RunId::parse(raw)?,
@@ -449,7 +502,8 @@ pub fn run(args: Args, json: bool) -> CmdResult<Outcome> {
         engine::resume(&statedir, id, &operator, args.once, &mut progress)?
     } else {
         let run_id = generated;
-        let wd = SafeDir::open(&workdir).map_err(|e| Failure::workspace(format!("workdir: {e}")))?;
+        let wd =
+            SafeDir::open(&workdir).map_err(|e| Failure::workspace(format!("workdir: {e}")))?;
         let (input, loop_ref) = match loopfile::load(&wd)? {
             Some((file_input, reference)) => (args.flag_input().over(file_input), Some(reference)),
             None => (args.flag_input(), None),
@@ -462,13 +516,22 @@ pub fn run(args: Args, json: bool) -> CmdResult<Outcome> {
         // `doctor = true`: the oracle's gates first, recorded in the run's receipt; a failed gate
         // halts the run before any agent call. An isolation refusal starts no run.
         let gates = match doctor_first {
-            true => match super::doctor::gate_loop(&cfg, &trust_input, json, &statedir, &operator)? {
+            true => match super::doctor::gate_loop(&cfg, &trust_input, json, &statedir, &operator)?
+            {
                 super::doctor::LoopGate::Refused(refused) => return Ok(refused),
                 super::doctor::LoopGate::Judged(record) => Some(record),
             },
             false => None,
         };
-        engine::start_after_gates(&statedir, run_id, cfg, &operator, args.once, &mut progress, gates)?
+        engine::start_after_gates(
+            &statedir,
+            run_id,
+            cfg,
+            &operator,
+            args.once,
+            &mut progress,
+            gates,
+        )?
     };
     let reason = match &outcome.end {
         LoopEnd::Halted { reason, .. } | LoopEnd::Gated { reason, .. } => Some(*reason),
@@ -540,8 +603,16 @@ fn render(run: RunOutcome) -> Outcome {
     );
     let mut rows = vec![
         ("run_id", run.run_id.clone()),
-        ("iteration", format!("{} of {}", run.iteration, run.max_iterations)),
-        ("check_exit", run.check_exit.map(|c| c.to_string()).unwrap_or_else(|| "-".into())),
+        (
+            "iteration",
+            format!("{} of {}", run.iteration, run.max_iterations),
+        ),
+        (
+            "check_exit",
+            run.check_exit
+                .map(|c| c.to_string())
+                .unwrap_or_else(|| "-".into()),
+        ),
         ("isolation", run.isolation.clone()),
         ("receipt", receipt),
     ];

@@ -3,9 +3,9 @@
 //! `--json` the command's output still goes to the terminal and the zone report is the one JSON
 //! object on stdout after it ends.
 
-use crate::error::{CmdResult, Failure};
 use crate::egress::{AuditLog, EgressArgs, Proxy};
 use crate::engine::config::EgressPins;
+use crate::error::{CmdResult, Failure};
 use crate::output::Outcome;
 use crate::safefs::SafeDir;
 use crate::zones::pinned::{egress_config, PROXY_PORT};
@@ -53,16 +53,28 @@ pub struct SandboxArgs {
 
 /// Parse `target=DIR,lower=DIR[,lower=DIR...][,upper=DIR,work=DIR]` (paths cannot contain `,`).
 fn parse_overlay(text: &str) -> Result<sandbox::OverlayMount, String> {
-    let mut o = sandbox::OverlayMount { target: PathBuf::new(), lowers: Vec::new(), upper: None, work: None, volatile: false };
+    let mut o = sandbox::OverlayMount {
+        target: PathBuf::new(),
+        lowers: Vec::new(),
+        upper: None,
+        work: None,
+        volatile: false,
+    };
     for part in text.split(',') {
-        let (key, value) = part.split_once('=').ok_or_else(|| format!("`{part}`: expected KEY=DIR"))?;
+        let (key, value) = part
+            .split_once('=')
+            .ok_or_else(|| format!("`{part}`: expected KEY=DIR"))?;
         let path = std::path::absolute(value).map_err(|e| format!("{value}: {e}"))?;
         match key {
             "target" => o.target = path,
             "lower" => o.lowers.push(path),
             "upper" => o.upper = Some(path),
             "work" => o.work = Some(path),
-            other => return Err(format!("unknown overlay key `{other}` (target, lower, upper, work)")),
+            other => {
+                return Err(format!(
+                    "unknown overlay key `{other}` (target, lower, upper, work)"
+                ))
+            }
         }
     }
     if o.target.as_os_str().is_empty() || o.lowers.is_empty() {
@@ -74,12 +86,18 @@ fn parse_overlay(text: &str) -> Result<sandbox::OverlayMount, String> {
 /// Move this supervisor where its zone's cgroup can be created (a delegated systemd scope when
 /// the policy's `layers.cgroup_delegation` calls for one); a refusal is an isolation failure,
 /// `Ok(Err(signal))` an interrupt while it waited for systemd.
-pub fn place_supervisor(policy: &Policy) -> CmdResult<Result<Option<crate::delegation::Scope>, i32>> {
+pub fn place_supervisor(
+    policy: &Policy,
+) -> CmdResult<Result<Option<crate::delegation::Scope>, i32>> {
     match crate::delegation::place_supervisor(&[policy]) {
         Ok(scope) => Ok(Ok(scope)),
         Err(r) => match r.interrupted {
             Some(signal) => Ok(Err(signal)),
-            None => Err(Failure::isolation(format!("isolation layer cgroup unavailable: {}", r.cause)).with_hint(r.fix)),
+            None => Err(Failure::isolation(format!(
+                "isolation layer cgroup unavailable: {}",
+                r.cause
+            ))
+            .with_hint(r.fix)),
         },
     }
 }
@@ -90,7 +108,11 @@ pub fn load_policy(file: Option<&PathBuf>, builtin: Option<&str>) -> CmdResult<P
         (Some(f), _) => Ok(Policy::load(f)?),
         (None, name) => {
             let name = name.unwrap_or("exec");
-            Policy::builtin(name).ok_or_else(|| Failure::usage(format!("no shipped policy named {name:?} (agent, exec, offline)")))
+            Policy::builtin(name).ok_or_else(|| {
+                Failure::usage(format!(
+                    "no shipped policy named {name:?} (agent, exec, offline)"
+                ))
+            })
         }
     }
 }
@@ -103,15 +125,22 @@ fn open_egress_log(explicit: Option<&PathBuf>) -> CmdResult<(AuditLog, PathBuf)>
     };
     let (dir, name) = match (path.parent(), path.file_name()) {
         (Some(d), Some(n)) => (d.to_path_buf(), n.to_string_lossy().into_owned()),
-        _ => return Err(Failure::usage(format!("--egress-log {}: not a file path", path.display()))),
+        _ => {
+            return Err(Failure::usage(format!(
+                "--egress-log {}: not a file path",
+                path.display()
+            )))
+        }
     };
     let dir = SafeDir::open(&dir).map_err(|e| Failure::workspace(e.to_string()))?;
-    let log = AuditLog::open(&dir, &name).map_err(|e| Failure::workspace(format!("egress audit log: {e}")))?;
+    let log = AuditLog::open(&dir, &name)
+        .map_err(|e| Failure::workspace(format!("egress audit log: {e}")))?;
     Ok((log, path))
 }
 
 pub fn run(args: SandboxArgs, json: bool) -> CmdResult<Outcome> {
-    crate::interrupt::install().map_err(|e| Failure::internal(format!("installing signal handlers: {e}")))?;
+    crate::interrupt::install()
+        .map_err(|e| Failure::internal(format!("installing signal handlers: {e}")))?;
     let mut policy = load_policy(args.policy.as_ref(), args.builtin.as_deref())?;
     let pins = EgressPins {
         allow_hosts: args.egress.allow_host.clone(),
@@ -120,10 +149,18 @@ pub fn run(args: SandboxArgs, json: bool) -> CmdResult<Outcome> {
     };
     let proxied = policy.network.mode == sandbox::policy::NetworkMode::Proxy;
     if !proxied && (pins != EgressPins::default() || args.egress_log.is_some()) {
-        return Err(Failure::usage("egress flags need a policy whose network mode is \"proxy\" (e.g. --builtin agent)"));
+        return Err(Failure::usage(
+            "egress flags need a policy whose network mode is \"proxy\" (e.g. --builtin agent)",
+        ));
     }
     let egress = if proxied {
-        let config = egress_config(&policy, &pins.allow_hosts, &pins.resolve, pins.egress_proxy.as_deref()).map_err(|e| Failure::usage(format!("egress configuration: {e}")))?;
+        let config = egress_config(
+            &policy,
+            &pins.allow_hosts,
+            &pins.resolve,
+            pins.egress_proxy.as_deref(),
+        )
+        .map_err(|e| Failure::usage(format!("egress configuration: {e}")))?;
         for (k, v) in crate::egress::proxy_env(PROXY_PORT) {
             policy.env.set.insert(k, v);
         }
@@ -139,9 +176,18 @@ pub fn run(args: SandboxArgs, json: bool) -> CmdResult<Outcome> {
         None if !args.overlay.is_empty() => args.overlay[0].target.clone(),
         Some(c) => abs(c)?,
         None => {
-            let here = std::env::current_dir().ok().and_then(|d| std::fs::canonicalize(d).ok());
+            let here = std::env::current_dir()
+                .ok()
+                .and_then(|d| std::fs::canonicalize(d).ok());
             let granted = |d: &PathBuf| {
-                policy.filesystem.read_only.iter().chain(&policy.filesystem.read_write).chain(&extra_rw).chain(&extra_ro).any(|g| d.starts_with(g))
+                policy
+                    .filesystem
+                    .read_only
+                    .iter()
+                    .chain(&policy.filesystem.read_write)
+                    .chain(&extra_rw)
+                    .chain(&extra_ro)
+                    .any(|g| d.starts_with(g))
             };
             here.filter(granted).unwrap_or_else(|| PathBuf::from("/"))
         }
@@ -165,7 +211,12 @@ pub fn run(args: SandboxArgs, json: bool) -> CmdResult<Outcome> {
     }
     let scope = match place_supervisor(&spec.policy)? {
         Ok(scope) => scope,
-        Err(sig) => return Ok(Outcome::interrupted("sandbox", crate::interrupt::exit_code(sig))),
+        Err(sig) => {
+            return Ok(Outcome::interrupted(
+                "sandbox",
+                crate::interrupt::exit_code(sig),
+            ))
+        }
     };
     let mut zone = sandbox::launch(spec)?;
     let mut relays = Vec::new();
@@ -174,7 +225,14 @@ pub fn run(args: SandboxArgs, json: bool) -> CmdResult<Outcome> {
     }
     let proxy = match (egress, zone.take_listener()) {
         (Some((config, (log, path))), Some(listener)) => {
-            let handle = Proxy::start(config, listener, log, "sandbox", &crate::egress::ProxyStats::default()).map_err(|e| Failure::internal(format!("egress proxy: {e}")))?;
+            let handle = Proxy::start(
+                config,
+                listener,
+                log,
+                "sandbox",
+                &crate::egress::ProxyStats::default(),
+            )
+            .map_err(|e| Failure::internal(format!("egress proxy: {e}")))?;
             Some((handle, path))
         }
         _ => None,
@@ -206,19 +264,31 @@ pub fn run(args: SandboxArgs, json: bool) -> CmdResult<Outcome> {
         }
     }
     if let Some(sig) = interrupted {
-        return Ok(Outcome::interrupted("sandbox", crate::interrupt::exit_code(sig)).field("zone", report));
+        return Ok(
+            Outcome::interrupted("sandbox", crate::interrupt::exit_code(sig)).field("zone", report),
+        );
     }
-    let egress_report = proxy.map(|(handle, path)| serde_json::json!({"audit_log": path, "totals": handle.stop()}));
+    let egress_report =
+        proxy.map(|(handle, path)| serde_json::json!({"audit_log": path, "totals": handle.stop()}));
     let code = exit.code();
     let mut out = Outcome::ok("sandbox")
         .field("exit", serde_json::to_value(exit).unwrap_or_default())
         .field("timed_out", timed_out)
-        .field("cgroup_scope", serde_json::to_value(&scope).unwrap_or_default())
+        .field(
+            "cgroup_scope",
+            serde_json::to_value(&scope).unwrap_or_default(),
+        )
         .field("zone", report);
     if timed_out {
         out = Outcome::failed(
             "sandbox",
-            &Failure::new(crate::error::FailureCode::WallClockExceeded, format!("the command ran longer than {}s and was killed", wall.as_secs())),
+            &Failure::new(
+                crate::error::FailureCode::WallClockExceeded,
+                format!(
+                    "the command ran longer than {}s and was killed",
+                    wall.as_secs()
+                ),
+            ),
         )
         .field("exit", serde_json::to_value(exit).unwrap_or_default())
         .field("timed_out", true);
@@ -253,17 +323,23 @@ fn zone_stream(sink: Sink) -> CmdResult<(std::os::fd::OwnedFd, std::os::fd::Owne
         Sink::Stderr => std::io::stderr().is_terminal(),
     };
     if terminal {
-        let pty = nix::pty::openpty(None, None).map_err(|e| Failure::internal(format!("openpty: {e}")))?;
-        nix::fcntl::fcntl(std::os::fd::AsRawFd::as_raw_fd(&pty.master), nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC))
-            .map_err(|e| Failure::internal(format!("pty: {e}")))?;
+        let pty = nix::pty::openpty(None, None)
+            .map_err(|e| Failure::internal(format!("openpty: {e}")))?;
+        nix::fcntl::fcntl(
+            std::os::fd::AsRawFd::as_raw_fd(&pty.master),
+            nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+        )
+        .map_err(|e| Failure::internal(format!("pty: {e}")))?;
         // Output passes through unchanged: the operator's own terminal does its output processing.
         if let Ok(mut t) = nix::sys::termios::tcgetattr(&pty.slave) {
             t.output_flags.remove(nix::sys::termios::OutputFlags::OPOST);
-            let _ = nix::sys::termios::tcsetattr(&pty.slave, nix::sys::termios::SetArg::TCSANOW, &t);
+            let _ =
+                nix::sys::termios::tcsetattr(&pty.slave, nix::sys::termios::SetArg::TCSANOW, &t);
         }
         return Ok((pty.slave, pty.master));
     }
-    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| Failure::internal(format!("pipe: {e}")))?;
+    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|e| Failure::internal(format!("pipe: {e}")))?;
     Ok((w, r))
 }
 

@@ -32,7 +32,11 @@ pub fn run(args: Args, json: bool) -> CmdResult<Outcome> {
     let mut state = run.read_state()?;
     if state.state == RunPhase::Running {
         // While a run is driven, the receipt is the live record of its iteration.
-        let history = run.receipt_bytes().ok().and_then(|b| crate::receipt::chain::verify(&b).ok()).and_then(|chain| History::of_lines(&chain.events).ok());
+        let history = run
+            .receipt_bytes()
+            .ok()
+            .and_then(|b| crate::receipt::chain::verify(&b).ok())
+            .and_then(|chain| History::of_lines(&chain.events).ok());
         if let Some(history) = history.filter(|h| h.last_started > 0) {
             state.iteration = history.last_started;
         }
@@ -47,14 +51,23 @@ pub fn run(args: Args, json: bool) -> CmdResult<Outcome> {
     let mut rows = vec![
         ("run_id", state.run_id.clone()),
         ("state", shown),
-        ("iteration", format!("{} of {}", state.iteration, state.max_iterations)),
+        (
+            "iteration",
+            format!("{} of {}", state.iteration, state.max_iterations),
+        ),
     ];
     if let Some(reason) = &state.halt_reason {
         rows.push(("halt_reason", reason.clone()));
     }
     if state.state == RunPhase::Gated {
         // The comprehension gate's stop: a pinned reviewer's ack first, or the resume stops again.
-        rows.push(("ack", format!("loopexec ack {} --key REVIEWER_KEY (review the diffs it prints)", state.run_id)));
+        rows.push((
+            "ack",
+            format!(
+                "loopexec ack {} --key REVIEWER_KEY (review the diffs it prints)",
+                state.run_id
+            ),
+        ));
     }
     if resumable {
         rows.push(("resume", format!("loopexec run --resume {}", state.run_id)));
@@ -72,10 +85,22 @@ pub fn run(args: Args, json: bool) -> CmdResult<Outcome> {
         })
     });
     if let Some(r) = escalations.pending() {
-        rows.push(("escalation", format!("escalation_pending (packet sha256:{}, {} at {})", r.packet_sha256, r.channel, r.time)));
+        rows.push((
+            "escalation",
+            format!(
+                "escalation_pending (packet sha256:{}, {} at {})",
+                r.packet_sha256, r.channel, r.time
+            ),
+        ));
     }
     if let Some(line) = escalations.broken_at {
-        rows.push(("escalations", format!("{} line {line} breaks its hash chain", crate::escalation::log::FILE)));
+        rows.push((
+            "escalations",
+            format!(
+                "{} line {line} breaks its hash chain",
+                crate::escalation::log::FILE
+            ),
+        ));
     }
     let receipt = run.receipt_path().to_string_lossy().into_owned();
     rows.push(("receipt", receipt.clone()));

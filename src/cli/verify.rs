@@ -1,11 +1,11 @@
 //! `loopexec verify`: offline verification of a sealed run, or of a probe's receipt
 //! (`.loopexec/probes/<id>`), against the operator's public key.
 
+use crate::audit::verify::{verify_run, verify_run_with_repo};
 use crate::error::CmdResult;
 use crate::halt::ExitClass;
 use crate::output::Outcome;
 use crate::receipt::keys::load_public_key;
-use crate::audit::verify::{verify_run, verify_run_with_repo};
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -48,7 +48,9 @@ impl VerifyKey {
         let (path, defaulted) = match pubkey {
             Some(path) => (path.to_path_buf(), false),
             None => {
-                let path = crate::receipt::keys::default_key_dir().map_err(super::keygen::key_failure)?.join(crate::receipt::keys::PUBLIC_KEY_FILE);
+                let path = crate::receipt::keys::default_key_dir()
+                    .map_err(super::keygen::key_failure)?
+                    .join(crate::receipt::keys::PUBLIC_KEY_FILE);
                 if std::fs::symlink_metadata(&path).is_err() {
                     return Err(crate::error::Failure::usage(format!("no --pubkey and no operator public key at {}", path.display()))
                         .with_hint("pass --pubkey FILE (the key of the operator who ran it), or create your own with `loopexec keygen`"));
@@ -57,7 +59,11 @@ impl VerifyKey {
             }
         };
         let key = load_public_key(&path).map_err(super::keygen::key_failure)?;
-        Ok(VerifyKey { path, key, defaulted })
+        Ok(VerifyKey {
+            path,
+            key,
+            defaulted,
+        })
     }
 
     /// The `key` object of `verify --json`: its path, fingerprint and source.
@@ -79,12 +85,19 @@ pub(crate) fn verify_loop_run(
     state_root: Option<PathBuf>,
     key: &VerifyKey,
     acks: bool,
-) -> (crate::audit::verify::Verification, Option<super::explain_halt::HaltVerdict>) {
+) -> (
+    crate::audit::verify::Verification,
+    Option<super::explain_halt::HaltVerdict>,
+) {
     let mut verification = verify_run(run_dir, &key.key);
     if let Some(check) = ack_check(run_dir, state_root, acks) {
         verification.checks.push(check);
     }
-    let verdict = if verification.ok() { halt_verdict(run_dir) } else { None };
+    let verdict = if verification.ok() {
+        halt_verdict(run_dir)
+    } else {
+        None
+    };
     (verification, verdict)
 }
 
@@ -93,11 +106,18 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     let (pubkey, defaulted, operator) = (&chosen.path, chosen.defaulted, &chosen.key);
     let key_used = chosen.json();
     let run_dir = super::sealed_run::open(&args.run, &args.workdir)?;
-    let repo = args.repo.as_deref().map(crate::audit::tree_guards::Repo::open).transpose().map_err(|e| e.failure())?;
+    let repo = args
+        .repo
+        .as_deref()
+        .map(crate::audit::tree_guards::Repo::open)
+        .transpose()
+        .map_err(|e| e.failure())?;
     // A probe's receipt (`probe-check`, `doctor --check`) verifies with its verdict recomputed.
     let probe = holds_probe_receipt(&run_dir);
     if probe && repo.is_some() {
-        return Err(crate::error::Failure::usage("--repo re-runs a run's tree guards: a probe's receipt records no tree"));
+        return Err(crate::error::Failure::usage(
+            "--repo re-runs a run's tree guards: a probe's receipt records no tree",
+        ));
     }
     let (mut verification, verdict) = match &repo {
         _ if probe => (crate::audit::probe::verify_probe(&run_dir, operator), None),
@@ -113,20 +133,40 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     };
     // A run id names a run: a probe's receipt copied under runs/ is not passed off as one.
     if probe && !args.run.contains('/') {
-        verification.fail_step("receipt_kind", format!("run {} holds a probe's receipt, not a run's", crate::inert::inert(&args.run)));
+        verification.fail_step(
+            "receipt_kind",
+            format!(
+                "run {} holds a probe's receipt, not a run's",
+                crate::inert::inert(&args.run)
+            ),
+        );
     }
     let mut human = format!(
         "key  {} (fingerprint {}{})\n",
         crate::inert::inert(&pubkey.to_string_lossy()),
         key_used["fingerprint"].as_str().unwrap_or(""),
-        if defaulted { "; the operator's own key: a third party passes --pubkey" } else { "" }
+        if defaulted {
+            "; the operator's own key: a third party passes --pubkey"
+        } else {
+            ""
+        }
     );
     for check in &verification.checks {
-        human.push_str(&format!("{:<4} {:<22} {}\n", if check.ok { "ok" } else { "FAIL" }, check.name, crate::inert::inert(&check.detail)));
+        human.push_str(&format!(
+            "{:<4} {:<22} {}\n",
+            if check.ok { "ok" } else { "FAIL" },
+            check.name,
+            crate::inert::inert(&check.detail)
+        ));
     }
     if repo.is_none() && !probe {
         human.push_str("tree guards not re-run: pass --repo\n");
-    } else if !probe && !verification.checks.iter().any(|c| c.name == crate::audit::tree_guards::CHECK) {
+    } else if !probe
+        && !verification
+            .checks
+            .iter()
+            .any(|c| c.name == crate::audit::tree_guards::CHECK)
+    {
         human.push_str("tree guards not re-run: the checks before them did not pass\n");
     }
     let ok = verification.ok();
@@ -134,7 +174,10 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     // receipt that verifies (a halt that does not follow, or a seal that does not hold, gets none).
     let verdict = if ok { verdict } else { None };
     if let Some(verdict) = &verdict {
-        human.push_str(&format!("verdict {} (loopexec explain-halt)\n", verdict.explanation.verdict.as_str()));
+        human.push_str(&format!(
+            "verdict {} (loopexec explain-halt)\n",
+            verdict.explanation.verdict.as_str()
+        ));
     }
     human.push_str(if ok { "verified\n" } else { "NOT verified\n" });
     let mut out = Outcome::ok("verify");
@@ -145,7 +188,10 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     if let Some(reason) = &verification.halt_reason {
         out.set("halt_reason", reason.clone());
     }
-    out.set("verify", serde_json::to_value(&verification).unwrap_or_default());
+    out.set(
+        "verify",
+        serde_json::to_value(&verification).unwrap_or_default(),
+    );
     if let Some(verdict) = &verdict {
         out.set("verdict", serde_json::to_value(verdict).unwrap_or_default());
     }
@@ -169,24 +215,57 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
 fn state_root(args: &Args) -> Option<PathBuf> {
     match args.run.contains('/') {
         true => None,
-        false => super::operator::absolute_workdir(&args.workdir).ok().map(|w| w.join(crate::receipt::store::STATE_DIR)),
+        false => super::operator::absolute_workdir(&args.workdir)
+            .ok()
+            .map(|w| w.join(crate::receipt::store::STATE_DIR)),
     }
 }
 
 /// The `acks` check: the run's `comprehension` events against the workspace's ack log (in
 /// `state_root`, or else two levels up from the run directory). `None` when not asked for and the
 /// receipt has no `comprehension` event.
-fn ack_check(run_dir: &crate::safefs::SafeDir, state_root: Option<PathBuf>, asked: bool) -> Option<crate::audit::verify::Check> {
+fn ack_check(
+    run_dir: &crate::safefs::SafeDir,
+    state_root: Option<PathBuf>,
+    asked: bool,
+) -> Option<crate::audit::verify::Check> {
     use crate::receipt::events::{Event, Recorded};
-    let fail = |detail: String| Some(crate::audit::verify::Check { name: "acks", ok: false, detail });
-    let bytes = run_dir.read(crate::receipt::seal::RECEIPT_FILE, crate::receipt::chain::MAX_RECEIPT_BYTES).ok();
-    let records = bytes.as_deref().and_then(|b| crate::receipt::chain::verify(b).ok()).and_then(|v| Recorded::decode_all(&v.events).ok()).unwrap_or_default();
-    let events: Vec<(usize, &crate::receipt::events::ComprehensionRecord)> =
-        records.iter().enumerate().filter_map(|(i, r)| match &r.event { Event::Comprehension(c) => Some((i + 1, c)), _ => None }).collect();
+    let fail = |detail: String| {
+        Some(crate::audit::verify::Check {
+            name: "acks",
+            ok: false,
+            detail,
+        })
+    };
+    let bytes = run_dir
+        .read(
+            crate::receipt::seal::RECEIPT_FILE,
+            crate::receipt::chain::MAX_RECEIPT_BYTES,
+        )
+        .ok();
+    let records = bytes
+        .as_deref()
+        .and_then(|b| crate::receipt::chain::verify(b).ok())
+        .and_then(|v| Recorded::decode_all(&v.events).ok())
+        .unwrap_or_default();
+    let events: Vec<(usize, &crate::receipt::events::ComprehensionRecord)> = records
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| match &r.event {
+            Event::Comprehension(c) => Some((i + 1, c)),
+            _ => None,
+        })
+        .collect();
     if events.is_empty() && !asked {
         return None;
     }
-    let root = state_root.or_else(|| run_dir.path().parent().and_then(std::path::Path::parent).map(std::path::Path::to_path_buf));
+    let root = state_root.or_else(|| {
+        run_dir
+            .path()
+            .parent()
+            .and_then(std::path::Path::parent)
+            .map(std::path::Path::to_path_buf)
+    });
     let Some(root) = root.and_then(|r| crate::safefs::SafeDir::open(&r).ok()) else {
         return fail("the state directory holding the run cannot be opened".into());
     };
@@ -200,10 +279,20 @@ fn ack_check(run_dir: &crate::safefs::SafeDir, state_root: Option<PathBuf>, aske
         (Ok(None), _) => return fail("the workspace has no comprehension ledger".into()),
         (Err(e), _) | (_, Err(e)) => return fail(e.message),
     };
-    Some(match crate::rules::comprehension::audit(&events, &log, &ledger.ledger_id) {
-        Ok(detail) => crate::audit::verify::Check { name: "acks", ok: true, detail },
-        Err(failures) => crate::audit::verify::Check { name: "acks", ok: false, detail: failures.join("; ") },
-    })
+    Some(
+        match crate::rules::comprehension::audit(&events, &log, &ledger.ledger_id) {
+            Ok(detail) => crate::audit::verify::Check {
+                name: "acks",
+                ok: true,
+                detail,
+            },
+            Err(failures) => crate::audit::verify::Check {
+                name: "acks",
+                ok: false,
+                detail: failures.join("; "),
+            },
+        },
+    )
 }
 
 /// The verdict on the run's halt from its receipt alone (the caller asks only when it verifies; none when the run
@@ -213,7 +302,9 @@ fn halt_verdict(run_dir: &crate::safefs::SafeDir) -> Option<super::explain_halt:
     if !run_dir.exists(crate::receipt::seal::ENVELOPE_FILE) {
         return None;
     }
-    let bytes = run_dir.read(crate::receipt::seal::RECEIPT_FILE, chain::MAX_RECEIPT_BYTES).ok()?;
+    let bytes = run_dir
+        .read(crate::receipt::seal::RECEIPT_FILE, chain::MAX_RECEIPT_BYTES)
+        .ok()?;
     let verified = chain::verify(&bytes).ok()?;
     let history = crate::receipt::history::History::of_lines(&verified.events).ok()?;
     super::explain_halt::verdict_of(&history)
@@ -223,9 +314,14 @@ fn halt_verdict(run_dir: &crate::safefs::SafeDir) -> Option<super::explain_halt:
 /// verifier then checks everything).
 fn holds_probe_receipt(dir: &crate::safefs::SafeDir) -> bool {
     use std::io::{BufRead, BufReader};
-    let Ok(file) = dir.open_read(crate::receipt::seal::RECEIPT_FILE) else { return false };
+    let Ok(file) = dir.open_read(crate::receipt::seal::RECEIPT_FILE) else {
+        return false;
+    };
     let mut first = Vec::new();
-    if BufReader::new(std::io::Read::take(file, 64 * 1024)).read_until(b'\n', &mut first).is_err() {
+    if BufReader::new(std::io::Read::take(file, 64 * 1024))
+        .read_until(b'\n', &mut first)
+        .is_err()
+    {
         return false;
     }
     serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&first)

@@ -73,55 +73,111 @@ struct Look {
 
 fn look(run: &RunDir, limit_ms: u64) -> CmdResult<Look> {
     if let Some(reason) = halted(run)? {
-        return Ok(Look { verdict: Verdict::Halted(reason), beat: heartbeat::read(run.dir()).ok(), age_ms: None });
+        return Ok(Look {
+            verdict: Verdict::Halted(reason),
+            beat: heartbeat::read(run.dir()).ok(),
+            age_ms: None,
+        });
     }
     if let Ok(state) = run.read_state() {
-        if matches!(state.state, RunPhase::Paused | RunPhase::Interrupted | RunPhase::Gated) && !run.is_driven() {
-            return Ok(Look { verdict: Verdict::Paused(state.state.as_str()), beat: heartbeat::read(run.dir()).ok(), age_ms: None });
+        if matches!(
+            state.state,
+            RunPhase::Paused | RunPhase::Interrupted | RunPhase::Gated
+        ) && !run.is_driven()
+        {
+            return Ok(Look {
+                verdict: Verdict::Paused(state.state.as_str()),
+                beat: heartbeat::read(run.dir()).ok(),
+                age_ms: None,
+            });
         }
     }
     let beat = match heartbeat::read(run.dir()) {
         Ok(beat) => beat,
-        Err(ReadError::Missing) => return Ok(Look { verdict: Verdict::Stale("the run has no heartbeat.json".into()), beat: None, age_ms: None }),
-        Err(e) => return Ok(Look { verdict: Verdict::Stale(format!("its heartbeat cannot be read: {e}")), beat: None, age_ms: None }),
+        Err(ReadError::Missing) => {
+            return Ok(Look {
+                verdict: Verdict::Stale("the run has no heartbeat.json".into()),
+                beat: None,
+                age_ms: None,
+            })
+        }
+        Err(e) => {
+            return Ok(Look {
+                verdict: Verdict::Stale(format!("its heartbeat cannot be read: {e}")),
+                beat: None,
+                age_ms: None,
+            })
+        }
     };
     if beat.run_id != run.id().as_str() {
-        let why = format!("its heartbeat names another run ({})", crate::inert::inert(&beat.run_id));
-        return Ok(Look { verdict: Verdict::Stale(why), beat: Some(beat), age_ms: None });
+        let why = format!(
+            "its heartbeat names another run ({})",
+            crate::inert::inert(&beat.run_id)
+        );
+        return Ok(Look {
+            verdict: Verdict::Stale(why),
+            beat: Some(beat),
+            age_ms: None,
+        });
     }
     let age_ms = heartbeat::now_unix_ms().saturating_sub(beat.updated_at_unix_ms);
     let pid = beat.supervisor_pid;
     let verdict = if !procfs::is_same_process(pid, beat.supervisor_start) {
         Verdict::Stale(format!("its supervisor (pid {pid}) is gone"))
     } else if procfs::is_stopped(pid) {
-        Verdict::Stale(format!("its supervisor (pid {pid}) is stopped; last heartbeat {:.1} s ago", age_ms as f64 / 1000.0))
+        Verdict::Stale(format!(
+            "its supervisor (pid {pid}) is stopped; last heartbeat {:.1} s ago",
+            age_ms as f64 / 1000.0
+        ))
     } else if age_ms > limit_ms {
-        Verdict::Stale(format!("no heartbeat for {:.1} s (limit {:.1} s)", age_ms as f64 / 1000.0, limit_ms as f64 / 1000.0))
+        Verdict::Stale(format!(
+            "no heartbeat for {:.1} s (limit {:.1} s)",
+            age_ms as f64 / 1000.0,
+            limit_ms as f64 / 1000.0
+        ))
     } else {
         Verdict::Alive
     };
-    Ok(Look { verdict, beat: Some(beat), age_ms: Some(age_ms) })
+    Ok(Look {
+        verdict,
+        beat: Some(beat),
+        age_ms: Some(age_ms),
+    })
 }
 
 /// The run's halt, from the receipt (the live record) or else its state file.
 fn halted(run: &RunDir) -> CmdResult<Option<HaltReason>> {
-    let history = run.receipt_bytes().ok().and_then(|b| crate::receipt::chain::verify(&b).ok()).and_then(|chain| History::of_lines(&chain.events).ok());
+    let history = run
+        .receipt_bytes()
+        .ok()
+        .and_then(|b| crate::receipt::chain::verify(&b).ok())
+        .and_then(|chain| History::of_lines(&chain.events).ok());
     if let Some(halt) = history.as_ref().and_then(|h| h.halt.as_ref()) {
         return Ok(Some(halt.halt_reason));
     }
     let state = run.read_state().ok();
-    Ok(state.filter(|s| s.state == RunPhase::Halted).and_then(|s| HaltReason::ALL.into_iter().find(|r| Some(r.as_str()) == s.halt_reason.as_deref())))
+    Ok(state.filter(|s| s.state == RunPhase::Halted).and_then(|s| {
+        HaltReason::ALL
+            .into_iter()
+            .find(|r| Some(r.as_str()) == s.halt_reason.as_deref())
+    }))
 }
 
 pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     let secs = args.stall_timeout.unwrap_or(DEFAULT_STALE_SECS);
     if !secs.is_finite() || secs <= 0.0 || secs > 30.0 * 86400.0 {
-        return Err(Failure::usage(format!("--stall-timeout must be a number of seconds in (0, 2592000], got {secs}")));
+        return Err(Failure::usage(format!(
+            "--stall-timeout must be a number of seconds in (0, 2592000], got {secs}"
+        )));
     }
     let limit_ms = ((secs * 1000.0).round() as u64).max(1);
     let workdir = absolute_workdir(&args.workdir)?;
     // The key is loaded before anything is signalled: a kill that could not be sealed is refused.
-    let operator = if args.kill { Some(load_operator_key(args.operator_key.as_deref())?) } else { None };
+    let operator = if args.kill {
+        Some(load_operator_key(args.operator_key.as_deref())?)
+    } else {
+        None
+    };
     let statedir = StateDir::open(&workdir)?;
     let run = statedir.resolve(args.run_id.as_deref())?;
     let mut seen = look(&run, limit_ms)?;
@@ -138,10 +194,16 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
             let why = why.clone();
             kill(&statedir, run, seen, &why, &operator)
         }
-        (Verdict::Paused(phase), Some(_)) => Err(Failure::usage(format!("run {} is {phase} and no process drives it: there is nothing to kill", run.id()))
-            .with_hint(format!("`loopexec run --resume {}` continues it", run.id()))),
-        (Verdict::Alive, Some(_)) => Err(Failure::usage(format!("run {} is alive (its heartbeat is fresh); --kill stops only a stale run", run.id()))
-            .with_hint("use --follow --kill to wait until it is stale")),
+        (Verdict::Paused(phase), Some(_)) => Err(Failure::usage(format!(
+            "run {} is {phase} and no process drives it: there is nothing to kill",
+            run.id()
+        ))
+        .with_hint(format!("`loopexec run --resume {}` continues it", run.id()))),
+        (Verdict::Alive, Some(_)) => Err(Failure::usage(format!(
+            "run {} is alive (its heartbeat is fresh); --kill stops only a stale run",
+            run.id()
+        ))
+        .with_hint("use --follow --kill to wait until it is stale")),
         _ => Ok(report(&run, &seen)),
     }
 }
@@ -151,7 +213,13 @@ fn report(run: &RunDir, seen: &Look) -> Outcome {
         Verdict::Alive => ("alive", String::new()),
         Verdict::Stale(why) => ("stale", why.clone()),
         Verdict::Halted(reason) => ("halted", format!("halted with {reason}")),
-        Verdict::Paused(phase) => ("paused", format!("{phase}: no process drives it; `loopexec run --resume {}` continues it", run.id())),
+        Verdict::Paused(phase) => (
+            "paused",
+            format!(
+                "{phase}: no process drives it; `loopexec run --resume {}` continues it",
+                run.id()
+            ),
+        ),
     };
     let mut out = match &seen.verdict {
         Verdict::Halted(reason) => {
@@ -185,13 +253,31 @@ fn report(run: &RunDir, seen: &Look) -> Outcome {
             })),
         }),
     );
-    let mut rows = vec![("run_id", run.id().to_string()), ("verdict", verdict.to_string())];
+    let mut rows = vec![
+        ("run_id", run.id().to_string()),
+        ("verdict", verdict.to_string()),
+    ];
     if !detail.is_empty() {
         rows.push(("detail", detail));
     }
     if let Some(b) = beat {
-        let lasted = b.phase_since_unix_ms.map(|since| format!(", for {:.0} s", heartbeat::now_unix_ms().saturating_sub(since) as f64 / 1000.0)).unwrap_or_default();
-        rows.push(("phase", format!("{} (iteration {}{lasted})", crate::inert::inert(&b.phase), b.iteration)));
+        let lasted = b
+            .phase_since_unix_ms
+            .map(|since| {
+                format!(
+                    ", for {:.0} s",
+                    heartbeat::now_unix_ms().saturating_sub(since) as f64 / 1000.0
+                )
+            })
+            .unwrap_or_default();
+        rows.push((
+            "phase",
+            format!(
+                "{} (iteration {}{lasted})",
+                crate::inert::inert(&b.phase),
+                b.iteration
+            ),
+        ));
     }
     out.human(aligned(&rows))
 }
@@ -212,7 +298,11 @@ fn refuse(what: String) -> Failure {
 
 /// Whether `p` is a cgroup directory under the cgroup mount (a recorded path is untrusted).
 fn under_cgroup_root(p: &Path) -> bool {
-    p.is_absolute() && p.starts_with(procfs::CGROUP_ROOT) && !p.components().any(|c| matches!(c, std::path::Component::ParentDir))
+    p.is_absolute()
+        && p.starts_with(procfs::CGROUP_ROOT)
+        && !p
+            .components()
+            .any(|c| matches!(c, std::path::Component::ParentDir))
 }
 
 /// The recorded zone, verified: its leader is alive with the recorded start time and is in the
@@ -220,32 +310,54 @@ fn under_cgroup_root(p: &Path) -> bool {
 /// stopped through its cgroup only while that still exists (a process group is then no longer
 /// identifiable and is left).
 fn verified_zone(beat: &HeartbeatRecord) -> Result<Zone, Failure> {
-    let Some(z) = &beat.zone else { return Ok(Zone::None) };
+    let Some(z) = &beat.zone else {
+        return Ok(Zone::None);
+    };
     let cgroups: Vec<PathBuf> = z.cgroup.iter().map(PathBuf::from).collect();
     if let Some(bad) = cgroups.iter().find(|p| !under_cgroup_root(p)) {
-        return Err(refuse(format!("the recorded zone cgroup {} is not beneath {}", crate::inert::inert(&bad.display().to_string()), procfs::CGROUP_ROOT)));
+        return Err(refuse(format!(
+            "the recorded zone cgroup {} is not beneath {}",
+            crate::inert::inert(&bad.display().to_string()),
+            procfs::CGROUP_ROOT
+        )));
     }
-    let leader_alive = z.leader_start.is_some_and(|s| procfs::is_same_process(z.leader_pid, s));
+    let leader_alive = z
+        .leader_start
+        .is_some_and(|s| procfs::is_same_process(z.leader_pid, s));
     if !leader_alive {
-        if procfs::start_time(z.leader_pid).is_some() && z.leader_start.is_some() && procfs::start_time(z.leader_pid) != z.leader_start {
+        if procfs::start_time(z.leader_pid).is_some()
+            && z.leader_start.is_some()
+            && procfs::start_time(z.leader_pid) != z.leader_start
+        {
             // The pid is someone else's now: only a cgroup that still exists identifies the zone.
             if cgroups.is_empty() {
                 return Err(refuse(format!("the zone leader pid {} now belongs to another process (its start time differs)", z.leader_pid)));
             }
         }
         let left: Vec<PathBuf> = cgroups.into_iter().filter(|p| p.is_dir()).collect();
-        return Ok(if left.is_empty() { Zone::None } else { Zone::Cgroup(left) });
+        return Ok(if left.is_empty() {
+            Zone::None
+        } else {
+            Zone::Cgroup(left)
+        });
     }
     if !cgroups.is_empty() {
         let actual = procfs::cgroups_of(z.leader_pid, Path::new(procfs::CGROUP_ROOT));
         if let Some(missing) = cgroups.iter().find(|p| !actual.contains(p)) {
-            return Err(refuse(format!("the zone leader pid {} is not in the recorded cgroup {}", z.leader_pid, crate::inert::inert(&missing.display().to_string()))));
+            return Err(refuse(format!(
+                "the zone leader pid {} is not in the recorded cgroup {}",
+                z.leader_pid,
+                crate::inert::inert(&missing.display().to_string())
+            )));
         }
         return Ok(Zone::Cgroup(cgroups));
     }
     match z.process_group {
         Some(pgid) if pgid == z.leader_pid => Ok(Zone::Group(pgid)),
-        other => Err(refuse(format!("the recorded process group {other:?} is not led by the zone leader pid {}", z.leader_pid))),
+        other => Err(refuse(format!(
+            "the recorded process group {other:?} is not led by the zone leader pid {}",
+            z.leader_pid
+        ))),
     }
 }
 
@@ -261,7 +373,10 @@ fn wait_until(mut done: impl FnMut() -> bool) -> bool {
 }
 
 fn sigkill(pid: i32) {
-    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    );
 }
 
 /// Kill every process of the zone and wait until none is left.
@@ -269,11 +384,16 @@ fn kill_zone(zone: &Zone) -> Result<(), Failure> {
     match zone {
         Zone::None => Ok(()),
         Zone::Group(pgid) => {
-            let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(*pgid), nix::sys::signal::Signal::SIGKILL);
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(*pgid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
             if wait_until(|| procfs::group_members(*pgid).is_empty()) {
                 Ok(())
             } else {
-                Err(Failure::internal(format!("process group {pgid} still has processes after SIGKILL")))
+                Err(Failure::internal(format!(
+                    "process group {pgid} still has processes after SIGKILL"
+                )))
             }
         }
         Zone::Cgroup(dirs) => {
@@ -289,7 +409,10 @@ fn kill_zone(zone: &Zone) -> Result<(), Failure> {
                     }
                 });
                 if !emptied {
-                    return Err(Failure::internal(format!("cgroup {} still has processes after SIGKILL", dir.display())));
+                    return Err(Failure::internal(format!(
+                        "cgroup {} still has processes after SIGKILL",
+                        dir.display()
+                    )));
                 }
             }
             Ok(())
@@ -299,25 +422,44 @@ fn kill_zone(zone: &Zone) -> Result<(), Failure> {
 
 /// Remove the zone's (now empty) cgroup directories, children first.
 fn remove_cgroups(zone: &Zone) -> Result<(), Failure> {
-    let Zone::Cgroup(dirs) = zone else { return Ok(()) };
+    let Zone::Cgroup(dirs) = zone else {
+        return Ok(());
+    };
     for dir in dirs {
         if let Ok(entries) = std::fs::read_dir(dir) {
-            for sub in entries.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir())) {
+            for sub in entries
+                .flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            {
                 let _ = std::fs::remove_dir(sub.path());
             }
         }
         match std::fs::remove_dir(dir) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(Failure::internal(format!("removing the zone cgroup {}: {e}", dir.display()))),
+            Err(e) => {
+                return Err(Failure::internal(format!(
+                    "removing the zone cgroup {}: {e}",
+                    dir.display()
+                )))
+            }
         }
     }
     Ok(())
 }
 
-fn kill(statedir: &StateDir, run: RunDir, seen: Look, why: &str, operator: &crate::receipt::keys::OperatorKey) -> CmdResult<Outcome> {
+fn kill(
+    statedir: &StateDir,
+    run: RunDir,
+    seen: Look,
+    why: &str,
+    operator: &crate::receipt::keys::OperatorKey,
+) -> CmdResult<Outcome> {
     let Some(beat) = seen.beat else {
-        return Err(refuse(format!("run {} is stale ({why}) but has no readable heartbeat naming its processes", run.id())));
+        return Err(refuse(format!(
+            "run {} is stale ({why}) but has no readable heartbeat naming its processes",
+            run.id()
+        )));
     };
     if beat.run_id != run.id().as_str() {
         return Err(refuse(format!("run {} is stale ({why})", run.id())));
@@ -332,28 +474,49 @@ fn kill(statedir: &StateDir, run: RunDir, seen: Look, why: &str, operator: &crat
     if supervisor_alive {
         sigkill(beat.supervisor_pid);
         if !wait_until(|| !procfs::is_same_process(beat.supervisor_pid, beat.supervisor_start)) {
-            return Err(Failure::internal(format!("the supervisor pid {} is still alive after SIGKILL", beat.supervisor_pid)));
+            return Err(Failure::internal(format!(
+                "the supervisor pid {} is still alive after SIGKILL",
+                beat.supervisor_pid
+            )));
         }
         // Its leader shows as a zombie while its other threads (the heartbeat's pulse) still
         // exit, holding its descriptors and so the run's lock: wait for the lock to be free.
         if !wait_until(|| !run.is_driven()) {
-            return Err(Failure::internal(format!("the run's lock is still held after its supervisor pid {} was killed", beat.supervisor_pid)));
+            return Err(Failure::internal(format!(
+                "the run's lock is still held after its supervisor pid {} was killed",
+                beat.supervisor_pid
+            )));
         }
     }
     remove_cgroups(&zone)?;
     record_halt(&run, &beat, why, &zone)?;
     let id: RunId = run.id().clone();
     drop(run);
-    let outcome = crate::engine::resume(statedir, id, operator, false, &mut crate::engine::sink::Silent)?;
+    let outcome = crate::engine::resume(
+        statedir,
+        id,
+        operator,
+        false,
+        &mut crate::engine::sink::Silent,
+    )?;
     let reason = match &outcome.end {
         crate::engine::LoopEnd::Halted { reason, .. } => *reason,
-        _ => return Err(Failure::internal("the run was not halted after its heartbeat_stale halt was recorded")),
+        _ => {
+            return Err(Failure::internal(
+                "the run was not halted after its heartbeat_stale halt was recorded",
+            ))
+        }
     };
     let mut out = Outcome::halted("watch", reason);
     out.set("run_id", outcome.run_id.clone());
     out.set("receipt", outcome.receipt.display().to_string());
     out.set("watch", json!({"verdict": "killed", "detail": why, "supervisor_pid": beat.supervisor_pid, "sealed": true}));
-    let rows = vec![("run_id", outcome.run_id.clone()), ("verdict", "killed".into()), ("detail", why.to_string()), ("halt_reason", reason.as_str().into())];
+    let rows = vec![
+        ("run_id", outcome.run_id.clone()),
+        ("verdict", "killed".into()),
+        ("detail", why.to_string()),
+        ("halt_reason", reason.as_str().into()),
+    ];
     Ok(out.human(aligned(&rows)))
 }
 
@@ -362,18 +525,32 @@ fn kill(statedir: &StateDir, run: RunDir, seen: Look, why: &str, operator: &crat
 fn record_halt(run: &RunDir, beat: &HeartbeatRecord, why: &str, zone: &Zone) -> CmdResult<()> {
     let _lock = run.lock()?;
     let (mut log, lines) = run.open_receipt()?;
-    let history = History::of_lines(&lines).map_err(|e| Failure::workspace(format!("{}: {e}", run.receipt_path().display())))?;
+    let history = History::of_lines(&lines)
+        .map_err(|e| Failure::workspace(format!("{}: {e}", run.receipt_path().display())))?;
     if history.halt.is_some() {
         return Ok(());
     }
     let stopped = match zone {
         Zone::None => "no zone was running".to_string(),
         Zone::Group(pgid) => format!("killed the zone's process group {pgid}"),
-        Zone::Cgroup(dirs) => format!("killed and removed the zone cgroup {}", dirs.first().map(|d| d.display().to_string()).unwrap_or_default()),
+        Zone::Cgroup(dirs) => format!(
+            "killed and removed the zone cgroup {}",
+            dirs.first()
+                .map(|d| d.display().to_string())
+                .unwrap_or_default()
+        ),
     };
     let zone_seen = beat.zone.as_ref().map_or(String::new(), |z| {
-        let cpu = z.cpu_ms.map_or("CPU not readable".to_string(), |ms| format!("{:.2} CPU s", ms as f64 / 1000.0));
-        format!("; its {} zone (leader pid {}, start {}) had written {} output bytes, {cpu}", crate::inert::inert(&z.role), z.leader_pid, z.leader_start.unwrap_or(0), z.output_bytes)
+        let cpu = z.cpu_ms.map_or("CPU not readable".to_string(), |ms| {
+            format!("{:.2} CPU s", ms as f64 / 1000.0)
+        });
+        format!(
+            "; its {} zone (leader pid {}, start {}) had written {} output bytes, {cpu}",
+            crate::inert::inert(&z.role),
+            z.leader_pid,
+            z.leader_start.unwrap_or(0),
+            z.output_bytes
+        )
     });
     let detail = format!(
         "watch --kill: {why} (supervisor pid {}, start {}; last phase {}, iteration {}, at {}){zone_seen}; {stopped} and SIGKILLed the supervisor",
@@ -384,7 +561,13 @@ fn record_halt(run: &RunDir, beat: &HeartbeatRecord, why: &str, zone: &Zone) -> 
         crate::inert::inert(&beat.updated_at),
     );
     let reason = HaltReason::HeartbeatStale;
-    log.append_event(&Event::Halt(HaltRecord { halt_reason: reason, exit_code: reason.class().code(), iteration: history.last_started, detail, delivery: None }))
-        .map_err(crate::receipt::store::log_failure)?;
+    log.append_event(&Event::Halt(HaltRecord {
+        halt_reason: reason,
+        exit_code: reason.class().code(),
+        iteration: history.last_started,
+        detail,
+        delivery: None,
+    }))
+    .map_err(crate::receipt::store::log_failure)?;
     Ok(())
 }

@@ -43,7 +43,11 @@ pub fn judge(
     candidate_score: Option<f64>,
     score_band: Option<f64>,
 ) -> Decision {
-    let lost: Vec<String> = frontier.passing.difference(candidate_passing).cloned().collect();
+    let lost: Vec<String> = frontier
+        .passing
+        .difference(candidate_passing)
+        .cloned()
+        .collect();
     if !lost.is_empty() {
         return Decision::Rejected(Rejection::LostTests { lost });
     }
@@ -59,7 +63,11 @@ pub fn judge(
         }
         best_score = Some(best_score.map_or(score, |b| b.max(score)));
     }
-    Decision::Accepted(Frontier { iteration, passing: candidate_passing.clone(), best_score })
+    Decision::Accepted(Frontier {
+        iteration,
+        passing: candidate_passing.clone(),
+        best_score,
+    })
 }
 
 #[cfg(test)]
@@ -71,31 +79,79 @@ mod tests {
     }
 
     fn frontier(passing: &[&str], best: Option<f64>) -> Frontier {
-        Frontier { iteration: 1, passing: set(passing), best_score: best }
+        Frontier {
+            iteration: 1,
+            passing: set(passing),
+            best_score: best,
+        }
     }
 
     #[test]
     fn a_superset_of_the_frontier_is_accepted() {
         let d = judge(&frontier(&["a"], None), 2, &set(&["a", "b"]), None, None);
-        assert_eq!(d, Decision::Accepted(Frontier { iteration: 2, passing: set(&["a", "b"]), best_score: None }));
+        assert_eq!(
+            d,
+            Decision::Accepted(Frontier {
+                iteration: 2,
+                passing: set(&["a", "b"]),
+                best_score: None
+            })
+        );
     }
 
     #[test]
     fn a_fix_that_breaks_a_passing_test_is_rejected_naming_it() {
-        let d = judge(&frontier(&["a", "b"], None), 2, &set(&["b", "c"]), None, None);
-        assert_eq!(d, Decision::Rejected(Rejection::LostTests { lost: vec!["a".into()] }));
+        let d = judge(
+            &frontier(&["a", "b"], None),
+            2,
+            &set(&["b", "c"]),
+            None,
+            None,
+        );
+        assert_eq!(
+            d,
+            Decision::Rejected(Rejection::LostTests {
+                lost: vec!["a".into()]
+            })
+        );
     }
 
     #[test]
     fn a_score_within_the_band_below_the_best_is_accepted_and_the_best_kept() {
-        let d = judge(&frontier(&[], Some(0.90)), 2, &set(&[]), Some(0.88), Some(0.05));
-        assert_eq!(d, Decision::Accepted(Frontier { iteration: 2, passing: set(&[]), best_score: Some(0.90) }));
+        let d = judge(
+            &frontier(&[], Some(0.90)),
+            2,
+            &set(&[]),
+            Some(0.88),
+            Some(0.05),
+        );
+        assert_eq!(
+            d,
+            Decision::Accepted(Frontier {
+                iteration: 2,
+                passing: set(&[]),
+                best_score: Some(0.90)
+            })
+        );
     }
 
     #[test]
     fn a_score_below_the_band_is_rejected() {
-        let d = judge(&frontier(&[], Some(0.90)), 2, &set(&[]), Some(0.80), Some(0.05));
-        assert_eq!(d, Decision::Rejected(Rejection::ScoreBelowBest { score: 0.80, best: 0.90, band: 0.05 }));
+        let d = judge(
+            &frontier(&[], Some(0.90)),
+            2,
+            &set(&[]),
+            Some(0.80),
+            Some(0.05),
+        );
+        assert_eq!(
+            d,
+            Decision::Rejected(Rejection::ScoreBelowBest {
+                score: 0.80,
+                best: 0.90,
+                band: 0.05
+            })
+        );
     }
 
     #[test]
@@ -105,7 +161,13 @@ mod tests {
             Decision::Rejected(Rejection::ScoreMissing)
         );
         assert_eq!(
-            judge(&frontier(&[], None), 2, &set(&[]), Some(f64::NAN), Some(0.0)),
+            judge(
+                &frontier(&[], None),
+                2,
+                &set(&[]),
+                Some(f64::NAN),
+                Some(0.0)
+            ),
             Decision::Rejected(Rejection::ScoreMissing)
         );
     }

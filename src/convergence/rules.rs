@@ -38,7 +38,14 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { no_progress_k: 3, same_failure_n: 3, regressed_n: 2, unsatisfiable_cycles: 2, oscillation: true, ratchet: true }
+        Limits {
+            no_progress_k: 3,
+            same_failure_n: 3,
+            regressed_n: 2,
+            unsatisfiable_cycles: 2,
+            oscillation: true,
+            ratchet: true,
+        }
     }
 }
 
@@ -46,11 +53,30 @@ impl Default for Limits {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "rule", rename_all = "snake_case")]
 pub enum Finding {
-    UnsatisfiableConstraints { a: String, b: String, a_fixed_broke_b: Vec<u64>, b_fixed_broke_a: Vec<u64> },
-    OscillationDetected { iteration: u64, same_as: u64, failing: Vec<String> },
-    SameTestRegressed { test: String, regressed_at: Vec<u64> },
-    SameFailureRepeated { signature: String, iterations: Vec<u64> },
-    NoProgressDetected { best: usize, best_at: u64, since: Vec<(u64, usize)> },
+    UnsatisfiableConstraints {
+        a: String,
+        b: String,
+        a_fixed_broke_b: Vec<u64>,
+        b_fixed_broke_a: Vec<u64>,
+    },
+    OscillationDetected {
+        iteration: u64,
+        same_as: u64,
+        failing: Vec<String>,
+    },
+    SameTestRegressed {
+        test: String,
+        regressed_at: Vec<u64>,
+    },
+    SameFailureRepeated {
+        signature: String,
+        iterations: Vec<u64>,
+    },
+    NoProgressDetected {
+        best: usize,
+        best_at: u64,
+        since: Vec<(u64, usize)>,
+    },
 }
 
 impl Finding {
@@ -91,11 +117,19 @@ impl Finding {
 }
 
 fn list(iterations: &[u64]) -> String {
-    iterations.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
+    iterations
+        .iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Evaluate every rule on the trajectory ending with its last observation.
-pub fn evaluate(baseline: &Observation, trajectory: &[Observation], limits: &Limits) -> Option<Finding> {
+pub fn evaluate(
+    baseline: &Observation,
+    trajectory: &[Observation],
+    limits: &Limits,
+) -> Option<Finding> {
     let transitions = transitions(baseline, trajectory);
     unsatisfiable(&transitions, limits)
         .or_else(|| oscillation(baseline, trajectory, limits))
@@ -136,7 +170,10 @@ fn unsatisfiable(transitions: &[Transition], limits: &Limits) -> Option<Finding>
     for t in transitions {
         for fixed in &t.fixed {
             for broken in &t.regressed {
-                broke.entry((fixed.as_str(), broken.as_str())).or_default().push(t.iteration);
+                broke
+                    .entry((fixed.as_str(), broken.as_str()))
+                    .or_default()
+                    .push(t.iteration);
             }
         }
     }
@@ -158,7 +195,11 @@ fn unsatisfiable(transitions: &[Transition], limits: &Limits) -> Option<Finding>
     None
 }
 
-fn oscillation(baseline: &Observation, trajectory: &[Observation], limits: &Limits) -> Option<Finding> {
+fn oscillation(
+    baseline: &Observation,
+    trajectory: &[Observation],
+    limits: &Limits,
+) -> Option<Finding> {
     let (last, earlier) = trajectory.split_last()?;
     if !limits.oscillation || last.failing.is_empty() {
         return None;
@@ -197,7 +238,10 @@ fn regressed(transitions: &[Transition], limits: &Limits) -> Option<Finding> {
     // Fire on the observation that reached the limit, for a test it regressed.
     last.regressed.iter().find_map(|test| {
         let at = by_test.get(test.as_str())?;
-        (at.len() >= limits.regressed_n).then(|| Finding::SameTestRegressed { test: test.clone(), regressed_at: at.clone() })
+        (at.len() >= limits.regressed_n).then(|| Finding::SameTestRegressed {
+            test: test.clone(),
+            regressed_at: at.clone(),
+        })
     })
 }
 
@@ -208,14 +252,21 @@ fn same_failure(trajectory: &[Observation], limits: &Limits) -> Option<Finding> 
     }
     let tail = &trajectory[trajectory.len() - n..];
     let first = &tail[0];
-    let repeated = !first.failing.is_empty() && tail.iter().all(|o| o.signature == first.signature && !o.failing.is_empty());
+    let repeated = !first.failing.is_empty()
+        && tail
+            .iter()
+            .all(|o| o.signature == first.signature && !o.failing.is_empty());
     repeated.then(|| Finding::SameFailureRepeated {
         signature: first.signature.clone(),
         iterations: tail.iter().map(|o| o.iteration).collect(),
     })
 }
 
-fn no_progress(baseline: &Observation, trajectory: &[Observation], limits: &Limits) -> Option<Finding> {
+fn no_progress(
+    baseline: &Observation,
+    trajectory: &[Observation],
+    limits: &Limits,
+) -> Option<Finding> {
     if limits.no_progress_k == 0 {
         return None;
     }
@@ -231,8 +282,13 @@ fn no_progress(baseline: &Observation, trajectory: &[Observation], limits: &Limi
         }
     }
     let last_is_accepted = trajectory.last().is_some_and(|o| o.accepted);
-    (last_is_accepted && best.0 > 0 && since.len() >= limits.no_progress_k)
-        .then_some(Finding::NoProgressDetected { best: best.0, best_at: best.1, since })
+    (last_is_accepted && best.0 > 0 && since.len() >= limits.no_progress_k).then_some(
+        Finding::NoProgressDetected {
+            best: best.0,
+            best_at: best.1,
+            since,
+        },
+    )
 }
 
 #[cfg(test)]
@@ -272,29 +328,62 @@ mod tests {
     #[test]
     fn three_accepted_iterations_without_a_new_best_is_no_progress() {
         let t0 = obs(0, &["a", "b"], true);
-        let t = [obs(1, &["a"], true), obs(2, &["a"], true), obs(3, &["b"], true), obs(4, &["a"], true)];
-        let finding = evaluate(&t0, &t, &Limits { same_failure_n: 0, oscillation: false, ..Limits::default() });
+        let t = [
+            obs(1, &["a"], true),
+            obs(2, &["a"], true),
+            obs(3, &["b"], true),
+            obs(4, &["a"], true),
+        ];
+        let finding = evaluate(
+            &t0,
+            &t,
+            &Limits {
+                same_failure_n: 0,
+                oscillation: false,
+                ..Limits::default()
+            },
+        );
         assert_eq!(
             finding,
-            Some(Finding::NoProgressDetected { best: 1, best_at: 1, since: vec![(2, 1), (3, 1), (4, 1)] })
+            Some(Finding::NoProgressDetected {
+                best: 1,
+                best_at: 1,
+                since: vec![(2, 1), (3, 1), (4, 1)]
+            })
         );
     }
 
     #[test]
     fn no_progress_counts_only_accepted_iterations() {
         let t0 = obs(0, &["a", "b"], true);
-        let t = [obs(1, &["a"], true), obs(2, &["c"], false), obs(3, &["a"], true)];
-        let limits = Limits { same_failure_n: 0, oscillation: false, regressed_n: 0, ..Limits::default() };
+        let t = [
+            obs(1, &["a"], true),
+            obs(2, &["c"], false),
+            obs(3, &["a"], true),
+        ];
+        let limits = Limits {
+            same_failure_n: 0,
+            oscillation: false,
+            regressed_n: 0,
+            ..Limits::default()
+        };
         assert_eq!(evaluate(&t0, &t, &limits), None);
     }
 
     #[test]
     fn the_same_signature_three_times_in_a_row_is_same_failure_repeated() {
         let t0 = obs(0, &["a", "b"], true);
-        let t = [obs(1, &["a"], true), obs(2, &["a"], true), obs(3, &["a"], true)];
+        let t = [
+            obs(1, &["a"], true),
+            obs(2, &["a"], true),
+            obs(3, &["a"], true),
+        ];
         assert_eq!(
             evaluate(&t0, &t, &Limits::default()),
-            Some(Finding::SameFailureRepeated { signature: "a".into(), iterations: vec![1, 2, 3] })
+            Some(Finding::SameFailureRepeated {
+                signature: "a".into(),
+                iterations: vec![1, 2, 3]
+            })
         );
     }
 
@@ -304,7 +393,11 @@ mod tests {
         let t = [obs(1, &["b"], true), obs(2, &["a"], true)];
         assert_eq!(
             evaluate(&t0, &t, &Limits::default()),
-            Some(Finding::OscillationDetected { iteration: 2, same_as: 0, failing: vec!["a".into()] })
+            Some(Finding::OscillationDetected {
+                iteration: 2,
+                same_as: 0,
+                failing: vec!["a".into()]
+            })
         );
     }
 
@@ -319,11 +412,22 @@ mod tests {
     fn a_test_that_regresses_twice_is_same_test_regressed() {
         // c passes at t0; iterations 1 and 3 break it (rejected, reverted), 2 does something else.
         let t0 = obs(0, &["a", "b"], true);
-        let t = [obs(1, &["b", "c"], false), obs(2, &["b"], true), obs(3, &["c"], false)];
-        let limits = Limits { unsatisfiable_cycles: 0, oscillation: false, ..Limits::default() };
+        let t = [
+            obs(1, &["b", "c"], false),
+            obs(2, &["b"], true),
+            obs(3, &["c"], false),
+        ];
+        let limits = Limits {
+            unsatisfiable_cycles: 0,
+            oscillation: false,
+            ..Limits::default()
+        };
         assert_eq!(
             evaluate(&t0, &t, &limits),
-            Some(Finding::SameTestRegressed { test: "c".into(), regressed_at: vec![1, 3] })
+            Some(Finding::SameTestRegressed {
+                test: "c".into(),
+                regressed_at: vec![1, 3]
+            })
         );
     }
 
@@ -340,7 +444,13 @@ mod tests {
             obs(5, &["b"], true),      // a fixed
         ];
         // Only one direction so far: not unsatisfiable.
-        let limits = Limits { oscillation: false, regressed_n: 0, same_failure_n: 0, no_progress_k: 0, ..Limits::default() };
+        let limits = Limits {
+            oscillation: false,
+            regressed_n: 0,
+            same_failure_n: 0,
+            no_progress_k: 0,
+            ..Limits::default()
+        };
         assert_eq!(evaluate(&t0, &t, &limits), None);
         let mut t = t.to_vec();
         // From {b failing}: fixing b breaks a is seen twice; now from {a failing} fixing a breaks b.
@@ -363,7 +473,11 @@ mod tests {
     #[test]
     fn a_passing_iteration_fires_nothing() {
         let t0 = obs(0, &["a"], true);
-        let t = [obs(1, &["a"], true), obs(2, &["a"], true), obs(3, &[], true)];
+        let t = [
+            obs(1, &["a"], true),
+            obs(2, &["a"], true),
+            obs(3, &[], true),
+        ];
         assert_eq!(rule(&t, &t0), None);
     }
 }

@@ -20,14 +20,23 @@ fn normalisers() -> &'static [(Regex, &'static str)] {
     NORMALISERS.get_or_init(|| {
         [
             // Temporary directories and files (before numbers, which they contain).
-            (r"(?:/tmp|/var/tmp|/var/folders|/private/var/folders)/[^\s:'\x22)]*", "<tmp>"),
+            (
+                r"(?:/tmp|/var/tmp|/var/folders|/private/var/folders)/[^\s:'\x22)]*",
+                "<tmp>",
+            ),
             (r"pytest-of-[^\s/]+/pytest-\d+", "<tmp>"),
             // Addresses and object ids.
             (r"0x[0-9a-fA-F]+", "<addr>"),
             // Durations: `0.12s`, `12 ms`, `in 3.4 seconds`, `(1.2s)`, `12µs`.
-            (r"\b\d+(?:\.\d+)?\s?(?:ns|us|µs|ms|s|sec|secs|seconds|min)\b", "<time>"),
+            (
+                r"\b\d+(?:\.\d+)?\s?(?:ns|us|µs|ms|s|sec|secs|seconds|min)\b",
+                "<time>",
+            ),
             // Timestamps (ISO 8601 / RFC 3339) and clock times.
-            (r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?", "<timestamp>"),
+            (
+                r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?",
+                "<timestamp>",
+            ),
             (r"\b\d{2}:\d{2}:\d{2}(?:\.\d+)?\b", "<clock>"),
             // Process and thread ids as runners print them.
             (r"\b(?:pid|PID|process|thread)\s*[=:]?\s*\d+", "<pid>"),
@@ -61,7 +70,10 @@ pub fn excerpt_digest(excerpt: &str) -> String {
 /// excerpt's digest ([`excerpt_digest`]; `None`: no excerpt, entered as empty), hashed (hex
 /// SHA-256). The same failures in another order give the same signature.
 pub fn of_failures<'a>(failures: impl IntoIterator<Item = (&'a str, Option<&'a str>)>) -> String {
-    let mut entries: Vec<(&str, &str)> = failures.into_iter().map(|(id, digest)| (id, digest.unwrap_or(""))).collect();
+    let mut entries: Vec<(&str, &str)> = failures
+        .into_iter()
+        .map(|(id, digest)| (id, digest.unwrap_or("")))
+        .collect();
     entries.sort();
     let mut hasher = Sha256::new();
     for (id, excerpt) in &entries {
@@ -83,23 +95,38 @@ mod tests {
     }
 
     fn of_excerpts<'a>(failures: &'a [(&'a str, &'a str)]) -> String {
-        let digests: Vec<(&str, String)> = failures.iter().map(|(id, e)| (*id, excerpt_digest(e))).collect();
+        let digests: Vec<(&str, String)> = failures
+            .iter()
+            .map(|(id, e)| (*id, excerpt_digest(e)))
+            .collect();
         of_failures(digests.iter().map(|(id, d)| (*id, Some(d.as_str()))))
     }
 
     #[test]
     fn the_same_test_failing_with_another_assertion_message_is_another_signature() {
         assert_ne!(
-            of_excerpts(&[("t::a", "assertion `left == right` failed\n  left: 1\n right: 2")]),
-            of_excerpts(&[("t::a", "assertion `left == right` failed\n  left: 1\n right: 3")])
+            of_excerpts(&[(
+                "t::a",
+                "assertion `left == right` failed\n  left: 1\n right: 2"
+            )]),
+            of_excerpts(&[(
+                "t::a",
+                "assertion `left == right` failed\n  left: 1\n right: 3"
+            )])
         );
     }
 
     #[test]
     fn the_same_message_with_other_timings_addresses_and_thread_ids_is_the_same_signature() {
         assert_eq!(
-            of_excerpts(&[("t::a", "thread 't::a' (8591) panicked at src/lib.rs:3:5:\n<Obj at 0x7f00aa> after 0.12s")]),
-            of_excerpts(&[("t::a", "thread 't::a' (9015) panicked at src/lib.rs:3:5:\n<Obj at 0x55bb01> after 3.40s")])
+            of_excerpts(&[(
+                "t::a",
+                "thread 't::a' (8591) panicked at src/lib.rs:3:5:\n<Obj at 0x7f00aa> after 0.12s"
+            )]),
+            of_excerpts(&[(
+                "t::a",
+                "thread 't::a' (9015) panicked at src/lib.rs:3:5:\n<Obj at 0x55bb01> after 3.40s"
+            )])
         );
     }
 
@@ -110,18 +137,30 @@ mod tests {
         hasher.update(4u64.to_le_bytes());
         hasher.update(b"t::a");
         hasher.update(0u64.to_le_bytes());
-        assert_eq!(of_failures([("t::a", None)]), hex::encode(hasher.finalize()));
+        assert_eq!(
+            of_failures([("t::a", None)]),
+            hex::encode(hasher.finalize())
+        );
     }
 
     #[test]
     fn timings_are_ignored() {
-        assert_eq!(normalise("1 failed in 0.12s"), normalise("1 failed in 3.40s"));
-        assert_eq!(normalise("test a ... FAILED (12 ms)"), normalise("test a ... FAILED (7 ms)"));
+        assert_eq!(
+            normalise("1 failed in 0.12s"),
+            normalise("1 failed in 3.40s")
+        );
+        assert_eq!(
+            normalise("test a ... FAILED (12 ms)"),
+            normalise("test a ... FAILED (7 ms)")
+        );
     }
 
     #[test]
     fn addresses_are_ignored() {
-        assert_eq!(normalise("<Foo object at 0x7f3a2c1b>"), "<Foo object at <addr>>");
+        assert_eq!(
+            normalise("<Foo object at 0x7f3a2c1b>"),
+            "<Foo object at <addr>>"
+        );
     }
 
     #[test]
@@ -130,12 +169,18 @@ mod tests {
             normalise("FileNotFoundError: /tmp/pytest-of-root/pytest-12/test_x0/data.txt"),
             "FileNotFoundError: <tmp>"
         );
-        assert_eq!(normalise("at /var/tmp/abc123/x.go:12"), normalise("at /var/tmp/zz9/x.go:12"));
+        assert_eq!(
+            normalise("at /var/tmp/abc123/x.go:12"),
+            normalise("at /var/tmp/zz9/x.go:12")
+        );
     }
 
     #[test]
     fn the_message_itself_is_kept() {
-        assert_ne!(normalise("expected 3, got 4"), normalise("expected 3, got 5"));
+        assert_ne!(
+            normalise("expected 3, got 4"),
+            normalise("expected 3, got 5")
+        );
     }
 
     #[test]
@@ -147,6 +192,9 @@ mod tests {
 
     #[test]
     fn signature_tells_different_tests_apart() {
-        assert_ne!(of_excerpts(&[("t::a", "boom")]), of_excerpts(&[("t::b", "boom")]));
+        assert_ne!(
+            of_excerpts(&[("t::a", "boom")]),
+            of_excerpts(&[("t::b", "boom")])
+        );
     }
 }

@@ -63,13 +63,20 @@ pub fn explain(reason: HaltReason, trajectory: &[(u64, usize)]) -> Explanation {
     match (reason, reason.class()) {
         (SuccessConditionMet, _) => fixed(Verdict::Done, "the check passed and every guard held"),
         (MaxIterationsReached | BudgetExceeded, _) => at_the_cap(trajectory),
-        (_, ExitClass::NoConvergence) => {
-            fixed(Verdict::DoNotRetry, "the loop stopped converging; more iterations of the same task will not help")
-        }
+        (_, ExitClass::NoConvergence) => fixed(
+            Verdict::DoNotRetry,
+            "the loop stopped converging; more iterations of the same task will not help",
+        ),
         (ObjectiveUnverified, _) | (_, ExitClass::OracleUntrusted | ExitClass::CheckInadequate) => {
-            fixed(Verdict::FixTheCheck, "the check cannot be trusted as an oracle for this change")
+            fixed(
+                Verdict::FixTheCheck,
+                "the check cannot be trusted as an oracle for this change",
+            )
         }
-        _ => fixed(Verdict::HumanNeeded, "the run stopped on something only a person can resolve"),
+        _ => fixed(
+            Verdict::HumanNeeded,
+            "the run stopped on something only a person can resolve",
+        ),
     }
 }
 
@@ -87,7 +94,8 @@ fn at_the_cap(trajectory: &[(u64, usize)]) -> Explanation {
             Verdict::HumanNeeded,
             None,
             None,
-            "progress cannot be measured: the run recorded no failing targets (declare a --report)".into(),
+            "progress cannot be measured: the run recorded no failing targets (declare a --report)"
+                .into(),
         );
     };
     if window.len() < 2 || last >= first || last_at <= first_at {
@@ -114,7 +122,10 @@ mod tests {
 
     #[test]
     fn success_is_done() {
-        assert_eq!(explain(HaltReason::SuccessConditionMet, &[(0, 2), (1, 0)]).verdict, Verdict::Done);
+        assert_eq!(
+            explain(HaltReason::SuccessConditionMet, &[(0, 2), (1, 0)]).verdict,
+            Verdict::Done
+        );
     }
 
     #[test]
@@ -127,14 +138,20 @@ mod tests {
 
     #[test]
     fn the_rate_uses_only_the_last_window() {
-        let e = explain(HaltReason::MaxIterationsReached, &[(0, 100), (1, 10), (2, 9), (3, 8), (4, 7)]);
+        let e = explain(
+            HaltReason::MaxIterationsReached,
+            &[(0, 100), (1, 10), (2, 9), (3, 8), (4, 7)],
+        );
         assert_eq!(e.rate, Some(1.0));
         assert_eq!(e.more_iterations, Some(7));
     }
 
     #[test]
     fn a_cap_reached_while_flat_is_do_not_retry() {
-        assert_eq!(explain(HaltReason::MaxIterationsReached, &[(0, 2), (1, 2), (2, 2)]).verdict, Verdict::DoNotRetry);
+        assert_eq!(
+            explain(HaltReason::MaxIterationsReached, &[(0, 2), (1, 2), (2, 2)]).verdict,
+            Verdict::DoNotRetry
+        );
     }
 
     #[test]
@@ -146,26 +163,47 @@ mod tests {
 
     #[test]
     fn each_no_convergence_halt_is_do_not_retry() {
-        let no_convergence = HaltReason::ALL.iter().filter(|r| r.class() == ExitClass::NoConvergence);
+        let no_convergence = HaltReason::ALL
+            .iter()
+            .filter(|r| r.class() == ExitClass::NoConvergence);
         for &reason in no_convergence {
-            assert_eq!(explain(reason, &[]).verdict, Verdict::DoNotRetry, "{reason}");
+            assert_eq!(
+                explain(reason, &[]).verdict,
+                Verdict::DoNotRetry,
+                "{reason}"
+            );
         }
     }
 
     #[test]
     fn an_untrusted_or_inadequate_oracle_is_fix_the_check() {
-        let untrusted = HaltReason::ALL
-            .iter()
-            .filter(|r| matches!(r.class(), ExitClass::OracleUntrusted | ExitClass::CheckInadequate));
+        let untrusted = HaltReason::ALL.iter().filter(|r| {
+            matches!(
+                r.class(),
+                ExitClass::OracleUntrusted | ExitClass::CheckInadequate
+            )
+        });
         for &reason in untrusted.chain([&HaltReason::ObjectiveUnverified]) {
-            assert_eq!(explain(reason, &[]).verdict, Verdict::FixTheCheck, "{reason}");
+            assert_eq!(
+                explain(reason, &[]).verdict,
+                Verdict::FixTheCheck,
+                "{reason}"
+            );
         }
     }
 
     #[test]
     fn a_guard_or_a_judge_halt_needs_a_human() {
-        for reason in [HaltReason::RewardHackingDetected, HaltReason::ReviewerRejected, HaltReason::EscalationPending] {
-            assert_eq!(explain(reason, &[]).verdict, Verdict::HumanNeeded, "{reason}");
+        for reason in [
+            HaltReason::RewardHackingDetected,
+            HaltReason::ReviewerRejected,
+            HaltReason::EscalationPending,
+        ] {
+            assert_eq!(
+                explain(reason, &[]).verdict,
+                Verdict::HumanNeeded,
+                "{reason}"
+            );
         }
     }
 }

@@ -55,7 +55,14 @@ pub struct AuditRecord {
 
 impl AuditRecord {
     /// A decision about a request as far as it was seen: who asked what, nothing relayed yet.
-    pub fn new(ts: String, zone: String, decision: Decision, method: Option<String>, host: Option<String>, port: Option<u16>) -> AuditRecord {
+    pub fn new(
+        ts: String,
+        zone: String,
+        decision: Decision,
+        method: Option<String>,
+        host: Option<String>,
+        port: Option<u16>,
+    ) -> AuditRecord {
         AuditRecord {
             ts,
             zone,
@@ -82,7 +89,9 @@ impl AuditRecord {
         let total: u64 = counts.values().sum();
         AuditRecord {
             reason: Some(AGGREGATED.to_string()),
-            detail: Some(format!("{total} refusals counted here, not written as lines of their own")),
+            detail: Some(format!(
+                "{total} refusals counted here, not written as lines of their own"
+            )),
             aggregated: Some(counts),
             ..AuditRecord::new(ts, zone, Decision::Denied, None, None, None)
         }
@@ -90,7 +99,9 @@ impl AuditRecord {
 
     /// How many decisions the line stands for (an aggregate line stands for its counts).
     pub fn decisions(&self) -> u64 {
-        self.aggregated.as_ref().map_or(1, |counts| counts.values().sum())
+        self.aggregated
+            .as_ref()
+            .map_or(1, |counts| counts.values().sum())
     }
 }
 
@@ -123,7 +134,12 @@ pub enum TallyStep {
 impl RefusalTally {
     pub fn new(individual: u64) -> RefusalTally {
         let individual = individual.max(1);
-        RefusalTally { individual, seen: 0, next_aggregate: individual.saturating_mul(2), pending: BTreeMap::new() }
+        RefusalTally {
+            individual,
+            seen: 0,
+            next_aggregate: individual.saturating_mul(2),
+            pending: BTreeMap::new(),
+        }
     }
 
     /// Count one refusal with `reason`.
@@ -198,15 +214,23 @@ impl AuditDigest {
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, DigestState> {
-        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Start over from `file`'s bytes.
     fn reseed(&self, mut file: File, path: &std::path::Path) -> Result<(), AuditError> {
-        let mut state = DigestState { present: true, ..DigestState::default() };
+        let mut state = DigestState {
+            present: true,
+            ..DigestState::default()
+        };
         let mut buf = vec![0u8; 64 * 1024];
         loop {
-            let n = file.read(&mut buf).map_err(|source| AuditError::Io { path: path.to_path_buf(), source })?;
+            let n = file.read(&mut buf).map_err(|source| AuditError::Io {
+                path: path.to_path_buf(),
+                source,
+            })?;
             if n == 0 {
                 break;
             }
@@ -259,14 +283,21 @@ impl AuditLog {
     /// Like [`AuditLog::open`], keeping `digest` current with every line appended. If the file's
     /// size is not what `digest` has hashed (it was changed behind our back), `digest` is
     /// reseeded from the file first.
-    pub fn open_tracked(dir: &SafeDir, rel: &str, digest: &AuditDigest) -> Result<AuditLog, AuditError> {
+    pub fn open_tracked(
+        dir: &SafeDir,
+        rel: &str,
+        digest: &AuditDigest,
+    ) -> Result<AuditLog, AuditError> {
         let mut log = AuditLog::open(dir, rel)?;
         let size = log
             .file
             .get_mut()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .metadata()
-            .map_err(|source| AuditError::Io { path: log.path.clone(), source })?
+            .map_err(|source| AuditError::Io {
+                path: log.path.clone(),
+                source,
+            })?
             .len();
         let in_step = {
             let mut state = digest.state();
@@ -306,16 +337,6 @@ impl AuditLog {
         written.map_err(io)?;
         file.sync_data().map_err(io)
     }
-}
-
-/// The current UTC time as RFC 3339 with milliseconds.
-pub fn now_rfc3339() -> String {
-    let now = time::OffsetDateTime::now_utc();
-    let format = time::macros::format_description!(
-        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
-    );
-    now.format(format)
-        .unwrap_or_else(|_| now.unix_timestamp().to_string())
 }
 
 /// Per-host counts for `loopexec report`.
@@ -382,7 +403,14 @@ mod tests {
     use super::*;
 
     fn record(host: &str, decision: Decision, up: u64) -> AuditRecord {
-        let r = AuditRecord::new(now_rfc3339(), "agent".into(), decision, Some("CONNECT".into()), Some(host.into()), Some(443));
+        let r = AuditRecord::new(
+            crate::timestamp::now_rfc3339(),
+            "agent".into(),
+            decision,
+            Some("CONNECT".into()),
+            Some(host.into()),
+            Some(443),
+        );
         AuditRecord { bytes_up: up, ..r }
     }
 
@@ -427,10 +455,19 @@ mod tests {
         let digest = AuditDigest::of_file(&dir, "egress.jsonl").unwrap();
         assert_eq!(digest.sha256_hex(), None, "no digest before the log exists");
         let log = AuditLog::open_tracked(&dir, "egress.jsonl", &digest).unwrap();
-        assert_eq!(digest.sha256_hex(), Some(sha256_of(&tmp.path().join("egress.jsonl"))), "an empty log");
-        log.record(&record("a.example", Decision::Allowed, 1)).unwrap();
-        log.record(&record("b.example", Decision::Denied, 0)).unwrap();
-        assert_eq!(digest.sha256_hex(), Some(sha256_of(&tmp.path().join("egress.jsonl"))));
+        assert_eq!(
+            digest.sha256_hex(),
+            Some(sha256_of(&tmp.path().join("egress.jsonl"))),
+            "an empty log"
+        );
+        log.record(&record("a.example", Decision::Allowed, 1))
+            .unwrap();
+        log.record(&record("b.example", Decision::Denied, 0))
+            .unwrap();
+        assert_eq!(
+            digest.sha256_hex(),
+            Some(sha256_of(&tmp.path().join("egress.jsonl")))
+        );
     }
 
     #[test]
@@ -438,12 +475,21 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dir = SafeDir::open(tmp.path()).unwrap();
         let first = AuditDigest::of_file(&dir, "egress.jsonl").unwrap();
-        AuditLog::open_tracked(&dir, "egress.jsonl", &first).unwrap().record(&record("a.example", Decision::Allowed, 1)).unwrap();
+        AuditLog::open_tracked(&dir, "egress.jsonl", &first)
+            .unwrap()
+            .record(&record("a.example", Decision::Allowed, 1))
+            .unwrap();
         // A new process binds the same run: the log so far is read once.
         let resumed = AuditDigest::of_file(&dir, "egress.jsonl").unwrap();
         assert_eq!(resumed.sha256_hex(), first.sha256_hex());
-        AuditLog::open_tracked(&dir, "egress.jsonl", &resumed).unwrap().record(&record("b.example", Decision::Denied, 0)).unwrap();
-        assert_eq!(resumed.sha256_hex(), Some(sha256_of(&tmp.path().join("egress.jsonl"))));
+        AuditLog::open_tracked(&dir, "egress.jsonl", &resumed)
+            .unwrap()
+            .record(&record("b.example", Decision::Denied, 0))
+            .unwrap();
+        assert_eq!(
+            resumed.sha256_hex(),
+            Some(sha256_of(&tmp.path().join("egress.jsonl")))
+        );
     }
 
     #[test]
@@ -451,17 +497,34 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dir = SafeDir::open(tmp.path()).unwrap();
         let digest = AuditDigest::of_file(&dir, "egress.jsonl").unwrap();
-        AuditLog::open_tracked(&dir, "egress.jsonl", &digest).unwrap().record(&record("a.example", Decision::Allowed, 1)).unwrap();
-        let mut other = std::fs::OpenOptions::new().append(true).open(tmp.path().join("egress.jsonl")).unwrap();
+        AuditLog::open_tracked(&dir, "egress.jsonl", &digest)
+            .unwrap()
+            .record(&record("a.example", Decision::Allowed, 1))
+            .unwrap();
+        let mut other = std::fs::OpenOptions::new()
+            .append(true)
+            .open(tmp.path().join("egress.jsonl"))
+            .unwrap();
         other.write_all(b"{}\n").unwrap();
         AuditLog::open_tracked(&dir, "egress.jsonl", &digest).unwrap();
-        assert_eq!(digest.sha256_hex(), Some(sha256_of(&tmp.path().join("egress.jsonl"))));
+        assert_eq!(
+            digest.sha256_hex(),
+            Some(sha256_of(&tmp.path().join("egress.jsonl")))
+        );
     }
 
     #[test]
     fn a_tally_writes_the_first_refusals_then_aggregates_at_doubling_counts() {
         let mut tally = RefusalTally::new(4);
-        let steps: Vec<TallyStep> = (0..100).map(|i| tally.refusal(if i % 2 == 0 { "no_matching_rule" } else { "malformed" })).collect();
+        let steps: Vec<TallyStep> = (0..100)
+            .map(|i| {
+                tally.refusal(if i % 2 == 0 {
+                    "no_matching_rule"
+                } else {
+                    "malformed"
+                })
+            })
+            .collect();
         assert!(steps[..4].iter().all(|s| *s == TallyStep::Line));
         let aggregates: Vec<(usize, u64)> = steps
             .iter()
@@ -473,7 +536,13 @@ mod tests {
             .collect();
         assert_eq!(aggregates, vec![(8, 4), (16, 8), (32, 16), (64, 32)]);
         let rest = tally.flush().unwrap();
-        assert_eq!(rest, BTreeMap::from([("malformed".to_string(), 18), ("no_matching_rule".to_string(), 18)]));
+        assert_eq!(
+            rest,
+            BTreeMap::from([
+                ("malformed".to_string(), 18),
+                ("no_matching_rule".to_string(), 18)
+            ])
+        );
         assert_eq!(tally.flush(), None);
     }
 
@@ -481,8 +550,18 @@ mod tests {
     fn an_aggregate_line_counts_as_its_refusals_in_the_summary() {
         let mut bytes = serde_json::to_vec(&record("a.example", Decision::Denied, 0)).unwrap();
         bytes.push(b'\n');
-        let counts = BTreeMap::from([("no_matching_rule".to_string(), 7), ("malformed".to_string(), 2)]);
-        bytes.extend(serde_json::to_vec(&AuditRecord::aggregate(now_rfc3339(), "agent".into(), counts)).unwrap());
+        let counts = BTreeMap::from([
+            ("no_matching_rule".to_string(), 7),
+            ("malformed".to_string(), 2),
+        ]);
+        bytes.extend(
+            serde_json::to_vec(&AuditRecord::aggregate(
+                crate::timestamp::now_rfc3339(),
+                "agent".into(),
+                counts,
+            ))
+            .unwrap(),
+        );
         let summary = summarize(&bytes).unwrap();
         assert_eq!(summary.denied, 10);
         assert_eq!(summary.hosts["(aggregated)"].denied, 9);

@@ -97,7 +97,11 @@ impl BodyEnd {
                             Ok(httparse::Status::Complete((_, size))) => size,
                             _ => return Err("unreadable chunk size".into()),
                         };
-                        self.state = if size == 0 { State::Trailers(Vec::new(), 0) } else { State::ChunkData(size) };
+                        self.state = if size == 0 {
+                            State::Trailers(Vec::new(), 0)
+                        } else {
+                            State::ChunkData(size)
+                        };
                     }
                 }
                 State::Trailers(line, total) => {
@@ -163,13 +167,23 @@ mod tests {
         let mut data = body.to_vec();
         data.extend_from_slice(b"GET http://other.test/ HTTP/1.1\r\n\r\n");
         for step in [1, 2, 5, data.len()] {
-            assert_eq!(body_len(Framing::Chunked, &data, step), Ok(body.len()), "step {step}");
+            assert_eq!(
+                body_len(Framing::Chunked, &data, step),
+                Ok(body.len()),
+                "step {step}"
+            );
         }
     }
 
     #[test]
     fn a_broken_chunked_body_is_an_error() {
-        assert_eq!(body_len(Framing::Chunked, b"zz\r\n", 4), Err("unreadable chunk size".into()));
-        assert_eq!(body_len(Framing::Chunked, b"1\r\nab", 5), Err("chunk data is not followed by CRLF".into()));
+        assert_eq!(
+            body_len(Framing::Chunked, b"zz\r\n", 4),
+            Err("unreadable chunk size".into())
+        );
+        assert_eq!(
+            body_len(Framing::Chunked, b"1\r\nab", 5),
+            Err("chunk data is not followed by CRLF".into())
+        );
     }
 }

@@ -62,7 +62,10 @@ pub struct WildcardShape {
 
 impl Default for WildcardShape {
     fn default() -> Self {
-        WildcardShape { max_labels: 2, max_label_length: 32 }
+        WildcardShape {
+            max_labels: 2,
+            max_label_length: 32,
+        }
     }
 }
 
@@ -188,9 +191,15 @@ impl EgressConfig {
             ("max_bytes_per_step", limits.max_bytes_per_step),
             ("max_connections", Some(limits.max_connections)),
             ("max_connections_per_step", limits.max_connections_per_step),
-            ("max_open_connections", Some(limits.max_open_connections as u64)),
+            (
+                "max_open_connections",
+                Some(limits.max_open_connections as u64),
+            ),
             // Only zero matters here: any other duration is a usable timeout.
-            ("idle_timeout_seconds", Some(u64::from(!limits.idle_timeout.is_zero()))),
+            (
+                "idle_timeout_seconds",
+                Some(u64::from(!limits.idle_timeout.is_zero())),
+            ),
         ] {
             if value == Some(0) {
                 return Err(EgressError::Limit { name, value: 0 });
@@ -217,9 +226,14 @@ impl EgressConfig {
     pub fn with_sni_exempt(mut self, entries: &[String]) -> Result<Self, EgressError> {
         for entry in entries {
             let rule = AllowRule::parse(entry)?;
-            let covered = self.rules.iter().any(|allow| allow.port == rule.port && covers(allow, &rule));
+            let covered = self
+                .rules
+                .iter()
+                .any(|allow| allow.port == rule.port && covers(allow, &rule));
             if !covered {
-                return Err(EgressError::SniExemptNotAllowed { entry: entry.clone() });
+                return Err(EgressError::SniExemptNotAllowed {
+                    entry: entry.clone(),
+                });
             }
             self.sni_exempt.push(rule);
         }
@@ -239,7 +253,10 @@ impl EgressConfig {
 
     /// Use another wildcard name shape (the policy's `wildcard_max_labels`, `wildcard_max_label_length`).
     pub fn with_wildcard_shape(mut self, shape: WildcardShape) -> Result<Self, EgressError> {
-        for (name, value) in [("wildcard_max_labels", shape.max_labels), ("wildcard_max_label_length", shape.max_label_length)] {
+        for (name, value) in [
+            ("wildcard_max_labels", shape.max_labels),
+            ("wildcard_max_label_length", shape.max_label_length),
+        ] {
             if value == 0 {
                 return Err(EgressError::Limit { name, value: 0 });
             }
@@ -290,7 +307,11 @@ mod tests {
     }
 
     fn limits(open: usize, bytes: u64) -> Limits {
-        Limits { max_open_connections: open, max_bytes: bytes, ..Limits::default() }
+        Limits {
+            max_open_connections: open,
+            max_bytes: bytes,
+            ..Limits::default()
+        }
     }
 
     #[test]
@@ -367,21 +388,43 @@ mod tests {
             EgressConfig::from_parts(&[], &[], &[], None, limits(1, 0)),
             Err(EgressError::Limit { .. })
         ));
-        let per_step = Limits { max_bytes_per_step: Some(0), ..Limits::default() };
+        let per_step = Limits {
+            max_bytes_per_step: Some(0),
+            ..Limits::default()
+        };
         assert!(matches!(
             EgressConfig::from_parts(&[], &[], &[], None, per_step),
-            Err(EgressError::Limit { name: "max_bytes_per_step", .. })
+            Err(EgressError::Limit {
+                name: "max_bytes_per_step",
+                ..
+            })
         ));
     }
 
     #[test]
     fn an_sni_exemption_must_name_an_allowed_endpoint() {
-        let base = || EgressConfig::from_parts(&strings(&["*.example.com", "api.example.org"]), &[], &[], None, Limits::default()).unwrap();
-        let c = base().with_sni_exempt(&strings(&["legacy.example.com", "api.example.org:443"])).unwrap();
+        let base = || {
+            EgressConfig::from_parts(
+                &strings(&["*.example.com", "api.example.org"]),
+                &[],
+                &[],
+                None,
+                Limits::default(),
+            )
+            .unwrap()
+        };
+        let c = base()
+            .with_sni_exempt(&strings(&["legacy.example.com", "api.example.org:443"]))
+            .unwrap();
         assert!(!c.checks_sni(&Host::Name("legacy.example.com".into()), 443));
         assert!(c.checks_sni(&Host::Name("other.example.com".into()), 443));
-        assert!(!c.checks_sni(&Host::Name("other.example.com".into()), 8443), "only the listed ports");
-        let err = base().with_sni_exempt(&strings(&["api.example.net"])).unwrap_err();
+        assert!(
+            !c.checks_sni(&Host::Name("other.example.com".into()), 8443),
+            "only the listed ports"
+        );
+        let err = base()
+            .with_sni_exempt(&strings(&["api.example.net"]))
+            .unwrap_err();
         assert_eq!(err.to_string(), "sni_check_exempt entry `api.example.net`: no allow entry allows api.example.net; list only allowed endpoints");
     }
 }

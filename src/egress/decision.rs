@@ -132,8 +132,13 @@ fn check_wildcard_shape(labels: &str, shape: &WildcardShape) -> Result<(), Strin
         if label.len() > shape.max_label_length {
             return Err(format!("the label `{label}` is {} bytes long", label.len()));
         }
-        if !label.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') {
-            return Err(format!("the label `{label}` has characters host names do not use"));
+        if !label
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        {
+            return Err(format!(
+                "the label `{label}` has characters host names do not use"
+            ));
         }
     }
     Ok(())
@@ -168,9 +173,15 @@ mod tests {
 
     fn config(allow: &[&str], addrs: &[&str], pins: &[&str], table: FixedResolver) -> EgressConfig {
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-        EgressConfig::from_parts(&s(allow), &s(addrs), &s(pins), None, crate::egress::config::Limits::default())
-            .unwrap()
-            .with_resolver(Arc::new(table))
+        EgressConfig::from_parts(
+            &s(allow),
+            &s(addrs),
+            &s(pins),
+            None,
+            crate::egress::config::Limits::default(),
+        )
+        .unwrap()
+        .with_resolver(Arc::new(table))
     }
 
     fn ip(s: &str) -> IpAddr {
@@ -240,7 +251,8 @@ mod tests {
     #[test]
     fn a_wildcard_name_that_does_not_look_like_a_host_name_never_reaches_the_resolver() {
         let recording = Arc::new(Recording::default());
-        let c = config(&["*.example.com"], &[], &[], FixedResolver::new()).with_resolver(recording.clone());
+        let c = config(&["*.example.com"], &[], &[], FixedResolver::new())
+            .with_resolver(recording.clone());
         let refused = |name: &str| decide(&c, &Host::parse(name).unwrap(), 443).unwrap_err();
         let d = refused("a.b.c.example.com");
         assert_eq!((d.status, d.reason), (403, "wildcard_name_refused"));
@@ -249,17 +261,37 @@ mod tests {
             "a.b.c.example.com matches *.example.com:443, but `*` stands for 3 labels; a name under a wildcard is resolved only when `*` stands for at most 2 labels of at most 32 letters, digits or inner hyphens"
         );
         let long = format!("{}.example.com", "q".repeat(33));
-        assert_eq!(refused(&long).detail.split("; ").next().unwrap(), format!("{long} matches *.example.com:443, but the label `{}` is 33 bytes long", "q".repeat(33)));
-        assert_eq!(refused("c2VjcmV0_key.example.com").reason, "wildcard_name_refused");
-        assert!(recording.0.lock().unwrap().is_empty(), "no refused name was resolved");
+        assert_eq!(
+            refused(&long).detail.split("; ").next().unwrap(),
+            format!(
+                "{long} matches *.example.com:443, but the label `{}` is 33 bytes long",
+                "q".repeat(33)
+            )
+        );
+        assert_eq!(
+            refused("c2VjcmV0_key.example.com").reason,
+            "wildcard_name_refused"
+        );
+        assert!(
+            recording.0.lock().unwrap().is_empty(),
+            "no refused name was resolved"
+        );
         assert!(decide(&c, &Host::parse("api.eu.example.com").unwrap(), 443).is_ok());
-        assert_eq!(*recording.0.lock().unwrap(), vec!["api.eu.example.com".to_string()]);
+        assert_eq!(
+            *recording.0.lock().unwrap(),
+            vec!["api.eu.example.com".to_string()]
+        );
     }
 
     #[test]
     fn an_exact_entry_is_not_subject_to_the_wildcard_shape() {
         let name = format!("{}.example.com", "q".repeat(40));
-        let c = config(&[&name], &[], &[], FixedResolver::new().with(&name, &[ip("93.184.216.34")]));
+        let c = config(
+            &[&name],
+            &[],
+            &[],
+            FixedResolver::new().with(&name, &[ip("93.184.216.34")]),
+        );
         assert!(decide(&c, &Host::parse(&name).unwrap(), 443).is_ok());
     }
 

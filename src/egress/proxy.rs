@@ -12,7 +12,7 @@
 //! `ProxyHandle::stop` stops accepting, cuts every open connection, joins all threads, writes the
 //! step's last aggregate line and returns the totals.
 
-use super::audit::{now_rfc3339, AuditLog, AuditRecord, Decision, RefusalTally, TallyStep};
+use super::audit::{AuditLog, AuditRecord, Decision, RefusalTally, TallyStep};
 use super::config::EgressConfig;
 use super::decision::{decide, Denial};
 use super::relay::{relay, ByteBudget, RelayEnd, Upstream};
@@ -109,11 +109,19 @@ pub struct ProxyHandle {
 
 /// A budget for one step: what is left of the run's total, or the step's own limit if smaller;
 /// and its name for refusals.
-fn step_allowance(run_max: u64, run_spent: u64, per_step: Option<u64>, unit: &str) -> (u64, String) {
+fn step_allowance(
+    run_max: u64,
+    run_spent: u64,
+    per_step: Option<u64>,
+    unit: &str,
+) -> (u64, String) {
     let run_left = run_max.saturating_sub(run_spent);
     match per_step {
         Some(step) if step < run_left => (step, format!("this step's {step} {unit} budget")),
-        _ => (run_left, format!("the run's {run_max} {unit} budget ({run_spent} used before this step)")),
+        _ => (
+            run_left,
+            format!("the run's {run_max} {unit} budget ({run_spent} used before this step)"),
+        ),
     }
 }
 
@@ -130,13 +138,22 @@ impl Proxy {
     ) -> std::io::Result<ProxyHandle> {
         listener.set_nonblocking(true)?;
         let local_addr = listener.local_addr()?;
-        let (wake_read, wake_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)
-            .map_err(std::io::Error::from)?;
+        let (wake_read, wake_write) =
+            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)
+                .map_err(std::io::Error::from)?;
         let limits = &config.limits;
-        let (bytes, budget_name) =
-            step_allowance(limits.max_bytes, spent.bytes_up + spent.bytes_down, limits.max_bytes_per_step, "byte");
-        let (connections, connections_name) =
-            step_allowance(limits.max_connections, spent.connections, limits.max_connections_per_step, "connection");
+        let (bytes, budget_name) = step_allowance(
+            limits.max_bytes,
+            spent.bytes_up + spent.bytes_down,
+            limits.max_bytes_per_step,
+            "byte",
+        );
+        let (connections, connections_name) = step_allowance(
+            limits.max_connections,
+            spent.connections,
+            limits.max_connections_per_step,
+            "connection",
+        );
         let shared = Arc::new(Shared {
             wake_read,
             wake_write,
@@ -233,7 +250,10 @@ fn snapshot(c: &Counters) -> ProxyStats {
 fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
     let mut next_id: u64 = 0;
     while !shared.stopping.load(Ordering::SeqCst) {
-        let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN), PollFd::new(shared.wake_read.as_fd(), PollFlags::POLLIN)];
+        let mut fds = [
+            PollFd::new(listener.as_fd(), PollFlags::POLLIN),
+            PollFd::new(shared.wake_read.as_fd(), PollFlags::POLLIN),
+        ];
         match poll(&mut fds, PollTimeout::from(ACCEPT_POLL)) {
             Ok(0) => continue,
             Ok(_) if fds[1].any().unwrap_or(false) => return,
@@ -335,7 +355,11 @@ fn refusal_at_accept(shared: &Shared) -> Option<Denial> {
         ));
     }
     if shared.budget.spent() {
-        return Some(Denial::new(503, "byte_cap", format!("{} is spent", shared.budget_name)));
+        return Some(Denial::new(
+            503,
+            "byte_cap",
+            format!("{} is spent", shared.budget_name),
+        ));
     }
     if shared.connections_left.load(Ordering::SeqCst) == 0 {
         return Some(connection_budget_denial(shared));
@@ -344,14 +368,20 @@ fn refusal_at_accept(shared: &Shared) -> Option<Denial> {
 }
 
 fn connection_budget_denial(shared: &Shared) -> Denial {
-    Denial::new(503, "connection_budget", format!("{} is spent", shared.connections_name))
+    Denial::new(
+        503,
+        "connection_budget",
+        format!("{} is spent", shared.connections_name),
+    )
 }
 
 /// Take one connection from the step's allowance; false when none is left.
 fn take_connection(shared: &Shared) -> bool {
     let taken = shared
         .connections_left
-        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| left.checked_sub(1))
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
+            left.checked_sub(1)
+        })
         .is_ok();
     if taken {
         shared.counters.connections.fetch_add(1, Ordering::Relaxed);
@@ -369,7 +399,7 @@ impl Accepted {
     fn now() -> Accepted {
         Accepted {
             at: Instant::now(),
-            ts: now_rfc3339(),
+            ts: crate::timestamp::now_rfc3339(),
         }
     }
 }
@@ -505,9 +535,15 @@ fn handle_connection(shared: &Shared, id: u64, client: TcpStream) {
             } else {
                 early
             };
-            Upstream::Tunnel { first: &tunnel_start }
+            Upstream::Tunnel {
+                first: &tunnel_start,
+            }
         }
-        RequestKind::Forward { head, framing } => Upstream::Request { head, early: &early, framing: *framing },
+        RequestKind::Forward { head, framing } => Upstream::Request {
+            head,
+            early: &early,
+            framing: *framing,
+        },
     };
     let outcome = relay(
         &client,
@@ -597,7 +633,14 @@ fn base_record(
     accepted: &Accepted,
 ) -> AuditRecord {
     let seen = seen.unwrap_or_default();
-    AuditRecord::new(accepted.ts.clone(), shared.zone.clone(), decision, seen.method, seen.host, seen.port)
+    AuditRecord::new(
+        accepted.ts.clone(),
+        shared.zone.clone(),
+        decision,
+        seen.method,
+        seen.host,
+        seen.port,
+    )
 }
 
 fn audit_denied(shared: &Shared, seen: Option<Seen>, denial: &Denial, started: &Accepted) {
@@ -625,7 +668,8 @@ fn deny(shared: &Shared, mut record: AuditRecord, denial: &Denial, started: &Acc
 }
 
 fn write_aggregate(shared: &Shared, counts: std::collections::BTreeMap<String, u64>) {
-    let record = AuditRecord::aggregate(now_rfc3339(), shared.zone.clone(), counts);
+    let record =
+        AuditRecord::aggregate(crate::timestamp::now_rfc3339(), shared.zone.clone(), counts);
     write_record(shared, record, &Accepted::now());
 }
 

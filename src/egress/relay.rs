@@ -83,17 +83,25 @@ pub struct Activity {
 
 impl Activity {
     pub fn new(idle: Duration) -> Activity {
-        Activity { origin: Instant::now(), last_ms: AtomicU64::new(0), idle }
+        Activity {
+            origin: Instant::now(),
+            last_ms: AtomicU64::new(0),
+            idle,
+        }
     }
 
     fn touch(&self) {
-        self.last_ms.store(self.origin.elapsed().as_millis() as u64, Ordering::Relaxed);
+        self.last_ms
+            .store(self.origin.elapsed().as_millis() as u64, Ordering::Relaxed);
     }
 
     /// How long a blocked direction may still wait; None once the connection has been idle for the
     /// whole timeout.
     fn left(&self) -> Option<Duration> {
-        let silent = self.origin.elapsed().saturating_sub(Duration::from_millis(self.last_ms.load(Ordering::Relaxed)));
+        let silent = self
+            .origin
+            .elapsed()
+            .saturating_sub(Duration::from_millis(self.last_ms.load(Ordering::Relaxed)));
         self.idle.checked_sub(silent).filter(|left| !left.is_zero())
     }
 }
@@ -145,10 +153,16 @@ enum PumpEnd {
 /// What goes up a connection: bytes for the server first (a rewritten request head, a ClientHello
 /// already read), then either everything the client sends (a tunnel) or exactly one request body.
 pub enum Upstream<'a> {
-    Tunnel { first: &'a [u8] },
+    Tunnel {
+        first: &'a [u8],
+    },
     /// A forwarded request: `head`, then the body `framing` describes, whose first bytes may
     /// already be in `early`; nothing after it.
-    Request { head: &'a [u8], early: &'a [u8], framing: Framing },
+    Request {
+        head: &'a [u8],
+        early: &'a [u8],
+        framing: Framing,
+    },
 }
 
 /// Relay until both directions are done. `first_down` is sent to the client before anything else
@@ -167,11 +181,20 @@ pub fn relay(
     let dropped = AtomicU64::new(0);
     let activity = Activity::new(idle);
     let (up_end, down_end) = std::thread::scope(|scope| {
-        let down_thread = scope.spawn(|| pump(server, client, first_down, None, budget, &down, &activity));
+        let down_thread =
+            scope.spawn(|| pump(server, client, first_down, None, budget, &down, &activity));
         let up_end = match upstream {
             Upstream::Tunnel { first } => pump(client, server, first, None, budget, &up, &activity),
-            Upstream::Request { head, early, framing } => {
-                let body = RequestBody { end: BodyEnd::new(framing), early, dropped: &dropped };
+            Upstream::Request {
+                head,
+                early,
+                framing,
+            } => {
+                let body = RequestBody {
+                    end: BodyEnd::new(framing),
+                    early,
+                    dropped: &dropped,
+                };
                 pump(client, server, head, Some(body), budget, &up, &activity)
             }
         };
@@ -217,7 +240,9 @@ fn pump(
         let _ = to.shutdown(Shutdown::Both);
         end
     };
-    if from.set_read_timeout(Some(activity.idle)).is_err() || to.set_write_timeout(Some(activity.idle)).is_err() {
+    if from.set_read_timeout(Some(activity.idle)).is_err()
+        || to.set_write_timeout(Some(activity.idle)).is_err()
+    {
         return cut(PumpEnd::Error("cannot set socket timeouts".into()));
     }
     if let Some(end) = forward(first, to, budget, counter, activity) {
@@ -241,7 +266,10 @@ fn pump(
 
 /// Whether a socket error is a timeout (`SO_RCVTIMEO` / `SO_SNDTIMEO` expired).
 fn timed_out(e: &std::io::Error) -> bool {
-    matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut)
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    )
 }
 
 /// After a socket timeout on `socket`: wait again for what is left of the idle timeout (the other
@@ -250,7 +278,11 @@ fn wait_again(socket: &TcpStream, reading: bool, activity: &Activity) -> Option<
     let Some(left) = activity.left() else {
         return Some(PumpEnd::Idle);
     };
-    let set = if reading { socket.set_read_timeout(Some(left)) } else { socket.set_write_timeout(Some(left)) };
+    let set = if reading {
+        socket.set_read_timeout(Some(left))
+    } else {
+        socket.set_write_timeout(Some(left))
+    };
     set.err().map(|e| PumpEnd::Error(e.to_string()))
 }
 
@@ -301,14 +333,20 @@ fn body_pump(
     counter: &AtomicU64,
     activity: &Activity,
 ) -> PumpEnd {
-    let RequestBody { mut end, early, dropped } = body;
+    let RequestBody {
+        mut end,
+        early,
+        dropped,
+    } = body;
     let mut part = |data: &[u8]| -> Option<PumpEnd> {
         let belongs = if end.done() {
             0
         } else {
             match end.take(data) {
                 Ok(n) => n,
-                Err(problem) => return Some(PumpEnd::Error(format!("malformed request body: {problem}"))),
+                Err(problem) => {
+                    return Some(PumpEnd::Error(format!("malformed request body: {problem}")))
+                }
             }
         };
         if let Some(stop) = forward(&data[..belongs], to, budget, counter, activity) {
@@ -492,10 +530,14 @@ mod tests {
         let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
         let budget = ByteBudget::new(u64::MAX);
         let activity = Activity::new(Duration::from_secs(60));
-        let (out, capped) = run_pump(data.clone(), |f, t, c| copy_pump(f, t, &budget, c, &activity));
+        let (out, capped) = run_pump(data.clone(), |f, t, c| {
+            copy_pump(f, t, &budget, c, &activity)
+        });
         assert!(!capped && out == data);
         let pipe = SplicePipe::new().unwrap();
-        let (out, capped) = run_pump(data.clone(), |f, t, c| pipe.pump(f, t, &budget, c, &activity));
+        let (out, capped) = run_pump(data.clone(), |f, t, c| {
+            pipe.pump(f, t, &budget, c, &activity)
+        });
         assert!(!capped && out == data);
     }
 
@@ -504,7 +546,9 @@ mod tests {
         let data = vec![7u8; 100_000];
         let budget = ByteBudget::new(12_345);
         let activity = Activity::new(Duration::from_secs(60));
-        let (out, capped) = run_pump(data.clone(), |f, t, c| copy_pump(f, t, &budget, c, &activity));
+        let (out, capped) = run_pump(data.clone(), |f, t, c| {
+            copy_pump(f, t, &budget, c, &activity)
+        });
         assert!(capped && out.len() == 12_345);
         let budget = ByteBudget::new(12_345);
         let pipe = SplicePipe::new().unwrap();

@@ -13,8 +13,8 @@ use std::io::Read;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 use tls_parser::{
-    parse_tls_client_hello_extensions, parse_tls_message_handshake, parse_tls_raw_record,
-    SNIType, TlsExtension, TlsMessage, TlsMessageHandshake, TlsRecordType,
+    parse_tls_client_hello_extensions, parse_tls_message_handshake, parse_tls_raw_record, SNIType,
+    TlsExtension, TlsMessage, TlsMessageHandshake, TlsRecordType,
 };
 
 /// Most bytes read while waiting for a complete ClientHello (records with their headers).
@@ -62,7 +62,11 @@ pub enum ServerName {
 
 /// Read the client's first bytes until they hold a complete ClientHello; returns every byte read
 /// (to relay) and the server name it carries.
-pub fn read_client_hello(client: &TcpStream, timeout: Duration, early: Vec<u8>) -> Result<(Vec<u8>, ServerName), SniRefusal> {
+pub fn read_client_hello(
+    client: &TcpStream,
+    timeout: Duration,
+    early: Vec<u8>,
+) -> Result<(Vec<u8>, ServerName), SniRefusal> {
     let deadline = Instant::now() + timeout;
     let mut buf = early;
     let mut chunk = [0u8; 4096];
@@ -74,22 +78,41 @@ pub fn read_client_hello(client: &TcpStream, timeout: Duration, early: Vec<u8>) 
             }
             Parsed::Refused(refusal) => return Err(refusal),
             Parsed::NeedMore if buf.len() >= MAX_CLIENT_HELLO => {
-                return Err(SniRefusal::Incomplete(format!("no complete ClientHello within {MAX_CLIENT_HELLO} bytes")))
+                return Err(SniRefusal::Incomplete(format!(
+                    "no complete ClientHello within {MAX_CLIENT_HELLO} bytes"
+                )))
             }
             Parsed::NeedMore => {}
         }
         let remaining = deadline.saturating_duration_since(Instant::now());
         if remaining.is_zero() || client.set_read_timeout(Some(remaining)).is_err() {
-            return Err(SniRefusal::Incomplete("the ClientHello did not arrive in time".into()));
+            return Err(SniRefusal::Incomplete(
+                "the ClientHello did not arrive in time".into(),
+            ));
         }
         match (&*client).read(&mut chunk) {
-            Ok(0) => return Err(SniRefusal::Incomplete("the client closed before a complete ClientHello".into())),
+            Ok(0) => {
+                return Err(SniRefusal::Incomplete(
+                    "the client closed before a complete ClientHello".into(),
+                ))
+            }
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
-                return Err(SniRefusal::Incomplete("the ClientHello did not arrive in time".into()))
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err(SniRefusal::Incomplete(
+                    "the ClientHello did not arrive in time".into(),
+                ))
             }
-            Err(e) => return Err(SniRefusal::Incomplete(format!("reading the ClientHello: {e}"))),
+            Err(e) => {
+                return Err(SniRefusal::Incomplete(format!(
+                    "reading the ClientHello: {e}"
+                )))
+            }
         }
     }
 }
@@ -102,7 +125,9 @@ pub fn check(connect_host: &Host, name: &ServerName) -> Result<(), SniRefusal> {
         (Host::Ip(_), ServerName::Absent) => Ok(()),
         (host, ServerName::Name(sni)) => match Host::parse(sni) {
             Ok(parsed) if &parsed == host => Ok(()),
-            _ => Err(SniRefusal::Mismatch { sni: printable(sni) }),
+            _ => Err(SniRefusal::Mismatch {
+                sni: printable(sni),
+            }),
         },
     }
 }
@@ -120,7 +145,10 @@ fn client_hello_server_name(buf: &[u8]) -> Parsed {
     let mut rest = buf;
     loop {
         if handshake.len() >= 4 {
-            let wanted = 4 + (usize::from(handshake[1]) << 16 | usize::from(handshake[2]) << 8 | usize::from(handshake[3]));
+            let wanted = 4
+                + (usize::from(handshake[1]) << 16
+                    | usize::from(handshake[2]) << 8
+                    | usize::from(handshake[3]));
             if handshake.len() >= wanted {
                 return parse_hello(&handshake[..wanted]);
             }
@@ -171,7 +199,9 @@ fn parse_hello(message: &[u8]) -> Parsed {
                 if kind == SNIType::HostName {
                     return match std::str::from_utf8(name) {
                         Ok(name) => Parsed::Done(ServerName::Name(name.to_string())),
-                        Err(_) => Parsed::Refused(SniRefusal::Mismatch { sni: printable(&String::from_utf8_lossy(name)) }),
+                        Err(_) => Parsed::Refused(SniRefusal::Mismatch {
+                            sni: printable(&String::from_utf8_lossy(name)),
+                        }),
                     };
                 }
             }
@@ -188,7 +218,9 @@ mod tests {
     fn client_hello(name: &str) -> Vec<u8> {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let roots = rustls::RootCertStore::empty();
-        let config = rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth();
+        let config = rustls::ClientConfig::builder()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
         let server = rustls::pki_types::ServerName::try_from(name.to_string()).unwrap();
         let mut conn = rustls::ClientConnection::new(std::sync::Arc::new(config), server).unwrap();
         let mut out = Vec::new();
@@ -208,7 +240,10 @@ mod tests {
 
     #[test]
     fn the_server_name_of_a_client_hello_is_read() {
-        assert_eq!(name_of(&client_hello("api.example.test")), ServerName::Name("api.example.test".into()));
+        assert_eq!(
+            name_of(&client_hello("api.example.test")),
+            ServerName::Name("api.example.test".into())
+        );
     }
 
     #[test]
@@ -223,19 +258,33 @@ mod tests {
             split.extend_from_slice(part);
         }
         assert_eq!(name_of(&split), ServerName::Name("api.example.test".into()));
-        assert!(matches!(client_hello_server_name(&split[..split.len() - 1]), Parsed::NeedMore));
+        assert!(matches!(
+            client_hello_server_name(&split[..split.len() - 1]),
+            Parsed::NeedMore
+        ));
     }
 
     #[test]
     fn bytes_that_are_not_a_client_hello_are_refused() {
-        assert!(matches!(client_hello_server_name(b"GET / HTTP/1.1\r\n\r\n"), Parsed::Refused(SniRefusal::NotClientHello(_))));
+        assert!(matches!(
+            client_hello_server_name(b"GET / HTTP/1.1\r\n\r\n"),
+            Parsed::Refused(SniRefusal::NotClientHello(_))
+        ));
     }
 
     #[test]
     fn the_check_compares_normalised_names_and_wants_none_for_an_ip_literal() {
         let host = Host::parse("api.example.test").unwrap();
-        assert_eq!(check(&host, &ServerName::Name("API.example.test".into())), Ok(()));
-        assert_eq!(check(&host, &ServerName::Name("evil.example.test".into())), Err(SniRefusal::Mismatch { sni: "evil.example.test".into() }));
+        assert_eq!(
+            check(&host, &ServerName::Name("API.example.test".into())),
+            Ok(())
+        );
+        assert_eq!(
+            check(&host, &ServerName::Name("evil.example.test".into())),
+            Err(SniRefusal::Mismatch {
+                sni: "evil.example.test".into()
+            })
+        );
         assert_eq!(check(&host, &ServerName::Absent), Err(SniRefusal::Missing));
         let ip = Host::parse("203.0.113.7").unwrap();
         assert_eq!(check(&ip, &ServerName::Absent), Ok(()));

@@ -62,13 +62,22 @@ impl AllowTestChange {
             return Some("an entry must name a `path` (a glob over test files) or an `id` (a test id), or both".into());
         }
         if self.reason.trim().is_empty() {
-            return Some(format!("{}: give a non-empty `reason = \"...\"`, which the receipt records with every use", self.name()));
+            return Some(format!(
+                "{}: give a non-empty `reason = \"...\"`, which the receipt records with every use",
+                self.name()
+            ));
         }
         if self.reason.chars().count() > MAX_REASON_CHARS {
-            return Some(format!("{}: the reason is longer than {MAX_REASON_CHARS} characters", self.name()));
+            return Some(format!(
+                "{}: the reason is longer than {MAX_REASON_CHARS} characters",
+                self.name()
+            ));
         }
         if self.reason.chars().any(|c| c.is_control()) {
-            return Some(format!("{}: the reason holds a control character", self.name()));
+            return Some(format!(
+                "{}: the reason holds a control character",
+                self.name()
+            ));
         }
         if let Some(path) = &self.path {
             if let Err(why) = path_glob(path) {
@@ -87,13 +96,20 @@ impl AllowTestChange {
 /// Validate the pins as loop.toml gave them, for a run with a detached workspace (`detached`)
 /// and the t0 baseline (`baseline`): a path allowance needs the first (the guards it exempts
 /// exist only there), an id allowance the second (the set guard compares with t0's sets).
-pub fn validated(pins: Vec<AllowTestChange>, detached: bool, baseline: bool) -> Result<Vec<AllowTestChange>, Failure> {
+pub fn validated(
+    pins: Vec<AllowTestChange>,
+    detached: bool,
+    baseline: bool,
+) -> Result<Vec<AllowTestChange>, Failure> {
     for pin in &pins {
         if let Some(problem) = pin.problem() {
             return Err(Failure::usage(format!("[[allow_test_change]] {problem}")));
         }
         if pin.path.is_some() && !detached {
-            return Err(Failure::usage(format!("[[allow_test_change]] {}: a path allowance applies to a detached workspace only", pin.name())));
+            return Err(Failure::usage(format!(
+                "[[allow_test_change]] {}: a path allowance applies to a detached workspace only",
+                pin.name()
+            )));
         }
         if pin.id.is_some() && !baseline {
             return Err(Failure::usage(format!("[[allow_test_change]] {}: an id allowance exempts it from the set guard, which needs the t0 baseline; drop --no-baseline", pin.name())));
@@ -113,7 +129,12 @@ impl Allowances {
     pub fn new(pins: &[AllowTestChange]) -> Result<Allowances, Failure> {
         let mut entries = Vec::new();
         for pin in pins {
-            let glob = pin.path.as_deref().map(path_glob).transpose().map_err(|e| Failure::usage(format!("[[allow_test_change]] {e}")))?;
+            let glob = pin
+                .path
+                .as_deref()
+                .map(path_glob)
+                .transpose()
+                .map_err(|e| Failure::usage(format!("[[allow_test_change]] {e}")))?;
             entries.push((pin.clone(), glob));
         }
         Ok(Allowances { entries })
@@ -130,32 +151,58 @@ impl Allowances {
 
     /// The first allowance whose `path` matches `path`.
     pub fn for_path(&self, path: &str) -> Option<&AllowTestChange> {
-        self.entries.iter().find(|(_, g)| g.as_ref().is_some_and(|g| g.is_match(path))).map(|(pin, _)| pin)
+        self.entries
+            .iter()
+            .find(|(_, g)| g.as_ref().is_some_and(|g| g.is_match(path)))
+            .map(|(pin, _)| pin)
     }
 
     /// The first allowance naming the test id `id`.
     pub fn for_id(&self, id: &str) -> Option<&AllowTestChange> {
-        self.entries.iter().map(|(pin, _)| pin).find(|pin| pin.id.as_deref() == Some(id))
+        self.entries
+            .iter()
+            .map(|(pin, _)| pin)
+            .find(|pin| pin.id.as_deref() == Some(id))
     }
 }
 
 /// One use of `pin`: `what` changed.
 pub fn use_of(pin: &AllowTestChange, what: String) -> AllowanceUse {
-    AllowanceUse { path: pin.path.clone(), id: pin.id.clone(), reason: shown(&pin.reason), what }
+    AllowanceUse {
+        path: pin.path.clone(),
+        id: pin.id.clone(),
+        reason: shown(&pin.reason),
+        what,
+    }
 }
 
 /// The `test_change_allowed` record of `guard`'s uses at `stage` of `iteration` (none without a
 /// use), bounded.
-pub fn record(iteration: u64, guard: &str, stage: &str, mut uses: Vec<AllowanceUse>) -> Option<TestChangeAllowedRecord> {
+pub fn record(
+    iteration: u64,
+    guard: &str,
+    stage: &str,
+    mut uses: Vec<AllowanceUse>,
+) -> Option<TestChangeAllowedRecord> {
     if uses.is_empty() {
         return None;
     }
     if uses.len() > MAX_USES {
         let rest = uses.len() - MAX_USES;
         uses.truncate(MAX_USES);
-        uses.push(AllowanceUse { path: None, id: None, reason: String::new(), what: format!("{rest} more uses not recorded") });
+        uses.push(AllowanceUse {
+            path: None,
+            id: None,
+            reason: String::new(),
+            what: format!("{rest} more uses not recorded"),
+        });
     }
-    Some(TestChangeAllowedRecord { iteration, guard: guard.to_string(), stage: stage.to_string(), uses })
+    Some(TestChangeAllowedRecord {
+        iteration,
+        guard: guard.to_string(),
+        stage: stage.to_string(),
+        uses,
+    })
 }
 
 #[cfg(test)]
@@ -163,14 +210,29 @@ mod tests {
     use super::*;
 
     fn pin(path: Option<&str>, id: Option<&str>, reason: &str) -> AllowTestChange {
-        AllowTestChange { path: path.map(String::from), id: id.map(String::from), reason: reason.into() }
+        AllowTestChange {
+            path: path.map(String::from),
+            id: id.map(String::from),
+            reason: reason.into(),
+        }
     }
 
     #[test]
     fn a_path_glob_matches_whole_repository_paths_only() {
-        let a = Allowances::new(&[pin(Some("tests/test_api.py"), None, "r"), pin(Some("tests/api/**"), None, "s")]).unwrap();
-        assert_eq!(a.for_path("tests/test_api.py").map(|p| p.reason.as_str()), Some("r"));
-        assert_eq!(a.for_path("tests/api/deep/test_x.py").map(|p| p.reason.as_str()), Some("s"));
+        let a = Allowances::new(&[
+            pin(Some("tests/test_api.py"), None, "r"),
+            pin(Some("tests/api/**"), None, "s"),
+        ])
+        .unwrap();
+        assert_eq!(
+            a.for_path("tests/test_api.py").map(|p| p.reason.as_str()),
+            Some("r")
+        );
+        assert_eq!(
+            a.for_path("tests/api/deep/test_x.py")
+                .map(|p| p.reason.as_str()),
+            Some("s")
+        );
         assert!(a.for_path("other/tests/test_api.py").is_none());
         assert!(a.for_path("tests/test_other.py").is_none());
     }
@@ -184,14 +246,16 @@ mod tests {
 
     #[test]
     fn an_id_allowance_matches_that_id_exactly() {
-        let a = Allowances::new(&[pin(None, Some("tests.test_api::test_error[1-2]"), "r")]).unwrap();
+        let a =
+            Allowances::new(&[pin(None, Some("tests.test_api::test_error[1-2]"), "r")]).unwrap();
         assert!(a.for_id("tests.test_api::test_error[1-2]").is_some());
         assert!(a.for_id("tests.test_api::test_error[1-3]").is_none());
     }
 
     #[test]
     fn an_empty_reason_is_refused_naming_the_entry() {
-        let err = validated(vec![pin(Some("tests/test_api.py"), None, "  ")], true, true).unwrap_err();
+        let err =
+            validated(vec![pin(Some("tests/test_api.py"), None, "  ")], true, true).unwrap_err();
         assert_eq!(err.class().code(), 20);
         assert_eq!(err.message, "[[allow_test_change]] path tests/test_api.py: give a non-empty `reason = \"...\"`, which the receipt records with every use");
     }
@@ -201,26 +265,44 @@ mod tests {
         for bad in ["tests/[", "/etc/passwd", "../x.py", "tests//x.py", ""] {
             let err = validated(vec![pin(Some(bad), None, "r")], true, true).unwrap_err();
             assert_eq!(err.class().code(), 20, "{bad}");
-            assert!(err.message.starts_with("[[allow_test_change]] path "), "{bad}: {}", err.message);
+            assert!(
+                err.message.starts_with("[[allow_test_change]] path "),
+                "{bad}: {}",
+                err.message
+            );
         }
     }
 
     #[test]
     fn an_entry_naming_nothing_is_refused() {
         let err = validated(vec![pin(None, None, "r")], true, true).unwrap_err();
-        assert!(err.message.contains("must name a `path`"), "{}", err.message);
+        assert!(
+            err.message.contains("must name a `path`"),
+            "{}",
+            err.message
+        );
     }
 
     #[test]
     fn a_path_allowance_in_place_and_an_id_allowance_without_baseline_are_refused() {
-        assert!(validated(vec![pin(Some("tests/a.py"), None, "r")], false, true).unwrap_err().message.contains("detached workspace only"));
-        assert!(validated(vec![pin(None, Some("a::b"), "r")], true, false).unwrap_err().message.contains("needs the t0 baseline"));
+        assert!(
+            validated(vec![pin(Some("tests/a.py"), None, "r")], false, true)
+                .unwrap_err()
+                .message
+                .contains("detached workspace only")
+        );
+        assert!(validated(vec![pin(None, Some("a::b"), "r")], true, false)
+            .unwrap_err()
+            .message
+            .contains("needs the t0 baseline"));
     }
 
     #[test]
     fn uses_over_the_bound_are_counted() {
         let p = pin(Some("t/*"), None, "r");
-        let uses = (0..60).map(|i| use_of(&p, format!("t/{i} modified"))).collect();
+        let uses = (0..60)
+            .map(|i| use_of(&p, format!("t/{i} modified")))
+            .collect();
         let r = record(3, "protected_paths", "after_agent", uses).unwrap();
         assert_eq!(r.uses.len(), MAX_USES + 1);
         assert_eq!(r.uses[MAX_USES].what, "10 more uses not recorded");

@@ -68,7 +68,11 @@ fn utf8_path(path: &[u8]) -> Option<&str> {
 
 impl TreeFiles {
     pub(super) fn end(&self, snapshot: &Snapshot, path: &[u8], limits: Limits) -> Option<Vec<u8>> {
-        let root = if snapshot.from_upper.contains(path) { &self.upper } else { &self.t0_dir };
+        let root = if snapshot.from_upper.contains(path) {
+            &self.upper
+        } else {
+            &self.t0_dir
+        };
         read_bounded(root, path, limits.max_parse_bytes)
     }
 }
@@ -92,7 +96,11 @@ impl TreeBytes for HostBytes<'_> {
     }
 
     fn end(&self, path: &[u8], limit: usize) -> Option<Vec<u8>> {
-        let root = if self.snapshot.from_upper.contains(path) { &self.files.upper } else { &self.files.t0_dir };
+        let root = if self.snapshot.from_upper.contains(path) {
+            &self.files.upper
+        } else {
+            &self.files.t0_dir
+        };
         read_bounded(root, path, limit)
     }
 }
@@ -143,11 +151,17 @@ impl TreeStep<'_> {
     }
 
     fn t0_file(&self, path: &[u8], limits: Limits) -> Option<Vec<u8>> {
-        self.t0.get(path).filter(|e| is_file(e.kind)).and_then(|_| self.bytes.t0(path, limits.max_parse_bytes))
+        self.t0
+            .get(path)
+            .filter(|e| is_file(e.kind))
+            .and_then(|_| self.bytes.t0(path, limits.max_parse_bytes))
     }
 
     fn end_file(&self, path: &[u8], limits: Limits) -> Option<Vec<u8>> {
-        self.end.get(path).filter(|e| is_file(e.kind)).and_then(|_| self.bytes.end(path, limits.max_parse_bytes))
+        self.end
+            .get(path)
+            .filter(|e| is_file(e.kind))
+            .and_then(|_| self.bytes.end(path, limits.max_parse_bytes))
     }
 }
 
@@ -163,11 +177,19 @@ pub struct AnalysisBaseline {
 }
 
 /// The surface digest of a manifest's candidate files, read through `read`.
-fn surface_of(spec: &SurfaceSpec, manifest: &Manifest, mut read: impl FnMut(&[u8]) -> Option<Vec<u8>>) -> SurfaceDigest {
+fn surface_of(
+    spec: &SurfaceSpec,
+    manifest: &Manifest,
+    mut read: impl FnMut(&[u8]) -> Option<Vec<u8>>,
+) -> SurfaceDigest {
     let files: Vec<(String, Vec<u8>)> = manifest
         .iter()
         .filter(|(_, e)| is_file(e.kind))
-        .filter_map(|(p, _)| utf8_path(p).filter(|p| spec.is_candidate(p)).map(|s| (s.to_string(), p)))
+        .filter_map(|(p, _)| {
+            utf8_path(p)
+                .filter(|p| spec.is_candidate(p))
+                .map(|s| (s.to_string(), p))
+        })
         .filter_map(|(s, p)| read(p).map(|bytes| (s, bytes)))
         .collect();
     spec.digest(files.iter().map(|(p, b)| SourceFile { path: p, bytes: b }))
@@ -175,13 +197,23 @@ fn surface_of(spec: &SurfaceSpec, manifest: &Manifest, mut read: impl FnMut(&[u8
 
 impl AnalysisBaseline {
     /// A0 and H0 of t0.
-    pub fn of_t0(files: &TreeFiles, t0: &Manifest, spec: &SurfaceSpec, limits: Limits) -> Result<AnalysisBaseline, analysis::AnalysisError> {
+    pub fn of_t0(
+        files: &TreeFiles,
+        t0: &Manifest,
+        spec: &SurfaceSpec,
+        limits: Limits,
+    ) -> Result<AnalysisBaseline, analysis::AnalysisError> {
         let host = HostT0(files);
         AnalysisBaseline::of_t0_bytes(&host, t0, spec, limits)
     }
 
     /// A0 and H0 of the t0 `bytes` hold.
-    pub fn of_t0_bytes(bytes: &dyn TreeBytes, t0: &Manifest, spec: &SurfaceSpec, limits: Limits) -> Result<AnalysisBaseline, analysis::AnalysisError> {
+    pub fn of_t0_bytes(
+        bytes: &dyn TreeBytes,
+        t0: &Manifest,
+        spec: &SurfaceSpec,
+        limits: Limits,
+    ) -> Result<AnalysisBaseline, analysis::AnalysisError> {
         let mut assertions = 0;
         let mut not_analysed = Vec::new();
         for (path, entry) in t0.iter() {
@@ -189,13 +221,25 @@ impl AnalysisBaseline {
             if !is_file(entry.kind) || analysis::Language::of_path(p).is_none() {
                 continue;
             }
-            let Some(content) = bytes.t0(path, limits.max_parse_bytes) else { continue };
-            let total = analysis::total_assertions([SourceFile { path: p, bytes: &content }], limits)?;
+            let Some(content) = bytes.t0(path, limits.max_parse_bytes) else {
+                continue;
+            };
+            let total = analysis::total_assertions(
+                [SourceFile {
+                    path: p,
+                    bytes: &content,
+                }],
+                limits,
+            )?;
             assertions += total.assertions;
             not_analysed.extend(total.not_analysed.into_iter().map(|na| na.path));
         }
         let surface = surface_of(spec, t0, |p| bytes.t0(p, limits.max_parse_bytes));
-        Ok(AnalysisBaseline { assertions, surface, not_analysed })
+        Ok(AnalysisBaseline {
+            assertions,
+            surface,
+            not_analysed,
+        })
     }
 }
 
@@ -218,11 +262,24 @@ pub(super) struct ChangedBytes {
 }
 
 impl ChangedBytes {
-    pub(super) fn read(files: &TreeFiles, snapshot: &Snapshot, t0: &Manifest, limits: Limits) -> ChangedBytes {
+    pub(super) fn read(
+        files: &TreeFiles,
+        snapshot: &Snapshot,
+        t0: &Manifest,
+        limits: Limits,
+    ) -> ChangedBytes {
         let host = HostBytes { files, snapshot };
         // The snapshot's changes: a hard-linked file with t0's content is one too (for the canary).
         let paths = snapshot.changes(t0).into_iter().map(|(p, _)| p).collect();
-        ChangedBytes::of_paths(&TreeStep { t0, end: &snapshot.manifest, bytes: &host }, paths, limits)
+        ChangedBytes::of_paths(
+            &TreeStep {
+                t0,
+                end: &snapshot.manifest,
+                bytes: &host,
+            },
+            paths,
+            limits,
+        )
     }
 
     fn of_step(step: &TreeStep<'_>, limits: Limits) -> ChangedBytes {
@@ -236,7 +293,11 @@ impl ChangedBytes {
             if analysis::Language::of_path(p).is_none() {
                 continue;
             }
-            out.push((p.to_string(), step.t0_file(&path, limits), step.end_file(&path, limits)));
+            out.push((
+                p.to_string(),
+                step.t0_file(&path, limits),
+                step.end_file(&path, limits),
+            ));
         }
         ChangedBytes { files: out }
     }
@@ -244,41 +305,96 @@ impl ChangedBytes {
     /// Whether the snapshot changes any file `keep` lets through (in any language, with a grammar
     /// or not) beyond whitespace against t0, both versions read bounded (a file over the bound,
     /// or one deleted or new with a non-blank byte, counts as changed).
-    pub(super) fn any_substantive(files: &TreeFiles, snapshot: &Snapshot, t0: &Manifest, limits: Limits, keep: impl Fn(&[u8]) -> bool) -> bool {
-        let tokens = |bytes: &Option<Vec<u8>>| bytes.as_ref().map(|b| b.iter().filter(|c| !c.is_ascii_whitespace()).copied().collect::<Vec<u8>>());
+    pub(super) fn any_substantive(
+        files: &TreeFiles,
+        snapshot: &Snapshot,
+        t0: &Manifest,
+        limits: Limits,
+        keep: impl Fn(&[u8]) -> bool,
+    ) -> bool {
+        let tokens = |bytes: &Option<Vec<u8>>| {
+            bytes.as_ref().map(|b| {
+                b.iter()
+                    .filter(|c| !c.is_ascii_whitespace())
+                    .copied()
+                    .collect::<Vec<u8>>()
+            })
+        };
         let host = HostBytes { files, snapshot };
-        let step = TreeStep { t0, end: &snapshot.manifest, bytes: &host };
-        step.changed_paths().into_iter().filter(|path| keep(path)).any(|path| {
-            let (before, after) = (step.t0_file(&path, limits), step.end_file(&path, limits));
-            match (tokens(&before), tokens(&after)) {
-                (None, None) => true,
-                (Some(b), None) | (None, Some(b)) => !b.is_empty(),
-                (Some(b), Some(a)) => a != b,
-            }
-        })
+        let step = TreeStep {
+            t0,
+            end: &snapshot.manifest,
+            bytes: &host,
+        };
+        step.changed_paths()
+            .into_iter()
+            .filter(|path| keep(path))
+            .any(|path| {
+                let (before, after) = (step.t0_file(&path, limits), step.end_file(&path, limits));
+                match (tokens(&before), tokens(&after)) {
+                    (None, None) => true,
+                    (Some(b), None) | (None, Some(b)) => !b.is_empty(),
+                    (Some(b), Some(a)) => a != b,
+                }
+            })
     }
 
     fn changed(&self) -> Vec<ChangedFile<'_>> {
-        self.files.iter().map(|(p, a, b)| ChangedFile { path: p, t0: a.as_deref(), end: b.as_deref() }).filter(|c| c.t0 != c.end).collect()
+        self.files
+            .iter()
+            .map(|(p, a, b)| ChangedFile {
+                path: p,
+                t0: a.as_deref(),
+                end: b.as_deref(),
+            })
+            .filter(|c| c.t0 != c.end)
+            .collect()
     }
 }
 
-fn record(iteration: u64, seat: Seat, halt_reason: HaltReason, detail: String, mut findings: Vec<FindingRecord>) -> GuardRecord {
+fn record(
+    iteration: u64,
+    seat: Seat,
+    halt_reason: HaltReason,
+    detail: String,
+    mut findings: Vec<FindingRecord>,
+) -> GuardRecord {
     if findings.len() > MAX_FINDINGS {
         let rest = findings.len() - MAX_FINDINGS;
         findings.truncate(MAX_FINDINGS);
-        findings.push(FindingRecord { path: None, what: format!("{rest} more findings not recorded") });
+        findings.push(FindingRecord {
+            path: None,
+            what: format!("{rest} more findings not recorded"),
+        });
     }
-    GuardRecord { iteration, guard: seat.as_str().to_string(), stage: "after_agent".to_string(), halt_reason, detail, findings }
+    GuardRecord {
+        iteration,
+        guard: seat.as_str().to_string(),
+        stage: "after_agent".to_string(),
+        halt_reason,
+        detail,
+        findings,
+    }
 }
 
 /// How the detail of a syntax-tree guard's record begins: a step it objects to, one it could not analyse.
 const WEAKENS: &str = "the agent's change weakens what the check measures";
 const NOT_ANALYSED: &str = "the agent's change could not be analysed: ";
 
-fn analysis_record(iteration: u64, seat: Seat, halt_reason: HaltReason, e: analysis::AnalysisError) -> GuardRecord {
+fn analysis_record(
+    iteration: u64,
+    seat: Seat,
+    halt_reason: HaltReason,
+    e: analysis::AnalysisError,
+) -> GuardRecord {
     // A change the analysis cannot judge is not let through.
-    record(iteration, seat, halt_reason, format!("{NOT_ANALYSED}{e}"), Vec::new())
+    record(
+        iteration,
+        seat,
+        halt_reason,
+        format!("{NOT_ANALYSED}{e}"),
+        Vec::new(),
+    )
 }
 
 /// Whether a `guard` record is the metric-integrity syntax-tree guard's after the agent (the
@@ -291,28 +407,64 @@ pub fn is_syntax_tree_record(record: &GuardRecord) -> bool {
 
 fn surface_finding(change: &SurfaceChange) -> FindingRecord {
     let (path, what) = match change {
-        SurfaceChange::Added { entry } => (&entry.path, format!("test surface: {} added (sha256 {})", entry.part, entry.sha256)),
-        SurfaceChange::Removed { entry } => (&entry.path, format!("test surface: {} removed (was sha256 {})", entry.part, entry.sha256)),
-        SurfaceChange::Changed { before, after } => (&after.path, format!("test surface: {} changed (sha256 {} -> {})", after.part, before.sha256, after.sha256)),
+        SurfaceChange::Added { entry } => (
+            &entry.path,
+            format!(
+                "test surface: {} added (sha256 {})",
+                entry.part, entry.sha256
+            ),
+        ),
+        SurfaceChange::Removed { entry } => (
+            &entry.path,
+            format!(
+                "test surface: {} removed (was sha256 {})",
+                entry.part, entry.sha256
+            ),
+        ),
+        SurfaceChange::Changed { before, after } => (
+            &after.path,
+            format!(
+                "test surface: {} changed (sha256 {} -> {})",
+                after.part, before.sha256, after.sha256
+            ),
+        ),
     };
-    FindingRecord { path: Some(path.clone()), what }
+    FindingRecord {
+        path: Some(path.clone()),
+        what,
+    }
 }
 
-fn assertions_of(path: &str, bytes: Option<&[u8]>, limits: Limits) -> Result<u64, analysis::AnalysisError> {
+fn assertions_of(
+    path: &str,
+    bytes: Option<&[u8]>,
+    limits: Limits,
+) -> Result<u64, analysis::AnalysisError> {
     let Some(bytes) = bytes else { return Ok(0) };
-    Ok(match analysis::analyse_file(SourceFile { path, bytes }, limits)? {
-        analysis::FileAnalysis::Analysed(facts) => facts.assertions,
-        analysis::FileAnalysis::NotAnalysed(_) => 0,
-    })
+    Ok(
+        match analysis::analyse_file(SourceFile { path, bytes }, limits)? {
+            analysis::FileAnalysis::Analysed(facts) => facts.assertions,
+            analysis::FileAnalysis::NotAnalysed(_) => 0,
+        },
+    )
 }
 
 /// The changed files whose own assertion count fell, each with both counts.
-fn fewer_assertions(bytes: &ChangedBytes, limits: Limits) -> Result<Vec<FindingRecord>, analysis::AnalysisError> {
+fn fewer_assertions(
+    bytes: &ChangedBytes,
+    limits: Limits,
+) -> Result<Vec<FindingRecord>, analysis::AnalysisError> {
     let mut out = Vec::new();
     for change in bytes.changed() {
-        let (before, after) = (assertions_of(change.path, change.t0, limits)?, assertions_of(change.path, change.end, limits)?);
+        let (before, after) = (
+            assertions_of(change.path, change.t0, limits)?,
+            assertions_of(change.path, change.end, limits)?,
+        );
         if after < before {
-            out.push(FindingRecord { path: Some(change.path.to_string()), what: format!("assertions in test code: {before} at t0, {after} now") });
+            out.push(FindingRecord {
+                path: Some(change.path.to_string()),
+                what: format!("assertions in test code: {before} at t0, {after} now"),
+            });
         }
     }
     Ok(out)
@@ -321,11 +473,24 @@ fn fewer_assertions(bytes: &ChangedBytes, limits: Limits) -> Result<Vec<FindingR
 fn test_item_finding(change: &TestItemChange) -> FindingRecord {
     let (item, what) = match change {
         TestItemChange::Removed { item } => (item, "is gone".to_string()),
-        TestItemChange::AttributesChanged { after, added, removed, .. } => {
-            (after, format!("changed its attributes (added: [{}]; removed: [{}])", added.join(", "), removed.join(", ")))
-        }
+        TestItemChange::AttributesChanged {
+            after,
+            added,
+            removed,
+            ..
+        } => (
+            after,
+            format!(
+                "changed its attributes (added: [{}]; removed: [{}])",
+                added.join(", "),
+                removed.join(", ")
+            ),
+        ),
     };
-    FindingRecord { path: Some(item.file.clone()), what: format!("line {}: t0 test item `{}` {what}", item.line, item.name) }
+    FindingRecord {
+        path: Some(item.file.clone()),
+        what: format!("line {}: t0 test item `{}` {what}", item.line, item.name),
+    }
 }
 
 /// What the metric-integrity guard judges a step against, besides the two trees.
@@ -343,22 +508,46 @@ pub struct MetricIntegrityPins<'a> {
 
 /// The metric-integrity guard's judgement of `step` (iteration `iteration`): its `guard` record
 /// when it objects, and the changes it let through under an allowance.
-pub fn metric_integrity(iteration: u64, step: &TreeStep<'_>, pins: &MetricIntegrityPins<'_>) -> (Option<GuardRecord>, Option<TestChangeAllowedRecord>) {
+pub fn metric_integrity(
+    iteration: u64,
+    step: &TreeStep<'_>,
+    pins: &MetricIntegrityPins<'_>,
+) -> (Option<GuardRecord>, Option<TestChangeAllowedRecord>) {
     let reason = HaltReason::MetricIntegrityViolation;
     match metric_findings(step, pins) {
-        Err(e) => (Some(analysis_record(iteration, Seat::MetricIntegrity, reason, e)), None),
+        Err(e) => (
+            Some(analysis_record(iteration, Seat::MetricIntegrity, reason, e)),
+            None,
+        ),
         Ok((findings, uses)) => {
-            let allowed = allow_change::record(iteration, Seat::MetricIntegrity.as_str(), "after_agent", uses);
+            let allowed = allow_change::record(
+                iteration,
+                Seat::MetricIntegrity.as_str(),
+                "after_agent",
+                uses,
+            );
             if findings.is_empty() {
                 return (None, allowed);
             }
             let detail = format!("{WEAKENS} ({} findings against t0)", findings.len());
-            (Some(record(iteration, Seat::MetricIntegrity, reason, detail, findings)), allowed)
+            (
+                Some(record(
+                    iteration,
+                    Seat::MetricIntegrity,
+                    reason,
+                    detail,
+                    findings,
+                )),
+                allowed,
+            )
         }
     }
 }
 
-fn metric_findings(step: &TreeStep<'_>, pins: &MetricIntegrityPins<'_>) -> Result<(Vec<FindingRecord>, Vec<AllowanceUse>), analysis::AnalysisError> {
+fn metric_findings(
+    step: &TreeStep<'_>,
+    pins: &MetricIntegrityPins<'_>,
+) -> Result<(Vec<FindingRecord>, Vec<AllowanceUse>), analysis::AnalysisError> {
     let limits = pins.limits;
     let mut findings = Vec::new();
     let mut uses = Vec::new();
@@ -368,37 +557,78 @@ fn metric_findings(step: &TreeStep<'_>, pins: &MetricIntegrityPins<'_>) -> Resul
     // assertion moved out of another file into it is no fall either.
     let mut forgiven = 0;
     for changed in bytes.changed() {
-        let Some(pin) = pins.allowances.for_path(changed.path) else { continue };
-        let (before, after) = (assertions_of(changed.path, changed.t0, limits)?, assertions_of(changed.path, changed.end, limits)?);
+        let Some(pin) = pins.allowances.for_path(changed.path) else {
+            continue;
+        };
+        let (before, after) = (
+            assertions_of(changed.path, changed.t0, limits)?,
+            assertions_of(changed.path, changed.end, limits)?,
+        );
         if after < before {
             forgiven += before - after;
-            uses.push(allow_change::use_of(pin, format!("{}: assertions in test code: {before} at t0, {after} now", shown(changed.path))));
+            uses.push(allow_change::use_of(
+                pin,
+                format!(
+                    "{}: assertions in test code: {before} at t0, {after} now",
+                    shown(changed.path)
+                ),
+            ));
         }
     }
     let assertions_end = change.assertions_end + forgiven;
     if assertions_end < change.assertions_t0 {
         let a0 = pins.baseline.assertions;
         let end_total = a0 - change.assertions_t0.min(a0) + assertions_end;
-        findings.push(FindingRecord { path: None, what: format!("assertions in test code fell from A0 = {a0} to {end_total}") });
-        let guarded = fewer_assertions(&bytes, limits)?.into_iter().filter(|f| f.path.as_deref().is_none_or(|p| pins.allowances.for_path(p).is_none()));
+        findings.push(FindingRecord {
+            path: None,
+            what: format!("assertions in test code fell from A0 = {a0} to {end_total}"),
+        });
+        let guarded = fewer_assertions(&bytes, limits)?.into_iter().filter(|f| {
+            f.path
+                .as_deref()
+                .is_none_or(|p| pins.allowances.for_path(p).is_none())
+        });
         findings.extend(guarded);
     }
     for item_change in &change.test_item_changes {
         let finding = test_item_finding(item_change);
-        match finding.path.as_deref().and_then(|p| pins.allowances.for_path(p)) {
-            Some(pin) => uses.push(allow_change::use_of(pin, format!("{}: {}", shown(finding.path.as_deref().unwrap_or("")), finding.what))),
+        match finding
+            .path
+            .as_deref()
+            .and_then(|p| pins.allowances.for_path(p))
+        {
+            Some(pin) => uses.push(allow_change::use_of(
+                pin,
+                format!(
+                    "{}: {}",
+                    shown(finding.path.as_deref().unwrap_or("")),
+                    finding.what
+                ),
+            )),
             None => findings.push(finding),
         }
     }
-    let end_surface = surface_of(pins.spec, step.end, |p| step.bytes.end(p, limits.max_parse_bytes));
-    findings.extend(end_surface.diff_from(&pins.baseline.surface).iter().map(surface_finding));
-    let known = pins.python_modules.map_err(|e| analysis::AnalysisError::ModuleNamesCommand(e.to_string()))?;
+    let end_surface = surface_of(pins.spec, step.end, |p| {
+        step.bytes.end(p, limits.max_parse_bytes)
+    });
+    findings.extend(
+        end_surface
+            .diff_from(&pins.baseline.surface)
+            .iter()
+            .map(surface_finding),
+    );
+    let known = pins
+        .python_modules
+        .map_err(|e| analysis::AnalysisError::ModuleNamesCommand(e.to_string()))?;
     if let Some(known) = known {
         let paths: Vec<&str> = step.end.iter().filter_map(|(p, _)| utf8_path(p)).collect();
         let t0_paths: BTreeSet<&str> = step.t0.iter().filter_map(|(p, _)| utf8_path(p)).collect();
         for s in analysis::shadowing::shadowing(known, &paths) {
             if !t0_paths.contains(s.path.as_str()) {
-                findings.push(FindingRecord { path: Some(s.path.clone()), what: shadowing_what(&s.module) });
+                findings.push(FindingRecord {
+                    path: Some(s.path.clone()),
+                    what: shadowing_what(&s.module),
+                });
             }
         }
     }
@@ -412,7 +642,9 @@ pub fn shadowing_what(module: &str) -> String {
 
 /// The module a shadowing finding's text names (none for any other finding).
 pub fn shadowed_module(what: &str) -> Option<String> {
-    let module = what.strip_prefix("shadows the module `")?.strip_suffix("` the check's interpreter would import")?;
+    let module = what
+        .strip_prefix("shadows the module `")?
+        .strip_suffix("` the check's interpreter would import")?;
     (shadowing_what(module) == what).then(|| module.to_string())
 }
 
@@ -435,7 +667,15 @@ impl MetricIntegrityGuard {
         limits: Limits,
         python_modules: Result<Option<BTreeSet<String>>, String>,
     ) -> MetricIntegrityGuard {
-        MetricIntegrityGuard { files, baseline, spec, limits, python_modules, allowances: Allowances::default(), allowed: None }
+        MetricIntegrityGuard {
+            files,
+            baseline,
+            spec,
+            limits,
+            python_modules,
+            allowances: Allowances::default(),
+            allowed: None,
+        }
     }
 
     /// The guard with the loop's allowances.
@@ -452,15 +692,30 @@ impl Guard for MetricIntegrityGuard {
     fn after_agent(&mut self, step: &AgentStep<'_>) -> Option<Objection> {
         self.allowed = None;
         let (snapshot, t0) = step.workspace?;
-        let host = HostBytes { files: &self.files, snapshot };
+        let host = HostBytes {
+            files: &self.files,
+            snapshot,
+        };
         let pins = MetricIntegrityPins {
             baseline: &self.baseline,
             spec: &self.spec,
             limits: self.limits,
-            python_modules: self.python_modules.as_ref().map(Option::as_ref).map_err(String::as_str),
+            python_modules: self
+                .python_modules
+                .as_ref()
+                .map(Option::as_ref)
+                .map_err(String::as_str),
             allowances: &self.allowances,
         };
-        let (finding, allowed) = metric_integrity(step.iteration, &TreeStep { t0, end: &snapshot.manifest, bytes: &host }, &pins);
+        let (finding, allowed) = metric_integrity(
+            step.iteration,
+            &TreeStep {
+                t0,
+                end: &snapshot.manifest,
+                bytes: &host,
+            },
+            &pins,
+        );
         self.allowed = allowed;
         finding.map(Objection::Finding)
     }
@@ -471,7 +726,12 @@ impl Guard for MetricIntegrityGuard {
 }
 
 /// The tampering guard's judgement of `step`: new occurrences of the enabled `rules`.
-pub fn tampering(iteration: u64, step: &TreeStep<'_>, rules: &RuleSet, limits: Limits) -> Option<GuardRecord> {
+pub fn tampering(
+    iteration: u64,
+    step: &TreeStep<'_>,
+    rules: &RuleSet,
+    limits: Limits,
+) -> Option<GuardRecord> {
     let reason = HaltReason::RewardHackingDetected;
     let bytes = ChangedBytes::of_step(step, limits);
     let change = match analysis::analyse_change(&bytes.changed(), rules, limits) {
@@ -484,12 +744,25 @@ pub fn tampering(iteration: u64, step: &TreeStep<'_>, rules: &RuleSet, limits: L
     let findings: Vec<FindingRecord> = change
         .findings
         .iter()
-        .map(|f| FindingRecord { path: Some(f.file.clone()), what: format!("line {}: rule {}: {}", f.line, f.rule, f.evidence) })
+        .map(|f| FindingRecord {
+            path: Some(f.file.clone()),
+            what: format!("line {}: rule {}: {}", f.line, f.rule, f.evidence),
+        })
         .collect();
-    let disabled: Vec<String> = change.disabled_rules.iter().map(|d| format!("{} ({})", d.rule, d.reason)).collect();
-    let mut detail = format!("tampering patterns in the agent's change ({} new occurrences)", findings.len());
+    let disabled: Vec<String> = change
+        .disabled_rules
+        .iter()
+        .map(|d| format!("{} ({})", d.rule, d.reason))
+        .collect();
+    let mut detail = format!(
+        "tampering patterns in the agent's change ({} new occurrences)",
+        findings.len()
+    );
     if !disabled.is_empty() {
-        detail.push_str(&format!("; rules disabled by the loop: {}", disabled.join(", ")));
+        detail.push_str(&format!(
+            "; rules disabled by the loop: {}",
+            disabled.join(", ")
+        ));
     }
     Some(record(iteration, Seat::Tampering, reason, detail, findings))
 }
@@ -503,7 +776,11 @@ pub struct TamperingGuard {
 
 impl TamperingGuard {
     pub fn new(files: TreeFiles, rules: RuleSet, limits: Limits) -> TamperingGuard {
-        TamperingGuard { files, rules, limits }
+        TamperingGuard {
+            files,
+            rules,
+            limits,
+        }
     }
 }
 
@@ -514,14 +791,32 @@ impl Guard for TamperingGuard {
 
     fn after_agent(&mut self, step: &AgentStep<'_>) -> Option<Objection> {
         let (snapshot, t0) = step.workspace?;
-        let host = HostBytes { files: &self.files, snapshot };
-        tampering(step.iteration, &TreeStep { t0, end: &snapshot.manifest, bytes: &host }, &self.rules, self.limits).map(Objection::Finding)
+        let host = HostBytes {
+            files: &self.files,
+            snapshot,
+        };
+        tampering(
+            step.iteration,
+            &TreeStep {
+                t0,
+                end: &snapshot.manifest,
+                bytes: &host,
+            },
+            &self.rules,
+            self.limits,
+        )
+        .map(Objection::Finding)
     }
 }
 
 /// The test-only features of the crate a Rust file of the agent's tree belongs to: its nearest
 /// Cargo.toml in that tree, read bounded (cached per manifest).
-fn context_of(step: &TreeStep<'_>, path: &str, limits: Limits, cache: &mut std::collections::HashMap<String, analysis::awareness::Context>) -> analysis::awareness::Context {
+fn context_of(
+    step: &TreeStep<'_>,
+    path: &str,
+    limits: Limits,
+    cache: &mut std::collections::HashMap<String, analysis::awareness::Context>,
+) -> analysis::awareness::Context {
     if !path.ends_with(".rs") {
         return analysis::awareness::Context::default();
     }
@@ -531,12 +826,22 @@ fn context_of(step: &TreeStep<'_>, path: &str, limits: Limits, cache: &mut std::
             Some(d) => format!("{d}/Cargo.toml"),
             None => "Cargo.toml".to_string(),
         };
-        if step.end.get(manifest.as_bytes()).is_some_and(|e| is_file(e.kind)) {
+        if step
+            .end
+            .get(manifest.as_bytes())
+            .is_some_and(|e| is_file(e.kind))
+        {
             if let Some(context) = cache.get(&manifest) {
                 return context.clone();
             }
-            let text = step.bytes.end(manifest.as_bytes(), limits.max_parse_bytes).and_then(|b| String::from_utf8(b).ok()).unwrap_or_default();
-            let context = analysis::awareness::Context { test_only_features: analysis::awareness::test_only_features(&text) };
+            let text = step
+                .bytes
+                .end(manifest.as_bytes(), limits.max_parse_bytes)
+                .and_then(|b| String::from_utf8(b).ok())
+                .unwrap_or_default();
+            let context = analysis::awareness::Context {
+                test_only_features: analysis::awareness::test_only_features(&text),
+            };
             cache.insert(manifest, context.clone());
             return context;
         }
@@ -549,28 +854,56 @@ fn context_of(step: &TreeStep<'_>, path: &str, limits: Limits, cache: &mut std::
 
 /// The awareness guard's findings on `step`, as the snapshot records them (at most
 /// [`MAX_FINDINGS`], then a count); empty when it observes nothing.
-pub fn awareness(step: &TreeStep<'_>, allowances: &analysis::awareness::Allowances, limits: Limits) -> Vec<FindingRecord> {
+pub fn awareness(
+    step: &TreeStep<'_>,
+    allowances: &analysis::awareness::Allowances,
+    limits: Limits,
+) -> Vec<FindingRecord> {
     let bytes = ChangedBytes::of_step(step, limits);
     let mut cache = std::collections::HashMap::new();
-    let contexts: std::collections::HashMap<String, analysis::awareness::Context> =
-        bytes.files.iter().map(|(p, _, _)| (p.clone(), context_of(step, p, limits, &mut cache))).collect();
+    let contexts: std::collections::HashMap<String, analysis::awareness::Context> = bytes
+        .files
+        .iter()
+        .map(|(p, _, _)| (p.clone(), context_of(step, p, limits, &mut cache)))
+        .collect();
     let context_of = |p: &str| contexts.get(p).cloned().unwrap_or_default();
-    let mut findings: Vec<FindingRecord> = match analysis::awareness::analyse_change(&bytes.changed(), &context_of, allowances, limits) {
+    let mut findings: Vec<FindingRecord> = match analysis::awareness::analyse_change(
+        &bytes.changed(),
+        &context_of,
+        allowances,
+        limits,
+    ) {
         // A change that cannot be analysed is not vouched for: it needs the review too.
-        Err(e) => vec![FindingRecord { path: None, what: format!("the agent's change could not be analysed for observations: {e}") }],
+        Err(e) => vec![FindingRecord {
+            path: None,
+            what: format!("the agent's change could not be analysed for observations: {e}"),
+        }],
         Ok(change) => {
-            let mut out: Vec<FindingRecord> = change.findings.iter().map(awareness_record).collect();
-            out.extend(change.not_analysed.iter().filter(|(v, _)| *v == analysis::Version::End).map(|(_, na)| FindingRecord {
-                path: Some(shown(&na.path)),
-                what: format!("not analysed for observations: {} (sha256 {})", na.reason, na.sha256),
-            }));
+            let mut out: Vec<FindingRecord> =
+                change.findings.iter().map(awareness_record).collect();
+            out.extend(
+                change
+                    .not_analysed
+                    .iter()
+                    .filter(|(v, _)| *v == analysis::Version::End)
+                    .map(|(_, na)| FindingRecord {
+                        path: Some(shown(&na.path)),
+                        what: format!(
+                            "not analysed for observations: {} (sha256 {})",
+                            na.reason, na.sha256
+                        ),
+                    }),
+            );
             out
         }
     };
     if findings.len() > MAX_FINDINGS {
         let rest = findings.len() - MAX_FINDINGS;
         findings.truncate(MAX_FINDINGS);
-        findings.push(FindingRecord { path: None, what: format!("{rest} more observations not recorded") });
+        findings.push(FindingRecord {
+            path: None,
+            what: format!("{rest} more observations not recorded"),
+        });
     }
     findings
 }
@@ -587,8 +920,16 @@ pub struct AwarenessGuard {
 }
 
 impl AwarenessGuard {
-    pub fn new(files: TreeFiles, allowances: analysis::awareness::Allowances, limits: Limits) -> AwarenessGuard {
-        AwarenessGuard { files, allowances, limits }
+    pub fn new(
+        files: TreeFiles,
+        allowances: analysis::awareness::Allowances,
+        limits: Limits,
+    ) -> AwarenessGuard {
+        AwarenessGuard {
+            files,
+            allowances,
+            limits,
+        }
     }
 }
 
@@ -599,15 +940,28 @@ impl Guard for AwarenessGuard {
 
     fn after_agent(&mut self, step: &AgentStep<'_>) -> Option<Objection> {
         let (snapshot, t0) = step.workspace?;
-        let host = HostBytes { files: &self.files, snapshot };
-        let findings = awareness(&TreeStep { t0, end: &snapshot.manifest, bytes: &host }, &self.allowances, self.limits);
+        let host = HostBytes {
+            files: &self.files,
+            snapshot,
+        };
+        let findings = awareness(
+            &TreeStep {
+                t0,
+                end: &snapshot.manifest,
+                bytes: &host,
+            },
+            &self.allowances,
+            self.limits,
+        );
         (!findings.is_empty()).then_some(Objection::ReviewRequired(findings))
     }
 }
 
 /// Whether a tree has Python files (only then are module names obtained).
 pub fn has_python(manifest: &Manifest) -> bool {
-    manifest.iter().any(|(p, e)| is_file(e.kind) && (p.ends_with(b".py") || p.ends_with(b".pyi")))
+    manifest
+        .iter()
+        .any(|(p, e)| is_file(e.kind) && (p.ends_with(b".py") || p.ends_with(b".pyi")))
 }
 
 /// The interpreter whose module names shadowing is judged against: the system's, the one the
@@ -636,7 +990,9 @@ pub fn python_module_names(t0_dir: &Path) -> Result<BTreeSet<String>, analysis::
         let stdout = child.stdout.take().ok_or("no stdout")?;
         let reader = std::thread::spawn(move || {
             let mut bytes = Vec::new();
-            let _ = stdout.take(analysis::shadowing::MAX_MODULE_NAMES_BYTES as u64 + 1).read_to_end(&mut bytes);
+            let _ = stdout
+                .take(analysis::shadowing::MAX_MODULE_NAMES_BYTES as u64 + 1)
+                .read_to_end(&mut bytes);
             bytes
         });
         let deadline = std::time::Instant::now() + MODULE_NAMES_TIMEOUT;
@@ -646,12 +1002,17 @@ pub fn python_module_names(t0_dir: &Path) -> Result<BTreeSet<String>, analysis::
                 None if std::time::Instant::now() >= deadline => {
                     let _ = child.kill();
                     let _ = child.wait();
-                    return Err(format!("{SYSTEM_PYTHON} did not finish within {}s", MODULE_NAMES_TIMEOUT.as_secs()));
+                    return Err(format!(
+                        "{SYSTEM_PYTHON} did not finish within {}s",
+                        MODULE_NAMES_TIMEOUT.as_secs()
+                    ));
                 }
                 None => std::thread::sleep(std::time::Duration::from_millis(20)),
             }
         };
-        let bytes = reader.join().map_err(|_| "the output reader failed".to_string())?;
+        let bytes = reader
+            .join()
+            .map_err(|_| "the output reader failed".to_string())?;
         if !status.success() {
             return Err(format!("{SYSTEM_PYTHON} ended with {status}"));
         }
@@ -663,7 +1024,16 @@ pub fn python_module_names(t0_dir: &Path) -> Result<BTreeSet<String>, analysis::
 /// the agent's literals: a name with control bytes, of any length) escaped and bounded; the
 /// evidence is already (`syntax::evidence_text`).
 fn awareness_record(f: &analysis::awareness::AwarenessFinding) -> FindingRecord {
-    FindingRecord { path: Some(shown(&f.file)), what: format!("line {}: {} {}: {}", f.line, f.channel, shown(&f.api), f.evidence) }
+    FindingRecord {
+        path: Some(shown(&f.file)),
+        what: format!(
+            "line {}: {} {}: {}",
+            f.line,
+            f.channel,
+            shown(&f.api),
+            f.evidence
+        ),
+    }
 }
 
 #[cfg(test)]
@@ -674,22 +1044,53 @@ mod tests {
 
     #[test]
     fn a_shadowing_finding_gives_back_the_module_it_names_and_no_other_finding_does() {
-        assert_eq!(shadowed_module(&shadowing_what("json")).as_deref(), Some("json"));
-        assert_eq!(shadowed_module("assertions in test code fell from A0 = 3 to 2"), None);
-        assert_eq!(shadowed_module("shadows the module `json` the check's interpreter would import (and more)"), None);
+        assert_eq!(
+            shadowed_module(&shadowing_what("json")).as_deref(),
+            Some("json")
+        );
+        assert_eq!(
+            shadowed_module("assertions in test code fell from A0 = 3 to 2"),
+            None
+        );
+        assert_eq!(
+            shadowed_module(
+                "shadows the module `json` the check's interpreter would import (and more)"
+            ),
+            None
+        );
     }
 
     #[test]
     fn the_build_artefact_guards_record_in_the_same_seat_is_not_the_syntax_tree_guards() {
-        let artefacts = [crate::workspace::Artefact { path: b"calc/core.so".to_vec(), kind: "shared object", by: "name" }];
+        let artefacts = [crate::workspace::Artefact {
+            path: b"calc/core.so".to_vec(),
+            kind: "shared object",
+            by: "name",
+        }];
         let artefact = crate::engine::artefact_guard::finding(1, &artefacts).unwrap();
         assert_eq!(artefact.guard, "metric_integrity");
         assert!(!is_syntax_tree_record(&artefact));
-        let weakened = record(1, Seat::MetricIntegrity, HaltReason::MetricIntegrityViolation, format!("{WEAKENS} (1 findings against t0)"), Vec::new());
+        let weakened = record(
+            1,
+            Seat::MetricIntegrity,
+            HaltReason::MetricIntegrityViolation,
+            format!("{WEAKENS} (1 findings against t0)"),
+            Vec::new(),
+        );
         assert!(is_syntax_tree_record(&weakened));
-        let failed = analysis_record(1, Seat::MetricIntegrity, HaltReason::MetricIntegrityViolation, analysis::AnalysisError::ModuleNamesCommand("gone".into()));
+        let failed = analysis_record(
+            1,
+            Seat::MetricIntegrity,
+            HaltReason::MetricIntegrityViolation,
+            analysis::AnalysisError::ModuleNamesCommand("gone".into()),
+        );
         assert!(is_syntax_tree_record(&failed));
-        assert!(!is_syntax_tree_record(&analysis_record(1, Seat::Tampering, HaltReason::RewardHackingDetected, analysis::AnalysisError::ModuleNamesCommand("gone".into()))));
+        assert!(!is_syntax_tree_record(&analysis_record(
+            1,
+            Seat::Tampering,
+            HaltReason::RewardHackingDetected,
+            analysis::AnalysisError::ModuleNamesCommand("gone".into())
+        )));
     }
 
     #[test]
@@ -697,14 +1098,44 @@ mod tests {
         let long = "X".repeat(100 * 1024);
         let path = format!("calc/\u{1b}]0;{long}.py");
         let src = format!("import os\n\ndef add(a, b):\n    if os.environ.get('PYTEST_\u{1b}[2J\u{7}{long}'):\n        return a + b\n    return a + b + 1\n");
-        let changed = ChangedFile { path: &path, t0: None, end: Some(src.as_bytes()) };
-        let change = analysis::awareness::analyse_change(&[changed], &|_| Context::default(), &Allowances::default(), Limits::default()).unwrap();
-        assert_eq!(change.findings.len(), 1, "{:?}", change.findings.iter().map(|f| &f.api[..40]).collect::<Vec<_>>());
-        assert!(change.findings[0].api.starts_with("env:PYTEST_\u{1b}[2J"), "the analysis keeps the api it matches by");
+        let changed = ChangedFile {
+            path: &path,
+            t0: None,
+            end: Some(src.as_bytes()),
+        };
+        let change = analysis::awareness::analyse_change(
+            &[changed],
+            &|_| Context::default(),
+            &Allowances::default(),
+            Limits::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            change.findings.len(),
+            1,
+            "{:?}",
+            change
+                .findings
+                .iter()
+                .map(|f| &f.api[..40])
+                .collect::<Vec<_>>()
+        );
+        assert!(
+            change.findings[0].api.starts_with("env:PYTEST_\u{1b}[2J"),
+            "the analysis keeps the api it matches by"
+        );
         let record = awareness_record(&change.findings[0]);
         let (path, what) = (record.path.unwrap(), record.what);
-        assert!(path.starts_with("calc/\\u{1b}]0;XX") && path.ends_with("X..."), "{}", &path[..40]);
-        assert!(what.starts_with("line 4: runner-environment env:PYTEST_\\u{1b}[2J\\u{7}XX"), "{}", &what[..80]);
+        assert!(
+            path.starts_with("calc/\\u{1b}]0;XX") && path.ends_with("X..."),
+            "{}",
+            &path[..40]
+        );
+        assert!(
+            what.starts_with("line 4: runner-environment env:PYTEST_\\u{1b}[2J\\u{7}XX"),
+            "{}",
+            &what[..80]
+        );
         for text in [&path, &what] {
             assert!(text.len() < 600, "{} bytes", text.len());
             assert!(!text.chars().any(char::is_control), "{text}");

@@ -33,7 +33,10 @@ pub fn finding(iteration: u64, artefacts: &[Artefact]) -> Option<GuardRecord> {
     let mut findings: Vec<FindingRecord> = artefacts
         .iter()
         .take(MAX_NAMED)
-        .map(|a| FindingRecord { path: Some(path(a)), what: format!("build artefact in the tree: {} (by its {})", a.kind, a.by) })
+        .map(|a| FindingRecord {
+            path: Some(path(a)),
+            what: format!("build artefact in the tree: {} (by its {})", a.kind, a.by),
+        })
         .collect();
     if artefacts.len() > MAX_NAMED {
         let mut h = Sha256::new();
@@ -51,8 +54,16 @@ pub fn finding(iteration: u64, artefacts: &[Artefact]) -> Option<GuardRecord> {
             ),
         });
     }
-    let named: Vec<String> = artefacts.iter().take(3).map(|a| format!("{} ({})", path(a), a.kind)).collect();
-    let more = if artefacts.len() > 3 { format!(" and {} more", artefacts.len() - 3) } else { String::new() };
+    let named: Vec<String> = artefacts
+        .iter()
+        .take(3)
+        .map(|a| format!("{} ({})", path(a), a.kind))
+        .collect();
+    let more = if artefacts.len() > 3 {
+        format!(" and {} more", artefacts.len() - 3)
+    } else {
+        String::new()
+    };
     Some(GuardRecord {
         iteration,
         guard: Seat::MetricIntegrity.as_str().to_string(),
@@ -84,7 +95,11 @@ mod tests {
     use super::*;
 
     fn artefact(path: &[u8], kind: &'static str, by: &'static str) -> Artefact {
-        Artefact { path: path.to_vec(), kind, by }
+        Artefact {
+            path: path.to_vec(),
+            kind,
+            by,
+        }
     }
 
     #[test]
@@ -94,28 +109,61 @@ mod tests {
 
     #[test]
     fn each_artefact_is_named_with_its_kind_and_how_it_was_recognised() {
-        let found = finding(2, &[artefact(b"calc/core.cpython-311-x86_64-linux-gnu.so", "shared object", "name"), artefact(b"calc/helper.txt", "ELF binary", "content")]).unwrap();
+        let found = finding(
+            2,
+            &[
+                artefact(
+                    b"calc/core.cpython-311-x86_64-linux-gnu.so",
+                    "shared object",
+                    "name",
+                ),
+                artefact(b"calc/helper.txt", "ELF binary", "content"),
+            ],
+        )
+        .unwrap();
         assert_eq!(found.halt_reason, HaltReason::MetricIntegrityViolation);
-        assert_eq!((found.guard.as_str(), found.stage.as_str()), ("metric_integrity", "after_agent"));
+        assert_eq!(
+            (found.guard.as_str(), found.stage.as_str()),
+            ("metric_integrity", "after_agent")
+        );
         assert_eq!(
             found.findings,
             vec![
-                FindingRecord { path: Some("calc/core.cpython-311-x86_64-linux-gnu.so".into()), what: "build artefact in the tree: shared object (by its name)".into() },
-                FindingRecord { path: Some("calc/helper.txt".into()), what: "build artefact in the tree: ELF binary (by its content)".into() },
+                FindingRecord {
+                    path: Some("calc/core.cpython-311-x86_64-linux-gnu.so".into()),
+                    what: "build artefact in the tree: shared object (by its name)".into()
+                },
+                FindingRecord {
+                    path: Some("calc/helper.txt".into()),
+                    what: "build artefact in the tree: ELF binary (by its content)".into()
+                },
             ]
         );
-        assert!(found.detail.starts_with("the step adds 2 build artefact(s)"), "{}", found.detail);
+        assert!(
+            found
+                .detail
+                .starts_with("the step adds 2 build artefact(s)"),
+            "{}",
+            found.detail
+        );
     }
 
     #[test]
     fn many_artefacts_are_named_up_to_the_bound_then_counted_and_digested_and_names_are_escaped() {
-        let mut all: Vec<Artefact> = (0..55).map(|i| artefact(format!("lib/{i:02}.so").as_bytes(), "shared object", "name")).collect();
+        let mut all: Vec<Artefact> = (0..55)
+            .map(|i| artefact(format!("lib/{i:02}.so").as_bytes(), "shared object", "name"))
+            .collect();
         all[0] = artefact(b"lib/\x1b[2J.so", "shared object", "name");
         let found = finding(3, &all).unwrap();
         assert_eq!(found.findings.len(), MAX_NAMED + 1);
         assert_eq!(found.findings[0].path.as_deref(), Some("lib/\\u{1b}[2J.so"));
         assert!(!found.detail.contains('\x1b'));
-        let digest = hex::encode(Sha256::digest(all.iter().map(|a| [a.path.as_slice(), b"\n"].concat()).collect::<Vec<_>>().concat()));
+        let digest = hex::encode(Sha256::digest(
+            all.iter()
+                .map(|a| [a.path.as_slice(), b"\n"].concat())
+                .collect::<Vec<_>>()
+                .concat(),
+        ));
         assert_eq!(found.findings[MAX_NAMED].what, format!("build artefacts in the tree: 5 more (sha256 of all 55 paths, one a line: {digest})"));
     }
 }

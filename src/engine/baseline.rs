@@ -26,21 +26,23 @@
 
 use super::check::TestSets;
 use super::config::LoopConfig;
-use crate::rules::decide::Step;
 use super::detached::{Taken, WorkspaceMode};
 use super::guards::{CheckStep, Guard};
 use super::lifecycle::ActiveRun;
 use super::seats::Seat;
-use crate::rules::verdict::{shell_could_not_run, Verdict};
 use crate::ending::Ending;
 use crate::error::CmdResult;
 use crate::halt::HaltReason;
-use crate::receipt::events::{CheckBaselineRecord, CheckResult, ConfirmationRecord, Event, GuardRecord};
-use crate::workspace::Snapshot;
+use crate::receipt::events::{
+    CheckBaselineRecord, CheckResult, ConfirmationRecord, Event, GuardRecord,
+};
 pub use crate::rules::baseline::{decide_t0_success, succeeds_at_t0, T0Success};
+use crate::rules::decide::Step;
 use crate::rules::set_guards::T0Sets;
+use crate::rules::verdict::{shell_could_not_run, Verdict};
 use crate::safefs::SafeDir;
 use crate::testreport::shown;
+use crate::workspace::Snapshot;
 use crate::zones::Zone;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -119,7 +121,12 @@ pub fn cache_key(tree_id: &str, cfg: &LoopConfig, env: &[(String, String)]) -> S
     field(cfg.check.as_bytes());
     field(cfg.check_timeout_ms.to_string().as_bytes());
     field(format!("{:?}/{:?}/{:?}", cfg.isolation, cfg.backend, cfg.image).as_bytes());
-    field(cfg.check_policy.as_ref().map_or("", |p| p.sha256.as_str()).as_bytes());
+    field(
+        cfg.check_policy
+            .as_ref()
+            .map_or("", |p| p.sha256.as_str())
+            .as_bytes(),
+    );
     for pattern in cfg.report_patterns() {
         field(pattern.as_bytes());
     }
@@ -160,7 +167,10 @@ struct CacheEntry {
 #[derive(Debug)]
 pub enum CacheRead {
     /// The baseline's check and, for a green, its confirmations (as many as the run asks for).
-    Hit { check: CheckResult, confirmations: Vec<ConfirmationRecord> },
+    Hit {
+        check: CheckResult,
+        confirmations: Vec<ConfirmationRecord>,
+    },
     /// No usable entry; the note says why when an entry was there and was ignored.
     Miss(Option<String>),
 }
@@ -174,9 +184,18 @@ fn entry_name(key: &str) -> String {
 /// or a red whose targets all pass: `confirmed(check)`) only when it holds at least
 /// `confirm_runs` confirmations of iteration 0, all agreeing (the first `confirm_runs` are
 /// returned).
-pub fn read_cache(dir: &SafeDir, key: &str, confirm_runs: u64, confirmed: &dyn Fn(&CheckResult) -> bool) -> CacheRead {
+pub fn read_cache(
+    dir: &SafeDir,
+    key: &str,
+    confirm_runs: u64,
+    confirmed: &dyn Fn(&CheckResult) -> bool,
+) -> CacheRead {
     let name = entry_name(key);
-    let ignored = |why: String| CacheRead::Miss(Some(format!("cache entry {CACHE_DIR}/{name} ignored ({why}); the baseline was recomputed")));
+    let ignored = |why: String| {
+        CacheRead::Miss(Some(format!(
+            "cache entry {CACHE_DIR}/{name} ignored ({why}); the baseline was recomputed"
+        )))
+    };
     let bytes = match dir.read(&name, MAX_CACHE_ENTRY_BYTES) {
         Ok(bytes) => bytes,
         Err(e) if e.is_not_found() => return CacheRead::Miss(None),
@@ -184,11 +203,19 @@ pub fn read_cache(dir: &SafeDir, key: &str, confirm_runs: u64, confirmed: &dyn F
     };
     match serde_json::from_slice::<CacheEntry>(&bytes) {
         Err(e) => ignored(format!("malformed: {e}")),
-        Ok(entry) if entry.format != CACHE_FORMAT => ignored(format!("format {} is not {CACHE_FORMAT}", entry.format)),
+        Ok(entry) if entry.format != CACHE_FORMAT => {
+            ignored(format!("format {} is not {CACHE_FORMAT}", entry.format))
+        }
         Ok(entry) if entry.key != key => ignored("it names another key".into()),
-        Ok(entry) if entry.check.iteration != 0 || entry.check.check_exit.is_none() => ignored("it holds no exited baseline check".into()),
+        Ok(entry) if entry.check.iteration != 0 || entry.check.check_exit.is_none() => {
+            ignored("it holds no exited baseline check".into())
+        }
         Ok(entry) if confirmed(&entry.check) => {
-            let agreeing = entry.confirmations.iter().take_while(|c| c.agrees && c.check.iteration == 0).count() as u64;
+            let agreeing = entry
+                .confirmations
+                .iter()
+                .take_while(|c| c.agrees && c.check.iteration == 0)
+                .count() as u64;
             if agreeing < confirm_runs {
                 let what = match Verdict::of_check(&entry.check) {
                     Verdict::Pass => "a green",
@@ -196,24 +223,51 @@ pub fn read_cache(dir: &SafeDir, key: &str, confirm_runs: u64, confirmed: &dyn F
                 };
                 return ignored(format!("{what} confirmed by {agreeing} agreeing rerun(s), not the {confirm_runs} this run asks for"));
             }
-            let confirmations = entry.confirmations.into_iter().take(confirm_runs as usize).map(|c| ConfirmationRecord { check: as_cached(c.check), ..c }).collect();
-            CacheRead::Hit { check: entry.check, confirmations }
+            let confirmations = entry
+                .confirmations
+                .into_iter()
+                .take(confirm_runs as usize)
+                .map(|c| ConfirmationRecord {
+                    check: as_cached(c.check),
+                    ..c
+                })
+                .collect();
+            CacheRead::Hit {
+                check: entry.check,
+                confirmations,
+            }
         }
-        Ok(entry) => CacheRead::Hit { check: entry.check, confirmations: Vec::new() },
+        Ok(entry) => CacheRead::Hit {
+            check: entry.check,
+            confirmations: Vec::new(),
+        },
     }
 }
 
 /// Store `check` (a green: with its agreeing `confirmations`) as the entry of `key` beneath
 /// `dir` (atomically: a reader sees the old entry or the new one, never half of one).
-pub fn write_cache(dir: &SafeDir, key: &str, check: &CheckResult, confirmations: &[ConfirmationRecord]) -> Result<(), String> {
-    let entry = CacheEntry { format: CACHE_FORMAT, key: key.to_string(), check: check.clone(), confirmations: confirmations.to_vec() };
+pub fn write_cache(
+    dir: &SafeDir,
+    key: &str,
+    check: &CheckResult,
+    confirmations: &[ConfirmationRecord],
+) -> Result<(), String> {
+    let entry = CacheEntry {
+        format: CACHE_FORMAT,
+        key: key.to_string(),
+        check: check.clone(),
+        confirmations: confirmations.to_vec(),
+    };
     let bytes = serde_json::to_vec(&entry).map_err(|e| e.to_string())?;
-    dir.write_atomic(&entry_name(key), &bytes).map_err(|e| e.to_string())
+    dir.write_atomic(&entry_name(key), &bytes)
+        .map_err(|e| e.to_string())
 }
 
 /// Whether a baseline result is worth keeping: the check exited and its shell found it.
 fn cacheable(check: &CheckResult) -> bool {
-    check.check_exit.is_some_and(|code| !shell_could_not_run(code))
+    check
+        .check_exit
+        .is_some_and(|code| !shell_could_not_run(code))
 }
 
 /// Why the sets of `check` cannot be measured, if they cannot.
@@ -259,14 +313,18 @@ impl ActiveRun<'_> {
                 return Ok(Some(stop));
             }
         }
-        let Some(record) = &self.history.check_baseline else { return Ok(None) };
+        let Some(record) = &self.history.check_baseline else {
+            return Ok(None);
+        };
         let baseline = Baseline::of_record(record);
         let success = match baseline.passes() {
             true => T0Success::Green,
             // A red t0: the loop's targets are selected from it (engine::targets); all of them
             // already passing is a success at iteration 0 too.
             false => match self.select_targets()? {
-                Some(Step::Halt(HaltReason::SuccessConditionMet, detail)) => T0Success::TargetsMet(detail),
+                Some(Step::Halt(HaltReason::SuccessConditionMet, detail)) => {
+                    T0Success::TargetsMet(detail)
+                }
                 other => return Ok(other),
             },
         };
@@ -274,7 +332,11 @@ impl ActiveRun<'_> {
         if let Some(stop) = self.confirm_baseline(zone, t0_tree)? {
             return Ok(Some(stop));
         }
-        Ok(Some(decide_t0_success(&self.history, self.cfg.confirm_runs, &success)))
+        Ok(Some(decide_t0_success(
+            &self.history,
+            self.cfg.confirm_runs,
+            &success,
+        )))
     }
 
     /// The confirmation reruns of the t0 baseline that succeeded (green, or its targets met) that the receipt does not hold yet (all
@@ -282,30 +344,50 @@ impl ActiveRun<'_> {
     /// taken again when `None` in a detached workspace), then the green cached with them when
     /// every one agreed. `Some(step)`: an interrupt, a zone that could not be set up, or a rerun
     /// that wrote to t0 (`metric_integrity_violation`).
-    fn confirm_baseline(&mut self, zone: &mut dyn Zone, tree: Option<Snapshot>) -> CmdResult<Option<Step>> {
-        let Some(record) = self.history.check_baseline.clone() else { return Ok(None) };
+    fn confirm_baseline(
+        &mut self,
+        zone: &mut dyn Zone,
+        tree: Option<Snapshot>,
+    ) -> CmdResult<Option<Step>> {
+        let Some(record) = self.history.check_baseline.clone() else {
+            return Ok(None);
+        };
         let done = self.history.baseline_confirmations.len() as u64;
-        let flaked = self.history.baseline_confirmations.iter().any(|c| !c.agrees);
+        let flaked = self
+            .history
+            .baseline_confirmations
+            .iter()
+            .any(|c| !c.agrees);
         if !flaked && done < self.cfg.confirm_runs {
             let tree = match (tree, self.workspace.as_mut()) {
                 (Some(tree), _) => Some(tree),
                 (None, Some(ws)) => match ws.snapshot() {
                     Taken::Snapshot { snapshot, .. } => Some(snapshot),
-                    Taken::Refused(detail) => return Ok(Some(Step::Halt(HaltReason::WorkspaceInvalid, detail))),
+                    Taken::Refused(detail) => {
+                        return Ok(Some(Step::Halt(HaltReason::WorkspaceInvalid, detail)))
+                    }
                     Taken::Interrupted(signal) => return Ok(Some(Step::Interrupted(signal))),
                 },
                 (None, None) => None,
             };
             match self.rerun_green(zone, 0, tree.as_ref(), &record.check, done + 1, done)? {
                 super::confirm::Rerun::Done => {}
-                super::confirm::Rerun::Stopped(step) | super::confirm::Rerun::WroteTree(step) => return Ok(Some(step)),
+                super::confirm::Rerun::Stopped(step) | super::confirm::Rerun::WroteTree(step) => {
+                    return Ok(Some(step))
+                }
             }
         }
         // Only a confirmed success is cached, with its confirmations (a hit is not written again).
         let confirmations = &self.history.baseline_confirmations;
-        let confirmed = confirmations.len() as u64 >= self.cfg.confirm_runs && confirmations.iter().all(|c| c.agrees);
+        let confirmed = confirmations.len() as u64 >= self.cfg.confirm_runs
+            && confirmations.iter().all(|c| c.agrees);
         if let (true, false, Some(key)) = (confirmed, record.cache_hit, record.cache_key.as_ref()) {
-            let written = self.statedir.root().subdir_or_create(CACHE_DIR).map_err(|e| e.to_string()).and_then(|dir| write_cache(&dir, key, &record.check, confirmations));
+            let written = self
+                .statedir
+                .root()
+                .subdir_or_create(CACHE_DIR)
+                .map_err(|e| e.to_string())
+                .and_then(|dir| write_cache(&dir, key, &record.check, confirmations));
             if let Err(e) = written {
                 tracing::warn!(error = %e, "the confirmed t0 baseline could not be cached");
             }
@@ -315,24 +397,40 @@ impl ActiveRun<'_> {
 
     /// Run (or read from the cache) the check on t0 and append `check_baseline` (a cache hit on
     /// a green: with the confirmations cached with it). `t0_tree`: the snapshot the check ran on.
-    fn record_baseline(&mut self, zone: &mut dyn Zone, t0_tree: &mut Option<Snapshot>) -> CmdResult<Option<Step>> {
+    fn record_baseline(
+        &mut self,
+        zone: &mut dyn Zone,
+        t0_tree: &mut Option<Snapshot>,
+    ) -> CmdResult<Option<Step>> {
         let tree_id = match (&self.workspace, &self.history.workspace) {
-            (Some(_), Some(ws)) if self.cfg.workspace == WorkspaceMode::Detached => Some(ws.tree_id.clone()),
+            (Some(_), Some(ws)) if self.cfg.workspace == WorkspaceMode::Detached => {
+                Some(ws.tree_id.clone())
+            }
             _ => None,
         };
         let cache = match &tree_id {
-            Some(tree) => Some((self.statedir.root().subdir_or_create(CACHE_DIR), cache_key(tree, &self.cfg, &self.env))),
+            Some(tree) => Some((
+                self.statedir.root().subdir_or_create(CACHE_DIR),
+                cache_key(tree, &self.cfg, &self.env),
+            )),
             None => None,
         };
         let mut cache_note = match &cache {
-            None => Some("not cached: an in-place run has no t0 tree the agent cannot change".to_string()),
+            None => Some(
+                "not cached: an in-place run has no t0 tree the agent cannot change".to_string(),
+            ),
             Some((Err(e), _)) => Some(format!("not cached: {e}")),
             Some((Ok(_), _)) => None,
         };
         if let Some((Ok(dir), key)) = &cache {
             let targets = self.cfg.targets.clone();
-            match read_cache(dir, key, self.cfg.confirm_runs, &|check| succeeds_at_t0(&targets, check)) {
-                CacheRead::Hit { check, confirmations } => {
+            match read_cache(dir, key, self.cfg.confirm_runs, &|check| {
+                succeeds_at_t0(&targets, check)
+            }) {
+                CacheRead::Hit {
+                    check,
+                    confirmations,
+                } => {
                     let check = as_cached(check);
                     self.append_baseline(check, tree_id, Some(key.clone()), true, None)?;
                     for confirmation in confirmations {
@@ -346,10 +444,17 @@ impl ActiveRun<'_> {
         let snapshot = match self.workspace.as_mut().map(|ws| ws.snapshot()) {
             None => None,
             Some(Taken::Snapshot { snapshot, .. }) => Some(snapshot),
-            Some(Taken::Refused(detail)) => return Ok(Some(Step::Halt(HaltReason::WorkspaceInvalid, detail))),
+            Some(Taken::Refused(detail)) => {
+                return Ok(Some(Step::Halt(HaltReason::WorkspaceInvalid, detail)))
+            }
             Some(Taken::Interrupted(signal)) => return Ok(Some(Step::Interrupted(signal))),
         };
-        let outcome = match self.run_check(zone, 0, snapshot.as_ref(), super::iteration::CheckRun::Iteration)? {
+        let outcome = match self.run_check(
+            zone,
+            0,
+            snapshot.as_ref(),
+            super::iteration::CheckRun::Iteration,
+        )? {
             Ok(outcome) => outcome,
             Err(stop) => return Ok(Some(stop)),
         };
@@ -363,9 +468,18 @@ impl ActiveRun<'_> {
         // it can be trusted; the run halts before any agent call (nothing cached).
         if let Some(finding) = outcome.tree_writes {
             let detail = finding.detail.clone();
-            self.append_baseline(check, tree_id, cache.map(|(_, key)| key), false, Some("not cached: the check wrote to t0".into()))?;
+            self.append_baseline(
+                check,
+                tree_id,
+                cache.map(|(_, key)| key),
+                false,
+                Some("not cached: the check wrote to t0".into()),
+            )?;
             self.append(Event::Guard(finding))?;
-            return Ok(Some(Step::Halt(HaltReason::MetricIntegrityViolation, detail)));
+            return Ok(Some(Step::Halt(
+                HaltReason::MetricIntegrityViolation,
+                detail,
+            )));
         }
         // A success at iteration 0 (a green, or a red whose targets all pass) is cached once
         // confirmed (`confirm_baseline`), with its confirmations.
@@ -374,7 +488,9 @@ impl ActiveRun<'_> {
             (Some((Ok(_), _)), true) if unconfirmed => {
                 let note = match Verdict::of_check(&check) {
                     Verdict::Pass => "a green is cached once its confirmation reruns agree",
-                    _ => "a red whose targets all pass is cached once its confirmation reruns agree",
+                    _ => {
+                        "a red whose targets all pass is cached once its confirmation reruns agree"
+                    }
                 }
                 .to_string();
                 cache_note = Some(cache_note.map_or(note.clone(), |n| format!("{n}; {note}")));
@@ -397,23 +513,47 @@ impl ActiveRun<'_> {
     /// bound) gets them back from it, checked against the digest the receipt recorded; the set
     /// guard never runs on a baseline it cannot read whole.
     fn restore_externalised_sets(&mut self) -> Result<(), String> {
-        let (Some(record), Some(x)) = (&self.history.check_baseline, &self.history.check_baseline_externalised) else { return Ok(()) };
+        let (Some(record), Some(x)) = (
+            &self.history.check_baseline,
+            &self.history.check_baseline_externalised,
+        ) else {
+            return Ok(());
+        };
         if record.check.collected_set.is_some() {
             return Ok(());
         }
         let path = x.artifact.path.clone();
-        let why = |e: String| format!("the t0 baseline's sets cannot be read back from {path}: {e}");
-        let name = path.strip_prefix(crate::receipt::bounded::ARTIFACTS).map(|p| p.trim_start_matches('/')).unwrap_or(&path);
-        let bytes = self.artifacts.read(name, crate::receipt::bounded::MAX_ARTIFACT_BYTES).map_err(|e| why(e.to_string()))?;
+        let why =
+            |e: String| format!("the t0 baseline's sets cannot be read back from {path}: {e}");
+        let name = path
+            .strip_prefix(crate::receipt::bounded::ARTIFACTS)
+            .map(|p| p.trim_start_matches('/'))
+            .unwrap_or(&path);
+        let bytes = self
+            .artifacts
+            .read(name, crate::receipt::bounded::MAX_ARTIFACT_BYTES)
+            .map_err(|e| why(e.to_string()))?;
         if hex::encode(Sha256::digest(&bytes)) != x.artifact.sha256 {
-            return Err(why("its SHA-256 differs from the one the receipt recorded".into()));
+            return Err(why(
+                "its SHA-256 differs from the one the receipt recorded".into()
+            ));
         }
-        let whole: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(&bytes).map_err(|e| why(e.to_string()))?;
+        let whole: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_slice(&bytes).map_err(|e| why(e.to_string()))?;
         let list = |field: &str| -> Result<Option<Vec<String>>, String> {
-            whole.get(field).map(|v| serde_json::from_value(v.clone()).map_err(|e| why(format!("{field}: {e}")))).transpose()
+            whole
+                .get(field)
+                .map(|v| {
+                    serde_json::from_value(v.clone()).map_err(|e| why(format!("{field}: {e}")))
+                })
+                .transpose()
         };
         let mut record = record.clone();
-        for (field, set) in [("failing_set", &mut record.check.failing_set), ("collected_set", &mut record.check.collected_set), ("skipped_set", &mut record.check.skipped_set)] {
+        for (field, set) in [
+            ("failing_set", &mut record.check.failing_set),
+            ("collected_set", &mut record.check.collected_set),
+            ("skipped_set", &mut record.check.skipped_set),
+        ] {
             if let Some(items) = list(field)? {
                 *set = Some(items);
             }
@@ -433,7 +573,15 @@ impl ActiveRun<'_> {
         let sets_unmeasured = sets_unmeasured(&check);
         // Which guards cannot see, from the run's setting and what this check on t0 showed.
         let inactive_guards = Some(self.inactive_guards(&check));
-        self.append(Event::CheckBaseline(CheckBaselineRecord { check, tree_id, cache_key, cache_hit, cache_note, sets_unmeasured, inactive_guards }))
+        self.append(Event::CheckBaseline(CheckBaselineRecord {
+            check,
+            tree_id,
+            cache_key,
+            cache_hit,
+            cache_note,
+            sets_unmeasured,
+            inactive_guards,
+        }))
     }
 }
 
@@ -448,13 +596,20 @@ pub struct BaselineSetGuard {
 
 impl BaselineSetGuard {
     pub fn new(allowances: super::allow_change::Allowances) -> BaselineSetGuard {
-        BaselineSetGuard { allowances, allowed: None }
+        BaselineSetGuard {
+            allowances,
+            allowed: None,
+        }
     }
 
     /// `check` as the comparison sees it: each allowed id of C0 it lost counted as collected, each
     /// allowed id it newly skipped as not skipped, and those uses. C0, S0 and the comparison
     /// itself ([`set_violation`]) are untouched.
-    fn exempting(&self, check: &CheckResult, baseline: &TestSets) -> (CheckResult, Vec<crate::receipt::events::AllowanceUse>) {
+    fn exempting(
+        &self,
+        check: &CheckResult,
+        baseline: &TestSets,
+    ) -> (CheckResult, Vec<crate::receipt::events::AllowanceUse>) {
         let mut check = check.clone();
         let mut uses = Vec::new();
         if self.allowances.is_empty() {
@@ -469,13 +624,21 @@ impl BaselineSetGuard {
             }
             let mut restored = Vec::new();
             for id in &baseline.collected {
-                let at_t0 = baseline.collected_repeats.get(id).copied().unwrap_or(1).max(1);
+                let at_t0 = baseline
+                    .collected_repeats
+                    .get(id)
+                    .copied()
+                    .unwrap_or(1)
+                    .max(1);
                 let lost = at_t0.saturating_sub(have.get(id.as_str()).copied().unwrap_or(0));
                 if lost == 0 {
                     continue;
                 }
                 if let Some(pin) = self.allowances.for_id(id) {
-                    uses.push(super::allow_change::use_of(pin, format!("no longer collected: {}", shown(id))));
+                    uses.push(super::allow_change::use_of(
+                        pin,
+                        format!("no longer collected: {}", shown(id)),
+                    ));
                     restored.extend(std::iter::repeat_n(id.clone(), lost as usize));
                 }
             }
@@ -490,22 +653,31 @@ impl BaselineSetGuard {
             }
             let mut excess: BTreeMap<String, (u64, bool)> = BTreeMap::new();
             for (id, n) in now {
-                let at_t0 = if baseline.skipped.contains(&id) { baseline.skipped_repeats.get(&id).copied().unwrap_or(1) } else { 0 };
+                let at_t0 = if baseline.skipped.contains(&id) {
+                    baseline.skipped_repeats.get(&id).copied().unwrap_or(1)
+                } else {
+                    0
+                };
                 if n > at_t0 && self.allowances.for_id(&id).is_some() {
                     excess.insert(id, (n - at_t0, false));
                 }
             }
-            skipped.retain(|id| match (excess.get_mut(id), self.allowances.for_id(id)) {
-                (Some((left, named)), Some(pin)) if *left > 0 => {
-                    if !*named {
-                        uses.push(super::allow_change::use_of(pin, format!("newly skipped: {}", shown(id))));
-                        *named = true;
+            skipped.retain(
+                |id| match (excess.get_mut(id), self.allowances.for_id(id)) {
+                    (Some((left, named)), Some(pin)) if *left > 0 => {
+                        if !*named {
+                            uses.push(super::allow_change::use_of(
+                                pin,
+                                format!("newly skipped: {}", shown(id)),
+                            ));
+                            *named = true;
+                        }
+                        *left -= 1;
+                        false
                     }
-                    *left -= 1;
-                    false
-                }
-                _ => true,
-            });
+                    _ => true,
+                },
+            );
         }
         (check, uses)
     }
@@ -513,12 +685,21 @@ impl BaselineSetGuard {
 
 /// The set guard's finding on `check` against `baseline`, if the sets moved the wrong way
 /// (`crate::rules::set_guards`, which the halt derivation replays).
-pub fn set_violation(iteration: u64, check: &CheckResult, baseline: &TestSets) -> Option<GuardRecord> {
+pub fn set_violation(
+    iteration: u64,
+    check: &CheckResult,
+    baseline: &TestSets,
+) -> Option<GuardRecord> {
     set_violation_of("the check", iteration, check, baseline)
 }
 
 /// [`set_violation`] of a check named `subject` in the finding (`the held-out check`).
-pub fn set_violation_of(subject: &str, iteration: u64, check: &CheckResult, baseline: &TestSets) -> Option<GuardRecord> {
+pub fn set_violation_of(
+    subject: &str,
+    iteration: u64,
+    check: &CheckResult,
+    baseline: &TestSets,
+) -> Option<GuardRecord> {
     crate::rules::set_guards::violation_of(subject, iteration, check, &t0_sets(baseline))
 }
 
@@ -537,7 +718,6 @@ impl Guard for BaselineSetGuard {
         Seat::MetricIntegrity
     }
 
-
     fn after_check(&mut self, step: &CheckStep<'_>) -> Option<GuardRecord> {
         self.allowed = None;
         if step.check.check_exit != Some(0) {
@@ -546,7 +726,12 @@ impl Guard for BaselineSetGuard {
         let baseline = Baseline::of_record(step.history.check_baseline.as_ref()?);
         let sets = baseline.sets.as_ref()?;
         let (check, uses) = self.exempting(step.check, sets);
-        self.allowed = super::allow_change::record(step.iteration, Seat::MetricIntegrity.as_str(), "after_check", uses);
+        self.allowed = super::allow_change::record(
+            step.iteration,
+            Seat::MetricIntegrity.as_str(),
+            "after_check",
+            uses,
+        );
         set_violation(step.iteration, &check, sets)
     }
 
@@ -566,24 +751,48 @@ mod tests {
         let skipped: Vec<String> = skipped.iter().map(|s| s.to_string()).collect();
         let (collected, collected_repeats) = TestSets::unlisted(&collected);
         let (skipped, skipped_repeats) = TestSets::unlisted(&skipped);
-        TestSets { collected, failing: BTreeSet::new(), skipped, collected_repeats, skipped_repeats, excerpts: Default::default() }
+        TestSets {
+            collected,
+            failing: BTreeSet::new(),
+            skipped,
+            collected_repeats,
+            skipped_repeats,
+            excerpts: Default::default(),
+        }
     }
 
     #[test]
     fn a_baseline_recorded_without_repeats_reads_each_id_once() {
-        let Event::CheckResult(mut c) = sample::check_result(0, 1) else { unreachable!() };
+        let Event::CheckResult(mut c) = sample::check_result(0, 1) else {
+            unreachable!()
+        };
         c.collected_set = Some(vec!["a".into(), "b".into(), "b".into()]);
         c.skipped_set = Some(vec![]);
-        let record = CheckBaselineRecord { check: c, tree_id: None, cache_key: None, cache_hit: false, cache_note: None, sets_unmeasured: None, inactive_guards: None };
+        let record = CheckBaselineRecord {
+            check: c,
+            tree_id: None,
+            cache_key: None,
+            cache_hit: false,
+            cache_note: None,
+            sets_unmeasured: None,
+            inactive_guards: None,
+        };
         let sets = Baseline::of_record(&record).sets.unwrap();
         assert_eq!(sets.collected.iter().collect::<Vec<_>>(), ["a", "b"]);
-        assert_eq!(sets.collected_repeats.iter().collect::<Vec<_>>(), [(&"b".to_string(), &2)]);
+        assert_eq!(
+            sets.collected_repeats.iter().collect::<Vec<_>>(),
+            [(&"b".to_string(), &2)]
+        );
     }
 
     fn allowing(ids: &[&str]) -> BaselineSetGuard {
         let pins: Vec<_> = ids
             .iter()
-            .map(|id| crate::engine::allow_change::AllowTestChange { path: None, id: Some(id.to_string()), reason: format!("{id} changes on purpose") })
+            .map(|id| crate::engine::allow_change::AllowTestChange {
+                path: None,
+                id: Some(id.to_string()),
+                reason: format!("{id} changes on purpose"),
+            })
             .collect();
         BaselineSetGuard::new(crate::engine::allow_change::Allowances::new(&pins).unwrap())
     }
@@ -605,27 +814,59 @@ mod tests {
         let t0 = sets(&["a", "b", "c"], &[]);
         let (check, _) = guard.exempting(&sample::check_with_sets(&["a"], &[]), &t0);
         let found = set_violation(1, &check, &t0).unwrap();
-        assert_eq!(found.findings, vec![FindingRecord { path: None, what: "no longer collected: c".into() }]);
+        assert_eq!(
+            found.findings,
+            vec![FindingRecord {
+                path: None,
+                what: "no longer collected: c".into()
+            }]
+        );
     }
 
     #[test]
     fn an_allowed_id_that_lost_one_of_its_repeated_entries_is_put_back_once_per_lost_entry() {
         let guard = allowing(&["doc/c::src/lib.rs - f"]);
-        let t0 = sets(&["a", "doc/c::src/lib.rs - f", "doc/c::src/lib.rs - f", "doc/c::src/lib.rs - f"], &[]);
-        let (check, uses) = guard.exempting(&sample::check_with_sets(&["a", "doc/c::src/lib.rs - f"], &[]), &t0);
+        let t0 = sets(
+            &[
+                "a",
+                "doc/c::src/lib.rs - f",
+                "doc/c::src/lib.rs - f",
+                "doc/c::src/lib.rs - f",
+            ],
+            &[],
+        );
+        let (check, uses) = guard.exempting(
+            &sample::check_with_sets(&["a", "doc/c::src/lib.rs - f"], &[]),
+            &t0,
+        );
         assert_eq!(set_violation(1, &check, &t0), None);
         assert_eq!(uses.len(), 1);
-        assert_eq!(check.collected_set.unwrap().iter().filter(|id| id.as_str() == "doc/c::src/lib.rs - f").count(), 3);
+        assert_eq!(
+            check
+                .collected_set
+                .unwrap()
+                .iter()
+                .filter(|id| id.as_str() == "doc/c::src/lib.rs - f")
+                .count(),
+            3
+        );
     }
 
     #[test]
-    fn an_allowed_id_skipped_at_t0_and_now_skipped_more_times_is_let_through_once_per_extra_entry() {
+    fn an_allowed_id_skipped_at_t0_and_now_skipped_more_times_is_let_through_once_per_extra_entry()
+    {
         let doc = "doc/c::src/lib.rs - f";
         let guard = allowing(&[doc]);
         let t0 = sets(&["a", doc, doc, doc], &[doc]);
-        let (check, uses) = guard.exempting(&sample::check_with_sets(&["a", doc, doc, doc], &[doc, doc, doc]), &t0);
+        let (check, uses) = guard.exempting(
+            &sample::check_with_sets(&["a", doc, doc, doc], &[doc, doc, doc]),
+            &t0,
+        );
         assert_eq!(set_violation(1, &check, &t0), None);
-        assert_eq!(uses.iter().map(|u| u.what.as_str()).collect::<Vec<_>>(), vec![format!("newly skipped: {doc}")]);
+        assert_eq!(
+            uses.iter().map(|u| u.what.as_str()).collect::<Vec<_>>(),
+            vec![format!("newly skipped: {doc}")]
+        );
         assert_eq!(check.skipped_set.unwrap(), vec![doc.to_string()]);
     }
 
@@ -634,20 +875,32 @@ mod tests {
         let guard = allowing(&["b"]);
         let t0 = sets(&["a", "b"], &["b"]);
         let (check, uses) = guard.exempting(&sample::check_with_sets(&["a", "b"], &["b"]), &t0);
-        assert_eq!((uses.len(), check.skipped_set.unwrap()), (0, vec!["b".to_string()]));
+        assert_eq!(
+            (uses.len(), check.skipped_set.unwrap()),
+            (0, vec!["b".to_string()])
+        );
     }
 
     #[test]
     fn a_cache_entry_is_read_back_only_under_its_own_key() {
         let dir = tempfile::tempdir().unwrap();
         let safe = SafeDir::open(dir.path()).unwrap();
-        let Event::CheckResult(mut check) = sample::check_result(0, 1) else { unreachable!() };
+        let Event::CheckResult(mut check) = sample::check_result(0, 1) else {
+            unreachable!()
+        };
         check.iteration = 0;
         write_cache(&safe, "k1", &check, &[]).unwrap();
-        assert!(matches!(read_cache(&safe, "k1", 1, &green_only), CacheRead::Hit { check: c, confirmations } if c == check && confirmations.is_empty()));
-        assert!(matches!(read_cache(&safe, "k2", 1, &green_only), CacheRead::Miss(None)));
+        assert!(
+            matches!(read_cache(&safe, "k1", 1, &green_only), CacheRead::Hit { check: c, confirmations } if c == check && confirmations.is_empty())
+        );
+        assert!(matches!(
+            read_cache(&safe, "k2", 1, &green_only),
+            CacheRead::Miss(None)
+        ));
         std::fs::rename(dir.path().join("k1.json"), dir.path().join("k2.json")).unwrap();
-        let CacheRead::Miss(Some(note)) = read_cache(&safe, "k2", 1, &green_only) else { panic!("a moved entry was trusted") };
+        let CacheRead::Miss(Some(note)) = read_cache(&safe, "k2", 1, &green_only) else {
+            panic!("a moved entry was trusted")
+        };
         assert_eq!(note, "cache entry check-baselines/k2.json ignored (it names another key); the baseline was recomputed");
     }
 
@@ -656,8 +909,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let safe = SafeDir::open(dir.path()).unwrap();
         std::fs::write(dir.path().join("k.json"), b"{\"format\":1,").unwrap();
-        let CacheRead::Miss(Some(note)) = read_cache(&safe, "k", 1, &green_only) else { panic!("a malformed entry was trusted") };
-        assert!(note.starts_with("cache entry check-baselines/k.json ignored (malformed: "), "{note}");
+        let CacheRead::Miss(Some(note)) = read_cache(&safe, "k", 1, &green_only) else {
+            panic!("a malformed entry was trusted")
+        };
+        assert!(
+            note.starts_with("cache entry check-baselines/k.json ignored (malformed: "),
+            "{note}"
+        );
     }
 
     fn green_only(check: &CheckResult) -> bool {
@@ -665,36 +923,81 @@ mod tests {
     }
 
     fn green_t0() -> CheckResult {
-        let Event::CheckResult(mut check) = sample::check_result(0, 0) else { unreachable!() };
+        let Event::CheckResult(mut check) = sample::check_result(0, 0) else {
+            unreachable!()
+        };
         check.iteration = 0;
         check.stdout.artifact = Some("artifacts/0000-check.stdout".into());
         check
     }
 
     fn confirmation(k: u64, agrees: bool) -> ConfirmationRecord {
-        ConfirmationRecord { confirmation: k, same_tree_as: None, agrees, stability_lower_bound: 0.27, confidence: 0.95, stability_target: 0.95, check: green_t0() }
+        ConfirmationRecord {
+            confirmation: k,
+            same_tree_as: None,
+            agrees,
+            stability_lower_bound: 0.27,
+            confidence: 0.95,
+            stability_target: 0.95,
+            check: green_t0(),
+        }
     }
 
     #[test]
-    fn a_cached_green_is_read_back_with_the_confirmations_the_run_asks_for_their_artifacts_unnamed() {
+    fn a_cached_green_is_read_back_with_the_confirmations_the_run_asks_for_their_artifacts_unnamed()
+    {
         let dir = tempfile::tempdir().unwrap();
         let safe = SafeDir::open(dir.path()).unwrap();
-        write_cache(&safe, "k", &green_t0(), &[confirmation(1, true), confirmation(2, true)]).unwrap();
-        let CacheRead::Hit { confirmations, .. } = read_cache(&safe, "k", 1, &green_only) else { panic!("a confirmed green was not read back") };
-        assert_eq!(confirmations.iter().map(|c| (c.confirmation, c.check.stdout.artifact.clone())).collect::<Vec<_>>(), vec![(1, None)]);
-        assert!(matches!(read_cache(&safe, "k", 0, &green_only), CacheRead::Hit { confirmations, .. } if confirmations.is_empty()));
+        write_cache(
+            &safe,
+            "k",
+            &green_t0(),
+            &[confirmation(1, true), confirmation(2, true)],
+        )
+        .unwrap();
+        let CacheRead::Hit { confirmations, .. } = read_cache(&safe, "k", 1, &green_only) else {
+            panic!("a confirmed green was not read back")
+        };
+        assert_eq!(
+            confirmations
+                .iter()
+                .map(|c| (c.confirmation, c.check.stdout.artifact.clone()))
+                .collect::<Vec<_>>(),
+            vec![(1, None)]
+        );
+        assert!(
+            matches!(read_cache(&safe, "k", 0, &green_only), CacheRead::Hit { confirmations, .. } if confirmations.is_empty())
+        );
     }
 
     #[test]
-    fn a_cached_green_with_fewer_agreeing_confirmations_than_the_run_asks_for_is_ignored_and_recomputed() {
+    fn a_cached_green_with_fewer_agreeing_confirmations_than_the_run_asks_for_is_ignored_and_recomputed(
+    ) {
         let dir = tempfile::tempdir().unwrap();
         let safe = SafeDir::open(dir.path()).unwrap();
         write_cache(&safe, "k", &green_t0(), &[]).unwrap();
-        let CacheRead::Miss(Some(note)) = read_cache(&safe, "k", 1, &green_only) else { panic!("an unconfirmed green was trusted") };
+        let CacheRead::Miss(Some(note)) = read_cache(&safe, "k", 1, &green_only) else {
+            panic!("an unconfirmed green was trusted")
+        };
         assert_eq!(note, "cache entry check-baselines/k.json ignored (a green confirmed by 0 agreeing rerun(s), not the 1 this run asks for); the baseline was recomputed");
-        write_cache(&safe, "k", &green_t0(), &[confirmation(1, true), confirmation(2, false)]).unwrap();
-        assert!(matches!(read_cache(&safe, "k", 2, &green_only), CacheRead::Miss(Some(_))), "a disagreeing confirmation confirms nothing");
-        assert!(matches!(read_cache(&safe, "k", 1, &green_only), CacheRead::Hit { .. }));
+        write_cache(
+            &safe,
+            "k",
+            &green_t0(),
+            &[confirmation(1, true), confirmation(2, false)],
+        )
+        .unwrap();
+        assert!(
+            matches!(
+                read_cache(&safe, "k", 2, &green_only),
+                CacheRead::Miss(Some(_))
+            ),
+            "a disagreeing confirmation confirms nothing"
+        );
+        assert!(matches!(
+            read_cache(&safe, "k", 1, &green_only),
+            CacheRead::Hit { .. }
+        ));
     }
 
     #[test]
@@ -702,8 +1005,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let safe = SafeDir::open(dir.path()).unwrap();
         let entry = serde_json::json!({"format": CACHE_FORMAT, "key": "k", "check": green_t0()});
-        std::fs::write(dir.path().join("k.json"), serde_json::to_vec(&entry).unwrap()).unwrap();
-        let CacheRead::Miss(Some(note)) = read_cache(&safe, "k", 0, &green_only) else { panic!("an entry without confirmations was trusted") };
-        assert!(note.contains("malformed: missing field `confirmations`"), "{note}");
+        std::fs::write(
+            dir.path().join("k.json"),
+            serde_json::to_vec(&entry).unwrap(),
+        )
+        .unwrap();
+        let CacheRead::Miss(Some(note)) = read_cache(&safe, "k", 0, &green_only) else {
+            panic!("an entry without confirmations was trusted")
+        };
+        assert!(
+            note.contains("malformed: missing field `confirmations`"),
+            "{note}"
+        );
     }
 }

@@ -37,32 +37,52 @@ impl BudgetInput {
         let usd_micros = self
             .usd
             .as_deref()
-            .map(|raw| budget::parse_usd_micros(raw).map_err(|e| Failure::usage(format!("--budget-usd: {e}"))))
+            .map(|raw| {
+                budget::parse_usd_micros(raw)
+                    .map_err(|e| Failure::usage(format!("--budget-usd: {e}")))
+            })
             .transpose()?;
         let tokens = self
             .tokens
             .as_deref()
             .map(|raw| {
-                raw.trim().parse::<u64>().map_err(|_| Failure::usage(format!("--budget-tokens: {:?} is not a whole number of tokens", crate::inert::inert(raw))))
+                raw.trim().parse::<u64>().map_err(|_| {
+                    Failure::usage(format!(
+                        "--budget-tokens: {:?} is not a whole number of tokens",
+                        crate::inert::inert(raw)
+                    ))
+                })
             })
             .transpose()?;
         let wall_ms = self.wall.as_deref().map(parse_wall_ms).transpose()?;
         if usd_micros == Some(0) || tokens == Some(0) || wall_ms == Some(0) {
-            return Err(Failure::usage("a budget cap must be greater than 0 (a cap of 0 allows no iteration)"));
+            return Err(Failure::usage(
+                "a budget cap must be greater than 0 (a cap of 0 allows no iteration)",
+            ));
         }
         let unknown_money = self.unknown_money.unwrap_or_default();
         if usd_micros.is_some() && unknown_money == UnknownMoney::Refuse {
             return Err(Failure::usage("--budget-usd: a usage record may carry no money (no usd reported, no price for its model), and nothing says how to count it")
                 .with_hint("add --budget-unknown-money ignore (count it as 0) or halt (halt budget_exceeded at the first one), or `unknown_money = \"...\"` in [budget]"));
         }
-        Ok(BudgetPins { usd_micros, tokens, wall_ms, unknown_money })
+        Ok(BudgetPins {
+            usd_micros,
+            tokens,
+            wall_ms,
+            unknown_money,
+        })
     }
 }
 
 /// `--budget-wall`: seconds (`90`, `1.5`) or one number with a unit (`30s`, `15m`, `2h`, `1d`).
 pub fn parse_wall_ms(raw: &str) -> Result<u64, Failure> {
     let t = raw.trim();
-    let bad = || Failure::usage(format!("--budget-wall: {:?} is not a duration (seconds, or a number with s, m, h or d)", crate::inert::inert(raw)));
+    let bad = || {
+        Failure::usage(format!(
+            "--budget-wall: {:?} is not a duration (seconds, or a number with s, m, h or d)",
+            crate::inert::inert(raw)
+        ))
+    };
     let (number, unit) = match t.char_indices().last() {
         Some((i, c)) if c.is_ascii_alphabetic() => (&t[..i], c),
         _ => (t, 's'),
@@ -102,23 +122,42 @@ impl BudgetSection {
             toml::Value::String(s) => s,
             other => other.to_string(),
         };
-        BudgetInput { usd: self.usd.map(text), tokens: self.tokens.map(text), wall: self.wall_seconds.map(text), unknown_money: self.unknown_money }
+        BudgetInput {
+            usd: self.usd.map(text),
+            tokens: self.tokens.map(text),
+            wall: self.wall_seconds.map(text),
+            unknown_money: self.unknown_money,
+        }
     }
 }
 
 /// The pinned model as the drift rule compares it.
 pub fn pinned_model(model: &super::config::ModelPins) -> PinnedModel {
-    PinnedModel { provider: model.provider.clone(), id: model.id.clone(), auxiliary: model.auxiliary.clone() }
+    PinnedModel {
+        provider: model.provider.clone(),
+        id: model.id.clone(),
+        auxiliary: model.auxiliary.clone(),
+    }
 }
 
 impl ActiveRun<'_> {
     /// The budget rules at `point` of the current iteration (`BeforeAgent`: before one more).
     pub(super) fn budget_step(&self, point: Point) -> Step {
-        let records: Vec<&crate::receipt::history::IterationRecord> = self.history.iterations.iter().filter(|r| r.exec.is_some()).collect();
+        let records: Vec<&crate::receipt::history::IterationRecord> = self
+            .history
+            .iterations
+            .iter()
+            .filter(|r| r.exec.is_some())
+            .collect();
         if point != Point::BeforeAgent && self.history.current().is_none_or(|r| r.exec.is_none()) {
             return Step::Continue;
         }
-        match budget::decide_at(&records, point, &self.cfg.budget, &pinned_model(&self.cfg.model)) {
+        match budget::decide_at(
+            &records,
+            point,
+            &self.cfg.budget,
+            &pinned_model(&self.cfg.model),
+        ) {
             Some((reason, detail)) => Step::Halt(reason, detail),
             None => Step::Continue,
         }
@@ -127,7 +166,10 @@ impl ActiveRun<'_> {
 
 /// Whether a reason is one the budget rules decide.
 pub fn is_budget_reason(reason: HaltReason) -> bool {
-    matches!(reason, HaltReason::BudgetExceeded | HaltReason::CostAnomaly | HaltReason::ModelDriftDetected)
+    matches!(
+        reason,
+        HaltReason::BudgetExceeded | HaltReason::CostAnomaly | HaltReason::ModelDriftDetected
+    )
 }
 
 #[cfg(test)]
@@ -147,19 +189,43 @@ mod tests {
 
     #[test]
     fn a_usd_cap_without_a_choice_for_unknown_money_is_refused() {
-        let err = BudgetInput { usd: Some("1".into()), ..Default::default() }.resolve().unwrap_err();
+        let err = BudgetInput {
+            usd: Some("1".into()),
+            ..Default::default()
+        }
+        .resolve()
+        .unwrap_err();
         assert!(err.to_string().contains("--budget-usd"), "{err}");
-        let pins = BudgetInput { usd: Some("1".into()), unknown_money: Some(UnknownMoney::Ignore), ..Default::default() }.resolve().unwrap();
+        let pins = BudgetInput {
+            usd: Some("1".into()),
+            unknown_money: Some(UnknownMoney::Ignore),
+            ..Default::default()
+        }
+        .resolve()
+        .unwrap();
         assert_eq!(pins.usd_micros, Some(1_000_000));
     }
 
     #[test]
     fn negative_zero_and_non_numeric_caps_are_refused() {
         for input in [
-            BudgetInput { tokens: Some("-1".into()), ..Default::default() },
-            BudgetInput { tokens: Some("0".into()), ..Default::default() },
-            BudgetInput { usd: Some("-0.5".into()), unknown_money: Some(UnknownMoney::Halt), ..Default::default() },
-            BudgetInput { wall: Some("soon".into()), ..Default::default() },
+            BudgetInput {
+                tokens: Some("-1".into()),
+                ..Default::default()
+            },
+            BudgetInput {
+                tokens: Some("0".into()),
+                ..Default::default()
+            },
+            BudgetInput {
+                usd: Some("-0.5".into()),
+                unknown_money: Some(UnknownMoney::Halt),
+                ..Default::default()
+            },
+            BudgetInput {
+                wall: Some("soon".into()),
+                ..Default::default()
+            },
         ] {
             assert!(input.clone().resolve().is_err(), "{input:?}");
         }

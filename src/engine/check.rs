@@ -6,14 +6,14 @@
 //! `crate::testreport`'s; this module only gathers the inputs and shapes the receipt's record.
 
 use super::commands::run_in_zone;
-use crate::rules::verdict::Verdict;
-use crate::error::Failure;
 use crate::ending::Ending;
+use crate::error::Failure;
 use crate::receipt::events::{CheckEvidence, CheckResult, DisagreementRecord, ReportRecord};
+use crate::rules::verdict::Verdict;
 use crate::safefs::SafeDir;
 use crate::testreport::agreement::{self, Agreement, CapturedOutput};
-use crate::testreport::paths::{self, DeclaredReport, ReportPatterns};
 use crate::testreport::excerpt::MAX_EXCERPTS;
+use crate::testreport::paths::{self, DeclaredReport, ReportPatterns};
 use crate::testreport::{shown, Excerpt, ParsedReport};
 use crate::zones::{Zone, ZoneCommand, ZoneRun};
 use std::collections::{BTreeMap, BTreeSet};
@@ -55,7 +55,12 @@ impl TestSets {
 
     /// How many entries [`TestSets::listed`] lists.
     pub fn entries(set: &BTreeSet<String>, repeats: &BTreeMap<String, u64>) -> u64 {
-        set.len() as u64 + repeats.iter().filter(|(id, _)| set.contains(*id)).map(|(_, n)| n.saturating_sub(1)).sum::<u64>()
+        set.len() as u64
+            + repeats
+                .iter()
+                .filter(|(id, _)| set.contains(*id))
+                .map(|(_, n)| n.saturating_sub(1))
+                .sum::<u64>()
     }
 
     /// A receipt's list read back as a set and its repeats (the inverse of [`TestSets::listed`];
@@ -77,7 +82,10 @@ impl TestSets {
         self.collected.extend(report.collected.iter().cloned());
         self.failing.extend(report.failing.iter().cloned());
         self.skipped.extend(report.skipped.iter().cloned());
-        for (mine, theirs) in [(&mut self.collected_repeats, &report.collected_repeats), (&mut self.skipped_repeats, &report.skipped_repeats)] {
+        for (mine, theirs) in [
+            (&mut self.collected_repeats, &report.collected_repeats),
+            (&mut self.skipped_repeats, &report.skipped_repeats),
+        ] {
             for (id, n) in theirs {
                 let count = mine.entry(id.clone()).or_insert(*n);
                 *count = (*count).max(*n);
@@ -98,7 +106,11 @@ pub enum ReportOutcome {
     NotRead,
     /// The declared reports as read, the sets over every source that parsed (none: no source
     /// named any test), and the agreement of the evidence with the exit code.
-    Read { reports: Vec<DeclaredReport>, sets: Option<TestSets>, agreement: Agreement },
+    Read {
+        reports: Vec<DeclaredReport>,
+        sets: Option<TestSets>,
+        agreement: Agreement,
+    },
     /// The report patterns could not be resolved (a walk past its bounds).
     Unresolvable(String),
 }
@@ -114,9 +126,10 @@ impl ReportOutcome {
     /// The first reason a declared report could not be used.
     pub fn error(&self) -> Option<String> {
         match self {
-            ReportOutcome::Read { reports, .. } => {
-                reports.iter().find_map(|r| r.result.as_ref().err()).map(|e| e.to_string())
-            }
+            ReportOutcome::Read { reports, .. } => reports
+                .iter()
+                .find_map(|r| r.result.as_ref().err())
+                .map(|e| e.to_string()),
             ReportOutcome::Unresolvable(e) => Some(e.clone()),
             ReportOutcome::NotRead => None,
         }
@@ -161,8 +174,13 @@ impl CheckOutcome {
 
     /// The verdict of the exit code and the evidence (see [`Verdict::of_check`]).
     pub fn verdict(&self) -> Verdict {
-        let disagrees = matches!(&self.report, ReportOutcome::Read { agreement: Agreement::Disagree { .. }, .. })
-            || matches!(&self.report, ReportOutcome::Unresolvable(_));
+        let disagrees = matches!(
+            &self.report,
+            ReportOutcome::Read {
+                agreement: Agreement::Disagree { .. },
+                ..
+            }
+        ) || matches!(&self.report, ReportOutcome::Unresolvable(_));
         Verdict::of_evidence(&self.run.ending, disagrees)
     }
 
@@ -186,7 +204,9 @@ impl CheckOutcome {
             junit_error: self.report.error(),
             evidence: self.evidence(),
             coverage: self.coverage.as_ref().map(|c| c.record.clone()),
-            failure_digests: sets.map(|s| super::excerpts::digests(&s.excerpts)).filter(|d| !d.is_empty()),
+            failure_digests: sets
+                .map(|s| super::excerpts::digests(&s.excerpts))
+                .filter(|d| !d.is_empty()),
             excerpts_artifact: self.excerpts_artifact.clone(),
             score: self.score.clone(),
             // The baseline records it (`super::baseline`); an iteration's check does not.
@@ -202,30 +222,64 @@ impl CheckOutcome {
                 verdict: "disagree".into(),
                 reports: vec![],
                 sources: vec![],
-                disagreements: vec![DisagreementRecord { kind: "report_unusable".into(), subject: "--report".into(), detail: bounded(detail) }],
+                disagreements: vec![DisagreementRecord {
+                    kind: "report_unusable".into(),
+                    subject: "--report".into(),
+                    detail: bounded(detail),
+                }],
             }),
-            ReportOutcome::Read { reports, agreement, .. } => {
+            ReportOutcome::Read {
+                reports, agreement, ..
+            } => {
                 let reports = reports
                     .iter()
                     .map(|r| ReportRecord {
                         pattern: cut(&crate::inert::inert(&r.pattern), MAX_REPORT_PATH_CHARS),
-                        path: r.path.as_deref().map(|p| cut(&crate::inert::inert(p), MAX_REPORT_PATH_CHARS)),
+                        path: r
+                            .path
+                            .as_deref()
+                            .map(|p| cut(&crate::inert::inert(p), MAX_REPORT_PATH_CHARS)),
                         format: r.result.as_ref().ok().map(|p| p.format.name().to_string()),
-                        counts: r.result.as_ref().ok().map(|p| [p.counts.total, p.counts.passed, p.counts.failed, p.counts.skipped]),
+                        counts: r.result.as_ref().ok().map(|p| {
+                            [
+                                p.counts.total,
+                                p.counts.passed,
+                                p.counts.failed,
+                                p.counts.skipped,
+                            ]
+                        }),
                         error: r.result.as_ref().err().map(|e| bounded(&e.to_string())),
                     })
                     .collect();
                 let records = |found: &[agreement::Disagreement]| {
-                    found.iter().map(|d| DisagreementRecord { kind: d.kind().into(), subject: shown(&d.subject()), detail: bounded(&d.to_string()) }).collect()
+                    found
+                        .iter()
+                        .map(|d| DisagreementRecord {
+                            kind: d.kind().into(),
+                            subject: shown(&d.subject()),
+                            detail: bounded(&d.to_string()),
+                        })
+                        .collect()
                 };
                 // A red run's disagreements are the gaps in its evidence (no failure among them):
                 // its sets count as met targets only without any (`crate::rules::verdict::evidence_gaps`).
                 let (verdict, sources, disagreements) = match agreement {
-                    Agreement::Green { sources } => ("green", sources.iter().map(|s| shown(&s.name)).collect(), vec![]),
+                    Agreement::Green { sources } => (
+                        "green",
+                        sources.iter().map(|s| shown(&s.name)).collect(),
+                        vec![],
+                    ),
                     Agreement::Red { gaps, .. } => ("red", vec![], records(gaps)),
-                    Agreement::Disagree { disagreements } => ("disagree", vec![], records(disagreements)),
+                    Agreement::Disagree { disagreements } => {
+                        ("disagree", vec![], records(disagreements))
+                    }
                 };
-                Some(CheckEvidence { verdict: verdict.into(), reports, sources, disagreements })
+                Some(CheckEvidence {
+                    verdict: verdict.into(),
+                    reports,
+                    sources,
+                    disagreements,
+                })
             }
         }
     }
@@ -253,13 +307,23 @@ pub struct Artifacts<'a> {
 impl CheckOutcome {
     /// The check's captured stdout as its artifact in `dir` (the run directory's `rel`) kept it.
     pub fn stdout(&self, dir: &SafeDir, rel: &str) -> Vec<u8> {
-        captured(&Artifacts { dir, rel, stem: String::new() }, self.run.output.stdout.artifact.as_deref())
+        captured(
+            &Artifacts {
+                dir,
+                rel,
+                stem: String::new(),
+            },
+            self.run.output.stdout.artifact.as_deref(),
+        )
     }
 }
 
 /// The bytes of a captured stream as its artifact kept them (bounded head and tail).
 fn captured(artifacts: &Artifacts<'_>, artifact: Option<&str>) -> Vec<u8> {
-    let Some(name) = artifact.and_then(|a| a.strip_prefix(artifacts.rel)).map(|a| a.trim_start_matches('/')) else {
+    let Some(name) = artifact
+        .and_then(|a| a.strip_prefix(artifacts.rel))
+        .map(|a| a.trim_start_matches('/'))
+    else {
         return Vec::new();
     };
     let limit = (crate::capture::HEAD_BYTES + crate::capture::TAIL_BYTES) as u64 + 4096;
@@ -267,7 +331,12 @@ fn captured(artifacts: &Artifacts<'_>, artifact: Option<&str>) -> Vec<u8> {
 }
 
 /// Read the evidence of a check that exited with `exit_code`.
-fn read_evidence(exit_code: Option<i32>, run: &ZoneRun, artifacts: &Artifacts<'_>, source: Option<ReportSource<'_>>) -> ReportOutcome {
+fn read_evidence(
+    exit_code: Option<i32>,
+    run: &ZoneRun,
+    artifacts: &Artifacts<'_>,
+    source: Option<ReportSource<'_>>,
+) -> ReportOutcome {
     let reports = match source {
         None => Vec::new(),
         Some(source) => match paths::collect(source.dir, source.patterns, None) {
@@ -277,8 +346,11 @@ fn read_evidence(exit_code: Option<i32>, run: &ZoneRun, artifacts: &Artifacts<'_
     };
     let stdout = captured(artifacts, run.output.stdout.artifact.as_deref());
     let stderr = captured(artifacts, run.output.stderr.artifact.as_deref());
-    let output =
-        CapturedOutput { stdout: &stdout, stderr: &stderr, truncated: run.output.stdout.truncated || run.output.stderr.truncated };
+    let output = CapturedOutput {
+        stdout: &stdout,
+        stderr: &stderr,
+        truncated: run.output.stdout.truncated || run.output.stderr.truncated,
+    };
     let mut sets: Option<TestSets> = None;
     for parsed in reports.iter().filter_map(|r| r.result.as_ref().ok()) {
         sets.get_or_insert_with(TestSets::default).add(parsed);
@@ -287,7 +359,11 @@ fn read_evidence(exit_code: Option<i32>, run: &ZoneRun, artifacts: &Artifacts<'_
         sets.get_or_insert_with(TestSets::default).add(&libtest);
     }
     let agreement = agreement::agree(exit_code, &reports, &output);
-    ReportOutcome::Read { reports, sets, agreement }
+    ReportOutcome::Read {
+        reports,
+        sets,
+        agreement,
+    }
 }
 
 /// Run the check `cmd` in `zone` and, when it exited, read its evidence: the reports `report`
@@ -318,8 +394,19 @@ pub fn run_check(
     let excerpts = report.sets().map(|s| &s.excerpts);
     let excerpts_artifact = match excerpts {
         Some(e) => super::excerpts::write(artifacts.dir, artifacts.rel, &artifacts.stem, e)
-            .map_err(|e| Failure::internal(format!("the check's failure excerpts cannot be kept: {e}")))?,
+            .map_err(|e| {
+                Failure::internal(format!("the check's failure excerpts cannot be kept: {e}"))
+            })?,
         None => None,
     };
-    Ok(Ok(CheckOutcome { run, report, coverage: None, tree_writes: None, excerpts_artifact, score: None, sight, sentinel_proofs: Vec::new() }))
+    Ok(Ok(CheckOutcome {
+        run,
+        report,
+        coverage: None,
+        tree_writes: None,
+        excerpts_artifact,
+        score: None,
+        sight,
+        sentinel_proofs: Vec::new(),
+    }))
 }

@@ -64,7 +64,15 @@ pub struct Unlisted(pub String);
 /// of a mismatch that is never read back as the expectation (insta's `*.snap.new` and
 /// `*.pending-snap`, ApprovalTests' `*.received.*`).
 pub fn harmless(path: &[u8]) -> bool {
-    let caches: [&[u8]; 7] = [b"__pycache__", b".pytest_cache", b".mypy_cache", b".ruff_cache", b".hypothesis", b".cache", b".tox"];
+    let caches: [&[u8]; 7] = [
+        b"__pycache__",
+        b".pytest_cache",
+        b".mypy_cache",
+        b".ruff_cache",
+        b".hypothesis",
+        b".cache",
+        b".tox",
+    ];
     if path.split(|&b| b == b'/').any(|c| caches.contains(&c)) {
         return true;
     }
@@ -80,15 +88,23 @@ pub fn harmless(path: &[u8]) -> bool {
 /// Every path of `tested` (the tree as the check saw it) that the check's scratch upper layer
 /// `upper` modified, replaced or deleted, and every file it created where `counts(path, is_dir)`
 /// holds (a new directory it refuses is not descended into), in path order, read within `limits`.
-pub fn writes(tested: &Manifest, upper: &Path, limits: &sandbox::WorkspaceLimits, counts: &dyn Fn(&[u8], bool) -> bool) -> Result<Vec<TreeWrite>, Unlisted> {
+pub fn writes(
+    tested: &Manifest,
+    upper: &Path,
+    limits: &sandbox::WorkspaceLimits,
+    counts: &dyn Fn(&[u8], bool) -> bool,
+) -> Result<Vec<TreeWrite>, Unlisted> {
     let mut bounds = Bounds::snapshot(limits);
-    let after = snapshot::over_tree_paths(tested, upper, &mut bounds, counts).map_err(|e| Unlisted(e.to_string()))?;
+    let after = snapshot::over_tree_paths(tested, upper, &mut bounds, counts)
+        .map_err(|e| Unlisted(e.to_string()))?;
     let mut out = Vec::new();
     for (path, change) in after.changes(tested) {
         let kind = match change {
             ChangeKind::Hardlinked => continue,
             // The other side of a replacement (reported at the deleted path), or a new file.
-            ChangeKind::Added if tested.get(&path).is_some() || something_at(tested, &path) => continue,
+            ChangeKind::Added if tested.get(&path).is_some() || something_at(tested, &path) => {
+                continue
+            }
             ChangeKind::Added => WriteKind::Created,
             ChangeKind::Modified => {
                 let same_kind = match (tested.get(&path), after.manifest.get(&path)) {
@@ -119,14 +135,23 @@ fn something_at(tree: &Manifest, path: &[u8]) -> bool {
     if tree.has_beneath(path) {
         return true;
     }
-    path.iter().enumerate().filter(|(_, b)| **b == b'/').any(|(i, _)| tree.get(&path[..i]).is_some())
+    path.iter()
+        .enumerate()
+        .filter(|(_, b)| **b == b'/')
+        .any(|(i, _)| tree.get(&path[..i]).is_some())
 }
 
 /// The guard's finding for a check of `iteration` (`what`: which run of the check, e.g. "the
 /// check of iteration 3", "the check on t0"), if it wrote to its tree or its writes could not be
 /// listed.
-pub fn finding(iteration: u64, what: &str, listed: &Result<Vec<TreeWrite>, Unlisted>) -> Option<GuardRecord> {
-    let record = |detail: String, findings: Vec<FindingRecord>| super::coverage_guard::violation(iteration, detail, findings);
+pub fn finding(
+    iteration: u64,
+    what: &str,
+    listed: &Result<Vec<TreeWrite>, Unlisted>,
+) -> Option<GuardRecord> {
+    let record = |detail: String, findings: Vec<FindingRecord>| {
+        super::coverage_guard::violation(iteration, detail, findings)
+    };
     match listed {
         Err(Unlisted(why)) => Some(record(
             format!("{what} left writes that cannot be listed ({}), so it has not shown that it left the tree it tested unchanged", shown(why)),
@@ -153,7 +178,10 @@ fn findings_of(writes: &[TreeWrite]) -> Vec<FindingRecord> {
     let mut out: Vec<FindingRecord> = writes
         .iter()
         .take(MAX_NAMED)
-        .map(|w| FindingRecord { path: Some(shown(&String::from_utf8_lossy(&w.path))), what: format!("{} by the check", w.kind.as_str()) })
+        .map(|w| FindingRecord {
+            path: Some(shown(&String::from_utf8_lossy(&w.path))),
+            what: format!("{} by the check", w.kind.as_str()),
+        })
         .collect();
     if writes.len() > MAX_NAMED {
         let mut h = Sha256::new();
@@ -184,23 +212,52 @@ mod tests {
 
     fn tested() -> Manifest {
         let mut m = Manifest::default();
-        for p in ["src/calc.py", "tests/test_calc.py", "tests/helpers.py", "run.sh", "docs/a", "docs/b"] {
-            let kind = if p == "run.sh" { EntryKind::Executable } else { EntryKind::File };
-            m.insert(p.as_bytes().to_vec(), Entry { kind, oid: blob_id(p.as_bytes()) }).unwrap();
+        for p in [
+            "src/calc.py",
+            "tests/test_calc.py",
+            "tests/helpers.py",
+            "run.sh",
+            "docs/a",
+            "docs/b",
+        ] {
+            let kind = if p == "run.sh" {
+                EntryKind::Executable
+            } else {
+                EntryKind::File
+            };
+            m.insert(
+                p.as_bytes().to_vec(),
+                Entry {
+                    kind,
+                    oid: blob_id(p.as_bytes()),
+                },
+            )
+            .unwrap();
         }
         m
     }
 
     fn listed(upper: &Path) -> Vec<(String, WriteKind)> {
-        writes(&tested(), upper, &sandbox::WorkspaceLimits::default(), &|_, _| false)
-            .unwrap()
-            .into_iter()
-            .map(|w| (String::from_utf8_lossy(&w.path).into_owned(), w.kind))
-            .collect()
+        writes(
+            &tested(),
+            upper,
+            &sandbox::WorkspaceLimits::default(),
+            &|_, _| false,
+        )
+        .unwrap()
+        .into_iter()
+        .map(|w| (String::from_utf8_lossy(&w.path).into_owned(), w.kind))
+        .collect()
     }
 
     fn whiteout(path: &Path) {
-        nix::sys::stat::mknod(path, nix::sys::stat::SFlag::S_IFCHR, nix::sys::stat::Mode::empty(), 0).unwrap();
+        nix::sys::stat::mknod(
+            path,
+            nix::sys::stat::SFlag::S_IFCHR,
+            nix::sys::stat::Mode::empty(),
+            0,
+        )
+        .unwrap();
     }
 
     #[test]
@@ -208,7 +265,11 @@ mod tests {
         let upper = tempfile::tempdir().unwrap();
         let u = upper.path();
         std::fs::create_dir_all(u.join("tests/__pycache__")).unwrap();
-        std::fs::write(u.join("tests/__pycache__/test_calc.cpython-311.pyc"), b"pyc").unwrap();
+        std::fs::write(
+            u.join("tests/__pycache__/test_calc.cpython-311.pyc"),
+            b"pyc",
+        )
+        .unwrap();
         std::fs::create_dir_all(u.join("target/debug/deps")).unwrap();
         std::fs::write(u.join("target/debug/deps/calc-1234"), b"elf").unwrap();
         std::fs::create_dir(u.join(".pytest_cache")).unwrap();
@@ -221,26 +282,54 @@ mod tests {
         let upper = tempfile::tempdir().unwrap();
         let u = upper.path();
         std::fs::create_dir_all(u.join("tests/__snapshots__")).unwrap();
-        std::fs::write(u.join("tests/__snapshots__/calc.test.js.snap"), b"exports[`adds 1`] = `4`;").unwrap();
+        std::fs::write(
+            u.join("tests/__snapshots__/calc.test.js.snap"),
+            b"exports[`adds 1`] = `4`;",
+        )
+        .unwrap();
         std::fs::write(u.join("tests/golden.txt"), b"buggy output").unwrap();
         std::fs::create_dir_all(u.join("target/debug")).unwrap();
         std::fs::write(u.join("target/debug/calc"), b"elf").unwrap();
         // Counts beneath tests/ only; target/ is refused, so never descended into.
         let counts = |p: &[u8], _: bool| p.starts_with(b"tests/") && !harmless(p);
-        let got: Vec<(String, WriteKind)> = writes(&tested(), u, &sandbox::WorkspaceLimits::default(), &counts)
-            .unwrap()
-            .into_iter()
-            .map(|w| (String::from_utf8_lossy(&w.path).into_owned(), w.kind))
-            .collect();
-        assert_eq!(got, vec![("tests/__snapshots__/calc.test.js.snap".into(), WriteKind::Created), ("tests/golden.txt".into(), WriteKind::Created)]);
+        let got: Vec<(String, WriteKind)> =
+            writes(&tested(), u, &sandbox::WorkspaceLimits::default(), &counts)
+                .unwrap()
+                .into_iter()
+                .map(|w| (String::from_utf8_lossy(&w.path).into_owned(), w.kind))
+                .collect();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    "tests/__snapshots__/calc.test.js.snap".into(),
+                    WriteKind::Created
+                ),
+                ("tests/golden.txt".into(), WriteKind::Created)
+            ]
+        );
     }
 
     #[test]
     fn caches_bytecode_coverage_and_mismatch_records_are_harmless_creations() {
-        for p in ["tests/__pycache__/t.cpython-311.pyc", "tests/.pytest_cache/v/x", "tests/x.pyc", ".coverage", "tests/.coverage.host.1", "src/snapshots/a.snap.new", "tests/r.received.txt", "tests/.hypothesis/db"] {
+        for p in [
+            "tests/__pycache__/t.cpython-311.pyc",
+            "tests/.pytest_cache/v/x",
+            "tests/x.pyc",
+            ".coverage",
+            "tests/.coverage.host.1",
+            "src/snapshots/a.snap.new",
+            "tests/r.received.txt",
+            "tests/.hypothesis/db",
+        ] {
             assert!(harmless(p.as_bytes()), "{p}");
         }
-        for p in ["tests/golden.txt", "src/__snapshots__/a.snap", "testdata/out.golden", "tests/Report.approved.txt"] {
+        for p in [
+            "tests/golden.txt",
+            "src/__snapshots__/a.snap",
+            "testdata/out.golden",
+            "tests/Report.approved.txt",
+        ] {
             assert!(!harmless(p.as_bytes()), "{p}");
         }
     }
@@ -249,7 +338,11 @@ mod tests {
     fn a_copy_up_with_the_same_content_and_mode_is_no_write() {
         let upper = tempfile::tempdir().unwrap();
         std::fs::create_dir(upper.path().join("tests")).unwrap();
-        std::fs::write(upper.path().join("tests/test_calc.py"), b"tests/test_calc.py").unwrap();
+        std::fs::write(
+            upper.path().join("tests/test_calc.py"),
+            b"tests/test_calc.py",
+        )
+        .unwrap();
         assert_eq!(listed(upper.path()), vec![]);
     }
 
@@ -299,35 +392,68 @@ mod tests {
         std::fs::create_dir(&tests).unwrap();
         let c = std::ffi::CString::new(tests.as_os_str().as_encoded_bytes()).unwrap();
         let n = std::ffi::CString::new(snapshot::OPAQUE_XATTR).unwrap();
-        assert_eq!(unsafe { libc::lsetxattr(c.as_ptr(), n.as_ptr(), b"y".as_ptr().cast(), 1, 0) }, 0);
+        assert_eq!(
+            unsafe { libc::lsetxattr(c.as_ptr(), n.as_ptr(), b"y".as_ptr().cast(), 1, 0) },
+            0
+        );
         std::fs::write(tests.join("test_calc.py"), b"tests/test_calc.py").unwrap();
-        assert_eq!(listed(upper.path()), vec![("tests/helpers.py".into(), WriteKind::Deleted)]);
+        assert_eq!(
+            listed(upper.path()),
+            vec![("tests/helpers.py".into(), WriteKind::Deleted)]
+        );
     }
 
     #[test]
     fn many_writes_are_named_up_to_the_bound_then_counted_and_digested() {
-        let writes: Vec<TreeWrite> = (0..60).map(|i| TreeWrite { path: format!("t/{i:02}").into_bytes(), kind: WriteKind::Deleted }).collect();
+        let writes: Vec<TreeWrite> = (0..60)
+            .map(|i| TreeWrite {
+                path: format!("t/{i:02}").into_bytes(),
+                kind: WriteKind::Deleted,
+            })
+            .collect();
         let found = finding(4, "the check of iteration 4", &Ok(writes)).unwrap();
         assert_eq!(found.halt_reason, HaltReason::MetricIntegrityViolation);
         assert_eq!(found.findings.len(), MAX_NAMED + 1);
-        assert_eq!(found.findings[0], FindingRecord { path: Some("t/00".into()), what: "deleted by the check".into() });
+        assert_eq!(
+            found.findings[0],
+            FindingRecord {
+                path: Some("t/00".into()),
+                what: "deleted by the check".into()
+            }
+        );
         let all: String = (0..60).map(|i| format!("t/{i:02}\n")).collect();
         let digest = hex::encode(Sha256::digest(all.as_bytes()));
-        assert_eq!(found.findings[MAX_NAMED].what, format!("written by the check: 10 more (sha256 of all 60 paths, one a line: {digest})"));
+        assert_eq!(
+            found.findings[MAX_NAMED].what,
+            format!("written by the check: 10 more (sha256 of all 60 paths, one a line: {digest})")
+        );
         assert!(found.detail.starts_with("the check of iteration 4 wrote to 60 path(s) of the tree it tested: t/00 (deleted), t/01 (deleted), t/02 (deleted) and 57 more"), "{}", found.detail);
     }
 
     #[test]
     fn a_path_with_control_characters_is_named_escaped() {
-        let w = vec![TreeWrite { path: b"tests/\x1b[2Jx.py".to_vec(), kind: WriteKind::Modified }];
+        let w = vec![TreeWrite {
+            path: b"tests/\x1b[2Jx.py".to_vec(),
+            kind: WriteKind::Modified,
+        }];
         let found = finding(1, "the check", &Ok(w)).unwrap();
-        assert_eq!(found.findings[0].path.as_deref(), Some("tests/\\u{1b}[2Jx.py"));
+        assert_eq!(
+            found.findings[0].path.as_deref(),
+            Some("tests/\\u{1b}[2Jx.py")
+        );
         assert!(!found.detail.contains('\x1b'));
     }
 
     #[test]
     fn writes_that_cannot_be_listed_are_a_violation_naming_why() {
-        let found = finding(2, "confirmation rerun 1 of iteration 2", &Err(Unlisted("the workspace exceeds workspace.max_entries = 4 at \"x\"".into()))).unwrap();
+        let found = finding(
+            2,
+            "confirmation rerun 1 of iteration 2",
+            &Err(Unlisted(
+                "the workspace exceeds workspace.max_entries = 4 at \"x\"".into(),
+            )),
+        )
+        .unwrap();
         assert_eq!(found.halt_reason, HaltReason::MetricIntegrityViolation);
         assert!(found.detail.starts_with("confirmation rerun 1 of iteration 2 left writes that cannot be listed (the workspace exceeds workspace.max_entries = 4"), "{}", found.detail);
     }

@@ -6,9 +6,9 @@
 
 use super::config::LoopConfig;
 use crate::capture::ArtifactSink;
-use crate::secret::Secret;
 use crate::error::Failure;
 use crate::safefs::SafeDir;
+use crate::secret::Secret;
 use crate::zones::{Role, Zone, ZoneCommand, ZoneRun};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -49,7 +49,10 @@ impl RoleCommand<'_> {
         let (line, timeout_ms) = match self.role {
             Role::Agent => (cfg.exec.clone(), cfg.exec_timeout_ms),
             Role::Check => (cfg.check.clone(), cfg.check_timeout_ms),
-            Role::Judge => cfg.judge.as_ref().map_or((String::new(), 1), |j| (j.command.clone(), j.timeout_ms)),
+            Role::Judge => cfg
+                .judge
+                .as_ref()
+                .map_or((String::new(), 1), |j| (j.command.clone(), j.timeout_ms)),
         };
         let mut env = base_env.to_vec();
         // Only the agent learns the run it is in: the check's zone gives code under test no
@@ -63,7 +66,12 @@ impl RoleCommand<'_> {
         // policy's `env.allow` says.
         let mut inject: Vec<(String, Secret)> = self.credential.into_iter().collect();
         if self.role == Role::Check {
-            inject.extend(cfg.runner.check_env().into_iter().map(|(k, v)| (k, Secret::new(v))));
+            inject.extend(
+                cfg.runner
+                    .check_env()
+                    .into_iter()
+                    .map(|(k, v)| (k, Secret::new(v))),
+            );
         }
         let cwd = match &self.overlay {
             Some(o) => o.target.clone(),
@@ -81,7 +89,10 @@ impl RoleCommand<'_> {
             read_only: Vec::new(),
             read_write: Vec::new(),
             read_only_beneath: Vec::new(),
-            liveness: crate::zones::liveness::Liveness { stall: super::heartbeat::stall_rule(cfg, self.role), heartbeat: None },
+            liveness: crate::zones::liveness::Liveness {
+                stall: super::heartbeat::stall_rule(cfg, self.role),
+                heartbeat: None,
+            },
         }
     }
 }

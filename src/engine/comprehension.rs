@@ -37,7 +37,11 @@ impl ComprehensionInput {
     pub fn over(self, file: ComprehensionInput) -> ComprehensionInput {
         ComprehensionInput {
             every: self.every.or(file.every),
-            reviewers: if self.reviewers.is_empty() { file.reviewers } else { self.reviewers },
+            reviewers: if self.reviewers.is_empty() {
+                file.reviewers
+            } else {
+                self.reviewers
+            },
         }
     }
 
@@ -51,10 +55,12 @@ impl ComprehensionInput {
             }
             return Ok(None);
         };
-        let every = raw
-            .trim()
-            .parse::<u64>()
-            .map_err(|_| Failure::usage(format!("--comprehension-every: {:?} is not a whole number of diffs", crate::inert::inert(&raw))))?;
+        let every = raw.trim().parse::<u64>().map_err(|_| {
+            Failure::usage(format!(
+                "--comprehension-every: {:?} is not a whole number of diffs",
+                crate::inert::inert(&raw)
+            ))
+        })?;
         if every == 0 {
             return Err(Failure::usage("--comprehension-every must be at least 1 (0 would stop before every agent step after the first accepted one)"));
         }
@@ -91,13 +97,19 @@ impl ComprehensionSection {
             toml::Value::String(s) => s,
             other => other.to_string(),
         });
-        ComprehensionInput { every, reviewers: self.reviewers }
+        ComprehensionInput {
+            every,
+            reviewers: self.reviewers,
+        }
     }
 }
 
 /// Read the workspace's ledger and ack log, if any, before a gated run starts or resumes: bad
 /// state there is refused before anything of the run is written.
-pub(super) fn check_state(statedir: &crate::receipt::store::StateDir, pins: Option<&ComprehensionPins>) -> CmdResult<()> {
+pub(super) fn check_state(
+    statedir: &crate::receipt::store::StateDir,
+    pins: Option<&ComprehensionPins>,
+) -> CmdResult<()> {
     if pins.is_none() {
         return Ok(());
     }
@@ -119,28 +131,55 @@ impl ActiveRun<'_> {
         if self.cfg.comprehension.is_none() {
             return Ok(());
         }
-        let Some(ws) = &self.workspace else { return Ok(()) };
+        let Some(ws) = &self.workspace else {
+            return Ok(());
+        };
         let t0 = ws.t0_tree();
         let files = self.comprehension_files()?;
         let ledger = files.ledger_or_create()?;
         let run_id = self.state.run_id.clone();
-        if ledger.entries.iter().any(|e| e.run_id == run_id && e.iteration == n) {
+        if ledger
+            .entries
+            .iter()
+            .any(|e| e.run_id == run_id && e.iteration == n)
+        {
             return Ok(());
         }
-        let from = ledger.entries.iter().rev().find(|e| e.run_id == run_id).map_or(t0, |e| e.to_tree.clone());
+        let from = ledger
+            .entries
+            .iter()
+            .rev()
+            .find(|e| e.run_id == run_id)
+            .map_or(t0, |e| e.to_tree.clone());
         if from == to_tree {
             // An accepted step that changed nothing is no diff to read.
             return Ok(());
         }
         // The tree goes to the repository's object store first, so that the entry's `git diff` works.
-        ws.store_accepted(&self.run).map_err(|e| Failure::workspace(format!("storing the accepted tree of iteration {n} for review: {e}")))?;
-        files.append_entry(&LedgerEntry { run_id, iteration: n, digest: diff_digest(&from, to_tree), from_tree: from, to_tree: to_tree.to_string() })
+        ws.store_accepted(&self.run).map_err(|e| {
+            Failure::workspace(format!(
+                "storing the accepted tree of iteration {n} for review: {e}"
+            ))
+        })?;
+        files.append_entry(&LedgerEntry {
+            run_id,
+            iteration: n,
+            digest: diff_digest(&from, to_tree),
+            from_tree: from,
+            to_tree: to_tree.to_string(),
+        })
     }
 
     /// The gate before the agent step of iteration `n`: past the limit, record the stop and end
     /// this call resumable (`Some`); else, after an earlier stop, record what cleared it.
-    pub(super) fn comprehension_gate(&mut self, n: u64, sink: &mut dyn EventSink) -> CmdResult<Option<RunOutcome>> {
-        let Some(pins) = self.cfg.comprehension.clone() else { return Ok(None) };
+    pub(super) fn comprehension_gate(
+        &mut self,
+        n: u64,
+        sink: &mut dyn EventSink,
+    ) -> CmdResult<Option<RunOutcome>> {
+        let Some(pins) = self.cfg.comprehension.clone() else {
+            return Ok(None);
+        };
         let files = self.comprehension_files()?;
         let ledger = files.ledger_or_create()?;
         let bytes = files.acks()?;
@@ -165,7 +204,15 @@ impl ActiveRun<'_> {
         if !view.over {
             return Ok(None);
         }
-        let rejected: Vec<String> = view.acks.iter().filter_map(|a| a.rejected.as_ref().map(|why| format!("ack line {}: {why}", a.line))).collect();
+        let rejected: Vec<String> = view
+            .acks
+            .iter()
+            .filter_map(|a| {
+                a.rejected
+                    .as_ref()
+                    .map(|why| format!("ack line {}: {why}", a.line))
+            })
+            .collect();
         let mut detail = format!(
             "{} accepted diffs unread, more than --comprehension-every {}: review them and `loopexec ack {} --key REVIEWER_KEY`, then resume",
             view.unread.len(),
@@ -193,30 +240,53 @@ mod tests {
     const KEY: &str = "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a";
 
     fn input(every: &str, reviewers: &[&str]) -> ComprehensionInput {
-        ComprehensionInput { every: Some(every.into()), reviewers: reviewers.iter().map(|s| s.to_string()).collect() }
+        ComprehensionInput {
+            every: Some(every.into()),
+            reviewers: reviewers.iter().map(|s| s.to_string()).collect(),
+        }
     }
 
     #[test]
     fn a_whole_positive_limit_with_a_reviewer_in_a_detached_workspace_is_pinned() {
-        assert_eq!(input("2", &[KEY]).resolve(true).unwrap(), Some(ComprehensionPins { every: 2, reviewers: vec![KEY.into()] }));
+        assert_eq!(
+            input("2", &[KEY]).resolve(true).unwrap(),
+            Some(ComprehensionPins {
+                every: 2,
+                reviewers: vec![KEY.into()]
+            })
+        );
     }
 
     #[test]
     fn zero_negative_and_non_numeric_limits_are_refused() {
         for bad in ["0", "-1", "two", "1.5"] {
-            assert_eq!(input(bad, &[KEY]).resolve(true).unwrap_err().code, crate::error::FailureCode::Usage, "{bad}");
+            assert_eq!(
+                input(bad, &[KEY]).resolve(true).unwrap_err().code,
+                crate::error::FailureCode::Usage,
+                "{bad}"
+            );
         }
     }
 
     #[test]
     fn a_malformed_reviewer_key_is_refused() {
         let err = input("1", &["abc"]).resolve(true).unwrap_err();
-        assert!(err.message.starts_with("--reviewer-pubkey: \"abc\" is not an Ed25519 public key"), "{}", err.message);
+        assert!(
+            err.message
+                .starts_with("--reviewer-pubkey: \"abc\" is not an Ed25519 public key"),
+            "{}",
+            err.message
+        );
     }
 
     #[test]
     fn the_gate_in_place_is_refused() {
         let err = input("1", &[KEY]).resolve(false).unwrap_err();
-        assert!(err.message.starts_with("--comprehension-every needs a detached workspace"), "{}", err.message);
+        assert!(
+            err.message
+                .starts_with("--comprehension-every needs a detached workspace"),
+            "{}",
+            err.message
+        );
     }
 }

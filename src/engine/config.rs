@@ -65,11 +65,19 @@ impl PolicyPin {
     pub fn resolve(source: &str) -> Result<(PolicyPin, sandbox::Policy), Failure> {
         let policy = match source.strip_prefix("builtin:") {
             Some(name) => sandbox::Policy::builtin(name).ok_or_else(|| {
-                Failure::usage(format!("no builtin policy {name:?}")).with_hint("builtin policies: agent, exec, offline")
+                Failure::usage(format!("no builtin policy {name:?}"))
+                    .with_hint("builtin policies: agent, exec, offline")
             })?,
-            None => sandbox::Policy::load(Path::new(source)).map_err(|e| Failure::invalid_input(e.to_string()))?,
+            None => sandbox::Policy::load(Path::new(source))
+                .map_err(|e| Failure::invalid_input(e.to_string()))?,
         };
-        Ok((PolicyPin { source: source.to_string(), sha256: policy.sha256.clone() }, policy))
+        Ok((
+            PolicyPin {
+                source: source.to_string(),
+                sha256: policy.sha256.clone(),
+            },
+            policy,
+        ))
     }
 
     /// Load the pinned policy again, refusing one whose bytes changed since the run started.
@@ -133,8 +141,16 @@ impl GuardPins {
     pub fn rule_set(&self) -> Result<crate::analysis::RuleSet, Failure> {
         let mut rules = crate::analysis::RuleSet::all();
         for pin in &self.disable {
-            let rule: crate::analysis::RuleId = pin.rule.parse().map_err(|e: crate::analysis::AnalysisError| Failure::usage(format!("[guards] disable: {e}")))?;
-            rules.disable(rule, &pin.reason).map_err(|e| Failure::usage(format!("[guards] disable: {e}")).with_hint("give each disabled rule a `reason = \"...\"` the receipt records"))?;
+            let rule: crate::analysis::RuleId =
+                pin.rule
+                    .parse()
+                    .map_err(|e: crate::analysis::AnalysisError| {
+                        Failure::usage(format!("[guards] disable: {e}"))
+                    })?;
+            rules.disable(rule, &pin.reason).map_err(|e| {
+                Failure::usage(format!("[guards] disable: {e}"))
+                    .with_hint("give each disabled rule a `reason = \"...\"` the receipt records")
+            })?;
         }
         Ok(rules)
     }
@@ -152,7 +168,8 @@ impl GuardPins {
 
     /// The test-determining surface these pins describe.
     pub fn surface_spec(&self) -> Result<crate::analysis::surface::SurfaceSpec, Failure> {
-        crate::analysis::surface::SurfaceSpec::new(&self.surface).map_err(|e| Failure::usage(format!("[guards] surface: {e}")))
+        crate::analysis::surface::SurfaceSpec::new(&self.surface)
+            .map_err(|e| Failure::usage(format!("[guards] surface: {e}")))
     }
 }
 
@@ -208,7 +225,10 @@ pub struct LoopConfig {
     pub report: Vec<String>,
     /// The declared coverage report and the coverage guard's tolerance (`--coverage`,
     /// `coverage`, `coverage_tolerance`; docs/guards.md). Absent in receipts pinned before it.
-    #[serde(default, skip_serializing_if = "crate::engine::coverage_guard::CoveragePins::is_unset")]
+    #[serde(
+        default,
+        skip_serializing_if = "crate::engine::coverage_guard::CoveragePins::is_unset"
+    )]
     pub coverage: crate::engine::coverage_guard::CoveragePins,
     /// The one JUnit path of receipts pinned before `report` existed (read, never written).
     #[serde(default, skip_serializing)]
@@ -276,11 +296,17 @@ pub struct LoopConfig {
     pub sentinel: crate::engine::sentinel::SentinelPins,
     /// The run-total caps (`--budget-*`, `[budget]`; docs/budget.md). Absent without any, and in
     /// receipts pinned before them; a resume uses them as pinned.
-    #[serde(default, skip_serializing_if = "crate::rules::budget::BudgetPins::is_unset")]
+    #[serde(
+        default,
+        skip_serializing_if = "crate::rules::budget::BudgetPins::is_unset"
+    )]
     pub budget: crate::rules::budget::BudgetPins,
     /// What is metered and how it is priced (`[metering]`; docs/budget.md, "Metering"). Absent
     /// without it, and in receipts pinned before it.
-    #[serde(default, skip_serializing_if = "crate::metering::config::MeteringPins::is_unset")]
+    #[serde(
+        default,
+        skip_serializing_if = "crate::metering::config::MeteringPins::is_unset"
+    )]
     pub metering: crate::metering::config::MeteringPins,
     /// The comprehension gate (`--comprehension-every`, `--reviewer-pubkey`, `[comprehension]`;
     /// docs/gates.md). Absent without it, and in receipts pinned before it.
@@ -381,20 +407,38 @@ impl ConfigInput {
             agent_policy: self.agent_policy.or(file.agent_policy),
             check_policy: self.check_policy.or(file.check_policy),
             egress: EgressPins {
-                allow_hosts: if self.egress.allow_hosts.is_empty() { file.egress.allow_hosts } else { self.egress.allow_hosts },
-                resolve: if self.egress.resolve.is_empty() { file.egress.resolve } else { self.egress.resolve },
+                allow_hosts: if self.egress.allow_hosts.is_empty() {
+                    file.egress.allow_hosts
+                } else {
+                    self.egress.allow_hosts
+                },
+                resolve: if self.egress.resolve.is_empty() {
+                    file.egress.resolve
+                } else {
+                    self.egress.resolve
+                },
                 egress_proxy: self.egress.egress_proxy.or(file.egress.egress_proxy),
             },
             workspace: self.workspace.or(file.workspace),
             include_uncommitted: self.include_uncommitted.or(file.include_uncommitted),
             baseline: self.baseline.or(file.baseline),
-            protected: if self.protected.is_empty() { file.protected } else { self.protected },
+            protected: if self.protected.is_empty() {
+                file.protected
+            } else {
+                self.protected
+            },
             max_iterations: self.max_iterations.or(file.max_iterations),
             exec_timeout_secs: self.exec_timeout_secs.or(file.exec_timeout_secs),
             stall_timeout_secs: self.stall_timeout_secs.or(file.stall_timeout_secs),
-            stall_busy_timeout_secs: self.stall_busy_timeout_secs.or(file.stall_busy_timeout_secs),
+            stall_busy_timeout_secs: self
+                .stall_busy_timeout_secs
+                .or(file.stall_busy_timeout_secs),
             check_timeout_secs: self.check_timeout_secs.or(file.check_timeout_secs),
-            report: if self.report.is_empty() { file.report } else { self.report },
+            report: if self.report.is_empty() {
+                file.report
+            } else {
+                self.report
+            },
             coverage: self.coverage.or(file.coverage),
             coverage_tolerance: self.coverage_tolerance.or(file.coverage_tolerance),
             guards: file.guards,
@@ -403,20 +447,32 @@ impl ConfigInput {
             no_progress_k: self.no_progress_k.or(file.no_progress_k),
             score: self.score.or(file.score),
             reference: self.reference.or(file.reference),
-            targets: if self.targets.is_empty() { file.targets } else { self.targets },
+            targets: if self.targets.is_empty() {
+                file.targets
+            } else {
+                self.targets
+            },
             trust: file.trust,
             model: ModelPins {
                 provider: self.model.provider.or(file.model.provider),
                 id: self.model.id.or(file.model.id),
                 version: self.model.version.or(file.model.version),
-                auxiliary: if self.model.auxiliary.is_empty() { file.model.auxiliary } else { self.model.auxiliary },
+                auxiliary: if self.model.auxiliary.is_empty() {
+                    file.model.auxiliary
+                } else {
+                    self.model.auxiliary
+                },
             },
             sampling: SamplingPins {
                 temperature: self.sampling.temperature.or(file.sampling.temperature),
                 seed: self.sampling.seed.or(file.sampling.seed),
                 max_tokens: self.sampling.max_tokens.or(file.sampling.max_tokens),
             },
-            context_files: if self.context_files.is_empty() { file.context_files } else { self.context_files },
+            context_files: if self.context_files.is_empty() {
+                file.context_files
+            } else {
+                self.context_files
+            },
             cost_usd: self.cost_usd.or(file.cost_usd),
             mint_cmd: self.mint_cmd.or(file.mint_cmd),
             revoke_cmd: self.revoke_cmd.or(file.revoke_cmd),
@@ -441,15 +497,24 @@ fn baseline_on() -> bool {
 pub(super) fn timeout_ms(name: &str, secs: Option<f64>, default: f64) -> Result<u64, Failure> {
     let secs = secs.unwrap_or(default);
     if !secs.is_finite() || secs <= 0.0 || secs > 30.0 * 86400.0 {
-        return Err(Failure::usage(format!("{name} must be a number of seconds in (0, 2592000], got {secs}")));
+        return Err(Failure::usage(format!(
+            "{name} must be a number of seconds in (0, 2592000], got {secs}"
+        )));
     }
     Ok(((secs * 1000.0).round() as u64).max(1))
 }
 
 /// The stall rule's limits in ms: the busy limit needs the idle one and may not be below it.
-fn stall_limits(idle: Option<f64>, busy: Option<f64>) -> Result<(Option<u64>, Option<u64>), Failure> {
-    let idle_ms = idle.map(|s| timeout_ms("stall_timeout", Some(s), 0.0)).transpose()?;
-    let busy_ms = busy.map(|s| timeout_ms("stall_timeout_busy", Some(s), 0.0)).transpose()?;
+fn stall_limits(
+    idle: Option<f64>,
+    busy: Option<f64>,
+) -> Result<(Option<u64>, Option<u64>), Failure> {
+    let idle_ms = idle
+        .map(|s| timeout_ms("stall_timeout", Some(s), 0.0))
+        .transpose()?;
+    let busy_ms = busy
+        .map(|s| timeout_ms("stall_timeout_busy", Some(s), 0.0))
+        .transpose()?;
     match (idle_ms, busy_ms) {
         (None, Some(_)) => Err(Failure::usage("stall_timeout_busy needs stall_timeout (the idle limit) as well")),
         (Some(i), Some(b)) if b < i => Err(Failure::usage(format!(
@@ -475,7 +540,9 @@ fn pin_context_file(workdir: &Path, raw: &str) -> Result<ContextFile, Failure> {
     let mut buf = vec![0u8; 64 * 1024];
     let mut total = 0u64;
     loop {
-        let n = reader.read(&mut buf).map_err(|e| Failure::invalid_input(format!("--context-file {raw}: {e}")))?;
+        let n = reader
+            .read(&mut buf)
+            .map_err(|e| Failure::invalid_input(format!("--context-file {raw}: {e}")))?;
         if n == 0 {
             break;
         }
@@ -483,9 +550,15 @@ fn pin_context_file(workdir: &Path, raw: &str) -> Result<ContextFile, Failure> {
         hasher.update(&buf[..n]);
     }
     if total > MAX_CONTEXT_FILE_BYTES {
-        return Err(Failure::invalid_input(format!("--context-file {raw}: larger than {MAX_CONTEXT_FILE_BYTES} bytes")));
+        return Err(Failure::invalid_input(format!(
+            "--context-file {raw}: larger than {MAX_CONTEXT_FILE_BYTES} bytes"
+        )));
     }
-    Ok(ContextFile { path: raw.to_string(), sha256: hex::encode(hasher.finalize()), bytes: total })
+    Ok(ContextFile {
+        path: raw.to_string(),
+        sha256: hex::encode(hasher.finalize()),
+        bytes: total,
+    })
 }
 
 /// The backend and its container settings: a container backend needs native isolation and an
@@ -502,7 +575,10 @@ fn resolve_backend(
     match (isolation, backend) {
         (Isolation::None, Backend::Native) => {}
         (Isolation::None, other) => {
-            return Err(Failure::usage(format!("--backend {} provides sandboxed zones; it does not combine with --isolation none", other.as_str())))
+            return Err(Failure::usage(format!(
+                "--backend {} provides sandboxed zones; it does not combine with --isolation none",
+                other.as_str()
+            )))
         }
         (Isolation::Native, _) => {}
     }
@@ -513,7 +589,10 @@ fn resolve_backend(
         return Ok((backend, None, None));
     }
     let image = image.ok_or_else(|| {
-        Failure::usage(format!("--backend {} needs an image: --image NAME (present locally; loopexec never pulls)", backend.as_str()))
+        Failure::usage(format!(
+            "--backend {} needs an image: --image NAME (present locally; loopexec never pulls)",
+            backend.as_str()
+        ))
     })?;
     check_image(&image).map_err(|e| Failure::usage(e.to_string()))?;
     if let Some(parent) = &cgroup_parent {
@@ -528,21 +607,41 @@ impl LoopConfig {
     /// (`crate::workspace::command_files`). The judge is not among them: it runs in t0's tree.
     pub fn operator_commands(&self) -> Vec<(&str, crate::workspace::command_files::Follow)> {
         use crate::workspace::command_files::Follow;
-        let checks = std::iter::once(self.check.as_str()).chain(self.holdout.as_ref().map(|h| h.command.as_str())).map(|c| (c, Follow::Sourced));
-        checks.chain(self.adequacy.mutate_cmd.as_deref().map(|c| (c, Follow::Everything))).collect()
+        let checks = std::iter::once(self.check.as_str())
+            .chain(self.holdout.as_ref().map(|h| h.command.as_str()))
+            .map(|c| (c, Follow::Sourced));
+        checks
+            .chain(
+                self.adequacy
+                    .mutate_cmd
+                    .as_deref()
+                    .map(|c| (c, Follow::Everything)),
+            )
+            .collect()
     }
 
     /// The report patterns the check writes (with a legacy pinned `junit` path).
     pub fn report_patterns(&self) -> Vec<String> {
-        self.report.iter().cloned().chain(self.junit.clone()).collect()
+        self.report
+            .iter()
+            .cloned()
+            .chain(self.junit.clone())
+            .collect()
     }
 
     /// Resolve and validate. `workdir` must be absolute.
-    pub fn resolve(input: ConfigInput, workdir: &Path, loop_file: Option<LoopFileRef>) -> Result<LoopConfig, Failure> {
-        let check = input.check.filter(|c| !c.trim().is_empty()).ok_or_else(|| {
-            Failure::workspace("no check configured: no check, no loop")
-                .with_hint("give --check '<command>' or set `check = \"...\"` in loop.toml")
-        })?;
+    pub fn resolve(
+        input: ConfigInput,
+        workdir: &Path,
+        loop_file: Option<LoopFileRef>,
+    ) -> Result<LoopConfig, Failure> {
+        let check = input
+            .check
+            .filter(|c| !c.trim().is_empty())
+            .ok_or_else(|| {
+                Failure::workspace("no check configured: no check, no loop")
+                    .with_hint("give --check '<command>' or set `check = \"...\"` in loop.toml")
+            })?;
         let exec = input.exec.filter(|c| !c.trim().is_empty()).ok_or_else(|| {
             Failure::usage("no agent command configured")
                 .with_hint("give --exec '<command>' or set `exec = \"...\"` in loop.toml")
@@ -551,7 +650,9 @@ impl LoopConfig {
         let (agent_policy, check_policy) = match isolation {
             Isolation::None => {
                 if input.agent_policy.is_some() || input.check_policy.is_some() {
-                    return Err(Failure::usage("a policy applies only to native isolation, not to --isolation none"));
+                    return Err(Failure::usage(
+                        "a policy applies only to native isolation, not to --isolation none",
+                    ));
                 }
                 if input.egress != EgressPins::default() {
                     return Err(Failure::usage(
@@ -561,14 +662,29 @@ impl LoopConfig {
                 (None, None)
             }
             Isolation::Native => (
-                Some(PolicyPin::resolve(input.agent_policy.as_deref().unwrap_or(DEFAULT_AGENT_POLICY))?),
-                Some(PolicyPin::resolve(input.check_policy.as_deref().unwrap_or(DEFAULT_CHECK_POLICY))?),
+                Some(PolicyPin::resolve(
+                    input
+                        .agent_policy
+                        .as_deref()
+                        .unwrap_or(DEFAULT_AGENT_POLICY),
+                )?),
+                Some(PolicyPin::resolve(
+                    input
+                        .check_policy
+                        .as_deref()
+                        .unwrap_or(DEFAULT_CHECK_POLICY),
+                )?),
             ),
         };
-        let agent_grants = agent_policy.as_ref().map(|(_, policy)| policy.filesystem.clone());
+        let agent_grants = agent_policy
+            .as_ref()
+            .map(|(_, policy)| policy.filesystem.clone());
         let agent_policy = agent_policy.map(|(pin, _)| pin);
         let operator_env = crate::engine::commands::operator_env();
-        let operator_path = operator_env.iter().find(|(k, _)| k == "PATH").map_or("", |(_, v)| v.as_str());
+        let operator_path = operator_env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map_or("", |(_, v)| v.as_str());
         let check_path = match &check_policy {
             None => operator_path.to_string(),
             Some((_, policy)) => match policy.env.set.get("PATH") {
@@ -578,7 +694,8 @@ impl LoopConfig {
             },
         };
         let check_policy = check_policy.map(|(pin, _)| pin);
-        let (backend, image, cgroup_parent) = resolve_backend(isolation, input.backend, input.image, input.cgroup_parent)?;
+        let (backend, image, cgroup_parent) =
+            resolve_backend(isolation, input.backend, input.image, input.cgroup_parent)?;
         use crate::engine::detached::{is_git_repository, WorkspaceMode};
         let workspace = match (isolation, input.workspace) {
             (Isolation::None, Some(WorkspaceMode::Detached)) => {
@@ -595,10 +712,14 @@ impl LoopConfig {
         };
         let include_uncommitted = input.include_uncommitted.unwrap_or(false);
         if include_uncommitted && workspace != WorkspaceMode::Detached {
-            return Err(Failure::usage("--include-uncommitted applies to a detached workspace only"));
+            return Err(Failure::usage(
+                "--include-uncommitted applies to a detached workspace only",
+            ));
         }
         if !input.protected.is_empty() && workspace != WorkspaceMode::Detached {
-            return Err(Failure::usage("protected paths apply to a detached workspace only"));
+            return Err(Failure::usage(
+                "protected paths apply to a detached workspace only",
+            ));
         }
         // Validated here, before anything is written, so that a bad pattern leaves no run behind.
         crate::workspace::ProtectedPaths::new(true, &input.protected).map_err(Failure::from)?;
@@ -608,25 +729,39 @@ impl LoopConfig {
         }
         if let Some(t) = input.sampling.temperature {
             if !t.is_finite() || t < 0.0 {
-                return Err(Failure::usage(format!("temperature must be a finite number >= 0, got {t}")));
+                return Err(Failure::usage(format!(
+                    "temperature must be a finite number >= 0, got {t}"
+                )));
             }
         }
         if let Some(c) = input.cost_usd {
             if !c.is_finite() || c < 0.0 {
-                return Err(Failure::usage(format!("cost_usd must be a finite number >= 0, got {c}")));
+                return Err(Failure::usage(format!(
+                    "cost_usd must be a finite number >= 0, got {c}"
+                )));
             }
         }
         // Malformed patterns are bad input, refused before anything is written.
-        crate::testreport::paths::ReportPatterns::new(&input.report).map_err(|e| Failure::invalid_input(e.to_string()))?;
+        crate::testreport::paths::ReportPatterns::new(&input.report)
+            .map_err(|e| Failure::invalid_input(e.to_string()))?;
         // Validated here too, so that a rule disabled without a reason leaves no run behind.
         input.guards.rule_set()?;
         input.guards.surface_spec()?;
         input.guards.allowances()?;
-        let adequacy = input.adequacy.resolve(workspace == WorkspaceMode::Detached)?;
-        let coverage = crate::engine::coverage_guard::CoveragePins::resolve(input.coverage, input.coverage_tolerance)?;
+        let adequacy = input
+            .adequacy
+            .resolve(workspace == WorkspaceMode::Detached)?;
+        let coverage = crate::engine::coverage_guard::CoveragePins::resolve(
+            input.coverage,
+            input.coverage_tolerance,
+        )?;
         let progress = input.progress.unwrap_or_default();
-        let score = input.score.map(crate::engine::score::ScorePins::validated).transpose()?;
-        if score.as_ref().is_some_and(|s| s.file.is_some()) && workspace != WorkspaceMode::Detached {
+        let score = input
+            .score
+            .map(crate::engine::score::ScorePins::validated)
+            .transpose()?;
+        if score.as_ref().is_some_and(|s| s.file.is_some()) && workspace != WorkspaceMode::Detached
+        {
             // In place nothing hides the file before the check: an old one, or the agent's, would count.
             return Err(Failure::usage("[progress.score] file needs a detached workspace (in place, use regex over the check's output)"));
         }
@@ -636,30 +771,59 @@ impl LoopConfig {
             Some(_) if workspace != WorkspaceMode::Detached => {
                 return Err(Failure::usage("--reference needs a detached workspace (a git repository under native isolation)"));
             }
-            Some(value) => Some(crate::engine::reference::resolve(workdir, value, include_uncommitted)?),
+            Some(value) => Some(crate::engine::reference::resolve(
+                workdir,
+                value,
+                include_uncommitted,
+            )?),
             None => None,
         };
         let judge = crate::engine::judge::resolve_pins(input.judge, isolation, backend)?;
         let holdout = {
             // The held-out directory must be nothing the agent's zone or the judge's binds.
-            let judge_policy = judge.as_ref().and_then(|j| j.policy.as_ref()).map(|pin| PolicyPin::resolve(&pin.source)).transpose()?;
-            let filesystems = agent_grants.iter().chain(judge_policy.as_ref().map(|(_, p)| &p.filesystem));
-            let grants: Vec<std::path::PathBuf> = filesystems.flat_map(|fs| fs.read_only.iter().chain(&fs.read_write).cloned()).collect();
-            crate::engine::holdout::resolve(input.holdout, workdir, workspace == WorkspaceMode::Detached, &grants)?
+            let judge_policy = judge
+                .as_ref()
+                .and_then(|j| j.policy.as_ref())
+                .map(|pin| PolicyPin::resolve(&pin.source))
+                .transpose()?;
+            let filesystems = agent_grants
+                .iter()
+                .chain(judge_policy.as_ref().map(|(_, p)| &p.filesystem));
+            let grants: Vec<std::path::PathBuf> = filesystems
+                .flat_map(|fs| fs.read_only.iter().chain(&fs.read_write).cloned())
+                .collect();
+            crate::engine::holdout::resolve(
+                input.holdout,
+                workdir,
+                workspace == WorkspaceMode::Detached,
+                &grants,
+            )?
         };
         let runner = crate::engine::runner_pin::resolve(input.runner, &check_path, &operator_env)?;
-        let allow_test_change =
-            crate::engine::allow_change::validated(input.allow_test_change, workspace == WorkspaceMode::Detached, input.baseline.unwrap_or(true))?;
-        let sentinel = crate::engine::sentinel::SentinelPins::resolve(input.sentinel, workspace == WorkspaceMode::Detached)?;
+        let allow_test_change = crate::engine::allow_change::validated(
+            input.allow_test_change,
+            workspace == WorkspaceMode::Detached,
+            input.baseline.unwrap_or(true),
+        )?;
+        let sentinel = crate::engine::sentinel::SentinelPins::resolve(
+            input.sentinel,
+            workspace == WorkspaceMode::Detached,
+        )?;
         let budget = input.budget.resolve()?;
         let metering = input
             .metering
             .resolve(input.model.id.as_deref())
             .map_err(|r| Failure::usage(format!("loop.toml: {} {}", r.key, r.why)))?;
-        let comprehension = input.comprehension.resolve(workspace == WorkspaceMode::Detached)?;
-        let context_files =
-            input.context_files.iter().map(|raw| pin_context_file(workdir, raw)).collect::<Result<Vec<_>, _>>()?;
-        let (stall_ms, stall_busy_ms) = stall_limits(input.stall_timeout_secs, input.stall_busy_timeout_secs)?;
+        let comprehension = input
+            .comprehension
+            .resolve(workspace == WorkspaceMode::Detached)?;
+        let context_files = input
+            .context_files
+            .iter()
+            .map(|raw| pin_context_file(workdir, raw))
+            .collect::<Result<Vec<_>, _>>()?;
+        let (stall_ms, stall_busy_ms) =
+            stall_limits(input.stall_timeout_secs, input.stall_busy_timeout_secs)?;
         Ok(LoopConfig {
             check,
             exec,
@@ -676,8 +840,16 @@ impl LoopConfig {
             baseline: input.baseline.unwrap_or(true),
             protected: input.protected,
             max_iterations,
-            exec_timeout_ms: timeout_ms("exec_timeout", input.exec_timeout_secs, DEFAULT_EXEC_TIMEOUT_SECS)?,
-            check_timeout_ms: timeout_ms("check_timeout", input.check_timeout_secs, DEFAULT_CHECK_TIMEOUT_SECS)?,
+            exec_timeout_ms: timeout_ms(
+                "exec_timeout",
+                input.exec_timeout_secs,
+                DEFAULT_EXEC_TIMEOUT_SECS,
+            )?,
+            check_timeout_ms: timeout_ms(
+                "check_timeout",
+                input.check_timeout_secs,
+                DEFAULT_CHECK_TIMEOUT_SECS,
+            )?,
             stall_timeout_ms: stall_ms,
             stall_busy_timeout_ms: stall_busy_ms,
             report: input.report,
@@ -686,7 +858,10 @@ impl LoopConfig {
             guards: input.guards,
             adequacy,
             reference,
-            targets: crate::engine::targets::validated_patterns(input.targets, input.baseline.unwrap_or(true))?,
+            targets: crate::engine::targets::validated_patterns(
+                input.targets,
+                input.baseline.unwrap_or(true),
+            )?,
             progress: crate::convergence::rules::Limits {
                 no_progress_k: input.no_progress_k.unwrap_or(progress.no_progress_k),
                 ..progress
@@ -697,14 +872,25 @@ impl LoopConfig {
             context_files,
             cost_usd: input.cost_usd,
             loop_file,
-            credentials: crate::engine::credentials::hooks_from_flags(input.mint_cmd, input.revoke_cmd, input.mint_env)?,
+            credentials: crate::engine::credentials::hooks_from_flags(
+                input.mint_cmd,
+                input.revoke_cmd,
+                input.mint_env,
+            )?,
             confirm_runs: input.trust.confirm_runs.unwrap_or(DEFAULT_CONFIRM_RUNS),
-            max_flake_rate: crate::rules::stats::FlakeRate::new(input.trust.max_flake_rate.unwrap_or_else(default_max_flake_rate))
-                .map_err(|e| Failure::usage(format!("max_flake_rate: {e}")))?
-                .get(),
-            confidence: crate::rules::stats::Confidence::new(input.trust.confidence.unwrap_or_else(default_confidence))
-                .map_err(|e| Failure::usage(format!("confidence: {e}")))?
-                .get(),
+            max_flake_rate: crate::rules::stats::FlakeRate::new(
+                input
+                    .trust
+                    .max_flake_rate
+                    .unwrap_or_else(default_max_flake_rate),
+            )
+            .map_err(|e| Failure::usage(format!("max_flake_rate: {e}")))?
+            .get(),
+            confidence: crate::rules::stats::Confidence::new(
+                input.trust.confidence.unwrap_or_else(default_confidence),
+            )
+            .map_err(|e| Failure::usage(format!("confidence: {e}")))?
+            .get(),
             judge,
             runner,
             allow_test_change,

@@ -18,12 +18,12 @@
 //! it cannot change the sealed receipt, so the bound over that iteration's confirmation reruns and
 //! the replay is printed with the replay's output only.
 
-use crate::rules::decide::Step;
 use super::lifecycle::ActiveRun;
-use crate::rules::verdict::Verdict;
 use crate::error::{CmdResult, Failure};
 use crate::receipt::events::{CheckResult, ConfirmationRecord, Event};
+use crate::rules::decide::Step;
 use crate::rules::stats::{stability_lower_bound, Confidence};
+use crate::rules::verdict::Verdict;
 use crate::workspace::Snapshot;
 use crate::zones::Zone;
 
@@ -39,19 +39,34 @@ pub(super) enum Rerun {
 
 /// Whether a rerun showed what the iteration's check showed: verdict class and failing set.
 fn agrees(original: &CheckResult, rerun: &CheckResult) -> bool {
-    Verdict::of_check(original) == Verdict::of_check(rerun) && original.failing_set == rerun.failing_set
+    Verdict::of_check(original) == Verdict::of_check(rerun)
+        && original.failing_set == rerun.failing_set
 }
 
 impl ActiveRun<'_> {
     /// Rerun iteration `n`'s green check on `tree` (`None`: in place) until `confirm_runs`
     /// reruns agreed or one did not, then decide again.
-    pub(super) fn confirm_green(&mut self, zone: &mut dyn Zone, n: u64, tree: Option<&Snapshot>, original: &CheckResult) -> CmdResult<Step> {
+    pub(super) fn confirm_green(
+        &mut self,
+        zone: &mut dyn Zone,
+        n: u64,
+        tree: Option<&Snapshot>,
+        original: &CheckResult,
+    ) -> CmdResult<Step> {
         self.confirm_green_from(zone, n, tree, original, 1, 0)
     }
 
     /// The reruns `first..=confirm_runs` of iteration `n`'s green, the `agreeing` earlier ones
     /// counted in the bound, then the decision.
-    fn confirm_green_from(&mut self, zone: &mut dyn Zone, n: u64, tree: Option<&Snapshot>, original: &CheckResult, first: u64, agreeing: u64) -> CmdResult<Step> {
+    fn confirm_green_from(
+        &mut self,
+        zone: &mut dyn Zone,
+        n: u64,
+        tree: Option<&Snapshot>,
+        original: &CheckResult,
+        first: u64,
+        agreeing: u64,
+    ) -> CmdResult<Step> {
         match self.rerun_green(zone, n, tree, original, first, agreeing)? {
             Rerun::Stopped(step) => Ok(step),
             // The rerun's finding is recorded (a `guard` event): `decide` halts on it.
@@ -62,18 +77,28 @@ impl ActiveRun<'_> {
     /// Rerun the green `original` of iteration `n` (0: the check on t0, `super::baseline`) on
     /// `tree` as reruns `first..=confirm_runs`, each recorded as a `check_confirmation`, until
     /// one did not agree; the `agreeing` earlier ones are counted in the bound.
-    pub(super) fn rerun_green(&mut self, zone: &mut dyn Zone, n: u64, tree: Option<&Snapshot>, original: &CheckResult, first: u64, agreeing: u64) -> CmdResult<Rerun> {
-        let confidence = Confidence::new(self.cfg.confidence).map_err(|e| Failure::invalid_input(format!("the pinned confidence: {e}")))?;
+    pub(super) fn rerun_green(
+        &mut self,
+        zone: &mut dyn Zone,
+        n: u64,
+        tree: Option<&Snapshot>,
+        original: &CheckResult,
+        first: u64,
+        agreeing: u64,
+    ) -> CmdResult<Rerun> {
+        let confidence = Confidence::new(self.cfg.confidence)
+            .map_err(|e| Failure::invalid_input(format!("the pinned confidence: {e}")))?;
         let target = 1.0 - self.cfg.max_flake_rate;
         let mut agreeing = agreeing;
         for k in first..=self.cfg.confirm_runs {
             if let Some(sig) = crate::interrupt::pending() {
                 return Ok(Rerun::Stopped(Step::Interrupted(sig)));
             }
-            let outcome = match self.run_check(zone, n, tree, super::iteration::CheckRun::Confirmation(k))? {
-                Ok(outcome) => outcome,
-                Err(halt) => return Ok(Rerun::Stopped(halt)),
-            };
+            let outcome =
+                match self.run_check(zone, n, tree, super::iteration::CheckRun::Confirmation(k))? {
+                    Ok(outcome) => outcome,
+                    Err(halt) => return Ok(Rerun::Stopped(halt)),
+                };
             // The operator's interrupt is no sample of the check: nothing is recorded, the run
             // stops resumable and a resumed run makes this rerun again.
             if let crate::ending::Ending::Interrupted { signal } = outcome.ending() {
@@ -82,7 +107,8 @@ impl ActiveRun<'_> {
             let check = outcome.record(n);
             let agreed = agrees(original, &check);
             agreeing += u64::from(agreed);
-            let bound = stability_lower_bound(agreeing, k, confidence).map_err(|e| Failure::internal(e.to_string()))?;
+            let bound = stability_lower_bound(agreeing, k, confidence)
+                .map_err(|e| Failure::internal(e.to_string()))?;
             self.append(Event::CheckConfirmation(ConfirmationRecord {
                 confirmation: k,
                 same_tree_as: None,
@@ -113,29 +139,51 @@ impl ActiveRun<'_> {
     /// green iteration's recorded snapshot (else `workspace_invalid`); the canary's coverage
     /// tier is skipped (the live check's coverage hits are not in the receipt).
     pub(super) fn finish_resumed_green(&mut self, zone: &mut dyn Zone) -> CmdResult<Step> {
-        let Some(record) = self.history.current().cloned() else { return Ok(self.decide()) };
+        let Some(record) = self.history.current().cloned() else {
+            return Ok(self.decide());
+        };
         let n = record.iteration;
         // The held-out check comes first, on any success (a green, or met targets) without one.
         let holdout_missing = self.cfg.holdout.is_some() && record.holdout.is_none();
         // The success to confirm: a green, or a red check whose targets all pass.
         let targets_met = record.progress.as_ref().is_some_and(|p| p.targets_met);
-        let original = record.check.clone().filter(|c| Verdict::of_check(c) == Verdict::Pass || targets_met);
-        let reruns: Vec<&ConfirmationRecord> = record.confirmations.iter().filter(|c| c.confirmation > 0).collect();
-        let missing = original.is_some() && reruns.len() as u64 != self.cfg.confirm_runs && reruns.iter().all(|c| c.agrees);
+        let original = record
+            .check
+            .clone()
+            .filter(|c| Verdict::of_check(c) == Verdict::Pass || targets_met);
+        let reruns: Vec<&ConfirmationRecord> = record
+            .confirmations
+            .iter()
+            .filter(|c| c.confirmation > 0)
+            .collect();
+        let missing = original.is_some()
+            && reruns.len() as u64 != self.cfg.confirm_runs
+            && reruns.iter().all(|c| c.agrees);
         // Only a green check can show a mutant killed (as live): no canary on met targets.
-        let green = original.as_ref().is_some_and(|c| Verdict::of_check(c) == Verdict::Pass);
-        let canary_missing = green && self.cfg.adequacy.mode != super::canary::AdequacyMode::Off && !self.history.adequacy_of(n);
+        let green = original
+            .as_ref()
+            .is_some_and(|c| Verdict::of_check(c) == Verdict::Pass);
+        let canary_missing = green
+            && self.cfg.adequacy.mode != super::canary::AdequacyMode::Off
+            && !self.history.adequacy_of(n);
         let sentinel_missing = self.cfg.sentinel.enabled && !self.history.sentinel_of(n);
         if !missing && !canary_missing && !sentinel_missing && !holdout_missing {
             return Ok(self.decide());
         }
         let tree = match (self.workspace.as_ref(), record.snapshot.as_ref()) {
             (Some(ws), Some(recorded)) => match ws.last_accepted() {
-                Some(snapshot) if snapshot.tree_id.to_hex() == recorded.tree_id => Some(snapshot.clone()),
+                Some(snapshot) if snapshot.tree_id.to_hex() == recorded.tree_id => {
+                    Some(snapshot.clone())
+                }
                 other => {
-                    let found = other.map(|s| s.tree_id.to_hex().to_string()).unwrap_or_else(|| "none the guards let through".into());
+                    let found = other
+                        .map(|s| s.tree_id.to_hex().to_string())
+                        .unwrap_or_else(|| "none the guards let through".into());
                     let detail = format!("the resumed run cannot confirm iteration {n}'s green: its workspace holds tree {found}, not the recorded {}", recorded.tree_id);
-                    return Ok(Step::Halt(crate::halt::HaltReason::WorkspaceInvalid, detail));
+                    return Ok(Step::Halt(
+                        crate::halt::HaltReason::WorkspaceInvalid,
+                        detail,
+                    ));
                 }
             },
             _ => None,
@@ -159,7 +207,14 @@ impl ActiveRun<'_> {
         }
         if let (true, Some(original)) = (missing, &original) {
             let agreeing = reruns.len() as u64;
-            match self.confirm_green_from(zone, n, tree.as_ref(), original, agreeing + 1, agreeing)? {
+            match self.confirm_green_from(
+                zone,
+                n,
+                tree.as_ref(),
+                original,
+                agreeing + 1,
+                agreeing,
+            )? {
                 Step::Halt(crate::halt::HaltReason::SuccessConditionMet, _) => {}
                 other => return Ok(other),
             }
@@ -186,17 +241,28 @@ impl ActiveRun<'_> {
     /// Compare iteration `n`'s check with the latest earlier check on the same tree (detached
     /// workspace), recording a disagreement.
     pub(super) fn same_tree_sample(&mut self, n: u64, check: &CheckResult) -> CmdResult<()> {
-        let tree_of = |r: &crate::receipt::history::IterationRecord| r.snapshot.as_ref().map(|s| s.tree_id.clone());
-        let Some(tree) = self.history.iterations.iter().find(|r| r.iteration == n).and_then(tree_of) else {
+        let tree_of = |r: &crate::receipt::history::IterationRecord| {
+            r.snapshot.as_ref().map(|s| s.tree_id.clone())
+        };
+        let Some(tree) = self
+            .history
+            .iterations
+            .iter()
+            .find(|r| r.iteration == n)
+            .and_then(tree_of)
+        else {
             return Ok(());
         };
         // Every earlier iteration whose check ran on a tree an even earlier one had: the samples.
         let mut samples = 0u64;
         let mut agreeing = 0u64;
-        let mut seen: std::collections::BTreeMap<String, &CheckResult> = std::collections::BTreeMap::new();
+        let mut seen: std::collections::BTreeMap<String, &CheckResult> =
+            std::collections::BTreeMap::new();
         let mut earlier: Option<(u64, CheckResult)> = None;
         for r in self.history.iterations.iter().filter(|r| r.iteration <= n) {
-            let (Some(t), Some(c)) = (tree_of(r), r.check.as_ref()) else { continue };
+            let (Some(t), Some(c)) = (tree_of(r), r.check.as_ref()) else {
+                continue;
+            };
             if let Some(prev) = seen.get(&t) {
                 samples += 1;
                 agreeing += u64::from(agrees(prev, c));
@@ -206,12 +272,16 @@ impl ActiveRun<'_> {
             }
             seen.insert(t, c);
         }
-        let Some((m, prev)) = earlier else { return Ok(()) };
+        let Some((m, prev)) = earlier else {
+            return Ok(());
+        };
         if agrees(&prev, check) {
             return Ok(());
         }
-        let confidence = Confidence::new(self.cfg.confidence).map_err(|e| Failure::invalid_input(format!("the pinned confidence: {e}")))?;
-        let bound = stability_lower_bound(agreeing, samples, confidence).map_err(|e| Failure::internal(e.to_string()))?;
+        let confidence = Confidence::new(self.cfg.confidence)
+            .map_err(|e| Failure::invalid_input(format!("the pinned confidence: {e}")))?;
+        let bound = stability_lower_bound(agreeing, samples, confidence)
+            .map_err(|e| Failure::internal(e.to_string()))?;
         self.append(Event::CheckConfirmation(ConfirmationRecord {
             confirmation: 0,
             same_tree_as: Some(m),
@@ -237,12 +307,30 @@ pub struct FreeSample {
 }
 
 /// The [`FreeSample`] of iteration `n` once a replay `matched` (or not) its recorded check.
-pub fn replay_sample(history: &crate::receipt::history::History, n: u64, matched: bool, cfg: &super::config::LoopConfig) -> CmdResult<FreeSample> {
-    let confidence = Confidence::new(cfg.confidence).map_err(|e| Failure::invalid_input(format!("the pinned confidence: {e}")))?;
-    let reruns: Vec<&ConfirmationRecord> =
-        history.iterations.iter().filter(|r| r.iteration == n).flat_map(|r| r.confirmations.iter()).filter(|c| c.confirmation > 0).collect();
+pub fn replay_sample(
+    history: &crate::receipt::history::History,
+    n: u64,
+    matched: bool,
+    cfg: &super::config::LoopConfig,
+) -> CmdResult<FreeSample> {
+    let confidence = Confidence::new(cfg.confidence)
+        .map_err(|e| Failure::invalid_input(format!("the pinned confidence: {e}")))?;
+    let reruns: Vec<&ConfirmationRecord> = history
+        .iterations
+        .iter()
+        .filter(|r| r.iteration == n)
+        .flat_map(|r| r.confirmations.iter())
+        .filter(|c| c.confirmation > 0)
+        .collect();
     let samples = reruns.len() as u64 + 1;
     let agreeing = reruns.iter().filter(|c| c.agrees).count() as u64 + u64::from(matched);
-    let bound = stability_lower_bound(agreeing, samples, confidence).map_err(|e| Failure::internal(e.to_string()))?;
-    Ok(FreeSample { samples, agreeing, stability_lower_bound: bound, confidence: confidence.get(), stability_target: 1.0 - cfg.max_flake_rate })
+    let bound = stability_lower_bound(agreeing, samples, confidence)
+        .map_err(|e| Failure::internal(e.to_string()))?;
+    Ok(FreeSample {
+        samples,
+        agreeing,
+        stability_lower_bound: bound,
+        confidence: confidence.get(),
+        stability_target: 1.0 - cfg.max_flake_rate,
+    })
 }

@@ -52,24 +52,38 @@ pub fn hooks_from_flags(
     let revoke = revoke.filter(|r| !r.trim().is_empty());
     match (mint, revoke) {
         (None, None) => match env {
-            Some(_) => Err(Failure::usage("--mint-env names the variable of a minted credential: it needs --mint-cmd")),
+            Some(_) => Err(Failure::usage(
+                "--mint-env names the variable of a minted credential: it needs --mint-cmd",
+            )),
             None => Ok(None),
         },
-        (Some(_), None) => Err(Failure::usage("--mint-cmd without --revoke-cmd: a minted credential must be revocable")
-            .with_hint("add --revoke-cmd '<command that revokes the token read from stdin>'")),
-        (None, Some(_)) => Err(Failure::usage("--revoke-cmd without --mint-cmd: there is nothing to revoke")),
+        (Some(_), None) => Err(Failure::usage(
+            "--mint-cmd without --revoke-cmd: a minted credential must be revocable",
+        )
+        .with_hint("add --revoke-cmd '<command that revokes the token read from stdin>'")),
+        (None, Some(_)) => Err(Failure::usage(
+            "--revoke-cmd without --mint-cmd: there is nothing to revoke",
+        )),
         (Some(mint_cmd), Some(revoke_cmd)) => {
             let env = env.unwrap_or_else(|| DEFAULT_ENV.to_string());
             let plain = !env.is_empty()
                 && !env.starts_with(|c: char| c.is_ascii_digit())
                 && env.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
             if !plain {
-                return Err(Failure::usage(format!("--mint-env {env:?}: not a variable name (A-Z, a-z, 0-9, _)")));
+                return Err(Failure::usage(format!(
+                    "--mint-env {env:?}: not a variable name (A-Z, a-z, 0-9, _)"
+                )));
             }
             if env.starts_with("LOOPEXEC_") && env != DEFAULT_ENV {
-                return Err(Failure::usage(format!("--mint-env {env}: LOOPEXEC_* names are loopexec's own")));
+                return Err(Failure::usage(format!(
+                    "--mint-env {env}: LOOPEXEC_* names are loopexec's own"
+                )));
             }
-            Ok(Some(CredentialHooks { mint_cmd, revoke_cmd, env }))
+            Ok(Some(CredentialHooks {
+                mint_cmd,
+                revoke_cmd,
+                env,
+            }))
         }
     }
 }
@@ -88,14 +102,28 @@ pub struct HookRun {
 pub type MintError = String;
 
 /// Run the mint hook and return the secret it printed.
-pub fn mint(hooks: &CredentialHooks, workdir: &str, run_id: &str) -> Result<(Secret, HookRun), MintError> {
+pub fn mint(
+    hooks: &CredentialHooks,
+    workdir: &str,
+    run_id: &str,
+) -> Result<(Secret, HookRun), MintError> {
     let started = Instant::now();
-    let out = run_hook(&hooks.mint_cmd, workdir, run_id, "mint", &[], None, HOOK_TIMEOUT)?;
+    let out = run_hook(
+        &hooks.mint_cmd,
+        workdir,
+        run_id,
+        "mint",
+        &[],
+        None,
+        HOOK_TIMEOUT,
+    )?;
     let duration_ms = started.elapsed().as_millis() as u64;
     let mut bytes = out;
     if bytes.len() > MAX_SECRET_BYTES {
         bytes.zeroize();
-        return Err(format!("the mint hook printed more than {MAX_SECRET_BYTES} bytes"));
+        return Err(format!(
+            "the mint hook printed more than {MAX_SECRET_BYTES} bytes"
+        ));
     }
     let text = match String::from_utf8(bytes) {
         Ok(t) => t,
@@ -114,14 +142,36 @@ pub fn mint(hooks: &CredentialHooks, workdir: &str, run_id: &str) -> Result<(Sec
     if secret.expose().contains(['\n', '\r', '\0']) {
         return Err("the mint hook printed more than one line".into());
     }
-    Ok((secret, HookRun { duration_ms, failure: None }))
+    Ok((
+        secret,
+        HookRun {
+            duration_ms,
+            failure: None,
+        },
+    ))
 }
 
 /// Run the revoke hook with `secret` on its stdin (None after a crash: empty stdin).
-pub fn revoke(hooks: &CredentialHooks, workdir: &str, run_id: &str, secret: Option<&Secret>, cause: &str) -> HookRun {
+pub fn revoke(
+    hooks: &CredentialHooks,
+    workdir: &str,
+    run_id: &str,
+    secret: Option<&Secret>,
+    cause: &str,
+) -> HookRun {
     let started = Instant::now();
-    let mut input = secret.map(|s| format!("{}\n", s.expose()).into_bytes()).unwrap_or_default();
-    let result = run_hook(&hooks.revoke_cmd, workdir, run_id, "revoke", &[("LOOPEXEC_REVOKE_CAUSE", cause)], Some(&input), HOOK_TIMEOUT);
+    let mut input = secret
+        .map(|s| format!("{}\n", s.expose()).into_bytes())
+        .unwrap_or_default();
+    let result = run_hook(
+        &hooks.revoke_cmd,
+        workdir,
+        run_id,
+        "revoke",
+        &[("LOOPEXEC_REVOKE_CAUSE", cause)],
+        Some(&input),
+        HOOK_TIMEOUT,
+    );
     input.zeroize();
     HookRun {
         duration_ms: started.elapsed().as_millis() as u64,
@@ -149,11 +199,17 @@ fn run_hook(
         .env("LOOPEXEC_RUN_ID", run_id)
         .env("LOOPEXEC_HOOK", which)
         .envs(extra_env.iter().copied())
-        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .process_group(0);
-    let mut child = command.spawn().map_err(|e| format!("the {which} hook could not start: {e}"))?;
+    let mut child = command
+        .spawn()
+        .map_err(|e| format!("the {which} hook could not start: {e}"))?;
     let pgid = child.id() as i32;
     let kill_group = || {
         // SAFETY: kill(2) on the hook's own process group (created by process_group(0) above).
@@ -167,11 +223,16 @@ fn run_hook(
             bytes.zeroize();
         });
     }
-    let mut stdout = child.stdout.take().ok_or_else(|| format!("the {which} hook has no stdout"))?;
+    let mut stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| format!("the {which} hook has no stdout"))?;
     let (sender, received) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let mut out = Vec::new();
-        let _ = (&mut stdout).take(MAX_SECRET_BYTES as u64 + 1).read_to_end(&mut out);
+        let _ = (&mut stdout)
+            .take(MAX_SECRET_BYTES as u64 + 1)
+            .read_to_end(&mut out);
         // Drain the rest without keeping it, so the hook never blocks on a full pipe.
         let _ = std::io::copy(&mut stdout, &mut std::io::sink());
         if let Err(mut unsent) = sender.send(out) {
@@ -198,7 +259,9 @@ fn run_hook(
     };
     // Nothing the hook started outlives it.
     kill_group();
-    let status = child.wait().map_err(|e| format!("waiting for the {which} hook: {e}"))?;
+    let status = child
+        .wait()
+        .map_err(|e| format!("waiting for the {which} hook: {e}"))?;
     let status = exited.then_some(status);
     // A process that left the group (setsid) and still holds stdout open is not waited for.
     let mut out = received
@@ -207,7 +270,10 @@ fn run_hook(
     match status {
         None => {
             out.zeroize();
-            Err(format!("the {which} hook did not finish within {} ms", timeout.as_millis()))
+            Err(format!(
+                "the {which} hook did not finish within {} ms",
+                timeout.as_millis()
+            ))
         }
         Some(s) if !s.success() => {
             out.zeroize();
@@ -225,7 +291,11 @@ mod tests {
     use super::*;
 
     fn hooks(mint: &str, revoke: &str) -> CredentialHooks {
-        CredentialHooks { mint_cmd: mint.into(), revoke_cmd: revoke.into(), env: DEFAULT_ENV.into() }
+        CredentialHooks {
+            mint_cmd: mint.into(),
+            revoke_cmd: revoke.into(),
+            env: DEFAULT_ENV.into(),
+        }
     }
 
     #[test]
@@ -238,8 +308,15 @@ mod tests {
     #[test]
     fn the_variable_must_be_a_plain_name_and_not_loopexecs() {
         assert!(hooks_from_flags(Some("a".into()), Some("b".into()), Some("A=B".into())).is_err());
-        assert!(hooks_from_flags(Some("a".into()), Some("b".into()), Some("LOOPEXEC_RUN_ID".into())).is_err());
-        let h = hooks_from_flags(Some("a".into()), Some("b".into()), Some("API_TOKEN".into())).unwrap().unwrap();
+        assert!(hooks_from_flags(
+            Some("a".into()),
+            Some("b".into()),
+            Some("LOOPEXEC_RUN_ID".into())
+        )
+        .is_err());
+        let h = hooks_from_flags(Some("a".into()), Some("b".into()), Some("API_TOKEN".into()))
+            .unwrap()
+            .unwrap();
         assert_eq!(h.env, "API_TOKEN");
     }
 
@@ -252,21 +329,41 @@ mod tests {
 
     #[test]
     fn a_failing_empty_or_oversized_mint_gives_no_secret() {
-        assert_eq!(mint(&hooks("exit 3", "true"), "/", "r").unwrap_err(), "the mint hook exited 3");
-        assert_eq!(mint(&hooks("true", "true"), "/", "r").unwrap_err(), "the mint hook printed no secret");
-        let big = mint(&hooks("head -c 5000 /dev/zero | tr '\\0' a", "true"), "/", "r").unwrap_err();
+        assert_eq!(
+            mint(&hooks("exit 3", "true"), "/", "r").unwrap_err(),
+            "the mint hook exited 3"
+        );
+        assert_eq!(
+            mint(&hooks("true", "true"), "/", "r").unwrap_err(),
+            "the mint hook printed no secret"
+        );
+        let big = mint(
+            &hooks("head -c 5000 /dev/zero | tr '\\0' a", "true"),
+            "/",
+            "r",
+        )
+        .unwrap_err();
         assert!(big.contains("more than 4096 bytes"), "{big}");
-        assert!(mint(&hooks("printf 'a\\nb'", "true"), "/", "r").unwrap_err().contains("more than one line"));
+        assert!(mint(&hooks("printf 'a\\nb'", "true"), "/", "r")
+            .unwrap_err()
+            .contains("more than one line"));
     }
 
     #[test]
     fn a_hook_that_leaves_its_stdout_open_in_another_session_gives_no_secret() {
         let dir = tempfile::tempdir().unwrap();
         let pidfile = dir.path().join("pid");
-        let cmd = format!("echo tok; setsid sh -c 'echo $$ > {}; exec sleep 30' & sleep 0.2", pidfile.display());
+        let cmd = format!(
+            "echo tok; setsid sh -c 'echo $$ > {}; exec sleep 30' & sleep 0.2",
+            pidfile.display()
+        );
         let err = mint(&hooks(&cmd, "true"), "/", "r").unwrap_err();
         assert_eq!(err, "the mint hook left a process holding its stdout open");
-        let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+        let pid: i32 = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
         // SAFETY: kill(2) of the sleeper this test started.
         unsafe { libc::kill(pid, libc::SIGKILL) };
     }
@@ -277,14 +374,29 @@ mod tests {
         let pidfile = dir.path().join("pid");
         let cmd = format!("sleep 30 & echo $! > {}; wait", pidfile.display());
         let started = Instant::now();
-        let err = run_hook(&cmd, "/", "r", "mint", &[], None, Duration::from_millis(300)).unwrap_err();
+        let err = run_hook(
+            &cmd,
+            "/",
+            "r",
+            "mint",
+            &[],
+            None,
+            Duration::from_millis(300),
+        )
+        .unwrap_err();
         assert_eq!(err, "the mint hook did not finish within 300 ms");
         assert!(started.elapsed() < Duration::from_secs(10));
-        let pid = std::fs::read_to_string(&pidfile).unwrap().trim().to_string();
+        let pid = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .to_string();
         // SIGKILL was sent; on a loaded machine the sleeper may take a moment to finish dying.
         let alive = || {
             let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            state.rsplit(')').next().is_some_and(|rest| !rest.trim_start().starts_with('Z'))
+            state
+                .rsplit(')')
+                .next()
+                .is_some_and(|rest| !rest.trim_start().starts_with('Z'))
         };
         let deadline = Instant::now() + Duration::from_secs(5);
         while alive() && Instant::now() < deadline {

@@ -13,8 +13,8 @@ use crate::receipt::events::WorkspaceRecord;
 use crate::receipt::store::{fs_failure, RunDir, StateDir};
 use crate::safefs::SafeDir;
 use crate::workspace::{
-    check_layers, deliver, Baseline, BaselineOptions, Delivery, FrozenLayer, IgnoreRules, ObjectId, ProtectedPaths, Snapshot,
-    Workspace, WorkspaceError,
+    check_layers, deliver, Baseline, BaselineOptions, Delivery, FrozenLayer, IgnoreRules, ObjectId,
+    ProtectedPaths, Snapshot, Workspace, WorkspaceError,
 };
 use sandbox::OverlayMount;
 use std::os::fd::AsRawFd;
@@ -33,7 +33,9 @@ const CHECKS: &str = "checks";
 const INFO_EXCLUDE: &str = "info-exclude";
 
 /// How a run's commands see the operator's directory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum WorkspaceMode {
     /// An overlay over the committed tree (t0) of the workdir's git repository (native isolation).
@@ -58,14 +60,19 @@ pub fn is_git_repository(workdir: &Path) -> bool {
 
 /// The uid/gid that must own the zone-writable layers: the zone's, when loopexec runs as root.
 pub fn zone_owner(policy: &sandbox::Policy) -> Option<(u32, u32)> {
-    nix::unistd::geteuid().is_root().then_some((policy.identity.uid_when_root, policy.identity.gid_when_root))
+    nix::unistd::geteuid()
+        .is_root()
+        .then_some((policy.identity.uid_when_root, policy.identity.gid_when_root))
 }
 
 /// How reading the workspace after an agent step ended.
 pub enum Taken {
     /// A snapshot (for the guards), and how long it took (its bound is the policy's
     /// `workspace.snapshot_timeout_seconds`).
-    Snapshot { snapshot: Snapshot, duration_ms: u64 },
+    Snapshot {
+        snapshot: Snapshot,
+        duration_ms: u64,
+    },
     /// The workspace cannot be taken (over a `[workspace]` limit, a name git treats as `.git`,
     /// the snapshot's time bound, a tree that cannot be read): the run halts `workspace_invalid`
     /// with this detail, naming the limit and the path.
@@ -111,26 +118,45 @@ impl Drop for CheckScratch {
 /// Write `files` into the new directory `<checks>/<name>/sentinel`: every directory created
 /// (0755) or entered without following a link, every file created new (0644, `O_EXCL |
 /// O_NOFOLLOW`).
-fn write_sentinel_layer(checks: &SafeDir, name: &str, files: &[(String, Vec<u8>)]) -> std::io::Result<()> {
+fn write_sentinel_layer(
+    checks: &SafeDir,
+    name: &str,
+    files: &[(String, Vec<u8>)],
+) -> std::io::Result<()> {
     use crate::workspace::fsat;
     use std::io::Write;
     let check_dir = fsat::open_dir(checks.fd().as_raw_fd(), name.as_bytes())?;
-    nix::sys::stat::mkdirat(Some(check_dir.as_raw_fd()), "sentinel", nix::sys::stat::Mode::from_bits_truncate(0o755))?;
+    nix::sys::stat::mkdirat(
+        Some(check_dir.as_raw_fd()),
+        "sentinel",
+        nix::sys::stat::Mode::from_bits_truncate(0o755),
+    )?;
     let root = fsat::open_dir(check_dir.as_raw_fd(), b"sentinel")?;
     // The exec zone's uid reads the layer whatever the supervisor's umask.
-    let readable = |fd: std::os::fd::RawFd, mode: u32| nix::sys::stat::fchmod(fd, nix::sys::stat::Mode::from_bits_truncate(mode));
+    let readable = |fd: std::os::fd::RawFd, mode: u32| {
+        nix::sys::stat::fchmod(fd, nix::sys::stat::Mode::from_bits_truncate(mode))
+    };
     readable(root.as_raw_fd(), 0o755)?;
     for (path, bytes) in files {
         let parts: Vec<&str> = path.split('/').collect();
-        if parts.iter().any(|p| p.is_empty() || *p == "." || *p == "..") {
-            return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("not a tree path: {path:?}")));
+        if parts
+            .iter()
+            .any(|p| p.is_empty() || *p == "." || *p == "..")
+        {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("not a tree path: {path:?}"),
+            ));
         }
-        let mut dir = nix::unistd::dup(root.as_raw_fd()).map(|fd| unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })?;
+        let mut dir = nix::unistd::dup(root.as_raw_fd()).map(|fd| unsafe {
+            <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd)
+        })?;
         for part in &parts[..parts.len() - 1] {
             dir = fsat::ensure_dir(dir.as_raw_fd(), part.as_bytes(), 0o755)?;
             readable(dir.as_raw_fd(), 0o755)?;
         }
-        let mut file = fsat::create_file(dir.as_raw_fd(), parts[parts.len() - 1].as_bytes(), 0o644)?;
+        let mut file =
+            fsat::create_file(dir.as_raw_fd(), parts[parts.len() - 1].as_bytes(), 0o644)?;
         readable(std::os::fd::AsRawFd::as_raw_fd(&file), 0o644)?;
         file.write_all(bytes)?;
     }
@@ -160,7 +186,8 @@ fn ws_failure(e: crate::workspace::WorkspaceError) -> Failure {
 fn checks_dir(run: &RunDir, check_owner: Option<(u32, u32)>) -> CmdResult<SafeDir> {
     let checks = run.dir().subdir_or_create(CHECKS).map_err(fs_failure)?;
     if check_owner.is_some() {
-        crate::workspace::fsat::allow_traverse(&checks.fd()).map_err(|e| Failure::io(checks.path(), &e.into()))?;
+        crate::workspace::fsat::allow_traverse(&checks.fd())
+            .map_err(|e| Failure::io(checks.path(), &e.into()))?;
     }
     Ok(checks)
 }
@@ -174,8 +201,10 @@ fn build_frozen(
     check_owner: Option<(u32, u32)>,
 ) -> CmdResult<(SafeDir, FrozenLayer)> {
     let checks = checks_dir(run, check_owner)?;
-    let _ = crate::workspace::fsat::remove_tree(checks.fd().as_raw_fd(), FrozenLayer::NAME.as_bytes());
-    let frozen = FrozenLayer::build(workspace.baseline(), protected, &checks, check_owner).map_err(ws_failure)?;
+    let _ =
+        crate::workspace::fsat::remove_tree(checks.fd().as_raw_fd(), FrozenLayer::NAME.as_bytes());
+    let frozen = FrozenLayer::build(workspace.baseline(), protected, &checks, check_owner)
+        .map_err(ws_failure)?;
     Ok((checks, frozen))
 }
 
@@ -196,15 +225,23 @@ pub struct Protection<'a> {
 /// live run did.
 fn run_protected(workspace: &Workspace, protection: &Protection<'_>) -> CmdResult<ProtectedPaths> {
     use crate::workspace::command_files::{files_run, literal_pattern};
-    let Protection { extra: protected_extra, exempt, commands } = *protection;
+    let Protection {
+        extra: protected_extra,
+        exempt,
+        commands,
+    } = *protection;
     let t0 = workspace.baseline().manifest().map_err(ws_failure)?;
     let root = workspace.baseline().files_dir.clone();
-    let read = |path: &[u8], limit: usize| crate::engine::analysis_guards::read_bounded(&root, path, limit);
+    let read = |path: &[u8], limit: usize| {
+        crate::engine::analysis_guards::read_bounded(&root, path, limit)
+    };
     let mut patterns = protected_extra.to_vec();
     // Past a cap the files run would go partly unprotected: the run is refused (before any agent call).
     let run = files_run(commands, t0, &read).map_err(|e| Failure::workspace(e.to_string()))?;
     patterns.extend(run.iter().map(|p| literal_pattern(p)));
-    ProtectedPaths::new(true, &patterns).and_then(|p| p.exempting(exempt)).map_err(ws_failure)
+    ProtectedPaths::new(true, &patterns)
+        .and_then(|p| p.exempting(exempt))
+        .map_err(ws_failure)
 }
 
 impl RunWorkspace {
@@ -221,10 +258,16 @@ impl RunWorkspace {
         check_policy: &sandbox::Policy,
     ) -> CmdResult<(RunWorkspace, WorkspaceRecord)> {
         let agent_owner = zone_owner(agent_policy);
-        let opts = BaselineOptions { include_uncommitted, owner: agent_owner };
+        let opts = BaselineOptions {
+            include_uncommitted,
+            owner: agent_owner,
+        };
         let baseline = Baseline::prepare(repo, statedir.root(), &opts).map_err(ws_failure)?;
-        let info_exclude = crate::workspace::ignore_rules::read_info_exclude(repo).map_err(ws_failure)?;
-        run.dir().write_atomic(INFO_EXCLUDE, &info_exclude).map_err(fs_failure)?;
+        let info_exclude =
+            crate::workspace::ignore_rules::read_info_exclude(repo).map_err(ws_failure)?;
+        run.dir()
+            .write_atomic(INFO_EXCLUDE, &info_exclude)
+            .map_err(fs_failure)?;
         let workspace = Workspace::create(baseline, run.dir(), agent_owner).map_err(ws_failure)?;
         let rules = IgnoreRules::of_t0(workspace.baseline(), &info_exclude).map_err(ws_failure)?;
         let workspace = workspace.with_ignore_rules(rules);
@@ -240,12 +283,23 @@ impl RunWorkspace {
             baseline_reused: b.reused,
             target: WORKSPACE_TARGET.into(),
             protected: protected.patterns().to_vec(),
-            limits: Some(serde_json::to_value(&agent_policy.workspace).map_err(|e| Failure::internal(e.to_string()))?),
+            limits: Some(
+                serde_json::to_value(&agent_policy.workspace)
+                    .map_err(|e| Failure::internal(e.to_string()))?,
+            ),
         };
         let check_owner = zone_owner(check_policy);
         let (checks, frozen) = build_frozen(&workspace, &protected, run, check_owner)?;
         let limits = agent_policy.workspace.clone();
-        let ws = RunWorkspace { workspace, protected, check_owner, checks, frozen, last_accepted: None, limits };
+        let ws = RunWorkspace {
+            workspace,
+            protected,
+            check_owner,
+            checks,
+            frozen,
+            last_accepted: None,
+            limits,
+        };
         Ok((ws, record))
     }
 
@@ -259,13 +313,27 @@ impl RunWorkspace {
         agent_policy: &sandbox::Policy,
         check_policy: &sandbox::Policy,
     ) -> CmdResult<RunWorkspace> {
-        let broken = || Failure::workspace(format!("{}: malformed workspace event", run.receipt_path().display()));
+        let broken = || {
+            Failure::workspace(format!(
+                "{}: malformed workspace event",
+                run.receipt_path().display()
+            ))
+        };
         let head = ObjectId::from_hex(event.head_commit.as_bytes()).ok_or_else(broken)?;
-        let baseline = Baseline::reopen(Path::new(&event.repo), statedir.root(), &event.baseline_key, head, event.include_uncommitted)
-            .map_err(ws_failure)?;
+        let baseline = Baseline::reopen(
+            Path::new(&event.repo),
+            statedir.root(),
+            &event.baseline_key,
+            head,
+            event.include_uncommitted,
+        )
+        .map_err(ws_failure)?;
         let workspace = Workspace::open(baseline, run.dir()).map_err(ws_failure)?;
         // A run started before the rules were kept has none: it goes on as it began.
-        let info_exclude = match run.dir().read(INFO_EXCLUDE, crate::workspace::ignore_rules::MAX_IGNORE_FILE_BYTES) {
+        let info_exclude = match run.dir().read(
+            INFO_EXCLUDE,
+            crate::workspace::ignore_rules::MAX_IGNORE_FILE_BYTES,
+        ) {
             Ok(bytes) => Some(bytes),
             Err(e) if e.is_not_found() => None,
             Err(e) => return Err(fs_failure(e)),
@@ -281,7 +349,15 @@ impl RunWorkspace {
         let check_owner = zone_owner(check_policy);
         let (checks, frozen) = build_frozen(&workspace, &protected, run, check_owner)?;
         let limits = agent_policy.workspace.clone();
-        Ok(RunWorkspace { workspace, protected, check_owner, checks, frozen, last_accepted: None, limits })
+        Ok(RunWorkspace {
+            workspace,
+            protected,
+            check_owner,
+            checks,
+            frozen,
+            last_accepted: None,
+            limits,
+        })
     }
 
     /// The overlay the agent zone mounts.
@@ -294,7 +370,11 @@ impl RunWorkspace {
     /// or a helper one of them sources, is the operator's copy), and the agent's tree,
     /// read-only, at [`CANDIDATE_TARGET`]: data to review, never code the judge runs.
     pub fn judge_overlays(&self) -> (OverlayMount, OverlayMount) {
-        (self.workspace.t0_overlay(Path::new(WORKSPACE_TARGET)), self.workspace.read_only_overlay(Path::new(CANDIDATE_TARGET)))
+        (
+            self.workspace.t0_overlay(Path::new(WORKSPACE_TARGET)),
+            self.workspace
+                .read_only_overlay(Path::new(CANDIDATE_TARGET)),
+        )
     }
 
     /// The tree id of t0.
@@ -309,7 +389,10 @@ impl RunWorkspace {
         let duration_ms = started.elapsed().as_millis() as u64;
         tracing::debug!(duration_ms, "workspace snapshot");
         match taken {
-            Ok(snapshot) => Taken::Snapshot { snapshot, duration_ms },
+            Ok(snapshot) => Taken::Snapshot {
+                snapshot,
+                duration_ms,
+            },
             Err(WorkspaceError::Interrupted { signal, .. }) => Taken::Interrupted(signal),
             Err(e) => Taken::Refused(format!("the workspace cannot be taken: {e}")),
         }
@@ -318,7 +401,10 @@ impl RunWorkspace {
     /// The run's protected paths (what the protected-path guard compares).
     /// Where t0's files and the agent's layer live on the host (for the syntax-tree guards).
     pub fn tree_files(&self) -> crate::engine::analysis_guards::TreeFiles {
-        crate::engine::analysis_guards::TreeFiles { t0_dir: self.workspace.baseline().files_dir.clone(), upper: self.workspace.upper_dir().to_path_buf() }
+        crate::engine::analysis_guards::TreeFiles {
+            t0_dir: self.workspace.baseline().files_dir.clone(),
+            upper: self.workspace.upper_dir().to_path_buf(),
+        }
     }
 
     /// The baseline t0.
@@ -360,14 +446,23 @@ impl RunWorkspace {
     pub fn revert_to_best(&mut self, rejected: u64) -> Result<String, String> {
         super::revert::keep_rejected(self.workspace.upper_dir(), rejected)?;
         super::revert::restore_accepted(self.workspace.upper_dir())?;
-        let expected = self.last_accepted.as_ref().map_or(self.workspace.baseline().tree_id, |s| s.tree_id);
+        let expected = self
+            .last_accepted
+            .as_ref()
+            .map_or(self.workspace.baseline().tree_id, |s| s.tree_id);
         match self.snapshot() {
-            Taken::Snapshot { snapshot, .. } if snapshot.tree_id == expected => Ok(expected.to_hex()),
-            Taken::Snapshot { snapshot, .. } => {
-                Err(format!("the reverted workspace has tree {}, not the accepted {}", snapshot.tree_id.to_hex(), expected.to_hex()))
+            Taken::Snapshot { snapshot, .. } if snapshot.tree_id == expected => {
+                Ok(expected.to_hex())
             }
+            Taken::Snapshot { snapshot, .. } => Err(format!(
+                "the reverted workspace has tree {}, not the accepted {}",
+                snapshot.tree_id.to_hex(),
+                expected.to_hex()
+            )),
             Taken::Refused(detail) => Err(detail),
-            Taken::Interrupted(signal) => Err(format!("interrupted by signal {signal} while reverting")),
+            Taken::Interrupted(signal) => {
+                Err(format!("interrupted by signal {signal} while reverting"))
+            }
         }
     }
 
@@ -394,24 +489,57 @@ impl RunWorkspace {
     /// Build the throwaway layers of the check of `iteration` over `snapshot` (the agent's step,
     /// which the guards let through to its check); the paths `fresh` names (declared reports)
     /// are hidden from the check, so that what it reads there it wrote itself.
-    pub fn check_overlay(&self, iteration: u64, snapshot: &Snapshot, fresh: &dyn Fn(&[u8]) -> bool) -> CmdResult<(OverlayMount, CheckScratch)> {
+    pub fn check_overlay(
+        &self,
+        iteration: u64,
+        snapshot: &Snapshot,
+        fresh: &dyn Fn(&[u8]) -> bool,
+    ) -> CmdResult<(OverlayMount, CheckScratch)> {
         let started = std::time::Instant::now();
         let name = format!("{iteration:04}");
         let _ = crate::workspace::fsat::remove_tree(self.checks.fd().as_raw_fd(), name.as_bytes());
         let dir = self.checks.subdir_or_create(&name).map_err(fs_failure)?;
         let target = Path::new(WORKSPACE_TARGET);
-        let layers = check_layers(&self.workspace, snapshot, &self.frozen, &self.protected, fresh, &dir, target, self.check_owner)
-            .map_err(ws_failure)?;
+        let layers = check_layers(
+            &self.workspace,
+            snapshot,
+            &self.frozen,
+            &self.protected,
+            fresh,
+            &dir,
+            target,
+            self.check_owner,
+        )
+        .map_err(ws_failure)?;
         let upper = dir.subdir("upper").map_err(fs_failure)?;
-        tracing::debug!(elapsed_us = started.elapsed().as_micros() as u64, "check layers");
-        let parent = self.checks.fd().try_clone_to_owned().map_err(|e| Failure::io(self.checks.path(), &e))?;
-        Ok((layers.overlay, CheckScratch { parent, name, upper, tested: layers.tested }))
+        tracing::debug!(
+            elapsed_us = started.elapsed().as_micros() as u64,
+            "check layers"
+        );
+        let parent = self
+            .checks
+            .fd()
+            .try_clone_to_owned()
+            .map_err(|e| Failure::io(self.checks.path(), &e))?;
+        Ok((
+            layers.overlay,
+            CheckScratch {
+                parent,
+                name,
+                upper,
+                tested: layers.tested,
+            },
+        ))
     }
 
     /// t0's protected paths the check's zone holds read-only (relative to the workspace).
     pub fn check_read_only(&self) -> Vec<std::path::PathBuf> {
         use std::os::unix::ffi::OsStrExt;
-        self.frozen.read_only().iter().map(|p| std::path::PathBuf::from(std::ffi::OsStr::from_bytes(p))).collect()
+        self.frozen
+            .read_only()
+            .iter()
+            .map(|p| std::path::PathBuf::from(std::ffi::OsStr::from_bytes(p)))
+            .collect()
     }
 
     /// Whether a file or directory a check created at `path` counts as a write to the tree it
@@ -437,14 +565,40 @@ impl RunWorkspace {
 
     /// The check's throwaway layers under the scratch name `name` (e.g. `0003-mutator`, where the
     /// canary runs an operator's mutator on the green tree; its writes land in the scratch).
-    pub fn named_check_overlay(&self, name: &str, snapshot: &Snapshot, fresh: &dyn Fn(&[u8]) -> bool) -> CmdResult<(OverlayMount, CheckScratch)> {
+    pub fn named_check_overlay(
+        &self,
+        name: &str,
+        snapshot: &Snapshot,
+        fresh: &dyn Fn(&[u8]) -> bool,
+    ) -> CmdResult<(OverlayMount, CheckScratch)> {
         let _ = crate::workspace::fsat::remove_tree(self.checks.fd().as_raw_fd(), name.as_bytes());
         let dir = self.checks.subdir_or_create(name).map_err(fs_failure)?;
-        let layers = check_layers(&self.workspace, snapshot, &self.frozen, &self.protected, fresh, &dir, Path::new(WORKSPACE_TARGET), self.check_owner)
-            .map_err(ws_failure)?;
-        let parent = self.checks.fd().try_clone_to_owned().map_err(|e| Failure::io(self.checks.path(), &e))?;
+        let layers = check_layers(
+            &self.workspace,
+            snapshot,
+            &self.frozen,
+            &self.protected,
+            fresh,
+            &dir,
+            Path::new(WORKSPACE_TARGET),
+            self.check_owner,
+        )
+        .map_err(ws_failure)?;
+        let parent = self
+            .checks
+            .fd()
+            .try_clone_to_owned()
+            .map_err(|e| Failure::io(self.checks.path(), &e))?;
         let upper = dir.subdir("upper").map_err(fs_failure)?;
-        Ok((layers.overlay, CheckScratch { parent, name: name.to_string(), upper, tested: layers.tested }))
+        Ok((
+            layers.overlay,
+            CheckScratch {
+                parent,
+                name: name.to_string(),
+                upper,
+                tested: layers.tested,
+            },
+        ))
     }
 
     /// The throwaway layers of the check of one mutant (`name`, e.g. `0003-mutant-07`): those of
@@ -461,8 +615,13 @@ impl RunWorkspace {
     ) -> CmdResult<(OverlayMount, CheckScratch)> {
         let (mut overlay, scratch) = self.named_check_overlay(name, snapshot, fresh)?;
         let layer = self.checks.path().join(name).join("mutant");
-        super::canary::write_layer_file(&layer, path, bytes).map_err(|e| Failure::io(&layer, &e))?;
-        let agent = overlay.lowers.iter().position(|l| l == self.workspace.upper_dir()).unwrap_or(overlay.lowers.len());
+        super::canary::write_layer_file(&layer, path, bytes)
+            .map_err(|e| Failure::io(&layer, &e))?;
+        let agent = overlay
+            .lowers
+            .iter()
+            .position(|l| l == self.workspace.upper_dir())
+            .unwrap_or(overlay.lowers.len());
         overlay.lowers.insert(agent, layer);
         Ok((overlay, scratch))
     }
@@ -491,18 +650,36 @@ impl RunWorkspace {
     /// `git diff FROM TO`); nothing when there is none.
     pub fn store_accepted(&self, run: &RunDir) -> Result<(), WorkspaceError> {
         match &self.last_accepted {
-            Some(snapshot) => crate::workspace::deliver::store_tree(&self.workspace, snapshot, run.dir(), &self.limits),
+            Some(snapshot) => crate::workspace::deliver::store_tree(
+                &self.workspace,
+                snapshot,
+                run.dir(),
+                &self.limits,
+            ),
             None => Ok(()),
         }
     }
 
-    pub fn deliver(&self, run_id: &str, run: &RunDir, message: &str) -> Result<Option<Delivery>, WorkspaceError> {
+    pub fn deliver(
+        &self,
+        run_id: &str,
+        run: &RunDir,
+        message: &str,
+    ) -> Result<Option<Delivery>, WorkspaceError> {
         let Some(snapshot) = &self.last_accepted else {
             return Ok(None);
         };
         if snapshot.tree_id == self.workspace.baseline().tree_id {
             return Ok(None);
         }
-        deliver(&self.workspace, snapshot, run_id, run.dir(), message, &self.limits).map(Some)
+        deliver(
+            &self.workspace,
+            snapshot,
+            run_id,
+            run.dir(),
+            message,
+            &self.limits,
+        )
+        .map(Some)
     }
 }

@@ -37,21 +37,38 @@ pub fn digests(excerpts: &BTreeMap<String, Excerpt>) -> Vec<FailureDigest> {
             id_bytes += test.len();
             id_bytes <= MAX_DIGESTED_ID_BYTES
         })
-        .map(|(test, e)| FailureDigest { test: test.clone(), sha256: signature::excerpt_digest(&e.text) })
+        .map(|(test, e)| FailureDigest {
+            test: test.clone(),
+            sha256: signature::excerpt_digest(&e.text),
+        })
         .collect()
 }
 
 /// Write `excerpts` as `<rel>/<stem>-excerpts.json` in `dir` (the directory `rel` names beneath
 /// the run directory). `None`: there is nothing to write.
-pub fn write(dir: &SafeDir, rel: &str, stem: &str, excerpts: &BTreeMap<String, Excerpt>) -> Result<Option<ArtifactRef>, SafeFsError> {
+pub fn write(
+    dir: &SafeDir,
+    rel: &str,
+    stem: &str,
+    excerpts: &BTreeMap<String, Excerpt>,
+) -> Result<Option<ArtifactRef>, SafeFsError> {
     if excerpts.is_empty() {
         return Ok(None);
     }
     let name = format!("{stem}-excerpts.json");
-    let bytes = serde_json::to_vec(&ExcerptFile { excerpts: excerpts.clone() })
-        .map_err(|e| SafeFsError::Io { path: name.clone().into(), source: std::io::Error::other(e) })?;
+    let bytes = serde_json::to_vec(&ExcerptFile {
+        excerpts: excerpts.clone(),
+    })
+    .map_err(|e| SafeFsError::Io {
+        path: name.clone().into(),
+        source: std::io::Error::other(e),
+    })?;
     dir.write_atomic(&name, &bytes)?;
-    Ok(Some(ArtifactRef { path: format!("{rel}/{name}"), bytes: bytes.len() as u64, sha256: hex::encode(Sha256::digest(&bytes)) }))
+    Ok(Some(ArtifactRef {
+        path: format!("{rel}/{name}"),
+        bytes: bytes.len() as u64,
+        sha256: hex::encode(Sha256::digest(&bytes)),
+    }))
 }
 
 /// The excerpts `artifact` holds, read beneath `run_dir` without following links; `None` when it
@@ -61,11 +78,18 @@ pub fn read(run_dir: &SafeDir, artifact: &ArtifactRef) -> Option<BTreeMap<String
     if name.starts_with('.') || dir.contains('/') {
         return None;
     }
-    let bytes = run_dir.subdir(dir).and_then(|d| d.read(name, MAX_ARTIFACT_BYTES)).ok()?;
-    if bytes.len() as u64 != artifact.bytes || hex::encode(Sha256::digest(&bytes)) != artifact.sha256 {
+    let bytes = run_dir
+        .subdir(dir)
+        .and_then(|d| d.read(name, MAX_ARTIFACT_BYTES))
+        .ok()?;
+    if bytes.len() as u64 != artifact.bytes
+        || hex::encode(Sha256::digest(&bytes)) != artifact.sha256
+    {
         return None;
     }
-    serde_json::from_slice::<ExcerptFile>(&bytes).ok().map(|f| f.excerpts)
+    serde_json::from_slice::<ExcerptFile>(&bytes)
+        .ok()
+        .map(|f| f.excerpts)
 }
 
 #[cfg(test)]
@@ -73,7 +97,13 @@ mod tests {
     use super::*;
 
     fn excerpts() -> BTreeMap<String, Excerpt> {
-        BTreeMap::from([("t::a".to_string(), Excerpt { text: "boom at 0x1f".into(), cut: false })])
+        BTreeMap::from([(
+            "t::a".to_string(),
+            Excerpt {
+                text: "boom at 0x1f".into(),
+                cut: false,
+            },
+        )])
     }
 
     #[test]
@@ -81,7 +111,14 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         std::fs::create_dir(tmp.path().join("artifacts")).unwrap();
         let run = SafeDir::open(tmp.path()).unwrap();
-        let artifact = write(&run.subdir("artifacts").unwrap(), "artifacts", "0001-check", &excerpts()).unwrap().unwrap();
+        let artifact = write(
+            &run.subdir("artifacts").unwrap(),
+            "artifacts",
+            "0001-check",
+            &excerpts(),
+        )
+        .unwrap()
+        .unwrap();
         assert_eq!(artifact.path, "artifacts/0001-check-excerpts.json");
         assert_eq!(read(&run, &artifact), Some(excerpts()));
         std::fs::write(tmp.path().join(&artifact.path), b"{\"excerpts\":{}}").unwrap();
@@ -91,18 +128,39 @@ mod tests {
     #[test]
     fn nothing_is_written_without_excerpts() {
         let tmp = tempfile::tempdir().unwrap();
-        assert_eq!(write(&SafeDir::open(tmp.path()).unwrap(), "artifacts", "0001-check", &BTreeMap::new()).unwrap(), None);
+        assert_eq!(
+            write(
+                &SafeDir::open(tmp.path()).unwrap(),
+                "artifacts",
+                "0001-check",
+                &BTreeMap::new()
+            )
+            .unwrap(),
+            None
+        );
     }
 
     #[test]
     fn digests_stay_within_their_id_bound() {
-        let long: BTreeMap<String, Excerpt> =
-            (0..10).map(|i| (format!("{i}{}", "x".repeat(8 * 1024)), Excerpt { text: "boom".into(), cut: false })).collect();
+        let long: BTreeMap<String, Excerpt> = (0..10)
+            .map(|i| {
+                (
+                    format!("{i}{}", "x".repeat(8 * 1024)),
+                    Excerpt {
+                        text: "boom".into(),
+                        cut: false,
+                    },
+                )
+            })
+            .collect();
         assert_eq!(digests(&long).len(), 3);
     }
 
     #[test]
     fn the_digest_is_of_the_normalised_excerpt() {
-        assert_eq!(digests(&excerpts())[0].sha256, signature::excerpt_digest("boom at 0x99"));
+        assert_eq!(
+            digests(&excerpts())[0].sha256,
+            signature::excerpt_digest("boom at 0x99")
+        );
     }
 }

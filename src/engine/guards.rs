@@ -7,7 +7,9 @@
 
 use super::allow_change::{self, Allowances};
 use super::seats::Seat;
-use crate::receipt::events::{CheckResult, ExecResult, GuardRecord, ProtectedChangeRecord, TestChangeAllowedRecord};
+use crate::receipt::events::{
+    CheckResult, ExecResult, GuardRecord, ProtectedChangeRecord, TestChangeAllowedRecord,
+};
 use crate::receipt::history::History;
 use crate::workspace::{protected_changes, Manifest, ProtectedPaths, Snapshot};
 
@@ -81,12 +83,18 @@ impl Guards {
 
     /// Every objection after the agent.
     pub fn after_agent(&mut self, step: &AgentStep<'_>) -> Vec<Objection> {
-        self.0.iter_mut().filter_map(|g| g.after_agent(step)).collect()
+        self.0
+            .iter_mut()
+            .filter_map(|g| g.after_agent(step))
+            .collect()
     }
 
     /// Every objection after the check.
     pub fn after_check(&mut self, step: &CheckStep<'_>) -> Vec<GuardRecord> {
-        self.0.iter_mut().filter_map(|g| g.after_check(step)).collect()
+        self.0
+            .iter_mut()
+            .filter_map(|g| g.after_check(step))
+            .collect()
     }
 
     /// What the last hook let through under allowances, per guard.
@@ -106,11 +114,20 @@ pub struct ProtectedPathGuard {
 
 impl ProtectedPathGuard {
     pub fn new(protected: ProtectedPaths, allowances: Allowances) -> ProtectedPathGuard {
-        ProtectedPathGuard { protected, allowances, allowed: None }
+        ProtectedPathGuard {
+            protected,
+            allowances,
+            allowed: None,
+        }
     }
 
     /// The protected paths `snapshot` changed that an allowance let through.
-    fn allowed_changes(&self, iteration: u64, snapshot: &Snapshot, baseline: &Manifest) -> Option<TestChangeAllowedRecord> {
+    fn allowed_changes(
+        &self,
+        iteration: u64,
+        snapshot: &Snapshot,
+        baseline: &Manifest,
+    ) -> Option<TestChangeAllowedRecord> {
         if self.allowances.is_empty() {
             return None;
         }
@@ -122,17 +139,28 @@ impl ProtectedPathGuard {
                 let path = String::from_utf8_lossy(&p).into_owned();
                 let pin = self.allowances.for_path(&path)?;
                 let change = format!("{change:?}").to_lowercase();
-                Some(allow_change::use_of(pin, format!("{} {change}", crate::testreport::shown(&path))))
+                Some(allow_change::use_of(
+                    pin,
+                    format!("{} {change}", crate::testreport::shown(&path)),
+                ))
             })
             .collect();
-        allow_change::record(iteration, Seat::ProtectedPaths.as_str(), "after_agent", uses)
+        allow_change::record(
+            iteration,
+            Seat::ProtectedPaths.as_str(),
+            "after_agent",
+            uses,
+        )
     }
 
     /// The protected paths `snapshot` changed against `baseline`.
     pub fn changes(&self, snapshot: &Snapshot, baseline: &Manifest) -> Vec<ProtectedChangeRecord> {
         protected_changes(baseline, snapshot, &self.protected)
             .into_iter()
-            .map(|c| ProtectedChangeRecord { path: c.path, change: format!("{:?}", c.change).to_lowercase() })
+            .map(|c| ProtectedChangeRecord {
+                path: c.path,
+                change: format!("{:?}", c.change).to_lowercase(),
+            })
             .collect()
     }
 }

@@ -47,8 +47,21 @@ impl Beacon {
         let dir = SafeDir::open(run_dir).ok()?;
         let pid = std::process::id() as i32;
         let start = crate::procfs::start_time(pid)?;
-        let at = Where { phase: "baseline", iteration: 0, since_unix_ms: heartbeat::now_unix_ms(), role: None, zone: None };
-        let beacon = Arc::new(Beacon { dir, run_id: run_id.to_string(), pid, start, at: Mutex::new(at), writing: Mutex::new(()) });
+        let at = Where {
+            phase: "baseline",
+            iteration: 0,
+            since_unix_ms: heartbeat::now_unix_ms(),
+            role: None,
+            zone: None,
+        };
+        let beacon = Arc::new(Beacon {
+            dir,
+            run_id: run_id.to_string(),
+            pid,
+            start,
+            at: Mutex::new(at),
+            writing: Mutex::new(()),
+        });
         Self::pulse(Arc::downgrade(&beacon));
         Some(beacon)
     }
@@ -57,17 +70,29 @@ impl Beacon {
     /// the supervisor is. It ends with the beacon (within one pulse); a thread that cannot be
     /// started leaves the phase changes and the zones' hook as the only writers.
     fn pulse(beacon: std::sync::Weak<Beacon>) {
-        let _ = std::thread::Builder::new().name("loopexec-heartbeat".into()).spawn(move || loop {
-            std::thread::sleep(PULSE);
-            let Some(beacon) = beacon.upgrade() else { return };
-            let Ok(at) = beacon.at.lock().map(|g| g.clone()) else { return };
-            beacon.write(&at);
-        });
+        let _ = std::thread::Builder::new()
+            .name("loopexec-heartbeat".into())
+            .spawn(move || loop {
+                std::thread::sleep(PULSE);
+                let Some(beacon) = beacon.upgrade() else {
+                    return;
+                };
+                let Ok(at) = beacon.at.lock().map(|g| g.clone()) else {
+                    return;
+                };
+                beacon.write(&at);
+            });
     }
 
     /// A phase change: record it, with no zone running.
     pub fn phase(&self, phase: &'static str, iteration: u64) {
-        let at = Where { phase, iteration, since_unix_ms: heartbeat::now_unix_ms(), role: None, zone: None };
+        let at = Where {
+            phase,
+            iteration,
+            since_unix_ms: heartbeat::now_unix_ms(),
+            role: None,
+            zone: None,
+        };
         if let Ok(mut guard) = self.at.lock() {
             *guard = at.clone();
         }
@@ -82,7 +107,10 @@ impl Beacon {
             guard.role = Some(cmd.role);
         }
         let hook: Arc<dyn Heartbeat> = self.clone();
-        cmd.liveness = Liveness { stall: cmd.liveness.stall, heartbeat: Some(hook) };
+        cmd.liveness = Liveness {
+            stall: cmd.liveness.stall,
+            heartbeat: Some(hook),
+        };
     }
 
     fn write(&self, at: &Where) {
@@ -96,7 +124,7 @@ impl Beacon {
             iteration: at.iteration,
             phase_since_unix_ms: Some(at.since_unix_ms),
             zone,
-            updated_at: crate::receipt::chain::now_rfc3339(),
+            updated_at: crate::timestamp::now_rfc3339(),
             updated_at_unix_ms: heartbeat::now_unix_ms(),
         };
         // Best effort: an unwritable heartbeat goes stale, which `watch` reports.
@@ -107,12 +135,19 @@ impl Beacon {
 
 impl Heartbeat for Beacon {
     fn beat(&self, pulse: &Pulse) {
-        let Ok(mut guard) = self.at.lock() else { return };
+        let Ok(mut guard) = self.at.lock() else {
+            return;
+        };
         let zone = ZoneRecord {
             role: guard.role.map_or("unknown", Role::as_str).into(),
             leader_pid: pulse.zone.leader_pid,
             leader_start: pulse.zone.leader_start,
-            cgroup: pulse.zone.cgroup.iter().map(|p| p.display().to_string()).collect(),
+            cgroup: pulse
+                .zone
+                .cgroup
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect(),
             process_group: pulse.zone.process_group,
             cpu_ms: pulse.cpu.map(|d| d.as_millis() as u64),
             output_bytes: pulse.output_bytes,
@@ -131,7 +166,10 @@ pub fn stall_rule(cfg: &super::config::LoopConfig, role: Role) -> Option<StallRu
         return None;
     }
     let idle = Duration::from_millis(cfg.stall_timeout_ms?);
-    Some(StallRule::new(idle, cfg.stall_busy_timeout_ms.map(Duration::from_millis)))
+    Some(StallRule::new(
+        idle,
+        cfg.stall_busy_timeout_ms.map(Duration::from_millis),
+    ))
 }
 
 #[cfg(test)]
@@ -147,8 +185,18 @@ mod tests {
         let first = heartbeat::read(&dir).unwrap();
         std::thread::sleep(PULSE + PULSE / 2);
         let later = heartbeat::read(&dir).unwrap();
-        assert!(later.updated_at_unix_ms > first.updated_at_unix_ms, "{first:?} {later:?}");
-        assert_eq!((later.phase.as_str(), later.iteration, later.phase_since_unix_ms), ("guards", 3, first.phase_since_unix_ms));
+        assert!(
+            later.updated_at_unix_ms > first.updated_at_unix_ms,
+            "{first:?} {later:?}"
+        );
+        assert_eq!(
+            (
+                later.phase.as_str(),
+                later.iteration,
+                later.phase_since_unix_ms
+            ),
+            ("guards", 3, first.phase_since_unix_ms)
+        );
         assert!(later.zone.is_none());
     }
 }

@@ -15,16 +15,16 @@
 //! what it printed stays in the run directory, which no zone sees, and the feedback file is built
 //! from the visible check alone.
 
-use crate::rules::decide::Step;
+use super::detached::Taken;
 use super::lifecycle::ActiveRun;
-use crate::rules::verdict::Verdict;
 use crate::error::{CmdResult, Failure};
-use crate::receipt::events::GuardRecord;
 use crate::halt::HaltReason;
+use crate::receipt::events::GuardRecord;
 use crate::receipt::events::{CheckResult, Event, HoldoutRecord};
+use crate::rules::decide::Step;
+use crate::rules::verdict::Verdict;
 use crate::workspace::fsat;
 use crate::workspace::Snapshot;
-use super::detached::Taken;
 use crate::zones::{Zone, ZoneCommand};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -50,7 +50,10 @@ pub struct HoldoutInput {
 impl HoldoutInput {
     /// `self` (flags) over `file` (loop.toml): a flag that is given wins.
     pub fn over(self, file: HoldoutInput) -> HoldoutInput {
-        HoldoutInput { command: self.command.or(file.command), dir: self.dir.or(file.dir) }
+        HoldoutInput {
+            command: self.command.or(file.command),
+            dir: self.dir.or(file.dir),
+        }
     }
 }
 
@@ -80,7 +83,10 @@ impl HoldoutPins {
     pub fn apply(&self, cmd: &mut ZoneCommand) {
         cmd.command_line = self.command.clone();
         cmd.read_only.push(PathBuf::from(&self.dir));
-        cmd.inject.push((DIR_ENV.to_string(), crate::secret::Secret::new(self.dir.clone())));
+        cmd.inject.push((
+            DIR_ENV.to_string(),
+            crate::secret::Secret::new(self.dir.clone()),
+        ));
     }
 }
 
@@ -93,7 +99,12 @@ fn refused(dir: &Path, why: impl std::fmt::Display) -> Failure {
 /// detached workspace (the only one with a candidate tree the agent cannot change under the check),
 /// and a directory the agent can never see (`agent_grants`: every path the agent and judge zones'
 /// policies bind). Pins the directory's digest.
-pub fn resolve(input: HoldoutInput, workdir: &Path, detached: bool, agent_grants: &[PathBuf]) -> Result<Option<HoldoutPins>, Failure> {
+pub fn resolve(
+    input: HoldoutInput,
+    workdir: &Path,
+    detached: bool,
+    agent_grants: &[PathBuf],
+) -> Result<Option<HoldoutPins>, Failure> {
     let (command, dir) = match (input.command, input.dir) {
         (None, None) => return Ok(None),
         (None, Some(_)) => {
@@ -110,15 +121,22 @@ pub fn resolve(input: HoldoutInput, workdir: &Path, detached: bool, agent_grants
         return Err(Failure::usage("--holdout-check: the command is empty"));
     }
     if !detached {
-        return Err(Failure::usage("a held-out check needs a detached workspace (native isolation in a git repository)")
-            .with_hint("in place, or without isolation, the agent could read the held-out directory itself"));
+        return Err(Failure::usage(
+            "a held-out check needs a detached workspace (native isolation in a git repository)",
+        )
+        .with_hint(
+            "in place, or without isolation, the agent could read the held-out directory itself",
+        ));
     }
     let meta = std::fs::symlink_metadata(&dir).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => refused(&dir, "does not exist"),
         _ => refused(&dir, e),
     })?;
     if meta.file_type().is_symlink() {
-        return Err(refused(&dir, "is a symbolic link (name the directory itself)"));
+        return Err(refused(
+            &dir,
+            "is a symbolic link (name the directory itself)",
+        ));
     }
     if !meta.is_dir() {
         return Err(refused(&dir, "is not a directory"));
@@ -127,20 +145,41 @@ pub fn resolve(input: HoldoutInput, workdir: &Path, detached: bool, agent_grants
     let workdir = std::fs::canonicalize(workdir).map_err(|e| Failure::io(workdir, &e))?;
     let overlaps = |a: &Path, b: &Path| a.starts_with(b) || b.starts_with(a);
     if canonical.starts_with(&workdir) {
-        return Err(refused(&dir, format!("lies inside the workdir {} (the agent's tree and the state dir)", workdir.display())));
+        return Err(refused(
+            &dir,
+            format!(
+                "lies inside the workdir {} (the agent's tree and the state dir)",
+                workdir.display()
+            ),
+        ));
     }
     if workdir.starts_with(&canonical) {
-        return Err(refused(&dir, format!("holds the workdir {}", workdir.display())));
+        return Err(refused(
+            &dir,
+            format!("holds the workdir {}", workdir.display()),
+        ));
     }
     for grant in agent_grants {
         // A grant that does not exist binds nothing.
-        let Ok(grant) = std::fs::canonicalize(grant) else { continue };
+        let Ok(grant) = std::fs::canonicalize(grant) else {
+            continue;
+        };
         if overlaps(&canonical, &grant) {
-            return Err(refused(&dir, format!("overlaps {}, which the agent's zone (or the judge's) binds", grant.display())));
+            return Err(refused(
+                &dir,
+                format!(
+                    "overlaps {}, which the agent's zone (or the judge's) binds",
+                    grant.display()
+                ),
+            ));
         }
     }
     let digest = digest(&canonical).map_err(|why| refused(&dir, why))?;
-    Ok(Some(HoldoutPins { command, dir: canonical.to_string_lossy().into_owned(), digest }))
+    Ok(Some(HoldoutPins {
+        command,
+        dir: canonical.to_string_lossy().into_owned(),
+        digest,
+    }))
 }
 
 /// One entry's line of the digest: kind, path, then what identifies its content.
@@ -161,7 +200,9 @@ pub fn digest(root: &Path) -> Result<DirDigest, String> {
     let mut hasher = Sha256::new();
     let (mut entries, mut bytes) = (0u64, 0u64);
     let list = |fd: std::os::fd::RawFd, left: u64| -> Result<Vec<Vec<u8>>, String> {
-        match fsat::list_at_most(fd, usize::try_from(left).unwrap_or(usize::MAX)).map_err(|e| e.to_string())? {
+        match fsat::list_at_most(fd, usize::try_from(left).unwrap_or(usize::MAX))
+            .map_err(|e| e.to_string())?
+        {
             Some(mut names) => {
                 names.reverse();
                 Ok(names)
@@ -192,7 +233,9 @@ pub fn digest(root: &Path) -> Result<DirDigest, String> {
         match st.st_mode & libc::S_IFMT {
             libc::S_IFDIR => {
                 entry_line(&mut hasher, b"dir", &path, b"");
-                stack.push(&name, None).map_err(|e| format!("{}: {e}", shown()))?;
+                stack
+                    .push(&name, None)
+                    .map_err(|e| format!("{}: {e}", shown()))?;
                 let fd = stack.top().map_err(|e| format!("{}: {e}", shown()))?;
                 pending.push(list(fd, MAX_ENTRIES - entries)?);
             }
@@ -202,18 +245,28 @@ pub fn digest(root: &Path) -> Result<DirDigest, String> {
                     return Err(format!("holds more than {MAX_BYTES} bytes of files"));
                 }
                 let file = fsat::open_file(dir, &name).map_err(|e| format!("{}: {e}", shown()))?;
-                let content = file_sha256(file, st.st_size as u64).map_err(|e| format!("{}: {e}", shown()))?;
-                let kind: &[u8] = if st.st_mode & 0o111 != 0 { b"exe" } else { b"file" };
+                let content = file_sha256(file, st.st_size as u64)
+                    .map_err(|e| format!("{}: {e}", shown()))?;
+                let kind: &[u8] = if st.st_mode & 0o111 != 0 {
+                    b"exe"
+                } else {
+                    b"file"
+                };
                 entry_line(&mut hasher, kind, &path, &content);
             }
             libc::S_IFLNK => {
-                let target = fsat::read_link(dir, &name).map_err(|e| format!("{}: {e}", shown()))?;
+                let target =
+                    fsat::read_link(dir, &name).map_err(|e| format!("{}: {e}", shown()))?;
                 entry_line(&mut hasher, b"link", &path, &target);
             }
             other => entry_line(&mut hasher, b"special", &path, &other.to_le_bytes()),
         }
     }
-    Ok(DirDigest { sha256: hex::encode(hasher.finalize()), entries, bytes })
+    Ok(DirDigest {
+        sha256: hex::encode(hasher.finalize()),
+        entries,
+        bytes,
+    })
 }
 
 /// The SHA-256 of at most `size` bytes of `file` (a file that grew meanwhile is cut there).
@@ -241,7 +294,6 @@ pub fn verdict_name(check: &CheckResult) -> &'static str {
     }
 }
 
-
 /// What one held-out run gave the stage that asked for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct HeldOutRun {
@@ -261,13 +313,19 @@ impl ActiveRun<'_> {
     /// (its `holdout_check` of iteration 0). A red t0 is expected; it halts the run only when the
     /// held-out check cannot run, wrote to t0 or its directory cannot be read.
     pub(super) fn holdout_baseline(&mut self, zone: &mut dyn Zone) -> CmdResult<Option<Step>> {
-        if self.cfg.holdout.is_none() || !self.cfg.baseline || self.history.last_started > 0 || self.history.holdout_baseline.is_some() {
+        if self.cfg.holdout.is_none()
+            || !self.cfg.baseline
+            || self.history.last_started > 0
+            || self.history.holdout_baseline.is_some()
+        {
             return Ok(None);
         }
         let snapshot = match self.workspace.as_mut().map(|ws| ws.snapshot()) {
             None => None,
             Some(Taken::Snapshot { snapshot, .. }) => Some(snapshot),
-            Some(Taken::Refused(detail)) => return Ok(Some(Step::Halt(HaltReason::WorkspaceInvalid, detail))),
+            Some(Taken::Refused(detail)) => {
+                return Ok(Some(Step::Halt(HaltReason::WorkspaceInvalid, detail)))
+            }
             Some(Taken::Interrupted(signal)) => return Ok(Some(Step::Interrupted(signal))),
         };
         let ran = match self.holdout_check(zone, 0, snapshot.as_ref())? {
@@ -275,11 +333,17 @@ impl ActiveRun<'_> {
             Err(step) => return Ok(Some(step)),
         };
         if let Some((reason, detail)) = ran.objection {
-            return Ok(Some(Step::Halt(reason, format!("{detail} (before any agent call)"))));
+            return Ok(Some(Step::Halt(
+                reason,
+                format!("{detail} (before any agent call)"),
+            )));
         }
         if ran.could_not_run {
             let detail = "the held-out check could not run on t0 (exit 126/127, killed, timed out or did not start): it could not verify any green";
-            return Ok(Some(Step::Halt(HaltReason::ExecutionFailure, detail.to_string())));
+            return Ok(Some(Step::Halt(
+                HaltReason::ExecutionFailure,
+                detail.to_string(),
+            )));
         }
         Ok(None)
     }
@@ -290,9 +354,18 @@ impl ActiveRun<'_> {
     /// against its t0 run when that recorded its sets), or for a directory that can no longer be
     /// read. `Ok(Err(step))`: its layers or its zone could not be set up, or the operator
     /// interrupted it (nothing recorded: a resumed run runs it again).
-    pub(super) fn holdout_check(&mut self, zone: &mut dyn Zone, n: u64, candidate: Option<&Snapshot>) -> CmdResult<Result<HeldOutRun, Step>> {
+    pub(super) fn holdout_check(
+        &mut self,
+        zone: &mut dyn Zone,
+        n: u64,
+        candidate: Option<&Snapshot>,
+    ) -> CmdResult<Result<HeldOutRun, Step>> {
         let Some(pins) = self.cfg.holdout.clone() else {
-            return Ok(Ok(HeldOutRun { green: true, objection: None, could_not_run: false }));
+            return Ok(Ok(HeldOutRun {
+                green: true,
+                objection: None,
+                could_not_run: false,
+            }));
         };
         if let Some(sig) = crate::interrupt::pending() {
             return Ok(Err(Step::Interrupted(sig)));
@@ -306,37 +379,79 @@ impl ActiveRun<'_> {
                 return self.objection(n, HaltReason::ObjectiveUnverified, detail, vec![]);
             }
         };
-        let outcome = match self.run_check(zone, n, candidate, super::iteration::CheckRun::Holdout)? {
-            Ok(outcome) => outcome,
-            Err(step) => return Ok(Err(step)),
-        };
+        let outcome =
+            match self.run_check(zone, n, candidate, super::iteration::CheckRun::Holdout)? {
+                Ok(outcome) => outcome,
+                Err(step) => return Ok(Err(step)),
+            };
         if let crate::ending::Ending::Interrupted { signal } = outcome.ending() {
             return Ok(Err(Step::Interrupted(*signal)));
         }
         let check = outcome.record(n);
         let verdict = verdict_name(&check);
         let dir_changed = now.sha256 != pins.digest.sha256;
-        let lost = match (n, verdict, self.history.holdout_baseline.as_ref().and_then(|b| sets_of(&b.check))) {
-            (1.., "green", Some(t0)) => super::baseline::set_violation_of("the held-out check", n, &check, &t0),
+        let lost = match (
+            n,
+            verdict,
+            self.history
+                .holdout_baseline
+                .as_ref()
+                .and_then(|b| sets_of(&b.check)),
+        ) {
+            (1.., "green", Some(t0)) => {
+                super::baseline::set_violation_of("the held-out check", n, &check, &t0)
+            }
             _ => None,
         };
-        let record = HoldoutRecord { dir: pins.dir.clone(), dir_sha256: now.sha256, dir_entries: now.entries, dir_changed, verdict: verdict.to_string(), check };
+        let record = HoldoutRecord {
+            dir: pins.dir.clone(),
+            dir_sha256: now.sha256,
+            dir_entries: now.entries,
+            dir_changed,
+            verdict: verdict.to_string(),
+            check,
+        };
         // The objection's guard goes first: a supervisor killed between the two appends leaves
         // a receipt that still halts, never a green record without its objection.
         if let Some(finding) = outcome.tree_writes.or(lost) {
             let objection = Some((finding.halt_reason, finding.detail.clone()));
             self.append(Event::Guard(finding))?;
             self.append(Event::HoldoutCheck(record))?;
-            return Ok(Ok(HeldOutRun { green: false, objection, could_not_run: false }));
+            return Ok(Ok(HeldOutRun {
+                green: false,
+                objection,
+                could_not_run: false,
+            }));
         }
         self.append(Event::HoldoutCheck(record))?;
-        Ok(Ok(HeldOutRun { green: verdict == "green" && !dir_changed, objection: None, could_not_run: verdict == "could_not_run" }))
+        Ok(Ok(HeldOutRun {
+            green: verdict == "green" && !dir_changed,
+            objection: None,
+            could_not_run: verdict == "could_not_run",
+        }))
     }
 
-    fn objection(&mut self, n: u64, reason: HaltReason, detail: String, findings: Vec<crate::receipt::events::FindingRecord>) -> CmdResult<Result<HeldOutRun, Step>> {
-        let record = GuardRecord { iteration: n, guard: GUARD.into(), stage: "after_check".into(), halt_reason: reason, detail: detail.clone(), findings };
+    fn objection(
+        &mut self,
+        n: u64,
+        reason: HaltReason,
+        detail: String,
+        findings: Vec<crate::receipt::events::FindingRecord>,
+    ) -> CmdResult<Result<HeldOutRun, Step>> {
+        let record = GuardRecord {
+            iteration: n,
+            guard: GUARD.into(),
+            stage: "after_check".into(),
+            halt_reason: reason,
+            detail: detail.clone(),
+            findings,
+        };
         self.append(Event::Guard(record))?;
-        Ok(Ok(HeldOutRun { green: false, objection: Some((reason, detail)), could_not_run: false }))
+        Ok(Ok(HeldOutRun {
+            green: false,
+            objection: Some((reason, detail)),
+            could_not_run: false,
+        }))
     }
 }
 
@@ -348,7 +463,13 @@ fn sets_of(check: &CheckResult) -> Option<super::check::TestSets> {
     // does, so a lost repeat of a held-out test is a lost test.
     let (collected, collected_repeats) = super::check::TestSets::unlisted(collected);
     let (skipped, skipped_repeats) = super::check::TestSets::unlisted(skipped);
-    Some(super::check::TestSets { collected, skipped, collected_repeats, skipped_repeats, ..Default::default() })
+    Some(super::check::TestSets {
+        collected,
+        skipped,
+        collected_repeats,
+        skipped_repeats,
+        ..Default::default()
+    })
 }
 
 #[cfg(test)]
@@ -357,26 +478,41 @@ mod tests {
 
     #[test]
     fn a_held_out_run_that_lost_one_entry_of_a_repeated_test_lost_a_test() {
-        let Event::CheckResult(mut t0) = crate::receipt::events::sample::check_result(0, 0) else { unreachable!() };
+        let Event::CheckResult(mut t0) = crate::receipt::events::sample::check_result(0, 0) else {
+            unreachable!()
+        };
         let ids = |v: &[&str]| Some(v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
         let doc = "doc/c::src/lib.rs - f";
         (t0.collected_set, t0.skipped_set) = (ids(&["a", doc, doc]), ids(&[doc, doc]));
         let sets = sets_of(&t0).unwrap();
-        assert_eq!((sets.collected_repeats.get(doc), sets.skipped_repeats.get(doc)), (Some(&2), Some(&2)));
+        assert_eq!(
+            (
+                sets.collected_repeats.get(doc),
+                sets.skipped_repeats.get(doc)
+            ),
+            (Some(&2), Some(&2))
+        );
         let mut now = t0.clone();
         (now.collected_set, now.skipped_set) = (ids(&["a", doc]), ids(&[doc]));
-        let found = super::super::baseline::set_violation_of("the held-out check", 1, &now, &sets).unwrap();
+        let found =
+            super::super::baseline::set_violation_of("the held-out check", 1, &now, &sets).unwrap();
         assert_eq!(found.detail, "the held-out check exited 0 at iteration 1 but against the t0 baseline 1 test(s) of t0's 3 collected are no longer collected");
     }
 
     fn input(command: Option<&str>, dir: Option<&Path>) -> HoldoutInput {
-        HoldoutInput { command: command.map(str::to_string), dir: dir.map(Path::to_path_buf) }
+        HoldoutInput {
+            command: command.map(str::to_string),
+            dir: dir.map(Path::to_path_buf),
+        }
     }
 
     #[test]
     fn neither_command_nor_directory_is_no_held_out_check() {
         let work = tempfile::tempdir().unwrap();
-        assert_eq!(resolve(input(None, None), work.path(), true, &[]).unwrap(), None);
+        assert_eq!(
+            resolve(input(None, None), work.path(), true, &[]).unwrap(),
+            None
+        );
     }
 
     #[test]
@@ -385,7 +521,13 @@ mod tests {
         let e = resolve(input(None, Some(held.path())), work.path(), true, &[]).unwrap_err();
         assert_eq!((e.class().code(), e.message.as_str()), (20, "--holdout-dir needs --holdout-check: the directory is only bound into the held-out check's zone"));
         let e = resolve(input(Some("pytest"), None), work.path(), true, &[]).unwrap_err();
-        assert_eq!((e.class().code(), e.message.as_str()), (20, "--holdout-check needs --holdout-dir DIR: the held-out tests the agent never sees"));
+        assert_eq!(
+            (e.class().code(), e.message.as_str()),
+            (
+                20,
+                "--holdout-check needs --holdout-dir DIR: the held-out tests the agent never sees"
+            )
+        );
     }
 
     #[test]
@@ -400,13 +542,24 @@ mod tests {
         std::os::unix::fs::symlink(&real, &link).unwrap();
         let inside = work.path().join("hidden");
         std::fs::create_dir(&inside).unwrap();
-        for (dir, why) in [(&missing, "does not exist"), (&file, "is not a directory"), (&link, "is a symbolic link (name the directory itself)")] {
+        for (dir, why) in [
+            (&missing, "does not exist"),
+            (&file, "is not a directory"),
+            (&link, "is a symbolic link (name the directory itself)"),
+        ] {
             let e = resolve(input(Some("t"), Some(dir)), work.path(), true, &[]).unwrap_err();
             assert_eq!(e.class().code(), 20);
-            assert_eq!(e.message, format!("held-out directory {}: {why}", dir.display()));
+            assert_eq!(
+                e.message,
+                format!("held-out directory {}: {why}", dir.display())
+            );
         }
         let e = resolve(input(Some("t"), Some(&inside)), work.path(), true, &[]).unwrap_err();
-        assert!(e.message.contains("lies inside the workdir"), "{}", e.message);
+        assert!(
+            e.message.contains("lies inside the workdir"),
+            "{}",
+            e.message
+        );
         let e = resolve(input(Some("t"), Some(outside.path())), &real, true, &[]).unwrap_err();
         assert!(e.message.contains("holds the workdir"), "{}", e.message);
     }
@@ -416,8 +569,19 @@ mod tests {
         let (work, outside) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let held = outside.path().join("tests");
         std::fs::create_dir(&held).unwrap();
-        let e = resolve(input(Some("t"), Some(&held)), work.path(), true, &[outside.path().to_path_buf()]).unwrap_err();
-        assert!(e.message.contains("which the agent's zone (or the judge's) binds"), "{}", e.message);
+        let e = resolve(
+            input(Some("t"), Some(&held)),
+            work.path(),
+            true,
+            &[outside.path().to_path_buf()],
+        )
+        .unwrap_err();
+        assert!(
+            e.message
+                .contains("which the agent's zone (or the judge's) binds"),
+            "{}",
+            e.message
+        );
     }
 
     #[test]
@@ -425,7 +589,11 @@ mod tests {
         let (work, held) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let e = resolve(input(Some("t"), Some(held.path())), work.path(), false, &[]).unwrap_err();
         assert_eq!(e.class().code(), 20);
-        assert!(e.message.contains("needs a detached workspace"), "{}", e.message);
+        assert!(
+            e.message.contains("needs a detached workspace"),
+            "{}",
+            e.message
+        );
     }
 
     #[test]
@@ -437,12 +605,20 @@ mod tests {
         std::os::unix::fs::symlink("/etc/passwd", p.join("a/out")).unwrap();
         let first = digest(p).unwrap();
         assert_eq!((first.entries, first.bytes), (4, 18));
-        assert_eq!(digest(p).unwrap(), first, "the same contents give the same digest");
+        assert_eq!(
+            digest(p).unwrap(),
+            first,
+            "the same contents give the same digest"
+        );
         std::fs::write(p.join("a/b/test_x.py"), "assert f(7) == 48\n").unwrap();
         let byte = digest(p).unwrap();
         assert_ne!(byte.sha256, first.sha256);
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(p.join("a/b/test_x.py"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(
+            p.join("a/b/test_x.py"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
         assert_ne!(digest(p).unwrap().sha256, byte.sha256);
         std::fs::rename(p.join("a/b/test_x.py"), p.join("a/b/test_y.py")).unwrap();
         assert_ne!(digest(p).unwrap().sha256, byte.sha256);
@@ -462,14 +638,21 @@ mod tests {
     }
 
     #[test]
-    fn the_held_out_verdict_is_green_for_a_zero_exit_red_for_a_failing_one_and_could_not_run_for_127() {
-        let Event::CheckResult(mut check) = crate::receipt::events::sample::check_result(2, 0) else { unreachable!() };
+    fn the_held_out_verdict_is_green_for_a_zero_exit_red_for_a_failing_one_and_could_not_run_for_127(
+    ) {
+        let Event::CheckResult(mut check) = crate::receipt::events::sample::check_result(2, 0)
+        else {
+            unreachable!()
+        };
         check.evidence = None;
         let named = |code: i32| {
             let mut c = check.clone();
             (c.ending, c.check_exit) = (crate::ending::Ending::Exited { code }, Some(code));
             verdict_name(&c)
         };
-        assert_eq!((named(0), named(1), named(127)), ("green", "red", "could_not_run"));
+        assert_eq!(
+            (named(0), named(1), named(127)),
+            ("green", "red", "could_not_run")
+        );
     }
 }

@@ -7,9 +7,9 @@
 
 use super::guards::{CheckStep, Guard};
 use super::seats::Seat;
-use crate::rules::verdict::Verdict;
 use crate::halt::HaltReason;
 use crate::receipt::events::GuardRecord;
+use crate::rules::verdict::Verdict;
 
 /// After every check of an in-place run: a passing check is refused as a success.
 #[derive(Debug, Default)]
@@ -36,7 +36,6 @@ impl Guard for InPlaceGuard {
         Seat::InPlace
     }
 
-
     fn after_check(&mut self, step: &CheckStep<'_>) -> Option<GuardRecord> {
         (Verdict::of_check(step.check) == Verdict::Pass).then(|| unguarded_success(step.iteration))
     }
@@ -49,15 +48,34 @@ mod tests {
     use crate::receipt::history::History;
 
     fn judged(code: i32) -> Option<GuardRecord> {
-        let Event::CheckResult(check) = sample::check_result(3, code) else { unreachable!() };
-        InPlaceGuard.after_check(&CheckStep { iteration: 3, check: &check, history: &History::default() })
+        let Event::CheckResult(check) = sample::check_result(3, code) else {
+            unreachable!()
+        };
+        InPlaceGuard.after_check(&CheckStep {
+            iteration: 3,
+            check: &check,
+            history: &History::default(),
+        })
     }
 
     #[test]
     fn a_passing_check_in_place_is_refused_as_human_required() {
         let found = judged(0).unwrap();
-        assert_eq!((found.halt_reason, found.guard.as_str(), found.stage.as_str()), (HaltReason::HumanRequired, "in_place", "after_check"));
-        assert!(found.detail.starts_with("the check passed at iteration 3 in place, where no guard can compare"), "{}", found.detail);
+        assert_eq!(
+            (
+                found.halt_reason,
+                found.guard.as_str(),
+                found.stage.as_str()
+            ),
+            (HaltReason::HumanRequired, "in_place", "after_check")
+        );
+        assert!(
+            found.detail.starts_with(
+                "the check passed at iteration 3 in place, where no guard can compare"
+            ),
+            "{}",
+            found.detail
+        );
     }
 
     #[test]

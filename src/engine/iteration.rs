@@ -14,22 +14,24 @@
 
 use super::check::{run_check, Artifacts, CheckOutcome, ReportSource};
 use super::commands::RoleCommand;
-use crate::rules::budget::Point;
-use crate::rules::decide::{self, Step};
 use super::detached::{RunWorkspace, Taken};
 use super::guards::{AgentStep, CheckStep, Objection};
 use super::judge;
 use super::lifecycle::ActiveRun;
 use super::sink::{EventSink, LoopEvent};
-use crate::rules::verdict::Verdict;
 use super::RunOutcome;
 use crate::error::{CmdResult, Failure};
-use crate::testreport::paths::ReportPatterns;
 use crate::halt::HaltReason;
 use crate::interrupt;
-use crate::receipt::events::{CheckResult, Event, ExecResult, GuardRecord, JudgeOutcome, SnapshotRecord};
+use crate::receipt::events::{
+    CheckResult, Event, ExecResult, GuardRecord, JudgeOutcome, SnapshotRecord,
+};
 use crate::receipt::store::ARTIFACTS;
 use crate::receipt::usage::UsageRecord;
+use crate::rules::budget::Point;
+use crate::rules::decide::{self, Step};
+use crate::rules::verdict::Verdict;
+use crate::testreport::paths::ReportPatterns;
 use crate::workspace::Snapshot;
 use crate::zones::{Role, Zone};
 
@@ -58,13 +60,19 @@ pub(super) struct SentinelLayer {
 
 impl ActiveRun<'_> {
     /// Drive the run until it halts, pauses (`once`) or is interrupted.
-    pub(super) fn drive(&mut self, zone: &mut dyn Zone, once: bool, sink: &mut dyn EventSink) -> CmdResult<RunOutcome> {
+    pub(super) fn drive(
+        &mut self,
+        zone: &mut dyn Zone,
+        once: bool,
+        sink: &mut dyn EventSink,
+    ) -> CmdResult<RunOutcome> {
         loop {
             if let Some(sig) = interrupt::pending() {
                 return self.interrupted(sig, None);
             }
             let n = self.state.iteration + 1;
-            if let Step::Halt(reason, detail) = decide::before_iteration(n, self.cfg.max_iterations) {
+            if let Step::Halt(reason, detail) = decide::before_iteration(n, self.cfg.max_iterations)
+            {
                 return self.halt(reason, detail);
             }
             // The comprehension gate: too many accepted diffs unread stop the run, resumable.
@@ -72,7 +80,9 @@ impl ActiveRun<'_> {
             match self.comprehension_gate(n, sink) {
                 Ok(Some(stopped)) => return Ok(stopped),
                 Ok(None) => {}
-                Err(f) if f.code == crate::error::FailureCode::WorkspaceInvalid => return self.halt(HaltReason::WorkspaceInvalid, f.message),
+                Err(f) if f.code == crate::error::FailureCode::WorkspaceInvalid => {
+                    return self.halt(HaltReason::WorkspaceInvalid, f.message)
+                }
                 Err(f) => return Err(f),
             }
             // The budget before the agent: spent plus the projection of one more iteration.
@@ -88,7 +98,10 @@ impl ActiveRun<'_> {
                 // The budget at the iteration's end (every stage's usage), when it decided no other halt.
                 Step::Continue => {
                     if let Step::Halt(reason, detail) = self.budget_step(Point::End) {
-                        sink.event(&LoopEvent::HaltingAfterAgent { iteration: n, detail: &detail });
+                        sink.event(&LoopEvent::HaltingAfterAgent {
+                            iteration: n,
+                            detail: &detail,
+                        });
                         return self.halt(reason, detail);
                     }
                 }
@@ -117,11 +130,18 @@ impl ActiveRun<'_> {
 
     /// The decision on the current iteration as the history holds it.
     pub(super) fn decide(&self) -> Step {
-        self.history.current().map_or(Step::Continue, |record| decide::decide(self.mode, record, self.cfg.max_iterations))
+        self.history.current().map_or(Step::Continue, |record| {
+            decide::decide(self.mode, record, self.cfg.max_iterations)
+        })
     }
 
     /// Run iteration `n`'s stages; `Continue` when it ended without a halt.
-    fn iterate(&mut self, zone: &mut dyn Zone, n: u64, sink: &mut dyn EventSink) -> CmdResult<Step> {
+    fn iterate(
+        &mut self,
+        zone: &mut dyn Zone,
+        n: u64,
+        sink: &mut dyn EventSink,
+    ) -> CmdResult<Step> {
         let (exec, usage) = match self.run_agent(zone, n)? {
             Ok(ran) => ran,
             Err(detail) => return Ok(Step::Halt(HaltReason::IsolationUnsatisfiable, detail)),
@@ -136,13 +156,19 @@ impl ActiveRun<'_> {
         }
         // The budget after the agent's usage: model drift, a cap crossed, the cost anomaly.
         if let Step::Halt(reason, detail) = self.budget_step(Point::AfterAgent) {
-            sink.event(&LoopEvent::HaltingAfterAgent { iteration: n, detail: &detail });
+            sink.event(&LoopEvent::HaltingAfterAgent {
+                iteration: n,
+                detail: &detail,
+            });
             return Ok(Step::Halt(reason, detail));
         }
         let candidate = match self.judge_agent_step(n, &exec)? {
             Ok(candidate) => candidate,
             Err(Step::Halt(reason, detail)) => {
-                sink.event(&LoopEvent::HaltingAfterAgent { iteration: n, detail: &detail });
+                sink.event(&LoopEvent::HaltingAfterAgent {
+                    iteration: n,
+                    detail: &detail,
+                });
                 return Ok(Step::Halt(reason, detail));
             }
             Err(stop) => return Ok(stop),
@@ -159,7 +185,11 @@ impl ActiveRun<'_> {
         };
         let check = outcome.record(n);
         self.beat("guards", n);
-        let mut findings = self.guards.after_check(&CheckStep { iteration: n, check: &check, history: &self.history });
+        let mut findings = self.guards.after_check(&CheckStep {
+            iteration: n,
+            check: &check,
+            history: &self.history,
+        });
         let allowed = self.guards.take_allowed();
         findings.extend(outcome.tree_writes.clone());
         self.append(Event::CheckResult(check.clone()))?;
@@ -173,7 +203,13 @@ impl ActiveRun<'_> {
         self.append_findings(findings.into_iter())?;
         // The progress stage: the ratchet and the no-convergence rules over the failing sets.
         let score_rule = self.cfg.score.as_ref().map(super::score::ScorePins::rule);
-        let judged = crate::rules::progress::judge_scored(&self.history, n, &self.cfg.progress, &self.cfg.targets, score_rule);
+        let judged = crate::rules::progress::judge_scored(
+            &self.history,
+            n,
+            &self.cfg.progress,
+            &self.cfg.targets,
+            score_rule,
+        );
         // Only a ratchet that judges can revert: then each accepted layer is kept aside.
         let ratchet_applies = judged.is_some() && self.cfg.progress.ratchet;
         let targets_met = judged.as_ref().is_some_and(|p| p.targets_met);
@@ -200,7 +236,10 @@ impl ActiveRun<'_> {
                     clean = false;
                 }
                 if let Some(Err(detail)) = reverted {
-                    return Ok(Step::Halt(HaltReason::WorkspaceInvalid, format!("the rejected iteration {n} could not be reverted: {detail}")));
+                    return Ok(Step::Halt(
+                        HaltReason::WorkspaceInvalid,
+                        format!("the rejected iteration {n} could not be reverted: {detail}"),
+                    ));
                 }
                 accepted
             }
@@ -208,7 +247,8 @@ impl ActiveRun<'_> {
         };
         // The judge is asked only on green with every guard passed; a step it did not approve
         // is not accepted (never delivered).
-        if clean && (outcome.verdict() == Verdict::Pass || targets_met) && self.cfg.judge.is_some() {
+        if clean && (outcome.verdict() == Verdict::Pass || targets_met) && self.cfg.judge.is_some()
+        {
             match self.ask_judge(zone, n, &check, candidate.as_ref())? {
                 Ok(approved) => clean = approved,
                 Err(signal) => return Ok(Step::Interrupted(signal)),
@@ -216,7 +256,11 @@ impl ActiveRun<'_> {
         }
         // The held-out check, on a green that every guard let through, the ratchet kept and the
         // judge (if any) approved: a step it does not find green is not accepted (never delivered).
-        if clean && ratcheted && (outcome.verdict() == Verdict::Pass || targets_met) && self.cfg.holdout.is_some() {
+        if clean
+            && ratcheted
+            && (outcome.verdict() == Verdict::Pass || targets_met)
+            && self.cfg.holdout.is_some()
+        {
             match self.holdout_check(zone, n, candidate.as_ref())? {
                 Ok(ran) => clean = ran.green,
                 Err(step) => return Ok(step),
@@ -224,14 +268,21 @@ impl ActiveRun<'_> {
         }
         // A success to confirm before it stands (a green, or a red whose targets all pass): the
         // tree it ran on (confirm_runs > 0).
-        let confirm_on = (clean && ratcheted && (outcome.verdict() == Verdict::Pass || targets_met) && self.cfg.confirm_runs > 0).then(|| candidate.clone());
+        let confirm_on = (clean
+            && ratcheted
+            && (outcome.verdict() == Verdict::Pass || targets_met)
+            && self.cfg.confirm_runs > 0)
+            .then(|| candidate.clone());
         // Acceptance: a step every guard let through, after its check, that the ratchet kept, is
         // the run's new state (kept aside to revert to only where the ratchet judges).
         let accepted_tree = match (clean, ratcheted, self.workspace.as_mut(), candidate) {
             (true, true, Some(ws), Some(snapshot)) if ratchet_applies => {
                 let tree = snapshot.tree_id.to_hex();
                 if let Err(detail) = ws.accept_as_best(snapshot) {
-                    return Ok(Step::Halt(HaltReason::WorkspaceInvalid, format!("the accepted iteration {n} could not be kept: {detail}")));
+                    return Ok(Step::Halt(
+                        HaltReason::WorkspaceInvalid,
+                        format!("the accepted iteration {n} could not be kept: {detail}"),
+                    ));
                 }
                 Some(tree)
             }
@@ -260,7 +311,9 @@ impl ActiveRun<'_> {
             });
         }
         let step = match (self.decide(), confirm_on) {
-            (Step::Halt(HaltReason::SuccessConditionMet, _), Some(tree)) => self.confirm_green(zone, n, tree.as_ref(), &check)?,
+            (Step::Halt(HaltReason::SuccessConditionMet, _), Some(tree)) => {
+                self.confirm_green(zone, n, tree.as_ref(), &check)?
+            }
             (step, _) => step,
         };
         // The final green iteration (confirmed): the sentinel run, then the adequacy canary,
@@ -281,7 +334,9 @@ impl ActiveRun<'_> {
             // Only a green check can show a mutant killed: on met targets the check is already
             // red, and every mutant would count as killed (a resumed run does the same).
             if outcome.verdict() == Verdict::Pass {
-                if let Some(step) = self.adequacy_canary(n, outcome.coverage.as_ref().and_then(|c| c.hits.as_ref()))? {
+                if let Some(step) = self
+                    .adequacy_canary(n, outcome.coverage.as_ref().and_then(|c| c.hits.as_ref()))?
+                {
                     return Ok(step);
                 }
             }
@@ -292,46 +347,79 @@ impl ActiveRun<'_> {
 
     /// The agent stage: its command in the agent zone, observed as the `exec_result` to record and
     /// the `usage` it metered (`super::usage_meter`). `Ok(Err(detail))`: the zone could not be set up.
-    fn run_agent(&mut self, zone: &mut dyn Zone, n: u64) -> CmdResult<Result<(ExecResult, Option<UsageRecord>), String>> {
+    fn run_agent(
+        &mut self,
+        zone: &mut dyn Zone,
+        n: u64,
+    ) -> CmdResult<Result<(ExecResult, Option<UsageRecord>), String>> {
         let overlay = self.workspace.as_ref().map(RunWorkspace::agent_overlay);
         let credential = match (&self.cfg.credentials, &self.credential) {
             (Some(hooks), Some(secret)) => Some((hooks.env.clone(), secret.clone())),
             _ => None,
         };
-        let command = RoleCommand { role: Role::Agent, run_id: &self.state.run_id, iteration: n, overlay, credential };
+        let command = RoleCommand {
+            role: Role::Agent,
+            run_id: &self.state.run_id,
+            iteration: n,
+            overlay,
+            credential,
+        };
         let stem = command.stem();
         let mut cmd = command.zone_command(&self.cfg, &self.env);
         self.arm(&mut cmd, "agent", n);
-        if let Err(detail) = self.give_feedback(n, &mut cmd).and_then(|()| self.give_usage_file(&mut cmd)) {
+        if let Err(detail) = self
+            .give_feedback(n, &mut cmd)
+            .and_then(|()| self.give_usage_file(&mut cmd))
+        {
             return Ok(Err(detail));
         }
         let meter = self.stdout_meter();
-        let observer = meter.as_ref().map(|m| m as &std::cell::RefCell<dyn crate::capture::StreamObserver>);
-        let run = match super::commands::run_observed(zone, &cmd, &self.artifacts, ARTIFACTS, &stem, observer)? {
+        let observer = meter
+            .as_ref()
+            .map(|m| m as &std::cell::RefCell<dyn crate::capture::StreamObserver>);
+        let run = match super::commands::run_observed(
+            zone,
+            &cmd,
+            &self.artifacts,
+            ARTIFACTS,
+            &stem,
+            observer,
+        )? {
             Ok(run) => run,
             Err(detail) => return Ok(Err(detail)),
         };
         let usage = self.agent_usage(n, &run.usage, meter.map(std::cell::RefCell::into_inner));
-        Ok(Ok((ExecResult {
-            iteration: n,
-            ending: run.ending.clone(),
-            exit_code: run.ending.exit_code(),
-            duration_ms: run.duration.as_millis() as u64,
-            // Cumulative egress of the run and the digest of its audit log so far.
-            egress: run.usage.egress.map(super::commands::egress_record),
-            stdout: run.output.stdout,
-            stderr: run.output.stderr,
-        }, usage)))
+        Ok(Ok((
+            ExecResult {
+                iteration: n,
+                ending: run.ending.clone(),
+                exit_code: run.ending.exit_code(),
+                duration_ms: run.duration.as_millis() as u64,
+                // Cumulative egress of the run and the digest of its audit log so far.
+                egress: run.usage.egress.map(super::commands::egress_record),
+                stdout: run.output.stdout,
+                stderr: run.output.stderr,
+            },
+            usage,
+        )))
     }
 
     /// The guards' stage after the agent: snapshot the detached workspace, ask every guard, and
     /// record the `snapshot` (with the protected paths changed) and any other objection. Returns
     /// the snapshot, the candidate for the check and for acceptance; `Err` when the workspace
     /// could not be taken (a `workspace_invalid` halt) or its snapshot was interrupted.
-    fn judge_agent_step(&mut self, n: u64, exec: &ExecResult) -> CmdResult<Result<Option<Snapshot>, Step>> {
+    fn judge_agent_step(
+        &mut self,
+        n: u64,
+        exec: &ExecResult,
+    ) -> CmdResult<Result<Option<Snapshot>, Step>> {
         let Some(ws) = self.workspace.as_mut() else {
             // In place there is no snapshot: the guards judge the agent's result alone.
-            let objections = self.guards.after_agent(&AgentStep { iteration: n, exec: Some(exec), workspace: None });
+            let objections = self.guards.after_agent(&AgentStep {
+                iteration: n,
+                exec: Some(exec),
+                workspace: None,
+            });
             self.append_findings(objections.into_iter().filter_map(|o| match o {
                 Objection::Finding(finding) => Some(finding),
                 Objection::ProtectedChanges(_) | Objection::ReviewRequired(_) => None,
@@ -339,13 +427,23 @@ impl ActiveRun<'_> {
             return Ok(Ok(None));
         };
         let (snapshot, duration_ms) = match ws.snapshot() {
-            Taken::Snapshot { snapshot, duration_ms } => (snapshot, duration_ms),
-            Taken::Refused(detail) => return Ok(Err(Step::Halt(HaltReason::WorkspaceInvalid, detail))),
+            Taken::Snapshot {
+                snapshot,
+                duration_ms,
+            } => (snapshot, duration_ms),
+            Taken::Refused(detail) => {
+                return Ok(Err(Step::Halt(HaltReason::WorkspaceInvalid, detail)))
+            }
             Taken::Interrupted(signal) => return Ok(Err(Step::Interrupted(signal))),
         };
         let baseline = ws.baseline_manifest()?;
-        let objections = self.guards.after_agent(&AgentStep { iteration: n, exec: Some(exec), workspace: Some((&snapshot, baseline)) });
-        let (mut protected_changes, mut findings, mut awareness) = (Vec::new(), Vec::new(), Vec::new());
+        let objections = self.guards.after_agent(&AgentStep {
+            iteration: n,
+            exec: Some(exec),
+            workspace: Some((&snapshot, baseline)),
+        });
+        let (mut protected_changes, mut findings, mut awareness) =
+            (Vec::new(), Vec::new(), Vec::new());
         for objection in objections {
             match objection {
                 Objection::ProtectedChanges(changes) => protected_changes.extend(changes),
@@ -360,7 +458,12 @@ impl ActiveRun<'_> {
             protected_changes,
             duration_ms: Some(duration_ms),
             awareness,
-            left_out: crate::receipt::events::LeftOutRecord::of(snapshot.left_out.iter().map(|(path, why)| (path.as_slice(), why.as_str()))),
+            left_out: crate::receipt::events::LeftOutRecord::of(
+                snapshot
+                    .left_out
+                    .iter()
+                    .map(|(path, why)| (path.as_slice(), why.as_str())),
+            ),
         };
         let allowed = self.guards.take_allowed();
         self.append(Event::Snapshot(record))?;
@@ -381,11 +484,18 @@ impl ActiveRun<'_> {
         candidate: Option<&Snapshot>,
         run: CheckRun<'_>,
     ) -> CmdResult<Result<CheckOutcome, Step>> {
-        let patterns = ReportPatterns::new(&self.cfg.report_patterns()).map_err(|e| Failure::invalid_input(e.to_string()))?;
-        let fresh = |path: &[u8]| patterns.matches(path) || self.cfg.coverage.hides(path) || self.cfg.score.as_ref().is_some_and(|s| s.hides(path));
+        let patterns = ReportPatterns::new(&self.cfg.report_patterns())
+            .map_err(|e| Failure::invalid_input(e.to_string()))?;
+        let fresh = |path: &[u8]| {
+            patterns.matches(path)
+                || self.cfg.coverage.hides(path)
+                || self.cfg.score.as_ref().is_some_and(|s| s.hides(path))
+        };
         let (overlay, scratch) = match (&self.workspace, candidate) {
             (Some(ws), Some(snapshot)) => match match run {
-                CheckRun::Sentinel(layer) => ws.sentinel_overlay(&format!("{n:04}-sentinel"), snapshot, &fresh, &layer.files),
+                CheckRun::Sentinel(layer) => {
+                    ws.sentinel_overlay(&format!("{n:04}-sentinel"), snapshot, &fresh, &layer.files)
+                }
                 _ => ws.check_overlay(n, snapshot, &fresh),
             } {
                 Ok((overlay, scratch)) => (Some(overlay), Some(scratch)),
@@ -396,14 +506,24 @@ impl ActiveRun<'_> {
             },
             _ => (None, None),
         };
-        let command = RoleCommand { role: Role::Check, run_id: &self.state.run_id, iteration: n, overlay, credential: None };
+        let command = RoleCommand {
+            role: Role::Check,
+            run_id: &self.state.run_id,
+            iteration: n,
+            overlay,
+            credential: None,
+        };
         let stem = match run {
             CheckRun::Iteration => command.stem(),
             CheckRun::Confirmation(k) => format!("{n:04}-confirm-{k}"),
             CheckRun::Holdout => format!("{n:04}-holdout"),
             CheckRun::Sentinel(_) => format!("{n:04}-sentinel"),
         };
-        let artifacts = Artifacts { dir: &self.artifacts, rel: ARTIFACTS, stem };
+        let artifacts = Artifacts {
+            dir: &self.artifacts,
+            rel: ARTIFACTS,
+            stem,
+        };
         let mut cmd = command.zone_command(&self.cfg, &self.env);
         let phase = match run {
             CheckRun::Iteration if n == 0 => "baseline",
@@ -419,8 +539,14 @@ impl ActiveRun<'_> {
         if let (Some(ws), Some(_)) = (&self.workspace, &scratch) {
             cmd.read_only_beneath = ws.check_read_only();
         }
-        let report_dir = scratch.as_ref().map(|s| s.writes()).unwrap_or(&self.workdir);
-        let report = (!patterns.is_empty()).then_some(ReportSource { dir: report_dir, patterns: &patterns });
+        let report_dir = scratch
+            .as_ref()
+            .map(|s| s.writes())
+            .unwrap_or(&self.workdir);
+        let report = (!patterns.is_empty()).then_some(ReportSource {
+            dir: report_dir,
+            patterns: &patterns,
+        });
         // The scratch layers are removed when `scratch` drops, after the report was read.
         let mut checked = run_check(zone, &cmd, artifacts, report)?;
         // The coverage and the score are the visible check's measures: the held-out check is judged
@@ -434,24 +560,41 @@ impl ActiveRun<'_> {
             let what = match (n, run) {
                 (0, CheckRun::Iteration) => "the check on t0".to_string(),
                 (_, CheckRun::Iteration) => format!("the check of iteration {n}"),
-                (0, CheckRun::Confirmation(k)) => format!("confirmation rerun {k} of the check on t0"),
-                (_, CheckRun::Confirmation(k)) => format!("confirmation rerun {k} of iteration {n}"),
+                (0, CheckRun::Confirmation(k)) => {
+                    format!("confirmation rerun {k} of the check on t0")
+                }
+                (_, CheckRun::Confirmation(k)) => {
+                    format!("confirmation rerun {k} of iteration {n}")
+                }
                 (0, CheckRun::Holdout) => "the held-out check on t0".to_string(),
                 (_, CheckRun::Holdout) => format!("the held-out check of iteration {n}"),
                 (_, CheckRun::Sentinel(_)) => format!("the sentinel run of iteration {n}"),
             };
             let started = std::time::Instant::now();
-            let listed = scratch.tree_writes(ws.limits(), &|path, is_dir| ws.created_counts(path, is_dir, &fresh));
-            tracing::debug!(elapsed_us = started.elapsed().as_micros() as u64, "check writes listed");
+            let listed = scratch.tree_writes(ws.limits(), &|path, is_dir| {
+                ws.created_counts(path, is_dir, &fresh)
+            });
+            tracing::debug!(
+                elapsed_us = started.elapsed().as_micros() as u64,
+                "check writes listed"
+            );
             outcome.tree_writes = super::check_writes::finding(n, &what, &listed);
             if let CheckRun::Sentinel(layer) = run {
                 let max = super::sentinel::MAX_PROOF_BYTES;
-                outcome.sentinel_proofs = layer.proofs.iter().map(|name| scratch.writes().read(name, max).ok()).collect();
+                outcome.sentinel_proofs = layer
+                    .proofs
+                    .iter()
+                    .map(|name| scratch.writes().read(name, max).ok())
+                    .collect();
             }
         }
         if let (Ok(outcome), Some(pins)) = (&mut checked, &self.cfg.score) {
             if outcome.ending().exit_code().is_some() && !matches!(run, CheckRun::Holdout) {
-                outcome.score = Some(super::score::read(pins, &outcome.stdout(&self.artifacts, ARTIFACTS), report_dir));
+                outcome.score = Some(super::score::read(
+                    pins,
+                    &outcome.stdout(&self.artifacts, ARTIFACTS),
+                    report_dir,
+                ));
             }
         }
         Ok(checked.map_err(|detail| Step::Halt(HaltReason::IsolationUnsatisfiable, detail)))
@@ -460,21 +603,53 @@ impl ActiveRun<'_> {
     /// The judge stage: its packet built from this iteration's record, the judge asked in its
     /// zone (t0's tree its working directory, the agent's read-only at `/candidate`), its answer recorded as a `judge` event.
     /// `Ok(approved)`, or `Err(signal)` when the operator interrupted it.
-    fn ask_judge(&mut self, zone: &mut dyn Zone, n: u64, check: &CheckResult, candidate: Option<&Snapshot>) -> CmdResult<Result<bool, i32>> {
-        let previous = self.history.iterations.iter().rev().filter(|r| r.iteration < n).find_map(|r| r.check.as_ref().filter(|c| c.collected_set.is_some()));
+    fn ask_judge(
+        &mut self,
+        zone: &mut dyn Zone,
+        n: u64,
+        check: &CheckResult,
+        candidate: Option<&Snapshot>,
+    ) -> CmdResult<Result<bool, i32>> {
+        let previous = self
+            .history
+            .iterations
+            .iter()
+            .rev()
+            .filter(|r| r.iteration < n)
+            .find_map(|r| r.check.as_ref().filter(|c| c.collected_set.is_some()));
         let files = self.workspace.as_ref().map(RunWorkspace::tree_files);
         let t0 = match &self.workspace {
             Some(ws) => Some((ws.baseline_manifest()?, ws.t0_tree())),
             None => None,
         };
         let tree = match (candidate, &t0, &files) {
-            (Some(snapshot), Some((t0, t0_tree)), Some(files)) => Some(judge::TreeView { snapshot, t0, t0_tree: t0_tree.clone(), files }),
+            (Some(snapshot), Some((t0, t0_tree)), Some(files)) => Some(judge::TreeView {
+                snapshot,
+                t0,
+                t0_tree: t0_tree.clone(),
+                files,
+            }),
             _ => None,
         };
         // The awareness guard asks the judge about its findings: it has not passed them.
-        let observed = self.history.current().and_then(|r| r.snapshot.as_ref()).is_some_and(|s| !s.awareness.is_empty());
-        let guards_passed = self.guards.seats().into_iter().filter(|s| !(observed && *s == super::seats::Seat::Awareness)).map(|s| s.as_str()).collect();
-        let awareness = self.history.current().and_then(|r| r.snapshot.as_ref()).map(|s| s.awareness.clone()).unwrap_or_default();
+        let observed = self
+            .history
+            .current()
+            .and_then(|r| r.snapshot.as_ref())
+            .is_some_and(|s| !s.awareness.is_empty());
+        let guards_passed = self
+            .guards
+            .seats()
+            .into_iter()
+            .filter(|s| !(observed && *s == super::seats::Seat::Awareness))
+            .map(|s| s.as_str())
+            .collect();
+        let awareness = self
+            .history
+            .current()
+            .and_then(|r| r.snapshot.as_ref())
+            .map(|s| s.awareness.clone())
+            .unwrap_or_default();
         let packet = judge::packet(&judge::PacketInput {
             run_id: &self.state.run_id,
             iteration: n,
@@ -488,19 +663,44 @@ impl ActiveRun<'_> {
             awareness: &awareness,
         });
         // Its working directory is t0's tree (the operator's code), the agent's tree beside it.
-        let (overlay, candidate) = self.workspace.as_ref().map(RunWorkspace::judge_overlays).unzip();
-        let command = RoleCommand { role: Role::Judge, run_id: &self.state.run_id, iteration: n, overlay, credential: None };
+        let (overlay, candidate) = self
+            .workspace
+            .as_ref()
+            .map(RunWorkspace::judge_overlays)
+            .unzip();
+        let command = RoleCommand {
+            role: Role::Judge,
+            run_id: &self.state.run_id,
+            iteration: n,
+            overlay,
+            credential: None,
+        };
         let mut cmd = command.zone_command(&self.cfg, &self.env);
         self.arm(&mut cmd, "judge", n);
         // Named in its environment, so a judge that reviews "its tree" reads the agent's, not
         // t0's: `LOOPEXEC_CANDIDATE_DIR` (the agent's tree), `LOOPEXEC_T0_DIR` (its cwd).
         if let Some(candidate) = candidate.as_ref() {
-            cmd.env.push((judge::CANDIDATE_DIR_VAR.into(), candidate.target.display().to_string()));
-            cmd.env.push((judge::T0_DIR_VAR.into(), cmd.cwd.display().to_string()));
+            cmd.env.push((
+                judge::CANDIDATE_DIR_VAR.into(),
+                candidate.target.display().to_string(),
+            ));
+            cmd.env
+                .push((judge::T0_DIR_VAR.into(), cmd.cwd.display().to_string()));
         }
         cmd.overlays.extend(candidate);
-        let out = judge::JudgeArtifacts { dir: &self.artifacts, rel: ARTIFACTS, run_dir: self.run.dir() };
-        let meter = self.cfg.metering.judge_output.map(|format| judge::JudgeMeter { format, prices: self.prices() });
+        let out = judge::JudgeArtifacts {
+            dir: &self.artifacts,
+            rel: ARTIFACTS,
+            run_dir: self.run.dir(),
+        };
+        let meter = self
+            .cfg
+            .metering
+            .judge_output
+            .map(|format| judge::JudgeMeter {
+                format,
+                prices: self.prices(),
+            });
         match judge::ask(zone, cmd, &packet, n, out, meter.as_ref())? {
             judge::Asked::Recorded(record, usage) => {
                 let approved = record.outcome == JudgeOutcome::Approve;
@@ -515,7 +715,10 @@ impl ActiveRun<'_> {
     }
 
     /// Record what the guards let through under allowances (`test_change_allowed` events).
-    fn append_allowed(&mut self, allowed: Vec<crate::receipt::events::TestChangeAllowedRecord>) -> CmdResult<()> {
+    fn append_allowed(
+        &mut self,
+        allowed: Vec<crate::receipt::events::TestChangeAllowedRecord>,
+    ) -> CmdResult<()> {
         for record in allowed {
             self.append(Event::TestChangeAllowed(record))?;
         }
@@ -536,7 +739,10 @@ impl ActiveRun<'_> {
         match self.decide() {
             Step::Continue => None,
             Step::Halt(reason, detail) => {
-                sink.event(&LoopEvent::HaltingAfterAgent { iteration: n, detail: &detail });
+                sink.event(&LoopEvent::HaltingAfterAgent {
+                    iteration: n,
+                    detail: &detail,
+                });
                 Some(Step::Halt(reason, detail))
             }
             interrupted => Some(interrupted),

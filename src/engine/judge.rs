@@ -20,9 +20,9 @@ use super::config::PolicyPin;
 use crate::capture::StreamRecord;
 use crate::ending::Ending;
 use crate::error::Failure;
-use crate::rules::judge::{read_answer, required_reviews, Reading};
 use crate::inert::{inert, inert_bytes, inert_lines, inert_lines_bytes};
 use crate::receipt::events::{CheckResult, JudgeRecord};
+use crate::rules::judge::{read_answer, required_reviews, Reading};
 use crate::safefs::SafeDir;
 use crate::workspace::{Manifest, Snapshot};
 use crate::zones::{Backend, Isolation};
@@ -66,16 +66,32 @@ impl JudgeInput {
     /// `self` (flags) over `file` (loop.toml): a flag that is given wins.
     pub fn over(self, file: JudgeInput) -> JudgeInput {
         JudgeInput {
-            commands: if self.commands.is_empty() { file.commands } else { self.commands },
+            commands: if self.commands.is_empty() {
+                file.commands
+            } else {
+                self.commands
+            },
             policy: self.policy.or(file.policy),
-            allow_hosts: if self.allow_hosts.is_empty() { file.allow_hosts } else { self.allow_hosts },
-            resolve: if self.resolve.is_empty() { file.resolve } else { self.resolve },
+            allow_hosts: if self.allow_hosts.is_empty() {
+                file.allow_hosts
+            } else {
+                self.allow_hosts
+            },
+            resolve: if self.resolve.is_empty() {
+                file.resolve
+            } else {
+                self.resolve
+            },
             timeout_secs: self.timeout_secs.or(file.timeout_secs),
         }
     }
 
     fn is_empty(&self) -> bool {
-        self.commands.is_empty() && self.policy.is_none() && self.allow_hosts.is_empty() && self.resolve.is_empty() && self.timeout_secs.is_none()
+        self.commands.is_empty()
+            && self.policy.is_none()
+            && self.allow_hosts.is_empty()
+            && self.resolve.is_empty()
+            && self.timeout_secs.is_none()
     }
 }
 
@@ -97,9 +113,16 @@ pub struct JudgePins {
 
 /// Validate the judge's settings: at most one non-empty command, its flags only with it, a policy
 /// only under native isolation, the native backend only (a container gets no stdin).
-pub fn resolve_pins(input: JudgeInput, isolation: Isolation, backend: Backend) -> Result<Option<JudgePins>, Failure> {
+pub fn resolve_pins(
+    input: JudgeInput,
+    isolation: Isolation,
+    backend: Backend,
+) -> Result<Option<JudgePins>, Failure> {
     if input.commands.len() > 1 {
-        return Err(Failure::usage(format!("--judge given {} times: a run has at most one judge", input.commands.len())));
+        return Err(Failure::usage(format!(
+            "--judge given {} times: a run has at most one judge",
+            input.commands.len()
+        )));
     }
     let Some(command) = input.commands.first().cloned() else {
         if input.is_empty() {
@@ -108,7 +131,8 @@ pub fn resolve_pins(input: JudgeInput, isolation: Isolation, backend: Backend) -
         return Err(Failure::usage("--judge-policy, --judge-allow-host, --judge-resolve and --judge-timeout apply only with --judge"));
     };
     if command.trim().is_empty() {
-        return Err(Failure::usage("--judge: the command is empty").with_hint("give --judge '<command>' or leave it out"));
+        return Err(Failure::usage("--judge: the command is empty")
+            .with_hint("give --judge '<command>' or leave it out"));
     }
     let policy = match isolation {
         Isolation::None if input.policy.is_some() || !input.allow_hosts.is_empty() || !input.resolve.is_empty() => {
@@ -122,8 +146,18 @@ pub fn resolve_pins(input: JudgeInput, isolation: Isolation, backend: Backend) -
         }
         Isolation::Native => Some(PolicyPin::resolve(input.policy.as_deref().unwrap_or(DEFAULT_JUDGE_POLICY))?.0),
     };
-    let timeout_ms = super::config::timeout_ms("judge_timeout", input.timeout_secs, DEFAULT_JUDGE_TIMEOUT_SECS)?;
-    Ok(Some(JudgePins { command, policy, allow_hosts: input.allow_hosts, resolve: input.resolve, timeout_ms }))
+    let timeout_ms = super::config::timeout_ms(
+        "judge_timeout",
+        input.timeout_secs,
+        DEFAULT_JUDGE_TIMEOUT_SECS,
+    )?;
+    Ok(Some(JudgePins {
+        command,
+        policy,
+        allow_hosts: input.allow_hosts,
+        resolve: input.resolve,
+        timeout_ms,
+    }))
 }
 
 /// What the packet is built from.
@@ -198,7 +232,8 @@ fn trees() -> Value {
 /// bound (`receipt::bounded`), else its first items, each through `sample`.
 fn bounded_list<T: Serialize>(items: &[T], sample: impl Fn(&T) -> T) -> Value {
     if crate::receipt::bounded::over_bound(items) {
-        serde_json::to_value(crate::receipt::bounded::sample_items(items, sample)).unwrap_or_default()
+        serde_json::to_value(crate::receipt::bounded::sample_items(items, sample))
+            .unwrap_or_default()
     } else {
         serde_json::to_value(items).unwrap_or_default()
     }
@@ -219,7 +254,14 @@ fn awareness(findings: &[crate::receipt::events::FindingRecord]) -> Value {
 
 /// The end of one captured stream of the check, escaped, with its exact size and digest.
 fn log_excerpt(run_dir: &SafeDir, stream: &StreamRecord) -> Value {
-    let kept = stream.artifact.as_deref().and_then(|rel| run_dir.read(rel, (crate::capture::HEAD_BYTES + crate::capture::TAIL_BYTES) as u64 + 4096).ok());
+    let kept = stream.artifact.as_deref().and_then(|rel| {
+        run_dir
+            .read(
+                rel,
+                (crate::capture::HEAD_BYTES + crate::capture::TAIL_BYTES) as u64 + 4096,
+            )
+            .ok()
+    });
     let kept = kept.unwrap_or_default();
     let start = kept.len().saturating_sub(LOG_EXCERPT_BYTES);
     json!({
@@ -233,7 +275,11 @@ fn log_excerpt(run_dir: &SafeDir, stream: &StreamRecord) -> Value {
 /// Ids in `a` and not in `b`, at most [`MAX_DELTA_IDS`] of them, escaped.
 fn minus(a: Option<&Vec<String>>, b: Option<&Vec<String>>) -> Value {
     let b: BTreeSet<&String> = b.into_iter().flatten().collect();
-    let ids: Vec<&String> = a.into_iter().flatten().filter(|id| !b.contains(id)).collect();
+    let ids: Vec<&String> = a
+        .into_iter()
+        .flatten()
+        .filter(|id| !b.contains(id))
+        .collect();
     json!({
         "count": ids.len(),
         "ids": ids.iter().take(MAX_DELTA_IDS).map(|id| cut_id(&inert(id))).collect::<Vec<_>>(),
@@ -252,7 +298,11 @@ fn cut_id(id: &str) -> String {
 
 /// The failing, collected and skipped sets of this check against `before` (the previous check),
 /// and against the t0 baseline's check when the run recorded one.
-fn result_deltas(check: &CheckResult, previous: Option<&CheckResult>, t0: Option<&CheckResult>) -> Value {
+fn result_deltas(
+    check: &CheckResult,
+    previous: Option<&CheckResult>,
+    t0: Option<&CheckResult>,
+) -> Value {
     let pair = |now: Option<&Vec<String>>, before: Option<&Vec<String>>| {
         json!({
             "count": now.map(Vec::len),
@@ -269,7 +319,10 @@ fn result_deltas(check: &CheckResult, previous: Option<&CheckResult>, t0: Option
     };
     let mut v = sets(previous);
     if let Some(fields) = v.as_object_mut() {
-        fields.insert("previous_iteration".into(), json!(previous.map(|p| p.iteration)));
+        fields.insert(
+            "previous_iteration".into(),
+            json!(previous.map(|p| p.iteration)),
+        );
         fields.insert("t0".into(), t0.map_or(Value::Null, |t0| sets(Some(t0))));
     }
     v
@@ -314,10 +367,21 @@ fn diff(view: &TreeView<'_>) -> Value {
 }
 
 /// The unified diff of one changed file, escaped; `Err` says why there is none.
-fn file_patch(view: &TreeView<'_>, path: &[u8], in_t0: bool, in_tree: bool) -> Result<String, &'static str> {
+fn file_patch(
+    view: &TreeView<'_>,
+    path: &[u8],
+    in_t0: bool,
+    in_tree: bool,
+) -> Result<String, &'static str> {
     let limit = MAX_DIFFED_FILE_BYTES;
-    let read = |root: &std::path::Path| super::analysis_guards::read_bounded(root, path, limit).ok_or("not a readable regular file");
-    let old = if in_t0 { read(&view.files.t0_dir)? } else { Vec::new() };
+    let read = |root: &std::path::Path| {
+        super::analysis_guards::read_bounded(root, path, limit).ok_or("not a readable regular file")
+    };
+    let old = if in_t0 {
+        read(&view.files.t0_dir)?
+    } else {
+        Vec::new()
+    };
     let new = match in_tree {
         true if view.snapshot.from_upper.contains(path) => read(&view.files.upper)?,
         true => read(&view.files.t0_dir)?,
@@ -331,7 +395,11 @@ fn file_patch(view: &TreeView<'_>, path: &[u8], in_t0: bool, in_tree: bool) -> R
     };
     let name = String::from_utf8_lossy(path);
     let diff = similar::TextDiff::from_lines(old, new);
-    let text = diff.unified_diff().context_radius(3).header(&format!("a/{name}"), &format!("b/{name}")).to_string();
+    let text = diff
+        .unified_diff()
+        .context_radius(3)
+        .header(&format!("a/{name}"), &format!("b/{name}"))
+        .to_string();
     Ok(inert_lines(&text).into_owned())
 }
 
@@ -358,20 +426,38 @@ pub struct JudgeMeter {
 }
 
 // The metered judge's answer is looked for in what capture keeps whole.
-const _: () = assert!(crate::rules::judge::MAX_METERED_OUTPUT_BYTES == (crate::capture::HEAD_BYTES + crate::capture::TAIL_BYTES) as u64);
+const _: () = assert!(
+    crate::rules::judge::MAX_METERED_OUTPUT_BYTES
+        == (crate::capture::HEAD_BYTES + crate::capture::TAIL_BYTES) as u64
+);
 
 /// Ask the judge about iteration `iteration`: write `packet` as the artifact `NNNN-judge-packet.json`,
 /// run `cmd` in the judge's zone with the packet on its stdin, and read its answer (with `meter`,
 /// from the final text of its CLI output, which is metered as its `usage`).
-pub fn ask(zone: &mut dyn crate::zones::Zone, mut cmd: crate::zones::ZoneCommand, packet: &Value, iteration: u64, out: JudgeArtifacts<'_>, meter: Option<&JudgeMeter>) -> Result<Asked, Failure> {
+pub fn ask(
+    zone: &mut dyn crate::zones::Zone,
+    mut cmd: crate::zones::ZoneCommand,
+    packet: &Value,
+    iteration: u64,
+    out: JudgeArtifacts<'_>,
+    meter: Option<&JudgeMeter>,
+) -> Result<Asked, Failure> {
     use sha2::Digest;
-    let bytes = serde_json::to_vec(packet).map_err(|e| Failure::internal(format!("the judge's packet: {e}")))?;
+    let bytes = serde_json::to_vec(packet)
+        .map_err(|e| Failure::internal(format!("the judge's packet: {e}")))?;
     let required = required_reviews(packet);
     let name = format!("{iteration:04}-judge-packet.json");
-    out.dir.write_atomic(&name, &bytes).map_err(|e| Failure::internal(format!("the judge's packet: {e}")))?;
+    out.dir
+        .write_atomic(&name, &bytes)
+        .map_err(|e| Failure::internal(format!("the judge's packet: {e}")))?;
     cmd.stdin = Some(out.dir.path().join(&name));
     let stem = format!("{iteration:04}-judge");
-    let record = |reading: Reading, ending: Ending, duration_ms: u64, stdout: StreamRecord, stderr: StreamRecord, egress| JudgeRecord {
+    let record = |reading: Reading,
+                  ending: Ending,
+                  duration_ms: u64,
+                  stdout: StreamRecord,
+                  stderr: StreamRecord,
+                  egress| JudgeRecord {
         iteration,
         outcome: reading.outcome,
         reward_hacking: reading.reward_hacking,
@@ -385,33 +471,81 @@ pub fn ask(zone: &mut dyn crate::zones::Zone, mut cmd: crate::zones::ZoneCommand
         stderr,
         egress,
     };
-    let output_meter = meter.map(|m| std::cell::RefCell::new(crate::metering::agent_output::OutputMeter::new(m.format)));
-    let observer = output_meter.as_ref().map(|m| m as &std::cell::RefCell<dyn crate::capture::StreamObserver>);
+    let output_meter = meter.map(|m| {
+        std::cell::RefCell::new(crate::metering::agent_output::OutputMeter::new(m.format))
+    });
+    let observer = output_meter
+        .as_ref()
+        .map(|m| m as &std::cell::RefCell<dyn crate::capture::StreamObserver>);
     let run = match super::commands::run_observed(zone, &cmd, out.dir, out.rel, &stem, observer)? {
         Ok(run) => run,
         Err(detail) => {
-            let ending = Ending::FailedToStart { reason: format!("its zone could not be set up: {detail}") };
-            let reading = read_answer(&ending, &StreamRecord { bytes: 0, sha256: String::new(), artifact: None, truncated: false }, None, &required);
-            let empty = || StreamRecord { bytes: 0, sha256: hex::encode(sha2::Sha256::digest([])), artifact: None, truncated: false };
-            return Ok(Asked::Recorded(Box::new(record(reading, ending, 0, empty(), empty(), None)), None));
+            let ending = Ending::FailedToStart {
+                reason: format!("its zone could not be set up: {detail}"),
+            };
+            let reading = read_answer(
+                &ending,
+                &StreamRecord {
+                    bytes: 0,
+                    sha256: String::new(),
+                    artifact: None,
+                    truncated: false,
+                },
+                None,
+                &required,
+            );
+            let empty = || StreamRecord {
+                bytes: 0,
+                sha256: hex::encode(sha2::Sha256::digest([])),
+                artifact: None,
+                truncated: false,
+            };
+            return Ok(Asked::Recorded(
+                Box::new(record(reading, ending, 0, empty(), empty(), None)),
+                None,
+            ));
         }
     };
     if let Ending::Interrupted { signal } = run.ending {
         return Ok(Asked::Interrupted(signal));
     }
     let format = meter.map(|m| m.format);
-    let artifact = run.output.stdout.artifact_within(out.run_dir, crate::rules::judge::output_bound(format));
-    let reading = crate::rules::judge::read_output(&run.ending, &run.output.stdout, artifact.as_deref(), format, &required);
+    let artifact = run
+        .output
+        .stdout
+        .artifact_within(out.run_dir, crate::rules::judge::output_bound(format));
+    let reading = crate::rules::judge::read_output(
+        &run.ending,
+        &run.output.stdout,
+        artifact.as_deref(),
+        format,
+        &required,
+    );
     let usage = match (meter, output_meter) {
         (Some(m), Some(o)) => {
-            let mut usage = crate::metering::record::combine(iteration, crate::receipt::usage::UsageStage::Judge, vec![o.into_inner().finish()], &m.prices);
+            let mut usage = crate::metering::record::combine(
+                iteration,
+                crate::receipt::usage::UsageStage::Judge,
+                vec![o.into_inner().finish()],
+                &m.prices,
+            );
             super::usage_meter::stamp(&mut usage, &run.usage);
             Some(usage)
         }
         _ => None,
     };
     let egress = run.usage.egress.map(super::commands::egress_record);
-    Ok(Asked::Recorded(Box::new(record(reading, run.ending, run.duration.as_millis() as u64, run.output.stdout, run.output.stderr, egress)), usage))
+    Ok(Asked::Recorded(
+        Box::new(record(
+            reading,
+            run.ending,
+            run.duration.as_millis() as u64,
+            run.output.stdout,
+            run.output.stderr,
+            egress,
+        )),
+        usage,
+    ))
 }
 
 #[cfg(test)]
@@ -422,7 +556,12 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         std::fs::write(tmp.path().join("out"), bytes).unwrap();
         let dir = SafeDir::open(tmp.path()).unwrap();
-        let record = StreamRecord { bytes: bytes.len() as u64, sha256: "x".into(), artifact: Some("out".into()), truncated: false };
+        let record = StreamRecord {
+            bytes: bytes.len() as u64,
+            sha256: "x".into(),
+            artifact: Some("out".into()),
+            truncated: false,
+        };
         (tmp, dir, record)
     }
 
@@ -441,13 +580,22 @@ mod tests {
         let (_tmp, dir, stream) = artifact(&long);
         let v = log_excerpt(&dir, &stream);
         let excerpt = v["excerpt"].as_str().unwrap();
-        assert_eq!((excerpt.len(), excerpt.ends_with("END")), (LOG_EXCERPT_BYTES, true));
-        assert_eq!((v["excerpt_is_whole"].as_bool(), v["bytes"].as_u64()), (Some(false), Some(10_003)));
+        assert_eq!(
+            (excerpt.len(), excerpt.ends_with("END")),
+            (LOG_EXCERPT_BYTES, true)
+        );
+        assert_eq!(
+            (v["excerpt_is_whole"].as_bool(), v["bytes"].as_u64()),
+            (Some(false), Some(10_003))
+        );
     }
 
     #[test]
     fn the_packet_lists_awareness_findings_with_ids_the_answer_names() {
-        let findings = [crate::receipt::events::FindingRecord { path: Some("calc/core.py".into()), what: "line 4: call-stack traceback.extract_stack: tb.extract_stack()".into() }];
+        let findings = [crate::receipt::events::FindingRecord {
+            path: Some("calc/core.py".into()),
+            what: "line 4: call-stack traceback.extract_stack: tb.extract_stack()".into(),
+        }];
         let v = json!({ "awareness": awareness(&findings) });
         assert_eq!(v["awareness"]["findings"][0]["id"], "A1");
         assert_eq!(v["awareness"]["findings"][0]["path"], "calc/core.py");
@@ -456,13 +604,33 @@ mod tests {
 
     #[test]
     fn two_judges_or_an_empty_one_are_refused() {
-        let two = JudgeInput { commands: vec!["a".into(), "b".into()], ..Default::default() };
+        let two = JudgeInput {
+            commands: vec!["a".into(), "b".into()],
+            ..Default::default()
+        };
         let err = resolve_pins(two, Isolation::None, Backend::Native).unwrap_err();
-        assert_eq!(err.message, "--judge given 2 times: a run has at most one judge");
-        let empty = JudgeInput { commands: vec![" ".into()], ..Default::default() };
-        assert_eq!(resolve_pins(empty, Isolation::None, Backend::Native).unwrap_err().message, "--judge: the command is empty");
-        let orphan = JudgeInput { allow_hosts: vec!["x.test".into()], ..Default::default() };
+        assert_eq!(
+            err.message,
+            "--judge given 2 times: a run has at most one judge"
+        );
+        let empty = JudgeInput {
+            commands: vec![" ".into()],
+            ..Default::default()
+        };
+        assert_eq!(
+            resolve_pins(empty, Isolation::None, Backend::Native)
+                .unwrap_err()
+                .message,
+            "--judge: the command is empty"
+        );
+        let orphan = JudgeInput {
+            allow_hosts: vec!["x.test".into()],
+            ..Default::default()
+        };
         assert!(resolve_pins(orphan, Isolation::Native, Backend::Native).is_err());
-        assert_eq!(resolve_pins(JudgeInput::default(), Isolation::Native, Backend::Native).unwrap(), None);
+        assert_eq!(
+            resolve_pins(JudgeInput::default(), Isolation::Native, Backend::Native).unwrap(),
+            None
+        );
     }
 }

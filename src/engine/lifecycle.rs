@@ -4,32 +4,37 @@
 //! [`super::iteration`]'s; finishing the seal of a halt whose supervisor died before sealing is
 //! [`super::seal_window`]'s.
 
+use super::analysis_guards::{
+    self, AnalysisBaseline, AwarenessGuard, MetricIntegrityGuard, TamperingGuard,
+};
+use super::baseline::BaselineSetGuard;
 use super::commands::operator_env;
 use super::config::{LoopConfig, MODE_CHECK_FIXPOINT};
-use super::credentials;
-use crate::rules::decide::{self, Step};
-use super::detached::{RunWorkspace, Taken, WorkspaceMode};
-use super::baseline::BaselineSetGuard;
 use super::coverage_guard::CoverageGuard;
-use super::in_place::InPlaceGuard;
-use super::analysis_guards::{self, AnalysisBaseline, AwarenessGuard, MetricIntegrityGuard, TamperingGuard};
+use super::credentials;
+use super::detached::{RunWorkspace, Taken, WorkspaceMode};
 use super::guards::{AgentStep, Guard, Guards, ProtectedPathGuard};
+use super::in_place::InPlaceGuard;
 use super::seats::Mode;
 use super::sink::{EventSink, LoopEvent};
+use super::zone_setup::zone_setup;
 use super::{LoopEnd, RunOutcome};
 use crate::error::{CmdResult, Failure};
 use crate::halt::HaltReason;
 use crate::interrupt;
 use crate::receipt::chain::ReceiptLog;
-use crate::receipt::events::{CredentialRevoked, DeliveryRecord, Event, GuardBaselineRecord, HaltRecord, RunResumed, RunStart, SCHEMA_VERSION};
+use crate::receipt::events::{
+    CredentialRevoked, DeliveryRecord, Event, GuardBaselineRecord, HaltRecord, RunResumed,
+    RunStart, SCHEMA_VERSION,
+};
 use crate::receipt::history::History;
 use crate::receipt::keys::{OperatorKey, RunKey};
 use crate::receipt::seal::{endorse_run_key, seal_run};
 use crate::receipt::state::{RunPhase, RunState};
 use crate::receipt::store::{log_failure, RunDir, RunLock, StateDir};
+use crate::rules::decide::{self, Step};
 use crate::run_id::RunId;
 use crate::safefs::SafeDir;
-use super::zone_setup::zone_setup;
 use crate::zones::setup::ZoneSetup;
 use crate::zones::{open_zone, Role, Zone};
 
@@ -66,7 +71,13 @@ pub(super) struct ActiveRun<'a> {
 }
 
 /// The state of a run this process is about to drive (its counters are filled in on save).
-fn running_state(run_id: &RunId, isolation: &str, iteration: u64, max_iterations: u64, run: &RunDir) -> RunState {
+fn running_state(
+    run_id: &RunId,
+    isolation: &str,
+    iteration: u64,
+    max_iterations: u64,
+    run: &RunDir,
+) -> RunState {
     RunState {
         run_id: run_id.to_string(),
         state: RunPhase::Running,
@@ -86,10 +97,9 @@ fn running_state(run_id: &RunId, isolation: &str, iteration: u64, max_iterations
 
 /// The policy the run's zone setup holds for `role` (native isolation pins one per role).
 fn role_policy(zones: &ZoneSetup, role: Role) -> CmdResult<&sandbox::Policy> {
-    zones
-        .policy(role)
-        .map(|p| &p.policy)
-        .ok_or_else(|| Failure::internal("a detached workspace needs native isolation and its pinned policies"))
+    zones.policy(role).map(|p| &p.policy).ok_or_else(|| {
+        Failure::internal("a detached workspace needs native isolation and its pinned policies")
+    })
 }
 
 fn open_workdir(cfg: &LoopConfig) -> CmdResult<SafeDir> {
@@ -101,12 +111,18 @@ fn open_workdir(cfg: &LoopConfig) -> CmdResult<SafeDir> {
 /// The configuration a run pinned in its first event, `run_start` (resume, replay and
 /// reexecute all start from it, never from flags or loop.toml).
 pub fn pinned_config(run: &RunDir, history: &History) -> CmdResult<LoopConfig> {
-    let broken = |what: &str| Failure::workspace(format!("{}: {what}", run.receipt_path().display()));
+    let broken =
+        |what: &str| Failure::workspace(format!("{}: {what}", run.receipt_path().display()));
     if history.events == 0 {
         return Err(broken("the receipt is empty (the run never started)"));
     }
-    let start = history.start.as_ref().filter(|_| history.starts_the_receipt).ok_or_else(|| broken("the first event is not run_start"))?;
-    serde_json::from_value(start.config.clone()).map_err(|_| broken("run_start carries no readable config"))
+    let start = history
+        .start
+        .as_ref()
+        .filter(|_| history.starts_the_receipt)
+        .ok_or_else(|| broken("the first event is not run_start"))?;
+    serde_json::from_value(start.config.clone())
+        .map_err(|_| broken("run_start carries no readable config"))
 }
 
 /// What a resumed run finds at the end of its receipt.
@@ -132,7 +148,9 @@ fn pending(history: &History, mode: Mode, max_iterations: u64, judged: bool) -> 
     }
     match decide::decide(mode, record, max_iterations) {
         // A green check the judge was still to answer: the iteration's outcome is not recorded.
-        Step::Halt(HaltReason::SuccessConditionMet, _) if judged && record.judge.is_none() => Pending::Unfinished,
+        Step::Halt(HaltReason::SuccessConditionMet, _) if judged && record.judge.is_none() => {
+            Pending::Unfinished
+        }
         Step::Halt(reason, detail) => Pending::Decided(reason, detail),
         _ if record.check.is_some() => Pending::Nothing,
         _ => Pending::Unfinished,
@@ -141,7 +159,11 @@ fn pending(history: &History, mode: Mode, max_iterations: u64, judged: bool) -> 
 
 /// The run's egress totals as the receipt's last `exec_result` recorded them.
 fn recorded_egress_totals(history: &History) -> Option<crate::egress::ProxyStats> {
-    let last = history.iterations.iter().rev().find_map(|r| r.exec.as_ref()?.egress.as_ref())?;
+    let last = history
+        .iterations
+        .iter()
+        .rev()
+        .find_map(|r| r.exec.as_ref()?.egress.as_ref())?;
     serde_json::from_value(last.totals.clone()).ok()
 }
 
@@ -190,7 +212,17 @@ pub fn start_after_gates(
     zone.bind_run(run.path())?;
     let log = run.create_receipt()?;
     let isolation = zone.isolation().to_string();
-    let opening = Opening { statedir, run_id: run_id.clone(), run, lock, log, history: History::default(), cfg, isolation, resumed: false };
+    let opening = Opening {
+        statedir,
+        run_id: run_id.clone(),
+        run,
+        lock,
+        log,
+        history: History::default(),
+        cfg,
+        isolation,
+        resumed: false,
+    };
     let mut active = ActiveRun::open(opening, workdir)?;
     active.append(Event::RunStart(RunStart {
         run_id: run_id.to_string(),
@@ -199,7 +231,11 @@ pub fn start_after_gates(
         zone: zone.name().into(),
         loopexec_version: env!("CARGO_PKG_VERSION").into(),
         pid: std::process::id(),
-        cgroup_scope: zone.cgroup_scope().map(serde_json::to_value).transpose().map_err(|e| Failure::internal(e.to_string()))?,
+        cgroup_scope: zone
+            .cgroup_scope()
+            .map(serde_json::to_value)
+            .transpose()
+            .map_err(|e| Failure::internal(e.to_string()))?,
         config: serde_json::to_value(&active.cfg).map_err(|e| Failure::internal(e.to_string()))?,
         schema: Some(SCHEMA_VERSION),
     }))?;
@@ -212,7 +248,11 @@ pub fn start_after_gates(
             statedir,
             &active.run,
             active.cfg.include_uncommitted,
-            &super::detached::Protection { extra: &active.cfg.protected, exempt: &exempt, commands: &commands },
+            &super::detached::Protection {
+                extra: &active.cfg.protected,
+                exempt: &exempt,
+                commands: &commands,
+            },
             role_policy(&zones, Role::Agent)?,
             role_policy(&zones, Role::Check)?,
         )?;
@@ -266,7 +306,9 @@ pub fn resume(
     // history is used, the applied ones as well as the pending one; one that fails makes the
     // receipt tampered, and nothing is appended to it.
     if !history.hand_accepted.is_empty() {
-        if let Some(Err(why)) = crate::receipt::acceptance::verify_receipt(&bytes, &operator.verifying_key()) {
+        if let Some(Err(why)) =
+            crate::receipt::acceptance::verify_receipt(&bytes, &operator.verifying_key())
+        {
             return Err(Failure::new(crate::error::FailureCode::NotVerified, format!("{}: {why}", run.receipt_path().display()))
                 .with_hint("a hand acceptance is made with `loopexec ratchet RUN --accept N --key OPERATOR_KEY`, by the key that started the run"));
         }
@@ -281,7 +323,8 @@ pub fn resume(
     // A halt recorded by a supervisor that died before sealing it: this resume finishes the seal
     // (once: a sealed run is final).
     if history.halt.is_some() && !run.dir().exists(crate::receipt::seal::ENVELOPE_FILE) {
-        let records = crate::receipt::events::Recorded::decode_all(&lines).map_err(|e| Failure::workspace(format!("{}: {e}", run.receipt_path().display())))?;
+        let records = crate::receipt::events::Recorded::decode_all(&lines)
+            .map_err(|e| Failure::workspace(format!("{}: {e}", run.receipt_path().display())))?;
         let unsealed = super::seal_window::Unsealed {
             statedir,
             run_id: &run_id,
@@ -299,7 +342,10 @@ pub fn resume(
     if let Some(halt) = &history.halt {
         return Err(Failure::new(
             crate::error::FailureCode::RunAlreadyHalted,
-            format!("run {run_id} already halted with {}; a halted run is final", halt.halt_reason),
+            format!(
+                "run {run_id} already halted with {}; a halted run is final",
+                halt.halt_reason
+            ),
         )
         .with_hint("start a new run (loopexec run); `loopexec explain-halt` says why it stopped"));
     }
@@ -312,13 +358,35 @@ pub fn resume(
     }
     let mut zone = open_zone(&zones)?;
     zone.bind_run(run.path())?;
-    let isolation = history.start.as_ref().map(|s| s.isolation.clone()).unwrap_or_default();
-    let opening = Opening { statedir, run_id: run_id.clone(), run, lock, log, history, cfg, isolation, resumed: true };
+    let isolation = history
+        .start
+        .as_ref()
+        .map(|s| s.isolation.clone())
+        .unwrap_or_default();
+    let opening = Opening {
+        statedir,
+        run_id: run_id.clone(),
+        run,
+        lock,
+        log,
+        history,
+        cfg,
+        isolation,
+        resumed: true,
+    };
     let mut active = ActiveRun::open(opening, workdir)?;
     let last = active.history.last_started;
-    let pending = pending(&active.history, active.mode, active.cfg.max_iterations, active.cfg.judge.is_some());
+    let pending = pending(
+        &active.history,
+        active.mode,
+        active.cfg.max_iterations,
+        active.cfg.judge.is_some(),
+    );
     if let Pending::Unfinished = pending {
-        active.append(Event::IterationInterrupted { iteration: last, cause: "supervisor_lost".into() })?;
+        active.append(Event::IterationInterrupted {
+            iteration: last,
+            cause: "supervisor_lost".into(),
+        })?;
     }
     active.append(Event::RunResumed(RunResumed {
         run_id: run_id.to_string(),
@@ -326,20 +394,39 @@ pub fn resume(
         last_iteration: last,
         next_iteration: last + 1,
         pid: std::process::id(),
-        cgroup_scope: zone.cgroup_scope().map(serde_json::to_value).transpose().map_err(|e| Failure::internal(e.to_string()))?,
+        cgroup_scope: zone
+            .cgroup_scope()
+            .map(serde_json::to_value)
+            .transpose()
+            .map_err(|e| Failure::internal(e.to_string()))?,
     }))?;
     // The run key of the interrupted process died with it: mint and endorse a new one.
     active.endorse(operator)?;
     if active.cfg.workspace == WorkspaceMode::Detached {
-        let record = active
-            .history
-            .workspace
-            .clone()
-            .ok_or_else(|| Failure::workspace(format!("{}: no workspace event", active.run.receipt_path().display())))?;
-        let (agent_policy, check_policy) = (role_policy(&zones, Role::Agent)?, role_policy(&zones, Role::Check)?);
+        let record = active.history.workspace.clone().ok_or_else(|| {
+            Failure::workspace(format!(
+                "{}: no workspace event",
+                active.run.receipt_path().display()
+            ))
+        })?;
+        let (agent_policy, check_policy) = (
+            role_policy(&zones, Role::Agent)?,
+            role_policy(&zones, Role::Check)?,
+        );
         let exempt = super::allow_change::Allowances::path_globs(&active.cfg.allow_test_change);
         let commands = active.cfg.operator_commands();
-        let ws = RunWorkspace::reopen(&record, statedir, &active.run, &super::detached::Protection { extra: &active.cfg.protected, exempt: &exempt, commands: &commands }, agent_policy, check_policy)?;
+        let ws = RunWorkspace::reopen(
+            &record,
+            statedir,
+            &active.run,
+            &super::detached::Protection {
+                extra: &active.cfg.protected,
+                exempt: &exempt,
+                commands: &commands,
+            },
+            agent_policy,
+            check_policy,
+        )?;
         active.attach_workspace(ws, true)?;
     }
     let decided = match pending {
@@ -352,7 +439,13 @@ pub fn resume(
 impl<'a> ActiveRun<'a> {
     fn open(o: Opening<'a>, workdir: SafeDir) -> CmdResult<ActiveRun<'a>> {
         let artifacts = o.run.artifacts()?;
-        let state = running_state(&o.run_id, &o.isolation, o.history.last_started, o.cfg.max_iterations, &o.run);
+        let state = running_state(
+            &o.run_id,
+            &o.isolation,
+            o.history.last_started,
+            o.cfg.max_iterations,
+            &o.run,
+        );
         // In place no guard can judge a step: a green check there is refused (`in_place`).
         let allowances = super::allow_change::Allowances::new(&o.cfg.allow_test_change)?;
         let mut guards: Vec<Box<dyn Guard>> = vec![Box::new(BaselineSetGuard::new(allowances))];
@@ -389,12 +482,29 @@ impl<'a> ActiveRun<'a> {
 
     /// Check the run's reference, when it names one (`config.reference: null` in `run_start`
     /// says that no existence proof was given); the halt when it fails.
-    fn check_reference(&mut self, statedir: &StateDir, zone: &mut dyn Zone, zones: &ZoneSetup) -> CmdResult<Option<(HaltReason, String)>> {
+    fn check_reference(
+        &mut self,
+        statedir: &StateDir,
+        zone: &mut dyn Zone,
+        zones: &ZoneSetup,
+    ) -> CmdResult<Option<(HaltReason, String)>> {
         let (Some(rev), Some(ws)) = (self.cfg.reference.clone(), &self.workspace) else {
             return Ok(None);
         };
-        let policies = (role_policy(zones, Role::Agent)?, role_policy(zones, Role::Check)?);
-        let (record, halt) = super::reference::check(&self.cfg, &rev, statedir, &self.run, ws, zone, &self.artifacts, policies)?;
+        let policies = (
+            role_policy(zones, Role::Agent)?,
+            role_policy(zones, Role::Check)?,
+        );
+        let (record, halt) = super::reference::check(
+            &self.cfg,
+            &rev,
+            statedir,
+            &self.run,
+            ws,
+            zone,
+            &self.artifacts,
+            policies,
+        )?;
         self.append(Event::Reference(record))?;
         Ok(halt)
     }
@@ -402,7 +512,8 @@ impl<'a> ActiveRun<'a> {
     /// Mint this process's run key and have the operator key endorse it in the receipt.
     fn endorse(&mut self, operator: &OperatorKey) -> CmdResult<()> {
         let run_key = RunKey::mint();
-        let recorded = endorse_run_key(&mut self.log, &self.state.run_id, &run_key, operator).map_err(log_failure)?;
+        let recorded = endorse_run_key(&mut self.log, &self.state.run_id, &run_key, operator)
+            .map_err(log_failure)?;
         self.history.record(&recorded);
         self.run_key = Some(run_key);
         Ok(())
@@ -413,14 +524,21 @@ impl<'a> ActiveRun<'a> {
     /// taken halts the resumed run with the reason.
     fn attach_workspace(&mut self, mut ws: RunWorkspace, resumed: bool) -> CmdResult<()> {
         let allowances = super::allow_change::Allowances::new(&self.cfg.allow_test_change)?;
-        let mut guards: Vec<Box<dyn Guard>> = vec![Box::new(ProtectedPathGuard::new(ws.protected().clone(), allowances.clone()))];
+        let mut guards: Vec<Box<dyn Guard>> = vec![Box::new(ProtectedPathGuard::new(
+            ws.protected().clone(),
+            allowances.clone(),
+        ))];
         guards.push(Box::new(super::artefact_guard::ArtefactGuard));
         guards.extend(self.syntax_tree_guards(&ws, &allowances)?);
         guards.push(Box::new(BaselineSetGuard::new(allowances)));
         guards.extend(CoverageGuard::of(&self.cfg.coverage));
         guards.extend(super::score::ScoreGuard::of(self.cfg.score.as_ref()));
         // A hand acceptance no iteration started from yet: the resumed run starts from its tree.
-        let hand = self.history.pending_hand_acceptance().filter(|_| resumed).cloned();
+        let hand = self
+            .history
+            .pending_hand_acceptance()
+            .filter(|_| resumed)
+            .cloned();
         if let Some(hand) = hand {
             if let Err(detail) = ws.take_hand_accepted(hand.iteration, &hand.tree_id) {
                 self.refused_at_reopen = Some(detail);
@@ -429,20 +547,35 @@ impl<'a> ActiveRun<'a> {
             match ws.snapshot() {
                 Taken::Snapshot { snapshot, .. } => {
                     let baseline = ws.baseline_manifest()?;
-                    let step = AgentStep { iteration: self.history.last_started, exec: None, workspace: Some((&snapshot, baseline)) };
+                    let step = AgentStep {
+                        iteration: self.history.last_started,
+                        exec: None,
+                        workspace: Some((&snapshot, baseline)),
+                    };
                     // A tree its iteration's record already refused after the check (a forged
                     // green, a held-out check or a judge that did not stand behind it) is never
                     // accepted again; a review the awareness guard asks for is no refusal of the tree.
                     let n = self.history.last_started;
-                    let refused = self.history.sentinel_refused_of(n) || self.history.current().is_some_and(|r| r.iteration == n && refused_after_check(r));
-                    if guards.iter_mut().all(|g| g.after_agent(&step).is_none_or(|o| !o.refuses())) && !refused {
+                    let refused = self.history.sentinel_refused_of(n)
+                        || self
+                            .history
+                            .current()
+                            .is_some_and(|r| r.iteration == n && refused_after_check(r));
+                    if guards
+                        .iter_mut()
+                        .all(|g| g.after_agent(&step).is_none_or(|o| !o.refuses()))
+                        && !refused
+                    {
                         ws.accept(snapshot);
                     }
                 }
                 Taken::Refused(detail) => self.refused_at_reopen = Some(detail),
                 Taken::Interrupted(signal) => {
-                    return Err(Failure::workspace(format!("interrupted ({}) while reading the workspace", interrupt::signal_name(signal)))
-                        .with_hint("resume the run again"))
+                    return Err(Failure::workspace(format!(
+                        "interrupted ({}) while reading the workspace",
+                        interrupt::signal_name(signal)
+                    ))
+                    .with_hint("resume the run again"))
                 }
             }
         }
@@ -453,29 +586,51 @@ impl<'a> ActiveRun<'a> {
 
     /// The metric-integrity and tampering guards, with A0 and H0 computed from t0 and recorded
     /// (a `guard_baseline` event).
-    fn syntax_tree_guards(&mut self, ws: &RunWorkspace, allowances: &super::allow_change::Allowances) -> CmdResult<Vec<Box<dyn Guard>>> {
+    fn syntax_tree_guards(
+        &mut self,
+        ws: &RunWorkspace,
+        allowances: &super::allow_change::Allowances,
+    ) -> CmdResult<Vec<Box<dyn Guard>>> {
         let rules = self.cfg.guards.rule_set()?;
         let spec = self.cfg.guards.surface_spec()?;
         let limits = crate::analysis::Limits::default();
         let files = ws.tree_files();
         let t0 = ws.baseline_manifest()?;
-        let baseline = AnalysisBaseline::of_t0(&files, t0, &spec, limits).map_err(|e| Failure::internal(format!("the t0 analysis failed: {e}")))?;
+        let baseline = AnalysisBaseline::of_t0(&files, t0, &spec, limits)
+            .map_err(|e| Failure::internal(format!("the t0 analysis failed: {e}")))?;
         let python_modules = if analysis_guards::has_python(t0) {
-            analysis_guards::python_module_names(&files.t0_dir).map(Some).map_err(|e| e.to_string())
+            analysis_guards::python_module_names(&files.t0_dir)
+                .map(Some)
+                .map_err(|e| e.to_string())
         } else {
             Ok(None)
         };
         self.append(Event::GuardBaseline(GuardBaselineRecord {
             assertions: baseline.assertions,
             surface_sha256: baseline.surface.sha256.clone(),
-            surface: baseline.surface.entries.iter().filter_map(|e| serde_json::to_value(e).ok()).collect(),
+            surface: baseline
+                .surface
+                .entries
+                .iter()
+                .filter_map(|e| serde_json::to_value(e).ok())
+                .collect(),
             not_analysed: baseline.not_analysed.clone(),
-            python_module_names: python_modules.as_ref().ok().and_then(|m| m.as_ref()).map(|m| m.len() as u64),
-            disabled_rules: rules.disabled().map(|(rule, reason)| serde_json::json!({"rule": rule.id(), "reason": reason})).collect(),
+            python_module_names: python_modules
+                .as_ref()
+                .ok()
+                .and_then(|m| m.as_ref())
+                .map(|m| m.len() as u64),
+            disabled_rules: rules
+                .disabled()
+                .map(|(rule, reason)| serde_json::json!({"rule": rule.id(), "reason": reason}))
+                .collect(),
         }))?;
         let api_allowances = self.cfg.guards.allowances()?;
         Ok(vec![
-            Box::new(MetricIntegrityGuard::new(files.clone(), baseline, spec, limits, python_modules).allowing(allowances.clone())),
+            Box::new(
+                MetricIntegrityGuard::new(files.clone(), baseline, spec, limits, python_modules)
+                    .allowing(allowances.clone()),
+            ),
             Box::new(TamperingGuard::new(files.clone(), rules, limits)),
             Box::new(AwarenessGuard::new(files, api_allowances, limits)),
         ])
@@ -501,11 +656,13 @@ impl<'a> ActiveRun<'a> {
         }
         // A green whose confirmations (or canary) loopexec died before recording gets them now.
         let decided = match decided {
-            Some((HaltReason::SuccessConditionMet, _)) if self.resumed => match self.finish_resumed_green(zone)? {
-                Step::Halt(reason, detail) => Some((reason, detail)),
-                Step::Interrupted(signal) => return self.interrupted(signal, None),
-                Step::Continue => None,
-            },
+            Some((HaltReason::SuccessConditionMet, _)) if self.resumed => {
+                match self.finish_resumed_green(zone)? {
+                    Step::Halt(reason, detail) => Some((reason, detail)),
+                    Step::Interrupted(signal) => return self.interrupted(signal, None),
+                    Step::Continue => None,
+                }
+            }
             other => other,
         };
         if let Some((reason, detail)) = decided {
@@ -537,8 +694,16 @@ impl<'a> ActiveRun<'a> {
         if result.is_err() {
             // A failure (not a halt: e.g. the receipt could not be written) still revokes the
             // credential this process holds, recording it when the receipt allows.
-            if let (Some(secret), Some(hooks)) = (self.credential.take(), self.cfg.credentials.clone()) {
-                let run = credentials::revoke(&hooks, &self.cfg.workdir, &self.state.run_id, Some(&secret), "error");
+            if let (Some(secret), Some(hooks)) =
+                (self.credential.take(), self.cfg.credentials.clone())
+            {
+                let run = credentials::revoke(
+                    &hooks,
+                    &self.cfg.workdir,
+                    &self.state.run_id,
+                    Some(&secret),
+                    "error",
+                );
                 let _ = self.append(Event::CredentialRevoked(CredentialRevoked {
                     cause: "error".into(),
                     duration_ms: run.duration_ms,
@@ -555,14 +720,19 @@ impl<'a> ActiveRun<'a> {
         // Lists over the receipt's bound go to a run artifact, named by an `externalised` event
         // right after their own, and no line is over `bounded::MAX_LINE_BYTES` whatever the
         // event (receipt::bounded); the live history keeps them whole.
-        match crate::receipt::bounded::bound(&event, self.run.dir()).map_err(crate::receipt::store::fs_failure)? {
+        match crate::receipt::bounded::bound(&event, self.run.dir())
+            .map_err(crate::receipt::store::fs_failure)?
+        {
             None => {
                 let recorded = self.log.append_event(&event).map_err(log_failure)?;
                 self.history.record(&recorded);
             }
             Some(bounded) => {
                 let recorded = self.log.append_event(&bounded.event).map_err(log_failure)?;
-                self.history.record(&crate::receipt::events::Recorded { event, line: recorded.line });
+                self.history.record(&crate::receipt::events::Recorded {
+                    event,
+                    line: recorded.line,
+                });
                 for externalised in &bounded.after {
                     let recorded = self.log.append_event(externalised).map_err(log_failure)?;
                     self.history.record(&recorded);
@@ -580,21 +750,37 @@ impl<'a> ActiveRun<'a> {
         };
         match credentials::mint(&hooks, &self.cfg.workdir, &self.state.run_id) {
             Ok((secret, run)) => {
-                self.append(Event::CredentialMinted { env: hooks.env, duration_ms: run.duration_ms })?;
+                self.append(Event::CredentialMinted {
+                    env: hooks.env,
+                    duration_ms: run.duration_ms,
+                })?;
                 self.credential = Some(secret);
                 Ok(None)
             }
-            Err(why) => Ok(Some((HaltReason::CredentialScopeInvalid, format!("no credential for the agent: {why}")))),
+            Err(why) => Ok(Some((
+                HaltReason::CredentialScopeInvalid,
+                format!("no credential for the agent: {why}"),
+            ))),
         }
     }
 
     /// Run the revoke hook (with the secret on its stdin, or nothing after a crash) and record
     /// that it ran. A failing revoke is recorded, never fatal: the run still stops cleanly.
-    fn revoke_credential(&mut self, secret: Option<credentials::Secret>, cause: &str) -> CmdResult<()> {
+    fn revoke_credential(
+        &mut self,
+        secret: Option<credentials::Secret>,
+        cause: &str,
+    ) -> CmdResult<()> {
         let Some(hooks) = self.cfg.credentials.clone() else {
             return Ok(());
         };
-        let run = credentials::revoke(&hooks, &self.cfg.workdir, &self.state.run_id, secret.as_ref(), cause);
+        let run = credentials::revoke(
+            &hooks,
+            &self.cfg.workdir,
+            &self.state.run_id,
+            secret.as_ref(),
+            cause,
+        );
         drop(secret);
         self.append(Event::CredentialRevoked(CredentialRevoked {
             cause: cause.into(),
@@ -616,7 +802,7 @@ impl<'a> ActiveRun<'a> {
     pub(super) fn save_state(&mut self, publish: bool) -> CmdResult<()> {
         self.state.receipt_events = self.log.len();
         self.state.receipt_head = self.log.head().to_string();
-        self.state.updated_at = crate::receipt::chain::now_rfc3339();
+        self.state.updated_at = crate::timestamp::now_rfc3339();
         self.run.write_state(&self.state)?;
         if publish {
             self.statedir.publish_latest(&self.state)?;
@@ -654,20 +840,44 @@ impl<'a> ActiveRun<'a> {
                 let started = std::time::Instant::now();
                 let delivered = ws.deliver(&self.state.run_id, &self.run, &message);
                 let duration_ms = Some(started.elapsed().as_millis() as u64);
-                let none = DeliveryRecord { branch: None, duration_ms: None, commit: None, tree: None, parent: None, patch: None, reason: None, error: None };
+                let none = DeliveryRecord {
+                    branch: None,
+                    duration_ms: None,
+                    commit: None,
+                    tree: None,
+                    parent: None,
+                    patch: None,
+                    reason: None,
+                    error: None,
+                };
                 Some(match delivered {
-                    Err(crate::workspace::WorkspaceError::Interrupted { signal, .. }) => return self.interrupted(signal, None),
+                    Err(crate::workspace::WorkspaceError::Interrupted { signal, .. }) => {
+                        return self.interrupted(signal, None)
+                    }
                     Ok(Some(d)) => DeliveryRecord {
                         branch: Some(d.branch),
                         duration_ms,
                         commit: Some(d.commit),
                         tree: Some(d.tree),
                         parent: Some(d.parent),
-                        patch: Some(d.patch.strip_prefix(self.run.path()).unwrap_or(&d.patch).to_string_lossy().into_owned()),
+                        patch: Some(
+                            d.patch
+                                .strip_prefix(self.run.path())
+                                .unwrap_or(&d.patch)
+                                .to_string_lossy()
+                                .into_owned(),
+                        ),
                         ..none
                     },
-                    Ok(None) => DeliveryRecord { reason: Some("no accepted change to deliver".into()), ..none },
-                    Err(e) => DeliveryRecord { error: Some(e.to_string()), duration_ms, ..none },
+                    Ok(None) => DeliveryRecord {
+                        reason: Some("no accepted change to deliver".into()),
+                        ..none
+                    },
+                    Err(e) => DeliveryRecord {
+                        error: Some(e.to_string()),
+                        duration_ms,
+                        ..none
+                    },
                 })
             }
         };
@@ -692,27 +902,43 @@ impl<'a> ActiveRun<'a> {
     /// Seal the finished run: DSSE envelope over the in-toto statement, signed by the run key,
     /// which is consumed (dropped) here.
     fn seal(&mut self) -> CmdResult<()> {
-        let run_key = self.run_key.take().ok_or_else(|| Failure::internal("the run key was already used"))?;
+        let run_key = self
+            .run_key
+            .take()
+            .ok_or_else(|| Failure::internal("the run key was already used"))?;
         // Subjects: the receipt, and (detached workspace) the end-state tree that was delivered.
         let end_state: Vec<serde_json::Value> = self
             .workspace
             .as_ref()
             .and_then(RunWorkspace::last_accepted)
-            .map(|snap| crate::receipt::statement::subject("end-state", "gitTree", &snap.tree_id.to_hex()))
+            .map(|snap| {
+                crate::receipt::statement::subject("end-state", "gitTree", &snap.tree_id.to_hex())
+            })
             .into_iter()
             .collect();
-        seal_run(self.run.dir(), run_key, end_state).map_err(|e| Failure::internal(format!("sealing the receipt: {e}")))?;
+        seal_run(self.run.dir(), run_key, end_state)
+            .map_err(|e| Failure::internal(format!("sealing the receipt: {e}")))?;
         Ok(())
     }
 
     /// Stop on an operator signal; the run stays resumable.
-    pub(super) fn interrupted(&mut self, signal: i32, in_flight: Option<u64>) -> CmdResult<RunOutcome> {
+    pub(super) fn interrupted(
+        &mut self,
+        signal: i32,
+        in_flight: Option<u64>,
+    ) -> CmdResult<RunOutcome> {
         let name = interrupt::signal_name(signal).to_string();
         if let Some(iteration) = in_flight {
-            self.append(Event::IterationInterrupted { iteration, cause: name.clone() })?;
+            self.append(Event::IterationInterrupted {
+                iteration,
+                cause: name.clone(),
+            })?;
         }
         self.revoke_held("interrupt")?;
-        self.append(Event::RunInterrupted { signal: name, iteration: self.state.iteration })?;
+        self.append(Event::RunInterrupted {
+            signal: name,
+            iteration: self.state.iteration,
+        })?;
         self.state.state = RunPhase::Interrupted;
         self.save_state(true)?;
         Ok(self.outcome(LoopEnd::Interrupted { signal }))
@@ -735,10 +961,23 @@ impl<'a> ActiveRun<'a> {
 fn refused_after_check(record: &crate::receipt::history::IterationRecord) -> bool {
     use crate::rules::decide::Step;
     let success = Step::Halt(HaltReason::SuccessConditionMet, String::new());
-    let guarded = record.guards.iter().any(|g| g.stage == "after_check" && g.guard != "adequacy");
-    let disagrees = record.check.as_ref().is_some_and(|c| crate::rules::verdict::Verdict::of_check(c) == crate::rules::verdict::Verdict::Disagrees);
-    let held_out = record.holdout.as_ref().is_some_and(|h| !matches!(crate::rules::holdout::decide_on(h, success), Step::Halt(HaltReason::SuccessConditionMet, _)));
-    let judged = record.judge.as_ref().is_some_and(|j| j.outcome != crate::receipt::events::JudgeOutcome::Approve);
+    let guarded = record
+        .guards
+        .iter()
+        .any(|g| g.stage == "after_check" && g.guard != "adequacy");
+    let disagrees = record.check.as_ref().is_some_and(|c| {
+        crate::rules::verdict::Verdict::of_check(c) == crate::rules::verdict::Verdict::Disagrees
+    });
+    let held_out = record.holdout.as_ref().is_some_and(|h| {
+        !matches!(
+            crate::rules::holdout::decide_on(h, success),
+            Step::Halt(HaltReason::SuccessConditionMet, _)
+        )
+    });
+    let judged = record
+        .judge
+        .as_ref()
+        .is_some_and(|j| j.outcome != crate::receipt::events::JudgeOutcome::Approve);
     guarded || disagrees || held_out || judged
 }
 
@@ -746,24 +985,51 @@ fn refused_after_check(record: &crate::receipt::history::IterationRecord) -> boo
 mod tests {
     use super::refused_after_check;
     use crate::halt::HaltReason;
-    use crate::receipt::events::{sample, Event, GuardRecord, HoldoutRecord, JudgeOutcome, JudgeRecord};
+    use crate::receipt::events::{
+        sample, Event, GuardRecord, HoldoutRecord, JudgeOutcome, JudgeRecord,
+    };
     use crate::receipt::history::IterationRecord;
 
     fn green() -> IterationRecord {
-        let Event::ExecResult(exec) = sample::exec_result(1, 0) else { unreachable!() };
-        let Event::CheckResult(mut check) = sample::check_result(1, 0) else { unreachable!() };
+        let Event::ExecResult(exec) = sample::exec_result(1, 0) else {
+            unreachable!()
+        };
+        let Event::CheckResult(mut check) = sample::check_result(1, 0) else {
+            unreachable!()
+        };
         check.evidence = None;
-        IterationRecord { iteration: 1, exec: Some(exec), check: Some(check), ..Default::default() }
+        IterationRecord {
+            iteration: 1,
+            exec: Some(exec),
+            check: Some(check),
+            ..Default::default()
+        }
     }
 
     fn guard(name: &str, reason: HaltReason) -> GuardRecord {
-        GuardRecord { iteration: 1, guard: name.into(), stage: "after_check".into(), halt_reason: reason, detail: "d".into(), findings: Vec::new() }
+        GuardRecord {
+            iteration: 1,
+            guard: name.into(),
+            stage: "after_check".into(),
+            halt_reason: reason,
+            detail: "d".into(),
+            findings: Vec::new(),
+        }
     }
 
     fn held_out(code: i32) -> HoldoutRecord {
-        let Event::CheckResult(mut check) = sample::check_result(1, code) else { unreachable!() };
+        let Event::CheckResult(mut check) = sample::check_result(1, code) else {
+            unreachable!()
+        };
         check.evidence = None;
-        HoldoutRecord { dir: "/h".into(), dir_sha256: "00".into(), dir_entries: 1, dir_changed: false, verdict: crate::engine::holdout::verdict_name(&check).into(), check }
+        HoldoutRecord {
+            dir: "/h".into(),
+            dir_sha256: "00".into(),
+            dir_entries: 1,
+            dir_changed: false,
+            verdict: crate::engine::holdout::verdict_name(&check).into(),
+            check,
+        }
     }
 
     fn judged(outcome: JudgeOutcome) -> JudgeRecord {
@@ -789,7 +1055,9 @@ mod tests {
     fn a_green_with_a_held_out_set_guard_is_not_accepted_again_on_resume() {
         let mut record = green();
         record.holdout = Some(held_out(0));
-        record.guards.push(guard("holdout", HaltReason::ObjectiveUnverified));
+        record
+            .guards
+            .push(guard("holdout", HaltReason::ObjectiveUnverified));
         assert!(refused_after_check(&record));
     }
 
@@ -803,7 +1071,9 @@ mod tests {
     #[test]
     fn a_canary_finding_judges_an_accepted_tree_and_does_not_refuse_it() {
         let mut record = green();
-        record.guards.push(guard("adequacy", HaltReason::CheckInadequate));
+        record
+            .guards
+            .push(guard("adequacy", HaltReason::CheckInadequate));
         assert!(!refused_after_check(&record));
     }
 }

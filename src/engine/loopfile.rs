@@ -8,8 +8,8 @@ use crate::error::Failure;
 use crate::safefs::SafeDir;
 use crate::zones::Isolation;
 use serde::Deserialize;
-use std::path::Path;
 use sha2::{Digest, Sha256};
+use std::path::Path;
 
 pub const LOOP_FILE: &str = "loop.toml";
 const MAX_LOOP_FILE_BYTES: u64 = 1024 * 1024;
@@ -129,17 +129,31 @@ impl ProgressSection {
 /// Parse loop file text. Errors name the file and the line.
 pub fn parse(text: &str, name: &str) -> Result<ConfigInput, Failure> {
     let file: LoopFile = toml::from_str(text).map_err(|e| {
-        let line = e.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+        let line = e
+            .span()
+            .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
         let msg = e.message().trim().to_string();
         match line {
             Some(line) => Failure::invalid_input(format!("{name} line {line}: {msg}")),
             None => Failure::invalid_input(format!("{name}: {msg}")),
         }
     })?;
-    let model = file.model.map(|m| ModelPins { provider: m.provider, id: m.id, version: m.version, auxiliary: m.auxiliary.unwrap_or_default() }).unwrap_or_default();
+    let model = file
+        .model
+        .map(|m| ModelPins {
+            provider: m.provider,
+            id: m.id,
+            version: m.version,
+            auxiliary: m.auxiliary.unwrap_or_default(),
+        })
+        .unwrap_or_default();
     let sampling = file
         .sampling
-        .map(|s| SamplingPins { temperature: s.temperature, seed: s.seed, max_tokens: s.max_tokens })
+        .map(|s| SamplingPins {
+            temperature: s.temperature,
+            seed: s.seed,
+            max_tokens: s.max_tokens,
+        })
         .unwrap_or_default();
     Ok(ConfigInput {
         check: file.check,
@@ -164,11 +178,20 @@ pub fn parse(text: &str, name: &str) -> Result<ConfigInput, Failure> {
         stall_timeout_secs: file.stall_timeout_seconds,
         stall_busy_timeout_secs: file.stall_timeout_busy_seconds,
         check_timeout_secs: file.check_timeout,
-        report: file.report.unwrap_or_default().into_iter().chain(file.junit).collect(),
+        report: file
+            .report
+            .unwrap_or_default()
+            .into_iter()
+            .chain(file.junit)
+            .collect(),
         coverage: file.coverage,
         coverage_tolerance: file.coverage_tolerance,
         guards: file.guards.unwrap_or_default(),
-        adequacy: super::canary::AdequacyInput { mode: file.adequacy, mutants: file.mutants, mutate_cmd: file.mutate_cmd },
+        adequacy: super::canary::AdequacyInput {
+            mode: file.adequacy,
+            mutants: file.mutants,
+            mutate_cmd: file.mutate_cmd,
+        },
         progress: file.progress.as_ref().map(ProgressSection::limits),
         score: file.progress.and_then(|p| p.score),
         no_progress_k: None,
@@ -196,12 +219,21 @@ pub fn parse(text: &str, name: &str) -> Result<ConfigInput, Failure> {
         },
         runner: file.runner.unwrap_or_default(),
         allow_test_change: file.allow_test_change.unwrap_or_default(),
-        holdout: super::holdout::HoldoutInput { command: file.holdout_check, dir: file.holdout_dir.map(std::path::PathBuf::from) },
+        holdout: super::holdout::HoldoutInput {
+            command: file.holdout_check,
+            dir: file.holdout_dir.map(std::path::PathBuf::from),
+        },
         feedback: file.feedback,
         sentinel: file.sentinel.unwrap_or_default(),
-        budget: file.budget.map(super::budget::BudgetSection::input).unwrap_or_default(),
+        budget: file
+            .budget
+            .map(super::budget::BudgetSection::input)
+            .unwrap_or_default(),
         metering: file.metering.unwrap_or_default(),
-        comprehension: file.comprehension.map(super::comprehension::ComprehensionSection::input).unwrap_or_default(),
+        comprehension: file
+            .comprehension
+            .map(super::comprehension::ComprehensionSection::input)
+            .unwrap_or_default(),
     })
 }
 
@@ -216,9 +248,20 @@ pub fn load(workdir: &SafeDir) -> Result<Option<(ConfigInput, LoopFileRef)>, Fai
         .map_err(|_| Failure::invalid_input(format!("{LOOP_FILE}: not valid UTF-8")))?;
     let mut input = parse(&text, LOOP_FILE)?;
     // Policy paths in the loop file are relative to the workdir.
-    for source in [&mut input.agent_policy, &mut input.check_policy, &mut input.judge.policy].into_iter().flatten() {
+    for source in [
+        &mut input.agent_policy,
+        &mut input.check_policy,
+        &mut input.judge.policy,
+    ]
+    .into_iter()
+    .flatten()
+    {
         if !source.starts_with("builtin:") && !Path::new(source.as_str()).is_absolute() {
-            *source = workdir.path().join(source.as_str()).to_string_lossy().into_owned();
+            *source = workdir
+                .path()
+                .join(source.as_str())
+                .to_string_lossy()
+                .into_owned();
         }
     }
     // So is the held-out directory.
@@ -226,7 +269,11 @@ pub fn load(workdir: &SafeDir) -> Result<Option<(ConfigInput, LoopFileRef)>, Fai
         *dir = workdir.path().join(&*dir);
     }
     let reference = LoopFileRef {
-        path: workdir.path().join(LOOP_FILE).to_string_lossy().into_owned(),
+        path: workdir
+            .path()
+            .join(LOOP_FILE)
+            .to_string_lossy()
+            .into_owned(),
         sha256: hex::encode(Sha256::digest(&bytes)),
     };
     Ok(Some((input, reference)))
@@ -244,17 +291,27 @@ pub fn template(check: Option<&str>, exec: Option<&str>, isolation: Option<Isola
         None => format!("# {key} = {example}\n"),
     };
     let mut t = String::new();
-    t.push_str("# loop.toml: the loop `loopexec run` runs when given no flags (flags override it).\n");
-    t.push_str("# Each iteration runs `exec` (the agent), then `check`; the loop halts when the check\n");
+    t.push_str(
+        "# loop.toml: the loop `loopexec run` runs when given no flags (flags override it).\n",
+    );
+    t.push_str(
+        "# Each iteration runs `exec` (the agent), then `check`; the loop halts when the check\n",
+    );
     t.push_str("# exits 0 (success_condition_met), at max_iterations (max_iterations_reached), or when a\n");
-    t.push_str("# command cannot run, times out, or the agent exits non-zero (execution_failure).\n\n");
+    t.push_str(
+        "# command cannot run, times out, or the agent exits non-zero (execution_failure).\n\n",
+    );
     t.push_str("# The external check: exit 0 means done. Required: no check, no loop.\n");
     t.push_str(&line("check", check.map(toml_string), "\"sh ./check.sh\""));
     t.push_str("# The agent command, run through /bin/sh -c in this directory.\n");
     t.push_str(&line("exec", exec.map(toml_string), "\"sh ./agent.sh\""));
     t.push_str("# Where commands run. \"native\" (the default): the agent in an agent zone and the check in\n");
     t.push_str("# a network-less exec zone (namespaces, Landlock, seccomp, cgroups). \"none\": on the host.\n");
-    t.push_str(&line("isolation", isolation.map(|i| toml_string(i.as_str())), "\"native\""));
+    t.push_str(&line(
+        "isolation",
+        isolation.map(|i| toml_string(i.as_str())),
+        "\"native\"",
+    ));
     t.push_str("# What provides the zones: \"native\" (the default, loopexec's own sandbox), or \"podman\" /\n");
     t.push_str("# \"docker\": containers from a local image (never pulled), same policies (docs/containers.md).\n");
     t.push_str("# backend = \"native\"\n# image = \"localhost/agent-tools:1\"\n# cgroup_parent = \"/loopexec\"\n");
@@ -264,9 +321,13 @@ pub fn template(check: Option<&str>, exec: Option<&str>, isolation: Option<Isola
     t.push_str("# Egress of the agent zone, added to its policy's [network] allow list (docs/egress.md).\n");
     t.push_str("# allow_hosts = [\"api.anthropic.com\"]\n# resolve = []\n# egress_proxy = \"http://proxy.internal:3128\"\n");
     t.push_str("# The workspace (native isolation): \"detached\" (default in a git repository: an overlay\n");
-    t.push_str("# over the committed tree, delivered as branch loopexec/<run-id>) or \"in_place\".\n");
+    t.push_str(
+        "# over the committed tree, delivered as branch loopexec/<run-id>) or \"in_place\".\n",
+    );
     t.push_str("# workspace = \"detached\"\n# include_uncommitted = false\n# baseline = true\n");
-    t.push_str("# Paths the agent may not change (added to the defaults: tests, test config, CI files).\n");
+    t.push_str(
+        "# Paths the agent may not change (added to the defaults: tests, test config, CI files).\n",
+    );
     t.push_str("# protected = [\"fixtures/**\"]\n");
     t.push_str("\n# Limits. Timeouts are seconds; on expiry the whole process tree is killed.\n");
     t.push_str("max_iterations = 10\n");
@@ -276,7 +337,9 @@ pub fn template(check: Option<&str>, exec: Option<&str>, isolation: Option<Isola
     t.push_str("# for the busy limit, default 4x) is killed and the run halts heartbeat_stale (docs/gates.md).\n");
     t.push_str("# stall_timeout_seconds = 300\n# stall_timeout_busy_seconds = 1200\n\n");
     t.push_str("# Test reports the check writes (relative paths, globs allowed; JUnit XML, go test -json, TAP).\n");
-    t.push_str("# A zero exit is green only when they agree with it (libtest output needs no report).\n");
+    t.push_str(
+        "# A zero exit is green only when they agree with it (libtest output needs no report).\n",
+    );
     t.push_str("# report = [\"out/junit.xml\"]\n\n");
     t.push_str("# A coverage report the check writes (lcov or Cobertura): a green check must leave it, and\n");
     t.push_str("# its line coverage must not fall below t0's by more than coverage_tolerance points (default 0).\n");
@@ -305,9 +368,15 @@ pub fn template(check: Option<&str>, exec: Option<&str>, isolation: Option<Isola
     t.push_str("# adequacy = \"final\"\n# mutants = 8\n\n");
     t.push_str("# The sentinel run (docs/guards.md, \"The sentinel run\"): before a green counts, the check runs\n");
     t.push_str("# once more with one test that must fail and one that must pass added to each test surface.\n");
-    t.push_str("# On by default (detached workspace); off only with the reason the receipt records:\n");
-    t.push_str("# [sentinel]\n# enabled = false\n# reason = \"the check runs named test files only\"\n\n");
-    t.push_str("# The syntax-tree guards (docs/guards.md): tampering rules switched off, each with the\n");
+    t.push_str(
+        "# On by default (detached workspace); off only with the reason the receipt records:\n",
+    );
+    t.push_str(
+        "# [sentinel]\n# enabled = false\n# reason = \"the check runs named test files only\"\n\n",
+    );
+    t.push_str(
+        "# The syntax-tree guards (docs/guards.md): tampering rules switched off, each with the\n",
+    );
     t.push_str("# reason the receipt records, and files added to the test-determining surface.\n[guards]\n");
     t.push_str("# disable = [{ rule = \"test-environment-read\", reason = \"the app reads CI on purpose\" }]\n");
     t.push_str("# surface = [\"tests/fixtures/**\"]\n");
@@ -322,11 +391,15 @@ pub fn template(check: Option<&str>, exec: Option<&str>, isolation: Option<Isola
     t.push_str("# A numeric score the check reports, kept from falling beyond the band (docs/progress.md, \"The score\"):\n");
     t.push_str("# [progress.score]\n# regex = 'score: ([0-9.]+)'   # or: file = \"out/score.txt\"\n# direction = \"higher\"\n# band = 0.0\n\n");
     t.push_str("# Model identity, recorded in the receipt.\n[model]\n");
-    t.push_str("# provider = \"example\"\n# id = \"example-model\"\n# version = \"2026-01-01\"\n\n");
+    t.push_str(
+        "# provider = \"example\"\n# id = \"example-model\"\n# version = \"2026-01-01\"\n\n",
+    );
     t.push_str("# Sampling pins, recorded in the receipt.\n[sampling]\n");
     t.push_str("# temperature = 0.0\n# seed = 42\n# max_tokens = 4096\n\n");
     t.push_str("# A legitimate test change (docs/guards.md): a test file (`path`, a glob) or test id (`id`)\n");
-    t.push_str("# the agent may change, each with the reason the receipt records with every use.\n");
+    t.push_str(
+        "# the agent may change, each with the reason the receipt records with every use.\n",
+    );
     t.push_str("# [[allow_test_change]]\n# path = \"tests/test_api.py\"\n# reason = \"the API's error message changes on purpose\"\n");
     t
 }
@@ -337,7 +410,15 @@ mod tests {
 
     #[test]
     fn the_template_parses_and_carries_given_values() {
-        let input = parse(&template(Some("make test"), Some("agent \"go\""), Some(Isolation::None)), "t").unwrap();
+        let input = parse(
+            &template(
+                Some("make test"),
+                Some("agent \"go\""),
+                Some(Isolation::None),
+            ),
+            "t",
+        )
+        .unwrap();
         assert_eq!(input.check.as_deref(), Some("make test"));
         assert_eq!(input.exec.as_deref(), Some("agent \"go\""));
         assert_eq!(input.isolation, Some(Isolation::None));
@@ -347,7 +428,11 @@ mod tests {
     #[test]
     fn an_unknown_key_is_refused_with_its_line() {
         let err = parse("check = \"x\"\n\nmax_iteration = 3\n", "loop.toml").unwrap_err();
-        assert!(err.message.starts_with("loop.toml line 3:"), "{}", err.message);
+        assert!(
+            err.message.starts_with("loop.toml line 3:"),
+            "{}",
+            err.message
+        );
         assert_eq!(err.class().code(), 20);
     }
 
@@ -356,12 +441,25 @@ mod tests {
         let input = parse("[progress]\nsame_failure_n = 5\n\n[progress.score]\nregex = 'score: (\\d+)'\ndirection = \"lower\"\nband = 0.5\n", "t").unwrap();
         assert_eq!(input.progress.map(|p| p.same_failure_n), Some(5));
         let score = input.score.unwrap();
-        assert_eq!((score.regex.as_deref(), score.direction, score.band), (Some("score: (\\d+)"), crate::engine::score::Direction::Lower, 0.5));
+        assert_eq!(
+            (score.regex.as_deref(), score.direction, score.band),
+            (
+                Some("score: (\\d+)"),
+                crate::engine::score::Direction::Lower,
+                0.5
+            )
+        );
     }
 
     #[test]
     fn unknown_keys_in_progress_and_its_score_are_refused() {
-        assert_eq!(parse("[progress]\nsame_failure = 5\n", "t").unwrap_err().class().code(), 20);
+        assert_eq!(
+            parse("[progress]\nsame_failure = 5\n", "t")
+                .unwrap_err()
+                .class()
+                .code(),
+            20
+        );
         let err = parse("[progress.score]\nregexp = '(x)'\n", "t").unwrap_err();
         assert_eq!(err.class().code(), 20);
         assert!(err.message.contains("regexp"), "{}", err.message);
@@ -370,36 +468,82 @@ mod tests {
     #[test]
     fn allow_test_change_entries_are_read_and_an_unknown_key_in_one_is_refused_with_its_line() {
         let input = parse("[[allow_test_change]]\npath = \"tests/a.py\"\nreason = \"r\"\n\n[[allow_test_change]]\nid = \"t::x\"\nreason = \"s\"\n", "t").unwrap();
-        let read: Vec<(Option<&str>, Option<&str>, &str)> = input.allow_test_change.iter().map(|a| (a.path.as_deref(), a.id.as_deref(), a.reason.as_str())).collect();
-        assert_eq!(read, vec![(Some("tests/a.py"), None, "r"), (None, Some("t::x"), "s")]);
-        let err = parse("[[allow_test_change]]\npath = \"tests/a.py\"\nwhy = \"r\"\n", "loop.toml").unwrap_err();
-        assert!(err.message.starts_with("loop.toml line 3:") && err.message.contains("unknown field `why`"), "{}", err.message);
+        let read: Vec<(Option<&str>, Option<&str>, &str)> = input
+            .allow_test_change
+            .iter()
+            .map(|a| (a.path.as_deref(), a.id.as_deref(), a.reason.as_str()))
+            .collect();
+        assert_eq!(
+            read,
+            vec![(Some("tests/a.py"), None, "r"), (None, Some("t::x"), "s")]
+        );
+        let err = parse(
+            "[[allow_test_change]]\npath = \"tests/a.py\"\nwhy = \"r\"\n",
+            "loop.toml",
+        )
+        .unwrap_err();
+        assert!(
+            err.message.starts_with("loop.toml line 3:")
+                && err.message.contains("unknown field `why`"),
+            "{}",
+            err.message
+        );
         assert_eq!(err.class().code(), 20);
     }
 
     #[test]
     fn feedback_include_takes_three_values_and_refuses_anything_else_with_its_line() {
         use crate::feedback::Include;
-        for (text, include) in [("excerpts", Include::Excerpts), ("ids", Include::Ids), ("nothing", Include::Nothing)] {
+        for (text, include) in [
+            ("excerpts", Include::Excerpts),
+            ("ids", Include::Ids),
+            ("nothing", Include::Nothing),
+        ] {
             let input = parse(&format!("[feedback]\ninclude = \"{text}\"\n"), "t").unwrap();
             assert_eq!(input.feedback.map(|f| f.include), Some(include));
         }
-        let err = parse("check = \"x\"\n[feedback]\ninclude = \"everything\"\n", "loop.toml").unwrap_err();
+        let err = parse(
+            "check = \"x\"\n[feedback]\ninclude = \"everything\"\n",
+            "loop.toml",
+        )
+        .unwrap_err();
         assert_eq!(err.class().code(), 20);
-        assert!(err.message.starts_with("loop.toml line 3:") && err.message.contains("everything"), "{}", err.message);
+        assert!(
+            err.message.starts_with("loop.toml line 3:") && err.message.contains("everything"),
+            "{}",
+            err.message
+        );
         let err = parse("[feedback]\nincludes = \"ids\"\n", "loop.toml").unwrap_err();
-        assert!(err.message.starts_with("loop.toml line 2:") && err.message.contains("includes"), "{}", err.message);
+        assert!(
+            err.message.starts_with("loop.toml line 2:") && err.message.contains("includes"),
+            "{}",
+            err.message
+        );
     }
 
     #[test]
     fn the_held_out_keys_are_read() {
-        let input = parse("holdout_check = \"pytest h\"\nholdout_dir = \"../h\"\n", "t").unwrap();
-        assert_eq!((input.holdout.command.as_deref(), input.holdout.dir.as_deref()), (Some("pytest h"), Some(Path::new("../h"))));
+        let input = parse(
+            "holdout_check = \"pytest h\"\nholdout_dir = \"../h\"\n",
+            "t",
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                input.holdout.command.as_deref(),
+                input.holdout.dir.as_deref()
+            ),
+            (Some("pytest h"), Some(Path::new("../h")))
+        );
     }
 
     #[test]
     fn a_wrong_type_is_refused_with_its_line() {
         let err = parse("check = \"x\"\nmax_iterations = \"ten\"\n", "loop.toml").unwrap_err();
-        assert!(err.message.starts_with("loop.toml line 2:"), "{}", err.message);
+        assert!(
+            err.message.starts_with("loop.toml line 2:"),
+            "{}",
+            err.message
+        );
     }
 }

@@ -60,7 +60,8 @@ fn failing_digest(failing: Option<&std::collections::BTreeSet<String>>) -> Strin
 /// are ours there).
 fn own_namespaces(no_network: bool, clock_offset_s: Option<i64>) -> Result<(), Failure> {
     use nix::sched::{unshare, CloneFlags};
-    let refuse = |e: String| Failure::isolation(format!("giving the probe run its own namespaces: {e}"));
+    let refuse =
+        |e: String| Failure::isolation(format!("giving the probe run its own namespaces: {e}"));
     let mut flags = CloneFlags::empty();
     if no_network {
         flags |= CloneFlags::CLONE_NEWNET;
@@ -75,13 +76,16 @@ fn own_namespaces(no_network: bool, clock_offset_s: Option<i64>) -> Result<(), F
         let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
         unshare(CloneFlags::CLONE_NEWUSER | flags).map_err(|e| refuse(e.to_string()))?;
         std::fs::write("/proc/self/setgroups", "deny").map_err(|e| refuse(e.to_string()))?;
-        std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1")).map_err(|e| refuse(e.to_string()))?;
-        std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1")).map_err(|e| refuse(e.to_string()))?;
+        std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1"))
+            .map_err(|e| refuse(e.to_string()))?;
+        std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1"))
+            .map_err(|e| refuse(e.to_string()))?;
     } else if !flags.is_empty() {
         unshare(flags).map_err(|e| refuse(e.to_string()))?;
     }
     if let Some(s) = clock_offset_s {
-        sandbox::offset_clocks_for_children(s).map_err(|e| refuse(format!("time namespace (clock offset {s} s): {e}")))?;
+        sandbox::offset_clocks_for_children(s)
+            .map_err(|e| refuse(format!("time namespace (clock offset {s} s): {e}")))?;
     }
     Ok(())
 }
@@ -92,7 +96,9 @@ fn one_cpu() -> Result<(), Failure> {
     use nix::unistd::Pid;
     let refuse = |e: nix::Error| Failure::internal(format!("limiting the check to one CPU: {e}"));
     let current = sched_getaffinity(Pid::from_raw(0)).map_err(refuse)?;
-    let first = (0..CpuSet::count()).find(|&i| current.is_set(i).unwrap_or(false)).unwrap_or(0);
+    let first = (0..CpuSet::count())
+        .find(|&i| current.is_set(i).unwrap_or(false))
+        .unwrap_or(0);
     let mut set = CpuSet::new();
     set.set(first).map_err(refuse)?;
     sched_setaffinity(Pid::from_raw(0), &set).map_err(refuse)
@@ -113,7 +119,9 @@ impl Load {
                 std::thread::spawn(move || {
                     let mut x = 0u64;
                     while !stop.load(Ordering::Relaxed) {
-                        x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+                        x = std::hint::black_box(
+                            x.wrapping_mul(6364136223846793005).wrapping_add(1),
+                        );
                     }
                 })
             })
@@ -138,7 +146,10 @@ fn setup_of(spec: &RunSpec) -> CmdResult<ZoneSetup> {
     if spec.isolation == Isolation::Native {
         // The exec zone's own time namespace (under `--isolation none`: this process's, above).
         setup.clock_offset_s = spec.plan.clock_offset_s;
-        let source = spec.check_policy.clone().unwrap_or_else(|| DEFAULT_CHECK_POLICY.to_string());
+        let source = spec
+            .check_policy
+            .clone()
+            .unwrap_or_else(|| DEFAULT_CHECK_POLICY.to_string());
         let (pin, mut policy) = PolicyPin::resolve(&source)?;
         // Load: the zone held to its quota, however idle the host (the policy's own when lower).
         if let Some(quota) = spec.plan.cpu_quota_percent {
@@ -153,12 +164,18 @@ fn setup_of(spec: &RunSpec) -> CmdResult<ZoneSetup> {
 
 /// The uid and gid the exec zone runs as when the files it writes must belong to it (native
 /// isolation, as root): the probe hands its copies to them (`crate::trust::runner::CheckTarget`).
-pub fn zone_owner(isolation: Isolation, check_policy: Option<&str>) -> CmdResult<Option<(u32, u32)>> {
+pub fn zone_owner(
+    isolation: Isolation,
+    check_policy: Option<&str>,
+) -> CmdResult<Option<(u32, u32)>> {
     if isolation != Isolation::Native || !nix::unistd::geteuid().is_root() {
         return Ok(None);
     }
     let (_, policy) = PolicyPin::resolve(check_policy.unwrap_or(DEFAULT_CHECK_POLICY))?;
-    Ok(Some((policy.identity.uid_when_root, policy.identity.gid_when_root)))
+    Ok(Some((
+        policy.identity.uid_when_root,
+        policy.identity.gid_when_root,
+    )))
 }
 
 /// Run the probe run of `spec` in this process.
@@ -170,7 +187,8 @@ pub fn run(spec: &RunSpec) -> CmdResult<RunReport> {
     if spec.plan.one_cpu {
         one_cpu()?;
     }
-    let patterns = ReportPatterns::new(&spec.reports).map_err(|e| Failure::invalid_input(e.to_string()))?;
+    let patterns =
+        ReportPatterns::new(&spec.reports).map_err(|e| Failure::invalid_input(e.to_string()))?;
     let setup = setup_of(spec)?;
     let mut zone = crate::zones::open_zone(&setup)?;
     let tree = SafeDir::open(&spec.tree).map_err(fs_failure)?;
@@ -186,7 +204,12 @@ pub fn run(spec: &RunSpec) -> CmdResult<RunReport> {
         timeout: Some(Duration::from_millis(spec.timeout_ms)),
         overlays: Vec::new(),
         // The plan's variables reach the check whatever the exec zone's `env.allow` says.
-        inject: spec.plan.env.iter().map(|(k, v)| (k.clone(), crate::secret::Secret::new(v.clone()))).collect(),
+        inject: spec
+            .plan
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), crate::secret::Secret::new(v.clone())))
+            .collect(),
         stdin: None,
         read_only: Vec::new(),
         read_write: Vec::new(),
@@ -195,13 +218,25 @@ pub fn run(spec: &RunSpec) -> CmdResult<RunReport> {
     };
     // Busy threads only without isolation: in the exec zone the quota is the load, and threads
     // here would load the probe's other runs as well.
-    let threads = if spec.isolation == Isolation::None { spec.plan.load_workers } else { 0 };
+    let threads = if spec.isolation == Isolation::None {
+        spec.plan.load_workers
+    } else {
+        0
+    };
     let _load = (threads > 0).then(|| Load::start(threads));
     let mut shown = Vec::new();
     for repetition in 0..spec.repeat.max(1) {
-        let artifacts = Artifacts { dir: &out, rel: "out", stem: format!("{:04}-{repetition}-check", spec.plan.run) };
-        let report = (!patterns.is_empty()).then_some(ReportSource { dir: &tree, patterns: &patterns });
-        let outcome = run_check(zone.as_mut(), &cmd, artifacts, report)?.map_err(Failure::isolation)?;
+        let artifacts = Artifacts {
+            dir: &out,
+            rel: "out",
+            stem: format!("{:04}-{repetition}-check", spec.plan.run),
+        };
+        let report = (!patterns.is_empty()).then_some(ReportSource {
+            dir: &tree,
+            patterns: &patterns,
+        });
+        let outcome =
+            run_check(zone.as_mut(), &cmd, artifacts, report)?.map_err(Failure::isolation)?;
         let sets = outcome.report.sets();
         let mut record = outcome.record(0);
         record.output_sight = Some(outcome.sight.clone());
@@ -216,15 +251,29 @@ pub fn run(spec: &RunSpec) -> CmdResult<RunReport> {
     }
     // Reaching here, the plan's offset was applied: a zone or namespace that could not apply it
     // refused above.
-    Ok(RunReport { run: spec.plan.run, shown, clock_offset_applied_s: spec.plan.clock_offset_s })
+    Ok(RunReport {
+        run: spec.plan.run,
+        shown,
+        clock_offset_applied_s: spec.plan.clock_offset_s,
+    })
 }
 
 /// The hidden `__probe-run --spec FILE` command: one run, its report as one JSON object.
 pub fn command(spec_path: &std::path::Path) -> CmdResult<crate::output::Outcome> {
-    let dir = spec_path.parent().ok_or_else(|| Failure::usage("--spec names no file"))?;
-    let name = spec_path.file_name().and_then(|n| n.to_str()).ok_or_else(|| Failure::usage("--spec names no file"))?;
-    let bytes = SafeDir::open(dir).map_err(fs_failure)?.read(name, MAX_SPEC_BYTES).map_err(fs_failure)?;
-    let spec: RunSpec = serde_json::from_slice(&bytes).map_err(|e| Failure::invalid_input(format!("{}: {e}", spec_path.display())))?;
+    let dir = spec_path
+        .parent()
+        .ok_or_else(|| Failure::usage("--spec names no file"))?;
+    let name = spec_path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| Failure::usage("--spec names no file"))?;
+    let bytes = SafeDir::open(dir)
+        .map_err(fs_failure)?
+        .read(name, MAX_SPEC_BYTES)
+        .map_err(fs_failure)?;
+    let spec: RunSpec = serde_json::from_slice(&bytes)
+        .map_err(|e| Failure::invalid_input(format!("{}: {e}", spec_path.display())))?;
     let report = run(&spec)?;
-    Ok(crate::output::Outcome::ok("__probe-run").field("report", serde_json::to_value(&report).unwrap_or_default()))
+    Ok(crate::output::Outcome::ok("__probe-run")
+        .field("report", serde_json::to_value(&report).unwrap_or_default()))
 }

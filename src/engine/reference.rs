@@ -16,11 +16,11 @@ use super::check::{run_check, Artifacts, ReportSource};
 use super::commands::RoleCommand;
 use super::config::LoopConfig;
 use super::detached::{zone_owner, RunWorkspace, WORKSPACE_TARGET};
-use crate::rules::verdict::Verdict;
 use crate::error::{CmdResult, Failure};
 use crate::halt::HaltReason;
 use crate::receipt::events::ReferenceRecord;
 use crate::receipt::store::{fs_failure, RunDir, StateDir};
+use crate::rules::verdict::Verdict;
 use crate::safefs::SafeDir;
 use crate::testreport::paths::ReportPatterns;
 use crate::workspace::git::Git;
@@ -55,7 +55,9 @@ impl Given {
     /// else is a revision.
     pub fn of(value: &str) -> Given {
         match std::fs::metadata(value) {
-            Ok(meta) if meta.is_file() => Given::Patch(std::path::absolute(value).unwrap_or_else(|_| PathBuf::from(value))),
+            Ok(meta) if meta.is_file() => {
+                Given::Patch(std::path::absolute(value).unwrap_or_else(|_| PathBuf::from(value)))
+            }
             _ => Given::Rev(value.to_string()),
         }
     }
@@ -65,9 +67,13 @@ impl Given {
 /// does not resolve to a commit or tree there.
 pub fn resolve_tree(workdir: &Path, rev: &str) -> Result<ObjectId, Failure> {
     if rev.is_empty() || rev.starts_with('-') {
-        return Err(Failure::usage(format!("--reference {rev:?}: not a revision")));
+        return Err(Failure::usage(format!(
+            "--reference {rev:?}: not a revision"
+        )));
     }
-    let tree = Git::new(workdir).resolve(&format!("{rev}^{{tree}}")).map_err(Failure::from)?;
+    let tree = Git::new(workdir)
+        .resolve(&format!("{rev}^{{tree}}"))
+        .map_err(Failure::from)?;
     tree.ok_or_else(|| {
         Failure::usage(format!("--reference {rev}: no such commit or tree in {}", workdir.display()))
             .with_hint("name a commit of the workdir's repository that passes the check (e.g. a branch or a commit id), or a patch file")
@@ -84,7 +90,8 @@ pub fn resolve(workdir: &Path, value: &str, include_uncommitted: bool) -> Result
             let bytes = read_patch(&path)?;
             if !include_uncommitted {
                 let head = resolve_tree(workdir, "HEAD")?;
-                apply_patch(workdir, head, &bytes).map_err(|why| Failure::usage(not_applying(&path, &why)))?;
+                apply_patch(workdir, head, &bytes)
+                    .map_err(|why| Failure::usage(not_applying(&path, &why)))?;
             }
             Ok(path.to_string_lossy().into_owned())
         }
@@ -93,24 +100,36 @@ pub fn resolve(workdir: &Path, value: &str, include_uncommitted: bool) -> Result
 
 /// The bytes of the patch at `path` (at most [`MAX_PATCH_BYTES`]).
 fn read_patch(path: &Path) -> Result<Vec<u8>, Failure> {
-    let unreadable = |e: std::io::Error| Failure::invalid_input(format!("--reference {}: {e}", path.display()));
+    let unreadable =
+        |e: std::io::Error| Failure::invalid_input(format!("--reference {}: {e}", path.display()));
     let file = std::fs::File::open(path).map_err(unreadable)?;
     let mut bytes = Vec::new();
-    file.take(MAX_PATCH_BYTES + 1).read_to_end(&mut bytes).map_err(unreadable)?;
+    file.take(MAX_PATCH_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(unreadable)?;
     if bytes.len() as u64 > MAX_PATCH_BYTES {
-        return Err(Failure::invalid_input(format!("--reference {}: larger than {MAX_PATCH_BYTES} bytes", path.display())));
+        return Err(Failure::invalid_input(format!(
+            "--reference {}: larger than {MAX_PATCH_BYTES} bytes",
+            path.display()
+        )));
     }
     Ok(bytes)
 }
 
 fn not_applying(path: &Path, why: &str) -> String {
-    format!("--reference {}: the patch does not apply to t0: {why}", path.display())
+    format!(
+        "--reference {}: the patch does not apply to t0: {why}",
+        path.display()
+    )
 }
 
 /// The tree `patch` makes of `base` in the repository at `workdir`, by plumbing only, in a
 /// private index; `Err`: git's reason (bounded, escaped).
 fn apply_patch(workdir: &Path, base: ObjectId, patch: &[u8]) -> Result<ObjectId, String> {
-    let scratch = tempfile::Builder::new().prefix("loopexec-reference-").tempdir().map_err(|e| format!("a private index: {e}"))?;
+    let scratch = tempfile::Builder::new()
+        .prefix("loopexec-reference-")
+        .tempdir()
+        .map_err(|e| format!("a private index: {e}"))?;
     let git = Git::new(workdir).with_index_file(&scratch.path().join("index"));
     let reason = |e: crate::workspace::WorkspaceError| {
         let text = match e {
@@ -119,21 +138,33 @@ fn apply_patch(workdir: &Path, base: ObjectId, patch: &[u8]) -> Result<ObjectId,
         };
         crate::inert::inert(&text.chars().take(SHOWN_REASON_CHARS).collect::<String>()).into_owned()
     };
-    git.run(["read-tree", &base.to_hex()], None).map_err(reason)?;
-    git.run(["apply", "--cached", "--binary", "--whitespace=nowarn"], Some(patch)).map_err(reason)?;
+    git.run(["read-tree", &base.to_hex()], None)
+        .map_err(reason)?;
+    git.run(
+        ["apply", "--cached", "--binary", "--whitespace=nowarn"],
+        Some(patch),
+    )
+    .map_err(reason)?;
     let out = git.run(["write-tree"], None).map_err(reason)?;
-    ObjectId::from_hex(out.strip_suffix(b"\n").unwrap_or(&out)).ok_or_else(|| "git write-tree gave no tree id".to_string())
+    ObjectId::from_hex(out.strip_suffix(b"\n").unwrap_or(&out))
+        .ok_or_else(|| "git write-tree gave no tree id".to_string())
 }
 
 /// The reference's tree over `t0`, with the patch's SHA-256 for a patch; `Err`: a patch that
 /// does not apply (the detail).
-fn reference_tree(workdir: &Path, given: &Given, t0: ObjectId) -> CmdResult<Result<(ObjectId, Option<String>), String>> {
+fn reference_tree(
+    workdir: &Path,
+    given: &Given,
+    t0: ObjectId,
+) -> CmdResult<Result<(ObjectId, Option<String>), String>> {
     match given {
         Given::Rev(rev) => Ok(Ok((resolve_tree(workdir, rev)?, None))),
         Given::Patch(path) => {
             let bytes = read_patch(path)?;
             let sha256 = hex::encode(Sha256::digest(&bytes));
-            Ok(apply_patch(workdir, t0, &bytes).map(|tree| (tree, Some(sha256))).map_err(|why| not_applying(path, &why)))
+            Ok(apply_patch(workdir, t0, &bytes)
+                .map(|tree| (tree, Some(sha256)))
+                .map_err(|why| not_applying(path, &why)))
         }
     }
 }
@@ -163,33 +194,88 @@ pub fn check(
         Err(detail) => {
             // Only with uncommitted changes in t0 (or a patch changed since the start): the
             // reference cannot be built, and nothing is spent on the agent.
-            let record = ReferenceRecord { given: true, rev: rev_field, patch, patch_sha256: None, tree_id: None, passed: None, check_exit: None, failing_set: None, detail: detail.clone() };
+            let record = ReferenceRecord {
+                given: true,
+                rev: rev_field,
+                patch,
+                patch_sha256: None,
+                tree_id: None,
+                passed: None,
+                check_exit: None,
+                failing_set: None,
+                detail: detail.clone(),
+            };
             return Ok((record, Some((HaltReason::InvariantFailed, detail))));
         }
     };
-    let reference = Baseline::of_tree(workdir, statedir.root(), tree, t0.head_commit, zone_owner(agent_policy)).map_err(Failure::from)?;
-    let patterns = ReportPatterns::new(&cfg.report_patterns()).map_err(|e| Failure::invalid_input(e.to_string()))?;
-    let dir = run.dir().subdir_or_create(REFERENCE_DIR).map_err(fs_failure)?;
+    let reference = Baseline::of_tree(
+        workdir,
+        statedir.root(),
+        tree,
+        t0.head_commit,
+        zone_owner(agent_policy),
+    )
+    .map_err(Failure::from)?;
+    let patterns = ReportPatterns::new(&cfg.report_patterns())
+        .map_err(|e| Failure::invalid_input(e.to_string()))?;
+    let dir = run
+        .dir()
+        .subdir_or_create(REFERENCE_DIR)
+        .map_err(fs_failure)?;
     let check_owner = zone_owner(check_policy);
     if check_owner.is_some() {
-        crate::workspace::fsat::allow_traverse(&dir.fd()).map_err(|e| Failure::io(dir.path(), &e.into()))?;
+        crate::workspace::fsat::allow_traverse(&dir.fd())
+            .map_err(|e| Failure::io(dir.path(), &e.into()))?;
     }
     let scratch = dir.subdir_or_create(SCRATCH).map_err(fs_failure)?;
-    let layers = replay_layers(t0, &reference, ws.protected(), &|path| patterns.matches(path), &scratch, Path::new(WORKSPACE_TARGET), check_owner)
-        .map_err(Failure::from)?;
-    let command = RoleCommand { role: crate::zones::Role::Check, run_id: run.id().as_str(), iteration: 0, overlay: Some(layers.overlay), credential: None };
+    let layers = replay_layers(
+        t0,
+        &reference,
+        ws.protected(),
+        &|path| patterns.matches(path),
+        &scratch,
+        Path::new(WORKSPACE_TARGET),
+        check_owner,
+    )
+    .map_err(Failure::from)?;
+    let command = RoleCommand {
+        role: crate::zones::Role::Check,
+        run_id: run.id().as_str(),
+        iteration: 0,
+        overlay: Some(layers.overlay),
+        credential: None,
+    };
     let mut cmd = command.zone_command(cfg, &super::commands::operator_env());
     cmd.read_only_beneath = ws.check_read_only();
     let writes = scratch.subdir("upper").map_err(fs_failure)?;
-    let report = (!patterns.is_empty()).then_some(ReportSource { dir: &writes, patterns: &patterns });
+    let report = (!patterns.is_empty()).then_some(ReportSource {
+        dir: &writes,
+        patterns: &patterns,
+    });
     let stem = "0000-reference".to_string();
-    let checked = run_check(zone, &cmd, Artifacts { dir: artifacts, rel: crate::receipt::store::ARTIFACTS, stem }, report);
+    let checked = run_check(
+        zone,
+        &cmd,
+        Artifacts {
+            dir: artifacts,
+            rel: crate::receipt::store::ARTIFACTS,
+            stem,
+        },
+        report,
+    );
     // The reference's check must leave its tree alone too (super::check_writes).
-    let wrote = super::check_writes::writes(&layers.tested, writes.path(), ws.limits(), &|path, is_dir| ws.created_counts(path, is_dir, &|p| patterns.matches(p)));
-    let wrote = super::check_writes::finding(0, &format!("the check of the reference {rev}"), &wrote);
+    let wrote = super::check_writes::writes(
+        &layers.tested,
+        writes.path(),
+        ws.limits(),
+        &|path, is_dir| ws.created_counts(path, is_dir, &|p| patterns.matches(p)),
+    );
+    let wrote =
+        super::check_writes::finding(0, &format!("the check of the reference {rev}"), &wrote);
     drop((writes, scratch));
     // Scratch layers are removed through descriptors (the overlay's work directory is mode 000).
-    let _ = crate::workspace::fsat::remove_tree(run.dir().fd().as_raw_fd(), REFERENCE_DIR.as_bytes());
+    let _ =
+        crate::workspace::fsat::remove_tree(run.dir().fd().as_raw_fd(), REFERENCE_DIR.as_bytes());
     let checked = checked?;
     let outcome = checked.map_err(Failure::isolation)?;
     let record = outcome.record(0);
@@ -209,8 +295,14 @@ pub fn check(
         ),
     };
     let (halt, detail) = match wrote {
-        Some(finding) => (Some((HaltReason::MetricIntegrityViolation, finding.detail.clone())), finding.detail),
-        None => ((!passed).then(|| (HaltReason::InfeasibleSuspected, detail.clone())), detail),
+        Some(finding) => (
+            Some((HaltReason::MetricIntegrityViolation, finding.detail.clone())),
+            finding.detail,
+        ),
+        None => (
+            (!passed).then(|| (HaltReason::InfeasibleSuspected, detail.clone())),
+            detail,
+        ),
     };
     let record = ReferenceRecord {
         given: true,

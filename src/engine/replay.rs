@@ -14,22 +14,22 @@
 //! `runs/<id>/replay/NNNN-check.{stdout,stderr}` (the latest replay's) and its scratch layers
 //! are removed after it.
 
-use ed25519_dalek::VerifyingKey;
 use super::check::{run_check, Artifacts, CheckOutcome, ReportSource};
 use super::commands::{operator_env, RoleCommand};
 use super::config::LoopConfig;
 use super::detached::{zone_owner, WorkspaceMode, WORKSPACE_TARGET};
-use crate::rules::verdict::Verdict;
 use crate::capture::StreamRecord;
+use crate::ending::Ending;
 use crate::error::{CmdResult, Failure};
 use crate::receipt::chain::verify;
 use crate::receipt::events::CheckResult;
-use crate::testreport::paths::ReportPatterns;
 use crate::receipt::history::History;
 use crate::receipt::store::{fs_failure, RunDir, StateDir};
+use crate::rules::verdict::Verdict;
+use crate::testreport::paths::ReportPatterns;
 use crate::workspace::{replay_layers, Baseline, ObjectId, ProtectedPaths};
-use crate::ending::Ending;
 use crate::zones::Role;
+use ed25519_dalek::VerifyingKey;
 use serde::Serialize;
 use std::os::fd::AsRawFd;
 use std::path::Path;
@@ -58,26 +58,53 @@ impl Fingerprint {
     /// the receipt recorded is observed identically, inline or by digest (a set the receipt
     /// lacks is not compared).
     pub fn matched_by(&self, observed: &Fingerprint) -> bool {
-        let same = |set: &Option<Vec<String>>, digest: &Option<String>, seen: &Option<Vec<String>>| match (set, digest) {
+        let same = |set: &Option<Vec<String>>,
+                    digest: &Option<String>,
+                    seen: &Option<Vec<String>>| match (set, digest) {
             (Some(_), _) => set == seen,
-            (None, Some(d)) => seen.as_ref().is_some_and(|s| crate::receipt::bounded::list_sha256(s).as_ref() == Some(d)),
+            (None, Some(d)) => seen
+                .as_ref()
+                .is_some_and(|s| crate::receipt::bounded::list_sha256(s).as_ref() == Some(d)),
             (None, None) => true,
         };
         self.exit_class == observed.exit_class
-            && same(&self.failing_set, &self.failing_sha256, &observed.failing_set)
-            && same(&self.collected_set, &self.collected_sha256, &observed.collected_set)
+            && same(
+                &self.failing_set,
+                &self.failing_sha256,
+                &observed.failing_set,
+            )
+            && same(
+                &self.collected_set,
+                &self.collected_sha256,
+                &observed.collected_set,
+            )
     }
 
     /// The fingerprint of a recorded `check_result`, with the lists the receipt moved to an
     /// artifact (`externalised`), if any.
-    pub fn recorded(check: &CheckResult, externalised: Option<&crate::receipt::bounded::Externalised>) -> Fingerprint {
-        let digest = |field: &str| externalised.and_then(|x| x.lists.get(field)).map(|l| l.sha256.clone());
+    pub fn recorded(
+        check: &CheckResult,
+        externalised: Option<&crate::receipt::bounded::Externalised>,
+    ) -> Fingerprint {
+        let digest = |field: &str| {
+            externalised
+                .and_then(|x| x.lists.get(field))
+                .map(|l| l.sha256.clone())
+        };
         Fingerprint {
             exit_class: Verdict::of_check(check),
             failing_set: check.failing_set.clone(),
             collected_set: check.collected_set.clone(),
-            failing_sha256: check.failing_set.is_none().then(|| digest("failing_set")).flatten(),
-            collected_sha256: check.collected_set.is_none().then(|| digest("collected_set")).flatten(),
+            failing_sha256: check
+                .failing_set
+                .is_none()
+                .then(|| digest("failing_set"))
+                .flatten(),
+            collected_sha256: check
+                .collected_set
+                .is_none()
+                .then(|| digest("collected_set"))
+                .flatten(),
         }
     }
 
@@ -87,7 +114,8 @@ impl Fingerprint {
         Fingerprint {
             exit_class: outcome.verdict(),
             failing_set: sets.map(|s| s.failing.iter().cloned().collect()),
-            collected_set: sets.map(|s| super::check::TestSets::listed(&s.collected, &s.collected_repeats)),
+            collected_set: sets
+                .map(|s| super::check::TestSets::listed(&s.collected, &s.collected_repeats)),
             failing_sha256: None,
             collected_sha256: None,
         }
@@ -136,11 +164,19 @@ struct Recorded {
 /// honours (it decides which tree is the run's end state) is checked against the operator's key
 /// `operator`, the same bytes the history is folded from; an acceptance that fails, or any
 /// acceptance when no operator key is available, refuses with `not_verified` (13).
-pub fn pinned_run(run: &RunDir, operator: Option<&VerifyingKey>) -> CmdResult<(LoopConfig, History)> {
+pub fn pinned_run(
+    run: &RunDir,
+    operator: Option<&VerifyingKey>,
+) -> CmdResult<(LoopConfig, History)> {
     let bytes = run.receipt_bytes()?;
-    let chain = verify(&bytes)
-        .map_err(|e| Failure::workspace(format!("{}: receipt does not verify: {e}", run.receipt_path().display())))?;
-    let history = History::of_lines(&chain.events).map_err(|e| Failure::workspace(format!("{}: {e}", run.receipt_path().display())))?;
+    let chain = verify(&bytes).map_err(|e| {
+        Failure::workspace(format!(
+            "{}: receipt does not verify: {e}",
+            run.receipt_path().display()
+        ))
+    })?;
+    let history = History::of_lines(&chain.events)
+        .map_err(|e| Failure::workspace(format!("{}: {e}", run.receipt_path().display())))?;
     if let Some((first, _)) = history.hand_accepted.first() {
         let not_verified = |why: String| {
             Failure::new(crate::error::FailureCode::NotVerified, format!("{}: {why}", run.receipt_path().display()))
@@ -167,10 +203,13 @@ pub fn pinned_run(run: &RunDir, operator: Option<&VerifyingKey>) -> CmdResult<(L
 fn read_recorded(run: &RunDir, operator: Option<&VerifyingKey>) -> CmdResult<Recorded> {
     let id = run.id().to_string();
     let (cfg, history) = pinned_run(run, operator)?;
-    let broken = |what: &str| Failure::workspace(format!("{}: {what}", run.receipt_path().display()));
+    let broken =
+        |what: &str| Failure::workspace(format!("{}: {what}", run.receipt_path().display()));
     let Some(halt) = &history.halt else {
-        return Err(refuse(format!("run {id} has not halted; only a halted run has an end state to replay"))
-            .with_hint(format!("finish it first (`loopexec run --resume {id}`)")));
+        return Err(refuse(format!(
+            "run {id} has not halted; only a halted run has an end state to replay"
+        ))
+        .with_hint(format!("finish it first (`loopexec run --resume {id}`)")));
     };
     if cfg.workspace != WorkspaceMode::Detached {
         return Err(refuse(format!(
@@ -178,17 +217,28 @@ fn read_recorded(run: &RunDir, operator: Option<&VerifyingKey>) -> CmdResult<Rec
         ))
         .with_hint("replay needs a run with a detached workspace (native isolation in a git repository)"));
     }
-    let (iteration, check) =
-        history.last_check().ok_or_else(|| refuse(format!("run {id} recorded no check result: there is nothing to compare with")))?;
-    let tree_of = |s: &crate::receipt::events::SnapshotRecord| ObjectId::from_hex(s.tree_id.as_bytes());
-    let end_tree = history.last_accepted_snapshot().and_then(tree_of).ok_or_else(|| broken("no accepted snapshot with a tree id"))?;
+    let (iteration, check) = history.last_check().ok_or_else(|| {
+        refuse(format!(
+            "run {id} recorded no check result: there is nothing to compare with"
+        ))
+    })?;
+    let tree_of =
+        |s: &crate::receipt::events::SnapshotRecord| ObjectId::from_hex(s.tree_id.as_bytes());
+    let end_tree = history
+        .last_accepted_snapshot()
+        .and_then(tree_of)
+        .ok_or_else(|| broken("no accepted snapshot with a tree id"))?;
     let checked_tree = history
         .iterations
         .iter()
         .filter(|r| r.iteration == iteration)
         .find_map(|r| r.snapshot.as_ref().filter(|s| s.accepted()))
         .and_then(tree_of)
-        .ok_or_else(|| broken(&format!("no accepted snapshot for the check of iteration {iteration}")))?;
+        .ok_or_else(|| {
+            broken(&format!(
+                "no accepted snapshot for the check of iteration {iteration}"
+            ))
+        })?;
     if checked_tree != end_tree {
         return Err(refuse(format!(
             "run {id}'s last check (iteration {iteration}) ran on tree {checked_tree}, but the run ended on tree {end_tree}, which no check ran on"
@@ -200,11 +250,15 @@ fn read_recorded(run: &RunDir, operator: Option<&VerifyingKey>) -> CmdResult<Rec
             "run {id} delivered tree {delivered}, but its last recorded check ran on tree {end_tree}: the delivered state was never checked"
         )));
     }
-    let ws = history.workspace.as_ref().ok_or_else(|| broken("no workspace event"))?;
+    let ws = history
+        .workspace
+        .as_ref()
+        .ok_or_else(|| broken("no workspace event"))?;
     let oid = |h: &str| ObjectId::from_hex(h.as_bytes());
     Ok(Recorded {
         repo: ws.repo.clone(),
-        head_commit: oid(&ws.head_commit).ok_or_else(|| broken("the workspace event has no head_commit"))?,
+        head_commit: oid(&ws.head_commit)
+            .ok_or_else(|| broken("the workspace event has no head_commit"))?,
         t0_tree: oid(&ws.tree_id).ok_or_else(|| broken("the workspace event has no tree_id"))?,
         fingerprint: Fingerprint::recorded(check, history.externalised(iteration, "check_result")),
         cfg,
@@ -214,31 +268,51 @@ fn read_recorded(run: &RunDir, operator: Option<&VerifyingKey>) -> CmdResult<Rec
 }
 
 /// Replay run `run`'s last check on its end-state tree.
-pub fn replay(statedir: &StateDir, run: &RunDir, operator: Option<&VerifyingKey>) -> CmdResult<Replay> {
+pub fn replay(
+    statedir: &StateDir,
+    run: &RunDir,
+    operator: Option<&VerifyingKey>,
+) -> CmdResult<Replay> {
     let rec = read_recorded(run, operator)?;
     let cfg = &rec.cfg;
-    let missing = || Failure::workspace("the run pinned no agent/check policy (a detached run is native)");
+    let missing =
+        || Failure::workspace("the run pinned no agent/check policy (a detached run is native)");
     let zones = super::zone_setup::zone_setup(cfg, statedir.path())?;
     let agent_policy = &zones.policy(Role::Agent).ok_or_else(missing)?.policy;
     let check_policy = &zones.policy(Role::Check).ok_or_else(missing)?.policy;
     let owner = zone_owner(agent_policy);
     let repo = Path::new(&rec.repo);
-    let t0 = Baseline::of_tree(repo, statedir.root(), rec.t0_tree, rec.head_commit, owner).map_err(Failure::from)?;
-    let end = Baseline::of_tree(repo, statedir.root(), rec.end_tree, rec.head_commit, owner).map_err(Failure::from)?;
+    let t0 = Baseline::of_tree(repo, statedir.root(), rec.t0_tree, rec.head_commit, owner)
+        .map_err(Failure::from)?;
+    let end = Baseline::of_tree(repo, statedir.root(), rec.end_tree, rec.head_commit, owner)
+        .map_err(Failure::from)?;
     // The loop's allowed test paths came from the agent's tree in its checks: so they do here.
     let exempt = super::allow_change::Allowances::path_globs(&cfg.allow_test_change);
-    let protected = ProtectedPaths::new(true, &cfg.protected).and_then(|p| p.exempting(&exempt)).map_err(Failure::from)?;
+    let protected = ProtectedPaths::new(true, &cfg.protected)
+        .and_then(|p| p.exempting(&exempt))
+        .map_err(Failure::from)?;
 
     let dir = run.dir().subdir_or_create(REPLAY_DIR).map_err(fs_failure)?;
     let check_owner = zone_owner(check_policy);
     if check_owner.is_some() {
-        crate::workspace::fsat::allow_traverse(&dir.fd()).map_err(|e| Failure::io(dir.path(), &e.into()))?;
+        crate::workspace::fsat::allow_traverse(&dir.fd())
+            .map_err(|e| Failure::io(dir.path(), &e.into()))?;
     }
     // Scratch layers are removed through descriptors (the overlay's work directory is mode 000).
-    let remove_scratch = || crate::workspace::fsat::remove_tree(dir.fd().as_raw_fd(), SCRATCH.as_bytes());
+    let remove_scratch =
+        || crate::workspace::fsat::remove_tree(dir.fd().as_raw_fd(), SCRATCH.as_bytes());
     let _ = remove_scratch();
     let scratch = dir.subdir_or_create(SCRATCH).map_err(fs_failure)?;
-    let result = replay_check(&zones, run, &rec, (&t0, &end), &protected, &dir, &scratch, check_owner);
+    let result = replay_check(
+        &zones,
+        run,
+        &rec,
+        (&t0, &end),
+        &protected,
+        &dir,
+        &scratch,
+        check_owner,
+    );
     drop(scratch);
     let _ = remove_scratch();
     result
@@ -256,19 +330,50 @@ fn replay_check(
     check_owner: Option<(u32, u32)>,
 ) -> CmdResult<Replay> {
     let cfg = &rec.cfg;
-    let patterns = ReportPatterns::new(&cfg.report_patterns()).map_err(|e| Failure::invalid_input(e.to_string()))?;
-    let layers = replay_layers(t0, end, protected, &|path| patterns.matches(path), scratch, Path::new(WORKSPACE_TARGET), check_owner).map_err(Failure::from)?;
+    let patterns = ReportPatterns::new(&cfg.report_patterns())
+        .map_err(|e| Failure::invalid_input(e.to_string()))?;
+    let layers = replay_layers(
+        t0,
+        end,
+        protected,
+        &|path| patterns.matches(path),
+        scratch,
+        Path::new(WORKSPACE_TARGET),
+        check_owner,
+    )
+    .map_err(Failure::from)?;
     // The run's own backend (the native sandbox or its container engine), from the pinned config.
     let mut zone = crate::zones::open_zone(zones)?;
     zone.bind_run(run.path())?;
-    let read_only = layers.read_only.iter().map(|p| std::path::PathBuf::from(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(p))).collect();
-    let command = RoleCommand { role: Role::Check, run_id: run.id().as_str(), iteration: rec.iteration, overlay: Some(layers.overlay), credential: None };
-    let artifacts = Artifacts { dir, rel: REPLAY_DIR, stem: command.stem() };
+    let read_only = layers
+        .read_only
+        .iter()
+        .map(|p| {
+            std::path::PathBuf::from(
+                <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(p),
+            )
+        })
+        .collect();
+    let command = RoleCommand {
+        role: Role::Check,
+        run_id: run.id().as_str(),
+        iteration: rec.iteration,
+        overlay: Some(layers.overlay),
+        credential: None,
+    };
+    let artifacts = Artifacts {
+        dir,
+        rel: REPLAY_DIR,
+        stem: command.stem(),
+    };
     let mut cmd = command.zone_command(cfg, &operator_env());
     // t0's protected paths read-only, as in the loop's own check.
     cmd.read_only_beneath = read_only;
     let writes = scratch.subdir("upper").map_err(fs_failure)?;
-    let report = (!patterns.is_empty()).then_some(ReportSource { dir: &writes, patterns: &patterns });
+    let report = (!patterns.is_empty()).then_some(ReportSource {
+        dir: &writes,
+        patterns: &patterns,
+    });
     let outcome = run_check(zone.as_mut(), &cmd, artifacts, report)?.map_err(Failure::isolation)?;
     let observed = Fingerprint::observed(&outcome);
     Ok(Replay {
@@ -291,9 +396,19 @@ fn replay_check(
 mod tests {
     use super::*;
 
-    fn fp(exit_class: Verdict, failing: Option<&[&str]>, collected: Option<&[&str]>) -> Fingerprint {
+    fn fp(
+        exit_class: Verdict,
+        failing: Option<&[&str]>,
+        collected: Option<&[&str]>,
+    ) -> Fingerprint {
         let set = |s: Option<&[&str]>| s.map(|s| s.iter().map(|x| x.to_string()).collect());
-        Fingerprint { exit_class, failing_set: set(failing), collected_set: set(collected), failing_sha256: None, collected_sha256: None }
+        Fingerprint {
+            exit_class,
+            failing_set: set(failing),
+            collected_set: set(collected),
+            failing_sha256: None,
+            collected_sha256: None,
+        }
     }
 
     #[test]
@@ -302,17 +417,26 @@ mod tests {
         assert!(recorded.matched_by(&fp(Verdict::Fail, Some(&["a::x"]), Some(&["a::x", "a::y"]))));
         assert!(!recorded.matched_by(&fp(Verdict::Fail, Some(&["a::y"]), Some(&["a::x", "a::y"]))));
         assert!(!recorded.matched_by(&fp(Verdict::Fail, Some(&["a::x"]), Some(&["a::x"]))));
-        assert!(!recorded.matched_by(&fp(Verdict::Fail, None, None)), "an unreadable report does not match a recorded set");
+        assert!(
+            !recorded.matched_by(&fp(Verdict::Fail, None, None)),
+            "an unreadable report does not match a recorded set"
+        );
         assert!(!recorded.matched_by(&fp(Verdict::Pass, Some(&["a::x"]), Some(&["a::x", "a::y"]))));
     }
 
     #[test]
     fn a_set_the_receipt_holds_in_an_artifact_is_compared_by_its_digest() {
         let ids: Vec<String> = ["a::x", "a::y"].iter().map(|s| s.to_string()).collect();
-        let recorded = Fingerprint { failing_sha256: crate::receipt::bounded::list_sha256(&ids), ..fp(Verdict::Fail, None, None) };
+        let recorded = Fingerprint {
+            failing_sha256: crate::receipt::bounded::list_sha256(&ids),
+            ..fp(Verdict::Fail, None, None)
+        };
         assert!(recorded.matched_by(&fp(Verdict::Fail, Some(&["a::x", "a::y"]), None)));
         assert!(!recorded.matched_by(&fp(Verdict::Fail, Some(&["a::x"]), None)));
-        assert!(!recorded.matched_by(&fp(Verdict::Fail, None, None)), "an unreadable report does not match a recorded digest");
+        assert!(
+            !recorded.matched_by(&fp(Verdict::Fail, None, None)),
+            "an unreadable report does not match a recorded digest"
+        );
     }
 
     #[test]

@@ -21,7 +21,12 @@ use std::process::{Command, Stdio};
 const ACCEPTED: &str = "accepted";
 
 fn accepted_of(upper: &Path) -> Result<PathBuf, String> {
-    upper.parent().map(|p| p.join(ACCEPTED)).ok_or_else(|| format!("{}: the agent's layer has no parent directory", upper.display()))
+    upper.parent().map(|p| p.join(ACCEPTED)).ok_or_else(|| {
+        format!(
+            "{}: the agent's layer has no parent directory",
+            upper.display()
+        )
+    })
 }
 
 fn copy_tree(from: &Path, to: &Path) -> Result<(), String> {
@@ -37,7 +42,13 @@ fn copy_tree(from: &Path, to: &Path) -> Result<(), String> {
         return Ok(());
     }
     let stderr = String::from_utf8_lossy(&out.stderr);
-    Err(format!("copying {} to {}: cp {}: {}", from.display(), to.display(), out.status, crate::inert::inert(stderr.trim())))
+    Err(format!(
+        "copying {} to {}: cp {}: {}",
+        from.display(),
+        to.display(),
+        out.status,
+        crate::inert::inert(stderr.trim())
+    ))
 }
 
 /// Remove `name` beneath `dir` (nothing when it does not exist).
@@ -58,11 +69,17 @@ const REJECTED: &str = "rejected-";
 /// Keep the agent's layer of rejected iteration `n` (before it is reverted), replacing the
 /// layer kept of an earlier rejection.
 pub fn keep_rejected(upper: &Path, n: u64) -> Result<(), String> {
-    let parent = upper.parent().ok_or_else(|| format!("{}: the agent's layer has no parent directory", upper.display()))?;
+    let parent = upper.parent().ok_or_else(|| {
+        format!(
+            "{}: the agent's layer has no parent directory",
+            upper.display()
+        )
+    })?;
     let fd = fsat::open_dir_path(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
     for name in fsat::list(fd.as_raw_fd()).map_err(|e| format!("{}: {e}", parent.display()))? {
         if name.starts_with(REJECTED.as_bytes()) {
-            fsat::remove_tree(fd.as_raw_fd(), &name).map_err(|e| format!("removing from {}: {e}", parent.display()))?;
+            fsat::remove_tree(fd.as_raw_fd(), &name)
+                .map_err(|e| format!("removing from {}: {e}", parent.display()))?;
         }
     }
     copy_tree(upper, &parent.join(rejected_name(n)))
@@ -76,9 +93,17 @@ pub fn rejected_kept(workspace_dir: &Path, n: u64) -> bool {
 
 /// Put the kept layer of rejected iteration `n` in place of the agent's.
 pub fn restore_rejected(upper: &Path, n: u64) -> Result<(), String> {
-    let parent = upper.parent().ok_or_else(|| format!("{}: the agent's layer has no parent directory", upper.display()))?;
+    let parent = upper.parent().ok_or_else(|| {
+        format!(
+            "{}: the agent's layer has no parent directory",
+            upper.display()
+        )
+    })?;
     if !rejected_kept(parent, n) {
-        return Err(format!("the layer of iteration {n} is not kept in {}", parent.display()));
+        return Err(format!(
+            "the layer of iteration {n} is not kept in {}",
+            parent.display()
+        ));
     }
     replace_with(upper, &parent.join(rejected_name(n)))
 }
@@ -87,7 +112,8 @@ pub fn restore_rejected(upper: &Path, n: u64) -> Result<(), String> {
 fn clear(upper: &Path) -> Result<(), String> {
     let fd = fsat::open_dir_path(upper).map_err(|e| format!("{}: {e}", upper.display()))?;
     for name in fsat::list(fd.as_raw_fd()).map_err(|e| format!("{}: {e}", upper.display()))? {
-        fsat::remove_tree(fd.as_raw_fd(), &name).map_err(|e| format!("removing from {}: {e}", upper.display()))?;
+        fsat::remove_tree(fd.as_raw_fd(), &name)
+            .map_err(|e| format!("removing from {}: {e}", upper.display()))?;
     }
     Ok(())
 }

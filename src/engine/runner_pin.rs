@@ -65,12 +65,18 @@ pub const PYCACHE_PREFIX: &str = "/tmp/loopexec-pycache";
 impl RunnerPins {
     /// The variables the check runs with.
     pub fn check_env(&self) -> Vec<(String, String)> {
-        let mut env = vec![("PYTHONPYCACHEPREFIX".to_string(), PYCACHE_PREFIX.to_string())];
+        let mut env = vec![(
+            "PYTHONPYCACHEPREFIX".to_string(),
+            PYCACHE_PREFIX.to_string(),
+        )];
         if let Some(toolchain) = &self.rust_toolchain {
             env.push(("RUSTUP_TOOLCHAIN".to_string(), toolchain.clone()));
         }
         if let Some(plugins) = &self.pytest_plugins {
-            env.push(("PYTEST_DISABLE_PLUGIN_AUTOLOAD".to_string(), "1".to_string()));
+            env.push((
+                "PYTEST_DISABLE_PLUGIN_AUTOLOAD".to_string(),
+                "1".to_string(),
+            ));
             env.push(("PYTEST_PLUGINS".to_string(), plugins.join(",")));
         }
         if self.python_safe_path {
@@ -81,12 +87,18 @@ impl RunnerPins {
 }
 
 fn bad(message: String) -> Failure {
-    Failure::usage(message).with_hint("see docs/guards.md, \"Runner pinning\", for the [runner] keys")
+    Failure::usage(message)
+        .with_hint("see docs/guards.md, \"Runner pinning\", for the [runner] keys")
 }
 
 /// A rustup toolchain name: `stable`, `1.82.0`, `nightly-2026-01-01-x86_64-unknown-linux-gnu`.
 fn check_toolchain_name(name: &str) -> Result<(), Failure> {
-    let ok = !name.is_empty() && name.len() <= 128 && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-+".contains(&b)) && !name.starts_with('-');
+    let ok = !name.is_empty()
+        && name.len() <= 128
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-+".contains(&b))
+        && !name.starts_with('-');
     if ok {
         Ok(())
     } else {
@@ -96,11 +108,18 @@ fn check_toolchain_name(name: &str) -> Result<(), Failure> {
 
 /// A dotted Python module name (`pytest_cov`, `xdist.plugin`).
 fn check_module_name(name: &str) -> Result<(), Failure> {
-    let ident = |s: &str| s.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_') && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    let ident = |s: &str| {
+        s.chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    };
     if !name.is_empty() && name.len() <= 200 && name.split('.').all(ident) {
         Ok(())
     } else {
-        Err(bad(format!("[runner] pytest_plugins: {name:?} is not a Python module name")))
+        Err(bad(format!(
+            "[runner] pytest_plugins: {name:?} is not a Python module name"
+        )))
     }
 }
 
@@ -108,7 +127,11 @@ fn check_module_name(name: &str) -> Result<(), Failure> {
 /// entries (`.`, `bin`) are skipped: they would resolve against loopexec's own working directory,
 /// often the workdir, whose files are the agent's.
 pub fn rustup_beside_cargo(path: &str) -> Option<PathBuf> {
-    let cargo_dir = path.split(':').map(Path::new).filter(|d| d.is_absolute()).find(|d| d.join("cargo").is_file())?;
+    let cargo_dir = path
+        .split(':')
+        .map(Path::new)
+        .filter(|d| d.is_absolute())
+        .find(|d| d.join("cargo").is_file())?;
     let rustup = cargo_dir.join("rustup");
     rustup.is_file().then_some(rustup)
 }
@@ -123,9 +146,18 @@ fn active_toolchain(rustup: &Path, env: &[(String, String)]) -> Result<String, F
         .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(std::process::Stdio::null())
         .output()
-        .map_err(|e| bad(format!("[runner] rust_toolchain: `{} show active-toolchain` could not run: {e}", rustup.display())))?;
+        .map_err(|e| {
+            bad(format!(
+                "[runner] rust_toolchain: `{} show active-toolchain` could not run: {e}",
+                rustup.display()
+            ))
+        })?;
     let text = String::from_utf8_lossy(&out.stdout);
-    let name = text.split_whitespace().next().unwrap_or_default().to_string();
+    let name = text
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_string();
     if !out.status.success() || check_toolchain_name(&name).is_err() {
         return Err(bad(format!(
             "[runner] rust_toolchain: `{} show active-toolchain` (outside the workspace) resolved no toolchain: {}",
@@ -139,7 +171,11 @@ fn active_toolchain(rustup: &Path, env: &[(String, String)]) -> Result<String, F
 
 /// Validate `input` and pin it: `check_path` is the `PATH` the check runs with (its policy's,
 /// or the operator's), `env` the operator's environment rustup is asked in.
-pub fn resolve(input: RunnerInput, check_path: &str, env: &[(String, String)]) -> Result<RunnerPins, Failure> {
+pub fn resolve(
+    input: RunnerInput,
+    check_path: &str,
+    env: &[(String, String)],
+) -> Result<RunnerPins, Failure> {
     let plugins = match input.pytest_plugins {
         Some(plugins) => {
             for p in &plugins {
@@ -156,7 +192,10 @@ pub fn resolve(input: RunnerInput, check_path: &str, env: &[(String, String)]) -
         }
         Some(ToolchainSetting::Resolve(false)) => (None, "off"),
         Some(ToolchainSetting::Resolve(true)) | None => match rustup_beside_cargo(check_path) {
-            Some(rustup) => (Some(active_toolchain(&rustup, env)?), "rustup show active-toolchain"),
+            Some(rustup) => (
+                Some(active_toolchain(&rustup, env)?),
+                "rustup show active-toolchain",
+            ),
             None => (None, "no rustup"),
         },
     };
@@ -173,7 +212,10 @@ mod tests {
     use super::*;
 
     fn pycache() -> (String, String) {
-        ("PYTHONPYCACHEPREFIX".to_string(), PYCACHE_PREFIX.to_string())
+        (
+            "PYTHONPYCACHEPREFIX".to_string(),
+            PYCACHE_PREFIX.to_string(),
+        )
     }
 
     #[test]
@@ -182,7 +224,10 @@ mod tests {
         for name in ["cargo", "rustup"] {
             std::fs::write(tools.path().join(name), "").unwrap();
         }
-        assert_eq!(rustup_beside_cargo(tools.path().to_str().unwrap()), Some(tools.path().join("rustup")));
+        assert_eq!(
+            rustup_beside_cargo(tools.path().to_str().unwrap()),
+            Some(tools.path().join("rustup"))
+        );
         // The same directory named relative to this process's working directory.
         let up = std::env::current_dir().unwrap().components().count() - 1;
         let relative = Path::new(&"../".repeat(up)).join(tools.path().strip_prefix("/").unwrap());
@@ -199,14 +244,24 @@ mod tests {
 
     #[test]
     fn named_plugins_turn_autoload_off_and_load_exactly_those() {
-        let input = RunnerInput { pytest_plugins: Some(vec!["pytest_cov".into(), "xdist.plugin".into()]), python_safe_path: Some(true), ..Default::default() };
+        let input = RunnerInput {
+            pytest_plugins: Some(vec!["pytest_cov".into(), "xdist.plugin".into()]),
+            python_safe_path: Some(true),
+            ..Default::default()
+        };
         let pins = resolve(input, "", &[]).unwrap();
         assert_eq!(
             pins.check_env(),
             vec![
                 pycache(),
-                ("PYTEST_DISABLE_PLUGIN_AUTOLOAD".to_string(), "1".to_string()),
-                ("PYTEST_PLUGINS".to_string(), "pytest_cov,xdist.plugin".to_string()),
+                (
+                    "PYTEST_DISABLE_PLUGIN_AUTOLOAD".to_string(),
+                    "1".to_string()
+                ),
+                (
+                    "PYTEST_PLUGINS".to_string(),
+                    "pytest_cov,xdist.plugin".to_string()
+                ),
                 ("PYTHONSAFEPATH".to_string(), "1".to_string()),
             ]
         );
@@ -214,17 +269,68 @@ mod tests {
 
     #[test]
     fn a_named_toolchain_is_pinned_as_given_and_false_pins_none() {
-        let named = resolve(RunnerInput { rust_toolchain: Some(ToolchainSetting::Name("1.95.0".into())), ..Default::default() }, "", &[]).unwrap();
-        assert_eq!(named.check_env(), vec![pycache(), ("RUSTUP_TOOLCHAIN".to_string(), "1.95.0".to_string())]);
-        let off = resolve(RunnerInput { rust_toolchain: Some(ToolchainSetting::Resolve(false)), ..Default::default() }, "", &[]).unwrap();
-        assert_eq!((off.rust_toolchain, off.rust_toolchain_source.as_deref()), (None, Some("off")));
+        let named = resolve(
+            RunnerInput {
+                rust_toolchain: Some(ToolchainSetting::Name("1.95.0".into())),
+                ..Default::default()
+            },
+            "",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(
+            named.check_env(),
+            vec![
+                pycache(),
+                ("RUSTUP_TOOLCHAIN".to_string(), "1.95.0".to_string())
+            ]
+        );
+        let off = resolve(
+            RunnerInput {
+                rust_toolchain: Some(ToolchainSetting::Resolve(false)),
+                ..Default::default()
+            },
+            "",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(
+            (off.rust_toolchain, off.rust_toolchain_source.as_deref()),
+            (None, Some("off"))
+        );
     }
 
     #[test]
     fn a_bad_toolchain_or_module_name_is_refused_naming_it() {
-        let e = resolve(RunnerInput { rust_toolchain: Some(ToolchainSetting::Name("stable; rm -rf /".into())), ..Default::default() }, "", &[]).unwrap_err();
-        assert!(e.message.contains("\"stable; rm -rf /\" is not a toolchain name"), "{}", e.message);
-        let e = resolve(RunnerInput { pytest_plugins: Some(vec!["pytest-cov".into()]), ..Default::default() }, "", &[]).unwrap_err();
-        assert!(e.message.contains("\"pytest-cov\" is not a Python module name"), "{}", e.message);
+        let e = resolve(
+            RunnerInput {
+                rust_toolchain: Some(ToolchainSetting::Name("stable; rm -rf /".into())),
+                ..Default::default()
+            },
+            "",
+            &[],
+        )
+        .unwrap_err();
+        assert!(
+            e.message
+                .contains("\"stable; rm -rf /\" is not a toolchain name"),
+            "{}",
+            e.message
+        );
+        let e = resolve(
+            RunnerInput {
+                pytest_plugins: Some(vec!["pytest-cov".into()]),
+                ..Default::default()
+            },
+            "",
+            &[],
+        )
+        .unwrap_err();
+        assert!(
+            e.message
+                .contains("\"pytest-cov\" is not a Python module name"),
+            "{}",
+            e.message
+        );
     }
 }

@@ -64,26 +64,40 @@ impl ScorePins {
     /// no normalised relative path, or its band is negative or not finite.
     pub fn validated(self) -> Result<ScorePins, Failure> {
         match (&self.regex, &self.file) {
-            (None, None) => return Err(malformed("names neither `regex` nor `file`: say where the check reports its score")),
+            (None, None) => {
+                return Err(malformed(
+                    "names neither `regex` nor `file`: say where the check reports its score",
+                ))
+            }
             (Some(_), Some(_)) => return Err(malformed("names both `regex` and `file`: give one")),
             (Some(pattern), None) => {
                 let groups = compile(pattern).map_err(malformed)?.captures_len() - 1;
                 if groups != 1 {
-                    return Err(malformed(format!("regex {} has {groups} capture groups; it needs exactly one (the number)", shown(pattern))));
+                    return Err(malformed(format!(
+                        "regex {} has {groups} capture groups; it needs exactly one (the number)",
+                        shown(pattern)
+                    )));
                 }
             }
             (None, Some(path)) => {
-                super::coverage_guard::check_path(path).map_err(|why| malformed(format!("file {}: {why}", shown(path))))?;
+                super::coverage_guard::check_path(path)
+                    .map_err(|why| malformed(format!("file {}: {why}", shown(path))))?;
             }
         }
         if !self.band.is_finite() || self.band < 0.0 {
-            return Err(malformed(format!("band must be a finite number >= 0, got {}", self.band)));
+            return Err(malformed(format!(
+                "band must be a finite number >= 0, got {}",
+                self.band
+            )));
         }
         Ok(self)
     }
 
     pub fn rule(&self) -> ScoreRule {
-        ScoreRule { direction: self.direction, band: self.band }
+        ScoreRule {
+            direction: self.direction,
+            band: self.band,
+        }
     }
 
     /// Whether the tree path `path` is the declared score file (hidden from the check's copy).
@@ -116,8 +130,16 @@ pub fn read(pins: &ScorePins, stdout: &[u8], writes: &SafeDir) -> ScoreRecord {
         (None, None) => Err("no score source is declared".to_string()),
     };
     match found {
-        Ok(value) => ScoreRecord { source: pins.source(), value: Some(value), error: None },
-        Err(error) => ScoreRecord { source: pins.source(), value: None, error: Some(error) },
+        Ok(value) => ScoreRecord {
+            source: pins.source(),
+            value: Some(value),
+            error: None,
+        },
+        Err(error) => ScoreRecord {
+            source: pins.source(),
+            value: None,
+            error: Some(error),
+        },
     }
 }
 
@@ -127,7 +149,10 @@ fn from_stdout(pattern: &str, stdout: &[u8]) -> Result<f64, String> {
     let captured = re.captures_iter(&text).filter_map(|c| c.get(1)).last();
     match captured {
         Some(m) => number(m.as_str()),
-        None => Err(format!("the regex {} matched nothing in the check's stdout", shown(pattern))),
+        None => Err(format!(
+            "the regex {} matched nothing in the check's stdout",
+            shown(pattern)
+        )),
     }
 }
 
@@ -199,7 +224,12 @@ mod tests {
     use crate::receipt::events::{sample, Event};
 
     fn pins(regex: Option<&str>, file: Option<&str>) -> ScorePins {
-        ScorePins { regex: regex.map(Into::into), file: file.map(Into::into), direction: Direction::Higher, band: 0.0 }
+        ScorePins {
+            regex: regex.map(Into::into),
+            file: file.map(Into::into),
+            direction: Direction::Higher,
+            band: 0.0,
+        }
     }
 
     fn refusal(p: ScorePins) -> String {
@@ -215,15 +245,29 @@ mod tests {
     #[test]
     fn the_last_match_of_the_regex_in_stdout_is_the_score() {
         let (_t, w) = writes();
-        let r = read(&pins(Some(r"score: ([0-9.]+)"), None), b"score: 0.5\n...\nscore: 0.75\n", &w);
-        assert_eq!(r, ScoreRecord { source: "stdout".into(), value: Some(0.75), error: None });
+        let r = read(
+            &pins(Some(r"score: ([0-9.]+)"), None),
+            b"score: 0.5\n...\nscore: 0.75\n",
+            &w,
+        );
+        assert_eq!(
+            r,
+            ScoreRecord {
+                source: "stdout".into(),
+                value: Some(0.75),
+                error: None
+            }
+        );
     }
 
     #[test]
     fn a_score_file_is_read_and_parsed() {
         let (t, w) = writes();
         std::fs::write(t.path().join("score.txt"), "  12.5\n").unwrap();
-        assert_eq!(read(&pins(None, Some("score.txt")), b"", &w).value, Some(12.5));
+        assert_eq!(
+            read(&pins(None, Some("score.txt")), b"", &w).value,
+            Some(12.5)
+        );
     }
 
     #[test]
@@ -239,9 +283,22 @@ mod tests {
     #[test]
     fn missing_and_unparsable_scores_are_errors_naming_the_problem() {
         let (_t, w) = writes();
-        assert_eq!(read(&pins(None, Some("s.txt")), b"", &w).error.as_deref(), Some("the check did not write s.txt"));
-        assert_eq!(read(&pins(Some(r"s=(\S+)"), None), b"s=NaN", &w).error.as_deref(), Some("\"NaN\" is not a finite number"));
-        assert_eq!(read(&pins(Some(r"s=(\d+)"), None), b"none", &w).error.as_deref(), Some("the regex s=(\\\\d+) matched nothing in the check's stdout"));
+        assert_eq!(
+            read(&pins(None, Some("s.txt")), b"", &w).error.as_deref(),
+            Some("the check did not write s.txt")
+        );
+        assert_eq!(
+            read(&pins(Some(r"s=(\S+)"), None), b"s=NaN", &w)
+                .error
+                .as_deref(),
+            Some("\"NaN\" is not a finite number")
+        );
+        assert_eq!(
+            read(&pins(Some(r"s=(\d+)"), None), b"none", &w)
+                .error
+                .as_deref(),
+            Some("the regex s=(\\\\d+) matched nothing in the check's stdout")
+        );
     }
 
     #[test]
@@ -251,23 +308,39 @@ mod tests {
         assert!(refusal(pins(Some("a(b)(c)"), None)).contains("has 2 capture groups"));
         assert!(refusal(pins(Some("(unclosed"), None)).contains("does not compile"));
         assert!(refusal(pins(None, Some("../up"))).contains("file ../up"));
-        assert!(refusal(ScorePins { band: -1.0, ..pins(Some("(x)"), None) }).contains("band must be"));
+        assert!(refusal(ScorePins {
+            band: -1.0,
+            ..pins(Some("(x)"), None)
+        })
+        .contains("band must be"));
         assert!(pins(Some(r"score (\d+)"), None).validated().is_ok());
     }
 
     #[test]
     fn lower_is_better_scores_are_oriented_by_negation() {
-        let rule = ScoreRule { direction: Direction::Lower, band: 0.0 };
+        let rule = ScoreRule {
+            direction: Direction::Lower,
+            band: 0.0,
+        };
         assert!(rule.oriented(1.0) > rule.oriented(2.0));
     }
 
     #[test]
     fn a_green_check_without_its_score_is_a_metric_integrity_violation_and_a_red_one_is_not() {
-        let Event::CheckResult(mut green) = sample::check_result(2, 0) else { unreachable!() };
-        green.score = Some(ScoreRecord { source: "stdout".into(), value: None, error: Some("nothing matched".into()) });
+        let Event::CheckResult(mut green) = sample::check_result(2, 0) else {
+            unreachable!()
+        };
+        green.score = Some(ScoreRecord {
+            source: "stdout".into(),
+            value: None,
+            error: Some("nothing matched".into()),
+        });
         let found = missing_on_green(2, &green).unwrap();
         assert_eq!(found.halt_reason, HaltReason::MetricIntegrityViolation);
-        let red = CheckResult { check_exit: Some(1), ..green };
+        let red = CheckResult {
+            check_exit: Some(1),
+            ..green
+        };
         assert_eq!(missing_on_green(2, &red), None);
     }
 }

@@ -35,9 +35,21 @@ pub(super) struct Unsealed<'a> {
 /// halted in its state file. A receipt holding anything else after its halt is refused
 /// (`workspace_invalid`) and nothing is appended.
 pub(super) fn finish_seal(u: Unsealed<'_>, operator: &OperatorKey) -> CmdResult<RunOutcome> {
-    let Unsealed { statedir, run_id, run, mut log, records, history, max_iterations, previous_state } = u;
+    let Unsealed {
+        statedir,
+        run_id,
+        run,
+        mut log,
+        records,
+        history,
+        max_iterations,
+        previous_state,
+    } = u;
     let receipt = run.receipt_path();
-    let halt = history.halt.as_ref().ok_or_else(|| Failure::internal("finishing the seal of a run that has not halted"))?;
+    let halt = history
+        .halt
+        .as_ref()
+        .ok_or_else(|| Failure::internal("finishing the seal of a run that has not halted"))?;
     match after_halt(records) {
         Ok(AfterHalt::Nothing | AfterHalt::Completions { .. }) => {}
         Ok(AfterHalt::NotHalted) => return Err(Failure::internal("finishing the seal of a run that has not halted")),
@@ -63,9 +75,14 @@ pub(super) fn finish_seal(u: Unsealed<'_>, operator: &OperatorKey) -> CmdResult<
         .map(|tree| crate::receipt::statement::subject("end-state", "gitTree", tree))
         .into_iter()
         .collect();
-    seal_run(run.dir(), run_key, end_state).map_err(|e| Failure::internal(format!("sealing the receipt: {e}")))?;
+    seal_run(run.dir(), run_key, end_state)
+        .map_err(|e| Failure::internal(format!("sealing the receipt: {e}")))?;
     let reason = halt.halt_reason;
-    let isolation = history.start.as_ref().map(|s| s.isolation.clone()).unwrap_or_default();
+    let isolation = history
+        .start
+        .as_ref()
+        .map(|s| s.isolation.clone())
+        .unwrap_or_default();
     let state = RunState {
         run_id: run_id.to_string(),
         state: RunPhase::Halted,
@@ -79,14 +96,17 @@ pub(super) fn finish_seal(u: Unsealed<'_>, operator: &OperatorKey) -> CmdResult<
         receipt_events: log.len(),
         receipt_head: log.head().to_string(),
         pid: std::process::id(),
-        updated_at: crate::receipt::chain::now_rfc3339(),
+        updated_at: crate::timestamp::now_rfc3339(),
     };
     run.write_state(&state)?;
     statedir.publish_latest(&state)?;
     let last_check = history.last_exited_check();
     Ok(RunOutcome {
         run_id: run_id.to_string(),
-        end: LoopEnd::Halted { reason, detail: halt.detail.clone() },
+        end: LoopEnd::Halted {
+            reason,
+            detail: halt.detail.clone(),
+        },
         iteration: history.last_started,
         max_iterations,
         check_exit: last_check.and_then(|c| c.check_exit),

@@ -18,16 +18,19 @@
 //! stage, the set guards' sets or the delivery.
 
 use super::check::TestSets;
-use crate::rules::decide::Step;
 use super::lifecycle::ActiveRun;
 use crate::ending::Ending;
 use crate::error::{CmdResult, Failure};
 use crate::halt::HaltReason;
-use crate::receipt::events::{Event, FindingRecord, GuardRecord, SentinelCheck, SentinelRecord, SentinelSurfaceRecord, UnrecognisedSurface};
+use crate::receipt::events::{
+    Event, FindingRecord, GuardRecord, SentinelCheck, SentinelRecord, SentinelSurfaceRecord,
+    UnrecognisedSurface,
+};
+use crate::rules::decide::Step;
+use crate::testreport::shown;
 use crate::workspace::manifest::{EntryKind, Manifest};
 use crate::zones::Zone;
 use serde::{Deserialize, Serialize};
-use crate::testreport::shown;
 use std::collections::BTreeSet;
 
 /// Whether the loop runs the sentinel (`[sentinel]` in loop.toml). Receipts pinned before it
@@ -151,7 +154,9 @@ pub fn fresh_hex() -> String {
 }
 
 fn is_file(manifest: &Manifest, path: &str) -> bool {
-    manifest.get(path.as_bytes()).is_some_and(|e| matches!(e.kind, EntryKind::File | EntryKind::Executable))
+    manifest
+        .get(path.as_bytes())
+        .is_some_and(|e| matches!(e.kind, EntryKind::File | EntryKind::Executable))
 }
 
 fn parent(path: &str) -> &str {
@@ -170,7 +175,13 @@ fn joined(dir: &str, name: &str) -> String {
 /// files (bounded, no link followed), `collected` the ids the green check collected, `fresh` a
 /// source of fresh random hex (one call per token and nonce).
 /// `formats`: the formats of the green check's reports as read (`tap` from node --test).
-pub fn plan(manifest: &Manifest, read: &dyn Fn(&str) -> Option<Vec<u8>>, collected: &[String], formats: &[String], fresh: &mut dyn FnMut() -> String) -> Plan {
+pub fn plan(
+    manifest: &Manifest,
+    read: &dyn Fn(&str) -> Option<Vec<u8>>,
+    collected: &[String],
+    formats: &[String],
+    fresh: &mut dyn FnMut() -> String,
+) -> Plan {
     let mut plan = Plan::default();
     pytest_surface(manifest, collected, fresh, &mut plan);
     if formats.iter().any(|f| f == "tap") {
@@ -179,10 +190,16 @@ pub fn plan(manifest: &Manifest, read: &dyn Fn(&str) -> Option<Vec<u8>>, collect
     cargo_surfaces(manifest, read, collected, fresh, &mut plan);
     go_surfaces(manifest, read, collected, fresh, &mut plan);
     // Every name is new to the tree (the tokens are random; a collision is not recognised).
-    let (ok, clash): (Vec<Surface>, Vec<Surface>) =
-        plan.surfaces.into_iter().partition(|s| manifest.get(s.file.as_bytes()).is_none() && manifest.get(s.proof.as_bytes()).is_none());
+    let (ok, clash): (Vec<Surface>, Vec<Surface>) = plan.surfaces.into_iter().partition(|s| {
+        manifest.get(s.file.as_bytes()).is_none() && manifest.get(s.proof.as_bytes()).is_none()
+    });
     plan.surfaces = ok;
-    plan.unrecognised.extend(clash.into_iter().map(|s| (s.found_at, "the sentinel's name is taken in the tree".into())));
+    plan.unrecognised.extend(clash.into_iter().map(|s| {
+        (
+            s.found_at,
+            "the sentinel's name is taken in the tree".into(),
+        )
+    }));
     plan
 }
 
@@ -204,16 +221,29 @@ fn pytest_module(manifest: &Manifest, id: &str) -> Option<(String, String)> {
 
 /// One pytest module beside the last module (in path order) the green check collected, named
 /// the way that module is (`test_*.py` or `*_test.py`).
-fn pytest_surface(manifest: &Manifest, collected: &[String], fresh: &mut dyn FnMut() -> String, plan: &mut Plan) {
-    let modules: BTreeSet<(String, String)> = collected.iter().filter_map(|id| pytest_module(manifest, id)).collect();
-    let Some((dir, stem)) = modules.iter().next_back().cloned() else { return };
+fn pytest_surface(
+    manifest: &Manifest,
+    collected: &[String],
+    fresh: &mut dyn FnMut() -> String,
+    plan: &mut Plan,
+) {
+    let modules: BTreeSet<(String, String)> = collected
+        .iter()
+        .filter_map(|id| pytest_module(manifest, id))
+        .collect();
+    let Some((dir, stem)) = modules.iter().next_back().cloned() else {
+        return;
+    };
     let token = format!("loopexec_sentinel_{}", &fresh()[..16]);
     let module = if stem.starts_with("test") {
         format!("test_zz_{token}")
     } else if stem.ends_with("_test") {
         format!("zz_{token}_test")
     } else {
-        plan.unrecognised.push((joined(&dir, &format!("{stem}.py")), "pytest collected a module named neither test_*.py nor *_test.py".into()));
+        plan.unrecognised.push((
+            joined(&dir, &format!("{stem}.py")),
+            "pytest collected a module named neither test_*.py nor *_test.py".into(),
+        ));
         return;
     };
     let (fail_nonce, pass_nonce) = (fresh(), fresh());
@@ -256,10 +286,21 @@ fn read_crate(manifest: &Manifest, path: &str, bytes: &[u8]) -> Option<Crate> {
     let package = doc.get("package")?.as_table()?;
     let name = package.get("name")?.as_str()?;
     let dir = parent(path).to_string();
-    let lib = doc.get("lib").and_then(|l| l.get("name")).and_then(|n| n.as_str()).map_or_else(|| name.replace('-', "_"), str::to_string);
-    let mut labels: BTreeSet<String> = [lib.clone(), format!("doc/{lib}"), format!("bin/{name}")].into_iter().collect();
+    let lib = doc
+        .get("lib")
+        .and_then(|l| l.get("name"))
+        .and_then(|n| n.as_str())
+        .map_or_else(|| name.replace('-', "_"), str::to_string);
+    let mut labels: BTreeSet<String> = [lib.clone(), format!("doc/{lib}"), format!("bin/{name}")]
+        .into_iter()
+        .collect();
     for kind in ["bin", "test"] {
-        for target in doc.get(kind).and_then(|t| t.as_array()).into_iter().flatten() {
+        for target in doc
+            .get(kind)
+            .and_then(|t| t.as_array())
+            .into_iter()
+            .flatten()
+        {
             if let Some(n) = target.get("name").and_then(|n| n.as_str()) {
                 labels.insert(format!("{kind}/{n}"));
             }
@@ -267,7 +308,9 @@ fn read_crate(manifest: &Manifest, path: &str, bytes: &[u8]) -> Option<Crate> {
     }
     let tests_dir = joined(&dir, "tests/");
     for (p, _) in manifest.iter() {
-        let Ok(p) = std::str::from_utf8(p) else { continue };
+        let Ok(p) = std::str::from_utf8(p) else {
+            continue;
+        };
         if let Some(rest) = p.strip_prefix(tests_dir.as_str()) {
             if let Some(stem) = rest.strip_suffix(".rs").filter(|s| !s.contains('/')) {
                 labels.insert(format!("test/{stem}"));
@@ -277,36 +320,71 @@ fn read_crate(manifest: &Manifest, path: &str, bytes: &[u8]) -> Option<Crate> {
         }
     }
     let autotests = package.get("autotests").and_then(|v| v.as_bool());
-    let edition = package.get("edition").and_then(|v| v.as_str()).unwrap_or("2015");
-    let declares_tests = doc.get("test").and_then(|t| t.as_array()).is_some_and(|a| !a.is_empty());
+    let edition = package
+        .get("edition")
+        .and_then(|v| v.as_str())
+        .unwrap_or("2015");
+    let declares_tests = doc
+        .get("test")
+        .and_then(|t| t.as_array())
+        .is_some_and(|a| !a.is_empty());
     let autotests_off = match autotests {
-        Some(false) => Some(format!("{path} turns autotests off: cargo discovers no new tests/*.rs")),
-        None if edition == "2015" && declares_tests => Some(format!("{path}: edition 2015 with [[test]] targets turns test discovery off")),
+        Some(false) => Some(format!(
+            "{path} turns autotests off: cargo discovers no new tests/*.rs"
+        )),
+        None if edition == "2015" && declares_tests => Some(format!(
+            "{path}: edition 2015 with [[test]] targets turns test discovery off"
+        )),
         _ => None,
     };
-    let has_lib = (doc.get("lib").is_some() || is_file(manifest, &joined(&dir, "src/lib.rs"))) && is_identifier(&lib);
-    Some(Crate { dir, manifest_path: path.to_string(), labels, autotests_off, lib: has_lib.then_some(lib) })
+    let has_lib = (doc.get("lib").is_some() || is_file(manifest, &joined(&dir, "src/lib.rs")))
+        && is_identifier(&lib);
+    Some(Crate {
+        dir,
+        manifest_path: path.to_string(),
+        labels,
+        autotests_off,
+        lib: has_lib.then_some(lib),
+    })
 }
 
 /// A Rust identifier (what `extern crate` may name): the only text of the agent's tree that
 /// reaches a sentinel's source.
 fn is_identifier(name: &str) -> bool {
     let mut chars = name.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_') && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// An integration test in `tests/` of each crate whose targets the green check ran.
-fn cargo_surfaces(manifest: &Manifest, read: &dyn Fn(&str) -> Option<Vec<u8>>, collected: &[String], fresh: &mut dyn FnMut() -> String, plan: &mut Plan) {
-    let ran: BTreeSet<&str> = collected.iter().filter_map(|id| id.split_once("::").map(|(label, _)| label)).collect();
+fn cargo_surfaces(
+    manifest: &Manifest,
+    read: &dyn Fn(&str) -> Option<Vec<u8>>,
+    collected: &[String],
+    fresh: &mut dyn FnMut() -> String,
+    plan: &mut Plan,
+) {
+    let ran: BTreeSet<&str> = collected
+        .iter()
+        .filter_map(|id| id.split_once("::").map(|(label, _)| label))
+        .collect();
     if ran.is_empty() {
         return;
     }
     for (path, _) in manifest.iter() {
-        let Ok(path) = std::str::from_utf8(path) else { continue };
-        if !(path == "Cargo.toml" || path.ends_with("/Cargo.toml")) || path.split('/').any(|c| c == "target") {
+        let Ok(path) = std::str::from_utf8(path) else {
+            continue;
+        };
+        if !(path == "Cargo.toml" || path.ends_with("/Cargo.toml"))
+            || path.split('/').any(|c| c == "target")
+        {
             continue;
         }
-        let Some(krate) = read(path).and_then(|bytes| read_crate(manifest, path, &bytes)) else { continue };
+        let Some(krate) = read(path).and_then(|bytes| read_crate(manifest, path, &bytes)) else {
+            continue;
+        };
         if !krate.labels.iter().any(|l| ran.contains(l.as_str())) {
             continue;
         }
@@ -322,7 +400,11 @@ fn cargo_surfaces(manifest: &Manifest, read: &dyn Fn(&str) -> Option<Vec<u8>>, c
         let proof = format!(".{token}.proof");
         // Linked like the crate's own integration tests link it: a library that acts at load time
         // (a static initializer) acts in the sentinel's binary too.
-        let link = krate.lib.as_ref().map(|lib| format!("extern crate {lib};\n\n")).unwrap_or_default();
+        let link = krate
+            .lib
+            .as_ref()
+            .map(|lib| format!("extern crate {lib};\n\n"))
+            .unwrap_or_default();
         let content = format!(
             "//! Written by loopexec's sentinel guard for one check run (docs/guards.md); never part of the tree.\n\n{link}\
              #[test]\nfn must_fail() {{\n    panic!(\"loopexec-sentinel-fail-{fail_nonce}\");\n}}\n\n\
@@ -346,40 +428,77 @@ fn cargo_surfaces(manifest: &Manifest, read: &dyn Fn(&str) -> Option<Vec<u8>>, c
 
 /// `module PATH` of a go.mod.
 fn go_module(bytes: &[u8]) -> Option<String> {
-    std::str::from_utf8(bytes).ok()?.lines().find_map(|l| l.trim().strip_prefix("module ").map(|m| m.trim().trim_matches('"').to_string()))
+    std::str::from_utf8(bytes).ok()?.lines().find_map(|l| {
+        l.trim()
+            .strip_prefix("module ")
+            .map(|m| m.trim().trim_matches('"').to_string())
+    })
 }
 
 /// The `package NAME` clause of a Go file (its first non-comment line starting with `package`).
 fn go_package_clause(bytes: &[u8]) -> Option<String> {
     let text = std::str::from_utf8(bytes).ok()?;
-    let name = text.lines().find_map(|l| l.trim().strip_prefix("package "))?.trim();
+    let name = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("package "))?
+        .trim();
     let name = name.split("//").next()?.trim();
-    (!name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')).then(|| name.to_string())
+    (!name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+        .then(|| name.to_string())
 }
 
 /// A `_test.go` in each Go package the green check ran (`go test -json` ids `pkg/TestName`), in
 /// the package of one of its existing test files.
-fn go_surfaces(manifest: &Manifest, read: &dyn Fn(&str) -> Option<Vec<u8>>, collected: &[String], fresh: &mut dyn FnMut() -> String, plan: &mut Plan) {
+fn go_surfaces(
+    manifest: &Manifest,
+    read: &dyn Fn(&str) -> Option<Vec<u8>>,
+    collected: &[String],
+    fresh: &mut dyn FnMut() -> String,
+    plan: &mut Plan,
+) {
     let mods: Vec<(String, String)> = manifest
         .iter()
         .filter_map(|(p, _)| std::str::from_utf8(p).ok())
         .filter(|p| *p == "go.mod" || p.ends_with("/go.mod"))
-        .filter_map(|p| read(p).and_then(|b| go_module(&b)).map(|m| (parent(p).to_string(), m)))
+        .filter_map(|p| {
+            read(p)
+                .and_then(|b| go_module(&b))
+                .map(|m| (parent(p).to_string(), m))
+        })
         .collect();
     if mods.is_empty() {
         return;
     }
     // Each package is the longest collected id prefix before `/Test`.
-    let packages: BTreeSet<&str> = collected.iter().filter_map(|id| id.find("/Test").map(|i| &id[..i])).collect();
+    let packages: BTreeSet<&str> = collected
+        .iter()
+        .filter_map(|id| id.find("/Test").map(|i| &id[..i]))
+        .collect();
     for pkg in packages {
-        let Some((dir, module)) = mods.iter().filter(|(_, m)| pkg == m || pkg.starts_with(&format!("{m}/"))).max_by_key(|(_, m)| m.len()) else { continue };
+        let Some((dir, module)) = mods
+            .iter()
+            .filter(|(_, m)| pkg == m || pkg.starts_with(&format!("{m}/")))
+            .max_by_key(|(_, m)| m.len())
+        else {
+            continue;
+        };
         let dir = joined(dir, pkg[module.len()..].trim_start_matches('/'));
         let prefix = joined(&dir, "");
-        let test_file = manifest.iter().filter_map(|(p, _)| std::str::from_utf8(p).ok()).find(|p| {
-            p.strip_prefix(prefix.as_str()).is_some_and(|rest| !rest.contains('/') && rest.ends_with("_test.go"))
-        });
-        let Some(name) = test_file.and_then(|f| read(f)).and_then(|b| go_package_clause(&b)) else {
-            plan.unrecognised.push((pkg.to_string(), "no _test.go of the package names its package".into()));
+        let test_file = manifest
+            .iter()
+            .filter_map(|(p, _)| std::str::from_utf8(p).ok())
+            .find(|p| {
+                p.strip_prefix(prefix.as_str())
+                    .is_some_and(|rest| !rest.contains('/') && rest.ends_with("_test.go"))
+            });
+        let Some(name) = test_file
+            .and_then(|f| read(f))
+            .and_then(|b| go_package_clause(&b))
+        else {
+            plan.unrecognised.push((
+                pkg.to_string(),
+                "no _test.go of the package names its package".into(),
+            ));
             continue;
         };
         let token = format!("loopexec_sentinel_{}", &fresh()[..16]);
@@ -416,15 +535,32 @@ fn node_discovers(path: &str) -> bool {
         return false;
     }
     let name = path.rsplit('/').next().unwrap_or(path);
-    let Some(stem) = [".js", ".cjs", ".mjs"].iter().find_map(|ext| name.strip_suffix(ext)) else { return false };
-    stem.ends_with(".test") || stem.ends_with("-test") || stem.ends_with("_test") || stem.starts_with("test-") || stem == "test"
+    let Some(stem) = [".js", ".cjs", ".mjs"]
+        .iter()
+        .find_map(|ext| name.strip_suffix(ext))
+    else {
+        return false;
+    };
+    stem.ends_with(".test")
+        || stem.ends_with("-test")
+        || stem.ends_with("_test")
+        || stem.starts_with("test-")
+        || stem == "test"
         || path.split('/').rev().skip(1).any(|c| c == "test")
 }
 
 /// A node:test module beside the last test file (in path order) node's discovery takes, named
 /// so that every pattern takes it (`*.test.mjs`): the green check read node's TAP.
 fn node_surface(manifest: &Manifest, fresh: &mut dyn FnMut() -> String, plan: &mut Plan) {
-    let found = manifest.iter().filter_map(|(p, e)| std::str::from_utf8(p).ok().filter(|_| matches!(e.kind, EntryKind::File | EntryKind::Executable))).filter(|p| node_discovers(p)).last();
+    let found = manifest
+        .iter()
+        .filter_map(|(p, e)| {
+            std::str::from_utf8(p)
+                .ok()
+                .filter(|_| matches!(e.kind, EntryKind::File | EntryKind::Executable))
+        })
+        .filter(|p| node_discovers(p))
+        .last();
     let Some(found) = found else { return };
     let token = format!("loopexec_sentinel_{}", &fresh()[..16]);
     let (fail_nonce, pass_nonce) = (fresh(), fresh());
@@ -488,8 +624,14 @@ impl Broken {
 /// A check that names its test files or filters tests by name does not discover them; so does a
 /// check that reports a run it did not make. The halt's detail then says how to turn it off.
 pub fn undiscovered(plan: &Plan, seen: &Observed<'_>) -> bool {
-    let reported = |s: &Surface| seen.sets.is_some_and(|sets| sets.collected.iter().any(|id| s.owns(id)));
-    plan.surfaces.iter().zip(seen.proofs).any(|(s, proof)| proof.is_none() && !reported(s))
+    let reported = |s: &Surface| {
+        seen.sets
+            .is_some_and(|sets| sets.collected.iter().any(|id| s.owns(id)))
+    };
+    plan.surfaces
+        .iter()
+        .zip(seen.proofs)
+        .any(|(s, proof)| proof.is_none() && !reported(s))
 }
 
 /// A sentinel run that gave no verdict on the check.
@@ -523,8 +665,13 @@ pub fn judge(plan: &Plan, green: &Green<'_>, seen: &Observed<'_>) -> (Vec<Broken
     let mut broken = Vec::new();
     let n = plan.surfaces.len();
     match seen.exit {
-        None => broken.push(Broken::CannotFail(format!("the sentinel run did not exit ({})", seen.ending))),
-        Some(0) => broken.push(Broken::CannotFail(format!("the sentinel run exited 0 although {n} sentinel test(s) must fail"))),
+        None => broken.push(Broken::CannotFail(format!(
+            "the sentinel run did not exit ({})",
+            seen.ending
+        ))),
+        Some(0) => broken.push(Broken::CannotFail(format!(
+            "the sentinel run exited 0 although {n} sentinel test(s) must fail"
+        ))),
         Some(_) => {}
     }
     let empty = TestSets::default();
@@ -535,62 +682,129 @@ pub fn judge(plan: &Plan, green: &Green<'_>, seen: &Observed<'_>) -> (Vec<Broken
     // cargo stops after the first failing test binary (without `--no-fail-fast`): in a workspace
     // the crates after the first sentinel's never start. A cargo sentinel none of whose crate's
     // binaries started (and that left no proof) is not judged, as long as another one was.
-    let ran_labels: BTreeSet<&str> = sets.collected.iter().filter_map(|id| id.split_once("::").map(|(l, _)| l)).collect();
+    let ran_labels: BTreeSet<&str> = sets
+        .collected
+        .iter()
+        .filter_map(|id| id.split_once("::").map(|(l, _)| l))
+        .collect();
     let unstarted_crate = |s: &Surface, proof: &Option<Vec<u8>>| {
-        s.runner == Runner::Cargo && proof.is_none() && !s.crate_labels.iter().any(|l| ran_labels.contains(l.as_str()))
+        s.runner == Runner::Cargo
+            && proof.is_none()
+            && !s
+                .crate_labels
+                .iter()
+                .any(|l| ran_labels.contains(l.as_str()))
     };
-    let cargo_started = plan.surfaces.iter().zip(seen.proofs).any(|(s, p)| s.runner == Runner::Cargo && !unstarted_crate(s, p));
+    let cargo_started = plan
+        .surfaces
+        .iter()
+        .zip(seen.proofs)
+        .any(|(s, p)| s.runner == Runner::Cargo && !unstarted_crate(s, p));
     for (surface, proof) in plan.surfaces.iter().zip(seen.proofs) {
         if cargo_started && unstarted_crate(surface, proof) {
             continue;
         }
-        let failing = sets.failing.iter().find(|id| surface.is_failing_sentinel(id));
+        let failing = sets
+            .failing
+            .iter()
+            .find(|id| surface.is_failing_sentinel(id));
         match failing {
-            None if sets.collected.iter().any(|id| surface.is_failing_sentinel(id)) => {
-                broken.push(Broken::CannotFail(format!("the failing sentinel {} is reported as not failing", shown(&surface.file))))
+            None if sets
+                .collected
+                .iter()
+                .any(|id| surface.is_failing_sentinel(id)) =>
+            {
+                broken.push(Broken::CannotFail(format!(
+                    "the failing sentinel {} is reported as not failing",
+                    shown(&surface.file)
+                )))
             }
-            None => broken.push(Broken::CannotFail(format!("the failing sentinel {} is not reported failing (not collected)", shown(&surface.file)))),
+            None => broken.push(Broken::CannotFail(format!(
+                "the failing sentinel {} is not reported failing (not collected)",
+                shown(&surface.file)
+            ))),
             Some(id) => {
                 let message = sets.excerpts.get(id).map(|e| e.text.as_str()).unwrap_or("");
                 if !message.contains(&format!("loopexec-sentinel-fail-{}", surface.fail_nonce)) {
-                    broken.push(Broken::DidNotRun(format!("the failure of {} does not carry its nonce", shown(&surface.file))));
+                    broken.push(Broken::DidNotRun(format!(
+                        "the failure of {} does not carry its nonce",
+                        shown(&surface.file)
+                    )));
                 }
             }
         }
-        let passing = sets.collected.iter().find(|id| surface.is_passing_sentinel(id));
+        let passing = sets
+            .collected
+            .iter()
+            .find(|id| surface.is_passing_sentinel(id));
         match passing {
-            None => broken.push(Broken::DidNotRun(format!("the passing sentinel of {} is not reported", shown(&surface.file)))),
+            None => broken.push(Broken::DidNotRun(format!(
+                "the passing sentinel of {} is not reported",
+                shown(&surface.file)
+            ))),
             Some(id) if sets.failing.contains(id) || sets.skipped.contains(id) => {
-                broken.push(Broken::DidNotRun(format!("the passing sentinel of {} is reported failing or skipped", shown(&surface.file))))
+                broken.push(Broken::DidNotRun(format!(
+                    "the passing sentinel of {} is reported failing or skipped",
+                    shown(&surface.file)
+                )))
             }
             Some(_) => {}
         }
         match proof {
             Some(bytes) if bytes == surface.pass_nonce.as_bytes() => {}
-            Some(_) => broken.push(Broken::DidNotRun(format!("the passing sentinel's proof {} holds another value", surface.proof))),
-            None => broken.push(Broken::DidNotRun(format!("the passing sentinel of {} left no proof it ran ({})", shown(&surface.file), surface.proof))),
+            Some(_) => broken.push(Broken::DidNotRun(format!(
+                "the passing sentinel's proof {} holds another value",
+                surface.proof
+            ))),
+            None => broken.push(Broken::DidNotRun(format!(
+                "the passing sentinel of {} left no proof it ran ({})",
+                shown(&surface.file),
+                surface.proof
+            ))),
         }
     }
     let sentinel = |id: &str| plan.surfaces.iter().any(|s| s.owns(id));
     let green_failing: BTreeSet<&str> = green.failing.iter().map(String::as_str).collect();
-    let other_failures: Vec<&String> = sets.failing.iter().filter(|id| !sentinel(id) && !green_failing.contains(id.as_str())).collect();
+    let other_failures: Vec<&String> = sets
+        .failing
+        .iter()
+        .filter(|id| !sentinel(id) && !green_failing.contains(id.as_str()))
+        .collect();
     if !other_failures.is_empty() {
         broken.push(Broken::DidNotRun(format!(
             "{} test(s) fail in the sentinel run that passed in the green check: {}",
             other_failures.len(),
-            shown(&other_failures.iter().take(5).map(|s| s.as_str()).collect::<Vec<_>>().join(", "))
+            shown(
+                &other_failures
+                    .iter()
+                    .take(5)
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
         )));
     }
-    let newly_skipped = sets.skipped.iter().filter(|id| !sentinel(id) && !green.skipped.contains(id)).count();
+    let newly_skipped = sets
+        .skipped
+        .iter()
+        .filter(|id| !sentinel(id) && !green.skipped.contains(id))
+        .count();
     if newly_skipped > 0 {
-        broken.push(Broken::DidNotRun(format!("{newly_skipped} test(s) skipped in the sentinel run that the green check did not skip")));
+        broken.push(Broken::DidNotRun(format!(
+            "{newly_skipped} test(s) skipped in the sentinel run that the green check did not skip"
+        )));
     }
     // Tests of the green check the sentinel run did not collect: tolerated only as whole libtest
     // binaries of a tested crate that cargo never started (it stops after the first failing one).
     let (mut unstarted, mut missing) = (0u64, Vec::new());
-    for id in green.collected.iter().filter(|id| !sets.collected.contains(*id)) {
+    for id in green
+        .collected
+        .iter()
+        .filter(|id| !sets.collected.contains(*id))
+    {
         let label = id.split_once("::").map(|(l, _)| l);
-        let whole_binary_unstarted = label.is_some_and(|l| plan.libtest_labels.contains(l) && !ran_labels.contains(l));
+        let whole_binary_unstarted =
+            label.is_some_and(|l| plan.libtest_labels.contains(l) && !ran_labels.contains(l));
         if whole_binary_unstarted {
             unstarted += 1;
         } else {
@@ -601,7 +815,14 @@ pub fn judge(plan: &Plan, green: &Green<'_>, seen: &Observed<'_>) -> (Vec<Broken
         broken.push(Broken::DidNotRun(format!(
             "{} test(s) of the green check are missing from the sentinel run: {}",
             missing.len(),
-            shown(&missing.iter().take(5).copied().collect::<Vec<_>>().join(", "))
+            shown(
+                &missing
+                    .iter()
+                    .take(5)
+                    .copied()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
         )));
     }
     broken.truncate(MAX_BROKEN);
@@ -624,7 +845,13 @@ impl Plan {
     }
 
     fn unrecognised_records(&self) -> Vec<UnrecognisedSurface> {
-        self.unrecognised.iter().map(|(at, why)| UnrecognisedSurface { surface: shown(at), reason: shown(why) }).collect()
+        self.unrecognised
+            .iter()
+            .map(|(at, why)| UnrecognisedSurface {
+                surface: shown(at),
+                reason: shown(why),
+            })
+            .collect()
     }
 }
 
@@ -637,7 +864,12 @@ impl ActiveRun<'_> {
     /// and goes on. `Some(Step::Interrupted)`: the operator stopped it; nothing is recorded, so the
     /// resumed run makes the sentinel run again. A run that could not start or did not finish in
     /// time is recorded as not run with a `guard` halting `execution_failure` ([`unfinished`]).
-    pub(super) fn sentinel_run(&mut self, zone: &mut dyn Zone, n: u64, green: &crate::receipt::events::CheckResult) -> CmdResult<Option<Step>> {
+    pub(super) fn sentinel_run(
+        &mut self,
+        zone: &mut dyn Zone,
+        n: u64,
+        green: &crate::receipt::events::CheckResult,
+    ) -> CmdResult<Option<Step>> {
         let started = std::time::Instant::now();
         let inactive = |this: &mut Self, reason: String, plan: &Plan| {
             this.append(Event::GuardSentinel(SentinelRecord {
@@ -654,11 +886,21 @@ impl ActiveRun<'_> {
             }))
         };
         if !self.cfg.sentinel.enabled {
-            let why = self.cfg.sentinel.reason.clone().unwrap_or_else(|| "off".into());
+            let why = self
+                .cfg
+                .sentinel
+                .reason
+                .clone()
+                .unwrap_or_else(|| "off".into());
             return inactive(self, format!("turned off: {why}"), &Plan::default()).map(|()| None);
         }
-        let (Some(ws), Some(collected)) = (self.workspace.as_ref(), green.collected_set.as_ref()) else {
-            let why = if self.workspace.is_none() { "no detached workspace" } else { "the green check named no test (declare its report: --report), so no runner's discovery is known" };
+        let (Some(ws), Some(collected)) = (self.workspace.as_ref(), green.collected_set.as_ref())
+        else {
+            let why = if self.workspace.is_none() {
+                "no detached workspace"
+            } else {
+                "the green check named no test (declare its report: --report), so no runner's discovery is known"
+            };
             return inactive(self, why.into(), &Plan::default()).map(|()| None);
         };
         let Some(snapshot) = ws.last_accepted().cloned() else {
@@ -666,20 +908,44 @@ impl ActiveRun<'_> {
         };
         let files = ws.tree_files();
         let read = |path: &str| {
-            let root = if snapshot.from_upper.contains(path.as_bytes()) { &files.upper } else { &files.t0_dir };
-            super::analysis_guards::read_bounded(root, path.as_bytes(), MAX_PLAN_READ).filter(|b| b.len() <= MAX_PLAN_READ)
+            let root = if snapshot.from_upper.contains(path.as_bytes()) {
+                &files.upper
+            } else {
+                &files.t0_dir
+            };
+            super::analysis_guards::read_bounded(root, path.as_bytes(), MAX_PLAN_READ)
+                .filter(|b| b.len() <= MAX_PLAN_READ)
         };
-        let formats: Vec<String> = green.evidence.iter().flat_map(|e| e.reports.iter().filter_map(|r| r.format.clone())).collect();
-        let plan = plan(&snapshot.manifest, &read, collected, &formats, &mut fresh_hex);
+        let formats: Vec<String> = green
+            .evidence
+            .iter()
+            .flat_map(|e| e.reports.iter().filter_map(|r| r.format.clone()))
+            .collect();
+        let plan = plan(
+            &snapshot.manifest,
+            &read,
+            collected,
+            &formats,
+            &mut fresh_hex,
+        );
         if plan.surfaces.is_empty() {
             let why = "no recognised test surface: no test the green check ran is in a pytest module, a Rust crate or a Go package of the tree, nor was it read from node --test's TAP".into();
             return inactive(self, why, &plan).map(|()| None);
         }
         let layer = super::iteration::SentinelLayer {
-            files: plan.surfaces.iter().map(|s| (s.file.clone(), s.content.clone())).collect(),
+            files: plan
+                .surfaces
+                .iter()
+                .map(|s| (s.file.clone(), s.content.clone()))
+                .collect(),
             proofs: plan.surfaces.iter().map(|s| s.proof.clone()).collect(),
         };
-        let outcome = match self.run_check(zone, n, Some(&snapshot), super::iteration::CheckRun::Sentinel(&layer))? {
+        let outcome = match self.run_check(
+            zone,
+            n,
+            Some(&snapshot),
+            super::iteration::CheckRun::Sentinel(&layer),
+        )? {
             Ok(outcome) => outcome,
             Err(Step::Interrupted(signal)) => return Ok(Some(Step::Interrupted(signal))),
             // Its layers or its zone could not be made: no success without the sentinel run, but
@@ -689,7 +955,9 @@ impl ActiveRun<'_> {
                     Step::Halt(reason, detail) => (reason, detail),
                     _ => (HaltReason::ExecutionFailure, "no outcome".to_string()),
                 };
-                let detail = format!("the sentinel run on iteration {n}'s green tree could not run: {detail}");
+                let detail = format!(
+                    "the sentinel run on iteration {n}'s green tree could not run: {detail}"
+                );
                 self.sentinel_not_run(n, &plan, reason, detail, started)?;
                 return Ok(None);
             }
@@ -743,7 +1011,14 @@ impl ActiveRun<'_> {
     /// A sentinel run that gave no verdict (its zone or engine failed, it timed out): its `guard`
     /// halting with `reason` (a machinery failure, never a verdict on the check), then its
     /// `guard_sentinel` record as not run.
-    fn sentinel_not_run(&mut self, n: u64, plan: &Plan, reason: HaltReason, detail: String, started: std::time::Instant) -> CmdResult<()> {
+    fn sentinel_not_run(
+        &mut self,
+        n: u64,
+        plan: &Plan,
+        reason: HaltReason,
+        detail: String,
+        started: std::time::Instant,
+    ) -> CmdResult<()> {
         self.append(Event::Guard(GuardRecord {
             iteration: n,
             guard: "sentinel".into(),
@@ -789,8 +1064,17 @@ impl ActiveRun<'_> {
                 guard: "sentinel".into(),
                 stage: "after_check".into(),
                 halt_reason: HaltReason::RewardHackingDetected,
-                detail: format!("the sentinel run on iteration {n}'s green tree: {first}{}", hint.map(|h| format!(" ({h})")).unwrap_or_default()),
-                findings: texts.iter().map(|t| FindingRecord { path: None, what: t.clone() }).collect(),
+                detail: format!(
+                    "the sentinel run on iteration {n}'s green tree: {first}{}",
+                    hint.map(|h| format!(" ({h})")).unwrap_or_default()
+                ),
+                findings: texts
+                    .iter()
+                    .map(|t| FindingRecord {
+                        path: None,
+                        what: t.clone(),
+                    })
+                    .collect(),
             }))?;
         }
         self.append(Event::GuardSentinel(SentinelRecord {
@@ -817,7 +1101,17 @@ mod tests {
     fn tree(paths: &[&str]) -> Manifest {
         let mut m = Manifest::default();
         for p in paths {
-            m.insert(p.as_bytes().to_vec(), Entry { kind: EntryKind::File, oid: crate::workspace::ObjectId::from_hex(b"0000000000000000000000000000000000000000").unwrap() }).unwrap();
+            m.insert(
+                p.as_bytes().to_vec(),
+                Entry {
+                    kind: EntryKind::File,
+                    oid: crate::workspace::ObjectId::from_hex(
+                        b"0000000000000000000000000000000000000000",
+                    )
+                    .unwrap(),
+                },
+            )
+            .unwrap();
         }
         m
     }
@@ -836,19 +1130,31 @@ mod tests {
 
     #[test]
     fn an_operator_interrupt_of_the_sentinel_run_is_no_verdict_and_records_nothing() {
-        assert_eq!(unfinished(&Ending::Interrupted { signal: 2 }), Some(Unfinished::Interrupted(2)));
+        assert_eq!(
+            unfinished(&Ending::Interrupted { signal: 2 }),
+            Some(Unfinished::Interrupted(2))
+        );
     }
 
     #[test]
     fn a_sentinel_run_that_could_not_start_is_not_run_never_cannot_fail() {
-        let Some(Unfinished::NotRun(why)) = unfinished(&Ending::FailedToStart { reason: "docker: daemon not answering\x1b[2J".into() }) else { panic!("judged") };
-        assert!(why.starts_with("could not start: docker: daemon not answering"), "{why}");
+        let Some(Unfinished::NotRun(why)) = unfinished(&Ending::FailedToStart {
+            reason: "docker: daemon not answering\x1b[2J".into(),
+        }) else {
+            panic!("judged")
+        };
+        assert!(
+            why.starts_with("could not start: docker: daemon not answering"),
+            "{why}"
+        );
         assert!(!why.contains('\x1b'), "escaped: {why}");
     }
 
     #[test]
     fn a_sentinel_run_that_timed_out_is_not_run_and_names_the_check_timeout() {
-        let Some(Unfinished::NotRun(why)) = unfinished(&Ending::TimedOut { after_ms: 3000 }) else { panic!("judged") };
+        let Some(Unfinished::NotRun(why)) = unfinished(&Ending::TimedOut { after_ms: 3000 }) else {
+            panic!("judged")
+        };
         assert_eq!(why, "timed out after 3000 ms: no verdict on the check; if the suite is this slow, raise --check-timeout");
     }
 
@@ -862,34 +1168,77 @@ mod tests {
     #[test]
     fn a_pytest_sentinel_goes_beside_the_last_collected_module_named_like_it() {
         let m = tree(&["tests/test_a.py", "tests/unit/test_b.py", "calc.py"]);
-        let p = plan(&m, &|_| None, &ids(&["tests.test_a::test_x", "tests.unit.test_b.TestB::test_y"]), &[], &mut counter());
+        let p = plan(
+            &m,
+            &|_| None,
+            &ids(&["tests.test_a::test_x", "tests.unit.test_b.TestB::test_y"]),
+            &[],
+            &mut counter(),
+        );
         assert_eq!(p.surfaces.len(), 1);
         let s = &p.surfaces[0];
         assert_eq!(s.runner, Runner::Pytest);
         assert_eq!(s.found_at, "tests/unit/test_b.py");
-        assert_eq!(s.file, "tests/unit/test_zz_loopexec_sentinel_0000000000000001.py");
-        assert!(String::from_utf8_lossy(&s.content).contains(&format!("loopexec-sentinel-fail-{}", s.fail_nonce)));
+        assert_eq!(
+            s.file,
+            "tests/unit/test_zz_loopexec_sentinel_0000000000000001.py"
+        );
+        assert!(String::from_utf8_lossy(&s.content)
+            .contains(&format!("loopexec-sentinel-fail-{}", s.fail_nonce)));
     }
 
     #[test]
     fn a_crate_that_turns_autotests_off_is_not_a_recognised_surface() {
         let m = tree(&["Cargo.toml", "src/lib.rs"]);
-        let read = |p: &str| (p == "Cargo.toml").then(|| b"[package]\nname = \"my-crate\"\nedition = \"2021\"\nautotests = false\n".to_vec());
-        let p = plan(&m, &read, &ids(&["my_crate::tests::adds"]), &[], &mut counter());
+        let read = |p: &str| {
+            (p == "Cargo.toml").then(|| {
+                b"[package]\nname = \"my-crate\"\nedition = \"2021\"\nautotests = false\n".to_vec()
+            })
+        };
+        let p = plan(
+            &m,
+            &read,
+            &ids(&["my_crate::tests::adds"]),
+            &[],
+            &mut counter(),
+        );
         assert!(p.surfaces.is_empty());
-        assert_eq!(p.unrecognised, vec![("Cargo.toml".to_string(), "Cargo.toml turns autotests off: cargo discovers no new tests/*.rs".to_string())]);
+        assert_eq!(
+            p.unrecognised,
+            vec![(
+                "Cargo.toml".to_string(),
+                "Cargo.toml turns autotests off: cargo discovers no new tests/*.rs".to_string()
+            )]
+        );
     }
 
     #[test]
     fn a_tested_crate_gets_an_integration_test_and_an_untested_one_none() {
-        let m = tree(&["Cargo.toml", "src/lib.rs", "other/Cargo.toml", "other/src/lib.rs"]);
+        let m = tree(&[
+            "Cargo.toml",
+            "src/lib.rs",
+            "other/Cargo.toml",
+            "other/src/lib.rs",
+        ]);
         let read = |p: &str| match p {
             "Cargo.toml" => Some(b"[package]\nname = \"a\"\nedition = \"2021\"\n".to_vec()),
             "other/Cargo.toml" => Some(b"[package]\nname = \"b\"\nedition = \"2021\"\n".to_vec()),
             _ => None,
         };
-        let p = plan(&m, &read, &ids(&["a::tests::adds", "doc/a::src/lib.rs - f (line 3)"]), &[], &mut counter());
-        assert_eq!(p.surfaces.iter().map(|s| s.file.as_str()).collect::<Vec<_>>(), vec!["tests/zz_loopexec_sentinel_0000000000000001.rs"]);
+        let p = plan(
+            &m,
+            &read,
+            &ids(&["a::tests::adds", "doc/a::src/lib.rs - f (line 3)"]),
+            &[],
+            &mut counter(),
+        );
+        assert_eq!(
+            p.surfaces
+                .iter()
+                .map(|s| s.file.as_str())
+                .collect::<Vec<_>>(),
+            vec!["tests/zz_loopexec_sentinel_0000000000000001.rs"]
+        );
     }
 
     #[test]
@@ -900,23 +1249,61 @@ mod tests {
             "calc/calc_test.go" => Some(b"// tests\npackage calc_test\n".to_vec()),
             _ => None,
         };
-        let p = plan(&m, &read, &ids(&["example.com/m/calc/TestAdd"]), &[], &mut counter());
+        let p = plan(
+            &m,
+            &read,
+            &ids(&["example.com/m/calc/TestAdd"]),
+            &[],
+            &mut counter(),
+        );
         assert_eq!(p.surfaces.len(), 1);
-        assert_eq!(p.surfaces[0].file, "calc/zz_loopexec_sentinel_0000000000000001_test.go");
+        assert_eq!(
+            p.surfaces[0].file,
+            "calc/zz_loopexec_sentinel_0000000000000001_test.go"
+        );
         assert!(String::from_utf8_lossy(&p.surfaces[0].content).contains("package calc_test\n"));
     }
 
     #[test]
     fn a_node_sentinel_goes_beside_the_last_file_node_test_discovers_when_its_tap_was_read() {
-        let m = tree(&["calc.js", "calc_test.js", "node_modules/x/x.test.js", "test/helpers.js", "zeta.js"]);
-        let p = plan(&m, &|_| None, &ids(&["adds"]), &["tap".to_string()], &mut counter());
-        assert_eq!(p.surfaces.iter().map(|s| (s.found_at.as_str(), s.file.as_str())).collect::<Vec<_>>(), vec![("test/helpers.js", "test/zz_loopexec_sentinel_0000000000000001.test.mjs")]);
-        assert!(plan(&m, &|_| None, &ids(&["adds"]), &[], &mut counter()).surfaces.is_empty());
+        let m = tree(&[
+            "calc.js",
+            "calc_test.js",
+            "node_modules/x/x.test.js",
+            "test/helpers.js",
+            "zeta.js",
+        ]);
+        let p = plan(
+            &m,
+            &|_| None,
+            &ids(&["adds"]),
+            &["tap".to_string()],
+            &mut counter(),
+        );
+        assert_eq!(
+            p.surfaces
+                .iter()
+                .map(|s| (s.found_at.as_str(), s.file.as_str()))
+                .collect::<Vec<_>>(),
+            vec![(
+                "test/helpers.js",
+                "test/zz_loopexec_sentinel_0000000000000001.test.mjs"
+            )]
+        );
+        assert!(plan(&m, &|_| None, &ids(&["adds"]), &[], &mut counter())
+            .surfaces
+            .is_empty());
     }
 
     fn one_surface() -> Plan {
         let m = tree(&["tests/test_a.py"]);
-        plan(&m, &|_| None, &ids(&["tests.test_a::test_x"]), &[], &mut counter())
+        plan(
+            &m,
+            &|_| None,
+            &ids(&["tests.test_a::test_x"]),
+            &[],
+            &mut counter(),
+        )
     }
 
     fn sets_of(plan: &Plan, fail_message: &str, extra_failing: &[&str]) -> TestSets {
@@ -924,10 +1311,18 @@ mod tests {
         let fail = format!("tests.test_zz_{}::test_must_fail", s.token);
         let pass = format!("tests.test_zz_{}::test_must_pass", s.token);
         let mut sets = TestSets::default();
-        sets.collected.extend([fail.clone(), pass, "tests.test_a::test_x".to_string()]);
+        sets.collected
+            .extend([fail.clone(), pass, "tests.test_a::test_x".to_string()]);
         sets.failing.insert(fail.clone());
-        sets.failing.extend(extra_failing.iter().map(|s| s.to_string()));
-        sets.excerpts.insert(fail, Excerpt { text: fail_message.into(), cut: false });
+        sets.failing
+            .extend(extra_failing.iter().map(|s| s.to_string()));
+        sets.excerpts.insert(
+            fail,
+            Excerpt {
+                text: fail_message.into(),
+                cut: false,
+            },
+        );
         sets
     }
 
@@ -935,11 +1330,28 @@ mod tests {
     fn a_red_run_with_exactly_the_failing_sentinel_failing_and_both_nonces_holds() {
         let p = one_surface();
         let s = &p.surfaces[0];
-        let sets = sets_of(&p, &format!("AssertionError: loopexec-sentinel-fail-{}", s.fail_nonce), &[]);
+        let sets = sets_of(
+            &p,
+            &format!("AssertionError: loopexec-sentinel-fail-{}", s.fail_nonce),
+            &[],
+        );
         let proofs = vec![Some(s.pass_nonce.as_bytes().to_vec())];
         let collected = ids(&["tests.test_a::test_x"]);
-        let green = Green { collected: &collected, failing: &[], skipped: &[] };
-        let (broken, _) = judge(&p, &green, &Observed { exit: Some(1), ending: String::new(), sets: Some(&sets), proofs: &proofs });
+        let green = Green {
+            collected: &collected,
+            failing: &[],
+            skipped: &[],
+        };
+        let (broken, _) = judge(
+            &p,
+            &green,
+            &Observed {
+                exit: Some(1),
+                ending: String::new(),
+                sets: Some(&sets),
+                proofs: &proofs,
+            },
+        );
         assert_eq!(broken, vec![]);
     }
 
@@ -950,9 +1362,27 @@ mod tests {
         let sets = sets_of(&p, &format!("loopexec-sentinel-fail-{}", s.fail_nonce), &[]);
         let proofs = vec![Some(s.pass_nonce.as_bytes().to_vec())];
         let collected = ids(&["tests.test_a::test_x"]);
-        let green = Green { collected: &collected, failing: &[], skipped: &[] };
-        let (broken, _) = judge(&p, &green, &Observed { exit: Some(0), ending: String::new(), sets: Some(&sets), proofs: &proofs });
-        assert_eq!(broken, vec![Broken::CannotFail("the sentinel run exited 0 although 1 sentinel test(s) must fail".into())]);
+        let green = Green {
+            collected: &collected,
+            failing: &[],
+            skipped: &[],
+        };
+        let (broken, _) = judge(
+            &p,
+            &green,
+            &Observed {
+                exit: Some(0),
+                ending: String::new(),
+                sets: Some(&sets),
+                proofs: &proofs,
+            },
+        );
+        assert_eq!(
+            broken,
+            vec![Broken::CannotFail(
+                "the sentinel run exited 0 although 1 sentinel test(s) must fail".into()
+            )]
+        );
     }
 
     #[test]
@@ -961,13 +1391,32 @@ mod tests {
         let s = &p.surfaces[0];
         let sets = sets_of(&p, "AssertionError", &[]);
         let collected = ids(&["tests.test_a::test_x"]);
-        let green = Green { collected: &collected, failing: &[], skipped: &[] };
-        let (broken, _) = judge(&p, &green, &Observed { exit: Some(1), ending: String::new(), sets: Some(&sets), proofs: &[None] });
+        let green = Green {
+            collected: &collected,
+            failing: &[],
+            skipped: &[],
+        };
+        let (broken, _) = judge(
+            &p,
+            &green,
+            &Observed {
+                exit: Some(1),
+                ending: String::new(),
+                sets: Some(&sets),
+                proofs: &[None],
+            },
+        );
         assert_eq!(
             broken,
             vec![
-                Broken::DidNotRun(format!("the failure of {} does not carry its nonce", s.file)),
-                Broken::DidNotRun(format!("the passing sentinel of {} left no proof it ran ({})", s.file, s.proof)),
+                Broken::DidNotRun(format!(
+                    "the failure of {} does not carry its nonce",
+                    s.file
+                )),
+                Broken::DidNotRun(format!(
+                    "the passing sentinel of {} left no proof it ran ({})",
+                    s.file, s.proof
+                )),
             ]
         );
     }
@@ -976,36 +1425,92 @@ mod tests {
     fn another_failing_test_breaks_the_expectation() {
         let p = one_surface();
         let s = &p.surfaces[0];
-        let sets = sets_of(&p, &format!("loopexec-sentinel-fail-{}", s.fail_nonce), &["tests.test_a::test_x"]);
+        let sets = sets_of(
+            &p,
+            &format!("loopexec-sentinel-fail-{}", s.fail_nonce),
+            &["tests.test_a::test_x"],
+        );
         let proofs = vec![Some(s.pass_nonce.as_bytes().to_vec())];
         let collected = ids(&["tests.test_a::test_x"]);
-        let green = Green { collected: &collected, failing: &[], skipped: &[] };
-        let (broken, _) = judge(&p, &green, &Observed { exit: Some(1), ending: String::new(), sets: Some(&sets), proofs: &proofs });
+        let green = Green {
+            collected: &collected,
+            failing: &[],
+            skipped: &[],
+        };
+        let (broken, _) = judge(
+            &p,
+            &green,
+            &Observed {
+                exit: Some(1),
+                ending: String::new(),
+                sets: Some(&sets),
+                proofs: &proofs,
+            },
+        );
         assert_eq!(broken, vec![Broken::DidNotRun("1 test(s) fail in the sentinel run that passed in the green check: tests.test_a::test_x".into())]);
     }
 
     #[test]
     fn only_whole_libtest_binaries_of_a_tested_crate_may_go_unstarted() {
         let m = tree(&["Cargo.toml", "src/lib.rs"]);
-        let read = |p: &str| (p == "Cargo.toml").then(|| b"[package]\nname = \"a\"\nedition = \"2021\"\n".to_vec());
-        let collected = ids(&["a::tests::adds", "doc/a::src/lib.rs - f (line 3)", "other::x"]);
+        let read = |p: &str| {
+            (p == "Cargo.toml").then(|| b"[package]\nname = \"a\"\nedition = \"2021\"\n".to_vec())
+        };
+        let collected = ids(&[
+            "a::tests::adds",
+            "doc/a::src/lib.rs - f (line 3)",
+            "other::x",
+        ]);
         let p = plan(&m, &read, &collected, &[], &mut counter());
         let s = &p.surfaces[0];
         let fail = format!("test/zz_{}::must_fail", s.token);
         let mut sets = TestSets::default();
-        sets.collected.extend([fail.clone(), format!("test/zz_{}::must_pass", s.token), "a::tests::adds".to_string()]);
+        sets.collected.extend([
+            fail.clone(),
+            format!("test/zz_{}::must_pass", s.token),
+            "a::tests::adds".to_string(),
+        ]);
         sets.failing.insert(fail.clone());
-        sets.excerpts.insert(fail, Excerpt { text: format!("loopexec-sentinel-fail-{}", s.fail_nonce), cut: false });
+        sets.excerpts.insert(
+            fail,
+            Excerpt {
+                text: format!("loopexec-sentinel-fail-{}", s.fail_nonce),
+                cut: false,
+            },
+        );
         let proofs = vec![Some(s.pass_nonce.as_bytes().to_vec())];
-        let green = Green { collected: &collected, failing: &[], skipped: &[] };
-        let (broken, unstarted) = judge(&p, &green, &Observed { exit: Some(101), ending: String::new(), sets: Some(&sets), proofs: &proofs });
+        let green = Green {
+            collected: &collected,
+            failing: &[],
+            skipped: &[],
+        };
+        let (broken, unstarted) = judge(
+            &p,
+            &green,
+            &Observed {
+                exit: Some(101),
+                ending: String::new(),
+                sets: Some(&sets),
+                proofs: &proofs,
+            },
+        );
         assert_eq!(unstarted, 1);
-        assert_eq!(broken, vec![Broken::DidNotRun("1 test(s) of the green check are missing from the sentinel run: other::x".into())]);
+        assert_eq!(
+            broken,
+            vec![Broken::DidNotRun(
+                "1 test(s) of the green check are missing from the sentinel run: other::x".into()
+            )]
+        );
     }
 
     #[test]
     fn a_crate_cargo_never_started_after_another_crates_failing_sentinel_is_not_judged() {
-        let m = tree(&["a/Cargo.toml", "a/src/lib.rs", "b/Cargo.toml", "b/src/lib.rs"]);
+        let m = tree(&[
+            "a/Cargo.toml",
+            "a/src/lib.rs",
+            "b/Cargo.toml",
+            "b/src/lib.rs",
+        ]);
         let read = |p: &str| match p {
             "a/Cargo.toml" => Some(b"[package]\nname = \"a\"\nedition = \"2021\"\n".to_vec()),
             "b/Cargo.toml" => Some(b"[package]\nname = \"b\"\nedition = \"2021\"\n".to_vec()),
@@ -1017,16 +1522,48 @@ mod tests {
         let a = &p.surfaces[0];
         let fail = format!("test/zz_{}::must_fail", a.token);
         let mut sets = TestSets::default();
-        sets.collected.extend([fail.clone(), format!("test/zz_{}::must_pass", a.token), "a::tests::x".to_string()]);
+        sets.collected.extend([
+            fail.clone(),
+            format!("test/zz_{}::must_pass", a.token),
+            "a::tests::x".to_string(),
+        ]);
         sets.failing.insert(fail.clone());
-        sets.excerpts.insert(fail, Excerpt { text: format!("loopexec-sentinel-fail-{}", a.fail_nonce), cut: false });
+        sets.excerpts.insert(
+            fail,
+            Excerpt {
+                text: format!("loopexec-sentinel-fail-{}", a.fail_nonce),
+                cut: false,
+            },
+        );
         let proofs = vec![Some(a.pass_nonce.as_bytes().to_vec()), None];
-        let green = Green { collected: &collected, failing: &[], skipped: &[] };
-        let (broken, unstarted) = judge(&p, &green, &Observed { exit: Some(101), ending: String::new(), sets: Some(&sets), proofs: &proofs });
+        let green = Green {
+            collected: &collected,
+            failing: &[],
+            skipped: &[],
+        };
+        let (broken, unstarted) = judge(
+            &p,
+            &green,
+            &Observed {
+                exit: Some(101),
+                ending: String::new(),
+                sets: Some(&sets),
+                proofs: &proofs,
+            },
+        );
         assert_eq!((broken, unstarted), (vec![], 1));
         // Neither crate started: nothing ran, and both are judged.
         let none = TestSets::default();
-        let (broken, _) = judge(&p, &green, &Observed { exit: Some(101), ending: String::new(), sets: Some(&none), proofs: &[None, None] });
+        let (broken, _) = judge(
+            &p,
+            &green,
+            &Observed {
+                exit: Some(101),
+                ending: String::new(),
+                sets: Some(&none),
+                proofs: &[None, None],
+            },
+        );
         assert!(broken.len() >= 4, "{broken:?}");
     }
 
@@ -1034,19 +1571,69 @@ mod tests {
     fn sentinels_neither_reported_nor_run_are_undiscovered() {
         let p = one_surface();
         let nothing = TestSets::default();
-        assert!(undiscovered(&p, &Observed { exit: Some(0), ending: String::new(), sets: Some(&nothing), proofs: &[None] }));
+        assert!(undiscovered(
+            &p,
+            &Observed {
+                exit: Some(0),
+                ending: String::new(),
+                sets: Some(&nothing),
+                proofs: &[None]
+            }
+        ));
         let proof = vec![Some(b"x".to_vec())];
-        assert!(!undiscovered(&p, &Observed { exit: Some(0), ending: String::new(), sets: Some(&nothing), proofs: &proof }));
+        assert!(!undiscovered(
+            &p,
+            &Observed {
+                exit: Some(0),
+                ending: String::new(),
+                sets: Some(&nothing),
+                proofs: &proof
+            }
+        ));
     }
 
     #[test]
     fn off_needs_a_reason_and_a_reason_needs_off() {
-        assert!(SentinelPins::resolve(SentinelInput { enabled: Some(false), reason: None }, true).unwrap_err().message.contains("needs a non-empty reason"));
-        assert!(SentinelPins::resolve(SentinelInput { enabled: None, reason: Some("x".into()) }, true).unwrap_err().message.contains("only with enabled = false"));
-        assert_eq!(SentinelPins::resolve(SentinelInput::default(), true).unwrap(), SentinelPins { enabled: true, reason: None });
+        assert!(SentinelPins::resolve(
+            SentinelInput {
+                enabled: Some(false),
+                reason: None
+            },
+            true
+        )
+        .unwrap_err()
+        .message
+        .contains("needs a non-empty reason"));
+        assert!(SentinelPins::resolve(
+            SentinelInput {
+                enabled: None,
+                reason: Some("x".into())
+            },
+            true
+        )
+        .unwrap_err()
+        .message
+        .contains("only with enabled = false"));
         assert_eq!(
-            SentinelPins::resolve(SentinelInput { enabled: Some(false), reason: Some(" slow ".into()) }, true).unwrap(),
-            SentinelPins { enabled: false, reason: Some("slow".into()) }
+            SentinelPins::resolve(SentinelInput::default(), true).unwrap(),
+            SentinelPins {
+                enabled: true,
+                reason: None
+            }
+        );
+        assert_eq!(
+            SentinelPins::resolve(
+                SentinelInput {
+                    enabled: Some(false),
+                    reason: Some(" slow ".into())
+                },
+                true
+            )
+            .unwrap(),
+            SentinelPins {
+                enabled: false,
+                reason: Some("slow".into())
+            }
         );
     }
 }

@@ -10,7 +10,13 @@ pub enum LoopEvent<'a> {
     /// The run halts on what the agent did (its ending, a guard's objection), before any check.
     HaltingAfterAgent { iteration: u64, detail: &'a str },
     /// An iteration's check exited.
-    Checked { iteration: u64, exec_ms: u64, check_exit: i32, check_ms: u64, failing: Option<u64> },
+    Checked {
+        iteration: u64,
+        exec_ms: u64,
+        check_exit: i32,
+        check_ms: u64,
+        failing: Option<u64>,
+    },
 }
 
 /// Where the engine sends its [`LoopEvent`]s.

@@ -12,13 +12,13 @@
 //! Pre-existing failures are tracked apart: the progress judgement (`crate::rules::progress`)
 //! removes them from every set it judges, so they neither block success nor count as regressions.
 
-use crate::rules::decide::Step;
 use super::lifecycle::ActiveRun;
 use crate::error::{CmdResult, Failure};
 use crate::halt::HaltReason;
 use crate::receipt::events::{Event, GuardRecord};
-pub use crate::rules::targets::{met_on_t0, pinned_patterns, select, Targets};
+use crate::rules::decide::Step;
 use crate::rules::targets::{compiled, met_at_t0};
+pub use crate::rules::targets::{met_on_t0, pinned_patterns, select, Targets};
 
 /// The `--target` patterns as the configuration pins them: each a glob; refused without the t0
 /// baseline (`baseline`), which is what they select from.
@@ -49,7 +49,14 @@ impl ActiveRun<'_> {
     /// After the `check_baseline` (a red t0), before the first agent call: select the targets and
     /// record them (once), or stop at iteration 0.
     pub(super) fn select_targets(&mut self) -> CmdResult<Option<Step>> {
-        let Some(t0) = self.history.check_baseline.as_ref().map(|b| b.check.clone()) else { return Ok(None) };
+        let Some(t0) = self
+            .history
+            .check_baseline
+            .as_ref()
+            .map(|b| b.check.clone())
+        else {
+            return Ok(None);
+        };
         let targets = match select(&self.cfg.targets, &t0) {
             Ok(Some(targets)) => targets,
             Ok(None) => return Ok(None),
@@ -78,12 +85,19 @@ mod tests {
     #[test]
     fn a_pattern_that_is_no_glob_is_a_usage_error() {
         let e = validated_patterns(vec!["t.py::[".into()], true).unwrap_err();
-        assert!(e.to_string().contains("--target \"t.py::[\": not a glob"), "{e}");
+        assert!(
+            e.to_string().contains("--target \"t.py::[\": not a glob"),
+            "{e}"
+        );
     }
 
     #[test]
     fn patterns_without_the_baseline_are_a_usage_error() {
         let e = validated_patterns(vec!["t.py::*".into()], false).unwrap_err();
-        assert_eq!((e.to_string().contains("drop --no-baseline"), e.code), (true, crate::error::FailureCode::Usage), "{e}");
+        assert_eq!(
+            (e.to_string().contains("drop --no-baseline"), e.code),
+            (true, crate::error::FailureCode::Usage),
+            "{e}"
+        );
     }
 }

@@ -14,11 +14,13 @@ pub(super) fn at(point: &str) {
     if std::env::var("LOOPEXEC_TEST_PAUSE").ok().as_deref() != Some(point) {
         return;
     }
-    let Some(marker) = std::env::var_os("LOOPEXEC_TEST_PAUSE_MARKER").map(std::path::PathBuf::from) else {
+    let Some(marker) = std::env::var_os("LOOPEXEC_TEST_PAUSE_MARKER").map(std::path::PathBuf::from)
+    else {
         return;
     };
     let partial = marker.with_extension("partial");
-    let written = std::fs::write(&partial, format!("{}\n", std::process::id())).and_then(|_| std::fs::rename(&partial, &marker));
+    let written = std::fs::write(&partial, format!("{}\n", std::process::id()))
+        .and_then(|_| std::fs::rename(&partial, &marker));
     if let Err(e) = written {
         tracing::warn!("test pause {point}: writing {}: {e}", marker.display());
         return;

@@ -13,9 +13,9 @@
 
 use super::lifecycle::ActiveRun;
 use crate::error::Failure;
+use crate::metering::agent_output::{Format, OutputMeter};
 use crate::metering::prices::Prices;
 use crate::metering::record::{self, SourceKind, SourceReading};
-use crate::metering::agent_output::{Format, OutputMeter};
 use crate::metering::usage_file;
 use crate::receipt::usage::{RejectedInput, UsageRecord, UsageStage};
 use crate::safefs::SafeDir;
@@ -35,12 +35,16 @@ const LOG_CHUNK: usize = 64 * 1024;
 
 /// The zone's CPU time of a command, in ms.
 pub(super) fn cpu_ms(used: &ZoneUsage) -> Option<u64> {
-    used.cpu.map(|d| d.as_millis().min(u128::from(u64::MAX)) as u64)
+    used.cpu
+        .map(|d| d.as_millis().min(u128::from(u64::MAX)) as u64)
 }
 
 /// A stage's record completed with what its zone measured: egress bytes (both directions) and CPU.
 pub(super) fn stamp(usage: &mut UsageRecord, used: &ZoneUsage) {
-    usage.egress_bytes = used.egress.as_ref().map(|e| e.command.bytes_up.saturating_add(e.command.bytes_down));
+    usage.egress_bytes = used
+        .egress
+        .as_ref()
+        .map(|e| e.command.bytes_up.saturating_add(e.command.bytes_down));
     usage.cpu_ms = cpu_ms(used);
 }
 
@@ -61,8 +65,13 @@ impl UsageDir {
     /// A fresh directory, writable by the operator and, with `writer_gid`, by that group.
     pub fn create(writer_gid: Option<u32>) -> Result<UsageDir, Failure> {
         let dir = super::feedback_file::zone_shared_dir("usage", writer_gid, 0o770)?;
-        let safe = SafeDir::open(dir.path()).map_err(|e| Failure::internal(format!("the usage directory: {e}")))?;
-        Ok(UsageDir { _dir: dir, safe, file_mode: if writer_gid.is_some() { 0o660 } else { 0o600 } })
+        let safe = SafeDir::open(dir.path())
+            .map_err(|e| Failure::internal(format!("the usage directory: {e}")))?;
+        Ok(UsageDir {
+            _dir: dir,
+            safe,
+            file_mode: if writer_gid.is_some() { 0o660 } else { 0o600 },
+        })
     }
 
     /// Remove whatever the last call left at `name` (a link, a directory's contents are not
@@ -71,10 +80,21 @@ impl UsageDir {
         let fd = self.safe.fd().as_raw_fd();
         let _ = nix::unistd::unlinkat(Some(fd), name, nix::unistd::UnlinkatFlags::NoRemoveDir);
         let _ = nix::unistd::unlinkat(Some(fd), name, nix::unistd::UnlinkatFlags::RemoveDir);
-        let file = self.safe.create_new(name, 0o600).map_err(|e| format!("the usage file: {e}"))?;
-        let dir_gid = nix::sys::stat::fstat(fd).map_err(|e| format!("the usage file: {e}"))?.st_gid;
-        nix::unistd::fchown(file.as_raw_fd(), None, Some(nix::unistd::Gid::from_raw(dir_gid))).map_err(|e| format!("the usage file: {e}"))?;
-        file.set_permissions(std::fs::Permissions::from_mode(self.file_mode)).map_err(|e| format!("the usage file: {e}"))
+        let file = self
+            .safe
+            .create_new(name, 0o600)
+            .map_err(|e| format!("the usage file: {e}"))?;
+        let dir_gid = nix::sys::stat::fstat(fd)
+            .map_err(|e| format!("the usage file: {e}"))?
+            .st_gid;
+        nix::unistd::fchown(
+            file.as_raw_fd(),
+            None,
+            Some(nix::unistd::Gid::from_raw(dir_gid)),
+        )
+        .map_err(|e| format!("the usage file: {e}"))?;
+        file.set_permissions(std::fs::Permissions::from_mode(self.file_mode))
+            .map_err(|e| format!("the usage file: {e}"))
     }
 
     /// What the file holds after the call: nothing when it is gone, not a regular file, or unreadable
@@ -83,7 +103,13 @@ impl UsageDir {
         match self.safe.open_read(FILE_NAME) {
             Ok(file) => usage_file::read(file),
             Err(e) if e.is_not_found() => usage_file::Reading::default(),
-            Err(_) => usage_file::Reading { calls: Vec::new(), rejected: RejectedInput { malformed: 1, ..Default::default() } },
+            Err(_) => usage_file::Reading {
+                calls: Vec::new(),
+                rejected: RejectedInput {
+                    malformed: 1,
+                    ..Default::default()
+                },
+            },
         }
     }
 
@@ -124,12 +150,28 @@ impl ActiveRun<'_> {
             let writer = super::feedback_file::zone_reader_gid(&self.cfg).map_err(|f| f.message)?;
             self.usage = Some(UsageDir::create(writer).map_err(|f| f.message)?);
         }
-        let Some(dir) = self.usage.as_ref() else { return Ok(()) };
+        let Some(dir) = self.usage.as_ref() else {
+            return Ok(());
+        };
         dir.reset(FILE_NAME)?;
-        cmd.env.push((ENV_VAR.to_string(), dir.safe.path().join(FILE_NAME).to_string_lossy().into_owned()));
+        cmd.env.push((
+            ENV_VAR.to_string(),
+            dir.safe
+                .path()
+                .join(FILE_NAME)
+                .to_string_lossy()
+                .into_owned(),
+        ));
         if self.cfg.metering.agent_output == Some(Format::AiderAnalytics) {
             dir.reset(AGENT_LOG_FILE)?;
-            cmd.env.push((AGENT_LOG_ENV_VAR.to_string(), dir.safe.path().join(AGENT_LOG_FILE).to_string_lossy().into_owned()));
+            cmd.env.push((
+                AGENT_LOG_ENV_VAR.to_string(),
+                dir.safe
+                    .path()
+                    .join(AGENT_LOG_FILE)
+                    .to_string_lossy()
+                    .into_owned(),
+            ));
         }
         cmd.read_write.push(dir.safe.path().to_path_buf());
         Ok(())
@@ -159,12 +201,19 @@ impl ActiveRun<'_> {
     /// After the agent's call of iteration `n`: its `usage` record from the usage file and the
     /// agent CLI's output (`stdout`: what its stdout meter read), or `None` when nothing was
     /// metered (the usage file had no line and no output format is configured).
-    pub(super) fn agent_usage(&self, n: u64, used: &ZoneUsage, stdout: Option<OutputMeter>) -> Option<UsageRecord> {
+    pub(super) fn agent_usage(
+        &self,
+        n: u64,
+        used: &ZoneUsage,
+        stdout: Option<OutputMeter>,
+    ) -> Option<UsageRecord> {
         let dir = self.usage.as_ref()?;
         let reading = dir.read();
         let output = match (self.cfg.metering.agent_output, stdout) {
             (_, Some(meter)) => Some(meter.finish()),
-            (Some(Format::AiderAnalytics), None) => Some(dir.feed_log(OutputMeter::new(Format::AiderAnalytics))),
+            (Some(Format::AiderAnalytics), None) => {
+                Some(dir.feed_log(OutputMeter::new(Format::AiderAnalytics)))
+            }
             _ => None,
         };
         if reading.is_empty() && output.is_none() {
@@ -172,7 +221,12 @@ impl ActiveRun<'_> {
         }
         let mut sources = Vec::new();
         if !reading.is_empty() {
-            sources.push(SourceReading { name: "usage_file".into(), kind: SourceKind::UsageFile, calls: reading.calls, rejected: reading.rejected });
+            sources.push(SourceReading {
+                name: "usage_file".into(),
+                kind: SourceKind::UsageFile,
+                calls: reading.calls,
+                rejected: reading.rejected,
+            });
         }
         sources.extend(output);
         let mut usage = record::combine(n, UsageStage::Agent, sources, &self.prices());

@@ -23,7 +23,11 @@ fn pinned_policy(cfg: &LoopConfig, role: Role) -> Option<&PolicyPin> {
 
 /// The zones' setup of a run with configuration `cfg` (`state_dir` is its `.loopexec/`).
 pub fn zone_setup(cfg: &LoopConfig, state_dir: &Path) -> CmdResult<ZoneSetup> {
-    let mut setup = ZoneSetup::new(cfg.isolation, PathBuf::from(&cfg.workdir), state_dir.to_path_buf());
+    let mut setup = ZoneSetup::new(
+        cfg.isolation,
+        PathBuf::from(&cfg.workdir),
+        state_dir.to_path_buf(),
+    );
     if cfg.isolation == Isolation::None {
         return Ok(setup);
     }
@@ -36,7 +40,10 @@ pub fn zone_setup(cfg: &LoopConfig, state_dir: &Path) -> CmdResult<ZoneSetup> {
             if !role.always_present() {
                 continue;
             }
-            return Err(Failure::workspace(format!("the run pinned no {} policy (native isolation pins one per zone)", role.as_str())));
+            return Err(Failure::workspace(format!(
+                "the run pinned no {} policy (native isolation pins one per zone)",
+                role.as_str()
+            )));
         };
         setup = setup.with_policy(role, pin.source.clone(), pin.load()?);
     }
@@ -45,15 +52,27 @@ pub fn zone_setup(cfg: &LoopConfig, state_dir: &Path) -> CmdResult<ZoneSetup> {
     // --judge-resolve pins, never the agent's (the upstream --egress-proxy is shared).
     if let (Some(judge), Some(p)) = (&cfg.judge, setup.policy(Role::Judge)) {
         if p.policy.network.mode == NetworkMode::Proxy {
-            let config = egress_config(&p.policy, &judge.allow_hosts, &judge.resolve, e.egress_proxy.as_deref())
-                .map_err(|err| Failure::usage(format!("the judge's egress configuration: {err}")))?;
+            let config = egress_config(
+                &p.policy,
+                &judge.allow_hosts,
+                &judge.resolve,
+                e.egress_proxy.as_deref(),
+            )
+            .map_err(|err| Failure::usage(format!("the judge's egress configuration: {err}")))?;
             setup.role_egress.insert(Role::Judge, config);
         }
     }
-    let proxied = setup.policies().find(|(role, p)| p.policy.network.mode == NetworkMode::Proxy && !setup.role_egress.contains_key(role));
+    let proxied = setup.policies().find(|(role, p)| {
+        p.policy.network.mode == NetworkMode::Proxy && !setup.role_egress.contains_key(role)
+    });
     if let Some((_, p)) = proxied {
-        let config = egress_config(&p.policy, &e.allow_hosts, &e.resolve, e.egress_proxy.as_deref())
-            .map_err(|err| Failure::usage(format!("egress configuration: {err}")))?;
+        let config = egress_config(
+            &p.policy,
+            &e.allow_hosts,
+            &e.resolve,
+            e.egress_proxy.as_deref(),
+        )
+        .map_err(|err| Failure::usage(format!("egress configuration: {err}")))?;
         setup.egress = Some(config);
     }
     Ok(setup)

@@ -7,8 +7,8 @@
 
 use crate::error::Failure;
 use crate::halt::{ExitClass, HaltReason};
-use crate::secret::Secret;
 use crate::safefs::SafeDir;
+use crate::secret::Secret;
 use serde::Deserialize;
 use std::path::PathBuf;
 
@@ -67,8 +67,11 @@ pub fn from_loop_file(workdir: &SafeDir) -> Result<Settings, Failure> {
         Err(e) if e.is_not_found() => return Ok(Settings::default()),
         Err(e) => return Err(Failure::invalid_input(format!("loop.toml: {e}"))),
     };
-    let text = String::from_utf8(bytes).map_err(|_| Failure::invalid_input("loop.toml: not valid UTF-8"))?;
-    let parsed: OnlyEscalation = toml::from_str(&text).map_err(|e| Failure::invalid_input(format!("loop.toml [escalation]: {}", e.message().trim())))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| Failure::invalid_input("loop.toml: not valid UTF-8"))?;
+    let parsed: OnlyEscalation = toml::from_str(&text).map_err(|e| {
+        Failure::invalid_input(format!("loop.toml [escalation]: {}", e.message().trim()))
+    })?;
     let mut settings = parsed.escalation.unwrap_or_default();
     // The file channel's path in loop.toml is relative to the workdir.
     if let Some(out) = settings.out.as_mut().filter(|o| o.is_relative()) {
@@ -95,10 +98,18 @@ pub fn triggers(on: &[String]) -> Result<Vec<Trigger>, Failure> {
             if let Some(r) = HaltReason::ALL.iter().find(|r| r.as_str() == name) {
                 return Ok(Trigger::Reason(*r));
             }
-            let class = HaltReason::ALL.iter().map(|r| r.class()).find(|c| serde_json::to_value(c).ok().and_then(|v| v.as_str().map(|s| s == name)) == Some(true));
+            let class = HaltReason::ALL.iter().map(|r| r.class()).find(|c| {
+                serde_json::to_value(c)
+                    .ok()
+                    .and_then(|v| v.as_str().map(|s| s == name))
+                    == Some(true)
+            });
             class.map(Trigger::Class).ok_or_else(|| {
-                Failure::usage(format!("escalate-on: `{}` is neither a halt reason nor an exit class", crate::inert::inert(name)))
-                    .with_hint("use the snake_case names of SPEC.md §2, e.g. budget_exceeded or budget")
+                Failure::usage(format!(
+                    "escalate-on: `{}` is neither a halt reason nor an exit class",
+                    crate::inert::inert(name)
+                ))
+                .with_hint("use the snake_case names of SPEC.md §2, e.g. budget_exceeded or budget")
             })
         })
         .collect()
@@ -115,11 +126,24 @@ pub fn triggered(triggers: &[Trigger], reason: HaltReason) -> bool {
 /// A resolved channel, its secrets read.
 #[derive(Debug)]
 pub enum Channel {
-    File { out: PathBuf },
+    File {
+        out: PathBuf,
+    },
     Stdout,
-    Webhook { url: String },
-    Slack { url: Secret, env: String },
-    Github { api: String, repo: String, issue: u64, token: Secret, env: String },
+    Webhook {
+        url: String,
+    },
+    Slack {
+        url: Secret,
+        env: String,
+    },
+    Github {
+        api: String,
+        repo: String,
+        issue: u64,
+        token: Secret,
+        env: String,
+    },
 }
 
 impl Channel {
@@ -140,7 +164,9 @@ impl Channel {
             Channel::Stdout => "stdout".into(),
             Channel::Webhook { url } => url.clone(),
             Channel::Slack { env, .. } => format!("${env}"),
-            Channel::Github { api, repo, issue, .. } => format!("{api} {repo}#{issue}"),
+            Channel::Github {
+                api, repo, issue, ..
+            } => format!("{api} {repo}#{issue}"),
         }
     }
 }
@@ -156,57 +182,112 @@ pub struct Target {
 pub fn secret_env(name: &str, what: &str) -> Result<Secret, Failure> {
     let valid = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
     if !valid {
-        return Err(Failure::usage(format!("{what}: `{}` is not an environment variable name", crate::inert::inert(name))));
+        return Err(Failure::usage(format!(
+            "{what}: `{}` is not an environment variable name",
+            crate::inert::inert(name)
+        )));
     }
     match std::env::var(name) {
         Ok(v) if !v.is_empty() => Ok(Secret::new(v)),
-        _ => Err(Failure::usage(format!("{what}: the environment variable {name} is not set (or empty)"))
-            .with_hint(format!("export {name}=... in the environment of loopexec; secrets are never taken from argv"))),
+        _ => Err(Failure::usage(format!(
+            "{what}: the environment variable {name} is not set (or empty)"
+        ))
+        .with_hint(format!(
+            "export {name}=... in the environment of loopexec; secrets are never taken from argv"
+        ))),
     }
 }
 
 fn http_url(url: &str, what: &str) -> Result<(), Failure> {
     match super::http::is_http_url(url) {
         true => Ok(()),
-        false => Err(Failure::usage(format!("{what}: only http:// and https:// URLs are accepted"))),
+        false => Err(Failure::usage(format!(
+            "{what}: only http:// and https:// URLs are accepted"
+        ))),
     }
 }
 
 /// Resolve `settings` into a target; `out_default` is the file channel's default path.
-pub fn resolve(settings: &Settings, out_default: impl FnOnce() -> PathBuf) -> Result<Target, Failure> {
+pub fn resolve(
+    settings: &Settings,
+    out_default: impl FnOnce() -> PathBuf,
+) -> Result<Target, Failure> {
     let channel = settings
         .channel
         .as_deref()
         .ok_or_else(|| Failure::usage("no escalation channel: pass --channel file|stdout|webhook|slack|github or set [escalation] channel"))?;
     let channel = match channel {
-        "file" => Channel::File { out: settings.out.clone().unwrap_or_else(out_default) },
+        "file" => Channel::File {
+            out: settings.out.clone().unwrap_or_else(out_default),
+        },
         "stdout" => Channel::Stdout,
         "webhook" => {
-            let url = settings.webhook.clone().ok_or_else(|| Failure::usage("--channel webhook needs --webhook URL (or [escalation] webhook)"))?;
+            let url = settings.webhook.clone().ok_or_else(|| {
+                Failure::usage("--channel webhook needs --webhook URL (or [escalation] webhook)")
+            })?;
             http_url(&url, "--webhook")?;
             Channel::Webhook { url }
         }
         "slack" => {
-            let env = settings.slack_webhook_env.clone().unwrap_or_else(|| SLACK_WEBHOOK_ENV.into());
+            let env = settings
+                .slack_webhook_env
+                .clone()
+                .unwrap_or_else(|| SLACK_WEBHOOK_ENV.into());
             let url = secret_env(&env, "the Slack webhook URL")?;
             http_url(url.expose(), &format!("the Slack webhook URL in ${env}"))?;
             Channel::Slack { url, env }
         }
         "github" => {
-            let repo = settings.github_repo.clone().ok_or_else(|| Failure::usage("--channel github needs --github-repo OWNER/NAME (or [escalation] github_repo)"))?;
-            let valid_part = |p: &str| !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')) && p != "." && p != "..";
+            let repo = settings.github_repo.clone().ok_or_else(|| {
+                Failure::usage(
+                    "--channel github needs --github-repo OWNER/NAME (or [escalation] github_repo)",
+                )
+            })?;
+            let valid_part = |p: &str| {
+                !p.is_empty()
+                    && p.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+                    && p != "."
+                    && p != ".."
+            };
             match repo.split_once('/') {
                 Some((o, n)) if valid_part(o) && valid_part(n) => {}
-                _ => return Err(Failure::usage(format!("--github-repo: `{}` is not OWNER/NAME", crate::inert::inert(&repo)))),
+                _ => {
+                    return Err(Failure::usage(format!(
+                        "--github-repo: `{}` is not OWNER/NAME",
+                        crate::inert::inert(&repo)
+                    )))
+                }
             }
-            let issue = settings.github_issue.filter(|n| *n > 0).ok_or_else(|| Failure::usage("--channel github needs --github-issue N (or [escalation] github_issue), N > 0"))?;
-            let api = settings.github_api.clone().unwrap_or_else(|| GITHUB_API.into());
+            let issue = settings.github_issue.filter(|n| *n > 0).ok_or_else(|| {
+                Failure::usage(
+                    "--channel github needs --github-issue N (or [escalation] github_issue), N > 0",
+                )
+            })?;
+            let api = settings
+                .github_api
+                .clone()
+                .unwrap_or_else(|| GITHUB_API.into());
             http_url(&api, "github_api")?;
-            let env = settings.github_token_env.clone().unwrap_or_else(|| GITHUB_TOKEN_ENV.into());
+            let env = settings
+                .github_token_env
+                .clone()
+                .unwrap_or_else(|| GITHUB_TOKEN_ENV.into());
             let token = secret_env(&env, "the GitHub token")?;
-            Channel::Github { api: api.trim_end_matches('/').to_string(), repo, issue, token, env }
+            Channel::Github {
+                api: api.trim_end_matches('/').to_string(),
+                repo,
+                issue,
+                token,
+                env,
+            }
         }
-        other => return Err(Failure::usage(format!("--channel: `{}` is not one of file, stdout, webhook, slack, github", crate::inert::inert(other)))),
+        other => {
+            return Err(Failure::usage(format!(
+                "--channel: `{}` is not one of file, stdout, webhook, slack, github",
+                crate::inert::inert(other)
+            )))
+        }
     };
     let hmac_key = match &settings.hmac_key_env {
         Some(env) => Some((secret_env(env, "the HMAC key")?, env.clone())),
@@ -222,7 +303,13 @@ mod tests {
     #[test]
     fn on_accepts_reason_and_class_names_and_refuses_others() {
         let t = triggers(&["budget_exceeded, liveness_drift".into()]).unwrap();
-        assert_eq!(t, vec![Trigger::Reason(HaltReason::BudgetExceeded), Trigger::Class(ExitClass::LivenessDrift)]);
+        assert_eq!(
+            t,
+            vec![
+                Trigger::Reason(HaltReason::BudgetExceeded),
+                Trigger::Class(ExitClass::LivenessDrift)
+            ]
+        );
         assert!(triggered(&t, HaltReason::HeartbeatStale));
         assert!(!triggered(&t, HaltReason::CostAnomaly));
         let err = triggers(&["budget_exeeded".into()]).unwrap_err();
@@ -232,14 +319,25 @@ mod tests {
 
     #[test]
     fn a_non_http_webhook_is_a_usage_error() {
-        let s = Settings { channel: Some("webhook".into()), webhook: Some("file:///etc/passwd".into()), ..Settings::default() };
+        let s = Settings {
+            channel: Some("webhook".into()),
+            webhook: Some("file:///etc/passwd".into()),
+            ..Settings::default()
+        };
         assert_eq!(resolve(&s, PathBuf::new).unwrap_err().class().code(), 20);
     }
 
     #[test]
     fn flags_win_over_the_loop_file() {
-        let flags = Settings { channel: Some("stdout".into()), ..Settings::default() };
-        let file = Settings { channel: Some("file".into()), webhook: Some("http://h/".into()), ..Settings::default() };
+        let flags = Settings {
+            channel: Some("stdout".into()),
+            ..Settings::default()
+        };
+        let file = Settings {
+            channel: Some("file".into()),
+            webhook: Some("http://h/".into()),
+            ..Settings::default()
+        };
         let merged = flags.over(file);
         assert_eq!(merged.channel.as_deref(), Some("stdout"));
         assert_eq!(merged.webhook.as_deref(), Some("http://h/"));

@@ -36,7 +36,13 @@ pub struct DeliveryError {
 
 impl std::fmt::Display for DeliveryError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} after {} tr{}", self.what, self.attempts, if self.attempts == 1 { "y" } else { "ies" })?;
+        write!(
+            f,
+            "{} after {} tr{}",
+            self.what,
+            self.attempts,
+            if self.attempts == 1 { "y" } else { "ies" }
+        )?;
         if !self.excerpt.is_empty() {
             write!(f, "; the answer began: {}", self.excerpt)?;
         }
@@ -47,19 +53,35 @@ impl std::fmt::Display for DeliveryError {
 /// Whether `url` is an http or https URL with a host (anything else is refused before sending).
 pub fn is_http_url(url: &str) -> bool {
     let lower = url.to_ascii_lowercase();
-    let rest = lower.strip_prefix("https://").or_else(|| lower.strip_prefix("http://"));
-    rest.is_some_and(|r| !r.is_empty() && !r.starts_with('/') && !r.chars().any(|c| c.is_whitespace() || c.is_control()))
+    let rest = lower
+        .strip_prefix("https://")
+        .or_else(|| lower.strip_prefix("http://"));
+    rest.is_some_and(|r| {
+        !r.is_empty()
+            && !r.starts_with('/')
+            && !r.chars().any(|c| c.is_whitespace() || c.is_control())
+    })
 }
 
 fn excerpt(resp: ureq::Response) -> String {
     let mut buf = Vec::new();
-    let _ = resp.into_reader().take(MAX_ANSWER_BYTES).read_to_end(&mut buf);
+    let _ = resp
+        .into_reader()
+        .take(MAX_ANSWER_BYTES)
+        .read_to_end(&mut buf);
     super::text::bounded(&crate::inert::inert_bytes(&buf), MAX_EXCERPT_CHARS)
 }
 
 /// POST `body` to `url` with `headers`, retried as the module says.
-pub fn post(url: &str, headers: &[(String, String)], body: &[u8]) -> Result<Delivered, DeliveryError> {
-    let agent = ureq::AgentBuilder::new().timeout(TIMEOUT).redirects(0).build();
+pub fn post(
+    url: &str,
+    headers: &[(String, String)],
+    body: &[u8],
+) -> Result<Delivered, DeliveryError> {
+    let agent = ureq::AgentBuilder::new()
+        .timeout(TIMEOUT)
+        .redirects(0)
+        .build();
     let mut attempts = 0;
     loop {
         attempts += 1;
@@ -68,20 +90,49 @@ pub fn post(url: &str, headers: &[(String, String)], body: &[u8]) -> Result<Deli
             request = request.set(name, value);
         }
         let (retry, error) = match request.send_bytes(body) {
-            Ok(resp) if (200..300).contains(&resp.status()) => return Ok(Delivered { status: resp.status(), attempts }),
+            Ok(resp) if (200..300).contains(&resp.status()) => {
+                return Ok(Delivered {
+                    status: resp.status(),
+                    attempts,
+                })
+            }
             Ok(resp) => {
                 let status = resp.status();
-                (false, DeliveryError { status: Some(status), attempts, what: format!("HTTP {status}"), excerpt: excerpt(resp) })
+                (
+                    false,
+                    DeliveryError {
+                        status: Some(status),
+                        attempts,
+                        what: format!("HTTP {status}"),
+                        excerpt: excerpt(resp),
+                    },
+                )
             }
             Err(ureq::Error::Status(status, resp)) => {
                 let retry = status >= 500 || status == 429;
-                (retry, DeliveryError { status: Some(status), attempts, what: format!("HTTP {status}"), excerpt: excerpt(resp) })
+                (
+                    retry,
+                    DeliveryError {
+                        status: Some(status),
+                        attempts,
+                        what: format!("HTTP {status}"),
+                        excerpt: excerpt(resp),
+                    },
+                )
             }
             Err(ureq::Error::Transport(t)) => {
                 use ureq::ErrorKind::*;
                 let retry = matches!(t.kind(), ConnectionFailed | Dns | Io);
                 // The kind only: a transport error's text names the URL.
-                (retry, DeliveryError { status: None, attempts, what: format!("transport error: {}", t.kind()), excerpt: String::new() })
+                (
+                    retry,
+                    DeliveryError {
+                        status: None,
+                        attempts,
+                        what: format!("transport error: {}", t.kind()),
+                        excerpt: String::new(),
+                    },
+                )
             }
         };
         if !retry || attempts >= TRIES {
@@ -99,7 +150,14 @@ mod tests {
     fn only_http_and_https_urls_with_a_host_are_accepted() {
         assert!(is_http_url("http://127.0.0.1:9/x"));
         assert!(is_http_url("HTTPS://hooks.example/a"));
-        for bad in ["ftp://x/", "file:///etc/passwd", "https://", "http:///x", "javascript:alert(1)", "http://a b/"] {
+        for bad in [
+            "ftp://x/",
+            "file:///etc/passwd",
+            "https://",
+            "http:///x",
+            "javascript:alert(1)",
+            "http://a b/",
+        ] {
             assert!(!is_http_url(bad), "{bad}");
         }
     }

@@ -58,7 +58,11 @@ pub fn read(run_dir: &SafeDir) -> Result<Log, crate::safefs::SafeFsError> {
     };
     let mut log = Log::default();
     let mut prev = GENESIS.to_string();
-    for (n, line) in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()).enumerate() {
+    for (n, line) in bytes
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .enumerate()
+    {
         match serde_json::from_slice::<Record>(line) {
             Ok(r) if r.prev == prev && log.broken_at.is_none() => log.records.push(r),
             _ => {
@@ -75,14 +79,18 @@ pub fn read(run_dir: &SafeDir) -> Result<Log, crate::safefs::SafeFsError> {
 pub fn append(run_dir: &SafeDir, mut record: Record) -> Result<Record, String> {
     let log = read(run_dir).map_err(|e| e.to_string())?;
     if let Some(line) = log.broken_at {
-        return Err(format!("{FILE}: line {line} breaks its hash chain; refusing to append"));
+        return Err(format!(
+            "{FILE}: line {line} breaks its hash chain; refusing to append"
+        ));
     }
     record.seq = log.records.len() as u64 + 1;
     record.prev = log.head.unwrap_or_else(|| GENESIS.to_string());
     let mut line = serde_json::to_vec(&record).map_err(|e| e.to_string())?;
     line.push(b'\n');
     let mut file = run_dir.open_append(FILE).map_err(|e| e.to_string())?;
-    file.write_all(&line).and_then(|_| file.sync_all()).map_err(|e| format!("{FILE}: {e}"))?;
+    file.write_all(&line)
+        .and_then(|_| file.sync_all())
+        .map_err(|e| format!("{FILE}: {e}"))?;
     Ok(record)
 }
 
@@ -130,7 +138,11 @@ mod tests {
         append(&dir, record(true)).unwrap();
         append(&dir, record(true)).unwrap();
         let path = tmp.path().join(FILE);
-        let text = std::fs::read_to_string(&path).unwrap().replacen("\"channel\":\"file\"", "\"channel\":\"slack\"", 1);
+        let text = std::fs::read_to_string(&path).unwrap().replacen(
+            "\"channel\":\"file\"",
+            "\"channel\":\"slack\"",
+            1,
+        );
         std::fs::write(&path, text).unwrap();
         let log = read(&dir).unwrap();
         assert_eq!(log.broken_at, Some(2));

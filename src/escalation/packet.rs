@@ -60,8 +60,14 @@ impl Packet {
     pub fn headline(&self) -> String {
         let run = self.value["run_id"].as_str().unwrap_or("");
         match self.value["halt"]["reason"].as_str() {
-            Some(reason) => format!("loopexec run {run} halted {reason} (exit {}): a person must decide", self.value["halt"]["exit_code"]),
-            None => format!("loopexec run {run} is {} and has not halted: a person must decide", self.value["state"].as_str().unwrap_or("?")),
+            Some(reason) => format!(
+                "loopexec run {run} halted {reason} (exit {}): a person must decide",
+                self.value["halt"]["exit_code"]
+            ),
+            None => format!(
+                "loopexec run {run} is {} and has not halted: a person must decide",
+                self.value["state"].as_str().unwrap_or("?")
+            ),
         }
     }
 }
@@ -87,7 +93,9 @@ pub fn decision(class: Option<ExitClass>) -> &'static str {
 }
 
 fn quote(arg: &str) -> String {
-    shlex::try_quote(arg).map(|q| q.into_owned()).unwrap_or_else(|_| format!("'{}'", arg.replace('\0', "")))
+    shlex::try_quote(arg)
+        .map(|q| q.into_owned())
+        .unwrap_or_else(|_| format!("'{}'", arg.replace('\0', "")))
 }
 
 /// The exact commands to continue, most useful first. A halted run is final except for the
@@ -104,7 +112,9 @@ pub fn commands(input: &PacketInput, verdict_next: Option<&str>) -> Vec<String> 
         }
         // The comprehension gate's stop is never sealed (a gated run is resumable).
         Some(h) if h.reason == HaltReason::ComprehensionDebtExceeded => {
-            out.push(format!("loopexec ack {id} --workdir {wd} --key REVIEWER_KEY"));
+            out.push(format!(
+                "loopexec ack {id} --workdir {wd} --key REVIEWER_KEY"
+            ));
             out.push(format!("loopexec run --resume {id} --workdir {wd}"));
         }
         Some(_) if !input.sealed => out.push(format!("loopexec run --resume {id} --workdir {wd}")),
@@ -124,7 +134,11 @@ pub fn commands(input: &PacketInput, verdict_next: Option<&str>) -> Vec<String> 
 
 /// Build the packet.
 pub fn build(input: &PacketInput) -> Packet {
-    let verdict_next = input.explanation.pointer("/verdict/next_command").and_then(Value::as_str).map(packet_string);
+    let verdict_next = input
+        .explanation
+        .pointer("/verdict/next_command")
+        .and_then(Value::as_str)
+        .map(packet_string);
     let halt = input.halt.as_ref().map(|h| {
         json!({
             "reason": h.reason.as_str(),
@@ -164,7 +178,11 @@ mod tests {
         PacketInput {
             run_id: "r1".into(),
             workdir: "/w".into(),
-            state: if halt.is_some() { "halted".into() } else { "paused".into() },
+            state: if halt.is_some() {
+                "halted".into()
+            } else {
+                "paused".into()
+            },
             halt,
             explanation: json!({"verdict": {"verdict": "raise_the_limit", "next_command": "loopexec run --max-iterations 9"}, "detail": "x\u{1b}y"}),
             receipt_path: "/w/.loopexec/runs/r1/receipt.jsonl".into(),
@@ -176,7 +194,11 @@ mod tests {
     }
 
     fn cap() -> HaltFacts {
-        HaltFacts { reason: HaltReason::MaxIterationsReached, iteration: 3, detail: "3 of 3 @channel".into() }
+        HaltFacts {
+            reason: HaltReason::MaxIterationsReached,
+            iteration: 3,
+            detail: "3 of 3 @channel".into(),
+        }
     }
 
     #[test]
@@ -184,13 +206,23 @@ mod tests {
         let p = build(&input(Some(cap()), true));
         let v = &p.value;
         assert_eq!(v["schema"], SCHEMA);
-        assert_eq!(v["halt"], json!({"reason": "max_iterations_reached", "class": "iteration_cap", "exit_code": 12, "iteration": 3, "detail": "3 of 3 @channel"}));
+        assert_eq!(
+            v["halt"],
+            json!({"reason": "max_iterations_reached", "class": "iteration_cap", "exit_code": 12, "iteration": 3, "detail": "3 of 3 @channel"})
+        );
         assert_eq!(v["decide"], decision(Some(ExitClass::IterationCap)));
         assert_eq!(
             v["continue"],
-            json!(["loopexec run --max-iterations 9", "loopexec explain-halt r1 --workdir /w", "loopexec verify r1 --workdir /w"])
+            json!([
+                "loopexec run --max-iterations 9",
+                "loopexec explain-halt r1 --workdir /w",
+                "loopexec verify r1 --workdir /w"
+            ])
         );
-        assert_eq!(v["receipt"], json!({"path": "/w/.loopexec/runs/r1/receipt.jsonl", "sha256": "ab".repeat(32), "events": 7, "sealed": true}));
+        assert_eq!(
+            v["receipt"],
+            json!({"path": "/w/.loopexec/runs/r1/receipt.jsonl", "sha256": "ab".repeat(32), "events": 7, "sealed": true})
+        );
         assert_eq!(v["explanation"]["detail"], "x\\x1by");
     }
 
@@ -206,21 +238,37 @@ mod tests {
         let p = build(&input(None, false));
         assert_eq!(p.value["halted"], false);
         assert_eq!(p.value["halt"], Value::Null);
-        assert_eq!(p.value["continue"][0], "loopexec run --resume r1 --workdir /w");
+        assert_eq!(
+            p.value["continue"][0],
+            "loopexec run --resume r1 --workdir /w"
+        );
         assert_eq!(p.value["decide"], decision(None));
     }
 
     #[test]
     fn comprehension_debt_is_continued_by_an_ack_then_a_resume() {
-        let debt = HaltFacts { reason: HaltReason::ComprehensionDebtExceeded, iteration: 2, detail: "d".into() };
+        let debt = HaltFacts {
+            reason: HaltReason::ComprehensionDebtExceeded,
+            iteration: 2,
+            detail: "d".into(),
+        };
         let p = build(&input(Some(debt), false));
-        assert_eq!(p.value["continue"][0], "loopexec ack r1 --workdir /w --key REVIEWER_KEY");
-        assert_eq!(p.value["continue"][1], "loopexec run --resume r1 --workdir /w");
+        assert_eq!(
+            p.value["continue"][0],
+            "loopexec ack r1 --workdir /w --key REVIEWER_KEY"
+        );
+        assert_eq!(
+            p.value["continue"][1],
+            "loopexec run --resume r1 --workdir /w"
+        );
     }
 
     #[test]
     fn an_unsealed_halt_is_continued_by_the_resume_that_seals_it() {
         let p = build(&input(Some(cap()), false));
-        assert_eq!(p.value["continue"][0], "loopexec run --resume r1 --workdir /w");
+        assert_eq!(
+            p.value["continue"][0],
+            "loopexec run --resume r1 --workdir /w"
+        );
     }
 }

@@ -22,13 +22,20 @@ fn mac_of(key: &[u8], timestamp: u64, body: &[u8]) -> Option<Hmac<Sha256>> {
 
 /// The signature header's value for `body` sent at `timestamp` (unix seconds).
 pub fn sign(key: &[u8], timestamp: u64, body: &[u8]) -> Option<String> {
-    Some(format!("sha256={}", hex::encode(mac_of(key, timestamp, body)?.finalize().into_bytes())))
+    Some(format!(
+        "sha256={}",
+        hex::encode(mac_of(key, timestamp, body)?.finalize().into_bytes())
+    ))
 }
 
 /// Whether `header` is the signature of `body` at `timestamp` under `key` (constant time).
 pub fn verify(key: &[u8], timestamp: u64, body: &[u8], header: &str) -> bool {
-    let Some(hex_mac) = header.strip_prefix("sha256=") else { return false };
-    let Ok(tag) = hex::decode(hex_mac) else { return false };
+    let Some(hex_mac) = header.strip_prefix("sha256=") else {
+        return false;
+    };
+    let Ok(tag) = hex::decode(hex_mac) else {
+        return false;
+    };
     mac_of(key, timestamp, body).is_some_and(|mac| mac.verify_slice(&tag).is_ok())
 }
 
@@ -43,14 +50,20 @@ mod tests {
             mac.update(b"1700000000.{\"a\":1}");
             hex::encode(mac.finalize().into_bytes())
         };
-        assert_eq!(sign(b"k", 1_700_000_000, b"{\"a\":1}"), Some(format!("sha256={expected}")));
+        assert_eq!(
+            sign(b"k", 1_700_000_000, b"{\"a\":1}"),
+            Some(format!("sha256={expected}"))
+        );
     }
 
     #[test]
     fn hmac_sha256_matches_rfc_4231_case_2() {
         let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(b"Jefe").unwrap();
         mac.update(b"what do ya want for nothing?");
-        assert_eq!(hex::encode(mac.finalize().into_bytes()), "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+        assert_eq!(
+            hex::encode(mac.finalize().into_bytes()),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
     }
 
     #[test]

@@ -29,7 +29,12 @@ pub fn packet_value(value: &serde_json::Value) -> serde_json::Value {
     match value {
         Value::String(s) => Value::String(packet_string(s)),
         Value::Array(items) => Value::Array(items.iter().take(200).map(packet_value).collect()),
-        Value::Object(fields) => Value::Object(fields.iter().map(|(k, v)| (packet_string(k), packet_value(v))).collect()),
+        Value::Object(fields) => Value::Object(
+            fields
+                .iter()
+                .map(|(k, v)| (packet_string(k), packet_value(v)))
+                .collect(),
+        ),
         other => other.clone(),
     }
 }
@@ -38,7 +43,9 @@ pub fn packet_value(value: &serde_json::Value) -> serde_json::Value {
 /// leader) and `∶` (ratio), so no domain or scheme in the text is auto-linked (`https://evil.example`
 /// is shown as `https∶//evil․example`).
 fn no_mentions(text: &str) -> String {
-    text.replace('@', "(at)").replace('.', "\u{2024}").replace(':', "\u{2236}")
+    text.replace('@', "(at)")
+        .replace('.', "\u{2024}")
+        .replace(':', "\u{2236}")
 }
 
 /// A run string for Slack mrkdwn: inert, bounded, `&`, `<`, `>` as entities (so `<!here>`,
@@ -68,7 +75,25 @@ pub fn github(text: &str) -> String {
     let line = bounded(&inert(text), MAX_CHAT_STRING);
     let mut out = String::with_capacity(line.len());
     for c in no_mentions(&line).chars() {
-        if matches!(c, '\\' | '`' | '*' | '_' | '{' | '}' | '[' | ']' | '(' | ')' | '#' | '!' | '|' | '<' | '>' | '~' | '&') {
+        if matches!(
+            c,
+            '\\' | '`'
+                | '*'
+                | '_'
+                | '{'
+                | '}'
+                | '['
+                | ']'
+                | '('
+                | ')'
+                | '#'
+                | '!'
+                | '|'
+                | '<'
+                | '>'
+                | '~'
+                | '&'
+        ) {
             out.push('\\');
         }
         out.push(c);
@@ -100,9 +125,15 @@ mod tests {
 
     #[test]
     fn a_bare_url_or_domain_is_no_link_in_either_chat() {
-        for text in [slack("see https://evil.example/x and www.evil.example"), github("see https://evil.example/x and www.evil.example")] {
+        for text in [
+            slack("see https://evil.example/x and www.evil.example"),
+            github("see https://evil.example/x and www.evil.example"),
+        ] {
             assert!(!text.contains("://") && !text.contains("www."), "{text}");
-            assert!(text.contains("https\u{2236}//evil\u{2024}example/x"), "{text}");
+            assert!(
+                text.contains("https\u{2236}//evil\u{2024}example/x"),
+                "{text}"
+            );
         }
     }
 

@@ -69,7 +69,11 @@ impl MeteringPins {
                 (m.clone(), price)
             })
             .collect();
-        Prices { models, check_cpu_micros_per_hour: self.check_cpu_micros_per_hour.map(u128::from), unnamed_calls_as: pinned_model.map(str::to_string) }
+        Prices {
+            models,
+            check_cpu_micros_per_hour: self.check_cpu_micros_per_hour.map(u128::from),
+            unnamed_calls_as: pinned_model.map(str::to_string),
+        }
     }
 }
 
@@ -90,11 +94,18 @@ impl MeteringSection {
             if model.is_empty() || super::clean_name(model) != *model {
                 return Err(Refused {
                     key: format!("metering.prices.{:?}", crate::inert::inert(model)),
-                    why: "is not a model name (1 to 128 characters of A-Z a-z 0-9 . _ : / @ + -)".into(),
+                    why: "is not a model name (1 to 128 characters of A-Z a-z 0-9 . _ : / @ + -)"
+                        .into(),
                 });
             }
         }
-        let prices = Prices::new(&self.prices, self.check_cpu_usd_per_hour).map_err(|(key, why)| Refused { key, why: why.into() })?;
+        let prices =
+            Prices::new(&self.prices, self.check_cpu_usd_per_hour).map_err(|(key, why)| {
+                Refused {
+                    key,
+                    why: why.into(),
+                }
+            })?;
         if let Some(model) = pinned_model {
             if !prices.models.is_empty() && prices.entry_for(model).is_none() {
                 return Err(Refused {
@@ -111,7 +122,17 @@ impl MeteringSection {
             prices: prices
                 .models
                 .iter()
-                .map(|(m, p)| (m.clone(), PricePin { input: pin(p.input), output: pin(p.output), cache_read: pin(p.cache_read), cache_write: pin(p.cache_write) }))
+                .map(|(m, p)| {
+                    (
+                        m.clone(),
+                        PricePin {
+                            input: pin(p.input),
+                            output: pin(p.output),
+                            cache_read: pin(p.cache_read),
+                            cache_write: pin(p.cache_write),
+                        },
+                    )
+                })
                 .collect(),
             check_cpu_micros_per_hour: prices.check_cpu_micros_per_hour.map(pin),
             agent_output: self.agent_output,
@@ -132,20 +153,39 @@ mod tests {
     fn a_price_table_is_pinned_as_integers_and_read_back_as_the_same_prices() {
         let s = section("check_cpu_usd_per_hour = 0.36\nagent_output = \"claude-json\"\n[prices.\"claude-sonnet-4-5\"]\ninput_usd_per_mtok = 3\noutput_usd_per_mtok = 15.0\ncache_read_usd_per_mtok = 0.3\n");
         let pins = s.resolve(Some("claude-sonnet-4-5")).unwrap();
-        assert_eq!(pins.prices["claude-sonnet-4-5"], PricePin { input: 3_000_000_000, output: 15_000_000_000, cache_read: 300_000_000, cache_write: 0 });
+        assert_eq!(
+            pins.prices["claude-sonnet-4-5"],
+            PricePin {
+                input: 3_000_000_000,
+                output: 15_000_000_000,
+                cache_read: 300_000_000,
+                cache_write: 0
+            }
+        );
         assert_eq!(pins.check_cpu_micros_per_hour, Some(360_000));
         assert_eq!(pins.agent_output, Some(Format::ClaudeJson));
-        let back: MeteringPins = serde_json::from_value(serde_json::to_value(&pins).unwrap()).unwrap();
+        let back: MeteringPins =
+            serde_json::from_value(serde_json::to_value(&pins).unwrap()).unwrap();
         assert_eq!(back, pins);
-        assert_eq!(back.prices(None).models, Prices::new(&s.prices, s.check_cpu_usd_per_hour).unwrap().models);
+        assert_eq!(
+            back.prices(None).models,
+            Prices::new(&s.prices, s.check_cpu_usd_per_hour)
+                .unwrap()
+                .models
+        );
     }
 
     #[test]
     fn a_model_name_with_a_character_the_receipt_would_not_keep_is_refused_naming_it() {
-        let s = section("[prices.\"bad model\"]\ninput_usd_per_mtok = 1\noutput_usd_per_mtok = 1\n");
+        let s =
+            section("[prices.\"bad model\"]\ninput_usd_per_mtok = 1\noutput_usd_per_mtok = 1\n");
         let refused = s.resolve(None).unwrap_err();
         assert_eq!(refused.key, "metering.prices.\"bad model\"");
-        assert!(refused.why.starts_with("is not a model name"), "{}", refused.why);
+        assert!(
+            refused.why.starts_with("is not a model name"),
+            "{}",
+            refused.why
+        );
     }
 
     #[test]
@@ -167,14 +207,30 @@ mod tests {
 
     #[test]
     fn a_judge_cannot_be_metered_from_aiders_log() {
-        let refused = section("judge_output = \"aider-analytics\"").resolve(None).unwrap_err();
+        let refused = section("judge_output = \"aider-analytics\"")
+            .resolve(None)
+            .unwrap_err();
         assert_eq!(refused.key, "metering.judge_output");
-        assert_eq!(section("judge_output = \"claude-json\"").resolve(None).unwrap().judge_output, Some(Format::ClaudeJson));
+        assert_eq!(
+            section("judge_output = \"claude-json\"")
+                .resolve(None)
+                .unwrap()
+                .judge_output,
+            Some(Format::ClaudeJson)
+        );
     }
 
     #[test]
     fn a_negative_cpu_rate_is_refused_naming_its_key() {
-        let refused = section("check_cpu_usd_per_hour = -1").resolve(None).unwrap_err();
-        assert_eq!(refused, Refused { key: "metering.check_cpu_usd_per_hour".into(), why: "must be >= 0".into() });
+        let refused = section("check_cpu_usd_per_hour = -1")
+            .resolve(None)
+            .unwrap_err();
+        assert_eq!(
+            refused,
+            Refused {
+                key: "metering.check_cpu_usd_per_hour".into(),
+                why: "must be >= 0".into()
+            }
+        );
     }
 }

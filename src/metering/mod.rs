@@ -20,7 +20,13 @@ pub mod usage_file;
 pub fn clean_name(name: &str) -> String {
     name.chars()
         .take(MAX_NAME)
-        .map(|c| if c.is_ascii_alphanumeric() || "._:/@+-".contains(c) { c } else { '?' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._:/@+-".contains(c) {
+                c
+            } else {
+                '?'
+            }
+        })
         .collect()
 }
 
@@ -30,8 +36,16 @@ pub fn clean_name(name: &str) -> String {
 /// id with a routing prefix (`anthropic/claude-sonnet-4`, as aider and LiteLLM name models) is
 /// compared without it when the pinned id has none.
 pub fn model_matches(pinned: &str, reported: &str) -> bool {
-    let same = |r: &str| r == pinned || r.strip_prefix(pinned).is_some_and(|rest| rest.starts_with('-') || rest.starts_with('@'));
-    same(reported) || (!pinned.contains('/') && reported.rsplit_once('/').is_some_and(|(_, bare)| same(bare)))
+    let same = |r: &str| {
+        r == pinned
+            || r.strip_prefix(pinned)
+                .is_some_and(|rest| rest.starts_with('-') || rest.starts_with('@'))
+    };
+    same(reported)
+        || (!pinned.contains('/')
+            && reported
+                .rsplit_once('/')
+                .is_some_and(|(_, bare)| same(bare)))
 }
 
 /// The longest model or provider name kept.
@@ -43,7 +57,10 @@ mod tests {
 
     #[test]
     fn a_name_keeps_its_safe_characters_and_loses_the_rest_within_the_bound() {
-        assert_eq!(clean_name("claude-sonnet-4.5@2025"), "claude-sonnet-4.5@2025");
+        assert_eq!(
+            clean_name("claude-sonnet-4.5@2025"),
+            "claude-sonnet-4.5@2025"
+        );
         assert_eq!(clean_name("a\u{1b}[31mb c"), "a??31mb?c");
         assert_eq!(clean_name(&"x".repeat(1000)).len(), MAX_NAME);
     }

@@ -59,7 +59,10 @@ fn nanos(value: f64) -> Result<u128, &'static str> {
 impl Prices {
     /// The table from loop.toml's entries; `Err((key, why))` names the first refused key
     /// (`metering.prices."<model>".<field>`, `metering.check_cpu_usd_per_hour`).
-    pub fn new(entries: &BTreeMap<String, PriceEntry>, check_cpu_usd_per_hour: Option<f64>) -> Result<Prices, (String, &'static str)> {
+    pub fn new(
+        entries: &BTreeMap<String, PriceEntry>,
+        check_cpu_usd_per_hour: Option<f64>,
+    ) -> Result<Prices, (String, &'static str)> {
         let mut models = BTreeMap::new();
         for (model, e) in entries {
             let key = |field: &str| format!("metering.prices.\"{model}\".{field}");
@@ -69,15 +72,31 @@ impl Prices {
                 ModelPrice {
                     input: rate(e.input_usd_per_mtok, "input_usd_per_mtok")?,
                     output: rate(e.output_usd_per_mtok, "output_usd_per_mtok")?,
-                    cache_read: e.cache_read_usd_per_mtok.map(|v| rate(v, "cache_read_usd_per_mtok")).transpose()?.unwrap_or(0),
-                    cache_write: e.cache_write_usd_per_mtok.map(|v| rate(v, "cache_write_usd_per_mtok")).transpose()?.unwrap_or(0),
+                    cache_read: e
+                        .cache_read_usd_per_mtok
+                        .map(|v| rate(v, "cache_read_usd_per_mtok"))
+                        .transpose()?
+                        .unwrap_or(0),
+                    cache_write: e
+                        .cache_write_usd_per_mtok
+                        .map(|v| rate(v, "cache_write_usd_per_mtok"))
+                        .transpose()?
+                        .unwrap_or(0),
                 },
             );
         }
         let cpu = check_cpu_usd_per_hour
-            .map(|v| nanos(v).map(|n| n / 1000).map_err(|why| ("metering.check_cpu_usd_per_hour".to_string(), why)))
+            .map(|v| {
+                nanos(v)
+                    .map(|n| n / 1000)
+                    .map_err(|why| ("metering.check_cpu_usd_per_hour".to_string(), why))
+            })
             .transpose()?;
-        Ok(Prices { models, check_cpu_micros_per_hour: cpu, unnamed_calls_as: None })
+        Ok(Prices {
+            models,
+            check_cpu_micros_per_hour: cpu,
+            unnamed_calls_as: None,
+        })
     }
 
     /// Whether nothing is priced or rated.
@@ -130,36 +149,130 @@ mod tests {
 
     #[test]
     fn tokens_are_priced_per_million_and_rounded_up_to_the_micro_usd() {
-        let p = table(PriceEntry { input_usd_per_mtok: 3.0, output_usd_per_mtok: 15.0, cache_read_usd_per_mtok: Some(0.3), cache_write_usd_per_mtok: None }).unwrap();
+        let p = table(PriceEntry {
+            input_usd_per_mtok: 3.0,
+            output_usd_per_mtok: 15.0,
+            cache_read_usd_per_mtok: Some(0.3),
+            cache_write_usd_per_mtok: None,
+        })
+        .unwrap();
         // 1000 x 3 + 100 x 15 + 10 x 0.3 = 4503 micro-USD exactly.
-        assert_eq!(p.price(Some("m"), &TokenCounts { input: 1000, output: 100, cache_read: 10, cache_write: 7 }), Some(4503));
+        assert_eq!(
+            p.price(
+                Some("m"),
+                &TokenCounts {
+                    input: 1000,
+                    output: 100,
+                    cache_read: 10,
+                    cache_write: 7
+                }
+            ),
+            Some(4503)
+        );
         // One input token at $3/Mtok is 3 micro-USD; at $0.1/Mtok 0.1 micro-USD rounds up to 1.
-        let cheap = table(PriceEntry { input_usd_per_mtok: 0.1, output_usd_per_mtok: 0.0, ..Default::default() }).unwrap();
-        assert_eq!(cheap.price(Some("m"), &TokenCounts { input: 1, ..Default::default() }), Some(1));
+        let cheap = table(PriceEntry {
+            input_usd_per_mtok: 0.1,
+            output_usd_per_mtok: 0.0,
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(
+            cheap.price(
+                Some("m"),
+                &TokenCounts {
+                    input: 1,
+                    ..Default::default()
+                }
+            ),
+            Some(1)
+        );
         assert_eq!(cheap.price(Some("m"), &TokenCounts::default()), Some(0));
     }
 
     #[test]
     fn a_model_without_an_entry_has_no_price() {
-        let p = table(PriceEntry { input_usd_per_mtok: 3.0, output_usd_per_mtok: 15.0, ..Default::default() }).unwrap();
-        assert_eq!(p.price(Some("other"), &TokenCounts { input: 5, ..Default::default() }), None);
-        assert_eq!(p.price(None, &TokenCounts { input: 5, ..Default::default() }), None);
+        let p = table(PriceEntry {
+            input_usd_per_mtok: 3.0,
+            output_usd_per_mtok: 15.0,
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(
+            p.price(
+                Some("other"),
+                &TokenCounts {
+                    input: 5,
+                    ..Default::default()
+                }
+            ),
+            None
+        );
+        assert_eq!(
+            p.price(
+                None,
+                &TokenCounts {
+                    input: 5,
+                    ..Default::default()
+                }
+            ),
+            None
+        );
     }
 
     #[test]
     fn a_call_naming_no_model_is_priced_as_the_pinned_model() {
-        let mut p = table(PriceEntry { input_usd_per_mtok: 2.0, output_usd_per_mtok: 0.0, ..Default::default() }).unwrap();
+        let mut p = table(PriceEntry {
+            input_usd_per_mtok: 2.0,
+            output_usd_per_mtok: 0.0,
+            ..Default::default()
+        })
+        .unwrap();
         p.unnamed_calls_as = Some("m-2025".into());
-        assert_eq!(p.price(None, &TokenCounts { input: 5, ..Default::default() }), Some(10));
-        assert_eq!(p.price(Some("other"), &TokenCounts { input: 5, ..Default::default() }), None);
+        assert_eq!(
+            p.price(
+                None,
+                &TokenCounts {
+                    input: 5,
+                    ..Default::default()
+                }
+            ),
+            Some(10)
+        );
+        assert_eq!(
+            p.price(
+                Some("other"),
+                &TokenCounts {
+                    input: 5,
+                    ..Default::default()
+                }
+            ),
+            None
+        );
     }
 
     #[test]
     fn a_dated_release_is_priced_by_the_longest_entry_it_extends() {
-        let entry = |v: f64| PriceEntry { input_usd_per_mtok: v, output_usd_per_mtok: 0.0, ..Default::default() };
-        let p = Prices::new(&BTreeMap::from([("claude".to_string(), entry(1.0)), ("claude-sonnet-4".to_string(), entry(3.0))]), None).unwrap();
-        let one = TokenCounts { input: 1_000_000, ..Default::default() };
-        assert_eq!(p.price(Some("claude-sonnet-4-20250514"), &one), Some(3_000_000));
+        let entry = |v: f64| PriceEntry {
+            input_usd_per_mtok: v,
+            output_usd_per_mtok: 0.0,
+            ..Default::default()
+        };
+        let p = Prices::new(
+            &BTreeMap::from([
+                ("claude".to_string(), entry(1.0)),
+                ("claude-sonnet-4".to_string(), entry(3.0)),
+            ]),
+            None,
+        )
+        .unwrap();
+        let one = TokenCounts {
+            input: 1_000_000,
+            ..Default::default()
+        };
+        assert_eq!(
+            p.price(Some("claude-sonnet-4-20250514"), &one),
+            Some(3_000_000)
+        );
         assert_eq!(p.price(Some("claude@x"), &one), Some(1_000_000));
         assert_eq!(p.price(Some("claude-sonnet-40"), &one), Some(1_000_000));
         assert_eq!(p.price(Some("claudex"), &one), None);
@@ -167,19 +280,56 @@ mod tests {
 
     #[test]
     fn the_largest_counts_do_not_overflow() {
-        let p = table(PriceEntry { input_usd_per_mtok: MAX_RATE_USD, output_usd_per_mtok: MAX_RATE_USD, cache_read_usd_per_mtok: Some(MAX_RATE_USD), cache_write_usd_per_mtok: Some(MAX_RATE_USD) }).unwrap();
-        let t = TokenCounts { input: u64::MAX, output: u64::MAX, cache_read: u64::MAX, cache_write: u64::MAX };
+        let p = table(PriceEntry {
+            input_usd_per_mtok: MAX_RATE_USD,
+            output_usd_per_mtok: MAX_RATE_USD,
+            cache_read_usd_per_mtok: Some(MAX_RATE_USD),
+            cache_write_usd_per_mtok: Some(MAX_RATE_USD),
+        })
+        .unwrap();
+        let t = TokenCounts {
+            input: u64::MAX,
+            output: u64::MAX,
+            cache_read: u64::MAX,
+            cache_write: u64::MAX,
+        };
         assert_eq!(p.price(Some("m"), &t), Some(u64::MAX));
     }
 
     #[test]
     fn a_negative_or_non_finite_rate_is_refused_naming_its_key() {
-        let neg = table(PriceEntry { input_usd_per_mtok: 1.0, output_usd_per_mtok: -1.0, ..Default::default() });
-        assert_eq!(neg, Err(("metering.prices.\"m\".output_usd_per_mtok".to_string(), "must be >= 0")));
-        let nan = table(PriceEntry { input_usd_per_mtok: f64::NAN, output_usd_per_mtok: 1.0, ..Default::default() });
-        assert_eq!(nan, Err(("metering.prices.\"m\".input_usd_per_mtok".to_string(), "must be a finite number")));
+        let neg = table(PriceEntry {
+            input_usd_per_mtok: 1.0,
+            output_usd_per_mtok: -1.0,
+            ..Default::default()
+        });
+        assert_eq!(
+            neg,
+            Err((
+                "metering.prices.\"m\".output_usd_per_mtok".to_string(),
+                "must be >= 0"
+            ))
+        );
+        let nan = table(PriceEntry {
+            input_usd_per_mtok: f64::NAN,
+            output_usd_per_mtok: 1.0,
+            ..Default::default()
+        });
+        assert_eq!(
+            nan,
+            Err((
+                "metering.prices.\"m\".input_usd_per_mtok".to_string(),
+                "must be a finite number"
+            ))
+        );
         let cpu = Prices::new(&BTreeMap::new(), Some(-2.0));
-        assert_eq!(cpu, Err(("metering.check_cpu_usd_per_hour".to_string(), "must be >= 0")));
+        assert_eq!(
+            cpu,
+            Err((
+                "metering.check_cpu_usd_per_hour".to_string(),
+                "must be >= 0"
+            ))
+        );
     }
 
     #[test]

@@ -14,7 +14,9 @@
 //!   (never 0). Its basis is the weakest of its calls' (`reported` < `priced` < `rated`).
 
 use super::prices::Prices;
-use crate::receipt::usage::{MoneyBasis, ModelUsage, RejectedInput, TokenCounts, UsageRecord, UsageSource, UsageStage};
+use crate::receipt::usage::{
+    ModelUsage, MoneyBasis, RejectedInput, TokenCounts, UsageRecord, UsageSource, UsageStage,
+};
 
 /// One model call as a source states it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,8 +89,18 @@ fn add_money(a: Option<u64>, b: Option<u64>) -> Option<u64> {
 }
 
 /// The usage record of `stage` of iteration `n` from `sources`, combined as the module says.
-pub fn combine(n: u64, stage: UsageStage, sources: Vec<SourceReading>, prices: &Prices) -> UsageRecord {
-    let chosen = sources.iter().enumerate().filter_map(|(i, s)| strength(s, prices).map(|k| (k, i))).min().map(|(_, i)| i);
+pub fn combine(
+    n: u64,
+    stage: UsageStage,
+    sources: Vec<SourceReading>,
+    prices: &Prices,
+) -> UsageRecord {
+    let chosen = sources
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| strength(s, prices).map(|k| (k, i)))
+        .min()
+        .map(|(_, i)| i);
     let mut record = UsageRecord {
         iteration: n,
         stage,
@@ -110,24 +122,43 @@ pub fn combine(n: u64, stage: UsageStage, sources: Vec<SourceReading>, prices: &
                 total = add_money(total, m);
                 basis = basis.max(b);
                 add_tokens(&mut record.tokens, &call.tokens);
-                match record.models.iter_mut().find(|u| u.provider == call.provider && u.model == call.model) {
+                match record
+                    .models
+                    .iter_mut()
+                    .find(|u| u.provider == call.provider && u.model == call.model)
+                {
                     Some(u) => {
                         add_tokens(&mut u.tokens, &call.tokens);
                         u.usd_micros = add_money(u.usd_micros, m);
                     }
-                    None => record.models.push(ModelUsage { provider: call.provider.clone(), model: call.model.clone(), tokens: call.tokens, usd_micros: m }),
+                    None => record.models.push(ModelUsage {
+                        provider: call.provider.clone(),
+                        model: call.model.clone(),
+                        tokens: call.tokens,
+                        usd_micros: m,
+                    }),
                 }
             }
             source.calls.len() as u64
         } else {
-            rejected.overridden = rejected.overridden.saturating_add(source.calls.len() as u64);
+            rejected.overridden = rejected
+                .overridden
+                .saturating_add(source.calls.len() as u64);
             0
         };
-        record.sources.push(UsageSource { name: source.name, records: counted, rejected });
+        record.sources.push(UsageSource {
+            name: source.name,
+            records: counted,
+            rejected,
+        });
     }
     if chosen.is_some() {
         record.usd_micros = total;
-        record.basis = if total.is_some() { basis } else { MoneyBasis::Unknown };
+        record.basis = if total.is_some() {
+            basis
+        } else {
+            MoneyBasis::Unknown
+        };
     }
     record
 }
@@ -142,10 +173,18 @@ pub fn check_cpu(n: u64, cpu_ms: Option<u64>, prices: &Prices) -> Option<UsageRe
         iteration: n,
         stage: UsageStage::Check,
         usd_micros,
-        basis: if usd_micros.is_some() { MoneyBasis::Rated } else { MoneyBasis::Unknown },
+        basis: if usd_micros.is_some() {
+            MoneyBasis::Rated
+        } else {
+            MoneyBasis::Unknown
+        },
         tokens: TokenCounts::default(),
         models: Vec::new(),
-        sources: vec![UsageSource { name: "check_cpu".into(), records: u64::from(cpu_ms.is_some()), rejected: RejectedInput::default() }],
+        sources: vec![UsageSource {
+            name: "check_cpu".into(),
+            records: u64::from(cpu_ms.is_some()),
+            rejected: RejectedInput::default(),
+        }],
         egress_bytes: None,
         cpu_ms,
     })
@@ -166,39 +205,105 @@ mod tests {
     use std::collections::BTreeMap;
 
     fn call(model: &str, input: u64, output: u64, usd_micros: Option<u64>) -> Call {
-        Call { provider: None, model: Some(model.into()), tokens: TokenCounts { input, output, ..Default::default() }, usd_micros }
+        Call {
+            provider: None,
+            model: Some(model.into()),
+            tokens: TokenCounts {
+                input,
+                output,
+                ..Default::default()
+            },
+            usd_micros,
+        }
     }
 
     fn source(name: &str, kind: SourceKind, calls: Vec<Call>) -> SourceReading {
-        SourceReading { name: name.into(), kind, calls, rejected: RejectedInput::default() }
+        SourceReading {
+            name: name.into(),
+            kind,
+            calls,
+            rejected: RejectedInput::default(),
+        }
     }
 
     fn priced() -> Prices {
-        let entry = PriceEntry { input_usd_per_mtok: 1.0, output_usd_per_mtok: 2.0, ..Default::default() };
+        let entry = PriceEntry {
+            input_usd_per_mtok: 1.0,
+            output_usd_per_mtok: 2.0,
+            ..Default::default()
+        };
         Prices::new(&BTreeMap::from([("m".to_string(), entry)]), None).unwrap()
     }
 
     #[test]
     fn calls_sum_per_model_and_in_all_with_reported_money() {
-        let r = combine(3, UsageStage::Agent, vec![source("usage_file", SourceKind::UsageFile, vec![call("a", 10, 1, Some(5)), call("b", 20, 2, Some(7)), call("a", 1, 1, Some(1))])], &Prices::default());
+        let r = combine(
+            3,
+            UsageStage::Agent,
+            vec![source(
+                "usage_file",
+                SourceKind::UsageFile,
+                vec![
+                    call("a", 10, 1, Some(5)),
+                    call("b", 20, 2, Some(7)),
+                    call("a", 1, 1, Some(1)),
+                ],
+            )],
+            &Prices::default(),
+        );
         assert_eq!(r.usd_micros, Some(13));
         assert_eq!(r.basis, MoneyBasis::Reported);
-        assert_eq!(r.tokens, TokenCounts { input: 31, output: 4, ..Default::default() });
+        assert_eq!(
+            r.tokens,
+            TokenCounts {
+                input: 31,
+                output: 4,
+                ..Default::default()
+            }
+        );
         assert_eq!(r.models.len(), 2);
-        assert_eq!((r.models[0].tokens.input, r.models[0].usd_micros), (11, Some(6)));
-        assert_eq!(r.sources, vec![UsageSource { name: "usage_file".into(), records: 3, rejected: RejectedInput::default() }]);
+        assert_eq!(
+            (r.models[0].tokens.input, r.models[0].usd_micros),
+            (11, Some(6))
+        );
+        assert_eq!(
+            r.sources,
+            vec![UsageSource {
+                name: "usage_file".into(),
+                records: 3,
+                rejected: RejectedInput::default()
+            }]
+        );
     }
 
     #[test]
     fn tokens_without_usd_are_priced_from_the_table() {
-        let r = combine(1, UsageStage::Agent, vec![source("usage_file", SourceKind::UsageFile, vec![call("m", 1000, 100, None), call("m", 0, 0, Some(9))])], &priced());
+        let r = combine(
+            1,
+            UsageStage::Agent,
+            vec![source(
+                "usage_file",
+                SourceKind::UsageFile,
+                vec![call("m", 1000, 100, None), call("m", 0, 0, Some(9))],
+            )],
+            &priced(),
+        );
         assert_eq!(r.usd_micros, Some(1000 + 200 + 9));
         assert_eq!(r.basis, MoneyBasis::Priced);
     }
 
     #[test]
     fn a_model_with_tokens_but_no_usd_and_no_price_makes_the_money_unknown_not_zero() {
-        let r = combine(1, UsageStage::Agent, vec![source("usage_file", SourceKind::UsageFile, vec![call("m", 10, 0, Some(3)), call("unpriced", 10, 0, None)])], &priced());
+        let r = combine(
+            1,
+            UsageStage::Agent,
+            vec![source(
+                "usage_file",
+                SourceKind::UsageFile,
+                vec![call("m", 10, 0, Some(3)), call("unpriced", 10, 0, None)],
+            )],
+            &priced(),
+        );
         assert_eq!(r.usd_micros, None);
         assert_eq!(r.basis, MoneyBasis::Unknown);
         assert_eq!(r.models[1].usd_micros, None);
@@ -207,14 +312,27 @@ mod tests {
 
     #[test]
     fn no_call_from_any_source_is_unknown_money() {
-        let r = combine(1, UsageStage::Agent, vec![source("usage_file", SourceKind::UsageFile, vec![])], &priced());
+        let r = combine(
+            1,
+            UsageStage::Agent,
+            vec![source("usage_file", SourceKind::UsageFile, vec![])],
+            &priced(),
+        );
         assert_eq!((r.usd_micros, r.basis), (None, MoneyBasis::Unknown));
     }
 
     #[test]
     fn the_agent_clis_cost_wins_over_the_usage_file_whose_calls_are_overridden_not_added() {
-        let cli = source("claude_json", SourceKind::AgentOutput, vec![call("m", 100, 10, Some(500))]);
-        let file = source("usage_file", SourceKind::UsageFile, vec![call("m", 100, 10, Some(400)), call("m", 1, 1, Some(1))]);
+        let cli = source(
+            "claude_json",
+            SourceKind::AgentOutput,
+            vec![call("m", 100, 10, Some(500))],
+        );
+        let file = source(
+            "usage_file",
+            SourceKind::UsageFile,
+            vec![call("m", 100, 10, Some(400)), call("m", 1, 1, Some(1))],
+        );
         let r = combine(1, UsageStage::Agent, vec![file, cli], &priced());
         assert_eq!(r.usd_micros, Some(500));
         assert_eq!(r.tokens.input, 100);
@@ -225,8 +343,16 @@ mod tests {
 
     #[test]
     fn a_usage_file_with_usd_wins_over_agent_output_with_tokens_only() {
-        let cli = source("codex_json", SourceKind::AgentOutput, vec![call("m", 100, 10, None)]);
-        let file = source("usage_file", SourceKind::UsageFile, vec![call("m", 100, 10, Some(400))]);
+        let cli = source(
+            "codex_json",
+            SourceKind::AgentOutput,
+            vec![call("m", 100, 10, None)],
+        );
+        let file = source(
+            "usage_file",
+            SourceKind::UsageFile,
+            vec![call("m", 100, 10, Some(400))],
+        );
         let r = combine(1, UsageStage::Agent, vec![cli, file], &priced());
         assert_eq!((r.usd_micros, r.basis), (Some(400), MoneyBasis::Reported));
         assert_eq!(r.sources[0].rejected.overridden, 1);
@@ -234,8 +360,16 @@ mod tests {
 
     #[test]
     fn on_a_tie_the_agent_output_ranks_over_the_usage_file() {
-        let cli = source("codex_json", SourceKind::AgentOutput, vec![call("m", 1000, 0, None)]);
-        let file = source("usage_file", SourceKind::UsageFile, vec![call("m", 5, 0, None)]);
+        let cli = source(
+            "codex_json",
+            SourceKind::AgentOutput,
+            vec![call("m", 1000, 0, None)],
+        );
+        let file = source(
+            "usage_file",
+            SourceKind::UsageFile,
+            vec![call("m", 5, 0, None)],
+        );
         let r = combine(1, UsageStage::Agent, vec![file, cli], &priced());
         assert_eq!(r.usd_micros, Some(1000));
         assert_eq!(r.sources[0].rejected.overridden, 1);
@@ -257,10 +391,29 @@ mod tests {
         let prices = Prices::new(&BTreeMap::new(), Some(3.6)).unwrap();
         let r = check_cpu(2, Some(2_500), &prices).unwrap();
         // 3.6 USD/h = 1 micro-USD per ms.
-        assert_eq!((r.iteration, r.stage, r.usd_micros, r.basis, r.cpu_ms), (2, UsageStage::Check, Some(2_500), MoneyBasis::Rated, Some(2_500)));
-        assert_eq!(r.sources, vec![UsageSource { name: "check_cpu".into(), records: 1, rejected: RejectedInput::default() }]);
+        assert_eq!(
+            (r.iteration, r.stage, r.usd_micros, r.basis, r.cpu_ms),
+            (
+                2,
+                UsageStage::Check,
+                Some(2_500),
+                MoneyBasis::Rated,
+                Some(2_500)
+            )
+        );
+        assert_eq!(
+            r.sources,
+            vec![UsageSource {
+                name: "check_cpu".into(),
+                records: 1,
+                rejected: RejectedInput::default()
+            }]
+        );
         let blind = check_cpu(2, None, &prices).unwrap();
-        assert_eq!((blind.usd_micros, blind.basis, blind.sources[0].records), (None, MoneyBasis::Unknown, 0));
+        assert_eq!(
+            (blind.usd_micros, blind.basis, blind.sources[0].records),
+            (None, MoneyBasis::Unknown, 0)
+        );
         assert_eq!(check_cpu(2, Some(5), &Prices::default()), None);
     }
 }

@@ -71,10 +71,15 @@ pub fn usd_to_micros(usd: f64) -> Option<u64> {
 pub fn read(input: impl Read) -> Reading {
     let mut reading = Reading::default();
     let mut ids = HashSet::new();
-    for_each_line(input, MAX_LINE_BYTES, MAX_TOTAL_BYTES, &mut |line| match line {
-        Chunk::Line(bytes) => take_line(bytes, &mut ids, &mut reading),
-        Chunk::Oversized => reading.rejected.oversized += 1,
-    });
+    for_each_line(
+        input,
+        MAX_LINE_BYTES,
+        MAX_TOTAL_BYTES,
+        &mut |line| match line {
+            Chunk::Line(bytes) => take_line(bytes, &mut ids, &mut reading),
+            Chunk::Oversized => reading.rejected.oversized += 1,
+        },
+    );
     reading
 }
 
@@ -127,7 +132,12 @@ pub enum Chunk<'a> {
 /// end in a newline). A line over `max_line` bytes is skipped to its newline through a fixed
 /// buffer and given as [`Chunk::Oversized`], as is a line the total cap cut. A read error ends
 /// the reading like the end of the input.
-pub fn for_each_line(input: impl Read, max_line: usize, max_total: u64, each: &mut dyn FnMut(Chunk<'_>)) {
+pub fn for_each_line(
+    input: impl Read,
+    max_line: usize,
+    max_total: u64,
+    each: &mut dyn FnMut(Chunk<'_>),
+) {
     let mut input = input.take(max_total);
     let mut buf = vec![0u8; 64 * 1024];
     let mut line: Vec<u8> = Vec::new();
@@ -143,7 +153,11 @@ pub fn for_each_line(input: impl Read, max_line: usize, max_total: u64, each: &m
         total += n as u64;
         for piece in buf[..n].split_inclusive(|b| *b == b'\n') {
             let ends = piece.last() == Some(&b'\n');
-            let body = if ends { &piece[..piece.len() - 1] } else { piece };
+            let body = if ends {
+                &piece[..piece.len() - 1]
+            } else {
+                piece
+            };
             if !skipping {
                 if line.len() + body.len() > max_line {
                     skipping = true;
@@ -209,7 +223,12 @@ mod tests {
             vec![Call {
                 provider: Some("anthropic".into()),
                 model: Some("claude-sonnet-4-5".into()),
-                tokens: TokenCounts { input: 1200, output: 300, cache_read: 50, cache_write: 0 },
+                tokens: TokenCounts {
+                    input: 1200,
+                    output: 300,
+                    cache_read: 50,
+                    cache_write: 0
+                },
                 usd_micros: Some(12_300),
             }]
         );
@@ -239,7 +258,13 @@ mod tests {
             "[1,2,3]",
         ];
         let r = read_str(&format!("{}\n{GOOD}\n", lines.join("\n")));
-        assert_eq!(r.rejected, RejectedInput { malformed: lines.len() as u64, ..Default::default() });
+        assert_eq!(
+            r.rejected,
+            RejectedInput {
+                malformed: lines.len() as u64,
+                ..Default::default()
+            }
+        );
         assert_eq!(r.calls.len(), 1);
     }
 
@@ -269,7 +294,11 @@ mod tests {
 
     #[test]
     fn a_one_gib_line_is_skipped_as_oversized_with_bounded_memory_and_the_next_line_read() {
-        let input = Endless { left: 1 << 30, byte: b'a', tail: std::io::Cursor::new(format!("\n{GOOD}\n").into_bytes()) };
+        let input = Endless {
+            left: 1 << 30,
+            byte: b'a',
+            tail: std::io::Cursor::new(format!("\n{GOOD}\n").into_bytes()),
+        };
         // The total cap would stop the reading first: lift it to see the next line read.
         let mut reading = Reading::default();
         let mut ids = HashSet::new();
@@ -277,7 +306,13 @@ mod tests {
             Chunk::Line(b) => take_line(b, &mut ids, &mut reading),
             Chunk::Oversized => reading.rejected.oversized += 1,
         });
-        assert_eq!(reading.rejected, RejectedInput { oversized: 1, ..Default::default() });
+        assert_eq!(
+            reading.rejected,
+            RejectedInput {
+                oversized: 1,
+                ..Default::default()
+            }
+        );
         assert_eq!(reading.calls.len(), 1);
     }
 

@@ -83,7 +83,9 @@ impl LineHits {
     /// every file it names.
     pub fn totals(&self) -> (u64, u64) {
         let lines = self.files.values().flat_map(|lines| lines.values());
-        lines.fold((0, 0), |(covered, coverable), &hits| (covered + u64::from(hits > 0), coverable + 1))
+        lines.fold((0, 0), |(covered, coverable), &hits| {
+            (covered + u64::from(hits > 0), coverable + 1)
+        })
     }
 
     /// The bases the report's relative names are resolved against, as tree-relative component
@@ -96,10 +98,13 @@ impl LineHits {
         let mut bases: Vec<Vec<&str>> = Vec::new();
         for source in &self.sources {
             let base = match source.strip_prefix('/') {
-                Some(_) => beneath_mount(source, mount).and_then(|rest| fold(Vec::new(), rest, tree)),
+                Some(_) => {
+                    beneath_mount(source, mount).and_then(|rest| fold(Vec::new(), rest, tree))
+                }
                 None => fold(Vec::new(), source, tree),
             };
-            if let Some(base) = base.filter(|b| b.is_empty() || tree(&b.join("/")) == TreeKind::Dir) {
+            if let Some(base) = base.filter(|b| b.is_empty() || tree(&b.join("/")) == TreeKind::Dir)
+            {
                 if !bases.contains(&base) {
                     bases.push(base);
                 }
@@ -146,7 +151,11 @@ fn beneath_mount<'a>(name: &'a str, mount: &str) -> Option<&'a str> {
 /// skipped, `..` folded only when the component it removes is a real directory of the tree (so
 /// the lexical result is the physical one: no symlink is ever crossed backwards); `None` when a
 /// `..` climbs above the tree's root or out of anything but a directory.
-fn fold<'a>(mut base: Vec<&'a str>, name: &'a str, tree: &dyn Fn(&str) -> TreeKind) -> Option<Vec<&'a str>> {
+fn fold<'a>(
+    mut base: Vec<&'a str>,
+    name: &'a str,
+    tree: &dyn Fn(&str) -> TreeKind,
+) -> Option<Vec<&'a str>> {
     for comp in name.split('/') {
         match comp {
             "" | "." => {}
@@ -165,13 +174,21 @@ fn fold<'a>(mut base: Vec<&'a str>, name: &'a str, tree: &dyn Fn(&str) -> TreeKi
 /// The tree files the report name `name` can stand for: one for an absolute name beneath the
 /// mount point or a relative name against each of `bases`, kept when it is a file of the tree
 /// (its last component a plain name), without duplicates.
-pub fn resolve_entry(name: &str, mount: &str, bases: &[Vec<&str>], tree: &dyn Fn(&str) -> TreeKind) -> Vec<String> {
+pub fn resolve_entry(
+    name: &str,
+    mount: &str,
+    bases: &[Vec<&str>],
+    tree: &dyn Fn(&str) -> TreeKind,
+) -> Vec<String> {
     if matches!(name.rsplit('/').next(), None | Some("" | "." | "..")) {
         return Vec::new();
     }
     let folded: Vec<Option<Vec<&str>>> = match name.strip_prefix('/') {
         Some(_) => vec![beneath_mount(name, mount).and_then(|rest| fold(Vec::new(), rest, tree))],
-        None => bases.iter().map(|base| fold(base.clone(), name, tree)).collect(),
+        None => bases
+            .iter()
+            .map(|base| fold(base.clone(), name, tree))
+            .collect(),
     };
     let mut out: Vec<String> = Vec::new();
     for path in folded.into_iter().flatten().map(|comps| comps.join("/")) {
@@ -204,9 +221,13 @@ fn lcov_hits(bytes: &[u8]) -> Result<LineHits, CoverageError> {
     let mut current: Option<String> = None;
     for record in lcov::Reader::new(bytes) {
         match record.map_err(|e| CoverageError::Lcov(e.to_string()))? {
-            lcov::Record::SourceFile { path } => current = Some(path.to_string_lossy().into_owned()),
+            lcov::Record::SourceFile { path } => {
+                current = Some(path.to_string_lossy().into_owned())
+            }
             lcov::Record::LineData { line, count, .. } => {
-                let file = current.clone().ok_or_else(|| CoverageError::Lcov(format!("DA:{line} before any SF record")))?;
+                let file = current.clone().ok_or_else(|| {
+                    CoverageError::Lcov(format!("DA:{line} before any SF record"))
+                })?;
                 *hits.files.entry(file).or_default().entry(line).or_default() += count;
             }
             lcov::Record::EndOfRecord => current = None,
@@ -216,11 +237,16 @@ fn lcov_hits(bytes: &[u8]) -> Result<LineHits, CoverageError> {
     Ok(hits)
 }
 
-fn attribute(e: &quick_xml::events::BytesStart<'_>, name: &[u8]) -> Result<Option<String>, CoverageError> {
+fn attribute(
+    e: &quick_xml::events::BytesStart<'_>,
+    name: &[u8],
+) -> Result<Option<String>, CoverageError> {
     for a in e.attributes() {
         let a = a.map_err(|err| CoverageError::Cobertura(err.to_string()))?;
         if a.key.as_ref() == name {
-            let v = a.unescape_value().map_err(|err| CoverageError::Cobertura(err.to_string()))?;
+            let v = a
+                .unescape_value()
+                .map_err(|err| CoverageError::Cobertura(err.to_string()))?;
             return Ok(Some(v.into_owned()));
         }
     }
@@ -235,13 +261,19 @@ fn cobertura_hits(bytes: &[u8]) -> Result<LineHits, CoverageError> {
     let (mut in_sources, mut source): (bool, Option<String>) = (false, None);
     let mut buf = Vec::new();
     loop {
-        let event = reader.read_event_into(&mut buf).map_err(|e| CoverageError::Cobertura(e.to_string()))?;
+        let event = reader
+            .read_event_into(&mut buf)
+            .map_err(|e| CoverageError::Cobertura(e.to_string()))?;
         match &event {
             Event::Start(e) if e.name().as_ref() == b"sources" => in_sources = true,
             Event::End(e) if e.name().as_ref() == b"sources" => in_sources = false,
-            Event::Start(e) if in_sources && e.name().as_ref() == b"source" => source = Some(String::new()),
+            Event::Start(e) if in_sources && e.name().as_ref() == b"source" => {
+                source = Some(String::new())
+            }
             Event::Text(t) if source.is_some() => {
-                let text = t.unescape().map_err(|err| CoverageError::Cobertura(err.to_string()))?;
+                let text = t
+                    .unescape()
+                    .map_err(|err| CoverageError::Cobertura(err.to_string()))?;
                 if let Some(s) = source.as_mut() {
                     s.push_str(&text);
                 }
@@ -249,7 +281,9 @@ fn cobertura_hits(bytes: &[u8]) -> Result<LineHits, CoverageError> {
             Event::End(e) if e.name().as_ref() == b"source" => {
                 if let Some(text) = source.take() {
                     if hits.sources.len() == MAX_SOURCE_ROOTS {
-                        return Err(CoverageError::Cobertura(format!("more than {MAX_SOURCE_ROOTS} <source> roots")));
+                        return Err(CoverageError::Cobertura(format!(
+                            "more than {MAX_SOURCE_ROOTS} <source> roots"
+                        )));
                     }
                     hits.sources.push(text.trim().to_string());
                 }
@@ -262,9 +296,16 @@ fn cobertura_hits(bytes: &[u8]) -> Result<LineHits, CoverageError> {
                         let number = attribute(e, b"number")?.and_then(|n| n.parse::<u32>().ok());
                         let count = attribute(e, b"hits")?.and_then(|h| h.parse::<u64>().ok());
                         let (Some(number), Some(count)) = (number, count) else {
-                            return Err(CoverageError::Cobertura(format!("a <line> of {file} without a numeric number and hits")));
+                            return Err(CoverageError::Cobertura(format!(
+                                "a <line> of {file} without a numeric number and hits"
+                            )));
                         };
-                        let entry = hits.files.entry(file.clone()).or_default().entry(number).or_default();
+                        let entry = hits
+                            .files
+                            .entry(file.clone())
+                            .or_default()
+                            .entry(number)
+                            .or_default();
                         *entry = (*entry).max(count);
                     }
                 }
@@ -297,13 +338,25 @@ pub struct Uncovered {
 /// ambiguous entry could name. Report names are resolved exactly ([`resolve_entry`]) against the
 /// tree the check ran on, `tree`, seen at `mount` by the check. Lines the report does not
 /// instrument (a closing brace, a `def` line some tools skip) are not counted against the check.
-pub fn uncovered(changed: &BTreeMap<String, BTreeSet<u32>>, report: &LineHits, mount: &str, tree: &dyn Fn(&str) -> TreeKind) -> ChangeCoverage {
-    let names: BTreeSet<&str> = changed.keys().map(|p| p.rsplit('/').next().unwrap_or(p)).collect();
+pub fn uncovered(
+    changed: &BTreeMap<String, BTreeSet<u32>>,
+    report: &LineHits,
+    mount: &str,
+    tree: &dyn Fn(&str) -> TreeKind,
+) -> ChangeCoverage {
+    let names: BTreeSet<&str> = changed
+        .keys()
+        .map(|p| p.rsplit('/').next().unwrap_or(p))
+        .collect();
     let bases = report.bases(mount, tree);
     let mut resolved: BTreeMap<String, BTreeMap<u32, u64>> = BTreeMap::new();
     let mut out = ChangeCoverage::default();
     // Only an entry whose last component is a changed file's name can resolve to one.
-    for (name, lines) in report.files.iter().filter(|(n, _)| names.contains(n.rsplit('/').next().unwrap_or(n))) {
+    for (name, lines) in report
+        .files
+        .iter()
+        .filter(|(n, _)| names.contains(n.rsplit('/').next().unwrap_or(n)))
+    {
         let candidates = resolve_entry(name, mount, &bases, tree);
         match candidates.as_slice() {
             [] => {}
@@ -314,18 +367,44 @@ pub fn uncovered(changed: &BTreeMap<String, BTreeSet<u32>>, report: &LineHits, m
                     *entry = (*entry).max(hits);
                 }
             }
-            _ if candidates.iter().any(|c| changed.contains_key(c)) => out.ambiguous.push(AmbiguousEntry { entry: name.clone(), candidates }),
+            _ if candidates.iter().any(|c| changed.contains_key(c)) => {
+                out.ambiguous.push(AmbiguousEntry {
+                    entry: name.clone(),
+                    candidates,
+                })
+            }
             _ => {}
         }
     }
     for (path, lines) in changed {
         let ambiguous = out.ambiguous.iter().any(|a| a.candidates.contains(path));
         match resolved.get(path) {
-            _ if ambiguous => out.uncovered.extend(lines.iter().map(|&line| Uncovered { path: path.clone(), line, file_missing: false, ambiguous: true })),
-            None => out.uncovered.extend(lines.iter().map(|&line| Uncovered { path: path.clone(), line, file_missing: true, ambiguous: false })),
-            Some(hits) => out.uncovered.extend(
-                lines.iter().filter(|l| hits.get(l) == Some(&0)).map(|&line| Uncovered { path: path.clone(), line, file_missing: false, ambiguous: false }),
-            ),
+            _ if ambiguous => out.uncovered.extend(lines.iter().map(|&line| Uncovered {
+                path: path.clone(),
+                line,
+                file_missing: false,
+                ambiguous: true,
+            })),
+            None => out.uncovered.extend(lines.iter().map(|&line| Uncovered {
+                path: path.clone(),
+                line,
+                file_missing: true,
+                ambiguous: false,
+            })),
+            Some(hits) => {
+                out.uncovered
+                    .extend(
+                        lines
+                            .iter()
+                            .filter(|l| hits.get(l) == Some(&0))
+                            .map(|&line| Uncovered {
+                                path: path.clone(),
+                                line,
+                                file_missing: false,
+                                ambiguous: false,
+                            }),
+                    )
+            }
         }
     }
     out
@@ -344,7 +423,10 @@ mod tests {
         move |p: &str| {
             if files.contains(&p) {
                 TreeKind::File
-            } else if files.iter().any(|f| f.len() > p.len() && f.starts_with(p) && f.as_bytes()[p.len()] == b'/') {
+            } else if files
+                .iter()
+                .any(|f| f.len() > p.len() && f.starts_with(p) && f.as_bytes()[p.len()] == b'/')
+            {
                 TreeKind::Dir
             } else {
                 TreeKind::Other
@@ -354,18 +436,34 @@ mod tests {
 
     const MOUNT: &str = "/workspace";
 
-    fn missed(changed: &BTreeMap<String, BTreeSet<u32>>, report: &LineHits, files: &'static [&'static str]) -> Vec<Uncovered> {
+    fn missed(
+        changed: &BTreeMap<String, BTreeSet<u32>>,
+        report: &LineHits,
+        files: &'static [&'static str],
+    ) -> Vec<Uncovered> {
         uncovered(changed, report, MOUNT, &tree_of(files)).uncovered
     }
 
     fn at(path: &str, line: u32) -> Uncovered {
-        Uncovered { path: path.into(), line, file_missing: false, ambiguous: false }
+        Uncovered {
+            path: path.into(),
+            line,
+            file_missing: false,
+            ambiguous: false,
+        }
     }
 
     #[test]
     fn lcov_lines_with_zero_hits_are_uncovered() {
-        let report = LineHits::parse(b"TN:\nSF:/workspace/src/calc.py\nDA:1,1\nDA:2,0\nDA:3,4\nend_of_record\n").unwrap();
-        let got = missed(&changed("src/calc.py", &[2, 3, 9]), &report, &["src/calc.py"]);
+        let report = LineHits::parse(
+            b"TN:\nSF:/workspace/src/calc.py\nDA:1,1\nDA:2,0\nDA:3,4\nend_of_record\n",
+        )
+        .unwrap();
+        let got = missed(
+            &changed("src/calc.py", &[2, 3, 9]),
+            &report,
+            &["src/calc.py"],
+        );
         assert_eq!(got, vec![at("src/calc.py", 2)]);
     }
 
@@ -383,19 +481,36 @@ mod tests {
     fn a_changed_file_the_report_does_not_name_is_uncovered_whole() {
         let report = LineHits::parse(b"SF:other.py\nDA:1,1\nend_of_record\n").unwrap();
         let got = missed(&changed("calc.py", &[4]), &report, &["calc.py", "other.py"]);
-        assert_eq!(got, vec![Uncovered { file_missing: true, ..at("calc.py", 4) }]);
+        assert_eq!(
+            got,
+            vec![Uncovered {
+                file_missing: true,
+                ..at("calc.py", 4)
+            }]
+        );
     }
 
     #[test]
     fn totals_count_executed_and_instrumented_lines_over_every_file() {
-        let report = LineHits::parse(b"SF:a.py\nDA:1,1\nDA:2,0\nend_of_record\nSF:b.py\nDA:1,0\nDA:7,2\nend_of_record\n").unwrap();
+        let report = LineHits::parse(
+            b"SF:a.py\nDA:1,1\nDA:2,0\nend_of_record\nSF:b.py\nDA:1,0\nDA:7,2\nend_of_record\n",
+        )
+        .unwrap();
         assert_eq!(report.totals(), (2, 4));
     }
 
     #[test]
     fn a_malformed_report_is_an_error_naming_its_format() {
-        assert!(matches!(LineHits::parse(b"SF:a.py\nDA:x,y\n"), Err(CoverageError::Lcov(_))));
-        assert!(matches!(LineHits::parse(b"<coverage><class filename=\"a\"><line number=\"z\"/></class></coverage>"), Err(CoverageError::Cobertura(_))));
+        assert!(matches!(
+            LineHits::parse(b"SF:a.py\nDA:x,y\n"),
+            Err(CoverageError::Lcov(_))
+        ));
+        assert!(matches!(
+            LineHits::parse(
+                b"<coverage><class filename=\"a\"><line number=\"z\"/></class></coverage>"
+            ),
+            Err(CoverageError::Cobertura(_))
+        ));
         assert_eq!(LineHits::parse(b""), Err(CoverageError::Empty));
     }
 
@@ -405,10 +520,18 @@ mod tests {
 
     #[test]
     fn a_same_tail_copy_lends_no_hits_to_the_real_file_in_lcov() {
-        for (copy, real) in [("/workspace/a/lib/calc.py", "/workspace/lib/calc.py"), ("a/lib/calc.py", "lib/calc.py"), ("/workspace/./a/lib/calc.py", "lib/calc.py")] {
+        for (copy, real) in [
+            ("/workspace/a/lib/calc.py", "/workspace/lib/calc.py"),
+            ("a/lib/calc.py", "lib/calc.py"),
+            ("/workspace/./a/lib/calc.py", "lib/calc.py"),
+        ] {
             let lcov = format!("SF:{copy}\nDA:1,1\nDA:2,1\nDA:3,1\nend_of_record\nSF:{real}\nDA:1,1\nDA:2,1\nDA:3,0\nend_of_record\n");
             let report = LineHits::parse(lcov.as_bytes()).unwrap();
-            assert_eq!(missed(&changed("lib/calc.py", &[2, 3]), &report, COPY_TREE), vec![at("lib/calc.py", 3)], "{copy} {real}");
+            assert_eq!(
+                missed(&changed("lib/calc.py", &[2, 3]), &report, COPY_TREE),
+                vec![at("lib/calc.py", 3)],
+                "{copy} {real}"
+            );
         }
     }
 
@@ -419,31 +542,95 @@ mod tests {
             <class filename="lib/calc.py"><lines><line number="1" hits="1"/><line number="2" hits="1"/><line number="3" hits="0"/></lines></class>
             </classes></package></packages></coverage>"#;
         let report = LineHits::parse(xml).unwrap();
-        assert_eq!(missed(&changed("lib/calc.py", &[2, 3]), &report, COPY_TREE), vec![at("lib/calc.py", 3)]);
+        assert_eq!(
+            missed(&changed("lib/calc.py", &[2, 3]), &report, COPY_TREE),
+            vec![at("lib/calc.py", 3)]
+        );
     }
 
     #[test]
     fn a_real_file_named_only_by_its_tail_elsewhere_is_missing_not_borrowed() {
         // Only the copy is in the report: the real file is not named at all.
-        let report = LineHits::parse(b"SF:/workspace/a/lib/calc.py\nDA:3,1\nend_of_record\n").unwrap();
-        assert_eq!(missed(&changed("lib/calc.py", &[3]), &report, COPY_TREE), vec![Uncovered { file_missing: true, ..at("lib/calc.py", 3) }]);
+        let report =
+            LineHits::parse(b"SF:/workspace/a/lib/calc.py\nDA:3,1\nend_of_record\n").unwrap();
+        assert_eq!(
+            missed(&changed("lib/calc.py", &[3]), &report, COPY_TREE),
+            vec![Uncovered {
+                file_missing: true,
+                ..at("lib/calc.py", 3)
+            }]
+        );
     }
 
     #[test]
     fn a_name_with_dot_dot_resolves_through_real_directories_only() {
         let tree: &'static [&'static str] = &["lib/calc.py", "a/lib/calc.py", "a/x.py"];
-        let report = |name: &str| LineHits::parse(format!("SF:{name}\nDA:3,1\nend_of_record\n").as_bytes()).unwrap();
+        let report = |name: &str| {
+            LineHits::parse(format!("SF:{name}\nDA:3,1\nend_of_record\n").as_bytes()).unwrap()
+        };
         // `a/..` folds through the real directory `a`: it names lib/calc.py exactly.
-        assert_eq!(missed(&changed("lib/calc.py", &[3]), &report("/workspace/a/../lib/calc.py"), tree), vec![]);
-        assert_eq!(missed(&changed("lib/calc.py", &[3]), &report("a/lib/../../lib/calc.py"), tree), vec![]);
+        assert_eq!(
+            missed(
+                &changed("lib/calc.py", &[3]),
+                &report("/workspace/a/../lib/calc.py"),
+                tree
+            ),
+            vec![]
+        );
+        assert_eq!(
+            missed(
+                &changed("lib/calc.py", &[3]),
+                &report("a/lib/../../lib/calc.py"),
+                tree
+            ),
+            vec![]
+        );
         // Out of something that is not a directory of the tree, or above the root: it names nothing.
-        let nothing = vec![Uncovered { file_missing: true, ..at("lib/calc.py", 3) }];
-        assert_eq!(missed(&changed("lib/calc.py", &[3]), &report("/workspace/nowhere/../lib/calc.py"), tree), nothing);
-        assert_eq!(missed(&changed("lib/calc.py", &[3]), &report("/workspace/a/x.py/../../lib/calc.py"), tree), nothing);
-        assert_eq!(missed(&changed("lib/calc.py", &[3]), &report("/workspace/../workspace/lib/calc.py"), tree), nothing);
-        assert_eq!(missed(&changed("lib/calc.py", &[3]), &report("/elsewhere/lib/calc.py"), tree), nothing);
+        let nothing = vec![Uncovered {
+            file_missing: true,
+            ..at("lib/calc.py", 3)
+        }];
+        assert_eq!(
+            missed(
+                &changed("lib/calc.py", &[3]),
+                &report("/workspace/nowhere/../lib/calc.py"),
+                tree
+            ),
+            nothing
+        );
+        assert_eq!(
+            missed(
+                &changed("lib/calc.py", &[3]),
+                &report("/workspace/a/x.py/../../lib/calc.py"),
+                tree
+            ),
+            nothing
+        );
+        assert_eq!(
+            missed(
+                &changed("lib/calc.py", &[3]),
+                &report("/workspace/../workspace/lib/calc.py"),
+                tree
+            ),
+            nothing
+        );
+        assert_eq!(
+            missed(
+                &changed("lib/calc.py", &[3]),
+                &report("/elsewhere/lib/calc.py"),
+                tree
+            ),
+            nothing
+        );
         // And the tail alone never matches: `../lib/calc.py` from the root climbs out of the tree.
-        assert_eq!(missed(&changed("lib/calc.py", &[3]), &report("../lib/calc.py"), tree), nothing);
+        assert_eq!(
+            missed(
+                &changed("lib/calc.py", &[3]),
+                &report("../lib/calc.py"),
+                tree
+            ),
+            nothing
+        );
     }
 
     #[test]
@@ -451,9 +638,26 @@ mod tests {
         let xml = br#"<coverage><sources><source>/workspace/lib</source><source>/workspace/a/lib</source></sources>
             <class filename="calc.py"><lines><line number="3" hits="1"/></lines></class></coverage>"#;
         let report = LineHits::parse(xml).unwrap();
-        let got = uncovered(&changed("lib/calc.py", &[3]), &report, MOUNT, &tree_of(COPY_TREE));
-        assert_eq!(got.uncovered, vec![Uncovered { ambiguous: true, ..at("lib/calc.py", 3) }]);
-        assert_eq!(got.ambiguous, vec![AmbiguousEntry { entry: "calc.py".into(), candidates: vec!["lib/calc.py".into(), "a/lib/calc.py".into()] }]);
+        let got = uncovered(
+            &changed("lib/calc.py", &[3]),
+            &report,
+            MOUNT,
+            &tree_of(COPY_TREE),
+        );
+        assert_eq!(
+            got.uncovered,
+            vec![Uncovered {
+                ambiguous: true,
+                ..at("lib/calc.py", 3)
+            }]
+        );
+        assert_eq!(
+            got.ambiguous,
+            vec![AmbiguousEntry {
+                entry: "calc.py".into(),
+                candidates: vec!["lib/calc.py".into(), "a/lib/calc.py".into()]
+            }]
+        );
     }
 
     #[test]
@@ -462,13 +666,23 @@ mod tests {
         let xml = br#"<coverage><sources><source>/workspace/lib</source></sources>
             <class filename="calc.py"><lines><line number="2" hits="4"/><line number="3" hits="0"/></lines></class></coverage>"#;
         let report = LineHits::parse(xml).unwrap();
-        assert_eq!(missed(&changed("lib/calc.py", &[2, 3]), &report, COPY_TREE), vec![at("lib/calc.py", 3)]);
+        assert_eq!(
+            missed(&changed("lib/calc.py", &[2, 3]), &report, COPY_TREE),
+            vec![at("lib/calc.py", 3)]
+        );
     }
 
     #[test]
     fn more_source_roots_than_the_bound_make_the_report_malformed() {
-        let sources: String = (0..=MAX_SOURCE_ROOTS).map(|i| format!("<source>/workspace/s{i}</source>")).collect();
+        let sources: String = (0..=MAX_SOURCE_ROOTS)
+            .map(|i| format!("<source>/workspace/s{i}</source>"))
+            .collect();
         let xml = format!("<coverage><sources>{sources}</sources><class filename=\"a.py\"><lines><line number=\"1\" hits=\"1\"/></lines></class></coverage>");
-        assert_eq!(LineHits::parse(xml.as_bytes()), Err(CoverageError::Cobertura(format!("more than {MAX_SOURCE_ROOTS} <source> roots"))));
+        assert_eq!(
+            LineHits::parse(xml.as_bytes()),
+            Err(CoverageError::Cobertura(format!(
+                "more than {MAX_SOURCE_ROOTS} <source> roots"
+            )))
+        );
     }
 }

@@ -79,8 +79,14 @@ fn tree_path(path: &str) -> Result<(), String> {
     if path.is_empty() || path.len() > MAX_PATH_BYTES || path.contains('\0') {
         return Err("`file` is empty, too long or holds a NUL".into());
     }
-    if path.split('/').any(|p| p.is_empty() || p == "." || p == "..") {
-        return Err(format!("`file` {} is not a relative tree path", crate::analysis::syntax::evidence_text(path)));
+    if path
+        .split('/')
+        .any(|p| p.is_empty() || p == "." || p == "..")
+    {
+        return Err(format!(
+            "`file` {} is not a relative tree path",
+            crate::analysis::syntax::evidence_text(path)
+        ));
     }
     Ok(())
 }
@@ -88,7 +94,10 @@ fn tree_path(path: &str) -> Result<(), String> {
 /// The number of file headers (`--- ` directly followed by `+++ `) in a diff.
 fn file_headers(diff: &str) -> usize {
     let lines: Vec<&str> = diff.lines().collect();
-    lines.windows(2).filter(|w| w[0].starts_with("--- ") && w[1].starts_with("+++ ")).count()
+    lines
+        .windows(2)
+        .filter(|w| w[0].starts_with("--- ") && w[1].starts_with("+++ "))
+        .count()
 }
 
 /// One listed entry as a mutant (`Operator::External`: `original` holds the description,
@@ -101,10 +110,20 @@ fn mutant_of(entry: Listed) -> Result<Mutant, String> {
     if file_headers(&entry.diff) > 1 {
         return Err("its diff changes more than one file".into());
     }
-    let patch = diffy::Patch::from_str(&entry.diff).map_err(|e| format!("its diff does not parse: {e}"))?;
-    let Some(first) = patch.hunks().first() else { return Err("its diff has no hunk".into()) };
-    let line = entry.line.or(entry.span.map(|s| s.start.line)).unwrap_or(first.old_range().start() as u32).max(1);
-    let description = entry.description.or(entry.name).unwrap_or_else(|| format!("{}:{line}", entry.file));
+    let patch =
+        diffy::Patch::from_str(&entry.diff).map_err(|e| format!("its diff does not parse: {e}"))?;
+    let Some(first) = patch.hunks().first() else {
+        return Err("its diff has no hunk".into());
+    };
+    let line = entry
+        .line
+        .or(entry.span.map(|s| s.start.line))
+        .unwrap_or(first.old_range().start() as u32)
+        .max(1);
+    let description = entry
+        .description
+        .or(entry.name)
+        .unwrap_or_else(|| format!("{}:{line}", entry.file));
     Ok(Mutant {
         path: entry.file,
         line,
@@ -121,8 +140,15 @@ fn mutant_of(entry: Listed) -> Result<Mutant, String> {
 pub fn list_from(read: Result<Vec<u8>, crate::safefs::SafeFsError>) -> Result<Vec<Mutant>, String> {
     let bytes = match read {
         Ok(bytes) => bytes,
-        Err(crate::safefs::SafeFsError::TooLarge { .. }) => return Err(format!("printed no valid list: {}", ListError::TooLarge)),
-        Err(e) => return Err(format!("left no list: {}", crate::analysis::syntax::evidence_text(&e.to_string()))),
+        Err(crate::safefs::SafeFsError::TooLarge { .. }) => {
+            return Err(format!("printed no valid list: {}", ListError::TooLarge))
+        }
+        Err(e) => {
+            return Err(format!(
+                "left no list: {}",
+                crate::analysis::syntax::evidence_text(&e.to_string())
+            ))
+        }
     };
     parse(&bytes).map_err(|e| format!("printed no valid list: {e}"))
 }
@@ -132,8 +158,8 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<Mutant>, ListError> {
     if bytes.len() as u64 > MAX_LIST_BYTES {
         return Err(ListError::TooLarge);
     }
-    let listed: Vec<serde_json::Value> =
-        serde_json::from_slice(bytes).map_err(|e| ListError::NotAList(crate::analysis::syntax::evidence_text(&e.to_string())))?;
+    let listed: Vec<serde_json::Value> = serde_json::from_slice(bytes)
+        .map_err(|e| ListError::NotAList(crate::analysis::syntax::evidence_text(&e.to_string())))?;
     if listed.len() > MAX_LISTED {
         return Err(ListError::TooMany(listed.len()));
     }
@@ -141,8 +167,10 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<Mutant>, ListError> {
         .into_iter()
         .enumerate()
         .map(|(index, value)| {
-            let entry: Listed = serde_json::from_value(value)
-                .map_err(|e| ListError::Entry { index, what: crate::analysis::syntax::evidence_text(&e.to_string()) })?;
+            let entry: Listed = serde_json::from_value(value).map_err(|e| ListError::Entry {
+                index,
+                what: crate::analysis::syntax::evidence_text(&e.to_string()),
+            })?;
             mutant_of(entry).map_err(|what| ListError::Entry { index, what })
         })
         .collect()
@@ -168,11 +196,20 @@ mod tests {
 
     #[test]
     fn an_entry_with_file_line_description_and_diff_is_a_mutant_that_applies() {
-        let text = format!(r#"{{"file": "calc.py", "line": 2, "description": "+ to -", "diff": {}}}"#, serde_json::to_string(DIFF).unwrap());
+        let text = format!(
+            r#"{{"file": "calc.py", "line": 2, "description": "+ to -", "diff": {}}}"#,
+            serde_json::to_string(DIFF).unwrap()
+        );
         let m = parse(&list(&text)).unwrap();
-        assert_eq!((m[0].path.as_str(), m[0].line, m[0].operator), ("calc.py", 2, Operator::External));
+        assert_eq!(
+            (m[0].path.as_str(), m[0].line, m[0].operator),
+            ("calc.py", 2, Operator::External)
+        );
         assert_eq!(m[0].change(), "external: + to -");
-        assert_eq!(m[0].apply(b"def add(a, b):\n    return a + b\n").unwrap(), b"def add(a, b):\n    return a - b\n");
+        assert_eq!(
+            m[0].apply(b"def add(a, b):\n    return a + b\n").unwrap(),
+            b"def add(a, b):\n    return a - b\n"
+        );
     }
 
     #[test]
@@ -184,34 +221,65 @@ mod tests {
         );
         let m = parse(&list(&text)).unwrap();
         assert_eq!(m[0].line, 2);
-        assert_eq!(m[0].change(), "external: src/lib.rs:2:5: replace add -> i32 with 0");
-        assert_eq!(m[0].apply(b"pub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n").unwrap(), b"pub fn add(a: i32, b: i32) -> i32 {\n    0\n}\n");
+        assert_eq!(
+            m[0].change(),
+            "external: src/lib.rs:2:5: replace add -> i32 with 0"
+        );
+        assert_eq!(
+            m[0].apply(b"pub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n")
+                .unwrap(),
+            b"pub fn add(a: i32, b: i32) -> i32 {\n    0\n}\n"
+        );
     }
 
     #[test]
     fn output_that_is_not_a_json_array_is_refused() {
-        assert!(matches!(parse(b"mutant 1: calc.py"), Err(ListError::NotAList(_))));
-        assert!(matches!(parse(br#"{"file": "a"}"#), Err(ListError::NotAList(_))));
+        assert!(matches!(
+            parse(b"mutant 1: calc.py"),
+            Err(ListError::NotAList(_))
+        ));
+        assert!(matches!(
+            parse(br#"{"file": "a"}"#),
+            Err(ListError::NotAList(_))
+        ));
     }
 
     #[test]
     fn a_path_leaving_the_tree_is_refused_naming_the_entry() {
-        let text = format!(r#"{{"file": "ok.py", "diff": {d}}}, {{"file": "../etc/passwd", "diff": {d}}}"#, d = serde_json::to_string(DIFF).unwrap());
-        assert!(matches!(parse(&list(&text)), Err(ListError::Entry { index: 1, ref what }) if what.contains("not a relative tree path")));
-        let text = format!(r#"{{"file": "/etc/passwd", "diff": {}}}"#, serde_json::to_string(DIFF).unwrap());
-        assert!(matches!(parse(&list(&text)), Err(ListError::Entry { index: 0, .. })));
+        let text = format!(
+            r#"{{"file": "ok.py", "diff": {d}}}, {{"file": "../etc/passwd", "diff": {d}}}"#,
+            d = serde_json::to_string(DIFF).unwrap()
+        );
+        assert!(
+            matches!(parse(&list(&text)), Err(ListError::Entry { index: 1, ref what }) if what.contains("not a relative tree path"))
+        );
+        let text = format!(
+            r#"{{"file": "/etc/passwd", "diff": {}}}"#,
+            serde_json::to_string(DIFF).unwrap()
+        );
+        assert!(matches!(
+            parse(&list(&text)),
+            Err(ListError::Entry { index: 0, .. })
+        ));
     }
 
     #[test]
     fn a_diff_of_two_files_is_refused() {
         let two = format!("{DIFF}--- a/other.py\n+++ b/other.py\n@@ -1 +1 @@\n-x\n+y\n");
-        let text = format!(r#"{{"file": "calc.py", "diff": {}}}"#, serde_json::to_string(&two).unwrap());
-        assert!(matches!(parse(&list(&text)), Err(ListError::Entry { index: 0, ref what }) if what.contains("more than one file")));
+        let text = format!(
+            r#"{{"file": "calc.py", "diff": {}}}"#,
+            serde_json::to_string(&two).unwrap()
+        );
+        assert!(
+            matches!(parse(&list(&text)), Err(ListError::Entry { index: 0, ref what }) if what.contains("more than one file"))
+        );
     }
 
     #[test]
     fn an_entry_without_a_diff_is_refused() {
-        assert!(matches!(parse(&list(r#"{"file": "calc.py", "line": 3}"#)), Err(ListError::Entry { index: 0, ref what }) if what.contains("diff")));
+        assert!(
+            matches!(parse(&list(r#"{"file": "calc.py", "line": 3}"#)), Err(ListError::Entry { index: 0, ref what }) if what.contains("diff"))
+        );
     }
 
     #[test]
@@ -226,6 +294,9 @@ mod tests {
 
     #[test]
     fn the_wrapped_command_sends_stdout_to_the_list_file() {
-        assert_eq!(wrapped("cargo mutants --list --json --diff"), "{ cargo mutants --list --json --diff\n} > .loopexec-mutants.json");
+        assert_eq!(
+            wrapped("cargo mutants --list --json --diff"),
+            "{ cargo mutants --list --json --diff\n} > .loopexec-mutants.json"
+        );
     }
 }

@@ -8,10 +8,18 @@ pub fn changed_lines(t0: Option<&[u8]>, end: &[u8]) -> BTreeSet<u32> {
     let Some(t0) = t0 else {
         return (1..=line_count(end)).collect();
     };
-    let diff = similar::TextDiff::configure().algorithm(similar::Algorithm::Myers).diff_lines(t0, end);
+    let diff = similar::TextDiff::configure()
+        .algorithm(similar::Algorithm::Myers)
+        .diff_lines(t0, end);
     let mut out = BTreeSet::new();
     for op in diff.ops() {
-        if let similar::DiffOp::Insert { new_index, new_len, .. } | similar::DiffOp::Replace { new_index, new_len, .. } = *op {
+        if let similar::DiffOp::Insert {
+            new_index, new_len, ..
+        }
+        | similar::DiffOp::Replace {
+            new_index, new_len, ..
+        } = *op
+        {
             for i in new_index..new_index + new_len {
                 out.insert(u32::try_from(i + 1).unwrap_or(u32::MAX));
             }

@@ -45,7 +45,11 @@ pub struct ChangedSource<'a> {
 /// Every built-in mutant of the change: on the changed lines of each end version with a
 /// grammar (files above the parse cap and without a grammar have none). `whole_files`: mutate
 /// every line, not only the changed ones (doctor's fallback over a tree without changes).
-pub fn generate(changes: &[ChangedSource<'_>], whole_files: bool, limits: Limits) -> Result<Vec<Mutant>, AnalysisError> {
+pub fn generate(
+    changes: &[ChangedSource<'_>],
+    whole_files: bool,
+    limits: Limits,
+) -> Result<Vec<Mutant>, AnalysisError> {
     let mut out = Vec::new();
     for change in changes {
         let parsed = match syntax::parse(change.path, change.end, limits)? {
@@ -64,7 +68,10 @@ pub fn generate(changes: &[ChangedSource<'_>], whole_files: bool, limits: Limits
 
 /// The mutants of the `t0_failure` stratum: on `lines` (per file, the lines of the functions the
 /// tests failing at t0 call) of each file's end version. `sources` are (path, end bytes).
-pub fn generate_on_lines(sources: &[(&str, &[u8], &BTreeSet<u32>)], limits: Limits) -> Result<Vec<Mutant>, AnalysisError> {
+pub fn generate_on_lines(
+    sources: &[(&str, &[u8], &BTreeSet<u32>)],
+    limits: Limits,
+) -> Result<Vec<Mutant>, AnalysisError> {
     let mut out = Vec::new();
     for (path, end, lines) in sources {
         match syntax::parse(path, end, limits)? {

@@ -39,14 +39,37 @@ pub fn sample(mutants: Vec<Mutant>, k: usize, seed: u64) -> Vec<Mutant> {
 /// at t0 call. Half the sample (at least one) goes to the `t0_failure` stratum when it has
 /// mutants, the rest to the change; a stratum with fewer mutants than its share leaves the rest
 /// to the other. A mutant in both (the same edit) counts in `t0_failure` only.
-pub fn stratified(change: Vec<Mutant>, t0_failure: Vec<Mutant>, k: usize, seed: u64) -> Vec<(Mutant, super::Stratum)> {
-    let same = |a: &Mutant, b: &Mutant| a.path == b.path && a.start == b.start && a.end == b.end && a.replacement == b.replacement;
-    let change: Vec<Mutant> = change.into_iter().filter(|m| !t0_failure.iter().any(|t| same(m, t))).collect();
-    let want_t0 = if t0_failure.is_empty() { 0 } else { (k / 2).max(1) };
-    let k_change = change.len().min(k.saturating_sub(want_t0.min(t0_failure.len())));
+pub fn stratified(
+    change: Vec<Mutant>,
+    t0_failure: Vec<Mutant>,
+    k: usize,
+    seed: u64,
+) -> Vec<(Mutant, super::Stratum)> {
+    let same = |a: &Mutant, b: &Mutant| {
+        a.path == b.path && a.start == b.start && a.end == b.end && a.replacement == b.replacement
+    };
+    let change: Vec<Mutant> = change
+        .into_iter()
+        .filter(|m| !t0_failure.iter().any(|t| same(m, t)))
+        .collect();
+    let want_t0 = if t0_failure.is_empty() {
+        0
+    } else {
+        (k / 2).max(1)
+    };
+    let k_change = change
+        .len()
+        .min(k.saturating_sub(want_t0.min(t0_failure.len())));
     let k_t0 = t0_failure.len().min(k - k_change);
-    let mut out: Vec<(Mutant, super::Stratum)> = sample(change, k_change, seed).into_iter().map(|m| (m, super::Stratum::Change)).collect();
-    out.extend(sample(t0_failure, k_t0, seed ^ 0x7430_6661_696c).into_iter().map(|m| (m, super::Stratum::T0Failure)));
+    let mut out: Vec<(Mutant, super::Stratum)> = sample(change, k_change, seed)
+        .into_iter()
+        .map(|m| (m, super::Stratum::Change))
+        .collect();
+    out.extend(
+        sample(t0_failure, k_t0, seed ^ 0x7430_6661_696c)
+            .into_iter()
+            .map(|m| (m, super::Stratum::T0Failure)),
+    );
     out
 }
 
@@ -57,7 +80,15 @@ mod tests {
 
     fn numbered(n: usize) -> Vec<Mutant> {
         (0..n)
-            .map(|i| Mutant { path: "a.py".into(), line: i as u32 + 1, operator: Operator::BooleanLiteral, start: i, end: i + 1, original: "x".into(), replacement: "y".into() })
+            .map(|i| Mutant {
+                path: "a.py".into(),
+                line: i as u32 + 1,
+                operator: Operator::BooleanLiteral,
+                start: i,
+                end: i + 1,
+                original: "x".into(),
+                replacement: "y".into(),
+            })
             .collect()
     }
 
@@ -69,7 +100,13 @@ mod tests {
         }
         let chosen = stratified(numbered(10), t0, 8, 3);
         let count = |s: crate::mutation::Stratum| chosen.iter().filter(|(_, x)| *x == s).count();
-        assert_eq!((count(crate::mutation::Stratum::Change), count(crate::mutation::Stratum::T0Failure)), (4, 4));
+        assert_eq!(
+            (
+                count(crate::mutation::Stratum::Change),
+                count(crate::mutation::Stratum::T0Failure)
+            ),
+            (4, 4)
+        );
     }
 
     #[test]
@@ -77,7 +114,13 @@ mod tests {
         let mut t0 = numbered(1);
         t0[0].path = "b.py".into();
         let chosen = stratified(numbered(10), t0, 8, 3);
-        assert_eq!(chosen.iter().filter(|(_, s)| *s == crate::mutation::Stratum::T0Failure).count(), 1);
+        assert_eq!(
+            chosen
+                .iter()
+                .filter(|(_, s)| *s == crate::mutation::Stratum::T0Failure)
+                .count(),
+            1
+        );
         assert_eq!(chosen.len(), 8);
         assert_eq!(stratified(Vec::new(), numbered(10), 8, 3).len(), 8);
     }
@@ -85,7 +128,10 @@ mod tests {
     #[test]
     fn an_edit_in_both_strata_is_counted_once_in_t0_failure() {
         let chosen = stratified(numbered(1), numbered(1), 8, 3);
-        assert_eq!(chosen.iter().map(|(_, s)| *s).collect::<Vec<_>>(), vec![crate::mutation::Stratum::T0Failure]);
+        assert_eq!(
+            chosen.iter().map(|(_, s)| *s).collect::<Vec<_>>(),
+            vec![crate::mutation::Stratum::T0Failure]
+        );
     }
 
     fn lines(m: &[Mutant]) -> Vec<u32> {
@@ -94,12 +140,18 @@ mod tests {
 
     #[test]
     fn the_same_seed_picks_the_same_mutants() {
-        assert_eq!(lines(&sample(numbered(50), 5, 7)), lines(&sample(numbered(50), 5, 7)));
+        assert_eq!(
+            lines(&sample(numbered(50), 5, 7)),
+            lines(&sample(numbered(50), 5, 7))
+        );
     }
 
     #[test]
     fn another_seed_picks_other_mutants() {
-        assert_ne!(lines(&sample(numbered(50), 5, 7)), lines(&sample(numbered(50), 5, 8)));
+        assert_ne!(
+            lines(&sample(numbered(50), 5, 7)),
+            lines(&sample(numbered(50), 5, 8))
+        );
     }
 
     #[test]

@@ -47,7 +47,12 @@ pub fn test_names(failing_ids: &[String]) -> BTreeSet<String> {
             Some(i) => &id[..i],
             None => id,
         };
-        for part in id.split("::").flat_map(|p| p.split(" > ")).flat_map(|p| p.split('/')).flat_map(|p| p.split('.')) {
+        for part in id
+            .split("::")
+            .flat_map(|p| p.split(" > "))
+            .flat_map(|p| p.split('/'))
+            .flat_map(|p| p.split('.'))
+        {
             let part = part.trim();
             if !part.is_empty() && part.len() <= 256 && out.len() < MAX_TEST_NAMES {
                 out.insert(part.to_string());
@@ -81,14 +86,18 @@ fn is_function(language: Language, kind: &str) -> bool {
         Language::Python => kind == "function_definition",
         Language::Rust => kind == "function_item",
         Language::Go => matches!(kind, "function_declaration" | "method_declaration"),
-        _ => matches!(kind, "function_declaration" | "method_definition" | "generator_function_declaration"),
+        _ => matches!(
+            kind,
+            "function_declaration" | "method_definition" | "generator_function_declaration"
+        ),
     }
 }
 
 /// The name of a function node (JS arrow functions and function expressions take the name of the
 /// variable they are assigned to).
 fn function_name(file: &ParsedFile<'_>, node: Node<'_>) -> Option<String> {
-    node.child_by_field_name("name").map(|n| file.text(n).into_owned())
+    node.child_by_field_name("name")
+        .map(|n| file.text(n).into_owned())
 }
 
 /// A JS `const f = (..) => ..` / `const f = function (..) {..}`: the declarator's name and value.
@@ -97,10 +106,16 @@ fn js_function_variable<'t>(file: &ParsedFile<'_>, node: Node<'t>) -> Option<(St
         return None;
     }
     let value = node.child_by_field_name("value")?;
-    if !matches!(value.kind(), "arrow_function" | "function_expression" | "function") {
+    if !matches!(
+        value.kind(),
+        "arrow_function" | "function_expression" | "function"
+    ) {
         return None;
     }
-    Some((file.text(node.child_by_field_name("name")?).into_owned(), value))
+    Some((
+        file.text(node.child_by_field_name("name")?).into_owned(),
+        value,
+    ))
 }
 
 /// The name a call calls: the last identifier of its callee.
@@ -115,10 +130,12 @@ fn called_name(file: &ParsedFile<'_>, call: Node<'_>) -> Option<String> {
         // Rust `a::f`, `x.f`, `f::<T>`.
         "scoped_identifier" => callee.child_by_field_name("name"),
         "field_expression" => callee.child_by_field_name("field"),
-        "generic_function" => callee.child_by_field_name("function").and_then(|f| match f.kind() {
-            "scoped_identifier" => f.child_by_field_name("name"),
-            _ => Some(f),
-        }),
+        "generic_function" => callee
+            .child_by_field_name("function")
+            .and_then(|f| match f.kind() {
+                "scoped_identifier" => f.child_by_field_name("name"),
+                _ => Some(f),
+            }),
         _ => None,
     }?;
     Some(file.text(last).into_owned())
@@ -129,7 +146,10 @@ fn token_tree_calls(file: &ParsedFile<'_>, tree: Node<'_>, out: &mut BTreeSet<St
     walk(tree, |node| {
         if node.kind() == "identifier" {
             if let Some(next) = node.next_sibling() {
-                if next.kind() == "token_tree" && file.text(next).starts_with('(') && out.len() < MAX_CALLEES {
+                if next.kind() == "token_tree"
+                    && file.text(next).starts_with('(')
+                    && out.len() < MAX_CALLEES
+                {
                     out.insert(file.text(node).into_owned());
                 }
             }
@@ -167,7 +187,9 @@ fn js_test_callback<'t>(file: &ParsedFile<'_>, call: Node<'t>) -> Option<(String
     let callee = call.child_by_field_name("function")?;
     let head = match callee.kind() {
         "identifier" => file.text(callee).into_owned(),
-        "member_expression" => file.text(callee.child_by_field_name("object")?).into_owned(),
+        "member_expression" => file
+            .text(callee.child_by_field_name("object")?)
+            .into_owned(),
         _ => return None,
     };
     if !matches!(head.as_str(), "test" | "it" | "specify") {
@@ -177,7 +199,12 @@ fn js_test_callback<'t>(file: &ParsedFile<'_>, call: Node<'t>) -> Option<(String
     let mut cursor = args.walk();
     let named: Vec<Node<'t>> = args.named_children(&mut cursor).collect();
     let description = crate::analysis::syntax::string_value(file, *named.first()?)?;
-    let callback = named.iter().copied().find(|n| matches!(n.kind(), "arrow_function" | "function_expression" | "function"))?;
+    let callback = named.iter().copied().find(|n| {
+        matches!(
+            n.kind(),
+            "arrow_function" | "function_expression" | "function"
+        )
+    })?;
     Some((description, callback))
 }
 
@@ -196,15 +223,25 @@ impl Scan {
                 None
             };
             if let Some((name, function)) = named_function {
-                if test_code::in_test_code(file, whole_file_is_test, function) || whole_file_is_test {
+                if test_code::in_test_code(file, whole_file_is_test, function) || whole_file_is_test
+                {
                     if tests.contains(&name) {
                         calls_beneath(file, function, &mut self.callees);
                     }
                 } else if self.remembered < MAX_DEFINITIONS {
                     self.remembered += 1;
                     let first = file.line(function);
-                    let last = u32::try_from(function.end_position().row).map_or(u32::MAX, |r| r.saturating_add(1));
-                    self.definitions.entry(name.clone()).or_default().push(Definition { path: file.path.to_string(), name, first, last });
+                    let last = u32::try_from(function.end_position().row)
+                        .map_or(u32::MAX, |r| r.saturating_add(1));
+                    self.definitions
+                        .entry(name.clone())
+                        .or_default()
+                        .push(Definition {
+                            path: file.path.to_string(),
+                            name,
+                            first,
+                            last,
+                        });
                 }
             }
             if file.language.is_js_family() {
@@ -237,7 +274,9 @@ impl Scan {
 pub fn lines_by_file(targets: &[Definition]) -> BTreeMap<String, BTreeSet<u32>> {
     let mut out: BTreeMap<String, BTreeSet<u32>> = BTreeMap::new();
     for d in targets {
-        out.entry(d.path.clone()).or_default().extend(d.first..=d.last);
+        out.entry(d.path.clone())
+            .or_default()
+            .extend(d.first..=d.last);
     }
     out
 }
@@ -251,15 +290,24 @@ mod tests {
         let tests = test_names(&failing.iter().map(|s| s.to_string()).collect::<Vec<_>>());
         let mut scan = Scan::default();
         for (path, text) in files {
-            let Ok(Parse::Parsed(file)) = parse(path, text.as_bytes(), Limits::default()) else { panic!("{path} did not parse") };
+            let Ok(Parse::Parsed(file)) = parse(path, text.as_bytes(), Limits::default()) else {
+                panic!("{path} did not parse")
+            };
             scan.add(&file, &tests);
         }
-        scan.targets().into_iter().map(|d| (d.path, d.name, d.first, d.last)).collect()
+        scan.targets()
+            .into_iter()
+            .map(|d| (d.path, d.name, d.first, d.last))
+            .collect()
     }
 
     #[test]
     fn test_names_are_the_components_of_pytest_libtest_and_go_ids() {
-        let ids = ["tests.test_calc.TestCalc::test_zero[1-2]", "sample::tests::adds - should panic", "example.com/m/calc/TestTable/small"];
+        let ids = [
+            "tests.test_calc.TestCalc::test_zero[1-2]",
+            "sample::tests::adds - should panic",
+            "example.com/m/calc/TestTable/small",
+        ];
         let names = test_names(&ids.iter().map(|s| s.to_string()).collect::<Vec<_>>());
         for name in ["test_zero", "TestCalc", "adds", "TestTable", "small"] {
             assert!(names.contains(name), "{name} missing from {names:?}");
@@ -271,7 +319,10 @@ mod tests {
     fn a_python_failing_test_targets_the_production_function_it_calls_through_a_module() {
         let core = "def add(a, b):\n    return a - b\n\n\ndef unrelated():\n    return 1\n";
         let test = "import calc.core as c\n\ndef test_add():\n    assert c.add(1, 2) == 3\n\ndef test_other():\n    assert c.unrelated() == 1\n";
-        let got = scan(&[("calc/core.py", core), ("tests/test_core.py", test)], &["tests.test_core::test_add"]);
+        let got = scan(
+            &[("calc/core.py", core), ("tests/test_core.py", test)],
+            &["tests.test_core::test_add"],
+        );
         assert_eq!(got, vec![("calc/core.py".into(), "add".into(), 1, 2)]);
     }
 
@@ -286,7 +337,10 @@ mod tests {
     fn a_go_test_targets_the_function_it_calls_and_not_the_test_itself() {
         let code = "package calc\n\nfunc Add(a, b int) int {\n\treturn a - b\n}\n";
         let test = "package calc\n\nimport \"testing\"\n\nfunc TestAdd(t *testing.T) {\n\tif Add(1, 2) != 3 {\n\t\tt.Fatal(\"bad\")\n\t}\n}\n";
-        let got = scan(&[("calc/calc.go", code), ("calc/calc_test.go", test)], &["example.com/m/calc/TestAdd"]);
+        let got = scan(
+            &[("calc/calc.go", code), ("calc/calc_test.go", test)],
+            &["example.com/m/calc/TestAdd"],
+        );
         assert_eq!(got, vec![("calc/calc.go".into(), "Add".into(), 3, 5)]);
     }
 
@@ -302,7 +356,15 @@ mod tests {
     fn a_name_defined_in_more_production_places_than_the_bound_is_left_out() {
         let a = "def get():\n    return 1\n";
         let test = "def test_get():\n    assert get() == 2\n";
-        let got = scan(&[("a.py", a), ("b.py", a), ("c.py", a), ("tests/test_get.py", test)], &["tests.test_get::test_get"]);
+        let got = scan(
+            &[
+                ("a.py", a),
+                ("b.py", a),
+                ("c.py", a),
+                ("tests/test_get.py", test),
+            ],
+            &["tests.test_get::test_get"],
+        );
         assert_eq!(got, Vec::<(String, String, u32, u32)>::new());
     }
 
@@ -310,12 +372,32 @@ mod tests {
     fn tests_that_did_not_fail_at_t0_target_nothing() {
         let core = "def add(a, b):\n    return a + b\n";
         let test = "def test_add():\n    assert add(1, 2) == 3\n";
-        assert!(scan(&[("core.py", core), ("tests/test_core.py", test)], &["tests.test_core::test_sub"]).is_empty());
+        assert!(scan(
+            &[("core.py", core), ("tests/test_core.py", test)],
+            &["tests.test_core::test_sub"]
+        )
+        .is_empty());
     }
 
     #[test]
     fn target_lines_cover_every_line_of_each_target_function() {
-        let defs = vec![Definition { path: "a.py".into(), name: "f".into(), first: 3, last: 5 }, Definition { path: "a.py".into(), name: "g".into(), first: 9, last: 9 }];
-        assert_eq!(lines_by_file(&defs), BTreeMap::from([("a.py".to_string(), BTreeSet::from([3, 4, 5, 9]))]));
+        let defs = vec![
+            Definition {
+                path: "a.py".into(),
+                name: "f".into(),
+                first: 3,
+                last: 5,
+            },
+            Definition {
+                path: "a.py".into(),
+                name: "g".into(),
+                first: 9,
+                last: 9,
+            },
+        ];
+        assert_eq!(
+            lines_by_file(&defs),
+            BTreeMap::from([("a.py".to_string(), BTreeSet::from([3, 4, 5, 9]))])
+        );
     }
 }

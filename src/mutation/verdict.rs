@@ -60,7 +60,13 @@ pub struct MutantResult {
 }
 
 impl MutantResult {
-    pub fn of(mutant: &Mutant, outcome: MutantOutcome, check_exit: Option<i32>, duration_ms: u64, detail: Option<String>) -> MutantResult {
+    pub fn of(
+        mutant: &Mutant,
+        outcome: MutantOutcome,
+        check_exit: Option<i32>,
+        duration_ms: u64,
+        detail: Option<String>,
+    ) -> MutantResult {
         MutantResult {
             path: crate::analysis::syntax::evidence_text(&mutant.path),
             line: mutant.line,
@@ -121,17 +127,34 @@ pub struct Score {
 
 pub fn score(results: &[MutantResult]) -> Score {
     let count = |o: MutantOutcome| results.iter().filter(|r| r.outcome == o).count() as u64;
-    let (killed, survived, not_run) = (count(MutantOutcome::Killed), count(MutantOutcome::Survived), count(MutantOutcome::NotRun));
+    let (killed, survived, not_run) = (
+        count(MutantOutcome::Killed),
+        count(MutantOutcome::Survived),
+        count(MutantOutcome::NotRun),
+    );
     let ran = killed + survived;
-    let in_t0 = |o: MutantOutcome| results.iter().filter(|r| r.stratum == Stratum::T0Failure && r.outcome == o).count() as u64;
-    let t0_failure = Some((in_t0(MutantOutcome::Killed), in_t0(MutantOutcome::Survived))).filter(|(k, s)| k + s > 0);
+    let in_t0 = |o: MutantOutcome| {
+        results
+            .iter()
+            .filter(|r| r.stratum == Stratum::T0Failure && r.outcome == o)
+            .count() as u64
+    };
+    let t0_failure = Some((in_t0(MutantOutcome::Killed), in_t0(MutantOutcome::Survived)))
+        .filter(|(k, s)| k + s > 0);
     let verdict = match (results.is_empty(), killed, survived, t0_failure) {
         (true, _, _, _) => Adequacy::NoMutants,
         (false, 0, 0, _) => Adequacy::NotRun,
         (false, 0, _, _) | (false, _, _, Some((0, _))) => Adequacy::Inadequate,
         _ => Adequacy::Adequate,
     };
-    Score { killed, survived, not_run, score: (ran > 0).then(|| killed as f64 / ran as f64), verdict, t0_failure }
+    Score {
+        killed,
+        survived,
+        not_run,
+        score: (ran > 0).then(|| killed as f64 / ran as f64),
+        verdict,
+        t0_failure,
+    }
 }
 
 #[cfg(test)]
@@ -139,7 +162,17 @@ mod tests {
     use super::*;
 
     fn result(outcome: MutantOutcome) -> MutantResult {
-        MutantResult { path: "a.py".into(), line: 1, operator: Operator::BooleanLiteral, change: String::new(), outcome, check_exit: None, duration_ms: 0, detail: None, stratum: Stratum::Change }
+        MutantResult {
+            path: "a.py".into(),
+            line: 1,
+            operator: Operator::BooleanLiteral,
+            change: String::new(),
+            outcome,
+            check_exit: None,
+            duration_ms: 0,
+            detail: None,
+            stratum: Stratum::Change,
+        }
     }
 
     fn t0(outcome: MutantOutcome) -> MutantResult {
@@ -148,14 +181,29 @@ mod tests {
 
     #[test]
     fn mutants_of_the_code_t0_failed_on_all_surviving_are_inadequate_even_when_the_change_kills() {
-        let s = score(&[result(MutantOutcome::Killed), result(MutantOutcome::Killed), t0(MutantOutcome::Survived), t0(MutantOutcome::Survived)]);
-        assert_eq!((s.verdict, s.t0_failure, s.killed), (Adequacy::Inadequate, Some((0, 2)), 2));
+        let s = score(&[
+            result(MutantOutcome::Killed),
+            result(MutantOutcome::Killed),
+            t0(MutantOutcome::Survived),
+            t0(MutantOutcome::Survived),
+        ]);
+        assert_eq!(
+            (s.verdict, s.t0_failure, s.killed),
+            (Adequacy::Inadequate, Some((0, 2)), 2)
+        );
     }
 
     #[test]
     fn one_killed_mutant_of_the_code_t0_failed_on_is_enough() {
-        let s = score(&[result(MutantOutcome::Survived), t0(MutantOutcome::Killed), t0(MutantOutcome::Survived)]);
-        assert_eq!((s.verdict, s.t0_failure), (Adequacy::Adequate, Some((1, 1))));
+        let s = score(&[
+            result(MutantOutcome::Survived),
+            t0(MutantOutcome::Killed),
+            t0(MutantOutcome::Survived),
+        ]);
+        assert_eq!(
+            (s.verdict, s.t0_failure),
+            (Adequacy::Adequate, Some((1, 1)))
+        );
     }
 
     #[test]
@@ -166,19 +214,33 @@ mod tests {
 
     #[test]
     fn no_killed_mutant_among_those_that_ran_is_inadequate() {
-        let s = score(&[result(MutantOutcome::Survived), result(MutantOutcome::NotRun)]);
+        let s = score(&[
+            result(MutantOutcome::Survived),
+            result(MutantOutcome::NotRun),
+        ]);
         assert_eq!((s.verdict, s.score), (Adequacy::Inadequate, Some(0.0)));
     }
 
     #[test]
     fn one_killed_mutant_is_adequate_with_its_score() {
-        let s = score(&[result(MutantOutcome::Killed), result(MutantOutcome::Survived), result(MutantOutcome::Survived), result(MutantOutcome::Killed)]);
-        assert_eq!((s.verdict, s.score, s.killed, s.survived), (Adequacy::Adequate, Some(0.5), 2, 2));
+        let s = score(&[
+            result(MutantOutcome::Killed),
+            result(MutantOutcome::Survived),
+            result(MutantOutcome::Survived),
+            result(MutantOutcome::Killed),
+        ]);
+        assert_eq!(
+            (s.verdict, s.score, s.killed, s.survived),
+            (Adequacy::Adequate, Some(0.5), 2, 2)
+        );
     }
 
     #[test]
     fn no_mutants_and_none_run_are_told_apart() {
         assert_eq!(score(&[]).verdict, Adequacy::NoMutants);
-        assert_eq!(score(&[result(MutantOutcome::NotRun)]).verdict, Adequacy::NotRun);
+        assert_eq!(
+            score(&[result(MutantOutcome::NotRun)]).verdict,
+            Adequacy::NotRun
+        );
     }
 }

@@ -31,12 +31,22 @@ pub fn message(run_id: &str, iteration: u64, tree_id: &str, prev: &str) -> Vec<u
 }
 
 /// The signed record of accepting `iteration` (tree `tree_id`) after the receipt line `prev`.
-pub fn sign(operator: &OperatorKey, run_id: &str, iteration: u64, tree_id: &str, prev: &str) -> RatchetAcceptRecord {
+pub fn sign(
+    operator: &OperatorKey,
+    run_id: &str,
+    iteration: u64,
+    tree_id: &str,
+    prev: &str,
+) -> RatchetAcceptRecord {
     RatchetAcceptRecord {
         iteration,
         tree_id: tree_id.to_string(),
         operator_key: keys::fingerprint(&operator.verifying_key()),
-        signature: super::dsse::b64(&operator.sign(&message(run_id, iteration, tree_id, prev)).to_bytes()),
+        signature: super::dsse::b64(
+            &operator
+                .sign(&message(run_id, iteration, tree_id, prev))
+                .to_bytes(),
+        ),
     }
 }
 
@@ -44,12 +54,35 @@ pub fn sign(operator: &OperatorKey, run_id: &str, iteration: u64, tree_id: &str,
 /// not, in one sentence.
 pub fn acceptable(history: &History, n: u64) -> Result<String, String> {
     if let Some(halt) = &history.halt {
-        return Err(format!("the run already halted with {}; a halted run is final", halt.halt_reason));
+        return Err(format!(
+            "the run already halted with {}; a halted run is final",
+            halt.halt_reason
+        ));
     }
-    let judged: Vec<u64> = history.iterations.iter().filter(|r| r.progress.is_some()).map(|r| r.iteration).collect();
-    let Some(record) = history.iterations.iter().rev().find(|r| r.iteration == n && r.progress.is_some()) else {
-        let listed = if judged.is_empty() { "none".to_string() } else { judged.iter().map(u64::to_string).collect::<Vec<_>>().join(", ") };
-        return Err(format!("iteration {n} is not a judged iteration of this run (judged: {listed})"));
+    let judged: Vec<u64> = history
+        .iterations
+        .iter()
+        .filter(|r| r.progress.is_some())
+        .map(|r| r.iteration)
+        .collect();
+    let Some(record) = history
+        .iterations
+        .iter()
+        .rev()
+        .find(|r| r.iteration == n && r.progress.is_some())
+    else {
+        let listed = if judged.is_empty() {
+            "none".to_string()
+        } else {
+            judged
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        return Err(format!(
+            "iteration {n} is not a judged iteration of this run (judged: {listed})"
+        ));
     };
     if history.ratchet_kept(record) {
         return Err(format!("iteration {n} is already accepted; only an iteration the ratchet rejected can be accepted by hand"));
@@ -63,23 +96,40 @@ pub fn acceptable(history: &History, n: u64) -> Result<String, String> {
         .snapshot
         .as_ref()
         .map(|s| s.tree_id.clone())
-        .ok_or_else(|| format!("iteration {n} has no snapshot: in place nothing of it was kept to resume from"))
+        .ok_or_else(|| {
+            format!("iteration {n} has no snapshot: in place nothing of it was kept to resume from")
+        })
 }
 
 /// Check every `ratchet_accept` event of a receipt (`records`, and its raw `lines`) against the
 /// operator key: signed by it over the line before, naming an iteration that could be accepted
 /// at that point with its tree. `None` when the receipt has none; else a detail or the first
 /// failure.
-pub fn verify_all(records: &[Recorded], lines: &[&[u8]], operator: &VerifyingKey) -> Option<Result<String, String>> {
+pub fn verify_all(
+    records: &[Recorded],
+    lines: &[&[u8]],
+    operator: &VerifyingKey,
+) -> Option<Result<String, String>> {
     let mut checked = 0;
     for (i, record) in records.iter().enumerate() {
-        let Event::RatchetAccept(accept) = &record.event else { continue };
+        let Event::RatchetAccept(accept) = &record.event else {
+            continue;
+        };
         checked += 1;
-        let at = format!("receipt line {} (ratchet_accept of iteration {})", i + 1, accept.iteration);
+        let at = format!(
+            "receipt line {} (ratchet_accept of iteration {})",
+            i + 1,
+            accept.iteration
+        );
         let before = History::fold(&records[..i]);
         match acceptable(&before, accept.iteration) {
             Ok(tree) if tree == accept.tree_id => {}
-            Ok(tree) => return Some(Err(format!("{at}: names tree {}, the iteration's snapshot is {tree}", accept.tree_id))),
+            Ok(tree) => {
+                return Some(Err(format!(
+                    "{at}: names tree {}, the iteration's snapshot is {tree}",
+                    accept.tree_id
+                )))
+            }
             Err(why) => return Some(Err(format!("{at}: {why}"))),
         }
         let prev = match i.checked_sub(1).and_then(|p| lines.get(p)) {
@@ -87,14 +137,29 @@ pub fn verify_all(records: &[Recorded], lines: &[&[u8]], operator: &VerifyingKey
             None => return Some(Err(format!("{at}: no receipt line before it"))),
         };
         if accept.operator_key != keys::fingerprint(operator) {
-            return Some(Err(format!("{at}: names operator key {}, not {}", accept.operator_key, keys::fingerprint(operator))));
+            return Some(Err(format!(
+                "{at}: names operator key {}, not {}",
+                accept.operator_key,
+                keys::fingerprint(operator)
+            )));
         }
         let run_id = before.run_id().unwrap_or("");
-        if !keys::verify_b64(operator, &message(run_id, accept.iteration, &accept.tree_id, &prev), &accept.signature) {
-            return Some(Err(format!("{at}: not signed by operator key {}", keys::fingerprint(operator))));
+        if !keys::verify_b64(
+            operator,
+            &message(run_id, accept.iteration, &accept.tree_id, &prev),
+            &accept.signature,
+        ) {
+            return Some(Err(format!(
+                "{at}: not signed by operator key {}",
+                keys::fingerprint(operator)
+            )));
         }
     }
-    (checked > 0).then(|| Ok(format!("{checked} hand acceptance(s) signed by the operator key")))
+    (checked > 0).then(|| {
+        Ok(format!(
+            "{checked} hand acceptance(s) signed by the operator key"
+        ))
+    })
 }
 
 /// [`verify_all`] over a receipt's raw bytes, its hash chain verified first: what `run --resume`
@@ -109,7 +174,10 @@ pub fn verify_receipt(bytes: &[u8], operator: &VerifyingKey) -> Option<Result<St
         Ok(records) => records,
         Err(e) => return Some(Err(e.to_string())),
     };
-    let lines: Vec<&[u8]> = bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()).collect();
+    let lines: Vec<&[u8]> = bytes
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .collect();
     verify_all(&records, &lines, operator)
 }
 
@@ -124,7 +192,9 @@ mod tests {
     }
 
     fn recorded(event: Event) -> Recorded {
-        let Ok(serde_json::Value::Object(line)) = serde_json::to_value(&event) else { unreachable!() };
+        let Ok(serde_json::Value::Object(line)) = serde_json::to_value(&event) else {
+            unreachable!()
+        };
         Recorded { event, line }
     }
 
@@ -151,7 +221,10 @@ mod tests {
     }
 
     fn lines_of(records: &[Recorded]) -> Vec<Vec<u8>> {
-        records.iter().map(|r| serde_json::to_vec(&r.line).unwrap()).collect()
+        records
+            .iter()
+            .map(|r| serde_json::to_vec(&r.line).unwrap())
+            .collect()
     }
 
     fn verified(records: &[Recorded], operator: &VerifyingKey) -> Option<Result<String, String>> {
@@ -162,15 +235,21 @@ mod tests {
 
     fn accept(records: &mut Vec<Recorded>, key: &OperatorKey, n: u64, tree: &str) {
         let prev = chain::line_hash(&serde_json::to_vec(&records.last().unwrap().line).unwrap());
-        records.push(recorded(Event::RatchetAccept(sign(key, "r", n, tree, &prev))));
+        records.push(recorded(Event::RatchetAccept(sign(
+            key, "r", n, tree, &prev,
+        ))));
     }
 
     #[test]
     fn only_the_last_judged_iteration_the_ratchet_rejected_is_acceptable() {
         let history = History::fold(&rejected_at_2());
         assert_eq!(acceptable(&history, 2), Ok("t2".to_string()));
-        assert!(acceptable(&history, 1).unwrap_err().contains("already accepted"));
-        assert!(acceptable(&history, 3).unwrap_err().contains("not a judged iteration of this run (judged: 1, 2)"));
+        assert!(acceptable(&history, 1)
+            .unwrap_err()
+            .contains("already accepted"));
+        assert!(acceptable(&history, 3)
+            .unwrap_err()
+            .contains("not a judged iteration of this run (judged: 1, 2)"));
     }
 
     #[test]
@@ -179,7 +258,10 @@ mod tests {
         let key = operator(tmp.path());
         let mut records = rejected_at_2();
         accept(&mut records, &key, 2, "t2");
-        assert_eq!(verified(&records, &key.verifying_key()), Some(Ok("1 hand acceptance(s) signed by the operator key".into())));
+        assert_eq!(
+            verified(&records, &key.verifying_key()),
+            Some(Ok("1 hand acceptance(s) signed by the operator key".into()))
+        );
         assert!(History::fold(&records).accepted_by_hand(2));
     }
 
@@ -189,33 +271,66 @@ mod tests {
         let key = operator(tmp.path());
         let mut records = rejected_at_2();
         accept(&mut records, &key, 2, "t2");
-        let Some(Recorded { event: Event::RatchetAccept(a), .. }) = records.last_mut() else { unreachable!() };
+        let Some(Recorded {
+            event: Event::RatchetAccept(a),
+            ..
+        }) = records.last_mut()
+        else {
+            unreachable!()
+        };
         a.tree_id = "t1".into();
-        let failure = verified(&records, &key.verifying_key()).unwrap().unwrap_err();
+        let failure = verified(&records, &key.verifying_key())
+            .unwrap()
+            .unwrap_err();
         assert_eq!(failure, "receipt line 10 (ratchet_accept of iteration 2): names tree t1, the iteration's snapshot is t2");
     }
 
     #[test]
     fn an_acceptance_signed_by_another_key_fails() {
         let tmp = tempfile::tempdir().unwrap();
-        let (key, other) = (operator(&tmp.path().join("a")), operator(&tmp.path().join("b")));
+        let (key, other) = (
+            operator(&tmp.path().join("a")),
+            operator(&tmp.path().join("b")),
+        );
         let mut records = rejected_at_2();
         accept(&mut records, &other, 2, "t2");
         // The record claims the operator's key; the signature is another key's.
-        let Some(Recorded { event: Event::RatchetAccept(a), .. }) = records.last_mut() else { unreachable!() };
+        let Some(Recorded {
+            event: Event::RatchetAccept(a),
+            ..
+        }) = records.last_mut()
+        else {
+            unreachable!()
+        };
         a.operator_key = keys::fingerprint(&key.verifying_key());
-        let failure = verified(&records, &key.verifying_key()).unwrap().unwrap_err();
-        assert!(failure.ends_with(&format!("not signed by operator key {}", keys::fingerprint(&key.verifying_key()))), "{failure}");
+        let failure = verified(&records, &key.verifying_key())
+            .unwrap()
+            .unwrap_err();
+        assert!(
+            failure.ends_with(&format!(
+                "not signed by operator key {}",
+                keys::fingerprint(&key.verifying_key())
+            )),
+            "{failure}"
+        );
     }
 
     #[test]
     fn an_acceptance_naming_another_operator_key_fails() {
         let tmp = tempfile::tempdir().unwrap();
-        let (key, other) = (operator(&tmp.path().join("a")), operator(&tmp.path().join("b")));
+        let (key, other) = (
+            operator(&tmp.path().join("a")),
+            operator(&tmp.path().join("b")),
+        );
         let mut records = rejected_at_2();
         accept(&mut records, &other, 2, "t2");
-        let failure = verified(&records, &key.verifying_key()).unwrap().unwrap_err();
-        let (named, given) = (keys::fingerprint(&other.verifying_key()), keys::fingerprint(&key.verifying_key()));
+        let failure = verified(&records, &key.verifying_key())
+            .unwrap()
+            .unwrap_err();
+        let (named, given) = (
+            keys::fingerprint(&other.verifying_key()),
+            keys::fingerprint(&key.verifying_key()),
+        );
         assert_eq!(failure, format!("receipt line 10 (ratchet_accept of iteration 2): names operator key {named}, not {given}"));
     }
 

@@ -30,8 +30,14 @@ pub enum ChainError {
     #[error("receipt line {line}: missing or malformed field `{field}`")]
     Field { line: usize, field: &'static str },
     #[error("receipt line {line}: seq is {found}, expected {expected} (lines removed, duplicated or reordered)")]
-    Seq { line: usize, expected: u64, found: u64 },
-    #[error("receipt line {line}: prev hash does not match line {prev_line} (the receipt was edited)")]
+    Seq {
+        line: usize,
+        expected: u64,
+        found: u64,
+    },
+    #[error(
+        "receipt line {line}: prev hash does not match line {prev_line} (the receipt was edited)"
+    )]
     Broken { line: usize, prev_line: usize },
     #[error("receipt line {line}: torn final line without newline (interrupted write)")]
     Torn { line: usize },
@@ -69,25 +75,63 @@ pub fn verify(bytes: &[u8]) -> Result<VerifiedChain, ChainError> {
     }
     for (i, line) in complete.iter().enumerate() {
         let n = i + 1;
-        let value: Value = serde_json::from_slice(line)
-            .map_err(|e| ChainError::NotJson { line: n, detail: e.to_string() })?;
+        let value: Value = serde_json::from_slice(line).map_err(|e| ChainError::NotJson {
+            line: n,
+            detail: e.to_string(),
+        })?;
         let Value::Object(obj) = value else {
-            return Err(ChainError::NotJson { line: n, detail: "not an object".into() });
+            return Err(ChainError::NotJson {
+                line: n,
+                detail: "not an object".into(),
+            });
         };
-        let seq = obj.get("seq").and_then(Value::as_u64).ok_or(ChainError::Field { line: n, field: "seq" })?;
+        let seq = obj
+            .get("seq")
+            .and_then(Value::as_u64)
+            .ok_or(ChainError::Field {
+                line: n,
+                field: "seq",
+            })?;
         if seq != i as u64 {
-            return Err(ChainError::Seq { line: n, expected: i as u64, found: seq });
+            return Err(ChainError::Seq {
+                line: n,
+                expected: i as u64,
+                found: seq,
+            });
         }
-        let p = obj.get("prev").and_then(Value::as_str).ok_or(ChainError::Field { line: n, field: "prev" })?;
+        let p = obj
+            .get("prev")
+            .and_then(Value::as_str)
+            .ok_or(ChainError::Field {
+                line: n,
+                field: "prev",
+            })?;
         if p != prev {
-            return Err(ChainError::Broken { line: n, prev_line: i });
+            return Err(ChainError::Broken {
+                line: n,
+                prev_line: i,
+            });
         }
-        obj.get("type").and_then(Value::as_str).ok_or(ChainError::Field { line: n, field: "type" })?;
-        obj.get("ts").and_then(Value::as_str).ok_or(ChainError::Field { line: n, field: "ts" })?;
+        obj.get("type")
+            .and_then(Value::as_str)
+            .ok_or(ChainError::Field {
+                line: n,
+                field: "type",
+            })?;
+        obj.get("ts")
+            .and_then(Value::as_str)
+            .ok_or(ChainError::Field {
+                line: n,
+                field: "ts",
+            })?;
         prev = line_hash(line);
         events.push(obj);
     }
-    Ok(VerifiedChain { events, head: prev, file_sha256: hex::encode(Sha256::digest(bytes)) })
+    Ok(VerifiedChain {
+        events,
+        head: prev,
+        file_sha256: hex::encode(Sha256::digest(bytes)),
+    })
 }
 
 /// An open receipt log positioned for appending.
@@ -109,12 +153,6 @@ pub enum LogError {
     Io(#[from] std::io::Error),
 }
 
-/// The current time as RFC 3339 UTC with nanoseconds.
-pub fn now_rfc3339() -> String {
-    let now = time::OffsetDateTime::now_utc();
-    now.format(&time::format_description::well_known::Rfc3339).unwrap_or_else(|_| now.unix_timestamp().to_string())
-}
-
 /// An opened receipt: the log to append to, its verified events, and the bytes they came from.
 pub type OpenedReceipt = (ReceiptLog, Vec<Map<String, Value>>, Vec<u8>);
 
@@ -123,12 +161,19 @@ impl ReceiptLog {
     pub fn create(dir: &SafeDir, name: &str) -> Result<ReceiptLog, LogError> {
         let file = dir.create_new(name, 0o600)?;
         dir.sync()?;
-        Ok(ReceiptLog { file, next_seq: 0, head: GENESIS.to_string() })
+        Ok(ReceiptLog {
+            file,
+            next_seq: 0,
+            head: GENESIS.to_string(),
+        })
     }
 
     /// Open an existing receipt for appending: verify it, cut off a torn final line.
     /// Returns the log and the verified events.
-    pub fn open(dir: &SafeDir, name: &str) -> Result<(ReceiptLog, Vec<Map<String, Value>>), LogError> {
+    pub fn open(
+        dir: &SafeDir,
+        name: &str,
+    ) -> Result<(ReceiptLog, Vec<Map<String, Value>>), LogError> {
         Self::open_read(dir, name).map(|(log, events, _)| (log, events))
     }
 
@@ -139,7 +184,11 @@ impl ReceiptLog {
         let mut bytes = dir.read(name, MAX_RECEIPT_BYTES)?;
         let mut file = dir.open_rw(name)?;
         if !bytes.is_empty() && !bytes.ends_with(b"\n") {
-            let keep = bytes.iter().rposition(|b| *b == b'\n').map(|p| p + 1).unwrap_or(0);
+            let keep = bytes
+                .iter()
+                .rposition(|b| *b == b'\n')
+                .map(|p| p + 1)
+                .unwrap_or(0);
             bytes.truncate(keep);
             file.set_len(keep as u64)?;
             file.sync_all()?;
@@ -151,27 +200,46 @@ impl ReceiptLog {
             (chain.events, chain.head)
         };
         file.seek(SeekFrom::End(0))?;
-        Ok((ReceiptLog { file, next_seq: events.len() as u64, head }, events, bytes))
+        Ok((
+            ReceiptLog {
+                file,
+                next_seq: events.len() as u64,
+                head,
+            },
+            events,
+            bytes,
+        ))
     }
 
     /// Append one typed event durably; returns it as a reader of the receipt will see it.
     pub fn append_event(&mut self, event: &Event) -> Result<Recorded, LogError> {
         let fields = event.fields().map_err(std::io::Error::other)?;
         let (_, line) = self.append_line(event.kind(), fields)?;
-        Ok(Recorded { event: event.clone(), line })
+        Ok(Recorded {
+            event: event.clone(),
+            line,
+        })
     }
 
     /// Append one line (`type` plus fields) durably; returns the new line's hash. Everything
     /// loopexec records goes through [`ReceiptLog::append_event`]; this is the raw line writer.
-    pub fn append(&mut self, event_type: &str, fields: Map<String, Value>) -> Result<String, LogError> {
+    pub fn append(
+        &mut self,
+        event_type: &str,
+        fields: Map<String, Value>,
+    ) -> Result<String, LogError> {
         self.append_line(event_type, fields).map(|(hash, _)| hash)
     }
 
-    fn append_line(&mut self, event_type: &str, fields: Map<String, Value>) -> Result<(String, Map<String, Value>), LogError> {
+    fn append_line(
+        &mut self,
+        event_type: &str,
+        fields: Map<String, Value>,
+    ) -> Result<(String, Map<String, Value>), LogError> {
         let mut obj = Map::new();
         obj.insert("seq".into(), Value::from(self.next_seq));
         obj.insert("prev".into(), Value::String(self.head.clone()));
-        obj.insert("ts".into(), Value::String(now_rfc3339()));
+        obj.insert("ts".into(), Value::String(crate::timestamp::now_rfc3339()));
         obj.insert("type".into(), Value::String(event_type.into()));
         for (k, v) in fields {
             if !matches!(k.as_str(), "seq" | "prev" | "ts" | "type") {
@@ -215,9 +283,18 @@ mod tests {
 
     fn sample(dir: &SafeDir) -> Vec<u8> {
         let mut log = ReceiptLog::create(dir, "r.jsonl").unwrap();
-        log.append("run_start", fields(serde_json::json!({"run_id": "a"}))).unwrap();
-        log.append("iteration_start", fields(serde_json::json!({"iteration": 1}))).unwrap();
-        log.append("halt", fields(serde_json::json!({"halt_reason": "success_condition_met"}))).unwrap();
+        log.append("run_start", fields(serde_json::json!({"run_id": "a"})))
+            .unwrap();
+        log.append(
+            "iteration_start",
+            fields(serde_json::json!({"iteration": 1})),
+        )
+        .unwrap();
+        log.append(
+            "halt",
+            fields(serde_json::json!({"halt_reason": "success_condition_met"})),
+        )
+        .unwrap();
         dir.read("r.jsonl", 1 << 20).unwrap()
     }
 
@@ -247,8 +324,16 @@ mod tests {
     fn an_edited_line_breaks_the_chain_at_the_next_line() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = SafeDir::open(tmp.path()).unwrap();
-        let text = String::from_utf8(sample(&dir)).unwrap().replace("\"iteration\":1", "\"iteration\":2");
-        assert_eq!(verify(text.as_bytes()).unwrap_err(), ChainError::Broken { line: 3, prev_line: 2 });
+        let text = String::from_utf8(sample(&dir))
+            .unwrap()
+            .replace("\"iteration\":1", "\"iteration\":2");
+        assert_eq!(
+            verify(text.as_bytes()).unwrap_err(),
+            ChainError::Broken {
+                line: 3,
+                prev_line: 2
+            }
+        );
     }
 
     #[test]
@@ -259,7 +344,14 @@ mod tests {
         let mut lines: Vec<&str> = text.lines().collect();
         lines.swap(1, 2);
         let swapped = lines.join("\n") + "\n";
-        assert_eq!(verify(swapped.as_bytes()).unwrap_err(), ChainError::Seq { line: 2, expected: 1, found: 2 });
+        assert_eq!(
+            verify(swapped.as_bytes()).unwrap_err(),
+            ChainError::Seq {
+                line: 2,
+                expected: 1,
+                found: 2
+            }
+        );
     }
 
     #[test]

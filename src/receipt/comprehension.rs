@@ -115,9 +115,21 @@ pub fn line_hash(line: &[u8]) -> String {
 }
 
 /// The exact bytes a reviewer key signs for an ack line.
-pub fn ack_message(ledger_id: &str, seq: u64, prev: &str, run_id: &str, digests: &[String]) -> Vec<u8> {
+pub fn ack_message(
+    ledger_id: &str,
+    seq: u64,
+    prev: &str,
+    run_id: &str,
+    digests: &[String],
+) -> Vec<u8> {
     let mut msg = ACK_CONTEXT.to_vec();
-    for part in [ledger_id, &seq.to_string(), prev, run_id, &digests.join(",")] {
+    for part in [
+        ledger_id,
+        &seq.to_string(),
+        prev,
+        run_id,
+        &digests.join(","),
+    ] {
         msg.push(0);
         msg.extend_from_slice(part.as_bytes());
     }
@@ -125,9 +137,19 @@ pub fn ack_message(ledger_id: &str, seq: u64, prev: &str, run_id: &str, digests:
 }
 
 /// Sign the next ack line of a log whose last line hashes to `prev` (`lines` lines so far).
-pub fn sign_ack(key: &OperatorKey, ledger_id: &str, lines: usize, prev: &str, run_id: &str, digests: Vec<String>) -> AckLine {
+pub fn sign_ack(
+    key: &OperatorKey,
+    ledger_id: &str,
+    lines: usize,
+    prev: &str,
+    run_id: &str,
+    digests: Vec<String>,
+) -> AckLine {
     let seq = lines as u64 + 1;
-    let signature = super::dsse::b64(&key.sign(&ack_message(ledger_id, seq, prev, run_id, &digests)).to_bytes());
+    let signature = super::dsse::b64(
+        &key.sign(&ack_message(ledger_id, seq, prev, run_id, &digests))
+            .to_bytes(),
+    );
     AckLine {
         schema: ACK_SCHEMA.into(),
         ledger_id: ledger_id.into(),
@@ -136,7 +158,7 @@ pub fn sign_ack(key: &OperatorKey, ledger_id: &str, lines: usize, prev: &str, ru
         run_id: run_id.into(),
         reviewer: hex::encode(key.verifying_key().as_bytes()),
         digests,
-        signed_at: super::chain::now_rfc3339(),
+        signed_at: crate::timestamp::now_rfc3339(),
         signature: Some(signature),
     }
 }
@@ -148,7 +170,10 @@ pub fn is_public_key(text: &str) -> bool {
 
 /// The raw lines of a JSON-lines file (empty lines skipped).
 pub fn lines_of(bytes: &[u8]) -> Vec<&[u8]> {
-    bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()).collect()
+    bytes
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .collect()
 }
 
 /// The comprehension directory of a state dir.
@@ -164,7 +189,9 @@ pub struct AckLock {
 impl Files {
     /// Open (creating it) the directory under the state dir root.
     pub fn open_or_create(statedir: &SafeDir) -> CmdResult<Files> {
-        Ok(Files { dir: statedir.subdir_or_create(DIR).map_err(fs_failure)? })
+        Ok(Files {
+            dir: statedir.subdir_or_create(DIR).map_err(fs_failure)?,
+        })
     }
 
     /// Open the directory if it exists.
@@ -172,7 +199,9 @@ impl Files {
         if !statedir.exists(DIR) {
             return Ok(None);
         }
-        Ok(Some(Files { dir: statedir.subdir(DIR).map_err(fs_failure)? }))
+        Ok(Some(Files {
+            dir: statedir.subdir(DIR).map_err(fs_failure)?,
+        }))
     }
 
     fn bad(&self, file: &str, what: String) -> Failure {
@@ -185,29 +214,61 @@ impl Files {
         if !self.dir.exists(LEDGER_FILE) {
             return Ok(None);
         }
-        let bytes = self.dir.read(LEDGER_FILE, MAX_LEDGER_BYTES).map_err(fs_failure)?;
+        let bytes = self
+            .dir
+            .read(LEDGER_FILE, MAX_LEDGER_BYTES)
+            .map_err(fs_failure)?;
         let mut lines = lines_of(&bytes).into_iter();
         let header: Header = lines
             .next()
             .and_then(|l| serde_json::from_slice(l).ok())
             .filter(|h: &Header| h.schema == LEDGER_SCHEMA && !h.ledger_id.is_empty())
-            .ok_or_else(|| self.bad(LEDGER_FILE, format!("line 1 is not a {LEDGER_SCHEMA} header")))?;
+            .ok_or_else(|| {
+                self.bad(
+                    LEDGER_FILE,
+                    format!("line 1 is not a {LEDGER_SCHEMA} header"),
+                )
+            })?;
         let mut entries = Vec::new();
         for (i, line) in lines.enumerate() {
-            let entry: LedgerEntry = serde_json::from_slice(line).map_err(|e| self.bad(LEDGER_FILE, format!("line {} is not a ledger entry ({e})", i + 2)))?;
-            let tree = |t: &str| !t.is_empty() && t.len() <= 64 && t.bytes().all(|b| b.is_ascii_hexdigit());
-            if !tree(&entry.from_tree) || !tree(&entry.to_tree) || crate::run_id::RunId::parse(&entry.run_id).is_err() {
-                return Err(self.bad(LEDGER_FILE, format!("line {}: names no run id and git trees", i + 2)));
+            let entry: LedgerEntry = serde_json::from_slice(line).map_err(|e| {
+                self.bad(
+                    LEDGER_FILE,
+                    format!("line {} is not a ledger entry ({e})", i + 2),
+                )
+            })?;
+            let tree = |t: &str| {
+                !t.is_empty() && t.len() <= 64 && t.bytes().all(|b| b.is_ascii_hexdigit())
+            };
+            if !tree(&entry.from_tree)
+                || !tree(&entry.to_tree)
+                || crate::run_id::RunId::parse(&entry.run_id).is_err()
+            {
+                return Err(self.bad(
+                    LEDGER_FILE,
+                    format!("line {}: names no run id and git trees", i + 2),
+                ));
             }
             if entry.digest != diff_digest(&entry.from_tree, &entry.to_tree) {
-                return Err(self.bad(LEDGER_FILE, format!("line {}: its digest is not the digest of {} -> {}", i + 2, entry.from_tree, entry.to_tree)));
+                return Err(self.bad(
+                    LEDGER_FILE,
+                    format!(
+                        "line {}: its digest is not the digest of {} -> {}",
+                        i + 2,
+                        entry.from_tree,
+                        entry.to_tree
+                    ),
+                ));
             }
             entries.push(entry);
         }
         if !bytes.is_empty() && !bytes.ends_with(b"\n") {
             return Err(self.bad(LEDGER_FILE, "its last line is incomplete".into()));
         }
-        Ok(Some(Ledger { ledger_id: header.ledger_id, entries }))
+        Ok(Some(Ledger {
+            ledger_id: header.ledger_id,
+            entries,
+        }))
     }
 
     /// The ledger, created with a new id when there is none.
@@ -217,7 +278,11 @@ impl Files {
         }
         let mut id = [0u8; 16];
         rand_core::RngCore::fill_bytes(&mut rand_core::OsRng, &mut id);
-        let header = Header { schema: LEDGER_SCHEMA.into(), ledger_id: hex::encode(id), created_at: super::chain::now_rfc3339() };
+        let header = Header {
+            schema: LEDGER_SCHEMA.into(),
+            ledger_id: hex::encode(id),
+            created_at: crate::timestamp::now_rfc3339(),
+        };
         let mut line = serde_json::to_vec(&header).map_err(|e| Failure::internal(e.to_string()))?;
         line.push(b'\n');
         // Written whole under a temporary name, then moved in place: a reader never sees half a header.
@@ -225,14 +290,30 @@ impl Files {
         self.dir.write_atomic(&tmp, &line).map_err(fs_failure)?;
         let fd = self.dir.fd().as_raw_fd();
         // Hard link (fails if another process created the ledger first), then drop the temporary name.
-        let linked = nix::unistd::linkat(Some(fd), tmp.as_str(), Some(fd), LEDGER_FILE, nix::fcntl::AtFlags::empty());
-        let _ = nix::unistd::unlinkat(Some(fd), tmp.as_str(), nix::unistd::UnlinkatFlags::NoRemoveDir);
+        let linked = nix::unistd::linkat(
+            Some(fd),
+            tmp.as_str(),
+            Some(fd),
+            LEDGER_FILE,
+            nix::fcntl::AtFlags::empty(),
+        );
+        let _ = nix::unistd::unlinkat(
+            Some(fd),
+            tmp.as_str(),
+            nix::unistd::UnlinkatFlags::NoRemoveDir,
+        );
         match linked {
             Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
-            Err(e) => return Err(Failure::io(&self.dir.path().join(LEDGER_FILE), &std::io::Error::from(e))),
+            Err(e) => {
+                return Err(Failure::io(
+                    &self.dir.path().join(LEDGER_FILE),
+                    &std::io::Error::from(e),
+                ))
+            }
         }
         self.dir.sync().map_err(fs_failure)?;
-        self.ledger()?.ok_or_else(|| Failure::internal("the ledger just created is gone"))
+        self.ledger()?
+            .ok_or_else(|| Failure::internal("the ledger just created is gone"))
     }
 
     /// Append one entry (one write, fsync'd).
@@ -260,7 +341,10 @@ impl Files {
         // SAFETY: fcntl on a descriptor we own with a valid `struct flock`.
         let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLKW, &mut fl) };
         if rc != 0 {
-            return Err(Failure::io(&self.dir.path().join(LOCK_FILE), &std::io::Error::last_os_error()));
+            return Err(Failure::io(
+                &self.dir.path().join(LOCK_FILE),
+                &std::io::Error::last_os_error(),
+            ));
         }
         Ok(AckLock { _file: file })
     }
@@ -281,7 +365,9 @@ impl Files {
 
 fn append(dir: &SafeDir, name: &str, bytes: &[u8]) -> CmdResult<()> {
     let mut file = dir.open_append(name).map_err(fs_failure)?;
-    file.write_all(bytes).and_then(|_| file.sync_all()).map_err(|e| Failure::io(&dir.path().join(name), &e))
+    file.write_all(bytes)
+        .and_then(|_| file.sync_all())
+        .map_err(|e| Failure::io(&dir.path().join(name), &e))
 }
 
 #[cfg(test)]
@@ -306,7 +392,13 @@ mod tests {
     fn a_ledger_is_created_once_and_reads_back_its_entries() {
         let (_tmp, files) = files();
         let ledger = files.ledger_or_create().unwrap();
-        let entry = LedgerEntry { run_id: "r".into(), iteration: 1, from_tree: "aa0".into(), to_tree: "aa1".into(), digest: diff_digest("aa0", "aa1") };
+        let entry = LedgerEntry {
+            run_id: "r".into(),
+            iteration: 1,
+            from_tree: "aa0".into(),
+            to_tree: "aa1".into(),
+            digest: diff_digest("aa0", "aa1"),
+        };
         files.append_entry(&entry).unwrap();
         let again = files.ledger_or_create().unwrap();
         assert_eq!(again.ledger_id, ledger.ledger_id);
@@ -317,11 +409,22 @@ mod tests {
     fn a_ledger_entry_whose_digest_is_not_its_trees_is_bad_state() {
         let (_tmp, files) = files();
         files.ledger_or_create().unwrap();
-        let entry = LedgerEntry { run_id: "r".into(), iteration: 1, from_tree: "aa0".into(), to_tree: "aa1".into(), digest: diff_digest("aa0", "aa2") };
+        let entry = LedgerEntry {
+            run_id: "r".into(),
+            iteration: 1,
+            from_tree: "aa0".into(),
+            to_tree: "aa1".into(),
+            digest: diff_digest("aa0", "aa2"),
+        };
         files.append_entry(&entry).unwrap();
         let err = files.ledger().unwrap_err();
         assert_eq!(err.code, crate::error::FailureCode::WorkspaceInvalid);
-        assert!(err.message.ends_with("line 2: its digest is not the digest of aa0 -> aa1"), "{}", err.message);
+        assert!(
+            err.message
+                .ends_with("line 2: its digest is not the digest of aa0 -> aa1"),
+            "{}",
+            err.message
+        );
     }
 
     #[test]
@@ -329,6 +432,11 @@ mod tests {
         let (_tmp, files) = files();
         std::fs::write(files.path().join(LEDGER_FILE), b"{\"run_id\":\"r\"}\n").unwrap();
         let err = files.ledger().unwrap_err();
-        assert!(err.message.ends_with("line 1 is not a loopexec.comprehension/v1 header"), "{}", err.message);
+        assert!(
+            err.message
+                .ends_with("line 1 is not a loopexec.comprehension/v1 header"),
+            "{}",
+            err.message
+        );
     }
 }

@@ -28,7 +28,15 @@ pub struct Envelope {
 /// PAE(type, body) = "DSSEv1" SP LEN(type) SP type SP LEN(body) SP body, lengths in ASCII decimal.
 pub fn pae(payload_type: &str, payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(payload.len() + payload_type.len() + 32);
-    out.extend_from_slice(format!("DSSEv1 {} {} {} ", payload_type.len(), payload_type, payload.len()).as_bytes());
+    out.extend_from_slice(
+        format!(
+            "DSSEv1 {} {} {} ",
+            payload_type.len(),
+            payload_type,
+            payload.len()
+        )
+        .as_bytes(),
+    );
     out.extend_from_slice(payload);
     out
 }
@@ -59,7 +67,10 @@ mod tests {
 
     #[test]
     fn pae_matches_the_dsse_specification_example_shape() {
-        assert_eq!(pae("http://example.com/HelloWorld", b"hello world"), b"DSSEv1 29 http://example.com/HelloWorld 11 hello world".to_vec());
+        assert_eq!(
+            pae("http://example.com/HelloWorld", b"hello world"),
+            b"DSSEv1 29 http://example.com/HelloWorld 11 hello world".to_vec()
+        );
     }
 
     #[test]

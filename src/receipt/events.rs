@@ -10,8 +10,8 @@
 //! know decode as [`Event::Unknown`].
 
 use crate::capture::StreamRecord;
-use crate::halt::HaltReason;
 use crate::ending::Ending;
+use crate::halt::HaltReason;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -30,20 +30,31 @@ pub enum Event {
     RunKey(RunKeyEndorsement),
     /// The detached workspace of a run: baseline t0 (commit, tree), protected paths.
     Workspace(WorkspaceRecord),
-    IterationStart { iteration: u64 },
+    IterationStart {
+        iteration: u64,
+    },
     ExecResult(ExecResult),
     /// The tree an agent step left, and the protected paths it touched.
     Snapshot(SnapshotRecord),
     CheckResult(CheckResult),
-    IterationInterrupted { iteration: u64, cause: String },
+    IterationInterrupted {
+        iteration: u64,
+        cause: String,
+    },
     RunResumed(RunResumed),
     /// A `run --resume` that found the run halted but not sealed (its supervisor died between
     /// the `halt` line and the seal) and finished the seal: only its own `run_key` follows it
     /// (docs/receipt.md, "The crash window between halt and seal").
     SealResumed(SealResumed),
-    RunInterrupted { signal: String, iteration: u64 },
+    RunInterrupted {
+        signal: String,
+        iteration: u64,
+    },
     /// The agent's credential was minted by the operator's hook (never the secret itself).
-    CredentialMinted { env: String, duration_ms: u64 },
+    CredentialMinted {
+        env: String,
+        duration_ms: u64,
+    },
     /// The operator's revoke hook ran.
     CredentialRevoked(CredentialRevoked),
     /// A guard's finding on an iteration that the `snapshot` does not carry (the protected-path
@@ -391,7 +402,9 @@ impl LeftOutRecord {
     pub const MAX_NAMED: usize = 20;
 
     /// The record of `paths` (each with why it was left out); `None` when there are none.
-    pub fn of<'a>(paths: impl ExactSizeIterator<Item = (&'a [u8], &'static str)>) -> Option<LeftOutRecord> {
+    pub fn of<'a>(
+        paths: impl ExactSizeIterator<Item = (&'a [u8], &'static str)>,
+    ) -> Option<LeftOutRecord> {
         use sha2::{Digest, Sha256};
         let count = paths.len() as u64;
         if count == 0 {
@@ -406,7 +419,11 @@ impl LeftOutRecord {
                 named.push(format!("{} ({why})", crate::inert::inert_bytes(path)));
             }
         }
-        Some(LeftOutRecord { count, named, sha256: hex::encode(h.finalize()) })
+        Some(LeftOutRecord {
+            count,
+            named,
+            sha256: hex::encode(h.finalize()),
+        })
     }
 }
 
@@ -1049,14 +1066,25 @@ pub struct Recorded {
 impl Recorded {
     /// Decode one verified line (`index` is 0-based).
     pub fn decode(index: usize, line: &Map<String, Value>) -> Result<Recorded, EventError> {
-        let event: Event = serde_json::from_value(Value::Object(line.clone()))
-            .map_err(|e| EventError { line: index + 1, kind: type_of(line).to_string(), detail: e.to_string() })?;
-        Ok(Recorded { event, line: line.clone() })
+        let event: Event =
+            serde_json::from_value(Value::Object(line.clone())).map_err(|e| EventError {
+                line: index + 1,
+                kind: type_of(line).to_string(),
+                detail: e.to_string(),
+            })?;
+        Ok(Recorded {
+            event,
+            line: line.clone(),
+        })
     }
 
     /// Decode every line of a verified receipt.
     pub fn decode_all(lines: &[Map<String, Value>]) -> Result<Vec<Recorded>, EventError> {
-        lines.iter().enumerate().map(|(i, l)| Recorded::decode(i, l)).collect()
+        lines
+            .iter()
+            .enumerate()
+            .map(|(i, l)| Recorded::decode(i, l))
+            .collect()
     }
 
     /// The `type` as written (also for [`Event::Unknown`]).
@@ -1066,7 +1094,11 @@ impl Recorded {
 
     /// The event's fields without the chain's (`seq`, `prev`, `ts`, `type`).
     pub fn body(&self) -> Map<String, Value> {
-        self.line.iter().filter(|(k, _)| !CHAIN_FIELDS.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect()
+        self.line
+            .iter()
+            .filter(|(k, _)| !CHAIN_FIELDS.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
     }
 }
 
@@ -1080,7 +1112,12 @@ pub(crate) mod sample {
     use super::*;
 
     pub fn stream() -> StreamRecord {
-        StreamRecord { bytes: 0, sha256: "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855".into(), artifact: None, truncated: false }
+        StreamRecord {
+            bytes: 0,
+            sha256: "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855".into(),
+            artifact: None,
+            truncated: false,
+        }
     }
 
     pub fn run_start(run_id: &str) -> Event {
@@ -1157,7 +1194,9 @@ pub(crate) mod sample {
 
     /// A green check of iteration 1 that collected and skipped exactly these test ids.
     pub fn check_with_sets(collected: &[&str], skipped: &[&str]) -> CheckResult {
-        let Event::CheckResult(mut c) = check_result(1, 0) else { unreachable!("check_result makes a CheckResult") };
+        let Event::CheckResult(mut c) = check_result(1, 0) else {
+            unreachable!("check_result makes a CheckResult")
+        };
         c.collected_set = Some(collected.iter().map(|s| s.to_string()).collect());
         c.skipped_set = Some(skipped.iter().map(|s| s.to_string()).collect());
         c
@@ -1184,12 +1223,18 @@ mod tests {
 
     #[test]
     fn left_out_paths_are_named_escaped_up_to_the_bound_then_counted_and_digested() {
-        let paths: Vec<Vec<u8>> = (0..25).map(|i| format!("cache{i:02}").into_bytes()).chain([b"a\x1b[2Jb".to_vec()]).collect();
+        let paths: Vec<Vec<u8>> = (0..25)
+            .map(|i| format!("cache{i:02}").into_bytes())
+            .chain([b"a\x1b[2Jb".to_vec()])
+            .collect();
         let record = LeftOutRecord::of(paths.iter().map(|p| (p.as_slice(), "cache"))).unwrap();
         assert_eq!(record.count, 26);
         assert_eq!(record.named.len(), LeftOutRecord::MAX_NAMED);
         assert_eq!(record.named[0], "cache00 (cache)");
-        let all: Vec<u8> = paths.iter().flat_map(|p| p.iter().copied().chain([b'\n'])).collect();
+        let all: Vec<u8> = paths
+            .iter()
+            .flat_map(|p| p.iter().copied().chain([b'\n']))
+            .collect();
         use sha2::Digest;
         assert_eq!(record.sha256, hex::encode(sha2::Sha256::digest(&all)));
         let escaped = LeftOutRecord::of([(&b"a\x1b[2Jb"[..], "ignored")].into_iter()).unwrap();
@@ -1199,21 +1244,37 @@ mod tests {
 
     #[test]
     fn an_event_of_an_unknown_type_decodes_as_unknown_with_its_body() {
-        let r = Recorded::decode(3, &line(r#"{"seq":3,"prev":"x","ts":"t","type":"guard_note","why":"w"}"#)).unwrap();
+        let r = Recorded::decode(
+            3,
+            &line(r#"{"seq":3,"prev":"x","ts":"t","type":"guard_note","why":"w"}"#),
+        )
+        .unwrap();
         assert_eq!((&r.event, r.kind()), (&Event::Unknown, "guard_note"));
         assert_eq!(Value::Object(r.body()), serde_json::json!({"why": "w"}));
     }
 
     #[test]
     fn a_known_event_missing_a_field_is_named_with_its_line() {
-        let err = Recorded::decode(0, &line(r#"{"seq":0,"prev":"x","ts":"t","type":"iteration_start"}"#)).unwrap_err();
+        let err = Recorded::decode(
+            0,
+            &line(r#"{"seq":0,"prev":"x","ts":"t","type":"iteration_start"}"#),
+        )
+        .unwrap_err();
         assert_eq!((err.line, err.kind.as_str()), (1, "iteration_start"));
         assert!(err.detail.contains("iteration"), "{err}");
     }
 
     #[test]
     fn a_revoke_without_an_error_writes_no_error_field() {
-        let e = Event::CredentialRevoked(CredentialRevoked { cause: "halt".into(), duration_ms: 3, ok: true, error: None });
-        assert_eq!(Value::Object(e.fields().unwrap()), serde_json::json!({"cause": "halt", "duration_ms": 3, "ok": true}));
+        let e = Event::CredentialRevoked(CredentialRevoked {
+            cause: "halt".into(),
+            duration_ms: 3,
+            ok: true,
+            error: None,
+        });
+        assert_eq!(
+            Value::Object(e.fields().unwrap()),
+            serde_json::json!({"cause": "halt", "duration_ms": 3, "ok": true})
+        );
     }
 }

@@ -60,7 +60,9 @@ pub struct HeartbeatRecord {
 
 /// Milliseconds since the Unix epoch, now.
 pub fn now_unix_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// Replace the run's heartbeat.json with `record` (temp file + rename).
@@ -87,9 +89,13 @@ pub fn read(run_dir: &SafeDir) -> Result<HeartbeatRecord, ReadError> {
         Err(e) if e.is_not_found() => return Err(ReadError::Missing),
         Err(e) => return Err(ReadError::Fs(e)),
     };
-    let record: HeartbeatRecord = serde_json::from_slice(&bytes).map_err(|e| ReadError::Malformed(e.to_string()))?;
+    let record: HeartbeatRecord =
+        serde_json::from_slice(&bytes).map_err(|e| ReadError::Malformed(e.to_string()))?;
     if record.schema != HEARTBEAT_SCHEMA {
-        return Err(ReadError::Malformed(format!("schema {}", crate::inert::inert(&record.schema))));
+        return Err(ReadError::Malformed(format!(
+            "schema {}",
+            crate::inert::inert(&record.schema)
+        )));
     }
     Ok(record)
 }
@@ -125,16 +131,34 @@ mod tests {
     fn a_heartbeat_of_another_schema_is_malformed() {
         let dir = tempfile::tempdir().unwrap();
         let safe = SafeDir::open(dir.path()).unwrap();
-        write(&safe, &HeartbeatRecord { schema: "other/v9".into(), ..record() }).unwrap();
-        assert!(matches!(read(&safe), Err(ReadError::Malformed(m)) if m == "schema other/v9"), "{:?}", read(&safe));
+        write(
+            &safe,
+            &HeartbeatRecord {
+                schema: "other/v9".into(),
+                ..record()
+            },
+        )
+        .unwrap();
+        assert!(
+            matches!(read(&safe), Err(ReadError::Malformed(m)) if m == "schema other/v9"),
+            "{:?}",
+            read(&safe)
+        );
     }
 
     #[test]
     fn an_oversized_heartbeat_is_refused_unread() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join(HEARTBEAT_FILE), vec![b' '; MAX_HEARTBEAT_BYTES as usize + 1]).unwrap();
+        std::fs::write(
+            dir.path().join(HEARTBEAT_FILE),
+            vec![b' '; MAX_HEARTBEAT_BYTES as usize + 1],
+        )
+        .unwrap();
         let safe = SafeDir::open(dir.path()).unwrap();
-        assert!(matches!(read(&safe), Err(ReadError::Fs(SafeFsError::TooLarge { .. }))));
+        assert!(matches!(
+            read(&safe),
+            Err(ReadError::Fs(SafeFsError::TooLarge { .. }))
+        ));
     }
 
     #[test]

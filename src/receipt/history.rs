@@ -5,7 +5,8 @@
 //! that a live run and a resumed one decide from the same state.
 
 use super::events::{
-    CheckResult, Event, ExecResult, GuardRecord, HaltRecord, JudgeRecord, ProgressRecord, Recorded, ReferenceRecord, RunStart, SnapshotRecord, WorkspaceRecord,
+    CheckResult, Event, ExecResult, GuardRecord, HaltRecord, JudgeRecord, ProgressRecord, Recorded,
+    ReferenceRecord, RunStart, SnapshotRecord, WorkspaceRecord,
 };
 use serde_json::{Map, Value};
 
@@ -162,7 +163,10 @@ impl History {
             }
             Event::IterationStart { iteration } => {
                 self.last_started = *iteration;
-                self.iterations.push(IterationRecord { iteration: *iteration, ..Default::default() });
+                self.iterations.push(IterationRecord {
+                    iteration: *iteration,
+                    ..Default::default()
+                });
             }
             Event::ExecResult(exec) => {
                 if let Some(slot) = self.slot(exec.iteration) {
@@ -231,7 +235,9 @@ impl History {
                 }
             }
             Event::Reference(reference) => self.reference = Some(reference.clone()),
-            Event::RatchetAccept(accept) => self.hand_accepted.push((accept.clone(), self.last_started)),
+            Event::RatchetAccept(accept) => {
+                self.hand_accepted.push((accept.clone(), self.last_started))
+            }
             Event::Progress(progress) => {
                 if let Some(slot) = self.slot(progress.iteration) {
                     slot.progress = Some(progress.clone());
@@ -268,7 +274,9 @@ impl History {
                 self.halt = Some(halt.clone());
                 self.halt_line = Some(recorded.line.clone());
             }
-            Event::Externalised(x) if x.of == "check_baseline" => self.check_baseline_externalised = Some(x.clone()),
+            Event::Externalised(x) if x.of == "check_baseline" => {
+                self.check_baseline_externalised = Some(x.clone())
+            }
             Event::Externalised(x) => {
                 if let Some(slot) = self.slot(x.iteration) {
                     slot.externalised.push(x.clone());
@@ -319,23 +327,40 @@ impl History {
 
     /// The last check that exited: its exit code and failing-set size.
     pub fn last_exited_check(&self) -> Option<&CheckResult> {
-        self.iterations.iter().rev().filter_map(|r| r.check.as_ref()).find(|c| c.check_exit.is_some())
+        self.iterations
+            .iter()
+            .rev()
+            .filter_map(|r| r.check.as_ref())
+            .find(|c| c.check_exit.is_some())
     }
 
     /// The last recorded check result.
     pub fn last_check(&self) -> Option<(u64, &CheckResult)> {
-        self.iterations.iter().rev().find_map(|r| r.check.as_ref().map(|c| (r.iteration, c)))
+        self.iterations
+            .iter()
+            .rev()
+            .find_map(|r| r.check.as_ref().map(|c| (r.iteration, c)))
     }
 
     /// The lists of iteration `n`'s `of` event (`check_result`, ...) that the receipt holds in
     /// a run artifact, by count, digest and sample.
     pub fn externalised(&self, n: u64, of: &str) -> Option<&crate::receipt::bounded::Externalised> {
-        self.iterations.iter().rev().find(|r| r.iteration == n)?.externalised.iter().find(|x| x.of == of)
+        self.iterations
+            .iter()
+            .rev()
+            .find(|r| r.iteration == n)?
+            .externalised
+            .iter()
+            .find(|x| x.of == of)
     }
 
     /// The failing-set size of every iteration that recorded a check, in order.
     pub fn failing_counts(&self) -> Vec<Option<u64>> {
-        self.iterations.iter().filter(|r| r.check.is_some()).map(IterationRecord::failing_count).collect()
+        self.iterations
+            .iter()
+            .filter(|r| r.check.is_some())
+            .map(IterationRecord::failing_count)
+            .collect()
     }
 
     /// Whether the operator accepted iteration `n` by hand (`ratchet --accept`).
@@ -345,24 +370,37 @@ impl History {
 
     /// Whether the ratchet kept iteration `n`: its `progress` accepted it, or the operator did.
     pub fn ratchet_kept(&self, record: &IterationRecord) -> bool {
-        record.progress.as_ref().is_some_and(|p| p.accepted) || self.accepted_by_hand(record.iteration)
+        record.progress.as_ref().is_some_and(|p| p.accepted)
+            || self.accepted_by_hand(record.iteration)
     }
 
     /// The hand acceptance no iteration has started from yet (what a resume applies).
     pub fn pending_hand_acceptance(&self) -> Option<&super::events::RatchetAcceptRecord> {
-        self.hand_accepted.last().filter(|(_, after)| *after == self.last_started).map(|(a, _)| a)
+        self.hand_accepted
+            .last()
+            .filter(|(_, after)| *after == self.last_started)
+            .map(|(a, _)| a)
     }
 
     /// The last snapshot the guards accepted (the end state of a detached run).
     pub fn last_accepted_snapshot(&self) -> Option<&SnapshotRecord> {
         // An iteration the ratchet rejected (and the operator did not accept) is never the end state.
         let ratcheted = |r: &&IterationRecord| r.progress.is_none() || self.ratchet_kept(r);
-        self.iterations.iter().rev().filter(ratcheted).filter_map(|r| r.snapshot.as_ref()).find(|s| s.accepted())
+        self.iterations
+            .iter()
+            .rev()
+            .filter(ratcheted)
+            .filter_map(|r| r.snapshot.as_ref())
+            .find(|s| s.accepted())
     }
 
     /// The egress audit digest the receipt recorded last.
     pub fn last_egress_audit_sha256(&self) -> Option<&str> {
-        self.iterations.iter().rev().filter_map(|r| r.exec.as_ref()?.egress.as_ref()?.audit_sha256.as_deref()).next()
+        self.iterations
+            .iter()
+            .rev()
+            .filter_map(|r| r.exec.as_ref()?.egress.as_ref()?.audit_sha256.as_deref())
+            .next()
     }
 }
 
@@ -370,11 +408,11 @@ impl History {
 mod tests {
     use super::*;
     use crate::capture::StreamRecord;
+    use crate::ending::Ending;
     use crate::halt::HaltReason;
     use crate::receipt::chain::{self, ReceiptLog};
     use crate::receipt::events::*;
     use crate::safefs::SafeDir;
-    use crate::ending::Ending;
     use proptest::prelude::*;
 
     fn ending() -> impl Strategy<Value = Ending> {
@@ -388,8 +426,18 @@ mod tests {
     }
 
     fn stream() -> impl Strategy<Value = StreamRecord> {
-        (0u64..1 << 40, "[0-9a-f]{64}", proptest::option::of("artifacts/[0-9]{4}-exec\\.stdout"), any::<bool>())
-            .prop_map(|(bytes, sha256, artifact, truncated)| StreamRecord { bytes, sha256, artifact, truncated })
+        (
+            0u64..1 << 40,
+            "[0-9a-f]{64}",
+            proptest::option::of("artifacts/[0-9]{4}-exec\\.stdout"),
+            any::<bool>(),
+        )
+            .prop_map(|(bytes, sha256, artifact, truncated)| StreamRecord {
+                bytes,
+                sha256,
+                artifact,
+                truncated,
+            })
     }
 
     fn set() -> impl Strategy<Value = Option<Vec<String>>> {
@@ -536,7 +584,10 @@ mod tests {
         };
         let events = [
             sample::run_start("r"),
-            Event::CredentialMinted { env: "T".into(), duration_ms: 1 },
+            Event::CredentialMinted {
+                env: "T".into(),
+                duration_ms: 1,
+            },
             Event::IterationStart { iteration: 1 },
             sample::exec_result(1, 0),
             sample::check_result(1, 1),
@@ -545,8 +596,13 @@ mod tests {
         ];
         let records: Vec<Recorded> = events.iter().enumerate().map(|(i, e)| line(i, e)).collect();
         let h = History::fold(&records);
-        assert_eq!((h.last_started, h.iterations.len(), h.credential_outstanding), (2, 2, true));
+        assert_eq!(
+            (h.last_started, h.iterations.len(), h.credential_outstanding),
+            (2, 2, true)
+        );
         assert_eq!(h.last_exited_check().and_then(|c| c.check_exit), Some(1));
-        assert!(h.current().is_some_and(|r| r.exec.is_some() && r.check.is_none()));
+        assert!(h
+            .current()
+            .is_some_and(|r| r.exec.is_some() && r.check.is_none()));
     }
 }

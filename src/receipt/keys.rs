@@ -28,9 +28,16 @@ pub enum KeyError {
     #[error("{0}")]
     Fs(#[from] SafeFsError),
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{path}: not an Ed25519 {what} in PEM form ({detail})")]
-    Malformed { path: PathBuf, what: &'static str, detail: String },
+    Malformed {
+        path: PathBuf,
+        what: &'static str,
+        detail: String,
+    },
     #[error("{path}: private key is readable by others (mode {mode:o}); run `chmod 600` on it")]
     Permissions { path: PathBuf, mode: u32 },
     #[error("{path} already exists; pass --force to replace the key pair")]
@@ -68,7 +75,11 @@ pub struct OperatorKey {
 
 impl std::fmt::Debug for OperatorKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "OperatorKey({})", fingerprint(&self.signing.verifying_key()))
+        write!(
+            f,
+            "OperatorKey({})",
+            fingerprint(&self.signing.verifying_key())
+        )
     }
 }
 
@@ -89,17 +100,32 @@ pub fn generate_operator_key(dir: &Path, force: bool) -> Result<GeneratedKey, Ke
 
 /// Create a new reviewer key pair (reviewer.key / reviewer.pub) in `dir`.
 pub fn generate_reviewer_key(dir: &Path, force: bool) -> Result<GeneratedKey, KeyError> {
-    generate_key_pair(dir, force, REVIEWER_PRIVATE_KEY_FILE, REVIEWER_PUBLIC_KEY_FILE)
+    generate_key_pair(
+        dir,
+        force,
+        REVIEWER_PRIVATE_KEY_FILE,
+        REVIEWER_PUBLIC_KEY_FILE,
+    )
 }
 
-fn generate_key_pair(dir: &Path, force: bool, private_name: &str, public_name: &str) -> Result<GeneratedKey, KeyError> {
+fn generate_key_pair(
+    dir: &Path,
+    force: bool,
+    private_name: &str,
+    public_name: &str,
+) -> Result<GeneratedKey, KeyError> {
     if let Some(parent) = dir.parent() {
-        std::fs::create_dir_all(parent).map_err(|source| KeyError::Io { path: parent.to_path_buf(), source })?;
+        std::fs::create_dir_all(parent).map_err(|source| KeyError::Io {
+            path: parent.to_path_buf(),
+            source,
+        })?;
     }
     let safe = SafeDir::open_or_create(dir)?;
     for name in [private_name, public_name] {
         if safe.exists(name) && !force {
-            return Err(KeyError::Exists { path: dir.join(name) });
+            return Err(KeyError::Exists {
+                path: dir.join(name),
+            });
         }
     }
     let signing = SigningKey::generate(&mut rand_core::OsRng);
@@ -113,15 +139,29 @@ fn generate_key_pair(dir: &Path, force: bool, private_name: &str, public_name: &
     // Write both under temporary names, then rename, so a failure leaves no half key pair.
     let tmp_priv = format!(".{private_name}.new-{}", std::process::id());
     let tmp_pub = format!(".{public_name}.new-{}", std::process::id());
-    for (tmp, bytes, mode) in [(&tmp_priv, private_pem.as_bytes(), 0o600), (&tmp_pub, public_pem.as_bytes(), 0o644)] {
-        let _ = nix::unistd::unlinkat(Some(std::os::fd::AsRawFd::as_raw_fd(&safe.fd())), tmp.as_str(), nix::unistd::UnlinkatFlags::NoRemoveDir);
+    for (tmp, bytes, mode) in [
+        (&tmp_priv, private_pem.as_bytes(), 0o600),
+        (&tmp_pub, public_pem.as_bytes(), 0o644),
+    ] {
+        let _ = nix::unistd::unlinkat(
+            Some(std::os::fd::AsRawFd::as_raw_fd(&safe.fd())),
+            tmp.as_str(),
+            nix::unistd::UnlinkatFlags::NoRemoveDir,
+        );
         let mut f = safe.create_new(tmp, mode)?;
-        f.write_all(bytes).and_then(|_| f.sync_all()).map_err(|source| KeyError::Io { path: dir.join(tmp), source })?;
+        f.write_all(bytes)
+            .and_then(|_| f.sync_all())
+            .map_err(|source| KeyError::Io {
+                path: dir.join(tmp),
+                source,
+            })?;
     }
     let fd = std::os::fd::AsRawFd::as_raw_fd(&safe.fd());
     for (tmp, name) in [(&tmp_priv, private_name), (&tmp_pub, public_name)] {
-        nix::fcntl::renameat(Some(fd), tmp.as_str(), Some(fd), name)
-            .map_err(|e| KeyError::Io { path: dir.join(name), source: e.into() })?;
+        nix::fcntl::renameat(Some(fd), tmp.as_str(), Some(fd), name).map_err(|e| KeyError::Io {
+            path: dir.join(name),
+            source: e.into(),
+        })?;
     }
     safe.sync()?;
     Ok(GeneratedKey {
@@ -132,18 +172,60 @@ fn generate_key_pair(dir: &Path, force: bool, private_name: &str, public_name: &
     })
 }
 
-fn read_key_file(path: &Path) -> Result<String, KeyError> {
+/// The longest key file read (a PEM key is a few hundred bytes).
+const MAX_KEY_FILE_BYTES: u64 = 64 * 1024;
+
+/// Read a key file through one descriptor: opened once (no link, a regular file), and, for a
+/// private key (`private`), its mode checked on that descriptor (fstat) before a byte is read, so
+/// the file checked is the file read.
+fn read_key_file(path: &Path, private: bool) -> Result<String, KeyError> {
+    use std::io::Read;
+    use std::os::unix::fs::PermissionsExt;
     let (dir, name) = split(path)?;
     let safe = SafeDir::open(&dir)?;
-    let bytes = safe.read(&name, 64 * 1024)?;
-    String::from_utf8(bytes).map_err(|e| KeyError::Malformed { path: path.to_path_buf(), what: "key", detail: e.to_string() })
+    let mut file = safe.open_read(&name)?;
+    if private {
+        let meta = file.metadata().map_err(|source| KeyError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            return Err(KeyError::Permissions {
+                path: path.to_path_buf(),
+                mode,
+            });
+        }
+    }
+    let mut bytes = Vec::new();
+    (&mut file)
+        .take(MAX_KEY_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|source| KeyError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    if bytes.len() as u64 > MAX_KEY_FILE_BYTES {
+        return Err(KeyError::Fs(SafeFsError::TooLarge {
+            path: path.to_path_buf(),
+            limit: MAX_KEY_FILE_BYTES,
+        }));
+    }
+    String::from_utf8(bytes).map_err(|e| KeyError::Malformed {
+        path: path.to_path_buf(),
+        what: "key",
+        detail: e.to_string(),
+    })
 }
 
 fn split(path: &Path) -> Result<(PathBuf, String), KeyError> {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).ok_or_else(|| KeyError::Io {
-        path: path.to_path_buf(),
-        source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file path"),
-    })?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .ok_or_else(|| KeyError::Io {
+            path: path.to_path_buf(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file path"),
+        })?;
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
@@ -152,15 +234,10 @@ fn split(path: &Path) -> Result<(PathBuf, String), KeyError> {
 }
 
 impl OperatorKey {
-    /// Load a PKCS#8 PEM private key, refusing one that group or others can read.
+    /// Load a PKCS#8 PEM private key, refusing one that group or others can read (checked on the
+    /// descriptor it is read from) and a link.
     pub fn load(path: &Path) -> Result<OperatorKey, KeyError> {
-        use std::os::unix::fs::PermissionsExt;
-        let meta = std::fs::symlink_metadata(path).map_err(|source| KeyError::Io { path: path.to_path_buf(), source })?;
-        let mode = meta.permissions().mode() & 0o777;
-        if mode & 0o077 != 0 {
-            return Err(KeyError::Permissions { path: path.to_path_buf(), mode });
-        }
-        let pem = read_key_file(path)?;
+        let pem = read_key_file(path, true)?;
         let signing = SigningKey::from_pkcs8_pem(&pem).map_err(|e| KeyError::Malformed {
             path: path.to_path_buf(),
             what: "private key",
@@ -180,7 +257,7 @@ impl OperatorKey {
 
 /// Load an SPKI PEM public key.
 pub fn load_public_key(path: &Path) -> Result<VerifyingKey, KeyError> {
-    let pem = read_key_file(path)?;
+    let pem = read_key_file(path, false)?;
     VerifyingKey::from_public_key_pem(&pem).map_err(|e| KeyError::Malformed {
         path: path.to_path_buf(),
         what: "public key",
@@ -195,13 +272,19 @@ pub struct RunKey {
 
 impl std::fmt::Debug for RunKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "RunKey({})", hex::encode(self.signing.verifying_key().as_bytes()))
+        write!(
+            f,
+            "RunKey({})",
+            hex::encode(self.signing.verifying_key().as_bytes())
+        )
     }
 }
 
 impl RunKey {
     pub fn mint() -> RunKey {
-        RunKey { signing: SigningKey::generate(&mut rand_core::OsRng) }
+        RunKey {
+            signing: SigningKey::generate(&mut rand_core::OsRng),
+        }
     }
 
     pub fn verifying_key(&self) -> VerifyingKey {
@@ -216,10 +299,18 @@ impl RunKey {
 /// The exact bytes the operator key signs to endorse a run key: a context string, the run id, the
 /// run public key, and the hash of the receipt line before the endorsement (the `run_start` line,
 /// which pins the run's whole configuration).
-pub fn endorsement_message(run_id: &str, run_public_key: &VerifyingKey, prev_line_hash: &str) -> Vec<u8> {
+pub fn endorsement_message(
+    run_id: &str,
+    run_public_key: &VerifyingKey,
+    prev_line_hash: &str,
+) -> Vec<u8> {
     let mut msg = Vec::new();
     msg.extend_from_slice(ENDORSEMENT_CONTEXT);
-    for part in [run_id.as_bytes(), hex::encode(run_public_key.as_bytes()).as_bytes(), prev_line_hash.as_bytes()] {
+    for part in [
+        run_id.as_bytes(),
+        hex::encode(run_public_key.as_bytes()).as_bytes(),
+        prev_line_hash.as_bytes(),
+    ] {
         msg.push(0);
         msg.extend_from_slice(part);
     }
@@ -255,7 +346,11 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("keys");
         let generated = generate_operator_key(&dir, false).unwrap();
-        let mode = std::fs::metadata(&generated.private_key).unwrap().permissions().mode() & 0o777;
+        let mode = std::fs::metadata(&generated.private_key)
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
         assert_eq!(mode, 0o600);
         let key = OperatorKey::load(&generated.private_key).unwrap();
         let public = load_public_key(&generated.public_key).unwrap();
@@ -267,8 +362,31 @@ mod tests {
     fn keygen_refuses_to_overwrite_without_force() {
         let tmp = tempfile::tempdir().unwrap();
         generate_operator_key(tmp.path(), false).unwrap();
-        assert!(matches!(generate_operator_key(tmp.path(), false), Err(KeyError::Exists { .. })));
+        assert!(matches!(
+            generate_operator_key(tmp.path(), false),
+            Err(KeyError::Exists { .. })
+        ));
         generate_operator_key(tmp.path(), true).unwrap();
+    }
+
+    #[test]
+    fn a_private_key_reached_through_a_link_or_as_a_fifo_is_refused_unread() {
+        let dir = tempfile::tempdir().unwrap();
+        let generated = generate_operator_key(dir.path(), false).unwrap();
+        let link = dir.path().join("link.key");
+        std::os::unix::fs::symlink(&generated.private_key, &link).unwrap();
+        assert!(matches!(
+            OperatorKey::load(&link),
+            Err(KeyError::Fs(SafeFsError::Symlink { .. }))
+        ));
+        let fifo = dir.path().join("fifo.key");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        // Refused on what the descriptor is, without blocking on a writer.
+        assert!(matches!(
+            OperatorKey::load(&fifo),
+            Err(KeyError::Fs(SafeFsError::NotRegular { .. }))
+        ));
+        assert!(OperatorKey::load(&generated.private_key).is_ok());
     }
 
     #[test]
@@ -276,8 +394,15 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let tmp = tempfile::tempdir().unwrap();
         let generated = generate_operator_key(tmp.path(), false).unwrap();
-        std::fs::set_permissions(&generated.private_key, std::fs::Permissions::from_mode(0o640)).unwrap();
-        assert!(matches!(OperatorKey::load(&generated.private_key), Err(KeyError::Permissions { mode: 0o640, .. })));
+        std::fs::set_permissions(
+            &generated.private_key,
+            std::fs::Permissions::from_mode(0o640),
+        )
+        .unwrap();
+        assert!(matches!(
+            OperatorKey::load(&generated.private_key),
+            Err(KeyError::Permissions { mode: 0o640, .. })
+        ));
     }
 
     #[test]

@@ -11,6 +11,7 @@
 //! - `seal`: endorsing run keys, sealing a finished run, operator attestation.
 //! (Offline verification of a sealed run is the verifier's, a layer above the decision rules.)
 //! - `probe`: the signed receipt of a `probe-check` or `doctor --check` (verified by the verifier, above this layer).
+pub mod acceptance;
 pub mod bounded;
 pub mod chain;
 pub mod comprehension;
@@ -18,7 +19,6 @@ pub mod dsse;
 pub mod events;
 pub mod heartbeat;
 pub mod history;
-pub mod acceptance;
 pub mod keys;
 pub mod probe;
 pub mod seal;

@@ -52,8 +52,14 @@ pub enum Dimension {
 }
 
 impl Dimension {
-    pub const ALL: [Dimension; 6] =
-        [Dimension::Order, Dimension::Seed, Dimension::Clock, Dimension::Concurrency, Dimension::Load, Dimension::Env];
+    pub const ALL: [Dimension; 6] = [
+        Dimension::Order,
+        Dimension::Seed,
+        Dimension::Clock,
+        Dimension::Concurrency,
+        Dimension::Load,
+        Dimension::Env,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -168,7 +174,8 @@ pub struct PreconditionsRecord {
 impl PreconditionsRecord {
     /// The halt the gates decided, if one failed.
     pub fn refusal(&self) -> Option<(HaltReason, String)> {
-        self.halt_reason.map(|reason| (reason, self.detail.clone().unwrap_or_default()))
+        self.halt_reason
+            .map(|reason| (reason, self.detail.clone().unwrap_or_default()))
     }
 }
 
@@ -190,24 +197,41 @@ pub fn write(
     runs: &[ProbeRunRecord],
     verdict: &ProbeVerdictRecord,
 ) -> Result<WrittenProbe, Failure> {
-    let probes = statedir.root().subdir_or_create(PROBES).map_err(fs_failure)?;
+    let probes = statedir
+        .root()
+        .subdir_or_create(PROBES)
+        .map_err(fs_failure)?;
     let id = RunId::generate();
     let mode = nix::sys::stat::Mode::from_bits_truncate(0o700);
-    nix::sys::stat::mkdirat(Some(std::os::fd::AsRawFd::as_raw_fd(&probes.fd())), id.as_str(), mode)
-        .map_err(|e| Failure::io(&probes.path().join(id.as_str()), &std::io::Error::from(e)))?;
+    nix::sys::stat::mkdirat(
+        Some(std::os::fd::AsRawFd::as_raw_fd(&probes.fd())),
+        id.as_str(),
+        mode,
+    )
+    .map_err(|e| Failure::io(&probes.path().join(id.as_str()), &std::io::Error::from(e)))?;
     let dir = probes.subdir(id.as_str()).map_err(fs_failure)?;
     let mut log = ReceiptLog::create(&dir, RECEIPT_FILE).map_err(log_failure)?;
-    log.append_event(&Event::ProbeStart(start(id.to_string()))).map_err(log_failure)?;
+    log.append_event(&Event::ProbeStart(start(id.to_string())))
+        .map_err(log_failure)?;
     let key = RunKey::mint();
     endorse_run_key(&mut log, id.as_str(), &key, operator).map_err(log_failure)?;
     for run in runs {
-        log.append_event(&Event::ProbeRun(run.clone())).map_err(log_failure)?;
+        log.append_event(&Event::ProbeRun(run.clone()))
+            .map_err(log_failure)?;
     }
-    log.append_event(&Event::ProbeVerdict(verdict.clone())).map_err(log_failure)?;
+    log.append_event(&Event::ProbeVerdict(verdict.clone()))
+        .map_err(log_failure)?;
     drop(log);
-    let bytes = dir.read(RECEIPT_FILE, chain::MAX_RECEIPT_BYTES).map_err(fs_failure)?;
-    let verified = chain::verify(&bytes).map_err(|e| Failure::internal(format!("the probe receipt just written does not verify: {e}")))?;
-    let records = Recorded::decode_all(&verified.events).map_err(|e| Failure::internal(e.to_string()))?;
+    let bytes = dir
+        .read(RECEIPT_FILE, chain::MAX_RECEIPT_BYTES)
+        .map_err(fs_failure)?;
+    let verified = chain::verify(&bytes).map_err(|e| {
+        Failure::internal(format!(
+            "the probe receipt just written does not verify: {e}"
+        ))
+    })?;
+    let records =
+        Recorded::decode_all(&verified.events).map_err(|e| Failure::internal(e.to_string()))?;
     let predicate = predicate(&records).map_err(Failure::internal)?;
     let stmt = json!({
         "_type": STATEMENT_TYPE,
@@ -215,14 +239,23 @@ pub fn write(
         "predicateType": PROBE_PREDICATE_TYPE,
         "predicate": predicate,
     });
-    let sealed = sign_statement(&dir, key, &stmt, verified.file_sha256).map_err(|e| Failure::internal(format!("sealing the probe receipt: {e}")))?;
+    let sealed = sign_statement(&dir, key, &stmt, verified.file_sha256)
+        .map_err(|e| Failure::internal(format!("sealing the probe receipt: {e}")))?;
     probes.sync().map_err(fs_failure)?;
-    Ok(WrittenProbe { id: id.to_string(), dir: dir.path().to_path_buf(), envelope_sha256: sealed.envelope_sha256 })
+    Ok(WrittenProbe {
+        id: id.to_string(),
+        dir: dir.path().to_path_buf(),
+        envelope_sha256: sealed.envelope_sha256,
+    })
 }
 
 /// Whether a verified receipt is a probe's (its first event is `probe_start`).
 pub fn is_probe_receipt(lines: &[Map<String, Value>]) -> bool {
-    lines.first().and_then(|l| l.get("type")).and_then(Value::as_str) == Some("probe_start")
+    lines
+        .first()
+        .and_then(|l| l.get("type"))
+        .and_then(Value::as_str)
+        == Some("probe_start")
 }
 
 /// A probe receipt's events, picked out of its records.
@@ -245,13 +278,22 @@ impl ProbeRecord {
                 Event::ProbeStart(s) if i == 0 => start = Some(s.clone()),
                 Event::RunKey(k) => run_keys.push(k.public_key.clone()),
                 Event::ProbeRun(run) if verdict.is_none() => runs.push(run.clone()),
-                Event::ProbeVerdict(v) if verdict.is_none() && i + 1 == records.len() => verdict = Some(v.clone()),
-                other => return Err(format!("receipt line {}: a {} event has no place in a probe receipt", i + 1, other.kind())),
+                Event::ProbeVerdict(v) if verdict.is_none() && i + 1 == records.len() => {
+                    verdict = Some(v.clone())
+                }
+                other => {
+                    return Err(format!(
+                        "receipt line {}: a {} event has no place in a probe receipt",
+                        i + 1,
+                        other.kind()
+                    ))
+                }
             }
         }
         Ok(ProbeRecord {
             start: start.ok_or("the receipt does not start with probe_start")?,
-            verdict: verdict.ok_or("the receipt does not end with probe_verdict: the probe did not finish")?,
+            verdict: verdict
+                .ok_or("the receipt does not end with probe_verdict: the probe did not finish")?,
             runs,
             run_keys,
         })
@@ -261,11 +303,19 @@ impl ProbeRecord {
 /// The probe predicate: the bodies of its events exactly as the receipt holds them.
 pub fn predicate(records: &[Recorded]) -> Result<Value, String> {
     ProbeRecord::of(records)?;
-    let of_kind = |kind: &'static str| records.iter().filter(move |r| r.event.kind() == kind).map(|r| Value::Object(statement::body(&r.line)));
-    let keys: Vec<Value> = records.iter().filter_map(|r| match &r.event {
-        Event::RunKey(k) => Some(Value::String(k.public_key.clone())),
-        _ => None,
-    }).collect();
+    let of_kind = |kind: &'static str| {
+        records
+            .iter()
+            .filter(move |r| r.event.kind() == kind)
+            .map(|r| Value::Object(statement::body(&r.line)))
+    };
+    let keys: Vec<Value> = records
+        .iter()
+        .filter_map(|r| match &r.event {
+            Event::RunKey(k) => Some(Value::String(k.public_key.clone())),
+            _ => None,
+        })
+        .collect();
     Ok(json!({
         "probe": of_kind("probe_start").next(),
         "run_keys": keys,

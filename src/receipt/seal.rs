@@ -59,7 +59,10 @@ pub enum AfterHalt {
 /// `seal_resumed`, or a `run_key` right after a `seal_resumed`. `Err` names the first line that
 /// breaks the rule (a second halt, an iteration, a key no resume minted).
 pub fn after_halt(records: &[Recorded]) -> Result<AfterHalt, String> {
-    let Some(at) = records.iter().position(|r| matches!(r.event, Event::Halt(_))) else {
+    let Some(at) = records
+        .iter()
+        .position(|r| matches!(r.event, Event::Halt(_)))
+    else {
         return Ok(AfterHalt::NotHalted);
     };
     let mut resumes = 0;
@@ -110,7 +113,12 @@ pub fn operator_keyid(key: &ed25519_dalek::VerifyingKey) -> String {
 }
 
 /// Append the `run_key` event: the run's public key endorsed by the operator key.
-pub fn endorse_run_key(log: &mut ReceiptLog, run_id: &str, run_key: &RunKey, operator: &OperatorKey) -> Result<Recorded, LogError> {
+pub fn endorse_run_key(
+    log: &mut ReceiptLog,
+    run_id: &str,
+    run_key: &RunKey,
+    operator: &OperatorKey,
+) -> Result<Recorded, LogError> {
     let public = run_key.verifying_key();
     let message = keys::endorsement_message(run_id, &public, log.head());
     log.append_event(&Event::RunKey(RunKeyEndorsement {
@@ -131,31 +139,52 @@ pub struct SealSummary {
 /// Seal a finished run in `run_dir`: read and verify the receipt, derive the predicate, sign the
 /// statement with `run_key` (which must be the last endorsed key), write the envelope atomically.
 /// `extra_subjects` are additional `{name, digest}` subjects (e.g. the end-state tree).
-pub fn seal_run(run_dir: &SafeDir, run_key: RunKey, extra_subjects: Vec<Value>) -> Result<SealSummary, SealError> {
+pub fn seal_run(
+    run_dir: &SafeDir,
+    run_key: RunKey,
+    extra_subjects: Vec<Value>,
+) -> Result<SealSummary, SealError> {
     let receipt = run_dir.read(RECEIPT_FILE, chain::MAX_RECEIPT_BYTES)?;
     let verified = chain::verify(&receipt)?;
     let records = Recorded::decode_all(&verified.events)?;
     match after_halt(&records).map_err(SealError::AfterHalt)? {
         AfterHalt::Completions { keyed: false, .. } => {
-            return Err(SealError::AfterHalt("the last seal_resumed after the halt has no run_key after it".into()))
+            return Err(SealError::AfterHalt(
+                "the last seal_resumed after the halt has no run_key after it".into(),
+            ))
         }
         AfterHalt::NotHalted | AfterHalt::Nothing | AfterHalt::Completions { .. } => {}
     }
     let history = History::fold(&records);
     let public = run_key.verifying_key();
-    if history.run_keys.last().map(String::as_str) != Some(hex::encode(public.as_bytes()).as_str()) {
+    if history.run_keys.last().map(String::as_str) != Some(hex::encode(public.as_bytes()).as_str())
+    {
         return Err(SealError::WrongKey);
     }
     let predicate = statement::predicate(&history)?;
-    let mut subjects = vec![statement::subject(RECEIPT_FILE, "sha256", &verified.file_sha256)];
+    let mut subjects = vec![statement::subject(
+        RECEIPT_FILE,
+        "sha256",
+        &verified.file_sha256,
+    )];
     subjects.extend(extra_subjects);
-    sign_statement(run_dir, run_key, &statement::statement(subjects, predicate), verified.file_sha256)
+    sign_statement(
+        run_dir,
+        run_key,
+        &statement::statement(subjects, predicate),
+        verified.file_sha256,
+    )
 }
 
 /// Sign `stmt` with `run_key` (consumed) and write the envelope and the run key's PEM into
 /// `run_dir` atomically: the last step of sealing a run, and of sealing a probe's receipt
 /// (`receipt::probe`).
-pub fn sign_statement(run_dir: &SafeDir, run_key: RunKey, stmt: &Value, receipt_sha256: String) -> Result<SealSummary, SealError> {
+pub fn sign_statement(
+    run_dir: &SafeDir,
+    run_key: RunKey,
+    stmt: &Value,
+    receipt_sha256: String,
+) -> Result<SealSummary, SealError> {
     let public = run_key.verifying_key();
     let payload = serde_json::to_vec(stmt).map_err(|e| SealError::Encode(e.to_string()))?;
     let signature = run_key.sign(&dsse::pae(IN_TOTO_PAYLOAD_TYPE, &payload));
@@ -163,12 +192,19 @@ pub fn sign_statement(run_dir: &SafeDir, run_key: RunKey, stmt: &Value, receipt_
     let envelope = Envelope {
         payload_type: IN_TOTO_PAYLOAD_TYPE.into(),
         payload: dsse::b64(&payload),
-        signatures: vec![EnvelopeSignature { keyid: run_keyid(&public), sig: dsse::b64(&signature.to_bytes()) }],
+        signatures: vec![EnvelopeSignature {
+            keyid: run_keyid(&public),
+            sig: dsse::b64(&signature.to_bytes()),
+        }],
     };
-    let bytes = serde_json::to_vec_pretty(&envelope).map_err(|e| SealError::Encode(e.to_string()))?;
+    let bytes =
+        serde_json::to_vec_pretty(&envelope).map_err(|e| SealError::Encode(e.to_string()))?;
     run_dir.write_atomic(ENVELOPE_FILE, &bytes)?;
-    let pem = ed25519_dalek::pkcs8::EncodePublicKey::to_public_key_pem(&public, ed25519_dalek::pkcs8::spki::der::pem::LineEnding::LF)
-        .map_err(|e| SealError::Encode(e.to_string()))?;
+    let pem = ed25519_dalek::pkcs8::EncodePublicKey::to_public_key_pem(
+        &public,
+        ed25519_dalek::pkcs8::spki::der::pem::LineEnding::LF,
+    )
+    .map_err(|e| SealError::Encode(e.to_string()))?;
     run_dir.write_atomic(RUN_PUBKEY_FILE, pem.as_bytes())?;
     Ok(SealSummary {
         envelope_sha256: hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes)),
@@ -176,7 +212,6 @@ pub fn sign_statement(run_dir: &SafeDir, run_key: RunKey, stmt: &Value, receipt_
         run_key: hex::encode(public.as_bytes()),
     })
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -191,16 +226,31 @@ mod tests {
     }
 
     fn key() -> Event {
-        Event::RunKey(RunKeyEndorsement { public_key: "00".into(), operator_key: "11".into(), endorsement: "sig".into() })
+        Event::RunKey(RunKeyEndorsement {
+            public_key: "00".into(),
+            operator_key: "11".into(),
+            endorsement: "sig".into(),
+        })
     }
 
     fn resumed() -> Event {
-        Event::SealResumed(SealResumed { run_id: "r".into(), previous_state: Some("running".into()), halt_reason: HaltReason::SuccessConditionMet, pid: 1 })
+        Event::SealResumed(SealResumed {
+            run_id: "r".into(),
+            previous_state: Some("running".into()),
+            halt_reason: HaltReason::SuccessConditionMet,
+            pid: 1,
+        })
     }
 
     /// A run of one green iteration, its halt, then `after`.
     fn halted_then(after: Vec<Event>) -> Vec<Recorded> {
-        let mut events = vec![sample::run_start("r"), key(), Event::IterationStart { iteration: 1 }, sample::exec_result(1, 0), sample::check_result(1, 0)];
+        let mut events = vec![
+            sample::run_start("r"),
+            key(),
+            Event::IterationStart { iteration: 1 },
+            sample::exec_result(1, 0),
+            sample::check_result(1, 0),
+        ];
         events.push(sample::halt(HaltReason::SuccessConditionMet, 1));
         events.extend(after);
         events.into_iter().map(recorded).collect()
@@ -220,17 +270,35 @@ mod tests {
 
     #[test]
     fn a_seal_resumed_and_its_run_key_are_one_keyed_completion() {
-        assert_eq!(after_halt(&halted_then(vec![resumed(), key()])), Ok(AfterHalt::Completions { resumes: 1, keyed: true }));
+        assert_eq!(
+            after_halt(&halted_then(vec![resumed(), key()])),
+            Ok(AfterHalt::Completions {
+                resumes: 1,
+                keyed: true
+            })
+        );
     }
 
     #[test]
     fn a_resume_that_died_before_its_run_key_then_one_that_endorsed_its_own_are_two_completions() {
-        assert_eq!(after_halt(&halted_then(vec![resumed(), resumed(), key()])), Ok(AfterHalt::Completions { resumes: 2, keyed: true }));
+        assert_eq!(
+            after_halt(&halted_then(vec![resumed(), resumed(), key()])),
+            Ok(AfterHalt::Completions {
+                resumes: 2,
+                keyed: true
+            })
+        );
     }
 
     #[test]
     fn a_seal_resumed_without_its_run_key_is_an_unkeyed_completion() {
-        assert_eq!(after_halt(&halted_then(vec![resumed(), key(), resumed()])), Ok(AfterHalt::Completions { resumes: 2, keyed: false }));
+        assert_eq!(
+            after_halt(&halted_then(vec![resumed(), key(), resumed()])),
+            Ok(AfterHalt::Completions {
+                resumes: 2,
+                keyed: false
+            })
+        );
     }
 
     #[test]

@@ -13,7 +13,10 @@ pub const PREDICATE_TYPE: &str = "https://loopexec.dev/attestation/run/v1";
 
 /// An event's own fields: its line without the chain's.
 pub(crate) fn body(line: &Map<String, Value>) -> Map<String, Value> {
-    line.iter().filter(|(k, _)| !CHAIN_FIELDS.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect()
+    line.iter()
+        .filter(|(k, _)| !CHAIN_FIELDS.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
 }
 
 /// Why a receipt cannot be sealed or its predicate derived.
@@ -30,7 +33,10 @@ pub enum PredicateError {
 /// Derive the loopexec run predicate from the receipt's history. The bodies in it are the
 /// events' own fields exactly as the receipt holds them.
 pub fn predicate(history: &History) -> Result<Value, PredicateError> {
-    let run_start = history.start_line.as_ref().ok_or(PredicateError::NoRunStart)?;
+    let run_start = history
+        .start_line
+        .as_ref()
+        .ok_or(PredicateError::NoRunStart)?;
     let halt = history.halt_line.as_ref().ok_or(PredicateError::NoHalt)?;
     // A run mints a new key when it resumes after a crash (the old one died with the process),
     // also after its halt when the crash came before the seal: every run_key event is listed,
@@ -44,7 +50,12 @@ pub fn predicate(history: &History) -> Result<Value, PredicateError> {
         .map(|record| {
             let mut slot = Map::new();
             slot.insert("iteration".into(), Value::from(record.iteration));
-            for (key, line) in [("exec", &record.lines.exec), ("check", &record.lines.check), ("interrupted", &record.lines.interrupted), ("judge", &record.lines.judge)] {
+            for (key, line) in [
+                ("exec", &record.lines.exec),
+                ("check", &record.lines.check),
+                ("interrupted", &record.lines.interrupted),
+                ("judge", &record.lines.judge),
+            ] {
                 if let Some(line) = line {
                     let mut summary = body(line);
                     summary.remove("iteration");
@@ -54,7 +65,12 @@ pub fn predicate(history: &History) -> Result<Value, PredicateError> {
             Value::Object(slot)
         })
         .collect();
-    let guards: Vec<Value> = history.guard_bodies.iter().cloned().map(Value::Object).collect();
+    let guards: Vec<Value> = history
+        .guard_bodies
+        .iter()
+        .cloned()
+        .map(Value::Object)
+        .collect();
     let mut predicate = json!({
         "run": body(run_start),
         "run_keys": history.run_keys,
@@ -67,7 +83,17 @@ pub fn predicate(history: &History) -> Result<Value, PredicateError> {
     // its sealing key was minted after the halt. Absent otherwise (earlier receipts' predicates
     // are unchanged).
     if let (false, Some(fields)) = (history.seal_resumes.is_empty(), predicate.as_object_mut()) {
-        fields.insert("seal_resumed".into(), Value::Array(history.seal_resumes.iter().cloned().map(Value::Object).collect()));
+        fields.insert(
+            "seal_resumed".into(),
+            Value::Array(
+                history
+                    .seal_resumes
+                    .iter()
+                    .cloned()
+                    .map(Value::Object)
+                    .collect(),
+            ),
+        );
     }
     Ok(predicate)
 }

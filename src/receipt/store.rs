@@ -29,7 +29,10 @@ pub fn log_failure(err: LogError) -> Failure {
     match err {
         LogError::Fs(e) => fs_failure(e),
         LogError::Chain(e) => Failure::workspace(format!("receipt does not verify: {e}")),
-        LogError::Io(e) => Failure::new(crate::error::FailureCode::Io, format!("receipt write failed: {e}")),
+        LogError::Io(e) => Failure::new(
+            crate::error::FailureCode::Io,
+            format!("receipt write failed: {e}"),
+        ),
     }
 }
 
@@ -38,9 +41,15 @@ pub fn log_failure(err: LogError) -> Failure {
 fn refuse_links(dir: &SafeDir, names: &[&str]) -> Result<(), Failure> {
     use nix::sys::stat::{fstatat, SFlag};
     for name in names {
-        if let Ok(st) = fstatat(Some(dir.fd().as_raw_fd()), *name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW) {
+        if let Ok(st) = fstatat(
+            Some(dir.fd().as_raw_fd()),
+            *name,
+            nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+        ) {
             if SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) == SFlag::S_IFLNK {
-                return Err(fs_failure(SafeFsError::Symlink { path: dir.path().join(name) }));
+                return Err(fs_failure(SafeFsError::Symlink {
+                    path: dir.path().join(name),
+                }));
             }
         }
     }
@@ -103,15 +112,26 @@ impl StateDir {
         match nix::sys::stat::mkdirat(Some(runs.fd().as_raw_fd()), id.as_str(), mode) {
             Ok(()) => {}
             Err(nix::errno::Errno::EEXIST) => {
-                return Err(Failure::usage(format!("run id {id} is already used in {}", runs.path().display()))
-                    .with_hint("choose another --run-id, or continue it with `run --resume <id>`"))
+                return Err(Failure::usage(format!(
+                    "run id {id} is already used in {}",
+                    runs.path().display()
+                ))
+                .with_hint("choose another --run-id, or continue it with `run --resume <id>`"))
             }
-            Err(e) => return Err(Failure::io(&runs.path().join(id.as_str()), &std::io::Error::from(e))),
+            Err(e) => {
+                return Err(Failure::io(
+                    &runs.path().join(id.as_str()),
+                    &std::io::Error::from(e),
+                ))
+            }
         }
         let dir = runs.subdir(id.as_str()).map_err(fs_failure)?;
         dir.subdir_or_create(ARTIFACTS).map_err(fs_failure)?;
         runs.sync().map_err(fs_failure)?;
-        Ok(RunDir { dir, id: id.clone() })
+        Ok(RunDir {
+            dir,
+            id: id.clone(),
+        })
     }
 
     /// Open the directory of an existing run.
@@ -120,10 +140,16 @@ impl StateDir {
         match runs.subdir(id.as_str()) {
             Ok(dir) => {
                 refuse_links(&dir, &[RECEIPT, STATE_FILE, LOCK, ARTIFACTS])?;
-                Ok(RunDir { dir, id: id.clone() })
+                Ok(RunDir {
+                    dir,
+                    id: id.clone(),
+                })
             }
-            Err(e) if e.is_not_found() => Err(Failure::workspace(format!("no run {id} in {}", runs.path().display()))
-                .with_hint("`loopexec status` names the latest run; `ls .loopexec/runs` lists them")),
+            Err(e) if e.is_not_found() => Err(Failure::workspace(format!(
+                "no run {id} in {}",
+                runs.path().display()
+            ))
+            .with_hint("`loopexec status` names the latest run; `ls .loopexec/runs` lists them")),
             Err(e) => Err(fs_failure(e)),
         }
     }
@@ -133,9 +159,9 @@ impl StateDir {
         match self.root.read(LATEST, 256) {
             Ok(bytes) => {
                 let text = String::from_utf8_lossy(&bytes);
-                RunId::parse(text.trim())
-                    .map(Some)
-                    .map_err(|f| Failure::workspace(format!("{}/latest: {}", self.path().display(), f.message)))
+                RunId::parse(text.trim()).map(Some).map_err(|f| {
+                    Failure::workspace(format!("{}/latest: {}", self.path().display(), f.message))
+                })
             }
             Err(e) if e.is_not_found() => Ok(None),
             Err(e) => Err(fs_failure(e)),
@@ -156,16 +182,20 @@ impl StateDir {
 
     /// Point `latest` and `.loopexec/state.json` at this run (both atomic).
     pub fn publish_latest(&self, state: &RunState) -> Result<(), Failure> {
-        self.root.write_atomic(LATEST, format!("{}\n", state.run_id).as_bytes()).map_err(fs_failure)?;
-        self.root.write_atomic(STATE_FILE, &state.to_bytes()).map_err(fs_failure)
+        self.root
+            .write_atomic(LATEST, format!("{}\n", state.run_id).as_bytes())
+            .map_err(fs_failure)?;
+        self.root
+            .write_atomic(STATE_FILE, &state.to_bytes())
+            .map_err(fs_failure)
     }
 
     /// Whether `.loopexec/state.json` exists (used by `check`).
     pub fn read_summary(&self) -> Result<Option<RunState>, Failure> {
         match self.root.read(STATE_FILE, MAX_STATE_BYTES) {
-            Ok(bytes) => RunState::from_bytes(&bytes)
-                .map(Some)
-                .map_err(|e| Failure::workspace(format!("{}/state.json: {e}", self.path().display()))),
+            Ok(bytes) => RunState::from_bytes(&bytes).map(Some).map_err(|e| {
+                Failure::workspace(format!("{}/state.json: {e}", self.path().display()))
+            }),
             Err(e) if e.is_not_found() => Ok(None),
             Err(e) => Err(fs_failure(e)),
         }
@@ -227,15 +257,20 @@ impl RunDir {
         // SAFETY: fcntl on a descriptor we own with a valid `struct flock`.
         let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &mut fl) };
         if rc != 0 {
-            return Err(Failure::workspace(format!("run {} is being driven by another loopexec process", self.id))
-                .with_hint("wait for it, or stop it with SIGINT/SIGTERM, then resume"));
+            return Err(Failure::workspace(format!(
+                "run {} is being driven by another loopexec process",
+                self.id
+            ))
+            .with_hint("wait for it, or stop it with SIGINT/SIGTERM, then resume"));
         }
         Ok(RunLock { _file: file })
     }
 
     /// Whether some process holds the run's lock (tested without taking it).
     pub fn is_driven(&self) -> bool {
-        let Ok(file) = self.dir.open_read(LOCK) else { return false };
+        let Ok(file) = self.dir.open_read(LOCK) else {
+            return false;
+        };
         let mut fl = whole_file_write_lock();
         // SAFETY: as above; F_OFD_GETLK only reports.
         let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_GETLK, &mut fl) };
@@ -246,7 +281,9 @@ impl RunDir {
         ReceiptLog::create(&self.dir, RECEIPT).map_err(log_failure)
     }
 
-    pub fn open_receipt(&self) -> Result<(ReceiptLog, Vec<serde_json::Map<String, serde_json::Value>>), Failure> {
+    pub fn open_receipt(
+        &self,
+    ) -> Result<(ReceiptLog, Vec<serde_json::Map<String, serde_json::Value>>), Failure> {
         ReceiptLog::open(&self.dir, RECEIPT).map_err(log_failure)
     }
 
@@ -257,15 +294,22 @@ impl RunDir {
 
     /// Raw receipt bytes (for verification without repairing anything).
     pub fn receipt_bytes(&self) -> Result<Vec<u8>, Failure> {
-        self.dir.read(RECEIPT, super::chain::MAX_RECEIPT_BYTES).map_err(fs_failure)
+        self.dir
+            .read(RECEIPT, super::chain::MAX_RECEIPT_BYTES)
+            .map_err(fs_failure)
     }
 
     pub fn write_state(&self, state: &RunState) -> Result<(), Failure> {
-        self.dir.write_atomic(STATE_FILE, &state.to_bytes()).map_err(fs_failure)
+        self.dir
+            .write_atomic(STATE_FILE, &state.to_bytes())
+            .map_err(fs_failure)
     }
 
     pub fn read_state(&self) -> Result<RunState, Failure> {
-        let bytes = self.dir.read(STATE_FILE, MAX_STATE_BYTES).map_err(fs_failure)?;
+        let bytes = self
+            .dir
+            .read(STATE_FILE, MAX_STATE_BYTES)
+            .map_err(fs_failure)?;
         RunState::from_bytes(&bytes)
             .map_err(|e| Failure::workspace(format!("{}/state.json: {e}", self.path().display())))
     }

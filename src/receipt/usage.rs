@@ -48,7 +48,10 @@ pub struct TokenCounts {
 impl TokenCounts {
     /// Every token counted, saturating.
     pub fn total(&self) -> u64 {
-        self.input.saturating_add(self.output).saturating_add(self.cache_read).saturating_add(self.cache_write)
+        self.input
+            .saturating_add(self.output)
+            .saturating_add(self.cache_read)
+            .saturating_add(self.cache_write)
     }
 }
 

@@ -72,18 +72,40 @@ mod tests {
     use crate::receipt::events::{sample, CheckBaselineRecord, ConfirmationRecord, Event};
 
     fn green_t0() -> CheckResult {
-        let Event::CheckResult(mut check) = sample::check_result(0, 0) else { unreachable!() };
+        let Event::CheckResult(mut check) = sample::check_result(0, 0) else {
+            unreachable!()
+        };
         check.iteration = 0;
         check
     }
 
     fn confirmation(k: u64, agrees: bool) -> ConfirmationRecord {
-        ConfirmationRecord { confirmation: k, same_tree_as: None, agrees, stability_lower_bound: 0.27, confidence: 0.95, stability_target: 0.95, check: green_t0() }
+        ConfirmationRecord {
+            confirmation: k,
+            same_tree_as: None,
+            agrees,
+            stability_lower_bound: 0.27,
+            confidence: 0.95,
+            stability_target: 0.95,
+            check: green_t0(),
+        }
     }
 
     fn green_t0_history(confirmations: Vec<ConfirmationRecord>) -> History {
-        let record = CheckBaselineRecord { check: green_t0(), tree_id: None, cache_key: None, cache_hit: false, cache_note: None, sets_unmeasured: None, inactive_guards: None };
-        History { check_baseline: Some(record), baseline_confirmations: confirmations, ..Default::default() }
+        let record = CheckBaselineRecord {
+            check: green_t0(),
+            tree_id: None,
+            cache_key: None,
+            cache_hit: false,
+            cache_note: None,
+            sets_unmeasured: None,
+            inactive_guards: None,
+        };
+        History {
+            check_baseline: Some(record),
+            baseline_confirmations: confirmations,
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -95,13 +117,21 @@ mod tests {
                 "the check already passes on t0 (the baseline run before any agent call, confirmed by 1 agreeing rerun(s)): halted at iteration 0, the agent was not called".into()
             )
         );
-        assert!(matches!(decide_t0_success(&green_t0_history(vec![]), 0, &T0Success::Green), Step::Halt(HaltReason::SuccessConditionMet, _)));
+        assert!(matches!(
+            decide_t0_success(&green_t0_history(vec![]), 0, &T0Success::Green),
+            Step::Halt(HaltReason::SuccessConditionMet, _)
+        ));
     }
 
     #[test]
-    fn a_success_on_t0_with_fewer_confirmations_than_the_run_asks_for_is_an_internal_error_never_an_agent_call() {
+    fn a_success_on_t0_with_fewer_confirmations_than_the_run_asks_for_is_an_internal_error_never_an_agent_call(
+    ) {
         let targets = T0Success::TargetsMet("every target already passes on t0".into());
-        for (success, held, asked) in [(&T0Success::Green, vec![], 1), (&T0Success::Green, vec![confirmation(1, true)], 3), (&targets, vec![], 2)] {
+        for (success, held, asked) in [
+            (&T0Success::Green, vec![], 1),
+            (&T0Success::Green, vec![confirmation(1, true)], 3),
+            (&targets, vec![], 2),
+        ] {
             let held_n = held.len();
             assert_eq!(
                 decide_t0_success(&green_t0_history(held), asked, success),
@@ -130,7 +160,11 @@ mod tests {
         let mut red = confirmation(1, false);
         red.check.ending = Ending::Exited { code: 1 };
         red.check.check_exit = Some(1);
-        let Step::Halt(reason, detail) = decide_t0_success(&green_t0_history(vec![red]), 1, &T0Success::Green) else { panic!("no halt") };
+        let Step::Halt(reason, detail) =
+            decide_t0_success(&green_t0_history(vec![red]), 1, &T0Success::Green)
+        else {
+            panic!("no halt")
+        };
         assert_eq!(reason, HaltReason::CheckNotDeterministic);
         assert!(detail.starts_with("the check passed on t0, but confirmation rerun 1 on the same tree was red: a flake, not success"), "{detail}");
     }

@@ -17,7 +17,11 @@ pub const MAX_NAMED_SURVIVORS: usize = 20;
 /// The `guard` event the canary's recorded outcome gives, if it halts: the coverage tier's
 /// uncovered changed lines first, else the mutants' verdict `verdict`.
 pub fn canary_guard(record: &AdequacyRecord, verdict: Adequacy) -> Option<GuardRecord> {
-    record.coverage.as_ref().and_then(|c| uncovered_guard(record.iteration, c)).or_else(|| adequacy_guard(record, verdict))
+    record
+        .coverage
+        .as_ref()
+        .and_then(|c| uncovered_guard(record.iteration, c))
+        .or_else(|| adequacy_guard(record, verdict))
 }
 
 /// The `guard` event that halts the run `check_inadequate` when the tier found uncovered lines.
@@ -58,8 +62,18 @@ pub fn uncovered_guard(iteration: u64, record: &CoverageRecord) -> Option<GuardR
 /// The `guard` event that halts the run on the canary's verdict, if it halts.
 pub fn adequacy_guard(record: &AdequacyRecord, verdict: Adequacy) -> Option<GuardRecord> {
     let t0_failure = |m: &&crate::mutation::MutantResult| m.stratum == Stratum::T0Failure;
-    let t0_ran = record.mutants.iter().filter(t0_failure).filter(|m| m.outcome != MutantOutcome::NotRun).count();
-    let t0_killed = record.mutants.iter().filter(t0_failure).filter(|m| m.outcome == MutantOutcome::Killed).count();
+    let t0_ran = record
+        .mutants
+        .iter()
+        .filter(t0_failure)
+        .filter(|m| m.outcome != MutantOutcome::NotRun)
+        .count();
+    let t0_killed = record
+        .mutants
+        .iter()
+        .filter(t0_failure)
+        .filter(|m| m.outcome == MutantOutcome::Killed)
+        .count();
     let (halt_reason, detail) = match verdict {
         Adequacy::Adequate | Adequacy::NoMutants => return None,
         // The change's mutants were killed but none of the code the failing tests call: the
@@ -102,8 +116,17 @@ pub fn adequacy_guard(record: &AdequacyRecord, verdict: Adequacy) -> Option<Guar
         .filter(|m| !only_t0 || m.stratum == Stratum::T0Failure)
         .filter(|m| m.outcome != MutantOutcome::Killed)
         .take(MAX_NAMED_SURVIVORS)
-        .map(|m| FindingRecord { path: Some(m.path.clone()), what: format!("line {}: {}", m.line, m.change) })
+        .map(|m| FindingRecord {
+            path: Some(m.path.clone()),
+            what: format!("line {}: {}", m.line, m.change),
+        })
         .collect();
-    Some(GuardRecord { iteration: record.iteration, guard: "adequacy".into(), stage: "after_check".into(), halt_reason, detail, findings })
+    Some(GuardRecord {
+        iteration: record.iteration,
+        guard: "adequacy".into(),
+        stage: "after_check".into(),
+        halt_reason,
+        detail,
+        findings,
+    })
 }
-

@@ -8,8 +8,10 @@
 //! the key it names, and that key is one of the run's pinned reviewers. Anything else clears
 //! nothing, with the reason.
 
+use crate::receipt::comprehension::{
+    ack_message, line_hash, lines_of, AckLine, LedgerEntry, ACK_SCHEMA, GENESIS,
+};
 pub use crate::receipt::comprehension::{AckOutcome, LISTED};
-use crate::receipt::comprehension::{ack_message, line_hash, lines_of, AckLine, LedgerEntry, ACK_SCHEMA, GENESIS};
 use crate::receipt::keys;
 use std::collections::{BTreeSet, HashMap};
 
@@ -32,23 +34,44 @@ pub fn judge_log(bytes: &[u8], ledger_id: &str) -> Vec<JudgedLine> {
     let mut out = Vec::with_capacity(lines.len());
     for (i, raw) in lines.iter().enumerate() {
         let line = i as u64 + 1;
-        let prev = if i == 0 { GENESIS.to_string() } else { line_hash(lines[i - 1]) };
+        let prev = if i == 0 {
+            GENESIS.to_string()
+        } else {
+            line_hash(lines[i - 1])
+        };
         let ack: Option<AckLine> = serde_json::from_slice(raw).ok();
         let valid = match &ack {
             None => Err("not an ack line (no loopexec.ack/v1 object)".to_string()),
             Some(ack) => judge_one(ack, line, &prev, ledger_id, &mut seen),
         };
-        out.push(JudgedLine { line, line_sha256: line_hash(raw), ack, valid });
+        out.push(JudgedLine {
+            line,
+            line_sha256: line_hash(raw),
+            ack,
+            valid,
+        });
     }
     out
 }
 
-fn judge_one(ack: &AckLine, line: u64, prev: &str, ledger_id: &str, seen: &mut HashMap<String, u64>) -> Result<(), String> {
+fn judge_one(
+    ack: &AckLine,
+    line: u64,
+    prev: &str,
+    ledger_id: &str,
+    seen: &mut HashMap<String, u64>,
+) -> Result<(), String> {
     if ack.schema != ACK_SCHEMA {
-        return Err(format!("schema {:?} is not {ACK_SCHEMA}", crate::inert::inert(&ack.schema)));
+        return Err(format!(
+            "schema {:?} is not {ACK_SCHEMA}",
+            crate::inert::inert(&ack.schema)
+        ));
     }
     if ack.ledger_id != ledger_id {
-        return Err(format!("replayed: made for another workspace's ledger ({}), not this one ({ledger_id})", crate::inert::inert(&ack.ledger_id)));
+        return Err(format!(
+            "replayed: made for another workspace's ledger ({}), not this one ({ledger_id})",
+            crate::inert::inert(&ack.ledger_id)
+        ));
     }
     let Some(signature) = ack.signature.as_deref().filter(|s| !s.is_empty()) else {
         return Err("unsigned".into());
@@ -58,13 +81,34 @@ fn judge_one(ack: &AckLine, line: u64, prev: &str, ledger_id: &str, seen: &mut H
     }
     seen.insert(signature.to_string(), line);
     if ack.seq != line || ack.prev != prev {
-        return Err(format!("chain broken: seq {} and prev {} do not follow line {}", ack.seq, crate::inert::inert(&ack.prev), line - 1));
+        return Err(format!(
+            "chain broken: seq {} and prev {} do not follow line {}",
+            ack.seq,
+            crate::inert::inert(&ack.prev),
+            line - 1
+        ));
     }
     let Some(key) = keys::public_key_from_hex(&ack.reviewer) else {
-        return Err(format!("names no Ed25519 public key ({:?})", crate::inert::inert(&ack.reviewer)));
+        return Err(format!(
+            "names no Ed25519 public key ({:?})",
+            crate::inert::inert(&ack.reviewer)
+        ));
     };
-    if !keys::verify_b64(&key, &ack_message(&ack.ledger_id, ack.seq, &ack.prev, &ack.run_id, &ack.digests), signature) {
-        return Err(format!("bad signature: not signed by reviewer key {}", ack.reviewer));
+    if !keys::verify_b64(
+        &key,
+        &ack_message(
+            &ack.ledger_id,
+            ack.seq,
+            &ack.prev,
+            &ack.run_id,
+            &ack.digests,
+        ),
+        signature,
+    ) {
+        return Err(format!(
+            "bad signature: not signed by reviewer key {}",
+            ack.reviewer
+        ));
     }
     Ok(())
 }
@@ -81,7 +125,12 @@ pub struct GateView {
 
 /// The unread entries of `entries` after the judged ack lines, for a run whose pinned reviewers
 /// are `reviewers` (hex public keys) and whose limit is `every`.
-pub fn evaluate(entries: &[LedgerEntry], judged: &[JudgedLine], reviewers: &[String], every: u64) -> GateView {
+pub fn evaluate(
+    entries: &[LedgerEntry],
+    judged: &[JudgedLine],
+    reviewers: &[String],
+    every: u64,
+) -> GateView {
     let known: BTreeSet<String> = entries.iter().map(|e| e.digest.clone()).collect();
     let pinned: BTreeSet<String> = reviewers.iter().map(|r| r.to_ascii_lowercase()).collect();
     let mut cleared: BTreeSet<String> = BTreeSet::new();
@@ -91,7 +140,10 @@ pub fn evaluate(entries: &[LedgerEntry], judged: &[JudgedLine], reviewers: &[Str
         let rejected = match (&j.valid, &j.ack) {
             (Err(why), _) => Some(why.clone()),
             (Ok(()), Some(ack)) if !pinned.contains(&ack.reviewer.to_ascii_lowercase()) => {
-                Some(format!("unknown key: reviewer {} is not one of the run's pinned reviewers", ack.reviewer))
+                Some(format!(
+                    "unknown key: reviewer {} is not one of the run's pinned reviewers",
+                    ack.reviewer
+                ))
             }
             _ => None,
         };
@@ -103,10 +155,20 @@ pub fn evaluate(entries: &[LedgerEntry], judged: &[JudgedLine], reviewers: &[Str
                 }
             }
         }
-        acks.push(AckOutcome { line: j.line, line_sha256: j.line_sha256.clone(), reviewer, cleared: now, rejected });
+        acks.push(AckOutcome {
+            line: j.line,
+            line_sha256: j.line_sha256.clone(),
+            reviewer,
+            cleared: now,
+            rejected,
+        });
     }
     let mut listed = BTreeSet::new();
-    let unread: Vec<String> = entries.iter().filter(|e| !cleared.contains(&e.digest) && listed.insert(e.digest.clone())).map(|e| e.digest.clone()).collect();
+    let unread: Vec<String> = entries
+        .iter()
+        .filter(|e| !cleared.contains(&e.digest) && listed.insert(e.digest.clone()))
+        .map(|e| e.digest.clone())
+        .collect();
     let over = unread.len() as u64 > every;
     GateView { unread, acks, over }
 }
@@ -115,17 +177,34 @@ pub fn evaluate(entries: &[LedgerEntry], judged: &[JudgedLine], reviewers: &[Str
 /// in the chain, signed by the key it names, no copy of an earlier one) and every ack a
 /// `comprehension` event of the receipt says cleared debt is in it, byte-identical by hash.
 /// `events` are (receipt line number, record). `Ok`: what was checked; `Err`: every failure.
-pub fn audit(events: &[(usize, &crate::receipt::events::ComprehensionRecord)], bytes: &[u8], ledger_id: &str) -> Result<String, Vec<String>> {
+pub fn audit(
+    events: &[(usize, &crate::receipt::events::ComprehensionRecord)],
+    bytes: &[u8],
+    ledger_id: &str,
+) -> Result<String, Vec<String>> {
     let judged = judge_log(bytes, ledger_id);
-    let mut failures: Vec<String> = judged.iter().filter_map(|j| j.valid.as_ref().err().map(|why| format!("ack line {}: {why}", j.line))).collect();
+    let mut failures: Vec<String> = judged
+        .iter()
+        .filter_map(|j| {
+            j.valid
+                .as_ref()
+                .err()
+                .map(|why| format!("ack line {}: {why}", j.line))
+        })
+        .collect();
     let mut cited = 0;
     for (at, record) in events {
         if record.ledger_id != ledger_id {
-            failures.push(format!("receipt line {at}: names ledger {}, this workspace's is {ledger_id}", crate::inert::inert(&record.ledger_id)));
+            failures.push(format!(
+                "receipt line {at}: names ledger {}, this workspace's is {ledger_id}",
+                crate::inert::inert(&record.ledger_id)
+            ));
         }
         for ack in record.acks.iter().filter(|a| !a.cleared.is_empty()) {
             cited += 1;
-            let held = judged.iter().any(|j| j.line == ack.line && j.line_sha256 == ack.line_sha256 && j.valid.is_ok());
+            let held = judged
+                .iter()
+                .any(|j| j.line == ack.line && j.line_sha256 == ack.line_sha256 && j.valid.is_ok());
             if !held {
                 failures.push(format!("receipt line {at}: ack line {} (sha256 {}) cleared debt, and the log does not hold it as recorded", ack.line, crate::inert::inert(&ack.line_sha256)));
             }
@@ -155,7 +234,13 @@ mod tests {
         (1..=n)
             .map(|i| {
                 let (from, to) = (format!("t{}", i - 1), format!("t{i}"));
-                LedgerEntry { run_id: "r".into(), iteration: i, digest: diff_digest(&from, &to), from_tree: from, to_tree: to }
+                LedgerEntry {
+                    run_id: "r".into(),
+                    iteration: i,
+                    digest: diff_digest(&from, &to),
+                    from_tree: from,
+                    to_tree: to,
+                }
             })
             .collect()
     }
@@ -164,7 +249,9 @@ mod tests {
     fn log(key: &OperatorKey, ledger: &str, acks: &[Vec<String>]) -> Vec<u8> {
         let mut bytes = Vec::new();
         for (i, digests) in acks.iter().enumerate() {
-            let prev = lines_of(&bytes).last().map_or(GENESIS.to_string(), |l| line_hash(l));
+            let prev = lines_of(&bytes)
+                .last()
+                .map_or(GENESIS.to_string(), |l| line_hash(l));
             let line = sign_ack(key, ledger, i, &prev, "r", digests.clone());
             bytes.extend(serde_json::to_vec(&line).unwrap());
             bytes.push(b'\n');
@@ -228,7 +315,10 @@ mod tests {
         let bytes = log(&k, "L", &[vec![e[0].digest.clone(), e[1].digest.clone()]]);
         let view = evaluate(&e, &judge_log(&bytes, "L"), &[hex_of(&k)], 0);
         assert_eq!(view.unread, vec![e[2].digest.clone()]);
-        assert_eq!(view.acks[0].cleared, vec![e[0].digest.clone(), e[1].digest.clone()]);
+        assert_eq!(
+            view.acks[0].cleared,
+            vec![e[0].digest.clone(), e[1].digest.clone()]
+        );
         assert_eq!(view.acks[0].rejected, None);
     }
 
@@ -240,7 +330,13 @@ mod tests {
         let bytes = log(&k, "L", &[vec![e[0].digest.clone()]]);
         let view = evaluate(&e, &judge_log(&bytes, "L"), &[hex_of(&other)], 0);
         assert_eq!(view.unread.len(), 1);
-        assert_eq!(view.acks[0].rejected, Some(format!("unknown key: reviewer {} is not one of the run's pinned reviewers", hex_of(&k))));
+        assert_eq!(
+            view.acks[0].rejected,
+            Some(format!(
+                "unknown key: reviewer {} is not one of the run's pinned reviewers",
+                hex_of(&k)
+            ))
+        );
     }
 
     #[test]
@@ -249,9 +345,17 @@ mod tests {
         let k = key(tmp.path());
         let e = entries(2);
         let bytes = log(&k, "L", &[vec![e[0].digest.clone()]]);
-        let text = String::from_utf8(bytes).unwrap().replace(&e[0].digest, &e[1].digest);
+        let text = String::from_utf8(bytes)
+            .unwrap()
+            .replace(&e[0].digest, &e[1].digest);
         let judged = judge_log(text.as_bytes(), "L");
-        assert_eq!(judged[0].valid, Err(format!("bad signature: not signed by reviewer key {}", hex_of(&k))));
+        assert_eq!(
+            judged[0].valid,
+            Err(format!(
+                "bad signature: not signed by reviewer key {}",
+                hex_of(&k)
+            ))
+        );
     }
 
     #[test]
@@ -272,7 +376,10 @@ mod tests {
         let copy = bytes.clone();
         bytes.extend(copy);
         let judged = judge_log(&bytes, "L");
-        assert_eq!((judged[0].valid.clone(), judged[1].valid.clone()), (Ok(()), Err("replayed: a copy of ack line 1".into())));
+        assert_eq!(
+            (judged[0].valid.clone(), judged[1].valid.clone()),
+            (Ok(()), Err("replayed: a copy of ack line 1".into()))
+        );
     }
 
     #[test]
@@ -280,7 +387,10 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let k = key(tmp.path());
         let judged = judge_log(&log(&k, "OTHER", &[vec!["d".into()]]), "L");
-        assert_eq!(judged[0].valid, Err("replayed: made for another workspace's ledger (OTHER), not this one (L)".into()));
+        assert_eq!(
+            judged[0].valid,
+            Err("replayed: made for another workspace's ledger (OTHER), not this one (L)".into())
+        );
     }
 
     #[test]
@@ -290,7 +400,15 @@ mod tests {
         let mut bytes = b"{}\n".to_vec();
         bytes.extend(log(&k, "L", &[vec!["d".into()]]));
         let judged = judge_log(&bytes, "L");
-        assert_eq!(judged[0].valid, Err("not an ack line (no loopexec.ack/v1 object)".into()));
-        assert_eq!(judged[1].valid, Err(format!("chain broken: seq 1 and prev {GENESIS} do not follow line 1")));
+        assert_eq!(
+            judged[0].valid,
+            Err("not an ack line (no loopexec.ack/v1 object)".into())
+        );
+        assert_eq!(
+            judged[1].valid,
+            Err(format!(
+                "chain broken: seq 1 and prev {GENESIS} do not follow line 1"
+            ))
+        );
     }
 }

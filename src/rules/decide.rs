@@ -30,10 +30,10 @@
 
 use super::mode::Mode;
 use super::verdict::{shell_could_not_run, Verdict};
+use crate::ending::Ending;
 use crate::halt::HaltReason;
 use crate::receipt::events::CheckResult;
 use crate::receipt::history::IterationRecord;
-use crate::ending::Ending;
 
 /// What the engine does next.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,12 +50,17 @@ fn not_completed(who: &str, ending: &Ending) -> Step {
     let detail = match ending {
         Ending::Exited { code } => format!("{who} exited {code}"),
         Ending::Signaled { signal } => format!("{who} was killed by signal {signal}"),
-        Ending::TimedOut { after_ms } => format!("{who} timed out after {after_ms} ms; its process tree was killed"),
+        Ending::TimedOut { after_ms } => {
+            format!("{who} timed out after {after_ms} ms; its process tree was killed")
+        }
         Ending::FailedToStart { reason } => format!("{who} could not start: {reason}"),
         Ending::Interrupted { signal } => return Step::Interrupted(*signal),
         stalled @ Ending::Stalled { .. } => {
             let words = stalled.stall_words().unwrap_or_default();
-            return Step::Halt(HaltReason::HeartbeatStale, format!("{who} stalled: {words}; its process tree was killed"));
+            return Step::Halt(
+                HaltReason::HeartbeatStale,
+                format!("{who} stalled: {words}; its process tree was killed"),
+            );
         }
     };
     Step::Halt(HaltReason::ExecutionFailure, detail)
@@ -90,7 +95,10 @@ fn after_check(check: &CheckResult, iteration: u64, max_iterations: u64) -> Step
 /// The halt detail of a zero exit whose evidence disagrees: its first disagreements (each is
 /// escaped and bounded in the record) and how many more (the receipt's bound, `receipt::bounded`).
 fn disagreement_detail(check: &CheckResult, iteration: u64) -> String {
-    format!("the check exited 0 at iteration {iteration} but its evidence disagrees: {}", super::verdict::named_gaps(check))
+    format!(
+        "the check exited 0 at iteration {iteration} but its evidence disagrees: {}",
+        super::verdict::named_gaps(check)
+    )
 }
 
 /// Decide on the current iteration as recorded so far: `Continue` means no recorded stage halts
@@ -118,26 +126,47 @@ fn check_fixpoint(record: &IterationRecord, max_iterations: u64) -> Step {
             .find(|x| x.of == "snapshot")
             .and_then(|x| x.lists.get("protected_changes"))
             .map_or(snapshot.protected_changes.len() as u64, |l| l.count);
-        let paths: Vec<&str> = snapshot.protected_changes.iter().take(crate::receipt::bounded::SAMPLE_ITEMS).map(|c| c.path.as_str()).collect();
+        let paths: Vec<&str> = snapshot
+            .protected_changes
+            .iter()
+            .take(crate::receipt::bounded::SAMPLE_ITEMS)
+            .map(|c| c.path.as_str())
+            .collect();
         let more = match total.saturating_sub(paths.len() as u64) {
             0 => String::new(),
             n => format!(" (and {n} more)"),
         };
-        return Step::Halt(HaltReason::BlockedPathModified, format!("the agent changed protected paths: {}{more}", paths.join(", ")));
+        return Step::Halt(
+            HaltReason::BlockedPathModified,
+            format!(
+                "the agent changed protected paths: {}{more}",
+                paths.join(", ")
+            ),
+        );
     }
     if let Some(guard) = record.guards.first() {
         return Step::Halt(guard.halt_reason, guard.detail.clone());
     }
-    if let Some(step) = record.confirmations.iter().find(|c| !c.agrees).map(|c| flake(c, record.iteration)) {
+    if let Some(step) = record
+        .confirmations
+        .iter()
+        .find(|c| !c.agrees)
+        .map(|c| flake(c, record.iteration))
+    {
         return step;
     }
     match &record.check {
-        Some(check) => match (after_check(check, record.iteration, max_iterations), no_convergence(record)) {
+        Some(check) => match (
+            after_check(check, record.iteration, max_iterations),
+            no_convergence(record),
+        ) {
             // A green check the judge was asked about stands or falls with its answer; it is
             // never asked on any other verdict, so it can never turn red into green.
             // A green the ratchet rejected (its score worse than the best beyond the band) was
             // reverted: no success; the loop goes on from the best accepted tree.
-            (Step::Halt(HaltReason::SuccessConditionMet, _), _) if record.progress.as_ref().is_some_and(|p| !p.accepted) => {
+            (Step::Halt(HaltReason::SuccessConditionMet, _), _)
+                if record.progress.as_ref().is_some_and(|p| !p.accepted) =>
+            {
                 if record.iteration >= max_iterations {
                     Step::Halt(
                         HaltReason::MaxIterationsReached,
@@ -147,10 +176,14 @@ fn check_fixpoint(record: &IterationRecord, max_iterations: u64) -> Step {
                     Step::Continue
                 }
             }
-            (Step::Halt(HaltReason::SuccessConditionMet, detail), _) => success_to_stand(record, detail),
+            (Step::Halt(HaltReason::SuccessConditionMet, detail), _) => {
+                success_to_stand(record, detail)
+            }
             // A red check failing only on tests that already failed at t0 and are not targets,
             // with every target and every t0 pass passing, is success (the engine's targets).
-            (Step::Continue | Step::Halt(HaltReason::MaxIterationsReached, _), _) if record.progress.as_ref().is_some_and(|p| p.targets_met) => {
+            (Step::Continue | Step::Halt(HaltReason::MaxIterationsReached, _), _)
+                if record.progress.as_ref().is_some_and(|p| p.targets_met) =>
+            {
                 let detail = format!(
                     "every target passes at iteration {}; the check fails only on tests that already failed at t0 and are not targets",
                     record.iteration
@@ -183,7 +216,9 @@ fn success_to_stand(record: &IterationRecord, detail: String) -> Step {
 /// on a changed directory, it is `objective_unverified`.
 fn held_out(record: &IterationRecord, step: Step) -> Step {
     match (&step, &record.holdout) {
-        (Step::Halt(HaltReason::SuccessConditionMet, _), Some(holdout)) => super::holdout::decide_on(holdout, step),
+        (Step::Halt(HaltReason::SuccessConditionMet, _), Some(holdout)) => {
+            super::holdout::decide_on(holdout, step)
+        }
         _ => step,
     }
 }
@@ -191,11 +226,19 @@ fn held_out(record: &IterationRecord, step: Step) -> Step {
 /// A green no judge answered on: success, unless the agent's tree observes what can tell a test
 /// run from a real one (the snapshot's `awareness`); then a human reviews it (`human_required`).
 fn unjudged_green(record: &IterationRecord, detail: String) -> Step {
-    let observed = record.snapshot.as_ref().map(|s| s.awareness.as_slice()).unwrap_or_default();
+    let observed = record
+        .snapshot
+        .as_ref()
+        .map(|s| s.awareness.as_slice())
+        .unwrap_or_default();
     if observed.is_empty() {
         return Step::Halt(HaltReason::SuccessConditionMet, detail);
     }
-    let shown: Vec<String> = observed.iter().take(3).map(|f| format!("{}: {}", f.path.as_deref().unwrap_or("-"), f.what)).collect();
+    let shown: Vec<String> = observed
+        .iter()
+        .take(3)
+        .map(|f| format!("{}: {}", f.path.as_deref().unwrap_or("-"), f.what))
+        .collect();
     let more = match observed.len().saturating_sub(shown.len()) {
         0 => String::new(),
         n => format!("; and {n} more"),
@@ -258,7 +301,10 @@ pub fn flake(c: &crate::receipt::events::ConfirmationRecord, iteration: u64) -> 
 /// The no-convergence halt the iteration's `progress` event recorded, if a rule fired.
 fn no_convergence(record: &IterationRecord) -> Option<Step> {
     let progress = record.progress.as_ref()?;
-    Some(Step::Halt(progress.halt_reason?, progress.detail.clone().unwrap_or_default()))
+    Some(Step::Halt(
+        progress.halt_reason?,
+        progress.detail.clone().unwrap_or_default(),
+    ))
 }
 
 /// Whether the run is at its iteration cap before starting iteration `next`.
@@ -279,14 +325,23 @@ mod tests {
     use crate::receipt::events::{sample, Event, ProtectedChangeRecord, SnapshotRecord};
 
     fn record(exec: i32, check: Option<Ending>, iteration: u64) -> IterationRecord {
-        let Event::ExecResult(exec) = sample::exec_result(iteration, exec) else { unreachable!() };
+        let Event::ExecResult(exec) = sample::exec_result(iteration, exec) else {
+            unreachable!()
+        };
         let check = check.map(|ending| {
-            let Event::CheckResult(mut c) = sample::check_result(iteration, 0) else { unreachable!() };
+            let Event::CheckResult(mut c) = sample::check_result(iteration, 0) else {
+                unreachable!()
+            };
             c.check_exit = ending.exit_code();
             c.ending = ending;
             c
         });
-        IterationRecord { iteration, exec: Some(exec), check, ..Default::default() }
+        IterationRecord {
+            iteration,
+            exec: Some(exec),
+            check,
+            ..Default::default()
+        }
     }
 
     fn observing(iteration: u64, code: i32) -> IterationRecord {
@@ -308,7 +363,9 @@ mod tests {
 
     #[test]
     fn a_green_whose_tree_observes_the_test_run_is_human_required() {
-        let Step::Halt(reason, detail) = decide(Mode::CheckFixpoint, &observing(2, 0), 3) else { panic!("no halt") };
+        let Step::Halt(reason, detail) = decide(Mode::CheckFixpoint, &observing(2, 0), 3) else {
+            panic!("no halt")
+        };
         assert_eq!(reason, HaltReason::HumanRequired);
         assert!(
             detail.starts_with("the check passed at iteration 2, but the agent's production code observes what can tell a test run from a real one (1 observations: calc/core.py: line 4: call-stack traceback.extract_stack"),
@@ -330,14 +387,19 @@ mod tests {
             verdict: "red".into(),
             check: held_out,
         });
-        let Step::Halt(reason, detail) = decide(Mode::CheckFixpoint, &r, 3) else { panic!("no halt") };
+        let Step::Halt(reason, detail) = decide(Mode::CheckFixpoint, &r, 3) else {
+            panic!("no halt")
+        };
         assert_eq!(reason, HaltReason::ObjectiveUnverified, "{detail}");
         assert!(detail.contains("the held-out check failed"), "{detail}");
     }
 
     #[test]
     fn a_red_check_whose_tree_observes_the_test_run_goes_on() {
-        assert_eq!(decide(Mode::CheckFixpoint, &observing(2, 1), 3), Step::Continue);
+        assert_eq!(
+            decide(Mode::CheckFixpoint, &observing(2, 1), 3),
+            Step::Continue
+        );
     }
 
     fn decided(check: Ending, iteration: u64, max: u64) -> Step {
@@ -347,24 +409,49 @@ mod tests {
     #[test]
     fn a_red_check_below_the_cap_continues_and_at_the_cap_halts() {
         assert_eq!(decided(Ending::Exited { code: 1 }, 1, 3), Step::Continue);
-        assert!(matches!(decided(Ending::Exited { code: 1 }, 3, 3), Step::Halt(HaltReason::MaxIterationsReached, _)));
+        assert!(matches!(
+            decided(Ending::Exited { code: 1 }, 3, 3),
+            Step::Halt(HaltReason::MaxIterationsReached, _)
+        ));
     }
 
     #[test]
     fn a_green_check_converges_even_at_the_cap() {
-        assert!(matches!(decided(Ending::Exited { code: 0 }, 3, 3), Step::Halt(HaltReason::SuccessConditionMet, _)));
+        assert!(matches!(
+            decided(Ending::Exited { code: 0 }, 3, 3),
+            Step::Halt(HaltReason::SuccessConditionMet, _)
+        ));
     }
 
     #[test]
     fn commands_that_do_not_complete_are_execution_failures() {
-        for ending in [Ending::TimedOut { after_ms: 5 }, Ending::Signaled { signal: 9 }, Ending::Exited { code: 127 }] {
-            assert!(matches!(decided(ending.clone(), 1, 3), Step::Halt(HaltReason::ExecutionFailure, _)), "{ending:?}");
+        for ending in [
+            Ending::TimedOut { after_ms: 5 },
+            Ending::Signaled { signal: 9 },
+            Ending::Exited { code: 127 },
+        ] {
+            assert!(
+                matches!(
+                    decided(ending.clone(), 1, 3),
+                    Step::Halt(HaltReason::ExecutionFailure, _)
+                ),
+                "{ending:?}"
+            );
         }
-        assert!(matches!(decide(Mode::CheckFixpoint, &record(2, None, 1), 3), Step::Halt(HaltReason::ExecutionFailure, _)));
-        assert_eq!(decide(Mode::CheckFixpoint, &record(0, None, 1), 3), Step::Continue);
+        assert!(matches!(
+            decide(Mode::CheckFixpoint, &record(2, None, 1), 3),
+            Step::Halt(HaltReason::ExecutionFailure, _)
+        ));
+        assert_eq!(
+            decide(Mode::CheckFixpoint, &record(0, None, 1), 3),
+            Step::Continue
+        );
         let mut interrupted = record(0, None, 1);
         interrupted.exec.as_mut().unwrap().ending = Ending::Interrupted { signal: 15 };
-        assert_eq!(decide(Mode::CheckFixpoint, &interrupted, 3), Step::Interrupted(15));
+        assert_eq!(
+            decide(Mode::CheckFixpoint, &interrupted, 3),
+            Step::Interrupted(15)
+        );
     }
 
     #[test]
@@ -374,45 +461,66 @@ mod tests {
             iteration: 1,
             tree_id: "t".into(),
             changed_paths: 1,
-            protected_changes: vec![ProtectedChangeRecord { path: "tests/a.sh".into(), change: "modified".into() }],
+            protected_changes: vec![ProtectedChangeRecord {
+                path: "tests/a.sh".into(),
+                change: "modified".into(),
+            }],
             duration_ms: None,
             awareness: vec![],
             left_out: None,
         });
         assert_eq!(
             decide(Mode::CheckFixpoint, &r, 3),
-            Step::Halt(HaltReason::BlockedPathModified, "the agent changed protected paths: tests/a.sh".into())
+            Step::Halt(
+                HaltReason::BlockedPathModified,
+                "the agent changed protected paths: tests/a.sh".into()
+            )
         );
     }
 
     #[test]
     fn a_confirmation_rerun_that_disagrees_with_a_green_halts_check_not_deterministic() {
         let mut r = record(0, Some(Ending::Exited { code: 0 }), 1);
-        let Event::CheckResult(mut rerun) = sample::check_result(1, 0) else { unreachable!() };
+        let Event::CheckResult(mut rerun) = sample::check_result(1, 0) else {
+            unreachable!()
+        };
         rerun.ending = Ending::Exited { code: 1 };
         rerun.check_exit = Some(1);
-        let confirmation = |agrees: bool, check: CheckResult| crate::receipt::events::ConfirmationRecord {
-            confirmation: 1,
-            same_tree_as: None,
-            agrees,
-            stability_lower_bound: 0.0,
-            confidence: 0.95,
-            stability_target: 0.95,
-            check,
-        };
+        let confirmation =
+            |agrees: bool, check: CheckResult| crate::receipt::events::ConfirmationRecord {
+                confirmation: 1,
+                same_tree_as: None,
+                agrees,
+                stability_lower_bound: 0.0,
+                confidence: 0.95,
+                stability_target: 0.95,
+                check,
+            };
         r.confirmations = vec![confirmation(true, r.check.clone().unwrap())];
-        assert!(matches!(decide(Mode::CheckFixpoint, &r, 3), Step::Halt(HaltReason::SuccessConditionMet, _)));
+        assert!(matches!(
+            decide(Mode::CheckFixpoint, &r, 3),
+            Step::Halt(HaltReason::SuccessConditionMet, _)
+        ));
         r.confirmations.push(confirmation(false, rerun));
-        let Step::Halt(reason, detail) = decide(Mode::CheckFixpoint, &r, 3) else { panic!("no halt") };
+        let Step::Halt(reason, detail) = decide(Mode::CheckFixpoint, &r, 3) else {
+            panic!("no halt")
+        };
         assert_eq!(reason, HaltReason::CheckNotDeterministic);
-        assert!(detail.contains("confirmation rerun 1 on the same tree was red: a flake, not success"), "{detail}");
+        assert!(
+            detail.contains("confirmation rerun 1 on the same tree was red: a flake, not success"),
+            "{detail}"
+        );
     }
 
     #[test]
     fn a_confirmation_rerun_that_could_not_start_is_an_execution_failure_not_a_flake() {
         let mut r = record(0, Some(Ending::Exited { code: 0 }), 1);
-        let Event::CheckResult(mut rerun) = sample::check_result(1, 0) else { unreachable!() };
-        rerun.ending = Ending::FailedToStart { reason: "docker: daemon not answering".into() };
+        let Event::CheckResult(mut rerun) = sample::check_result(1, 0) else {
+            unreachable!()
+        };
+        rerun.ending = Ending::FailedToStart {
+            reason: "docker: daemon not answering".into(),
+        };
         rerun.check_exit = None;
         r.confirmations = vec![crate::receipt::events::ConfirmationRecord {
             confirmation: 2,
@@ -435,6 +543,9 @@ mod tests {
     #[test]
     fn the_cap_is_reached_before_an_iteration_past_it_starts() {
         assert_eq!(before_iteration(3, 3), Step::Continue);
-        assert!(matches!(before_iteration(4, 3), Step::Halt(HaltReason::MaxIterationsReached, _)));
+        assert!(matches!(
+            before_iteration(4, 3),
+            Step::Halt(HaltReason::MaxIterationsReached, _)
+        ));
     }
 }

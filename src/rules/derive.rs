@@ -78,14 +78,23 @@ impl Derivation {
     /// One sentence for `verify` and `explain-halt`.
     pub fn detail(&self) -> String {
         let mut detail = match &self.not_replayed {
-            None => format!("{} follows from the recorded observations ({} iteration decision(s) re-derived)", self.recorded, self.iterations),
-            Some(why) => format!("{} not replayable: {why} ({} iteration decision(s) re-derived)", self.recorded, self.iterations),
+            None => format!(
+                "{} follows from the recorded observations ({} iteration decision(s) re-derived)",
+                self.recorded, self.iterations
+            ),
+            Some(why) => format!(
+                "{} not replayable: {why} ({} iteration decision(s) re-derived)",
+                self.recorded, self.iterations
+            ),
         };
         if !self.judgements_not_replayed.is_empty() {
             // One entry per judgement and reason, naming the iterations it covers.
             let mut groups: Vec<(&str, &str, Vec<u64>)> = Vec::new();
             for n in &self.judgements_not_replayed {
-                match groups.iter_mut().find(|(j, why, _)| *j == n.judgement.as_str() && *why == n.why) {
+                match groups
+                    .iter_mut()
+                    .find(|(j, why, _)| *j == n.judgement.as_str() && *why == n.why)
+                {
                     Some((_, _, at)) => at.push(n.iteration),
                     None => groups.push((n.judgement.as_str(), &n.why, vec![n.iteration])),
                 }
@@ -95,7 +104,8 @@ impl Derivation {
                 .take(NAMED_NOT_REPLAYED)
                 .map(|(judgement, why, at)| {
                     let t0 = at.contains(&0);
-                    let iterations: Vec<String> = at.iter().filter(|i| **i > 0).map(u64::to_string).collect();
+                    let iterations: Vec<String> =
+                        at.iter().filter(|i| **i > 0).map(u64::to_string).collect();
                     let of = match (t0, iterations.len()) {
                         (true, 0) => "t0".to_string(),
                         (false, 1) => format!("iteration {}", iterations[0]),
@@ -110,7 +120,10 @@ impl Derivation {
                 0 => String::new(),
                 n => format!("; and {n} more"),
             };
-            detail.push_str(&format!("; judgement(s) not replayed: {}{more}", named.join("; ")));
+            detail.push_str(&format!(
+                "; judgement(s) not replayed: {}{more}",
+                named.join("; ")
+            ));
         }
         detail
     }
@@ -120,13 +133,20 @@ impl Derivation {
 fn operational(reason: HaltReason) -> bool {
     matches!(
         reason,
-        HaltReason::WorkspaceInvalid | HaltReason::IsolationUnsatisfiable | HaltReason::CredentialScopeInvalid | HaltReason::InternalError | HaltReason::ExecutionFailure
+        HaltReason::WorkspaceInvalid
+            | HaltReason::IsolationUnsatisfiable
+            | HaltReason::CredentialScopeInvalid
+            | HaltReason::InternalError
+            | HaltReason::ExecutionFailure
     )
 }
 
 /// The reasons the budget rules decide (`super::budget`), replayed from the usage records.
 fn budget_reason(reason: HaltReason) -> bool {
-    matches!(reason, HaltReason::BudgetExceeded | HaltReason::CostAnomaly | HaltReason::ModelDriftDetected)
+    matches!(
+        reason,
+        HaltReason::BudgetExceeded | HaltReason::CostAnomaly | HaltReason::ModelDriftDetected
+    )
 }
 
 fn step_name(step: &Step) -> String {
@@ -144,23 +164,46 @@ fn complete(record: &IterationRecord) -> bool {
 }
 
 fn mismatch_of(differs: Differs, recorded: HaltReason) -> Mismatch {
-    Mismatch { iteration: differs.iteration, judgement: differs.judgement.as_str(), recorded, detail: differs.detail(), derived: differs.derived }
+    Mismatch {
+        iteration: differs.iteration,
+        judgement: differs.judgement.as_str(),
+        recorded,
+        detail: differs.detail(),
+        derived: differs.derived,
+    }
 }
 
 /// Recompute the recorded judgements of t0 and of every complete iteration, in order: those
 /// that could not be, or the first that differs.
-fn replay_judgements(history: &History, pins: &Pins, recorded: HaltReason) -> Result<Vec<NotReplayed>, Mismatch> {
+fn replay_judgements(
+    history: &History,
+    pins: &Pins,
+    recorded: HaltReason,
+) -> Result<Vec<NotReplayed>, Mismatch> {
     let mut skipped = Vec::new();
     if history.last_started >= 1 {
-        skipped.extend(judgements::replay_t0_passed_by(history, pins).map_err(|d| mismatch_of(d, recorded))?);
+        skipped.extend(
+            judgements::replay_t0_passed_by(history, pins).map_err(|d| mismatch_of(d, recorded))?,
+        );
     }
     let mut hole: Option<String> = None;
-    for (i, record) in history.iterations.iter().enumerate().filter(|(_, r)| complete(r)) {
+    for (i, record) in history
+        .iterations
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| complete(r))
+    {
         // An iteration recorded twice (its first run never finished) is judged as last recorded.
-        if history.iterations[i + 1..].iter().any(|later| later.iteration == record.iteration) {
+        if history.iterations[i + 1..]
+            .iter()
+            .any(|later| later.iteration == record.iteration)
+        {
             continue;
         }
-        skipped.extend(judgements::replay_iteration(history, record, pins, hole.as_deref()).map_err(|d| mismatch_of(d, recorded))?);
+        skipped.extend(
+            judgements::replay_iteration(history, record, pins, hole.as_deref())
+                .map_err(|d| mismatch_of(d, recorded))?,
+        );
         if hole.is_none() {
             hole = judgements::unrestored_sets(record);
         }
@@ -170,26 +213,56 @@ fn replay_judgements(history: &History, pins: &Pins, recorded: HaltReason) -> Re
 
 /// Re-derive the run's halt from its history. `Ok(None)` when the receipt records no halt.
 pub fn derive_halt(history: &History) -> Result<Option<Derivation>, Mismatch> {
-    let Some(halt) = &history.halt else { return Ok(None) };
+    let Some(halt) = &history.halt else {
+        return Ok(None);
+    };
     let recorded = halt.halt_reason;
     let mut skipped = Vec::new();
     let accept = |iterations: u64, why: Option<String>, skipped: Vec<NotReplayed>| {
-        Ok(Some(Derivation { recorded, iterations, not_replayed: why, judgements_not_replayed: skipped }))
+        Ok(Some(Derivation {
+            recorded,
+            iterations,
+            not_replayed: why,
+            judgements_not_replayed: skipped,
+        }))
     };
     let Some(start) = &history.start else {
         return accept(0, Some("the receipt has no run_start".into()), skipped);
     };
     let Some(Mode::CheckFixpoint) = Mode::of_name(&start.mode) else {
-        return accept(0, Some(format!("mode {} has no decision rule here", crate::inert::inert(&start.mode))), skipped);
+        return accept(
+            0,
+            Some(format!(
+                "mode {} has no decision rule here",
+                crate::inert::inert(&start.mode)
+            )),
+            skipped,
+        );
     };
-    let Some(max_iterations) = start.config.get("max_iterations").and_then(serde_json::Value::as_u64) else {
-        return accept(0, Some("its run_start pins no max_iterations (a receipt of an earlier version)".into()), skipped);
+    let Some(max_iterations) = start
+        .config
+        .get("max_iterations")
+        .and_then(serde_json::Value::as_u64)
+    else {
+        return accept(
+            0,
+            Some("its run_start pins no max_iterations (a receipt of an earlier version)".into()),
+            skipped,
+        );
     };
     let pins = Pins::of(history);
     skipped.extend(replay_judgements(history, &pins, recorded)?);
-    let halted = history.iterations.iter().rev().find(|r| r.iteration == halt.iteration && r.exec.is_some());
+    let halted = history
+        .iterations
+        .iter()
+        .rev()
+        .find(|r| r.iteration == halt.iteration && r.exec.is_some());
     let mut derived = 0u64;
-    for record in history.iterations.iter().filter(|r| complete(r) && Some(r.iteration) != halted.map(|h| h.iteration)) {
+    for record in history
+        .iterations
+        .iter()
+        .filter(|r| complete(r) && Some(r.iteration) != halted.map(|h| h.iteration))
+    {
         derived += 1;
         if let step @ Step::Halt(..) = decide(Mode::CheckFixpoint, record, max_iterations) {
             let name = step_name(&step);
@@ -206,9 +279,13 @@ pub fn derive_halt(history: &History) -> Result<Option<Derivation>, Mismatch> {
     // beating) is in no recorded stage: accepted as recorded, naming what the stages decide. The
     // stall rule's own halt is decided by a recorded `stalled` ending and replays below.
     if recorded == HaltReason::HeartbeatStale {
-        let decided = halted.filter(|r| r.interrupted.is_none()).map(|r| decide(Mode::CheckFixpoint, r, max_iterations));
+        let decided = halted
+            .filter(|r| r.interrupted.is_none())
+            .map(|r| decide(Mode::CheckFixpoint, r, max_iterations));
         if !matches!(decided, Some(Step::Halt(HaltReason::HeartbeatStale, _))) {
-            let stages = decided.as_ref().map_or("no recorded agent step".to_string(), step_name);
+            let stages = decided
+                .as_ref()
+                .map_or("no recorded agent step".to_string(), step_name);
             return accept(
                 derived + u64::from(halted.is_some()),
                 Some(format!(
@@ -221,14 +298,29 @@ pub fn derive_halt(history: &History) -> Result<Option<Derivation>, Mismatch> {
     }
     // The budget rules, replayed at the points the loop evaluates them (`super::budget`): a
     // budget halt must be the first one they decide, and no run may go on past one.
-    let caps: super::budget::BudgetPins = start.config.get("budget").and_then(|b| serde_json::from_value(b.clone()).ok()).unwrap_or_default();
+    let caps: super::budget::BudgetPins = start
+        .config
+        .get("budget")
+        .and_then(|b| serde_json::from_value(b.clone()).ok())
+        .unwrap_or_default();
     let pinned = super::budget::PinnedModel::of_config(&start.config);
-    let first = super::budget::first_halt(&history.iterations, &caps, &pinned, |r| complete(r) && decide(Mode::CheckFixpoint, r, max_iterations) == Step::Continue);
+    let first = super::budget::first_halt(&history.iterations, &caps, &pinned, |r| {
+        complete(r) && decide(Mode::CheckFixpoint, r, max_iterations) == Step::Continue
+    });
     if budget_reason(recorded) {
         return match first {
-            Some(found) if found.reason == recorded && found.iteration == halt.iteration => accept(derived + 1, None, skipped),
+            Some(found) if found.reason == recorded && found.iteration == halt.iteration => {
+                accept(derived + 1, None, skipped)
+            }
             found => {
-                let name = found.as_ref().map_or("no budget halt".to_string(), |f| format!("{} at iteration {} ({})", f.reason, f.iteration, f.point.as_str()));
+                let name = found.as_ref().map_or("no budget halt".to_string(), |f| {
+                    format!(
+                        "{} at iteration {} ({})",
+                        f.reason,
+                        f.iteration,
+                        f.point.as_str()
+                    )
+                });
                 Err(Mismatch {
                     iteration: halt.iteration,
                     judgement: "budget",
@@ -269,7 +361,9 @@ pub fn derive_halt(history: &History) -> Result<Option<Derivation>, Mismatch> {
         }
         // A halt before the first iteration: the t0 baseline's decision, replayed from its record.
         if halt.iteration == 0 && history.last_started == 0 {
-            return match judgements::replay_t0_halt(history, &pins, recorded).map_err(|d| mismatch_of(d, recorded))? {
+            return match judgements::replay_t0_halt(history, &pins, recorded)
+                .map_err(|d| mismatch_of(d, recorded))?
+            {
                 None => accept(derived, None, skipped),
                 Some(why) => accept(derived, Some(why), skipped),
             };
@@ -281,7 +375,10 @@ pub fn derive_halt(history: &History) -> Result<Option<Derivation>, Mismatch> {
     // recorded: the resume goes on from the next one (engine::lifecycle's `pending`), so only the
     // cap it used or a failure of the resume itself (a mint hook, a zone) halts at its number.
     let (step, name) = match &record.interrupted {
-        Some(cause) => (Step::Continue, format!("no halt: interrupted ({})", crate::inert::inert(cause))),
+        Some(cause) => (
+            Step::Continue,
+            format!("no halt: interrupted ({})", crate::inert::inert(cause)),
+        ),
         None => {
             let step = decide(Mode::CheckFixpoint, record, max_iterations);
             let name = step_name(&step);
@@ -325,12 +422,20 @@ mod tests {
             let n = i as u64 + 1;
             events.push(Event::IterationStart { iteration: n });
             events.push(sample::exec_result(n, 0));
-            let Event::CheckResult(mut check) = sample::check_result(n, *code) else { unreachable!() };
+            let Event::CheckResult(mut check) = sample::check_result(n, *code) else {
+                unreachable!()
+            };
             check.evidence = None;
             events.push(Event::CheckResult(check));
         }
         events.push(sample::halt(halt, at));
-        let recorded: Vec<Recorded> = events.into_iter().map(|event| Recorded { event, line: Default::default() }).collect();
+        let recorded: Vec<Recorded> = events
+            .into_iter()
+            .map(|event| Recorded {
+                event,
+                line: Default::default(),
+            })
+            .collect();
         History::fold(&recorded)
     }
 
@@ -344,19 +449,35 @@ mod tests {
 
     #[test]
     fn a_success_after_a_green_check_follows() {
-        let found = derive_halt(&history(&[1, 0], HaltReason::SuccessConditionMet, 2)).unwrap().unwrap();
-        assert_eq!(found, Derivation { recorded: HaltReason::SuccessConditionMet, iterations: 2, not_replayed: None, judgements_not_replayed: vec![] });
+        let found = derive_halt(&history(&[1, 0], HaltReason::SuccessConditionMet, 2))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            found,
+            Derivation {
+                recorded: HaltReason::SuccessConditionMet,
+                iterations: 2,
+                not_replayed: None,
+                judgements_not_replayed: vec![]
+            }
+        );
     }
 
     #[test]
     fn a_run_that_went_on_past_a_green_is_inconsistent() {
-        let found = derive_halt(&history(&[0, 1, 1], HaltReason::MaxIterationsReached, 3)).unwrap_err();
-        assert_eq!((found.iteration, found.derived.as_str()), (1, "success_condition_met"));
+        let found =
+            derive_halt(&history(&[0, 1, 1], HaltReason::MaxIterationsReached, 3)).unwrap_err();
+        assert_eq!(
+            (found.iteration, found.derived.as_str()),
+            (1, "success_condition_met")
+        );
     }
 
     #[test]
     fn red_checks_to_the_cap_follow_as_max_iterations_reached() {
-        let found = derive_halt(&history(&[1, 1, 1], HaltReason::MaxIterationsReached, 3)).unwrap().unwrap();
+        let found = derive_halt(&history(&[1, 1, 1], HaltReason::MaxIterationsReached, 3))
+            .unwrap()
+            .unwrap();
         assert_eq!(found.not_replayed, None);
     }
 
@@ -368,8 +489,13 @@ mod tests {
 
     #[test]
     fn a_supervisor_failure_is_accepted_as_recorded_and_said_to_be_unreplayed() {
-        let found = derive_halt(&history(&[1], HaltReason::WorkspaceInvalid, 1)).unwrap().unwrap();
-        assert!(found.not_replayed.unwrap().contains("the supervisor's own failure"));
+        let found = derive_halt(&history(&[1], HaltReason::WorkspaceInvalid, 1))
+            .unwrap()
+            .unwrap();
+        assert!(found
+            .not_replayed
+            .unwrap()
+            .contains("the supervisor's own failure"));
     }
 
     #[test]
@@ -389,48 +515,92 @@ mod tests {
     fn interrupted_at_the_last(checks: &[i32], green: bool, halt: HaltReason) -> History {
         let mut events = vec![sample::run_start("r")];
         let checked = |n: u64, code: i32| {
-            let Event::CheckResult(mut check) = sample::check_result(n, code) else { unreachable!() };
+            let Event::CheckResult(mut check) = sample::check_result(n, code) else {
+                unreachable!()
+            };
             check.evidence = None;
             Event::CheckResult(check)
         };
         for (i, code) in checks.iter().enumerate() {
             let n = i as u64 + 1;
-            events.extend([Event::IterationStart { iteration: n }, sample::exec_result(n, 0), checked(n, *code)]);
+            events.extend([
+                Event::IterationStart { iteration: n },
+                sample::exec_result(n, 0),
+                checked(n, *code),
+            ]);
         }
         let last = checks.len() as u64 + 1;
         events.push(Event::IterationStart { iteration: last });
         if green {
             events.extend([sample::exec_result(last, 0), checked(last, 0)]);
         } else {
-            let Event::ExecResult(mut exec) = sample::exec_result(last, 0) else { unreachable!() };
+            let Event::ExecResult(mut exec) = sample::exec_result(last, 0) else {
+                unreachable!()
+            };
             exec.ending = crate::ending::Ending::Interrupted { signal: 2 };
             events.push(Event::ExecResult(exec));
         }
-        events.push(Event::IterationInterrupted { iteration: last, cause: "SIGINT".into() });
+        events.push(Event::IterationInterrupted {
+            iteration: last,
+            cause: "SIGINT".into(),
+        });
         events.push(sample::halt(halt, last));
-        let recorded: Vec<Recorded> = events.into_iter().map(|event| Recorded { event, line: Default::default() }).collect();
+        let recorded: Vec<Recorded> = events
+            .into_iter()
+            .map(|event| Recorded {
+                event,
+                line: Default::default(),
+            })
+            .collect();
         History::fold(&recorded)
     }
 
     #[test]
-    fn the_cap_used_by_an_interrupted_last_iteration_follows_as_max_iterations_reached_whatever_it_recorded() {
+    fn the_cap_used_by_an_interrupted_last_iteration_follows_as_max_iterations_reached_whatever_it_recorded(
+    ) {
         // run_start pins max_iterations = 3; iterations 1 and 2 red, 3 interrupted in its agent
         // step, or after a green check, before its confirmation.
         for green in [false, true] {
-            let found = derive_halt(&interrupted_at_the_last(&[1, 1], green, HaltReason::MaxIterationsReached)).unwrap().unwrap();
-            assert_eq!(found, Derivation { recorded: HaltReason::MaxIterationsReached, iterations: 3, not_replayed: None, judgements_not_replayed: vec![] }, "green {green}");
+            let found = derive_halt(&interrupted_at_the_last(
+                &[1, 1],
+                green,
+                HaltReason::MaxIterationsReached,
+            ))
+            .unwrap()
+            .unwrap();
+            assert_eq!(
+                found,
+                Derivation {
+                    recorded: HaltReason::MaxIterationsReached,
+                    iterations: 3,
+                    not_replayed: None,
+                    judgements_not_replayed: vec![]
+                },
+                "green {green}"
+            );
         }
     }
 
     #[test]
     fn a_cap_claimed_at_an_interrupted_iteration_before_the_cap_is_a_mismatch() {
-        let found = derive_halt(&interrupted_at_the_last(&[1], false, HaltReason::MaxIterationsReached)).unwrap_err();
+        let found = derive_halt(&interrupted_at_the_last(
+            &[1],
+            false,
+            HaltReason::MaxIterationsReached,
+        ))
+        .unwrap_err();
         assert_eq!(found.detail, "the halt records max_iterations_reached at iteration 2, but that iteration's recorded stages decide no halt: interrupted (SIGINT)");
     }
 
     #[test]
     fn a_supervisor_failure_at_the_resume_after_an_interrupted_iteration_is_accepted_as_recorded() {
-        let found = derive_halt(&interrupted_at_the_last(&[1], false, HaltReason::CredentialScopeInvalid)).unwrap().unwrap();
+        let found = derive_halt(&interrupted_at_the_last(
+            &[1],
+            false,
+            HaltReason::CredentialScopeInvalid,
+        ))
+        .unwrap()
+        .unwrap();
         assert_eq!(
             found.not_replayed.as_deref(),
             Some("credential_scope_invalid records the supervisor's own failure at iteration 2, accepted as recorded (no halt: interrupted (SIGINT) by the stages)")
@@ -439,9 +609,16 @@ mod tests {
 
     #[test]
     fn a_judgement_claimed_at_an_interrupted_iteration_is_a_mismatch_even_after_a_green_check() {
-        for (green, claimed) in [(true, HaltReason::SuccessConditionMet), (false, HaltReason::NoProgressDetected)] {
+        for (green, claimed) in [
+            (true, HaltReason::SuccessConditionMet),
+            (false, HaltReason::NoProgressDetected),
+        ] {
             let found = derive_halt(&interrupted_at_the_last(&[1, 1], green, claimed)).unwrap_err();
-            assert_eq!((found.iteration, found.derived.as_str()), (3, "no halt: interrupted (SIGINT)"), "{claimed}");
+            assert_eq!(
+                (found.iteration, found.derived.as_str()),
+                (3, "no halt: interrupted (SIGINT)"),
+                "{claimed}"
+            );
         }
     }
 

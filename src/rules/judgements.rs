@@ -27,10 +27,10 @@
 //! of an earlier version).
 
 use super::baseline::{decide_t0_success, T0Success};
+use super::canary::canary_guard;
 use super::decide::Step;
 use super::progress::{judge_scored, ScoreRule};
 use super::set_guards::{exempting, violation_of, T0Sets, GUARD, STAGE};
-use super::canary::canary_guard;
 use super::targets::{met_on_t0, pinned_patterns};
 use super::verdict::Verdict;
 use crate::convergence::rules::Limits;
@@ -82,7 +82,12 @@ impl Differs {
             0 => "t0".to_string(),
             n => format!("iteration {n}"),
         };
-        format!("the {} judgement of {at} is recorded as {}, but its recorded observations give {}", self.judgement.as_str(), self.recorded, self.derived)
+        format!(
+            "the {} judgement of {at} is recorded as {}, but its recorded observations give {}",
+            self.judgement.as_str(),
+            self.recorded,
+            self.derived
+        )
     }
 }
 
@@ -112,7 +117,12 @@ pub struct Pins {
 
 impl Pins {
     pub fn of(history: &History) -> Pins {
-        let config = history.start.as_ref().map(|s| &s.config).cloned().unwrap_or(Value::Null);
+        let config = history
+            .start
+            .as_ref()
+            .map(|s| &s.config)
+            .cloned()
+            .unwrap_or(Value::Null);
         // Every version that records `progress` events pins its limits; a receipt without them
         // predates the progress stage.
         let limits = match config.get("progress") {
@@ -121,7 +131,9 @@ impl Pins {
         };
         let score = match config.get("score") {
             None | Some(Value::Null) => Ok(None),
-            Some(v) => serde_json::from_value(v.clone()).map(Some).map_err(|e| format!("run_start's pinned score rule does not parse ({e})")),
+            Some(v) => serde_json::from_value(v.clone())
+                .map(Some)
+                .map_err(|e| format!("run_start's pinned score rule does not parse ({e})")),
         };
         let allowed_ids = config
             .get("allow_test_change")
@@ -134,12 +146,18 @@ impl Pins {
             limits,
             patterns: pinned_patterns(history),
             score,
-            confirm_runs: config.get("confirm_runs").and_then(Value::as_u64).unwrap_or(0),
+            confirm_runs: config
+                .get("confirm_runs")
+                .and_then(Value::as_u64)
+                .unwrap_or(0),
             allowed_ids,
             canary_required: config
                 .pointer("/adequacy/mode")
                 .and_then(Value::as_str)
-                .map(|mode| mode != "off" && config.get("workspace").and_then(Value::as_str) == Some("detached")),
+                .map(|mode| {
+                    mode != "off"
+                        && config.get("workspace").and_then(Value::as_str) == Some("detached")
+                }),
         }
     }
 }
@@ -148,18 +166,31 @@ impl Pins {
 /// (the artifact was not read back): one sentence each. A list is whole when the event holds as
 /// many items (for a trimmed string, bytes) as the bound recorded.
 fn unrestored(check: &CheckResult, externalised: &[Externalised], of: &str) -> Vec<String> {
-    let Ok(value) = serde_json::to_value(check) else { return vec![format!("its {of} does not serialise")] };
+    let Ok(value) = serde_json::to_value(check) else {
+        return vec![format!("its {of} does not serialise")];
+    };
     let mut out = Vec::new();
-    for x in externalised.iter().filter(|x| x.of == of && x.iteration == check.iteration) {
+    for x in externalised
+        .iter()
+        .filter(|x| x.of == of && x.iteration == check.iteration)
+    {
         for (key, list) in &x.lists {
-            let pointer = if key.starts_with('/') { key.clone() } else { format!("/{key}") };
+            let pointer = if key.starts_with('/') {
+                key.clone()
+            } else {
+                format!("/{key}")
+            };
             let held = match value.pointer(&pointer) {
                 Some(Value::Array(items)) => Some(items.len() as u64),
                 Some(Value::String(s)) => Some(s.len() as u64),
                 _ => None,
             };
             if held != Some(list.count) {
-                out.push(format!("{of} {key} of {} is in {}, absent or changed", at(check.iteration), crate::inert::inert(&x.artifact.path)));
+                out.push(format!(
+                    "{of} {key} of {} is in {}, absent or changed",
+                    at(check.iteration),
+                    crate::inert::inert(&x.artifact.path)
+                ));
             }
         }
     }
@@ -169,7 +200,9 @@ fn unrestored(check: &CheckResult, externalised: &[Externalised], of: &str) -> V
 /// Why the recorded iteration's check does not hold its lists whole, if it does not (the first
 /// list not read back).
 pub fn unrestored_sets(record: &IterationRecord) -> Option<String> {
-    unrestored(record.check.as_ref()?, &record.externalised, "check_result").into_iter().next()
+    unrestored(record.check.as_ref()?, &record.externalised, "check_result")
+        .into_iter()
+        .next()
 }
 
 fn at(iteration: u64) -> String {
@@ -182,10 +215,21 @@ fn at(iteration: u64) -> String {
 /// Why t0's sets are not whole in the history, if they are not.
 fn t0_unrestored(history: &History) -> Option<String> {
     let baseline = history.check_baseline.as_ref()?;
-    let externalised: Vec<Externalised> = history.check_baseline_externalised.iter().map(|x| Externalised { of: "check_result".into(), iteration: 0, ..x.clone() }).collect();
+    let externalised: Vec<Externalised> = history
+        .check_baseline_externalised
+        .iter()
+        .map(|x| Externalised {
+            of: "check_result".into(),
+            iteration: 0,
+            ..x.clone()
+        })
+        .collect();
     let mut check = baseline.check.clone();
     check.iteration = 0;
-    unrestored(&check, &externalised, "check_result").into_iter().next().map(|why| why.replacen("check_result", "check_baseline", 1))
+    unrestored(&check, &externalised, "check_result")
+        .into_iter()
+        .next()
+        .map(|why| why.replacen("check_result", "check_baseline", 1))
 }
 
 /// The history as the live loop held it when it judged iteration `n`: the operator's hand
@@ -207,15 +251,30 @@ fn progress_value(accepted: bool, halt: Option<HaltReason>, targets_met: bool) -
 /// Recompute the judgements of the recorded iteration `record` (its agent step and check
 /// recorded). `earlier_unrestored`: why an earlier iteration's (or t0's) sets are not whole, when
 /// they are not (the trajectory the progress rules read is then incomplete).
-pub fn replay_iteration(history: &History, record: &IterationRecord, pins: &Pins, earlier_unrestored: Option<&str>) -> Result<Vec<NotReplayed>, Differs> {
+pub fn replay_iteration(
+    history: &History,
+    record: &IterationRecord,
+    pins: &Pins,
+    earlier_unrestored: Option<&str>,
+) -> Result<Vec<NotReplayed>, Differs> {
     let mut skipped = Vec::new();
-    let Some(check) = &record.check else { return Ok(skipped) };
+    let Some(check) = &record.check else {
+        return Ok(skipped);
+    };
     let n = record.iteration;
     let holes = unrestored(check, &record.externalised, "check_result");
     let t0_hole = t0_unrestored(history);
-    let not = |judgement: Judgement, why: String| NotReplayed { iteration: n, judgement, why };
+    let not = |judgement: Judgement, why: String| NotReplayed {
+        iteration: n,
+        judgement,
+        why,
+    };
     // progress
-    let progress_hole = holes.first().cloned().or_else(|| t0_hole.clone()).or_else(|| earlier_unrestored.map(str::to_string));
+    let progress_hole = holes
+        .first()
+        .cloned()
+        .or_else(|| t0_hole.clone())
+        .or_else(|| earlier_unrestored.map(str::to_string));
     match (&pins.limits, &pins.score, progress_hole) {
         (_, _, Some(why)) => skipped.push(not(Judgement::Progress, why)),
         (Err(why), _, _) | (_, Err(why), _) => skipped.push(not(Judgement::Progress, why.clone())),
@@ -227,36 +286,67 @@ pub fn replay_iteration(history: &History, record: &IterationRecord, pins: &Pins
             };
             let same = match (&derived, &record.progress) {
                 (None, None) => true,
-                (Some(d), Some(r)) => (d.accepted, d.halt_reason, d.targets_met) == (r.accepted, r.halt_reason, r.targets_met),
+                (Some(d), Some(r)) => {
+                    (d.accepted, d.halt_reason, d.targets_met)
+                        == (r.accepted, r.halt_reason, r.targets_met)
+                }
                 _ => false,
             };
             if !same {
-                return Err(Differs { iteration: n, judgement: Judgement::Progress, recorded: shown(&record.progress), derived: shown(&derived) });
+                return Err(Differs {
+                    iteration: n,
+                    judgement: Judgement::Progress,
+                    recorded: shown(&record.progress),
+                    derived: shown(&derived),
+                });
             }
         }
     }
     // set guard: only a check that exited 0, against a t0 whose sets were measured
     if check.check_exit == Some(0) {
-        if let Some(t0) = history.check_baseline.as_ref().and_then(|b| T0Sets::of_check(&b.check)) {
+        if let Some(t0) = history
+            .check_baseline
+            .as_ref()
+            .and_then(|b| T0Sets::of_check(&b.check))
+        {
             match holes.first().cloned().or(t0_hole) {
                 Some(why) => skipped.push(not(Judgement::SetGuard, why)),
                 None => {
-                    let derived = violation_of("the check", n, &exempting(check, &t0, &pins.allowed_ids), &t0);
+                    let derived = violation_of(
+                        "the check",
+                        n,
+                        &exempting(check, &t0, &pins.allowed_ids),
+                        &t0,
+                    );
                     let ours = |g: &&crate::receipt::events::GuardRecord| {
-                        g.guard == GUARD && g.stage == STAGE && g.detail.starts_with(&format!("the check exited 0 at iteration {n} but against the t0 baseline"))
+                        g.guard == GUARD
+                            && g.stage == STAGE
+                            && g.detail.starts_with(&format!(
+                                "the check exited 0 at iteration {n} but against the t0 baseline"
+                            ))
                     };
                     let recorded = record.guards.iter().find(ours);
                     let shown = |g: Option<&crate::receipt::events::GuardRecord>| match g {
                         None => "no finding".to_string(),
-                        Some(g) => format!("{} ({})", g.halt_reason, crate::inert::inert(&g.detail)),
+                        Some(g) => {
+                            format!("{} ({})", g.halt_reason, crate::inert::inert(&g.detail))
+                        }
                     };
                     let same = match (&derived, recorded) {
                         (None, None) => true,
-                        (Some(d), Some(r)) => d.halt_reason == r.halt_reason && (d.findings == r.findings || d.detail == r.detail),
+                        (Some(d), Some(r)) => {
+                            d.halt_reason == r.halt_reason
+                                && (d.findings == r.findings || d.detail == r.detail)
+                        }
                         _ => false,
                     };
                     if !same {
-                        return Err(Differs { iteration: n, judgement: Judgement::SetGuard, recorded: shown(recorded), derived: shown(derived.as_ref()) });
+                        return Err(Differs {
+                            iteration: n,
+                            judgement: Judgement::SetGuard,
+                            recorded: shown(recorded),
+                            derived: shown(derived.as_ref()),
+                        });
                     }
                 }
             }
@@ -268,9 +358,18 @@ pub fn replay_iteration(history: &History, record: &IterationRecord, pins: &Pins
     }
     // evidence: the recorded verdict against the exit and the reports' recorded counts
     if let Some(derived) = evidence_verdict(check) {
-        let recorded = check.evidence.as_ref().map(|e| e.verdict.clone()).unwrap_or_default();
+        let recorded = check
+            .evidence
+            .as_ref()
+            .map(|e| e.verdict.clone())
+            .unwrap_or_default();
         if derived != recorded {
-            return Err(Differs { iteration: n, judgement: Judgement::Evidence, recorded: format!("verdict {}", crate::inert::inert(&recorded)), derived: format!("verdict {derived}") });
+            return Err(Differs {
+                iteration: n,
+                judgement: Judgement::Evidence,
+                recorded: format!("verdict {}", crate::inert::inert(&recorded)),
+                derived: format!("verdict {derived}"),
+            });
         }
     }
     Ok(skipped)
@@ -284,7 +383,12 @@ pub fn evidence_verdict(check: &CheckResult) -> Option<&'static str> {
     let evidence = check.evidence.as_ref()?;
     let exit = check.check_exit?;
     // `--report` patterns that could not be resolved at all: no report was read, whatever the exit.
-    if evidence.reports.is_empty() && evidence.disagreements.iter().any(|d| d.kind == "report_unusable" && d.subject == "--report") {
+    if evidence.reports.is_empty()
+        && evidence
+            .disagreements
+            .iter()
+            .any(|d| d.kind == "report_unusable" && d.subject == "--report")
+    {
         return Some("disagree");
     }
     if exit != 0 {
@@ -312,7 +416,10 @@ pub fn replay_confirmations(record: &IterationRecord, pins: &Pins) -> Result<(),
         iteration: record.iteration,
         judgement: Judgement::Confirmation,
         recorded: format!("a success on {held} confirmation rerun(s)"),
-        derived: format!("no success: the run asks for {} agreeing confirmation rerun(s)", pins.confirm_runs),
+        derived: format!(
+            "no success: the run asks for {} agreeing confirmation rerun(s)",
+            pins.confirm_runs
+        ),
     })
 }
 
@@ -321,10 +428,21 @@ pub fn replay_confirmations(record: &IterationRecord, pins: &Pins) -> Result<(),
 /// outcome gives (`super::canary`). `Ok(Some)`: not replayed, and why (the mutator gave no
 /// mutant, or the mutants were trimmed to the receipt's bound and not read back).
 pub fn replay_canary(record: &IterationRecord) -> Result<Option<NotReplayed>, Differs> {
-    let Some(adequacy) = &record.adequacy else { return Ok(None) };
+    let Some(adequacy) = &record.adequacy else {
+        return Ok(None);
+    };
     let n = record.iteration;
-    let not = |why: String| Ok(Some(NotReplayed { iteration: n, judgement: Judgement::Canary, why }));
-    if adequacy.tier == "external" && adequacy.mutants.is_empty() && adequacy.verdict == Adequacy::NotRun.as_str() {
+    let not = |why: String| {
+        Ok(Some(NotReplayed {
+            iteration: n,
+            judgement: Judgement::Canary,
+            why,
+        }))
+    };
+    if adequacy.tier == "external"
+        && adequacy.mutants.is_empty()
+        && adequacy.verdict == Adequacy::NotRun.as_str()
+    {
         return not("the operator's mutator gave no mutant to run: its outcome is its exit, taken as recorded".into());
     }
     if adequacy.mutants.len() as u64 != adequacy.sampled {
@@ -338,16 +456,40 @@ pub fn replay_canary(record: &IterationRecord) -> Result<Option<NotReplayed>, Di
     let counts = |killed: u64, survived: u64, not_run: u64, score: Option<f64>, verdict: &str| {
         format!("killed {killed}, survived {survived}, not run {not_run}, score {score:?}, verdict {verdict}")
     };
-    let recorded_counts = counts(adequacy.killed, adequacy.survived, adequacy.not_run, adequacy.score, &crate::inert::inert(&adequacy.verdict));
-    let derived_counts = counts(derived.killed, derived.survived, derived.not_run, derived.score, derived.verdict.as_str());
+    let recorded_counts = counts(
+        adequacy.killed,
+        adequacy.survived,
+        adequacy.not_run,
+        adequacy.score,
+        &crate::inert::inert(&adequacy.verdict),
+    );
+    let derived_counts = counts(
+        derived.killed,
+        derived.survived,
+        derived.not_run,
+        derived.score,
+        derived.verdict.as_str(),
+    );
     if recorded_counts != derived_counts {
-        return Err(Differs { iteration: n, judgement: Judgement::Canary, recorded: recorded_counts, derived: derived_counts });
+        return Err(Differs {
+            iteration: n,
+            judgement: Judgement::Canary,
+            recorded: recorded_counts,
+            derived: derived_counts,
+        });
     }
     let guard = canary_guard(adequacy, derived.verdict);
-    let recorded = record.guards.iter().find(|g| g.guard == "adequacy" && g.stage == "after_check");
+    let recorded = record
+        .guards
+        .iter()
+        .find(|g| g.guard == "adequacy" && g.stage == "after_check");
     let shown = |g: Option<&crate::receipt::events::GuardRecord>| match g {
         None => "no guard".to_string(),
-        Some(g) => format!("a guard halting {} ({})", g.halt_reason, crate::inert::inert(&g.detail)),
+        Some(g) => format!(
+            "a guard halting {} ({})",
+            g.halt_reason,
+            crate::inert::inert(&g.detail)
+        ),
     };
     let same = match (&guard, recorded) {
         (None, None) => true,
@@ -355,7 +497,12 @@ pub fn replay_canary(record: &IterationRecord) -> Result<Option<NotReplayed>, Di
         _ => false,
     };
     if !same {
-        return Err(Differs { iteration: n, judgement: Judgement::Canary, recorded: shown(recorded), derived: shown(guard.as_ref()) });
+        return Err(Differs {
+            iteration: n,
+            judgement: Judgement::Canary,
+            recorded: shown(recorded),
+            derived: shown(guard.as_ref()),
+        });
     }
     Ok(None)
 }
@@ -363,7 +510,10 @@ pub fn replay_canary(record: &IterationRecord) -> Result<Option<NotReplayed>, Di
 /// A recorded success at the iteration `record` whose green the canary had to judge (a detached
 /// workspace, adequacy not `off`, a check that passed) stands on a recorded `adequacy` event.
 pub fn replay_canary_ran(record: &IterationRecord, pins: &Pins) -> Result<(), Differs> {
-    let green = record.check.as_ref().is_some_and(|c| Verdict::of_check(c) == Verdict::Pass);
+    let green = record
+        .check
+        .as_ref()
+        .is_some_and(|c| Verdict::of_check(c) == Verdict::Pass);
     if pins.canary_required != Some(true) || !green || record.adequacy.is_some() {
         return Ok(());
     }
@@ -377,14 +527,17 @@ pub fn replay_canary_ran(record: &IterationRecord, pins: &Pins) -> Result<(), Di
 
 /// What t0's recorded check succeeded as (none: it did not), and why that cannot be said.
 fn t0_success(history: &History, pins: &Pins) -> Result<Option<T0Success>, String> {
-    let Some(baseline) = &history.check_baseline else { return Ok(None) };
+    let Some(baseline) = &history.check_baseline else {
+        return Ok(None);
+    };
     if Verdict::of_check(&baseline.check) == Verdict::Pass {
         return Ok(Some(T0Success::Green));
     }
     if let Some(why) = t0_unrestored(history) {
         return Err(why);
     }
-    Ok(met_on_t0(&pins.patterns, &baseline.check).then(|| T0Success::TargetsMet("every target already passes on t0".into())))
+    Ok(met_on_t0(&pins.patterns, &baseline.check)
+        .then(|| T0Success::TargetsMet("every target already passes on t0".into())))
 }
 
 /// The halts at t0 a successful t0 record can still end with: the supervisor's own failures
@@ -415,13 +568,22 @@ pub fn replay_t0_passed_by(history: &History, pins: &Pins) -> Result<Option<NotR
     let success = match t0_success(history, pins) {
         Ok(Some(success)) => success,
         Ok(None) => return Ok(None),
-        Err(why) => return Ok(Some(NotReplayed { iteration: 0, judgement: Judgement::T0Baseline, why })),
+        Err(why) => {
+            return Ok(Some(NotReplayed {
+                iteration: 0,
+                judgement: Judgement::T0Baseline,
+                why,
+            }))
+        }
     };
     let step = decide_t0_success(history, pins.confirm_runs, &success);
     Err(Differs {
         iteration: 0,
         judgement: Judgement::T0Baseline,
-        recorded: format!("no halt (the run started iteration {})", history.last_started.min(1)),
+        recorded: format!(
+            "no halt (the run started iteration {})",
+            history.last_started.min(1)
+        ),
         derived: step_name(&step),
     })
 }
@@ -429,9 +591,21 @@ pub fn replay_t0_passed_by(history: &History, pins: &Pins) -> Result<Option<NotR
 /// The decision on t0 of a run that halted `recorded` at iteration 0 before any iteration:
 /// `Ok(None)` when it follows, `Ok(Some(why))` when t0's record cannot decide it (a halt of the
 /// reference, the doctor gates or the machinery), a mismatch when t0's record decides otherwise.
-pub fn replay_t0_halt(history: &History, pins: &Pins, recorded: HaltReason) -> Result<Option<String>, Differs> {
-    let differs = |derived: String| Differs { iteration: 0, judgement: Judgement::T0Baseline, recorded: recorded.as_str().to_string(), derived };
-    let decided_on_t0 = matches!(recorded, HaltReason::SuccessConditionMet | HaltReason::CheckNotDeterministic);
+pub fn replay_t0_halt(
+    history: &History,
+    pins: &Pins,
+    recorded: HaltReason,
+) -> Result<Option<String>, Differs> {
+    let differs = |derived: String| Differs {
+        iteration: 0,
+        judgement: Judgement::T0Baseline,
+        recorded: recorded.as_str().to_string(),
+        derived,
+    };
+    let decided_on_t0 = matches!(
+        recorded,
+        HaltReason::SuccessConditionMet | HaltReason::CheckNotDeterministic
+    );
     let success = match t0_success(history, pins) {
         Ok(success) => success,
         Err(why) => return Ok(Some(why)),
@@ -460,7 +634,10 @@ pub fn replay_t0_halt(history: &History, pins: &Pins, recorded: HaltReason) -> R
 mod tests {
     use super::*;
     use crate::receipt::bounded::{ArtifactRef, BoundedList};
-    use crate::receipt::events::{sample, CheckBaselineRecord, CheckEvidence, ConfirmationRecord, Event, Recorded, ReportRecord};
+    use crate::receipt::events::{
+        sample, CheckBaselineRecord, CheckEvidence, ConfirmationRecord, Event, Recorded,
+        ReportRecord,
+    };
     use crate::rules::derive::{derive_halt, Mismatch};
 
     fn ids(ids: &[&str]) -> Vec<String> {
@@ -470,7 +647,11 @@ mod tests {
     /// A check of iteration `n` whose report collected `collected` with `failing` failing (exit 1
     /// unless nothing fails).
     fn check(n: u64, collected: &[&str], failing: &[&str]) -> CheckResult {
-        let Event::CheckResult(mut c) = sample::check_result(n, if failing.is_empty() { 0 } else { 1 }) else { unreachable!() };
+        let Event::CheckResult(mut c) =
+            sample::check_result(n, if failing.is_empty() { 0 } else { 1 })
+        else {
+            unreachable!()
+        };
         c.collected_set = Some(ids(collected));
         c.failing_set = Some(ids(failing));
         c.skipped_set = Some(vec![]);
@@ -486,7 +667,9 @@ mod tests {
 
     impl Receipt {
         fn new(confirm_runs: u64, targets: &[&str], t0: Option<CheckResult>) -> Receipt {
-            let Event::RunStart(mut start) = sample::run_start("r") else { unreachable!() };
+            let Event::RunStart(mut start) = sample::run_start("r") else {
+                unreachable!()
+            };
             start.config = serde_json::json!({
                 "check": "true", "exec": "true", "max_iterations": 5, "confirm_runs": confirm_runs,
                 "progress": Limits::default(), "targets": targets,
@@ -494,13 +677,32 @@ mod tests {
             let mut events = vec![Event::RunStart(start)];
             if let Some(mut t0) = t0 {
                 t0.iteration = 0;
-                events.push(Event::CheckBaseline(CheckBaselineRecord { check: t0, tree_id: None, cache_key: None, cache_hit: false, cache_note: None, sets_unmeasured: None, inactive_guards: None }));
+                events.push(Event::CheckBaseline(CheckBaselineRecord {
+                    check: t0,
+                    tree_id: None,
+                    cache_key: None,
+                    cache_hit: false,
+                    cache_note: None,
+                    sets_unmeasured: None,
+                    inactive_guards: None,
+                }));
             }
-            Receipt { events, targets: ids(targets) }
+            Receipt {
+                events,
+                targets: ids(targets),
+            }
         }
 
         fn history(&self) -> History {
-            let recorded: Vec<Recorded> = self.events.iter().cloned().map(|event| Recorded { event, line: Default::default() }).collect();
+            let recorded: Vec<Recorded> = self
+                .events
+                .iter()
+                .cloned()
+                .map(|event| Recorded {
+                    event,
+                    line: Default::default(),
+                })
+                .collect();
             History::fold(&recorded)
         }
 
@@ -510,7 +712,9 @@ mod tests {
             self.events.push(Event::IterationStart { iteration: n });
             self.events.push(sample::exec_result(n, 0));
             self.events.push(Event::CheckResult(check));
-            if let Some(progress) = judge_scored(&self.history(), n, &Limits::default(), &self.targets, None) {
+            if let Some(progress) =
+                judge_scored(&self.history(), n, &Limits::default(), &self.targets, None)
+            {
                 self.events.push(Event::Progress(progress));
             }
             self
@@ -521,17 +725,34 @@ mod tests {
                 let history = self.history();
                 let check = match n {
                     0 => history.check_baseline.map(|b| b.check),
-                    n => history.iterations.iter().rev().find(|r| r.iteration == n).and_then(|r| r.check.clone()),
+                    n => history
+                        .iterations
+                        .iter()
+                        .rev()
+                        .find(|r| r.iteration == n)
+                        .and_then(|r| r.check.clone()),
                 };
                 let check = check.expect("a check to confirm");
-                let record = ConfirmationRecord { confirmation: k, same_tree_as: None, agrees: true, stability_lower_bound: 0.5, confidence: 0.95, stability_target: 0.95, check };
+                let record = ConfirmationRecord {
+                    confirmation: k,
+                    same_tree_as: None,
+                    agrees: true,
+                    stability_lower_bound: 0.5,
+                    confidence: 0.95,
+                    stability_target: 0.95,
+                    check,
+                };
                 self.events.push(Event::CheckConfirmation(record));
             }
             self
         }
 
         /// The last `progress` event of iteration `n`, rewritten by `forge`.
-        fn forge_progress(&mut self, n: u64, forge: impl Fn(&mut crate::receipt::events::ProgressRecord)) -> &mut Receipt {
+        fn forge_progress(
+            &mut self,
+            n: u64,
+            forge: impl Fn(&mut crate::receipt::events::ProgressRecord),
+        ) -> &mut Receipt {
             for event in self.events.iter_mut().rev() {
                 if let Event::Progress(p) = event {
                     if p.iteration == n {
@@ -543,7 +764,11 @@ mod tests {
             panic!("no progress event of iteration {n}");
         }
 
-        fn halted(&mut self, reason: HaltReason, at: u64) -> Result<Option<crate::rules::derive::Derivation>, Mismatch> {
+        fn halted(
+            &mut self,
+            reason: HaltReason,
+            at: u64,
+        ) -> Result<Option<crate::rules::derive::Derivation>, Mismatch> {
             self.events.push(sample::halt(reason, at));
             derive_halt(&self.history())
         }
@@ -552,7 +777,8 @@ mod tests {
     const C0: [&str; 4] = ["a", "b", "c", "d"];
 
     #[test]
-    fn an_honest_run_with_progress_set_guard_and_confirmations_follows_with_every_judgement_replayed() {
+    fn an_honest_run_with_progress_set_guard_and_confirmations_follows_with_every_judgement_replayed(
+    ) {
         let found = Receipt::new(1, &[], Some(check(0, &C0, &["a", "b"])))
             .iteration(check(1, &C0, &["a"]))
             .iteration(check(2, &C0, &[]))
@@ -560,7 +786,10 @@ mod tests {
             .halted(HaltReason::SuccessConditionMet, 2)
             .unwrap()
             .unwrap();
-        assert_eq!((found.not_replayed, found.judgements_not_replayed), (None, vec![]));
+        assert_eq!(
+            (found.not_replayed, found.judgements_not_replayed),
+            (None, vec![])
+        );
     }
 
     #[test]
@@ -585,7 +814,10 @@ mod tests {
             .forge_progress(2, |p| p.halt_reason = Some(HaltReason::NoProgressDetected))
             .halted(HaltReason::NoProgressDetected, 2)
             .unwrap_err();
-        assert_eq!((found.iteration, found.judgement, found.derived.as_str()), (2, "progress", "accepted true, no halt, targets_met false"));
+        assert_eq!(
+            (found.iteration, found.judgement, found.derived.as_str()),
+            (2, "progress", "accepted true, no halt, targets_met false")
+        );
     }
 
     #[test]
@@ -605,9 +837,16 @@ mod tests {
     #[test]
     fn a_test_the_operator_pinned_as_allowed_to_go_is_no_set_guard_finding() {
         let mut receipt = Receipt::new(0, &[], Some(check(0, &C0, &["a"])));
-        let Event::RunStart(start) = &mut receipt.events[0] else { unreachable!() };
-        start.config["allow_test_change"] = serde_json::json!([{"id": "a", "reason": "a was a duplicate"}]);
-        let found = receipt.iteration(check(1, &["b", "c", "d"], &[])).halted(HaltReason::SuccessConditionMet, 1).unwrap().unwrap();
+        let Event::RunStart(start) = &mut receipt.events[0] else {
+            unreachable!()
+        };
+        start.config["allow_test_change"] =
+            serde_json::json!([{"id": "a", "reason": "a was a duplicate"}]);
+        let found = receipt
+            .iteration(check(1, &["b", "c", "d"], &[]))
+            .halted(HaltReason::SuccessConditionMet, 1)
+            .unwrap()
+            .unwrap();
         assert_eq!(found.judgements_not_replayed, vec![]);
     }
 
@@ -619,22 +858,46 @@ mod tests {
             .halted(HaltReason::SuccessConditionMet, 1)
             .unwrap_err();
         assert_eq!((found.iteration, found.judgement), (1, "confirmation"));
-        assert_eq!(found.derived, "no success: the run asks for 2 agreeing confirmation rerun(s)");
+        assert_eq!(
+            found.derived,
+            "no success: the run asks for 2 agreeing confirmation rerun(s)"
+        );
     }
 
     #[test]
     fn a_forged_success_at_t0_on_a_red_baseline_is_a_t0_baseline_mismatch() {
-        let found = Receipt::new(0, &[], Some(check(0, &C0, &["a"]))).halted(HaltReason::SuccessConditionMet, 0).unwrap_err();
-        assert_eq!((found.iteration, found.judgement, found.derived.as_str()), (0, "t0_baseline", "continue (t0 is red and its targets do not all pass)"));
+        let found = Receipt::new(0, &[], Some(check(0, &C0, &["a"])))
+            .halted(HaltReason::SuccessConditionMet, 0)
+            .unwrap_err();
+        assert_eq!(
+            (found.iteration, found.judgement, found.derived.as_str()),
+            (
+                0,
+                "t0_baseline",
+                "continue (t0 is red and its targets do not all pass)"
+            )
+        );
     }
 
     #[test]
     fn a_green_t0_confirmed_as_the_run_asks_is_success_at_t0_and_unconfirmed_is_not() {
         let mut confirmed = Receipt::new(1, &[], Some(check(0, &C0, &[])));
         confirmed.confirmed(0, 1);
-        assert_eq!(confirmed.halted(HaltReason::SuccessConditionMet, 0).unwrap().unwrap().not_replayed, None);
-        let found = Receipt::new(1, &[], Some(check(0, &C0, &[]))).halted(HaltReason::SuccessConditionMet, 0).unwrap_err();
-        assert_eq!((found.judgement, found.derived.as_str()), ("t0_baseline", "internal_error"));
+        assert_eq!(
+            confirmed
+                .halted(HaltReason::SuccessConditionMet, 0)
+                .unwrap()
+                .unwrap()
+                .not_replayed,
+            None
+        );
+        let found = Receipt::new(1, &[], Some(check(0, &C0, &[])))
+            .halted(HaltReason::SuccessConditionMet, 0)
+            .unwrap_err();
+        assert_eq!(
+            (found.judgement, found.derived.as_str()),
+            ("t0_baseline", "internal_error")
+        );
     }
 
     #[test]
@@ -643,15 +906,32 @@ mod tests {
             .iteration(check(1, &C0, &["a"]))
             .halted(HaltReason::MaxIterationsReached, 1)
             .unwrap_err();
-        assert_eq!((found.iteration, found.judgement, found.derived.as_str()), (0, "t0_baseline", "success_condition_met"));
+        assert_eq!(
+            (found.iteration, found.judgement, found.derived.as_str()),
+            (0, "t0_baseline", "success_condition_met")
+        );
     }
 
     #[test]
     fn a_green_verdict_whose_report_counts_show_failures_is_an_evidence_mismatch() {
         let mut green = check(1, &C0, &[]);
-        let report = ReportRecord { pattern: "r.xml".into(), path: Some("r.xml".into()), format: Some("junit".into()), counts: Some([4, 3, 1, 0]), error: None };
-        green.evidence = Some(CheckEvidence { verdict: "green".into(), reports: vec![report], sources: vec!["r.xml".into()], disagreements: vec![] });
-        let found = Receipt::new(0, &[], Some(check(0, &C0, &["a"]))).iteration(green).halted(HaltReason::SuccessConditionMet, 1).unwrap_err();
+        let report = ReportRecord {
+            pattern: "r.xml".into(),
+            path: Some("r.xml".into()),
+            format: Some("junit".into()),
+            counts: Some([4, 3, 1, 0]),
+            error: None,
+        };
+        green.evidence = Some(CheckEvidence {
+            verdict: "green".into(),
+            reports: vec![report],
+            sources: vec!["r.xml".into()],
+            disagreements: vec![],
+        });
+        let found = Receipt::new(0, &[], Some(check(0, &C0, &["a"])))
+            .iteration(green)
+            .halted(HaltReason::SuccessConditionMet, 1)
+            .unwrap_err();
         assert_eq!((found.iteration, found.judgement), (1, "evidence"));
         assert_eq!(found.detail, "the evidence judgement of iteration 1 is recorded as verdict green, but its recorded observations give verdict disagree");
     }
@@ -663,16 +943,48 @@ mod tests {
         let mut large = check(2, &C0, &[]);
         large.collected_set = None;
         receipt.iteration(large);
-        let artifact = ArtifactRef { path: "artifacts/0002-check_result.json".into(), bytes: 9, sha256: "0".repeat(64) };
-        let list = BoundedList { count: 4, sha256: "0".repeat(64), sample: ids(&C0) };
-        let x = Externalised { of: "check_result".into(), iteration: 2, lists: [("collected_set".to_string(), list)].into(), artifact, whole_event: false };
-        let at = receipt.events.iter().position(|e| matches!(e, Event::CheckResult(c) if c.iteration == 2)).unwrap();
+        let artifact = ArtifactRef {
+            path: "artifacts/0002-check_result.json".into(),
+            bytes: 9,
+            sha256: "0".repeat(64),
+        };
+        let list = BoundedList {
+            count: 4,
+            sha256: "0".repeat(64),
+            sample: ids(&C0),
+        };
+        let x = Externalised {
+            of: "check_result".into(),
+            iteration: 2,
+            lists: [("collected_set".to_string(), list)].into(),
+            artifact,
+            whole_event: false,
+        };
+        let at = receipt
+            .events
+            .iter()
+            .position(|e| matches!(e, Event::CheckResult(c) if c.iteration == 2))
+            .unwrap();
         receipt.events.insert(at + 1, Event::Externalised(x));
-        let found = receipt.halted(HaltReason::SuccessConditionMet, 2).unwrap().unwrap();
+        let found = receipt
+            .halted(HaltReason::SuccessConditionMet, 2)
+            .unwrap()
+            .unwrap();
         let why = "check_result collected_set of iteration 2 is in artifacts/0002-check_result.json, absent or changed".to_string();
         assert_eq!(
             found.judgements_not_replayed,
-            vec![NotReplayed { iteration: 2, judgement: Judgement::Progress, why: why.clone() }, NotReplayed { iteration: 2, judgement: Judgement::SetGuard, why: why.clone() }]
+            vec![
+                NotReplayed {
+                    iteration: 2,
+                    judgement: Judgement::Progress,
+                    why: why.clone()
+                },
+                NotReplayed {
+                    iteration: 2,
+                    judgement: Judgement::SetGuard,
+                    why: why.clone()
+                }
+            ]
         );
         assert!(found.detail().ends_with(&format!("; judgement(s) not replayed: progress of iteration 2 ({why}); set_guard of iteration 2 ({why})")), "{}", found.detail());
     }
@@ -712,17 +1024,35 @@ mod tests {
             t0_failure_functions: vec![],
             duration_ms: 1,
         };
-        let guards = canary_guard(&adequacy, scored.verdict).into_iter().collect();
-        let Event::ExecResult(exec) = sample::exec_result(1, 0) else { unreachable!() };
-        IterationRecord { iteration: 1, exec: Some(exec), check: Some(check(1, &["a"], &[])), guards, adequacy: Some(adequacy), ..Default::default() }
+        let guards = canary_guard(&adequacy, scored.verdict)
+            .into_iter()
+            .collect();
+        let Event::ExecResult(exec) = sample::exec_result(1, 0) else {
+            unreachable!()
+        };
+        IterationRecord {
+            iteration: 1,
+            exec: Some(exec),
+            check: Some(check(1, &["a"], &[])),
+            guards,
+            adequacy: Some(adequacy),
+            ..Default::default()
+        }
     }
 
     use crate::mutation::MutantOutcome::{Killed, Survived};
 
     #[test]
     fn an_honest_canary_outcome_replays() {
-        assert_eq!(replay_canary(&canaried(vec![mutant(Killed), mutant(Survived)])), Ok(None));
-        assert_eq!(replay_canary(&canaried(vec![mutant(Survived)])), Ok(None), "an inadequate check with its guard");
+        assert_eq!(
+            replay_canary(&canaried(vec![mutant(Killed), mutant(Survived)])),
+            Ok(None)
+        );
+        assert_eq!(
+            replay_canary(&canaried(vec![mutant(Survived)])),
+            Ok(None),
+            "an inadequate check with its guard"
+        );
     }
 
     #[test]
@@ -730,14 +1060,21 @@ mod tests {
         let mut record = canaried(vec![mutant(Survived), mutant(Survived)]);
         record.guards.clear();
         let adequacy = record.adequacy.as_mut().unwrap();
-        (adequacy.killed, adequacy.survived, adequacy.score, adequacy.verdict) = (2, 0, Some(1.0), "adequate".into());
+        (
+            adequacy.killed,
+            adequacy.survived,
+            adequacy.score,
+            adequacy.verdict,
+        ) = (2, 0, Some(1.0), "adequate".into());
         assert_eq!(
             replay_canary(&record),
             Err(Differs {
                 iteration: 1,
                 judgement: Judgement::Canary,
-                recorded: "killed 2, survived 0, not run 0, score Some(1.0), verdict adequate".into(),
-                derived: "killed 0, survived 2, not run 0, score Some(0.0), verdict inadequate".into(),
+                recorded: "killed 2, survived 0, not run 0, score Some(1.0), verdict adequate"
+                    .into(),
+                derived: "killed 0, survived 2, not run 0, score Some(0.0), verdict inadequate"
+                    .into(),
             })
         );
     }
@@ -747,7 +1084,10 @@ mod tests {
         let mut record = canaried(vec![mutant(Survived)]);
         record.guards.clear();
         let found = replay_canary(&record).unwrap_err();
-        assert_eq!((found.judgement, found.recorded.as_str()), (Judgement::Canary, "no guard"));
+        assert_eq!(
+            (found.judgement, found.recorded.as_str()),
+            (Judgement::Canary, "no guard")
+        );
         assert!(found.derived.starts_with("a guard halting check_inadequate (no mutant of the agent's change turned the check red: 1 of 1 survived (seed 7))"), "{}", found.derived);
     }
 
@@ -773,10 +1113,17 @@ mod tests {
         let mut pins = Pins::of(&history);
         pins.canary_required = Some(true);
         let found = replay_canary_ran(&record, &pins).unwrap_err();
-        assert_eq!((found.judgement, found.recorded.as_str()), (Judgement::Canary, "a success with no adequacy event"));
+        assert_eq!(
+            (found.judgement, found.recorded.as_str()),
+            (Judgement::Canary, "a success with no adequacy event")
+        );
         pins.canary_required = Some(false);
         assert_eq!(replay_canary_ran(&record, &pins), Ok(()));
         pins.canary_required = None;
-        assert_eq!(replay_canary_ran(&record, &pins), Ok(()), "a receipt that pins no adequacy mode");
+        assert_eq!(
+            replay_canary_ran(&record, &pins),
+            Ok(()),
+            "a receipt that pins no adequacy mode"
+        );
     }
 }

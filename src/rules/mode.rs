@@ -13,7 +13,9 @@ pub enum Mode {
 impl Mode {
     /// The mode a receipt names (`run_start.mode`), the inverse of [`Mode::as_str`].
     pub fn of_name(name: &str) -> Option<Mode> {
-        [Mode::CheckFixpoint].into_iter().find(|m| m.as_str() == name)
+        [Mode::CheckFixpoint]
+            .into_iter()
+            .find(|m| m.as_str() == name)
     }
 
     pub fn as_str(self) -> &'static str {

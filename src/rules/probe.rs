@@ -35,8 +35,18 @@ pub struct Breakage {
 impl Breakage {
     /// `order (runs 1,3)`: what broke the agreement, and in which runs.
     pub fn describe(&self) -> String {
-        let runs = self.runs.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(",");
-        format!("{} (runs {runs})", self.dimension.map(|d| d.as_str()).unwrap_or("unperturbed runs"))
+        let runs = self
+            .runs
+            .iter()
+            .map(|r| r.to_string())
+            .collect::<Vec<_>>()
+            .join(",");
+        format!(
+            "{} (runs {runs})",
+            self.dimension
+                .map(|d| d.as_str())
+                .unwrap_or("unperturbed runs")
+        )
     }
 }
 
@@ -77,7 +87,11 @@ pub struct ProbeSummary {
 }
 
 /// Summarise the runs of a probe; `None` when no run was made.
-pub fn summarise(runs: &[ProbeRun], target: FlakeRate, confidence: Confidence) -> Result<Option<ProbeSummary>, StatsError> {
+pub fn summarise(
+    runs: &[ProbeRun],
+    target: FlakeRate,
+    confidence: Confidence,
+) -> Result<Option<ProbeSummary>, StatsError> {
     let Some(first) = runs.first() else {
         return Ok(None);
     };
@@ -100,7 +114,10 @@ pub fn summarise(runs: &[ProbeRun], target: FlakeRate, confidence: Confidence) -
     let bound = flake_upper_bound(disagreeing, runs.len() as u64, confidence)?;
     let verdict = if disagreeing > 0 {
         ProbeVerdict::Flaky {
-            broken_by: broken.into_iter().map(|(dimension, runs)| Breakage { dimension, runs }).collect(),
+            broken_by: broken
+                .into_iter()
+                .map(|(dimension, runs)| Breakage { dimension, runs })
+                .collect(),
         }
     } else if bound <= target.get() {
         ProbeVerdict::Certified
@@ -123,18 +140,28 @@ mod tests {
     use super::*;
 
     fn outcome(class: RunClass, digest: &str) -> Outcome {
-        Outcome { class, failing_digest: digest.into() }
+        Outcome {
+            class,
+            failing_digest: digest.into(),
+        }
     }
 
     fn runs(spec: &[(Option<Dimension>, RunClass, &str)]) -> Vec<ProbeRun> {
         spec.iter()
             .enumerate()
-            .map(|(i, (dimension, class, digest))| ProbeRun { run: i as u64, dimension: *dimension, outcome: outcome(*class, digest) })
+            .map(|(i, (dimension, class, digest))| ProbeRun {
+                run: i as u64,
+                dimension: *dimension,
+                outcome: outcome(*class, digest),
+            })
             .collect()
     }
 
     fn target() -> (FlakeRate, Confidence) {
-        (FlakeRate::new(0.05).unwrap(), Confidence::new(0.95).unwrap())
+        (
+            FlakeRate::new(0.05).unwrap(),
+            Confidence::new(0.95).unwrap(),
+        )
     }
 
     #[test]
@@ -149,7 +176,9 @@ mod tests {
     #[test]
     fn too_few_agreeing_runs_are_not_certified_and_say_the_bound() {
         let (t, c) = target();
-        let s = summarise(&runs(&vec![(None, RunClass::Pass, ""); 10]), t, c).unwrap().unwrap();
+        let s = summarise(&runs(&vec![(None, RunClass::Pass, ""); 10]), t, c)
+            .unwrap()
+            .unwrap();
         assert_eq!(s.verdict, ProbeVerdict::NotCertified);
         assert!((s.flake_rate_bound - (1.0 - 0.05f64.powf(0.1))).abs() < 1e-12);
     }
@@ -166,21 +195,45 @@ mod tests {
         ]);
         let s = summarise(&r, t, c).unwrap().unwrap();
         assert_eq!(s.disagreeing, 1);
-        assert_eq!(s.verdict, ProbeVerdict::Flaky { broken_by: vec![Breakage { dimension: Some(Dimension::Order), runs: vec![1] }] });
+        assert_eq!(
+            s.verdict,
+            ProbeVerdict::Flaky {
+                broken_by: vec![Breakage {
+                    dimension: Some(Dimension::Order),
+                    runs: vec![1]
+                }]
+            }
+        );
     }
 
     #[test]
     fn a_different_failing_set_with_the_same_exit_class_is_a_disagreement() {
         let (t, c) = target();
-        let r = runs(&[(None, RunClass::Fail, "a"), (None, RunClass::Fail, "a"), (None, RunClass::Fail, "b")]);
+        let r = runs(&[
+            (None, RunClass::Fail, "a"),
+            (None, RunClass::Fail, "a"),
+            (None, RunClass::Fail, "b"),
+        ]);
         let s = summarise(&r, t, c).unwrap().unwrap();
-        assert_eq!(s.verdict, ProbeVerdict::Flaky { broken_by: vec![Breakage { dimension: None, runs: vec![2] }] });
+        assert_eq!(
+            s.verdict,
+            ProbeVerdict::Flaky {
+                broken_by: vec![Breakage {
+                    dimension: None,
+                    runs: vec![2]
+                }]
+            }
+        );
     }
 
     #[test]
     fn the_modal_outcome_wins_over_the_first_run() {
         let (t, c) = target();
-        let r = runs(&[(None, RunClass::Fail, "x"), (None, RunClass::Pass, ""), (None, RunClass::Pass, "")]);
+        let r = runs(&[
+            (None, RunClass::Fail, "x"),
+            (None, RunClass::Pass, ""),
+            (None, RunClass::Pass, ""),
+        ]);
         let s = summarise(&r, t, c).unwrap().unwrap();
         assert_eq!(s.modal, outcome(RunClass::Pass, ""));
         assert_eq!(s.disagreeing, 1);

@@ -17,7 +17,9 @@ pub const DEFAULT_CONFIDENCE: f64 = 0.95;
 pub enum StatsError {
     #[error("confidence {0} is outside (0, 1): give e.g. 0.95")]
     Confidence(f64),
-    #[error("flake rate {0} is outside (0, 1): give e.g. 0.05 (a rate of 0 needs infinitely many runs)")]
+    #[error(
+        "flake rate {0} is outside (0, 1): give e.g. 0.05 (a rate of 0 needs infinitely many runs)"
+    )]
     FlakeRate(f64),
     #[error("{failures} failures in {runs} runs: failures cannot exceed runs")]
     Counts { failures: u64, runs: u64 },
@@ -70,7 +72,11 @@ pub fn clean_runs_bound(runs: u64, confidence: Confidence) -> f64 {
 /// `1 - (1 - C)^(1/n) <= R`, i.e. `n = ceil(ln(1 - C) / ln(1 - R))` (59 runs for 5% at 95%).
 pub fn runs_to_certify(target: FlakeRate, confidence: Confidence) -> u64 {
     let estimate = ((1.0 - confidence.get()).ln() / (1.0 - target.get()).ln()).ceil();
-    let mut runs = if estimate.is_finite() && estimate >= 1.0 { estimate as u64 } else { 1 };
+    let mut runs = if estimate.is_finite() && estimate >= 1.0 {
+        estimate as u64
+    } else {
+        1
+    };
     // The closed form is exact in real arithmetic; step over the floating-point edge either way.
     while runs > 1 && clean_runs_bound(runs - 1, confidence) <= target.get() {
         runs -= 1;
@@ -83,7 +89,11 @@ pub fn runs_to_certify(target: FlakeRate, confidence: Confidence) -> u64 {
 
 /// The exact one-sided (Clopper-Pearson) upper bound on the flake rate after `failures` disagreeing
 /// runs of `runs`: the `C` quantile of Beta(k + 1, n - k); 1 when every run failed or none ran.
-pub fn flake_upper_bound(failures: u64, runs: u64, confidence: Confidence) -> Result<f64, StatsError> {
+pub fn flake_upper_bound(
+    failures: u64,
+    runs: u64,
+    confidence: Confidence,
+) -> Result<f64, StatsError> {
     if failures > runs {
         return Err(StatsError::Counts { failures, runs });
     }
@@ -100,9 +110,16 @@ pub fn flake_upper_bound(failures: u64, runs: u64, confidence: Confidence) -> Re
 
 /// The one-sided Wilson score lower bound on stability after `stable` agreeing samples of
 /// `samples`, at `confidence` (z is the standard normal's `C` quantile). No samples: 0.
-pub fn stability_lower_bound(stable: u64, samples: u64, confidence: Confidence) -> Result<f64, StatsError> {
+pub fn stability_lower_bound(
+    stable: u64,
+    samples: u64,
+    confidence: Confidence,
+) -> Result<f64, StatsError> {
     if stable > samples {
-        return Err(StatsError::Counts { failures: stable, runs: samples });
+        return Err(StatsError::Counts {
+            failures: stable,
+            runs: samples,
+        });
     }
     if samples == 0 {
         return Ok(0.0);
@@ -162,7 +179,10 @@ mod tests {
 
     #[test]
     fn clopper_pearson_at_zero_failures_equals_the_clean_runs_bound() {
-        assert_eq!(flake_upper_bound(0, 59, c(0.95)).unwrap(), clean_runs_bound(59, c(0.95)));
+        assert_eq!(
+            flake_upper_bound(0, 59, c(0.95)).unwrap(),
+            clean_runs_bound(59, c(0.95))
+        );
     }
 
     #[test]
@@ -173,7 +193,13 @@ mod tests {
 
     #[test]
     fn more_failures_than_runs_is_refused() {
-        assert_eq!(flake_upper_bound(3, 2, c(0.95)), Err(StatsError::Counts { failures: 3, runs: 2 }));
+        assert_eq!(
+            flake_upper_bound(3, 2, c(0.95)),
+            Err(StatsError::Counts {
+                failures: 3,
+                runs: 2
+            })
+        );
     }
 
     #[test]
@@ -193,14 +219,20 @@ mod tests {
     #[test]
     fn confidence_outside_the_open_unit_interval_is_refused() {
         for bad in [0.0, 1.0, -0.1, 1.5, f64::NAN] {
-            assert!(matches!(Confidence::new(bad), Err(StatsError::Confidence(_))), "{bad}");
+            assert!(
+                matches!(Confidence::new(bad), Err(StatsError::Confidence(_))),
+                "{bad}"
+            );
         }
     }
 
     #[test]
     fn flake_rate_of_zero_or_one_is_refused() {
         for bad in [0.0, 1.0, 2.0, f64::INFINITY] {
-            assert!(matches!(FlakeRate::new(bad), Err(StatsError::FlakeRate(_))), "{bad}");
+            assert!(
+                matches!(FlakeRate::new(bad), Err(StatsError::FlakeRate(_))),
+                "{bad}"
+            );
         }
     }
 }

@@ -40,7 +40,10 @@ pub fn compiled(patterns: &[String]) -> Result<Vec<GlobSet>, String> {
         .iter()
         .map(|p| {
             let glob = Glob::new(p).map_err(|e| format!("--target {p:?}: not a glob: {e}"))?;
-            GlobSetBuilder::new().add(glob).build().map_err(|e| format!("--target {p:?}: {e}"))
+            GlobSetBuilder::new()
+                .add(glob)
+                .build()
+                .map_err(|e| format!("--target {p:?}: {e}"))
         })
         .collect()
 }
@@ -63,7 +66,11 @@ fn set(ids: &Option<Vec<String>>) -> TestSet {
 /// given (nothing to select: every failing test counts); an error sentence when a pattern
 /// matches no test of C0, or patterns were given and t0 named no tests.
 pub fn select(patterns: &[String], t0: &CheckResult) -> Result<Option<Targets>, String> {
-    let Some(collected) = t0.collected_set.as_ref().map(|c| c.iter().cloned().collect::<TestSet>()) else {
+    let Some(collected) = t0
+        .collected_set
+        .as_ref()
+        .map(|c| c.iter().cloned().collect::<TestSet>())
+    else {
         return match patterns.is_empty() {
             true => Ok(None),
             false => Err("--target cannot select: the check's reports on t0 named no tests (give --report, or a check whose output names its tests)".into()),
@@ -71,13 +78,25 @@ pub fn select(patterns: &[String], t0: &CheckResult) -> Result<Option<Targets>, 
     };
     let failing = set(&t0.failing_set);
     let skipped = set(&t0.skipped_set);
-    let t0_passing: TestSet = collected.iter().filter(|t| !failing.contains(*t) && !skipped.contains(*t)).cloned().collect();
+    let t0_passing: TestSet = collected
+        .iter()
+        .filter(|t| !failing.contains(*t) && !skipped.contains(*t))
+        .cloned()
+        .collect();
     if patterns.is_empty() {
-        return Ok(Some(Targets { targets: failing, preexisting: TestSet::new(), t0_passing }));
+        return Ok(Some(Targets {
+            targets: failing,
+            preexisting: TestSet::new(),
+            t0_passing,
+        }));
     }
     let globs = compiled(patterns)?;
-    let unmatched: Vec<&str> =
-        patterns.iter().zip(&globs).filter(|(_, g)| !collected.iter().any(|t| g.is_match(t))).map(|(p, _)| p.as_str()).collect();
+    let unmatched: Vec<&str> = patterns
+        .iter()
+        .zip(&globs)
+        .filter(|(_, g)| !collected.iter().any(|t| g.is_match(t)))
+        .map(|(p, _)| p.as_str())
+        .collect();
     if !unmatched.is_empty() {
         return Err(format!(
             "--target {} matched no test of t0's collected set ({} tests); nothing was spent on the agent",
@@ -85,16 +104,26 @@ pub fn select(patterns: &[String], t0: &CheckResult) -> Result<Option<Targets>, 
             collected.len()
         ));
     }
-    let targets: TestSet = collected.iter().filter(|t| globs.iter().any(|g| g.is_match(t))).cloned().collect();
+    let targets: TestSet = collected
+        .iter()
+        .filter(|t| globs.iter().any(|g| g.is_match(t)))
+        .cloned()
+        .collect();
     let preexisting = failing.difference(&targets).cloned().collect();
-    Ok(Some(Targets { targets, preexisting, t0_passing }))
+    Ok(Some(Targets {
+        targets,
+        preexisting,
+        t0_passing,
+    }))
 }
 
 impl Targets {
     /// The targets of a run as its receipt and pinned patterns determine them (none: t0's sets
     /// were not measured, or the patterns select nothing).
     pub fn of_history(history: &History, patterns: &[String]) -> Option<Targets> {
-        select(patterns, &history.check_baseline.as_ref()?.check).ok().flatten()
+        select(patterns, &history.check_baseline.as_ref()?.check)
+            .ok()
+            .flatten()
     }
 
     /// `ids` without the pre-existing failures (what the progress stage judges).
@@ -111,12 +140,20 @@ impl Targets {
     /// (and on at least one: a red check naming no failing test failed for a reason the reports
     /// do not show), and every target and every test passing at t0 passes.
     pub fn met(&self, passing: &TestSet, failing: &TestSet) -> bool {
-        !failing.is_empty() && failing.is_subset(&self.preexisting) && self.targets.is_subset(passing) && self.t0_passing.is_subset(passing)
+        !failing.is_empty()
+            && failing.is_subset(&self.preexisting)
+            && self.targets.is_subset(passing)
+            && self.t0_passing.is_subset(passing)
     }
 
     /// The `targets` event.
     pub fn record(&self, patterns: &[String]) -> TargetsRecord {
-        let listed = |ids: &TestSet| ids.iter().take(LISTED_IDS).cloned().collect::<Vec<String>>();
+        let listed = |ids: &TestSet| {
+            ids.iter()
+                .take(LISTED_IDS)
+                .cloned()
+                .collect::<Vec<String>>()
+        };
         let digest = |ids: &TestSet| {
             let mut h = Sha256::new();
             for id in ids {
@@ -157,7 +194,9 @@ mod tests {
     use crate::receipt::events::{sample, Event};
 
     fn t0(collected: &[&str], failing: &[&str]) -> CheckResult {
-        let Event::CheckResult(mut check) = sample::check_result(0, 1) else { unreachable!() };
+        let Event::CheckResult(mut check) = sample::check_result(0, 1) else {
+            unreachable!()
+        };
         check.collected_set = Some(collected.iter().map(|s| s.to_string()).collect());
         check.failing_set = Some(failing.iter().map(|s| s.to_string()).collect());
         check.skipped_set = None;
@@ -168,17 +207,32 @@ mod tests {
         ids.iter().map(|s| s.to_string()).collect()
     }
 
-    const C0: [&str; 4] = ["t.py::test_a", "t.py::test_b", "u.py::test_c", "u.py::test_d"];
+    const C0: [&str; 4] = [
+        "t.py::test_a",
+        "t.py::test_b",
+        "u.py::test_c",
+        "u.py::test_d",
+    ];
 
     #[test]
     fn without_patterns_every_test_failing_at_t0_is_a_target() {
-        let t = select(&[], &t0(&C0, &["t.py::test_a", "u.py::test_c"])).unwrap().unwrap();
-        assert_eq!((t.targets, t.preexisting), (ids(&["t.py::test_a", "u.py::test_c"]), ids(&[])));
+        let t = select(&[], &t0(&C0, &["t.py::test_a", "u.py::test_c"]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (t.targets, t.preexisting),
+            (ids(&["t.py::test_a", "u.py::test_c"]), ids(&[]))
+        );
     }
 
     #[test]
     fn a_pattern_selects_its_tests_and_the_other_t0_failures_are_preexisting() {
-        let t = select(&["t.py::*".into()], &t0(&C0, &["t.py::test_a", "u.py::test_c"])).unwrap().unwrap();
+        let t = select(
+            &["t.py::*".into()],
+            &t0(&C0, &["t.py::test_a", "u.py::test_c"]),
+        )
+        .unwrap()
+        .unwrap();
         assert_eq!(t.targets, ids(&["t.py::test_a", "t.py::test_b"]));
         assert_eq!(t.preexisting, ids(&["u.py::test_c"]));
         assert_eq!(t.t0_passing, ids(&["t.py::test_b", "u.py::test_d"]));
@@ -186,7 +240,11 @@ mod tests {
 
     #[test]
     fn a_pattern_matching_no_collected_test_is_refused_naming_it() {
-        let why = select(&["t.py::*".into(), "nope::*".into()], &t0(&C0, &["t.py::test_a"])).unwrap_err();
+        let why = select(
+            &["t.py::*".into(), "nope::*".into()],
+            &t0(&C0, &["t.py::test_a"]),
+        )
+        .unwrap_err();
         assert_eq!(why, "--target \"nope::*\" matched no test of t0's collected set (4 tests); nothing was spent on the agent");
     }
 
@@ -194,26 +252,52 @@ mod tests {
     fn patterns_without_a_measured_t0_are_refused() {
         let mut check = t0(&C0, &[]);
         check.collected_set = None;
-        assert!(select(&["*".into()], &check).unwrap_err().starts_with("--target cannot select"));
+        assert!(select(&["*".into()], &check)
+            .unwrap_err()
+            .starts_with("--target cannot select"));
         assert_eq!(select(&[], &check), Ok(None));
     }
 
     #[test]
     fn red_only_on_preexisting_failures_with_every_target_and_t0_pass_passing_is_met() {
-        let t = select(&["t.py::test_a".into()], &t0(&C0, &["t.py::test_a", "u.py::test_c"])).unwrap().unwrap();
-        assert!(t.met(&ids(&["t.py::test_a", "t.py::test_b", "u.py::test_d"]), &ids(&["u.py::test_c"])));
+        let t = select(
+            &["t.py::test_a".into()],
+            &t0(&C0, &["t.py::test_a", "u.py::test_c"]),
+        )
+        .unwrap()
+        .unwrap();
+        assert!(t.met(
+            &ids(&["t.py::test_a", "t.py::test_b", "u.py::test_d"]),
+            &ids(&["u.py::test_c"])
+        ));
     }
 
     #[test]
     fn a_fix_breaking_a_test_that_passed_at_t0_is_not_met() {
-        let t = select(&["t.py::test_a".into()], &t0(&C0, &["t.py::test_a", "u.py::test_c"])).unwrap().unwrap();
-        assert!(!t.met(&ids(&["t.py::test_a", "t.py::test_b"]), &ids(&["u.py::test_c", "u.py::test_d"])));
+        let t = select(
+            &["t.py::test_a".into()],
+            &t0(&C0, &["t.py::test_a", "u.py::test_c"]),
+        )
+        .unwrap()
+        .unwrap();
+        assert!(!t.met(
+            &ids(&["t.py::test_a", "t.py::test_b"]),
+            &ids(&["u.py::test_c", "u.py::test_d"])
+        ));
     }
 
     #[test]
     fn a_passing_test_of_t0_that_vanished_is_not_met() {
-        let t = select(&["t.py::test_a".into()], &t0(&C0, &["t.py::test_a", "u.py::test_c"])).unwrap().unwrap();
-        assert!(!t.met(&ids(&["t.py::test_a", "t.py::test_b"]), &ids(&["u.py::test_c"])));
+        let t = select(
+            &["t.py::test_a".into()],
+            &t0(&C0, &["t.py::test_a", "u.py::test_c"]),
+        )
+        .unwrap()
+        .unwrap();
+        assert!(!t.met(
+            &ids(&["t.py::test_a", "t.py::test_b"]),
+            &ids(&["u.py::test_c"])
+        ));
     }
 
     #[test]
@@ -228,6 +312,13 @@ mod tests {
         let refs: Vec<&str> = many.iter().map(String::as_str).collect();
         let t = select(&[], &t0(&refs, &refs)).unwrap().unwrap();
         let r = t.record(&[]);
-        assert_eq!((r.targets.len(), r.targets_count, r.preexisting_failures_count), (LISTED_IDS, 60, 0));
+        assert_eq!(
+            (
+                r.targets.len(),
+                r.targets_count,
+                r.preexisting_failures_count
+            ),
+            (LISTED_IDS, 60, 0)
+        );
     }
 }

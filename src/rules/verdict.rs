@@ -57,12 +57,20 @@ impl Verdict {
 /// contradicting itself; its failures are what red means). A check whose evidence was not read
 /// (it did not exit) has none recorded, and claims no success either way.
 pub fn evidence_whole(check: &CheckResult) -> bool {
-    check.evidence.as_ref().is_none_or(|e| !e.disagrees() && e.disagreements.is_empty())
+    check
+        .evidence
+        .as_ref()
+        .is_none_or(|e| !e.disagrees() && e.disagreements.is_empty())
 }
 
 /// The details of what keeps a check's evidence from being whole ([`evidence_whole`]).
 pub fn evidence_gaps(check: &CheckResult) -> Vec<&str> {
-    check.evidence.iter().flat_map(|e| &e.disagreements).map(|d| d.detail.as_str()).collect()
+    check
+        .evidence
+        .iter()
+        .flat_map(|e| &e.disagreements)
+        .map(|d| d.detail.as_str())
+        .collect()
 }
 
 /// The first [`crate::receipt::bounded::SAMPLE_ITEMS`] of [`evidence_gaps`] joined by `; `, then
@@ -89,16 +97,32 @@ mod tests {
     use crate::receipt::events::{sample, CheckEvidence, DisagreementRecord, Event};
 
     fn with_gaps(n: usize) -> CheckResult {
-        let Event::CheckResult(mut check) = sample::check_result(1, 1) else { unreachable!() };
-        let disagreements = (0..n).map(|i| DisagreementRecord { kind: "unit_without_result".into(), subject: "stdout".into(), detail: format!("gap {i}") }).collect();
-        check.evidence = Some(CheckEvidence { verdict: "red".into(), reports: vec![], sources: vec![], disagreements });
+        let Event::CheckResult(mut check) = sample::check_result(1, 1) else {
+            unreachable!()
+        };
+        let disagreements = (0..n)
+            .map(|i| DisagreementRecord {
+                kind: "unit_without_result".into(),
+                subject: "stdout".into(),
+                detail: format!("gap {i}"),
+            })
+            .collect();
+        check.evidence = Some(CheckEvidence {
+            verdict: "red".into(),
+            reports: vec![],
+            sources: vec![],
+            disagreements,
+        });
         check
     }
 
     #[test]
     fn named_gaps_names_the_first_twenty_then_counts_the_rest() {
         let named: Vec<String> = (0..20).map(|i| format!("gap {i}")).collect();
-        assert_eq!(named_gaps(&with_gaps(10_000)), format!("{} (and 9980 more)", named.join("; ")));
+        assert_eq!(
+            named_gaps(&with_gaps(10_000)),
+            format!("{} (and 9980 more)", named.join("; "))
+        );
         assert_eq!(named_gaps(&with_gaps(2)), "gap 0; gap 1");
         assert_eq!(named_gaps(&with_gaps(20)), named.join("; "));
     }
@@ -107,16 +131,37 @@ mod tests {
     fn exit_codes_normalise_to_three_verdicts() {
         assert_eq!(Verdict::of(&Ending::Exited { code: 0 }), Verdict::Pass);
         assert_eq!(Verdict::of(&Ending::Exited { code: 3 }), Verdict::Fail);
-        assert_eq!(Verdict::of(&Ending::Exited { code: 126 }), Verdict::CouldNotRun);
-        assert_eq!(Verdict::of(&Ending::Exited { code: 127 }), Verdict::CouldNotRun);
-        assert_eq!(Verdict::of(&Ending::TimedOut { after_ms: 5 }), Verdict::CouldNotRun);
-        assert_eq!(Verdict::of(&Ending::Signaled { signal: 9 }), Verdict::CouldNotRun);
+        assert_eq!(
+            Verdict::of(&Ending::Exited { code: 126 }),
+            Verdict::CouldNotRun
+        );
+        assert_eq!(
+            Verdict::of(&Ending::Exited { code: 127 }),
+            Verdict::CouldNotRun
+        );
+        assert_eq!(
+            Verdict::of(&Ending::TimedOut { after_ms: 5 }),
+            Verdict::CouldNotRun
+        );
+        assert_eq!(
+            Verdict::of(&Ending::Signaled { signal: 9 }),
+            Verdict::CouldNotRun
+        );
     }
 
     #[test]
     fn disagreeing_evidence_keeps_a_zero_exit_from_passing_and_never_makes_red_green() {
-        assert_eq!(Verdict::of_evidence(&Ending::Exited { code: 0 }, true), Verdict::Disagrees);
-        assert_eq!(Verdict::of_evidence(&Ending::Exited { code: 0 }, false), Verdict::Pass);
-        assert_eq!(Verdict::of_evidence(&Ending::Exited { code: 1 }, true), Verdict::Fail);
+        assert_eq!(
+            Verdict::of_evidence(&Ending::Exited { code: 0 }, true),
+            Verdict::Disagrees
+        );
+        assert_eq!(
+            Verdict::of_evidence(&Ending::Exited { code: 0 }, false),
+            Verdict::Pass
+        );
+        assert_eq!(
+            Verdict::of_evidence(&Ending::Exited { code: 1 }, true),
+            Verdict::Fail
+        );
     }
 }

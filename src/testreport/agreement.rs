@@ -57,7 +57,10 @@ pub enum Agreement {
     Green { sources: Vec<Source> },
     /// A non-zero exit code, or none (the check was killed), with the gaps in its evidence (the
     /// disagreements that are no failure: [`Disagreement::is_gap`]; empty: its evidence is whole).
-    Red { exit_code: Option<i32>, gaps: Vec<Disagreement> },
+    Red {
+        exit_code: Option<i32>,
+        gaps: Vec<Disagreement>,
+    },
     /// Exit code 0 and at least one source disagrees.
     Disagree { disagreements: Vec<Disagreement> },
 }
@@ -70,15 +73,32 @@ pub enum Disagreement {
     ReportUnusable { error: ReportError },
     #[error("report {}: has zero tests", shown(report))]
     ReportHasNoTests { report: String },
-    #[error("report {}: {count} failing test(s), e.g. {}", shown(report), quoted(failing))]
-    ReportShowsFailures { report: String, count: usize, failing: Vec<String> },
+    #[error(
+        "report {}: {count} failing test(s), e.g. {}",
+        shown(report),
+        quoted(failing)
+    )]
+    ReportShowsFailures {
+        report: String,
+        count: usize,
+        failing: Vec<String>,
+    },
     #[error("report {}: ended abnormally: {}", shown(report), units.join("; "))]
     ReportIncomplete { report: String, units: Vec<String> },
     #[error("report {}: declares {} tests ({} failed, {} skipped) but holds {} ({} failed, {} skipped)",
         shown(report), declared.total, declared.failed, declared.skipped, counted.total, counted.failed, counted.skipped)]
-    ReportContradictsItself { report: String, declared: Counts, counted: Counts },
+    ReportContradictsItself {
+        report: String,
+        declared: Counts,
+        counted: Counts,
+    },
     #[error("{} {} line {}: reports a failure: {}", runner.name(), stream, line, text)]
-    SummaryShowsFailures { runner: Runner, stream: &'static str, line: usize, text: String },
+    SummaryShowsFailures {
+        runner: Runner,
+        stream: &'static str,
+        line: usize,
+        text: String,
+    },
     #[error("{} {} line {}: {} disagrees with the report(s) {} ({} tests, {} failed, {} skipped)",
         runner.name(), stream, line, text, reports.iter().map(|r| shown(r)).collect::<Vec<_>>().join(", "),
         counted.total, counted.failed, counted.skipped)]
@@ -117,10 +137,20 @@ pub fn output_report(output: &CapturedOutput<'_>) -> Option<Result<ParsedReport,
 /// Decide the verdict from the exit code and every source of evidence: every rule is applied
 /// whatever the exit code ([`examine`]); a zero exit is green without any disagreement, a red run
 /// keeps its gaps.
-pub fn agree(exit_code: Option<i32>, reports: &[DeclaredReport], output: &CapturedOutput<'_>) -> Agreement {
+pub fn agree(
+    exit_code: Option<i32>,
+    reports: &[DeclaredReport],
+    output: &CapturedOutput<'_>,
+) -> Agreement {
     let (sources, disagreements) = examine(reports, output);
     if exit_code != Some(0) {
-        return Agreement::Red { exit_code, gaps: disagreements.into_iter().filter(Disagreement::is_gap).collect() };
+        return Agreement::Red {
+            exit_code,
+            gaps: disagreements
+                .into_iter()
+                .filter(Disagreement::is_gap)
+                .collect(),
+        };
     }
     if disagreements.is_empty() {
         Agreement::Green { sources }
@@ -131,33 +161,48 @@ pub fn agree(exit_code: Option<i32>, reports: &[DeclaredReport], output: &Captur
 
 /// The one examination of a check's evidence: the sources consulted and every disagreement of
 /// them with a clean run (a zero exit's; a red run's failures among them are what red means).
-fn examine(reports: &[DeclaredReport], output: &CapturedOutput<'_>) -> (Vec<Source>, Vec<Disagreement>) {
+fn examine(
+    reports: &[DeclaredReport],
+    output: &CapturedOutput<'_>,
+) -> (Vec<Source>, Vec<Disagreement>) {
     let mut disagreements = Vec::new();
     let mut sources = Vec::new();
     // Truncated output (its middle dropped) is evidence only where the output is all there is:
     // with a declared report that parsed and holds tests, the report is the evidence and the
     // summaries are checked on the kept head and tail (a chatty suite can still be green).
-    let a_report_holds_the_tests = reports.iter().any(|d| matches!(&d.result, Ok(r) if r.counts.total > 0));
+    let a_report_holds_the_tests = reports
+        .iter()
+        .any(|d| matches!(&d.result, Ok(r) if r.counts.total > 0));
     if output.truncated && !a_report_holds_the_tests {
         disagreements.push(Disagreement::OutputTruncated);
     }
     let mut parsed: Vec<(String, &ParsedReport)> = Vec::new();
     for declared in reports {
-        let name = declared.path.clone().unwrap_or_else(|| declared.pattern.clone());
+        let name = declared
+            .path
+            .clone()
+            .unwrap_or_else(|| declared.pattern.clone());
         match &declared.result {
             Ok(report) => parsed.push((name, report)),
-            Err(error) => disagreements.push(Disagreement::ReportUnusable { error: error.clone() }),
+            Err(error) => disagreements.push(Disagreement::ReportUnusable {
+                error: error.clone(),
+            }),
         }
     }
     let from_output = output_report(output);
     match &from_output {
         Some(Ok(report)) => parsed.push((LIBTEST_OUTPUT.to_string(), report)),
-        Some(Err(error)) => disagreements.push(Disagreement::ReportUnusable { error: error.clone() }),
+        Some(Err(error)) => disagreements.push(Disagreement::ReportUnusable {
+            error: error.clone(),
+        }),
         None => {}
     }
     for (name, report) in &parsed {
         check_report(name, report, &mut disagreements);
-        sources.push(Source { name: name.clone(), counts: Some(report.counts) });
+        sources.push(Source {
+            name: name.clone(),
+            counts: Some(report.counts),
+        });
     }
     let mut summaries = Vec::new();
     for (bytes, stream) in [(output.stdout, "stdout"), (output.stderr, "stderr")] {
@@ -175,7 +220,10 @@ fn examine(reports: &[DeclaredReport], output: &CapturedOutput<'_>) -> (Vec<Sour
                 text: s.text.clone(),
             });
         }
-        sources.push(Source { name: format!("{} {} line {}", s.runner.name(), s.stream, s.line), counts: None });
+        sources.push(Source {
+            name: format!("{} {} line {}", s.runner.name(), s.stream, s.line),
+            counts: None,
+        });
     }
     for (runner, producer) in [
         (Runner::Pytest, Producer::Pytest),
@@ -189,7 +237,9 @@ fn examine(reports: &[DeclaredReport], output: &CapturedOutput<'_>) -> (Vec<Sour
 
 fn check_report(name: &str, report: &ParsedReport, out: &mut Vec<Disagreement>) {
     if report.counts.total == 0 && report.failing.is_empty() {
-        out.push(Disagreement::ReportHasNoTests { report: name.to_string() });
+        out.push(Disagreement::ReportHasNoTests {
+            report: name.to_string(),
+        });
     }
     if !report.failing.is_empty() {
         out.push(Disagreement::ReportShowsFailures {
@@ -199,7 +249,10 @@ fn check_report(name: &str, report: &ParsedReport, out: &mut Vec<Disagreement>) 
         });
     }
     if !report.incomplete.is_empty() {
-        out.push(Disagreement::ReportIncomplete { report: name.to_string(), units: report.incomplete.clone() });
+        out.push(Disagreement::ReportIncomplete {
+            report: name.to_string(),
+            units: report.incomplete.clone(),
+        });
     }
     if let Some(declared) = report.declared {
         let same = declared.total == report.counts.total
@@ -225,15 +278,29 @@ fn compare_with_reports(
     out: &mut Vec<Disagreement>,
 ) {
     let mine: Vec<&SummaryLine> = summaries.iter().filter(|s| s.runner == runner).collect();
-    let theirs: Vec<&(String, &ParsedReport)> =
-        parsed.iter().filter(|(_, r)| r.producer == Some(producer)).collect();
-    let (Some(last), false) = (mine.last(), theirs.is_empty()) else { return };
-    let mut summary = SummaryCounts { total: Some(0), failed: 0, skipped: Some(0) };
+    let theirs: Vec<&(String, &ParsedReport)> = parsed
+        .iter()
+        .filter(|(_, r)| r.producer == Some(producer))
+        .collect();
+    let (Some(last), false) = (mine.last(), theirs.is_empty()) else {
+        return;
+    };
+    let mut summary = SummaryCounts {
+        total: Some(0),
+        failed: 0,
+        skipped: Some(0),
+    };
     for s in &mine {
         // Numbers the check printed or wrote: summed saturating, never overflowing.
-        summary.total = summary.total.zip(s.counts.total).map(|(a, b)| a.saturating_add(b));
+        summary.total = summary
+            .total
+            .zip(s.counts.total)
+            .map(|(a, b)| a.saturating_add(b));
         summary.failed = summary.failed.saturating_add(s.counts.failed);
-        summary.skipped = summary.skipped.zip(s.counts.skipped).map(|(a, b)| a.saturating_add(b));
+        summary.skipped = summary
+            .skipped
+            .zip(s.counts.skipped)
+            .map(|(a, b)| a.saturating_add(b));
     }
     let mut counted = Counts::default();
     for (_, r) in &theirs {
@@ -293,9 +360,8 @@ impl Disagreement {
             | Disagreement::ReportShowsFailures { report, .. }
             | Disagreement::ReportIncomplete { report, .. }
             | Disagreement::ReportContradictsItself { report, .. } => report.clone(),
-            Disagreement::SummaryShowsFailures { stream, .. } | Disagreement::SummaryContradictsReports { stream, .. } => {
-                stream.to_string()
-            }
+            Disagreement::SummaryShowsFailures { stream, .. }
+            | Disagreement::SummaryContradictsReports { stream, .. } => stream.to_string(),
             Disagreement::OutputTruncated => "output".to_string(),
         }
     }
@@ -303,7 +369,10 @@ impl Disagreement {
     /// Whether this is a gap in the evidence rather than a failure it shows: everything but a
     /// failing test in a report and a summary reporting a failure (which a red run has by rights).
     pub fn is_gap(&self) -> bool {
-        !matches!(self, Disagreement::ReportShowsFailures { .. } | Disagreement::SummaryShowsFailures { .. })
+        !matches!(
+            self,
+            Disagreement::ReportShowsFailures { .. } | Disagreement::SummaryShowsFailures { .. }
+        )
     }
 
     /// Whether a declared report was missing (the caller may word this case on its own).
@@ -321,11 +390,19 @@ mod tests {
         b"running 1 test\ntest a ... ok\n\ntest result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s\n";
 
     fn out(stdout: &[u8]) -> CapturedOutput<'_> {
-        CapturedOutput { stdout, stderr: b"", truncated: false }
+        CapturedOutput {
+            stdout,
+            stderr: b"",
+            truncated: false,
+        }
     }
 
     fn declared(name: &str, text: &str) -> DeclaredReport {
-        DeclaredReport { pattern: name.into(), path: Some(name.into()), result: parse_report(text.as_bytes(), name, None) }
+        DeclaredReport {
+            pattern: name.into(),
+            path: Some(name.into()),
+            result: parse_report(text.as_bytes(), name, None),
+        }
     }
 
     fn kinds(a: &Agreement) -> Vec<&'static str> {
@@ -337,13 +414,28 @@ mod tests {
     fn each_kind_name_is_its_serialized_tag() {
         let d = Disagreement::ReportHasNoTests { report: "r".into() };
         assert_eq!(serde_json::to_value(&d).unwrap()["kind"], d.kind());
-        assert_eq!(serde_json::to_value(Disagreement::OutputTruncated).unwrap()["kind"], "output_truncated");
+        assert_eq!(
+            serde_json::to_value(Disagreement::OutputTruncated).unwrap()["kind"],
+            "output_truncated"
+        );
     }
 
     #[test]
     fn a_nonzero_exit_is_red_whatever_the_evidence() {
-        assert_eq!(agree(Some(1), &[], &out(GREEN_LIB)), Agreement::Red { exit_code: Some(1), gaps: vec![] });
-        assert_eq!(agree(None, &[], &out(b"")), Agreement::Red { exit_code: None, gaps: vec![] });
+        assert_eq!(
+            agree(Some(1), &[], &out(GREEN_LIB)),
+            Agreement::Red {
+                exit_code: Some(1),
+                gaps: vec![]
+            }
+        );
+        assert_eq!(
+            agree(None, &[], &out(b"")),
+            Agreement::Red {
+                exit_code: None,
+                gaps: vec![]
+            }
+        );
     }
 
     fn gaps(a: &Agreement) -> Vec<&'static str> {
@@ -355,32 +447,56 @@ mod tests {
     fn a_red_run_whose_failures_are_all_shown_in_whole_evidence_has_no_gaps() {
         let red = b"running 2 tests\ntest a ... ok\ntest b ... FAILED\n\ntest result: FAILED. 1 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s\n";
         let junit = r#"<testsuite name="s" tests="1" failures="1"><testcase classname="t" name="c"><failure/></testcase></testsuite>"#;
-        assert_eq!(gaps(&agree(Some(101), &[declared("r.xml", junit)], &out(red))), Vec::<&str>::new());
+        assert_eq!(
+            gaps(&agree(Some(101), &[declared("r.xml", junit)], &out(red))),
+            Vec::<&str>::new()
+        );
     }
 
     #[test]
     fn a_red_libtest_binary_cut_off_after_a_passing_line_has_an_incomplete_unit() {
         let cut = b"running 3 tests\ntest b ... FAILED\ntest c ... ok\ntest z ... ok\n";
-        assert_eq!(gaps(&agree(Some(101), &[], &out(cut))), ["report_incomplete"]);
+        assert_eq!(
+            gaps(&agree(Some(101), &[], &out(cut))),
+            ["report_incomplete"]
+        );
     }
 
     #[test]
     fn a_red_run_with_truncated_output_and_no_report_holding_the_tests_has_a_gap() {
-        let captured = CapturedOutput { stdout: GREEN_LIB, stderr: b"", truncated: true };
+        let captured = CapturedOutput {
+            stdout: GREEN_LIB,
+            stderr: b"",
+            truncated: true,
+        };
         assert_eq!(gaps(&agree(Some(1), &[], &captured)), ["output_truncated"]);
     }
 
     #[test]
     fn a_red_run_with_an_unusable_declared_report_has_a_gap() {
-        let missing = DeclaredReport { pattern: "r.xml".into(), path: None, result: Err(ReportError::new("r.xml", ReportProblem::Missing)) };
-        assert_eq!(gaps(&agree(Some(1), &[missing, declared("m.xml", "<testsuite")], &out(GREEN_LIB))), ["report_unusable", "report_unusable"]);
+        let missing = DeclaredReport {
+            pattern: "r.xml".into(),
+            path: None,
+            result: Err(ReportError::new("r.xml", ReportProblem::Missing)),
+        };
+        assert_eq!(
+            gaps(&agree(
+                Some(1),
+                &[missing, declared("m.xml", "<testsuite")],
+                &out(GREEN_LIB)
+            )),
+            ["report_unusable", "report_unusable"]
+        );
     }
 
     #[test]
     fn a_red_run_whose_report_contradicts_itself_or_its_summary_has_gaps() {
         let forged = r#"<testsuites><testsuite name="pytest" tests="3" failures="2"><testcase classname="t" name="a"/><testcase classname="t" name="b"/><testcase classname="t" name="c"><failure/></testcase></testsuite></testsuites>"#;
         let summary = b"========== 2 failed, 1 passed in 0.01s ==========\n";
-        assert_eq!(gaps(&agree(Some(1), &[declared("r.xml", forged)], &out(summary))), ["report_contradicts_itself", "summary_contradicts_reports"]);
+        assert_eq!(
+            gaps(&agree(Some(1), &[declared("r.xml", forged)], &out(summary))),
+            ["report_contradicts_itself", "summary_contradicts_reports"]
+        );
     }
 
     #[test]
@@ -391,7 +507,12 @@ mod tests {
             Agreement::Green {
                 sources: vec![Source {
                     name: LIBTEST_OUTPUT.into(),
-                    counts: Some(Counts { total: 1, passed: 1, failed: 0, skipped: 0 })
+                    counts: Some(Counts {
+                        total: 1,
+                        passed: 1,
+                        failed: 0,
+                        skipped: 0
+                    })
                 }]
             }
         );
@@ -399,7 +520,10 @@ mod tests {
 
     #[test]
     fn a_zero_exit_with_no_evidence_is_green_on_the_exit_code_alone() {
-        assert_eq!(agree(Some(0), &[], &out(b"done\n")), Agreement::Green { sources: vec![] });
+        assert_eq!(
+            agree(Some(0), &[], &out(b"done\n")),
+            Agreement::Green { sources: vec![] }
+        );
     }
 
     #[test]
@@ -411,9 +535,14 @@ mod tests {
         };
         let a = agree(Some(0), &[missing], &out(b""));
         assert_eq!(kinds(&a), ["report_unusable"]);
-        let Agreement::Disagree { disagreements } = a else { unreachable!() };
+        let Agreement::Disagree { disagreements } = a else {
+            unreachable!()
+        };
         assert!(disagreements[0].is_missing_report());
-        assert_eq!(disagreements[0].to_string(), "report r.xml: missing (the check did not write it)");
+        assert_eq!(
+            disagreements[0].to_string(),
+            "report r.xml: missing (the check did not write it)"
+        );
     }
 
     #[test]
@@ -424,7 +553,10 @@ mod tests {
 
     #[test]
     fn a_failing_report_with_exit_zero_is_not_green() {
-        let r = declared("r.xml", r#"<testsuite name="s"><testcase name="t"><failure/></testcase></testsuite>"#);
+        let r = declared(
+            "r.xml",
+            r#"<testsuite name="s"><testcase name="t"><failure/></testcase></testsuite>"#,
+        );
         let a = agree(Some(0), &[r], &out(b""));
         assert_eq!(kinds(&a), ["report_shows_failures"]);
     }
@@ -437,22 +569,42 @@ mod tests {
 
     #[test]
     fn a_report_whose_attributes_contradict_its_entries_is_not_green() {
-        let r = declared("r.xml", r#"<testsuite name="s" tests="3"><testcase name="t"/></testsuite>"#);
-        assert_eq!(kinds(&agree(Some(0), &[r], &out(b""))), ["report_contradicts_itself"]);
+        let r = declared(
+            "r.xml",
+            r#"<testsuite name="s" tests="3"><testcase name="t"/></testsuite>"#,
+        );
+        assert_eq!(
+            kinds(&agree(Some(0), &[r], &out(b""))),
+            ["report_contradicts_itself"]
+        );
     }
 
     #[test]
     fn a_pytest_summary_counting_other_tests_than_its_report_is_not_green() {
-        let r = declared("r.xml", r#"<testsuites><testsuite name="pytest" tests="1"><testcase classname="t" name="a"/></testsuite></testsuites>"#);
+        let r = declared(
+            "r.xml",
+            r#"<testsuites><testsuite name="pytest" tests="1"><testcase classname="t" name="a"/></testsuite></testsuites>"#,
+        );
         assert_eq!(r.result.as_ref().unwrap().producer, Some(Producer::Pytest));
-        let a = agree(Some(0), &[r], &out(b"========== 2 passed in 0.01s ==========\n"));
+        let a = agree(
+            Some(0),
+            &[r],
+            &out(b"========== 2 passed in 0.01s ==========\n"),
+        );
         assert_eq!(kinds(&a), ["summary_contradicts_reports"]);
     }
 
     #[test]
     fn summaries_whose_sum_passes_u64_contradict_their_report_rather_than_overflow() {
-        let r = declared("r.xml", r#"<testsuites><testsuite name="pytest" tests="1"><testcase classname="t" name="a"/></testsuite></testsuites>"#);
-        let line = format!("========== {} passed, {} skipped in 0.01s ==========\n", u64::MAX, u64::MAX);
+        let r = declared(
+            "r.xml",
+            r#"<testsuites><testsuite name="pytest" tests="1"><testcase classname="t" name="a"/></testsuite></testsuites>"#,
+        );
+        let line = format!(
+            "========== {} passed, {} skipped in 0.01s ==========\n",
+            u64::MAX,
+            u64::MAX
+        );
         let a = agree(Some(0), &[r], &out(line.repeat(2).as_bytes()));
         assert_eq!(kinds(&a), ["summary_contradicts_reports"]);
     }
@@ -465,32 +617,70 @@ mod tests {
 
     #[test]
     fn truncated_output_without_a_declared_report_is_not_green() {
-        let captured = CapturedOutput { stdout: GREEN_LIB, stderr: b"", truncated: true };
+        let captured = CapturedOutput {
+            stdout: GREEN_LIB,
+            stderr: b"",
+            truncated: true,
+        };
         assert_eq!(kinds(&agree(Some(0), &[], &captured)), ["output_truncated"]);
     }
 
     #[test]
     fn truncated_output_with_a_declared_report_holding_the_tests_is_judged_by_the_report() {
         let junit = r#"<testsuite name="s" tests="1" failures="0" errors="0" skipped="0"><testcase classname="t" name="a"/></testsuite>"#;
-        let captured = CapturedOutput { stdout: b"...\n", stderr: b"", truncated: true };
+        let captured = CapturedOutput {
+            stdout: b"...\n",
+            stderr: b"",
+            truncated: true,
+        };
         let green = agree(Some(0), &[declared("out/junit.xml", junit)], &captured);
-        assert!(matches!(&green, Agreement::Green { sources } if sources.len() == 1 && sources[0].name == "out/junit.xml"), "{green:?}");
+        assert!(
+            matches!(&green, Agreement::Green { sources } if sources.len() == 1 && sources[0].name == "out/junit.xml"),
+            "{green:?}"
+        );
         let failing = r#"<testsuite name="s" tests="1" failures="1" errors="0" skipped="0"><testcase classname="t" name="a"><failure message="x"/></testcase></testsuite>"#;
-        assert_eq!(kinds(&agree(Some(0), &[declared("out/junit.xml", failing)], &captured)), ["report_shows_failures"]);
+        assert_eq!(
+            kinds(&agree(
+                Some(0),
+                &[declared("out/junit.xml", failing)],
+                &captured
+            )),
+            ["report_shows_failures"]
+        );
     }
 
     #[test]
     fn truncated_output_with_a_declared_report_of_zero_tests_is_not_green() {
-        let empty = r#"<testsuite name="s" tests="0" failures="0" errors="0" skipped="0"></testsuite>"#;
-        let captured = CapturedOutput { stdout: b"", stderr: b"", truncated: true };
-        assert_eq!(kinds(&agree(Some(0), &[declared("out/junit.xml", empty)], &captured)), ["output_truncated", "report_has_no_tests"]);
+        let empty =
+            r#"<testsuite name="s" tests="0" failures="0" errors="0" skipped="0"></testsuite>"#;
+        let captured = CapturedOutput {
+            stdout: b"",
+            stderr: b"",
+            truncated: true,
+        };
+        assert_eq!(
+            kinds(&agree(
+                Some(0),
+                &[declared("out/junit.xml", empty)],
+                &captured
+            )),
+            ["output_truncated", "report_has_no_tests"]
+        );
     }
 
     #[test]
     fn an_unknown_report_format_is_named_as_unusable() {
         let r = declared("r.txt", "hello\n");
         let a = agree(Some(0), &[r], &out(b""));
-        let Agreement::Disagree { disagreements } = a else { panic!() };
-        assert!(disagreements[0].to_string().starts_with("report r.txt: not a known report format"), "{}", disagreements[0]);
+        let Agreement::Disagree { disagreements } = a else {
+            panic!()
+        };
+        assert!(
+            disagreements[0]
+                .to_string()
+                .starts_with("report r.txt: not a known report format"),
+            "{}",
+            disagreements[0]
+        );
     }
 }

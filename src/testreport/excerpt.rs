@@ -65,7 +65,9 @@ impl Gathering {
     /// The excerpt: surrounding blank lines dropped, control characters escaped, cut to the
     /// bound at a character boundary. `None` when nothing but whitespace was gathered.
     pub(crate) fn finish(self) -> Option<Excerpt> {
-        let trimmed = self.text.trim_matches(|c: char| c == '\n' || c == '\r' || c == ' ' || c == '\t');
+        let trimmed = self
+            .text
+            .trim_matches(|c: char| c == '\n' || c == '\r' || c == ' ' || c == '\t');
         if trimmed.is_empty() {
             return None;
         }
@@ -105,7 +107,9 @@ impl Excerpts {
         if self.by_test.len() >= MAX_EXCERPTS || self.by_test.contains_key(id) {
             return;
         }
-        let Some(excerpt) = gathered.finish() else { return };
+        let Some(excerpt) = gathered.finish() else {
+            return;
+        };
         if self.bytes + excerpt.text.len() > MAX_TOTAL_BYTES {
             return;
         }
@@ -114,7 +118,10 @@ impl Excerpts {
     }
 
     /// The excerpts of the tests in `failing` (a test that passed in the end keeps none).
-    pub(crate) fn of_failing(mut self, failing: &std::collections::BTreeSet<String>) -> BTreeMap<String, Excerpt> {
+    pub(crate) fn of_failing(
+        mut self,
+        failing: &std::collections::BTreeSet<String>,
+    ) -> BTreeMap<String, Excerpt> {
         self.by_test.retain(|id, _| failing.contains(id));
         self.by_test
     }
@@ -132,8 +139,16 @@ mod tests {
 
     #[test]
     fn control_characters_are_escaped_and_lines_kept() {
-        let e = gathered("\n\nassert 1 == 2\n\u{1b}[31mred\u{7}\tend\n\n").finish().unwrap();
-        assert_eq!(e, Excerpt { text: "assert 1 == 2\n\\u{1b}[31mred\\u{7}\tend".into(), cut: false });
+        let e = gathered("\n\nassert 1 == 2\n\u{1b}[31mred\u{7}\tend\n\n")
+            .finish()
+            .unwrap();
+        assert_eq!(
+            e,
+            Excerpt {
+                text: "assert 1 == 2\n\\u{1b}[31mred\\u{7}\tend".into(),
+                cut: false
+            }
+        );
     }
 
     #[test]
@@ -149,7 +164,9 @@ mod tests {
 
     #[test]
     fn escaping_that_grows_past_the_bound_is_cut_too() {
-        let e = gathered(&"\u{1}".repeat(MAX_EXCERPT_BYTES - 10)).finish().unwrap();
+        let e = gathered(&"\u{1}".repeat(MAX_EXCERPT_BYTES - 10))
+            .finish()
+            .unwrap();
         assert!(e.cut);
         assert_eq!(e.text.len(), MAX_EXCERPT_BYTES);
     }
@@ -162,7 +179,8 @@ mod tests {
     #[test]
     fn at_most_max_excerpts_tests_keep_one() {
         let mut all = Excerpts::default();
-        let ids: std::collections::BTreeSet<String> = (0..MAX_EXCERPTS + 5).map(|i| format!("t{i:03}")).collect();
+        let ids: std::collections::BTreeSet<String> =
+            (0..MAX_EXCERPTS + 5).map(|i| format!("t{i:03}")).collect();
         for id in &ids {
             all.add(id, gathered("boom"));
         }
@@ -174,7 +192,8 @@ mod tests {
     #[test]
     fn the_report_total_is_bounded() {
         let mut all = Excerpts::default();
-        let ids: std::collections::BTreeSet<String> = (0..MAX_EXCERPTS).map(|i| format!("t{i:03}")).collect();
+        let ids: std::collections::BTreeSet<String> =
+            (0..MAX_EXCERPTS).map(|i| format!("t{i:03}")).collect();
         for id in &ids {
             all.add(id, gathered(&"x".repeat(MAX_EXCERPT_BYTES)));
         }

@@ -47,7 +47,10 @@ impl FromStr for Format {
     type Err = UnknownFormat;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Format::ALL.into_iter().find(|f| f.name() == s).ok_or_else(|| UnknownFormat(s.to_string()))
+        Format::ALL
+            .into_iter()
+            .find(|f| f.name() == s)
+            .ok_or_else(|| UnknownFormat(s.to_string()))
     }
 }
 
@@ -70,20 +73,33 @@ pub fn sniff(bytes: &[u8]) -> Option<Format> {
         let object: serde_json::Value = serde_json::from_slice(first).ok()?;
         return object.get("Action").map(|_| Format::GoJson);
     }
-    if first.starts_with(b"TAP version ") || is_tap_plan(first) || first.starts_with(b"ok") || first.starts_with(b"not ok") {
+    if first.starts_with(b"TAP version ")
+        || is_tap_plan(first)
+        || first.starts_with(b"ok")
+        || first.starts_with(b"not ok")
+    {
         return Some(Format::Tap);
     }
     // A banner first (`npm test`'s, cargo's `Compiling ...`): a TAP version line or libtest's
     // `running N tests` further down.
-    let head = || bytes.split(|b| *b == b'\n').take(1000).map(|l| l.strip_suffix(b"\r").unwrap_or(l));
+    let head = || {
+        bytes
+            .split(|b| *b == b'\n')
+            .take(1000)
+            .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
+    };
     if head().any(|l| l == b"TAP version 13" || l == b"TAP version 14") {
         return Some(Format::Tap);
     }
-    head().any(super::libtest::is_running_line).then_some(Format::Libtest)
+    head()
+        .any(super::libtest::is_running_line)
+        .then_some(Format::Libtest)
 }
 
 fn is_tap_plan(line: &[u8]) -> bool {
-    let Some(rest) = line.strip_prefix(b"1..") else { return false };
+    let Some(rest) = line.strip_prefix(b"1..") else {
+        return false;
+    };
     rest.first().is_some_and(u8::is_ascii_digit)
 }
 
@@ -96,18 +112,36 @@ mod tests {
         for f in Format::ALL {
             assert_eq!(f.name().parse::<Format>(), Ok(f));
         }
-        assert_eq!("xunit".parse::<Format>(), Err(UnknownFormat("xunit".into())));
+        assert_eq!(
+            "xunit".parse::<Format>(),
+            Err(UnknownFormat("xunit".into()))
+        );
     }
 
     #[test]
     fn each_format_is_recognised_by_its_first_line() {
-        assert_eq!(sniff(b"\xef\xbb\xbf<?xml version=\"1.0\"?><testsuites/>"), Some(Format::Junit));
-        assert_eq!(sniff(b"\n{\"Action\":\"run\",\"Package\":\"p\"}\n"), Some(Format::GoJson));
+        assert_eq!(
+            sniff(b"\xef\xbb\xbf<?xml version=\"1.0\"?><testsuites/>"),
+            Some(Format::Junit)
+        );
+        assert_eq!(
+            sniff(b"\n{\"Action\":\"run\",\"Package\":\"p\"}\n"),
+            Some(Format::GoJson)
+        );
         assert_eq!(sniff(b"TAP version 13\n1..1\nok 1\n"), Some(Format::Tap));
         assert_eq!(sniff(b"1..4\nok 1 - adds\n"), Some(Format::Tap));
-        assert_eq!(sniff(b"\nrunning 3 tests\ntest a ... ok\n"), Some(Format::Libtest));
-        assert_eq!(sniff(b"   Compiling demo v0.1.0\n\nrunning 1 test\n"), Some(Format::Libtest));
-        assert_eq!(sniff(b"\n> sample@0.1.0 test\n> node --test\n\nTAP version 13\n"), Some(Format::Tap));
+        assert_eq!(
+            sniff(b"\nrunning 3 tests\ntest a ... ok\n"),
+            Some(Format::Libtest)
+        );
+        assert_eq!(
+            sniff(b"   Compiling demo v0.1.0\n\nrunning 1 test\n"),
+            Some(Format::Libtest)
+        );
+        assert_eq!(
+            sniff(b"\n> sample@0.1.0 test\n> node --test\n\nTAP version 13\n"),
+            Some(Format::Tap)
+        );
     }
 
     #[test]

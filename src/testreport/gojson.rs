@@ -11,7 +11,9 @@
 //! `NAME` framing lines left out.
 
 use super::excerpt::Gathering;
-use super::{bounded_id, lines, Format, Outcome, ParsedReport, Producer, ReportBuilder, ReportError};
+use super::{
+    bounded_id, lines, Format, Outcome, ParsedReport, Producer, ReportBuilder, ReportError,
+};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -56,7 +58,10 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
                 report,
                 Format::GoJson,
                 format!("line {number}"),
-                format!("not a go test -json event ({e}): {}", super::shown_bytes(line, 80)),
+                format!(
+                    "not a go test -json event ({e}): {}",
+                    super::shown_bytes(line, 80)
+                ),
             )
         })?;
         if event.package.is_empty() {
@@ -72,7 +77,10 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
             ("run", false) => *pkg.running.entry(event.test).or_default() += 1,
             ("output", false) => {
                 if !is_framing(&event.output) {
-                    pkg.output.entry(event.test).or_default().push(&event.output);
+                    pkg.output
+                        .entry(event.test)
+                        .or_default()
+                        .push(&event.output);
                 }
             }
             ("pass" | "fail" | "skip", false) => {
@@ -90,9 +98,12 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
                     }
                     _ => Outcome::Skipped,
                 };
-                let id = bounded_id(format!("{}/{}", event.package, event.test), report, Format::GoJson, || {
-                    format!("line {number}")
-                })?;
+                let id = bounded_id(
+                    format!("{}/{}", event.package, event.test),
+                    report,
+                    Format::GoJson,
+                    || format!("line {number}"),
+                )?;
                 let printed = pkg.output.remove(&event.test).unwrap_or_default();
                 if outcome == Outcome::Failed {
                     builder.add_excerpt(&id, printed);
@@ -109,18 +120,25 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
                 report,
                 Format::GoJson,
                 format!("line {}", pkg.last_line),
-                format!("truncated: package {} has no final pass/fail/skip event", super::shown(&name)),
+                format!(
+                    "truncated: package {} has no final pass/fail/skip event",
+                    super::shown(&name)
+                ),
             ));
         };
         for test in pkg.running.keys() {
             let id = format!("{name}/{test}");
             builder.add_excerpt(&id, pkg.output.remove(test).unwrap_or_default());
             builder.add(id, Outcome::Failed);
-            incomplete.push(format!("{name}/{test}: started and never ended (package {result})"));
+            incomplete.push(format!(
+                "{name}/{test}: started and never ended (package {result})"
+            ));
         }
         if result == "fail" && pkg.failed_tests == 0 && pkg.running.is_empty() {
             builder.add_unit_failure(name.clone());
-            incomplete.push(format!("{name}: package failed without a failing test (build failure, panic or exit)"));
+            incomplete.push(format!(
+                "{name}: package failed without a failing test (build failure, panic or exit)"
+            ));
         }
     }
     Ok(builder.finish(Format::GoJson, Some(Producer::GoTest), None, incomplete))
@@ -128,7 +146,9 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
 
 /// go's own lines framing a test's output (`=== RUN   TestA`, `=== PAUSE`, `=== CONT`, `=== NAME`).
 fn is_framing(output: &str) -> bool {
-    ["=== RUN", "=== PAUSE", "=== CONT", "=== NAME"].iter().any(|p| output.starts_with(p))
+    ["=== RUN", "=== PAUSE", "=== CONT", "=== NAME"]
+        .iter()
+        .any(|p| output.starts_with(p))
 }
 
 #[cfg(test)]
@@ -146,7 +166,9 @@ mod tests {
 
     fn detail(text: &str) -> (String, String) {
         match parse(text.as_bytes(), "go.json").unwrap_err().problem {
-            ReportProblem::Malformed { location, detail, .. } => (location, detail),
+            ReportProblem::Malformed {
+                location, detail, ..
+            } => (location, detail),
             other => panic!("not malformed: {other:?}"),
         }
     }
@@ -166,9 +188,20 @@ mod tests {
         ]
         .concat();
         let r = parse(s.as_bytes(), "go.json").unwrap();
-        assert_eq!(r.failing.iter().collect::<Vec<_>>(), ["m/p/TestB", "m/p/TestB/sub"]);
+        assert_eq!(
+            r.failing.iter().collect::<Vec<_>>(),
+            ["m/p/TestB", "m/p/TestB/sub"]
+        );
         assert_eq!(r.skipped.iter().collect::<Vec<_>>(), ["m/p/TestC"]);
-        assert_eq!(r.counts, Counts { total: 4, passed: 1, failed: 2, skipped: 1 });
+        assert_eq!(
+            r.counts,
+            Counts {
+                total: 4,
+                passed: 1,
+                failed: 2,
+                skipped: 1
+            }
+        );
         assert!(r.incomplete.is_empty());
     }
 
@@ -189,7 +222,10 @@ mod tests {
             + &ev("start", "m/p", "")
             + &ev("fail", "m/p", "");
         let r = parse(s.as_bytes(), "go.json").unwrap();
-        assert_eq!(r.failing.iter().collect::<Vec<_>>(), ["m/p", "m/p [m/p.test]"]);
+        assert_eq!(
+            r.failing.iter().collect::<Vec<_>>(),
+            ["m/p", "m/p [m/p.test]"]
+        );
     }
 
     #[test]
@@ -197,12 +233,20 @@ mod tests {
         let s = [ev("run", "m/p", "TestA"), ev("fail", "m/p", "")].concat();
         let r = parse(s.as_bytes(), "go.json").unwrap();
         assert_eq!(r.failing.iter().collect::<Vec<_>>(), ["m/p/TestA"]);
-        assert_eq!(r.incomplete, vec!["m/p/TestA: started and never ended (package fail)".to_string()]);
+        assert_eq!(
+            r.incomplete,
+            vec!["m/p/TestA: started and never ended (package fail)".to_string()]
+        );
     }
 
     #[test]
     fn a_garbage_line_is_an_error_naming_its_line() {
-        let s = [ev("run", "m/p", "TestA"), "panic: oops\n".to_string(), ev("pass", "m/p", "TestA")].concat();
+        let s = [
+            ev("run", "m/p", "TestA"),
+            "panic: oops\n".to_string(),
+            ev("pass", "m/p", "TestA"),
+        ]
+        .concat();
         let (location, detail) = detail(&s);
         assert_eq!(location, "line 2");
         assert!(detail.starts_with("not a go test -json event"), "{detail}");
@@ -211,12 +255,22 @@ mod tests {
     #[test]
     fn a_stream_cut_before_the_package_result_is_truncated() {
         let s = [ev("run", "m/p", "TestA"), ev("pass", "m/p", "TestA")].concat();
-        assert_eq!(detail(&s), ("line 2".to_string(), "truncated: package m/p has no final pass/fail/skip event".to_string()));
+        assert_eq!(
+            detail(&s),
+            (
+                "line 2".to_string(),
+                "truncated: package m/p has no final pass/fail/skip event".to_string()
+            )
+        );
     }
 
     #[test]
     fn a_line_over_the_cap_is_an_error() {
-        let s = format!("{}{}\n", ev("run", "m/p", "TestA"), "x".repeat(10 * 1024 * 1024));
+        let s = format!(
+            "{}{}\n",
+            ev("run", "m/p", "TestA"),
+            "x".repeat(10 * 1024 * 1024)
+        );
         let (location, detail) = detail(&s);
         assert_eq!(location, "line 2");
         assert!(detail.contains("longer than"), "{detail}");

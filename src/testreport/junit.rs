@@ -41,7 +41,9 @@
 //! element is truncated, not complete.
 
 use super::excerpt::Gathering;
-use super::{bounded_id, Counts, Format, Outcome, ParsedReport, Producer, ReportBuilder, ReportError};
+use super::{
+    bounded_id, Counts, Format, Outcome, ParsedReport, Producer, ReportBuilder, ReportError,
+};
 use quick_xml::events::{BytesStart, Event};
 use quick_xml::Reader;
 
@@ -49,12 +51,29 @@ use quick_xml::Reader;
 pub const MAX_DEPTH: usize = 256;
 
 /// The closing comments of node's reporter that are read (any other comment is ignored).
-const NODE_COUNTS: [&str; 7] = ["tests", "suites", "pass", "fail", "cancelled", "skipped", "todo"];
+const NODE_COUNTS: [&str; 7] = [
+    "tests",
+    "suites",
+    "pass",
+    "fail",
+    "cancelled",
+    "skipped",
+    "todo",
+];
 
 enum Frame {
-    Suite { name: String },
+    Suite {
+        name: String,
+    },
     /// `todo`: a `<skipped type="todo">` child (node's TODO test: an expected failure).
-    Case { id: String, node_id: String, failed: bool, skipped: bool, todo: bool, excerpt: Gathering },
+    Case {
+        id: String,
+        node_id: String,
+        failed: bool,
+        skipped: bool,
+        todo: bool,
+        excerpt: Gathering,
+    },
     /// A `<failure>` or `<error>` child of a case: its text is the case's excerpt.
     Failure,
     Other,
@@ -113,7 +132,9 @@ struct Parser<'a> {
 }
 
 /// Node's closing comments, when the report has them: `tests`, `pass` and `fail` at least.
-fn node_counts(comments: &std::collections::BTreeMap<String, (u64, u64)>) -> Option<impl Fn(&str) -> u64 + '_> {
+fn node_counts(
+    comments: &std::collections::BTreeMap<String, (u64, u64)>,
+) -> Option<impl Fn(&str) -> u64 + '_> {
     ["tests", "pass", "fail"]
         .iter()
         .all(|k| comments.contains_key(*k))
@@ -123,7 +144,8 @@ fn node_counts(comments: &std::collections::BTreeMap<String, (u64, u64)>) -> Opt
 /// A closing comment's number as a count: a whole number from 0 to `u64::MAX`, else `None`.
 fn node_count(n: f64) -> Option<u64> {
     // 2^64 as f64 is exact; anything at or above it does not fit.
-    (n.is_finite() && n >= 0.0 && n.fract() == 0.0 && n < 18_446_744_073_709_551_616.0).then_some(n as u64)
+    (n.is_finite() && n >= 0.0 && n.fract() == 0.0 && n < 18_446_744_073_709_551_616.0)
+        .then_some(n as u64)
 }
 
 /// Parse a JUnit XML report.
@@ -153,14 +175,20 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
             Event::Empty(e) => p.open(&e, at, true)?,
             Event::End(_) => p.close(at)?,
             Event::DocType(_) => {
-                return Err(p.error(at, "a DOCTYPE is not allowed in a test report (no entity is declared or expanded)"))
+                return Err(p.error(
+                    at,
+                    "a DOCTYPE is not allowed in a test report (no entity is declared or expanded)",
+                ))
             }
             Event::Decl(d) => {
                 if let Some(Ok(enc)) = d.encoding() {
                     if !enc.eq_ignore_ascii_case(b"utf-8") {
                         return Err(p.error(
                             at,
-                            format!("encoding {} is not supported (UTF-8 only)", super::shown_bytes(&enc, 40)),
+                            format!(
+                                "encoding {} is not supported (UTF-8 only)",
+                                super::shown_bytes(&enc, 40)
+                            ),
                         ));
                     }
                 }
@@ -169,7 +197,9 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
                 return Err(p.error(at, "text outside the root element"));
             }
             Event::Text(t) if matches!(p.stack.last(), Some(Frame::Failure)) => {
-                let text = t.unescape().map_err(|e| p.error(at, format!("bad text: {e}")))?;
+                let text = t
+                    .unescape()
+                    .map_err(|e| p.error(at, format!("bad text: {e}")))?;
                 p.failure_text(&text);
             }
             Event::CData(c) if matches!(p.stack.last(), Some(Frame::Failure)) => {
@@ -178,9 +208,16 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
             Event::Comment(c) if p.stack.len() == 1 => {
                 let text = String::from_utf8_lossy(&c);
                 if let Some((key, value)) = text.trim().split_once(' ') {
-                    if let (true, Ok(n)) = (NODE_COUNTS.contains(&key), value.trim().parse::<f64>()) {
+                    if let (true, Ok(n)) = (NODE_COUNTS.contains(&key), value.trim().parse::<f64>())
+                    {
                         let count = node_count(n).ok_or_else(|| {
-                            p.error(at, format!("the closing comment `{key} {}` is not a count", super::shown(value.trim())))
+                            p.error(
+                                at,
+                                format!(
+                                    "the closing comment `{key} {}` is not a count",
+                                    super::shown(value.trim())
+                                ),
+                            )
                         })?;
                         p.root_comments.insert(key.to_string(), (count, at));
                     }
@@ -196,7 +233,10 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
             Frame::Case { .. } => "<testcase>",
             Frame::Failure | Frame::Other => "an element",
         };
-        return Err(p.error(bytes.len() as u64, format!("truncated: the document ends inside {what}")));
+        return Err(p.error(
+            bytes.len() as u64,
+            format!("truncated: the document ends inside {what}"),
+        ));
     }
     if !p.root_closed {
         return Err(p.error(0, "no root element"));
@@ -231,23 +271,45 @@ impl Parser<'_> {
             if let Some(d) = declared.filter(|_| self.producer == Some(Producer::Jest)) {
                 // jest-junit writes a `todo` test as a case with no result element and leaves it
                 // out of `tests`: passing cases beyond `tests` are those.
-                if counted.total > d.total && counted.failed == d.failed && counted.skipped == d.skipped {
+                if counted.total > d.total
+                    && counted.failed == d.failed
+                    && counted.skipped == d.skipped
+                {
                     declared = Some(counted);
                 }
             }
             return builder.finish(Format::Junit, self.producer, declared, Vec::new());
         };
         // The comments were bounded by the elements seen (`parse`); the sums saturate all the same.
-        let total = get("tests").saturating_add(get("suites")).saturating_sub(self.suite_elements);
+        let total = get("tests")
+            .saturating_add(get("suites"))
+            .saturating_sub(self.suite_elements);
         // A skipped `describe` is a case with a `<skipped>` child that node counts in `suites`.
         let least_skipped = get("skipped").saturating_add(get("todo"));
-        let skipped = counted.skipped.clamp(least_skipped, least_skipped.saturating_add(get("suites")));
+        let skipped = counted
+            .skipped
+            .clamp(least_skipped, least_skipped.saturating_add(get("suites")));
         let most_failed = get("fail").saturating_add(get("cancelled"));
         let least_failed = most_failed.saturating_sub(self.suite_elements);
         let failed = counted.failed.clamp(least_failed, most_failed);
-        let declared = Counts { total, failed, skipped, passed: total.saturating_sub(failed.saturating_add(skipped)) };
-        let mut report = builder.finish(Format::Junit, Some(Producer::NodeTest), Some(declared), Vec::new());
-        report.runner_counts = Some(Counts { total: get("tests"), passed: get("pass"), failed: most_failed, skipped: least_skipped });
+        let declared = Counts {
+            total,
+            failed,
+            skipped,
+            passed: total.saturating_sub(failed.saturating_add(skipped)),
+        };
+        let mut report = builder.finish(
+            Format::Junit,
+            Some(Producer::NodeTest),
+            Some(declared),
+            Vec::new(),
+        );
+        report.runner_counts = Some(Counts {
+            total: get("tests"),
+            passed: get("pass"),
+            failed: most_failed,
+            skipped: least_skipped,
+        });
         report
     }
 
@@ -258,7 +320,9 @@ impl Parser<'_> {
     /// Text inside a `<failure>`/`<error>`, appended to its case's excerpt.
     fn failure_text(&mut self, text: &str) {
         let depth = self.stack.len();
-        if let Some(Frame::Case { excerpt, .. }) = depth.checked_sub(2).and_then(|i| self.stack.get_mut(i)) {
+        if let Some(Frame::Case { excerpt, .. }) =
+            depth.checked_sub(2).and_then(|i| self.stack.get_mut(i))
+        {
             excerpt.push(text);
         }
     }
@@ -267,20 +331,31 @@ impl Parser<'_> {
         for a in e.attributes() {
             let a = a.map_err(|err| self.error(at, format!("bad attribute: {err}")))?;
             if a.key.local_name().as_ref() == key {
-                let value = a.unescape_value().map_err(|err| self.error(at, format!("bad attribute value: {err}")))?;
+                let value = a
+                    .unescape_value()
+                    .map_err(|err| self.error(at, format!("bad attribute value: {err}")))?;
                 return Ok(Some(value.into_owned()));
             }
         }
         Ok(None)
     }
 
-    fn count_attr(&self, e: &BytesStart<'_>, key: &[u8], at: u64) -> Result<Option<u64>, ReportError> {
+    fn count_attr(
+        &self,
+        e: &BytesStart<'_>,
+        key: &[u8],
+        at: u64,
+    ) -> Result<Option<u64>, ReportError> {
         match self.attr(e, key, at)? {
             None => Ok(None),
             Some(v) => v.trim().parse::<u64>().map(Some).map_err(|_| {
                 self.error(
                     at,
-                    format!("attribute {}=\"{}\" is not a count", String::from_utf8_lossy(key), super::shown(&v)),
+                    format!(
+                        "attribute {}=\"{}\" is not a count",
+                        String::from_utf8_lossy(key),
+                        super::shown(&v)
+                    ),
                 )
             }),
         }
@@ -288,14 +363,23 @@ impl Parser<'_> {
 
     /// The `tests`/`failures`/`errors`/`skipped` attributes of a suite element, when it has `tests`.
     fn declared_counts(&self, e: &BytesStart<'_>, at: u64) -> Result<Option<Counts>, ReportError> {
-        let Some(total) = self.count_attr(e, b"tests", at)? else { return Ok(None) };
-        let failed =
-            self.count_attr(e, b"failures", at)?.unwrap_or(0).saturating_add(self.count_attr(e, b"errors", at)?.unwrap_or(0));
+        let Some(total) = self.count_attr(e, b"tests", at)? else {
+            return Ok(None);
+        };
+        let failed = self
+            .count_attr(e, b"failures", at)?
+            .unwrap_or(0)
+            .saturating_add(self.count_attr(e, b"errors", at)?.unwrap_or(0));
         let skipped = match self.count_attr(e, b"skipped", at)? {
             Some(s) => s,
             None => self.count_attr(e, b"disabled", at)?.unwrap_or(0),
         };
-        Ok(Some(Counts { total, failed, skipped, passed: total.saturating_sub(failed.saturating_add(skipped)) }))
+        Ok(Some(Counts {
+            total,
+            failed,
+            skipped,
+            passed: total.saturating_sub(failed.saturating_add(skipped)),
+        }))
     }
 
     fn open(&mut self, e: &BytesStart<'_>, at: u64, empty: bool) -> Result<(), ReportError> {
@@ -358,14 +442,27 @@ impl Parser<'_> {
                     _ if !suite.is_empty() => format!("{suite}::{case_name}"),
                     _ => case_name.clone(),
                 };
-                let node_id = suites.iter().copied().chain([case_name.as_str()]).collect::<Vec<_>>().join(" > ");
+                let node_id = suites
+                    .iter()
+                    .copied()
+                    .chain([case_name.as_str()])
+                    .collect::<Vec<_>>()
+                    .join(" > ");
                 if suites.is_empty() {
                     // A case outside every suite: the outermost suites' counts do not cover it.
                     self.suites_declared.add(None);
                 }
                 let id = bounded_id(id, self.report, Format::Junit, || format!("byte {at}"))?;
-                let node_id = bounded_id(node_id, self.report, Format::Junit, || format!("byte {at}"))?;
-                Frame::Case { id, node_id, failed: false, skipped: false, todo: false, excerpt: Gathering::default() }
+                let node_id =
+                    bounded_id(node_id, self.report, Format::Junit, || format!("byte {at}"))?;
+                Frame::Case {
+                    id,
+                    node_id,
+                    failed: false,
+                    skipped: false,
+                    todo: false,
+                    excerpt: Gathering::default(),
+                }
             }
             b"skipped" if in_case => {
                 let is_todo = self.attr(e, b"type", at)?.as_deref() == Some("todo");
@@ -377,7 +474,10 @@ impl Parser<'_> {
             }
             b"failure" | b"error" if in_case => {
                 let message = self.attr(e, b"message", at)?;
-                if let Some(Frame::Case { failed, excerpt, .. }) = self.stack.last_mut() {
+                if let Some(Frame::Case {
+                    failed, excerpt, ..
+                }) = self.stack.last_mut()
+                {
                     *failed = true;
                     if let Some(message) = message.filter(|m| !m.trim().is_empty()) {
                         excerpt.push_line(&message);
@@ -398,7 +498,15 @@ impl Parser<'_> {
         let Some(frame) = self.stack.pop() else {
             return Err(self.error(at, "a closing tag without its opening tag"));
         };
-        if let Frame::Case { id, node_id, failed, skipped, todo, excerpt } = frame {
+        if let Frame::Case {
+            id,
+            node_id,
+            failed,
+            skipped,
+            todo,
+            excerpt,
+        } = frame
+        {
             // A TODO test that fails is expected to (node exits 0 for it): skipped, as in TAP.
             let failed = failed && !todo;
             let outcome = if failed {
@@ -408,7 +516,12 @@ impl Parser<'_> {
             } else {
                 Outcome::Passed
             };
-            self.cases.push(Case { id, node_id, outcome, excerpt: failed.then_some(excerpt) });
+            self.cases.push(Case {
+                id,
+                node_id,
+                outcome,
+                excerpt: failed.then_some(excerpt),
+            });
         }
         if self.stack.is_empty() {
             self.root_closed = true;
@@ -446,7 +559,15 @@ mod tests {
         assert_eq!(r.failing.iter().collect::<Vec<_>>(), ["a::one", "b::two"]);
         assert_eq!(r.skipped.iter().collect::<Vec<_>>(), ["c::skip"]);
         assert_eq!(r.collected.len(), 4);
-        assert_eq!(r.counts, Counts { total: 4, passed: 1, failed: 2, skipped: 1 });
+        assert_eq!(
+            r.counts,
+            Counts {
+                total: 4,
+                passed: 1,
+                failed: 2,
+                skipped: 1
+            }
+        );
         assert_eq!(r.declared, Some(r.counts));
     }
 
@@ -464,7 +585,9 @@ mod tests {
 
     #[test]
     fn an_error_keeps_its_character_data() {
-        let r = parsed(r#"<testsuite name="s"><testcase name="t"><error><![CDATA[<boom> & more]]></error></testcase></testsuite>"#);
+        let r = parsed(
+            r#"<testsuite name="s"><testcase name="t"><error><![CDATA[<boom> & more]]></error></testcase></testsuite>"#,
+        );
         assert_eq!(r.excerpts["s::t"].text, "<boom> & more");
     }
 
@@ -476,13 +599,18 @@ mod tests {
 
     #[test]
     fn a_failure_nested_deeper_than_a_direct_child_does_not_fail_the_case() {
-        let r = parsed(r#"<testsuite name="s"><testcase name="t"><system-out><failure/></system-out></testcase></testsuite>"#);
+        let r = parsed(
+            r#"<testsuite name="s"><testcase name="t"><system-out><failure/></system-out></testcase></testsuite>"#,
+        );
         assert!(r.failing.is_empty());
     }
 
     #[test]
     fn the_root_must_be_a_suite_element() {
-        assert_eq!(detail(b"<html><testcase name='x'/></html>"), "the root element is <html>, not <testsuites> or <testsuite>");
+        assert_eq!(
+            detail(b"<html><testcase name='x'/></html>"),
+            "the root element is <html>, not <testsuites> or <testsuite>"
+        );
     }
 
     #[test]
@@ -501,31 +629,55 @@ mod tests {
 
     #[test]
     fn an_undeclared_entity_is_an_error() {
-        assert!(detail(br#"<testsuite name="s"><testcase name="&lol;"/></testsuite>"#).starts_with("bad attribute value"));
+        assert!(
+            detail(br#"<testsuite name="s"><testcase name="&lol;"/></testsuite>"#)
+                .starts_with("bad attribute value")
+        );
     }
 
     #[test]
     fn nesting_beyond_the_cap_is_an_error_not_a_stack_overflow() {
         let xml = format!("<testsuite>{}", "<a>".repeat(100_000));
-        assert_eq!(detail(xml.as_bytes()), format!("elements nested deeper than {MAX_DEPTH}"));
+        assert_eq!(
+            detail(xml.as_bytes()),
+            format!("elements nested deeper than {MAX_DEPTH}")
+        );
     }
 
     #[test]
     fn control_characters_in_ids_are_kept_as_data() {
-        let r = parsed("<testsuite name=\"s\"><testcase classname=\"c\" name=\"a&#27;[31mb\"/></testsuite>");
+        let r = parsed(
+            "<testsuite name=\"s\"><testcase classname=\"c\" name=\"a&#27;[31mb\"/></testsuite>",
+        );
         assert_eq!(r.collected.iter().collect::<Vec<_>>(), ["c::a\u{1b}[31mb"]);
     }
 
     #[test]
     fn a_count_attribute_that_is_no_number_is_an_error() {
-        assert_eq!(detail(br#"<testsuite name="s" tests="many"/>"#), "attribute tests=\"many\" is not a count");
+        assert_eq!(
+            detail(br#"<testsuite name="s" tests="many"/>"#),
+            "attribute tests=\"many\" is not a count"
+        );
     }
 
     #[test]
     fn a_testcase_outside_every_suite_is_named_by_its_classname_or_its_name() {
-        let r = parsed(r#"<testsuites tests="3" failures="1"><testcase name="t"/><testcase classname="c" name="u"><failure/></testcase><testsuite name="s" tests="1"><testcase name="v"/></testsuite></testsuites>"#);
-        assert_eq!(r.collected.iter().collect::<Vec<_>>(), ["c::u", "s::v", "t"]);
-        assert_eq!(r.declared, Some(Counts { total: 3, passed: 2, failed: 1, skipped: 0 }));
+        let r = parsed(
+            r#"<testsuites tests="3" failures="1"><testcase name="t"/><testcase classname="c" name="u"><failure/></testcase><testsuite name="s" tests="1"><testcase name="v"/></testsuite></testsuites>"#,
+        );
+        assert_eq!(
+            r.collected.iter().collect::<Vec<_>>(),
+            ["c::u", "s::v", "t"]
+        );
+        assert_eq!(
+            r.declared,
+            Some(Counts {
+                total: 3,
+                passed: 2,
+                failed: 1,
+                skipped: 0
+            })
+        );
     }
 
     /// What node 20's `--test-reporter=junit` writes (trimmed): top-level tests under the root,
@@ -572,18 +724,43 @@ mod tests {
         assert_eq!(r.producer, Some(Producer::NodeTest));
         assert_eq!(
             r.collected.iter().collect::<Vec<_>>(),
-            ["adds", "fails", "math > inner > deep", "math > nested ok", "parent > subfail", "skipped", "todo one"]
+            [
+                "adds",
+                "fails",
+                "math > inner > deep",
+                "math > nested ok",
+                "parent > subfail",
+                "skipped",
+                "todo one"
+            ]
         );
-        assert_eq!(r.failing.iter().collect::<Vec<_>>(), ["fails", "parent > subfail"]);
-        assert_eq!(r.skipped.iter().collect::<Vec<_>>(), ["skipped", "todo one"]);
+        assert_eq!(
+            r.failing.iter().collect::<Vec<_>>(),
+            ["fails", "parent > subfail"]
+        );
+        assert_eq!(
+            r.skipped.iter().collect::<Vec<_>>(),
+            ["skipped", "todo one"]
+        );
         assert_eq!(r.excerpts["parent > subfail"].text, "x\nboom");
     }
 
     #[test]
     fn two_node_tests_of_one_name_are_counted_twice() {
         let r = parsed(NODE);
-        assert_eq!(r.collected_repeats.iter().collect::<Vec<_>>(), [(&"adds".to_string(), &2)]);
-        assert_eq!(r.counts, Counts { total: 8, passed: 4, failed: 2, skipped: 2 });
+        assert_eq!(
+            r.collected_repeats.iter().collect::<Vec<_>>(),
+            [(&"adds".to_string(), &2)]
+        );
+        assert_eq!(
+            r.counts,
+            Counts {
+                total: 8,
+                passed: 4,
+                failed: 2,
+                skipped: 2
+            }
+        );
     }
 
     #[test]
@@ -592,7 +769,15 @@ mod tests {
         // tests 9 + suites 2 - 3 <testsuite> elements = 8 cases; fail 3 holds the parent test.
         assert_eq!(r.declared, Some(r.counts));
         // What node's summary line counts: the parent test too.
-        assert_eq!(r.runner_counts, Some(Counts { total: 9, passed: 4, failed: 3, skipped: 2 }));
+        assert_eq!(
+            r.runner_counts,
+            Some(Counts {
+                total: 9,
+                passed: 4,
+                failed: 3,
+                skipped: 2
+            })
+        );
     }
 
     #[test]
@@ -608,9 +793,20 @@ mod tests {
 </testsuites>"#,
         );
         assert!(r.failing.is_empty(), "{:?}", r.failing);
-        assert_eq!(r.skipped.iter().collect::<Vec<_>>(), ["skipped suite", "todo failing"]);
+        assert_eq!(
+            r.skipped.iter().collect::<Vec<_>>(),
+            ["skipped suite", "todo failing"]
+        );
         assert_eq!(r.declared, Some(r.counts));
-        assert_eq!(r.runner_counts, Some(Counts { total: 2, passed: 1, failed: 0, skipped: 1 }));
+        assert_eq!(
+            r.runner_counts,
+            Some(Counts {
+                total: 2,
+                passed: 1,
+                failed: 0,
+                skipped: 1
+            })
+        );
     }
 
     #[test]
@@ -626,19 +822,47 @@ mod tests {
         // NODE holds 8 cases and 3 <testsuite> elements: 11 at most for any count.
         for key in NODE_COUNTS {
             for n in ["12", "1e19", "1e15", "18446744073709549568"] {
-                let xml = format!("{}<!-- {key} {n} --></testsuites>\n", NODE.trim_end().trim_end_matches("</testsuites>"));
+                let xml = format!(
+                    "{}<!-- {key} {n} --></testsuites>\n",
+                    NODE.trim_end().trim_end_matches("</testsuites>")
+                );
                 let d = detail(xml.as_bytes());
-                assert!(d.contains("counts more than the 11 cases and suites"), "{key} {n}: {d}");
+                assert!(
+                    d.contains("counts more than the 11 cases and suites"),
+                    "{key} {n}: {d}"
+                );
             }
         }
-        assert!(parse(NODE.replace("<!-- tests 9 -->", "<!-- tests 11 -->").as_bytes(), "r.xml").is_ok());
+        assert!(parse(
+            NODE.replace("<!-- tests 9 -->", "<!-- tests 11 -->")
+                .as_bytes(),
+            "r.xml"
+        )
+        .is_ok());
     }
 
     #[test]
     fn node_comments_that_are_not_whole_counts_are_malformed() {
-        for n in ["2.5", "-1", "1e400", "-0.5", "NaN", "inf", "1e20", "18446744073709551615", "1.8446744073709552e19"] {
-            let d = detail(NODE.replace("<!-- skipped 1 -->", &format!("<!-- skipped {n} -->")).as_bytes());
-            assert_eq!(d, format!("the closing comment `skipped {n}` is not a count"), "{n}");
+        for n in [
+            "2.5",
+            "-1",
+            "1e400",
+            "-0.5",
+            "NaN",
+            "inf",
+            "1e20",
+            "18446744073709551615",
+            "1.8446744073709552e19",
+        ] {
+            let d = detail(
+                NODE.replace("<!-- skipped 1 -->", &format!("<!-- skipped {n} -->"))
+                    .as_bytes(),
+            );
+            assert_eq!(
+                d,
+                format!("the closing comment `skipped {n}` is not a count"),
+                "{n}"
+            );
         }
     }
 
@@ -648,13 +872,23 @@ mod tests {
         let r = parsed(&format!(
             r#"<testsuites><testsuite name="a" tests="{max}" failures="{max}" errors="{max}" skipped="{max}"><testcase classname="a" name="x"/></testsuite><testsuite name="b" tests="{max}" failures="1"><testcase classname="b" name="y"/></testsuite></testsuites>"#
         ));
-        assert_eq!(r.declared, Some(Counts { total: max, failed: max, skipped: max, passed: max - 1 }));
+        assert_eq!(
+            r.declared,
+            Some(Counts {
+                total: max,
+                failed: max,
+                skipped: max,
+                passed: max - 1
+            })
+        );
     }
 
     #[test]
     fn jest_junit_todo_cases_beyond_its_declared_tests_agree_and_other_surpluses_do_not() {
         let jest = |failures: u32| {
-            format!(r#"<testsuites name="jest tests" tests="2" failures="{failures}"><testsuite name="m" tests="2" failures="{failures}" skipped="1"><testcase classname="m a" name="m a"/><testcase classname="m s" name="m s"><skipped/></testcase><testcase classname="m todo" name="m todo"/></testsuite></testsuites>"#)
+            format!(
+                r#"<testsuites name="jest tests" tests="2" failures="{failures}"><testsuite name="m" tests="2" failures="{failures}" skipped="1"><testcase classname="m a" name="m a"/><testcase classname="m s" name="m s"><skipped/></testcase><testcase classname="m todo" name="m todo"/></testsuite></testsuites>"#
+            )
         };
         let r = parsed(&jest(0));
         assert_eq!(r.declared, Some(r.counts));
@@ -664,18 +898,26 @@ mod tests {
 
     #[test]
     fn without_node_comments_a_classname_of_test_is_a_classname() {
-        let r = parsed(r#"<testsuites><testsuite name="s"><testcase classname="test" name="a"/></testsuite></testsuites>"#);
+        let r = parsed(
+            r#"<testsuites><testsuite name="s"><testcase classname="test" name="a"/></testsuite></testsuites>"#,
+        );
         assert_eq!(r.collected.iter().collect::<Vec<_>>(), ["test::a"]);
         assert_eq!(r.producer, None);
     }
 
     #[test]
     fn a_second_root_is_an_error() {
-        assert_eq!(detail(b"<testsuite name='a'/><testsuite name='b'/>"), "a second root element");
+        assert_eq!(
+            detail(b"<testsuite name='a'/><testsuite name='b'/>"),
+            "a second root element"
+        );
     }
 
     #[test]
     fn a_non_utf8_encoding_is_refused() {
-        assert!(detail(b"<?xml version=\"1.0\" encoding=\"ISO-8859-1\"?><testsuite/>").starts_with("encoding"));
+        assert!(
+            detail(b"<?xml version=\"1.0\" encoding=\"ISO-8859-1\"?><testsuite/>")
+                .starts_with("encoding")
+        );
     }
 }

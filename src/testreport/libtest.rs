@@ -23,17 +23,25 @@
 //! `failures:` replay: what the test printed and its panic message.
 
 use super::excerpt::Gathering;
-use super::{bounded_id, lines, output_lines, Counts, Format, Outcome, ParsedReport, Producer, ReportBuilder, ReportError};
+use super::{
+    bounded_id, lines, output_lines, Counts, Format, Outcome, ParsedReport, Producer,
+    ReportBuilder, ReportError,
+};
 
 /// A doctest's name without its line number: rustdoc names a doctest `FILE - ITEM (line N)`,
 /// followed by marks such as ` - compile` or ` - should panic`; the ` (line N)` goes, the rest
 /// stays. A name of any other shape (a unit test's path has no ` - `) is returned as it is.
 pub fn doctest_identity(name: &str) -> std::borrow::Cow<'_, str> {
-    let Some(dash) = name.find(" - ") else { return name.into() };
+    let Some(dash) = name.find(" - ") else {
+        return name.into();
+    };
     let mut from = dash + 2;
     while let Some(at) = name[from..].find(" (line ").map(|i| from + i) {
         let digits_start = at + " (line ".len();
-        let digits = name[digits_start..].bytes().take_while(u8::is_ascii_digit).count();
+        let digits = name[digits_start..]
+            .bytes()
+            .take_while(u8::is_ascii_digit)
+            .count();
         if digits > 0 && name[digits_start + digits..].starts_with(')') {
             let end = digits_start + digits + 1;
             let rest = &name[end..];
@@ -109,7 +117,9 @@ fn label_key(line: &str) -> Option<String> {
     };
     let file = path.rsplit('/').next().unwrap_or(path);
     let stem = match file.rsplit_once('-') {
-        Some((stem, hash)) if !hash.is_empty() && hash.chars().all(|c| c.is_ascii_hexdigit()) => stem,
+        Some((stem, hash)) if !hash.is_empty() && hash.chars().all(|c| c.is_ascii_hexdigit()) => {
+            stem
+        }
         _ => file,
     };
     let kind = if source.starts_with("src/bin/") || source == "src/main.rs" {
@@ -137,10 +147,20 @@ fn parse_result_line(line: &str, number: usize) -> Option<ResultLine> {
         "FAILED" => false,
         _ => return None,
     };
-    let mut r = ResultLine { line: number, ok, passed: 0, failed: 0, ignored: 0, measured: 0, filtered_out: 0 };
+    let mut r = ResultLine {
+        line: number,
+        ok,
+        passed: 0,
+        failed: 0,
+        ignored: 0,
+        measured: 0,
+        filtered_out: 0,
+    };
     for part in counts.split(';') {
         let part = part.trim();
-        let Some((n, what)) = part.split_once(' ') else { continue };
+        let Some((n, what)) = part.split_once(' ') else {
+            continue;
+        };
         let Ok(n) = n.parse::<u64>() else { continue };
         match what {
             "passed" => r.passed = n,
@@ -167,7 +187,8 @@ fn parse_test_line(line: &str) -> Option<(&str, Option<Outcome>)> {
 /// The NAME of a replay section's header, `---- NAME stdout ----` (or `stderr`).
 fn section_header(line: &str) -> Option<&str> {
     let rest = line.strip_prefix("---- ")?;
-    rest.strip_suffix(" stdout ----").or_else(|| rest.strip_suffix(" stderr ----"))
+    rest.strip_suffix(" stdout ----")
+        .or_else(|| rest.strip_suffix(" stderr ----"))
 }
 
 /// The section being read, kept by its binary (none: there is no binary to keep it).
@@ -184,7 +205,9 @@ fn terse_results(line: &str) -> Option<u64> {
         return None;
     }
     let rest = line[marks.len()..].trim();
-    let progress = rest.split_once('/').is_some_and(|(a, b)| a.parse::<u64>().is_ok() && b.parse::<u64>().is_ok());
+    let progress = rest
+        .split_once('/')
+        .is_some_and(|(a, b)| a.parse::<u64>().is_ok() && b.parse::<u64>().is_ok());
     (rest.is_empty() || progress).then_some(marks.len() as u64)
 }
 
@@ -200,13 +223,28 @@ fn outcome_word(word: &str) -> Option<Outcome> {
 
 /// Read libtest blocks out of captured stdout, with cargo's labels from `stderr` when it was
 /// captured apart (labels printed inline in `stdout` win). Over-long lines are passed over.
-pub fn parse_output(stdout: &[u8], stderr: Option<&[u8]>, name: &str) -> Result<LibtestRun, ReportError> {
+pub fn parse_output(
+    stdout: &[u8],
+    stderr: Option<&[u8]>,
+    name: &str,
+) -> Result<LibtestRun, ReportError> {
     parse_lines(stdout, stderr, name, false)
 }
 
 /// `strict`: a saved report, where an over-long line is an error.
-fn parse_lines(stdout: &[u8], stderr: Option<&[u8]>, name: &str, strict: bool) -> Result<LibtestRun, ReportError> {
-    let split = |bytes| if strict { lines(bytes, name, Format::Libtest) } else { output_lines(bytes, name) };
+fn parse_lines(
+    stdout: &[u8],
+    stderr: Option<&[u8]>,
+    name: &str,
+    strict: bool,
+) -> Result<LibtestRun, ReportError> {
+    let split = |bytes| {
+        if strict {
+            lines(bytes, name, Format::Libtest)
+        } else {
+            output_lines(bytes, name)
+        }
+    };
     let mut blocks: Vec<Binary> = Vec::new();
     let mut inline_label: Option<String> = None;
     let mut saw_inline_label = false;
@@ -237,15 +275,29 @@ fn parse_lines(stdout: &[u8], stderr: Option<&[u8]>, name: &str, strict: bool) -
             replaying = false;
             continue;
         }
-        if label_key(text).is_some() && (text.starts_with(' ') || text.starts_with("Running") || text.starts_with("Doc-tests")) {
+        if label_key(text).is_some()
+            && (text.starts_with(' ')
+                || text.starts_with("Running")
+                || text.starts_with("Doc-tests"))
+        {
             if let Some(label) = inline_label.replace(text.trim().to_string()) {
-                blocks.push(Binary { key: String::new(), label: Some(label), running: None, tests: Vec::new(), terse: 0, result: None, excerpts: Vec::new() });
+                blocks.push(Binary {
+                    key: String::new(),
+                    label: Some(label),
+                    running: None,
+                    tests: Vec::new(),
+                    terse: 0,
+                    result: None,
+                    excerpts: Vec::new(),
+                });
             }
             saw_inline_label = true;
             open = false;
             continue;
         }
-        let Some(block) = blocks.last_mut().filter(|_| open) else { continue };
+        let Some(block) = blocks.last_mut().filter(|_| open) else {
+            continue;
+        };
         if let Some(result) = parse_result_line(text, number) {
             close_section(&mut section, Some(&mut *block));
             block.result = Some(result);
@@ -271,7 +323,9 @@ fn parse_lines(stdout: &[u8], stderr: Option<&[u8]>, name: &str, strict: bool) -
             continue;
         }
         if let Some((test, outcome)) = parse_test_line(text) {
-            let test = bounded_id(test.to_string(), name, Format::Libtest, || format!("line {number}"))?;
+            let test = bounded_id(test.to_string(), name, Format::Libtest, || {
+                format!("line {number}")
+            })?;
             match outcome {
                 Some(o) => block.tests.push((test, o)),
                 None => pending = Some(test),
@@ -286,7 +340,15 @@ fn parse_lines(stdout: &[u8], stderr: Option<&[u8]>, name: &str, strict: bool) -
         }
     }
     if let Some(label) = inline_label.take() {
-        blocks.push(Binary { key: String::new(), label: Some(label), running: None, tests: Vec::new(), terse: 0, result: None, excerpts: Vec::new() });
+        blocks.push(Binary {
+            key: String::new(),
+            label: Some(label),
+            running: None,
+            tests: Vec::new(),
+            terse: 0,
+            result: None,
+            excerpts: Vec::new(),
+        });
     }
     if !saw_inline_label {
         if let Some(stderr) = stderr {
@@ -303,7 +365,15 @@ fn parse_lines(stdout: &[u8], stderr: Option<&[u8]>, name: &str, strict: bool) -
                 block.label = labels.next();
             }
             for label in labels {
-                blocks.push(Binary { key: String::new(), label: Some(label), running: None, tests: Vec::new(), terse: 0, result: None, excerpts: Vec::new() });
+                blocks.push(Binary {
+                    key: String::new(),
+                    label: Some(label),
+                    running: None,
+                    tests: Vec::new(),
+                    terse: 0,
+                    result: None,
+                    excerpts: Vec::new(),
+                });
             }
         }
     }
@@ -341,14 +411,27 @@ impl Binary {
             )];
         }
         let mut problems = Vec::new();
-        let summed = result.passed.saturating_add(result.failed).saturating_add(result.ignored).saturating_add(result.measured);
+        let summed = result
+            .passed
+            .saturating_add(result.failed)
+            .saturating_add(result.ignored)
+            .saturating_add(result.measured);
         if summed != declared {
-            problems.push(format!("{key}: `running {declared} tests` but its `test result:` line adds up to {summed}"));
+            problems.push(format!(
+                "{key}: `running {declared} tests` but its `test result:` line adds up to {summed}"
+            ));
         }
         if self.tests.len() as u64 != declared {
-            problems.push(format!("{key}: `running {declared} tests` but {} `test ... ` result lines", self.tests.len()));
+            problems.push(format!(
+                "{key}: `running {declared} tests` but {} `test ... ` result lines",
+                self.tests.len()
+            ));
         }
-        let failed_lines = self.tests.iter().filter(|(_, o)| *o == Outcome::Failed).count() as u64;
+        let failed_lines = self
+            .tests
+            .iter()
+            .filter(|(_, o)| *o == Outcome::Failed)
+            .count() as u64;
         if failed_lines != result.failed {
             problems.push(format!(
                 "{key}: its `test result:` line says {} failed, its test lines {failed_lines}",
@@ -356,7 +439,11 @@ impl Binary {
             ));
         }
         if result.ok != (result.failed == 0) {
-            problems.push(format!("{key}: `test result: {}` with {} failed", if result.ok { "ok" } else { "FAILED" }, result.failed));
+            problems.push(format!(
+                "{key}: `test result: {}` with {} failed",
+                if result.ok { "ok" } else { "FAILED" },
+                result.failed
+            ));
         }
         problems
     }
@@ -372,22 +459,41 @@ impl LibtestRun {
         for binary in &self.binaries {
             for (test, outcome) in &binary.tests {
                 let test = doctest_identity(test);
-                let id = bounded_id(format!("{}::{test}", binary.key), name, Format::Libtest, || binary.key.clone())?;
+                let id = bounded_id(
+                    format!("{}::{test}", binary.key),
+                    name,
+                    Format::Libtest,
+                    || binary.key.clone(),
+                )?;
                 builder.add(id, *outcome);
             }
             for (section, gathering) in &binary.excerpts {
                 // The header names the test without libtest's ` - should panic` mark.
                 let marked = format!("{section} - ");
-                let failed = binary.tests.iter().filter(|(_, o)| *o == Outcome::Failed).map(|(t, _)| t);
-                let test = failed.clone().find(|t| *t == section).or_else(|| failed.clone().find(|t| t.starts_with(&marked)));
+                let failed = binary
+                    .tests
+                    .iter()
+                    .filter(|(_, o)| *o == Outcome::Failed)
+                    .map(|(t, _)| t);
+                let test = failed
+                    .clone()
+                    .find(|t| *t == section)
+                    .or_else(|| failed.clone().find(|t| t.starts_with(&marked)));
                 if let Some(test) = test {
-                    builder.add_excerpt(&format!("{}::{}", binary.key, doctest_identity(test)), gathering.clone());
+                    builder.add_excerpt(
+                        &format!("{}::{}", binary.key, doctest_identity(test)),
+                        gathering.clone(),
+                    );
                 }
             }
             match (&binary.result, declared.as_mut()) {
                 (Some(r), Some(d)) => {
                     // The check printed these numbers: summed saturating, never overflowing.
-                    let all = r.passed.saturating_add(r.failed).saturating_add(r.ignored).saturating_add(r.measured);
+                    let all = r
+                        .passed
+                        .saturating_add(r.failed)
+                        .saturating_add(r.ignored)
+                        .saturating_add(r.measured);
                     d.total = d.total.saturating_add(all);
                     d.passed = d.passed.saturating_add(r.passed.saturating_add(r.measured));
                     d.failed = d.failed.saturating_add(r.failed);
@@ -397,7 +503,12 @@ impl LibtestRun {
             }
             incomplete.extend(binary.problems());
         }
-        Ok(builder.finish(Format::Libtest, Some(Producer::Libtest), declared, incomplete))
+        Ok(builder.finish(
+            Format::Libtest,
+            Some(Producer::Libtest),
+            declared,
+            incomplete,
+        ))
     }
 }
 
@@ -406,7 +517,12 @@ impl LibtestRun {
 pub fn parse_report(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
     let run = parse_lines(bytes, None, report, true)?;
     if run.binaries.is_empty() {
-        return Err(ReportError::malformed(report, Format::Libtest, "line 1".into(), "no `running N tests` line"));
+        return Err(ReportError::malformed(
+            report,
+            Format::Libtest,
+            "line 1".into(),
+            "no `running N tests` line",
+        ));
     }
     run.to_report(report)
 }
@@ -419,19 +535,48 @@ mod tests {
 
     #[test]
     fn labels_name_the_binaries_by_target_kind() {
-        assert_eq!(label_key("     Running unittests src/lib.rs (target/debug/deps/sample-e6daf73c296d6df0)").as_deref(), Some("sample"));
-        assert_eq!(label_key("     Running unittests src/main.rs (target/debug/deps/sample-8917508c3a363e88)").as_deref(), Some("bin/sample"));
-        assert_eq!(label_key("     Running unittests src/bin/tool.rs (target/debug/deps/tool-0a)").as_deref(), Some("bin/tool"));
-        assert_eq!(label_key("     Running tests/it.rs (target/debug/deps/it-14fb52c9beb4c1fa)").as_deref(), Some("test/it"));
-        assert_eq!(label_key("   Doc-tests sample").as_deref(), Some("doc/sample"));
+        assert_eq!(
+            label_key(
+                "     Running unittests src/lib.rs (target/debug/deps/sample-e6daf73c296d6df0)"
+            )
+            .as_deref(),
+            Some("sample")
+        );
+        assert_eq!(
+            label_key(
+                "     Running unittests src/main.rs (target/debug/deps/sample-8917508c3a363e88)"
+            )
+            .as_deref(),
+            Some("bin/sample")
+        );
+        assert_eq!(
+            label_key("     Running unittests src/bin/tool.rs (target/debug/deps/tool-0a)")
+                .as_deref(),
+            Some("bin/tool")
+        );
+        assert_eq!(
+            label_key("     Running tests/it.rs (target/debug/deps/it-14fb52c9beb4c1fa)")
+                .as_deref(),
+            Some("test/it")
+        );
+        assert_eq!(
+            label_key("   Doc-tests sample").as_deref(),
+            Some("doc/sample")
+        );
         assert_eq!(label_key("running 3 tests"), None);
     }
 
     #[test]
     fn a_block_becomes_entries_keyed_by_its_stderr_label() {
         let stderr = b"     Running unittests src/lib.rs (target/debug/deps/demo-0123abcd)\n";
-        let r = parse_output(LIB.as_bytes(), Some(stderr), "stdout").unwrap().to_report("stdout").unwrap();
-        assert_eq!(r.collected.iter().collect::<Vec<_>>(), ["demo::a::one", "demo::a::three", "demo::a::two"]);
+        let r = parse_output(LIB.as_bytes(), Some(stderr), "stdout")
+            .unwrap()
+            .to_report("stdout")
+            .unwrap();
+        assert_eq!(
+            r.collected.iter().collect::<Vec<_>>(),
+            ["demo::a::one", "demo::a::three", "demo::a::two"]
+        );
         assert_eq!(r.failing.iter().collect::<Vec<_>>(), ["demo::a::two"]);
         assert_eq!(r.skipped.iter().collect::<Vec<_>>(), ["demo::a::three"]);
         assert_eq!(r.declared, Some(r.counts));
@@ -456,7 +601,13 @@ mod tests {
     fn a_binary_without_its_result_line_ended_abnormally() {
         let out = "running 2 tests\ntest a ... ok\n";
         let r = parse_output(out.as_bytes(), None, "stdout").unwrap();
-        assert_eq!(r.binaries[0].problems(), vec!["#1: printed `running 2 tests` and no `test result:` line (it exited abnormally)".to_string()]);
+        assert_eq!(
+            r.binaries[0].problems(),
+            vec![
+                "#1: printed `running 2 tests` and no `test result:` line (it exited abnormally)"
+                    .to_string()
+            ]
+        );
     }
 
     #[test]
@@ -474,7 +625,10 @@ mod tests {
     fn a_result_line_that_does_not_add_up_is_a_problem() {
         let out = "running 2 tests\ntest a ... ok\ntest b ... ok\ntest result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out\n";
         let r = parse_output(out.as_bytes(), None, "stdout").unwrap();
-        assert_eq!(r.binaries[0].problems(), vec!["#1: `running 2 tests` but its `test result:` line adds up to 1".to_string()]);
+        assert_eq!(
+            r.binaries[0].problems(),
+            vec!["#1: `running 2 tests` but its `test result:` line adds up to 1".to_string()]
+        );
     }
 
     #[test]
@@ -482,35 +636,61 @@ mod tests {
         let max = u64::MAX;
         let out = format!("running 1 test\ntest a ... ok\ntest result: ok. {max} passed; {max} failed; {max} ignored; {max} measured; 0 filtered out\n").repeat(2);
         let r = parse_output(out.as_bytes(), None, "stdout").unwrap();
-        assert_eq!(r.binaries[0].problems()[0], format!("#1: `running 1 tests` but its `test result:` line adds up to {max}"));
+        assert_eq!(
+            r.binaries[0].problems()[0],
+            format!("#1: `running 1 tests` but its `test result:` line adds up to {max}")
+        );
         let report = r.to_report("stdout").unwrap();
-        assert_eq!(report.declared, Some(Counts { total: max, passed: max, failed: max, skipped: max }));
+        assert_eq!(
+            report.declared,
+            Some(Counts {
+                total: max,
+                passed: max,
+                failed: max,
+                skipped: max
+            })
+        );
     }
 
     #[test]
     fn a_result_printed_after_the_tests_own_output_completes_the_line() {
         let out = "running 1 test\ntest a ... hello from the test\nok\n\ntest result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out\n";
         let r = parse_output(out.as_bytes(), None, "stdout").unwrap();
-        assert_eq!(r.binaries[0].tests, vec![("a".to_string(), Outcome::Passed)]);
+        assert_eq!(
+            r.binaries[0].tests,
+            vec![("a".to_string(), Outcome::Passed)]
+        );
     }
 
     #[test]
     fn result_lines_replayed_in_the_failures_section_are_not_tests() {
         let out = "running 1 test\ntest a ... FAILED\n\nfailures:\n\n---- a stdout ----\ntest fake ... ok\n\nfailures:\n    a\n\ntest result: FAILED. 0 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out\n";
         let r = parse_output(out.as_bytes(), None, "stdout").unwrap();
-        assert_eq!(r.binaries[0].tests, vec![("a".to_string(), Outcome::Failed)]);
+        assert_eq!(
+            r.binaries[0].tests,
+            vec![("a".to_string(), Outcome::Failed)]
+        );
     }
 
     #[test]
     fn a_should_panic_test_keeps_its_section_under_its_marked_id() {
         let out = "running 1 test\ntest a - should panic ... FAILED\n\nfailures:\n\n---- a stdout ----\nnote: test did not panic as expected\n\nfailures:\n    a\n\ntest result: FAILED. 0 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out\n";
-        let r = parse_output(out.as_bytes(), None, "stdout").unwrap().to_report("stdout").unwrap();
-        assert_eq!(r.excerpts["#1::a - should panic"].text, "note: test did not panic as expected");
+        let r = parse_output(out.as_bytes(), None, "stdout")
+            .unwrap()
+            .to_report("stdout")
+            .unwrap();
+        assert_eq!(
+            r.excerpts["#1::a - should panic"].text,
+            "note: test did not panic as expected"
+        );
     }
 
     #[test]
     fn an_over_long_line_in_captured_output_is_passed_over() {
-        let out = format!("{}\n{LIB}", "x".repeat(crate::testreport::MAX_LINE_BYTES + 1));
+        let out = format!(
+            "{}\n{LIB}",
+            "x".repeat(crate::testreport::MAX_LINE_BYTES + 1)
+        );
         let r = parse_output(out.as_bytes(), None, "stdout").unwrap();
         assert_eq!(r.binaries[0].tests.len(), 3);
         assert!(parse_report(out.as_bytes(), "saved.txt").is_err());
@@ -531,24 +711,48 @@ mod tests {
     fn coloured_output_reads_as_its_plain_lines() {
         let out = "running 1 test\ntest a ... \u{1b}[32mok\u{1b}(B\u{1b}[m\n\ntest result: \u{1b}[32mok\u{1b}[0m. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out\n";
         let r = parse_output(out.as_bytes(), None, "stdout").unwrap();
-        assert_eq!(r.binaries[0].tests, vec![("a".to_string(), Outcome::Passed)]);
+        assert_eq!(
+            r.binaries[0].tests,
+            vec![("a".to_string(), Outcome::Passed)]
+        );
         assert!(r.binaries[0].problems().is_empty());
     }
 
     #[test]
     fn a_doctest_is_named_by_its_file_and_item_without_its_line() {
-        assert_eq!(doctest_identity("src/lib.rs - add (line 3)"), "src/lib.rs - add");
-        assert_eq!(doctest_identity("src/lib.rs - add (line 7) - compile"), "src/lib.rs - add - compile");
-        assert_eq!(doctest_identity("src/lib.rs - add (line 7) - compile fail"), "src/lib.rs - add - compile fail");
-        assert_eq!(doctest_identity("src/a b.rs - S::f (line 12) - should panic"), "src/a b.rs - S::f - should panic");
+        assert_eq!(
+            doctest_identity("src/lib.rs - add (line 3)"),
+            "src/lib.rs - add"
+        );
+        assert_eq!(
+            doctest_identity("src/lib.rs - add (line 7) - compile"),
+            "src/lib.rs - add - compile"
+        );
+        assert_eq!(
+            doctest_identity("src/lib.rs - add (line 7) - compile fail"),
+            "src/lib.rs - add - compile fail"
+        );
+        assert_eq!(
+            doctest_identity("src/a b.rs - S::f (line 12) - should panic"),
+            "src/a b.rs - S::f - should panic"
+        );
         assert_eq!(doctest_identity("src/lib.rs - (line 1)"), "src/lib.rs -");
     }
 
     #[test]
     fn a_name_of_another_shape_keeps_its_line_words() {
-        assert_eq!(doctest_identity("tests::line_numbers"), "tests::line_numbers");
-        assert_eq!(doctest_identity("src/lib.rs - f (line x)"), "src/lib.rs - f (line x)");
-        assert_eq!(doctest_identity("src/lib.rs - f (line 3)x"), "src/lib.rs - f (line 3)x");
+        assert_eq!(
+            doctest_identity("tests::line_numbers"),
+            "tests::line_numbers"
+        );
+        assert_eq!(
+            doctest_identity("src/lib.rs - f (line x)"),
+            "src/lib.rs - f (line x)"
+        );
+        assert_eq!(
+            doctest_identity("src/lib.rs - f (line 3)x"),
+            "src/lib.rs - f (line 3)x"
+        );
         assert_eq!(doctest_identity("f (line 3)"), "f (line 3)");
     }
 
@@ -556,9 +760,18 @@ mod tests {
     fn two_doctests_of_one_item_share_an_id_and_are_counted() {
         let out = "running 3 tests\ntest src/lib.rs - add (line 3) ... ok\ntest src/lib.rs - add (line 9) ... ok\ntest src/lib.rs - sub (line 20) ... ignored\n\ntest result: ok. 2 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out\n";
         let stderr = b"   Doc-tests demo\n";
-        let r = parse_output(out.as_bytes(), Some(stderr), "stdout").unwrap().to_report("stdout").unwrap();
-        assert_eq!(r.collected.iter().collect::<Vec<_>>(), ["doc/demo::src/lib.rs - add", "doc/demo::src/lib.rs - sub"]);
-        assert_eq!(r.collected_repeats.iter().collect::<Vec<_>>(), [(&"doc/demo::src/lib.rs - add".to_string(), &2)]);
+        let r = parse_output(out.as_bytes(), Some(stderr), "stdout")
+            .unwrap()
+            .to_report("stdout")
+            .unwrap();
+        assert_eq!(
+            r.collected.iter().collect::<Vec<_>>(),
+            ["doc/demo::src/lib.rs - add", "doc/demo::src/lib.rs - sub"]
+        );
+        assert_eq!(
+            r.collected_repeats.iter().collect::<Vec<_>>(),
+            [(&"doc/demo::src/lib.rs - add".to_string(), &2)]
+        );
         assert_eq!(r.counts.total, 3);
         assert_eq!(r.declared, Some(r.counts));
     }
@@ -566,14 +779,26 @@ mod tests {
     #[test]
     fn a_failing_doctest_keeps_its_excerpt_under_its_lineless_id() {
         let out = "running 1 test\ntest src/lib.rs - add (line 3) ... FAILED\n\nfailures:\n\n---- src/lib.rs - add (line 3) stdout ----\nassertion failed\n\nfailures:\n    src/lib.rs - add (line 3)\n\ntest result: FAILED. 0 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out\n";
-        let r = parse_output(out.as_bytes(), Some(b"   Doc-tests demo\n"), "stdout").unwrap().to_report("stdout").unwrap();
-        assert_eq!(r.failing.iter().collect::<Vec<_>>(), ["doc/demo::src/lib.rs - add"]);
-        assert_eq!(r.excerpts["doc/demo::src/lib.rs - add"].text, "assertion failed");
+        let r = parse_output(out.as_bytes(), Some(b"   Doc-tests demo\n"), "stdout")
+            .unwrap()
+            .to_report("stdout")
+            .unwrap();
+        assert_eq!(
+            r.failing.iter().collect::<Vec<_>>(),
+            ["doc/demo::src/lib.rs - add"]
+        );
+        assert_eq!(
+            r.excerpts["doc/demo::src/lib.rs - add"].text,
+            "assertion failed"
+        );
     }
 
     #[test]
     fn indented_lines_are_not_libtest_lines() {
         let out = "    running 1 test\n    test a ... FAILED\n";
-        assert!(parse_output(out.as_bytes(), None, "stderr").unwrap().binaries.is_empty());
+        assert!(parse_output(out.as_bytes(), None, "stderr")
+            .unwrap()
+            .binaries
+            .is_empty());
     }
 }

@@ -221,31 +221,65 @@ pub enum ReportProblem {
     #[error("not a known report format (JUnit XML, go test -json, TAP, libtest output); it starts with {start}")]
     UnknownFormat { start: String },
     #[error("malformed {format} at {location}: {detail}")]
-    Malformed { format: Format, location: String, detail: String },
+    Malformed {
+        format: Format,
+        location: String,
+        detail: String,
+    },
 }
 
 impl ReportError {
     pub(crate) fn new(report: &str, problem: ReportProblem) -> Self {
-        ReportError { report: report.to_string(), problem }
+        ReportError {
+            report: report.to_string(),
+            problem,
+        }
     }
 
-    pub(crate) fn malformed(report: &str, format: Format, location: String, detail: impl Into<String>) -> Self {
-        ReportError::new(report, ReportProblem::Malformed { format, location, detail: detail.into() })
+    pub(crate) fn malformed(
+        report: &str,
+        format: Format,
+        location: String,
+        detail: impl Into<String>,
+    ) -> Self {
+        ReportError::new(
+            report,
+            ReportProblem::Malformed {
+                format,
+                location,
+                detail: detail.into(),
+            },
+        )
     }
 }
 
 /// Parse report bytes. `format` is the declared format, or `None` to sniff it from the content.
-pub fn parse_report(bytes: &[u8], report: &str, format: Option<Format>) -> Result<ParsedReport, ReportError> {
+pub fn parse_report(
+    bytes: &[u8],
+    report: &str,
+    format: Option<Format>,
+) -> Result<ParsedReport, ReportError> {
     if bytes.len() as u64 > MAX_REPORT_BYTES {
-        return Err(ReportError::new(report, ReportProblem::TooLarge { limit: MAX_REPORT_BYTES }));
+        return Err(ReportError::new(
+            report,
+            ReportProblem::TooLarge {
+                limit: MAX_REPORT_BYTES,
+            },
+        ));
     }
     if bytes.iter().all(|b| b.is_ascii_whitespace()) {
         return Err(ReportError::new(report, ReportProblem::Empty));
     }
     let format = match format {
         Some(f) => f,
-        None => format::sniff(bytes)
-            .ok_or_else(|| ReportError::new(report, ReportProblem::UnknownFormat { start: shown_bytes(bytes, 40) }))?,
+        None => format::sniff(bytes).ok_or_else(|| {
+            ReportError::new(
+                report,
+                ReportProblem::UnknownFormat {
+                    start: shown_bytes(bytes, 40),
+                },
+            )
+        })?,
     };
     match format {
         Format::Junit => junit::parse(bytes, report),
@@ -256,12 +290,18 @@ pub fn parse_report(bytes: &[u8], report: &str, format: Option<Format>) -> Resul
 }
 
 /// Read the report at `rel` beneath `dir` (no link followed, size-capped) and parse it.
-pub fn read_report(dir: &SafeDir, rel: &str, format: Option<Format>) -> Result<ParsedReport, ReportError> {
+pub fn read_report(
+    dir: &SafeDir,
+    rel: &str,
+    format: Option<Format>,
+) -> Result<ParsedReport, ReportError> {
     let bytes = dir.read(rel, MAX_REPORT_BYTES).map_err(|e| {
         let problem = match e {
             crate::safefs::SafeFsError::TooLarge { limit, .. } => ReportProblem::TooLarge { limit },
             ref other if other.is_not_found() => ReportProblem::Missing,
-            other => ReportProblem::Unreadable { detail: other.to_string() },
+            other => ReportProblem::Unreadable {
+                detail: other.to_string(),
+            },
         };
         ReportError::new(rel, problem)
     })?;
@@ -321,13 +361,25 @@ pub(crate) fn shown_bytes(bytes: &[u8], max: usize) -> String {
 /// Lines of a line-based report, each without its line ending, numbered from 1; a line longer
 /// than [`MAX_LINE_BYTES`] is an error naming its number.
 pub(crate) fn lines<'a>(bytes: &'a [u8], report: &'a str, format: Format) -> Lines<'a> {
-    Lines { rest: bytes, number: 0, report, format, skip_long: false }
+    Lines {
+        rest: bytes,
+        number: 0,
+        report,
+        format,
+        skip_long: false,
+    }
 }
 
 /// Lines of captured output: as [`lines`], but a line longer than [`MAX_LINE_BYTES`] is passed
 /// over (it cannot be a runner's line, and a program may print anything), never an error.
 pub(crate) fn output_lines<'a>(bytes: &'a [u8], name: &'a str) -> Lines<'a> {
-    Lines { rest: bytes, number: 0, report: name, format: Format::Libtest, skip_long: true }
+    Lines {
+        rest: bytes,
+        number: 0,
+        report: name,
+        format: Format::Libtest,
+        skip_long: true,
+    }
 }
 
 /// See [`lines`].
@@ -369,7 +421,10 @@ impl<'a> Lines<'a> {
                 self.report,
                 self.format,
                 format!("line {}", self.number),
-                format!("a line of {} bytes is longer than the {MAX_LINE_BYTES} allowed", line.len()),
+                format!(
+                    "a line of {} bytes is longer than the {MAX_LINE_BYTES} allowed",
+                    line.len()
+                ),
             ));
         }
         Ok((self.number, line.strip_suffix(b"\r").unwrap_or(line)))
@@ -377,13 +432,21 @@ impl<'a> Lines<'a> {
 }
 
 /// A test id, refused when longer than [`MAX_TEST_ID_BYTES`].
-pub(crate) fn bounded_id(id: String, report: &str, format: Format, location: impl FnOnce() -> String) -> Result<String, ReportError> {
+pub(crate) fn bounded_id(
+    id: String,
+    report: &str,
+    format: Format,
+    location: impl FnOnce() -> String,
+) -> Result<String, ReportError> {
     if id.len() > MAX_TEST_ID_BYTES {
         return Err(ReportError::malformed(
             report,
             format,
             location(),
-            format!("test id of {} bytes is longer than the {MAX_TEST_ID_BYTES} allowed", id.len()),
+            format!(
+                "test id of {} bytes is longer than the {MAX_TEST_ID_BYTES} allowed",
+                id.len()
+            ),
         ));
     }
     Ok(id)

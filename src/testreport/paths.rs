@@ -72,7 +72,10 @@ impl ReportPatterns {
         let mut out = Vec::new();
         for p in patterns {
             let raw = p.as_ref();
-            let bad = |problem: &str| PatternError { pattern: raw.to_string(), problem: problem.to_string() };
+            let bad = |problem: &str| PatternError {
+                pattern: raw.to_string(),
+                problem: problem.to_string(),
+            };
             let text = raw.strip_prefix("./").unwrap_or(raw);
             if text.is_empty() {
                 return Err(bad("an empty path"));
@@ -81,7 +84,9 @@ impl ReportPatterns {
                 return Err(bad("contains a NUL byte"));
             }
             if text.starts_with('/') {
-                return Err(bad("an absolute path (a report path is relative to the check's working directory)"));
+                return Err(bad(
+                    "an absolute path (a report path is relative to the check's working directory)",
+                ));
             }
             let components: Vec<&str> = text.split('/').collect();
             if components.contains(&"..") {
@@ -98,11 +103,21 @@ impl ReportPatterns {
                 .compile_matcher();
             let literal_count = components.iter().take_while(|c| !has_glob(c)).count();
             let literal = literal_count == components.len();
-            let base_count = if literal { components.len() - 1 } else { literal_count };
+            let base_count = if literal {
+                components.len() - 1
+            } else {
+                literal_count
+            };
             let base = components[..base_count].join("/");
             let rest = &components[base_count..];
             let depth = (!rest.contains(&"**")).then_some(rest.len());
-            out.push(ReportPattern { text: text.to_string(), matcher, base, depth, literal });
+            out.push(ReportPattern {
+                text: text.to_string(),
+                matcher,
+                base,
+                depth,
+                literal,
+            });
         }
         Ok(ReportPatterns(out))
     }
@@ -114,7 +129,9 @@ impl ReportPatterns {
     /// Whether a path (relative to the check's working directory, bytes as a tree holds them)
     /// is one a pattern names: the paths the check must write afresh.
     pub fn matches(&self, path: &[u8]) -> bool {
-        let Ok(path) = std::str::from_utf8(path) else { return false };
+        let Ok(path) = std::str::from_utf8(path) else {
+            return false;
+        };
         self.0.iter().any(|p| p.matcher.is_match(path))
     }
 
@@ -148,7 +165,11 @@ enum Kind {
 }
 
 fn kind_of(dir: &SafeDir, name: &str) -> Kind {
-    match nix::sys::stat::fstatat(Some(dir.fd().as_raw_fd()), name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+    match nix::sys::stat::fstatat(
+        Some(dir.fd().as_raw_fd()),
+        name,
+        AtFlags::AT_SYMLINK_NOFOLLOW,
+    ) {
         Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFDIR => Kind::Dir,
         Ok(_) => Kind::Matchable,
         Err(_) => Kind::Missing,
@@ -160,7 +181,10 @@ pub fn resolve(dir: &SafeDir, patterns: &ReportPatterns) -> Result<Resolution, R
     let mut resolution = Resolution::default();
     let mut visited = 0usize;
     for pattern in patterns.iter() {
-        let err = |problem: String| ResolveError { pattern: pattern.text.clone(), problem };
+        let err = |problem: String| ResolveError {
+            pattern: pattern.text.clone(),
+            problem,
+        };
         let mut matches = Vec::new();
         if pattern.literal {
             let (parent, name) = match pattern.text.rsplit_once('/') {
@@ -192,16 +216,24 @@ pub fn resolve(dir: &SafeDir, patterns: &ReportPatterns) -> Result<Resolution, R
                         Err(_) => continue,
                     }
                 };
-                let names = sub.list().map_err(|e| err(format!("listing {}: {e}", super::shown(&rel))))?;
+                let names = sub
+                    .list()
+                    .map_err(|e| err(format!("listing {}: {e}", super::shown(&rel))))?;
                 for name in names {
                     visited += 1;
                     if visited > MAX_WALK_ENTRIES {
                         return Err(err(format!("visited more than {MAX_WALK_ENTRIES} entries; name the reports more precisely")));
                     }
-                    let child = if rel.is_empty() { name.clone() } else { format!("{rel}/{name}") };
+                    let child = if rel.is_empty() {
+                        name.clone()
+                    } else {
+                        format!("{rel}/{name}")
+                    };
                     match kind_of(sub, &name) {
                         Kind::Dir => {
-                            let deeper = pattern.depth.map_or(depth + 1 < MAX_WALK_DEPTH, |d| depth + 1 < d);
+                            let deeper = pattern
+                                .depth
+                                .map_or(depth + 1 < MAX_WALK_DEPTH, |d| depth + 1 < d);
                             if deeper {
                                 stack.push((child, depth + 1));
                             }
@@ -221,7 +253,12 @@ pub fn resolve(dir: &SafeDir, patterns: &ReportPatterns) -> Result<Resolution, R
         if matches.is_empty() {
             resolution.unmatched.push(pattern.text.clone());
         }
-        resolution.found.extend(matches.into_iter().map(|path| FoundReport { pattern: pattern.text.clone(), path }));
+        resolution
+            .found
+            .extend(matches.into_iter().map(|path| FoundReport {
+                pattern: pattern.text.clone(),
+                path,
+            }));
     }
     Ok(resolution)
 }
@@ -236,7 +273,11 @@ pub struct DeclaredReport {
 }
 
 /// Resolve the patterns beneath `dir` and read every match (in `format`, or sniffed).
-pub fn collect(dir: &SafeDir, patterns: &ReportPatterns, format: Option<Format>) -> Result<Vec<DeclaredReport>, ResolveError> {
+pub fn collect(
+    dir: &SafeDir,
+    patterns: &ReportPatterns,
+    format: Option<Format>,
+) -> Result<Vec<DeclaredReport>, ResolveError> {
     let resolution = resolve(dir, patterns)?;
     let mut out = Vec::new();
     for pattern in patterns.iter() {
@@ -247,7 +288,11 @@ pub fn collect(dir: &SafeDir, patterns: &ReportPatterns, format: Option<Format>)
                 result: Err(ReportError::new(&pattern.text, ReportProblem::Missing)),
             });
         }
-        for found in resolution.found.iter().filter(|f| f.pattern == pattern.text) {
+        for found in resolution
+            .found
+            .iter()
+            .filter(|f| f.pattern == pattern.text)
+        {
             out.push(DeclaredReport {
                 pattern: pattern.text.clone(),
                 path: Some(found.path.clone()),
@@ -277,8 +322,19 @@ mod tests {
 
     #[test]
     fn literal_prefix_and_depth_bound_the_walk() {
-        let p = ReportPatterns::new(&["target/nextest/*/junit.xml", "out/**/*.xml", "report.xml"]).unwrap();
-        let v: Vec<_> = p.iter().map(|p| (p.base.as_str(), p.depth, p.literal)).collect();
-        assert_eq!(v, [("target/nextest", Some(2), false), ("out", None, false), ("", Some(1), true)]);
+        let p = ReportPatterns::new(&["target/nextest/*/junit.xml", "out/**/*.xml", "report.xml"])
+            .unwrap();
+        let v: Vec<_> = p
+            .iter()
+            .map(|p| (p.base.as_str(), p.depth, p.literal))
+            .collect();
+        assert_eq!(
+            v,
+            [
+                ("target/nextest", Some(2), false),
+                ("out", None, false),
+                ("", Some(1), true)
+            ]
+        );
     }
 }

@@ -69,15 +69,21 @@ impl OutputSight {
 
 /// The target a cargo rerun hint names (`error: test failed, to rerun pass `--lib``).
 fn rerun_target(line: &str) -> Option<String> {
-    let rest = line.strip_prefix("error: test failed, to rerun pass ").or_else(|| line.strip_prefix("error: doctest failed, to rerun pass "))?;
+    let rest = line
+        .strip_prefix("error: test failed, to rerun pass ")
+        .or_else(|| line.strip_prefix("error: doctest failed, to rerun pass "))?;
     let target = rest.trim().trim_matches('`');
     (!target.is_empty()).then(|| crate::testreport::shown(target))
 }
 
 /// Cargo's closing line under `--no-fail-fast`: `error: 2 targets failed:` / `error: 1 target failed:`.
 fn closes_no_fail_fast(line: &str) -> bool {
-    let Some(rest) = line.strip_prefix("error: ") else { return false };
-    let Some((n, tail)) = rest.split_once(' ') else { return false };
+    let Some(rest) = line.strip_prefix("error: ") else {
+        return false;
+    };
+    let Some((n, tail)) = rest.split_once(' ') else {
+        return false;
+    };
     n.parse::<u64>().is_ok() && (tail == "targets failed:" || tail == "target failed:")
 }
 
@@ -130,8 +136,16 @@ pub fn of_output(stdout: &[u8], stderr: &[u8]) -> OutputSight {
         }
     }
     let (cargo_stopped_at, ran) = cargo_stop(stderr);
-    let cargo_ran = if cargo_stopped_at.is_some() { ran } else { Vec::new() };
-    OutputSight { runners, cargo_stopped_at, cargo_ran }
+    let cargo_ran = if cargo_stopped_at.is_some() {
+        ran
+    } else {
+        Vec::new()
+    };
+    OutputSight {
+        runners,
+        cargo_stopped_at,
+        cargo_ran,
+    }
 }
 
 #[cfg(test)]
@@ -168,7 +182,12 @@ mod tests {
     #[test]
     fn coloured_cargo_output_is_read_the_same() {
         let stderr = "\u{1b}[1m\u{1b}[32m     Running\u{1b}[0m unittests src/lib.rs (target/debug/deps/demo-5)\n\u{1b}[1m\u{1b}[31merror\u{1b}[0m: test failed, to rerun pass `--lib`\n";
-        assert_eq!(of_output(b"", stderr.as_bytes()).cargo_stopped_at.as_deref(), Some("--lib"));
+        assert_eq!(
+            of_output(b"", stderr.as_bytes())
+                .cargo_stopped_at
+                .as_deref(),
+            Some("--lib")
+        );
     }
 
     #[test]

@@ -87,7 +87,11 @@ pub fn find(bytes: &[u8], stream: &'static str) -> Result<Vec<SummaryLine>, Repo
         if let Some(counts) = pytest_line(text) {
             last_pytest = Some(make(Runner::Pytest, counts, counts.failed > 0));
         } else if let Some((counts, cut_short)) = nextest_line(text) {
-            last_nextest = Some(make(Runner::Nextest, counts, counts.failed > 0 || cut_short));
+            last_nextest = Some(make(
+                Runner::Nextest,
+                counts,
+                counts.failed > 0 || cut_short,
+            ));
         } else if let Some(failed) = go_line(text) {
             out.push(make(Runner::GoTest, SummaryCounts::default(), failed));
         } else if let Some((counts, failed)) = prove_line(text) {
@@ -117,7 +121,11 @@ fn pytest_line(text: &str) -> Option<SummaryCounts> {
     let seconds = time.strip_suffix('s')?;
     seconds.parse::<f64>().ok()?;
     if items == "no tests ran" {
-        return Some(SummaryCounts { total: Some(0), failed: 0, skipped: Some(0) });
+        return Some(SummaryCounts {
+            total: Some(0),
+            failed: 0,
+            skipped: Some(0),
+        });
     }
     let (mut total, mut failed, mut skipped) = (0, 0, 0);
     for item in items.split(", ") {
@@ -138,7 +146,11 @@ fn pytest_line(text: &str) -> Option<SummaryCounts> {
             _ => return None,
         }
     }
-    Some(SummaryCounts { total: Some(total), failed, skipped: Some(skipped) })
+    Some(SummaryCounts {
+        total: Some(total),
+        failed,
+        skipped: Some(skipped),
+    })
 }
 
 /// `     Summary [   0.705s] 5 tests run: 4 passed, 1 failed, 1 skipped` (and `3/5 tests run`,
@@ -147,7 +159,9 @@ fn nextest_line(text: &str) -> Option<(SummaryCounts, bool)> {
     let rest = text.trim_start().strip_prefix("Summary [")?;
     let (_, rest) = rest.split_once("] ")?;
     let (run, results) = rest.split_once(" run: ")?;
-    let run = run.strip_suffix(" tests").or_else(|| run.strip_suffix(" test"))?;
+    let run = run
+        .strip_suffix(" tests")
+        .or_else(|| run.strip_suffix(" test"))?;
     let (ran, cut_short) = match run.split_once('/') {
         Some((ran, of)) => (ran.parse::<u64>().ok()?, ran != of),
         None => (run.parse::<u64>().ok()?, false),
@@ -155,13 +169,25 @@ fn nextest_line(text: &str) -> Option<(SummaryCounts, bool)> {
     let mut failed = 0;
     for item in results.split(", ") {
         let item = item.split(" (").next().unwrap_or(item);
-        let Some((n, word)) = item.split_once(' ') else { continue };
+        let Some((n, word)) = item.split_once(' ') else {
+            continue;
+        };
         let Ok(n) = n.parse::<u64>() else { continue };
-        if matches!(word, "failed" | "timed out" | "exec failed" | "leaky failed") {
+        if matches!(
+            word,
+            "failed" | "timed out" | "exec failed" | "leaky failed"
+        ) {
             failed = u64::saturating_add(failed, n);
         }
     }
-    Some((SummaryCounts { total: Some(ran), failed, skipped: None }, cut_short))
+    Some((
+        SummaryCounts {
+            total: Some(ran),
+            failed,
+            skipped: None,
+        },
+        cut_short,
+    ))
 }
 
 /// go's `ok  \tpkg\t0.01s`, `FAIL\tpkg\t0.01s` / `FAIL\tpkg [build failed]` and `--- FAIL: TestX`:
@@ -188,7 +214,14 @@ fn prove_line(text: &str) -> Option<(SummaryCounts, bool)> {
     let rest = text.strip_prefix("Files=")?;
     let (_, rest) = rest.split_once(", Tests=")?;
     let n = rest.split(',').next()?.trim().parse::<u64>().ok()?;
-    Some((SummaryCounts { total: Some(n), failed: 0, skipped: None }, false))
+    Some((
+        SummaryCounts {
+            total: Some(n),
+            failed: 0,
+            skipped: None,
+        },
+        false,
+    ))
 }
 
 /// node --test's closing counts, as TAP comments (`# tests 9`) or from the spec reporter
@@ -202,9 +235,15 @@ impl NodeCounts {
     const KEYS: [&'static str; 6] = ["tests", "pass", "fail", "cancelled", "skipped", "todo"];
 
     fn read(&mut self, text: &str, number: usize) {
-        let Some(rest) = text.strip_prefix("# ").or_else(|| text.strip_prefix("ℹ ")) else { return };
-        let Some((key, value)) = rest.split_once(' ') else { return };
-        let Some(key) = Self::KEYS.iter().find(|k| **k == key) else { return };
+        let Some(rest) = text.strip_prefix("# ").or_else(|| text.strip_prefix("ℹ ")) else {
+            return;
+        };
+        let Some((key, value)) = rest.split_once(' ') else {
+            return;
+        };
+        let Some(key) = Self::KEYS.iter().find(|k| **k == key) else {
+            return;
+        };
         if let Ok(n) = value.trim().parse::<u64>() {
             self.values.insert(key, (n, number));
         }
@@ -216,14 +255,25 @@ impl NodeCounts {
         get("pass")?;
         let line = self.values.values().map(|v| v.1).max().unwrap_or(0);
         let failed = fail.saturating_add(get("cancelled").unwrap_or(0));
-        let skipped = get("skipped").unwrap_or(0).saturating_add(get("todo").unwrap_or(0));
-        let text = self.values.iter().map(|(k, v)| format!("{k} {}", v.0)).collect::<Vec<_>>().join(", ");
+        let skipped = get("skipped")
+            .unwrap_or(0)
+            .saturating_add(get("todo").unwrap_or(0));
+        let text = self
+            .values
+            .iter()
+            .map(|(k, v)| format!("{k} {}", v.0))
+            .collect::<Vec<_>>()
+            .join(", ");
         Some(SummaryLine {
             runner: Runner::NodeTest,
             stream,
             line,
             text,
-            counts: SummaryCounts { total: Some(tests), failed, skipped: Some(skipped) },
+            counts: SummaryCounts {
+                total: Some(tests),
+                failed,
+                skipped: Some(skipped),
+            },
             failed: failed > 0,
         })
     }
@@ -241,17 +291,40 @@ mod tests {
 
     #[test]
     fn pytest_final_line_with_and_without_bars() {
-        let s = one("============== 1 failed, 5 passed, 1 skipped, 1 xfailed in 0.11s ===============\n");
+        let s = one(
+            "============== 1 failed, 5 passed, 1 skipped, 1 xfailed in 0.11s ===============\n",
+        );
         assert_eq!((s.runner, s.failed), (Runner::Pytest, true));
-        assert_eq!(s.counts, SummaryCounts { total: Some(8), failed: 1, skipped: Some(2) });
+        assert_eq!(
+            s.counts,
+            SummaryCounts {
+                total: Some(8),
+                failed: 1,
+                skipped: Some(2)
+            }
+        );
         let q = one("3 passed, 2 deselected in 0.01s\n");
-        assert_eq!(q.counts, SummaryCounts { total: Some(3), failed: 0, skipped: Some(0) });
+        assert_eq!(
+            q.counts,
+            SummaryCounts {
+                total: Some(3),
+                failed: 0,
+                skipped: Some(0)
+            }
+        );
     }
 
     #[test]
     fn a_coloured_pytest_line_reads_as_its_plain_text() {
         let s = one("\u{1b}[31m===== \u{1b}[31m\u{1b}[1m1 failed\u{1b}[0m, \u{1b}[32m2 passed\u{1b}[0m\u{1b}[31m in 0.05s\u{1b}[0m\u{1b}[31m =====\u{1b}[0m\n");
-        assert_eq!(s.counts, SummaryCounts { total: Some(3), failed: 1, skipped: Some(0) });
+        assert_eq!(
+            s.counts,
+            SummaryCounts {
+                total: Some(3),
+                failed: 1,
+                skipped: Some(0)
+            }
+        );
     }
 
     #[test]
@@ -262,45 +335,95 @@ mod tests {
     #[test]
     fn nextest_summary_counts_the_tests_run_and_a_cut_short_run_fails() {
         let s = one("     Summary [   0.705s] 5 tests run: 4 passed, 1 failed, 1 skipped\n");
-        assert_eq!((s.runner, s.counts.total, s.counts.failed), (Runner::Nextest, Some(5), 1));
+        assert_eq!(
+            (s.runner, s.counts.total, s.counts.failed),
+            (Runner::Nextest, Some(5), 1)
+        );
         let cut = one("     Summary [   0.100s] 3/5 tests run: 3 passed (1 slow), 2 skipped\n");
         assert!(cut.failed);
     }
 
     #[test]
     fn go_fail_lines_fail_and_ok_lines_do_not() {
-        let found = find(b"ok  \texample.com/a\t0.01s\nFAIL\texample.com/b [build failed]\n", "stdout").unwrap();
-        assert_eq!(found.iter().map(|s| s.failed).collect::<Vec<_>>(), [false, true]);
+        let found = find(
+            b"ok  \texample.com/a\t0.01s\nFAIL\texample.com/b [build failed]\n",
+            "stdout",
+        )
+        .unwrap();
+        assert_eq!(
+            found.iter().map(|s| s.failed).collect::<Vec<_>>(),
+            [false, true]
+        );
     }
 
     #[test]
     fn go_lines_are_read_from_a_json_stream_output() {
-        let stream = b"{\"Action\":\"output\",\"Package\":\"p\",\"Output\":\"FAIL\\tp\\t0.01s\\n\"}\n";
+        let stream =
+            b"{\"Action\":\"output\",\"Package\":\"p\",\"Output\":\"FAIL\\tp\\t0.01s\\n\"}\n";
         let s = one(std::str::from_utf8(stream).unwrap());
         assert_eq!((s.runner, s.failed), (Runner::GoTest, true));
     }
 
     #[test]
     fn node_closing_counts_take_the_last_value_of_each_key() {
-        let s = one("# pass 99\nok 1 - a\n1..1\n# tests 1\n# pass 1\n# fail 0\n# skipped 0\n# todo 0\n");
-        assert_eq!(s.counts, SummaryCounts { total: Some(1), failed: 0, skipped: Some(0) });
+        let s = one(
+            "# pass 99\nok 1 - a\n1..1\n# tests 1\n# pass 1\n# fail 0\n# skipped 0\n# todo 0\n",
+        );
+        assert_eq!(
+            s.counts,
+            SummaryCounts {
+                total: Some(1),
+                failed: 0,
+                skipped: Some(0)
+            }
+        );
         assert!(!s.failed);
     }
 
     #[test]
     fn summary_numbers_whose_sum_passes_u64_saturate_rather_than_overflow() {
         let max = u64::MAX;
-        let s = one(&format!("== {max} failed, {max} passed, {max} skipped in 0.11s ==\n"));
-        assert_eq!(s.counts, SummaryCounts { total: Some(max), failed: max, skipped: Some(max) });
-        let s = one(&format!("     Summary [   0.705s] 5 tests run: {max} failed, {max} timed out\n"));
+        let s = one(&format!(
+            "== {max} failed, {max} passed, {max} skipped in 0.11s ==\n"
+        ));
+        assert_eq!(
+            s.counts,
+            SummaryCounts {
+                total: Some(max),
+                failed: max,
+                skipped: Some(max)
+            }
+        );
+        let s = one(&format!(
+            "     Summary [   0.705s] 5 tests run: {max} failed, {max} timed out\n"
+        ));
         assert_eq!(s.counts.failed, max);
-        let s = one(&format!("# tests 1\n# pass 1\n# fail {max}\n# cancelled {max}\n# skipped {max}\n# todo {max}\n"));
-        assert_eq!(s.counts, SummaryCounts { total: Some(1), failed: max, skipped: Some(max) });
+        let s = one(&format!(
+            "# tests 1\n# pass 1\n# fail {max}\n# cancelled {max}\n# skipped {max}\n# todo {max}\n"
+        ));
+        assert_eq!(
+            s.counts,
+            SummaryCounts {
+                total: Some(1),
+                failed: max,
+                skipped: Some(max)
+            }
+        );
     }
 
     #[test]
     fn prove_result_fail_fails() {
-        let found = find(b"Files=1, Tests=4,  0 wallclock secs\nResult: FAIL\n", "stdout").unwrap();
-        assert_eq!(found.iter().map(|s| (s.counts.total, s.failed)).collect::<Vec<_>>(), [(Some(4), false), (None, true)]);
+        let found = find(
+            b"Files=1, Tests=4,  0 wallclock secs\nResult: FAIL\n",
+            "stdout",
+        )
+        .unwrap();
+        assert_eq!(
+            found
+                .iter()
+                .map(|s| (s.counts.total, s.failed))
+                .collect::<Vec<_>>(),
+            [(Some(4), false), (None, true)]
+        );
     }
 }

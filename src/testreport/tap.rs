@@ -18,7 +18,9 @@
 //! after the last plan are the declared counts.
 
 use super::excerpt::Gathering;
-use super::{bounded_id, lines, Counts, Format, Outcome, ParsedReport, Producer, ReportBuilder, ReportError};
+use super::{
+    bounded_id, lines, Counts, Format, Outcome, ParsedReport, Producer, ReportBuilder, ReportError,
+};
 use std::collections::BTreeMap;
 
 /// Deepest subtest nesting accepted.
@@ -60,7 +62,9 @@ struct Point<'a> {
 
 /// Parse a TAP stream.
 pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
-    let err = |number: usize, detail: String| ReportError::malformed(report, Format::Tap, format!("line {number}"), detail);
+    let err = |number: usize, detail: String| {
+        ReportError::malformed(report, Format::Tap, format!("line {number}"), detail)
+    };
     let mut levels: Vec<Level> = vec![Level::default()];
     let mut yaml: Option<Yaml> = None;
     let mut seen_tap = false;
@@ -85,10 +89,17 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
                 continue;
             }
             if indent < block.indent {
-                return Err(err(block.opened_at, "a YAML block that is never closed with `...`".into()));
+                return Err(err(
+                    block.opened_at,
+                    "a YAML block that is never closed with `...`".into(),
+                ));
             }
             let level = &mut levels[block.level];
-            if let Some(entry) = level.last_point.and_then(|i| level.entries.get_mut(i)).filter(|e| e.outcome == Outcome::Failed) {
+            if let Some(entry) = level
+                .last_point
+                .and_then(|i| level.entries.get_mut(i))
+                .filter(|e| e.outcome == Outcome::Failed)
+            {
                 entry.excerpt.push_line(text[block.indent..].trim_end());
             }
             if indent == block.indent {
@@ -110,10 +121,19 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
         if let Some(version) = body.strip_prefix("TAP version ") {
             // Lines before it that are no TAP (`npm test`'s banner) are ignored, as TAP says.
             if seen_tap || indent != 0 {
-                return Err(err(number, "`TAP version` after the first test point or plan".into()));
+                return Err(err(
+                    number,
+                    "`TAP version` after the first test point or plan".into(),
+                ));
             }
             if version != "13" && version != "14" {
-                return Err(err(number, format!("TAP version {} is not supported (13 or 14)", super::shown(version))));
+                return Err(err(
+                    number,
+                    format!(
+                        "TAP version {} is not supported (13 or 14)",
+                        super::shown(version)
+                    ),
+                ));
             }
             seen_tap = true;
             continue;
@@ -126,8 +146,19 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
         if body == "---" {
             // A YAML block is indented two spaces more than the test point right before it.
             match point_before {
-                Some(d) if indent == d * 4 + 2 => yaml = Some(Yaml { indent, opened_at: number, level: d }),
-                _ => return Err(err(number, "a YAML block that follows no test point".into())),
+                Some(d) if indent == d * 4 + 2 => {
+                    yaml = Some(Yaml {
+                        indent,
+                        opened_at: number,
+                        level: d,
+                    })
+                }
+                _ => {
+                    return Err(err(
+                        number,
+                        "a YAML block that follows no test point".into(),
+                    ))
+                }
             }
             continue;
         }
@@ -139,14 +170,23 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
         if let (Some(d), Some(diagnostic)) = (diagnosed, body.strip_prefix('#')) {
             if d == depth && !diagnostic.trim_start().starts_with("Subtest:") {
                 let level = &mut levels[d];
-                if let Some(entry) = level.last_point.and_then(|i| level.entries.get_mut(i)).filter(|e| e.outcome == Outcome::Failed) {
-                    entry.excerpt.push_line(diagnostic.strip_prefix(' ').unwrap_or(diagnostic));
+                if let Some(entry) = level
+                    .last_point
+                    .and_then(|i| level.entries.get_mut(i))
+                    .filter(|e| e.outcome == Outcome::Failed)
+                {
+                    entry
+                        .excerpt
+                        .push_line(diagnostic.strip_prefix(' ').unwrap_or(diagnostic));
                 }
                 diagnosing = Some(d);
             }
         }
         if depth >= MAX_DEPTH {
-            return Err(err(number, format!("subtests nested deeper than {MAX_DEPTH}")));
+            return Err(err(
+                number,
+                format!("subtests nested deeper than {MAX_DEPTH}"),
+            ));
         }
         if let Some(plan) = parse_plan(body) {
             open_levels(&mut levels, depth, number, &err)?;
@@ -172,7 +212,10 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
                 check_plan(&child, number, &err)?;
                 child.entries
             } else if levels.len() > depth + 2 {
-                return Err(err(number, "a subtest closed by a test point two levels up".into()));
+                return Err(err(
+                    number,
+                    "a subtest closed by a test point two levels up".into(),
+                ));
             } else {
                 Vec::new()
             };
@@ -180,7 +223,10 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
             level.points += 1;
             if let Some(n) = point.number {
                 if n != level.points {
-                    return Err(err(number, format!("test point {n} out of sequence (expected {})", level.points)));
+                    return Err(err(
+                        number,
+                        format!("test point {n} out of sequence (expected {})", level.points),
+                    ));
                 }
             }
             let description = if point.description.is_empty() {
@@ -193,12 +239,20 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
                 None if point.ok => Outcome::Passed,
                 None => Outcome::Failed,
             };
-            let failed_inside = children.iter().any(|c| c.failed_inside || c.outcome == Outcome::Failed);
+            let failed_inside = children
+                .iter()
+                .any(|c| c.failed_inside || c.outcome == Outcome::Failed);
             for mut child in children {
                 child.path.push(description.clone());
                 level.entries.push(child);
             }
-            level.entries.push(Entry { path: vec![description], outcome, suite: false, failed_inside, excerpt: Gathering::default() });
+            level.entries.push(Entry {
+                path: vec![description],
+                outcome,
+                suite: false,
+                failed_inside,
+                excerpt: Gathering::default(),
+            });
             level.last_point = Some(level.entries.len() - 1);
             after_point = Some(depth);
             diagnosing = Some(depth);
@@ -209,7 +263,10 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
             continue;
         }
         if depth == 0 {
-            if let Some((key, value)) = body.strip_prefix('#').and_then(|c| c.trim().split_once(' ')) {
+            if let Some((key, value)) = body
+                .strip_prefix('#')
+                .and_then(|c| c.trim().split_once(' '))
+            {
                 if let Ok(n) = value.trim().parse::<f64>() {
                     closing_comments.insert(key.to_string(), n as u64);
                 }
@@ -217,14 +274,20 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
         }
     }
     if let Some(block) = yaml {
-        return Err(err(block.opened_at, "a YAML block that is never closed with `...`".into()));
+        return Err(err(
+            block.opened_at,
+            "a YAML block that is never closed with `...`".into(),
+        ));
     }
     let mut incomplete = Vec::new();
     if let Some(reason) = bailed {
         incomplete.push(format!("the stream bailed out: {}", super::shown(&reason)));
     } else {
         if levels.len() > 1 {
-            return Err(err(last_line, "truncated: a subtest is never closed by its parent's test point".into()));
+            return Err(err(
+                last_line,
+                "truncated: a subtest is never closed by its parent's test point".into(),
+            ));
         }
         check_plan(&levels[0], last_line, &err)?;
     }
@@ -234,7 +297,13 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
         .entries
         .into_iter()
         .map(|e| {
-            let id = e.path.iter().rev().map(String::as_str).collect::<Vec<_>>().join(" > ");
+            let id = e
+                .path
+                .iter()
+                .rev()
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .join(" > ");
             bounded_id(id, report, Format::Tap, || "a test point".to_string()).map(|id| (id, e))
         })
         .collect::<Result<_, _>>()?;
@@ -252,7 +321,9 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
     if !incomplete.is_empty() {
         builder.add_unit_failure("Bail out!".to_string());
     }
-    let node = ["tests", "pass", "fail"].iter().all(|k| closing_comments.contains_key(*k));
+    let node = ["tests", "pass", "fail"]
+        .iter()
+        .all(|k| closing_comments.contains_key(*k));
     let declared = node.then(|| {
         let get = |k: &str| closing_comments.get(k).copied().unwrap_or(0);
         Counts {
@@ -262,7 +333,12 @@ pub fn parse(bytes: &[u8], report: &str) -> Result<ParsedReport, ReportError> {
             skipped: get("skipped") + get("todo"),
         }
     });
-    Ok(builder.finish(Format::Tap, node.then_some(Producer::NodeTest), declared, incomplete))
+    Ok(builder.finish(
+        Format::Tap,
+        node.then_some(Producer::NodeTest),
+        declared,
+        incomplete,
+    ))
 }
 
 fn open_levels(
@@ -272,7 +348,10 @@ fn open_levels(
     err: &impl Fn(usize, String) -> ReportError,
 ) -> Result<(), ReportError> {
     if depth > levels.len() {
-        return Err(err(number, "indented deeper than a subtest of the level above".into()));
+        return Err(err(
+            number,
+            "indented deeper than a subtest of the level above".into(),
+        ));
     }
     if depth == levels.len() {
         levels.push(Level::default());
@@ -280,12 +359,25 @@ fn open_levels(
     Ok(())
 }
 
-fn check_plan(level: &Level, number: usize, err: &impl Fn(usize, String) -> ReportError) -> Result<(), ReportError> {
+fn check_plan(
+    level: &Level,
+    number: usize,
+    err: &impl Fn(usize, String) -> ReportError,
+) -> Result<(), ReportError> {
     match level.plan {
-        None => Err(err(number, format!("no plan for the {} test points above (truncated?)", level.points))),
+        None => Err(err(
+            number,
+            format!(
+                "no plan for the {} test points above (truncated?)",
+                level.points
+            ),
+        )),
         Some((planned, at)) if planned != level.points => Err(err(
             at,
-            format!("the plan 1..{planned} does not match the {} test points", level.points),
+            format!(
+                "the plan 1..{planned} does not match the {} test points",
+                level.points
+            ),
         )),
         Some(_) => Ok(()),
     }
@@ -315,7 +407,10 @@ fn parse_point(body: &str) -> Option<Result<Point<'_>, String>> {
         return None;
     }
     let rest = rest.trim_start();
-    let digits = rest.split(|c: char| !c.is_ascii_digit()).next().unwrap_or("");
+    let digits = rest
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap_or("");
     let number = if digits.is_empty() {
         None
     } else {
@@ -325,9 +420,17 @@ fn parse_point(body: &str) -> Option<Result<Point<'_>, String>> {
         }
     };
     let rest = rest[digits.len()..].trim_start();
-    let rest = rest.strip_prefix("- ").or_else(|| rest.strip_prefix('-')).unwrap_or(rest);
+    let rest = rest
+        .strip_prefix("- ")
+        .or_else(|| rest.strip_prefix('-'))
+        .unwrap_or(rest);
     let (description, directive) = split_directive(rest);
-    Some(Ok(Point { ok, number, description, directive }))
+    Some(Ok(Point {
+        ok,
+        number,
+        description,
+        directive,
+    }))
 }
 
 /// The unescaped description and the SKIP/TODO directive (its reason included), if any.
@@ -369,7 +472,9 @@ mod tests {
 
     fn detail(text: &str) -> (String, String) {
         match parse(text.as_bytes(), "r.tap").unwrap_err().problem {
-            ReportProblem::Malformed { location, detail, .. } => (location, detail),
+            ReportProblem::Malformed {
+                location, detail, ..
+            } => (location, detail),
             other => panic!("not malformed: {other:?}"),
         }
     }
@@ -378,8 +483,15 @@ mod tests {
     fn a_failing_point_keeps_its_diagnostics_and_a_passing_one_keeps_none() {
         let r = parsed("1..3\nok 1 - fine\n# chatter\nnot ok 2 - bad\n#   Failed test 'bad'\n#   at t/x.t line 7.\nnot ok 3 - yaml\n  ---\n  message: \"boom\"\n  ...\n# Looks like you failed 2 tests of 3.\n");
         assert_eq!(r.excerpts.keys().collect::<Vec<_>>(), ["bad", "yaml"]);
-        assert_eq!(r.excerpts["bad"].text, "Failed test 'bad'\n  at t/x.t line 7.");
-        assert!(r.excerpts["yaml"].text.starts_with("message: \"boom\"\n"), "{}", r.excerpts["yaml"].text);
+        assert_eq!(
+            r.excerpts["bad"].text,
+            "Failed test 'bad'\n  at t/x.t line 7."
+        );
+        assert!(
+            r.excerpts["yaml"].text.starts_with("message: \"boom\"\n"),
+            "{}",
+            r.excerpts["yaml"].text
+        );
     }
 
     #[test]
@@ -387,13 +499,24 @@ mod tests {
         let r = parsed("TAP version 13\n1..4\nok 1 - a\nnot ok 2 - b\nok 3 - c # SKIP later\nnot ok 4 - d # TODO bug\n");
         assert_eq!(r.failing.iter().collect::<Vec<_>>(), ["b"]);
         assert_eq!(r.skipped.iter().collect::<Vec<_>>(), ["c", "d"]);
-        assert_eq!(r.counts, Counts { total: 4, passed: 1, failed: 1, skipped: 2 });
+        assert_eq!(
+            r.counts,
+            Counts {
+                total: 4,
+                passed: 1,
+                failed: 1,
+                skipped: 2
+            }
+        );
     }
 
     #[test]
     fn subtests_are_named_by_their_parents_chain() {
         let r = parsed("    ok 1 - inner\n    1..1\nok 1 - outer\n1..1\n");
-        assert_eq!(r.collected.iter().collect::<Vec<_>>(), ["outer", "outer > inner"]);
+        assert_eq!(
+            r.collected.iter().collect::<Vec<_>>(),
+            ["outer", "outer > inner"]
+        );
     }
 
     #[test]
@@ -412,52 +535,87 @@ mod tests {
 
     #[test]
     fn a_plan_that_does_not_match_the_points_is_an_error() {
-        assert_eq!(detail("1..3\nok 1\nok 2\n"), ("line 1".into(), "the plan 1..3 does not match the 2 test points".into()));
+        assert_eq!(
+            detail("1..3\nok 1\nok 2\n"),
+            (
+                "line 1".into(),
+                "the plan 1..3 does not match the 2 test points".into()
+            )
+        );
     }
 
     #[test]
     fn a_stream_without_a_plan_is_truncated() {
-        assert_eq!(detail("TAP version 14\nok 1\nok 2\n").1, "no plan for the 2 test points above (truncated?)");
+        assert_eq!(
+            detail("TAP version 14\nok 1\nok 2\n").1,
+            "no plan for the 2 test points above (truncated?)"
+        );
     }
 
     #[test]
     fn numbers_out_of_sequence_are_an_error() {
-        assert_eq!(detail("1..2\nok 1\nok 3\n").1, "test point 3 out of sequence (expected 2)");
+        assert_eq!(
+            detail("1..2\nok 1\nok 3\n").1,
+            "test point 3 out of sequence (expected 2)"
+        );
     }
 
     #[test]
     fn an_unclosed_yaml_block_is_an_error() {
-        assert_eq!(detail("1..1\nok 1\n  ---\n  duration_ms: 1\n").1, "a YAML block that is never closed with `...`");
+        assert_eq!(
+            detail("1..1\nok 1\n  ---\n  duration_ms: 1\n").1,
+            "a YAML block that is never closed with `...`"
+        );
     }
 
     #[test]
     fn a_subtest_never_closed_is_truncated() {
-        assert_eq!(detail("    ok 1 - inner\n    1..1\n").1, "truncated: a subtest is never closed by its parent's test point");
+        assert_eq!(
+            detail("    ok 1 - inner\n    1..1\n").1,
+            "truncated: a subtest is never closed by its parent's test point"
+        );
     }
 
     #[test]
     fn a_banner_before_the_version_line_is_ignored_but_a_late_version_line_is_an_error() {
         let r = parsed("\n> sample@0.1.0 test\n> node --test\n\nTAP version 13\nok 1 - a\n1..1\n");
         assert_eq!(r.collected.iter().collect::<Vec<_>>(), ["a"]);
-        assert_eq!(detail("ok 1 - a\nTAP version 13\n1..1\n").1, "`TAP version` after the first test point or plan");
+        assert_eq!(
+            detail("ok 1 - a\nTAP version 13\n1..1\n").1,
+            "`TAP version` after the first test point or plan"
+        );
     }
 
     #[test]
     fn an_unsupported_version_is_an_error() {
-        assert_eq!(detail("TAP version 12\n1..0\n").1, "TAP version 12 is not supported (13 or 14)");
+        assert_eq!(
+            detail("TAP version 12\n1..0\n").1,
+            "TAP version 12 is not supported (13 or 14)"
+        );
     }
 
     #[test]
     fn bail_out_fails_the_stream_as_a_unit() {
         let r = parsed("1..3\nok 1\nBail out! database gone\n");
         assert_eq!(r.failing.iter().collect::<Vec<_>>(), ["Bail out!"]);
-        assert_eq!(r.incomplete, vec!["the stream bailed out: Bail out! database gone".to_string()]);
+        assert_eq!(
+            r.incomplete,
+            vec!["the stream bailed out: Bail out! database gone".to_string()]
+        );
     }
 
     #[test]
     fn node_closing_comments_are_the_declared_counts() {
         let r = parsed("ok 1 - a\n1..1\n# tests 1\n# suites 0\n# pass 1\n# fail 0\n# cancelled 0\n# skipped 0\n# todo 0\n# duration_ms 2.5\n");
         assert_eq!(r.producer, Some(Producer::NodeTest));
-        assert_eq!(r.declared, Some(Counts { total: 1, passed: 1, failed: 0, skipped: 0 }));
+        assert_eq!(
+            r.declared,
+            Some(Counts {
+                total: 1,
+                passed: 1,
+                failed: 0,
+                skipped: 0
+            })
+        );
     }
 }

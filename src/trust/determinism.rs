@@ -52,7 +52,9 @@ pub struct DeterminismProbe {
 
 /// The default parallelism: the cores this process may use.
 pub fn default_jobs() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
 }
 
 /// Run the determinism probe of `target`.
@@ -63,17 +65,46 @@ pub fn probe(target: &CheckTarget, settings: &ProbeSettings) -> CmdResult<Determ
         return Err(Failure::usage("--runs must be at least 1"));
     }
     let plans = plan(runs, &settings.dimensions, settings.seed);
-    let reports = execute(target, &plans, RunMode { no_network: false, repeat: 1 }, settings.jobs)?;
+    let reports = execute(
+        target,
+        &plans,
+        RunMode {
+            no_network: false,
+            repeat: 1,
+        },
+        settings.jobs,
+    )?;
     let mut recorded = Vec::with_capacity(reports.len());
     for (plan, report) in plans.into_iter().zip(reports) {
         let clock_offset_applied_s = report.clock_offset_applied_s;
-        let shown = report.shown.into_iter().next().ok_or_else(|| Failure::internal("a probe run reported no check run"))?;
-        recorded.push(RecordedRun { plan, shown, clock_offset_applied_s });
+        let shown = report
+            .shown
+            .into_iter()
+            .next()
+            .ok_or_else(|| Failure::internal("a probe run reported no check run"))?;
+        recorded.push(RecordedRun {
+            plan,
+            shown,
+            clock_offset_applied_s,
+        });
     }
-    let probe_runs: Vec<ProbeRun> =
-        recorded.iter().map(|r| ProbeRun { run: r.plan.run, dimension: r.plan.dimension, outcome: r.shown.outcome() }).collect();
+    let probe_runs: Vec<ProbeRun> = recorded
+        .iter()
+        .map(|r| ProbeRun {
+            run: r.plan.run,
+            dimension: r.plan.dimension,
+            outcome: r.shown.outcome(),
+        })
+        .collect();
     let summary = summarise(&probe_runs, settings.target, settings.confidence)
         .map_err(|e| Failure::internal(e.to_string()))?
         .ok_or_else(|| Failure::internal("a probe made no run"))?;
-    Ok(DeterminismProbe { seed: settings.seed, dimensions: settings.dimensions.clone(), jobs: settings.jobs, runs_required, summary, runs: recorded })
+    Ok(DeterminismProbe {
+        seed: settings.seed,
+        dimensions: settings.dimensions.clone(),
+        jobs: settings.jobs,
+        runs_required,
+        summary,
+        runs: recorded,
+    })
 }

@@ -28,9 +28,14 @@ use serde_json::{json, Value};
 pub enum GateVerdict {
     Passed,
     /// The check may not be looped on: the halt reason a loop would stop with, and why.
-    Failed { reason: HaltReason, detail: String },
+    Failed {
+        reason: HaltReason,
+        detail: String,
+    },
     /// The gate could not decide (what it depends on failed first).
-    Inconclusive { detail: String },
+    Inconclusive {
+        detail: String,
+    },
 }
 
 /// One gate's result.
@@ -69,7 +74,11 @@ pub trait Gate {
 
 /// The gates doctor runs, in order (the adequacy gate plugs in here).
 pub fn oracle_gates() -> Vec<Box<dyn Gate>> {
-    vec![Box::new(Determinism), Box::new(Hermeticity), Box::new(SideEffects)]
+    vec![
+        Box::new(Determinism),
+        Box::new(Hermeticity),
+        Box::new(SideEffects),
+    ]
 }
 
 /// Run every gate.
@@ -87,7 +96,13 @@ pub fn first_failure(reports: &[GateReport]) -> Option<(HaltReason, String, &'st
 
 /// A gate that cannot decide because the check is not deterministic.
 fn inconclusive(gate: &'static str, detail: &str) -> GateReport {
-    GateReport { gate, verdict: GateVerdict::Inconclusive { detail: detail.into() }, evidence: Value::Null }
+    GateReport {
+        gate,
+        verdict: GateVerdict::Inconclusive {
+            detail: detail.into(),
+        },
+        evidence: Value::Null,
+    }
 }
 
 fn shown_json(plan: &RunPlan, shown: &ShownRun) -> Value {
@@ -109,7 +124,12 @@ impl Gate for Determinism {
                 let parts: Vec<String> = broken_by.iter().map(|b| b.describe()).collect();
                 GateVerdict::Failed {
                     reason: HaltReason::CheckFlaky,
-                    detail: format!("{} of {} runs on copies of the same tree disagreed; broken by {}", s.disagreeing, s.runs, parts.join(", ")),
+                    detail: format!(
+                        "{} of {} runs on copies of the same tree disagreed; broken by {}",
+                        s.disagreeing,
+                        s.runs,
+                        parts.join(", ")
+                    ),
                 }
             }
             _ => GateVerdict::Passed,
@@ -117,7 +137,11 @@ impl Gate for Determinism {
         let evidence = json!({"runs": s.runs, "disagreeing": s.disagreeing, "flake_rate_bound": s.flake_rate_bound,
                               "target": s.target, "confidence": s.confidence, "seed": ctx.determinism.seed,
                               "dimensions": ctx.determinism.dimensions, "certified": matches!(s.verdict, ProbeVerdict::Certified)});
-        Ok(GateReport { gate: self.name(), verdict, evidence })
+        Ok(GateReport {
+            gate: self.name(),
+            verdict,
+            evidence,
+        })
     }
 }
 
@@ -130,18 +154,35 @@ impl Gate for Hermeticity {
 
     fn judge(&self, ctx: &GateContext<'_>) -> CmdResult<GateReport> {
         if !ctx.deterministic() {
-            return Ok(inconclusive(self.name(), "the check is not deterministic on an unchanged environment"));
+            return Ok(inconclusive(
+                self.name(),
+                "the check is not deterministic on an unchanged environment",
+            ));
         }
         // Run 0: only the network removed; then the environment (locale, HOME, path), the time zone.
-        let mut plans = plan(3, &[Dimension::Env, Dimension::Clock], ctx.seed ^ 0x6865_726d);
+        let mut plans = plan(
+            3,
+            &[Dimension::Env, Dimension::Clock],
+            ctx.seed ^ 0x6865_726d,
+        );
         // Hermeticity moves the time zone only: a check that reads the monotonic clock is the
         // determinism probe's `clock` finding, not a hermeticity one.
         plans.iter_mut().for_each(|p| p.clock_offset_s = None);
-        let reports = execute(ctx.target, &plans, RunMode { no_network: true, repeat: 1 }, ctx.jobs)?;
+        let reports = execute(
+            ctx.target,
+            &plans,
+            RunMode {
+                no_network: true,
+                repeat: 1,
+            },
+            ctx.jobs,
+        )?;
         let mut broken = Vec::new();
         let mut runs = Vec::new();
         for (p, r) in plans.iter().zip(&reports) {
-            let Some(shown) = r.shown.first() else { continue };
+            let Some(shown) = r.shown.first() else {
+                continue;
+            };
             runs.push(shown_json(p, shown));
             if &shown.outcome() != ctx.reference() {
                 broken.push(match p.dimension {
@@ -153,9 +194,16 @@ impl Gate for Hermeticity {
         let verdict = if broken.is_empty() {
             GateVerdict::Passed
         } else {
-            GateVerdict::Failed { reason: HaltReason::CheckNotHermetic, detail: format!("the verdict changed with {}", broken.join("; with ")) }
+            GateVerdict::Failed {
+                reason: HaltReason::CheckNotHermetic,
+                detail: format!("the verdict changed with {}", broken.join("; with ")),
+            }
         };
-        Ok(GateReport { gate: self.name(), verdict, evidence: json!({"reference": ctx.reference(), "runs": runs}) })
+        Ok(GateReport {
+            gate: self.name(),
+            verdict,
+            evidence: json!({"reference": ctx.reference(), "runs": runs}),
+        })
     }
 }
 
@@ -182,8 +230,20 @@ impl Gate for SideEffects {
             return Ok(inconclusive(self.name(), "the check is not deterministic on fresh copies, so a change on a reused copy proves nothing"));
         }
         let plans = plan(1, &[], ctx.seed);
-        let reports = execute(ctx.target, &plans, RunMode { no_network: false, repeat: 2 }, 1)?;
-        let shown = reports.into_iter().next().map(|r| r.shown).unwrap_or_default();
+        let reports = execute(
+            ctx.target,
+            &plans,
+            RunMode {
+                no_network: false,
+                repeat: 2,
+            },
+            1,
+        )?;
+        let shown = reports
+            .into_iter()
+            .next()
+            .map(|r| r.shown)
+            .unwrap_or_default();
         let changed = shown.iter().position(|s| &s.outcome() != ctx.reference());
         let verdict = match changed {
             None => GateVerdict::Passed,
@@ -198,14 +258,26 @@ impl Gate for SideEffects {
             },
         };
         let runs: Vec<Value> = shown.iter().map(|s| json!({"class": s.class, "failing_digest": s.failing_digest, "exit_code": s.exit_code})).collect();
-        Ok(GateReport { gate: self.name(), verdict, evidence: json!({"reference": ctx.reference(), "same_copy_runs": runs}) })
+        Ok(GateReport {
+            gate: self.name(),
+            verdict,
+            evidence: json!({"reference": ctx.reference(), "same_copy_runs": runs}),
+        })
     }
 }
 
 /// The determinism probe of `target` and every gate over it.
-pub fn run_gates(target: &CheckTarget, settings: &super::determinism::ProbeSettings) -> CmdResult<(DeterminismProbe, Vec<GateReport>)> {
+pub fn run_gates(
+    target: &CheckTarget,
+    settings: &super::determinism::ProbeSettings,
+) -> CmdResult<(DeterminismProbe, Vec<GateReport>)> {
     let determinism = super::determinism::probe(target, settings)?;
-    let ctx = GateContext { target, determinism: &determinism, seed: settings.seed, jobs: settings.jobs };
+    let ctx = GateContext {
+        target,
+        determinism: &determinism,
+        seed: settings.seed,
+        jobs: settings.jobs,
+    };
     let reports = judge_all(&ctx)?;
     Ok((determinism, reports))
 }

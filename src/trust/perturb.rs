@@ -11,7 +11,9 @@ use serde::{Deserialize, Serialize};
 
 /// A `--perturb` value that names no dimension.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown perturbation dimension {0:?}: known are order, seed, clock, concurrency, load, env")]
+#[error(
+    "unknown perturbation dimension {0:?}: known are order, seed, clock, concurrency, load, env"
+)]
 pub struct UnknownDimension(pub String);
 
 /// Parse `--perturb order,seed,...` (duplicates collapse; order of first mention kept).
@@ -76,7 +78,12 @@ pub const LOAD_WORKERS: u32 = 2;
 /// times slower and in bursts (10 ms of every 100 ms CFS period), whatever else the host runs.
 pub const LOAD_CPU_PERCENT: u32 = 10;
 
-const TIME_ZONES: [&str; 4] = ["Pacific/Kiritimati", "America/St_Johns", "Asia/Kathmandu", "Pacific/Pago_Pago"];
+const TIME_ZONES: [&str; 4] = [
+    "Pacific/Kiritimati",
+    "America/St_Johns",
+    "Asia/Kathmandu",
+    "Pacific/Pago_Pago",
+];
 const LOCALES: [&str; 3] = ["C.UTF-8", "POSIX", "C"];
 
 /// Plan `runs` runs varying `dims`, from `seed`.
@@ -84,7 +91,11 @@ pub fn plan(runs: u64, dims: &[Dimension], seed: u64) -> Vec<RunPlan> {
     let mut rng = SplitMix64(seed);
     (0..runs)
         .map(|run| {
-            let dimension = if run == 0 || dims.is_empty() { None } else { Some(dims[((run - 1) as usize) % dims.len()]) };
+            let dimension = if run == 0 || dims.is_empty() {
+                None
+            } else {
+                Some(dims[((run - 1) as usize) % dims.len()])
+            };
             let mut p = RunPlan {
                 run,
                 dimension,
@@ -106,12 +117,21 @@ pub fn plan(runs: u64, dims: &[Dimension], seed: u64) -> Vec<RunPlan> {
                 }
                 Some(Dimension::Seed) => {
                     let s = (r % 4_294_967_295).to_string();
-                    for var in ["PYTHONHASHSEED", "RANDOM_SEED", "SEED", "FAKER_SEED", "HYPOTHESIS_SEED"] {
+                    for var in [
+                        "PYTHONHASHSEED",
+                        "RANDOM_SEED",
+                        "SEED",
+                        "FAKER_SEED",
+                        "HYPOTHESIS_SEED",
+                    ] {
                         p.env.push((var.into(), s.clone()));
                     }
                 }
                 Some(Dimension::Clock) => {
-                    p.env.push(("TZ".into(), TIME_ZONES[(r % TIME_ZONES.len() as u64) as usize].into()));
+                    p.env.push((
+                        "TZ".into(),
+                        TIME_ZONES[(r % TIME_ZONES.len() as u64) as usize].into(),
+                    ));
                     // Between one day and a year ahead.
                     p.clock_offset_s = Some(86_400 + (r % (365 * 86_400)) as i64);
                 }
@@ -124,7 +144,8 @@ pub fn plan(runs: u64, dims: &[Dimension], seed: u64) -> Vec<RunPlan> {
                     let locale = LOCALES[(r % LOCALES.len() as u64) as usize];
                     p.env.push(("LANG".into(), locale.into()));
                     p.env.push(("LC_ALL".into(), locale.into()));
-                    p.env.push(("HOME".into(), format!("/tmp/home-{:x}", r & 0xffff)));
+                    p.env
+                        .push(("HOME".into(), format!("/tmp/home-{:x}", r & 0xffff)));
                     p.cwd_suffix = Some(format!("moved-{:x}", (r >> 16) & 0xffff));
                 }
             }
@@ -139,12 +160,18 @@ mod tests {
 
     #[test]
     fn dimensions_parse_in_order_of_mention_without_duplicates() {
-        assert_eq!(parse_dimensions("clock, order,clock").unwrap(), vec![Dimension::Clock, Dimension::Order]);
+        assert_eq!(
+            parse_dimensions("clock, order,clock").unwrap(),
+            vec![Dimension::Clock, Dimension::Order]
+        );
     }
 
     #[test]
     fn an_unknown_dimension_is_refused_by_name() {
-        assert_eq!(parse_dimensions("order,moon"), Err(UnknownDimension("moon".into())));
+        assert_eq!(
+            parse_dimensions("order,moon"),
+            Err(UnknownDimension("moon".into()))
+        );
     }
 
     #[test]
@@ -158,7 +185,16 @@ mod tests {
     fn dimensions_share_the_other_runs_in_turn() {
         let dims = [Dimension::Order, Dimension::Concurrency];
         let got: Vec<Option<Dimension>> = plan(5, &dims, 1).iter().map(|p| p.dimension).collect();
-        assert_eq!(got, vec![None, Some(Dimension::Order), Some(Dimension::Concurrency), Some(Dimension::Order), Some(Dimension::Concurrency)]);
+        assert_eq!(
+            got,
+            vec![
+                None,
+                Some(Dimension::Order),
+                Some(Dimension::Concurrency),
+                Some(Dimension::Order),
+                Some(Dimension::Concurrency)
+            ]
+        );
     }
 
     #[test]

@@ -8,7 +8,9 @@ use super::runner::CheckTarget;
 use crate::error::CmdResult;
 use crate::halt::HaltReason;
 use crate::receipt::keys::OperatorKey;
-use crate::receipt::probe::{self, BreakageRecord, ProbeRunRecord, ProbeStart, ProbeVerdictRecord, WrittenProbe};
+use crate::receipt::probe::{
+    self, BreakageRecord, ProbeRunRecord, ProbeStart, ProbeVerdictRecord, WrittenProbe,
+};
 use crate::receipt::store::StateDir;
 use crate::rules::probe::ProbeVerdict;
 use serde_json::Value;
@@ -27,17 +29,29 @@ pub struct Conclusion<'a> {
 /// The isolation preflight as the first of doctor's gates (not recomputable offline: it is what
 /// this host did).
 pub fn isolation_gate(checked: bool) -> Value {
-    let detail = if checked { "the isolation preflight passed" } else { "not checked (--isolation none)" };
+    let detail = if checked {
+        "the isolation preflight passed"
+    } else {
+        "not checked (--isolation none)"
+    };
     serde_json::json!({"gate": "isolation", "verdict": if checked { "passed" } else { "inconclusive" }, "detail": detail, "evidence": Value::Null})
 }
 
 /// The gates' reports as the receipt holds them.
 pub fn gate_values(reports: &[GateReport]) -> Vec<Value> {
-    reports.iter().map(|r| serde_json::to_value(r).unwrap_or_default()).collect()
+    reports
+        .iter()
+        .map(|r| serde_json::to_value(r).unwrap_or_default())
+        .collect()
 }
 
 /// Write and seal the receipt of `probe`: returns where it is.
-pub fn keep(statedir: &StateDir, operator: &OperatorKey, probe: &DeterminismProbe, conclusion: Conclusion<'_>) -> CmdResult<WrittenProbe> {
+pub fn keep(
+    statedir: &StateDir,
+    operator: &OperatorKey,
+    probe: &DeterminismProbe,
+    conclusion: Conclusion<'_>,
+) -> CmdResult<WrittenProbe> {
     let s = &probe.summary;
     let target = conclusion.target;
     let start = |probe_id: String| ProbeStart {
@@ -73,7 +87,13 @@ pub fn keep(statedir: &StateDir, operator: &OperatorKey, probe: &DeterminismProb
         })
         .collect();
     let broken_by = match &s.verdict {
-        ProbeVerdict::Flaky { broken_by } => broken_by.iter().map(|b| BreakageRecord { dimension: b.dimension, runs: b.runs.clone() }).collect(),
+        ProbeVerdict::Flaky { broken_by } => broken_by
+            .iter()
+            .map(|b| BreakageRecord {
+                dimension: b.dimension,
+                runs: b.runs.clone(),
+            })
+            .collect(),
         _ => Vec::new(),
     };
     let verdict = ProbeVerdictRecord {

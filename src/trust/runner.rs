@@ -46,10 +46,15 @@ impl Scratch {
     pub fn create() -> CmdResult<Scratch> {
         let mut random = [0u8; 6];
         rand_core::RngCore::fill_bytes(&mut rand_core::OsRng, &mut random);
-        let root = std::env::temp_dir().join(format!("loopexec-probe-{}-{}", std::process::id(), hex::encode(random)));
+        let root = std::env::temp_dir().join(format!(
+            "loopexec-probe-{}-{}",
+            std::process::id(),
+            hex::encode(random)
+        ));
         std::fs::create_dir(&root).map_err(|e| Failure::io(&root, &e))?;
         // The exec zone's uid must reach the copies beneath it.
-        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o711)).map_err(|e| Failure::io(&root, &e))?;
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o711))
+            .map_err(|e| Failure::io(&root, &e))?;
         Ok(Scratch { root })
     }
 
@@ -65,12 +70,17 @@ impl Drop for Scratch {
 }
 
 fn run_tool(cmd: &mut Command, what: &str) -> CmdResult<()> {
-    let out = cmd.output().map_err(|e| Failure::internal(format!("{what}: {e}")))?;
+    let out = cmd
+        .output()
+        .map_err(|e| Failure::internal(format!("{what}: {e}")))?;
     if out.status.success() {
         return Ok(());
     }
     let stderr = String::from_utf8_lossy(&out.stderr);
-    Err(Failure::workspace(format!("{what}: {}", crate::inert::inert(stderr.trim()))))
+    Err(Failure::workspace(format!(
+        "{what}: {}",
+        crate::inert::inert(stderr.trim())
+    )))
 }
 
 /// Copy the operator's tree (without `.loopexec/`) to `dest`, a new directory.
@@ -84,17 +94,37 @@ fn copy_tree(workdir: &Path, dest: &Path, owner: Option<(u32, u32)>) -> CmdResul
         }
     }
     if !entries.is_empty() {
-        run_tool(Command::new("cp").arg("-a").arg("--").args(&entries).arg(dest), &format!("copying {} for the probe", workdir.display()))?;
+        run_tool(
+            Command::new("cp")
+                .arg("-a")
+                .arg("--")
+                .args(&entries)
+                .arg(dest),
+            &format!("copying {} for the probe", workdir.display()),
+        )?;
     }
     if let Some((uid, gid)) = owner {
-        run_tool(Command::new("chown").arg("-R").arg(format!("{uid}:{gid}")).arg("--").arg(dest), "handing the probe's copy to the exec zone's uid")?;
+        run_tool(
+            Command::new("chown")
+                .arg("-R")
+                .arg(format!("{uid}:{gid}"))
+                .arg("--")
+                .arg(dest),
+            "handing the probe's copy to the exec zone's uid",
+        )?;
     }
     Ok(())
 }
 
 /// The spec of the run with `plan`: its own copy beneath `scratch` (moved one level deeper when
 /// the plan moves the working directory), its own output directory.
-fn prepare(target: &CheckTarget, scratch: &Scratch, plan: &RunPlan, mode: RunMode, owner: Option<(u32, u32)>) -> CmdResult<(RunSpec, PathBuf)> {
+fn prepare(
+    target: &CheckTarget,
+    scratch: &Scratch,
+    plan: &RunPlan,
+    mode: RunMode,
+    owner: Option<(u32, u32)>,
+) -> CmdResult<(RunSpec, PathBuf)> {
     let run_dir = scratch.path().join(format!("run-{:04}", plan.run));
     let tree = match &plan.cwd_suffix {
         Some(suffix) => run_dir.join(suffix).join("tree"),
@@ -102,9 +132,11 @@ fn prepare(target: &CheckTarget, scratch: &Scratch, plan: &RunPlan, mode: RunMod
     };
     copy_tree(&target.workdir, &tree, owner)?;
     if let Some(suffix) = &plan.cwd_suffix {
-        std::fs::set_permissions(run_dir.join(suffix), std::fs::Permissions::from_mode(0o755)).map_err(|e| Failure::io(&run_dir, &e))?;
+        std::fs::set_permissions(run_dir.join(suffix), std::fs::Permissions::from_mode(0o755))
+            .map_err(|e| Failure::io(&run_dir, &e))?;
     }
-    std::fs::set_permissions(&run_dir, std::fs::Permissions::from_mode(0o711)).map_err(|e| Failure::io(&run_dir, &e))?;
+    std::fs::set_permissions(&run_dir, std::fs::Permissions::from_mode(0o711))
+        .map_err(|e| Failure::io(&run_dir, &e))?;
     let artifacts = run_dir.join("out");
     std::fs::create_dir(&artifacts).map_err(|e| Failure::io(&artifacts, &e))?;
     let spec = RunSpec {
@@ -120,7 +152,8 @@ fn prepare(target: &CheckTarget, scratch: &Scratch, plan: &RunPlan, mode: RunMod
         repeat: mode.repeat.max(1),
     };
     let path = run_dir.join("spec.json");
-    let text = serde_json::to_vec(&spec).map_err(|e| Failure::internal(format!("writing a probe spec: {e}")))?;
+    let text = serde_json::to_vec(&spec)
+        .map_err(|e| Failure::internal(format!("writing a probe spec: {e}")))?;
     std::fs::write(&path, text).map_err(|e| Failure::io(&path, &e))?;
     Ok((spec, path))
 }
@@ -129,8 +162,13 @@ fn prepare(target: &CheckTarget, scratch: &Scratch, plan: &RunPlan, mode: RunMod
 fn reported_failure(value: &serde_json::Value) -> Failure {
     let first = &value["errors"][0];
     let code = first["code"].as_str().unwrap_or("internal_error");
-    let code = FailureCode::ALL.into_iter().find(|c| c.as_str() == code).unwrap_or(FailureCode::InternalError);
-    let message = first["message"].as_str().unwrap_or("a probe run failed without saying why");
+    let code = FailureCode::ALL
+        .into_iter()
+        .find(|c| c.as_str() == code)
+        .unwrap_or(FailureCode::InternalError);
+    let message = first["message"]
+        .as_str()
+        .unwrap_or("a probe run failed without saying why");
     let failure = Failure::new(code, format!("probe run: {message}"));
     match first["hint"].as_str() {
         Some(hint) => failure.with_hint(hint),
@@ -140,7 +178,8 @@ fn reported_failure(value: &serde_json::Value) -> Failure {
 
 /// Run one prepared spec in its own process and read its report.
 fn run_process(spec_path: &Path) -> CmdResult<RunReport> {
-    let exe = std::env::current_exe().map_err(|e| Failure::internal(format!("finding loopexec's own executable: {e}")))?;
+    let exe = std::env::current_exe()
+        .map_err(|e| Failure::internal(format!("finding loopexec's own executable: {e}")))?;
     let out = Command::new(exe)
         .args(["--json", "__probe-run", "--spec"])
         .arg(spec_path)
@@ -149,30 +188,51 @@ fn run_process(spec_path: &Path) -> CmdResult<RunReport> {
         .output()
         .map_err(|e| Failure::internal(format!("starting a probe run: {e}")))?;
     // Its stdout is loopexec's own one JSON object, bounded by what the run reports.
-    let value: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .map_err(|e| Failure::internal(format!("a probe run printed no JSON object ({e}), exit {:?}", out.status.code())))?;
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| {
+        Failure::internal(format!(
+            "a probe run printed no JSON object ({e}), exit {:?}",
+            out.status.code()
+        ))
+    })?;
     if value["status"] != "ok" {
         return Err(reported_failure(&value));
     }
-    serde_json::from_value(value["report"].clone()).map_err(|e| Failure::internal(format!("a probe run's report: {e}")))
+    serde_json::from_value(value["report"].clone())
+        .map_err(|e| Failure::internal(format!("a probe run's report: {e}")))
 }
 
 /// Run `target`'s check once, unperturbed, on its own copy, and read the file `name` it left at
 /// the top of that copy (at most `max` bytes, never through a link). For a command whose product
 /// is a file (the operator's mutator's list), not its verdict.
-pub fn run_once_reading(target: &CheckTarget, name: &str, max: u64) -> CmdResult<(RunReport, Result<Vec<u8>, crate::safefs::SafeFsError>)> {
+pub fn run_once_reading(
+    target: &CheckTarget,
+    name: &str,
+    max: u64,
+) -> CmdResult<(RunReport, Result<Vec<u8>, crate::safefs::SafeFsError>)> {
     let scratch = Scratch::create()?;
     let plans = super::perturb::plan(1, &[], 0);
-    let (spec, path) = prepare(target, &scratch, &plans[0], RunMode::default(), target.zone_owner)?;
+    let (spec, path) = prepare(
+        target,
+        &scratch,
+        &plans[0],
+        RunMode::default(),
+        target.zone_owner,
+    )?;
     let report = run_process(&path)?;
-    let tree = crate::safefs::SafeDir::open(&spec.tree).map_err(crate::receipt::store::fs_failure)?;
+    let tree =
+        crate::safefs::SafeDir::open(&spec.tree).map_err(crate::receipt::store::fs_failure)?;
     let bytes = tree.read(name, max);
     drop(scratch);
     Ok((report, bytes))
 }
 
 /// Run every plan (each with `mode`), `jobs` at a time; reports in plan order.
-pub fn execute(target: &CheckTarget, plans: &[RunPlan], mode: RunMode, jobs: usize) -> CmdResult<Vec<RunReport>> {
+pub fn execute(
+    target: &CheckTarget,
+    plans: &[RunPlan],
+    mode: RunMode,
+    jobs: usize,
+) -> CmdResult<Vec<RunReport>> {
     execute_edited(target, plans, mode, jobs, &|_, _| Ok(()))
 }
 
@@ -196,7 +256,8 @@ pub fn execute_edited(
         })
         .collect::<CmdResult<Vec<_>>>()?;
     let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<CmdResult<RunReport>>>> = Mutex::new((0..specs.len()).map(|_| None).collect());
+    let results: Mutex<Vec<Option<CmdResult<RunReport>>>> =
+        Mutex::new((0..specs.len()).map(|_| None).collect());
     std::thread::scope(|s| {
         for _ in 0..jobs.clamp(1, specs.len().max(1)) {
             s.spawn(|| loop {
@@ -214,7 +275,9 @@ pub fn execute_edited(
             });
         }
     });
-    let results = results.into_inner().map_err(|_| Failure::internal("a probe run's thread panicked"))?;
+    let results = results
+        .into_inner()
+        .map_err(|_| Failure::internal("a probe run's thread panicked"))?;
     let mut reports = Vec::with_capacity(results.len());
     for result in results.into_iter().flatten() {
         reports.push(result?);

@@ -61,7 +61,10 @@ pub struct ShownRun {
 
 impl ShownRun {
     pub fn outcome(&self) -> Outcome {
-        Outcome { class: self.class, failing_digest: self.failing_digest.clone() }
+        Outcome {
+            class: self.class,
+            failing_digest: self.failing_digest.clone(),
+        }
     }
 }
 

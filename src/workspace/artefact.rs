@@ -52,7 +52,11 @@ fn is_versioned_so(lower: &[u8]) -> bool {
         return false;
     };
     let rest = &lower[at + 4..];
-    at > 0 && !rest.is_empty() && rest.split(|&b| b == b'.').all(|part| !part.is_empty() && part.iter().all(u8::is_ascii_digit))
+    at > 0
+        && !rest.is_empty()
+        && rest
+            .split(|&b| b == b'.')
+            .all(|part| !part.is_empty() && part.iter().all(u8::is_ascii_digit))
 }
 
 /// What kind of artefact a file starting with `head` is by its magic bytes.
@@ -60,7 +64,15 @@ pub fn by_content(head: &[u8]) -> Option<&'static str> {
     if head.starts_with(b"\x7fELF") {
         return Some("ELF binary");
     }
-    if [b"\xfe\xed\xfa\xce", b"\xfe\xed\xfa\xcf", b"\xce\xfa\xed\xfe", b"\xcf\xfa\xed\xfe"].iter().any(|m| head.starts_with(*m)) {
+    if [
+        b"\xfe\xed\xfa\xce",
+        b"\xfe\xed\xfa\xcf",
+        b"\xce\xfa\xed\xfe",
+        b"\xcf\xfa\xed\xfe",
+    ]
+    .iter()
+    .any(|m| head.starts_with(*m))
+    {
         return Some("Mach-O binary");
     }
     if head.starts_with(b"\xca\xfe\xba\xbe") {
@@ -109,19 +121,40 @@ mod tests {
         ] {
             assert_eq!(by_name(name.as_bytes()), Some(kind), "{name}");
         }
-        for name in ["calc.py", "index.js", "README.so.md", "lib.so.x", ".so", "go.mod", "photo.jpg", "a"] {
+        for name in [
+            "calc.py",
+            "index.js",
+            "README.so.md",
+            "lib.so.x",
+            ".so",
+            "go.mod",
+            "photo.jpg",
+            "a",
+        ] {
             assert_eq!(by_name(name.as_bytes()), None, "{name}");
         }
     }
 
     #[test]
     fn magic_bytes_name_a_renamed_binary() {
-        assert_eq!(by_content(b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0"), Some("ELF binary"));
-        assert_eq!(by_content(b"\xcf\xfa\xed\xfe\x07\0\0\x01"), Some("Mach-O binary"));
+        assert_eq!(
+            by_content(b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0"),
+            Some("ELF binary")
+        );
+        assert_eq!(
+            by_content(b"\xcf\xfa\xed\xfe\x07\0\0\x01"),
+            Some("Mach-O binary")
+        );
         assert_eq!(by_content(b"\0asm\x01\0\0\0"), Some("WebAssembly module"));
         assert_eq!(by_content(b"!<arch>\nx.o/"), Some("static archive"));
         // CPython 3.11's magic (3495), an unchecked-hash header.
-        let pyc = [&3495u16.to_le_bytes()[..], b"\r\n", &1u32.to_le_bytes(), &[0u8; 8]].concat();
+        let pyc = [
+            &3495u16.to_le_bytes()[..],
+            b"\r\n",
+            &1u32.to_le_bytes(),
+            &[0u8; 8],
+        ]
+        .concat();
         assert_eq!(by_content(&pyc), Some("Python bytecode"));
     }
 

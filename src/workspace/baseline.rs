@@ -68,14 +68,33 @@ const SYMLINK_LIMIT: u64 = 4096;
 
 impl Baseline {
     /// Find or build the baseline of `repo` under `state_root` (the `.loopexec` directory).
-    pub fn prepare(repo: &Path, state_root: &SafeDir, opts: &BaselineOptions) -> WsResult<Baseline> {
+    pub fn prepare(
+        repo: &Path,
+        state_root: &SafeDir,
+        opts: &BaselineOptions,
+    ) -> WsResult<Baseline> {
         let top = toplevel(repo)?;
         let git = Git::new(&top);
-        let no_commit = |detail: &str| WorkspaceError::NoCommit { repo: top.clone(), detail: detail.into() };
-        let head_commit = git.resolve("HEAD^{commit}")?.ok_or_else(|| no_commit("HEAD does not name a commit"))?;
-        let head_tree = git.resolve(&format!("{head_commit}^{{tree}}"))?.ok_or_else(|| no_commit("HEAD has no tree"))?;
-        let state_inside = state_root.path().canonicalize().ok().and_then(|s| s.strip_prefix(&top).ok().map(|r| r.as_os_str().as_bytes().to_vec()));
-        let working = if opts.include_uncommitted { Some(working_manifest(&git, &top, state_inside.as_deref())?) } else { None };
+        let no_commit = |detail: &str| WorkspaceError::NoCommit {
+            repo: top.clone(),
+            detail: detail.into(),
+        };
+        let head_commit = git
+            .resolve("HEAD^{commit}")?
+            .ok_or_else(|| no_commit("HEAD does not name a commit"))?;
+        let head_tree = git
+            .resolve(&format!("{head_commit}^{{tree}}"))?
+            .ok_or_else(|| no_commit("HEAD has no tree"))?;
+        let state_inside = state_root.path().canonicalize().ok().and_then(|s| {
+            s.strip_prefix(&top)
+                .ok()
+                .map(|r| r.as_os_str().as_bytes().to_vec())
+        });
+        let working = if opts.include_uncommitted {
+            Some(working_manifest(&git, &top, state_inside.as_deref())?)
+        } else {
+            None
+        };
         let tree_id = working.as_ref().map(|m| m.tree_id()).unwrap_or(head_tree);
         Baseline::materialise_tree(top, git, state_root, head_commit, tree_id, working, opts)
     }
@@ -84,10 +103,19 @@ impl Baseline {
     /// state, for `replay`): the cache entry when one exists, else the tree object read from the
     /// repository with plumbing only. `commit` is recorded as the baseline's commit (a commit
     /// whose tree it is, or the run's t0). A tree the repository does not hold is refused.
-    pub fn of_tree(repo: &Path, state_root: &SafeDir, tree_id: ObjectId, commit: ObjectId, owner: Option<(u32, u32)>) -> WsResult<Baseline> {
+    pub fn of_tree(
+        repo: &Path,
+        state_root: &SafeDir,
+        tree_id: ObjectId,
+        commit: ObjectId,
+        owner: Option<(u32, u32)>,
+    ) -> WsResult<Baseline> {
         let top = toplevel(repo)?;
         let git = Git::new(&top);
-        let cached = state_root.subdir(BASELINES).map(|b| b.exists(&cache_key(tree_id, owner))).unwrap_or(false);
+        let cached = state_root
+            .subdir(BASELINES)
+            .map(|b| b.exists(&cache_key(tree_id, owner)))
+            .unwrap_or(false);
         if !cached && git.resolve(&format!("{tree_id}^{{tree}}"))? != Some(tree_id) {
             return Err(WorkspaceError::Git {
                 repo: top,
@@ -95,7 +123,10 @@ impl Baseline {
                 detail: "the repository does not hold this tree (was the delivery branch deleted and garbage-collected?)".into(),
             });
         }
-        let opts = BaselineOptions { include_uncommitted: false, owner };
+        let opts = BaselineOptions {
+            include_uncommitted: false,
+            owner,
+        };
         Baseline::materialise_tree(top, git, state_root, commit, tree_id, None, &opts)
     }
 
@@ -117,9 +148,20 @@ impl Baseline {
         if !reused {
             let manifest = match &working {
                 Some(m) => m.clone(),
-                None => Manifest::parse(&git.run(["ls-tree", "-r", "-z", "--full-tree", &tree_id.to_hex()], None)?)?,
+                None => Manifest::parse(&git.run(
+                    ["ls-tree", "-r", "-z", "--full-tree", &tree_id.to_hex()],
+                    None,
+                )?)?,
             };
-            build(&git, &top, &baselines, &key, &manifest, working.is_some(), opts.owner)?;
+            build(
+                &git,
+                &top,
+                &baselines,
+                &key,
+                &manifest,
+                working.is_some(),
+                opts.owner,
+            )?;
         }
         let entry = baselines.subdir(&key)?;
         let files = entry.subdir(FILES)?;
@@ -142,16 +184,28 @@ impl Baseline {
 
     /// Re-open a cached baseline by the key and HEAD commit a run recorded (resume): the working
     /// tree and HEAD are not consulted again, so an operator's later edits cannot change t0.
-    pub fn reopen(repo: &Path, state_root: &SafeDir, key: &str, head_commit: ObjectId, include_uncommitted: bool) -> WsResult<Baseline> {
+    pub fn reopen(
+        repo: &Path,
+        state_root: &SafeDir,
+        key: &str,
+        head_commit: ObjectId,
+        include_uncommitted: bool,
+    ) -> WsResult<Baseline> {
         if key.is_empty() || key.starts_with('.') || key.contains('/') {
-            return Err(WorkspaceError::unsafe_path(key.as_bytes(), "not a baseline key"));
+            return Err(WorkspaceError::unsafe_path(
+                key.as_bytes(),
+                "not a baseline key",
+            ));
         }
         let entry = state_root.subdir(BASELINES)?.subdir(key)?;
         let files = entry.subdir(FILES)?;
         let manifest = Manifest::parse(&entry.read(MANIFEST, MANIFEST_LIMIT)?)?;
         let tree_id = manifest.tree_id();
         if !key.starts_with(&tree_id.to_hex()) {
-            return Err(WorkspaceError::DamagedCache(entry.path().to_path_buf(), "its manifest does not hash to its key".into()));
+            return Err(WorkspaceError::DamagedCache(
+                entry.path().to_path_buf(),
+                "its manifest does not hash to its key".into(),
+            ));
         }
         let b = Baseline {
             repo: toplevel(repo)?,
@@ -176,7 +230,10 @@ impl Baseline {
         let dir = SafeDir::open(&self.cache_dir)?;
         let m = Manifest::parse(&dir.read(MANIFEST, MANIFEST_LIMIT)?)?;
         if m.tree_id() != self.tree_id {
-            return Err(WorkspaceError::DamagedCache(self.cache_dir.clone(), "its manifest does not hash to its tree id".into()));
+            return Err(WorkspaceError::DamagedCache(
+                self.cache_dir.clone(),
+                "its manifest does not hash to its tree id".into(),
+            ));
         }
         let _ = self.manifest.set(m);
         Ok(self.manifest.get().expect("set just above"))
@@ -191,19 +248,27 @@ fn cache_key(tree: ObjectId, owner: Option<(u32, u32)>) -> String {
 }
 
 fn set_mode(dir: &SafeDir, mode: u32) -> WsResult<()> {
-    nix::sys::stat::fchmod(dir.fd().as_raw_fd(), nix::sys::stat::Mode::from_bits_truncate(mode))
-        .map_err(|e| WorkspaceError::io(dir.path(), e.into()))
+    nix::sys::stat::fchmod(
+        dir.fd().as_raw_fd(),
+        nix::sys::stat::Mode::from_bits_truncate(mode),
+    )
+    .map_err(|e| WorkspaceError::io(dir.path(), e.into()))
 }
 
 /// The repository's top-level directory (`rev-parse --show-toplevel`).
 fn toplevel(repo: &Path) -> WsResult<PathBuf> {
-    let out = Git::new(repo).run(["rev-parse", "--show-toplevel"], None).map_err(|e| WorkspaceError::NoCommit {
-        repo: repo.to_path_buf(),
-        detail: e.to_string(),
-    })?;
+    let out = Git::new(repo)
+        .run(["rev-parse", "--show-toplevel"], None)
+        .map_err(|e| WorkspaceError::NoCommit {
+            repo: repo.to_path_buf(),
+            detail: e.to_string(),
+        })?;
     let text = out.strip_suffix(b"\n").unwrap_or(&out);
     if text.is_empty() {
-        return Err(WorkspaceError::NoCommit { repo: repo.to_path_buf(), detail: "a bare repository has no working tree".into() });
+        return Err(WorkspaceError::NoCommit {
+            repo: repo.to_path_buf(),
+            detail: "a bare repository has no working tree".into(),
+        });
     }
     Ok(PathBuf::from(std::ffi::OsStr::from_bytes(text)))
 }
@@ -216,18 +281,36 @@ fn toplevel(repo: &Path) -> WsResult<PathBuf> {
 fn working_manifest(git: &Git, top: &Path, state_dir: Option<&[u8]>) -> WsResult<Manifest> {
     let root = fsat::open_dir_path(top).map_err(|e| WorkspaceError::io(top, e.into()))?;
     let staged = git.run(["ls-files", "-z", "--stage", "--full-name"], None)?;
-    let others = git.run(["ls-files", "-z", "--others", "--exclude-standard", "--full-name"], None)?;
+    let others = git.run(
+        [
+            "ls-files",
+            "-z",
+            "--others",
+            "--exclude-standard",
+            "--full-name",
+        ],
+        None,
+    )?;
     let mut m = Manifest::default();
     for rec in staged.split(|&b| b == 0).filter(|r| !r.is_empty()) {
-        let tab = rec.iter().position(|&b| b == b'\t').ok_or_else(|| WorkspaceError::GitOutput {
-            command: "ls-files --stage".into(),
-            detail: "a record without a tab".into(),
-        })?;
+        let tab =
+            rec.iter()
+                .position(|&b| b == b'\t')
+                .ok_or_else(|| WorkspaceError::GitOutput {
+                    command: "ls-files --stage".into(),
+                    detail: "a record without a tab".into(),
+                })?;
         let (head, path) = (&rec[..tab], &rec[tab + 1..]);
         tree_path::check(path)?;
         if head.starts_with(b"160000 ") {
             if let Some(oid) = head.get(7..47).and_then(ObjectId::from_hex) {
-                m.insert(path.to_vec(), Entry { kind: EntryKind::Gitlink, oid })?;
+                m.insert(
+                    path.to_vec(),
+                    Entry {
+                        kind: EntryKind::Gitlink,
+                        oid,
+                    },
+                )?;
             }
             continue;
         }
@@ -236,9 +319,14 @@ fn working_manifest(git: &Git, top: &Path, state_dir: Option<&[u8]>) -> WsResult
         }
     }
     let in_state_dir = |p: &[u8]| {
-        state_dir.is_some_and(|d| !d.is_empty() && (p == d || (p.starts_with(d) && p.get(d.len()) == Some(&b'/'))))
+        state_dir.is_some_and(|d| {
+            !d.is_empty() && (p == d || (p.starts_with(d) && p.get(d.len()) == Some(&b'/')))
+        })
     };
-    for path in others.split(|&b| b == 0).filter(|r| !r.is_empty() && !in_state_dir(r)) {
+    for path in others
+        .split(|&b| b == 0)
+        .filter(|r| !r.is_empty() && !in_state_dir(r))
+    {
         tree_path::check(path)?;
         if let Some(e) = worktree_entry(root.as_raw_fd(), path)? {
             m.insert(path.to_vec(), e)?;
@@ -261,14 +349,24 @@ fn worktree_entry(root: RawFd, path: &[u8]) -> WsResult<Option<Entry>> {
     };
     match st.st_mode & libc::S_IFMT {
         libc::S_IFREG => {
-            let f = fsat::open_file(dir.as_raw_fd(), name).map_err(|e| WorkspaceError::io(shown(), e.into()))?;
-            let oid = blob_id_of_file(&f, st.st_size as u64, &mut |_| Ok(())).map_err(|e| WorkspaceError::io(shown(), e))?;
-            let kind = if st.st_mode & 0o100 != 0 { EntryKind::Executable } else { EntryKind::File };
+            let f = fsat::open_file(dir.as_raw_fd(), name)
+                .map_err(|e| WorkspaceError::io(shown(), e.into()))?;
+            let oid = blob_id_of_file(&f, st.st_size as u64, &mut |_| Ok(()))
+                .map_err(|e| WorkspaceError::io(shown(), e))?;
+            let kind = if st.st_mode & 0o100 != 0 {
+                EntryKind::Executable
+            } else {
+                EntryKind::File
+            };
             Ok(Some(Entry { kind, oid }))
         }
         libc::S_IFLNK => {
-            let target = fsat::read_link(dir.as_raw_fd(), name).map_err(|e| WorkspaceError::io(shown(), e.into()))?;
-            Ok(Some(Entry { kind: EntryKind::Symlink, oid: blob_id(&target) }))
+            let target = fsat::read_link(dir.as_raw_fd(), name)
+                .map_err(|e| WorkspaceError::io(shown(), e.into()))?;
+            Ok(Some(Entry {
+                kind: EntryKind::Symlink,
+                oid: blob_id(&target),
+            }))
         }
         _ => Ok(None),
     }
@@ -282,22 +380,52 @@ enum Source {
     WorkingTree(OwnedFd),
 }
 
-fn build(git: &Git, top: &Path, baselines: &SafeDir, key: &str, manifest: &Manifest, from_worktree: bool, owner: Option<(u32, u32)>) -> WsResult<()> {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+fn build(
+    git: &Git,
+    top: &Path,
+    baselines: &SafeDir,
+    key: &str,
+    manifest: &Manifest,
+    from_worktree: bool,
+    owner: Option<(u32, u32)>,
+) -> WsResult<()> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
     let tmp_name = format!(".building-{}-{nanos}", std::process::id());
     let tmp = baselines.subdir_or_create(&tmp_name)?;
     let result = (|| -> WsResult<()> {
         set_mode(&tmp, 0o700)?;
-        let files = fsat::ensure_dir(tmp.fd().as_raw_fd(), FILES.as_bytes(), 0o755).map_err(|e| WorkspaceError::io(tmp.path().join(FILES), e.into()))?;
-        fsat::chown_fd(&files, owner).map_err(|e| WorkspaceError::io(tmp.path().join(FILES), e.into()))?;
+        let files = fsat::ensure_dir(tmp.fd().as_raw_fd(), FILES.as_bytes(), 0o755)
+            .map_err(|e| WorkspaceError::io(tmp.path().join(FILES), e.into()))?;
+        fsat::chown_fd(&files, owner)
+            .map_err(|e| WorkspaceError::io(tmp.path().join(FILES), e.into()))?;
         let files_path = tmp.path().join(FILES);
         if from_worktree {
             let root = fsat::open_dir_path(top).map_err(|e| WorkspaceError::io(top, e.into()))?;
-            materialise(manifest, files, &files_path, Source::WorkingTree(root), owner)?;
+            materialise(
+                manifest,
+                files,
+                &files_path,
+                Source::WorkingTree(root),
+                owner,
+            )?;
         } else {
-            let mut child = git.command(["cat-file", "--batch"]).stdin(std::process::Stdio::piped()).spawn().map_err(WorkspaceError::GitSpawn)?;
-            let mut stdin = child.stdin.take().ok_or_else(|| WorkspaceError::GitSpawn(std::io::Error::other("no stdin pipe")))?;
-            let oids: Vec<ObjectId> = manifest.iter().filter(|(_, e)| e.kind != EntryKind::Gitlink).map(|(_, e)| e.oid).collect();
+            let mut child = git
+                .command(["cat-file", "--batch"])
+                .stdin(std::process::Stdio::piped())
+                .spawn()
+                .map_err(WorkspaceError::GitSpawn)?;
+            let mut stdin = child
+                .stdin
+                .take()
+                .ok_or_else(|| WorkspaceError::GitSpawn(std::io::Error::other("no stdin pipe")))?;
+            let oids: Vec<ObjectId> = manifest
+                .iter()
+                .filter(|(_, e)| e.kind != EntryKind::Gitlink)
+                .map(|(_, e)| e.oid)
+                .collect();
             let feeder = std::thread::spawn(move || -> std::io::Result<()> {
                 let mut w = std::io::BufWriter::new(&mut stdin);
                 for oid in oids {
@@ -305,8 +433,17 @@ fn build(git: &Git, top: &Path, baselines: &SafeDir, key: &str, manifest: &Manif
                 }
                 w.flush()
             });
-            let stdout = child.stdout.take().ok_or_else(|| WorkspaceError::GitSpawn(std::io::Error::other("no stdout pipe")))?;
-            let r = materialise(manifest, files, &files_path, Source::Objects(BufReader::with_capacity(1 << 20, stdout)), owner);
+            let stdout = child
+                .stdout
+                .take()
+                .ok_or_else(|| WorkspaceError::GitSpawn(std::io::Error::other("no stdout pipe")))?;
+            let r = materialise(
+                manifest,
+                files,
+                &files_path,
+                Source::Objects(BufReader::with_capacity(1 << 20, stdout)),
+                owner,
+            );
             if r.is_err() {
                 let _ = child.kill();
             }
@@ -314,20 +451,33 @@ fn build(git: &Git, top: &Path, baselines: &SafeDir, key: &str, manifest: &Manif
             let status = child.wait().map_err(WorkspaceError::GitSpawn)?;
             r?;
             if !status.success() {
-                return Err(WorkspaceError::Git { repo: git.repo().to_path_buf(), command: "cat-file --batch".into(), detail: format!("exited with {status}") });
+                return Err(WorkspaceError::Git {
+                    repo: git.repo().to_path_buf(),
+                    command: "cat-file --batch".into(),
+                    detail: format!("exited with {status}"),
+                });
             }
         }
-        let mut mf = fsat::create_file(tmp.fd().as_raw_fd(), MANIFEST.as_bytes(), 0o400).map_err(|e| WorkspaceError::io(tmp.path().join(MANIFEST), e.into()))?;
-        mf.write_all(&manifest.to_bytes()).map_err(|e| WorkspaceError::io(tmp.path().join(MANIFEST), e))?;
+        let mut mf = fsat::create_file(tmp.fd().as_raw_fd(), MANIFEST.as_bytes(), 0o400)
+            .map_err(|e| WorkspaceError::io(tmp.path().join(MANIFEST), e.into()))?;
+        mf.write_all(&manifest.to_bytes())
+            .map_err(|e| WorkspaceError::io(tmp.path().join(MANIFEST), e))?;
         drop(mf);
-        nix::unistd::syncfs(tmp.fd().as_raw_fd()).map_err(|e| WorkspaceError::io(tmp.path(), e.into()))?;
+        nix::unistd::syncfs(tmp.fd().as_raw_fd())
+            .map_err(|e| WorkspaceError::io(tmp.path(), e.into()))?;
         Ok(())
     })();
     if let Err(e) = result {
         let _ = fsat::remove_tree(baselines.fd().as_raw_fd(), tmp_name.as_bytes());
         return Err(e);
     }
-    match nix::fcntl::renameat2(Some(baselines.fd().as_raw_fd()), tmp_name.as_str(), Some(baselines.fd().as_raw_fd()), key, nix::fcntl::RenameFlags::RENAME_NOREPLACE) {
+    match nix::fcntl::renameat2(
+        Some(baselines.fd().as_raw_fd()),
+        tmp_name.as_str(),
+        Some(baselines.fd().as_raw_fd()),
+        key,
+        nix::fcntl::RenameFlags::RENAME_NOREPLACE,
+    ) {
         Ok(()) => baselines.sync().map_err(Into::into),
         Err(nix::errno::Errno::EEXIST) | Err(nix::errno::Errno::ENOTEMPTY) => {
             // Another loopexec finished the same baseline first: use theirs.
@@ -342,12 +492,20 @@ fn build(git: &Git, top: &Path, baselines: &SafeDir, key: &str, manifest: &Manif
 }
 
 /// Write every manifest entry beneath `root` (a fresh, empty directory).
-fn materialise(manifest: &Manifest, root: OwnedFd, root_path: &Path, mut source: Source, owner: Option<(u32, u32)>) -> WsResult<()> {
+fn materialise(
+    manifest: &Manifest,
+    root: OwnedFd,
+    root_path: &Path,
+    mut source: Source,
+    owner: Option<(u32, u32)>,
+) -> WsResult<()> {
     let mut stack = fsat::DirStack::new(root);
     let at = |p: &[u8]| root_path.join(std::ffi::OsStr::from_bytes(p));
     for (path, entry) in manifest.iter() {
         let parent = tree_path::parent(path);
-        let dir = stack.seek(parent, Some(0o755), &mut |fd, _| fsat::chown_fd(&fd, owner)).map_err(|e| WorkspaceError::io(at(parent), e.into()))?;
+        let dir = stack
+            .seek(parent, Some(0o755), &mut |fd, _| fsat::chown_fd(&fd, owner))
+            .map_err(|e| WorkspaceError::io(at(parent), e.into()))?;
         let name = tree_path::file_name(path);
         let io = |e: std::io::Error| WorkspaceError::io(at(path), e);
         match entry.kind {
@@ -357,9 +515,12 @@ fn materialise(manifest: &Manifest, root: OwnedFd, root_path: &Path, mut source:
             }
             EntryKind::Symlink => {
                 let target = match &mut source {
-                    Source::Objects(r) => read_object(r, entry.oid, SYMLINK_LIMIT, &mut Vec::new(), path)?,
+                    Source::Objects(r) => {
+                        read_object(r, entry.oid, SYMLINK_LIMIT, &mut Vec::new(), path)?
+                    }
                     Source::WorkingTree(wt) => {
-                        let d = fsat::open_dir_beneath(wt.as_raw_fd(), tree_path::parent(path)).map_err(|e| io(e.into()))?;
+                        let d = fsat::open_dir_beneath(wt.as_raw_fd(), tree_path::parent(path))
+                            .map_err(|e| io(e.into()))?;
                         fsat::read_link(d.as_raw_fd(), name).map_err(|e| io(e.into()))?
                     }
                 };
@@ -370,23 +531,33 @@ fn materialise(manifest: &Manifest, root: OwnedFd, root_path: &Path, mut source:
                 fsat::chown_at(dir, name, owner).map_err(|e| io(e.into()))?;
             }
             EntryKind::File | EntryKind::Executable => {
-                let mode = if entry.kind == EntryKind::Executable { 0o755 } else { 0o644 };
+                let mode = if entry.kind == EntryKind::Executable {
+                    0o755
+                } else {
+                    0o644
+                };
                 let mut out = fsat::create_file(dir, name, mode).map_err(|e| io(e.into()))?;
                 match &mut source {
                     Source::Objects(r) => {
                         read_object(r, entry.oid, u64::MAX, &mut out, path)?;
                     }
                     Source::WorkingTree(wt) => {
-                        let d = fsat::open_dir_beneath(wt.as_raw_fd(), tree_path::parent(path)).map_err(|e| io(e.into()))?;
+                        let d = fsat::open_dir_beneath(wt.as_raw_fd(), tree_path::parent(path))
+                            .map_err(|e| io(e.into()))?;
                         let src = fsat::open_file(d.as_raw_fd(), name).map_err(|e| io(e.into()))?;
                         let len = src.metadata().map_err(io)?.len();
-                        let found = blob_id_of_file(&src, len, &mut |chunk| out.write_all(chunk)).map_err(io)?;
+                        let found = blob_id_of_file(&src, len, &mut |chunk| out.write_all(chunk))
+                            .map_err(io)?;
                         if found != entry.oid {
                             return Err(changed(path, entry.oid, found));
                         }
                     }
                 }
-                nix::sys::stat::fchmod(out.as_raw_fd(), nix::sys::stat::Mode::from_bits_truncate(mode)).map_err(|e| io(e.into()))?;
+                nix::sys::stat::fchmod(
+                    out.as_raw_fd(),
+                    nix::sys::stat::Mode::from_bits_truncate(mode),
+                )
+                .map_err(|e| io(e.into()))?;
                 fsat::chown_fd(&out, owner).map_err(|e| io(e.into()))?;
             }
         }
@@ -395,25 +566,49 @@ fn materialise(manifest: &Manifest, root: OwnedFd, root_path: &Path, mut source:
 }
 
 fn changed(path: &[u8], expected: ObjectId, found: ObjectId) -> WorkspaceError {
-    WorkspaceError::Changed { what: String::from_utf8_lossy(path).into_owned(), expected: expected.to_hex(), found: found.to_hex() }
+    WorkspaceError::Changed {
+        what: String::from_utf8_lossy(path).into_owned(),
+        expected: expected.to_hex(),
+        found: found.to_hex(),
+    }
 }
 
 /// Read one `cat-file --batch` record for `oid` into `out`; returns the bytes when `out` is a Vec.
-fn read_object<W: Write + AsBytes>(r: &mut BufReader<std::process::ChildStdout>, oid: ObjectId, limit: u64, out: &mut W, path: &[u8]) -> WsResult<Vec<u8>> {
-    let bad = |detail: String| WorkspaceError::GitOutput { command: "cat-file --batch".into(), detail };
+fn read_object<W: Write + AsBytes>(
+    r: &mut BufReader<std::process::ChildStdout>,
+    oid: ObjectId,
+    limit: u64,
+    out: &mut W,
+    path: &[u8],
+) -> WsResult<Vec<u8>> {
+    let bad = |detail: String| WorkspaceError::GitOutput {
+        command: "cat-file --batch".into(),
+        detail,
+    };
     let mut header = Vec::new();
-    r.read_until(b'\n', &mut header).map_err(|e| bad(e.to_string()))?;
+    r.read_until(b'\n', &mut header)
+        .map_err(|e| bad(e.to_string()))?;
     let text = String::from_utf8_lossy(&header);
     let mut fields = text.trim_end().split(' ');
     let (id, kind, size) = (fields.next(), fields.next(), fields.next());
     if id != Some(oid.to_hex().as_str()) || kind != Some("blob") {
-        return Err(bad(format!("expected blob {oid} for {}, got {:?}", String::from_utf8_lossy(path), text.trim_end())));
+        return Err(bad(format!(
+            "expected blob {oid} for {}, got {:?}",
+            String::from_utf8_lossy(path),
+            text.trim_end()
+        )));
     }
-    let size: u64 = size.and_then(|s| s.parse().ok()).ok_or_else(|| bad(format!("no size in {:?}", text.trim_end())))?;
+    let size: u64 = size
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| bad(format!("no size in {:?}", text.trim_end())))?;
     if size > limit {
-        return Err(WorkspaceError::unsafe_path(path, format!("symlink target of {size} bytes")));
+        return Err(WorkspaceError::unsafe_path(
+            path,
+            format!("symlink target of {size} bytes"),
+        ));
     }
-    let copied = std::io::copy(&mut r.by_ref().take(size), out).map_err(|e| WorkspaceError::io(PathBuf::from(std::ffi::OsStr::from_bytes(path)), e))?;
+    let copied = std::io::copy(&mut r.by_ref().take(size), out)
+        .map_err(|e| WorkspaceError::io(PathBuf::from(std::ffi::OsStr::from_bytes(path)), e))?;
     if copied != size {
         return Err(bad(format!("short object {oid}")));
     }

@@ -26,15 +26,30 @@ pub struct Bounds {
 impl Bounds {
     /// The bounds of a snapshot under `limits` (its clock starts now).
     pub fn snapshot(limits: &WorkspaceLimits) -> Bounds {
-        Bounds::new(limits, "snapshot", "snapshot_timeout_seconds", limits.snapshot_timeout_seconds)
+        Bounds::new(
+            limits,
+            "snapshot",
+            "snapshot_timeout_seconds",
+            limits.snapshot_timeout_seconds,
+        )
     }
 
     /// The bounds of a delivery under `limits` (its clock starts now).
     pub fn delivery(limits: &WorkspaceLimits) -> Bounds {
-        Bounds::new(limits, "delivery", "delivery_timeout_seconds", limits.delivery_timeout_seconds)
+        Bounds::new(
+            limits,
+            "delivery",
+            "delivery_timeout_seconds",
+            limits.delivery_timeout_seconds,
+        )
     }
 
-    fn new(limits: &WorkspaceLimits, phase: &'static str, key: &'static str, seconds: u64) -> Bounds {
+    fn new(
+        limits: &WorkspaceLimits,
+        phase: &'static str,
+        key: &'static str,
+        seconds: u64,
+    ) -> Bounds {
         Bounds {
             limits: limits.clone(),
             phase,
@@ -59,10 +74,17 @@ impl Bounds {
     /// Check the interrupt flag and the clock now (before and after a long step).
     pub fn check_now(&self) -> WsResult<()> {
         if let Some(signal) = crate::interrupt::pending() {
-            return Err(WorkspaceError::Interrupted { phase: self.phase, signal });
+            return Err(WorkspaceError::Interrupted {
+                phase: self.phase,
+                signal,
+            });
         }
         if Instant::now() > self.deadline {
-            return Err(WorkspaceError::Timeout { phase: self.phase, key: self.key, seconds: self.seconds });
+            return Err(WorkspaceError::Timeout {
+                phase: self.phase,
+                key: self.key,
+                seconds: self.seconds,
+            });
         }
         Ok(())
     }
@@ -73,7 +95,11 @@ impl Bounds {
     }
 
     fn over(limit: &'static str, allowed: u64, path: &[u8]) -> WorkspaceError {
-        WorkspaceError::Limit { limit, allowed, path: String::from_utf8_lossy(path).into_owned() }
+        WorkspaceError::Limit {
+            limit,
+            allowed,
+            path: String::from_utf8_lossy(path).into_owned(),
+        }
     }
 
     /// One more upper-layer entry at `path`, `depth` components deep.
@@ -88,7 +114,11 @@ impl Bounds {
             return Err(Self::over("max_depth", u64::from(l.max_depth), path));
         }
         if path.len() as u64 > u64::from(l.max_path_bytes) {
-            return Err(Self::over("max_path_bytes", u64::from(l.max_path_bytes), path));
+            return Err(Self::over(
+                "max_path_bytes",
+                u64::from(l.max_path_bytes),
+                path,
+            ));
         }
         Ok(())
     }

@@ -82,7 +82,11 @@ pub const HOLD_OVERHEAD_BYTES: usize = 20;
 /// covers everything beneath it and no path beneath a held directory is held again. Refused when
 /// the holds and the directories pinned above them are more than `max.0` mounts, or the held
 /// paths take more than `max.1` bytes of the plan.
-fn read_only_holds(baseline: &Manifest, protected: &ProtectedPaths, max: (usize, usize)) -> WsResult<Vec<Vec<u8>>> {
+fn read_only_holds(
+    baseline: &Manifest,
+    protected: &ProtectedPaths,
+    max: (usize, usize),
+) -> WsResult<Vec<Vec<u8>>> {
     let mut holds: Vec<Vec<u8>> = Vec::new();
     let mut pinned: BTreeSet<&[u8]> = BTreeSet::new();
     for (p, entry) in baseline.iter().filter(|(p, _)| protected.is_protected(p)) {
@@ -108,7 +112,13 @@ fn read_only_holds(baseline: &Manifest, protected: &ProtectedPaths, max: (usize,
         }
     }
     if holds.len() + pinned.len() > max.0 || bytes > max.1 {
-        return Err(WorkspaceError::TooManyHolds { holds: holds.len(), pinned: pinned.len(), bytes, max_mounts: max.0, max_bytes: max.1 });
+        return Err(WorkspaceError::TooManyHolds {
+            holds: holds.len(),
+            pinned: pinned.len(),
+            bytes,
+            max_mounts: max.0,
+            max_bytes: max.1,
+        });
     }
     Ok(holds)
 }
@@ -131,27 +141,43 @@ impl FrozenLayer {
 
     /// Build the layer as `<parent>/frozen` (refused if it exists). `owner`: the exec zone's
     /// uid/gid when loopexec runs as root (the zone must be able to read the layer's directories).
-    pub fn build(t0: &Baseline, protected: &ProtectedPaths, parent: &SafeDir, owner: Option<(u32, u32)>) -> WsResult<FrozenLayer> {
+    pub fn build(
+        t0: &Baseline,
+        protected: &ProtectedPaths,
+        parent: &SafeDir,
+        owner: Option<(u32, u32)>,
+    ) -> WsResult<FrozenLayer> {
         let baseline = t0.manifest()?;
         let base_files = &t0.files_dir;
         let read_only = read_only_holds(baseline, protected, (MAX_HOLD_MOUNTS, MAX_HOLD_BYTES))?;
         let (path, root) = make_dir(parent, FROZEN, 0o755, owner)?;
-        let base_root = fsat::open_dir_path(base_files).map_err(|e| WorkspaceError::io(base_files, e.into()))?;
-        let mut layer = Layer { root, root_path: path.clone(), owner };
+        let base_root = fsat::open_dir_path(base_files)
+            .map_err(|e| WorkspaceError::io(base_files, e.into()))?;
+        let mut layer = Layer {
+            root,
+            root_path: path.clone(),
+            owner,
+        };
         let mut entries = 0;
         for (p, entry) in baseline.iter().filter(|(p, _)| protected.is_protected(p)) {
             let dst = layer.parent_of(p)?;
-            let src = fsat::open_dir_beneath(base_root.as_raw_fd(), tree_path::parent(p))
-                .map_err(|e| WorkspaceError::io(base_files.join(std::ffi::OsStr::from_bytes(p)), e.into()))?;
+            let src = fsat::open_dir_beneath(base_root.as_raw_fd(), tree_path::parent(p)).map_err(
+                |e| WorkspaceError::io(base_files.join(std::ffi::OsStr::from_bytes(p)), e.into()),
+            )?;
             let name = tree_path::file_name(p);
             if entry.kind == EntryKind::Gitlink {
                 fsat::ensure_dir(dst.as_raw_fd(), name, 0o755).map_err(|e| layer.err(p, e))?;
             } else {
-                link_or_copy(src.as_raw_fd(), dst.as_raw_fd(), name, entry.kind).map_err(|e| layer.err(p, e))?;
+                link_or_copy(src.as_raw_fd(), dst.as_raw_fd(), name, entry.kind)
+                    .map_err(|e| layer.err(p, e))?;
             }
             entries += 1;
         }
-        Ok(FrozenLayer { path, entries, read_only })
+        Ok(FrozenLayer {
+            path,
+            entries,
+            read_only,
+        })
     }
 
     /// The paths the check's zone holds read-only (tree paths, in path order).
@@ -184,13 +210,27 @@ pub fn check_layers(
     target: &Path,
     owner: Option<(u32, u32)>,
 ) -> WsResult<CheckLayers> {
-    let middle = [workspace.upper_dir().to_path_buf(), workspace.baseline().files_dir.clone()];
+    let middle = [
+        workspace.upper_dir().to_path_buf(),
+        workspace.baseline().files_dir.clone(),
+    ];
     let baseline = workspace.baseline().manifest()?;
     // What is not part of the tree is not part of the check's copy: a planted `.git`, a fifo, and
     // what git would not commit (ignored paths, caches).
     let mut not_in_tree = snapshot.not_in_tree.clone();
     not_in_tree.extend(snapshot.left_out.iter().map(|(p, _)| p.clone()));
-    layers_over(baseline, &snapshot.manifest, &not_in_tree, frozen, &middle, protected, fresh, check_dir, target, owner)
+    layers_over(
+        baseline,
+        &snapshot.manifest,
+        &not_in_tree,
+        frozen,
+        &middle,
+        protected,
+        fresh,
+        check_dir,
+        target,
+        owner,
+    )
 }
 
 /// The same throwaway copy for `replay`: the check sees the materialised end-state tree
@@ -209,21 +249,45 @@ pub fn replay_layers(
     let manifest = end_state.manifest()?;
     prepare_check_dir(check_dir)?;
     let frozen = FrozenLayer::build(t0, protected, check_dir, owner)?;
-    layers_over(t0.manifest()?, manifest, &[], &frozen, std::slice::from_ref(&end_state.files_dir), protected, fresh, check_dir, target, owner)
+    layers_over(
+        t0.manifest()?,
+        manifest,
+        &[],
+        &frozen,
+        std::slice::from_ref(&end_state.files_dir),
+        protected,
+        fresh,
+        check_dir,
+        target,
+        owner,
+    )
 }
 
 /// The check directory must be traversable by the exec zone's uid (root callers).
 fn prepare_check_dir(check_dir: &SafeDir) -> WsResult<()> {
-    nix::sys::stat::fchmod(check_dir.fd().as_raw_fd(), nix::sys::stat::Mode::from_bits_truncate(0o711))
-        .map_err(|e| WorkspaceError::io(check_dir.path(), e.into()))
+    nix::sys::stat::fchmod(
+        check_dir.fd().as_raw_fd(),
+        nix::sys::stat::Mode::from_bits_truncate(0o711),
+    )
+    .map_err(|e| WorkspaceError::io(check_dir.path(), e.into()))
 }
 
 /// `name` created in `parent` with `mode`, owned by `owner`; its path and an open descriptor.
-fn make_dir(parent: &SafeDir, name: &str, mode: u32, owner: Option<(u32, u32)>) -> WsResult<(PathBuf, OwnedFd)> {
+fn make_dir(
+    parent: &SafeDir,
+    name: &str,
+    mode: u32,
+    owner: Option<(u32, u32)>,
+) -> WsResult<(PathBuf, OwnedFd)> {
     let path = parent.path().join(name);
-    nix::sys::stat::mkdirat(Some(parent.fd().as_raw_fd()), name, nix::sys::stat::Mode::from_bits_truncate(mode))
+    nix::sys::stat::mkdirat(
+        Some(parent.fd().as_raw_fd()),
+        name,
+        nix::sys::stat::Mode::from_bits_truncate(mode),
+    )
+    .map_err(|e| WorkspaceError::io(&path, e.into()))?;
+    let fd = fsat::open_dir(parent.fd().as_raw_fd(), name.as_bytes())
         .map_err(|e| WorkspaceError::io(&path, e.into()))?;
-    let fd = fsat::open_dir(parent.fd().as_raw_fd(), name.as_bytes()).map_err(|e| WorkspaceError::io(&path, e.into()))?;
     fsat::chown_fd(&fd, owner).map_err(|e| WorkspaceError::io(&path, e.into()))?;
     Ok((path, fd))
 }
@@ -257,17 +321,26 @@ fn layers_over(
     for p in not_in_tree {
         hidden.insert(p.clone());
     }
-    let hidden: Vec<Vec<u8>> = hidden.iter().filter(|p| !hidden.iter().any(|a| is_beneath(p, a))).cloned().collect();
+    let hidden: Vec<Vec<u8>> = hidden
+        .iter()
+        .filter(|p| !hidden.iter().any(|a| is_beneath(p, a)))
+        .cloned()
+        .collect();
 
     let mut all_lowers = vec![frozen.path.clone()];
     if !hidden.is_empty() {
         // Below the frozen layer: a t0 entry at a hidden path (say a protected file the agent
         // replaced by a fifo) still comes from t0.
         let (hide_path, hide) = make_dir(check_dir, HIDE, 0o755, owner)?;
-        let mut layer = Layer { root: hide, root_path: hide_path.clone(), owner };
+        let mut layer = Layer {
+            root: hide,
+            root_path: hide_path.clone(),
+            owner,
+        };
         for path in &hidden {
             let dst = layer.parent_of(path)?;
-            fsat::whiteout(dst.as_raw_fd(), tree_path::file_name(path)).map_err(|e| layer.err(path, e))?;
+            fsat::whiteout(dst.as_raw_fd(), tree_path::file_name(path))
+                .map_err(|e| layer.err(path, e))?;
         }
         all_lowers.push(hide_path);
     }
@@ -282,9 +355,18 @@ fn layers_over(
     let (upper_path, _) = make_dir(check_dir, UPPER, 0o755, owner)?;
     let (work_path, _) = make_dir(check_dir, WORK, 0o700, owner)?;
     Ok(CheckLayers {
-        overlay: OverlayMount { target: target.to_path_buf(), lowers: all_lowers, upper: Some(upper_path), work: Some(work_path), volatile: true },
+        overlay: OverlayMount {
+            target: target.to_path_buf(),
+            lowers: all_lowers,
+            upper: Some(upper_path),
+            work: Some(work_path),
+            volatile: true,
+        },
         frozen: frozen.entries,
-        hidden: hidden.iter().map(|p| String::from_utf8_lossy(p).into_owned()).collect(),
+        hidden: hidden
+            .iter()
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+            .collect(),
         tested,
         read_only: frozen.read_only.clone(),
     })
@@ -295,7 +377,10 @@ fn topmost_new_protected(path: &[u8], baseline: &Manifest, protected: &Protected
     let mut i = 0;
     while let Some(off) = path[i..].iter().position(|&b| b == b'/') {
         let prefix = &path[..i + off];
-        if protected.is_protected(prefix) && baseline.get(prefix).is_none() && !baseline.has_beneath(prefix) {
+        if protected.is_protected(prefix)
+            && baseline.get(prefix).is_none()
+            && !baseline.has_beneath(prefix)
+        {
             return prefix.to_vec();
         }
         i += off + 1;
@@ -317,9 +402,14 @@ fn link_or_copy(src: RawFd, dst: RawFd, name: &[u8], kind: EntryKind) -> nix::Re
                 return fsat::symlink(dst, name, &target);
             }
             let mut from = fsat::open_file(src, name)?;
-            let mode = if kind == EntryKind::Executable { 0o755 } else { 0o644 };
+            let mode = if kind == EntryKind::Executable {
+                0o755
+            } else {
+                0o644
+            };
             let mut to = fsat::create_file(dst, name, mode)?;
-            std::io::copy(&mut from, &mut to).map_err(|e| nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))?;
+            std::io::copy(&mut from, &mut to)
+                .map_err(|e| nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))?;
             Ok(())
         }
         Err(e) => Err(e),
@@ -335,18 +425,24 @@ struct Layer {
 
 impl Layer {
     fn err(&self, path: &[u8], e: nix::Error) -> WorkspaceError {
-        WorkspaceError::io(self.root_path.join(std::ffi::OsStr::from_bytes(path)), e.into())
+        WorkspaceError::io(
+            self.root_path.join(std::ffi::OsStr::from_bytes(path)),
+            e.into(),
+        )
     }
 
     /// The directory that will hold `path`, created (0755, owned by the zone) as needed.
     fn parent_of(&mut self, path: &[u8]) -> WsResult<OwnedFd> {
-        let mut cur = nix::unistd::dup(self.root.as_raw_fd()).map(|fd| unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) }).map_err(|e| self.err(b"", e))?;
+        let mut cur = nix::unistd::dup(self.root.as_raw_fd())
+            .map(|fd| unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
+            .map_err(|e| self.err(b"", e))?;
         let parent = tree_path::parent(path);
         let mut so_far = Vec::new();
         for comp in parent.split(|&b| b == b'/').filter(|c| !c.is_empty()) {
             so_far = tree_path::join(&so_far, comp);
             let existed = fsat::lstat(cur.as_raw_fd(), comp).is_ok();
-            cur = fsat::ensure_dir(cur.as_raw_fd(), comp, 0o755).map_err(|e| self.err(&so_far, e))?;
+            cur =
+                fsat::ensure_dir(cur.as_raw_fd(), comp, 0o755).map_err(|e| self.err(&so_far, e))?;
             if !existed {
                 fsat::chown_fd(&cur, self.owner).map_err(|e| self.err(&so_far, e))?;
             }
@@ -363,32 +459,73 @@ mod tests {
     fn manifest(paths: &[String]) -> Manifest {
         let mut m = Manifest::default();
         for p in paths {
-            m.insert(p.as_bytes().to_vec(), super::super::manifest::Entry { kind: EntryKind::File, oid: blob_id(p.as_bytes()) }).unwrap();
+            m.insert(
+                p.as_bytes().to_vec(),
+                super::super::manifest::Entry {
+                    kind: EntryKind::File,
+                    oid: blob_id(p.as_bytes()),
+                },
+            )
+            .unwrap();
         }
         m
     }
 
     fn text(holds: &[Vec<u8>]) -> Vec<String> {
-        holds.iter().map(|h| String::from_utf8_lossy(h).into_owned()).collect()
+        holds
+            .iter()
+            .map(|h| String::from_utf8_lossy(h).into_owned())
+            .collect()
     }
 
     #[test]
     fn three_hundred_protected_files_sorting_before_tests_leave_tests_held() {
-        let mut paths: Vec<String> = (0..300).map(|i| format!("data/case_{i:03}.golden")).collect();
-        paths.extend(["tests/test_calc.py".to_string(), "tests/unit/test_more.py".to_string(), "src/calc.py".to_string()]);
-        let holds = text(&read_only_holds(&manifest(&paths), &ProtectedPaths::defaults(), (MAX_HOLD_MOUNTS, MAX_HOLD_BYTES)).unwrap());
+        let mut paths: Vec<String> = (0..300)
+            .map(|i| format!("data/case_{i:03}.golden"))
+            .collect();
+        paths.extend([
+            "tests/test_calc.py".to_string(),
+            "tests/unit/test_more.py".to_string(),
+            "src/calc.py".to_string(),
+        ]);
+        let holds = text(
+            &read_only_holds(
+                &manifest(&paths),
+                &ProtectedPaths::defaults(),
+                (MAX_HOLD_MOUNTS, MAX_HOLD_BYTES),
+            )
+            .unwrap(),
+        );
         assert_eq!(holds.len(), 301, "{holds:?}");
-        assert_eq!(holds.last().map(String::as_str), Some("tests"), "the test directory is held as one");
+        assert_eq!(
+            holds.last().map(String::as_str),
+            Some("tests"),
+            "the test directory is held as one"
+        );
         assert_eq!(holds[299], "data/case_299.golden");
-        assert!(!holds.iter().any(|h| h == "src/calc.py" || h.starts_with("tests/")), "{holds:?}");
+        assert!(
+            !holds
+                .iter()
+                .any(|h| h == "src/calc.py" || h.starts_with("tests/")),
+            "{holds:?}"
+        );
     }
 
     #[test]
     fn a_deep_test_tree_is_held_file_by_file_outside_a_protected_directory_and_whole_inside_one() {
         let deep: String = (1..=50).map(|i| format!("d{i}/")).collect();
-        let mut paths: Vec<String> = (0..300).map(|i| format!("pkg/{deep}test_case_{i:03}.py")).collect();
+        let mut paths: Vec<String> = (0..300)
+            .map(|i| format!("pkg/{deep}test_case_{i:03}.py"))
+            .collect();
         paths.extend((0..300).map(|i| format!("tests/{deep}test_case_{i:03}.py")));
-        let holds = text(&read_only_holds(&manifest(&paths), &ProtectedPaths::defaults(), (MAX_HOLD_MOUNTS, MAX_HOLD_BYTES)).unwrap());
+        let holds = text(
+            &read_only_holds(
+                &manifest(&paths),
+                &ProtectedPaths::defaults(),
+                (MAX_HOLD_MOUNTS, MAX_HOLD_BYTES),
+            )
+            .unwrap(),
+        );
         assert_eq!(holds.len(), 301, "300 files in pkg/, tests/ whole");
         assert_eq!(holds[0], format!("pkg/{deep}test_case_000.py"));
         assert_eq!(holds[300], "tests");
@@ -397,12 +534,31 @@ mod tests {
     #[test]
     fn holds_and_their_pinned_directories_past_the_cap_refuse_the_layer_naming_the_count() {
         let deep: String = (1..=50).map(|i| format!("d{i}/")).collect();
-        let paths: Vec<String> = (0..300).map(|i| format!("pkg/{deep}test_case_{i:03}.py")).collect();
+        let paths: Vec<String> = (0..300)
+            .map(|i| format!("pkg/{deep}test_case_{i:03}.py"))
+            .collect();
         let m = manifest(&paths);
         // 300 held files and the 51 directories above them.
-        assert_eq!(read_only_holds(&m, &ProtectedPaths::defaults(), (351, MAX_HOLD_BYTES)).map(|h| h.len()).ok(), Some(300));
-        let refused = read_only_holds(&m, &ProtectedPaths::defaults(), (350, MAX_HOLD_BYTES)).unwrap_err();
-        assert!(matches!(refused, WorkspaceError::TooManyHolds { holds: 300, pinned: 51, max_mounts: 350, .. }), "{refused:?}");
+        assert_eq!(
+            read_only_holds(&m, &ProtectedPaths::defaults(), (351, MAX_HOLD_BYTES))
+                .map(|h| h.len())
+                .ok(),
+            Some(300)
+        );
+        let refused =
+            read_only_holds(&m, &ProtectedPaths::defaults(), (350, MAX_HOLD_BYTES)).unwrap_err();
+        assert!(
+            matches!(
+                refused,
+                WorkspaceError::TooManyHolds {
+                    holds: 300,
+                    pinned: 51,
+                    max_mounts: 350,
+                    ..
+                }
+            ),
+            "{refused:?}"
+        );
         assert!(refused.to_string().starts_with("t0's protected paths need 300 read-only holds in the check's zone (351 mounts with the directories pinned above them, "), "{refused}");
     }
 
@@ -413,7 +569,15 @@ mod tests {
         // Each path is 15 bytes, plus the overhead.
         let bytes = 100 * (15 + HOLD_OVERHEAD_BYTES);
         assert!(read_only_holds(&m, &ProtectedPaths::defaults(), (MAX_HOLD_MOUNTS, bytes)).is_ok());
-        let refused = read_only_holds(&m, &ProtectedPaths::defaults(), (MAX_HOLD_MOUNTS, bytes - 1)).unwrap_err();
-        assert!(matches!(refused, WorkspaceError::TooManyHolds { holds: 100, pinned: 1, bytes: b, .. } if b == bytes), "{refused:?}");
+        let refused = read_only_holds(
+            &m,
+            &ProtectedPaths::defaults(),
+            (MAX_HOLD_MOUNTS, bytes - 1),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(refused, WorkspaceError::TooManyHolds { holds: 100, pinned: 1, bytes: b, .. } if b == bytes),
+            "{refused:?}"
+        );
     }
 }

@@ -38,11 +38,15 @@ pub const MAX_READ_BYTES: usize = 64 * 1024;
 /// Interpreters and wrappers whose first operand is the file they run (or, for wrappers, the
 /// command they run).
 const INTERPRETERS: &[&str] = &[
-    "sh", "bash", "dash", "zsh", "ksh", "ash", "busybox", "python", "python2", "python3", "pypy", "pypy3", "node", "nodejs", "deno",
-    "bun", "tsx", "ts-node", "ruby", "perl", "php", "lua", "tclsh", "Rscript", "pwsh", "source", ".",
+    "sh", "bash", "dash", "zsh", "ksh", "ash", "busybox", "python", "python2", "python3", "pypy",
+    "pypy3", "node", "nodejs", "deno", "bun", "tsx", "ts-node", "ruby", "perl", "php", "lua",
+    "tclsh", "Rscript", "pwsh", "source", ".",
 ];
 /// Words that run the rest of their simple command as a command.
-const WRAPPERS: &[&str] = &["exec", "env", "nohup", "time", "command", "nice", "timeout", "xargs", "sudo", "then", "do", "else", "if", "while", "until", "!", "{"];
+const WRAPPERS: &[&str] = &[
+    "exec", "env", "nohup", "time", "command", "nice", "timeout", "xargs", "sudo", "then", "do",
+    "else", "if", "while", "until", "!", "{",
+];
 
 /// How far the files a command runs are followed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,10 +84,17 @@ pub type ReadT0<'a> = &'a dyn Fn(&[u8], usize) -> Option<Vec<u8>>;
 /// The t0 files (repository paths, sorted) that `commands` run, directly or through files they
 /// run, each followed as its [`Follow`] says. `read`: a t0 file's bytes, at most the limit plus
 /// one (None: unreadable). Past [`MAX_FILES`] or [`MAX_TEXTS`]: [`TooMany`] (fail closed).
-pub fn files_run(commands: &[(&str, Follow)], t0: &Manifest, read: ReadT0<'_>) -> Result<Vec<String>, TooMany> {
+pub fn files_run(
+    commands: &[(&str, Follow)],
+    t0: &Manifest,
+    read: ReadT0<'_>,
+) -> Result<Vec<String>, TooMany> {
     let mut named: BTreeSet<String> = BTreeSet::new();
     // (text, directory of the file it came from, what the text is, how far to follow)
-    let mut work: VecDeque<(String, String, Text, Follow)> = commands.iter().map(|(c, f)| (c.to_string(), String::new(), Text::CommandLine, *f)).collect();
+    let mut work: VecDeque<(String, String, Text, Follow)> = commands
+        .iter()
+        .map(|(c, f)| (c.to_string(), String::new(), Text::CommandLine, *f))
+        .collect();
     let mut texts = 0usize;
     while let Some((text, dir, kind, follow)) = work.pop_front() {
         texts += 1;
@@ -126,11 +137,20 @@ pub fn files_run(commands: &[(&str, Follow)], t0: &Manifest, read: ReadT0<'_>) -
                 return Err(TooMany::Files);
             }
             named.insert(path.clone());
-            let Some(bytes) = read(path.as_bytes(), MAX_READ_BYTES) else { continue };
+            let Some(bytes) = read(path.as_bytes(), MAX_READ_BYTES) else {
+                continue;
+            };
             let bytes = &bytes[..bytes.len().min(MAX_READ_BYTES)];
-            let Ok(content) = std::str::from_utf8(bytes) else { continue };
-            let Some(kind) = Text::of_file(&path, content) else { continue };
-            let parent = path.rsplit_once('/').map(|(d, _)| d.to_string()).unwrap_or_default();
+            let Ok(content) = std::str::from_utf8(bytes) else {
+                continue;
+            };
+            let Some(kind) = Text::of_file(&path, content) else {
+                continue;
+            };
+            let parent = path
+                .rsplit_once('/')
+                .map(|(d, _)| d.to_string())
+                .unwrap_or_default();
             work.push_back((content.to_string(), parent, kind, follow));
         }
     }
@@ -153,13 +173,24 @@ impl Text {
     /// binary, another language).
     fn of_file(path: &str, content: &str) -> Option<Text> {
         let name = path.rsplit('/').next().unwrap_or(path);
-        let shebang = content.lines().next().filter(|l| l.starts_with("#!")).unwrap_or_default();
+        let shebang = content
+            .lines()
+            .next()
+            .filter(|l| l.starts_with("#!"))
+            .unwrap_or_default();
         let ext = name.rsplit_once('.').map(|(_, e)| e).unwrap_or_default();
         if ext == "py" || shebang.contains("python") {
             Some(Text::Python)
-        } else if matches!(ext, "js" | "mjs" | "cjs" | "ts" | "mts" | "cts") || shebang.contains("node") || shebang.contains("deno") || shebang.contains("bun") {
+        } else if matches!(ext, "js" | "mjs" | "cjs" | "ts" | "mts" | "cts")
+            || shebang.contains("node")
+            || shebang.contains("deno")
+            || shebang.contains("bun")
+        {
             Some(Text::JavaScript)
-        } else if matches!(ext, "sh" | "bash" | "zsh" | "ksh") || shebang.contains("sh") || (ext.is_empty() && shebang.is_empty()) {
+        } else if matches!(ext, "sh" | "bash" | "zsh" | "ksh")
+            || shebang.contains("sh")
+            || (ext.is_empty() && shebang.is_empty())
+        {
             Some(Text::Shell)
         } else {
             None
@@ -191,15 +222,16 @@ fn simple_commands(text: &str, quoted: &mut Vec<String>) -> Vec<Vec<String>> {
     // The next word is a redirection's target (`> out.txt`, `< in`): data, never run.
     let mut redirect = false;
     let mut chars = text.chars().peekable();
-    let end_word = |word: &mut String, in_word: &mut bool, words: &mut Vec<String>, redirect: &mut bool| {
-        if *in_word {
-            let w = std::mem::take(word);
-            if !std::mem::take(redirect) {
-                words.push(w);
+    let end_word =
+        |word: &mut String, in_word: &mut bool, words: &mut Vec<String>, redirect: &mut bool| {
+            if *in_word {
+                let w = std::mem::take(word);
+                if !std::mem::take(redirect) {
+                    words.push(w);
+                }
+                *in_word = false;
             }
-            *in_word = false;
-        }
-    };
+        };
     while let Some(c) = chars.next() {
         match c {
             '\'' | '"' => {
@@ -217,7 +249,9 @@ fn simple_commands(text: &str, quoted: &mut Vec<String>) -> Vec<Vec<String>> {
                     q.push(d);
                 }
                 let after_c = word.is_empty() && words.last().is_some_and(|w| w == "-c");
-                let command_like = q.chars().any(|c| c.is_whitespace() || matches!(c, ';' | '|' | '&' | '(' | ')' | '`'));
+                let command_like = q
+                    .chars()
+                    .any(|c| c.is_whitespace() || matches!(c, ';' | '|' | '&' | '(' | ')' | '`'));
                 word.push_str(&q);
                 in_word = true;
                 if !q.trim().is_empty() && (after_c || command_like) {
@@ -242,7 +276,9 @@ fn simple_commands(text: &str, quoted: &mut Vec<String>) -> Vec<Vec<String>> {
                 end_word(&mut word, &mut in_word, &mut words, &mut redirect);
                 commands.push(std::mem::take(&mut words));
             }
-            c if c.is_whitespace() && c != '\n' => end_word(&mut word, &mut in_word, &mut words, &mut redirect),
+            c if c.is_whitespace() && c != '\n' => {
+                end_word(&mut word, &mut in_word, &mut words, &mut redirect)
+            }
             '<' | '>' => {
                 end_word(&mut word, &mut in_word, &mut words, &mut redirect);
                 redirect = true;
@@ -278,7 +314,10 @@ fn run_operands(words: &[String]) -> Vec<(String, bool)> {
         if WRAPPERS.contains(&name) {
             i += 1;
             // A wrapper's own options and assignments (`env -i A=1`, `timeout 60`).
-            while words.get(i).is_some_and(|w| w.starts_with('-') || is_assignment(w) || w.parse::<f64>().is_ok()) {
+            while words
+                .get(i)
+                .is_some_and(|w| w.starts_with('-') || is_assignment(w) || w.parse::<f64>().is_ok())
+            {
                 i += 1;
             }
             continue;
@@ -287,7 +326,9 @@ fn run_operands(words: &[String]) -> Vec<(String, bool)> {
             out.push((first.clone(), false));
         }
         let sourcing = name == "." || name == "source";
-        let interpreter = INTERPRETERS.contains(&name) || name.starts_with("python3.") || name.starts_with("python2.");
+        let interpreter = INTERPRETERS.contains(&name)
+            || name.starts_with("python3.")
+            || name.starts_with("python2.");
         if interpreter {
             let mut j = i + 1;
             while let Some(w) = words.get(j) {
@@ -322,7 +363,11 @@ fn run_operands(words: &[String]) -> Vec<(String, bool)> {
 }
 
 fn is_assignment(word: &str) -> bool {
-    word.split_once('=').is_some_and(|(k, _)| !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && !k.starts_with(|c: char| c.is_ascii_digit()))
+    word.split_once('=').is_some_and(|(k, _)| {
+        !k.is_empty()
+            && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !k.starts_with(|c: char| c.is_ascii_digit())
+    })
 }
 
 /// A named word as t0 files: from the root and from `dir`; a `./`/`../` name (a JS `require`)
@@ -332,11 +377,21 @@ fn resolve(word: &str, dir: &str, t0: &Manifest) -> Vec<String> {
         return resolve_module(module, dir, t0);
     }
     let mut out = Vec::new();
-    let bases: Vec<String> = if dir.is_empty() { vec![String::new()] } else { vec![String::new(), format!("{dir}/")] };
+    let bases: Vec<String> = if dir.is_empty() {
+        vec![String::new()]
+    } else {
+        vec![String::new(), format!("{dir}/")]
+    };
     for base in bases {
-        let Some(path) = normalise(&format!("{base}{word}")) else { continue };
+        let Some(path) = normalise(&format!("{base}{word}")) else {
+            continue;
+        };
         let relative = word.starts_with("./") || word.starts_with("../");
-        let exts: &[&str] = if relative { &["", ".js", ".mjs", ".cjs", ".ts", ".py", ".sh"] } else { &[""] };
+        let exts: &[&str] = if relative {
+            &["", ".js", ".mjs", ".cjs", ".ts", ".py", ".sh"]
+        } else {
+            &[""]
+        };
         for ext in exts {
             let p = format!("{path}{ext}");
             if is_file(t0, &p) {
@@ -369,11 +424,20 @@ fn resolve_module(module: &str, dir: &str, t0: &Manifest) -> Vec<String> {
     let mut out = Vec::new();
     for base in bases {
         let stem = rest.replace('.', "/");
-        let joined = [base.as_str(), stem.as_str()].iter().filter(|s| !s.is_empty()).copied().collect::<Vec<_>>().join("/");
+        let joined = [base.as_str(), stem.as_str()]
+            .iter()
+            .filter(|s| !s.is_empty())
+            .copied()
+            .collect::<Vec<_>>()
+            .join("/");
         if joined.is_empty() {
             continue;
         }
-        for p in [format!("{joined}.py"), format!("{joined}/__init__.py"), format!("{joined}/__main__.py")] {
+        for p in [
+            format!("{joined}.py"),
+            format!("{joined}/__init__.py"),
+            format!("{joined}/__main__.py"),
+        ] {
             if is_file(t0, &p) {
                 out.push(p);
             }
@@ -387,7 +451,10 @@ fn quoted_relative_names(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     for quote in ['\'', '"', '`'] {
         for (i, piece) in text.split(quote).enumerate() {
-            if i % 2 == 1 && (piece.starts_with("./") || piece.starts_with("../")) && !piece.contains(char::is_whitespace) {
+            if i % 2 == 1
+                && (piece.starts_with("./") || piece.starts_with("../"))
+                && !piece.contains(char::is_whitespace)
+            {
                 out.push(piece.to_string());
             }
         }
@@ -401,13 +468,23 @@ fn python_imports(text: &str) -> Vec<String> {
     for line in text.lines() {
         let line = line.trim();
         if let Some(rest) = line.strip_prefix("import ") {
-            out.extend(rest.split(',').filter_map(|m| m.split_whitespace().next()).map(str::to_string));
+            out.extend(
+                rest.split(',')
+                    .filter_map(|m| m.split_whitespace().next())
+                    .map(str::to_string),
+            );
         } else if let Some(rest) = line.strip_prefix("from ") {
             let mut parts = rest.splitn(2, " import ");
-            let (Some(module), names) = (parts.next(), parts.next()) else { continue };
+            let (Some(module), names) = (parts.next(), parts.next()) else {
+                continue;
+            };
             let module = module.trim();
             out.push(module.to_string());
-            for name in names.unwrap_or_default().trim_matches(|c| c == '(' || c == ')').split(',') {
+            for name in names
+                .unwrap_or_default()
+                .trim_matches(|c| c == '(' || c == ')')
+                .split(',')
+            {
                 if let Some(name) = name.split_whitespace().next() {
                     let sep = if module.ends_with('.') { "" } else { "." };
                     out.push(format!("{module}{sep}{name}"));
@@ -438,7 +515,12 @@ fn normalise(word: &str) -> Option<String> {
 }
 
 fn is_file(t0: &Manifest, path: &str) -> bool {
-    t0.get(path.as_bytes()).is_some_and(|e| matches!(e.kind, EntryKind::File | EntryKind::Executable | EntryKind::Symlink))
+    t0.get(path.as_bytes()).is_some_and(|e| {
+        matches!(
+            e.kind,
+            EntryKind::File | EntryKind::Executable | EntryKind::Symlink
+        )
+    })
 }
 
 #[cfg(test)]
@@ -450,15 +532,36 @@ mod tests {
     fn tree(files: &[(&str, &str)]) -> (Manifest, BTreeMap<String, String>) {
         let mut m = Manifest::default();
         for (p, text) in files {
-            m.insert(p.as_bytes().to_vec(), Entry { kind: EntryKind::File, oid: blob_id(text.as_bytes()) }).unwrap();
+            m.insert(
+                p.as_bytes().to_vec(),
+                Entry {
+                    kind: EntryKind::File,
+                    oid: blob_id(text.as_bytes()),
+                },
+            )
+            .unwrap();
         }
-        (m, files.iter().map(|(p, t)| (p.to_string(), t.to_string())).collect())
+        (
+            m,
+            files
+                .iter()
+                .map(|(p, t)| (p.to_string(), t.to_string()))
+                .collect(),
+        )
     }
 
-    fn try_run_as(follow: Follow, commands: &[&str], files: &[(&str, &str)]) -> Result<Vec<String>, TooMany> {
+    fn try_run_as(
+        follow: Follow,
+        commands: &[&str],
+        files: &[(&str, &str)],
+    ) -> Result<Vec<String>, TooMany> {
         let (m, texts) = tree(files);
         let commands: Vec<(&str, Follow)> = commands.iter().map(|c| (*c, follow)).collect();
-        files_run(&commands, &m, &|p, _| texts.get(std::str::from_utf8(p).ok()?).map(|t| t.as_bytes().to_vec()))
+        files_run(&commands, &m, &|p, _| {
+            texts
+                .get(std::str::from_utf8(p).ok()?)
+                .map(|t| t.as_bytes().to_vec())
+        })
     }
 
     fn run_as(follow: Follow, commands: &[&str], files: &[(&str, &str)]) -> Vec<String> {
@@ -467,28 +570,65 @@ mod tests {
 
     #[test]
     fn more_files_run_than_max_files_fails_closed_not_short() {
-        let names: Vec<String> = (0..=MAX_FILES).map(|i| format!("ci/lib{i:03}.sh")).collect();
+        let names: Vec<String> = (0..=MAX_FILES)
+            .map(|i| format!("ci/lib{i:03}.sh"))
+            .collect();
         let script: String = names.iter().map(|n| format!(". {n}\n")).collect();
         let mut files: Vec<(&str, &str)> = names.iter().map(|n| (n.as_str(), "")).collect();
         files.push(("check.sh", &script));
         // 257 sourced helpers plus the script: more than MAX_FILES, in one script or split over a
         // command line and the helpers it sources.
-        assert_eq!(try_run_as(Follow::Sourced, &["sh check.sh"], &files), Err(TooMany::Files));
+        assert_eq!(
+            try_run_as(Follow::Sourced, &["sh check.sh"], &files),
+            Err(TooMany::Files)
+        );
         let split: String = names[..10].iter().map(|n| format!("sh {n}; ")).collect();
-        let chained: Vec<(String, String)> = names.iter().enumerate().map(|(i, n)| (n.clone(), names.get(i + 1).map(|m| format!(". {m}\n")).unwrap_or_default())).collect();
-        let chained: Vec<(&str, &str)> = chained.iter().map(|(n, t)| (n.as_str(), t.as_str())).collect();
-        assert_eq!(try_run_as(Follow::Sourced, &[&split], &chained), Err(TooMany::Files));
+        let chained: Vec<(String, String)> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                (
+                    n.clone(),
+                    names
+                        .get(i + 1)
+                        .map(|m| format!(". {m}\n"))
+                        .unwrap_or_default(),
+                )
+            })
+            .collect();
+        let chained: Vec<(&str, &str)> = chained
+            .iter()
+            .map(|(n, t)| (n.as_str(), t.as_str()))
+            .collect();
+        assert_eq!(
+            try_run_as(Follow::Sourced, &[&split], &chained),
+            Err(TooMany::Files)
+        );
         // At the cap exactly, every file is named.
-        assert_eq!(try_run_as(Follow::Sourced, &["sh check.sh"], &files[2..]).map(|f| f.len()), Ok(MAX_FILES));
+        assert_eq!(
+            try_run_as(Follow::Sourced, &["sh check.sh"], &files[2..]).map(|f| f.len()),
+            Ok(MAX_FILES)
+        );
     }
 
     #[test]
     fn more_texts_than_max_texts_fails_closed_not_short() {
         // A `-c` word is read again as a command line: one text each, in a script or on the line.
-        let quoted: String = (0..=MAX_TEXTS).map(|i| format!("sh -c 'true {i}'\n")).collect();
-        assert_eq!(try_run_as(Follow::Sourced, &["sh check.sh"], &[("check.sh", &quoted)]), Err(TooMany::Texts));
-        let nested = (0..MAX_TEXTS).map(|i| format!("bash -c 'true {i}'")).collect::<Vec<_>>().join("; ");
-        assert_eq!(try_run_as(Follow::Everything, &[&nested], &[]), Err(TooMany::Texts));
+        let quoted: String = (0..=MAX_TEXTS)
+            .map(|i| format!("sh -c 'true {i}'\n"))
+            .collect();
+        assert_eq!(
+            try_run_as(Follow::Sourced, &["sh check.sh"], &[("check.sh", &quoted)]),
+            Err(TooMany::Texts)
+        );
+        let nested = (0..MAX_TEXTS)
+            .map(|i| format!("bash -c 'true {i}'"))
+            .collect::<Vec<_>>()
+            .join("; ");
+        assert_eq!(
+            try_run_as(Follow::Everything, &[&nested], &[]),
+            Err(TooMany::Texts)
+        );
     }
 
     fn run(commands: &[&str], files: &[(&str, &str)]) -> Vec<String> {
@@ -497,60 +637,133 @@ mod tests {
 
     #[test]
     fn a_check_script_protects_what_it_sources_but_not_the_program_it_runs() {
-        let files = [("check.sh", ". ci/lib.sh\nsh ./fizzbuzz.sh > actual.txt\npython3 app.py\n"), ("ci/lib.sh", ""), ("fizzbuzz.sh", ""), ("app.py", "")];
-        assert_eq!(run_as(Follow::Sourced, &["sh ./check.sh"], &files), ["check.sh", "ci/lib.sh"]);
-        assert_eq!(run_as(Follow::Everything, &["sh ./check.sh"], &files), ["app.py", "check.sh", "ci/lib.sh", "fizzbuzz.sh"]);
+        let files = [
+            (
+                "check.sh",
+                ". ci/lib.sh\nsh ./fizzbuzz.sh > actual.txt\npython3 app.py\n",
+            ),
+            ("ci/lib.sh", ""),
+            ("fizzbuzz.sh", ""),
+            ("app.py", ""),
+        ];
+        assert_eq!(
+            run_as(Follow::Sourced, &["sh ./check.sh"], &files),
+            ["check.sh", "ci/lib.sh"]
+        );
+        assert_eq!(
+            run_as(Follow::Everything, &["sh ./check.sh"], &files),
+            ["app.py", "check.sh", "ci/lib.sh", "fizzbuzz.sh"]
+        );
     }
 
     #[test]
     fn a_script_run_by_path_or_by_an_interpreter_is_named() {
-        let files = [("check.sh", "exit 0\n"), ("tools/review.py", "print(1)\n"), ("value.txt", "bad\n"), ("src/app.py", "x = 1\n")];
+        let files = [
+            ("check.sh", "exit 0\n"),
+            ("tools/review.py", "print(1)\n"),
+            ("value.txt", "bad\n"),
+            ("src/app.py", "x = 1\n"),
+        ];
         assert_eq!(run(&["./check.sh"], &files), ["check.sh"]);
-        assert_eq!(run(&["python3 -B tools/review.py --strict"], &files), ["tools/review.py"]);
-        assert_eq!(run(&["FOO=1 timeout 60 bash check.sh && grep -q good value.txt"], &files), ["check.sh"]);
+        assert_eq!(
+            run(&["python3 -B tools/review.py --strict"], &files),
+            ["tools/review.py"]
+        );
+        assert_eq!(
+            run(
+                &["FOO=1 timeout 60 bash check.sh && grep -q good value.txt"],
+                &files
+            ),
+            ["check.sh"]
+        );
     }
 
     #[test]
     fn a_file_the_command_only_reads_or_writes_is_not_named() {
-        let files = [("value.txt", "bad\n"), ("expected.txt", "x\n"), ("src/sq/__init__.py", "")];
-        let commands = ["grep -q good value.txt", "diff value.txt expected.txt", "cat < value.txt", "echo '# touched' >> src/sq/__init__.py", "grep -q x 'src/sq/__init__.py'"];
+        let files = [
+            ("value.txt", "bad\n"),
+            ("expected.txt", "x\n"),
+            ("src/sq/__init__.py", ""),
+        ];
+        let commands = [
+            "grep -q good value.txt",
+            "diff value.txt expected.txt",
+            "cat < value.txt",
+            "echo '# touched' >> src/sq/__init__.py",
+            "grep -q x 'src/sq/__init__.py'",
+        ];
         assert_eq!(run(&commands, &files), Vec::<String>::new());
     }
 
     #[test]
     fn a_mutator_script_naming_the_files_it_mutates_as_strings_does_not_protect_them() {
-        let files = [("mutator.py", "import json\nsource = open(\"calc/core.py\").read()\nmutants_of('calc/core.py')\n"), ("calc/core.py", "")];
-        assert_eq!(run(&["/usr/bin/python3 -B mutator.py"], &files), ["mutator.py"]);
+        let files = [
+            (
+                "mutator.py",
+                "import json\nsource = open(\"calc/core.py\").read()\nmutants_of('calc/core.py')\n",
+            ),
+            ("calc/core.py", ""),
+        ];
+        assert_eq!(
+            run(&["/usr/bin/python3 -B mutator.py"], &files),
+            ["mutator.py"]
+        );
     }
 
     #[test]
     fn a_command_inside_quotes_is_read_again() {
         let files = [("scripts/x.sh", "true\n")];
-        assert_eq!(run(&["bash -c 'sh scripts/x.sh'"], &files), ["scripts/x.sh"]);
-        assert_eq!(run(&["sh -c \"cd . && ./scripts/x.sh\""], &files), ["scripts/x.sh"]);
+        assert_eq!(
+            run(&["bash -c 'sh scripts/x.sh'"], &files),
+            ["scripts/x.sh"]
+        );
+        assert_eq!(
+            run(&["sh -c \"cd . && ./scripts/x.sh\""], &files),
+            ["scripts/x.sh"]
+        );
     }
 
     #[test]
     fn a_helper_a_script_sources_or_imports_is_named_too() {
         let files = [
-            ("ci/check.sh", "#!/bin/sh\n. ci/lib.sh\nsource ./ci/env.sh\npython3 -m tools.gate\n"),
+            (
+                "ci/check.sh",
+                "#!/bin/sh\n. ci/lib.sh\nsource ./ci/env.sh\npython3 -m tools.gate\n",
+            ),
             ("ci/lib.sh", "run() { :; }\n"),
             ("ci/env.sh", "X=1\n"),
             ("tools/__init__.py", ""),
-            ("tools/gate.py", "from tools import rules\nfrom .verdict import decide\n"),
+            (
+                "tools/gate.py",
+                "from tools import rules\nfrom .verdict import decide\n",
+            ),
             ("tools/rules.py", "R = 1\n"),
             ("tools/verdict.py", "def decide(): pass\n"),
         ];
         assert_eq!(
             run(&["sh ci/check.sh"], &files),
-            ["ci/check.sh", "ci/env.sh", "ci/lib.sh", "tools/__init__.py", "tools/gate.py", "tools/rules.py", "tools/verdict.py"]
+            [
+                "ci/check.sh",
+                "ci/env.sh",
+                "ci/lib.sh",
+                "tools/__init__.py",
+                "tools/gate.py",
+                "tools/rules.py",
+                "tools/verdict.py"
+            ]
         );
     }
 
     #[test]
     fn paths_that_leave_the_tree_or_are_absolute_name_nothing() {
         let files = [("x.sh", "true\n")];
-        assert_eq!(run(&["sh ../x.sh", "/usr/bin/python3 -m pytest", "sh /x.sh"], &files), Vec::<String>::new());
+        assert_eq!(
+            run(
+                &["sh ../x.sh", "/usr/bin/python3 -m pytest", "sh /x.sh"],
+                &files
+            ),
+            Vec::<String>::new()
+        );
     }
 
     #[test]
@@ -561,13 +774,26 @@ mod tests {
     #[test]
     fn a_bare_command_name_runs_from_the_path_and_names_no_tree_file() {
         let files = [("pytest", "x\n"), ("check.sh", "true\n")];
-        assert_eq!(run(&["pytest -q", "check.sh"], &files), Vec::<String>::new());
+        assert_eq!(
+            run(&["pytest -q", "check.sh"], &files),
+            Vec::<String>::new()
+        );
     }
 
     #[test]
     fn a_relative_require_in_a_named_script_names_the_module_file() {
-        let files = [("ci/run.js", "const h = require('./helper')\nimport x from '../lib/x.mjs'\n"), ("ci/helper.js", ""), ("lib/x.mjs", "")];
-        assert_eq!(run(&["node ci/run.js"], &files), ["ci/helper.js", "ci/run.js", "lib/x.mjs"]);
+        let files = [
+            (
+                "ci/run.js",
+                "const h = require('./helper')\nimport x from '../lib/x.mjs'\n",
+            ),
+            ("ci/helper.js", ""),
+            ("lib/x.mjs", ""),
+        ];
+        assert_eq!(
+            run(&["node ci/run.js"], &files),
+            ["ci/helper.js", "ci/run.js", "lib/x.mjs"]
+        );
     }
 
     #[test]

@@ -17,9 +17,9 @@
 //! operator's interrupt and `workspace.delivery_timeout_seconds` stop it between steps and while
 //! objects stream.
 
+use super::bounds::Bounds;
 use super::git::Git;
 use super::manifest::EntryKind;
-use super::bounds::Bounds;
 use super::object_id::{blob_id, blob_id_of_file, ObjectId};
 use super::overlay::Workspace;
 use super::snapshot::{self, Snapshot};
@@ -48,7 +48,14 @@ pub struct Delivery {
 
 /// Deliver `snapshot` (the last accepted state of `workspace`) for run `run_id`, within the
 /// delivery bounds of `limits`.
-pub fn deliver(workspace: &Workspace, snapshot: &Snapshot, run_id: &str, run_dir: &SafeDir, message: &str, limits: &WorkspaceLimits) -> WsResult<Delivery> {
+pub fn deliver(
+    workspace: &Workspace,
+    snapshot: &Snapshot,
+    run_id: &str,
+    run_dir: &SafeDir,
+    message: &str,
+    limits: &WorkspaceLimits,
+) -> WsResult<Delivery> {
     let bounds = Bounds::delivery(limits);
     let baseline = workspace.baseline();
     let git = Git::new(&baseline.repo);
@@ -64,13 +71,33 @@ pub fn deliver(workspace: &Workspace, snapshot: &Snapshot, run_id: &str, run_dir
     let tree = write_tree(&git, snapshot, run_dir)?;
     bounds.check_now()?;
     let parent = baseline.head_commit.to_hex();
-    let commit_out = git
-        .with_identity(AUTHOR_NAME, AUTHOR_EMAIL)
-        .run(["commit-tree", "--no-gpg-sign", "-p", parent.as_str(), "-m", message, tree.to_hex().as_str()], None)?;
+    let commit_out = git.with_identity(AUTHOR_NAME, AUTHOR_EMAIL).run(
+        [
+            "commit-tree",
+            "--no-gpg-sign",
+            "-p",
+            parent.as_str(),
+            "-m",
+            message,
+            tree.to_hex().as_str(),
+        ],
+        None,
+    )?;
     let commit = parse_oid(&commit_out, "commit-tree")?;
     let patch = write_patch(&git, &parent, &commit, run_id, run_dir, &large)?;
     bounds.check_now()?;
-    if let Err(e) = git.run(["update-ref", "--no-deref", "-m", &format!("loopexec: run {run_id}"), refname.as_str(), commit.to_hex().as_str(), ""], None) {
+    if let Err(e) = git.run(
+        [
+            "update-ref",
+            "--no-deref",
+            "-m",
+            &format!("loopexec: run {run_id}"),
+            refname.as_str(),
+            commit.to_hex().as_str(),
+            "",
+        ],
+        None,
+    ) {
         // What the branch holds now decides what the receipt says: ours (delivered), another
         // commit (someone created it meanwhile), or nothing (not delivered).
         match git.resolve(&refname).ok().flatten() {
@@ -79,13 +106,24 @@ pub fn deliver(workspace: &Workspace, snapshot: &Snapshot, run_id: &str, run_dir
             None => return Err(e),
         }
     }
-    Ok(Delivery { branch, commit: commit.to_hex(), tree: tree.to_hex(), parent, patch })
+    Ok(Delivery {
+        branch,
+        commit: commit.to_hex(),
+        tree: tree.to_hex(),
+        parent,
+        patch,
+    })
 }
 
 /// Write `snapshot`'s blobs and tree into the operator's object store, no commit, no ref: what
 /// the comprehension gate needs so that `git diff FROM TO` of an accepted step works in the
 /// repository (docs/gates.md; unreferenced, so `git gc` may prune them once expired).
-pub fn store_tree(workspace: &Workspace, snapshot: &Snapshot, run_dir: &SafeDir, limits: &WorkspaceLimits) -> WsResult<()> {
+pub fn store_tree(
+    workspace: &Workspace,
+    snapshot: &Snapshot,
+    run_dir: &SafeDir,
+    limits: &WorkspaceLimits,
+) -> WsResult<()> {
     let bounds = Bounds::delivery(limits);
     let git = Git::new(&workspace.baseline().repo);
     write_missing_blobs(&git, workspace, snapshot, bounds.clone())?;
@@ -96,30 +134,59 @@ pub fn store_tree(workspace: &Workspace, snapshot: &Snapshot, run_dir: &SafeDir,
 
 fn parse_oid(out: &[u8], command: &str) -> WsResult<ObjectId> {
     let text = out.strip_suffix(b"\n").unwrap_or(out);
-    ObjectId::from_hex(text).ok_or_else(|| WorkspaceError::GitOutput { command: command.into(), detail: String::from_utf8_lossy(text).into_owned() })
+    ObjectId::from_hex(text).ok_or_else(|| WorkspaceError::GitOutput {
+        command: command.into(),
+        detail: String::from_utf8_lossy(text).into_owned(),
+    })
 }
 
 /// Write into the operator's object store every blob of the snapshot it does not have (the
 /// agent's files, and working-tree files taken with `include_uncommitted`), streamed into one
 /// `git fast-import`. Returns the paths whose blob is over [`LARGE_BLOB_BYTES`].
-fn write_missing_blobs(git: &Git, workspace: &Workspace, snapshot: &Snapshot, mut bounds: Bounds) -> WsResult<Vec<Vec<u8>>> {
-    let blobs: Vec<(&Vec<u8>, ObjectId)> =
-        snapshot.manifest.iter().filter(|(_, e)| e.kind != EntryKind::Gitlink).map(|(p, e)| (p, e.oid)).collect();
+fn write_missing_blobs(
+    git: &Git,
+    workspace: &Workspace,
+    snapshot: &Snapshot,
+    mut bounds: Bounds,
+) -> WsResult<Vec<Vec<u8>>> {
+    let blobs: Vec<(&Vec<u8>, ObjectId)> = snapshot
+        .manifest
+        .iter()
+        .filter(|(_, e)| e.kind != EntryKind::Gitlink)
+        .map(|(p, e)| (p, e.oid))
+        .collect();
     let mut query = Vec::with_capacity(blobs.len() * 41);
     for (_, oid) in &blobs {
         query.extend_from_slice(format!("{oid}\n").as_bytes());
     }
-    let answer = git.run(["cat-file", "--batch-check=%(objectname) %(objecttype) %(objectsize)"], Some(&query))?;
+    let answer = git.run(
+        [
+            "cat-file",
+            "--batch-check=%(objectname) %(objecttype) %(objectsize)",
+        ],
+        Some(&query),
+    )?;
     drop(query);
-    let lines: Vec<&[u8]> = answer.split(|&b| b == b'\n').filter(|l| !l.is_empty()).collect();
+    let lines: Vec<&[u8]> = answer
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .collect();
     if lines.len() != blobs.len() {
-        return Err(WorkspaceError::GitOutput { command: "cat-file --batch-check".into(), detail: format!("{} answers for {} objects", lines.len(), blobs.len()) });
+        return Err(WorkspaceError::GitOutput {
+            command: "cat-file --batch-check".into(),
+            detail: format!("{} answers for {} objects", lines.len(), blobs.len()),
+        });
     }
     let mut missing = Vec::new();
     let mut large = Vec::new();
     for ((path, _), line) in blobs.iter().zip(lines) {
         let mut fields = line.split(|&b| b == b' ').skip(1);
-        match (fields.next(), fields.next().and_then(|n| std::str::from_utf8(n).ok()?.parse::<u64>().ok())) {
+        match (
+            fields.next(),
+            fields
+                .next()
+                .and_then(|n| std::str::from_utf8(n).ok()?.parse::<u64>().ok()),
+        ) {
             (Some(b"blob"), Some(size)) if size > LARGE_BLOB_BYTES => large.push(path.to_vec()),
             (Some(b"blob"), Some(_)) => {}
             _ => missing.push(*path),
@@ -129,7 +196,14 @@ fn write_missing_blobs(git: &Git, workspace: &Workspace, snapshot: &Snapshot, mu
         return Ok(large);
     }
     let mut importer = FastImport::start(git)?;
-    let result = stream_blobs(&mut importer, workspace, snapshot, &missing, &mut bounds, &mut large);
+    let result = stream_blobs(
+        &mut importer,
+        workspace,
+        snapshot,
+        &missing,
+        &mut bounds,
+        &mut large,
+    );
     importer.finish(git, result)?;
     Ok(large)
 }
@@ -141,19 +215,39 @@ const LARGE_BLOB_BYTES: u64 = 64 << 20;
 
 /// Each missing blob, read beneath its layer (the upper layer when the agent wrote it, the
 /// baseline otherwise) with one bounded-descriptor cursor per layer, into fast-import.
-fn stream_blobs(importer: &mut FastImport, workspace: &Workspace, snapshot: &Snapshot, missing: &[&Vec<u8>], bounds: &mut Bounds, large: &mut Vec<Vec<u8>>) -> WsResult<()> {
+fn stream_blobs(
+    importer: &mut FastImport,
+    workspace: &Workspace,
+    snapshot: &Snapshot,
+    missing: &[&Vec<u8>],
+    bounds: &mut Bounds,
+    large: &mut Vec<Vec<u8>>,
+) -> WsResult<()> {
     let upper = workspace.upper_dir();
     let base = workspace.baseline().files_dir.as_path();
-    let open = |root: &Path| fsat::open_dir_path(root).map(fsat::DirStack::new).map_err(|e| WorkspaceError::io(root, e.into()));
+    let open = |root: &Path| {
+        fsat::open_dir_path(root)
+            .map(fsat::DirStack::new)
+            .map_err(|e| WorkspaceError::io(root, e.into()))
+    };
     let (mut upper_dirs, mut base_dirs) = (open(upper)?, open(base)?);
     for path in missing {
         bounds.tick()?;
-        let entry = snapshot.manifest.get(path).ok_or_else(|| WorkspaceError::unsafe_path(path, "not in the snapshot"))?;
+        let entry = snapshot
+            .manifest
+            .get(path)
+            .ok_or_else(|| WorkspaceError::unsafe_path(path, "not in the snapshot"))?;
         let from_upper = snapshot.from_upper.contains(*path);
-        let (root, dirs) = if from_upper { (upper, &mut upper_dirs) } else { (base, &mut base_dirs) };
+        let (root, dirs) = if from_upper {
+            (upper, &mut upper_dirs)
+        } else {
+            (base, &mut base_dirs)
+        };
         let host_path = snapshot::source_of(snapshot, upper, base, path);
         let io = |e: std::io::Error| WorkspaceError::io(&host_path, e);
-        let dir = dirs.seek(tree_path::parent(path), None, &mut |_, _| Ok(())).map_err(|e| WorkspaceError::io(root, e.into()))?;
+        let dir = dirs
+            .seek(tree_path::parent(path), None, &mut |_, _| Ok(()))
+            .map_err(|e| WorkspaceError::io(root, e.into()))?;
         let name = tree_path::file_name(path);
         let written = if entry.kind == EntryKind::Symlink {
             let target = fsat::read_link(dir, name).map_err(|e| io(e.into()))?;
@@ -182,7 +276,11 @@ fn stream_blobs(importer: &mut FastImport, workspace: &Workspace, snapshot: &Sna
         };
         importer.write(b"\n").map_err(io)?;
         if written != entry.oid {
-            return Err(WorkspaceError::Changed { what: host_path.display().to_string(), expected: entry.oid.to_hex(), found: written.to_hex() });
+            return Err(WorkspaceError::Changed {
+                what: host_path.display().to_string(),
+                expected: entry.oid.to_hex(),
+                found: written.to_hex(),
+            });
         }
     }
     Ok(())
@@ -199,9 +297,13 @@ impl FastImport {
     fn start(git: &Git) -> WsResult<FastImport> {
         let threshold = format!("--big-file-threshold={LARGE_BLOB_BYTES}");
         let mut cmd = git.command(["fast-import", "--quiet", "--done", threshold.as_str()]);
-        cmd.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::null());
+        cmd.stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null());
         let mut child = cmd.spawn().map_err(WorkspaceError::GitSpawn)?;
-        let stdin = child.stdin.take().map(|s| std::io::BufWriter::with_capacity(1 << 16, s));
+        let stdin = child
+            .stdin
+            .take()
+            .map(|s| std::io::BufWriter::with_capacity(1 << 16, s));
         let stderr = child.stderr.take().map(|mut e| {
             std::thread::spawn(move || {
                 let mut out = Vec::new();
@@ -210,7 +312,11 @@ impl FastImport {
                 out
             })
         });
-        Ok(FastImport { child, stdin, stderr })
+        Ok(FastImport {
+            child,
+            stdin,
+            stderr,
+        })
     }
 
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
@@ -236,7 +342,11 @@ impl FastImport {
         }
         drop(self.stdin.take());
         let status = self.child.wait().map_err(WorkspaceError::GitSpawn)?;
-        let stderr = self.stderr.take().and_then(|h| h.join().ok()).unwrap_or_default();
+        let stderr = self
+            .stderr
+            .take()
+            .and_then(|h| h.join().ok())
+            .unwrap_or_default();
         result?;
         if !status.success() || ended.is_err() {
             return Err(WorkspaceError::Git {
@@ -253,8 +363,16 @@ impl FastImport {
 fn write_tree(git: &Git, snapshot: &Snapshot, run_dir: &SafeDir) -> WsResult<ObjectId> {
     let index_name = "delivery.index";
     let index_path = run_dir.path().join(index_name);
-    let _ = nix::unistd::unlinkat(Some(run_dir.fd().as_raw_fd()), index_name, nix::unistd::UnlinkatFlags::NoRemoveDir);
-    let _ = nix::unistd::unlinkat(Some(run_dir.fd().as_raw_fd()), "delivery.index.lock", nix::unistd::UnlinkatFlags::NoRemoveDir);
+    let _ = nix::unistd::unlinkat(
+        Some(run_dir.fd().as_raw_fd()),
+        index_name,
+        nix::unistd::UnlinkatFlags::NoRemoveDir,
+    );
+    let _ = nix::unistd::unlinkat(
+        Some(run_dir.fd().as_raw_fd()),
+        "delivery.index.lock",
+        nix::unistd::UnlinkatFlags::NoRemoveDir,
+    );
     let private = git.with_index_file(&index_path);
     let mut info = Vec::with_capacity(snapshot.manifest.len() * 80);
     for (path, e) in snapshot.manifest.iter() {
@@ -267,10 +385,18 @@ fn write_tree(git: &Git, snapshot: &Snapshot, run_dir: &SafeDir) -> WsResult<Obj
         let out = private.run(["write-tree"], None)?;
         parse_oid(&out, "write-tree")
     })();
-    let _ = nix::unistd::unlinkat(Some(run_dir.fd().as_raw_fd()), index_name, nix::unistd::UnlinkatFlags::NoRemoveDir);
+    let _ = nix::unistd::unlinkat(
+        Some(run_dir.fd().as_raw_fd()),
+        index_name,
+        nix::unistd::UnlinkatFlags::NoRemoveDir,
+    );
     let tree = result?;
     if tree != snapshot.tree_id {
-        return Err(WorkspaceError::Changed { what: "the delivered tree".into(), expected: snapshot.tree_id.to_hex(), found: tree.to_hex() });
+        return Err(WorkspaceError::Changed {
+            what: "the delivered tree".into(),
+            expected: snapshot.tree_id.to_hex(),
+            found: tree.to_hex(),
+        });
     }
     Ok(tree)
 }
@@ -278,7 +404,14 @@ fn write_tree(git: &Git, snapshot: &Snapshot, run_dir: &SafeDir) -> WsResult<Obj
 /// The patch from t0's commit to the delivered one: `--binary` for every path but the `large`
 /// ones, which follow as `--raw` lines (mode, blob ids, path: git reads no blob for them, and
 /// `git apply` skips them as commentary; the branch holds their content).
-fn write_patch(git: &Git, parent: &str, commit: &ObjectId, run_id: &str, run_dir: &SafeDir, large: &[Vec<u8>]) -> WsResult<PathBuf> {
+fn write_patch(
+    git: &Git,
+    parent: &str,
+    commit: &ObjectId,
+    run_id: &str,
+    run_dir: &SafeDir,
+    large: &[Vec<u8>],
+) -> WsResult<PathBuf> {
     let name = format!("loopexec-{run_id}.patch");
     let file = run_dir.create_new(&name, 0o600)?;
     let commit = commit.to_hex();
@@ -289,18 +422,35 @@ fn write_patch(git: &Git, parent: &str, commit: &ObjectId, run_id: &str, run_dir
         a
     };
     let diff = |format: &str, pathspecs: Vec<std::ffi::OsString>| -> WsResult<()> {
-        let mut args: Vec<std::ffi::OsString> = ["-c", threshold.as_str(), "diff", "--no-ext-diff", "--no-textconv", "--full-index", "--no-abbrev", "--no-color", "--no-renames"]
-            .iter()
-            .map(|a| a.into())
-            .collect();
+        let mut args: Vec<std::ffi::OsString> = [
+            "-c",
+            threshold.as_str(),
+            "diff",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--full-index",
+            "--no-abbrev",
+            "--no-color",
+            "--no-renames",
+        ]
+        .iter()
+        .map(|a| a.into())
+        .collect();
         args.push(format.into());
         args.extend([parent.into(), commit.as_str().into(), "--".into()]);
         args.extend(pathspecs);
         let mut cmd = git.command(args);
-        cmd.stdout(file.try_clone().map_err(|e| WorkspaceError::io(run_dir.path().join(&name), e))?);
+        cmd.stdout(
+            file.try_clone()
+                .map_err(|e| WorkspaceError::io(run_dir.path().join(&name), e))?,
+        );
         let out = cmd.output().map_err(WorkspaceError::GitSpawn)?;
         if !out.status.success() {
-            return Err(WorkspaceError::Git { repo: git.repo().to_path_buf(), command: "diff".into(), detail: String::from_utf8_lossy(&out.stderr).trim().to_string() });
+            return Err(WorkspaceError::Git {
+                repo: git.repo().to_path_buf(),
+                command: "diff".into(),
+                detail: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            });
         }
         Ok(())
     };
@@ -309,8 +459,15 @@ fn write_patch(git: &Git, parent: &str, commit: &ObjectId, run_id: &str, run_dir
     diff("--binary", everything_else)?;
     if !large.is_empty() {
         let note = format!("# loopexec: blobs over {LARGE_BLOB_BYTES} bytes, listed (mode, ids, path), not inlined; the branch holds them\n");
-        (&file).write_all(note.as_bytes()).map_err(|e| WorkspaceError::io(run_dir.path().join(&name), e))?;
-        diff("--raw", large.iter().map(|p| spec("top,literal", p)).collect())?;
+        (&file)
+            .write_all(note.as_bytes())
+            .map_err(|e| WorkspaceError::io(run_dir.path().join(&name), e))?;
+        diff(
+            "--raw",
+            large.iter().map(|p| spec("top,literal", p)).collect(),
+        )?;
     }
-    Ok(run_dir.path().join(std::ffi::OsStr::from_bytes(name.as_bytes())))
+    Ok(run_dir
+        .path()
+        .join(std::ffi::OsStr::from_bytes(name.as_bytes())))
 }

@@ -23,13 +23,23 @@ fn owned(fd: RawFd) -> OwnedFd {
 
 /// Open a directory by absolute or relative path; its last component must not be a symlink.
 pub fn open_dir_path(path: &Path) -> nix::Result<OwnedFd> {
-    nix::fcntl::open(path, OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC, Mode::empty()).map(owned)
+    nix::fcntl::open(
+        path,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map(owned)
 }
 
 /// Open the sub-directory `name` of `dir` (ELOOP/ENOTDIR when it is a symlink or not a directory).
 pub fn open_dir(dir: RawFd, name: &[u8]) -> nix::Result<OwnedFd> {
-    nix::fcntl::openat(Some(dir), os(name), OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC, Mode::empty())
-        .map(owned)
+    nix::fcntl::openat(
+        Some(dir),
+        os(name),
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map(owned)
 }
 
 /// Create (if missing) and open the sub-directory `name` of `dir`.
@@ -54,8 +64,13 @@ pub fn create_file(dir: RawFd, name: &[u8], mode: u32) -> nix::Result<File> {
 
 /// Open the regular file `name` of `dir` for reading, refusing a symlink.
 pub fn open_file(dir: RawFd, name: &[u8]) -> nix::Result<File> {
-    nix::fcntl::openat(Some(dir), os(name), OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_NOCTTY, Mode::empty())
-        .map(|fd| File::from(owned(fd)))
+    nix::fcntl::openat(
+        Some(dir),
+        os(name),
+        OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_NOCTTY,
+        Mode::empty(),
+    )
+    .map(|fd| File::from(owned(fd)))
 }
 
 /// lstat of `name` in `dir`.
@@ -74,19 +89,38 @@ pub fn symlink(dir: RawFd, name: &[u8], target: &[u8]) -> nix::Result<()> {
 }
 
 /// Hardlink `src_name` of `src_dir` as `dst_name` in `dst_dir` (a symlink is linked, not followed).
-pub fn hardlink(src_dir: RawFd, src_name: &[u8], dst_dir: RawFd, dst_name: &[u8]) -> nix::Result<()> {
-    nix::unistd::linkat(Some(src_dir), os(src_name), Some(dst_dir), os(dst_name), nix::fcntl::AtFlags::empty())
+pub fn hardlink(
+    src_dir: RawFd,
+    src_name: &[u8],
+    dst_dir: RawFd,
+    dst_name: &[u8],
+) -> nix::Result<()> {
+    nix::unistd::linkat(
+        Some(src_dir),
+        os(src_name),
+        Some(dst_dir),
+        os(dst_name),
+        nix::fcntl::AtFlags::empty(),
+    )
 }
 
 /// An overlayfs whiteout (character device 0:0) named `name` in `dir`. Unprivileged users may
 /// create it (Linux >= 5.8).
 pub fn whiteout(dir: RawFd, name: &[u8]) -> nix::Result<()> {
-    nix::sys::stat::mknodat(Some(dir), os(name), nix::sys::stat::SFlag::S_IFCHR, Mode::from_bits_truncate(0o000), 0)
+    nix::sys::stat::mknodat(
+        Some(dir),
+        os(name),
+        nix::sys::stat::SFlag::S_IFCHR,
+        Mode::from_bits_truncate(0o000),
+        0,
+    )
 }
 
 /// chown without following a symlink.
 pub fn chown_at(dir: RawFd, name: &[u8], owner: Option<(u32, u32)>) -> nix::Result<()> {
-    let Some((uid, gid)) = owner else { return Ok(()) };
+    let Some((uid, gid)) = owner else {
+        return Ok(());
+    };
     nix::unistd::fchownat(
         Some(dir),
         os(name),
@@ -98,22 +132,38 @@ pub fn chown_at(dir: RawFd, name: &[u8], owner: Option<(u32, u32)>) -> nix::Resu
 
 /// chown an open descriptor.
 pub fn chown_fd(fd: &impl AsRawFd, owner: Option<(u32, u32)>) -> nix::Result<()> {
-    let Some((uid, gid)) = owner else { return Ok(()) };
-    nix::unistd::fchown(fd.as_raw_fd(), Some(nix::unistd::Uid::from_raw(uid)), Some(nix::unistd::Gid::from_raw(gid)))
+    let Some((uid, gid)) = owner else {
+        return Ok(());
+    };
+    nix::unistd::fchown(
+        fd.as_raw_fd(),
+        Some(nix::unistd::Uid::from_raw(uid)),
+        Some(nix::unistd::Gid::from_raw(gid)),
+    )
 }
 
 /// Let others traverse (not list) an open directory: add `o+x`. Used when loopexec runs as root
 /// and the zone, as its own uid, must reach a layer beneath this directory.
 pub fn allow_traverse(fd: &impl AsRawFd) -> nix::Result<()> {
     let st = nix::sys::stat::fstat(fd.as_raw_fd())?;
-    nix::sys::stat::fchmod(fd.as_raw_fd(), Mode::from_bits_truncate((st.st_mode & 0o7777) | 0o001))
+    nix::sys::stat::fchmod(
+        fd.as_raw_fd(),
+        Mode::from_bits_truncate((st.st_mode & 0o7777) | 0o001),
+    )
 }
 
 /// The value of the extended attribute `name` of an open file, if set.
 pub fn get_xattr(fd: &impl AsRawFd, name: &str) -> Option<Vec<u8>> {
     let cname = std::ffi::CString::new(name).ok()?;
     let mut buf = [0u8; 256];
-    let n = unsafe { libc::fgetxattr(fd.as_raw_fd(), cname.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    let n = unsafe {
+        libc::fgetxattr(
+            fd.as_raw_fd(),
+            cname.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
     (n >= 0).then(|| buf[..n as usize].to_vec())
 }
 
@@ -180,7 +230,11 @@ fn identity(fd: RawFd) -> nix::Result<(u64, u64)> {
 
 impl DirStack {
     pub fn new(root: OwnedFd) -> DirStack {
-        DirStack { root, frames: Vec::new(), open: 0 }
+        DirStack {
+            root,
+            frames: Vec::new(),
+            open: 0,
+        }
     }
 
     /// How many components deep the stack is (0 at the root).
@@ -203,7 +257,11 @@ impl DirStack {
             None => open_dir(parent, name)?,
         };
         let id = identity(fd.as_raw_fd())?;
-        self.frames.push(Frame { name: name.to_vec(), fd: Some(fd), id });
+        self.frames.push(Frame {
+            name: name.to_vec(),
+            fd: Some(fd),
+            id,
+        });
         self.open += 1;
         if self.open > MAX_OPEN_DIRS {
             if let Some(frame) = self.frames.iter_mut().find(|f| f.fd.is_some()) {
@@ -220,7 +278,13 @@ impl DirStack {
         if let Some(left) = &frame.fd {
             self.open -= 1;
             if let Some(parent) = self.frames.last_mut().filter(|p| p.fd.is_none()) {
-                let up = nix::fcntl::openat(Some(left.as_raw_fd()), "..", OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC, Mode::empty()).map(owned);
+                let up = nix::fcntl::openat(
+                    Some(left.as_raw_fd()),
+                    "..",
+                    OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+                    Mode::empty(),
+                )
+                .map(owned);
                 if let Ok(up) = up {
                     if identity(up.as_raw_fd()).is_ok_and(|id| id == parent.id) {
                         parent.fd = Some(up);
@@ -235,7 +299,9 @@ impl DirStack {
     /// The current directory's descriptor, reopened from its nearest open ancestor if closed
     /// (and checked to be the directory entered on the way down).
     pub fn top(&mut self) -> nix::Result<RawFd> {
-        let Some(last) = self.frames.len().checked_sub(1) else { return Ok(self.root.as_raw_fd()) };
+        let Some(last) = self.frames.len().checked_sub(1) else {
+            return Ok(self.root.as_raw_fd());
+        };
         if self.frames[last].fd.is_none() {
             let from = self.frames.iter().rposition(|f| f.fd.is_some());
             let start = match from.and_then(|i| self.frames[i].fd.as_ref()) {
@@ -252,15 +318,31 @@ impl DirStack {
             self.frames[last].fd = Some(cur);
             self.open += 1;
         }
-        Ok(self.frames[last].fd.as_ref().map_or(self.root.as_raw_fd(), |f| f.as_raw_fd()))
+        Ok(self.frames[last]
+            .fd
+            .as_ref()
+            .map_or(self.root.as_raw_fd(), |f| f.as_raw_fd()))
     }
 
     /// Move to the directory `dir` (a `/`-separated path relative to the root), leaving the
     /// components it does not share with the current path and entering the others (created with
     /// `create`'s mode when missing, and each entered one passed to `entered`); its descriptor.
-    pub fn seek(&mut self, dir: &[u8], create: Option<u32>, entered: &mut dyn FnMut(RawFd, &[u8]) -> nix::Result<()>) -> nix::Result<RawFd> {
-        let wanted: Vec<&[u8]> = dir.split(|&b| b == b'/').filter(|c| !c.is_empty()).collect();
-        let shared = self.frames.iter().zip(&wanted).take_while(|(f, w)| f.name.as_slice() == **w).count();
+    pub fn seek(
+        &mut self,
+        dir: &[u8],
+        create: Option<u32>,
+        entered: &mut dyn FnMut(RawFd, &[u8]) -> nix::Result<()>,
+    ) -> nix::Result<RawFd> {
+        let wanted: Vec<&[u8]> = dir
+            .split(|&b| b == b'/')
+            .filter(|c| !c.is_empty())
+            .collect();
+        let shared = self
+            .frames
+            .iter()
+            .zip(&wanted)
+            .take_while(|(f, w)| f.name.as_slice() == **w)
+            .count();
         while self.frames.len() > shared {
             self.pop();
         }
@@ -277,13 +359,24 @@ impl DirStack {
 /// following symlinks, iteratively with bounded descriptors ([`DirStack`]) whatever its depth. A
 /// directory we cannot open (overlayfs makes its work directory mode 000) is first made ours.
 pub fn remove_tree(parent: RawFd, name: &[u8]) -> nix::Result<()> {
-    let is_dir = |dir: RawFd, n: &[u8]| lstat(dir, n).is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR);
+    let is_dir = |dir: RawFd, n: &[u8]| {
+        lstat(dir, n).is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
+    };
     if !is_dir(parent, name) {
-        return nix::unistd::unlinkat(Some(parent), os(name), nix::unistd::UnlinkatFlags::NoRemoveDir);
+        return nix::unistd::unlinkat(
+            Some(parent),
+            os(name),
+            nix::unistd::UnlinkatFlags::NoRemoveDir,
+        );
     }
     let enter = |stack: &mut DirStack, n: &[u8]| -> nix::Result<()> {
         let at = stack.top()?;
-        let _ = nix::sys::stat::fchmodat(Some(at), os(n), Mode::from_bits_truncate(0o700), nix::sys::stat::FchmodatFlags::NoFollowSymlink);
+        let _ = nix::sys::stat::fchmodat(
+            Some(at),
+            os(n),
+            Mode::from_bits_truncate(0o700),
+            nix::sys::stat::FchmodatFlags::NoFollowSymlink,
+        );
         stack.push(n, None)
     };
     let mut stack = DirStack::new(nix::unistd::dup(parent).map(owned)?);
@@ -299,7 +392,11 @@ pub fn remove_tree(parent: RawFd, name: &[u8]) -> nix::Result<()> {
                 if is_dir(fd, &child) {
                     subdirs.push(child);
                 } else {
-                    nix::unistd::unlinkat(Some(fd), os(&child), nix::unistd::UnlinkatFlags::NoRemoveDir)?;
+                    nix::unistd::unlinkat(
+                        Some(fd),
+                        os(&child),
+                        nix::unistd::UnlinkatFlags::NoRemoveDir,
+                    )?;
                 }
             }
             pending.push(subdirs);
@@ -308,7 +405,9 @@ pub fn remove_tree(parent: RawFd, name: &[u8]) -> nix::Result<()> {
             Some(sub) => next = Some(sub),
             None => {
                 pending.pop();
-                let Some(done) = stack.pop() else { return Ok(()) };
+                let Some(done) = stack.pop() else {
+                    return Ok(());
+                };
                 let at = stack.top()?;
                 nix::unistd::unlinkat(Some(at), os(&done), nix::unistd::UnlinkatFlags::RemoveDir)?;
                 if stack.depth() == 0 {
@@ -348,7 +447,10 @@ mod tests {
             stack.pop();
         }
         let fd = stack.top().unwrap();
-        assert!(lstat(fd, b"f").is_ok(), "the reopened directory is the first level");
+        assert!(
+            lstat(fd, b"f").is_ok(),
+            "the reopened directory is the first level"
+        );
     }
 
     #[test]

@@ -50,17 +50,27 @@ pub struct Git {
 
 impl Git {
     pub fn new(repo: &Path) -> Git {
-        Git { repo: repo.to_path_buf(), index_file: None, identity: None }
+        Git {
+            repo: repo.to_path_buf(),
+            index_file: None,
+            identity: None,
+        }
     }
 
     /// The same repository with a private index file (never the operator's index).
     pub fn with_index_file(&self, index: &Path) -> Git {
-        Git { index_file: Some(index.to_path_buf()), ..self.clone() }
+        Git {
+            index_file: Some(index.to_path_buf()),
+            ..self.clone()
+        }
     }
 
     /// The same repository with a fixed author and committer.
     pub fn with_identity(&self, name: &str, email: &str) -> Git {
-        Git { identity: Some((name.into(), email.into())), ..self.clone() }
+        Git {
+            identity: Some((name.into(), email.into())),
+            ..self.clone()
+        }
     }
 
     pub fn repo(&self) -> &Path {
@@ -100,7 +110,9 @@ impl Git {
             c.arg("-c").arg(o);
         }
         c.args(args);
-        c.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        c.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         c
     }
 
@@ -110,7 +122,11 @@ impl Git {
         I: IntoIterator<Item = S> + Clone,
         S: AsRef<std::ffi::OsStr>,
     {
-        let shown: Vec<String> = args.clone().into_iter().map(|a| a.as_ref().to_string_lossy().into_owned()).collect();
+        let shown: Vec<String> = args
+            .clone()
+            .into_iter()
+            .map(|a| a.as_ref().to_string_lossy().into_owned())
+            .collect();
         let mut cmd = self.command(args);
         if stdin.is_some() {
             cmd.stdin(Stdio::piped());
@@ -131,7 +147,11 @@ impl Git {
             return Err(WorkspaceError::Git {
                 repo: self.repo.clone(),
                 command: shown.join(" "),
-                detail: String::from_utf8_lossy(&out.stderr).trim().chars().take(2000).collect(),
+                detail: String::from_utf8_lossy(&out.stderr)
+                    .trim()
+                    .chars()
+                    .take(2000)
+                    .collect(),
             });
         }
         Ok(out.stdout)
@@ -147,6 +167,9 @@ impl Git {
         let text = out.stdout.strip_suffix(b"\n").unwrap_or(&out.stdout);
         super::ObjectId::from_hex(text)
             .map(Some)
-            .ok_or_else(|| WorkspaceError::GitOutput { command: format!("rev-parse {rev}"), detail: String::from_utf8_lossy(text).into_owned() })
+            .ok_or_else(|| WorkspaceError::GitOutput {
+                command: format!("rev-parse {rev}"),
+                detail: String::from_utf8_lossy(text).into_owned(),
+            })
     }
 }

@@ -88,12 +88,19 @@ impl IgnoreRules {
         let root = fsat::open_dir_path(files).map_err(|e| WorkspaceError::io(files, e.into()))?;
         let mut per_dir = BTreeMap::new();
         // git does not follow a symlinked .gitignore in the work tree: only regular files count.
-        for (path, _) in manifest.iter().filter(|(p, e)| tree_path::file_name(p) == b".gitignore" && matches!(e.kind, EntryKind::File | EntryKind::Executable)) {
+        for (path, _) in manifest.iter().filter(|(p, e)| {
+            tree_path::file_name(p) == b".gitignore"
+                && matches!(e.kind, EntryKind::File | EntryKind::Executable)
+        }) {
             let at = || files.join(std::ffi::OsStr::from_bytes(path));
-            let dir = fsat::open_dir_beneath(root.as_raw_fd(), tree_path::parent(path)).map_err(|e| WorkspaceError::io(at(), e.into()))?;
-            let file = fsat::open_file(dir.as_raw_fd(), b".gitignore").map_err(|e| WorkspaceError::io(at(), e.into()))?;
+            let dir = fsat::open_dir_beneath(root.as_raw_fd(), tree_path::parent(path))
+                .map_err(|e| WorkspaceError::io(at(), e.into()))?;
+            let file = fsat::open_file(dir.as_raw_fd(), b".gitignore")
+                .map_err(|e| WorkspaceError::io(at(), e.into()))?;
             let mut text = Vec::new();
-            file.take(MAX_IGNORE_FILE_BYTES + 1).read_to_end(&mut text).map_err(|e| WorkspaceError::io(at(), e))?;
+            file.take(MAX_IGNORE_FILE_BYTES + 1)
+                .read_to_end(&mut text)
+                .map_err(|e| WorkspaceError::io(at(), e))?;
             if text.len() as u64 > MAX_IGNORE_FILE_BYTES {
                 continue;
             }
@@ -101,13 +108,22 @@ impl IgnoreRules {
                 per_dir.insert(tree_path::parent(path).to_vec(), g);
             }
         }
-        Ok(IgnoreRules { per_dir, exclude: compile(info_exclude) })
+        Ok(IgnoreRules {
+            per_dir,
+            exclude: compile(info_exclude),
+        })
     }
 
     /// Rules from the text of ignore files, keyed by the directory holding each (tests).
     pub fn from_texts(files: &[(&str, &str)], info_exclude: &str) -> IgnoreRules {
-        let per_dir = files.iter().filter_map(|(dir, text)| Some((dir.as_bytes().to_vec(), compile(text.as_bytes())?))).collect();
-        IgnoreRules { per_dir, exclude: compile(info_exclude.as_bytes()) }
+        let per_dir = files
+            .iter()
+            .filter_map(|(dir, text)| Some((dir.as_bytes().to_vec(), compile(text.as_bytes())?)))
+            .collect();
+        IgnoreRules {
+            per_dir,
+            exclude: compile(info_exclude.as_bytes()),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -123,7 +139,11 @@ impl IgnoreRules {
         let mut dir = tree_path::parent(path);
         loop {
             if let Some(g) = self.per_dir.get(dir) {
-                let rel = if dir.is_empty() { path } else { &path[dir.len() + 1..] };
+                let rel = if dir.is_empty() {
+                    path
+                } else {
+                    &path[dir.len() + 1..]
+                };
                 match g.matched(Path::new(std::ffi::OsStr::from_bytes(rel)), is_dir) {
                     Match::Ignore(_) => return true,
                     Match::Whitelist(_) => return false,
@@ -135,7 +155,10 @@ impl IgnoreRules {
             }
             dir = tree_path::parent(dir);
         }
-        self.exclude.as_ref().is_some_and(|g| g.matched(Path::new(std::ffi::OsStr::from_bytes(path)), is_dir).is_ignore())
+        self.exclude.as_ref().is_some_and(|g| {
+            g.matched(Path::new(std::ffi::OsStr::from_bytes(path)), is_dir)
+                .is_ignore()
+        })
     }
 
     /// Whether git ignores the untracked `path`: one of its ancestor directories is ignored, or
@@ -167,7 +190,11 @@ pub fn read_info_exclude(repo: &Path) -> WsResult<Vec<u8>> {
     match SafeDir::open(dir).and_then(|d| d.read(name, MAX_IGNORE_FILE_BYTES)) {
         Ok(text) => Ok(text),
         Err(e) if e.is_not_found() => Ok(Vec::new()),
-        Err(SafeFsError::Symlink { .. } | SafeFsError::NotRegular { .. } | SafeFsError::TooLarge { .. }) => Ok(Vec::new()),
+        Err(
+            SafeFsError::Symlink { .. }
+            | SafeFsError::NotRegular { .. }
+            | SafeFsError::TooLarge { .. },
+        ) => Ok(Vec::new()),
         Err(e) => Err(e.into()),
     }
 }
@@ -183,16 +210,22 @@ pub fn has_cachedir_tag(dir: std::os::fd::RawFd) -> bool {
     // The lstat spares an open of what is plainly no regular file; the open itself is safefs's
     // (no link, non-blocking, a regular file by its descriptor), so a fifo swapped in after
     // the lstat is refused rather than blocking the walk.
-    if !fsat::lstat(dir, b"CACHEDIR.TAG").is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFREG) {
+    if !fsat::lstat(dir, b"CACHEDIR.TAG").is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFREG)
+    {
         return false;
     }
     // SAFETY: `dir` is the caller's open directory descriptor for the length of this call.
     let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(dir) };
-    let Ok(file) = SafeDir::duplicate(borrowed, Path::new("CACHEDIR.TAG's directory")).and_then(|d| d.open_read("CACHEDIR.TAG")) else {
+    let Ok(file) = SafeDir::duplicate(borrowed, Path::new("CACHEDIR.TAG's directory"))
+        .and_then(|d| d.open_read("CACHEDIR.TAG"))
+    else {
         return false;
     };
     let mut head = Vec::with_capacity(CACHEDIR_SIGNATURE.len());
-    file.take(CACHEDIR_SIGNATURE.len() as u64).read_to_end(&mut head).is_ok() && head == CACHEDIR_SIGNATURE
+    file.take(CACHEDIR_SIGNATURE.len() as u64)
+        .read_to_end(&mut head)
+        .is_ok()
+        && head == CACHEDIR_SIGNATURE
 }
 
 #[cfg(test)]
@@ -207,7 +240,10 @@ mod tests {
         assert!(r.is_ignored(b"build", true));
         assert!(!r.is_ignored(b"src/build", true));
         assert!(r.is_ignored(b"src/out", true));
-        assert!(!r.is_ignored(b"src/out", false), "`out/` names directories only");
+        assert!(
+            !r.is_ignored(b"src/out", false),
+            "`out/` names directories only"
+        );
         assert!(!r.is_ignored(b"src/main.rs", false));
     }
 
@@ -215,17 +251,29 @@ mod tests {
     fn beneath_an_ignored_directory_nothing_is_re_included() {
         let r = IgnoreRules::from_texts(&[("", "target/\n!target/keep.txt\n")], "");
         assert!(r.is_ignored(b"target/debug/x", false));
-        assert!(r.is_ignored(b"target/keep.txt", false), "git never re-includes beneath an excluded directory");
+        assert!(
+            r.is_ignored(b"target/keep.txt", false),
+            "git never re-includes beneath an excluded directory"
+        );
     }
 
     #[test]
     fn a_deeper_gitignore_overrides_a_shallower_one_and_info_exclude_comes_last() {
-        let r = IgnoreRules::from_texts(&[("", "*.gen\n"), ("pkg", "!keep.gen\n/local.txt\n")], "secret.txt\n*.gen\n");
+        let r = IgnoreRules::from_texts(
+            &[("", "*.gen\n"), ("pkg", "!keep.gen\n/local.txt\n")],
+            "secret.txt\n*.gen\n",
+        );
         assert!(r.is_ignored(b"a.gen", false));
-        assert!(!r.is_ignored(b"pkg/keep.gen", false), "the nearer file's negation wins");
+        assert!(
+            !r.is_ignored(b"pkg/keep.gen", false),
+            "the nearer file's negation wins"
+        );
         assert!(r.is_ignored(b"pkg/other.gen", false));
         assert!(r.is_ignored(b"pkg/local.txt", false));
-        assert!(!r.is_ignored(b"local.txt", false), "a nested file's anchored pattern is relative to its directory");
+        assert!(
+            !r.is_ignored(b"local.txt", false),
+            "a nested file's anchored pattern is relative to its directory"
+        );
         assert!(r.is_ignored(b"x/secret.txt", false));
     }
 
@@ -250,14 +298,26 @@ mod tests {
         assert!(!has_cachedir_tag(fd.as_raw_fd()));
         std::fs::write(d.path().join("CACHEDIR.TAG"), b"not a tag\n").unwrap();
         assert!(!has_cachedir_tag(fd.as_raw_fd()));
-        std::fs::write(d.path().join("CACHEDIR.TAG"), [CACHEDIR_SIGNATURE, b"\n# This file is a cache directory tag.\n"].concat()).unwrap();
+        std::fs::write(
+            d.path().join("CACHEDIR.TAG"),
+            [
+                CACHEDIR_SIGNATURE,
+                b"\n# This file is a cache directory tag.\n",
+            ]
+            .concat(),
+        )
+        .unwrap();
         assert!(has_cachedir_tag(fd.as_raw_fd()));
     }
 
     /// A fresh repository whose `info/exclude` is replaced by `plant` (given its path).
     fn repo_with_exclude(plant: impl FnOnce(&Path)) -> tempfile::TempDir {
         let d = tempfile::tempdir().unwrap();
-        let ok = std::process::Command::new("git").args(["init", "-q"]).current_dir(d.path()).status().unwrap();
+        let ok = std::process::Command::new("git")
+            .args(["init", "-q"])
+            .current_dir(d.path())
+            .status()
+            .unwrap();
         assert!(ok.success());
         let exclude = d.path().join(".git/info/exclude");
         std::fs::create_dir_all(exclude.parent().unwrap()).unwrap();
@@ -283,8 +343,14 @@ mod tests {
 
     #[test]
     fn an_info_exclude_that_is_a_fifo_is_never_opened_blocking_and_gives_no_rules() {
-        let d = repo_with_exclude(|p| nix::unistd::mkfifo(p, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap());
-        assert_eq!(read_info_exclude(d.path()).unwrap(), b"", "opening the fifo would block this test");
+        let d = repo_with_exclude(|p| {
+            nix::unistd::mkfifo(p, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap()
+        });
+        assert_eq!(
+            read_info_exclude(d.path()).unwrap(),
+            b"",
+            "opening the fifo would block this test"
+        );
     }
 
     #[test]
@@ -292,7 +358,8 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let outside = tempfile::tempdir().unwrap();
         std::fs::write(outside.path().join("tag"), CACHEDIR_SIGNATURE).unwrap();
-        std::os::unix::fs::symlink(outside.path().join("tag"), d.path().join("CACHEDIR.TAG")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("tag"), d.path().join("CACHEDIR.TAG"))
+            .unwrap();
         let fd = fsat::open_dir_path(d.path()).unwrap();
         assert!(!has_cachedir_tag(fd.as_raw_fd()));
     }
@@ -300,8 +367,15 @@ mod tests {
     #[test]
     fn a_fifo_named_cachedir_tag_is_no_tag_and_is_never_opened() {
         let d = tempfile::tempdir().unwrap();
-        nix::unistd::mkfifo(&d.path().join("CACHEDIR.TAG"), nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
+        nix::unistd::mkfifo(
+            &d.path().join("CACHEDIR.TAG"),
+            nix::sys::stat::Mode::from_bits_truncate(0o644),
+        )
+        .unwrap();
         let fd = fsat::open_dir_path(d.path()).unwrap();
-        assert!(!has_cachedir_tag(fd.as_raw_fd()), "opening the fifo would block this test");
+        assert!(
+            !has_cachedir_tag(fd.as_raw_fd()),
+            "opening the fifo would block this test"
+        );
     }
 }

@@ -64,20 +64,41 @@ impl Manifest {
     /// Parse `git ls-tree -r -z` output (`<mode> SP <type> SP <oid> TAB <path> NUL`), refusing
     /// any unsafe path or unknown mode.
     pub fn parse(bytes: &[u8]) -> WsResult<Manifest> {
-        let bad = |detail: String| WorkspaceError::GitOutput { command: "ls-tree -r -z".into(), detail };
+        let bad = |detail: String| WorkspaceError::GitOutput {
+            command: "ls-tree -r -z".into(),
+            detail,
+        };
         let mut m = Manifest::default();
         for record in bytes.split(|&b| b == 0).filter(|r| !r.is_empty()) {
-            let tab = record.iter().position(|&b| b == b'\t').ok_or_else(|| bad("a record without a tab".into()))?;
+            let tab = record
+                .iter()
+                .position(|&b| b == b'\t')
+                .ok_or_else(|| bad("a record without a tab".into()))?;
             let (head, path) = (&record[..tab], &record[tab + 1..]);
             let mut fields = head.split(|&b| b == b' ');
-            let (mode, _type, oid) = match (fields.next(), fields.next(), fields.next(), fields.next()) {
-                (Some(m), Some(t), Some(o), None) => (m, t, o),
-                _ => return Err(bad(format!("malformed record {:?}", String::from_utf8_lossy(head)))),
-            };
+            let (mode, _type, oid) =
+                match (fields.next(), fields.next(), fields.next(), fields.next()) {
+                    (Some(m), Some(t), Some(o), None) => (m, t, o),
+                    _ => {
+                        return Err(bad(format!(
+                            "malformed record {:?}",
+                            String::from_utf8_lossy(head)
+                        )))
+                    }
+                };
             tree_path::check(path)?;
-            let kind = EntryKind::from_git_mode(mode)
-                .ok_or_else(|| WorkspaceError::unsafe_path(path, format!("unsupported mode {}", String::from_utf8_lossy(mode))))?;
-            let oid = ObjectId::from_hex(oid).ok_or_else(|| bad(format!("bad object id for {:?}", String::from_utf8_lossy(path))))?;
+            let kind = EntryKind::from_git_mode(mode).ok_or_else(|| {
+                WorkspaceError::unsafe_path(
+                    path,
+                    format!("unsupported mode {}", String::from_utf8_lossy(mode)),
+                )
+            })?;
+            let oid = ObjectId::from_hex(oid).ok_or_else(|| {
+                bad(format!(
+                    "bad object id for {:?}",
+                    String::from_utf8_lossy(path)
+                ))
+            })?;
             m.insert(path.to_vec(), Entry { kind, oid })?;
         }
         Ok(m)
@@ -87,7 +108,9 @@ impl Manifest {
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.entries.len() * 80);
         for (path, e) in &self.entries {
-            out.extend_from_slice(format!("{} {} {}\t", e.kind.git_mode(), e.kind.git_type(), e.oid).as_bytes());
+            out.extend_from_slice(
+                format!("{} {} {}\t", e.kind.git_mode(), e.kind.git_type(), e.oid).as_bytes(),
+            );
             out.extend_from_slice(path);
             out.push(0);
         }
@@ -113,13 +136,21 @@ impl Manifest {
     /// Whether some entry lies beneath `dir/`.
     pub fn has_beneath(&self, dir: &[u8]) -> bool {
         let prefix = tree_path::join(dir, b"");
-        self.entries.range(prefix.clone()..).next().is_some_and(|(k, _)| k.starts_with(&prefix))
+        self.entries
+            .range(prefix.clone()..)
+            .next()
+            .is_some_and(|(k, _)| k.starts_with(&prefix))
     }
 
     /// Every entry beneath `dir/`, in path order.
-    pub fn iter_beneath<'a>(&'a self, dir: &[u8]) -> impl Iterator<Item = (&'a Vec<u8>, &'a Entry)> + 'a {
+    pub fn iter_beneath<'a>(
+        &'a self,
+        dir: &[u8],
+    ) -> impl Iterator<Item = (&'a Vec<u8>, &'a Entry)> + 'a {
         let prefix = tree_path::join(dir, b"");
-        self.entries.range(prefix.clone()..).take_while(move |(k, _)| k.starts_with(&prefix))
+        self.entries
+            .range(prefix.clone()..)
+            .take_while(move |(k, _)| k.starts_with(&prefix))
     }
 
     /// Insert a leaf. A leaf at an ancestor path (a file replaced by a directory) and every entry
@@ -145,8 +176,12 @@ impl Manifest {
     /// Remove everything beneath `dir/` (not `dir` itself).
     pub fn remove_beneath(&mut self, dir: &[u8]) {
         let prefix = tree_path::join(dir, b"");
-        let doomed: Vec<Vec<u8>> =
-            self.entries.range(prefix.clone()..).take_while(|(k, _)| k.starts_with(&prefix)).map(|(k, _)| k.clone()).collect();
+        let doomed: Vec<Vec<u8>> = self
+            .entries
+            .range(prefix.clone()..)
+            .take_while(|(k, _)| k.starts_with(&prefix))
+            .map(|(k, _)| k.clone())
+            .collect();
         for k in doomed {
             self.entries.remove(&k);
         }
@@ -180,7 +215,10 @@ impl Manifest {
     }
 
     fn items(&self) -> Vec<(&[u8], &Entry)> {
-        self.entries.iter().map(|(k, v)| (k.as_slice(), v)).collect()
+        self.entries
+            .iter()
+            .map(|(k, v)| (k.as_slice(), v))
+            .collect()
     }
 }
 
@@ -192,7 +230,10 @@ pub type DirIds = HashMap<Vec<u8>, ObjectId>;
 enum Reuse<'a> {
     None,
     Record(&'a mut DirIds),
-    Known { known: &'a DirIds, dirty: &'a BTreeSet<Vec<u8>> },
+    Known {
+        known: &'a DirIds,
+        dirty: &'a BTreeSet<Vec<u8>>,
+    },
 }
 
 /// One entry of a tree object being built: its sort key (a directory's name sorts as `name/`),
@@ -201,7 +242,9 @@ type Child = (Vec<u8>, &'static str, Vec<u8>, ObjectId);
 
 /// Whether `path` is `dir` or lies beneath it (`""` is the root, above everything).
 fn within(path: &[u8], dir: &[u8]) -> bool {
-    dir.is_empty() || path == dir || (path.len() > dir.len() && path.starts_with(dir) && path[dir.len()] == b'/')
+    dir.is_empty()
+        || path == dir
+        || (path.len() > dir.len() && path.starts_with(dir) && path[dir.len()] == b'/')
 }
 
 /// The tree object of one directory's children.
@@ -223,7 +266,9 @@ fn tree_object(mut children: Vec<Child>) -> ObjectId {
 fn hash_tree(items: &[(&[u8], &Entry)], reuse: &mut Reuse<'_>) -> ObjectId {
     let mut stack: Vec<(Vec<u8>, Vec<Child>)> = vec![(Vec::new(), Vec::new())];
     let close = |stack: &mut Vec<(Vec<u8>, Vec<Child>)>, reuse: &mut Reuse<'_>| {
-        let Some((path, children)) = stack.pop() else { return };
+        let Some((path, children)) = stack.pop() else {
+            return;
+        };
         let id = tree_object(children);
         let name = tree_path::file_name(&path).to_vec();
         if let Reuse::Record(ids) = reuse {
@@ -248,7 +293,10 @@ fn hash_tree(items: &[(&[u8], &Entry)], reuse: &mut Reuse<'_>) -> ObjectId {
                 break;
             }
             let start = if top.is_empty() { 0 } else { top.len() + 1 };
-            let end = parent[start..].iter().position(|&b| b == b'/').map_or(parent.len(), |o| start + o);
+            let end = parent[start..]
+                .iter()
+                .position(|&b| b == b'/')
+                .map_or(parent.len(), |o| start + o);
             let dir = parent[..end].to_vec();
             let known = match reuse {
                 Reuse::Known { known, dirty } if !dirty.contains(&dir) => known.get(&dir).copied(),
@@ -268,13 +316,18 @@ fn hash_tree(items: &[(&[u8], &Entry)], reuse: &mut Reuse<'_>) -> ObjectId {
         }
         let name = tree_path::file_name(path).to_vec();
         let top = stack.len() - 1;
-        stack[top].1.push((name.clone(), entry.kind.git_mode(), name, entry.oid));
+        stack[top]
+            .1
+            .push((name.clone(), entry.kind.git_mode(), name, entry.oid));
         i += 1;
     }
     while stack.len() > 1 {
         close(&mut stack, reuse);
     }
-    stack.pop().map(|(_, children)| tree_object(children)).unwrap_or_else(|| tree_object(Vec::new()))
+    stack
+        .pop()
+        .map(|(_, children)| tree_object(children))
+        .unwrap_or_else(|| tree_object(Vec::new()))
 }
 
 #[cfg(test)]
@@ -283,12 +336,18 @@ mod tests {
     use crate::workspace::object_id::blob_id;
 
     fn file(content: &[u8]) -> Entry {
-        Entry { kind: EntryKind::File, oid: blob_id(content) }
+        Entry {
+            kind: EntryKind::File,
+            oid: blob_id(content),
+        }
     }
 
     #[test]
     fn empty_manifest_is_the_empty_tree() {
-        assert_eq!(Manifest::default().tree_id().to_hex(), "4b825dc642cb6eb9a060e54bf8d69288fbee4904");
+        assert_eq!(
+            Manifest::default().tree_id().to_hex(),
+            "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+        );
     }
 
     #[test]
@@ -297,7 +356,12 @@ mod tests {
         let mut m = Manifest::default();
         m.insert(tree_path::join(&deep, b"f"), file(b"x")).unwrap();
         m.insert(b"top".to_vec(), file(b"y")).unwrap();
-        let id = std::thread::Builder::new().stack_size(64 << 10).spawn(move || (m.tree_id(), m.dir_ids().len())).unwrap().join().unwrap();
+        let id = std::thread::Builder::new()
+            .stack_size(64 << 10)
+            .spawn(move || (m.tree_id(), m.dir_ids().len()))
+            .unwrap()
+            .join()
+            .unwrap();
         assert_eq!(id.1, 20_001, "every directory and the root recorded");
     }
 
@@ -305,7 +369,14 @@ mod tests {
     fn parse_and_to_bytes_round_trip() {
         let mut m = Manifest::default();
         m.insert(b"a/b".to_vec(), file(b"x")).unwrap();
-        m.insert(b"c".to_vec(), Entry { kind: EntryKind::Symlink, oid: blob_id(b"a/b") }).unwrap();
+        m.insert(
+            b"c".to_vec(),
+            Entry {
+                kind: EntryKind::Symlink,
+                oid: blob_id(b"a/b"),
+            },
+        )
+        .unwrap();
         assert_eq!(Manifest::parse(&m.to_bytes()).unwrap(), m);
     }
 
@@ -324,7 +395,13 @@ mod tests {
         let oid = blob_id(b"x");
         for p in ["../evil", "a/../../evil", ".git/hooks/pre-commit"] {
             let rec = format!("100644 blob {oid}\t{p}\0");
-            assert!(matches!(Manifest::parse(rec.as_bytes()), Err(WorkspaceError::UnsafePath { .. })), "{p}");
+            assert!(
+                matches!(
+                    Manifest::parse(rec.as_bytes()),
+                    Err(WorkspaceError::UnsafePath { .. })
+                ),
+                "{p}"
+            );
         }
     }
 
@@ -334,18 +411,23 @@ mod tests {
         // changed path marks itself and its ancestors dirty, as the snapshot does.
         let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
         let mut next = |n: u64| {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             (seed >> 33) % n
         };
         let names = [&b"a"[..], b"b", b"c.txt", b"d-e", b"sub"];
         let random_path = |next: &mut dyn FnMut(u64) -> u64| {
             let depth = 1 + next(4) as usize;
-            let parts: Vec<&[u8]> = (0..depth).map(|_| names[next(names.len() as u64) as usize]).collect();
+            let parts: Vec<&[u8]> = (0..depth)
+                .map(|_| names[next(names.len() as u64) as usize])
+                .collect();
             parts.join(&b'/')
         };
         let mut base = Manifest::default();
         for i in 0..200 {
-            base.insert(random_path(&mut next), file(format!("{i}").as_bytes())).unwrap();
+            base.insert(random_path(&mut next), file(format!("{i}").as_bytes()))
+                .unwrap();
         }
         let known = base.dir_ids();
         assert_eq!(known[&b""[..]], base.tree_id());
@@ -364,7 +446,11 @@ mod tests {
                     m.insert(p, file(format!("r{round}").as_bytes())).unwrap();
                 }
             }
-            assert_eq!(m.tree_id_reusing(&known, &dirty), m.tree_id(), "round {round}");
+            assert_eq!(
+                m.tree_id_reusing(&known, &dirty),
+                m.tree_id(),
+                "round {round}"
+            );
         }
     }
 }

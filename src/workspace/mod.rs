@@ -41,11 +41,11 @@ pub use baseline::{Baseline, BaselineOptions};
 pub use bounds::Bounds;
 pub use check_layers::{check_layers, replay_layers, CheckLayers, FrozenLayer};
 pub use deliver::{deliver, Delivery};
+pub use ignore_rules::{IgnoreRules, LeftOut};
 pub use manifest::{Entry, EntryKind, Manifest};
 pub use object_id::ObjectId;
 pub use overlay::Workspace;
 pub use protected::{protected_changes, ProtectedChange, ProtectedPaths};
-pub use ignore_rules::{IgnoreRules, LeftOut};
 pub use snapshot::{Artefact, ChangeKind, Snapshot};
 
 use crate::error::Failure;
@@ -58,7 +58,11 @@ pub enum WorkspaceError {
     #[error("{repo}: not a git repository with a commit at HEAD ({detail})")]
     NoCommit { repo: PathBuf, detail: String },
     #[error("`git {command}` failed in {repo}: {detail}")]
-    Git { repo: PathBuf, command: String, detail: String },
+    Git {
+        repo: PathBuf,
+        command: String,
+        detail: String,
+    },
     #[error("could not run git: {0}")]
     GitSpawn(std::io::Error),
     #[error("unexpected output from `git {command}`: {detail}")]
@@ -66,7 +70,10 @@ pub enum WorkspaceError {
     #[error("tree entry {path:?} refused: {reason}")]
     UnsafePath { path: String, reason: String },
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error(transparent)]
     Fs(#[from] SafeFsError),
     #[error("protected path pattern {pattern:?}: {detail}")]
@@ -74,28 +81,50 @@ pub enum WorkspaceError {
     #[error("branch {0} already exists in the operator's repository; loopexec never overwrites a branch")]
     BranchExists(String),
     #[error("{what} changed while loopexec was reading it (expected {expected}, found {found})")]
-    Changed { what: String, expected: String, found: String },
+    Changed {
+        what: String,
+        expected: String,
+        found: String,
+    },
     #[error("cached baseline {0} is damaged: {1}")]
     DamagedCache(PathBuf, String),
     /// The agent's workspace holds more than the policy's `[workspace]` table allows.
     #[error("the workspace exceeds workspace.{limit} = {allowed} at {path:?}")]
-    Limit { limit: &'static str, allowed: u64, path: String },
+    Limit {
+        limit: &'static str,
+        allowed: u64,
+        path: String,
+    },
     /// A name git resolves to `.git`, `.gitmodules` or `.gitattributes` on HFS+ or NTFS.
     #[error("{path:?} is {alias} to git on HFS+ or NTFS (core.protectHFS/protectNTFS); loopexec never delivers it")]
     GitAlias { path: String, alias: &'static str },
     /// An upper-layer entry owned by another uid than the zone's: another local user wrote it
     /// (through a directory the agent left writable to others); it is never delivered.
     #[error("{path:?} belongs to uid {uid}, not to the zone's uid {zone_uid}: another local user wrote it")]
-    ForeignOwner { path: String, uid: u32, zone_uid: u32 },
+    ForeignOwner {
+        path: String,
+        uid: u32,
+        zone_uid: u32,
+    },
     /// A post-agent phase ran past its time bound.
     #[error("the {phase} took longer than workspace.{key} = {seconds} s")]
-    Timeout { phase: &'static str, key: &'static str, seconds: u64 },
+    Timeout {
+        phase: &'static str,
+        key: &'static str,
+        seconds: u64,
+    },
     /// t0's protected paths need more read-only holds in the check's zone than it takes.
     #[error(
         "t0's protected paths need {holds} read-only holds in the check's zone ({} mounts with the directories pinned above them, {bytes} bytes of paths in the zone's plan), more than it takes ({max_mounts} mounts, {max_bytes} bytes); no protected path is left writable, so the run cannot start: protect whole directories (`--protect DIR/` or `protected` in loop.toml, one hold each) rather than many files in them",
         holds + pinned
     )]
-    TooManyHolds { holds: usize, pinned: usize, bytes: usize, max_mounts: usize, max_bytes: usize },
+    TooManyHolds {
+        holds: usize,
+        pinned: usize,
+        bytes: usize,
+        max_mounts: usize,
+        max_bytes: usize,
+    },
     /// The operator interrupted a post-agent phase (SIGINT/SIGTERM); the run stays resumable.
     #[error("the {phase} was interrupted by the operator")]
     Interrupted { phase: &'static str, signal: i32 },
@@ -103,10 +132,16 @@ pub enum WorkspaceError {
 
 impl WorkspaceError {
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        WorkspaceError::Io { path: path.into(), source }
+        WorkspaceError::Io {
+            path: path.into(),
+            source,
+        }
     }
     pub(crate) fn unsafe_path(path: &[u8], reason: impl Into<String>) -> Self {
-        WorkspaceError::UnsafePath { path: String::from_utf8_lossy(path).into_owned(), reason: reason.into() }
+        WorkspaceError::UnsafePath {
+            path: String::from_utf8_lossy(path).into_owned(),
+            reason: reason.into(),
+        }
     }
 }
 
@@ -114,12 +149,11 @@ impl From<WorkspaceError> for Failure {
     fn from(e: WorkspaceError) -> Failure {
         match &e {
             WorkspaceError::Pattern { .. } => Failure::invalid_input(e.to_string()),
-            WorkspaceError::NoCommit { .. } => {
-                Failure::workspace(e.to_string()).with_hint("run loopexec inside a git repository with at least one commit")
-            }
-            WorkspaceError::BranchExists(b) => {
-                Failure::workspace(e.to_string()).with_hint(format!("delete or rename {b} first (`git branch -m {b} {b}-old`)"))
-            }
+            WorkspaceError::NoCommit { .. } => Failure::workspace(e.to_string())
+                .with_hint("run loopexec inside a git repository with at least one commit"),
+            WorkspaceError::BranchExists(b) => Failure::workspace(e.to_string()).with_hint(
+                format!("delete or rename {b} first (`git branch -m {b} {b}-old`)"),
+            ),
             _ => Failure::workspace(e.to_string()),
         }
     }

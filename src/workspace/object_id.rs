@@ -56,7 +56,11 @@ pub fn blob_id(content: &[u8]) -> ObjectId {
 /// (to copy or write it elsewhere while hashing; `sink` may also stop the stream, e.g. on an
 /// interrupt). Holes of a sparse file (`SEEK_DATA`/`SEEK_HOLE`) are hashed as zeros without being
 /// read. A file whose size is not `len` by the end is an error: it changed while read.
-pub fn blob_id_of_file(file: &File, len: u64, sink: &mut dyn FnMut(&[u8]) -> std::io::Result<()>) -> std::io::Result<ObjectId> {
+pub fn blob_id_of_file(
+    file: &File,
+    len: u64,
+    sink: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
+) -> std::io::Result<ObjectId> {
     static ZEROS: [u8; CHUNK] = [0; CHUNK];
     let mut h = Sha1::new();
     h.update(format!("blob {len}\0").as_bytes());
@@ -92,7 +96,9 @@ pub fn blob_id_of_file(file: &File, len: u64, sink: &mut dyn FnMut(&[u8]) -> std
 const CHUNK: usize = 1 << 16;
 
 fn changed_size(len: u64) -> std::io::Error {
-    std::io::Error::other(format!("the file changed size while it was read (listed with {len} bytes)"))
+    std::io::Error::other(format!(
+        "the file changed size while it was read (listed with {len} bytes)"
+    ))
 }
 
 /// The next data extent at or after `pos`, clamped to `len`: (start, end). Before `start` is a
@@ -106,7 +112,9 @@ fn next_extent(file: &File, pos: u64, len: u64) -> std::io::Result<(u64, u64)> {
         }
         match std::io::Error::last_os_error().raw_os_error() {
             Some(libc::ENXIO) => Ok(None),
-            Some(libc::EINVAL) | Some(libc::EOPNOTSUPP) => Err(std::io::Error::from(std::io::ErrorKind::Unsupported)),
+            Some(libc::EINVAL) | Some(libc::EOPNOTSUPP) => {
+                Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
+            }
             _ => Err(std::io::Error::last_os_error()),
         }
     };
@@ -136,8 +144,14 @@ mod tests {
 
     #[test]
     fn empty_blob_and_empty_tree_have_gits_well_known_ids() {
-        assert_eq!(blob_id(b"").to_hex(), "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391");
-        assert_eq!(tree_id(b"").to_hex(), "4b825dc642cb6eb9a060e54bf8d69288fbee4904");
+        assert_eq!(
+            blob_id(b"").to_hex(),
+            "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"
+        );
+        assert_eq!(
+            tree_id(b"").to_hex(),
+            "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+        );
     }
 
     fn hash_file(file: &File, len: u64) -> std::io::Result<(ObjectId, u64)> {
@@ -153,7 +167,10 @@ mod tests {
     fn a_file_hashes_to_the_slice_hash_and_a_wrong_length_is_refused() {
         let mut file = tempfile::tempfile().unwrap();
         std::io::Write::write_all(&mut file, b"hello world\n").unwrap();
-        assert_eq!(hash_file(&file, 12).unwrap(), (blob_id(b"hello world\n"), 12));
+        assert_eq!(
+            hash_file(&file, 12).unwrap(),
+            (blob_id(b"hello world\n"), 12)
+        );
         assert!(hash_file(&file, 13).is_err());
         assert!(hash_file(&file, 11).is_err());
     }
@@ -163,7 +180,8 @@ mod tests {
         let file = tempfile::tempfile().unwrap();
         let len = 3 * CHUNK as u64 + 17;
         file.set_len(len).unwrap();
-        file.write_at(b"data in the middle", 2 * CHUNK as u64 - 5).unwrap();
+        file.write_at(b"data in the middle", 2 * CHUNK as u64 - 5)
+            .unwrap();
         let mut expected = vec![0u8; len as usize];
         expected[2 * CHUNK - 5..2 * CHUNK + 13].copy_from_slice(b"data in the middle");
         assert_eq!(hash_file(&file, len).unwrap(), (blob_id(&expected), len));

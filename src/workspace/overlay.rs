@@ -38,18 +38,36 @@ impl Workspace {
     /// uid/gid when loopexec runs as root (the zone must own its upper and work directories; it
     /// reaches them through the mount tree of `workspace/` the supervisor hands it, so the run
     /// directory and everything above it stay closed to every other uid).
-    pub fn create(baseline: Baseline, run_dir: &SafeDir, owner: Option<(u32, u32)>) -> WsResult<Workspace> {
+    pub fn create(
+        baseline: Baseline,
+        run_dir: &SafeDir,
+        owner: Option<(u32, u32)>,
+    ) -> WsResult<Workspace> {
         let ws = run_dir.subdir_or_create(WORKSPACE)?;
-        nix::sys::stat::fchmod(ws.fd().as_raw_fd(), nix::sys::stat::Mode::from_bits_truncate(0o711))
-            .map_err(|e| WorkspaceError::io(ws.path(), e.into()))?;
+        nix::sys::stat::fchmod(
+            ws.fd().as_raw_fd(),
+            nix::sys::stat::Mode::from_bits_truncate(0o711),
+        )
+        .map_err(|e| WorkspaceError::io(ws.path(), e.into()))?;
         for (name, mode) in [(UPPER, 0o755), (WORK, 0o700)] {
             let path = ws.path().join(name);
-            nix::sys::stat::mkdirat(Some(ws.fd().as_raw_fd()), name, nix::sys::stat::Mode::from_bits_truncate(mode))
+            nix::sys::stat::mkdirat(
+                Some(ws.fd().as_raw_fd()),
+                name,
+                nix::sys::stat::Mode::from_bits_truncate(mode),
+            )
+            .map_err(|e| WorkspaceError::io(&path, e.into()))?;
+            let fd = fsat::open_dir(ws.fd().as_raw_fd(), name.as_bytes())
                 .map_err(|e| WorkspaceError::io(&path, e.into()))?;
-            let fd = fsat::open_dir(ws.fd().as_raw_fd(), name.as_bytes()).map_err(|e| WorkspaceError::io(&path, e.into()))?;
             fsat::chown_fd(&fd, owner).map_err(|e| WorkspaceError::io(&path, e.into()))?;
         }
-        Ok(Workspace { baseline, upper: ws.path().join(UPPER), work: ws.path().join(WORK), baseline_dirs: OnceLock::new(), rules: IgnoreRules::none() })
+        Ok(Workspace {
+            baseline,
+            upper: ws.path().join(UPPER),
+            work: ws.path().join(WORK),
+            baseline_dirs: OnceLock::new(),
+            rules: IgnoreRules::none(),
+        })
     }
 
     /// Re-open the workspace of an existing run (resume after a crash).
@@ -57,7 +75,13 @@ impl Workspace {
         let ws = run_dir.subdir(WORKSPACE)?;
         let upper = ws.subdir(UPPER)?;
         let work = ws.subdir(WORK)?;
-        Ok(Workspace { baseline, upper: upper.path().to_path_buf(), work: work.path().to_path_buf(), baseline_dirs: OnceLock::new(), rules: IgnoreRules::none() })
+        Ok(Workspace {
+            baseline,
+            upper: upper.path().to_path_buf(),
+            work: work.path().to_path_buf(),
+            baseline_dirs: OnceLock::new(),
+            rules: IgnoreRules::none(),
+        })
     }
 
     pub fn baseline(&self) -> &Baseline {
@@ -94,7 +118,13 @@ impl Workspace {
     /// t0's tree alone, read-only, at `target` (the judge's working directory: the operator's
     /// code, whatever the agent changed).
     pub fn t0_overlay(&self, target: &Path) -> OverlayMount {
-        OverlayMount { target: target.to_path_buf(), lowers: vec![self.baseline.files_dir.clone()], upper: None, work: None, volatile: false }
+        OverlayMount {
+            target: target.to_path_buf(),
+            lowers: vec![self.baseline.files_dir.clone()],
+            upper: None,
+            work: None,
+            volatile: false,
+        }
     }
 
     /// The agent's tree as a read-only overlay at `target` (the judge's view of the candidate): no upper layer, so

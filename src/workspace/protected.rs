@@ -59,10 +59,17 @@ pub fn exempt_glob(pattern: &str) -> Result<globset::Glob, String> {
     if pattern.starts_with('/') {
         return Err("an absolute path (name it relative to the repository root)".into());
     }
-    if pattern.split('/').any(|c| c.is_empty() || c == "." || c == "..") {
+    if pattern
+        .split('/')
+        .any(|c| c.is_empty() || c == "." || c == "..")
+    {
         return Err("an empty, `.` or `..` component".into());
     }
-    GlobBuilder::new(pattern).literal_separator(true).backslash_escape(true).build().map_err(|e| format!("not a glob: {}", e.kind()))
+    GlobBuilder::new(pattern)
+        .literal_separator(true)
+        .backslash_escape(true)
+        .build()
+        .map_err(|e| format!("not a glob: {}", e.kind()))
 }
 
 /// One protected path the agent changed.
@@ -172,20 +179,41 @@ impl ProtectedPaths {
     /// rewrites and no runtime loads (the go command checks `vendor/modules.txt` against `go.mod`
     /// and loads packages from their directories; node never reads npm's, yarn's or pnpm's
     /// state files): they may change.
-    pub const VENDORED_LISTINGS: &'static [&'static str] = &["modules.txt", ".package-lock.json", ".yarn-integrity", ".yarn-state.yml", ".modules.yaml"];
+    pub const VENDORED_LISTINGS: &'static [&'static str] = &[
+        "modules.txt",
+        ".package-lock.json",
+        ".yarn-integrity",
+        ".yarn-state.yml",
+        ".modules.yaml",
+    ];
 
     /// The defaults plus `extra` (when `use_defaults`), or `extra` alone; the vendored roots are
     /// part of the defaults.
     pub fn new(use_defaults: bool, extra: &[String]) -> WsResult<ProtectedPaths> {
-        let mut patterns: Vec<String> = if use_defaults { Self::DEFAULTS.iter().map(|s| s.to_string()).collect() } else { Vec::new() };
+        let mut patterns: Vec<String> = if use_defaults {
+            Self::DEFAULTS.iter().map(|s| s.to_string()).collect()
+        } else {
+            Vec::new()
+        };
         patterns.extend(extra.iter().cloned());
         let mut p = Self::from_patterns(patterns)?;
         if use_defaults {
             let mut b = GlobSetBuilder::new();
             for name in Self::VENDORED {
-                b.add(GlobBuilder::new(&format!("**/{name}")).literal_separator(true).build().map_err(|e| WorkspaceError::Pattern { pattern: name.to_string(), detail: e.kind().to_string() })?);
+                b.add(
+                    GlobBuilder::new(&format!("**/{name}"))
+                        .literal_separator(true)
+                        .build()
+                        .map_err(|e| WorkspaceError::Pattern {
+                            pattern: name.to_string(),
+                            detail: e.kind().to_string(),
+                        })?,
+                );
             }
-            p.vendored = b.build().map_err(|e| WorkspaceError::Pattern { pattern: Self::VENDORED.join(" "), detail: e.to_string() })?;
+            p.vendored = b.build().map_err(|e| WorkspaceError::Pattern {
+                pattern: Self::VENDORED.join(" "),
+                detail: e.to_string(),
+            })?;
         }
         Ok(p)
     }
@@ -202,12 +230,23 @@ impl ProtectedPaths {
                     .literal_separator(true)
                     .backslash_escape(true)
                     .build()
-                    .map_err(|e| WorkspaceError::Pattern { pattern: p.clone(), detail: e.kind().to_string() })?;
+                    .map_err(|e| WorkspaceError::Pattern {
+                        pattern: p.clone(),
+                        detail: e.kind().to_string(),
+                    })?;
                 b.add(g);
             }
         }
-        let set = b.build().map_err(|e| WorkspaceError::Pattern { pattern: patterns.join(" "), detail: e.to_string() })?;
-        Ok(ProtectedPaths { patterns, set, exempt: None, vendored: GlobSet::empty() })
+        let set = b.build().map_err(|e| WorkspaceError::Pattern {
+            pattern: patterns.join(" "),
+            detail: e.to_string(),
+        })?;
+        Ok(ProtectedPaths {
+            patterns,
+            set,
+            exempt: None,
+            vendored: GlobSet::empty(),
+        })
     }
 
     /// These patterns with the paths `globs` match exempt from them ([`exempt_glob`]).
@@ -217,16 +256,26 @@ impl ProtectedPaths {
         }
         let mut b = GlobSetBuilder::new();
         for g in globs {
-            b.add(exempt_glob(g).map_err(|detail| WorkspaceError::Pattern { pattern: g.clone(), detail })?);
+            b.add(exempt_glob(g).map_err(|detail| WorkspaceError::Pattern {
+                pattern: g.clone(),
+                detail,
+            })?);
         }
-        self.exempt = Some(b.build().map_err(|e| WorkspaceError::Pattern { pattern: globs.join(" "), detail: e.to_string() })?);
+        self.exempt = Some(b.build().map_err(|e| WorkspaceError::Pattern {
+            pattern: globs.join(" "),
+            detail: e.to_string(),
+        })?);
         Ok(self)
     }
 
     /// Whether the patterns protect `path` but an exemption lets it change.
     pub fn is_exempt(&self, path: &[u8]) -> bool {
         let text = String::from_utf8_lossy(path);
-        self.set.is_match(text.as_ref()) && self.exempt.as_ref().is_some_and(|e| e.is_match(text.as_ref()))
+        self.set.is_match(text.as_ref())
+            && self
+                .exempt
+                .as_ref()
+                .is_some_and(|e| e.is_match(text.as_ref()))
     }
 
     /// The patterns as given (for the receipt).
@@ -237,7 +286,11 @@ impl ProtectedPaths {
     /// Whether `path` (repository-relative, `/`-separated) or one of its ancestors is protected.
     pub fn is_protected(&self, path: &[u8]) -> bool {
         let text = String::from_utf8_lossy(path);
-        self.set.is_match(text.as_ref()) && !self.exempt.as_ref().is_some_and(|e| e.is_match(text.as_ref()))
+        self.set.is_match(text.as_ref())
+            && !self
+                .exempt
+                .as_ref()
+                .is_some_and(|e| e.is_match(text.as_ref()))
     }
 
     /// Whether `path` or one of its ancestors matches a protected pattern, `[[allow_test_change]]`
@@ -248,7 +301,10 @@ impl ProtectedPaths {
     }
 
     fn is_vendored_root(&self, path: &[u8]) -> bool {
-        !self.vendored.is_empty() && self.vendored.is_match(String::from_utf8_lossy(path).as_ref())
+        !self.vendored.is_empty()
+            && self
+                .vendored
+                .is_match(String::from_utf8_lossy(path).as_ref())
     }
 
     /// The topmost vendored root strictly above `path` (its length in bytes), if `path` lies
@@ -284,7 +340,14 @@ fn topmost_new(path: &[u8], t0: &Manifest) -> Vec<u8> {
 /// Whether the new entry at `path`, beneath the vendored root `path[..root]`, belongs to a new
 /// package (see the module's comment). `namespaces` caches, per directory, whether it held no
 /// file at t0.
-fn in_new_package(path: &[u8], root: usize, t0: &Manifest, tree: &Manifest, protected: &ProtectedPaths, namespaces: &mut BTreeMap<Vec<u8>, bool>) -> bool {
+fn in_new_package(
+    path: &[u8],
+    root: usize,
+    t0: &Manifest,
+    tree: &Manifest,
+    protected: &ProtectedPaths,
+    namespaces: &mut BTreeMap<Vec<u8>, bool>,
+) -> bool {
     let new = topmost_new(path, t0);
     if new.len() <= root {
         // The vendored tree itself is new: all of it is the agent's.
@@ -301,12 +364,20 @@ fn in_new_package(path: &[u8], root: usize, t0: &Manifest, tree: &Manifest, prot
     if protected.is_vendored_root(parent) {
         return false;
     }
-    *namespaces.entry(parent.to_vec()).or_insert_with(|| !t0.iter_beneath(parent).any(|(p, _)| !p[parent.len() + 1..].contains(&b'/')))
+    *namespaces.entry(parent.to_vec()).or_insert_with(|| {
+        !t0.iter_beneath(parent)
+            .any(|(p, _)| !p[parent.len() + 1..].contains(&b'/'))
+    })
 }
 
 /// The globs one pattern stands for (itself and everything beneath it).
 fn expand(pattern: &str) -> WsResult<Vec<String>> {
-    let bad = |detail: &str| Err(WorkspaceError::Pattern { pattern: pattern.to_string(), detail: detail.to_string() });
+    let bad = |detail: &str| {
+        Err(WorkspaceError::Pattern {
+            pattern: pattern.to_string(),
+            detail: detail.to_string(),
+        })
+    };
     let trimmed = pattern.trim();
     if trimmed.is_empty() {
         return bad("empty pattern");
@@ -319,14 +390,22 @@ fn expand(pattern: &str) -> WsResult<Vec<String>> {
     if body.is_empty() {
         return bad("a pattern must name something below the repository root");
     }
-    let base = if anchored_by_slash || body.contains('/') { body.to_string() } else { format!("**/{body}") };
+    let base = if anchored_by_slash || body.contains('/') {
+        body.to_string()
+    } else {
+        format!("**/{body}")
+    };
     Ok(vec![base.clone(), format!("{base}/**")])
 }
 
 /// Every protected path that differs between the baseline and the snapshot (added, modified,
 /// deleted, or hard-linked to another path), plus upper-layer entries at protected paths that a
 /// tree cannot hold (a fifo or device planted in `tests/`).
-pub fn protected_changes(baseline: &Manifest, snapshot: &Snapshot, protected: &ProtectedPaths) -> Vec<ProtectedChange> {
+pub fn protected_changes(
+    baseline: &Manifest,
+    snapshot: &Snapshot,
+    protected: &ProtectedPaths,
+) -> Vec<ProtectedChange> {
     let mut namespaces = BTreeMap::new();
     let mut frozen = |p: &[u8], change: ChangeKind| {
         if protected.is_protected(p) {
@@ -334,20 +413,40 @@ pub fn protected_changes(baseline: &Manifest, snapshot: &Snapshot, protected: &P
         }
         match protected.vendored_root_of(p) {
             None => false,
-            Some(root) if p[root + 1..].iter().all(|&b| b != b'/') && ProtectedPaths::VENDORED_LISTINGS.iter().any(|n| n.as_bytes() == &p[root + 1..]) => false,
+            Some(root)
+                if p[root + 1..].iter().all(|&b| b != b'/')
+                    && ProtectedPaths::VENDORED_LISTINGS
+                        .iter()
+                        .any(|n| n.as_bytes() == &p[root + 1..]) =>
+            {
+                false
+            }
             Some(_) if change != ChangeKind::Added => true,
-            Some(root) => !in_new_package(p, root, baseline, &snapshot.manifest, protected, &mut namespaces),
+            Some(root) => !in_new_package(
+                p,
+                root,
+                baseline,
+                &snapshot.manifest,
+                protected,
+                &mut namespaces,
+            ),
         }
     };
     let mut out: Vec<ProtectedChange> = snapshot
         .changes(baseline)
         .into_iter()
         .filter(|(p, change)| frozen(p, *change))
-        .map(|(p, change)| ProtectedChange { path: String::from_utf8_lossy(&p).into_owned(), change })
+        .map(|(p, change)| ProtectedChange {
+            path: String::from_utf8_lossy(&p).into_owned(),
+            change,
+        })
         .collect();
     for p in &snapshot.not_in_tree {
         if protected.is_protected(p) || protected.vendored_root_of(p).is_some() {
-            out.push(ProtectedChange { path: String::from_utf8_lossy(p).into_owned(), change: ChangeKind::Added });
+            out.push(ProtectedChange {
+                path: String::from_utf8_lossy(p).into_owned(),
+                change: ChangeKind::Added,
+            });
         }
     }
     out
@@ -358,22 +457,33 @@ mod tests {
     use super::*;
 
     fn p(list: &[&str]) -> ProtectedPaths {
-        ProtectedPaths::new(false, &list.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap()
+        ProtectedPaths::new(
+            false,
+            &list.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+        )
+        .unwrap()
     }
 
     #[test]
     fn an_exempt_path_is_no_longer_protected_and_its_siblings_still_are() {
-        let set = ProtectedPaths::defaults().exempting(&["tests/test_api.py".to_string()]).unwrap();
+        let set = ProtectedPaths::defaults()
+            .exempting(&["tests/test_api.py".to_string()])
+            .unwrap();
         assert!(!set.is_protected(b"tests/test_api.py"));
         assert!(set.is_exempt(b"tests/test_api.py"));
         assert!(set.is_protected(b"tests/test_other.py"));
         assert!(set.is_protected(b"tests"));
-        assert!(!set.is_exempt(b"src/api.py"), "an exemption of an unprotected path exempts nothing");
+        assert!(
+            !set.is_exempt(b"src/api.py"),
+            "an exemption of an unprotected path exempts nothing"
+        );
     }
 
     #[test]
     fn an_exempt_path_still_matches_the_patterns() {
-        let set = ProtectedPaths::defaults().exempting(&["tests/**".to_string()]).unwrap();
+        let set = ProtectedPaths::defaults()
+            .exempting(&["tests/**".to_string()])
+            .unwrap();
         assert!(!set.is_protected(b"tests/test_made.py"));
         assert!(set.matches_patterns(b"tests/test_made.py"));
         assert!(!set.matches_patterns(b"src/api.py"));
@@ -417,11 +527,56 @@ mod tests {
     #[test]
     fn defaults_cover_each_ecosystem_and_leave_sources_alone() {
         let d = ProtectedPaths::defaults();
-        for path in ["tests/test_x.py", "pkg/test_util.py", "pkg/util_test.py", "conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "cmd/x_test.go", ".github/workflows/ci.yml", ".gitlab-ci.yml", "Makefile", "jest.config.js", "vitest.config.ts", "src/app.test.ts", "src/test/java/AppTest.java", ".cargo/config.toml", "loop.toml", ".gitmodules", ".gitattributes", "sub/.gitattributes", ".loopexec/x", "mutants.toml", "stryker.conf.json", "stryker.config.mjs", ".nycrc.json", ".c8rc", "tarpaulin.toml", ".mutmut-cache", "mutmut_config.py"] {
-            assert!(d.is_protected(path.as_bytes()), "{path} should be protected");
+        for path in [
+            "tests/test_x.py",
+            "pkg/test_util.py",
+            "pkg/util_test.py",
+            "conftest.py",
+            "pytest.ini",
+            "tox.ini",
+            "setup.cfg",
+            "cmd/x_test.go",
+            ".github/workflows/ci.yml",
+            ".gitlab-ci.yml",
+            "Makefile",
+            "jest.config.js",
+            "vitest.config.ts",
+            "src/app.test.ts",
+            "src/test/java/AppTest.java",
+            ".cargo/config.toml",
+            "loop.toml",
+            ".gitmodules",
+            ".gitattributes",
+            "sub/.gitattributes",
+            ".loopexec/x",
+            "mutants.toml",
+            "stryker.conf.json",
+            "stryker.config.mjs",
+            ".nycrc.json",
+            ".c8rc",
+            "tarpaulin.toml",
+            ".mutmut-cache",
+            "mutmut_config.py",
+        ] {
+            assert!(
+                d.is_protected(path.as_bytes()),
+                "{path} should be protected"
+            );
         }
-        for path in ["src/main.rs", "Cargo.toml", "pyproject.toml", "package.json", "lib/util.py", "cmd/main.go", "src/app.ts", "README.md"] {
-            assert!(!d.is_protected(path.as_bytes()), "{path} should not be protected");
+        for path in [
+            "src/main.rs",
+            "Cargo.toml",
+            "pyproject.toml",
+            "package.json",
+            "lib/util.py",
+            "cmd/main.go",
+            "src/app.ts",
+            "README.md",
+        ] {
+            assert!(
+                !d.is_protected(path.as_bytes()),
+                "{path} should not be protected"
+            );
         }
     }
 
@@ -439,34 +594,72 @@ mod tests {
             "src/__mocks__/fs.js",
             "pkg/testdata/table.csv",
         ] {
-            assert!(d.is_protected(path.as_bytes()), "{path} should be protected");
+            assert!(
+                d.is_protected(path.as_bytes()),
+                "{path} should be protected"
+            );
         }
-        for path in ["src/snapshot.rs", "src/render.go", "lib/approve.py", "golden.py", "src/snapshots/mod.rs"] {
-            assert!(!d.is_protected(path.as_bytes()), "{path} should not be protected");
+        for path in [
+            "src/snapshot.rs",
+            "src/render.go",
+            "lib/approve.py",
+            "golden.py",
+            "src/snapshots/mod.rs",
+        ] {
+            assert!(
+                !d.is_protected(path.as_bytes()),
+                "{path} should not be protected"
+            );
         }
     }
 
     fn manifest(paths: &[&str]) -> Manifest {
         let mut m = Manifest::default();
         for p in paths {
-            m.insert(p.as_bytes().to_vec(), crate::workspace::Entry { kind: crate::workspace::EntryKind::File, oid: crate::workspace::object_id::blob_id(p.as_bytes()) }).unwrap();
+            m.insert(
+                p.as_bytes().to_vec(),
+                crate::workspace::Entry {
+                    kind: crate::workspace::EntryKind::File,
+                    oid: crate::workspace::object_id::blob_id(p.as_bytes()),
+                },
+            )
+            .unwrap();
         }
         m
     }
 
     /// The protected changes of a step from `t0` to a tree holding `t0` minus `deleted`, with
     /// `changed` rewritten and `added` new.
-    fn vendored_changes(t0: &[&str], changed: &[&str], added: &[&str], deleted: &[&str]) -> Vec<(String, ChangeKind)> {
+    fn vendored_changes(
+        t0: &[&str],
+        changed: &[&str],
+        added: &[&str],
+        deleted: &[&str],
+    ) -> Vec<(String, ChangeKind)> {
         let base = manifest(t0);
         let mut tree = base.clone();
         for p in deleted {
             tree.remove_tree(p.as_bytes());
         }
         for p in changed {
-            tree.insert(p.as_bytes().to_vec(), crate::workspace::Entry { kind: crate::workspace::EntryKind::File, oid: crate::workspace::object_id::blob_id(b"patched") }).unwrap();
+            tree.insert(
+                p.as_bytes().to_vec(),
+                crate::workspace::Entry {
+                    kind: crate::workspace::EntryKind::File,
+                    oid: crate::workspace::object_id::blob_id(b"patched"),
+                },
+            )
+            .unwrap();
         }
         for p in added {
-            tree.insert(p.as_bytes().to_vec(), crate::workspace::Entry { kind: crate::workspace::EntryKind::File, oid: crate::workspace::object_id::blob_id(p.as_bytes()) }).unwrap();
+            tree.insert(
+                p.as_bytes().to_vec(),
+                crate::workspace::Entry {
+                    kind: crate::workspace::EntryKind::File,
+                    oid: crate::workspace::object_id::blob_id(p.as_bytes()),
+                },
+            )
+            .unwrap();
         }
         let snapshot = Snapshot {
             tree_id: tree.tree_id(),
@@ -477,7 +670,10 @@ mod tests {
             left_out: vec![],
             artefacts: vec![],
         };
-        protected_changes(&base, &snapshot, &ProtectedPaths::defaults()).into_iter().map(|c| (c.path, c.change)).collect()
+        protected_changes(&base, &snapshot, &ProtectedPaths::defaults())
+            .into_iter()
+            .map(|c| (c.path, c.change))
+            .collect()
     }
 
     const NODE_T0: &[&str] = &[
@@ -494,22 +690,47 @@ mod tests {
     #[test]
     fn an_existing_vendored_file_cannot_be_modified_or_deleted() {
         assert_eq!(
-            vendored_changes(NODE_T0, &["node_modules/tap-runner/lib/run.js"], &[], &["vendor/github.com/stretchr/testify/assert/assertions.go"]),
+            vendored_changes(
+                NODE_T0,
+                &["node_modules/tap-runner/lib/run.js"],
+                &[],
+                &["vendor/github.com/stretchr/testify/assert/assertions.go"]
+            ),
             vec![
-                ("node_modules/tap-runner/lib/run.js".to_string(), ChangeKind::Modified),
-                ("vendor/github.com/stretchr/testify/assert/assertions.go".to_string(), ChangeKind::Deleted),
+                (
+                    "node_modules/tap-runner/lib/run.js".to_string(),
+                    ChangeKind::Modified
+                ),
+                (
+                    "vendor/github.com/stretchr/testify/assert/assertions.go".to_string(),
+                    ChangeKind::Deleted
+                ),
             ]
         );
     }
 
     #[test]
     fn a_new_package_may_be_added_at_a_vendored_root_or_in_a_namespace_directory() {
-        let added = ["node_modules/left-pad/package.json", "node_modules/left-pad/index.js", "node_modules/@scope/new/index.js", "vendor/github.com/new/mod/mod.go", "third_party/zlib/zlib.h"];
+        let added = [
+            "node_modules/left-pad/package.json",
+            "node_modules/left-pad/index.js",
+            "node_modules/@scope/new/index.js",
+            "vendor/github.com/new/mod/mod.go",
+            "third_party/zlib/zlib.h",
+        ];
         assert_eq!(vendored_changes(NODE_T0, &[], &added, &[]), vec![]);
         // An edit beside the vendored tree is no concern of this guard.
         assert_eq!(vendored_changes(NODE_T0, &["src/app.js"], &[], &[]), vec![]);
         // The package managers' listings at the top of a root follow the new dependency.
-        assert_eq!(vendored_changes(NODE_T0, &["vendor/modules.txt", "node_modules/.package-lock.json"], &[], &[]), vec![]);
+        assert_eq!(
+            vendored_changes(
+                NODE_T0,
+                &["vendor/modules.txt", "node_modules/.package-lock.json"],
+                &[],
+                &[]
+            ),
+            vec![]
+        );
     }
 
     #[test]
@@ -526,25 +747,49 @@ mod tests {
             // A file at the root of node_modules is resolved before a package directory.
             "node_modules/tap-runner.js",
         ] {
-            assert_eq!(vendored_changes(NODE_T0, &[], &[joined], &[]), vec![(joined.to_string(), ChangeKind::Added)], "{joined}");
+            assert_eq!(
+                vendored_changes(NODE_T0, &[], &[joined], &[]),
+                vec![(joined.to_string(), ChangeKind::Added)],
+                "{joined}"
+            );
         }
     }
 
     #[test]
     fn a_listings_name_inside_a_package_is_frozen_like_any_file() {
         let t0 = [NODE_T0, &["node_modules/tap-runner/modules.txt"]].concat();
-        assert_eq!(vendored_changes(&t0, &["node_modules/tap-runner/modules.txt"], &[], &[]), vec![("node_modules/tap-runner/modules.txt".to_string(), ChangeKind::Modified)]);
+        assert_eq!(
+            vendored_changes(&t0, &["node_modules/tap-runner/modules.txt"], &[], &[]),
+            vec![(
+                "node_modules/tap-runner/modules.txt".to_string(),
+                ChangeKind::Modified
+            )]
+        );
     }
 
     #[test]
     fn a_vendored_tree_that_t0_did_not_have_is_all_the_agents() {
-        assert_eq!(vendored_changes(&["src/app.js"], &[], &["node_modules/x/index.js", "vendor/a/b.go"], &[]), vec![]);
+        assert_eq!(
+            vendored_changes(
+                &["src/app.js"],
+                &[],
+                &["node_modules/x/index.js", "vendor/a/b.go"],
+                &[]
+            ),
+            vec![]
+        );
     }
 
     #[test]
     fn dot_dot_and_empty_patterns_are_refused() {
         for bad in ["../x", "a/../b", "", "/"] {
-            assert!(matches!(ProtectedPaths::new(false, &[bad.to_string()]), Err(WorkspaceError::Pattern { .. })), "{bad:?}");
+            assert!(
+                matches!(
+                    ProtectedPaths::new(false, &[bad.to_string()]),
+                    Err(WorkspaceError::Pattern { .. })
+                ),
+                "{bad:?}"
+            );
         }
     }
 }

@@ -21,10 +21,10 @@
 //! computes that same id hashing only the directories the upper layer touched (and their
 //! ancestors), taking every other directory's id from the baseline's [`DirIds`].
 
-use super::manifest::{DirIds, Entry, EntryKind, Manifest};
+use super::artefact;
 use super::bounds::Bounds;
 use super::ignore_rules::{self, IgnoreRules, LeftOut};
-use super::artefact;
+use super::manifest::{DirIds, Entry, EntryKind, Manifest};
 use super::object_id::{blob_id, blob_id_of_file, ObjectId};
 use super::{fsat, tree_path, WorkspaceError, WsResult};
 use std::collections::BTreeSet;
@@ -131,7 +131,12 @@ enum Scope {
 
 /// Merge the upper layer at `upper` over `baseline` (the tree id hashed in full), within
 /// `bounds`, leaving out what `rules` ignore.
-pub fn take(baseline: &Manifest, upper: &Path, rules: &IgnoreRules, bounds: &mut Bounds) -> WsResult<Snapshot> {
+pub fn take(
+    baseline: &Manifest,
+    upper: &Path,
+    rules: &IgnoreRules,
+    bounds: &mut Bounds,
+) -> WsResult<Snapshot> {
     let mut s = merge(baseline, upper, Scope::Everything, rules, None, bounds)?.0;
     s.tree_id = s.manifest.tree_id();
     Ok(s)
@@ -139,7 +144,13 @@ pub fn take(baseline: &Manifest, upper: &Path, rules: &IgnoreRules, bounds: &mut
 
 /// The same snapshot as [`take`], hashing only the directories the upper layer touched;
 /// `baseline_dirs` is `baseline.dir_ids()`.
-pub fn take_reusing(baseline: &Manifest, baseline_dirs: &DirIds, upper: &Path, rules: &IgnoreRules, bounds: &mut Bounds) -> WsResult<Snapshot> {
+pub fn take_reusing(
+    baseline: &Manifest,
+    baseline_dirs: &DirIds,
+    upper: &Path,
+    rules: &IgnoreRules,
+    bounds: &mut Bounds,
+) -> WsResult<Snapshot> {
     let (mut s, dirty) = merge(baseline, upper, Scope::Everything, rules, None, bounds)?;
     s.tree_id = s.manifest.tree_id_reusing(baseline_dirs, &dirty);
     Ok(s)
@@ -151,8 +162,21 @@ pub fn take_reusing(baseline: &Manifest, baseline_dirs: &DirIds, upper: &Path, r
 /// descended into): so [`Snapshot::changes`] against `tested` names exactly the paths the layer
 /// modified, replaced or deleted, and the new files `read_new` asked for. The tree id is not
 /// computed.
-pub fn over_tree_paths(tested: &Manifest, upper: &Path, bounds: &mut Bounds, read_new: &dyn Fn(&[u8], bool) -> bool) -> WsResult<Snapshot> {
-    Ok(merge(tested, upper, Scope::TreePaths, &IgnoreRules::none(), Some(read_new), bounds)?.0)
+pub fn over_tree_paths(
+    tested: &Manifest,
+    upper: &Path,
+    bounds: &mut Bounds,
+    read_new: &dyn Fn(&[u8], bool) -> bool,
+) -> WsResult<Snapshot> {
+    Ok(merge(
+        tested,
+        upper,
+        Scope::TreePaths,
+        &IgnoreRules::none(),
+        Some(read_new),
+        bounds,
+    )?
+    .0)
 }
 
 /// The merged manifest (tree id not yet computed), and every directory path where it may
@@ -176,7 +200,9 @@ fn merge(
         artefacts: Vec::new(),
     };
     let mut dirty = BTreeSet::from([Vec::new()]);
-    walk(root, upper, baseline, scope, rules, read_new, &mut s, &mut dirty, bounds)?;
+    walk(
+        root, upper, baseline, scope, rules, read_new, &mut s, &mut dirty, bounds,
+    )?;
     bounds.check_now()?;
     Ok((s, dirty))
 }
@@ -192,14 +218,23 @@ fn touch(dirty: &mut BTreeSet<Vec<u8>>, path: &[u8]) {
 }
 
 /// The names of the directory `dir` (at `path`), in the order they are taken off the end.
-fn listing(dir: RawFd, path: &[u8], at: &dyn Fn(&[u8]) -> PathBuf, bounds: &Bounds) -> WsResult<Vec<Vec<u8>>> {
+fn listing(
+    dir: RawFd,
+    path: &[u8],
+    at: &dyn Fn(&[u8]) -> PathBuf,
+    bounds: &Bounds,
+) -> WsResult<Vec<Vec<u8>>> {
     let left = bounds.entries_left();
     match fsat::list_at_most(dir, left).map_err(|e| WorkspaceError::io(at(path), e.into()))? {
         Some(mut names) => {
             names.reverse();
             Ok(names)
         }
-        None => Err(WorkspaceError::Limit { limit: "max_entries", allowed: bounds.limits.max_entries, path: String::from_utf8_lossy(path).into_owned() }),
+        None => Err(WorkspaceError::Limit {
+            limit: "max_entries",
+            allowed: bounds.limits.max_entries,
+            path: String::from_utf8_lossy(path).into_owned(),
+        }),
     }
 }
 
@@ -235,10 +270,19 @@ fn walk(
     let at = |p: &[u8]| upper.join(std::ffi::OsStr::from_bytes(p));
     let mut stack = fsat::DirStack::new(root);
     let mut rel: Vec<u8> = Vec::new();
-    let first = stack.top().map_err(|e| WorkspaceError::io(upper, e.into()))?;
+    let first = stack
+        .top()
+        .map_err(|e| WorkspaceError::io(upper, e.into()))?;
     // Everything the agent wrote belongs to the uid owning the upper layer (the zone's).
-    let zone_uid = nix::sys::stat::fstat(first).map_err(|e| WorkspaceError::io(upper, e.into()))?.st_uid;
-    let mut pending = vec![Level { names: listing(first, &rel, &at, bounds)?, ignored: false, in_cache: false, read_whole: false }];
+    let zone_uid = nix::sys::stat::fstat(first)
+        .map_err(|e| WorkspaceError::io(upper, e.into()))?
+        .st_uid;
+    let mut pending = vec![Level {
+        names: listing(first, &rel, &at, bounds)?,
+        ignored: false,
+        in_cache: false,
+        read_whole: false,
+    }];
     while let Some(level) = pending.last_mut() {
         let Some(name) = level.names.pop() else {
             pending.pop();
@@ -246,13 +290,17 @@ fn walk(
             rel = tree_path::parent(&rel).to_vec();
             continue;
         };
-        let (ignored_above, in_cache_above, read_whole) = (level.ignored, level.in_cache, level.read_whole);
+        let (ignored_above, in_cache_above, read_whole) =
+            (level.ignored, level.in_cache, level.read_whole);
         let path = tree_path::join(&rel, &name);
         let is_new = t0.get(&path).is_none() && !t0.has_beneath(&path);
         // Below a new directory `read_new` accepted, every entry is read.
         if scope == Scope::TreePaths && is_new && !read_whole {
-            let dir = stack.top().map_err(|e| WorkspaceError::io(at(&rel), e.into()))?;
-            let is_dir = fsat::lstat(dir, &name).is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR);
+            let dir = stack
+                .top()
+                .map_err(|e| WorkspaceError::io(at(&rel), e.into()))?;
+            let is_dir =
+                fsat::lstat(dir, &name).is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR);
             if !read_new.is_some_and(|wanted| wanted(&path, is_dir)) {
                 continue;
             }
@@ -264,22 +312,37 @@ fn walk(
             continue;
         }
         if let Some(alias) = tree_path::git_alias(&name) {
-            return Err(WorkspaceError::GitAlias { path: String::from_utf8_lossy(&path).into_owned(), alias });
+            return Err(WorkspaceError::GitAlias {
+                path: String::from_utf8_lossy(&path).into_owned(),
+                alias,
+            });
         }
-        let dir = stack.top().map_err(|e| WorkspaceError::io(at(&rel), e.into()))?;
+        let dir = stack
+            .top()
+            .map_err(|e| WorkspaceError::io(at(&rel), e.into()))?;
         let st = fsat::lstat(dir, &name).map_err(io)?;
         // Whiteouts too: overlayfs makes them as the mounter (the zone), while any local user
         // may `mknod` a 0:0 device, which would delete a t0 path from the delivery.
         if st.st_uid != zone_uid {
-            return Err(WorkspaceError::ForeignOwner { path: String::from_utf8_lossy(&path).into_owned(), uid: st.st_uid, zone_uid });
+            return Err(WorkspaceError::ForeignOwner {
+                path: String::from_utf8_lossy(&path).into_owned(),
+                uid: st.st_uid,
+                zone_uid,
+            });
         }
         let kind = st.st_mode & libc::S_IFMT;
         let is_dir = kind == libc::S_IFDIR;
         let is_whiteout = kind == libc::S_IFCHR && st.st_rdev == 0;
         // What git would not commit, decided by the path alone (a whiteout deletes, it adds nothing).
-        let ignored_here = scope == Scope::Everything && (ignored_above || ((is_new || is_dir) && !rules.is_empty() && rules.matches(&path, is_dir)));
+        let ignored_here = scope == Scope::Everything
+            && (ignored_above
+                || ((is_new || is_dir) && !rules.is_empty() && rules.matches(&path, is_dir)));
         let in_cache = in_cache_above || (is_dir && ignore_rules::is_cache_dir_name(&name));
-        if scope == Scope::Everything && is_new && !is_whiteout && matches!(kind, libc::S_IFDIR | libc::S_IFREG | libc::S_IFLNK) {
+        if scope == Scope::Everything
+            && is_new
+            && !is_whiteout
+            && matches!(kind, libc::S_IFDIR | libc::S_IFREG | libc::S_IFLNK)
+        {
             if ignored_here {
                 s.left_out.push((path, LeftOut::Ignored));
                 continue;
@@ -315,7 +378,12 @@ fn walk(
                     _ => {}
                 }
                 let read_whole = read_whole || (scope == Scope::TreePaths && is_new);
-                pending.push(Level { names: listing(fd, &path, &at, bounds)?, ignored: ignored_here, in_cache, read_whole });
+                pending.push(Level {
+                    names: listing(fd, &path, &at, bounds)?,
+                    ignored: ignored_here,
+                    in_cache,
+                    read_whole,
+                });
                 rel = path;
             }
             libc::S_IFREG => {
@@ -327,7 +395,11 @@ fn walk(
                     forget(s, &path);
                     continue;
                 }
-                let class = if scope == Scope::Everything { classify(&f, &name) } else { None };
+                let class = if scope == Scope::Everything {
+                    classify(&f, &name)
+                } else {
+                    None
+                };
                 let mut stopped = None;
                 let hashed = blob_id_of_file(&f, size, &mut |_| {
                     bounds.tick().map_err(|e| {
@@ -339,24 +411,41 @@ fn walk(
                     return Err(e);
                 }
                 let oid = hashed.map_err(|e| WorkspaceError::io(at(&path), e))?;
-                let kind = if st.st_mode & 0o100 != 0 { EntryKind::Executable } else { EntryKind::File };
+                let kind = if st.st_mode & 0o100 != 0 {
+                    EntryKind::Executable
+                } else {
+                    EntryKind::File
+                };
                 if st.st_nlink > 1 {
                     s.hardlinked.insert(path.clone());
                 }
                 touch(dirty, &path);
                 let entry = Entry { kind, oid };
                 if let Some((kind, by)) = class.filter(|_| t0.get(&path) != Some(&entry)) {
-                    s.artefacts.push(Artefact { path: path.clone(), kind, by });
+                    s.artefacts.push(Artefact {
+                        path: path.clone(),
+                        kind,
+                        by,
+                    });
                 }
                 record(s, path, entry)?;
             }
             libc::S_IFLNK => {
                 let target = fsat::read_link(dir, &name).map_err(io)?;
                 touch(dirty, &path);
-                let entry = Entry { kind: EntryKind::Symlink, oid: blob_id(&target) };
+                let entry = Entry {
+                    kind: EntryKind::Symlink,
+                    oid: blob_id(&target),
+                };
                 // A link is never followed: only its name can make it an artefact.
-                if let Some(kind) = artefact::by_name(&name).filter(|_| scope == Scope::Everything && t0.get(&path) != Some(&entry)) {
-                    s.artefacts.push(Artefact { path: path.clone(), kind, by: "name" });
+                if let Some(kind) = artefact::by_name(&name)
+                    .filter(|_| scope == Scope::Everything && t0.get(&path) != Some(&entry))
+                {
+                    s.artefacts.push(Artefact {
+                        path: path.clone(),
+                        kind,
+                        by: "name",
+                    });
                 }
                 record(s, path, entry)?;
             }
@@ -389,7 +478,11 @@ fn record(s: &mut Snapshot, path: Vec<u8>, entry: Entry) -> WsResult<()> {
 /// Where the bytes of `path` of a snapshot live on the host: the upper layer when the agent
 /// wrote it, the baseline otherwise.
 pub fn source_of(snapshot: &Snapshot, upper: &Path, baseline_files: &Path, path: &[u8]) -> PathBuf {
-    let base = if snapshot.from_upper.contains(path) { upper } else { baseline_files };
+    let base = if snapshot.from_upper.contains(path) {
+        upper
+    } else {
+        baseline_files
+    };
     base.join(std::ffi::OsStr::from_bytes(path))
 }
 
@@ -401,8 +494,21 @@ mod tests {
     fn set_xattr(path: &Path, name: &str, value: &[u8]) {
         let p = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
         let n = std::ffi::CString::new(name).unwrap();
-        let rc = unsafe { libc::lsetxattr(p.as_ptr(), n.as_ptr(), value.as_ptr().cast(), value.len(), 0) };
-        assert_eq!(rc, 0, "setxattr {name}: {}", std::io::Error::last_os_error());
+        let rc = unsafe {
+            libc::lsetxattr(
+                p.as_ptr(),
+                n.as_ptr(),
+                value.as_ptr().cast(),
+                value.len(),
+                0,
+            )
+        };
+        assert_eq!(
+            rc,
+            0,
+            "setxattr {name}: {}",
+            std::io::Error::last_os_error()
+        );
     }
 
     fn bounds() -> Bounds {
@@ -412,7 +518,14 @@ mod tests {
     fn t0() -> Manifest {
         let mut m = Manifest::default();
         for p in ["a", "d/x", "d/y", "e", "f", "keep"] {
-            m.insert(p.as_bytes().to_vec(), Entry { kind: EntryKind::File, oid: blob_id(p.as_bytes()) }).unwrap();
+            m.insert(
+                p.as_bytes().to_vec(),
+                Entry {
+                    kind: EntryKind::File,
+                    oid: blob_id(p.as_bytes()),
+                },
+            )
+            .unwrap();
         }
         m
     }
@@ -422,7 +535,13 @@ mod tests {
         let upper = tempfile::tempdir().unwrap();
         let u = upper.path();
         // A character-device whiteout deletes `a`.
-        nix::sys::stat::mknod(&u.join("a"), nix::sys::stat::SFlag::S_IFCHR, nix::sys::stat::Mode::empty(), 0).unwrap();
+        nix::sys::stat::mknod(
+            &u.join("a"),
+            nix::sys::stat::SFlag::S_IFCHR,
+            nix::sys::stat::Mode::empty(),
+            0,
+        )
+        .unwrap();
         // An opaque `d` hides d/x and d/y; d/z is new.
         std::fs::create_dir(u.join("d")).unwrap();
         set_xattr(&u.join("d"), OPAQUE_XATTR, b"y");
@@ -436,12 +555,23 @@ mod tests {
         std::fs::write(u.join("run.sh"), b"#!/bin/sh\n").unwrap();
         std::fs::set_permissions(u.join("run.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
         let s = take(&t0(), u, &IgnoreRules::none(), &mut bounds()).unwrap();
-        let paths: Vec<String> = s.manifest.iter().map(|(p, _)| String::from_utf8_lossy(p).into_owned()).collect();
+        let paths: Vec<String> = s
+            .manifest
+            .iter()
+            .map(|(p, _)| String::from_utf8_lossy(p).into_owned())
+            .collect();
         assert_eq!(paths, vec!["d/z", "f/inner", "keep", "run.sh"]);
-        assert_eq!(s.manifest.get(b"run.sh").unwrap().kind, EntryKind::Executable);
+        assert_eq!(
+            s.manifest.get(b"run.sh").unwrap().kind,
+            EntryKind::Executable
+        );
         assert_eq!(s.manifest.get(b"d/z").unwrap().oid, blob_id(b"z"));
         assert_eq!(s.tree_id, s.manifest.tree_id());
-        let changes: Vec<(String, ChangeKind)> = s.changes(&t0()).into_iter().map(|(p, c)| (String::from_utf8_lossy(&p).into_owned(), c)).collect();
+        let changes: Vec<(String, ChangeKind)> = s
+            .changes(&t0())
+            .into_iter()
+            .map(|(p, c)| (String::from_utf8_lossy(&p).into_owned(), c))
+            .collect();
         assert_eq!(
             changes,
             vec![
@@ -460,8 +590,23 @@ mod tests {
     /// A deeper t0 than `t0()`: nested directories beside untouched ones.
     fn nested_t0() -> Manifest {
         let mut m = t0();
-        for p in ["d/sub/z", "deep/1/2/3", "deep/1/other", "deep/keep", "lib/a.rs", "lib/b.rs", "lib/x/y.rs"] {
-            m.insert(p.as_bytes().to_vec(), Entry { kind: EntryKind::File, oid: blob_id(p.as_bytes()) }).unwrap();
+        for p in [
+            "d/sub/z",
+            "deep/1/2/3",
+            "deep/1/other",
+            "deep/keep",
+            "lib/a.rs",
+            "lib/b.rs",
+            "lib/x/y.rs",
+        ] {
+            m.insert(
+                p.as_bytes().to_vec(),
+                Entry {
+                    kind: EntryKind::File,
+                    oid: blob_id(p.as_bytes()),
+                },
+            )
+            .unwrap();
         }
         m
     }
@@ -469,7 +614,14 @@ mod tests {
     /// The incremental tree id equals the full one (and so what git computes).
     fn assert_incremental_equals_full(t0: &Manifest, upper: &Path) -> Snapshot {
         let full = take(t0, upper, &IgnoreRules::none(), &mut bounds()).unwrap();
-        let incremental = take_reusing(t0, &t0.dir_ids(), upper, &IgnoreRules::none(), &mut bounds()).unwrap();
+        let incremental = take_reusing(
+            t0,
+            &t0.dir_ids(),
+            upper,
+            &IgnoreRules::none(),
+            &mut bounds(),
+        )
+        .unwrap();
         assert_eq!(incremental.tree_id, full.tree_id);
         assert_eq!(incremental.tree_id, incremental.manifest.tree_id());
         assert_eq!(incremental.manifest, full.manifest);
@@ -494,21 +646,38 @@ mod tests {
         std::fs::write(u.join("fresh/dir/f"), b"f").unwrap();
         // Rename lib/a.rs -> lib/x/a.rs: a whiteout plus an add.
         std::fs::create_dir_all(u.join("lib/x")).unwrap();
-        nix::sys::stat::mknod(&u.join("lib/a.rs"), nix::sys::stat::SFlag::S_IFCHR, nix::sys::stat::Mode::empty(), 0).unwrap();
+        nix::sys::stat::mknod(
+            &u.join("lib/a.rs"),
+            nix::sys::stat::SFlag::S_IFCHR,
+            nix::sys::stat::Mode::empty(),
+            0,
+        )
+        .unwrap();
         std::fs::write(u.join("lib/x/a.rs"), b"lib/a.rs").unwrap();
         // Mode change: the same content, now executable (a copy-up).
         std::fs::write(u.join("lib/b.rs"), b"lib/b.rs").unwrap();
-        std::fs::set_permissions(u.join("lib/b.rs"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(u.join("lib/b.rs"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
         // Delete a whole nested directory's only file.
         std::fs::create_dir_all(u.join("d/sub")).unwrap();
-        nix::sys::stat::mknod(&u.join("d/sub/z"), nix::sys::stat::SFlag::S_IFCHR, nix::sys::stat::Mode::empty(), 0).unwrap();
+        nix::sys::stat::mknod(
+            &u.join("d/sub/z"),
+            nix::sys::stat::SFlag::S_IFCHR,
+            nix::sys::stat::Mode::empty(),
+            0,
+        )
+        .unwrap();
         let s = assert_incremental_equals_full(&nested_t0(), u);
-        assert_eq!(s.manifest.get(b"lib/b.rs").unwrap().kind, EntryKind::Executable);
+        assert_eq!(
+            s.manifest.get(b"lib/b.rs").unwrap().kind,
+            EntryKind::Executable
+        );
         assert!(s.manifest.get(b"d/sub/z").is_none() && s.manifest.get(b"lib/a.rs").is_none());
     }
 
     #[test]
-    fn incremental_tree_id_equals_the_full_one_for_symlinks_whiteouts_opaque_dirs_and_type_changes() {
+    fn incremental_tree_id_equals_the_full_one_for_symlinks_whiteouts_opaque_dirs_and_type_changes()
+    {
         let upper = tempfile::tempdir().unwrap();
         let u = upper.path();
         // A symlink replaces a file; an xattr whiteout deletes one; an opaque directory hides a
@@ -529,11 +698,17 @@ mod tests {
     }
 
     fn paths_of(s: &Snapshot) -> Vec<String> {
-        s.manifest.iter().map(|(p, _)| String::from_utf8_lossy(p).into_owned()).collect()
+        s.manifest
+            .iter()
+            .map(|(p, _)| String::from_utf8_lossy(p).into_owned())
+            .collect()
     }
 
     fn left_out_of(s: &Snapshot) -> Vec<(String, LeftOut)> {
-        s.left_out.iter().map(|(p, why)| (String::from_utf8_lossy(p).into_owned(), *why)).collect()
+        s.left_out
+            .iter()
+            .map(|(p, why)| (String::from_utf8_lossy(p).into_owned(), *why))
+            .collect()
     }
 
     #[test]
@@ -550,9 +725,19 @@ mod tests {
         std::fs::write(u.join("keep"), b"changed").unwrap();
         let rules = IgnoreRules::from_texts(&[("", "out/\n*.log\nkeep\n")], "");
         let s = take(&t0(), u, &rules, &mut bounds()).unwrap();
-        assert_eq!(paths_of(&s), vec!["a", "d/kept.txt", "d/x", "d/y", "e", "f", "keep"]);
+        assert_eq!(
+            paths_of(&s),
+            vec!["a", "d/kept.txt", "d/x", "d/y", "e", "f", "keep"]
+        );
         assert_eq!(s.manifest.get(b"keep").unwrap().oid, blob_id(b"changed"));
-        assert_eq!(left_out_of(&s), vec![("d/new.log".into(), LeftOut::Ignored), ("debug.log".into(), LeftOut::Ignored), ("out".into(), LeftOut::Ignored)]);
+        assert_eq!(
+            left_out_of(&s),
+            vec![
+                ("d/new.log".into(), LeftOut::Ignored),
+                ("debug.log".into(), LeftOut::Ignored),
+                ("out".into(), LeftOut::Ignored)
+            ]
+        );
     }
 
     #[test]
@@ -562,12 +747,22 @@ mod tests {
         std::fs::create_dir_all(u.join("pkg/__pycache__")).unwrap();
         std::fs::write(u.join("pkg/__pycache__/core.cpython-311.pyc"), b"bytecode").unwrap();
         std::fs::create_dir_all(u.join("target/debug")).unwrap();
-        std::fs::write(u.join("target/CACHEDIR.TAG"), ignore_rules::CACHEDIR_SIGNATURE).unwrap();
+        std::fs::write(
+            u.join("target/CACHEDIR.TAG"),
+            ignore_rules::CACHEDIR_SIGNATURE,
+        )
+        .unwrap();
         std::fs::write(u.join("target/debug/calc"), b"\x7fELF").unwrap();
         std::fs::create_dir(u.join("notes")).unwrap();
         std::fs::write(u.join("notes/CACHEDIR.TAG"), b"no signature").unwrap();
         let s = take(&t0(), u, &IgnoreRules::none(), &mut bounds()).unwrap();
-        assert_eq!(left_out_of(&s), vec![("pkg/__pycache__".into(), LeftOut::Cache), ("target".into(), LeftOut::Cache)]);
+        assert_eq!(
+            left_out_of(&s),
+            vec![
+                ("pkg/__pycache__".into(), LeftOut::Cache),
+                ("target".into(), LeftOut::Cache)
+            ]
+        );
         assert!(paths_of(&s).contains(&"notes/CACHEDIR.TAG".to_string()));
         assert!(s.artefacts.is_empty(), "{:?}", s.artefacts);
     }
@@ -581,11 +776,19 @@ mod tests {
         std::fs::write(u.join("plain.py"), b"def f():\n    return 1\n").unwrap();
         std::os::unix::fs::symlink("/usr/lib/libz.so.1", u.join("libz.so.1")).unwrap();
         let s = take(&t0(), u, &IgnoreRules::none(), &mut bounds()).unwrap();
-        let found: Vec<(String, &str, &str)> = s.artefacts.iter().map(|a| (String::from_utf8_lossy(&a.path).into_owned(), a.kind, a.by)).collect();
+        let found: Vec<(String, &str, &str)> = s
+            .artefacts
+            .iter()
+            .map(|a| (String::from_utf8_lossy(&a.path).into_owned(), a.kind, a.by))
+            .collect();
         assert_eq!(
             found,
             vec![
-                ("core.cpython-311-x86_64-linux-gnu.so".into(), "shared object", "name"),
+                (
+                    "core.cpython-311-x86_64-linux-gnu.so".into(),
+                    "shared object",
+                    "name"
+                ),
                 ("helper.py".into(), "ELF binary", "content"),
                 ("libz.so.1".into(), "shared object", "name"),
             ]
@@ -595,7 +798,14 @@ mod tests {
     #[test]
     fn a_t0_artefact_copied_up_unchanged_is_not_the_agents() {
         let mut t0 = t0();
-        t0.insert(b"lib.so".to_vec(), Entry { kind: EntryKind::File, oid: blob_id(b"elf") }).unwrap();
+        t0.insert(
+            b"lib.so".to_vec(),
+            Entry {
+                kind: EntryKind::File,
+                oid: blob_id(b"elf"),
+            },
+        )
+        .unwrap();
         let upper = tempfile::tempdir().unwrap();
         std::fs::write(upper.path().join("lib.so"), b"elf").unwrap();
         let s = take(&t0, upper.path(), &IgnoreRules::none(), &mut bounds()).unwrap();
@@ -608,14 +818,25 @@ mod tests {
         std::os::unix::fs::symlink("/etc/shadow", upper.path().join("keep")).unwrap();
         let s = take(&t0(), upper.path(), &IgnoreRules::none(), &mut bounds()).unwrap();
         let e = s.manifest.get(b"keep").unwrap();
-        assert_eq!((e.kind, e.oid), (EntryKind::Symlink, blob_id(b"/etc/shadow")));
+        assert_eq!(
+            (e.kind, e.oid),
+            (EntryKind::Symlink, blob_id(b"/etc/shadow"))
+        );
     }
 
     #[test]
     fn a_symlinked_upper_directory_is_refused() {
         let tmp = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink("/etc", tmp.path().join("upper")).unwrap();
-        assert!(matches!(take(&t0(), &tmp.path().join("upper"), &IgnoreRules::none(), &mut bounds()), Err(WorkspaceError::Io { .. })));
+        assert!(matches!(
+            take(
+                &t0(),
+                &tmp.path().join("upper"),
+                &IgnoreRules::none(),
+                &mut bounds()
+            ),
+            Err(WorkspaceError::Io { .. })
+        ));
     }
 
     fn limits(edit: impl FnOnce(&mut sandbox::WorkspaceLimits)) -> Bounds {
@@ -634,16 +855,29 @@ mod tests {
     #[test]
     fn a_whiteout_another_uid_made_is_refused_not_taken_as_a_deletion() {
         if !nix::unistd::geteuid().is_root() {
-            assert!(std::env::var_os("CI").is_none(), "CI runs the unit tests as root (mknod and chown need it)");
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI runs the unit tests as root (mknod and chown need it)"
+            );
             return;
         }
         let upper = tempfile::tempdir().unwrap();
         std::fs::create_dir(upper.path().join("lib")).unwrap();
         let planted = upper.path().join("lib/a.rs");
-        nix::sys::stat::mknod(&planted, nix::sys::stat::SFlag::S_IFCHR, nix::sys::stat::Mode::empty(), 0).unwrap();
+        nix::sys::stat::mknod(
+            &planted,
+            nix::sys::stat::SFlag::S_IFCHR,
+            nix::sys::stat::Mode::empty(),
+            0,
+        )
+        .unwrap();
         std::os::unix::fs::lchown(&planted, Some(4242), Some(4242)).unwrap();
         match take(&t0(), upper.path(), &IgnoreRules::none(), &mut bounds()) {
-            Err(WorkspaceError::ForeignOwner { path, uid, zone_uid }) => assert_eq!((path.as_str(), uid, zone_uid), ("lib/a.rs", 4242, 0)),
+            Err(WorkspaceError::ForeignOwner {
+                path,
+                uid,
+                zone_uid,
+            }) => assert_eq!((path.as_str(), uid, zone_uid), ("lib/a.rs", 4242, 0)),
             other => panic!("expected a refusal, got {other:?}"),
         }
     }
@@ -652,7 +886,10 @@ mod tests {
     fn a_tree_deeper_than_max_depth_is_refused_naming_the_limit_and_the_path() {
         let upper = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(upper.path().join("a/b/c/d")).unwrap();
-        assert_eq!(refused(upper.path(), limits(|l| l.max_depth = 3)), ("max_depth".into(), "a/b/c/d".into()));
+        assert_eq!(
+            refused(upper.path(), limits(|l| l.max_depth = 3)),
+            ("max_depth".into(), "a/b/c/d".into())
+        );
     }
 
     #[test]
@@ -663,10 +900,19 @@ mod tests {
             std::fs::write(u.join(format!("f{i}")), vec![b'x'; 10]).unwrap();
         }
         assert_eq!(refused(u, limits(|l| l.max_entries = 4)).0, "max_entries");
-        assert_eq!(refused(u, limits(|l| l.max_file_bytes = 9)), ("max_file_bytes".into(), "f0".into()));
-        assert_eq!(refused(u, limits(|l| l.max_total_bytes = 45)), ("max_total_bytes".into(), "f4".into()));
+        assert_eq!(
+            refused(u, limits(|l| l.max_file_bytes = 9)),
+            ("max_file_bytes".into(), "f0".into())
+        );
+        assert_eq!(
+            refused(u, limits(|l| l.max_total_bytes = 45)),
+            ("max_total_bytes".into(), "f4".into())
+        );
         std::fs::write(u.join("a-rather-long-name"), b"").unwrap();
-        assert_eq!(refused(u, limits(|l| l.max_path_bytes = 10)), ("max_path_bytes".into(), "a-rather-long-name".into()));
+        assert_eq!(
+            refused(u, limits(|l| l.max_path_bytes = 10)),
+            ("max_path_bytes".into(), "a-rather-long-name".into())
+        );
     }
 
     #[test]
@@ -674,7 +920,10 @@ mod tests {
         let upper = tempfile::tempdir().unwrap();
         let f = std::fs::File::create(upper.path().join("sparse")).unwrap();
         f.set_len(1 << 30).unwrap();
-        assert_eq!(refused(upper.path(), limits(|l| l.max_file_bytes = 1 << 20)), ("max_file_bytes".into(), "sparse".into()));
+        assert_eq!(
+            refused(upper.path(), limits(|l| l.max_file_bytes = 1 << 20)),
+            ("max_file_bytes".into(), "sparse".into())
+        );
     }
 
     #[test]
@@ -683,7 +932,9 @@ mod tests {
         std::fs::create_dir(upper.path().join("sub")).unwrap();
         std::fs::write(upper.path().join("sub/GIT~1"), b"").unwrap();
         match take(&t0(), upper.path(), &IgnoreRules::none(), &mut bounds()) {
-            Err(WorkspaceError::GitAlias { path, alias }) => assert_eq!((path.as_str(), alias), ("sub/GIT~1", ".git")),
+            Err(WorkspaceError::GitAlias { path, alias }) => {
+                assert_eq!((path.as_str(), alias), ("sub/GIT~1", ".git"))
+            }
             other => panic!("expected a refusal, got {other:?}"),
         }
     }
@@ -695,7 +946,12 @@ mod tests {
         std::fs::create_dir_all(upper.path().join(&deep)).unwrap();
         std::fs::write(upper.path().join(&deep).join("f"), b"deep").unwrap();
         let u = upper.path().to_path_buf();
-        let s = std::thread::Builder::new().stack_size(64 << 10).spawn(move || take(&t0(), &u, &IgnoreRules::none(), &mut bounds()).unwrap()).unwrap().join().unwrap();
+        let s = std::thread::Builder::new()
+            .stack_size(64 << 10)
+            .spawn(move || take(&t0(), &u, &IgnoreRules::none(), &mut bounds()).unwrap())
+            .unwrap()
+            .join()
+            .unwrap();
         let path: Vec<u8> = [deep.as_os_str().as_bytes(), b"/f"].concat();
         assert_eq!(s.manifest.get(&path).unwrap().oid, blob_id(b"deep"));
     }

@@ -35,18 +35,28 @@ pub fn component_problem(name: &[u8]) -> Option<&'static str> {
 
 /// Code points HFS+ ignores in a name (git's `next_hfs_char`).
 const HFS_IGNORED: &[u32] = &[
-    0x200c, 0x200d, 0x200e, 0x200f, 0x202a, 0x202b, 0x202c, 0x202d, 0x202e, 0x206a, 0x206b, 0x206c, 0x206d, 0x206e, 0x206f, 0xfeff,
+    0x200c, 0x200d, 0x200e, 0x200f, 0x202a, 0x202b, 0x202c, 0x202d, 0x202e, 0x206a, 0x206b, 0x206c,
+    0x206d, 0x206e, 0x206f, 0xfeff,
 ];
 
 /// The git names loopexec guards, with the NTFS 8.3 fallback short-name prefix of each.
-const GUARDED: &[(&str, &str)] = &[("git", ""), ("gitmodules", "gi7eba"), ("gitattributes", "gi7d29")];
+const GUARDED: &[(&str, &str)] = &[
+    ("git", ""),
+    ("gitmodules", "gi7eba"),
+    ("gitattributes", "gi7d29"),
+];
 
 /// The git name (`.git`, `.gitmodules`, `.gitattributes`) that the component `name` stands for on
 /// HFS+ or NTFS, when `name` is not that exact name itself.
 pub fn git_alias(name: &[u8]) -> Option<&'static str> {
     const DOT_NAMES: &[&str] = &[".git", ".gitmodules", ".gitattributes"];
     let (i, _) = GUARDED.iter().enumerate().find(|(_, (needle, short))| {
-        hfs_is_dot(name, needle) || if needle == &"git" { ntfs_is_dotgit(name) } else { ntfs_is_dot(name, needle, short) }
+        hfs_is_dot(name, needle)
+            || if needle == &"git" {
+                ntfs_is_dotgit(name)
+            } else {
+                ntfs_is_dot(name, needle, short)
+            }
     })?;
     let canonical = DOT_NAMES[i];
     (name != canonical.as_bytes()).then_some(canonical)
@@ -55,7 +65,9 @@ pub fn git_alias(name: &[u8]) -> Option<&'static str> {
 /// git's `is_hfs_dot_generic`: `.` + `needle`, ASCII case folded, ignoring HFS+'s ignorable
 /// code points anywhere (malformed UTF-8 never matches).
 fn hfs_is_dot(name: &[u8], needle: &str) -> bool {
-    let Ok(text) = std::str::from_utf8(name) else { return false };
+    let Ok(text) = std::str::from_utf8(name) else {
+        return false;
+    };
     let mut chars = text.chars().filter(|c| !HFS_IGNORED.contains(&(*c as u32)));
     if chars.next() != Some('.') {
         return false;
@@ -94,7 +106,12 @@ fn ntfs_is_dotgit(name: &[u8]) -> bool {
     let lower = |i: usize| at(name, i).to_ascii_lowercase();
     let rest = if lower(0) == b'.' && lower(1) == b'g' && lower(2) == b'i' && lower(3) == b't' {
         4
-    } else if lower(0) == b'g' && lower(1) == b'i' && lower(2) == b't' && at(name, 3) == b'~' && at(name, 4) == b'1' {
+    } else if lower(0) == b'g'
+        && lower(1) == b'i'
+        && lower(2) == b't'
+        && at(name, 3) == b'~'
+        && at(name, 4) == b'1'
+    {
         5
     } else {
         return false;
@@ -107,10 +124,17 @@ fn ntfs_is_dotgit(name: &[u8]) -> bool {
 fn ntfs_is_dot(name: &[u8], needle: &str, short_prefix: &str) -> bool {
     let needle = needle.as_bytes();
     let prefix = short_prefix.as_bytes();
-    if at(name, 0) == b'.' && name.len() > needle.len() && name[1..=needle.len()].eq_ignore_ascii_case(needle) {
+    if at(name, 0) == b'.'
+        && name.len() > needle.len()
+        && name[1..=needle.len()].eq_ignore_ascii_case(needle)
+    {
         return only_spaces_and_periods(name, needle.len() + 1, b":");
     }
-    if name.len() >= 8 && name[..6].eq_ignore_ascii_case(&needle[..6]) && name[6] == b'~' && (b'1'..=b'4').contains(&name[7]) {
+    if name.len() >= 8
+        && name[..6].eq_ignore_ascii_case(&needle[..6])
+        && name[6] == b'~'
+        && (b'1'..=b'4').contains(&name[7])
+    {
         return only_spaces_and_periods(name, 8, b":");
     }
     let mut saw_tilde = false;
@@ -184,7 +208,12 @@ mod tests {
 
     #[test]
     fn ordinary_paths_pass() {
-        for p in [&b"a"[..], b"src/main.rs", b".github/workflows/ci.yml", b"a/.gitignore"] {
+        for p in [
+            &b"a"[..],
+            b"src/main.rs",
+            b".github/workflows/ci.yml",
+            b"a/.gitignore",
+        ] {
             check(p).unwrap();
         }
     }
@@ -224,16 +253,47 @@ mod tests {
 
     #[test]
     fn the_real_names_and_ordinary_look_alikes_are_not_aliases() {
-        for name in [".gitmodules", ".gitattributes", ".gitignore", ".github", ".git-blame-ignore-revs", "git", "git~2", ".gitx", "gitmod~5", "gi7eba~a", "a.git", ".gi\u{0301}t"] {
+        for name in [
+            ".gitmodules",
+            ".gitattributes",
+            ".gitignore",
+            ".github",
+            ".git-blame-ignore-revs",
+            "git",
+            "git~2",
+            ".gitx",
+            "gitmod~5",
+            "gi7eba~a",
+            "a.git",
+            ".gi\u{0301}t",
+        ] {
             assert_eq!(git_alias(name.as_bytes()), None, "{name:?}");
         }
-        assert_eq!(git_alias(b".git\xff"), None, "malformed UTF-8 never matches on HFS+");
+        assert_eq!(
+            git_alias(b".git\xff"),
+            None,
+            "malformed UTF-8 never matches on HFS+"
+        );
     }
 
     #[test]
     fn dot_dot_absolute_empty_and_dot_git_components_are_refused() {
-        for p in [&b"../x"[..], b"a/../../x", b"/etc/passwd", b"a//b", b"a/./b", b".git/config", b"sub/.GIT/hooks/x", b"", b"a/"] {
-            assert!(matches!(check(p), Err(WorkspaceError::UnsafePath { .. })), "{:?}", String::from_utf8_lossy(p));
+        for p in [
+            &b"../x"[..],
+            b"a/../../x",
+            b"/etc/passwd",
+            b"a//b",
+            b"a/./b",
+            b".git/config",
+            b"sub/.GIT/hooks/x",
+            b"",
+            b"a/",
+        ] {
+            assert!(
+                matches!(check(p), Err(WorkspaceError::UnsafePath { .. })),
+                "{:?}",
+                String::from_utf8_lossy(p)
+            );
         }
     }
 }

@@ -5,8 +5,8 @@
 //! everything it starts. On exit, timeout or interrupt the process group is killed, then every
 //! re-parented descendant (a `setsid` double-fork included) until none remains.
 
-use super::supervise::{children_cpu, pipe, watch, Supervised, Watched};
 use super::liveness::ZoneIdentity;
+use super::supervise::{children_cpu, pipe, watch, Supervised, Watched};
 use super::{reap, Ending, Zone, ZoneCommand, ZoneError, ZoneRun, ZoneUsage};
 use crate::capture::ArtifactSink;
 use nix::sys::wait::{waitpid, WaitStatus};
@@ -25,7 +25,9 @@ impl HostZone {
     /// Prepare the host zone: loopexec becomes the subreaper of its descendants.
     pub fn new() -> Result<HostZone, ZoneError> {
         reap::become_subreaper().map_err(|e| ZoneError::io("PR_SET_CHILD_SUBREAPER", e))?;
-        Ok(HostZone { supervisor_pid: std::process::id() as i32 })
+        Ok(HostZone {
+            supervisor_pid: std::process::id() as i32,
+        })
     }
 }
 
@@ -65,7 +67,11 @@ fn reap(pid: Pid) -> Ending {
                     return ending;
                 }
             }
-            Err(e) => return Ending::FailedToStart { reason: format!("waitpid: {e}") },
+            Err(e) => {
+                return Ending::FailedToStart {
+                    reason: format!("waitpid: {e}"),
+                }
+            }
         }
     }
 }
@@ -101,12 +107,20 @@ impl Supervised for HostCommand {
 
     fn identity(&self) -> ZoneIdentity {
         let pid = self.pid.as_raw();
-        ZoneIdentity { leader_pid: pid, leader_start: crate::procfs::start_time(pid), cgroup: Vec::new(), process_group: Some(pid) }
+        ZoneIdentity {
+            leader_pid: pid,
+            leader_start: crate::procfs::start_time(pid),
+            cgroup: Vec::new(),
+            process_group: Some(pid),
+        }
     }
 
     /// The live processes of its group, and the descendants loopexec reaped since it started.
     fn cpu(&self) -> Option<std::time::Duration> {
-        Some(crate::procfs::group_cpu(self.pid.as_raw()) + children_cpu().saturating_sub(self.reaped_cpu_before))
+        Some(
+            crate::procfs::group_cpu(self.pid.as_raw())
+                + children_cpu().saturating_sub(self.reaped_cpu_before),
+        )
     }
 }
 
@@ -121,7 +135,9 @@ impl Zone for HostZone {
 
     fn run(&mut self, cmd: &ZoneCommand, capture: &ArtifactSink<'_>) -> Result<ZoneRun, ZoneError> {
         if !cmd.overlays.is_empty() {
-            return Err(ZoneError::Spec("the host backend cannot mount a workspace overlay; use native isolation".into()));
+            return Err(ZoneError::Spec(
+                "the host backend cannot mount a workspace overlay; use native isolation".into(),
+            ));
         }
         let (out_r, out_w) = pipe()?;
         let (err_r, err_w) = pipe()?;
@@ -146,7 +162,14 @@ impl Zone for HostZone {
                 if libc::setpgid(0, 0) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
+                if libc::prctl(
+                    libc::PR_SET_PDEATHSIG,
+                    libc::SIGKILL as libc::c_ulong,
+                    0,
+                    0,
+                    0,
+                ) != 0
+                {
                     return Err(std::io::Error::last_os_error());
                 }
                 // loopexec died between fork and prctl: do not outlive it.
@@ -169,7 +192,9 @@ impl Zone for HostZone {
                 drop((empty_r.1, empty_e.1));
                 let output = capture.start(empty_r.0, empty_e.0)?.finish()?;
                 return Ok(ZoneRun {
-                    ending: Ending::FailedToStart { reason: e.to_string() },
+                    ending: Ending::FailedToStart {
+                        reason: e.to_string(),
+                    },
                     duration: started.elapsed(),
                     output,
                     usage: ZoneUsage::default(),
@@ -179,14 +204,32 @@ impl Zone for HostZone {
         let mut running = capture.start(out_r, err_r)?;
         let pid = Pid::from_raw(child.id() as i32);
         let deadline = cmd.timeout.map(|t| started + t);
-        let mut host_command = HostCommand { pid, reaped_cpu_before: cpu_before };
-        let ending = match watch(&mut host_command, pid.as_raw(), &mut running, started, deadline, &cmd.liveness)? {
+        let mut host_command = HostCommand {
+            pid,
+            reaped_cpu_before: cpu_before,
+        };
+        let ending = match watch(
+            &mut host_command,
+            pid.as_raw(),
+            &mut running,
+            started,
+            deadline,
+            &cmd.liveness,
+        )? {
             Watched::Exited(ending) | Watched::Stopped(ending) => ending,
         };
         let duration = started.elapsed();
         reap::kill_remaining_descendants().map_err(ZoneError::Reap)?;
-        let usage = ZoneUsage { cpu: Some(children_cpu().saturating_sub(cpu_before)), egress: None };
+        let usage = ZoneUsage {
+            cpu: Some(children_cpu().saturating_sub(cpu_before)),
+            egress: None,
+        };
         let output = running.finish()?;
-        Ok(ZoneRun { ending, duration, output, usage })
+        Ok(ZoneRun {
+            ending,
+            duration,
+            output,
+            usage,
+        })
     }
 }

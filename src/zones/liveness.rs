@@ -31,7 +31,10 @@ pub struct StallRule {
 impl StallRule {
     /// The rule with idle limit `idle` and the busy limit given, or `4 x idle`.
     pub fn new(idle: Duration, busy: Option<Duration>) -> StallRule {
-        StallRule { idle, busy: busy.unwrap_or(idle * BUSY_FACTOR) }
+        StallRule {
+            idle,
+            busy: busy.unwrap_or(idle * BUSY_FACTOR),
+        }
     }
 }
 
@@ -84,7 +87,10 @@ pub struct Liveness {
 
 impl std::fmt::Debug for Liveness {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Liveness").field("stall", &self.stall).field("heartbeat", &self.heartbeat.is_some()).finish()
+        f.debug_struct("Liveness")
+            .field("stall", &self.stall)
+            .field("heartbeat", &self.heartbeat.is_some())
+            .finish()
     }
 }
 
@@ -108,7 +114,14 @@ pub struct Tracker {
 
 impl Tracker {
     pub fn new(rule: Option<StallRule>, started: Instant) -> Tracker {
-        Tracker { rule, bytes: 0, output_at: started, cpu_at_output: Some(Duration::ZERO), cpu: Some(Duration::ZERO), cpu_at: started }
+        Tracker {
+            rule,
+            bytes: 0,
+            output_at: started,
+            cpu_at_output: Some(Duration::ZERO),
+            cpu: Some(Duration::ZERO),
+            cpu_at: started,
+        }
     }
 
     /// Record a sample taken at `now` and judge it: `Some` when the command is stale.
@@ -145,7 +158,11 @@ impl Tracker {
             (Some(now), Some(then)) => Some(now.saturating_sub(then).as_millis() as u64),
             _ => None,
         };
-        Some(Stall { quiet_ms: quiet.as_millis() as u64, cpu_ms, busy: !idle })
+        Some(Stall {
+            quiet_ms: quiet.as_millis() as u64,
+            cpu_ms,
+            busy: !idle,
+        })
     }
 }
 
@@ -163,47 +180,90 @@ mod tests {
     #[test]
     fn the_busy_limit_is_four_times_the_idle_limit_unless_set() {
         assert_eq!(StallRule::new(S, None).busy, S * 4);
-        assert_eq!(StallRule::new(S, Some(Duration::from_secs(15))).busy, Duration::from_secs(15));
+        assert_eq!(
+            StallRule::new(S, Some(Duration::from_secs(15))).busy,
+            Duration::from_secs(15)
+        );
     }
 
     #[test]
     fn no_output_and_no_cpu_for_the_idle_limit_is_an_idle_stall() {
         let (mut t, t0) = tracker();
-        assert_eq!(t.observe(t0 + S - Duration::from_millis(1), 0, Some(Duration::ZERO)), None);
-        assert_eq!(t.observe(t0 + S, 0, Some(Duration::ZERO)), Some(Stall { quiet_ms: 10_000, cpu_ms: Some(0), busy: false }));
+        assert_eq!(
+            t.observe(t0 + S - Duration::from_millis(1), 0, Some(Duration::ZERO)),
+            None
+        );
+        assert_eq!(
+            t.observe(t0 + S, 0, Some(Duration::ZERO)),
+            Some(Stall {
+                quiet_ms: 10_000,
+                cpu_ms: Some(0),
+                busy: false
+            })
+        );
     }
 
     #[test]
     fn cpu_progress_without_output_is_stale_only_at_the_busy_limit() {
         let (mut t, t0) = tracker();
         for s in 1..40u64 {
-            assert_eq!(t.observe(t0 + Duration::from_secs(s), 0, Some(Duration::from_secs(s))), None, "at {s} s");
+            assert_eq!(
+                t.observe(t0 + Duration::from_secs(s), 0, Some(Duration::from_secs(s))),
+                None,
+                "at {s} s"
+            );
         }
         assert_eq!(
-            t.observe(t0 + Duration::from_secs(40), 0, Some(Duration::from_secs(40))),
-            Some(Stall { quiet_ms: 40_000, cpu_ms: Some(40_000), busy: true })
+            t.observe(
+                t0 + Duration::from_secs(40),
+                0,
+                Some(Duration::from_secs(40))
+            ),
+            Some(Stall {
+                quiet_ms: 40_000,
+                cpu_ms: Some(40_000),
+                busy: true
+            })
         );
     }
 
     #[test]
     fn output_restarts_the_quiet_window() {
         let (mut t, t0) = tracker();
-        assert_eq!(t.observe(t0 + Duration::from_secs(9), 5, Some(Duration::ZERO)), None);
-        assert_eq!(t.observe(t0 + Duration::from_secs(18), 5, Some(Duration::ZERO)), None);
-        assert!(t.observe(t0 + Duration::from_secs(19), 5, Some(Duration::ZERO)).is_some());
+        assert_eq!(
+            t.observe(t0 + Duration::from_secs(9), 5, Some(Duration::ZERO)),
+            None
+        );
+        assert_eq!(
+            t.observe(t0 + Duration::from_secs(18), 5, Some(Duration::ZERO)),
+            None
+        );
+        assert!(t
+            .observe(t0 + Duration::from_secs(19), 5, Some(Duration::ZERO))
+            .is_some());
     }
 
     #[test]
     fn unreadable_cpu_is_judged_by_the_busy_limit_only() {
         let (mut t, t0) = tracker();
         assert_eq!(t.observe(t0 + Duration::from_secs(39), 0, None), None);
-        assert_eq!(t.observe(t0 + Duration::from_secs(40), 0, None), Some(Stall { quiet_ms: 40_000, cpu_ms: None, busy: true }));
+        assert_eq!(
+            t.observe(t0 + Duration::from_secs(40), 0, None),
+            Some(Stall {
+                quiet_ms: 40_000,
+                cpu_ms: None,
+                busy: true
+            })
+        );
     }
 
     #[test]
     fn without_a_rule_nothing_is_stale() {
         let t0 = Instant::now();
         let mut t = Tracker::new(None, t0);
-        assert_eq!(t.observe(t0 + Duration::from_secs(3600), 0, Some(Duration::ZERO)), None);
+        assert_eq!(
+            t.observe(t0 + Duration::from_secs(3600), 0, Some(Duration::ZERO)),
+            None
+        );
     }
 }

@@ -12,7 +12,9 @@ use std::time::Duration;
 /// [`setup::ZoneSetup`]'s role -> policy map); a backend looks a command's policy up by role and
 /// never matches on the role itself, so a new role is one variant here and one policy entry where
 /// the engine builds the setup.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     /// The agent (`--exec`): untrusted, writes the workspace.
@@ -125,7 +127,9 @@ use crate::capture::{ArtifactSink, CaptureError, CapturedOutput};
 
 /// The isolation an operator chose for a run (`--isolation`, or `isolation` in loop.toml).
 /// There is deliberately no default: running an agent unsandboxed must be a visible choice.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Isolation {
     /// No isolation: commands run on the host as the operator's user (process-group + subreaper
@@ -146,7 +150,17 @@ impl Isolation {
 
 /// What provides the sandboxed zones (`--backend`): the native sandbox, or a container engine
 /// expressing the same policies in its own flags (docs/containers.md).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    serde::Deserialize,
+    clap::ValueEnum,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Backend {
     /// loopexec's own sandbox (namespaces, Landlock, seccomp, cgroups): needs only the kernel.
@@ -213,7 +227,12 @@ pub enum ZoneError {
     /// Something a zone's policy needs that this host or backend cannot give (a missing isolation
     /// layer, a limit a container engine cannot enforce, a missing image), with what would fix it.
     #[error("{}{}{cause}; fix: {fix}", role.map(|r| format!("{} zone: ", r.as_str())).unwrap_or_default(), layer.map(|l| format!("isolation layer {} unavailable: ", l.as_str())).unwrap_or_default())]
-    Unsatisfiable { role: Option<Role>, layer: Option<sandbox::Layer>, cause: String, fix: String },
+    Unsatisfiable {
+        role: Option<Role>,
+        layer: Option<sandbox::Layer>,
+        cause: String,
+        fix: String,
+    },
     /// What the zones were asked for cannot be set up as asked (a check policy with network, a
     /// workspace overlay on the host backend, a pinned policy missing, a zone spec the sandbox
     /// refuses).
@@ -222,7 +241,10 @@ pub enum ZoneError {
     /// An I/O error setting up or supervising a zone (pipes, the run directory, the egress audit
     /// log and proxy, the container engine's client).
     #[error("{context}: {source}")]
-    Io { context: String, source: std::io::Error },
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
     #[error(transparent)]
     Capture(#[from] CaptureError),
     #[error("could not remove every process of the command: {0}")]
@@ -231,13 +253,19 @@ pub enum ZoneError {
 
 impl ZoneError {
     pub fn io(context: impl Into<String>, source: impl Into<std::io::Error>) -> Self {
-        ZoneError::Io { context: context.into(), source: source.into() }
+        ZoneError::Io {
+            context: context.into(),
+            source: source.into(),
+        }
     }
 
     /// Whether the zone could not be set up (once a run exists: halt `isolation_unsatisfiable`),
     /// as opposed to a failure while supervising a command that was set up.
     pub fn is_setup(&self) -> bool {
-        matches!(self, ZoneError::Unsatisfiable { .. } | ZoneError::Spec(_) | ZoneError::Io { .. })
+        matches!(
+            self,
+            ZoneError::Unsatisfiable { .. } | ZoneError::Spec(_) | ZoneError::Io { .. }
+        )
     }
 }
 
@@ -247,7 +275,12 @@ impl From<sandbox::SandboxError> for ZoneError {
     fn from(err: sandbox::SandboxError) -> ZoneError {
         use sandbox::SandboxError;
         match err {
-            SandboxError::Unsatisfiable { layer, cause, fix } => ZoneError::Unsatisfiable { role: None, layer: Some(layer), cause, fix },
+            SandboxError::Unsatisfiable { layer, cause, fix } => ZoneError::Unsatisfiable {
+                role: None,
+                layer: Some(layer),
+                cause,
+                fix,
+            },
             SandboxError::Io { context, source } => ZoneError::Io { context, source },
             other => ZoneError::Spec(other.to_string()),
         }
@@ -302,7 +335,9 @@ pub trait Zone {
 
 /// Open the zone backend of a setup.
 pub fn open_zone(setup: &setup::ZoneSetup) -> Result<Box<dyn Zone>, ZoneError> {
-    if setup.clock_offset_s.is_some() && (setup.isolation == Isolation::None || setup.backend.engine().is_some()) {
+    if setup.clock_offset_s.is_some()
+        && (setup.isolation == Isolation::None || setup.backend.engine().is_some())
+    {
         return Err(ZoneError::Spec("a clock offset needs the native sandbox's time namespace (the host and container backends cannot apply one)".into()));
     }
     match setup.isolation {
@@ -345,14 +380,30 @@ mod tests {
             cause: "no delegated cgroup".into(),
             fix: "see loopexec doctor".into(),
         });
-        assert!(matches!(err, ZoneError::Unsatisfiable { role: None, layer: Some(sandbox::Layer::Cgroup), .. }), "{err:?}");
-        assert_eq!(err.to_string(), "isolation layer cgroup unavailable: no delegated cgroup; fix: see loopexec doctor");
+        assert!(
+            matches!(
+                err,
+                ZoneError::Unsatisfiable {
+                    role: None,
+                    layer: Some(sandbox::Layer::Cgroup),
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "isolation layer cgroup unavailable: no delegated cgroup; fix: see loopexec doctor"
+        );
     }
 
     #[test]
     fn a_failure_supervising_a_command_is_not_a_setup_failure() {
         assert!(!ZoneError::Reap("gone".into()).is_setup());
-        assert_eq!(Failure::from(ZoneError::Reap("gone".into())).code, FailureCode::InternalError);
+        assert_eq!(
+            Failure::from(ZoneError::Reap("gone".into())).code,
+            FailureCode::InternalError
+        );
     }
 
     #[test]

@@ -5,14 +5,14 @@
 //! the zone gets one loopback listener whose connections the egress proxy (in this process)
 //! serves against the allowlist, with an audit line per decision.
 
+use super::liveness::ZoneIdentity;
 use super::pinned::{command_limit, EgressSetup, PROXY_PORT};
 use super::setup::ZoneSetup;
 use super::supervise::{children_cpu, pipe, watch, Supervised, Watched};
-use super::liveness::ZoneIdentity;
 use super::{EgressUsage, Ending, Role, Zone, ZoneCommand, ZoneError, ZoneRun, ZoneUsage};
-use crate::egress::ProxyHandle;
 use crate::capture::ArtifactSink;
 use crate::egress::proxy_env;
+use crate::egress::ProxyHandle;
 use sandbox::launch::{Launcher, RunningZone, ZoneExit, ZoneSpec};
 use sandbox::policy::{NetworkMode, Policy};
 use sandbox::SandboxError;
@@ -42,16 +42,22 @@ impl NativeZone {
     pub fn new(setup: &ZoneSetup) -> Result<NativeZone, ZoneError> {
         let policies = setup.sandboxed_policies()?;
         let all: Vec<&Policy> = policies.values().collect();
-        let scope = crate::delegation::place_supervisor(&all).map_err(|r| ZoneError::Unsatisfiable {
-            role: None,
-            layer: Some(sandbox::Layer::Cgroup),
-            cause: r.cause,
-            fix: r.fix,
-        })?;
+        let scope =
+            crate::delegation::place_supervisor(&all).map_err(|r| ZoneError::Unsatisfiable {
+                role: None,
+                layer: Some(sandbox::Layer::Cgroup),
+                cause: r.cause,
+                fix: r.fix,
+            })?;
         let launcher = Launcher::new();
         for (role, policy) in &policies {
             if let Some(missing) = launcher.host().can_satisfy(policy).into_iter().next() {
-                return Err(ZoneError::Unsatisfiable { role: Some(*role), layer: Some(missing.layer), cause: missing.cause, fix: missing.fix });
+                return Err(ZoneError::Unsatisfiable {
+                    role: Some(*role),
+                    layer: Some(missing.layer),
+                    cause: missing.cause,
+                    fix: missing.fix,
+                });
             }
         }
         Ok(NativeZone {
@@ -66,7 +72,9 @@ impl NativeZone {
     }
 
     fn policy(&self, role: Role) -> Result<&Policy, ZoneError> {
-        self.policies.get(&role).ok_or_else(|| ZoneError::Spec(format!("no {} policy pinned", role.as_str())))
+        self.policies
+            .get(&role)
+            .ok_or_else(|| ZoneError::Spec(format!("no {} policy pinned", role.as_str())))
     }
 
     /// The egress account of a command of `role`, when its zone goes through the proxy.
@@ -93,10 +101,18 @@ impl NativeZone {
                 policy.env.set.insert(k, v);
             }
         }
-        let argv: Vec<OsString> = vec!["/bin/sh".into(), "-c".into(), cmd.command_line.clone().into()];
+        let argv: Vec<OsString> = vec![
+            "/bin/sh".into(),
+            "-c".into(),
+            cmd.command_line.clone().into(),
+        ];
         let mut spec = ZoneSpec::new(policy, argv);
         spec.cwd = cmd.cwd.clone();
-        spec.env = cmd.env.iter().map(|(k, v)| (OsString::from(k), OsString::from(v))).collect();
+        spec.env = cmd
+            .env
+            .iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+            .collect();
         if cmd.overlays.is_empty() && cmd.role.reads_workspace_only() {
             // In place, for a role that only reads the workspace: the workdir read-only.
             spec.extra_ro = vec![self.workdir.clone()];
@@ -110,7 +126,11 @@ impl NativeZone {
         spec.extra_ro.extend(cmd.read_only.iter().cloned());
         spec.extra_rw.extend(cmd.read_write.iter().cloned());
         if let Some(overlay) = cmd.overlays.first() {
-            spec.read_only_beneath = cmd.read_only_beneath.iter().map(|sub| (overlay.target.clone(), sub.clone())).collect();
+            spec.read_only_beneath = cmd
+                .read_only_beneath
+                .iter()
+                .map(|sub| (overlay.target.clone(), sub.clone()))
+                .collect();
         }
         spec.clock_offset_s = self.clock_offset_s;
         if proxied {
@@ -134,7 +154,9 @@ impl Supervised for NativeCommand {
     type Exit = ZoneExit;
 
     fn try_exit(&mut self) -> Result<Option<ZoneExit>, ZoneError> {
-        self.0.wait_timeout(Duration::ZERO).map_err(|e| ZoneError::Reap(e.to_string()))
+        self.0
+            .wait_timeout(Duration::ZERO)
+            .map_err(|e| ZoneError::Reap(e.to_string()))
     }
 
     fn stop(&mut self) -> Result<(), ZoneError> {
@@ -147,7 +169,12 @@ impl Supervised for NativeCommand {
 
     fn identity(&self) -> ZoneIdentity {
         let pid = self.0.pid();
-        ZoneIdentity { leader_pid: pid, leader_start: crate::procfs::start_time(pid), cgroup: self.0.report().cgroup.clone(), process_group: None }
+        ZoneIdentity {
+            leader_pid: pid,
+            leader_start: crate::procfs::start_time(pid),
+            cgroup: self.0.report().cgroup.clone(),
+            process_group: None,
+        }
     }
 
     /// The zone cgroup's CPU time (the first of its directories that accounts it), else (a v1
@@ -156,7 +183,11 @@ impl Supervised for NativeCommand {
         let dirs = &self.0.report().cgroup;
         dirs.iter()
             .find_map(|dir| crate::procfs::cgroup_cpu(dir))
-            .or_else(|| dirs.iter().find_map(|dir| crate::procfs::cgroup_procs(dir)).map(|pids| crate::procfs::pids_cpu(&pids)))
+            .or_else(|| {
+                dirs.iter()
+                    .find_map(|dir| crate::procfs::cgroup_procs(dir))
+                    .map(|pids| crate::procfs::pids_cpu(&pids))
+            })
     }
 }
 
@@ -196,8 +227,16 @@ impl Zone for NativeZone {
             Ok(zone) => zone,
             Err(SandboxError::Spawn(reason)) => {
                 let output = capture.start(out_r, err_r)?.finish()?;
-                let usage = ZoneUsage { cpu: None, egress: self.egress_usage(cmd.role, None) };
-                return Ok(ZoneRun { ending: Ending::FailedToStart { reason }, duration: started.elapsed(), output, usage });
+                let usage = ZoneUsage {
+                    cpu: None,
+                    egress: self.egress_usage(cmd.role, None),
+                };
+                return Ok(ZoneRun {
+                    ending: Ending::FailedToStart { reason },
+                    duration: started.elapsed(),
+                    output,
+                    usage,
+                });
             }
             Err(other) => return Err(other.into()),
         };
@@ -205,7 +244,9 @@ impl Zone for NativeZone {
         let mut running = capture.start(out_r, err_r)?;
         // The next role's zone comes next: its init starts now and executes while this command
         // runs (best effort; a failure shows again when that zone is launched).
-        let next = std::iter::successors(Some(cmd.role.next()), |r| Some(r.next())).take(Role::ALL.len()).find_map(|r| self.policies.get(&r));
+        let next = std::iter::successors(Some(cmd.role.next()), |r| Some(r.next()))
+            .take(Role::ALL.len())
+            .find_map(|r| self.policies.get(&r));
         if let Some(next) = next {
             let _ = self.launcher.prepare(next);
         }
@@ -215,15 +256,30 @@ impl Zone for NativeZone {
             _ => None,
         };
         let pid = zone.0.pid();
-        let ending = match watch(&mut zone, pid, &mut running, started, Some(started + limit), &cmd.liveness)? {
+        let ending = match watch(
+            &mut zone,
+            pid,
+            &mut running,
+            started,
+            Some(started + limit),
+            &cmd.liveness,
+        )? {
             Watched::Exited(exit) => ending_of(exit),
             Watched::Stopped(ending) => ending,
         };
         let duration = started.elapsed();
         drop(zone);
         let egress = self.egress_usage(cmd.role, proxy);
-        let usage = ZoneUsage { cpu: Some(children_cpu().saturating_sub(cpu_before)), egress };
+        let usage = ZoneUsage {
+            cpu: Some(children_cpu().saturating_sub(cpu_before)),
+            egress,
+        };
         let output = running.finish()?;
-        Ok(ZoneRun { ending, duration, output, usage })
+        Ok(ZoneRun {
+            ending,
+            duration,
+            output,
+            usage,
+        })
     }
 }

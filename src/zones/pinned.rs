@@ -34,11 +34,20 @@ impl EgressSetup {
     /// far (zero for a new run; what the receipt recorded last for a resumed one, so the run's
     /// byte and connection budgets carry over).
     pub fn new(config: EgressConfig, totals: ProxyStats) -> EgressSetup {
-        EgressSetup { config, role_configs: Default::default(), totals, audit_dir: None, audit_digest: AuditDigest::default() }
+        EgressSetup {
+            config,
+            role_configs: Default::default(),
+            totals,
+            audit_dir: None,
+            audit_digest: AuditDigest::default(),
+        }
     }
 
     /// Serve these roles with their own configuration.
-    pub fn with_role_configs(mut self, role_configs: std::collections::BTreeMap<Role, EgressConfig>) -> EgressSetup {
+    pub fn with_role_configs(
+        mut self,
+        role_configs: std::collections::BTreeMap<Role, EgressConfig>,
+    ) -> EgressSetup {
         self.role_configs = role_configs;
         self
     }
@@ -46,7 +55,8 @@ impl EgressSetup {
     /// Bind the run directory, where the audit log is appended. A resumed run continues the same
     /// log: its bytes so far are hashed once, here.
     pub fn bind(&mut self, run_dir: &Path) -> Result<(), ZoneError> {
-        let dir = SafeDir::open(run_dir).map_err(|e| ZoneError::io("run directory", std::io::Error::other(e)))?;
+        let dir = SafeDir::open(run_dir)
+            .map_err(|e| ZoneError::io("run directory", std::io::Error::other(e)))?;
         self.audit_digest = AuditDigest::of_file(&dir, EGRESS_AUDIT_FILE)
             .map_err(|e| ZoneError::io("egress audit log", std::io::Error::other(e)))?;
         self.audit_dir = Some(dir);
@@ -56,7 +66,11 @@ impl EgressSetup {
     /// Add one command's proxy statistics to the run's totals; the command's egress usage.
     pub fn record(&mut self, step: ProxyStats) -> EgressUsage {
         self.totals.add(&step);
-        EgressUsage { command: step, run_totals: self.totals.clone(), audit_sha256: self.audit_digest.sha256_hex() }
+        EgressUsage {
+            command: step,
+            run_totals: self.totals.clone(),
+            audit_sha256: self.audit_digest.sha256_hex(),
+        }
     }
 
     /// The egress account of one command of a proxied zone: what its proxy served (nothing when
@@ -67,20 +81,35 @@ impl EgressSetup {
 
     /// Serve one command's proxy listener against the allowlist, auditing every decision; the
     /// proxy starts from the run's totals so far (the run's byte and connection budgets).
-    pub fn serve(&self, listener: std::net::TcpListener, role: Role) -> Result<ProxyHandle, ZoneError> {
-        let dir = self.audit_dir.as_ref().ok_or_else(|| ZoneError::Spec("egress audit log: no run directory bound".into()))?;
+    pub fn serve(
+        &self,
+        listener: std::net::TcpListener,
+        role: Role,
+    ) -> Result<ProxyHandle, ZoneError> {
+        let dir = self
+            .audit_dir
+            .as_ref()
+            .ok_or_else(|| ZoneError::Spec("egress audit log: no run directory bound".into()))?;
         let audit = AuditLog::open_tracked(dir, EGRESS_AUDIT_FILE, &self.audit_digest)
             .map_err(|e| ZoneError::io("egress audit log", std::io::Error::other(e)))?;
         let config = self.role_configs.get(&role).unwrap_or(&self.config);
-        Proxy::start(config.clone(), listener, audit, role.as_str(), &self.totals).map_err(|e| ZoneError::io("egress proxy", e))
+        Proxy::start(config.clone(), listener, audit, role.as_str(), &self.totals)
+            .map_err(|e| ZoneError::io("egress proxy", e))
     }
 }
 
 /// The egress account of one command whose zone has `policy`: `Some` when the policy routes
 /// through the run's proxy (what `proxy` served; nothing when the command never started).
-pub fn egress_usage(egress: &mut Option<EgressSetup>, policy: Option<&Policy>, proxy: Option<ProxyHandle>) -> Option<EgressUsage> {
+pub fn egress_usage(
+    egress: &mut Option<EgressSetup>,
+    policy: Option<&Policy>,
+    proxy: Option<ProxyHandle>,
+) -> Option<EgressUsage> {
     let proxied = policy.is_some_and(|p| p.network.mode == sandbox::policy::NetworkMode::Proxy);
-    egress.as_mut().filter(|_| proxied).map(|egress| egress.account(proxy))
+    egress
+        .as_mut()
+        .filter(|_| proxied)
+        .map(|egress| egress.account(proxy))
 }
 
 /// The egress configuration of a proxied zone: the policy's `[network]` table plus the command
@@ -93,7 +122,12 @@ pub fn egress_config(
     egress_proxy: Option<&str>,
 ) -> Result<EgressConfig, crate::egress::EgressError> {
     let net = &policy.network;
-    let allow: Vec<String> = net.allow.iter().chain(allow_hosts.iter()).cloned().collect();
+    let allow: Vec<String> = net
+        .allow
+        .iter()
+        .chain(allow_hosts.iter())
+        .cloned()
+        .collect();
     let upstream = egress_proxy.or(Some(net.upstream_proxy.as_str()));
     let limits = Limits {
         max_bytes: net.max_bytes,
@@ -103,7 +137,10 @@ pub fn egress_config(
         max_open_connections: net.max_open_connections as usize,
         idle_timeout: std::time::Duration::from_secs(net.idle_timeout_seconds),
     };
-    let shape = WildcardShape { max_labels: net.wildcard_max_labels as usize, max_label_length: net.wildcard_max_label_length as usize };
+    let shape = WildcardShape {
+        max_labels: net.wildcard_max_labels as usize,
+        max_label_length: net.wildcard_max_label_length as usize,
+    };
     EgressConfig::from_parts(&allow, &net.allow_addresses, resolve, upstream, limits)?
         .with_sni_ports(&net.sni_check_ports)
         .with_sni_exempt(&net.sni_check_exempt)?

@@ -30,7 +30,10 @@ pub fn kill_group(pgid: i32) {
 /// Reap every exited child without blocking. Returns whether any child (alive) remains.
 fn reap_exited() -> Result<bool, Errno> {
     loop {
-        match waitpid(None::<Pid>, Some(WaitPidFlag::WNOHANG | WaitPidFlag::__WALL)) {
+        match waitpid(
+            None::<Pid>,
+            Some(WaitPidFlag::WNOHANG | WaitPidFlag::__WALL),
+        ) {
             Ok(WaitStatus::StillAlive) => return Ok(true),
             Ok(_) => continue,
             Err(Errno::ECHILD) => return Ok(false),
@@ -43,14 +46,29 @@ fn reap_exited() -> Result<bool, Errno> {
 /// Direct children of this process, read from /proc.
 fn own_children() -> Vec<i32> {
     let me = std::process::id() as i32;
-    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
     let mut kids = Vec::new();
     for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
         // Fields after the parenthesised command name: state, ppid, ...
-        let Some(after) = stat.rfind(')').map(|i| &stat[i + 1..]) else { continue };
-        let ppid = after.split_whitespace().nth(1).and_then(|s| s.parse::<i32>().ok());
+        let Some(after) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+            continue;
+        };
+        let ppid = after
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse::<i32>().ok());
         if ppid == Some(me) {
             kids.push(pid);
         }
@@ -80,5 +98,7 @@ pub fn kill_remaining_descendants() -> Result<(), String> {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
     }
-    Err(format!("descendants still present after {MAX_ROUNDS} kill rounds"))
+    Err(format!(
+        "descendants still present after {MAX_ROUNDS} kill rounds"
+    ))
 }

@@ -85,8 +85,14 @@ impl ZoneSetup {
     /// The egress proxy's setup of the run's zones: every proxied role's configuration (`None`
     /// when no role routes through the proxy).
     pub(crate) fn egress_setup(&self) -> Option<crate::zones::pinned::EgressSetup> {
-        let default = self.egress.clone().or_else(|| self.role_egress.values().next().cloned())?;
-        Some(crate::zones::pinned::EgressSetup::new(default, self.egress_totals.clone()).with_role_configs(self.role_egress.clone()))
+        let default = self
+            .egress
+            .clone()
+            .or_else(|| self.role_egress.values().next().cloned())?;
+        Some(
+            crate::zones::pinned::EgressSetup::new(default, self.egress_totals.clone())
+                .with_role_configs(self.role_egress.clone()),
+        )
     }
 
     /// What a sandboxing backend requires of the setup: a policy for every role the run has (the
@@ -97,12 +103,19 @@ impl ZoneSetup {
         for role in Role::ALL {
             let Some(p) = self.policy(role) else {
                 if role.always_present() {
-                    return Err(ZoneError::Spec(format!("no {} policy pinned", role.as_str())));
+                    return Err(ZoneError::Spec(format!(
+                        "no {} policy pinned",
+                        role.as_str()
+                    )));
                 }
                 continue;
             };
-            if role.must_be_offline() && p.policy.network.mode != sandbox::policy::NetworkMode::None {
-                return Err(ZoneError::Spec(format!("the {}'s policy must have network mode \"none\"", role.as_str())));
+            if role.must_be_offline() && p.policy.network.mode != sandbox::policy::NetworkMode::None
+            {
+                return Err(ZoneError::Spec(format!(
+                    "the {}'s policy must have network mode \"none\"",
+                    role.as_str()
+                )));
             }
             let configured = self.egress.is_some() || self.role_egress.contains_key(&role);
             if p.policy.network.mode == sandbox::policy::NetworkMode::Proxy && !configured {
@@ -127,7 +140,11 @@ mod tests {
 
     #[test]
     fn a_role_without_a_policy_is_refused_naming_it() {
-        let s = setup().with_policy(Role::Agent, "builtin:offline".into(), Policy::builtin("offline").unwrap());
+        let s = setup().with_policy(
+            Role::Agent,
+            "builtin:offline".into(),
+            Policy::builtin("offline").unwrap(),
+        );
         let err = s.sandboxed_policies().unwrap_err();
         assert_eq!(err.to_string(), "no check policy pinned");
         assert!(err.is_setup());
@@ -136,17 +153,36 @@ mod tests {
     #[test]
     fn an_offline_role_with_network_is_refused() {
         let s = setup()
-            .with_policy(Role::Agent, "builtin:offline".into(), Policy::builtin("offline").unwrap())
-            .with_policy(Role::Check, "builtin:agent".into(), Policy::builtin("agent").unwrap());
+            .with_policy(
+                Role::Agent,
+                "builtin:offline".into(),
+                Policy::builtin("offline").unwrap(),
+            )
+            .with_policy(
+                Role::Check,
+                "builtin:agent".into(),
+                Policy::builtin("agent").unwrap(),
+            );
         let err = s.sandboxed_policies().unwrap_err();
-        assert_eq!(err.to_string(), "the check's policy must have network mode \"none\"");
+        assert_eq!(
+            err.to_string(),
+            "the check's policy must have network mode \"none\""
+        );
     }
 
     #[test]
     fn a_proxied_policy_without_an_egress_configuration_is_refused() {
         let s = setup()
-            .with_policy(Role::Agent, "builtin:agent".into(), Policy::builtin("agent").unwrap())
-            .with_policy(Role::Check, "builtin:exec".into(), Policy::builtin("exec").unwrap());
+            .with_policy(
+                Role::Agent,
+                "builtin:agent".into(),
+                Policy::builtin("agent").unwrap(),
+            )
+            .with_policy(
+                Role::Check,
+                "builtin:exec".into(),
+                Policy::builtin("exec").unwrap(),
+            );
         let err = s.sandboxed_policies().unwrap_err();
         assert!(err.to_string().contains("no egress configuration"), "{err}");
     }
@@ -154,31 +190,82 @@ mod tests {
     #[test]
     fn every_role_gets_its_own_policy() {
         let s = setup()
-            .with_policy(Role::Agent, "builtin:offline".into(), Policy::builtin("offline").unwrap())
-            .with_policy(Role::Check, "builtin:exec".into(), Policy::builtin("exec").unwrap())
-            .with_policy(Role::Judge, "builtin:offline".into(), Policy::builtin("offline").unwrap());
+            .with_policy(
+                Role::Agent,
+                "builtin:offline".into(),
+                Policy::builtin("offline").unwrap(),
+            )
+            .with_policy(
+                Role::Check,
+                "builtin:exec".into(),
+                Policy::builtin("exec").unwrap(),
+            )
+            .with_policy(
+                Role::Judge,
+                "builtin:offline".into(),
+                Policy::builtin("offline").unwrap(),
+            );
         let policies = s.sandboxed_policies().unwrap();
-        assert_eq!(policies.keys().copied().collect::<Vec<_>>(), Role::ALL.to_vec());
-        assert_eq!(policies[&Role::Check].sha256, Policy::builtin("exec").unwrap().sha256);
+        assert_eq!(
+            policies.keys().copied().collect::<Vec<_>>(),
+            Role::ALL.to_vec()
+        );
+        assert_eq!(
+            policies[&Role::Check].sha256,
+            Policy::builtin("exec").unwrap().sha256
+        );
     }
 
     #[test]
     fn a_run_without_a_judge_has_no_judge_zone() {
         let s = setup()
-            .with_policy(Role::Agent, "builtin:offline".into(), Policy::builtin("offline").unwrap())
-            .with_policy(Role::Check, "builtin:exec".into(), Policy::builtin("exec").unwrap());
+            .with_policy(
+                Role::Agent,
+                "builtin:offline".into(),
+                Policy::builtin("offline").unwrap(),
+            )
+            .with_policy(
+                Role::Check,
+                "builtin:exec".into(),
+                Policy::builtin("exec").unwrap(),
+            );
         let policies = s.sandboxed_policies().unwrap();
-        assert_eq!(policies.keys().copied().collect::<Vec<_>>(), vec![Role::Agent, Role::Check]);
+        assert_eq!(
+            policies.keys().copied().collect::<Vec<_>>(),
+            vec![Role::Agent, Role::Check]
+        );
     }
 
     #[test]
     fn a_proxied_judge_with_its_own_egress_configuration_is_accepted() {
-        let config = crate::zones::pinned::egress_config(&Policy::builtin("agent").unwrap(), &["judge.example:443".into()], &[], None).unwrap();
+        let config = crate::zones::pinned::egress_config(
+            &Policy::builtin("agent").unwrap(),
+            &["judge.example:443".into()],
+            &[],
+            None,
+        )
+        .unwrap();
         let mut s = setup()
-            .with_policy(Role::Agent, "builtin:offline".into(), Policy::builtin("offline").unwrap())
-            .with_policy(Role::Check, "builtin:exec".into(), Policy::builtin("exec").unwrap())
-            .with_policy(Role::Judge, "builtin:agent".into(), Policy::builtin("agent").unwrap());
-        assert!(s.sandboxed_policies().unwrap_err().to_string().contains("the judge policy routes through the egress proxy"));
+            .with_policy(
+                Role::Agent,
+                "builtin:offline".into(),
+                Policy::builtin("offline").unwrap(),
+            )
+            .with_policy(
+                Role::Check,
+                "builtin:exec".into(),
+                Policy::builtin("exec").unwrap(),
+            )
+            .with_policy(
+                Role::Judge,
+                "builtin:agent".into(),
+                Policy::builtin("agent").unwrap(),
+            );
+        assert!(s
+            .sandboxed_policies()
+            .unwrap_err()
+            .to_string()
+            .contains("the judge policy routes through the egress proxy"));
         s.role_egress.insert(Role::Judge, config);
         assert_eq!(s.sandboxed_policies().unwrap().len(), 3);
         assert!(s.egress_setup().is_some());

@@ -23,7 +23,8 @@ const PIDFD_SLICE: Duration = Duration::from_secs(3600);
 
 /// A close-on-exec pipe: (read end, write end).
 pub fn pipe() -> Result<(OwnedFd, OwnedFd), ZoneError> {
-    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| ZoneError::io("creating pipes for the command's output", e))
+    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|e| ZoneError::io("creating pipes for the command's output", e))
 }
 
 /// A pidfd for `pid`, readable once it exits; `None` on kernels without pidfd_open (the wait loop
@@ -90,7 +91,11 @@ pub fn watch<S: Supervised>(
         (true, false) => SAMPLE_EVERY,
     };
     let mut tracker = Tracker::new(liveness.stall, started);
-    let identity = if liveness.is_off() { ZoneIdentity::default() } else { command.identity() };
+    let identity = if liveness.is_off() {
+        ZoneIdentity::default()
+    } else {
+        command.identity()
+    };
     let mut sampled: Option<Instant> = None;
     // The CPU counter at the first sample: a reused zone cgroup's counts its earlier commands.
     let mut cpu_base: Option<Duration> = None;
@@ -105,9 +110,13 @@ pub fn watch<S: Supervised>(
         let now = Instant::now();
         if deadline.is_some_and(|d| now >= d) {
             command.stop()?;
-            return Ok(Watched::Stopped(Ending::TimedOut { after_ms: started.elapsed().as_millis() as u64 }));
+            return Ok(Watched::Stopped(Ending::TimedOut {
+                after_ms: started.elapsed().as_millis() as u64,
+            }));
         }
-        if !liveness.is_off() && sampled.is_none_or(|at| now.saturating_duration_since(at) >= SAMPLE_EVERY) {
+        if !liveness.is_off()
+            && sampled.is_none_or(|at| now.saturating_duration_since(at) >= SAMPLE_EVERY)
+        {
             sampled = Some(now);
             let raw = command.cpu();
             if cpu_base.is_none() {
@@ -116,14 +125,24 @@ pub fn watch<S: Supervised>(
             let cpu = raw.map(|c| c.saturating_sub(cpu_base.unwrap_or_default()));
             let output_bytes = capture.bytes_so_far();
             if let Some(hook) = &liveness.heartbeat {
-                hook.beat(&Pulse { zone: identity.clone(), cpu, output_bytes });
+                hook.beat(&Pulse {
+                    zone: identity.clone(),
+                    cpu,
+                    output_bytes,
+                });
             }
             if let Some(stall) = tracker.observe(now, output_bytes, cpu) {
                 command.stop()?;
-                return Ok(Watched::Stopped(Ending::Stalled { quiet_ms: stall.quiet_ms, cpu_ms: stall.cpu_ms, busy: stall.busy }));
+                return Ok(Watched::Stopped(Ending::Stalled {
+                    quiet_ms: stall.quiet_ms,
+                    cpu_ms: stall.cpu_ms,
+                    busy: stall.busy,
+                }));
             }
         }
-        let wait = deadline.map(|d| d.saturating_duration_since(now).min(slice)).unwrap_or(slice);
+        let wait = deadline
+            .map(|d| d.saturating_duration_since(now).min(slice))
+            .unwrap_or(slice);
         if let Err(e) = capture.pump(&wake, wait) {
             // Capture broke: still leave no process behind before reporting it.
             command.abandon();
@@ -141,7 +160,9 @@ pub fn children_cpu() -> Duration {
     if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) } != 0 {
         return Duration::ZERO;
     }
-    let tv = |t: libc::timeval| Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64);
+    let tv = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+    };
     tv(usage.ru_utime) + tv(usage.ru_stime)
 }
 
@@ -162,7 +183,10 @@ mod tests {
         type Exit = u32;
         fn try_exit(&mut self) -> Result<Option<u32>, ZoneError> {
             self.polls += 1;
-            Ok(self.exit_on.filter(|n| self.polls >= *n).map(|_| self.polls))
+            Ok(self
+                .exit_on
+                .filter(|n| self.polls >= *n)
+                .map(|_| self.polls))
         }
         fn stop(&mut self) -> Result<(), ZoneError> {
             self.stops += 1;
@@ -189,8 +213,20 @@ mod tests {
     #[test]
     fn a_command_that_exits_is_not_stopped() {
         with_capture(|capture| {
-            let mut cmd = Scripted { polls: 0, exit_on: Some(3), stops: 0 };
-            let watched = watch(&mut cmd, NO_PIDFD, capture, Instant::now(), None, &Liveness::default()).unwrap();
+            let mut cmd = Scripted {
+                polls: 0,
+                exit_on: Some(3),
+                stops: 0,
+            };
+            let watched = watch(
+                &mut cmd,
+                NO_PIDFD,
+                capture,
+                Instant::now(),
+                None,
+                &Liveness::default(),
+            )
+            .unwrap();
             assert_eq!(watched, Watched::Exited(3));
             assert_eq!(cmd.stops, 0);
         });
@@ -199,12 +235,30 @@ mod tests {
     #[test]
     fn a_command_the_stall_rule_finds_stale_is_stopped_once_and_reports_the_stall() {
         with_capture(|capture| {
-            let mut cmd = Scripted { polls: 0, exit_on: None, stops: 0 };
+            let mut cmd = Scripted {
+                polls: 0,
+                exit_on: None,
+                stops: 0,
+            };
             let rule = super::super::liveness::StallRule::new(Duration::ZERO, None);
-            let liveness = Liveness { stall: Some(rule), heartbeat: None };
-            let watched = watch(&mut cmd, NO_PIDFD, capture, Instant::now(), None, &liveness).unwrap();
+            let liveness = Liveness {
+                stall: Some(rule),
+                heartbeat: None,
+            };
+            let watched =
+                watch(&mut cmd, NO_PIDFD, capture, Instant::now(), None, &liveness).unwrap();
             // Its CPU time is not readable (`Scripted`): judged by the busy limit only.
-            assert!(matches!(watched, Watched::Stopped(Ending::Stalled { cpu_ms: None, busy: true, .. })), "{watched:?}");
+            assert!(
+                matches!(
+                    watched,
+                    Watched::Stopped(Ending::Stalled {
+                        cpu_ms: None,
+                        busy: true,
+                        ..
+                    })
+                ),
+                "{watched:?}"
+            );
             assert_eq!(cmd.stops, 1);
         });
     }
@@ -212,10 +266,25 @@ mod tests {
     #[test]
     fn a_passed_deadline_stops_the_command_once_and_reports_a_timeout() {
         with_capture(|capture| {
-            let mut cmd = Scripted { polls: 0, exit_on: None, stops: 0 };
+            let mut cmd = Scripted {
+                polls: 0,
+                exit_on: None,
+                stops: 0,
+            };
             let started = Instant::now();
-            let watched = watch(&mut cmd, NO_PIDFD, capture, started, Some(started), &Liveness::default()).unwrap();
-            assert!(matches!(watched, Watched::Stopped(Ending::TimedOut { .. })), "{watched:?}");
+            let watched = watch(
+                &mut cmd,
+                NO_PIDFD,
+                capture,
+                started,
+                Some(started),
+                &Liveness::default(),
+            )
+            .unwrap();
+            assert!(
+                matches!(watched, Watched::Stopped(Ending::TimedOut { .. })),
+                "{watched:?}"
+            );
             assert_eq!(cmd.stops, 1);
         });
     }

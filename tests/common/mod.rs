@@ -38,8 +38,13 @@ impl Ran {
     /// The single JSON object on stdout (panics unless stdout is exactly one object).
     pub fn json(&self) -> Value {
         let trimmed = self.stdout.trim_end_matches('\n');
-        assert!(!trimmed.contains('\n'), "stdout must be one line of JSON, got:\n{}", self.stdout);
-        let v: Value = serde_json::from_str(trimmed).unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", self.stdout));
+        assert!(
+            !trimmed.contains('\n'),
+            "stdout must be one line of JSON, got:\n{}",
+            self.stdout
+        );
+        let v: Value = serde_json::from_str(trimmed)
+            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", self.stdout));
         assert!(v.is_object(), "not an object: {v}");
         for key in ["tool", "version", "status", "errors"] {
             assert!(v.get(key).is_some(), "missing {key} in {v}");
@@ -63,8 +68,16 @@ pub fn key_dir() -> &'static Path {
     static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     DIR.get_or_init(|| {
         let dir = tempfile::tempdir().expect("tempdir").keep();
-        let out = Command::new(bin()).args(["keygen", "--dir"]).arg(&dir).output().expect("spawn keygen");
-        assert!(out.status.success(), "keygen failed: {}", String::from_utf8_lossy(&out.stderr));
+        let out = Command::new(bin())
+            .args(["keygen", "--dir"])
+            .arg(&dir)
+            .output()
+            .expect("spawn keygen");
+        assert!(
+            out.status.success(),
+            "keygen failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         dir
     })
 }
@@ -78,7 +91,11 @@ pub fn command() -> Command {
 
 /// Run loopexec in `dir` with `args`.
 pub fn loopexec(dir: &Path, args: &[&str]) -> Ran {
-    let out = command().current_dir(dir).args(args).output().expect("spawn loopexec");
+    let out = command()
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("spawn loopexec");
     from_output(out)
 }
 
@@ -89,26 +106,41 @@ pub fn workdir() -> tempfile::TempDir {
 
 /// Every event of a run's receipt, in order.
 pub fn all_events(dir: &Path, run_id: &str) -> Vec<Value> {
-    let bytes = std::fs::read(dir.join(".loopexec/runs").join(run_id).join("receipt.jsonl")).expect("receipt");
+    let bytes = std::fs::read(
+        dir.join(".loopexec/runs")
+            .join(run_id)
+            .join("receipt.jsonl"),
+    )
+    .expect("receipt");
     let text = String::from_utf8(bytes).expect("utf8");
-    text.lines().map(|l| serde_json::from_str(l).expect("event json")).collect()
+    text.lines()
+        .map(|l| serde_json::from_str(l).expect("event json"))
+        .collect()
 }
 
 /// The loop's own events of a run's receipt: every event but the `run_key` endorsements (which
 /// tests/receipt_signing.rs asserts), so loop tests read as the loop's lifecycle.
 pub fn events(dir: &Path, run_id: &str) -> Vec<Value> {
-    all_events(dir, run_id).into_iter().filter(|e| e["type"] != "run_key").collect()
+    all_events(dir, run_id)
+        .into_iter()
+        .filter(|e| e["type"] != "run_key")
+        .collect()
 }
 
 pub fn event_types(dir: &Path, run_id: &str) -> Vec<String> {
-    events(dir, run_id).iter().map(|e| e["type"].as_str().unwrap_or("").to_string()).collect()
+    events(dir, run_id)
+        .iter()
+        .map(|e| e["type"].as_str().unwrap_or("").to_string())
+        .collect()
 }
 
 /// Whether a process exists and is not a zombie.
 pub fn pid_alive(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(stat) => {
-            let state = stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().next().map(str::to_string));
+            let state = stat
+                .rfind(')')
+                .and_then(|i| stat[i + 1..].split_whitespace().next().map(str::to_string));
             state.as_deref() != Some("Z")
         }
         Err(_) => false,
@@ -133,7 +165,11 @@ pub fn read_pid(path: &Path) -> i32 {
         if let Ok(pid) = text.trim().parse() {
             return pid;
         }
-        assert!(start.elapsed() < Duration::from_secs(10), "no pid in {}", path.display());
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "no pid in {}",
+            path.display()
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -153,7 +189,8 @@ pub const ZONE_UID_WHEN_ROOT: u32 = 60200;
 /// writes must belong to that uid (unprivileged, the zone runs as the caller and nothing changes).
 pub fn zone_writable(dir: &Path) {
     if nix::unistd::geteuid().is_root() {
-        std::os::unix::fs::chown(dir, Some(ZONE_UID_WHEN_ROOT), Some(ZONE_UID_WHEN_ROOT)).expect("chown workdir");
+        std::os::unix::fs::chown(dir, Some(ZONE_UID_WHEN_ROOT), Some(ZONE_UID_WHEN_ROOT))
+            .expect("chown workdir");
     }
 }
 
@@ -162,7 +199,8 @@ pub fn zone_writable(dir: &Path) {
 pub fn zone_traversable(dir: &Path) {
     use std::os::unix::fs::PermissionsExt;
     if nix::unistd::geteuid().is_root() {
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o711)).expect("chmod workdir");
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o711))
+            .expect("chmod workdir");
     }
 }
 
@@ -177,10 +215,14 @@ pub fn hello_server() -> (u16, std::thread::JoinHandle<()>) {
             match listener.accept() {
                 Ok((mut s, _)) => {
                     s.set_nonblocking(false).unwrap();
-                    s.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+                    s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+                        .unwrap();
                     let mut buf = [0u8; 4096];
                     let _ = std::io::Read::read(&mut s, &mut buf);
-                    let _ = std::io::Write::write_all(&mut s, b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello");
+                    let _ = std::io::Write::write_all(
+                        &mut s,
+                        b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
+                    );
                 }
                 Err(_) => std::thread::sleep(std::time::Duration::from_millis(10)),
             }
@@ -188,7 +230,6 @@ pub fn hello_server() -> (u16, std::thread::JoinHandle<()>) {
     });
     (port, handle)
 }
-
 
 /// Run git in `dir` with a fixed identity and no global config; panics on failure.
 pub fn git(dir: &Path, args: &[&str]) -> String {
@@ -203,7 +244,11 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .output()
         .expect("git");
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -235,20 +280,36 @@ pub fn assert_guard_halt(r: &Ran, ev: &[Value], reason: &str, guard: &str, path:
     assert_ne!(r.code, 10, "a tampering step never succeeds: {r:?}");
     let v = r.json();
     assert_eq!(v["halt_reason"], reason, "{r:?}");
-    let record = ev.iter().find(|e| e["type"] == "guard" && e["guard"] == guard).unwrap_or_else(|| panic!("no {guard} guard event in {ev:#?}"));
+    let record = ev
+        .iter()
+        .find(|e| e["type"] == "guard" && e["guard"] == guard)
+        .unwrap_or_else(|| panic!("no {guard} guard event in {ev:#?}"));
     assert_eq!(record["halt_reason"], reason);
     assert_eq!(record["stage"], "after_agent");
     let findings = record["findings"].as_array().unwrap();
-    let named = |f: &&Value| f["path"] == path && f["what"].as_str().is_some_and(|w| w.contains(what));
-    assert!(findings.iter().any(|f| named(&f)), "no finding names {path} with `{what}`: {findings:#?}");
-    assert!(ev.iter().all(|e| e["type"] != "check_result"), "the check never ran on the step");
+    let named =
+        |f: &&Value| f["path"] == path && f["what"].as_str().is_some_and(|w| w.contains(what));
+    assert!(
+        findings.iter().any(|f| named(&f)),
+        "no finding names {path} with `{what}`: {findings:#?}"
+    );
+    assert!(
+        ev.iter().all(|e| e["type"] != "check_result"),
+        "the check never ran on the step"
+    );
 }
 
 /// pytest must be there (CI installs it; elsewhere a missing pytest fails loudly too: the tests
 /// that need it mean nothing without it).
 pub fn require_pytest() {
-    let ok = Command::new("/usr/bin/python3").args(["-m", "pytest", "--version"]).output().is_ok_and(|o| o.status.success());
-    assert!(ok, "Debian's python3-pytest is needed (ci/setup.sh installs it)");
+    let ok = Command::new("/usr/bin/python3")
+        .args(["-m", "pytest", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "Debian's python3-pytest is needed (ci/setup.sh installs it)"
+    );
 }
 
 /// Whether Debian's cargo (`/usr/bin/cargo`, the one the exec zone sees) is there: under CI its
@@ -257,17 +318,25 @@ pub fn debian_cargo_present() -> bool {
     if Path::new("/usr/bin/cargo").exists() {
         return true;
     }
-    assert!(std::env::var("CI").as_deref() != Ok("true"), "Debian's cargo is needed in /usr/bin (ci/setup.sh installs it)");
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "Debian's cargo is needed in /usr/bin (ci/setup.sh installs it)"
+    );
     eprintln!("NOT RUN: /usr/bin/cargo is missing (CI=true makes this a failure)");
     false
 }
 
 /// The second unprivileged local user of ci/setup-test-user.sh, when this test runs as root.
 pub fn other_local_user() -> Option<&'static str> {
-    let exists = std::process::Command::new("id").arg("loopexec-other").output().is_ok_and(|o| o.status.success());
+    let exists = std::process::Command::new("id")
+        .arg("loopexec-other")
+        .output()
+        .is_ok_and(|o| o.status.success());
     match (nix::unistd::geteuid().is_root(), exists) {
         (true, true) => Some("loopexec-other"),
-        _ if std::env::var_os("CI").is_some() => panic!("CI runs this as root with the user loopexec-other (ci/setup-test-user.sh)"),
+        _ if std::env::var_os("CI").is_some() => {
+            panic!("CI runs this as root with the user loopexec-other (ci/setup-test-user.sh)")
+        }
         _ => {
             eprintln!("skipped: needs root and the user loopexec-other (ci/setup-test-user.sh)");
             None
@@ -287,11 +356,22 @@ pub fn interrupted_after(repo: &Path, run_id: &str, args: &[&str], after: &str) 
         .spawn()
         .expect("spawn loopexec");
     let receipt = run_dir(repo, run_id).join("receipt.jsonl");
-    let has = |kind: &str| std::fs::read_to_string(&receipt).unwrap_or_default().lines().any(|l| l.contains(&format!("\"type\":\"{kind}\"")));
+    let has = |kind: &str| {
+        std::fs::read_to_string(&receipt)
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l.contains(&format!("\"type\":\"{kind}\"")))
+    };
     let started = std::time::Instant::now();
     while !has(after) {
-        assert!(child.try_wait().unwrap().is_none(), "loopexec ended before its {after} event");
-        assert!(started.elapsed() < Duration::from_secs(300), "no {after} event within 300 s");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "loopexec ended before its {after} event"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "no {after} event within 300 s"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     std::thread::sleep(Duration::from_secs(3));
@@ -333,7 +413,11 @@ for t in sys.argv[1:]:
 /// `add`, committed as t0.
 pub fn off_by_one_crate() -> tempfile::TempDir {
     let dir = workdir();
-    write(dir.path(), "Cargo.toml", "[package]\nname = \"calc\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n");
+    write(
+        dir.path(),
+        "Cargo.toml",
+        "[package]\nname = \"calc\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n",
+    );
     write(
         dir.path(),
         "src/lib.rs",

@@ -11,7 +11,6 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-
 /// A FIFO that hands each reader the next verdict of a sequence (the last one repeated), until
 /// dropped. A check reads one line of it (`read -r v`): should the feeder offer the next verdict to
 /// a reader still open (under load), that reader still takes only the first line, and the line
@@ -27,10 +26,13 @@ impl Verdicts {
     pub fn new(sequence: &[&str]) -> Verdicts {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().expect("tempdir");
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
         let fifo = dir.path().join("verdict");
-        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o644)).expect("mkfifo");
-        std::fs::set_permissions(&fifo, std::fs::Permissions::from_mode(0o644)).expect("chmod fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o644))
+            .expect("mkfifo");
+        std::fs::set_permissions(&fifo, std::fs::Permissions::from_mode(0o644))
+            .expect("chmod fifo");
         let stop = Arc::new(AtomicBool::new(false));
         let sequence: Vec<String> = sequence.iter().map(|s| s.to_string()).collect();
         let feeder = {
@@ -39,10 +41,15 @@ impl Verdicts {
                 let mut served = 0usize;
                 while !stop.load(Ordering::SeqCst) {
                     // Opened without blocking: ENXIO until a check opened the FIFO to read it.
-                    match std::fs::OpenOptions::new().write(true).custom_flags(nix::libc::O_NONBLOCK).open(&fifo) {
+                    match std::fs::OpenOptions::new()
+                        .write(true)
+                        .custom_flags(nix::libc::O_NONBLOCK)
+                        .open(&fifo)
+                    {
                         Ok(mut f) => {
                             let verdict = &sequence[served.min(sequence.len() - 1)];
-                            f.write_all(format!("{verdict}\n").as_bytes()).expect("write the verdict");
+                            f.write_all(format!("{verdict}\n").as_bytes())
+                                .expect("write the verdict");
                             drop(f);
                             served += 1;
                             // The reader sees end of file before the next verdict is offered.
@@ -53,7 +60,11 @@ impl Verdicts {
                 }
             })
         };
-        Verdicts { dir, stop, feeder: Some(feeder) }
+        Verdicts {
+            dir,
+            stop,
+            feeder: Some(feeder),
+        }
     }
 
     pub fn fifo(&self) -> String {
@@ -63,7 +74,10 @@ impl Verdicts {
     /// The shipped exec zone policy with the FIFO's directory bound read-only: the path of a
     /// `--check-policy` file.
     pub fn check_policy(&self) -> String {
-        let shipped = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/exec.toml")).expect("read exec.toml");
+        let shipped = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/exec.toml"),
+        )
+        .expect("read exec.toml");
         let dir = path_str(self.dir.path());
         let policy = shipped.replacen("read_only = [", &format!("read_only = [\"{dir}\", "), 1);
         assert_ne!(policy, shipped, "exec.toml has a read_only list");
@@ -81,4 +95,3 @@ impl Drop for Verdicts {
         }
     }
 }
-

@@ -7,14 +7,18 @@ use std::os::unix::fs::PermissionsExt;
 #[test]
 fn only_stdio_reaches_the_zone() {
     let scene = Scene::new();
-    Zone::new(&scene).run("fds", &["open_fds"]).assert_blocked("open_fds", &["only_stdio"]);
+    Zone::new(&scene)
+        .run("fds", &["open_fds"])
+        .assert_blocked("open_fds", &["only_stdio"]);
 }
 
 #[test]
 fn leaked_host_file_descriptor_is_closed() {
     let scene = Scene::new();
     let fd = LEAKED_FILE_FD.to_string();
-    Zone::new(&scene).run("fds", &["read_leaked_fd", &fd]).assert_blocked("read_leaked_fd", &["EBADF"]);
+    Zone::new(&scene)
+        .run("fds", &["read_leaked_fd", &fd])
+        .assert_blocked("read_leaked_fd", &["EBADF"]);
 }
 
 /// An operator's log outside the grant, 0600, with earlier content, given to loopexec as stderr.
@@ -32,7 +36,16 @@ fn a_write_only_stdio_file_cannot_be_reopened_for_reading() {
     Zone::new(&scene)
         .stderr_to_file(&log)
         .run("fds", &["stdio_reopen_read", "2"])
-        .assert_blocked("stdio_reopen_read", &["EACCES", "EPERM", "ENXIO", "read_EBADF", "relayed_through_a_pipe"]);
+        .assert_blocked(
+            "stdio_reopen_read",
+            &[
+                "EACCES",
+                "EPERM",
+                "ENXIO",
+                "read_EBADF",
+                "relayed_through_a_pipe",
+            ],
+        );
 }
 
 #[test]

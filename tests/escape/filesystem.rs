@@ -34,31 +34,47 @@ fn read_only_grant_nested_in_the_writable_grant_stays_read_only() {
     scene.grant_rw_to_zone(&nested);
     let rw = Scene::s(&scene.rw);
     let target = Scene::s(&nested.join("planted"));
-    let run = Zone::new(&scene).ro(&nested).run("filesystem", &["create_path", &rw, &target]);
+    let run = Zone::new(&scene)
+        .ro(&nested)
+        .run("filesystem", &["create_path", &rw, &target]);
     run.assert_blocked("create_path", &["EROFS", "EACCES"]);
-    assert!(!nested.join("planted").exists(), "a file was created in the read-only grant");
+    assert!(
+        !nested.join("planted").exists(),
+        "a file was created in the read-only grant"
+    );
 }
 
 #[test]
 fn the_grant_itself_is_writable() {
     let scene = Scene::new();
     let rw = Scene::s(&scene.rw);
-    Zone::new(&scene).run("filesystem", &["rw_works", &rw, "written-by-zone"]).assert_ok("rw_works");
-    assert_eq!(std::fs::read_to_string(scene.rw.join("written-by-zone")).expect("file written in grant"), "ok\n");
+    Zone::new(&scene)
+        .run("filesystem", &["rw_works", &rw, "written-by-zone"])
+        .assert_ok("rw_works");
+    assert_eq!(
+        std::fs::read_to_string(scene.rw.join("written-by-zone")).expect("file written in grant"),
+        "ok\n"
+    );
 }
 
 #[test]
 fn host_control_symlink_to_secret_is_detected() {
     let scene = Scene::new();
     let (rw, secret) = (Scene::s(&scene.rw), Scene::s(&scene.secret));
-    host_control(&scene, "filesystem", &["symlink_read", &rw, &secret]).assert_escaped("symlink_read");
+    host_control(&scene, "filesystem", &["symlink_read", &rw, &secret])
+        .assert_escaped("symlink_read");
 }
 
 #[test]
 fn host_control_dotdot_is_detected() {
     let scene = Scene::new();
     let rw = Scene::s(&scene.rw);
-    host_control(&scene, "filesystem", &["dotdot_read", &rw, "../outside/secret"]).assert_escaped("dotdot_read");
+    host_control(
+        &scene,
+        "filesystem",
+        &["dotdot_read", &rw, "../outside/secret"],
+    )
+    .assert_escaped("dotdot_read");
 }
 
 #[test]

@@ -31,7 +31,13 @@ refused!(x32_syscall_abi_is_refused: "kernel" "x32" [] => ["SIGSYS", "ENOSYS", "
 #[test]
 fn host_control_kernel_surface_is_reachable_outside_a_zone() {
     let scene = Scene::new();
-    for attempt in ["perf_event_open", "userfaultfd", "keyctl", "personality", "int80"] {
+    for attempt in [
+        "perf_event_open",
+        "userfaultfd",
+        "keyctl",
+        "personality",
+        "int80",
+    ] {
         host_control(&scene, "kernel", &[attempt]).assert_escaped(attempt);
     }
 }

@@ -21,7 +21,12 @@ fn wait_for_beats(path: &std::path::Path, n: u64) {
 fn assert_heartbeat_stopped(path: &std::path::Path) {
     let first = beats(path);
     std::thread::sleep(Duration::from_millis(600));
-    assert_eq!(beats(path), first, "a zone process is still writing {}", path.display());
+    assert_eq!(
+        beats(path),
+        first,
+        "a zone process is still writing {}",
+        path.display()
+    );
 }
 
 #[test]
@@ -30,7 +35,10 @@ fn double_forked_setsid_daemon_does_not_outlive_the_zone() {
     let hb = scene.rw.join("heartbeat");
     let run = Zone::new(&scene).run("lifetime", &["double_fork_daemon", &Scene::s(&hb)]);
     run.assert_ok("double_fork_daemon");
-    assert!(beats(&hb) > 0, "the daemon never ran, so the test proves nothing");
+    assert!(
+        beats(&hb) > 0,
+        "the daemon never ran, so the test proves nothing"
+    );
     assert_heartbeat_stopped(&hb);
 }
 
@@ -38,7 +46,10 @@ fn run_and_kill_the_supervisor(scene: &Scene) -> crate::common::Run {
     run_and_signal_the_supervisor(scene, nix::sys::signal::Signal::SIGKILL)
 }
 
-fn run_and_signal_the_supervisor(scene: &Scene, signal: nix::sys::signal::Signal) -> crate::common::Run {
+fn run_and_signal_the_supervisor(
+    scene: &Scene,
+    signal: nix::sys::signal::Signal,
+) -> crate::common::Run {
     let hb = scene.rw.join("heartbeat");
     let hb_in = hb.clone();
     let run = Zone::new(scene)
@@ -46,11 +57,19 @@ fn run_and_signal_the_supervisor(scene: &Scene, signal: nix::sys::signal::Signal
         .report_leaked_cgroups()
         .during(move |pid, _| {
             wait_for_beats(&hb_in, 20);
-            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal).expect("signal loopexec");
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal)
+                .expect("signal loopexec");
         })
         .run("lifetime", &["sleep_with_heartbeat", &Scene::s(&hb)]);
-    assert!(!run.status.success(), "loopexec reported success after {signal}: {:?}", run.status);
-    assert!(beats(&hb) >= 20, "the zone never ran, so the test proves nothing");
+    assert!(
+        !run.status.success(),
+        "loopexec reported success after {signal}: {:?}",
+        run.status
+    );
+    assert!(
+        beats(&hb) >= 20,
+        "the zone never ran, so the test proves nothing"
+    );
     assert_heartbeat_stopped(&hb);
     run
 }
@@ -63,8 +82,10 @@ fn sigkill_of_the_supervisor_ends_every_zone_process() {
 }
 
 fn entries(dir: &std::path::Path) -> Vec<String> {
-    let mut names: Vec<String> =
-        std::fs::read_dir(dir).expect("read rw").map(|e| e.expect("entry").file_name().to_string_lossy().into_owned()).collect();
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .expect("read rw")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
     names.sort();
     names
 }
@@ -76,9 +97,18 @@ fn sigkill_of_the_supervisor_leaves_nothing_in_the_workspace() {
     // remove them; the next zone start does (like stale cgroups).
     let scene = Scene::new();
     run_and_kill_the_supervisor(&scene);
-    assert!(scene.rw.join(".git").is_dir(), "no placeholder was left, so the test proves nothing");
-    Zone::new(&scene).run("privilege", &["status"]).assert_blocked("status", &["no_new_privs_and_no_capabilities"]);
-    assert_eq!(entries(&scene.rw), vec!["heartbeat".to_string()], "the workspace holds more than the zone wrote");
+    assert!(
+        scene.rw.join(".git").is_dir(),
+        "no placeholder was left, so the test proves nothing"
+    );
+    Zone::new(&scene)
+        .run("privilege", &["status"])
+        .assert_blocked("status", &["no_new_privs_and_no_capabilities"]);
+    assert_eq!(
+        entries(&scene.rw),
+        vec!["heartbeat".to_string()],
+        "the workspace holds more than the zone wrote"
+    );
 }
 
 #[test]
@@ -90,16 +120,27 @@ fn an_empty_git_the_operator_made_after_a_sigkill_is_never_removed() {
     std::fs::remove_dir(scene.rw.join(".git")).expect("remove the stale placeholder by hand");
     std::thread::sleep(Duration::from_millis(20));
     std::fs::create_dir(scene.rw.join(".git")).expect("operator's own empty .git");
-    Zone::new(&scene).run("privilege", &["status"]).assert_blocked("status", &["no_new_privs_and_no_capabilities"]);
-    assert!(scene.rw.join(".git").is_dir(), "the operator's empty .git was removed");
+    Zone::new(&scene)
+        .run("privilege", &["status"])
+        .assert_blocked("status", &["no_new_privs_and_no_capabilities"]);
+    assert!(
+        scene.rw.join(".git").is_dir(),
+        "the operator's empty .git was removed"
+    );
 }
 
 #[test]
 fn an_empty_git_the_operator_made_outlives_the_zone() {
     let scene = Scene::new();
     std::fs::create_dir(scene.rw.join(".git")).expect("operator's own empty .git");
-    Zone::new(&scene).run("privilege", &["status"]).assert_blocked("status", &["no_new_privs_and_no_capabilities"]);
-    assert_eq!(entries(&scene.rw), vec![".git".to_string()], "the operator's empty .git was removed (or placeholders left)");
+    Zone::new(&scene)
+        .run("privilege", &["status"])
+        .assert_blocked("status", &["no_new_privs_and_no_capabilities"]);
+    assert_eq!(
+        entries(&scene.rw),
+        vec![".git".to_string()],
+        "the operator's empty .git was removed (or placeholders left)"
+    );
 }
 
 #[test]
@@ -116,14 +157,33 @@ fn another_start_leaves_a_live_supervisors_placeholders_in_place() {
             wait_for_beats(&hb_in, 5);
             let second = crate::common::run_concurrent_zone(scene, "privilege", &["status"]);
             *seen.borrow_mut() = Some((second.status, entries(&scene.rw)));
-            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM).expect("signal loopexec");
+            nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGTERM,
+            )
+            .expect("signal loopexec");
         })
         .run("lifetime", &["sleep_with_heartbeat", &Scene::s(&hb)]);
-    assert!(!run.status.success(), "the first zone was not ended by SIGTERM: {:?}", run.status);
+    assert!(
+        !run.status.success(),
+        "the first zone was not ended by SIGTERM: {:?}",
+        run.status
+    );
     let (second_status, during) = seen.into_inner().expect("the second zone ran");
-    assert!(second_status.code().is_some(), "the second zone did not end normally: {second_status:?}");
-    assert_eq!(during, vec![".git", ".gitmodules", ".loopexec", "heartbeat"], "placeholders of the live zone went missing");
-    assert_eq!(entries(&scene.rw), vec!["heartbeat".to_string()], "placeholders outlived both zones");
+    assert!(
+        second_status.code().is_some(),
+        "the second zone did not end normally: {second_status:?}"
+    );
+    assert_eq!(
+        during,
+        vec![".git", ".gitmodules", ".loopexec", "heartbeat"],
+        "placeholders of the live zone went missing"
+    );
+    assert_eq!(
+        entries(&scene.rw),
+        vec!["heartbeat".to_string()],
+        "placeholders outlived both zones"
+    );
 }
 
 #[test]
@@ -138,14 +198,28 @@ fn cgroups_of_a_killed_supervisor_are_gone_once_the_next_zone_starts() {
         .keep_leaked_cgroups()
         .during(move |pid, _| {
             wait_for_beats(&hb_in, 20);
-            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL).expect("kill");
+            nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            )
+            .expect("kill");
         })
         .run("lifetime", &["sleep_with_heartbeat", &Scene::s(&hb)]);
     let next = Scene::new();
-    Zone::new(&next).run("privilege", &["status"]).assert_blocked("status", &["no_new_privs_and_no_capabilities"]);
-    let still: Vec<_> = killed.leaked_cgroups.iter().filter(|d| d.exists()).cloned().collect();
+    Zone::new(&next)
+        .run("privilege", &["status"])
+        .assert_blocked("status", &["no_new_privs_and_no_capabilities"]);
+    let still: Vec<_> = killed
+        .leaked_cgroups
+        .iter()
+        .filter(|d| d.exists())
+        .cloned()
+        .collect();
     crate::common::remove_cgroups(&still);
-    assert!(still.is_empty(), "cgroups of the killed supervisor survived the next start: {still:?}");
+    assert!(
+        still.is_empty(),
+        "cgroups of the killed supervisor survived the next start: {still:?}"
+    );
 }
 
 #[test]
@@ -159,6 +233,14 @@ fn sigterm_of_the_supervisor_cleans_up_cgroups_and_workspace() {
     // Unlike SIGKILL, SIGTERM leaves loopexec the chance to tear the zone down properly.
     let scene = Scene::new();
     let run = run_and_signal_the_supervisor(&scene, nix::sys::signal::Signal::SIGTERM);
-    assert!(run.leaked_cgroups.is_empty(), "cgroups left after SIGTERM: {:?}", run.leaked_cgroups);
-    assert_eq!(entries(&scene.rw), vec!["heartbeat".to_string()], "the workspace holds more than the zone wrote");
+    assert!(
+        run.leaked_cgroups.is_empty(),
+        "cgroups left after SIGTERM: {:?}",
+        run.leaked_cgroups
+    );
+    assert_eq!(
+        entries(&scene.rw),
+        vec!["heartbeat".to_string()],
+        "the workspace holds more than the zone wrote"
+    );
 }

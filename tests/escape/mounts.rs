@@ -16,7 +16,9 @@ fn host_mounts() -> Vec<String> {
 fn refused(attempt: &str, reasons: &[&str]) {
     let before = host_mounts();
     let scene = Scene::new();
-    Zone::new(&scene).run("mounts", &[attempt]).assert_blocked(attempt, reasons);
+    Zone::new(&scene)
+        .run("mounts", &[attempt])
+        .assert_blocked(attempt, reasons);
     let after = host_mounts();
     let added: Vec<_> = after.iter().filter(|m| !before.contains(m)).collect();
     assert!(added.is_empty(), "host mount table gained {added:?}");

@@ -32,7 +32,9 @@ fn sethostname_does_not_reach_the_host() {
 #[test]
 fn plain_fork_still_works_in_the_zone() {
     let scene = Scene::new();
-    Zone::new(&scene).run("namespaces", &["plain_fork_works"]).assert_ok("plain_fork_works");
+    Zone::new(&scene)
+        .run("namespaces", &["plain_fork_works"])
+        .assert_ok("plain_fork_works");
 }
 
 #[test]

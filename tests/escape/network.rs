@@ -12,7 +12,14 @@ use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixListener};
 
 /// The refusals a zone with only its own loopback may give for a host address.
-const UNREACHABLE: &[&str] = &["ECONNREFUSED", "ENETUNREACH", "EHOSTUNREACH", "EACCES", "EPERM", "ETIMEDOUT"];
+const UNREACHABLE: &[&str] = &[
+    "ECONNREFUSED",
+    "ENETUNREACH",
+    "EHOSTUNREACH",
+    "EACCES",
+    "EPERM",
+    "ETIMEDOUT",
+];
 
 fn assert_no_connection(l: &TcpListener) {
     l.set_nonblocking(true).expect("nonblocking");
@@ -25,7 +32,9 @@ fn assert_no_connection(l: &TcpListener) {
 
 fn zone_tcp(ip: &str, port: u16) {
     let scene = Scene::new();
-    Zone::new(&scene).run("network", &["tcp", ip, &port.to_string()]).assert_blocked("tcp", UNREACHABLE);
+    Zone::new(&scene)
+        .run("network", &["tcp", ip, &port.to_string()])
+        .assert_blocked("tcp", UNREACHABLE);
 }
 
 /// A non-loopback IPv4 address of this host, if it has one.
@@ -101,11 +110,22 @@ refused!(io_uring_is_refused: "network" "io_uring" [] => ["EPERM"]);
 
 #[test]
 fn icmp_echo_to_the_host_address_gets_no_reply() {
-    let ip = host_ipv4().map(|i| i.to_string()).unwrap_or_else(|| "127.0.0.1".into());
+    let ip = host_ipv4()
+        .map(|i| i.to_string())
+        .unwrap_or_else(|| "127.0.0.1".into());
     let scene = Scene::new();
     Zone::new(&scene)
         .run("network", &["ping_to", &ip])
-        .assert_blocked("ping_to", &["socket_EACCES", "socket_EPERM", "sendto_ENETUNREACH", "sendto_EPERM", "no_reply"]);
+        .assert_blocked(
+            "ping_to",
+            &[
+                "socket_EACCES",
+                "socket_EPERM",
+                "sendto_ENETUNREACH",
+                "sendto_EPERM",
+                "no_reply",
+            ],
+        );
 }
 
 #[test]
@@ -114,9 +134,14 @@ fn host_abstract_unix_socket_is_unreachable() {
     let addr = SocketAddr::from_abstract_name(name.as_bytes()).expect("abstract addr");
     let l = UnixListener::bind_addr(&addr).expect("bind abstract");
     let scene = Scene::new();
-    Zone::new(&scene).run("network", &["abstract_unix", &name]).assert_blocked("abstract_unix", &["ECONNREFUSED", "EPERM"]);
+    Zone::new(&scene)
+        .run("network", &["abstract_unix", &name])
+        .assert_blocked("abstract_unix", &["ECONNREFUSED", "EPERM"]);
     l.set_nonblocking(true).expect("nonblocking");
-    assert!(matches!(l.accept(), Err(e) if e.kind() == ErrorKind::WouldBlock), "ESCAPE: abstract socket got a connection");
+    assert!(
+        matches!(l.accept(), Err(e) if e.kind() == ErrorKind::WouldBlock),
+        "ESCAPE: abstract socket got a connection"
+    );
 }
 
 #[test]
@@ -135,9 +160,14 @@ fn host_path_unix_socket_is_unreachable() {
     let path = scene.outside.join("agent.sock");
     let l = UnixListener::bind(&path).expect("bind path socket");
     let p = Scene::s(&path);
-    Zone::new(&scene).run("network", &["path_unix", &p]).assert_blocked("path_unix", &["ENOENT", "EACCES", "ECONNREFUSED"]);
+    Zone::new(&scene)
+        .run("network", &["path_unix", &p])
+        .assert_blocked("path_unix", &["ENOENT", "EACCES", "ECONNREFUSED"]);
     l.set_nonblocking(true).expect("nonblocking");
-    assert!(matches!(l.accept(), Err(e) if e.kind() == ErrorKind::WouldBlock), "ESCAPE: path socket got a connection");
+    assert!(
+        matches!(l.accept(), Err(e) if e.kind() == ErrorKind::WouldBlock),
+        "ESCAPE: path socket got a connection"
+    );
 }
 
 fn start_fake_resolver() -> (UdpSocket, u16) {
@@ -174,7 +204,12 @@ fn dns_to_the_standard_stub_resolver_port_gets_no_answer() {
 fn host_control_dns_to_fake_resolver_is_detected() {
     let (_resolver, port) = start_fake_resolver();
     let scene = Scene::new();
-    host_control(&scene, "network", &["udp_dns", "127.0.0.53", &port.to_string()]).assert_escaped("udp_dns");
+    host_control(
+        &scene,
+        "network",
+        &["udp_dns", "127.0.0.53", &port.to_string()],
+    )
+    .assert_escaped("udp_dns");
 }
 
 #[test]
@@ -193,9 +228,16 @@ fn a_zone_cannot_reach_another_zones_abstract_socket() {
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }
             let b = Scene::new();
-            *b_run.borrow_mut() = Some(run_concurrent_zone(&b, "network", &["abstract_unix", &name_in]));
+            *b_run.borrow_mut() = Some(run_concurrent_zone(
+                &b,
+                "network",
+                &["abstract_unix", &name_in],
+            ));
         })
-        .run("network", &["abstract_listen", &name, &Scene::s(&marker), "5000"]);
+        .run(
+            "network",
+            &["abstract_listen", &name, &Scene::s(&marker), "5000"],
+        );
     run_a.assert_blocked("abstract_listen", &["no_connection"]);
     let b = b_run.into_inner().expect("zone B ran");
     b.assert_blocked("abstract_unix", &["ECONNREFUSED", "EPERM"]);
@@ -208,7 +250,9 @@ fn agent_policy() -> std::path::PathBuf {
 #[test]
 fn the_zone_has_its_own_working_loopback() {
     let scene = Scene::new();
-    Zone::new(&scene).run("network", &["loopback_works"]).assert_ok("loopback_works");
+    Zone::new(&scene)
+        .run("network", &["loopback_works"])
+        .assert_ok("loopback_works");
 }
 
 #[test]
@@ -217,12 +261,18 @@ fn agent_policy_tcp_to_a_host_loopback_listener_is_refused_by_landlock() {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind host listener");
     let port = l.local_addr().expect("addr").port().to_string();
     let scene = Scene::new();
-    Zone::new(&scene).policy(&agent_policy()).run("network", &["tcp", "127.0.0.1", &port]).assert_blocked("tcp", &["EACCES"]);
+    Zone::new(&scene)
+        .policy(&agent_policy())
+        .run("network", &["tcp", "127.0.0.1", &port])
+        .assert_blocked("tcp", &["EACCES"]);
     assert_no_connection(&l);
 }
 
 #[test]
 fn agent_policy_tcp_to_a_non_proxy_port_inside_the_zone_is_refused_by_landlock() {
     let scene = Scene::new();
-    Zone::new(&scene).policy(&agent_policy()).run("network", &["loopback_works"]).assert_blocked("loopback_works", &["EACCES"]);
+    Zone::new(&scene)
+        .policy(&agent_policy())
+        .run("network", &["loopback_works"])
+        .assert_blocked("loopback_works", &["EACCES"]);
 }

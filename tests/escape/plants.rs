@@ -18,16 +18,37 @@ fn scene_with_git() -> Scene {
 
 fn assert_git_untouched(scene: &Scene) {
     let git = scene.rw.join(".git");
-    assert!(fs::symlink_metadata(git.join("hooks")).expect("hooks").is_dir(), ".git/hooks was replaced");
-    assert_eq!(fs::read_to_string(git.join("config")).expect("config"), CONFIG, ".git/config changed");
-    let hooks: Vec<_> = fs::read_dir(git.join("hooks")).expect("hooks").map(|e| e.expect("e").file_name()).collect();
-    assert_eq!(hooks, vec![std::ffi::OsString::from("pre-push")], "hooks dir content changed");
-    assert_eq!(fs::read_to_string(git.join("hooks/pre-push")).expect("pre-push"), PRE_PUSH);
+    assert!(
+        fs::symlink_metadata(git.join("hooks"))
+            .expect("hooks")
+            .is_dir(),
+        ".git/hooks was replaced"
+    );
+    assert_eq!(
+        fs::read_to_string(git.join("config")).expect("config"),
+        CONFIG,
+        ".git/config changed"
+    );
+    let hooks: Vec<_> = fs::read_dir(git.join("hooks"))
+        .expect("hooks")
+        .map(|e| e.expect("e").file_name())
+        .collect();
+    assert_eq!(
+        hooks,
+        vec![std::ffi::OsString::from("pre-push")],
+        "hooks dir content changed"
+    );
+    assert_eq!(
+        fs::read_to_string(git.join("hooks/pre-push")).expect("pre-push"),
+        PRE_PUSH
+    );
 }
 
 fn attempt(scene: &Scene, what: &str, reasons: &[&str]) {
     let rw = Scene::s(&scene.rw);
-    Zone::new(scene).run("plants", &[what, &rw]).assert_blocked(what, reasons);
+    Zone::new(scene)
+        .run("plants", &[what, &rw])
+        .assert_blocked(what, reasons);
 }
 
 #[test]
@@ -54,29 +75,48 @@ fn existing_hook_cannot_be_chmodded() {
 #[test]
 fn protected_git_dirs_cannot_be_moved_away() {
     let scene = scene_with_git();
-    attempt(&scene, "rename_git_away", &["EBUSY", "EROFS", "EACCES", "EPERM", "EXDEV"]);
+    attempt(
+        &scene,
+        "rename_git_away",
+        &["EBUSY", "EROFS", "EACCES", "EPERM", "EXDEV"],
+    );
     assert_git_untouched(&scene);
 }
 
 #[test]
 fn hooks_dir_cannot_be_swapped_for_a_symlink() {
     let scene = scene_with_git();
-    attempt(&scene, "symlink_swap_hooks", &["EROFS", "EACCES", "EPERM", "EBUSY"]);
+    attempt(
+        &scene,
+        "symlink_swap_hooks",
+        &["EROFS", "EACCES", "EPERM", "EBUSY"],
+    );
     assert_git_untouched(&scene);
 }
 
 #[test]
 fn git_config_cannot_be_hardlinked_into_the_writable_area() {
     let scene = scene_with_git();
-    attempt(&scene, "hardlink_git_config", &["EXDEV", "EPERM", "EACCES", "EROFS"]);
+    attempt(
+        &scene,
+        "hardlink_git_config",
+        &["EXDEV", "EPERM", "EACCES", "EROFS"],
+    );
     assert_git_untouched(&scene);
-    assert!(!scene.rw.join("config-link").exists(), "a second name for .git/config exists on the host");
+    assert!(
+        !scene.rw.join("config-link").exists(),
+        "a second name for .git/config exists on the host"
+    );
 }
 
 #[test]
 fn git_config_cannot_be_replaced_by_rename() {
     let scene = scene_with_git();
-    attempt(&scene, "rename_over_git_config", &["EBUSY", "EROFS", "EACCES", "EPERM", "EXDEV"]);
+    attempt(
+        &scene,
+        "rename_over_git_config",
+        &["EBUSY", "EROFS", "EACCES", "EPERM", "EXDEV"],
+    );
     assert_git_untouched(&scene);
 }
 
@@ -84,9 +124,24 @@ fn git_config_cannot_be_replaced_by_rename() {
 /// (planted by an earlier zone, say): the launch is refused, naming the symlink, and the command
 /// never runs: `isolation_unsatisfiable`, exit 30 (SPEC.md §2).
 fn assert_launch_refused(run: &crate::common::Run) {
-    assert_eq!(run.verdict, crate::common::Verdict::Missing, "the probe ran: {:?}", run.verdict);
-    assert_eq!(run.status.code(), Some(30), "launch not refused as isolation_unsatisfiable: {:?}\n{}", run.status, run.stderr);
-    assert!(run.stderr.contains("symlink"), "the refusal does not name the symlink: {}", run.stderr);
+    assert_eq!(
+        run.verdict,
+        crate::common::Verdict::Missing,
+        "the probe ran: {:?}",
+        run.verdict
+    );
+    assert_eq!(
+        run.status.code(),
+        Some(30),
+        "launch not refused as isolation_unsatisfiable: {:?}\n{}",
+        run.status,
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("symlink"),
+        "the refusal does not name the symlink: {}",
+        run.stderr
+    );
 }
 
 #[test]
@@ -99,7 +154,11 @@ fn symlinked_hooks_dir_refuses_the_launch() {
     let rw = Scene::s(&scene.rw);
     let run = Zone::new(&scene).run("plants", &["write_hook", &rw]);
     assert_launch_refused(&run);
-    assert_eq!(fs::read_dir(&target).expect("outside/hooks").count(), 0, "a hook landed outside the grant");
+    assert_eq!(
+        fs::read_dir(&target).expect("outside/hooks").count(),
+        0,
+        "a hook landed outside the grant"
+    );
 }
 
 #[test]
@@ -112,15 +171,28 @@ fn symlinked_git_dir_refuses_the_launch() {
     let rw = Scene::s(&scene.rw);
     let run = Zone::new(&scene).run("plants", &["write_git_config", &rw]);
     assert_launch_refused(&run);
-    assert_eq!(fs::read_to_string(fake.join("config")).expect("config"), CONFIG);
+    assert_eq!(
+        fs::read_to_string(fake.join("config")).expect("config"),
+        CONFIG
+    );
 }
 
 /// A missing protected path is held by a read-only placeholder (an empty directory) in the zone.
 fn write_rel(scene: &Scene, rel: &str) {
     let rw = Scene::s(&scene.rw);
-    Zone::new(scene).run("plants", &["write_rel", &rw, rel]).assert_blocked("write_rel", &["EROFS", "EACCES", "EPERM", "ENOENT", "EISDIR"]);
+    Zone::new(scene)
+        .run("plants", &["write_rel", &rw, rel])
+        .assert_blocked(
+            "write_rel",
+            &["EROFS", "EACCES", "EPERM", "ENOENT", "EISDIR"],
+        );
     let host = scene.rw.join(rel);
-    assert!(fs::symlink_metadata(&host).map(|m| m.len() == 0).unwrap_or(true), "{rel} has content on the host");
+    assert!(
+        fs::symlink_metadata(&host)
+            .map(|m| m.len() == 0)
+            .unwrap_or(true),
+        "{rel} has content on the host"
+    );
 }
 
 #[test]
@@ -136,11 +208,20 @@ fn loopexec_state_dir_in_the_workspace_cannot_be_planted() {
 #[test]
 fn protected_paths_cannot_be_created_when_absent_at_start() {
     let scene = Scene::new();
-    attempt(&scene, "create_protected_later", &["EROFS", "EACCES", "EPERM", "EEXIST", "ENOENT"]);
-    assert!(!scene.rw.join(".git/hooks/pre-commit").exists(), "a hook was created on the host");
+    attempt(
+        &scene,
+        "create_protected_later",
+        &["EROFS", "EACCES", "EPERM", "EEXIST", "ENOENT"],
+    );
+    assert!(
+        !scene.rw.join(".git/hooks/pre-commit").exists(),
+        "a hook was created on the host"
+    );
     let config = scene.rw.join(".git/config");
     assert!(
-        fs::symlink_metadata(&config).map(|m| m.len() == 0).unwrap_or(true),
+        fs::symlink_metadata(&config)
+            .map(|m| m.len() == 0)
+            .unwrap_or(true),
         ".git/config was created with content on the host"
     );
 }

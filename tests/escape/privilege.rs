@@ -13,7 +13,9 @@ fn rw(s: &Scene) -> String {
 #[test]
 fn no_new_privs_is_set_and_every_capability_set_is_empty() {
     let scene = Scene::new();
-    Zone::new(&scene).run("privilege", &["status"]).assert_blocked("status", &["no_new_privs_and_no_capabilities"]);
+    Zone::new(&scene)
+        .run("privilege", &["status"])
+        .assert_blocked("status", &["no_new_privs_and_no_capabilities"]);
 }
 
 #[test]
@@ -56,7 +58,11 @@ fn setuid_file_in_a_caller_owned_grant_is_refused() {
     }
     if is_root() {
         assert_eq!(run.status.code(), Some(20), "{}", run.stderr);
-        assert!(run.stderr.contains("never mapped onto root"), "{}", run.stderr);
+        assert!(
+            run.stderr.contains("never mapped onto root"),
+            "{}",
+            run.stderr
+        );
         assert!(!file.exists(), "nothing was created in the grant");
     } else {
         run.assert_blocked("chmod_setuid", &["EPERM", "bits_silently_dropped"]);
@@ -72,7 +78,11 @@ fn file_capabilities_cannot_be_set_in_a_caller_owned_grant() {
     let run = Zone::new(&scene).run("privilege", &["setfcap", &rw]);
     if is_root() {
         assert_eq!(run.status.code(), Some(20), "{}", run.stderr);
-        assert!(run.stderr.contains("never mapped onto root"), "{}", run.stderr);
+        assert!(
+            run.stderr.contains("never mapped onto root"),
+            "{}",
+            run.stderr
+        );
     } else {
         run.assert_blocked("setfcap", &["EPERM", "EACCES", "EOPNOTSUPP"]);
     }
@@ -80,8 +90,19 @@ fn file_capabilities_cannot_be_set_in_a_caller_owned_grant() {
     let mut buf = [0u8; 64];
     let c = std::ffi::CString::new(file.as_os_str().as_encoded_bytes()).expect("path");
     // SAFETY: reads an xattr into a local buffer.
-    let n = unsafe { libc::getxattr(c.as_ptr(), c"security.capability".as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
-    assert!(n < 0, "ESCAPE: {} carries file capabilities on the host", file.display());
+    let n = unsafe {
+        libc::getxattr(
+            c.as_ptr(),
+            c"security.capability".as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    assert!(
+        n < 0,
+        "ESCAPE: {} carries file capabilities on the host",
+        file.display()
+    );
 }
 
 #[test]
@@ -109,9 +130,14 @@ fn setuid_root_binary_grants_nothing() {
         std::os::unix::fs::chown(&target, Some(0), Some(0)).expect("chown root");
     }
     fs::set_permissions(&target, fs::Permissions::from_mode(0o4755)).expect("chmod u+s");
-    let run = Zone::new(&scene).ro(&dir).run("privilege", &["setuid_exec", &Scene::s(&target)]);
+    let run = Zone::new(&scene)
+        .ro(&dir)
+        .run("privilege", &["setuid_exec", &Scene::s(&target)]);
     // Unprivileged, the file is setuid to the caller, which the zone maps to itself: still nothing.
-    run.assert_blocked("setuid_exec", &["ids_unchanged", "exec_EACCES", "exec_EPERM", "stat_ENOENT"]);
+    run.assert_blocked(
+        "setuid_exec",
+        &["ids_unchanged", "exec_EACCES", "exec_EPERM", "stat_ENOENT"],
+    );
 }
 
 refused!(chmod_setuid_in_the_grant_is_refused: "privilege" "chmod_setuid" [rw] => ["EPERM", "bits_silently_dropped"]);

@@ -15,7 +15,13 @@ struct Victim(std::process::Child);
 
 impl Victim {
     fn start() -> Victim {
-        Victim(Command::new("sleep").arg("60").stdin(Stdio::null()).spawn().expect("start victim"))
+        Victim(
+            Command::new("sleep")
+                .arg("60")
+                .stdin(Stdio::null())
+                .spawn()
+                .expect("start victim"),
+        )
     }
     fn pid(&self) -> String {
         self.0.id().to_string()
@@ -51,10 +57,16 @@ fn the_supervisor_cannot_be_killed_from_the_zone() {
     let pid_file = scene.rw.join("supervisor.pid");
     let pid_file_in = pid_file.clone();
     let run = Zone::new(&scene)
-        .during(move |pid, _| std::fs::write(&pid_file_in, format!("{pid}\n")).expect("write supervisor pid"))
+        .during(move |pid, _| {
+            std::fs::write(&pid_file_in, format!("{pid}\n")).expect("write supervisor pid")
+        })
         .run("processes", &["kill_pid_from_file", &Scene::s(&pid_file)]);
     run.assert_blocked("kill_pid_from_file", &["ESRCH"]);
-    assert!(run.status.success(), "the supervisor did not survive: {:?}", run.status);
+    assert!(
+        run.status.success(),
+        "the supervisor did not survive: {:?}",
+        run.status
+    );
 }
 
 #[test]
@@ -64,7 +76,11 @@ fn kill_of_every_signallable_process_reaches_nothing_outside() {
     let run = Zone::new(&scene).run("processes", &["kill_all"]);
     // kill(-1) may succeed inside the zone's own pid namespace; what matters is who survived.
     run.assert_blocked("kill_all", &["kill_minus_one_returned_"]);
-    assert!(run.status.success(), "the supervisor did not report the probe's own exit: {:?}", run.status);
+    assert!(
+        run.status.success(),
+        "the supervisor did not report the probe's own exit: {:?}",
+        run.status
+    );
     assert!(victim.alive(), "the host victim process died");
 }
 
@@ -94,14 +110,17 @@ impl Drop for HostShm {
 fn host_sysv_shared_memory_is_not_reachable() {
     let shm = HostShm::create();
     let scene = Scene::new();
-    Zone::new(&scene).run("processes", &["sysv_shm", &shm.key.to_string()]).assert_blocked("sysv_shm", &["ENOENT"]);
+    Zone::new(&scene)
+        .run("processes", &["sysv_shm", &shm.key.to_string()])
+        .assert_blocked("sysv_shm", &["ENOENT"]);
 }
 
 #[test]
 fn host_control_sysv_shared_memory_is_detected() {
     let shm = HostShm::create();
     let scene = Scene::new();
-    host_control(&scene, "processes", &["sysv_shm", &shm.key.to_string()]).assert_escaped("sysv_shm");
+    host_control(&scene, "processes", &["sysv_shm", &shm.key.to_string()])
+        .assert_escaped("sysv_shm");
 }
 
 #[test]
@@ -110,14 +129,18 @@ fn host_processes_are_not_visible() {
     let scene = Scene::new();
     let me = std::process::id().to_string();
     let run = Zone::new(&scene).run("processes", &["visible_processes", &victim.pid(), &me]);
-    run.assert_blocked("visible_processes", &["1_visible", "2_visible", "3_visible"]);
+    run.assert_blocked(
+        "visible_processes",
+        &["1_visible", "2_visible", "3_visible"],
+    );
 }
 
 #[test]
 fn host_control_kill_of_a_victim_is_detected() {
     let mut victim = Victim::start();
     let scene = Scene::new();
-    host_control(&scene, "processes", &["kill_host_pids", &victim.pid()]).assert_escaped("kill_host_pids");
+    host_control(&scene, "processes", &["kill_host_pids", &victim.pid()])
+        .assert_escaped("kill_host_pids");
     let _ = victim.0.wait();
     assert!(!victim.alive());
 }

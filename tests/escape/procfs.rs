@@ -31,13 +31,20 @@ fn mountinfo_shows_no_ungranted_host_path() {
     }
     let mut args = vec!["mountinfo_host_paths"];
     args.extend(paths.iter().map(|p| p.as_str()));
-    Zone::new(&scene).run("procfs", &args).assert_blocked("mountinfo_host_paths", &["none_of_"]);
+    Zone::new(&scene)
+        .run("procfs", &args)
+        .assert_blocked("mountinfo_host_paths", &["none_of_"]);
 }
 
 #[test]
 fn host_control_environ_secret_is_detected() {
     let scene = Scene::new();
-    host_control(&scene, "procfs", &["other_environ", "LOOPEXEC_ESCAPE_SECRET="]).assert_escaped("other_environ");
+    host_control(
+        &scene,
+        "procfs",
+        &["other_environ", "LOOPEXEC_ESCAPE_SECRET="],
+    )
+    .assert_escaped("other_environ");
 }
 
 #[test]

@@ -5,7 +5,9 @@
 use crate::common::{host_control, is_root, Scene, Zone, SECRET_ENV};
 
 fn read_refused(scene: &Scene, path: &str) {
-    Zone::new(scene).run("secrets", &["read_file", path]).assert_blocked("read_file", &["ENOENT", "EACCES"]);
+    Zone::new(scene)
+        .run("secrets", &["read_file", path])
+        .assert_blocked("read_file", &["ENOENT", "EACCES"]);
 }
 
 #[test]
@@ -13,21 +15,34 @@ fn operator_environment_secrets_are_absent() {
     let scene = Scene::new();
     let mut args = vec!["env"];
     args.extend(SECRET_ENV);
-    Zone::new(&scene).run("secrets", &args).assert_blocked("env", &[&format!("{}_names_absent", SECRET_ENV.len())]);
+    Zone::new(&scene)
+        .run("secrets", &args)
+        .assert_blocked("env", &[&format!("{}_names_absent", SECRET_ENV.len())]);
 }
 
 #[test]
 fn loader_and_interpreter_variables_do_not_reach_the_zone() {
     let scene = Scene::new();
     let evil = Scene::s(&scene.outside.join("evil.so"));
-    let names = ["LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "BASH_ENV", "ENV", "PYTHONPATH", "PYTHONSTARTUP", "NODE_OPTIONS", "GIT_CONFIG_GLOBAL"];
+    let names = [
+        "LD_PRELOAD",
+        "LD_LIBRARY_PATH",
+        "LD_AUDIT",
+        "BASH_ENV",
+        "ENV",
+        "PYTHONPATH",
+        "PYTHONSTARTUP",
+        "NODE_OPTIONS",
+        "GIT_CONFIG_GLOBAL",
+    ];
     let mut zone = Zone::new(&scene);
     for n in names {
         zone = zone.env(n, &evil);
     }
     let mut args = vec!["env"];
     args.extend(names);
-    zone.run("secrets", &args).assert_blocked("env", &[&format!("{}_names_absent", names.len())]);
+    zone.run("secrets", &args)
+        .assert_blocked("env", &[&format!("{}_names_absent", names.len())]);
 }
 
 #[test]
@@ -84,7 +99,14 @@ fn state_dir_and_ungranted_dirs_are_not_visible() {
     let scene = Scene::new();
     let state = Scene::s(&scene.state_dir);
     let outside = Scene::s(&scene.outside);
-    let mut args = vec!["visible".to_string(), state, outside, "/root/.ssh".into(), "/var/run/docker.sock".into(), "/run/dbus".into()];
+    let mut args = vec![
+        "visible".to_string(),
+        state,
+        outside,
+        "/root/.ssh".into(),
+        "/var/run/docker.sock".into(),
+        "/run/dbus".into(),
+    ];
     // $HOME too, unless the scene itself lives beneath it (then part of it is granted).
     if let Some(home) = std::env::var_os("HOME").map(std::path::PathBuf::from) {
         if home.components().count() > 1 && !scene.root().starts_with(&home) {
@@ -92,7 +114,9 @@ fn state_dir_and_ungranted_dirs_are_not_visible() {
         }
     }
     let args: Vec<&str> = args.iter().map(|a| a.as_str()).collect();
-    Zone::new(&scene).run("secrets", &args).assert_blocked("visible", &["ENOENT", "EACCES"]);
+    Zone::new(&scene)
+        .run("secrets", &args)
+        .assert_blocked("visible", &["ENOENT", "EACCES"]);
 }
 
 #[test]
@@ -100,6 +124,13 @@ fn hidden_paths_of_the_policy_are_unreadable_inside_the_grant() {
     let scene = Scene::new();
     let secret = scene.rw_file("private/token", crate::common::SECRET_CONTENT);
     let hidden = Scene::s(&scene.rw.join("private"));
-    let policy = crate::common::policy_variant(scene.root(), "exec", &[("hidden", &format!("[\"{hidden}\"]"))]);
-    Zone::new(&scene).policy(&policy).run("secrets", &["read_file", &Scene::s(&secret)]).assert_blocked("read_file", &["ENOENT", "EACCES"]);
+    let policy = crate::common::policy_variant(
+        scene.root(),
+        "exec",
+        &[("hidden", &format!("[\"{hidden}\"]"))],
+    );
+    Zone::new(&scene)
+        .policy(&policy)
+        .run("secrets", &["read_file", &Scene::s(&secret)])
+        .assert_blocked("read_file", &["ENOENT", "EACCES"]);
 }

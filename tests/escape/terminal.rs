@@ -10,7 +10,9 @@ use crate::common::{Run, Scene, Zone};
 
 fn on_pty(attempt: &str, fd: &str) -> Run {
     let scene = Scene::new();
-    Zone::new(&scene).stderr_pty().run("terminal", &[attempt, fd])
+    Zone::new(&scene)
+        .stderr_pty()
+        .run("terminal", &[attempt, fd])
 }
 
 #[test]
@@ -69,7 +71,11 @@ fn the_terminal_device_mode_cannot_be_changed() {
     // The zone gets a pseudo-terminal of loopexec's own, never the operator's: whatever the probe
     // does to its tty, the operator's device keeps its mode.
     let run = on_pty("chmod_tty", "2");
-    assert!(run.terminal_changes.is_empty(), "ESCAPE: the operator's terminal changed: {:?}", run.terminal_changes);
+    assert!(
+        run.terminal_changes.is_empty(),
+        "ESCAPE: the operator's terminal changed: {:?}",
+        run.terminal_changes
+    );
 }
 
 #[test]
@@ -81,12 +87,25 @@ fn operator_keystrokes_cannot_be_read_from_the_terminal() {
         .stderr_pty()
         .type_on_pty(b"hunter2\n")
         .run("terminal", &["read_tty", "2"])
-        .assert_blocked("read_tty", &["nothing_arrived", "read_EIO", "read_EPERM", "read_EBADF", "poll_"]);
+        .assert_blocked(
+            "read_tty",
+            &[
+                "nothing_arrived",
+                "read_EIO",
+                "read_EPERM",
+                "read_EBADF",
+                "poll_",
+            ],
+        );
 }
 
 #[test]
 fn the_terminal_settings_cannot_be_changed() {
     // As above: echo switched off on the zone's own pty leaves the operator's terminal as it was.
     let run = on_pty("tty_settings", "2");
-    assert!(run.terminal_changes.is_empty(), "ESCAPE: the operator's terminal changed: {:?}", run.terminal_changes);
+    assert!(
+        run.terminal_changes.is_empty(),
+        "ESCAPE: the operator's terminal changed: {:?}",
+        run.terminal_changes
+    );
 }

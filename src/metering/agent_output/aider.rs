@@ -40,14 +40,20 @@ impl Events {
         if is_blank(bytes) {
             return;
         }
-        let Some(tagged) = tally::is_object(bytes).then(|| serde_json::from_slice::<Tagged>(bytes).ok()).flatten() else {
+        let Some(tagged) = tally::is_object(bytes)
+            .then(|| serde_json::from_slice::<Tagged>(bytes).ok())
+            .flatten()
+        else {
             self.tally.malformed();
             return;
         };
         if tagged.event != "message_send" {
             return;
         }
-        match serde_json::from_slice::<MessageSend>(bytes).ok().and_then(|m| call(m.properties)) {
+        match serde_json::from_slice::<MessageSend>(bytes)
+            .ok()
+            .and_then(|m| call(m.properties))
+        {
             Some(call) => self.tally.push(call),
             None => self.tally.malformed(),
         }
@@ -65,7 +71,12 @@ impl Events {
 fn call(p: Properties) -> Option<Call> {
     let tokens = tally::counts(p.prompt_tokens, p.completion_tokens, 0, 0)?;
     let usd_micros = tally::cost(p.cost)?;
-    Some(Call { provider: None, model: tally::model(p.main_model.as_deref()), tokens, usd_micros })
+    Some(Call {
+        provider: None,
+        model: tally::model(p.main_model.as_deref()),
+        tokens,
+        usd_micros,
+    })
 }
 
 #[cfg(test)]
@@ -83,14 +94,39 @@ mod tests {
     }
 
     fn call(model: &str, input: u64, output: u64, usd_micros: Option<u64>) -> Call {
-        Call { provider: None, model: Some(model.into()), tokens: TokenCounts { input, output, ..Default::default() }, usd_micros }
+        Call {
+            provider: None,
+            model: Some(model.into()),
+            tokens: TokenCounts {
+                input,
+                output,
+                ..Default::default()
+            },
+            usd_micros,
+        }
     }
 
     #[test]
     fn each_message_send_is_one_call_with_the_cost_aider_reported() {
         let r = read(LOG);
         assert_eq!(r.name, "aider_analytics");
-        assert_eq!(r.calls, vec![call("anthropic/claude-sonnet-4-5-20250929", 5210, 166, Some(18_120)), call("anthropic/claude-sonnet-4-5-20250929", 6044, 281, Some(22_347))]);
+        assert_eq!(
+            r.calls,
+            vec![
+                call(
+                    "anthropic/claude-sonnet-4-5-20250929",
+                    5210,
+                    166,
+                    Some(18_120)
+                ),
+                call(
+                    "anthropic/claude-sonnet-4-5-20250929",
+                    6044,
+                    281,
+                    Some(22_347)
+                )
+            ]
+        );
         assert_eq!(r.rejected, RejectedInput::default());
     }
 
@@ -105,10 +141,20 @@ mod tests {
 
     #[test]
     fn a_log_cut_mid_line_keeps_the_whole_lines_and_counts_the_cut_one_malformed() {
-        let at = LOG.windows(14).rposition(|w| w == b"\"message_send\"").unwrap() + 30;
+        let at = LOG
+            .windows(14)
+            .rposition(|w| w == b"\"message_send\"")
+            .unwrap()
+            + 30;
         let r = read(&LOG[..at]);
         assert_eq!(r.calls.len(), 1);
-        assert_eq!(r.rejected, RejectedInput { malformed: 1, ..Default::default() });
+        assert_eq!(
+            r.rejected,
+            RejectedInput {
+                malformed: 1,
+                ..Default::default()
+            }
+        );
     }
 
     #[test]
@@ -128,13 +174,31 @@ mod tests {
         let good = "{\"event\":\"message_send\",\"properties\":{\"main_model\":\"gpt-4o\",\"prompt_tokens\":7,\"completion_tokens\":8,\"cost\":0.0001}}";
         let r = read(format!("{}\n{good}", bad.join("\n")).as_bytes());
         assert_eq!(r.calls, vec![call("gpt-4o", 7, 8, Some(100))]);
-        assert_eq!(r.rejected, RejectedInput { malformed: bad.len() as u64, ..Default::default() });
+        assert_eq!(
+            r.rejected,
+            RejectedInput {
+                malformed: bad.len() as u64,
+                ..Default::default()
+            }
+        );
     }
 
     #[test]
     fn unknown_events_are_ignored_and_a_missing_cost_is_not_stated() {
         let r = read(b"{\"event\":\"launched\",\"properties\":{}}\n{\"event\":\"message_send_starting\",\"properties\":{}}\n{\"event\":\"message_send\",\"properties\":{\"prompt_tokens\":1,\"completion_tokens\":2}}\n");
-        assert_eq!(r.calls, vec![Call { provider: None, model: None, tokens: TokenCounts { input: 1, output: 2, ..Default::default() }, usd_micros: None }]);
+        assert_eq!(
+            r.calls,
+            vec![Call {
+                provider: None,
+                model: None,
+                tokens: TokenCounts {
+                    input: 1,
+                    output: 2,
+                    ..Default::default()
+                },
+                usd_micros: None
+            }]
+        );
         assert_eq!(r.rejected, RejectedInput::default());
     }
 
@@ -147,7 +211,15 @@ mod tests {
     #[test]
     fn nesting_100000_deep_is_malformed_without_a_stack_overflow() {
         let deep = "{\"a\":".repeat(100_000);
-        let r = read(format!("{deep}\n{{\"event\":\"message_send\",\"properties\":{deep}}}\n").as_bytes());
-        assert_eq!(r.rejected, RejectedInput { malformed: 2, ..Default::default() });
+        let r = read(
+            format!("{deep}\n{{\"event\":\"message_send\",\"properties\":{deep}}}\n").as_bytes(),
+        );
+        assert_eq!(
+            r.rejected,
+            RejectedInput {
+                malformed: 2,
+                ..Default::default()
+            }
+        );
     }
 }

@@ -53,7 +53,12 @@ struct Usage {
 
 impl Usage {
     fn counts(&self) -> Option<TokenCounts> {
-        tally::counts(self.input_tokens, self.output_tokens, self.cache_read_input_tokens.unwrap_or(0), self.cache_creation_input_tokens.unwrap_or(0))
+        tally::counts(
+            self.input_tokens,
+            self.output_tokens,
+            self.cache_read_input_tokens.unwrap_or(0),
+            self.cache_creation_input_tokens.unwrap_or(0),
+        )
     }
 }
 
@@ -102,7 +107,10 @@ pub struct Messages {
 impl Messages {
     /// One message (a stream line, an array element, or the whole object).
     pub fn message(&mut self, bytes: &[u8]) {
-        let Some(tagged) = tally::is_object(bytes).then(|| serde_json::from_slice::<Tagged>(bytes).ok()).flatten() else {
+        let Some(tagged) = tally::is_object(bytes)
+            .then(|| serde_json::from_slice::<Tagged>(bytes).ok())
+            .flatten()
+        else {
             self.input.malformed();
             return;
         };
@@ -155,7 +163,12 @@ impl Messages {
                 self.ids.insert(id);
             }
         }
-        self.assistant.push(Call { provider: None, model: tally::model(message.model.as_deref()), tokens, usd_micros: None });
+        self.assistant.push(Call {
+            provider: None,
+            model: tally::model(message.model.as_deref()),
+            tokens,
+            usd_micros: None,
+        });
     }
 
     /// The calls believed: the result's if one came, else the assistant messages'.
@@ -185,9 +198,19 @@ fn result_calls(bytes: &[u8]) -> Option<Tally> {
         Some(models) => {
             calls.rejected.oversized += models.dropped;
             for (name, m) in models.entries {
-                let tokens = tally::counts(m.input_tokens, m.output_tokens, m.cache_read_input_tokens.unwrap_or(0), m.cache_creation_input_tokens.unwrap_or(0))?;
+                let tokens = tally::counts(
+                    m.input_tokens,
+                    m.output_tokens,
+                    m.cache_read_input_tokens.unwrap_or(0),
+                    m.cache_creation_input_tokens.unwrap_or(0),
+                )?;
                 let usd_micros = tally::cost(m.cost_usd)?;
-                calls.push(Call { provider: None, model: tally::model(Some(&name)), tokens, usd_micros });
+                calls.push(Call {
+                    provider: None,
+                    model: tally::model(Some(&name)),
+                    tokens,
+                    usd_micros,
+                });
             }
         }
         None => {
@@ -198,7 +221,12 @@ fn result_calls(bytes: &[u8]) -> Option<Tally> {
                 Some(u) => u.counts()?,
                 None => TokenCounts::default(),
             };
-            calls.push(Call { provider: None, model: None, tokens, usd_micros: total });
+            calls.push(Call {
+                provider: None,
+                model: None,
+                tokens,
+                usd_micros: total,
+            });
         }
     }
     Some(calls)
@@ -276,8 +304,10 @@ mod tests {
     use crate::receipt::usage::RejectedInput;
 
     const JSON: &[u8] = include_bytes!("../../../tests/fixtures/agent_output/claude.json");
-    const VERBOSE: &[u8] = include_bytes!("../../../tests/fixtures/agent_output/claude_verbose.json");
-    const STREAM: &[u8] = include_bytes!("../../../tests/fixtures/agent_output/claude_stream.jsonl");
+    const VERBOSE: &[u8] =
+        include_bytes!("../../../tests/fixtures/agent_output/claude_verbose.json");
+    const STREAM: &[u8] =
+        include_bytes!("../../../tests/fixtures/agent_output/claude_stream.jsonl");
 
     fn read(format: Format, bytes: &[u8]) -> crate::metering::record::SourceReading {
         let mut m = OutputMeter::new(format);
@@ -293,20 +323,56 @@ mod tests {
         m.finish()
     }
 
-    fn call(model: Option<&str>, input: u64, output: u64, cache_read: u64, cache_write: u64, usd_micros: Option<u64>) -> Call {
-        Call { provider: None, model: model.map(String::from), tokens: TokenCounts { input, output, cache_read, cache_write }, usd_micros }
+    fn call(
+        model: Option<&str>,
+        input: u64,
+        output: u64,
+        cache_read: u64,
+        cache_write: u64,
+        usd_micros: Option<u64>,
+    ) -> Call {
+        Call {
+            provider: None,
+            model: model.map(String::from),
+            tokens: TokenCounts {
+                input,
+                output,
+                cache_read,
+                cache_write,
+            },
+            usd_micros,
+        }
     }
 
     /// The fixture's result: two models with the cost the CLI reported for each.
     fn fixture_calls() -> Vec<Call> {
         vec![
-            call(Some("claude-3-5-haiku-20241022"), 1210, 88, 0, 0, Some(1320)),
-            call(Some("claude-sonnet-4-5-20250929"), 9, 1003, 41_232, 12_815, Some(75_498)),
+            call(
+                Some("claude-3-5-haiku-20241022"),
+                1210,
+                88,
+                0,
+                0,
+                Some(1320),
+            ),
+            call(
+                Some("claude-sonnet-4-5-20250929"),
+                9,
+                1003,
+                41_232,
+                12_815,
+                Some(75_498),
+            ),
         ]
     }
 
     fn rejected(malformed: u64, duplicate: u64, oversized: u64) -> RejectedInput {
-        RejectedInput { malformed, duplicate, oversized, overridden: 0 }
+        RejectedInput {
+            malformed,
+            duplicate,
+            oversized,
+            overridden: 0,
+        }
     }
 
     #[test]
@@ -335,14 +401,27 @@ mod tests {
 
     #[test]
     fn each_format_read_one_byte_at_a_time_gives_the_same_reading() {
-        assert_eq!(byte_by_byte(Format::ClaudeJson, JSON), read(Format::ClaudeJson, JSON));
-        assert_eq!(byte_by_byte(Format::ClaudeJson, VERBOSE), read(Format::ClaudeJson, VERBOSE));
-        assert_eq!(byte_by_byte(Format::ClaudeStreamJson, STREAM), read(Format::ClaudeStreamJson, STREAM));
+        assert_eq!(
+            byte_by_byte(Format::ClaudeJson, JSON),
+            read(Format::ClaudeJson, JSON)
+        );
+        assert_eq!(
+            byte_by_byte(Format::ClaudeJson, VERBOSE),
+            read(Format::ClaudeJson, VERBOSE)
+        );
+        assert_eq!(
+            byte_by_byte(Format::ClaudeStreamJson, STREAM),
+            read(Format::ClaudeStreamJson, STREAM)
+        );
     }
 
     #[test]
     fn a_stream_without_its_result_counts_each_assistant_message_once_tokens_only() {
-        let cut = STREAM.len() - STREAM.rsplit(|b| *b == b'\n').nth(1).map_or(0, |l| l.len() + 1);
+        let cut = STREAM.len()
+            - STREAM
+                .rsplit(|b| *b == b'\n')
+                .nth(1)
+                .map_or(0, |l| l.len() + 1);
         let r = read(Format::ClaudeStreamJson, &STREAM[..cut]);
         assert_eq!(
             r.calls,
@@ -374,7 +453,10 @@ mod tests {
 
     #[test]
     fn a_verbose_array_cut_before_its_result_falls_back_to_the_assistant_messages() {
-        let at = VERBOSE.windows(16).position(|w| w == b"{\"type\":\"result\"").unwrap();
+        let at = VERBOSE
+            .windows(16)
+            .position(|w| w == b"{\"type\":\"result\"")
+            .unwrap();
         let r = read(Format::ClaudeJson, &VERBOSE[..at + 30]);
         assert_eq!(r.calls.len(), 3);
         assert!(r.calls.iter().all(|c| c.usd_micros.is_none()));
@@ -396,7 +478,10 @@ mod tests {
             "{\"type\":\"assistant\",\"message\":\"text\"}",
         ];
         let good = "{\"type\":\"assistant\",\"message\":{\"id\":\"m4\",\"model\":\"m\",\"usage\":{\"input_tokens\":5,\"output_tokens\":6}}}";
-        let r = read(Format::ClaudeStreamJson, format!("{}\n{good}\n", bad.join("\n")).as_bytes());
+        let r = read(
+            Format::ClaudeStreamJson,
+            format!("{}\n{good}\n", bad.join("\n")).as_bytes(),
+        );
         assert_eq!(r.calls, vec![call(Some("m"), 5, 6, 0, 0, None)]);
         assert_eq!(r.rejected, rejected(bad.len() as u64, 0, 0));
     }
@@ -414,10 +499,18 @@ mod tests {
         for cost in ["-0.5", "\"NaN\"", "1e300", "\"0.1\""] {
             let line = format!("{{\"type\":\"result\",\"total_cost_usd\":{cost},\"usage\":{{\"input_tokens\":1,\"output_tokens\":1}}}}\n");
             let r = read(Format::ClaudeStreamJson, line.as_bytes());
-            assert_eq!((r.calls.len(), r.rejected), (0, rejected(1, 0, 0)), "{cost}");
+            assert_eq!(
+                (r.calls.len(), r.rejected),
+                (0, rejected(1, 0, 0)),
+                "{cost}"
+            );
             let per_model = format!("{{\"type\":\"result\",\"total_cost_usd\":0.1,\"modelUsage\":{{\"ok\":{{\"inputTokens\":1,\"outputTokens\":1,\"costUSD\":0.05}},\"bad\":{{\"inputTokens\":1,\"outputTokens\":1,\"costUSD\":{cost}}}}}}}");
             let r = read(Format::ClaudeJson, per_model.as_bytes());
-            assert_eq!((r.calls.len(), r.rejected), (0, rejected(1, 0, 0)), "{cost}");
+            assert_eq!(
+                (r.calls.len(), r.rejected),
+                (0, rejected(1, 0, 0)),
+                "{cost}"
+            );
         }
     }
 
@@ -426,7 +519,10 @@ mod tests {
         let doc = br#"{"type":"result","subtype":"success","total_cost_usd":0.0034567,"usage":{"input_tokens":10,"cache_creation_input_tokens":20,"cache_read_input_tokens":30,"output_tokens":40,"service_tier":"standard"}}"#;
         let r = read(Format::ClaudeJson, doc);
         assert_eq!(r.calls, vec![call(None, 10, 40, 30, 20, Some(3457))]);
-        let bare = read(Format::ClaudeJson, br#"{"type":"result","subtype":"success"}"#);
+        let bare = read(
+            Format::ClaudeJson,
+            br#"{"type":"result","subtype":"success"}"#,
+        );
         assert_eq!((bare.calls.len(), bare.rejected), (0, rejected(1, 0, 0)));
     }
 
@@ -452,7 +548,10 @@ mod tests {
         let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
         let in_model = format!("{{\"type\":\"result\",\"modelUsage\":{{\"m\":{deep}}}}}");
         let good = r#"{"type":"assistant","message":{"id":"a","model":"m","usage":{"input_tokens":1,"output_tokens":1}}}"#;
-        let r = read(Format::ClaudeStreamJson, format!("{deep}\n{in_model}\n{good}\n").as_bytes());
+        let r = read(
+            Format::ClaudeStreamJson,
+            format!("{deep}\n{in_model}\n{good}\n").as_bytes(),
+        );
         assert_eq!((r.calls.len(), r.rejected), (1, rejected(2, 0, 0)));
         // As a document: the array scan counts depth, each element fails in serde.
         let r = read(Format::ClaudeJson, deep.as_bytes());
@@ -478,15 +577,19 @@ mod tests {
     #[test]
     fn array_elements_are_found_outside_strings_whatever_they_hold() {
         let mut got = Vec::new();
-        assert!(elements(br#" {"a":"],[\"{"} , [1,[2]] ,3 ] "#, &mut |e| got.push(String::from_utf8_lossy(e).trim().to_string())));
+        assert!(elements(br#" {"a":"],[\"{"} , [1,[2]] ,3 ] "#, &mut |e| {
+            got.push(String::from_utf8_lossy(e).trim().to_string())
+        }));
         assert_eq!(got, vec![r#"{"a":"],[\"{"}"#, "[1,[2]]", "3"]);
         got.clear();
-        assert!(elements(b" ]", &mut |e| got.push(String::from_utf8_lossy(e).to_string())));
+        assert!(elements(b" ]", &mut |e| got
+            .push(String::from_utf8_lossy(e).to_string())));
         assert!(got.is_empty());
         assert!(!elements(b"1] trailing", &mut |_| {}));
         assert!(!elements(b"1, ", &mut |_| {}));
         got.clear();
-        assert!(!elements(b"1, 2", &mut |e| got.push(String::from_utf8_lossy(e).to_string())));
+        assert!(!elements(b"1, 2", &mut |e| got
+            .push(String::from_utf8_lossy(e).to_string())));
         assert_eq!(got, vec!["1"]);
     }
 }

@@ -44,14 +44,20 @@ impl Turns {
         if is_blank(bytes) {
             return;
         }
-        let Some(tagged) = tally::is_object(bytes).then(|| serde_json::from_slice::<Tagged>(bytes).ok()).flatten() else {
+        let Some(tagged) = tally::is_object(bytes)
+            .then(|| serde_json::from_slice::<Tagged>(bytes).ok())
+            .flatten()
+        else {
             self.tally.malformed();
             return;
         };
         if tagged.kind != "turn.completed" {
             return;
         }
-        match serde_json::from_slice::<TurnCompleted>(bytes).ok().and_then(|t| call(&t.usage)) {
+        match serde_json::from_slice::<TurnCompleted>(bytes)
+            .ok()
+            .and_then(|t| call(&t.usage))
+        {
             Some(call) => {
                 if self.last.replace(call).is_some() {
                     self.tally.rejected.duplicate += 1;
@@ -74,10 +80,22 @@ impl Turns {
 }
 
 fn call(u: &Usage) -> Option<Call> {
-    let cached = u.cached_input_tokens.checked_add(u.cache_write_input_tokens)?;
+    let cached = u
+        .cached_input_tokens
+        .checked_add(u.cache_write_input_tokens)?;
     let input = u.input_tokens.checked_sub(cached)?;
-    let tokens = tally::counts(input, u.output_tokens, u.cached_input_tokens, u.cache_write_input_tokens)?;
-    Some(Call { provider: None, model: None, tokens, usd_micros: None })
+    let tokens = tally::counts(
+        input,
+        u.output_tokens,
+        u.cached_input_tokens,
+        u.cache_write_input_tokens,
+    )?;
+    Some(Call {
+        provider: None,
+        model: None,
+        tokens,
+        usd_micros: None,
+    })
 }
 
 #[cfg(test)]
@@ -95,11 +113,21 @@ mod tests {
     }
 
     fn rejected(malformed: u64, duplicate: u64, oversized: u64) -> RejectedInput {
-        RejectedInput { malformed, duplicate, oversized, overridden: 0 }
+        RejectedInput {
+            malformed,
+            duplicate,
+            oversized,
+            overridden: 0,
+        }
     }
 
     fn tokens(input: u64, output: u64, cache_read: u64, cache_write: u64) -> TokenCounts {
-        TokenCounts { input, output, cache_read, cache_write }
+        TokenCounts {
+            input,
+            output,
+            cache_read,
+            cache_write,
+        }
     }
 
     #[test]
@@ -107,7 +135,15 @@ mod tests {
         let r = read(STREAM);
         assert_eq!(r.name, "codex_json");
         // 31522 input of which 28416 cached: 3106 uncached.
-        assert_eq!(r.calls, vec![Call { provider: None, model: None, tokens: tokens(3106, 1873, 28_416, 0), usd_micros: None }]);
+        assert_eq!(
+            r.calls,
+            vec![Call {
+                provider: None,
+                model: None,
+                tokens: tokens(3106, 1873, 28_416, 0),
+                usd_micros: None
+            }]
+        );
         // The first turn.completed is the running total the second one covers.
         assert_eq!(r.rejected, rejected(0, 1, 0));
     }

@@ -17,7 +17,11 @@ pub struct DocumentBuffer {
 
 impl DocumentBuffer {
     pub fn new(cap: usize) -> DocumentBuffer {
-        DocumentBuffer { bytes: Vec::new(), over: false, cap }
+        DocumentBuffer {
+            bytes: Vec::new(),
+            over: false,
+            cap,
+        }
     }
 
     pub fn feed(&mut self, chunk: &[u8]) {
@@ -31,7 +35,9 @@ impl DocumentBuffer {
             return;
         }
         if needed > self.bytes.capacity() {
-            let grown = needed.max(self.bytes.capacity().saturating_mul(2)).min(self.cap);
+            let grown = needed
+                .max(self.bytes.capacity().saturating_mul(2))
+                .min(self.cap);
             self.bytes.reserve_exact(grown - self.bytes.len());
         }
         self.bytes.extend_from_slice(chunk);

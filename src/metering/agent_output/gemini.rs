@@ -45,7 +45,10 @@ pub fn document(doc: &[u8]) -> Tally {
     if tally::is_blank(doc) {
         return tally;
     }
-    let Some(output) = tally::is_object(doc).then(|| serde_json::from_slice::<Output>(doc).ok()).flatten() else {
+    let Some(output) = tally::is_object(doc)
+        .then(|| serde_json::from_slice::<Output>(doc).ok())
+        .flatten()
+    else {
         tally.malformed();
         return tally;
     };
@@ -68,7 +71,12 @@ fn calls(models: Vec<(String, ModelStats)>) -> Option<Vec<Call>> {
             let input = t.prompt.checked_sub(t.cached)?.checked_add(t.tool)?;
             let output = t.candidates.checked_add(t.thoughts)?;
             let tokens = tally::counts(input, output, t.cached, 0)?;
-            Some(Call { provider: None, model: tally::model(Some(&name)), tokens, usd_micros: None })
+            Some(Call {
+                provider: None,
+                model: tally::model(Some(&name)),
+                tokens,
+                usd_micros: None,
+            })
         })
         .collect()
 }
@@ -88,7 +96,10 @@ mod tests {
     }
 
     fn malformed() -> RejectedInput {
-        RejectedInput { malformed: 1, ..Default::default() }
+        RejectedInput {
+            malformed: 1,
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -99,9 +110,29 @@ mod tests {
             r.calls,
             vec![
                 // pro: prompt 24939 - cached 21263 + tool 12; candidates 20 + thoughts 154.
-                Call { provider: None, model: Some("gemini-2.5-pro".into()), tokens: TokenCounts { input: 3688, output: 174, cache_read: 21_263, cache_write: 0 }, usd_micros: None },
+                Call {
+                    provider: None,
+                    model: Some("gemini-2.5-pro".into()),
+                    tokens: TokenCounts {
+                        input: 3688,
+                        output: 174,
+                        cache_read: 21_263,
+                        cache_write: 0
+                    },
+                    usd_micros: None
+                },
                 // flash: prompt 4210, cached 0, tool 0; candidates 95, thoughts 0.
-                Call { provider: None, model: Some("gemini-2.5-flash".into()), tokens: TokenCounts { input: 4210, output: 95, cache_read: 0, cache_write: 0 }, usd_micros: None },
+                Call {
+                    provider: None,
+                    model: Some("gemini-2.5-flash".into()),
+                    tokens: TokenCounts {
+                        input: 4210,
+                        output: 95,
+                        cache_read: 0,
+                        cache_write: 0
+                    },
+                    usd_micros: None
+                },
             ]
         );
         assert_eq!(r.rejected, RejectedInput::default());
@@ -161,9 +192,20 @@ mod tests {
     #[test]
     fn models_past_the_call_cap_are_counted_oversized_unread() {
         use super::super::tally::MAX_CALLS;
-        let models: Vec<String> = (0..MAX_CALLS + 2).map(|i| format!("\"m{i}\":{{\"tokens\":{{\"prompt\":1,\"candidates\":1}}}}")).collect();
+        let models: Vec<String> = (0..MAX_CALLS + 2)
+            .map(|i| format!("\"m{i}\":{{\"tokens\":{{\"prompt\":1,\"candidates\":1}}}}"))
+            .collect();
         let r = read(format!("{{\"stats\":{{\"models\":{{{}}}}}}}", models.join(",")).as_bytes());
-        assert_eq!((r.calls.len(), r.rejected), (MAX_CALLS, RejectedInput { oversized: 2, ..Default::default() }));
+        assert_eq!(
+            (r.calls.len(), r.rejected),
+            (
+                MAX_CALLS,
+                RejectedInput {
+                    oversized: 2,
+                    ..Default::default()
+                }
+            )
+        );
         assert_eq!(r.calls[MAX_CALLS - 1].model.as_deref(), Some("m9999"));
     }
 

@@ -23,7 +23,14 @@ pub struct LineSplitter {
 
 impl LineSplitter {
     pub fn new(max_line: usize, max_total: u64) -> LineSplitter {
-        LineSplitter { line: Vec::new(), skipping: false, fed: 0, cut: false, max_line, max_total }
+        LineSplitter {
+            line: Vec::new(),
+            skipping: false,
+            fed: 0,
+            cut: false,
+            max_line,
+            max_total,
+        }
     }
 
     /// Push `bytes`; `each` is called on every line they complete.
@@ -81,7 +88,9 @@ impl LineSplitter {
             return;
         }
         if needed > self.line.capacity() {
-            let grown = needed.max(self.line.capacity().saturating_mul(2)).min(self.max_line);
+            let grown = needed
+                .max(self.line.capacity().saturating_mul(2))
+                .min(self.max_line);
             self.line.reserve_exact(grown - self.line.len());
         }
         self.line.extend_from_slice(body);
@@ -110,15 +119,25 @@ mod tests {
 
     #[test]
     fn lines_come_out_whole_whatever_the_split_and_the_last_needs_no_newline() {
-        let want = vec![Some(b"ab".to_vec()), Some(b"".to_vec()), Some(b"cde".to_vec())];
+        let want = vec![
+            Some(b"ab".to_vec()),
+            Some(b"".to_vec()),
+            Some(b"cde".to_vec()),
+        ];
         assert_eq!(split(&[b"ab\n\ncde"], 10, 100), want);
         assert_eq!(split(&[b"a", b"b\n", b"\nc", b"d", b"e"], 10, 100), want);
     }
 
     #[test]
     fn a_line_over_the_cap_is_oversized_and_the_next_line_is_read() {
-        assert_eq!(split(&[b"0123", b"456789abc\nok\n"], 8, 100), vec![None, Some(b"ok".to_vec())]);
-        assert_eq!(split(&[b"ok\n0123456789"], 8, 100), vec![Some(b"ok".to_vec()), None]);
+        assert_eq!(
+            split(&[b"0123", b"456789abc\nok\n"], 8, 100),
+            vec![None, Some(b"ok".to_vec())]
+        );
+        assert_eq!(
+            split(&[b"ok\n0123456789"], 8, 100),
+            vec![Some(b"ok".to_vec()), None]
+        );
     }
 
     #[test]
@@ -133,9 +152,15 @@ mod tests {
     #[test]
     fn past_the_total_cap_the_cut_counts_once_oversized() {
         // The cap falls inside the second line.
-        assert_eq!(split(&[b"ab\ncdef\ngh\n"], 10, 5), vec![Some(b"ab".to_vec()), None]);
+        assert_eq!(
+            split(&[b"ab\ncdef\ngh\n"], 10, 5),
+            vec![Some(b"ab".to_vec()), None]
+        );
         // The cap falls right after a newline, and more follows.
-        assert_eq!(split(&[b"ab\n", b"cd\n"], 10, 3), vec![Some(b"ab".to_vec()), None]);
+        assert_eq!(
+            split(&[b"ab\n", b"cd\n"], 10, 3),
+            vec![Some(b"ab".to_vec()), None]
+        );
         // The input ends exactly at the cap: nothing was cut.
         assert_eq!(split(&[b"ab\n"], 10, 3), vec![Some(b"ab".to_vec())]);
     }

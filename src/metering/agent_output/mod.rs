@@ -48,7 +48,13 @@ pub enum Format {
 }
 
 impl Format {
-    pub const ALL: [Format; 5] = [Format::ClaudeJson, Format::ClaudeStreamJson, Format::CodexJson, Format::GeminiJson, Format::AiderAnalytics];
+    pub const ALL: [Format; 5] = [
+        Format::ClaudeJson,
+        Format::ClaudeStreamJson,
+        Format::CodexJson,
+        Format::GeminiJson,
+        Format::AiderAnalytics,
+    ];
 
     /// The source's name in the receipt's `usage` records.
     pub fn source_name(self) -> &'static str {
@@ -106,9 +112,16 @@ pub struct OutputMeter {
 
 impl OutputMeter {
     pub fn new(format: Format) -> OutputMeter {
-        let lines = |reader| Input::Lines(LineSplitter::new(MAX_LINE_BYTES, MAX_STREAM_BYTES), Box::new(reader));
+        let lines = |reader| {
+            Input::Lines(
+                LineSplitter::new(MAX_LINE_BYTES, MAX_STREAM_BYTES),
+                Box::new(reader),
+            )
+        };
         let input = match format {
-            Format::ClaudeJson | Format::GeminiJson => Input::Document(DocumentBuffer::new(MAX_DOCUMENT_BYTES)),
+            Format::ClaudeJson | Format::GeminiJson => {
+                Input::Document(DocumentBuffer::new(MAX_DOCUMENT_BYTES))
+            }
             Format::ClaudeStreamJson => lines(LineReader::Claude(claude::Messages::default())),
             Format::CodexJson => lines(LineReader::Codex(codex::Turns::default())),
             Format::AiderAnalytics => lines(LineReader::Aider(aider::Events::default())),
@@ -170,27 +183,67 @@ mod tests {
     /// A good record of each format, on one line.
     fn good(format: Format) -> &'static str {
         match format {
-            Format::ClaudeJson | Format::ClaudeStreamJson => r#"{"type":"result","total_cost_usd":0.5,"usage":{"input_tokens":1,"output_tokens":2}}"#,
-            Format::CodexJson => r#"{"type":"turn.completed","usage":{"input_tokens":1,"output_tokens":2}}"#,
-            Format::GeminiJson => r#"{"stats":{"models":{"m":{"tokens":{"prompt":1,"candidates":2}}}}}"#,
-            Format::AiderAnalytics => r#"{"event":"message_send","properties":{"prompt_tokens":1,"completion_tokens":2}}"#,
+            Format::ClaudeJson | Format::ClaudeStreamJson => {
+                r#"{"type":"result","total_cost_usd":0.5,"usage":{"input_tokens":1,"output_tokens":2}}"#
+            }
+            Format::CodexJson => {
+                r#"{"type":"turn.completed","usage":{"input_tokens":1,"output_tokens":2}}"#
+            }
+            Format::GeminiJson => {
+                r#"{"stats":{"models":{"m":{"tokens":{"prompt":1,"candidates":2}}}}}"#
+            }
+            Format::AiderAnalytics => {
+                r#"{"event":"message_send","properties":{"prompt_tokens":1,"completion_tokens":2}}"#
+            }
         }
     }
 
     #[test]
     fn the_formats_are_named_in_kebab_case_and_their_sources_in_snake_case() {
-        let names: Vec<String> = Format::ALL.iter().map(|f| serde_json::to_string(f).unwrap()).collect();
-        assert_eq!(names, ["\"claude-json\"", "\"claude-stream-json\"", "\"codex-json\"", "\"gemini-json\"", "\"aider-analytics\""]);
+        let names: Vec<String> = Format::ALL
+            .iter()
+            .map(|f| serde_json::to_string(f).unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "\"claude-json\"",
+                "\"claude-stream-json\"",
+                "\"codex-json\"",
+                "\"gemini-json\"",
+                "\"aider-analytics\""
+            ]
+        );
         let sources: Vec<&str> = Format::ALL.iter().map(|f| f.source_name()).collect();
-        assert_eq!(sources, ["claude_json", "claude_stream_json", "codex_json", "gemini_json", "aider_analytics"]);
-        assert_eq!(serde_json::from_str::<Format>("\"gemini-json\"").unwrap(), Format::GeminiJson);
+        assert_eq!(
+            sources,
+            [
+                "claude_json",
+                "claude_stream_json",
+                "codex_json",
+                "gemini_json",
+                "aider_analytics"
+            ]
+        );
+        assert_eq!(
+            serde_json::from_str::<Format>("\"gemini-json\"").unwrap(),
+            Format::GeminiJson
+        );
     }
 
     #[test]
     fn nothing_fed_gives_no_call_and_nothing_rejected_in_every_format() {
         for format in Format::ALL {
             let r = OutputMeter::new(format).finish();
-            assert_eq!((r.name.as_str(), r.kind, r.calls.len(), r.rejected), (format.source_name(), SourceKind::AgentOutput, 0, RejectedInput::default()));
+            assert_eq!(
+                (r.name.as_str(), r.kind, r.calls.len(), r.rejected),
+                (
+                    format.source_name(),
+                    SourceKind::AgentOutput,
+                    0,
+                    RejectedInput::default()
+                )
+            );
         }
     }
 
@@ -200,24 +253,43 @@ mod tests {
             let mut m = OutputMeter::new(format);
             m.feed(good(format).as_bytes());
             let r = m.finish();
-            assert_eq!((r.calls.len(), r.rejected), (1, RejectedInput::default()), "{format:?}");
+            assert_eq!(
+                (r.calls.len(), r.rejected),
+                (1, RejectedInput::default()),
+                "{format:?}"
+            );
             assert_eq!((r.calls[0].tokens.input, r.calls[0].tokens.output), (1, 2));
         }
     }
 
     #[test]
-    fn a_one_gib_line_or_document_fed_in_one_mib_chunks_is_oversized_with_the_buffer_within_its_cap() {
+    fn a_one_gib_line_or_document_fed_in_one_mib_chunks_is_oversized_with_the_buffer_within_its_cap(
+    ) {
         let chunk = vec![b'a'; 1 << 20];
         for format in Format::ALL {
             let mut m = OutputMeter::new(format);
             for _ in 0..1024 {
                 m.feed(&chunk);
-                assert!(m.buffered_bytes() <= cap(format), "{format:?}: {}", m.buffered_bytes());
+                assert!(
+                    m.buffered_bytes() <= cap(format),
+                    "{format:?}: {}",
+                    m.buffered_bytes()
+                );
             }
             m.feed(format!("\n{}\n", good(format)).as_bytes());
             let r = m.finish();
             // Past the stream cap (256 MiB) nothing more is read: the line after is cut too.
-            assert_eq!((r.calls.len(), r.rejected), (0, RejectedInput { oversized: 1, ..Default::default() }), "{format:?}");
+            assert_eq!(
+                (r.calls.len(), r.rejected),
+                (
+                    0,
+                    RejectedInput {
+                        oversized: 1,
+                        ..Default::default()
+                    }
+                ),
+                "{format:?}"
+            );
         }
     }
 
@@ -226,20 +298,45 @@ mod tests {
         use crate::metering::{prices::Prices, record::combine, usage_file};
         use crate::receipt::usage::{MoneyBasis, UsageStage};
         let mut m = OutputMeter::new(Format::ClaudeJson);
-        m.feed(include_bytes!("../../../tests/fixtures/agent_output/claude.json"));
+        m.feed(include_bytes!(
+            "../../../tests/fixtures/agent_output/claude.json"
+        ));
         let file = usage_file::read(&br#"{"model":"claude-sonnet-4-5-20250929","input_tokens":9,"output_tokens":1003,"usd":0.07}"#[..]);
-        let file = SourceReading { name: "usage_file".into(), kind: SourceKind::UsageFile, calls: file.calls, rejected: file.rejected };
-        let r = combine(4, UsageStage::Agent, vec![file, m.finish()], &Prices::default());
-        assert_eq!((r.usd_micros, r.basis), (Some(1320 + 75_498), MoneyBasis::Reported));
+        let file = SourceReading {
+            name: "usage_file".into(),
+            kind: SourceKind::UsageFile,
+            calls: file.calls,
+            rejected: file.rejected,
+        };
+        let r = combine(
+            4,
+            UsageStage::Agent,
+            vec![file, m.finish()],
+            &Prices::default(),
+        );
+        assert_eq!(
+            (r.usd_micros, r.basis),
+            (Some(1320 + 75_498), MoneyBasis::Reported)
+        );
         assert_eq!(r.models.len(), 2);
-        assert_eq!((r.sources[0].records, r.sources[0].rejected.overridden), (0, 1));
-        assert_eq!((r.sources[1].name.as_str(), r.sources[1].records), ("claude_json", 2));
+        assert_eq!(
+            (r.sources[0].records, r.sources[0].rejected.overridden),
+            (0, 1)
+        );
+        assert_eq!(
+            (r.sources[1].name.as_str(), r.sources[1].records),
+            ("claude_json", 2)
+        );
     }
 
     #[test]
     fn after_a_line_over_the_line_cap_the_next_line_is_read() {
         let chunk = vec![b'a'; 1 << 20];
-        for format in [Format::ClaudeStreamJson, Format::CodexJson, Format::AiderAnalytics] {
+        for format in [
+            Format::ClaudeStreamJson,
+            Format::CodexJson,
+            Format::AiderAnalytics,
+        ] {
             let mut m = OutputMeter::new(format);
             for _ in 0..12 {
                 m.feed(&chunk);
@@ -247,7 +344,17 @@ mod tests {
             assert!(m.buffered_bytes() <= MAX_LINE_BYTES);
             m.feed(format!("\n{}\n", good(format)).as_bytes());
             let r = m.finish();
-            assert_eq!((r.calls.len(), r.rejected), (1, RejectedInput { oversized: 1, ..Default::default() }), "{format:?}");
+            assert_eq!(
+                (r.calls.len(), r.rejected),
+                (
+                    1,
+                    RejectedInput {
+                        oversized: 1,
+                        ..Default::default()
+                    }
+                ),
+                "{format:?}"
+            );
         }
     }
 }

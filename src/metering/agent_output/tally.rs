@@ -37,7 +37,12 @@ impl Tally {
 
     /// The reading of `format`'s source.
     pub fn into_reading(self, format: Format) -> SourceReading {
-        SourceReading { name: format.source_name().to_string(), kind: SourceKind::AgentOutput, calls: self.calls, rejected: self.rejected }
+        SourceReading {
+            name: format.source_name().to_string(),
+            kind: SourceKind::AgentOutput,
+            calls: self.calls,
+            rejected: self.rejected,
+        }
     }
 }
 
@@ -58,14 +63,24 @@ impl<'de, T: serde::Deserialize<'de>> serde::Deserialize<'de> for Capped<T> {
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                 f.write_str("an object")
             }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Capped<T>, A::Error> {
-                let mut capped = Capped { entries: Vec::new(), dropped: 0 };
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Capped<T>, A::Error> {
+                let mut capped = Capped {
+                    entries: Vec::new(),
+                    dropped: 0,
+                };
                 loop {
                     if capped.entries.len() < MAX_CALLS {
-                        let Some(key) = map.next_key::<String>()? else { break };
+                        let Some(key) = map.next_key::<String>()? else {
+                            break;
+                        };
                         capped.entries.push((key, map.next_value()?));
                     } else {
-                        let Some(serde::de::IgnoredAny) = map.next_key()? else { break };
+                        let Some(serde::de::IgnoredAny) = map.next_key()? else {
+                            break;
+                        };
                         map.next_value::<serde::de::IgnoredAny>()?;
                         capped.dropped += 1;
                     }
@@ -79,7 +94,15 @@ impl<'de, T: serde::Deserialize<'de>> serde::Deserialize<'de> for Capped<T> {
 
 /// Token counts when every one is believable.
 pub fn counts(input: u64, output: u64, cache_read: u64, cache_write: u64) -> Option<TokenCounts> {
-    [input, output, cache_read, cache_write].iter().all(|n| *n <= MAX_TOKENS).then_some(TokenCounts { input, output, cache_read, cache_write })
+    [input, output, cache_read, cache_write]
+        .iter()
+        .all(|n| *n <= MAX_TOKENS)
+        .then_some(TokenCounts {
+            input,
+            output,
+            cache_read,
+            cache_write,
+        })
 }
 
 /// A stated cost in micro-USD, `Some(None)` when none was stated, `None` when it is refused.
@@ -114,17 +137,37 @@ mod tests {
     fn calls_past_the_cap_are_counted_oversized_not_kept() {
         let mut t = Tally::default();
         for _ in 0..MAX_CALLS + 3 {
-            t.push(Call { provider: None, model: None, tokens: TokenCounts::default(), usd_micros: None });
+            t.push(Call {
+                provider: None,
+                model: None,
+                tokens: TokenCounts::default(),
+                usd_micros: None,
+            });
         }
         assert_eq!(t.calls.len(), MAX_CALLS);
-        assert_eq!(t.rejected, RejectedInput { oversized: 3, ..Default::default() });
+        assert_eq!(
+            t.rejected,
+            RejectedInput {
+                oversized: 3,
+                ..Default::default()
+            }
+        );
     }
 
     #[test]
     fn an_object_keeps_its_entries_in_order_up_to_the_cap_and_counts_the_rest_dropped() {
         let c: Capped<u64> = serde_json::from_str(r#"{"b":1,"a":2,"b":3}"#).unwrap();
-        assert_eq!((c.entries, c.dropped), (vec![("b".into(), 1), ("a".into(), 2), ("b".into(), 3)], 0));
-        let many = format!("{{{}}}", (0..MAX_CALLS + 5).map(|i| format!("\"k{i}\":{i}")).collect::<Vec<_>>().join(","));
+        assert_eq!(
+            (c.entries, c.dropped),
+            (vec![("b".into(), 1), ("a".into(), 2), ("b".into(), 3)], 0)
+        );
+        let many = format!(
+            "{{{}}}",
+            (0..MAX_CALLS + 5)
+                .map(|i| format!("\"k{i}\":{i}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        );
         let c: Capped<u64> = serde_json::from_str(&many).unwrap();
         assert_eq!((c.entries.len(), c.dropped), (MAX_CALLS, 5));
         assert!(serde_json::from_str::<Capped<u64>>(r#"{"a":"x"}"#).is_err());
@@ -132,7 +175,15 @@ mod tests {
 
     #[test]
     fn a_count_past_the_cap_and_a_negative_nonfinite_or_absurd_cost_are_refused() {
-        assert_eq!(counts(1, 2, 3, 4), Some(TokenCounts { input: 1, output: 2, cache_read: 3, cache_write: 4 }));
+        assert_eq!(
+            counts(1, 2, 3, 4),
+            Some(TokenCounts {
+                input: 1,
+                output: 2,
+                cache_read: 3,
+                cache_write: 4
+            })
+        );
         assert_eq!(counts(MAX_TOKENS + 1, 0, 0, 0), None);
         assert_eq!(cost(Some(0.0123)), Some(Some(12_300)));
         assert_eq!(cost(None), Some(None));

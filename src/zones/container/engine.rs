@@ -34,12 +34,22 @@ pub struct EngineCapabilities {
 /// Why the engine cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
-    #[error("{engine}: the client could not be started ({cause}); is {engine} installed and on PATH?")]
+    #[error(
+        "{engine}: the client could not be started ({cause}); is {engine} installed and on PATH?"
+    )]
     Missing { engine: &'static str, cause: String },
     #[error("{engine} {what}: {detail}")]
-    Failed { engine: &'static str, what: String, detail: String },
+    Failed {
+        engine: &'static str,
+        what: String,
+        detail: String,
+    },
     #[error("{engine} {what}: no answer within {secs} s")]
-    Hung { engine: &'static str, what: String, secs: u64 },
+    Hung {
+        engine: &'static str,
+        what: String,
+        secs: u64,
+    },
 }
 
 #[derive(Debug, Deserialize)]
@@ -132,7 +142,10 @@ impl Engine {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| EngineError::Missing { engine: self.program(), cause: e.to_string() })?;
+            .map_err(|e| EngineError::Missing {
+                engine: self.program(),
+                cause: e.to_string(),
+            })?;
         // Drain both pipes on threads so a chatty client cannot fill them while we wait.
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
@@ -154,15 +167,29 @@ impl Engine {
                 Ok(None) if started.elapsed() >= MANAGEMENT_TIMEOUT => {
                     let _ = child.kill();
                     let _ = child.wait();
-                    return Err(EngineError::Hung { engine: self.program(), what, secs: MANAGEMENT_TIMEOUT.as_secs() });
+                    return Err(EngineError::Hung {
+                        engine: self.program(),
+                        what,
+                        secs: MANAGEMENT_TIMEOUT.as_secs(),
+                    });
                 }
                 Ok(None) => std::thread::sleep(Duration::from_millis(5)),
-                Err(e) => return Err(EngineError::Failed { engine: self.program(), what, detail: e.to_string() }),
+                Err(e) => {
+                    return Err(EngineError::Failed {
+                        engine: self.program(),
+                        what,
+                        detail: e.to_string(),
+                    })
+                }
             }
         };
         let stdout = out_thread.join().unwrap_or_default();
         let stderr = err_thread.join().unwrap_or_default();
-        Ok(Output { status, stdout, stderr })
+        Ok(Output {
+            status,
+            stdout,
+            stderr,
+        })
     }
 
     fn checked(self, args: &[&str]) -> Result<Vec<u8>, EngineError> {
@@ -210,7 +237,9 @@ impl Engine {
             Engine::Docker => {
                 let info: DockerInfo = serde_json::from_slice(raw).map_err(bad)?;
                 let has_option = |name: &str| {
-                    info.security_options.iter().any(|o| o.split(',').any(|kv| kv == format!("name={name}")))
+                    info.security_options
+                        .iter()
+                        .any(|o| o.split(',').any(|kv| kv == format!("name={name}")))
                 };
                 Ok(EngineCapabilities {
                     rootless: has_option("rootless"),
@@ -232,7 +261,8 @@ impl Engine {
 
     /// The state of a (stopped) container.
     pub fn inspect_state(self, name: &str) -> Result<Option<ContainerState>, EngineError> {
-        let out = self.management(&["container", "inspect", "--format", "{{json .State}}", name])?;
+        let out =
+            self.management(&["container", "inspect", "--format", "{{json .State}}", name])?;
         if !out.status.success() {
             return Ok(None);
         }
@@ -250,7 +280,11 @@ impl Engine {
         let text = String::from_utf8_lossy(&raw);
         match text.trim().parse::<i32>() {
             Ok(pid) if pid > 0 => Ok(pid),
-            _ => Err(EngineError::Failed { engine: self.program(), what: "container inspect".into(), detail: format!("{name} has no running process ({})", text.trim()) }),
+            _ => Err(EngineError::Failed {
+                engine: self.program(),
+                what: "container inspect".into(),
+                detail: format!("{name} has no running process ({})", text.trim()),
+            }),
         }
     }
 
@@ -300,7 +334,11 @@ impl Engine {
 
 fn first_line(bytes: &[u8]) -> String {
     let text = String::from_utf8_lossy(bytes);
-    let line = text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("failed without a message");
+    let line = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("failed without a message");
     line.chars().take(400).collect()
 }
 
@@ -338,13 +376,25 @@ mod tests {
         let raw = br#"{"MemoryLimit":true,"PidsLimit":false,"CpuCfsQuota":true,"CgroupVersion":"2",
             "SecurityOptions":["name=seccomp,profile=default","name=rootless"]}"#;
         let caps = Engine::Docker.parse_capabilities(raw).unwrap();
-        assert_eq!((caps.memory_limit, caps.pids_limit, caps.seccomp, caps.rootless), (true, false, true, true));
+        assert_eq!(
+            (
+                caps.memory_limit,
+                caps.pids_limit,
+                caps.seccomp,
+                caps.rootless
+            ),
+            (true, false, true, true)
+        );
     }
 
     #[test]
     fn an_unreadable_info_answer_is_an_engine_failure() {
         let err = Engine::Docker.parse_capabilities(b"not json").unwrap_err();
-        assert!(err.to_string().starts_with("docker info: unreadable answer"), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("docker info: unreadable answer"),
+            "{err}"
+        );
     }
 
     #[test]

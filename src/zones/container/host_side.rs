@@ -33,7 +33,10 @@ impl Drop for HostOverlay {
 /// Take down a mount point a killed supervisor left: detach whatever is mounted there, then
 /// remove the (empty) directory. Nothing is deleted beneath it.
 pub fn unmount_stale(target: &Path) {
-    let _ = nix::mount::umount2(target, nix::mount::MntFlags::MNT_DETACH | nix::mount::MntFlags::UMOUNT_NOFOLLOW);
+    let _ = nix::mount::umount2(
+        target,
+        nix::mount::MntFlags::MNT_DETACH | nix::mount::MntFlags::UMOUNT_NOFOLLOW,
+    );
     let _ = std::fs::remove_dir(target);
 }
 
@@ -50,21 +53,41 @@ fn overlay_path(p: &Path) -> std::io::Result<String> {
 /// rootful engine's bind mounts see. Needs CAP_SYS_ADMIN. The `userxattr` option keeps
 /// whiteouts and opaque directories in the `user.overlay.*` xattrs, as the native sandbox's
 /// unprivileged overlays write them, so snapshots read both alike.
-pub fn mount_overlay(overlay: &OverlayMount, parent: &SafeDir, name: &str) -> std::io::Result<HostOverlay> {
-    let lowers = overlay.lowers.iter().map(|l| overlay_path(l)).collect::<std::io::Result<Vec<_>>>()?;
+pub fn mount_overlay(
+    overlay: &OverlayMount,
+    parent: &SafeDir,
+    name: &str,
+) -> std::io::Result<HostOverlay> {
+    let lowers = overlay
+        .lowers
+        .iter()
+        .map(|l| overlay_path(l))
+        .collect::<std::io::Result<Vec<_>>>()?;
     if lowers.is_empty() {
-        return Err(std::io::Error::other("an overlay needs at least one lower layer"));
+        return Err(std::io::Error::other(
+            "an overlay needs at least one lower layer",
+        ));
     }
     let mut options = format!("lowerdir={}", lowers.join(":"));
     match (&overlay.upper, &overlay.work) {
         (Some(upper), Some(work)) => {
-            options.push_str(&format!(",upperdir={},workdir={}", overlay_path(upper)?, overlay_path(work)?));
+            options.push_str(&format!(
+                ",upperdir={},workdir={}",
+                overlay_path(upper)?,
+                overlay_path(work)?
+            ));
         }
         (None, None) if lowers.len() >= 2 => {}
         (None, None) => {
-            return Err(std::io::Error::other("a read-only overlay needs at least two lower layers"));
+            return Err(std::io::Error::other(
+                "a read-only overlay needs at least two lower layers",
+            ));
         }
-        _ => return Err(std::io::Error::other("an overlay's upper and work layers come together")),
+        _ => {
+            return Err(std::io::Error::other(
+                "an overlay's upper and work layers come together",
+            ))
+        }
     }
     options.push_str(",userxattr");
     if overlay.volatile {
@@ -72,10 +95,15 @@ pub fn mount_overlay(overlay: &OverlayMount, parent: &SafeDir, name: &str) -> st
         options.push_str(",volatile");
     }
     if parent.exists(name) {
-        return Err(std::io::Error::other(format!("mount point {} already exists", parent.path().join(name).display())));
+        return Err(std::io::Error::other(format!(
+            "mount point {} already exists",
+            parent.path().join(name).display()
+        )));
     }
     let target = parent.path().join(name);
-    let dir = parent.subdir_or_create(name).map_err(std::io::Error::other)?;
+    let dir = parent
+        .subdir_or_create(name)
+        .map_err(std::io::Error::other)?;
     let mounted = nix::mount::mount(
         Some("loopexec"),
         Path::new(&format!("/proc/self/fd/{}", dir.fd().as_raw_fd())),
@@ -86,7 +114,10 @@ pub fn mount_overlay(overlay: &OverlayMount, parent: &SafeDir, name: &str) -> st
     drop(dir);
     if let Err(e) = mounted {
         let _ = std::fs::remove_dir(&target);
-        return Err(std::io::Error::other(format!("mounting the workspace overlay at {}: {e}", target.display())));
+        return Err(std::io::Error::other(format!(
+            "mounting the workspace overlay at {}: {e}",
+            target.display()
+        )));
     }
     Ok(HostOverlay { target })
 }
@@ -104,19 +135,30 @@ impl ProxyNamespace {
     /// rest of loopexec stays in the host's). Needs CAP_SYS_ADMIN.
     pub fn create(port: u16) -> std::io::Result<ProxyNamespace> {
         let made = std::thread::spawn(move || -> std::io::Result<(OwnedFd, TcpListener)> {
-            nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).map_err(std::io::Error::from)?;
+            nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET)
+                .map_err(std::io::Error::from)?;
             sandbox::bring_up_loopback()?;
             let listener = sandbox::listen_loopback(port)?;
             // SAFETY: open returns a new descriptor or -1.
-            let fd = unsafe { libc::open(c"/proc/thread-self/ns/net".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+            let fd = unsafe {
+                libc::open(
+                    c"/proc/thread-self/ns/net".as_ptr(),
+                    libc::O_RDONLY | libc::O_CLOEXEC,
+                )
+            };
             if fd < 0 {
                 return Err(std::io::Error::last_os_error());
             }
             Ok((unsafe { OwnedFd::from_raw_fd(fd) }, listener))
         })
         .join()
-        .map_err(|_| std::io::Error::other("the thread preparing the network namespace panicked"))??;
-        Ok(ProxyNamespace { ns: made.0, listener: Some(made.1) })
+        .map_err(|_| {
+            std::io::Error::other("the thread preparing the network namespace panicked")
+        })??;
+        Ok(ProxyNamespace {
+            ns: made.0,
+            listener: Some(made.1),
+        })
     }
 
     /// Put the listener into the network namespace of process `pid` (a docker holder
@@ -125,19 +167,29 @@ impl ProxyNamespace {
         let path = format!("/proc/{pid}/ns/net");
         let target = std::fs::File::open(&path)?;
         let made = std::thread::spawn(move || -> std::io::Result<(OwnedFd, TcpListener)> {
-            nix::sched::setns(&target, nix::sched::CloneFlags::CLONE_NEWNET).map_err(std::io::Error::from)?;
+            nix::sched::setns(&target, nix::sched::CloneFlags::CLONE_NEWNET)
+                .map_err(std::io::Error::from)?;
             sandbox::bring_up_loopback()?;
             let listener = sandbox::listen_loopback(port)?;
             Ok((OwnedFd::from(target), listener))
         })
         .join()
-        .map_err(|_| std::io::Error::other("the thread joining the network namespace panicked"))??;
-        Ok(ProxyNamespace { ns: made.0, listener: Some(made.1) })
+        .map_err(|_| {
+            std::io::Error::other("the thread joining the network namespace panicked")
+        })??;
+        Ok(ProxyNamespace {
+            ns: made.0,
+            listener: Some(made.1),
+        })
     }
 
     /// The namespace as a path the engine (running as root) can open.
     pub fn path(&self) -> PathBuf {
-        PathBuf::from(format!("/proc/{}/fd/{}", std::process::id(), self.ns.as_raw_fd()))
+        PathBuf::from(format!(
+            "/proc/{}/fd/{}",
+            std::process::id(),
+            self.ns.as_raw_fd()
+        ))
     }
 
     /// The listener, for the egress proxy to serve.
@@ -162,8 +214,12 @@ fn start_time(pid: u32) -> Option<u64> {
 
 /// Whether a supervisor label names a process that is gone (a killed loopexec).
 pub fn supervisor_is_dead(label: &str) -> bool {
-    let Some((pid, start)) = label.split_once(':') else { return false };
-    let (Ok(pid), Ok(start)) = (pid.parse::<u32>(), start.parse::<u64>()) else { return false };
+    let Some((pid, start)) = label.split_once(':') else {
+        return false;
+    };
+    let (Ok(pid), Ok(start)) = (pid.parse::<u32>(), start.parse::<u64>()) else {
+        return false;
+    };
     start_time(pid) != Some(start)
 }
 
@@ -190,7 +246,13 @@ mod tests {
 
     #[test]
     fn an_overlay_layer_with_a_colon_is_refused() {
-        let o = OverlayMount { target: "/w".into(), lowers: vec!["/a:b".into()], upper: None, work: None, volatile: false };
+        let o = OverlayMount {
+            target: "/w".into(),
+            lowers: vec!["/a:b".into()],
+            upper: None,
+            work: None,
+            volatile: false,
+        };
         let parent = SafeDir::open(Path::new("/tmp")).unwrap();
         let err = mount_overlay(&o, &parent, "never-created").unwrap_err();
         assert!(err.to_string().contains("contains a character"), "{err}");

@@ -23,8 +23,8 @@ use super::{EgressUsage, Ending, Role, Zone, ZoneCommand, ZoneError, ZoneRun, Zo
 use crate::capture::ArtifactSink;
 use crate::egress::{proxy_env, ProxyHandle};
 use crate::safefs::SafeDir;
-pub use engine::EngineCapabilities;
 use engine::Engine;
+pub use engine::EngineCapabilities;
 use plan::{ContainerMount, ContainerNetwork, ContainerPlan, ZoneParts};
 use sandbox::policy::NetworkMode;
 use sandbox::Policy;
@@ -60,7 +60,12 @@ fn setup(message: impl Into<String>) -> ZoneError {
 
 /// What the engine cannot give here, typed: the cause and the fix.
 fn unsatisfiable(r: Refusal) -> ZoneError {
-    ZoneError::Unsatisfiable { role: None, layer: None, cause: r.cause, fix: r.fix }
+    ZoneError::Unsatisfiable {
+        role: None,
+        layer: None,
+        cause: r.cause,
+        fix: r.fix,
+    }
 }
 
 /// Something a policy needs that the engine cannot give here, and what would fix it.
@@ -79,7 +84,13 @@ pub fn detached_refusal(engine: Engine) -> Refusal {
 }
 
 /// What a policy needs that the engine cannot give (empty: it can run).
-pub fn unexpressible(engine: Engine, caps: &EngineCapabilities, role: Role, policy: &Policy, root: bool) -> Vec<Refusal> {
+pub fn unexpressible(
+    engine: Engine,
+    caps: &EngineCapabilities,
+    role: Role,
+    policy: &Policy,
+    root: bool,
+) -> Vec<Refusal> {
     let mut refusals = Vec::new();
     let name = engine.program();
     let zone = role.as_str();
@@ -93,9 +104,16 @@ pub fn unexpressible(engine: Engine, caps: &EngineCapabilities, role: Role, poli
         (r.cpu_percent > 0, caps.cpu_limit, "cpu_percent"),
     ] {
         if wanted && !available {
-            let rootless = if caps.rootless { ", rootless: the controller is not delegated" } else { "" };
+            let rootless = if caps.rootless {
+                ", rootless: the controller is not delegated"
+            } else {
+                ""
+            };
             refusals.push(Refusal {
-                cause: format!("{zone} zone: {name} cannot enforce {key} here (cgroup {}{rootless})", caps.cgroup_version),
+                cause: format!(
+                    "{zone} zone: {name} cannot enforce {key} here (cgroup {}{rootless})",
+                    caps.cgroup_version
+                ),
                 fix: limits_fix.clone(),
             });
         }
@@ -128,15 +146,28 @@ impl ContainerZone {
     /// Prepare every role's zone from the run's setup, failing closed when the engine is missing,
     /// the image is not present, or a policy asks for what the engine cannot enforce.
     pub fn new(zones: &ZoneSetup, engine: Engine) -> Result<ContainerZone, ZoneError> {
-        let image = zones.image.clone().ok_or_else(|| setup(format!("the {} backend needs an image (--image)", engine.program())))?;
+        let image = zones.image.clone().ok_or_else(|| {
+            setup(format!(
+                "the {} backend needs an image (--image)",
+                engine.program()
+            ))
+        })?;
         plan::check_image(&image).map_err(|e| setup(e.to_string()))?;
         let policies = zones.sandboxed_policies()?;
         let root = nix::unistd::geteuid().is_root();
         let capabilities = engine.capabilities().map_err(|e| {
-            unsatisfiable(Refusal { cause: e.to_string(), fix: format!("install and start {}, or use --backend native", engine.program()) })
+            unsatisfiable(Refusal {
+                cause: e.to_string(),
+                fix: format!(
+                    "install and start {}, or use --backend native",
+                    engine.program()
+                ),
+            })
         })?;
-        let mut refusals: Vec<Refusal> =
-            policies.iter().flat_map(|(role, policy)| unexpressible(engine, &capabilities, *role, policy, root)).collect();
+        let mut refusals: Vec<Refusal> = policies
+            .iter()
+            .flat_map(|(role, policy)| unexpressible(engine, &capabilities, *role, policy, root))
+            .collect();
         if zones.detached && !root {
             refusals.push(detached_refusal(engine));
         }
@@ -145,8 +176,14 @@ impl ContainerZone {
         }
         if !engine.has_image(&image).map_err(|e| setup(e.to_string()))? {
             return Err(unsatisfiable(Refusal {
-                cause: format!("image {image:?} is not present in {}'s local store, and loopexec never pulls", engine.program()),
-                fix: format!("`{} pull {image}` (or build it) before the run", engine.program()),
+                cause: format!(
+                    "image {image:?} is not present in {}'s local store, and loopexec never pulls",
+                    engine.program()
+                ),
+                fix: format!(
+                    "`{} pull {image}` (or build it) before the run",
+                    engine.program()
+                ),
             }));
         }
         let zone = ContainerZone {
@@ -168,15 +205,24 @@ impl ContainerZone {
     /// Remove the containers a killed loopexec left (their supervisor label names a dead process),
     /// then the workspace overlays it left mounted for them (named after their supervisor).
     fn remove_orphans(&self) -> Result<(), ZoneError> {
-        let labelled = self.engine.labelled(plan::SUPERVISOR_LABEL).map_err(|e| setup(e.to_string()))?;
+        let labelled = self
+            .engine
+            .labelled(plan::SUPERVISOR_LABEL)
+            .map_err(|e| setup(e.to_string()))?;
         for (name, supervisor) in labelled {
             if host_side::supervisor_is_dead(&supervisor) {
-                self.engine.remove(&name).map_err(|e| ZoneError::Reap(e.to_string()))?;
+                self.engine
+                    .remove(&name)
+                    .map_err(|e| ZoneError::Reap(e.to_string()))?;
             }
         }
         if self.root {
-            let Ok(base) = SafeDir::open(&self.state_dir) else { return Ok(()) };
-            let Ok(dir) = base.subdir(MOUNT_DIR) else { return Ok(()) };
+            let Ok(base) = SafeDir::open(&self.state_dir) else {
+                return Ok(());
+            };
+            let Ok(dir) = base.subdir(MOUNT_DIR) else {
+                return Ok(());
+            };
             for entry in dir.list().unwrap_or_default() {
                 let supervisor = entry.split('-').next().unwrap_or("").replacen('_', ":", 1);
                 if host_side::supervisor_is_dead(&supervisor) {
@@ -188,7 +234,9 @@ impl ContainerZone {
     }
 
     fn policy(&self, role: Role) -> Result<&Policy, ZoneError> {
-        self.policies.get(&role).ok_or_else(|| setup(format!("no {} policy pinned", role.as_str())))
+        self.policies
+            .get(&role)
+            .ok_or_else(|| setup(format!("no {} policy pinned", role.as_str())))
     }
 
     /// The egress account of a command of `role`, when its zone goes through the proxy.
@@ -199,24 +247,41 @@ impl ContainerZone {
     /// The uid/gid the command runs as, and whether rootless podman must keep it.
     fn user(&self, policy: &Policy, detached: bool) -> Result<((u32, u32), bool), ZoneError> {
         let ids = zone_user(policy, detached, self.root, &self.workdir).map_err(unsatisfiable)?;
-        Ok((ids, !self.root && self.capabilities.rootless && self.engine == Engine::Podman))
+        Ok((
+            ids,
+            !self.root && self.capabilities.rootless && self.engine == Engine::Podman,
+        ))
     }
 }
 
 /// The uid/gid a container zone's command runs as: unprivileged, the caller's; as root, the
 /// policy's zone uid on a detached workspace, or in place the workdir's owner (the command writes
 /// it as its owner, never as root: a root-owned workdir is refused).
-pub fn zone_user(policy: &Policy, detached: bool, root: bool, workdir: &Path) -> Result<(u32, u32), Refusal> {
+pub fn zone_user(
+    policy: &Policy,
+    detached: bool,
+    root: bool,
+    workdir: &Path,
+) -> Result<(u32, u32), Refusal> {
     if !root {
-        return Ok((nix::unistd::getuid().as_raw(), nix::unistd::getgid().as_raw()));
+        return Ok((
+            nix::unistd::getuid().as_raw(),
+            nix::unistd::getgid().as_raw(),
+        ));
     }
     if detached {
         return Ok((policy.identity.uid_when_root, policy.identity.gid_when_root));
     }
-    let meta = std::fs::metadata(workdir).map_err(|e| Refusal { cause: format!("workdir {}: {e}", workdir.display()), fix: "check --workdir".into() })?;
+    let meta = std::fs::metadata(workdir).map_err(|e| Refusal {
+        cause: format!("workdir {}: {e}", workdir.display()),
+        fix: "check --workdir".into(),
+    })?;
     if meta.uid() == 0 {
         return Err(Refusal {
-            cause: format!("workdir {} is owned by root, and a container zone would write it as root", workdir.display()),
+            cause: format!(
+                "workdir {} is owned by root, and a container zone would write it as root",
+                workdir.display()
+            ),
             fix: "chown it to an unprivileged user, or use a detached workspace".into(),
         });
     }
@@ -232,17 +297,40 @@ struct NetworkHolder {
 
 impl NetworkHolder {
     /// Start the holder and put the proxy's listener into its network namespace.
-    fn start(zone: &ContainerZone, agent: &str, user: (u32, u32), hostname: &str) -> Result<(NetworkHolder, host_side::ProxyNamespace), ZoneError> {
+    fn start(
+        zone: &ContainerZone,
+        agent: &str,
+        user: (u32, u32),
+        hostname: &str,
+    ) -> Result<(NetworkHolder, host_side::ProxyNamespace), ZoneError> {
         let name = format!("{agent}-net");
-        let argv = plan::holder_argv(&name, &zone.image, &zone.supervisor, user, hostname, zone.cgroup_parent.as_deref())
-            .map_err(|e| setup(e.to_string()))?;
-        zone.engine.start_detached(&argv).map_err(|e| setup(format!("the egress network holder: {e}")))?;
-        let holder = NetworkHolder { engine: zone.engine, name };
-        let pid = zone.engine.pid_of(&holder.name).map_err(|e| setup(format!("the egress network holder: {e}")))?;
-        let ns = host_side::ProxyNamespace::join(pid, PROXY_PORT).map_err(|e| setup(format!("the proxy's network namespace: {e}")))?;
+        let argv = plan::holder_argv(
+            &name,
+            &zone.image,
+            &zone.supervisor,
+            user,
+            hostname,
+            zone.cgroup_parent.as_deref(),
+        )
+        .map_err(|e| setup(e.to_string()))?;
+        zone.engine
+            .start_detached(&argv)
+            .map_err(|e| setup(format!("the egress network holder: {e}")))?;
+        let holder = NetworkHolder {
+            engine: zone.engine,
+            name,
+        };
+        let pid = zone
+            .engine
+            .pid_of(&holder.name)
+            .map_err(|e| setup(format!("the egress network holder: {e}")))?;
+        let ns = host_side::ProxyNamespace::join(pid, PROXY_PORT)
+            .map_err(|e| setup(format!("the proxy's network namespace: {e}")))?;
         // The pid was read before its namespace was opened: make sure it is still the holder's.
         if zone.engine.pid_of(&holder.name).ok() != Some(pid) {
-            return Err(setup("the egress network holder ended while the proxy's listener was being set up"));
+            return Err(setup(
+                "the egress network holder ended while the proxy's listener was being set up",
+            ));
         }
         Ok((holder, ns))
     }
@@ -262,15 +350,30 @@ struct PreparedMounts {
 }
 
 impl ContainerZone {
-    fn prepare_mounts(&self, cmd: &ZoneCommand, policy: &Policy, name: &str) -> Result<PreparedMounts, ZoneError> {
-        let mut mounts: Vec<ContainerMount> = policy.filesystem.hidden.iter().map(|h| hidden_mount(h)).collect();
+    fn prepare_mounts(
+        &self,
+        cmd: &ZoneCommand,
+        policy: &Policy,
+        name: &str,
+    ) -> Result<PreparedMounts, ZoneError> {
+        let mut mounts: Vec<ContainerMount> = policy
+            .filesystem
+            .hidden
+            .iter()
+            .map(|h| hidden_mount(h))
+            .collect();
         let mut overlays = Vec::new();
         let mut placeholders = None;
         if cmd.overlays.is_empty() {
             let mut rw = vec![self.workdir.clone()];
             rw.extend(policy.filesystem.read_write.iter().cloned());
-            let holds = sandbox::hold_protected_paths(&[], &rw, &policy.filesystem.protected, &policy.filesystem.hidden)
-                .map_err(|e| setup(e.to_string()))?;
+            let holds = sandbox::hold_protected_paths(
+                &[],
+                &rw,
+                &policy.filesystem.protected,
+                &policy.filesystem.hidden,
+            )
+            .map_err(|e| setup(e.to_string()))?;
             // The registry of placeholders, when a grant contains it, is hidden too.
             mounts = holds.hidden.iter().map(|h| hidden_mount(h)).collect();
             mounts.extend(in_place_mounts(&rw, &self.state_dir, &holds.protected));
@@ -279,11 +382,15 @@ impl ContainerZone {
             if !self.root {
                 return Err(unsatisfiable(detached_refusal(self.engine)));
             }
-            let base = SafeDir::open(&self.state_dir).map_err(|e| setup(format!("state dir: {e}")))?;
-            let dir = base.subdir_or_create(MOUNT_DIR).map_err(|e| setup(format!("state dir: {e}")))?;
+            let base =
+                SafeDir::open(&self.state_dir).map_err(|e| setup(format!("state dir: {e}")))?;
+            let dir = base
+                .subdir_or_create(MOUNT_DIR)
+                .map_err(|e| setup(format!("state dir: {e}")))?;
             for (i, overlay) in cmd.overlays.iter().enumerate() {
                 let at = format!("{}-{name}-{i}", self.supervisor.replace(':', "_"));
-                let mounted = host_side::mount_overlay(overlay, &dir, &at).map_err(|e| setup(e.to_string()))?;
+                let mounted = host_side::mount_overlay(overlay, &dir, &at)
+                    .map_err(|e| setup(e.to_string()))?;
                 mounts.push(ContainerMount::Bind {
                     source: mounted.path().to_path_buf(),
                     target: overlay.target.clone(),
@@ -292,28 +399,62 @@ impl ContainerZone {
                 overlays.push(mounted);
             }
         }
-        mounts.extend(cmd.read_only.iter().map(|p| ContainerMount::Bind { source: p.clone(), target: p.clone(), writable: false }));
-        mounts.extend(cmd.read_write.iter().map(|p| ContainerMount::Bind { source: p.clone(), target: p.clone(), writable: true }));
-        Ok(PreparedMounts { mounts, _overlays: overlays, _placeholders: placeholders })
+        mounts.extend(cmd.read_only.iter().map(|p| ContainerMount::Bind {
+            source: p.clone(),
+            target: p.clone(),
+            writable: false,
+        }));
+        mounts.extend(cmd.read_write.iter().map(|p| ContainerMount::Bind {
+            source: p.clone(),
+            target: p.clone(),
+            writable: true,
+        }));
+        Ok(PreparedMounts {
+            mounts,
+            _overlays: overlays,
+            _placeholders: placeholders,
+        })
     }
 }
 
 /// The mounts of an in-place zone beyond the policy's hidden paths: the workdir and the extra
 /// grants read-write, the state dir hidden, and the protected (root, sub-path) pairs held
 /// read-only as the native zone holds them (one at or under a hidden path stays hidden).
-pub fn in_place_mounts(rw: &[PathBuf], state_dir: &Path, protected: &[(PathBuf, PathBuf)]) -> Vec<ContainerMount> {
-    let mut mounts: Vec<ContainerMount> =
-        rw.iter().map(|root| ContainerMount::Bind { source: root.clone(), target: root.clone(), writable: true }).collect();
-    mounts.push(ContainerMount::EmptyDir { target: state_dir.to_path_buf() });
-    mounts.extend(protected_mounts(protected).into_iter().filter(|m| !mount_target(m).starts_with(state_dir)));
+pub fn in_place_mounts(
+    rw: &[PathBuf],
+    state_dir: &Path,
+    protected: &[(PathBuf, PathBuf)],
+) -> Vec<ContainerMount> {
+    let mut mounts: Vec<ContainerMount> = rw
+        .iter()
+        .map(|root| ContainerMount::Bind {
+            source: root.clone(),
+            target: root.clone(),
+            writable: true,
+        })
+        .collect();
+    mounts.push(ContainerMount::EmptyDir {
+        target: state_dir.to_path_buf(),
+    });
+    mounts.extend(
+        protected_mounts(protected)
+            .into_iter()
+            .filter(|m| !mount_target(m).starts_with(state_dir)),
+    );
     mounts
 }
 
 /// A hidden path: a directory covered by an empty read-only tmpfs, anything else by /dev/null.
 pub fn hidden_mount(path: &Path) -> ContainerMount {
     match std::fs::symlink_metadata(path) {
-        Ok(m) if !m.is_dir() => ContainerMount::Bind { source: "/dev/null".into(), target: path.to_path_buf(), writable: false },
-        _ => ContainerMount::EmptyDir { target: path.to_path_buf() },
+        Ok(m) if !m.is_dir() => ContainerMount::Bind {
+            source: "/dev/null".into(),
+            target: path.to_path_buf(),
+            writable: false,
+        },
+        _ => ContainerMount::EmptyDir {
+            target: path.to_path_buf(),
+        },
     }
 }
 
@@ -335,14 +476,22 @@ fn protected_mounts(pairs: &[(PathBuf, PathBuf)]) -> Vec<ContainerMount> {
             prefix.push(comp);
             if !pinned.contains(&prefix) && !pairs.iter().any(|(r, s)| r.join(s) == prefix) {
                 pinned.push(prefix.clone());
-                out.push(ContainerMount::Bind { source: prefix.clone(), target: prefix.clone(), writable: true });
+                out.push(ContainerMount::Bind {
+                    source: prefix.clone(),
+                    target: prefix.clone(),
+                    writable: true,
+                });
             }
         }
     }
     let mut held: Vec<PathBuf> = pairs.iter().map(|(r, s)| r.join(s)).collect();
     held.sort_by_key(|p| p.components().count());
     for p in held {
-        out.push(ContainerMount::Bind { source: p.clone(), target: p, writable: false });
+        out.push(ContainerMount::Bind {
+            source: p.clone(),
+            target: p,
+            writable: false,
+        });
     }
     out
 }
@@ -354,7 +503,10 @@ fn container_name() -> String {
 }
 
 /// Wait for the client to exit, at most `limit`; SIGKILL its process group after that.
-fn wait_client(child: &mut std::process::Child, limit: Duration) -> Option<std::process::ExitStatus> {
+fn wait_client(
+    child: &mut std::process::Child,
+    limit: Duration,
+) -> Option<std::process::ExitStatus> {
     let started = Instant::now();
     loop {
         match child.try_wait() {
@@ -399,15 +551,24 @@ impl Zone for ContainerZone {
         // that docker shares.
         let (mut netns, holder) = match (proxied, self.engine) {
             (false, _) => (None, None),
-            (true, Engine::Podman) => {
-                (Some(host_side::ProxyNamespace::create(PROXY_PORT).map_err(|e| setup(format!("the proxy's network namespace: {e}")))?), None)
-            }
+            (true, Engine::Podman) => (
+                Some(
+                    host_side::ProxyNamespace::create(PROXY_PORT)
+                        .map_err(|e| setup(format!("the proxy's network namespace: {e}")))?,
+                ),
+                None,
+            ),
             (true, Engine::Docker) => {
-                let (holder, ns) = NetworkHolder::start(self, &name, user, &policy.identity.hostname)?;
+                let (holder, ns) =
+                    NetworkHolder::start(self, &name, user, &policy.identity.hostname)?;
                 (Some(ns), Some(holder))
             }
         };
-        let extra_env = if proxied { proxy_env(PROXY_PORT) } else { Vec::new() };
+        let extra_env = if proxied {
+            proxy_env(PROXY_PORT)
+        } else {
+            Vec::new()
+        };
         let env = plan::zone_env(&policy, &cmd.env, &extra_env);
         let container = ContainerPlan::new(
             self.engine,
@@ -426,7 +587,12 @@ impl Zone for ContainerZone {
                 },
                 mounts: prepared.mounts.clone(),
                 env: env.fixed.clone(),
-                env_from_client: env.passed.iter().map(|(k, _)| k.clone()).chain(cmd.inject.iter().map(|(k, _)| k.clone())).collect(),
+                env_from_client: env
+                    .passed
+                    .iter()
+                    .map(|(k, _)| k.clone())
+                    .chain(cmd.inject.iter().map(|(k, _)| k.clone()))
+                    .collect(),
                 cwd: cmd.cwd.clone(),
                 cgroup_parent: self.cgroup_parent.clone(),
                 command_line: cmd.command_line.clone(),
@@ -453,7 +619,14 @@ impl Zone for ContainerZone {
         // SAFETY: prctl is async-signal-safe.
         unsafe {
             client.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
+                if libc::prctl(
+                    libc::PR_SET_PDEATHSIG,
+                    libc::SIGKILL as libc::c_ulong,
+                    0,
+                    0,
+                    0,
+                ) != 0
+                {
                     return Err(std::io::Error::last_os_error());
                 }
                 Ok(())
@@ -467,9 +640,14 @@ impl Zone for ContainerZone {
             Ok(child) => child,
             Err(e) => {
                 let output = running.finish()?;
-                let usage = ZoneUsage { cpu: None, egress: self.egress_usage(cmd.role, proxy) };
+                let usage = ZoneUsage {
+                    cpu: None,
+                    egress: self.egress_usage(cmd.role, proxy),
+                };
                 return Ok(ZoneRun {
-                    ending: Ending::FailedToStart { reason: format!("{}: {e}", self.engine.program()) },
+                    ending: Ending::FailedToStart {
+                        reason: format!("{}: {e}", self.engine.program()),
+                    },
                     duration: started.elapsed(),
                     output,
                     usage,
@@ -477,21 +655,40 @@ impl Zone for ContainerZone {
             }
         };
         let pid = child.id() as i32;
-        let mut client = EngineClient { engine: self.engine, name: name.clone(), child };
+        let mut client = EngineClient {
+            engine: self.engine,
+            name: name.clone(),
+            child,
+        };
         let deadline = Some(started + command_limit(cmd.timeout, &policy));
-        let stopped_by_us = match watch(&mut client, pid, &mut running, started, deadline, &cmd.liveness)? {
+        let stopped_by_us = match watch(
+            &mut client,
+            pid,
+            &mut running,
+            started,
+            deadline,
+            &cmd.liveness,
+        )? {
             Watched::Exited(()) => None,
             Watched::Stopped(ending) => Some(ending),
         };
         let client_status = wait_client(&mut client.child, CLIENT_GRACE);
         let duration = started.elapsed();
-        let state = self.engine.inspect_state(&name).map_err(|e| ZoneError::Reap(e.to_string()))?;
-        self.engine.remove(&name).map_err(|e| ZoneError::Reap(e.to_string()))?;
+        let state = self
+            .engine
+            .inspect_state(&name)
+            .map_err(|e| ZoneError::Reap(e.to_string()))?;
+        self.engine
+            .remove(&name)
+            .map_err(|e| ZoneError::Reap(e.to_string()))?;
         drop(prepared);
         drop(netns);
         drop(holder);
         // The container's processes are the engine's, not our descendants: no CPU time here.
-        let usage = ZoneUsage { cpu: None, egress: self.egress_usage(cmd.role, proxy) };
+        let usage = ZoneUsage {
+            cpu: None,
+            egress: self.egress_usage(cmd.role, proxy),
+        };
         let output = running.finish()?;
         let ending = match (stopped_by_us, state) {
             (Some(ending), _) => ending,
@@ -506,7 +703,12 @@ impl Zone for ContainerZone {
                 ),
             },
         };
-        Ok(ZoneRun { ending, duration, output, usage })
+        Ok(ZoneRun {
+            ending,
+            duration,
+            output,
+            usage,
+        })
     }
 }
 
@@ -526,13 +728,18 @@ impl Supervised for EngineClient {
             Ok(status) => Ok(status.map(|_| ())),
             Err(e) => {
                 let _ = self.engine.remove(&self.name);
-                Err(ZoneError::Reap(format!("waiting for {}: {e}", self.engine.program())))
+                Err(ZoneError::Reap(format!(
+                    "waiting for {}: {e}",
+                    self.engine.program()
+                )))
             }
         }
     }
 
     fn stop(&mut self) -> Result<(), ZoneError> {
-        self.engine.kill(&self.name).map_err(|e| ZoneError::Reap(e.to_string()))
+        self.engine
+            .kill(&self.name)
+            .map_err(|e| ZoneError::Reap(e.to_string()))
     }
 
     fn abandon(&mut self) {
@@ -548,20 +755,42 @@ mod tests {
 
     #[test]
     fn a_protected_path_inside_a_directory_pins_the_directory_then_binds_the_path_read_only() {
-        let pairs = vec![("/w".into(), PathBuf::from(".git/hooks")), ("/w".into(), PathBuf::from(".git/config"))];
+        let pairs = vec![
+            ("/w".into(), PathBuf::from(".git/hooks")),
+            ("/w".into(), PathBuf::from(".git/config")),
+        ];
         let mounts = protected_mounts(&pairs);
         assert_eq!(
             mounts,
             vec![
-                ContainerMount::Bind { source: "/w/.git".into(), target: "/w/.git".into(), writable: true },
-                ContainerMount::Bind { source: "/w/.git/hooks".into(), target: "/w/.git/hooks".into(), writable: false },
-                ContainerMount::Bind { source: "/w/.git/config".into(), target: "/w/.git/config".into(), writable: false },
+                ContainerMount::Bind {
+                    source: "/w/.git".into(),
+                    target: "/w/.git".into(),
+                    writable: true
+                },
+                ContainerMount::Bind {
+                    source: "/w/.git/hooks".into(),
+                    target: "/w/.git/hooks".into(),
+                    writable: false
+                },
+                ContainerMount::Bind {
+                    source: "/w/.git/config".into(),
+                    target: "/w/.git/config".into(),
+                    writable: false
+                },
             ]
         );
     }
 
     fn caps(memory: bool) -> EngineCapabilities {
-        EngineCapabilities { rootless: true, memory_limit: memory, pids_limit: true, cpu_limit: true, seccomp: true, cgroup_version: "v1".into() }
+        EngineCapabilities {
+            rootless: true,
+            memory_limit: memory,
+            pids_limit: true,
+            cpu_limit: true,
+            seccomp: true,
+            cgroup_version: "v1".into(),
+        }
     }
 
     #[test]

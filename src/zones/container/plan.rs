@@ -46,7 +46,11 @@ pub enum ContainerNetwork {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ContainerMount {
     /// A host path at `target`.
-    Bind { source: PathBuf, target: PathBuf, writable: bool },
+    Bind {
+        source: PathBuf,
+        target: PathBuf,
+        writable: bool,
+    },
     /// An empty, read-only tmpfs covering a directory.
     EmptyDir { target: PathBuf },
 }
@@ -97,7 +101,11 @@ pub struct ContainerPlan {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PlanError {
     #[error("{what} {path:?} cannot be passed to {engine} --mount (it contains a comma, quote or newline)")]
-    UnsafePath { engine: &'static str, what: &'static str, path: String },
+    UnsafePath {
+        engine: &'static str,
+        what: &'static str,
+        path: String,
+    },
     #[error("image {0:?} is not a valid image reference (letters, digits and ._-/:@ only, not starting with '-')")]
     BadImage(String),
     #[error("cgroup parent {0:?} must be an absolute cgroup path without `..`, commas or spaces")]
@@ -109,7 +117,9 @@ pub fn check_image(image: &str) -> Result<(), PlanError> {
     let ok = !image.is_empty()
         && image.len() <= 512
         && !image.starts_with('-')
-        && image.chars().all(|c| c.is_ascii_alphanumeric() || "._-/:@".contains(c));
+        && image
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-/:@".contains(c));
     if ok {
         Ok(())
     } else {
@@ -123,7 +133,12 @@ pub fn check_cgroup_parent(parent: &str) -> Result<(), PlanError> {
     let ok = p.is_absolute()
         && parent.len() > 1
         && !parent.contains([',', ' ', '\n', '\t', '"'])
-        && p.components().all(|c| matches!(c, std::path::Component::RootDir | std::path::Component::Normal(_)));
+        && p.components().all(|c| {
+            matches!(
+                c,
+                std::path::Component::RootDir | std::path::Component::Normal(_)
+            )
+        });
     if ok {
         Ok(())
     } else {
@@ -134,7 +149,11 @@ pub fn check_cgroup_parent(parent: &str) -> Result<(), PlanError> {
 fn mount_value(engine: Engine, what: &'static str, path: &Path) -> Result<String, PlanError> {
     let text = path.to_string_lossy();
     if text.contains([',', '"', '\n', '\r']) || text.contains('=') && what == "target" {
-        return Err(PlanError::UnsafePath { engine: engine.program(), what, path: text.into_owned() });
+        return Err(PlanError::UnsafePath {
+            engine: engine.program(),
+            what,
+            path: text.into_owned(),
+        });
     }
     Ok(text.into_owned())
 }
@@ -147,7 +166,9 @@ pub fn own_nproc_limit() -> Option<u64> {
         Ok((_, hard)) if hard != nix::sys::resource::RLIM_INFINITY => Some(hard),
         _ => None,
     };
-    let pid_max = std::fs::read_to_string("/proc/sys/kernel/pid_max").ok().and_then(|s| s.trim().parse::<u64>().ok());
+    let pid_max = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok());
     match (own, pid_max) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
@@ -179,7 +200,12 @@ pub struct ZoneParts {
 impl ContainerPlan {
     /// The plan of one command of `role` under `policy`.
     pub fn new(engine: Engine, role: Role, policy: &Policy, parts: ZoneParts) -> ContainerPlan {
-        ContainerPlan { engine, role, parts, limits: ZoneLimits::of(policy) }
+        ContainerPlan {
+            engine,
+            role,
+            parts,
+            limits: ZoneLimits::of(policy),
+        }
     }
 
     /// The engine's arguments (after the program name), e.g. `run --name ... IMAGE /bin/sh -c CMD`.
@@ -196,7 +222,9 @@ impl ContainerPlan {
         push(&["--label", &format!("{ROLE_LABEL}={}", self.role.as_str())]);
         match &p.network {
             ContainerNetwork::None => push(&["--network", "none"]),
-            ContainerNetwork::Namespace(path) => push(&["--network", &format!("ns:{}", path.display())]),
+            ContainerNetwork::Namespace(path) => {
+                push(&["--network", &format!("ns:{}", path.display())])
+            }
             ContainerNetwork::Container(name) => push(&["--network", &format!("container:{name}")]),
         }
         // A container sharing another's network namespace shares its UTS name too (docker
@@ -223,22 +251,42 @@ impl ContainerPlan {
             push(&["--pids-limit", &l.pids_max.to_string()]);
         }
         if l.cpu_percent > 0 {
-            push(&["--cpus", &format!("{}.{:02}", l.cpu_percent / 100, l.cpu_percent % 100)]);
+            push(&[
+                "--cpus",
+                &format!("{}.{:02}", l.cpu_percent / 100, l.cpu_percent % 100),
+            ]);
         }
         push(&["--ulimit", &format!("nofile={0}:{0}", l.open_files_max)]);
         push(&["--ulimit", &format!("fsize={0}:{0}", l.file_size_max_bytes)]);
         push(&["--ulimit", &format!("core={0}:{0}", l.core_dump_bytes)]);
-        let nproc = l.nproc_limit.map(|n| n.to_string()).unwrap_or_else(|| "-1".into());
+        let nproc = l
+            .nproc_limit
+            .map(|n| n.to_string())
+            .unwrap_or_else(|| "-1".into());
         push(&["--ulimit", &format!("nproc={nproc}:{nproc}")]);
         if let Some(parent) = &p.cgroup_parent {
             push(&["--cgroup-parent", parent]);
         }
         push(&["--log-driver", "none"]);
-        let copyup = if self.engine == Engine::Podman { ",notmpcopyup" } else { "" };
-        push(&["--mount", &format!("type=tmpfs,destination=/tmp,tmpfs-size={},tmpfs-mode=1777{copyup}", l.tmp_size_bytes)]);
+        let copyup = if self.engine == Engine::Podman {
+            ",notmpcopyup"
+        } else {
+            ""
+        };
+        push(&[
+            "--mount",
+            &format!(
+                "type=tmpfs,destination=/tmp,tmpfs-size={},tmpfs-mode=1777{copyup}",
+                l.tmp_size_bytes
+            ),
+        ]);
         for mount in &p.mounts {
             let spec = match mount {
-                ContainerMount::Bind { source, target, writable } => format!(
+                ContainerMount::Bind {
+                    source,
+                    target,
+                    writable,
+                } => format!(
                     "type=bind,source={},destination={}{}",
                     mount_value(self.engine, "source", source)?,
                     mount_value(self.engine, "target", target)?,
@@ -249,7 +297,11 @@ impl ContainerPlan {
                     mount_value(self.engine, "target", target)?,
                     // podman copies what the tmpfs covers into it unless told not to: the
                     // hidden contents would land in the zone.
-                    if self.engine == Engine::Podman { ",notmpcopyup" } else { "" }
+                    if self.engine == Engine::Podman {
+                        ",notmpcopyup"
+                    } else {
+                        ""
+                    }
                 ),
             };
             a.extend(["--mount".to_string(), spec]);
@@ -260,7 +312,10 @@ impl ContainerPlan {
         for k in &p.env_from_client {
             a.extend(["--env".to_string(), k.clone()]);
         }
-        a.extend(["--workdir".to_string(), p.cwd.to_string_lossy().into_owned()]);
+        a.extend([
+            "--workdir".to_string(),
+            p.cwd.to_string_lossy().into_owned(),
+        ]);
         a.extend(["--entrypoint".to_string(), "/bin/sh".to_string()]);
         a.extend([p.image.clone(), "-c".to_string(), p.command_line.clone()]);
         Ok(a)
@@ -286,21 +341,66 @@ pub fn holder_argv(
     cgroup_parent: Option<&str>,
 ) -> Result<Vec<String>, PlanError> {
     check_image(image)?;
-    let mut a: Vec<String> = ["run", "--detach", "--interactive", "--name", name, "--pull", "never"].iter().map(|s| s.to_string()).collect();
-    a.extend(["--label".into(), format!("{SUPERVISOR_LABEL}={supervisor}"), "--label".into(), format!("{ROLE_LABEL}=network")]);
-    a.extend(["--network", "none", "--hostname", hostname, "--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--read-only"].iter().map(|s| s.to_string()));
-    a.extend(["--pids-limit".into(), "4".into(), "--log-driver".into(), "none".into(), "--user".into(), format!("{}:{}", user.0, user.1)]);
+    let mut a: Vec<String> = [
+        "run",
+        "--detach",
+        "--interactive",
+        "--name",
+        name,
+        "--pull",
+        "never",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    a.extend([
+        "--label".into(),
+        format!("{SUPERVISOR_LABEL}={supervisor}"),
+        "--label".into(),
+        format!("{ROLE_LABEL}=network"),
+    ]);
+    a.extend(
+        [
+            "--network",
+            "none",
+            "--hostname",
+            hostname,
+            "--cap-drop",
+            "ALL",
+            "--security-opt",
+            "no-new-privileges",
+            "--read-only",
+        ]
+        .iter()
+        .map(|s| s.to_string()),
+    );
+    a.extend([
+        "--pids-limit".into(),
+        "4".into(),
+        "--log-driver".into(),
+        "none".into(),
+        "--user".into(),
+        format!("{}:{}", user.0, user.1),
+    ]);
     if let Some(parent) = cgroup_parent {
         check_cgroup_parent(parent)?;
         a.extend(["--cgroup-parent".into(), parent.to_string()]);
     }
-    a.extend(["--entrypoint", "/bin/sh", image, "-c", "read x"].iter().map(|s| s.to_string()));
+    a.extend(
+        ["--entrypoint", "/bin/sh", image, "-c", "read x"]
+            .iter()
+            .map(|s| s.to_string()),
+    );
     Ok(a)
 }
 
 /// Quote a word for a POSIX shell (only when it needs it).
 pub fn shell_quote(word: &str) -> String {
-    if !word.is_empty() && word.chars().all(|c| c.is_ascii_alphanumeric() || "@%+=:,./-_".contains(c)) {
+    if !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "@%+=:,./-_".contains(c))
+    {
         word.to_string()
     } else {
         format!("'{}'", word.replace('\'', r"'\''"))
@@ -318,7 +418,11 @@ pub struct ZoneEnv {
     pub passed: Vec<(String, String)>,
 }
 
-pub fn zone_env(policy: &Policy, candidate: &[(String, String)], extra: &[(String, String)]) -> ZoneEnv {
+pub fn zone_env(
+    policy: &Policy,
+    candidate: &[(String, String)],
+    extra: &[(String, String)],
+) -> ZoneEnv {
     use std::collections::BTreeMap;
     let mut fixed: BTreeMap<String, String> = policy.env.set.clone().into_iter().collect();
     fixed.extend(extra.iter().cloned());
@@ -329,7 +433,10 @@ pub fn zone_env(policy: &Policy, candidate: &[(String, String)], extra: &[(Strin
             passed.entry(k.clone()).or_insert_with(|| v.clone());
         }
     }
-    ZoneEnv { fixed: fixed.into_iter().collect(), passed: passed.into_iter().collect() }
+    ZoneEnv {
+        fixed: fixed.into_iter().collect(),
+        passed: passed.into_iter().collect(),
+    }
 }
 
 #[cfg(test)]
@@ -348,8 +455,14 @@ mod tests {
                 keep_id: false,
                 network: ContainerNetwork::None,
                 mounts: vec![
-                    ContainerMount::Bind { source: "/srv/mnt/check".into(), target: "/workspace".into(), writable: true },
-                    ContainerMount::EmptyDir { target: "/workspace/.loopexec".into() },
+                    ContainerMount::Bind {
+                        source: "/srv/mnt/check".into(),
+                        target: "/workspace".into(),
+                        writable: true,
+                    },
+                    ContainerMount::EmptyDir {
+                        target: "/workspace/.loopexec".into(),
+                    },
                 ],
                 env: vec![("PATH".into(), "/usr/bin:/bin".into())],
                 env_from_client: vec![],
@@ -389,9 +502,15 @@ mod tests {
             "--ulimit core=0:0",
             "--entrypoint /bin/sh localhost/agent:1 -c make test",
         ] {
-            assert!(joined.contains(expected), "missing {expected:?} in {joined}");
+            assert!(
+                joined.contains(expected),
+                "missing {expected:?} in {joined}"
+            );
         }
-        assert!(!joined.contains("--read-only-tmpfs"), "docker has no --read-only-tmpfs: {joined}");
+        assert!(
+            !joined.contains("--read-only-tmpfs"),
+            "docker has no --read-only-tmpfs: {joined}"
+        );
     }
 
     #[test]
@@ -403,14 +522,19 @@ mod tests {
     #[test]
     fn mounts_are_spelled_for_the_mount_flag() {
         let argv = plan(Engine::Podman).argv().unwrap();
-        assert!(argv.contains(&"type=bind,source=/srv/mnt/check,destination=/workspace".to_string()));
+        assert!(
+            argv.contains(&"type=bind,source=/srv/mnt/check,destination=/workspace".to_string())
+        );
         assert!(argv.contains(&"type=tmpfs,destination=/workspace/.loopexec,tmpfs-size=4096,tmpfs-mode=0555,ro=true,notmpcopyup".to_string()));
     }
 
     #[test]
     fn docker_tmpfs_mounts_carry_no_podman_only_option() {
         let argv = plan(Engine::Docker).argv().unwrap();
-        assert!(argv.contains(&"type=tmpfs,destination=/workspace/.loopexec,tmpfs-size=4096,tmpfs-mode=0555,ro=true".to_string()));
+        assert!(argv.contains(
+            &"type=tmpfs,destination=/workspace/.loopexec,tmpfs-size=4096,tmpfs-mode=0555,ro=true"
+                .to_string()
+        ));
         assert!(!argv.join(" ").contains("notmpcopyup"));
     }
 
@@ -419,7 +543,10 @@ mod tests {
         let mut p = plan(Engine::Docker);
         p.parts.env_from_client = vec!["LOOPEXEC_AGENT_TOKEN".into()];
         let argv = p.argv().unwrap();
-        let at = argv.iter().position(|w| w == "LOOPEXEC_AGENT_TOKEN").unwrap();
+        let at = argv
+            .iter()
+            .position(|w| w == "LOOPEXEC_AGENT_TOKEN")
+            .unwrap();
         assert_eq!(argv[at - 1], "--env");
     }
 
@@ -427,7 +554,11 @@ mod tests {
     fn a_proxied_zone_joins_the_prepared_namespace() {
         let mut p = plan(Engine::Podman);
         p.parts.network = ContainerNetwork::Namespace("/proc/9/fd/7".into());
-        assert!(p.argv().unwrap().join(" ").contains("--network ns:/proc/9/fd/7"));
+        assert!(p
+            .argv()
+            .unwrap()
+            .join(" ")
+            .contains("--network ns:/proc/9/fd/7"));
     }
 
     #[test]
@@ -435,14 +566,29 @@ mod tests {
         let mut p = plan(Engine::Docker);
         p.parts.network = ContainerNetwork::Container("loopexec-0123-net".into());
         let argv = p.argv().unwrap().join(" ");
-        assert!(argv.contains("--network container:loopexec-0123-net"), "{argv}");
-        assert!(!argv.contains("--hostname"), "docker refuses a hostname with a shared network: {argv}");
+        assert!(
+            argv.contains("--network container:loopexec-0123-net"),
+            "{argv}"
+        );
+        assert!(
+            !argv.contains("--hostname"),
+            "docker refuses a hostname with a shared network: {argv}"
+        );
     }
 
     #[test]
     fn the_network_holder_has_no_network_no_capabilities_and_waits_on_its_stdin() {
-        let argv = holder_argv("h", "img:1", "1:2", (60200, 60200), "loopexec-agent", None).unwrap().join(" ");
-        for expected in ["run --detach --interactive --name h", "--network none", "--cap-drop ALL", "--read-only", "--user 60200:60200", "--entrypoint /bin/sh img:1 -c read x"] {
+        let argv = holder_argv("h", "img:1", "1:2", (60200, 60200), "loopexec-agent", None)
+            .unwrap()
+            .join(" ");
+        for expected in [
+            "run --detach --interactive --name h",
+            "--network none",
+            "--cap-drop ALL",
+            "--read-only",
+            "--user 60200:60200",
+            "--entrypoint /bin/sh img:1 -c read x",
+        ] {
             assert!(argv.contains(expected), "missing {expected:?} in {argv}");
         }
     }
@@ -451,14 +597,24 @@ mod tests {
     fn an_image_that_looks_like_a_flag_is_refused() {
         let mut p = plan(Engine::Docker);
         p.parts.image = "--privileged".into();
-        assert_eq!(p.argv().unwrap_err(), PlanError::BadImage("--privileged".into()));
+        assert_eq!(
+            p.argv().unwrap_err(),
+            PlanError::BadImage("--privileged".into())
+        );
     }
 
     #[test]
     fn a_path_with_a_comma_cannot_be_mounted() {
         let mut p = plan(Engine::Docker);
-        p.parts.mounts = vec![ContainerMount::Bind { source: "/a,readonly=false".into(), target: "/w".into(), writable: false }];
-        assert!(matches!(p.argv().unwrap_err(), PlanError::UnsafePath { what: "source", .. }));
+        p.parts.mounts = vec![ContainerMount::Bind {
+            source: "/a,readonly=false".into(),
+            target: "/w".into(),
+            writable: false,
+        }];
+        assert!(matches!(
+            p.argv().unwrap_err(),
+            PlanError::UnsafePath { what: "source", .. }
+        ));
     }
 
     #[test]
@@ -485,12 +641,18 @@ mod tests {
             ("HOME".to_string(), "/root".to_string()),
         ];
         let env = zone_env(&policy, &candidate, &[]);
-        let get = |list: &[(String, String)], k: &str| list.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        let get = |list: &[(String, String)], k: &str| {
+            list.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+        };
         assert_eq!(get(&env.passed, "LANG").as_deref(), Some("C"));
         assert_eq!(get(&env.passed, "LOOPEXEC_ITERATION").as_deref(), Some("3"));
         assert_eq!(get(&env.passed, "AWS_SECRET_ACCESS_KEY"), None);
         assert_eq!(get(&env.fixed, "AWS_SECRET_ACCESS_KEY"), None);
-        assert_eq!(get(&env.fixed, "HOME").as_deref(), Some("/tmp"), "the policy's value wins");
+        assert_eq!(
+            get(&env.fixed, "HOME").as_deref(),
+            Some("/tmp"),
+            "the policy's value wins"
+        );
         assert_eq!(get(&env.passed, "HOME"), None);
     }
 

@@ -57,7 +57,9 @@ pub fn is_root() -> bool {
 
 /// Base directory for scenes and compiled probes: `LOOPEXEC_ESCAPE_TMPDIR`, else the system temp dir.
 fn base_tmp() -> PathBuf {
-    std::env::var_os("LOOPEXEC_ESCAPE_TMPDIR").map(PathBuf::from).unwrap_or_else(std::env::temp_dir)
+    std::env::var_os("LOOPEXEC_ESCAPE_TMPDIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir)
 }
 
 fn serial() -> MutexGuard<'static, ()> {
@@ -95,7 +97,11 @@ fn probes() -> &'static Path {
             if path.extension().and_then(|e| e.to_str()) != Some("c") {
                 continue;
             }
-            let name = path.file_stem().expect("stem").to_string_lossy().into_owned();
+            let name = path
+                .file_stem()
+                .expect("stem")
+                .to_string_lossy()
+                .into_owned();
             let out = dir.join(&name);
             let child = Command::new(std::env::var_os("CC").unwrap_or_else(|| "cc".into()))
                 .args(["-static", "-O1", "-Wall", "-Wno-unused-result", "-o"])
@@ -108,7 +114,11 @@ fn probes() -> &'static Path {
         }
         for (name, child) in jobs {
             let out = child.wait_with_output().expect("wait cc");
-            assert!(out.status.success(), "compiling probe {name} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+            assert!(
+                out.status.success(),
+                "compiling probe {name} failed:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
         dir
     })
@@ -146,7 +156,10 @@ impl Default for Scene {
 
 impl Scene {
     pub fn new() -> Scene {
-        let root = tempfile::Builder::new().prefix("loopexec-escape-").tempdir_in(base_tmp()).expect("scene dir");
+        let root = tempfile::Builder::new()
+            .prefix("loopexec-escape-")
+            .tempdir_in(base_tmp())
+            .expect("scene dir");
         fs::set_permissions(root.path(), fs::Permissions::from_mode(0o755)).expect("chmod scene");
         let rw = root.path().join("rw");
         let outside = root.path().join("outside");
@@ -155,7 +168,10 @@ impl Scene {
         let secret = outside.join("secret");
         fs::write(&secret, SECRET_CONTENT).expect("write secret");
         let home = outside.join("home");
-        for (rel, body) in [(".ssh/id_ed25519", SECRET_CONTENT), (".aws/credentials", SECRET_CONTENT)] {
+        for (rel, body) in [
+            (".ssh/id_ed25519", SECRET_CONTENT),
+            (".aws/credentials", SECRET_CONTENT),
+        ] {
             let p = home.join(rel);
             fs::create_dir_all(p.parent().expect("parent")).expect("mkdir home");
             fs::write(&p, body).expect("write home secret");
@@ -164,10 +180,23 @@ impl Scene {
         fs::create_dir_all(&state_dir).expect("mkdir state");
         fs::write(state_dir.join("signing.key"), SECRET_CONTENT).expect("write key");
         // Everything world-readable: only the sandbox may stand between a zone and these files.
-        for p in [&outside, &home, &home.join(".ssh"), &home.join(".aws"), &state_dir] {
+        for p in [
+            &outside,
+            &home,
+            &home.join(".ssh"),
+            &home.join(".aws"),
+            &state_dir,
+        ] {
             fs::set_permissions(p, fs::Permissions::from_mode(0o755)).expect("chmod");
         }
-        let scene = Scene { root, rw, outside, secret, home, state_dir };
+        let scene = Scene {
+            root,
+            rw,
+            outside,
+            secret,
+            home,
+            state_dir,
+        };
         scene.grant_rw_to_zone(&scene.rw.clone());
         scene
     }
@@ -194,7 +223,8 @@ impl Scene {
     /// As root the zone runs as `ZONE_ID_WHEN_ROOT`: the writable grant must belong to it.
     pub fn grant_rw_to_zone(&self, path: &Path) {
         if is_root() {
-            std::os::unix::fs::chown(path, Some(ZONE_ID_WHEN_ROOT), Some(ZONE_ID_WHEN_ROOT)).expect("chown rw");
+            std::os::unix::fs::chown(path, Some(ZONE_ID_WHEN_ROOT), Some(ZONE_ID_WHEN_ROOT))
+                .expect("chown rw");
         }
     }
 
@@ -226,10 +256,22 @@ impl Scene {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
-    Blocked { what: String, why: String },
-    Escaped { what: String, detail: String },
-    Ok { what: String, detail: String },
-    Error { what: String, detail: String },
+    Blocked {
+        what: String,
+        why: String,
+    },
+    Escaped {
+        what: String,
+        detail: String,
+    },
+    Ok {
+        what: String,
+        detail: String,
+    },
+    Error {
+        what: String,
+        detail: String,
+    },
     /// No verdict line at all (the probe was killed, or the zone never started).
     Missing,
 }
@@ -238,7 +280,9 @@ fn parse_verdict(stdout: &str) -> Verdict {
     for line in stdout.lines().rev() {
         let mut parts = line.splitn(3, ' ');
         let (kind, what, rest) = (parts.next(), parts.next(), parts.next());
-        let (Some(kind), Some(what)) = (kind, what) else { continue };
+        let (Some(kind), Some(what)) = (kind, what) else {
+            continue;
+        };
         let what = what.to_string();
         let rest = rest.unwrap_or("").to_string();
         return match kind {
@@ -255,9 +299,17 @@ fn parse_verdict(stdout: &str) -> Verdict {
 /// The operator's terminal as the harness sees it: device mode and termios settings.
 fn terminal_state(slave: &OwnedFd) -> (u32, String) {
     use std::os::unix::fs::MetadataExt;
-    let mode = fs::File::from(slave.try_clone().expect("dup pty slave")).metadata().map(|m| m.mode() & 0o7777).unwrap_or(0);
+    let mode = fs::File::from(slave.try_clone().expect("dup pty slave"))
+        .metadata()
+        .map(|m| m.mode() & 0o7777)
+        .unwrap_or(0);
     let settings = nix::sys::termios::tcgetattr(slave)
-        .map(|t| format!("{:?} {:?} {:?}", t.local_flags, t.input_flags, t.output_flags))
+        .map(|t| {
+            format!(
+                "{:?} {:?} {:?}",
+                t.local_flags, t.input_flags, t.output_flags
+            )
+        })
         .unwrap_or_default();
     (mode, settings)
 }
@@ -323,7 +375,9 @@ impl Run {
 
     /// For a probe that may be either refused or killed by the kernel/sandbox (OOM, seccomp kill).
     pub fn assert_blocked_or_killed(&self, what: &str, reasons: &[&str], signals: &[i32]) {
-        if matches!(self.verdict, Verdict::Missing) && signals.iter().any(|s| self.ended_by_signal(*s)) {
+        if matches!(self.verdict, Verdict::Missing)
+            && signals.iter().any(|s| self.ended_by_signal(*s))
+        {
             return;
         }
         self.assert_blocked(what, reasons);
@@ -359,11 +413,19 @@ const SYSCTLS: &[&str] = &[
 ];
 
 fn walk(dir: &Path, out: &mut BTreeMap<PathBuf, (u32, u64, Vec<u8>)>) {
-    let Ok(entries) = fs::read_dir(dir) else { return };
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
     for e in entries.flatten() {
         let p = e.path();
-        let Ok(md) = fs::symlink_metadata(&p) else { continue };
-        let body = if md.is_file() { fs::read(&p).unwrap_or_default() } else { Vec::new() };
+        let Ok(md) = fs::symlink_metadata(&p) else {
+            continue;
+        };
+        let body = if md.is_file() {
+            fs::read(&p).unwrap_or_default()
+        } else {
+            Vec::new()
+        };
         out.insert(p.clone(), (md.mode(), md.len(), body));
         if md.is_dir() {
             walk(&p, out);
@@ -378,7 +440,10 @@ impl HostState {
         // The supervisor's own placeholder registry (XDG_STATE_HOME is `outside/state`): loopexec
         // writes it, outside every grant, to collect what a killed supervisor leaves.
         outside.retain(|p, _| !p.starts_with(scene.supervisor_registry()));
-        let sysctls = SYSCTLS.iter().map(|p| (*p, fs::read_to_string(p).unwrap_or_default())).collect();
+        let sysctls = SYSCTLS
+            .iter()
+            .map(|p| (*p, fs::read_to_string(p).unwrap_or_default()))
+            .collect();
         let md = fs::metadata(loopexec_bin()).expect("stat loopexec");
         let mut probe_files = BTreeMap::new();
         for e in fs::read_dir(probe_dir()).expect("probe dir").flatten() {
@@ -386,14 +451,21 @@ impl HostState {
                 probe_files.insert(e.path(), (m.mode(), m.len(), m.mtime()));
             }
         }
-        HostState { outside, sysctls, loopexec_bin: (md.len(), md.mtime(), md.mode()), probe_files }
+        HostState {
+            outside,
+            sysctls,
+            loopexec_bin: (md.len(), md.mtime(), md.mode()),
+            probe_files,
+        }
     }
 }
 
 /// Cgroup directories beneath the cgroups this test process runs in, in every mounted hierarchy.
 fn cgroup_dirs() -> BTreeSet<PathBuf> {
     let mut out = BTreeSet::new();
-    let Ok(own) = fs::read_to_string("/proc/self/cgroup") else { return out };
+    let Ok(own) = fs::read_to_string("/proc/self/cgroup") else {
+        return out;
+    };
     for line in own.lines() {
         let mut f = line.splitn(3, ':');
         let (_, ctrls, path) = (f.next(), f.next().unwrap_or(""), f.next().unwrap_or("/"));
@@ -402,7 +474,11 @@ fn cgroup_dirs() -> BTreeSet<PathBuf> {
             c if c.starts_with("name=") => PathBuf::from(format!("/sys/fs/cgroup/{}", &c[5..])),
             c => PathBuf::from(format!("/sys/fs/cgroup/{c}")),
         };
-        let mount = if ctrls.is_empty() && !mount.exists() { PathBuf::from("/sys/fs/cgroup") } else { mount };
+        let mount = if ctrls.is_empty() && !mount.exists() {
+            PathBuf::from("/sys/fs/cgroup")
+        } else {
+            mount
+        };
         let base = mount.join(path.trim_start_matches('/'));
         collect_dirs(&base, 4, &mut out);
     }
@@ -413,7 +489,9 @@ fn collect_dirs(dir: &Path, depth: u32, out: &mut BTreeSet<PathBuf>) {
     if depth == 0 {
         return;
     }
-    let Ok(entries) = fs::read_dir(dir) else { return };
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
     for e in entries.flatten() {
         if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
             out.insert(e.path());
@@ -430,9 +508,13 @@ pub fn zone_processes(scene_root: &Path) -> Vec<i32> {
     let bin = loopexec_bin();
     let root = scene_root.as_os_str().as_encoded_bytes().to_vec();
     let mut pids = Vec::new();
-    let Ok(entries) = fs::read_dir("/proc") else { return pids };
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return pids;
+    };
     for e in entries.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
         if pid == me {
             continue;
         }
@@ -475,11 +557,20 @@ pub struct Zone<'a> {
 impl<'a> Zone<'a> {
     pub fn new(scene: &'a Scene) -> Zone<'a> {
         let env = vec![
-            ("LOOPEXEC_ESCAPE_SECRET".into(), "s3cr3t-escape-value".into()),
+            (
+                "LOOPEXEC_ESCAPE_SECRET".into(),
+                "s3cr3t-escape-value".into(),
+            ),
             ("AWS_SECRET_ACCESS_KEY".into(), "AKIAESCAPESUITE".into()),
             ("GITHUB_TOKEN".into(), "ghp_escape_suite".into()),
-            ("SSH_AUTH_SOCK".into(), scene.outside.join("agent.sock").into()),
-            ("DBUS_SESSION_BUS_ADDRESS".into(), format!("unix:path={}", scene.outside.join("bus").display()).into()),
+            (
+                "SSH_AUTH_SOCK".into(),
+                scene.outside.join("agent.sock").into(),
+            ),
+            (
+                "DBUS_SESSION_BUS_ADDRESS".into(),
+                format!("unix:path={}", scene.outside.join("bus").display()).into(),
+            ),
             ("HOME".into(), scene.home.clone().into()),
             ("XDG_STATE_HOME".into(), scene.outside.join("state").into()),
         ];
@@ -593,7 +684,10 @@ impl<'a> Zone<'a> {
         let before = HostState::capture(self.scene);
         let cgroups_before = cgroup_dirs();
         let leftovers_before = zone_processes(self.scene.root());
-        assert!(leftovers_before.is_empty(), "zone processes exist before the run: {leftovers_before:?}");
+        assert!(
+            leftovers_before.is_empty(),
+            "zone processes exist before the run: {leftovers_before:?}"
+        );
 
         // stdin: /dev/null; stderr: a pipe, or the slave side of a pty we own.
         cmd.stdin(Stdio::null()).stdout(Stdio::piped());
@@ -601,7 +695,10 @@ impl<'a> Zone<'a> {
         let mut terminal_before: Option<(u32, String)> = None;
         let mut terminal_slave: Option<OwnedFd> = None;
         if let Some(path) = &self.stderr_file {
-            let f = fs::OpenOptions::new().append(true).open(path).expect("open stderr file");
+            let f = fs::OpenOptions::new()
+                .append(true)
+                .open(path)
+                .expect("open stderr file");
             cmd.stderr(Stdio::from(f));
         } else if self.stderr_pty {
             let pty = nix::pty::openpty(None, None).expect("openpty");
@@ -621,7 +718,9 @@ impl<'a> Zone<'a> {
         // SAFETY: only async-signal-safe dup2 calls between fork and exec.
         unsafe {
             cmd.pre_exec(move || {
-                if libc::dup2(file_fd, LEAKED_FILE_FD) < 0 || libc::dup2(sock_fd, LEAKED_SOCKET_FD) < 0 {
+                if libc::dup2(file_fd, LEAKED_FILE_FD) < 0
+                    || libc::dup2(sock_fd, LEAKED_SOCKET_FD) < 0
+                {
                     return Err(std::io::Error::last_os_error());
                 }
                 Ok(())
@@ -638,14 +737,23 @@ impl<'a> Zone<'a> {
             });
         }
         let pid = child.id() as i32;
-        let out_reader = if self.stall_stdout { None } else { Some(capture(child.stdout.take().expect("stdout"))) };
-        let _stalled_stdout = if self.stall_stdout { child.stdout.take() } else { None };
+        let out_reader = if self.stall_stdout {
+            None
+        } else {
+            Some(capture(child.stdout.take().expect("stdout")))
+        };
+        let _stalled_stdout = if self.stall_stdout {
+            child.stdout.take()
+        } else {
+            None
+        };
         let err_reader = child.stderr.take().map(capture);
 
         if let Some(f) = self.during.take() {
             f(pid, self.scene);
         }
-        let (status, max_rss, timed_out) = wait_bounded(&mut child, self.timeout, self.scene.root());
+        let (status, max_rss, timed_out) =
+            wait_bounded(&mut child, self.timeout, self.scene.root());
         let elapsed = start.elapsed();
         drop(_stalled_stdout);
 
@@ -654,11 +762,23 @@ impl<'a> Zone<'a> {
         let survivors = wait_for_no_zone_processes(self.scene.root(), Duration::from_secs(3));
         for p in &survivors {
             // Only processes this test started (they run our probe / our loopexec).
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(*p), nix::sys::signal::Signal::SIGKILL);
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(*p),
+                nix::sys::signal::Signal::SIGKILL,
+            );
         }
-        let (stdout, stdout_bytes) = out_reader.map(|r| r.join().expect("stdout reader")).unwrap_or_default();
-        let (stderr, _) = err_reader.map(|r| r.join().expect("stderr reader")).unwrap_or_default();
-        eprintln!("zone run: {:?} status={:?} elapsed={:?}", parse_verdict(&stdout), status, elapsed);
+        let (stdout, stdout_bytes) = out_reader
+            .map(|r| r.join().expect("stdout reader"))
+            .unwrap_or_default();
+        let (stderr, _) = err_reader
+            .map(|r| r.join().expect("stderr reader"))
+            .unwrap_or_default();
+        eprintln!(
+            "zone run: {:?} status={:?} elapsed={:?}",
+            parse_verdict(&stdout),
+            status,
+            elapsed
+        );
         let mut run = Run {
             status,
             verdict: parse_verdict(&stdout),
@@ -673,10 +793,12 @@ impl<'a> Zone<'a> {
         if let (Some((mode, settings)), Some(slave)) = (terminal_before, terminal_slave.as_ref()) {
             let (mode_after, settings_after) = terminal_state(slave);
             if mode_after != mode {
-                run.terminal_changes.push(format!("device mode {mode:o} -> {mode_after:o}"));
+                run.terminal_changes
+                    .push(format!("device mode {mode:o} -> {mode_after:o}"));
             }
             if settings_after != settings {
-                run.terminal_changes.push(format!("settings {settings} -> {settings_after}"));
+                run.terminal_changes
+                    .push(format!("settings {settings} -> {settings_after}"));
             }
         }
         // Cgroups the zone left behind (empty once its processes are gone): removed here, children
@@ -688,12 +810,26 @@ impl<'a> Zone<'a> {
         if self.remove_leaked_cgroups {
             remove_cgroups(&run.leaked_cgroups);
         }
-        assert!(!timed_out, "loopexec sandbox did not finish within {:?}; killed it\n{}", self.timeout, run.context());
-        assert!(survivors.is_empty(), "zone processes survived the zone: pids {survivors:?}\n{}", run.context());
+        assert!(
+            !timed_out,
+            "loopexec sandbox did not finish within {:?}; killed it\n{}",
+            self.timeout,
+            run.context()
+        );
+        assert!(
+            survivors.is_empty(),
+            "zone processes survived the zone: pids {survivors:?}\n{}",
+            run.context()
+        );
         let after = HostState::capture(self.scene);
         assert_host_unchanged(&before, &after, &run);
         if self.check_cgroups {
-            assert!(run.leaked_cgroups.is_empty(), "cgroups left behind by the zone: {:?}\n{}", run.leaked_cgroups, run.context());
+            assert!(
+                run.leaked_cgroups.is_empty(),
+                "cgroups left behind by the zone: {:?}\n{}",
+                run.leaked_cgroups,
+                run.context()
+            );
         }
         run
     }
@@ -724,7 +860,10 @@ pub fn run_concurrent_zone(scene: &Scene, probe: &str, args: &[&str]) -> Run {
     let out_reader = capture(child.stdout.take().expect("stdout"));
     let err_reader = capture(child.stderr.take().expect("stderr"));
     let (status, _, timed_out) = wait_bounded(&mut child, Duration::from_secs(30), scene.root());
-    assert!(!timed_out, "the second zone did not finish within 30 s; killed it");
+    assert!(
+        !timed_out,
+        "the second zone did not finish within 30 s; killed it"
+    );
     let (stdout, stdout_bytes) = out_reader.join().expect("stdout reader");
     let (stderr, _) = err_reader.join().expect("stderr reader");
     Run {
@@ -768,16 +907,45 @@ pub fn host_control(scene: &Scene, probe: &str, args: &[&str]) -> Run {
 fn assert_host_unchanged(before: &HostState, after: &HostState, run: &Run) {
     for (path, was) in &before.outside {
         match after.outside.get(path) {
-            None => panic!("host file outside the grant was removed: {}\n{}", path.display(), run.context()),
-            Some(now) => assert!(now == was, "host file outside the grant changed: {}\n{}", path.display(), run.context()),
+            None => panic!(
+                "host file outside the grant was removed: {}\n{}",
+                path.display(),
+                run.context()
+            ),
+            Some(now) => assert!(
+                now == was,
+                "host file outside the grant changed: {}\n{}",
+                path.display(),
+                run.context()
+            ),
         }
     }
     for path in after.outside.keys() {
-        assert!(before.outside.contains_key(path), "file created outside the grant: {}\n{}", path.display(), run.context());
+        assert!(
+            before.outside.contains_key(path),
+            "file created outside the grant: {}\n{}",
+            path.display(),
+            run.context()
+        );
     }
-    assert_eq!(before.sysctls, after.sysctls, "host sysctls changed\n{}", run.context());
-    assert_eq!(before.loopexec_bin, after.loopexec_bin, "the loopexec binary changed\n{}", run.context());
-    assert_eq!(before.probe_files, after.probe_files, "the read-only probe dir changed\n{}", run.context());
+    assert_eq!(
+        before.sysctls,
+        after.sysctls,
+        "host sysctls changed\n{}",
+        run.context()
+    );
+    assert_eq!(
+        before.loopexec_bin,
+        after.loopexec_bin,
+        "the loopexec binary changed\n{}",
+        run.context()
+    );
+    assert_eq!(
+        before.probe_files,
+        after.probe_files,
+        "the read-only probe dir changed\n{}",
+        run.context()
+    );
 }
 
 fn wait_for_no_zone_processes(root: &Path, limit: Duration) -> Vec<i32> {
@@ -807,8 +975,11 @@ pub fn remove_cgroups(dirs: &[PathBuf]) {
 fn wait_for_cgroups(before: &BTreeSet<PathBuf>, our_pid: i32, limit: Duration) -> Vec<PathBuf> {
     let deadline = Instant::now() + limit;
     loop {
-        let new: Vec<PathBuf> =
-            cgroup_dirs().difference(before).filter(|p| !belongs_to_another_process(p, our_pid)).cloned().collect();
+        let new: Vec<PathBuf> = cgroup_dirs()
+            .difference(before)
+            .filter(|p| !belongs_to_another_process(p, our_pid))
+            .cloned()
+            .collect();
         if new.is_empty() || Instant::now() >= deadline {
             return new;
         }
@@ -817,12 +988,21 @@ fn wait_for_cgroups(before: &BTreeSet<PathBuf>, our_pid: i32, limit: Duration) -
 }
 
 fn belongs_to_another_process(dir: &Path, our_pid: i32) -> bool {
-    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let pids: Vec<i32> = name.split(['-', '.', '_']).filter_map(|t| t.parse().ok()).collect();
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let pids: Vec<i32> = name
+        .split(['-', '.', '_'])
+        .filter_map(|t| t.parse().ok())
+        .collect();
     if pids.is_empty() || pids.contains(&our_pid) {
         return false;
     }
-    name.starts_with("loopexec-") || pids.iter().any(|p| *p > 1 && Path::new(&format!("/proc/{p}")).exists())
+    name.starts_with("loopexec-")
+        || pids
+            .iter()
+            .any(|p| *p > 1 && Path::new(&format!("/proc/{p}")).exists())
 }
 
 /// Read a stream to its end on a thread, keeping the first 64 KiB and counting the rest.
@@ -851,7 +1031,9 @@ fn rss_kib(pid: i32) -> u64 {
     fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
-            s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
         })
         .unwrap_or(0)
 }
@@ -869,7 +1051,10 @@ fn wait_bounded(child: &mut Child, limit: Duration, scene_root: &Path) -> (ExitS
                 let _ = child.kill();
                 let st = child.wait().expect("wait killed loopexec");
                 for p in zone_processes(scene_root) {
-                    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), nix::sys::signal::Signal::SIGKILL);
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(p),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
                 }
                 return (st, max_rss, true);
             }
@@ -881,7 +1066,9 @@ fn wait_bounded(child: &mut Child, limit: Duration, scene_root: &Path) -> (ExitS
 /// A copy of a shipped policy with some `key = value` lines replaced (first occurrence of each
 /// key), written into `dir`.  The shipped files live in policies/ of the repository.
 pub fn policy_variant(dir: &Path, base: &str, replace: &[(&str, &str)]) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("policies").join(format!("{base}.toml"));
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("policies")
+        .join(format!("{base}.toml"));
     let text = fs::read_to_string(&src).unwrap_or_else(|e| panic!("read {}: {e}", src.display()));
     let mut out = String::new();
     let mut done: BTreeSet<&str> = BTreeSet::new();
