@@ -12,7 +12,8 @@ cd "$(dirname "$0")/.."
 # under /root or /home where rustup keeps its own (tests/loop_real_projects.rs). python3-pytest-cov
 # (with python3-coverage): the real lcov and Cobertura reports of the coverage guard's tests
 # (tests/loop_coverage.rs).
-packages=(gcc libc6-dev python3 python3-yaml git openssl python3-pytest python3-pytest-cov golang-go nodejs perl cargo)
+# chromium: tests/report_html.rs renders `report --html`'s page headless and screenshots it.
+packages=(gcc libc6-dev python3 python3-yaml git openssl python3-pytest python3-pytest-cov golang-go nodejs perl cargo chromium)
 # Debian's npm only where no npm is there yet: a Node.js from another archive (NodeSource's
 # nodejs carries its own npm) conflicts with Debian's npm package.
 command -v npm >/dev/null 2>&1 || packages+=(npm)

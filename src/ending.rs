@@ -48,6 +48,18 @@ impl Ending {
         ))
     }
 
+    /// The ending in a word or two, as `report` lists it: `exit 3`, `timed out`, `signal 9`.
+    pub fn short_text(&self) -> String {
+        match self {
+            Ending::Exited { code } => format!("exit {code}"),
+            Ending::TimedOut { .. } => "timed out".into(),
+            Ending::Signaled { signal } => format!("signal {signal}"),
+            Ending::FailedToStart { .. } => "could not start".into(),
+            Ending::Interrupted { .. } => "interrupted".into(),
+            Ending::Stalled { .. } => "stalled".into(),
+        }
+    }
+
     /// The exit code when the command exited normally.
     pub fn exit_code(&self) -> Option<i32> {
         match self {

@@ -45,7 +45,8 @@ pub const REPORT: &str = "\
 Examples:
   loopexec report                               # the latest run: iterations, guards, halt, cost
   loopexec report <RUN_ID> --json
-  loopexec report --receipt /tmp/receipt.jsonl  # a receipt file someone sent you";
+  loopexec report --receipt /tmp/receipt.jsonl  # a receipt file someone sent you
+  loopexec report <RUN_ID> --html report.html   # one self-contained HTML page";
 
 pub const EXPLAIN_HALT: &str = "\
 Examples:

@@ -197,7 +197,8 @@ fn existence_proof(history: &History) -> (Value, String) {
     }
 }
 
-fn summary(reason: &str, detail: &str, verdict: &HaltVerdict) -> String {
+/// The one-paragraph `why` of a halt with a verdict.
+pub(crate) fn summary(reason: &str, detail: &str, verdict: &HaltVerdict) -> String {
     let advice = &verdict.explanation.because;
     match reason {
         "success_condition_met" => format!("converged: {detail}."),
@@ -227,6 +228,54 @@ fn list(items: impl IntoIterator<Item = String>) -> String {
     items.into_iter().collect::<Vec<_>>().join(", ")
 }
 
+/// Why a halted run gets no verdict: its halt does not follow from the recorded observations, or
+/// it was recorded but never sealed (its supervisor died between the two).
+#[derive(Debug, Clone)]
+pub(crate) enum Withheld {
+    DoesNotFollow(crate::rules::derive::Mismatch),
+    NotSealed,
+}
+
+impl Withheld {
+    /// The sentence `explain-halt` says instead of a verdict.
+    pub(crate) fn summary(&self, history: &History) -> String {
+        match self {
+            Withheld::DoesNotFollow(mismatch) => format!(
+                "the recorded halt does not follow from the receipt's observations: {}",
+                mismatch.detail
+            ),
+            Withheld::NotSealed => {
+                let (reason, iteration) = history
+                    .halt
+                    .as_ref()
+                    .map(|h| (h.halt_reason.as_str(), h.iteration))
+                    .unwrap_or_default();
+                format!(
+                    "halted {reason} at iteration {iteration}, but the run is not sealed (its supervisor died between the halt and the seal); `{}` finishes the seal",
+                    resume_command(history)
+                )
+            }
+        }
+    }
+}
+
+/// Whether the verdict on `history`'s halt (its receipt at `receipt`) is withheld, and why; `None`
+/// also for a run that has not halted.
+pub(crate) fn withheld(history: &History, receipt: &std::path::Path) -> Option<Withheld> {
+    history.halt.as_ref()?;
+    if let Err(mismatch) = crate::rules::derive::derive_halt(history) {
+        return Some(Withheld::DoesNotFollow(mismatch));
+    }
+    (!envelope_beside(receipt)).then_some(Withheld::NotSealed)
+}
+
+fn resume_command(history: &History) -> String {
+    format!(
+        "loopexec run --resume {}",
+        quote(history.run_id().unwrap_or(""))
+    )
+}
+
 pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     let loaded = receipt_source::load(&args.source)?;
     if crate::receipt::probe::is_probe_receipt(&loaded.chain.events) {
@@ -241,38 +290,28 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
         .field("run_id", run_id.clone())
         .field("receipt", receipt)
         .field("check_exit", json!(last_exit));
-    // A halt that does not follow from the recorded observations gets no verdict: it is said.
-    if let (Some(halt), Err(mismatch)) = (&history.halt, crate::rules::derive::derive_halt(history))
-    {
-        let summary = format!(
-            "the recorded halt does not follow from the receipt's observations: {}",
-            mismatch.detail
-        );
-        return Ok(out
-            .field("halt_reason", halt.halt_reason.as_str())
-            .field("iteration", halt.iteration)
-            .field(
-                "explanation",
+    if let Some(withheld) = withheld(history, &loaded.path) {
+        let summary = withheld.summary(history);
+        let (reason, iteration) = history
+            .halt
+            .as_ref()
+            .map(|h| (h.halt_reason.as_str(), h.iteration))
+            .unwrap_or_default();
+        let (explanation, after) = match &withheld {
+            Withheld::DoesNotFollow(mismatch) => (
                 json!({"halted": true, "consistent": false, "summary": summary, "derived": mismatch.derived, "derived_at": mismatch.iteration, "verdict": Value::Null}),
-            )
-            .human(format!("run {run_id}: {summary}; no verdict is given on it (loopexec verify names the check that fails)\n")));
-    }
-    // A halt recorded but never sealed (its supervisor died between the two) gets no verdict
-    // until the resume that finishes the seal: it is said, with that command.
-    if let (Some(halt), false) = (&history.halt, envelope_beside(&loaded.path)) {
-        let resume = format!("loopexec run --resume {}", quote(&run_id));
-        let summary = format!(
-            "halted {} at iteration {}, but the run is not sealed (its supervisor died between the halt and the seal); `{resume}` finishes the seal",
-            halt.halt_reason, halt.iteration
-        );
+                "no verdict is given on it (loopexec verify names the check that fails)",
+            ),
+            Withheld::NotSealed => (
+                json!({"halted": true, "sealed": false, "consistent": true, "summary": summary, "next_command": resume_command(history), "verdict": Value::Null}),
+                "no verdict is given on it before it is sealed",
+            ),
+        };
         return Ok(out
-            .field("halt_reason", halt.halt_reason.as_str())
-            .field("iteration", halt.iteration)
-            .field(
-                "explanation",
-                json!({"halted": true, "sealed": false, "consistent": true, "summary": summary, "next_command": resume, "verdict": Value::Null}),
-            )
-            .human(format!("run {run_id}: {summary}; no verdict is given on it before it is sealed\n")));
+            .field("halt_reason", reason)
+            .field("iteration", iteration)
+            .field("explanation", explanation)
+            .human(format!("run {run_id}: {summary}; {after}\n")));
     }
     let (Some(halt), Some(verdict)) = (&history.halt, verdict_of(history)) else {
         let why = match history.last_stop {
@@ -346,7 +385,7 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
                 format!(
                     "iteration {n}: {} under allowance {}: {}",
                     u.what,
-                    super::report::allowance_name(u),
+                    u.name(),
                     u.reason
                 ),
             ));

@@ -29,6 +29,7 @@ pub mod receipt_source;
 pub mod reexecute;
 pub mod replay;
 pub mod report;
+pub mod report_html;
 pub mod run;
 pub mod sandbox;
 pub mod sealed_run;

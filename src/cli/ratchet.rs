@@ -39,10 +39,9 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     Ok(show(&loaded.history))
 }
 
-/// The frontier as the receipt's history holds it.
-fn show(history: &History) -> Outcome {
-    let run_id = history.run_id().unwrap_or("").to_string();
-    let mut rows = vec![("run_id", run_id.clone())];
+/// Each iteration the ratchet judged: its `ratchet --json` object (`accepted`,
+/// `accepted_by_hand`, `failing_targets`, `lost`, trees) and its line (`accepted, 2 failing`).
+pub(crate) fn judged(history: &History) -> Vec<(Value, String)> {
     let mut judged = Vec::new();
     for record in &history.iterations {
         let Some(p) = &record.progress else { continue };
@@ -69,8 +68,7 @@ fn show(history: &History) -> Outcome {
                 p.frontier
             ),
         };
-        rows.push(("iteration", format!("{}: {line}", record.iteration)));
-        judged.push(json!({
+        let value = json!({
             "iteration": record.iteration,
             "accepted": p.accepted,
             "accepted_by_hand": by_hand,
@@ -78,7 +76,20 @@ fn show(history: &History) -> Outcome {
             "lost": lost,
             "tree_id": tree,
             "reverted_to_tree": p.reverted_to_tree,
-        }));
+        });
+        judged.push((value, line));
+    }
+    judged
+}
+
+/// The frontier as the receipt's history holds it.
+fn show(history: &History) -> Outcome {
+    let run_id = history.run_id().unwrap_or("").to_string();
+    let mut rows = vec![("run_id", run_id.clone())];
+    let mut judged = Vec::new();
+    for (value, line) in self::judged(history) {
+        rows.push(("iteration", format!("{}: {line}", value["iteration"])));
+        judged.push(value);
     }
     let hand: Vec<Value> = history
         .hand_accepted

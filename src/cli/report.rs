@@ -14,6 +14,15 @@ use serde_json::{json, Value};
 pub struct Args {
     #[command(flatten)]
     pub source: ReceiptArgs,
+    /// Write the report as one self-contained HTML page to OUT (inline CSS and SVG, no script),
+    /// replacing OUT atomically; with the run verified as `verify` does (docs/receipt.md, "The
+    /// HTML report").
+    #[arg(long, value_name = "OUT")]
+    pub html: Option<std::path::PathBuf>,
+    /// The operator's public key the HTML page verifies the run against, as `verify --pubkey`
+    /// (default: the operator's own operator.pub). Only with --html.
+    #[arg(long, value_name = "FILE", requires = "html")]
+    pub pubkey: Option<std::path::PathBuf>,
 }
 
 /// One iteration as `report --json` lists it.
@@ -105,25 +114,8 @@ fn cost_text(record: &IterationRecord) -> String {
     format!("  cost {money} {} tok", cost.tokens)
 }
 
-/// How an allowance is named: `path GLOB` or `id ID`.
-pub(crate) fn allowance_name(used: &crate::receipt::events::AllowanceUse) -> String {
-    match (&used.path, &used.id) {
-        (Some(path), _) => format!("path {path}"),
-        (None, Some(id)) => format!("id {id}"),
-        (None, None) => "-".into(),
-    }
-}
-
 fn ending_text(ending: Option<&Ending>) -> String {
-    match ending {
-        None => "-".into(),
-        Some(Ending::Exited { code }) => format!("exit {code}"),
-        Some(Ending::TimedOut { .. }) => "timed out".into(),
-        Some(Ending::Signaled { signal }) => format!("signal {signal}"),
-        Some(Ending::FailedToStart { .. }) => "could not start".into(),
-        Some(Ending::Interrupted { .. }) => "interrupted".into(),
-        Some(Ending::Stalled { .. }) => "stalled".into(),
-    }
+    ending.map(Ending::short_text).unwrap_or_else(|| "-".into())
 }
 
 /// The egress audit log beside the receipt, summarised per host, and whether its digest is the
@@ -230,7 +222,15 @@ fn halt_derivation(history: &History) -> Value {
 
 pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     let loaded = receipt_source::load(&args.source)?;
-    if crate::receipt::probe::is_probe_receipt(&loaded.chain.events) {
+    let probe = crate::receipt::probe::is_probe_receipt(&loaded.chain.events);
+    if let (true, Some(_)) = (probe, &args.html) {
+        return Err(crate::error::Failure::usage(format!(
+            "{}: a probe's receipt has no HTML report",
+            inert(&loaded.path.to_string_lossy())
+        ))
+        .with_hint("`loopexec report --receipt PATH` prints it; --html renders a loop run"));
+    }
+    if probe {
         return probe_report(&loaded);
     }
     let history = &loaded.history;
@@ -306,7 +306,7 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
                     "       allowed ({}): {} under allowance {}: {}\n",
                     allowed.guard,
                     inert(&u.what),
-                    inert(&allowance_name(u)),
+                    inert(&u.name()),
                     inert(&u.reason)
                 ));
             }
@@ -429,6 +429,40 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     }
     human.push_str(&format!("receipt {}\n", inert(&receipt)));
 
+    let report = report_value(&loaded, &derivation, &egress, &cost);
+    if let Some(out) = &args.html {
+        let page = super::report_html::Page {
+            loaded: &loaded,
+            report: &report,
+            pubkey: args.pubkey.as_deref(),
+        };
+        return super::report_html::write(&page, out);
+    }
+    Ok(Outcome::ok("report")
+        .field("run_id", run_id)
+        .field("receipt", receipt)
+        .field("halt_reason", halt_reason)
+        .field(
+            "iteration",
+            history.current().map(|d| d.iteration).unwrap_or(0),
+        )
+        .field("check_exit", json!(last_exit))
+        .field("report", report)
+        .human(human))
+}
+
+/// The `report` object of `report --json`: the run's configuration, chain, iterations, halt and
+/// its derivation, delivery, egress, cost and blind guards.
+fn report_value(
+    loaded: &receipt_source::LoadedReceipt,
+    derivation: &Value,
+    egress: &Value,
+    cost: &Value,
+) -> Value {
+    let history = &loaded.history;
+    let start = history.start.as_ref();
+    let config = start.map(|s| s.config.clone()).unwrap_or(Value::Null);
+    let delivery = history.halt.as_ref().and_then(|h| h.delivery.as_ref());
     let mut report = json!({
         "mode": start.map(|s| &s.mode),
         "isolation": start.map(|s| &s.isolation),
@@ -436,7 +470,7 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
         "config": config,
         "chain": {
             "verified": true,
-            "events": events,
+            "events": history.events,
             "head": loaded.chain.head,
             "file_sha256": loaded.chain.file_sha256,
         },
@@ -459,17 +493,7 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     ) {
         fields.insert("inactive_guards".into(), json!(inactive));
     }
-    Ok(Outcome::ok("report")
-        .field("run_id", run_id)
-        .field("receipt", receipt)
-        .field("halt_reason", halt_reason)
-        .field(
-            "iteration",
-            history.current().map(|d| d.iteration).unwrap_or(0),
-        )
-        .field("check_exit", json!(last_exit))
-        .field("report", report)
-        .human(human))
+    report
 }
 
 /// The report of a probe's receipt (`probe-check`, `doctor --check`): its verdict recomputed from

@@ -33,26 +33,78 @@ pub struct Args {
     pub acks: bool,
 }
 
-pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
-    let (pubkey, defaulted) = match &args.pubkey {
-        Some(path) => (path.clone(), false),
-        None => {
-            let path = crate::receipt::keys::default_key_dir()
-                .map_err(super::keygen::key_failure)?
-                .join(crate::receipt::keys::PUBLIC_KEY_FILE);
-            if std::fs::symlink_metadata(&path).is_err() {
-                return Err(crate::error::Failure::usage(format!("no --pubkey and no operator public key at {}", path.display()))
-                    .with_hint("pass --pubkey FILE (the key of the operator who ran it), or create your own with `loopexec keygen`"));
+/// The operator's public key a run is verified against, and where it came from.
+pub(crate) struct VerifyKey {
+    pub path: PathBuf,
+    pub key: ed25519_dalek::VerifyingKey,
+    /// The operator's own key from its default place (no `--pubkey`).
+    pub defaulted: bool,
+}
+
+impl VerifyKey {
+    /// `--pubkey FILE`, or else the operator's own `operator.pub` in its key directory (an error
+    /// naming `--pubkey` and `keygen` when there is none).
+    pub(crate) fn choose(pubkey: Option<&std::path::Path>) -> CmdResult<VerifyKey> {
+        let (path, defaulted) = match pubkey {
+            Some(path) => (path.to_path_buf(), false),
+            None => {
+                let path = crate::receipt::keys::default_key_dir()
+                    .map_err(super::keygen::key_failure)?
+                    .join(crate::receipt::keys::PUBLIC_KEY_FILE);
+                if std::fs::symlink_metadata(&path).is_err() {
+                    return Err(crate::error::Failure::usage(format!("no --pubkey and no operator public key at {}", path.display()))
+                        .with_hint("pass --pubkey FILE (the key of the operator who ran it), or create your own with `loopexec keygen`"));
+                }
+                (path, true)
             }
-            (path, true)
-        }
+        };
+        let key = load_public_key(&path).map_err(super::keygen::key_failure)?;
+        Ok(VerifyKey {
+            path,
+            key,
+            defaulted,
+        })
+    }
+
+    /// The `key` object of `verify --json`: its path, fingerprint and source.
+    pub(crate) fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "path": self.path,
+            "fingerprint": crate::receipt::keys::fingerprint(&self.key),
+            "source": if self.defaulted { "operator_default" } else { "pubkey" },
+        })
+    }
+}
+
+/// A loop run's verification as `verify` computes it without `--repo`: every check of
+/// [`verify_run`], then the comprehension acks (`acks` asked, or the receipt has `comprehension`
+/// events; `state_root` is the state directory holding the run), and the operator's verdict on
+/// its halt when it verifies.
+pub(crate) fn verify_loop_run(
+    run_dir: &crate::safefs::SafeDir,
+    state_root: Option<PathBuf>,
+    key: &VerifyKey,
+    acks: bool,
+) -> (
+    crate::audit::verify::Verification,
+    Option<super::explain_halt::HaltVerdict>,
+) {
+    let mut verification = verify_run(run_dir, &key.key);
+    if let Some(check) = ack_check(run_dir, state_root, acks) {
+        verification.checks.push(check);
+    }
+    let verdict = if verification.ok() {
+        halt_verdict(run_dir)
+    } else {
+        None
     };
-    let operator = load_public_key(&pubkey).map_err(super::keygen::key_failure)?;
-    let key_used = serde_json::json!({
-        "path": pubkey,
-        "fingerprint": crate::receipt::keys::fingerprint(&operator),
-        "source": if defaulted { "operator_default" } else { "pubkey" },
-    });
+    (verification, verdict)
+}
+
+pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
+    let chosen = VerifyKey::choose(args.pubkey.as_deref())?;
+    let (pubkey, defaulted, operator) = (&chosen.path, chosen.defaulted, &chosen.key);
+    let key_used = chosen.json();
     let run_dir = super::sealed_run::open(&args.run, &args.workdir)?;
     let repo = args
         .repo
@@ -67,10 +119,17 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
             "--repo re-runs a run's tree guards: a probe's receipt records no tree",
         ));
     }
-    let mut verification = match &repo {
-        _ if probe => crate::audit::probe::verify_probe(&run_dir, &operator),
-        Some(repo) => verify_run_with_repo(&run_dir, &operator, repo).map_err(|e| e.failure())?,
-        None => verify_run(&run_dir, &operator),
+    let (mut verification, verdict) = match &repo {
+        _ if probe => (crate::audit::probe::verify_probe(&run_dir, operator), None),
+        Some(repo) => {
+            let mut v = verify_run_with_repo(&run_dir, operator, repo).map_err(|e| e.failure())?;
+            if let Some(check) = ack_check(&run_dir, state_root(&args), args.acks) {
+                v.checks.push(check);
+            }
+            let verdict = if v.ok() { halt_verdict(&run_dir) } else { None };
+            (v, verdict)
+        }
+        None => verify_loop_run(&run_dir, state_root(&args), &chosen, args.acks),
     };
     // A run id names a run: a probe's receipt copied under runs/ is not passed off as one.
     if probe && !args.run.contains('/') {
@@ -81,11 +140,6 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
                 crate::inert::inert(&args.run)
             ),
         );
-    }
-    if !probe {
-        if let Some(check) = ack_check(&run_dir, &args, args.acks) {
-            verification.checks.push(check);
-        }
     }
     let mut human = format!(
         "key  {} (fingerprint {}{})\n",
@@ -118,7 +172,7 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     let ok = verification.ok();
     // The operator's verdict, as `explain-halt` computes it from the same receipt: only of a
     // receipt that verifies (a halt that does not follow, or a seal that does not hold, gets none).
-    let verdict = if ok { halt_verdict(&run_dir) } else { None };
+    let verdict = if ok { verdict } else { None };
     if let Some(verdict) = &verdict {
         human.push_str(&format!(
             "verdict {} (loopexec explain-halt)\n",
@@ -157,12 +211,22 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     Ok(out.human(human))
 }
 
-/// The `acks` check: the run's `comprehension` events against the workspace's ack log (the
-/// state dir holding the run: `--workdir` for a run id, two levels up from a run directory).
-/// `None` when not asked for and the receipt has no `comprehension` event.
+/// The state dir holding the run: `--workdir`'s for a run id, two levels up from a run directory.
+fn state_root(args: &Args) -> Option<PathBuf> {
+    match args.run.contains('/') {
+        true => None,
+        false => super::operator::absolute_workdir(&args.workdir)
+            .ok()
+            .map(|w| w.join(crate::receipt::store::STATE_DIR)),
+    }
+}
+
+/// The `acks` check: the run's `comprehension` events against the workspace's ack log (in
+/// `state_root`, or else two levels up from the run directory). `None` when not asked for and the
+/// receipt has no `comprehension` event.
 fn ack_check(
     run_dir: &crate::safefs::SafeDir,
-    args: &Args,
+    state_root: Option<PathBuf>,
     asked: bool,
 ) -> Option<crate::audit::verify::Check> {
     use crate::receipt::events::{Event, Recorded};
@@ -195,16 +259,13 @@ fn ack_check(
     if events.is_empty() && !asked {
         return None;
     }
-    let root = match args.run.contains('/') {
-        true => run_dir
+    let root = state_root.or_else(|| {
+        run_dir
             .path()
             .parent()
             .and_then(std::path::Path::parent)
-            .map(std::path::Path::to_path_buf),
-        false => super::operator::absolute_workdir(&args.workdir)
-            .ok()
-            .map(|w| w.join(crate::receipt::store::STATE_DIR)),
-    };
+            .map(std::path::Path::to_path_buf)
+    });
     let Some(root) = root.and_then(|r| crate::safefs::SafeDir::open(&r).ok()) else {
         return fail("the state directory holding the run cannot be opened".into());
     };

@@ -938,6 +938,17 @@ pub struct AllowanceUse {
     pub what: String,
 }
 
+impl AllowanceUse {
+    /// How the allowance is named: `path GLOB` or `id ID`.
+    pub fn name(&self) -> String {
+        match (&self.path, &self.id) {
+            (Some(path), _) => format!("path {path}"),
+            (None, Some(id)) => format!("id {id}"),
+            (None, None) => "-".into(),
+        }
+    }
+}
+
 /// The `test_change_allowed` event: the changes one guard let through in one iteration under an
 /// allowance (at most 50 uses, then one counting the rest).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
