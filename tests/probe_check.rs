@@ -292,3 +292,84 @@ fn an_unknown_dimension_is_refused_by_name() {
         "unknown perturbation dimension \"moon\"",
     );
 }
+
+#[test]
+fn its_progress_off_a_terminal_is_a_plain_line_per_tenth_of_the_runs_and_none_under_json() {
+    let dir = workdir();
+    let args = [
+        "probe-check",
+        "--isolation",
+        "none",
+        "--check",
+        "true",
+        "--runs",
+        "20",
+        "--jobs",
+        "1",
+    ];
+    let ran = loopexec(dir.path(), &args);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let lines: Vec<&str> = ran
+        .stderr
+        .lines()
+        .filter(|l| l.contains("probe-check"))
+        .collect();
+    let expected: Vec<String> = (1..=10)
+        .map(|k| format!("loopexec: probe-check {} of 20 runs finished", 2 * k))
+        .collect();
+    assert_eq!(lines, expected, "{}", ran.stderr);
+    assert!(
+        !ran.stderr.contains('\u{1b}') && !ran.stderr.contains('\r'),
+        "{:?}",
+        ran.stderr
+    );
+    let quiet = loopexec(dir.path(), &[&["--json"][..], &args[..]].concat());
+    assert_eq!(
+        (quiet.code, quiet.stderr.as_str()),
+        (0, ""),
+        "{}",
+        quiet.stderr
+    );
+}
+
+#[test]
+fn on_a_terminal_its_progress_is_a_bar_of_finished_runs() {
+    let dir = workdir();
+    let line = shlex::try_join([
+        common::bin().as_str(),
+        "probe-check",
+        "--isolation",
+        "none",
+        "--check",
+        "sleep 0.2",
+        "--runs",
+        "12",
+        "--jobs",
+        "1",
+    ])
+    .unwrap();
+    // util-linux's `script` (Debian's essential bsdutils) gives loopexec a pseudo-terminal.
+    let out = std::process::Command::new("script")
+        .current_dir(dir.path())
+        .args(["-qec", &line, "/dev/null"])
+        .env("LOOPEXEC_CONFIG_DIR", common::key_dir())
+        .env("TERM", "xterm")
+        .env_remove("NO_COLOR")
+        .output()
+        .unwrap();
+    let raw = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{raw}");
+    let text = regex::Regex::new(r"\x1b\[[0-9;?]*[A-Za-z]")
+        .unwrap()
+        .replace_all(&raw, "")
+        .replace('\r', "\n");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("probe-check [") && l.contains("/12 runs")),
+        "{text}"
+    );
+    assert!(
+        !text.contains("runs finished"),
+        "a terminal gets the bar, not the plain lines: {text}"
+    );
+}

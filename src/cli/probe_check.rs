@@ -13,7 +13,7 @@ use crate::output::{aligned, Outcome};
 use crate::rules::probe::ProbeVerdict;
 use crate::rules::stats::{Confidence, FlakeRate};
 use crate::safefs::SafeDir;
-use crate::trust::determinism::{default_jobs, probe, DeterminismProbe, ProbeSettings};
+use crate::trust::determinism::{default_jobs, probe_observed, DeterminismProbe, ProbeSettings};
 use crate::trust::perturb::parse_dimensions;
 use crate::trust::runner::CheckTarget;
 use crate::zones::Isolation;
@@ -250,7 +250,61 @@ pub fn flaky_detail(p: &DeterminismProbe) -> String {
     )
 }
 
-pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
+/// probe-check's progress on stderr while its runs go (issue 23 item 2): on a terminal a bar of
+/// finished runs with their count and elapsed time; otherwise (`NO_COLOR`, `TERM=dumb`, not a
+/// terminal) a plain line each time another tenth of the runs has finished; nothing under
+/// `--json`. Told from the runner's worker threads, so it only counts upward.
+struct RunsProgress {
+    bar: Option<indicatif::ProgressBar>,
+    plain: bool,
+    printed_tenth: std::sync::Mutex<usize>,
+}
+
+impl RunsProgress {
+    fn new(json: bool, runs: u64) -> RunsProgress {
+        use super::progress_view::Style;
+        let style = Style::detect(json, false);
+        let bar = (style == Style::Live).then(|| {
+            let bar = indicatif::ProgressBar::with_draw_target(
+                Some(runs),
+                indicatif::ProgressDrawTarget::stderr(),
+            );
+            if let Ok(look) = indicatif::ProgressStyle::with_template(
+                "probe-check [{bar:30}] {pos}/{len} runs  {elapsed}",
+            ) {
+                bar.set_style(look.progress_chars("=> "));
+            }
+            bar
+        });
+        RunsProgress {
+            bar,
+            plain: style == Style::Plain,
+            printed_tenth: std::sync::Mutex::new(0),
+        }
+    }
+
+    fn finished(&self, done: usize, total: usize) {
+        if let Some(bar) = &self.bar {
+            bar.set_position(done as u64);
+        } else if self.plain && total > 0 {
+            let tenth = done * 10 / total;
+            if let Ok(mut printed) = self.printed_tenth.lock() {
+                if tenth > *printed {
+                    *printed = tenth;
+                    eprintln!("loopexec: probe-check {done} of {total} runs finished");
+                }
+            }
+        }
+    }
+
+    fn end(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+pub fn run(args: Args, json: bool) -> CmdResult<Outcome> {
     let workdir = super::operator::absolute_workdir(&args.target.workdir)?;
     let file = loop_file(&workdir)?;
     let input = file.as_ref().map(|(input, _)| input);
@@ -259,7 +313,15 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     // The receipt is signed: without the operator key no check runs.
     let operator = super::operator::load_operator_key(args.operator_key.as_deref())?;
     let statedir = crate::receipt::store::StateDir::open_or_create(&workdir)?;
-    let result = probe(&target, &settings)?;
+    let runs = settings.runs.unwrap_or_else(|| {
+        crate::rules::stats::runs_to_certify(settings.target, settings.confidence)
+    });
+    let progress = RunsProgress::new(json, runs);
+    let result = probe_observed(&target, &settings, &|done, total| {
+        progress.finished(done, total)
+    });
+    progress.end();
+    let result = result?;
     let mut out = match &result.summary.verdict {
         ProbeVerdict::Flaky { .. } => {
             let mut out = Outcome::halted("probe-check", HaltReason::CheckFlaky);

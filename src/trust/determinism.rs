@@ -5,7 +5,7 @@
 //! seed, dimensions, each run's plan and outcome) is in the [`DeterminismProbe`] it returns.
 
 use super::perturb::{plan, RunPlan};
-use super::runner::{execute, CheckTarget, RunMode};
+use super::runner::{CheckTarget, RunMode};
 use super::zone_run::ShownRun;
 use crate::error::{CmdResult, Failure};
 use crate::receipt::probe::Dimension;
@@ -59,13 +59,22 @@ pub fn default_jobs() -> usize {
 
 /// Run the determinism probe of `target`.
 pub fn probe(target: &CheckTarget, settings: &ProbeSettings) -> CmdResult<DeterminismProbe> {
+    probe_observed(target, settings, &|_, _| {})
+}
+
+/// [`probe`], telling `finished` as each run ends.
+pub fn probe_observed(
+    target: &CheckTarget,
+    settings: &ProbeSettings,
+    finished: super::runner::RunsFinished<'_>,
+) -> CmdResult<DeterminismProbe> {
     let runs_required = runs_to_certify(settings.target, settings.confidence);
     let runs = settings.runs.unwrap_or(runs_required);
     if runs == 0 {
         return Err(Failure::usage("--runs must be at least 1"));
     }
     let plans = plan(runs, &settings.dimensions, settings.seed);
-    let reports = execute(
+    let reports = super::runner::execute_observed(
         target,
         &plans,
         RunMode {
@@ -73,6 +82,7 @@ pub fn probe(target: &CheckTarget, settings: &ProbeSettings) -> CmdResult<Determ
             repeat: 1,
         },
         settings.jobs,
+        finished,
     )?;
     let mut recorded = Vec::with_capacity(reports.len());
     for (plan, report) in plans.into_iter().zip(reports) {

@@ -226,6 +226,9 @@ pub fn run_once_reading(
     Ok((report, bytes))
 }
 
+/// Told, from the worker threads, each time a run finishes: `(finished so far, all runs)`.
+pub type RunsFinished<'a> = &'a (dyn Fn(usize, usize) + Sync);
+
 /// Run every plan (each with `mode`), `jobs` at a time; reports in plan order.
 pub fn execute(
     target: &CheckTarget,
@@ -233,7 +236,18 @@ pub fn execute(
     mode: RunMode,
     jobs: usize,
 ) -> CmdResult<Vec<RunReport>> {
-    execute_edited(target, plans, mode, jobs, &|_, _| Ok(()))
+    execute_observed(target, plans, mode, jobs, &|_, _| {})
+}
+
+/// [`execute`], telling `finished` as each run ends (probe-check's progress).
+pub fn execute_observed(
+    target: &CheckTarget,
+    plans: &[RunPlan],
+    mode: RunMode,
+    jobs: usize,
+    finished: RunsFinished<'_>,
+) -> CmdResult<Vec<RunReport>> {
+    execute_edited_observed(target, plans, mode, jobs, &|_, _| Ok(()), finished)
 }
 
 /// [`execute`], with `edit` applied to each run's copy once it is made (the adequacy canary
@@ -244,6 +258,17 @@ pub fn execute_edited(
     mode: RunMode,
     jobs: usize,
     edit: &(dyn Fn(&RunPlan, &Path) -> CmdResult<()> + Sync),
+) -> CmdResult<Vec<RunReport>> {
+    execute_edited_observed(target, plans, mode, jobs, edit, &|_, _| {})
+}
+
+fn execute_edited_observed(
+    target: &CheckTarget,
+    plans: &[RunPlan],
+    mode: RunMode,
+    jobs: usize,
+    edit: &(dyn Fn(&RunPlan, &Path) -> CmdResult<()> + Sync),
+    finished: RunsFinished<'_>,
 ) -> CmdResult<Vec<RunReport>> {
     let scratch = Scratch::create()?;
     let owner = target.zone_owner;
@@ -256,6 +281,7 @@ pub fn execute_edited(
         })
         .collect::<CmdResult<Vec<_>>>()?;
     let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<CmdResult<RunReport>>>> =
         Mutex::new((0..specs.len()).map(|_| None).collect());
     std::thread::scope(|s| {
@@ -268,6 +294,7 @@ pub fn execute_edited(
                 if let Ok(mut r) = results.lock() {
                     r[i] = Some(result);
                 }
+                finished(done.fetch_add(1, Ordering::SeqCst) + 1, specs.len());
                 if failed {
                     // No further run starts once one could not run at all.
                     next.store(specs.len(), Ordering::SeqCst);
