@@ -12,8 +12,7 @@ cd "$(dirname "$0")/.."
 # under /root or /home where rustup keeps its own (tests/loop_real_projects.rs). python3-pytest-cov
 # (with python3-coverage): the real lcov and Cobertura reports of the coverage guard's tests
 # (tests/loop_coverage.rs).
-# chromium: tests/report_html.rs renders `report --html`'s page headless and screenshots it.
-packages=(gcc libc6-dev python3 python3-yaml git openssl python3-pytest python3-pytest-cov golang-go nodejs perl cargo chromium)
+packages=(gcc libc6-dev python3 python3-yaml git openssl python3-pytest python3-pytest-cov golang-go nodejs perl cargo)
 # Debian's npm only where no npm is there yet: a Node.js from another archive (NodeSource's
 # nodejs carries its own npm) conflicts with Debian's npm package.
 command -v npm >/dev/null 2>&1 || packages+=(npm)
@@ -32,20 +31,26 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 
-# vagrant with the vagrant-libvirt plugin: `vagrant validate` of the top-level Vagrantfile, its
-# libvirt provider settings checked (tests/vagrantfile.rs); no VM boots. Without recommends: the
-# plugin's recommends pull in the libvirt daemon and a whole qemu, which validation never uses.
-vagrant_missing=()
-for p in vagrant vagrant-libvirt; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || vagrant_missing+=("$p")
+# Installed without recommends, each for a test that needs only the program:
+# - vagrant with the vagrant-libvirt plugin: `vagrant validate` of the top-level Vagrantfile, its
+#   libvirt provider settings checked (tests/vagrantfile.rs); no VM boots. The plugin's
+#   recommends are the libvirt daemon and a whole qemu.
+# - chromium with fonts-liberation (its page text): tests/report_html.rs renders `report
+#   --html`'s page headless and screenshots it. Its recommends bring udev, whose installation
+#   re-applies the device rules (it made /dev/net/tun 0666 for every user: a host setting the
+#   tests must leave as it was), and avahi, upower, cups helpers.
+bare=(vagrant vagrant-libvirt chromium fonts-liberation)
+bare_missing=()
+for p in "${bare[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || bare_missing+=("$p")
 done
-if [ ${#vagrant_missing[@]} -gt 0 ]; then
+if [ ${#bare_missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
-    echo "setup: installing ${vagrant_missing[*]}" >&2
+    echo "setup: installing ${bare_missing[*]} (without recommends)" >&2
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${vagrant_missing[@]}" >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${bare_missing[@]}" >/dev/null
   else
-    echo "setup: missing Debian packages: ${vagrant_missing[*]} (run: sudo apt-get install --no-install-recommends ${vagrant_missing[*]})" >&2
+    echo "setup: missing Debian packages: ${bare_missing[*]} (run: sudo apt-get install --no-install-recommends ${bare_missing[*]})" >&2
     exit 1
   fi
 fi
