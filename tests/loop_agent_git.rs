@@ -188,3 +188,25 @@ fn agent_git_in_place_is_refused_as_a_usage_error() {
         "{v}"
     );
 }
+
+#[test]
+fn an_unknown_agent_git_value_in_loop_toml_is_refused_with_its_line_and_nothing_written() {
+    let dir = workdir();
+    write(
+        dir.path(),
+        "loop.toml",
+        "check = \"true\"\nexec = \"true\"\nagent_git = \"full\"\n",
+    );
+    let r = loopexec(dir.path(), &["run", "--json"]);
+    assert_eq!(r.code, 20, "{r:?}");
+    let v = r.json();
+    assert_eq!(v["errors"][0]["code"], "invalid_input");
+    assert_eq!(
+        v["errors"][0]["message"],
+        "loop.toml line 3: unknown variant `full`, expected `none` or `t0`"
+    );
+    assert!(
+        !dir.path().join(".loopexec").exists(),
+        "a refused run wrote its state directory"
+    );
+}

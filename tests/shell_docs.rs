@@ -96,3 +96,16 @@ fn every_command_help_ends_with_examples_of_that_command() {
         );
     }
 }
+
+#[test]
+fn markdown_with_out_is_a_usage_error_with_one_json_object_and_writes_nothing() {
+    let dir = workdir();
+    let out = dir.path().join("man");
+    let r = loopexec(
+        dir.path(),
+        &["man", "--json", "--markdown", "--out", &path_str(&out)],
+    );
+    assert_eq!(r.code, 20, "{r:?}");
+    assert_eq!(r.json()["errors"][0]["code"], "usage");
+    assert!(!out.exists());
+}
