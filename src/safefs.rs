@@ -196,21 +196,7 @@ impl SafeDir {
     /// anything over `limit` bytes.
     pub fn read(&self, rel: &str, limit: u64) -> Result<Vec<u8>, SafeFsError> {
         let mut file = self.open_regular(rel)?;
-        let mut buf = Vec::new();
-        (&mut file)
-            .take(limit + 1)
-            .read_to_end(&mut buf)
-            .map_err(|source| SafeFsError::Io {
-                path: self.join(rel),
-                source,
-            })?;
-        if buf.len() as u64 > limit {
-            return Err(SafeFsError::TooLarge {
-                path: self.join(rel),
-                limit,
-            });
-        }
-        Ok(buf)
+        read_bounded(&mut file, &self.join(rel), limit)
     }
 
     /// Open a regular file for appending, creating it (mode 0600) if needed.
@@ -301,6 +287,25 @@ fn is_symlink(path: &Path) -> bool {
     std::fs::symlink_metadata(path)
         .map(|m| m.file_type().is_symlink())
         .unwrap_or(false)
+}
+
+/// The rest of an open file, refusing (TooLarge, naming `path`) one over `limit` bytes; at most
+/// `limit + 1` bytes are ever read.
+pub fn read_bounded(file: &mut File, path: &Path, limit: u64) -> Result<Vec<u8>, SafeFsError> {
+    let mut buf = Vec::new();
+    file.take(limit + 1)
+        .read_to_end(&mut buf)
+        .map_err(|source| SafeFsError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    if buf.len() as u64 > limit {
+        return Err(SafeFsError::TooLarge {
+            path: path.to_path_buf(),
+            limit,
+        });
+    }
+    Ok(buf)
 }
 
 #[cfg(test)]

@@ -179,7 +179,6 @@ const MAX_KEY_FILE_BYTES: u64 = 64 * 1024;
 /// private key (`private`), its mode checked on that descriptor (fstat) before a byte is read, so
 /// the file checked is the file read.
 fn read_key_file(path: &Path, private: bool) -> Result<String, KeyError> {
-    use std::io::Read;
     use std::os::unix::fs::PermissionsExt;
     let (dir, name) = split(path)?;
     let safe = SafeDir::open(&dir)?;
@@ -197,20 +196,7 @@ fn read_key_file(path: &Path, private: bool) -> Result<String, KeyError> {
             });
         }
     }
-    let mut bytes = Vec::new();
-    (&mut file)
-        .take(MAX_KEY_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|source| KeyError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-    if bytes.len() as u64 > MAX_KEY_FILE_BYTES {
-        return Err(KeyError::Fs(SafeFsError::TooLarge {
-            path: path.to_path_buf(),
-            limit: MAX_KEY_FILE_BYTES,
-        }));
-    }
+    let bytes = crate::safefs::read_bounded(&mut file, path, MAX_KEY_FILE_BYTES)?;
     String::from_utf8(bytes).map_err(|e| KeyError::Malformed {
         path: path.to_path_buf(),
         what: "key",
