@@ -9,7 +9,9 @@
 
 use crate::error::Layer;
 use crate::plan::{self, CommandFailure, Msg, Plan, SETUP_FAILED_EXIT};
-use crate::{landlock_rules, mounts, netns, privileges, seccomp_filter, sys, timens};
+use crate::{
+    landlock_rules, mounts, netns, outside_reach, privileges, seccomp_filter, sys, timens,
+};
 use nix::sched::CloneFlags;
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::{fork, ForkResult, Pid};
@@ -150,6 +152,9 @@ fn write_id_maps(uid: u32, gid: u32) -> Result<(), StepError> {
 }
 
 fn zone_init(sock: &OwnedFd, plan: &Plan, trees: Vec<OwnedFd>) -> Result<i32, StepError> {
+    // The namespace's no-route counters, opened while the host's /proc is still in view; read
+    // again when the command has ended.
+    let counters = outside_reach::Counters::open();
     // The time namespace of the children (the command) first, while /proc/self is still ours:
     // once non-dumpable, its files belong to the host's root and `timens_offsets` cannot be opened.
     // The init forks nothing before the command, and a time namespace holds only children.
@@ -217,18 +222,26 @@ fn zone_init(sock: &OwnedFd, plan: &Plan, trees: Vec<OwnedFd>) -> Result<i32, St
     let fds: Vec<RawFd> = listener.iter().map(|l| l.as_raw_fd()).collect();
     plan::send(sock.as_raw_fd(), &ready, &fds).map_err(|e| fail(None, "report ready", e))?;
     drop(listener);
-    Ok(reap_until(sock, child))
+    Ok(reap_until(sock, child, counters.as_ref()))
 }
 
-/// Reap every child (orphans are re-parented to us) until the command itself ends.
-fn reap_until(sock: &OwnedFd, command: Pid) -> i32 {
+/// Reap every child (orphans are re-parented to us) until the command itself ends; then report
+/// what the zone tried to send beyond its namespace, and how the command ended.
+fn reap_until(sock: &OwnedFd, command: Pid, counters: Option<&outside_reach::Counters>) -> i32 {
+    let report_attempts = || {
+        if let Some(attempts) = counters.and_then(outside_reach::Counters::since_open) {
+            report(sock, &Msg::OutsideAttempts(attempts));
+        }
+    };
     loop {
         match waitpid(None::<Pid>, None) {
             Ok(WaitStatus::Exited(pid, code)) if pid == command => {
+                report_attempts();
                 report(sock, &Msg::Exited { code });
                 return code;
             }
             Ok(WaitStatus::Signaled(pid, sig, _)) if pid == command => {
+                report_attempts();
                 report(sock, &Msg::Signaled { signal: sig as i32 });
                 return 128 + sig as i32;
             }

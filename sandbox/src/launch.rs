@@ -335,6 +335,7 @@ fn adopt_init(
         cgroups: Arc::clone(cgroups),
         placeholders: Placeholders::unrecorded(),
         exit: None,
+        outside_attempts: None,
     })
 }
 

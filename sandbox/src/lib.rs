@@ -20,6 +20,7 @@ mod grants;
 mod landlock_rules;
 mod mounts;
 mod netns;
+mod outside_reach;
 mod placeholders;
 mod plan;
 mod privileges;
@@ -38,6 +39,7 @@ pub use launch::{
 };
 /// For backends that prepare a zone's network namespace themselves (the container backend).
 pub use netns::{bring_up_loopback, listen as listen_loopback};
+pub use outside_reach::OutsideAttempts;
 pub use plan::OverlayMount;
 pub use policy::{Policy, PolicyError, WorkspaceLimits};
 pub use preflight::{HostReport, Missing};

@@ -253,6 +253,9 @@ pub enum Msg {
         errno: Option<i32>,
         message: String,
     },
+    /// What the zone tried to send beyond its network namespace while the command ran; sent just
+    /// before `Exited` or `Signaled` (absent when the counters could not be read).
+    OutsideAttempts(crate::outside_reach::OutsideAttempts),
     /// The command exited with this code.
     Exited { code: i32 },
     /// The command was killed by this signal.

@@ -42,6 +42,8 @@ pub struct RunningZone {
     pub(crate) cgroups: Arc<CgroupPool>,
     pub(crate) placeholders: Placeholders,
     pub(crate) exit: Option<ZoneExit>,
+    /// What the zone tried to send beyond its network namespace, as its init reported it.
+    pub(crate) outside_attempts: Option<crate::outside_reach::OutsideAttempts>,
 }
 
 impl RunningZone {
@@ -56,6 +58,13 @@ impl RunningZone {
 
     pub fn report(&self) -> &AppliedReport {
         &self.report
+    }
+
+    /// What the command's zone tried to send to addresses outside its network namespace (no
+    /// route: every such attempt failed), once the zone has ended and its init reported it
+    /// (`None` before, and when the zone was killed or its counters could not be read).
+    pub fn outside_attempts(&self) -> Option<crate::outside_reach::OutsideAttempts> {
+        self.outside_attempts
     }
 
     /// Wait for the command to end; the zone is torn down before this returns.
@@ -73,6 +82,7 @@ impl RunningZone {
         let mut exit = None;
         while let Ok(Some((bytes, _))) = plan::recv(&self.sock, true) {
             match serde_json::from_slice::<Msg>(&bytes) {
+                Ok(Msg::OutsideAttempts(attempts)) => self.outside_attempts = Some(attempts),
                 Ok(Msg::Exited { code }) => exit = Some(ZoneExit::Exited(code)),
                 Ok(Msg::Signaled { signal }) => exit = Some(ZoneExit::Signaled(signal)),
                 _ => {}

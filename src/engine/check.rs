@@ -211,6 +211,12 @@ impl CheckOutcome {
             score: self.score.clone(),
             // The baseline records it (`super::baseline`); an iteration's check does not.
             output_sight: None,
+            outside_attempts: self.run.usage.outside_attempts.map(|a| {
+                crate::receipt::events::OutsideAttemptsRecord {
+                    ipv4: a.ipv4,
+                    ipv6: a.ipv6,
+                }
+            }),
         }
     }
 

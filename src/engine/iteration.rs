@@ -131,7 +131,8 @@ impl ActiveRun<'_> {
     /// The decision on the current iteration as the history holds it.
     pub(super) fn decide(&self) -> Step {
         self.history.current().map_or(Step::Continue, |record| {
-            decide::decide(self.mode, record, self.cfg.max_iterations)
+            let t0 = self.history.check_baseline.as_ref().map(|b| &b.check);
+            decide::decide(self.mode, record, t0, self.cfg.max_iterations)
         })
     }
 

@@ -162,7 +162,8 @@ fn pending(history: &History, mode: Mode, max_iterations: u64, judged: bool) -> 
     if record.interrupted.is_some() {
         return Pending::Nothing;
     }
-    match decide::decide(mode, record, max_iterations) {
+    let t0 = history.check_baseline.as_ref().map(|b| &b.check);
+    match decide::decide(mode, record, t0, max_iterations) {
         // A green check the judge was still to answer: the iteration's outcome is not recorded.
         Step::Halt(HaltReason::SuccessConditionMet, _) if judged && record.judge.is_none() => {
             Pending::Unfinished

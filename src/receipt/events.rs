@@ -526,6 +526,26 @@ pub struct CheckResult {
     /// the inactive-guard assessment reads it; absent when it showed nothing, and in older receipts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_sight: Option<crate::testreport::sight::OutputSight>,
+    /// How often the check's zone tried to send to an address outside its network namespace,
+    /// as that namespace's kernel counted them (it has no route out: every attempt failed; the
+    /// `hermeticity_violation` rule, docs/halts.md). Absent where the zone cannot count (no native
+    /// zone), when the check was killed, and in older receipts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outside_attempts: Option<OutsideAttemptsRecord>,
+}
+
+/// Attempts to reach an address outside a zone's network namespace, by IP version (the kernel's
+/// `OutNoRoutes` counters of that namespace).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct OutsideAttemptsRecord {
+    pub ipv4: u64,
+    pub ipv6: u64,
+}
+
+impl OutsideAttemptsRecord {
+    pub fn total(&self) -> u64 {
+        self.ipv4.saturating_add(self.ipv6)
+    }
 }
 
 /// A declared score as one check reported it: its value, or why it has none.
@@ -1175,6 +1195,7 @@ pub(crate) mod sample {
             excerpts_artifact: None,
             score: None,
             output_sight: None,
+            outside_attempts: None,
         })
     }
 

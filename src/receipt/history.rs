@@ -508,6 +508,7 @@ mod tests {
                         excerpts_artifact: None,
                         score: None,
                         output_sight: None,
+                        outside_attempts: None,
                     })
                 }
             ),

@@ -26,6 +26,9 @@
 //!   that gave no answer that counts is `escalation_pending`.
 //! - a success the held-out check (`holdout_check` event) did not find green: red or disagreeing
 //!   is `objective_unverified`, one that could not run is `execution_failure`.
+//! - a check of the iteration (its own, a confirmation rerun, the held-out check) that tried to
+//!   reach an address outside its zone when the check on t0 tried none: `hermeticity_violation`
+//!   ([`super::hermeticity`]), before its verdict counts.
 //! - either interrupted by SIGINT/SIGTERM: not a halt; the run becomes resumable.
 
 use super::mode::Mode;
@@ -102,14 +105,20 @@ fn disagreement_detail(check: &CheckResult, iteration: u64) -> String {
 }
 
 /// Decide on the current iteration as recorded so far: `Continue` means no recorded stage halts
-/// (the caller knows whether stages are still to come).
-pub fn decide(mode: Mode, record: &IterationRecord, max_iterations: u64) -> Step {
+/// (the caller knows whether stages are still to come). `t0`: the run's check on t0 (the
+/// `check_baseline`), when it recorded one.
+pub fn decide(
+    mode: Mode,
+    record: &IterationRecord,
+    t0: Option<&CheckResult>,
+    max_iterations: u64,
+) -> Step {
     match mode {
-        Mode::CheckFixpoint => check_fixpoint(record, max_iterations),
+        Mode::CheckFixpoint => check_fixpoint(record, t0, max_iterations),
     }
 }
 
-fn check_fixpoint(record: &IterationRecord, max_iterations: u64) -> Step {
+fn check_fixpoint(record: &IterationRecord, t0: Option<&CheckResult>, max_iterations: u64) -> Step {
     let Some(exec) = &record.exec else {
         return Step::Continue;
     };
@@ -146,6 +155,10 @@ fn check_fixpoint(record: &IterationRecord, max_iterations: u64) -> Step {
     }
     if let Some(guard) = record.guards.first() {
         return Step::Halt(guard.halt_reason, guard.detail.clone());
+    }
+    // A check that tried to reach beyond its zone judged nothing the run can stand on.
+    if let Some(step) = super::hermeticity::decide_on(record, t0) {
+        return step;
     }
     if let Some(step) = record
         .confirmations
@@ -363,7 +376,8 @@ mod tests {
 
     #[test]
     fn a_green_whose_tree_observes_the_test_run_is_human_required() {
-        let Step::Halt(reason, detail) = decide(Mode::CheckFixpoint, &observing(2, 0), 3) else {
+        let Step::Halt(reason, detail) = decide(Mode::CheckFixpoint, &observing(2, 0), None, 3)
+        else {
             panic!("no halt")
         };
         assert_eq!(reason, HaltReason::HumanRequired);
@@ -387,7 +401,7 @@ mod tests {
             verdict: "red".into(),
             check: held_out,
         });
-        let Step::Halt(reason, detail) = decide(Mode::CheckFixpoint, &r, 3) else {
+        let Step::Halt(reason, detail) = decide(Mode::CheckFixpoint, &r, None, 3) else {
             panic!("no halt")
         };
         assert_eq!(reason, HaltReason::ObjectiveUnverified, "{detail}");
@@ -397,13 +411,18 @@ mod tests {
     #[test]
     fn a_red_check_whose_tree_observes_the_test_run_goes_on() {
         assert_eq!(
-            decide(Mode::CheckFixpoint, &observing(2, 1), 3),
+            decide(Mode::CheckFixpoint, &observing(2, 1), None, 3),
             Step::Continue
         );
     }
 
     fn decided(check: Ending, iteration: u64, max: u64) -> Step {
-        decide(Mode::CheckFixpoint, &record(0, Some(check), iteration), max)
+        decide(
+            Mode::CheckFixpoint,
+            &record(0, Some(check), iteration),
+            None,
+            max,
+        )
     }
 
     #[test]
@@ -439,17 +458,17 @@ mod tests {
             );
         }
         assert!(matches!(
-            decide(Mode::CheckFixpoint, &record(2, None, 1), 3),
+            decide(Mode::CheckFixpoint, &record(2, None, 1), None, 3),
             Step::Halt(HaltReason::ExecutionFailure, _)
         ));
         assert_eq!(
-            decide(Mode::CheckFixpoint, &record(0, None, 1), 3),
+            decide(Mode::CheckFixpoint, &record(0, None, 1), None, 3),
             Step::Continue
         );
         let mut interrupted = record(0, None, 1);
         interrupted.exec.as_mut().unwrap().ending = Ending::Interrupted { signal: 15 };
         assert_eq!(
-            decide(Mode::CheckFixpoint, &interrupted, 3),
+            decide(Mode::CheckFixpoint, &interrupted, None, 3),
             Step::Interrupted(15)
         );
     }
@@ -470,7 +489,7 @@ mod tests {
             left_out: None,
         });
         assert_eq!(
-            decide(Mode::CheckFixpoint, &r, 3),
+            decide(Mode::CheckFixpoint, &r, None, 3),
             Step::Halt(
                 HaltReason::BlockedPathModified,
                 "the agent changed protected paths: tests/a.sh".into()
@@ -498,11 +517,11 @@ mod tests {
             };
         r.confirmations = vec![confirmation(true, r.check.clone().unwrap())];
         assert!(matches!(
-            decide(Mode::CheckFixpoint, &r, 3),
+            decide(Mode::CheckFixpoint, &r, None, 3),
             Step::Halt(HaltReason::SuccessConditionMet, _)
         ));
         r.confirmations.push(confirmation(false, rerun));
-        let Step::Halt(reason, detail) = decide(Mode::CheckFixpoint, &r, 3) else {
+        let Step::Halt(reason, detail) = decide(Mode::CheckFixpoint, &r, None, 3) else {
             panic!("no halt")
         };
         assert_eq!(reason, HaltReason::CheckNotDeterministic);
@@ -532,7 +551,7 @@ mod tests {
             check: rerun,
         }];
         assert_eq!(
-            decide(Mode::CheckFixpoint, &r, 3),
+            decide(Mode::CheckFixpoint, &r, None, 3),
             Step::Halt(
                 HaltReason::ExecutionFailure,
                 "the check passed at iteration 1, but confirmation rerun 2 could not start (docker: daemon not answering): its stability was not sampled, so this is no success and no verdict on the check".into()

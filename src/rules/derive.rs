@@ -217,6 +217,7 @@ pub fn derive_halt(history: &History) -> Result<Option<Derivation>, Mismatch> {
         return Ok(None);
     };
     let recorded = halt.halt_reason;
+    let t0 = history.check_baseline.as_ref().map(|b| &b.check);
     let mut skipped = Vec::new();
     let accept = |iterations: u64, why: Option<String>, skipped: Vec<NotReplayed>| {
         Ok(Some(Derivation {
@@ -264,7 +265,7 @@ pub fn derive_halt(history: &History) -> Result<Option<Derivation>, Mismatch> {
         .filter(|r| complete(r) && Some(r.iteration) != halted.map(|h| h.iteration))
     {
         derived += 1;
-        if let step @ Step::Halt(..) = decide(Mode::CheckFixpoint, record, max_iterations) {
+        if let step @ Step::Halt(..) = decide(Mode::CheckFixpoint, record, t0, max_iterations) {
             let name = step_name(&step);
             return Err(Mismatch {
                 iteration: record.iteration,
@@ -281,7 +282,7 @@ pub fn derive_halt(history: &History) -> Result<Option<Derivation>, Mismatch> {
     if recorded == HaltReason::HeartbeatStale {
         let decided = halted
             .filter(|r| r.interrupted.is_none())
-            .map(|r| decide(Mode::CheckFixpoint, r, max_iterations));
+            .map(|r| decide(Mode::CheckFixpoint, r, t0, max_iterations));
         if !matches!(decided, Some(Step::Halt(HaltReason::HeartbeatStale, _))) {
             let stages = decided
                 .as_ref()
@@ -305,7 +306,7 @@ pub fn derive_halt(history: &History) -> Result<Option<Derivation>, Mismatch> {
         .unwrap_or_default();
     let pinned = super::budget::PinnedModel::of_config(&start.config);
     let first = super::budget::first_halt(&history.iterations, &caps, &pinned, |r| {
-        complete(r) && decide(Mode::CheckFixpoint, r, max_iterations) == Step::Continue
+        complete(r) && decide(Mode::CheckFixpoint, r, t0, max_iterations) == Step::Continue
     });
     if budget_reason(recorded) {
         return match first {
@@ -380,7 +381,7 @@ pub fn derive_halt(history: &History) -> Result<Option<Derivation>, Mismatch> {
             format!("no halt: interrupted ({})", crate::inert::inert(cause)),
         ),
         None => {
-            let step = decide(Mode::CheckFixpoint, record, max_iterations);
+            let step = decide(Mode::CheckFixpoint, record, t0, max_iterations);
             let name = step_name(&step);
             (step, name)
         }

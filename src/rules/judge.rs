@@ -395,7 +395,8 @@ mod tests {
     }
 
     fn decided(record: &crate::receipt::history::IterationRecord) -> Option<HaltReason> {
-        match crate::rules::decide::decide(crate::rules::mode::Mode::CheckFixpoint, record, 3) {
+        match crate::rules::decide::decide(crate::rules::mode::Mode::CheckFixpoint, record, None, 3)
+        {
             Step::Halt(reason, _) => Some(reason),
             _ => None,
         }

@@ -12,6 +12,7 @@
 //! - [`judgements`]: the recorded judgements (progress, set guard, evidence, confirmations, t0, the canary) recomputed.
 //! - [`derive`]: whether a recorded halt follows from the recorded observations (verdicts replayed, not trusted).
 //! - [`judge`]: the halt a judged green comes to, from the recorded answer.
+//! - [`hermeticity`]: a check of the agent's work that tried to reach beyond its zone, unlike t0's, halts.
 //! - [`holdout`]: a success the held-out check did not find green does not stand.
 //! - [`canary`]: the guard the adequacy canary's recorded outcome gives (uncovered lines, the mutants' verdict).
 //! - [`targets`]: the tests a run must fix, selected from t0, and the success rule of a red check.
@@ -28,6 +29,7 @@ pub mod canary;
 pub mod comprehension;
 pub mod decide;
 pub mod derive;
+pub mod hermeticity;
 pub mod holdout;
 pub mod judge;
 pub mod judgements;

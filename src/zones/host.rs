@@ -223,6 +223,7 @@ impl Zone for HostZone {
         let usage = ZoneUsage {
             cpu: Some(children_cpu().saturating_sub(cpu_before)),
             egress: None,
+            outside_attempts: None,
         };
         let output = running.finish()?;
         Ok(ZoneRun {

@@ -208,6 +208,9 @@ pub struct ZoneUsage {
     pub cpu: Option<Duration>,
     /// The egress proxy's account, for a command whose zone the proxy served.
     pub egress: Option<EgressUsage>,
+    /// What the command's zone tried to send beyond its network namespace (native zones, once
+    /// ended by itself; `None` where it is not counted).
+    pub outside_attempts: Option<sandbox::OutsideAttempts>,
 }
 
 /// The egress proxy's account after one command.

@@ -230,6 +230,7 @@ impl Zone for NativeZone {
                 let usage = ZoneUsage {
                     cpu: None,
                     egress: self.egress_usage(cmd.role, None),
+                    outside_attempts: None,
                 };
                 return Ok(ZoneRun {
                     ending: Ending::FailedToStart { reason },
@@ -268,11 +269,13 @@ impl Zone for NativeZone {
             Watched::Stopped(ending) => ending,
         };
         let duration = started.elapsed();
+        let outside_attempts = zone.0.outside_attempts();
         drop(zone);
         let egress = self.egress_usage(cmd.role, proxy);
         let usage = ZoneUsage {
             cpu: Some(children_cpu().saturating_sub(cpu_before)),
             egress,
+            outside_attempts,
         };
         let output = running.finish()?;
         Ok(ZoneRun {

@@ -643,6 +643,7 @@ impl Zone for ContainerZone {
                 let usage = ZoneUsage {
                     cpu: None,
                     egress: self.egress_usage(cmd.role, proxy),
+                    outside_attempts: None,
                 };
                 return Ok(ZoneRun {
                     ending: Ending::FailedToStart {
@@ -688,6 +689,7 @@ impl Zone for ContainerZone {
         let usage = ZoneUsage {
             cpu: None,
             egress: self.egress_usage(cmd.role, proxy),
+            outside_attempts: None,
         };
         let output = running.finish()?;
         let ending = match (stopped_by_us, state) {
