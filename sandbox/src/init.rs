@@ -77,11 +77,17 @@ fn report(sock: &OwnedFd, msg: &Msg) {
     }
 }
 
-/// The plan, and the descriptors sent with it (stdio, then the detached mount trees).
+/// The plan (from the sealed memfd that comes first), and the descriptors sent after it (stdio,
+/// then the detached mount trees).
 fn read_plan(sock: &OwnedFd) -> Result<(Plan, Vec<OwnedFd>), StepError> {
-    let (bytes, trees) = plan::recv(sock, false)
+    let (message, mut fds) = plan::recv(sock, false)
         .map_err(|e| fail(None, "read plan", e))?
         .ok_or((None, None, "supervisor closed the plan socket".to_string()))?;
+    if message != plan::PLAN_IN_MEMFD || fds.is_empty() {
+        return Err((None, None, "the plan message carries no plan".to_string()));
+    }
+    let bytes = plan::read_plan_memfd(fds.remove(0)).map_err(|e| fail(None, "read plan", e))?;
+    let trees = fds;
     let plan =
         serde_json::from_slice(&bytes).map_err(|e| (None, None, format!("malformed plan: {e}")))?;
     Ok((plan, trees))

@@ -448,12 +448,18 @@ fn send_plan(
 ) -> Result<(), SandboxError> {
     let bytes =
         serde_json::to_vec(plan).map_err(|e| SandboxError::Spawn(format!("encode plan: {e}")))?;
-    let fds: Vec<RawFd> = stdio
-        .iter()
-        .map(|f| f.as_raw_fd())
+    let memfd = plan::plan_memfd(&bytes).map_err(|e| {
+        let _ = zone.kill();
+        SandboxError::Spec(format!(
+            "the zone's plan ({} bytes: command line and environment) could not be written: {e}",
+            bytes.len()
+        ))
+    })?;
+    let fds: Vec<RawFd> = std::iter::once(memfd.as_raw_fd())
+        .chain(stdio.iter().map(|f| f.as_raw_fd()))
         .chain(trees.iter().map(|(_, t)| t.as_raw_fd()))
         .collect();
-    match plan::send(zone.sock.as_raw_fd(), &bytes, &fds) {
+    match plan::send(zone.sock.as_raw_fd(), plan::PLAN_IN_MEMFD, &fds) {
         Ok(()) => Ok(()),
         Err(e) if matches!(e.raw_os_error(), Some(libc::EPIPE) | Some(libc::ECONNRESET)) => {
             // An init that died before its plan (e.g. it could not enter its cgroup) says why.
@@ -461,8 +467,8 @@ fn send_plan(
             Err(SandboxError::io("send plan", e))
         }
         Err(e) => {
-            // The init is alive and still waiting for its plan (e.g. EMSGSIZE: argv and
-            // environment larger than one message may carry): waiting for it would wait forever.
+            // The init is alive and still waiting for its plan (e.g. more descriptors than one
+            // message may carry): waiting for it would wait forever.
             let _ = zone.kill();
             Err(SandboxError::Spec(format!(
                 "the zone's plan ({} bytes: command line and environment) could not be sent: {e}",

@@ -1,7 +1,7 @@
 //! Every convention between the supervisor and a zone's processes, in one place: how the zone
 //! init is started (its marker variable, `argv[0]`, the plan socket's descriptor), what the
-//! supervisor hands it (the `Plan`, sent as one JSON message over the inherited SOCK_SEQPACKET
-//! socket, with the command's stdio and the idmapped mount trees), what the zone answers (`Msg`),
+//! supervisor hands it (the `Plan`, JSON in a sealed memfd sent as one message over the inherited
+//! SOCK_SEQPACKET socket, with the command's stdio and the idmapped mount trees), what the zone answers (`Msg`),
 //! how a step between clone3 and execve fails (`PreExecFailure`, an exit code), and the one
 //! decoder turning whatever the zone ended with into a typed error ([`decode_failure`]).
 //! Everything in the plan is already validated and resolved by the supervisor; the zone init
@@ -280,8 +280,63 @@ pub fn send(sock: RawFd, bytes: &[u8], fds: &[RawFd]) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Largest message accepted (a plan carries argv and environment).
+/// Largest message accepted (the plan itself travels in a memfd: [`plan_memfd`]).
 const MAX_MESSAGE: usize = 16 << 20;
+
+/// Largest plan accepted. A socket message is bounded by the socket's buffer (a few hundred KiB),
+/// far below what a command line and environment may hold; the plan goes in a sealed memfd
+/// instead, the first descriptor of the one message that announces it ([`PLAN_IN_MEMFD`]).
+pub const MAX_PLAN: u64 = 64 << 20;
+
+/// The bytes of the message that carries the plan's memfd.
+pub const PLAN_IN_MEMFD: &[u8] = b"plan-in-memfd";
+
+/// The encoded plan in a memfd, sealed against every change (size, contents, seals).
+pub fn plan_memfd(bytes: &[u8]) -> std::io::Result<OwnedFd> {
+    use std::io::Write;
+    if bytes.len() as u64 > MAX_PLAN {
+        return Err(std::io::Error::other(format!(
+            "{} bytes, more than the {MAX_PLAN} a plan may hold",
+            bytes.len()
+        )));
+    }
+    let name = c"loopexec-plan";
+    let raw =
+        unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
+    if raw < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    let mut file = std::fs::File::from(fd);
+    file.write_all(bytes)?;
+    let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE | libc::F_SEAL_SEAL;
+    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(OwnedFd::from(file))
+}
+
+/// The plan's bytes from the memfd [`plan_memfd`] made: refused unless it is sealed and within
+/// [`MAX_PLAN`].
+pub fn read_plan_memfd(fd: OwnedFd) -> std::io::Result<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let required = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE;
+    let seals = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) };
+    if seals < 0 || seals & required != required {
+        return Err(std::io::Error::other("the plan's memfd is not sealed"));
+    }
+    let file = std::fs::File::from(fd);
+    let len = file.metadata()?.len();
+    if len > MAX_PLAN {
+        return Err(std::io::Error::other(format!(
+            "a plan of {len} bytes, more than {MAX_PLAN}"
+        )));
+    }
+    // From offset 0: the descriptor shares its file offset with the writer's, left at the end.
+    let mut bytes = vec![0u8; len as usize];
+    file.read_exact_at(&mut bytes, 0)?;
+    Ok(bytes)
+}
 
 /// Receive one message and the descriptors sent with it. `Ok(None)` on EOF.
 pub fn recv(sock: &OwnedFd, nonblocking: bool) -> std::io::Result<Option<(Vec<u8>, Vec<OwnedFd>)>> {
@@ -333,6 +388,27 @@ pub fn recv(sock: &OwnedFd, nonblocking: bool) -> std::io::Result<Option<(Vec<u8
 mod tests {
     use super::*;
     use nix::unistd::Pid;
+
+    #[test]
+    fn a_plan_larger_than_a_socket_message_round_trips_through_its_sealed_memfd() {
+        let bytes: Vec<u8> = (0..(4u32 << 20)).map(|i| (i % 251) as u8).collect();
+        let fd = plan_memfd(&bytes).unwrap();
+        assert_eq!(read_plan_memfd(fd).unwrap(), bytes);
+    }
+
+    #[test]
+    fn a_plan_memfd_cannot_be_written_once_sealed() {
+        let fd = plan_memfd(b"{}").unwrap();
+        let written = nix::unistd::write(&fd, b"x");
+        assert_eq!(written, Err(nix::Error::EPERM));
+    }
+
+    #[test]
+    fn an_unsealed_descriptor_is_refused_as_a_plan() {
+        let file = tempfile::tempfile().unwrap();
+        let err = read_plan_memfd(OwnedFd::from(file)).unwrap_err();
+        assert_eq!(err.to_string(), "the plan's memfd is not sealed");
+    }
 
     fn exited(code: i32) -> NotReady {
         NotReady::Ended(Ok(WaitStatus::Exited(Pid::from_raw(7), code)))
