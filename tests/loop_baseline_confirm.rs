@@ -182,7 +182,7 @@ fn a_steady_green_on_t0_is_confirmed_then_success_at_iteration_0_and_cached_with
             entry["format"].as_u64(),
             entry["confirmations"].as_array().map(Vec::len)
         ),
-        (Some(3), Some(1)),
+        (Some(4), Some(1)),
         "{entry}"
     );
 

@@ -55,8 +55,9 @@ const MAX_CACHE_ENTRY_BYTES: u64 = 64 * 1024 * 1024;
 /// The cache entry format this version writes (part of the key, too): 2 since the baseline's
 /// check records its `output_sight` (entries of format 1 lack it and are recomputed), 3 since a
 /// green is cached with its confirmation reruns (entries of format 2 hold an unconfirmed green
-/// and are never read: their key is another).
-const CACHE_FORMAT: u32 = 3;
+/// and are never read: their key is another), 4 since the check records its `outside_attempts`
+/// (an entry without them would hold every iteration's check to none: the hermeticity rule).
+const CACHE_FORMAT: u32 = 4;
 
 /// The check's result on t0.
 #[derive(Debug, Clone, PartialEq, Eq)]
