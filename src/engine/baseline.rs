@@ -50,6 +50,8 @@ use std::collections::BTreeMap;
 
 /// The cache's directory beneath the state dir.
 pub const CACHE_DIR: &str = "check-baselines";
+/// The entries' locks, beside it (`<key>.lock`; the cache directory holds entries only).
+pub const LOCK_DIR: &str = "check-baseline-locks";
 /// Largest cache entry read.
 const MAX_CACHE_ENTRY_BYTES: u64 = 64 * 1024 * 1024;
 /// The cache entry format this version writes (part of the key, too): 2 since the baseline's
@@ -245,6 +247,56 @@ pub fn read_cache(
     }
 }
 
+/// The lock of one cache entry (`<key>.lock` in [`LOCK_DIR`]: an open-file-description write lock),
+/// released when dropped or when its process dies.
+pub struct EntryLock {
+    _file: std::fs::File,
+}
+
+/// What waiting for an entry's lock gave.
+pub enum Locked {
+    Held(EntryLock),
+    /// The operator asked loopexec to stop while another run held it.
+    Interrupted(i32),
+}
+
+/// How often a run waiting for another's baseline tries the lock again.
+const LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Take the lock of `key`'s entry (its file beneath `dir`, [`LOCK_DIR`]), waiting while another run holds it (it is
+/// computing that baseline; its entry is then read instead of computed again).
+pub fn lock_entry(dir: &SafeDir, key: &str) -> Result<Locked, String> {
+    let file = dir
+        .open_rw(&format!("{key}.lock"))
+        .map_err(|e| e.to_string())?;
+    loop {
+        // SAFETY: flock is plain old data; all-zero is a valid value we then fill in.
+        let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+        fl.l_type = libc::F_WRLCK as libc::c_short;
+        fl.l_whence = libc::SEEK_SET as libc::c_short;
+        // SAFETY: fcntl on a descriptor we own with a valid `struct flock`.
+        let rc = unsafe {
+            libc::fcntl(
+                std::os::fd::AsRawFd::as_raw_fd(&file),
+                libc::F_OFD_SETLK,
+                &mut fl,
+            )
+        };
+        if rc == 0 {
+            return Ok(Locked::Held(EntryLock { _file: file }));
+        }
+        let err = std::io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EAGAIN) | Some(libc::EACCES) | Some(libc::EINTR) => {}
+            _ => return Err(err.to_string()),
+        }
+        if let Some(signal) = crate::interrupt::pending() {
+            return Ok(Locked::Interrupted(signal));
+        }
+        std::thread::sleep(LOCK_RETRY);
+    }
+}
+
 /// Store `check` (a green: with its agreeing `confirmations`) as the entry of `key` beneath
 /// `dir` (atomically: a reader sees the old entry or the new one, never half of one).
 pub fn write_cache(
@@ -309,8 +361,11 @@ impl ActiveRun<'_> {
             return Ok(None);
         }
         let mut t0_tree = None;
+        // Held from before the cache is read until its entry is written (after the confirmation
+        // reruns of a green), so that runs started together compute one baseline, not one each.
+        let mut _entry_lock = None;
         if self.history.check_baseline.is_none() {
-            if let Some(stop) = self.record_baseline(zone, &mut t0_tree)? {
+            if let Some(stop) = self.record_baseline(zone, &mut t0_tree, &mut _entry_lock)? {
                 return Ok(Some(stop));
             }
         }
@@ -398,10 +453,13 @@ impl ActiveRun<'_> {
 
     /// Run (or read from the cache) the check on t0 and append `check_baseline` (a cache hit on
     /// a green: with the confirmations cached with it). `t0_tree`: the snapshot the check ran on.
+    /// `entry_lock`: the cache entry's lock, taken (waiting for another run that holds it)
+    /// before the cache is read; the caller holds it until the entry is written.
     fn record_baseline(
         &mut self,
         zone: &mut dyn Zone,
         t0_tree: &mut Option<Snapshot>,
+        entry_lock: &mut Option<EntryLock>,
     ) -> CmdResult<Option<Step>> {
         let tree_id = match (&self.workspace, &self.history.workspace) {
             (Some(_), Some(ws)) if self.cfg.workspace == WorkspaceMode::Detached => {
@@ -424,6 +482,19 @@ impl ActiveRun<'_> {
             Some((Ok(_), _)) => None,
         };
         if let Some((Ok(dir), key)) = &cache {
+            let locks = self
+                .statedir
+                .root()
+                .subdir_or_create(LOCK_DIR)
+                .map_err(|e| e.to_string());
+            match locks.and_then(|locks| lock_entry(&locks, key)) {
+                Ok(Locked::Held(lock)) => *entry_lock = Some(lock),
+                Ok(Locked::Interrupted(signal)) => return Ok(Some(Step::Interrupted(signal))),
+                Err(e) => {
+                    let note = format!("the cache entry could not be locked ({e}): other runs may compute this baseline too");
+                    cache_note = Some(cache_note.map_or(note.clone(), |n| format!("{n}; {note}")));
+                }
+            }
             let targets = self.cfg.targets.clone();
             match read_cache(dir, key, self.cfg.confirm_runs, &|check| {
                 succeeds_at_t0(&targets, check)
@@ -439,7 +510,12 @@ impl ActiveRun<'_> {
                     }
                     return Ok(None);
                 }
-                CacheRead::Miss(note) => cache_note = note,
+                CacheRead::Miss(note) => {
+                    cache_note = match (note, cache_note) {
+                        (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+                        (a, b) => a.or(b),
+                    }
+                }
             }
         }
         let snapshot = match self.workspace.as_mut().map(|ws| ws.snapshot()) {
