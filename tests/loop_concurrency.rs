@@ -144,7 +144,7 @@ fn two_resumes_of_one_run_at_once_let_one_drive_it_and_refuse_the_other() {
     both.sort_by_key(|r| r.code);
     let [won, refused] = both;
     assert_eq!(won.code, 10, "{won:?}");
-    assert_ne!(refused.code, 10, "{refused:?}");
+    assert_eq!(refused.code, 30, "{refused:?}");
     let message = refused.json()["errors"][0]["message"].clone();
     assert_eq!(
         message,
