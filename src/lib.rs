@@ -50,6 +50,8 @@ pub mod rules;
 pub mod run_id;
 pub mod safefs;
 pub mod secret;
+#[cfg(debug_assertions)]
+pub mod test_pause;
 pub mod testreport;
 pub mod timestamp;
 pub mod trust;

@@ -292,7 +292,7 @@ impl Hierarchy {
 impl Hierarchy {
     /// Remove empty zone cgroups and supervisor leaves left by supervisors that were killed (their
     /// pid is gone).
-    fn remove_stale(&self) {
+    pub(crate) fn remove_stale(&self) {
         let bases: Vec<&PathBuf> = match self {
             Hierarchy::V2 { base } => vec![base],
             Hierarchy::V1 { bases, freezer } => {

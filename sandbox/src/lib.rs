@@ -33,6 +33,15 @@ mod timens;
 mod zone;
 
 pub use error::{Layer, SandboxError};
+
+/// Remove the empty zone cgroups and supervisor leaves that killed supervisors left beneath this
+/// process's cgroups (a zone start does it too; a resume that only seals starts none). Best
+/// effort: a host without a usable hierarchy has none to remove.
+pub fn remove_stale_cgroups() {
+    if let Ok(hierarchy) = cgroup::detect() {
+        hierarchy.remove_stale();
+    }
+}
 pub use launch::{
     hold_protected_paths, launch, AppliedReport, Launcher, LayerStatus, ProtectedHolds,
     ProtectedPlaceholders, RunningZone, ZoneExit, ZoneSpec,

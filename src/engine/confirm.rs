@@ -96,6 +96,10 @@ impl ActiveRun<'_> {
             if let Some(sig) = crate::interrupt::pending() {
                 return Ok(Rerun::Stopped(Step::Interrupted(sig)));
             }
+            #[cfg(debug_assertions)]
+            if k == 1 && n > 0 {
+                crate::test_pause::at(crate::test_pause::BEFORE_CONFIRMATION);
+            }
             let outcome =
                 match self.run_check(zone, n, tree, super::iteration::CheckRun::Confirmation(k))? {
                     Ok(outcome) => outcome,

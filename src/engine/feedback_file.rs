@@ -36,33 +36,10 @@ pub const PLACEHOLDER: &str = "{feedback}";
 /// The run's feedback directory; removed when the run's process ends with it.
 pub struct FeedbackFile {
     /// Held for its removal on drop.
-    _dir: tempfile::TempDir,
+    _dir: super::shared_dir::SharedDir,
     safe: SafeDir,
     /// 0640 when the zone reads through the directory's group, else 0600.
     file_mode: u32,
-}
-
-/// A fresh `loopexec-<what>-` directory under the system temporary directory, mode 0700, or, with
-/// `gid` (the agent zone's gid when it runs as another uid), that group's with `group_mode`.
-/// Shared with the usage directory, which the zone writes.
-pub(super) fn zone_shared_dir(
-    what: &str,
-    gid: Option<u32>,
-    group_mode: u32,
-) -> Result<tempfile::TempDir, Failure> {
-    let dir = tempfile::Builder::new()
-        .prefix(&format!("loopexec-{what}-"))
-        .permissions(std::fs::Permissions::from_mode(0o700))
-        .tempdir()
-        .map_err(|e| Failure::internal(format!("the {what} directory cannot be created: {e}")))?;
-    if let Some(gid) = gid {
-        std::os::unix::fs::chown(dir.path(), None, Some(gid))
-            .map_err(|e| Failure::io(dir.path(), &e))?;
-    }
-    let mode = if gid.is_some() { group_mode } else { 0o700 };
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(mode))
-        .map_err(|e| Failure::io(dir.path(), &e))?;
-    Ok(dir)
 }
 
 impl FeedbackFile {
@@ -70,7 +47,7 @@ impl FeedbackFile {
     /// `reader_gid` (the agent zone's gid, when the zone runs as another uid) its group is that gid
     /// and it is group-readable, never writable; without, only the operator reads it.
     pub fn create(reader_gid: Option<u32>) -> Result<FeedbackFile, Failure> {
-        let dir = zone_shared_dir("feedback", reader_gid, 0o750)?;
+        let dir = super::shared_dir::SharedDir::create("feedback", reader_gid, 0o750)?;
         let safe = SafeDir::open(dir.path())
             .map_err(|e| Failure::internal(format!("the feedback directory: {e}")))?;
         Ok(FeedbackFile {

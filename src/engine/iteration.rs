@@ -175,6 +175,8 @@ impl ActiveRun<'_> {
         if let Some(sig) = interrupt::pending() {
             return Ok(Step::Interrupted(sig));
         }
+        #[cfg(debug_assertions)]
+        crate::test_pause::at(crate::test_pause::BEFORE_CHECK);
         let outcome = match self.run_check(zone, n, candidate.as_ref(), CheckRun::Iteration)? {
             Ok(outcome) => outcome,
             Err(halt) => return Ok(halt),

@@ -227,6 +227,7 @@ pub fn start_after_gates(
     let mut zone = open_zone(&zones)?;
     let run = statedir.create_run(&run_id)?;
     let lock = run.lock()?;
+    super::shared_dir::sweep_abandoned();
     zone.bind_run(run.path())?;
     let log = run.create_receipt()?;
     let isolation = zone.isolation().to_string();
@@ -303,6 +304,9 @@ pub fn resume(
 ) -> CmdResult<RunOutcome> {
     let run = statedir.open_run(&run_id)?;
     let lock = run.lock()?;
+    // What the supervisor a crash ended could not remove: its shared directories, its cgroups.
+    super::shared_dir::sweep_abandoned();
+    sandbox::remove_stale_cgroups();
     let previous = run.read_state().ok().map(|s| s.state.as_str().to_string());
     // One read: the history and the acceptances' signatures below come from the same bytes (a
     // writer ignoring the lock cannot swap the file between a read for one and one for the other).
@@ -975,7 +979,7 @@ impl<'a> ActiveRun<'a> {
         }))?;
         // Tests kill the supervisor here, between the halt line and the seal (`seal_window`).
         #[cfg(debug_assertions)]
-        super::test_pause::at(super::test_pause::BEFORE_SEAL);
+        crate::test_pause::at(crate::test_pause::BEFORE_SEAL);
         self.seal()?;
         self.state.state = RunPhase::Halted;
         self.state.halt_reason = Some(reason.as_str().into());

@@ -79,10 +79,9 @@ pub mod score;
 mod seal_window;
 pub mod seats;
 pub mod sentinel;
+pub mod shared_dir;
 pub mod sink;
 pub mod targets;
-#[cfg(debug_assertions)]
-mod test_pause;
 pub mod usage_meter;
 pub mod zone_setup;
 

@@ -56,7 +56,7 @@ impl crate::capture::StreamObserver for OutputMeter {
 
 /// The run's usage directory; removed when the run's process ends with it.
 pub struct UsageDir {
-    _dir: tempfile::TempDir,
+    _dir: super::shared_dir::SharedDir,
     safe: SafeDir,
     file_mode: u32,
 }
@@ -64,7 +64,7 @@ pub struct UsageDir {
 impl UsageDir {
     /// A fresh directory, writable by the operator and, with `writer_gid`, by that group.
     pub fn create(writer_gid: Option<u32>) -> Result<UsageDir, Failure> {
-        let dir = super::feedback_file::zone_shared_dir("usage", writer_gid, 0o770)?;
+        let dir = super::shared_dir::SharedDir::create("usage", writer_gid, 0o770)?;
         let safe = SafeDir::open(dir.path())
             .map_err(|e| Failure::internal(format!("the usage directory: {e}")))?;
         Ok(UsageDir {

@@ -250,6 +250,13 @@ impl ReceiptLog {
         let hash = line_hash(&line);
         let mut buf = line;
         buf.push(b'\n');
+        #[cfg(debug_assertions)]
+        if event_type == "check_result" && crate::test_pause::armed(crate::test_pause::MID_APPEND) {
+            // Half the line on disk, synced: what a crash in the middle of this write leaves.
+            self.file.write_all(&buf[..buf.len() / 2])?;
+            self.file.sync_data()?;
+            crate::test_pause::at(crate::test_pause::MID_APPEND);
+        }
         self.file.write_all(&buf)?;
         self.file.sync_data()?;
         self.head = hash.clone();

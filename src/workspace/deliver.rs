@@ -63,14 +63,28 @@ pub fn deliver(
     let refname = format!("refs/heads/{branch}");
     git.run(["check-ref-format", refname.as_str()], None)
         .map_err(|_| WorkspaceError::unsafe_path(refname.as_bytes(), "not a valid branch name"))?;
-    if git.resolve(&refname)?.is_some() {
-        return Err(WorkspaceError::BranchExists(branch));
-    }
+    let existing = git.resolve(&refname)?;
     let large = write_missing_blobs(&git, workspace, snapshot, bounds.clone())?;
     bounds.check_now()?;
     let tree = write_tree(&git, snapshot, run_dir)?;
     bounds.check_now()?;
     let parent = baseline.head_commit.to_hex();
+    if let Some(found) = existing {
+        // A delivery of this run that a killed supervisor finished up to the branch (its halt
+        // line never written): the branch is adopted when it holds this tree on t0's commit,
+        // made by loopexec; any other branch of that name is the operator's, never overwritten.
+        if !earlier_delivery(&git, &found, &tree, &parent) {
+            return Err(WorkspaceError::BranchExists(branch));
+        }
+        let patch = write_patch(&git, &parent, &found, run_id, run_dir, &large)?;
+        return Ok(Delivery {
+            branch,
+            commit: found.to_hex(),
+            tree: tree.to_hex(),
+            parent,
+            patch,
+        });
+    }
     let commit_out = git.with_identity(AUTHOR_NAME, AUTHOR_EMAIL).run(
         [
             "commit-tree",
@@ -85,6 +99,8 @@ pub fn deliver(
     )?;
     let commit = parse_oid(&commit_out, "commit-tree")?;
     let patch = write_patch(&git, &parent, &commit, run_id, run_dir, &large)?;
+    #[cfg(debug_assertions)]
+    crate::test_pause::at(crate::test_pause::BEFORE_BRANCH);
     bounds.check_now()?;
     if let Err(e) = git.run(
         [
@@ -106,12 +122,26 @@ pub fn deliver(
             None => return Err(e),
         }
     }
+    #[cfg(debug_assertions)]
+    crate::test_pause::at(crate::test_pause::AFTER_BRANCH);
     Ok(Delivery {
         branch,
         commit: commit.to_hex(),
         tree: tree.to_hex(),
         parent,
         patch,
+    })
+}
+
+/// Whether `commit` is what this delivery would have made: `tree` on `parent` (its only parent),
+/// authored by loopexec.
+fn earlier_delivery(git: &Git, commit: &ObjectId, tree: &ObjectId, parent: &str) -> bool {
+    let shown = git.run(
+        ["show", "-s", "--format=%T %P %an", commit.to_hex().as_str()],
+        None,
+    );
+    shown.is_ok_and(|out| {
+        String::from_utf8_lossy(&out).trim() == format!("{} {parent} {AUTHOR_NAME}", tree.to_hex())
     })
 }
 
@@ -413,7 +443,8 @@ fn write_patch(
     large: &[Vec<u8>],
 ) -> WsResult<PathBuf> {
     let name = format!("loopexec-{run_id}.patch");
-    let file = run_dir.create_new(&name, 0o600)?;
+    // Truncated, not created anew: a delivery a killed supervisor began left its patch here.
+    let file = run_dir.create_truncate(&name, 0o600)?;
     let commit = commit.to_hex();
     let threshold = format!("core.bigFileThreshold={LARGE_BLOB_BYTES}");
     let spec = |magic: &str, p: &[u8]| {
