@@ -10,7 +10,8 @@
 use crate::cgroup::{Budget, CgroupEntry, CgroupPool, ZoneCgroup};
 use crate::error::{Layer, SandboxError};
 use crate::grants::{
-    idmapped_trees, overlay_layer_trees, resolve_grants, resolve_overlays, RwGrant,
+    idmapped_trees, overlay_layer_trees, require_capped_uppers, resolve_grants, resolve_overlays,
+    RwGrant,
 };
 use crate::placeholders::Placeholders;
 use crate::plan::{
@@ -127,6 +128,11 @@ fn launch_with(
     )?;
     let (ro, grants) = resolve_grants(&spec, key.zone_ids())?; // 6
     let overlays = resolve_overlays(&spec.overlays, key.zone_ids())?;
+    require_capped_uppers(
+        &overlays,
+        &spec.policy,
+        skipped.iter().any(|m| m.layer == Layer::Disk),
+    )?;
     let mut trees = idmapped_trees(&grants, key.uid, key.gid)?;
     let layers_from = overlay_layer_trees(&overlays, key.zone_ids())?.map(|layers| {
         let from = trees.len();
@@ -296,7 +302,7 @@ fn applied_report(
 ) -> AppliedReport {
     AppliedReport {
         policy_sha256: policy.sha256.clone(),
-        layers: layer_table(host, skipped, policy.network.mode),
+        layers: layer_table(host, skipped, policy.network.mode, policy.resources.disk_bytes),
         skipped: skipped.to_vec(),
         landlock_abi: if skipped.iter().any(|m| m.layer == Layer::Landlock) {
             0

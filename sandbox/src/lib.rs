@@ -14,6 +14,7 @@ pub mod launch;
 pub mod policy;
 pub mod preflight;
 pub mod seccomp_filter;
+pub mod volume;
 
 mod cgroup;
 mod grants;
@@ -41,6 +42,7 @@ pub use netns::{bring_up_loopback, listen as listen_loopback};
 pub use plan::OverlayMount;
 pub use policy::{Policy, PolicyError, WorkspaceLimits};
 pub use preflight::{HostReport, Missing};
+pub use volume::Volume;
 pub use spawn::NAMESPACES;
 pub use timens::{
     offset_for_children as offset_clocks_for_children, supported as time_namespaces_supported,
