@@ -302,7 +302,12 @@ fn applied_report(
 ) -> AppliedReport {
     AppliedReport {
         policy_sha256: policy.sha256.clone(),
-        layers: layer_table(host, skipped, policy.network.mode, policy.resources.disk_bytes),
+        layers: layer_table(
+            host,
+            skipped,
+            policy.network.mode,
+            policy.resources.disk_bytes,
+        ),
         skipped: skipped.to_vec(),
         landlock_abi: if skipped.iter().any(|m| m.layer == Layer::Landlock) {
             0

@@ -42,9 +42,9 @@ pub use netns::{bring_up_loopback, listen as listen_loopback};
 pub use plan::OverlayMount;
 pub use policy::{Policy, PolicyError, WorkspaceLimits};
 pub use preflight::{HostReport, Missing};
-pub use volume::Volume;
 pub use spawn::NAMESPACES;
 pub use timens::{
     offset_for_children as offset_clocks_for_children, supported as time_namespaces_supported,
     MAX_OFFSET_S as MAX_CLOCK_OFFSET_S,
 };
+pub use volume::Volume;

@@ -78,7 +78,10 @@ pub(crate) fn layer_table(
     if let Some(bytes) = disk_bytes {
         rows.push(s(
             Layer::Disk,
-            format!("writable overlay layers capped at {bytes} bytes ({})", crate::volume::MECHANISM),
+            format!(
+                "writable overlay layers capped at {bytes} bytes ({})",
+                crate::volume::MECHANISM
+            ),
         ));
     }
     rows

@@ -26,7 +26,11 @@ pub const MECHANISM: &str = "ext4 image on a loop device (detached mount)";
 pub const MIN_DISK_BYTES: u64 = 16 << 20;
 
 /// Where mkfs.ext4 is looked for (the environment's PATH is not used).
-const MKFS: &[&str] = &["/usr/sbin/mkfs.ext4", "/sbin/mkfs.ext4", "/usr/bin/mkfs.ext4"];
+const MKFS: &[&str] = &[
+    "/usr/sbin/mkfs.ext4",
+    "/sbin/mkfs.ext4",
+    "/usr/bin/mkfs.ext4",
+];
 
 // <linux/loop.h>: neither libc 0.2 nor nix 0.29 define the loop device ABI.
 const LOOP_CTL_GET_FREE: libc::c_ulong = 0x4C82;
@@ -115,6 +119,24 @@ pub fn unavailable() -> Option<Missing> {
     None
 }
 
+/// The cap a zone's writable layers get under `policy`: None when it sets none, or when the
+/// host cannot cap and the policy allows skipping the `disk` layer; refused (the zone must not
+/// start) when the host cannot cap and the policy does not allow that.
+pub fn cap_of(policy: &crate::Policy) -> Result<Option<u64>, crate::SandboxError> {
+    let Some(bytes) = policy.resources.disk_bytes else {
+        return Ok(None);
+    };
+    match unavailable() {
+        None => Ok(Some(bytes)),
+        Some(_) if policy.may_skip(Layer::Disk) => Ok(None),
+        Some(m) => Err(crate::SandboxError::Unsatisfiable {
+            layer: m.layer,
+            cause: m.cause,
+            fix: m.fix,
+        }),
+    }
+}
+
 fn mkfs() -> Option<&'static str> {
     MKFS.iter().copied().find(|p| Path::new(p).is_file())
 }
@@ -142,8 +164,8 @@ impl Volume {
     pub fn open(dir: RawFd, dir_path: &Path, name: &str) -> io::Result<Volume> {
         let path = dir_path.join(name);
         let image = open_image(dir, name, false).map_err(|e| ctx(path.display(), e))?;
-        let st = nix::sys::stat::fstat(image.as_raw_fd())
-            .map_err(|e| ctx(path.display(), e.into()))?;
+        let st =
+            nix::sys::stat::fstat(image.as_raw_fd()).map_err(|e| ctx(path.display(), e.into()))?;
         if st.st_mode & libc::S_IFMT != libc::S_IFREG {
             return Err(io::Error::other(format!(
                 "{}: not a regular file",
@@ -158,8 +180,7 @@ impl Volume {
         // close before that would release it.
         let (device, _held) = loop_device(&image)
             .map_err(|e| ctx(format!("loop device for {}", path.display()), e))?;
-        let mount =
-            mount_ext4(&device).map_err(|e| ctx(format!("mount {}", path.display()), e))?;
+        let mount = mount_ext4(&device).map_err(|e| ctx(format!("mount {}", path.display()), e))?;
         LIVE.lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(mount.as_raw_fd());
@@ -170,6 +191,11 @@ impl Volume {
     /// recognises overlay layers beneath it.
     pub fn path(&self) -> PathBuf {
         PathBuf::from(format!("/proc/self/fd/{}", self.mount.as_raw_fd()))
+    }
+
+    /// The volume's root directory, for `*at` calls (a duplicate of the mount's descriptor).
+    pub fn root(&self) -> io::Result<OwnedFd> {
+        self.mount.try_clone()
     }
 
     /// The cap: the image's size.
@@ -257,7 +283,13 @@ fn loop_device(image: &OwnedFd) -> io::Result<(String, OwnedFd)> {
         let mut config: LoopConfig = unsafe { std::mem::zeroed() };
         config.fd = image.as_raw_fd() as u32;
         config.info.lo_flags = LO_FLAGS_AUTOCLEAR;
-        let rc = unsafe { libc::ioctl(dev.as_raw_fd(), LOOP_CONFIGURE, &config as *const LoopConfig) };
+        let rc = unsafe {
+            libc::ioctl(
+                dev.as_raw_fd(),
+                LOOP_CONFIGURE,
+                &config as *const LoopConfig,
+            )
+        };
         if rc == 0 {
             return Ok((name, dev));
         }
@@ -284,7 +316,10 @@ fn mount_ext4(device: &str) -> io::Result<OwnedFd> {
     let fs = crate::sys::fsopen("ext4")?;
     crate::sys::fsconfig_string(&fs, "source", device)?;
     crate::sys::fsconfig_create(&fs)?;
-    crate::sys::fsmount(&fs, crate::sys::MOUNT_ATTR_NOSUID | crate::sys::MOUNT_ATTR_NODEV)
+    crate::sys::fsmount(
+        &fs,
+        crate::sys::MOUNT_ATTR_NOSUID | crate::sys::MOUNT_ATTR_NODEV,
+    )
 }
 
 #[cfg(test)]
