@@ -1,7 +1,7 @@
 //! `resources.disk_bytes`: the agent's workspace and the check's scratch layer live on a volume
-//! of that size (an ext4 image on a loop device, root only), so a zone writing past it gets
-//! ENOSPC and the host's file system loses no more than the cap; where the host cannot cap, a
-//! policy with the key refuses the run unless it allows skipping the `disk` layer.
+//! of that size (an ext4 image on a loop device as root, a tmpfs unprivileged), so a zone writing
+//! past it gets ENOSPC and the host's file system loses no more than the cap. (Where the host
+//! cannot cap, the refusal unless `layers.may_skip` has `disk` is sandbox/src/preflight.rs's test.)
 mod common;
 use common::*;
 use std::path::Path;
@@ -91,19 +91,6 @@ fn an_agent_writing_past_disk_bytes_gets_enospc_and_keeps_what_it_wrote_before()
             "grep -q 'No space left on device' enospc.txt",
         ],
     );
-    if !is_root() {
-        // No loop device without root: the run is refused before anything is made.
-        assert_eq!(r.code, 30, "{r:?}");
-        let v = r.json();
-        let text = v.to_string();
-        assert!(
-            text.contains("resources.disk_bytes needs an ext4 image on a loop device"),
-            "{text}"
-        );
-        assert!(text.contains("layers.may_skip = [\\\"disk\\\"]"), "{text}");
-        assert!(!run_dir(repo.path(), "cap").join("workspace").exists());
-        return;
-    }
     assert_eq!(r.code, 10, "{r:?}");
     let image = run_dir(repo.path(), "cap").join("workspace/disk.img");
     assert!(allocated(&image) <= CAP, "{}", allocated(&image));
@@ -153,14 +140,6 @@ fn a_check_writing_past_disk_bytes_gets_enospc_in_its_scratch_layer() {
             &check,
         ],
     );
-    if !is_root() {
-        assert_eq!(r.code, 30, "{r:?}");
-        assert!(r
-            .json()
-            .to_string()
-            .contains("needs an ext4 image on a loop device"));
-        return;
-    }
     assert_eq!(r.code, 10, "the check saw ENOSPC: {r:?}");
     let dropped = before.saturating_sub(free_bytes(repo.path()));
     eprintln!("check tried {ATTEMPT} bytes; host free space dropped {dropped}");
@@ -189,12 +168,12 @@ fn a_cap_the_host_cannot_enforce_runs_uncapped_when_the_policy_allows_skipping_d
         ],
     );
     assert_eq!(r.code, 10, "{r:?}");
-    // As root the host can cap, so nothing is skipped and the workspace is on its volume.
+    // Where the host can cap, nothing is skipped and the workspace is on its volume.
     assert_eq!(
         run_dir(repo.path(), "skip")
             .join("workspace/disk.img")
             .exists(),
-        is_root()
+        sandbox::volume::unavailable().is_none()
     );
 }
 
@@ -230,9 +209,13 @@ fn policy_show_names_the_cap_and_its_mechanism() {
     let (_p, policy) = policy_with("agent", &CAP.to_string(), "");
     let r = loopexec(Path::new("/"), &["policy", "show", &policy]);
     assert_eq!(r.code, 0, "{r:?}");
+    let mechanism = if is_root() {
+        "ext4 image on a loop device (detached mount)"
+    } else {
+        "tmpfs of a held user namespace (memory-backed, detached mount)"
+    };
     assert!(
-        r.stdout
-            .contains("33554432 (ext4 image on a loop device (detached mount))"),
+        r.stdout.contains(&format!("33554432 ({mechanism})")),
         "{}",
         r.stdout
     );

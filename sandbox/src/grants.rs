@@ -226,6 +226,29 @@ pub(crate) fn overlay_layer_trees(
     Ok(Some(out))
 }
 
+/// Unprivileged callers: for each overlay layer in plan order (as [`overlay_layer_trees`]), the
+/// capped volume's layer a zone must clone itself (an unprivileged supervisor cannot clone a
+/// mount; the zone can, Linux >= 6.15), or None for a layer the zone clones from its path.
+pub(crate) fn volume_layer_fds(
+    overlays: &[OverlayMount],
+) -> Result<Vec<Option<OwnedFd>>, SandboxError> {
+    let mut out = Vec::new();
+    for o in overlays {
+        let scratch = match (&o.upper, &o.work) {
+            (Some(upper), Some(work)) => Some(upper_work_parent(upper, work)?.to_path_buf()),
+            _ => None,
+        };
+        for layer in o.lowers.iter().chain(scratch.iter()) {
+            out.push(
+                crate::volume::beneath(layer)
+                    .map(|found| volume_layer(layer, found))
+                    .transpose()?,
+            );
+        }
+    }
+    Ok(out)
+}
+
 /// A layer directory inside a capped volume (`volume::beneath` found it): opened beneath the
 /// volume's mount without following any symlink.
 fn volume_layer(

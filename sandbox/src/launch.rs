@@ -11,7 +11,7 @@ use crate::cgroup::{Budget, CgroupEntry, CgroupPool, ZoneCgroup};
 use crate::error::{Layer, SandboxError};
 use crate::grants::{
     idmapped_trees, overlay_layer_trees, require_capped_uppers, resolve_grants, resolve_overlays,
-    RwGrant,
+    volume_layer_fds, RwGrant,
 };
 use crate::placeholders::Placeholders;
 use crate::plan::{
@@ -139,6 +139,18 @@ fn launch_with(
         trees.extend(layers.into_iter().map(|fd| (PathBuf::new(), fd)));
         from
     });
+    let mut layer_fds = Vec::new();
+    if layers_from.is_none() {
+        for fd in volume_layer_fds(&overlays)? {
+            layer_fds.push(fd.map(|fd| {
+                trees.push((PathBuf::new(), fd));
+                trees.len() - 1
+            }));
+        }
+        if layer_fds.iter().all(Option::is_none) {
+            layer_fds.clear();
+        }
+    }
     if trees.len() > plan::MAX_FDS - 3 {
         return Err(SandboxError::Spec(format!(
             "a zone takes at most {} idmapped grants and overlay layers together",
@@ -147,7 +159,7 @@ fn launch_with(
     }
     let mut holds = hold_protected(&mut zone, &spec.policy, &ro, &grants)?; // 7
     holds.0.extend(spec.read_only_beneath.iter().cloned());
-    let plan = build_plan(
+    let mut plan = build_plan(
         &spec,
         host,
         &skipped,
@@ -157,6 +169,7 @@ fn launch_with(
         (overlays, layers_from),
         holds,
     ); // 8
+    plan.overlay_layer_fds = layer_fds;
     let stdio = command_stdio([spec.stdin.take(), spec.stdout.take(), spec.stderr.take()])?;
     send_plan(&mut zone, &plan, stdio, trees)?; // 9
     let plan_sent = started.elapsed();
@@ -431,6 +444,7 @@ fn build_plan(
         hidden,
         overlays,
         overlay_layers_from,
+        overlay_layer_fds: Vec::new(),
         tmp_size: spec.policy.filesystem.tmp_size_bytes,
         hostname: spec.policy.identity.hostname.clone(),
         listener_port: spec.loopback_listener,

@@ -769,7 +769,7 @@ impl Policy {
                 "resources.disk_bytes".into(),
                 match r.disk_bytes {
                     None => "(none: writable layers uncapped)".into(),
-                    Some(b) => format!("{b} ({})", crate::volume::MECHANISM),
+                    Some(b) => format!("{b} ({})", crate::volume::mechanism()),
                 },
             ),
             ("syscalls.deny (extra)".into(), list(&self.syscalls.deny)),

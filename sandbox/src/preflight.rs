@@ -99,7 +99,7 @@ pub struct HostReport {
     pub seccomp: bool,
     pub cgroup: CgroupReport,
     /// None when the host can cap a zone's writable layers (`resources.disk_bytes`, with
-    /// [`crate::volume::MECHANISM`]); else why not.
+    /// [`crate::volume::mechanism()`]); else why not.
     pub disk_cap: Option<Missing>,
 }
 
@@ -282,6 +282,27 @@ mod tests {
             "{fix}"
         );
         assert!(fix.contains("Delegate=cpu memory pids"), "{fix}");
+    }
+
+    #[test]
+    fn a_disk_cap_the_host_cannot_enforce_blocks_unless_disk_may_be_skipped() {
+        let mut weak = host(7, true);
+        weak.disk_cap = Some(Missing {
+            layer: Layer::Disk,
+            cause: "no loop device".into(),
+            fix: "modprobe loop".into(),
+        });
+        let capped = Policy::parse(b"[resources]\ndisk_bytes = 16777216\n", "t").unwrap();
+        let lenient = Policy::parse(
+            b"[resources]\ndisk_bytes = 16777216\n[layers]\nmay_skip = [\"disk\"]\n",
+            "t",
+        )
+        .unwrap();
+        let uncapped = Policy::parse(b"", "t").unwrap();
+        let layers: Vec<Layer> = weak.can_satisfy(&capped).iter().map(|m| m.layer).collect();
+        assert_eq!(layers, vec![Layer::Disk]);
+        assert!(weak.can_satisfy(&lenient).is_empty());
+        assert!(weak.missing(&uncapped).is_empty());
     }
 
     #[test]

@@ -80,7 +80,7 @@ pub(crate) fn layer_table(
             Layer::Disk,
             format!(
                 "writable overlay layers capped at {bytes} bytes ({})",
-                crate::volume::MECHANISM
+                crate::volume::mechanism()
             ),
         ));
     }

@@ -8,8 +8,11 @@
 //! the supervisor is killed. A write past the cap fails with ENOSPC in the zone, and the host's
 //! file system never gives the image more blocks than its size.
 //!
-//! Root only: loop devices and ext4 cannot be set up in a user namespace. [`unavailable`] says
-//! why a host cannot cap (then a policy with `disk_bytes` needs `layers.may_skip = ["disk"]`).
+//! Loop devices and ext4 cannot be set up in a user namespace: an unprivileged supervisor gets a
+//! tmpfs of the cap instead, made in a user namespace of its own (memory-backed, charged to the
+//! memory cgroup of the zone that writes, gone with the supervisor) and handed to each zone the
+//! same way (the zone clones it, Linux >= 6.15). [`unavailable`] says why a host cannot cap
+//! (then a policy with `disk_bytes` needs `layers.may_skip = ["disk"]`).
 
 use crate::error::Layer;
 use crate::preflight::Missing;
@@ -19,8 +22,23 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-/// What [`Volume`] is, as `policy show` and `doctor` name it.
-pub const MECHANISM: &str = "ext4 image on a loop device (detached mount)";
+/// What [`Volume`] is as root, as `policy show` and `doctor` name it.
+pub const EXT4_IMAGE: &str = "ext4 image on a loop device (detached mount)";
+/// What [`Volume`] is for an unprivileged loopexec.
+pub const TMPFS: &str = "tmpfs of a held user namespace (memory-backed, detached mount)";
+
+/// The mechanism this process caps disk use with.
+pub fn mechanism() -> &'static str {
+    if nix::unistd::geteuid().is_root() {
+        EXT4_IMAGE
+    } else {
+        TMPFS
+    }
+}
+
+/// Linux 6.15 let a zone clone a detached mount made in another mount namespace (the
+/// unprivileged supervisor cannot clone one itself).
+const TMPFS_MIN_KERNEL: (u32, u32) = (6, 15);
 
 /// The smallest cap a policy may set: room for ext4's metadata and journal.
 pub const MIN_DISK_BYTES: u64 = 16 << 20;
@@ -90,10 +108,19 @@ pub fn unavailable() -> Option<Missing> {
         })
     };
     if !nix::unistd::geteuid().is_root() {
-        return missing(
-            "resources.disk_bytes needs an ext4 image on a loop device, which only root can set up",
-            "run loopexec as root, or allow running uncapped with layers.may_skip = [\"disk\"] (the workspace limits still apply after each step)",
-        );
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+        let mut nums = release
+            .trim()
+            .split(|c: char| !c.is_ascii_digit())
+            .map(|n| n.parse::<u32>().unwrap_or(0));
+        let version = (nums.next().unwrap_or(0), nums.next().unwrap_or(0));
+        if version < TMPFS_MIN_KERNEL {
+            return missing(
+                "resources.disk_bytes without root needs Linux >= 6.15 (a zone cloning the supervisor's detached tmpfs)",
+                "run loopexec as root (an ext4 image on a loop device), or on Linux >= 6.15, or allow running uncapped with layers.may_skip = [\"disk\"]",
+            );
+        }
+        return None;
     }
     if !Path::new("/dev/loop-control").exists() {
         return missing(
@@ -145,6 +172,9 @@ impl Volume {
     /// Create the image `name` in the directory `dir` (at host path `dir_path`; refused if it
     /// exists), `bytes` long and sparse, format it with its root directory owned by `owner`,
     /// and mount it.
+    ///
+    /// Unprivileged, the volume is a tmpfs of `bytes` instead (made in a user namespace of its
+    /// own, so it is in memory) and `name` an empty file marking that the layers were there.
     pub fn create(
         dir: RawFd,
         dir_path: &Path,
@@ -154,6 +184,11 @@ impl Volume {
     ) -> io::Result<Volume> {
         let path = dir_path.join(name);
         let image = open_image(dir, name, true).map_err(|e| ctx(path.display(), e))?;
+        if !nix::unistd::geteuid().is_root() {
+            drop(image);
+            let mount = tmpfs_in_own_userns(bytes).map_err(|e| ctx("capped tmpfs", e))?;
+            return Ok(Volume::hold(mount, bytes));
+        }
         nix::unistd::ftruncate(&image, bytes as libc::off_t)
             .map_err(|e| ctx(format!("size {}", path.display()), e.into()))?;
         format_ext4(&path, owner)?;
@@ -172,6 +207,12 @@ impl Volume {
                 path.display()
             )));
         }
+        if st.st_size == 0 {
+            return Err(io::Error::other(format!(
+                "{}: the capped layers were in a tmpfs (unprivileged), which did not outlive the process that made it",
+                path.display()
+            )));
+        }
         Volume::attach(image, &path, st.st_size as u64)
     }
 
@@ -181,10 +222,14 @@ impl Volume {
         let (device, _held) = loop_device(&image)
             .map_err(|e| ctx(format!("loop device for {}", path.display()), e))?;
         let mount = mount_ext4(&device).map_err(|e| ctx(format!("mount {}", path.display()), e))?;
+        Ok(Volume::hold(mount, bytes))
+    }
+
+    fn hold(mount: OwnedFd, bytes: u64) -> Volume {
         LIVE.lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(mount.as_raw_fd());
-        Ok(Volume { mount, bytes })
+        Volume { mount, bytes }
     }
 
     /// The volume's root as a path this process can open (`/proc/self/fd/<n>`); the sandbox
@@ -322,6 +367,182 @@ fn mount_ext4(device: &str) -> io::Result<OwnedFd> {
     )
 }
 
+/// A tmpfs of `bytes` (mode 0755, nosuid, nodev) as a detached mount, made by a child in a user
+/// and mount namespace of its own (the caller's uid and gid mapped to 0 there) that shares our
+/// descriptor table (`CLONE_FILES`): the mount's descriptor is ours when it exits. Between
+/// clone3 and its exit the child makes only system calls on buffers prepared here.
+fn tmpfs_in_own_userns(bytes: u64) -> io::Result<OwnedFd> {
+    let uid_map = format!("0 {} 1", nix::unistd::geteuid().as_raw());
+    let gid_map = format!("0 {} 1", nix::unistd::getegid().as_raw());
+    let c = |s: &str| CString::new(s).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL));
+    let files = [
+        (c("/proc/self/setgroups")?, "deny".to_string()),
+        (c("/proc/self/uid_map")?, uid_map),
+        (c("/proc/self/gid_map")?, gid_map),
+    ];
+    let strings = TmpfsStrings {
+        tmpfs: c("tmpfs")?,
+        source: c("source")?,
+        size_key: c("size")?,
+        size: c(&bytes.to_string())?,
+        mode_key: c("mode")?,
+        mode: c("0755")?,
+    };
+    let mut fds = [0 as libc::c_int; 2];
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: pipe2 just returned these descriptors.
+    let (rd, wr) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let mut args = libc::clone_args {
+        flags: (libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_FILES) as u64,
+        pidfd: 0,
+        child_tid: 0,
+        parent_tid: 0,
+        exit_signal: libc::SIGCHLD as u64,
+        stack: 0,
+        stack_size: 0,
+        tls: 0,
+        set_tid: 0,
+        set_tid_size: 0,
+        cgroup: 0,
+    };
+    let pid = unsafe {
+        libc::syscall(
+            libc::SYS_clone3,
+            &mut args as *mut libc::clone_args,
+            std::mem::size_of::<libc::clone_args>(),
+        )
+    };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if pid == 0 {
+        // The child: system calls only, then _exit with the step that failed (0: the mount's
+        // descriptor number is in the pipe).
+        let mut step = 0;
+        for (i, (path, text)) in files.iter().enumerate() {
+            // SAFETY: plain system calls on buffers made before the clone.
+            let ok = unsafe {
+                let f = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                let ok = f >= 0
+                    && libc::write(f, text.as_ptr().cast(), text.len()) == text.len() as isize;
+                if f >= 0 {
+                    libc::close(f);
+                }
+                ok
+            };
+            if !ok {
+                step = 1 + i as i32;
+                break;
+            }
+        }
+        if step == 0 {
+            step = strings.make(wr.as_raw_fd());
+        }
+        // SAFETY: the child ends here without running anything of the parent's.
+        unsafe { libc::_exit(step) };
+    }
+    // The child shares our descriptor table: `wr` stays open until it has exited.
+    let pid = nix::unistd::Pid::from_raw(pid as i32);
+    let status = loop {
+        match nix::sys::wait::waitpid(pid, None) {
+            Err(nix::Error::EINTR) => continue,
+            other => break other.map_err(io::Error::from)?,
+        }
+    };
+    let steps = [
+        "setgroups",
+        "uid_map",
+        "gid_map",
+        "fsopen",
+        "fsconfig",
+        "fsmount",
+        "pipe",
+    ];
+    match status {
+        nix::sys::wait::WaitStatus::Exited(_, 0) => {}
+        nix::sys::wait::WaitStatus::Exited(_, n) => {
+            let step = steps
+                .get((n as usize).wrapping_sub(1))
+                .copied()
+                .unwrap_or("?");
+            return Err(io::Error::other(format!(
+                "making the tmpfs in a user namespace failed at {step}"
+            )));
+        }
+        other => return Err(io::Error::other(format!("tmpfs helper: {other:?}"))),
+    }
+    drop(wr);
+    let mut n = [0u8; 4];
+    let got = nix::unistd::read(rd.as_raw_fd(), &mut n).map_err(io::Error::from)?;
+    if got != 4 {
+        return Err(io::Error::other("tmpfs helper: no descriptor"));
+    }
+    // SAFETY: the child made this descriptor in our shared table and handed us its number.
+    Ok(unsafe { OwnedFd::from_raw_fd(i32::from_ne_bytes(n)) })
+}
+
+/// The strings of the tmpfs's `fsconfig` calls, made before the clone.
+struct TmpfsStrings {
+    tmpfs: CString,
+    source: CString,
+    size_key: CString,
+    size: CString,
+    mode_key: CString,
+    mode: CString,
+}
+
+impl TmpfsStrings {
+    /// The tmpfs steps of [`tmpfs_in_own_userns`]'s child: the failing step's code, or 0 once
+    /// the mount's descriptor number is written to `out`. System calls only.
+    fn make(&self, out: RawFd) -> i32 {
+        // SAFETY: plain system calls on buffers made before the clone.
+        unsafe {
+            let fs = libc::syscall(libc::SYS_fsopen, self.tmpfs.as_ptr(), libc::FSOPEN_CLOEXEC);
+            if fs < 0 {
+                return 4;
+            }
+            let set = |k: &CString, v: &CString| {
+                libc::syscall(
+                    libc::SYS_fsconfig,
+                    fs,
+                    libc::FSCONFIG_SET_STRING,
+                    k.as_ptr(),
+                    v.as_ptr(),
+                    0,
+                )
+            };
+            if set(&self.source, &self.tmpfs) < 0
+                || set(&self.size_key, &self.size) < 0
+                || set(&self.mode_key, &self.mode) < 0
+                || libc::syscall(
+                    libc::SYS_fsconfig,
+                    fs,
+                    libc::FSCONFIG_CMD_CREATE,
+                    std::ptr::null::<libc::c_char>(),
+                    std::ptr::null::<libc::c_void>(),
+                    0,
+                ) < 0
+            {
+                return 5;
+            }
+            let attrs =
+                (crate::sys::MOUNT_ATTR_NOSUID | crate::sys::MOUNT_ATTR_NODEV) as libc::c_uint;
+            let m = libc::syscall(libc::SYS_fsmount, fs, libc::FSMOUNT_CLOEXEC, attrs);
+            libc::close(fs as libc::c_int);
+            if m < 0 {
+                return 6;
+            }
+            let n = (m as i32).to_ne_bytes();
+            if libc::write(out, n.as_ptr().cast(), 4) != 4 {
+                return 7;
+            }
+            0
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -332,13 +553,10 @@ mod tests {
         assert!(beneath(Path::new("/tmp/x")).is_none());
     }
 
-    /// Root only (the loop device); as another user `unavailable` names the cause instead.
+    /// As root an ext4 image, unprivileged a tmpfs (on a host that offers either).
     #[test]
     fn writes_past_the_cap_fail_with_enospc_and_the_host_gives_no_more_than_the_cap() {
-        if unavailable().is_some() {
-            assert!(!nix::unistd::geteuid().is_root() || mkfs().is_none());
-            return;
-        }
+        assert_eq!(unavailable(), None);
         let dir = tempfile::tempdir().unwrap();
         let d = std::fs::File::open(dir.path()).unwrap();
         let cap = 32 << 20;
@@ -358,7 +576,7 @@ mod tests {
             }
         };
         assert_eq!(err.raw_os_error(), Some(libc::ENOSPC), "{err}");
-        assert!(written > cap / 2 && written < cap, "{written}");
+        assert!(written > cap / 2 && written <= cap, "{written}");
         drop(f);
         let after = free(dir.path());
         assert!(before.saturating_sub(after) <= cap, "{before} -> {after}");

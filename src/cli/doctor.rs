@@ -450,10 +450,10 @@ fn isolation_preflight(args: &DoctorArgs, _json: bool) -> CmdResult<Outcome> {
         (
             "disk cap",
             match (&host.disk_cap, policy.resources.disk_bytes) {
-                (None, Some(b)) => format!("{} ({b} bytes)", sandbox::volume::MECHANISM),
+                (None, Some(b)) => format!("{} ({b} bytes)", sandbox::volume::mechanism()),
                 (None, None) => format!(
                     "{} (the policy sets no resources.disk_bytes)",
-                    sandbox::volume::MECHANISM
+                    sandbox::volume::mechanism()
                 ),
                 (Some(m), _) => format!("NONE: {}", m.cause),
             },

@@ -520,7 +520,7 @@ impl RunWorkspace {
 
     /// Accept a snapshot the ratchet kept too, keeping a copy of its layer to revert to.
     pub fn accept_as_best(&mut self, snapshot: Snapshot) -> Result<(), String> {
-        super::revert::keep_accepted(self.workspace.upper_dir())?;
+        super::revert::keep_accepted(self.workspace.upper_dir(), self.workspace.dir())?;
         self.accept(snapshot);
         Ok(())
     }
@@ -529,8 +529,8 @@ impl RunWorkspace {
     /// tree id of the workspace taken again. The layer of the `rejected` iteration is kept first
     /// (for a hand acceptance). `Err`: why it could not be reverted exactly.
     pub fn revert_to_best(&mut self, rejected: u64) -> Result<String, String> {
-        super::revert::keep_rejected(self.workspace.upper_dir(), rejected)?;
-        super::revert::restore_accepted(self.workspace.upper_dir())?;
+        super::revert::keep_rejected(self.workspace.upper_dir(), self.workspace.dir(), rejected)?;
+        super::revert::restore_accepted(self.workspace.upper_dir(), self.workspace.dir())?;
         let expected = self
             .last_accepted
             .as_ref()
@@ -555,7 +555,11 @@ impl RunWorkspace {
     /// place, take the workspace again, and accept it as the best if its tree is `tree_id`
     /// exactly. `Err`: why it could not be taken.
     pub fn take_hand_accepted(&mut self, iteration: u64, tree_id: &str) -> Result<(), String> {
-        super::revert::restore_rejected(self.workspace.upper_dir(), iteration)?;
+        super::revert::restore_rejected(
+            self.workspace.upper_dir(),
+            self.workspace.dir(),
+            iteration,
+        )?;
         match self.snapshot() {
             Taken::Snapshot { snapshot, .. } if snapshot.tree_id.to_hex() == tree_id => self.accept_as_best(snapshot),
             Taken::Snapshot { snapshot, .. } => Err(format!(

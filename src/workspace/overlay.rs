@@ -39,6 +39,8 @@ pub struct Workspace {
     /// The capped volume holding `upper` and `work` (`resources.disk_bytes`), mounted for the
     /// run's life; None: they are plain directories of the run directory.
     volume: Option<Arc<sandbox::Volume>>,
+    /// `<run>/workspace`: the host directory of the run's workspace.
+    dir: PathBuf,
 }
 
 impl Workspace {
@@ -87,6 +89,7 @@ impl Workspace {
             rules: IgnoreRules::none(),
             agent_repo: None,
             volume,
+            dir: ws.path().to_path_buf(),
         })
     }
 
@@ -120,7 +123,14 @@ impl Workspace {
             rules: IgnoreRules::none(),
             agent_repo: None,
             volume,
+            dir: ws.path().to_path_buf(),
         })
+    }
+
+    /// `<run>/workspace` on the host (where the revert-to-best copies are kept; for a capped
+    /// workspace, the directory holding its image).
+    pub fn dir(&self) -> &Path {
+        &self.dir
     }
 
     /// The cap on the agent's writes, when its layers are on a capped volume.
