@@ -220,3 +220,42 @@ fn policy_show_names_the_cap_and_its_mechanism() {
         r.stdout
     );
 }
+
+#[test]
+fn a_capped_workspace_survives_an_interrupt_as_root_and_refuses_a_resume_when_it_was_memory() {
+    let (_p, policy) = policy_with("agent", &CAP.to_string(), "");
+    let repo = repo();
+    // The first agent step writes `first` and is interrupted; the resumed run's agent step
+    // finds it only if the workspace outlived the interrupted supervisor.
+    let exec =
+        "if [ -e first ]; then echo resumed > seen; else echo 42 > answer; : > first; sleep 30; fi";
+    let args = [
+        "run",
+        "--json",
+        "--run-id",
+        "r",
+        "--policy",
+        &policy,
+        "--max-iterations",
+        "2",
+        "--exec",
+        exec,
+        "--check",
+        "grep -q 42 answer",
+    ];
+    interrupted_after(repo.path(), "r", &args, "iteration_start");
+    let r = loopexec(repo.path(), &["run", "--json", "--resume", "r"]);
+    if is_root() {
+        // The image in the run directory is mounted again.
+        assert_eq!(r.code, 10, "{r:?}");
+        assert_eq!(git(repo.path(), &["show", "loopexec/r:seen"]), "resumed\n");
+    } else {
+        // The tmpfs went with the interrupted supervisor: refused, naming why.
+        assert_eq!(r.code, 30, "{r:?}");
+        assert!(
+            r.stdout
+                .contains("which did not outlive the process that made it"),
+            "{r:?}"
+        );
+    }
+}

@@ -1051,7 +1051,7 @@ mod tests {
         assert_eq!(e.line, 3);
         assert!(
             e.message
-                .contains("\"firewall\" is not a layer (skippable: landlock, cgroup)"),
+                .contains("\"firewall\" is not a layer (skippable: landlock, cgroup, disk)"),
             "{}",
             e.message
         );

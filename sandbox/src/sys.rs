@@ -181,6 +181,22 @@ pub fn fsconfig_string(fs: &OwnedFd, key: &str, value: &str) -> io::Result<()> {
     check(rc).map(|_| ())
 }
 
+/// fsconfig(fs, FSCONFIG_SET_FLAG, key, NULL, 0).
+pub fn fsconfig_flag(fs: &OwnedFd, key: &str) -> io::Result<()> {
+    let k = CString::new(key).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_fsconfig,
+            fs.as_raw_fd(),
+            libc::FSCONFIG_SET_FLAG,
+            k.as_ptr(),
+            std::ptr::null::<libc::c_char>(),
+            0,
+        )
+    };
+    check(rc).map(|_| ())
+}
+
 /// fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0): create the superblock.
 pub fn fsconfig_create(fs: &OwnedFd) -> io::Result<()> {
     let rc = unsafe {

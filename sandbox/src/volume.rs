@@ -291,13 +291,17 @@ fn open_image(dir: RawFd, name: &str, create: bool) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// mkfs.ext4 without reserved blocks (the zone is not root), its root directory the zone's.
+/// mkfs.ext4 without reserved blocks (the zone is not root), its root directory the zone's. The
+/// image is a fresh sparse file, which reads as zeros: the inode tables and the journal need no
+/// zeroing (`lazy_*_init`), so formatting writes ~2 MiB for a 4 GiB cap instead of ~67 MiB.
 fn format_ext4(path: &Path, (uid, gid): (u32, u32)) -> io::Result<()> {
     let mkfs = mkfs().ok_or_else(|| io::Error::other("mkfs.ext4 is not installed"))?;
     let out = std::process::Command::new(mkfs)
         .env_clear()
         .args(["-q", "-F", "-m", "0", "-L", "loopexec", "-E"])
-        .arg(format!("root_owner={uid}:{gid},nodiscard"))
+        .arg(format!(
+            "root_owner={uid}:{gid},nodiscard,lazy_itable_init=1,lazy_journal_init=1"
+        ))
         .arg(path)
         .stdin(std::process::Stdio::null())
         .output()
@@ -360,6 +364,8 @@ fn open_dev(path: &str) -> io::Result<OwnedFd> {
 fn mount_ext4(device: &str) -> io::Result<OwnedFd> {
     let fs = crate::sys::fsopen("ext4")?;
     crate::sys::fsconfig_string(&fs, "source", device)?;
+    // No background zeroing of the inode tables: the sparse image already reads as zeros.
+    crate::sys::fsconfig_flag(&fs, "noinit_itable")?;
     crate::sys::fsconfig_create(&fs)?;
     crate::sys::fsmount(
         &fs,
