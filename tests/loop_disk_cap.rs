@@ -259,3 +259,44 @@ fn a_capped_workspace_survives_an_interrupt_as_root_and_refuses_a_resume_when_it
         );
     }
 }
+
+#[test]
+fn a_sandbox_overlay_whose_upper_layer_is_not_capped_is_refused_under_a_disk_cap() {
+    let (_p, policy) = policy_with("agent", &CAP.to_string(), "");
+    let dir = workdir();
+    zone_traversable(dir.path());
+    for d in ["l", "u", "w"] {
+        std::fs::create_dir(dir.path().join(d)).unwrap();
+    }
+    zone_writable(&dir.path().join("u"));
+    zone_writable(&dir.path().join("w"));
+    let at = |d: &str| path_str(&dir.path().join(d));
+    let overlay = format!(
+        "target=/ws,lower={},upper={},work={}",
+        at("l"),
+        at("u"),
+        at("w")
+    );
+    let r = loopexec(
+        dir.path(),
+        &[
+            "sandbox",
+            "--json",
+            "--policy",
+            &policy,
+            "--overlay",
+            &overlay,
+            "--",
+            "/bin/true",
+        ],
+    );
+    assert_eq!(r.code, 30, "{r:?}");
+    let v = r.json();
+    assert_eq!(
+        v["errors"][0]["message"],
+        format!(
+            "isolation layer disk unavailable: resources.disk_bytes is set but the overlay upper layer {} is not on a capped volume",
+            at("u")
+        )
+    );
+}

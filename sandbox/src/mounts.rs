@@ -229,11 +229,11 @@ fn bind_grants(binds: &[Bind], trees: &mut [Option<OwnedFd>]) -> io::Result<()> 
 /// snapshot reads), nosuid and nodev; read-only without an upper layer. Each lower layer, and
 /// the directory holding the upper and work directories (one mount, as overlayfs wants), is first
 /// attached at `/layers/N` of the staging root, from the detached tree the supervisor sent
-/// (`layers`, root callers, in plan order) or cloned from its path beneath /oldroot without
-/// following any symlink (the supervisor canonicalised the paths), or, for a layer in a capped
-/// volume of an unprivileged supervisor (`volume_fds`), cloned here from the descriptor it sent;
-/// the overlay is mounted from there. So the zone needs no right to the directories above a layer, and its mountinfo names
-/// `/layers/N`, never a host path (the staging root is detached at the final pivot). The target
+/// (root callers: `trees` from `layers_from`, in plan order) or cloned from its path beneath
+/// /oldroot without following any symlink (the supervisor canonicalised the paths), or, for a
+/// layer in a capped volume of an unprivileged supervisor (`volume_fds`), cloned here from the
+/// descriptor it sent; the overlay is mounted from there. So the zone needs no right to the
+/// directories above a layer, and its mountinfo names `/layers/N`, never a host path (the staging root is detached at the final pivot). The target
 /// is created in the fresh root (it overlaps no grant, so nothing is created on the host).
 fn mount_overlays(
     overlays: &[OverlayMount],
