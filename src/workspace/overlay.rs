@@ -236,7 +236,7 @@ impl LayerRoot {
 
     pub(crate) fn of_volume(v: &sandbox::Volume) -> WsResult<LayerRoot> {
         Ok(LayerRoot {
-            fd: v.root().map_err(|e| WorkspaceError::io(&v.path(), e))?,
+            fd: v.root().map_err(|e| WorkspaceError::io(v.path(), e))?,
             path: v.path(),
         })
     }
