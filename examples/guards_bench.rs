@@ -48,7 +48,12 @@ fn main() {
                 owner,
             },
         )?;
-        let ws = Workspace::create(baseline, &SafeDir::open(std::path::Path::new(run))?, owner)?;
+        let ws = Workspace::create(
+            baseline,
+            &SafeDir::open(std::path::Path::new(run))?,
+            owner,
+            None,
+        )?;
         // What the agent wrote belongs to the zone's uid, as the agent's own writes would.
         let upper = ws.upper_dir().to_path_buf();
         let give = |p: &std::path::Path| -> std::io::Result<()> {

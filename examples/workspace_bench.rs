@@ -33,7 +33,7 @@ fn main() {
         let baseline_ms = ms(t0);
         let reused = baseline.reused;
         let t1 = Instant::now();
-        let ws = Workspace::create(baseline, &run, owner)?;
+        let ws = Workspace::create(baseline, &run, owner, None)?;
         let workspace_ms = ms(t1);
         let total_ms = ms(t0);
         let limits = sandbox::policy::WorkspaceLimits::default();

@@ -77,7 +77,7 @@ impl Fixture {
         .unwrap()
     }
     fn workspace(&self) -> Workspace {
-        Workspace::create(self.baseline(false), &self.run_dir(), zone_owner()).unwrap()
+        Workspace::create(self.baseline(false), &self.run_dir(), zone_owner(), None).unwrap()
     }
 }
 
@@ -450,7 +450,7 @@ fn hostile_git_config_hooks_and_filters_never_run_from_baseline_to_delivery() {
         std::fs::read_to_string(b.files_dir.join("a.txt")).unwrap(),
         "two\n"
     );
-    let ws = Workspace::create(b, &f.run_dir(), zone_owner()).unwrap();
+    let ws = Workspace::create(b, &f.run_dir(), zone_owner(), None).unwrap();
     write_as_agent(ws.upper_dir(), "agent.txt", "by the agent\n");
     let snap = ws.snapshot(&WorkspaceLimits::default()).unwrap();
     let d = deliver(
@@ -649,6 +649,7 @@ fn the_check_sees_protected_paths_from_t0_and_the_agents_other_changes() {
         &SafeDir::open(&check_dir).unwrap(),
         Path::new("/ws"),
         zone_owner(),
+        None,
     )
     .unwrap();
     assert_eq!(
@@ -720,6 +721,7 @@ fn a_protected_file_the_agent_replaced_by_a_fifo_is_seen_from_t0_by_the_check() 
         &SafeDir::open(&check_dir).unwrap(),
         Path::new("/ws"),
         zone_owner(),
+        None,
     )
     .unwrap();
     assert_eq!(layers.hidden, vec!["tests/test_other.py".to_string()]);

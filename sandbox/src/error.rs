@@ -18,11 +18,13 @@ pub enum Layer {
     Capabilities,
     Cgroup,
     Rlimits,
+    /// The cap on the zone's writable layers (`resources.disk_bytes`, `volume.rs`).
+    Disk,
 }
 
 impl Layer {
     /// Every layer, in the order of the zone report.
-    pub const ALL: [Layer; 11] = [
+    pub const ALL: [Layer; 12] = [
         Layer::UserNamespace,
         Layer::MountNamespace,
         Layer::PidNamespace,
@@ -34,6 +36,7 @@ impl Layer {
         Layer::Capabilities,
         Layer::Cgroup,
         Layer::Rlimits,
+        Layer::Disk,
     ];
 
     /// The layer of a report name (`landlock`, `cgroup`, ...), if there is one.
@@ -54,6 +57,7 @@ impl Layer {
             Layer::Capabilities => "capabilities",
             Layer::Cgroup => "cgroup",
             Layer::Rlimits => "rlimits",
+            Layer::Disk => "disk",
         }
     }
 }

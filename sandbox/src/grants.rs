@@ -7,7 +7,7 @@ use crate::plan::{self, OverlayMount};
 use crate::spawn::idmap_userns;
 use crate::spec::ZoneSpec;
 use crate::sys;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -142,6 +142,11 @@ pub(crate) fn resolve_overlays(
         }
     }
     let canon = |p: &PathBuf| -> Result<PathBuf, SandboxError> {
+        if let Some(found) = crate::volume::beneath(p) {
+            // A capped volume's layer: checked beneath the volume's mount, kept as named.
+            volume_layer(p, found)?;
+            return Ok(p.clone());
+        }
         let c = std::fs::canonicalize(p)
             .map_err(|e| SandboxError::Spec(format!("overlay layer {}: {e}", p.display())))?;
         if !c.is_dir() {
@@ -204,6 +209,10 @@ pub(crate) fn overlay_layer_trees(
             let refuse = |e: std::io::Error| {
                 SandboxError::Spec(format!("overlay layer {}: {e}", layer.display()))
             };
+            if let Some(found) = crate::volume::beneath(layer) {
+                out.push(sys::clone_tree(&volume_layer(layer, found)?, false).map_err(refuse)?);
+                continue;
+            }
             let fd = sys::openat2(
                 libc::AT_FDCWD,
                 &layer.to_string_lossy(),
@@ -215,6 +224,76 @@ pub(crate) fn overlay_layer_trees(
         }
     }
     Ok(Some(out))
+}
+
+/// Unprivileged callers: for each overlay layer in plan order (as [`overlay_layer_trees`]), the
+/// capped volume's layer a zone must clone itself (an unprivileged supervisor cannot clone a
+/// mount; the zone can, Linux >= 6.15), or None for a layer the zone clones from its path.
+pub(crate) fn volume_layer_fds(
+    overlays: &[OverlayMount],
+) -> Result<Vec<Option<OwnedFd>>, SandboxError> {
+    let mut out = Vec::new();
+    for o in overlays {
+        let scratch = match (&o.upper, &o.work) {
+            (Some(upper), Some(work)) => Some(upper_work_parent(upper, work)?.to_path_buf()),
+            _ => None,
+        };
+        for layer in o.lowers.iter().chain(scratch.iter()) {
+            out.push(
+                crate::volume::beneath(layer)
+                    .map(|found| volume_layer(layer, found))
+                    .transpose()?,
+            );
+        }
+    }
+    Ok(out)
+}
+
+/// A layer directory inside a capped volume (`volume::beneath` found it): opened beneath the
+/// volume's mount without following any symlink.
+fn volume_layer(
+    layer: &Path,
+    found: std::io::Result<(OwnedFd, std::path::PathBuf)>,
+) -> Result<OwnedFd, SandboxError> {
+    let refuse =
+        |e: std::io::Error| SandboxError::Spec(format!("overlay layer {}: {e}", layer.display()));
+    let (volume, rest) = found.map_err(refuse)?;
+    if rest.as_os_str().is_empty() {
+        return Ok(volume);
+    }
+    sys::openat2(
+        volume.as_raw_fd(),
+        &rest.to_string_lossy(),
+        libc::O_PATH | libc::O_DIRECTORY,
+        sys::RESOLVE_BENEATH | sys::RESOLVE_NO_SYMLINKS,
+    )
+    .map_err(refuse)
+}
+
+/// Unless the policy lets the cap be skipped, every writable overlay of a policy with
+/// `resources.disk_bytes` must write into a capped volume (`volume.rs`): its upper layer lies in
+/// one, or the zone does not start.
+pub(crate) fn require_capped_uppers(
+    overlays: &[OverlayMount],
+    policy: &crate::policy::Policy,
+    skipped: bool,
+) -> Result<(), SandboxError> {
+    if policy.resources.disk_bytes.is_none() || skipped {
+        return Ok(());
+    }
+    for upper in overlays.iter().filter_map(|o| o.upper.as_ref()) {
+        if crate::volume::beneath(upper).is_none() {
+            return Err(SandboxError::Unsatisfiable {
+                layer: Layer::Disk,
+                cause: format!(
+                    "resources.disk_bytes is set but the overlay upper layer {} is not on a capped volume",
+                    upper.display()
+                ),
+                fix: "let loopexec create the zone's writable layers (a run's workspace and check scratch), or allow running uncapped with layers.may_skip = [\"disk\"]".into(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The directory holding an overlay's upper and work directories (they must be siblings).

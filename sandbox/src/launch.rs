@@ -10,7 +10,8 @@
 use crate::cgroup::{Budget, CgroupEntry, CgroupPool, ZoneCgroup};
 use crate::error::{Layer, SandboxError};
 use crate::grants::{
-    idmapped_trees, overlay_layer_trees, resolve_grants, resolve_overlays, RwGrant,
+    idmapped_trees, overlay_layer_trees, require_capped_uppers, resolve_grants, resolve_overlays,
+    volume_layer_fds, RwGrant,
 };
 use crate::placeholders::Placeholders;
 use crate::plan::{
@@ -127,12 +128,29 @@ fn launch_with(
     )?;
     let (ro, grants) = resolve_grants(&spec, key.zone_ids())?; // 6
     let overlays = resolve_overlays(&spec.overlays, key.zone_ids())?;
+    require_capped_uppers(
+        &overlays,
+        &spec.policy,
+        skipped.iter().any(|m| m.layer == Layer::Disk),
+    )?;
     let mut trees = idmapped_trees(&grants, key.uid, key.gid)?;
     let layers_from = overlay_layer_trees(&overlays, key.zone_ids())?.map(|layers| {
         let from = trees.len();
         trees.extend(layers.into_iter().map(|fd| (PathBuf::new(), fd)));
         from
     });
+    let mut layer_fds = Vec::new();
+    if layers_from.is_none() {
+        for fd in volume_layer_fds(&overlays)? {
+            layer_fds.push(fd.map(|fd| {
+                trees.push((PathBuf::new(), fd));
+                trees.len() - 1
+            }));
+        }
+        if layer_fds.iter().all(Option::is_none) {
+            layer_fds.clear();
+        }
+    }
     if trees.len() > plan::MAX_FDS - 3 {
         return Err(SandboxError::Spec(format!(
             "a zone takes at most {} idmapped grants and overlay layers together",
@@ -141,7 +159,7 @@ fn launch_with(
     }
     let mut holds = hold_protected(&mut zone, &spec.policy, &ro, &grants)?; // 7
     holds.0.extend(spec.read_only_beneath.iter().cloned());
-    let plan = build_plan(
+    let mut plan = build_plan(
         &spec,
         host,
         &skipped,
@@ -151,6 +169,7 @@ fn launch_with(
         (overlays, layers_from),
         holds,
     ); // 8
+    plan.overlay_layer_fds = layer_fds;
     let stdio = command_stdio([spec.stdin.take(), spec.stdout.take(), spec.stderr.take()])?;
     send_plan(&mut zone, &plan, stdio, trees)?; // 9
     let plan_sent = started.elapsed();
@@ -296,7 +315,12 @@ fn applied_report(
 ) -> AppliedReport {
     AppliedReport {
         policy_sha256: policy.sha256.clone(),
-        layers: layer_table(host, skipped, policy.network.mode),
+        layers: layer_table(
+            host,
+            skipped,
+            policy.network.mode,
+            policy.resources.disk_bytes,
+        ),
         skipped: skipped.to_vec(),
         landlock_abi: if skipped.iter().any(|m| m.layer == Layer::Landlock) {
             0
@@ -421,6 +445,7 @@ fn build_plan(
         hidden,
         overlays,
         overlay_layers_from,
+        overlay_layer_fds: Vec::new(),
         tmp_size: spec.policy.filesystem.tmp_size_bytes,
         hostname: spec.policy.identity.hostname.clone(),
         listener_port: spec.loopback_listener,

@@ -14,6 +14,7 @@ pub mod launch;
 pub mod policy;
 pub mod preflight;
 pub mod seccomp_filter;
+pub mod volume;
 
 mod cgroup;
 mod grants;
@@ -57,3 +58,4 @@ pub use timens::{
     offset_for_children as offset_clocks_for_children, supported as time_namespaces_supported,
     MAX_OFFSET_S as MAX_CLOCK_OFFSET_S,
 };
+pub use volume::Volume;

@@ -48,8 +48,9 @@ pub fn build_root(plan: &Plan, trees: Vec<OwnedFd>) -> io::Result<()> {
     bind_grants(&in_tmp, &mut trees)?;
     mount_overlays(
         &plan.overlays,
-        plan.overlay_layers_from
-            .and_then(|from| trees.get_mut(from..)),
+        plan.overlay_layers_from,
+        &plan.overlay_layer_fds,
+        &mut trees,
     )?;
     protect_sub_paths(&plan.protected)?;
     hide_paths(&plan.hidden)?;
@@ -228,14 +229,17 @@ fn bind_grants(binds: &[Bind], trees: &mut [Option<OwnedFd>]) -> io::Result<()> 
 /// snapshot reads), nosuid and nodev; read-only without an upper layer. Each lower layer, and
 /// the directory holding the upper and work directories (one mount, as overlayfs wants), is first
 /// attached at `/layers/N` of the staging root, from the detached tree the supervisor sent
-/// (`layers`, root callers, in plan order) or cloned from its path beneath /oldroot without
-/// following any symlink (the supervisor canonicalised the paths); the overlay is mounted from
-/// there. So the zone needs no right to the directories above a layer, and its mountinfo names
-/// `/layers/N`, never a host path (the staging root is detached at the final pivot). The target
+/// (root callers: `trees` from `layers_from`, in plan order) or cloned from its path beneath
+/// /oldroot without following any symlink (the supervisor canonicalised the paths), or, for a
+/// layer in a capped volume of an unprivileged supervisor (`volume_fds`), cloned here from the
+/// descriptor it sent; the overlay is mounted from there. So the zone needs no right to the
+/// directories above a layer, and its mountinfo names `/layers/N`, never a host path (the staging root is detached at the final pivot). The target
 /// is created in the fresh root (it overlaps no grant, so nothing is created on the host).
 fn mount_overlays(
     overlays: &[OverlayMount],
-    mut layers: Option<&mut [Option<OwnedFd>]>,
+    layers_from: Option<usize>,
+    volume_fds: &[Option<usize>],
+    trees: &mut [Option<OwnedFd>],
 ) -> io::Result<()> {
     if overlays.is_empty() {
         return Ok(());
@@ -248,12 +252,16 @@ fn mount_overlays(
     let mut attached = 0usize;
     let mut layer = |p: &Path| -> io::Result<String> {
         let what = format!("overlay layer {}", p.display());
-        let tree = match layers.as_deref_mut() {
-            Some(sent) => sent
-                .get_mut(attached)
+        let sent = |i: usize, trees: &mut [Option<OwnedFd>]| {
+            trees
+                .get_mut(i)
                 .and_then(Option::take)
-                .ok_or_else(|| io::Error::other(format!("{what}: no tree sent")))?,
-            None => {
+                .ok_or_else(|| io::Error::other(format!("{what}: no tree sent")))
+        };
+        let tree = match (layers_from, volume_fds.get(attached).copied().flatten()) {
+            (Some(from), _) => sent(from + attached, trees)?,
+            (None, Some(i)) => ctx(&what, sys::clone_tree(&sent(i, trees)?, false))?,
+            (None, None) => {
                 let fd = ctx(
                     &what,
                     sys::openat2(

@@ -79,6 +79,11 @@ pub struct Plan {
     /// stdio, one per layer in order (each overlay's lowers, then its upper and work
     /// directories). None: the zone clones each layer from its path.
     pub overlay_layers_from: Option<usize>,
+    /// Unprivileged callers: for each overlay layer in plan order, the index (among the
+    /// descriptors after stdio) of the capped volume's layer the zone clones itself
+    /// (`volume.rs`); None, or an empty list: the zone clones the layer from its path.
+    #[serde(default)]
+    pub overlay_layer_fds: Vec<Option<usize>>,
     pub tmp_size: u64,
     pub hostname: String,
     pub listener_port: Option<u16>,

@@ -13,7 +13,7 @@ use std::path::{Component, Path, PathBuf};
 use toml::Spanned;
 
 /// The layers a policy may allow to be skipped on a weaker host.
-pub const SKIPPABLE_LAYERS: &[Layer] = &[Layer::Landlock, Layer::Cgroup];
+pub const SKIPPABLE_LAYERS: &[Layer] = &[Layer::Landlock, Layer::Cgroup, Layer::Disk];
 
 /// A policy file as written, with the spans of the values validation may refuse.
 #[derive(Debug, Clone, Deserialize)]
@@ -179,6 +179,27 @@ pub struct Resources {
     pub file_size_max_bytes: u64,
     #[serde(default)]
     pub core_dump_bytes: u64,
+    /// The cap on the zone's writable layers (the agent's workspace, the check's scratch layer):
+    /// each lives on a volume of this size (`volume.rs`). None: uncapped.
+    #[serde(
+        default,
+        deserialize_with = "disk_bytes",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub disk_bytes: Option<u64>,
+}
+
+/// `resources.disk_bytes`: a whole number of bytes, at least [`crate::volume::MIN_DISK_BYTES`]
+/// (refused during parsing, so the error names the value's line).
+fn disk_bytes<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    let bytes = u64::deserialize(d)?;
+    if bytes < crate::volume::MIN_DISK_BYTES {
+        return Err(serde::de::Error::custom(format!(
+            "resources.disk_bytes: must be at least {} (16 MiB), got {bytes}",
+            crate::volume::MIN_DISK_BYTES
+        )));
+    }
+    Ok(Some(bytes))
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -391,6 +412,7 @@ impl Default for Resources {
             open_files_max: default_nofile(),
             file_size_max_bytes: default_fsize(),
             core_dump_bytes: 0,
+            disk_bytes: None,
         }
     }
 }
@@ -743,6 +765,13 @@ impl Policy {
                 "resources.core_dump_bytes".into(),
                 r.core_dump_bytes.to_string(),
             ),
+            (
+                "resources.disk_bytes".into(),
+                match r.disk_bytes {
+                    None => "(none: writable layers uncapped)".into(),
+                    Some(b) => format!("{b} ({})", crate::volume::mechanism()),
+                },
+            ),
             ("syscalls.deny (extra)".into(), list(&self.syscalls.deny)),
             ("env.allow".into(), list(&self.env.allow)),
             (
@@ -1022,7 +1051,7 @@ mod tests {
         assert_eq!(e.line, 3);
         assert!(
             e.message
-                .contains("\"firewall\" is not a layer (skippable: landlock, cgroup)"),
+                .contains("\"firewall\" is not a layer (skippable: landlock, cgroup, disk)"),
             "{}",
             e.message
         );

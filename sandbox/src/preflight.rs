@@ -98,6 +98,9 @@ pub struct HostReport {
     pub landlock_abi: u32,
     pub seccomp: bool,
     pub cgroup: CgroupReport,
+    /// None when the host can cap a zone's writable layers (`resources.disk_bytes`, with
+    /// [`crate::volume::mechanism()`]); else why not.
+    pub disk_cap: Option<Missing>,
 }
 
 fn read_trim(path: &str) -> Option<String> {
@@ -123,6 +126,7 @@ pub fn probe() -> HostReport {
             .map(|s| s.contains("\nSeccomp:"))
             .unwrap_or(false),
         cgroup,
+        disk_cap: crate::volume::unavailable(),
     }
 }
 
@@ -163,7 +167,7 @@ pub fn apparmor_missing() -> Missing {
 
 impl HostReport {
     /// Every layer this policy needs that the host lacks, including those the policy lets us skip.
-    pub fn missing(&self, _policy: &Policy) -> Vec<Missing> {
+    pub fn missing(&self, policy: &Policy) -> Vec<Missing> {
         let mut out = Vec::new();
         if let Some(m) = &self.user_namespaces {
             out.push(m.clone());
@@ -189,6 +193,9 @@ impl HostReport {
                 cause: self.cgroup.detail.clone(),
                 fix,
             });
+        }
+        if policy.resources.disk_bytes.is_some() {
+            out.extend(self.disk_cap.clone());
         }
         out
     }
@@ -220,6 +227,7 @@ mod tests {
                 unfit: (!delegated).then_some("not_writable"),
                 detail: "not writable".into(),
             },
+            disk_cap: None,
         }
     }
 
@@ -274,6 +282,27 @@ mod tests {
             "{fix}"
         );
         assert!(fix.contains("Delegate=cpu memory pids"), "{fix}");
+    }
+
+    #[test]
+    fn a_disk_cap_the_host_cannot_enforce_blocks_unless_disk_may_be_skipped() {
+        let mut weak = host(7, true);
+        weak.disk_cap = Some(Missing {
+            layer: Layer::Disk,
+            cause: "no loop device".into(),
+            fix: "modprobe loop".into(),
+        });
+        let capped = Policy::parse(b"[resources]\ndisk_bytes = 16777216\n", "t").unwrap();
+        let lenient = Policy::parse(
+            b"[resources]\ndisk_bytes = 16777216\n[layers]\nmay_skip = [\"disk\"]\n",
+            "t",
+        )
+        .unwrap();
+        let uncapped = Policy::parse(b"", "t").unwrap();
+        let layers: Vec<Layer> = weak.can_satisfy(&capped).iter().map(|m| m.layer).collect();
+        assert_eq!(layers, vec![Layer::Disk]);
+        assert!(weak.can_satisfy(&lenient).is_empty());
+        assert!(weak.missing(&uncapped).is_empty());
     }
 
     #[test]

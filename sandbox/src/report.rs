@@ -37,6 +37,7 @@ pub(crate) fn layer_table(
     host: &preflight::HostReport,
     skipped: &[Missing],
     mode: NetworkMode,
+    disk_bytes: Option<u64>,
 ) -> Vec<LayerStatus> {
     let skip = |l: Layer| skipped.iter().any(|m| m.layer == l);
     let s = |layer, detail: String| LayerStatus {
@@ -48,7 +49,7 @@ pub(crate) fn layer_table(
             detail
         },
     };
-    vec![
+    let mut rows = vec![
         s(
             Layer::UserNamespace,
             "own uid/gid mapped, setgroups denied".into(),
@@ -72,5 +73,16 @@ pub(crate) fn layer_table(
             format!("cgroup v{}", host.cgroup.version.unwrap_or(0)),
         ),
         s(Layer::Rlimits, "nofile, fsize, core".into()),
-    ]
+    ];
+    // Only for a policy that sets the cap: a zone without one reports what it always did.
+    if let Some(bytes) = disk_bytes {
+        rows.push(s(
+            Layer::Disk,
+            format!(
+                "writable overlay layers capped at {bytes} bytes ({})",
+                crate::volume::mechanism()
+            ),
+        ));
+    }
+    rows
 }

@@ -1,5 +1,5 @@
 //! The few system calls the sandbox makes outside nix: the new mount API (`open_tree`,
-//! `mount_setattr`, `move_mount`) and the Landlock ABI query, which neither nix 0.29 nor libc
+//! `mount_setattr`, `move_mount`, and `fsopen`/`fsconfig`/`fsmount` for the capped volumes) and the Landlock ABI query, which neither nix 0.29 nor libc
 //! 0.2 wrap as functions (libc gives their numbers, flags and `struct mount_attr`, used here).
 //! Also `openat2` (nix's wrapper, always close-on-exec) and `close_range` (libc's), so that
 //! every descriptor-level call has one home. Each function is one syscall returning `io::Result`.
@@ -154,4 +154,74 @@ pub fn landlock_abi() -> u32 {
     } else {
         rc as u32
     }
+}
+
+/// fsopen(fstype, FSOPEN_CLOEXEC): a file system context (`volume.rs`).
+pub fn fsopen(fstype: &str) -> io::Result<OwnedFd> {
+    let c = CString::new(fstype).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let rc = unsafe { libc::syscall(libc::SYS_fsopen, c.as_ptr(), libc::FSOPEN_CLOEXEC) };
+    // SAFETY: a descriptor fsopen just returned; nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(check(rc)? as RawFd) })
+}
+
+/// fsconfig(fs, FSCONFIG_SET_STRING, key, value, 0).
+pub fn fsconfig_string(fs: &OwnedFd, key: &str, value: &str) -> io::Result<()> {
+    let k = CString::new(key).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let v = CString::new(value).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_fsconfig,
+            fs.as_raw_fd(),
+            libc::FSCONFIG_SET_STRING,
+            k.as_ptr(),
+            v.as_ptr(),
+            0,
+        )
+    };
+    check(rc).map(|_| ())
+}
+
+/// fsconfig(fs, FSCONFIG_SET_FLAG, key, NULL, 0).
+pub fn fsconfig_flag(fs: &OwnedFd, key: &str) -> io::Result<()> {
+    let k = CString::new(key).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_fsconfig,
+            fs.as_raw_fd(),
+            libc::FSCONFIG_SET_FLAG,
+            k.as_ptr(),
+            std::ptr::null::<libc::c_char>(),
+            0,
+        )
+    };
+    check(rc).map(|_| ())
+}
+
+/// fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0): create the superblock.
+pub fn fsconfig_create(fs: &OwnedFd) -> io::Result<()> {
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_fsconfig,
+            fs.as_raw_fd(),
+            libc::FSCONFIG_CMD_CREATE,
+            std::ptr::null::<libc::c_char>(),
+            std::ptr::null::<libc::c_void>(),
+            0,
+        )
+    };
+    check(rc).map(|_| ())
+}
+
+/// fsmount(fs, FSMOUNT_CLOEXEC, attrs): a detached mount of the created file system.
+pub fn fsmount(fs: &OwnedFd, attrs: u64) -> io::Result<OwnedFd> {
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_fsmount,
+            fs.as_raw_fd(),
+            libc::FSMOUNT_CLOEXEC,
+            attrs as libc::c_uint,
+        )
+    };
+    // SAFETY: a descriptor fsmount just returned; nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(check(rc)? as RawFd) })
 }

@@ -447,6 +447,17 @@ fn isolation_preflight(args: &DoctorArgs, _json: bool) -> CmdResult<Outcome> {
             "cgroup delegation",
             format!("{} ({})", place, policy.layers.cgroup_delegation.as_str()),
         ),
+        (
+            "disk cap",
+            match (&host.disk_cap, policy.resources.disk_bytes) {
+                (None, Some(b)) => format!("{} ({b} bytes)", sandbox::volume::mechanism()),
+                (None, None) => format!(
+                    "{} (the policy sets no resources.disk_bytes)",
+                    sandbox::volume::mechanism()
+                ),
+                (Some(m), _) => format!("NONE: {}", m.cause),
+            },
+        ),
         ("zone started", yes(live.zone.is_none())),
         ("overlayfs in a zone", yes(live.overlay.is_none())),
         ("policy sha256", policy.sha256.clone()),
@@ -529,7 +540,7 @@ fn live_probe(policy: &sandbox::Policy) -> LiveProbe {
     let scratch = std::env::temp_dir().join(format!("loopexec-doctor-{}", std::process::id()));
     let overlay = overlay_layers(&scratch, policy)
         .map_err(|e| Missing { layer: Layer::MountNamespace, cause: format!("preparing the overlay probe in {}: {e}", scratch.display()), fix: "make the temporary directory writable ($TMPDIR)".into() })
-        .and_then(|o| run_probe_zone(policy, Some(o)))
+        .and_then(|(o, _volume)| run_probe_zone(policy, Some(o)))
         .err()
         .map(|m| Missing {
             fix: format!("{}; overlayfs must mount inside a user namespace (Linux >= 5.11, the overlay module available: `modprobe overlay`, and `overlay` in /etc/modules-load.d to keep it)", m.fix),
@@ -542,11 +553,13 @@ fn live_probe(policy: &sandbox::Policy) -> LiveProbe {
     }
 }
 
-/// lower (one file), upper and work directories under `scratch`, owned by the zone's uid.
+/// lower (one file), upper and work directories under `scratch`, owned by the zone's uid; the
+/// upper and work directories in a capped volume (`scratch/disk.img`, kept mounted as long as
+/// the returned volume) when the policy sets `resources.disk_bytes` and the host can cap.
 fn overlay_layers(
     scratch: &std::path::Path,
     policy: &sandbox::Policy,
-) -> std::io::Result<sandbox::OverlayMount> {
+) -> std::io::Result<(sandbox::OverlayMount, Option<sandbox::Volume>)> {
     use std::os::unix::fs::PermissionsExt;
     let _ = std::fs::remove_dir_all(scratch);
     std::fs::create_dir(scratch)?;
@@ -556,24 +569,46 @@ fn overlay_layers(
         scratch.join("upper"),
         scratch.join("work"),
     );
+    let root = nix::unistd::geteuid().is_root();
+    let owner = (policy.identity.uid_when_root, policy.identity.gid_when_root);
+    let volume = match sandbox::volume::cap_of(policy) {
+        Ok(Some(bytes)) => {
+            let dir = std::fs::File::open(scratch)?;
+            use std::os::fd::AsRawFd;
+            Some(sandbox::Volume::create(
+                dir.as_raw_fd(),
+                scratch,
+                "disk.img",
+                bytes,
+                owner,
+            )?)
+        }
+        _ => None,
+    };
+    let (upper, work) = match &volume {
+        Some(v) => (v.path().join("upper"), v.path().join("work")),
+        None => (upper, work),
+    };
     for d in [&lower, &upper, &work] {
         std::fs::create_dir(d)?;
     }
     std::fs::write(lower.join("probe"), b"loopexec doctor\n")?;
     std::fs::set_permissions(&lower, std::fs::Permissions::from_mode(0o755))?;
-    if nix::unistd::geteuid().is_root() {
-        let (uid, gid) = (policy.identity.uid_when_root, policy.identity.gid_when_root);
+    if root {
         for d in [&upper, &work] {
-            std::os::unix::fs::chown(d, Some(uid), Some(gid))?;
+            std::os::unix::fs::chown(d, Some(owner.0), Some(owner.1))?;
         }
     }
-    Ok(sandbox::OverlayMount {
-        target: "/workspace".into(),
-        lowers: vec![lower],
-        upper: Some(upper),
-        work: Some(work),
-        volatile: false,
-    })
+    Ok((
+        sandbox::OverlayMount {
+            target: "/workspace".into(),
+            lowers: vec![lower],
+            upper: Some(upper),
+            work: Some(work),
+            volatile: false,
+        },
+        volume,
+    ))
 }
 
 /// One zone running `sh -c` over the probe (reading the overlay's file when there is one).

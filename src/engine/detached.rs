@@ -117,6 +117,21 @@ pub struct CheckScratch {
     upper: SafeDir,
     /// The tree under test as the check sees it (what it must leave as it found it).
     tested: crate::workspace::Manifest,
+    /// The capped volume holding the scratch layer, mounted until the scratch is dropped.
+    _volume: Option<std::sync::Arc<sandbox::Volume>>,
+}
+
+/// A check's scratch upper layer: in its check directory, or in its capped volume.
+fn scratch_upper(dir: &SafeDir, layers: &crate::workspace::CheckLayers) -> CmdResult<SafeDir> {
+    match layers
+        .overlay
+        .upper
+        .as_ref()
+        .filter(|_| layers.volume.is_some())
+    {
+        Some(upper) => SafeDir::open(upper).map_err(fs_failure),
+        None => dir.subdir("upper").map_err(fs_failure),
+    }
 }
 
 impl CheckScratch {
@@ -196,6 +211,9 @@ pub struct RunWorkspace {
     workspace: Workspace,
     protected: ProtectedPaths,
     check_owner: Option<(u32, u32)>,
+    /// The cap on each check's scratch layer (the exec policy's `resources.disk_bytes`, when
+    /// the host can enforce it).
+    check_disk: Option<u64>,
     /// `<run>/checks`, where each check's scratch layers are made.
     checks: SafeDir,
     /// t0's protected entries: the top layer of every check.
@@ -308,7 +326,12 @@ impl RunWorkspace {
         run.dir()
             .write_atomic(INFO_EXCLUDE, &info_exclude)
             .map_err(fs_failure)?;
-        let workspace = Workspace::create(baseline, run.dir(), agent_owner).map_err(ws_failure)?;
+        // Fail-closed before anything is made: a cap the host cannot enforce refuses the run
+        // unless the policy allows skipping the `disk` layer.
+        let agent_disk = sandbox::volume::cap_of(agent_policy)?;
+        let check_disk = sandbox::volume::cap_of(check_policy)?;
+        let workspace =
+            Workspace::create(baseline, run.dir(), agent_owner, agent_disk).map_err(ws_failure)?;
         let workspace = match agent_git {
             AgentGit::None => workspace,
             AgentGit::T0 => {
@@ -347,6 +370,7 @@ impl RunWorkspace {
             workspace,
             protected,
             check_owner,
+            check_disk,
             checks,
             frozen,
             last_accepted: None,
@@ -406,12 +430,14 @@ impl RunWorkspace {
         };
         let protected = run_protected(&workspace, protection)?;
         let check_owner = zone_owner(check_policy);
+        let check_disk = sandbox::volume::cap_of(check_policy)?;
         let (checks, frozen) = build_frozen(&workspace, &protected, run, check_owner)?;
         let limits = agent_policy.workspace.clone();
         Ok(RunWorkspace {
             workspace,
             protected,
             check_owner,
+            check_disk,
             checks,
             frozen,
             last_accepted: None,
@@ -494,7 +520,7 @@ impl RunWorkspace {
 
     /// Accept a snapshot the ratchet kept too, keeping a copy of its layer to revert to.
     pub fn accept_as_best(&mut self, snapshot: Snapshot) -> Result<(), String> {
-        super::revert::keep_accepted(self.workspace.upper_dir())?;
+        super::revert::keep_accepted(self.workspace.upper_dir(), self.workspace.dir())?;
         self.accept(snapshot);
         Ok(())
     }
@@ -503,8 +529,8 @@ impl RunWorkspace {
     /// tree id of the workspace taken again. The layer of the `rejected` iteration is kept first
     /// (for a hand acceptance). `Err`: why it could not be reverted exactly.
     pub fn revert_to_best(&mut self, rejected: u64) -> Result<String, String> {
-        super::revert::keep_rejected(self.workspace.upper_dir(), rejected)?;
-        super::revert::restore_accepted(self.workspace.upper_dir())?;
+        super::revert::keep_rejected(self.workspace.upper_dir(), self.workspace.dir(), rejected)?;
+        super::revert::restore_accepted(self.workspace.upper_dir(), self.workspace.dir())?;
         let expected = self
             .last_accepted
             .as_ref()
@@ -529,7 +555,11 @@ impl RunWorkspace {
     /// place, take the workspace again, and accept it as the best if its tree is `tree_id`
     /// exactly. `Err`: why it could not be taken.
     pub fn take_hand_accepted(&mut self, iteration: u64, tree_id: &str) -> Result<(), String> {
-        super::revert::restore_rejected(self.workspace.upper_dir(), iteration)?;
+        super::revert::restore_rejected(
+            self.workspace.upper_dir(),
+            self.workspace.dir(),
+            iteration,
+        )?;
         match self.snapshot() {
             Taken::Snapshot { snapshot, .. } if snapshot.tree_id.to_hex() == tree_id => self.accept_as_best(snapshot),
             Taken::Snapshot { snapshot, .. } => Err(format!(
@@ -568,9 +598,10 @@ impl RunWorkspace {
             &dir,
             target,
             self.check_owner,
+            self.check_disk,
         )
         .map_err(ws_failure)?;
-        let upper = dir.subdir("upper").map_err(fs_failure)?;
+        let upper = scratch_upper(&dir, &layers)?;
         tracing::debug!(
             elapsed_us = started.elapsed().as_micros() as u64,
             "check layers"
@@ -587,6 +618,7 @@ impl RunWorkspace {
                 name,
                 upper,
                 tested: layers.tested,
+                _volume: layers.volume,
             },
         ))
     }
@@ -641,6 +673,7 @@ impl RunWorkspace {
             &dir,
             Path::new(WORKSPACE_TARGET),
             self.check_owner,
+            self.check_disk,
         )
         .map_err(ws_failure)?;
         let parent = self
@@ -648,7 +681,7 @@ impl RunWorkspace {
             .fd()
             .try_clone_to_owned()
             .map_err(|e| Failure::io(self.checks.path(), &e))?;
-        let upper = dir.subdir("upper").map_err(fs_failure)?;
+        let upper = scratch_upper(&dir, &layers)?;
         Ok((
             layers.overlay,
             CheckScratch {
@@ -656,6 +689,7 @@ impl RunWorkspace {
                 name: name.to_string(),
                 upper,
                 tested: layers.tested,
+                _volume: layers.volume,
             },
         ))
     }

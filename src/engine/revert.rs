@@ -1,5 +1,7 @@
 //! Revert-to-best for the detached workspace: the agent's layer (the overlay's upper directory)
-//! is copied aside each time the ratchet accepts an iteration (`<run>/workspace/accepted`), and an
+//! is copied aside each time the ratchet accepts an iteration (`<run>/workspace/accepted`, in the
+//! run's workspace directory `copies`: beside the upper directory, or beside the image of a
+//! capped workspace, so the copies never take the agent's room), and an
 //! iteration the ratchet rejects is undone by putting that copy back, so the next agent call, and
 //! the delivery at the halt, start from the last accepted tree exactly (the caller re-snapshots
 //! and compares tree ids).
@@ -20,13 +22,8 @@ use std::process::{Command, Stdio};
 /// The name of the accepted copy next to the upper directory.
 const ACCEPTED: &str = "accepted";
 
-fn accepted_of(upper: &Path) -> Result<PathBuf, String> {
-    upper.parent().map(|p| p.join(ACCEPTED)).ok_or_else(|| {
-        format!(
-            "{}: the agent's layer has no parent directory",
-            upper.display()
-        )
-    })
+fn accepted_of(copies: &Path) -> PathBuf {
+    copies.join(ACCEPTED)
 }
 
 fn copy_tree(from: &Path, to: &Path) -> Result<(), String> {
@@ -68,13 +65,8 @@ const REJECTED: &str = "rejected-";
 
 /// Keep the agent's layer of rejected iteration `n` (before it is reverted), replacing the
 /// layer kept of an earlier rejection.
-pub fn keep_rejected(upper: &Path, n: u64) -> Result<(), String> {
-    let parent = upper.parent().ok_or_else(|| {
-        format!(
-            "{}: the agent's layer has no parent directory",
-            upper.display()
-        )
-    })?;
+pub fn keep_rejected(upper: &Path, copies: &Path, n: u64) -> Result<(), String> {
+    let parent = copies;
     let fd = fsat::open_dir_path(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
     for name in fsat::list(fd.as_raw_fd()).map_err(|e| format!("{}: {e}", parent.display()))? {
         if name.starts_with(REJECTED.as_bytes()) {
@@ -92,13 +84,8 @@ pub fn rejected_kept(workspace_dir: &Path, n: u64) -> bool {
 }
 
 /// Put the kept layer of rejected iteration `n` in place of the agent's.
-pub fn restore_rejected(upper: &Path, n: u64) -> Result<(), String> {
-    let parent = upper.parent().ok_or_else(|| {
-        format!(
-            "{}: the agent's layer has no parent directory",
-            upper.display()
-        )
-    })?;
+pub fn restore_rejected(upper: &Path, copies: &Path, n: u64) -> Result<(), String> {
+    let parent = copies;
     if !rejected_kept(parent, n) {
         return Err(format!(
             "the layer of iteration {n} is not kept in {}",
@@ -125,17 +112,16 @@ fn replace_with(upper: &Path, from: &Path) -> Result<(), String> {
 }
 
 /// Keep the agent's layer as the accepted one (replacing the copy of an earlier acceptance).
-pub fn keep_accepted(upper: &Path) -> Result<(), String> {
-    let accepted = accepted_of(upper)?;
-    let parent = accepted.parent().unwrap_or(Path::new("/"));
-    remove(parent, ACCEPTED)?;
+pub fn keep_accepted(upper: &Path, copies: &Path) -> Result<(), String> {
+    let accepted = accepted_of(copies);
+    remove(copies, ACCEPTED)?;
     copy_tree(upper, &accepted)
 }
 
 /// Put the accepted layer back in place of the agent's (an empty layer, t0, before any
 /// acceptance).
-pub fn restore_accepted(upper: &Path) -> Result<(), String> {
-    let accepted = accepted_of(upper)?;
+pub fn restore_accepted(upper: &Path, copies: &Path) -> Result<(), String> {
+    let accepted = accepted_of(copies);
     match std::fs::symlink_metadata(&accepted) {
         Ok(meta) if meta.is_dir() => replace_with(upper, &accepted),
         Ok(_) => Err(format!("{}: not a directory", accepted.display())),

@@ -18,7 +18,7 @@
 
 use super::baseline::Baseline;
 use super::manifest::{EntryKind, Manifest};
-use super::overlay::Workspace;
+use super::overlay::{make_layer_dirs, LayerRoot, Workspace, DISK_IMAGE};
 use super::protected::ProtectedPaths;
 use super::snapshot::Snapshot;
 use super::{fsat, tree_path, WorkspaceError, WsResult};
@@ -47,6 +47,9 @@ pub struct CheckLayers {
     pub tested: Manifest,
     /// The paths the check's zone must hold read-only (the frozen layer's, [`FrozenLayer::read_only`]).
     pub read_only: Vec<Vec<u8>>,
+    /// The capped volume holding the scratch `upper` and `work` (`resources.disk_bytes` of the
+    /// exec policy), mounted as long as a clone of this is kept; None: plain directories.
+    pub volume: Option<std::sync::Arc<sandbox::Volume>>,
 }
 
 /// t0's protected entries, hard-linked from the baseline into a directory of their own: the top
@@ -209,6 +212,7 @@ pub fn check_layers(
     check_dir: &SafeDir,
     target: &Path,
     owner: Option<(u32, u32)>,
+    disk: Option<u64>,
 ) -> WsResult<CheckLayers> {
     let middle = [
         workspace.upper_dir().to_path_buf(),
@@ -230,6 +234,7 @@ pub fn check_layers(
         check_dir,
         target,
         owner,
+        disk,
     )
 }
 
@@ -260,6 +265,7 @@ pub fn replay_layers(
         check_dir,
         target,
         owner,
+        None,
     )
 }
 
@@ -307,6 +313,7 @@ fn layers_over(
     check_dir: &SafeDir,
     target: &Path,
     owner: Option<(u32, u32)>,
+    disk: Option<u64>,
 ) -> WsResult<CheckLayers> {
     prepare_check_dir(check_dir)?;
     let mut hidden = BTreeSet::new();
@@ -352,8 +359,25 @@ fn layers_over(
     for (path, entry) in baseline.iter().filter(|(p, _)| protected.is_protected(p)) {
         tested.insert(path.clone(), *entry)?;
     }
-    let (upper_path, _) = make_dir(check_dir, UPPER, 0o755, owner)?;
-    let (work_path, _) = make_dir(check_dir, WORK, 0o700, owner)?;
+    // The scratch layer: in the check directory, or in a capped volume there (`disk.img`).
+    let (volume, root) = match disk {
+        None => (None, LayerRoot::of(check_dir)?),
+        Some(bytes) => {
+            let image = check_dir.path().join(DISK_IMAGE);
+            let v = sandbox::Volume::create(
+                check_dir.fd().as_raw_fd(),
+                check_dir.path(),
+                DISK_IMAGE,
+                bytes,
+                owner.unwrap_or((0, 0)),
+            )
+            .map_err(|e| WorkspaceError::io(&image, e))?;
+            let root = LayerRoot::of_volume(&v)?;
+            (Some(std::sync::Arc::new(v)), root)
+        }
+    };
+    make_layer_dirs(&root, owner)?;
+    let (upper_path, work_path) = (root.path.join(UPPER), root.path.join(WORK));
     Ok(CheckLayers {
         overlay: OverlayMount {
             target: target.to_path_buf(),
@@ -369,6 +393,7 @@ fn layers_over(
             .collect(),
         tested,
         read_only: frozen.read_only.clone(),
+        volume,
     })
 }
 

@@ -133,6 +133,14 @@ pub fn unexpressible(
             fix: "use --backend native for this policy".into(),
         });
     }
+    if policy.resources.disk_bytes.is_some() && !policy.may_skip(sandbox::Layer::Disk) {
+        refusals.push(Refusal {
+            cause: format!(
+                "{zone} zone: the policy caps its writable layers (resources.disk_bytes), which the {name} backend does not do"
+            ),
+            fix: "use --backend native for this policy, or allow running uncapped with layers.may_skip = [\"disk\"]".into(),
+        });
+    }
     if policy.network.mode == NetworkMode::Proxy && !root {
         refusals.push(Refusal {
             cause: format!("{zone} zone: putting the egress proxy's listener into a network namespace for {name} needs root"),
@@ -793,6 +801,20 @@ mod tests {
             seccomp: true,
             cgroup_version: "v1".into(),
         }
+    }
+
+    #[test]
+    fn a_disk_cap_is_refused_by_a_container_backend_unless_it_may_be_skipped() {
+        let capped = Policy::parse(b"[resources]\ndisk_bytes = 16777216\n", "t").unwrap();
+        let refusals = unexpressible(Engine::Podman, &caps(true), Role::Agent, &capped, true);
+        let causes: Vec<&str> = refusals.iter().map(|r| r.cause.as_str()).collect();
+        assert_eq!(causes, vec!["agent zone: the policy caps its writable layers (resources.disk_bytes), which the podman backend does not do"]);
+        let lenient = Policy::parse(
+            b"[resources]\ndisk_bytes = 16777216\n[layers]\nmay_skip = [\"disk\"]\n",
+            "t",
+        )
+        .unwrap();
+        assert!(unexpressible(Engine::Podman, &caps(true), Role::Agent, &lenient, true).is_empty());
     }
 
     #[test]
