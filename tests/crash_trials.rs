@@ -201,7 +201,11 @@ fn reference(isolation: Isolation) -> Shape {
 /// What differs between a trial's receipt and the reference, in words (empty: nothing).
 fn lost_or_duplicated(trial: &Shape, reference: &Shape) -> Vec<String> {
     let mut found = vec![];
-    if trial.opening != reference.opening {
+    // A run killed before its opening was complete may halt right away (a detached run killed
+    // before it recorded its workspace: `workspace_invalid`), never go on without it.
+    let cut_short = trial.opening != reference.opening;
+    if !reference.opening.starts_with(&trial.opening) || (cut_short && !trial.iterations.is_empty())
+    {
         found.push(format!(
             "opening {:?}, not {:?}",
             trial.opening, reference.opening
@@ -441,7 +445,10 @@ fn supervisors_killed_at_any_point_resume_to_a_sealed_consistent_run_leaving_not
             }
             let resumed = in_trial(&["run", "--json", "--resume", "r"]);
             f.resumes += 1;
-            if ![10, 11].contains(&resumed.code) {
+            // A resume finds the run halted when its supervisor died after the seal.
+            let already =
+                resumed.code == 20 && resumed.json()["errors"][0]["code"] == "run_already_halted";
+            if ![10, 11, 30].contains(&resumed.code) && !already {
                 problems.push(format!(
                     "{what}: resume exited {}: {resumed:?}",
                     resumed.code

@@ -366,6 +366,18 @@ pub fn resume(
         return outcome;
     }
     if let Some(halt) = &history.halt {
+        // A supervisor killed after its seal but before its state file said so: the state files
+        // are made to say what the sealed receipt does, then the resume is refused.
+        if run.read_state().ok().map(|s| s.state) != Some(RunPhase::Halted) {
+            super::seal_window::write_halted_state(
+                statedir,
+                &run_id,
+                &run,
+                &log,
+                &history,
+                cfg.max_iterations,
+            )?;
+        }
         return Err(Failure::new(
             crate::error::FailureCode::RunAlreadyHalted,
             format!(
@@ -430,12 +442,12 @@ pub fn resume(
     // The run key of the interrupted process died with it: mint and endorse a new one.
     active.endorse(operator)?;
     if active.cfg.workspace == WorkspaceMode::Detached {
-        let record = active.history.workspace.clone().ok_or_else(|| {
-            Failure::workspace(format!(
-                "{}: no workspace event",
-                active.run.receipt_path().display()
-            ))
-        })?;
+        // A supervisor killed before it recorded its workspace made no agent call: there is no
+        // workspace to go on in, so the run ends sealed with that said.
+        let Some(record) = active.history.workspace.clone() else {
+            let detail = "the run's supervisor was killed before it recorded its detached workspace: no agent step was made and there is no workspace to resume in; start a new run".to_string();
+            return active.halt(HaltReason::WorkspaceInvalid, detail);
+        };
         let (agent_policy, check_policy) = (
             role_policy(&zones, Role::Agent)?,
             role_policy(&zones, Role::Check)?,

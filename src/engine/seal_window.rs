@@ -83,23 +83,7 @@ pub(super) fn finish_seal(u: Unsealed<'_>, operator: &OperatorKey) -> CmdResult<
         .as_ref()
         .map(|s| s.isolation.clone())
         .unwrap_or_default();
-    let state = RunState {
-        run_id: run_id.to_string(),
-        state: RunPhase::Halted,
-        mode: super::config::MODE_CHECK_FIXPOINT.into(),
-        isolation: isolation.clone(),
-        iteration: history.last_started,
-        max_iterations,
-        halt_reason: Some(reason.as_str().into()),
-        exit_code: Some(reason.class().code()),
-        receipt: run.receipt_rel(),
-        receipt_events: log.len(),
-        receipt_head: log.head().to_string(),
-        pid: std::process::id(),
-        updated_at: crate::timestamp::now_rfc3339(),
-    };
-    run.write_state(&state)?;
-    statedir.publish_latest(&state)?;
+    write_halted_state(statedir, run_id, run, &log, history, max_iterations)?;
     let last_check = history.last_exited_check();
     Ok(RunOutcome {
         run_id: run_id.to_string(),
@@ -117,4 +101,43 @@ pub(super) fn finish_seal(u: Unsealed<'_>, operator: &OperatorKey) -> CmdResult<
         resumed: true,
         finished_seal: true,
     })
+}
+
+/// The state files of a run whose receipt records its `halt`: `halted`, with that reason, the
+/// receipt's length and head (what a supervisor killed after its seal left undone, too).
+pub(super) fn write_halted_state(
+    statedir: &StateDir,
+    run_id: &RunId,
+    run: &RunDir,
+    log: &ReceiptLog,
+    history: &History,
+    max_iterations: u64,
+) -> Result<(), Failure> {
+    let Some(halt) = &history.halt else {
+        return Ok(());
+    };
+    let reason = halt.halt_reason;
+    let isolation = history
+        .start
+        .as_ref()
+        .map(|s| s.isolation.clone())
+        .unwrap_or_default();
+    let state = RunState {
+        run_id: run_id.to_string(),
+        state: RunPhase::Halted,
+        mode: super::config::MODE_CHECK_FIXPOINT.into(),
+        isolation,
+        iteration: history.last_started,
+        max_iterations,
+        halt_reason: Some(reason.as_str().into()),
+        exit_code: Some(reason.class().code()),
+        receipt: run.receipt_rel(),
+        receipt_events: log.len(),
+        receipt_head: log.head().to_string(),
+        pid: std::process::id(),
+        updated_at: crate::timestamp::now_rfc3339(),
+    };
+    run.write_state(&state)?;
+    statedir.publish_latest(&state)?;
+    Ok(())
 }
