@@ -139,7 +139,7 @@ fn launch_with(
             plan::MAX_FDS - 3
         )));
     }
-    let mut holds = hold_protected(&mut zone, &spec.policy, &ro, &grants)?; // 7
+    let mut holds = hold_protected(&mut zone, &spec.policy, key.uid, &ro, &grants)?; // 7
     holds.0.extend(spec.read_only_beneath.iter().cloned());
     let plan = build_plan(
         &spec,
@@ -344,6 +344,7 @@ fn adopt_init(
 fn hold_protected(
     zone: &mut RunningZone,
     policy: &Policy,
+    zone_uid: u32,
     ro: &[PathBuf],
     grants: &[RwGrant],
 ) -> Result<Holds, SandboxError> {
@@ -352,7 +353,8 @@ fn hold_protected(
         protected,
         hidden,
         placeholders: ProtectedPlaceholders(held),
-    } = hold_protected_paths(
+    } = crate::protected::hold_protected_paths_for(
+        Some(zone_uid),
         ro,
         &rw,
         &policy.filesystem.protected,
