@@ -308,6 +308,35 @@ fn a_read_only_root_with_the_registry_under_a_0700_home_starts_and_keeps_the_reg
 }
 
 #[test]
+fn without_its_zone_init_executable_loopexec_starts_no_zone_and_names_the_missing_file() {
+    // A loopexec binary alone in a directory (no loopexec-zone-init beside it).
+    let dir = tempfile::Builder::new()
+        .prefix("loopexec-alone-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let alone = dir.path().join("loopexec");
+    if std::fs::hard_link(bin(), &alone).is_err() {
+        std::fs::copy(bin(), &alone).unwrap();
+    }
+    let o = Command::new(&alone)
+        .args(["--json", "sandbox", "--", "/bin/true"])
+        .current_dir("/")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(40), "{}", stdout(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["errors"][0]["code"], "spawn_failed");
+    let message = v["errors"][0]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with(&format!(
+            "the zone init executable {}: No such file or directory;",
+            dir.path().join("loopexec-zone-init").display()
+        )),
+        "{message}"
+    );
+}
+
+#[test]
 fn tmp_is_private_and_writable() {
     let o = sandbox(&[], "echo x > /tmp/loopexec-zone-private && ls -A /tmp");
     assert_eq!(stdout(&o), "loopexec-zone-private\n");

@@ -12,6 +12,7 @@ use crate::error::{Layer, SandboxError};
 use crate::grants::{
     idmapped_trees, overlay_layer_trees, resolve_grants, resolve_overlays, RwGrant,
 };
+use crate::init_exe::InitExe;
 use crate::placeholders::Placeholders;
 use crate::plan::{
     self, decode_failure, Bind, LandlockPlan, Limits, Msg, NotReady, OverlayMount, Plan,
@@ -39,6 +40,7 @@ pub use crate::zone::{RunningZone, ZoneExit};
 /// prepared init and removes the cgroups it keeps (running zones keep theirs until they end).
 pub struct Launcher {
     host: preflight::HostReport,
+    init_exe: InitExe,
     cgroups: Arc<CgroupPool>,
     prepared: Mutex<Option<PreparedInit>>,
 }
@@ -58,6 +60,7 @@ impl Launcher {
     fn with_reuse(reuse: bool) -> Launcher {
         Launcher {
             host: preflight::probe(),
+            init_exe: InitExe::locate(),
             cgroups: Arc::new(CgroupPool::new(reuse)),
             prepared: Mutex::new(None),
         }
@@ -79,7 +82,7 @@ impl Launcher {
             return Ok(());
         }
         *prepared = None;
-        *prepared = Some(PreparedInit::start(key, &self.cgroups)?);
+        *prepared = Some(PreparedInit::start(key, &self.init_exe, &self.cgroups)?);
         Ok(())
     }
 
@@ -90,7 +93,7 @@ impl Launcher {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take();
-        launch_with(&self.host, &self.cgroups, prepared, spec)
+        launch_with(self, prepared, spec)
     }
 }
 
@@ -103,11 +106,11 @@ pub fn launch(spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
 /// The setup sequence (docs/zones.md, "The native zone's setup sequence"). Any error after the
 /// zone init is adopted drops the `RunningZone`, which kills the init and cleans up.
 fn launch_with(
-    host: &preflight::HostReport,
-    cgroups: &Arc<CgroupPool>,
+    launcher: &Launcher,
     prepared: Option<PreparedInit>,
     mut spec: ZoneSpec,
 ) -> Result<RunningZone, SandboxError> {
+    let (host, cgroups) = (&launcher.host, &launcher.cgroups);
     let started = Instant::now();
     check_spec(&spec)?; // 1
     let skipped = check_host(&spec.policy, host)?; // 2
@@ -117,7 +120,7 @@ fn launch_with(
     // the plan is resolved.
     let init = match prepared {
         Some(p) if p.key == key => p,
-        _ => PreparedInit::start(key, cgroups)?,
+        _ => PreparedInit::start(key, &launcher.init_exe, cgroups)?,
     };
     let init_ready = started.elapsed();
     let mut zone = adopt_init(
@@ -233,7 +236,12 @@ struct PreparedInit {
 
 impl PreparedInit {
     /// Steps 3-5: the cgroup, the clone, the id maps.
-    fn start(key: InitKey, cgroups: &Arc<CgroupPool>) -> Result<PreparedInit, SandboxError> {
+    fn start(
+        key: InitKey,
+        init_exe: &InitExe,
+        cgroups: &Arc<CgroupPool>,
+    ) -> Result<PreparedInit, SandboxError> {
+        let exe = init_exe.fd()?; // found and opened once per launcher (init_exe.rs)
         let cgroup = key.budget.map(|b| create_cgroup(cgroups, b)).transpose()?; // 3
         let mut init = PreparedInit {
             key,
@@ -242,7 +250,9 @@ impl PreparedInit {
             cgroups: Arc::clone(cgroups),
         };
         let entry = cgroup_entry(init.cgroup.as_ref())?;
-        let cloned = init.cloned.insert(clone_zone_init(key.zone_ids(), &entry)?); // 4
+        let cloned = init
+            .cloned
+            .insert(clone_zone_init(exe, key.zone_ids(), &entry)?); // 4
         drop(entry);
         map_ids_and_release(cloned, key.uid, key.gid, key.drop_ids)?; // 5
         Ok(init)
