@@ -19,7 +19,7 @@ CACHE=${LOOPEXEC_TEST_PROJECTS:-/var/cache/loopexec-test-projects}
 MI="$CACHE/more-itertools-10.5.0-5482bfef7849c25dc3c6dd53a6173ae4795da2a41a80faea6700d9f5846c5da6.tar.gz"
 SS="$CACHE/strsim-0.11.1-7da8b5736845d9f2fcb837ea5d9e2628564b3b043a70948a3f0b778838c5fb4f.crate"
 { [ -f "$MI" ] && [ -f "$SS" ]; } || ci/fetch-test-projects.sh
-cargo build --quiet --bin loopexec
+cargo build --quiet --bin loopexec --bin loopexec-zone-init
 BIN="$PWD/target/debug/loopexec"
 . ci/bench-env.sh
 now_ms() { date +%s%N | awk '{ printf "%.1f", $1 / 1000000 }'; }

@@ -31,7 +31,7 @@ if [ "${1:-}" = baseline ]; then
     ROOT="${BENCH_DIR:-/tmp}/loopexec-bench-baseline"
     ARCHIVE=${LOOPEXEC_TEST_PROJECTS:-/var/cache/loopexec-test-projects}/more-itertools-10.5.0-5482bfef7849c25dc3c6dd53a6173ae4795da2a41a80faea6700d9f5846c5da6.tar.gz
     [ -f "$ARCHIVE" ] || ci/fetch-test-projects.sh
-    cargo build --quiet --bin loopexec
+    cargo build --quiet --bin loopexec --bin loopexec-zone-init
     BIN="$PWD/target/debug/loopexec"
     rm -rf "$ROOT" && mkdir -p "$ROOT/keys" "$ROOT/repo" && chmod 0711 "$ROOT" "$ROOT/repo"
     export LOOPEXEC_CONFIG_DIR="$ROOT/keys" GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null

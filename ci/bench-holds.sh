@@ -13,7 +13,7 @@ set -eu
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-3}
 ROOT="${BENCH_DIR:-/tmp}/loopexec-bench-holds"
-cargo build --quiet --bin loopexec
+cargo build --quiet --bin loopexec --bin loopexec-zone-init
 BIN="$PWD/target/debug/loopexec"
 . ci/bench-env.sh
 now_ms() { date +%s%N | awk '{ printf "%.0f", $1 / 1000000 }'; }

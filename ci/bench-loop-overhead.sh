@@ -15,7 +15,7 @@ set -eu
 cd "$(dirname "$0")/.."
 N=${1:-100}
 ROUNDS=3
-cargo build --release --quiet --bin loopexec
+cargo build --release --quiet --bin loopexec --bin loopexec-zone-init
 BIN=$PWD/target/release/loopexec
 work=$(mktemp -d)
 shm=

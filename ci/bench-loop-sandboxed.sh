@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 N=${1:-30}
 IMAGE=${LOOPEXEC_BENCH_IMAGE:-localhost/loopexec-test-busybox:1}
 ROUNDS=${ROUNDS:-3}
-cargo build --release --quiet --bin loopexec
+cargo build --release --quiet --bin loopexec --bin loopexec-zone-init
 BIN=$PWD/target/release/loopexec
 work=$(mktemp -d)
 chmod 711 "$work"

@@ -12,7 +12,7 @@ JOBS=${1:-$(nproc)}
 ROUNDS=${ROUNDS:-3}
 ISOLATION=${ISOLATION:-native}
 if [ -z "${LOOPEXEC_BIN:-}" ]; then
-  cargo build --release --quiet --bin loopexec
+  cargo build --release --quiet --bin loopexec --bin loopexec-zone-init
   LOOPEXEC_BIN=$PWD/target/release/loopexec
 fi
 work=$(mktemp -d)

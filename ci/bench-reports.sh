@@ -15,7 +15,7 @@ set -eu
 cd "$(dirname "$0")/.."
 N=${1:-10000}
 ROOT="${BENCH_DIR:-/tmp}/loopexec-bench-reports"
-if [ -n "${LOOPEXEC_BIN:-}" ]; then BIN=$LOOPEXEC_BIN; else cargo build --quiet --bin loopexec && BIN="$PWD/target/debug/loopexec"; fi
+if [ -n "${LOOPEXEC_BIN:-}" ]; then BIN=$LOOPEXEC_BIN; else cargo build --quiet --bin loopexec --bin loopexec-zone-init && BIN="$PWD/target/debug/loopexec"; fi
 . ci/bench-env.sh
 
 # check N FAIL EXIT: the check command writing N reports (failing when FAIL is 1), exiting EXIT.

@@ -13,7 +13,7 @@
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
 bin=${1:-$here/target/release/loopexec}
-[ -x "$bin" ] || (cd "$here" && cargo build --release -q --bin loopexec)
+[ -x "$bin" ] || (cd "$here" && cargo build --release -q --bin loopexec --bin loopexec-zone-init)
 bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
 rounds=${ROUNDS:-3}
 cache=${LOOPEXEC_TEST_PROJECTS:-/var/cache/loopexec-test-projects}

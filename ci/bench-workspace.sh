@@ -28,7 +28,7 @@ if [ "${1:-}" = after-agent ]; then
     rm -rf "$ROOT"
     mkdir -p "$ROOT/keys"
     chmod 0711 "$ROOT"
-    cargo build --release --quiet --bin loopexec
+    cargo build --release --quiet --bin loopexec --bin loopexec-zone-init
     BIN="$PWD/target/release/loopexec"
     export LOOPEXEC_CONFIG_DIR="$ROOT/keys" GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null
     export GIT_AUTHOR_NAME=bench GIT_AUTHOR_EMAIL=bench@example.com GIT_COMMITTER_NAME=bench GIT_COMMITTER_EMAIL=bench@example.com
@@ -79,7 +79,7 @@ now_ms() { date +%s%N | awk '{ printf "%.1f", $1 / 1000000 }'; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 sfield() { sed -n "s/.*\"$1\":\"\([^\"]*\)\".*/\1/p"; }
 
-cargo build --release --quiet --bin loopexec --example workspace_bench
+cargo build --release --quiet --bin loopexec --bin loopexec-zone-init --example workspace_bench
 BIN=target/release/loopexec
 WSB=target/release/examples/workspace_bench
 

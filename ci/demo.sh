@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 # LOOPEXEC_BIN: a loopexec binary built elsewhere (the VM test rig, ci/vm/, has no toolchain).
 bin="${LOOPEXEC_BIN:-}"
 if [ -z "$bin" ]; then
-  cargo build --quiet --bin loopexec
+  cargo build --quiet --bin loopexec --bin loopexec-zone-init
   bin="$PWD/target/debug/loopexec"
 fi
 keys="${LOOPEXEC_CONFIG_DIR:-${XDG_CONFIG_HOME:-$HOME/.config}/loopexec}"

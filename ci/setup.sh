@@ -83,4 +83,4 @@ if [ "$(id -u)" = 0 ] && [ -x ci/setup-test-user.sh ]; then
   ci/setup-test-user.sh >/dev/null
 fi
 
-cargo build --quiet --bin loopexec
+cargo build --quiet --bin loopexec --bin loopexec-zone-init

@@ -8,7 +8,7 @@ set -eu
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "test-unprivileged.sh: run as root (it switches to loopexec-test)" >&2; exit 2; }
 dirs=$(sh ci/setup-test-user.sh)
-cargo build --quiet --bin loopexec
+cargo build --quiet --bin loopexec --bin loopexec-zone-init
 bins=$(cargo test --no-run --quiet --message-format=json --test "${LOOPEXEC_TESTS:-sandbox_*}" \
     | sed -n 's/.*"executable":"\([^"]*\/deps\/[^"]*\)".*/\1/p')
 [ -n "$bins" ] || { echo "no integration test binaries match LOOPEXEC_TESTS=${LOOPEXEC_TESTS:-sandbox_*}" >&2; exit 1; }

@@ -204,7 +204,7 @@ fn a_symlinked_protected_path_is_isolation_unsatisfiable_naming_the_path() {
 }
 
 #[test]
-fn a_placeholder_registry_inside_a_writable_grant_is_hidden_and_cannot_be_moved() {
+fn a_placeholder_registry_inside_a_writable_grant_is_out_of_reach_and_cannot_be_moved() {
     // The registry of protected-path placeholders lives under XDG_STATE_HOME; here the operator
     // put that inside the workspace. The zone must not see, forge or swap its records.
     let ws = workspace();
@@ -225,9 +225,16 @@ fn a_placeholder_registry_inside_a_writable_grant_is_hidden_and_cannot_be_moved(
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
+    // Unprivileged, the zone's uid owns the registry: it is hidden (an empty tmpfs). As root, the
+    // registry is root's, 0700: the zone's uid cannot enter it, so it needs no mount.
+    let expected = if is_root() {
+        "ls: cannot open directory 'state/loopexec/placeholders': Permission denied\n"
+    } else {
+        ""
+    };
     assert_eq!(
         std::fs::read_to_string(ws.path().join("seen")).unwrap(),
-        "",
+        expected,
         "the zone saw the registry's records"
     );
     assert!(
@@ -246,6 +253,86 @@ fn a_placeholder_registry_inside_a_writable_grant_is_hidden_and_cannot_be_moved(
         left,
         vec![std::ffi::OsString::from("lock")],
         "the zone's record outlived it"
+    );
+}
+
+#[test]
+fn a_read_only_root_with_the_registry_under_a_0700_home_starts_and_keeps_the_registry_out_of_reach()
+{
+    // `read_only = ["/"]` contains the placeholder registry, here under a 0700 home (like
+    // root's /root) outside /tmp (the zone's /tmp is its own). It used to fail as root: the zone
+    // init could not resolve the registry's path to hide it (exit 40, "Permission denied").
+    let base = tempfile::Builder::new()
+        .prefix("loopexec-home-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let home = base.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    std::fs::set_permissions(&home, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let registry = home.join(".local/state/loopexec/placeholders");
+    let policy = base.path().join("root-ro.toml");
+    std::fs::write(
+        &policy,
+        "[filesystem]\nread_only = [\"/\"]\n[env]\nset = { PATH = \"/usr/bin:/bin\" }\n",
+    )
+    .unwrap();
+    let o = Command::new(bin())
+        .args([
+            "sandbox",
+            "--policy",
+            policy.to_str().unwrap(),
+            "--",
+            "/bin/sh",
+            "-c",
+        ])
+        .arg(format!(
+            "ls -A {} 2>/dev/null; test -e {}/lock && echo seen || echo out-of-reach",
+            registry.display(),
+            registry.display()
+        ))
+        .env("HOME", &home)
+        .env_remove("XDG_STATE_HOME")
+        .current_dir("/")
+        .output()
+        .unwrap();
+    assert_eq!(
+        (o.status.code(), stdout(&o).as_str()),
+        (Some(0), "out-of-reach\n"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        registry.join("lock").is_file(),
+        "the supervisor used another registry"
+    );
+}
+
+#[test]
+fn without_its_zone_init_executable_loopexec_starts_no_zone_and_names_the_missing_file() {
+    // A loopexec binary alone in a directory (no loopexec-zone-init beside it).
+    let dir = tempfile::Builder::new()
+        .prefix("loopexec-alone-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let alone = dir.path().join("loopexec");
+    if std::fs::hard_link(bin(), &alone).is_err() {
+        std::fs::copy(bin(), &alone).unwrap();
+    }
+    let o = Command::new(&alone)
+        .args(["--json", "sandbox", "--", "/bin/true"])
+        .current_dir("/")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(40), "{}", stdout(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["errors"][0]["code"], "spawn_failed");
+    let message = v["errors"][0]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with(&format!(
+            "the zone init executable {}: No such file or directory;",
+            dir.path().join("loopexec-zone-init").display()
+        )),
+        "{message}"
     );
 }
 

@@ -43,13 +43,13 @@ done
 
 image=$(ci/vm/build-image.sh)
 built=$(date +%s)
-cargo build --quiet --bin loopexec
+cargo build --quiet --bin loopexec --bin loopexec-zone-init
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/loopexec-vm.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 stage="$work/share/stage"
 mkdir -p "$stage/ci/vm" "$stage/examples"
-cp target/debug/loopexec "$stage/loopexec"
+cp target/debug/loopexec target/debug/loopexec-zone-init "$stage/"
 cp ci/demo.sh "$stage/ci/"
 cp ci/vm/row.sh ci/vm/limits.sh "$stage/ci/vm/"
 cp -R examples/fizzbuzz "$stage/examples/"

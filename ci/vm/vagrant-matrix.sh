@@ -8,7 +8,7 @@ cd "$(dirname "$0")/../.."
 [ "$(id -u)" = 0 ] || { echo "vagrant-matrix: run as root" >&2; exit 2; }
 share=/mnt/loopexec
 rm -rf "$share" && mkdir -p "$share/stage/ci/vm" "$share/stage/examples"
-cp target/debug/loopexec "$share/stage/loopexec"
+cp target/debug/loopexec target/debug/loopexec-zone-init "$share/stage/"
 cp ci/demo.sh "$share/stage/ci/"
 cp ci/vm/row.sh ci/vm/limits.sh "$share/stage/ci/vm/"
 cp -R examples/fizzbuzz "$share/stage/examples/"

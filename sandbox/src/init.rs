@@ -1,7 +1,8 @@
-//! The zone side: the hidden entry point of the loopexec binary, from the zone init's first
-//! instruction after its re-exec to the command's execve. `main` calls [`run_if_zone_init`]
-//! before anything else, while the process is fresh and single-threaded; when the supervisor
-//! started us as a zone init we never return. Two processes run here: the zone init (pid 1: reads
+//! The zone side: the entry point of the zone init executable (`loopexec-zone-init`,
+//! `init_exe.rs`), from the zone init's first instruction after its exec to the command's execve.
+//! Its `main` calls [`run_if_zone_init`] before anything else, while the process is fresh and
+//! single-threaded; when the supervisor started us as a zone init we never return (loopexec's own
+//! `main` calls it too, for the doctor's namespace probe). Two processes run here: the zone init (pid 1: reads
 //! the plan, builds the filesystem view with `mounts`, forks the command, reports `Ready`, reaps,
 //! reports how the command ended) and the command (its own steps, then execve). The order of
 //! every step, supervisor and zone side, is described once in docs/zones.md ("The native zone's

@@ -13,6 +13,7 @@ use crate::grants::{
     idmapped_trees, overlay_layer_trees, require_capped_uppers, resolve_grants, resolve_overlays,
     volume_layer_fds, RwGrant,
 };
+use crate::init_exe::InitExe;
 use crate::placeholders::Placeholders;
 use crate::plan::{
     self, decode_failure, Bind, LandlockPlan, Limits, Msg, NotReady, OverlayMount, Plan,
@@ -40,6 +41,7 @@ pub use crate::zone::{RunningZone, ZoneExit};
 /// prepared init and removes the cgroups it keeps (running zones keep theirs until they end).
 pub struct Launcher {
     host: preflight::HostReport,
+    init_exe: InitExe,
     cgroups: Arc<CgroupPool>,
     prepared: Mutex<Option<PreparedInit>>,
 }
@@ -59,6 +61,7 @@ impl Launcher {
     fn with_reuse(reuse: bool) -> Launcher {
         Launcher {
             host: preflight::probe(),
+            init_exe: InitExe::locate(),
             cgroups: Arc::new(CgroupPool::new(reuse)),
             prepared: Mutex::new(None),
         }
@@ -80,7 +83,7 @@ impl Launcher {
             return Ok(());
         }
         *prepared = None;
-        *prepared = Some(PreparedInit::start(key, &self.cgroups)?);
+        *prepared = Some(PreparedInit::start(key, &self.init_exe, &self.cgroups)?);
         Ok(())
     }
 
@@ -91,7 +94,7 @@ impl Launcher {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take();
-        launch_with(&self.host, &self.cgroups, prepared, spec)
+        launch_with(self, prepared, spec)
     }
 }
 
@@ -104,11 +107,11 @@ pub fn launch(spec: ZoneSpec) -> Result<RunningZone, SandboxError> {
 /// The setup sequence (docs/zones.md, "The native zone's setup sequence"). Any error after the
 /// zone init is adopted drops the `RunningZone`, which kills the init and cleans up.
 fn launch_with(
-    host: &preflight::HostReport,
-    cgroups: &Arc<CgroupPool>,
+    launcher: &Launcher,
     prepared: Option<PreparedInit>,
     mut spec: ZoneSpec,
 ) -> Result<RunningZone, SandboxError> {
+    let (host, cgroups) = (&launcher.host, &launcher.cgroups);
     let started = Instant::now();
     check_spec(&spec)?; // 1
     let skipped = check_host(&spec.policy, host)?; // 2
@@ -118,7 +121,7 @@ fn launch_with(
     // the plan is resolved.
     let init = match prepared {
         Some(p) if p.key == key => p,
-        _ => PreparedInit::start(key, cgroups)?,
+        _ => PreparedInit::start(key, &launcher.init_exe, cgroups)?,
     };
     let init_ready = started.elapsed();
     let mut zone = adopt_init(
@@ -157,7 +160,7 @@ fn launch_with(
             plan::MAX_FDS - 3
         )));
     }
-    let mut holds = hold_protected(&mut zone, &spec.policy, &ro, &grants)?; // 7
+    let mut holds = hold_protected(&mut zone, &spec.policy, key.uid, &ro, &grants)?; // 7
     holds.0.extend(spec.read_only_beneath.iter().cloned());
     let mut plan = build_plan(
         &spec,
@@ -252,7 +255,12 @@ struct PreparedInit {
 
 impl PreparedInit {
     /// Steps 3-5: the cgroup, the clone, the id maps.
-    fn start(key: InitKey, cgroups: &Arc<CgroupPool>) -> Result<PreparedInit, SandboxError> {
+    fn start(
+        key: InitKey,
+        init_exe: &InitExe,
+        cgroups: &Arc<CgroupPool>,
+    ) -> Result<PreparedInit, SandboxError> {
+        let exe = init_exe.fd()?; // found and opened once per launcher (init_exe.rs)
         let cgroup = key.budget.map(|b| create_cgroup(cgroups, b)).transpose()?; // 3
         let mut init = PreparedInit {
             key,
@@ -261,7 +269,9 @@ impl PreparedInit {
             cgroups: Arc::clone(cgroups),
         };
         let entry = cgroup_entry(init.cgroup.as_ref())?;
-        let cloned = init.cloned.insert(clone_zone_init(key.zone_ids(), &entry)?); // 4
+        let cloned = init
+            .cloned
+            .insert(clone_zone_init(exe, key.zone_ids(), &entry)?); // 4
         drop(entry);
         map_ids_and_release(cloned, key.uid, key.gid, key.drop_ids)?; // 5
         Ok(init)
@@ -369,6 +379,7 @@ fn adopt_init(
 fn hold_protected(
     zone: &mut RunningZone,
     policy: &Policy,
+    zone_uid: u32,
     ro: &[PathBuf],
     grants: &[RwGrant],
 ) -> Result<Holds, SandboxError> {
@@ -377,7 +388,8 @@ fn hold_protected(
         protected,
         hidden,
         placeholders: ProtectedPlaceholders(held),
-    } = hold_protected_paths(
+    } = crate::protected::hold_protected_paths_for(
+        Some(zone_uid),
         ro,
         &rw,
         &policy.filesystem.protected,

@@ -6,10 +6,13 @@
 //! were applied. `launch.rs` runs the setup as named steps in kernel order; docs/zones.md ("The
 //! native zone's setup sequence") describes each, supervisor and zone side.
 //!
-//! The binary that uses this crate must call [`init::run_if_zone_init`] first thing in `main`.
+//! A zone's pid 1 executes `loopexec-zone-init` ([`init_exe::INIT_EXE`]), which must be installed
+//! next to the binary that uses this crate and calls [`init::run_if_zone_init`] first thing in
+//! `main` (the using binary calls it too, for the doctor's namespace probe).
 
 pub mod error;
 pub mod init;
+pub mod init_exe;
 pub mod launch;
 pub mod policy;
 pub mod preflight;

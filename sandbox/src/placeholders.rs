@@ -26,8 +26,12 @@
 //! "adopts" it), so the first of the two to end does not pull it from under the other; the last
 //! one removes it. The agent cannot forge a record: the registry lies outside every grant, and
 //! when a grant does contain it (e.g. `--rw $HOME`) the zone gets it protected (read-only, its
-//! parents pinned) and hidden. It cannot forge an identity either: a placeholder is read-only
-//! in the zone, and a directory it makes itself has another inode or ctime.
+//! parents pinned) and hidden. Hidden, that is, whenever the zone's uid could enter it: a root
+//! caller's registry (owned by root, kept at 0700) is closed to the zone's uid by its mode alone,
+//! whatever directories lie above it, so it gets no mount (the zone, which resolves hidden paths
+//! with its own credentials, could not even reach it under a 0700 home such as `/root`). It
+//! cannot forge an identity either: a placeholder is read-only in the zone, and a directory it
+//! makes itself has another inode or ctime.
 //!
 //! Left open: a supervisor killed between its `mkdir` and the record line (a few syscalls) leaves
 //! a placeholder nobody can tell from an operator's empty directory, so it stays.
@@ -167,6 +171,11 @@ impl Registry {
                 "{} is not a directory only we can write",
                 path.display()
             )));
+        }
+        if st.st_mode & 0o077 != 0 {
+            // Back to 0700 (also empties an ACL's mask): only the owner may enter it.
+            nix::sys::stat::fchmod(dir.as_raw_fd(), nix::sys::stat::Mode::S_IRWXU)
+                .map_err(io::Error::from)?;
         }
         let lock = open_at(
             dir.as_raw_fd(),
@@ -326,6 +335,19 @@ impl Placeholders {
     /// The registry's canonical path, when there is one.
     pub(crate) fn registry(&self) -> Option<&Path> {
         self.registry.as_deref()
+    }
+
+    /// Whether a process running as `uid` (without capabilities over the registry's owner) could
+    /// enter the registry: it owns it, or its mode lets group or others in. Asked while the
+    /// registry is locked; unknown (no registry open) counts as yes.
+    fn enterable_by(&self, uid: u32) -> bool {
+        let Some(reg) = &self.locked else {
+            return true;
+        };
+        match nix::sys::stat::fstat(reg.dir.as_raw_fd()) {
+            Ok(st) => st.st_uid == uid || st.st_mode & 0o077 != 0,
+            Err(_) => true,
+        }
     }
 
     /// Release the registry lock (placeholders made, the zone may start).
@@ -489,12 +511,14 @@ pub(crate) fn open() -> Placeholders {
     })
 }
 
-/// Keep the zone off the registry when a grant contains it: hidden in the zone, and when a
-/// writable grant contains it, also protected (read-only, its parents pinned) so it cannot be
-/// moved away and replaced with forged records. A writable grant that is the registry itself is
-/// refused.
+/// Keep the zone off the registry when a grant contains it: hidden in the zone unless the zone's
+/// uid (`zone_uid`; None: not known, e.g. a container engine's user) cannot enter it at all, and
+/// when a writable grant contains it, also protected (read-only, its parents pinned) so it cannot
+/// be moved away and replaced with forged records. A writable grant that is the registry itself
+/// is refused.
 pub(crate) fn shield_registry(
     held: &Placeholders,
+    zone_uid: Option<u32>,
     read_only: &[PathBuf],
     writable: &[PathBuf],
     protected: &mut Vec<(PathBuf, PathBuf)>,
@@ -516,7 +540,8 @@ pub(crate) fn shield_registry(
             }
         }
     }
-    if read_only.iter().chain(writable).any(|g| reg.starts_with(g)) {
+    let enterable = zone_uid.is_none_or(|uid| held.enterable_by(uid));
+    if enterable && read_only.iter().chain(writable).any(|g| reg.starts_with(g)) {
         hidden.push(reg.to_path_buf());
     }
     Ok(())

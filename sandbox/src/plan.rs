@@ -136,7 +136,7 @@ pub enum PreExecFailure {
     ZoneIds = 124,
     /// capget/capset, raising the namespace capabilities to inheritable (for the ambient set).
     KeepCapabilities = 125,
-    /// execve of /proc/self/exe.
+    /// execveat of the zone init executable.
     ExecInit = 126,
 }
 
@@ -174,7 +174,7 @@ impl PreExecFailure {
             PreExecFailure::KeepCapabilities => {
                 "could not keep its namespace capabilities across exec"
             }
-            PreExecFailure::ExecInit => "could not execute /proc/self/exe",
+            PreExecFailure::ExecInit => "could not execute the zone init executable",
         }
     }
 }
@@ -466,7 +466,7 @@ mod tests {
             ),
             (124, "could not become the zone uid/gid"),
             (125, "could not keep its namespace capabilities across exec"),
-            (126, "could not execute /proc/self/exe"),
+            (126, "could not execute the zone init executable"),
         ];
         for (code, message) in expected {
             assert_eq!(

@@ -17,7 +17,8 @@ pub struct ProtectedPlaceholders(pub(crate) Placeholders);
 pub struct ProtectedHolds {
     /// (root, sub-path) pairs to bind read-only (parents pinned).
     pub protected: Vec<(PathBuf, PathBuf)>,
-    /// Paths to hide: the policy's, plus the placeholder registry when a grant contains it.
+    /// Paths to hide: the policy's, plus the placeholder registry when a grant contains it (and
+    /// the zone's uid could enter it).
     pub hidden: Vec<PathBuf>,
     pub placeholders: ProtectedPlaceholders,
 }
@@ -31,10 +32,22 @@ pub fn hold_protected_paths(
     protected: &[PathBuf],
     hidden: &[PathBuf],
 ) -> Result<ProtectedHolds, SandboxError> {
+    hold_protected_paths_for(None, read_only, rw, protected, hidden)
+}
+
+/// [`hold_protected_paths`] for a zone whose processes run as `zone_uid` (None: not known, the
+/// registry is then hidden whenever a grant contains it).
+pub(crate) fn hold_protected_paths_for(
+    zone_uid: Option<u32>,
+    read_only: &[PathBuf],
+    rw: &[PathBuf],
+    protected: &[PathBuf],
+    hidden: &[PathBuf],
+) -> Result<ProtectedHolds, SandboxError> {
     let mut held = placeholders::open();
     let mut pairs = hold_sub_paths(rw, protected, &mut held)?;
     let mut hidden = hidden.to_vec();
-    placeholders::shield_registry(&held, read_only, rw, &mut pairs, &mut hidden)
+    placeholders::shield_registry(&held, zone_uid, read_only, rw, &mut pairs, &mut hidden)
         .map_err(SandboxError::Spec)?;
     held.end_setup();
     Ok(ProtectedHolds {

@@ -68,9 +68,11 @@ use linux_raw_sys::general::{
 
 /// Step 4 of docs/zones.md ("The native zone's setup sequence"): clone3(2) the zone init
 /// straight into its namespaces (and, on cgroup v2, its cgroup). The child makes only
-/// async-signal-safe calls until it execs /proc/self/exe; each of its steps that can fail exits
+/// async-signal-safe calls until it executes the zone init executable (`init_exe.rs`, opened before
+/// the clone); each of its steps that can fail exits
 /// with its own [`PreExecFailure`] code.
 pub(crate) fn clone_zone_init(
+    init_exe: &OwnedFd,
     drop_to: Option<(u32, u32)>,
     entry: &CgroupEntry,
 ) -> Result<Cloned, SandboxError> {
@@ -122,8 +124,8 @@ pub(crate) fn clone_zone_init(
             .as_raw_fd(),
     )?;
     let null_raw = null.as_raw_fd();
-    let exe =
-        std::ffi::CString::new("/proc/self/exe").map_err(|_| SandboxError::Spawn("path".into()))?;
+    let exe = high(init_exe.as_raw_fd())?;
+    let exe_raw = exe.as_raw_fd();
     let arg0 = std::ffi::CString::new(INIT_ARG0).map_err(|_| SandboxError::Spawn("arg".into()))?;
     let marker = std::ffi::CString::new(format!("{ENV_MARKER}={PLAN_FD}"))
         .map_err(|_| SandboxError::Spawn("env".into()))?;
@@ -216,7 +218,15 @@ pub(crate) fn clone_zone_init(
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
                 libc::_exit(PreExecFailure::ParentDeathSignal.code());
             }
-            libc::execve(exe.as_ptr(), argv.as_ptr(), envp.as_ptr());
+            // The zone init executable, through the descriptor opened before the clone.
+            libc::syscall(
+                libc::SYS_execveat,
+                exe_raw,
+                c"".as_ptr(),
+                argv.as_ptr(),
+                envp.as_ptr(),
+                libc::AT_EMPTY_PATH,
+            );
             PreExecFailure::ExecInit.code()
         };
         unsafe { libc::_exit(code) }
@@ -230,7 +240,7 @@ pub(crate) fn clone_zone_init(
             fix,
         });
     }
-    drop((theirs, hold_r, null));
+    drop((theirs, hold_r, null, exe));
     Ok(Cloned {
         pid: ret as i32,
         pidfd: unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(pidfd) },
