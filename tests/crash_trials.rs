@@ -326,7 +326,7 @@ fn abandoned_shared_dirs(tmp: &Path) -> Vec<PathBuf> {
     let mut found = vec![];
     for entry in std::fs::read_dir(tmp).into_iter().flatten().flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        if !["loopexec-feedback-", "loopexec-usage-", ".loopexec-new-"]
+        if !["loopexec-held-", ".loopexec-new-"]
             .iter()
             .any(|prefix| name.starts_with(prefix))
         {
@@ -534,7 +534,9 @@ fn supervisors_killed_at_any_point_resume_to_a_sealed_consistent_run_leaving_not
                     "{what}: {branch} holds {delivered}, the last snapshot {last_tree}"
                 ));
             }
-        } else if isolation == Isolation::Native {
+        } else if isolation == Isolation::Native && halt["iteration"].as_u64() > Some(0) {
+            // (A run halted before any agent step, e.g. killed before it recorded its
+            // workspace, has nothing to deliver.)
             f.branch_mismatches += 1;
             problems.push(format!("{what}: no branch delivered: {halt}"));
         }

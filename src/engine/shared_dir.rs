@@ -1,5 +1,5 @@
 //! The per-run directories the supervisor shares with a zone under the system temporary
-//! directory (`loopexec-feedback-*`, `loopexec-usage-*`): created private to the operator, shared
+//! directory (`loopexec-held-feedback-*`, `loopexec-held-usage-*`): created private to the operator, shared
 //! with the zone's group only when asked, held with an exclusive `flock` on the directory for the
 //! supervisor's lifetime, and removed when dropped. A supervisor killed by SIGKILL cannot remove
 //! its own: the next run or resume of any run sweeps every such directory of this user whose
@@ -13,7 +13,9 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-/// The names the supervisor gives these directories (`loopexec-<what>-<random>`).
+/// The kinds of these directories (`loopexec-held-<kind>-<random>`). The `held-` names are only
+/// ever given to locked directories: a directory an older loopexec made (`loopexec-<kind>-*`,
+/// never locked) is never taken for an abandoned one.
 const KINDS: [&str; 2] = ["feedback", "usage"];
 
 /// A `.loopexec-new-` directory younger than this is never swept: its supervisor may be about to
@@ -27,7 +29,7 @@ pub struct SharedDir {
 }
 
 impl SharedDir {
-    /// A fresh `loopexec-<what>-*` directory, mode 0700; with `gid`, its group is that gid and
+    /// A fresh `loopexec-held-<what>-*` directory, mode 0700; with `gid`, its group is that gid and
     /// its mode `group_mode`. Made under a `.loopexec-new-` name, locked, then renamed: a
     /// directory under the final name is always locked while its supervisor lives.
     pub fn create(what: &str, gid: Option<u32>, group_mode: u32) -> Result<SharedDir, Failure> {
@@ -51,7 +53,7 @@ impl SharedDir {
             .and_then(|n| n.strip_prefix(&format!(".loopexec-new-{what}-")))
             .unwrap_or_default()
             .to_string();
-        let path = made.with_file_name(format!("loopexec-{what}-{suffix}"));
+        let path = made.with_file_name(format!("loopexec-held-{what}-{suffix}"));
         if let Err(e) = std::fs::rename(&made, &path) {
             let _ = std::fs::remove_dir(&made);
             return Err(Failure::io(&path, &e));
@@ -116,7 +118,7 @@ pub fn sweep_abandoned() -> usize {
             .any(|kind| name.starts_with(&format!(".loopexec-new-{kind}-")));
         let named = KINDS
             .iter()
-            .any(|kind| name.starts_with(&format!("loopexec-{kind}-")));
+            .any(|kind| name.starts_with(&format!("loopexec-held-{kind}-")));
         if !fresh && !named {
             continue;
         }
