@@ -11,7 +11,8 @@
 //!   zeroed on drop) and reaches the agent zone through its environment only.
 //! - revoke: stdin carries the secret and a newline (never argv); after a crash the secret died
 //!   with its process, so the revoke run on resume gets an empty stdin and
-//!   `LOOPEXEC_REVOKE_CAUSE=supervisor_lost` and must revoke what was minted for the run id.
+//!   `LOOPEXEC_REVOKE_CAUSE=supervisor_lost` and must revoke what was minted for the run id (run
+//!   on every resume after a crash: the dead supervisor may have minted before recording it).
 //!
 //! The receipt records that a credential was minted or revoked (and how the hook ended), never
 //! the secret nor any digest of it.

@@ -55,6 +55,9 @@ pub(super) struct ActiveRun<'a> {
     pub(super) state: RunState,
     pub(super) env: Vec<(String, String)>,
     resumed: bool,
+    /// Resumed after its supervisor died (`state.json` still said `running`): it may have minted
+    /// a credential it had not yet recorded.
+    supervisor_lost: bool,
     /// This process's run key, endorsed in the receipt; consumed when the run is sealed.
     run_key: Option<RunKey>,
     /// The detached workspace (native isolation in a git repository).
@@ -413,7 +416,9 @@ pub fn resume(
         isolation,
         resumed: true,
     };
+    let supervisor_lost = previous.as_deref() == Some(RunPhase::Running.as_str());
     let mut active = ActiveRun::open(opening, workdir)?;
+    active.supervisor_lost = supervisor_lost;
     let last = active.history.last_started;
     let pending = pending(
         &active.history,
@@ -511,6 +516,7 @@ impl<'a> ActiveRun<'a> {
             state,
             env: operator_env(),
             resumed: o.resumed,
+            supervisor_lost: false,
             run_key: None,
             workspace: None,
             guards,
@@ -690,8 +696,10 @@ impl<'a> ActiveRun<'a> {
         once: bool,
     ) -> CmdResult<RunOutcome> {
         self.save_state(true)?;
-        // A credential minted by a process that died without revoking it is revoked now.
-        if self.resumed && self.history.credential_outstanding {
+        // A credential minted by a process that died without revoking it is revoked now; so is
+        // whatever a supervisor that died may have minted before it could record it (the
+        // revoke hook revokes what was minted for the run id: with nothing minted, nothing).
+        if self.resumed && (self.history.credential_outstanding || self.supervisor_lost) {
             self.revoke_credential(None, "supervisor_lost")?;
         }
         if let Some(detail) = self.refused_at_reopen.take() {
