@@ -1,6 +1,8 @@
-//! Egress proxy benchmark (run by ci/bench-egress.sh): the same transfers on loopback, direct and
-//! through the proxy's CONNECT tunnel, in one run; prints throughput, the ratio, and the latency
-//! a proxied connection adds (connect + first byte, median over many connections).
+//! Egress proxy benchmark (run by ci/bench-egress.sh): the same transfers on loopback, direct,
+//! through a bare splice(2) relay (the floor any relay in user space can reach: two TCP
+//! connections instead of one, nothing decided or counted) and through the proxy's CONNECT
+//! tunnel, in one run; prints throughput, the ratios to direct, and the latency a proxied
+//! connection adds (connect + first byte, median over many connections).
 //!
 //! Environment: LOOPEXEC_BENCH_BYTES (default 1 GiB), LOOPEXEC_BENCH_ROUNDS (default 3),
 //! LOOPEXEC_BENCH_CONNECTIONS (default 200).
@@ -76,15 +78,107 @@ fn server() -> SocketAddr {
     addr
 }
 
+/// One direction of the bare relay: splice(2) from `from` through a pipe into `to` until
+/// end-of-stream, then pass the half-close on.
+fn bare_pump(from: &TcpStream, to: &TcpStream) {
+    use std::os::fd::AsRawFd;
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe2 fills the two descriptors it is given.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return;
+    }
+    // SAFETY: fds[1] is the pipe's write end, just created.
+    unsafe { libc::fcntl(fds[1], libc::F_SETPIPE_SZ, CHUNK as i32) };
+    'relay: loop {
+        // SAFETY: every descriptor is open for the call; null offsets for pipes and sockets.
+        let n = unsafe {
+            libc::splice(
+                from.as_raw_fd(),
+                std::ptr::null_mut(),
+                fds[1],
+                std::ptr::null_mut(),
+                CHUNK,
+                libc::SPLICE_F_MOVE,
+            )
+        };
+        if n <= 0 {
+            break;
+        }
+        let mut left = n as usize;
+        while left > 0 {
+            // SAFETY: as above.
+            let m = unsafe {
+                libc::splice(
+                    fds[0],
+                    std::ptr::null_mut(),
+                    to.as_raw_fd(),
+                    std::ptr::null_mut(),
+                    left,
+                    libc::SPLICE_F_MOVE,
+                )
+            };
+            if m <= 0 {
+                break 'relay;
+            }
+            left -= m as usize;
+        }
+    }
+    let _ = to.shutdown(std::net::Shutdown::Write);
+    // SAFETY: both pipe ends are ours and closed once.
+    unsafe {
+        libc::close(fds[0]);
+        libc::close(fds[1]);
+    }
+}
+
+/// The floor for any relay in user space: a bare splice(2) relay between the same client and
+/// server (two loopback TCP connections, as through the proxy) that decides, counts, audits and
+/// times out nothing. What it loses against direct is the cost of the second TCP connection
+/// itself; what the proxy loses beyond it is the proxy's own.
+fn bare_relay(server: SocketAddr) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind bare relay");
+    let addr = listener.local_addr().expect("bare relay addr");
+    std::thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(client) = client else { continue };
+            let Ok(upstream) = TcpStream::connect(server) else {
+                continue;
+            };
+            let _ = client.set_nodelay(true);
+            let _ = upstream.set_nodelay(true);
+            let (Ok(client2), Ok(upstream2)) = (client.try_clone(), upstream.try_clone()) else {
+                continue;
+            };
+            std::thread::spawn(move || bare_pump(&upstream2, &client2));
+            std::thread::spawn(move || bare_pump(&client, &upstream));
+        }
+    });
+    addr
+}
+
+/// How a transfer reaches the server.
+#[derive(Clone, Copy)]
+enum Path {
+    Direct,
+    /// Through the bare splice relay at this address.
+    Bare(SocketAddr),
+    /// Through the proxy's CONNECT tunnel at this address.
+    Proxy(SocketAddr),
+}
+
 /// Open a connection to the server, directly or through a CONNECT tunnel.
-fn open(server: SocketAddr, proxy: Option<SocketAddr>) -> TcpStream {
-    match proxy {
-        None => {
-            let s = TcpStream::connect(server).expect("connect server");
+fn open(server: SocketAddr, path: Path) -> TcpStream {
+    match path {
+        Path::Direct | Path::Bare(_) => {
+            let to = match path {
+                Path::Bare(relay) => relay,
+                _ => server,
+            };
+            let s = TcpStream::connect(to).expect("connect server");
             s.set_nodelay(true).expect("nodelay");
             s
         }
-        Some(p) => {
+        Path::Proxy(p) => {
             let mut s = TcpStream::connect(p).expect("connect proxy");
             s.set_nodelay(true).expect("nodelay");
             let req = format!(
@@ -137,9 +231,9 @@ fn measure(bytes: u64, transfer: impl FnOnce() -> f64) -> Sample {
     }
 }
 
-fn download(server: SocketAddr, proxy: Option<SocketAddr>, bytes: u64) -> f64 {
+fn download(server: SocketAddr, path: Path, bytes: u64) -> f64 {
     let started = Instant::now();
-    let mut s = open(server, proxy);
+    let mut s = open(server, path);
     let mut req = vec![b'D'];
     req.extend_from_slice(&bytes.to_le_bytes());
     s.write_all(&req).expect("request");
@@ -153,9 +247,9 @@ fn download(server: SocketAddr, proxy: Option<SocketAddr>, bytes: u64) -> f64 {
     bytes as f64 / started.elapsed().as_secs_f64()
 }
 
-fn upload(server: SocketAddr, proxy: Option<SocketAddr>, bytes: u64) -> f64 {
+fn upload(server: SocketAddr, path: Path, bytes: u64) -> f64 {
     let started = Instant::now();
-    let mut s = open(server, proxy);
+    let mut s = open(server, path);
     s.write_all(b"U").expect("mode");
     let buf = vec![0xa5u8; CHUNK];
     let mut left = bytes;
@@ -172,9 +266,9 @@ fn upload(server: SocketAddr, proxy: Option<SocketAddr>, bytes: u64) -> f64 {
 }
 
 /// Connect (+ CONNECT through the proxy) and get the first byte back.
-fn first_byte_latency(server: SocketAddr, proxy: Option<SocketAddr>) -> Duration {
+fn first_byte_latency(server: SocketAddr, path: Path) -> Duration {
     let started = Instant::now();
-    let mut s = open(server, proxy);
+    let mut s = open(server, path);
     s.write_all(b"E!").expect("echo request");
     let mut b = [0u8; 1];
     s.read_exact(&mut b).expect("echo byte");
@@ -220,11 +314,14 @@ fn main() {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind proxy");
     let proxy = Proxy::start(config, listener, audit, "bench", &ProxyStats::default())
         .expect("start proxy");
-    let via = Some(proxy.local_addr());
+    let via = Path::Proxy(proxy.local_addr());
+    let bare = Path::Bare(bare_relay(server));
+    let direct = Path::Direct;
 
-    // Warm up both paths.
-    download(server, None, 64 << 20);
-    download(server, via, 64 << 20);
+    // Warm up every path.
+    for path in [direct, bare, via] {
+        download(server, path, 64 << 20);
+    }
 
     // Alternate direct and proxied transfers over several rounds and keep each path's best, so a
     // burst of load from elsewhere on the host does not decide the ratio.
@@ -233,25 +330,28 @@ fn main() {
         Some(a) if a.rate >= b.rate => Some(a),
         _ => Some(b),
     };
-    let (mut dd, mut dp, mut ud, mut up) = (None, None, None, None);
+    let (mut dd, mut db, mut dp, mut ud, mut ub, mut up) = (None, None, None, None, None, None);
     for _ in 0..rounds {
-        dd = best(dd, measure(bytes, || download(server, None, bytes)));
+        dd = best(dd, measure(bytes, || download(server, direct, bytes)));
+        db = best(db, measure(bytes, || download(server, bare, bytes)));
         dp = best(dp, measure(bytes, || download(server, via, bytes)));
-        ud = best(ud, measure(bytes, || upload(server, None, bytes)));
+        ud = best(ud, measure(bytes, || upload(server, direct, bytes)));
+        ub = best(ub, measure(bytes, || upload(server, bare, bytes)));
         up = best(up, measure(bytes, || upload(server, via, bytes)));
     }
-    let (Some(dd), Some(dp), Some(ud), Some(up)) = (dd, dp, ud, up) else {
+    let (Some(dd), Some(db), Some(dp), Some(ud), Some(ub), Some(up)) = (dd, db, dp, ud, ub, up)
+    else {
         unreachable!("rounds >= 1")
     };
     let (down_direct, down_proxy, up_direct, up_proxy) = (dd.rate, dp.rate, ud.rate, up.rate);
 
-    let mut direct = Vec::with_capacity(connections);
+    let mut direct_latency = Vec::with_capacity(connections);
     let mut proxied = Vec::with_capacity(connections);
     for _ in 0..connections {
-        direct.push(first_byte_latency(server, None));
+        direct_latency.push(first_byte_latency(server, direct));
         proxied.push(first_byte_latency(server, via));
     }
-    let (d, p) = (median(direct), median(proxied));
+    let (d, p) = (median(direct_latency), median(proxied));
     let added = p.saturating_sub(d);
     let stats = proxy.stop();
 
@@ -276,6 +376,12 @@ fn main() {
         dd.cpu_per_gib
     );
     println!(
+        "download bare splice   {:>9.1} MB/s   cpu {:.2} s/GiB   ratio {:.3} (the floor of a relay in user space)",
+        mb(db.rate),
+        db.cpu_per_gib,
+        db.rate / down_direct
+    );
+    println!(
         "download via CONNECT   {:>9.1} MB/s   cpu {:.2} s/GiB   ratio {:.3} (target >= 0.80: {})",
         mb(down_proxy),
         dp.cpu_per_gib,
@@ -286,6 +392,12 @@ fn main() {
         "upload   direct        {:>9.1} MB/s   cpu {:.2} s/GiB",
         mb(up_direct),
         ud.cpu_per_gib
+    );
+    println!(
+        "upload   bare splice   {:>9.1} MB/s   cpu {:.2} s/GiB   ratio {:.3} (the floor of a relay in user space)",
+        mb(ub.rate),
+        ub.cpu_per_gib,
+        ub.rate / up_direct
     );
     println!(
         "upload   via CONNECT   {:>9.1} MB/s   cpu {:.2} s/GiB   ratio {:.3} (target >= 0.80: {})",

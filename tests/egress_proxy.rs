@@ -1537,3 +1537,226 @@ fn a_flood_of_refused_requests_leaves_a_bounded_log_with_exact_counts() {
         "the aggregate lines are in the digest"
     );
 }
+
+// ---------------------------------------------------------------- relay edges: caps, half-close, resets
+
+/// Close `stream` with a reset (RST) instead of an orderly end-of-stream (FIN).
+fn reset(stream: TcpStream) {
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    nix::sys::socket::setsockopt(&stream, nix::sys::socket::sockopt::Linger, &linger).unwrap();
+    drop(stream);
+}
+
+/// `n` bytes of a pattern that does not repeat at any power-of-two stride, so a lost, doubled or
+/// reordered chunk shows.
+fn pattern(n: usize) -> Vec<u8> {
+    (0..n).map(|i| (i % 251) as u8).collect()
+}
+
+/// A server that sends `pattern(bytes)` as soon as a connection opens, then closes it, or resets
+/// it if `reset_after` (without ever sending end-of-stream).
+fn sending_server(bytes: usize, reset_after: bool) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            std::thread::spawn(move || {
+                let _ = stream.write_all(&pattern(bytes));
+                if reset_after {
+                    // Wait until the proxy has read everything, so the reset is what ends it.
+                    std::thread::sleep(Duration::from_millis(200));
+                    reset(stream);
+                }
+            });
+        }
+    });
+    port
+}
+
+/// A server that reads a connection to its end-of-stream, then answers how many bytes it read
+/// (8 bytes, little-endian) and closes.
+fn counting_then_answering_server() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            std::thread::spawn(move || {
+                let mut all = Vec::new();
+                if stream.read_to_end(&mut all).is_ok() {
+                    let _ = stream.write_all(&(all.len() as u64).to_le_bytes());
+                }
+            });
+        }
+    });
+    port
+}
+
+/// The one allowed connection's audit line, once the proxy has stopped.
+fn allowed_line(records: &[AuditRecord]) -> &AuditRecord {
+    let allowed: Vec<_> = records
+        .iter()
+        .filter(|r| r.decision == Decision::Allowed)
+        .collect();
+    assert_eq!(allowed.len(), 1, "{records:?}");
+    allowed[0]
+}
+
+#[test]
+fn a_byte_cap_reached_mid_splice_in_a_tunnel_delivers_exactly_the_cap_downwards() {
+    let cap = 3_000_001; // not a multiple of any pipe, page or buffer size
+    let port = sending_server(8 << 20, false);
+    let h = start_pinned(
+        port,
+        Setup {
+            limits: Limits {
+                max_bytes: cap,
+                ..Limits::default()
+            },
+            ..Setup::default()
+        },
+    );
+    let mut tcp = open_tunnel(&h, &format!("{HOST}:{port}"));
+    let mut got = Vec::new();
+    tcp.read_to_end(&mut got).unwrap();
+    assert_eq!(got, pattern(cap as usize));
+    wait_allowed(&h, 1);
+    let (stats, records) = h.stop();
+    let line = allowed_line(&records);
+    assert_eq!(line.end.as_deref(), Some("byte_cap"));
+    assert_eq!((line.bytes_up, line.bytes_down), (0, cap));
+    assert_eq!((stats.bytes_down, stats.byte_cap_hits), (cap, 1));
+}
+
+#[test]
+fn a_byte_cap_reached_mid_splice_in_a_tunnel_delivers_exactly_the_cap_upwards() {
+    let cap = 3_000_001;
+    let (port, received) = byte_counting_server();
+    let h = start_pinned(
+        port,
+        Setup {
+            limits: Limits {
+                max_bytes: cap,
+                ..Limits::default()
+            },
+            ..Setup::default()
+        },
+    );
+    let mut tcp = open_tunnel(&h, &format!("{HOST}:{port}"));
+    // The proxy cuts the tunnel at the cap, so writing the rest fails part-way.
+    let _ = tcp.write_all(&pattern(8 << 20));
+    assert_eq!(
+        received.recv_timeout(Duration::from_secs(30)).unwrap(),
+        cap as usize
+    );
+    wait_allowed(&h, 1);
+    let (stats, records) = h.stop();
+    let line = allowed_line(&records);
+    assert_eq!(line.end.as_deref(), Some("byte_cap"));
+    assert_eq!((line.bytes_up, line.bytes_down), (cap, 0));
+    assert_eq!((stats.bytes_up, stats.byte_cap_hits), (cap, 1));
+}
+
+#[test]
+fn a_clients_half_close_reaches_the_server_and_its_answer_still_comes_back() {
+    let port = counting_then_answering_server();
+    let h = start_pinned(port, Setup::default());
+    let mut tcp = open_tunnel(&h, &format!("{HOST}:{port}"));
+    tcp.write_all(&pattern(300_000)).unwrap();
+    tcp.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut answer = Vec::new();
+    tcp.read_to_end(&mut answer).unwrap();
+    assert_eq!(answer, 300_000u64.to_le_bytes());
+    wait_allowed(&h, 1);
+    let (_, records) = h.stop();
+    let line = allowed_line(&records);
+    assert_eq!(
+        (line.end.as_deref(), line.bytes_up, line.bytes_down),
+        (Some("closed"), 300_000, 8)
+    );
+}
+
+#[test]
+fn a_servers_half_close_reaches_the_client_which_can_still_send() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (tx, received) = channel();
+    std::thread::spawn(move || {
+        let Ok((mut stream, _)) = listener.accept() else {
+            return;
+        };
+        let _ = stream.write_all(b"bye\n");
+        let _ = stream.shutdown(std::net::Shutdown::Write);
+        let mut all = Vec::new();
+        let _ = stream.read_to_end(&mut all);
+        let _ = tx.send(all);
+    });
+    let h = start_pinned(port, Setup::default());
+    let mut tcp = open_tunnel(&h, &format!("{HOST}:{port}"));
+    let mut down = Vec::new();
+    tcp.read_to_end(&mut down).unwrap();
+    assert_eq!(down, b"bye\n");
+    tcp.write_all(&pattern(200_000)).unwrap();
+    tcp.shutdown(std::net::Shutdown::Write).unwrap();
+    assert_eq!(
+        received.recv_timeout(Duration::from_secs(30)).unwrap(),
+        pattern(200_000)
+    );
+    wait_allowed(&h, 1);
+    let (_, records) = h.stop();
+    let line = allowed_line(&records);
+    assert_eq!(
+        (line.end.as_deref(), line.bytes_up, line.bytes_down),
+        (Some("closed"), 200_000, 4)
+    );
+}
+
+#[test]
+fn a_server_reset_mid_download_closes_the_tunnel_and_is_audited_with_the_bytes_delivered() {
+    let port = sending_server(1 << 20, true);
+    let h = start_pinned(port, Setup::default());
+    let mut tcp = open_tunnel(&h, &format!("{HOST}:{port}"));
+    let mut got = Vec::new();
+    tcp.read_to_end(&mut got).unwrap();
+    assert_eq!(got, pattern(1 << 20));
+    wait_allowed(&h, 1);
+    let (stats, records) = h.stop();
+    let line = allowed_line(&records);
+    assert_eq!(
+        (line.end.as_deref(), line.bytes_up, line.bytes_down),
+        (
+            Some("error: Connection reset by peer (os error 104)"),
+            0,
+            1 << 20
+        )
+    );
+    assert_eq!(stats.bytes_down, 1 << 20);
+}
+
+#[test]
+fn a_client_reset_mid_upload_closes_the_connection_and_is_audited_with_the_bytes_delivered() {
+    let (port, received) = byte_counting_server();
+    let h = start_pinned(port, Setup::default());
+    let mut tcp = open_tunnel(&h, &format!("{HOST}:{port}"));
+    tcp.write_all(&pattern(1 << 20)).unwrap();
+    // Let the proxy relay what was sent, then reset instead of closing.
+    std::thread::sleep(Duration::from_millis(200));
+    reset(tcp);
+    let delivered = received.recv_timeout(Duration::from_secs(30)).unwrap();
+    wait_allowed(&h, 1);
+    let (stats, records) = h.stop();
+    let line = allowed_line(&records);
+    assert_eq!(
+        (line.end.as_deref(), line.bytes_up, line.bytes_down),
+        (
+            Some("error: Connection reset by peer (os error 104)"),
+            delivered as u64,
+            0
+        )
+    );
+    assert_eq!((delivered, stats.bytes_up), (1 << 20, 1 << 20));
+}

@@ -8,9 +8,12 @@
 //! 200 ms to the first byte of every connection. End-of-stream in one direction is passed on as a
 //! half-close (`shutdown(Write)`), so request/response protocols finish normally. When the zone's
 //! byte budget runs out, the bytes still within it are written, then both sockets are shut down:
-//! the total relayed never exceeds the budget. A connection with no byte in either direction for
-//! the idle timeout is cut (socket timeouts, no extra thread or syscall per transfer). The upward
-//! direction of a forwarded plain-HTTP request carries exactly its body (`body::BodyEnd`).
+//! the total relayed never exceeds the budget. Bytes are counted as the destination accepts them,
+//! and a grant not delivered (the destination failed part-way, e.g. a reset) is given back, so the
+//! budget and the audit line hold exactly the bytes relayed. A connection with no byte in either
+//! direction for the idle timeout is cut (socket timeouts, no extra thread or syscall per
+//! transfer). The upward direction of a forwarded plain-HTTP request carries exactly its body
+//! (`body::BodyEnd`).
 
 use super::body::{BodyEnd, Framing};
 use std::io::{Read, Write};
@@ -58,6 +61,14 @@ impl ByteBudget {
                 Ok(_) => return grant,
                 Err(actual) => current = actual,
             }
+        }
+    }
+
+    /// Return `n` granted bytes that were never delivered (the destination failed first), so the
+    /// budget counts exactly the bytes relayed.
+    pub fn give_back(&self, n: u64) {
+        if n > 0 {
+            self.used.fetch_sub(n, Ordering::AcqRel);
         }
     }
 
@@ -410,22 +421,28 @@ impl SplicePipe {
             activity.touch();
             let granted = budget.take_up_to(n as u64) as usize;
             let mut left = granted;
+            // Each byte the destination accepted is counted at once, so a failure part-way
+            // through leaves the counter (and the budget, given back the rest) exact.
+            let failed = |left: usize, end: PumpEnd| {
+                budget.give_back(left as u64);
+                end
+            };
             while left > 0 {
                 match splice(self.read.as_raw_fd(), to.as_raw_fd(), left) {
-                    Ok(0) => return PumpEnd::Error("splice wrote nothing".into()),
+                    Ok(0) => return failed(left, PumpEnd::Error("splice wrote nothing".into())),
                     Ok(m) => {
                         left -= m;
+                        counter.fetch_add(m as u64, Ordering::Relaxed);
                         activity.touch();
                     }
                     Err(e) if timed_out(&e) => {
                         if let Some(end) = wait_again(to, false, activity) {
-                            return end;
+                            return failed(left, end);
                         }
                     }
-                    Err(e) => return PumpEnd::Error(e.to_string()),
+                    Err(e) => return failed(left, PumpEnd::Error(e.to_string())),
                 }
             }
-            counter.fetch_add(granted as u64, Ordering::Relaxed);
             if granted < n {
                 return PumpEnd::Cap;
             }
@@ -472,23 +489,32 @@ fn forward(
     activity.touch();
     let granted = budget.take_up_to(data.len() as u64) as usize;
     let mut rest = &data[..granted];
+    let failed = |rest: &[u8], end: PumpEnd| {
+        budget.give_back(rest.len() as u64);
+        Some(end)
+    };
     while !rest.is_empty() {
         match (&*to).write(rest) {
-            Ok(0) => return Some(PumpEnd::Error("the peer accepts no more bytes".into())),
+            Ok(0) => {
+                return failed(
+                    rest,
+                    PumpEnd::Error("the peer accepts no more bytes".into()),
+                )
+            }
             Ok(n) => {
                 rest = &rest[n..];
+                counter.fetch_add(n as u64, Ordering::Relaxed);
                 activity.touch();
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) if timed_out(&e) => {
                 if let Some(end) = wait_again(to, false, activity) {
-                    return Some(end);
+                    return failed(rest, end);
                 }
             }
-            Err(e) => return Some(PumpEnd::Error(e.to_string())),
+            Err(e) => return failed(rest, PumpEnd::Error(e.to_string())),
         }
     }
-    counter.fetch_add(granted as u64, Ordering::Relaxed);
     (granted < data.len()).then_some(PumpEnd::Cap)
 }
 
@@ -554,6 +580,53 @@ mod tests {
         let pipe = SplicePipe::new().unwrap();
         let (out, capped) = run_pump(data, |f, t, c| pipe.pump(f, t, &budget, c, &activity));
         assert!(capped && out.len() == 12_345);
+    }
+
+    /// Pump 64 MiB towards a reader that takes the first 100 000 bytes and then resets; returns
+    /// how it ended, the bytes counted as delivered, and the bytes the budget was charged.
+    fn pump_into_a_reset(
+        pump: impl Fn(&TcpStream, &TcpStream, &ByteBudget, &AtomicU64) -> PumpEnd,
+    ) -> (bool, u64, u64) {
+        let (mut writer, from) = pair();
+        let (to, mut reader) = pair();
+        let feeder = std::thread::spawn(move || {
+            let _ = writer.write_all(&vec![1u8; 64 << 20]);
+        });
+        let resetter = std::thread::spawn(move || {
+            let mut first = vec![0u8; 100_000];
+            reader.read_exact(&mut first).unwrap();
+            let linger = libc::linger {
+                l_onoff: 1,
+                l_linger: 0,
+            };
+            nix::sys::socket::setsockopt(&reader, nix::sys::socket::sockopt::Linger, &linger)
+                .unwrap();
+        });
+        let budget = ByteBudget::new(u64::MAX / 2);
+        let counter = AtomicU64::new(0);
+        let end = pump(&from, &to, &budget, &counter);
+        resetter.join().unwrap();
+        drop(from);
+        feeder.join().unwrap();
+        (
+            matches!(end, PumpEnd::Error(_)),
+            counter.into_inner(),
+            budget.used(),
+        )
+    }
+
+    #[test]
+    fn a_destination_reset_mid_transfer_charges_the_budget_exactly_the_bytes_delivered() {
+        let activity = Activity::new(Duration::from_secs(60));
+        let (failed, delivered, charged) =
+            pump_into_a_reset(|f, t, b, c| copy_pump(f, t, b, c, &activity));
+        assert!(failed && delivered >= 100_000);
+        assert_eq!(charged, delivered, "read/write path");
+        let pipe = SplicePipe::new().unwrap();
+        let (failed, delivered, charged) =
+            pump_into_a_reset(|f, t, b, c| pipe.pump(f, t, b, c, &activity));
+        assert!(failed && delivered >= 100_000);
+        assert_eq!(charged, delivered, "splice path");
     }
 
     #[test]
