@@ -9,6 +9,7 @@
 //! The binary that uses this crate must call [`init::run_if_zone_init`] first thing in `main`.
 
 pub mod error;
+pub mod evidence;
 pub mod init;
 pub mod launch;
 pub mod policy;
@@ -32,6 +33,7 @@ mod timens;
 mod zone;
 
 pub use error::{Layer, SandboxError};
+pub use evidence::Enforcement;
 pub use launch::{
     hold_protected_paths, launch, AppliedReport, Launcher, LayerStatus, ProtectedHolds,
     ProtectedPlaceholders, RunningZone, ZoneExit, ZoneSpec,

@@ -111,6 +111,15 @@ pub const SETUP_FAILED_EXIT: i32 = 127;
 /// steps before execve fails: the layer that could not be applied, if any, and the message.
 pub type CommandFailure = (Option<Layer>, String);
 
+/// One line (JSON, newline-ended) the command's process writes to the zone init on that pipe:
+/// its enforcement evidence just before execve, and a failure when a step fails (after the
+/// evidence, when execve itself failed).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum CommandReport {
+    Evidence(crate::evidence::Readback),
+    Failed(CommandFailure),
+}
+
 /// How the zone init's clone child exits when a step between clone3 and execve fails. It may
 /// only make async-signal-safe calls there (no allocation, no message), so each step has its own
 /// exit code; [`decode_failure`] turns it back into an error.
@@ -246,7 +255,12 @@ pub fn decode_failure(end: NotReady) -> SandboxError {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Msg {
     /// The command was executed; a listener descriptor travels with this message when asked for.
-    Ready { listener_port: Option<u16> },
+    /// `evidence`: what the command read back of itself just before its execve.
+    Ready {
+        listener_port: Option<u16>,
+        #[serde(default)]
+        evidence: Option<crate::evidence::Readback>,
+    },
     /// Setup failed (the layer, when a protection could not be applied).
     Failed {
         layer: Option<Layer>,

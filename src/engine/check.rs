@@ -211,6 +211,7 @@ impl CheckOutcome {
             score: self.score.clone(),
             // The baseline records it (`super::baseline`); an iteration's check does not.
             output_sight: None,
+            enforcement: self.run.enforcement.clone(),
         }
     }
 

@@ -466,6 +466,10 @@ pub struct ExecResult {
     pub stderr: StreamRecord,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub egress: Option<EgressRecord>,
+    /// What the kernel applied to the agent's zone, read back from inside it (docs/zones.md,
+    /// "Enforcement evidence"); absent without a native zone and in older receipts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enforcement: Option<sandbox::Enforcement>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -526,6 +530,11 @@ pub struct CheckResult {
     /// the inactive-guard assessment reads it; absent when it showed nothing, and in older receipts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_sight: Option<crate::testreport::sight::OutputSight>,
+    /// What the kernel applied to the check's zone, read back from inside it (docs/zones.md,
+    /// "Enforcement evidence"); absent without a native zone, from a baseline cache hit, and in
+    /// older receipts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enforcement: Option<sandbox::Enforcement>,
 }
 
 /// A declared score as one check reported it: its value, or why it has none.
@@ -1151,6 +1160,7 @@ pub(crate) mod sample {
             stdout: stream(),
             stderr: stream(),
             egress: None,
+            enforcement: None,
         })
     }
 
@@ -1175,6 +1185,7 @@ pub(crate) mod sample {
             excerpts_artifact: None,
             score: None,
             output_sight: None,
+            enforcement: None,
         })
     }
 

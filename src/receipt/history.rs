@@ -473,6 +473,7 @@ mod tests {
                         audit_sha256: Some("ab".repeat(32)),
                         denied: vec![],
                     }),
+                    enforcement: None,
                 })
             }),
             (n.clone(), "[0-9a-f]{40}", 0u64..50, proptest::collection::vec("tests/[a-z]{1,5}", 0..3)).prop_map(|(iteration, tree_id, changed_paths, paths)| {
@@ -508,6 +509,7 @@ mod tests {
                         excerpts_artifact: None,
                         score: None,
                         output_sight: None,
+                        enforcement: None,
                     })
                 }
             ),

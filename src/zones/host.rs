@@ -198,6 +198,7 @@ impl Zone for HostZone {
                     duration: started.elapsed(),
                     output,
                     usage: ZoneUsage::default(),
+                    enforcement: None,
                 });
             }
         };
@@ -230,6 +231,7 @@ impl Zone for HostZone {
             duration,
             output,
             usage,
+            enforcement: None,
         })
     }
 }

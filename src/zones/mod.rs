@@ -198,6 +198,9 @@ pub struct ZoneRun {
     pub duration: Duration,
     pub output: CapturedOutput,
     pub usage: ZoneUsage,
+    /// What the kernel applied to the command, read back from inside its zone (the native
+    /// sandbox; none for the host and container backends, and for a zone that did not start).
+    pub enforcement: Option<sandbox::Enforcement>,
 }
 
 /// What one command used, measured by its zone.

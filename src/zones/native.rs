@@ -236,6 +236,7 @@ impl Zone for NativeZone {
                     duration: started.elapsed(),
                     output,
                     usage,
+                    enforcement: None,
                 });
             }
             Err(other) => return Err(other.into()),
@@ -268,6 +269,7 @@ impl Zone for NativeZone {
             Watched::Stopped(ending) => ending,
         };
         let duration = started.elapsed();
+        let enforcement = zone.0.report().enforcement.clone();
         drop(zone);
         let egress = self.egress_usage(cmd.role, proxy);
         let usage = ZoneUsage {
@@ -280,6 +282,7 @@ impl Zone for NativeZone {
             duration,
             output,
             usage,
+            enforcement,
         })
     }
 }

@@ -651,6 +651,7 @@ impl Zone for ContainerZone {
                     duration: started.elapsed(),
                     output,
                     usage,
+                    enforcement: None,
                 });
             }
         };
@@ -708,6 +709,7 @@ impl Zone for ContainerZone {
             duration,
             output,
             usage,
+            enforcement: None,
         })
     }
 }
