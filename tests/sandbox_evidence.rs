@@ -161,3 +161,139 @@ fn report_and_verify_show_the_enforcement_of_each_zone() {
         .expect("an enforcement check");
     assert_eq!(check["ok"], true, "{check}");
 }
+
+fn self_test_run(dir: &std::path::Path, run_id: &str, extra: &[&str]) -> Ran {
+    zone_writable(dir);
+    let mut args = vec![
+        "run",
+        "--no-baseline",
+        "--self-test",
+        "--json",
+        "--run-id",
+        run_id,
+        "--max-iterations",
+        "1",
+        "--exec",
+        "true",
+        "--check",
+        "true",
+    ];
+    args.extend_from_slice(extra);
+    loopexec(dir, &args)
+}
+
+fn self_test_event(dir: &std::path::Path, run_id: &str) -> Value {
+    events(dir, run_id)
+        .into_iter()
+        .find(|e| e["type"] == "self_test")
+        .expect("a self_test event")
+}
+
+#[test]
+fn the_self_test_on_the_builtin_policies_holds_and_the_run_goes_on() {
+    let dir = workdir();
+    let r = self_test_run(dir.path(), "st", &[]);
+    assert_eq!(r.code, 11, "{r:?}");
+    let record = self_test_event(dir.path(), "st");
+    assert_eq!(record["held"], true, "{record}");
+    let roles: Vec<&str> = record["zones"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|z| z["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["agent", "check"]);
+    for zone in record["zones"].as_array().unwrap() {
+        let ops: Vec<&str> = zone["operations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["operation"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            ops,
+            [
+                "write_outside",
+                "write_outside",
+                "connect",
+                "ptrace",
+                "mount",
+                "setuid_bit",
+                "unshare_user"
+            ],
+            "{zone}"
+        );
+        for op in zone["operations"].as_array().unwrap() {
+            assert_eq!(op["expected"], "fail", "{op}");
+            let refused = op["errno"].is_number();
+            assert!(refused || op["reached_host"] == false, "{op}");
+        }
+        for op in ["ptrace", "mount", "setuid_bit", "unshare_user"] {
+            let o = zone["operations"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|o| o["operation"] == op)
+                .unwrap();
+            assert_eq!(o["observed"], "EPERM", "{o}");
+        }
+        assert_eq!(zone["enforcement"]["no_new_privs"], 1, "{zone}");
+    }
+    assert!(
+        events(dir.path(), "st")
+            .iter()
+            .any(|e| e["type"] == "exec_result"),
+        "the agent ran after the self-test held"
+    );
+    let pubkey = path_str(&key_dir().join("operator.pub"));
+    let v = loopexec(dir.path(), &["verify", "--json", "st", "--pubkey", &pubkey]);
+    assert_eq!(v.code, 0, "{v:?}");
+    let report = loopexec(dir.path(), &["report", "st"]);
+    assert!(
+        report.stdout.contains(
+            "self-test held: agent zone: 7 of 7 operations refused; check zone: 7 of 7 operations refused"
+        ),
+        "{}",
+        report.stdout
+    );
+}
+
+#[test]
+fn a_policy_granting_a_write_outside_the_workspace_halts_the_run_at_its_self_test() {
+    let outer = workdir();
+    zone_writable(outer.path());
+    let work = outer.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    let outer_path = path_str(outer.path());
+    let policy = include_str!("../policies/agent.toml").replacen(
+        "read_write = []",
+        &format!("read_write = [\"{outer_path}\"]"),
+        1,
+    );
+    let policy_file = outer.path().join("leaky.toml");
+    std::fs::write(&policy_file, policy).unwrap();
+    let r = self_test_run(&work, "lk", &["--policy", &path_str(&policy_file)]);
+    assert_eq!(r.code, 30, "{r:?}");
+    assert_eq!(r.json()["halt_reason"], "isolation_unsatisfiable");
+    let leaked = format!("{outer_path}/.loopexec-self-test-lk");
+    assert_eq!(
+        r.json()["run"]["detail"],
+        format!("self-test: the agent zone does not hold: write_outside ({leaked}) succeeded")
+    );
+    assert!(
+        !std::path::Path::new(&leaked).exists(),
+        "the probe's file is removed from the host"
+    );
+    let record = self_test_event(&work, "lk");
+    assert_eq!(record["held"], false);
+    assert_eq!(record["zones"][0]["operations"][0]["reached_host"], true);
+    assert!(
+        !events(&work, "lk")
+            .iter()
+            .any(|e| e["type"] == "exec_result"),
+        "no agent ran"
+    );
+    let pubkey = path_str(&key_dir().join("operator.pub"));
+    let v = loopexec(&work, &["verify", "--json", "lk", "--pubkey", &pubkey]);
+    assert_eq!(v.code, 0, "{v:?}");
+}

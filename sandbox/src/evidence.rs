@@ -168,6 +168,9 @@ pub struct Readback {
     /// The ruleset the command enforced; None when the layer was skipped.
     pub landlock: Option<LandlockApplied>,
     pub seccomp: Option<SeccompPrograms>,
+    /// /proc/self/cgroup as the zone sees it (through its cgroup namespace), at most 32 lines.
+    #[serde(default)]
+    pub cgroup: Vec<String>,
     /// What could not be read, and why.
     pub unread: Vec<String>,
 }
@@ -238,7 +241,15 @@ pub(crate) fn read_in_zone(
             StatusFields::default()
         }
     };
+    let cgroup = match read_text(Path::new("/proc/self/cgroup")) {
+        Ok(t) => t.lines().take(32).map(|l| bounded(l.to_string())).collect(),
+        Err(e) => {
+            unread.push(bounded(format!("/proc/self/cgroup: {e}")));
+            Vec::new()
+        }
+    };
     Readback {
+        cgroup,
         namespaces,
         uid_map,
         gid_map,
@@ -264,8 +275,13 @@ pub struct NamespaceEvidence {
 pub struct CgroupEvidence {
     /// The zone cgroup's directories (one on v2, one per controller on v1).
     pub dirs: Vec<PathBuf>,
-    /// The zone init is listed in every directory's `cgroup.procs`.
+    /// The zone's command was in every one of these directories just before its execve: its
+    /// /proc/self/cgroup (`zone_view`) names each directory's leaf, or (v2, one directory) is the
+    /// root of the cgroup namespace it was cloned into there.
     pub member: bool,
+    /// The zone's /proc/self/cgroup, read from inside.
+    #[serde(default)]
+    pub zone_view: Vec<String>,
     /// Limit file name -> its content (`memory.max`, `pids.max`, `cpu.max`, `memory.swap.max`;
     /// v1: `memory.limit_in_bytes`, `memory.memsw.limit_in_bytes`, `pids.max`,
     /// `cpu.cfs_quota_us`, `cpu.cfs_period_us`), for the files the cgroup has.
@@ -360,19 +376,35 @@ const CGROUP_LIMIT_FILES: [&str; 8] = [
     "cpu.cfs_period_us",
 ];
 
-/// The zone cgroup's limit files and whether `pid` is listed in each directory.
-pub(crate) fn read_cgroup(dirs: &[PathBuf], pid: i32, unread: &mut Vec<String>) -> CgroupEvidence {
+/// Whether the zone's view of its cgroups (`/proc/self/cgroup` lines) places it in every one of
+/// `dirs`: a line whose path ends with the directory's leaf name, or, for a single (v2)
+/// directory, the unified line at its namespace's root.
+pub fn in_cgroups(zone_view: &[String], dirs: &[PathBuf]) -> bool {
+    let paths: Vec<&str> = zone_view
+        .iter()
+        .filter_map(|l| l.splitn(3, ':').nth(2))
+        .collect();
+    !dirs.is_empty()
+        && dirs.iter().all(|dir| {
+            let leaf = dir.file_name().map(|n| n.to_string_lossy().into_owned());
+            let named = leaf.is_some_and(|leaf| {
+                paths
+                    .iter()
+                    .any(|p| p.rsplit('/').next() == Some(leaf.as_str()))
+            });
+            named || (dirs.len() == 1 && zone_view.iter().any(|l| l == "0::/"))
+        })
+}
+
+/// The zone cgroup's limit files, and whether the zone's own view places it there.
+pub(crate) fn read_cgroup(
+    dirs: &[PathBuf],
+    zone_view: Vec<String>,
+    unread: &mut Vec<String>,
+) -> CgroupEvidence {
     let mut limits = BTreeMap::new();
-    let mut member = !dirs.is_empty();
-    let me = pid.to_string();
+    let member = in_cgroups(&zone_view, dirs);
     for dir in dirs {
-        match read_text(&dir.join("cgroup.procs")) {
-            Ok(t) => member &= t.lines().any(|l| l.trim() == me),
-            Err(e) => {
-                member = false;
-                unread.push(bounded(format!("{}/cgroup.procs: {e}", dir.display())));
-            }
-        }
         for file in CGROUP_LIMIT_FILES {
             let path = dir.join(file);
             match read_text(&path) {
@@ -387,13 +419,14 @@ pub(crate) fn read_cgroup(dirs: &[PathBuf], pid: i32, unread: &mut Vec<String>) 
     CgroupEvidence {
         dirs: dirs.to_vec(),
         member,
+        zone_view,
         limits,
     }
 }
 
 /// Supervisor side, on `Ready`: the zone's readback against our namespaces, with its cgroup's
 /// files (`cgroup_dirs` empty: no cgroup, the layer skipped).
-pub(crate) fn complete(zone: Readback, init_pid: i32, cgroup_dirs: &[PathBuf]) -> Enforcement {
+pub(crate) fn complete(zone: Readback, cgroup_dirs: &[PathBuf]) -> Enforcement {
     let (ours, our_unread) = supervisor_namespaces();
     let mut unread = zone.unread;
     unread.extend(our_unread.iter().map(|u| format!("supervisor {u}")));
@@ -413,7 +446,8 @@ pub(crate) fn complete(zone: Readback, init_pid: i32, cgroup_dirs: &[PathBuf]) -
             )
         })
         .collect();
-    let cgroup = (!cgroup_dirs.is_empty()).then(|| read_cgroup(cgroup_dirs, init_pid, &mut unread));
+    let cgroup = (!cgroup_dirs.is_empty())
+        .then(|| read_cgroup(cgroup_dirs, zone.cgroup.clone(), &mut unread));
     let s = zone.status;
     Enforcement {
         namespaces,
@@ -499,12 +533,30 @@ mod tests {
     }
 
     #[test]
+    fn a_zone_is_in_its_cgroups_when_its_view_names_each_leaf_or_is_its_v2_namespace_root() {
+        let v1 = [
+            PathBuf::from("/sys/fs/cgroup/memory/a/loopexec-zone-7-0"),
+            PathBuf::from("/sys/fs/cgroup/pids/loopexec-zone-7-0"),
+        ];
+        let view = |lines: &[&str]| lines.iter().map(|l| l.to_string()).collect::<Vec<_>>();
+        assert!(in_cgroups(
+            &view(&["5:memory:/loopexec-zone-7-0", "3:pids:/loopexec-zone-7-0"]),
+            &v1
+        ));
+        assert!(!in_cgroups(&view(&["5:memory:/", "3:pids:/"]), &v1));
+        let v2 = [PathBuf::from("/sys/fs/cgroup/x/loopexec-zone-7-0")];
+        assert!(in_cgroups(&view(&["0::/"]), &v2));
+        assert!(!in_cgroups(&view(&["0::/"]), &[]));
+        assert!(!in_cgroups(&view(&["garbage"]), &v2));
+    }
+
+    #[test]
     fn a_namespace_is_new_only_when_it_differs_from_the_supervisors() {
         let ours = supervisor_namespaces().0.clone();
         let mut zone = Readback::default();
         zone.namespaces = ours.clone();
         zone.namespaces.insert("user".into(), 1);
-        let e = complete(zone, 1, &[]);
+        let e = complete(zone, &[]);
         assert!(e.namespaces["user"].new);
         assert!(!e.namespaces["net"].new);
         assert_eq!(e.namespaces["net"].supervisor, ours.get("net").copied());

@@ -204,10 +204,12 @@ fn zone_init(sock: &OwnedFd, plan: &Plan, trees: Vec<OwnedFd>) -> Result<i32, St
         }
     }
     let mut evidence = None;
+    let mut self_test = None;
     let mut failure = None;
     for line in buf.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
         match serde_json::from_slice::<CommandReport>(line) {
             Ok(CommandReport::Evidence(e)) => evidence = Some(e),
+            Ok(CommandReport::SelfTest(outcomes)) => self_test = Some(outcomes),
             Ok(CommandReport::Failed(f)) => failure = Some(f),
             Err(_) => failure = Some((None, "command setup failed".into())),
         }
@@ -219,6 +221,7 @@ fn zone_init(sock: &OwnedFd, plan: &Plan, trees: Vec<OwnedFd>) -> Result<i32, St
     let ready = serde_json::to_vec(&Msg::Ready {
         listener_port: port,
         evidence,
+        self_test,
     })
     .unwrap_or_default();
     let fds: Vec<RawFd> = listener.iter().map(|l| l.as_raw_fd()).collect();
@@ -332,6 +335,13 @@ fn command(plan: &Plan, listener_port: Option<u16>, status: &OwnedFd) -> Command
     );
     let readback = evidence::read_in_zone(landlock, evidence::seccomp_programs(&programs));
     write_report(status, &CommandReport::Evidence(readback));
+    if let Some(probe) = &plan.self_test {
+        write_report(
+            status,
+            &CommandReport::SelfTest(crate::self_test::run(probe)),
+        );
+        unsafe { libc::_exit(0) }
+    }
     let mut last = nix::Error::ENOENT;
     for path in &candidates {
         match nix::unistd::execve(path, &argv, &envp) {

@@ -310,6 +310,7 @@ fn applied_report(
         listener_port: None,
         placeholders: Vec::new(),
         enforcement: None,
+        self_test: None,
     }
 }
 
@@ -435,6 +436,7 @@ fn build_plan(
         argv: spec.argv.iter().map(|a| a.as_bytes().to_vec()).collect(),
         env: build_env(spec),
         clock_offset_s: spec.clock_offset_s,
+        self_test: spec.self_test.clone(),
     }
 }
 
@@ -487,11 +489,13 @@ fn await_ready(zone: &mut RunningZone) -> Result<(), SandboxError> {
         Ok(Msg::Ready {
             listener_port,
             evidence,
+            self_test,
         }) => {
+            zone.report.self_test = self_test.map(crate::self_test::settle);
             zone.listener = fds.into_iter().next().map(TcpListener::from);
             zone.report.listener_port = listener_port;
             zone.report.enforcement =
-                evidence.map(|e| crate::evidence::complete(e, zone.pid, &zone.report.cgroup));
+                evidence.map(|e| crate::evidence::complete(e, &zone.report.cgroup));
             return Ok(());
         }
         Ok(Msg::Failed { layer, message, .. }) => NotReady::Failed { layer, message },

@@ -15,6 +15,7 @@ pub mod launch;
 pub mod policy;
 pub mod preflight;
 pub mod seccomp_filter;
+pub mod self_test;
 
 mod cgroup;
 mod grants;

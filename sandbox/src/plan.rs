@@ -91,6 +91,9 @@ pub struct Plan {
     /// Some(s): the command's own time namespace, monotonic and boot clocks offset by `s` seconds.
     #[serde(default)]
     pub clock_offset_s: Option<i64>,
+    /// Some: a self-test zone; the command is not executed, the probe runs instead (`self_test`).
+    #[serde(default)]
+    pub self_test: Option<crate::self_test::SelfTestPlan>,
 }
 
 /// Environment variable marking a process as a zone init (its value: the plan socket's fd).
@@ -117,6 +120,8 @@ pub type CommandFailure = (Option<Layer>, String);
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum CommandReport {
     Evidence(crate::evidence::Readback),
+    /// A self-test zone's probe outcomes (in place of execve).
+    SelfTest(Vec<crate::self_test::ProbeOutcome>),
     Failed(CommandFailure),
 }
 
@@ -260,6 +265,9 @@ pub enum Msg {
         listener_port: Option<u16>,
         #[serde(default)]
         evidence: Option<crate::evidence::Readback>,
+        /// A self-test zone: its probe's outcomes (its command was not executed).
+        #[serde(default)]
+        self_test: Option<Vec<crate::self_test::ProbeOutcome>>,
     },
     /// Setup failed (the layer, when a protection could not be applied).
     Failed {

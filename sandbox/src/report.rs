@@ -34,6 +34,8 @@ pub struct AppliedReport {
     /// What the kernel applied, read back from inside the zone (`evidence.rs`); None until the
     /// zone reported `Ready`, or when its command sent none.
     pub enforcement: Option<crate::evidence::Enforcement>,
+    /// A self-test zone's probe outcomes (`self_test.rs`).
+    pub self_test: Option<Vec<crate::self_test::ProbeOutcome>>,
 }
 
 pub(crate) fn layer_table(

@@ -1,13 +1,15 @@
 //! What a receipt's enforcement evidence shows (docs/zones.md, "Enforcement evidence"): every
 //! zone start the receipt recorded with its read-back `enforcement` (the agent's `exec_result`,
 //! the check's `check_result`, and the checks inside `check_baseline`, `check_confirmation` and
-//! `holdout_check`), and each one judged against what a native zone must have: its user, mount,
+//! `holdout_check`, and the self-test's zones in `self_test`), and each one judged against what a native zone must have: its user, mount,
 //! pid, net, ipc, uts and cgroup namespaces new, NoNewPrivs 1, seccomp in filter mode, every
 //! capability set empty, its Landlock ruleset enforced (when the layer was not skipped), and it a
 //! member of its cgroup (when it had one). `report` shows the summary; `verify` checks it
-//! (`enforcement`, only for receipts that record any).
+//! (`enforcement`, only for receipts that record any). The zone self-test's record
+//! (`self_test`) is read here too: its verdict recomputed from its operations, and the halt it
+//! must have caused.
 
-use crate::receipt::events::{CheckResult, Event};
+use crate::receipt::events::{CheckResult, Event, SelfTestRecord};
 use sandbox::Enforcement;
 use serde::Serialize;
 
@@ -74,6 +76,18 @@ pub fn zone_starts<'a>(events: impl IntoIterator<Item = &'a Event>) -> Vec<ZoneS
             Event::CheckBaseline(b) => check("check_baseline", &b.check, &mut out),
             Event::CheckConfirmation(c) => check("check_confirmation", &c.check, &mut out),
             Event::HoldoutCheck(h) => check("holdout_check", &h.check, &mut out),
+            Event::SelfTest(s) => {
+                for z in &s.zones {
+                    if let Some(e) = &z.enforcement {
+                        out.push(ZoneStart {
+                            role: z.role.as_str(),
+                            event: "self_test",
+                            iteration: 0,
+                            enforcement: e,
+                        });
+                    }
+                }
+            }
             _ => {}
         }
     }
@@ -177,6 +191,58 @@ impl Summary {
             ),
         }
     }
+}
+
+/// One sentence on a `self_test` record: every zone held, or the first operation that did not.
+pub fn self_test_line(record: &SelfTestRecord) -> String {
+    let zones: Vec<String> = record
+        .zones
+        .iter()
+        .map(
+            |z| match (&z.error, z.operations.iter().find(|o| !o.held())) {
+                (Some(why), _) => format!("{} zone not probed ({why})", z.role.as_str()),
+                (None, Some(op)) => format!(
+                    "{} zone: {} {} succeeded",
+                    z.role.as_str(),
+                    op.operation,
+                    op.target
+                ),
+                (None, None) => format!(
+                    "{} zone: {} of {} operations refused",
+                    z.role.as_str(),
+                    z.operations.len(),
+                    z.operations.len()
+                ),
+            },
+        )
+        .collect();
+    format!(
+        "{}: {}",
+        if record.held { "held" } else { "DID NOT HOLD" },
+        zones.join("; ")
+    )
+}
+
+/// `verify`'s reading of a `self_test` record: its `held` is what its operations show, and one
+/// that did not hold halted the run with `isolation_unsatisfiable`.
+pub fn self_test_consistent(
+    record: &SelfTestRecord,
+    halt: Option<crate::halt::HaltReason>,
+) -> Result<String, String> {
+    let held = !record.zones.is_empty() && record.zones.iter().all(|z| z.held());
+    if held != record.held {
+        return Err(format!(
+            "the self-test records held = {} but its operations show {held}",
+            record.held
+        ));
+    }
+    if !held && halt != Some(crate::halt::HaltReason::IsolationUnsatisfiable) {
+        return Err(format!(
+            "the self-test did not hold, yet the run halted with {}",
+            halt.map(|h| h.as_str()).unwrap_or("nothing")
+        ));
+    }
+    Ok(self_test_line(record))
 }
 
 #[cfg(test)]

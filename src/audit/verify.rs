@@ -288,6 +288,16 @@ fn verify_checks(run_dir: &SafeDir, operator: &VerifyingKey) -> (Verification, O
             v.fail("enforcement", enforcement.line());
         }
     }
+    // The zone self-test (runs with `self_test = true`): its verdict follows from its operations.
+    if let Some(record) = &history.self_test {
+        let halt = history.halt.as_ref().map(|h| h.halt_reason);
+        match super::enforcement::self_test_consistent(record, halt) {
+            Ok(detail) => v.pass("self_test", detail),
+            Err(detail) => {
+                v.fail("self_test", detail);
+            }
+        }
+    }
     // 5. The judge's records, read again from the run's artifacts (runs with a judge only).
     match super::judge::verify_records(&history, run_dir) {
         Some(Ok(detail)) => v.pass("judge_records", detail),

@@ -436,6 +436,12 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
             }
         }
     }
+    if let Some(record) = &history.self_test {
+        human.push_str(&format!(
+            "self-test {}\n",
+            inert(&crate::audit::enforcement::self_test_line(record))
+        ));
+    }
     // What the kernel applied to each zone, read back (receipts that record it).
     let enforcement = crate::audit::enforcement::of_chain(&loaded.chain.events);
     if enforcement.zone_starts > 0 {
@@ -509,6 +515,10 @@ fn report_value(
     // What the run cost (a run that metered nothing and pinned no cap: no key, as before).
     if let (false, Some(fields)) = (cost["json"].is_null(), report.as_object_mut()) {
         fields.insert("cost".into(), cost["json"].clone());
+    }
+    // The zone self-test (runs without one: no key, as before).
+    if let (Some(record), Some(fields)) = (&history.self_test, report.as_object_mut()) {
+        fields.insert("self_test".into(), json!(record));
     }
     // The zones' read-back enforcement (receipts without it: no key, as before).
     let enforcement = crate::audit::enforcement::of_chain(&loaded.chain.events);

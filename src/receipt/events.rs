@@ -120,6 +120,10 @@ pub enum Event {
     /// `doctor = true`: the gates' verdicts before the first agent call, and the doctor receipt
     /// holding their runs and evidence. A failed gate halts the run with its reason.
     Preconditions(crate::receipt::probe::PreconditionsRecord),
+    /// `self_test = true` (`run --self-test`): each zone's probe of forbidden operations before
+    /// the first agent call (docs/zones.md, "The zone self-test"). One that succeeded halts the
+    /// run (`isolation_unsatisfiable`).
+    SelfTest(SelfTestRecord),
     /// An event type this version does not know (kept verbatim in [`Recorded::body`]).
     #[serde(other)]
     Unknown,
@@ -163,6 +167,7 @@ impl Event {
             Event::ProbeRun(_) => "probe_run",
             Event::ProbeVerdict(_) => "probe_verdict",
             Event::Preconditions(_) => "preconditions",
+            Event::SelfTest(_) => "self_test",
             Event::Unknown => "unknown",
         }
     }
@@ -1041,6 +1046,36 @@ pub struct DeliveryRecord {
     pub reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+/// The zone self-test's record: one entry per probed zone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SelfTestRecord {
+    pub zones: Vec<SelfTestZone>,
+    /// Every operation of every zone failed, as it must.
+    pub held: bool,
+}
+
+/// One zone's self-test: the role's policy, each forbidden operation's outcome, and the zone's
+/// read-back enforcement; or why the zone could not be probed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SelfTestZone {
+    pub role: crate::zones::Role,
+    pub operations: Vec<sandbox::self_test::ProbeOutcome>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enforcement: Option<sandbox::Enforcement>,
+    /// Why the zone could not be probed (a backend without zones, a zone that did not start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl SelfTestZone {
+    /// Probed, and every operation failed.
+    pub fn held(&self) -> bool {
+        self.error.is_none()
+            && !self.operations.is_empty()
+            && self.operations.iter().all(|o| o.held())
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -110,6 +110,8 @@ pub struct History {
     pub sentinel_refused: Vec<u64>,
     /// The `doctor = true` gates the run ran before its first agent call.
     pub preconditions: Option<crate::receipt::probe::PreconditionsRecord>,
+    /// The zone self-test the run ran before its first agent call (`self_test = true`).
+    pub self_test: Option<crate::receipt::events::SelfTestRecord>,
     /// The t0 baseline check (`check_baseline`), when the run recorded one, and the
     /// `externalised` event that holds its large sets (read back from the receipt).
     pub check_baseline: Option<super::events::CheckBaselineRecord>,
@@ -286,6 +288,7 @@ impl History {
                 self.preconditions = Some(p.clone());
                 self.guard_bodies.push(recorded.body());
             }
+            Event::SelfTest(s) => self.self_test = Some(s.clone()),
             // A probe's events make a probe receipt (`receipt::probe`), not a run's history.
             Event::ProbeStart(_) | Event::ProbeRun(_) | Event::ProbeVerdict(_) => {}
             Event::Unknown => {
