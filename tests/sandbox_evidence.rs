@@ -297,3 +297,19 @@ fn a_policy_granting_a_write_outside_the_workspace_halts_the_run_at_its_self_tes
     let v = loopexec(&work, &["verify", "--json", "lk", "--pubkey", &pubkey]);
     assert_eq!(v.code, 0, "{v:?}");
 }
+
+#[test]
+fn self_test_true_in_loop_toml_runs_the_self_test_and_pins_it() {
+    let dir = workdir();
+    zone_writable(dir.path());
+    write(
+        dir.path(),
+        "loop.toml",
+        "exec = \"true\"\ncheck = \"true\"\nbaseline = false\nmax_iterations = 1\nself_test = true\n",
+    );
+    let r = loopexec(dir.path(), &["run", "--json", "--run-id", "lt"]);
+    assert_eq!(r.code, 11, "{r:?}");
+    let events = events(dir.path(), "lt");
+    assert_eq!(events[0]["config"]["self_test"], true);
+    assert_eq!(self_test_event(dir.path(), "lt")["held"], true);
+}

@@ -553,9 +553,12 @@ mod tests {
     #[test]
     fn a_namespace_is_new_only_when_it_differs_from_the_supervisors() {
         let ours = supervisor_namespaces().0.clone();
-        let mut zone = Readback::default();
-        zone.namespaces = ours.clone();
-        zone.namespaces.insert("user".into(), 1);
+        let mut namespaces = ours.clone();
+        namespaces.insert("user".into(), 1);
+        let zone = Readback {
+            namespaces,
+            ..Default::default()
+        };
         let e = complete(zone, &[]);
         assert!(e.namespaces["user"].new);
         assert!(!e.namespaces["net"].new);

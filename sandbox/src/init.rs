@@ -334,7 +334,7 @@ fn command(plan: &Plan, listener_port: Option<u16>, status: &OwnedFd) -> Command
         seccomp_filter::install(&programs)
     );
     let readback = evidence::read_in_zone(landlock, evidence::seccomp_programs(&programs));
-    write_report(status, &CommandReport::Evidence(readback));
+    write_report(status, &CommandReport::Evidence(Box::new(readback)));
     if let Some(probe) = &plan.self_test {
         write_report(
             status,

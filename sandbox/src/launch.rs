@@ -495,7 +495,7 @@ fn await_ready(zone: &mut RunningZone) -> Result<(), SandboxError> {
             zone.listener = fds.into_iter().next().map(TcpListener::from);
             zone.report.listener_port = listener_port;
             zone.report.enforcement =
-                evidence.map(|e| crate::evidence::complete(e, &zone.report.cgroup));
+                evidence.map(|e| crate::evidence::complete(*e, &zone.report.cgroup));
             return Ok(());
         }
         Ok(Msg::Failed { layer, message, .. }) => NotReady::Failed { layer, message },

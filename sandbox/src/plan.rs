@@ -119,7 +119,7 @@ pub type CommandFailure = (Option<Layer>, String);
 /// evidence, when execve itself failed).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum CommandReport {
-    Evidence(crate::evidence::Readback),
+    Evidence(Box<crate::evidence::Readback>),
     /// A self-test zone's probe outcomes (in place of execve).
     SelfTest(Vec<crate::self_test::ProbeOutcome>),
     Failed(CommandFailure),
@@ -264,7 +264,7 @@ pub enum Msg {
     Ready {
         listener_port: Option<u16>,
         #[serde(default)]
-        evidence: Option<crate::evidence::Readback>,
+        evidence: Option<Box<crate::evidence::Readback>>,
         /// A self-test zone: its probe's outcomes (its command was not executed).
         #[serde(default)]
         self_test: Option<Vec<crate::self_test::ProbeOutcome>>,
