@@ -278,6 +278,65 @@ mod tests {
         }
     }
 
+    fn record(observed_mount: Option<i32>, held: bool) -> SelfTestRecord {
+        let op = sandbox::self_test::ProbeOutcome {
+            operation: "mount".into(),
+            target: "tmpfs on /tmp".into(),
+            expected: "fail".into(),
+            errno: observed_mount,
+            observed: if observed_mount.is_some() {
+                "EPERM"
+            } else {
+                "succeeded"
+            }
+            .into(),
+            reached_host: None,
+        };
+        SelfTestRecord {
+            zones: vec![crate::receipt::events::SelfTestZone {
+                role: crate::zones::Role::Agent,
+                operations: vec![op],
+                enforcement: None,
+                error: None,
+            }],
+            held,
+        }
+    }
+
+    #[test]
+    fn a_self_test_that_held_is_consistent_whatever_the_halt() {
+        assert_eq!(
+            self_test_consistent(&record(Some(1), true), None),
+            Ok("held: agent zone: 1 of 1 operations refused".into())
+        );
+    }
+
+    #[test]
+    fn a_self_test_claiming_held_over_a_succeeded_operation_is_inconsistent() {
+        assert_eq!(
+            self_test_consistent(&record(None, true), None),
+            Err("the self-test records held = true but its operations show false".into())
+        );
+    }
+
+    #[test]
+    fn a_self_test_that_did_not_hold_must_have_halted_isolation_unsatisfiable() {
+        use crate::halt::HaltReason;
+        assert_eq!(
+            self_test_consistent(&record(None, false), Some(HaltReason::MaxIterationsReached)),
+            Err(
+                "the self-test did not hold, yet the run halted with max_iterations_reached".into()
+            )
+        );
+        assert_eq!(
+            self_test_consistent(
+                &record(None, false),
+                Some(HaltReason::IsolationUnsatisfiable)
+            ),
+            Ok("DID NOT HOLD: agent zone: mount tmpfs on /tmp succeeded".into())
+        );
+    }
+
     #[test]
     fn evidence_of_every_protection_has_no_gaps() {
         assert_eq!(gaps(&holding()), Vec::<String>::new());
