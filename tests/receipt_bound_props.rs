@@ -16,7 +16,7 @@ use proptest::prelude::*;
 use serde_json::{json, Value};
 
 /// How many variants `Event` has (`index` gives each one of 0..VARIANTS).
-const VARIANTS: usize = 35;
+const VARIANTS: usize = 36;
 
 /// The place of each variant; a new variant fails to compile here.
 fn index(e: &Event) -> usize {
@@ -56,6 +56,7 @@ fn index(e: &Event) -> usize {
         Event::SealResumed(_) => 32,
         Event::Usage(_) => 33,
         Event::Comprehension(_) => 34,
+        Event::SelfTest(_) => 35,
     }
 }
 
@@ -209,6 +210,12 @@ fn template(i: usize, n: usize, s: &str) -> Value {
         34 => {
             json!({"type": "comprehension", "outcome": s, "iteration": 1, "every": 1, "ledger_id": s, "unread_count": n, "unread": strings(),
             "acks": list(json!({"line": 1, "line_sha256": s, "reviewer": s, "cleared": strings(), "rejected": s})), "acks_sha256": s})
+        }
+        35 => {
+            let operation =
+                json!({"operation": s, "target": s, "expected": "fail", "errno": 1, "observed": s});
+            json!({"type": "self_test", "held": true,
+            "zones": list(json!({"role": "agent", "operations": vec![operation; n], "error": s}))})
         }
         _ => unreachable!("no template for variant {i}"),
     };

@@ -9,9 +9,9 @@
 //! setup sequence"); the messages and exit codes in `plan.rs`.
 
 use crate::error::Layer;
-use crate::plan::{self, CommandFailure, Msg, Plan, SETUP_FAILED_EXIT};
+use crate::plan::{self, CommandFailure, CommandReport, Msg, Plan, SETUP_FAILED_EXIT};
 use crate::{
-    landlock_rules, mounts, netns, outside_reach, privileges, seccomp_filter, sys, timens,
+    evidence, landlock_rules, mounts, netns, outside_reach, privileges, seccomp_filter, sys, timens,
 };
 use nix::sched::CloneFlags;
 use nix::sys::wait::{waitpid, WaitStatus};
@@ -198,9 +198,8 @@ fn zone_init(sock: &OwnedFd, plan: &Plan, trees: Vec<OwnedFd>) -> Result<i32, St
     let child = match unsafe { fork() }.map_err(|e| fail(None, "fork command", e.into()))? {
         ForkResult::Child => {
             drop(status_r);
-            let (layer, message) = command(plan, port);
-            let text = serde_json::to_vec(&(layer, message)).unwrap_or_default();
-            let _ = nix::unistd::write(&status_w, &text);
+            let failure = command(plan, port, &status_w);
+            write_report(&status_w, &CommandReport::Failed(failure));
             unsafe { libc::_exit(SETUP_FAILED_EXIT) }
         }
         ForkResult::Parent { child } => child,
@@ -216,14 +215,25 @@ fn zone_init(sock: &OwnedFd, plan: &Plan, trees: Vec<OwnedFd>) -> Result<i32, St
             Err(_) => break,
         }
     }
-    if !buf.is_empty() {
-        let (layer, message): CommandFailure =
-            serde_json::from_slice(&buf).unwrap_or((None, "command setup failed".into()));
+    let mut evidence = None;
+    let mut self_test = None;
+    let mut failure = None;
+    for line in buf.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        match serde_json::from_slice::<CommandReport>(line) {
+            Ok(CommandReport::Evidence(e)) => evidence = Some(e),
+            Ok(CommandReport::SelfTest(outcomes)) => self_test = Some(outcomes),
+            Ok(CommandReport::Failed(f)) => failure = Some(f),
+            Err(_) => failure = Some((None, "command setup failed".into())),
+        }
+    }
+    if let Some((layer, message)) = failure {
         let _ = waitpid(child, None);
         return Err((layer, None, message));
     }
     let ready = serde_json::to_vec(&Msg::Ready {
         listener_port: port,
+        evidence,
+        self_test,
     })
     .unwrap_or_default();
     let fds: Vec<RawFd> = listener.iter().map(|l| l.as_raw_fd()).collect();
@@ -258,8 +268,26 @@ fn reap_until(sock: &OwnedFd, command: Pid, counters: Option<&outside_reach::Cou
     }
 }
 
-/// The command's own steps; returns only on failure.
-fn command(plan: &Plan, listener_port: Option<u16>) -> CommandFailure {
+/// One line to the zone init on the command's status pipe.
+fn write_report(status: &OwnedFd, report: &CommandReport) {
+    let Ok(mut line) = serde_json::to_vec(report) else {
+        return;
+    };
+    line.push(b'\n');
+    let mut rest = line.as_slice();
+    while !rest.is_empty() {
+        match nix::unistd::write(status, rest) {
+            Ok(0) => return,
+            Ok(n) => rest = &rest[n..],
+            Err(nix::Error::EINTR) => continue,
+            Err(_) => return,
+        }
+    }
+}
+
+/// The command's own steps; returns only on failure. Just before execve it reads back what it
+/// runs with and sends that evidence to the zone init on `status`.
+fn command(plan: &Plan, listener_port: Option<u16>, status: &OwnedFd) -> CommandFailure {
     macro_rules! step {
         ($layer:expr, $what:expr, $e:expr) => {
             if let Err(err) = $e {
@@ -286,12 +314,12 @@ fn command(plan: &Plan, listener_port: Option<u16>) -> CommandFailure {
         "no_new_privs",
         privileges::set_no_new_privs()
     );
+    let mut landlock = None;
     if let Some(ll) = &plan.landlock {
-        step!(
-            Some(Layer::Landlock),
-            "landlock",
-            landlock_rules::restrict(ll, listener_port)
-        );
+        match landlock_rules::restrict(ll, listener_port) {
+            Ok(applied) => landlock = Some(applied),
+            Err(e) => return (Some(Layer::Landlock), format!("landlock: {e}")),
+        }
     }
     step!(
         Some(Layer::Capabilities),
@@ -325,6 +353,15 @@ fn command(plan: &Plan, listener_port: Option<u16>) -> CommandFailure {
         "seccomp",
         seccomp_filter::install(&programs)
     );
+    let readback = evidence::read_in_zone(landlock, evidence::seccomp_programs(&programs));
+    write_report(status, &CommandReport::Evidence(Box::new(readback)));
+    if let Some(probe) = &plan.self_test {
+        write_report(
+            status,
+            &CommandReport::SelfTest(crate::self_test::run(probe)),
+        );
+        unsafe { libc::_exit(0) }
+    }
     let mut last = nix::Error::ENOENT;
     for path in &candidates {
         match nix::unistd::execve(path, &argv, &envp) {

@@ -5,7 +5,7 @@
 //! the steps live in the files named for what they own: `spec.rs` (1, 8), `preflight.rs` (2),
 //! `timens.rs` (2: a clock offset's host check; the zone init's time namespace), `cgroup.rs` (3), `spawn.rs` (4, 5), `grants.rs` (6), `protected.rs` (7), `plan.rs` (9, 10:
 //! the messages, the pre-exec failure codes and their decoder), `zone.rs` (the running zone and
-//! its teardown), `report.rs` (what was applied).
+//! its teardown), `report.rs` (what was applied), `evidence.rs` (what the kernel applied, read back).
 
 use crate::cgroup::{Budget, CgroupEntry, CgroupPool, ZoneCgroup};
 use crate::error::{Layer, SandboxError};
@@ -343,6 +343,8 @@ fn applied_report(
         network_mode: policy.network.mode.as_str(),
         listener_port: None,
         placeholders: Vec::new(),
+        enforcement: None,
+        self_test: None,
     }
 }
 
@@ -472,6 +474,7 @@ fn build_plan(
         argv: spec.argv.iter().map(|a| a.as_bytes().to_vec()).collect(),
         env: build_env(spec),
         clock_offset_s: spec.clock_offset_s,
+        self_test: spec.self_test.clone(),
     }
 }
 
@@ -527,9 +530,16 @@ fn await_ready(zone: &mut RunningZone) -> Result<(), SandboxError> {
         return Err(decode_failure(NotReady::Ended(status)));
     };
     let end = match serde_json::from_slice::<Msg>(&bytes) {
-        Ok(Msg::Ready { listener_port }) => {
+        Ok(Msg::Ready {
+            listener_port,
+            evidence,
+            self_test,
+        }) => {
+            zone.report.self_test = self_test.map(crate::self_test::settle);
             zone.listener = fds.into_iter().next().map(TcpListener::from);
             zone.report.listener_port = listener_port;
+            zone.report.enforcement =
+                evidence.map(|e| crate::evidence::complete(*e, &zone.report.cgroup));
             return Ok(());
         }
         Ok(Msg::Failed { layer, message, .. }) => NotReady::Failed { layer, message },

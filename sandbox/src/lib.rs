@@ -11,12 +11,14 @@
 //! `main` (the using binary calls it too, for the doctor's namespace probe).
 
 pub mod error;
+pub mod evidence;
 pub mod init;
 pub mod init_exe;
 pub mod launch;
 pub mod policy;
 pub mod preflight;
 pub mod seccomp_filter;
+pub mod self_test;
 pub mod volume;
 
 mod cgroup;
@@ -46,6 +48,7 @@ pub fn remove_stale_cgroups() {
         hierarchy.remove_stale();
     }
 }
+pub use evidence::Enforcement;
 pub use launch::{
     hold_protected_paths, launch, AppliedReport, Launcher, LayerStatus, ProtectedHolds,
     ProtectedPlaceholders, RunningZone, ZoneExit, ZoneSpec,

@@ -96,6 +96,9 @@ pub struct Plan {
     /// Some(s): the command's own time namespace, monotonic and boot clocks offset by `s` seconds.
     #[serde(default)]
     pub clock_offset_s: Option<i64>,
+    /// Some: a self-test zone; the command is not executed, the probe runs instead (`self_test`).
+    #[serde(default)]
+    pub self_test: Option<crate::self_test::SelfTestPlan>,
 }
 
 /// Environment variable marking a process as a zone init (its value: the plan socket's fd).
@@ -115,6 +118,17 @@ pub const SETUP_FAILED_EXIT: i32 = 127;
 /// What the command's process writes to the zone init (on a close-on-exec pipe) when one of its
 /// steps before execve fails: the layer that could not be applied, if any, and the message.
 pub type CommandFailure = (Option<Layer>, String);
+
+/// One line (JSON, newline-ended) the command's process writes to the zone init on that pipe:
+/// its enforcement evidence just before execve, and a failure when a step fails (after the
+/// evidence, when execve itself failed).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum CommandReport {
+    Evidence(Box<crate::evidence::Readback>),
+    /// A self-test zone's probe outcomes (in place of execve).
+    SelfTest(Vec<crate::self_test::ProbeOutcome>),
+    Failed(CommandFailure),
+}
 
 /// How the zone init's clone child exits when a step between clone3 and execve fails. It may
 /// only make async-signal-safe calls there (no allocation, no message), so each step has its own
@@ -251,7 +265,15 @@ pub fn decode_failure(end: NotReady) -> SandboxError {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Msg {
     /// The command was executed; a listener descriptor travels with this message when asked for.
-    Ready { listener_port: Option<u16> },
+    /// `evidence`: what the command read back of itself just before its execve.
+    Ready {
+        listener_port: Option<u16>,
+        #[serde(default)]
+        evidence: Option<Box<crate::evidence::Readback>>,
+        /// A self-test zone: its probe's outcomes (its command was not executed).
+        #[serde(default)]
+        self_test: Option<Vec<crate::self_test::ProbeOutcome>>,
+    },
     /// Setup failed (the layer, when a protection could not be applied).
     Failed {
         layer: Option<Layer>,

@@ -31,6 +31,11 @@ pub struct AppliedReport {
     pub listener_port: Option<u16>,
     /// Placeholders created for protected paths that did not exist (removed at teardown).
     pub placeholders: Vec<PathBuf>,
+    /// What the kernel applied, read back from inside the zone (`evidence.rs`); None until the
+    /// zone reported `Ready`, or when its command sent none.
+    pub enforcement: Option<crate::evidence::Enforcement>,
+    /// A self-test zone's probe outcomes (`self_test.rs`).
+    pub self_test: Option<Vec<crate::self_test::ProbeOutcome>>,
 }
 
 pub(crate) fn layer_table(

@@ -42,6 +42,9 @@ pub struct ZoneSpec {
     /// Some(s): the command runs in its own time namespace, its monotonic and boot clocks `s`
     /// seconds from the host's (the wall clock cannot move). Refused where the kernel has none.
     pub clock_offset_s: Option<i64>,
+    /// Some: run the zone self-test's probe in place of `argv` (`self_test.rs`); its outcomes
+    /// are in the report.
+    pub self_test: Option<crate::self_test::SelfTestPlan>,
 }
 
 impl ZoneSpec {
@@ -61,6 +64,7 @@ impl ZoneSpec {
             overlays: Vec::new(),
             read_only_beneath: Vec::new(),
             clock_offset_s: None,
+            self_test: None,
         }
     }
 }

@@ -4,12 +4,14 @@
 //! it reaches up to it.
 //!
 //! - [`verify`]: the named checks of a run, in order.
+//! - [`enforcement`]: what the zones' read-back enforcement evidence shows.
 //! - [`attest`]: the operator's signature added to a run that verifies.
 //! - [`tree_guards`]: `verify --repo`, the syntax-tree guards re-run on the recorded trees.
 //! - [`judge`]: the judge's records read again from the run's artifacts.
 //! - [`probe`]: the checks of a probe receipt, and of the doctor receipt a run pinned.
 
 pub mod attest;
+pub mod enforcement;
 pub mod judge;
 pub mod probe;
 pub mod tree_guards;

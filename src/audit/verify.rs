@@ -278,6 +278,26 @@ fn verify_checks(run_dir: &SafeDir, operator: &VerifyingKey) -> (Verification, O
             v.fail("halt_derivation", mismatch.detail);
         }
     }
+    // The zones' enforcement evidence, read back from inside each zone at its start: every one
+    // must show the protections a native zone has (receipts that record any).
+    let enforcement = super::enforcement::summarise(records.iter().map(|r| &r.event));
+    match (enforcement.zone_starts, enforcement.all_hold) {
+        (0, _) => {}
+        (_, true) => v.pass("enforcement", enforcement.line()),
+        (_, false) => {
+            v.fail("enforcement", enforcement.line());
+        }
+    }
+    // The zone self-test (runs with `self_test = true`): its verdict follows from its operations.
+    if let Some(record) = &history.self_test {
+        let halt = history.halt.as_ref().map(|h| h.halt_reason);
+        match super::enforcement::self_test_consistent(record, halt) {
+            Ok(detail) => v.pass("self_test", detail),
+            Err(detail) => {
+                v.fail("self_test", detail);
+            }
+        }
+    }
     // 5. The judge's records, read again from the run's artifacts (runs with a judge only).
     match super::judge::verify_records(&history, run_dir) {
         Some(Ok(detail)) => v.pass("judge_records", detail),

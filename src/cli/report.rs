@@ -40,6 +40,15 @@ fn iteration_json(record: &IterationRecord) -> Value {
         "junit_error": check.and_then(|c| c.junit_error.as_ref()),
         "interrupted": record.interrupted,
     });
+    // What the kernel applied to each zone, where the receipt read it back.
+    if let Some(fields) = v.as_object_mut() {
+        if let Some(e) = exec.and_then(|e| e.enforcement.as_ref()) {
+            fields.insert("exec_enforcement".into(), json!(e));
+        }
+        if let Some(e) = check.and_then(|c| c.enforcement.as_ref()) {
+            fields.insert("check_enforcement".into(), json!(e));
+        }
+    }
     // The guards' objections, where there were any (receipts of earlier versions read as before).
     if let (false, Some(fields)) = (record.guards.is_empty(), v.as_object_mut()) {
         fields.insert("guards".into(), json!(record.guards));
@@ -427,6 +436,27 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
             }
         }
     }
+    if let Some(record) = &history.self_test {
+        human.push_str(&format!(
+            "self-test {}\n",
+            inert(&crate::audit::enforcement::self_test_line(record))
+        ));
+    }
+    // What the kernel applied to each zone, read back (receipts that record it).
+    let enforcement = crate::audit::enforcement::of_chain(&loaded.chain.events);
+    if enforcement.zone_starts > 0 {
+        human.push_str(&format!("enforcement: {}\n", inert(&enforcement.line())));
+        if let (Some(s), Some(l)) = (
+            enforcement.seccomp_sha256.first(),
+            enforcement.landlock_rules_sha256.first(),
+        ) {
+            human.push_str(&format!(
+                "  seccomp {}  landlock rules {}\n",
+                &s[..s.len().min(12)],
+                &l[..l.len().min(12)]
+            ));
+        }
+    }
     human.push_str(&format!("receipt {}\n", inert(&receipt)));
 
     let report = report_value(&loaded, &derivation, &egress, &cost);
@@ -485,6 +515,15 @@ fn report_value(
     // What the run cost (a run that metered nothing and pinned no cap: no key, as before).
     if let (false, Some(fields)) = (cost["json"].is_null(), report.as_object_mut()) {
         fields.insert("cost".into(), cost["json"].clone());
+    }
+    // The zone self-test (runs without one: no key, as before).
+    if let (Some(record), Some(fields)) = (&history.self_test, report.as_object_mut()) {
+        fields.insert("self_test".into(), json!(record));
+    }
+    // The zones' read-back enforcement (receipts without it: no key, as before).
+    let enforcement = crate::audit::enforcement::of_chain(&loaded.chain.events);
+    if let (true, Some(fields)) = (enforcement.zone_starts > 0, report.as_object_mut()) {
+        fields.insert("enforcement".into(), json!(enforcement));
     }
     // Which guards could not see (receipts written before the list: no key, as before).
     if let (Some(inactive), Some(fields)) = (

@@ -17,7 +17,8 @@ use crate::zones::{Backend, Isolation};
 use serde_json::json;
 use std::path::PathBuf;
 
-const CONFIG_FLAGS: [&str; 52] = [
+const CONFIG_FLAGS: [&str; 53] = [
+    "self_test",
     "agent_git",
     "comprehension_every",
     "reviewer_pubkey",
@@ -157,6 +158,10 @@ pub struct Args {
     /// already passes, no collected/skipped-set guards; docs/guards.md).
     #[arg(long)]
     pub no_baseline: bool,
+    /// Before the first agent call, probe each zone (agent and check) with operations it must
+    /// not be able to do; any that succeeds halts the run (docs/zones.md, "The zone self-test").
+    #[arg(long)]
+    pub self_test: bool,
     /// A protected-path glob added to the defaults (repeatable; docs/workspace.md).
     #[arg(long = "protect", value_name = "GLOB")]
     pub protect: Vec<String>,
@@ -323,6 +328,7 @@ impl Args {
             include_uncommitted: self.include_uncommitted.then_some(true),
             agent_git: self.agent_git,
             baseline: self.no_baseline.then_some(false),
+            self_test: self.self_test.then_some(true),
             protected: self.protect.clone(),
             max_iterations: self.max_iterations,
             no_progress_k: self.no_progress_k,

@@ -341,6 +341,8 @@ fn as_cached(mut check: CheckResult) -> CheckResult {
     check.stdout.artifact = None;
     check.stderr.artifact = None;
     check.excerpts_artifact = None;
+    // No zone of this run ran it.
+    check.enforcement = None;
     check
 }
 

@@ -217,6 +217,7 @@ impl CheckOutcome {
                     ipv6: a.ipv6,
                 }
             }),
+            enforcement: self.run.enforcement.clone(),
         }
     }
 

@@ -213,6 +213,10 @@ pub struct LoopConfig {
     /// switch it off; absent in receipts pinned before it: on).
     #[serde(default = "baseline_on")]
     pub baseline: bool,
+    /// The zone self-test at run start (`run --self-test`, `self_test = true`; docs/zones.md,
+    /// "The zone self-test"); absent when off, and in receipts pinned before it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub self_test: bool,
     /// Protected-path patterns added to the defaults (docs/workspace.md).
     pub protected: Vec<String>,
     pub max_iterations: u64,
@@ -353,6 +357,7 @@ pub struct ConfigInput {
     pub include_uncommitted: Option<bool>,
     pub agent_git: Option<crate::engine::detached::AgentGit>,
     pub baseline: Option<bool>,
+    pub self_test: Option<bool>,
     pub protected: Vec<String>,
     pub max_iterations: Option<u64>,
     pub exec_timeout_secs: Option<f64>,
@@ -431,6 +436,7 @@ impl ConfigInput {
             include_uncommitted: self.include_uncommitted.or(file.include_uncommitted),
             agent_git: self.agent_git.or(file.agent_git),
             baseline: self.baseline.or(file.baseline),
+            self_test: self.self_test.or(file.self_test),
             protected: if self.protected.is_empty() {
                 file.protected
             } else {
@@ -855,6 +861,7 @@ impl LoopConfig {
             include_uncommitted,
             agent_git,
             baseline: input.baseline.unwrap_or(true),
+            self_test: input.self_test.unwrap_or(false),
             protected: input.protected,
             max_iterations,
             exec_timeout_ms: timeout_ms(

@@ -398,6 +398,7 @@ impl ActiveRun<'_> {
                 egress: run.usage.egress.map(super::commands::egress_record),
                 stdout: run.output.stdout,
                 stderr: run.output.stderr,
+                enforcement: run.enforcement,
             },
             usage,
         )))

@@ -292,6 +292,14 @@ pub fn start_after_gates(
             return active.begin(zone.as_mut(), refused, once);
         }
     }
+    // `self_test = true`: every zone probed with operations it must not be able to do.
+    if active.cfg.self_test {
+        let (record, refused) = super::self_test::run(&active.cfg, run_id.as_str(), zone.as_mut())?;
+        active.append(Event::SelfTest(record))?;
+        if refused.is_some() {
+            return active.begin(zone.as_mut(), refused, once);
+        }
+    }
     // The known-feasible reference, checked before anything is spent on the agent.
     let infeasible = active.check_reference(statedir, zone.as_mut(), &zones)?;
     active.begin(zone.as_mut(), infeasible, once)

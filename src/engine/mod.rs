@@ -78,6 +78,7 @@ pub mod runner_pin;
 pub mod score;
 mod seal_window;
 pub mod seats;
+pub mod self_test;
 pub mod sentinel;
 pub mod shared_dir;
 pub mod sink;

@@ -120,6 +120,10 @@ pub enum Event {
     /// `doctor = true`: the gates' verdicts before the first agent call, and the doctor receipt
     /// holding their runs and evidence. A failed gate halts the run with its reason.
     Preconditions(crate::receipt::probe::PreconditionsRecord),
+    /// `self_test = true` (`run --self-test`): each zone's probe of forbidden operations before
+    /// the first agent call (docs/zones.md, "The zone self-test"). One that succeeded halts the
+    /// run (`isolation_unsatisfiable`).
+    SelfTest(SelfTestRecord),
     /// An event type this version does not know (kept verbatim in [`Recorded::body`]).
     #[serde(other)]
     Unknown,
@@ -163,6 +167,7 @@ impl Event {
             Event::ProbeRun(_) => "probe_run",
             Event::ProbeVerdict(_) => "probe_verdict",
             Event::Preconditions(_) => "preconditions",
+            Event::SelfTest(_) => "self_test",
             Event::Unknown => "unknown",
         }
     }
@@ -466,6 +471,10 @@ pub struct ExecResult {
     pub stderr: StreamRecord,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub egress: Option<EgressRecord>,
+    /// What the kernel applied to the agent's zone, read back from inside it (docs/zones.md,
+    /// "Enforcement evidence"); absent without a native zone and in older receipts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enforcement: Option<sandbox::Enforcement>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -532,6 +541,11 @@ pub struct CheckResult {
     /// zone), when the check was killed, and in older receipts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outside_attempts: Option<OutsideAttemptsRecord>,
+    /// What the kernel applied to the check's zone, read back from inside it (docs/zones.md,
+    /// "Enforcement evidence"); absent without a native zone, from a baseline cache hit, and in
+    /// older receipts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enforcement: Option<sandbox::Enforcement>,
 }
 
 /// Attempts to reach an address outside a zone's network namespace, by IP version (the kernel's
@@ -1054,6 +1068,36 @@ pub struct DeliveryRecord {
     pub error: Option<String>,
 }
 
+/// The zone self-test's record: one entry per probed zone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SelfTestRecord {
+    pub zones: Vec<SelfTestZone>,
+    /// Every operation of every zone failed, as it must.
+    pub held: bool,
+}
+
+/// One zone's self-test: the role's policy, each forbidden operation's outcome, and the zone's
+/// read-back enforcement; or why the zone could not be probed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SelfTestZone {
+    pub role: crate::zones::Role,
+    pub operations: Vec<sandbox::self_test::ProbeOutcome>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enforcement: Option<sandbox::Enforcement>,
+    /// Why the zone could not be probed (a backend without zones, a zone that did not start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl SelfTestZone {
+    /// Probed, and every operation failed.
+    pub fn held(&self) -> bool {
+        self.error.is_none()
+            && !self.operations.is_empty()
+            && self.operations.iter().all(|o| o.held())
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HaltRecord {
     pub halt_reason: HaltReason,
@@ -1171,6 +1215,7 @@ pub(crate) mod sample {
             stdout: stream(),
             stderr: stream(),
             egress: None,
+            enforcement: None,
         })
     }
 
@@ -1196,6 +1241,7 @@ pub(crate) mod sample {
             score: None,
             output_sight: None,
             outside_attempts: None,
+            enforcement: None,
         })
     }
 

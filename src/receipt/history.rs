@@ -110,6 +110,8 @@ pub struct History {
     pub sentinel_refused: Vec<u64>,
     /// The `doctor = true` gates the run ran before its first agent call.
     pub preconditions: Option<crate::receipt::probe::PreconditionsRecord>,
+    /// The zone self-test the run ran before its first agent call (`self_test = true`).
+    pub self_test: Option<crate::receipt::events::SelfTestRecord>,
     /// The t0 baseline check (`check_baseline`), when the run recorded one, and the
     /// `externalised` event that holds its large sets (read back from the receipt).
     pub check_baseline: Option<super::events::CheckBaselineRecord>,
@@ -286,6 +288,7 @@ impl History {
                 self.preconditions = Some(p.clone());
                 self.guard_bodies.push(recorded.body());
             }
+            Event::SelfTest(s) => self.self_test = Some(s.clone()),
             // A probe's events make a probe receipt (`receipt::probe`), not a run's history.
             Event::ProbeStart(_) | Event::ProbeRun(_) | Event::ProbeVerdict(_) => {}
             Event::Unknown => {
@@ -473,6 +476,7 @@ mod tests {
                         audit_sha256: Some("ab".repeat(32)),
                         denied: vec![],
                     }),
+                    enforcement: None,
                 })
             }),
             (n.clone(), "[0-9a-f]{40}", 0u64..50, proptest::collection::vec("tests/[a-z]{1,5}", 0..3)).prop_map(|(iteration, tree_id, changed_paths, paths)| {
@@ -509,6 +513,7 @@ mod tests {
                         score: None,
                         output_sight: None,
                         outside_attempts: None,
+                        enforcement: None,
                     })
                 }
             ),

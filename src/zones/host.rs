@@ -198,6 +198,7 @@ impl Zone for HostZone {
                     duration: started.elapsed(),
                     output,
                     usage: ZoneUsage::default(),
+                    enforcement: None,
                 });
             }
         };
@@ -231,6 +232,7 @@ impl Zone for HostZone {
             duration,
             output,
             usage,
+            enforcement: None,
         })
     }
 }

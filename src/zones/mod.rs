@@ -198,6 +198,9 @@ pub struct ZoneRun {
     pub duration: Duration,
     pub output: CapturedOutput,
     pub usage: ZoneUsage,
+    /// What the kernel applied to the command, read back from inside its zone (the native
+    /// sandbox; none for the host and container backends, and for a zone that did not start).
+    pub enforcement: Option<sandbox::Enforcement>,
 }
 
 /// What one command used, measured by its zone.
@@ -334,6 +337,26 @@ pub trait Zone {
     fn cgroup_scope(&self) -> Option<&crate::delegation::Scope> {
         None
     }
+    /// Run the zone self-test's probe in a zone of `cmd`'s role instead of its command
+    /// (docs/zones.md, "The zone self-test"). `Ok(Err(why))`: this backend or this zone cannot
+    /// be probed (the host and container backends have no probe).
+    fn self_test(
+        &mut self,
+        _cmd: &ZoneCommand,
+        _plan: &sandbox::self_test::SelfTestPlan,
+    ) -> Result<Result<SelfTestRun, String>, ZoneError> {
+        Ok(Err(format!(
+            "the {} backend has no zone self-test (it needs the native sandbox)",
+            self.name()
+        )))
+    }
+}
+
+/// A self-test zone's outcome: each probe operation, and the zone's read-back enforcement.
+#[derive(Debug, Clone)]
+pub struct SelfTestRun {
+    pub operations: Vec<sandbox::self_test::ProbeOutcome>,
+    pub enforcement: Option<sandbox::Enforcement>,
 }
 
 /// Open the zone backend of a setup.

@@ -147,6 +147,9 @@ fn ending_of(exit: ZoneExit) -> Ending {
     }
 }
 
+/// How long a self-test zone's probe may take (a handful of system calls).
+const SELF_TEST_LIMIT: Duration = Duration::from_secs(30);
+
 /// A command in a native zone: the zone's init, whose exit ends the zone.
 struct NativeCommand(RunningZone);
 
@@ -204,6 +207,34 @@ impl Zone for NativeZone {
         self.scope.as_ref()
     }
 
+    fn self_test(
+        &mut self,
+        cmd: &ZoneCommand,
+        plan: &sandbox::self_test::SelfTestPlan,
+    ) -> Result<Result<super::SelfTestRun, String>, ZoneError> {
+        let mut spec = self.spec(cmd)?;
+        spec.self_test = Some(plan.clone());
+        let mut zone = match self.launcher.launch(spec) {
+            Ok(zone) => zone,
+            Err(SandboxError::Spawn(reason)) => return Ok(Err(reason)),
+            Err(other) => return Err(other.into()),
+        };
+        let reap = |e: SandboxError| ZoneError::Reap(e.to_string());
+        if zone.wait_timeout(SELF_TEST_LIMIT).map_err(reap)?.is_none() {
+            zone.kill().map_err(reap)?;
+            return Ok(Err(format!(
+                "the {} zone's probe did not end within {}s",
+                cmd.role.as_str(),
+                SELF_TEST_LIMIT.as_secs()
+            )));
+        }
+        let report = zone.report();
+        Ok(Ok(super::SelfTestRun {
+            operations: report.self_test.clone().unwrap_or_default(),
+            enforcement: report.enforcement.clone(),
+        }))
+    }
+
     fn bind_run(&mut self, run_dir: &std::path::Path) -> Result<(), ZoneError> {
         match self.egress.as_mut() {
             Some(egress) => egress.bind(run_dir),
@@ -237,6 +268,7 @@ impl Zone for NativeZone {
                     duration: started.elapsed(),
                     output,
                     usage,
+                    enforcement: None,
                 });
             }
             Err(other) => return Err(other.into()),
@@ -270,6 +302,7 @@ impl Zone for NativeZone {
         };
         let duration = started.elapsed();
         let outside_attempts = zone.0.outside_attempts();
+        let enforcement = zone.0.report().enforcement.clone();
         drop(zone);
         let egress = self.egress_usage(cmd.role, proxy);
         let usage = ZoneUsage {
@@ -283,6 +316,7 @@ impl Zone for NativeZone {
             duration,
             output,
             usage,
+            enforcement,
         })
     }
 }

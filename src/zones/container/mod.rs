@@ -660,6 +660,7 @@ impl Zone for ContainerZone {
                     duration: started.elapsed(),
                     output,
                     usage,
+                    enforcement: None,
                 });
             }
         };
@@ -718,6 +719,7 @@ impl Zone for ContainerZone {
             duration,
             output,
             usage,
+            enforcement: None,
         })
     }
 }
