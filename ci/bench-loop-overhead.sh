@@ -2,7 +2,7 @@
 # Benchmark: loopexec's own overhead per iteration.
 #
 # Runs N (default 100) iterations of exec `true` / check `false` through loopexec (release build,
-# host zone, full receipt: 4 events per iteration in 2 groups, each group one write + fdatasync)
+# host zone, full receipt: 3 events per iteration in 2 groups, each group one write + fdatasync)
 # and the same two commands in a plain shell loop, spawned the way loopexec spawns them
 # (`/bin/sh -c`). Prints both wall times, the overhead per iteration and the ratio (best of
 # ROUNDS interleaved rounds), and the load average before and after.
