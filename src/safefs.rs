@@ -234,6 +234,17 @@ impl SafeDir {
 
     /// Replace `rel` atomically with `bytes`: temp file, fsync, rename, fsync of the directory.
     pub fn write_atomic(&self, rel: &str, bytes: &[u8]) -> Result<(), SafeFsError> {
+        self.replace_file(rel, bytes, true)?;
+        self.sync()
+    }
+
+    /// Replace `rel` atomically for readers (temp file, rename) without making it durable: for a
+    /// file that means nothing after a crash (the heartbeat, rewritten at every phase change).
+    pub fn replace_unsynced(&self, rel: &str, bytes: &[u8]) -> Result<(), SafeFsError> {
+        self.replace_file(rel, bytes, false)
+    }
+
+    fn replace_file(&self, rel: &str, bytes: &[u8], durable: bool) -> Result<(), SafeFsError> {
         let tmp = format!(".{rel}.tmp-{}", std::process::id());
         let _ = nix::unistd::unlinkat(
             Some(self.fd.as_raw_fd()),
@@ -246,7 +257,9 @@ impl SafeDir {
             source,
         };
         file.write_all(bytes).map_err(io)?;
-        file.sync_all().map_err(io)?;
+        if durable {
+            file.sync_all().map_err(io)?;
+        }
         drop(file);
         nix::fcntl::renameat(
             Some(self.fd.as_raw_fd()),
@@ -254,8 +267,7 @@ impl SafeDir {
             Some(self.fd.as_raw_fd()),
             rel,
         )
-        .map_err(|e| SafeFsError::from_errno(self.join(rel), e))?;
-        self.sync()
+        .map_err(|e| SafeFsError::from_errno(self.join(rel), e))
     }
 
     /// fsync the directory itself, so that renames and creations are durable.

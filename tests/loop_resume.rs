@@ -261,6 +261,75 @@ fn resume_cuts_a_torn_final_line_and_the_chain_verifies() {
 }
 
 #[test]
+fn resume_cuts_a_torn_group_back_to_before_it_and_reruns_the_iteration_it_held() {
+    let dir = workdir();
+    let r = loopexec(
+        dir.path(),
+        &[
+            "run",
+            "--no-baseline",
+            "--json",
+            "--run-id",
+            "group",
+            "--isolation",
+            "none",
+            "--exec",
+            "echo x >> agent-runs",
+            "--check",
+            "true",
+        ],
+    );
+    assert_eq!(r.code, 11, "{r:?}");
+    // The check's group (check_result, guard: one write) torn by a crash inside its first line.
+    let receipt = run_dir(dir.path(), "group").join("receipt.jsonl");
+    let text = std::fs::read_to_string(&receipt).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.contains("\"type\":\"check_result\""))
+        .unwrap();
+    assert!(lines[at + 1].contains("\"type\":\"guard\""), "{text}");
+    let before: String = lines[..at].iter().map(|l| format!("{l}\n")).collect();
+    let group = format!("{}\n{}\n", lines[at], lines[at + 1]);
+    let torn = format!("{before}{}", &group[..lines[at].len() / 2]);
+    std::fs::write(&receipt, &torn).unwrap();
+    let check = loopexec(dir.path(), &["check", "--json"]);
+    assert_eq!(check.code, 30, "check reports the torn group: {check:?}");
+    assert!(check.json()["errors"][0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("torn"));
+    let resumed = loopexec(dir.path(), &["run", "--json", "--resume", "group"]);
+    assert_eq!(resumed.code, 11, "{resumed:?}");
+    assert_eq!(
+        std::fs::read_to_string(&receipt).unwrap()[..before.len()],
+        before,
+        "everything before the torn group is kept as it was"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("agent-runs")).unwrap(),
+        "x\nx\n",
+        "the iteration whose check the torn group held ran again"
+    );
+    assert_eq!(
+        event_types(dir.path(), "group"),
+        [
+            "run_start",
+            "iteration_start",
+            "exec_result",
+            "iteration_interrupted",
+            "run_resumed",
+            "iteration_start",
+            "exec_result",
+            "check_result",
+            "guard",
+            "halt"
+        ]
+    );
+    assert_eq!(loopexec(dir.path(), &["check", "--json"]).code, 0);
+}
+
+#[test]
 fn a_decided_halt_lost_in_a_crash_is_appended_on_resume_without_rerunning_anything() {
     let dir = workdir();
     let r = loopexec(

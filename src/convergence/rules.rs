@@ -161,38 +161,67 @@ fn transitions(baseline: &Observation, trajectory: &[Observation]) -> Vec<Transi
     out
 }
 
+/// The first pair `(a, b)`, `a < b`, where fixing `a` broke `b` and fixing `b` broke `a` in at
+/// least `unsatisfiable_cycles` transitions each. Tests are grouped by their signature (the
+/// transitions that fixed them, those that broke them): two tests' counts depend on their
+/// signatures only, so the pairs of signatures are judged, each by its smallest tests, instead
+/// of every pair of tests (a failing set of thousands swapped back and forth would pair
+/// millions).
 fn unsatisfiable(transitions: &[Transition], limits: &Limits) -> Option<Finding> {
     if limits.unsatisfiable_cycles == 0 {
         return None;
     }
-    // (fixed, broken) -> iterations where fixing `fixed` broke `broken`.
-    let mut broke: BTreeMap<(&str, &str), Vec<u64>> = BTreeMap::new();
-    for t in transitions {
+    // test -> (indices of the transitions that fixed it, of those that broke it), in order.
+    let mut signatures: BTreeMap<&str, (Vec<usize>, Vec<usize>)> = BTreeMap::new();
+    for (i, t) in transitions.iter().enumerate() {
         for fixed in &t.fixed {
-            for broken in &t.regressed {
-                broke
-                    .entry((fixed.as_str(), broken.as_str()))
-                    .or_default()
-                    .push(t.iteration);
-            }
+            signatures.entry(fixed.as_str()).or_default().0.push(i);
+        }
+        for broken in &t.regressed {
+            signatures.entry(broken.as_str()).or_default().1.push(i);
         }
     }
-    for (&(a, b), a_broke_b) in &broke {
-        if a >= b {
-            continue;
+    // signature -> its smallest test (the map is walked in test order, so the first one seen).
+    let mut classes: BTreeMap<&(Vec<usize>, Vec<usize>), &str> = BTreeMap::new();
+    for (test, signature) in &signatures {
+        if !signature.0.is_empty() && !signature.1.is_empty() {
+            classes.entry(signature).or_insert(test);
         }
-        if let Some(b_broke_a) = broke.get(&(b, a)) {
+    }
+    let both = |fixed: &[usize], broke: &[usize]| -> Vec<u64> {
+        fixed
+            .iter()
+            .filter(|i| broke.contains(i))
+            .map(|&i| transitions[i].iteration)
+            .collect()
+    };
+    let classes: Vec<(&(Vec<usize>, Vec<usize>), &str)> = classes.into_iter().collect();
+    let mut found: Option<Finding> = None;
+    for (i, (one, x)) in classes.iter().enumerate() {
+        for (other, y) in &classes[i + 1..] {
+            let (a, b, sa, sb) = if x < y {
+                (*x, *y, one, other)
+            } else {
+                (*y, *x, other, one)
+            };
+            if let Some(Finding::UnsatisfiableConstraints { a: fa, b: fb, .. }) = &found {
+                if (fa.as_str(), fb.as_str()) <= (a, b) {
+                    continue;
+                }
+            }
+            let a_broke_b = both(&sa.0, &sb.1);
+            let b_broke_a = both(&sb.0, &sa.1);
             if a_broke_b.len().min(b_broke_a.len()) >= limits.unsatisfiable_cycles {
-                return Some(Finding::UnsatisfiableConstraints {
+                found = Some(Finding::UnsatisfiableConstraints {
                     a: a.to_string(),
                     b: b.to_string(),
-                    a_fixed_broke_b: a_broke_b.clone(),
-                    b_fixed_broke_a: b_broke_a.clone(),
+                    a_fixed_broke_b: a_broke_b,
+                    b_fixed_broke_a: b_broke_a,
                 });
             }
         }
     }
-    None
+    found
 }
 
 fn oscillation(
@@ -479,5 +508,85 @@ mod tests {
             obs(3, &[], true),
         ];
         assert_eq!(rule(&t, &t0), None);
+    }
+
+    /// The definition `unsatisfiable` implements: every pair of tests, counted.
+    fn unsatisfiable_pairwise(transitions: &[Transition], cycles: usize) -> Option<Finding> {
+        let mut broke: BTreeMap<(&str, &str), Vec<u64>> = BTreeMap::new();
+        for t in transitions {
+            for fixed in &t.fixed {
+                for broken in &t.regressed {
+                    broke
+                        .entry((fixed.as_str(), broken.as_str()))
+                        .or_default()
+                        .push(t.iteration);
+                }
+            }
+        }
+        broke.iter().find_map(|(&(a, b), a_broke_b)| {
+            let b_broke_a = broke.get(&(b, a))?;
+            (a < b && a_broke_b.len().min(b_broke_a.len()) >= cycles).then(|| {
+                Finding::UnsatisfiableConstraints {
+                    a: a.to_string(),
+                    b: b.to_string(),
+                    a_fixed_broke_b: a_broke_b.clone(),
+                    b_fixed_broke_a: b_broke_a.clone(),
+                }
+            })
+        })
+    }
+
+    #[test]
+    fn unsatisfiable_by_signatures_finds_what_every_pair_counted_finds() {
+        // Deterministic pseudo-random trajectories over 8 tests: failing sets, acceptance.
+        let names: Vec<String> = (0..8).map(|i| format!("t{i}")).collect();
+        let mut seed = 0x9e37_79b9_u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut found = 0;
+        for _ in 0..400 {
+            let observation = |iteration: u64, bits: u64, accepted: bool| {
+                let failing: TestSet = names
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| bits & (1 << i) != 0)
+                    .map(|(_, n)| n.clone())
+                    .collect();
+                Observation {
+                    iteration,
+                    failing_targets: failing.clone(),
+                    passing: names
+                        .iter()
+                        .filter(|n| !failing.contains(*n))
+                        .cloned()
+                        .collect(),
+                    signature: String::new(),
+                    failing,
+                    accepted,
+                }
+            };
+            let t0 = observation(0, next() % 256, true);
+            let trajectory: Vec<Observation> = (1..=(2 + next() % 7))
+                .map(|n| observation(n, next() % 256, next() % 2 == 0))
+                .collect();
+            let transitions = transitions(&t0, &trajectory);
+            for cycles in 1..=3 {
+                let limits = Limits {
+                    unsatisfiable_cycles: cycles,
+                    ..Limits::default()
+                };
+                let expected = unsatisfiable_pairwise(&transitions, cycles);
+                found += usize::from(expected.is_some());
+                assert_eq!(unsatisfiable(&transitions, &limits), expected);
+            }
+        }
+        assert!(
+            found > 50,
+            "the trajectories exercise the rule ({found} findings)"
+        );
     }
 }

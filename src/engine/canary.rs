@@ -480,7 +480,7 @@ impl ActiveRun<'_> {
         n: u64,
         coverage: Option<&crate::mutation::coverage::LineHits>,
     ) -> CmdResult<Option<Step>> {
-        self.beat(super::sink::Phase::Canary, n);
+        self.beat(super::sink::Phase::Canary, n)?;
         if self.cfg.adequacy.mode == AdequacyMode::Off {
             return Ok(None);
         }

@@ -131,6 +131,8 @@ impl ActiveRun<'_> {
         if self.cfg.comprehension.is_none() {
             return Ok(());
         }
+        // The ledger names an accepted step only once the receipt holds what accepted it.
+        self.commit()?;
         let Some(ws) = &self.workspace else {
             return Ok(());
         };
@@ -176,6 +178,7 @@ impl ActiveRun<'_> {
         let Some(pins) = self.cfg.comprehension.clone() else {
             return Ok(None);
         };
+        self.commit()?;
         let files = self.comprehension_files()?;
         let ledger = files.ledger_or_create()?;
         let bytes = files.acks()?;

@@ -294,7 +294,7 @@ impl ActiveRun<'_> {
             .map_err(|e| Failure::invalid_input(format!("the pinned confidence: {e}")))?;
         let bound = stability_lower_bound(agreeing, samples, confidence)
             .map_err(|e| Failure::internal(e.to_string()))?;
-        self.append(Event::CheckConfirmation(ConfirmationRecord {
+        self.stage(Event::CheckConfirmation(ConfirmationRecord {
             confirmation: 0,
             same_tree_as: Some(m),
             agrees: false,

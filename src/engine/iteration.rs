@@ -8,9 +8,11 @@
 //! (`holdout_check`) -> acceptance of the step -> decide (then, on success, the confirmation
 //! reruns, the sentinel run (`guard_sentinel`) and the adequacy canary (`adequacy`)).
 //!
-//! Every observation is appended to the receipt and recorded into the run's history before the
-//! next stage starts, and every decision is `decide` over that history, so what a resumed run
-//! decides from the receipt is what the live run decided.
+//! Every observation is recorded into the run's history as it is made and is on disk before the
+//! next step that depends on it starts: what one step observed is staged and committed as one
+//! group (one write, one fdatasync) when the next command's phase begins, before any change to
+//! the workspace, and when the run stops. Every decision is `decide` over that history, so what a
+//! resumed run decides from the receipt is what the live run decided.
 
 use super::check::{run_check, Artifacts, CheckOutcome, ReportSource};
 use super::commands::RoleCommand;
@@ -86,9 +88,10 @@ impl ActiveRun<'_> {
                     .event(&LoopEvent::HaltingBeforeIterations { detail: &detail });
                 return self.halt(reason, detail);
             }
-            // The receipt is the live record: state.json is rewritten only when the run stops, so
-            // that an iteration costs one fsync per event and nothing more.
-            self.append(Event::IterationStart { iteration: n })?;
+            // The receipt is the live record: state.json is rewritten only when the run stops.
+            // The iteration's start is staged with the previous iteration's check group: the
+            // agent's phase commits both (one write, one fdatasync) before the agent starts.
+            self.stage(Event::IterationStart { iteration: n })?;
             self.state.iteration = n;
             match self.iterate(zone, n)? {
                 // The budget at the iteration's end (every stage's usage), when it decided no other halt.
@@ -110,8 +113,13 @@ impl ActiveRun<'_> {
         }
     }
 
-    /// Record a phase change in the heartbeat and tell the sink.
-    pub(super) fn beat(&mut self, phase: Phase, n: u64) {
+    /// Record a phase change in the heartbeat and tell the sink. A phase that runs a command
+    /// first commits the staged events (the snapshot and the guards after the check are
+    /// in-process and start nothing: the events before them stay staged for one write).
+    pub(super) fn beat(&mut self, phase: Phase, n: u64) -> CmdResult<()> {
+        if !matches!(phase, Phase::Snapshot | Phase::Guards) {
+            self.commit()?;
+        }
         if let Some(beacon) = &self.beacon {
             beacon.phase(phase.as_str(), n);
         }
@@ -119,6 +127,7 @@ impl ActiveRun<'_> {
             phase,
             iteration: n,
         });
+        Ok(())
     }
 
     /// Arm a command of `phase` (begun with [`Self::beat`]) with the heartbeat hook.
@@ -142,11 +151,13 @@ impl ActiveRun<'_> {
             Ok(ran) => ran,
             Err(detail) => return Ok(Step::Halt(HaltReason::IsolationUnsatisfiable, detail)),
         };
-        self.append(Event::ExecResult(exec.clone()))?;
+        // The agent's group (its result, usage, snapshot and the guards' findings on it) is
+        // committed when the check's phase begins.
+        self.stage(Event::ExecResult(exec.clone()))?;
         if let Some(usage) = usage {
-            self.append(Event::Usage(usage))?;
+            self.stage(Event::Usage(usage))?;
         }
-        self.beat(Phase::Snapshot, n);
+        self.beat(Phase::Snapshot, n)?;
         if let Some(step) = self.halting_after_agent(n) {
             return Ok(step);
         }
@@ -182,7 +193,7 @@ impl ActiveRun<'_> {
             Err(halt) => return Ok(halt),
         };
         let check = outcome.record(n);
-        self.beat(Phase::Guards, n);
+        self.beat(Phase::Guards, n)?;
         let mut findings = self.guards.after_check(&CheckStep {
             iteration: n,
             check: &check,
@@ -190,15 +201,18 @@ impl ActiveRun<'_> {
         });
         let allowed = self.guards.take_allowed();
         findings.extend(outcome.tree_writes.clone());
-        self.append(Event::CheckResult(check.clone()))?;
+        // The check's group (its result, usage, the guards' findings, progress) is committed
+        // before the next step: the next iteration's agent, a judge, a held-out or confirming
+        // check, a change to the workspace, the halt.
+        self.stage(Event::CheckResult(check.clone()))?;
         if let Some(usage) = self.check_usage(n, &outcome.run.usage) {
-            self.append(Event::Usage(usage))?;
+            self.stage(Event::Usage(usage))?;
         }
-        self.append_allowed(allowed)?;
+        self.stage_allowed(allowed)?;
         self.same_tree_sample(n, &check)?;
         // A zero exit whose evidence disagrees is no accepted step either.
         let mut clean = findings.is_empty() && outcome.verdict() != Verdict::Disagrees;
-        self.append_findings(findings.into_iter())?;
+        self.stage_findings(findings.into_iter())?;
         // The progress stage: the ratchet and the no-convergence rules over the failing sets.
         let score_rule = self.cfg.score.as_ref().map(super::score::ScorePins::rule);
         let judged = crate::rules::progress::judge_scored(
@@ -213,7 +227,11 @@ impl ActiveRun<'_> {
         let targets_met = judged.as_ref().is_some_and(|p| p.targets_met);
         let ratcheted = match judged {
             Some(mut progress) => {
-                // A rejected step is undone: the workspace returns to the last accepted tree.
+                // A rejected step is undone: the workspace returns to the last accepted tree,
+                // once what the check found is on disk.
+                if !progress.accepted && self.workspace.is_some() {
+                    self.commit()?;
+                }
                 let reverted = match (progress.accepted, self.workspace.as_mut()) {
                     (false, Some(ws)) => Some(ws.revert_to_best(n)),
                     _ => None,
@@ -227,10 +245,10 @@ impl ActiveRun<'_> {
                 if crate::rules::progress::refused_unevidenced_targets(&progress) {
                     clean = false;
                 }
-                self.append(Event::Progress(progress))?;
+                self.stage(Event::Progress(progress))?;
                 // In place no guard can judge the step: met targets are no success either.
                 if targets_met && self.workspace.is_none() {
-                    self.append(Event::Guard(super::targets::unguarded_in_place(n)))?;
+                    self.stage(Event::Guard(super::targets::unguarded_in_place(n)))?;
                     clean = false;
                 }
                 if let Some(Err(detail)) = reverted {
@@ -272,7 +290,11 @@ impl ActiveRun<'_> {
             && self.cfg.confirm_runs > 0)
             .then(|| candidate.clone());
         // Acceptance: a step every guard let through, after its check, that the ratchet kept, is
-        // the run's new state (kept aside to revert to only where the ratchet judges).
+        // the run's new state (kept aside to revert to only where the ratchet judges), once
+        // what decided it is on disk.
+        if clean && ratcheted && ratchet_applies && self.workspace.is_some() {
+            self.commit()?;
+        }
         let accepted_tree = match (clean, ratcheted, self.workspace.as_mut(), candidate) {
             (true, true, Some(ws), Some(snapshot)) if ratchet_applies => {
                 let tree = snapshot.tree_id.to_hex();
@@ -350,7 +372,7 @@ impl ActiveRun<'_> {
         zone: &mut dyn Zone,
         n: u64,
     ) -> CmdResult<Result<(ExecResult, Option<UsageRecord>), String>> {
-        self.beat(Phase::Agent, n);
+        self.beat(Phase::Agent, n)?;
         let overlay = self.workspace.as_ref().map(RunWorkspace::agent_overlay);
         let credential = match (&self.cfg.credentials, &self.credential) {
             (Some(hooks), Some(secret)) => Some((hooks.env.clone(), secret.clone())),
@@ -420,7 +442,7 @@ impl ActiveRun<'_> {
                 exec: Some(exec),
                 workspace: None,
             });
-            self.append_findings(objections.into_iter().filter_map(|o| match o {
+            self.stage_findings(objections.into_iter().filter_map(|o| match o {
                 Objection::Finding(finding) => Some(finding),
                 Objection::ProtectedChanges(_) | Objection::ReviewRequired(_) => None,
             }))?;
@@ -466,9 +488,9 @@ impl ActiveRun<'_> {
             ),
         };
         let allowed = self.guards.take_allowed();
-        self.append(Event::Snapshot(record))?;
-        self.append_allowed(allowed)?;
-        self.append_findings(findings.into_iter())?;
+        self.stage(Event::Snapshot(record))?;
+        self.stage_allowed(allowed)?;
+        self.stage_findings(findings.into_iter())?;
         Ok(Ok(Some(snapshot)))
     }
 
@@ -491,7 +513,7 @@ impl ActiveRun<'_> {
             CheckRun::Holdout => Phase::Holdout,
             CheckRun::Sentinel(_) => Phase::Sentinel,
         };
-        self.beat(phase, n);
+        self.beat(phase, n)?;
         let patterns = ReportPatterns::new(&self.cfg.report_patterns())
             .map_err(|e| Failure::invalid_input(e.to_string()))?;
         let fresh = |path: &[u8]| {
@@ -611,7 +633,7 @@ impl ActiveRun<'_> {
         check: &CheckResult,
         candidate: Option<&Snapshot>,
     ) -> CmdResult<Result<bool, i32>> {
-        self.beat(Phase::Judge, n);
+        self.beat(Phase::Judge, n)?;
         let previous = self
             .history
             .iterations
@@ -717,20 +739,20 @@ impl ActiveRun<'_> {
     }
 
     /// Record what the guards let through under allowances (`test_change_allowed` events).
-    fn append_allowed(
+    fn stage_allowed(
         &mut self,
         allowed: Vec<crate::receipt::events::TestChangeAllowedRecord>,
     ) -> CmdResult<()> {
         for record in allowed {
-            self.append(Event::TestChangeAllowed(record))?;
+            self.stage(Event::TestChangeAllowed(record))?;
         }
         Ok(())
     }
 
     /// Record guard findings as `guard` events.
-    fn append_findings(&mut self, findings: impl Iterator<Item = GuardRecord>) -> CmdResult<()> {
+    fn stage_findings(&mut self, findings: impl Iterator<Item = GuardRecord>) -> CmdResult<()> {
         for finding in findings {
-            self.append(Event::Guard(finding))?;
+            self.stage(Event::Guard(finding))?;
         }
         Ok(())
     }

@@ -546,7 +546,7 @@ impl<'a> ActiveRun<'a> {
         if self.cfg.reference.is_none() || self.workspace.is_none() {
             return Ok(None);
         }
-        self.beat(Phase::Reference, 0);
+        self.beat(Phase::Reference, 0)?;
         let (Some(rev), Some(ws)) = (self.cfg.reference.clone(), &self.workspace) else {
             return Ok(None);
         };
@@ -756,6 +756,9 @@ impl<'a> ActiveRun<'a> {
         }
         let result = self.drive(zone, once);
         if result.is_err() {
+            // What was staged before the failure is kept when the receipt still takes it (a
+            // commit that failed has already dropped it), before the revoke hook runs.
+            let _ = self.commit();
             // A failure (not a halt: e.g. the receipt could not be written) still revokes the
             // credential this process holds, recording it when the receipt allows.
             if let (Some(secret), Some(hooks)) =
@@ -779,8 +782,18 @@ impl<'a> ActiveRun<'a> {
         result
     }
 
-    /// Append an event to the receipt and record it into the history.
+    /// Append an event to the receipt durably (with the group staged before it: one write, one
+    /// `fdatasync`) and record it into the history.
     pub(super) fn append(&mut self, event: Event) -> CmdResult<()> {
+        self.stage(event)?;
+        self.commit()
+    }
+
+    /// Stage an event: chained and recorded into the history now, written with its group at the
+    /// next commit. A commit comes before every step the event must be on disk for: any command
+    /// (each phase's [`Self::beat`] but the in-process snapshot and guards), a change to the
+    /// workspace or the ledger, a state file, the end of the run ([`Self::commit`]).
+    pub(super) fn stage(&mut self, event: Event) -> CmdResult<()> {
         let told = self.recorded_progress(&event);
         // Lists over the receipt's bound go to a run artifact, named by an `externalised` event
         // right after their own, and no line is over `bounded::MAX_LINE_BYTES` whatever the
@@ -789,23 +802,28 @@ impl<'a> ActiveRun<'a> {
             .map_err(crate::receipt::store::fs_failure)?
         {
             None => {
-                let recorded = self.log.append_event(&event).map_err(log_failure)?;
+                let recorded = self.log.stage_event(&event).map_err(log_failure)?;
                 self.history.record(&recorded);
             }
             Some(bounded) => {
-                let recorded = self.log.append_event(&bounded.event).map_err(log_failure)?;
+                let recorded = self.log.stage_event(&bounded.event).map_err(log_failure)?;
                 self.history.record(&crate::receipt::events::Recorded {
                     event,
                     line: recorded.line,
                 });
                 for externalised in &bounded.after {
-                    let recorded = self.log.append_event(externalised).map_err(log_failure)?;
+                    let recorded = self.log.stage_event(externalised).map_err(log_failure)?;
                     self.history.record(&recorded);
                 }
             }
         }
         self.tell(told);
         Ok(())
+    }
+
+    /// Make every staged event durable: one write and one `fdatasync` for the group.
+    pub(super) fn commit(&mut self) -> CmdResult<()> {
+        self.log.commit().map_err(log_failure)
     }
 
     /// What an event about to be appended tells the sink once it is recorded.
@@ -891,6 +909,8 @@ impl<'a> ActiveRun<'a> {
         let Some(hooks) = self.cfg.credentials.clone() else {
             return Ok(());
         };
+        // The hook is a step: what was staged before it is on disk first.
+        self.commit()?;
         let run = credentials::revoke(
             &hooks,
             &self.cfg.workdir,
@@ -917,6 +937,7 @@ impl<'a> ActiveRun<'a> {
 
     /// Write the run's state.json (and, with `publish`, `latest` and `.loopexec/state.json`).
     pub(super) fn save_state(&mut self, publish: bool) -> CmdResult<()> {
+        self.commit()?;
         self.state.receipt_events = self.log.len();
         self.state.receipt_head = self.log.head().to_string();
         self.state.updated_at = crate::timestamp::now_rfc3339();
@@ -946,7 +967,7 @@ impl<'a> ActiveRun<'a> {
 
     /// Halt with a computed reason: deliver the accepted end state, append `halt`, seal.
     pub(super) fn halt(&mut self, reason: HaltReason, detail: String) -> CmdResult<RunOutcome> {
-        self.beat(Phase::Sealing, self.state.iteration);
+        self.beat(Phase::Sealing, self.state.iteration)?;
         self.revoke_held("halt")?;
         let delivery = match &self.workspace {
             None => None,

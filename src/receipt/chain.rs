@@ -3,10 +3,11 @@
 //! Line format: one compact JSON object per line (keys in lexicographic order) with `seq` (0-based,
 //! contiguous), `prev` (the lowercase hex sha256 of the previous line's bytes without its newline;
 //! 64 zeros for line 0), `ts` (RFC 3339 UTC) and `type` (the event type), plus the event's own
-//! fields. Each append
-//! is one `write` of the whole line followed by `fsync`. A final line without its newline is a torn
-//! write from a crash: it was never acknowledged, so opening for append cuts it off and `verify`
-//! reports it.
+//! fields. Lines are written in groups: each event is chained as it is staged, and a commit writes
+//! every staged line with one `write` followed by one `fdatasync` (an append is one staged line
+//! committed at once). A final line without its newline is a torn write from a crash: it was never
+//! acknowledged, so opening for append cuts it off and `verify` reports it; the complete lines of a
+//! torn group before it are a prefix of the chain and verify as they are.
 
 use super::events::{Event, Recorded};
 use crate::safefs::{SafeDir, SafeFsError};
@@ -138,7 +139,23 @@ pub fn verify(bytes: &[u8]) -> Result<VerifiedChain, ChainError> {
 #[derive(Debug)]
 pub struct ReceiptLog {
     file: File,
+    /// The seq and head of the chain including the staged lines.
     next_seq: u64,
+    head: String,
+    /// Lines chained but not yet written (each with its newline), and what is on disk before them.
+    staged: Vec<u8>,
+    committed: Committed,
+    /// The crash trials' torn write (the `mid_append` test stopping point): where in `staged`
+    /// the next commit stops, half-way through a `check_result` line.
+    #[cfg(debug_assertions)]
+    tear_at: Option<usize>,
+}
+
+/// The durable end of the log: its length, event count and head after the last commit.
+#[derive(Debug, Clone)]
+struct Committed {
+    bytes: u64,
+    seq: u64,
     head: String,
 }
 
@@ -161,11 +178,7 @@ impl ReceiptLog {
     pub fn create(dir: &SafeDir, name: &str) -> Result<ReceiptLog, LogError> {
         let file = dir.create_new(name, 0o600)?;
         dir.sync()?;
-        Ok(ReceiptLog {
-            file,
-            next_seq: 0,
-            head: GENESIS.to_string(),
-        })
+        Ok(ReceiptLog::at_end(file, 0, 0, GENESIS.to_string()))
     }
 
     /// Open an existing receipt for appending: verify it, cut off a torn final line.
@@ -200,25 +213,85 @@ impl ReceiptLog {
             (chain.events, chain.head)
         };
         file.seek(SeekFrom::End(0))?;
-        Ok((
-            ReceiptLog {
-                file,
-                next_seq: events.len() as u64,
-                head,
-            },
-            events,
-            bytes,
-        ))
+        let log = ReceiptLog::at_end(file, bytes.len() as u64, events.len() as u64, head);
+        Ok((log, events, bytes))
     }
 
-    /// Append one typed event durably; returns it as a reader of the receipt will see it.
+    fn at_end(file: File, bytes: u64, seq: u64, head: String) -> ReceiptLog {
+        ReceiptLog {
+            file,
+            next_seq: seq,
+            head: head.clone(),
+            staged: Vec::new(),
+            #[cfg(debug_assertions)]
+            tear_at: None,
+            committed: Committed { bytes, seq, head },
+        }
+    }
+
+    /// Append one typed event durably (with every line staged before it, in one write and one
+    /// `fdatasync`); returns it as a reader of the receipt will see it.
     pub fn append_event(&mut self, event: &Event) -> Result<Recorded, LogError> {
+        let recorded = self.stage_event(event)?;
+        self.commit()?;
+        Ok(recorded)
+    }
+
+    /// Chain one typed event after the staged ones without writing it: it is written, with the
+    /// rest of its group, by the next [`ReceiptLog::commit`] (or append).
+    pub fn stage_event(&mut self, event: &Event) -> Result<Recorded, LogError> {
         let fields = event.fields().map_err(std::io::Error::other)?;
-        let (_, line) = self.append_line(event.kind(), fields)?;
+        let (_, line) = self.stage_line(event.kind(), fields)?;
         Ok(Recorded {
             event: event.clone(),
             line,
         })
+    }
+
+    /// Write every staged line with one `write` and make it durable with one `fdatasync`; nothing
+    /// to do when none is staged. On failure the file is cut back to its last committed length
+    /// and the staged lines are dropped, so that the log stays the chain on disk.
+    pub fn commit(&mut self) -> Result<(), LogError> {
+        if self.staged.is_empty() {
+            return Ok(());
+        }
+        #[cfg(debug_assertions)]
+        if let Some(at) = self.tear_at.take() {
+            // The group written up to half of its `check_result` line, synced: what a crash in
+            // the middle of this write leaves.
+            self.file.write_all(&self.staged[..at])?;
+            self.file.sync_data()?;
+            crate::test_pause::at(crate::test_pause::MID_APPEND);
+        }
+        let written = self
+            .file
+            .write_all(&self.staged)
+            .and_then(|()| self.file.sync_data());
+        if let Err(e) = written {
+            self.roll_back();
+            return Err(LogError::Io(e));
+        }
+        self.committed = Committed {
+            bytes: self.committed.bytes + self.staged.len() as u64,
+            seq: self.next_seq,
+            head: self.head.clone(),
+        };
+        self.staged.clear();
+        Ok(())
+    }
+
+    /// Forget the staged lines and cut off whatever part of them reached the file.
+    fn roll_back(&mut self) {
+        self.staged.clear();
+        self.next_seq = self.committed.seq;
+        self.head = self.committed.head.clone();
+        let _ = self.file.set_len(self.committed.bytes);
+        let _ = self.file.seek(SeekFrom::End(0));
+    }
+
+    /// Whether lines are staged and not yet committed.
+    pub fn has_staged(&self) -> bool {
+        !self.staged.is_empty()
     }
 
     /// Append one line (`type` plus fields) durably; returns the new line's hash. Everything
@@ -228,10 +301,12 @@ impl ReceiptLog {
         event_type: &str,
         fields: Map<String, Value>,
     ) -> Result<String, LogError> {
-        self.append_line(event_type, fields).map(|(hash, _)| hash)
+        let (hash, _) = self.stage_line(event_type, fields)?;
+        self.commit()?;
+        Ok(hash)
     }
 
-    fn append_line(
+    fn stage_line(
         &mut self,
         event_type: &str,
         fields: Map<String, Value>,
@@ -248,32 +323,29 @@ impl ReceiptLog {
         }
         let line = serde_json::to_vec(&obj).map_err(std::io::Error::other)?;
         let hash = line_hash(&line);
-        let mut buf = line;
-        buf.push(b'\n');
         #[cfg(debug_assertions)]
         if event_type == "check_result" && crate::test_pause::armed(crate::test_pause::MID_APPEND) {
-            // Half the line on disk, synced: what a crash in the middle of this write leaves.
-            self.file.write_all(&buf[..buf.len() / 2])?;
-            self.file.sync_data()?;
-            crate::test_pause::at(crate::test_pause::MID_APPEND);
+            self.tear_at = Some(self.staged.len() + line.len() / 2);
         }
-        self.file.write_all(&buf)?;
-        self.file.sync_data()?;
+        self.staged.extend_from_slice(&line);
+        self.staged.push(b'\n');
         self.head = hash.clone();
         self.next_seq += 1;
         Ok((hash, obj))
     }
 
+    /// The head of the chain on disk (staged lines not counted).
     pub fn head(&self) -> &str {
-        &self.head
+        &self.committed.head
     }
 
+    /// The number of events on disk (staged lines not counted).
     pub fn len(&self) -> u64 {
-        self.next_seq
+        self.committed.seq
     }
 
     pub fn is_empty(&self) -> bool {
-        self.next_seq == 0
+        self.committed.seq == 0
     }
 }
 
@@ -374,5 +446,138 @@ mod tests {
         log.append("resume", Map::new()).unwrap();
         let chain = verify(&dir.read("r.jsonl", 1 << 20).unwrap()).unwrap();
         assert_eq!(chain.events.len(), 4);
+    }
+
+    fn staged(log: &mut ReceiptLog, kinds: &[&str]) {
+        for kind in kinds {
+            log.stage_line(kind, fields(serde_json::json!({"iteration": 1})))
+                .unwrap();
+        }
+    }
+
+    #[test]
+    fn staged_lines_reach_the_file_only_at_their_commit() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = SafeDir::open(tmp.path()).unwrap();
+        let before = sample(&dir);
+        let (mut log, _) = ReceiptLog::open(&dir, "r.jsonl").unwrap();
+        staged(&mut log, &["check_result", "progress"]);
+        assert_eq!(dir.read("r.jsonl", 1 << 20).unwrap(), before);
+        assert_eq!(
+            (log.len(), log.head()),
+            (3, verify(&before).unwrap().head.as_str())
+        );
+        log.commit().unwrap();
+        let chain = verify(&dir.read("r.jsonl", 1 << 20).unwrap()).unwrap();
+        let types: Vec<&str> = chain
+            .events
+            .iter()
+            .map(|e| e["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            types,
+            [
+                "run_start",
+                "iteration_start",
+                "halt",
+                "check_result",
+                "progress"
+            ]
+        );
+        assert_eq!((log.len(), log.head()), (5, chain.head.as_str()));
+    }
+
+    #[test]
+    fn an_append_writes_the_staged_group_before_its_own_line() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = SafeDir::open(tmp.path()).unwrap();
+        sample(&dir);
+        let (mut log, _) = ReceiptLog::open(&dir, "r.jsonl").unwrap();
+        staged(&mut log, &["check_result"]);
+        log.append("iteration_start", Map::new()).unwrap();
+        let chain = verify(&dir.read("r.jsonl", 1 << 20).unwrap()).unwrap();
+        let types: Vec<&str> = chain
+            .events
+            .iter()
+            .map(|e| e["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(types[3..], ["check_result", "iteration_start"]);
+        assert!(!log.has_staged());
+    }
+
+    /// The receipt after a group of three lines was committed, and the offset where the group's
+    /// `k`th line (0-based) starts.
+    fn grouped(dir: &SafeDir) -> (Vec<u8>, Vec<usize>) {
+        let before = sample(dir).len();
+        let (mut log, _) = ReceiptLog::open(dir, "r.jsonl").unwrap();
+        staged(&mut log, &["check_result", "guard", "progress"]);
+        log.commit().unwrap();
+        let bytes = dir.read("r.jsonl", 1 << 20).unwrap();
+        let mut starts = vec![before];
+        for (i, b) in bytes.iter().enumerate().skip(before) {
+            if *b == b'\n' && i + 1 < bytes.len() {
+                starts.push(i + 1);
+            }
+        }
+        (bytes, starts)
+    }
+
+    #[test]
+    fn a_group_torn_inside_its_second_line_is_reported_and_cut_back_to_its_first() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = SafeDir::open(tmp.path()).unwrap();
+        let (bytes, starts) = grouped(&dir);
+        let torn = &bytes[..starts[1] + 20];
+        std::fs::write(tmp.path().join("r.jsonl"), torn).unwrap();
+        assert_eq!(verify(torn).unwrap_err(), ChainError::Torn { line: 5 });
+        let (mut log, events) = ReceiptLog::open(&dir, "r.jsonl").unwrap();
+        assert_eq!(events.len(), 4);
+        assert_eq!(events[3]["type"], "check_result");
+        assert_eq!(dir.read("r.jsonl", 1 << 20).unwrap(), bytes[..starts[1]]);
+        log.append("run_resumed", Map::new()).unwrap();
+        let chain = verify(&dir.read("r.jsonl", 1 << 20).unwrap()).unwrap();
+        assert_eq!(chain.events.len(), 5);
+        assert_eq!(chain.events[4]["type"], "run_resumed");
+    }
+
+    #[test]
+    fn a_group_torn_inside_its_first_line_leaves_the_receipt_as_before_the_group() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = SafeDir::open(tmp.path()).unwrap();
+        let (bytes, starts) = grouped(&dir);
+        let torn = &bytes[..starts[0] + 7];
+        std::fs::write(tmp.path().join("r.jsonl"), torn).unwrap();
+        assert_eq!(verify(torn).unwrap_err(), ChainError::Torn { line: 4 });
+        let (mut log, events) = ReceiptLog::open(&dir, "r.jsonl").unwrap();
+        assert_eq!(events.len(), 3);
+        log.append("run_resumed", Map::new()).unwrap();
+        assert_eq!(
+            verify(&dir.read("r.jsonl", 1 << 20).unwrap())
+                .unwrap()
+                .events
+                .len(),
+            4
+        );
+    }
+
+    #[test]
+    fn a_failed_commit_drops_its_group_and_the_next_append_chains_onto_the_disk() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = SafeDir::open(tmp.path()).unwrap();
+        let before = sample(&dir);
+        let (mut log, _) = ReceiptLog::open(&dir, "r.jsonl").unwrap();
+        let writable = std::mem::replace(
+            &mut log.file,
+            File::open(tmp.path().join("r.jsonl")).unwrap(),
+        );
+        staged(&mut log, &["check_result", "progress"]);
+        assert!(matches!(log.commit(), Err(LogError::Io(_))));
+        assert!(!log.has_staged());
+        assert_eq!(dir.read("r.jsonl", 1 << 20).unwrap(), before);
+        log.file = writable;
+        log.append("run_interrupted", Map::new()).unwrap();
+        let chain = verify(&dir.read("r.jsonl", 1 << 20).unwrap()).unwrap();
+        assert_eq!(chain.events.len(), 4);
+        assert_eq!(chain.events[3]["seq"], 3);
     }
 }

@@ -68,7 +68,8 @@ pub fn now_unix_ms() -> u64 {
 /// Replace the run's heartbeat.json with `record` (temp file + rename).
 pub fn write(run_dir: &SafeDir, record: &HeartbeatRecord) -> Result<(), SafeFsError> {
     let bytes = serde_json::to_vec(record).unwrap_or_default();
-    run_dir.write_atomic(HEARTBEAT_FILE, &bytes)
+    // Atomic for its readers, never synced: after a crash it is stale whatever it says.
+    run_dir.replace_unsynced(HEARTBEAT_FILE, &bytes)
 }
 
 /// Why a heartbeat could not be read.

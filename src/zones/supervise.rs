@@ -54,6 +54,11 @@ pub trait Supervised {
     fn cpu(&self) -> Option<Duration> {
         None
     }
+    /// [`Supervised::cpu`] at the first sample, as the command starts (the base its later samples
+    /// are counted from). A backend that knows it without reading anything says so.
+    fn cpu_at_start(&self) -> Option<Duration> {
+        self.cpu()
+    }
 }
 
 /// How a watched command ended.
@@ -117,8 +122,11 @@ pub fn watch<S: Supervised>(
         if !liveness.is_off()
             && sampled.is_none_or(|at| now.saturating_duration_since(at) >= SAMPLE_EVERY)
         {
+            let raw = match sampled {
+                None => command.cpu_at_start(),
+                Some(_) => command.cpu(),
+            };
             sampled = Some(now);
-            let raw = command.cpu();
             if cpu_base.is_none() {
                 cpu_base = raw;
             }
