@@ -390,7 +390,7 @@ fn supervisors_killed_at_any_point_resume_to_a_sealed_consistent_run_leaving_not
         let kill = match i {
             i if (i as usize) < POINTS.len() => Kill::At(POINTS[i as usize]),
             _ if draw.below(2) == 0 => Kill::At(POINTS[draw.below(POINTS.len() as u64) as usize]),
-            _ => Kill::After(Duration::from_millis(150 + draw.below(3500))),
+            _ => Kill::After(Duration::from_millis(50 + draw.below(1200))),
         };
         let p = project();
         let marker = format!("crash-trial-{seed}-{i}");

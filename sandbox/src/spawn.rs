@@ -30,7 +30,7 @@ pub(crate) struct Cloned {
 }
 
 /// `clone3` arguments like fork(2) with `flags`: SIGCHLD on exit, no new stack, nothing else.
-fn fork_like(flags: u64) -> libc::clone_args {
+pub(crate) fn fork_like(flags: u64) -> libc::clone_args {
     libc::clone_args {
         flags,
         pidfd: 0,
@@ -48,7 +48,7 @@ fn fork_like(flags: u64) -> libc::clone_args {
 
 /// clone3(2), which neither nix 0.29 nor libc wrap, on fork-like arguments: the child continues
 /// on a copy of our memory (no CLONE_VM) and returns 0.
-fn clone3(args: &mut libc::clone_args) -> libc::c_long {
+pub(crate) fn clone3(args: &mut libc::clone_args) -> libc::c_long {
     unsafe {
         libc::syscall(
             libc::SYS_clone3,

@@ -400,26 +400,10 @@ fn tmpfs_in_own_userns(bytes: u64) -> io::Result<OwnedFd> {
     }
     // SAFETY: pipe2 just returned these descriptors.
     let (rd, wr) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    let mut args = libc::clone_args {
-        flags: (libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_FILES) as u64,
-        pidfd: 0,
-        child_tid: 0,
-        parent_tid: 0,
-        exit_signal: libc::SIGCHLD as u64,
-        stack: 0,
-        stack_size: 0,
-        tls: 0,
-        set_tid: 0,
-        set_tid_size: 0,
-        cgroup: 0,
-    };
-    let pid = unsafe {
-        libc::syscall(
-            libc::SYS_clone3,
-            &mut args as *mut libc::clone_args,
-            std::mem::size_of::<libc::clone_args>(),
-        )
-    };
+    let mut args = crate::spawn::fork_like(
+        (libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_FILES) as u64,
+    );
+    let pid = crate::spawn::clone3(&mut args);
     if pid < 0 {
         return Err(io::Error::last_os_error());
     }
