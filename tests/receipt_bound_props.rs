@@ -214,8 +214,9 @@ fn template(i: usize, n: usize, s: &str) -> Value {
         35 => {
             let operation =
                 json!({"operation": s, "target": s, "expected": "fail", "errno": 1, "observed": s});
-            json!({"type": "self_test", "held": true,
-            "zones": list(json!({"role": "agent", "operations": vec![operation; n], "error": s}))})
+            // Two zones (agent, check), each with `n` operations: the lists that grow.
+            let zone = |role: &str| json!({"role": role, "operations": vec![operation.clone(); n], "error": s});
+            json!({"type": "self_test", "held": true, "zones": [zone("agent"), zone("check")]})
         }
         _ => unreachable!("no template for variant {i}"),
     };
