@@ -24,8 +24,8 @@ pub struct ErrorEntry {
 ///
 /// The string of a code (`errors[].code` in JSON) and the number of its class never change within
 /// a major version (SPEC.md §1 and §2), and a code has exactly one class whatever the command.
-/// Three codes share their string and class with a halt reason (`workspace_invalid`,
-/// `isolation_unsatisfiable`, `internal_error`): before a run exists they are refusals, once it
+/// Four codes share their string and class with a halt reason (`workspace_invalid`,
+/// `isolation_unsatisfiable`, `invariant_failed`, `internal_error`): before a run exists they are refusals, once it
 /// exists the engine halts with the reason of the same name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -54,13 +54,16 @@ pub enum FailureCode {
     SpawnFailed,
     /// `escalate`: the escalation could not be delivered (after its retries).
     DeliveryFailed,
+    /// A SMALL workspace (`.small/`) that breaks a strict rule, does not parse, is v2, or a
+    /// transition that would leave it invalid (shares its string and class with the halt reason).
+    InvariantFailed,
     /// Anything we did not expect (a bug).
     InternalError,
 }
 
 impl FailureCode {
     /// Every code, in the order of the table above (used by the contract tests).
-    pub const ALL: [FailureCode; 13] = [
+    pub const ALL: [FailureCode; 14] = [
         FailureCode::Usage,
         FailureCode::InvalidInput,
         FailureCode::RunAlreadyHalted,
@@ -73,6 +76,7 @@ impl FailureCode {
         FailureCode::WallClockExceeded,
         FailureCode::SpawnFailed,
         FailureCode::DeliveryFailed,
+        FailureCode::InvariantFailed,
         FailureCode::InternalError,
     ];
 
@@ -80,7 +84,7 @@ impl FailureCode {
     pub const fn class(self) -> ExitClass {
         use FailureCode::*;
         match self {
-            Usage | InvalidInput | RunAlreadyHalted => ExitClass::Invariant,
+            Usage | InvalidInput | RunAlreadyHalted | InvariantFailed => ExitClass::Invariant,
             WorkspaceInvalid | IsolationUnsatisfiable | Io | NotReplayable | NotReexecutable => {
                 ExitClass::Workspace
             }
@@ -107,6 +111,7 @@ impl FailureCode {
             WallClockExceeded => "wall_clock_exceeded",
             SpawnFailed => "spawn_failed",
             DeliveryFailed => "delivery_failed",
+            InvariantFailed => HaltReason::InvariantFailed.as_str(),
             InternalError => HaltReason::InternalError.as_str(),
         }
     }
@@ -215,6 +220,24 @@ impl From<sandbox::PolicyError> for Failure {
     }
 }
 
+/// The one mapping of a SMALL workspace error to a failure: `invariant_failed` (exit 20), except
+/// an I/O error on a named path, which is `io` (exit 30) like every other.
+impl From<crate::small::SmallError> for Failure {
+    fn from(e: crate::small::SmallError) -> Failure {
+        use crate::small::SmallError;
+        match e {
+            SmallError::Fs(crate::safefs::SafeFsError::Io { path, source }) => {
+                Failure::io(&path, &source)
+            }
+            e @ SmallError::V2Unsupported { .. } => {
+                Failure::new(FailureCode::InvariantFailed, e.to_string())
+                    .with_hint("loopexec reads SMALL v1.0.0 workspaces only")
+            }
+            e => Failure::new(FailureCode::InvariantFailed, e.to_string()),
+        }
+    }
+}
+
 pub type CmdResult<T> = Result<T, Failure>;
 
 /// Map a safe-fs error to a command failure: planted links and missing pieces are
@@ -251,6 +274,7 @@ mod tests {
             (FailureCode::WallClockExceeded, 18),
             (FailureCode::SpawnFailed, 40),
             (FailureCode::DeliveryFailed, 40),
+            (FailureCode::InvariantFailed, 20),
             (FailureCode::InternalError, 50),
         ];
         assert_eq!(expect.len(), FailureCode::ALL.len());
@@ -275,6 +299,7 @@ mod tests {
             "wall_clock_exceeded",
             "spawn_failed",
             "delivery_failed",
+            "invariant_failed",
             "internal_error",
         ];
         for (code, name) in FailureCode::ALL.into_iter().zip(expect) {

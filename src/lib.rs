@@ -25,6 +25,7 @@
 //! - `convergence`: the progress rules (ratchet, no-convergence halts, explain-halt's verdict).
 //! - `feedback`: the structured feedback file the oracle side writes for the agent.
 //! - `trust`: the statistics and perturbation plans of oracle trust (probe-check, the monitor).
+//! - `small`: SMALL workspaces (`.small/`): strict validation, next task, replayId, transitions.
 //! - `analysis`: syntax-tree analysis for the guards: assertions, test items, tampering, surface digest.
 pub mod analysis;
 pub mod audit;
@@ -50,6 +51,7 @@ pub mod rules;
 pub mod run_id;
 pub mod safefs;
 pub mod secret;
+pub mod small;
 #[cfg(debug_assertions)]
 pub mod test_pause;
 pub mod testreport;

@@ -1,8 +1,10 @@
 //! `loopexec check`: state hygiene of `.loopexec/` (not the oracle). Every problem is listed:
 //! symlinks anywhere, state files that do not parse, receipt chains that do not verify, a
-//! `latest` that names no run. Exit 0 when clean, 30 otherwise.
+//! `latest` that names no run. Exit 0 when clean, 30 otherwise. In a SMALL workspace (a
+//! `.small/` in the workdir) also the strict SMALL validation (`crate::small`): every violation
+//! with its file and key, exit 20 `invariant_failed`; 30 wins when both have problems.
 
-use crate::error::{CmdResult, ErrorEntry};
+use crate::error::{CmdResult, ErrorEntry, FailureCode};
 use crate::halt::ExitClass;
 use crate::output::{aligned, Outcome};
 use crate::receipt::chain::{verify, MAX_RECEIPT_BYTES};
@@ -10,6 +12,7 @@ use crate::receipt::state::{RunState, MAX_STATE_BYTES};
 use crate::receipt::store::{StateDir, ARTIFACTS, LATEST, RECEIPT, RUNS, STATE_FILE};
 use crate::run_id::RunId;
 use crate::safefs::SafeDir;
+use crate::small;
 use nix::fcntl::AtFlags;
 use nix::sys::stat::{fstatat, SFlag};
 use serde_json::json;
@@ -148,9 +151,8 @@ fn check_run(problems: &mut Problems, runs: &SafeDir, name: &str) -> u64 {
     events
 }
 
-pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
-    let statedir =
-        StateDir::open_for_inspection(&super::operator::absolute_workdir(&args.workdir)?)?;
+/// The `.loopexec/` hygiene: the `checked` object and every problem found.
+fn hygiene(statedir: &StateDir) -> (serde_json::Value, Vec<ErrorEntry>) {
     let root = statedir.root();
     let mut problems = Problems(Vec::new());
     problems.scan_entries(root);
@@ -186,18 +188,114 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     }
     let state_dir = statedir.path().to_string_lossy().into_owned();
     let checked = json!({"state_dir": state_dir, "runs": runs_checked, "events": events, "problems": problems.0.len()});
-    if problems.0.is_empty() {
-        let human = aligned(&[
-            ("state_dir", state_dir),
-            ("runs", runs_checked.to_string()),
-            ("result", "clean".into()),
-        ]);
-        return Ok(Outcome::ok("check").field("checked", checked).human(human));
+    (checked, problems.0)
+}
+
+/// The strict SMALL validation of `.small/`: the `small` object and one `invariant_failed`
+/// error per violation (or for a file that does not parse, a v2 or linked workspace).
+fn small_check(workdir: &SafeDir) -> (serde_json::Value, Vec<ErrorEntry>) {
+    let entry = |message: String| ErrorEntry {
+        code: FailureCode::InvariantFailed.as_str().into(),
+        message,
+        hint: None,
+    };
+    let refused = |e: small::SmallError| {
+        let mut value = json!({"version": null, "valid": false, "error": e.to_string()});
+        if let small::SmallError::Parse {
+            file,
+            line,
+            col,
+            message,
+        } = &e
+        {
+            value["parse_error"] =
+                json!({"file": file, "line": line, "column": col, "message": message});
+        }
+        if matches!(e, small::SmallError::V2Unsupported { .. }) {
+            value["version"] = json!("2");
+        }
+        let failure = crate::error::Failure::from(e);
+        (value, vec![failure.entry()])
+    };
+    let ws = match small::load(workdir) {
+        Ok(ws) => ws,
+        Err(e) => return refused(e),
+    };
+    let violations = ws.violations();
+    let value = json!({
+        "version": small::SMALL_VERSION,
+        "valid": violations.is_empty(),
+        "tasks": ws.tasks().len(),
+        "replay_id": ws.replay_id(),
+        "violations": violations,
+    });
+    (
+        value,
+        violations.iter().map(|v| entry(v.to_string())).collect(),
+    )
+}
+
+pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
+    let workdir = super::operator::absolute_workdir(&args.workdir)?;
+    let dir = SafeDir::open(&workdir).map_err(crate::error::fs_failure)?;
+    let detected = small::detect(&dir);
+    let has_small = !matches!(detected, Ok(small::Detected::Absent));
+    // A SMALL workspace is checked without a state dir; without `.small/` a missing state dir is
+    // the refusal it always was.
+    let statedir = match StateDir::open_for_inspection(&workdir) {
+        Ok(s) => Some(s),
+        Err(_) if has_small && !workdir.join(crate::receipt::store::STATE_DIR).exists() => None,
+        Err(f) => return Err(f),
+    };
+    let mut out = Outcome::ok("check");
+    let mut human = Vec::new();
+    let mut state_errors = Vec::new();
+    if let Some(statedir) = &statedir {
+        let (checked, problems) = hygiene(statedir);
+        let state_dir = statedir.path().to_string_lossy().into_owned();
+        if problems.is_empty() {
+            human.push(("state_dir", state_dir));
+            human.push(("runs", checked["runs"].to_string()));
+        } else {
+            human.push((
+                "state_dir",
+                format!("{state_dir}: {} problem(s)", problems.len()),
+            ));
+        }
+        out = out.field("checked", checked);
+        state_errors = problems;
     }
-    let mut out = Outcome::ok("check").field("checked", checked);
+    let mut small_errors = Vec::new();
+    if has_small {
+        let (value, errors) = small_check(&dir);
+        let small_dir = workdir
+            .join(small::SMALL_DIR)
+            .to_string_lossy()
+            .into_owned();
+        if errors.is_empty() {
+            human.push((
+                "small",
+                format!("{small_dir}: valid, {} task(s)", value["tasks"]),
+            ));
+        } else {
+            human.push(("small", format!("{small_dir}: {} problem(s)", errors.len())));
+        }
+        out = out.field("small", value);
+        small_errors = errors;
+    }
+    if state_errors.is_empty() && small_errors.is_empty() {
+        human.push(("result", "clean".into()));
+        return Ok(out.human(aligned(&human)));
+    }
+    // Both broken: the state dir's class (30) wins; every problem is listed either way.
     out.status = "error";
-    out.exit = ExitClass::Workspace;
-    out.human = format!("{} problem(s) in {state_dir}\n", problems.0.len());
-    out.errors = problems.0;
+    out.exit = if state_errors.is_empty() {
+        ExitClass::Invariant
+    } else {
+        ExitClass::Workspace
+    };
+    out.human = aligned(&human);
+    out.errors = state_errors;
+    out.errors.extend(small_errors);
     Ok(out)
 }
