@@ -273,6 +273,36 @@ pub struct Feedback {
     /// default `excerpts`, so the agent knows what was withheld.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub include: Option<&'static str>,
+    /// The task of the plan this run works on (task_list mode), absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task: Option<FeedbackTask>,
+}
+
+/// The task section (task_list mode): the plan's words for the task, each bounded and rendered
+/// as untrusted text (the plan is a file of the repository, not the oracle's own words).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FeedbackTask {
+    pub id: Untrusted,
+    pub title: Untrusted,
+    pub steps: Vec<Untrusted>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub acceptance: Option<Untrusted>,
+}
+
+impl FeedbackTask {
+    pub fn of(task: &crate::engine::config::TaskAssignment) -> FeedbackTask {
+        FeedbackTask {
+            id: Untrusted::line(&task.id),
+            title: Untrusted::line(&task.title),
+            steps: task
+                .steps
+                .iter()
+                .take(MAX_LISTED)
+                .map(|s| Untrusted::line(s))
+                .collect(),
+            acceptance: task.acceptance.as_deref().map(Untrusted::excerpt),
+        }
+    }
 }
 
 /// The rejection's reason under `include = "nothing"`.
@@ -327,6 +357,7 @@ impl Feedback {
             budget_left,
             egress_denied: Vec::new(),
             include: None,
+            task: None,
         }
     }
 
@@ -395,6 +426,24 @@ impl Feedback {
             "Iterations left after this one: {}\n\n",
             self.iterations_left
         ));
+        if let Some(task) = &self.task {
+            md.push_str(&format!(
+                "## Task {}\n\n{}\n\n",
+                task.id.code_span(),
+                task.title.code_span()
+            ));
+            for step in &task.steps {
+                md.push_str(&format!("- {}\n", step.code_span()));
+            }
+            if !task.steps.is_empty() {
+                md.push('\n');
+            }
+            if let Some(acceptance) = &task.acceptance {
+                md.push_str("Acceptance (prose; the task's check decides):\n\n");
+                md.push_str(&acceptance.code_block());
+                md.push('\n');
+            }
+        }
         if let Some(r) = &self.rejected {
             md.push_str(&format!(
                 "## Iteration {} was not kept\n\n{}\n",

@@ -72,6 +72,7 @@ impl Fixture {
             &BaselineOptions {
                 include_uncommitted,
                 owner: zone_owner(),
+                base_commit: None,
             },
         )
         .unwrap()
@@ -254,6 +255,7 @@ fn include_uncommitted_leaves_out_a_state_dir_inside_the_repository() {
         &BaselineOptions {
             include_uncommitted: true,
             owner: zone_owner(),
+            base_commit: None,
         },
     )
     .unwrap();
@@ -443,6 +445,7 @@ fn hostile_git_config_hooks_and_filters_never_run_from_baseline_to_delivery() {
         &BaselineOptions {
             include_uncommitted: true,
             owner: zone_owner(),
+            base_commit: None,
         },
     )
     .unwrap();

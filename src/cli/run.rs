@@ -169,9 +169,18 @@ pub struct Args {
     /// $LOOPEXEC_CONFIG_DIR, $XDG_CONFIG_HOME/loopexec or ~/.config/loopexec; see `keygen`).
     #[arg(long, value_name = "FILE")]
     pub operator_key: Option<PathBuf>,
-    /// Iteration cap (default 10).
+    /// Iteration cap (default 10; in task_list mode, each task's run's cap).
     #[arg(long, value_name = "N")]
     pub max_iterations: Option<u64>,
+    /// What the loop drives towards: `check_fixpoint` (default: until the check passes) or
+    /// `task_list` (the SMALL plan in `.small/`, task by task, each with its own acceptance
+    /// check; docs/task-list.md).
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub mode: Option<crate::rules::mode::Mode>,
+    /// A task's acceptance check in task_list mode, `ID=COMMAND` (repeatable; over the task's
+    /// `[tasks.<id>] check` in loop.toml).
+    #[arg(long = "task-check", value_name = "ID=COMMAND", value_parser = parse_task_check)]
+    pub task_check: Vec<(String, String)>,
     /// Seconds before the agent's process tree is killed (default 1800).
     #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
     pub exec_timeout: Option<f64>,
@@ -331,6 +340,20 @@ impl Args {
             self_test: self.self_test.then_some(true),
             protected: self.protect.clone(),
             max_iterations: self.max_iterations,
+            mode: self.mode,
+            tasks: self
+                .task_check
+                .iter()
+                .map(|(id, check)| {
+                    (
+                        id.clone(),
+                        crate::engine::config::TaskOracleInput {
+                            check: check.clone(),
+                            ..Default::default()
+                        },
+                    )
+                })
+                .collect(),
             no_progress_k: self.no_progress_k,
             reference: self.reference.clone(),
             targets: self.targets.clone(),
@@ -380,6 +403,19 @@ impl Args {
             ..self.zones.input()
         })
     }
+}
+
+/// `--task-check ID=COMMAND`: a task id and its acceptance check, both non-empty.
+fn parse_task_check(raw: &str) -> Result<(String, String), String> {
+    let Some((id, check)) = raw.split_once('=') else {
+        return Err(format!("expected ID=COMMAND, got {raw:?}"));
+    };
+    if id.trim().is_empty() || check.trim().is_empty() {
+        return Err(format!(
+            "expected ID=COMMAND with both parts non-empty, got {raw:?}"
+        ));
+    }
+    Ok((id.to_string(), check.to_string()))
 }
 
 /// `--escalate-on` / `[escalation] on` resolved before the run starts (an unknown reason, a bad
@@ -487,6 +523,24 @@ pub fn run(args: Args, json: bool) -> CmdResult<Outcome> {
             Some((file_input, reference)) => (args.flag_input().over(file_input), Some(reference)),
             None => (args.flag_input(), None),
         };
+        if input.mode == Some(crate::rules::mode::Mode::TaskList) {
+            if input.trust.doctor == Some(true) || args.once {
+                return Err(Failure::usage(
+                    "task_list mode takes neither `doctor = true` nor --once: each task is a whole run",
+                ));
+            }
+            let cfg = engine::task_list::TaskListConfig::resolve(input, &workdir, loop_ref)?;
+            let operator = load_operator_key(args.operator_key.as_deref())?;
+            let statedir = StateDir::open_or_create(&workdir)?;
+            let outcome =
+                engine::task_list::start(&statedir, run_id, cfg, &operator, &mut progress)?;
+            drop(progress);
+            let mut out = render(outcome);
+            if args.quiet {
+                out.human.clear();
+            }
+            return Ok(out);
+        }
         let doctor_first = input.trust.doctor == Some(true);
         let trust_input = input.clone();
         let cfg = LoopConfig::resolve(input, &workdir, loop_ref)?;
@@ -570,7 +624,7 @@ fn render(run: RunOutcome) -> Outcome {
     out.set(
         "run",
         json!({
-            "mode": crate::engine::config::MODE_CHECK_FIXPOINT,
+            "mode": run.mode,
             "isolation": run.isolation,
             "max_iterations": run.max_iterations,
             "failing_count": run.failing_count,

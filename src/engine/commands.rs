@@ -61,6 +61,10 @@ impl RoleCommand<'_> {
             env.push(("LOOPEXEC_RUN_ID".into(), self.run_id.to_string()));
             env.push(("LOOPEXEC_ITERATION".into(), self.iteration.to_string()));
             env.push(("LOOPEXEC_ROLE".into(), self.role.as_str().into()));
+            // task_list mode: the plan's task this run works on (docs/task-list.md).
+            if let Some(task) = &cfg.task {
+                env.push(("LOOPEXEC_TASK_ID".into(), task.id.clone()));
+            }
         }
         // The check's pinned toolchain and runner plugins (`[runner]`), set whatever the exec
         // policy's `env.allow` says.

@@ -323,6 +323,13 @@ pub struct LoopConfig {
     /// docs/gates.md). Absent without it, and in receipts pinned before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comprehension: Option<crate::engine::comprehension::ComprehensionPins>,
+    /// The task of a task_list run this run works on (docs/task-list.md); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<TaskAssignment>,
+    /// With a detached workspace: the commit t0 is taken from instead of HEAD (a task run
+    /// starts from the tree the task_list run reached); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_commit: Option<String>,
 }
 
 pub const DEFAULT_CONFIRM_RUNS: u64 = 1;
@@ -405,6 +412,63 @@ pub struct ConfigInput {
     pub metering: crate::metering::config::MeteringSection,
     /// `--comprehension-every`, `--reviewer-pubkey` and `[comprehension]`.
     pub comprehension: crate::engine::comprehension::ComprehensionInput,
+    /// `--mode`, `mode` (absent: `check_fixpoint`).
+    pub mode: Option<crate::rules::mode::Mode>,
+    /// `--task-check ID=CMD` (repeatable) and `[tasks.<id>]`: each task's acceptance oracle
+    /// (task_list mode; docs/task-list.md).
+    pub tasks: std::collections::BTreeMap<String, TaskOracleInput>,
+}
+
+/// A task's acceptance oracle as given (`[tasks.<id>]` in loop.toml, `--task-check ID=CMD`):
+/// the check of its own `check_fixpoint` run, and the settings of that run it overrides.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskOracleInput {
+    pub check: String,
+    #[serde(default)]
+    pub report: Option<Vec<String>>,
+    #[serde(default)]
+    pub target: Option<Vec<String>>,
+    #[serde(default)]
+    pub max_iterations: Option<u64>,
+    #[serde(default)]
+    pub check_timeout: Option<f64>,
+    #[serde(default)]
+    pub exec_timeout: Option<f64>,
+}
+
+impl TaskOracleInput {
+    /// The run-level input with this task's oracle in it: its check, and whatever it overrides.
+    pub fn applied_to(&self, run: &ConfigInput) -> ConfigInput {
+        let mut input = run.clone();
+        input.mode = None;
+        input.tasks = Default::default();
+        input.check = Some(self.check.clone());
+        if let Some(report) = &self.report {
+            input.report = report.clone();
+        }
+        if let Some(target) = &self.target {
+            input.targets = target.clone();
+        }
+        input.max_iterations = self.max_iterations.or(run.max_iterations);
+        input.check_timeout_secs = self.check_timeout.or(run.check_timeout_secs);
+        input.exec_timeout_secs = self.exec_timeout.or(run.exec_timeout_secs);
+        input
+    }
+}
+
+/// The task a task_list run gave a `check_fixpoint` run to do (`config.task` of that run's
+/// `run_start`): it reaches the agent in its feedback file and as `LOOPEXEC_TASK_ID`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskAssignment {
+    /// The task_list run this run works for.
+    pub parent_run: String,
+    pub id: String,
+    pub title: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acceptance: Option<String>,
 }
 
 impl ConfigInput {
@@ -501,6 +565,13 @@ impl ConfigInput {
             budget: self.budget.over(file.budget),
             metering: file.metering,
             comprehension: self.comprehension.over(file.comprehension),
+            mode: self.mode.or(file.mode),
+            tasks: {
+                // A task given by flag replaces that task's table; the others stay.
+                let mut tasks = file.tasks;
+                tasks.extend(self.tasks);
+                tasks
+            },
         }
     }
 }
@@ -652,11 +723,50 @@ impl LoopConfig {
     ) -> Result<LoopConfig, Failure> {
         let check = input
             .check
+            .clone()
             .filter(|c| !c.trim().is_empty())
             .ok_or_else(|| {
                 Failure::workspace("no check configured: no check, no loop")
                     .with_hint("give --check '<command>' or set `check = \"...\"` in loop.toml")
             })?;
+        LoopConfig::resolve_with_check(check, input, workdir, loop_file)
+    }
+
+    /// The configuration every task of a task_list run shares (docs/task-list.md): resolved and
+    /// validated as a run's, with no check of its own (`check` is empty: each task brings its
+    /// acceptance check, and this template never runs).
+    pub fn resolve_task_template(
+        input: ConfigInput,
+        workdir: &Path,
+        loop_file: Option<LoopFileRef>,
+    ) -> Result<LoopConfig, Failure> {
+        LoopConfig::resolve_with_check(String::new(), input, workdir, loop_file)
+    }
+
+    fn resolve_with_check(
+        check: String,
+        input: ConfigInput,
+        workdir: &Path,
+        loop_file: Option<LoopFileRef>,
+    ) -> Result<LoopConfig, Failure> {
+        if input.mode == Some(crate::rules::mode::Mode::TaskList) {
+            return Err(Failure::usage(
+                "mode = \"task_list\" works through a SMALL plan with `loopexec run`; this loop has one check",
+            )
+            .with_hint("task_list mode: `loopexec run --mode task_list`; docs/task-list.md"));
+        }
+        if !input.tasks.is_empty() {
+            return Err(Failure::usage(format!(
+                "[tasks] and --task-check apply to task_list mode only (given for {})",
+                input
+                    .tasks
+                    .keys()
+                    .map(|k| crate::inert::inert(k).into_owned())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+            .with_hint("set `mode = \"task_list\"` in loop.toml or give --mode task_list"));
+        }
         let exec = input.exec.filter(|c| !c.trim().is_empty()).ok_or_else(|| {
             Failure::usage("no agent command configured")
                 .with_hint("give --exec '<command>' or set `exec = \"...\"` in loop.toml")
@@ -924,6 +1034,8 @@ impl LoopConfig {
             budget,
             metering,
             comprehension,
+            task: None,
+            base_commit: None,
         })
     }
 }

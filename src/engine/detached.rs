@@ -292,10 +292,12 @@ fn run_protected(workspace: &Workspace, protection: &Protection<'_>) -> CmdResul
 
 /// What a new run's workspace starts from: t0 with or without the working tree's changes, and
 /// whether the agent gets a git repository of it.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub struct Start {
     pub include_uncommitted: bool,
     pub agent_git: AgentGit,
+    /// The commit t0 is taken from instead of HEAD (`config.base_commit`).
+    pub base_commit: Option<String>,
 }
 
 impl RunWorkspace {
@@ -314,11 +316,13 @@ impl RunWorkspace {
         let Start {
             include_uncommitted,
             agent_git,
+            base_commit,
         } = start;
         let agent_owner = zone_owner(agent_policy);
         let opts = BaselineOptions {
             include_uncommitted,
             owner: agent_owner,
+            base_commit,
         };
         let baseline = Baseline::prepare(repo, statedir.root(), &opts).map_err(ws_failure)?;
         let info_exclude =

@@ -136,6 +136,11 @@ impl ActiveRun<'_> {
         };
         let mut feedback = from_history(&self.history, n, self.cfg.max_iterations, &excerpts_of);
         feedback.budget_left = budget_left(&self.history, &self.cfg.budget);
+        feedback.task = self
+            .cfg
+            .task
+            .as_ref()
+            .map(crate::feedback::FeedbackTask::of);
         let feedback = feedback.limited_to(self.cfg.feedback.include);
         file.write(&feedback).map_err(|f| f.message)?;
         let path = file.json_path();

@@ -273,6 +273,7 @@ pub fn start_after_gates(
             super::detached::Start {
                 include_uncommitted: active.cfg.include_uncommitted,
                 agent_git: active.cfg.agent_git,
+                base_commit: active.cfg.base_commit.clone(),
             },
             &super::detached::Protection {
                 extra: &active.cfg.protected,
@@ -350,7 +351,20 @@ pub fn resume(
                 .with_hint("a hand acceptance is made with `loopexec ratchet RUN --accept N --key OPERATOR_KEY`, by the key that started the run"));
         }
     }
-    let cfg = pinned_config(&run, &history)?;
+    // A task_list run pins its tasks' configuration, not one loop's (`task_list`).
+    let task_list = super::task_list::is_task_list(&history);
+    let cfg = match task_list {
+        true => None,
+        false => Some(pinned_config(&run, &history)?),
+    };
+    let max_iterations = match &cfg {
+        Some(cfg) => cfg.max_iterations,
+        None => history
+            .tasks
+            .plan
+            .as_ref()
+            .map_or(0, |p| p.tasks.len() as u64),
+    };
     // A halt line its observations do not give is no halt to honour: refused, nothing sealed or
     // delivered (`rules::derive`).
     if let (Some(_), Err(mismatch)) = (&history.halt, crate::rules::derive::derive_halt(&history)) {
@@ -369,7 +383,7 @@ pub fn resume(
             log,
             records: &records,
             history: &history,
-            max_iterations: cfg.max_iterations,
+            max_iterations,
             previous_state: previous,
         };
         let outcome = super::seal_window::finish_seal(unsealed, operator);
@@ -386,7 +400,7 @@ pub fn resume(
                 &run,
                 &log,
                 &history,
-                cfg.max_iterations,
+                max_iterations,
             )?;
         }
         return Err(Failure::new(
@@ -398,6 +412,11 @@ pub fn resume(
         )
         .with_hint("start a new run (loopexec run); `loopexec explain-halt` says why it stopped"));
     }
+    let Some(cfg) = cfg else {
+        return super::task_list::resume(
+            statedir, run_id, run, lock, log, history, previous, operator, sink,
+        );
+    };
     let workdir = open_workdir(&cfg)?;
     super::comprehension::check_state(statedir, cfg.comprehension.as_ref())?;
     let mut zones = zone_setup(&cfg, statedir.path())?;
@@ -952,6 +971,7 @@ impl<'a> ActiveRun<'a> {
         let last_check = self.history.last_exited_check();
         RunOutcome {
             run_id: self.state.run_id.clone(),
+            mode: MODE_CHECK_FIXPOINT,
             end,
             iteration: self.state.iteration,
             max_iterations: self.cfg.max_iterations,

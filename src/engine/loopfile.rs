@@ -94,6 +94,10 @@ struct LoopFile {
     budget: Option<super::budget::BudgetSection>,
     metering: Option<crate::metering::config::MeteringSection>,
     comprehension: Option<super::comprehension::ComprehensionSection>,
+    /// `mode = "task_list"`: work through the SMALL plan (docs/task-list.md).
+    mode: Option<crate::rules::mode::Mode>,
+    /// `[tasks.<id>]`: each task's acceptance oracle (task_list mode).
+    tasks: Option<std::collections::BTreeMap<String, super::config::TaskOracleInput>>,
     /// `[escalation]`: read by `escalate` and `run --escalate-on` themselves; validated here.
     #[allow(dead_code)]
     escalation: Option<crate::escalation::config::Settings>,
@@ -238,6 +242,8 @@ pub fn parse(text: &str, name: &str) -> Result<ConfigInput, Failure> {
             .comprehension
             .map(super::comprehension::ComprehensionSection::input)
             .unwrap_or_default(),
+        mode: file.mode,
+        tasks: file.tasks.unwrap_or_default(),
     })
 }
 

@@ -28,6 +28,8 @@
 //! - [`decide`]: the pure halt decision over the receipt's history.
 //! - [`targets`]: the tests the loop must fix, selected from t0, and the pre-existing failures.
 //! - [`usage_meter`]: the agent's usage file (`LOOPEXEC_USAGE`) and the agent stage's `usage` record.
+//! - [`task_list`]: the task_list run: the SMALL plan task by task, each task its own
+//!   `check_fixpoint` run, checkpointed on the run's plan branch.
 //! - [`seats`]: the mode and the kinds of guard the coming features add.
 //! - [`sink`]: typed progress events for the caller to render.
 //! - [`replay`]: re-running a halted run's last check on its end state.
@@ -83,6 +85,7 @@ pub mod sentinel;
 pub mod shared_dir;
 pub mod sink;
 pub mod targets;
+pub mod task_list;
 pub mod usage_meter;
 pub mod zone_setup;
 
@@ -112,6 +115,8 @@ pub enum LoopEnd {
 #[derive(Debug, Clone)]
 pub struct RunOutcome {
     pub run_id: String,
+    /// `check_fixpoint` or `task_list` (`run_start.mode`).
+    pub mode: &'static str,
     pub end: LoopEnd,
     /// The last iteration started.
     pub iteration: u64,

@@ -85,8 +85,13 @@ pub(super) fn finish_seal(u: Unsealed<'_>, operator: &OperatorKey) -> CmdResult<
         .unwrap_or_default();
     write_halted_state(statedir, run_id, run, &log, history, max_iterations)?;
     let last_check = history.last_exited_check();
+    let mode = match history.start.as_ref().map(|s| s.mode.as_str()) {
+        Some(crate::rules::task_list::MODE_TASK_LIST) => crate::rules::task_list::MODE_TASK_LIST,
+        _ => super::config::MODE_CHECK_FIXPOINT,
+    };
     Ok(RunOutcome {
         run_id: run_id.to_string(),
+        mode,
         end: LoopEnd::Halted {
             reason,
             detail: halt.detail.clone(),
@@ -125,7 +130,10 @@ pub(super) fn write_halted_state(
     let state = RunState {
         run_id: run_id.to_string(),
         state: RunPhase::Halted,
-        mode: super::config::MODE_CHECK_FIXPOINT.into(),
+        mode: history.start.as_ref().map_or_else(
+            || super::config::MODE_CHECK_FIXPOINT.to_string(),
+            |s| s.mode.clone(),
+        ),
         isolation,
         iteration: history.last_started,
         max_iterations,

@@ -431,15 +431,19 @@ const FIT_PASSES: [(usize, usize); 2] = [(SAMPLE_ITEMS, SAMPLE_ITEM_CHARS), (5, 
 /// Strings of up to so many characters are never cut by a whole-event trim.
 pub const UNCUT_CHARS: usize = 64;
 /// The event types a whole-event trim refuses (their append fails): what a resume acts on as the
-/// receipt says it (the run's start and keys, an operator's acceptance, the halt) or an
+/// receipt says it (the run's start and keys, an operator's acceptance, the halt, a task_list
+/// run's plan and its tasks' starts and checkpoints) or an
 /// `externalised` event itself, which is small by construction; none of them is ever restored
 /// from an artifact.
-pub const NEVER_TRIMMED: [&str; 5] = [
+pub const NEVER_TRIMMED: [&str; 8] = [
     "run_start",
     "run_key",
     "ratchet_accept",
     "halt",
     "externalised",
+    "task_plan",
+    "task_started",
+    "task_checkpoint",
 ];
 
 /// The last resort of the bound, for any event: when `recorded` (the event after its typed

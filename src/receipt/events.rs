@@ -124,6 +124,16 @@ pub enum Event {
     /// the first agent call (docs/zones.md, "The zone self-test"). One that succeeded halts the
     /// run (`isolation_unsatisfiable`).
     SelfTest(SelfTestRecord),
+    /// task_list mode: the plan as the run read it from `.small/` at its start (or at a resume):
+    /// its tasks in order with their dependencies and states, the replayId, the files' digest
+    /// (docs/task-list.md).
+    TaskPlan(TaskPlanRecord),
+    /// task_list mode: a task's own `check_fixpoint` run is about to start (its run id and the
+    /// commit it starts from).
+    TaskStarted(TaskStartedRecord),
+    /// task_list mode: a task's run came to its halt and the plan was checkpointed: the task
+    /// completed or blocked, with the evidence.
+    TaskCheckpoint(TaskCheckpointRecord),
     /// An event type this version does not know (kept verbatim in [`Recorded::body`]).
     #[serde(other)]
     Unknown,
@@ -168,6 +178,9 @@ impl Event {
             Event::ProbeVerdict(_) => "probe_verdict",
             Event::Preconditions(_) => "preconditions",
             Event::SelfTest(_) => "self_test",
+            Event::TaskPlan(_) => "task_plan",
+            Event::TaskStarted(_) => "task_started",
+            Event::TaskCheckpoint(_) => "task_checkpoint",
             Event::Unknown => "unknown",
         }
     }
@@ -1096,6 +1109,51 @@ impl SelfTestZone {
             && !self.operations.is_empty()
             && self.operations.iter().all(|o| o.held())
     }
+}
+
+/// The plan of a task_list run as read from `.small/` (`task_plan`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskPlanRecord {
+    pub tasks: Vec<crate::rules::task_list::PlannedTask>,
+    /// SMALL's replayId of the plan (sticky once set).
+    pub replay_id: String,
+    /// sha256 over the `.small/` files' names and contents, in name order.
+    pub small_sha256: String,
+    /// The plan branch's commit the plan was read from.
+    pub commit: String,
+}
+
+/// A task's run starting (`task_started`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskStartedRecord {
+    pub task: String,
+    /// The `check_fixpoint` run that works on it (`.loopexec/runs/<run_id>`).
+    pub run_id: String,
+    /// The commit it starts from (detached workspace), absent in place.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_commit: Option<String>,
+}
+
+/// A task checkpointed after its run's halt (`task_checkpoint`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskCheckpointRecord {
+    pub task: String,
+    pub run_id: String,
+    /// `completed` or `blocked`.
+    pub outcome: crate::rules::task_list::TaskState,
+    /// The task run's halt and its exit code.
+    pub run_halt: HaltReason,
+    pub run_exit_code: i32,
+    /// sha256 of the task run's sealed receipt file, as it was when the checkpoint was made.
+    pub run_receipt_sha256: String,
+    /// The tree the task run delivered and the commit the plan's branch reached with the
+    /// checkpoint (detached workspace); absent in place.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tree: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
+    /// The `.small/` files' digest after the checkpoint.
+    pub small_sha256: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -128,6 +128,29 @@ pub struct History {
     /// The operator's hand acceptances (`ratchet_accept`), in order, each with the last
     /// iteration started when it was recorded.
     pub hand_accepted: Vec<(super::events::RatchetAcceptRecord, u64)>,
+    /// A task_list run's plan, task starts and checkpoints, in order.
+    pub tasks: TaskHistory,
+}
+
+/// What a task_list run recorded of its plan (docs/task-list.md).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TaskHistory {
+    /// The last `task_plan` (the start's, or a resume's).
+    pub plan: Option<super::events::TaskPlanRecord>,
+    /// The commit the first `task_plan` was read from: HEAD when the run started.
+    pub first_commit: Option<String>,
+    pub started: Vec<super::events::TaskStartedRecord>,
+    pub checkpoints: Vec<super::events::TaskCheckpointRecord>,
+}
+
+impl TaskHistory {
+    /// The task started last whose checkpoint is not recorded: its run was under way when the
+    /// supervisor stopped.
+    pub fn unfinished(&self) -> Option<&super::events::TaskStartedRecord> {
+        self.started
+            .last()
+            .filter(|s| !self.checkpoints.iter().any(|c| c.run_id == s.run_id))
+    }
 }
 
 impl History {
@@ -289,6 +312,14 @@ impl History {
                 self.guard_bodies.push(recorded.body());
             }
             Event::SelfTest(s) => self.self_test = Some(s.clone()),
+            Event::TaskPlan(p) => {
+                if self.tasks.first_commit.is_none() {
+                    self.tasks.first_commit = Some(p.commit.clone());
+                }
+                self.tasks.plan = Some(p.clone());
+            }
+            Event::TaskStarted(t) => self.tasks.started.push(t.clone()),
+            Event::TaskCheckpoint(c) => self.tasks.checkpoints.push(c.clone()),
             // A probe's events make a probe receipt (`receipt::probe`), not a run's history.
             Event::ProbeStart(_) | Event::ProbeRun(_) | Event::ProbeVerdict(_) => {}
             Event::Unknown => {

@@ -114,7 +114,8 @@ pub fn decide(
     max_iterations: u64,
 ) -> Step {
     match mode {
-        Mode::CheckFixpoint => check_fixpoint(record, t0, max_iterations),
+        // A task_list run's iterations are its tasks' runs: each decides as check_fixpoint.
+        Mode::CheckFixpoint | Mode::TaskList => check_fixpoint(record, t0, max_iterations),
     }
 }
 

@@ -15,6 +15,7 @@
 //! - [`hermeticity`]: a check of the agent's work that tried to reach beyond its zone, unlike t0's, halts.
 //! - [`holdout`]: a success the held-out check did not find green does not stand.
 //! - [`canary`]: the guard the adequacy canary's recorded outcome gives (uncovered lines, the mutants' verdict).
+//! - [`task_list`]: the task_list mode's next task, its halts, and what a task run's halt means for the plan.
 //! - [`targets`]: the tests a run must fix, selected from t0, and the success rule of a red check.
 //! - [`progress`]: the ratchet's acceptance and the no-convergence rules over the failing sets.
 //! - [`set_guards`]: the set guard, a green check's collected and skipped sets against t0's.
@@ -40,4 +41,5 @@ pub mod progress;
 pub mod set_guards;
 pub mod stats;
 pub mod targets;
+pub mod task_list;
 pub mod verdict;

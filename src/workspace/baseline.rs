@@ -37,6 +37,9 @@ pub struct BaselineOptions {
     /// Owner (uid, gid) of the materialised files: the zone's ids when loopexec runs as root;
     /// None keeps the caller's.
     pub owner: Option<(u32, u32)>,
+    /// The commit t0 is taken from instead of HEAD (a task_list run's task runs start from the
+    /// tree the plan reached); never with `include_uncommitted`.
+    pub base_commit: Option<String>,
 }
 
 /// A materialised, cached baseline.
@@ -61,6 +64,11 @@ pub struct Baseline {
 }
 
 const BASELINES: &str = "baselines";
+
+/// A full hexadecimal object id (SHA-1 or SHA-256): what a base commit is given as.
+fn is_hex_object_id(raw: &str) -> bool {
+    matches!(raw.len(), 40 | 64) && raw.bytes().all(|b| b.is_ascii_hexdigit())
+}
 const MANIFEST: &str = "manifest";
 const FILES: &str = "tree";
 const MANIFEST_LIMIT: u64 = 4 << 30;
@@ -79,9 +87,20 @@ impl Baseline {
             repo: top.clone(),
             detail: detail.into(),
         };
-        let head_commit = git
-            .resolve("HEAD^{commit}")?
-            .ok_or_else(|| no_commit("HEAD does not name a commit"))?;
+        let head_commit = match &opts.base_commit {
+            None => git
+                .resolve("HEAD^{commit}")?
+                .ok_or_else(|| no_commit("HEAD does not name a commit"))?,
+            Some(base) if opts.include_uncommitted || !is_hex_object_id(base) => {
+                return Err(no_commit(&format!(
+                    "the base commit {} is not a full object id taken alone",
+                    crate::inert::inert(base)
+                )))
+            }
+            Some(base) => git
+                .resolve(&format!("{base}^{{commit}}"))?
+                .ok_or_else(|| no_commit("the base commit is not in the repository"))?,
+        };
         let head_tree = git
             .resolve(&format!("{head_commit}^{{tree}}"))?
             .ok_or_else(|| no_commit("HEAD has no tree"))?;
@@ -126,6 +145,7 @@ impl Baseline {
         let opts = BaselineOptions {
             include_uncommitted: false,
             owner,
+            base_commit: None,
         };
         Baseline::materialise_tree(top, git, state_root, commit, tree_id, None, &opts)
     }

@@ -35,6 +35,7 @@ pub mod ignore_rules;
 pub mod manifest;
 pub mod object_id;
 pub mod overlay;
+pub mod plan_branch;
 pub mod protected;
 pub mod snapshot;
 pub mod tree_path;

@@ -1,0 +1,344 @@
+//! The task_list mode's decisions, over a plan's tasks and the outcomes recorded so far: which
+//! task comes next, the halt when none does, and what a task's own run coming to a halt means
+//! for the plan. Pure: the live loop decides with them over the SMALL files, `verify` over the
+//! `task_plan` and `task_checkpoint` events of the receipt.
+//!
+//! - The next task is the first `in_progress` one in plan order, else the first `pending` one
+//!   whose dependencies all exist and are `completed` (docs/task-list.md).
+//! - Every task completed: `success_condition_met`. Tasks remain but none can start (blocked, or
+//!   waiting on a blocked dependency): `no_actionable_tasks`. An unknown dependency or a cycle:
+//!   `invariant_failed`, naming it.
+//! - A task's run that converged completes the task. One that ran out of its iteration cap or
+//!   stopped converging blocks the task, and the loop moves on to what is still actionable.
+//!   Every other halt of a task's run (a guard, a budget, a human needed, the machinery) halts
+//!   the whole loop with that reason, exactly as in `check_fixpoint` mode.
+
+use crate::halt::HaltReason;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The `run_start.mode` of a task_list run.
+pub const MODE_TASK_LIST: &str = "task_list";
+
+/// A task's state in the plan (SMALL's values, compared lowercase; absent or empty is pending).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskState {
+    Pending,
+    InProgress,
+    Blocked,
+    Completed,
+}
+
+impl TaskState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskState::Pending => "pending",
+            TaskState::InProgress => "in_progress",
+            TaskState::Blocked => "blocked",
+            TaskState::Completed => "completed",
+        }
+    }
+}
+
+/// One task of the plan as the decision sees it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PlannedTask {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dependencies: Vec<String>,
+    pub status: TaskState,
+}
+
+/// What comes next in the plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Next {
+    /// Work on this task (its id).
+    Task(String),
+    /// Every task is completed.
+    AllCompleted,
+    /// Tasks remain, none can start: the ids of those not completed.
+    NoneActionable { remaining: Vec<String> },
+    /// The plan's dependencies are not a DAG over its own tasks.
+    Invalid(String),
+}
+
+/// What a task's run coming to `reason` means for the plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskEnd {
+    /// The task's acceptance check converged: the task is completed.
+    Completed,
+    /// The task did not converge within its own limits: blocked, the loop goes on.
+    Blocked,
+    /// The whole loop halts with the task run's reason.
+    HaltsTheLoop,
+}
+
+/// The meaning of a task run's halt for the plan.
+pub fn task_end(reason: HaltReason) -> TaskEnd {
+    use HaltReason::*;
+    match reason {
+        SuccessConditionMet => TaskEnd::Completed,
+        MaxIterationsReached
+        | NoProgressDetected
+        | SameFailureRepeated
+        | OscillationDetected
+        | SameTestRegressed
+        | UnsatisfiableConstraints
+        | InfeasibleSuspected => TaskEnd::Blocked,
+        _ => TaskEnd::HaltsTheLoop,
+    }
+}
+
+/// An unknown dependency or a dependency cycle, named; None when the dependencies form a DAG
+/// over the plan's own tasks. Iterative (no recursion: a hostile plan may be deep).
+pub fn dependency_problem(tasks: &[PlannedTask]) -> Option<String> {
+    let index: BTreeMap<&str, usize> = tasks
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.id.as_str(), i))
+        .collect();
+    for t in tasks {
+        if let Some(dep) = t
+            .dependencies
+            .iter()
+            .find(|d| !index.contains_key(d.as_str()))
+        {
+            return Some(format!(
+                "task {:?} depends on {dep:?}, which is not a task of the plan",
+                t.id
+            ));
+        }
+    }
+    // Colours: 0 unvisited, 1 on the current path, 2 done.
+    let mut colour = vec![0u8; tasks.len()];
+    for root in 0..tasks.len() {
+        if colour[root] != 0 {
+            continue;
+        }
+        // (task, next dependency to look at)
+        let mut path: Vec<(usize, usize)> = vec![(root, 0)];
+        colour[root] = 1;
+        while let Some(&mut (task, ref mut next_dep)) = path.last_mut() {
+            let deps = &tasks[task].dependencies;
+            if *next_dep == deps.len() {
+                colour[task] = 2;
+                path.pop();
+                continue;
+            }
+            let dep = index[deps[*next_dep].as_str()];
+            *next_dep += 1;
+            match colour[dep] {
+                0 => {
+                    colour[dep] = 1;
+                    path.push((dep, 0));
+                }
+                1 => {
+                    let start = path.iter().position(|(t, _)| *t == dep).unwrap_or(0);
+                    let mut cycle: Vec<&str> = path[start..]
+                        .iter()
+                        .map(|(t, _)| tasks[*t].id.as_str())
+                        .collect();
+                    cycle.push(tasks[dep].id.as_str());
+                    return Some(format!(
+                        "the plan's dependencies form a cycle: {}",
+                        cycle.join(" -> ")
+                    ));
+                }
+                _ => {}
+            }
+        }
+    }
+    None
+}
+
+/// The next task of the plan, or why there is none.
+pub fn next(tasks: &[PlannedTask]) -> Next {
+    if let Some(problem) = dependency_problem(tasks) {
+        return Next::Invalid(problem);
+    }
+    let completed: BTreeSet<&str> = tasks
+        .iter()
+        .filter(|t| t.status == TaskState::Completed)
+        .map(|t| t.id.as_str())
+        .collect();
+    if let Some(t) = tasks.iter().find(|t| t.status == TaskState::InProgress) {
+        return Next::Task(t.id.clone());
+    }
+    if let Some(t) = tasks.iter().find(|t| {
+        t.status == TaskState::Pending
+            && t.dependencies
+                .iter()
+                .all(|d| completed.contains(d.as_str()))
+    }) {
+        return Next::Task(t.id.clone());
+    }
+    let remaining: Vec<String> = tasks
+        .iter()
+        .filter(|t| t.status != TaskState::Completed)
+        .map(|t| t.id.clone())
+        .collect();
+    if remaining.is_empty() {
+        Next::AllCompleted
+    } else {
+        Next::NoneActionable { remaining }
+    }
+}
+
+/// The halt `next` comes to, when it comes to one.
+pub fn halt_of(next: &Next) -> Option<(HaltReason, String)> {
+    match next {
+        Next::Task(_) => None,
+        Next::AllCompleted => Some((
+            HaltReason::SuccessConditionMet,
+            "every task of the plan is completed, each by its own acceptance check".into(),
+        )),
+        Next::NoneActionable { remaining } => Some((
+            HaltReason::NoActionableTasks,
+            format!(
+                "no task can start: {} remain ({}), each blocked or waiting on a blocked task",
+                remaining.len(),
+                remaining.join(", ")
+            ),
+        )),
+        Next::Invalid(problem) => Some((HaltReason::InvariantFailed, problem.clone())),
+    }
+}
+
+/// The plan after a task's checkpoint: its status set to `state`.
+pub fn with_state(tasks: &[PlannedTask], id: &str, state: TaskState) -> Vec<PlannedTask> {
+    tasks
+        .iter()
+        .map(|t| PlannedTask {
+            status: if t.id == id { state } else { t.status },
+            ..t.clone()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(id: &str, deps: &[&str], status: TaskState) -> PlannedTask {
+        PlannedTask {
+            id: id.into(),
+            dependencies: deps.iter().map(|d| d.to_string()).collect(),
+            status,
+        }
+    }
+    use TaskState::*;
+
+    #[test]
+    fn the_first_in_progress_task_comes_before_any_pending_one() {
+        let plan = [task("a", &[], Pending), task("b", &[], InProgress)];
+        assert_eq!(next(&plan), Next::Task("b".into()));
+    }
+
+    #[test]
+    fn a_pending_task_waits_until_its_dependencies_are_completed() {
+        let plan = [task("a", &["b"], Pending), task("b", &[], Pending)];
+        assert_eq!(next(&plan), Next::Task("b".into()));
+        let plan = with_state(&plan, "b", Completed);
+        assert_eq!(next(&plan), Next::Task("a".into()));
+    }
+
+    #[test]
+    fn a_blocked_dependency_leaves_an_independent_task_actionable() {
+        let plan = [
+            task("a", &[], Blocked),
+            task("b", &["a"], Pending),
+            task("c", &[], Pending),
+        ];
+        assert_eq!(next(&plan), Next::Task("c".into()));
+    }
+
+    #[test]
+    fn only_blocked_work_left_is_no_actionable_tasks_naming_what_remains() {
+        let plan = [
+            task("a", &[], Blocked),
+            task("b", &["a"], Pending),
+            task("c", &[], Completed),
+        ];
+        let n = next(&plan);
+        assert_eq!(
+            n,
+            Next::NoneActionable {
+                remaining: vec!["a".into(), "b".into()]
+            }
+        );
+        assert_eq!(
+            halt_of(&n).map(|h| h.0),
+            Some(HaltReason::NoActionableTasks)
+        );
+    }
+
+    #[test]
+    fn every_task_completed_is_success() {
+        let plan = [task("a", &[], Completed), task("b", &["a"], Completed)];
+        assert_eq!(
+            halt_of(&next(&plan)).map(|h| h.0),
+            Some(HaltReason::SuccessConditionMet)
+        );
+    }
+
+    #[test]
+    fn an_unknown_dependency_is_named() {
+        let plan = [task("a", &["ghost"], Pending)];
+        let Next::Invalid(why) = next(&plan) else {
+            panic!("expected invalid")
+        };
+        assert_eq!(
+            why,
+            "task \"a\" depends on \"ghost\", which is not a task of the plan"
+        );
+    }
+
+    #[test]
+    fn a_cycle_is_named_along_its_path() {
+        let plan = [
+            task("a", &["b"], Pending),
+            task("b", &["c"], Pending),
+            task("c", &["a"], Pending),
+            task("d", &[], Pending),
+        ];
+        assert_eq!(
+            next(&plan),
+            Next::Invalid("the plan's dependencies form a cycle: a -> b -> c -> a".into())
+        );
+    }
+
+    #[test]
+    fn a_deep_chain_of_dependencies_is_walked_without_recursion() {
+        let n = 200_000;
+        let plan: Vec<PlannedTask> = (0..n)
+            .map(|i| {
+                let deps = if i + 1 < n {
+                    vec![format!("t{}", i + 1)]
+                } else {
+                    vec![]
+                };
+                PlannedTask {
+                    id: format!("t{i}"),
+                    dependencies: deps,
+                    status: Pending,
+                }
+            })
+            .collect();
+        assert_eq!(next(&plan), Next::Task(format!("t{}", n - 1)));
+    }
+
+    #[test]
+    fn a_task_run_that_ran_out_of_iterations_blocks_its_task_and_a_guard_halts_the_loop() {
+        assert_eq!(
+            task_end(HaltReason::SuccessConditionMet),
+            TaskEnd::Completed
+        );
+        assert_eq!(task_end(HaltReason::MaxIterationsReached), TaskEnd::Blocked);
+        assert_eq!(task_end(HaltReason::NoProgressDetected), TaskEnd::Blocked);
+        assert_eq!(
+            task_end(HaltReason::MetricIntegrityViolation),
+            TaskEnd::HaltsTheLoop
+        );
+        assert_eq!(task_end(HaltReason::BudgetExceeded), TaskEnd::HaltsTheLoop);
+    }
+}
