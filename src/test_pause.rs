@@ -20,6 +20,9 @@ pub const AFTER_BRANCH: &str = "after_branch";
 /// final line a resume cuts off.
 pub const MID_APPEND: &str = "mid_append";
 
+/// task_list mode: a task's run sealed, its checkpoint not yet written (`engine::task_list`).
+pub const BEFORE_CHECKPOINT: &str = "before_checkpoint";
+
 /// How long a paused supervisor waits to be killed before it goes on.
 const PAUSE: std::time::Duration = std::time::Duration::from_secs(300);
 

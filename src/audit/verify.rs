@@ -269,7 +269,8 @@ fn verify_checks(run_dir: &SafeDir, operator: &VerifyingKey) -> (Verification, O
     // The halt replayed: it must follow from the observations the receipt recorded
     // (`rules::derive`), with the lists the receipt moved to artifacts read back whole where
     // they match their digests; what the rule cannot replay is said by name, never passed silently.
-    match crate::rules::derive::derive_halt(&History::fold(&restored)) {
+    let history = History::fold(&restored);
+    match crate::rules::derive::derive_halt(&history) {
         Ok(Some(derivation)) => v.pass("halt_derivation", derivation.detail()),
         Ok(None) => {
             v.fail("halt_derivation", "the receipt records no halt");
@@ -278,6 +279,8 @@ fn verify_checks(run_dir: &SafeDir, operator: &VerifyingKey) -> (Verification, O
             v.fail("halt_derivation", mismatch.detail);
         }
     }
+    // A task_list run: its task runs verify and are the ones its checkpoints name.
+    super::task_runs::check(run_dir, &history, operator, &mut v);
     // The zones' enforcement evidence, read back from inside each zone at its start: every one
     // must show the protections a native zone has (receipts that record any).
     let enforcement = super::enforcement::summarise(records.iter().map(|r| &r.event));

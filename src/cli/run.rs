@@ -530,6 +530,7 @@ pub fn run(args: Args, json: bool) -> CmdResult<Outcome> {
                 ));
             }
             let cfg = engine::task_list::TaskListConfig::resolve(input, &workdir, loop_ref)?;
+            engine::task_list::check_start(&run_id, &cfg)?;
             let operator = load_operator_key(args.operator_key.as_deref())?;
             let statedir = StateDir::open_or_create(&workdir)?;
             let outcome =

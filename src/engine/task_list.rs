@@ -287,25 +287,7 @@ pub fn start(
     sink: &mut dyn EventSink,
 ) -> CmdResult<RunOutcome> {
     let repo = PathBuf::from(&cfg.template.workdir);
-    let git = crate::workspace::git::Git::new(&repo);
-    let start_commit = git
-        .resolve("HEAD^{commit}")
-        .map_err(ws_failure)?
-        .ok_or_else(|| Failure::workspace("the workdir's HEAD names no commit"))?;
-    if run_id.as_str().len() + ".t1000".len() > crate::run_id::MAX_LEN {
-        return Err(Failure::usage(format!(
-            "run id {} is too long for task_list mode: its tasks' runs are named <run-id>.t<k> within {} characters",
-            run_id.as_str(),
-            crate::run_id::MAX_LEN
-        )));
-    }
-    if plan_branch::branch_exists(&repo, &branch_of(run_id.as_str())).map_err(ws_failure)? {
-        return Err(Failure::workspace(format!(
-            "the branch {} already exists",
-            branch_of(run_id.as_str())
-        ))
-        .with_hint("choose another --run-id"));
-    }
+    let start_commit = check_start(&run_id, &cfg)?;
     let run = statedir.create_run(&run_id)?;
     let lock = run.lock()?;
     let log = run.create_receipt()?;
@@ -357,6 +339,35 @@ pub fn start(
     active.drive()
 }
 
+/// Everything a task_list run must have before it is made (nothing is written when it fails):
+/// a run id its tasks' runs can be named from, HEAD's commit (returned), no branch of the
+/// run's name yet, a plan that reads and keeps every strict rule, a task table for tasks of the
+/// plan only.
+pub fn check_start(run_id: &RunId, cfg: &TaskListConfig) -> CmdResult<ObjectId> {
+    let repo = PathBuf::from(&cfg.template.workdir);
+    let git = crate::workspace::git::Git::new(&repo);
+    let start_commit = git
+        .resolve("HEAD^{commit}")
+        .map_err(ws_failure)?
+        .ok_or_else(|| Failure::workspace("the workdir's HEAD names no commit"))?;
+    if run_id.as_str().len() + ".t1000".len() > crate::run_id::MAX_LEN {
+        return Err(Failure::usage(format!(
+            "run id {} is too long for task_list mode: its tasks' runs are named <run-id>.t<k> within {} characters",
+            run_id.as_str(),
+            crate::run_id::MAX_LEN
+        )));
+    }
+    if plan_branch::branch_exists(&repo, &branch_of(run_id.as_str())).map_err(ws_failure)? {
+        return Err(Failure::workspace(format!(
+            "the branch {} already exists",
+            branch_of(run_id.as_str())
+        ))
+        .with_hint("choose another --run-id"));
+    }
+    validate_at_start(&repo, &start_commit, cfg)?;
+    Ok(start_commit)
+}
+
 /// Whether the receipt `history` folds is a task_list run's.
 pub fn is_task_list(history: &History) -> bool {
     history
@@ -396,7 +407,7 @@ pub(super) fn resume(
     let cfg = pinned(&history)?;
     let repo = PathBuf::from(&cfg.template.workdir);
     let recorded_commit = |raw: Option<&str>| raw.and_then(|c| ObjectId::from_hex(c.as_bytes()));
-    let start_commit = recorded_commit(history.tasks.first_commit.as_deref())
+    let start_commit = recorded_commit(history.tasks.first.as_ref().map(|p| p.commit.as_str()))
         .ok_or_else(|| Failure::workspace("the task_list run recorded no plan: start a new run"))?;
     // Where the plan branch stands by the receipt: the last checkpoint's commit, else the last
     // task start's, else the start.
@@ -492,31 +503,6 @@ impl TaskRun<'_> {
         Ok(())
     }
 
-    /// The run directory's `plan/` with `.small/` made anew from `files` (what the plan branch's
-    /// commit holds): the SMALL module reads and writes there.
-    fn materialise(&self, files: &[SmallFile]) -> CmdResult<SafeDir> {
-        let run_dir = self.run.dir();
-        let plan = run_dir
-            .subdir_or_create(PLAN_DIR)
-            .map_err(|e| Failure::internal(format!("the plan directory: {e}")))?;
-        let plan_path = plan.path().to_path_buf();
-        let small = plan_path.join(SMALL_DIR);
-        if small.exists() {
-            std::fs::remove_dir_all(&small)
-                .map_err(|e| Failure::internal(format!("{}: {e}", small.display())))?;
-        }
-        if !files.is_empty() {
-            let dir = plan
-                .subdir_or_create(SMALL_DIR)
-                .map_err(|e| Failure::internal(format!("{}: {e}", small.display())))?;
-            for f in files {
-                dir.write_atomic(&f.name, &f.bytes)
-                    .map_err(|e| Failure::internal(format!("{}: {e}", small.display())))?;
-            }
-        }
-        Ok(plan)
-    }
-
     /// The `.small/` files the SMALL module left in the run's `plan/` (after a transition).
     fn materialised(&self, plan: &SafeDir) -> CmdResult<Vec<SmallFile>> {
         let dir = plan
@@ -537,79 +523,15 @@ impl TaskRun<'_> {
             .collect()
     }
 
-    /// Read, load and validate the plan at the branch's commit.
+    /// Read, load and validate the plan at the branch's commit (into the run's `plan/`).
     fn read_plan(&self) -> CmdResult<(Read, SafeDir)> {
-        let files = match plan_branch::read_small(&self.repo, &self.head) {
-            Ok(files) => files,
-            Err(e) => {
-                let plan = self.materialise(&[])?;
-                return Ok((
-                    Read::Invalid(format!("the plan's .small/ cannot be read: {e}")),
-                    plan,
-                ));
-            }
-        };
-        let plan = self.materialise(&files)?;
-        if files.is_empty() {
-            return Ok((
-                Read::Invalid(format!(
-                    "the commit {} holds no {SMALL_DIR}/: task_list mode works through a SMALL plan",
-                    self.head
-                )),
-                plan,
-            ));
-        }
-        match crate::small::detect(&plan) {
-            Ok(crate::small::Detected::V1) => {}
-            Ok(crate::small::Detected::V2) => {
-                return Ok((
-                    Read::Invalid(
-                        "the plan is a SMALL v2 workspace (.small/profile.json): only SMALL v1.0.0 is supported"
-                            .into(),
-                    ),
-                    plan,
-                ))
-            }
-            Ok(crate::small::Detected::Absent) => {
-                return Ok((Read::Invalid(format!("no {SMALL_DIR}/ in the plan")), plan))
-            }
-            Err(e) => return Ok((Read::Invalid(e.to_string()), plan)),
-        }
-        let ws = match crate::small::load(&plan) {
-            Ok(ws) => ws,
-            Err(e) => return Ok((Read::Invalid(e.to_string()), plan)),
-        };
-        let violations = ws.violations();
-        if !violations.is_empty() {
-            let listed: Vec<String> = violations.iter().take(5).map(|v| v.to_string()).collect();
-            return Ok((
-                Read::Invalid(format!(
-                    "the plan breaks {} SMALL rule(s): {}{}",
-                    violations.len(),
-                    listed.join("; "),
-                    if violations.len() > 5 { "; ..." } else { "" }
-                )),
-                plan,
-            ));
-        }
-        let planned = match planned(ws.tasks()) {
-            Ok(p) => p,
-            Err(why) => return Ok((Read::Invalid(why), plan)),
-        };
-        let record = TaskPlanRecord {
-            tasks: planned.clone(),
-            replay_id: ws.replay_id(),
-            small_sha256: small_digest(&files),
-            commit: self.head.to_hex(),
-        };
-        Ok((
-            Read::Plan {
-                tasks: ws.tasks().to_vec(),
-                planned,
-                record,
-            },
-            plan,
-        ))
+        let plan = self
+            .run
+            .dir()
+            .subdir_or_create(PLAN_DIR)
+            .map_err(|e| Failure::internal(format!("the plan directory: {e}")))?;
+        let read = read_plan(&self.repo, &self.head, &plan)?;
+        Ok((read, plan))
     }
 
     /// Commit the run's `plan/.small/` on top of `onto` and move the plan branch there.
@@ -784,6 +706,9 @@ impl TaskRun<'_> {
         let Some(halt) = history.halt.clone() else {
             return Err(Failure::internal("the task run's halt vanished"));
         };
+        // Tests kill the supervisor here: the task's run sealed, its checkpoint not written.
+        #[cfg(debug_assertions)]
+        crate::test_pause::at(crate::test_pause::BEFORE_CHECKPOINT);
         let end = rule::task_end(halt.halt_reason);
         let outcome = match end {
             TaskEnd::Completed => TaskState::Completed,
@@ -1042,6 +967,120 @@ impl TaskRun<'_> {
         self.state.exit_code = Some(reason.class().code());
         self.save_state(true)?;
         Ok(self.outcome(LoopEnd::Halted { reason, detail }))
+    }
+}
+
+/// `plan` (a directory the supervisor owns) with `.small/` made anew from `files`: the SMALL
+/// module reads and writes there.
+fn materialise(plan: &SafeDir, files: &[SmallFile]) -> CmdResult<()> {
+    let small = plan.path().join(SMALL_DIR);
+    if small.exists() {
+        std::fs::remove_dir_all(&small)
+            .map_err(|e| Failure::internal(format!("{}: {e}", small.display())))?;
+    }
+    if !files.is_empty() {
+        let dir = plan
+            .subdir_or_create(SMALL_DIR)
+            .map_err(|e| Failure::internal(format!("{}: {e}", small.display())))?;
+        for f in files {
+            dir.write_atomic(&f.name, &f.bytes)
+                .map_err(|e| Failure::internal(format!("{}: {e}", small.display())))?;
+        }
+    }
+    Ok(())
+}
+
+/// Read the plan of `commit` into `plan`, load it and validate it strictly.
+fn read_plan(repo: &Path, commit: &ObjectId, plan: &SafeDir) -> CmdResult<Read> {
+    let files = match plan_branch::read_small(repo, commit) {
+        Ok(files) => files,
+        Err(e) => {
+            materialise(plan, &[])?;
+            return Ok(Read::Invalid(format!(
+                "the plan's .small/ cannot be read: {e}"
+            )));
+        }
+    };
+    materialise(plan, &files)?;
+    if files.is_empty() {
+        return Ok(Read::Invalid(format!(
+            "the commit {commit} holds no {SMALL_DIR}/: task_list mode works through a SMALL plan"
+        )));
+    }
+    match crate::small::detect(plan) {
+        Ok(crate::small::Detected::V1) => {}
+        Ok(crate::small::Detected::V2) => {
+            return Ok(Read::Invalid(
+                "the plan is a SMALL v2 workspace (.small/profile.json): only SMALL v1.0.0 is supported"
+                    .into(),
+            ))
+        }
+        Ok(crate::small::Detected::Absent) => {
+            return Ok(Read::Invalid(format!("no {SMALL_DIR}/ in the plan")))
+        }
+        Err(e) => return Ok(Read::Invalid(e.to_string())),
+    }
+    let ws = match crate::small::load(plan) {
+        Ok(ws) => ws,
+        Err(e) => return Ok(Read::Invalid(e.to_string())),
+    };
+    let violations = ws.violations();
+    if !violations.is_empty() {
+        let listed: Vec<String> = violations.iter().take(5).map(|v| v.to_string()).collect();
+        return Ok(Read::Invalid(format!(
+            "the plan breaks {} SMALL rule(s): {}{}",
+            violations.len(),
+            listed.join("; "),
+            if violations.len() > 5 { "; ..." } else { "" }
+        )));
+    }
+    let planned = match planned(ws.tasks()) {
+        Ok(p) => p,
+        Err(why) => return Ok(Read::Invalid(why)),
+    };
+    if let Some(problem) = rule::dependency_problem(&planned) {
+        return Ok(Read::Invalid(problem));
+    }
+    let record = TaskPlanRecord {
+        tasks: planned.clone(),
+        replay_id: ws.replay_id(),
+        small_sha256: small_digest(&files),
+        commit: commit.to_hex(),
+    };
+    Ok(Read::Plan {
+        tasks: ws.tasks().to_vec(),
+        planned,
+        record,
+    })
+}
+
+/// The plan at `commit` checked before a run is made of it: a plan that does not read or breaks
+/// a rule, or a task table naming no task of the plan, is refused (exit 20) and nothing is
+/// written.
+fn validate_at_start(repo: &Path, commit: &ObjectId, cfg: &TaskListConfig) -> CmdResult<()> {
+    let tmp = tempfile::tempdir()
+        .map_err(|e| Failure::internal(format!("a temporary directory: {e}")))?;
+    let plan = SafeDir::open(tmp.path())
+        .map_err(|e| Failure::internal(format!("a temporary directory: {e}")))?;
+    match read_plan(repo, commit, &plan)? {
+        Read::Invalid(why) => Err(Failure::new(crate::error::FailureCode::InvariantFailed, why)
+            .with_hint("fix .small/ and commit it; `loopexec check` lists every violation with its file and key")),
+        Read::Plan { planned, .. } => {
+            let unknown: Vec<String> = cfg
+                .tasks
+                .keys()
+                .filter(|id| !planned.iter().any(|t| &t.id == *id))
+                .map(|id| crate::inert::inert(id).into_owned())
+                .collect();
+            match unknown.is_empty() {
+                true => Ok(()),
+                false => Err(Failure::invalid_input(format!(
+                    "an acceptance check is given for {}, not a task of the plan",
+                    unknown.join(", ")
+                ))
+                .with_hint("the [tasks.<id>] tables and --task-check ids name tasks of .small/plan.small.yml")),
+            }
+        }
     }
 }
 

@@ -137,8 +137,8 @@ pub struct History {
 pub struct TaskHistory {
     /// The last `task_plan` (the start's, or a resume's).
     pub plan: Option<super::events::TaskPlanRecord>,
-    /// The commit the first `task_plan` was read from: HEAD when the run started.
-    pub first_commit: Option<String>,
+    /// The first `task_plan`: the plan as the run found it at HEAD when it started.
+    pub first: Option<super::events::TaskPlanRecord>,
     pub started: Vec<super::events::TaskStartedRecord>,
     pub checkpoints: Vec<super::events::TaskCheckpointRecord>,
 }
@@ -313,8 +313,8 @@ impl History {
             }
             Event::SelfTest(s) => self.self_test = Some(s.clone()),
             Event::TaskPlan(p) => {
-                if self.tasks.first_commit.is_none() {
-                    self.tasks.first_commit = Some(p.commit.clone());
+                if self.tasks.first.is_none() {
+                    self.tasks.first = Some(p.clone());
                 }
                 self.tasks.plan = Some(p.clone());
             }

@@ -230,6 +230,38 @@ pub fn derive_halt(history: &History) -> Result<Option<Derivation>, Mismatch> {
     let Some(start) = &history.start else {
         return accept(0, Some("the receipt has no run_start".into()), skipped);
     };
+    if Mode::of_name(&start.mode) == Some(Mode::TaskList) {
+        let pinned: std::collections::BTreeSet<String> = start
+            .config
+            .get("tasks")
+            .and_then(|t| t.as_object())
+            .map(|t| t.keys().cloned().collect())
+            .unwrap_or_default();
+        let tasks = history.tasks.started.len() as u64;
+        return match super::task_list::derive(history, recorded, &pinned) {
+            Ok(why) => accept(tasks, why, skipped),
+            Err((at, judgement, derived)) => {
+                let judgement: &'static str = match judgement.as_str() {
+                    "task_started" => "task_started",
+                    "task_checkpoint" => "task_checkpoint",
+                    _ => "halt",
+                };
+                let detail = match judgement {
+                    "halt" => format!(
+                        "the halt records {recorded} after task {at}, but the plan and its checkpoints decide {derived}"
+                    ),
+                    _ => format!("at task {at}: {derived}"),
+                };
+                Err(Mismatch {
+                    iteration: at,
+                    judgement,
+                    recorded,
+                    derived,
+                    detail,
+                })
+            }
+        };
+    }
     let Some(Mode::CheckFixpoint) = Mode::of_name(&start.mode) else {
         return accept(
             0,

@@ -215,6 +215,155 @@ pub fn with_state(tasks: &[PlannedTask], id: &str, state: TaskState) -> Vec<Plan
         .collect()
 }
 
+/// Whether a task_list run's recorded halt follows from its plan and its checkpoints, replayed
+/// with the rules above: every task started was the plan's next one, every checkpoint's outcome
+/// is what its task run's halt gives, and the halt is the one the plan comes to (a task run's
+/// own halt, when it halts the loop). `pinned`: the tasks the run has an acceptance check for.
+/// `Ok(Some(why))`: accepted as recorded without replay (a supervisor failure, or a halt over a
+/// plan that did not read, which the receipt does not hold), saying why.
+pub fn derive(
+    history: &crate::receipt::history::History,
+    recorded: HaltReason,
+    pinned: &BTreeSet<String>,
+) -> Result<Option<String>, (u64, String, String)> {
+    let supervisor = matches!(
+        recorded,
+        HaltReason::InternalError
+            | HaltReason::WorkspaceInvalid
+            | HaltReason::IsolationUnsatisfiable
+            | HaltReason::ExecutionFailure
+    );
+    let Some(first) = &history.tasks.first else {
+        return match recorded {
+            HaltReason::InvariantFailed => Ok(Some(
+                "the plan did not read at the start (the receipt does not hold the files)".into(),
+            )),
+            _ if supervisor => Ok(Some("a supervisor failure before the plan was read".into())),
+            _ => Err((0, "halt".into(), "no task_plan is recorded".into())),
+        };
+    };
+    let mut tasks = first.tasks.clone();
+    let mut last_end = None;
+    for (i, started) in history.tasks.started.iter().enumerate() {
+        let n = i as u64 + 1;
+        if last_end == Some(TaskEnd::HaltsTheLoop) {
+            return Err((
+                n,
+                "task_started".into(),
+                format!(
+                    "task {} was started after a task run that halts the loop",
+                    crate::inert::inert(&started.task)
+                ),
+            ));
+        }
+        match next(&tasks) {
+            Next::Task(id) if id == started.task => {}
+            other => {
+                return Err((
+                    n,
+                    "task_started".into(),
+                    format!(
+                        "task {} was started, but the plan's next step is {}",
+                        crate::inert::inert(&started.task),
+                        describe(&other)
+                    ),
+                ))
+            }
+        }
+        tasks = with_state(&tasks, &started.task, TaskState::InProgress);
+        let Some(c) = history
+            .tasks
+            .checkpoints
+            .iter()
+            .find(|c| c.run_id == started.run_id)
+        else {
+            // The last task's run was under way when the run halted: only a supervisor failure,
+            // or a checkpoint that could not be written (`invariant_failed`), ends it there.
+            if i + 1 == history.tasks.started.len()
+                && (supervisor || recorded == HaltReason::InvariantFailed)
+            {
+                return Ok(Some(format!(
+                    "the halt came while task {}'s run was under way (its checkpoint is not recorded)",
+                    crate::inert::inert(&started.task)
+                )));
+            }
+            return Err((
+                n,
+                "task_checkpoint".into(),
+                format!(
+                    "task {} was started but never checkpointed",
+                    crate::inert::inert(&started.task)
+                ),
+            ));
+        };
+        let end = task_end(c.run_halt);
+        let expected = match end {
+            TaskEnd::Completed => TaskState::Completed,
+            TaskEnd::Blocked | TaskEnd::HaltsTheLoop => TaskState::Blocked,
+        };
+        if c.task != started.task || c.outcome != expected {
+            return Err((
+                n,
+                "task_checkpoint".into(),
+                format!(
+                    "the checkpoint of task {} records {}, but its run's halt {} gives {}",
+                    crate::inert::inert(&c.task),
+                    c.outcome.as_str(),
+                    c.run_halt.as_str(),
+                    expected.as_str()
+                ),
+            ));
+        }
+        tasks = with_state(&tasks, &c.task, expected);
+        last_end = Some(end);
+    }
+    if let (Some(TaskEnd::HaltsTheLoop), Some(c)) = (last_end, history.tasks.checkpoints.last()) {
+        return match recorded == c.run_halt {
+            true => Ok(None),
+            false => Err((
+                history.tasks.started.len() as u64,
+                "halt".into(),
+                c.run_halt.as_str().into(),
+            )),
+        };
+    }
+    let derived = match next(&tasks) {
+        Next::Task(id) if !pinned.contains(&id) => HaltReason::CheckInadequate,
+        Next::Task(id) => {
+            return match supervisor || recorded == HaltReason::InvariantFailed {
+                true => Ok(Some(format!(
+                    "task {} was next when the run halted {} (the plan's files are not in the receipt)",
+                    crate::inert::inert(&id),
+                    recorded.as_str()
+                ))),
+                false => Err((history.tasks.started.len() as u64, "halt".into(), "continue".into())),
+            };
+        }
+        other => match halt_of(&other) {
+            Some((reason, _)) => reason,
+            None => HaltReason::InternalError,
+        },
+    };
+    match derived == recorded {
+        true => Ok(None),
+        false if supervisor => Ok(Some("a supervisor failure, accepted as recorded".into())),
+        false => Err((
+            history.tasks.started.len() as u64,
+            "halt".into(),
+            derived.as_str().into(),
+        )),
+    }
+}
+
+fn describe(next: &Next) -> String {
+    match next {
+        Next::Task(id) => format!("task {}", crate::inert::inert(id)),
+        Next::AllCompleted => "none (every task is completed)".into(),
+        Next::NoneActionable { .. } => "none (no task is actionable)".into(),
+        Next::Invalid(why) => format!("none ({why})"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
