@@ -307,8 +307,7 @@ pub fn load(workdir: &SafeDir) -> Result<Workspace, SmallError> {
                 let root = yaml::parse(name, &raw)?;
                 files.push((name, File { raw, root }));
             }
-            Err(e @ (SafeFsError::Symlink { .. } | SafeFsError::NotRegular { .. })) => {
-                let _ = e;
+            Err(SafeFsError::Symlink { .. } | SafeFsError::NotRegular { .. }) => {
                 disk.push(Violation {
                     rule: "file",
                     file: name.into(),

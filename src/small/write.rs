@@ -112,9 +112,12 @@ fn file(name: &'static str, root: &Node) -> Result<File, SmallError> {
     Ok(File { raw, root })
 }
 
+/// A file to replace, with its new contents.
+type Change = (&'static str, File);
+
 /// The workspace with the sticky replayId set (workspace.small.yml created if absent), and the
 /// change, if one was needed.
-fn with_replay_id(ws: &Workspace) -> Result<(Workspace, Option<(&'static str, File)>), SmallError> {
+fn with_replay_id(ws: &Workspace) -> Result<(Workspace, Option<Change>), SmallError> {
     if super::replay::sticky(ws).is_some() {
         return Ok((ws.clone(), None));
     }
@@ -165,7 +168,7 @@ fn record(
     let ws = load(workdir)?;
     let index = refuse_unknown_task(&ws, task_id)?;
     let (ws, sticky) = with_replay_id(&ws)?;
-    let mut changes: Vec<(&'static str, File)> = sticky.into_iter().collect();
+    let mut changes: Vec<Change> = sticky.into_iter().collect();
 
     let mut progress = ws
         .root(PROGRESS)
@@ -196,11 +199,7 @@ fn missing(name: &str) -> SmallError {
 
 /// Validate the workspace with `changes` applied, in memory; then replace the files in order,
 /// rolling back on a failure.
-fn commit(
-    workdir: &SafeDir,
-    base: &Workspace,
-    changes: Vec<(&'static str, File)>,
-) -> Result<(), SmallError> {
+fn commit(workdir: &SafeDir, base: &Workspace, changes: Vec<Change>) -> Result<(), SmallError> {
     let mut next = base.clone();
     for (name, f) in &changes {
         next = next.with(name, f.clone());
@@ -437,7 +436,7 @@ pub fn write_handoff(workdir: &SafeDir, summary: &str) -> Result<(), SmallError>
             ]),
         ),
     ]);
-    let mut changes: Vec<(&'static str, File)> = sticky.into_iter().collect();
+    let mut changes: Vec<Change> = sticky.into_iter().collect();
     changes.push((HANDOFF, file(HANDOFF, &root)?));
     commit(workdir, &ws, changes)
 }
