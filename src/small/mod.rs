@@ -15,7 +15,7 @@ mod write;
 pub mod yaml;
 
 pub use model::{Next, Status, Task};
-pub use write::{checkpoint, ensure_replay_id, recover, start_task, write_handoff};
+pub use write::{checkpoint, ensure_replay_id, reconcile, recover, start_task, write_handoff};
 
 use crate::safefs::{SafeDir, SafeFsError};
 use yaml::Node;
@@ -196,6 +196,11 @@ impl Workspace {
     /// The plan's tasks, in file order.
     pub fn tasks(&self) -> &[Task] {
         &self.tasks
+    }
+
+    /// The plan task `id`, if there is one.
+    pub fn task(&self, id: &str) -> Option<&Task> {
+        self.tasks.iter().find(|t| t.id == id)
     }
 
     /// The task to work on (SMALL.md): the first in_progress task, else the first pending one
