@@ -21,7 +21,7 @@ use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Directory holding .loopexec/.
+    /// Directory holding .loopexec/ (and .small/, if any).
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub workdir: PathBuf,
 }

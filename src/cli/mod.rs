@@ -96,7 +96,7 @@ pub enum Command {
     /// and seals its `heartbeat_stale` halt.
     #[command(after_help = examples::WATCH)]
     Watch(watch::Args),
-    /// Validate the state directory and receipt chains (state hygiene, not the oracle).
+    /// Validate the state directory and receipt chains, and a SMALL workspace (.small/) strictly (state hygiene, not the oracle).
     #[command(after_help = examples::CHECK)]
     Check(check::Args),
     /// A digest of a run's receipt.

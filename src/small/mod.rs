@@ -15,7 +15,7 @@ mod write;
 pub mod yaml;
 
 pub use model::{Next, Status, Task};
-pub use write::{checkpoint, ensure_replay_id, recover, start_task, write_handoff};
+pub use write::{checkpoint, ensure_replay_id, reconcile, recover, start_task, write_handoff};
 
 use crate::safefs::{SafeDir, SafeFsError};
 use yaml::Node;
@@ -198,6 +198,11 @@ impl Workspace {
         &self.tasks
     }
 
+    /// The plan task `id`, if there is one.
+    pub fn task(&self, id: &str) -> Option<&Task> {
+        self.tasks.iter().find(|t| t.id == id)
+    }
+
     /// The task to work on (SMALL.md): the first in_progress task, else the first pending one
     /// whose dependencies all exist and are completed.
     pub fn next(&self) -> Next {
@@ -307,8 +312,7 @@ pub fn load(workdir: &SafeDir) -> Result<Workspace, SmallError> {
                 let root = yaml::parse(name, &raw)?;
                 files.push((name, File { raw, root }));
             }
-            Err(e @ (SafeFsError::Symlink { .. } | SafeFsError::NotRegular { .. })) => {
-                let _ = e;
+            Err(SafeFsError::Symlink { .. } | SafeFsError::NotRegular { .. }) => {
                 disk.push(Violation {
                     rule: "file",
                     file: name.into(),

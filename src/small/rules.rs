@@ -101,8 +101,8 @@ impl Check<'_> {
         }
     }
 
-    /// `small_version: "1.0.0"` (a quoted string) and, when `owner` is given, that owner.
-    fn header(&mut self, root: &Node, owner: &str, owner_required: bool) {
+    /// `small_version: "1.0.0"` (a quoted string) and, when there is an owner, `owner`.
+    fn header(&mut self, root: &Node, owner: &str) {
         match root.get("small_version") {
             Some(v)
                 if v.scalar()
@@ -114,11 +114,11 @@ impl Check<'_> {
             ),
             None => {}
         }
-        match root.get("owner") {
-            Some(o) if o.as_str() == Some(owner) => {}
-            Some(_) => self.v("owner", "owner", format!("must be {owner:?}")),
-            None if owner_required => {}
-            None => {}
+        // A missing owner where one is required is a missing key (`schema`), reported by `keys`.
+        if let Some(o) = root.get("owner") {
+            if o.as_str() != Some(owner) {
+                self.v("owner", "owner", format!("must be {owner:?}"));
+            }
         }
     }
 }
@@ -213,7 +213,7 @@ fn intent(c: &mut Check, root: &Node) {
     if !c.keys(root, "", &keys, &keys) {
         return;
     }
-    c.header(root, "human", true);
+    c.header(root, "human");
     c.string(root.get("intent"), "intent", Some("non_empty"));
     if let Some(scope) = root.get("scope") {
         if c.keys(
@@ -234,7 +234,7 @@ fn constraints(c: &mut Check, root: &Node) {
     if !c.keys(root, "", &keys, &keys) {
         return;
     }
-    c.header(root, "human", true);
+    c.header(root, "human");
     let Some(list) = root.get("constraints") else {
         return;
     };
@@ -280,7 +280,7 @@ fn plan(c: &mut Check, root: &Node) {
     if !c.keys(root, "", &keys, &keys) {
         return;
     }
-    c.header(root, "agent", true);
+    c.header(root, "agent");
     let Some(list) = root.get("tasks") else {
         return;
     };
@@ -487,7 +487,7 @@ fn progress(c: &mut Check, root: &Node) {
     if !c.keys(root, "", &keys, &keys) {
         return;
     }
-    c.header(root, "agent", true);
+    c.header(root, "agent");
     let Some(list) = root.get("entries") else {
         return;
     };
@@ -591,7 +591,7 @@ fn handoff(c: &mut Check, root: &Node) {
     if !c.keys(root, "", &keys, &keys[..6]) {
         return;
     }
-    c.header(root, "agent", true);
+    c.header(root, "agent");
     c.string(root.get("summary"), "summary", Some("non_empty"));
     if let Some(resume) = root.get("resume") {
         if c.keys(
@@ -674,7 +674,7 @@ fn workspace(c: &mut Check, root: &Node) {
     if !c.keys(root, "", &keys, &["small_version", "kind"]) {
         return;
     }
-    c.header(root, "agent", false);
+    c.header(root, "agent");
     c.one_of(
         root.get("kind"),
         "kind",

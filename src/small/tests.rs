@@ -102,6 +102,8 @@ fn the_fixture_workspace_is_valid() {
         Some("lexer tests pass")
     );
     assert_eq!(ws.tasks()[1].dependencies, ["t1"]);
+    assert_eq!(ws.task("t3").map(|t| t.title.as_str()), Some("Docs"));
+    assert_eq!(ws.task("t9"), None);
 }
 
 #[test]
@@ -305,10 +307,8 @@ fn timestamp_must_increase_strictly() {
     let (tmp, dir) = workspace();
     with_entries(
         &tmp,
-        &format!(
-            "{ENTRY_T1}{}",
-            ENTRY_T1.replace("05.000000002Z", "05.000000002Z")
-        ),
+        // The same timestamp twice: equal is not later.
+        &format!("{ENTRY_T1}{ENTRY_T1}"),
     );
     assert_eq!(
         broken(&dir),
@@ -605,4 +605,21 @@ fn what_the_transitions_write_validates_against_the_pinned_schemas() {
             .collect();
         assert_eq!(errors, Vec::<String>::new(), "{file}");
     }
+}
+
+#[test]
+fn reconcile_finishes_a_checkpoint_interrupted_before_the_plan_was_replaced() {
+    let (tmp, dir) = workspace();
+    start_task(&dir, "t1", "start", at(10, 0)).unwrap();
+    let plan_in_progress = std::fs::read(tmp.path().join(SMALL_DIR).join(PLAN)).unwrap();
+    checkpoint(&dir, "t1", Outcome::Completed, &evidence(0), at(11, 0)).unwrap();
+    // The crash: progress replaced, plan not.
+    std::fs::write(tmp.path().join(SMALL_DIR).join(PLAN), &plan_in_progress).unwrap();
+    assert_eq!(broken(&dir), vec![]);
+    assert_eq!(load(&dir).unwrap().next(), Next::Task("t1".into()));
+    assert_eq!(reconcile(&dir).unwrap(), ["t1"]);
+    let ws = load(&dir).unwrap();
+    assert_eq!(ws.task("t1").unwrap().status, Status::Completed);
+    assert_eq!(ws.next(), Next::Task("t2".into()));
+    assert_eq!(reconcile(&dir).unwrap(), Vec::<String>::new());
 }

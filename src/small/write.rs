@@ -11,7 +11,8 @@
 //! nothing else) and the loop calls it when it resumes. A crash between two replaces leaves the
 //! files written so far: the order (workspace.small.yml, then progress, then plan) keeps every
 //! such prefix valid: the sticky replayId first, then the progress entry, then the plan status it
-//! justifies (a completed task with no progress entry would break S1).
+//! justifies (a completed task with no progress entry would break S1); `reconcile` then sets the
+//! plan status an interrupted checkpoint did not get to.
 
 use super::yaml::{self, Node};
 use super::{
@@ -69,6 +70,45 @@ pub fn recover(workdir: &SafeDir) -> Result<Vec<String>, SmallError> {
     Ok(removed)
 }
 
+/// Finish checkpoints a crash interrupted between their two replaces: a plan task still
+/// in_progress whose last progress entry is completed or blocked gets that status (the entry is
+/// the record; the plan status is what it justifies). Returns the ids set. Call it on resume,
+/// after `recover`, so that a checkpointed task is not run again. A task a person reset to
+/// pending is left alone.
+pub fn reconcile(workdir: &SafeDir) -> Result<Vec<String>, SmallError> {
+    let ws = load(workdir)?;
+    let mut plan = match ws.root(PLAN) {
+        Some(p) => p.clone(),
+        None => return Ok(Vec::new()),
+    };
+    let mut fixed = Vec::new();
+    for (index, task) in ws.tasks().iter().enumerate() {
+        if task.status != Status::InProgress {
+            continue;
+        }
+        let last = entries(&ws)
+            .iter()
+            .rev()
+            .find(|e| e.get("task_id").and_then(Node::as_str) == Some(task.id.as_str()))
+            .and_then(|e| e.get("status").and_then(Node::as_str))
+            .and_then(Status::parse);
+        let Some(status @ (Status::Completed | Status::Blocked)) = last else {
+            continue;
+        };
+        if let Some(yaml::Kind::Seq(tasks)) = plan.get_mut("tasks").map(|t| &mut t.kind) {
+            if let Some(node) = tasks.get_mut(index) {
+                node.set("status", Node::string(status.as_str()));
+                fixed.push(task.id.clone());
+            }
+        }
+    }
+    if !fixed.is_empty() {
+        let change = (PLAN, file(PLAN, &plan)?);
+        commit(workdir, &ws, vec![change])?;
+    }
+    Ok(fixed)
+}
+
 /// `now` in progress-entry form: UTC, nine fractional digits.
 pub fn format_timestamp(nanos: i128) -> String {
     let at = time::OffsetDateTime::from_unix_timestamp_nanos(nanos)
@@ -112,9 +152,12 @@ fn file(name: &'static str, root: &Node) -> Result<File, SmallError> {
     Ok(File { raw, root })
 }
 
+/// A file to replace, with its new contents.
+type Change = (&'static str, File);
+
 /// The workspace with the sticky replayId set (workspace.small.yml created if absent), and the
 /// change, if one was needed.
-fn with_replay_id(ws: &Workspace) -> Result<(Workspace, Option<(&'static str, File)>), SmallError> {
+fn with_replay_id(ws: &Workspace) -> Result<(Workspace, Option<Change>), SmallError> {
     if super::replay::sticky(ws).is_some() {
         return Ok((ws.clone(), None));
     }
@@ -165,7 +208,7 @@ fn record(
     let ws = load(workdir)?;
     let index = refuse_unknown_task(&ws, task_id)?;
     let (ws, sticky) = with_replay_id(&ws)?;
-    let mut changes: Vec<(&'static str, File)> = sticky.into_iter().collect();
+    let mut changes: Vec<Change> = sticky.into_iter().collect();
 
     let mut progress = ws
         .root(PROGRESS)
@@ -196,11 +239,7 @@ fn missing(name: &str) -> SmallError {
 
 /// Validate the workspace with `changes` applied, in memory; then replace the files in order,
 /// rolling back on a failure.
-fn commit(
-    workdir: &SafeDir,
-    base: &Workspace,
-    changes: Vec<(&'static str, File)>,
-) -> Result<(), SmallError> {
+fn commit(workdir: &SafeDir, base: &Workspace, changes: Vec<Change>) -> Result<(), SmallError> {
     let mut next = base.clone();
     for (name, f) in &changes {
         next = next.with(name, f.clone());
@@ -437,7 +476,7 @@ pub fn write_handoff(workdir: &SafeDir, summary: &str) -> Result<(), SmallError>
             ]),
         ),
     ]);
-    let mut changes: Vec<(&'static str, File)> = sticky.into_iter().collect();
+    let mut changes: Vec<Change> = sticky.into_iter().collect();
     changes.push((HANDOFF, file(HANDOFF, &root)?));
     commit(workdir, &ws, changes)
 }

@@ -197,6 +197,10 @@ fn regex_float() -> &'static regex::Regex {
     })
 }
 
+/// Deepest nesting of mappings and sequences accepted (SMALL files nest four levels; the walks
+/// over a tree recurse).
+pub const MAX_DEPTH: usize = 32;
+
 /// Parse `text` (the bytes of `file`) into its one document's root node. An empty document is a
 /// null scalar.
 pub fn parse(file: &str, bytes: &[u8]) -> Result<Node, SmallError> {
@@ -334,6 +338,9 @@ impl MarkedEventReceiver for Builder<'_> {
             {
                 self.fail(mark, "anchors and tags are not allowed".into())
             }
+            Event::SequenceStart(..) | Event::MappingStart(..) if self.stack.len() >= MAX_DEPTH => {
+                self.fail(mark, format!("nested deeper than {MAX_DEPTH} levels"))
+            }
             Event::SequenceStart(..) => self.stack.push(Frame::Seq {
                 node: at(Kind::Seq(Vec::new())),
                 items: Vec::new(),
@@ -410,8 +417,34 @@ fn scalar_text(s: &Scalar) -> String {
             s.value.clone()
         }
     } else {
-        serde_json::to_string(&s.value).unwrap_or_else(|_| "\"\"".into())
+        quote(&s.value)
     }
+}
+
+/// `s` as a YAML double-quoted scalar: `\\` and `"` escaped, and every character YAML does not
+/// allow printed (controls, DEL, C1 controls, U+FEFF, U+FFFE/FFFF) as `\u` escapes.
+fn quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for ch in s.chars() {
+        match ch {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\u{20}'..='\u{7e}'
+            | '\u{a0}'..='\u{d7ff}'
+            | '\u{e000}'..='\u{fffd}'
+            | '\u{10000}'..
+                if ch != '\u{feff}' =>
+            {
+                out.push(ch)
+            }
+            other => out.push_str(&format!("\\u{:04x}", other as u32)),
+        }
+    }
+    out.push('"');
+    out
 }
 
 fn key_text(k: &str) -> String {
@@ -428,7 +461,7 @@ fn key_text(k: &str) -> String {
     if plain {
         k.to_string()
     } else {
-        serde_json::to_string(k).unwrap_or_else(|_| "\"\"".into())
+        quote(k)
     }
 }
 
@@ -523,6 +556,28 @@ mod tests {
     fn aliases_are_refused() {
         let err = parse("f", b"a: &x 1\nb: *x\n").unwrap_err();
         assert!(err.to_string().starts_with("f:1:7: anchors"), "{err}");
+    }
+
+    #[test]
+    fn nesting_deeper_than_the_limit_is_refused() {
+        let text = format!(
+            "a: {}{}\n",
+            "[".repeat(MAX_DEPTH + 1),
+            "]".repeat(MAX_DEPTH + 1)
+        );
+        let err = parse("f", text.as_bytes()).unwrap_err();
+        assert!(
+            err.to_string().contains("nested deeper than 32 levels"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn controls_and_del_survive_a_round_trip() {
+        let value = "a\u{7f}b\u{1b}[31m\u{85}c\u{feff}\"\\\r\n";
+        let node = Node::map(vec![("k", Node::string(value))]);
+        let again = parse("f", emit(&node).as_bytes()).unwrap();
+        assert_eq!(again.get("k").unwrap().as_str(), Some(value));
     }
 
     #[test]
