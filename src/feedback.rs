@@ -290,17 +290,17 @@ pub struct FeedbackTask {
 }
 
 impl FeedbackTask {
-    pub fn of(task: &crate::engine::config::TaskAssignment) -> FeedbackTask {
+    /// The task's id, title, steps and acceptance prose, as the plan words them.
+    pub fn of(id: &str, title: &str, steps: &[String], acceptance: Option<&str>) -> FeedbackTask {
         FeedbackTask {
-            id: Untrusted::line(&task.id),
-            title: Untrusted::line(&task.title),
-            steps: task
-                .steps
+            id: Untrusted::line(id),
+            title: Untrusted::line(title),
+            steps: steps
                 .iter()
                 .take(MAX_LISTED)
                 .map(|s| Untrusted::line(s))
                 .collect(),
-            acceptance: task.acceptance.as_deref().map(Untrusted::excerpt),
+            acceptance: acceptance.map(Untrusted::excerpt),
         }
     }
 }

@@ -16,7 +16,7 @@ use proptest::prelude::*;
 use serde_json::{json, Value};
 
 /// How many variants `Event` has (`index` gives each one of 0..VARIANTS).
-const VARIANTS: usize = 36;
+const VARIANTS: usize = 39;
 
 /// The place of each variant; a new variant fails to compile here.
 fn index(e: &Event) -> usize {
@@ -57,6 +57,9 @@ fn index(e: &Event) -> usize {
         Event::Usage(_) => 33,
         Event::Comprehension(_) => 34,
         Event::SelfTest(_) => 35,
+        Event::TaskPlan(_) => 36,
+        Event::TaskStarted(_) => 37,
+        Event::TaskCheckpoint(_) => 38,
     }
 }
 
@@ -217,6 +220,14 @@ fn template(i: usize, n: usize, s: &str) -> Value {
             // Two zones (agent, check), each with `n` operations: the lists that grow.
             let zone = |role: &str| json!({"role": role, "operations": vec![operation.clone(); n], "error": s});
             json!({"type": "self_test", "held": true, "zones": [zone("agent"), zone("check")]})
+        }
+        36 => {
+            let task = json!({"id": s, "dependencies": strings(), "status": "pending"});
+            json!({"type": "task_plan", "tasks": list(task), "replay_id": s, "small_sha256": s, "commit": s})
+        }
+        37 => json!({"type": "task_started", "task": s, "run_id": s, "base_commit": s}),
+        38 => {
+            json!({"type": "task_checkpoint", "task": s, "run_id": s, "outcome": "blocked", "run_halt": halt, "run_exit_code": 12, "run_receipt_sha256": s, "tree": s, "commit": s, "small_sha256": s})
         }
         _ => unreachable!("no template for variant {i}"),
     };

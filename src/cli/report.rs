@@ -262,11 +262,20 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
         start.map(|s| s.mode.as_str()).unwrap_or("?"),
         start.map(|s| s.isolation.as_str()).unwrap_or("?")
     ));
-    human.push_str(&format!(
-        "exec   {}\ncheck  {}\n",
-        inert(config["exec"].as_str().unwrap_or("?")),
-        inert(config["check"].as_str().unwrap_or("?"))
-    ));
+    match start.map(|s| s.mode.as_str()) {
+        Some(crate::rules::task_list::MODE_TASK_LIST) => {
+            human.push_str(&format!(
+                "exec   {}\n",
+                inert(config["template"]["exec"].as_str().unwrap_or("?"))
+            ));
+            human.push_str(&task_lines(history, &config));
+        }
+        _ => human.push_str(&format!(
+            "exec   {}\ncheck  {}\n",
+            inert(config["exec"].as_str().unwrap_or("?")),
+            inert(config["check"].as_str().unwrap_or("?"))
+        )),
+    }
     // The guards that could not see (receipts written before the event say nothing).
     if let Some(inactive) = crate::engine::inactive_guards::of_history(history) {
         match inactive.len() {
@@ -481,6 +490,32 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
         .human(human))
 }
 
+/// A task_list run's tasks, one line each: the task, its run, its check and how it ended.
+fn task_lines(history: &crate::receipt::history::History, config: &Value) -> String {
+    let mut lines = String::new();
+    for started in &history.tasks.started {
+        let check = config["tasks"][&started.task]["check"]
+            .as_str()
+            .unwrap_or("?");
+        let end = history
+            .tasks
+            .checkpoints
+            .iter()
+            .find(|c| c.run_id == started.run_id)
+            .map_or_else(
+                || "under way".to_string(),
+                |c| format!("{} ({})", c.outcome.as_str(), c.run_halt.as_str()),
+            );
+        lines.push_str(&format!(
+            "task   {}  run {}  check {}  {end}\n",
+            inert(&started.task),
+            inert(&started.run_id),
+            inert(check)
+        ));
+    }
+    lines
+}
+
 /// The `report` object of `report --json`: the run's configuration, chain, iterations, halt and
 /// its derivation, delivery, egress, cost and blind guards.
 fn report_value(
@@ -512,6 +547,17 @@ fn report_value(
         "interruptions": history.interruptions,
         "resumes": history.resumes,
     });
+    // A task_list run: its plan and each task's run and checkpoint (other runs: no key).
+    if let (Some(plan), Some(fields)) = (&history.tasks.first, report.as_object_mut()) {
+        fields.insert(
+            "tasks".into(),
+            json!({
+                "plan": plan,
+                "started": history.tasks.started,
+                "checkpoints": history.tasks.checkpoints,
+            }),
+        );
+    }
     // What the run cost (a run that metered nothing and pinned no cap: no key, as before).
     if let (false, Some(fields)) = (cost["json"].is_null(), report.as_object_mut()) {
         fields.insert("cost".into(), cost["json"].clone());

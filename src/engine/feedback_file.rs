@@ -136,11 +136,9 @@ impl ActiveRun<'_> {
         };
         let mut feedback = from_history(&self.history, n, self.cfg.max_iterations, &excerpts_of);
         feedback.budget_left = budget_left(&self.history, &self.cfg.budget);
-        feedback.task = self
-            .cfg
-            .task
-            .as_ref()
-            .map(crate::feedback::FeedbackTask::of);
+        feedback.task = self.cfg.task.as_ref().map(|t| {
+            crate::feedback::FeedbackTask::of(&t.id, &t.title, &t.steps, t.acceptance.as_deref())
+        });
         let feedback = feedback.limited_to(self.cfg.feedback.include);
         file.write(&feedback).map_err(|f| f.message)?;
         let path = file.json_path();

@@ -572,6 +572,7 @@ impl TaskRun<'_> {
                     record,
                 } => (tasks, planned, record),
             };
+            self.state.max_iterations = planned.len() as u64;
             if !self.plan_recorded {
                 self.append(Event::TaskPlan(record))?;
                 self.plan_recorded = true;

@@ -1111,10 +1111,40 @@ impl SelfTestZone {
     }
 }
 
+/// A task's state in the plan (SMALL's values, compared lowercase; absent or empty is pending).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskState {
+    Pending,
+    InProgress,
+    Blocked,
+    Completed,
+}
+
+impl TaskState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskState::Pending => "pending",
+            TaskState::InProgress => "in_progress",
+            TaskState::Blocked => "blocked",
+            TaskState::Completed => "completed",
+        }
+    }
+}
+
+/// One task of the plan as the decision sees it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PlannedTask {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dependencies: Vec<String>,
+    pub status: TaskState,
+}
+
 /// The plan of a task_list run as read from `.small/` (`task_plan`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskPlanRecord {
-    pub tasks: Vec<crate::rules::task_list::PlannedTask>,
+    pub tasks: Vec<PlannedTask>,
     /// SMALL's replayId of the plan (sticky once set).
     pub replay_id: String,
     /// sha256 over the `.small/` files' names and contents, in name order.
@@ -1140,7 +1170,7 @@ pub struct TaskCheckpointRecord {
     pub task: String,
     pub run_id: String,
     /// `completed` or `blocked`.
-    pub outcome: crate::rules::task_list::TaskState,
+    pub outcome: TaskState,
     /// The task run's halt and its exit code.
     pub run_halt: HaltReason,
     pub run_exit_code: i32,

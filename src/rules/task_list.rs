@@ -19,35 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 /// The `run_start.mode` of a task_list run.
 pub const MODE_TASK_LIST: &str = "task_list";
 
-/// A task's state in the plan (SMALL's values, compared lowercase; absent or empty is pending).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TaskState {
-    Pending,
-    InProgress,
-    Blocked,
-    Completed,
-}
-
-impl TaskState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TaskState::Pending => "pending",
-            TaskState::InProgress => "in_progress",
-            TaskState::Blocked => "blocked",
-            TaskState::Completed => "completed",
-        }
-    }
-}
-
-/// One task of the plan as the decision sees it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct PlannedTask {
-    pub id: String,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub dependencies: Vec<String>,
-    pub status: TaskState,
-}
+pub use crate::receipt::events::{PlannedTask, TaskState};
 
 /// What comes next in the plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -489,5 +461,174 @@ mod tests {
             TaskEnd::HaltsTheLoop
         );
         assert_eq!(task_end(HaltReason::BudgetExceeded), TaskEnd::HaltsTheLoop);
+    }
+}
+
+#[cfg(test)]
+mod derive_tests {
+    use super::*;
+    use crate::receipt::events::{TaskCheckpointRecord, TaskPlanRecord, TaskStartedRecord};
+    use crate::receipt::history::History;
+
+    fn plan() -> History {
+        let mut h = History::default();
+        h.tasks.first = Some(TaskPlanRecord {
+            tasks: vec![
+                PlannedTask {
+                    id: "a".into(),
+                    dependencies: vec![],
+                    status: TaskState::Pending,
+                },
+                PlannedTask {
+                    id: "b".into(),
+                    dependencies: vec!["a".into()],
+                    status: TaskState::Pending,
+                },
+            ],
+            replay_id: "0".repeat(64),
+            small_sha256: "0".repeat(64),
+            commit: "0".repeat(40),
+        });
+        h
+    }
+
+    fn ran(h: &mut History, task: &str, k: usize, halt: HaltReason, outcome: TaskState) {
+        let run_id = format!("r.t{k}");
+        h.tasks.started.push(TaskStartedRecord {
+            task: task.into(),
+            run_id: run_id.clone(),
+            base_commit: None,
+        });
+        h.tasks.checkpoints.push(TaskCheckpointRecord {
+            task: task.into(),
+            run_id,
+            outcome,
+            run_halt: halt,
+            run_exit_code: halt.class().code(),
+            run_receipt_sha256: "0".repeat(64),
+            tree: None,
+            commit: None,
+            small_sha256: "0".repeat(64),
+        });
+    }
+
+    fn pinned() -> BTreeSet<String> {
+        ["a".to_string(), "b".to_string()].into_iter().collect()
+    }
+
+    #[test]
+    fn every_task_converged_derives_success() {
+        let mut h = plan();
+        ran(
+            &mut h,
+            "a",
+            1,
+            HaltReason::SuccessConditionMet,
+            TaskState::Completed,
+        );
+        ran(
+            &mut h,
+            "b",
+            2,
+            HaltReason::SuccessConditionMet,
+            TaskState::Completed,
+        );
+        assert_eq!(
+            derive(&h, HaltReason::SuccessConditionMet, &pinned()),
+            Ok(None)
+        );
+    }
+
+    #[test]
+    fn a_success_recorded_over_a_blocked_task_does_not_follow() {
+        let mut h = plan();
+        ran(
+            &mut h,
+            "a",
+            1,
+            HaltReason::MaxIterationsReached,
+            TaskState::Blocked,
+        );
+        assert_eq!(
+            derive(&h, HaltReason::SuccessConditionMet, &pinned()),
+            Err((1, "halt".into(), "no_actionable_tasks".into()))
+        );
+        assert_eq!(
+            derive(&h, HaltReason::NoActionableTasks, &pinned()),
+            Ok(None)
+        );
+    }
+
+    #[test]
+    fn a_checkpoint_calling_a_task_completed_whose_run_ran_out_of_iterations_does_not_follow() {
+        let mut h = plan();
+        ran(
+            &mut h,
+            "a",
+            1,
+            HaltReason::MaxIterationsReached,
+            TaskState::Completed,
+        );
+        ran(
+            &mut h,
+            "b",
+            2,
+            HaltReason::SuccessConditionMet,
+            TaskState::Completed,
+        );
+        let Err((at, judgement, _)) = derive(&h, HaltReason::SuccessConditionMet, &pinned()) else {
+            panic!("a forged checkpoint was accepted")
+        };
+        assert_eq!((at, judgement.as_str()), (1, "task_checkpoint"));
+    }
+
+    #[test]
+    fn a_task_started_out_of_plan_order_does_not_follow() {
+        let mut h = plan();
+        ran(
+            &mut h,
+            "b",
+            1,
+            HaltReason::SuccessConditionMet,
+            TaskState::Completed,
+        );
+        let Err((at, judgement, _)) = derive(&h, HaltReason::SuccessConditionMet, &pinned()) else {
+            panic!("b ran before its dependency and was accepted")
+        };
+        assert_eq!((at, judgement.as_str()), (1, "task_started"));
+    }
+
+    #[test]
+    fn a_task_run_halted_by_a_guard_gives_the_loop_its_halt() {
+        let mut h = plan();
+        ran(
+            &mut h,
+            "a",
+            1,
+            HaltReason::MetricIntegrityViolation,
+            TaskState::Blocked,
+        );
+        assert_eq!(
+            derive(&h, HaltReason::MetricIntegrityViolation, &pinned()),
+            Ok(None)
+        );
+        assert_eq!(
+            derive(&h, HaltReason::NoActionableTasks, &pinned()),
+            Err((1, "halt".into(), "metric_integrity_violation".into()))
+        );
+    }
+
+    #[test]
+    fn the_next_task_without_a_pinned_check_derives_check_inadequate() {
+        let mut h = plan();
+        ran(
+            &mut h,
+            "a",
+            1,
+            HaltReason::SuccessConditionMet,
+            TaskState::Completed,
+        );
+        let only_a: BTreeSet<String> = ["a".to_string()].into_iter().collect();
+        assert_eq!(derive(&h, HaltReason::CheckInadequate, &only_a), Ok(None));
     }
 }
