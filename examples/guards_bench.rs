@@ -44,6 +44,7 @@ fn main() {
             &repo,
             &SafeDir::open(std::path::Path::new(state))?,
             &BaselineOptions {
+                base_commit: None,
                 include_uncommitted: false,
                 owner,
             },

@@ -26,6 +26,7 @@ fn main() {
             repo,
             &state,
             &BaselineOptions {
+                base_commit: None,
                 include_uncommitted: false,
                 owner,
             },

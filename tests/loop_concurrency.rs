@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use serde_json::Value;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 
 /// A committed repository whose check passes once `value.txt` holds 1 (t0: 0).
 fn project() -> tempfile::TempDir {

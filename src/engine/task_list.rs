@@ -230,12 +230,7 @@ fn planned(tasks: &[crate::small::Task]) -> Result<Vec<PlannedTask>, String> {
             Ok(PlannedTask {
                 id: t.id.clone(),
                 dependencies: t.dependencies.clone(),
-                status: match t.status {
-                    crate::small::Status::Pending => TaskState::Pending,
-                    crate::small::Status::InProgress => TaskState::InProgress,
-                    crate::small::Status::Blocked => TaskState::Blocked,
-                    crate::small::Status::Completed => TaskState::Completed,
-                },
+                status: t.status,
             })
         })
         .collect()

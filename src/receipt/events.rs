@@ -1111,35 +1111,8 @@ impl SelfTestZone {
     }
 }
 
-/// A task's state in the plan (SMALL's values, compared lowercase; absent or empty is pending).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TaskState {
-    Pending,
-    InProgress,
-    Blocked,
-    Completed,
-}
-
-impl TaskState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TaskState::Pending => "pending",
-            TaskState::InProgress => "in_progress",
-            TaskState::Blocked => "blocked",
-            TaskState::Completed => "completed",
-        }
-    }
-}
-
-/// One task of the plan as the decision sees it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct PlannedTask {
-    pub id: String,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub dependencies: Vec<String>,
-    pub status: TaskState,
-}
+/// A plan's task and its state, as SMALL defines them (`crate::small`).
+pub use crate::small::{PlannedTask, Status as TaskState};
 
 /// The plan of a task_list run as read from `.small/` (`task_plan`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 /// The `run_start.mode` of a task_list run.
 pub const MODE_TASK_LIST: &str = "task_list";
 
-pub use crate::receipt::events::{PlannedTask, TaskState};
+pub use crate::small::{PlannedTask, Status as TaskState};
 
 /// What comes next in the plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,34 +125,19 @@ pub fn dependency_problem(tasks: &[PlannedTask]) -> Option<String> {
 
 /// The next task of the plan, or why there is none.
 pub fn next(tasks: &[PlannedTask]) -> Next {
-    if let Some(problem) = dependency_problem(tasks) {
-        return Next::Invalid(problem);
+    match dependency_problem(tasks) {
+        Some(problem) => Next::Invalid(problem),
+        None => next_of(tasks),
     }
-    let completed: BTreeSet<&str> = tasks
-        .iter()
-        .filter(|t| t.status == TaskState::Completed)
-        .map(|t| t.id.as_str())
-        .collect();
-    if let Some(t) = tasks.iter().find(|t| t.status == TaskState::InProgress) {
-        return Next::Task(t.id.clone());
-    }
-    if let Some(t) = tasks.iter().find(|t| {
-        t.status == TaskState::Pending
-            && t.dependencies
-                .iter()
-                .all(|d| completed.contains(d.as_str()))
-    }) {
-        return Next::Task(t.id.clone());
-    }
-    let remaining: Vec<String> = tasks
-        .iter()
-        .filter(|t| t.status != TaskState::Completed)
-        .map(|t| t.id.clone())
-        .collect();
-    if remaining.is_empty() {
-        Next::AllCompleted
-    } else {
-        Next::NoneActionable { remaining }
+}
+
+/// The next task of a plan whose dependencies are known to form a DAG over its own tasks
+/// (SMALL's rule, `small::next_of`).
+pub fn next_of(tasks: &[PlannedTask]) -> Next {
+    match crate::small::next_of(tasks) {
+        crate::small::Next::Task(id) => Next::Task(id),
+        crate::small::Next::AllCompleted => Next::AllCompleted,
+        crate::small::Next::NoneActionable { remaining } => Next::NoneActionable { remaining },
     }
 }
 

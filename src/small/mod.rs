@@ -14,7 +14,7 @@ mod tests;
 mod write;
 pub mod yaml;
 
-pub use model::{Next, Status, Task};
+pub use model::{next_of, Next, PlannedTask, Status, Task};
 pub use write::{checkpoint, ensure_replay_id, reconcile, recover, start_task, write_handoff};
 
 use crate::safefs::{SafeDir, SafeFsError};

@@ -3,8 +3,9 @@
 
 use super::yaml::{Node, Value};
 
-/// A task's status (SMALL: absent or empty is pending; compared lowercase).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A task's state in the plan (SMALL's values, compared lowercase; absent or empty is pending).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Status {
     Pending,
     InProgress,
@@ -13,7 +14,7 @@ pub enum Status {
 }
 
 impl Status {
-    /// The status of a plan task's `status` text; None for a value SMALL does not know.
+    /// The state a plan task's `status` text names; None for a value SMALL does not know.
     pub fn parse(text: &str) -> Option<Status> {
         match text.trim().to_ascii_lowercase().as_str() {
             "" | "pending" => Some(Status::Pending),
@@ -32,6 +33,16 @@ impl Status {
             Status::Completed => "completed",
         }
     }
+}
+
+/// One task of the plan as the decisions see it (`next_of`, `rules::task_list`, the receipt's
+/// `task_plan`): its id, dependencies and state.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PlannedTask {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dependencies: Vec<String>,
+    pub status: Status,
 }
 
 /// One task of plan.small.yml.
@@ -108,18 +119,34 @@ pub(crate) fn tasks_of(plan: &Node) -> Vec<Task> {
 /// SMALL's next task: the first in_progress one in file order, else the first pending one whose
 /// dependencies all exist and are completed.
 pub(crate) fn next(tasks: &[Task]) -> Next {
+    let planned: Vec<PlannedTask> = tasks
+        .iter()
+        .map(|t| PlannedTask {
+            id: t.id.clone(),
+            dependencies: t.dependencies.clone(),
+            status: t.status,
+        })
+        .collect();
+    next_of(&planned)
+}
+
+/// [`next`] over the plan as the decisions see it (`rules::task_list` replays it from the
+/// receipt's `task_plan`).
+pub fn next_of(tasks: &[PlannedTask]) -> Next {
+    let completed: std::collections::BTreeSet<&str> = tasks
+        .iter()
+        .filter(|t| t.status == Status::Completed)
+        .map(|t| t.id.as_str())
+        .collect();
     if let Some(t) = tasks.iter().find(|t| t.status == Status::InProgress) {
         return Next::Task(t.id.clone());
     }
-    let completed = |id: &String| {
-        tasks
-            .iter()
-            .any(|t| &t.id == id && t.status == Status::Completed)
-    };
-    if let Some(t) = tasks
-        .iter()
-        .find(|t| t.status == Status::Pending && t.dependencies.iter().all(completed))
-    {
+    if let Some(t) = tasks.iter().find(|t| {
+        t.status == Status::Pending
+            && t.dependencies
+                .iter()
+                .all(|d| completed.contains(d.as_str()))
+    }) {
         return Next::Task(t.id.clone());
     }
     let remaining: Vec<String> = tasks
