@@ -36,6 +36,7 @@ pub mod sealed_run;
 pub mod shell_docs;
 pub mod status;
 pub mod verify;
+pub mod verify_all;
 pub mod watch;
 
 use crate::error::{CmdResult, Failure};
