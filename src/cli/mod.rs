@@ -194,6 +194,7 @@ impl Command {
             Command::Isolate(args) => isolate::run(args, json),
             Command::Keygen(args) => keygen::run(args, json),
             Command::Ack(args) => ack::run(args, json),
+            Command::Verify(args) if args.all.is_some() => verify_all::run(args, json),
             Command::Verify(args) => verify::run(args, json),
             Command::Fleet(args) => fleet::run(args, json),
             Command::Attest(args) => attest::run(args, json),

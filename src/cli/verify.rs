@@ -109,24 +109,13 @@ pub(crate) fn verify_loop_run(
     (verification, verdict)
 }
 
-pub fn run(args: Args, json: bool) -> CmdResult<Outcome> {
-    if args.jobs == Some(0) {
-        return Err(crate::error::Failure::usage("--jobs must be at least 1"));
-    }
+pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     let chosen = VerifyKey::choose(args.pubkey.as_deref())?;
-    let target = match (&args.all, &args.run) {
-        (Some(dir), _) => {
-            let jobs = args
-                .jobs
-                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-            return super::verify_all::run(dir, &chosen, jobs, json);
-        }
-        (None, Some(run)) => run.clone(),
-        (None, None) => {
-            return Err(crate::error::Failure::usage(
-                "verify needs RUN, or --all DIR",
-            ))
-        }
+    // `--all` is dispatched to `super::verify_all` before this (cli::Command::dispatch).
+    let Some(target) = args.run.clone() else {
+        return Err(crate::error::Failure::usage(
+            "verify needs RUN, or --all DIR",
+        ));
     };
     let (pubkey, defaulted, operator) = (&chosen.path, chosen.defaulted, &chosen.key);
     let key_used = chosen.json();

@@ -298,8 +298,24 @@ fn next_entry(rx: &Mutex<Receiver<OsString>>) -> Option<OsString> {
     rx.lock().ok().and_then(|rx| rx.recv().ok())
 }
 
-/// `verify --all DIR`: stream each run's result on stdout as it finishes, return the summary.
-pub(crate) fn run(dir: &Path, key: &VerifyKey, jobs: usize, json: bool) -> CmdResult<Outcome> {
+/// `verify --all DIR [--jobs N] [--pubkey FILE]` (`Command::dispatch` sends `verify` here when
+/// `--all` is given).
+pub fn run(args: super::verify::Args, json: bool) -> CmdResult<Outcome> {
+    if args.jobs == Some(0) {
+        return Err(Failure::usage("--jobs must be at least 1"));
+    }
+    let key = VerifyKey::choose(args.pubkey.as_deref())?;
+    let Some(dir) = args.all else {
+        return Err(Failure::usage("verify --all needs DIR"));
+    };
+    let jobs = args
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    verify_dir(&dir, &key, jobs, json)
+}
+
+/// Stream each run's result on stdout as it finishes, return the summary.
+fn verify_dir(dir: &Path, key: &VerifyKey, jobs: usize, json: bool) -> CmdResult<Outcome> {
     let root = SafeDir::open(dir).map_err(crate::error::fs_failure)?;
     let error = Mutex::new(None);
     let mut summary = Summary::default();
