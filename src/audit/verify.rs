@@ -130,6 +130,16 @@ pub fn verify_run(run_dir: &SafeDir, operator: &VerifyingKey) -> Verification {
     verify_checks(run_dir, operator).0
 }
 
+/// [`verify_run`], with the receipt's history when its chain verified (for a caller that reports
+/// what the run recorded, such as its metered cost, without reading the receipt again).
+pub fn verify_run_with_history(
+    run_dir: &SafeDir,
+    operator: &VerifyingKey,
+) -> (Verification, Option<History>) {
+    let (v, _, history) = verify_checks(run_dir, operator);
+    (v, history)
+}
+
 /// [`verify_run`], then, when every check before could run, the tree guards re-run on the trees
 /// `repo` holds (`tree_guards`). `Err` only when the repository cannot be used.
 pub fn verify_run_with_repo(
@@ -137,15 +147,19 @@ pub fn verify_run_with_repo(
     operator: &VerifyingKey,
     repo: &super::tree_guards::Repo,
 ) -> Result<Verification, super::tree_guards::RepoError> {
-    let (mut v, events) = verify_checks(run_dir, operator);
+    let (mut v, events, _) = verify_checks(run_dir, operator);
     if let Some(events) = events {
         super::tree_guards::check(&events, repo, &mut v)?;
     }
     Ok(v)
 }
 
-/// The checks, and the receipt's events when every check could run to the end.
-fn verify_checks(run_dir: &SafeDir, operator: &VerifyingKey) -> (Verification, Option<Vec<Event>>) {
+/// The checks, the receipt's events when every check could run to the end, and its history
+/// when its chain verified.
+fn verify_checks(
+    run_dir: &SafeDir,
+    operator: &VerifyingKey,
+) -> (Verification, Option<Vec<Event>>, Option<History>) {
     let mut v = Verification {
         operator_key: Some(keys::fingerprint(operator)),
         ..Default::default()
@@ -156,21 +170,21 @@ fn verify_checks(run_dir: &SafeDir, operator: &VerifyingKey) -> (Verification, O
         Ok(bytes) => bytes,
         Err(e) => {
             v.fail("receipt_chain", e.to_string());
-            return (v, None);
+            return (v, None, None);
         }
     };
     let verified = match chain::verify(&receipt) {
         Ok(c) => c,
         Err(e) => {
             v.fail("receipt_chain", e.to_string());
-            return (v, None);
+            return (v, None, None);
         }
     };
     let records = match Recorded::decode_all(&verified.events) {
         Ok(records) => records,
         Err(e) => {
             v.fail("receipt_chain", e.to_string());
-            return (v, None);
+            return (v, None, None);
         }
     };
     let history = History::fold(&records);
@@ -236,7 +250,7 @@ fn verify_checks(run_dir: &SafeDir, operator: &VerifyingKey) -> (Verification, O
                 crate::inert::inert(v.run_id.as_deref().unwrap_or("RUN"))
             ),
         );
-        return (v, None);
+        return (v, None, Some(history));
     }
     let run_id = v.run_id.clone().unwrap_or_default();
     let Some(stmt) = verify_envelope(
@@ -249,7 +263,7 @@ fn verify_checks(run_dir: &SafeDir, operator: &VerifyingKey) -> (Verification, O
         PREDICATE_TYPE,
         &mut v,
     ) else {
-        return (v, None);
+        return (v, None, Some(history));
     };
     match statement::predicate(&history) {
         Ok(expected) if Some(&expected) == stmt.get("predicate") => v.pass(
@@ -386,7 +400,11 @@ fn verify_checks(run_dir: &SafeDir, operator: &VerifyingKey) -> (Verification, O
             v.fail("artifacts", found.mismatched.join("; "));
         }
     }
-    (v, Some(restored.into_iter().map(|r| r.event).collect()))
+    (
+        v,
+        Some(restored.into_iter().map(|r| r.event).collect()),
+        Some(history),
+    )
 }
 
 /// The steps every sealed receipt shares (a run's, a probe's): every `run_key` event endorsed by

@@ -107,7 +107,14 @@ pub const VERIFY: &str = "\
 Examples:
   loopexec verify <RUN_ID>                      # offline, with your own operator key
   loopexec verify receipt.jsonl --pubkey operator.pub   # a third party's check
-  loopexec verify <RUN_ID> --repo .             # and re-run the tree guards on its trees";
+  loopexec verify <RUN_ID> --repo .             # and re-run the tree guards on its trees
+  loopexec verify --all .loopexec/runs          # every run of the workdir, in parallel
+  loopexec verify --all collection/ --pubkey operator.pub --json   # a fleet's collection";
+
+pub const FLEET: &str = "\
+Examples:
+  loopexec fleet collect ./repo-a ./repo-b --out collection/   # their sealed runs, and branches
+  loopexec verify --all collection/ --pubkey operator.pub      # then verified in bulk";
 
 pub const ATTEST: &str = "\
 Examples:

@@ -14,6 +14,7 @@ pub mod doctor_adequacy;
 pub mod escalate;
 pub mod examples;
 pub mod explain_halt;
+pub mod fleet;
 pub mod follow;
 pub mod init;
 pub mod inspect_cost;
@@ -36,6 +37,7 @@ pub mod sealed_run;
 pub mod shell_docs;
 pub mod status;
 pub mod verify;
+pub mod verify_all;
 pub mod watch;
 
 use crate::error::{CmdResult, Failure};
@@ -135,6 +137,9 @@ pub enum Command {
     /// Verify a sealed run offline: hash chain, key endorsement, envelope, predicate.
     #[command(after_help = examples::VERIFY)]
     Verify(verify::Args),
+    /// Fleets of runs: gather the sealed runs of workdirs into a collection (`fleet collect`).
+    #[command(after_help = examples::FLEET)]
+    Fleet(fleet::FleetArgs),
     /// Add the operator's signature to a sealed run that verifies against that key.
     #[command(after_help = examples::ATTEST)]
     Attest(attest::Args),
@@ -189,7 +194,9 @@ impl Command {
             Command::Isolate(args) => isolate::run(args, json),
             Command::Keygen(args) => keygen::run(args, json),
             Command::Ack(args) => ack::run(args, json),
+            Command::Verify(args) if args.all.is_some() => verify_all::run(args, json),
             Command::Verify(args) => verify::run(args, json),
+            Command::Fleet(args) => fleet::run(args, json),
             Command::Attest(args) => attest::run(args, json),
             Command::Replay(args) => replay::run(args, json),
             Command::Reexecute(args) => reexecute::run(args, json),

@@ -12,8 +12,16 @@ use std::path::PathBuf;
 pub struct Args {
     /// A run id of the workdir, or the path of a run directory (e.g. .loopexec/runs/<id>) or of a
     /// probe's directory (.loopexec/probes/<id>).
-    #[arg(value_name = "RUN")]
-    pub run: String,
+    #[arg(value_name = "RUN", required_unless_present = "all")]
+    pub run: Option<String>,
+    /// Verify every sealed run directory in DIR instead (a `.loopexec/runs` directory, or a
+    /// collection `fleet collect` made), in parallel: one line per run as it finishes (JSON
+    /// Lines `{"verify_run": ...}` under --json), then the summary (docs/fleet.md).
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["run", "repo", "acks"])]
+    pub all: Option<PathBuf>,
+    /// With --all: how many runs are verified at once (default: the available cores).
+    #[arg(long, value_name = "N", requires = "all")]
+    pub jobs: Option<usize>,
     /// The operator's public key (operator.pub). Default: operator.pub in the operator's key
     /// directory ($LOOPEXEC_CONFIG_DIR, $XDG_CONFIG_HOME/loopexec or ~/.config/loopexec), for the
     /// operator verifying their own run; a third party passes the key they were given.
@@ -103,9 +111,15 @@ pub(crate) fn verify_loop_run(
 
 pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
     let chosen = VerifyKey::choose(args.pubkey.as_deref())?;
+    // `--all` is dispatched to `super::verify_all` before this (cli::Command::dispatch).
+    let Some(target) = args.run.clone() else {
+        return Err(crate::error::Failure::usage(
+            "verify needs RUN, or --all DIR",
+        ));
+    };
     let (pubkey, defaulted, operator) = (&chosen.path, chosen.defaulted, &chosen.key);
     let key_used = chosen.json();
-    let run_dir = super::sealed_run::open(&args.run, &args.workdir)?;
+    let run_dir = super::sealed_run::open(&target, &args.workdir)?;
     let repo = args
         .repo
         .as_deref()
@@ -132,12 +146,12 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
         None => verify_loop_run(&run_dir, state_root(&args), &chosen, args.acks),
     };
     // A run id names a run: a probe's receipt copied under runs/ is not passed off as one.
-    if probe && !args.run.contains('/') {
+    if probe && !target.contains('/') {
         verification.fail_step(
             "receipt_kind",
             format!(
                 "run {} holds a probe's receipt, not a run's",
-                crate::inert::inert(&args.run)
+                crate::inert::inert(&target)
             ),
         );
     }
@@ -213,7 +227,7 @@ pub fn run(args: Args, _json: bool) -> CmdResult<Outcome> {
 
 /// The state dir holding the run: `--workdir`'s for a run id, two levels up from a run directory.
 fn state_root(args: &Args) -> Option<PathBuf> {
-    match args.run.contains('/') {
+    match args.run.as_deref().is_none_or(|run| run.contains('/')) {
         true => None,
         false => super::operator::absolute_workdir(&args.workdir)
             .ok()
@@ -224,7 +238,7 @@ fn state_root(args: &Args) -> Option<PathBuf> {
 /// The `acks` check: the run's `comprehension` events against the workspace's ack log (in
 /// `state_root`, or else two levels up from the run directory). `None` when not asked for and the
 /// receipt has no `comprehension` event.
-fn ack_check(
+pub(crate) fn ack_check(
     run_dir: &crate::safefs::SafeDir,
     state_root: Option<PathBuf>,
     asked: bool,
@@ -312,7 +326,7 @@ fn halt_verdict(run_dir: &crate::safefs::SafeDir) -> Option<super::explain_halt:
 
 /// Whether the directory's receipt starts with `probe_start` (read without verifying: the
 /// verifier then checks everything).
-fn holds_probe_receipt(dir: &crate::safefs::SafeDir) -> bool {
+pub(crate) fn holds_probe_receipt(dir: &crate::safefs::SafeDir) -> bool {
     use std::io::{BufRead, BufReader};
     let Ok(file) = dir.open_read(crate::receipt::seal::RECEIPT_FILE) else {
         return false;
