@@ -114,7 +114,7 @@ Examples:
 pub const FLEET: &str = "\
 Examples:
   loopexec fleet collect ./repo-a ./repo-b --out collection/   # their sealed runs, and branches
-  loopexec verify --all collection/ --pubkey operator.pub      # then verified in bulk";
+  loopexec fleet collect ./repo-a --out collection/ --json     # the summary as JSON";
 
 pub const ATTEST: &str = "\
 Examples:
